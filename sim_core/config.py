@@ -1,0 +1,406 @@
+"""The one config model: hardware, model, workload, KV cache, scheduler, calibration, SLOs, limits.
+
+Presets, the URL codec, the CLI and the UI all validate through `SimConfig`. Defaults and limits
+live here and nowhere else; `description=` strings double as the UI's help text.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SCHEMA_VERSION = 1
+
+Dtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
+DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+
+
+class StrictModel(BaseModel):
+    """Unknown fields are errors; instances are immutable (a config is a value, hashable by JSON)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+# ---------------------------------------------------------------- hardware
+class HardwareSpec(StrictModel):
+    name: str = Field("H100 SXM", description="GPU name.")
+    source: str = Field("", description="Datasheet the numbers come from.")
+    peak_tflops: float = Field(989.4, gt=0, le=20000, description="Dense BF16/FP16 tensor peak per GPU, TFLOP/s.")
+    peak_fp8_tflops: float | None = Field(
+        1978.9, gt=0, le=40000, description="Dense FP8 tensor peak per GPU, TFLOP/s (empty: no FP8 tensor cores)."
+    )
+    hbm_bandwidth_gb_per_s: float = Field(3350, gt=0, le=100000, description="HBM bandwidth per GPU, GB/s.")
+    memory_gb: float = Field(80, gt=0, le=4096, description="Device memory per GPU, GB (1e9 bytes).")
+    num_gpus: int = Field(1, ge=1, le=64, description="GPUs serving one model replica (tensor-parallel degree).")
+    interconnect_gb_per_s: float = Field(
+        450, gt=0, le=100000, description="GPU-to-GPU link bandwidth per GPU, one direction, GB/s (NVLink)."
+    )
+    pcie_gb_per_s: float = Field(64, gt=0, le=10000, description="Host link bandwidth, one direction, GB/s (KV swap).")
+
+
+# ---------------------------------------------------------------- model
+class ModelSpec(StrictModel):
+    name: str = Field("Llama-3.1-8B", description="Model name.")
+    source: str = Field("", description="Where the architecture numbers come from (config.json).")
+    num_layers: int = Field(32, ge=1, le=512, description="Transformer layers.")
+    hidden_size: int = Field(4096, ge=64, le=65536, description="Hidden size d.")
+    num_heads: int = Field(32, ge=1, le=1024, description="Query heads.")
+    num_kv_heads: int = Field(8, ge=1, le=1024, description="Key/value heads (GQA when fewer than query heads).")
+    head_dim: int = Field(128, ge=8, le=1024, description="Dimension per head.")
+    ffn_size: int = Field(14336, ge=64, le=262144, description="MLP intermediate size (per expert for MoE).")
+    vocab_size: int = Field(128256, ge=256, le=1_000_000, description="Vocabulary size (LM head rows).")
+    num_experts: int = Field(1, ge=1, le=512, description="MLP experts per layer (1 = dense model).")
+    num_experts_per_token: int = Field(1, ge=1, le=64, description="Experts each token is routed to (top-k).")
+    gated_mlp: bool = Field(True, description="SwiGLU-style MLP with gate and up projections (3 matrices).")
+    tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
+    weight_dtype: Dtype = Field("bf16", description="Weight precision (FP8 also uses FP8 tensor cores).")
+    max_model_len: int = Field(131072, ge=16, le=2_097_152, description="Longest sequence (prompt + output), tokens.")
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if self.num_experts_per_token > self.num_experts:
+            raise ValueError(
+                f"num_experts_per_token ({self.num_experts_per_token}) must be <= num_experts ({self.num_experts})"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- workload
+class LengthDist(StrictModel):
+    """Token-length distribution. `fixed` uses `mean`; `uniform` draws in [min, max]; `lognormal`
+    has the given mean and log-space sigma, clipped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "lognormal"] = Field("lognormal", description="Distribution family.")
+    mean: int = Field(512, ge=1, le=1_048_576, description="Mean length, tokens (the value for `fixed`).")
+    min: int = Field(1, ge=1, le=1_048_576, description="Smallest length, tokens.")
+    max: int = Field(4096, ge=1, le=1_048_576, description="Largest length, tokens.")
+    sigma: float = Field(0.8, ge=0, le=4, description="Log-space standard deviation (lognormal).")
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> LengthDist:
+        if self.dist != "fixed" and not self.min <= self.mean <= self.max:
+            raise ValueError(f"need min <= mean <= max, got min={self.min}, mean={self.mean}, max={self.max}")
+        return self
+
+    @property
+    def upper_bound(self) -> int:
+        return self.mean if self.dist == "fixed" else self.max
+
+
+class ArrivalConfig(StrictModel):
+    process: Literal["poisson", "gamma", "constant", "offline", "closed_loop"] = Field(
+        "poisson",
+        description="poisson: random arrivals; gamma: bursty (CV knob); constant: evenly spaced; "
+        "offline: all at t=0; closed_loop: N clients, each sends its next request when the last finishes.",
+    )
+    rate_per_s: float = Field(10.0, gt=0, le=100_000, description="Mean arrival rate, requests/s.")
+    burstiness_cv: float = Field(
+        2.0, ge=0.1, le=10, description="Coefficient of variation of inter-arrival gaps (gamma; 1 = Poisson)."
+    )
+    num_clients: int = Field(16, ge=1, le=10_000, description="Concurrent clients (closed_loop).")
+    think_time_s: float = Field(0.0, ge=0, le=3600, description="Client pause between a reply and its next request, s.")
+
+
+class RequestClass(StrictModel):
+    name: str = Field("default", min_length=1, max_length=40, description="Class name.")
+    share: float = Field(1.0, gt=0, le=1, description="Fraction of requests in this class.")
+    priority: int = Field(0, ge=0, le=9, description="Priority (0 = served first under priority ordering).")
+
+
+MAX_TRACE_ROWS = 100_000
+
+
+class Trace(StrictModel):
+    """A request trace (e.g. from an uploaded CSV): one entry per request, sorted by arrival."""
+
+    arrival_s: list[float] = Field(description="Arrival time of each request, s.")
+    prompt_tokens: list[int] = Field(description="Prompt length of each request, tokens.")
+    output_tokens: list[int] = Field(description="Output length of each request, tokens.")
+    priority: list[int] | None = Field(None, description="Priority of each request (0 = highest).")
+
+    @model_validator(mode="after")
+    def _check(self) -> Trace:
+        n = len(self.arrival_s)
+        if not 1 <= n <= MAX_TRACE_ROWS:
+            raise ValueError(f"a trace needs 1 to {MAX_TRACE_ROWS} rows, got {n}")
+        cols = {"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
+        if self.priority is not None:
+            cols["priority"] = self.priority
+        for name, col in cols.items():
+            if len(col) != n:
+                raise ValueError(f"trace column {name} has {len(col)} rows, arrival_s has {n}")
+        for name in ("prompt_tokens", "output_tokens"):
+            bad = [v for v in cols[name] if not 1 <= v <= 1_048_576]
+            if bad:
+                raise ValueError(f"trace column {name} must be in [1, 1048576], got {bad[0]}")
+        if any(not (math.isfinite(a) and a >= 0) for a in self.arrival_s):
+            raise ValueError("trace arrival_s must be finite and >= 0")
+        if any(b < a for a, b in zip(self.arrival_s, self.arrival_s[1:])):
+            raise ValueError("trace arrival_s must be sorted ascending")
+        if self.priority is not None and any(not 0 <= p <= 9 for p in self.priority):
+            raise ValueError("trace priority must be in [0, 9]")
+        return self
+
+
+class WorkloadConfig(StrictModel):
+    name: str = Field("chat", description="Workload name.")
+    num_requests: int = Field(200, ge=1, le=200_000, description="Requests to simulate.")
+    arrival: ArrivalConfig = ArrivalConfig()
+    prompt_tokens: LengthDist = LengthDist()
+    output_tokens: LengthDist = LengthDist(dist="lognormal", mean=256, min=1, max=2048, sigma=0.8)
+    num_samples: int = Field(
+        1, ge=1, le=16, description="Parallel samples / beam width n per request; samples share the prompt's KV."
+    )
+    classes: tuple[RequestClass, ...] = Field((RequestClass(),), min_length=1, max_length=8)
+    trace: Trace | None = Field(None, description="Replay these requests instead of generating them.")
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadConfig:
+        total = sum(c.share for c in self.classes)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"classes shares must sum to 1, got {total:g}")
+        if self.trace is not None and self.num_requests > len(self.trace.arrival_s):
+            raise ValueError(
+                f"num_requests ({self.num_requests}) exceeds the trace's {len(self.trace.arrival_s)} rows"
+            )
+        return self
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        if self.trace is not None:
+            return max(self.trace.prompt_tokens[: self.num_requests])
+        return self.prompt_tokens.upper_bound
+
+    @property
+    def max_output_tokens(self) -> int:
+        if self.trace is not None:
+            return max(self.trace.output_tokens[: self.num_requests])
+        return self.output_tokens.upper_bound
+
+
+# ---------------------------------------------------------------- KV cache & memory
+class KVCacheConfig(StrictModel):
+    layout: Literal["paged", "contiguous"] = Field(
+        "paged", description="paged: blocks on demand (PagedAttention); contiguous: reserve max_model_len per request (Orca)."
+    )
+    block_size: int = Field(16, ge=1, le=1024, description="Tokens per KV block (vLLM default 16).")
+    gpu_memory_utilization: float = Field(
+        0.9, ge=0.05, le=1.0, description="Fraction of GPU memory the engine may use (weights + workspace + KV)."
+    )
+    kv_dtype: Dtype = Field("bf16", description="KV-cache element precision.")
+    kv_compression: float = Field(
+        1.0, ge=0.05, le=1.0, description="Fraction of KV bytes kept after compression (article: 0.7-0.9; 1 = none)."
+    )
+    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GB.")
+    watermark: float = Field(
+        0.01, ge=0, le=0.5, description="Fraction of KV blocks kept free at admission (watermark admission)."
+    )
+
+
+# ---------------------------------------------------------------- scheduler
+class TimeSliceConfig(StrictModel):
+    prefill_slice_ms: float = Field(20, ge=1, le=10_000, description="Length of a prefill phase, ms (article: 10-30).")
+    decode_slice_ms: float = Field(20, ge=1, le=10_000, description="Length of a decode phase, ms (article: 10-30).")
+
+
+class QuotaConfig(StrictModel):
+    prefill_share: float = Field(0.7, ge=0.05, le=0.95, description="Prefill share of GPU time over the window.")
+    window_ms: float = Field(1000, ge=10, le=100_000, description="Window over which the share is measured, ms.")
+    max_prefill_ms: float = Field(100, ge=1, le=100_000, description="Longest run of prefill ticks, ms.")
+    decode_min_tokens_per_s: float = Field(
+        100, ge=0, le=1e7, description="Decode throughput floor; below it decode runs first, tokens/s."
+    )
+
+
+class DynamicBatchConfig(StrictModel):
+    enabled: bool = Field(False, description="Halve the batch cap when a tick is slower than the target, +1 otherwise.")
+    target_tick_ms: float = Field(50, ge=1, le=100_000, description="Latency target for one tick, ms.")
+
+
+class SmartPreemptionConfig(StrictModel):
+    enabled: bool = Field(False, description="Suspend a long-running prefill while many decodes wait (article §5.3).")
+    threshold_ms: float = Field(50, ge=1, le=100_000, description="Prefill runtime after which it may be suspended, ms.")
+    decode_queue_limit: int = Field(8, ge=0, le=100_000, description="Suspend while more decodes than this wait.")
+
+
+class SchedulerConfig(StrictModel):
+    name: str = Field("vLLM V1 / Sarathi-Serve", description="Engine or policy this setting models.")
+    batching: Literal["continuous", "static", "exclusive"] = Field(
+        "continuous",
+        description="continuous: requests join and leave every tick; static: a batch runs to completion; "
+        "exclusive: one request at a time.",
+    )
+    prefill_mode: Literal["prefill_first", "decode_first", "time_slice", "quota"] = Field(
+        "decode_first",
+        description="prefill_first: prefill whenever possible (vLLM V0); decode_first: decodes plus prefill chunks "
+        "in one token budget (Sarathi-Serve, vLLM V1); time_slice: alternate phases; quota: GPU-time shares.",
+    )
+    enable_chunked_prefill: bool = Field(
+        True, description="Split prompts into chunks of at most max_num_batched_tokens (always on for decode_first)."
+    )
+    mix_decodes: bool = Field(
+        False, description="prefill_first: running decodes join prefill ticks (SGLang mixed chunk)."
+    )
+    queue_order: Literal["fcfs", "priority", "shortest_prompt_first"] = Field(
+        "fcfs", description="Order of the waiting queue."
+    )
+    max_num_seqs: int = Field(256, ge=1, le=8192, description="Most requests running at once (max batch size).")
+    max_num_batched_tokens: int = Field(
+        2048, ge=1, le=1_048_576, description="Token budget per tick; the prefill chunk size, tokens."
+    )
+    admission: Literal["watermark", "reserve", "greedy"] = Field(
+        "watermark",
+        description="watermark: admit while free blocks stay above a reserve; reserve: blocks for prompt + max output "
+        "up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the prompt fits "
+        "(MAX_UTILIZATION).",
+    )
+    preemption: Literal["recompute", "swap"] = Field(
+        "recompute",
+        description="When KV runs out, the lowest-priority latest arrival is evicted: recompute drops its KV "
+        "and prefills again; swap copies its KV to host memory over PCIe.",
+    )
+    time_slice: TimeSliceConfig = TimeSliceConfig()
+    quota: QuotaConfig = QuotaConfig()
+    dynamic_batch: DynamicBatchConfig = DynamicBatchConfig()
+    smart_preemption: SmartPreemptionConfig = SmartPreemptionConfig()
+
+
+# ---------------------------------------------------------------- calibration, SLOs, limits
+class CalibrationConfig(StrictModel):
+    """Roofline efficiencies and fixed costs. Defaults are fitted by `python -m sim_core.validate --fit`
+    on the operator-level rows of shared/calibration (see sim_core/validate.py for which rows)."""
+
+    gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
+    attention_efficiency: float = Field(0.5, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
+    memory_efficiency: float = Field(0.76, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    tick_overhead_ms: float = Field(
+        2.0, ge=0, le=1000, description="Fixed cost per tick (scheduler, kernel launches, sampling), ms."
+    )
+    per_seq_overhead_us: float = Field(
+        10.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
+    )
+    allreduce_latency_us: float = Field(10.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
+
+
+class SLOConfig(StrictModel):
+    ttft_s: float = Field(2.0, gt=0, le=3600, description="Time-to-first-token objective for goodput, s.")
+    tpot_s: float = Field(0.1, gt=0, le=60, description="Time-per-output-token objective for goodput, s.")
+
+
+class LimitsConfig(StrictModel):
+    max_sim_time_s: float = Field(
+        3600, gt=0, le=1e7, description="Stop the run after this much simulated time (overload guard), s."
+    )
+    max_ticks: int = Field(2_000_000, ge=1, le=50_000_000, description="Stop the run after this many ticks.")
+    num_recorded_batches: int = Field(
+        2000, ge=0, le=100_000, description="Ticks at the start whose full batch is recorded (step-through view)."
+    )
+    coalesce_ticks: bool = Field(
+        True, description="Advance runs of identical decode ticks in one vectorised step (same results)."
+    )
+
+
+class SimConfig(StrictModel):
+    schema_version: Literal[1] = Field(SCHEMA_VERSION, description="Config format version.")
+    name: str = Field("custom", max_length=120, description="Scenario name.")
+    description: str = Field("", max_length=2000, description="What this scenario shows.")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Random seed: same config and seed, same result.")
+    hardware: HardwareSpec = HardwareSpec()
+    model: ModelSpec = ModelSpec()
+    workload: WorkloadConfig = WorkloadConfig()
+    kv_cache: KVCacheConfig = KVCacheConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    calibration: CalibrationConfig = CalibrationConfig()
+    slo: SLOConfig = SLOConfig()
+    limits: LimitsConfig = LimitsConfig()
+
+    @model_validator(mode="after")
+    def _check_cross(self) -> SimConfig:
+        wl, sch, m = self.workload, self.scheduler, self.model
+        longest = wl.max_prompt_tokens + wl.max_output_tokens
+        if longest > m.max_model_len:
+            raise ValueError(
+                f"the workload can produce {wl.max_prompt_tokens} prompt + {wl.max_output_tokens} output = "
+                f"{longest} tokens, more than model.max_model_len ({m.max_model_len}); lower the length max or "
+                "raise max_model_len"
+            )
+        chunked = sch.enable_chunked_prefill or sch.prefill_mode == "decode_first"
+        if not chunked and sch.max_num_batched_tokens < wl.max_prompt_tokens:
+            raise ValueError(
+                f"scheduler.max_num_batched_tokens ({sch.max_num_batched_tokens}) is smaller than the longest prompt "
+                f"({wl.max_prompt_tokens}) while chunked prefill is off: turn on enable_chunked_prefill or raise "
+                "max_num_batched_tokens"
+            )
+        if sch.prefill_mode == "decode_first" and sch.max_num_batched_tokens < sch.max_num_seqs:
+            raise ValueError(
+                f"decode_first needs max_num_batched_tokens ({sch.max_num_batched_tokens}) >= max_num_seqs "
+                f"({sch.max_num_seqs}) so that every running decode fits in one tick"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- error messages
+def _field_at(loc: tuple[Any, ...]) -> Any:
+    """The FieldInfo a validation-error location points to, or None."""
+    model: Any = SimConfig
+    info = None
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        info = fields[part]
+        ann = info.annotation
+        model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if model is None and isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+    return info
+
+
+def allowed_range(loc: tuple[Any, ...]) -> str:
+    """Human-readable allowed values for the field at `loc` ('' when none are declared)."""
+    info = _field_at(loc)
+    if info is None:
+        return ""
+    lo = hi = None
+    lo_op, hi_op = ">=", "<="
+    for meta in info.metadata:
+        for attr, op in (("ge", ">="), ("gt", ">")):
+            if getattr(meta, attr, None) is not None:
+                lo, lo_op = getattr(meta, attr), op
+        for attr, op in (("le", "<="), ("lt", "<")):
+            if getattr(meta, attr, None) is not None:
+                hi, hi_op = getattr(meta, attr), op
+    choices = getattr(info.annotation, "__args__", None)
+    if choices and all(isinstance(c, str) for c in choices):
+        return "one of " + ", ".join(repr(c) for c in choices)
+    if lo is not None and hi is not None:
+        return f"{lo_op} {lo:g} and {hi_op} {hi:g}" if isinstance(lo, float | int) else ""
+    if lo is not None:
+        return f"{lo_op} {lo:g}"
+    if hi is not None:
+        return f"{hi_op} {hi:g}"
+    return ""
+
+
+def format_validation_error(err: ValidationError, source: str = "config") -> str:
+    """One line per problem: field path, the value given, what went wrong, and the allowed range."""
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        path = ".".join(str(p) for p in loc) or "(config)"
+        given = e.get("input")
+        shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        msg = e["msg"].removeprefix("Value error, ")
+        rng = allowed_range(loc)
+        extra = f"; allowed: {rng}" if rng and "should be" in msg else ""
+        given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
+        lines.append(f"{path}{given_part}: {msg}{extra}")
+    return f"Invalid {source}:\n  " + "\n  ".join(lines)

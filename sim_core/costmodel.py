@@ -1,0 +1,232 @@
+"""Roofline cost of one tick, and the memory plan. Pure arithmetic, no scheduling.
+
+NOTE: every input of `CostModel.tick` is an integer aggregate of the batch (tokens, sampled
+sequences, attention pairs, KV tokens read), and the formula is elementwise. So a run of ticks
+priced as arrays gives bit-identical durations to the same ticks priced one by one: this is what
+lets the engine coalesce identical decode ticks (engine.py) without changing any result.
+
+Formulas (DESIGN.md §3): linear FLOPs 2·P·T (Kaplan et al. 2020; nanoGPT `estimate_mfu`);
+attention FLOPs 4·h·d_h·L per (query, key) pair; time = Σ over op groups of
+max(FLOPs / (peak·η_c), bytes / (BW·η_m)) (Williams et al. 2009, roofline) + ring all-reduce
+2(t−1)/t · bytes / link + fixed overheads + swap bytes / PCIe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim_core.config import DTYPE_BYTES, SimConfig
+
+ACT_BYTES = 2  # activations in BF16/FP16
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """Per-layer parameter counts and byte sizes derived from a ModelSpec, per GPU after TP sharding."""
+
+    attn_params: int  # Q, K, V, O projections of one layer
+    expert_params: int  # one MLP expert of one layer (the whole MLP when dense)
+    embed_params: int  # input embedding
+    lm_head_params: int  # output projection (0 extra bytes when tied)
+    total_params: int
+
+    @classmethod
+    def of(cls, cfg: SimConfig) -> ModelShape:
+        m = cfg.model
+        q = m.num_heads * m.head_dim
+        kv = m.num_kv_heads * m.head_dim
+        attn = m.hidden_size * (q + 2 * kv) + q * m.hidden_size
+        expert = (3 if m.gated_mlp else 2) * m.hidden_size * m.ffn_size
+        router = m.hidden_size * m.num_experts if m.num_experts > 1 else 0
+        embed = m.vocab_size * m.hidden_size
+        lm_head = 0 if m.tied_embeddings else embed
+        total = m.num_layers * (attn + expert * m.num_experts + router) + embed + lm_head
+        return cls(attn, expert, embed, lm_head, total)
+
+
+def kv_bytes_per_token(cfg: SimConfig) -> float:
+    """K and V of one token across all layers, whole model (DESIGN.md §3)."""
+    m = cfg.model
+    return 2 * m.num_layers * m.num_kv_heads * m.head_dim * DTYPE_BYTES[cfg.kv_cache.kv_dtype] * cfg.kv_cache.kv_compression
+
+
+def kv_bytes_per_token_per_gpu(cfg: SimConfig) -> float:
+    """KV heads are split across TP ranks; with fewer KV heads than ranks each rank keeps a replica."""
+    m = cfg.model
+    heads_per_gpu = max(m.num_kv_heads / cfg.hardware.num_gpus, 1.0)
+    return kv_bytes_per_token(cfg) * heads_per_gpu / m.num_kv_heads
+
+
+def workspace_bytes_per_gpu(cfg: SimConfig) -> float:
+    """Peak activation memory of the largest tick: grows with the token budget (article §5.1).
+
+    Per token: residual stream and norms (4·d), QKV output, and the MLP intermediate (gate, up and
+    their product: 3·d_ff for each active expert), sharded by TP; plus FP32 logits for every sequence
+    that samples (vLLM profiles exactly this worst case at start-up).
+    """
+    m, t = cfg.model, cfg.hardware.num_gpus
+    tokens = cfg.scheduler.max_num_batched_tokens
+    qkv = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim / t
+    mlp = 3 * m.ffn_size * m.num_experts_per_token / t
+    per_token = ACT_BYTES * (4 * m.hidden_size + qkv + mlp)
+    logits = 4 * min(cfg.scheduler.max_num_seqs * cfg.workload.num_samples, tokens) * m.vocab_size / t
+    return tokens * per_token + logits
+
+
+class MemoryPlanError(ValueError):
+    """The config cannot run: weights, workspace and KV do not fit. The message names the numbers."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    budget_bytes: float  # per GPU: memory_gb · gpu_memory_utilization
+    weight_bytes: float  # per GPU
+    workspace_bytes: float  # per GPU
+    kv_bytes: float  # per GPU, what is left for KV blocks
+    block_bytes: float  # one block, per GPU
+    num_blocks: int
+    num_host_blocks: int  # swap space in blocks
+    block_size: int  # tokens per block
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+
+def plan_memory(cfg: SimConfig) -> MemoryPlan:
+    """Split GPU memory into weights, activation workspace and KV blocks (vLLM's start-up profile).
+
+    Raises:
+        MemoryPlanError: with the numbers and the knobs that would make it fit.
+    """
+    hw, m, kv = cfg.hardware, cfg.model, cfg.kv_cache
+    t = hw.num_gpus
+    budget = hw.memory_gb * GB * kv.gpu_memory_utilization
+    weights = ModelShape.of(cfg).total_params * DTYPE_BYTES[m.weight_dtype] / t
+    workspace = workspace_bytes_per_gpu(cfg)
+    kv_bytes = budget - weights - workspace
+    block_bytes = kv.block_size * kv_bytes_per_token_per_gpu(cfg)
+    gb = lambda x: f"{x / GB:.2f} GB"  # noqa: E731
+    if kv_bytes <= block_bytes:
+        raise MemoryPlanError(
+            f"Out of memory: weights {gb(weights)} + activation workspace {gb(workspace)} per GPU leave "
+            f"{gb(max(kv_bytes, 0))} for the KV cache out of a budget of {gb(budget)} "
+            f"({hw.memory_gb:g} GB x gpu_memory_utilization {kv.gpu_memory_utilization:g}). "
+            f"The workspace grows with scheduler.max_num_batched_tokens ({cfg.scheduler.max_num_batched_tokens}): "
+            "lower it (a smaller prefill chunk, article §5.1), add GPUs (hardware.num_gpus), use FP8/INT4 weights "
+            "(model.weight_dtype), or a GPU with more memory."
+        )
+    num_blocks = int(kv_bytes // block_bytes)
+    per_req = _max_request_blocks(cfg)
+    if num_blocks < per_req:
+        raise MemoryPlanError(
+            f"KV cache too small: {num_blocks} blocks of {kv.block_size} tokens ({gb(kv_bytes)} per GPU) but the "
+            f"longest request needs {per_req} blocks "
+            + ("(contiguous layout reserves model.max_model_len per sequence). " if kv.layout == "contiguous" else ". ")
+            + "Lower max_num_batched_tokens, use an FP8 KV cache (kv_cache.kv_dtype) or kv_compression, add GPUs, "
+            "or shorten the workload's lengths / model.max_model_len."
+        )
+    num_host_blocks = int(kv.swap_space_gb * GB / t // block_bytes)
+    return MemoryPlan(budget, weights, workspace, kv_bytes, block_bytes, num_blocks, num_host_blocks, kv.block_size)
+
+
+def _max_request_blocks(cfg: SimConfig) -> int:
+    bs, n = cfg.kv_cache.block_size, cfg.workload.num_samples
+    if cfg.kv_cache.layout == "contiguous":
+        return n * -(-cfg.model.max_model_len // bs)
+    prompt, out = cfg.workload.max_prompt_tokens, cfg.workload.max_output_tokens
+    return prompt // bs + n * -(-(prompt % bs + out) // bs)
+
+
+class CostModel:
+    """Prices a tick from integer batch aggregates. Works on Python scalars or NumPy arrays alike."""
+
+    def __init__(self, cfg: SimConfig):
+        hw, m, cal = cfg.hardware, cfg.model, cfg.calibration
+        t = hw.num_gpus
+        shape = ModelShape.of(cfg)
+        w_bytes = DTYPE_BYTES[m.weight_dtype]
+        use_fp8_cores = m.weight_dtype == "fp8" and hw.peak_fp8_tflops is not None
+        gemm_peak = (hw.peak_fp8_tflops if use_fp8_cores else hw.peak_tflops) * 1e12
+        self.num_gpus = t
+        self.peak_flops_per_s = gemm_peak
+        self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
+        self._gemm_flops_per_s = gemm_peak * cal.gemm_efficiency
+        self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
+        self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency
+        L = m.num_layers
+        self._L = L
+        self._E, self._k = m.num_experts, m.num_experts_per_token
+        # Linear FLOPs per token (per GPU): 2 FLOPs per multiply-add of every active weight.
+        self._gemm_flops_per_token = 2 * L * (shape.attn_params + self._k * shape.expert_params) / t
+        self._lm_head_flops_per_sample = 2 * m.hidden_size * m.vocab_size / t
+        # Weight bytes streamed once per tick; experts counted separately (only touched ones are read).
+        self._dense_weight_bytes = (L * shape.attn_params + m.vocab_size * m.hidden_size) * w_bytes / t
+        self._expert_bytes_per_layer = shape.expert_params * w_bytes / t
+        q = m.num_heads * m.head_dim
+        # GEMM input/output activations per token per layer: QKV, O, MLP in/out (ACT_BYTES each).
+        mlp_io = m.hidden_size * 2 + m.ffn_size * (3 if m.gated_mlp else 2) * self._k
+        self._gemm_act_bytes_per_token = ACT_BYTES * L * (2 * m.hidden_size + q + 2 * m.num_kv_heads * m.head_dim + q + mlp_io) / t
+        self._attn_flops_per_pair = 4 * q * L / t
+        self._kv_bytes_per_token = kv_bytes_per_token_per_gpu(cfg)
+        self._attn_act_bytes_per_token = ACT_BYTES * 2 * q * L / t  # read Q, write O
+        # Ring all-reduce after attention and after the MLP: 2 per layer (Megatron-LM TP).
+        self._ar_bytes_per_token = 2 * L * 2 * (t - 1) / t * m.hidden_size * ACT_BYTES if t > 1 else 0.0
+        self._ar_fixed_s = 2 * L * cal.allreduce_latency_us * 1e-6 if t > 1 else 0.0
+        self._link_bytes_per_s = hw.interconnect_gb_per_s * GB
+        self._pcie_bytes_per_s = hw.pcie_gb_per_s * GB
+        self._tick_overhead_s = cal.tick_overhead_ms * 1e-3
+        self._per_seq_overhead_s = cal.per_seq_overhead_us * 1e-6
+
+    def expert_bytes(self, num_tokens):
+        """MoE: weight bytes of the experts the batch touches. Uniform routing: a layer touches
+        E·(1 − (1 − k/E)^T) experts on average for T tokens (DESIGN.md §3)."""
+        if self._E == 1:
+            return self._L * self._expert_bytes_per_layer
+        touched = self._E * (1.0 - (1.0 - self._k / self._E) ** np.asarray(num_tokens, dtype=np.float64))
+        return self._L * self._expert_bytes_per_layer * touched
+
+    def tick(self, num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+        """Price one tick (or an array of ticks, elementwise).
+
+        Args:
+            num_tokens: tokens whose KV is computed this tick (prefill chunks + one per decoding sample).
+            num_samples: sequences that sample a token (LM head rows).
+            attn_pairs: causal (query, key) pairs over the batch.
+            kv_read_tokens: cached tokens whose KV is read, summed over sequences.
+            num_seqs: sequences in the batch (CPU overhead per sequence).
+            swap_bytes: KV bytes moved over PCIe this tick (swap out + in), per GPU.
+
+        Returns:
+            (duration_s, flops, bytes, is_compute_bound), per GPU; each scalar or array like the inputs.
+        """
+        T = np.asarray(num_tokens, dtype=np.float64)
+        gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * np.asarray(num_samples, dtype=np.float64)
+        gemm_bytes = self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T
+        attn_flops = self._attn_flops_per_pair * np.asarray(attn_pairs, dtype=np.float64)
+        attn_bytes = self._kv_bytes_per_token * (np.asarray(kv_read_tokens, dtype=np.float64) + T) + self._attn_act_bytes_per_token * T
+        gemm_compute_s = gemm_flops / self._gemm_flops_per_s
+        attn_compute_s = attn_flops / self._attn_flops_per_s
+        gemm_mem_s = gemm_bytes / self._bytes_per_s
+        attn_mem_s = attn_bytes / self._bytes_per_s
+        busy_s = np.maximum(gemm_compute_s, gemm_mem_s) + np.maximum(attn_compute_s, attn_mem_s)
+        comm_s = np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
+        overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * np.asarray(num_seqs, dtype=np.float64)
+        duration_s = busy_s + comm_s + overhead_s + np.asarray(swap_bytes, dtype=np.float64) / self._pcie_bytes_per_s
+        is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
+        return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """One prefill chunk of one sequence, as a single tick (used by tests and the validator)."""
+        n, c = prompt_tokens, cached_tokens
+        d, *_ = self.tick(n, 1, n * c + n * (n + 1) // 2, c, 1)
+        return float(d)
+
+    def decode_time_s(self, batch_size: int, context_tokens: int) -> float:
+        """One decode tick of `batch_size` sequences that each have `context_tokens` cached."""
+        b, c = batch_size, context_tokens
+        d, *_ = self.tick(b, b, b * (c + 1), b * c, b)
+        return float(d)

@@ -1,0 +1,267 @@
+"""The tick loop: owns time and state transitions. `run_simulation(cfg)` is a pure function.
+
+Each tick: arrivals join the waiting queue; the scheduler plans the batch; the cost model prices
+it; the clock advances; progress, tokens, blocks and finished requests are updated; one row is
+recorded. When nothing can run the clock jumps to the next arrival (an IDLE row).
+
+Where ticks are many and events few, a run of decode ticks whose batch cannot change (no arrival,
+completion, block shortage or policy state before the run ends) is advanced in one vectorised step
+that records the same rows (`_advance_run`); tests require identical results with it on and off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_core.config import SimConfig
+from sim_core.costmodel import CostModel, plan_memory
+from sim_core.kvcache import BlockManager
+from sim_core.metrics import summarize
+from sim_core.recorder import Recorder
+from sim_core.result import RequestTable, SimResult
+from sim_core.schedulers.plan import StepPlan
+from sim_core.schedulers.scheduler import Scheduler
+from sim_core.state import SimState
+from sim_core.types import Event, Phase, Status
+from sim_core.workload import generate_workload
+
+MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
+
+
+class Engine:
+    def __init__(self, cfg: SimConfig):
+        self.cfg = cfg
+        self.memory = plan_memory(cfg)  # raises MemoryPlanError with the numbers
+        self.workload = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
+        wl = self.workload
+        self.n = wl.num_samples
+        contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
+        self.kv = BlockManager(
+            self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
+        )
+        self.st = SimState(wl, cfg.scheduler.queue_order)
+        self.sched = Scheduler(cfg, self.kv)
+        self.cost = CostModel(cfg)
+        self.rec = Recorder(cfg.limits.num_recorded_batches)
+        self.num_swap_outs = 0
+        self.stopped_reason: str | None = None
+        self.check_invariants = False
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> SimResult:
+        st, lim = self.st, self.cfg.limits
+        coalesce = lim.coalesce_ticks and self.sched.is_stateless
+        while not st.is_done:
+            if self.rec.num_ticks >= lim.max_ticks:
+                self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
+                break
+            if st.now_s >= lim.max_sim_time_s:
+                self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
+                break
+            st.admit_arrivals()
+            plan = self.sched.schedule(st)
+            if plan.is_empty:
+                if not self._idle():
+                    break
+            elif coalesce and self._is_repeatable(plan):
+                self._advance_run(plan)
+            else:
+                self._advance_tick(plan)
+            if self.check_invariants:
+                self._check()
+        if self.stopped_reason and not st.is_done:
+            left = st.num_requests - st.num_finished
+            self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
+        return self._result()
+
+    def _idle(self) -> bool:
+        """Jump the clock to the next arrival. False when nothing will ever arrive (run ends)."""
+        st = self.st
+        nxt = st.next_arrival_s()
+        if not np.isfinite(nxt):
+            if st.waiting_keys.size or st.swapped_keys.size:
+                self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
+            return False
+        gap = nxt - st.now_s
+        self.rec.tick((st.now_s, gap, Phase.IDLE, 0, 0, 0, 0, 0, st.waiting_keys.size, st.swapped_keys.size,
+                       self.kv.num_used, 0.0, 0.0, 0, 0, 0, self.sched.batch_cap))  # fmt: skip
+        st.now_s = nxt
+        return True
+
+    # ------------------------------------------------------------------ one tick
+    def _advance_tick(self, plan: StepPlan) -> None:
+        st, kv, n = self.st, self.kv, self.n
+        idx, new, dec = plan.req_idx, plan.num_new_tokens, plan.is_decode
+        ctx = st.computed[idx]  # (B,) before this tick
+        pre = ~dec
+        m, c = new[pre], ctx[pre]
+        num_dec = int(dec.sum())
+        dec_ctx = int(ctx[dec].sum())
+        completes = pre & (ctx + new >= st.prefill_target[idx])  # (B,) prefill done this tick
+        prefill_tokens = int(m.sum())
+        decode_tokens = n * num_dec
+        pairs = int((m * c + m * (m + 1) // 2).sum()) + n * (dec_ctx + num_dec)
+        kv_read = int(c.sum()) + n * dec_ctx
+        samples = decode_tokens + int(completes.sum())
+        seqs = int(pre.sum()) + decode_tokens
+        swap_bytes = plan.swap_blocks * self.memory.block_bytes
+        dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
+        dur = float(dur)
+        t0 = st.now_s
+        t_end = t0 + dur
+
+        rec = self.rec
+        rec.event(plan.admitted_idx, t0, Event.SCHEDULED)
+        rec.event(plan.preempted_idx, t0, Event.PREEMPTED)
+        rec.event(plan.swapped_out_idx, t0, Event.SWAPPED_OUT)
+        rec.event(plan.swapped_in_idx, t0, Event.SWAPPED_IN)
+        self.num_swap_outs += plan.swapped_out_idx.size
+
+        st.computed[idx] += new
+        emit = idx[dec | completes]
+        if emit.size:
+            last = st.last_token_s[emit]
+            has_last = ~np.isnan(last)
+            gaps = t_end - last[has_last]
+            rec.itl(gaps)
+            st.max_itl_s[emit[has_last]] = np.maximum(st.max_itl_s[emit[has_last]], gaps)
+            st.emitted[emit] += 1
+            first = emit[np.isnan(st.first_token_s[emit])]
+            st.first_token_s[first] = t_end
+            rec.event(first, t_end, Event.FIRST_TOKEN)
+            st.last_token_s[emit] = t_end
+            self._finish(emit[st.emitted[emit] >= st.output[emit]], t_end)
+
+        phase = Phase.SWAP
+        if prefill_tokens and decode_tokens:
+            phase = Phase.MIXED
+        elif prefill_tokens:
+            phase = Phase.PREFILL
+        elif decode_tokens:
+            phase = Phase.DECODE
+        if rec.wants_batches:
+            rec.batch(rec.num_ticks, idx, new, dec, kv.held[idx])
+        rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, int(pre.sum()), num_dec, st.running.size,
+                  st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
+                  int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
+                  self.sched.batch_cap))  # fmt: skip
+        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens)
+        st.now_s = t_end
+
+    def _finish(self, done: np.ndarray, t_end) -> None:
+        if not done.size:
+            return
+        st = self.st
+        st.status[done] = Status.FINISHED
+        st.finish_s[done] = t_end
+        self.kv.free(done)
+        st.running = st.running[~np.isin(st.running, done)]
+        st.num_finished += done.size
+        self.rec.event(done, t_end, Event.FINISHED)
+        if self.workload.closed_loop_think_s is not None:
+            st.release_closed_loop(float(np.max(t_end)), done.size, self.workload.closed_loop_think_s)
+
+    # ------------------------------------------------------------------ coalesced runs
+    def _is_repeatable(self, plan: StepPlan) -> bool:
+        return (
+            plan.req_idx.size > 0
+            and not plan.changes_membership
+            and plan.swap_blocks == 0
+            and bool(plan.is_decode.all())
+            and plan.req_idx.size == self.st.running.size
+        )
+
+    def _advance_run(self, plan: StepPlan) -> None:
+        """Advance k identical decode ticks at once. Bit-identical to k calls of `_advance_tick`:
+        the cost model gets the same integer aggregates, and times accumulate in the same order."""
+        st, kv, n, lim = self.st, self.kv, self.n, self.cfg.limits
+        idx = plan.req_idx
+        B = idx.size
+        ctx0 = st.computed[idx]  # (B,)
+        remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes
+        k_max = int(min(remaining.min(), lim.max_ticks - self.rec.num_ticks, max(MAX_RUN_CELLS // B, 1)))
+        if k_max <= 1:
+            self._advance_tick(plan)
+            return
+        j = np.arange(k_max)
+        # Blocks needed beyond those held for tick j (the plan already covers tick 0); stop before a shortage.
+        held = kv.held[idx]
+        blocks = kv.blocks_for(ctx0[:, None] + 1 + j[None, :], st.prompt[idx][:, None])  # (B, k)
+        extra = np.maximum(blocks - held[:, None], 0).sum(axis=0)  # (k,) nondecreasing
+        k_kv = int(np.searchsorted(extra, kv.num_free, side="right"))
+        sum_ctx = int(ctx0.sum()) + j * B  # (k,) exact integers
+        tokens = n * B
+        dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (sum_ctx + B), n * sum_ctx, tokens)
+        times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
+        starts, ends = times[:-1], times[1:]
+        nxt = min(st.next_arrival_s(), lim.max_sim_time_s)
+        k_time = int(np.searchsorted(starts[1:], nxt, side="left")) + 1  # ticks that start before the next event
+        k = min(k_max, k_kv, k_time)
+        if k <= 1:
+            self._advance_tick(plan)
+            return
+        starts, ends, dur = starts[:k], ends[:k], dur[:k]
+
+        # Inter-token gaps: first tick against each request's last token, then tick to tick.
+        gap0 = ends[0] - st.last_token_s[idx]
+        step_gaps = np.diff(ends)  # (k-1,)
+        self.rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
+        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max()))
+        if self.rec.wants_batches:
+            for t in range(min(k, self.cfg.limits.num_recorded_batches - self.rec.num_ticks)):
+                self.rec.batch(self.rec.num_ticks + t, idx, np.ones(B, dtype=np.int64), np.ones(B, dtype=bool), blocks[:, t])
+        used = kv.num_used + extra[:k]
+        st.computed[idx] += k
+        st.emitted[idx] += k
+        st.last_token_s[idx] = ends[-1]
+        kv.grow_to(idx, blocks[:, k - 1])
+        self.rec.ticks(
+            {
+                "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
+                "num_decode_tokens": tokens, "num_prefill_seqs": 0, "num_decode_seqs": B, "num_running": B,
+                "num_waiting": st.waiting_keys.size, "num_swapped": st.swapped_keys.size, "kv_blocks_used": used,
+                "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k], "num_preempted": 0,
+                "swap_blocks": 0, "batch_cap": self.sched.batch_cap,
+            },
+            k,
+        )  # fmt: skip
+        self._finish(idx[remaining == k], ends[-1])
+        st.now_s = float(ends[-1])
+
+    # ------------------------------------------------------------------ result
+    def _check(self) -> None:
+        st = self.st
+        self.kv.check_invariants()
+        if np.any(st.computed > st.prefill_target + st.output):
+            raise RuntimeError("computed tokens exceed the request length")
+        running = st.running
+        if np.any(self.kv.held[running] < self.kv.blocks_for(st.computed[running], st.prompt[running])):
+            raise RuntimeError("a running request holds fewer blocks than its context needs")
+        if np.any(st.arrival_s[running] > st.now_s):
+            raise RuntimeError("a request runs before it arrives")
+        if np.any(st.emitted > st.output):
+            raise RuntimeError("a request emitted more tokens than its output length")
+
+    def _result(self) -> SimResult:
+        st = self.st
+        timeline, events, itl, batches = self.rec.finish()
+        wl = self.workload
+        req = RequestTable(
+            arrival_s=st.arrival_s, prompt_tokens=st.prompt, output_tokens=st.output, num_emitted=st.emitted,
+            priority=st.priority, class_idx=wl.class_idx, status=st.status, first_scheduled_s=st.first_scheduled_s,
+            first_token_s=st.first_token_s, finish_s=st.finish_s, num_preemptions=st.num_preemptions,
+            num_recomputed_tokens=st.num_recomputed, max_itl_s=st.max_itl_s,
+        )  # fmt: skip
+        summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason)
+        return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
+
+
+def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:
+    """Simulate one config. Same config (seed included) → identical result.
+
+    Raises:
+        MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
+    """
+    engine = Engine(cfg)
+    engine.check_invariants = check_invariants
+    return engine.run()

@@ -1,0 +1,86 @@
+"""Summary metrics from the final request table and the tick timeline. Pure functions.
+
+Definitions follow vLLM's benchmark_serving (DESIGN.md §5); goodput follows DistServe: requests/s
+that meet both the TTFT and the TPOT objective.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_core.config import SimConfig
+from sim_core.costmodel import MemoryPlan
+from sim_core.result import RequestTable, Summary, Timeline
+from sim_core.types import FloatArray, Phase
+
+
+def percentile(values: FloatArray, q: float) -> float:
+    v = values[~np.isnan(values)]
+    return float(np.percentile(v, q)) if v.size else float("nan")
+
+
+def summarize(
+    cfg: SimConfig,
+    req: RequestTable,
+    tl: Timeline,
+    itl_s: FloatArray,
+    memory: MemoryPlan,
+    num_swap_outs: int,
+    stopped_reason: str | None,
+) -> Summary:
+    n_samples = cfg.workload.num_samples
+    done = req.is_finished
+    arrived = req.arrival_s[np.isfinite(req.arrival_s)]
+    start_s = float(arrived.min()) if arrived.size else 0.0
+    end_s = float(tl.t_end_s[-1]) if tl.num_ticks else start_s
+    makespan = max(end_s - start_s, 1e-12)
+    out_tokens = int(req.num_emitted.sum()) * n_samples
+    in_tokens = int(req.prompt_tokens[req.num_emitted > 0].sum())
+    ttft, tpot, e2e = req.ttft_s[done], req.tpot_s[done], req.e2e_s[done]
+    meets = (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
+    phase = tl.phase
+    busy = phase != Phase.IDLE
+    dur = tl.duration_s
+    busy_s = float(dur[busy].sum())
+    prefill_s = float(dur[(tl.num_prefill_tokens > 0)].sum())
+    batch = (tl.num_prefill_seqs + tl.num_decode_seqs)[busy]
+    peak_flops = cfg.hardware.peak_tflops * 1e12
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mfu = np.where(busy, tl.flops / (dur * peak_flops), np.nan)
+        mbu = np.where(busy, tl.bytes / (dur * cfg.hardware.hbm_bandwidth_gb_per_s * 1e9), np.nan)
+        norm_lat = e2e / req.output_tokens[done]
+    swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / (cfg.hardware.pcie_gb_per_s * 1e9)
+    nan_mean = lambda a: float(np.nanmean(a)) if a.size and not np.all(np.isnan(a)) else float("nan")  # noqa: E731
+    return Summary(
+        num_requests=int(req.arrival_s.size),
+        num_finished=int(done.sum()),
+        num_unfinished=int((~done).sum()),
+        num_preemptions=int(req.num_preemptions.sum()),
+        num_swap_outs=num_swap_outs,
+        num_recomputed_tokens=int(req.num_recomputed_tokens.sum()),
+        num_ticks=int(busy.sum()),
+        makespan_s=makespan,
+        simulated_time_s=end_s,
+        output_tokens_per_s=out_tokens / makespan,
+        total_tokens_per_s=(out_tokens + in_tokens) / makespan,
+        requests_per_s=int(done.sum()) / makespan,
+        goodput_requests_per_s=int(meets.sum()) / makespan,
+        slo_attainment=float(meets.sum()) / max(int(req.arrival_s.size), 1),
+        ttft_p50_s=percentile(ttft, 50), ttft_p90_s=percentile(ttft, 90), ttft_p99_s=percentile(ttft, 99),
+        tpot_p50_s=percentile(tpot, 50), tpot_p90_s=percentile(tpot, 90), tpot_p99_s=percentile(tpot, 99),
+        itl_p50_s=percentile(itl_s, 50), itl_p90_s=percentile(itl_s, 90), itl_p99_s=percentile(itl_s, 99),
+        e2e_p50_s=percentile(e2e, 50), e2e_p90_s=percentile(e2e, 90), e2e_p99_s=percentile(e2e, 99),
+        queue_delay_p50_s=percentile(req.queue_delay_s[done], 50),
+        queue_delay_p99_s=percentile(req.queue_delay_s[done], 99),
+        normalized_latency_p50_s=percentile(norm_lat, 50),
+        gpu_busy_fraction=busy_s / makespan if tl.num_ticks else 0.0,
+        prefill_time_fraction=prefill_s / busy_s if busy_s else 0.0,
+        mean_batch_size=float(batch.mean()) if batch.size else 0.0,
+        mfu_mean=nan_mean(mfu),
+        mbu_mean=nan_mean(mbu),
+        kv_peak_usage=float(tl.kv_blocks_used.max()) / memory.num_blocks if tl.num_ticks else 0.0,
+        kv_num_blocks=memory.num_blocks,
+        kv_capacity_tokens=memory.kv_capacity_tokens,
+        swap_time_s=swap_s,
+        stopped_reason=stopped_reason,
+    )  # fmt: skip

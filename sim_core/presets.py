@@ -1,0 +1,132 @@
+"""Presets are data: JSON files under presets/, resolved and validated by `SimConfig`.
+
+A scenario file (presets/scenarios/*.json) names its parts: `"hardware": "h100-sxm"`, or
+`{"preset": "h100-sxm", "num_gpus": 2}` to override fields; `"engine": "vllm-v1"` merges an engine
+preset's scheduler and KV-cache settings. A full config (e.g. `config.json` written by the CLI) loads
+through the same function. No preset has a code path of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sim_core.config import SimConfig, format_validation_error
+
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
+FAMILIES = ("hardware", "models", "workloads", "engines", "scenarios")
+DEFAULT_SCENARIO = "chat-h100-llama8b"
+MAX_CONFIG_FILE_BYTES = 20 * 1024 * 1024
+
+
+class PresetError(ValueError):
+    """A preset name, file or its contents is invalid; the message says which and why."""
+
+
+@functools.cache
+def list_presets(family: str = "scenarios") -> tuple[str, ...]:
+    """Names (file stems) of the built-in presets of one family, sorted. Cached: the files are read-only."""
+    if family not in FAMILIES:
+        raise PresetError(f"unknown preset family {family!r}; one of {', '.join(FAMILIES)}")
+    return tuple(sorted(p.stem for p in (PRESETS_DIR / family).glob("*.json")))
+
+
+@functools.cache
+def _read_family_file(family: str, name: str) -> str:
+    if name not in list_presets(family):
+        raise PresetError(f"unknown {family[:-1] if family != 'hardware' else family} preset {name!r}; "
+                          f"available: {', '.join(list_presets(family))}")
+    return (PRESETS_DIR / family / f"{name}.json").read_text()
+
+
+def read_preset_data(family: str, name: str) -> dict[str, Any]:
+    """The raw JSON of one preset as a fresh dict (callers may mutate it)."""
+    return json.loads(_read_family_file(family, name))
+
+
+def describe_preset(family: str, name: str) -> str:
+    return str(read_preset_data(family, name).get("description", ""))
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, val in over.items():
+        out[key] = _deep_merge(out[key], val) if isinstance(val, dict) and isinstance(out.get(key), dict) else val
+    return out
+
+
+def _resolve_part(family: str, value: Any) -> Any:
+    if isinstance(value, str):
+        value = {"preset": value}
+    if isinstance(value, dict) and "preset" in value:
+        rest = {k: v for k, v in value.items() if k != "preset"}
+        base = read_preset_data(family, str(value["preset"]))
+        base.pop("description", None)
+        return _deep_merge(base, rest)
+    return value
+
+
+def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
+    """Expand preset references in a scenario dict into a plain SimConfig dict."""
+    data = dict(data)
+    for key, family in (("hardware", "hardware"), ("model", "models"), ("workload", "workloads")):
+        if key in data:
+            data[key] = _resolve_part(family, data[key])
+    engine = data.pop("engine", None)
+    if engine is not None:
+        eng = read_preset_data("engines", str(engine))
+        for key in ("scheduler", "kv_cache"):
+            data[key] = _deep_merge(eng.get(key, {}), data.get(key, {}))
+    return data
+
+
+def config_from_dict(data: Any, source: str = "config") -> SimConfig:
+    """Validate a (possibly preset-referencing) dict as a SimConfig; errors name field, value and range."""
+    if not isinstance(data, dict):
+        raise PresetError(f"Invalid {source}: expected a JSON object, got {type(data).__name__}")
+    try:
+        return SimConfig.model_validate(resolve_scenario(data))
+    except ValidationError as err:
+        raise PresetError(format_validation_error(err, source)) from None
+
+
+def config_from_json(text: str | bytes, source: str = "config") -> SimConfig:
+    if len(text) > MAX_CONFIG_FILE_BYTES:
+        raise PresetError(f"Invalid {source}: {len(text):,} bytes, the limit is {MAX_CONFIG_FILE_BYTES:,}")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PresetError(f"Invalid {source}: not valid JSON ({err})") from None
+    return config_from_dict(data, source)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_scenario(name: str) -> SimConfig:
+    return config_from_dict(json.loads(_read_family_file("scenarios", name)), f"preset {name!r}")
+
+
+def load_preset(name_or_path: str | Path) -> SimConfig:
+    """A built-in scenario by name (see `list_presets()`), or a JSON file by path.
+
+    Raises:
+        PresetError: unknown name, unreadable file, or a config that does not validate.
+    """
+    text = str(name_or_path)
+    if text in list_presets("scenarios"):
+        return _load_scenario(text)
+    path = Path(text)
+    if path.suffix == ".json" or path.exists():
+        try:
+            raw = path.read_bytes()
+        except OSError as err:
+            raise PresetError(f"cannot read config file {text!r}: {err.strerror}") from None
+        return config_from_json(raw, f"config file {path.name!r}")
+    raise PresetError(f"unknown preset {text!r}; available: {', '.join(list_presets('scenarios'))} (or a .json path)")
+
+
+def default_config() -> SimConfig:
+    return load_preset(DEFAULT_SCENARIO)

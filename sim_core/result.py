@@ -1,0 +1,187 @@
+"""The typed result of a run: the contract between sim_core and everything that shows it.
+
+Arrays stay NumPy; `to_frames()` is the only place pandas appears, at the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from sim_core.config import SimConfig
+from sim_core.costmodel import MemoryPlan
+from sim_core.types import FloatArray, IntArray
+
+TICK_COLUMNS = (
+    "t_start_s", "duration_s", "phase", "num_prefill_tokens", "num_decode_tokens", "num_prefill_seqs",
+    "num_decode_seqs", "num_running", "num_waiting", "num_swapped", "kv_blocks_used", "flops", "bytes",
+    "is_compute_bound", "num_preempted", "swap_blocks", "batch_cap",
+)  # fmt: skip
+INT_TICK_COLUMNS = frozenset(TICK_COLUMNS) - {"t_start_s", "duration_s", "flops", "bytes"}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One row per tick (idle gaps included, phase IDLE). Per GPU for FLOPs and bytes."""
+
+    columns: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["columns"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def num_ticks(self) -> int:
+        return int(self.columns["t_start_s"].shape[0])
+
+    @property
+    def t_end_s(self) -> FloatArray:
+        return self.columns["t_start_s"] + self.columns["duration_s"]
+
+
+@dataclass(frozen=True)
+class RequestTable:
+    """Final per-request state; index = request id (arrival order)."""
+
+    arrival_s: FloatArray
+    prompt_tokens: IntArray
+    output_tokens: IntArray  # target, per sample
+    num_emitted: IntArray  # per sample; == output_tokens when finished
+    priority: IntArray
+    class_idx: IntArray
+    status: np.ndarray  # Status values
+    first_scheduled_s: FloatArray
+    first_token_s: FloatArray
+    finish_s: FloatArray
+    num_preemptions: IntArray
+    num_recomputed_tokens: IntArray
+    max_itl_s: FloatArray
+
+    @property
+    def is_finished(self) -> np.ndarray:
+        return ~np.isnan(self.finish_s)
+
+    @property
+    def ttft_s(self) -> FloatArray:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> FloatArray:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> FloatArray:
+        """(E2E − TTFT) / (output − 1); NaN for single-token outputs (vLLM benchmark definition)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.output_tokens > 1, (self.finish_s - self.first_token_s) / (self.output_tokens - 1), np.nan)
+
+    @property
+    def queue_delay_s(self) -> FloatArray:
+        return self.first_scheduled_s - self.arrival_s
+
+
+@dataclass(frozen=True)
+class Events:
+    """Request events (types.Event) in time order: the segments of the request timeline."""
+
+    req: IntArray
+    time_s: FloatArray
+    kind: np.ndarray
+
+
+@dataclass(frozen=True)
+class BatchLog:
+    """Batch membership of the first `limits.num_recorded_batches` ticks (step-through view)."""
+
+    tick: IntArray
+    req: IntArray
+    num_new_tokens: IntArray
+    is_decode: np.ndarray
+    kv_blocks_held: IntArray  # blocks the request holds after the tick
+
+
+class Summary(BaseModel):
+    """Headline numbers. Percentiles are over finished requests; NaN (null in JSON) when none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    num_requests: int
+    num_finished: int
+    num_unfinished: int
+    num_preemptions: int
+    num_swap_outs: int
+    num_recomputed_tokens: int
+    num_ticks: int
+    makespan_s: float
+    simulated_time_s: float
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    goodput_requests_per_s: float
+    slo_attainment: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    itl_p50_s: float
+    itl_p90_s: float
+    itl_p99_s: float
+    e2e_p50_s: float
+    e2e_p90_s: float
+    e2e_p99_s: float
+    queue_delay_p50_s: float
+    queue_delay_p99_s: float
+    normalized_latency_p50_s: float
+    gpu_busy_fraction: float
+    prefill_time_fraction: float
+    mean_batch_size: float
+    mfu_mean: float
+    mbu_mean: float
+    kv_peak_usage: float
+    kv_num_blocks: int
+    kv_capacity_tokens: int
+    swap_time_s: float
+    stopped_reason: str | None
+
+
+@dataclass(frozen=True)
+class SimResult:
+    config: SimConfig
+    memory: MemoryPlan
+    requests: RequestTable
+    timeline: Timeline
+    events: Events
+    itl_s: FloatArray  # every inter-token gap of every request
+    batches: BatchLog
+    summary: Summary
+
+    @property
+    def stopped_reason(self) -> str | None:
+        return self.summary.stopped_reason
+
+    def to_frames(self):
+        """{'requests': DataFrame, 'ticks': DataFrame} with derived latency columns."""
+        import pandas as pd
+
+        from sim_core.types import Phase, Status
+
+        r = self.requests
+        requests = pd.DataFrame({
+            "request_id": np.arange(r.arrival_s.size), "arrival_s": r.arrival_s, "prompt_tokens": r.prompt_tokens,
+            "output_tokens": r.output_tokens, "num_emitted": r.num_emitted, "priority": r.priority,
+            "status": [Status(s).name.lower() for s in r.status], "first_scheduled_s": r.first_scheduled_s,
+            "first_token_s": r.first_token_s, "finish_s": r.finish_s, "ttft_s": r.ttft_s, "tpot_s": r.tpot_s,
+            "e2e_s": r.e2e_s, "queue_delay_s": r.queue_delay_s, "max_itl_s": r.max_itl_s,
+            "num_preemptions": r.num_preemptions, "num_recomputed_tokens": r.num_recomputed_tokens,
+        })  # fmt: skip
+        ticks = pd.DataFrame(self.timeline.columns)
+        ticks.insert(0, "tick", np.arange(len(ticks)))
+        ticks["phase"] = [Phase(p).name.lower() for p in self.timeline.phase]
+        ticks["is_compute_bound"] = self.timeline.is_compute_bound.astype(bool)
+        return {"requests": requests, "ticks": ticks}

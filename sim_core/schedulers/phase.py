@@ -1,0 +1,118 @@
+"""Prefill mode: which kind of tick runs next. One small controller per mode of the config.
+
+Kinds: DECODE_FIRST (decodes, then prefill chunks in the remaining token budget: Sarathi-Serve,
+vLLM V1), PREFILL (prefill-only tick: vLLM V0), PREFILL_MIXED (a prefill tick that running decodes
+join outside the budget: SGLang mixed chunk, Orca, TensorRT-LLM in-flight batching), DECODE.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import IntEnum
+
+from sim_core.config import SchedulerConfig
+
+
+class TickKind(IntEnum):
+    DECODE = 0
+    PREFILL = 1
+    PREFILL_MIXED = 2
+    DECODE_FIRST = 3
+
+
+class PrefillFirst:
+    """vLLM V0 `_schedule`: run prefills whenever any can be scheduled (article §3.1)."""
+
+    is_stateless = True
+
+    def __init__(self, cfg: SchedulerConfig):
+        self._prefill_kind = TickKind.PREFILL_MIXED if cfg.mix_decodes else TickKind.PREFILL
+
+    def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
+        return self._prefill_kind if has_prefill_work else TickKind.DECODE
+
+    def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
+        pass
+
+
+class DecodeFirst(PrefillFirst):
+    """Sarathi-Serve stall-free batching: every running decode, then prefill chunks under the budget."""
+
+    def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
+        return TickKind.DECODE_FIRST
+
+
+class TimeSlice:
+    """Article §2.1 scheduler_loop: a prefill phase of `prefill_slice_ms`, then a decode phase of
+    `decode_slice_ms`. A phase with no work ends early (the loop moves on when a queue is empty)."""
+
+    is_stateless = False
+
+    def __init__(self, cfg: SchedulerConfig):
+        self._slice_s = {True: cfg.time_slice.prefill_slice_ms / 1e3, False: cfg.time_slice.decode_slice_ms / 1e3}
+        self.in_prefill = True
+        self._phase_used_s = 0.0
+
+    def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
+        if self._phase_used_s >= self._slice_s[self.in_prefill]:
+            self._switch()
+        if self.in_prefill and not has_prefill_work and num_decodes:
+            self._switch()
+        elif not self.in_prefill and not num_decodes and has_prefill_work:
+            self._switch()
+        return TickKind.PREFILL if self.in_prefill else TickKind.DECODE
+
+    def _switch(self) -> None:
+        self.in_prefill = not self.in_prefill
+        self._phase_used_s = 0.0
+
+    def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
+        self._phase_used_s += duration_s
+
+
+class Quota:
+    """Article §5.3 resource quotas: prefill gets at most `prefill_share` of GPU time over a sliding
+    window and at most `max_prefill_ms` at a stretch; if decode throughput over the window falls
+    below `decode_min_tokens_per_s`, decode runs first. Work-conserving: an idle phase yields."""
+
+    is_stateless = False
+
+    def __init__(self, cfg: SchedulerConfig):
+        q = cfg.quota
+        self._share, self._window_s = q.prefill_share, q.window_ms / 1e3
+        self._max_run_s, self._min_decode_rate = q.max_prefill_ms / 1e3, q.decode_min_tokens_per_s
+        self._ticks: deque[tuple[float, float, float, int]] = deque()  # (end_s, busy_s, prefill_s, decode_tokens)
+        self._busy_s = self._prefill_s = 0.0
+        self._decode_tokens = 0
+        self._prefill_run_s = 0.0
+
+    def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
+        while self._ticks and self._ticks[0][0] < now_s - self._window_s:
+            _, busy, pre, dec = self._ticks.popleft()
+            self._busy_s -= busy
+            self._prefill_s -= pre
+            self._decode_tokens -= dec
+        if not has_prefill_work:
+            return TickKind.DECODE
+        if not num_decodes:
+            return TickKind.PREFILL
+        over_share = self._busy_s > 0 and self._prefill_s / self._busy_s >= self._share
+        decode_starved = self._decode_tokens / self._window_s < self._min_decode_rate
+        too_long = self._prefill_run_s >= self._max_run_s
+        return TickKind.DECODE if (over_share or decode_starved or too_long) else TickKind.PREFILL
+
+    def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
+        prefill_s = duration_s if prefill_tokens else 0.0
+        self._prefill_run_s = self._prefill_run_s + duration_s if prefill_tokens else 0.0
+        self._ticks.append((end_s, duration_s, prefill_s, decode_tokens))
+        self._busy_s += duration_s
+        self._prefill_s += prefill_s
+        self._decode_tokens += decode_tokens
+
+
+PHASE_CONTROLLERS = {
+    "prefill_first": PrefillFirst,
+    "decode_first": DecodeFirst,
+    "time_slice": TimeSlice,
+    "quota": Quota,
+}

@@ -1,0 +1,98 @@
+"""Request state as one structure of NumPy arrays, plus the three queues (waiting, running, swapped).
+
+NOTE: one progress model for every policy. A request has `prefill_target` tokens to compute
+before it emits (its prompt, or prompt + emitted tokens after a recompute pre-emption) and
+`computed` tokens whose KV exists. `computed < prefill_target` means prefill, otherwise decode:
+no mode flag. A decode tick writes the KV of the last emitted token and samples the next one, so
+in decode `computed == prefill_target + (emitted − emitted_at_prefill_end)`.
+
+Queues hold request ids ordered by an int64 key (`order_key`): FCFS uses the id (ids follow
+arrival), priority `priority·R + id`, shortest-prompt-first `prompt·R + id`. A pre-empted request
+goes back under its own key, i.e. ahead of everything that arrived after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_core.types import IntArray, Status
+from sim_core.workload import Workload
+
+
+class SimState:
+    def __init__(self, wl: Workload, queue_order: str):
+        R = wl.num_requests
+        self.num_requests = R
+        self.num_samples = wl.num_samples
+        self.now_s = 0.0
+        self.arrival_s = wl.arrival_s.copy()  # (R,) closed loop writes release times here
+        self.prompt = wl.prompt_tokens  # (R,)
+        self.output = wl.output_tokens  # (R,) per sample
+        self.priority = wl.priority  # (R,)
+        self.prefill_target = wl.prompt_tokens.copy()  # (R,)
+        self.computed = np.zeros(R, dtype=np.int64)  # (R,) tokens with KV, per sequence
+        self.emitted = np.zeros(R, dtype=np.int64)  # (R,) output tokens per sample
+        self.status = np.full(R, Status.PENDING, dtype=np.int8)
+        self.first_scheduled_s = np.full(R, np.nan)  # (R,) first admission
+        self.prefill_start_s = np.full(R, np.nan)  # (R,) admission of the current prefill
+        self.first_token_s = np.full(R, np.nan)
+        self.last_token_s = np.full(R, np.nan)
+        self.finish_s = np.full(R, np.nan)
+        self.num_preemptions = np.zeros(R, dtype=np.int64)
+        self.num_recomputed = np.zeros(R, dtype=np.int64)  # tokens whose KV was dropped and recomputed
+        self.max_itl_s = np.zeros(R)
+        ids = np.arange(R, dtype=np.int64)
+        if queue_order == "priority":
+            self.order_key = wl.priority * R + ids
+        elif queue_order == "shortest_prompt_first":
+            self.order_key = wl.prompt_tokens * R + ids
+        else:
+            self.order_key = ids
+        self.waiting_keys = np.empty(0, dtype=np.int64)  # sorted keys
+        self.swapped_keys = np.empty(0, dtype=np.int64)  # sorted keys
+        self.running = np.empty(0, dtype=np.int64)  # ids in admission order
+        self.next_arrival = 0  # ids below this have arrived
+        self.next_release = min(R, int(np.isfinite(wl.arrival_s).sum()))  # closed loop
+        self.num_finished = 0
+
+    # ------------------------------------------------------------ queues
+    @staticmethod
+    def _insert(keys: IntArray, new: IntArray) -> IntArray:
+        if new.size == 0:
+            return keys
+        if new.size > 1:
+            new = np.sort(new)
+        return np.insert(keys, np.searchsorted(keys, new), new)
+
+    def key_to_id(self, keys: IntArray) -> IntArray:
+        return keys % self.num_requests
+
+    def push_waiting(self, ids: IntArray) -> None:
+        self.status[ids] = Status.WAITING
+        self.waiting_keys = self._insert(self.waiting_keys, self.order_key[ids])
+
+    def push_swapped(self, ids: IntArray) -> None:
+        self.status[ids] = Status.SWAPPED
+        self.swapped_keys = self._insert(self.swapped_keys, self.order_key[ids])
+
+    def admit_arrivals(self) -> int:
+        """Move requests that have arrived by now into the waiting queue; returns how many."""
+        lo = self.next_arrival
+        hi = lo + int(np.searchsorted(self.arrival_s[lo:], self.now_s, side="right"))
+        if hi > lo:
+            self.push_waiting(np.arange(lo, hi, dtype=np.int64))
+            self.next_arrival = hi
+        return hi - lo
+
+    def next_arrival_s(self) -> float:
+        return float(self.arrival_s[self.next_arrival]) if self.next_arrival < self.num_requests else np.inf
+
+    def release_closed_loop(self, finish_s: float, count: int, think_s: float) -> None:
+        """Closed loop: each finished request frees its client, who sends the next request."""
+        hi = min(self.next_release + count, self.num_requests)
+        self.arrival_s[self.next_release : hi] = finish_s + think_s
+        self.next_release = hi
+
+    @property
+    def is_done(self) -> bool:
+        return self.num_finished == self.num_requests
