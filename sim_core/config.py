@@ -274,16 +274,22 @@ class CalibrationConfig(StrictModel):
     """Roofline efficiencies and fixed costs. Defaults are fitted by `python -m sim_core.validate --fit`
     on the operator-level rows of shared/calibration (see sim_core/validate.py for which rows)."""
 
-    gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
-    attention_efficiency: float = Field(0.5, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
+    gemm_efficiency: float = Field(0.73, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
+    fp8_gemm_efficiency: float = Field(
+        0.5, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
+    )
+    attention_efficiency: float = Field(0.22, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
     memory_efficiency: float = Field(0.76, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
     tick_overhead_ms: float = Field(
-        2.0, ge=0, le=1000, description="Fixed cost per tick (scheduler, kernel launches, sampling), ms."
+        4.1, ge=0, le=1000, description="Fixed cost per tick (scheduler, kernel launches, sampling), ms."
     )
     per_seq_overhead_us: float = Field(
-        10.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
+        0.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
     )
-    allreduce_latency_us: float = Field(10.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
+    interconnect_efficiency: float = Field(
+        0.62, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
+    )
+    allreduce_latency_us: float = Field(26.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
 
 
 class SLOConfig(StrictModel):

@@ -154,7 +154,7 @@ class CostModel:
         self.num_gpus = t
         self.peak_flops_per_s = gemm_peak
         self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
-        self._gemm_flops_per_s = gemm_peak * cal.gemm_efficiency
+        self._gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)
         self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
         self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency
         L = m.num_layers
@@ -176,7 +176,7 @@ class CostModel:
         # Ring all-reduce after attention and after the MLP: 2 per layer (Megatron-LM TP).
         self._ar_bytes_per_token = 2 * L * 2 * (t - 1) / t * m.hidden_size * ACT_BYTES if t > 1 else 0.0
         self._ar_fixed_s = 2 * L * cal.allreduce_latency_us * 1e-6 if t > 1 else 0.0
-        self._link_bytes_per_s = hw.interconnect_gb_per_s * GB
+        self._link_bytes_per_s = hw.interconnect_gb_per_s * GB * cal.interconnect_efficiency
         self._pcie_bytes_per_s = hw.pcie_gb_per_s * GB
         self._tick_overhead_s = cal.tick_overhead_ms * 1e-3
         self._per_seq_overhead_s = cal.per_seq_overhead_us * 1e-6

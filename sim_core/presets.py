@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from sim_core.config import SimConfig, format_validation_error
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
-FAMILIES = ("hardware", "models", "workloads", "engines", "scenarios")
+FAMILIES = ("hardware", "models", "workloads", "engines", "calibration", "scenarios")
 DEFAULT_SCENARIO = "chat-h100-llama8b"
 MAX_CONFIG_FILE_BYTES = 20 * 1024 * 1024
 
@@ -73,7 +73,7 @@ def _resolve_part(family: str, value: Any) -> Any:
 def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
     """Expand preset references in a scenario dict into a plain SimConfig dict."""
     data = dict(data)
-    for key, family in (("hardware", "hardware"), ("model", "models"), ("workload", "workloads")):
+    for key, family in (("hardware", "hardware"), ("model", "models"), ("workload", "workloads"), ("calibration", "calibration")):
         if key in data:
             data[key] = _resolve_part(family, data[key])
     engine = data.pop("engine", None)

@@ -1,0 +1,130 @@
+"""Command line: `python -m sim_core run PRESET_OR_FILE [--set key=value ...] [--out DIR] [--json]`,
+`python -m sim_core presets`, `python -m sim_core validate`. Bad input: a message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from sim_core.config import SimConfig
+from sim_core.costmodel import MemoryPlanError
+from sim_core.engine import run_simulation
+from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
+from sim_core.result import SimResult
+
+EXIT_BAD_INPUT = 2
+
+
+def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
+    """Apply `dotted.key=value` overrides (value parsed as JSON when it parses, else a string)."""
+    data: dict[str, Any] = cfg.model_dump(mode="json")
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise PresetError(f"--set expects dotted.key=value, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise PresetError(f"--set {key}: {part!r} is not a section of the config")
+            node = node[part]
+        if parts[-1] not in node:
+            raise PresetError(f"--set {key}: unknown field {parts[-1]!r}; fields here: {', '.join(sorted(node))}")
+        node[parts[-1]] = value
+    return config_from_dict(data, "config (after --set)")
+
+
+def format_summary(res: SimResult) -> str:
+    s, cfg = res.summary, res.config
+    ms = lambda x: f"{x * 1e3:,.1f} ms"  # noqa: E731
+    lines = [
+        f"{cfg.name}: {cfg.model.name} on {cfg.hardware.num_gpus}x {cfg.hardware.name}, {cfg.scheduler.name}, "
+        f"workload {cfg.workload.name} (seed {cfg.seed})",
+        f"  requests      {s.num_finished:,} finished / {s.num_requests:,} ({s.num_unfinished:,} unfinished), "
+        f"{s.num_ticks:,} ticks, makespan {s.makespan_s:,.2f} s",
+        f"  throughput    {s.output_tokens_per_s:,.0f} output tok/s, {s.total_tokens_per_s:,.0f} total tok/s, "
+        f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
+        f"({s.slo_attainment:.0%} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
+        f"  TTFT          p50 {ms(s.ttft_p50_s)}  p90 {ms(s.ttft_p90_s)}  p99 {ms(s.ttft_p99_s)}",
+        f"  TPOT          p50 {ms(s.tpot_p50_s)}  p90 {ms(s.tpot_p90_s)}  p99 {ms(s.tpot_p99_s)}",
+        f"  ITL           p50 {ms(s.itl_p50_s)}  p90 {ms(s.itl_p90_s)}  p99 {ms(s.itl_p99_s)}",
+        f"  E2E           p50 {s.e2e_p50_s:,.2f} s  p90 {s.e2e_p90_s:,.2f} s  p99 {s.e2e_p99_s:,.2f} s",
+        f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
+        f"mean batch {s.mean_batch_size:.1f}, MFU {s.mfu_mean:.0%}, MBU {s.mbu_mean:.0%}",
+        f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}, "
+        f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
+        "  (modelled by a calibrated roofline, not measured on a GPU)",
+    ]
+    if s.stopped_reason:
+        lines.insert(1, f"  WARNING: {s.stopped_reason}")
+    return "\n".join(lines)
+
+
+def write_outputs(res: SimResult, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(res.config.model_dump_json(indent=2) + "\n")
+    (out / "summary.json").write_text(res.summary.model_dump_json(indent=2) + "\n")
+    frames = res.to_frames()
+    frames["requests"].to_csv(out / "requests.csv", index=False)
+    frames["ticks"].to_csv(out / "ticks.csv", index=False)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    cfg = load_preset(args.preset)
+    if args.set:
+        cfg = apply_overrides(cfg, args.set)
+    res = run_simulation(cfg)
+    if args.out:
+        write_outputs(res, Path(args.out))
+    print(res.summary.model_dump_json() if args.json else format_summary(res))
+    return 0
+
+
+def _cmd_presets(args: argparse.Namespace) -> int:
+    families = FAMILIES if args.all else ("scenarios",)
+    for fam in families:
+        print(f"{fam}:" + (f"  (default: {DEFAULT_SCENARIO})" if fam == "scenarios" else ""))
+        for name in list_presets(fam):
+            desc = describe_preset(fam, name)
+            print(f"  {name:38s} {desc[:100]}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim_core", description="Simulate an LLM inference server.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run one scenario and print its summary")
+    run.add_argument("preset", help="a preset name (see `presets`) or a config .json path")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. scheduler.max_num_seqs=64")
+    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here")
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    pre = sub.add_parser("presets", help="list the built-in scenarios")
+    pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
+    val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
+    val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "run":
+            return _cmd_run(args)
+        if args.cmd == "presets":
+            return _cmd_presets(args)
+        from sim_core.validate import main as validate_main
+
+        return validate_main(fit=args.fit)
+    except (PresetError, MemoryPlanError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
