@@ -210,22 +210,25 @@ class Engine:
         if self.rec.wants_batches:
             for t in range(min(k, self.cfg.limits.num_recorded_batches - self.rec.num_ticks)):
                 self.rec.batch(self.rec.num_ticks + t, idx, np.ones(B, dtype=np.int64), np.ones(B, dtype=bool), blocks[:, t])
-        used = kv.num_used + extra[:k]
+        used = kv.num_used + extra[:k]  # (k,) blocks in use after each tick
         st.computed[idx] += k
         st.emitted[idx] += k
         st.last_token_s[idx] = ends[-1]
         kv.grow_to(idx, blocks[:, k - 1])
+        self._finish(idx[remaining == k], ends[-1])
+        # The last row is recorded after completions, as a single tick would be.
+        running = np.full(k, B)
+        running[-1], used[-1] = st.running.size, kv.num_used
         self.rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
-                "num_decode_tokens": tokens, "num_prefill_seqs": 0, "num_decode_seqs": B, "num_running": B,
+                "num_decode_tokens": tokens, "num_prefill_seqs": 0, "num_decode_seqs": B, "num_running": running,
                 "num_waiting": st.waiting_keys.size, "num_swapped": st.swapped_keys.size, "kv_blocks_used": used,
                 "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k], "num_preempted": 0,
                 "swap_blocks": 0, "batch_cap": self.sched.batch_cap,
             },
             k,
         )  # fmt: skip
-        self._finish(idx[remaining == k], ends[-1])
         st.now_s = float(ends[-1])
 
     # ------------------------------------------------------------------ result

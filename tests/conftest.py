@@ -1,0 +1,41 @@
+"""Shared factories: tiny configs built from a preset plus dotted overrides, and hand-built traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sim_core import SimConfig, config_from_dict, load_preset
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *path, last = dotted.split(".")
+    for part in path:
+        data = data.setdefault(part, {})
+    data[last] = value
+
+
+def make_config(base: str = "chat-h100-llama8b", **overrides: Any) -> SimConfig:
+    """A preset with overrides given as `section__field=value` (double underscore = dot)."""
+    data = load_preset(base).model_dump(mode="json")
+    for key, value in overrides.items():
+        _set(data, key.replace("__", "."), value)
+    return config_from_dict(data)
+
+
+def trace_config(prompts, outputs, arrivals=None, priorities=None, base: str = "chat-h100-llama8b", **overrides: Any) -> SimConfig:
+    """A config replaying exactly these requests."""
+    n = len(prompts)
+    trace = {
+        "arrival_s": list(arrivals) if arrivals is not None else [0.0] * n,
+        "prompt_tokens": list(prompts),
+        "output_tokens": list(outputs),
+        "priority": list(priorities) if priorities is not None else None,
+    }
+    return make_config(base, workload__trace=trace, workload__num_requests=n, **overrides)
+
+
+@pytest.fixture
+def default_cfg() -> SimConfig:
+    return load_preset("chat-h100-llama8b")

@@ -1,0 +1,61 @@
+import json
+import subprocess
+import sys
+
+import pandas as pd
+
+from sim_core.cli import main
+
+REQUIRED = {"num_requests", "num_finished", "num_preemptions", "makespan_s", "output_tokens_per_s", "ttft_p50_s",
+            "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "stopped_reason"}
+
+
+def test_run_json_has_the_contract_fields(capsys):
+    assert main(["run", "chat-h100-llama8b", "--json", "--set", "workload.num_requests=30"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert REQUIRED <= set(out) and out["num_requests"] == 30 and out["stopped_reason"] is None
+
+
+def test_run_prints_a_readable_summary(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
+    text = capsys.readouterr().out
+    assert "TTFT" in text and "modelled" in text
+
+
+def test_out_writes_config_and_csvs(tmp_path, capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=25", "--out", str(tmp_path)]) == 0
+    assert len(pd.read_csv(tmp_path / "requests.csv")) == 25
+    ticks = pd.read_csv(tmp_path / "ticks.csv")
+    assert {"duration_s", "phase", "kv_blocks_used"} <= set(ticks.columns)
+    # the written config reproduces the run
+    assert main(["run", str(tmp_path / "config.json"), "--json"]) == 0
+    first = json.loads((tmp_path / "summary.json").read_text())
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert first == again
+
+
+def test_bad_value_exits_2_with_field_value_and_range(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seqs=0"]) == 2
+    err = capsys.readouterr().err
+    assert "scheduler.max_num_seqs = 0" in err and ">= 1" in err and "Traceback" not in err
+
+
+def test_unknown_key_and_unknown_preset_exit_2(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", "scheduler.nope=1"]) == 2
+    assert "unknown field 'nope'" in capsys.readouterr().err
+    assert main(["run", "does-not-exist"]) == 2
+
+
+def test_out_of_memory_exits_2_with_the_knob(capsys):
+    assert main(["run", "chat-l4-llama8b", "--set", "scheduler.max_num_batched_tokens=65536"]) == 2
+    assert "max_num_batched_tokens" in capsys.readouterr().err
+
+
+def test_presets_lists_scenarios(capsys):
+    assert main(["presets"]) == 0
+    assert "chat-h100-llama8b" in capsys.readouterr().out
+
+
+def test_module_entry_point_runs_without_traceback():
+    proc = subprocess.run([sys.executable, "-m", "sim_core", "run", "missing.json"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "cannot read" in proc.stderr

@@ -1,0 +1,96 @@
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, format_validation_error
+from sim_core.config import CalibrationConfig, SchedulerConfig
+
+
+def test_unknown_field_is_rejected_with_its_path():
+    with pytest.raises(PresetError, match=r"scheduler\.max_batch"):
+        config_from_dict({"scheduler": {"max_batch": 8}})
+
+
+def test_out_of_range_names_field_value_and_range():
+    with pytest.raises(PresetError) as err:
+        config_from_dict({"kv_cache": {"gpu_memory_utilization": 1.7}})
+    msg = str(err.value)
+    assert "kv_cache.gpu_memory_utilization" in msg and "1.7" in msg and "<= 1" in msg
+
+
+def test_literal_error_lists_choices():
+    with pytest.raises(PresetError) as err:
+        config_from_dict({"scheduler": {"prefill_mode": "fastest"}})
+    assert "'fastest'" in str(err.value) and "decode_first" in str(err.value)
+
+
+def test_json_round_trip_is_exact(default_cfg):
+    again = SimConfig.model_validate_json(default_cfg.model_dump_json())
+    assert again == default_cfg
+    assert again.model_dump_json() == default_cfg.model_dump_json()
+
+
+def test_schema_version_travels_and_is_checked(default_cfg):
+    data = default_cfg.model_dump(mode="json")
+    assert data["schema_version"] == 1
+    data["schema_version"] = 99
+    with pytest.raises(PresetError, match="schema_version"):
+        config_from_dict(data)
+
+
+def test_every_field_has_a_description():
+    def walk(model):
+        for name, info in model.model_fields.items():
+            ann = info.annotation
+            sub = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and hasattr(a, "model_fields")]
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                sub = [ann]
+            if sub:
+                for s in sub:
+                    yield from walk(s)
+            elif name != "classes":
+                yield model.__name__, name, info.description
+
+    missing = [(m, f) for m, f, d in walk(SimConfig) if not d]
+    assert not missing
+
+
+def test_prompt_longer_than_budget_without_chunking_is_explained():
+    with pytest.raises(PresetError, match="enable_chunked_prefill"):
+        config_from_dict({"scheduler": {"prefill_mode": "prefill_first", "enable_chunked_prefill": False,
+                                         "max_num_batched_tokens": 512}})
+
+
+def test_lengths_beyond_max_model_len_are_rejected():
+    with pytest.raises(PresetError, match="max_model_len"):
+        config_from_dict({"model": {"max_model_len": 1024}})
+
+
+def test_class_shares_must_sum_to_one():
+    with pytest.raises(PresetError, match="sum to 1"):
+        config_from_dict({"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}]}})
+
+
+def test_bad_json_text_is_a_clear_error():
+    with pytest.raises(PresetError, match="not valid JSON"):
+        config_from_json("{not json")
+
+
+def test_config_is_frozen(default_cfg):
+    with pytest.raises(ValidationError):
+        default_cfg.seed = 3  # type: ignore[misc]
+
+
+def test_format_validation_error_lists_every_problem():
+    try:
+        SchedulerConfig(max_num_seqs=0, max_num_batched_tokens=-5)
+    except ValidationError as err:
+        text = format_validation_error(err)
+    assert "max_num_seqs = 0" in text and "max_num_batched_tokens = -5" in text
+
+
+def test_calibration_defaults_are_within_their_ranges():
+    cal = CalibrationConfig()
+    assert 0 < cal.gemm_efficiency <= 1 and 0 < cal.memory_efficiency <= 1
+    assert json.loads(cal.model_dump_json())["tick_overhead_ms"] == cal.tick_overhead_ms

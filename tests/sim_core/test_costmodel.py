@@ -1,0 +1,90 @@
+"""Analytic anchors for the roofline: hand-computed numbers, independent of CostModel's code paths."""
+
+import pytest
+
+from sim_core import MemoryPlanError, run_simulation
+from sim_core.costmodel import CostModel, ModelShape, kv_bytes_per_token, plan_memory, workspace_bytes_per_gpu
+from tests.conftest import make_config, trace_config
+
+REL = 1e-9
+
+
+def test_llama31_8b_bf16_kv_is_128_kib_per_token(default_cfg):
+    assert kv_bytes_per_token(default_cfg) == 128 * 1024
+
+
+def test_fp8_kv_and_compression_scale_kv_bytes():
+    cfg = make_config(kv_cache__kv_dtype="fp8", kv_cache__kv_compression=0.75)
+    assert kv_bytes_per_token(cfg) == 128 * 1024 * 0.5 * 0.75
+
+
+def test_decode_tick_matches_the_formula(default_cfg):
+    cfg, cal, hw, m = default_cfg, default_cfg.calibration, default_cfg.hardware, default_cfg.model
+    b, ctx = 8, 1000
+    shape = ModelShape.of(cfg)
+    params_streamed = shape.total_params - m.vocab_size * m.hidden_size  # input embedding is a gather
+    gemm_flops = 2 * (shape.total_params - 2 * m.vocab_size * m.hidden_size) * b + 2 * m.hidden_size * m.vocab_size * b
+    act = 2 * m.num_layers * (2 * 4096 + 4096 + 2 * 1024 + 4096 + 2 * 4096 + 3 * 14336) * b
+    gemm_bytes = params_streamed * 2 + act
+    attn_flops = 4 * 4096 * m.num_layers * b * (ctx + 1)
+    attn_bytes = 128 * 1024 * (b * ctx + b) + 2 * 2 * 4096 * m.num_layers * b
+    bw = hw.hbm_bandwidth_gb_per_s * 1e9 * cal.memory_efficiency
+    expected = (
+        max(gemm_flops / (hw.peak_tflops * 1e12 * cal.gemm_efficiency), gemm_bytes / bw)
+        + max(attn_flops / (hw.peak_tflops * 1e12 * cal.attention_efficiency), attn_bytes / bw)
+        + cal.tick_overhead_ms * 1e-3 + cal.per_seq_overhead_us * 1e-6 * b
+    )
+    assert CostModel(cfg).decode_time_s(b, ctx) == pytest.approx(expected, rel=REL)
+
+
+def test_decode_is_memory_bound_and_long_prefill_compute_bound(default_cfg):
+    cm = CostModel(default_cfg)
+    *_, dec_compute = cm.tick(16, 16, 16 * 1001, 16 * 1000, 16)
+    *_, pre_compute = cm.tick(4096, 1, 4096 * 4097 // 2, 0, 1)
+    assert not dec_compute and pre_compute
+
+
+def test_lone_request_ttft_is_prefill_time_plus_overhead():
+    cfg = trace_config([1000], [1], arrivals=[0.5])
+    res = run_simulation(cfg)
+    expected = CostModel(cfg).prefill_time_s(1000)  # includes the per-tick overhead
+    assert res.requests.ttft_s[0] == pytest.approx(expected, rel=REL)
+
+
+def test_tensor_parallel_adds_allreduce_and_splits_work():
+    one = CostModel(make_config())
+    two = CostModel(make_config(hardware__num_gpus=2))
+    t1, f1, *_ = one.tick(2048, 1, 2048 * 2049 // 2, 0, 1)
+    t2, f2, *_ = two.tick(2048, 1, 2048 * 2049 // 2, 0, 1)
+    assert f2 == pytest.approx(f1 / 2, rel=REL)
+    assert float(t1) / 2 < float(t2) < float(t1)
+
+
+def test_moe_reads_only_touched_experts():
+    cfg = make_config("chat-2xh100-mixtral")
+    cm = CostModel(cfg)
+    one_token = cm.expert_bytes(1)
+    many = cm.expert_bytes(10_000)
+    assert one_token == pytest.approx(many * 2 / 8, rel=1e-6)  # top-2 of 8 at T=1; all 8 at large T
+
+
+def test_block_count_follows_from_memory(default_cfg):
+    plan = plan_memory(default_cfg)
+    budget = 80e9 * 0.9
+    weights = ModelShape.of(default_cfg).total_params * 2
+    kv = budget - weights - workspace_bytes_per_gpu(default_cfg)
+    assert plan.num_blocks == int(kv // (16 * 128 * 1024))
+
+
+def test_huge_chunk_on_small_gpu_is_an_oom_that_names_the_knob():
+    cfg = make_config("chat-l4-llama8b", scheduler__max_num_batched_tokens=65536)
+    with pytest.raises(MemoryPlanError) as err:
+        plan_memory(cfg)
+    assert "max_num_batched_tokens" in str(err.value) and "GB" in str(err.value)
+    plan_memory(make_config("chat-l4-llama8b", scheduler__max_num_batched_tokens=256))
+
+
+def test_kv_too_small_for_the_longest_request_is_explained():
+    cfg = make_config(kv_cache__gpu_memory_utilization=0.212)
+    with pytest.raises(MemoryPlanError, match="longest request"):
+        plan_memory(cfg)

@@ -1,0 +1,161 @@
+"""Engine invariants on many random configs, determinism, coalesced runs, the guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_core import run_simulation
+from sim_core.costmodel import ModelShape, kv_bytes_per_token, workspace_bytes_per_gpu
+from sim_core.types import Event, Phase, Status
+from tests.conftest import make_config, trace_config
+
+ENGINES = ["vllm-v1", "vllm-v0", "vllm-v0-swap", "sglang", "orca", "fastertransformer", "tensorrt-llm-no-evict",
+           "tensorrt-llm-max-utilization", "article-time-slice", "article-quota", "article-priority",
+           "article-dynamic-batch", "article-smart-preemption", "exclusive", "sarathi-serve"]  # fmt: skip
+
+
+def random_config(seed: int):
+    rng = np.random.default_rng(seed)
+    engine = ENGINES[seed % len(ENGINES)]
+    contiguous = engine in ("orca", "fastertransformer")
+    process = ["poisson", "gamma", "offline", "closed_loop", "constant"][int(rng.integers(5))]
+    cfg = make_config(
+        "engine-" + engine,
+        seed=int(rng.integers(1000)),
+        workload__num_requests=int(rng.integers(20, 60)),
+        workload__arrival__process=process,
+        workload__arrival__rate_per_s=float(rng.uniform(2, 40)),
+        workload__arrival__num_clients=int(rng.integers(2, 20)),
+        workload__prompt_tokens={"dist": "lognormal", "mean": int(rng.integers(100, 1500)), "min": 4, "max": 4000, "sigma": 0.7},
+        workload__output_tokens={"dist": "uniform", "mean": 20, "min": 1, "max": int(rng.integers(20, 400))},
+        workload__num_samples=int(rng.choice([1, 1, 2, 4])) if not contiguous else 1,
+        workload__classes=[{"name": "a", "share": 0.3, "priority": 0}, {"name": "b", "share": 0.7, "priority": 2}],
+        kv_cache__block_size=int(rng.choice([8, 16, 32])),
+        kv_cache__swap_space_gb=float(rng.choice([0.0, 0.5, 4.0])),
+        scheduler__admission=str(rng.choice(["watermark", "greedy", "reserve"])),
+    )
+    if contiguous:
+        return cfg
+    # Leave room for only a few long requests so that pre-emption and admission limits are exercised.
+    kv_room = float(rng.uniform(1.0, 3.0)) * 4400 * kv_bytes_per_token(cfg) * cfg.workload.num_samples
+    need = ModelShape.of(cfg).total_params * 2 + workspace_bytes_per_gpu(cfg) + kv_room
+    return cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": need / 80e9})})
+
+
+def assert_run_invariants(res):
+    cfg, req, tl = res.config, res.requests, res.timeline
+    done = req.is_finished
+    assert np.all(req.status[done] == Status.FINISHED)
+    assert np.array_equal(req.num_emitted[done], req.output_tokens[done])  # exactly its output tokens
+    assert np.all(req.num_emitted <= req.output_tokens)
+    assert res.summary.num_finished + res.summary.num_unfinished == req.arrival_s.size
+    fin_events = res.events.req[res.events.kind == Event.FINISHED]
+    assert fin_events.size == np.unique(fin_events).size == done.sum()  # finishes once
+    assert np.all(req.first_scheduled_s[done] >= req.arrival_s[done])  # nothing runs before it arrives
+    assert np.all(req.first_token_s[done] >= req.first_scheduled_s[done])
+    assert np.all(req.ttft_s[done] <= req.e2e_s[done])
+    assert np.all(tl.duration_s > 0)
+    assert np.all(np.diff(tl.t_start_s) > 0)  # time is monotone
+    assert np.allclose(tl.t_start_s[1:], tl.t_end_s[:-1], rtol=0, atol=1e-9)  # no gaps: idle is a row
+    assert np.all(tl.kv_blocks_used <= res.memory.num_blocks)
+    # one gap per token after the first, per request (samples of one request share a step)
+    assert res.itl_s.size == int(np.maximum(req.num_emitted - 1, 0).sum())
+
+
+@pytest.mark.parametrize("seed", range(45))
+def test_invariants_hold_every_tick_on_random_configs(seed):
+    res = run_simulation(random_config(seed), check_invariants=True)
+    assert_run_invariants(res)
+    if res.summary.stopped_reason is None:
+        assert res.summary.num_finished == res.summary.num_requests
+
+
+def test_memory_pressure_configs_do_preempt():
+    preempted = sum(run_simulation(random_config(s)).summary.num_preemptions for s in range(45))
+    assert preempted > 0
+
+
+def test_same_config_same_result():
+    cfg = random_config(3)
+    a, b = run_simulation(cfg), run_simulation(cfg)
+    assert a.summary == b.summary
+    assert np.array_equal(a.timeline.t_start_s, b.timeline.t_start_s)
+    assert np.array_equal(a.requests.finish_s, b.requests.finish_s, equal_nan=True)
+
+
+def test_different_seed_different_result(default_cfg):
+    a = run_simulation(default_cfg)
+    b = run_simulation(default_cfg.model_copy(update={"seed": 1}))
+    assert a.summary.ttft_p50_s != b.summary.ttft_p50_s
+
+
+def _same(a, b):
+    for name in a.timeline.columns:
+        assert np.array_equal(a.timeline.columns[name], b.timeline.columns[name]), name
+    for name in ("first_token_s", "finish_s", "first_scheduled_s", "max_itl_s", "num_emitted", "num_preemptions"):
+        assert np.array_equal(getattr(a.requests, name), getattr(b.requests, name), equal_nan=True), name
+    assert np.array_equal(np.sort(a.itl_s), np.sort(b.itl_s))
+    assert a.summary == b.summary
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_coalesced_runs_equal_tick_by_tick(seed):
+    cfg = random_config(seed)
+    on = run_simulation(cfg)
+    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    _same(on, off)
+
+
+def test_coalescing_equal_on_low_load_long_outputs():
+    cfg = make_config(workload__arrival__rate_per_s=0.5, workload__num_requests=30,
+                      workload__output_tokens={"dist": "uniform", "mean": 800, "min": 400, "max": 1500})
+    off = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})})
+    _same(run_simulation(cfg), run_simulation(off))
+
+
+def test_idle_gaps_jump_to_the_next_arrival():
+    res = run_simulation(trace_config([100, 100], [3, 3], arrivals=[0.0, 10.0]))
+    idle = res.timeline.phase == Phase.IDLE
+    assert idle.sum() == 1
+    gap = res.timeline.t_end_s[idle][0]
+    assert gap == 10.0 and res.requests.first_scheduled_s[1] == 10.0
+
+
+def test_guard_stops_an_overload_and_reports_unfinished():
+    cfg = make_config(workload__arrival__rate_per_s=500, workload__num_requests=3000, limits__max_sim_time_s=5)
+    res = run_simulation(cfg)
+    assert res.summary.stopped_reason and "max_sim_time_s" in res.summary.stopped_reason
+    assert res.summary.num_unfinished > 0
+    assert res.summary.num_finished + res.summary.num_unfinished == 3000
+    assert res.timeline.t_start_s[-1] < 5
+
+
+def test_tick_guard():
+    res = run_simulation(make_config(limits__max_ticks=50))
+    assert res.timeline.num_ticks == 50 and "max_ticks" in res.summary.stopped_reason
+
+
+def test_closed_loop_keeps_n_requests_in_flight():
+    cfg = make_config(workload__arrival__process="closed_loop", workload__arrival__num_clients=4, workload__num_requests=40)
+    res = run_simulation(cfg)
+    assert res.summary.num_finished == 40
+    assert res.timeline.num_running.max() <= 4
+    later = res.requests.arrival_s[4:]
+    assert np.all(np.isin(later, res.requests.finish_s))  # each released at a finish
+
+
+def test_parallel_samples_emit_n_tokens_per_step():
+    one = run_simulation(trace_config([200], [10]))
+    four = run_simulation(trace_config([200], [10], workload__num_samples=4))
+    assert four.timeline.num_decode_tokens.max() == 4 * one.timeline.num_decode_tokens.max() == 4
+    assert four.summary.output_tokens_per_s > one.summary.output_tokens_per_s
+    assert four.timeline.kv_blocks_used.max() > one.timeline.kv_blocks_used.max()
+
+
+def test_first_token_comes_from_the_prefill_tick():
+    res = run_simulation(trace_config([300], [5]))
+    tl = res.timeline
+    assert tl.num_prefill_tokens[0] == 300 and tl.num_decode_tokens[0] == 0
+    assert res.requests.first_token_s[0] == tl.t_end_s[0]
+    assert tl.num_ticks == 1 + 4  # then four decode ticks

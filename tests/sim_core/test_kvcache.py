@@ -1,0 +1,46 @@
+import numpy as np
+import pytest
+
+from sim_core.kvcache import BlockManager
+
+
+def make(num_blocks=100, n=1, contiguous=None):
+    return BlockManager(num_blocks, 50, 16, 10, n, contiguous)
+
+
+def test_blocks_round_up_to_block_size():
+    kv = make()
+    assert kv.blocks_for(np.array([0, 1, 16, 17, 32]), 0).tolist() == [0, 1, 1, 2, 2]
+
+
+def test_parallel_samples_share_full_prompt_blocks_and_copy_the_partial_one():
+    kv = make(n=4)
+    prompt = 40  # 2 full blocks + 8 tokens
+    assert int(kv.blocks_for(40, prompt)) == 3  # prefill: one sequence
+    assert int(kv.blocks_for(41, prompt)) == 2 + 4 * 1  # divergence: each sample owns a tail block
+
+
+def test_contiguous_reserves_max_len_for_each_sequence():
+    kv = make(contiguous=4096, n=2)
+    assert int(kv.blocks_for(1, 10)) == 2 * 256
+
+
+def test_grow_free_and_swap_conserve_blocks():
+    kv = make()
+    kv.grow_to(np.array([1, 2]), np.array([10, 5]))
+    assert kv.num_free == 85
+    kv.check_invariants()
+    assert kv.can_swap_out(1)
+    assert kv.swap_out(1) == 10 and kv.num_free == 95 and kv.num_host_free == 40
+    kv.check_invariants()
+    kv.swap_in(1)
+    kv.free(np.array([1, 2]))
+    assert kv.num_free == 100 and kv.num_host_free == 50
+    kv.check_invariants()
+
+
+def test_invariant_violation_is_detected():
+    kv = make()
+    kv.held[3] = 5  # allocated behind the manager's back
+    with pytest.raises(RuntimeError, match="not conserved"):
+        kv.check_invariants()

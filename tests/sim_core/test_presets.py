@@ -1,0 +1,63 @@
+import json
+
+import pytest
+
+from sim_core import PresetError, SimConfig, list_presets, load_preset
+from sim_core.presets import DEFAULT_SCENARIO, PRESETS_DIR, read_preset_data
+
+HARDWARE = {"a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "l4", "l40s", "mi300x"}
+MODELS = {"llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-7b", "mixtral-8x7b"}
+WORKLOADS = {"chat", "long-document", "code-completion", "offline-batch"}
+
+
+@pytest.mark.parametrize("name", list_presets())
+def test_every_scenario_validates_and_round_trips(name):
+    cfg = load_preset(name)
+    assert SimConfig.model_validate_json(cfg.model_dump_json()) == cfg
+    assert cfg.description
+
+
+def test_required_families_are_present():
+    assert HARDWARE <= set(list_presets("hardware"))
+    assert MODELS <= set(list_presets("models"))
+    assert WORKLOADS <= set(list_presets("workloads"))
+    assert DEFAULT_SCENARIO in list_presets()
+
+
+@pytest.mark.parametrize("name", sorted(HARDWARE))
+def test_hardware_cites_a_datasheet(name):
+    assert "datasheet" in read_preset_data("hardware", name)["source"].lower() or "spec" in read_preset_data("hardware", name)["source"].lower()
+
+
+def test_unknown_preset_lists_the_available_ones():
+    with pytest.raises(PresetError, match="chat-h100-llama8b"):
+        load_preset("no-such-preset")
+
+
+def test_load_by_path_of_a_full_config(tmp_path, default_cfg):
+    path = tmp_path / "cfg.json"
+    path.write_text(default_cfg.model_dump_json())
+    assert load_preset(str(path)) == default_cfg
+
+
+def test_bad_file_names_the_field(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"hardware": {"preset": "h100-sxm", "num_gpus": 0}}))
+    with pytest.raises(PresetError, match=r"hardware\.num_gpus = 0"):
+        load_preset(str(path))
+
+
+def test_model_presets_match_published_parameter_counts():
+    from sim_core.costmodel import ModelShape
+
+    # published_measurements.md §2: totals computed from the shapes
+    expected = {"llama-3.1-8b": 8.03e9, "llama-2-7b": 6.74e9, "mixtral-8x7b": 46.7e9, "qwen2.5-7b": 7.62e9,
+                "llama-3.1-70b": 70.6e9, "mistral-7b": 7.24e9}
+    for name, total in expected.items():
+        cfg = SimConfig.model_validate({"model": read_preset_data("models", name) | {"max_model_len": 131072}})
+        assert ModelShape.of(cfg).total_params == pytest.approx(total, rel=0.01), name
+
+
+def test_presets_directory_holds_only_json():
+    files = [p for p in PRESETS_DIR.rglob("*") if p.is_file()]
+    assert files and all(p.suffix == ".json" for p in files)

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from sim_core.config import WorkloadConfig
+from sim_core.workload import generate_workload, parse_trace_csv
+
+
+def gen(seed=0, **kw):
+    return generate_workload(WorkloadConfig.model_validate({"num_requests": 20000} | kw), np.random.default_rng(seed))
+
+
+def test_same_seed_same_workload_and_other_seed_differs():
+    a, b, c = gen(1), gen(1), gen(2)
+    assert np.array_equal(a.arrival_s, b.arrival_s) and np.array_equal(a.prompt_tokens, b.prompt_tokens)
+    assert not np.array_equal(a.prompt_tokens, c.prompt_tokens)
+
+
+def test_changing_the_rate_keeps_the_lengths():
+    a, b = gen(arrival={"rate_per_s": 5}), gen(arrival={"rate_per_s": 50})
+    assert np.array_equal(a.prompt_tokens, b.prompt_tokens) and np.array_equal(a.output_tokens, b.output_tokens)
+
+
+def test_poisson_rate_and_gamma_burstiness():
+    p = gen(arrival={"process": "poisson", "rate_per_s": 10})
+    g = gen(arrival={"process": "gamma", "rate_per_s": 10, "burstiness_cv": 3})
+    gp, gg = np.diff(p.arrival_s), np.diff(g.arrival_s)
+    assert gp.mean() == pytest.approx(0.1, rel=0.05) and gg.mean() == pytest.approx(0.1, rel=0.1)
+    assert gp.std() / gp.mean() == pytest.approx(1, rel=0.1) and gg.std() / gg.mean() == pytest.approx(3, rel=0.15)
+
+
+def test_constant_offline_and_closed_loop_arrivals():
+    assert np.allclose(np.diff(gen(arrival={"process": "constant", "rate_per_s": 4}).arrival_s), 0.25)
+    assert not gen(arrival={"process": "offline"}).arrival_s.any()
+    cl = gen(arrival={"process": "closed_loop", "num_clients": 8}).arrival_s
+    assert (cl[:8] == 0).all() and np.isinf(cl[8:]).all()
+
+
+def test_lognormal_mean_and_clipping():
+    w = gen(prompt_tokens={"dist": "lognormal", "mean": 500, "min": 10, "max": 100000, "sigma": 0.5})
+    assert w.prompt_tokens.mean() == pytest.approx(500, rel=0.03)
+    clipped = gen(prompt_tokens={"dist": "lognormal", "mean": 500, "min": 100, "max": 600, "sigma": 1.0})
+    assert clipped.prompt_tokens.min() >= 100 and clipped.prompt_tokens.max() <= 600
+
+
+def test_uniform_and_fixed_lengths():
+    u = gen(output_tokens={"dist": "uniform", "mean": 50, "min": 10, "max": 90})
+    assert u.output_tokens.min() >= 10 and u.output_tokens.max() <= 90
+    assert (gen(output_tokens={"dist": "fixed", "mean": 7, "min": 1, "max": 7}).output_tokens == 7).all()
+
+
+def test_classes_assign_priorities_by_share():
+    w = gen(classes=[{"name": "hi", "share": 0.2, "priority": 0}, {"name": "lo", "share": 0.8, "priority": 3}])
+    assert (w.priority == 0).mean() == pytest.approx(0.2, abs=0.02)
+
+
+def test_trace_csv_parses_and_reports_bad_lines():
+    cols = parse_trace_csv("arrival_s,prompt_tokens,output_tokens,priority\n0,10,5,1\n0.5,20,6,0\n")
+    assert cols["prompt_tokens"] == [10, 20] and cols["priority"] == [1, 0]
+    with pytest.raises(ValueError, match="line 3: prompt_tokens = 'x'"):
+        parse_trace_csv("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,x,5\n")
+    with pytest.raises(ValueError, match="header"):
+        parse_trace_csv("a,b,c\n1,2,3\n")
