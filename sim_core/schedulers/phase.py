@@ -44,17 +44,21 @@ class DecodeFirst(PrefillFirst):
 
 class TimeSlice:
     """Article §2.1 scheduler_loop: a prefill phase of `prefill_slice_ms`, then a decode phase of
-    `decode_slice_ms`. A phase with no work ends early (the loop moves on when a queue is empty)."""
+    `decode_slice_ms`. A phase with no work ends early (the loop moves on when a queue is empty).
+
+    A tick cannot be cut, so a phase may overrun its slice; the overrun is charged to that phase's
+    next slice (deficit round robin), which keeps the long-run shares at the configured ratio.
+    """
 
     is_stateless = False
 
     def __init__(self, cfg: SchedulerConfig):
         self._slice_s = {True: cfg.time_slice.prefill_slice_ms / 1e3, False: cfg.time_slice.decode_slice_ms / 1e3}
+        self._credit_s = {True: self._slice_s[True], False: 0.0}
         self.in_prefill = True
-        self._phase_used_s = 0.0
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        if self._phase_used_s >= self._slice_s[self.in_prefill]:
+        while self._credit_s[self.in_prefill] <= 0:  # each switch adds a slice, so this ends
             self._switch()
         if self.in_prefill and not has_prefill_work and num_decodes:
             self._switch()
@@ -64,16 +68,21 @@ class TimeSlice:
 
     def _switch(self) -> None:
         self.in_prefill = not self.in_prefill
-        self._phase_used_s = 0.0
+        # carry an overrun (negative credit) but never bank unused time from an idle phase
+        self._credit_s[self.in_prefill] = min(self._credit_s[self.in_prefill], 0.0) + self._slice_s[self.in_prefill]
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
-        self._phase_used_s += duration_s
+        if prefill_tokens or decode_tokens:
+            self._credit_s[bool(prefill_tokens)] -= duration_s
 
 
 class Quota:
     """Article §5.3 resource quotas: prefill gets at most `prefill_share` of GPU time over a sliding
-    window and at most `max_prefill_ms` at a stretch; if decode throughput over the window falls
-    below `decode_min_tokens_per_s`, decode runs first. Work-conserving: an idle phase yields."""
+    window and at most `max_prefill_ms` at a stretch; decode runs first while its throughput,
+    measured over the time decodes were waiting in the window, is below `decode_min_tokens_per_s`
+    and it has had less than its own share (1 − prefill_share).
+    Work-conserving: when one side has no work the other runs.
+    """
 
     is_stateless = False
 
@@ -81,32 +90,43 @@ class Quota:
         q = cfg.quota
         self._share, self._window_s = q.prefill_share, q.window_ms / 1e3
         self._max_run_s, self._min_decode_rate = q.max_prefill_ms / 1e3, q.decode_min_tokens_per_s
-        self._ticks: deque[tuple[float, float, float, int]] = deque()  # (end_s, busy_s, prefill_s, decode_tokens)
-        self._busy_s = self._prefill_s = 0.0
+        # (end_s, busy_s, prefill_s, decode_wait_s, decode_tokens) per tick in the window
+        self._ticks: deque[tuple[float, float, float, float, int]] = deque()
+        self._busy_s = self._prefill_s = self._decode_wait_s = 0.0
         self._decode_tokens = 0
         self._prefill_run_s = 0.0
+        self._had_decodes = False
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
         while self._ticks and self._ticks[0][0] < now_s - self._window_s:
-            _, busy, pre, dec = self._ticks.popleft()
+            _, busy, pre, wait, dec = self._ticks.popleft()
             self._busy_s -= busy
             self._prefill_s -= pre
+            self._decode_wait_s -= wait
             self._decode_tokens -= dec
+        self._had_decodes = num_decodes > 0
         if not has_prefill_work:
             return TickKind.DECODE
         if not num_decodes:
             return TickKind.PREFILL
         over_share = self._busy_s > 0 and self._prefill_s / self._busy_s >= self._share
-        decode_starved = self._decode_tokens / self._window_s < self._min_decode_rate
+        # Below its floor, decode takes priority, but only up to its own share of the GPU: a floor
+        # the running decodes cannot reach even with the whole GPU must not starve prefill.
+        decode_share = 1.0 - self._prefill_s / self._busy_s if self._busy_s > 0 else 0.0
+        decode_starved = (
+            self._decode_tokens < self._min_decode_rate * self._decode_wait_s and decode_share < 1.0 - self._share
+        )
         too_long = self._prefill_run_s >= self._max_run_s
         return TickKind.DECODE if (over_share or decode_starved or too_long) else TickKind.PREFILL
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         prefill_s = duration_s if prefill_tokens else 0.0
+        wait_s = duration_s if self._had_decodes else 0.0
         self._prefill_run_s = self._prefill_run_s + duration_s if prefill_tokens else 0.0
-        self._ticks.append((end_s, duration_s, prefill_s, decode_tokens))
+        self._ticks.append((end_s, duration_s, prefill_s, wait_s, decode_tokens))
         self._busy_s += duration_s
         self._prefill_s += prefill_s
+        self._decode_wait_s += wait_s
         self._decode_tokens += decode_tokens
 
 

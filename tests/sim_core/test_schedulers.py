@@ -1,0 +1,218 @@
+"""Behaviour of each strategy on small hand-built workloads, asserting numbers (issue: strategies)."""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+import pytest
+
+from sim_core import run_simulation
+from sim_core.config import SchedulerConfig
+from sim_core.costmodel import CostModel
+from sim_core.presets import list_presets, read_preset_data
+from sim_core.schedulers.phase import PHASE_CONTROLLERS
+from sim_core.types import Phase
+from tests.conftest import make_config, trace_config
+
+LONG_PROMPT = 8000
+
+
+def _stall_setup(engine: str, **over):
+    # request 0 decodes steadily; request 1 brings a long prompt half a second later
+    return trace_config([100, LONG_PROMPT], [400, 5], arrivals=[0.0, 0.5], base="engine-" + engine, **over)
+
+
+def test_every_prefill_mode_has_a_controller():
+    modes = typing.get_args(SchedulerConfig.model_fields["prefill_mode"].annotation)
+    assert set(PHASE_CONTROLLERS) == set(modes)
+
+
+def test_prefill_first_stalls_running_decodes_for_a_whole_prompt():
+    cfg = _stall_setup("vllm-v0")
+    res = run_simulation(cfg)
+    prefill_s = CostModel(cfg).prefill_time_s(LONG_PROMPT)
+    assert res.requests.max_itl_s[0] >= prefill_s
+
+
+def test_decode_first_chunking_bounds_the_stall_near_one_chunk_tick():
+    cfg = _stall_setup("sarathi-serve")  # token budget 512
+    res = run_simulation(cfg)
+    cm = CostModel(cfg)
+    chunk_tick_s = float(cm.tick(512, 1, 511 * (LONG_PROMPT - 511) + 511 * 512 // 2 + 500, LONG_PROMPT + 500, 2)[0])
+    assert res.requests.max_itl_s[0] <= 1.05 * chunk_tick_s
+    assert res.requests.max_itl_s[0] < 0.25 * run_simulation(_stall_setup("vllm-v0")).requests.max_itl_s[0]
+
+
+def _mixed_lengths(base: str):
+    rng = np.random.default_rng(7)
+    n = 64
+    return trace_config(rng.integers(50, 1500, n).tolist(), rng.integers(5, 400, n).tolist(),
+                        arrivals=np.sort(rng.uniform(0, 4, n)).tolist(), base=base,
+                        scheduler__max_num_seqs=8, scheduler__max_num_batched_tokens=16384)  # fmt: skip
+
+
+def test_continuous_batching_beats_static_in_throughput_and_ttft():
+    cont = run_simulation(_mixed_lengths("engine-vllm-v0")).summary
+    static = run_simulation(_mixed_lengths("engine-fastertransformer").model_copy(
+        update={"kv_cache": _mixed_lengths("engine-vllm-v0").kv_cache})).summary
+    assert cont.output_tokens_per_s > 1.2 * static.output_tokens_per_s
+    assert cont.ttft_p50_s < static.ttft_p50_s
+
+
+def test_paged_kv_admits_more_concurrent_requests_than_contiguous():
+    over = dict(workload__arrival__process="offline", workload__num_requests=200, scheduler__max_num_seqs=256,
+                scheduler__admission="watermark")
+    paged = run_simulation(make_config("engine-vllm-v0", **over))
+    contiguous = run_simulation(make_config("engine-vllm-v0", kv_cache__layout="contiguous", **over))
+    assert paged.memory.num_blocks == contiguous.memory.num_blocks  # same memory
+    assert paged.timeline.num_running.max() > 3 * contiguous.timeline.num_running.max()
+    assert paged.summary.output_tokens_per_s > contiguous.summary.output_tokens_per_s
+
+
+def _pressure(admission: str, preemption: str = "recompute", swap_gb: float = 4.0):
+    return make_config(
+        "engine-tensorrt-llm-max-utilization", scheduler__admission=admission, scheduler__preemption=preemption,
+        scheduler__max_num_seqs=64, kv_cache__gpu_memory_utilization=0.235, kv_cache__swap_space_gb=swap_gb,
+        workload__arrival__process="offline", workload__num_requests=60,
+        workload__prompt_tokens={"dist": "fixed", "mean": 600, "min": 1, "max": 600},
+        workload__output_tokens={"dist": "fixed", "mean": 800, "min": 1, "max": 800},
+    )
+
+
+def test_reserve_on_admission_never_preempts():
+    res = run_simulation(_pressure("reserve"), check_invariants=True)
+    assert res.summary.num_preemptions == 0 and res.summary.num_finished == 60
+
+
+def test_greedy_admission_preempts_and_still_finishes_everything():
+    res = run_simulation(_pressure("greedy"), check_invariants=True)
+    assert res.summary.num_preemptions > 0 and res.summary.num_finished == 60
+    assert res.summary.num_recomputed_tokens > 0  # recompute records the tokens it computes again
+    assert res.summary.swap_time_s == 0
+
+
+def test_swap_preemption_records_pcie_time_and_recomputes_nothing():
+    res = run_simulation(_pressure("greedy", "swap", swap_gb=32.0), check_invariants=True)
+    s = res.summary
+    assert s.num_swap_outs > 0 and s.swap_time_s > 0 and s.num_recomputed_tokens == 0 and s.num_finished == 60
+    swap_ticks = res.timeline.swap_blocks > 0
+    assert swap_ticks.any()
+
+
+def test_swap_falls_back_to_recompute_without_host_space():
+    res = run_simulation(_pressure("greedy", "swap", swap_gb=0.0))
+    assert res.summary.num_swap_outs == 0 and res.summary.num_recomputed_tokens > 0
+
+
+def test_priority_classes_cut_the_high_class_tail_ttft():
+    prio = make_config("engine-article-priority", workload__arrival__rate_per_s=3.5)
+    fcfs = make_config("engine-article-priority", workload__arrival__rate_per_s=3.5, scheduler__queue_order="fcfs")
+    hi = lambda r: np.nanpercentile(r.requests.ttft_s[r.requests.priority == 0], 99)  # noqa: E731
+    a, b = run_simulation(prio), run_simulation(fcfs)
+    assert hi(a) < 0.7 * hi(b)
+
+
+def test_shortest_prompt_first_lowers_median_ttft_in_a_backlog():
+    base = dict(workload__arrival__process="offline", workload__num_requests=100, scheduler__max_num_seqs=8)
+    spf = run_simulation(make_config("engine-vllm-v1", scheduler__queue_order="shortest_prompt_first", **base))
+    fcfs = run_simulation(make_config("engine-vllm-v1", **base))
+    assert spf.summary.ttft_p50_s < fcfs.summary.ttft_p50_s
+
+
+def test_dynamic_batch_cap_falls_when_ticks_are_slow_and_recovers():
+    # bursts of long prompts make ticks slower than the 50 ms target; quiet periods let the cap recover
+    prompts = [6000] * 6 + [50] * 30
+    arrivals = [0.0] * 6 + list(np.linspace(3.0, 6.0, 30))
+    res = run_simulation(trace_config(prompts, [60] * 36, arrivals=arrivals, base="engine-article-dynamic-batch"))
+    cap = res.timeline.batch_cap
+    low = int(np.argmin(cap))
+    assert cap.min() < 16 // 2  # halved at least twice
+    assert cap[low:].max() == 16  # back to max_num_seqs afterwards
+    slow = res.timeline.duration_s * 1e3 > 50
+    assert slow.any() and np.all(cap[1:][slow[:-1] & (res.timeline.phase[:-1] != Phase.IDLE)] < 16)
+
+
+def test_smart_preemption_suspends_a_long_prefill_and_improves_decode_itl():
+    prompts = [100] * 12 + [12000]
+    arrivals = [0.0] * 12 + [0.3]
+    kw = dict(base="engine-article-smart-preemption", scheduler__max_num_batched_tokens=512)
+    on = run_simulation(trace_config(prompts, [300] * 13, arrivals=arrivals, **kw))
+    off = run_simulation(trace_config(prompts, [300] * 13, arrivals=arrivals, scheduler__smart_preemption__enabled=False, **kw))
+    tl = on.timeline
+    # while the long prompt was prefilling, some ticks ran decodes only: the prefill was suspended
+    start, end = on.requests.first_scheduled_s[12], on.requests.first_token_s[12]
+    during = (tl.t_start_s >= start) & (tl.t_start_s < end)
+    assert (tl.phase[during] == Phase.DECODE).any()
+    assert not (off.timeline.phase[(off.timeline.t_start_s >= off.requests.first_scheduled_s[12])
+                                   & (off.timeline.t_start_s < off.requests.first_token_s[12])] == Phase.DECODE).any()
+    itl = lambda r: np.percentile(r.requests.max_itl_s[:12], 50)  # noqa: E731
+    assert itl(on) < itl(off)
+
+
+def _prefill_share(res, max_seqs):
+    tl = res.timeline
+    first_dec = int(np.argmax(tl.num_decode_tokens > 0))
+    # ticks where both kinds of work were available: someone waiting, room to admit, decodes running
+    m = (np.arange(tl.num_ticks) > first_dec) & (tl.num_waiting > 0) & (tl.num_running < max_seqs) & (tl.phase != Phase.IDLE)
+    d = tl.duration_s[m]
+    return float((d * (tl.num_prefill_tokens[m] > 0)).sum() / d.sum())
+
+
+SHARE_WORKLOAD = dict(
+    hardware={"preset": "h100-sxm"}, scheduler__max_num_batched_tokens=256, scheduler__max_num_seqs=256,
+    workload__num_requests=200, workload__arrival__process="offline",
+    workload__prompt_tokens={"dist": "fixed", "mean": 1000, "min": 1, "max": 1000},
+    workload__output_tokens={"dist": "fixed", "mean": 300, "min": 1, "max": 300},
+)
+SHARE_TOLERANCE = 0.06  # one tick is ~10-25 ms against 10-30 ms slices
+
+
+@pytest.mark.parametrize("prefill_ms,decode_ms", [(20, 20), (30, 10), (10, 30)])
+def test_time_slice_prefill_share_matches_the_slices(prefill_ms, decode_ms):
+    cfg = make_config("engine-article-time-slice", scheduler__time_slice={"prefill_slice_ms": prefill_ms, "decode_slice_ms": decode_ms}, **SHARE_WORKLOAD)
+    share = _prefill_share(run_simulation(cfg), 256)
+    assert share == pytest.approx(prefill_ms / (prefill_ms + decode_ms), abs=SHARE_TOLERANCE)
+
+
+@pytest.mark.parametrize("target", [0.3, 0.5, 0.7])
+def test_quota_prefill_share_matches_the_configured_share(target):
+    q = {"prefill_share": target, "window_ms": 1000, "max_prefill_ms": 1000, "decode_min_tokens_per_s": 100}
+    cfg = make_config("engine-article-quota", scheduler__quota=q, **SHARE_WORKLOAD)
+    assert _prefill_share(run_simulation(cfg), 256) == pytest.approx(target, abs=SHARE_TOLERANCE)
+
+
+def test_quota_max_prefill_duration_bounds_prefill_runs():
+    q = {"prefill_share": 0.9, "window_ms": 1000, "max_prefill_ms": 30, "decode_min_tokens_per_s": 0}
+    tl = run_simulation(make_config("engine-article-quota", scheduler__quota=q, **SHARE_WORKLOAD)).timeline
+    is_pre = (tl.num_prefill_tokens > 0) & (tl.num_decode_tokens == 0)
+    run_s, longest = 0.0, 0.0
+    seen_decode = False
+    for pre, d, dec in zip(is_pre, tl.duration_s, tl.num_decode_tokens):
+        seen_decode |= dec > 0
+        run_s = run_s + d if pre else 0.0
+        if seen_decode:
+            longest = max(longest, run_s)
+    assert longest < 0.030 + tl.duration_s.max()
+
+
+def test_exclusive_runs_one_request_at_a_time():
+    res = run_simulation(make_config("engine-exclusive", workload__num_requests=20))
+    assert res.timeline.num_running.max() == 1 and res.summary.num_finished == 20
+
+
+def test_static_batch_admits_only_when_the_batch_is_empty():
+    res = run_simulation(make_config("engine-fastertransformer", workload__num_requests=40))
+    ev = res.events
+    from sim_core.types import Event
+    sched_t = np.unique(ev.time_s[ev.kind == Event.SCHEDULED])
+    tl = res.timeline
+    for t in sched_t[1:]:
+        before = tl.num_running[tl.t_end_s <= t]
+        assert before.size and before[-1] == 0  # the previous batch had fully drained
+
+
+@pytest.mark.parametrize("engine", list_presets("engines"))
+def test_engine_presets_name_their_source(engine):
+    data = read_preset_data("engines", engine)
+    assert len(data["description"]) > 40 and data["scheduler"]["name"]
