@@ -110,12 +110,17 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
+    sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, paging vs Orca)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "run":
             return _cmd_run(args)
         if args.cmd == "presets":
             return _cmd_presets(args)
+        if args.cmd == "trends":
+            from sim_core.trends import main as trends_main
+
+            return trends_main()
         from sim_core.validate import main as validate_main
 
         return validate_main(fit=args.fit)

@@ -118,7 +118,8 @@ class Engine:
         self.num_swap_outs += plan.swapped_out_idx.size
 
         st.computed[idx] += new
-        emit = idx[dec | completes]
+        emits = dec | completes
+        emit = idx[emits]
         if emit.size:
             last = st.last_token_s[emit]
             has_last = ~np.isnan(last)
@@ -126,9 +127,11 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[emit[has_last]] = np.maximum(st.max_itl_s[emit[has_last]], gaps)
             st.emitted[emit] += 1
-            first = emit[np.isnan(st.first_token_s[emit])]
+            is_first = np.isnan(st.first_token_s[emit])
+            first = emit[is_first]
             st.first_token_s[first] = t_end
             rec.event(first, t_end, Event.FIRST_TOKEN)
+            rec.event(emit[~is_first & completes[emits]], t_end, Event.PREFILL_DONE)
             st.last_token_s[emit] = t_end
             self._finish(emit[st.emitted[emit] >= st.output[emit]], t_end)
 

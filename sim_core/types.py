@@ -42,3 +42,4 @@ class Event(IntEnum):
     SWAPPED_OUT = 3
     SWAPPED_IN = 4
     FINISHED = 5
+    PREFILL_DONE = 6  # a recompute prefill completed: decoding again

@@ -1,0 +1,158 @@
+"""Simulate: controls in the sidebar; headline numbers, the shared-time-axis timeline, latency
+distributions, roofline, step-through, request table and exports in the main area."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app.components import charts, runner, timeline
+from app.components.sidebar import draw_sidebar
+from app.state import CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
+from sim_core import SimConfig, SimResult, list_presets, load_preset
+from sim_core.types import Phase
+
+
+def _headline(res: SimResult) -> None:
+    s = res.summary
+    ms = lambda v: "–" if np.isnan(v) else f"{v * 1e3:,.0f} ms" if v >= 0.1 else f"{v * 1e3:,.1f} ms"  # noqa: E731
+    row1 = st.columns(4)
+    row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", help="Output tokens per second over the makespan.")
+    row1[1].metric("TTFT p50 / p99", f"{ms(s.ttft_p50_s)} / {ms(s.ttft_p99_s)}", help="Time to first token, finished requests.")
+    row1[2].metric("TPOT p50 / p99", f"{ms(s.tpot_p50_s)} / {ms(s.tpot_p99_s)}", help="(E2E − TTFT) / (output tokens − 1).")
+    row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs", delta_color="off",
+                   help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).")  # fmt: skip
+    row2 = st.columns(4)
+    row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", delta_color="off")
+    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", delta_color="off")
+    row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"{s.kv_capacity_tokens:,} tokens capacity", delta_color="off")
+    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", delta_color="off")
+
+
+def _timeline_tab(res: SimResult) -> None:
+    n = res.requests.arrival_s.size
+    c1, c2 = st.columns([1, 1])
+    first = c1.number_input("First request shown", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
+                            help="The request rows show a window of requests (by arrival order).")  # fmt: skip
+    rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
+    st.plotly_chart(_timeline_fig(res, int(first), int(rows)), key="chart.timeline", config={"displaylogo": False})
+    st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the batch "
+               "composition, tokens, duration and whether the tick was compute- or memory-bound.")  # fmt: skip
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _timeline_fig_cached(cfg_json: str, first: int, rows: int):
+    return timeline.timeline_figure(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows)
+
+
+def _timeline_fig(res: SimResult, first: int, rows: int):
+    from app.state import canonical_json
+
+    return _timeline_fig_cached(canonical_json(res.config), first, rows)
+
+
+def _latency_tab(res: SimResult) -> None:
+    tabs = st.tabs([m.label.split(":")[0] for m in charts.METRICS])
+    for tab, metric in zip(tabs, charts.METRICS):
+        with tab:
+            st.caption(metric.label)
+            st.plotly_chart(charts.distribution_figure(res, metric), key=f"chart.dist.{metric.key}")
+
+
+def _step_tab(res: SimResult) -> None:
+    recorded = int(res.batches.tick.max()) + 1 if res.batches.tick.size else 0
+    if recorded == 0:
+        st.info("No batches were recorded (limits.num_recorded_batches is 0).")
+        return
+    tick = st.slider("Tick", 0, recorded - 1, 0, key="ui.step_tick",
+                     help=f"The first {recorded:,} ticks keep their full batch (limits.num_recorded_batches).")  # fmt: skip
+    tl = res.timeline
+    phase = Phase(int(tl.phase[tick])).name.lower()
+    st.markdown(
+        f"**Tick {tick}** at t = {tl.t_start_s[tick]:.4f} s · {tl.duration_s[tick] * 1e3:.2f} ms · **{phase}** · "
+        f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
+        f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
+        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]} waiting"
+    )
+    st.plotly_chart(charts.step_figure(res, tick), key="chart.step")
+
+
+def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> None:
+    from urllib.parse import urlencode
+
+    query = urlencode(link_params)
+    st.markdown("**Share this run.** The link holds the whole configuration; opening it reproduces these numbers.")
+    if len(query) > MAX_LINK_CHARS:
+        st.warning(f"This configuration is {len(query):,} characters as a link (an uploaded trace?), too long to "
+                   "share safely. Download the config JSON below and upload it instead.")  # fmt: skip
+    else:
+        st.code("?" + query, language=None, wrap_lines=True)
+        st.caption("Append this to the app's address, or copy the address bar: it is kept in sync. "
+                   "The copy icon on the box copies it.")  # fmt: skip
+    frames = res.to_frames()
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Config (JSON)", cfg.model_dump_json(indent=2), "config.json", "application/json", key="dl.cfg")
+    c2.download_button("Requests (CSV)", frames["requests"].to_csv(index=False), "requests.csv", "text/csv", key="dl.req")
+    c3.download_button("Ticks (CSV)", frames["ticks"].to_csv(index=False), "ticks.csv", "text/csv", key="dl.ticks")
+
+
+def main() -> None:
+    new_cfg, error = draw_sidebar()
+    cfg: SimConfig = st.session_state[CFG_KEY]
+    if error:
+        st.sidebar.error(error)
+    elif new_cfg != cfg:
+        preset = st.session_state.get(PRESET_KEY)
+        st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
+        st.session_state[CFG_KEY] = cfg = new_cfg
+    link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY))
+    if len(str(link_params)) <= MAX_LINK_CHARS:
+        write_query_params(link_params)
+
+    st.title("LLM serving scheduler explorer")
+    hw = cfg.hardware
+    st.caption(f"**{cfg.model.name}** on {hw.num_gpus}× **{hw.name}** · scheduler **{cfg.scheduler.name}** "
+               f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{cfg.workload.name}**, "
+               f"{cfg.workload.num_requests:,} requests, seed {cfg.seed}. Results are modelled by a calibrated "
+               "roofline, not measured.")  # fmt: skip
+    if st.session_state.get(WARNING_KEY):
+        st.warning(st.session_state[WARNING_KEY], icon=":material/link_off:")
+    if error:
+        st.info("The settings in the sidebar are not valid (see the message there); showing the last valid configuration.")
+
+    with st.spinner("Simulating…"):
+        outcome = runner.run(cfg)
+    if outcome.error:
+        st.error(outcome.error, icon=":material/memory:")
+        st.markdown("Nothing was simulated. Change the knob named above; your other settings are kept.")
+        return
+    res = outcome.result
+    if res.summary.stopped_reason:
+        st.warning(f"**The run did not finish:** {res.summary.stopped_reason}. The server cannot keep up with this "
+                   "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
+                   "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
+    _headline(res)
+    names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
+    if st.session_state.get(PRESENTER_KEY):
+        focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")
+        {"Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
+         "Roofline": lambda r: st.plotly_chart(charts.roofline_figure(r, height=640), key="chart.roof")}[focus or "Timeline"](res)  # fmt: skip
+        return
+    tabs = st.tabs(names)
+    with tabs[0]:
+        _timeline_tab(res)
+    with tabs[1]:
+        _latency_tab(res)
+    with tabs[2]:
+        st.caption("Each dot is a tick. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
+                   "(memory-bound): the article's §1 in one picture.")  # fmt: skip
+        st.plotly_chart(charts.roofline_figure(res), key="chart.roof")
+    with tabs[3]:
+        _step_tab(res)
+    with tabs[4]:
+        st.dataframe(res.to_frames()["requests"], hide_index=True, key="table.requests", height=420)
+    with tabs[5]:
+        _export_tab(res, cfg, link_params)
+
+
+main()

@@ -1,0 +1,164 @@
+"""Latency distributions, the roofline and the step-through view. Pure builders: SimResult -> Figure.
+
+Distributions are binned in NumPy (never raw samples to the browser): a histogram of at most
+HIST_BINS bars and a CDF of at most CDF_POINTS points, whatever the number of requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from sim_core.result import SimResult
+from sim_core.types import Phase
+
+HIST_BINS = 60
+CDF_POINTS = 400
+MAX_ROOFLINE_POINTS = 4000
+PERCENTILES = (50, 90, 99)
+PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    slo_field: str | None  # which SLO line to draw
+
+
+METRICS = (
+    Metric("ttft", "TTFT: time to first token", "ttft_s"),
+    Metric("tpot", "TPOT: time per output token", "tpot_s"),
+    Metric("itl", "ITL: every gap between tokens", "tpot_s"),
+    Metric("e2e", "E2E: request latency", None),
+)
+
+
+def metric_values_s(res: SimResult, key: str) -> np.ndarray:
+    """Finished requests' values of a latency metric, seconds (ITL: every gap)."""
+    req = res.requests
+    done = req.is_finished
+    values = {"ttft": lambda: req.ttft_s[done], "tpot": lambda: req.tpot_s[done], "e2e": lambda: req.e2e_s[done],
+              "itl": lambda: res.itl_s}[key]()  # fmt: skip
+    return values[~np.isnan(values)]
+
+
+def _cdf_points(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    probs = np.linspace(0, 1, min(CDF_POINTS, max(v.size, 2)))
+    return np.quantile(v, probs), probs
+
+
+def distribution_figure(res: SimResult, metric: Metric, height: int = 330) -> go.Figure:
+    """Histogram and CDF side by side, in ms, with p50/p90/p99 markers and the SLO line."""
+    v = metric_values_s(res, metric.key) * 1e3
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF"), horizontal_spacing=0.08)
+    if v.size == 0:
+        fig.add_annotation(text="no finished requests", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        return fig.update_layout(height=height)
+    counts, edges = np.histogram(v, bins=HIST_BINS)
+    fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="#1A73E8",
+                         name="requests" if metric.key != "itl" else "gaps", showlegend=False,
+                         hovertemplate="%{x:.1f} ms: %{y:,}<extra></extra>"), row=1, col=1)  # fmt: skip
+    x, p = _cdf_points(v)
+    fig.add_trace(go.Scatter(x=x, y=p, mode="lines", line_color="#1A73E8", showlegend=False,
+                             hovertemplate="%{x:.1f} ms: %{y:.0%} below<extra></extra>"), row=1, col=2)  # fmt: skip
+    for q in PERCENTILES:
+        val = float(np.percentile(v, q))
+        for col in (1, 2):
+            fig.add_vline(x=val, line_color=PCT_COLORS[q], line_dash="dot", row=1, col=col)
+        fig.add_annotation(x=val, y=1.0, yref="y2 domain", xref="x2", text=f"p{q} {val:,.1f}", showarrow=False,
+                           yshift=6 + 12 * PERCENTILES.index(q), font=dict(color=PCT_COLORS[q], size=11))  # fmt: skip
+    if metric.slo_field:
+        slo_ms = getattr(res.config.slo, metric.slo_field) * 1e3
+        for col in (1, 2):
+            fig.add_vline(x=slo_ms, line_color="#202124", line_width=2, row=1, col=col)
+        fig.add_annotation(x=slo_ms, y=0.02, yref="y2 domain", xref="x2", text=f"SLO {slo_ms:g} ms", showarrow=False,
+                           xanchor="left", font=dict(size=11))  # fmt: skip
+    fig.update_xaxes(title_text=f"{metric.label.split(':')[0]} (ms)")
+    fig.update_yaxes(title_text="count", row=1, col=1)
+    fig.update_yaxes(title_text="fraction ≤ x", tickformat=".0%", range=[0, 1.02], row=1, col=2)
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=60, b=40), bargap=0)
+    return fig
+
+
+def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: int = 320) -> go.Figure:
+    """CDFs of one metric for several runs (Compare page)."""
+    fig = go.Figure()
+    for (label, res), color in zip(results.items(), ("#1A73E8", "#E8710A", "#188038", "#9334E6")):
+        v = metric_values_s(res, metric.key) * 1e3
+        if v.size:
+            x, p = _cdf_points(v)
+            fig.add_trace(go.Scatter(x=x, y=p, mode="lines", name=label, line_color=color,
+                                     hovertemplate=f"{label}: %{{x:.1f}} ms, %{{y:.0%}}<extra></extra>"))  # fmt: skip
+    if metric.slo_field:
+        slo_ms = getattr(next(iter(results.values())).config.slo, metric.slo_field) * 1e3
+        fig.add_vline(x=slo_ms, line_color="#202124", line_width=2, annotation_text=f"SLO {slo_ms:g} ms")
+    fig.update_layout(title=metric.label, height=height, margin=dict(l=10, r=10, t=50, b=40),
+                      xaxis_title=f"{metric.key.upper()} (ms)", yaxis=dict(title="fraction ≤ x", tickformat=".0%"))  # fmt: skip
+    return fig
+
+
+def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
+    """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
+    tl, hw, cal = res.timeline, res.config.hardware, res.config.calibration
+    busy = np.flatnonzero((tl.phase != Phase.IDLE) & (tl.bytes > 0))
+    if busy.size > MAX_ROOFLINE_POINTS:  # deterministic, evenly spaced sample
+        busy = busy[np.linspace(0, busy.size - 1, MAX_ROOFLINE_POINTS).astype(int)]
+    intensity = tl.flops[busy] / tl.bytes[busy]
+    achieved = tl.flops[busy] / tl.duration_s[busy] / 1e12
+    peak, bw = hw.peak_tflops, hw.hbm_bandwidth_gb_per_s * 1e9 / 1e12
+    lo = min(float(intensity.min()) if busy.size else 1.0, 1.0) / 2
+    hi = max(float(intensity.max()) if busy.size else 1e3, peak / bw * 4) * 2
+    xs = np.geomspace(lo, hi, 200)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bw * xs), mode="lines", line=dict(color="#202124", width=2),
+                             name=f"roof: {peak:g} TFLOP/s, {hw.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak * cal.gemm_efficiency, bw * cal.memory_efficiency * xs), mode="lines",
+                             line=dict(color="#5F6368", dash="dash"), name="calibrated roof (achievable)"))  # fmt: skip
+    for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP):
+        m = tl.phase[busy] == ph
+        if m.any():
+            name = PHASE_NAMES[ph]
+            fig.add_trace(go.Scattergl(
+                x=intensity[m], y=achieved[m], mode="markers", name=f"{name} ticks",
+                marker=dict(color=PHASE_COLORS[name], size=6, opacity=0.6),
+                customdata=np.column_stack([busy[m], tl.num_prefill_tokens[busy][m], tl.num_decode_tokens[busy][m], tl.duration_s[busy][m] * 1e3]),
+                hovertemplate=("tick %{customdata[0]}: %{customdata[1]:,} prefill + %{customdata[2]:,} decode tok"
+                               "<br>%{x:.1f} FLOP/byte · %{y:.0f} TFLOP/s · %{customdata[3]:.1f} ms<extra></extra>"),
+            ))  # fmt: skip
+    ridge = peak / bw
+    fig.add_vline(x=ridge, line_dash="dot", line_color="#9AA0A6", annotation_text=f"ridge {ridge:.0f} FLOP/B")
+    fig.update_layout(
+        height=height, margin=dict(l=10, r=10, t=30, b=40), legend=dict(orientation="h", y=-0.2),
+        xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte of HBM traffic, per GPU)"),
+        yaxis=dict(type="log", title="achieved TFLOP/s per GPU"),
+    )
+    return fig
+
+
+def step_figure(res: SimResult, tick: int, height: int = 360) -> go.Figure:
+    """One tick's batch: tokens each request computed (prefill chunk or decode) and KV blocks it holds."""
+    b = res.batches
+    m = b.tick == tick
+    req, new, dec, held = b.req[m], b.num_new_tokens[m], b.is_decode[m], b.kv_blocks_held[m]
+    order = np.argsort(req)
+    req, new, dec, held = req[order], new[order], dec[order], held[order]
+    labels = [f"req {r}" for r in req]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed this tick", "KV blocks held after the tick"),
+                        horizontal_spacing=0.1)  # fmt: skip
+    for is_dec, name in ((False, "prefill"), (True, "decode")):
+        k = dec == is_dec
+        if k.any():
+            fig.add_trace(go.Bar(x=[labels[i] for i in np.flatnonzero(k)], y=new[k], marker_color=PHASE_COLORS[name], name=name,
+                                 hovertemplate="%{x}: %{y:,} tokens<extra>" + name + "</extra>"), row=1, col=1)  # fmt: skip
+    fig.add_trace(go.Bar(x=labels, y=held, marker_color="#188038", name="KV blocks", showlegend=True,
+                         hovertemplate="%{x}: %{y:,} blocks<extra></extra>"), row=1, col=2)  # fmt: skip
+    fig.update_yaxes(title_text="tokens", type="log" if new.size and new.max() > 50 * max(new.min(), 1) else "linear", row=1, col=1)
+    fig.update_yaxes(title_text="blocks", row=1, col=2)
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=40), barmode="relative",
+                      legend=dict(orientation="h", y=1.15))  # fmt: skip
+    return fig

@@ -1,0 +1,246 @@
+"""Sidebar widgets for every SimConfig knob. One spec table; help text comes from the config model.
+
+Widgets are keyed `w.<dotted.path>`; `seed_widgets` writes a config into them (preset change, link,
+upload) and `collect` reads them back into a config dict that `SimConfig` validates. The config
+model stays the single source of limits: an invalid combination is reported, never clamped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+
+from sim_core import PresetError, SimConfig, config_from_dict
+from sim_core.config import _field_at
+from sim_core.presets import list_presets, read_preset_data
+
+POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: str
+    label: str
+    kind: str  # slider | number | select | toggle | options (select_slider)
+    lo: float | None = None
+    hi: float | None = None
+    step: float | None = None
+    options: tuple = field(default_factory=tuple)
+    show_if: tuple[str, tuple] | None = None  # (path, values): shown only when that knob has one of the values
+    fmt: str | None = None
+
+
+def _lit(path: str) -> tuple:
+    return tuple(_field_at(tuple(path.split("."))).annotation.__args__)
+
+
+SECTIONS: dict[str, list[Spec]] = {
+    "Hardware": [
+        Spec("hardware.peak_tflops", "Peak compute (dense BF16 TFLOP/s per GPU)", "slider", 10.0, 5000.0, 10.0),
+        Spec("hardware.hbm_bandwidth_gb_per_s", "HBM bandwidth (GB/s per GPU)", "slider", 100.0, 10000.0, 50.0),
+        Spec("hardware.memory_gb", "Memory (GB per GPU)", "slider", 8.0, 320.0, 1.0),
+        Spec("hardware.num_gpus", "GPUs (tensor-parallel degree)", "options", options=(1, 2, 4, 8)),
+        Spec("hardware.interconnect_gb_per_s", "GPU link (GB/s, one direction)", "number", 1.0, 5000.0, 10.0),
+        Spec("hardware.pcie_gb_per_s", "PCIe to host (GB/s, one direction)", "number", 1.0, 1000.0, 1.0),
+    ],
+    "Model": [
+        Spec("model.weight_dtype", "Weight precision", "select", options=_lit("model.weight_dtype")),
+        Spec("model.num_layers", "Layers", "number", 1, 512, 1),
+        Spec("model.hidden_size", "Hidden size", "number", 64, 65536, 64),
+        Spec("model.num_heads", "Query heads", "number", 1, 1024, 1),
+        Spec("model.num_kv_heads", "KV heads", "number", 1, 1024, 1),
+        Spec("model.head_dim", "Head dimension", "number", 8, 1024, 8),
+        Spec("model.ffn_size", "MLP size (per expert)", "number", 64, 262144, 64),
+        Spec("model.vocab_size", "Vocabulary", "number", 256, 1_000_000, 256),
+        Spec("model.num_experts", "Experts (1 = dense)", "number", 1, 512, 1),
+        Spec("model.num_experts_per_token", "Experts per token (top-k)", "number", 1, 64, 1),
+        Spec("model.max_model_len", "Max sequence length (tokens)", "number", 16, 2_097_152, 1024),
+    ],
+    "Workload": [
+        Spec("workload.num_requests", "Requests", "number", 1, 200_000, 50),
+        Spec("workload.arrival.process", "Arrival process", "select", options=_lit("workload.arrival.process")),
+        Spec("workload.arrival.rate_per_s", "Arrival rate (requests/s)", "slider", 0.1, 200.0, 0.1,
+             show_if=("workload.arrival.process", ("poisson", "gamma", "constant"))),
+        Spec("workload.arrival.burstiness_cv", "Burstiness (CV of gaps)", "slider", 0.1, 10.0, 0.1,
+             show_if=("workload.arrival.process", ("gamma",))),
+        Spec("workload.arrival.num_clients", "Concurrent clients", "number", 1, 10_000, 1,
+             show_if=("workload.arrival.process", ("closed_loop",))),
+        Spec("workload.arrival.think_time_s", "Think time (s)", "number", 0.0, 3600.0, 0.5,
+             show_if=("workload.arrival.process", ("closed_loop",))),
+        Spec("workload.prompt_tokens.dist", "Prompt length distribution", "select", options=_lit("workload.prompt_tokens.dist")),
+        Spec("workload.prompt_tokens.mean", "Prompt mean (tokens)", "number", 1, 1_048_576, 16),
+        Spec("workload.prompt_tokens.min", "Prompt min (tokens)", "number", 1, 1_048_576, 1),
+        Spec("workload.prompt_tokens.max", "Prompt max (tokens)", "number", 1, 1_048_576, 64),
+        Spec("workload.prompt_tokens.sigma", "Prompt log-sigma", "number", 0.0, 4.0, 0.1,
+             show_if=("workload.prompt_tokens.dist", ("lognormal",))),
+        Spec("workload.output_tokens.dist", "Output length distribution", "select", options=_lit("workload.output_tokens.dist")),
+        Spec("workload.output_tokens.mean", "Output mean (tokens)", "number", 1, 1_048_576, 16),
+        Spec("workload.output_tokens.min", "Output min (tokens)", "number", 1, 1_048_576, 1),
+        Spec("workload.output_tokens.max", "Output max (tokens)", "number", 1, 1_048_576, 64),
+        Spec("workload.output_tokens.sigma", "Output log-sigma", "number", 0.0, 4.0, 0.1,
+             show_if=("workload.output_tokens.dist", ("lognormal",))),
+        Spec("workload.num_samples", "Parallel samples / beam width n", "number", 1, 16, 1),
+    ],
+    "Scheduler": [
+        Spec("scheduler.batching", "Batching", "select", options=_lit("scheduler.batching")),
+        Spec("scheduler.prefill_mode", "Prefill mode", "select", options=_lit("scheduler.prefill_mode")),
+        Spec("scheduler.enable_chunked_prefill", "Chunked prefill", "toggle"),
+        Spec("scheduler.mix_decodes", "Decodes join prefill ticks (mixed)", "toggle",
+             show_if=("scheduler.prefill_mode", ("prefill_first",))),
+        Spec("scheduler.queue_order", "Queue order", "select", options=_lit("scheduler.queue_order")),
+        Spec("scheduler.max_num_seqs", "Max batch size (max_num_seqs)", "slider", 1, 1024, 1),
+        Spec("scheduler.max_num_batched_tokens", "Token budget / chunk size (tokens per tick)", "options", options=tuple(POW2_TOKENS)),
+        Spec("scheduler.admission", "Admission", "select", options=_lit("scheduler.admission")),
+        Spec("scheduler.preemption", "Pre-emption", "select", options=_lit("scheduler.preemption")),
+        Spec("scheduler.time_slice.prefill_slice_ms", "Prefill slice (ms)", "slider", 1.0, 200.0, 1.0,
+             show_if=("scheduler.prefill_mode", ("time_slice",))),
+        Spec("scheduler.time_slice.decode_slice_ms", "Decode slice (ms)", "slider", 1.0, 200.0, 1.0,
+             show_if=("scheduler.prefill_mode", ("time_slice",))),
+        Spec("scheduler.quota.prefill_share", "Prefill share of GPU time", "slider", 0.05, 0.95, 0.05,
+             show_if=("scheduler.prefill_mode", ("quota",))),
+        Spec("scheduler.quota.window_ms", "Quota window (ms)", "number", 10.0, 100_000.0, 100.0,
+             show_if=("scheduler.prefill_mode", ("quota",))),
+        Spec("scheduler.quota.max_prefill_ms", "Max prefill run (ms)", "number", 1.0, 100_000.0, 10.0,
+             show_if=("scheduler.prefill_mode", ("quota",))),
+        Spec("scheduler.quota.decode_min_tokens_per_s", "Decode floor (tokens/s)", "number", 0.0, 1e7, 10.0,
+             show_if=("scheduler.prefill_mode", ("quota",))),
+        Spec("scheduler.dynamic_batch.enabled", "Dynamic batch size (article §5.2)", "toggle"),
+        Spec("scheduler.dynamic_batch.target_tick_ms", "Tick latency target (ms)", "number", 1.0, 100_000.0, 5.0,
+             show_if=("scheduler.dynamic_batch.enabled", (True,))),
+        Spec("scheduler.smart_preemption.enabled", "Smart pre-emption (article §5.3)", "toggle"),
+        Spec("scheduler.smart_preemption.threshold_ms", "Suspend prefill after (ms)", "number", 1.0, 100_000.0, 5.0,
+             show_if=("scheduler.smart_preemption.enabled", (True,))),
+        Spec("scheduler.smart_preemption.decode_queue_limit", "…while decodes waiting exceed", "number", 0, 100_000, 1,
+             show_if=("scheduler.smart_preemption.enabled", (True,))),
+    ],
+    "KV cache & memory": [
+        Spec("kv_cache.layout", "KV layout", "select", options=_lit("kv_cache.layout")),
+        Spec("kv_cache.block_size", "Block size (tokens)", "options", options=(1, 8, 16, 32, 64, 128, 256)),
+        Spec("kv_cache.gpu_memory_utilization", "GPU memory utilisation", "slider", 0.05, 1.0, 0.01),
+        Spec("kv_cache.kv_dtype", "KV precision", "select", options=_lit("kv_cache.kv_dtype")),
+        Spec("kv_cache.kv_compression", "KV compression (fraction kept)", "slider", 0.05, 1.0, 0.05),
+        Spec("kv_cache.swap_space_gb", "Host swap space (GB)", "number", 0.0, 4096.0, 1.0),
+        Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
+    ],
+    "Calibration": [
+        Spec("calibration.gemm_efficiency", "GEMM efficiency", "slider", 0.05, 1.0, 0.01),
+        Spec("calibration.fp8_gemm_efficiency", "FP8 GEMM efficiency", "slider", 0.05, 1.0, 0.01),
+        Spec("calibration.attention_efficiency", "Attention efficiency", "slider", 0.05, 1.0, 0.01),
+        Spec("calibration.memory_efficiency", "HBM efficiency", "slider", 0.05, 1.0, 0.01),
+        Spec("calibration.tick_overhead_ms", "Overhead per tick (ms)", "number", 0.0, 1000.0, 0.1),
+        Spec("calibration.per_seq_overhead_us", "Overhead per sequence (µs)", "number", 0.0, 10_000.0, 1.0),
+        Spec("calibration.interconnect_efficiency", "Link efficiency", "slider", 0.05, 1.0, 0.01),
+        Spec("calibration.allreduce_latency_us", "All-reduce latency (µs)", "number", 0.0, 10_000.0, 1.0),
+    ],
+    "Objectives & run": [
+        Spec("slo.ttft_s", "TTFT objective (s)", "number", 0.01, 3600.0, 0.1),
+        Spec("slo.tpot_s", "TPOT objective (s)", "number", 0.001, 60.0, 0.005, fmt="%.3f"),
+        Spec("seed", "Random seed", "number", 0, 2**32 - 1, 1),
+        Spec("limits.max_sim_time_s", "Stop after simulated time (s)", "number", 1.0, 1e7, 60.0),
+        Spec("limits.max_ticks", "Stop after ticks", "number", 1, 50_000_000, 10_000),
+    ],
+}
+ALL_SPECS = [s for specs in SECTIONS.values() for s in specs]
+
+
+def widget_key(path: str) -> str:
+    return "w." + path
+
+
+def get_path(data: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    *parts, last = path.split(".")
+    for part in parts:
+        data = data[part]
+    data[last] = value
+
+
+def seed_widgets(cfg: SimConfig) -> None:
+    """Write a config's values into the widget state (before the widgets are drawn)."""
+    data = cfg.model_dump(mode="python")
+    for spec in ALL_SPECS:
+        st.session_state[widget_key(spec.path)] = get_path(data, spec.path)
+
+
+def _help(path: str) -> str:
+    info = _field_at(tuple(path.split(".")))
+    return info.description if info is not None else ""
+
+
+def _draw(spec: Spec) -> None:
+    key, label, help_ = widget_key(spec.path), spec.label, _help(spec.path)
+    value = st.session_state.get(key)
+    if spec.kind == "toggle":
+        st.toggle(label, key=key, help=help_)
+    elif spec.kind == "select":
+        st.selectbox(label, spec.options, key=key, help=help_)
+    elif spec.kind == "options":
+        opts = sorted(set(spec.options) | ({value} if value is not None else set()))
+        st.select_slider(label, options=opts, key=key, help=help_)
+    else:
+        is_int = isinstance(spec.step, int) and not isinstance(spec.step, bool)
+        cast = int if is_int else float
+        lo, hi = cast(spec.lo), cast(spec.hi)
+        if value is not None and not lo <= value <= hi:  # a preset outside the UI range widens it
+            lo, hi = min(lo, cast(value)), max(hi, cast(value))
+        if value is not None:
+            st.session_state[key] = cast(value)
+        widget = st.slider if spec.kind == "slider" else st.number_input
+        kwargs = {"format": spec.fmt} if spec.fmt and widget is st.number_input else {}
+        widget(label, min_value=lo, max_value=hi, step=cast(spec.step), key=key, help=help_, **kwargs)
+
+
+def _visible(spec: Spec) -> bool:
+    if spec.show_if is None:
+        return True
+    path, values = spec.show_if
+    return st.session_state.get(widget_key(path)) in values
+
+
+def draw_section(name: str, cfg: SimConfig) -> None:
+    data = cfg.model_dump(mode="python")
+    for spec in SECTIONS[name]:
+        key = widget_key(spec.path)
+        if key not in st.session_state:  # Streamlit drops the state of widgets that were hidden
+            st.session_state[key] = get_path(data, spec.path)
+        if _visible(spec):
+            _draw(spec)
+
+
+def collect(base: SimConfig) -> tuple[SimConfig | None, str | None]:
+    """The config the widgets describe (hidden knobs keep their values), or the validation message."""
+    data = base.model_dump(mode="python")
+    for spec in ALL_SPECS:
+        key = widget_key(spec.path)
+        if key in st.session_state:
+            set_path(data, spec.path, st.session_state[key])
+    try:
+        return config_from_dict(data, "settings"), None
+    except PresetError as err:
+        return None, str(err)
+
+
+def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
+    """Replace one part of the config by a preset: hardware, model, workload or engine."""
+    data = cfg.model_dump(mode="python")
+    preset = read_preset_data(family, name)
+    preset.pop("description", None)
+    if family == "engines":
+        data["scheduler"] = preset["scheduler"]
+        data["kv_cache"] = data["kv_cache"] | preset.get("kv_cache", {})
+    else:
+        key = {"hardware": "hardware", "models": "model", "workloads": "workload"}[family]
+        keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" else {}
+        data[key] = preset | keep
+    return config_from_dict(data, f"{family[:-1]} preset {name!r}")
+
+
+def part_names(family: str) -> tuple[str, ...]:
+    return list_presets(family)

@@ -1,0 +1,128 @@
+"""The Simulate page's sidebar: preset picker first, then one expander per config section."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.components import config_form as form
+from app.state import CFG_KEY, PRESENTER_KEY, PRESET_KEY
+from sim_core import PresetError, SimConfig, config_from_json, describe_preset, list_presets, load_preset
+from sim_core.config import Trace
+from sim_core.presets import MAX_CONFIG_FILE_BYTES
+from sim_core.workload import MAX_TRACE_CSV_BYTES, parse_trace_csv
+
+PRESET_WIDGET = "w.preset"
+PART_FAMILIES = {"Hardware": "hardware", "Model": "models", "Workload": "workloads", "Scheduler": "engines"}
+
+
+def _set_config(cfg: SimConfig, preset: str | None) -> None:
+    st.session_state[CFG_KEY] = cfg
+    st.session_state[PRESET_KEY] = preset
+    form.seed_widgets(cfg)
+
+
+def _on_preset() -> None:
+    name = st.session_state[PRESET_WIDGET]
+    if name:
+        _set_config(load_preset(name), name)
+
+
+def _on_part(family: str) -> None:
+    key = f"w.part.{family}"
+    name = st.session_state.get(key)
+    if name:
+        try:
+            _set_config(form.apply_part(st.session_state[CFG_KEY], family, name), None)
+        except PresetError as err:
+            st.session_state["ui.part_error"] = str(err)
+        st.session_state[key] = None
+
+
+def _on_config_upload() -> None:
+    up = st.session_state.get("w.upload_config")
+    if up is None:
+        return
+    try:
+        if up.size > MAX_CONFIG_FILE_BYTES:
+            raise PresetError(f"{up.name} is {up.size:,} bytes; the limit is {MAX_CONFIG_FILE_BYTES:,}")
+        _set_config(config_from_json(up.getvalue(), f"uploaded file {up.name!r}"), None)
+        st.session_state["ui.upload_error"] = None
+    except PresetError as err:
+        st.session_state["ui.upload_error"] = str(err)
+
+
+def _on_trace_upload() -> None:
+    up = st.session_state.get("w.upload_trace")
+    if up is None:
+        return
+    try:
+        if up.size > MAX_TRACE_CSV_BYTES:
+            raise ValueError(f"{up.name} is {up.size:,} bytes; the limit is {MAX_TRACE_CSV_BYTES:,}")
+        cols = parse_trace_csv(up.getvalue().decode("utf-8", errors="replace"))
+        trace = Trace.model_validate(cols)
+        cfg: SimConfig = st.session_state[CFG_KEY]
+        data = cfg.model_dump(mode="python")
+        data["workload"]["trace"] = trace.model_dump()
+        data["workload"]["num_requests"] = len(trace.arrival_s)
+        data["workload"]["name"] = f"trace {up.name}"
+        from sim_core import config_from_dict
+
+        _set_config(config_from_dict(data, f"trace {up.name!r}"), None)
+        st.session_state["ui.trace_error"] = None
+    except (ValueError, PresetError) as err:
+        st.session_state["ui.trace_error"] = f"{up.name}: {err}"
+
+
+def _clear_trace() -> None:
+    cfg: SimConfig = st.session_state[CFG_KEY]
+    data = cfg.model_dump(mode="python")
+    data["workload"]["trace"] = None
+    data["workload"]["num_requests"] = min(data["workload"]["num_requests"], 1000)
+    from sim_core import config_from_dict
+
+    _set_config(config_from_dict(data), None)
+
+
+def draw_sidebar() -> tuple[SimConfig | None, str | None]:
+    """Draw every control; return (config the controls describe, or None with the error)."""
+    cfg: SimConfig = st.session_state[CFG_KEY]
+    sb = st.sidebar
+    presets = list_presets()
+    current = st.session_state.get(PRESET_KEY)
+    if PRESET_WIDGET not in st.session_state or st.session_state[PRESET_WIDGET] != current:
+        st.session_state[PRESET_WIDGET] = current
+    sb.selectbox("Scenario preset", presets, key=PRESET_WIDGET, on_change=_on_preset, index=None,
+                 placeholder="custom (modified) — pick a preset", help="Load a complete scenario: hardware, model, "
+                 "workload and scheduler. Changing any knob below makes it custom.")  # fmt: skip
+    if current:
+        sb.caption(describe_preset("scenarios", current))
+    with sb.expander("Upload a config (JSON)"):
+        st.file_uploader("Config JSON", type=["json"], key="w.upload_config", on_change=_on_config_upload,
+                         help=f"A config downloaded from this app or written by `python -m sim_core run --out`. Max {MAX_CONFIG_FILE_BYTES // 2**20} MB.")  # fmt: skip
+        if st.session_state.get("ui.upload_error"):
+            st.error(st.session_state["ui.upload_error"])
+    if st.session_state.get("ui.part_error"):
+        sb.error(st.session_state.pop("ui.part_error"))
+    for section in form.SECTIONS:
+        with sb.expander(section, expanded=section in ("Hardware", "Scheduler")):
+            family = PART_FAMILIES.get(section)
+            if family:
+                st.selectbox(f"Load a {family.rstrip('s')} preset", form.part_names(family), index=None,
+                             key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
+            if section == "Workload":
+                _trace_controls(cfg)
+            form.draw_section(section, cfg)
+    sb.toggle("Presenter mode (large type, one chart)", key=PRESENTER_KEY)
+    return form.collect(cfg)
+
+
+def _trace_controls(cfg: SimConfig) -> None:
+    if cfg.workload.trace is not None:
+        st.info(f"Replaying an uploaded trace of {len(cfg.workload.trace.arrival_s):,} requests; "
+                "the generators below are ignored.")  # fmt: skip
+        st.button("Remove the trace", on_click=_clear_trace)
+    st.file_uploader("Trace CSV (arrival_s, prompt_tokens, output_tokens[, priority])", type=["csv"],
+                     key="w.upload_trace", on_change=_on_trace_upload,
+                     help=f"Up to 100,000 rows and {MAX_TRACE_CSV_BYTES // 2**20} MB.")  # fmt: skip
+    if st.session_state.get("ui.trace_error"):
+        st.error(st.session_state["ui.trace_error"])

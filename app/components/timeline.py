@@ -1,0 +1,222 @@
+"""The shared-time-axis figure: GPU occupancy Gantt, request timelines, KV usage and queues.
+
+Pure builders (SimResult -> plotly Figure), testable without Streamlit. Large runs are aggregated
+for drawing so a figure stays small whatever the run size; the data behind it stays exact:
+  * the Gantt merges adjacent ticks of one phase; past MAX_GANTT_BARS it bins time and shows the
+    phase that took most of each bin (hover gives the mix);
+  * request rows are a window of at most MAX_REQUEST_ROWS requests;
+  * KV and queue lines are reduced to MAX_LINE_POINTS per series (max per bin keeps the peaks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from sim_core.result import SimResult
+from sim_core.types import Event, Phase
+
+MAX_GANTT_BARS = 1500
+MAX_REQUEST_ROWS = 60
+MAX_LINE_POINTS = 2000
+MAX_TIMELINE_POINTS = 30_000  # bound on all data points in the figure (checked by tests)
+
+
+def gantt_segments(res: SimResult) -> dict[str, np.ndarray]:
+    """Merge runs of adjacent ticks with the same phase. Returns per-segment columns."""
+    tl = res.timeline
+    phase = tl.phase
+    if tl.num_ticks == 0:
+        return {k: np.empty(0) for k in ("start", "end", "phase", "ticks", "prefill", "decode", "compute", "batch")}
+    starts = np.flatnonzero(np.r_[True, phase[1:] != phase[:-1]])  # (S,) first tick of each segment
+    ends = np.r_[starts[1:], tl.num_ticks]
+    add = lambda col: np.add.reduceat(col, starts)  # noqa: E731
+    return {
+        "start": tl.t_start_s[starts],
+        "end": tl.t_end_s[ends - 1],
+        "phase": phase[starts],
+        "ticks": ends - starts,
+        "prefill": add(tl.num_prefill_tokens),
+        "decode": add(tl.num_decode_tokens),
+        "compute": add(tl.is_compute_bound),
+        "batch": add(tl.num_prefill_seqs + tl.num_decode_seqs),
+    }
+
+
+def _binned_segments(res: SimResult, num_bins: int) -> dict[str, np.ndarray]:
+    """Bin time into equal bins; each bin takes the phase with the most time in it."""
+    tl = res.timeline
+    t0, t1 = float(tl.t_start_s[0]), float(tl.t_end_s[-1])
+    edges = np.linspace(t0, t1, num_bins + 1)
+    mid = tl.t_start_s + tl.duration_s / 2
+    b = np.clip(np.searchsorted(edges, mid, side="right") - 1, 0, num_bins - 1)  # (T,) bin of each tick
+    time_by = np.zeros((num_bins, len(Phase)))
+    np.add.at(time_by, (b, tl.phase), tl.duration_s)
+    occupied = time_by.sum(axis=1) > 0
+    count = np.bincount(b, minlength=num_bins)
+    sum_by = lambda col: np.bincount(b, weights=col, minlength=num_bins)  # noqa: E731
+    return {
+        "start": edges[:-1][occupied],
+        "end": edges[1:][occupied],
+        "phase": time_by.argmax(axis=1)[occupied],
+        "ticks": count[occupied],
+        "prefill": sum_by(tl.num_prefill_tokens)[occupied],
+        "decode": sum_by(tl.num_decode_tokens)[occupied],
+        "compute": sum_by(tl.is_compute_bound)[occupied],
+        "batch": sum_by(tl.num_prefill_seqs + tl.num_decode_seqs)[occupied],
+        "mix": (time_by / np.maximum(time_by.sum(axis=1, keepdims=True), 1e-30))[occupied],
+    }
+
+
+def gantt_data(res: SimResult) -> dict[str, np.ndarray]:
+    seg = gantt_segments(res)
+    if seg["start"].size > MAX_GANTT_BARS:
+        seg = _binned_segments(res, MAX_GANTT_BARS)
+    return seg
+
+
+def _gantt_traces(res: SimResult, row_label: str) -> list[go.Bar]:
+    seg = gantt_data(res)
+    traces = []
+    for ph in Phase:
+        m = seg["phase"] == ph
+        if not m.any():
+            continue
+        ticks = seg["ticks"][m]
+        dur_ms = (seg["end"][m] - seg["start"][m]) * 1e3
+        comp = seg["compute"][m]
+        bound = np.where(comp * 2 > ticks, "compute-bound", "memory-bound")
+        if ph == Phase.IDLE:
+            bound = np.full(ticks.size, "-")
+        mean_batch = seg["batch"][m] / np.maximum(ticks, 1)
+        custom = np.column_stack([ticks, seg["prefill"][m], seg["decode"][m], dur_ms, mean_batch, bound])
+        name = PHASE_NAMES[ph]
+        traces.append(go.Bar(
+            x=seg["end"][m] - seg["start"][m], base=seg["start"][m], y=[row_label] * int(m.sum()), orientation="h",
+            marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name, customdata=custom,
+            hovertemplate=(f"<b>{name}</b> · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · decode "
+                           "%{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms · mean batch %{customdata[4]:.1f} seqs"
+                           "<br>%{customdata[5]}<br>t = %{base:.3f} s<extra></extra>"),
+        ))  # fmt: skip
+    return traces
+
+
+def request_segments(res: SimResult, first: int, count: int) -> list[tuple[int, str, float, float]]:
+    """(request, state, start_s, end_s) for requests [first, first+count): waiting, prefill, decode,
+    preempted (waiting to recompute) and swapped, from the request events."""
+    req, ev = res.requests, res.events
+    end_of_run = float(res.timeline.t_end_s[-1]) if res.timeline.num_ticks else 0.0
+    ids = np.arange(first, min(first + count, req.arrival_s.size))
+    in_window = np.isin(ev.req, ids)
+    ev_req, ev_t, ev_k = ev.req[in_window], ev.time_s[in_window], ev.kind[in_window]
+    out = []
+    for r in ids.tolist():
+        arrival = float(req.arrival_s[r])
+        if not np.isfinite(arrival) or arrival > end_of_run:
+            continue
+        state, since = "waiting", arrival
+        for t, k in zip(ev_t[ev_req == r].tolist(), ev_k[ev_req == r].tolist()):
+            nxt = {Event.SCHEDULED: "prefill", Event.FIRST_TOKEN: "decode", Event.PREFILL_DONE: "decode",
+                   Event.PREEMPTED: "preempted", Event.SWAPPED_OUT: "swapped", Event.SWAPPED_IN: "decode",
+                   Event.FINISHED: None}[k]  # fmt: skip
+            if t > since:
+                out.append((r, state, since, t))
+            state, since = nxt, t
+            if nxt is None:
+                break
+        if state is not None and end_of_run > since:
+            out.append((r, state, since, end_of_run))  # unfinished: drawn up to the end of the run
+    return out
+
+
+def _request_traces(res: SimResult, first: int, count: int) -> list[go.Bar]:
+    segs = request_segments(res, first, min(count, MAX_REQUEST_ROWS))
+    if not segs:
+        return []
+    r = np.array([s[0] for s in segs])
+    state = np.array([s[1] for s in segs])
+    start = np.array([s[2] for s in segs])
+    end = np.array([s[3] for s in segs])
+    req = res.requests
+    traces = []
+    for name in ("waiting", "prefill", "decode", "preempted", "swapped"):
+        m = state == name
+        if not m.any():
+            continue
+        rr = r[m]
+        custom = np.column_stack([rr, req.prompt_tokens[rr], req.output_tokens[rr], (end[m] - start[m]) * 1e3])
+        traces.append(go.Bar(
+            x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
+            marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
+            showlegend=name in ("waiting", "preempted", "swapped"), customdata=custom,
+            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} · output "
+                           "%{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
+        ))  # fmt: skip
+    return traces
+
+
+def reduce_series(t: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most max_points (time, value) pairs: the max of each of max_points/2 time bins at its start
+    and end, so peaks survive (used for step lines)."""
+    if t.size <= max_points:
+        return t, y
+    bins = max_points // 2
+    edges = np.linspace(t[0], t[-1], bins + 1)
+    b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    peak = np.full(bins, -np.inf)
+    np.maximum.at(peak, b, y)
+    ok = np.isfinite(peak)
+    tt = np.column_stack([edges[:-1], edges[1:]])[ok].ravel()
+    return tt, np.repeat(peak[ok], 2)
+
+
+def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720) -> go.Figure:
+    """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis."""
+    n_rows = max(1, min(num_requests, MAX_REQUEST_ROWS, res.requests.arrival_s.size - first_request))
+    tp = res.config.hardware.num_gpus
+    gpu_label = f"GPU 0-{tp - 1} (TP{tp})" if tp > 1 else "GPU"
+    fig = make_subplots(
+        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.04, row_heights=[0.1, 0.5, 0.2, 0.2],
+        subplot_titles=("GPU occupancy (one bar per tick or run of ticks)",
+                        f"Requests {first_request}-{first_request + n_rows - 1}", "KV cache in use", "Queues"),
+    )  # fmt: skip
+    for tr in _gantt_traces(res, gpu_label):
+        fig.add_trace(tr, row=1, col=1)
+    for tr in _request_traces(res, first_request, n_rows):
+        fig.add_trace(tr, row=2, col=1)
+    tl = res.timeline
+    if tl.num_ticks:
+        t = tl.t_end_s
+        kv_pct = tl.kv_blocks_used / res.memory.num_blocks * 100
+        tt, yy = reduce_series(t, kv_pct)
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color="#188038", name="KV in use (%)",
+                                 hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra>KV</extra>"), row=3, col=1)  # fmt: skip
+        for col, name, color in (("num_waiting", "waiting", PHASE_COLORS["waiting"]),
+                                 ("num_running", "running", "#202124"),
+                                 ("num_swapped", "swapped", PHASE_COLORS["swapped"])):  # fmt: skip
+            y = tl.columns[col]
+            if name == "swapped" and not y.any():
+                continue
+            tt, yy = reduce_series(t, y.astype(float))
+            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=color, name=f"{name} requests",
+                                     hovertemplate=f"%{{y:.0f}} {name}<br>t = %{{x:.3f}} s<extra></extra>"), row=4, col=1)  # fmt: skip
+    fig.update_layout(
+        barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
+        legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"),
+    )
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
+    fig.update_yaxes(title_text="requests", rangemode="tozero", row=4, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=4, col=1)
+    return fig
+
+
+def count_points(fig: go.Figure) -> int:
+    """Data points a figure sends to the browser (for the size bound)."""
+    total = 0
+    for tr in fig.data:
+        x = getattr(tr, "x", None)
+        total += len(x) if x is not None else 0
+    return total

@@ -1,0 +1,99 @@
+"""Session state keys and the URL codec. The only module that touches `st.query_params`.
+
+A link carries the whole config: `?preset=<name>` for an unmodified preset (short), otherwise
+`?cfg=<urlsafe-base64(zlib(canonical JSON))>`. The full config is encoded, not a diff against
+defaults, so a later change of defaults cannot change what an old link means.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+
+from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
+from sim_core.presets import DEFAULT_SCENARIO
+
+CFG_KEY = "sim.cfg"  # the current valid SimConfig
+PRESET_KEY = "sim.preset"  # name of the preset the config started from
+WARNING_KEY = "sim.link_warning"
+PRESENTER_KEY = "ui.presenter"  # larger fonts, one chart at a time
+MAX_LINK_CHARS = 16_000  # longer links break in some browsers and chat tools
+MAX_DECODED_BYTES = 4 * 1024 * 1024  # guard against zip bombs in a tampered link
+
+
+def canonical_json(cfg: SimConfig) -> str:
+    return json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def encode_config(cfg: SimConfig) -> str:
+    return base64.urlsafe_b64encode(zlib.compress(canonical_json(cfg).encode(), 9)).decode().rstrip("=")
+
+
+def decode_config(text: str, source: str = "link") -> SimConfig:
+    """Inverse of `encode_config`. Raises PresetError naming what is wrong with the link."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise PresetError(f"The {source} is damaged: the cfg parameter is not valid base64.") from None
+    try:
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(raw, MAX_DECODED_BYTES)
+        if inflater.unconsumed_tail:
+            raise PresetError(f"The {source} is too large (over {MAX_DECODED_BYTES:,} bytes decoded).")
+    except zlib.error:
+        raise PresetError(f"The {source} is damaged: the cfg parameter is not a compressed config.") from None
+    try:
+        obj = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise PresetError(f"The {source} is damaged: its config is not valid JSON.") from None
+    return config_from_dict(obj, source)
+
+
+def config_to_query(cfg: SimConfig, preset: str | None) -> dict[str, str]:
+    if preset and preset in list_presets() and load_preset(preset) == cfg:
+        return {"preset": preset}
+    return {"cfg": encode_config(cfg)}
+
+
+def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:
+    """(config, preset name or None, warning or None). A bad link falls back to the default scenario."""
+    try:
+        if "cfg" in params:
+            cfg = decode_config(params["cfg"])
+            preset = next((p for p in list_presets() if load_preset(p) == cfg), None)
+            return cfg, preset, None
+        if "preset" in params:
+            name = params["preset"]
+            if name not in list_presets():
+                raise PresetError(f"The link names an unknown preset {name!r}.")
+            return load_preset(name), name, None
+    except PresetError as err:
+        return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{err} Showing the default scenario instead."
+    return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, None
+
+
+def read_query_params() -> dict[str, str]:
+    import streamlit as st
+
+    return {k: st.query_params[k] for k in st.query_params}
+
+
+def write_query_params(params: dict[str, str]) -> None:
+    import streamlit as st
+
+    if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) != set(params):
+        st.query_params.from_dict(params)
+
+
+def ensure_session(params: dict[str, str] | None = None) -> None:
+    """First run of a session: take the config from the link (or the default)."""
+    import streamlit as st
+
+    if CFG_KEY in st.session_state:
+        return
+    cfg, preset, warning = config_from_query(read_query_params() if params is None else params)
+    st.session_state[CFG_KEY] = cfg
+    st.session_state[PRESET_KEY] = preset
+    st.session_state[WARNING_KEY] = warning
