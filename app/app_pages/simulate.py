@@ -17,16 +17,19 @@ def _headline(res: SimResult) -> None:
     s = res.summary
     ms = lambda v: "–" if np.isnan(v) else f"{v * 1e3:,.0f} ms" if v >= 0.1 else f"{v * 1e3:,.1f} ms"  # noqa: E731
     row1 = st.columns(4)
-    row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", help="Output tokens per second over the makespan.")
-    row1[1].metric("TTFT p50 / p99", f"{ms(s.ttft_p50_s)} / {ms(s.ttft_p99_s)}", help="Time to first token, finished requests.")
-    row1[2].metric("TPOT p50 / p99", f"{ms(s.tpot_p50_s)} / {ms(s.tpot_p99_s)}", help="(E2E − TTFT) / (output tokens − 1).")
-    row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs", delta_color="off",
-                   help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).")  # fmt: skip
+    kw = dict(delta_color="off", delta_arrow="off")
+    row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", f"{s.total_tokens_per_s:,.0f} tok/s incl. prompts",
+                   help="Output tokens per second over the makespan.", **kw)  # fmt: skip
+    row1[1].metric("TTFT p50", ms(s.ttft_p50_s), f"p99 {ms(s.ttft_p99_s)}", help="Time to first token, finished requests.", **kw)
+    row1[2].metric("TPOT p50", ms(s.tpot_p50_s), f"p99 {ms(s.tpot_p99_s)} · ITL p99 {ms(s.itl_p99_s)}",
+                   help="(E2E − TTFT) / (output tokens − 1); ITL is every gap between two tokens.", **kw)  # fmt: skip
+    row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs",
+                   help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).", **kw)  # fmt: skip
     row2 = st.columns(4)
-    row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", delta_color="off")
-    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", delta_color="off")
-    row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"{s.kv_capacity_tokens:,} tokens capacity", delta_color="off")
-    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", delta_color="off")
+    row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
+    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
+    row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"of {s.kv_capacity_tokens:,} tokens", **kw)
+    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", **kw)
 
 
 def _timeline_tab(res: SimResult) -> None:
@@ -55,7 +58,6 @@ def _latency_tab(res: SimResult) -> None:
     tabs = st.tabs([m.label.split(":")[0] for m in charts.METRICS])
     for tab, metric in zip(tabs, charts.METRICS):
         with tab:
-            st.caption(metric.label)
             st.plotly_chart(charts.distribution_figure(res, metric), key=f"chart.dist.{metric.key}")
 
 

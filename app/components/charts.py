@@ -52,36 +52,54 @@ def _cdf_points(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.quantile(v, probs), probs
 
 
-def distribution_figure(res: SimResult, metric: Metric, height: int = 330) -> go.Figure:
-    """Histogram and CDF side by side, in ms, with p50/p90/p99 markers and the SLO line."""
+def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go.Figure:
+    """Histogram and CDF side by side, in ms, with p50/p90/p99 lines and the SLO line.
+
+    The x axis ends a little past p99 (or the SLO when that is near) so the bulk stays readable; the
+    values beyond it are counted in the title rather than squashing the chart.
+    """
     v = metric_values_s(res, metric.key) * 1e3
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF"), horizontal_spacing=0.08)
     if v.size == 0:
         fig.add_annotation(text="no finished requests", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         return fig.update_layout(height=height)
-    counts, edges = np.histogram(v, bins=HIST_BINS)
+    pct = {q: float(np.percentile(v, q)) for q in PERCENTILES}
+    slo_ms = getattr(res.config.slo, metric.slo_field) * 1e3 if metric.slo_field else None
+    upper = pct[99] * 1.25 if pct[99] > 0 else float(v.max()) or 1.0
+    if slo_ms is not None and slo_ms <= 2 * upper:
+        upper = max(upper, slo_ms * 1.08)
+    upper = min(upper, float(v.max()) * 1.02) if float(v.max()) > 0 and slo_ms is None else upper
+    beyond = int((v > upper).sum())
+    counts, edges = np.histogram(np.minimum(v, upper), bins=HIST_BINS, range=(0, upper))
     fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="#1A73E8",
-                         name="requests" if metric.key != "itl" else "gaps", showlegend=False,
+                         name="count", showlegend=False,
                          hovertemplate="%{x:.1f} ms: %{y:,}<extra></extra>"), row=1, col=1)  # fmt: skip
     x, p = _cdf_points(v)
     fig.add_trace(go.Scatter(x=x, y=p, mode="lines", line_color="#1A73E8", showlegend=False,
                              hovertemplate="%{x:.1f} ms: %{y:.0%} below<extra></extra>"), row=1, col=2)  # fmt: skip
-    for q in PERCENTILES:
-        val = float(np.percentile(v, q))
-        for col in (1, 2):
-            fig.add_vline(x=val, line_color=PCT_COLORS[q], line_dash="dot", row=1, col=col)
-        fig.add_annotation(x=val, y=1.0, yref="y2 domain", xref="x2", text=f"p{q} {val:,.1f}", showarrow=False,
-                           yshift=6 + 12 * PERCENTILES.index(q), font=dict(color=PCT_COLORS[q], size=11))  # fmt: skip
-    if metric.slo_field:
-        slo_ms = getattr(res.config.slo, metric.slo_field) * 1e3
-        for col in (1, 2):
-            fig.add_vline(x=slo_ms, line_color="#202124", line_width=2, row=1, col=col)
-        fig.add_annotation(x=slo_ms, y=0.02, yref="y2 domain", xref="x2", text=f"SLO {slo_ms:g} ms", showarrow=False,
-                           xanchor="left", font=dict(size=11))  # fmt: skip
-    fig.update_xaxes(title_text=f"{metric.label.split(':')[0]} (ms)")
+    top = float(counts.max()) * 1.05
+    for q, val in pct.items():
+        style = dict(color=PCT_COLORS[q], dash="dot", width=2)
+        fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {val:,.1f} ms",
+                                 legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
+                                 legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=2)  # fmt: skip
+    title = f"{metric.label} · {v.size:,} {'gaps' if metric.key == 'itl' else 'requests'}"
+    if slo_ms is not None:
+        met = float((v <= slo_ms).mean())
+        if slo_ms <= upper:
+            for col, y1 in ((1, top), (2, 1)):
+                fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, y1], mode="lines", line=dict(color="#202124", width=3),
+                                         name=f"SLO {slo_ms:g} ms", showlegend=col == 1, legendgroup="slo",
+                                         hoverinfo="skip"), row=1, col=col)  # fmt: skip
+        title += f" · {met:.0%} within the {slo_ms:g} ms objective" + ("" if slo_ms <= upper else " (off the chart, right)")
+    if beyond:
+        title += f" · {beyond:,} beyond {upper:,.0f} ms not shown"
+    fig.update_xaxes(title_text=f"{metric.key.upper()} (ms)", range=[0, upper])
     fig.update_yaxes(title_text="count", row=1, col=1)
     fig.update_yaxes(title_text="fraction ≤ x", tickformat=".0%", range=[0, 1.02], row=1, col=2)
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=60, b=40), bargap=0)
+    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=70, b=40),
+                      bargap=0, legend=dict(orientation="h", y=-0.22))  # fmt: skip
     return fig
 
 

@@ -6,7 +6,8 @@ import streamlit as st
 
 from app.components import config_form as form
 from app.state import CFG_KEY, PRESENTER_KEY, PRESET_KEY
-from sim_core import PresetError, SimConfig, config_from_json, describe_preset, list_presets, load_preset
+from sim_core import PresetError, SimConfig, config_from_json, list_presets, load_preset
+from sim_core.presets import describe_preset
 from sim_core.config import Trace
 from sim_core.presets import MAX_CONFIG_FILE_BYTES
 from sim_core.workload import MAX_TRACE_CSV_BYTES, parse_trace_csv

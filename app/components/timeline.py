@@ -220,3 +220,23 @@ def count_points(fig: go.Figure) -> int:
         x = getattr(tr, "x", None)
         total += len(x) if x is not None else 0
     return total
+
+
+def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300) -> go.Figure:
+    """Compact GPU Gantt and KV usage (Compare page); `x_range` puts two runs on one time axis."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.35, 0.65],
+                        subplot_titles=("GPU occupancy", "KV cache in use (%)"))  # fmt: skip
+    for tr in _gantt_traces(res, "GPU"):
+        fig.add_trace(tr, row=1, col=1)
+    tl = res.timeline
+    if tl.num_ticks:
+        tt, yy = reduce_series(tl.t_end_s, tl.kv_blocks_used / res.memory.num_blocks * 100)
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color="#188038", name="KV in use (%)",
+                                 showlegend=False), row=2, col=1)  # fmt: skip
+    fig.update_layout(barmode="overlay", height=height, title=title, margin=dict(l=10, r=10, t=60, b=30),
+                      legend=dict(orientation="h", y=-0.25))  # fmt: skip
+    fig.update_yaxes(range=[0, 105], row=2, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    if x_range:
+        fig.update_xaxes(range=list(x_range))
+    return fig

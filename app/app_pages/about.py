@@ -1,0 +1,46 @@
+"""About: what is simulated, how a tick is priced, where the numbers come from."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.state import CFG_KEY
+from sim_core.costmodel import ModelShape, kv_bytes_per_token, plan_memory, MemoryPlanError
+
+st.title("About the model")
+cfg = st.session_state[CFG_KEY]
+st.markdown(
+    """
+**What is simulated.** An inference server, one *tick* (one forward pass over one batch) at a time.
+Each tick the scheduler picks which requests run and how many tokens each computes (a prefill chunk,
+a whole prompt, or one decode token), who is pre-empted, swapped out or swapped in. The roofline cost
+model prices the tick; the clock advances; tokens are emitted; KV blocks are allocated and freed.
+When nothing can run, the clock jumps to the next arrival.
+
+**The cost of a tick.** For the GEMMs and for attention separately,
+`max(FLOPs / (peak × efficiency), bytes / (HBM bandwidth × efficiency))`, plus tensor-parallel
+all-reduces, a fixed per-tick overhead (scheduler, kernel launches, sampling) and PCIe time for
+swapped KV. Prefill chunks do many FLOPs per byte (compute-bound); decode steps read all weights and
+every sequence's KV for one token each (memory-bound).
+
+**Where the numbers come from.** Hardware presets cite their datasheets; model shapes come from
+each model's `config.json`. The efficiencies and overheads are fitted on operator-level GPU timings
+(Vidur) and six TensorRT-LLM rows; `python -m sim_core validate` replays 82 other published
+measurements (TensorRT-LLM, gpt-fast, Sarathi-Serve) with a median absolute error of about 11 %.
+**Results are modelled, not measured**: use them to understand and compare, and confirm sizing
+decisions on real hardware.
+"""
+)
+st.subheader("This configuration")
+shape = ModelShape.of(cfg)
+c1, c2, c3 = st.columns(3)
+c1.metric("Parameters", f"{shape.total_params / 1e9:.2f} B")
+c2.metric("KV per token", f"{kv_bytes_per_token(cfg) / 1024:.0f} KiB")
+try:
+    plan = plan_memory(cfg)
+    c3.metric("KV capacity", f"{plan.kv_capacity_tokens:,} tokens")
+    st.markdown(f"Per GPU: weights **{plan.weight_bytes / 1e9:.2f} GB**, activation workspace "
+                f"**{plan.workspace_bytes / 1e9:.2f} GB**, KV cache **{plan.kv_bytes / 1e9:.2f} GB** "
+                f"({plan.num_blocks:,} blocks) of a **{plan.budget_bytes / 1e9:.1f} GB** budget.")  # fmt: skip
+except MemoryPlanError as err:
+    st.error(str(err))

@@ -1,0 +1,117 @@
+"""Compare: two setups on the same workload (same seed): side-by-side Gantts on one time axis,
+overlaid latency CDFs, and a table of headline metrics with difference and ratio. The pair travels
+in one link (?a=…&b=…, each a preset name or an encoded config)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app.components import charts, runner, timeline
+from app.state import CFG_KEY, config_from_query, config_to_query, read_query_params, write_query_params
+from sim_core import SimConfig, list_presets, load_preset
+
+CURRENT = "(current settings from Simulate)"
+METRIC_ROWS = [  # (label, summary field, scale, unit, higher is better)
+    ("Output throughput", "output_tokens_per_s", 1, "tok/s", True),
+    ("Goodput", "goodput_requests_per_s", 1, "req/s", True),
+    ("SLO attainment", "slo_attainment", 100, "%", True),
+    ("TTFT p50", "ttft_p50_s", 1e3, "ms", False),
+    ("TTFT p99", "ttft_p99_s", 1e3, "ms", False),
+    ("TPOT p50", "tpot_p50_s", 1e3, "ms", False),
+    ("TPOT p99", "tpot_p99_s", 1e3, "ms", False),
+    ("ITL p99", "itl_p99_s", 1e3, "ms", False),
+    ("E2E p50", "e2e_p50_s", 1, "s", False),
+    ("GPU busy", "gpu_busy_fraction", 100, "%", None),
+    ("Mean batch", "mean_batch_size", 1, "seqs", None),
+    ("Pre-emptions", "num_preemptions", 1, "", False),
+    ("Finished", "num_finished", 1, "requests", True),
+]
+
+
+def _side_from_link(prefix: str, params: dict[str, str]) -> tuple[SimConfig | None, str | None, str | None]:
+    sub = {k.removeprefix(prefix + "_"): v for k, v in params.items() if k.startswith(prefix + "_")}
+    if not sub:
+        return None, None, None
+    return config_from_query(sub)
+
+
+def _pick(label: str, key: str, default: str) -> SimConfig:
+    options = [CURRENT, *list_presets()]
+    if key not in st.session_state:
+        st.session_state[key] = default if default in options else CURRENT
+    choice = st.selectbox(label, options, key=key)
+    return st.session_state[CFG_KEY] if choice == CURRENT else load_preset(choice)
+
+
+def metrics_table(a, b) -> pd.DataFrame:
+    rows = []
+    for label, field, scale, unit, _ in METRIC_ROWS:
+        va, vb = getattr(a.summary, field) * scale, getattr(b.summary, field) * scale
+        ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) else np.nan
+        rows.append({"metric": label, "unit": unit, "A": va, "B": vb, "B − A": vb - va, "B / A": ratio})
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    st.title("Compare two setups")
+    params = read_query_params()
+    link_a, _, warn_a = _side_from_link("a", params)
+    link_b, _, warn_b = _side_from_link("b", params)
+    for w in (warn_a, warn_b):
+        if w:
+            st.warning(w)
+    if link_a is not None and "cmp.loaded" not in st.session_state:
+        st.session_state["cmp.link_a"], st.session_state["cmp.link_b"] = link_a, link_b
+        st.session_state["cmp.a"] = st.session_state["cmp.b"] = "(from link)"
+    st.session_state["cmp.loaded"] = True
+    c1, c2 = st.columns(2)
+    with c1:
+        a = _pick_or_link("A", "cmp.a", "chat-h100-llama8b-vllm-v0", "cmp.link_a")
+    with c2:
+        b = _pick_or_link("B", "cmp.b", "chat-h100-llama8b", "cmp.link_b")
+    same = st.toggle("Run B on A's workload and seed", value=True, key="cmp.same_workload",
+                     help="Keeps the requests identical so only the setup differs.")  # fmt: skip
+    if same:
+        b = b.model_copy(update={"workload": a.workload, "seed": a.seed, "slo": a.slo})
+    q = {f"a_{k}": v for k, v in config_to_query(a, _preset_of(a)).items()}
+    q |= {f"b_{k}": v for k, v in config_to_query(b, _preset_of(b)).items()}
+    write_query_params(q)
+
+    with st.spinner("Simulating A and B…"):
+        out_a, out_b = runner.run(a), runner.run(b)
+    for name, out in (("A", out_a), ("B", out_b)):
+        if out.error:
+            st.error(f"{name}: {out.error}")
+    if out_a.error or out_b.error:
+        return
+    ra, rb = out_a.result, out_b.result
+    st.dataframe(
+        metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}", "B / A": "{:.2f}×"}),
+        hide_index=True, key="cmp.table",
+    )
+    end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
+    g1, g2 = st.columns(2)
+    g1.plotly_chart(timeline.gantt_kv_figure(ra, (0, end), f"A · {a.scheduler.name}"), key="cmp.gantt_a")
+    g2.plotly_chart(timeline.gantt_kv_figure(rb, (0, end), f"B · {b.scheduler.name}"), key="cmp.gantt_b")
+    cols = st.columns(2)
+    for i, metric in enumerate(charts.METRICS):
+        cols[i % 2].plotly_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
+
+
+def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:
+    if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
+        st.caption(f"{label}: from the link")
+        if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
+            st.session_state.pop(key)
+            st.rerun()
+        return st.session_state[link_key]
+    return _pick(f"Setup {label}", key, default)
+
+
+def _preset_of(cfg: SimConfig) -> str | None:
+    return next((p for p in list_presets() if load_preset(p) == cfg), None)
+
+
+main()
