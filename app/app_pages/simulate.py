@@ -62,12 +62,13 @@ def _latency_tab(res: SimResult) -> None:
 
 
 def _step_tab(res: SimResult) -> None:
-    recorded = int(res.batches.tick.max()) + 1 if res.batches.tick.size else 0
-    if recorded == 0:
+    busy = np.unique(res.batches.tick)  # recorded ticks that ran a batch (idle ticks have none)
+    if busy.size == 0:
         st.info("No batches were recorded (limits.num_recorded_batches is 0).")
         return
-    tick = st.slider("Tick", 0, recorded - 1, 0, key="ui.step_tick",
-                     help=f"The first {recorded:,} ticks keep their full batch (limits.num_recorded_batches).")  # fmt: skip
+    tick = int(st.select_slider("Tick", options=busy.tolist(), key="ui.step_tick",
+                                help=f"Step through the first {busy.size:,} busy ticks (limits.num_recorded_batches "
+                                     "keeps the batch of the first ticks of a run)."))  # fmt: skip
     tl = res.timeline
     phase = Phase(int(tl.phase[tick])).name.lower()
     st.markdown(

@@ -148,8 +148,10 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                 hovertemplate=("tick %{customdata[0]}: %{customdata[1]:,} prefill + %{customdata[2]:,} decode tok"
                                "<br>%{x:.1f} FLOP/byte · %{y:.0f} TFLOP/s · %{customdata[3]:.1f} ms<extra></extra>"),
             ))  # fmt: skip
-    ridge = peak / bw
-    fig.add_vline(x=ridge, line_dash="dot", line_color="#9AA0A6", annotation_text=f"ridge {ridge:.0f} FLOP/B")
+    ridge = peak / bw  # a line trace, not add_vline: annotations on log axes take log10 coordinates
+    fig.add_trace(go.Scatter(x=[ridge, ridge], y=[float(np.min(np.minimum(peak, bw * xs))), peak * 1.5], mode="lines",
+                             line=dict(color="#9AA0A6", dash="dot"), name=f"ridge point {ridge:.0f} FLOP/byte",
+                             hoverinfo="skip"))  # fmt: skip
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=30, b=40), legend=dict(orientation="h", y=-0.2),
         xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte of HBM traffic, per GPU)"),
@@ -178,5 +180,5 @@ def step_figure(res: SimResult, tick: int, height: int = 360) -> go.Figure:
     fig.update_yaxes(title_text="tokens", type="log" if new.size and new.max() > 50 * max(new.min(), 1) else "linear", row=1, col=1)
     fig.update_yaxes(title_text="blocks", row=1, col=2)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=40), barmode="relative",
-                      legend=dict(orientation="h", y=1.15))  # fmt: skip
+                      legend=dict(orientation="h", y=-0.15))  # fmt: skip
     return fig

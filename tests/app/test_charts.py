@@ -1,0 +1,99 @@
+"""Chart builders are pure functions of a SimResult, and stay small for large runs."""
+
+import numpy as np
+import pytest
+
+from app.components import charts, timeline
+from app.components.colors import PHASE_COLORS
+from sim_core import run_simulation
+from sim_core.types import Phase
+from tests.conftest import make_config, trace_config
+
+
+@pytest.fixture(scope="module")
+def small():
+    return run_simulation(make_config("kv-pressure-a100-llama8b", workload__num_requests=60))
+
+
+@pytest.fixture(scope="module")
+def large():
+    return run_simulation(make_config(workload__num_requests=10_000, workload__arrival__rate_per_s=12.0))
+
+
+def test_gantt_segments_cover_the_run_without_gaps(small):
+    seg = timeline.gantt_segments(small)
+    assert seg["ticks"].sum() == small.timeline.num_ticks
+    assert np.allclose(seg["start"][1:], seg["end"][:-1])
+    assert np.all(seg["phase"][1:] != seg["phase"][:-1])  # adjacent runs of one phase are merged
+
+
+def test_gantt_hover_explains_a_bar(small):
+    fig = timeline.timeline_figure(small)
+    bars = [t for t in fig.data if t.type == "bar" and t.name in ("prefill", "decode", "mixed")]
+    assert bars and "tick(s)" in bars[0].hovertemplate and "bound" in str(bars[0].customdata[0][-1])
+    assert all(t.marker.color == PHASE_COLORS[t.name] for t in fig.data if t.type == "bar")
+
+
+def test_request_segments_follow_the_events():
+    res = run_simulation(trace_config([100, 100], [5, 5], arrivals=[0.0, 2.0]))
+    segs = timeline.request_segments(res, 0, 2)
+    states = [s[1] for s in segs if s[0] == 1]
+    assert states == ["prefill", "decode"]  # arrives to an idle server: scheduled at once
+    start_decode = [s for s in segs if s[0] == 1 and s[1] == "decode"][0]
+    assert start_decode[2] == res.requests.first_token_s[1] and start_decode[3] == res.requests.finish_s[1]
+
+
+def test_preempted_requests_show_preempted_segments(small):
+    segs = timeline.request_segments(small, 0, 60)
+    assert any(s[1] == "preempted" for s in segs)
+
+
+def test_large_run_figures_are_bounded(large):
+    assert large.requests.arrival_s.size == 10_000
+    fig = timeline.timeline_figure(large, 0, 60)
+    assert timeline.count_points(fig) <= timeline.MAX_TIMELINE_POINTS
+    gantt_bars = sum(len(t.x) for t in fig.data if t.type == "bar" and t.legendgroup in ("prefill", "decode", "mixed", "idle", "swap") and t.y[0] == "GPU")
+    assert gantt_bars <= timeline.MAX_GANTT_BARS
+    for metric in charts.METRICS:
+        dist = charts.distribution_figure(large, metric)
+        assert timeline.count_points(dist) <= charts.HIST_BINS + charts.CDF_POINTS + 20
+    assert timeline.count_points(charts.roofline_figure(large)) <= charts.MAX_ROOFLINE_POINTS + 600
+
+
+def test_binned_gantt_keeps_the_dominant_phase(large):
+    seg = timeline.gantt_data(large)
+    assert seg["start"].size <= timeline.MAX_GANTT_BARS
+    assert set(np.unique(seg["phase"])) <= {int(p) for p in Phase}
+
+
+def test_reduce_series_keeps_the_peak():
+    t = np.linspace(0, 1, 100_000)
+    y = np.zeros_like(t)
+    y[54_321] = 7.0
+    tt, yy = timeline.reduce_series(t, y, 500)
+    assert tt.size <= 500 and yy.max() == 7.0
+
+
+def test_distribution_marks_percentiles_and_slo(small):
+    fig = charts.distribution_figure(small, charts.METRICS[0])
+    names = [t.name for t in fig.data if t.name]
+    assert any(n.startswith("p50") for n in names) and any(n.startswith("p99") for n in names)
+    assert "objective" in fig.layout.title.text
+
+
+def test_roofline_puts_prefill_right_of_decode(small):
+    fig = charts.roofline_figure(small)
+    x = {t.name: np.median(t.x) for t in fig.data if t.name in ("prefill ticks", "decode ticks")}
+    assert x["prefill ticks"] > 10 * x["decode ticks"]
+
+
+def test_step_figure_shows_the_batch(small):
+    tick = int(small.batches.tick[0])
+    fig = charts.step_figure(small, tick)
+    shown = sum(len(t.y) for t in fig.data if t.name in ("prefill", "decode"))
+    assert shown == int((small.batches.tick == tick).sum())
+
+
+def test_cdf_overlay_has_one_curve_per_run(small):
+    fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
+    assert [t.name for t in fig.data if t.type == "scatter"][:2] == ["A", "B"]

@@ -1,0 +1,142 @@
+"""AppTest for every page: renders, widgets change results, links round-trip, bad input is explained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.state import CFG_KEY, encode_config
+from sim_core import load_preset
+from sim_core.lessons import load_lessons
+from tests.conftest import make_config
+
+APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
+PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py"]
+TIMEOUT = 120
+
+
+def app(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def open_page(page: str, **query) -> AppTest:
+    """Open a page the way a link to it does: the page's own query params survive navigation."""
+    at = app().run()
+    at.switch_page(page)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_without_exception(page):
+    at = app().run()
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_default_page_shows_the_headline_numbers():
+    at = app().run()
+    labels = {m.label for m in at.metric}
+    assert {"Output throughput", "TTFT p50", "TPOT p50", "Goodput", "GPU busy", "Pre-emptions", "KV cache peak"} <= labels
+    assert at.query_params["preset"] == "chat-h100-llama8b"
+
+
+def test_moving_the_chunk_slider_changes_the_result_and_the_link():
+    at = app(preset="chat-h100-llama8b-vllm-v0").run()
+    before = metric(at, "TPOT p50"), metric(at, "TTFT p50")
+    at.selectbox(key="w.scheduler.prefill_mode").set_value("decode_first").run()
+    at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(512).run()
+    assert not at.exception
+    assert (metric(at, "TPOT p50"), metric(at, "TTFT p50")) != before
+    assert "cfg" in at.query_params and "preset" not in at.query_params
+    assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 512
+
+
+def test_a_shared_link_reproduces_config_and_numbers():
+    cfg = make_config(seed=7, workload__num_requests=120, scheduler__max_num_seqs=32)
+    at = app(cfg=encode_config(cfg)).run()
+    assert at.session_state[CFG_KEY] == cfg
+    assert at.number_input(key="w.seed").value == 7
+    again = app(cfg=encode_config(cfg)).run()
+    assert [m.value for m in again.metric] == [m.value for m in at.metric]
+
+
+def test_a_broken_link_warns_and_falls_back_to_the_default():
+    at = app(cfg="definitely-not-a-config").run()
+    assert not at.exception
+    assert any("default scenario" in w.value for w in at.warning)
+    assert at.session_state[CFG_KEY] == load_preset("chat-h100-llama8b")
+
+
+def test_an_invalid_combination_is_reported_and_the_last_result_kept():
+    at = app().run()
+    before = [m.value for m in at.metric]
+    at.number_input(key="w.workload.prompt_tokens.max").set_value(100).run()  # below the mean
+    assert not at.exception
+    assert any("min <= mean <= max" in e.value for e in at.sidebar.error)
+    assert [m.value for m in at.metric] == before
+
+
+def test_out_of_memory_shows_the_numbers_and_the_knob():
+    at = app(preset="prefill-oom-l4-llama8b").run()
+    at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(65536).run()
+    assert not at.exception
+    msg = " ".join(e.value for e in at.error)
+    assert "Out of memory" in msg and "max_num_batched_tokens" in msg and "GB" in msg
+
+
+def test_the_preset_picker_loads_a_scenario():
+    at = app().run()
+    at.sidebar.selectbox(key="w.preset").set_value("engine-orca").run()
+    assert at.session_state[CFG_KEY] == load_preset("engine-orca")
+    assert at.query_params["preset"] == "engine-orca"
+
+
+def test_a_run_stopped_by_the_guard_says_so_with_partial_results():
+    cfg = make_config(workload__arrival__rate_per_s=200.0, workload__num_requests=2000, limits__max_sim_time_s=5.0)
+    at = app(cfg=encode_config(cfg)).run()
+    assert any("did not finish" in w.value for w in at.warning)
+    assert metric(at, "Finished").split(" / ")[1] == "2,000"
+
+
+def test_compare_page_link_carries_both_setups():
+    at = open_page(PAGES[1], a_preset="engine-orca", b_preset="engine-vllm-v0")
+    assert not at.exception
+    assert sum("from the link" in c.value for c in at.caption) == 2
+    assert at.query_params["a_preset"] == "engine-orca" and at.query_params["b_preset"] == "engine-vllm-v0"
+    df = at.dataframe[0].value
+    assert list(df["metric"])[:2] == ["Output throughput", "Goodput"]
+    assert {"A", "B", "B − A", "B / A"} <= set(df.columns)
+
+
+def test_sweep_page_sweeps_the_rate_and_marks_capacity():
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="24", n="4")
+    assert not at.exception
+    assert at.query_params["sweep"] == "rate" and at.query_params["n"] == "4"
+    rows = at.dataframe[0].value
+    assert len(rows) >= 2 and "output tok/s" in rows.columns
+    assert any("capacity" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("lesson", [x.id for x in load_lessons()])
+def test_each_lesson_page_loads(lesson):
+    at = open_page(PAGES[3], lesson=lesson)
+    assert not at.exception
+    assert at.query_params["lesson"] == lesson
+    assert any(lesson_title(lesson) in s.value for s in at.subheader)
+
+
+def lesson_title(lesson_id: str) -> str:
+    return next(x.title for x in load_lessons() if x.id == lesson_id)
