@@ -111,12 +111,19 @@ def main(argv: list[str] | None = None) -> int:
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
     sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, paging vs Orca)")
+    bench = sub.add_parser("bench", help="benchmark the engine on fixed scenarios")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--quick", action="store_true", help="smaller large scenarios")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "run":
             return _cmd_run(args)
         if args.cmd == "presets":
             return _cmd_presets(args)
+        if args.cmd == "bench":
+            from sim_core.bench import main as bench_main
+
+            return bench_main(["--repeats", str(args.repeats)] + (["--quick"] if args.quick else []))
         if args.cmd == "trends":
             from sim_core.trends import main as trends_main
 

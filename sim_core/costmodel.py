@@ -13,6 +13,7 @@ max(FLOPs / (peak·η_c), bytes / (BW·η_m)) (Williams et al. 2009, roofline) +
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,11 +184,20 @@ class CostModel:
 
     def expert_bytes(self, num_tokens):
         """MoE: weight bytes of the experts the batch touches. Uniform routing: a layer touches
-        E·(1 − (1 − k/E)^T) experts on average for T tokens (DESIGN.md §3)."""
+        E·(1 − (1 − k/E)^T) experts on average for T tokens (DESIGN.md §3).
+
+        Evaluated with math.pow per distinct T, so a run of ticks priced as an array rounds exactly
+        like the same ticks priced one by one (NumPy's vector pow may differ in the last bit).
+        """
         if self._E == 1:
             return self._L * self._expert_bytes_per_layer
-        touched = self._E * (1.0 - (1.0 - self._k / self._E) ** np.asarray(num_tokens, dtype=np.float64))
-        return self._L * self._expert_bytes_per_layer * touched
+        keep = 1.0 - self._k / self._E
+        per_layer = self._L * self._expert_bytes_per_layer * self._E
+        if np.ndim(num_tokens) == 0:
+            return per_layer * (1.0 - math.pow(keep, float(num_tokens)))
+        uniq, inv = np.unique(np.asarray(num_tokens), return_inverse=True)
+        vals = np.array([per_layer * (1.0 - math.pow(keep, float(t))) for t in uniq.tolist()])
+        return vals[inv]
 
     def tick(self, num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
         """Price one tick (or an array of ticks, elementwise).
@@ -203,6 +213,8 @@ class CostModel:
         Returns:
             (duration_s, flops, bytes, is_compute_bound), per GPU; each scalar or array like the inputs.
         """
+        if isinstance(attn_pairs, int) and isinstance(num_tokens, int):
+            return self._tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes)
         T = np.asarray(num_tokens, dtype=np.float64)
         gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * np.asarray(num_samples, dtype=np.float64)
         gemm_bytes = self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T
@@ -216,6 +228,25 @@ class CostModel:
         comm_s = np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
         overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * np.asarray(num_seqs, dtype=np.float64)
         duration_s = busy_s + comm_s + overhead_s + np.asarray(swap_bytes, dtype=np.float64) / self._pcie_bytes_per_s
+        is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
+        return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
+
+    def _tick_scalar(self, num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+        """`tick` for one tick in plain Python floats: the same IEEE operations in the same order as
+        the array path (so results are bit-identical), without NumPy's per-call overhead."""
+        T = float(num_tokens)
+        gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * float(num_samples)
+        gemm_bytes = self._dense_weight_bytes + self.expert_bytes(num_tokens) + self._gemm_act_bytes_per_token * T
+        attn_flops = self._attn_flops_per_pair * float(attn_pairs)
+        attn_bytes = self._kv_bytes_per_token * (float(kv_read_tokens) + T) + self._attn_act_bytes_per_token * T
+        gemm_compute_s = gemm_flops / self._gemm_flops_per_s
+        attn_compute_s = attn_flops / self._attn_flops_per_s
+        gemm_mem_s = gemm_bytes / self._bytes_per_s
+        attn_mem_s = attn_bytes / self._bytes_per_s
+        busy_s = max(gemm_compute_s, gemm_mem_s) + max(attn_compute_s, attn_mem_s)
+        comm_s = self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s if T > 0 else 0.0
+        overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * float(num_seqs)
+        duration_s = busy_s + comm_s + overhead_s + float(swap_bytes) / self._pcie_bytes_per_s
         is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
         return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
 

@@ -26,6 +26,7 @@ from sim_core.types import Event, Phase, Status
 from sim_core.workload import generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
+RUN_CHUNK = 128  # ticks priced per coalesced step; a longer run continues in the next step
 
 
 class Engine:
@@ -59,6 +60,8 @@ class Engine:
                 self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
                 break
             st.admit_arrivals()
+            if coalesce and self._advance_pure_decode():
+                continue
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():
@@ -117,6 +120,8 @@ class Engine:
         rec.event(plan.swapped_in_idx, t0, Event.SWAPPED_IN)
         self.num_swap_outs += plan.swapped_out_idx.size
 
+        if rec.wants_batches:  # blocks held during the tick (before completions free them)
+            rec.batch(rec.num_ticks, idx, new, dec, kv.held[idx])
         st.computed[idx] += new
         emits = dec | completes
         emit = idx[emits]
@@ -142,8 +147,6 @@ class Engine:
             phase = Phase.PREFILL
         elif decode_tokens:
             phase = Phase.DECODE
-        if rec.wants_batches:
-            rec.batch(rec.num_ticks, idx, new, dec, kv.held[idx])
         rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, int(pre.sum()), num_dec, st.running.size,
                   st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
@@ -158,7 +161,7 @@ class Engine:
         st.status[done] = Status.FINISHED
         st.finish_s[done] = t_end
         self.kv.free(done)
-        st.running = st.running[~np.isin(st.running, done)]
+        st.running = st.running[st.status[st.running] != Status.FINISHED]
         st.num_finished += done.size
         self.rec.event(done, t_end, Event.FINISHED)
         if self.workload.closed_loop_think_s is not None:
@@ -174,65 +177,104 @@ class Engine:
             and plan.req_idx.size == self.st.running.size
         )
 
-    def _advance_run(self, plan: StepPlan) -> None:
-        """Advance k identical decode ticks at once. Bit-identical to k calls of `_advance_tick`:
-        the cost model gets the same integer aggregates, and times accumulate in the same order."""
+    def _advance_pure_decode(self) -> bool:
+        """Fast path: with nothing waiting or swapped and every running request decoding, the
+        scheduler's plan is "all running decode" in running order, so skip planning and run.
+        Returns False (nothing done) when the run cannot take even two ticks."""
+        st = self.st
+        running = st.running
+        if st.waiting_keys.size or st.swapped_keys.size or not running.size:
+            return False
+        if np.any(st.computed[running] < st.prefill_target[running]):
+            return False
+        plan = StepPlan(req_idx=running, num_new_tokens=np.ones(running.size, dtype=np.int64),
+                        is_decode=np.ones(running.size, dtype=bool))  # fmt: skip
+        return self._advance_run(plan, fallback=False)
+
+    def _advance_run(self, plan: StepPlan, fallback: bool = True) -> bool:
+        """Advance up to RUN_CHUNK decode ticks at once. Bit-identical to calling `_advance_tick` for
+        each: the cost model gets the same integer aggregates and times accumulate in the same order.
+
+        The run stops before the next arrival, before a block shortage, and at the first completion
+        unless a completion cannot change the next plan (nothing waiting or swapped, or a static
+        batch), in which case finished requests simply leave the batch.
+        """
         st, kv, n, lim = self.st, self.kv, self.n, self.cfg.limits
         idx = plan.req_idx
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
-        remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes
-        k_max = int(min(remaining.min(), lim.max_ticks - self.rec.num_ticks, max(MAX_RUN_CELLS // B, 1)))
+        remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
+        shrink_ok = self.workload.closed_loop_think_s is None and (
+            self.sched.is_static or (st.waiting_keys.size == 0 and st.swapped_keys.size == 0)
+        )
+        k_max = int(remaining.max() if shrink_ok else remaining.min())
+        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, RUN_CHUNK, max(MAX_RUN_CELLS // B, 2))
+        nxt = min(st.next_arrival_s(), lim.max_sim_time_s)
+        if np.isfinite(nxt):  # price only about as many ticks as fit before the next arrival
+            first_s = self.cost.tick(n * B, n * B, int(n * (ctx0.sum() + B)), int(n * ctx0.sum()), n * B)[0]
+            k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
-            self._advance_tick(plan)
-            return
-        j = np.arange(k_max)
-        # Blocks needed beyond those held for tick j (the plan already covers tick 0); stop before a shortage.
-        held = kv.held[idx]
-        blocks = kv.blocks_for(ctx0[:, None] + 1 + j[None, :], st.prompt[idx][:, None])  # (B, k)
-        extra = np.maximum(blocks - held[:, None], 0).sum(axis=0)  # (k,) nondecreasing
-        k_kv = int(np.searchsorted(extra, kv.num_free, side="right"))
-        sum_ctx = int(ctx0.sum()) + j * B  # (k,) exact integers
-        tokens = n * B
-        dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (sum_ctx + B), n * sum_ctx, tokens)
+            return self._fallback(plan, fallback)
+        j = np.arange(k_max)  # (k,)
+        alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
+        num_alive = alive.sum(axis=0)  # (k,)
+        ctx_alive = (np.where(alive, ctx0[:, None], 0)).sum(axis=0) + j * num_alive  # (k,) exact integers
+        tokens = n * num_alive
+        dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
-        nxt = min(st.next_arrival_s(), lim.max_sim_time_s)
-        k_time = int(np.searchsorted(starts[1:], nxt, side="left")) + 1  # ticks that start before the next event
-        k = min(k_max, k_kv, k_time)
+        k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)  # ticks starting before the next event
+        # Blocks held after tick j by the requests still running; stop before the cache would overflow.
+        held = kv.held[idx]
+        blocks = np.maximum(kv.blocks_for(ctx0[:, None] + 1 + j[None, :k], st.prompt[idx][:, None]), held[:, None])  # (B, k)
+        other = kv.num_used - int(held.sum())
+        need = other + np.where(alive[:, :k], blocks, 0).sum(axis=0)  # (k,) blocks in use during tick j
+        k = min(k, int(np.searchsorted(need, kv.num_blocks, side="right")))
         if k <= 1:
-            self._advance_tick(plan)
-            return
+            return self._fallback(plan, fallback)
+        alive, num_alive, blocks = alive[:, :k], num_alive[:k], blocks[:, :k]
         starts, ends, dur = starts[:k], ends[:k], dur[:k]
+        steps = np.minimum(remaining, k)  # (B,) ticks each request runs in this run
+        last_end = ends[steps - 1]  # (B,) time of each request's last token in the run
 
-        # Inter-token gaps: first tick against each request's last token, then tick to tick.
+        # Inter-token gaps: the first tick against each request's previous token, then tick to tick.
         gap0 = ends[0] - st.last_token_s[idx]
         step_gaps = np.diff(ends)  # (k-1,)
-        self.rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
-        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max()))
+        self.rec.itl(np.concatenate([gap0, np.repeat(step_gaps, num_alive[1:])]))
+        prefix_max = np.concatenate(([-np.inf], np.maximum.accumulate(step_gaps)))  # (k,) max gap up to tick j
+        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, prefix_max[steps - 1]))
         if self.rec.wants_batches:
-            for t in range(min(k, self.cfg.limits.num_recorded_batches - self.rec.num_ticks)):
-                self.rec.batch(self.rec.num_ticks + t, idx, np.ones(B, dtype=np.int64), np.ones(B, dtype=bool), blocks[:, t])
-        used = kv.num_used + extra[:k]  # (k,) blocks in use after each tick
-        st.computed[idx] += k
-        st.emitted[idx] += k
-        st.last_token_s[idx] = ends[-1]
-        kv.grow_to(idx, blocks[:, k - 1])
-        self._finish(idx[remaining == k], ends[-1])
-        # The last row is recorded after completions, as a single tick would be.
-        running = np.full(k, B)
-        running[-1], used[-1] = st.running.size, kv.num_used
+            m = min(k, lim.num_recorded_batches - self.rec.num_ticks)
+            t_idx, b_idx = np.nonzero(alive[:, :m].T)  # (entries,) tick-major, batch order within a tick
+            self.rec.batch(self.rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
+                           np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
+        st.computed[idx] += steps
+        st.emitted[idx] += steps
+        st.last_token_s[idx] = last_end
+        kv.grow_to(idx, blocks[np.arange(B), steps - 1])
+        done = remaining <= k
+        # Rows are recorded after each tick's completions, as single ticks are.
+        after = np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
+        used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
+        self._finish(idx[done], last_end[done])
+        used[-1] = kv.num_used
         self.rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
-                "num_decode_tokens": tokens, "num_prefill_seqs": 0, "num_decode_seqs": B, "num_running": running,
-                "num_waiting": st.waiting_keys.size, "num_swapped": st.swapped_keys.size, "kv_blocks_used": used,
-                "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k], "num_preempted": 0,
-                "swap_blocks": 0, "batch_cap": self.sched.batch_cap,
+                "num_decode_tokens": n * num_alive, "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
+                "num_running": after, "num_waiting": st.waiting_keys.size, "num_swapped": st.swapped_keys.size,
+                "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
+                "num_preempted": 0, "swap_blocks": 0, "batch_cap": self.sched.batch_cap,
             },
             k,
         )  # fmt: skip
         st.now_s = float(ends[-1])
+        return True
+
+    def _fallback(self, plan: StepPlan, fallback: bool) -> bool:
+        if fallback:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone
+            self._advance_tick(plan)
+        return fallback
 
     # ------------------------------------------------------------------ result
     def _check(self) -> None:

@@ -43,10 +43,11 @@ class Recorder:
             self._rows = []
 
     def event(self, req: IntArray, time_s: float | np.ndarray, kind: int) -> None:
+        """Record `kind` for these requests at one time (or one time each). Expanded in `finish`."""
         if req.size:
             self._ev_req.append(req)
-            self._ev_time.append(np.broadcast_to(np.asarray(time_s, dtype=np.float64), req.shape))
-            self._ev_kind.append(np.full(req.size, kind, dtype=np.int8))
+            self._ev_time.append(time_s)
+            self._ev_kind.append(kind)
 
     def itl(self, gaps: np.ndarray) -> None:
         if gaps.size:
@@ -56,8 +57,10 @@ class Recorder:
     def wants_batches(self) -> bool:
         return self.num_ticks < self._max_batches
 
-    def batch(self, tick: int, req, new, is_dec, held) -> None:
-        self._batches.append((tick, req.copy(), np.asarray(new).copy(), np.asarray(is_dec).copy(), held.copy()))
+    def batch(self, tick, req, new, is_dec, held) -> None:
+        """Batch membership: `tick` is one tick index, or one per entry (a coalesced run)."""
+        tick = np.broadcast_to(np.asarray(tick, dtype=np.int64), np.shape(req))
+        self._batches.append((tick.copy(), req.copy(), np.asarray(new).copy(), np.asarray(is_dec).copy(), np.asarray(held).copy()))
 
     def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:
         self._flush()
@@ -67,12 +70,14 @@ class Recorder:
             for j, name in enumerate(TICK_COLUMNS)
         }
         cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)  # noqa: E731
-        ev_time = cat(self._ev_time, np.float64)
+        sizes = [r.size for r in self._ev_req]
+        ev_time = cat([np.broadcast_to(np.asarray(t, dtype=np.float64), (n,)) for t, n in zip(self._ev_time, sizes)], np.float64)
+        ev_kind = np.repeat(np.array(self._ev_kind, dtype=np.int8), sizes) if sizes else np.empty(0, np.int8)
         order = np.argsort(ev_time, kind="stable")
-        events = Events(cat(self._ev_req, np.int64)[order], ev_time[order], cat(self._ev_kind, np.int8)[order])
+        events = Events(cat(self._ev_req, np.int64)[order], ev_time[order], ev_kind[order])
         b = self._batches
         batches = BatchLog(
-            tick=cat([np.full(x[1].size, x[0]) for x in b], np.int64),
+            tick=cat([x[0] for x in b], np.int64),
             req=cat([x[1] for x in b], np.int64),
             num_new_tokens=cat([x[2] for x in b], np.int64),
             is_decode=cat([x[3] for x in b], bool),

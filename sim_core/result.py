@@ -101,7 +101,7 @@ class BatchLog:
     req: IntArray
     num_new_tokens: IntArray
     is_decode: np.ndarray
-    kv_blocks_held: IntArray  # blocks the request holds after the tick
+    kv_blocks_held: IntArray  # blocks the request holds during the tick
 
 
 class Summary(BaseModel):

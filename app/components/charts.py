@@ -168,7 +168,7 @@ def step_figure(res: SimResult, tick: int, height: int = 360) -> go.Figure:
     order = np.argsort(req)
     req, new, dec, held = req[order], new[order], dec[order], held[order]
     labels = [f"req {r}" for r in req]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed this tick", "KV blocks held after the tick"),
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed this tick", "KV blocks held during the tick"),
                         horizontal_spacing=0.1)  # fmt: skip
     for is_dec, name in ((False, "prefill"), (True, "decode")):
         k = dec == is_dec

@@ -96,6 +96,8 @@ def _same(a, b):
     for name in ("first_token_s", "finish_s", "first_scheduled_s", "max_itl_s", "num_emitted", "num_preemptions"):
         assert np.array_equal(getattr(a.requests, name), getattr(b.requests, name), equal_nan=True), name
     assert np.array_equal(np.sort(a.itl_s), np.sort(b.itl_s))
+    for name in ("tick", "req", "num_new_tokens", "is_decode", "kv_blocks_held"):
+        assert np.array_equal(getattr(a.batches, name), getattr(b.batches, name)), name
     assert a.summary == b.summary
 
 
@@ -159,3 +161,10 @@ def test_first_token_comes_from_the_prefill_tick():
     assert tl.num_prefill_tokens[0] == 300 and tl.num_decode_tokens[0] == 0
     assert res.requests.first_token_s[0] == tl.t_end_s[0]
     assert tl.num_ticks == 1 + 4  # then four decode ticks
+
+
+@pytest.mark.parametrize("base", ["chat-2xh100-mixtral", "engine-fastertransformer", "offline-batch-h200-llama8b"])
+def test_coalescing_equal_for_moe_static_and_offline(base):
+    cfg = make_config(base, workload__num_requests=120)
+    off = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})})
+    _same(run_simulation(cfg), run_simulation(off))
