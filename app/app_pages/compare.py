@@ -89,7 +89,7 @@ def main() -> None:
     ra, rb = out_a.result, out_b.result
     st.dataframe(
         metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}", "B / A": "{:.2f}×"}),
-        hide_index=True, key="cmp.table",
+        hide_index=True, key="cmp.table", height=36 * (len(METRIC_ROWS) + 1) + 4,
     )
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     g1, g2 = st.columns(2)
@@ -102,7 +102,9 @@ def main() -> None:
 
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:
     if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
-        st.caption(f"{label}: from the link")
+        cfg = st.session_state[link_key]
+        st.markdown(f"**Setup {label}** (from the link): {cfg.name} · {cfg.scheduler.name} · {cfg.model.name} on "
+                    f"{cfg.hardware.num_gpus}× {cfg.hardware.name}")  # fmt: skip
         if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
             st.session_state.pop(key)
             st.rerun()

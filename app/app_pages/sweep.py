@@ -45,7 +45,9 @@ def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total
     return out
 
 
-def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, float | None]) -> go.Figure:
+def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, tuple[float | None, bool]]) -> go.Figure:
+    """Throughput, goodput and latency percentiles against the knob; `capacities` maps a setup to
+    (capacity, whether a swept point beyond it failed the objectives)."""
     label = SWEEP_KNOBS[knob][1]
     fig = make_subplots(rows=1, cols=3, subplot_titles=("Throughput (output tok/s)", "Goodput (req/s meeting SLOs)",
                                                         "Latency percentiles (ms, log)"), horizontal_spacing=0.07)  # fmt: skip
@@ -62,12 +64,14 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
             fig.add_trace(go.Scatter(x=x, y=[getattr(v, field) * 1e3 for v in s], mode="lines+markers",
                                      name=f"{name} {field.removesuffix('_s').replace('_', ' ')}", line=dict(color=color, dash=dash),
                                      legendgroup=name), row=1, col=3)  # fmt: skip
-        cap = capacities.get(name)
-        if cap is not None:
-            for col in (1, 2, 3):
-                fig.add_vline(x=cap, line_color=color, line_dash="dash", row=1, col=col)
-            fig.add_annotation(x=cap, y=1.0, xref="x2", yref="y2 domain", text=f"{name} capacity {cap:g}", showarrow=False,
-                               font=dict(color=color), yshift=10 + 14 * list(curves).index(name))  # fmt: skip
+        if name in capacities:
+            cap, saturated = capacities[name]
+            if cap is not None:
+                label_cap = f"{name} capacity {'' if saturated else '≥ '}{cap:g}"
+                for col in (1, 2, 3):
+                    fig.add_vline(x=cap, line=dict(color=color, dash="dash", width=1.5), row=1, col=col)
+                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, dash="dash"),
+                                         name=label_cap), row=1, col=1)  # legend entry for the dashed lines
     fig.update_xaxes(title_text=label)
     fig.update_yaxes(type="log", row=1, col=3)
     fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.25))
@@ -119,11 +123,18 @@ def main() -> None:
     bar = st.progress(0.0, text="Simulating…")
     curves = {name: _run(c, knob, values, bar, i * len(values), total) for i, (name, c) in enumerate(setups.items())}
     bar.empty()
-    caps = {name: capacity_from_sweep(pts, setups[name], ATTAINMENT) for name, pts in curves.items()} if knob == "rate" else {}
+    caps = {}
+    if knob == "rate":
+        for name, pts in curves.items():
+            cap = capacity_from_sweep(pts, setups[name], ATTAINMENT)
+            caps[name] = (cap, cap is None or cap < pts[-1].value)
     st.plotly_chart(sweep_figure(curves, knob, caps), key="sw.fig")
     if caps:
-        st.markdown(" · ".join(f"**{k}**: capacity {'< ' + format(values[0], 'g') if v is None else format(v, 'g')} req/s"
-                               for k, v in caps.items()))  # fmt: skip
+        def says(cap, saturated):
+            if cap is None:
+                return f"below {values[0]:g} req/s (even the lowest rate misses the objectives)"
+            return f"{cap:g} req/s" if saturated else f"at least {cap:g} req/s (every point met the objectives: raise 'To')"
+        st.markdown(" · ".join(f"**{k}**: capacity {says(*v)}" for k, v in caps.items()))
     errors = [(name, p) for name, pts in curves.items() for p in pts if p.error]
     for name, p in errors[:3]:
         st.warning(f"{name} at {knob} = {p.value:g}: {p.error}")
@@ -132,7 +143,9 @@ def main() -> None:
         "TTFT p99 (ms)": p.summary.ttft_p99_s * 1e3, "TPOT p99 (ms)": p.summary.tpot_p99_s * 1e3,
         "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
-    st.dataframe(rows, hide_index=True, key="sw.table")
+    st.dataframe(rows, hide_index=True, key="sw.table", column_config={
+        c: st.column_config.NumberColumn(format="%.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format="%g")})
 
 
 main()

@@ -224,7 +224,7 @@ def count_points(fig: go.Figure) -> int:
 
 def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300) -> go.Figure:
     """Compact GPU Gantt and KV usage (Compare page); `x_range` puts two runs on one time axis."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.35, 0.65],
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.3, 0.7],
                         subplot_titles=("GPU occupancy", "KV cache in use (%)"))  # fmt: skip
     for tr in _gantt_traces(res, "GPU"):
         fig.add_trace(tr, row=1, col=1)

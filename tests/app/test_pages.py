@@ -114,7 +114,7 @@ def test_a_run_stopped_by_the_guard_says_so_with_partial_results():
 def test_compare_page_link_carries_both_setups():
     at = open_page(PAGES[1], a_preset="engine-orca", b_preset="engine-vllm-v0")
     assert not at.exception
-    assert sum("from the link" in c.value for c in at.caption) == 2
+    assert sum("(from the link)" in m.value for m in at.markdown) == 2
     assert at.query_params["a_preset"] == "engine-orca" and at.query_params["b_preset"] == "engine-vllm-v0"
     df = at.dataframe[0].value
     assert list(df["metric"])[:2] == ["Output throughput", "Goodput"]
@@ -140,3 +140,12 @@ def test_each_lesson_page_loads(lesson):
 
 def lesson_title(lesson_id: str) -> str:
     return next(x.title for x in load_lessons() if x.id == lesson_id)
+
+
+def test_a_lesson_button_opens_simulate_with_the_lesson_config():
+    lesson = next(x for x in load_lessons() if x.id == "chunk-size")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    assert not at.exception
+    assert at.session_state[CFG_KEY] == lesson.config(1)
+    assert any(m.label == "TTFT p50" for m in at.metric)  # the Simulate page is showing
