@@ -50,10 +50,9 @@ def summarize(
     busy_s = float(dur[busy].sum())
     prefill_s = float(dur[(tl.num_prefill_tokens > 0)].sum())
     batch = (tl.num_prefill_seqs + tl.num_decode_seqs)[busy]
-    peak_flops = cfg.hardware.peak_tflops * 1e12
+    mfu, mbu = tl.utilisation(cfg.hardware.peak_tflops * 1e12, cfg.hardware.hbm_bandwidth_gb_per_s * 1e9)
+    mfu, mbu = mfu[busy], mbu[busy]
     with np.errstate(invalid="ignore", divide="ignore"):
-        mfu = np.where(busy, tl.flops / (dur * peak_flops), np.nan)
-        mbu = np.where(busy, tl.bytes / (dur * cfg.hardware.hbm_bandwidth_gb_per_s * 1e9), np.nan)
         norm_lat = e2e / req.output_tokens[done]
     swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / (cfg.hardware.pcie_gb_per_s * 1e9)
     ttft_q, tpot_q, itl_q, e2e_q = (percentiles(x) for x in (ttft, tpot, itl_s, e2e))

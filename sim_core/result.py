@@ -42,6 +42,11 @@ class Timeline:
     def t_end_s(self) -> FloatArray:
         return self.columns["t_start_s"] + self.columns["duration_s"]
 
+    def utilisation(self, peak_flops_per_s: float, hbm_bytes_per_s: float) -> tuple[FloatArray, FloatArray]:
+        """(MFU, MBU) per tick: achieved FLOP/s and bytes/s over the GPU's peaks; 0 for idle rows."""
+        busy_s = np.where(self.columns["phase"] != 0, self.columns["duration_s"], np.inf)
+        return self.columns["flops"] / busy_s / peak_flops_per_s, self.columns["bytes"] / busy_s / hbm_bytes_per_s
+
 
 @dataclass(frozen=True)
 class RequestTable:
@@ -184,4 +189,6 @@ class SimResult:
         ticks.insert(0, "tick", np.arange(len(ticks)))
         ticks["phase"] = [Phase(p).name.lower() for p in self.timeline.phase]
         ticks["is_compute_bound"] = self.timeline.is_compute_bound.astype(bool)
+        hw = self.config.hardware
+        ticks["mfu"], ticks["mbu"] = self.timeline.utilisation(hw.peak_tflops * 1e12, hw.hbm_bandwidth_gb_per_s * 1e9)
         return {"requests": requests, "ticks": ticks}

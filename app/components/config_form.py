@@ -214,13 +214,16 @@ def draw_section(name: str, cfg: SimConfig) -> None:
             _draw(spec)
 
 
-def collect(base: SimConfig) -> tuple[SimConfig | None, str | None]:
-    """The config the widgets describe (hidden knobs keep their values), or the validation message."""
+def collect(base: SimConfig, extra: dict[str, Any] | None = None) -> tuple[SimConfig | None, str | None]:
+    """The config the widgets describe (hidden knobs keep their values), or the validation message.
+    `extra` holds values of editors that are not simple widgets (e.g. the request classes table)."""
     data = base.model_dump(mode="python")
     for spec in ALL_SPECS:
         key = widget_key(spec.path)
         if key in st.session_state:
             set_path(data, spec.path, st.session_state[key])
+    for path, value in (extra or {}).items():
+        set_path(data, path, value)
     try:
         return config_from_dict(data, "settings"), None
     except PresetError as err:

@@ -13,6 +13,7 @@ from sim_core.presets import MAX_CONFIG_FILE_BYTES
 from sim_core.workload import MAX_TRACE_CSV_BYTES, parse_trace_csv
 
 PRESET_WIDGET = "w.preset"
+VERSION_KEY = "ui.cfg_version"
 PART_FAMILIES = {"Hardware": "hardware", "Model": "models", "Workload": "workloads", "Scheduler": "engines"}
 
 
@@ -20,6 +21,8 @@ def _set_config(cfg: SimConfig, preset: str | None) -> None:
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
     form.seed_widgets(cfg)
+    # editors keyed by this version start again from the new config
+    st.session_state[VERSION_KEY] = st.session_state.get(VERSION_KEY, 0) + 1
 
 
 def _on_preset() -> None:
@@ -113,8 +116,27 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             if section == "Workload":
                 _trace_controls(cfg)
             form.draw_section(section, cfg)
+            if section == "Workload":
+                classes = _classes_editor(cfg)
     sb.toggle("Presenter mode (large type, one chart)", key=PRESENTER_KEY)
-    return form.collect(cfg)
+    return form.collect(cfg, {"workload.classes": classes})
+
+
+def _classes_editor(cfg: SimConfig) -> list[dict]:
+    """Request classes (article §5.2): name, share of requests, priority (0 = served first)."""
+    rows = [c.model_dump() for c in cfg.workload.classes]
+    edited = st.data_editor(
+        rows, num_rows="dynamic", key=f"w.classes.{st.session_state.get(VERSION_KEY, 0)}", hide_index=True,
+        column_config={
+            "name": st.column_config.TextColumn("class", required=True, max_chars=40),
+            "share": st.column_config.NumberColumn("share", min_value=0.0, max_value=1.0, step=0.05, required=True,
+                                                   help="Fraction of requests; shares must sum to 1."),
+            "priority": st.column_config.NumberColumn("priority", min_value=0, max_value=9, step=1, required=True,
+                                                      help="0 is served first when the queue order is 'priority'."),
+        },
+    )  # fmt: skip
+    st.caption("Request classes: used by the priority queue order (article §5.2).")
+    return [dict(r) for r in edited]
 
 
 def _trace_controls(cfg: SimConfig) -> None:
