@@ -124,7 +124,7 @@ def test_shared_link_reproduces_the_same_numbers_in_a_fresh_browser(server, brow
     second.goto(link)
     second.wait_for_selector("[data-testid='stMetric']", timeout=90_000)
     assert _metric_values(second) == values
-    assert "vLLM V0" in second.locator("[data-testid='stCaptionContainer']").first.inner_text()
+    assert "scheduler vLLM V0" in second.locator("[data-testid='stMain']").inner_text()
     second.screenshot(path=str(ARTIFACTS / "shared-link.png"))
     context.close()
 
