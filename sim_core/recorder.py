@@ -70,9 +70,15 @@ class Recorder:
             for j, name in enumerate(TICK_COLUMNS)
         }
         cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)  # noqa: E731
-        sizes = [r.size for r in self._ev_req]
-        ev_time = cat([np.broadcast_to(np.asarray(t, dtype=np.float64), (n,)) for t, n in zip(self._ev_time, sizes)], np.float64)
-        ev_kind = np.repeat(np.array(self._ev_kind, dtype=np.int8), sizes) if sizes else np.empty(0, np.int8)
+        sizes = np.array([r.size for r in self._ev_req], dtype=np.int64)
+        # One time per entry, repeated per request; entries with a time per request overwrite their slice.
+        is_arr = [np.ndim(t) > 0 for t in self._ev_time]
+        scalar = np.array([0.0 if a else t for t, a in zip(self._ev_time, is_arr)], dtype=np.float64)
+        ev_time = np.repeat(scalar, sizes)
+        ends = np.cumsum(sizes)
+        for i in np.flatnonzero(is_arr):
+            ev_time[ends[i] - sizes[i] : ends[i]] = self._ev_time[i]
+        ev_kind = np.repeat(np.array(self._ev_kind, dtype=np.int8), sizes)
         order = np.argsort(ev_time, kind="stable")
         events = Events(cat(self._ev_req, np.int64)[order], ev_time[order], ev_kind[order])
         b = self._batches
