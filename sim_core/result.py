@@ -162,9 +162,14 @@ class SimResult:
     requests: RequestTable
     timeline: Timeline
     events: Events
-    itl_s: FloatArray  # every inter-token gap of every request
+    itl_s: FloatArray  # every inter-token gap, or (over 2M gaps) an evenly spaced sample of the sorted gaps
     batches: BatchLog
     summary: Summary
+
+    @property
+    def num_itl_gaps(self) -> int:
+        """All inter-token gaps of the run (itl_s may hold a sample of them)."""
+        return int(np.maximum(self.requests.num_emitted - 1, 0).sum())
 
     @property
     def stopped_reason(self) -> str | None:

@@ -84,7 +84,10 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=1)  # fmt: skip
         fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=2)  # fmt: skip
-    title = f"{metric.label} · {v.size:,} {'gaps' if metric.key == 'itl' else 'requests'}"
+    count = res.num_itl_gaps if metric.key == "itl" else v.size
+    title = f"{metric.label} · {count:,} {'gaps' if metric.key == 'itl' else 'requests'}"
+    if metric.key == "itl" and v.size < count:
+        title += f" (drawn from an even sample of {v.size:,})"
     if slo_ms is not None:
         met = float((v <= slo_ms).mean())
         if slo_ms <= upper:
