@@ -38,6 +38,12 @@ def _lesson(lesson: Lesson) -> None:
         _open_in_simulate(lesson, 0)
     if c2.button(f"Open with {lesson.knob_label} = {b}", key=f"learn.open1.{lesson.id}"):
         _open_in_simulate(lesson, 1)
+    from urllib.parse import urlencode
+
+    with st.expander("Links that set up each side (for instructors)"):
+        for step in (0, 1):
+            st.caption(f"{lesson.knob_label} = {lesson.values[step]} — append to the app's address:")
+            st.code("?" + urlencode(config_to_query(lesson.config(step), None)), language=None, wrap_lines=True)
     with st.expander("Run both and compare here"):
         label, scale, unit = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric, 1, ""))
         cols = st.columns(2)
