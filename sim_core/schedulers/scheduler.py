@@ -45,6 +45,20 @@ class Scheduler:
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
+        plan = self._plan(st)
+        if plan.is_empty and st.running.size:
+            # Every running request is mid-prefill and no block is free for the next chunk: evict the
+            # lowest-priority, latest arrival (recompute) so the others can finish (vLLM V1 does the same).
+            victim = st.running[np.argmax(st.order_key[st.running])][None]
+            stuck = StepPlan()
+            self._preempt(st, victim, stuck)
+            plan = self._plan(st)
+            plan.preempted_idx = np.concatenate([stuck.preempted_idx, plan.preempted_idx])
+            plan.swapped_out_idx = np.concatenate([stuck.swapped_out_idx, plan.swapped_out_idx])
+            plan.swap_blocks += stuck.swap_blocks
+        return plan
+
+    def _plan(self, st: SimState) -> StepPlan:
         running = st.running
         is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
         num_dec = int(is_dec.sum())

@@ -216,3 +216,37 @@ def test_static_batch_admits_only_when_the_batch_is_empty():
 def test_engine_presets_name_their_source(engine):
     data = read_preset_data("engines", engine)
     assert len(data["description"]) > 40 and data["scheduler"]["name"]
+
+
+def test_static_batch_with_tight_kv_finishes_by_preempting():
+    # greedy admission lets a static batch hold more KV than it can finish with; decodes pre-empt
+    cfg = make_config("engine-fastertransformer", kv_cache__layout="paged", scheduler__admission="greedy",
+                      scheduler__enable_chunked_prefill=True, scheduler__max_num_batched_tokens=512,
+                      scheduler__max_num_seqs=32, kv_cache__gpu_memory_utilization=0.222,
+                      workload__arrival__process="offline", workload__num_requests=32,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 3000, "min": 1, "max": 3000},
+                      workload__output_tokens={"dist": "fixed", "mean": 20, "min": 1, "max": 20})  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.summary.stopped_reason is None and res.summary.num_finished == 32
+    assert res.summary.num_preemptions > 0
+
+
+def test_running_prefills_stuck_without_blocks_are_unblocked_by_a_preemption():
+    from sim_core.engine import Engine
+    from sim_core.types import Status
+
+    cfg = trace_config([3000, 3000], [5, 5], base="engine-sarathi-serve")
+    eng = Engine(cfg)
+    st, kv = eng.st, eng.kv
+    st.admit_arrivals()
+    st.waiting_keys = st.waiting_keys[:0]
+    st.running = np.array([0, 1])
+    st.status[:2] = Status.RUNNING
+    st.computed[:2] = 1600
+    st.prefill_start_s[:2] = 0.0
+    kv.held[:2] = 1600 // kv.block_size  # exactly their context...
+    kv.num_blocks, kv.num_free = int(kv.held.sum()), 0  # ...and not one block more in the cache
+    plan = eng.sched.schedule(st)
+    assert plan.preempted_idx.tolist() == [1]  # the later arrival is evicted...
+    assert plan.req_idx.tolist() == [0] and plan.num_new_tokens[0] > 0  # ...and the other progresses
+    kv.check_invariants()
