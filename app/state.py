@@ -12,11 +12,14 @@ import binascii
 import json
 import zlib
 
+from typing import Any
+
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.presets import DEFAULT_SCENARIO
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
-PRESET_KEY = "sim.preset"  # name of the preset the config started from
+PRESET_KEY = "sim.preset"  # name of the preset the config equals, or None once modified
+BASE_KEY = "sim.base"  # the preset the config was last loaded from (readable links diff against it)
 WARNING_KEY = "sim.link_warning"
 PRESENTER_KEY = "ui.presenter"  # larger fonts, one chart at a time
 MAX_LINK_CHARS = 16_000  # longer links break in some browsers and chat tools
@@ -51,14 +54,60 @@ def decode_config(text: str, source: str = "link") -> SimConfig:
     return config_from_dict(obj, source)
 
 
-def config_to_query(cfg: SimConfig, preset: str | None) -> dict[str, str]:
+MAX_READABLE_OVERRIDES = 4  # a preset plus this many `section.field=value` params stays readable
+CONFIG_SECTIONS = ("hardware", "model", "workload", "kv_cache", "scheduler", "calibration", "slo", "limits", "seed")
+
+
+def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out |= _leaves(v, f"{prefix}{k}.")
+        return out
+    return {prefix[:-1]: data}
+
+
+def _param_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _readable_overrides(cfg: SimConfig, base: str) -> dict[str, str] | None:
+    """`{dotted.path: value}` turning preset `base` into `cfg`, or None when that would not be short
+    and exact (too many changes, lists, or a value that would not parse back to itself)."""
+    want, have = _leaves(cfg.model_dump(mode="json")), _leaves(load_preset(base).model_dump(mode="json"))
+    if want.keys() != have.keys():
+        return None
+    diff = {k: v for k, v in want.items() if have[k] != v}
+    if len(diff) > MAX_READABLE_OVERRIDES or any(k.split(".")[0] not in CONFIG_SECTIONS for k in diff):
+        return None
+    out = {}
+    for k, v in diff.items():
+        text = v if isinstance(v, str) else json.dumps(v)
+        if isinstance(v, list | dict) or _param_value(text) != v:
+            return None
+        out[k] = text
+    return out
+
+
+def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> dict[str, str]:
+    """Short link for a preset, readable `?preset=…&scheduler.max_num_seqs=64` for a few changes to
+    `base`, else the exact encoding of the whole config."""
     if preset and preset in list_presets() and load_preset(preset) == cfg:
         return {"preset": preset}
+    if base and base in list_presets():
+        over = _readable_overrides(cfg, base)
+        if over is not None:
+            return {"preset": base, **over}
     return {"cfg": encode_config(cfg)}
 
 
 def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:
-    """(config, preset name or None, warning or None). A bad link falls back to the default scenario."""
+    """(config, preset name or None, warning or None). A bad link falls back to the default scenario.
+
+    The preset name is returned only when the link is an unmodified preset."""
     try:
         if "cfg" in params:
             cfg = decode_config(params["cfg"])
@@ -68,7 +117,21 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
             name = params["preset"]
             if name not in list_presets():
                 raise PresetError(f"The link names an unknown preset {name!r}.")
-            return load_preset(name), name, None
+            overrides = {k: v for k, v in params.items() if k.split(".")[0] in CONFIG_SECTIONS}
+            if not overrides:
+                return load_preset(name), name, None
+            data = load_preset(name).model_dump(mode="json")
+            for path, text in overrides.items():
+                node = data
+                *parts, last = path.split(".")
+                for part in parts:
+                    if not isinstance(node.get(part), dict):
+                        raise PresetError(f"The link sets {path!r}, which is not a field of the config.")
+                    node = node[part]
+                if last not in node:
+                    raise PresetError(f"The link sets {path!r}, which is not a field of the config.")
+                node[last] = _param_value(text)
+            return config_from_dict(data, "link"), None, None
     except PresetError as err:
         return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{err} Showing the default scenario instead."
     return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, None
@@ -93,7 +156,9 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
 
     if CFG_KEY in st.session_state:
         return
-    cfg, preset, warning = config_from_query(read_query_params() if params is None else params)
+    params = read_query_params() if params is None else params
+    cfg, preset, warning = config_from_query(params)
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
+    st.session_state[BASE_KEY] = preset or (params.get("preset") if not warning else None)
     st.session_state[WARNING_KEY] = warning

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from app.components import config_form, runner
-from app.state import CFG_KEY, PRESET_KEY, config_to_query, read_query_params, write_query_params
+from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, read_query_params, write_query_params
 from sim_core.lessons import Lesson, load_lessons, metric_value
 
 METRIC_LABELS = {
@@ -22,8 +22,9 @@ def _open_in_simulate(lesson: Lesson, step: int) -> None:
     cfg = lesson.config(step)
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = None
+    st.session_state[BASE_KEY] = lesson.scenario
     config_form.seed_widgets(cfg)
-    st.switch_page("app_pages/simulate.py", query_params=config_to_query(cfg, None))
+    st.switch_page("app_pages/simulate.py", query_params=config_to_query(cfg, None, lesson.scenario))
 
 
 def _lesson(lesson: Lesson) -> None:
@@ -43,7 +44,7 @@ def _lesson(lesson: Lesson) -> None:
     with st.expander("Links that set up each side (for instructors)"):
         for step in (0, 1):
             st.caption(f"{lesson.knob_label} = {lesson.values[step]} — append to the app's address:")
-            st.code("?" + urlencode(config_to_query(lesson.config(step), None)), language=None, wrap_lines=True)
+            st.code("?" + urlencode(config_to_query(lesson.config(step), None, lesson.scenario)), language=None, wrap_lines=True)
     with st.expander("Run both and compare here"):
         label, scale, unit = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric, 1, ""))
         cols = st.columns(2)

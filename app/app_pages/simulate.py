@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.components import charts, runner, timeline
 from app.components.sidebar import draw_sidebar
-from app.state import CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
+from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.types import Phase
 
@@ -108,7 +108,7 @@ def main() -> None:
         preset = st.session_state.get(PRESET_KEY)
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
-    link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY))
+    link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY))
     if len(str(link_params)) <= MAX_LINK_CHARS:
         write_query_params(link_params)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components import config_form as form
-from app.state import CFG_KEY, PRESENTER_KEY, PRESET_KEY
+from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_json, list_presets, load_preset
 from sim_core.presets import describe_preset
 from sim_core.config import Trace
@@ -20,6 +20,8 @@ PART_FAMILIES = {"Hardware": "hardware", "Model": "models", "Workload": "workloa
 def _set_config(cfg: SimConfig, preset: str | None) -> None:
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
+    if preset:
+        st.session_state[BASE_KEY] = preset
     form.seed_widgets(cfg)
     # editors keyed by this version start again from the new config
     st.session_state[VERSION_KEY] = st.session_state.get(VERSION_KEY, 0) + 1

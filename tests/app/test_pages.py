@@ -60,7 +60,10 @@ def test_moving_the_chunk_slider_changes_the_result_and_the_link():
     at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(512).run()
     assert not at.exception
     assert (metric(at, "TPOT p50"), metric(at, "TTFT p50")) != before
-    assert "cfg" in at.query_params and "preset" not in at.query_params
+    # a readable link: the preset plus the two knobs that moved
+    assert at.query_params["preset"] == "chat-h100-llama8b-vllm-v0"
+    assert at.query_params["scheduler.max_num_batched_tokens"] == "512"
+    assert at.query_params["scheduler.prefill_mode"] == "decode_first"
     assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 512
 
 
@@ -71,6 +74,12 @@ def test_a_shared_link_reproduces_config_and_numbers():
     assert at.number_input(key="w.seed").value == 7
     again = app(cfg=encode_config(cfg)).run()
     assert [m.value for m in again.metric] == [m.value for m in at.metric]
+
+
+def test_a_readable_link_sets_the_knobs():
+    at = app(preset="engine-sarathi-serve", **{"scheduler.max_num_batched_tokens": "4096"}).run()
+    assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 4096
+    assert at.select_slider(key="w.scheduler.max_num_batched_tokens").value == 4096
 
 
 def test_a_broken_link_warns_and_falls_back_to_the_default():

@@ -57,3 +57,38 @@ def test_encoding_is_canonical():
     a = make_config(seed=5)
     b = make_config(seed=5)
     assert encode_config(a) == encode_config(b)
+
+
+def test_a_few_changes_to_a_preset_give_a_readable_link():
+    cfg = make_config("engine-sarathi-serve", scheduler__max_num_batched_tokens=4096, seed=3)
+    q = config_to_query(cfg, None, "engine-sarathi-serve")
+    assert q == {"preset": "engine-sarathi-serve", "scheduler.max_num_batched_tokens": "4096", "seed": "3"}
+    back, preset, warning = config_from_query(q)
+    assert back == cfg and preset is None and warning is None
+
+
+def test_readable_link_with_string_and_bool_values_round_trips():
+    cfg = make_config("chat-h100-llama8b", scheduler__prefill_mode="prefill_first", scheduler__mix_decodes=True)
+    q = config_to_query(cfg, None, "chat-h100-llama8b")
+    assert q["scheduler.prefill_mode"] == "prefill_first" and q["scheduler.mix_decodes"] == "true"
+    assert config_from_query(q)[0] == cfg
+
+
+def test_many_changes_fall_back_to_the_exact_encoding():
+    cfg = make_config("chat-h100-llama8b", seed=1, scheduler__max_num_seqs=7, hardware__num_gpus=2,
+                      kv_cache__block_size=32, workload__num_requests=99)  # fmt: skip
+    assert set(config_to_query(cfg, None, "chat-h100-llama8b")) == {"cfg"}
+
+
+@pytest.mark.parametrize("params,needle", [
+    ({"preset": "chat-h100-llama8b", "scheduler.nope": "1"}, "not a field"),
+    ({"preset": "chat-h100-llama8b", "scheduler.max_num_seqs": "0"}, "scheduler.max_num_seqs = 0"),
+])  # fmt: skip
+def test_bad_readable_overrides_warn_and_fall_back(params, needle):
+    cfg, _, warning = config_from_query(params)
+    assert needle in warning and cfg == load_preset(DEFAULT_SCENARIO)
+
+
+def test_other_page_params_are_not_config_overrides():
+    cfg, preset, warning = config_from_query({"preset": "engine-orca", "lesson": "roofline", "sweep": "rate"})
+    assert cfg == load_preset("engine-orca") and preset == "engine-orca" and warning is None
