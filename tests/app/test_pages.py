@@ -158,3 +158,34 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert not at.exception
     assert at.session_state[CFG_KEY] == lesson.config(1)
     assert any(m.label == "TTFT p50" for m in at.metric)  # the Simulate page is showing
+
+
+def _uploader(at: AppTest, key: str):
+    return next(u for u in at.file_uploader if u.key == key)
+
+
+def test_uploading_a_config_applies_it_and_a_bad_one_is_explained_inline():
+    at = app().run()
+    cfg = make_config("engine-orca", seed=11)
+    _uploader(at, "w.upload_config").set_value(("mine.json", cfg.model_dump_json().encode(), "application/json"))
+    at.run()
+    assert at.session_state[CFG_KEY] == cfg
+    _uploader(at, "w.upload_config").set_value(("bad.json", b'{"scheduler": {"max_num_seqs": 0}}', "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("scheduler.max_num_seqs = 0" in e.value for e in at.sidebar.error)
+    assert at.session_state[CFG_KEY] == cfg  # nothing the user had is lost
+
+
+def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
+    at = app().run()
+    csv = b"arrival_s,prompt_tokens,output_tokens\n0.0,100,10\n0.5,200,20\n1.0,300,30\n"
+    _uploader(at, "w.upload_trace").set_value(("t.csv", csv, "text/csv"))
+    at.run()
+    wl = at.session_state[CFG_KEY].workload
+    assert wl.trace is not None and wl.num_requests == 3 and wl.trace.prompt_tokens == [100, 200, 300]
+    assert metric(at, "Finished").startswith("3 / 3")
+    _uploader(at, "w.upload_trace").set_value(("bad.csv", b"arrival_s,prompt_tokens,output_tokens\n0,abc,5\n", "text/csv"))
+    at.run()
+    assert not at.exception
+    assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
