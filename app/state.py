@@ -133,7 +133,8 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
                 node[last] = _param_value(text)
             return config_from_dict(data, "link"), None, None
     except PresetError as err:
-        return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{err} Showing the default scenario instead."
+        text = str(err).rstrip(".")
+        return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{text}. Showing the default scenario instead."
     return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, None
 
 

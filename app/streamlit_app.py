@@ -17,7 +17,8 @@ st.set_page_config(page_title="LLM serving scheduler explorer", page_icon=":mate
 ensure_session()
 if st.session_state.get(PRESENTER_KEY):
     # Presenter mode: larger type for a projector.
-    st.html("<style>html, body, [class*='st-'] {font-size: 1.15rem;} h1 {font-size: 2.6rem !important;}</style>")
+    # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.
+    st.html("<style>html {font-size: 20px;}</style>")
 
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 pages = [

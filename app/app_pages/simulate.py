@@ -4,6 +4,7 @@ distributions, roofline, step-through, request table and exports in the main are
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from app.components import charts, runner, timeline
@@ -11,6 +12,13 @@ from app.components.sidebar import draw_sidebar
 from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.types import Phase
+
+
+def _show(fig, key: str, **kwargs) -> None:
+    """Draw a figure; in presenter mode a copy with projector-sized text (cached figures stay as built)."""
+    if st.session_state.get(PRESENTER_KEY):
+        fig = go.Figure(fig).update_layout(font=dict(size=17), height=(fig.layout.height or 450) + 120)
+    st.plotly_chart(fig, key=key, **kwargs)
 
 
 def _headline(res: SimResult) -> None:
@@ -38,7 +46,7 @@ def _timeline_tab(res: SimResult) -> None:
     first = c1.number_input("First request shown", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
                             help="The request rows show a window of requests (by arrival order).")  # fmt: skip
     rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
-    st.plotly_chart(_timeline_fig(res, int(first), int(rows)), key="chart.timeline", config={"displaylogo": False})
+    _show(_timeline_fig(res, int(first), int(rows)), "chart.timeline", config={"displaylogo": False})
     st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the batch "
                "composition, tokens, duration and whether the tick was compute- or memory-bound.")  # fmt: skip
 
@@ -58,7 +66,7 @@ def _latency_tab(res: SimResult) -> None:
     tabs = st.tabs([m.label.split(":")[0] for m in charts.METRICS])
     for tab, metric in zip(tabs, charts.METRICS):
         with tab:
-            st.plotly_chart(charts.distribution_figure(res, metric), key=f"chart.dist.{metric.key}")
+            _show(charts.distribution_figure(res, metric), f"chart.dist.{metric.key}")
 
 
 def _step_tab(res: SimResult) -> None:
@@ -77,7 +85,7 @@ def _step_tab(res: SimResult) -> None:
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
         f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]} waiting"
     )
-    st.plotly_chart(charts.step_figure(res, tick), key="chart.step")
+    _show(charts.step_figure(res, tick), "chart.step")
 
 
 def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> None:
@@ -139,7 +147,7 @@ def main() -> None:
     if st.session_state.get(PRESENTER_KEY):
         focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")
         {"Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
-         "Roofline": lambda r: st.plotly_chart(charts.roofline_figure(r, height=640), key="chart.roof")}[focus or "Timeline"](res)  # fmt: skip
+         "Roofline": lambda r: _show(charts.roofline_figure(r), "chart.roof")}[focus or "Timeline"](res)  # fmt: skip
         return
     tabs = st.tabs(names)
     with tabs[0]:
@@ -149,7 +157,7 @@ def main() -> None:
     with tabs[2]:
         st.caption("Each dot is a tick. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
                    "(memory-bound): the article's §1 in one picture.")  # fmt: skip
-        st.plotly_chart(charts.roofline_figure(res), key="chart.roof")
+        _show(charts.roofline_figure(res), "chart.roof")
     with tabs[3]:
         _step_tab(res)
     with tabs[4]:
