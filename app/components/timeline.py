@@ -206,7 +206,9 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
         barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
         legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"),
     )
-    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    # Rows in request order (plotly would order categories by first appearance across traces).
+    rows_shown = [f"req {i}" for i in range(first_request, first_request + n_rows)]
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows_shown, row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_yaxes(title_text="requests", rangemode="tozero", row=4, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=4, col=1)

@@ -97,3 +97,8 @@ def test_step_figure_shows_the_batch(small):
 def test_cdf_overlay_has_one_curve_per_run(small):
     fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
     assert [t.name for t in fig.data if t.type == "scatter"][:2] == ["A", "B"]
+
+
+def test_request_rows_are_in_request_order(small):
+    fig = timeline.timeline_figure(small, 5, 10)
+    assert list(fig.layout.yaxis2.categoryarray) == [f"req {i}" for i in range(5, 15)]
