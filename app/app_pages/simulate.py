@@ -62,6 +62,18 @@ def _timeline_fig(res: SimResult, first: int, rows: int):
     return _timeline_fig_cached(canonical_json(res.config), first, rows)
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _frames_cached(cfg_json: str):
+    return runner.run(SimConfig.model_validate_json(cfg_json)).result.to_frames()
+
+
+def _frames(res: SimResult):
+    """Per-request and per-tick tables, built once per config (shared read-only)."""
+    from app.state import canonical_json
+
+    return _frames_cached(canonical_json(res.config))
+
+
 def _latency_tab(res: SimResult) -> None:
     tabs = st.tabs([m.label.split(":")[0] for m in charts.METRICS])
     for tab, metric in zip(tabs, charts.METRICS):
@@ -100,11 +112,13 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
         st.code("?" + query, language=None, wrap_lines=True)
         st.caption("Append this to the app's address, or copy the address bar: it is kept in sync. "
                    "The copy icon on the box copies it.")  # fmt: skip
-    frames = res.to_frames()
     c1, c2, c3 = st.columns(3)
+    # CSVs are built only when clicked (a callable), not on every rerun
     c1.download_button("Config (JSON)", cfg.model_dump_json(indent=2), "config.json", "application/json", key="dl.cfg")
-    c2.download_button("Requests (CSV)", frames["requests"].to_csv(index=False), "requests.csv", "text/csv", key="dl.req")
-    c3.download_button("Ticks (CSV)", frames["ticks"].to_csv(index=False), "ticks.csv", "text/csv", key="dl.ticks")
+    c2.download_button("Requests (CSV)", lambda: _frames(res)["requests"].to_csv(index=False), "requests.csv", "text/csv",
+                       key="dl.req", on_click="ignore")  # fmt: skip
+    c3.download_button("Ticks (CSV)", lambda: _frames(res)["ticks"].to_csv(index=False), "ticks.csv", "text/csv",
+                       key="dl.ticks", on_click="ignore")  # fmt: skip
 
 
 def main() -> None:
@@ -161,7 +175,7 @@ def main() -> None:
     with tabs[3]:
         _step_tab(res)
     with tabs[4]:
-        st.dataframe(res.to_frames()["requests"], hide_index=True, key="table.requests", height=420)
+        st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420)
     with tabs[5]:
         _export_tab(res, cfg, link_params)
 

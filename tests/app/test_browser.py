@@ -109,6 +109,11 @@ def test_default_page_draws_the_gantt_and_a_latency_chart(server, browser):
     hist = page.locator(".js-plotly-plot", has_text="Histogram").first
     assert hist.locator("g.barlayer path").count() > 5
     page.screenshot(path=str(ARTIFACTS / "default-latency.png"))
+    page.get_by_role("tab", name="Share & export").click()
+    with page.expect_download(timeout=60_000) as dl:
+        page.get_by_role("button", name="Ticks (CSV)").click()
+    header = Path(dl.value.path()).read_text().splitlines()[0]
+    assert header.startswith("tick,t_start_s,duration_s,phase")
     page.close()
 
 
