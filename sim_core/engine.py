@@ -61,16 +61,15 @@ class Engine:
                 self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
                 break
             st.admit_arrivals()
-            if coalesce and self._advance_pure_decode():
-                continue
-            plan = self.sched.schedule(st)
-            if plan.is_empty:
-                if not self._idle():
-                    break
-            elif coalesce and self._is_repeatable(plan):
-                self._advance_run(plan)
-            else:
-                self._advance_tick(plan)
+            if not (coalesce and self._advance_pure_decode()):
+                plan = self.sched.schedule(st)
+                if plan.is_empty:
+                    if not self._idle():
+                        break
+                elif coalesce and self._is_repeatable(plan):
+                    self._advance_run(plan)
+                else:
+                    self._advance_tick(plan)
             if self.check_invariants:
                 self._check()
         if self.stopped_reason and not st.is_done:
