@@ -350,7 +350,7 @@ class SimConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- error messages
-def _field_at(loc: tuple[Any, ...]) -> Any:
+def field_info(loc: tuple[Any, ...]) -> Any:
     """The FieldInfo a validation-error location points to, or None."""
     model: Any = SimConfig
     info = None
@@ -370,7 +370,7 @@ def _field_at(loc: tuple[Any, ...]) -> Any:
 
 def allowed_range(loc: tuple[Any, ...]) -> str:
     """Human-readable allowed values for the field at `loc` ('' when none are declared)."""
-    info = _field_at(loc)
+    info = field_info(loc)
     if info is None:
         return ""
     lo = hi = None

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from sim_core import PresetError, SimConfig, config_from_dict
-from sim_core.config import _field_at
+from sim_core.config import field_info
 from sim_core.presets import list_presets, read_preset_data
 
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -33,7 +33,7 @@ class Spec:
 
 
 def _lit(path: str) -> tuple:
-    return tuple(_field_at(tuple(path.split("."))).annotation.__args__)
+    return tuple(field_info(tuple(path.split("."))).annotation.__args__)
 
 
 SECTIONS: dict[str, list[Spec]] = {
@@ -170,7 +170,7 @@ def seed_widgets(cfg: SimConfig) -> None:
 
 
 def _help(path: str) -> str:
-    info = _field_at(tuple(path.split(".")))
+    info = field_info(tuple(path.split(".")))
     return info.description if info is not None else ""
 
 
