@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim_core import fastpath
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
@@ -53,6 +54,7 @@ class Engine:
     def run(self) -> SimResult:
         st, lim = self.st, self.cfg.limits
         coalesce = lim.coalesce_ticks and self.sched.is_stateless
+        fast = coalesce and fastpath.eligible(self)
         while not st.is_done:
             if self.rec.num_ticks >= lim.max_ticks:
                 self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
@@ -61,7 +63,7 @@ class Engine:
                 self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
                 break
             st.admit_arrivals()
-            if not (coalesce and self._advance_pure_decode()):
+            if not (fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
                 plan = self.sched.schedule(st)
                 if plan.is_empty:
                     if not self._idle():

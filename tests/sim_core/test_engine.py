@@ -168,3 +168,39 @@ def test_coalescing_equal_for_moe_static_and_offline(base):
     cfg = make_config(base, workload__num_requests=120)
     off = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})})
     _same(run_simulation(cfg), run_simulation(off))
+
+
+FAST_CASES = {
+    "default chat": dict(base="chat-h100-llama8b"),
+    "long prompts, chunked": dict(base="long-document-a100-llama8b", workload__num_requests=80),
+    "offline backlog": dict(base="offline-batch-h200-llama8b", workload__num_requests=400, scheduler__max_num_seqs=64),
+    "kv pressure, greedy": dict(base="engine-sarathi-serve", scheduler__admission="greedy", workload__num_requests=120,
+                                workload__arrival__rate_per_s=8.0, kv_cache__gpu_memory_utilization=0.235),
+    "tiny budget, many chunks": dict(base="chat-h100-llama8b", scheduler__max_num_batched_tokens=256,
+                                     scheduler__max_num_seqs=64, workload__num_requests=120),
+    "block size 1, output 1": dict(base="chat-h100-llama8b", kv_cache__block_size=1, workload__num_requests=100,
+                                   workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FAST_CASES)
+def test_decode_first_fast_path_equals_tick_by_tick(case, monkeypatch):
+    from sim_core import fastpath
+
+    over = dict(FAST_CASES[case])
+    cfg = make_config(over.pop("base"), **over)
+    fast_ticks = []
+    original = fastpath.advance
+
+    def counting(engine):
+        before = engine.rec.num_ticks
+        ran = original(engine)
+        fast_ticks.append(engine.rec.num_ticks - before)
+        return ran
+
+    monkeypatch.setattr(fastpath, "advance", counting)
+    on = run_simulation(cfg, check_invariants=True)
+    assert sum(fast_ticks) > 0  # the fast path really ran
+    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    _same(on, off)
+    assert_run_invariants(on)
