@@ -181,6 +181,7 @@ class CostModel:
         self._pcie_bytes_per_s = hw.pcie_gb_per_s * GB
         self._tick_overhead_s = cal.tick_overhead_ms * 1e-3
         self._per_seq_overhead_s = cal.per_seq_overhead_us * 1e-6
+        self._tick_scalar = self._make_scalar_tick()
 
     def expert_bytes(self, num_tokens):
         """MoE: weight bytes of the experts the batch touches. Uniform routing: a layer touches
@@ -231,24 +232,36 @@ class CostModel:
         is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
         return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
 
-    def _tick_scalar(self, num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+    def _make_scalar_tick(self):
         """`tick` for one tick in plain Python floats: the same IEEE operations in the same order as
-        the array path (so results are bit-identical), without NumPy's per-call overhead."""
-        T = float(num_tokens)
-        gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * float(num_samples)
-        gemm_bytes = self._dense_weight_bytes + self.expert_bytes(num_tokens) + self._gemm_act_bytes_per_token * T
-        attn_flops = self._attn_flops_per_pair * float(attn_pairs)
-        attn_bytes = self._kv_bytes_per_token * (float(kv_read_tokens) + T) + self._attn_act_bytes_per_token * T
-        gemm_compute_s = gemm_flops / self._gemm_flops_per_s
-        attn_compute_s = attn_flops / self._attn_flops_per_s
-        gemm_mem_s = gemm_bytes / self._bytes_per_s
-        attn_mem_s = attn_bytes / self._bytes_per_s
-        busy_s = max(gemm_compute_s, gemm_mem_s) + max(attn_compute_s, attn_mem_s)
-        comm_s = self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s if T > 0 else 0.0
-        overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * float(num_seqs)
-        duration_s = busy_s + comm_s + overhead_s + float(swap_bytes) / self._pcie_bytes_per_s
-        is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
-        return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
+        the array path (so results are bit-identical), without NumPy's per-call overhead. Constants
+        are bound as locals of a closure because this runs once per simulated tick."""
+        gft, lmh, act = self._gemm_flops_per_token, self._lm_head_flops_per_sample, self._gemm_act_bytes_per_token
+        dense_expert = self._dense_weight_bytes + self.expert_bytes(1) if self._E == 1 else None
+        expert_bytes, dense = self.expert_bytes, self._dense_weight_bytes
+        afp, kvb, aab = self._attn_flops_per_pair, self._kv_bytes_per_token, self._attn_act_bytes_per_token
+        gfs, afs, bps = self._gemm_flops_per_s, self._attn_flops_per_s, self._bytes_per_s
+        arb, link, arf = self._ar_bytes_per_token, self._link_bytes_per_s, self._ar_fixed_s
+        tov, pso, pcie = self._tick_overhead_s, self._per_seq_overhead_s, self._pcie_bytes_per_s
+
+        def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+            T = float(num_tokens)
+            gemm_flops = gft * T + lmh * float(num_samples)
+            # (dense + expert) + act·T: the array path adds in this order too
+            gemm_bytes = (dense_expert if dense_expert is not None else dense + expert_bytes(num_tokens)) + act * T
+            attn_flops = afp * float(attn_pairs)
+            attn_bytes = kvb * (float(kv_read_tokens) + T) + aab * T
+            gemm_compute_s = gemm_flops / gfs
+            attn_compute_s = attn_flops / afs
+            gemm_mem_s = gemm_bytes / bps
+            attn_mem_s = attn_bytes / bps
+            busy_s = max(gemm_compute_s, gemm_mem_s) + max(attn_compute_s, attn_mem_s)
+            comm_s = arb * T / link + arf if T > 0 else 0.0
+            duration_s = busy_s + comm_s + (tov + pso * float(num_seqs)) + float(swap_bytes) / pcie
+            is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
+            return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
+
+        return tick_scalar
 
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """One prefill chunk of one sequence, as a single tick (used by tests and the validator)."""

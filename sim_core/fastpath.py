@@ -17,6 +17,7 @@ run, or the end of the run.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -74,6 +75,7 @@ def advance(engine: Engine) -> bool:
         return False
 
     bs = kv.block_size
+    tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     budget = engine.cfg.scheduler.max_num_batched_tokens
     cap = engine.sched.batch_cap
     wm = engine.sched.watermark_blocks
@@ -131,10 +133,7 @@ def advance(engine: Engine) -> bool:
         # continuing prefills, in running order (Scheduler._prefill_chunks)
         chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         need_p = 0
-        for r in running:
-            c = prefilling.get(r)
-            if c is None:
-                continue
+        for r, c in prefilling.items():  # insertion order is running order (admitted at the end)
             chunk = min(int(target_arr[r]) - c, max(left, 0))
             if chunk > 0:
                 need_p += -(-(c + chunk) // bs) - -(-c // bs)
@@ -169,7 +168,7 @@ def advance(engine: Engine) -> bool:
             pairs += chunk * (chunk + 1) // 2
             completes += chunk >= int(target_arr[w])
         A = len(chunks) + len(admit)
-        dur, flops, nbytes, is_comp = cost.tick(P + B, B + completes, pairs + (S + B), kv_read + S, A + B, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + B, B + completes, pairs + (S + B), kv_read + S, A + B, 0.0)
         t0, t_end = now, now + dur
         decoders = [r for r in running if r not in prefilling] if (want_batches > j) else None
         if decoders is not None:
@@ -240,11 +239,12 @@ def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, schedule
     bs = kv.block_size
     t0 = np.array(t0_list)
     t_end = np.array(t_end_list)
-    for row in rows:
-        rec.tick(row)
-    for tick, req, new, is_dec, held in batch_log:
-        rec.batch(num_ticks0 + tick, np.array(req, dtype=np.int64), np.array(new, dtype=np.int64),
-                  np.array(is_dec, dtype=bool), np.array(held, dtype=np.int64))  # fmt: skip
+    rec.tick_rows(rows)
+    if batch_log:
+        ticks = [num_ticks0 + tick for tick, req, *_ in batch_log for _ in req]
+        flat = [list(chain.from_iterable(entry[k] for entry in batch_log)) for k in (1, 2, 3, 4)]
+        rec.batch(np.array(ticks, dtype=np.int64), np.array(flat[0], dtype=np.int64), np.array(flat[1], dtype=np.int64),
+                  np.array(flat[2], dtype=bool), np.array(flat[3], dtype=np.int64))  # fmt: skip
     gap_arr = np.array(gaps)
     rec.itl(np.repeat(gap_arr, gap_counts))
 

@@ -28,6 +28,10 @@ class Recorder:
         self._rows.append(row)
         self.num_ticks += 1
 
+    def tick_rows(self, rows: list[tuple]) -> None:
+        self._rows.extend(rows)
+        self.num_ticks += len(rows)
+
     def ticks(self, cols: dict[str, np.ndarray], n: int) -> None:
         """Append n rows given as full-length columns (scalars are broadcast)."""
         self._flush()
