@@ -27,7 +27,7 @@ from sim_core.types import Event, Phase, Status
 from sim_core.workload import generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
-MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly spaced sample
+MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
 RUN_CHUNK = 128  # ticks priced per coalesced step; a longer run continues in the next step
 
 
@@ -302,9 +302,12 @@ class Engine:
             first_token_s=st.first_token_s, finish_s=st.finish_s, num_preemptions=st.num_preemptions,
             num_recomputed_tokens=st.num_recomputed, max_itl_s=st.max_itl_s,
         )  # fmt: skip
-        summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason)
-        if itl.size > MAX_ITL_STORED:  # percentiles above used every gap; keep an even sample for drawing
-            itl = np.sort(itl)[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
+        kept = itl
+        if itl.size > MAX_ITL_STORED:  # percentiles use every gap; the result keeps an even stride for drawing
+            kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
+        summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
+                            itl_is_scratch=kept is not itl)  # fmt: skip
+        itl = kept
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
 
 

@@ -19,10 +19,16 @@ def percentile(values: FloatArray, q: float) -> float:
     return float(np.percentile(v, q)) if v.size else float("nan")
 
 
-def percentiles(values: FloatArray, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
-    """Several percentiles with one partition of the data (ITL arrays can hold millions of gaps)."""
-    v = values[~np.isnan(values)]
-    return [float(x) for x in np.percentile(v, qs)] if v.size else [float("nan")] * len(qs)
+def percentiles(values: FloatArray, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
+    """Several percentiles with one partition of the data (ITL arrays can hold millions of gaps).
+
+    scratch: the caller no longer needs `values`, so it may be reordered in place (no 8-byte-per-gap copy).
+    """
+    nan = np.isnan(values)
+    v = values[~nan] if nan.any() else values
+    if not v.size:
+        return [float("nan")] * len(qs)
+    return [float(x) for x in np.percentile(v, qs, overwrite_input=scratch and v is values)]
 
 
 def summarize(
@@ -33,7 +39,9 @@ def summarize(
     memory: MemoryPlan,
     num_swap_outs: int,
     stopped_reason: str | None,
+    itl_is_scratch: bool = False,
 ) -> Summary:
+    """Headline numbers. With `itl_is_scratch` the ITL array may be reordered (saves a copy)."""
     n_samples = cfg.workload.num_samples
     done = req.is_finished
     arrived = req.arrival_s[np.isfinite(req.arrival_s)]
@@ -55,7 +63,8 @@ def summarize(
     with np.errstate(invalid="ignore", divide="ignore"):
         norm_lat = e2e / req.output_tokens[done]
     swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / (cfg.hardware.pcie_gb_per_s * 1e9)
-    ttft_q, tpot_q, itl_q, e2e_q = (percentiles(x) for x in (ttft, tpot, itl_s, e2e))
+    ttft_q, tpot_q, e2e_q = (percentiles(x) for x in (ttft, tpot, e2e))
+    itl_q = percentiles(itl_s, scratch=itl_is_scratch)
     queue_q = percentiles(req.queue_delay_s[done], (50, 99))
     nan_mean = lambda a: float(np.nanmean(a)) if a.size and not np.all(np.isnan(a)) else float("nan")  # noqa: E731
     return Summary(

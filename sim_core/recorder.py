@@ -73,7 +73,7 @@ class Recorder:
             name: (data[:, j].astype(np.int64) if name in INT_TICK_COLUMNS else data[:, j].copy())
             for j, name in enumerate(TICK_COLUMNS)
         }
-        cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)  # noqa: E731
+        cat = lambda parts, dtype: np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)  # noqa: E731
         sizes = np.array([r.size for r in self._ev_req], dtype=np.int64)
         # One time per entry, repeated per request; entries with a time per request overwrite their slice.
         is_arr = [np.ndim(t) > 0 for t in self._ev_time]

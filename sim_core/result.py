@@ -162,7 +162,7 @@ class SimResult:
     requests: RequestTable
     timeline: Timeline
     events: Events
-    itl_s: FloatArray  # every inter-token gap, or (over 2M gaps) an evenly spaced sample of the sorted gaps
+    itl_s: FloatArray  # every inter-token gap, or (over 2M gaps) an evenly strided sample of them
     batches: BatchLog
     summary: Summary
 
