@@ -113,7 +113,8 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
         with sb.expander(section, expanded=section in ("Hardware", "Scheduler")):
             family = PART_FAMILIES.get(section)
             if family:
-                st.selectbox(f"Load a {family.rstrip('s')} preset", form.part_names(family), index=None,
+                noun = family.rstrip("s")
+                st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", form.part_names(family), index=None,
                              key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
             if section == "Workload":
                 _trace_controls(cfg)
