@@ -88,8 +88,8 @@ def main() -> None:
         return
     ra, rb = out_a.result, out_b.result
     st.dataframe(
-        metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}", "B / A": "{:.2f}×"}),
-        hide_index=True, key="cmp.table", height=36 * (len(METRIC_ROWS) + 1) + 4,
+        metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}", "B / A": "{:.2f}×"}, na_rep="–"),
+        hide_index=True, key="cmp.table", height=35 * (len(METRIC_ROWS) + 1) + 3,
     )
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     g1, g2 = st.columns(2)
