@@ -87,9 +87,10 @@ def capacity_from_sweep(points: Sequence[SweepPoint], cfg: SimConfig, attainment
 
 
 def capacity_search(
-    cfg: SimConfig, meets: Callable[[Summary], bool], lo: float, hi: float, iters: int = 10
+    cfg: SimConfig, meets: Callable[[Summary], bool], lo: float, hi: float, iters: int = 10, max_rate: float = 1000.0
 ) -> tuple[float, list[tuple[float, Summary]]]:
-    """Bisection on the arrival rate for the highest rate that `meets`. Returns (rate, probes)."""
+    """Bisection on the arrival rate for the highest rate that `meets`. Returns (rate, probes);
+    the rate is `max_rate` when even that meets the objective (a workload too small to saturate)."""
     probes = []
 
     def ok(rate: float) -> bool:
@@ -100,7 +101,9 @@ def capacity_search(
     if not ok(lo):
         return 0.0, probes
     while ok(hi):
-        lo, hi = hi, hi * 2
+        if hi >= max_rate:
+            return max_rate, probes
+        lo, hi = hi, min(hi * 2, max_rate)
     for _ in range(iters):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
