@@ -61,3 +61,16 @@ def test_model_presets_match_published_parameter_counts():
 def test_presets_directory_holds_only_json():
     files = [p for p in PRESETS_DIR.rglob("*") if p.is_file()]
     assert files and all(p.suffix == ".json" for p in files)
+
+
+@pytest.mark.parametrize("name", list_presets())
+def test_every_scenario_runs_with_invariants_checked(name):
+    from sim_core import run_simulation
+    from sim_core.sweep import with_value
+
+    cfg = load_preset(name)
+    cfg = with_value(cfg, "workload.num_requests", min(cfg.workload.num_requests, 120))
+    res = run_simulation(cfg, check_invariants=True)
+    s = res.summary
+    assert s.stopped_reason is None and s.num_finished == s.num_requests
+    assert s.output_tokens_per_s > 0 and s.ttft_p50_s > 0
