@@ -18,7 +18,8 @@ from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from sim_core.result import SimResult
 from sim_core.types import Event, Phase
 
-MAX_GANTT_BARS = 1500
+MAX_GANTT_BARS = 1500  # bars over all GPU rows
+MAX_GPU_ROWS = 8
 MAX_REQUEST_ROWS = 60
 MAX_LINE_POINTS = 2000
 MAX_TIMELINE_POINTS = 30_000  # bound on all data points in the figure (checked by tests)
@@ -70,15 +71,21 @@ def _binned_segments(res: SimResult, num_bins: int) -> dict[str, np.ndarray]:
     }
 
 
-def gantt_data(res: SimResult) -> dict[str, np.ndarray]:
+def gantt_data(res: SimResult, max_bars: int = MAX_GANTT_BARS) -> dict[str, np.ndarray]:
     seg = gantt_segments(res)
-    if seg["start"].size > MAX_GANTT_BARS:
-        seg = _binned_segments(res, MAX_GANTT_BARS)
+    if seg["start"].size > max_bars:
+        seg = _binned_segments(res, max_bars)
     return seg
 
 
-def _gantt_traces(res: SimResult, row_label: str) -> list[go.Bar]:
-    seg = gantt_data(res)
+def gpu_rows(res: SimResult) -> list[str]:
+    """One Gantt row per GPU of the tensor-parallel group (they run every tick in lockstep)."""
+    tp = res.config.hardware.num_gpus
+    return ["GPU"] if tp == 1 else [f"GPU {i}" for i in range(min(tp, MAX_GPU_ROWS))]
+
+
+def _gantt_traces(res: SimResult, rows: list[str]) -> list[go.Bar]:
+    seg = gantt_data(res, MAX_GANTT_BARS // len(rows))
     traces = []
     for ph in Phase:
         m = seg["phase"] == ph
@@ -94,8 +101,9 @@ def _gantt_traces(res: SimResult, row_label: str) -> list[go.Bar]:
         custom = np.column_stack([ticks, seg["prefill"][m], seg["decode"][m], dur_ms, mean_batch, bound])
         name = PHASE_NAMES[ph]
         traces.append(go.Bar(
-            x=seg["end"][m] - seg["start"][m], base=seg["start"][m], y=[row_label] * int(m.sum()), orientation="h",
-            marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name, customdata=custom,
+            x=np.tile(seg["end"][m] - seg["start"][m], len(rows)), base=np.tile(seg["start"][m], len(rows)),
+            y=np.repeat(rows, int(m.sum())), orientation="h",
+            marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name, customdata=np.tile(custom, (len(rows), 1)),
             hovertemplate=(f"<b>{name}</b> · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · decode "
                            "%{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms · mean batch %{customdata[4]:.1f} seqs"
                            "<br>%{customdata[5]}<br>t = %{base:.3f} s<extra></extra>"),
@@ -175,14 +183,14 @@ def reduce_series(t: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINT
 def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720) -> go.Figure:
     """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis."""
     n_rows = max(1, min(num_requests, MAX_REQUEST_ROWS, res.requests.arrival_s.size - first_request))
-    tp = res.config.hardware.num_gpus
-    gpu_label = f"GPU 0-{tp - 1} (TP{tp})" if tp > 1 else "GPU"
+    gpus = gpu_rows(res)
+    tp_note = f", tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
     fig = make_subplots(
-        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.04, row_heights=[0.1, 0.5, 0.2, 0.2],
-        subplot_titles=("GPU occupancy (one bar per tick or run of ticks)",
+        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.04, row_heights=[0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2],
+        subplot_titles=(f"GPU occupancy (one bar per tick or run of ticks{tp_note})",
                         f"Requests {first_request}-{first_request + n_rows - 1}", "KV cache in use", "Queues"),
     )  # fmt: skip
-    for tr in _gantt_traces(res, gpu_label):
+    for tr in _gantt_traces(res, gpus):
         fig.add_trace(tr, row=1, col=1)
     for tr in _request_traces(res, first_request, n_rows):
         fig.add_trace(tr, row=2, col=1)
@@ -206,6 +214,7 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
         barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
         legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"),
     )
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=gpus, row=1, col=1)  # GPU 0 on top
     # Rows in request order (plotly would order categories by first appearance across traces).
     rows_shown = [f"req {i}" for i in range(first_request, first_request + n_rows)]
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows_shown, row=2, col=1)
@@ -228,7 +237,7 @@ def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, 
     """Compact GPU Gantt and KV usage (Compare page); `x_range` puts two runs on one time axis."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.3, 0.7],
                         subplot_titles=("GPU occupancy", "KV cache in use (%)"))  # fmt: skip
-    for tr in _gantt_traces(res, "GPU"):
+    for tr in _gantt_traces(res, gpu_rows(res)):
         fig.add_trace(tr, row=1, col=1)
     tl = res.timeline
     if tl.num_ticks:

@@ -102,3 +102,12 @@ def test_cdf_overlay_has_one_curve_per_run(small):
 def test_request_rows_are_in_request_order(small):
     fig = timeline.timeline_figure(small, 5, 10)
     assert list(fig.layout.yaxis2.categoryarray) == [f"req {i}" for i in range(5, 15)]
+
+
+def test_tensor_parallel_runs_get_one_gantt_row_per_gpu():
+    res = run_simulation(make_config("chat-2xh100-mixtral", workload__num_requests=60))
+    fig = timeline.timeline_figure(res)
+    gpu_bars = [t for t in fig.data if t.type == "bar" and str(t.y[0]).startswith("GPU")]
+    rows = {y for t in gpu_bars for y in t.y}
+    assert rows == {"GPU 0", "GPU 1"}
+    assert sum(len(t.x) for t in gpu_bars) <= timeline.MAX_GANTT_BARS
