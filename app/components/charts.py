@@ -154,7 +154,7 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
         m = tl.phase[busy] == ph
         if m.any():
             name = PHASE_NAMES[ph]
-            fig.add_trace(go.Scattergl(
+            fig.add_trace(go.Scatter(
                 x=intensity[m], y=achieved[m], mode="markers", name=f"{name} ticks",
                 marker=dict(color=PHASE_COLORS[name], size=6, opacity=0.6),
                 customdata=np.column_stack([busy[m], tl.num_prefill_tokens[busy][m], tl.num_decode_tokens[busy][m], tl.duration_s[busy][m] * 1e3]),
