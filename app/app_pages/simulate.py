@@ -81,6 +81,12 @@ def _latency_tab(res: SimResult) -> None:
             _show(charts.distribution_figure(res, metric), f"chart.dist.{metric.key}")
 
 
+def _roofline_tab(res: SimResult) -> None:
+    st.caption("Each dot is a tick. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
+               "(memory-bound): the article's §1 in one picture.")  # fmt: skip
+    _show(charts.roofline_figure(res), "chart.roof")
+
+
 def _step_tab(res: SimResult) -> None:
     busy = np.unique(res.batches.tick)  # recorded ticks that ran a batch (idle ticks have none)
     if busy.size == 0:
@@ -161,23 +167,21 @@ def main() -> None:
     if st.session_state.get(PRESENTER_KEY):
         focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")
         {"Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
-         "Roofline": lambda r: _show(charts.roofline_figure(r), "chart.roof")}[focus or "Timeline"](res)  # fmt: skip
+         "Roofline": _roofline_tab}[focus or "Timeline"](res)  # fmt: skip
         return
-    tabs = st.tabs(names)
-    with tabs[0]:
-        _timeline_tab(res)
-    with tabs[1]:
-        _latency_tab(res)
-    with tabs[2]:
-        st.caption("Each dot is a tick. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
-                   "(memory-bound): the article's §1 in one picture.")  # fmt: skip
-        _show(charts.roofline_figure(res), "chart.roof")
-    with tabs[3]:
-        _step_tab(res)
-    with tabs[4]:
-        st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420)
-    with tabs[5]:
-        _export_tab(res, cfg, link_params)
-
+    # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
+    tabs = st.tabs(names, key="ui.tab", on_change="rerun")
+    bodies = [
+        lambda: _timeline_tab(res),
+        lambda: _latency_tab(res),
+        lambda: _roofline_tab(res),
+        lambda: _step_tab(res),
+        lambda: st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420),
+        lambda: _export_tab(res, cfg, link_params),
+    ]
+    for tab, body in zip(tabs, bodies):
+        if tab.open:
+            with tab:
+                body()
 
 main()
