@@ -92,6 +92,11 @@ def _readable_overrides(cfg: SimConfig, base: str) -> dict[str, str] | None:
     return out
 
 
+def preset_matching(cfg: SimConfig) -> str | None:
+    """The built-in scenario this config is identical to, if any."""
+    return next((p for p in list_presets() if load_preset(p) == cfg), None)
+
+
 def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> dict[str, str]:
     """Short link for a preset, readable `?preset=…&scheduler.max_num_seqs=64` for a few changes to
     `base`, else the exact encoding of the whole config."""
@@ -111,8 +116,7 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
     try:
         if "cfg" in params:
             cfg = decode_config(params["cfg"])
-            preset = next((p for p in list_presets() if load_preset(p) == cfg), None)
-            return cfg, preset, None
+            return cfg, preset_matching(cfg), None
         if "preset" in params:
             name = params["preset"]
             if name not in list_presets():

@@ -42,7 +42,6 @@ def eligible(engine: Engine) -> bool:
         and cfg.kv_cache.layout == "paged"
         and engine.n == 1
         and engine.workload.closed_loop_think_s is None
-        and cfg.limits.coalesce_ticks
     )
 
 

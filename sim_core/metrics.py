@@ -14,11 +14,6 @@ from sim_core.result import RequestTable, Summary, Timeline
 from sim_core.types import FloatArray, Phase
 
 
-def percentile(values: FloatArray, q: float) -> float:
-    v = values[~np.isnan(values)]
-    return float(np.percentile(v, q)) if v.size else float("nan")
-
-
 def percentiles(values: FloatArray, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
     """Several percentiles with one partition of the data (ITL arrays can hold millions of gaps).
 
@@ -87,7 +82,7 @@ def summarize(
         itl_p50_s=itl_q[0], itl_p90_s=itl_q[1], itl_p99_s=itl_q[2],
         e2e_p50_s=e2e_q[0], e2e_p90_s=e2e_q[1], e2e_p99_s=e2e_q[2],
         queue_delay_p50_s=queue_q[0], queue_delay_p99_s=queue_q[1],
-        normalized_latency_p50_s=percentile(norm_lat, 50),
+        normalized_latency_p50_s=percentiles(norm_lat, (50,))[0],
         gpu_busy_fraction=busy_s / makespan if tl.num_ticks else 0.0,
         prefill_time_fraction=prefill_s / busy_s if busy_s else 0.0,
         mean_batch_size=float(batch.mean()) if batch.size else 0.0,

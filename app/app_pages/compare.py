@@ -9,24 +9,24 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, runner, timeline
-from app.state import CFG_KEY, config_from_query, config_to_query, read_query_params, write_query_params
+from app.state import CFG_KEY, config_from_query, config_to_query, preset_matching, read_query_params, write_query_params
 from sim_core import SimConfig, list_presets, load_preset
 
 CURRENT = "(current settings from Simulate)"
-METRIC_ROWS = [  # (label, summary field, scale, unit, higher is better)
-    ("Output throughput", "output_tokens_per_s", 1, "tok/s", True),
-    ("Goodput", "goodput_requests_per_s", 1, "req/s", True),
-    ("SLO attainment", "slo_attainment", 100, "%", True),
-    ("TTFT p50", "ttft_p50_s", 1e3, "ms", False),
-    ("TTFT p99", "ttft_p99_s", 1e3, "ms", False),
-    ("TPOT p50", "tpot_p50_s", 1e3, "ms", False),
-    ("TPOT p99", "tpot_p99_s", 1e3, "ms", False),
-    ("ITL p99", "itl_p99_s", 1e3, "ms", False),
-    ("E2E p50", "e2e_p50_s", 1, "s", False),
-    ("GPU busy", "gpu_busy_fraction", 100, "%", None),
-    ("Mean batch", "mean_batch_size", 1, "seqs", None),
-    ("Pre-emptions", "num_preemptions", 1, "", False),
-    ("Finished", "num_finished", 1, "requests", True),
+METRIC_ROWS = [  # (label, summary field, scale, unit)
+    ("Output throughput", "output_tokens_per_s", 1, "tok/s"),
+    ("Goodput", "goodput_requests_per_s", 1, "req/s"),
+    ("SLO attainment", "slo_attainment", 100, "%"),
+    ("TTFT p50", "ttft_p50_s", 1e3, "ms"),
+    ("TTFT p99", "ttft_p99_s", 1e3, "ms"),
+    ("TPOT p50", "tpot_p50_s", 1e3, "ms"),
+    ("TPOT p99", "tpot_p99_s", 1e3, "ms"),
+    ("ITL p99", "itl_p99_s", 1e3, "ms"),
+    ("E2E p50", "e2e_p50_s", 1, "s"),
+    ("GPU busy", "gpu_busy_fraction", 100, "%"),
+    ("Mean batch", "mean_batch_size", 1, "seqs"),
+    ("Pre-emptions", "num_preemptions", 1, ""),
+    ("Finished", "num_finished", 1, "requests"),
 ]
 
 
@@ -47,7 +47,7 @@ def _pick(label: str, key: str, default: str) -> SimConfig:
 
 def metrics_table(a, b) -> pd.DataFrame:
     rows = []
-    for label, field, scale, unit, _ in METRIC_ROWS:
+    for label, field, scale, unit in METRIC_ROWS:
         va, vb = getattr(a.summary, field) * scale, getattr(b.summary, field) * scale
         ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) else np.nan
         rows.append({"metric": label, "unit": unit, "A": va, "B": vb, "B − A": vb - va, "B / A": ratio})
@@ -75,8 +75,8 @@ def main() -> None:
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
     if same:
         b = b.model_copy(update={"workload": a.workload, "seed": a.seed, "slo": a.slo})
-    q = {f"a_{k}": v for k, v in config_to_query(a, _preset_of(a)).items()}
-    q |= {f"b_{k}": v for k, v in config_to_query(b, _preset_of(b)).items()}
+    q = {f"a_{k}": v for k, v in config_to_query(a, preset_matching(a)).items()}
+    q |= {f"b_{k}": v for k, v in config_to_query(b, preset_matching(b)).items()}
     write_query_params(q)
 
     with st.spinner("Simulating A and B…"):
@@ -110,10 +110,6 @@ def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfi
             st.rerun()
         return st.session_state[link_key]
     return _pick(f"Setup {label}", key, default)
-
-
-def _preset_of(cfg: SimConfig) -> str | None:
-    return next((p for p in list_presets() if load_preset(p) == cfg), None)
 
 
 main()

@@ -3,6 +3,8 @@ distributions, roofline, step-through, request table and exports in the main are
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -107,8 +109,6 @@ def _step_tab(res: SimResult) -> None:
 
 
 def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> None:
-    from urllib.parse import urlencode
-
     query = urlencode(link_params)
     st.markdown("**Share this run.** The link holds the whole configuration; opening it reproduces these numbers.")
     if len(query) > MAX_LINK_CHARS:
@@ -137,7 +137,7 @@ def main() -> None:
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
     link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY))
-    if len(str(link_params)) <= MAX_LINK_CHARS:
+    if len(urlencode(link_params)) <= MAX_LINK_CHARS:
         write_query_params(link_params)
 
     st.title("LLM serving scheduler explorer")

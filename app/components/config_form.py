@@ -14,7 +14,7 @@ import streamlit as st
 
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_info
-from sim_core.presets import list_presets, read_preset_data
+from sim_core.presets import read_preset_data
 
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 
@@ -243,7 +243,3 @@ def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
         keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" else {}
         data[key] = preset | keep
     return config_from_dict(data, f"{family[:-1]} preset {name!r}")
-
-
-def part_names(family: str) -> tuple[str, ...]:
-    return list_presets(family)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.components import config_form as form
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
-from sim_core import PresetError, SimConfig, config_from_json, list_presets, load_preset
+from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
 from sim_core.presets import describe_preset
 from sim_core.config import Trace
 from sim_core.presets import MAX_CONFIG_FILE_BYTES
@@ -44,14 +44,18 @@ def _on_part(family: str) -> None:
         st.session_state[key] = None
 
 
+def _upload_bytes(up, limit: int) -> bytes:
+    if up.size > limit:
+        raise PresetError(f"{up.name} is {up.size:,} bytes; the limit is {limit:,}")
+    return up.getvalue()
+
+
 def _on_config_upload() -> None:
     up = st.session_state.get("w.upload_config")
     if up is None:
         return
     try:
-        if up.size > MAX_CONFIG_FILE_BYTES:
-            raise PresetError(f"{up.name} is {up.size:,} bytes; the limit is {MAX_CONFIG_FILE_BYTES:,}")
-        _set_config(config_from_json(up.getvalue(), f"uploaded file {up.name!r}"), None)
+        _set_config(config_from_json(_upload_bytes(up, MAX_CONFIG_FILE_BYTES), f"uploaded file {up.name!r}"), None)
         st.session_state["ui.upload_error"] = None
     except PresetError as err:
         st.session_state["ui.upload_error"] = str(err)
@@ -62,20 +66,16 @@ def _on_trace_upload() -> None:
     if up is None:
         return
     try:
-        if up.size > MAX_TRACE_CSV_BYTES:
-            raise ValueError(f"{up.name} is {up.size:,} bytes; the limit is {MAX_TRACE_CSV_BYTES:,}")
-        cols = parse_trace_csv(up.getvalue().decode("utf-8", errors="replace"))
+        cols = parse_trace_csv(_upload_bytes(up, MAX_TRACE_CSV_BYTES).decode("utf-8", errors="replace"))
         trace = Trace.model_validate(cols)
         cfg: SimConfig = st.session_state[CFG_KEY]
         data = cfg.model_dump(mode="python")
         data["workload"]["trace"] = trace.model_dump()
         data["workload"]["num_requests"] = len(trace.arrival_s)
         data["workload"]["name"] = f"trace {up.name}"
-        from sim_core import config_from_dict
-
         _set_config(config_from_dict(data, f"trace {up.name!r}"), None)
         st.session_state["ui.trace_error"] = None
-    except (ValueError, PresetError) as err:
+    except ValueError as err:  # PresetError is a ValueError
         st.session_state["ui.trace_error"] = f"{up.name}: {err}"
 
 
@@ -84,8 +84,6 @@ def _clear_trace() -> None:
     data = cfg.model_dump(mode="python")
     data["workload"]["trace"] = None
     data["workload"]["num_requests"] = min(data["workload"]["num_requests"], 1000)
-    from sim_core import config_from_dict
-
     _set_config(config_from_dict(data), None)
 
 
@@ -114,7 +112,7 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             family = PART_FAMILIES.get(section)
             if family:
                 noun = family.rstrip("s")
-                st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", form.part_names(family), index=None,
+                st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", list_presets(family), index=None,
                              key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
             if section == "Workload":
                 _trace_controls(cfg)

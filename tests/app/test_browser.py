@@ -29,7 +29,7 @@ pytestmark = pytest.mark.browser
 def _require_browser():
     missing = not Path(CHROMIUM).exists() or shutil.which("streamlit") is None
     try:
-        import playwright  # noqa: F401
+        import playwright  # noqa: F401  (availability check)
     except ImportError:
         missing = True
     if missing:

@@ -44,7 +44,7 @@ def random_config(seed: int):
 
 
 def assert_run_invariants(res):
-    cfg, req, tl = res.config, res.requests, res.timeline
+    req, tl = res.requests, res.timeline
     done = req.is_finished
     assert np.all(req.status[done] == Status.FINISHED)
     assert np.array_equal(req.num_emitted[done], req.output_tokens[done])  # exactly its output tokens
