@@ -50,7 +50,9 @@ def metrics_table(a, b) -> pd.DataFrame:
     for label, field, scale, unit in METRIC_ROWS:
         va, vb = getattr(a.summary, field) * scale, getattr(b.summary, field) * scale
         ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) else np.nan
-        rows.append({"metric": label, "unit": unit, "A": va, "B": vb, "B − A": vb - va, "B / A": ratio})
+        # a string column: the table shows "None" for a missing number (e.g. 0 / 0 pre-emptions)
+        rows.append({"metric": label, "unit": unit, "A": va, "B": vb, "B − A": vb - va,
+                     "B / A": "–" if np.isnan(ratio) else f"{ratio:.2f}×"})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -88,7 +90,7 @@ def main() -> None:
         return
     ra, rb = out_a.result, out_b.result
     st.dataframe(
-        metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}", "B / A": "{:.2f}×"}, na_rep="–"),
+        metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}"}),
         hide_index=True, key="cmp.table", height=35 * (len(METRIC_ROWS) + 1) + 3,
     )
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
