@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, format_validation_error
-from sim_core.config import CalibrationConfig, SchedulerConfig
+from sim_core.config import SCHEMA_VERSION, CalibrationConfig, SchedulerConfig
 
 
 def test_unknown_field_is_rejected_with_its_path():
@@ -33,7 +33,7 @@ def test_json_round_trip_is_exact(default_cfg):
 
 def test_schema_version_travels_and_is_checked(default_cfg):
     data = default_cfg.model_dump(mode="json")
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION
     data["schema_version"] = 99
     with pytest.raises(PresetError, match="schema_version"):
         config_from_dict(data)
