@@ -179,7 +179,6 @@ class Engine:
         st.first_scheduled_s[ids] = t_s
         st.status[ids] = Status.RUNNING
         st.running = np.concatenate([st.running, ids])
-        self.rec.event(ids, t_s, Event.SCHEDULED)
 
     # ------------------------------------------------------------------ one tick
     def _advance_tick(self, plan: StepPlan) -> None:
@@ -407,6 +406,10 @@ def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:
     Raises:
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
     """
+    if cfg.deployment is not None:  # several engines on one clock (sim_core/cluster)
+        from sim_core.cluster import run_deployment
+
+        return run_deployment(cfg, check_invariants)
     engine = Engine(cfg)
     engine.check_invariants = check_invariants
     return engine.run()
