@@ -11,6 +11,7 @@ that records the same rows (`_advance_run`); tests require identical results wit
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -125,9 +126,9 @@ class Engine:
     # ------------------------------------------------------------------ cluster hooks (sim_core/cluster)
     @property
     def has_work(self) -> bool:
-        """Requests queued, running or swapped out: stepping can make progress without new input."""
+        """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input."""
         st = self.st
-        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size)
+        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size) or st.next_arrival_s() < math.inf
 
     @property
     def num_outstanding(self) -> int:
@@ -135,16 +136,31 @@ class Engine:
         st = self.st
         return int(st.running.size + st.waiting_keys.size + st.swapped_keys.size)
 
-    def take_arrivals_externally(self) -> None:
-        """From now on requests arrive only through `inject`/`inject_prefilled` (the router decides)."""
-        self.st.next_arrival = self.st.num_requests
+    def start_empty(self) -> None:
+        """Start with no requests of its own (capacity for the workload's count); the cluster adds each
+        request routed here with `add_request`: slot k is the k-th added, so slots follow arrival order."""
+        wl = self.workload
+        R = wl.num_requests
+        self.workload = dataclasses.replace(
+            wl, arrival_s=np.full(R, np.inf), prompt_tokens=np.ones(R, dtype=np.int64),
+            output_tokens=np.ones(R, dtype=np.int64), priority=np.zeros(R, dtype=np.int64),
+            class_idx=np.full(R, -1, dtype=np.int64),
+        )  # fmt: skip
+        self.st = SimState(self.workload, self.cfg.scheduler.queue_order)
+        self.num_added = 0
 
-    def inject(self, ids: np.ndarray, t_s: float) -> None:
-        """Requests `ids` arrive at `t_s` (their arrival time stays in st.arrival_s). An engine with no work
-        catches its clock up with an idle row, exactly as its own idle jump to an arrival would."""
-        if not self.has_work and self.st.now_s < t_s:
-            self._record_idle(t_s)
-        self.st.push_waiting(ids)
+    def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int) -> int:
+        """Add a request in the next slot (returns it); it arrives at `arrival_s` like any request of a
+        single engine (arrival times must not decrease)."""
+        k = self.num_added
+        self.num_added += 1
+        self.st.add_request(k, arrival_s, prompt, output, priority)
+        self.workload.class_idx[k] = class_idx
+        return k
+
+    def take_arrivals_externally(self) -> None:
+        """Added requests never arrive by themselves: they join only through `inject_prefilled`."""
+        self.st.next_arrival = self.st.num_requests
 
     def _hand_off(self, ids: np.ndarray, t_end: float) -> None:
         """Prefill pool: requests whose first token was just emitted leave this engine (status FINISHED

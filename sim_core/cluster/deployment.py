@@ -1,15 +1,19 @@
 """Several engines on one clock: N replicas behind a router, or a prefill pool and a decode pool.
 
-NOTE: every instance is a full `Engine` (own TP group, KV cache, scheduler, recorder) whose requests
-arrive only through the cluster (`Engine.inject`). The cluster is a discrete-event loop over
-  * arrivals (from the one workload of the config, in arrival order),
+NOTE: every instance is a full `Engine` (own TP group, KV cache, scheduler, recorder) started empty;
+the router adds each request to one instance (`Engine.add_request`: slot k of an instance is the
+k-th request routed there, so an instance sees its own requests arrive exactly as a single engine
+sees its workload). Round robin ignores state, so its choices are made up front and each replica
+runs undisturbed: N replicas cost N single engines. The cluster is a discrete-event loop over
+  * arrivals, for state-aware routers (least outstanding, least KV, prefix affinity),
   * hand-offs (a prefill instance emitted a first token), KV-transfer completions and retries of
     waiting hand-offs (a decode instance may have freed blocks),
 and it always steps the busy instance whose clock is earliest (ties: lowest index). An event at t is
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
-arrival. Between events the instances are independent, so N replicas cost about N engines' ticks.
+arrival. A state-aware router thus pauses every replica at every arrival (one extra engine step per
+replica per arrival); otherwise instances are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -65,26 +69,28 @@ class Deployment:
                     eng = Engine(pcfg)
                 except MemoryPlanError as err:
                     raise MemoryPlanError(f"{role} pool: {err}" if dis else str(err)) from None
-                eng.take_arrivals_externally()
+                if k == 0 and role != "decode":
+                    self.workload = eng.workload  # the one workload of the config (same seed everywhere)
+                eng.start_empty()
+                if role == "decode":
+                    eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
-        wl = self.front[0].engine.workload
+        wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
         self.router = Router(dep.router, len(self.front))
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
-        # Round robin needs no state: its plan is known, so a replica only stops at its own arrivals.
-        self.plan = self.router.round_robin_plan(R) if self.router.is_state_free else None
-        if self.plan is not None:
-            self.own_ids = [np.flatnonzero(self.plan == i) for i in range(len(self.front))]
-            self.own_ptr = [0] * len(self.front)
-        # Per request: where it ran and its KV transfer (NaN / -1 when not applicable).
+        # Per request: where it ran (instance and slot there) and its KV transfer (-1 / NaN: not applicable).
         self.instance_of = np.full(R, -1, dtype=np.int64)  # front instance (index into self.instances)
         self.decode_of = np.full(R, -1, dtype=np.int64)  # decode instance (index into self.instances)
+        self.slot_of = np.full(R, -1, dtype=np.int64)  # slot on its front instance
+        self.decode_slot_of = np.full(R, -1, dtype=np.int64)
+        self.ids_of: list[list[int]] = [[] for _ in self.instances]  # per instance: request id of each slot
         self.injected = np.zeros(R, dtype=bool)  # joined its decode instance
         self.kv_wait_start_s = np.full(R, np.nan)
         self.kv_transfer_start_s = np.full(R, np.nan)
@@ -96,11 +102,16 @@ class Deployment:
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
         self.stopped_reason: str | None = None
+        self.state_free = self.router.is_state_free
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         R = self.num_requests
         ptr = 0
+        if self.state_free:  # round robin: every choice now (it reads no state), arrivals stay in order
+            for r, i in enumerate(self.router.round_robin_plan(R).tolist()):
+                self._add(r, i)
+            ptr = R
         stalled: set[int] = set()
         insts = self.instances
         while True:
@@ -132,8 +143,8 @@ class Deployment:
                 continue
             stalled.clear()
             if eng.handed_off:
-                for ids, t in eng.handed_off:
-                    self._push(t, HANDOFF, (i, ids))
+                for slots, t in eng.handed_off:
+                    self._push(t, HANDOFF, (i, slots))
                 eng.handed_off.clear()
             if inst.role == "decode" and self._pending:
                 self._push(eng.st.now_s, RETRY, ())
@@ -154,17 +165,15 @@ class Deployment:
         return best
 
     def _horizon(self, i: int, t_arr: float, t_heap: float) -> float:
-        """Earliest time new input may reach instance i: the next arrival (a replica under round robin:
-        its own next arrival), the next cluster event, and the clock of any busy instance of the other
-        pool (whose next tick may hand off a request or free decode blocks)."""
+        """Earliest time new input may reach instance i: the next arrival still to be routed (reaches
+        a replica, or an idle prefill instance that may hand off soon after), the next cluster event,
+        and the clock of any busy instance of the other pool (whose next tick may hand off a request
+        or free decode blocks)."""
         inst = self.instances[i]
-        h = t_heap
-        if self.plan is not None and inst.role == "replica":
-            own, p = self.own_ids[i], self.own_ptr[i]
-            h = min(h, float(self.arrival_s[own[p]]) if p < own.size else math.inf)
-        else:  # any arrival may reach it (or, for a decode instance, an idle prefill instance)
-            h = min(h, t_arr)
-        if self.back:
+        h = min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
+        st = inst.engine.st
+        if self.back and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
+            # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             other = self.back if inst.role == "prefill" else self.front
             for o in other:
                 if o.engine.has_work:
@@ -177,28 +186,33 @@ class Deployment:
 
     # ------------------------------------------------------------------ events
     def _route(self, r: int, t: float) -> None:
-        if self.plan is not None:
-            i = int(self.plan[r])
-            self.own_ptr[i] += 1
-        else:
-            i = self.router.choose([x.engine for x in self.front], r)
-        self.instance_of[r] = i
-        self.front[i].engine.inject(np.array([r], dtype=np.int64), t)
+        self._add(r, self.router.choose([x.engine for x in self.front], r))
+
+    def _add(self, r: int, i: int) -> None:
+        """Request r goes to front instance i (it arrives there at its arrival time)."""
+        wl = self.workload
+        k = self.front[i].engine.add_request(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
+                                             int(wl.priority[r]), int(wl.class_idx[r]))  # fmt: skip
+        self.instance_of[r], self.slot_of[r] = i, k
+        self.ids_of[i].append(r)
 
     def _pop_event(self) -> None:
         t, _, kind, payload = heapq.heappop(self._heap)
         if kind == HANDOFF:
-            i, ids = payload
-            for r in ids.tolist():
+            i, slots = payload
+            ids = self.ids_of[i]
+            for k in slots.tolist():
+                r = ids[k]
                 self._pending.append((r, i, t))
                 self.kv_wait_start_s[r] = t
                 self.events.append((r, t, Event.KV_WAIT))
         elif kind == XFER_DONE:
             i, d, r = payload
-            ids = np.array([r], dtype=np.int64)
-            self.instances[i].engine.release(ids)
-            dec = self.back[d].engine
-            dec.inject_prefilled(ids, t, self.instances[i].engine.st.first_token_s[ids])
+            pre = self.instances[i].engine
+            kp = np.array([self.slot_of[r]], dtype=np.int64)
+            pre.release(kp)
+            self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
+                                                 pre.st.first_token_s[kp])  # fmt: skip
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, Event.KV_TRANSFER_DONE))
@@ -211,8 +225,9 @@ class Deployment:
         while self._pending:
             r, i, ready = self._pending[0]
             pre = self.instances[i].engine
-            ctx = int(pre.st.computed[r])
-            need = [int(e.kv.blocks_for(ctx, e.st.prompt[r])) for e in decs]
+            kp = int(self.slot_of[r])
+            ctx, prompt = int(pre.st.computed[kp]), int(pre.st.prompt[kp])
+            need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
             eligible = [d for d, e in enumerate(decs)
                         if e.st.running.size + self._incoming[d] < e.sched.batch_cap
                         and e.kv.can_allocate(need[d], e.sched.watermark_blocks)]  # fmt: skip
@@ -220,7 +235,12 @@ class Deployment:
                 return  # back-pressure: the request keeps its prefill blocks
             d = self.back_router.choose(decs, r, eligible)
             self._pending.popleft()
-            decs[d].reserve(np.array([r], dtype=np.int64), np.array([need[d]], dtype=np.int64))
+            wl = self.workload
+            kd = decs[d].add_request(float(wl.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
+                                     int(wl.class_idx[r]))  # fmt: skip
+            self.decode_slot_of[r] = kd
+            self.ids_of[len(self.front) + d].append(r)
+            decs[d].reserve(np.array([kd], dtype=np.int64), np.array([need[d]], dtype=np.int64))
             self._incoming[d] += 1
             nbytes = kv_transfer_bytes(self.cfg, ctx)
             dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)

@@ -28,8 +28,12 @@ class InstanceResult:
     index: int  # within its pool
     num_gpus: int  # tensor-parallel degree of this instance
     hardware: str
-    result: SimResult  # full-size request table (index = request id); summary over its own requests
-    num_requests: int  # requests routed to this instance
+    result: SimResult  # this engine's run; row k of its request table is request request_ids[k]
+    request_ids: IntArray  # (n,) deployment-wide id of each request this instance served
+
+    @property
+    def num_requests(self) -> int:
+        return int(self.request_ids.size)
 
     @property
     def label(self) -> str:
@@ -73,30 +77,37 @@ class ClusterResult(SimResult):
         return frames
 
 
-def _subset(req: RequestTable, mask: np.ndarray) -> RequestTable:
-    return RequestTable(**{f: getattr(req, f)[mask] for f in _REQ_FIELDS})
+def _rows(req: RequestTable, n: int) -> RequestTable:
+    return RequestTable(**{f: getattr(req, f)[:n] for f in _REQ_FIELDS})
 
 
 def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable:
     """Each request's row from the instance it ran on; disaggregated: decode-side progress after the
-    first token (emitted tokens, finish, ITL), pre-emptions summed over both sides."""
-    out = {f: getattr(tables[0], f).copy() for f in _REQ_FIELDS}
-    for i in range(1, len(dep.front)):
-        m = dep.instance_of == i
+    first token (emitted tokens, finish, ITL), pre-emptions summed over both sides. Requests never
+    routed (the run stopped first) stay pending."""
+    wl, R = dep.workload, dep.num_requests
+    nan = lambda: np.full(R, np.nan)  # noqa: E731
+    zero = lambda: np.zeros(R, dtype=np.int64)  # noqa: E731
+    out = {"arrival_s": wl.arrival_s.copy(), "prompt_tokens": wl.prompt_tokens, "output_tokens": wl.output_tokens,
+           "num_emitted": zero(), "priority": wl.priority, "class_idx": wl.class_idx,
+           "status": np.full(R, Status.PENDING, dtype=np.int8), "first_scheduled_s": nan(), "first_token_s": nan(),
+           "finish_s": nan(), "num_preemptions": zero(), "num_recomputed_tokens": zero(), "max_itl_s": np.zeros(R)}  # fmt: skip
+    for i in range(len(dep.front)):
+        ids = np.array(dep.ids_of[i], dtype=np.int64)
         for f in _REQ_FIELDS:
-            out[f][m] = getattr(tables[i], f)[m]
+            out[f][ids] = getattr(tables[i], f)[: ids.size]
     if dep.back:
         handed = ~np.isnan(dep.kv_wait_start_s)
         out["status"][handed] = Status.RUNNING  # until its decode side says otherwise
         out["finish_s"][handed] = np.nan
-        for k in range(len(dep.back)):
-            d = len(dep.front) + k
-            m = (dep.decode_of == d) & dep.injected
-            dec = tables[d]
+        for d in range(len(dep.front), len(dep.instances)):
+            ids = np.array(dep.ids_of[d], dtype=np.int64)
+            m = dep.injected[ids]
+            g, dec = ids[m], tables[d]
             for f in ("num_emitted", "status", "finish_s", "max_itl_s"):
-                out[f][m] = getattr(dec, f)[m]
-            out["num_preemptions"][m] += dec.num_preemptions[m]
-            out["num_recomputed_tokens"][m] += dec.num_recomputed_tokens[m]
+                out[f][g] = getattr(dec, f)[: ids.size][m]
+            out["num_preemptions"][g] += dec.num_preemptions[: ids.size][m]
+            out["num_recomputed_tokens"][g] += dec.num_recomputed_tokens[: ids.size][m]
     return RequestTable(**out)
 
 
@@ -126,29 +137,29 @@ def build_result(dep: Deployment) -> ClusterResult:
     cfg = dep.cfg
     R = dep.num_requests
     raw = [x.engine._result() for x in dep.instances]
+    ids_of = [np.array(ids, dtype=np.int64) for ids in dep.ids_of]
     parts = []
-    for k, (inst, res) in enumerate(zip(dep.instances, raw)):
-        mask = (dep.decode_of == k) if inst.role == "decode" else (dep.instance_of == k)
-        own = _subset(res.requests, mask)
+    for inst, res, ids in zip(dep.instances, raw, ids_of):
+        own = _rows(res.requests, ids.size)
         summary = summarize(inst.cfg, own, res.timeline, res.itl_s, res.memory, inst.engine.num_swap_outs,
                             inst.engine.stopped_reason)  # fmt: skip
-        parts.append(InstanceResult(inst.role, inst.index, inst.cfg.hardware.num_gpus, inst.cfg.hardware.name,
-                                    dataclasses.replace(res, summary=summary), int(mask.sum())))  # fmt: skip
+        mine = dataclasses.replace(res, requests=own, summary=summary)
+        parts.append(InstanceResult(inst.role, inst.index, inst.cfg.hardware.num_gpus, inst.cfg.hardware.name, mine, ids))
     req = _merge_requests(dep, [r.requests for r in raw])
     # Timeline: every instance's rows, ordered by end time (stable), tagged with the instance.
     cols = {name: np.concatenate([r.timeline.columns[name] for r in raw]) for name in raw[0].timeline.columns}
     cols["instance"] = np.concatenate([np.full(r.timeline.num_ticks, k, dtype=np.int64) for k, r in enumerate(raw)])
     order = np.argsort(cols["t_start_s"] + cols["duration_s"], kind="stable")
     tl = Timeline({name: col[order] for name, col in cols.items()})
-    # Events: instances' and the cluster's, in time order; at equal times prefill side, cluster, decode side.
+    # Events (request ids made deployment-wide) in time order; at equal times: prefill side, cluster, decode side.
     ce = dep.events
     c_req = np.array([e[0] for e in ce], dtype=np.int64)
     c_t = np.array([e[1] for e in ce], dtype=np.float64)
     c_k = np.array([e[2] for e in ce], dtype=np.int8)
-    front, back = raw[: len(dep.front)], raw[len(dep.front) :]
-    ev_req = np.concatenate([r.events.req for r in front] + [c_req] + [r.events.req for r in back])
-    ev_t = np.concatenate([r.events.time_s for r in front] + [c_t] + [r.events.time_s for r in back])
-    ev_k = np.concatenate([r.events.kind for r in front] + [c_k] + [r.events.kind for r in back])
+    nf = len(dep.front)
+    ev = [(ids_of[k][r.events.req], r.events.time_s, r.events.kind) for k, r in enumerate(raw)]
+    ev = ev[:nf] + [(c_req, c_t, c_k)] + ev[nf:]
+    ev_req, ev_t, ev_k = (np.concatenate([e[j] for e in ev]) for j in range(3))
     o = np.argsort(ev_t, kind="stable")
     events = Events(ev_req[o], ev_t[o], ev_k[o])
     itl = np.concatenate([r.itl_s for r in raw])
