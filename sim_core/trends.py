@@ -95,4 +95,8 @@ def main() -> int:
         print(f"  {t.baseline:34s} {t.baseline_capacity:6.2f} req/s")
         print(f"  {t.contender:34s} {t.contender_capacity:6.2f} req/s")
         print(f"  simulated ratio {t.ratio:.2f}x; published: {t.claim}")
+    from sim_core.cluster.trends import format_trend, run_cluster_trends  # disaggregation claims (issue 13)
+
+    for ct in run_cluster_trends():
+        print(format_trend(ct))
     return 0
