@@ -8,7 +8,8 @@ Policies (DESIGN.md §8; `deployment.router`):
                      comes from `Engine.cached_prefix_blocks(request)` when the engine has prefix
                      caching (hook for the prefix-cache module); without it every score is 0 and the
                      policy is least_outstanding.
-Remaining ties go to the lowest instance index, so a run is deterministic.
+Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
+spreads requests instead of piling them on instance 0; a run stays deterministic.
 
 NOTE: "observable then" is tick-granular. The cluster routes an arrival once every busy instance's
 clock has reached it, so each instance shows its state after the tick in flight at the arrival
@@ -57,11 +58,15 @@ class Router:
             pick = min(cand, key=lambda i: (i - self._next) % n)
             self._next = (pick + 1) % n
             return pick
+        n = len(engines)
+        turn = [(i - self._next) % n for i in cand]  # ties go to the next instance in turn, not always to 0
         load = [engines[i].num_outstanding for i in cand]
         if self.policy == "least_kv":
-            key = [(engines[i].kv.usage, load[j], i) for j, i in enumerate(cand)]
+            key = [(engines[i].kv.usage, load[j], turn[j]) for j, i in enumerate(cand)]
         elif self.policy == "prefix_affinity":
-            key = [(-prefix_score(engines[i], request), load[j], i) for j, i in enumerate(cand)]
+            key = [(-prefix_score(engines[i], request), load[j], turn[j]) for j, i in enumerate(cand)]
         else:  # least_outstanding
-            key = [(load[j], i) for j, i in enumerate(cand)]
-        return cand[min(range(len(cand)), key=key.__getitem__)]
+            key = [(load[j], turn[j]) for j, i in enumerate(cand)]
+        pick = cand[min(range(len(cand)), key=key.__getitem__)]
+        self._next = (pick + 1) % n
+        return pick

@@ -66,7 +66,9 @@ class _Stub:
 
 def test_choices_and_ties():
     engines = [_Stub(3, 0.5), _Stub(1, 0.9), _Stub(1, 0.1)]
-    assert Router("least_outstanding", 3).choose(engines, 0) == 1  # tie on 1 -> lowest index
+    lo = Router("least_outstanding", 3)
+    assert lo.choose(engines, 0) == 1  # tie on 1 -> the next in turn from instance 0
+    assert lo.choose(engines, 1) == 2  # same tie, the turn has moved past 1
     assert Router("least_kv", 3).choose(engines, 0) == 2
     assert Router("least_kv", 3).choose(engines, 0, eligible=[0, 1]) == 0
     rr = Router("round_robin", 3)
