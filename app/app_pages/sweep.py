@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from app.state import CFG_KEY, canonical_json, config_to_query, read_query_params, write_query_params
 from sim_core import MemoryPlanError, PresetError, SimConfig, list_presets, run_simulation
 from sim_core.presets import read_preset_data
-from sim_core.sweep import SWEEP_KNOBS, SweepPoint, capacity_from_sweep, sweep_values, with_value
+from sim_core.sweep import SWEEP_KNOBS, SweepPoint, apply_knob, capacity_from_sweep, knob_value, sweep_values
 
 MAX_POINTS = 16
 ATTAINMENT = 0.9
@@ -22,7 +22,7 @@ NO_ENGINE = "(none)"
 def _point(cfg_json: str, knob: str, value: float) -> tuple[dict | None, str | None]:
     cfg = SimConfig.model_validate_json(cfg_json)
     try:
-        return run_simulation(with_value(cfg, SWEEP_KNOBS[knob][0], value)).summary.model_dump(), None
+        return run_simulation(apply_knob(cfg, knob, value)).summary.model_dump(), None
     except (PresetError, MemoryPlanError) as err:
         return None, str(err)
 
@@ -87,10 +87,7 @@ def main() -> None:
         st.session_state["sw.knob"] = params.get("sweep", "rate") if params.get("sweep") in knobs else "rate"
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     knob = c1.selectbox("Knob", knobs, key="sw.knob", format_func=lambda k: SWEEP_KNOBS[k][1])
-    path = SWEEP_KNOBS[knob][0]
-    current = cfg.model_dump()
-    for part in path.split("."):
-        current = current[part]
+    current = knob_value(cfg, knob)
     try:
         start_default = float(params.get("start", current / 4 if knob == "rate" else current / 2))
         stop_default = float(params.get("stop", current * 2))
