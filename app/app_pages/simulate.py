@@ -55,7 +55,12 @@ def _timeline_tab(res: SimResult) -> None:
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _timeline_fig_cached(cfg_json: str, first: int, rows: int):
-    return timeline.timeline_figure(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows)
+    res = runner.run(SimConfig.model_validate_json(cfg_json)).result
+    if getattr(res, "instances", None):  # a deployment: a Gantt row per instance, KV transfers (issue 13)
+        from app.components.cluster_timeline import cluster_timeline_figure
+
+        return cluster_timeline_figure(res, first, rows)
+    return timeline.timeline_figure(res, first, rows)
 
 
 def _timeline_fig(res: SimResult, first: int, rows: int):

@@ -1,0 +1,66 @@
+"""A deployment's timeline: a Gantt row per instance, request rows naming their instance, KV transfers;
+and the app opens a deployment link without error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from streamlit.testing.v1 import AppTest
+
+from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components.timeline import MAX_TIMELINE_POINTS, count_points
+from app.state import encode_config
+from sim_core import run_simulation
+from sim_core.sweep import with_value
+from tests.conftest import make_config
+
+APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
+
+
+def _disagg():
+    cfg = with_value(make_config(workload__num_requests=40, hardware__num_gpus=2), "deployment",
+                     {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 1}}})  # fmt: skip
+    return run_simulation(cfg)
+
+
+def test_one_gantt_row_per_instance_with_tp_collapsed_and_requests_name_their_instances():
+    res = _disagg()
+    assert instance_rows(res) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
+    labels = request_labels(res, np.arange(3))
+    assert labels[0] == "req 0 · P0→D0" and labels[1] == "req 1 · P1→D0"
+    fig = cluster_timeline_figure(res, 0, 20)
+    gantt_rows = {y for tr in fig.data if tr.type == "bar" for y in tr.y}
+    assert set(instance_rows(res)) <= gantt_rows
+    assert any(tr.name == "kv transfer" for tr in fig.data)  # each request's KV transfer is drawn
+    assert count_points(fig) <= MAX_TIMELINE_POINTS
+
+
+def test_replicas_timeline_is_bounded_with_many_instances():
+    cfg = with_value(make_config(workload__num_requests=200, workload__arrival__rate_per_s=80.0), "deployment",
+                     {"replicas": 24, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    fig = cluster_timeline_figure(res, 0, 60)
+    assert count_points(fig) <= MAX_TIMELINE_POINTS
+    assert len(instance_rows(res)) == 16  # the first 16 rows; all instances are in the tables
+
+
+def test_simulate_page_opens_a_deployment_link():
+    cfg = with_value(make_config(workload__num_requests=30), "deployment", {"replicas": 2, "router": "least_kv"})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_compare_draws_instances_for_a_deployment():
+    from app.components.cluster_timeline import gantt_kv_figure
+
+    res = _disagg()
+    fig = gantt_kv_figure(res, (0, 10), "A")
+    rows = {y for tr in fig.data if tr.type == "bar" for y in tr.y}
+    assert {"prefill 0 · 2 GPUs", "decode 0 · 2 GPUs"} <= rows
+    single = gantt_kv_figure(run_simulation(make_config(workload__num_requests=10)), (0, 10), "B")
+    assert single.data  # a single engine still gets the existing figure
