@@ -64,3 +64,22 @@ def test_compare_draws_instances_for_a_deployment():
     assert {"prefill 0 · 2 GPUs", "decode 0 · 2 GPUs"} <= rows
     single = gantt_kv_figure(run_simulation(make_config(workload__num_requests=10)), (0, 10), "B")
     assert single.data  # a single engine still gets the existing figure
+
+
+def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at.run()
+    assert not at.exception and not at.error
+    assert at.query_params["preset"] == "cluster-dynamo-llama70b-fp8-8xh100-3p1d"  # untouched: still the preset
+    assert at.radio(key="w.dep.mode").value == "disaggregated"
+    at.number_input(key="w.dep.decode").set_value(2).run()
+    assert not at.exception and not at.error
+    assert "preset" not in at.query_params  # modified: the link carries the config
+    at2 = AppTest.from_file(APP, default_timeout=120)
+    at2.query_params["preset"] = "chat-h100-llama8b"
+    at2.run()
+    at2.radio(key="w.dep.mode").set_value("replicas").run()
+    at2.number_input(key="w.dep.replicas").set_value(3).run()
+    assert not at2.exception and not at2.error, [e.value for e in at2.error]
+    assert "3 replicas" in " ".join(c.value for c in at2.caption)
