@@ -147,7 +147,13 @@ def main() -> None:
 
     st.title("LLM serving scheduler explorer")
     hw = cfg.hardware
-    st.caption(f"**{cfg.model.name}** on {hw.num_gpus}× **{hw.name}** · scheduler **{cfg.scheduler.name}** "
+    where = f"{hw.num_gpus}× **{hw.name}**"
+    if cfg.deployment is not None:  # replicas / disaggregated pools (issue 13)
+        from sim_core.cluster.report import describe_deployment
+
+        # config text (GPU names) shown as text: markdown characters escaped
+        where = "".join("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|~$" else ch for ch in describe_deployment(cfg))
+    st.caption(f"**{cfg.model.name}** on {where} · scheduler **{cfg.scheduler.name}** "
                f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{cfg.workload.name}**, "
                f"{cfg.workload.num_requests:,} requests, seed {cfg.seed}. Results are modelled by a calibrated "
                "roofline, not measured.")  # fmt: skip

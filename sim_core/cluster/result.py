@@ -140,10 +140,11 @@ def build_result(dep: Deployment) -> ClusterResult:
     ids_of = [np.array(ids, dtype=np.int64) for ids in dep.ids_of]
     parts = []
     for inst, res, ids in zip(dep.instances, raw, ids_of):
-        own = _rows(res.requests, ids.size)
-        summary = summarize(inst.cfg, own, res.timeline, res.itl_s, res.memory, inst.engine.num_swap_outs,
-                            inst.engine.stopped_reason)  # fmt: skip
-        mine = dataclasses.replace(res, requests=own, summary=summary)
+        n, s = ids.size, res.summary
+        # The engine summarised all its slots; unused slots are requests that never came: count them out.
+        summary = s.model_copy(update={"num_requests": n, "num_unfinished": n - s.num_finished,
+                                       "slo_attainment": s.slo_attainment * s.num_requests / max(n, 1)})  # fmt: skip
+        mine = dataclasses.replace(res, requests=_rows(res.requests, n), summary=summary)
         parts.append(InstanceResult(inst.role, inst.index, inst.cfg.hardware.num_gpus, inst.cfg.hardware.name, mine, ids))
     req = _merge_requests(dep, [r.requests for r in raw])
     # Timeline: every instance's rows, ordered by end time (stable), tagged with the instance.

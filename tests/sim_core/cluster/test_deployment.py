@@ -229,3 +229,16 @@ def test_a_guard_stops_the_whole_deployment_with_a_reason():
     res = run_simulation(deploy(cfg, {"disaggregation": {}}))
     assert res.summary.stopped_reason and "unfinished" in res.summary.stopped_reason
     assert res.summary.num_unfinished > 0
+
+
+def test_per_instance_summaries_are_over_their_own_requests():
+    from sim_core.metrics import summarize
+
+    res = run_simulation(deploy(make_config(workload__num_requests=90, workload__arrival__rate_per_s=30.0),
+                                {"replicas": 3, "router": "least_outstanding"}))  # fmt: skip
+    for inst in res.instances:
+        r = inst.result
+        again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None)
+        for field, value in again.model_dump().items():
+            assert getattr(r.summary, field) == pytest.approx(value, rel=1e-12, nan_ok=True), field
+        assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
