@@ -9,6 +9,19 @@ accepts deployments unchanged.
   transfer.py    KV-transfer bytes and time over the prefill->decode link
   deployment.py  the event loop that steps several engines on one clock
   result.py      per-instance and deployment results
+  trends.py      published disaggregation claims (DistServe, Splitwise, Dynamo) as trends
+  report.py      text for the CLI; knobs.py: the P:D split knob for sweeps
+
+Engine hooks this package relies on (small and additive; re-apply them on a rewritten engine):
+  Engine.step() -> bool       one loop iteration (guards, arrivals, tick / coalesced run / idle jump)
+  Engine.horizon_s            runs and the fast path stop before it, idle jumps go no further
+                              (engine: `_next_input_s`; fastpath: `max_time = min(limit, horizon_s)`)
+  Engine.start_empty(), add_request(...), SimState.add_request(...)   requests added by the router
+  Engine.take_arrivals_externally(), inject_prefilled(...), reserve(...), release(...)   decode side
+  Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
+  Engine.has_work, num_outstanding; kv.usage; cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
+  Engine._result()            the single-engine result of each instance
+  run_simulation(cfg)         calls run_deployment when cfg.deployment is set
 """
 
 from __future__ import annotations

@@ -78,6 +78,9 @@ class Deployment:
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
+        # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
+        # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
+        self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
@@ -167,17 +170,17 @@ class Deployment:
     def _horizon(self, i: int, t_arr: float, t_heap: float) -> float:
         """Earliest time new input may reach instance i: the next arrival still to be routed (reaches
         a replica, or an idle prefill instance that may hand off soon after), the next cluster event,
-        and the clock of any busy instance of the other pool (whose next tick may hand off a request
-        or free decode blocks)."""
+        and the clock of any busy instance of the other pool plus its shortest possible tick (its next
+        tick may hand off a request or free decode blocks, no earlier)."""
         inst = self.instances[i]
         h = min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
         st = inst.engine.st
         if self.back and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
-            other = self.back if inst.role == "prefill" else self.front
-            for o in other:
+            first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
+            for j, o in enumerate(other, start=first):
                 if o.engine.has_work:
-                    h = min(h, o.engine.st.now_s)
+                    h = min(h, o.engine.st.now_s + self.min_tick_s[j])
         return h
 
     def _push(self, t: float, kind: int, payload: tuple) -> None:
