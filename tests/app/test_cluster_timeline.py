@@ -83,3 +83,15 @@ def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
     at2.number_input(key="w.dep.replicas").set_value(3).run()
     assert not at2.exception and not at2.error, [e.value for e in at2.error]
     assert "3 replicas" in " ".join(c.value for c in at2.caption)
+
+
+def test_learn_page_shows_the_disaggregation_lesson_with_readable_sides():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["lesson"] = "split-prefill-decode"
+    at.run()
+    at.switch_page("app_pages/learn.py")
+    at.query_params["lesson"] = "split-prefill-decode"
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(m.value for m in at.markdown)
+    assert "4 co-located replicas (TP2)" in text and "3 prefill + 1 decode (TP2)" in text
