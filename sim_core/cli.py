@@ -61,11 +61,29 @@ def format_summary(res: SimResult) -> str:
         f"mean batch {s.mean_batch_size:.1f}, MFU {s.mfu_mean:.0%}, MBU {s.mbu_mean:.0%}",
         f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}, "
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
+        *_steady_lines(res),
         "  (modelled by a calibrated roofline, not measured on a GPU)",
     ]
     if s.stopped_reason:
         lines.insert(1, f"  WARNING: {s.stopped_reason}")
     return "\n".join(lines)
+
+
+def _steady_lines(res: SimResult) -> list[str]:
+    """The steady-state window (sim_core.metrics): warm-up and drain excluded."""
+    st, cfg = res.summary.steady, res.config
+    if st is None:
+        return []
+    lines = [
+        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival (first and last 10 % "
+        f"excluded; t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
+        f"served {st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, goodput "
+        f"{st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} meet both), TTFT p99 {st.ttft_p99_s * 1e3:,.1f} ms, "
+        f"TPOT p99 {st.tpot_p99_s * 1e3:,.1f} ms"
+    ]
+    if st.note:
+        lines.append(f"  NOTE: {st.note}")
+    return lines
 
 
 def write_outputs(res: SimResult, out: Path) -> None:

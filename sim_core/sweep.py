@@ -1,21 +1,26 @@
 """Sweeps of one knob and capacity search: the Sarathi-Serve / DistServe way of comparing systems.
 
-Capacity is the highest request rate whose run finishes and meets the objective; runs share the
-seed, so every point sees the same request lengths (workload.py draws lengths independently of
-arrivals).
+Capacity (DESIGN.md §8) is the highest offered request rate at which the steady-state window
+(metrics.steady_window) meets the objective, found by bisection. The objective is either the
+serving-benchmark one — the named percentile (P50/P90/P99) of TTFT and of TPOT within the SLO
+targets — or DistServe's "at least 90 % of requests meet both". Each probe runs long enough for a
+steady state (`steady_run_length`); runs share the seed, so every probe sees the same request
+lengths (workload.py draws lengths independently of arrivals).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
+from sim_core.metrics import STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
 from sim_core.result import Summary
 
@@ -108,3 +113,134 @@ def capacity_search(
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo, probes
+
+
+# ---------------------------------------------------------------- steady-state capacity
+class CapacityObjective(BaseModel):
+    """What "meets the SLOs" means for capacity; the targets themselves are `SimConfig.slo`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rule: Literal["percentile", "attainment"] = Field(
+        "percentile",
+        description="percentile: the named percentile of TTFT and of TPOT within their targets (serving benchmarks); "
+        "attainment: at least `attainment` of requests meet both (DistServe).",
+    )
+    percentile: Literal[50, 90, 99] = Field(99, description="Percentile of TTFT and TPOT held to the targets (rule percentile).")
+    attainment: float = Field(0.9, gt=0, le=1, description="Share of requests that must meet both targets (rule attainment).")
+
+    def describe(self, cfg: SimConfig) -> str:
+        ttft, tpot = f"TTFT ≤ {cfg.slo.ttft_s:g} s", f"TPOT ≤ {cfg.slo.tpot_s * 1e3:g} ms"
+        if self.rule == "percentile":
+            return f"P{self.percentile} {ttft} and P{self.percentile} {tpot} over the steady-state window"
+        return f"≥ {self.attainment:.0%} of steady-window requests meet {ttft} and {tpot}"
+
+
+# A stable server completes what arrives: in the window, finished requests/s within 3 % of the arrival
+# rate (the slack absorbs the backlog's random walk). Below it the backlog grows without bound and any
+# percentile target is eventually missed, however good it looks in a finite run.
+KEEP_UP_FRACTION = 0.97
+
+
+def keeps_up(s: Summary) -> bool:
+    st = s.steady
+    return st is not None and st.requests_per_s >= KEEP_UP_FRACTION * st.arrival_rate_per_s
+
+
+def meets_objective(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> bool:
+    """The run finished, every steady-window request finished, the server kept up with the arrivals,
+    and the objective holds in the window."""
+    st = s.steady
+    if s.stopped_reason is not None or st is None or st.num_unfinished or not keeps_up(s):
+        return False
+    if obj.rule == "attainment":
+        return st.slo_attainment >= obj.attainment
+    ttft, tpot = getattr(st, f"ttft_p{obj.percentile}_s"), getattr(st, f"tpot_p{obj.percentile}_s")
+    return bool(ttft <= cfg.slo.ttft_s and not tpot > cfg.slo.tpot_s)  # NaN TPOT: all single-token outputs
+
+
+WARMUP_FILL_MULTIPLE = 2.0
+MIN_CAPACITY_REQUESTS = 500
+MAX_CAPACITY_REQUESTS = 200_000  # WorkloadConfig.num_requests upper bound
+
+
+def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> int:
+    """Requests for a run at `rate_per_s` long enough that its answer no longer moves with length.
+
+    The warm-up (first 10 % of arrivals) must last twice the end-to-end time of a mean request at
+    the SLO bounds, TTFT + (mean output − 1) × TPOT — more than a run meeting the SLOs needs to fill
+    up — so a run lasts 2 × that time / 0.1. Measured on the default scenario (P99 objective):
+    capacity 22.6 / 21.7 / 21.2 / 21.2 req/s at 0.5× / 1× / 2× / 4× this length, so 1× is within
+    ±5 % of 4× (tests/sim_core/test_sweep.py). `scale` multiplies it. Traces keep their length.
+    """
+    wl = cfg.workload
+    if wl.trace is not None:
+        return wl.num_requests
+    mean_out = wl.output_tokens.mean
+    fill_s = cfg.slo.ttft_s + max(mean_out - 1, 0) * cfg.slo.tpot_s
+    n = int(np.ceil(scale * WARMUP_FILL_MULTIPLE * rate_per_s * fill_s / STEADY_WARMUP_FRACTION))
+    return int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
+
+
+def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
+    """The config at this offered rate with a steady-state run length."""
+    data = cfg.model_dump(mode="python")
+    data["workload"]["arrival"]["rate_per_s"] = rate_per_s
+    n = steady_run_length(cfg, rate_per_s, scale)
+    data["workload"]["num_requests"] = n
+    if cfg.workload.trace is None:  # room for the whole run plus an overload's backlog (guard stays on)
+        lim = data["limits"]
+        lim["max_sim_time_s"] = float(min(max(lim["max_sim_time_s"], 4 * n / rate_per_s), 1e7))
+    data["limits"]["num_recorded_batches"] = 0  # the step-through view is not needed for a number
+    return config_from_dict(data, f"capacity probe at {rate_per_s:g} req/s")
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Capacity under an objective: `rate_per_s` met it; `fail_rate_per_s` (None: never failed up to
+    the search's ceiling) did not. probes: (rate, summary) in the order they ran."""
+
+    rate_per_s: float
+    fail_rate_per_s: float | None
+    probes: tuple[tuple[float, Summary], ...]
+    note: str | None  # the steady-state note of the probe at `rate_per_s`, if any
+
+
+def find_capacity(
+    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = 0.01,
+    max_rate: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
+) -> Capacity:
+    """Highest offered rate meeting `obj` in steady state: grow/shrink ×2 from the config's rate to a
+    bracket, then bisect until the bracket is within `rel_tol`. `run` maps a config to its summary
+    (default: simulate here; a backend may pass a cached or remote runner)."""
+    run = run or (lambda c: run_simulation(c).summary)
+    probes: list[tuple[float, Summary]] = []
+
+    def ok(rate: float) -> bool:
+        s = run(at_rate(cfg, rate, scale))
+        probes.append((rate, s))
+        return meets_objective(s, cfg, obj)
+
+    rate = cfg.workload.arrival.rate_per_s
+    if ok(rate):
+        lo, hi = rate, None
+        while hi is None and lo < max_rate:
+            nxt = min(lo * 2, max_rate)
+            lo, hi = (nxt, None) if ok(nxt) else (lo, nxt)
+        if hi is None:
+            return Capacity(lo, None, tuple(probes), _note_at(probes, lo))
+    else:
+        lo, hi = None, rate
+        while lo is None and hi > 1e-3:
+            nxt = hi / 2
+            lo, hi = (nxt, hi) if ok(nxt) else (None, nxt)
+        if lo is None:
+            return Capacity(0.0, hi, tuple(probes), "even the lowest probed rate misses the objective")
+    while hi / lo > 1 + rel_tol:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return Capacity(lo, hi, tuple(probes), _note_at(probes, lo))
+
+
+def _note_at(probes: list[tuple[float, Summary]], rate: float) -> str | None:
+    s = next(s for r, s in probes if r == rate)
+    return s.steady.note if s.steady is not None else "no steady-state window"
