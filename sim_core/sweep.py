@@ -10,6 +10,7 @@ lengths (workload.py draws lengths independently of arrivals).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
@@ -49,9 +51,13 @@ def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
 
 @dataclass(frozen=True)
 class SweepPoint:
+    """One swept value; `seeds` holds the summary of every seed it ran with (the first is the
+    config's own seed and is `summary`), so a chart can draw the band across seeds."""
+
     value: float
     summary: Summary | None
     error: str | None
+    seeds: tuple[Summary, ...] = ()
 
 
 def sweep_values(knob: str, start: float, stop: float, num: int) -> list[float]:
@@ -60,20 +66,59 @@ def sweep_values(knob: str, start: float, stop: float, num: int) -> list[float]:
     return sorted({int(round(v)) for v in vals}) if is_int else [float(v) for v in vals]
 
 
+def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
+    """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
+    return cfg.model_copy(update={"seed": (cfg.seed + offset) % 2**32})
+
+
 def run_sweep(
-    cfg: SimConfig, knob: str, values: Sequence[float], on_progress: Callable[[int, int], None] | None = None
+    cfg: SimConfig, knob: str, values: Sequence[float], on_progress: Callable[[int, int], None] | None = None,
+    *, num_seeds: int = 1, backend: Backend | None = None, cache: PointCache | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[SweepPoint]:
-    """One simulation per value; a value the config rejects becomes a point with its error."""
+    """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
+    a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`."""
     path = SWEEP_KNOBS[knob][0]
-    out = []
+    configs: dict[int, list[SimConfig]] = {}
+    errors: dict[int, str] = {}
     for i, v in enumerate(values):
         try:
-            out.append(SweepPoint(v, run_simulation(with_value(cfg, path, v)).summary, None))
-        except (PresetError, MemoryPlanError) as err:
-            out.append(SweepPoint(v, None, str(err)))
-        if on_progress:
-            on_progress(i + 1, len(values))
+            base = with_value(cfg, path, v)
+        except PresetError as err:
+            errors[i] = str(err)
+            continue
+        configs[i] = [with_seed(base, k) for k in range(num_seeds)]
+    flat = [c for cs in configs.values() for c in cs]
+    results = iter(run_points(flat, backend or LocalBackend(1), cache, on_progress, cancelled))
+    out = []
+    for i, v in enumerate(values):
+        if i in errors:
+            out.append(SweepPoint(v, None, errors[i]))
+            continue
+        runs = [next(results) for _ in configs[i]]
+        err = next((e for _, e in runs if e), None)
+        seeds = tuple(s for s, _ in runs if s is not None)
+        out.append(SweepPoint(v, None, err) if err else SweepPoint(v, seeds[0], None, seeds))
     return out
+
+
+def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) -> tuple[float, float, float]:
+    """(low, median, high) of one metric across seeds: min-max by default, or a percentile interval."""
+    a = np.asarray(values, dtype=float)
+    a = a[~np.isnan(a)]
+    if not a.size:
+        return (float("nan"),) * 3
+    lo, mid, hi = np.percentile(a, [lo_pct, 50, hi_pct])
+    return float(lo), float(mid), float(hi)
+
+
+def point_metric(p: SweepPoint, field: str) -> list[float]:
+    """A Summary field (or `steady.<field>`) of every seed of a point."""
+    head, _, sub = field.partition(".")
+    runs = p.seeds or ((p.summary,) if p.summary is not None else ())
+    if sub:
+        return [getattr(getattr(s, head), sub) if getattr(s, head) is not None else float("nan") for s in runs]
+    return [getattr(s, field) for s in runs]
 
 
 def meets_slo(s: Summary, cfg: SimConfig, attainment: float = 0.9) -> bool:
@@ -81,11 +126,18 @@ def meets_slo(s: Summary, cfg: SimConfig, attainment: float = 0.9) -> bool:
     return s.stopped_reason is None and s.slo_attainment >= attainment
 
 
-def capacity_from_sweep(points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = 0.9) -> float | None:
-    """Largest swept value such that it and every smaller value meet the objectives."""
+def capacity_from_sweep(
+    points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = 0.9,
+    objective: CapacityObjective | None = None, seed_index: int = 0,
+) -> float | None:
+    """Largest swept value such that it and every smaller value meet the objectives (for the run
+    with seed cfg.seed + seed_index). Without `objective`: the whole-run attainment rule."""
     best = None
     for p in points:
-        if p.summary is None or not meets_slo(p.summary, cfg, attainment):
+        runs = p.seeds or ((p.summary,) if p.summary is not None else ())
+        s = runs[seed_index] if seed_index < len(runs) else None
+        ok = s is not None and (meets_objective(s, cfg, objective) if objective else meets_slo(s, cfg, attainment))
+        if not ok:
             break
         best = p.value
     return best
@@ -244,3 +296,58 @@ def find_capacity(
 def _note_at(probes: list[tuple[float, Summary]], rate: float) -> str | None:
     s = next(s for r, s in probes if r == rate)
     return s.steady.note if s.steady is not None else "no steady-state window"
+
+
+# ---------------------------------------------------------------- capacity across seeds, on a backend
+@dataclass(frozen=True)
+class _CapacityTask:
+    """Picklable: find_capacity for one config JSON, probes through the shared on-disk cache."""
+
+    objective_json: str
+    scale: float
+    cache_dir: str | None
+    cache_bytes: int
+    fingerprint: str
+
+    def __call__(self, cfg_json: str) -> str:
+        from sim_core.backend import _CachedTask, decode_point
+
+        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint)
+
+        def run(c: SimConfig) -> Summary:
+            summary, err = decode_point(task(c.model_dump_json()))
+            if summary is None:
+                raise PresetError(err or "simulation failed")
+            return summary
+
+        cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
+                            scale=self.scale, run=run)  # fmt: skip
+        return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
+                           "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
+
+
+def _decode_capacity(payload: str) -> Capacity:
+    d = json.loads(payload)
+    probes = tuple((float(r), Summary.model_validate(s)) for r, s in d["probes"])
+    return Capacity(d["rate_per_s"], d["fail_rate_per_s"], probes, d["note"])
+
+
+def find_capacities(
+    configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
+    backend: Backend | None = None, cache: PointCache | None = None,
+    on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
+) -> list[Capacity]:
+    """find_capacity for each config, one task each on `backend` (bisections run in parallel)."""
+    task = _CapacityTask(obj.model_dump_json(), scale, str(cache.directory) if cache else None,
+                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "")  # fmt: skip
+    payloads = (backend or LocalBackend(1)).map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
+    return [_decode_capacity(p) for p in payloads]
+
+
+def capacity_interval(
+    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), num_seeds: int = 3, **kwargs: Any
+) -> tuple[float, float, list[Capacity]]:
+    """(lowest, highest) capacity over seeds cfg.seed … cfg.seed + num_seeds − 1, and each seed's result."""
+    caps = find_capacities([with_seed(cfg, k) for k in range(num_seeds)], obj, **kwargs)
+    rates = [c.rate_per_s for c in caps]
+    return min(rates), max(rates), caps
