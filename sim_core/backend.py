@@ -124,10 +124,23 @@ class Backend(Protocol):
 
 @dataclass
 class LocalBackend:
-    """A local process pool (`max_workers` 1: this process, no pool)."""
+    """A local process pool (`max_workers` 1: this process, no pool). The pool starts on first use
+    and lives until `close()` (or the end of a `with` block), so a search's rounds reuse it."""
 
     max_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     name: str = "local"
+    _pool: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def map(self, fn, items, on_progress=None, cancelled=None):
         items = list(items)
@@ -140,12 +153,13 @@ class LocalBackend:
                 if on_progress:
                     on_progress(i + 1, len(items))
             return out
-        # forkserver: workers fork from a clean helper process, never from a threaded server (Streamlit)
-        ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(max_workers=min(self.max_workers, len(items)), mp_context=ctx) as pool:
-            futures = [pool.submit(fn, x) for x in items]
-            _wait_all(futures, on_progress, cancelled, lambda: [f.cancel() for f in futures])
-            return [f.result() for f in futures]
+        if self._pool is None:
+            # forkserver: workers fork from a clean helper process, never from a threaded server (Streamlit)
+            ctx = multiprocessing.get_context("forkserver")
+            self._pool = ProcessPoolExecutor(max_workers=self.max_workers, mp_context=ctx)
+        futures = [self._pool.submit(fn, x) for x in items]
+        _wait_all(futures, on_progress, cancelled, lambda: [f.cancel() for f in futures])
+        return [f.result() for f in futures]
 
 
 def _wait_all(futures: list[Future], on_progress, cancelled, cancel_all) -> None:
@@ -211,21 +225,35 @@ def get_backend(ray: bool | str | None = None, max_workers: int | None = None) -
 # ---------------------------------------------------------------- cached point runs
 @dataclass(frozen=True)
 class _CachedTask:
-    """Picklable: simulate one config JSON unless the cache has it (each worker reads/writes it)."""
+    """Picklable: `fn(config JSON)` unless the cache has it (each worker reads/writes the cache).
+    `tag` keeps different functions of the same config apart in the cache."""
 
     cache_dir: str | None
     cache_bytes: int
     fingerprint: str
+    fn: Callable[[str], str] = simulate_point
+    tag: str = ""
 
     def __call__(self, cfg_json: str) -> str:
         cache = PointCache(Path(self.cache_dir), self.cache_bytes, self.fingerprint) if self.cache_dir else None
-        hit = cache.get(cfg_json) if cache else None
+        key = f"{self.tag}\n{cfg_json}" if self.tag else cfg_json
+        hit = cache.get(key) if cache else None
         if hit is not None:
             return hit
-        payload = simulate_point(cfg_json)
+        payload = self.fn(cfg_json)
         if cache:
-            cache.put(cfg_json, payload)
+            cache.put(key, payload)
         return payload
+
+
+def cached_map(
+    fn: Callable[[str], str], tag: str, configs: Iterable[SimConfig], backend: Backend | None = None,
+    cache: PointCache | None = None, on_progress: Progress | None = None, cancelled: Cancelled | None = None,
+) -> list[str]:
+    """[fn(config JSON)] on `backend`, each result read from / written to `cache` under `tag`."""
+    task = _CachedTask(str(cache.directory) if cache else None, cache.max_bytes if cache else 0,
+                       cache.fingerprint if cache else "", fn, tag)  # fmt: skip
+    return (backend or LocalBackend()).map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
 
 
 def run_points(
@@ -233,11 +261,7 @@ def run_points(
     on_progress: Progress | None = None, cancelled: Cancelled | None = None,
 ) -> list[tuple[Summary | None, str | None]]:
     """Simulate each config (cached points are read, not rerun) and return (summary, error) pairs in order."""
-    backend = backend or LocalBackend()
-    task = _CachedTask(str(cache.directory) if cache else None, cache.max_bytes if cache else 0,
-                       cache.fingerprint if cache else "")  # fmt: skip
-    payloads = backend.map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
-    return [decode_point(p) for p in payloads]
+    return [decode_point(p) for p in cached_map(simulate_point, "", configs, backend, cache, on_progress, cancelled)]
 
 
 class ProgressBar:

@@ -239,9 +239,11 @@ def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
     data["workload"]["arrival"]["rate_per_s"] = rate_per_s
     n = steady_run_length(cfg, rate_per_s, scale)
     data["workload"]["num_requests"] = n
-    if cfg.workload.trace is None:  # room for the whole run plus an overload's backlog (guard stays on)
-        lim = data["limits"]
-        lim["max_sim_time_s"] = float(min(max(lim["max_sim_time_s"], 4 * n / rate_per_s), 1e7))
+    if cfg.workload.trace is None:
+        # Room for the arrivals plus twice the slowest request at the SLO bounds to drain: a run that
+        # needs longer has a backlog (it fails the objective anyway), and overloaded probes stay cheap.
+        slowest_s = cfg.slo.ttft_s + cfg.workload.max_output_tokens * cfg.slo.tpot_s
+        data["limits"]["max_sim_time_s"] = float(min(n / rate_per_s + 2 * slowest_s, 1e7))
     data["limits"]["num_recorded_batches"] = 0  # the step-through view is not needed for a number
     return config_from_dict(data, f"capacity probe at {rate_per_s:g} req/s")
 
@@ -305,6 +307,7 @@ class _CapacityTask:
 
     objective_json: str
     scale: float
+    rel_tol: float
     cache_dir: str | None
     cache_bytes: int
     fingerprint: str
@@ -321,7 +324,7 @@ class _CapacityTask:
             return summary
 
         cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
-                            scale=self.scale, run=run)  # fmt: skip
+                            scale=self.scale, rel_tol=self.rel_tol, run=run)  # fmt: skip
         return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
                            "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
 
@@ -334,11 +337,11 @@ def _decode_capacity(payload: str) -> Capacity:
 
 def find_capacities(
     configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
-    backend: Backend | None = None, cache: PointCache | None = None,
+    rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
 ) -> list[Capacity]:
     """find_capacity for each config, one task each on `backend` (bisections run in parallel)."""
-    task = _CapacityTask(obj.model_dump_json(), scale, str(cache.directory) if cache else None,
+    task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
                          cache.max_bytes if cache else 0, cache.fingerprint if cache else "")  # fmt: skip
     payloads = (backend or LocalBackend(1)).map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
     return [_decode_capacity(p) for p in payloads]
