@@ -421,7 +421,7 @@ def plan(
     for row in sorted(feasible, key=lambda r: (r.usd_per_hour, r.family.key(), r.num_replicas)):
         best.setdefault(row.family, row)  # one row per family: its fewest replicas
     rows = list(best.values())[: spec.num_results]
-    rows = _with_headroom(rows, spec, backend, cache, cancelled)
+    rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation)
     if on_progress:
         on_progress(total, total)
     band = calibration_band() if with_band else CalibrationBand(None, None)
@@ -429,14 +429,16 @@ def plan(
 
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,
-                   cancelled: Callable[[], bool] | None) -> list[PlanRow]:  # fmt: skip
-    """Per-replica capacity by bisection from the operating point (known to pass) -> deployment capacity.
+                   cancelled: Callable[[], bool] | None, saturation: dict[Family, float]) -> list[PlanRow]:  # fmt: skip
+    """Per-replica capacity by bisection between the operating point (known to pass) and the
+    saturation bound -> deployment capacity.
     Traces replay fixed arrival times, so their rate cannot be bisected: no headroom for them."""
     if any(r.replica_config.workload.trace is not None for r in rows):
         return list(rows)
     caps: list[Capacity] = find_capacities([r.replica_config for r in rows], spec.objective,
                                            backend=backend, cache=cache, cancelled=cancelled,
-                                           rel_tol=spec.headroom_rel_tol)  # fmt: skip
+                                           rel_tol=spec.headroom_rel_tol,
+                                           ceilings_per_s=[SATURATION_MARGIN * saturation[r.family] for r in rows])  # fmt: skip
     return [
         PlanRow(r.family, r.num_replicas, r.num_gpus, r.usd_per_hour, r.replica_config, r.summary, r.meets,
                 c.rate_per_s * r.num_replicas, c.note)

@@ -262,10 +262,13 @@ class Capacity:
 def find_capacity(
     cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = 0.01,
     max_rate: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
+    ceiling_per_s: float | None = None,
 ) -> Capacity:
     """Highest offered rate meeting `obj` in steady state: grow/shrink ×2 from the config's rate to a
-    bracket, then bisect until the bracket is within `rel_tol`. `run` maps a config to its summary
-    (default: simulate here; a backend may pass a cached or remote runner)."""
+    bracket, then bisect (geometrically) until the bracket is within `rel_tol`. With `ceiling_per_s`
+    (a rate known to be unsustainable, e.g. above saturation) the bracket is [config's rate, ceiling]
+    when the config's rate meets the objective: no overloaded doubling probes. `run` maps a config to
+    its summary (default: simulate here; a backend passes a cached or remote runner)."""
     run = run or (lambda c: run_simulation(c).summary)
     probes: list[tuple[float, Summary]] = []
 
@@ -275,7 +278,10 @@ def find_capacity(
         return meets_objective(s, cfg, obj)
 
     rate = cfg.workload.arrival.rate_per_s
-    if ok(rate):
+    first_ok = ok(rate)
+    if first_ok and ceiling_per_s is not None and ceiling_per_s > rate:
+        lo, hi = rate, ceiling_per_s
+    elif first_ok:
         lo, hi = rate, None
         while hi is None and lo < max_rate:
             nxt = min(lo * 2, max_rate)
@@ -312,9 +318,10 @@ class _CapacityTask:
     cache_bytes: int
     fingerprint: str
 
-    def __call__(self, cfg_json: str) -> str:
+    def __call__(self, item: str) -> str:
         from sim_core.backend import _CachedTask, decode_point
 
+        cfg_json, ceiling = json.loads(item)
         task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint)
 
         def run(c: SimConfig) -> Summary:
@@ -324,7 +331,7 @@ class _CapacityTask:
             return summary
 
         cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
-                            scale=self.scale, rel_tol=self.rel_tol, run=run)  # fmt: skip
+                            scale=self.scale, rel_tol=self.rel_tol, run=run, ceiling_per_s=ceiling)  # fmt: skip
         return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
                            "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
 
@@ -339,11 +346,14 @@ def find_capacities(
     configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
     rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
+    ceilings_per_s: Sequence[float | None] | None = None,
 ) -> list[Capacity]:
     """find_capacity for each config, one task each on `backend` (bisections run in parallel)."""
     task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
                          cache.max_bytes if cache else 0, cache.fingerprint if cache else "")  # fmt: skip
-    payloads = (backend or LocalBackend(1)).map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
+    ceilings = list(ceilings_per_s) if ceilings_per_s is not None else [None] * len(configs)
+    items = [json.dumps([c.model_dump_json(), ceil]) for c, ceil in zip(configs, ceilings)]
+    payloads = (backend or LocalBackend(1)).map(task, items, on_progress, cancelled)
     return [_decode_capacity(p) for p in payloads]
 
 

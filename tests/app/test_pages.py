@@ -13,7 +13,8 @@ from sim_core.lessons import load_lessons
 from tests.conftest import make_config
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
-PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py"]
+PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py",
+         "app_pages/plan.py"]
 TIMEOUT = 120
 
 
@@ -189,3 +190,21 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     at.run()
     assert not at.exception
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
+
+
+def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    assert not at.exception
+    at.number_input(key="plan.rate").set_value(30.0)
+    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
+    at.multiselect(key="plan.tp").set_value([1])
+    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
+    at.number_input(key="plan.replicas").set_value(3)
+    at.run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    df = at.dataframe[-1].value  # after the price editor
+    assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
+    assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
+    assert any("candidate configurations" in c.value for c in at.caption)
