@@ -208,3 +208,22 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
     assert any("candidate configurations" in c.value for c in at.caption)
+
+
+def test_sweep_page_repeats_over_seeds_and_says_when_runs_are_too_short():
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="8", stop="32", n="3")
+    at.number_input(key="sw.seeds").set_value(2).run()
+    assert not at.exception
+    fig = at.get("plotly_chart")[0].proto.spec
+    assert '"fill":"toself"' in fig.replace(" ", "")  # the band across seeds
+    assert any("cannot say what the steady state is" in i.value for i in at.info)
+    at.selectbox(key="sw.rule").set_value("P50").run()
+    assert any("P50 TTFT" in c.value for c in at.caption)
+
+
+def test_simulate_states_the_steady_window_and_flags_a_short_run():
+    at = app(preset="chat-h100-llama8b").run()
+    assert any("Steady state (requests 30–269" in c.value for c in at.caption)
+    cfg = make_config(workload__num_requests=300, workload__arrival__rate_per_s=24.0)
+    at = app(cfg=encode_config(cfg)).run()
+    assert any(i.value.startswith("Too short to say") for i in at.info)
