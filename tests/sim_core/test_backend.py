@@ -17,19 +17,36 @@ def _table(points):
     return [(p.value, p.error, [s.model_dump_json() for s in p.seeds]) for p in points]
 
 
+def _plan_table(backend):
+    from sim_core.planner import PlanSpec, plan
+
+    base = make_config(workload__prompt_tokens={"dist": "fixed", "mean": 512, "min": 1, "max": 512},
+                       workload__output_tokens={"dist": "lognormal", "mean": 64, "min": 1, "max": 256, "sigma": 0.5},
+                       slo__ttft_s=0.5, slo__tpot_s=0.05)  # fmt: skip
+    spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb", "h100-sxm"), tp_degrees=(1,), max_replicas=3,
+                    engines=("vllm-v1",), num_results=2)  # fmt: skip
+    p = plan(base, spec, backend=backend, with_band=False)
+    return json.dumps(p.table()), [(r.label, r.summary.model_dump_json()) for r in p.evaluated], p.pruned
+
+
 def test_process_pool_and_ray_return_identical_tables():
     cfg = _small()
     serial = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=LocalBackend(1))
-    pool = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=LocalBackend(2))
+    with LocalBackend(2) as pool_backend:
+        pool = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=pool_backend)
+        pool_plan = _plan_table(pool_backend)
     import ray
 
     try:
         ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         remote = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=RayBackend())
+        remote_plan = _plan_table(RayBackend())
     finally:
         ray.shutdown()
     assert _table(serial) == _table(pool) == _table(remote)
     assert len(serial[0].seeds) == 2
+    assert pool_plan == remote_plan == _plan_table(LocalBackend(1))
+    assert json.loads(pool_plan[0])  # the plan found something to compare
 
 
 def test_seeds_give_a_band_and_capacity_an_interval():
