@@ -40,8 +40,9 @@ MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a s
 
 def steady_window(num_arrivals: int) -> tuple[int, int]:
     """[first, last) arrival ranks of the steady window for `num_arrivals` requests."""
-    first = int(np.floor(num_arrivals * STEADY_WARMUP_FRACTION))
-    last = num_arrivals - int(np.floor(num_arrivals * STEADY_DRAIN_FRACTION))
+    # + 1e-9: n × 0.1 in binary floating point must not floor 30 × 0.1 = 2.9999… to 2
+    first = int(np.floor(num_arrivals * STEADY_WARMUP_FRACTION + 1e-9))
+    last = num_arrivals - int(np.floor(num_arrivals * STEADY_DRAIN_FRACTION + 1e-9))
     return first, last
 
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,10 +51,10 @@ class GpuPrice(BaseModel):
 
 
 @functools.cache
-def default_prices() -> dict[str, GpuPrice]:
-    """hardware preset -> cited default price (presets/pricing/gpu-on-demand.json)."""
+def default_prices() -> Mapping[str, GpuPrice]:
+    """hardware preset -> cited default price (presets/pricing/gpu-on-demand.json); read-only."""
     data = json.loads(PRICING_FILE.read_text())
-    return {name: GpuPrice.model_validate(p) for name, p in data["gpus"].items()}
+    return MappingProxyType({name: GpuPrice.model_validate(p) for name, p in data["gpus"].items()})
 
 
 # ---------------------------------------------------------------- the request
@@ -73,7 +74,7 @@ class PlanSpec(BaseModel):
     max_batches: tuple[int | None, ...] = Field(
         (None,), min_length=1, description="scheduler.max_num_seqs values (None: the engine preset's)."
     )
-    prices_usd_per_gpu_hour: dict[str, float] = Field(
+    prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
         default_factory=dict, description="Price overrides per hardware preset, USD per GPU-hour."
     )
     num_results: int = Field(5, ge=1, le=100, description="Cheapest feasible configurations to return.")

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 
 from sim_core.engine import run_simulation
 from sim_core.metrics import steady_window
@@ -54,3 +56,11 @@ def test_a_short_run_says_it_is_too_short():
 
 def test_offline_batches_have_no_steady_state():
     assert run_simulation(make_config(workload__num_requests=50, workload__arrival__process="offline")).summary.steady is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_.integers(min_value=0, max_value=10**7))
+def test_window_excludes_exactly_floor_ten_percent_each_side(n):
+    first, last = steady_window(n)
+    assert first == n // 10 and n - last == n // 10  # floor(n / 10) excluded at each end
+    assert 0 <= first <= last <= n
