@@ -114,7 +114,11 @@ class PointCache:
 
 # ---------------------------------------------------------------- backends
 class Backend(Protocol):
+    """Runs picklable functions over items; `close()` releases workers (also via `with`)."""
+
     name: str
+
+    def close(self) -> None: ...  # pragma: no cover
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], on_progress: Progress | None = None,
             cancelled: Cancelled | None = None) -> list[Any]:
@@ -189,6 +193,15 @@ class RayBackend:
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False,
                      runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}} if self.address is None else None)  # fmt: skip
         self._ray = ray
+
+    def __enter__(self) -> RayBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """The cluster stays up (it is not ours); nothing to release here."""
 
     def map(self, fn, items, on_progress=None, cancelled=None):
         ray = self._ray

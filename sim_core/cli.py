@@ -1,6 +1,7 @@
 """Command line: `python -m sim_core run PRESET_OR_FILE [--set key=value ...] [--out DIR] [--json]`,
 `python -m sim_core presets`, `python -m sim_core validate`, `python -m sim_core capacity PRESET`,
-`python -m sim_core plan PRESET --rate R [--ray [ADDRESS]]`. Bad input: a message and exit code 2.
+`python -m sim_core sweep PRESET --start A --stop B [--seeds K]`, `python -m sim_core plan PRESET --rate R
+[--ray [ADDRESS]]`. Bad input: a message and exit code 2.
 """
 
 from __future__ import annotations
@@ -152,11 +153,45 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         lo, hi, caps = capacity_interval(cfg, obj, args.seeds, scale=args.scale, backend=backend, cache=cache,
                                          on_progress=ProgressBar("capacity"))  # fmt: skip
     finally:
-        getattr(backend, "close", lambda: None)()
+        backend.close()
     print(f"{cfg.name}: capacity {lo:,.2f}-{hi:,.2f} req/s over {args.seeds} seed(s) "
           f"({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, bisection to 1 %)")  # fmt: skip
     for k, c in enumerate(caps):
         print(f"  seed {cfg.seed + k}: {c.rate_per_s:,.2f} req/s" + (f"  NOTE: {c.note}" if c.note else ""))
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from sim_core.backend import ProgressBar
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, point_metric, run_sweep, sweep_values
+
+    cfg = load_preset(args.preset)
+    if args.set:
+        cfg = apply_overrides(cfg, args.set)
+    if args.knob not in SWEEP_KNOBS:
+        raise PresetError(f"unknown knob {args.knob!r}; one of {', '.join(SWEEP_KNOBS)}")
+    backend, cache, obj = _backend_from(args)
+    values = sweep_values(args.knob, args.start, args.stop, args.num)
+    try:
+        pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
+                        steady_length=not args.fixed_length)  # fmt: skip
+    finally:
+        backend.close()
+    rng = lambda lo, mid, hi: f"{mid:,.1f}" if lo == hi else f"{mid:,.1f} [{lo:,.1f}-{hi:,.1f}]"  # noqa: E731
+    print(f"{cfg.name}: {SWEEP_KNOBS[args.knob][1]}, steady-state window, median [min-max] over {args.seeds} seed(s)")
+    print(f"  {args.knob:>10s}  {'output tok/s':>24s}  {'goodput req/s':>20s}  {'TTFT p99 ms':>24s}  note")
+    for p in pts:
+        if p.error:
+            print(f"  {p.value:>10g}  error: {p.error}")
+            continue
+        tok, good, ttft = (band(point_metric(p, f"steady.{f}")) for f in ("output_tokens_per_s", "goodput_requests_per_s", "ttft_p99_s"))
+        note = p.summary.steady.note if p.summary.steady else "no steady-state window"
+        print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {(note or '')[:60]}")
+    if args.knob == "rate":
+        caps = [capacity_from_sweep(pts, cfg, objective=obj, seed_index=k) for k in range(args.seeds)]
+        found = [c for c in caps if c is not None]
+        text = "below the first rate" if not found else f"{min(found):g}-{max(found):g} req/s" if len(found) > 1 else f"{found[0]:g} req/s"
+        print(f"  capacity ({obj.describe(cfg)}): {text} (a swept rate; `capacity` bisects)")
     return 0
 
 
@@ -190,7 +225,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     try:
         result = plan(cfg, spec, backend=backend, cache=cache, on_progress=ProgressBar("plan"))
     finally:
-        getattr(backend, "close", lambda: None)()
+        backend.close()
     elapsed = time.monotonic() - t0
     p = spec.objective.percentile
     print(f"Plan for {spec.target_rate_per_s:g} req/s of {cfg.workload.name} traffic on {cfg.model.name}: "
@@ -242,6 +277,17 @@ def main(argv: list[str] | None = None) -> int:
     cap.add_argument("--seeds", type=int, default=3, help="seeds to repeat over (the interval's width)")
     cap.add_argument("--scale", type=float, default=1.0, help="run length multiplier (1 = the steady-state length)")
     _backend_args(cap)
+    sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
+    sw.add_argument("preset", help="a preset name or a config .json path")
+    sw.add_argument("--knob", default="rate", help="rate, max_num_seqs, chunk, memory_gb, bandwidth, tflops, num_gpus, kv_compression")
+    sw.add_argument("--start", type=float, required=True)
+    sw.add_argument("--stop", type=float, required=True)
+    sw.add_argument("--num", type=int, default=8, help="points")
+    sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
+    sw.add_argument("--fixed-length", action="store_true",
+                    help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    _backend_args(sw)
     pl = sub.add_parser("plan", help="cheapest deployments (GPU x TP x replicas x engine) meeting SLOs at a rate")
     pl.add_argument("preset", help="the traffic, model and SLOs: a preset name or a config .json path")
     pl.add_argument("--rate", type=float, required=True, help="target requests/s for the whole deployment")
@@ -262,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_capacity(args)
         if args.cmd == "plan":
             return _cmd_plan(args)
+        if args.cmd == "sweep":
+            return _cmd_sweep(args)
         if args.cmd == "run":
             return _cmd_run(args)
         if args.cmd == "presets":

@@ -74,16 +74,17 @@ def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
 def run_sweep(
     cfg: SimConfig, knob: str, values: Sequence[float], on_progress: Callable[[int, int], None] | None = None,
     *, num_seeds: int = 1, backend: Backend | None = None, cache: PointCache | None = None,
-    cancelled: Callable[[], bool] | None = None,
+    cancelled: Callable[[], bool] | None = None, steady_length: bool = False,
 ) -> list[SweepPoint]:
     """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
-    a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`."""
+    a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`.
+    `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's."""
     path = SWEEP_KNOBS[knob][0]
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
     for i, v in enumerate(values):
         try:
-            base = with_value(cfg, path, v)
+            base = at_rate(cfg, float(v)) if steady_length and knob == "rate" else with_value(cfg, path, v)
         except PresetError as err:
             errors[i] = str(err)
             continue
@@ -215,6 +216,12 @@ MIN_CAPACITY_REQUESTS = 500
 MAX_CAPACITY_REQUESTS = 200_000  # WorkloadConfig.num_requests upper bound
 
 
+def steady_warmup_s(cfg: SimConfig) -> float:
+    """The warm-up a steady-state run needs: twice a mean request's end-to-end time at the SLO bounds."""
+    mean_out = cfg.workload.output_tokens.mean
+    return WARMUP_FILL_MULTIPLE * (cfg.slo.ttft_s + max(mean_out - 1, 0) * cfg.slo.tpot_s)
+
+
 def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> int:
     """Requests for a run at `rate_per_s` long enough that its answer no longer moves with length.
 
@@ -224,12 +231,9 @@ def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> 
     capacity 22.6 / 21.7 / 21.2 / 21.2 req/s at 0.5× / 1× / 2× / 4× this length, so 1× is within
     ±5 % of 4× (tests/sim_core/test_sweep.py). `scale` multiplies it. Traces keep their length.
     """
-    wl = cfg.workload
-    if wl.trace is not None:
-        return wl.num_requests
-    mean_out = wl.output_tokens.mean
-    fill_s = cfg.slo.ttft_s + max(mean_out - 1, 0) * cfg.slo.tpot_s
-    n = int(np.ceil(scale * WARMUP_FILL_MULTIPLE * rate_per_s * fill_s / STEADY_WARMUP_FRACTION))
+    if cfg.workload.trace is not None:
+        return cfg.workload.num_requests
+    n = int(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION))
     return int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
 
 

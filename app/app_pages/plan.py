@@ -151,7 +151,7 @@ def main() -> None:
         st.error(str(err))
         return
     finally:
-        getattr(backend, "close", lambda: None)()
+        backend.close()
         bar.empty()
     _show(result, time.monotonic() - t0)
 

@@ -9,11 +9,12 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.state import CFG_KEY, canonical_json, config_to_query, read_query_params, write_query_params
-from sim_core import MemoryPlanError, PresetError, SimConfig, list_presets, run_simulation
+from app.state import CFG_KEY, config_to_query, read_query_params, write_query_params
+from sim_core import SimConfig, list_presets
+from sim_core.backend import PointCache, default_cache_dir, get_backend
 from sim_core.presets import read_preset_data
-from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, point_metric, sweep_values,
-                            with_seed, with_value)  # fmt: skip
+from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, point_metric, run_sweep,
+                            steady_warmup_s, sweep_values)  # fmt: skip
 
 MAX_POINTS = 16
 ATTAINMENT = 0.9
@@ -24,34 +25,23 @@ RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(perce
 NO_ENGINE = "(none)"
 
 
-@st.cache_data(max_entries=512, show_spinner=False)
-def _point(cfg_json: str, knob: str, value: float, seed_offset: int = 0) -> tuple[dict | None, str | None]:
-    cfg = SimConfig.model_validate_json(cfg_json)
-    try:
-        return run_simulation(with_seed(with_value(cfg, SWEEP_KNOBS[knob][0], value), seed_offset)).summary.model_dump(), None
-    except (PresetError, MemoryPlanError) as err:
-        return None, str(err)
-
-
 def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
     from app.components.config_form import apply_part
 
     return apply_part(cfg, "engines", engine)
 
 
-def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total: int, seeds: int = 1) -> list[SweepPoint]:
-    from sim_core.result import Summary
+def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total: int, seeds: int = 1,
+         steady: bool = False) -> list[SweepPoint]:
+    """The sweep on the default backend (a local process pool, or Ray when RAY_ADDRESS is set); finished
+    points come from / go to the bounded on-disk cache, so leaving the page mid-sweep loses nothing."""
 
-    out = []
-    cfg_json = canonical_json(cfg)
-    for i, v in enumerate(values):
-        runs = [_point(cfg_json, knob, v, k) for k in range(seeds)]
-        err = next((e for _, e in runs if e), None)
-        summaries = tuple(Summary(**s) for s, _ in runs if s)
-        out.append(SweepPoint(v, None, err) if err else SweepPoint(v, summaries[0], None, summaries))
-        done = offset + (i + 1) * seeds
-        bar.progress(done / total, text=f"{knob} = {v:g} ({done}/{total} runs)")
-    return out
+    def progress(done: int, _: int) -> None:
+        bar.progress((offset + done) / total, text=f"{knob}: {offset + done}/{total} runs")
+
+    with get_backend() as backend:
+        return run_sweep(cfg, knob, values, progress, num_seeds=seeds, backend=backend, cache=PointCache(default_cache_dir()),
+                         steady_length=steady)  # fmt: skip
 
 
 def _steady(field: str) -> str:
@@ -135,6 +125,11 @@ def main() -> None:
                                 help="Repeat every point with this many seeds: the charts draw the min–max band, "
                                 "capacity becomes an interval."))  # fmt: skip
     objective = RULES[rule]
+    steady = knob == "rate" and st.checkbox(
+        "Steady-state run length", value=True, key="sw.steady",
+        help="Each rate runs long enough that a 4× longer run moves the capacity by < 5 % (a warm-up of "
+        f"{steady_warmup_s(cfg):,.0f} s for this traffic and these SLOs, then 8× that), instead of the current "
+        f"{cfg.workload.num_requests:,} requests.")  # fmt: skip
     engines = [NO_ENGINE, *list_presets("engines")]
     vs_default = params.get("vs", NO_ENGINE)
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
@@ -155,7 +150,8 @@ def main() -> None:
         setups[other.scheduler.name if other.scheduler.name != cfg.scheduler.name else f"{vs}"] = other
     total = len(values) * len(setups) * seeds
     bar = st.progress(0.0, text="Simulating…")
-    curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds) for i, (name, c) in enumerate(setups.items())}
+    curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds, steady)
+              for i, (name, c) in enumerate(setups.items())}  # fmt: skip
     bar.empty()
     caps = {}
     if knob == "rate":

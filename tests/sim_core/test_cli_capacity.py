@@ -41,3 +41,10 @@ def test_bad_plan_input_is_named_not_a_traceback(price, rate):
     err = buf.getvalue()
     assert code == EXIT_BAD_INPUT
     assert "error:" in err and ("price" in err or "target_rate_per_s" in err)
+
+
+def test_sweep_prints_bands_over_seeds_and_a_capacity(capsys):
+    assert main(["sweep", "chat-h100-llama8b", "--start", "20", "--stop", "200", "--num", "3", "--seeds", "2", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "median [min-max] over 2 seed(s)" in out and "capacity (P99 TTFT ≤ 0.5 s" in out
+    assert out.count("[") >= 3  # bands drawn as [min-max]

@@ -77,3 +77,11 @@ def test_percentile_rule_reads_the_named_percentile():
     assert meets_objective(s, tight, CapacityObjective(percentile=50))
     assert not meets_objective(s, tight, CapacityObjective(percentile=99))
     assert "P99 TTFT" in CapacityObjective().describe(cfg) and "90%" in CapacityObjective(rule="attainment").describe(cfg)
+
+
+def test_steady_length_sweeps_run_long_enough_to_say():
+    cfg = make_config()  # 300 requests: too short at these rates
+    short = run_sweep(cfg, "rate", [16.0])[0].summary
+    steady = run_sweep(cfg, "rate", [16.0], steady_length=True)[0].summary
+    assert short.steady.note is not None and steady.steady.note is None
+    assert steady.num_requests == steady_run_length(cfg, 16.0)
