@@ -113,6 +113,17 @@ def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) ->
     return float(lo), float(mid), float(hi)
 
 
+def seed_bands(
+    cfg: SimConfig, fields: Sequence[str], num_seeds: int, backend: Backend | None = None,
+    cache: PointCache | None = None,
+) -> dict[str, tuple[float, float, float]]:
+    """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1."""
+    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache)
+    if pt.error:
+        raise PresetError(pt.error)
+    return {f: band(point_metric(pt, f)) for f in fields}
+
+
 def point_metric(p: SweepPoint, field: str) -> list[float]:
     """A Summary field (or `steady.<field>`) of every seed of a point."""
     head, _, sub = field.partition(".")

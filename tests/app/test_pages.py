@@ -227,3 +227,12 @@ def test_simulate_states_the_steady_window_and_flags_a_short_run():
     cfg = make_config(workload__num_requests=300, workload__arrival__rate_per_s=24.0)
     at = app(cfg=encode_config(cfg)).run()
     assert any(i.value.startswith("Too short to say") for i in at.info)
+
+
+def test_compare_repeats_over_seeds_and_says_whether_the_bands_overlap():
+    at = open_page(PAGES[1])
+    at.number_input(key="cmp.seeds").set_value(3).run()
+    assert not at.exception
+    df = next(d.value for d in at.dataframe if "bands overlap" in d.value.columns)
+    assert list(df["metric"])[:2] == ["Output throughput", "Goodput"] and set(df["bands overlap"]) <= {"yes", "no"}
+    assert "A (min – max, 3 seeds)" in df.columns
