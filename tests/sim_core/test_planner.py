@@ -4,7 +4,7 @@ import pytest
 
 from sim_core.backend import LocalBackend
 from sim_core.engine import run_simulation
-from sim_core.planner import Family, PlanSpec, default_prices, family_config, pareto_front, plan, replica_config
+from sim_core.planner import CalibrationBand, Family, PlanSpec, default_prices, family_config, pareto_front, plan, replica_config
 from sim_core.presets import PresetError, list_presets
 from sim_core.sweep import meets_objective
 from tests.conftest import make_config
@@ -46,11 +46,19 @@ def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
 
 
 def test_costs_follow_the_formulas():
-    p = plan(_base(), SPEC.model_copy(update={"num_results": 1}), with_band=False)
+    p = plan(_base(), SPEC.model_copy(update={"num_results": 1}))
     row, t = p.rows[0], p.table()[0]
     assert row.usd_per_hour == pytest.approx(row.num_gpus * SPEC.prices()[row.family.gpu])
     assert t["usd_per_million_output_tokens"] == pytest.approx(row.usd_per_hour * 1e6 / (row.output_tokens_per_s * 3600))
     assert t["good_requests_per_usd"] == pytest.approx(row.goodput_per_s * 3600 / row.usd_per_hour)
+    from sim_core import validate
+
+    if validate.CALIBRATION_CSV.exists():  # the held-out error of sim_core/validate.py
+        assert p.band.median_pct is not None and p.band.num_rows > 0
+    else:
+        assert p.robust(row) is None and "unavailable" in p.band.text()
+    p.band = CalibrationBand(median_pct=10.0, p90_pct=30.0, num_rows=5)
+    assert p.robust(row) == (row.headroom(SPEC.target_rate_per_s) >= 0.10) and "±10 %" in p.band.text()
     front = pareto_front(p.evaluated, 99)
     assert front and all(a.usd_per_hour <= b.usd_per_hour and a.latency_s("ttft", 99) > b.latency_s("ttft", 99)
                          for a, b in zip(front, front[1:]))  # fmt: skip
