@@ -321,8 +321,12 @@ def plan(
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
     with_band: bool = True,
 ) -> Plan:
-    """The cheapest configurations meeting `spec.objective` at `spec.target_rate_per_s` (see module doc)."""
-    backend = backend or LocalBackend(1)
+    """The cheapest configurations meeting `spec.objective` at `spec.target_rate_per_s` (see module doc).
+    Runs on `backend` (default: a local process pool, one worker per CPU, closed on return)."""
+    if backend is None:
+        with LocalBackend() as own:
+            return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,
+                        with_band=with_band)  # fmt: skip
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:

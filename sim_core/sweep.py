@@ -375,7 +375,11 @@ def find_capacities(
 def capacity_interval(
     cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), num_seeds: int = 3, **kwargs: Any
 ) -> tuple[float, float, list[Capacity]]:
-    """(lowest, highest) capacity over seeds cfg.seed … cfg.seed + num_seeds − 1, and each seed's result."""
+    """(lowest, highest) capacity over seeds cfg.seed … cfg.seed + num_seeds − 1, and each seed's result.
+    The seeds' bisections run in parallel (default backend: a local process pool)."""
+    if kwargs.get("backend") is None:
+        with LocalBackend() as own:
+            return capacity_interval(cfg, obj, num_seeds, **(kwargs | {"backend": own}))
     caps = find_capacities([with_seed(cfg, k) for k in range(num_seeds)], obj, **kwargs)
     rates = [c.rate_per_s for c in caps]
     return min(rates), max(rates), caps
