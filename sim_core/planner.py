@@ -170,6 +170,8 @@ def saturation_config(cfg: SimConfig) -> SimConfig:
     so the completion rate mid-run is the most the replica can serve (its saturation rate)."""
     data = cfg.model_dump(mode="python")
     data["workload"]["arrival"]["process"] = "offline"
+    if data["workload"]["trace"] is not None:  # a trace keeps its requests, all queued at t=0
+        data["workload"]["trace"]["arrival_s"] = [0.0] * len(data["workload"]["trace"]["arrival_s"])
     data["workload"]["num_requests"] = max(SATURATION_REQUESTS, 4 * cfg.scheduler.max_num_seqs) if cfg.workload.trace is None \
         else cfg.workload.num_requests  # fmt: skip
     data["limits"]["num_recorded_batches"] = 0

@@ -4,7 +4,7 @@ import pytest
 
 from sim_core.backend import LocalBackend
 from sim_core.engine import run_simulation
-from sim_core.planner import CalibrationBand, Family, PlanSpec, default_prices, family_config, pareto_front, plan, replica_config
+from sim_core.planner import CalibrationBand, Family, saturation_config, PlanSpec, default_prices, family_config, pareto_front, plan, replica_config
 from sim_core.presets import PresetError, list_presets
 from sim_core.sweep import meets_objective
 from tests.conftest import make_config
@@ -72,6 +72,7 @@ def test_replicas_thin_a_trace_to_its_share():
     n = one.workload.num_requests
     assert 60 < n < 140  # ~ 1 in 4
     assert one.workload.trace.arrival_s[-1] == pytest.approx(399 / 20.0, rel=0.05)  # time-scaled to 20 req/s
+    assert set(saturation_config(one).workload.trace.arrival_s) == {0.0}  # saturation: every request queued at once
 
 
 def test_prices_are_cited_data_and_a_missing_price_is_named():
