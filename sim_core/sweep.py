@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.config import SimConfig
-from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.metrics import STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
