@@ -46,12 +46,20 @@ def assert_same_run(a, b):
     for f in ("req", "time_s", "kind"):
         assert np.array_equal(getattr(a.events, f)[ka], getattr(b.events, f)[kb]), f
     assert np.array_equal(a.itl_s, b.itl_s)
-    for field, value in a.summary.model_dump().items():
-        other = getattr(b.summary, field)
-        if isinstance(value, float):
-            assert other == pytest.approx(value, rel=1e-12, nan_ok=True), field
+    assert_same_summary(a.summary.model_dump(), b.summary.model_dump())
+
+
+def assert_same_summary(a: dict, b: dict, where: str = "summary") -> None:
+    """Equal, floats to 1e-12 (a deployment aggregates GPU figures over instances: x*n/n rounding)."""
+    assert a.keys() == b.keys(), where
+    for field, value in a.items():
+        other = b[field]
+        if isinstance(value, dict):
+            assert_same_summary(value, other, f"{where}.{field}")
+        elif isinstance(value, float):
+            assert other == pytest.approx(value, rel=1e-12, nan_ok=True), f"{where}.{field}"
         else:
-            assert other == value, field
+            assert other == value, f"{where}.{field}"
 
 
 def assert_cluster_invariants(res: ClusterResult):
@@ -239,6 +247,5 @@ def test_per_instance_summaries_are_over_their_own_requests():
     for inst in res.instances:
         r = inst.result
         again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None)
-        for field, value in again.model_dump().items():
-            assert getattr(r.summary, field) == pytest.approx(value, rel=1e-12, nan_ok=True), field
+        assert_same_summary(again.model_dump(), r.summary.model_dump())
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
