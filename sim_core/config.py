@@ -319,19 +319,19 @@ class CalibrationConfig(StrictModel):
     profile: str = Field(
         "default", max_length=60, description="Name of the calibration profile these values come from (presets/calibration)."
     )
-    gemm_efficiency: float = Field(0.73, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
+    gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
     fp8_gemm_efficiency: float = Field(
-        0.5, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
+        0.67, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
     )
-    attention_efficiency: float = Field(0.22, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
-    memory_efficiency: float = Field(0.76, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    attention_efficiency: float = Field(0.17, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
+    memory_efficiency: float = Field(0.71, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
     layer_fixed_us: float = Field(
-        0.0, ge=0, le=10_000,
+        50.0, ge=0, le=10_000,
         description="GPU time per layer per tick that does not scale with the batch (norm, rotary, activation, "
         "residual and attention kernels at their minimum size), us.",
     )
     tick_overhead_ms: float = Field(
-        4.1, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
+        1.7, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
     )
     per_seq_overhead_us: float = Field(
         0.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
@@ -339,7 +339,7 @@ class CalibrationConfig(StrictModel):
     interconnect_efficiency: float = Field(
         0.62, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
     )
-    allreduce_latency_us: float = Field(26.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
+    allreduce_latency_us: float = Field(38.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
 
 
 class SLOConfig(StrictModel):
