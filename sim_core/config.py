@@ -56,11 +56,11 @@ class HardwareSpec(StrictModel):
     @classmethod
     def _migrate_memory_gb(cls, data: Any) -> Any:
         # Links and presets written before the GiB fix say `memory_gb`; the number was always the card's
-        # label ("80 GB"), which is GiB, so it is carried over unchanged.
+        # label ("80 GB"), which is GiB, so it is carried over unchanged. It wins over a preset's value
+        # it was merged onto (an old override of a preset).
         if isinstance(data, dict) and "memory_gb" in data:
             data = dict(data)
-            old = data.pop("memory_gb")
-            data.setdefault("memory_gib", old)
+            data["memory_gib"] = data.pop("memory_gb")
         return data
 
     @model_validator(mode="after")
