@@ -145,6 +145,8 @@ def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
     u = kv.gpu_memory_utilization
     if kv.memory_rule == "sglang":
         budget = u * usable
+        if workspace > usable - budget:  # activations only get the 1 − u SGLang leaves: it OOMs mid-prefill
+            return budget, weights, workspace, 0.0
         return budget, weights, workspace, budget - weights
     if kv.memory_rule == "tensorrt-llm":
         return usable, weights, workspace, u * (usable - weights - workspace)
@@ -168,7 +170,9 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
             f"Out of memory: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
             f"{gib(max(kv_bytes, 0))} for the KV cache ({hw.memory_gib:g} GiB per GPU, gpu_memory_utilization "
             f"{kv.gpu_memory_utilization:g}, memory rule {kv.memory_rule!r}). "
-            f"The workspace grows with scheduler.max_num_batched_tokens ({cfg.scheduler.max_num_batched_tokens}): "
+            + (f"Under SGLang's rule the activations must fit in the {1 - kv.gpu_memory_utilization:.2f} of memory "
+               "outside mem_fraction_static. " if kv.memory_rule == "sglang" else "")
+            + f"The workspace grows with scheduler.max_num_batched_tokens ({cfg.scheduler.max_num_batched_tokens}): "
             "lower it (a smaller prefill chunk, article §5.1), add GPUs (hardware.num_gpus), use FP8/INT4 weights "
             "(model.weight_dtype), or a GPU with more memory."
         )
