@@ -321,7 +321,7 @@ class CalibrationConfig(StrictModel):
     )
     gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
     fp8_gemm_efficiency: float = Field(
-        0.67, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
+        0.58, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
     )
     attention_efficiency: float = Field(0.17, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
     memory_efficiency: float = Field(0.71, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
@@ -331,15 +331,15 @@ class CalibrationConfig(StrictModel):
         "residual and attention kernels at their minimum size), us.",
     )
     tick_overhead_ms: float = Field(
-        1.7, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
+        0.3, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
     )
     per_seq_overhead_us: float = Field(
         0.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
     )
     interconnect_efficiency: float = Field(
-        0.62, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
+        0.6, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
     )
-    allreduce_latency_us: float = Field(38.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
+    allreduce_latency_us: float = Field(37.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
 
 
 class SLOConfig(StrictModel):

@@ -47,18 +47,19 @@ GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "attention_efficiency",
 # Engine family profiles: which published rows each is fitted on (>= 3 each), and which sections it replays.
 PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E"}
 PROFILE_FIT_ROWS = {
-    # TensorRT-LLM v0.5 (C++ runtime, in-flight batching era): static batch 64 at 128/128 (H100 FP8, A100
-    # FP16), batch-1 prefill of 128 and 2,048 tokens on both GPUs.
-    "tensorrt-llm-classic": ("A005", "A021", "A031", "A039", "A032", "A040"),
+    # TensorRT-LLM v0.5 (C++ runtime, in-flight batching era): static batch 64 at 128/128 for Llama-2-7B on
+    # H100 FP8, A100 FP16, L40S FP8, Llama-2-70B TP4 on H100 and A100, GPT-J on A100; batch-1 prefill of 128 and
+    # 2,048 tokens (Llama-2-7B, H100 and A100).
+    "tensorrt-llm-classic": ("A005", "A021", "A031", "A039", "A032", "A040", "A009", "A025", "A013", "A017"),
     # (plus layer_fixed_us: fused kernels.)
     # Sarathi-Serve artifact (vLLM 0.2-based Python engine; the paper's vLLM and Orca baselines ran in the
-    # same code): decode batch 1 and 128, prefill of 512 tokens.
-    "sarathi-serve-artifact": ("H487", "H494", "H497"),
+    # same code): decode batch 1 and 128, prefill of 512 and 16,384 tokens.
+    "sarathi-serve-artifact": ("H487", "H494", "H497", "H502"),
     # gpt-fast (torch.compile + CUDA graphs, the execution style of vLLM V1 and SGLang): batch-1 decode of
     # Llama-2-7B at three weight precisions and Llama-2-70B at TP2, all on A100.
     "compiled-pytorch": ("E425", "E426", "E427", "E433"),
 }
-# The defaults of CalibrationConfig: GPU constants plus this family's CPU overheads.
+# The defaults of CalibrationConfig: operator-fitted GPU constants plus this family's CPU overheads.
 DEFAULT_FAMILY = "tensorrt-llm-classic"
 
 GPU_PRESETS = {
@@ -181,15 +182,18 @@ def _allreduce_rows() -> list[Row]:
         link = read_preset_data("hardware", VIDUR_SYSTEM[system])["interconnect_gb_per_s"] * 1e9
         for t in (2, 4, 8):
             sel = [r for r in data if r["system"] == system and int(r["num_workers"]) == t and int(r["devices_per_node"]) == t]
-            for k in range(11, 27):  # 2 KiB .. 64 MiB, the nearest profiled size
-                r = min(sel, key=lambda r: abs(int(r["size"]) - 2**k))
-                size = int(r["size"])
+            for k in range(11, 27):  # 2 KiB .. 64 MiB: the median over profiled sizes within a factor sqrt(2)
+                near = [r for r in sel if 2 ** (k - 0.5) <= int(r["size"]) < 2 ** (k + 0.5)]  # (single runs jitter 2x)
+                if not near:  # profiled sizes step by 8 KiB: none between 2.9 and 5.8 KiB
+                    continue
+                size = int(np.median([int(r["size"]) for r in near]))
+                value = float(np.median([float(r["all_reduce_ms"]) for r in near]))
 
                 def pred(cal, size=size, t=t, link=link):
                     return (2 * (t - 1) / t * size / (link * cal["interconnect_efficiency"]) + cal["allreduce_latency_us"] * 1e-6) * 1e3
 
                 rows.append(Row(f"ar-{system}-tp{t}-{size}", f"all-reduce {size / 2**20:.3g} MiB TP{t} {system}",
-                                float(r["all_reduce_ms"]), "ms", pred, "vidur-allreduce", "Vidur all_reduce.csv", k % 2 == 1))  # fmt: skip
+                                value, "ms", pred, "vidur-allreduce", "Vidur all_reduce.csv", k % 2 == 1))  # fmt: skip
     return rows
 
 
@@ -313,6 +317,10 @@ def fit(rows: list[Row]) -> dict[str, dict[str, float]]:
         grids = {"tick_overhead_ms": np.arange(0, 60.1, 0.1), "per_seq_overhead_us": np.arange(0, 2001, 5.0)}
         # Fused-kernel engines do not pay the eager per-layer kernel time Vidur measured: refit it per family.
         grids["layer_fixed_us"] = np.arange(0, 51, 1.0)
+        # Engines' own kernels stream weights and KV at their own fraction of HBM bandwidth.
+        grids["memory_efficiency"] = np.arange(0.50, 0.96, 0.01)
+        if profile != "compiled-pytorch":  # its batch-1 decode rows carry almost no attention work
+            grids["attention_efficiency"] = np.arange(0.05, 0.61, 0.01)
         if profile == "tensorrt-llm-classic":
             grids["fp8_gemm_efficiency"] = np.arange(0.20, 0.96, 0.01)
         if profile == "compiled-pytorch":  # batch-1 rows only: a per-sequence cost is not identifiable;
@@ -321,7 +329,12 @@ def fit(rows: list[Row]) -> dict[str, dict[str, float]]:
         start = cal | gpu | {"profile": profile, "per_seq_overhead_us": 0.0}
         fitted = _grid_fit(_fit_rows(rows, profile), start, grids)
         out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
-    out["default"] = out[DEFAULT_FAMILY] | {"profile": "default"}
+    # default: the operator-fitted GPU constants with the CPU costs (and FP8 GEMM efficiency) of DEFAULT_FAMILY
+    family = out[DEFAULT_FAMILY]
+    out["default"] = cal | gpu | {"profile": "default", "tick_overhead_ms": family["tick_overhead_ms"],
+                                  "per_seq_overhead_us": family["per_seq_overhead_us"],
+                                  "fp8_gemm_efficiency": family["fp8_gemm_efficiency"]}  # fmt: skip
+    out["default"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out["default"].items()}
     return out
 
 
