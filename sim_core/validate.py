@@ -36,7 +36,8 @@ import numpy as np
 
 from sim_core.config import CalibrationConfig, SimConfig
 from sim_core.costmodel import ACT_BYTES, CostModel
-from sim_core.presets import PRESETS_DIR, read_preset_data
+from sim_core.engine import run_simulation
+from sim_core.presets import PRESETS_DIR, config_from_dict, read_preset_data
 
 DATA_DIR = PRESETS_DIR / "calibration" / "data"
 CALIBRATION_CSV = DATA_DIR / "published_measurements.csv"
@@ -45,7 +46,11 @@ PROFILES_DIR = PRESETS_DIR / "calibration"
 GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "attention_efficiency", "layer_fixed_us",
                  "interconnect_efficiency", "allreduce_latency_us")  # fmt: skip
 # Engine family profiles: which published rows each is fitted on (>= 3 each), and which sections it replays.
-PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E"}
+PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
+                    "tensorrt-llm-pytorch": "T"}
+# Families whose rows are priced by running the simulator (offline benchmark runs), not by one formula:
+# slower, so tests cover them behind SIM_CORE_SLOW_TESTS=1 (see tests/sim_core/test_validate.py).
+SIMULATED_FAMILIES = ("tensorrt-llm-pytorch",)
 PROFILE_FIT_ROWS = {
     # TensorRT-LLM v0.5 (C++ runtime, in-flight batching era): static batch 64 at 128/128 for Llama-2-7B on
     # H100 FP8, A100 FP16, L40S FP8, Llama-2-70B TP4 on H100 and A100, GPT-J on A100; batch-1 prefill of 128 and
@@ -58,6 +63,11 @@ PROFILE_FIT_ROWS = {
     # gpt-fast (torch.compile + CUDA graphs, the execution style of vLLM V1 and SGLang): batch-1 decode of
     # Llama-2-7B at three weight precisions and Llama-2-70B at TP2, all on A100.
     "compiled-pytorch": ("E425", "E426", "E427", "E433"),
+    # TensorRT-LLM 1.0, PyTorch backend (trtllm-bench offline throughput): Llama-3.1-8B FP8 on H100 at
+    # 128/128, 128/2048, 1000/1000 and 2048/128. It starts from compiled-pytorch's kernel costs (same
+    # execution style: PyTorch, CUDA graphs) and fits its own CPU costs per tick and per sequence and its
+    # FP8 GEMM efficiency.
+    "tensorrt-llm-pytorch": ("T001", "T002", "T005", "T007"),
 }
 # The defaults of CalibrationConfig: operator-fitted GPU constants plus this family's CPU overheads.
 DEFAULT_FAMILY = "tensorrt-llm-classic"
@@ -67,9 +77,11 @@ GPU_PRESETS = {
     "A100-SXM-80GB (330 W cap)": ("a100-80gb", {"hbm_bandwidth_gb_per_s": 1700}),
     "A100-80GB (DGX)": ("a100-80gb", {}), "H100-80GB (DGX)": ("h100-sxm", {}),
     "A100-PCIe-80GB (pairwise NVLink, Azure NC96ads v4)": ("a100-80gb-pcie-nvlink-bridge", {}),  # Sarathi-Serve
+    "H200-SXM-141GB": ("h200", {}),
 }  # fmt: skip
 MODEL_PRESETS = {"GPT-J-6B": "gpt-j-6b", "Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b",
-                 "Yi-34B": "yi-34b", "Llama-3-8B": "llama-3.1-8b"}  # fmt: skip
+                 "Yi-34B": "yi-34b", "Llama-3-8B": "llama-3.1-8b", "Llama-3.1-8B": "llama-3.1-8b",
+                 "Llama-3.3-70B": "llama-3.1-70b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
 DTYPES = {"FP8 (W+KV)": ("fp8", "fp8"), "FP16": ("fp16", "fp16"), "BF16": ("bf16", "bf16"),
           "INT8 weight-only": ("int8", "bf16"), "INT4 g32 weight-only": ("int4", "bf16")}  # fmt: skip
 VIDUR_GPU = {"a100": "a100-80gb", "h100": "h100-sxm"}
@@ -222,6 +234,22 @@ def _static_batch_time_s(cm: CostModel, batch: int, isl: int, osl: int) -> float
     return float(pre) + float(np.sum(dec))
 
 
+def _trtllm_bench_output_tok_s(r: dict[str, str], cal: dict[str, float]) -> float:
+    """trtllm-bench throughput: all requests queued at once, fixed ISL/OSL; total output tokens / makespan."""
+    isl, osl = int(r["input_len"]), int(r["output_len"])
+    gpu = GPU_PRESETS[r["gpu"]][0]
+    fixed = lambda n: {"dist": "fixed", "mean": n, "min": 1, "max": n}  # noqa: E731
+    cfg = config_from_dict({
+        "hardware": {"preset": gpu, "num_gpus": int(r["num_gpus"])},
+        "model": {"preset": MODEL_PRESETS[r["model"]], "weight_dtype": "fp8", "max_model_len": isl + osl},
+        "engine": "tensorrt-llm-pytorch", "kv_cache": {"kv_dtype": "fp8"}, "calibration": cal,
+        "workload": {"num_requests": int(r["batch_or_concurrency"]), "arrival": {"process": "offline"},
+                     "prompt_tokens": fixed(isl), "output_tokens": fixed(osl)},
+        "limits": {"max_sim_time_s": 1e6, "num_recorded_batches": 0},
+    })  # fmt: skip
+    return run_simulation(cfg).summary.output_tokens_per_s
+
+
 def _profile_of(r: dict[str, str]) -> str | None:
     return next((p for p, sec in PROFILE_SECTIONS.items() if r["section"] == sec), None)
 
@@ -243,7 +271,10 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
         b = int(r["batch_or_concurrency"] or 1)
         isl = int(r["input_len"] or 0)
         fn: Callable[[dict[str, float]], float] | None = None
-        if metric.startswith("output throughput"):
+        if metric == "offline output throughput (trtllm-bench)":
+            fn = lambda cal, r=r: _trtllm_bench_output_tok_s(r, cal)  # noqa: E731
+            what = f"{label} trtllm-bench {isl}/{r['output_len']}"
+        elif metric.startswith("output throughput"):
             osl = int(r["output_len"])
             fn = lambda cal, r=r, b=b, isl=isl, osl=osl: b * osl / _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl)  # noqa: E731
             what = f"{label} static B{b} {isl}/{osl} throughput"
@@ -302,8 +333,10 @@ def _fit_rows(rows: list[Row], group: str) -> list[Row]:
     return [r for r in rows if r.group == group and not r.held_out]
 
 
-def fit(rows: list[Row]) -> dict[str, dict[str, float]]:
-    """Returns {profile name: calibration values}; 'default' is what CalibrationConfig's defaults must be."""
+def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, dict[str, float]]:
+    """Returns {profile name: calibration values}; 'default' is what CalibrationConfig's defaults must be.
+
+    `families`: the engine families to fit (default: all; the simulated ones take minutes)."""
     cal = CalibrationConfig().model_dump()
     cal = _grid_fit(_fit_rows(rows, "vidur-gemm"), cal, {"gemm_efficiency": np.arange(0.50, 0.96, 0.01),
                                                          "memory_efficiency": np.arange(0.50, 0.96, 0.01)})  # fmt: skip
@@ -313,7 +346,9 @@ def fit(rows: list[Row]) -> dict[str, dict[str, float]]:
                                                               "allreduce_latency_us": np.arange(0, 80, 1.0)})  # fmt: skip
     gpu = {k: cal[k] for k in GPU_CONSTANTS}
     out: dict[str, dict[str, float]] = {}
-    for profile in PROFILE_SECTIONS:
+    for profile in families or tuple(PROFILE_SECTIONS):
+        if profile in SIMULATED_FAMILIES:
+            continue
         grids = {"tick_overhead_ms": np.arange(0, 60.1, 0.1), "per_seq_overhead_us": np.arange(0, 2001, 5.0)}
         # Fused-kernel engines do not pay the eager per-layer kernel time Vidur measured: refit it per family.
         grids["layer_fixed_us"] = np.arange(0, 51, 1.0)
@@ -329,8 +364,15 @@ def fit(rows: list[Row]) -> dict[str, dict[str, float]]:
         start = cal | gpu | {"profile": profile, "per_seq_overhead_us": 0.0}
         fitted = _grid_fit(_fit_rows(rows, profile), start, grids)
         out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
+    for profile in families or tuple(PROFILE_SECTIONS):
+        if profile == "tensorrt-llm-pytorch":
+            start = (out.get("compiled-pytorch") or profile_calibration("compiled-pytorch")) | {"profile": profile}
+            fitted = _grid_fit(_fit_rows(rows, profile), start, {"tick_overhead_ms": np.arange(0, 3.01, 0.25),
+                                                                 "per_seq_overhead_us": np.arange(0, 20.1, 1.0),
+                                                                 "fp8_gemm_efficiency": np.arange(0.50, 0.91, 0.04)}, rounds=2)  # fmt: skip
+            out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
     # default: the operator-fitted GPU constants with the CPU costs (and FP8 GEMM efficiency) of DEFAULT_FAMILY
-    family = out[DEFAULT_FAMILY]
+    family = out.get(DEFAULT_FAMILY) or profile_calibration(DEFAULT_FAMILY)
     out["default"] = cal | gpu | {"profile": "default", "tick_overhead_ms": family["tick_overhead_ms"],
                                   "per_seq_overhead_us": family["per_seq_overhead_us"],
                                   "fp8_gemm_efficiency": family["fp8_gemm_efficiency"]}  # fmt: skip
