@@ -317,7 +317,8 @@ class CalibrationConfig(StrictModel):
     rows. The defaults are the `default` profile; see sim_core/validate.py for which rows fit what."""
 
     profile: str = Field(
-        "default", max_length=60, description="Name of the calibration profile these values come from (presets/calibration)."
+        "default", pattern=r"^[A-Za-z0-9._-]{1,60}$",
+        description="Name of the calibration profile these values come from (presets/calibration; letters, digits, . _ -).",
     )
     gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
     fp8_gemm_efficiency: float = Field(
