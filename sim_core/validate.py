@@ -47,10 +47,19 @@ GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "attention_efficiency",
                  "interconnect_efficiency", "allreduce_latency_us")  # fmt: skip
 # Engine family profiles: which published rows each is fitted on (>= 3 each), and which sections it replays.
 PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
-                    "tensorrt-llm-pytorch": "T"}
+                    "tensorrt-llm-pytorch": "T", "sglang": "S", "vllm-v0": "V"}
 # Families whose rows are priced by running the simulator (offline benchmark runs), not by one formula:
 # slower, so tests cover them behind SIM_CORE_SLOW_TESTS=1 (see tests/sim_core/test_validate.py).
-SIMULATED_FAMILIES = ("tensorrt-llm-pytorch",)
+SIMULATED_FAMILIES = ("tensorrt-llm-pytorch", "sglang", "vllm-v0")
+# Their grids (coarse: every point is a few simulations). All start from compiled-pytorch's kernel costs.
+SIMULATED_GRIDS = {
+    "tensorrt-llm-pytorch": {"tick_overhead_ms": np.arange(0, 3.01, 0.25), "per_seq_overhead_us": np.arange(0, 20.1, 1.0),
+                             "fp8_gemm_efficiency": np.arange(0.50, 0.91, 0.04)},
+    "sglang": {"tick_overhead_ms": np.arange(0, 5.01, 0.5), "per_seq_overhead_us": np.arange(0, 60.1, 5.0),
+               "allreduce_latency_us": np.arange(0, 80.1, 5.0)},
+    "vllm-v0": {"tick_overhead_ms": np.arange(0, 5.01, 0.5), "per_seq_overhead_us": np.arange(0, 60.1, 5.0),
+                "allreduce_latency_us": np.arange(0, 80.1, 5.0)},
+}  # fmt: skip
 PROFILE_FIT_ROWS = {
     # TensorRT-LLM v0.5 (C++ runtime, in-flight batching era): static batch 64 at 128/128 for Llama-2-7B on
     # H100 FP8, A100 FP16, L40S FP8, Llama-2-70B TP4 on H100 and A100, GPT-J on A100; batch-1 prefill of 128 and
@@ -68,6 +77,11 @@ PROFILE_FIT_ROWS = {
     # execution style: PyTorch, CUDA graphs) and fits its own CPU costs per tick and per sequence and its
     # FP8 GEMM efficiency.
     "tensorrt-llm-pytorch": ("T001", "T002", "T005", "T007"),
+    # SGLang 0.3.0 and vLLM 0.6.0 (V0, multi-step 10) on ShareGPT with sglang.bench_serving: median TPOT at
+    # 4 req/s and offline output throughput of Llama-3.1-8B on an A100, median TPOT at 4 req/s of
+    # Llama-3.1-70B at TP4 on H100. CPU costs per tick and per sequence, and the all-reduce latency.
+    "sglang": ("S002", "S005", "S007"),
+    "vllm-v0": ("V001", "V003", "V004"),
 }
 # The defaults of CalibrationConfig: operator-fitted GPU constants plus this family's CPU overheads.
 DEFAULT_FAMILY = "tensorrt-llm-classic"
@@ -81,7 +95,7 @@ GPU_PRESETS = {
 }  # fmt: skip
 MODEL_PRESETS = {"GPT-J-6B": "gpt-j-6b", "Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b",
                  "Yi-34B": "yi-34b", "Llama-3-8B": "llama-3.1-8b", "Llama-3.1-8B": "llama-3.1-8b",
-                 "Llama-3.3-70B": "llama-3.1-70b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
+                 "Llama-3.3-70B": "llama-3.1-70b", "Llama-3.1-70B": "llama-3.1-70b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
 DTYPES = {"FP8 (W+KV)": ("fp8", "fp8"), "FP16": ("fp16", "fp16"), "BF16": ("bf16", "bf16"),
           "INT8 weight-only": ("int8", "bf16"), "INT4 g32 weight-only": ("int4", "bf16")}  # fmt: skip
 VIDUR_GPU = {"a100": "a100-80gb", "h100": "h100-sxm"}
@@ -250,6 +264,40 @@ def _trtllm_bench_output_tok_s(r: dict[str, str], cal: dict[str, float]) -> floa
     return run_simulation(cfg).summary.output_tokens_per_s
 
 
+# sglang.bench_serving's ShareGPT sample: mean output 194 tokens (the table's output / request throughput);
+# prompts as vLLM's ShareGPT sample (K578: mean 202). Lognormal means 210 / 204 give those after clipping.
+BENCH_SERVING_SHAREGPT = {
+    "prompt_tokens": {"dist": "lognormal", "mean": 210, "min": 4, "max": 1024, "sigma": 1.0},
+    "output_tokens": {"dist": "lognormal", "mean": 204, "min": 4, "max": 1024, "sigma": 1.0},
+}
+BENCH_ENGINES = {"S": ("sglang", {1: 0.88, 4: 0.85}), "V": ("vllm-v0", {1: 0.9, 4: 0.9})}
+
+
+def _bench_serving(r: dict[str, str], cal: dict[str, float]) -> float:
+    """sglang.bench_serving on ShareGPT: Poisson arrivals at the row's rate (or all at once), the row's metric."""
+    engine, util = BENCH_ENGINES[r["section"]]
+    tp = int(r["num_gpus"])
+    offline = "request rate inf" in r["workload"] or "all requests at once" in r["workload"]
+    if offline and r["section"] == "S":
+        util = {1: 0.88, 4: 0.88}  # the offline SGLang runs set --mem-frac 0.88 at TP4 too
+    arrival = {"process": "offline"} if offline else {
+        "process": "poisson", "rate_per_s": float(r["workload"].split("request rate ")[1].split("/")[0])}
+    cfg = config_from_dict({
+        "hardware": {"preset": GPU_PRESETS[r["gpu"]][0], "num_gpus": tp},
+        "model": {"preset": MODEL_PRESETS[r["model"]], "max_model_len": 4096}, "engine": engine,
+        "kv_cache": {"gpu_memory_utilization": util[tp]}, "calibration": cal,
+        "workload": {"preset": "chat", "num_requests": int(r["batch_or_concurrency"]), "arrival": arrival,
+                     **BENCH_SERVING_SHAREGPT},
+        "limits": {"max_sim_time_s": 1e6, "num_recorded_batches": 0},
+    })  # fmt: skip
+    s = run_simulation(cfg).summary
+    if r["metric"].startswith("median TTFT"):
+        return s.ttft_p50_s * 1e3
+    if r["metric"].startswith("median TPOT"):
+        return s.tpot_p50_s * 1e3
+    return s.output_tokens_per_s
+
+
 def _profile_of(r: dict[str, str]) -> str | None:
     return next((p for p, sec in PROFILE_SECTIONS.items() if r["section"] == sec), None)
 
@@ -271,7 +319,10 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
         b = int(r["batch_or_concurrency"] or 1)
         isl = int(r["input_len"] or 0)
         fn: Callable[[dict[str, float]], float] | None = None
-        if metric == "offline output throughput (trtllm-bench)":
+        if metric.endswith("(bench_serving)"):
+            fn = lambda cal, r=r: _bench_serving(r, cal)  # noqa: E731
+            what = f"{label} {r['framework']} {metric.split(' (')[0]}, {r['workload'].split(', ')[1][:24]}"
+        elif metric == "offline output throughput (trtllm-bench)":
             fn = lambda cal, r=r: _trtllm_bench_output_tok_s(r, cal)  # noqa: E731
             what = f"{label} trtllm-bench {isl}/{r['output_len']}"
         elif metric.startswith("output throughput"):
@@ -365,11 +416,9 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
         fitted = _grid_fit(_fit_rows(rows, profile), start, grids)
         out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
     for profile in families or tuple(PROFILE_SECTIONS):
-        if profile == "tensorrt-llm-pytorch":
+        if profile in SIMULATED_FAMILIES:
             start = (out.get("compiled-pytorch") or profile_calibration("compiled-pytorch")) | {"profile": profile}
-            fitted = _grid_fit(_fit_rows(rows, profile), start, {"tick_overhead_ms": np.arange(0, 3.01, 0.25),
-                                                                 "per_seq_overhead_us": np.arange(0, 20.1, 1.0),
-                                                                 "fp8_gemm_efficiency": np.arange(0.50, 0.91, 0.04)}, rounds=2)  # fmt: skip
+            fitted = _grid_fit(_fit_rows(rows, profile), start, SIMULATED_GRIDS[profile], rounds=2)
             out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
     # default: the operator-fitted GPU constants with the CPU costs (and FP8 GEMM efficiency) of DEFAULT_FAMILY
     family = out.get(DEFAULT_FAMILY) or profile_calibration(DEFAULT_FAMILY)
