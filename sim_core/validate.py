@@ -25,6 +25,7 @@ What is fitted on what (never on a held-out row):
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -454,6 +455,15 @@ def error_stats(results: list[dict[str, Any]], engine_only: bool = False) -> tup
     """(rows, median, p90) absolute % error over held-out rows (engine-level rows only when asked)."""
     errs = np.array([r["error_pct"] for r in results if not r["fit"] and (not engine_only or r["profile"] != "operators")])
     return int(errs.size), float(np.median(errs)), float(np.percentile(errs, 90))
+
+
+@functools.lru_cache(maxsize=1)  # one small tuple: the shipped data never changes while running
+def engine_error_band() -> tuple[int, float, float]:
+    """(rows, median, p90) absolute % error over the held-out published engine-level rows priced in closed
+    form (under a second; the simulated families' rows are left to `python -m sim_core validate`).
+    What other modules quote as the cost model's error band (e.g. the planner)."""
+    rows = [r for r in build_rows(load_rows()) if r.group in PROFILE_SECTIONS and r.group not in SIMULATED_FAMILIES]
+    return error_stats(evaluate(rows), engine_only=True)
 
 
 def summary_table(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

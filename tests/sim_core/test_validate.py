@@ -92,3 +92,10 @@ def test_simulated_profile_is_a_minimum_of_its_fit_loss(rows):
                 assert loss <= _log_loss(fit_rows, stored | {"tick_overhead_ms": tick})
         if SLOW:
             assert stored == pytest.approx(fit(rows, families=(name,))[name])
+
+
+def test_engine_error_band_is_the_closed_form_held_out_figure(results):
+    from sim_core.validate import engine_error_band
+
+    closed = [r for r in results if r["profile"] in CLOSED_FORM]
+    assert engine_error_band() == pytest.approx(error_stats(closed, engine_only=True))
