@@ -172,7 +172,7 @@ def test_back_pressure_when_the_decode_pool_kv_is_full():
     cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0,
                       workload__prompt_tokens={"dist": "fixed", "mean": 2000, "min": 1, "max": 2000},
                       workload__output_tokens={"dist": "fixed", "mean": 400, "min": 1, "max": 400})  # fmt: skip
-    small = cfg.hardware.model_dump() | {"memory_gb": 19.5}  # ~2 GB of KV: a few requests at a time
+    small = cfg.hardware.model_dump() | {"memory_gib": 19.5}  # ~2 GiB of KV: a few requests at a time
     res = run_simulation(deploy(cfg, {"disaggregation": {"decode": {"hardware": small}}}), check_invariants=True)
     assert_cluster_invariants(res)
     wait = res.kv_transfer_start_s - res.kv_wait_start_s
