@@ -15,6 +15,7 @@ METRIC_LABELS = {
     "itl_p99_s": ("ITL p99", 1e3, "ms"), "num_recomputed_tokens": ("recomputed tokens", 1, ""),
     "fits": ("fits in memory (1 = yes)", 1, ""), "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", 1e3, "ms"),
     "mean_batch_size": ("mean batch", 1, "seqs"),
+    "e2e_p99_s": ("E2E p99", 1, "s"), "goodput_requests_per_s": ("goodput", 1, "req/s"),
 }  # fmt: skip
 
 
