@@ -49,35 +49,48 @@ class Engine:
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
         self.check_invariants = False
+        self._over = False  # a guard stopped the run, or nothing can ever run
+        self._coalesce = cfg.limits.coalesce_ticks and self.sched.is_stateless
+        self._fast = self._coalesce and fastpath.eligible(self)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
+        while self.step():
+            pass
+        return self.result()
+
+    def step(self) -> bool:
+        """One loop iteration: guards, arrivals, then a planned tick (or a coalesced run of ticks)
+        or an idle jump to the next arrival. Returns False when the run is over (all finished, a
+        guard stopped it, or nothing can ever run); `stopped_reason` then says why, if not done."""
         st, lim = self.st, self.cfg.limits
-        coalesce = lim.coalesce_ticks and self.sched.is_stateless
-        fast = coalesce and fastpath.eligible(self)
-        while not st.is_done:
-            if self.rec.num_ticks >= lim.max_ticks:
-                self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
-                break
-            if st.now_s >= lim.max_sim_time_s:
-                self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
-                break
-            st.admit_arrivals()
-            if not (fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
-                plan = self.sched.schedule(st)
-                if plan.is_empty:
-                    if not self._idle():
-                        break
-                elif coalesce and self._is_repeatable(plan):
-                    self._advance_run(plan)
-                else:
-                    self._advance_tick(plan)
-            if self.check_invariants:
-                self._check()
-        if self.stopped_reason and not st.is_done:
-            left = st.num_requests - st.num_finished
-            self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
-        return self._result()
+        if st.is_done or self._over:
+            return False
+        # Guards: every limit on a run is checked here, before anything of the next tick happens.
+        if self.rec.num_ticks >= lim.max_ticks:
+            return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
+        if st.now_s >= lim.max_sim_time_s:
+            return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
+        st.admit_arrivals()
+        coalesce = self._coalesce
+        if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+            plan = self.sched.schedule(st)
+            if plan.is_empty:
+                if not self._idle():
+                    self._over = True
+                    return False
+            elif coalesce and self._is_repeatable(plan):
+                self._advance_run(plan)
+            else:
+                self._advance_tick(plan)
+        if self.check_invariants:
+            self._check()
+        return not st.is_done
+
+    def _stop(self, reason: str) -> bool:
+        self.stopped_reason = reason
+        self._over = True
+        return False
 
     def _idle(self) -> bool:
         """Jump the clock to the next arrival. False when nothing will ever arrive (run ends)."""
@@ -292,8 +305,12 @@ class Engine:
         if np.any(st.emitted > st.output):
             raise RuntimeError("a request emitted more tokens than its output length")
 
-    def _result(self) -> SimResult:
+    def result(self) -> SimResult:
+        """The result of the run so far (call once, after `step()` returned False)."""
         st = self.st
+        if self.stopped_reason and not st.is_done:
+            left = st.num_requests - st.num_finished
+            self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
         timeline, events, itl, batches = self.rec.finish()
         wl = self.workload
         req = RequestTable(

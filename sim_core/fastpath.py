@@ -27,6 +27,8 @@ from sim_core.types import Event, Phase, Status
 if TYPE_CHECKING:
     from sim_core.engine import Engine
 
+MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
+
 
 def eligible(engine: Engine) -> bool:
     """Config-level conditions under which the fast path's rules are the scheduler's rules."""
@@ -119,6 +121,7 @@ def advance(engine: Engine) -> bool:
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
     now = st.now_s
     j = 0
+    tick_budget = min(tick_budget, MAX_FAST_TICKS)
     while j < tick_budget and now < max_time:
         while ptr < R and arrival[ptr] <= now:
             waiting.append(ptr)
@@ -292,6 +295,7 @@ def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, schedule
     kv.num_free = free
     st.running = run_ids
     st.waiting_keys = np.array(waiting, dtype=np.int64)
+    st.status[st.waiting_keys] = Status.WAITING  # arrivals admitted on the fast path (FCFS: keys are ids)
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
     return True
