@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_core import fastpath
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
@@ -28,7 +27,7 @@ from sim_core.workload import generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
-RUN_CHUNK = 128  # ticks priced per coalesced step; a longer run continues in the next step
+MAX_RUN_TICKS = 4096  # ticks priced per coalesced step; a longer run continues in the next step
 
 
 class Engine:
@@ -50,8 +49,7 @@ class Engine:
         self.stopped_reason: str | None = None
         self.check_invariants = False
         self._over = False  # a guard stopped the run, or nothing can ever run
-        self._coalesce = cfg.limits.coalesce_ticks and self.sched.is_stateless
-        self._fast = self._coalesce and fastpath.eligible(self)
+        self._coalesce = cfg.limits.coalesce_ticks
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
@@ -73,7 +71,7 @@ class Engine:
             return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
         st.admit_arrivals()
         coalesce = self._coalesce
-        if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+        if not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():
@@ -186,16 +184,16 @@ class Engine:
     def _is_repeatable(self, plan: StepPlan) -> bool:
         return (
             plan.req_idx.size > 0
-            and not plan.changes_membership
             and plan.swap_blocks == 0
-            and bool(plan.is_decode.all())
             and plan.req_idx.size == self.st.running.size
+            and not plan.changes_membership
+            and bool(plan.is_decode.all())
         )
 
     def _advance_pure_decode(self) -> bool:
-        """Fast path: with nothing waiting or swapped and every running request decoding, the
-        scheduler's plan is "all running decode" in running order, so skip planning and run.
-        Returns False (nothing done) when the run cannot take even two ticks."""
+        """With nothing waiting or swapped and every running request decoding, every policy's plan is
+        "all running decode" in running order (nothing else can be scheduled), so skip planning and
+        run. Returns False (nothing done) when the run cannot take even two ticks."""
         st = self.st
         running = st.running
         if st.waiting_keys.size or st.swapped_keys.size or not running.size:
@@ -204,32 +202,41 @@ class Engine:
             return False
         plan = StepPlan(req_idx=running, num_new_tokens=np.ones(running.size, dtype=np.int64),
                         is_decode=np.ones(running.size, dtype=bool))  # fmt: skip
-        return self._advance_run(plan, fallback=False)
+        return self._advance_run(plan, planned=False)
 
-    def _advance_run(self, plan: StepPlan, fallback: bool = True) -> bool:
-        """Advance up to RUN_CHUNK decode ticks at once. Bit-identical to calling `_advance_tick` for
-        each: the cost model gets the same integer aggregates and times accumulate in the same order.
+    def _advance_run(self, plan: StepPlan, planned: bool = True) -> bool:
+        """Repeat an all-decode plan for as many ticks as the scheduler would plan it again.
+        Bit-identical to calling `_advance_tick` for each: the cost model gets the same integer
+        aggregates and times accumulate in the same order.
 
-        The run stops before the next arrival, before a block shortage, and at the first completion
-        unless a completion cannot change the next plan (nothing waiting or swapped, or a static
-        batch), in which case finished requests simply leave the batch.
+        NOTE: the batch evolves by rule (one token per decoder per tick, a block when the context
+        crosses a block boundary, a finish at a known tick), so only these events can change the next
+        plan, and the run stops before each unless it provably cannot:
+          * a block shortage (pre-emption is the scheduler's);
+          * a completion, unless nothing waits or is swapped (or the batch is static): then the
+            finished request just leaves the batch;
+          * an arrival, unless it cannot be admitted before the run ends: a static batch, or FCFS
+            with a non-empty queue whose head was not admitted by this plan (arrivals join the tail);
+          * a policy decision: the scheduler's phase controller and batch-cap rule are consulted tick
+            by tick (`Scheduler.repeat_decodes`, the same `choose`/`observe` as single ticks);
+          * the guards (max_ticks, max_sim_time_s).
         """
-        st, kv, n, lim = self.st, self.kv, self.n, self.cfg.limits
+        st, kv, n, lim, sched = self.st, self.kv, self.n, self.cfg.limits, self.sched
         idx = plan.req_idx
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
-        shrink_ok = self.workload.closed_loop_think_s is None and (
-            self.sched.is_static or (st.waiting_keys.size == 0 and st.swapped_keys.size == 0)
-        )
+        num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
+        shrink_ok = self.workload.closed_loop_think_s is None and (sched.is_static or (num_waiting0 == 0 and num_swapped == 0))
+        arrivals_matter = not (sched.is_static or (sched.is_fcfs and num_waiting0 > 0))
         k_max = int(remaining.max() if shrink_ok else remaining.min())
-        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, RUN_CHUNK, max(MAX_RUN_CELLS // B, 2))
-        nxt = min(st.next_arrival_s(), lim.max_sim_time_s)
-        if np.isfinite(nxt):  # price only about as many ticks as fit before the next arrival
+        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        nxt = min(st.next_arrival_s(), lim.max_sim_time_s) if arrivals_matter else lim.max_sim_time_s
+        if np.isfinite(nxt):  # price only about as many ticks as fit before the next event
             first_s = self.cost.tick(n * B, n * B, int(n * (ctx0.sum() + B)), int(n * ctx0.sum()), n * B)[0]
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
-            return self._fallback(plan, fallback)
+            return self._fallback(plan, planned)
         j = np.arange(k_max)  # (k,)
         alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
         num_alive = alive.sum(axis=0)  # (k,)
@@ -244,11 +251,20 @@ class Engine:
         blocks = np.maximum(kv.blocks_for(ctx0[:, None] + 1 + j[None, :k], st.prompt[idx][:, None]), held[:, None])  # (B, k)
         other = kv.num_used - int(held.sum())
         need = other + np.where(alive[:, :k], blocks, 0).sum(axis=0)  # (k,) blocks in use during tick j
-        k = min(k, int(np.searchsorted(need, kv.num_blocks, side="right")))
+        over = np.flatnonzero(need > kv.num_blocks)  # not monotone: completions free blocks mid-run
+        if over.size:
+            k = min(k, int(over[0]))
         if k <= 1:
-            return self._fallback(plan, fallback)
+            return self._fallback(plan, planned)
+        # Arrivals during the run join the waiting queue at the start of the tick they precede.
+        arrived = st.num_arrived_by(starts[:k]) if not arrivals_matter else 0  # (k,) or 0
+        caps = np.full(k, sched.batch_cap, dtype=np.int64)
+        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], n * num_alive[:k], num_alive[:k],
+                                 num_waiting0 + arrived, caps)  # fmt: skip
+        if k == 0:
+            return False
         alive, num_alive, blocks = alive[:, :k], num_alive[:k], blocks[:, :k]
-        starts, ends, dur = starts[:k], ends[:k], dur[:k]
+        starts, ends, dur, caps = starts[:k], ends[:k], dur[:k], caps[:k]
         steps = np.minimum(remaining, k)  # (B,) ticks each request runs in this run
         last_end = ends[steps - 1]  # (B,) time of each request's last token in the run
 
@@ -273,23 +289,28 @@ class Engine:
         used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
         self._finish(idx[done], last_end[done])
         used[-1] = kv.num_used
+        if not arrivals_matter:
+            st.admit_arrivals(float(starts[-1]))
+            num_waiting = num_waiting0 + arrived[:k]
+        else:
+            num_waiting = num_waiting0
         self.rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
                 "num_decode_tokens": n * num_alive, "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
-                "num_running": after, "num_waiting": st.waiting_keys.size, "num_swapped": st.swapped_keys.size,
+                "num_running": after, "num_waiting": num_waiting, "num_swapped": num_swapped,
                 "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
-                "num_preempted": 0, "swap_blocks": 0, "batch_cap": self.sched.batch_cap,
+                "num_preempted": 0, "swap_blocks": 0, "batch_cap": caps,
             },
             k,
         )  # fmt: skip
         st.now_s = float(ends[-1])
         return True
 
-    def _fallback(self, plan: StepPlan, fallback: bool) -> bool:
-        if fallback:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone
+    def _fallback(self, plan: StepPlan, planned: bool) -> bool:
+        if planned:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone
             self._advance_tick(plan)
-        return fallback
+        return planned
 
     # ------------------------------------------------------------------ result
     def _check(self) -> None:

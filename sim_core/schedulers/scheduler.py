@@ -38,10 +38,12 @@ class Scheduler:
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
         self.use_swap = sch.preemption == "swap"
         self._n = cfg.workload.num_samples
-        # Ticks can be coalesced only when nothing but the batch itself decides the next plan.
-        self.is_stateless = (
-            self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
-        )
+        self.is_fcfs = sch.queue_order == "fcfs"
+        # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
+        # tick-by-tick consultation (see repeat_decodes).
+        self._repeat_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled
+        self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
+        self._has_prefill_work = False
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
@@ -65,6 +67,7 @@ class Scheduler:
         can_admit = len(running) < self.batch_cap and (not self.is_static or len(running) == 0)
         has_prefill_work = (num_dec < len(running)) or st.swapped_keys.size > 0 or (st.waiting_keys.size > 0 and can_admit)
         kind = self.phase.choose(st.now_s, num_dec, has_prefill_work)
+        self._kind, self._has_prefill_work = kind, has_prefill_work
         if self.is_static and num_dec < len(running):
             kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
         if kind in (TickKind.PREFILL, TickKind.PREFILL_MIXED) and self._suspend_prefill(st, running[~is_dec], num_dec):
@@ -108,6 +111,45 @@ class Scheduler:
             plan.num_new_tokens = np.concatenate(parts_tok)
             plan.is_decode = np.concatenate(parts_dec)
         return plan
+
+    def repeat_decodes(self, st: SimState, planned: bool, starts_s, ends_s, durations_s, decode_tokens, num_running,
+                       num_waiting, caps) -> int:  # fmt: skip
+        """How many of these ticks (a run of the all-decode plan, priced ahead) the scheduler would plan
+        identically, tick by tick. Calls `choose` before and `observe` after each tick exactly as the
+        single-tick path does, so the phase and batch-cap state end where tick-by-tick stepping leaves
+        them; writes the batch cap in force at each tick into `caps`. `planned`: tick 0's plan came
+        from `schedule` (which already called `choose` for it).
+
+        The plan of tick j equals tick 0's while the phase kind, the prefill-work flag and the batch
+        cap are unchanged (membership, queues and free blocks are fixed within a run, or change only
+        in ways the engine has ruled out). `choose` is idempotent for an unchanged state, so a call
+        for the tick where the run stops is harmless: the next `schedule` repeats it.
+        """
+        k = len(starts_s)
+        if self._repeat_is_fixed:
+            if not planned:  # every controller plans all decodes when there is no prefill work
+                self.phase.choose(float(starts_s[0]), int(num_running[0]), False)
+            return k
+        cap0 = self.batch_cap
+        num_swapped = st.swapped_keys.size
+        starts, ends, durs = starts_s.tolist(), ends_s.tolist(), durations_s.tolist()
+        toks, runs = decode_tokens.tolist(), num_running.tolist()
+        waits = np.broadcast_to(num_waiting, (k,)).tolist()
+        for j in range(k):
+            if j or not planned:
+                cap, nr = self.batch_cap, runs[j]
+                if j and cap != cap0 and (waits[j] or num_swapped):
+                    return j  # a new cap may admit or swap in
+                can_admit = nr < cap and (not self.is_static or nr == 0)
+                hpw = num_swapped > 0 or (waits[j] > 0 and can_admit)
+                kind = self.phase.choose(starts[j], nr, hpw)
+                if not j:
+                    self._kind, self._has_prefill_work = kind, hpw
+                elif kind != self._kind or hpw != self._has_prefill_work:
+                    return j
+            caps[j] = self.batch_cap
+            self.observe(ends[j], durs[j], 0, toks[j])
+        return k
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         self.phase.observe(end_s, duration_s, prefill_tokens, decode_tokens)
@@ -195,9 +237,19 @@ class Scheduler:
             free = self.kv.num_free
             bs = self.kv.block_size
             for i in range(prefills.size):
-                fit = (int(self.kv.held[prefills[i]]) + free) * bs - int(ctx[i])
-                chunk[i] = min(int(chunk[i]), max(fit, 0)) if self.is_chunked else (chunk[i] if need[i] <= free else 0)
-                need[i] = max(int(self.kv.blocks_for(ctx[i] + chunk[i], st.prompt[prefills[i]])) - int(self.kv.held[prefills[i]]), 0)
+                r, c, held = int(prefills[i]), int(ctx[i]), int(self.kv.held[prefills[i]])
+                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)  # noqa: E731
+                if self.is_chunked:
+                    # Largest chunk whose blocks fit (blocks grow monotonically with the chunk; with
+                    # n > 1 samples past the prompt each block holds fewer than block_size new tokens).
+                    lo, hi = 0, min(int(chunk[i]), max((held + free) * bs - c, 0))
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        lo, hi = (mid, hi) if grow(mid) <= free else (lo, mid - 1)
+                    chunk[i] = lo
+                elif need[i] > free:
+                    chunk[i] = 0
+                need[i] = grow(int(chunk[i]))
                 free -= int(need[i])
         self.kv.grow_to(prefills, self.kv.held[prefills] + need)
         return prefills, chunk

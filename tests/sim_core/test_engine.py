@@ -184,23 +184,23 @@ FAST_CASES = {
 
 
 @pytest.mark.parametrize("case", FAST_CASES)
-def test_decode_first_fast_path_equals_tick_by_tick(case, monkeypatch):
-    from sim_core import fastpath
+def test_decode_first_coalesced_runs_equal_tick_by_tick(case, monkeypatch):
+    from sim_core.engine import Engine
 
     over = dict(FAST_CASES[case])
     cfg = make_config(over.pop("base"), **over)
-    fast_ticks = []
-    original = fastpath.advance
+    run_ticks = []
+    original = Engine._advance_run
 
-    def counting(engine):
+    def counting(engine, plan, planned=True):
         before = engine.rec.num_ticks
-        ran = original(engine)
-        fast_ticks.append(engine.rec.num_ticks - before)
+        ran = original(engine, plan, planned)
+        run_ticks.append(engine.rec.num_ticks - before)
         return ran
 
-    monkeypatch.setattr(fastpath, "advance", counting)
+    monkeypatch.setattr(Engine, "_advance_run", counting)
     on = run_simulation(cfg, check_invariants=True)
-    assert sum(fast_ticks) > 0  # the fast path really ran
+    assert sum(run_ticks) > 0  # coalesced runs really happened
     off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
     _same(on, off)
     assert_run_invariants(on)
