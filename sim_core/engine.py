@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim_core import fastpath
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
@@ -50,6 +51,7 @@ class Engine:
         self.check_invariants = False
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
+        self._fast = self._coalesce and fastpath.eligible(self)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
@@ -71,7 +73,7 @@ class Engine:
             return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
         st.admit_arrivals()
         coalesce = self._coalesce
-        if not (coalesce and self._advance_pure_decode()):
+        if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():
@@ -185,7 +187,7 @@ class Engine:
         return (
             plan.req_idx.size > 0
             and plan.swap_blocks == 0
-            and plan.req_idx.size == self.st.running.size
+            and plan.req_idx.size == self.sched.num_decodes  # every decoder; prefills (if any) left idle
             and not plan.changes_membership
             and bool(plan.is_decode.all())
         )
@@ -227,7 +229,10 @@ class Engine:
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
         num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
-        shrink_ok = self.workload.closed_loop_think_s is None and (sched.is_static or (num_waiting0 == 0 and num_swapped == 0))
+        num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
+        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and (
+            sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
+        )
         arrivals_matter = not (sched.is_static or (sched.is_fcfs and num_waiting0 > 0))
         k_max = int(remaining.max() if shrink_ok else remaining.min())
         k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
@@ -285,7 +290,7 @@ class Engine:
         kv.grow_to(idx, blocks[np.arange(B), steps - 1])
         done = remaining <= k
         # Rows are recorded after each tick's completions, as single ticks are.
-        after = np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
+        after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
         used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
         self._finish(idx[done], last_end[done])
         used[-1] = kv.num_used

@@ -1,9 +1,9 @@
 """Collects per-tick rows, request events, inter-token gaps and early batches during a run.
 
 NOTE: memory per tick is bounded and holds no per-tick Python object. Tick rows, gaps and events
-are stored in fixed-size NumPy chunks (`_Chunks`); single ticks append a tuple to a short staging
-list that is copied into the chunks every `STAGE_ROWS` rows (a tuple is the cheapest way to hand a
-row over from Python). A tick row costs 17 × 8 bytes; there is no other per-tick allocation that
+are stored in fixed-size NumPy chunks (`_Chunks`); single ticks append a tuple (events and gaps: an
+array) to a short staging list that is copied into the chunks every `STAGE_ROWS` rows
+(`STAGE_PARTS` arrays): appending to a list is the cheapest hand-over from Python. A tick row costs 17 × 8 bytes; there is no other per-tick allocation that
 survives the tick. `finish` concatenates the chunks into the arrays of the result.
 
 Events are returned in one canonical order: by time, then by `EVENT_RANK` (what ends a tick before
@@ -19,6 +19,7 @@ from sim_core.result import INT_TICK_COLUMNS, TICK_COLUMNS, BatchLog, Events, Ti
 from sim_core.types import Event, IntArray
 
 STAGE_ROWS = 1024  # single-tick rows staged as tuples before being copied into the chunks
+STAGE_PARTS = 256  # event / gap arrays staged before being copied into the chunks
 CHUNK_ROWS = 16384  # rows per NumPy chunk (a 17-column tick chunk is 2.2 MB)
 
 # Events at one instant: the previous tick's outcomes first, then the next tick's membership changes
@@ -82,6 +83,8 @@ class Recorder:
         self._ev_time = _Chunks(None, np.float64)
         self._ev_kind = _Chunks(None, np.int8)
         self._itl = _Chunks(None, np.float64)
+        self._ev_stage: list[tuple[np.ndarray, float | np.ndarray, int]] = []  # at most STAGE_PARTS
+        self._itl_stage: list[np.ndarray] = []  # at most STAGE_PARTS
         self._max_batches = num_recorded_batches
         self._batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -114,16 +117,30 @@ class Recorder:
     def event(self, req: IntArray, time_s: float | np.ndarray, kind: int) -> None:
         """Record `kind` for these requests at one time (or one time each)."""
         if req.size:
-            self._ev_req.extend(req)
-            if np.ndim(time_s):
-                self._ev_time.extend(time_s)
-            else:
-                self._ev_time.fill(time_s, req.size)
-            self._ev_kind.fill(kind, req.size)
+            self._ev_stage.append((req, time_s, kind))
+            if len(self._ev_stage) >= STAGE_PARTS:
+                self._flush_events()
+
+    def _flush_events(self) -> None:
+        stage = self._ev_stage
+        if not stage:
+            return
+        sizes = [r.size for r, _, _ in stage]
+        self._ev_req.extend(np.concatenate([r for r, _, _ in stage]))
+        self._ev_time.extend(np.concatenate([np.broadcast_to(np.asarray(t, dtype=np.float64), (n,)) for (_, t, _), n in zip(stage, sizes)]))
+        self._ev_kind.extend(np.repeat(np.array([k for _, _, k in stage], dtype=np.int8), sizes))
+        self._ev_stage = []
 
     def itl(self, gaps: np.ndarray) -> None:
         if gaps.size:
-            self._itl.extend(gaps)
+            self._itl_stage.append(gaps)
+            if len(self._itl_stage) >= STAGE_PARTS:
+                self._flush_itl()
+
+    def _flush_itl(self) -> None:
+        if self._itl_stage:
+            self._itl.extend(np.concatenate(self._itl_stage))
+            self._itl_stage = []
 
     @property
     def wants_batches(self) -> bool:
@@ -136,6 +153,8 @@ class Recorder:
 
     def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:
         self._flush()
+        self._flush_events()
+        self._flush_itl()
         data = self._ticks.array()
         cols = {
             name: (data[:, j].astype(np.int64) if name in INT_TICK_COLUMNS else data[:, j].copy())

@@ -41,7 +41,8 @@ class Scheduler:
         self.is_fcfs = sch.queue_order == "fcfs"
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
         # tick-by-tick consultation (see repeat_decodes).
-        self._repeat_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled
+        self._repeat_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
+        self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
 
@@ -66,12 +67,8 @@ class Scheduler:
         num_dec = int(is_dec.sum())
         can_admit = len(running) < self.batch_cap and (not self.is_static or len(running) == 0)
         has_prefill_work = (num_dec < len(running)) or st.swapped_keys.size > 0 or (st.waiting_keys.size > 0 and can_admit)
-        kind = self.phase.choose(st.now_s, num_dec, has_prefill_work)
-        self._kind, self._has_prefill_work = kind, has_prefill_work
-        if self.is_static and num_dec < len(running):
-            kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
-        if kind in (TickKind.PREFILL, TickKind.PREFILL_MIXED) and self._suspend_prefill(st, running[~is_dec], num_dec):
-            kind = TickKind.DECODE
+        kind = self._tick_kind(st, st.now_s, num_dec, len(running), has_prefill_work, running[~is_dec])
+        self._kind, self._has_prefill_work, self.num_decodes = kind, has_prefill_work, num_dec
 
         plan = StepPlan()
         parts_idx: list[IntArray] = []
@@ -112,15 +109,16 @@ class Scheduler:
             plan.is_decode = np.concatenate(parts_dec)
         return plan
 
-    def repeat_decodes(self, st: SimState, planned: bool, starts_s, ends_s, durations_s, decode_tokens, num_running,
+    def repeat_decodes(self, st: SimState, planned: bool, starts_s, ends_s, durations_s, decode_tokens, num_decodes,
                        num_waiting, caps) -> int:  # fmt: skip
-        """How many of these ticks (a run of the all-decode plan, priced ahead) the scheduler would plan
-        identically, tick by tick. Calls `choose` before and `observe` after each tick exactly as the
-        single-tick path does, so the phase and batch-cap state end where tick-by-tick stepping leaves
-        them; writes the batch cap in force at each tick into `caps`. `planned`: tick 0's plan came
-        from `schedule` (which already called `choose` for it).
+        """How many of these ticks (a run of an all-decode plan, priced ahead) the scheduler would plan
+        identically, tick by tick. Running requests that are not in the plan are prefills left idle
+        (no blocks or budget for a chunk, a decode phase, or suspended). Calls `choose` before and
+        `observe` after each tick exactly as the single-tick path does, so the phase and batch-cap
+        state end where tick-by-tick stepping leaves them; writes the batch cap in force at each tick
+        into `caps`. `planned`: tick 0's plan came from `schedule` (which already chose its kind).
 
-        The plan of tick j equals tick 0's while the phase kind, the prefill-work flag and the batch
+        The plan of tick j equals tick 0's while the tick kind, the prefill-work flag and the batch
         cap are unchanged (membership, queues and free blocks are fixed within a run, or change only
         in ways the engine has ruled out). `choose` is idempotent for an unchanged state, so a call
         for the tick where the run stops is harmless: the next `schedule` repeats it.
@@ -128,21 +126,23 @@ class Scheduler:
         k = len(starts_s)
         if self._repeat_is_fixed:
             if not planned:  # every controller plans all decodes when there is no prefill work
-                self.phase.choose(float(starts_s[0]), int(num_running[0]), False)
+                self.phase.choose(float(starts_s[0]), int(num_decodes[0]), False)
             return k
         cap0 = self.batch_cap
         num_swapped = st.swapped_keys.size
+        idle = st.running[st.computed[st.running] < st.prefill_target[st.running]]  # prefills left out of the plan
         starts, ends, durs = starts_s.tolist(), ends_s.tolist(), durations_s.tolist()
-        toks, runs = decode_tokens.tolist(), num_running.tolist()
+        toks, decs = decode_tokens.tolist(), num_decodes.tolist()
         waits = np.broadcast_to(num_waiting, (k,)).tolist()
         for j in range(k):
             if j or not planned:
-                cap, nr = self.batch_cap, runs[j]
+                cap, nd = self.batch_cap, decs[j]
                 if j and cap != cap0 and (waits[j] or num_swapped):
                     return j  # a new cap may admit or swap in
+                nr = nd + idle.size
                 can_admit = nr < cap and (not self.is_static or nr == 0)
-                hpw = num_swapped > 0 or (waits[j] > 0 and can_admit)
-                kind = self.phase.choose(starts[j], nr, hpw)
+                hpw = idle.size > 0 or num_swapped > 0 or (waits[j] > 0 and can_admit)
+                kind = self._tick_kind(st, starts[j], nd, nr, hpw, idle)
                 if not j:
                     self._kind, self._has_prefill_work = kind, hpw
                 elif kind != self._kind or hpw != self._has_prefill_work:
@@ -162,14 +162,24 @@ class Scheduler:
                 self.batch_cap = min(self.max_seqs, self.batch_cap + 1)
 
     # ------------------------------------------------------------------ rule families
-    def _suspend_prefill(self, st: SimState, prefills: IntArray, num_dec: int) -> bool:
+    def _tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,
+                   prefills: IntArray) -> TickKind:  # fmt: skip
+        """Which kind of tick runs next: the phase controller's choice, then the batching rules."""
+        kind = self.phase.choose(now_s, num_dec, has_prefill_work)
+        if self.is_static and num_dec < num_running:
+            kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
+        if kind in (TickKind.PREFILL, TickKind.PREFILL_MIXED) and self._suspend_prefill(st, now_s, prefills, num_dec):
+            kind = TickKind.DECODE
+        return kind
+
+    def _suspend_prefill(self, st: SimState, now_s: float, prefills: IntArray, num_dec: int) -> bool:
         """Article §5.3 check_preemption: a prefill that has run past the threshold yields while the
         decode queue is over the limit."""
         sp = self.cfg.smart_preemption
         if not sp.enabled or num_dec <= sp.decode_queue_limit or prefills.size == 0:
             return False
         started = st.prefill_start_s[prefills]
-        return bool(np.nanmax(st.now_s - started) * 1e3 > sp.threshold_ms)
+        return bool(np.nanmax(now_s - started) * 1e3 > sp.threshold_ms)
 
     def _grow_decodes(self, st: SimState, decodes: IntArray, prefills: IntArray, plan: StepPlan):
         """Give each decode the blocks for one more token; pre-empt victims while blocks run short."""

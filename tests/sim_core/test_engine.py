@@ -184,23 +184,23 @@ FAST_CASES = {
 
 
 @pytest.mark.parametrize("case", FAST_CASES)
-def test_decode_first_coalesced_runs_equal_tick_by_tick(case, monkeypatch):
-    from sim_core.engine import Engine
+def test_decode_first_fast_path_equals_tick_by_tick(case, monkeypatch):
+    from sim_core import fastpath
 
     over = dict(FAST_CASES[case])
     cfg = make_config(over.pop("base"), **over)
-    run_ticks = []
-    original = Engine._advance_run
+    fast_ticks = []
+    original = fastpath.advance
 
-    def counting(engine, plan, planned=True):
+    def counting(engine):
         before = engine.rec.num_ticks
-        ran = original(engine, plan, planned)
-        run_ticks.append(engine.rec.num_ticks - before)
+        ran = original(engine)
+        fast_ticks.append(engine.rec.num_ticks - before)
         return ran
 
-    monkeypatch.setattr(Engine, "_advance_run", counting)
+    monkeypatch.setattr(fastpath, "advance", counting)
     on = run_simulation(cfg, check_invariants=True)
-    assert sum(run_ticks) > 0  # coalesced runs really happened
+    assert sum(fast_ticks) > 0  # the fast path really ran
     off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
     _same(on, off)
     assert_run_invariants(on)
