@@ -108,20 +108,24 @@ class Engine:
 
     # ------------------------------------------------------------------ one tick
     def _advance_tick(self, plan: StepPlan) -> None:
+        """Price and apply one planned tick. Decodes (the plan's first `num_decodes` entries) are
+        handled as arrays; the few prefill chunks as Python lists."""
         st, kv, n = self.st, self.kv, self.n
-        idx, new, dec = plan.req_idx, plan.num_new_tokens, plan.is_decode
-        ctx = st.computed[idx]  # (B,) before this tick
-        pre = ~dec
-        m, c = new[pre], ctx[pre]
-        num_dec = int(dec.sum())
-        dec_ctx = int(ctx[dec].sum())
-        completes = pre & (ctx + new >= st.prefill_target[idx])  # (B,) prefill done this tick
-        prefill_tokens = int(m.sum())
-        decode_tokens = n * num_dec
-        pairs = int((m * c + m * (m + 1) // 2).sum()) + n * (dec_ctx + num_dec)
-        kv_read = int(c.sum()) + n * dec_ctx
-        samples = decode_tokens + int(completes.sum())
-        seqs = int(pre.sum()) + decode_tokens
+        idx, new, D = plan.req_idx, plan.num_new_tokens, plan.num_decodes
+        dec = idx[:D]
+        pre_arr = idx[D:]
+        pre = pre_arr.tolist()
+        m = new[D:].tolist()
+        c = st.computed[pre_arr].tolist() if pre else []
+        target = st.prefill_target[pre_arr].tolist() if pre else []
+        dec_ctx = int(st.computed[dec].sum()) if D else 0
+        completes = [r for r, mi, ci, ti in zip(pre, m, c, target) if ci + mi >= ti]  # prefill done this tick
+        prefill_tokens = sum(m)
+        decode_tokens = n * D
+        pairs = sum(mi * ci + mi * (mi + 1) // 2 for mi, ci in zip(m, c)) + n * (dec_ctx + D)
+        kv_read = sum(c) + n * dec_ctx
+        samples = decode_tokens + len(completes)
+        seqs = len(pre) + decode_tokens
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
         dur = float(dur)
@@ -136,22 +140,29 @@ class Engine:
         self.num_swap_outs += plan.swapped_out_idx.size
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
-            rec.batch(rec.num_ticks, idx, new, dec, kv.held[idx])
+            rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
         st.computed[idx] += new
-        emits = dec | completes
-        emit = idx[emits]
-        if emit.size:
-            last = st.last_token_s[emit]
-            has_last = ~np.isnan(last)
-            gaps = t_end - last[has_last]
+        if D:  # every decoder has emitted before: one gap each
+            gaps = t_end - st.last_token_s[dec]
             rec.itl(gaps)
-            st.max_itl_s[emit[has_last]] = np.maximum(st.max_itl_s[emit[has_last]], gaps)
-            st.emitted[emit] += 1
-            is_first = np.isnan(st.first_token_s[emit])
-            first = emit[is_first]
+            st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
+        emit = dec
+        if completes:
+            comp = np.array(completes, dtype=np.int64)
+            last = st.last_token_s[comp]
+            is_first = np.isnan(last)
+            again = comp[~is_first]  # a recompute prefill: its token follows the one before pre-emption
+            if again.size:
+                gaps = t_end - last[~is_first]
+                rec.itl(gaps)
+                st.max_itl_s[again] = np.maximum(st.max_itl_s[again], gaps)
+            first = comp[is_first]
             st.first_token_s[first] = t_end
             rec.event(first, t_end, Event.FIRST_TOKEN)
-            rec.event(emit[~is_first & completes[emits]], t_end, Event.PREFILL_DONE)
+            rec.event(again, t_end, Event.PREFILL_DONE)
+            emit = np.concatenate([dec, comp])
+        if emit.size:
+            st.emitted[emit] += 1
             st.last_token_s[emit] = t_end
             self._finish(emit[st.emitted[emit] >= st.output[emit]], t_end)
 
@@ -162,7 +173,7 @@ class Engine:
             phase = Phase.PREFILL
         elif decode_tokens:
             phase = Phase.DECODE
-        rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, int(pre.sum()), num_dec, st.running.size,
+        rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, len(pre), D, st.running.size,
                   st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
@@ -203,7 +214,7 @@ class Engine:
         if np.any(st.computed[running] < st.prefill_target[running]):
             return False
         plan = StepPlan(req_idx=running, num_new_tokens=np.ones(running.size, dtype=np.int64),
-                        is_decode=np.ones(running.size, dtype=bool))  # fmt: skip
+                        is_decode=np.ones(running.size, dtype=bool), num_decodes=running.size)  # fmt: skip
         return self._advance_run(plan, planned=False)
 
     def _advance_run(self, plan: StepPlan, planned: bool = True) -> bool:

@@ -71,19 +71,15 @@ class Scheduler:
         self._kind, self._has_prefill_work, self.num_decodes = kind, has_prefill_work, num_dec
 
         plan = StepPlan()
-        parts_idx: list[IntArray] = []
-        parts_tok: list[IntArray] = []
-        parts_dec: list[np.ndarray] = []
         budget = self.cfg.max_num_batched_tokens
         decodes = running[is_dec]
         prefills = running[~is_dec]
+        run_decodes = _EMPTY
+        pre_idx, pre_tok = _EMPTY, _EMPTY
         if kind != TickKind.PREFILL and decodes.size:
-            decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
-            parts_idx.append(decodes)
-            parts_tok.append(np.ones(decodes.size, dtype=np.int64))
-            parts_dec.append(np.ones(decodes.size, dtype=bool))
+            run_decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
             if kind == TickKind.DECODE_FIRST:
-                budget -= self._n * decodes.size
+                budget -= self._n * run_decodes.size
         if kind != TickKind.DECODE:
             idx, tok = self._prefill_chunks(st, prefills, budget)
             budget -= int(tok.sum())
@@ -92,21 +88,20 @@ class Scheduler:
             elif st.waiting_keys.size and can_admit and not plan.preempted_idx.size:
                 a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running))
                 plan.admitted_idx = a_idx
-                idx, tok = np.concatenate([idx, a_idx]), np.concatenate([tok, a_tok])
+                if a_idx.size:
+                    idx, tok = np.concatenate([idx, a_idx]), np.concatenate([tok, a_tok])
             keep = tok > 0
-            parts_idx.append(idx[keep])
-            parts_tok.append(tok[keep])
-            parts_dec.append(np.zeros(int(keep.sum()), dtype=bool))
-            if not keep.any() and kind == TickKind.PREFILL and decodes.size and not plan.admitted_idx.size:
+            pre_idx, pre_tok = (idx, tok) if keep.all() else (idx[keep], tok[keep])
+            if not pre_idx.size and kind == TickKind.PREFILL and decodes.size and not plan.admitted_idx.size:
                 # nothing could be prefilled (KV full): fall back to a decode tick rather than idle
-                decodes, _ = self._grow_decodes(st, decodes, prefills, plan)
-                parts_idx.append(decodes)
-                parts_tok.append(np.ones(decodes.size, dtype=np.int64))
-                parts_dec.append(np.ones(decodes.size, dtype=bool))
-        if parts_idx:
-            plan.req_idx = np.concatenate(parts_idx)
-            plan.num_new_tokens = np.concatenate(parts_tok)
-            plan.is_decode = np.concatenate(parts_dec)
+                run_decodes, _ = self._grow_decodes(st, decodes, prefills, plan)
+        # Decodes first, then prefill chunks: the engine relies on this order (plan.num_decodes).
+        D = run_decodes.size
+        if D or pre_idx.size:
+            plan.req_idx = np.concatenate([run_decodes, pre_idx]) if pre_idx.size else run_decodes
+            plan.num_new_tokens = np.concatenate([np.ones(D, dtype=np.int64), pre_tok])
+            plan.is_decode = np.arange(D + pre_idx.size) < D
+            plan.num_decodes = D
         return plan
 
     def repeat_decodes(self, st: SimState, planned: bool, starts_s, ends_s, durations_s, decode_tokens, num_decodes,
