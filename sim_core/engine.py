@@ -28,6 +28,7 @@ from sim_core.workload import generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
+SCALAR_PRICING_TICKS = 24  # runs up to this long are priced tick by tick in Python floats (same IEEE operations)
 MAX_RUN_TICKS = 4096  # ticks priced per coalesced step; a longer run continues in the next step
 
 
@@ -258,7 +259,12 @@ class Engine:
         num_alive = alive.sum(axis=0)  # (k,)
         ctx_alive = (np.where(alive, ctx0[:, None], 0)).sum(axis=0) + j * num_alive  # (k,) exact integers
         tokens = n * num_alive
-        dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
+        if k_max <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
+            priced = [self.cost.tick(t, t, n * (c + a), n * c, t) for t, a, c in
+                      zip(tokens.tolist(), num_alive.tolist(), ctx_alive.tolist())]  # fmt: skip
+            dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
+        else:
+            dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
         k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)  # ticks starting before the next event

@@ -17,6 +17,7 @@ import numpy as np
 
 from sim_core.config import SimConfig
 from sim_core.kvcache import BlockManager
+from sim_core.schedulers import rules
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.state import SimState
@@ -231,11 +232,7 @@ class Scheduler:
         if prefills.size == 0 or budget <= 0:
             return _EMPTY, _EMPTY
         remaining = st.prefill_target[prefills] - st.computed[prefills]
-        if self.is_chunked:
-            before = np.cumsum(remaining) - remaining
-            chunk = np.clip(budget - before, 0, remaining)
-        else:
-            chunk = np.where(np.cumsum(remaining) <= budget, remaining, 0)
+        chunk = np.array(rules.prefill_chunks(remaining.tolist(), budget, self.is_chunked), dtype=np.int64)
         ctx = st.computed[prefills]
         need = np.maximum(self.kv.blocks_for(ctx + chunk, st.prompt[prefills]) - self.kv.held[prefills], 0)
         if int(need.sum()) > self.kv.num_free:  # rare: shrink chunks to the blocks that are free
@@ -282,27 +279,19 @@ class Scheduler:
         if seqs_left <= 0:
             return _EMPTY, _EMPTY
         ids = st.key_to_id(st.waiting_keys[: seqs_left]).tolist()
-        admitted, chunks = [], []
-        for r in ids:
-            rem = int(st.prefill_target[r])
-            if self.is_chunked:
-                chunk = min(rem, budget)
-            else:
-                chunk = rem if rem <= budget else 0
-            if chunk <= 0 and not self.is_static:
-                break
-            if cfg.admission == "reserve":
-                # GUARANTEED_NO_EVICT: blocks for the whole request, so it never needs more.
-                need = int(kv.blocks_for(int(st.prompt[r] + st.output[r]), st.prompt[r]))
-            else:
-                need = int(kv.blocks_for(max(chunk, 1), st.prompt[r]))
-            if not kv.can_allocate(need, self.watermark_blocks):
-                break
+        prompt, output = st.prompt, st.output
+        if cfg.admission == "reserve":
+            # GUARANTEED_NO_EVICT: blocks for the whole request, so it never needs more.
+            need_of = lambda i, chunk: int(kv.blocks_for(int(prompt[ids[i]] + output[ids[i]]), prompt[ids[i]]))  # noqa: E731
+        else:
+            need_of = lambda i, chunk: int(kv.blocks_for(max(chunk, 1), prompt[ids[i]]))  # noqa: E731
+        taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free, self.watermark_blocks,
+                                     need_of, self.is_chunked, self.is_static)  # fmt: skip
+        admitted = ids[: len(taken)]
+        chunks = [chunk for chunk, _ in taken]
+        for r, (_, need) in zip(admitted, taken):
             kv.held[r] += need
             kv.num_free -= need
-            admitted.append(r)
-            chunks.append(chunk)
-            budget -= chunk
         if not admitted:
             return _EMPTY, _EMPTY
         a = np.array(admitted, dtype=np.int64)
