@@ -19,7 +19,7 @@ run, or the end of the run.
 
 from __future__ import annotations
 
-from itertools import chain, islice
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -148,8 +148,8 @@ def advance(engine: Engine) -> bool:
             break  # chunks would have to shrink to the free blocks: the general path's case
         free_after -= need_p
         seqs_left = max(cap - len(running), 0)
-        candidates = islice(waiting, head, head + seqs_left)
-        taken = rules.admit_in_order((int(target_arr[w]) for w in candidates), left, free_after, wm,
+        candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
+        taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
                                      lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
         admit = [(waiting[head + i], chunk) for i, (chunk, _) in enumerate(taken)]  # (request, chunk)
         for chunk, need_w in taken:
