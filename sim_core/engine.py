@@ -246,21 +246,30 @@ class Engine:
             sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
         arrivals_matter = not (sched.is_static or (sched.is_fcfs and num_waiting0 > 0))
-        k_max = int(remaining.max() if shrink_ok else remaining.min())
+        rem_min = int(remaining.min())
+        k_max = int(remaining.max()) if shrink_ok else rem_min
         k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         nxt = min(st.next_arrival_s(), lim.max_sim_time_s) if arrivals_matter else lim.max_sim_time_s
+        tick_scalar = self.cost.tick
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next event
-            first_s = self.cost.tick(n * B, n * B, int(n * (ctx0.sum() + B)), int(n * ctx0.sum()), n * B)[0]
+            c0 = int(ctx0.sum())
+            first_s = tick_scalar(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
             return self._fallback(plan, planned)
         j = np.arange(k_max)  # (k,)
-        alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
-        num_alive = alive.sum(axis=0)  # (k,)
-        ctx_alive = (np.where(alive, ctx0[:, None], 0)).sum(axis=0) + j * num_alive  # (k,) exact integers
+        S0 = int(ctx0.sum())
+        if k_max <= rem_min:  # nobody finishes before the last priced tick: no (B, k) mask needed
+            alive = None
+            num_alive = np.full(k_max, B, dtype=np.int64)
+            ctx_alive = S0 + j * B
+        else:
+            alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
+            num_alive = alive.sum(axis=0)  # (k,)
+            ctx_alive = ctx0 @ alive + j * num_alive  # (k,) exact integers
         tokens = n * num_alive
         if k_max <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
-            priced = [self.cost.tick(t, t, n * (c + a), n * c, t) for t, a, c in
+            priced = [tick_scalar(t, t, n * (c + a), n * c, t) for t, a, c in
                       zip(tokens.tolist(), num_alive.tolist(), ctx_alive.tolist())]  # fmt: skip
             dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
         else:
@@ -268,11 +277,12 @@ class Engine:
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
         k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)  # ticks starting before the next event
-        # Blocks held after tick j by the requests still running; stop before the cache would overflow.
+        # Blocks held during tick j by the requests still running; stop before the cache would overflow.
         held = kv.held[idx]
-        blocks = np.maximum(kv.blocks_for(ctx0[:, None] + 1 + j[None, :k], st.prompt[idx][:, None]), held[:, None])  # (B, k)
+        prompt = st.prompt[idx][:, None] if n > 1 else None  # (only the n > 1 layout depends on it)
+        blocks = np.maximum(kv.blocks_for(ctx0[:, None] + (1 + j[:k]), prompt), held[:, None])  # (B, k)
         other = kv.num_used - int(held.sum())
-        need = other + np.where(alive[:, :k], blocks, 0).sum(axis=0)  # (k,) blocks in use during tick j
+        need = other + (blocks.sum(axis=0) if alive is None else (blocks * alive[:, :k]).sum(axis=0))  # (k,)
         over = np.flatnonzero(need > kv.num_blocks)  # not monotone: completions free blocks mid-run
         if over.size:
             k = min(k, int(over[0]))
@@ -285,38 +295,53 @@ class Engine:
                                  num_waiting0 + arrived, caps)  # fmt: skip
         if k == 0:
             return False
-        alive, num_alive, blocks = alive[:, :k], num_alive[:k], blocks[:, :k]
+        num_alive, blocks = num_alive[:k], blocks[:, :k]
         starts, ends, dur, caps = starts[:k], ends[:k], dur[:k], caps[:k]
-        steps = np.minimum(remaining, k)  # (B,) ticks each request runs in this run
-        last_end = ends[steps - 1]  # (B,) time of each request's last token in the run
+        rec = self.rec
 
         # Inter-token gaps: the first tick against each request's previous token, then tick to tick.
         gap0 = ends[0] - st.last_token_s[idx]
         step_gaps = np.diff(ends)  # (k-1,)
-        self.rec.itl(np.concatenate([gap0, np.repeat(step_gaps, num_alive[1:])]))
-        prefix_max = np.concatenate(([-np.inf], np.maximum.accumulate(step_gaps)))  # (k,) max gap up to tick j
-        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, prefix_max[steps - 1]))
-        if self.rec.wants_batches:
-            m = min(k, lim.num_recorded_batches - self.rec.num_ticks)
-            t_idx, b_idx = np.nonzero(alive[:, :m].T)  # (entries,) tick-major, batch order within a tick
-            self.rec.batch(self.rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
-                           np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
-        st.computed[idx] += steps
-        st.emitted[idx] += steps
-        st.last_token_s[idx] = last_end
-        kv.grow_to(idx, blocks[np.arange(B), steps - 1])
         done = remaining <= k
-        # Rows are recorded after each tick's completions, as single ticks are.
-        after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
-        used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
-        self._finish(idx[done], last_end[done])
+        if alive is None:  # everyone runs all k ticks (some finish in the last)
+            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
+            st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
+            st.computed[idx] += k
+            st.emitted[idx] += k
+            last_end = float(ends[-1])
+            st.last_token_s[idx] = last_end
+            kv.grow_to(idx, blocks[:, k - 1])
+            after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
+            used = other + blocks.sum(axis=0)
+            self._finish(idx[done], last_end)
+        else:
+            alive = alive[:, :k]
+            steps = np.minimum(remaining, k)  # (B,) ticks each request runs in this run
+            last_end = ends[steps - 1]  # (B,) time of each request's last token in the run
+            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, num_alive[1:])]))
+            prefix_max = np.concatenate(([-np.inf], np.maximum.accumulate(step_gaps)))  # (k,) max gap up to tick j
+            st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, prefix_max[steps - 1]))
+            st.computed[idx] += steps
+            st.emitted[idx] += steps
+            st.last_token_s[idx] = last_end
+            kv.grow_to(idx, blocks[np.arange(B), steps - 1])
+            # Rows are recorded after each tick's completions, as single ticks are.
+            after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
+            used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
+            self._finish(idx[done], last_end[done])
         used[-1] = kv.num_used
+        if rec.wants_batches:
+            m = min(k, lim.num_recorded_batches - rec.num_ticks)
+            mask = alive[:, :m] if alive is not None else np.ones((B, m), dtype=bool)
+            t_idx, b_idx = np.nonzero(mask.T)  # (entries,) tick-major, batch order within a tick
+            rec.batch(rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
+                      np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
         if not arrivals_matter:
             st.admit_arrivals(float(starts[-1]))
             num_waiting = num_waiting0 + arrived[:k]
         else:
             num_waiting = num_waiting0
-        self.rec.ticks(
+        rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
                 "num_decode_tokens": n * num_alive, "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
