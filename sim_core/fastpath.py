@@ -137,9 +137,11 @@ def advance(engine: Engine) -> bool:
         free_after = free - need_d
         left = budget - B
         # continuing prefills, in running order, then admission in queue order: the scheduler's rules
-        pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
-        sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, True)
-        chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]  # (request, computed before, chunk)
+        chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
+        if prefilling:
+            pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
+            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, True)
+            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = 0
         for r, c, chunk in chunks:
             need_p += -(-(c + chunk) // bs) - -(-c // bs)
@@ -147,14 +149,16 @@ def advance(engine: Engine) -> bool:
         if need_p > free_after:
             break  # chunks would have to shrink to the free blocks: the general path's case
         free_after -= need_p
-        seqs_left = max(cap - len(running), 0)
-        candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
-        taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
-                                     lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
-        admit = [(waiting[head + i], chunk) for i, (chunk, _) in enumerate(taken)]  # (request, chunk)
-        for chunk, need_w in taken:
-            free_after -= need_w
-            left -= chunk
+        admit: list[tuple[int, int]] = []  # (request, chunk)
+        if head < len(waiting):
+            seqs_left = max(cap - len(running), 0)
+            candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
+            taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
+                                         lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
+            admit = [(waiting[head + i], chunk) for i, (chunk, _) in enumerate(taken)]
+            for chunk, need_w in taken:
+                free_after -= need_w
+                left -= chunk
         if B == 0 and not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
         P = pairs = kv_read = completes = 0
