@@ -229,8 +229,9 @@ class Engine:
           * a block shortage (pre-emption is the scheduler's);
           * a completion, unless nothing waits or is swapped (or the batch is static): then the
             finished request just leaves the batch;
-          * an arrival, unless it cannot be admitted before the run ends: a static batch, or FCFS
-            with a non-empty queue whose head was not admitted by this plan (arrivals join the tail);
+          * an arrival, unless it cannot be admitted before the run ends: a static batch, a full
+            batch that cannot shrink, or FCFS with a non-empty queue whose head was not admitted by
+            this plan (arrivals join the tail);
           * a policy decision: the scheduler's phase controller and batch-cap rule are consulted tick
             by tick (`Scheduler.repeat_decodes`, the same `choose`/`observe` as single ticks);
           * the guards (max_ticks, max_sim_time_s).
@@ -245,7 +246,9 @@ class Engine:
         shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and (
             sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
-        arrivals_matter = not (sched.is_static or (sched.is_fcfs and num_waiting0 > 0))
+        # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
+        cap_full = not shrink_ok and st.running.size >= sched.batch_cap
+        arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
         rem_min = int(remaining.min())
         k_max = int(remaining.max()) if shrink_ok else rem_min
         k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
