@@ -87,7 +87,12 @@ def random_config(case: int):
             continue
 
 
-def _same_float(a: float, b: float) -> bool:
+def _same_float(a, b) -> bool:
+    """Equal values, NaN equal to NaN, through nested dicts and lists (summary sections)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_float(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_float(x, y) for x, y in zip(a, b))
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
