@@ -145,3 +145,15 @@ def test_random_configs_cover_guards_and_every_engine():
     cfgs = [random_config(c) for c in range(NUM_CASES)]
     assert {c.name for c in cfgs} >= {s for s in ENGINE_SCENARIOS} or len(cfgs) < len(ENGINE_SCENARIOS)
     assert any(c.limits.max_ticks < 400 for c in cfgs) and any(c.limits.max_sim_time_s <= 5 for c in cfgs)
+
+
+@pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
+def test_every_policy_coalesces_its_decode_runs(scenario):
+    """Coalescing is not limited to stateless policies: each preset takes far fewer steps than ticks."""
+    from sim_core.engine import Engine
+
+    engine = Engine(make_config(scenario, workload__num_requests=60))
+    steps = 1
+    while engine.step():
+        steps += 1
+    assert steps <= 0.15 * engine.rec.num_ticks
