@@ -4,9 +4,13 @@ Each tick: arrivals join the waiting queue; the scheduler plans the batch; the c
 it; the clock advances; progress, tokens, blocks and finished requests are updated; one row is
 recorded. When nothing can run the clock jumps to the next arrival (an IDLE row).
 
-Where ticks are many and events few, a run of decode ticks whose batch cannot change (no arrival,
-completion, block shortage or policy state before the run ends) is advanced in one vectorised step
-that records the same rows (`_advance_run`); tests require identical results with it on and off.
+`Engine.step()` is one iteration of that loop (guards first, then arrivals, then a tick, a coalesced
+run or an idle jump), so callers can step several engines on one clock; `run()` loops over it.
+
+Where ticks are many and events few, the scheduler's all-decode plan is repeated for every tick at
+which the scheduler would plan it again (`_advance_run`, for every policy: see its docstring), in
+one vectorised step that records the same rows; decode-first FCFS steady state has a scalar fast
+path (fastpath.py). Tests require identical results with both on and off.
 """
 
 from __future__ import annotations

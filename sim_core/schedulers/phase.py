@@ -3,6 +3,11 @@
 Kinds: DECODE_FIRST (decodes, then prefill chunks in the remaining token budget: Sarathi-Serve,
 vLLM V1), PREFILL (prefill-only tick: vLLM V0), PREFILL_MIXED (a prefill tick that running decodes
 join outside the budget: SGLang mixed chunk, Orca, TensorRT-LLM in-flight batching), DECODE.
+
+Contract for a controller (what coalesced runs rely on, `Scheduler.repeat_decodes`): `choose` is
+called once before each tick and `observe` once after it, in tick order; a second `choose` with the
+same arguments and no `observe` in between returns the same kind and leaves the state as the first
+call did (idempotent). `is_stateless = True` only if `choose` depends on its arguments alone.
 """
 
 from __future__ import annotations
