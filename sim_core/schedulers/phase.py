@@ -5,9 +5,11 @@ vLLM V1), PREFILL (prefill-only tick: vLLM V0), PREFILL_MIXED (a prefill tick th
 join outside the budget: SGLang mixed chunk, Orca, TensorRT-LLM in-flight batching), DECODE.
 
 Contract for a controller (what coalesced runs rely on, `Scheduler.repeat_decodes`): `choose` is
-called once before each tick and `observe` once after it, in tick order; a second `choose` with the
-same arguments and no `observe` in between returns the same kind and leaves the state as the first
-call did (idempotent). `is_stateless = True` only if `choose` depends on its arguments alone.
+called before each tick and `observe` once after it, in tick order. When `choose` returns a kind
+different from the one it returned for the previous tick, with the same `has_prefill_work` and at
+least one decode running (as in every coalesced run), a second call with the same arguments must
+return the same kind and leave the state unchanged (a run stops there and the next plan asks
+again). `is_stateless = True` only if `choose` depends on its arguments alone.
 """
 
 from __future__ import annotations

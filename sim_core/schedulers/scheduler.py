@@ -116,8 +116,9 @@ class Scheduler:
 
         The plan of tick j equals tick 0's while the tick kind, the prefill-work flag and the batch
         cap are unchanged (membership, queues and free blocks are fixed within a run, or change only
-        in ways the engine has ruled out). `choose` is idempotent for an unchanged state, so a call
-        for the tick where the run stops is harmless: the next `schedule` repeats it.
+        in ways the engine has ruled out). When the run stops because `choose` changed its answer,
+        the next `schedule` calls it again for the same tick: the phase contract (phase.py) makes
+        that second call a no-op.
         """
         k = len(starts_s)
         if self._repeat_is_fixed:
@@ -138,11 +139,13 @@ class Scheduler:
                 nr = nd + idle.size
                 can_admit = nr < cap and (not self.is_static or nr == 0)
                 hpw = idle.size > 0 or num_swapped > 0 or (waits[j] > 0 and can_admit)
+                if j and hpw != self._has_prefill_work:
+                    return j  # decided before `choose`, which is then called once, by the next plan
                 kind = self._tick_kind(st, starts[j], nd, nr, hpw, idle)
                 if not j:
                     self._kind, self._has_prefill_work = kind, hpw
-                elif kind != self._kind or hpw != self._has_prefill_work:
-                    return j
+                elif kind != self._kind:
+                    return j  # `choose` changed its answer: a second call (the next plan's) repeats it
             caps[j] = self.batch_cap
             self.observe(ends[j], durs[j], 0, toks[j])
         return k
