@@ -183,15 +183,19 @@ class Scheduler:
     def _grow_decodes(self, st: SimState, decodes: IntArray, prefills: IntArray, plan: StepPlan):
         """Give each decode the blocks for one more token; pre-empt victims while blocks run short."""
         kv = self.kv
-        need = np.maximum(kv.blocks_for(st.computed[decodes] + 1, st.prompt[decodes]) - kv.held[decodes], 0)
-        deficit = int(need.sum()) - kv.num_free
+        prompt = st.prompt[decodes] if self._n > 1 else None  # only the n > 1 layout depends on it
+        need = np.maximum(kv.blocks_for(st.computed[decodes] + 1, prompt) - kv.held[decodes], 0)
+        total = int(need.sum())
+        deficit = total - kv.num_free
         if deficit > 0:
             victims = self._choose_victims(st, decodes, need, deficit)
             self._preempt(st, victims, plan)
             alive = ~np.isin(decodes, victims)
             decodes, need = decodes[alive], need[alive]
             prefills = prefills[~np.isin(prefills, victims)]
-        kv.grow_to(decodes, kv.held[decodes] + need)
+            total = None
+        if total != 0:
+            kv.allocate(decodes, need, total)
         return decodes, prefills
 
     def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int) -> IntArray:
@@ -256,7 +260,7 @@ class Scheduler:
                     chunk[i] = 0
                 need[i] = grow(int(chunk[i]))
                 free -= int(need[i])
-        self.kv.grow_to(prefills, self.kv.held[prefills] + need)
+        self.kv.allocate(prefills, need)
         return prefills, chunk
 
     def _swap_in(self, st: SimState, plan: StepPlan) -> None:
