@@ -62,6 +62,8 @@ class SimState:
             return keys
         if new.size > 1:
             new = np.sort(new)
+        if not keys.size or new[0] > keys[-1]:  # arrivals under FCFS: all behind the queue
+            return np.concatenate([keys, new])
         return np.insert(keys, np.searchsorted(keys, new), new)
 
     def key_to_id(self, keys: IntArray) -> IntArray:
