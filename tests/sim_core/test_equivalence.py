@@ -20,7 +20,16 @@ import numpy as np
 import pytest
 
 from sim_core import run_simulation
-from sim_core.costmodel import MemoryPlanError, ModelShape, kv_bytes_per_token, workspace_bytes_per_gpu
+from sim_core.costmodel import (
+    CUDA_RESERVED_BYTES,
+    GIB,
+    RUNTIME_BYTES,
+    MemoryPlanError,
+    kv_bytes_per_token_per_gpu,
+    plan_memory,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
 from sim_core.presets import PresetError, list_presets
 from tests.conftest import make_config
 
@@ -64,6 +73,20 @@ def _overrides(rng: np.random.Generator, engine: str) -> dict:
     return o
 
 
+def _utilisation_for_kv(cfg, kv_bytes: float) -> float:
+    """gpu_memory_utilization that leaves about `kv_bytes` of KV per GPU under the engine's memory rule
+    (inverts costmodel.kv_pool_bytes)."""
+    usable = cfg.hardware.memory_gib * GIB - CUDA_RESERVED_BYTES
+    weights = weight_bytes_per_gpu(cfg)
+    workspace = workspace_bytes_per_gpu(cfg) + RUNTIME_BYTES
+    rule = cfg.kv_cache.memory_rule
+    if rule == "sglang":
+        return (weights + kv_bytes) / usable
+    if rule == "tensorrt-llm":
+        return kv_bytes / max(usable - weights - workspace, 1.0)
+    return (weights + workspace + kv_bytes) / usable
+
+
 def random_config(case: int):
     """A valid config for case `case` (deterministic); redraws while a draw does not validate or fit."""
     rng = np.random.default_rng([case, 11])
@@ -74,13 +97,10 @@ def random_config(case: int):
             if cfg.kv_cache.layout == "paged" and rng.random() < 0.7:
                 # Room for only a few long requests, so that pre-emption and admission limits are exercised.
                 room = float(rng.uniform(1.0, 4.0)) * (cfg.workload.max_prompt_tokens + cfg.workload.max_output_tokens)
-                kv_room = room * kv_bytes_per_token(cfg) * cfg.workload.num_samples
-                need = ModelShape.of(cfg).total_params * 2 + workspace_bytes_per_gpu(cfg) + kv_room
-                util = need / (cfg.hardware.memory_gb * 1e9)
-                if util <= 1.0:
+                kv_room = room * kv_bytes_per_token_per_gpu(cfg) * cfg.workload.num_samples
+                util = _utilisation_for_kv(cfg, kv_room)
+                if 0.05 <= util <= 1.0:
                     cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
-            from sim_core.costmodel import plan_memory
-
             plan_memory(cfg)
             return cfg
         except (PresetError, MemoryPlanError, ValueError):
@@ -145,6 +165,7 @@ def test_random_configs_cover_guards_and_every_engine():
     cfgs = [random_config(c) for c in range(NUM_CASES)]
     assert {c.name for c in cfgs} >= {s for s in ENGINE_SCENARIOS} or len(cfgs) < len(ENGINE_SCENARIOS)
     assert any(c.limits.max_ticks < 400 for c in cfgs) and any(c.limits.max_sim_time_s <= 5 for c in cfgs)
+    assert sum(run_simulation(c).summary.num_preemptions > 0 for c in cfgs[:30]) >= 1  # KV pressure reached
 
 
 @pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
