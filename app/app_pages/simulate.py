@@ -3,6 +3,7 @@ distributions, roofline, step-through, request table and exports in the main are
 
 from __future__ import annotations
 
+import zlib
 from urllib.parse import urlencode
 
 import numpy as np
@@ -10,10 +11,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components import charts, runner, timeline
+from app.components.units import fmt_seconds
 from app.components.sidebar import draw_sidebar
 from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.types import Phase
+
+
+PLOT_CONFIG = {"displaylogo": False}
 
 
 def _show(fig, key: str, **kwargs) -> None:
@@ -42,26 +47,82 @@ def _headline(res: SimResult) -> None:
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", **kw)
 
 
+WHOLE_RUN = "whole run"
+
+
+def _window_keys(res: SimResult) -> tuple[str, str]:
+    """Widget keys of the window controls, per config: a new run opens on its own busy moment."""
+    from app.state import canonical_json
+
+    h = format(zlib.crc32(canonical_json(res.config).encode()), "08x")
+    return f"ui.win_width.{h}", f"ui.win_start.{h}"
+
+
+def _on_width(res: SimResult) -> None:
+    """A new width re-centres on the busiest stretch of that width."""
+    k_width, k_start = _window_keys(res)
+    width = st.session_state[k_width]
+    win = None if width == WHOLE_RUN else timeline.opening_window(res, float(width))
+    st.session_state[k_start] = win[0] if win else timeline.run_span(res)[0]
+
+
+def _shift_window(res: SimResult, k_start: str, width: float, direction: int) -> None:
+    t0, t1 = timeline.run_span(res)
+    st.session_state[k_start] = min(max(st.session_state[k_start] + direction * 0.8 * width, t0), t1 - width)
+
+
+def _window_controls(res: SimResult) -> timeline.Window:
+    """Width and start of the time window the timeline shows (it opens on a readable, busy one)."""
+    t0, t1 = timeline.run_span(res)
+    k_width, k_start = _window_keys(res)
+    opening = timeline.opening_window(res)
+    if k_width not in st.session_state:
+        st.session_state[k_width] = WHOLE_RUN if opening is None else timeline.readable_width_s(res)
+        st.session_state[k_start] = opening[0] if opening else t0
+    widths = [w for w in timeline.WIDTH_CHOICES_S if w < t1 - t0] + [WHOLE_RUN]
+    c1, c2, c3, c4 = st.columns([3, 5, 1, 1], vertical_alignment="bottom")
+    width = c1.select_slider("Window (simulated time)", widths, key=k_width, on_change=_on_width, args=(res,),
+                             format_func=lambda w: w if w == WHOLE_RUN else fmt_seconds(float(w)),
+                             help="How much simulated time the timeline shows. It opens on a few seconds around the "
+                                  "busiest moment (most prefill/decode interleaving, pre-emptions, swaps) so every tick "
+                                  "is a visible bar; widen it up to the whole run.")  # fmt: skip
+    if width == WHOLE_RUN:
+        return None
+    width = float(width)
+    hi = max(t1 - width, t0)
+    st.session_state[k_start] = min(max(float(st.session_state[k_start]), t0), hi)
+    c2.slider("Window start (s)", t0, hi if hi > t0 else t0 + 1e-9, key=k_start, step=max(width / 20, 1e-4), format="%.2f",
+              help="Move the window along the run.")  # fmt: skip
+    c3.button("◀", key="ui.win_prev", on_click=_shift_window, args=(res, k_start, width, -1), help="Earlier", width="stretch")
+    c4.button("▶", key="ui.win_next", on_click=_shift_window, args=(res, k_start, width, 1), help="Later", width="stretch")
+    start = float(st.session_state[k_start])
+    return (start, start + width)
+
+
 def _timeline_tab(res: SimResult) -> None:
+    window = _window_controls(res)
     n = res.requests.arrival_s.size
     c1, c2 = st.columns([1, 1])
-    first = c1.number_input("First request shown", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
-                            help="The request rows show a window of requests (by arrival order).")  # fmt: skip
+    first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
+                            help="The request rows show the requests alive in the window (the whole run: by arrival "
+                                 "order); skip this many of them.")  # fmt: skip
     rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
-    _show(_timeline_fig(res, int(first), int(rows)), "chart.timeline", config={"displaylogo": False})
-    st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the batch "
-               "composition, tokens, duration and whether the tick was compute- or memory-bound.")  # fmt: skip
+    _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline", config=PLOT_CONFIG)
+    st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the tick's "
+               "batch, tokens, duration (with tensor-parallel all-reduce and PCIe swap time) and whether it was "
+               "compute- or memory-bound. Pale blue in a request row: the request was decoding but the tick gave it "
+               "no token (stalled behind a prefill or a swap).")  # fmt: skip
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _timeline_fig_cached(cfg_json: str, first: int, rows: int):
-    return timeline.timeline_figure(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows)
+def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.Window):
+    return timeline.timeline_figure(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows, window=window)
 
 
-def _timeline_fig(res: SimResult, first: int, rows: int):
+def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window = None):
     from app.state import canonical_json
 
-    return _timeline_fig_cached(canonical_json(res.config), first, rows)
+    return _timeline_fig_cached(canonical_json(res.config), first, rows, window)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
