@@ -107,8 +107,14 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             st.error(st.session_state["ui.upload_error"])
     if st.session_state.get("ui.part_error"):
         sb.error(st.session_state.pop("ui.part_error"))
+    classes = [c.model_dump() for c in cfg.workload.classes]
     for section in form.SECTIONS:
-        with sb.expander(section, expanded=section in ("Hardware", "Scheduler")):
+        # Lazy sections: a closed one draws nothing (its knobs keep the config's values), so a first
+        # page load sends and renders only the open ones.
+        exp = sb.expander(section, expanded=section in ("Hardware", "Scheduler"), key=f"ui.section.{section}", on_change="rerun")
+        if not exp.open:
+            continue
+        with exp:
             family = PART_FAMILIES.get(section)
             if family:
                 noun = family.rstrip("s")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.components.config_form import SECTIONS
 from app.state import CFG_KEY, encode_config
 from sim_core import load_preset
 from sim_core.lessons import load_lessons
@@ -17,8 +18,12 @@ PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", 
 TIMEOUT = 120
 
 
-def app(**query) -> AppTest:
+def app(open_sections: bool = True, **query) -> AppTest:
+    """The app, by default with every sidebar section open (they are lazy: a closed one draws nothing)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    if open_sections:
+        for section in SECTIONS:
+            at.session_state[f"ui.section.{section}"] = True
     for k, v in query.items():
         at.query_params[k] = v
     return at
@@ -189,3 +194,13 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     at.run()
     assert not at.exception
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
+
+
+def test_closed_sidebar_sections_draw_nothing_and_keep_the_config():
+    cfg = make_config(seed=5, workload__num_requests=90)
+    at = app(open_sections=False, cfg=encode_config(cfg)).run()
+    keys = {w.key for w in at.sidebar.number_input}
+    assert "w.seed" not in keys and "w.workload.num_requests" not in keys  # Objectives & Workload start closed
+    at.slider(key="w.hardware.peak_tflops").set_value(500.0).run()  # Hardware starts open
+    assert at.session_state[CFG_KEY].seed == 5 and at.session_state[CFG_KEY].workload.num_requests == 90
+    assert at.session_state[CFG_KEY].hardware.peak_tflops == 500.0
