@@ -7,30 +7,36 @@ import zlib
 from urllib.parse import urlencode
 
 import numpy as np
-import plotly.graph_objects as go
+import pandas as pd
 import streamlit as st
 
-from app.components import charts, runner, timeline
+from app.components import charts, runner, timeline, workshop
+from app.components.sidebar import draw_sidebar, describe_config
 from app.components.units import fmt_seconds
-from app.components.sidebar import draw_sidebar
 from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
+from sim_core.metrics import class_metrics
+from sim_core.sweep import with_value
 from sim_core.types import Phase
 
+_show = workshop.show_chart
 
-PLOT_CONFIG = {"displaylogo": False}
 
-
-def _show(fig, key: str, **kwargs) -> None:
-    """Draw a figure; in presenter mode a copy with projector-sized text (cached figures stay as built)."""
-    if st.session_state.get(PRESENTER_KEY):
-        fig = go.Figure(fig).update_layout(font=dict(size=17), height=(fig.layout.height or 450) + 120)
-    st.plotly_chart(fig, key=key, **kwargs)
+def class_table(res: SimResult) -> pd.DataFrame | None:
+    """Per-class latency (article §5.2), or None for a single-class run. Text cells: units switch ms/s."""
+    rows = class_metrics(res.config, res.requests)
+    if not rows:
+        return None
+    return pd.DataFrame([{
+        "class": r["class"], "priority": r["priority"], "finished": f"{r['num_finished']:,} / {r['num_requests']:,}",
+        "TTFT p50": fmt_seconds(r["ttft_p50_s"]), "TTFT p99": fmt_seconds(r["ttft_p99_s"]),
+        "TPOT p99": fmt_seconds(r["tpot_p99_s"]), "meet SLOs": f"{r['slo_attainment']:.0%}",
+    } for r in rows])  # fmt: skip
 
 
 def _headline(res: SimResult) -> None:
     s = res.summary
-    ms = lambda v: "–" if np.isnan(v) else f"{v * 1e3:,.0f} ms" if v >= 0.1 else f"{v * 1e3:,.1f} ms"  # noqa: E731
+    ms = fmt_seconds
     row1 = st.columns(4)
     kw = dict(delta_color="off", delta_arrow="off")
     row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", f"{s.total_tokens_per_s:,.0f} tok/s incl. prompts",
@@ -44,7 +50,12 @@ def _headline(res: SimResult) -> None:
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"of {s.kv_capacity_tokens:,} tokens", **kw)
-    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", **kw)
+    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {fmt_seconds(s.makespan_s)}", **kw)
+    table = class_table(res)
+    if table is not None:
+        st.caption("Per request class (the headline mixes them; the priority queue of article §5.2 serves class "
+                   "priority 0 first):")  # fmt: skip
+        st.dataframe(table, hide_index=True, key="table.classes")
 
 
 WHOLE_RUN = "whole run"
@@ -107,7 +118,7 @@ def _timeline_tab(res: SimResult) -> None:
                             help="The request rows show the requests alive in the window (the whole run: by arrival "
                                  "order); skip this many of them.")  # fmt: skip
     rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
-    _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline", config=PLOT_CONFIG)
+    _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline")
     st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the tick's "
                "batch, tokens, duration (with tensor-parallel all-reduce and PCIe swap time) and whether it was "
                "compute- or memory-bound. Pale blue in a request row: the request was decoding but the tick gave it "
@@ -150,23 +161,48 @@ def _roofline_tab(res: SimResult) -> None:
     _show(charts.roofline_figure(res), "chart.roof")
 
 
+def _step(key: str, delta: int, last: int) -> None:
+    st.session_state[key] = min(max(int(st.session_state.get(key, 1)) + delta, 1), last)
+
+
+def _recorded(res: SimResult, tick: int) -> SimResult:
+    """The run whose batch log holds `tick`: this one, or the same config re-run with a longer record
+    (recording does not change the result; cached like every run)."""
+    if (res.batches.tick == tick).any() or tick >= 100_000:
+        return res
+    longer = with_value(res.config, "limits.num_recorded_batches", min(100_000, max(tick + 1, 2 * res.config.limits.num_recorded_batches)))
+    out = runner.run(longer)
+    return out.result if out.result is not None else res
+
+
 def _step_tab(res: SimResult) -> None:
-    busy = np.unique(res.batches.tick)  # recorded ticks that ran a batch (idle ticks have none)
-    if busy.size == 0:
-        st.info("No batches were recorded (limits.num_recorded_batches is 0).")
-        return
-    tick = int(st.select_slider("Tick", options=busy.tolist(), key="ui.step_tick",
-                                help=f"Step through the first {busy.size:,} busy ticks (limits.num_recorded_batches "
-                                     "keeps the batch of the first ticks of a run)."))  # fmt: skip
     tl = res.timeline
+    busy = np.flatnonzero(tl.phase != Phase.IDLE)
+    if busy.size == 0:
+        st.info("The run has no busy ticks.")
+        return
+    key = "ui.step_index"
+    last = int(busy.size)
+    st.session_state[key] = min(max(int(st.session_state.get(key, 1)), 1), last)
+    c1, c2, c3 = st.columns([6, 1, 1], vertical_alignment="bottom")
+    c1.number_input(f"Busy tick (1–{last:,})", 1, last, key=key, step=1,
+                    help="Step through every tick that ran a batch, in order (idle gaps skipped).")  # fmt: skip
+    c2.button("◀ Previous", key="ui.step_prev", on_click=_step, args=(key, -1, last), width="stretch")
+    c3.button("Next ▶", key="ui.step_next", on_click=_step, args=(key, 1, last), width="stretch")
+    tick = int(busy[int(st.session_state[key]) - 1])
     phase = Phase(int(tl.phase[tick])).name.lower()
     st.markdown(
-        f"**Tick {tick}** at t = {tl.t_start_s[tick]:.4f} s · {tl.duration_s[tick] * 1e3:.2f} ms · **{phase}** · "
+        f"**Tick {tick:,}** at t = {tl.t_start_s[tick]:.4f} s · {fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
-        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]} waiting"
+        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
     )
-    _show(charts.step_figure(res, tick), "chart.step")
+    with st.spinner("Recording this tick's batch…"):
+        rec = _recorded(res, tick)
+    if (rec.batches.tick == tick).any():
+        _show(charts.step_figure(rec, tick), "chart.step")
+    else:
+        st.info("Batches are recorded for the first 100,000 ticks; this tick's totals are above.")
 
 
 def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> None:
@@ -176,9 +212,9 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
         st.warning(f"This configuration is {len(query):,} characters as a link (an uploaded trace?), too long to "
                    "share safely. Download the config JSON below and upload it instead.")  # fmt: skip
     else:
-        st.code("?" + query, language=None, wrap_lines=True)
-        st.caption("Append this to the app's address, or copy the address bar: it is kept in sync. "
-                   "The copy icon on the box copies it.")  # fmt: skip
+        st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
+        st.caption("The whole address: paste it anywhere. The address bar is kept in sync; the copy icon on the box "
+                   "copies it.")  # fmt: skip
     c1, c2, c3 = st.columns(3)
     # CSVs are built only when clicked (a callable), not on every rerun
     c1.download_button("Config (JSON)", cfg.model_dump_json(indent=2), "config.json", "application/json", key="dl.cfg")
@@ -188,12 +224,14 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
                        key="dl.ticks", on_click="ignore")  # fmt: skip
 
 
+def _leave_presenter() -> None:
+    st.session_state[PRESENTER_KEY] = False
+
+
 def main() -> None:
     new_cfg, error = draw_sidebar()
     cfg: SimConfig = st.session_state[CFG_KEY]
-    if error:
-        st.sidebar.error(error)
-    elif new_cfg != cfg:
+    if not error and new_cfg != cfg:
         preset = st.session_state.get(PRESET_KEY)
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
@@ -201,16 +239,18 @@ def main() -> None:
     if len(urlencode(link_params)) <= MAX_LINK_CHARS:
         write_query_params(link_params)
 
-    st.title("LLM serving scheduler explorer")
-    hw = cfg.hardware
-    st.caption(f"**{cfg.model.name}** on {hw.num_gpus}× **{hw.name}** · scheduler **{cfg.scheduler.name}** "
-               f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{cfg.workload.name}**, "
-               f"{cfg.workload.num_requests:,} requests, seed {cfg.seed}. Results are modelled by a calibrated "
-               "roofline, not measured.")  # fmt: skip
+    presenter = workshop.presenter_on()
+    if presenter:
+        st.button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter, icon=":material/close_fullscreen:")
+    else:
+        st.title("LLM serving scheduler explorer")
+    workshop.lesson_banner()
+    st.caption(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured.")
     if st.session_state.get(WARNING_KEY):
         st.warning(st.session_state[WARNING_KEY], icon=":material/link_off:")
     if error:
-        st.info("The settings in the sidebar are not valid (see the message there); showing the last valid configuration.")
+        st.error(f"**Not a valid setting:** {error} (also shown next to the control in the sidebar). The results "
+                 "below are for the last valid settings.", icon=":material/error:")  # fmt: skip
 
     with st.spinner("Simulating…"):
         outcome = runner.run(cfg)
@@ -223,13 +263,13 @@ def main() -> None:
         st.warning(f"**The run did not finish:** {res.summary.stopped_reason}. The server cannot keep up with this "
                    "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
                    "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
-    _headline(res)
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
-    if st.session_state.get(PRESENTER_KEY):
-        focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")
-        {"Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
+    if presenter:  # one chart fills the screen; the headline would push it down
+        focus = st.segmented_control("Focus on", ["Headline", *names[:4]], default="Timeline", key="ui.focus")
+        {"Headline": _headline, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
          "Roofline": _roofline_tab}[focus or "Timeline"](res)  # fmt: skip
         return
+    _headline(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [
@@ -244,5 +284,6 @@ def main() -> None:
         if tab.open:
             with tab:
                 body()
+
 
 main()

@@ -99,8 +99,18 @@ def test_an_invalid_combination_is_reported_and_the_last_result_kept():
     before = [m.value for m in at.metric]
     at.number_input(key="w.workload.prompt_tokens.max").set_value(100).run()  # below the mean
     assert not at.exception
-    assert any("min <= mean <= max" in e.value for e in at.sidebar.error)
+    side = [e.value for e in at.sidebar.error]
+    assert any("“Prompt length”: need min ≤ mean ≤ max" in e for e in side)  # in the widgets' words, next to them
+    assert any("Prompt length" in e.value for e in at.main.error)  # and at the top of the page
     assert [m.value for m in at.metric] == before
+
+
+def test_a_cross_field_error_names_both_knobs_by_their_labels():
+    at = app(preset="chat-h100-llama8b").run()
+    at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(128).run()
+    msg = " ".join(e.value for e in at.sidebar.error)
+    assert "“Token budget / chunk size” (128) ≥ “Max batch size” (256)" in msg and "max_num_seqs" not in msg
+    assert len(at.sidebar.error) == 2  # under each of the two knobs
 
 
 def test_out_of_memory_shows_the_numbers_and_the_knob():
