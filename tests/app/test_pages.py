@@ -14,7 +14,8 @@ from sim_core.lessons import load_lessons
 from tests.conftest import make_config
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
-PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py"]
+PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/glossary.py",
+         "app_pages/about.py"]
 TIMEOUT = 120
 
 
@@ -173,6 +174,38 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert not at.exception
     assert at.session_state[CFG_KEY] == lesson.config(1)
     assert any(m.label == "TTFT p50" for m in at.metric)  # the Simulate page is showing
+    banner = " ".join(m.value for m in at.markdown) + " ".join(t.value for t in at.text)
+    assert lesson.title in banner and lesson.question in banner  # the lesson stays on the page, with a way back
+    assert at.button(key="lesson_banner.close")
+
+
+def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
+    lesson = next(x for x in load_lessons() if x.id == "kv-preemption")  # recompute is the preset's own value
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open0.{lesson.id}").click().run()
+    assert at.session_state["sim.preset"] == lesson.scenario
+    assert at.selectbox(key="w.preset").value == lesson.scenario
+
+
+def test_workshop_mode_hides_the_answer_until_revealed():
+    lesson = load_lessons()[2]
+    hidden = open_page(PAGES[3], lesson=lesson.id, workshop="1")
+    assert not hidden.exception
+    assert "Agenda" in " ".join(e.label for e in hidden.expander)
+    assert "Show the answer" not in [e.label for e in hidden.expander]
+    agenda = " ".join(t.value for t in hidden.text)
+    assert all(x.title in agenda for x in load_lessons()) and "′" in agenda  # every lesson, with timings
+    shown = open_page(PAGES[3], lesson=lesson.id, workshop="1", reveal=lesson.id)
+    assert lesson.answer in " ".join(m.value for m in shown.markdown)
+    assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
+
+
+def test_the_glossary_defines_the_workshop_terms_and_cites_the_article():
+    at = open_page("app_pages/glossary.py")
+    text = " ".join(m.value for m in at.markdown)
+    for term in ("TTFT", "TPOT", "ITL", "Goodput", "Tick", "Stalled"):
+        assert f"**{term}" in text
+    assert "大模型推理中Prefill与Decode阶段的调度优化策略" in text
 
 
 def _uploader(at: AppTest, key: str):
