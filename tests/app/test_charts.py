@@ -158,3 +158,27 @@ def test_tensor_parallel_hover_gives_the_all_reduce_time():
     fig = timeline.timeline_figure(res, window=timeline.opening_window(res))
     bar = next(t for t in fig.data if t.yaxis == "y" and t.name == "decode")
     assert "all-reduce" in bar.hovertemplate and float(bar.customdata[0][6]) > 0
+
+
+def test_latency_units_switch_to_seconds_and_itl_counts_are_on_a_log_axis():
+    slow = run_simulation(make_config("engine-fastertransformer", workload__num_requests=60))
+    assert np.median(slow.requests.ttft_s[slow.requests.is_finished]) >= 1.0
+    fig = charts.distribution_figure(slow, charts.METRICS[0])
+    assert fig.layout.xaxis.title.text == "TTFT (s)" and "ms" not in fig.layout.title.text
+    fast = run_simulation(make_config(workload__num_requests=60))
+    assert charts.distribution_figure(fast, charts.METRICS[1]).layout.xaxis.title.text == "TPOT (ms)"
+    assert charts.distribution_figure(fast, charts.METRICS[2]).layout.yaxis.type == "log"
+
+
+def test_log_axes_label_decades_only(small):
+    fig = charts.roofline_figure(small)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick == 1
+
+
+def test_runs_a_and_b_never_share_a_colour_with_a_phase(small):
+    from app.components.colors import RUN_COLORS
+
+    assert not set(RUN_COLORS.values()) & set(PHASE_COLORS.values())
+    fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
+    a, b = fig.data[0], fig.data[1]
+    assert a.line.color == RUN_COLORS["A"] and b.line.color == RUN_COLORS["B"] and a.line.dash != b.line.dash

@@ -143,7 +143,17 @@ def test_compare_page_link_carries_both_setups():
     assert at.query_params["a_preset"] == "engine-orca" and at.query_params["b_preset"] == "engine-vllm-v0"
     df = at.dataframe[0].value
     assert list(df["metric"])[:2] == ["Output throughput", "Goodput"]
-    assert {"A", "B", "B − A", "B / A"} <= set(df.columns)
+    assert list(df.columns) == ["metric", "A", "B", "B / A"]  # narrow enough for a phone
+    finished = df.set_index("metric").loc["Finished"]
+    assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
+    assert any(" s" in v or " ms" in v for v in df.set_index("metric").loc["TTFT p50", ["A", "B"]])
+
+
+def test_compare_shows_per_class_latency_and_says_when_b_loses_its_workload():
+    at = open_page(PAGES[1], a_preset="engine-article-priority", b_preset="chat-h100-llama8b")
+    df = at.dataframe[0].value
+    assert any(m.startswith("TTFT p99 · interactive") for m in df["metric"])
+    assert any("replaced by A's" in c.value for c in at.caption)
 
 
 def test_sweep_page_sweeps_the_rate_and_marks_capacity():
