@@ -22,7 +22,8 @@ st.set_page_config(page_title="LLM serving scheduler explorer", page_icon=str(AS
                    initial_sidebar_state="collapsed" if st.session_state.get(PRESENTER_KEY) else "auto")  # fmt: skip
 ensure_session()
 # Phones: the chart mode bar would cover legends and titles (it appears on tap elsewhere).
-st.html("<style>@media (max-width: 640px) { .modebar-container { display: none !important; } }</style>")
+st.html("<style>@media (max-width: 640px) { .modebar-container { display: none !important; } "
+        "h1 { font-size: 2rem !important; } }</style>")
 if st.session_state.get(PRESENTER_KEY):
     # Presenter mode: larger type for a projector.
     # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.

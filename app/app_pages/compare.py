@@ -121,8 +121,7 @@ def main() -> None:
         return
     ra, rb = out_a.result, out_b.result
     st.markdown(f"**A** · {side_label(a)} — **B** · {side_label(b)}")
-    st.dataframe(metrics_table(ra, rb), hide_index=True, key="cmp.table", width="stretch",
-                 column_config={"metric": st.column_config.TextColumn(width="medium")})  # fmt: skip
+    st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))

@@ -245,7 +245,13 @@ def main() -> None:
     else:
         st.title("LLM serving scheduler explorer")
     workshop.lesson_banner()
-    st.caption(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured.")
+    c1, c2 = st.columns([5, 1], vertical_alignment="center")
+    c1.caption(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured.")
+    with c2.popover("Share", icon=":material/share:", width="stretch"):  # reachable on a phone, where tabs overflow
+        if len(urlencode(link_params)) <= MAX_LINK_CHARS:
+            st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
+        else:
+            st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
     if st.session_state.get(WARNING_KEY):
         st.warning(st.session_state[WARNING_KEY], icon=":material/link_off:")
     if error:

@@ -407,8 +407,9 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
             fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=color, name=f"{name} requests",
                                      hovertemplate=f"%{{y:.0f}} {name}<br>t = %{{x:.3f}} s<extra></extra>"), row=4, col=1)  # fmt: skip
     fig.update_layout(
-        barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=70, b=40),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), hoverlabel=dict(align="left"),
+        barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
+        # legend under the chart: on a phone it wraps downwards instead of over the titles
+        legend=dict(orientation="h", yanchor="top", y=-0.09, x=0), hoverlabel=dict(align="left"),
     )
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=gpus, row=1, col=1)  # GPU 0 on top
     # Rows in request order (plotly would order categories by first appearance across traces).

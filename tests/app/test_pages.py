@@ -141,18 +141,18 @@ def test_compare_page_link_carries_both_setups():
     assert not at.exception
     assert sum("(from the link)" in m.value for m in at.markdown) == 2
     assert at.query_params["a_preset"] == "engine-orca" and at.query_params["b_preset"] == "engine-vllm-v0"
-    df = at.dataframe[0].value
-    assert list(df["metric"])[:2] == ["Output throughput", "Goodput"]
-    assert list(df.columns) == ["metric", "A", "B", "B / A"]  # narrow enough for a phone
-    finished = df.set_index("metric").loc["Finished"]
+    df = at.table[0].value
+    assert list(df.index)[:2] == ["Output throughput", "Goodput"]
+    assert list(df.columns) == ["A", "B", "B / A"]  # narrow enough for a phone
+    finished = df.loc["Finished"]
     assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
-    assert any(" s" in v or " ms" in v for v in df.set_index("metric").loc["TTFT p50", ["A", "B"]])
+    assert any(" s" in v or " ms" in v for v in df.loc["TTFT p50", ["A", "B"]])
 
 
 def test_compare_shows_per_class_latency_and_says_when_b_loses_its_workload():
     at = open_page(PAGES[1], a_preset="engine-article-priority", b_preset="chat-h100-llama8b")
-    df = at.dataframe[0].value
-    assert any(m.startswith("TTFT p99 · interactive") for m in df["metric"])
+    df = at.table[0].value
+    assert any(m.startswith("TTFT p99 · interactive") for m in df.index)
     assert any("replaced by A's" in c.value for c in at.caption)
 
 
