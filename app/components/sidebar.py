@@ -144,6 +144,8 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
                 noun = family.rstrip("s")
                 st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", list_presets(family), index=None,
                              key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
+            if section == "Hardware" and cfg.hardware.source:
+                st.caption(f"{cfg.hardware.name} numbers: {cfg.hardware.source}")
             if section == "Workload":
                 _trace_controls(cfg)
             form.draw_section(section, cfg, slots)

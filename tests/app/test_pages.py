@@ -257,3 +257,11 @@ def test_closed_sidebar_sections_draw_nothing_and_keep_the_config():
     at.slider(key="w.hardware.peak_tflops").set_value(500.0).run()  # Hardware starts open
     assert at.session_state[CFG_KEY].seed == 5 and at.session_state[CFG_KEY].workload.num_requests == 90
     assert at.session_state[CFG_KEY].hardware.peak_tflops == 500.0
+
+
+def test_hardware_sources_are_shown():
+    at = app().run()
+    assert any("H100 datasheet" in c.value for c in at.sidebar.caption)
+    about = open_page("app_pages/about.py")
+    table = about.dataframe[0].value
+    assert len(table) >= 5 and table["source"].str.len().min() > 10
