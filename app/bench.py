@@ -22,7 +22,7 @@ from sim_core.presets import DEFAULT_SCENARIO
 
 
 def build_figures(res) -> int:
-    figs = [timeline.timeline_figure(res, 0, 30), charts.roofline_figure(res)]
+    figs = [timeline.timeline_figure(res, 0, 30, window=timeline.opening_window(res)), charts.roofline_figure(res)]
     figs += [charts.distribution_figure(res, m) for m in charts.METRICS]
     if res.batches.tick.size:
         figs.append(charts.step_figure(res, int(res.batches.tick[0])))

@@ -27,7 +27,7 @@ METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
 WORKSHOP_PARAMS = ("workshop", "reveal")
 
 
-def fmt_metric(metric: str, value: float, result_exists: bool = True) -> str:
+def fmt_metric(metric: str, value: float) -> str:
     kind = METRIC_LABELS.get(metric, (metric, "s" if metric.endswith("_s") else ""))[1]
     if kind == "fits":
         return "fits" if value == 1 else "does not fit"

@@ -91,6 +91,8 @@ def _window_controls(res: SimResult) -> timeline.Window:
         st.session_state[k_width] = WHOLE_RUN if opening is None else timeline.readable_width_s(res)
         st.session_state[k_start] = opening[0] if opening else t0
     widths = [w for w in timeline.WIDTH_CHOICES_S if w < t1 - t0] + [WHOLE_RUN]
+    if len(widths) == 1:  # a run shorter than the narrowest window: show it all
+        return None
     c1, c2, c3, c4 = st.columns([3, 5, 1, 1], vertical_alignment="bottom")
     width = c1.select_slider("Window (simulated time)", widths, key=k_width, on_change=_on_width, args=(res,),
                              format_func=lambda w: w if w == WHOLE_RUN else fmt_seconds(float(w)),
