@@ -117,11 +117,12 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
     both = st.expander("Run both and compare here", expanded=bool(revealed), key=f"learn.both.{lesson.id}", on_change="rerun")
     if both.open:
         _run_both(lesson, both)
-    look = st.expander("What to look for (checked on these runs)", expanded=bool(revealed), key=f"learn.look.{lesson.id}",
-                       on_change="rerun")  # fmt: skip
-    if look.open:
-        with look:
-            _look_for(lesson)
+    if lesson.claims:
+        look = st.expander("What to look for (checked on these runs)", expanded=bool(revealed), key=f"learn.look.{lesson.id}",
+                           on_change="rerun")  # fmt: skip
+        if look.open:
+            with look:
+                _look_for(lesson)
     with st.expander("Show the answer", expanded=bool(revealed)):
         st.markdown(lesson.answer)
 

@@ -164,3 +164,13 @@ def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, br
     page.wait_for_timeout(300)
     page.screenshot(path=str(ARTIFACTS / "presenter.png"))
     page.close()
+
+
+def test_the_browser_benchmark_measures_both_figures(server, browser):
+    from app.browser import time_to_chart_s, time_to_redraw_s
+
+    wall_s, busy = time_to_chart_s(browser, server + "/?preset=engine-orca")
+    assert 0 < busy["script"] <= busy["task"] and busy["task"] < wall_s + 1
+    page = _open(browser, server + "/")
+    assert 0 < time_to_redraw_s(page, "w.hardware.peak_tflops") < 60
+    page.close()
