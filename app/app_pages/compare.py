@@ -124,6 +124,7 @@ def main() -> None:
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
+    _seed_table(a, b)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     window = None if whole else timeline.opening_window(ra)
     g1, g2 = st.columns(2)
@@ -135,6 +136,30 @@ def main() -> None:
     for i, metric in enumerate(charts.METRICS):
         with cols[i % 2]:
             workshop.show_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
+
+
+def _seed_table(a: SimConfig, b: SimConfig) -> None:
+    """Each metric as min–max over k seeds for both setups (issue 14: is the difference bigger than the noise?)."""
+    from sim_core import PresetError
+    from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.sweep import seed_bands
+
+    k = int(st.number_input("Repeat over seeds", 1, 5, 1, key="cmp.seeds",
+                            help="Run A and B with seeds s, s+1, …: each metric becomes a min–max band."))  # fmt: skip
+    if k == 1:
+        return
+    fields = [f for _, f, _ in METRIC_ROWS]
+    try:
+        with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
+            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir())) for c in (a, b)]
+    except PresetError as err:
+        st.error(str(err))
+        return
+    fmt = lambda lo, hi, kind: f"{fmt_value(lo, kind)} – {fmt_value(hi, kind)}"  # noqa: E731
+    st.dataframe([{"metric": label, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], kind),
+                   f"B (min – max, {k} seeds)": fmt(bands[1][f][0], bands[1][f][2], kind),
+                   "bands overlap": "yes" if bands[0][f][0] <= bands[1][f][2] and bands[1][f][0] <= bands[0][f][2] else "no"}
+                  for label, f, kind in METRIC_ROWS], hide_index=True, key="cmp.seed_table")  # fmt: skip
 
 
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:

@@ -112,6 +112,19 @@ def _window_controls(res: SimResult) -> timeline.Window:
     return (start, start + width)
 
 
+def _steady_caption(res: SimResult) -> None:
+    """The steady-state window (warm-up and drain excluded) and, when the run is too short, why."""
+    st_ = res.summary.steady
+    if st_ is None:
+        return
+    st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: first and last "
+               f"10 % excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
+               f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
+               f"{fmt_seconds(st_.ttft_p99_s)}, TPOT p99 {fmt_seconds(st_.tpot_p99_s)}.")  # fmt: skip
+    if st_.note:
+        st.info(st_.note, icon=":material/hourglass_empty:")
+
+
 def _timeline_tab(res: SimResult) -> None:
     window = _window_controls(res)
     n = res.requests.arrival_s.size
@@ -278,6 +291,7 @@ def main() -> None:
          "Roofline": _roofline_tab}[focus or "Timeline"](res)  # fmt: skip
         return
     _headline(res)
+    _steady_caption(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [

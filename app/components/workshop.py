@@ -64,7 +64,7 @@ def full_url(params: dict[str, str], page: str = "") -> str:
         root = url.split("?")[0].split("#")[0]
         # the URL names the current page; links name theirs
         parts = root.rstrip("/").split("/")
-        if len(parts) > 3 and parts[-1].lower() in ("simulate", "compare", "sweep", "learn", "glossary", "about"):
+        if len(parts) > 3 and parts[-1].lower() in ("simulate", "compare", "sweep", "plan", "learn", "glossary", "about"):
             parts = parts[:-1]
         base = "/".join(parts) + "/" + page
     return f"{base}?{query}" if query else base
