@@ -43,9 +43,11 @@ page = st.navigation(pages)
 # Page addresses are lower case; /Learn (or any other casing) opens the page it names, and an unknown
 # address says so instead of silently showing Simulate.
 asked = urlparse(st.context.url or "").path.rstrip("/").rsplit("/", 1)[-1]
-by_path = {p.url_path.lower(): p for p in pages if p.url_path}
-if asked and asked != page.url_path and asked.lower() in by_path:
+# getattr: a page has no url_path outside a script run (a process pool re-importing this file as __mp_main__)
+by_path = {getattr(p, "url_path", "").lower(): p for p in pages if getattr(p, "url_path", "")}
+current = getattr(page, "url_path", None)
+if asked and current is not None and asked != current and asked.lower() in by_path:
     st.switch_page(by_path[asked.lower()])
-elif asked and asked.lower() not in by_path and page.url_path == "":
+elif asked and current == "" and asked.lower() not in by_path:
     st.warning(f"There is no page “{asked}”; showing Simulate. Pages: {', '.join(p.title for p in pages)}.")
 page.run()
