@@ -425,7 +425,14 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
             grids.pop("per_seq_overhead_us")  # CUDA-graph collectives: all-reduce latency refitted on a TP2 row
             grids["allreduce_latency_us"] = np.arange(0, 40, 1.0)
         start = cal | gpu | {"profile": profile, "per_seq_overhead_us": 0.0}
+        if profile == "compiled-pytorch":  # first stage: kernel and CPU costs as if weights were 16-bit
+            start["dequant_flops_per_weight"] = 0.0
         fitted = _grid_fit(_fit_rows(rows, profile), start, grids)
+        if profile == "compiled-pytorch":
+            # Second stage: its INT8/INT4 weight-only fit rows (the only such rows in the set) fit the dequantisation
+            # cost with the first stage's constants held (the BF16 kernel and CPU costs other families start from).
+            quantised = [r for r in _fit_rows(rows, profile) if "INT" in r.what]
+            fitted = _grid_fit(quantised, fitted, {"dequant_flops_per_weight": np.arange(0, 301, 5.0)}, rounds=1)
         out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
     for profile in families or tuple(PROFILE_SECTIONS):
         if profile in SIMULATED_FAMILIES:
