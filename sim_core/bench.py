@@ -46,6 +46,18 @@ def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
                                                        workload__output_tokens={"dist": "fixed", "mean": 256, "min": 1, "max": 256}),
         "overload hitting the guard": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=20_000,
                                                   workload__arrival__rate_per_s=200.0, limits__max_sim_time_s=120.0),
+        # Cluster (issue 13): 4 replicas at 4x the 10k scenario's rate (compare: ~4x its ticks and time), a
+        # state-aware router (every replica pauses at every arrival), and 2P2D (instances step in lockstep).
+        "4 replicas, round robin, 40k req": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=40_000,
+                                                        workload__arrival__rate_per_s=48.0, limits__max_sim_time_s=1e6,
+                                                        deployment={"replicas": 4, "router": "round_robin"}),
+        "4 replicas, least outstanding, 10k": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=10_000,
+                                                          workload__arrival__rate_per_s=48.0, limits__max_sim_time_s=1e6,
+                                                          deployment={"replicas": 4, "router": "least_outstanding"}),
+        "2P2D, 10k chat requests, H100": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=10_000,
+                                                     workload__arrival__rate_per_s=24.0, limits__max_sim_time_s=1e6,
+                                                     deployment={"disaggregation": {"prefill": {"replicas": 2},
+                                                                                    "decode": {"replicas": 2}}}),
     }  # fmt: skip
 
 

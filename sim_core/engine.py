@@ -11,6 +11,9 @@ that records the same rows (`_advance_run`); tests require identical results wit
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 
 from sim_core import fastpath
@@ -49,49 +52,149 @@ class Engine:
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
         self.check_invariants = False
+        # Cluster hooks (sim_core/cluster steps several engines on one clock). Inert for a single engine.
+        self.horizon_s = math.inf  # external input may arrive then: runs stop before it, idle jumps to it
+        self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
+        self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
+        self._modes: tuple[bool, bool] | None = None  # (coalesce, fast path), fixed at the first step
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
-        st, lim = self.st, self.cfg.limits
-        coalesce = lim.coalesce_ticks and self.sched.is_stateless
-        fast = coalesce and fastpath.eligible(self)
-        while not st.is_done:
-            if self.rec.num_ticks >= lim.max_ticks:
-                self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
-                break
-            if st.now_s >= lim.max_sim_time_s:
-                self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
-                break
-            st.admit_arrivals()
-            if not (fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
-                plan = self.sched.schedule(st)
-                if plan.is_empty:
-                    if not self._idle():
-                        break
-                elif coalesce and self._is_repeatable(plan):
-                    self._advance_run(plan)
-                else:
-                    self._advance_tick(plan)
-            if self.check_invariants:
-                self._check()
+        st = self.st
+        while self.step():
+            pass
         if self.stopped_reason and not st.is_done:
             left = st.num_requests - st.num_finished
             self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
         return self._result()
 
+    def step(self) -> bool:
+        """One iteration of the loop: guards, arrivals, then a planned tick (or a coalesced run of ticks)
+        or an idle jump. False when the run is over (all finished, a guard stopped it, or nothing will
+        ever arrive); `stopped_reason` then says why, if it is not the normal end."""
+        st, lim = self.st, self.cfg.limits
+        if st.is_done:
+            return False
+        if self._modes is None:
+            coalesce = lim.coalesce_ticks and self.sched.is_stateless
+            self._modes = (coalesce, coalesce and fastpath.eligible(self) and not self.hand_off_prefilled)
+        coalesce, fast = self._modes
+        if self.rec.num_ticks >= lim.max_ticks:
+            self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
+            return False
+        if st.now_s >= lim.max_sim_time_s:
+            self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
+            return False
+        st.admit_arrivals()
+        if not (fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+            plan = self.sched.schedule(st)
+            if plan.is_empty:
+                if not self._idle():
+                    return False
+            elif coalesce and self._is_repeatable(plan):
+                self._advance_run(plan)
+            else:
+                self._advance_tick(plan)
+        if self.check_invariants:
+            self._check()
+        return True
+
+    def _next_input_s(self) -> float:
+        """When the next request may arrive: the own arrivals, or the cluster's horizon (hook)."""
+        return min(self.st.next_arrival_s(), self.horizon_s)
+
     def _idle(self) -> bool:
         """Jump the clock to the next arrival. False when nothing will ever arrive (run ends)."""
         st = self.st
-        nxt = st.next_arrival_s()
+        nxt = self._next_input_s()
         if not np.isfinite(nxt):
             if st.waiting_keys.size or st.swapped_keys.size:
                 self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
             return False
-        gap = nxt - st.now_s
+        self._record_idle(nxt)
+        return True
+
+    def _record_idle(self, until_s: float) -> None:
+        st = self.st
+        gap = until_s - st.now_s
+        if gap <= 0:  # only in a cluster: the horizon is now (another engine must move first)
+            return
         self.rec.tick((st.now_s, gap, Phase.IDLE, 0, 0, 0, 0, 0, st.waiting_keys.size, st.swapped_keys.size,
                        self.kv.num_used, 0.0, 0.0, 0, 0, 0, self.sched.batch_cap))  # fmt: skip
-        st.now_s = nxt
-        return True
+        st.now_s = until_s
+
+    # ------------------------------------------------------------------ cluster hooks (sim_core/cluster)
+    @property
+    def has_work(self) -> bool:
+        """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input."""
+        st = self.st
+        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size) or st.next_arrival_s() < math.inf
+
+    @property
+    def num_outstanding(self) -> int:
+        """Requests in this engine (waiting, running, swapped): what a least-outstanding router reads."""
+        st = self.st
+        return int(st.running.size + st.waiting_keys.size + st.swapped_keys.size)
+
+    def start_empty(self) -> None:
+        """Start with no requests of its own (capacity for the workload's count); the cluster adds each
+        request routed here with `add_request`: slot k is the k-th added, so slots follow arrival order."""
+        wl = self.workload
+        R = wl.num_requests
+        self.workload = dataclasses.replace(
+            wl, arrival_s=np.full(R, np.inf), prompt_tokens=np.ones(R, dtype=np.int64),
+            output_tokens=np.ones(R, dtype=np.int64), priority=np.zeros(R, dtype=np.int64),
+            class_idx=np.full(R, -1, dtype=np.int64),
+        )  # fmt: skip
+        self.st = SimState(self.workload, self.cfg.scheduler.queue_order)
+        self.num_added = 0
+
+    def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int) -> int:
+        """Add a request in the next slot (returns it); it arrives at `arrival_s` like any request of a
+        single engine (arrival times must not decrease)."""
+        k = self.num_added
+        self.num_added += 1
+        self.st.add_request(k, arrival_s, prompt, output, priority)
+        self.workload.class_idx[k] = class_idx
+        return k
+
+    def take_arrivals_externally(self) -> None:
+        """Added requests never arrive by themselves: they join only through `inject_prefilled`."""
+        self.st.next_arrival = self.st.num_requests
+
+    def _hand_off(self, ids: np.ndarray, t_end: float) -> None:
+        """Prefill pool: requests whose first token was just emitted leave this engine (status FINISHED
+        here, finish = first token) but keep their KV blocks until `release` (after the KV transfer)."""
+        if not ids.size:
+            return
+        st = self.st
+        st.status[ids] = Status.FINISHED
+        st.finish_s[ids] = t_end
+        st.running = st.running[~np.isin(st.running, ids)]
+        st.num_finished += ids.size
+        self.handed_off.append((ids, t_end))
+
+    def release(self, ids: np.ndarray) -> None:
+        """Free the KV blocks of handed-off requests (their transfer is done)."""
+        self.kv.free(ids)
+
+    def reserve(self, ids: np.ndarray, num_blocks: np.ndarray) -> None:
+        """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free)."""
+        self.kv.grow_to(ids, num_blocks)
+
+    def inject_prefilled(self, ids: np.ndarray, t_s: float, first_token_s: np.ndarray) -> None:
+        """Decode pool: requests whose prompt KV has arrived (blocks reserved) join the running batch as
+        decodes; their next token's gap counts from the first token on the prefill side."""
+        st = self.st
+        if not self.has_work and st.now_s < t_s:
+            self._record_idle(t_s)
+        st.computed[ids] = st.prefill_target[ids]
+        st.emitted[ids] = 1
+        st.first_token_s[ids] = first_token_s
+        st.last_token_s[ids] = first_token_s
+        st.first_scheduled_s[ids] = t_s
+        st.status[ids] = Status.RUNNING
+        st.running = np.concatenate([st.running, ids])
 
     # ------------------------------------------------------------------ one tick
     def _advance_tick(self, plan: StepPlan) -> None:
@@ -141,6 +244,8 @@ class Engine:
             rec.event(emit[~is_first & completes[emits]], t_end, Event.PREFILL_DONE)
             st.last_token_s[emit] = t_end
             self._finish(emit[st.emitted[emit] >= st.output[emit]], t_end)
+            if self.hand_off_prefilled:
+                self._hand_off(first[st.status[first] != Status.FINISHED], t_end)
 
         phase = Phase.SWAP
         if prefill_tokens and decode_tokens:
@@ -211,7 +316,7 @@ class Engine:
         )
         k_max = int(remaining.max() if shrink_ok else remaining.min())
         k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, RUN_CHUNK, max(MAX_RUN_CELLS // B, 2))
-        nxt = min(st.next_arrival_s(), lim.max_sim_time_s)
+        nxt = min(self._next_input_s(), lim.max_sim_time_s)
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next arrival
             first_s = self.cost.tick(n * B, n * B, int(n * (ctx0.sum() + B)), int(n * ctx0.sum()), n * B)[0]
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
@@ -317,6 +422,10 @@ def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:
     Raises:
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
     """
+    if cfg.deployment is not None:  # several engines on one clock (sim_core/cluster)
+        from sim_core.cluster import run_deployment
+
+        return run_deployment(cfg, check_invariants)
     engine = Engine(cfg)
     engine.check_invariants = check_invariants
     return engine.run()

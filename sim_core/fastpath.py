@@ -83,7 +83,7 @@ def advance(engine: Engine) -> bool:
     ptr = st.next_arrival
     num_ticks0 = rec.num_ticks
     tick_budget = lim.max_ticks - num_ticks0
-    max_time = lim.max_sim_time_s
+    max_time = min(lim.max_sim_time_s, engine.horizon_s)  # cluster hook: stop where external input may arrive
 
     # NOTE: -(-x // bs) is ceil(x / bs) in integers; a request holds exactly ceil(context / bs) blocks.
     running = running_arr.tolist()  # admission order, decoders and prefills mixed (as st.running)

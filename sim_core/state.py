@@ -23,6 +23,7 @@ class SimState:
     def __init__(self, wl: Workload, queue_order: str):
         R = wl.num_requests
         self.num_requests = R
+        self.queue_order = queue_order
         self.num_samples = wl.num_samples
         self.now_s = 0.0
         self.arrival_s = wl.arrival_s.copy()  # (R,) closed loop writes release times here
@@ -54,6 +55,19 @@ class SimState:
         self.next_arrival = 0  # ids below this have arrived
         self.next_release = min(R, int(np.isfinite(wl.arrival_s).sum()))  # closed loop
         self.num_finished = 0
+
+    def add_request(self, k: int, arrival_s: float, prompt: int, output: int, priority: int) -> None:
+        """Fill slot k (cluster hook: a router adds requests to an engine started empty, in arrival order)."""
+        R = self.num_requests
+        self.arrival_s[k] = arrival_s
+        self.prompt[k] = prompt
+        self.prefill_target[k] = prompt
+        self.output[k] = output
+        self.priority[k] = priority
+        if self.queue_order == "priority":
+            self.order_key[k] = priority * R + k
+        elif self.queue_order == "shortest_prompt_first":
+            self.order_key[k] = prompt * R + k
 
     # ------------------------------------------------------------ queues
     @staticmethod
