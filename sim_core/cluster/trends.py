@@ -144,6 +144,6 @@ def format_trend(t: ClusterTrend) -> str:
     x, y = t.best_split
     per = "per cost" if c.per_cost else "per GPU"
     verdict = "same direction, within 1.5x of the claim" if t.within_band else "DISAGREES with the claim"
-    return (f"{c.name}\n  co-located ({t.colocated_gpus} GPUs)             {t.colocated_capacity:6.2f} req/s\n"
-            f"  disaggregated ({x}P{y}D, {t.disaggregated_gpus} GPUs)       {t.disaggregated_capacity:6.2f} req/s\n"
+    colo, dis = f"co-located ({t.colocated_gpus} GPUs)", f"disaggregated ({x}P{y}D, {t.disaggregated_gpus} GPUs)"
+    return (f"{c.name}\n  {colo:<34}{t.colocated_capacity:7.2f} req/s\n  {dis:<34}{t.disaggregated_capacity:7.2f} req/s\n"
             f"  paper {c.claim_low:g}-{c.claim_high:g}x vs simulated {t.ratio:.2f}x {per} ({c.claim}) -> {verdict}")
