@@ -3,14 +3,17 @@ same GPUs, with the default calibration (nothing here is tuned to reproduce a cl
 
 Method (DistServe's "goodput"): capacity = the highest arrival rate at which >= 90 % of requests meet
 both the TTFT and the TPOT objective (bisection, `sweep.capacity_search`). Co-located: N replicas of
-one engine behind a round-robin router. Disaggregated: the best of every xPyD split of the same N
-instances (x + y = N, same TP and engine), as DistServe's placement search and Dynamo's planner do.
+one engine behind a round-robin router. Disaggregated: the best of every xPyD split of the
+disaggregated preset's instances (x + y fixed, each pool keeps its TP), as DistServe's placement search and Dynamo's planner do.
 The ratio compares capacity per GPU (or per unit of cost, for Splitwise's heterogeneous claim).
 
 The setups are the scenario presets named below (presets/scenarios/cluster-*.json).
 
-1. DistServe (OSDI'24, row K575): OPT-13B on A100-80GB, chatbot (ShareGPT-like lengths, K578),
-   SLO TTFT 0.25 s / TPOT 0.1 s (DistServe's chatbot objectives), vs vLLM (prefill-first).
+1. DistServe (OSDI'24, row K575), as in its artifact (LLMServe/DistServe, evaluation/2-benchmark-serving/
+   2-start-api-server.py and ae-scripts/e2e/_plot.py, Fig. 8): OPT-13B on A100-80GB, chatbot, SLO TTFT
+   0.25 s / TPOT 0.1 s, 90 % attainment; vLLM TP1 (prefill-first, 16,384 batched tokens, 1,024 sequences,
+   95 % memory) vs DistServe's placement prefill TP2 + decode TP1 (3 GPUs), compared per GPU. Lengths:
+   its multi-turn ShareGPT procedure (0-prepare-dataset.py), measured by artifacts/distserve_sharegpt_lengths.py.
    Published: 2.0-3.41x goodput per GPU for the chatbot workload.
 2. Splitwise (ISCA'24, row K576): Llama-2-70B on DGX machines (TP8), Azure conversation trace lengths
    (published_measurements.md §3: prompt mean 1,155, output mean 211), prompt machines H100, token
@@ -54,6 +57,8 @@ class Comparison:
 class ClusterTrend:
     comparison: Comparison
     colocated_capacity: float
+    colocated_gpus: int
+    disaggregated_gpus: int
     best_split: tuple[int, int]
     disaggregated_capacity: float
     ratio: float  # per GPU (same GPUs) or per cost
@@ -65,9 +70,9 @@ class ClusterTrend:
 
 
 COMPARISONS = (
-    Comparison("DistServe: OPT-13B, 4x A100-80GB, chatbot, TTFT 0.25 s / TPOT 0.1 s",
+    Comparison("DistServe: OPT-13B, 3x A100-80GB, chatbot, TTFT 0.25 s / TPOT 0.1 s, prefill TP2 + decode TP1",
                "2.0-3.41x goodput per GPU vs vLLM (DistServe OSDI'24, row K575)", 2.0, 3.41,
-               "cluster-distserve-opt13b-4xa100-colocated", "cluster-distserve-opt13b-4xa100-3p1d", rate_lo=2.0, rate_hi=16.0),
+               "cluster-distserve-opt13b-3xa100-colocated", "cluster-distserve-opt13b-3xa100-p2d1", rate_lo=0.5, rate_hi=8.0),
     Comparison("Splitwise-HA: Llama-2-70B, 4 DGX machines (TP8), conversation, H100 prompt / A100 token",
                "1.4x throughput at 20% lower cost = 1.75x per cost (Splitwise ISCA'24, row K576)", 1.75, 1.75,
                "cluster-splitwise-llama70b-4xdgx-colocated", "cluster-splitwise-llama70b-4xdgx-ha-3p1d", per_cost=True,
@@ -117,15 +122,17 @@ def run_comparison(c: Comparison, num_requests: int = 300, iters: int = 6) -> Cl
     norm = (lambda cfg: _cost(cfg)) if c.per_cost else (lambda cfg: float(cfg.num_gpus_total))  # noqa: E731
     colo = colocated_config(c, num_requests)
     base_cap = cap(colo)
-    n = colo.deployment.replicas
-    best = (0.0, 0.0, (0, 0))  # (capacity per GPU or cost, capacity, split)
+    dis = load_preset(c.disaggregated).deployment.disaggregation
+    n = dis.prefill.replicas + dis.decode.replicas  # instances of the disaggregated setup (its TP per pool)
+    best = (0.0, 0.0, (0, 0), 0)  # (capacity per GPU or cost, capacity, split, GPUs)
     for x in range(1, n):
         cfg = disaggregated_config(c, x, num_requests)
         got = cap(cfg)
-        if got / norm(cfg) > best[0]:
-            best = (got / norm(cfg), got, (x, n - x))
+        if got / norm(cfg) > best[0] or best[3] == 0:
+            best = (got / norm(cfg), got, (x, n - x), cfg.num_gpus_total)
     base = base_cap / norm(colo)
-    return ClusterTrend(c, base_cap, best[2], best[1], best[0] / base if base else float("inf"))
+    ratio = best[0] / base if base else float("inf")
+    return ClusterTrend(c, base_cap, colo.num_gpus_total, best[3], best[2], best[1], ratio)
 
 
 def run_cluster_trends(num_requests: int = 300, iters: int = 6) -> list[ClusterTrend]:
@@ -137,6 +144,6 @@ def format_trend(t: ClusterTrend) -> str:
     x, y = t.best_split
     per = "per cost" if c.per_cost else "per GPU"
     verdict = "same direction, within 1.5x of the claim" if t.within_band else "DISAGREES with the claim"
-    return (f"{c.name}\n  co-located ({x + y} replicas)        {t.colocated_capacity:6.2f} req/s\n"
-            f"  disaggregated (best split {x}P{y}D)   {t.disaggregated_capacity:6.2f} req/s\n"
-            f"  simulated ratio {per} {t.ratio:.2f}x; published: {c.claim} -> {verdict}")
+    colo, dis = f"co-located ({t.colocated_gpus} GPUs)", f"disaggregated ({x}P{y}D, {t.disaggregated_gpus} GPUs)"
+    return (f"{c.name}\n  {colo:<34}{t.colocated_capacity:7.2f} req/s\n  {dis:<34}{t.disaggregated_capacity:7.2f} req/s\n"
+            f"  paper {c.claim_low:g}-{c.claim_high:g}x vs simulated {t.ratio:.2f}x {per} ({c.claim}) -> {verdict}")
