@@ -112,6 +112,7 @@ class RequestClass(StrictModel):
 
 
 MAX_TRACE_ROWS = 100_000
+MAX_TRACE_HASH_IDS = 4_000_000  # total block hash ids in one trace (bounds config size)
 
 
 class Trace(StrictModel):
@@ -121,6 +122,12 @@ class Trace(StrictModel):
     prompt_tokens: list[int] = Field(description="Prompt length of each request, tokens.")
     output_tokens: list[int] = Field(description="Output length of each request, tokens.")
     priority: list[int] | None = Field(None, description="Priority of each request (0 = highest).")
+    block_hash_ids: list[list[int]] | None = Field(
+        None,
+        description="Per request, ids of its prompt's consecutive blocks of hash_block_tokens tokens (Mooncake "
+        "hash_ids): requests whose lists start with the same ids share that prefix (prefix caching).",
+    )
+    hash_block_tokens: int = Field(512, ge=1, le=65536, description="Tokens covered by one block hash id (Mooncake: 512).")
 
     @model_validator(mode="after")
     def _check(self) -> Trace:
@@ -143,6 +150,17 @@ class Trace(StrictModel):
             raise ValueError("trace arrival_s must be sorted ascending")
         if self.priority is not None and any(not 0 <= p <= 9 for p in self.priority):
             raise ValueError("trace priority must be in [0, 9]")
+        if self.block_hash_ids is not None:
+            if len(self.block_hash_ids) != n:
+                raise ValueError(f"trace column block_hash_ids has {len(self.block_hash_ids)} rows, arrival_s has {n}")
+            if sum(len(h) for h in self.block_hash_ids) > MAX_TRACE_HASH_IDS:
+                raise ValueError(f"trace block_hash_ids holds more than {MAX_TRACE_HASH_IDS:,} ids in total")
+            hb = self.hash_block_tokens
+            for i, (ids, p) in enumerate(zip(self.block_hash_ids, self.prompt_tokens)):
+                if len(ids) > -(-p // hb):
+                    raise ValueError(f"trace row {i}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
+                if any(h < 0 for h in ids):
+                    raise ValueError(f"trace row {i}: block hash ids must be >= 0")
         return self
 
 

@@ -88,35 +88,3 @@ def generate_workload(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload
         num_samples=cfg.num_samples,
         closed_loop_think_s=think,
     )
-
-
-TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
-MAX_TRACE_CSV_BYTES = 8 * 1024 * 1024
-
-
-def parse_trace_csv(text: str) -> dict[str, list]:
-    """Parse `arrival_s,prompt_tokens,output_tokens[,priority]` CSV text into Trace fields.
-
-    Raises ValueError with the line number and column of the first bad value.
-    """
-    if len(text) > MAX_TRACE_CSV_BYTES:
-        raise ValueError(f"trace CSV is {len(text):,} bytes; the limit is {MAX_TRACE_CSV_BYTES:,}")
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        raise ValueError("trace CSV is empty")
-    header = [h.strip() for h in lines[0].split(",")]
-    if tuple(header[:3]) != TRACE_COLUMNS or len(header) > 4 or (len(header) == 4 and header[3] != "priority"):
-        raise ValueError(f"trace CSV header must be arrival_s,prompt_tokens,output_tokens[,priority]; got {lines[0]!r}")
-    cols: dict[str, list] = {h: [] for h in header}
-    for lineno, line in enumerate(lines[1:], start=2):
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(header):
-            raise ValueError(f"trace CSV line {lineno}: expected {len(header)} values, got {len(cells)}")
-        for name, cell in zip(header, cells):
-            try:
-                cols[name].append(float(cell) if name == "arrival_s" else int(cell))
-            except ValueError:
-                raise ValueError(f"trace CSV line {lineno}: {name} = {cell!r} is not a number") from None
-    if len(cols["arrival_s"]) == 0:
-        raise ValueError("trace CSV has a header but no rows")
-    return {k: cols[k] for k in header} | ({} if "priority" in cols else {"priority": None})

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sim_core.config import WorkloadConfig
-from sim_core.workload import generate_workload, parse_trace_csv
+from sim_core.workload import generate_workload
 
 
 def gen(seed=0, **kw):
@@ -51,12 +51,3 @@ def test_uniform_and_fixed_lengths():
 def test_classes_assign_priorities_by_share():
     w = gen(classes=[{"name": "hi", "share": 0.2, "priority": 0}, {"name": "lo", "share": 0.8, "priority": 3}])
     assert (w.priority == 0).mean() == pytest.approx(0.2, abs=0.02)
-
-
-def test_trace_csv_parses_and_reports_bad_lines():
-    cols = parse_trace_csv("arrival_s,prompt_tokens,output_tokens,priority\n0,10,5,1\n0.5,20,6,0\n")
-    assert cols["prompt_tokens"] == [10, 20] and cols["priority"] == [1, 0]
-    with pytest.raises(ValueError, match="line 3: prompt_tokens = 'x'"):
-        parse_trace_csv("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,x,5\n")
-    with pytest.raises(ValueError, match="header"):
-        parse_trace_csv("a,b,c\n1,2,3\n")
