@@ -51,3 +51,32 @@ def test_uniform_and_fixed_lengths():
 def test_classes_assign_priorities_by_share():
     w = gen(classes=[{"name": "hi", "share": 0.2, "priority": 0}, {"name": "lo", "share": 0.8, "priority": 3}])
     assert (w.priority == 0).mean() == pytest.approx(0.2, abs=0.02)
+
+
+def test_shared_system_prompts_prefix_the_prompts_at_the_share_ratio():
+    plain = gen(num_requests=4000)
+    w = gen(num_requests=4000, shared_prefix={"num_system_prompts": 5, "share_ratio": 0.6,
+                                              "system_prompt_tokens": {"dist": "fixed", "mean": 700}})  # fmt: skip
+    shared = w.prefix_group >= 0
+    assert shared.mean() == pytest.approx(0.6, abs=0.03) and set(w.prefix_group[shared]) == set(range(5))
+    assert (w.prefix_len[shared] == 700).all() and (w.prefix_len[~shared] == 0).all()
+    # the user part is the same draw as without the pool: the system prompt is added in front
+    assert np.array_equal(w.prompt_tokens - w.prefix_len, plain.prompt_tokens)
+    assert np.array_equal(w.arrival_s, plain.arrival_s)
+
+
+def test_sessions_extend_the_previous_turn_by_its_reply_and_new_user_tokens():
+    w = gen(num_requests=3000, arrival={"rate_per_s": 6}, sessions={"turns": 4, "think_time_s": 30})
+    assert np.all(np.diff(w.arrival_s) >= 0)
+    in_steady = ((w.arrival_s >= 100) & (w.arrival_s < 400)).sum() / 300  # sessions start at rate / turns
+    assert in_steady == pytest.approx(6, rel=0.1)  # so requests arrive at about the configured rate
+    for s in np.unique(w.content_id)[:50]:
+        turns = np.flatnonzero(w.content_id == s)
+        p, o = w.prompt_tokens[turns], w.output_tokens[turns]
+        assert np.all(p[1:] > p[:-1] + o[:-1])  # previous prompt + reply + at least one new user token
+        assert np.all(np.diff(w.arrival_s[turns]) >= 0)
+
+
+def test_plain_workloads_are_unchanged_by_the_new_fields():
+    w = gen()
+    assert w.prefix_group is None and w.content_id is None and w.block_hash_ids is None
