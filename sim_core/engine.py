@@ -19,9 +19,11 @@ from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
 from sim_core.metrics import summarize
 from sim_core.recorder import Recorder
-from sim_core.result import RequestTable, SimResult
+from sim_core.prefix_cache import PrefixCachingBlockManager
+from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.scheduler import Scheduler
+from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
 from sim_core.workload import generate_workload
@@ -39,12 +41,20 @@ class Engine:
         wl = self.workload
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
-        self.kv = BlockManager(
-            self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
-        )
+        if cfg.kv_cache.enable_prefix_caching:  # issue 12: a block manager whose free blocks may hold cached prefixes
+            self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl)
+        else:
+            self.kv = BlockManager(
+                self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
+            )
         self.st = SimState(wl, cfg.scheduler.queue_order)
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
+        self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
+        self.prefix = getattr(self.kv, "prefix", None)
+        self._cached_marks: list[tuple[int, int]] = []  # (tick, evictable blocks from then on)
+        if self.prefix is not None:
+            self.prefix.on_change = lambda count: self._cached_marks.append((self.rec.num_ticks, count))
         self.rec = Recorder(cfg.limits.num_recorded_batches)
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
@@ -53,8 +63,9 @@ class Engine:
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
         st, lim = self.st, self.cfg.limits
-        coalesce = lim.coalesce_ticks and self.sched.is_stateless
-        fast = coalesce and fastpath.eligible(self)
+        # Speculative decoding draws per tick; prefix caching changes prefills: both take the general path.
+        coalesce = lim.coalesce_ticks and self.sched.is_stateless and self.spec is None
+        fast = coalesce and fastpath.eligible(self) and self.prefix is None
         while not st.is_done:
             if self.rec.num_ticks >= lim.max_ticks:
                 self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
@@ -109,9 +120,18 @@ class Engine:
         kv_read = int(c.sum()) + n * dec_ctx
         samples = decode_tokens + int(completes.sum())
         seqs = int(pre.sum()) + decode_tokens
+        draft_s, gained = 0.0, None
+        if self.spec is not None and num_dec:  # verify k+1 positions per decode (n == 1), plus the draft
+            spec = self.spec
+            decode_tokens, rows, v_pairs, _ = verify_aggregates(spec.width, num_dec, dec_ctx)
+            pairs += v_pairs - (dec_ctx + num_dec)
+            samples += rows - num_dec
+            draft_s = spec.draft_s(num_dec, dec_ctx)
+            d = idx[dec]
+            gained = np.minimum(1 + spec.accepted(num_dec), st.output[d] - st.emitted[d])  # (D,) tokens emitted
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
-        dur = float(dur)
+        dur = float(dur) + draft_s
         t0 = st.now_s
         t_end = t0 + dur
 
@@ -125,6 +145,15 @@ class Engine:
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, dec, kv.held[idx])
         st.computed[idx] += new
+        if gained is not None:  # accepted draft tokens: their KV is kept and they are emitted this tick
+            extra = idx[dec]
+            st.computed[extra] += gained - 1
+            st.emitted[extra] += gained - 1
+            self.spec.num_steps += num_dec
+            self.spec.num_emitted += int(gained.sum())
+            self.spec.draft_time_s += draft_s
+        if self.prefix is not None and completes.any():  # full prompt blocks become reusable
+            self.kv.register(idx[completes], st.prompt[idx[completes]])
         emits = dec | completes
         emit = idx[emits]
         if emit.size:
@@ -206,7 +235,8 @@ class Engine:
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
-        shrink_ok = self.workload.closed_loop_think_s is None and (
+        # With prefix caching a finishing request's shared blocks stay in use: runs stop at a completion.
+        shrink_ok = self.workload.closed_loop_think_s is None and self.prefix is None and (
             self.sched.is_static or (st.waiting_keys.size == 0 and st.swapped_keys.size == 0)
         )
         k_max = int(remaining.max() if shrink_ok else remaining.min())
@@ -307,8 +337,40 @@ class Engine:
             kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
                             itl_is_scratch=kept is not itl)  # fmt: skip
+        summary, timeline = _traffic_extras(self, summary, timeline)
         itl = kept
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
+
+
+def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
+    """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
+    out = np.zeros(num_ticks, dtype=np.int64)
+    if marks and num_ticks:
+        ticks = np.array([t for t, _ in marks], dtype=np.int64)
+        vals = np.array([v for _, v in marks], dtype=np.int64)
+        pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
+        out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
+    return out
+
+
+def _traffic_extras(engine: Engine, summary, timeline):
+    """Prefix-cache and speculative-decoding figures (issue 12): summary fields and the KV panel's
+    cached-but-free column. Untouched when both features are off."""
+    update = {}
+    pc = engine.prefix
+    if pc is not None:
+        update |= {
+            "prefix_hit_rate_tokens": pc.num_hit_tokens / pc.num_query_tokens if pc.num_query_tokens else float("nan"),
+            "prefix_hit_rate_blocks": pc.num_hit_blocks / pc.num_query_blocks if pc.num_query_blocks else float("nan"),
+            "prefill_tokens_saved": int(pc.num_hit_tokens),
+            "prefix_blocks_evicted": int(pc.num_evicted),
+        }
+        cols = dict(timeline.columns)
+        cols["kv_blocks_cached"] = _step_column(engine._cached_marks, timeline.num_ticks)
+        timeline = Timeline(cols)
+    if engine.spec is not None:
+        update |= {"spec_tokens_per_step": engine.spec.mean_tokens_per_step, "spec_draft_time_s": engine.spec.draft_time_s}
+    return (summary.model_copy(update=update) if update else summary), timeline
 
 
 def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:

@@ -231,19 +231,21 @@ class PrefixCachingBlockManager(BlockManager):
         always computed (the last block is recomputed when the whole prompt is cached, as in vLLM)."""
         keys = self.prefix.keys(r, (prompt_tokens - 1) // self.block_size)
         hit, evictable = self.prefix.match(keys)
+        return keys, hit, evictable
+
+    def acquire(self, r: int, keys: np.ndarray, hit: int, prompt_tokens: int) -> None:
+        """On admission: r's block table starts with its first `hit` cached blocks (statistics count
+        admissions only, not lookups of a request that then did not fit)."""
         pc = self.prefix
         pc.num_query_tokens += prompt_tokens
         pc.num_hit_tokens += hit * self.block_size
         pc.num_query_blocks += keys.size
         pc.num_hit_blocks += hit
         pc.hit_tokens[r] = hit * self.block_size
-        return keys, hit, evictable
-
-    def acquire(self, r: int, keys: np.ndarray) -> None:
-        """r's block table starts with these cached blocks."""
-        took = self.prefix.acquire(r, keys.tolist())
-        self.held[r] += keys.size
-        self.num_free = self._num_free - took
+        if hit:
+            took = pc.acquire(r, keys[:hit].tolist())
+            self.held[r] += hit
+            self.num_free = self._num_free - took
 
     def register(self, done_prefill: IntArray, prompt_tokens: IntArray) -> None:
         """Requests whose prefill just completed publish their full prompt blocks."""

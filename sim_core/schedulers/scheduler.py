@@ -38,6 +38,10 @@ class Scheduler:
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
         self.use_swap = sch.preemption == "swap"
         self._n = cfg.workload.num_samples
+        # issue 12: a speculating decode verifies k+1 positions (token budget and KV lookahead slots)
+        spec = sch.speculative
+        self.decode_width = 1 + spec.num_draft_tokens if spec.enabled else 1
+        self.prefix_cache = cfg.kv_cache.enable_prefix_caching
         # Ticks can be coalesced only when nothing but the batch itself decides the next plan.
         self.is_stateless = (
             self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
@@ -83,7 +87,7 @@ class Scheduler:
             parts_tok.append(np.ones(decodes.size, dtype=np.int64))
             parts_dec.append(np.ones(decodes.size, dtype=bool))
             if kind == TickKind.DECODE_FIRST:
-                budget -= self._n * decodes.size
+                budget -= self._n * decodes.size * self.decode_width
         if kind != TickKind.DECODE:
             idx, tok = self._prefill_chunks(st, prefills, budget)
             budget -= int(tok.sum())
@@ -132,7 +136,7 @@ class Scheduler:
     def _grow_decodes(self, st: SimState, decodes: IntArray, prefills: IntArray, plan: StepPlan):
         """Give each decode the blocks for one more token; pre-empt victims while blocks run short."""
         kv = self.kv
-        need = np.maximum(kv.blocks_for(st.computed[decodes] + 1, st.prompt[decodes]) - kv.held[decodes], 0)
+        need = np.maximum(kv.blocks_for(st.computed[decodes] + self.decode_width, st.prompt[decodes]) - kv.held[decodes], 0)
         deficit = int(need.sum()) - kv.num_free
         if deficit > 0:
             victims = self._choose_victims(st, decodes, need, deficit)
@@ -228,6 +232,11 @@ class Scheduler:
         admitted, chunks = [], []
         for r in ids:
             rem = int(st.prefill_target[r])
+            hit_tokens = hit = evictable = 0
+            if self.prefix_cache:  # issue 12: skip the longest cached prefix of the prompt
+                keys, hit, evictable = kv.lookup(r, int(st.prompt[r]))
+                hit_tokens = hit * kv.block_size
+                rem -= hit_tokens
             if self.is_chunked:
                 chunk = min(rem, budget)
             else:
@@ -236,11 +245,14 @@ class Scheduler:
                 break
             if cfg.admission == "reserve":
                 # GUARANTEED_NO_EVICT: blocks for the whole request, so it never needs more.
-                need = int(kv.blocks_for(int(st.prompt[r] + st.output[r]), st.prompt[r]))
+                need = int(kv.blocks_for(int(st.prompt[r] + st.output[r]), st.prompt[r])) - hit
             else:
-                need = int(kv.blocks_for(max(chunk, 1), st.prompt[r]))
-            if not kv.can_allocate(need, self.watermark_blocks):
+                need = int(kv.blocks_for(hit_tokens + max(chunk, 1), st.prompt[r])) - hit
+            if not kv.can_allocate(need + evictable, self.watermark_blocks):
                 break
+            if self.prefix_cache:  # reference the cached blocks first, so allocating the rest cannot evict them
+                kv.acquire(r, keys, hit, int(st.prompt[r]))
+                st.computed[r] = hit_tokens
             kv.held[r] += need
             kv.num_free -= need
             admitted.append(r)

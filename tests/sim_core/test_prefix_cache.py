@@ -28,7 +28,7 @@ def wl(content: list[int], prompt: list[int], group=None, prefix_len=None) -> Wo
 def admit(kv: PrefixCachingBlockManager, r: int, prompt: int) -> int:
     """What the scheduler does at admission: reuse the cached chain, allocate the rest. Returns hit tokens."""
     keys, hit, _ = kv.lookup(r, prompt)
-    kv.acquire(r, keys[:hit])
+    kv.acquire(r, keys, hit, prompt)
     need = int(kv.blocks_for(prompt, prompt)) - hit
     assert kv.can_allocate(need)
     kv.held[r] += need
@@ -112,7 +112,7 @@ def test_random_admit_and_finish_keep_blocks_conserved(ops):
         keys, hit, ev = kv.lookup(r, p)
         need = int(kv.blocks_for(p, p)) - hit
         if kv.can_allocate(need + ev):
-            kv.acquire(r, keys[:hit])
+            kv.acquire(r, keys, hit, p)
             kv.held[r] += need
             kv.num_free -= need
             kv.register(np.array([r]), np.array([p]))
