@@ -63,6 +63,11 @@ def format_summary(res: SimResult) -> str:
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
         "  (modelled by a calibrated roofline, not measured on a GPU)",
     ]
+    if s.prefix_hit_rate_tokens is not None:
+        lines.insert(-1, f"  prefix cache  {s.prefix_hit_rate_tokens:.0%} of prompt tokens hit ({s.prefix_hit_rate_blocks:.0%} of full "
+                         f"blocks), {s.prefill_tokens_saved:,} prefill tokens saved, {s.prefix_blocks_evicted:,} blocks evicted")
+    if s.spec_tokens_per_step is not None:
+        lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")
     if s.stopped_reason:
         lines.insert(1, f"  WARNING: {s.stopped_reason}")
     return "\n".join(lines)

@@ -235,8 +235,7 @@ class Engine:
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
-        # With prefix caching a finishing request's shared blocks stay in use: runs stop at a completion.
-        shrink_ok = self.workload.closed_loop_think_s is None and self.prefix is None and (
+        shrink_ok = self.workload.closed_loop_think_s is None and (
             self.sched.is_static or (st.waiting_keys.size == 0 and st.swapped_keys.size == 0)
         )
         k_max = int(remaining.max() if shrink_ok else remaining.min())
@@ -261,6 +260,8 @@ class Engine:
         blocks = np.maximum(kv.blocks_for(ctx0[:, None] + 1 + j[None, :k], st.prompt[idx][:, None]), held[:, None])  # (B, k)
         other = kv.num_used - int(held.sum())
         need = other + np.where(alive[:, :k], blocks, 0).sum(axis=0)  # (k,) blocks in use during tick j
+        if self.prefix is not None:  # a finished request's shared blocks may stay in use: count them to the end
+            need = other + blocks.sum(axis=0)
         k = min(k, int(np.searchsorted(need, kv.num_blocks, side="right")))
         if k <= 1:
             return self._fallback(plan, fallback)

@@ -16,12 +16,12 @@ free as far as the scheduler is concerned (allocating it evicts it). So
     num_free + held.sum() − (refs − referenced entries) == num_blocks,   evictable ⊆ free.
 
 Every operation costs O(blocks of the request it concerns): a dict lookup per block and an
-OrderedDict for the LRU, never a scan over past requests.
+queue of release groups for the LRU (PrefixCache), never a scan over past requests.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -30,108 +30,96 @@ from sim_core.kvcache import BlockManager
 from sim_core.types import IntArray
 from sim_core.workload import Workload
 
-_M64 = (1 << 64) - 1
-_P = np.uint64(0x100000001B3)  # FNV-1a prime: odd, so it has an inverse mod 2**64
-_P_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
-_TAG_SYSTEM, _TAG_CONTENT, _TAG_TRACE = 1, 2, 3
+_SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser, elementwise on uint64 (wrapping arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int) -> list[int]:
+    """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(key_{b-1}, identity_b).
 
-
-def chain_keys(idents: np.ndarray) -> np.ndarray:
-    """key_b = H(key_{b−1}, ident_b) for b = 0..n−1, as one vectorised pass.
-
-    H is a polynomial rolling hash (key_b = key_{b−1}·P + ident_b mod 2^64, then mixed): equal keys
-    at b need equal identities at every position up to b. Computed as P^b · Σ_{i≤b} ident_i · P^{−i},
-    which NumPy's wrapping uint64 products and sums give exactly.
+    A block's identity is what its last token belongs to (a system prompt of the pool, the request's
+    or session's own content, or a trace hash block) and its position, so two requests agree on a
+    block exactly when they share the content up to its end; chaining on the parent key makes equal
+    keys mean equal prefixes. Python's hash of a tuple of ints is deterministic (no per-process salt)
+    and 64-bit; a loop of tuple hashes beats NumPy on arrays this short.
     """
-    n = idents.size
-    if n == 0:
-        return np.empty(0, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        pw = _powers(_P, n)
-        inv = _powers(_P_INV, n)
-        acc = np.cumsum(_mix(idents.astype(np.uint64)) * inv, dtype=np.uint64)
-        return _mix(acc * pw)
-
-
-def _powers(base: np.uint64, n: int) -> np.ndarray:
-    """base^0 .. base^(n−1) mod 2^64."""
-    out = np.empty(n, dtype=np.uint64)
-    out[0] = 1
-    if n > 1:
-        out[1:] = base
-        with np.errstate(over="ignore"):
-            out[1:] = np.cumprod(out[1:], dtype=np.uint64)
-    return out
-
-
-def block_identities(wl: Workload, r: int, num_blocks: int, block_size: int) -> np.ndarray:
-    """Identity of each of request r's first `num_blocks` full prompt blocks (before chaining).
-
-    A block is identified by what its last token belongs to (a system prompt, the request's or
-    session's own content, or a trace hash block) and its position, so two requests agree on a block
-    exactly when they share the content up to its end.
-    """
-    b = np.arange(num_blocks, dtype=np.uint64)
-    last = (np.arange(num_blocks, dtype=np.int64) + 1) * block_size - 1  # last token of each block
-    pos = b << np.uint64(20)
+    keys: list[int] = []
+    h = 0
     if wl.block_hash_ids is not None:
-        ids = wl.block_hash_ids[r]
-        h = last // wl.hash_block_tokens
-        known = h < ids.size
-        hid = np.where(known, ids[np.minimum(h, max(ids.size - 1, 0))] if ids.size else 0, r).astype(np.uint64)
-        tag = np.where(known, _TAG_TRACE, _TAG_CONTENT).astype(np.uint64)
-        return (tag << np.uint64(60)) ^ (hid << np.uint64(24)) ^ pos
+        ids = wl.block_hash_ids[r].tolist()
+        hbt = wl.hash_block_tokens
+        for b in range(num_blocks):
+            i = ((b + 1) * block_size - 1) // hbt
+            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -1 - r, b))
+            keys.append(h)
+        return keys
     content = int(wl.content_id[r]) if wl.content_id is not None else r
+    num_system = 0
     if wl.prefix_len is not None and wl.prefix_group[r] >= 0:
-        in_system = last < wl.prefix_len[r]
-        owner = np.where(in_system, int(wl.prefix_group[r]), content).astype(np.uint64)
-        tag = np.where(in_system, _TAG_SYSTEM, _TAG_CONTENT).astype(np.uint64)
-    else:
-        owner = np.full(num_blocks, content, dtype=np.uint64)
-        tag = np.full(num_blocks, _TAG_CONTENT, dtype=np.uint64)
-    return (tag << np.uint64(60)) ^ (owner << np.uint64(24)) ^ pos
+        num_system = min(int(wl.prefix_len[r]) // block_size, num_blocks)  # blocks ending inside the system prompt
+        group = int(wl.prefix_group[r])
+        for b in range(num_system):
+            h = hash((h, _SYSTEM, group, b))
+            keys.append(h)
+    for b in range(num_system, num_blocks):
+        h = hash((h, _CONTENT, content, b))
+        keys.append(h)
+    return keys
 
 
 class PrefixCache:
-    """Keys, reference counts and the LRU of evictable blocks. Knows nothing of free-block counts."""
+    """Keys, reference counts and the LRU of evictable blocks. Knows nothing of free-block counts.
+
+    The LRU is a queue of release groups (a finished request's keys, tail block first) with each
+    evictable key stamped by the group that released it last; a key re-acquired or released again
+    later leaves a stale entry behind, skipped on eviction and dropped by compaction. This keeps
+    release and acquisition to a few bulk dict operations per request (an OrderedDict costs a
+    Python-level insertion per block) while evicting in exact least-recently-released order.
+    """
 
     def __init__(self, wl: Workload, block_size: int):
         self.wl = wl
         self.block_size = block_size
-        self.ref: dict[int, int] = {}  # key -> reference count (0: evictable, in `lru`)
-        self.lru: OrderedDict[int, None] = OrderedDict()  # evictable keys, least recently used first
+        self.ref: dict[int, int] = {}  # key -> reference count (0: evictable)
         self.refs: dict[int, list[int]] = {}  # request -> keys it references, in block order
         self.num_dup_refs = 0  # Σ over referenced entries of (count − 1)
         self.num_evicted = 0
-        # statistics over every lookup (a recomputed request looks up again, as in vLLM)
+        self._stamp: dict[int, int] = {}  # evictable key -> the release group it is queued under
+        self._queue: deque[tuple[int, list[int]]] = deque()  # (group, keys in eviction order), oldest first
+        self._head = 0  # keys of the oldest group already consumed
+        self._num_queued = 0  # entries in the queue, stale ones included (bounded by compaction)
+        self._group = 0
+        # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
         self.num_hit_tokens = 0
         self.num_query_blocks = 0
         self.num_hit_blocks = 0
         self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
         self.on_change: Callable[[int], None] | None = None  # called with the evictable count
+        self._keys: dict[int, list[int]] = {}  # request -> its prompt's block keys, while in flight
 
-    def keys(self, r: int, num_blocks: int) -> np.ndarray:
-        return chain_keys(block_identities(self.wl, r, num_blocks, self.block_size))
+    def keys(self, r: int, num_blocks: int) -> list[int]:
+        """Keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue head that
+        does not fit yet is looked up again every tick)."""
+        have = self._keys.get(r)
+        if have is None or len(have) < num_blocks:
+            full = int(self.wl.prompt_tokens[r]) // self.block_size
+            have = block_keys(self.wl, r, max(full, num_blocks), self.block_size)
+            self._keys[r] = have
+        return have[:num_blocks]
+
+    def forget(self, r: int) -> None:
+        self._keys.pop(r, None)
 
     @property
     def num_evictable(self) -> int:
-        return len(self.lru)
+        return len(self._stamp)
 
-    def match(self, keys: np.ndarray) -> tuple[int, int]:
+    def match(self, keys: list[int]) -> tuple[int, int]:
         """(blocks of the longest cached chain, how many of them are evictable). No side effects."""
         hit = evictable = 0
-        for k in keys.tolist():
-            c = self.ref.get(k)
+        ref = self.ref
+        for k in keys:
+            c = ref.get(k)
             if c is None:
                 break
             hit += 1
@@ -140,28 +128,29 @@ class PrefixCache:
 
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached blocks for r; returns how many were evictable (they stop being free)."""
+        ref, stamp = self.ref, self._stamp
         took = 0
         for k in keys:
-            c = self.ref[k]
+            c = ref[k]
             if c == 0:
-                del self.lru[k]
+                del stamp[k]  # its queue entry turns stale
                 took += 1
             else:
                 self.num_dup_refs += 1
-            self.ref[k] = c + 1
+            ref[k] = c + 1
         self.refs.setdefault(r, []).extend(keys)
         if took and self.on_change:
-            self.on_change(len(self.lru))
+            self.on_change(len(stamp))
         return took
 
     def register(self, r: int, keys: list[int]) -> None:
         """r's computed blocks with these keys become cache entries (r keeps referencing them).
         A key already cached (computed concurrently by another request) stays r's private block."""
-        mine = self.refs.setdefault(r, [])
-        for k in keys:
-            if k not in self.ref:
-                self.ref[k] = 1
-                mine.append(k)
+        ref = self.ref
+        new = [k for k in keys if k not in ref]
+        if new:
+            ref.update(dict.fromkeys(new, 1))
+            self.refs.setdefault(r, []).extend(new)
 
     def release(self, r: int) -> tuple[int, int]:
         """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
@@ -169,31 +158,80 @@ class PrefixCache:
         keys = self.refs.pop(r, None)
         if not keys:
             return 0, 0
-        freed = 0
-        for k in reversed(keys):
-            c = self.ref[k] - 1
-            self.ref[k] = c
-            if c == 0:
-                self.lru[k] = None
-                freed += 1
-            else:
-                self.num_dup_refs -= 1
-        if freed and self.on_change:
-            self.on_change(len(self.lru))
-        return len(keys), freed
+        ref = self.ref
+        counts = [ref[k] for k in keys]
+        if max(counts) == 1:  # the common case: r was the only user of every block
+            ref.update(dict.fromkeys(keys, 0))
+            zero = keys[::-1]
+        else:
+            zero = []
+            for k, c in zip(reversed(keys), reversed(counts)):
+                ref[k] = c - 1
+                if c == 1:
+                    zero.append(k)
+                else:
+                    self.num_dup_refs -= 1
+        if zero:
+            g = self._group
+            self._group += 1
+            self._stamp.update(dict.fromkeys(zero, g))
+            self._queue.append((g, zero))
+            self._num_queued += len(zero)
+            if self._num_queued > 2 * len(self._stamp) + 4096:
+                self._compact()
+            if self.on_change:
+                self.on_change(len(self._stamp))
+        return len(keys), len(zero)
 
     def evict(self, count: int) -> None:
-        for _ in range(count):
-            k, _ = self.lru.popitem(last=False)
-            del self.ref[k]
+        """Drop the `count` least recently released evictable entries."""
+        ref, stamp, queue = self.ref, self._stamp, self._queue
+        left = count
+        while left:
+            g, keys = queue[0]
+            i, n = self._head, len(keys)
+            while i < n and left:
+                k = keys[i]
+                i += 1
+                if stamp.get(k) == g:
+                    del stamp[k]
+                    del ref[k]
+                    left -= 1
+            self._num_queued -= i - self._head
+            if i == n:
+                queue.popleft()
+                self._head = 0
+            else:
+                self._head = i
         self.num_evicted += count
         if count and self.on_change:
-            self.on_change(len(self.lru))
+            self.on_change(len(stamp))
+
+    def _compact(self) -> None:
+        """Drop stale queue entries (re-acquired or re-released keys): memory stays O(evictable)."""
+        stamp, out = self._stamp, deque()
+        first = True
+        for g, keys in self._queue:
+            live = [k for k in (keys[self._head :] if first else keys) if stamp.get(k) == g]
+            first = False
+            if live:
+                out.append((g, live))
+        self._queue, self._head = out, 0
+        self._num_queued = sum(len(k) for _, k in out)
+
+    def lru_order(self) -> list[int]:
+        """Evictable keys, least recently released first (tests and invariant checks)."""
+        out, first = [], True
+        for g, keys in self._queue:
+            out += [k for k in (keys[self._head :] if first else keys) if self._stamp.get(k) == g]
+            first = False
+        return out
 
     def check(self) -> None:
         zero = {k for k, c in self.ref.items() if c == 0}
-        if zero != set(self.lru):
-            raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries")
+        order = self.lru_order()
+        if zero != set(self._stamp) or len(order) != len(zero) or set(order) != zero:
+            raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
         if any(c < 0 for c in self.ref.values()):
             raise RuntimeError("prefix cache: negative reference count")
         total = sum(len(v) for v in self.refs.values())
@@ -226,24 +264,24 @@ class PrefixCachingBlockManager(BlockManager):
             self.prefix.evict(excess)
 
     # ------------------------------------------------------------ prefix hooks
-    def lookup(self, r: int, prompt_tokens: int) -> tuple[np.ndarray, int, int]:
+    def lookup(self, r: int, prompt_tokens: int) -> tuple[list[int], int, int]:
         """(keys of r's cacheable blocks, hit blocks, evictable among them). At least one prompt token is
         always computed (the last block is recomputed when the whole prompt is cached, as in vLLM)."""
         keys = self.prefix.keys(r, (prompt_tokens - 1) // self.block_size)
         hit, evictable = self.prefix.match(keys)
         return keys, hit, evictable
 
-    def acquire(self, r: int, keys: np.ndarray, hit: int, prompt_tokens: int) -> None:
+    def acquire(self, r: int, keys: list[int], hit: int, prompt_tokens: int) -> None:
         """On admission: r's block table starts with its first `hit` cached blocks (statistics count
         admissions only, not lookups of a request that then did not fit)."""
         pc = self.prefix
         pc.num_query_tokens += prompt_tokens
         pc.num_hit_tokens += hit * self.block_size
-        pc.num_query_blocks += keys.size
+        pc.num_query_blocks += len(keys)
         pc.num_hit_blocks += hit
         pc.hit_tokens[r] = hit * self.block_size
         if hit:
-            took = pc.acquire(r, keys[:hit].tolist())
+            took = pc.acquire(r, keys[:hit])
             self.held[r] += hit
             self.num_free = self._num_free - took
 
@@ -253,16 +291,18 @@ class PrefixCachingBlockManager(BlockManager):
             n_full = p // self.block_size
             have = len(self.prefix.refs.get(r, ()))
             if n_full > have:
-                self.prefix.register(r, self.prefix.keys(r, n_full)[have:].tolist())
+                self.prefix.register(r, self.prefix.keys(r, n_full)[have:])
 
     # ------------------------------------------------------------ BlockManager overrides
     def free(self, req_idx: IntArray) -> None:
         ids = np.atleast_1d(req_idx)
         freed = int(self.held[ids].sum())
         back = 0
+        pc = self.prefix
         for r in ids.tolist():
-            if r in self.prefix.refs:
-                referenced, evictable = self.prefix.release(r)
+            pc.forget(r)  # finished, or pre-empted (keys are recomputed if it comes back)
+            if r in pc.refs:
+                referenced, evictable = pc.release(r)
                 back += referenced - evictable  # still referenced by others: not freed
         self.held[ids] = 0
         self.num_free = self._num_free + freed - back
@@ -286,6 +326,9 @@ class PrefixCachingBlockManager(BlockManager):
     def check_invariants(self) -> None:
         pc = self.prefix
         pc.check()
+        # bounded state: every entry occupies a block; the queue's stale entries are compacted away
+        if len(pc.ref) > self.num_blocks or pc._num_queued > 2 * pc.num_evictable + 4096 + self.num_blocks:
+            raise RuntimeError(f"prefix cache state unbounded: {len(pc.ref)} entries, {pc._num_queued} queued")
         physical = int(self.held.sum()) - pc.num_dup_refs
         if self._num_free < pc.num_evictable or self._num_free + physical != self.num_blocks:
             raise RuntimeError(

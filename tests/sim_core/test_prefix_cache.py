@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from sim_core.prefix_cache import PrefixCachingBlockManager, block_identities, chain_keys
+from sim_core.prefix_cache import PrefixCachingBlockManager, block_keys
 from sim_core.workload import Workload
 
 BS = 16
@@ -55,9 +55,10 @@ def test_identical_prompts_in_a_row_hit_after_the_first():
 
 def test_keys_chain_on_the_prefix_and_separate_different_content():
     w = wl([1, 2, 3], [200, 200, 200], group=[0, 0, -1], prefix_len=[64, 64, 0])
-    k0, k1, k2 = (chain_keys(block_identities(w, r, 12, BS)) for r in range(3))
-    assert (k0[:4] == k1[:4]).all() and (k0[4:] != k1[4:]).all()  # the 64-token system prompt = 4 blocks
-    assert not set(k2.tolist()) & set(k0.tolist())
+    k0, k1, k2 = (block_keys(w, r, 12, BS) for r in range(3))
+    assert k0[:4] == k1[:4] and all(a != b for a, b in zip(k0[4:], k1[4:]))  # the 64-token system prompt = 4 blocks
+    assert not set(k2) & set(k0) and len(set(k0)) == 12
+    assert block_keys(w, 0, 12, BS) == k0  # deterministic
 
 
 def test_eviction_frees_the_least_recently_used_unreferenced_block_first():
@@ -67,8 +68,8 @@ def test_eviction_frees_the_least_recently_used_unreferenced_block_first():
         admit(kv, r, 33)
         finish(kv, r, 33)  # r=0's blocks are released first: least recently used
     assert kv.num_evictable == 4 and kv.num_free == 8
-    keys0 = kv.prefix.keys(0, 2).tolist()
-    keys1 = kv.prefix.keys(1, 2).tolist()
+    keys0 = block_keys(w, 0, 2, BS)
+    keys1 = block_keys(w, 1, 2, BS)
     admit(kv, 2, 33)  # 3 blocks: 4 truly free blocks, nothing evicted
     assert kv.num_evictable == 4
     admit(kv, 3, 33)  # 3 more: one truly free, two evictions
@@ -79,7 +80,7 @@ def test_eviction_frees_the_least_recently_used_unreferenced_block_first():
     admit(kv2, 0, 33)
     finish(kv2, 0, 33)
     admit(kv2, 1, 40)  # 3 blocks: 2 free + 1 eviction
-    head, tail = kv2.prefix.keys(0, 2).tolist()
+    head, tail = block_keys(kv2.prefix.wl, 0, 2, BS)
     assert head in kv2.prefix.ref and tail not in kv2.prefix.ref
     kv2.check_invariants()
 
