@@ -53,8 +53,9 @@ class Engine:
         self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
         self.prefix = getattr(self.kv, "prefix", None)
         self._cached_marks: list[tuple[int, int]] = []  # (tick, evictable blocks from then on)
+        self._tick_offset = 0  # ticks the fast path has run but not yet recorded
         if self.prefix is not None:
-            self.prefix.on_change = lambda count: self._cached_marks.append((self.rec.num_ticks, count))
+            self.prefix.on_change = lambda count: self._cached_marks.append((self.rec.num_ticks + self._tick_offset, count))
         self.rec = Recorder(cfg.limits.num_recorded_batches)
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
@@ -63,9 +64,9 @@ class Engine:
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
         st, lim = self.st, self.cfg.limits
-        # Speculative decoding draws per tick; prefix caching changes prefills: both take the general path.
+        # Speculative decoding draws acceptances per tick: it takes the tick-by-tick path.
         coalesce = lim.coalesce_ticks and self.sched.is_stateless and self.spec is None
-        fast = coalesce and fastpath.eligible(self) and self.prefix is None
+        fast = coalesce and fastpath.eligible(self)
         while not st.is_done:
             if self.rec.num_ticks >= lim.max_ticks:
                 self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
@@ -235,7 +236,9 @@ class Engine:
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
-        shrink_ok = self.workload.closed_loop_think_s is None and (
+        # Prefix caching: a run stops at the first completion and before any eviction, so the cache's
+        # releases and evictions happen at the ticks they would tick by tick (identical results).
+        shrink_ok = self.workload.closed_loop_think_s is None and self.prefix is None and (
             self.sched.is_static or (st.waiting_keys.size == 0 and st.swapped_keys.size == 0)
         )
         k_max = int(remaining.max() if shrink_ok else remaining.min())
@@ -260,9 +263,8 @@ class Engine:
         blocks = np.maximum(kv.blocks_for(ctx0[:, None] + 1 + j[None, :k], st.prompt[idx][:, None]), held[:, None])  # (B, k)
         other = kv.num_used - int(held.sum())
         need = other + np.where(alive[:, :k], blocks, 0).sum(axis=0)  # (k,) blocks in use during tick j
-        if self.prefix is not None:  # a finished request's shared blocks may stay in use: count them to the end
-            need = other + blocks.sum(axis=0)
-        k = min(k, int(np.searchsorted(need, kv.num_blocks, side="right")))
+        limit = kv.num_blocks - (self.prefix.num_evictable if self.prefix is not None else 0)
+        k = min(k, int(np.searchsorted(need, limit, side="right")))
         if k <= 1:
             return self._fallback(plan, fallback)
         alive, num_alive, blocks = alive[:, :k], num_alive[:k], blocks[:, :k]
@@ -289,7 +291,9 @@ class Engine:
         # Rows are recorded after each tick's completions, as single ticks are.
         after = np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
         used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
+        self._tick_offset = k - 1  # completions (and cache releases) belong to the run's last tick
         self._finish(idx[done], last_end[done])
+        self._tick_offset = 0
         used[-1] = kv.num_used
         self.rec.ticks(
             {

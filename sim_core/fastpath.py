@@ -74,6 +74,7 @@ def advance(engine: Engine) -> bool:
         return False
 
     bs = kv.block_size
+    pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     budget = engine.cfg.scheduler.max_num_batched_tokens
     cap = engine.sched.batch_cap
@@ -141,19 +142,31 @@ def advance(engine: Engine) -> bool:
         if need_p > free_after:
             break  # chunks would have to shrink to the free blocks: the general path's case
         free_after -= need_p
+        if pc is not None:
+            engine._tick_offset = j
+            pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
         # admission in queue order (Scheduler._admit): stop at the first that does not fit
-        admit: list[tuple[int, int]] = []  # (request, chunk)
+        admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
         seqs_left = cap - len(running)
         for w in waiting:
             if len(admit) >= seqs_left or left <= 0:
                 break
-            chunk = min(int(target_arr[w]), left)
-            need_w = -(-chunk // bs)
-            if need_w + wm > free_after:
+            hit = hit_t = ev = 0
+            if pc is not None:  # Scheduler._admit: skip the longest cached prefix
+                keys_w, hit, ev = kv.lookup(w, int(target_arr[w]))
+                hit_t = hit * bs
+            chunk = min(int(target_arr[w]) - hit_t, left)
+            need_w = -(-(hit_t + chunk) // bs) - hit
+            if need_w + ev + wm > free_after:
                 break
+            if pc is not None:
+                pc.admit(w, keys_w, hit, int(target_arr[w]))
+                free_after -= ev
             free_after -= need_w
+            if pc is not None:
+                pc.trim(free_after)
             left -= chunk
-            admit.append((w, chunk))
+            admit.append((w, chunk, hit_t))
         if B == 0 and not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
         P = pairs = kv_read = completes = 0
@@ -162,47 +175,50 @@ def advance(engine: Engine) -> bool:
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
             completes += c + chunk >= int(target_arr[r])
-        for w, chunk in admit:
+        for w, chunk, h in admit:
             P += chunk
-            pairs += chunk * (chunk + 1) // 2
-            completes += chunk >= int(target_arr[w])
+            pairs += chunk * h + chunk * (chunk + 1) // 2
+            kv_read += h
+            completes += h + chunk >= int(target_arr[w])
         A = len(chunks) + len(admit)
         dur, flops, nbytes, is_comp = tick(P + B, B + completes, pairs + (S + B), kv_read + S, A + B, 0.0)
         t0, t_end = now, now + dur
         decoders = [r for r in running if r not in prefilling] if (want_batches > j) else None
         if decoders is not None:
             batch_log.append((
-                j, decoders + [r for r, _, _ in chunks] + [w for w, _ in admit],
-                [1] * B + [ch for _, _, ch in chunks] + [ch for _, ch in admit],
+                j, decoders + [r for r, _, _ in chunks] + [w for w, _, _ in admit],
+                [1] * B + [ch for _, _, ch in chunks] + [ch for _, ch, _ in admit],
                 [True] * B + [False] * A,
                 [-(-(base[r] + j + 1) // bs) for r in decoders] + [-(-(c + ch) // bs) for _, c, ch in chunks]
-                + [-(-ch // bs) for _, ch in admit],
+                + [-(-(h + ch) // bs) for _, ch, h in admit],
             ))  # fmt: skip
         # decoders that emit their last token now leave; every other decoder grew by one
         done = finish_at.pop(j, [])
         freed = 0
         for r in done:
             ctx_after = base[r] + j + 1
-            freed += -(-ctx_after // bs)
+            freed += -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
             phase_count[(-base[r]) % bs] -= 1
             S -= ctx_after
             finished.append((r, j))
         S += B
         B -= len(done)
-        for w, _ in admit:
+        for w, _, h in admit:
             scheduled.append((w, j))
             running.append(w)
-            prefilling[w] = 0
-        for r, c, chunk in chunks + [(w, 0, ch) for w, ch in admit]:
+            prefilling[w] = h
+        for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
             total = c + chunk
             if total < target_arr[r]:
                 prefilling[r] = total
                 continue
             del prefilling[r]
             first_token.append((r, j))
+            if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
+                pc.register_prompt(r, total)
             o = int(output_arr[r])
             if o == 1:
-                freed += -(-total // bs)
+                freed += -(-total // bs) - (_release(pc, r) if pc is not None else 0)
                 finished.append((r, j))
                 done.append(r)
                 continue
@@ -225,10 +241,21 @@ def advance(engine: Engine) -> bool:
         t_end_list.append(t_end)
         now = t_end
         j += 1
+    engine._tick_offset = 0
     if j == 0:
         return False
     return _write_back(engine, j, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,
                        batch_log, running, prefilling, base, start, waiting, ptr, free, num_ticks0)
+
+
+def _release(pc, r: int) -> int:
+    """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
+    use because other requests still reference them (PrefixCachingBlockManager.free)."""
+    pc.forget(r)
+    if r not in pc.refs:
+        return 0
+    referenced, evictable = pc.release(r)
+    return referenced - evictable
 
 
 def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,

@@ -22,6 +22,8 @@ queue of release groups for the LRU (PrefixCache), never a scan over past reques
 from __future__ import annotations
 
 from collections import deque
+from itertools import compress, filterfalse, repeat
+from operator import eq
 from collections.abc import Callable
 
 import numpy as np
@@ -31,16 +33,27 @@ from sim_core.types import IntArray
 from sim_core.workload import Workload
 
 _SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
+MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
 
 
-def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int) -> list[int]:
-    """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(key_{b-1}, identity_b).
+def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
+    """The key chain of the first num_blocks blocks of pool system prompt `group` (as block_keys)."""
+    h, keys = 0, []
+    for b in range(num_blocks):
+        h = hash((h, _SYSTEM, group, b))
+        keys.append(h)
+    return keys
 
-    A block's identity is what its last token belongs to (a system prompt of the pool, the request's
-    or session's own content, or a trace hash block) and its position, so two requests agree on a
-    block exactly when they share the content up to its end; chaining on the parent key makes equal
-    keys mean equal prefixes. Python's hash of a tuple of ints is deterministic (no per-process salt)
-    and 64-bit; a loop of tuple hashes beats NumPy on arrays this short.
+
+def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_chain=None) -> list[int]:
+    """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(parent key, identity_b).
+
+    A block's identity is what its last token belongs to (a pool system prompt, the request's or
+    session's own content, or a trace hash block) and its position. System-prompt and trace blocks
+    chain on the previous block's key. A content block's parent is the key of the last system-prompt
+    block: its content id and position fix every token after it, so chaining inside the content would
+    add nothing but a Python-level loop (these keys are made with C-level map()). Python's hash of a
+    tuple of ints is deterministic (no per-process salt) and 64-bit.
     """
     keys: list[int] = []
     h = 0
@@ -57,33 +70,33 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int) -> list[i
     if wl.prefix_len is not None and wl.prefix_group[r] >= 0:
         num_system = min(int(wl.prefix_len[r]) // block_size, num_blocks)  # blocks ending inside the system prompt
         group = int(wl.prefix_group[r])
-        for b in range(num_system):
-            h = hash((h, _SYSTEM, group, b))
-            keys.append(h)
-    for b in range(num_system, num_blocks):
-        h = hash((h, _CONTENT, content, b))
-        keys.append(h)
+        keys = list(system_chain(group, num_system) if system_chain is not None else system_prompt_keys(group, num_system))
+        h = keys[-1] if keys else 0
+    if num_blocks > num_system:
+        keys += map(hash, zip(repeat(h), repeat(_CONTENT), repeat(content), range(num_system, num_blocks)))
     return keys
 
 
 class PrefixCache:
     """Keys, reference counts and the LRU of evictable blocks. Knows nothing of free-block counts.
 
-    The LRU is a queue of release groups (a finished request's keys, tail block first) with each
-    evictable key stamped by the group that released it last; a key re-acquired or released again
-    later leaves a stale entry behind, skipped on eviction and dropped by compaction. This keeps
-    release and acquisition to a few bulk dict operations per request (an OrderedDict costs a
-    Python-level insertion per block) while evicting in exact least-recently-released order.
+    The LRU is a queue of release groups (a finished request's keys, tail block first); an evictable
+    entry's value in `ref` is -(g + 1) for the group g that released it last, so a key re-acquired
+    or released again later leaves a stale queue slot behind, skipped on eviction and dropped by
+    compaction. Release, acquisition and registration are a few C-level bulk dict operations per
+    request (an OrderedDict costs a Python-level insertion per block), and eviction follows the
+    exact least-recently-released order.
     """
 
     def __init__(self, wl: Workload, block_size: int):
         self.wl = wl
         self.block_size = block_size
-        self.ref: dict[int, int] = {}  # key -> reference count (0: evictable)
+        # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
+        self.ref: dict[int, int] = {}
         self.refs: dict[int, list[int]] = {}  # request -> keys it references, in block order
         self.num_dup_refs = 0  # Σ over referenced entries of (count − 1)
         self.num_evicted = 0
-        self._stamp: dict[int, int] = {}  # evictable key -> the release group it is queued under
+        self._num_evictable = 0
         self._queue: deque[tuple[int, list[int]]] = deque()  # (group, keys in eviction order), oldest first
         self._head = 0  # keys of the oldest group already consumed
         self._num_queued = 0  # entries in the queue, stale ones included (bounded by compaction)
@@ -96,6 +109,8 @@ class PrefixCache:
         self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
         self.on_change: Callable[[int], None] | None = None  # called with the evictable count
         self._keys: dict[int, list[int]] = {}  # request -> its prompt's block keys, while in flight
+        self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
+        self._num_system_keys = 0
 
     def keys(self, r: int, num_blocks: int) -> list[int]:
         """Keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue head that
@@ -103,8 +118,18 @@ class PrefixCache:
         have = self._keys.get(r)
         if have is None or len(have) < num_blocks:
             full = int(self.wl.prompt_tokens[r]) // self.block_size
-            have = block_keys(self.wl, r, max(full, num_blocks), self.block_size)
+            have = block_keys(self.wl, r, max(full, num_blocks), self.block_size, self._system_chain)
             self._keys[r] = have
+        return have[:num_blocks]
+
+    def _system_chain(self, group: int, num_blocks: int) -> list[int]:
+        """Pool system prompts are shared by many requests: their key chains are memoised (bounded)."""
+        have = self._system_keys.get(group)
+        if have is None or len(have) < num_blocks:
+            have = system_prompt_keys(group, num_blocks)
+            if self._num_system_keys + len(have) <= MAX_MEMO_KEYS:
+                self._num_system_keys += len(have) - len(self._system_keys.get(group, ()))
+                self._system_keys[group] = have
         return have[:num_blocks]
 
     def forget(self, r: int) -> None:
@@ -112,45 +137,59 @@ class PrefixCache:
 
     @property
     def num_evictable(self) -> int:
-        return len(self._stamp)
+        return self._num_evictable
 
     def match(self, keys: list[int]) -> tuple[int, int]:
         """(blocks of the longest cached chain, how many of them are evictable). No side effects."""
-        hit = evictable = 0
-        ref = self.ref
-        for k in keys:
-            c = ref.get(k)
-            if c is None:
-                break
-            hit += 1
-            evictable += c == 0
-        return hit, evictable
+        found = list(map(self.ref.get, keys))  # C-level; a miss ends the chain
+        hit = found.index(None) if None in found else len(found)
+        return hit, hit - sum(map((0).__lt__, found[:hit]))
+
+    def admit(self, r: int, keys: list[int], hit: int, prompt_tokens: int) -> int:
+        """A request is admitted with its first `hit` blocks cached: count the lookup (statistics
+        count admissions, not lookups of a queue head that then did not fit) and reference them.
+        Returns how many of them were evictable (they stop being free)."""
+        self.num_query_tokens += prompt_tokens
+        self.num_hit_tokens += hit * self.block_size
+        self.num_query_blocks += len(keys)
+        self.num_hit_blocks += hit
+        self.hit_tokens[r] = hit * self.block_size
+        return self.acquire(r, keys[:hit]) if hit else 0
+
+    def trim(self, num_free: int) -> None:
+        """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them."""
+        excess = self._num_evictable - num_free
+        if excess > 0:
+            self.evict(excess)
 
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached blocks for r; returns how many were evictable (they stop being free)."""
-        ref, stamp = self.ref, self._stamp
-        took = 0
-        for k in keys:
-            c = ref[k]
-            if c == 0:
-                del stamp[k]  # its queue entry turns stale
-                took += 1
-            else:
-                self.num_dup_refs += 1
-            ref[k] = c + 1
+        ref = self.ref
+        counts = list(map(ref.__getitem__, keys))
+        ref.update(zip(keys, [c + 1 if c > 0 else 1 for c in counts]))  # an evictable entry's queue slot turns stale
+        took = len(counts) - sum(map((0).__lt__, counts))
+        self._num_evictable -= took
+        self.num_dup_refs += len(keys) - took
         self.refs.setdefault(r, []).extend(keys)
         if took and self.on_change:
-            self.on_change(len(stamp))
+            self.on_change(self._num_evictable)
         return took
 
     def register(self, r: int, keys: list[int]) -> None:
         """r's computed blocks with these keys become cache entries (r keeps referencing them).
         A key already cached (computed concurrently by another request) stays r's private block."""
         ref = self.ref
-        new = [k for k in keys if k not in ref]
+        new = list(filterfalse(ref.__contains__, keys))
         if new:
             ref.update(dict.fromkeys(new, 1))
             self.refs.setdefault(r, []).extend(new)
+
+    def register_prompt(self, r: int, prompt_tokens: int) -> None:
+        """r's prefill completed: its full prompt blocks after the ones it already references."""
+        n_full = prompt_tokens // self.block_size
+        have = len(self.refs.get(r, ()))
+        if n_full > have:
+            self.register(r, self.keys(r, n_full)[have:])
 
     def release(self, r: int) -> tuple[int, int]:
         """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
@@ -159,44 +198,41 @@ class PrefixCache:
         if not keys:
             return 0, 0
         ref = self.ref
-        counts = [ref[k] for k in keys]
+        counts = list(map(ref.__getitem__, keys))
+        g = self._group
+        tag = -(g + 1)
         if max(counts) == 1:  # the common case: r was the only user of every block
-            ref.update(dict.fromkeys(keys, 0))
+            ref.update(dict.fromkeys(keys, tag))
             zero = keys[::-1]
-        else:
-            zero = []
-            for k, c in zip(reversed(keys), reversed(counts)):
-                ref[k] = c - 1
-                if c == 1:
-                    zero.append(k)
-                else:
-                    self.num_dup_refs -= 1
+        else:  # some blocks stay referenced by other requests
+            ref.update(zip(keys, [c - 1 if c > 1 else tag for c in counts]))
+            zero = list(compress(reversed(keys), map((1).__eq__, reversed(counts))))
+            self.num_dup_refs -= len(keys) - len(zero)
         if zero:
-            g = self._group
             self._group += 1
-            self._stamp.update(dict.fromkeys(zero, g))
             self._queue.append((g, zero))
             self._num_queued += len(zero)
-            if self._num_queued > 2 * len(self._stamp) + 4096:
+            self._num_evictable += len(zero)
+            if self._num_queued > 2 * self._num_evictable + 4096:
                 self._compact()
             if self.on_change:
-                self.on_change(len(self._stamp))
+                self.on_change(self._num_evictable)
         return len(keys), len(zero)
 
     def evict(self, count: int) -> None:
         """Drop the `count` least recently released evictable entries."""
-        ref, stamp, queue = self.ref, self._stamp, self._queue
+        ref, queue = self.ref, self._queue
         left = count
         while left:
             g, keys = queue[0]
+            tag = -(g + 1)
             i, n = self._head, len(keys)
-            while i < n and left:
-                k = keys[i]
-                i += 1
-                if stamp.get(k) == g:
-                    del stamp[k]
-                    del ref[k]
-                    left -= 1
+            while i < n and left:  # a slice at a time; stale entries (re-acquired or re-released) are skipped
+                part = keys[i : i + left]
+                valid = list(compress(part, map(eq, repeat(tag), map(ref.get, part))))  # eq: ref.get may be None
+                i += len(part)
+                deque(map(ref.__delitem__, valid), maxlen=0)
+                left -= len(valid)
             self._num_queued -= i - self._head
             if i == n:
                 queue.popleft()
@@ -204,15 +240,16 @@ class PrefixCache:
             else:
                 self._head = i
         self.num_evicted += count
+        self._num_evictable -= count
         if count and self.on_change:
-            self.on_change(len(stamp))
+            self.on_change(self._num_evictable)
 
     def _compact(self) -> None:
         """Drop stale queue entries (re-acquired or re-released keys): memory stays O(evictable)."""
-        stamp, out = self._stamp, deque()
+        ref, out = self.ref, deque()
         first = True
         for g, keys in self._queue:
-            live = [k for k in (keys[self._head :] if first else keys) if stamp.get(k) == g]
+            live = [k for k in (keys[self._head :] if first else keys) if ref.get(k) == -(g + 1)]
             first = False
             if live:
                 out.append((g, live))
@@ -223,20 +260,18 @@ class PrefixCache:
         """Evictable keys, least recently released first (tests and invariant checks)."""
         out, first = [], True
         for g, keys in self._queue:
-            out += [k for k in (keys[self._head :] if first else keys) if self._stamp.get(k) == g]
+            out += [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
             first = False
         return out
 
     def check(self) -> None:
-        zero = {k for k, c in self.ref.items() if c == 0}
+        zero = {k for k, c in self.ref.items() if c < 0}
         order = self.lru_order()
-        if zero != set(self._stamp) or len(order) != len(zero) or set(order) != zero:
+        if len(zero) != self._num_evictable or len(order) != len(zero) or set(order) != zero:
             raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
-        if any(c < 0 for c in self.ref.values()):
-            raise RuntimeError("prefix cache: negative reference count")
         total = sum(len(v) for v in self.refs.values())
-        live = sum(1 for c in self.ref.values() if c > 0)
-        if total != sum(self.ref.values()) or self.num_dup_refs != total - live:
+        live = [c for c in self.ref.values() if c > 0]
+        if total != sum(live) or self.num_dup_refs != total - len(live):
             raise RuntimeError("prefix cache: reference counts disagree with the requests' references")
 
 
@@ -259,9 +294,7 @@ class PrefixCachingBlockManager(BlockManager):
     @num_free.setter
     def num_free(self, value: int) -> None:
         self._num_free = value
-        excess = self.prefix.num_evictable - value
-        if excess > 0:  # allocation took every truly free block: evict the least recently used
-            self.prefix.evict(excess)
+        self.prefix.trim(value)  # when allocation took every truly free block: evict the least recently used
 
     # ------------------------------------------------------------ prefix hooks
     def lookup(self, r: int, prompt_tokens: int) -> tuple[list[int], int, int]:
@@ -274,24 +307,15 @@ class PrefixCachingBlockManager(BlockManager):
     def acquire(self, r: int, keys: list[int], hit: int, prompt_tokens: int) -> None:
         """On admission: r's block table starts with its first `hit` cached blocks (statistics count
         admissions only, not lookups of a request that then did not fit)."""
-        pc = self.prefix
-        pc.num_query_tokens += prompt_tokens
-        pc.num_hit_tokens += hit * self.block_size
-        pc.num_query_blocks += len(keys)
-        pc.num_hit_blocks += hit
-        pc.hit_tokens[r] = hit * self.block_size
+        took = self.prefix.admit(r, keys, hit, prompt_tokens)
         if hit:
-            took = pc.acquire(r, keys[:hit])
             self.held[r] += hit
             self.num_free = self._num_free - took
 
     def register(self, done_prefill: IntArray, prompt_tokens: IntArray) -> None:
         """Requests whose prefill just completed publish their full prompt blocks."""
         for r, p in zip(done_prefill.tolist(), prompt_tokens.tolist()):
-            n_full = p // self.block_size
-            have = len(self.prefix.refs.get(r, ()))
-            if n_full > have:
-                self.prefix.register(r, self.prefix.keys(r, n_full)[have:])
+            self.prefix.register_prompt(r, p)
 
     # ------------------------------------------------------------ BlockManager overrides
     def free(self, req_idx: IntArray) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,64 @@ def test_same_seed_same_speculative_run():
     cfg = chat(40, scheduler__speculative={"enabled": True, "acceptance_rate": 0.6})
     a, b = run_simulation(cfg), run_simulation(cfg)
     assert np.array_equal(a.timeline.duration_s, b.timeline.duration_s) and a.summary == b.summary
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as hs  # noqa: E402
+
+
+@settings(max_examples=int(os.environ.get("SIM_MANY_CASES", "8")), deadline=None, derandomize=True)
+@given(
+    seed=hs.integers(0, 2**16), turns=hs.integers(1, 4), share=hs.floats(0, 1), pool=hs.integers(0, 5),
+    sys_len=hs.integers(1, 1500), block=hs.sampled_from([4, 16, 64]), spec=hs.booleans(), alpha=hs.floats(0, 1),
+    k=hs.integers(1, 6), mode=hs.sampled_from(["decode_first", "prefill_first"]),
+    preemption=hs.sampled_from(["recompute", "swap"]), util=hs.floats(0.3, 0.9),
+)  # fmt: skip
+def test_random_traffic_configs_finish_with_invariants_every_tick(seed, turns, share, pool, sys_len, block, spec, alpha, k,
+                                                                mode, preemption, util):  # fmt: skip
+    cfg = chat(30, seed=seed, workload__sessions={"turns": turns, "think_time_s": 2.0},
+               workload__shared_prefix={"num_system_prompts": pool, "share_ratio": share,
+                                        "system_prompt_tokens": {"dist": "fixed", "mean": sys_len}},
+               kv_cache__enable_prefix_caching=True, kv_cache__block_size=block, kv_cache__gpu_memory_utilization=util,
+               scheduler__prefill_mode=mode, scheduler__preemption=preemption,
+               scheduler__speculative={"enabled": spec, "acceptance_rate": alpha, "num_draft_tokens": k})  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.summary.num_finished == 30
+    again = run_simulation(cfg)
+    assert again.summary == res.summary  # deterministic
+
+
+PREFIX_FAST_CASES = {
+    "shared prompts": dict(workload__shared_prefix=SHARED),
+    "sessions": dict(workload__sessions={"turns": 3, "think_time_s": 3.0}, workload__arrival__rate_per_s=10.0),
+    "evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
+                     workload__arrival__rate_per_s=14.0),
+    "block size 2, output 1": dict(workload__shared_prefix=SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 40}},
+                                   kv_cache__block_size=2, workload__num_requests=50,
+                                   workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PREFIX_FAST_CASES)
+def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
+    from sim_core import fastpath
+    from tests.sim_core.test_engine import _same
+
+    over = {"workload__num_requests": 150} | PREFIX_FAST_CASES[case]
+    cfg = chat(over.pop("workload__num_requests"), kv_cache__enable_prefix_caching=True, **over)
+    fast_ticks = []
+    original = fastpath.advance
+
+    def counting(engine):
+        before = engine.rec.num_ticks
+        ran = original(engine)
+        fast_ticks.append(engine.rec.num_ticks - before)
+        return ran
+
+    monkeypatch.setattr(fastpath, "advance", counting)
+    on = run_simulation(cfg, check_invariants=True)
+    assert sum(fast_ticks) > 0 and on.summary.prefill_tokens_saved > 0
+    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    _same(on, off)
+    if case == "evicting":
+        assert on.summary.prefix_blocks_evicted > 0
