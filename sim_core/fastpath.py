@@ -252,7 +252,7 @@ def _release(pc, r: int) -> int:
     """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
     use because other requests still reference them (PrefixCachingBlockManager.free)."""
     pc.forget(r)
-    if r not in pc.refs:
+    if not pc.holds(r):
         return 0
     referenced, evictable = pc.release(r)
     return referenced - evictable

@@ -80,27 +80,37 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
 class PrefixCache:
     """Keys, reference counts and the LRU of evictable blocks. Knows nothing of free-block counts.
 
-    The LRU is a queue of release groups (a finished request's keys, tail block first); an evictable
-    entry's value in `ref` is -(g + 1) for the group g that released it last, so a key re-acquired
-    or released again later leaves a stale queue slot behind, skipped on eviction and dropped by
-    compaction. Release, acquisition and registration are a few C-level bulk dict operations per
-    request (an OrderedDict costs a Python-level insertion per block), and eviction follows the
-    exact least-recently-released order.
+    The LRU is a queue of release groups (what one request released, tail block first); an
+    evictable entry's value in `ref` is -(g + 1) for the group g that released it last, so a key
+    re-acquired or released again later leaves a stale queue slot behind, skipped on eviction and
+    dropped by compaction. Release, acquisition and registration are a few C-level bulk dict
+    operations per request (an OrderedDict costs a Python-level insertion per block), and eviction
+    follows the exact least-recently-released order.
+
+    NOTE: a request's own content, when no other request can share it (no sessions, no trace hash
+    ids), is one run entry `("run", content)` holding its first `run_len` blocks, instead of one entry
+    per block: eviction takes blocks from the run's tail. Only that request can ever hit them (after a
+    recompute pre-emption) and only after its whole system prompt hit, so a run answers every lookup
+    a per-block chain would, at O(1) instead of O(blocks) per admission, release and eviction.
     """
 
     def __init__(self, wl: Workload, block_size: int):
         self.wl = wl
         self.block_size = block_size
         # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
-        self.ref: dict[int, int] = {}
-        self.refs: dict[int, list[int]] = {}  # request -> keys it references, in block order
+        self.ref: dict = {}
+        self.run_len: dict[int, int] = {}  # content id -> blocks its run holds (run entries only)
+        self.refs: dict[int, list] = {}  # request -> per-block keys it references, in block order
+        self.run_refs: dict[int, int] = {}  # request -> blocks of its run it references
         self.num_dup_refs = 0  # Σ over referenced entries of (count − 1)
         self.num_evicted = 0
         self._num_evictable = 0
-        self._queue: deque[tuple[int, list[int]]] = deque()  # (group, keys in eviction order), oldest first
+        self._queue: deque[tuple[int, list, int | None]] = deque()  # (group, keys tail first, run content or None)
         self._head = 0  # keys of the oldest group already consumed
         self._num_queued = 0  # entries in the queue, stale ones included (bounded by compaction)
         self._group = 0
+        ids = wl.content_id
+        self.use_runs = wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
         # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
         self.num_hit_tokens = 0
@@ -108,13 +118,26 @@ class PrefixCache:
         self.num_hit_blocks = 0
         self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
         self.on_change: Callable[[int], None] | None = None  # called with the evictable count
-        self._keys: dict[int, list[int]] = {}  # request -> its prompt's block keys, while in flight
+        self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
         self._num_system_keys = 0
 
+    # ------------------------------------------------------------ keys
+    def _num_keyed(self, r: int, num_blocks: int) -> int:
+        """How many of r's first num_blocks blocks have per-block keys (the rest is r's run)."""
+        if not self.use_runs:
+            return num_blocks
+        wl = self.wl
+        if wl.prefix_len is None or wl.prefix_group[r] < 0:
+            return 0
+        return min(int(wl.prefix_len[r]) // self.block_size, num_blocks)
+
+    def _content(self, r: int) -> int:
+        return int(self.wl.content_id[r]) if self.wl.content_id is not None else r
+
     def keys(self, r: int, num_blocks: int) -> list[int]:
-        """Keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue head that
-        does not fit yet is looked up again every tick)."""
+        """Per-block keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue
+        head that does not fit yet is looked up again every tick)."""
         have = self._keys.get(r)
         if have is None or len(have) < num_blocks:
             full = int(self.wl.prompt_tokens[r]) // self.block_size
@@ -139,22 +162,48 @@ class PrefixCache:
     def num_evictable(self) -> int:
         return self._num_evictable
 
-    def match(self, keys: list[int]) -> tuple[int, int]:
-        """(blocks of the longest cached chain, how many of them are evictable). No side effects."""
+    def holds(self, r: int) -> bool:
+        return r in self.refs or r in self.run_refs
+
+    # ------------------------------------------------------------ lookups
+    def lookup(self, r: int, prompt_tokens: int) -> tuple[tuple[list, int, int], int, int]:
+        """(handle, hit blocks, evictable among them) for r's prompt, without side effects. At least
+        one prompt token is always computed (the last block is recomputed when all are cached)."""
+        cap = (prompt_tokens - 1) // self.block_size
+        keyed = self._num_keyed(r, cap)
+        keys = self.keys(r, keyed) if keyed else []
         found = list(map(self.ref.get, keys))  # C-level; a miss ends the chain
         hit = found.index(None) if None in found else len(found)
-        return hit, hit - sum(map((0).__lt__, found[:hit]))
+        evictable = hit - sum(map((0).__lt__, found[:hit]))
+        run_hit = 0
+        if hit == keyed and cap > keyed and self.use_runs:  # r's own run, if its system prompt all hit
+            run_hit = min(self.run_len.get(self._content(r), 0), cap - keyed)
+            evictable += run_hit  # only r uses its run and r is not running: it is evictable
+        return (keys, cap, run_hit), hit + run_hit, evictable
 
-    def admit(self, r: int, keys: list[int], hit: int, prompt_tokens: int) -> int:
+    def admit(self, r: int, handle: tuple[list, int, int], hit: int, prompt_tokens: int) -> int:
         """A request is admitted with its first `hit` blocks cached: count the lookup (statistics
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
+        keys, cap, run_hit = handle
         self.num_query_tokens += prompt_tokens
         self.num_hit_tokens += hit * self.block_size
-        self.num_query_blocks += len(keys)
+        self.num_query_blocks += cap
         self.num_hit_blocks += hit
         self.hit_tokens[r] = hit * self.block_size
-        return self.acquire(r, keys[:hit]) if hit else 0
+        took = self.acquire(r, keys[: hit - run_hit]) if hit > run_hit else 0
+        if run_hit:
+            cid = self._content(r)
+            extra = self.run_len[cid] - run_hit  # blocks past the hit (the recomputed last one): dropped
+            self.ref[("run", cid)] = 1  # its queue slot turns stale
+            self.run_len[cid] = run_hit
+            self.run_refs[r] = run_hit
+            self._num_evictable -= run_hit + extra
+            self.num_evicted += extra
+            took += run_hit
+            if self.on_change:
+                self.on_change(self._num_evictable)
+        return took
 
     def trim(self, num_free: int) -> None:
         """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them."""
@@ -163,7 +212,7 @@ class PrefixCache:
             self.evict(excess)
 
     def acquire(self, r: int, keys: list[int]) -> int:
-        """Reference cached blocks for r; returns how many were evictable (they stop being free)."""
+        """Reference cached per-block entries for r; returns how many were evictable."""
         ref = self.ref
         counts = list(map(ref.__getitem__, keys))
         ref.update(zip(keys, [c + 1 if c > 0 else 1 for c in counts]))  # an evictable entry's queue slot turns stale
@@ -187,45 +236,80 @@ class PrefixCache:
     def register_prompt(self, r: int, prompt_tokens: int) -> None:
         """r's prefill completed: its full prompt blocks after the ones it already references."""
         n_full = prompt_tokens // self.block_size
+        keyed = self._num_keyed(r, n_full)
         have = len(self.refs.get(r, ()))
-        if n_full > have:
-            self.register(r, self.keys(r, n_full)[have:])
+        if keyed > have:
+            self.register(r, self.keys(r, keyed)[have:])
+        if n_full > keyed and self.use_runs:
+            cid = self._content(r)
+            old = self.run_len.get(cid, 0)
+            if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
+                self._num_evictable -= old
+                self.num_evicted += old
+                if self.on_change:
+                    self.on_change(self._num_evictable)
+            self.ref[("run", cid)] = 1
+            self.run_len[cid] = n_full - keyed
+            self.run_refs[r] = n_full - keyed
 
     def release(self, r: int) -> tuple[int, int]:
         """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
         queued first so they are evicted before the shared head (vLLM frees in reverse order)."""
-        keys = self.refs.pop(r, None)
-        if not keys:
+        keys = self.refs.pop(r, None) or []
+        run = self.run_refs.pop(r, 0)
+        if not keys and not run:
             return 0, 0
         ref = self.ref
-        counts = list(map(ref.__getitem__, keys))
         g = self._group
         tag = -(g + 1)
-        if max(counts) == 1:  # the common case: r was the only user of every block
-            ref.update(dict.fromkeys(keys, tag))
-            zero = keys[::-1]
-        else:  # some blocks stay referenced by other requests
-            ref.update(zip(keys, [c - 1 if c > 1 else tag for c in counts]))
-            zero = list(compress(reversed(keys), map((1).__eq__, reversed(counts))))
-            self.num_dup_refs -= len(keys) - len(zero)
-        if zero:
+        zero: list = []
+        if keys:
+            counts = list(map(ref.__getitem__, keys))
+            if max(counts) == 1:  # the common case: r was the only user of every block
+                ref.update(dict.fromkeys(keys, tag))
+                zero = keys[::-1]
+            else:  # some blocks stay referenced by other requests
+                ref.update(zip(keys, [c - 1 if c > 1 else tag for c in counts]))
+                zero = list(compress(reversed(keys), map((1).__eq__, reversed(counts))))
+                self.num_dup_refs -= len(keys) - len(zero)
+        cid = None
+        if run:
+            cid = self._content(r)
+            ref[("run", cid)] = tag
+        if zero or run:
             self._group += 1
-            self._queue.append((g, zero))
-            self._num_queued += len(zero)
-            self._num_evictable += len(zero)
-            if self._num_queued > 2 * self._num_evictable + 4096:
+            self._queue.append((g, zero, cid))
+            self._num_queued += len(zero) + (cid is not None)
+            self._num_evictable += len(zero) + run
+            if self._num_queued > 2 * len(self.ref) + 4096:
                 self._compact()
             if self.on_change:
                 self.on_change(self._num_evictable)
-        return len(keys), len(zero)
+        return len(keys) + run, len(zero) + run
 
     def evict(self, count: int) -> None:
-        """Drop the `count` least recently released evictable entries."""
+        """Drop the `count` least recently released evictable blocks."""
         ref, queue = self.ref, self._queue
         left = count
         while left:
-            g, keys = queue[0]
+            g, keys, cid = queue[0]
             tag = -(g + 1)
+            if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
+                if ref.get(("run", cid)) == tag:
+                    m = self.run_len[cid]
+                    take = min(m, left)
+                    left -= take
+                    if take == m:
+                        del ref[("run", cid)], self.run_len[cid]
+                    else:
+                        self.run_len[cid] = m - take
+                        break
+                queue[0] = (g, keys, None)
+                self._num_queued -= 1
+                if not left:
+                    if not keys:
+                        queue.popleft()
+                    break
             i, n = self._head, len(keys)
             while i < n and left:  # a slice at a time; stale entries (re-acquired or re-released) are skipped
                 part = keys[i : i + left]
@@ -244,35 +328,53 @@ class PrefixCache:
         if count and self.on_change:
             self.on_change(self._num_evictable)
 
-    def _compact(self) -> None:
-        """Drop stale queue entries (re-acquired or re-released keys): memory stays O(evictable)."""
-        ref, out = self.ref, deque()
-        first = True
-        for g, keys in self._queue:
-            live = [k for k in (keys[self._head :] if first else keys) if ref.get(k) == -(g + 1)]
-            first = False
-            if live:
-                out.append((g, live))
-        self._queue, self._head = out, 0
-        self._num_queued = sum(len(k) for _, k in out)
+    def _live(self, first: bool, g: int, keys: list) -> list:
+        return [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
 
-    def lru_order(self) -> list[int]:
-        """Evictable keys, least recently released first (tests and invariant checks)."""
-        out, first = [], True
-        for g, keys in self._queue:
-            out += [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
-            first = False
+    def _compact(self) -> None:
+        """Drop stale queue entries (re-acquired or re-released keys): memory stays O(entries)."""
+        out: deque = deque()
+        for n, (g, keys, cid) in enumerate(self._queue):
+            live = self._live(n == 0, g, keys)
+            run = cid if cid is not None and self.ref.get(("run", cid)) == -(g + 1) else None
+            if live or run is not None:
+                out.append((g, live, run))
+        self._queue, self._head = out, 0
+        self._num_queued = sum(len(k) + (c is not None) for _, k, c in out)
+
+    def lru_order(self) -> list:
+        """Evictable entries, least recently released first: keys, and ("run", content, blocks)."""
+        out: list = []
+        for n, (g, keys, cid) in enumerate(self._queue):
+            if cid is not None and self.ref.get(("run", cid)) == -(g + 1):
+                out.append(("run", cid, self.run_len[cid]))
+            out += self._live(n == 0, g, keys)
         return out
 
     def check(self) -> None:
-        zero = {k for k, c in self.ref.items() if c < 0}
         order = self.lru_order()
-        if len(zero) != self._num_evictable or len(order) != len(zero) or set(order) != zero:
+        zero_keys = {k for k, c in self.ref.items() if c < 0 and not isinstance(k, tuple)}
+        zero_runs = {k[1] for k, c in self.ref.items() if c < 0 and isinstance(k, tuple)}
+        q_keys = [k for k in order if not isinstance(k, tuple)]
+        q_runs = [k[1] for k in order if isinstance(k, tuple)]
+        blocks = len(zero_keys) + sum(self.run_len[c] for c in zero_runs)
+        if (set(q_keys) != zero_keys or len(q_keys) != len(zero_keys) or set(q_runs) != zero_runs
+                or len(q_runs) != len(zero_runs) or blocks != self._num_evictable):  # fmt: skip
             raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
+        if set(self.run_len) != {k[1] for k in self.ref if isinstance(k, tuple)} or min(self.run_len.values(), default=1) < 1:
+            raise RuntimeError("prefix cache: run entries and run lengths disagree")
+        for r, m in self.run_refs.items():
+            if self.ref.get(("run", self._content(r))) != 1 or self.run_len[self._content(r)] != m:
+                raise RuntimeError("prefix cache: a request's run is not referenced by it alone")
         total = sum(len(v) for v in self.refs.values())
-        live = [c for c in self.ref.values() if c > 0]
+        live = [c for k, c in self.ref.items() if c > 0 and not isinstance(k, tuple)]
         if total != sum(live) or self.num_dup_refs != total - len(live):
             raise RuntimeError("prefix cache: reference counts disagree with the requests' references")
+
+    @property
+    def num_entries_blocks(self) -> int:
+        """Blocks the cache's entries occupy (referenced or evictable)."""
+        return sum(1 for k in self.ref if not isinstance(k, tuple)) + sum(self.run_len.values())
 
 
 class PrefixCachingBlockManager(BlockManager):
@@ -297,17 +399,14 @@ class PrefixCachingBlockManager(BlockManager):
         self.prefix.trim(value)  # when allocation took every truly free block: evict the least recently used
 
     # ------------------------------------------------------------ prefix hooks
-    def lookup(self, r: int, prompt_tokens: int) -> tuple[list[int], int, int]:
-        """(keys of r's cacheable blocks, hit blocks, evictable among them). At least one prompt token is
-        always computed (the last block is recomputed when the whole prompt is cached, as in vLLM)."""
-        keys = self.prefix.keys(r, (prompt_tokens - 1) // self.block_size)
-        hit, evictable = self.prefix.match(keys)
-        return keys, hit, evictable
+    def lookup(self, r: int, prompt_tokens: int):
+        """(handle, hit blocks, evictable among them): PrefixCache.lookup."""
+        return self.prefix.lookup(r, prompt_tokens)
 
-    def acquire(self, r: int, keys: list[int], hit: int, prompt_tokens: int) -> None:
+    def acquire(self, r: int, handle, hit: int, prompt_tokens: int) -> None:
         """On admission: r's block table starts with its first `hit` cached blocks (statistics count
         admissions only, not lookups of a request that then did not fit)."""
-        took = self.prefix.admit(r, keys, hit, prompt_tokens)
+        took = self.prefix.admit(r, handle, hit, prompt_tokens)
         if hit:
             self.held[r] += hit
             self.num_free = self._num_free - took
@@ -325,7 +424,7 @@ class PrefixCachingBlockManager(BlockManager):
         pc = self.prefix
         for r in ids.tolist():
             pc.forget(r)  # finished, or pre-empted (keys are recomputed if it comes back)
-            if r in pc.refs:
+            if pc.holds(r):
                 referenced, evictable = pc.release(r)
                 back += referenced - evictable  # still referenced by others: not freed
         self.held[ids] = 0
@@ -335,7 +434,7 @@ class PrefixCachingBlockManager(BlockManager):
         """The swapped copy is private; cached blocks on the GPU lose one reference."""
         n = int(self.held[req])
         back = 0
-        if req in self.prefix.refs:
+        if self.prefix.holds(req):
             referenced, evictable = self.prefix.release(req)
             back = referenced - evictable
         self.host_held[req], self.held[req] = n, 0
@@ -351,7 +450,7 @@ class PrefixCachingBlockManager(BlockManager):
         pc = self.prefix
         pc.check()
         # bounded state: every entry occupies a block; the queue's stale entries are compacted away
-        if len(pc.ref) > self.num_blocks or pc._num_queued > 2 * pc.num_evictable + 4096 + self.num_blocks:
+        if pc.num_entries_blocks > self.num_blocks or pc._num_queued > 2 * len(pc.ref) + 4096 + self.num_blocks:
             raise RuntimeError(f"prefix cache state unbounded: {len(pc.ref)} entries, {pc._num_queued} queued")
         physical = int(self.held.sum()) - pc.num_dup_refs
         if self._num_free < pc.num_evictable or self._num_free + physical != self.num_blocks:

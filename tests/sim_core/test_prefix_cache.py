@@ -36,6 +36,11 @@ def admit(kv: PrefixCachingBlockManager, r: int, prompt: int) -> int:
     return hit * BS
 
 
+def cached(kv: PrefixCachingBlockManager, r: int, prompt: int) -> int:
+    """Blocks request r would find cached if it came back now (a side-effect-free lookup)."""
+    return kv.lookup(r, prompt)[1]
+
+
 def finish(kv: PrefixCachingBlockManager, r: int, prompt: int) -> None:
     kv.register(np.array([r]), np.array([prompt]))
     kv.free(np.array([r]))
@@ -68,21 +73,28 @@ def test_eviction_frees_the_least_recently_used_unreferenced_block_first():
         admit(kv, r, 33)
         finish(kv, r, 33)  # r=0's blocks are released first: least recently used
     assert kv.num_evictable == 4 and kv.num_free == 8
-    keys0 = block_keys(w, 0, 2, BS)
-    keys1 = block_keys(w, 1, 2, BS)
     admit(kv, 2, 33)  # 3 blocks: 4 truly free blocks, nothing evicted
-    assert kv.num_evictable == 4
+    assert kv.num_evictable == 4 and cached(kv, 0, 33) == cached(kv, 1, 33) == 2
     admit(kv, 3, 33)  # 3 more: one truly free, two evictions
     assert kv.prefix.num_evicted == 2
-    assert not any(k in kv.prefix.ref for k in keys0) and all(k in kv.prefix.ref for k in keys1)
+    assert cached(kv, 0, 33) == 0 and cached(kv, 1, 33) == 2  # r=0 was released first
+    kv.check_invariants()
     # within a request the tail block goes before the head (vLLM frees in reverse order)
     kv2 = PrefixCachingBlockManager(4, 0, BS, wl([1, 2], [33, 40]))
     admit(kv2, 0, 33)
     finish(kv2, 0, 33)
     admit(kv2, 1, 40)  # 3 blocks: 2 free + 1 eviction
-    head, tail = block_keys(kv2.prefix.wl, 0, 2, BS)
-    assert head in kv2.prefix.ref and tail not in kv2.prefix.ref
+    assert cached(kv2, 0, 33) == 1
     kv2.check_invariants()
+    # the same with per-block entries: a shared system prompt's blocks
+    w3 = wl([1, 2], [65, 70], group=[0, 1], prefix_len=[64, 64])
+    kv3 = PrefixCachingBlockManager(6, 0, BS, w3)
+    admit(kv3, 0, 65)
+    finish(kv3, 0, 65)  # 4 system blocks evictable
+    admit(kv3, 1, 70)  # 5 blocks: 2 free + 3 evictions, tail first
+    head = block_keys(w3, 0, 4, BS)
+    assert [k in kv3.prefix.ref for k in head] == [True, False, False, False]
+    kv3.check_invariants()
 
 
 def test_a_referenced_block_is_never_evicted_or_freed():
