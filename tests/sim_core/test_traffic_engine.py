@@ -175,3 +175,23 @@ def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
     _same(on, off)
     if case == "evicting":
         assert on.summary.prefix_blocks_evicted > 0
+
+
+def test_run_entries_answer_like_per_block_entries(monkeypatch):
+    """A request's unshareable content is stored as one run; without pre-emptions (the only way the
+    same content comes back) the run must give exactly the per-block representation's results."""
+    from sim_core import prefix_cache
+    from tests.sim_core.test_engine import _same
+
+    cfg = chat(150, workload__shared_prefix=SHARED, kv_cache__enable_prefix_caching=True,
+               kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0)  # fmt: skip
+    runs = run_simulation(cfg, check_invariants=True)
+    assert runs.summary.num_preemptions == 0 and runs.summary.prefix_blocks_evicted > 0
+    original = prefix_cache.PrefixCache.__init__
+
+    def per_block(self, *args):
+        original(self, *args)
+        self.use_runs = False
+
+    monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
+    _same(runs, run_simulation(cfg, check_invariants=True))
