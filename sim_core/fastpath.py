@@ -215,7 +215,7 @@ def advance(engine: Engine) -> bool:
             del prefilling[r]
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
-                pc.register_prompt(r, total)
+                freed += pc.register_prompt(r, total)
             o = int(output_arr[r])
             if o == 1:
                 freed += -(-total // bs) - (_release(pc, r) if pc is not None else 0)

@@ -177,16 +177,27 @@ def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
         assert on.summary.prefix_blocks_evicted > 0
 
 
-def test_run_entries_answer_like_per_block_entries(monkeypatch):
-    """A request's unshareable content is stored as one run; without pre-emptions (the only way the
-    same content comes back) the run must give exactly the per-block representation's results."""
+ORACLE_CASES = {
+    "evicting": dict(kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0),
+    "pre-empting, swap": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
+                              scheduler__preemption="swap"),
+    "varied pool, prefill_first": dict(
+        workload__shared_prefix={"num_system_prompts": 20, "share_ratio": 0.5,
+                                 "system_prompt_tokens": {"dist": "uniform", "mean": 500, "min": 1, "max": 2000}},
+        kv_cache__gpu_memory_utilization=0.27, scheduler__prefill_mode="prefill_first"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ORACLE_CASES)
+def test_runs_and_chains_answer_like_per_block_entries(case, monkeypatch):
+    """Without sessions or trace hash ids the cache keeps a request's own content as one run and each
+    system prompt as one chain; the results must equal the per-block representation's exactly."""
     from sim_core import prefix_cache
     from tests.sim_core.test_engine import _same
 
-    cfg = chat(150, workload__shared_prefix=SHARED, kv_cache__enable_prefix_caching=True,
-               kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0)  # fmt: skip
-    runs = run_simulation(cfg, check_invariants=True)
-    assert runs.summary.num_preemptions == 0 and runs.summary.prefix_blocks_evicted > 0
+    cfg = chat(150, kv_cache__enable_prefix_caching=True, **({"workload__shared_prefix": SHARED} | ORACLE_CASES[case]))
+    compact = run_simulation(cfg, check_invariants=True)
+    assert compact.summary.prefix_blocks_evicted > 0
     original = prefix_cache.PrefixCache.__init__
 
     def per_block(self, *args):
@@ -194,4 +205,4 @@ def test_run_entries_answer_like_per_block_entries(monkeypatch):
         self.use_runs = False
 
     monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
-    _same(runs, run_simulation(cfg, check_invariants=True))
+    _same(compact, run_simulation(cfg, check_invariants=True))
