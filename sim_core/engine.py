@@ -51,12 +51,10 @@ class Engine:
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
-        self.prefix = getattr(self.kv, "prefix", None)
-        self._cached_marks: list[tuple[int, int]] = []  # (tick, evictable blocks from then on)
-        self._tick_offset = 0  # ticks the fast path has run but not yet recorded
-        if self.prefix is not None:
-            self.prefix.on_change = lambda count: self._cached_marks.append((self.rec.num_ticks + self._tick_offset, count))
         self.rec = Recorder(cfg.limits.num_recorded_batches)
+        self.prefix = getattr(self.kv, "prefix", None)
+        if self.prefix is not None:  # the cache marks its evictable count per tick (KV panel)
+            self.prefix.recorder = self.rec
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
         self.check_invariants = False
@@ -291,9 +289,11 @@ class Engine:
         # Rows are recorded after each tick's completions, as single ticks are.
         after = np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
         used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
-        self._tick_offset = k - 1  # completions (and cache releases) belong to the run's last tick
+        if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick
+            self.prefix.tick_offset = k - 1
         self._finish(idx[done], last_end[done])
-        self._tick_offset = 0
+        if self.prefix is not None:
+            self.prefix.tick_offset = 0
         used[-1] = kv.num_used
         self.rec.ticks(
             {
@@ -371,7 +371,7 @@ def _traffic_extras(engine: Engine, summary, timeline):
             "prefix_blocks_evicted": int(pc.num_evicted),
         }
         cols = dict(timeline.columns)
-        cols["kv_blocks_cached"] = _step_column(engine._cached_marks, timeline.num_ticks)
+        cols["kv_blocks_cached"] = _step_column(pc.marks, timeline.num_ticks)
         timeline = Timeline(cols)
     if engine.spec is not None:
         update |= {"spec_tokens_per_step": engine.spec.mean_tokens_per_step, "spec_draft_time_s": engine.spec.draft_time_s}

@@ -143,7 +143,7 @@ def advance(engine: Engine) -> bool:
             break  # chunks would have to shrink to the free blocks: the general path's case
         free_after -= need_p
         if pc is not None:
-            engine._tick_offset = j
+            pc.tick_offset = j
             pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
         # admission in queue order (Scheduler._admit): stop at the first that does not fit
         admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
@@ -241,7 +241,8 @@ def advance(engine: Engine) -> bool:
         t_end_list.append(t_end)
         now = t_end
         j += 1
-    engine._tick_offset = 0
+    if pc is not None:
+        pc.tick_offset = 0
     if j == 0:
         return False
     return _write_back(engine, j, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections import deque
 from itertools import compress, filterfalse, repeat
 from operator import eq
-from collections.abc import Callable
 
 import numpy as np
 
@@ -144,13 +143,22 @@ class PrefixCache:
         self._group = 0
         ids = wl.content_id
         self.use_runs = wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
+        # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
+        R = wl.num_requests
+        self._content_of = ids.tolist() if ids is not None else range(R)
+        self._group_of = wl.prefix_group.tolist() if wl.prefix_len is not None else None
+        self._system_len = wl.prefix_len.tolist() if wl.prefix_len is not None else None
         # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
         self.num_hit_tokens = 0
         self.num_query_blocks = 0
         self.num_hit_blocks = 0
         self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
-        self.on_change: Callable[[int], None] | None = None  # called with the evictable count
+        # Per-tick record of the evictable count (the KV panel's cached-but-free line): (tick, count)
+        # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
+        self.marks: list[tuple[int, int]] = []
+        self.recorder = None  # has num_ticks (the engine's Recorder); None: no marks
+        self.tick_offset = 0
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
         self._num_system_keys = 0
@@ -158,13 +166,12 @@ class PrefixCache:
     # ------------------------------------------------------------ keys
     def _num_system(self, r: int, num_blocks: int) -> int:
         """How many of r's first num_blocks blocks end inside its pool system prompt."""
-        wl = self.wl
-        if wl.prefix_len is None or wl.prefix_group[r] < 0:
+        if self._group_of is None or self._group_of[r] < 0:
             return 0
-        return min(int(wl.prefix_len[r]) // self.block_size, num_blocks)
+        return min(self._system_len[r] // self.block_size, num_blocks)
 
     def _content(self, r: int) -> int:
-        return int(self.wl.content_id[r]) if self.wl.content_id is not None else r
+        return self._content_of[r]
 
     def keys(self, r: int, num_blocks: int) -> list[int]:
         """Per-block keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue
@@ -197,8 +204,8 @@ class PrefixCache:
         return r in self.refs or r in self.run_refs or r in self.chain_refs
 
     def _changed(self) -> None:
-        if self.on_change:
-            self.on_change(self._num_evictable)
+        if self.recorder is not None:
+            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
 
     # ------------------------------------------------------------ lookups
     def lookup(self, r: int, prompt_tokens: int):
@@ -213,7 +220,7 @@ class PrefixCache:
         n_sys = self._num_system(r, cap)
         hit = evictable = 0
         if n_sys:
-            ch = self.chains.get(int(self.wl.prefix_group[r]))
+            ch = self.chains.get(self._group_of[r])
             if ch is not None:
                 hit = min(ch.cached, n_sys)
                 evictable = max(hit - ch.top, 0)
@@ -237,7 +244,7 @@ class PrefixCache:
             return self.acquire(r, keys[:hit]) if hit else 0
         took = 0
         if sys_hit:
-            g = int(self.wl.prefix_group[r])
+            g = self._group_of[r]
             ch = self.chains[g]
             self.num_dup_refs += min(ch.top, sys_hit)
             took = ch.raise_top(sys_hit)
@@ -288,7 +295,7 @@ class PrefixCache:
         n_sys = self._num_system(r, n_full)
         g, level = self.chain_refs.get(r, (-1, 0))
         if n_sys > level:
-            g = int(self.wl.prefix_group[r])
+            g = self._group_of[r]
             ch = self.chains.get(g)
             if ch is None:
                 ch = self.chains[g] = _Chain()
