@@ -111,3 +111,11 @@ def test_tensor_parallel_runs_get_one_gantt_row_per_gpu():
     rows = {y for t in gpu_bars for y in t.y}
     assert rows == {"GPU 0", "GPU 1"}
     assert sum(len(t.x) for t in gpu_bars) <= timeline.MAX_GANTT_BARS
+
+
+def test_kv_panel_draws_cached_but_free_blocks_only_with_prefix_caching(small):
+    assert not [t for t in timeline.timeline_figure(small).data if t.name == "KV cached, free (%)"]
+    res = run_simulation(make_config(workload__num_requests=80, kv_cache__enable_prefix_caching=True,
+                                     workload__shared_prefix={"num_system_prompts": 2, "share_ratio": 1.0}))  # fmt: skip
+    line = [t for t in timeline.timeline_figure(res).data if t.name == "KV cached, free (%)"]
+    assert line and max(line[0].y) > 0
