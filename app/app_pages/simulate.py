@@ -53,6 +53,19 @@ def _headline(res: SimResult) -> None:
                            help="Speculative decoding: 1 + accepted draft tokens per verified step; draft time is simulated.", **kw)  # fmt: skip
 
 
+def _steady_caption(res: SimResult) -> None:
+    """The steady-state window (warm-up and drain excluded) and, when the run is too short, why."""
+    st_ = res.summary.steady
+    if st_ is None:
+        return
+    st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: first and last "
+               f"10 % excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
+               f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
+               f"{st_.ttft_p99_s * 1e3:,.0f} ms, TPOT p99 {st_.tpot_p99_s * 1e3:,.1f} ms.")  # fmt: skip
+    if st_.note:
+        st.info(st_.note, icon=":material/hourglass_empty:")
+
+
 def _timeline_tab(res: SimResult) -> None:
     n = res.requests.arrival_s.size
     c1, c2 = st.columns([1, 1])
@@ -174,6 +187,7 @@ def main() -> None:
                    "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
                    "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
     _headline(res)
+    _steady_caption(res)
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if st.session_state.get(PRESENTER_KEY):
         focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")
