@@ -18,8 +18,8 @@ from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
 from sim_core.metrics import summarize
-from sim_core.recorder import Recorder
 from sim_core.prefix_cache import PrefixCachingBlockManager
+from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.scheduler import Scheduler

@@ -15,14 +15,19 @@ free as far as the scheduler is concerned (allocating it evicts it). So
 
     num_free + held.sum() − (refs − referenced entries) == num_blocks,   evictable ⊆ free.
 
-Every operation costs O(blocks of the request it concerns): a dict lookup per block and an
-queue of release groups for the LRU (PrefixCache), never a scan over past requests.
+Every operation costs at most O(blocks of the request it concerns) (C-level dict operations and a
+queue of release groups for the LRU, see PrefixCache), never a scan over past requests; the state
+is bounded by the KV blocks (checked by `check_invariants`).
+
+Also a registration detail: blocks that another request cached while this one was prefilling are
+adopted (this request's own copies are freed), so a request always references a prefix of every
+chain it uses.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress, filterfalse, repeat
+from itertools import compress, repeat
 from operator import eq
 
 import numpy as np
@@ -82,7 +87,7 @@ class _Chain:
     longest referenced prefix), released tail first. `items` splits them by release group, oldest
     (the chain's tail) first: item k covers [lo_k, lo_{k-1}) with lo_{-1} = cached."""
 
-    __slots__ = ("cached", "top", "levels", "items")
+    __slots__ = ("cached", "items", "levels", "top")
 
     def __init__(self):
         self.cached = 0

@@ -23,10 +23,11 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, ValidationError, model_validator

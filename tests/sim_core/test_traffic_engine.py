@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from sim_core import load_preset, run_simulation
 from sim_core.config import SimConfig, Trace
@@ -115,9 +117,6 @@ def test_same_seed_same_speculative_run():
     a, b = run_simulation(cfg), run_simulation(cfg)
     assert np.array_equal(a.timeline.duration_s, b.timeline.duration_s) and a.summary == b.summary
 
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as hs  # noqa: E402
 
 
 @settings(max_examples=int(os.environ.get("SIM_MANY_CASES", "8")), deadline=None, derandomize=True)
