@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
-    sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, paging vs Orca)")
+    sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer)")
     bench = sub.add_parser("bench", help="benchmark the engine on fixed scenarios")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--quick", action="store_true", help="smaller large scenarios")

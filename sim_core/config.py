@@ -25,6 +25,9 @@ class StrictModel(BaseModel):
 
 # ---------------------------------------------------------------- hardware
 class HardwareSpec(StrictModel):
+    """One GPU type and how many of them serve a replica. Memory is in GiB, the unit `nvidia-smi`
+    and vendors' "80 GB" labels actually mean (an A100-80GB shows 81,920 MiB = 80 GiB)."""
+
     name: str = Field("H100 SXM", description="GPU name.")
     source: str = Field("", description="Datasheet the numbers come from.")
     peak_tflops: float = Field(989.4, gt=0, le=20000, description="Dense BF16/FP16 tensor peak per GPU, TFLOP/s.")
@@ -32,12 +35,42 @@ class HardwareSpec(StrictModel):
         1978.9, gt=0, le=40000, description="Dense FP8 tensor peak per GPU, TFLOP/s (empty: no FP8 tensor cores)."
     )
     hbm_bandwidth_gb_per_s: float = Field(3350, gt=0, le=100000, description="HBM bandwidth per GPU, GB/s.")
-    memory_gb: float = Field(80, gt=0, le=4096, description="Device memory per GPU, GB (1e9 bytes).")
+    memory_gib: float = Field(
+        79.65, gt=0, le=4096,
+        description="Device memory per GPU, GiB (2^30 bytes; nvidia-smi's total / 1024). "
+        "Older configs' `memory_gb` is read as this field.",
+    )
     num_gpus: int = Field(1, ge=1, le=64, description="GPUs serving one model replica (tensor-parallel degree).")
+    interconnect: Literal["nvswitch", "nvlink", "nvlink-bridge", "pcie", "xgmi"] = Field(
+        "nvswitch",
+        description="GPU-to-GPU link: nvswitch (all-to-all NVLink, HGX/DGX), nvlink (direct NVLink mesh), "
+        "nvlink-bridge (a bridged pair of PCIe cards, at most 2 GPUs), pcie (no NVLink: peer traffic over PCIe), "
+        "xgmi (AMD Infinity Fabric).",
+    )
     interconnect_gb_per_s: float = Field(
-        450, gt=0, le=100000, description="GPU-to-GPU link bandwidth per GPU, one direction, GB/s (NVLink)."
+        450, gt=0, le=100000, description="GPU-to-GPU link bandwidth per GPU, one direction, GB/s (of `interconnect`)."
     )
     pcie_gb_per_s: float = Field(64, gt=0, le=10000, description="Host link bandwidth, one direction, GB/s (KV swap).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate_memory_gb(cls, data: Any) -> Any:
+        # Links and presets written before the GiB fix say `memory_gb`; the number was always the card's
+        # label ("80 GB"), which is GiB, so it is carried over unchanged. It wins over a preset's value
+        # it was merged onto (an old override of a preset).
+        if isinstance(data, dict) and "memory_gb" in data:
+            data = dict(data)
+            data["memory_gib"] = data.pop("memory_gb")
+        return data
+
+    @model_validator(mode="after")
+    def _check_link(self) -> HardwareSpec:
+        if self.interconnect == "nvlink-bridge" and self.num_gpus > 2:
+            raise ValueError(
+                f"an NVLink bridge joins a pair of GPUs; num_gpus is {self.num_gpus}: use 2 or fewer, "
+                "or interconnect 'pcie' for more PCIe cards"
+            )
+        return self
 
 
 # ---------------------------------------------------------------- model
@@ -243,11 +276,17 @@ class KVCacheConfig(StrictModel):
     gpu_memory_utilization: float = Field(
         0.9, ge=0.05, le=1.0, description="Fraction of GPU memory the engine may use (weights + workspace + KV)."
     )
+    memory_rule: Literal["vllm", "sglang", "tensorrt-llm"] = Field(
+        "vllm",
+        description="How the engine sizes its KV pool from gpu_memory_utilization u (sim_core/costmodel.py plan_memory): "
+        "vllm: u x memory - weights - activation peak - runtime; sglang (mem_fraction_static): u x memory - weights; "
+        "tensorrt-llm (kv_cache_free_gpu_mem_fraction): u x (memory - weights - activations - runtime).",
+    )
     kv_dtype: Dtype = Field("bf16", description="KV-cache element precision.")
     kv_compression: float = Field(
         1.0, ge=0.05, le=1.0, description="Fraction of KV bytes kept after compression (article: 0.7-0.9; 1 = none)."
     )
-    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GB.")
+    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GiB (vLLM swap_space).")
     watermark: float = Field(
         0.01, ge=0, le=0.5, description="Fraction of KV blocks kept free at admission (watermark admission)."
     )
@@ -377,25 +416,37 @@ class SchedulerConfig(StrictModel):
 
 # ---------------------------------------------------------------- calibration, SLOs, limits
 class CalibrationConfig(StrictModel):
-    """Roofline efficiencies and fixed costs. Defaults are fitted by `python -m sim_core.validate --fit`
-    on the operator-level rows of shared/calibration (see sim_core/validate.py for which rows)."""
+    """Roofline efficiencies and fixed costs: one calibration profile (presets/calibration/*.json).
 
-    gemm_efficiency: float = Field(0.73, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
-    fp8_gemm_efficiency: float = Field(
-        0.5, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
+    Efficiencies, all-reduce and per-layer constants are fitted on GPU operator profiles
+    (`python -m sim_core validate --fit`); CPU overheads per engine family on that family's published
+    rows. The defaults are the `default` profile; see sim_core/validate.py for which rows fit what."""
+
+    profile: str = Field(
+        "default", pattern=r"^[A-Za-z0-9._-]{1,60}$",
+        description="Name of the calibration profile these values come from (presets/calibration; letters, digits, . _ -).",
     )
-    attention_efficiency: float = Field(0.22, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
-    memory_efficiency: float = Field(0.76, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
+    fp8_gemm_efficiency: float = Field(
+        0.57, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
+    )
+    attention_efficiency: float = Field(0.17, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
+    memory_efficiency: float = Field(0.71, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    layer_fixed_us: float = Field(
+        50.0, ge=0, le=10_000,
+        description="GPU time per layer per tick that does not scale with the batch (norm, rotary, activation, "
+        "residual and attention kernels at their minimum size), us.",
+    )
     tick_overhead_ms: float = Field(
-        4.1, ge=0, le=1000, description="Fixed cost per tick (scheduler, kernel launches, sampling), ms."
+        0.3, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
     )
     per_seq_overhead_us: float = Field(
         0.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
     )
     interconnect_efficiency: float = Field(
-        0.62, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
+        0.6, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
     )
-    allreduce_latency_us: float = Field(26.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
+    allreduce_latency_us: float = Field(37.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
 
 
 class SLOConfig(StrictModel):

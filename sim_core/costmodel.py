@@ -6,9 +6,16 @@ priced as arrays gives bit-identical durations to the same ticks priced one by o
 lets the engine coalesce identical decode ticks (engine.py) without changing any result.
 
 Formulas (DESIGN.md §3): linear FLOPs 2·P·T (Kaplan et al. 2020; nanoGPT `estimate_mfu`);
-attention FLOPs 4·h·d_h·L per (query, key) pair; time = Σ over op groups of
-max(FLOPs / (peak·η_c), bytes / (BW·η_m)) (Williams et al. 2009, roofline) + ring all-reduce
-2(t−1)/t · bytes / link + fixed overheads + swap bytes / PCIe.
+attention FLOPs 4·h·d_h·L per (query, key) pair. Each op group (GEMMs, attention) costs
+sqrt(compute² + memory²) with compute = FLOPs / (peak·η_c), memory = bytes / (BW·η_m): a soft
+roofline (Williams et al. 2009 is the hard max). Measured GEMMs leave the memory roof well before
+the compute roof is reached (Vidur operator profiles, presets/calibration/data/vidur_mlp_ops.csv:
+Llama-2-70B TP2 on A100 takes 0.73 ms per layer at 128 tokens where max() gives 0.55 ms); the
+quadratic blend follows them within a few % from 1 to 4,096 tokens (tests/sim_core/test_operators.py)
+and keeps `tick` exact under IEEE (sqrt is correctly rounded in math and NumPy alike). Plus:
+elementwise kernels (norms, rotary, activation, residual adds) as bytes / BW and a fixed time per
+layer, ring all-reduce α + 2(t−1)/t · bytes / link (fitted on Vidur's all_reduce.csv), CPU
+overheads, and swap bytes / PCIe.
 """
 
 from __future__ import annotations
@@ -21,7 +28,16 @@ import numpy as np
 from sim_core.config import DTYPE_BYTES, SimConfig
 
 ACT_BYTES = 2  # activations in BF16/FP16
+EMBED_BYTES = 2  # embeddings and LM head stay 16-bit under quantised weights (vLLM, TensorRT-LLM, AutoAWQ/GPTQ)
 GB = 1e9
+GIB = 2**30
+# Memory CUDA keeps for itself: PyTorch reports "79.15 GiB total capacity" on an 80 GiB A100,
+# "39.59 GiB" on a 40 GiB A100 (meta-llama/llama#52), 23.58 GiB on a 24 GiB RTX 3090
+# (vllm-project/vllm#10517): 0.4–0.85 GiB. One value for all cards.
+CUDA_RESERVED_BYTES = 0.5 * GIB
+# Memory outside PyTorch's allocator per GPU (CUDA context, cuBLAS workspace, NCCL): vLLM's
+# "non_torch_memory=0.35GiB" (vllm-project/vllm#10517, Llama-3.1-8B, vLLM 0.6.4).
+RUNTIME_BYTES = 0.35 * GIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +78,34 @@ def kv_bytes_per_token_per_gpu(cfg: SimConfig) -> float:
 
 
 def workspace_bytes_per_gpu(cfg: SimConfig) -> float:
-    """Peak activation memory of the largest tick: grows with the token budget (article §5.1).
+    """Peak activation memory of the largest tick, as the engines size it at start-up.
 
-    Per token: residual stream and norms (4·d), QKV output, and the MLP intermediate (gate, up and
-    their product: 3·d_ff for each active expert), sharded by TP; plus FP32 logits for every sequence
-    that samples (vLLM profiles exactly this worst case at start-up).
+    vLLM runs a dummy forward pass over `max_num_batched_tokens` tokens split across `max_num_seqs`
+    sequences and records PyTorch's peak (vllm/worker/worker.py `determine_num_available_blocks`);
+    TensorRT-LLM allocates its execution context for `max_num_tokens`. The peak sits in the MLP, where
+    the residual stream, the MLP input and its output (3·d, replicated on every TP rank) live with the
+    gate/up projection (2·d_ff) and the activation output (d_ff), both sharded:
+
+        tokens × 2 B × (3·d + 3·d_ff·k / t)        (k = experts per token)
+
+    Checked on vLLM's own profile: Llama-3.1-8B at 20,000 and 29,000 batched tokens peaks at
+    2.07 GiB and 2.99 GiB above the weights (vllm-project/vllm#10517), 111 kB per token; the formula
+    gives 110.6 kB. The sampler's FP32 logits ([sequences, vocab], 3 copies) come after the MLP
+    buffers are freed, so the peak is the larger of the two, not their sum.
     """
     m, t = cfg.model, cfg.hardware.num_gpus
     tokens = cfg.scheduler.max_num_batched_tokens
-    qkv = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim / t
-    mlp = 3 * m.ffn_size * m.num_experts_per_token / t
-    per_token = ACT_BYTES * (4 * m.hidden_size + qkv + mlp)
-    logits = 4 * min(cfg.scheduler.max_num_seqs * cfg.workload.num_samples, tokens) * m.vocab_size / t
-    return tokens * per_token + logits
+    per_token = ACT_BYTES * (3 * m.hidden_size + 3 * m.ffn_size * m.num_experts_per_token / t)
+    sampled = min(cfg.scheduler.max_num_seqs * cfg.workload.num_samples, tokens)
+    logits = 3 * 4 * sampled * m.vocab_size
+    return max(tokens * per_token, logits)
+
+
+def weight_bytes_per_gpu(cfg: SimConfig) -> float:
+    """Transformer weights in `weight_dtype`, embeddings and LM head in 16 bits, sharded by TP."""
+    shape, m = ModelShape.of(cfg), cfg.model
+    body = shape.total_params - shape.embed_params - shape.lm_head_params
+    return (body * DTYPE_BYTES[m.weight_dtype] + (shape.embed_params + shape.lm_head_params) * EMBED_BYTES) / cfg.hardware.num_gpus
 
 
 class MemoryPlanError(ValueError):
@@ -83,9 +114,9 @@ class MemoryPlanError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
-    budget_bytes: float  # per GPU: memory_gb · gpu_memory_utilization
+    budget_bytes: float  # per GPU: what the engine's memory rule lets weights + workspace + KV use
     weight_bytes: float  # per GPU
-    workspace_bytes: float  # per GPU
+    workspace_bytes: float  # per GPU: activation peak + runtime (CUDA context, NCCL)
     kv_bytes: float  # per GPU, what is left for KV blocks
     block_bytes: float  # one block, per GPU
     num_blocks: int
@@ -97,26 +128,51 @@ class MemoryPlan:
         return self.num_blocks * self.block_size
 
 
+def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
+    """(budget, weights, workspace, KV bytes) per GPU under the engine's memory rule (KVCacheConfig.memory_rule).
+
+    usable = memory_gib − CUDA's reservation; u = gpu_memory_utilization.
+      vllm:          KV = u·usable − weights − activation peak − runtime   (vLLM ≥ 0.6.4 worker.py)
+      sglang:        KV = u·usable − weights; activations and runtime use the other 1 − u
+                     (`mem_fraction_static`, sglang/srt/model_executor/model_runner.py)
+      tensorrt-llm:  KV = u·(usable − weights − activations − runtime)
+                     (`kv_cache_free_gpu_mem_fraction` of the memory free after the engine loads)
+    """
+    hw, kv = cfg.hardware, cfg.kv_cache
+    usable = hw.memory_gib * GIB - CUDA_RESERVED_BYTES
+    weights = weight_bytes_per_gpu(cfg)
+    workspace = workspace_bytes_per_gpu(cfg) + RUNTIME_BYTES
+    u = kv.gpu_memory_utilization
+    if kv.memory_rule == "sglang":
+        budget = u * usable
+        if workspace > usable - budget:  # activations only get the 1 − u SGLang leaves: it OOMs mid-prefill
+            return budget, weights, workspace, 0.0
+        return budget, weights, workspace, budget - weights
+    if kv.memory_rule == "tensorrt-llm":
+        return usable, weights, workspace, u * (usable - weights - workspace)
+    budget = u * usable
+    return budget, weights, workspace, budget - weights - workspace
+
+
 def plan_memory(cfg: SimConfig) -> MemoryPlan:
-    """Split GPU memory into weights, activation workspace and KV blocks (vLLM's start-up profile).
+    """Split GPU memory into weights, activation workspace and KV blocks (the engine's start-up profile).
 
     Raises:
         MemoryPlanError: with the numbers and the knobs that would make it fit.
     """
-    hw, m, kv = cfg.hardware, cfg.model, cfg.kv_cache
+    hw, kv = cfg.hardware, cfg.kv_cache
     t = hw.num_gpus
-    budget = hw.memory_gb * GB * kv.gpu_memory_utilization
-    weights = ModelShape.of(cfg).total_params * DTYPE_BYTES[m.weight_dtype] / t
-    workspace = workspace_bytes_per_gpu(cfg)
-    kv_bytes = budget - weights - workspace
+    budget, weights, workspace, kv_bytes = kv_pool_bytes(cfg)
     block_bytes = kv.block_size * kv_bytes_per_token_per_gpu(cfg)
-    gb = lambda x: f"{x / GB:.2f} GB"  # noqa: E731
+    gib = lambda x: f"{x / GIB:.2f} GiB"  # noqa: E731
     if kv_bytes <= block_bytes:
         raise MemoryPlanError(
-            f"Out of memory: weights {gb(weights)} + activation workspace {gb(workspace)} per GPU leave "
-            f"{gb(max(kv_bytes, 0))} for the KV cache out of a budget of {gb(budget)} "
-            f"({hw.memory_gb:g} GB x gpu_memory_utilization {kv.gpu_memory_utilization:g}). "
-            f"The workspace grows with scheduler.max_num_batched_tokens ({cfg.scheduler.max_num_batched_tokens}): "
+            f"Out of memory: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
+            f"{gib(max(kv_bytes, 0))} for the KV cache ({hw.memory_gib:g} GiB per GPU, gpu_memory_utilization "
+            f"{kv.gpu_memory_utilization:g}, memory rule {kv.memory_rule!r}). "
+            + (f"Under SGLang's rule the activations must fit in the {1 - kv.gpu_memory_utilization:.2f} of memory "
+               "outside mem_fraction_static. " if kv.memory_rule == "sglang" else "")
+            + f"The workspace grows with scheduler.max_num_batched_tokens ({cfg.scheduler.max_num_batched_tokens}): "
             "lower it (a smaller prefill chunk, article §5.1), add GPUs (hardware.num_gpus), use FP8/INT4 weights "
             "(model.weight_dtype), or a GPU with more memory."
         )
@@ -124,13 +180,13 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
     per_req = _max_request_blocks(cfg)
     if num_blocks < per_req:
         raise MemoryPlanError(
-            f"KV cache too small: {num_blocks} blocks of {kv.block_size} tokens ({gb(kv_bytes)} per GPU) but the "
+            f"KV cache too small: {num_blocks} blocks of {kv.block_size} tokens ({gib(kv_bytes)} per GPU) but the "
             f"longest request needs {per_req} blocks "
             + ("(contiguous layout reserves model.max_model_len per sequence). " if kv.layout == "contiguous" else ". ")
             + "Lower max_num_batched_tokens, use an FP8 KV cache (kv_cache.kv_dtype) or kv_compression, add GPUs, "
             "or shorten the workload's lengths / model.max_model_len."
         )
-    num_host_blocks = int(kv.swap_space_gb * GB / t // block_bytes)
+    num_host_blocks = int(kv.swap_space_gb * GIB / t // block_bytes)
     return MemoryPlan(budget, weights, workspace, kv_bytes, block_bytes, num_blocks, num_host_blocks, kv.block_size)
 
 
@@ -165,7 +221,8 @@ class CostModel:
         self._gemm_flops_per_token = 2 * L * (shape.attn_params + self._k * shape.expert_params) / t
         self._lm_head_flops_per_sample = 2 * m.hidden_size * m.vocab_size / t
         # Weight bytes streamed once per tick; experts counted separately (only touched ones are read).
-        self._dense_weight_bytes = (L * shape.attn_params + m.vocab_size * m.hidden_size) * w_bytes / t
+        # The LM head stays 16-bit under quantised weights.
+        self._dense_weight_bytes = (L * shape.attn_params * w_bytes + m.vocab_size * m.hidden_size * EMBED_BYTES) / t
         self._expert_bytes_per_layer = shape.expert_params * w_bytes / t
         q = m.num_heads * m.head_dim
         # GEMM input/output activations per token per layer: QKV, O, MLP in/out (ACT_BYTES each).
@@ -174,6 +231,12 @@ class CostModel:
         self._attn_flops_per_pair = 4 * q * L / t
         self._kv_bytes_per_token = kv_bytes_per_token_per_gpu(cfg)
         self._attn_act_bytes_per_token = ACT_BYTES * 2 * q * L / t  # read Q, write O
+        # Elementwise kernels per token per layer: 2 RMSNorms (read + write d each), 2 residual adds
+        # (read 2d, write d), rotary on Q and K (read + write), SiLU·mul (read 2·d_ff, write d_ff).
+        kv_dim = m.num_kv_heads * m.head_dim
+        elem = 4 * m.hidden_size + 6 * m.hidden_size + (2 * (q + kv_dim) + 3 * m.ffn_size * self._k) / t
+        self._elem_bytes_per_token = ACT_BYTES * L * elem
+        self._layer_fixed_s = L * cal.layer_fixed_us * 1e-6
         # Ring all-reduce after attention and after the MLP: 2 per layer (Megatron-LM TP).
         self._ar_bytes_per_token = 2 * L * 2 * (t - 1) / t * m.hidden_size * ACT_BYTES if t > 1 else 0.0
         self._ar_fixed_s = 2 * L * cal.allreduce_latency_us * 1e-6 if t > 1 else 0.0
@@ -225,7 +288,10 @@ class CostModel:
         attn_compute_s = attn_flops / self._attn_flops_per_s
         gemm_mem_s = gemm_bytes / self._bytes_per_s
         attn_mem_s = attn_bytes / self._bytes_per_s
-        busy_s = np.maximum(gemm_compute_s, gemm_mem_s) + np.maximum(attn_compute_s, attn_mem_s)
+        # soft roofline per op group; elementwise kernels and fixed per-layer time on top
+        busy_s = (np.sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
+                  + np.sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
+                  + np.where(T > 0, self._elem_bytes_per_token * T / self._bytes_per_s + self._layer_fixed_s, 0.0))
         comm_s = np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
         overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * np.asarray(num_seqs, dtype=np.float64)
         duration_s = busy_s + comm_s + overhead_s + np.asarray(swap_bytes, dtype=np.float64) / self._pcie_bytes_per_s
@@ -243,6 +309,7 @@ class CostModel:
         gfs, afs, bps = self._gemm_flops_per_s, self._attn_flops_per_s, self._bytes_per_s
         arb, link, arf = self._ar_bytes_per_token, self._link_bytes_per_s, self._ar_fixed_s
         tov, pso, pcie = self._tick_overhead_s, self._per_seq_overhead_s, self._pcie_bytes_per_s
+        elb, lfx, sqrt = self._elem_bytes_per_token, self._layer_fixed_s, math.sqrt
 
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
             T = float(num_tokens)
@@ -255,7 +322,9 @@ class CostModel:
             attn_compute_s = attn_flops / afs
             gemm_mem_s = gemm_bytes / bps
             attn_mem_s = attn_bytes / bps
-            busy_s = max(gemm_compute_s, gemm_mem_s) + max(attn_compute_s, attn_mem_s)
+            busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
+                      + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
+                      + (elb * T / bps + lfx if T > 0 else 0.0))
             comm_s = arb * T / link + arf if T > 0 else 0.0
             duration_s = busy_s + comm_s + (tov + pso * float(num_seqs)) + float(swap_bytes) / pcie
             is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)

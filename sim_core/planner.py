@@ -271,7 +271,7 @@ def calibration_band() -> CalibrationBand:
 
     if not validate.CALIBRATION_CSV.exists():
         return CalibrationBand(None, None)
-    n, med, p90 = validate.error_stats(validate.evaluate(validate.build_rows(validate.load_rows(validate.CALIBRATION_CSV))))
+    n, med, p90 = validate.engine_error_band()
     return CalibrationBand(med, p90, n)
 
 

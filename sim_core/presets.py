@@ -84,6 +84,8 @@ def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
         eng = read_preset_data("engines", str(engine))
         for key in ("scheduler", "kv_cache"):
             data[key] = _deep_merge(eng.get(key, {}), data.get(key, {}))
+        if "calibration" in eng and "calibration" not in data:  # the engine family's calibration profile
+            data["calibration"] = _resolve_part("calibration", eng["calibration"])
     return data
 
 

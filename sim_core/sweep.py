@@ -30,7 +30,7 @@ SWEEP_KNOBS: dict[str, tuple[str, str, bool]] = {
     "rate": ("workload.arrival.rate_per_s", "arrival rate (requests/s)", False),
     "max_num_seqs": ("scheduler.max_num_seqs", "max batch size (sequences)", True),
     "chunk": ("scheduler.max_num_batched_tokens", "token budget / chunk (tokens)", True),
-    "memory_gb": ("hardware.memory_gb", "GPU memory (GB)", False),
+    "memory_gb": ("hardware.memory_gib", "GPU memory (GiB)", False),
     "bandwidth": ("hardware.hbm_bandwidth_gb_per_s", "HBM bandwidth (GB/s)", False),
     "tflops": ("hardware.peak_tflops", "peak compute (TFLOP/s)", False),
     "num_gpus": ("hardware.num_gpus", "GPUs (tensor parallel)", True),

@@ -39,8 +39,9 @@ c2.metric("KV per token", f"{kv_bytes_per_token(cfg) / 1024:.0f} KiB")
 try:
     plan = plan_memory(cfg)
     c3.metric("KV capacity", f"{plan.kv_capacity_tokens:,} tokens")
-    st.markdown(f"Per GPU: weights **{plan.weight_bytes / 1e9:.2f} GB**, activation workspace "
-                f"**{plan.workspace_bytes / 1e9:.2f} GB**, KV cache **{plan.kv_bytes / 1e9:.2f} GB** "
-                f"({plan.num_blocks:,} blocks) of a **{plan.budget_bytes / 1e9:.1f} GB** budget.")  # fmt: skip
+    gib = 2**30  # the memory plan's unit (nvidia-smi's)
+    st.markdown(f"Per GPU: weights **{plan.weight_bytes / gib:.2f} GiB**, activation workspace and runtime "
+                f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "
+                f"({plan.num_blocks:,} blocks).")  # fmt: skip
 except MemoryPlanError as err:
     st.error(str(err))

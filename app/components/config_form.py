@@ -14,7 +14,7 @@ import streamlit as st
 
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_info
-from sim_core.presets import read_preset_data
+from sim_core.presets import list_presets, read_preset_data
 
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 
@@ -40,8 +40,9 @@ SECTIONS: dict[str, list[Spec]] = {
     "Hardware": [
         Spec("hardware.peak_tflops", "Peak compute (dense BF16 TFLOP/s per GPU)", "slider", 10.0, 5000.0, 10.0),
         Spec("hardware.hbm_bandwidth_gb_per_s", "HBM bandwidth (GB/s per GPU)", "slider", 100.0, 10000.0, 50.0),
-        Spec("hardware.memory_gb", "Memory (GB per GPU)", "slider", 8.0, 320.0, 1.0),
+        Spec("hardware.memory_gib", "Memory (GiB per GPU)", "slider", 8.0, 320.0, 1.0),
         Spec("hardware.num_gpus", "GPUs (tensor-parallel degree)", "options", options=(1, 2, 4, 8)),
+        Spec("hardware.interconnect", "GPU link type", "select", options=_lit("hardware.interconnect")),
         Spec("hardware.interconnect_gb_per_s", "GPU link (GB/s, one direction)", "number", 1.0, 5000.0, 10.0),
         Spec("hardware.pcie_gb_per_s", "PCIe to host (GB/s, one direction)", "number", 1.0, 1000.0, 1.0),
     ],
@@ -136,17 +137,21 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("kv_cache.layout", "KV layout", "select", options=_lit("kv_cache.layout")),
         Spec("kv_cache.block_size", "Block size (tokens)", "options", options=(1, 8, 16, 32, 64, 128, 256)),
         Spec("kv_cache.gpu_memory_utilization", "GPU memory utilisation", "slider", 0.05, 1.0, 0.01),
+        Spec("kv_cache.memory_rule", "KV pool rule (engine)", "select", options=_lit("kv_cache.memory_rule")),
         Spec("kv_cache.kv_dtype", "KV precision", "select", options=_lit("kv_cache.kv_dtype")),
         Spec("kv_cache.kv_compression", "KV compression (fraction kept)", "slider", 0.05, 1.0, 0.05),
-        Spec("kv_cache.swap_space_gb", "Host swap space (GB)", "number", 0.0, 4096.0, 1.0),
+        Spec("kv_cache.swap_space_gb", "Host swap space (GiB)", "number", 0.0, 4096.0, 1.0),
         Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
         Spec("kv_cache.enable_prefix_caching", "Prefix caching (reuse cached prompt blocks)", "toggle"),
     ],
     "Calibration": [
+        Spec("calibration.profile", "Calibration profile (engine family)", "select",
+             options=("default", *list_presets("calibration"))),
         Spec("calibration.gemm_efficiency", "GEMM efficiency", "slider", 0.05, 1.0, 0.01),
         Spec("calibration.fp8_gemm_efficiency", "FP8 GEMM efficiency", "slider", 0.05, 1.0, 0.01),
         Spec("calibration.attention_efficiency", "Attention efficiency", "slider", 0.05, 1.0, 0.01),
         Spec("calibration.memory_efficiency", "HBM efficiency", "slider", 0.05, 1.0, 0.01),
+        Spec("calibration.layer_fixed_us", "Fixed GPU time per layer (µs)", "number", 0.0, 10_000.0, 1.0),
         Spec("calibration.tick_overhead_ms", "Overhead per tick (ms)", "number", 0.0, 1000.0, 0.1),
         Spec("calibration.per_seq_overhead_us", "Overhead per sequence (µs)", "number", 0.0, 10_000.0, 1.0),
         Spec("calibration.interconnect_efficiency", "Link efficiency", "slider", 0.05, 1.0, 0.01),
@@ -197,6 +202,9 @@ def _draw(spec: Spec) -> None:
     value = st.session_state.get(key)
     if spec.kind == "toggle":
         st.toggle(label, key=key, help=help_)
+    elif spec.kind == "select" and spec.path == PROFILE_PATH:
+        opts = tuple(spec.options) + ((value,) if value not in spec.options else ())  # an edited/unknown name stays
+        st.selectbox(label, opts, key=key, help=help_, on_change=_load_profile)
     elif spec.kind == "select":
         st.selectbox(label, spec.options, key=key, help=help_)
     elif spec.kind == "options":
@@ -213,6 +221,26 @@ def _draw(spec: Spec) -> None:
         widget = st.slider if spec.kind == "slider" else st.number_input
         kwargs = {"format": spec.fmt} if spec.fmt and widget is st.number_input else {}
         widget(label, min_value=lo, max_value=hi, step=cast(spec.step), key=key, help=help_, **kwargs)
+
+
+PROFILE_PATH = "calibration.profile"
+
+
+def profile_values(name: str) -> dict[str, Any]:
+    """A calibration profile's values ('default' = the config model's defaults)."""
+    if name == "default":
+        return SimConfig().calibration.model_dump(mode="python")
+    data = read_preset_data("calibration", name)
+    data.pop("description", None)
+    return data
+
+
+def _load_profile() -> None:
+    """Selecting a profile writes its values into the calibration widgets (the user may edit them after)."""
+    name = st.session_state.get(widget_key(PROFILE_PATH))
+    if name == "default" or name in list_presets("calibration"):
+        for field_name, value in profile_values(name).items():
+            st.session_state[widget_key(f"calibration.{field_name}")] = value
 
 
 def _visible(spec: Spec) -> bool:
@@ -256,6 +284,8 @@ def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
     if family == "engines":
         data["scheduler"] = preset["scheduler"]
         data["kv_cache"] = data["kv_cache"] | preset.get("kv_cache", {})
+        if "calibration" in preset:  # the engine family's calibration profile
+            data["calibration"] = profile_values(preset["calibration"])
     else:
         key = {"hardware": "hardware", "models": "model", "workloads": "workload"}[family]
         keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" else {}

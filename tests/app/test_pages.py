@@ -104,7 +104,7 @@ def test_out_of_memory_shows_the_numbers_and_the_knob():
     at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(65536).run()
     assert not at.exception
     msg = " ".join(e.value for e in at.error)
-    assert "Out of memory" in msg and "max_num_batched_tokens" in msg and "GB" in msg
+    assert "Out of memory" in msg and "max_num_batched_tokens" in msg and "GiB" in msg
 
 
 def test_the_preset_picker_loads_a_scenario():

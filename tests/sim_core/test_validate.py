@@ -1,11 +1,21 @@
-"""The calibrated cost model against published measurements (../shared/calibration)."""
+"""The calibrated cost model against measurements shipped in presets/calibration/data (never skipped)."""
+
+import json
+import os
 
 import pytest
 
 from sim_core.config import CalibrationConfig
-from sim_core.validate import CALIBRATION_CSV, build_rows, error_stats, evaluate, fit, load_rows, research_calibration
+from sim_core.presets import list_presets, read_preset_data
+from sim_core.validate import (
+    CALIBRATION_CSV, PROFILE_FIT_ROWS, PROFILE_SECTIONS, SIMULATED_FAMILIES, SIMULATED_GRIDS, build_rows, error_stats,
+    evaluate, fit, load_rows, profile_calibration, summary_table,
+)  # fmt: skip
 
-pytestmark = pytest.mark.skipif(not CALIBRATION_CSV.exists(), reason="shared/calibration not beside the repo")
+# Rows priced by running the simulator (trtllm-bench replays) take about a minute: all of them, and the
+# refit of their profile, run with SIM_CORE_SLOW_TESTS=1; by default a sample of them runs.
+SLOW = os.environ.get("SIM_CORE_SLOW_TESTS") == "1"
+CLOSED_FORM = tuple(p for p in PROFILE_SECTIONS if p not in SIMULATED_FAMILIES)
 
 
 @pytest.fixture(scope="module")
@@ -13,18 +23,79 @@ def rows():
     return build_rows(load_rows())
 
 
-def test_held_out_error_meets_the_target(rows):
-    n, median, p90 = error_stats(evaluate(rows))
-    assert n >= 60
-    assert median <= 15 and p90 <= 35
+@pytest.fixture(scope="module")
+def results(rows):
+    return evaluate([r for r in rows if SLOW or r.group not in SIMULATED_FAMILIES])
 
 
-def test_every_section_is_replayed(rows):
-    sections = {r.id[0] for r in rows}
-    assert {"A", "E", "H", "I"} <= sections
+def test_the_data_ships_in_the_repository():
+    assert CALIBRATION_CSV.is_file()
+    assert "shared" not in CALIBRATION_CSV.parts
 
 
-def test_defaults_are_what_the_fit_produces(rows):
-    default, research = fit(rows)
-    assert CalibrationConfig().model_dump() == pytest.approx(default)
-    assert research_calibration() == pytest.approx(research)
+def test_held_out_error_stays_within_its_recorded_band(results):
+    n, median, p90 = error_stats(results, engine_only=True)
+    assert n >= 70
+    # Closed-form families (the simulated TensorRT-LLM 1.x rows join with SIM_CORE_SLOW_TESTS=1): recorded
+    # median 7.5 %, p90 31.4 %; with them 7.1 % / 24.2 % (README "How good is the model"; target 8 % / 20 %).
+    assert median <= 8 and p90 <= 32
+
+
+def test_operator_rows_held_out_are_close(results):
+    table = {(e["profile"], e["source"]): e for e in summary_table(results)}
+    assert table[("operators", "Vidur mlp.csv")]["held_out_median"] <= 8
+    assert table[("operators", "Vidur attention.csv + mlp.csv")]["held_out_median"] <= 8
+
+
+def test_every_profile_is_fitted_on_at_least_three_rows_of_its_family(rows):
+    for profile, ids in PROFILE_FIT_ROWS.items():
+        fitted = [r for r in rows if r.group == profile and not r.held_out]
+        assert len(fitted) >= 3 and {r.id for r in fitted} == set(ids)
+        assert all(r.id.startswith(PROFILE_SECTIONS[profile]) for r in fitted)
+
+
+def test_fit_and_held_out_rows_are_disjoint_and_both_reported(results):
+    for e in summary_table(results):
+        assert e["fit_n"] + e["held_out_n"] > 0
+    assert any(not r["fit"] for r in results) and any(r["fit"] for r in results)
+
+
+def test_stored_profiles_are_what_the_fit_produces(rows):
+    fitted = fit(rows, families=CLOSED_FORM)
+    assert CalibrationConfig().model_dump() == pytest.approx(fitted["default"])
+    for name in CLOSED_FORM:
+        assert profile_calibration(name) == pytest.approx(fitted[name])
+
+
+def test_simulated_family_sample_is_close(rows):
+    # held-out rows of each simulated family: TensorRT-LLM 1.0 on other hardware and model than its fit rows
+    # (H200 8B, H100 70B TP2); SGLang 0.3 and vLLM 0.6 offline throughput of 70B at TP4
+    sample = [r for r in rows if r.id in ("T016", "T025", "S010", "V006")]
+    assert len(sample) == 4 and all(r.held_out for r in sample)
+    for row in evaluate(sample):
+        assert row["error_pct"] <= 20, row
+
+
+def test_simulated_profile_is_a_minimum_of_its_fit_loss(rows):
+    # The full refit (minutes) runs with SIM_CORE_SLOW_TESTS=1; always: the stored CPU cost per tick beats
+    # its grid neighbours on the family's fit rows.
+    from sim_core.validate import _fit_rows, _log_loss
+
+    for name in SIMULATED_FAMILIES if SLOW else SIMULATED_FAMILIES[:1]:
+        stored = profile_calibration(name)
+        fit_rows = _fit_rows(rows, name)
+        loss = _log_loss(fit_rows, stored)
+        grid = SIMULATED_GRIDS[name]["tick_overhead_ms"]
+        step = float(grid[1] - grid[0])
+        for tick in (stored["tick_overhead_ms"] - step, stored["tick_overhead_ms"] + step):
+            if tick >= 0:
+                assert loss <= _log_loss(fit_rows, stored | {"tick_overhead_ms": tick})
+        if SLOW:
+            assert stored == pytest.approx(fit(rows, families=(name,))[name])
+
+
+def test_engine_error_band_is_the_closed_form_held_out_figure(results):
+    from sim_core.validate import engine_error_band
+
+    closed = [r for r in results if r["profile"] in CLOSED_FORM]
+    assert engine_error_band() == pytest.approx(error_stats(closed, engine_only=True))

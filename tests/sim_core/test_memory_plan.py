@@ -1,0 +1,89 @@
+"""The memory plan against KV capacities engines have published (vLLM's "# GPU blocks" log lines)."""
+
+import pytest
+
+from sim_core.costmodel import GIB, plan_memory, weight_bytes_per_gpu, workspace_bytes_per_gpu
+from sim_core.presets import PresetError, config_from_dict
+
+SMALL = {"num_requests": 1, "prompt_tokens": {"dist": "fixed", "mean": 16}, "output_tokens": {"dist": "fixed", "mean": 16}}
+# RTX 3090: 24 GiB (nvidia-smi 24,576 MiB); only its memory matters for the plan.
+RTX_3090 = {"name": "RTX 3090", "peak_tflops": 71, "peak_fp8_tflops": None, "hbm_bandwidth_gb_per_s": 936,
+            "memory_gib": 24, "interconnect": "pcie", "interconnect_gb_per_s": 32, "pcie_gb_per_s": 32}  # fmt: skip
+
+
+def vllm_config(hardware, model, num_gpus, batched_tokens, max_model_len, **kv):
+    return config_from_dict({
+        "hardware": hardware | {"num_gpus": num_gpus}, "model": {"preset": model, "max_model_len": max_model_len},
+        "engine": "vllm-v0", "workload": SMALL, "kv_cache": {"gpu_memory_utilization": 0.9, **kv},
+        "scheduler": {"max_num_batched_tokens": batched_tokens, "max_num_seqs": 256},
+    })  # fmt: skip
+
+
+# (hardware, model, TP, max_num_batched_tokens, max_model_len, published # GPU blocks, source)
+PUBLISHED = [
+    ({"preset": "a100-80gb"}, "llama-2-7b", 1, 4096, 4096, 7351,
+     "vllm-project/vllm PR #2031 (WoosukKwon, 2023-12-12): Llama2-7B TP1 1xA100-80GB, '# GPU blocks: 7351'"),
+    ({"preset": "a100-80gb"}, "llama-2-70b", 4, 4096, 4096, 31615,
+     "vllm-project/vllm PR #2031: Llama2-70B TP4 4xA100-80GB, main before the PR: '# GPU blocks: 31615' "
+     "(the PR's profiler counts another ~13 GiB of non-PyTorch memory per GPU: 20865)"),
+    (RTX_3090, "llama-3.1-8b", 1, 20000, 20000, 1952,
+     "vllm-project/vllm issue #10517 (comment 2024-12-02): Llama-3.1-8B on an RTX 3090, max_model_len 20k, "
+     "'GPU blocks: 1952'"),
+    (RTX_3090, "llama-3.1-8b", 1, 29000, 29000, 1478,
+     "vllm-project/vllm issue #10517: same, max_model_len 29k, '# GPU blocks: 1478'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("hardware, model, tp, tokens, max_len, published, source", PUBLISHED)
+def test_kv_blocks_match_vllm_logs_within_10_percent(hardware, model, tp, tokens, max_len, published, source):
+    plan = plan_memory(vllm_config(hardware, model, tp, tokens, max_len))
+    assert plan.num_blocks == pytest.approx(published, rel=0.10), source
+
+
+def test_activation_peak_matches_vllms_profile():
+    # vllm#10517: peak_torch_memory - weights = 17.06 - 14.99 GiB at 20,000 tokens, 17.98 - 14.99 at 29,000
+    for tokens, measured_gib in ((20000, 2.07), (29000, 2.99)):
+        cfg = vllm_config(RTX_3090, "llama-3.1-8b", 1, tokens, tokens)
+        assert workspace_bytes_per_gpu(cfg) / GIB == pytest.approx(measured_gib, rel=0.05)
+
+
+def test_weights_are_in_gib_as_vllm_reports_them():
+    cfg = vllm_config(RTX_3090, "llama-3.1-8b", 1, 2048, 4096)
+    assert weight_bytes_per_gpu(cfg) / GIB == pytest.approx(14.9888, rel=0.01)  # "Loading model weights took 14.9888 GB"
+
+
+def test_quantised_weights_keep_16_bit_embeddings_and_lm_head():
+    bf16 = vllm_config({"preset": "a100-80gb"}, "llama-3.1-8b", 1, 2048, 4096)
+    int4 = bf16.model_copy(update={"model": bf16.model.model_copy(update={"weight_dtype": "int4"})})
+    embed_and_head = 2 * 128256 * 4096 * 2  # bytes, 16-bit
+    body_bf16 = weight_bytes_per_gpu(bf16) - embed_and_head
+    assert weight_bytes_per_gpu(int4) == pytest.approx(body_bf16 / 4 + embed_and_head)
+
+
+def test_the_issue_case_no_longer_starves_the_kv_cache():
+    # Llama-2-70B TP2 on 2x A100-80GB under vllm-v0: 136 blocks with GB-for-GiB; thousands in GiB.
+    cfg = config_from_dict({"hardware": {"preset": "a100-80gb", "num_gpus": 2}, "model": "llama-2-70b",
+                            "engine": "vllm-v0", "workload": SMALL})  # fmt: skip
+    assert plan_memory(cfg).num_blocks > 2000
+
+
+def test_old_memory_gb_key_loads_as_gib():
+    cfg = config_from_dict({"hardware": {"preset": "a100-80gb", "memory_gb": 40}, "workload": SMALL})
+    assert cfg.hardware.memory_gib == 40
+
+
+def test_nvlink_bridge_joins_at_most_two_gpus():
+    with pytest.raises(PresetError, match="NVLink bridge"):
+        config_from_dict({"hardware": {"preset": "a100-80gb-pcie-nvlink-bridge", "num_gpus": 4}, "workload": SMALL})
+
+
+def test_memory_rules_order_the_kv_pool_as_engines_do():
+    def kv(rule, util):
+        return plan_memory(vllm_config({"preset": "h100-sxm"}, "llama-3.1-8b", 1, 8192, 8192,
+                                       memory_rule=rule, gpu_memory_utilization=util)).kv_bytes  # fmt: skip
+
+    # TensorRT-LLM takes its fraction of what is free after weights, activations and runtime.
+    assert kv("tensorrt-llm", 0.9) == pytest.approx(0.9 * kv("vllm", 1.0))
+    # SGLang keeps activations and runtime outside its static fraction: more KV than vLLM at the same fraction.
+    cfg = vllm_config({"preset": "h100-sxm"}, "llama-3.1-8b", 1, 8192, 8192)
+    assert kv("sglang", 0.88) == pytest.approx(kv("vllm", 0.88) + plan_memory(cfg).workspace_bytes)
