@@ -56,6 +56,7 @@ def test_identical_prompts_in_a_row_hit_after_the_first():
 def test_blocks_stay_conserved_and_referenced_blocks_stay_under_kv_pressure(preemption):
     cfg = load_preset("kv-pressure-a100-llama8b")
     cfg = with_value(cfg, "workload.num_requests", 150)
+    cfg = with_value(cfg, "workload.prompt_tokens.max", 4096)  # + the system prompt stays within one unchunked tick
     cfg = with_value(cfg, "workload.shared_prefix", SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 600}})
     cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
     cfg = with_value(cfg, "scheduler.preemption", preemption)
@@ -101,7 +102,7 @@ def test_acceptance_one_emits_k_plus_one_per_tick():
 
 
 def test_speculation_lowers_tpot_at_low_load_and_the_gain_shrinks_at_saturation():
-    spec = {"enabled": True, "num_draft_tokens": 4, "acceptance_rate": 0.5, "draft_cost_fraction": 0.05}
+    spec = {"enabled": True, "num_draft_tokens": 4, "acceptance_rate": 0.4, "draft_cost_fraction": 0.05}
     low = chat(60, workload__arrival__rate_per_s=1.0)
     sat = with_value(load_preset("offline-batch-h200-llama8b"), "workload.num_requests", 400)
     gains = []
@@ -109,7 +110,7 @@ def test_speculation_lowers_tpot_at_low_load_and_the_gain_shrinks_at_saturation(
         plain = run_simulation(cfg).summary.tpot_p50_s
         fast = run_simulation(with_value(cfg, "scheduler.speculative", spec)).summary.tpot_p50_s
         gains.append(fast / plain)
-    assert gains[0] < 0.7 and gains[1] > gains[0] + 0.3
+    assert gains[0] < 0.7 and gains[1] > 1.0  # lower TPOT at low load; higher at saturation
 
 
 def test_same_seed_same_speculative_run():
