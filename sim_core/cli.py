@@ -22,6 +22,18 @@ from sim_core.result import SimResult
 EXIT_BAD_INPUT = 2
 
 
+def _section_defaults(loc: tuple[str, ...]) -> dict[str, Any] | None:
+    """Default values of the optional section at `loc` (e.g. deployment), or None if it is not one."""
+    from pydantic import BaseModel
+
+    from sim_core.config import field_info
+
+    info = field_info(loc)
+    ann = getattr(info, "annotation", None)
+    model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return model().model_dump(mode="json") if model is not None else None
+
+
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
     """Apply `dotted.key=value` overrides (value parsed as JSON when it parses, else a string)."""
     data: dict[str, Any] = cfg.model_dump(mode="json")
@@ -35,7 +47,9 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
             value = raw
         node = data
         parts = key.strip().split(".")
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
+            if part in node and node[part] is None:  # an absent optional section (deployment): its defaults
+                node[part] = _section_defaults(tuple(parts[: i + 1]))
             if not isinstance(node.get(part), dict):
                 raise PresetError(f"--set {key}: {part!r} is not a section of the config")
             node = node[part]
@@ -72,6 +86,14 @@ def format_summary(res: SimResult) -> str:
                          f"blocks), {s.prefill_tokens_saved:,} prefill tokens saved, {s.prefix_blocks_evicted:,} blocks evicted")
     if s.spec_tokens_per_step is not None:
         lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")
+    if cfg.deployment is not None:  # several engines (sim_core/cluster): say which, and one line per instance
+        from sim_core.cluster import ClusterResult
+        from sim_core.cluster.report import describe_deployment, format_instances
+
+        lines[0] = (f"{cfg.name}: {cfg.model.name} on {describe_deployment(cfg)}, {cfg.scheduler.name}, "
+                    f"workload {cfg.workload.name} (seed {cfg.seed})")  # fmt: skip
+        if isinstance(res, ClusterResult):
+            lines.insert(-1, format_instances(res))
     if s.stopped_reason:
         lines.insert(1, f"  WARNING: {s.stopped_reason}")
     return "\n".join(lines)
@@ -101,6 +123,12 @@ def write_outputs(res: SimResult, out: Path) -> None:
     frames = res.to_frames()
     frames["requests"].to_csv(out / "requests.csv", index=False)
     frames["ticks"].to_csv(out / "ticks.csv", index=False)
+    if getattr(res, "instances", None):  # a deployment: one summary row per instance
+        import pandas as pd
+
+        from sim_core.cluster.report import instance_rows
+
+        pd.DataFrame(instance_rows(res)).to_csv(out / "instances.csv", index=False)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -169,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="benchmark the engine on fixed scenarios")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--quick", action="store_true", help="smaller large scenarios")
+    bench.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
+    bench.add_argument("--cpu-time", action="store_true", help="time with process CPU time (steadier on a busy machine)")
     add_capacity_commands(sub)
     args = parser.parse_args(argv)
     try:
@@ -181,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "bench":
             from sim_core.bench import main as bench_main
 
-            return bench_main(["--repeats", str(args.repeats)] + (["--quick"] if args.quick else []))
+            flags = [f for f, on in (("--quick", args.quick), ("--engines-only", args.engines_only),
+                                     ("--cpu-time", args.cpu_time)) if on]  # fmt: skip
+            return bench_main(["--repeats", str(args.repeats), *flags])
         if args.cmd == "trends":
             from sim_core.trends import main as trends_main
 

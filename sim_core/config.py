@@ -7,11 +7,12 @@ live here and nowhere else; `description=` strings double as the UI's help text.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: optional `deployment` section (replicas, router, disaggregation); see MIGRATIONS
 
 Dtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -467,8 +468,113 @@ class LimitsConfig(StrictModel):
     )
 
 
+# ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
+Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity"]
+
+
+class LinkConfig(StrictModel):
+    """The path the KV cache takes from a prefill instance to a decode instance (DESIGN.md §8)."""
+
+    bandwidth_gb_per_s: float | None = Field(
+        50.0, gt=0, le=100_000,
+        description="KV transfer bandwidth between one prefill and one decode instance, GB/s (1e9 bytes/s): "
+        "NVLink within a node ~450, one 400 Gb/s InfiniBand/RoCE NIC 50. Empty: an ideal link (transfer is free).",
+    )  # fmt: skip
+    latency_us: float = Field(20.0, ge=0, le=1_000_000, description="Fixed latency of one KV transfer, us.")
+    layerwise_pipelining: bool = Field(
+        True, description="Send each layer's KV while the next layer computes: only the last layer's share of the "
+        "transfer is exposed (needs the decode slot reserved when the prefill ends).",
+    )  # fmt: skip
+
+
+class PoolConfig(StrictModel):
+    """One pool of identical instances (prefill or decode) in a disaggregated deployment."""
+
+    replicas: int = Field(1, ge=1, le=64, description="Instances in this pool.")
+    hardware: HardwareSpec | None = Field(None, description="GPU kind of this pool (empty: the top-level hardware).")
+    tensor_parallel: int | None = Field(
+        None, ge=1, le=64, description="GPUs per instance (empty: the pool hardware's num_gpus)."
+    )
+    scheduler: SchedulerConfig | None = Field(
+        None, description="Scheduler knobs of this pool's instances (empty: the top-level scheduler)."
+    )
+
+
+class DisaggregationConfig(StrictModel):
+    """xPyD: prefill on one pool, decode on another, KV shipped between them (DistServe, Splitwise, Dynamo)."""
+
+    prefill: PoolConfig = Field(PoolConfig(), description="The pool that computes prompts and emits the first token.")
+    decode: PoolConfig = Field(PoolConfig(), description="The pool that generates the remaining tokens.")
+    link: LinkConfig = Field(LinkConfig(), description="KV transfer path from a prefill to a decode instance.")
+
+
+class DeploymentConfig(StrictModel):
+    """Several engines on one clock. Absent (None) in SimConfig = one co-located engine (the default)."""
+
+    replicas: int = Field(
+        1, ge=1, le=64, description="Identical co-located engine replicas behind the router (own TP group, KV, scheduler)."
+    )
+    router: Router = Field(
+        "round_robin",
+        description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
+        "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (most cached prefix "
+        "blocks, ties to least outstanding; without prefix caching it is least_outstanding).",
+    )  # fmt: skip
+    disaggregation: DisaggregationConfig | None = Field(
+        None, description="Separate prefill and decode pools (empty: every replica does both)."
+    )
+
+
+def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added the optional `deployment` section; a version-1 config is a single engine."""
+    return data
+
+
+# from_version -> function returning the dict upgraded to from_version + 1 (applied in order)
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _migrate_1_to_2}
+
+
+def migrate_config_dict(data: Any) -> Any:
+    """Upgrade an old config dict (old links, config files) to SCHEMA_VERSION; others pass unchanged."""
+    if not isinstance(data, dict):
+        return data
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version not in MIGRATIONS:
+        return data  # current, or unknown: validation names the field
+    data = dict(data)
+    while version in MIGRATIONS:
+        data = MIGRATIONS[version](data)
+        version += 1
+    data["schema_version"] = version
+    return data
+
+
+def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig:
+    """The single-engine config of one instance of a disaggregated pool: the pool's hardware, TP degree
+    and scheduler over the top-level sections. Raises ValueError naming the pool when it is invalid."""
+    dis = cfg.deployment.disaggregation if cfg.deployment else None
+    if dis is None:
+        raise ValueError("pool_config needs deployment.disaggregation")
+    pool = dis.prefill if role == "prefill" else dis.decode
+    data = cfg.model_dump(mode="python", exclude={"deployment"})
+    if pool.hardware is not None:
+        data["hardware"] = pool.hardware.model_dump(mode="python")
+    if pool.tensor_parallel is not None:
+        data["hardware"]["num_gpus"] = pool.tensor_parallel
+    if pool.scheduler is not None:
+        data["scheduler"] = pool.scheduler.model_dump(mode="python")
+    try:
+        return SimConfig.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            ".".join(str(x) for x in e["loc"]) + (": " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
+            for e in err.errors()
+        )
+        raise ValueError(f"deployment.disaggregation.{role} makes an invalid engine: {problems}") from None
+
+
 class SimConfig(StrictModel):
-    schema_version: Literal[1] = Field(SCHEMA_VERSION, description="Config format version.")
+    schema_version: Literal[2] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
     name: str = Field("custom", max_length=120, description="Scenario name.")
     description: str = Field("", max_length=2000, description="What this scenario shows.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Random seed: same config and seed, same result.")
@@ -480,6 +586,42 @@ class SimConfig(StrictModel):
     calibration: CalibrationConfig = CalibrationConfig()
     slo: SLOConfig = SLOConfig()
     limits: LimitsConfig = LimitsConfig()
+    deployment: DeploymentConfig | None = Field(
+        None, description="Replicas behind a router and/or disaggregated prefill/decode pools (empty: one engine)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return migrate_config_dict(data)
+
+    @property
+    def num_gpus_total(self) -> int:
+        """GPUs of the whole deployment: replicas x TP (per pool when disaggregated)."""
+        dep = self.deployment
+        if dep is None:
+            return self.hardware.num_gpus
+        dis = dep.disaggregation
+        if dis is None:
+            return dep.replicas * self.hardware.num_gpus
+        tp = lambda p: p.tensor_parallel or (p.hardware or self.hardware).num_gpus  # noqa: E731
+        return dis.prefill.replicas * tp(dis.prefill) + dis.decode.replicas * tp(dis.decode)
+
+    @model_validator(mode="after")
+    def _check_deployment(self) -> SimConfig:
+        dep = self.deployment
+        if dep is None:
+            return self
+        if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
+            raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
+                             "arrival process or remove the deployment section")  # fmt: skip
+        if dep.disaggregation is not None:
+            if dep.replicas != 1:
+                raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "
+                                 "deployment.disaggregation.prefill.replicas and .decode.replicas instead")  # fmt: skip
+            for role in ("prefill", "decode"):
+                pool_config(self, role)  # type: ignore[arg-type]
+        return self
 
     @model_validator(mode="after")
     def _check_cross(self) -> SimConfig:
@@ -498,6 +640,8 @@ class SimConfig(StrictModel):
                 f"({wl.max_prompt_tokens}) while chunked prefill is off: turn on enable_chunked_prefill or raise "
                 "max_num_batched_tokens"
             )
+        if self.kv_cache.enable_prefix_caching and getattr(self, "deployment", None) is not None:
+            raise ValueError("kv_cache.enable_prefix_caching is not modelled across replicas yet: remove deployment or turn it off")
         if self.kv_cache.enable_prefix_caching and self.kv_cache.layout != "paged":
             raise ValueError("kv_cache.enable_prefix_caching needs kv_cache.layout 'paged' (blocks are what is shared)")
         spec = sch.speculative

@@ -41,6 +41,9 @@ class Lesson(BaseModel):
     knob: str
     knob_label: str
     values: tuple[Any, Any] = Field(description="The knob's value before and after the move.")
+    value_labels: tuple[str, str] | None = Field(
+        None, description="How the two values are shown (for values that are whole sections); default: the values."
+    )
     question: str
     answer: str
     expect: Expectation

@@ -79,6 +79,14 @@ def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
     trace = data.pop("trace", None)
     if trace is not None:
         data["workload"] = _resolve_trace(trace, data.get("workload") or {})
+    dis = (data.get("deployment") or {}).get("disaggregation") if isinstance(data.get("deployment"), dict) else None
+    if isinstance(dis, dict):  # pool hardware may name a preset too: "decode": {"hardware": "a100-80gb"}
+        for role in ("prefill", "decode"):
+            pool = dis.get(role)
+            if isinstance(pool, dict) and pool.get("hardware") is not None:
+                data["deployment"] = dict(data["deployment"])
+                dis = data["deployment"]["disaggregation"] = dict(dis)
+                dis[role] = dict(pool) | {"hardware": _resolve_part("hardware", pool["hardware"])}
     engine = data.pop("engine", None)
     if engine is not None:
         eng = read_preset_data("engines", str(engine))

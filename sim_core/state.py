@@ -23,6 +23,7 @@ class SimState:
     def __init__(self, wl: Workload, queue_order: str):
         R = wl.num_requests
         self.num_requests = R
+        self.queue_order = queue_order
         self.num_samples = wl.num_samples
         self.now_s = 0.0
         self.arrival_s = wl.arrival_s.copy()  # (R,) closed loop writes release times here
@@ -55,6 +56,19 @@ class SimState:
         self.next_release = min(R, int(np.isfinite(wl.arrival_s).sum()))  # closed loop
         self.num_finished = 0
 
+    def add_request(self, k: int, arrival_s: float, prompt: int, output: int, priority: int) -> None:
+        """Fill slot k (cluster hook: a router adds requests to an engine started empty, in arrival order)."""
+        R = self.num_requests
+        self.arrival_s[k] = arrival_s
+        self.prompt[k] = prompt
+        self.prefill_target[k] = prompt
+        self.output[k] = output
+        self.priority[k] = priority
+        if self.queue_order == "priority":
+            self.order_key[k] = priority * R + k
+        elif self.queue_order == "shortest_prompt_first":
+            self.order_key[k] = prompt * R + k
+
     # ------------------------------------------------------------ queues
     @staticmethod
     def _insert(keys: IntArray, new: IntArray) -> IntArray:
@@ -62,6 +76,8 @@ class SimState:
             return keys
         if new.size > 1:
             new = np.sort(new)
+        if not keys.size or new[0] > keys[-1]:  # arrivals under FCFS: all behind the queue
+            return np.concatenate([keys, new])
         return np.insert(keys, np.searchsorted(keys, new), new)
 
     def key_to_id(self, keys: IntArray) -> IntArray:
@@ -75,14 +91,19 @@ class SimState:
         self.status[ids] = Status.SWAPPED
         self.swapped_keys = self._insert(self.swapped_keys, self.order_key[ids])
 
-    def admit_arrivals(self) -> int:
-        """Move requests that have arrived by now into the waiting queue; returns how many."""
+    def admit_arrivals(self, upto_s: float | None = None) -> int:
+        """Move requests that have arrived by now (or by `upto_s`) into the waiting queue; returns how many."""
         lo = self.next_arrival
-        hi = lo + int(np.searchsorted(self.arrival_s[lo:], self.now_s, side="right"))
+        hi = lo + int(np.searchsorted(self.arrival_s[lo:], self.now_s if upto_s is None else upto_s, side="right"))
         if hi > lo:
             self.push_waiting(np.arange(lo, hi, dtype=np.int64))
             self.next_arrival = hi
         return hi - lo
+
+    def num_arrived_by(self, times_s: np.ndarray) -> IntArray:
+        """Requests not yet in a queue that have arrived by each of these (sorted) times."""
+        lo = self.next_arrival
+        return np.searchsorted(self.arrival_s[lo:], times_s, side="right")
 
     def next_arrival_s(self) -> float:
         return float(self.arrival_s[self.next_arrival]) if self.next_arrival < self.num_requests else np.inf

@@ -35,6 +35,8 @@ SWEEP_KNOBS: dict[str, tuple[str, str, bool]] = {
     "tflops": ("hardware.peak_tflops", "peak compute (TFLOP/s)", False),
     "num_gpus": ("hardware.num_gpus", "GPUs (tensor parallel)", True),
     "kv_compression": ("kv_cache.kv_compression", "KV compression (fraction kept)", False),
+    "replicas": ("deployment.replicas", "replicas behind the router", True),
+    "prefill_instances": ("deployment.disaggregation.prefill.replicas", "prefill instances (P of P+D, total fixed)", True),
 }
 
 
@@ -43,9 +45,28 @@ def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
     node = data
     *parts, last = path.split(".")
     for p in parts:
+        if node.get(p) is None:  # an absent optional section (e.g. deployment) starts from its defaults
+            node[p] = {}
         node = node[p]
     node[last] = value
     return config_from_dict(data, f"sweep point {path}={value}")
+
+
+def knob_value(cfg: SimConfig, knob: str) -> float:
+    """The config's current value of a sweep knob (an absent deployment counts as 1 replica / 1 prefill)."""
+    node: Any = cfg.model_dump()
+    for part in SWEEP_KNOBS[knob][0].split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return 1.0 if node is None else float(node)
+
+
+def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
+    """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed."""
+    if knob == "prefill_instances":
+        from sim_core.cluster.knobs import with_prefill_instances
+
+        return with_prefill_instances(cfg, int(value))
+    return with_value(cfg, SWEEP_KNOBS[knob][0], value)
 
 
 @dataclass(frozen=True)
@@ -78,12 +99,11 @@ def run_sweep(
     """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
     a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`.
     `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's."""
-    path = SWEEP_KNOBS[knob][0]
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
     for i, v in enumerate(values):
         try:
-            base = at_rate(cfg, float(v)) if steady_length and knob == "rate" else with_value(cfg, path, v)
+            base = at_rate(cfg, float(v)) if steady_length and knob == "rate" else apply_knob(cfg, knob, v)
         except PresetError as err:
             errors[i] = str(err)
             continue

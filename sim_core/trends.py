@@ -127,4 +127,8 @@ def main() -> int:
         print(f"{t.name[:92]:92s} {t.baseline_capacity:9.3f} {t.contender_capacity:9.3f} {t.ratio:8.2f}x  "
               f"{t.claim} [{lo:.2f}-{hi:.2f}] {'holds' if t.holds else 'OUT OF BAND'}")  # fmt: skip
     print("Capacities in requests/s; ratios contender / baseline. Simulated with the stored calibration profiles.")
+    from sim_core.cluster.trends import format_trend, run_cluster_trends  # disaggregation claims (issue 13)
+
+    for ct in run_cluster_trends():
+        print(format_trend(ct))
     return 0

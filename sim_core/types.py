@@ -43,3 +43,7 @@ class Event(IntEnum):
     SWAPPED_IN = 4
     FINISHED = 5
     PREFILL_DONE = 6  # a recompute prefill completed: decoding again
+    # Disaggregated prefill/decode (sim_core/cluster): between the first token and the decode pool.
+    KV_WAIT = 7  # prefill done: waiting for a decode instance to reserve blocks (back-pressure)
+    KV_TRANSFER_START = 8  # blocks reserved on a decode instance: the KV cache is being sent
+    KV_TRANSFER_DONE = 9  # KV arrived: decoding on the decode instance

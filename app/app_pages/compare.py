@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.components import charts, runner, timeline
+from app.components import charts, runner
 from app.state import CFG_KEY, config_from_query, config_to_query, preset_matching, read_query_params, write_query_params
 from sim_core import SimConfig, list_presets, load_preset
 
@@ -96,8 +96,10 @@ def main() -> None:
     _seed_table(a, b)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     g1, g2 = st.columns(2)
-    g1.plotly_chart(timeline.gantt_kv_figure(ra, (0, end), f"A · {a.scheduler.name}"), key="cmp.gantt_a")
-    g2.plotly_chart(timeline.gantt_kv_figure(rb, (0, end), f"B · {b.scheduler.name}"), key="cmp.gantt_b")
+    from app.components.cluster_timeline import gantt_kv_figure  # a row per instance for deployments (issue 13)
+
+    g1.plotly_chart(gantt_kv_figure(ra, (0, end), f"A · {a.scheduler.name}"), key="cmp.gantt_a")
+    g2.plotly_chart(gantt_kv_figure(rb, (0, end), f"B · {b.scheduler.name}"), key="cmp.gantt_b")
     cols = st.columns(2)
     for i, metric in enumerate(charts.METRICS):
         cols[i % 2].plotly_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")

@@ -15,6 +15,7 @@ METRIC_LABELS = {
     "itl_p99_s": ("ITL p99", 1e3, "ms"), "num_recomputed_tokens": ("recomputed tokens", 1, ""),
     "fits": ("fits in memory (1 = yes)", 1, ""), "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", 1e3, "ms"),
     "mean_batch_size": ("mean batch", 1, "seqs"),
+    "e2e_p99_s": ("E2E p99", 1, "s"), "goodput_requests_per_s": ("goodput", 1, "req/s"),
 }  # fmt: skip
 
 
@@ -31,7 +32,7 @@ def _lesson(lesson: Lesson) -> None:
     st.subheader(f"{lesson.order}. {lesson.title}")
     st.caption(f"Source article {lesson.article} · scenario `{lesson.scenario}`")
     st.markdown(lesson.explanation)
-    a, b = lesson.values
+    a, b = labels = lesson.value_labels or lesson.values
     st.markdown(f"**The knob:** {lesson.knob_label} (`{lesson.knob}`): from **{a}** to **{b}**.")
     st.markdown(f"**Question.** {lesson.question}")
     c1, c2 = st.columns(2)
@@ -43,7 +44,7 @@ def _lesson(lesson: Lesson) -> None:
 
     with st.expander("Links that set up each side (for instructors)"):
         for step in (0, 1):
-            st.caption(f"{lesson.knob_label} = {lesson.values[step]} — append to the app's address:")
+            st.caption(f"{lesson.knob_label} = {labels[step]} — append to the app's address:")
             st.code("?" + urlencode(config_to_query(lesson.config(step), None, lesson.scenario)), language=None, wrap_lines=True)
     with st.expander("Run both and compare here"):
         label, scale, unit = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric, 1, ""))
@@ -53,7 +54,7 @@ def _lesson(lesson: Lesson) -> None:
             value = metric_value(lesson.expect.metric, out.result)
             shown = "does not fit" if out.result is None and lesson.expect.metric == "fits" else (
                 "–" if np.isnan(value) else f"{value * scale:,.1f} {unit}")  # fmt: skip
-            col.metric(f"{lesson.knob_label} = {lesson.values[step]}", shown, label, delta_color="off")
+            col.metric(f"{lesson.knob_label} = {labels[step]}", shown, label, delta_color="off")
             if out.error:
                 col.caption(out.error)
     with st.expander("Show the answer"):

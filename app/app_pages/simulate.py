@@ -79,7 +79,12 @@ def _timeline_tab(res: SimResult) -> None:
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _timeline_fig_cached(cfg_json: str, first: int, rows: int):
-    return timeline.timeline_figure(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows)
+    res = runner.run(SimConfig.model_validate_json(cfg_json)).result
+    if getattr(res, "instances", None):  # a deployment: a Gantt row per instance, KV transfers (issue 13)
+        from app.components.cluster_timeline import cluster_timeline_figure
+
+        return cluster_timeline_figure(res, first, rows)
+    return timeline.timeline_figure(res, first, rows)
 
 
 def _timeline_fig(res: SimResult, first: int, rows: int):
@@ -166,7 +171,13 @@ def main() -> None:
 
     st.title("LLM serving scheduler explorer")
     hw = cfg.hardware
-    st.caption(f"**{cfg.model.name}** on {hw.num_gpus}× **{hw.name}** · scheduler **{cfg.scheduler.name}** "
+    where = f"{hw.num_gpus}× **{hw.name}**"
+    if cfg.deployment is not None:  # replicas / disaggregated pools (issue 13)
+        from sim_core.cluster.report import describe_deployment
+
+        # config text (GPU names) shown as text: markdown characters escaped
+        where = "".join("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|~$" else ch for ch in describe_deployment(cfg))
+    st.caption(f"**{cfg.model.name}** on {where} · scheduler **{cfg.scheduler.name}** "
                f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{cfg.workload.name}**, "
                f"{cfg.workload.num_requests:,} requests, seed {cfg.seed}. Results are modelled by a calibrated "
                "roofline, not measured.")  # fmt: skip

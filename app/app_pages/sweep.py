@@ -13,8 +13,8 @@ from app.state import CFG_KEY, config_to_query, read_query_params, write_query_p
 from sim_core import SimConfig, list_presets
 from sim_core.backend import PointCache, default_cache_dir, get_backend
 from sim_core.presets import read_preset_data
-from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, point_metric, run_sweep,
-                            steady_warmup_s, sweep_values)  # fmt: skip
+from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, knob_value, point_metric,
+                            run_sweep, steady_warmup_s, sweep_values)  # fmt: skip
 
 MAX_POINTS = 16
 ATTAINMENT = 0.9
@@ -103,10 +103,7 @@ def main() -> None:
         st.session_state["sw.knob"] = params.get("sweep", "rate") if params.get("sweep") in knobs else "rate"
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     knob = c1.selectbox("Knob", knobs, key="sw.knob", format_func=lambda k: SWEEP_KNOBS[k][1])
-    path = SWEEP_KNOBS[knob][0]
-    current = cfg.model_dump()
-    for part in path.split("."):
-        current = current[part]
+    current = knob_value(cfg, knob)
     try:
         start_default = float(params.get("start", current / 4 if knob == "rate" else current / 2))
         stop_default = float(params.get("stop", current * 2))

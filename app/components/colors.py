@@ -11,5 +11,6 @@ PHASE_COLORS = {
     "waiting": "#9AA0A6",  # grey: queued
     "preempted": "#A50E0E",  # dark red: KV dropped, will recompute
     "swapped": "#F28B82",  # pink: KV in host memory
+    "kv transfer": "#12B5CB",  # cyan: KV cache crossing from a prefill to a decode instance (sim_core/cluster)
 }
 PHASE_NAMES = {Phase.IDLE: "idle", Phase.PREFILL: "prefill", Phase.DECODE: "decode", Phase.MIXED: "mixed", Phase.SWAP: "swap"}

@@ -190,6 +190,9 @@ def seed_widgets(cfg: SimConfig) -> None:
     data = cfg.model_dump(mode="python")
     for spec in ALL_SPECS:
         st.session_state[widget_key(spec.path)] = get_path(data, spec.path)
+    from app.components import deployment_form  # the optional deployment section (issue 13)
+
+    deployment_form.seed(cfg)
 
 
 def _help(path: str) -> str:

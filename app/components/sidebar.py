@@ -122,8 +122,12 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             form.draw_section(section, cfg)
             if section == "Workload":
                 classes = _classes_editor(cfg)
+    from app.components import deployment_form  # replicas / disaggregation (issue 13)
+
+    with sb.expander("Deployment (replicas, disaggregation)", expanded=cfg.deployment is not None):
+        deployment = deployment_form.draw(cfg)
     sb.toggle("Presenter mode (large type, one chart)", key=PRESENTER_KEY)
-    return form.collect(cfg, {"workload.classes": classes})
+    return form.collect(cfg, {"workload.classes": classes, "deployment": deployment})
 
 
 def _classes_editor(cfg: SimConfig) -> list[dict]:

@@ -128,7 +128,8 @@ def request_segments(res: SimResult, first: int, count: int) -> list[tuple[int, 
         for t, k in zip(ev_t[ev_req == r].tolist(), ev_k[ev_req == r].tolist()):
             nxt = {Event.SCHEDULED: "prefill", Event.FIRST_TOKEN: "decode", Event.PREFILL_DONE: "decode",
                    Event.PREEMPTED: "preempted", Event.SWAPPED_OUT: "swapped", Event.SWAPPED_IN: "decode",
-                   Event.FINISHED: None}[k]  # fmt: skip
+                   Event.FINISHED: None, Event.KV_WAIT: "waiting", Event.KV_TRANSFER_START: "kv transfer",
+                   Event.KV_TRANSFER_DONE: "decode"}[k]  # fmt: skip
             if t > since:
                 out.append((r, state, since, t))
             state, since = nxt, t
@@ -149,7 +150,7 @@ def _request_traces(res: SimResult, first: int, count: int) -> list[go.Bar]:
     end = np.array([s[3] for s in segs])
     req = res.requests
     traces = []
-    for name in ("waiting", "prefill", "decode", "preempted", "swapped"):
+    for name in ("waiting", "prefill", "decode", "preempted", "swapped", "kv transfer"):
         m = state == name
         if not m.any():
             continue
@@ -158,7 +159,7 @@ def _request_traces(res: SimResult, first: int, count: int) -> list[go.Bar]:
         traces.append(go.Bar(
             x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
             marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
-            showlegend=name in ("waiting", "preempted", "swapped"), customdata=custom,
+            showlegend=name in ("waiting", "preempted", "swapped", "kv transfer"), customdata=custom,
             hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} · output "
                            "%{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip

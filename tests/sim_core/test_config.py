@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, format_validation_error
-from sim_core.config import CalibrationConfig, SchedulerConfig
+from sim_core.config import SCHEMA_VERSION, CalibrationConfig, SchedulerConfig
 
 
 def test_unknown_field_is_rejected_with_its_path():
@@ -33,7 +33,7 @@ def test_json_round_trip_is_exact(default_cfg):
 
 def test_schema_version_travels_and_is_checked(default_cfg):
     data = default_cfg.model_dump(mode="json")
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION
     data["schema_version"] = 99
     with pytest.raises(PresetError, match="schema_version"):
         config_from_dict(data)
@@ -94,3 +94,30 @@ def test_calibration_defaults_are_within_their_ranges():
     cal = CalibrationConfig()
     assert 0 < cal.gemm_efficiency <= 1 and 0 < cal.memory_efficiency <= 1
     assert json.loads(cal.model_dump_json())["tick_overhead_ms"] == cal.tick_overhead_ms
+
+
+def test_version_1_configs_and_links_are_migrated(default_cfg):
+    old = default_cfg.model_dump(mode="json") | {"schema_version": 1}
+    old.pop("deployment")
+    cfg = config_from_dict(old)
+    assert cfg.schema_version == SCHEMA_VERSION and cfg.deployment is None
+    assert cfg.model_dump(exclude={"schema_version"}) == default_cfg.model_dump(exclude={"schema_version"})
+    no_version = {k: v for k, v in old.items() if k != "schema_version"}
+    assert config_from_dict(no_version) == cfg
+    assert config_from_json(json.dumps(old)) == cfg
+
+
+def test_deployment_section_validates_with_messages():
+    cfg = config_from_dict({"deployment": {"replicas": 4, "router": "least_kv"}})
+    assert cfg.num_gpus_total == 4
+    with pytest.raises(PresetError, match="deployment.router"):
+        config_from_dict({"deployment": {"router": "random"}})
+    with pytest.raises(PresetError, match="prefill.replicas"):
+        config_from_dict({"deployment": {"replicas": 2, "disaggregation": {}}})
+    with pytest.raises(PresetError, match="closed_loop"):
+        config_from_dict({"deployment": {"replicas": 2}, "workload": {"arrival": {"process": "closed_loop"}}})
+    with pytest.raises(PresetError, match=r"disaggregation\.decode.*max_num_batched_tokens"):
+        config_from_dict({"deployment": {"disaggregation": {"decode": {"scheduler": {"max_num_seqs": 512, "max_num_batched_tokens": 256}}}}})
+    dis = config_from_dict({"deployment": {"disaggregation": {"prefill": {"replicas": 3, "tensor_parallel": 2},
+                                                              "decode": {"replicas": 2}}}})  # fmt: skip
+    assert dis.num_gpus_total == 3 * 2 + 2 * 1

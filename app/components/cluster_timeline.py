@@ -1,0 +1,145 @@
+"""The timeline of a deployment (sim_core/cluster): one Gantt row per instance (a TP group is one row
+with its GPU count), request rows named after the instance(s) they ran on, each request's wait for a
+decode slot and KV transfer, and KV usage per instance; same shared time axis as `timeline`.
+
+Pure builder (ClusterResult -> plotly Figure), bounded like the single-engine figure: the Gantt
+bars are split between instances, request rows are a window, lines are reduced.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.components import timeline
+from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from sim_core.cluster import ClusterResult
+from sim_core.types import Phase
+
+MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
+KV_COLORS = ("#188038", "#1A73E8", "#E8710A", "#9334E6", "#D93025", "#12B5CB", "#F9AB00", "#5F6368")
+
+
+def instance_rows(res: ClusterResult) -> list[str]:
+    """Gantt row label per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed)."""
+    out = []
+    for x in res.instances[:MAX_INSTANCE_ROWS]:
+        gpus = f" · {x.num_gpus} GPUs" if x.num_gpus > 1 else ""
+        out.append(f"{x.role} {x.index}{gpus}")
+    return out
+
+
+def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
+    """'req 7 · replica 2' or 'req 7 · P0→D1' for the request rows."""
+    short = [f"{x.role} {x.index}" if x.role == "replica" else f"{x.role[0].upper()}{x.index}" for x in res.instances]
+    out = []
+    for r in ids.tolist():
+        a, b = int(res.instance_of[r]), int(res.decode_instance_of[r])
+        where = "-" if a < 0 else short[a] + (f"→{short[b]}" if b >= 0 else "")
+        out.append(f"req {r} · {where}")
+    return out
+
+
+def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> None:
+    per = max(timeline.MAX_GANTT_BARS // len(rows), 20)
+    shown: set[str] = set()
+    for inst, row in zip(res.instances, rows):
+        seg = timeline.gantt_data(inst.result, per)
+        for ph in Phase:
+            m = seg["phase"] == ph
+            if not m.any():
+                continue
+            name = PHASE_NAMES[ph]
+            ticks = seg["ticks"][m]
+            custom = np.column_stack([ticks, seg["prefill"][m], seg["decode"][m], (seg["end"][m] - seg["start"][m]) * 1e3])
+            fig.add_trace(go.Bar(
+                x=seg["end"][m] - seg["start"][m], base=seg["start"][m], y=[row] * int(m.sum()), orientation="h",
+                marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
+                showlegend=name not in shown, customdata=custom,
+                hovertemplate=(f"<b>{row}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
+                               "decode %{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
+            ), row=1, col=1)  # fmt: skip
+            shown.add(name)
+
+
+def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int) -> list[str]:
+    n = max(0, min(count, timeline.MAX_REQUEST_ROWS, res.requests.arrival_s.size - first))
+    ids = np.arange(first, first + n)
+    labels = dict(zip(ids.tolist(), request_labels(res, ids)))
+    segs = timeline.request_segments(res, first, n)
+    if segs:
+        r = np.array([s[0] for s in segs])
+        state = np.array([s[1] for s in segs])
+        start = np.array([s[2] for s in segs])
+        end = np.array([s[3] for s in segs])
+        for name in ("waiting", "prefill", "kv transfer", "decode", "preempted", "swapped"):
+            m = state == name
+            if not m.any():
+                continue
+            rr = r[m]
+            custom = np.column_stack([rr, res.requests.prompt_tokens[rr], (end[m] - start[m]) * 1e3])
+            fig.add_trace(go.Bar(
+                x=end[m] - start[m], base=start[m], y=[labels[i] for i in rr.tolist()], orientation="h",
+                marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
+                showlegend=name in ("waiting", "kv transfer", "preempted", "swapped"), customdata=custom,
+                hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} tok<br>"
+                               "%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
+            ), row=2, col=1)  # fmt: skip
+    return [labels[i] for i in ids.tolist()]
+
+
+def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requests: int = 30, height: int = 760) -> go.Figure:
+    """Instances' Gantt rows, request rows (with KV transfers), KV usage per instance, on one time axis."""
+    rows = instance_rows(res)
+    more = len(res.instances) - len(rows)
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12 + 0.025 * len(rows), 0.5, 0.2],
+        subplot_titles=(f"Instances ({res.num_gpus} GPUs; a row per instance, its TP group collapsed)"
+                        + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
+                        "Requests (the instance they ran on)", "KV cache in use per instance"),
+    )  # fmt: skip
+    _gantt(fig, res, rows)
+    shown_rows = _requests(fig, res, first_request, num_requests)
+    for k, (inst, row) in enumerate(zip(res.instances, rows)):
+        tl = inst.result.timeline
+        if not tl.num_ticks:
+            continue
+        tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
+                                        max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)],
+                                 name=f"KV {row}", hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra></extra>"),
+                      row=3, col=1)  # fmt: skip
+    fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"))  # fmt: skip
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=shown_rows, row=2, col=1)
+    fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
+    return fig
+
+
+def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300) -> go.Figure:
+    """Compare page: `timeline.gantt_kv_figure` for one engine; for a deployment, a Gantt row per
+    instance and KV usage per instance (same arguments)."""
+    if not isinstance(res, ClusterResult):
+        return timeline.gantt_kv_figure(res, x_range, title, height)
+    rows = instance_rows(res)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
+                        subplot_titles=(f"Instances ({res.num_gpus} GPUs)", "KV cache in use (%)"))  # fmt: skip
+    _gantt(fig, res, rows)
+    for k, (inst, row) in enumerate(zip(res.instances, rows)):
+        tl = inst.result.timeline
+        if tl.num_ticks:
+            tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
+                                            max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
+            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)],
+                                     name=f"KV {row}", showlegend=False), row=2, col=1)  # fmt: skip
+    fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)), title=title,
+                      margin=dict(l=10, r=10, t=60, b=30), legend=dict(orientation="h", y=-0.25))  # fmt: skip
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
+    fig.update_yaxes(range=[0, 105], row=2, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    if x_range:
+        fig.update_xaxes(range=list(x_range))
+    return fig

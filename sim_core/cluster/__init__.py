@@ -1,0 +1,46 @@
+"""Beyond one engine (DESIGN.md §8): replicas behind a router, disaggregated prefill/decode pools.
+
+`run_deployment(cfg)` simulates `cfg.deployment` and returns a `ClusterResult` (a `SimResult` over the
+whole deployment, plus one `SimResult` per instance). `run_simulation` calls it when a config has a
+deployment section, so every caller of the single engine (CLI, sweeps, capacity search, the app)
+accepts deployments unchanged.
+
+  router.py      routing policies (round robin, least outstanding, least KV, prefix affinity hook)
+  transfer.py    KV-transfer bytes and time over the prefill->decode link
+  deployment.py  the event loop that steps several engines on one clock
+  result.py      per-instance and deployment results
+  trends.py      published disaggregation claims (DistServe, Splitwise, Dynamo) as trends
+  report.py      text for the CLI; knobs.py: the P:D split knob for sweeps
+
+Engine hooks this package relies on (small and additive; re-apply them on a rewritten engine):
+  Engine.step() -> bool       one loop iteration (guards, arrivals, tick / coalesced run / idle jump)
+  Engine.horizon_s            runs and the fast path stop before it, idle jumps go no further
+                              (engine: `_next_input_s`; fastpath: `max_time = min(limit, horizon_s)`)
+  Engine.start_empty(), add_request(...), SimState.add_request(...)   requests added by the router
+  Engine.take_arrivals_externally(), inject_prefilled(...), reserve(...), release(...)   decode side
+  Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
+  Engine.has_work, num_outstanding; kv.usage; cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
+  Engine.result()             the single-engine result of each instance
+  run_simulation(cfg)         calls run_deployment when cfg.deployment is set
+"""
+
+from __future__ import annotations
+
+from sim_core.cluster.deployment import Deployment
+from sim_core.cluster.result import ClusterResult, InstanceResult, build_result
+from sim_core.config import SimConfig
+
+
+def run_deployment(cfg: SimConfig, check_invariants: bool = False) -> ClusterResult:
+    """Simulate a deployment (a config without one is a single replica). Same config and seed,
+    same result.
+
+    Raises:
+        MemoryPlanError: an instance does not fit in its GPUs (the message names the pool).
+    """
+    dep = Deployment(cfg, check_invariants)
+    dep.run()
+    return build_result(dep)
+
+
+__all__ = ["ClusterResult", "Deployment", "InstanceResult", "run_deployment"]

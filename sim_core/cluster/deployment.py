@@ -1,0 +1,254 @@
+"""Several engines on one clock: N replicas behind a router, or a prefill pool and a decode pool.
+
+NOTE: every instance is a full `Engine` (own TP group, KV cache, scheduler, recorder) started empty;
+the router adds each request to one instance (`Engine.add_request`: slot k of an instance is the
+k-th request routed there, so an instance sees its own requests arrive exactly as a single engine
+sees its workload). Round robin ignores state, so its choices are made up front and each replica
+runs undisturbed: N replicas cost N single engines. The cluster is a discrete-event loop over
+  * arrivals, for state-aware routers (least outstanding, least KV, prefix affinity),
+  * hand-offs (a prefill instance emitted a first token), KV-transfer completions and retries of
+    waiting hand-offs (a decode instance may have freed blocks),
+and it always steps the busy instance whose clock is earliest (ties: lowest index). An event at t is
+processed once every busy instance's clock has reached t, so each instance has run every tick that
+starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
+it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
+arrival. A state-aware router thus pauses every replica at every arrival (one extra engine step per
+replica per arrival); otherwise instances are independent between events.
+
+With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
+(tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
+first token, keeping its KV blocks; the request waits (FIFO, holding those blocks) until some decode
+instance has a sequence slot and the blocks for its context (reserved before the transfer); the KV is
+sent over the link (transfer.py); the prefill blocks are freed and the request joins the decode
+instance's running batch when the transfer completes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim_core.cluster.router import Router
+from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
+from sim_core.config import DeploymentConfig, SimConfig, pool_config
+from sim_core.costmodel import MemoryPlanError
+from sim_core.engine import Engine
+from sim_core.types import Event
+
+HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
+
+
+@dataclass
+class Instance:
+    engine: Engine
+    role: str  # "replica" | "prefill" | "decode"
+    index: int  # position within its pool
+    cfg: SimConfig  # the single-engine config of this instance
+
+
+class Deployment:
+    def __init__(self, cfg: SimConfig, check_invariants: bool = False):
+        self.cfg = cfg
+        dep = cfg.deployment or DeploymentConfig()
+        self.dep = dep
+        dis = dep.disaggregation
+        if dis is None:
+            specs = [("replica", cfg.model_copy(update={"deployment": None}), dep.replicas)]
+        else:
+            specs = [("prefill", pool_config(cfg, "prefill"), dis.prefill.replicas),
+                     ("decode", pool_config(cfg, "decode"), dis.decode.replicas)]  # fmt: skip
+        self.front: list[Instance] = []  # instances that receive arrivals
+        self.back: list[Instance] = []  # decode pool (empty without disaggregation)
+        for role, pcfg, count in specs:
+            for k in range(count):
+                try:
+                    eng = Engine(pcfg)
+                except MemoryPlanError as err:
+                    raise MemoryPlanError(f"{role} pool: {err}" if dis else str(err)) from None
+                if k == 0 and role != "decode":
+                    self.workload = eng.workload  # the one workload of the config (same seed everywhere)
+                eng.start_empty()
+                if role == "decode":
+                    eng.take_arrivals_externally()
+                eng.hand_off_prefilled = role == "prefill"
+                eng.check_invariants = check_invariants
+                (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
+        self.instances = self.front + self.back
+        # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
+        # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
+        self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
+        wl = self.workload
+        self.num_requests = R = wl.num_requests
+        self.arrival_s = wl.arrival_s
+        self.router = Router(dep.router, len(self.front))
+        self.back_router = Router(dep.router, max(len(self.back), 1))
+        self.link = dis.link if dis else None
+        self.num_layers = cfg.model.num_layers
+        # Per request: where it ran (instance and slot there) and its KV transfer (-1 / NaN: not applicable).
+        self.instance_of = np.full(R, -1, dtype=np.int64)  # front instance (index into self.instances)
+        self.decode_of = np.full(R, -1, dtype=np.int64)  # decode instance (index into self.instances)
+        self.slot_of = np.full(R, -1, dtype=np.int64)  # slot on its front instance
+        self.decode_slot_of = np.full(R, -1, dtype=np.int64)
+        self.ids_of: list[list[int]] = [[] for _ in self.instances]  # per instance: request id of each slot
+        self.injected = np.zeros(R, dtype=bool)  # joined its decode instance
+        self.kv_wait_start_s = np.full(R, np.nan)
+        self.kv_transfer_start_s = np.full(R, np.nan)
+        self.kv_transfer_end_s = np.full(R, np.nan)
+        self.kv_transfer_bytes = np.full(R, np.nan)
+        self.events: list[tuple[int, float, int]] = []  # (request, time, Event) of the cluster
+        self._heap: list[tuple[float, int, int, tuple]] = []
+        self._seq = 0
+        self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
+        self._incoming = [0] * len(self.back)  # reserved, transfer in flight
+        self.stopped_reason: str | None = None
+        self.state_free = self.router.is_state_free
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        R = self.num_requests
+        ptr = 0
+        if self.state_free:  # round robin: every choice now (it reads no state), arrivals stay in order
+            for r, i in enumerate(self.router.round_robin_plan(R).tolist()):
+                self._add(r, i)
+            ptr = R
+        stalled: set[int] = set()
+        insts = self.instances
+        while True:
+            t_arr = float(self.arrival_s[ptr]) if ptr < R else math.inf
+            t_heap = self._heap[0][0] if self._heap else math.inf
+            t_ev = min(t_arr, t_heap)
+            i = self._earliest(stalled)
+            t_e = insts[i].engine.st.now_s if i is not None else math.inf
+            if t_ev <= t_e:
+                if not math.isfinite(t_ev):
+                    break
+                if t_heap <= t_arr:
+                    self._pop_event()
+                else:
+                    self._route(ptr, t_arr)
+                    ptr += 1
+                stalled.clear()
+                continue
+            inst = insts[i]
+            eng = inst.engine
+            eng.horizon_s = self._horizon(i, t_arr, t_heap)
+            before = (eng.st.now_s, eng.rec.num_ticks)
+            if not eng.step():
+                name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
+                self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                break
+            if (eng.st.now_s, eng.rec.num_ticks) == before:
+                stalled.add(i)  # waits for another instance or an event
+                continue
+            stalled.clear()
+            if eng.handed_off:
+                for slots, t in eng.handed_off:
+                    self._push(t, HANDOFF, (i, slots))
+                eng.handed_off.clear()
+            if inst.role == "decode" and self._pending:
+                self._push(eng.st.now_s, RETRY, ())
+        if self.stopped_reason is None and self._pending:
+            self.stopped_reason = (f"stopped: {len(self._pending):,} prefilled requests wait for a decode slot that "
+                                   "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
+        elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
+            self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
+
+    def _earliest(self, stalled: set[int]) -> int | None:
+        best, best_t = None, math.inf
+        for i, inst in enumerate(self.instances):
+            if i in stalled or not inst.engine.has_work:
+                continue
+            t = inst.engine.st.now_s
+            if t < best_t:
+                best, best_t = i, t
+        return best
+
+    def _horizon(self, i: int, t_arr: float, t_heap: float) -> float:
+        """Earliest time new input may reach instance i: the next arrival still to be routed (reaches
+        a replica, or an idle prefill instance that may hand off soon after), the next cluster event,
+        and the clock of any busy instance of the other pool plus its shortest possible tick (its next
+        tick may hand off a request or free decode blocks, no earlier)."""
+        inst = self.instances[i]
+        h = min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
+        st = inst.engine.st
+        if self.back and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
+            # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
+            first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
+            for j, o in enumerate(other, start=first):
+                if o.engine.has_work:
+                    h = min(h, o.engine.st.now_s + self.min_tick_s[j])
+        return h
+
+    def _push(self, t: float, kind: int, payload: tuple) -> None:
+        heapq.heappush(self._heap, (t, self._seq, kind, payload))
+        self._seq += 1
+
+    # ------------------------------------------------------------------ events
+    def _route(self, r: int, t: float) -> None:
+        self._add(r, self.router.choose([x.engine for x in self.front], r))
+
+    def _add(self, r: int, i: int) -> None:
+        """Request r goes to front instance i (it arrives there at its arrival time)."""
+        wl = self.workload
+        k = self.front[i].engine.add_request(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
+                                             int(wl.priority[r]), int(wl.class_idx[r]))  # fmt: skip
+        self.instance_of[r], self.slot_of[r] = i, k
+        self.ids_of[i].append(r)
+
+    def _pop_event(self) -> None:
+        t, _, kind, payload = heapq.heappop(self._heap)
+        if kind == HANDOFF:
+            i, slots = payload
+            ids = self.ids_of[i]
+            for k in slots.tolist():
+                r = ids[k]
+                self._pending.append((r, i, t))
+                self.kv_wait_start_s[r] = t
+                self.events.append((r, t, Event.KV_WAIT))
+        elif kind == XFER_DONE:
+            i, d, r = payload
+            pre = self.instances[i].engine
+            kp = np.array([self.slot_of[r]], dtype=np.int64)
+            pre.release(kp)
+            self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
+                                                 pre.st.first_token_s[kp])  # fmt: skip
+            self._incoming[d] -= 1
+            self.injected[r] = True
+            self.events.append((r, t, Event.KV_TRANSFER_DONE))
+        self._dispatch(t)
+
+    def _dispatch(self, t: float) -> None:
+        """Start transfers for waiting hand-offs, oldest first, while some decode instance has a slot
+        and the blocks (reserved now); the first that does not fit waits with everything behind it."""
+        decs = [x.engine for x in self.back]
+        while self._pending:
+            r, i, ready = self._pending[0]
+            pre = self.instances[i].engine
+            kp = int(self.slot_of[r])
+            ctx, prompt = int(pre.st.computed[kp]), int(pre.st.prompt[kp])
+            need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
+            eligible = [d for d, e in enumerate(decs)
+                        if e.st.running.size + self._incoming[d] < e.sched.batch_cap
+                        and e.kv.can_allocate(need[d], e.sched.watermark_blocks)]  # fmt: skip
+            if not eligible:
+                return  # back-pressure: the request keeps its prefill blocks
+            d = self.back_router.choose(decs, r, eligible)
+            self._pending.popleft()
+            wl = self.workload
+            kd = decs[d].add_request(float(wl.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
+                                     int(wl.class_idx[r]))  # fmt: skip
+            self.decode_slot_of[r] = kd
+            self.ids_of[len(self.front) + d].append(r)
+            decs[d].reserve(np.array([kd], dtype=np.int64), np.array([need[d]], dtype=np.int64))
+            self._incoming[d] += 1
+            nbytes = kv_transfer_bytes(self.cfg, ctx)
+            dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)
+            self.decode_of[r] = len(self.front) + d
+            self.kv_transfer_start_s[r], self.kv_transfer_end_s[r] = t, t + dt
+            self.kv_transfer_bytes[r] = nbytes
+            self.events.append((r, t, Event.KV_TRANSFER_START))
+            self._push(t + dt, XFER_DONE, (i, d, r))

@@ -1,0 +1,59 @@
+"""Text for a deployment: one line describing it, and a per-instance table (CLI and app)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_core.cluster.result import ClusterResult
+from sim_core.config import SimConfig
+
+
+def describe_deployment(cfg: SimConfig) -> str:
+    """'4 replicas of 2x H100 SXM (8 GPUs), router least_kv' or the two pools and the link."""
+    dep, hw = cfg.deployment, cfg.hardware
+    gpus = lambda n, h: f"{n}x {h.name}" if n > 1 else h.name  # noqa: E731
+    if dep is None:
+        return f"{gpus(hw.num_gpus, hw)}"
+    dis = dep.disaggregation
+    if dis is None:
+        return f"{dep.replicas} replicas of {gpus(hw.num_gpus, hw)} ({cfg.num_gpus_total} GPUs), router {dep.router}"
+    pools = []
+    for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
+        h = pool.hardware or hw
+        pools.append(f"{pool.replicas} {role} of {gpus(pool.tensor_parallel or h.num_gpus, h)}")
+    link = dis.link
+    bw = "ideal (free)" if link.bandwidth_gb_per_s is None else f"{link.bandwidth_gb_per_s:g} GB/s + {link.latency_us:g} us"
+    piped = ", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else ""
+    return f"{' + '.join(pools)} ({cfg.num_gpus_total} GPUs), KV link {bw}{piped}, router {dep.router}"
+
+
+def instance_rows(res: ClusterResult) -> list[dict[str, object]]:
+    """One row per instance: what it served and how busy it was."""
+    rows = []
+    for inst in res.instances:
+        s = inst.result.summary
+        rows.append({
+            "instance": inst.label, "requests": inst.num_requests, "finished": s.num_finished,
+            "busy": s.gpu_busy_fraction, "kv_peak": s.kv_peak_usage, "ticks": s.num_ticks,
+            "ttft_p50_s": s.ttft_p50_s if inst.role != "decode" else float("nan"),
+            "tpot_p50_s": s.tpot_p50_s if inst.role != "prefill" else float("nan"),
+            "preemptions": s.num_preemptions,
+        })  # fmt: skip
+    return rows
+
+
+def format_instances(res: ClusterResult) -> str:
+    ms = lambda x: "-" if np.isnan(x) else f"{x * 1e3:,.1f} ms" if x >= 1e-3 or x == 0 else f"{x * 1e6:,.0f} us"  # noqa: E731
+    lines = [f"  {'instance':34s} {'requests':>8s} {'busy':>5s} {'KV peak':>7s} {'TTFT p50':>10s} {'TPOT p50':>10s} {'pre-empt':>8s}"]
+    for r in instance_rows(res):
+        lines.append(f"  {r['instance']:34s} {r['requests']:8,d} {r['busy']:5.0%} {r['kv_peak']:7.0%} "
+                     f"{ms(r['ttft_p50_s']):>10s} {ms(r['tpot_p50_s']):>10s} {r['preemptions']:8,d}")  # fmt: skip
+    if res.is_disaggregated:
+        moved = ~np.isnan(res.kv_transfer_end_s)
+        if moved.any():
+            wait = res.kv_transfer_start_s[moved] - res.kv_wait_start_s[moved]
+            xfer = res.kv_transfer_end_s[moved] - res.kv_transfer_start_s[moved]
+            lines.append(f"  KV transfers  {int(moved.sum()):,} requests, {res.kv_transfer_bytes[moved].sum() / 1e9:,.2f} GB; "
+                         f"transfer p50 {ms(float(np.median(xfer)))}, wait for a decode slot p50 {ms(float(np.median(wait)))} "
+                         f"p99 {ms(float(np.percentile(wait, 99)))} ({int((wait > 0).sum()):,} waited)")  # fmt: skip
+    return "\n".join(lines)

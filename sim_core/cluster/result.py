@@ -1,0 +1,179 @@
+"""The result of a deployment: one SimResult per instance, and the deployment as a whole.
+
+`ClusterResult` IS a `SimResult` (the unit every consumer reads): its request table merges each
+request's rows from the instances it ran on (prefill side up to the first token, decode side after),
+its summary is over the deployment (GPU busy over all GPUs, KV over all instances), its timeline
+holds every instance's ticks (column `instance`) ordered by end time. Per-instance results, each
+summarised over the requests routed to it, are in `instances`; the app draws one Gantt row each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim_core.cluster.deployment import Deployment
+from sim_core.metrics import summarize
+from sim_core.result import BatchLog, Events, RequestTable, SimResult, Summary, Timeline
+from sim_core.types import FloatArray, IntArray, Phase, Status
+
+_REQ_FIELDS = tuple(f.name for f in dataclasses.fields(RequestTable))
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    role: str  # "replica" | "prefill" | "decode"
+    index: int  # within its pool
+    num_gpus: int  # tensor-parallel degree of this instance
+    hardware: str
+    result: SimResult  # this engine's run; row k of its request table is request request_ids[k]
+    request_ids: IntArray  # (n,) deployment-wide id of each request this instance served
+
+    @property
+    def num_requests(self) -> int:
+        return int(self.request_ids.size)
+
+    @property
+    def label(self) -> str:
+        gpus = f"{self.num_gpus}x " if self.num_gpus > 1 else ""
+        return f"{self.role} {self.index} ({gpus}{self.hardware})"
+
+
+@dataclass(frozen=True)
+class ClusterResult(SimResult):
+    instances: tuple[InstanceResult, ...] = ()
+    instance_of: IntArray | None = None  # (R,) first instance of each request (index into instances), -1: never routed
+    decode_instance_of: IntArray | None = None  # (R,) decode instance, -1 when none
+    kv_wait_start_s: FloatArray | None = None  # (R,) prefill done, waiting for a decode slot
+    kv_transfer_start_s: FloatArray | None = None  # (R,) decode blocks reserved, transfer starts
+    kv_transfer_end_s: FloatArray | None = None  # (R,) KV arrived on the decode instance
+    kv_transfer_bytes: FloatArray | None = None  # (R,)
+    num_gpus: int = 1
+
+    @property
+    def is_disaggregated(self) -> bool:
+        return any(x.role == "prefill" for x in self.instances)
+
+    def instance_label_of(self) -> list[str]:
+        """For each request, the instance(s) it ran on (e.g. 'replica 2', 'prefill 0 -> decode 1')."""
+        names = [f"{x.role} {x.index}" for x in self.instances]
+        out = []
+        for a, b in zip(self.instance_of.tolist(), self.decode_instance_of.tolist()):
+            out.append("-" if a < 0 else names[a] + (f" -> {names[b]}" if b >= 0 else ""))
+        return out
+
+    def to_frames(self):
+        frames = super().to_frames()
+        req = frames["requests"]
+        req["instance"] = self.instance_label_of()
+        if self.is_disaggregated:
+            req["kv_wait_s"] = self.kv_transfer_start_s - self.kv_wait_start_s
+            req["kv_transfer_s"] = self.kv_transfer_end_s - self.kv_transfer_start_s
+            req["kv_transfer_bytes"] = self.kv_transfer_bytes
+        labels = np.array([x.label for x in self.instances])
+        frames["ticks"]["instance"] = labels[self.timeline.columns["instance"]]
+        return frames
+
+
+def _rows(req: RequestTable, n: int) -> RequestTable:
+    return RequestTable(**{f: getattr(req, f)[:n] for f in _REQ_FIELDS})
+
+
+def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable:
+    """Each request's row from the instance it ran on; disaggregated: decode-side progress after the
+    first token (emitted tokens, finish, ITL), pre-emptions summed over both sides. Requests never
+    routed (the run stopped first) stay pending."""
+    wl, R = dep.workload, dep.num_requests
+    nan = lambda: np.full(R, np.nan)  # noqa: E731
+    zero = lambda: np.zeros(R, dtype=np.int64)  # noqa: E731
+    out = {"arrival_s": wl.arrival_s.copy(), "prompt_tokens": wl.prompt_tokens, "output_tokens": wl.output_tokens,
+           "num_emitted": zero(), "priority": wl.priority, "class_idx": wl.class_idx,
+           "status": np.full(R, Status.PENDING, dtype=np.int8), "first_scheduled_s": nan(), "first_token_s": nan(),
+           "finish_s": nan(), "num_preemptions": zero(), "num_recomputed_tokens": zero(), "max_itl_s": np.zeros(R)}  # fmt: skip
+    for i in range(len(dep.front)):
+        ids = np.array(dep.ids_of[i], dtype=np.int64)
+        for f in _REQ_FIELDS:
+            out[f][ids] = getattr(tables[i], f)[: ids.size]
+    if dep.back:
+        handed = ~np.isnan(dep.kv_wait_start_s)
+        out["status"][handed] = Status.RUNNING  # until its decode side says otherwise
+        out["finish_s"][handed] = np.nan
+        for d in range(len(dep.front), len(dep.instances)):
+            ids = np.array(dep.ids_of[d], dtype=np.int64)
+            m = dep.injected[ids]
+            g, dec = ids[m], tables[d]
+            for f in ("num_emitted", "status", "finish_s", "max_itl_s"):
+                out[f][g] = getattr(dec, f)[: ids.size][m]
+            out["num_preemptions"][g] += dec.num_preemptions[: ids.size][m]
+            out["num_recomputed_tokens"][g] += dec.num_recomputed_tokens[: ids.size][m]
+    return RequestTable(**out)
+
+
+def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: RequestTable, tl: Timeline,
+                        itl: FloatArray, stopped: str | None) -> Summary:  # fmt: skip
+    """Request metrics over the merged table; GPU and KV figures aggregated over instances."""
+    cfg = dep.cfg
+    first = parts[0].result
+    num_swaps = sum(x.engine.num_swap_outs for x in dep.instances)
+    s = summarize(cfg, req, tl, itl, first.memory, num_swaps, stopped)
+    busy_gpu_s = sum(float(p.result.timeline.duration_s[p.result.timeline.phase != Phase.IDLE].sum()) * p.num_gpus
+                     for p in parts)  # fmt: skip
+    ticks = [p.result.summary.num_ticks for p in parts]
+    weighted = lambda name: (sum(getattr(p.result.summary, name) * n for p, n in zip(parts, ticks) if n)  # noqa: E731
+                             / max(sum(ticks), 1))  # fmt: skip
+    return s.model_copy(update={
+        "gpu_busy_fraction": busy_gpu_s / (cfg.num_gpus_total * s.makespan_s) if tl.num_ticks else 0.0,
+        "mfu_mean": weighted("mfu_mean"), "mbu_mean": weighted("mbu_mean"),
+        "kv_peak_usage": max(p.result.summary.kv_peak_usage for p in parts),
+        "kv_num_blocks": sum(p.result.memory.num_blocks for p in parts),
+        "kv_capacity_tokens": sum(p.result.memory.kv_capacity_tokens for p in parts),
+        "swap_time_s": sum(p.result.summary.swap_time_s for p in parts),
+    })  # fmt: skip
+
+
+def build_result(dep: Deployment) -> ClusterResult:
+    cfg = dep.cfg
+    R = dep.num_requests
+    raw = [x.engine.result() for x in dep.instances]
+    ids_of = [np.array(ids, dtype=np.int64) for ids in dep.ids_of]
+    parts = []
+    for inst, res, ids in zip(dep.instances, raw, ids_of):
+        n, s = ids.size, res.summary
+        # The engine summarised all its slots; unused slots are requests that never came: count them out.
+        summary = s.model_copy(update={"num_requests": n, "num_unfinished": n - s.num_finished,
+                                       "slo_attainment": s.slo_attainment * s.num_requests / max(n, 1)})  # fmt: skip
+        mine = dataclasses.replace(res, requests=_rows(res.requests, n), summary=summary)
+        parts.append(InstanceResult(inst.role, inst.index, inst.cfg.hardware.num_gpus, inst.cfg.hardware.name, mine, ids))
+    req = _merge_requests(dep, [r.requests for r in raw])
+    # Timeline: every instance's rows, ordered by end time (stable), tagged with the instance.
+    cols = {name: np.concatenate([r.timeline.columns[name] for r in raw]) for name in raw[0].timeline.columns}
+    cols["instance"] = np.concatenate([np.full(r.timeline.num_ticks, k, dtype=np.int64) for k, r in enumerate(raw)])
+    order = np.argsort(cols["t_start_s"] + cols["duration_s"], kind="stable")
+    tl = Timeline({name: col[order] for name, col in cols.items()})
+    # Events (request ids made deployment-wide) in time order; at equal times: prefill side, cluster, decode side.
+    ce = dep.events
+    c_req = np.array([e[0] for e in ce], dtype=np.int64)
+    c_t = np.array([e[1] for e in ce], dtype=np.float64)
+    c_k = np.array([e[2] for e in ce], dtype=np.int8)
+    nf = len(dep.front)
+    ev = [(ids_of[k][r.events.req], r.events.time_s, r.events.kind) for k, r in enumerate(raw)]
+    ev = ev[:nf] + [(c_req, c_t, c_k)] + ev[nf:]
+    ev_req, ev_t, ev_k = (np.concatenate([e[j] for e in ev]) for j in range(3))
+    o = np.argsort(ev_t, kind="stable")
+    events = Events(ev_req[o], ev_t[o], ev_k[o])
+    itl = np.concatenate([r.itl_s for r in raw])
+    stopped = dep.stopped_reason
+    if stopped:
+        left = int((~req.is_finished).sum())
+        stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
+    summary = _deployment_summary(dep, parts, req, tl, itl.copy(), stopped)
+    empty = np.empty(0, dtype=np.int64)
+    batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
+    return ClusterResult(
+        config=cfg, memory=raw[0].memory, requests=req, timeline=tl, events=events, itl_s=itl, batches=batches,
+        summary=summary, instances=tuple(parts), instance_of=dep.instance_of, decode_instance_of=dep.decode_of,
+        kv_wait_start_s=dep.kv_wait_start_s, kv_transfer_start_s=dep.kv_transfer_start_s,
+        kv_transfer_end_s=dep.kv_transfer_end_s, kv_transfer_bytes=dep.kv_transfer_bytes, num_gpus=cfg.num_gpus_total,
+    )  # fmt: skip

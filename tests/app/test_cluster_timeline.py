@@ -1,0 +1,97 @@
+"""A deployment's timeline: a Gantt row per instance, request rows naming their instance, KV transfers;
+and the app opens a deployment link without error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from streamlit.testing.v1 import AppTest
+
+from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components.timeline import MAX_TIMELINE_POINTS, count_points
+from app.state import encode_config
+from sim_core import run_simulation
+from sim_core.sweep import with_value
+from tests.conftest import make_config
+
+APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
+
+
+def _disagg():
+    cfg = with_value(make_config(workload__num_requests=40, hardware__num_gpus=2), "deployment",
+                     {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 1}}})  # fmt: skip
+    return run_simulation(cfg)
+
+
+def test_one_gantt_row_per_instance_with_tp_collapsed_and_requests_name_their_instances():
+    res = _disagg()
+    assert instance_rows(res) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
+    labels = request_labels(res, np.arange(3))
+    assert labels[0] == "req 0 · P0→D0" and labels[1] == "req 1 · P1→D0"
+    fig = cluster_timeline_figure(res, 0, 20)
+    gantt_rows = {y for tr in fig.data if tr.type == "bar" for y in tr.y}
+    assert set(instance_rows(res)) <= gantt_rows
+    assert any(tr.name == "kv transfer" for tr in fig.data)  # each request's KV transfer is drawn
+    assert count_points(fig) <= MAX_TIMELINE_POINTS
+
+
+def test_replicas_timeline_is_bounded_with_many_instances():
+    cfg = with_value(make_config(workload__num_requests=200, workload__arrival__rate_per_s=80.0), "deployment",
+                     {"replicas": 24, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    fig = cluster_timeline_figure(res, 0, 60)
+    assert count_points(fig) <= MAX_TIMELINE_POINTS
+    assert len(instance_rows(res)) == 16  # the first 16 rows; all instances are in the tables
+
+
+def test_simulate_page_opens_a_deployment_link():
+    cfg = with_value(make_config(workload__num_requests=30), "deployment", {"replicas": 2, "router": "least_kv"})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_compare_draws_instances_for_a_deployment():
+    from app.components.cluster_timeline import gantt_kv_figure
+
+    res = _disagg()
+    fig = gantt_kv_figure(res, (0, 10), "A")
+    rows = {y for tr in fig.data if tr.type == "bar" for y in tr.y}
+    assert {"prefill 0 · 2 GPUs", "decode 0 · 2 GPUs"} <= rows
+    single = gantt_kv_figure(run_simulation(make_config(workload__num_requests=10)), (0, 10), "B")
+    assert single.data  # a single engine still gets the existing figure
+
+
+def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at.run()
+    assert not at.exception and not at.error
+    assert at.query_params["preset"] == "cluster-dynamo-llama70b-fp8-8xh100-3p1d"  # untouched: still the preset
+    assert at.radio(key="w.dep.mode").value == "disaggregated"
+    at.number_input(key="w.dep.decode").set_value(2).run()
+    assert not at.exception and not at.error
+    assert "preset" not in at.query_params  # modified: the link carries the config
+    at2 = AppTest.from_file(APP, default_timeout=120)
+    at2.query_params["preset"] = "chat-h100-llama8b"
+    at2.run()
+    at2.radio(key="w.dep.mode").set_value("replicas").run()
+    at2.number_input(key="w.dep.replicas").set_value(3).run()
+    assert not at2.exception and not at2.error, [e.value for e in at2.error]
+    assert "3 replicas" in " ".join(c.value for c in at2.caption)
+
+
+def test_learn_page_shows_the_disaggregation_lesson_with_readable_sides():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["lesson"] = "split-prefill-decode"
+    at.run()
+    at.switch_page("app_pages/learn.py")
+    at.query_params["lesson"] = "split-prefill-decode"
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(m.value for m in at.markdown)
+    assert "4 co-located replicas (TP2)" in text and "3 prefill + 1 decode (TP2)" in text

@@ -1,0 +1,251 @@
+"""Replicas and disaggregated pools against the single engine they are built from (DESIGN.md §8).
+
+What "explainable from the single engine" means, exactly:
+  * a 1-replica deployment IS the single engine: the same ticks, idle gaps, request times, events
+    and inter-token gaps, bit for bit, under any load and scheduler;
+  * 1P1D with an ideal (free) link: the prefill instance is the single engine with every output cut
+    to one token (same ticks, same TTFT per request) as long as the decode pool never pushes back
+    (only a tick's recorded KV-in-use differs: it still counts blocks held for the transfer);
+    and requests that never overlap get the single engine's TTFT, TPOT and finish times exactly
+    (the prefill ticks run on P, the decode ticks on D, and nothing else changes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_core import run_simulation
+from sim_core.cluster import ClusterResult, Deployment, run_deployment
+from sim_core.cluster.result import build_result
+from sim_core.costmodel import kv_bytes_per_token
+from sim_core.sweep import with_value
+from sim_core.types import Event, Phase, Status
+from tests.conftest import make_config, trace_config
+from tests.sim_core.test_engine import random_config
+
+FREE_1P1D = {"disaggregation": {"prefill": {"replicas": 1}, "decode": {"replicas": 1},
+                                "link": {"bandwidth_gb_per_s": None}}}  # fmt: skip
+REQ_FIELDS = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s", "num_emitted", "status",
+              "num_preemptions", "num_recomputed_tokens", "max_itl_s")  # fmt: skip
+
+
+def deploy(cfg, deployment):
+    return with_value(cfg, "deployment", deployment)
+
+
+def assert_same_run(a, b):
+    for f in REQ_FIELDS:
+        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
+    for name, col in a.timeline.columns.items():
+        assert np.array_equal(col, b.timeline.columns[name]), name
+    # The same events; among events at the same instant the recording order may differ (the fast path
+    # records a run's events in batches, and a deployment cuts runs at arrivals).
+    key = lambda ev: np.lexsort((ev.kind, ev.req, ev.time_s))  # noqa: E731
+    ka, kb = key(a.events), key(b.events)
+    for f in ("req", "time_s", "kind"):
+        assert np.array_equal(getattr(a.events, f)[ka], getattr(b.events, f)[kb]), f
+    assert np.array_equal(a.itl_s, b.itl_s)
+    assert_same_summary(a.summary.model_dump(), b.summary.model_dump())
+
+
+def assert_same_summary(a: dict, b: dict, where: str = "summary") -> None:
+    """Equal, floats to 1e-12 (a deployment aggregates GPU figures over instances: x*n/n rounding)."""
+    assert a.keys() == b.keys(), where
+    for field, value in a.items():
+        other = b[field]
+        if isinstance(value, dict):
+            assert_same_summary(value, other, f"{where}.{field}")
+        elif isinstance(value, float):
+            assert other == pytest.approx(value, rel=1e-12, nan_ok=True), f"{where}.{field}"
+        else:
+            assert other == value, f"{where}.{field}"
+
+
+def assert_cluster_invariants(res: ClusterResult):
+    """The single engine's run invariants, per request over the deployment and per instance timeline."""
+    req = res.requests
+    done = req.is_finished
+    assert np.all(req.status[done] == Status.FINISHED)
+    assert np.array_equal(req.num_emitted[done], req.output_tokens[done])
+    assert np.all(req.num_emitted <= req.output_tokens)
+    assert res.summary.num_finished + res.summary.num_unfinished == req.arrival_s.size
+    fin_events = res.events.req[res.events.kind == Event.FINISHED]
+    assert fin_events.size == np.unique(fin_events).size == done.sum()  # finishes once, on one instance
+    assert np.all(req.first_scheduled_s[done] >= req.arrival_s[done])
+    assert np.all(req.first_token_s[done] >= req.first_scheduled_s[done])
+    assert np.all(req.ttft_s[done] <= req.e2e_s[done])
+    routed = res.instance_of >= 0
+    assert sum(x.num_requests for x in res.instances if x.role != "decode") == int(routed.sum())
+    if res.is_disaggregated:  # wait, transfer and decode in order; decode after the KV arrived
+        moved = ~np.isnan(res.kv_transfer_end_s)
+        assert np.all(res.kv_wait_start_s[moved] == req.first_token_s[moved])
+        assert np.all(res.kv_transfer_start_s[moved] >= res.kv_wait_start_s[moved])
+        assert np.all(res.kv_transfer_end_s[moved] >= res.kv_transfer_start_s[moved])
+        fin = moved & done
+        assert np.all(req.finish_s[fin] > res.kv_transfer_end_s[fin])
+    for inst in res.instances:
+        tl = inst.result.timeline
+        assert np.all(tl.duration_s > 0)
+        assert np.all(np.diff(tl.t_start_s) > 0)  # each instance's clock is monotone
+        assert np.allclose(tl.t_start_s[1:], tl.t_end_s[:-1], rtol=0, atol=1e-9)  # idle is a row
+
+
+@pytest.mark.parametrize("base", ["chat-h100-llama8b", "engine-vllm-v0", "kv-pressure-a100-llama8b", "engine-article-quota"])
+def test_one_replica_is_the_single_engine_bit_for_bit(base):
+    cfg = make_config(base, workload__num_requests=80)
+    assert_same_run(run_simulation(cfg), run_simulation(deploy(cfg, {"replicas": 1}), check_invariants=True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_replica_matches_on_random_configs(seed):
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    assert_same_run(run_simulation(cfg), run_simulation(deploy(cfg, {"replicas": 1, "router": "least_kv"})))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_invariants_hold_every_tick_in_every_pool(seed):
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    router = ["round_robin", "least_outstanding", "least_kv"][seed % 3]
+    for dep in ({"replicas": 3, "router": router},
+                {"router": router, "disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 1 + seed % 2}}}):  # fmt: skip
+        run = Deployment(deploy(cfg, dep), check_invariants=True)  # engines check blocks/progress every tick
+        run.run()
+        res = build_result(run)
+        assert_cluster_invariants(res)
+        if res.summary.stopped_reason is None:
+            assert res.summary.num_finished == cfg.workload.num_requests
+            assert all(x.engine.kv.num_used == 0 for x in run.instances)  # all KV released, prefill side too
+
+
+def test_1p1d_free_link_prefill_side_is_the_single_engine_with_one_output_token():
+    cfg = make_config(workload__num_requests=120, workload__arrival__rate_per_s=12.0)
+    res = run_simulation(deploy(cfg, FREE_1P1D), check_invariants=True)
+    assert np.array_equal(res.kv_transfer_start_s, res.kv_wait_start_s, equal_nan=True)  # no back-pressure
+    one = run_simulation(with_value(cfg, "workload.output_tokens", {"dist": "fixed", "mean": 1, "min": 1, "max": 1}))
+    assert np.array_equal(res.requests.first_token_s, one.requests.first_token_s)  # TTFT, request by request
+    pre = res.instances[0].result.timeline
+    for name in ("t_start_s", "duration_s", "phase", "num_prefill_tokens", "num_prefill_seqs", "flops"):
+        assert np.array_equal(pre.columns[name], one.timeline.columns[name]), name
+    # The one difference: a row's KV in use still counts the blocks a finished prefill holds for its
+    # transfer (freed a moment later, at the transfer's end, before the next tick).
+    assert np.all(pre.kv_blocks_used >= one.timeline.kv_blocks_used)
+    dec = res.instances[1].result.timeline
+    assert not dec.num_prefill_tokens.any()  # the decode instance only decodes
+    assert res.summary.num_finished == 120
+
+
+def test_1p1d_free_link_reproduces_isolated_requests_exactly():
+    """Requests far apart never share a tick: P runs the single engine's prefill ticks, D its decode ticks."""
+    cfg = trace_config([300, 1200, 50, 4000], [40, 2, 100, 17], arrivals=[0.0, 10.0, 20.0, 30.0])
+    a = run_simulation(cfg)
+    b = run_simulation(deploy(cfg, FREE_1P1D), check_invariants=True)
+    for f in ("first_token_s", "finish_s", "num_emitted", "max_itl_s"):
+        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f)), f
+    assert np.array_equal(a.requests.tpot_s, b.requests.tpot_s, equal_nan=True)
+    busy = lambda tl, ph: np.sort(tl.duration_s[tl.phase == ph])  # noqa: E731
+    assert np.array_equal(busy(a.timeline, Phase.PREFILL), busy(b.instances[0].result.timeline, Phase.PREFILL))
+    assert np.array_equal(busy(a.timeline, Phase.DECODE), busy(b.instances[1].result.timeline, Phase.DECODE))
+
+
+def test_kv_transfer_time_in_a_run_matches_the_formula():
+    link = {"bandwidth_gb_per_s": 25.0, "latency_us": 200.0, "layerwise_pipelining": False}
+    cfg = trace_config([1000, 3000], [5, 5], arrivals=[0.0, 5.0])
+    res = run_simulation(deploy(cfg, {"disaggregation": {"link": link}}))
+    nbytes = kv_bytes_per_token(cfg) * np.array([1000, 3000])
+    assert np.allclose(res.kv_transfer_bytes, nbytes, rtol=1e-12)
+    assert np.allclose(res.kv_transfer_end_s - res.kv_transfer_start_s, 200e-6 + nbytes / 25e9, rtol=1e-9)
+    # TTFT ends at the first token (prefill side); the transfer shows in the second token's gap.
+    assert np.all(res.kv_transfer_start_s == res.requests.first_token_s)
+    piped = run_simulation(deploy(cfg, {"disaggregation": {"link": link | {"layerwise_pipelining": True}}}))
+    L = cfg.model.num_layers
+    assert np.allclose(piped.kv_transfer_end_s - piped.kv_transfer_start_s, 200e-6 + nbytes / L / 25e9, rtol=1e-9)
+    assert np.array_equal(piped.requests.first_token_s, res.requests.first_token_s)
+    assert np.all(piped.requests.finish_s < res.requests.finish_s)
+
+
+def test_back_pressure_when_the_decode_pool_kv_is_full():
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 2000, "min": 1, "max": 2000},
+                      workload__output_tokens={"dist": "fixed", "mean": 400, "min": 1, "max": 400})  # fmt: skip
+    small = cfg.hardware.model_dump() | {"memory_gib": 19.5}  # ~2 GiB of KV: a few requests at a time
+    res = run_simulation(deploy(cfg, {"disaggregation": {"decode": {"hardware": small}}}), check_invariants=True)
+    assert_cluster_invariants(res)
+    wait = res.kv_transfer_start_s - res.kv_wait_start_s
+    assert res.summary.num_finished == 60 and np.nanmax(wait) > 1.0  # requests waited for decode blocks
+    dec = res.instances[1]
+    assert dec.result.summary.kv_peak_usage > 0.8
+    # While they wait, their prefill blocks stay held: the prefill instance's KV does not drain.
+    pre = res.instances[0].result.timeline
+    rows_seen = 0
+    for r in np.flatnonzero(wait > 0.5):
+        during = (pre.t_start_s >= res.kv_wait_start_s[r]) & (pre.t_start_s < res.kv_transfer_start_s[r])
+        assert np.all(pre.kv_blocks_used[during] >= 2000 // cfg.kv_cache.block_size)
+        rows_seen += int(during.sum())
+    assert rows_seen > 0
+    # Without pipelining after a wait the whole KV crosses the link.
+    waited = wait > 0
+    L = cfg.model.num_layers
+    xfer = res.kv_transfer_end_s - res.kv_transfer_start_s
+    assert np.all(xfer[waited] > xfer[~waited & ~np.isnan(wait)].max() * (L / 2))
+    roomy = run_simulation(deploy(cfg, {"disaggregation": {}}))
+    assert np.nanmax(roomy.kv_transfer_start_s - roomy.kv_wait_start_s) == 0.0
+
+
+def test_request_timeline_events_are_ordered_for_disaggregated_requests():
+    cfg = make_config(workload__num_requests=40)
+    res = run_simulation(deploy(cfg, {"disaggregation": {}}))
+    ev = res.events
+    for r in range(0, 40, 7):
+        kinds = ev.kind[ev.req == r].tolist()
+        if res.requests.output_tokens[r] > 1:
+            assert kinds[:2] == [Event.SCHEDULED, Event.FIRST_TOKEN]
+            assert kinds[2:5] == [Event.KV_WAIT, Event.KV_TRANSFER_START, Event.KV_TRANSFER_DONE]
+            assert kinds[-1] == Event.FINISHED
+    assert np.all(res.requests.status == Status.FINISHED)
+
+
+def test_gpu_count_and_per_instance_metrics():
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0)
+    res = run_simulation(deploy(with_value(cfg, "hardware.num_gpus", 2), {"replicas": 3}))
+    assert res.num_gpus == 6 == res.config.num_gpus_total
+    assert sum(x.num_requests for x in res.instances) == 60
+    assert sum(x.result.summary.num_finished for x in res.instances) == res.summary.num_finished
+    assert 0 < res.summary.gpu_busy_fraction <= 1
+    assert res.summary.kv_num_blocks == sum(x.result.memory.num_blocks for x in res.instances)
+    frames = res.to_frames()
+    assert set(frames["requests"]["instance"]) == {"replica 0", "replica 1", "replica 2"}
+    dis = run_simulation(deploy(cfg, {"disaggregation": {"prefill": {"replicas": 2, "tensor_parallel": 2},
+                                                         "decode": {"replicas": 1}}}))  # fmt: skip
+    assert dis.num_gpus == 5
+    assert frames["ticks"]["instance"].nunique() == 3
+
+
+def test_same_config_same_result():
+    cfg = deploy(make_config(workload__num_requests=50), {"replicas": 2, "router": "least_kv",
+                                                          "disaggregation": None})  # fmt: skip
+    a, b = run_deployment(cfg), run_deployment(cfg)
+    assert_same_run(a, b)
+
+
+def test_a_guard_stops_the_whole_deployment_with_a_reason():
+    cfg = make_config(workload__num_requests=400, workload__arrival__rate_per_s=300.0, limits__max_sim_time_s=2.0)
+    res = run_simulation(deploy(cfg, {"disaggregation": {}}))
+    assert res.summary.stopped_reason and "unfinished" in res.summary.stopped_reason
+    assert res.summary.num_unfinished > 0
+
+
+def test_per_instance_summaries_are_over_their_own_requests():
+    from sim_core.metrics import summarize
+
+    res = run_simulation(deploy(make_config(workload__num_requests=90, workload__arrival__rate_per_s=30.0),
+                                {"replicas": 3, "router": "least_outstanding"}))  # fmt: skip
+    for inst in res.instances:
+        r = inst.result
+        again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None)
+        assert_same_summary(again.model_dump(), r.summary.model_dump())
+        assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size

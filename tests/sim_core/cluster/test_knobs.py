@@ -1,0 +1,33 @@
+"""Sweep can sweep the replica count and the P:D split (total instances fixed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim_core import PresetError
+from sim_core.sweep import apply_knob, knob_value, run_sweep
+from sim_core.sweep import with_value
+from tests.conftest import make_config
+
+
+def test_replica_sweep_starts_from_a_single_engine_and_scales_capacity():
+    cfg = make_config(workload__num_requests=120, workload__arrival__rate_per_s=40.0)
+    assert knob_value(cfg, "replicas") == 1
+    pts = run_sweep(cfg, "replicas", [1, 2, 4])
+    assert all(p.error is None for p in pts)
+    e2e = [p.summary.e2e_p50_s for p in pts]
+    assert e2e[0] > e2e[1] > e2e[2]  # more replicas, less queueing at the same offered load
+
+
+def test_prefill_instances_move_between_pools_with_the_total_fixed():
+    cfg = with_value(make_config(workload__num_requests=60), "deployment",
+                     {"disaggregation": {"prefill": {"replicas": 1}, "decode": {"replicas": 3}}})  # fmt: skip
+    assert knob_value(cfg, "prefill_instances") == 1
+    moved = apply_knob(cfg, "prefill_instances", 3)
+    dis = moved.deployment.disaggregation
+    assert (dis.prefill.replicas, dis.decode.replicas) == (3, 1) and moved.num_gpus_total == cfg.num_gpus_total
+    pts = run_sweep(cfg, "prefill_instances", [1, 2, 3, 4])
+    assert [p.error is None for p in pts] == [True, True, True, False]
+    assert "[1, 3]" in pts[-1].error
+    with pytest.raises(PresetError, match="disaggregat"):
+        apply_knob(make_config(), "prefill_instances", 2)

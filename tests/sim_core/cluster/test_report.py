@@ -1,0 +1,35 @@
+"""The CLI and the Python API accept deployments; the summary names the instances."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from sim_core.cli import main
+
+
+def test_cli_runs_a_deployment_from_set_and_writes_per_instance_rows(tmp_path, capsys):
+    rc = main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=40", "--set", "deployment.replicas=2",
+               "--set", "deployment.router=least_kv", "--out", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "2 replicas of H100 SXM (2 GPUs), router least_kv" in out
+    assert "replica 0 (H100 SXM)" in out and "replica 1 (H100 SXM)" in out
+    inst = pd.read_csv(tmp_path / "instances.csv")
+    assert inst["requests"].sum() == 40
+    req = pd.read_csv(tmp_path / "requests.csv")
+    assert set(req["instance"]) == {"replica 0", "replica 1"}
+    assert json.loads((tmp_path / "config.json").read_text())["deployment"]["replicas"] == 2
+
+
+def test_cli_disaggregated_preset_reports_kv_transfers(capsys):
+    assert main(["run", "cluster-dynamo-llama70b-fp8-8xh100-3p1d", "--set", "workload.num_requests=30"]) == 0
+    out = capsys.readouterr().out
+    assert "3 prefill of 2x H100 SXM + 1 decode of 2x H100 SXM (8 GPUs)" in out and "KV transfers  30 requests" in out
+
+
+def test_cli_rejects_bad_deployment_values_with_the_field(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", "deployment.replicas=0"]) == 2
+    assert "deployment.replicas = 0" in capsys.readouterr().err
+    assert main(["run", "chat-h100-llama8b", "--set", "deployment.rooter=x"]) == 2
+    assert "unknown field 'rooter'" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""Routing policies on a skewed load: what each one balances, as stated in router.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_core import run_simulation
+from sim_core.cluster.router import Router
+from sim_core.sweep import with_value
+from tests.conftest import trace_config
+
+N = 48
+
+
+def skewed(router: str):
+    """Every other request is 16x longer (prompt and output), arriving faster than one replica serves.
+    Round robin with 2 replicas sends every long request to replica 0."""
+    prompts = [3200 if i % 2 == 0 else 200 for i in range(N)]
+    outputs = [480 if i % 2 == 0 else 30 for i in range(N)]
+    arrivals = [i * 0.05 for i in range(N)]
+    cfg = trace_config(prompts, outputs, arrivals)
+    return run_simulation(with_value(cfg, "deployment", {"replicas": 2, "router": router}), check_invariants=True)
+
+
+def token_share(res):
+    """Fraction of all prompt+output tokens served by the busier replica (0.5 = perfect balance)."""
+    req = res.requests
+    tokens = req.prompt_tokens + req.output_tokens
+    per = np.array([tokens[res.instance_of == i].sum() for i in range(2)])
+    return per.max() / per.sum()
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {p: skewed(p) for p in ("round_robin", "least_outstanding", "least_kv", "prefix_affinity")}
+
+
+def test_round_robin_splits_counts_evenly_but_not_work(runs):
+    rr = runs["round_robin"]
+    counts = np.bincount(rr.instance_of, minlength=2)
+    assert abs(int(counts[0]) - int(counts[1])) <= 1
+    assert np.all(rr.instance_of[::2] == 0)  # all long requests on replica 0
+    assert token_share(rr) > 0.9
+
+
+@pytest.mark.parametrize("policy", ["least_outstanding", "least_kv"])
+def test_load_aware_policies_spread_the_work(runs, policy):
+    assert token_share(runs[policy]) < 0.6 < 0.9 < token_share(runs["round_robin"])
+    # The long requests no longer queue behind each other on one replica: the tail and the run end sooner.
+    assert runs[policy].summary.e2e_p99_s < 0.9 * runs["round_robin"].summary.e2e_p99_s
+    assert runs[policy].summary.makespan_s < 0.95 * runs["round_robin"].summary.makespan_s
+
+
+def test_prefix_affinity_without_prefix_caching_is_least_outstanding(runs):
+    assert np.array_equal(runs["prefix_affinity"].instance_of, runs["least_outstanding"].instance_of)
+
+
+class _Stub:
+    def __init__(self, outstanding, usage, cached=None):
+        self.num_outstanding = outstanding
+        self.kv = type("KV", (), {"usage": usage})()
+        if cached is not None:
+            self.cached_prefix_blocks = lambda r: cached
+
+
+def test_choices_and_ties():
+    engines = [_Stub(3, 0.5), _Stub(1, 0.9), _Stub(1, 0.1)]
+    lo = Router("least_outstanding", 3)
+    assert lo.choose(engines, 0) == 1  # tie on 1 -> the next in turn from instance 0
+    assert lo.choose(engines, 1) == 2  # same tie, the turn has moved past 1
+    assert Router("least_kv", 3).choose(engines, 0) == 2
+    assert Router("least_kv", 3).choose(engines, 0, eligible=[0, 1]) == 0
+    rr = Router("round_robin", 3)
+    assert [rr.choose(engines, r) for r in range(4)] == [0, 1, 2, 0]
+    assert rr.choose(engines, 4, eligible=[0, 2]) == 2  # next in turn among the eligible
+    cached = [_Stub(5, 0.5, cached=4), _Stub(0, 0.0, cached=1), _Stub(0, 0.0, cached=4)]
+    assert Router("prefix_affinity", 3).choose(cached, 0) == 2  # most cached blocks, then least loaded
