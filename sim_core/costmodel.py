@@ -332,6 +332,16 @@ class CostModel:
 
         return tick_scalar
 
+    def comm_time_s(self, num_tokens):
+        """Tensor-parallel all-reduce time inside a tick of `num_tokens` tokens (0 without TP): the
+        same term `tick` adds, exposed for the UI's hover. Scalar or array."""
+        T = np.asarray(num_tokens, dtype=np.float64)
+        return np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
+
+    def swap_time_s(self, swap_bytes):
+        """PCIe time inside a tick that moves `swap_bytes` of KV per GPU (the term `tick` adds)."""
+        return np.asarray(swap_bytes, dtype=np.float64) / self._pcie_bytes_per_s
+
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """One prefill chunk of one sequence, as a single tick (used by tests and the validator)."""
         n, c = prompt_tokens, cached_tokens

@@ -93,3 +93,16 @@ def test_kv_too_small_for_the_longest_request_is_explained():
     cfg = make_config(kv_cache__gpu_memory_utilization=0.212)
     with pytest.raises(MemoryPlanError, match="longest request"):
         plan_memory(cfg)
+
+
+def test_comm_and_swap_terms_are_the_parts_of_a_tick_they_name():
+    tp2 = CostModel(make_config("chat-h100-llama8b", hardware__num_gpus=2))
+    fast_link = CostModel(make_config("chat-h100-llama8b", hardware__num_gpus=2, hardware__interconnect_gb_per_s=5000.0,
+                                      calibration__allreduce_latency_us=0.0))
+    d_slow, *_ = tp2.tick(512, 1, 512 * 513 // 2, 0, 1)
+    d_fast, *_ = fast_link.tick(512, 1, 512 * 513 // 2, 0, 1)
+    assert float(tp2.comm_time_s(512)) - float(fast_link.comm_time_s(512)) == pytest.approx(d_slow - d_fast, rel=1e-9)
+    assert float(CostModel(make_config("chat-h100-llama8b")).comm_time_s(512)) == 0.0  # one GPU: no all-reduce
+    d0, *_ = tp2.tick(8, 8, 8 * 100, 8 * 99, 8)
+    d1, *_ = tp2.tick(8, 8, 8 * 100, 8 * 99, 8, swap_bytes=1e9)
+    assert float(tp2.swap_time_s(1e9)) == pytest.approx(d1 - d0, rel=1e-9)
