@@ -48,6 +48,12 @@ def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
                                                        workload__output_tokens={"dist": "fixed", "mean": 256, "min": 1, "max": 256}),
         "overload hitting the guard": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=20_000,
                                                   workload__arrival__rate_per_s=200.0, limits__max_sim_time_s=120.0),
+        # issue 12: block hashing and the LRU on every admission and completion
+        "10k chat, shared prompts, prefix cache": lambda: _set(
+            load_preset(DEFAULT_SCENARIO), workload__num_requests=10_000, workload__arrival__rate_per_s=12.0,
+            limits__max_sim_time_s=1e6, kv_cache__enable_prefix_caching=True,
+            workload__shared_prefix={"num_system_prompts": 8, "share_ratio": 0.8,
+                                     "system_prompt_tokens": {"dist": "fixed", "mean": 1024}}),
         # Cluster (issue 13): 4 replicas at 4x the 10k scenario's rate (compare: ~4x its ticks and time), a
         # state-aware router (every replica pauses at every arrival), and 2P2D (instances step in lockstep).
         "4 replicas, round robin, 40k req": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=40_000,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import SimConfig
+from sim_core.config import SimConfig, format_validation_error
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
@@ -81,6 +81,11 @@ def format_summary(res: SimResult) -> str:
         *_steady_lines(res),
         "  (modelled by a calibrated roofline, not measured on a GPU)",
     ]
+    if s.prefix_hit_rate_tokens is not None:
+        lines.insert(-1, f"  prefix cache  {s.prefix_hit_rate_tokens:.0%} of prompt tokens hit ({s.prefix_hit_rate_blocks:.0%} of full "
+                         f"blocks), {s.prefill_tokens_saved:,} prefill tokens saved, {s.prefix_blocks_evicted:,} blocks evicted")
+    if s.spec_tokens_per_step is not None:
+        lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")
     if cfg.deployment is not None:  # several engines (sim_core/cluster): say which, and one line per instance
         from sim_core.cluster import ClusterResult
         from sim_core.cluster.report import describe_deployment, format_instances
@@ -130,11 +135,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_preset(args.preset)
     if args.set:
         cfg = apply_overrides(cfg, args.set)
+    if args.trace:
+        cfg = _with_trace_file(cfg, args)
     res = run_simulation(cfg)
     if args.out:
         write_outputs(res, Path(args.out))
     print(res.summary.model_dump_json() if args.json else format_summary(res))
     return 0
+
+
+def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
+    """Replay a trace file (a named public format, see sim_core/traces.py) with the run's config."""
+    from pydantic import ValidationError
+
+    from sim_core.traces import TraceError, TraceOptions, load_trace, with_trace
+
+    try:
+        opts = TraceOptions(format=args.trace_format, time_scale=args.trace_time_scale, start_s=args.trace_start_s,
+                            end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=cfg.seed)  # fmt: skip
+    except ValidationError as err:
+        raise PresetError(format_validation_error(err, "trace options")) from None
+    try:
+        loaded = load_trace(args.trace, opts)
+    except TraceError as err:
+        raise PresetError(f"{Path(args.trace).name}: {err}") from None
+    print(f"trace: {loaded.describe()}", file=sys.stderr)
+    return with_trace(cfg, loaded.trace, f"trace {Path(args.trace).name}")
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
@@ -155,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. scheduler.max_num_seqs=64")
     run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
+    run.add_argument("--trace-format", default="auto",
+                     choices=("auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"),
+                     help="format of --trace (auto: from the header)")
+    run.add_argument("--trace-time-scale", type=float, default=1.0, help="multiply arrival gaps (0.5 = twice the rate)")
+    run.add_argument("--trace-start-s", type=float, default=0.0, help="window start, s after the trace's first row")
+    run.add_argument("--trace-end-s", type=float, default=None, help="window end, s after the trace's first row")
+    run.add_argument("--trace-max-requests", type=int, default=None, help="sample this many requests (seeded by --set seed=)")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")

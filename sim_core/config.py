@@ -146,6 +146,7 @@ class RequestClass(StrictModel):
 
 
 MAX_TRACE_ROWS = 100_000
+MAX_TRACE_HASH_IDS = 4_000_000  # total block hash ids in one trace (bounds config size)
 
 
 class Trace(StrictModel):
@@ -155,6 +156,12 @@ class Trace(StrictModel):
     prompt_tokens: list[int] = Field(description="Prompt length of each request, tokens.")
     output_tokens: list[int] = Field(description="Output length of each request, tokens.")
     priority: list[int] | None = Field(None, description="Priority of each request (0 = highest).")
+    block_hash_ids: list[list[int]] | None = Field(
+        None,
+        description="Per request, ids of its prompt's consecutive blocks of hash_block_tokens tokens (Mooncake "
+        "hash_ids): requests whose lists start with the same ids share that prefix (prefix caching).",
+    )
+    hash_block_tokens: int = Field(512, ge=1, le=65536, description="Tokens covered by one block hash id (Mooncake: 512).")
 
     @model_validator(mode="after")
     def _check(self) -> Trace:
@@ -177,7 +184,47 @@ class Trace(StrictModel):
             raise ValueError("trace arrival_s must be sorted ascending")
         if self.priority is not None and any(not 0 <= p <= 9 for p in self.priority):
             raise ValueError("trace priority must be in [0, 9]")
+        if self.block_hash_ids is not None:
+            if len(self.block_hash_ids) != n:
+                raise ValueError(f"trace column block_hash_ids has {len(self.block_hash_ids)} rows, arrival_s has {n}")
+            if sum(len(h) for h in self.block_hash_ids) > MAX_TRACE_HASH_IDS:
+                raise ValueError(f"trace block_hash_ids holds more than {MAX_TRACE_HASH_IDS:,} ids in total")
+            hb = self.hash_block_tokens
+            for i, (ids, p) in enumerate(zip(self.block_hash_ids, self.prompt_tokens)):
+                if len(ids) > -(-p // hb):
+                    raise ValueError(f"trace row {i}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
+                if any(h < 0 for h in ids):
+                    raise ValueError(f"trace row {i}: block hash ids must be >= 0")
         return self
+
+
+class SharedPrefixConfig(StrictModel):
+    """A pool of system prompts (or few-shot templates) that requests start with (prefix caching)."""
+
+    num_system_prompts: int = Field(0, ge=0, le=10_000, description="System prompts in the pool (0 = none shared).")
+    share_ratio: float = Field(
+        0.0, ge=0, le=1, description="Fraction of requests (sessions) that start with a system prompt from the pool."
+    )
+    system_prompt_tokens: LengthDist = Field(
+        LengthDist(dist="fixed", mean=1024, min=1, max=1024), description="Length of each pool entry, tokens (drawn once)."
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.num_system_prompts > 0 and self.share_ratio > 0
+
+
+class SessionConfig(StrictModel):
+    """Multi-turn conversations: each turn's prompt is the previous turn's prompt and reply plus new user tokens."""
+
+    turns: int = Field(1, ge=1, le=100, description="Turns per session (1 = independent requests).")
+    user_tokens: LengthDist = Field(
+        LengthDist(dist="lognormal", mean=128, min=1, max=1024, sigma=0.8),
+        description="New user tokens added by each turn after the first, tokens.",
+    )
+    think_time_s: float = Field(
+        20.0, ge=0, le=3600, description="Mean gap between a turn's arrival and the next turn's (exponential), s."
+    )
 
 
 class WorkloadConfig(StrictModel):
@@ -191,6 +238,8 @@ class WorkloadConfig(StrictModel):
     )
     classes: tuple[RequestClass, ...] = Field((RequestClass(),), min_length=1, max_length=8)
     trace: Trace | None = Field(None, description="Replay these requests instead of generating them.")
+    shared_prefix: SharedPrefixConfig = SharedPrefixConfig()
+    sessions: SessionConfig = SessionConfig()
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
@@ -207,7 +256,10 @@ class WorkloadConfig(StrictModel):
     def max_prompt_tokens(self) -> int:
         if self.trace is not None:
             return max(self.trace.prompt_tokens[: self.num_requests])
-        return self.prompt_tokens.upper_bound
+        sp, ses = self.shared_prefix, self.sessions
+        system = sp.system_prompt_tokens.upper_bound if sp.enabled else 0
+        later = (ses.turns - 1) * (self.output_tokens.upper_bound + ses.user_tokens.upper_bound)
+        return system + self.prompt_tokens.upper_bound + later
 
     @property
     def max_output_tokens(self) -> int:
@@ -239,6 +291,11 @@ class KVCacheConfig(StrictModel):
     watermark: float = Field(
         0.01, ge=0, le=0.5, description="Fraction of KV blocks kept free at admission (watermark admission)."
     )
+    enable_prefix_caching: bool = Field(
+        False,
+        description="Keep finished requests' full prompt blocks as reusable (reference count 0, evicted least recently "
+        "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching).",
+    )
 
 
 # ---------------------------------------------------------------- scheduler
@@ -265,6 +322,54 @@ class SmartPreemptionConfig(StrictModel):
     enabled: bool = Field(False, description="Suspend a long-running prefill while many decodes wait (article §5.3).")
     threshold_ms: float = Field(50, ge=1, le=100_000, description="Prefill runtime after which it may be suspended, ms.")
     decode_queue_limit: int = Field(8, ge=0, le=100_000, description="Suspend while more decodes than this wait.")
+
+
+class SpeculativeConfig(StrictModel):
+    """Speculative decoding (Leviathan et al. 2023; EAGLE / MTP heads): a draft proposes k tokens, the
+    target verifies k+1 positions in one pass and keeps 1 + the accepted ones (DESIGN §8)."""
+
+    enabled: bool = Field(False, description="Decode with speculation (each decode verifies k+1 positions).")
+    num_draft_tokens: int = Field(3, ge=1, le=16, description="Draft length k: tokens proposed per step.")
+    acceptance_rate: float = Field(
+        0.7, ge=0, le=1, description="Probability that each draft token is accepted, independently (alpha)."
+    )
+    acceptance_by_position: tuple[float, ...] | None = Field(
+        None, max_length=16, description="Per-position acceptance of draft tokens 1..k (overrides acceptance_rate)."
+    )
+    draft: Literal["head", "model"] = Field(
+        "head", description="head: an MTP/EAGLE head priced as a fraction of a target step; model: a separate draft model."
+    )
+    draft_cost_fraction: float = Field(
+        0.05, ge=0, le=2, description="head: cost of one draft token as a fraction of a plain target decode step."
+    )
+    draft_model: str = Field(
+        "llama-3.2-1b", min_length=1, max_length=80, description="model: the draft's model preset (weights and KV not counted in memory)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SpeculativeConfig:
+        table = self.acceptance_by_position
+        if table is not None:
+            if len(table) != self.num_draft_tokens:
+                raise ValueError(
+                    f"acceptance_by_position has {len(table)} entries; it needs num_draft_tokens ({self.num_draft_tokens})"
+                )
+            if any(not 0 <= a <= 1 for a in table):
+                raise ValueError("acceptance_by_position entries must be in [0, 1]")
+        return self
+
+    @property
+    def acceptance(self) -> tuple[float, ...]:
+        """Acceptance probability of draft position 1..k."""
+        return self.acceptance_by_position or (self.acceptance_rate,) * self.num_draft_tokens
+
+    def expected_tokens_per_step(self) -> float:
+        """E[1 + accepted]: with independent alpha this is (1 - alpha^(k+1)) / (1 - alpha)."""
+        total, survive = 1.0, 1.0
+        for a in self.acceptance:
+            survive *= a
+            total += survive
+        return total
 
 
 class SchedulerConfig(StrictModel):
@@ -307,6 +412,7 @@ class SchedulerConfig(StrictModel):
     quota: QuotaConfig = QuotaConfig()
     dynamic_batch: DynamicBatchConfig = DynamicBatchConfig()
     smart_preemption: SmartPreemptionConfig = SmartPreemptionConfig()
+    speculative: SpeculativeConfig = SpeculativeConfig()
 
 
 # ---------------------------------------------------------------- calibration, SLOs, limits
@@ -540,6 +646,15 @@ class SimConfig(StrictModel):
                 f"({wl.max_prompt_tokens}) while chunked prefill is off: turn on enable_chunked_prefill or raise "
                 "max_num_batched_tokens"
             )
+        if self.kv_cache.enable_prefix_caching and getattr(self, "deployment", None) is not None:
+            raise ValueError("kv_cache.enable_prefix_caching is not modelled across replicas yet: remove deployment or turn it off")
+        if self.kv_cache.enable_prefix_caching and self.kv_cache.layout != "paged":
+            raise ValueError("kv_cache.enable_prefix_caching needs kv_cache.layout 'paged' (blocks are what is shared)")
+        spec = sch.speculative
+        if spec.enabled and wl.num_samples > 1:
+            raise ValueError(f"scheduler.speculative needs workload.num_samples = 1, got {wl.num_samples}")
+        if (wl.shared_prefix.enabled or wl.sessions.turns > 1) and wl.trace is None and wl.arrival.process == "closed_loop":
+            raise ValueError("workload.shared_prefix / workload.sessions need an open-loop arrival process, not closed_loop")
         if sch.prefill_mode == "decode_first" and sch.max_num_batched_tokens < sch.max_num_seqs:
             raise ValueError(
                 f"decode_first needs max_num_batched_tokens ({sch.max_num_batched_tokens}) >= max_num_seqs "

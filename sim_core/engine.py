@@ -25,10 +25,12 @@ from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
 from sim_core.metrics import summarize
+from sim_core.prefix_cache import PrefixCachingBlockManager
 from sim_core.recorder import Recorder
-from sim_core.result import RequestTable, SimResult
+from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.scheduler import Scheduler
+from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
 from sim_core.workload import generate_workload
@@ -47,13 +49,21 @@ class Engine:
         wl = self.workload
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
-        self.kv = BlockManager(
-            self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
-        )
+        if cfg.kv_cache.enable_prefix_caching:  # issue 12: a block manager whose free blocks may hold cached prefixes
+            self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl)
+        else:
+            self.kv = BlockManager(
+                self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
+            )
         self.st = SimState(wl, cfg.scheduler.queue_order)
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
+        # issue 12: speculative decoding (a rule and a cost term) and the prefix cache's per-tick marks
+        self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
+        self.prefix = getattr(self.kv, "prefix", None)
+        if self.prefix is not None:
+            self.prefix.recorder = self.rec
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
         self.check_invariants = False
@@ -62,7 +72,7 @@ class Engine:
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
-        self._coalesce = cfg.limits.coalesce_ticks
+        self._coalesce = cfg.limits.coalesce_ticks and self.spec is None  # speculation draws acceptances per tick
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
 
     # ------------------------------------------------------------------ loop
@@ -225,9 +235,17 @@ class Engine:
         kv_read = sum(c) + n * dec_ctx
         samples = decode_tokens + len(completes)
         seqs = len(pre) + decode_tokens
+        draft_s, gained = 0.0, None
+        if self.spec is not None and D:  # verify k+1 positions per decode (n == 1), plus the draft's k steps
+            spec = self.spec
+            decode_tokens, rows, v_pairs, _ = verify_aggregates(spec.width, D, dec_ctx)
+            pairs += v_pairs - (dec_ctx + D)
+            samples += rows - D
+            draft_s = spec.draft_s(D, dec_ctx)
+            gained = np.minimum(1 + spec.accepted(D), st.output[dec] - st.emitted[dec])  # (D,) tokens emitted
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
-        dur = float(dur)
+        dur = float(dur) + draft_s
         t0 = st.now_s
         t_end = t0 + dur
 
@@ -241,6 +259,12 @@ class Engine:
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
         st.computed[idx] += new
+        if gained is not None:  # accepted draft tokens: their KV is kept and they are emitted this tick
+            st.computed[dec] += gained - 1
+            st.emitted[dec] += gained - 1
+            self.spec.num_steps += D
+            self.spec.num_emitted += int(gained.sum())
+            self.spec.draft_time_s += draft_s
         if D:  # every decoder has emitted before: one gap each
             gaps = t_end - st.last_token_s[dec]
             rec.itl(gaps)
@@ -256,6 +280,8 @@ class Engine:
                 rec.itl(gaps)
                 st.max_itl_s[again] = np.maximum(st.max_itl_s[again], gaps)
             first = comp[is_first]
+            if self.prefix is not None:  # full prompt blocks become reusable
+                self.kv.register(comp, st.prompt[comp])
             st.first_token_s[first] = t_end
             rec.event(first, t_end, Event.FIRST_TOKEN)
             rec.event(again, t_end, Event.PREFILL_DONE)
@@ -343,7 +369,9 @@ class Engine:
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
         num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
         num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
-        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and (
+        # Prefix caching (issue 12): a run stops at the first completion and before any eviction, so the
+        # cache's releases and evictions happen at the ticks they would tick by tick.
+        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and self.prefix is None and (
             sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
         # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
@@ -387,7 +415,8 @@ class Engine:
         blocks = np.maximum(kv.blocks_for(ctx0[:, None] + (1 + j[:k]), prompt), held[:, None])  # (B, k)
         other = kv.num_used - int(held.sum())
         need = other + (blocks.sum(axis=0) if alive is None else (blocks * alive[:, :k]).sum(axis=0))  # (k,)
-        over = np.flatnonzero(need > kv.num_blocks)  # not monotone: completions free blocks mid-run
+        limit = kv.num_blocks - (self.prefix.num_evictable if self.prefix is not None else 0)
+        over = np.flatnonzero(need > limit)  # not monotone: completions free blocks mid-run
         if over.size:
             k = min(k, int(over[0]))
         if k <= 1:
@@ -407,6 +436,8 @@ class Engine:
         gap0 = ends[0] - st.last_token_s[idx]
         step_gaps = np.diff(ends)  # (k-1,)
         done = remaining <= k
+        if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick
+            self.prefix.tick_offset = k - 1
         if alive is None:  # everyone runs all k ticks (some finish in the last)
             rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
             st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
@@ -433,6 +464,8 @@ class Engine:
             after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
             used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
             self._finish(idx[done], last_end[done])
+        if self.prefix is not None:
+            self.prefix.tick_offset = 0
         used[-1] = kv.num_used
         if rec.wants_batches:
             m = min(k, lim.num_recorded_batches - rec.num_ticks)
@@ -496,8 +529,40 @@ class Engine:
             kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
                             itl_is_scratch=kept is not itl)  # fmt: skip
+        summary, timeline = _traffic_extras(self, summary, timeline)
         itl = kept
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
+
+
+def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
+    """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
+    out = np.zeros(num_ticks, dtype=np.int64)
+    if marks and num_ticks:
+        ticks = np.array([t for t, _ in marks], dtype=np.int64)
+        vals = np.array([v for _, v in marks], dtype=np.int64)
+        pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
+        out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
+    return out
+
+
+def _traffic_extras(engine: Engine, summary, timeline):
+    """Prefix-cache and speculative-decoding figures (issue 12): summary fields and the KV panel's
+    cached-but-free column. Untouched when both features are off."""
+    update = {}
+    pc = engine.prefix
+    if pc is not None:
+        update |= {
+            "prefix_hit_rate_tokens": pc.num_hit_tokens / pc.num_query_tokens if pc.num_query_tokens else float("nan"),
+            "prefix_hit_rate_blocks": pc.num_hit_blocks / pc.num_query_blocks if pc.num_query_blocks else float("nan"),
+            "prefill_tokens_saved": int(pc.num_hit_tokens),
+            "prefix_blocks_evicted": int(pc.num_evicted),
+        }
+        cols = dict(timeline.columns)
+        cols["kv_blocks_cached"] = _step_column(pc.marks, timeline.num_ticks)
+        timeline = Timeline(cols)
+    if engine.spec is not None:
+        update |= {"spec_tokens_per_step": engine.spec.mean_tokens_per_step, "spec_draft_time_s": engine.spec.draft_time_s}
+    return (summary.model_copy(update=update) if update else summary), timeline
 
 
 def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:

@@ -79,6 +79,7 @@ def advance(engine: Engine) -> bool:
         return False
 
     bs = kv.block_size
+    pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     budget = engine.cfg.scheduler.max_num_batched_tokens
     cap = engine.sched.batch_cap
@@ -149,13 +150,21 @@ def advance(engine: Engine) -> bool:
         if need_p > free_after:
             break  # chunks would have to shrink to the free blocks: the general path's case
         free_after -= need_p
-        admit: list[tuple[int, int]] = []  # (request, chunk)
+        if pc is not None:
+            pc.tick_offset = j
+            pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
+        admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
         if head < len(waiting):
             seqs_left = max(cap - len(running), 0)
             candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
-            taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
-                                         lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
-            admit = [(waiting[head + i], chunk) for i, (chunk, _) in enumerate(taken)]
+            if pc is None:
+                taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
+                                             lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
+                hits = [0] * len(taken)
+            else:
+                taken, hits = _admit_with_prefix_cache(pc, [waiting[i] for i in candidates], target_arr, bs, left,
+                                                       free_after, wm)  # fmt: skip
+            admit = [(waiting[head + i], chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
             for chunk, need_w in taken:
                 free_after -= need_w
                 left -= chunk
@@ -167,47 +176,50 @@ def advance(engine: Engine) -> bool:
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
             completes += c + chunk >= int(target_arr[r])
-        for w, chunk in admit:
+        for w, chunk, h in admit:
             P += chunk
-            pairs += chunk * (chunk + 1) // 2
-            completes += chunk >= int(target_arr[w])
+            pairs += chunk * h + chunk * (chunk + 1) // 2
+            kv_read += h
+            completes += h + chunk >= int(target_arr[w])
         A = len(chunks) + len(admit)
         dur, flops, nbytes, is_comp = tick(P + B, B + completes, pairs + (S + B), kv_read + S, A + B, 0.0)
         t0, t_end = now, now + dur
         decoders = [r for r in running if r not in prefilling] if (want_batches > j) else None
         if decoders is not None:
             batch_log.append((
-                j, decoders + [r for r, _, _ in chunks] + [w for w, _ in admit],
-                [1] * B + [ch for _, _, ch in chunks] + [ch for _, ch in admit],
+                j, decoders + [r for r, _, _ in chunks] + [w for w, _, _ in admit],
+                [1] * B + [ch for _, _, ch in chunks] + [ch for _, ch, _ in admit],
                 [True] * B + [False] * A,
                 [-(-(base[r] + j + 1) // bs) for r in decoders] + [-(-(c + ch) // bs) for _, c, ch in chunks]
-                + [-(-ch // bs) for _, ch in admit],
+                + [-(-(h + ch) // bs) for _, ch, h in admit],
             ))  # fmt: skip
         # decoders that emit their last token now leave; every other decoder grew by one
         done = finish_at.pop(j, [])
         freed = 0
         for r in done:
             ctx_after = base[r] + j + 1
-            freed += -(-ctx_after // bs)
+            freed += -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
             phase_count[(-base[r]) % bs] -= 1
             S -= ctx_after
             finished.append((r, j))
         S += B
         B -= len(done)
-        for w, _ in admit:
+        for w, _, h in admit:
             scheduled.append((w, j))
             running.append(w)
-            prefilling[w] = 0
-        for r, c, chunk in chunks + [(w, 0, ch) for w, ch in admit]:
+            prefilling[w] = h
+        for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
             total = c + chunk
             if total < target_arr[r]:
                 prefilling[r] = total
                 continue
             del prefilling[r]
             first_token.append((r, j))
+            if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
+                freed += pc.register_prompt(r, total)
             o = int(output_arr[r])
             if o == 1:
-                freed += -(-total // bs)
+                freed += -(-total // bs) - (_release(pc, r) if pc is not None else 0)
                 finished.append((r, j))
                 done.append(r)
                 continue
@@ -230,10 +242,48 @@ def advance(engine: Engine) -> bool:
         t_end_list.append(t_end)
         now = t_end
         j += 1
+    if pc is not None:
+        pc.tick_offset = 0
     if j == 0:
         return False
     return _write_back(engine, j, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,
                        batch_log, running, prefilling, base, start, waiting[head:], ptr, free, num_ticks0)
+
+
+def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int):
+    """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
+    starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
+    rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
+    looked: list[tuple] = []
+    free_now = [free]
+
+    def remaining():
+        for w in candidates:
+            looked.append(pc.lookup(w, int(target_arr[w])))
+            yield int(target_arr[w]) - looked[-1][1] * bs
+
+    def blocks(i: int, chunk: int) -> int:
+        _, hit, evictable = looked[i]
+        return -(-(hit * bs + chunk) // bs) - hit + evictable
+
+    def admit(i: int, chunk: int, need: int) -> None:
+        handle, hit, _ = looked[i]
+        pc.admit(candidates[i], handle, hit, int(target_arr[candidates[i]]))
+        free_now[0] -= need
+        pc.trim(free_now[0])
+
+    taken = rules.admit_in_order(remaining(), left, free, wm, blocks, True, False, admit)
+    return taken, [looked[i][1] * bs for i in range(len(taken))]
+
+
+def _release(pc, r: int) -> int:
+    """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
+    use because other requests still reference them (PrefixCachingBlockManager.free)."""
+    pc.forget(r)
+    if not pc.holds(r):
+        return 0
+    referenced, evictable = pc.release(r)
+    return referenced - evictable
 
 
 def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,

@@ -76,6 +76,9 @@ def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
     for key, family in (("hardware", "hardware"), ("model", "models"), ("workload", "workloads"), ("calibration", "calibration")):
         if key in data:
             data[key] = _resolve_part(family, data[key])
+    trace = data.pop("trace", None)
+    if trace is not None:
+        data["workload"] = _resolve_trace(trace, data.get("workload") or {})
     dis = (data.get("deployment") or {}).get("disaggregation") if isinstance(data.get("deployment"), dict) else None
     if isinstance(dis, dict):  # pool hardware may name a preset too: "decode": {"hardware": "a100-80gb"}
         for role in ("prefill", "decode"):
@@ -92,6 +95,28 @@ def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
         if "calibration" in eng and "calibration" not in data:  # the engine family's calibration profile
             data["calibration"] = _resolve_part("calibration", eng["calibration"])
     return data
+
+
+def _resolve_trace(spec: Any, workload: dict[str, Any]) -> dict[str, Any]:
+    """A scenario's `"trace": {"file": NAME, ...TraceOptions}` → the workload replaying that bundled trace."""
+    from sim_core.traces import TraceError, TraceOptions, load_trace
+
+    if not isinstance(spec, dict) or not isinstance(spec.get("file"), str):
+        raise PresetError('scenario "trace" must be an object with "file" (a name in presets/traces) and trace options')
+    name = spec["file"]
+    if name not in {p.name for p in (PRESETS_DIR / "traces").iterdir()}:
+        raise PresetError(f"unknown bundled trace {name!r} (files in presets/traces)")
+    try:
+        opts = TraceOptions.model_validate({k: v for k, v in spec.items() if k != "file"})
+        loaded = load_trace(PRESETS_DIR / "traces" / name, opts)
+    except ValidationError as err:
+        raise PresetError(format_validation_error(err, f"trace options of {name!r}")) from None
+    except TraceError as err:
+        raise PresetError(str(err)) from None
+    out = dict(workload)
+    out["trace"] = loaded.trace.model_dump()
+    out["num_requests"] = len(loaded.trace.arrival_s)
+    return out
 
 
 def config_from_dict(data: Any, source: str = "config") -> SimConfig:

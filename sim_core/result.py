@@ -181,6 +181,14 @@ class Summary(BaseModel):
     kv_capacity_tokens: int
     swap_time_s: float
     stopped_reason: str | None
+    # Prefix caching (None when off): over every prompt lookup, a recomputed request's included.
+    prefix_hit_rate_tokens: float | None = None  # reused prompt tokens / prompt tokens looked up
+    prefix_hit_rate_blocks: float | None = None  # reused full blocks / cacheable full blocks looked up
+    prefill_tokens_saved: int | None = None  # prompt tokens whose prefill was skipped
+    prefix_blocks_evicted: int | None = None
+    # Speculative decoding (None when off)
+    spec_tokens_per_step: float | None = None  # tokens emitted per verified decode step (1 + accepted)
+    spec_draft_time_s: float | None = None  # simulated time spent in draft steps
     steady: SteadyState | None = None  # None when the run has too few requests for a window
 
 

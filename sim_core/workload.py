@@ -25,6 +25,15 @@ class Workload:
     class_idx: IntArray  # (R,) index into WorkloadConfig.classes (-1 for traces)
     num_samples: int  # n parallel samples per request
     closed_loop_think_s: float | None  # not None: release request i+N when one finishes
+    # Prefix identity (prefix caching, DESIGN §8). The first prefix_len[r] prompt tokens are system
+    # prompt prefix_group[r] (-1: none); the rest belong to content_id[r], which is shared by every
+    # turn of a session (turn t+1's prompt extends turn t's prompt and reply). Traces may instead
+    # give explicit per-block hash ids, one per hash_block_tokens tokens.
+    prefix_group: IntArray | None = None  # (R,)
+    prefix_len: IntArray | None = None  # (R,)
+    content_id: IntArray | None = None  # (R,)
+    block_hash_ids: tuple[IntArray, ...] | None = None  # R ragged arrays
+    hash_block_tokens: int = 0
 
     @property
     def num_requests(self) -> int:
@@ -66,6 +75,9 @@ def generate_workload(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload
     if cfg.trace is not None:
         tr = cfg.trace
         prio = np.asarray(tr.priority[:n] if tr.priority is not None else [0] * n, dtype=np.int64)
+        hashes = None
+        if tr.block_hash_ids is not None:
+            hashes = tuple(np.asarray(h, dtype=np.int64) for h in tr.block_hash_ids[:n])
         return Workload(
             arrival_s=np.asarray(tr.arrival_s[:n], dtype=np.float64),
             prompt_tokens=np.asarray(tr.prompt_tokens[:n], dtype=np.int64),
@@ -74,8 +86,13 @@ def generate_workload(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload
             class_idx=np.full(n, -1, dtype=np.int64),
             num_samples=cfg.num_samples,
             closed_loop_think_s=None,
+            block_hash_ids=hashes,
+            hash_block_tokens=tr.hash_block_tokens if hashes is not None else 0,
         )
     rng_arrival, rng_prompt, rng_output, rng_class = rng.spawn(4)
+    if cfg.shared_prefix.enabled or cfg.sessions.turns > 1:
+        # Separate child streams, spawned after the first four: plain workloads stay bit-identical.
+        return _prefix_workload(cfg, n, rng_arrival, rng_prompt, rng_output, rng_class, *rng.spawn(3))
     shares = np.array([c.share for c in cfg.classes])
     class_idx = rng_class.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
     class_prio = np.array([c.priority for c in cfg.classes], dtype=np.int64)
@@ -90,33 +107,50 @@ def generate_workload(cfg: WorkloadConfig, rng: np.random.Generator) -> Workload
     )
 
 
-TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
-MAX_TRACE_CSV_BYTES = 8 * 1024 * 1024
+def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_output, rng_class, rng_pool,
+                     rng_user, rng_think) -> Workload:  # fmt: skip
+    """Sessions of `turns` turns whose first prompt may start with a pooled system prompt.
 
-
-def parse_trace_csv(text: str) -> dict[str, list]:
-    """Parse `arrival_s,prompt_tokens,output_tokens[,priority]` CSV text into Trace fields.
-
-    Raises ValueError with the line number and column of the first bad value.
+    Session starts follow the arrival process at rate / turns (so requests arrive at about the
+    configured rate); turn t+1 arrives an exponential think time after turn t (open loop: a turn
+    does not wait for the previous reply, so under overload its reply may not be cached yet).
     """
-    if len(text) > MAX_TRACE_CSV_BYTES:
-        raise ValueError(f"trace CSV is {len(text):,} bytes; the limit is {MAX_TRACE_CSV_BYTES:,}")
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        raise ValueError("trace CSV is empty")
-    header = [h.strip() for h in lines[0].split(",")]
-    if tuple(header[:3]) != TRACE_COLUMNS or len(header) > 4 or (len(header) == 4 and header[3] != "priority"):
-        raise ValueError(f"trace CSV header must be arrival_s,prompt_tokens,output_tokens[,priority]; got {lines[0]!r}")
-    cols: dict[str, list] = {h: [] for h in header}
-    for lineno, line in enumerate(lines[1:], start=2):
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(header):
-            raise ValueError(f"trace CSV line {lineno}: expected {len(header)} values, got {len(cells)}")
-        for name, cell in zip(header, cells):
-            try:
-                cols[name].append(float(cell) if name == "arrival_s" else int(cell))
-            except ValueError:
-                raise ValueError(f"trace CSV line {lineno}: {name} = {cell!r} is not a number") from None
-    if len(cols["arrival_s"]) == 0:
-        raise ValueError("trace CSV has a header but no rows")
-    return {k: cols[k] for k in header} | ({} if "priority" in cols else {"priority": None})
+    sp, ses = cfg.shared_prefix, cfg.sessions
+    T = ses.turns
+    S = -(-n // T)
+    arr_cfg = cfg.model_copy(update={"arrival": cfg.arrival.model_copy(update={"rate_per_s": cfg.arrival.rate_per_s / T})})
+    starts = sample_arrivals(arr_cfg, S, rng_arrival)  # (S,)
+    think = rng_think.exponential(ses.think_time_s, size=(S, T - 1)) if ses.think_time_s > 0 else np.zeros((S, T - 1))
+    arrival = starts[:, None] + np.concatenate([np.zeros((S, 1)), np.cumsum(think, axis=1)], axis=1)  # (S, T)
+    group = np.full(S, -1, dtype=np.int64)
+    sys_len = np.zeros(S, dtype=np.int64)
+    if sp.enabled:
+        pool_len = sample_lengths(sp.system_prompt_tokens, sp.num_system_prompts, rng_pool)
+        shares = rng_pool.random(S) < sp.share_ratio
+        picks = rng_pool.integers(0, sp.num_system_prompts, size=S)
+        group = np.where(shares, picks, -1)
+        sys_len = np.where(shares, pool_len[picks], 0)
+    first = sample_lengths(cfg.prompt_tokens, S, rng_prompt)
+    out = sample_lengths(cfg.output_tokens, S * T, rng_output).reshape(S, T)
+    user = sample_lengths(ses.user_tokens, S * (T - 1), rng_user).reshape(S, T - 1)
+    prompt = np.empty((S, T), dtype=np.int64)
+    prompt[:, 0] = sys_len + first
+    for t in range(1, T):  # the previous prompt and its reply, then the new user message
+        prompt[:, t] = prompt[:, t - 1] + out[:, t - 1] + user[:, t - 1]
+    order = np.argsort(arrival.ravel(), kind="stable")[:n]  # ids follow arrival
+    session = np.repeat(np.arange(S, dtype=np.int64), T)[order]
+    shares = np.array([c.share for c in cfg.classes])
+    class_idx = rng_class.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
+    class_prio = np.array([c.priority for c in cfg.classes], dtype=np.int64)
+    return Workload(
+        arrival_s=arrival.ravel()[order],
+        prompt_tokens=prompt.ravel()[order],
+        output_tokens=out.ravel()[order],
+        priority=class_prio[class_idx],
+        class_idx=class_idx,
+        num_samples=cfg.num_samples,
+        closed_loop_think_s=None,
+        prefix_group=group[session],
+        prefix_len=sys_len[session],
+        content_id=session,
+    )

@@ -51,6 +51,17 @@ def _headline(res: SimResult) -> None:
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"of {s.kv_capacity_tokens:,} tokens", **kw)
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {fmt_seconds(s.makespan_s)}", **kw)
+    if s.prefix_hit_rate_tokens is not None or s.spec_tokens_per_step is not None:  # issue 12 features, when on
+        row3 = st.columns(4)
+        if s.prefix_hit_rate_tokens is not None:
+            pct = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
+            row3[0].metric("Prefix cache hits", pct(s.prefix_hit_rate_tokens), f"{pct(s.prefix_hit_rate_blocks)} of full blocks",
+                           help="Reused prompt tokens / prompt tokens looked up (a recomputed request looks up again).", **kw)  # fmt: skip
+            row3[1].metric("Prefill saved", f"{s.prefill_tokens_saved:,} tok", f"{s.prefix_blocks_evicted:,} blocks evicted",
+                           help="Prompt tokens whose prefill was skipped; evictions took least recently used cached blocks.", **kw)  # fmt: skip
+        if s.spec_tokens_per_step is not None:
+            row3[2].metric("Tokens per decode step", f"{s.spec_tokens_per_step:.2f}", f"draft {s.spec_draft_time_s:,.2f} s",
+                           help="Speculative decoding: 1 + accepted draft tokens per verified step; draft time is simulated.", **kw)  # fmt: skip
     table = class_table(res)
     if table is not None:
         st.caption("Per request class (the headline mixes them; the priority queue of article §5.2 serves class "

@@ -8,9 +8,8 @@ from app.components import config_form as form
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
 from sim_core.presets import describe_preset, read_preset_data
-from sim_core.config import Trace
 from sim_core.presets import MAX_CONFIG_FILE_BYTES
-from sim_core.workload import MAX_TRACE_CSV_BYTES, parse_trace_csv
+from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions, parse_trace
 
 PRESET_WIDGET = "w.preset"
 VERSION_KEY = "ui.cfg_version"
@@ -66,8 +65,12 @@ def _on_trace_upload() -> None:
     if up is None:
         return
     try:
-        cols = parse_trace_csv(_upload_bytes(up, MAX_TRACE_CSV_BYTES).decode("utf-8", errors="replace"))
-        trace = Trace.model_validate(cols)
+        max_req = st.session_state.get("w.trace_max_requests") or None
+        opts = TraceOptions(format=st.session_state.get("w.trace_format", "auto"),
+                            time_scale=st.session_state.get("w.trace_time_scale", 1.0), max_requests=max_req)  # fmt: skip
+        loaded = parse_trace(_upload_bytes(up, MAX_TRACE_CSV_BYTES), opts)
+        trace = loaded.trace
+        st.session_state["ui.trace_note"] = loaded.describe()
         cfg: SimConfig = st.session_state[CFG_KEY]
         data = cfg.model_dump(mode="python")
         data["workload"]["trace"] = trace.model_dump()
@@ -194,8 +197,17 @@ def _trace_controls(cfg: SimConfig) -> None:
         st.info(f"Replaying an uploaded trace of {len(cfg.workload.trace.arrival_s):,} requests; "
                 "the generators below are ignored.")  # fmt: skip
         st.button("Remove the trace", on_click=_clear_trace)
-    st.file_uploader("Trace CSV (arrival_s, prompt_tokens, output_tokens[, priority])", type=["csv"],
-                     key="w.upload_trace", on_change=_on_trace_upload,
-                     help=f"Up to 100,000 rows and {MAX_TRACE_CSV_BYTES // 2**20} MB.")  # fmt: skip
+        if st.session_state.get("ui.trace_note"):
+            st.caption(st.session_state["ui.trace_note"])
+    st.selectbox("Trace format", ("auto",) + TRACE_FORMATS, key="w.trace_format",
+                 help="auto reads the header. " + "; ".join(f"{k}: {v}" for k, v in FORMAT_HELP.items()))  # fmt: skip
+    c1, c2 = st.columns(2)
+    c1.number_input("Time scale", min_value=0.01, max_value=1000.0, value=1.0, key="w.trace_time_scale",
+                    help="Multiply arrival gaps: 0.5 replays the trace twice as fast.")  # fmt: skip
+    c2.number_input("Sample N requests", min_value=0, max_value=100_000, value=0, step=100, key="w.trace_max_requests",
+                    help="0 keeps every request; otherwise a seeded sample in arrival order.")  # fmt: skip
+    st.file_uploader("Trace file (Azure 2023/2024, BurstGPT, Mooncake JSONL, or arrival_s,prompt_tokens,output_tokens[,priority])",
+                     type=["csv", "jsonl", "json"], key="w.upload_trace", on_change=_on_trace_upload,
+                     help=f"Up to 100,000 requests and {MAX_TRACE_CSV_BYTES // 2**20} MB; set the options before uploading.")  # fmt: skip
     if st.session_state.get("ui.trace_error"):
         st.error(st.session_state["ui.trace_error"])

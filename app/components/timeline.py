@@ -398,6 +398,12 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
         tt, yy = reduce_series(t, kv_pct)
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=PHASE_COLORS["kv"], name="KV in use (%)",
                                  hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra>KV</extra>"), row=3, col=1)  # fmt: skip
+        if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
+            tt, yy = reduce_series(t, tl.kv_blocks_cached / res.memory.num_blocks * 100)
+            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color="#81c995", line_dash="dot",
+                                     name="KV cached, free (%)",
+                                     hovertemplate="%{y:.1f} % of blocks cached but free (evictable)<br>t = %{x:.3f} s"
+                                     "<extra>KV</extra>"), row=3, col=1)  # fmt: skip
         for col, name, color in (("num_waiting", "waiting", PHASE_COLORS["waiting"]),
                                  ("num_running", "running", PHASE_COLORS["running"]),
                                  ("num_swapped", "swapped", PHASE_COLORS["swapped"])):  # fmt: skip

@@ -40,6 +40,7 @@ def admit_in_order(
     blocks_needed: Callable[[int, int], int],
     is_chunked: bool,
     is_static: bool,
+    on_admit: Callable[[int, int, int], None] | None = None,
 ) -> list[tuple[int, int]]:
     """Admission from the head of the waiting queue: (chunk, blocks) for each request admitted, in
     queue order. Stops at the first request that does not fit in the token budget or in the free
@@ -49,6 +50,8 @@ def admit_in_order(
     Args:
         remaining: prefill tokens of each candidate, in queue order (consumed lazily).
         blocks_needed: (candidate index, chunk) -> KV blocks to allocate on admission.
+        on_admit: (candidate index, chunk, blocks) called as each is admitted, before the next
+            candidate is read (prefix caching: the next lookup must see this admission's effects).
     """
     out: list[tuple[int, int]] = []
     for i, rem in enumerate(remaining):
@@ -61,4 +64,6 @@ def admit_in_order(
         free_blocks -= need
         budget -= chunk
         out.append((chunk, need))
+        if on_admit is not None:
+            on_admit(i, chunk, need)
     return out

@@ -39,6 +39,10 @@ class Scheduler:
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
         self.use_swap = sch.preemption == "swap"
         self._n = cfg.workload.num_samples
+        # issue 12: a speculating decode verifies k+1 positions (token budget and KV lookahead slots)
+        spec = sch.speculative
+        self.decode_width = 1 + spec.num_draft_tokens if spec.enabled else 1
+        self.prefix_cache = cfg.kv_cache.enable_prefix_caching
         self.is_fcfs = sch.queue_order == "fcfs"
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
         # tick-by-tick consultation (see repeat_decodes).
@@ -80,7 +84,7 @@ class Scheduler:
         if kind != TickKind.PREFILL and decodes.size:
             run_decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
             if kind == TickKind.DECODE_FIRST:
-                budget -= self._n * run_decodes.size
+                budget -= self._n * run_decodes.size * self.decode_width
         if kind != TickKind.DECODE:
             idx, tok = self._prefill_chunks(st, prefills, budget)
             budget -= int(tok.sum())
@@ -184,7 +188,7 @@ class Scheduler:
         """Give each decode the blocks for one more token; pre-empt victims while blocks run short."""
         kv = self.kv
         prompt = st.prompt[decodes] if self._n > 1 else None  # only the n > 1 layout depends on it
-        need = np.maximum(kv.blocks_for(st.computed[decodes] + 1, prompt) - kv.held[decodes], 0)
+        need = np.maximum(kv.blocks_for(st.computed[decodes] + self.decode_width, prompt) - kv.held[decodes], 0)
         total = int(need.sum())
         deficit = total - kv.num_free
         if deficit > 0:
@@ -279,6 +283,34 @@ class Scheduler:
             st.status[plan.swapped_in_idx] = Status.RUNNING
             st.running = np.concatenate([st.running, plan.swapped_in_idx])
 
+    def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int, need_of) -> list[tuple[int, int]]:
+        """issue 12: the same admission rule, each request's prefill starting after its longest cached
+        prefix. Looked up one by one as the rule reads them (an admission's allocation may evict what
+        the next would hit); the cached blocks are referenced before the rest is allocated."""
+        kv, prompt, bs = self.kv, st.prompt, self.kv.block_size
+        looked: list[tuple] = []
+
+        def remaining():
+            for r in ids:
+                looked.append(kv.lookup(r, int(prompt[r])))  # (handle, hit blocks, evictable among them)
+                yield int(st.prefill_target[r]) - looked[-1][1] * bs
+
+        def blocks(i: int, chunk: int) -> int:  # new blocks, plus the evictable hits it takes from the free ones
+            _, hit, evictable = looked[i]
+            full = need_of(i, max(chunk, 1) + hit * bs) if self.cfg.admission != "reserve" else need_of(i, chunk)
+            return full - hit + evictable
+
+        def admit(i: int, chunk: int, need: int) -> None:
+            r = ids[i]
+            handle, hit, evictable = looked[i]
+            kv.acquire(r, handle, hit, int(prompt[r]))
+            kv.held[r] += need - evictable
+            kv.num_free -= need - evictable
+            st.computed[r] = hit * bs
+
+        return rules.admit_in_order(remaining(), budget, kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
+                                    self.is_static, admit)  # fmt: skip
+
     def _admit(self, st: SimState, budget: int, seqs_left: int):
         """Admit waiting requests in queue order; stop at the first that does not fit (no skipping,
         as in vLLM: head-of-line order is part of the policy being shown)."""
@@ -292,13 +324,16 @@ class Scheduler:
             need_of = lambda i, chunk: int(kv.blocks_for(int(prompt[ids[i]] + output[ids[i]]), prompt[ids[i]]))  # noqa: E731
         else:
             need_of = lambda i, chunk: int(kv.blocks_for(max(chunk, 1), prompt[ids[i]]))  # noqa: E731
-        taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free, self.watermark_blocks,
-                                     need_of, self.is_chunked, self.is_static)  # fmt: skip
+        if self.prefix_cache:
+            taken = self._admit_with_prefix_cache(st, ids, budget, need_of)
+        else:
+            taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free,
+                                         self.watermark_blocks, need_of, self.is_chunked, self.is_static)  # fmt: skip
+            for r, (_, need) in zip(ids, taken):
+                kv.held[r] += need
+                kv.num_free -= need
         admitted = ids[: len(taken)]
         chunks = [chunk for chunk, _ in taken]
-        for r, (_, need) in zip(admitted, taken):
-            kv.held[r] += need
-            kv.num_free -= need
         if not admitted:
             return _EMPTY, _EMPTY
         a = np.array(admitted, dtype=np.int64)

@@ -116,6 +116,14 @@ def test_tensor_parallel_runs_get_one_gantt_row_per_gpu():
     assert sum(len(t.x) for t in gpu_bars) <= timeline.MAX_GANTT_BARS
 
 
+def test_kv_panel_draws_cached_but_free_blocks_only_with_prefix_caching(small):
+    assert not [t for t in timeline.timeline_figure(small).data if t.name == "KV cached, free (%)"]
+    res = run_simulation(make_config(workload__num_requests=80, kv_cache__enable_prefix_caching=True,
+                                     workload__shared_prefix={"num_system_prompts": 2, "share_ratio": 1.0}))  # fmt: skip
+    line = [t for t in timeline.timeline_figure(res).data if t.name == "KV cached, free (%)"]
+    assert line and max(line[0].y) > 0
+
+
 def test_the_opening_window_is_readable_and_shows_interleaving():
     res = run_simulation(make_config("chat-h100-llama8b-vllm-v0", workload__num_requests=120))
     window = timeline.opening_window(res)

@@ -249,6 +249,20 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
 
 
+def test_prefix_caching_and_speculation_show_their_numbers_and_a_mooncake_trace_uploads():
+    at = app(preset="shared-system-prompt-h100-llama8b").run()
+    assert "Prefix cache hits" not in {m.label for m in at.metric}
+    at.toggle(key="w.kv_cache.enable_prefix_caching").set_value(True).run()
+    assert not at.exception and metric(at, "Prefix cache hits").endswith("%")
+    at.toggle(key="w.scheduler.speculative.enabled").set_value(True).run()
+    assert float(metric(at, "Tokens per decode step")) > 1
+    line = b'{"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [0, 1]}\n'
+    _uploader(at, "w.upload_trace").set_value(("m.jsonl", line * 3, "application/jsonl"))
+    at.run()
+    wl = at.session_state[CFG_KEY].workload
+    assert not at.exception and wl.trace is not None and wl.trace.block_hash_ids == [[0, 1]] * 3
+
+
 def test_closed_sidebar_sections_draw_nothing_and_keep_the_config():
     cfg = make_config(seed=5, workload__num_requests=90)
     at = app(open_sections=False, cfg=encode_config(cfg)).run()

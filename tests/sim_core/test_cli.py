@@ -59,3 +59,18 @@ def test_presets_lists_scenarios(capsys):
 def test_module_entry_point_runs_without_traceback():
     proc = subprocess.run([sys.executable, "-m", "sim_core", "run", "missing.json"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "cannot read" in proc.stderr
+
+
+def test_trace_flag_replays_a_named_format_and_bad_rows_exit_2(tmp_path, capsys):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "presets" / "traces" / "mooncake-sample.jsonl"
+    assert main(["run", "chat-h100-llama8b", "--json", "--trace", str(sample), "--trace-format", "mooncake",
+                 "--trace-max-requests", "20", "--trace-time-scale", "2"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["num_requests"] == 20
+    bad = tmp_path / "bad.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,5,1\n2023-11-16 18:15:47.0,x,1\n")
+    assert main(["run", "chat-h100-llama8b", "--trace", str(bad)]) == 2
+    assert "azure-2023 line 3: ContextTokens = 'x'" in capsys.readouterr().err
+    assert main(["run", "chat-h100-llama8b", "--trace", str(bad), "--trace-time-scale", "0"]) == 2
+    assert "time_scale" in capsys.readouterr().err

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sim_core.config import WorkloadConfig
-from sim_core.workload import generate_workload, parse_trace_csv
+from sim_core.workload import generate_workload
 
 
 def gen(seed=0, **kw):
@@ -53,10 +53,30 @@ def test_classes_assign_priorities_by_share():
     assert (w.priority == 0).mean() == pytest.approx(0.2, abs=0.02)
 
 
-def test_trace_csv_parses_and_reports_bad_lines():
-    cols = parse_trace_csv("arrival_s,prompt_tokens,output_tokens,priority\n0,10,5,1\n0.5,20,6,0\n")
-    assert cols["prompt_tokens"] == [10, 20] and cols["priority"] == [1, 0]
-    with pytest.raises(ValueError, match="line 3: prompt_tokens = 'x'"):
-        parse_trace_csv("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,x,5\n")
-    with pytest.raises(ValueError, match="header"):
-        parse_trace_csv("a,b,c\n1,2,3\n")
+def test_shared_system_prompts_prefix_the_prompts_at_the_share_ratio():
+    plain = gen(num_requests=4000)
+    w = gen(num_requests=4000, shared_prefix={"num_system_prompts": 5, "share_ratio": 0.6,
+                                              "system_prompt_tokens": {"dist": "fixed", "mean": 700}})  # fmt: skip
+    shared = w.prefix_group >= 0
+    assert shared.mean() == pytest.approx(0.6, abs=0.03) and set(w.prefix_group[shared]) == set(range(5))
+    assert (w.prefix_len[shared] == 700).all() and (w.prefix_len[~shared] == 0).all()
+    # the user part is the same draw as without the pool: the system prompt is added in front
+    assert np.array_equal(w.prompt_tokens - w.prefix_len, plain.prompt_tokens)
+    assert np.array_equal(w.arrival_s, plain.arrival_s)
+
+
+def test_sessions_extend_the_previous_turn_by_its_reply_and_new_user_tokens():
+    w = gen(num_requests=3000, arrival={"rate_per_s": 6}, sessions={"turns": 4, "think_time_s": 30})
+    assert np.all(np.diff(w.arrival_s) >= 0)
+    in_steady = ((w.arrival_s >= 100) & (w.arrival_s < 400)).sum() / 300  # sessions start at rate / turns
+    assert in_steady == pytest.approx(6, rel=0.1)  # so requests arrive at about the configured rate
+    for s in np.unique(w.content_id)[:50]:
+        turns = np.flatnonzero(w.content_id == s)
+        p, o = w.prompt_tokens[turns], w.output_tokens[turns]
+        assert np.all(p[1:] > p[:-1] + o[:-1])  # previous prompt + reply + at least one new user token
+        assert np.all(np.diff(w.arrival_s[turns]) >= 0)
+
+
+def test_plain_workloads_are_unchanged_by_the_new_fields():
+    w = gen()
+    assert w.prefix_group is None and w.content_id is None and w.block_hash_ids is None

@@ -1,0 +1,621 @@
+"""Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention; DESIGN §8).
+
+Only full prompt blocks are cached. A block's key is a hash of (its parent block's key, the block's
+identity): here the workload's prefix identity and position (a system prompt, a session's
+content, or a trace's hash id), chained so equal keys mean equal prefixes. When a request finishes
+or is pre-empted, its cached blocks keep their content with reference count 0 and become
+evictable; allocation takes truly free blocks first and then evicts the least recently used
+evictable block. A new request reuses its longest chain of cached blocks: those tokens are not
+recomputed, though attention still reads them.
+
+Accounting beside the count-based BlockManager: a request's `held[r]` counts every block in its
+block table, cached ones included, so the scheduler's arithmetic is unchanged. A cached block
+referenced by k requests is counted k times in `held` but exists once, and an evictable block is
+free as far as the scheduler is concerned (allocating it evicts it). So
+
+    num_free + held.sum() − (refs − referenced entries) == num_blocks,   evictable ⊆ free.
+
+Every operation costs at most O(blocks of the request it concerns) (C-level dict operations and a
+queue of release groups for the LRU, see PrefixCache), never a scan over past requests; the state
+is bounded by the KV blocks (checked by `check_invariants`).
+
+Also a registration detail: blocks that another request cached while this one was prefilling are
+adopted (this request's own copies are freed), so a request always references a prefix of every
+chain it uses.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import compress, repeat
+from operator import eq
+
+import numpy as np
+
+from sim_core.kvcache import BlockManager
+from sim_core.types import IntArray
+from sim_core.workload import Workload
+
+_SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
+MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
+
+
+def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
+    """The key chain of the first num_blocks blocks of pool system prompt `group` (as block_keys)."""
+    h, keys = 0, []
+    for b in range(num_blocks):
+        h = hash((h, _SYSTEM, group, b))
+        keys.append(h)
+    return keys
+
+
+def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_chain=None) -> list[int]:
+    """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(parent key, identity_b).
+
+    A block's identity is what its last token belongs to (a pool system prompt, the request's or
+    session's own content, or a trace hash block) and its position. System-prompt and trace blocks
+    chain on the previous block's key. A content block's parent is the key of the last system-prompt
+    block: its content id and position fix every token after it, so chaining inside the content would
+    add nothing but a Python-level loop (these keys are made with C-level map()). Python's hash of a
+    tuple of ints is deterministic (no per-process salt) and 64-bit.
+    """
+    keys: list[int] = []
+    h = 0
+    if wl.block_hash_ids is not None:
+        ids = wl.block_hash_ids[r].tolist()
+        hbt = wl.hash_block_tokens
+        for b in range(num_blocks):
+            i = ((b + 1) * block_size - 1) // hbt
+            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -1 - r, b))
+            keys.append(h)
+        return keys
+    content = int(wl.content_id[r]) if wl.content_id is not None else r
+    num_system = 0
+    if wl.prefix_len is not None and wl.prefix_group[r] >= 0:
+        num_system = min(int(wl.prefix_len[r]) // block_size, num_blocks)  # blocks ending inside the system prompt
+        group = int(wl.prefix_group[r])
+        keys = list(system_chain(group, num_system) if system_chain is not None else system_prompt_keys(group, num_system))
+        h = keys[-1] if keys else 0
+    if num_blocks > num_system:
+        keys += map(hash, zip(repeat(h), repeat(_CONTENT), repeat(content), range(num_system, num_blocks)))
+    return keys
+
+
+class _Chain:
+    """One pool system prompt's cached blocks 0..cached-1. Requests reference prefixes [0, L) of it,
+    so reference counts fall along the chain: blocks [top, cached) are the evictable ones (top = the
+    longest referenced prefix), released tail first. `items` splits them by release group, oldest
+    (the chain's tail) first: item k covers [lo_k, lo_{k-1}) with lo_{-1} = cached."""
+
+    __slots__ = ("cached", "items", "levels", "top")
+
+    def __init__(self):
+        self.cached = 0
+        self.top = 0
+        self.levels: dict[int, int] = {}  # referenced prefix length -> requests referencing it
+        self.items: deque[list[int]] = deque()  # [release group, lo], oldest first
+
+    def raise_top(self, level: int) -> int:
+        """Blocks [top, level) become referenced; returns how many left the evictable set."""
+        if level <= self.top:
+            return 0
+        items = self.items
+        while items and items[-1][1] < level:  # the newest items hold the lowest blocks
+            hi = items[-2][1] if len(items) > 1 else self.cached
+            if hi <= level:
+                items.pop()
+            else:
+                items[-1][1] = level
+                break
+        took = level - self.top
+        self.top = level
+        return took
+
+
+class PrefixCache:
+    """Keys, reference counts and the LRU of evictable blocks. Knows nothing of free-block counts.
+
+    The LRU is a queue of release groups (what one request released, tail first); an evictable
+    per-block entry's value in `ref` is -(g + 1) for the group g that released it last, so a key
+    re-acquired or released again later leaves a stale queue slot behind, skipped on eviction and
+    dropped by compaction. Eviction follows the exact least-recently-released order.
+
+    NOTE: when no two requests share content other than pool system prompts (no sessions, no trace
+    hash ids), the cache needs no per-block entries: a request's own content is one run entry
+    ("run", content) holding its first `run_len` blocks (only that request can hit it, after a
+    recompute pre-emption, and only after its whole system prompt hit), and each system prompt is one
+    `_Chain` whose referenced blocks are always a prefix. Every admission, release and eviction is
+    then O(1) instead of O(blocks); a test checks the results equal the per-block representation's.
+    """
+
+    def __init__(self, wl: Workload, block_size: int):
+        self.wl = wl
+        self.block_size = block_size
+        # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
+        self.ref: dict = {}
+        self.run_len: dict[int, int] = {}  # content id -> blocks its run holds (run entries only)
+        self.chains: dict[int, _Chain] = {}  # pool system prompt -> its cached chain
+        self.refs: dict[int, list] = {}  # request -> per-block keys it references, in block order
+        self.run_refs: dict[int, int] = {}  # request -> blocks of its run it references
+        self.chain_refs: dict[int, tuple[int, int]] = {}  # request -> (system prompt, prefix length referenced)
+        self.num_dup_refs = 0  # Σ over referenced blocks of (count − 1)
+        self.num_evicted = 0
+        self._num_evictable = 0
+        # (release group, per-block keys tail first, run content or None, chain or None), oldest first
+        self._queue: deque[tuple[int, list, int | None, int | None]] = deque()
+        self._head = 0  # keys of the oldest group already consumed
+        self._num_queued = 0  # queue slots, stale ones included (bounded by compaction)
+        self._group = 0
+        ids = wl.content_id
+        self.use_runs = wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
+        # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
+        R = wl.num_requests
+        self._content_of = ids.tolist() if ids is not None else range(R)
+        self._group_of = wl.prefix_group.tolist() if wl.prefix_len is not None else None
+        self._system_len = wl.prefix_len.tolist() if wl.prefix_len is not None else None
+        # statistics over every admission (a recomputed request looks up again, as in vLLM)
+        self.num_query_tokens = 0
+        self.num_hit_tokens = 0
+        self.num_query_blocks = 0
+        self.num_hit_blocks = 0
+        self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
+        # Per-tick record of the evictable count (the KV panel's cached-but-free line): (tick, count)
+        # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
+        self.marks: list[tuple[int, int]] = []
+        self.recorder = None  # has num_ticks (the engine's Recorder); None: no marks
+        self.tick_offset = 0
+        self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
+        self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
+        self._num_system_keys = 0
+
+    # ------------------------------------------------------------ keys
+    def _num_system(self, r: int, num_blocks: int) -> int:
+        """How many of r's first num_blocks blocks end inside its pool system prompt."""
+        if self._group_of is None or self._group_of[r] < 0:
+            return 0
+        return min(self._system_len[r] // self.block_size, num_blocks)
+
+    def _content(self, r: int) -> int:
+        return self._content_of[r]
+
+    def keys(self, r: int, num_blocks: int) -> list[int]:
+        """Per-block keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue
+        head that does not fit yet is looked up again every tick)."""
+        have = self._keys.get(r)
+        if have is None or len(have) < num_blocks:
+            full = int(self.wl.prompt_tokens[r]) // self.block_size
+            have = block_keys(self.wl, r, max(full, num_blocks), self.block_size, self._system_chain)
+            self._keys[r] = have
+        return have[:num_blocks]
+
+    def _system_chain(self, group: int, num_blocks: int) -> list[int]:
+        """Pool system prompts are shared by many requests: their key chains are memoised (bounded)."""
+        have = self._system_keys.get(group)
+        if have is None or len(have) < num_blocks:
+            have = system_prompt_keys(group, num_blocks)
+            if self._num_system_keys + len(have) <= MAX_MEMO_KEYS:
+                self._num_system_keys += len(have) - len(self._system_keys.get(group, ()))
+                self._system_keys[group] = have
+        return have[:num_blocks]
+
+    def forget(self, r: int) -> None:
+        self._keys.pop(r, None)
+
+    @property
+    def num_evictable(self) -> int:
+        return self._num_evictable
+
+    def holds(self, r: int) -> bool:
+        return r in self.refs or r in self.run_refs or r in self.chain_refs
+
+    def _changed(self) -> None:
+        if self.recorder is not None:
+            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+
+    # ------------------------------------------------------------ lookups
+    def lookup(self, r: int, prompt_tokens: int):
+        """(handle, hit blocks, evictable among them) for r's prompt, without side effects. At least
+        one prompt token is always computed (the last block is recomputed when all are cached)."""
+        cap = (prompt_tokens - 1) // self.block_size
+        if not self.use_runs:
+            keys = self.keys(r, cap)
+            found = list(map(self.ref.get, keys))  # C-level; a miss ends the chain
+            hit = found.index(None) if None in found else len(found)
+            return (keys, cap, 0, 0), hit, hit - sum(map((0).__lt__, found[:hit]))
+        n_sys = self._num_system(r, cap)
+        hit = evictable = 0
+        if n_sys:
+            ch = self.chains.get(self._group_of[r])
+            if ch is not None:
+                hit = min(ch.cached, n_sys)
+                evictable = max(hit - ch.top, 0)
+        run_hit = 0
+        if hit == n_sys and cap > n_sys:  # r's own run, if its whole system prompt hit
+            run_hit = min(self.run_len.get(self._content(r), 0), cap - n_sys)
+            evictable += run_hit  # only r uses its run and r is not running: it is evictable
+        return ([], cap, run_hit, hit), hit + run_hit, evictable
+
+    def admit(self, r: int, handle, hit: int, prompt_tokens: int) -> int:
+        """A request is admitted with its first `hit` blocks cached: count the lookup (statistics
+        count admissions, not lookups of a queue head that then did not fit) and reference them.
+        Returns how many of them were evictable (they stop being free)."""
+        keys, cap, run_hit, sys_hit = handle
+        self.num_query_tokens += prompt_tokens
+        self.num_hit_tokens += hit * self.block_size
+        self.num_query_blocks += cap
+        self.num_hit_blocks += hit
+        self.hit_tokens[r] = hit * self.block_size
+        if not self.use_runs:
+            return self.acquire(r, keys[:hit]) if hit else 0
+        took = 0
+        if sys_hit:
+            g = self._group_of[r]
+            ch = self.chains[g]
+            self.num_dup_refs += min(ch.top, sys_hit)
+            took = ch.raise_top(sys_hit)
+            ch.levels[sys_hit] = ch.levels.get(sys_hit, 0) + 1
+            self.chain_refs[r] = (g, sys_hit)
+            self._num_evictable -= took
+        if run_hit:
+            cid = self._content(r)
+            extra = self.run_len[cid] - run_hit  # blocks past the hit (the recomputed last one): dropped
+            self.ref[("run", cid)] = 1  # its queue slot turns stale
+            self.run_len[cid] = run_hit
+            self.run_refs[r] = run_hit
+            self._num_evictable -= run_hit + extra
+            self.num_evicted += extra
+            took += run_hit
+        if took:
+            self._changed()
+        return took
+
+    def trim(self, num_free: int) -> None:
+        """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them."""
+        excess = self._num_evictable - num_free
+        if excess > 0:
+            self.evict(excess)
+
+    def acquire(self, r: int, keys: list[int]) -> int:
+        """Reference cached per-block entries for r; returns how many were evictable."""
+        ref = self.ref
+        counts = list(map(ref.__getitem__, keys))
+        ref.update(zip(keys, [c + 1 if c > 0 else 1 for c in counts]))  # an evictable entry's queue slot turns stale
+        took = len(counts) - sum(map((0).__lt__, counts))
+        self._num_evictable -= took
+        self.num_dup_refs += len(keys) - took
+        self.refs.setdefault(r, []).extend(keys)
+        if took:
+            self._changed()
+        return took
+
+    def register_prompt(self, r: int, prompt_tokens: int) -> int:
+        """r's prefill completed: it references its full prompt blocks. Blocks another request cached
+        meanwhile are adopted (r's own copies are freed); the others become cache entries. Returns
+        the blocks freed by adoption that were not evictable (the change in free blocks)."""
+        n_full = prompt_tokens // self.block_size
+        if not self.use_runs:
+            have = len(self.refs.get(r, ()))
+            return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
+        freed = 0
+        n_sys = self._num_system(r, n_full)
+        g, level = self.chain_refs.get(r, (-1, 0))
+        if n_sys > level:
+            g = self._group_of[r]
+            ch = self.chains.get(g)
+            if ch is None:
+                ch = self.chains[g] = _Chain()
+            upto = min(ch.cached, n_sys)  # blocks [level, upto) are cached already: adopt them
+            if upto > level:
+                freed = max(min(ch.top, upto) - level, 0)  # referenced by others: r's copies go free
+                self.num_dup_refs += freed
+                adopted = ch.raise_top(upto)
+                if adopted:
+                    self._num_evictable -= adopted
+                    self._changed()
+            if n_sys > ch.cached:
+                ch.cached = n_sys
+                ch.raise_top(n_sys)
+            if level:
+                ch.levels[level] -= 1
+                if not ch.levels[level]:
+                    del ch.levels[level]
+            ch.levels[n_sys] = ch.levels.get(n_sys, 0) + 1
+            self.chain_refs[r] = (g, n_sys)
+        if n_full > n_sys:
+            cid = self._content(r)
+            old = self.run_len.get(cid, 0)
+            if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
+                self._num_evictable -= old
+                self.num_evicted += old
+                self._changed()
+            self.ref[("run", cid)] = 1
+            self.run_len[cid] = n_full - n_sys
+            self.run_refs[r] = n_full - n_sys
+        return freed
+
+    def _register_keys(self, r: int, keys: list[int]) -> int:
+        ref = self.ref
+        counts = list(map(ref.get, keys))
+        if counts.count(None) != len(counts):  # some blocks were cached meanwhile: adopt them
+            present = [k for k, c in zip(keys, counts) if c is not None]
+            pc = [c for c in counts if c is not None]
+            ref.update(zip(present, [c + 1 if c > 0 else 1 for c in pc]))
+            adopted = len(pc) - sum(map((0).__lt__, pc))
+            self._num_evictable -= adopted
+            self.num_dup_refs += len(pc) - adopted
+            if adopted:
+                self._changed()
+            freed = len(pc) - adopted
+        else:
+            freed = 0
+        ref.update(dict.fromkeys(compress(keys, map(eq, counts, repeat(None))), 1))
+        self.refs.setdefault(r, []).extend(keys)
+        return freed
+
+    def release(self, r: int) -> tuple[int, int]:
+        """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
+        queued first so they are evicted before the shared head (vLLM frees in reverse order)."""
+        keys = self.refs.pop(r, None) or []
+        run = self.run_refs.pop(r, 0)
+        g, level = self.chain_refs.pop(r, (-1, 0))
+        if not keys and not run and not level:
+            return 0, 0
+        ref = self.ref
+        gen = self._group
+        tag = -(gen + 1)
+        zero: list = []
+        if keys:
+            counts = list(map(ref.__getitem__, keys))
+            if max(counts) == 1:  # the common case: r was the only user of every block
+                ref.update(dict.fromkeys(keys, tag))
+                zero = keys[::-1]
+            else:  # some blocks stay referenced by other requests
+                ref.update(zip(keys, [c - 1 if c > 1 else tag for c in counts]))
+                zero = list(compress(reversed(keys), map((1).__eq__, reversed(counts))))
+                self.num_dup_refs -= len(keys) - len(zero)
+        cid = None
+        if run:
+            cid = self._content(r)
+            ref[("run", cid)] = tag
+        chain = None
+        dropped = 0
+        if level:
+            ch = self.chains[g]
+            ch.levels[level] -= 1
+            if not ch.levels[level]:
+                del ch.levels[level]
+            new_top = max(ch.levels, default=0)
+            self.num_dup_refs -= min(new_top, level)
+            if new_top < ch.top:
+                dropped = ch.top - new_top
+                ch.items.append([gen, new_top])
+                ch.top = new_top
+                chain = g
+        if zero or run or dropped:
+            self._group += 1
+            self._queue.append((gen, zero, cid, chain))
+            self._num_queued += len(zero) + (cid is not None) + (chain is not None)
+            self._num_evictable += len(zero) + run + dropped
+            if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
+                self._compact()
+            self._changed()
+        return len(keys) + run + level, len(zero) + run + dropped
+
+    def evict(self, count: int) -> None:
+        """Drop the `count` least recently released evictable blocks."""
+        ref, queue = self.ref, self._queue
+        left = count
+        while left:
+            gen, keys, cid, chain = queue[0]
+            tag = -(gen + 1)
+            if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
+                if ref.get(("run", cid)) == tag:
+                    m = self.run_len[cid]
+                    take = min(m, left)
+                    left -= take
+                    if take < m:
+                        self.run_len[cid] = m - take
+                        break
+                    del ref[("run", cid)], self.run_len[cid]
+                queue[0] = (gen, keys, None, chain)
+                self._num_queued -= 1
+                if not left:
+                    break
+            if chain is not None:  # then the system-prompt blocks this group released
+                ch = self.chains.get(chain)
+                if ch is not None and ch.items and ch.items[0][0] == gen:
+                    lo = ch.items[0][1]
+                    take = min(ch.cached - lo, left)
+                    ch.cached -= take
+                    left -= take
+                    if ch.cached > lo:
+                        break
+                    ch.items.popleft()
+                    if not ch.cached and not ch.levels:
+                        del self.chains[chain]
+                queue[0] = (gen, keys, None, None)
+                self._num_queued -= 1
+                if not left:
+                    break
+            i, n = self._head, len(keys)
+            while i < n and left:  # a slice at a time; stale entries (re-acquired or re-released) are skipped
+                part = keys[i : i + left]
+                valid = list(compress(part, map(eq, repeat(tag), map(ref.get, part))))  # eq: ref.get may be None
+                i += len(part)
+                deque(map(ref.__delitem__, valid), maxlen=0)
+                left -= len(valid)
+            self._num_queued -= i - self._head
+            if i == n:
+                queue.popleft()
+                self._head = 0
+            else:
+                self._head = i
+        if queue and not queue[0][1] and queue[0][2] is None and queue[0][3] is None:
+            queue.popleft()  # a group emptied exactly
+            self._head = 0
+        self.num_evicted += count
+        self._num_evictable -= count
+        if count:
+            self._changed()
+
+    def _live(self, first: bool, g: int, keys: list) -> list:
+        return [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
+
+    def _chain_live(self, gen: int, chain: int | None) -> bool:
+        ch = self.chains.get(chain) if chain is not None else None
+        return ch is not None and any(item[0] == gen for item in ch.items)
+
+    def _compact(self) -> None:
+        """Drop stale queue slots (re-acquired or re-released entries): memory stays O(entries)."""
+        out: deque = deque()
+        for n, (g, keys, cid, chain) in enumerate(self._queue):
+            live = self._live(n == 0, g, keys)
+            run = cid if cid is not None and self.ref.get(("run", cid)) == -(g + 1) else None
+            chain = chain if self._chain_live(g, chain) else None
+            if live or run is not None or chain is not None:
+                out.append((g, live, run, chain))
+        self._queue, self._head = out, 0
+        self._num_queued = sum(len(k) + (c is not None) + (h is not None) for _, k, c, h in out)
+
+    def lru_order(self) -> list:
+        """Evictable entries, least recently released first: keys, ("run", content, blocks) and
+        ("chain", system prompt, blocks)."""
+        out: list = []
+        for n, (g, keys, cid, chain) in enumerate(self._queue):
+            if cid is not None and self.ref.get(("run", cid)) == -(g + 1):
+                out.append(("run", cid, self.run_len[cid]))
+            if self._chain_live(g, chain):
+                ch = self.chains[chain]
+                k = next(k for k, item in enumerate(ch.items) if item[0] == g)
+                hi = ch.items[k - 1][1] if k else ch.cached
+                out.append(("chain", chain, hi - ch.items[k][1]))
+            out += self._live(n == 0, g, keys)
+        return out
+
+    def check(self) -> None:
+        order = self.lru_order()
+        zero_keys = {k for k, c in self.ref.items() if c < 0 and not isinstance(k, tuple)}
+        zero_runs = {k[1] for k, c in self.ref.items() if c < 0 and isinstance(k, tuple)}
+        q_keys = [k for k in order if not isinstance(k, tuple)]
+        q_runs = [k[1] for k in order if isinstance(k, tuple) and k[0] == "run"]
+        q_chain_blocks = sum(k[2] for k in order if isinstance(k, tuple) and k[0] == "chain")
+        chain_evictable = sum(ch.cached - ch.top for ch in self.chains.values())
+        blocks = len(zero_keys) + sum(self.run_len[c] for c in zero_runs) + chain_evictable
+        if (set(q_keys) != zero_keys or len(q_keys) != len(zero_keys) or set(q_runs) != zero_runs
+                or len(q_runs) != len(zero_runs) or q_chain_blocks != chain_evictable
+                or blocks != self._num_evictable):  # fmt: skip
+            raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
+        if set(self.run_len) != {k[1] for k in self.ref if isinstance(k, tuple)} or min(self.run_len.values(), default=1) < 1:
+            raise RuntimeError("prefix cache: run entries and run lengths disagree")
+        for r, m in self.run_refs.items():
+            if self.ref.get(("run", self._content(r))) != 1 or self.run_len[self._content(r)] != m:
+                raise RuntimeError("prefix cache: a request's run is not referenced by it alone")
+        dup = 0
+        for g, ch in self.chains.items():
+            levels: dict[int, int] = {}
+            for gg, level in self.chain_refs.values():
+                if gg == g:
+                    levels[level] = levels.get(level, 0) + 1
+            lows = [item[1] for item in ch.items]
+            if (levels != ch.levels or ch.top != max(levels, default=0) or not ch.top <= ch.cached
+                    or lows != sorted(lows, reverse=True) or (lows and (lows[-1] != ch.top or lows[0] >= ch.cached))):  # fmt: skip
+                raise RuntimeError(f"prefix cache: system prompt chain {g} inconsistent")
+            dup += sum(level * c for level, c in levels.items()) - ch.top
+        total = sum(len(v) for v in self.refs.values())
+        live = [c for k, c in self.ref.items() if c > 0 and not isinstance(k, tuple)]
+        if total != sum(live) or self.num_dup_refs != total - len(live) + dup:
+            raise RuntimeError("prefix cache: reference counts disagree with the requests' references")
+
+    @property
+    def num_entries_blocks(self) -> int:
+        """Blocks the cache's entries occupy (referenced or evictable)."""
+        return (sum(1 for k in self.ref if not isinstance(k, tuple)) + sum(self.run_len.values())
+                + sum(ch.cached for ch in self.chains.values()))  # fmt: skip
+
+
+class PrefixCachingBlockManager(BlockManager):
+    """A BlockManager whose free blocks may still hold cached content (evictable, LRU).
+
+    `num_free` is a property: every allocation, wherever it happens, lowers it, and when the truly
+    free blocks run out the least recently used evictable blocks are evicted to make room.
+    """
+
+    def __init__(self, num_blocks: int, num_host_blocks: int, block_size: int, workload: Workload):
+        self.prefix = PrefixCache(workload, block_size)
+        self._num_free = 0
+        super().__init__(num_blocks, num_host_blocks, block_size, workload.num_requests, workload.num_samples, None)
+
+    @property
+    def num_free(self) -> int:
+        return self._num_free
+
+    @num_free.setter
+    def num_free(self, value: int) -> None:
+        self._num_free = value
+        self.prefix.trim(value)  # when allocation took every truly free block: evict the least recently used
+
+    # ------------------------------------------------------------ prefix hooks
+    def lookup(self, r: int, prompt_tokens: int):
+        """(handle, hit blocks, evictable among them): PrefixCache.lookup."""
+        return self.prefix.lookup(r, prompt_tokens)
+
+    def acquire(self, r: int, handle, hit: int, prompt_tokens: int) -> None:
+        """On admission: r's block table starts with its first `hit` cached blocks (statistics count
+        admissions only, not lookups of a request that then did not fit)."""
+        took = self.prefix.admit(r, handle, hit, prompt_tokens)
+        if hit:
+            self.held[r] += hit
+            self.num_free = self._num_free - took
+
+    def register(self, done_prefill: IntArray, prompt_tokens: IntArray) -> None:
+        """Requests whose prefill just completed publish their full prompt blocks."""
+        freed = 0
+        for r, p in zip(done_prefill.tolist(), prompt_tokens.tolist()):
+            freed += self.prefix.register_prompt(r, p)
+        if freed:  # adopted blocks another request cached meanwhile: the request's own copies are free
+            self.num_free = self._num_free + freed
+
+    # ------------------------------------------------------------ BlockManager overrides
+    def free(self, req_idx: IntArray) -> None:
+        ids = np.atleast_1d(req_idx)
+        freed = int(self.held[ids].sum())
+        back = 0
+        pc = self.prefix
+        for r in ids.tolist():
+            pc.forget(r)  # finished, or pre-empted (keys are recomputed if it comes back)
+            if pc.holds(r):
+                referenced, evictable = pc.release(r)
+                back += referenced - evictable  # still referenced by others: not freed
+        self.held[ids] = 0
+        self.num_free = self._num_free + freed - back
+
+    def swap_out(self, req: int) -> int:
+        """The swapped copy is private; cached blocks on the GPU lose one reference."""
+        n = int(self.held[req])
+        back = 0
+        if self.prefix.holds(req):
+            referenced, evictable = self.prefix.release(req)
+            back = referenced - evictable
+        self.host_held[req], self.held[req] = n, 0
+        self.num_free = self._num_free + n - back
+        self.num_host_free -= n
+        return n
+
+    @property
+    def num_evictable(self) -> int:
+        return self.prefix.num_evictable
+
+    def check_invariants(self) -> None:
+        pc = self.prefix
+        pc.check()
+        # bounded state: every entry occupies a block; the queue's stale entries are compacted away
+        if pc.num_entries_blocks > self.num_blocks or pc._num_queued > 2 * len(pc.ref) + 4096 + self.num_blocks:
+            raise RuntimeError(f"prefix cache state unbounded: {len(pc.ref)} entries, {pc._num_queued} queued")
+        physical = int(self.held.sum()) - pc.num_dup_refs
+        if self._num_free < pc.num_evictable or self._num_free + physical != self.num_blocks:
+            raise RuntimeError(
+                f"GPU blocks not conserved: free {self._num_free} (evictable {pc.num_evictable}) + in use {physical} "
+                f"!= {self.num_blocks}"
+            )
+        if self.num_host_free < 0 or self.num_host_free + int(self.host_held.sum()) != self.num_host_blocks:
+            raise RuntimeError("host swap blocks not conserved")

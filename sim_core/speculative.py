@@ -1,0 +1,78 @@
+"""Speculative decoding as a rule and a cost term (DESIGN §8): no second engine.
+
+Rule: each decode step of a speculating request verifies k+1 positions (its last token and k
+draft tokens) and emits 1 + the number of leading draft tokens accepted, each accepted with the
+probability of its position (independent; Leviathan et al., ICML 2023). Acceptance draws come from
+their own generator seeded by the run's seed, so a run is reproducible.
+
+Cost: the verify pass is priced by the target's roofline as k+1 query tokens per sequence, each
+attending over the sequence's context up to its position, with k+1 LM-head rows; plus the draft's
+time: k decode steps of a draft model, or, for an MTP/EAGLE head, k times a fraction of a plain
+target decode step. A draft step costs its busy time (the roofline time minus the fixed per-tick
+overheads, which the target's step already pays once). The draft's weights and KV are not counted
+in the memory plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_core.config import ModelSpec, SimConfig
+from sim_core.costmodel import CostModel
+from sim_core.types import IntArray
+
+SEED_SALT = 0x5BEC  # separates the acceptance stream from the workload's
+
+
+def verify_aggregates(width: int, num_seqs: int, context_tokens: int) -> tuple[int, int, int, int]:
+    """(tokens, LM-head rows, attention pairs, KV tokens read) of verifying `width` positions for
+    `num_seqs` sequences holding `context_tokens` in total: position j (1..width) attends over
+    its context plus j keys."""
+    tokens = width * num_seqs
+    pairs = width * context_tokens + num_seqs * width * (width + 1) // 2
+    return tokens, tokens, pairs, context_tokens
+
+
+def _busy_decode_s(cost: CostModel, num_seqs: int, context_tokens: int) -> float:
+    """Roofline time of one plain decode step minus the fixed per-tick cost."""
+    b, c = int(num_seqs), int(context_tokens)
+    full = cost.tick(b, b, c + b, c, 0)[0]
+    empty = cost.tick(0, 0, 0, 0, 0)[0]
+    return float(full) - float(empty)
+
+
+class Speculator:
+    def __init__(self, cfg: SimConfig, target_cost: CostModel):
+        spec = cfg.scheduler.speculative
+        self.k = spec.num_draft_tokens
+        self.width = self.k + 1
+        self.alpha = np.asarray(spec.acceptance, dtype=np.float64)  # (k,)
+        self.rng = np.random.default_rng([cfg.seed, SEED_SALT])
+        if spec.draft == "model":
+            from sim_core.presets import read_preset_data
+
+            data = read_preset_data("models", spec.draft_model)
+            data.pop("description", None)
+            draft_cfg = cfg.model_copy(update={"model": ModelSpec.model_validate(data)})
+            self._draft_cost, self._fraction = CostModel(draft_cfg), 1.0
+        else:
+            self._draft_cost, self._fraction = target_cost, spec.draft_cost_fraction
+        self.num_steps = 0  # sequence-steps verified
+        self.num_emitted = 0  # tokens they emitted
+        self.draft_time_s = 0.0
+
+    def accepted(self, num_seqs: int) -> IntArray:
+        """Leading accepted draft tokens for each sequence, (num_seqs,) in [0, k]."""
+        ok = self.rng.random((num_seqs, self.k)) < self.alpha[None, :]
+        return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)
+
+    def draft_s(self, num_seqs: int, context_tokens: int) -> float:
+        """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence)."""
+        if num_seqs == 0 or self._fraction == 0:
+            return 0.0
+        total = sum(_busy_decode_s(self._draft_cost, num_seqs, context_tokens + j * num_seqs) for j in range(self.k))
+        return self._fraction * total
+
+    @property
+    def mean_tokens_per_step(self) -> float:
+        return self.num_emitted / self.num_steps if self.num_steps else float("nan")

@@ -1,0 +1,410 @@
+"""Named public trace formats → the one `Trace` model (config.py).
+
+Formats (column names as the publishers ship them):
+  azure-2023  Azure LLM inference trace 2023 (Splitwise): CSV `TIMESTAMP,ContextTokens,GeneratedTokens`,
+              TIMESTAMP a wall-clock datetime `YYYY-MM-DD HH:MM:SS.fffffff`.
+  azure-2024  Azure LLM inference trace 2024 (DynamoLLM): the same three columns; TIMESTAMP may carry
+              a UTC offset (`+00:00`).
+  burstgpt    BurstGPT (HPMLL): CSV `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`,
+              Timestamp in seconds from the trace start; failed requests have 0 response tokens.
+  mooncake    Mooncake (kvcache-ai, FAST'25): JSON lines `{"timestamp": ms, "input_length", "output_length",
+              "hash_ids": [...]}`, one hash id per 512-token block; equal ids = equal prefix content,
+              which is what prefix caching needs.
+  csv         This project's own `arrival_s,prompt_tokens,output_tokens[,priority]`.
+
+Options (`TraceOptions`): a time window on the trace's own clock, time scaling, and seeded sampling to
+N requests. Rows with zero prompt or output tokens (failed requests) are skipped and counted. Every
+malformed row raises `TraceError` naming the format and the line number (the header is line 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, ValidationError, model_validator
+
+from sim_core.config import MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
+
+TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
+TRACE_FORMATS: tuple[str, ...] = ("csv", "azure-2023", "azure-2024", "burstgpt", "mooncake")
+TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+MAX_TRACE_CSV_BYTES = 8 * 1024 * 1024  # an upload (the app); files on disk are streamed
+MOONCAKE_HASH_BLOCK_TOKENS = 512  # Mooncake FAST'25 traces: one hash id per 512-token block
+MAX_TRACE_FILE_BYTES = 2 * 1024**3  # CLI/API: whole public traces are streamed row by row
+MAX_WINDOW_ROWS = 5_000_000  # rows kept after the window, before sampling (bounds memory)
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+
+FORMAT_HELP = {
+    "azure-2023": "Azure LLM inference trace 2023: CSV TIMESTAMP,ContextTokens,GeneratedTokens",
+    "azure-2024": "Azure LLM inference trace 2024: CSV TIMESTAMP,ContextTokens,GeneratedTokens (UTC offset)",
+    "burstgpt": "BurstGPT: CSV Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type",
+    "mooncake": "Mooncake: JSON lines timestamp (ms), input_length, output_length, hash_ids",
+    "csv": "arrival_s,prompt_tokens,output_tokens[,priority]",
+}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the format and the line."""
+
+
+class TraceOptions(StrictModel):
+    format: TraceFormat = Field("auto", description="Trace format; auto detects it from the header or first line.")
+    start_s: float = Field(0.0, ge=0, le=1e9, description="Keep requests from this time on, s after the trace's first row.")
+    end_s: float | None = Field(None, gt=0, le=1e9, description="Keep requests before this time, s after the first row (empty: to the end).")
+    time_scale: float = Field(
+        1.0, gt=0, le=1e4, description="Multiply arrival gaps by this: 0.5 replays twice as fast (double the rate)."
+    )
+    max_requests: int | None = Field(
+        None, ge=1, le=MAX_TRACE_ROWS, description="Sample this many requests (seeded, arrival order kept); empty: all."
+    )
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the sampling.")
+    model: str | None = Field(None, max_length=40, description="BurstGPT only: keep rows of this Model (e.g. ChatGPT, GPT-4).")
+    log_type: str | None = Field(
+        None, max_length=40, description="BurstGPT only: keep rows of this Log Type (Conversation log, API log)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> TraceOptions:
+        if self.end_s is not None and self.end_s <= self.start_s:
+            raise ValueError(f"end_s ({self.end_s:g}) must be greater than start_s ({self.start_s:g})")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTrace:
+    trace: Trace
+    format: str
+    num_rows: int  # data rows in the file
+    num_skipped: int  # rows with zero prompt or output tokens (failed requests) or filtered out
+    num_in_window: int  # rows inside the window, before sampling
+
+    def describe(self) -> str:
+        t = self.trace
+        span = t.arrival_s[-1] - t.arrival_s[0]
+        return (
+            f"{len(t.arrival_s):,} requests ({self.format}) from {self.num_rows:,} rows "
+            f"({self.num_skipped:,} skipped, {self.num_in_window:,} in the window), span {span:,.1f} s"
+        )
+
+
+@dataclass(slots=True)
+class _Row:
+    time_s: float  # on the trace's own clock (absolute or relative)
+    prompt: int
+    output: int
+    priority: int | None = None
+    hash_ids: list[int] | None = None
+
+
+# ------------------------------------------------------------------ field parsers
+def _int(fmt: str, line: int, name: str, cell: str) -> int:
+    try:
+        val = int(cell.strip())
+    except ValueError:
+        raise TraceError(f"{fmt} line {line}: {name} = {cell!r} is not an integer") from None
+    if not 0 <= val <= 1_048_576:
+        raise TraceError(f"{fmt} line {line}: {name} = {val} is outside [0, 1048576]")
+    return val
+
+
+def _float(fmt: str, line: int, name: str, cell: str) -> float:
+    try:
+        val = float(cell.strip())
+    except ValueError:
+        raise TraceError(f"{fmt} line {line}: {name} = {cell!r} is not a number") from None
+    if not math.isfinite(val) or val < 0:
+        raise TraceError(f"{fmt} line {line}: {name} = {cell!r} must be finite and >= 0")
+    return val
+
+
+_EPOCH = datetime(2023, 1, 1)  # near the traces' dates: keeps 100 ns resolution in a float
+
+
+def _datetime_s(fmt: str, line: int, cell: str) -> float:
+    """Seconds since 2023-01-01 UTC of an Azure TIMESTAMP (fractions up to 100 ns, optional UTC offset)."""
+    text = cell.strip().replace("T", " ")
+    frac = ""
+    main, dot, rest = text.partition(".")
+    tz = ""
+    if dot:
+        digits = rest
+        for sep in ("+", "-", "Z"):
+            if sep in rest:
+                i = rest.index(sep)
+                digits, tz = rest[:i], rest[i:]
+                break
+        if not digits.isdigit():
+            raise TraceError(f"{fmt} line {line}: TIMESTAMP = {cell!r} is not a date-time like 2023-11-16 18:15:46.680")
+        frac = digits
+    else:
+        for sep in ("+", "Z"):
+            if sep in main[10:]:
+                i = main.index(sep, 10)
+                main, tz = main[:i], main[i:]
+                break
+    try:
+        base = datetime.fromisoformat(main + (tz.replace("Z", "+00:00") if tz else ""))
+    except ValueError:
+        raise TraceError(f"{fmt} line {line}: TIMESTAMP = {cell!r} is not a date-time like 2023-11-16 18:15:46.680") from None
+    if base.tzinfo is not None:
+        base = base.replace(tzinfo=None) - base.utcoffset()
+    seconds = (base - _EPOCH).total_seconds()
+    return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+# ------------------------------------------------------------------ readers (yield rows)
+def _csv_rows(fmt: str, lines: Iterable[str], columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv.reader(lines)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError(f"{fmt}: the file is empty") from None
+    header = [h.strip() for h in header]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise TraceError(
+            f"{fmt} line 1: header must contain {', '.join(columns)}; missing {', '.join(missing)} (got {','.join(header)[:200]!r})"
+        )
+    pos = {c: header.index(c) for c in columns}
+    for cells in reader:
+        line = reader.line_num
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            raise TraceError(f"{fmt} line {line}: expected {len(header)} values, got {len(cells)}")
+        yield line, {c: cells[i] for c, i in pos.items()}
+
+
+def _read_azure(fmt: str, lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
+    for line, c in _csv_rows(fmt, lines, AZURE_COLUMNS):
+        yield line, _Row(_datetime_s(fmt, line, c["TIMESTAMP"]), _int(fmt, line, "ContextTokens", c["ContextTokens"]),
+                         _int(fmt, line, "GeneratedTokens", c["GeneratedTokens"]))  # fmt: skip
+
+
+def _read_burstgpt(lines: Iterable[str], opts: TraceOptions) -> Iterator[tuple[int, _Row]]:
+    fmt = "burstgpt"
+    for line, c in _csv_rows(fmt, lines, BURSTGPT_COLUMNS):
+        row = _Row(_float(fmt, line, "Timestamp", c["Timestamp"]), _int(fmt, line, "Request tokens", c["Request tokens"]),
+                   _int(fmt, line, "Response tokens", c["Response tokens"]))  # fmt: skip
+        if (opts.model and c["Model"].strip() != opts.model) or (opts.log_type and c["Log Type"].strip() != opts.log_type):
+            row.prompt = 0  # filtered out: counted with the skipped rows
+        yield line, row
+
+
+def _read_csv(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
+    fmt = "csv"
+    reader = csv.reader(lines)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise TraceError(f"{fmt}: the file is empty") from None
+    if tuple(header[:3]) != TRACE_COLUMNS or len(header) > 4 or (len(header) == 4 and header[3] != "priority"):
+        raise TraceError(f"{fmt} line 1: header must be arrival_s,prompt_tokens,output_tokens[,priority]; got {','.join(header)[:200]!r}")
+    for cells in reader:
+        line = reader.line_num
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            raise TraceError(f"{fmt} line {line}: expected {len(header)} values, got {len(cells)}")
+        prio = None
+        if len(header) == 4:
+            prio = _int(fmt, line, "priority", cells[3])
+            if prio > 9:
+                raise TraceError(f"{fmt} line {line}: priority = {prio} is outside [0, 9]")
+        yield line, _Row(_float(fmt, line, "arrival_s", cells[0]), _int(fmt, line, "prompt_tokens", cells[1]),
+                         _int(fmt, line, "output_tokens", cells[2]), prio)  # fmt: skip
+
+
+def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
+    fmt = "mooncake"
+    for line, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise TraceError(f"{fmt} line {line}: not a JSON object ({err.msg})") from None
+        if not isinstance(obj, dict):
+            raise TraceError(f"{fmt} line {line}: expected a JSON object, got {type(obj).__name__}")
+        missing = [k for k in MOONCAKE_KEYS if k not in obj]
+        if missing:
+            raise TraceError(f"{fmt} line {line}: missing {', '.join(missing)}")
+        vals = {}
+        for k in MOONCAKE_KEYS:
+            v = obj[k]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (k != "timestamp" and v != int(v)):
+                raise TraceError(f"{fmt} line {line}: {k} = {v!r} must be a non-negative " + ("number" if k == "timestamp" else "integer"))
+            vals[k] = v
+        if vals["input_length"] > 1_048_576 or vals["output_length"] > 1_048_576:
+            raise TraceError(f"{fmt} line {line}: lengths must be <= 1048576")
+        hashes = obj.get("hash_ids")
+        if hashes is not None:
+            if not isinstance(hashes, list) or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hashes):
+                raise TraceError(f"{fmt} line {line}: hash_ids must be a list of non-negative integers")
+            max_ids = -(-int(vals["input_length"]) // MOONCAKE_HASH_BLOCK_TOKENS)
+            if len(hashes) > max_ids:
+                raise TraceError(
+                    f"{fmt} line {line}: {len(hashes)} hash_ids for {int(vals['input_length'])} input tokens "
+                    f"(at most {max_ids} blocks of {MOONCAKE_HASH_BLOCK_TOKENS})"
+                )
+        yield line, _Row(vals["timestamp"] / 1000.0, int(vals["input_length"]), int(vals["output_length"]), None, hashes)
+
+
+# ------------------------------------------------------------------ detection and assembly
+def detect_format(first_line: str) -> str:
+    """The format whose header (or first JSON line) matches `first_line`."""
+    text = first_line.lstrip("\ufeff").strip()
+    if text.startswith("{"):
+        return "mooncake"
+    header = [h.strip() for h in next(csv.reader([text]), [])]
+    if all(c in header for c in BURSTGPT_COLUMNS):
+        return "burstgpt"
+    if all(c in header for c in AZURE_COLUMNS):
+        return "azure-2023"  # 2023 and 2024 share the schema; the parser accepts both timestamp forms
+    if tuple(header[:3]) == TRACE_COLUMNS:
+        return "csv"
+    raise TraceError(
+        f"line 1: unrecognised trace header {text[:200]!r}; expected one of: " + "; ".join(FORMAT_HELP.values())
+    )
+
+
+def _rows(fmt: str, lines: Iterable[str], opts: TraceOptions) -> Iterator[tuple[int, _Row]]:
+    if fmt in ("azure-2023", "azure-2024"):
+        return _read_azure(fmt, lines)
+    if fmt == "burstgpt":
+        return _read_burstgpt(lines, opts)
+    if fmt == "mooncake":
+        return _read_mooncake(lines)
+    return _read_csv(lines)
+
+
+def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> LoadedTrace:
+    """Parse an iterable of text lines (a file object, or `text.splitlines(True)`) into a Trace.
+
+    Raises:
+        TraceError: an unreadable header or row (the message names the line), or nothing left to replay.
+    """
+    opts = options or TraceOptions()
+    it = iter(lines)
+    first = next(it, None)
+    if first is None or not first.strip():
+        raise TraceError("the trace is empty")
+    first = first.lstrip("\ufeff")  # UTF-8 BOM (Excel exports)
+    if opts.format == "auto":
+        fmt = detect_format(first)
+    else:
+        fmt = opts.format
+        try:
+            detected = detect_format(first)
+        except TraceError:
+            detected = fmt  # the format's own reader names what is wrong with the header
+        if detected != fmt and not {detected, fmt} <= {"azure-2023", "azure-2024"}:
+            raise TraceError(f"{fmt} line 1: the file looks like {detected} ({FORMAT_HELP[detected]})")
+    lines_all = _chain_first(first, it)
+    num_rows = num_skipped = 0
+    t0: float | None = None
+    kept: list[_Row] = []
+    prev_t = -math.inf
+    unsorted = False
+    for line, row in _rows(fmt, lines_all, opts):
+        num_rows += 1
+        if t0 is None:  # the project's own CSV is already relative to the start
+            t0 = 0.0 if fmt == "csv" else row.time_s
+        if row.time_s < prev_t:
+            unsorted = True
+        prev_t = row.time_s
+        if row.prompt == 0 or row.output == 0:
+            num_skipped += 1
+            continue
+        rel = row.time_s - t0
+        if rel < opts.start_s or (opts.end_s is not None and rel >= opts.end_s):
+            continue
+        kept.append(row)
+        if len(kept) > MAX_WINDOW_ROWS:
+            raise TraceError(f"{fmt} line {line}: more than {MAX_WINDOW_ROWS:,} rows in the window; narrow it (start_s, end_s)")
+    if num_rows == 0:
+        raise TraceError(f"{fmt}: the trace has a header but no rows")
+    if not kept:
+        raise TraceError(f"{fmt}: no request left after skipping {num_skipped:,} failed rows and applying the window")
+    in_window = len(kept)
+    if unsorted:  # replay in arrival order; ties keep file order
+        kept.sort(key=lambda r: r.time_s)
+    if opts.max_requests is not None and opts.max_requests < len(kept):
+        pick = np.sort(np.random.default_rng(opts.seed).choice(len(kept), size=opts.max_requests, replace=False))
+        kept = [kept[i] for i in pick.tolist()]
+    if len(kept) > MAX_TRACE_ROWS:
+        raise TraceError(
+            f"{fmt}: {len(kept):,} requests in the window, more than {MAX_TRACE_ROWS:,}; set max_requests or narrow the window"
+        )
+    base = 0.0 if fmt == "csv" and opts.start_s == 0 and opts.max_requests is None else kept[0].time_s
+    arrival = [(r.time_s - base) * opts.time_scale for r in kept]
+    fields: dict = {
+        "arrival_s": arrival,
+        "prompt_tokens": [r.prompt for r in kept],
+        "output_tokens": [r.output for r in kept],
+        "priority": [r.priority for r in kept] if kept[0].priority is not None else None,
+    }
+    if fmt == "mooncake" and any(r.hash_ids for r in kept):
+        fields["block_hash_ids"] = [r.hash_ids or [] for r in kept]
+        fields["hash_block_tokens"] = MOONCAKE_HASH_BLOCK_TOKENS
+    try:
+        trace = Trace.model_validate(fields)
+    except ValidationError as err:
+        raise TraceError(format_validation_error(err, f"{fmt} trace")) from None
+    return LoadedTrace(trace, fmt, num_rows, num_skipped, in_window)
+
+
+def _chain_first(first: str, rest: Iterator[str]) -> Iterator[str]:
+    yield first
+    yield from rest
+
+
+def parse_trace(text: str | bytes, options: TraceOptions | None = None, max_bytes: int = MAX_TRACE_CSV_BYTES) -> LoadedTrace:
+    """Parse trace text (an upload). Bytes are decoded as UTF-8 (a BOM is accepted)."""
+    if len(text) > max_bytes:
+        raise TraceError(f"the trace is {len(text):,} bytes; the limit is {max_bytes:,}")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise TraceError(f"the trace is not UTF-8 text (byte {err.start})") from None
+    return read_trace(io.StringIO(text, newline=None), options)
+
+
+def load_trace(path: str | Path, options: TraceOptions | None = None) -> LoadedTrace:
+    """Read a trace file (streamed: whole public traces work, with a window or max_requests)."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_TRACE_FILE_BYTES:
+            raise TraceError(f"{p.name}: {size:,} bytes, the limit is {MAX_TRACE_FILE_BYTES:,}")
+        with p.open(encoding="utf-8-sig", newline="") as fh:
+            return read_trace(fh, options)
+    except OSError as err:
+        raise TraceError(f"cannot read trace file {str(path)!r}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise TraceError(f"{p.name}: not UTF-8 text (byte {err.start})") from None
+
+
+def with_trace(cfg, trace: Trace, name: str | None = None):
+    """`cfg` replaying `trace` (every request of it). Raises PresetError when the result does not validate."""
+    from sim_core.presets import config_from_dict
+
+    data = cfg.model_dump(mode="python")
+    data["workload"]["trace"] = trace.model_dump()
+    data["workload"]["num_requests"] = len(trace.arrival_s)
+    if name:
+        data["workload"]["name"] = name
+    return config_from_dict(data, f"config with trace {name or ''}".strip())

@@ -1,0 +1,140 @@
+"""Prefix cache room: key chains, reference counts, LRU eviction of unreferenced blocks only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from sim_core.prefix_cache import PrefixCachingBlockManager, block_keys
+from sim_core.workload import Workload
+
+BS = 16
+
+
+def wl(content: list[int], prompt: list[int], group=None, prefix_len=None) -> Workload:
+    R = len(content)
+    z = np.zeros(R, dtype=np.int64)
+    return Workload(
+        arrival_s=np.arange(R, dtype=float), prompt_tokens=np.array(prompt, dtype=np.int64),
+        output_tokens=z + 4, priority=z, class_idx=z, num_samples=1, closed_loop_think_s=None,
+        prefix_group=np.array(group if group is not None else [-1] * R, dtype=np.int64),
+        prefix_len=np.array(prefix_len if prefix_len is not None else [0] * R, dtype=np.int64),
+        content_id=np.array(content, dtype=np.int64),
+    )  # fmt: skip
+
+
+def admit(kv: PrefixCachingBlockManager, r: int, prompt: int) -> int:
+    """What the scheduler does at admission: reuse the cached chain, allocate the rest. Returns hit tokens."""
+    keys, hit, _ = kv.lookup(r, prompt)
+    kv.acquire(r, keys, hit, prompt)
+    need = int(kv.blocks_for(prompt, prompt)) - hit
+    assert kv.can_allocate(need)
+    kv.held[r] += need
+    kv.num_free -= need
+    return hit * BS
+
+
+def cached(kv: PrefixCachingBlockManager, r: int, prompt: int) -> int:
+    """Blocks request r would find cached if it came back now (a side-effect-free lookup)."""
+    return kv.lookup(r, prompt)[1]
+
+
+def finish(kv: PrefixCachingBlockManager, r: int, prompt: int) -> None:
+    kv.register(np.array([r]), np.array([prompt]))
+    kv.free(np.array([r]))
+
+
+def test_identical_prompts_in_a_row_hit_after_the_first():
+    w = wl([7, 7, 7], [100, 100, 100])
+    kv = PrefixCachingBlockManager(64, 0, BS, w)
+    assert admit(kv, 0, 100) == 0
+    finish(kv, 0, 100)
+    for r in (1, 2):
+        assert admit(kv, r, 100) == (100 - 1) // BS * BS  # every full block but the one holding the last token
+        finish(kv, r, 100)
+        kv.check_invariants()
+    assert kv.prefix.num_hit_blocks == 2 * 6 and kv.prefix.num_query_blocks == 3 * 6
+
+
+def test_keys_chain_on_the_prefix_and_separate_different_content():
+    w = wl([1, 2, 3], [200, 200, 200], group=[0, 0, -1], prefix_len=[64, 64, 0])
+    k0, k1, k2 = (block_keys(w, r, 12, BS) for r in range(3))
+    assert k0[:4] == k1[:4] and all(a != b for a, b in zip(k0[4:], k1[4:]))  # the 64-token system prompt = 4 blocks
+    assert not set(k2) & set(k0) and len(set(k0)) == 12
+    assert block_keys(w, 0, 12, BS) == k0  # deterministic
+
+
+def test_eviction_frees_the_least_recently_used_unreferenced_block_first():
+    w = wl([1, 2, 3, 4], [33, 33, 33, 33])  # 2 full blocks each
+    kv = PrefixCachingBlockManager(8, 0, BS, w)
+    for r in (0, 1):
+        admit(kv, r, 33)
+        finish(kv, r, 33)  # r=0's blocks are released first: least recently used
+    assert kv.num_evictable == 4 and kv.num_free == 8
+    admit(kv, 2, 33)  # 3 blocks: 4 truly free blocks, nothing evicted
+    assert kv.num_evictable == 4 and cached(kv, 0, 33) == cached(kv, 1, 33) == 2
+    admit(kv, 3, 33)  # 3 more: one truly free, two evictions
+    assert kv.prefix.num_evicted == 2
+    assert cached(kv, 0, 33) == 0 and cached(kv, 1, 33) == 2  # r=0 was released first
+    kv.check_invariants()
+    # within a request the tail block goes before the head (vLLM frees in reverse order)
+    kv2 = PrefixCachingBlockManager(4, 0, BS, wl([1, 2], [33, 40]))
+    admit(kv2, 0, 33)
+    finish(kv2, 0, 33)
+    admit(kv2, 1, 40)  # 3 blocks: 2 free + 1 eviction
+    assert cached(kv2, 0, 33) == 1
+    kv2.check_invariants()
+    # the same for a shared system prompt's blocks
+    w3 = wl([1, 2], [65, 70], group=[0, 1], prefix_len=[64, 64])
+    kv3 = PrefixCachingBlockManager(6, 0, BS, w3)
+    admit(kv3, 0, 65)
+    finish(kv3, 0, 65)  # 4 system blocks evictable
+    admit(kv3, 1, 70)  # 5 blocks: 2 free + 3 evictions, tail first
+    assert cached(kv3, 0, 65) == 1
+    kv3.check_invariants()
+
+
+def test_a_referenced_block_is_never_evicted_or_freed():
+    w = wl([5, 5, 9], [65, 65, 65])
+    kv = PrefixCachingBlockManager(10, 0, BS, w)
+    admit(kv, 0, 65)
+    kv.register(np.array([0]), np.array([65]))  # r=0 still running, its 4 full blocks cached
+    assert admit(kv, 1, 65) == 64  # shares all 4 (65 tokens: the last token sits in a 5th block)
+    kv.check_invariants()
+    assert kv.num_free == 10 - 5 - 1  # 4 shared + 1 private each
+    kv.free(np.array([0]))  # r=1 still references the 4 shared blocks: they stay in use
+    assert kv.num_evictable == 0 and kv.num_free == 10 - 5
+    admit(kv, 2, 65)  # needs 5 blocks: exactly the free ones, no shared block touched
+    assert all(c == 1 for c in kv.prefix.ref.values())
+    with pytest.raises(AssertionError):
+        admit(kv, 0, 65)  # nothing left: the referenced blocks cannot be taken
+    kv.check_invariants()
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=hs.lists(hs.tuples(hs.integers(0, 5), hs.integers(1, 120), hs.booleans()), min_size=1, max_size=40))
+def test_random_admit_and_finish_keep_blocks_conserved(ops):
+    R = len(ops)
+    w = wl([c for c, _, _ in ops], [p for _, p, _ in ops])
+    kv = PrefixCachingBlockManager(24, 4, BS, w)
+    running: list[int] = []
+    for r, (_, p, swap) in enumerate(ops):
+        keys, hit, ev = kv.lookup(r, p)
+        need = int(kv.blocks_for(p, p)) - hit
+        if kv.can_allocate(need + ev):
+            kv.acquire(r, keys, hit, p)
+            kv.held[r] += need
+            kv.num_free -= need
+            kv.register(np.array([r]), np.array([p]))
+            running.append(r)
+        elif running:
+            victim = running.pop(0)
+            if swap and kv.can_swap_out(victim):
+                kv.swap_out(victim)
+            else:
+                kv.free(np.array([victim]))
+        kv.check_invariants()
+    kv.free(np.array(running + [r for r in range(R) if kv.held[r] and r not in running], dtype=np.int64))
+    kv.check_invariants()

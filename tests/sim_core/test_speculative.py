@@ -1,0 +1,51 @@
+"""Speculative decoding rule and cost term."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_core.config import SimConfig, SpeculativeConfig
+from sim_core.costmodel import CostModel
+from sim_core.speculative import Speculator, verify_aggregates
+
+
+def spec_cfg(**kw) -> SimConfig:
+    return SimConfig.model_validate({"scheduler": {"speculative": {"enabled": True} | kw}})
+
+
+def test_acceptance_draws_follow_the_leviathan_expectation():
+    for alpha in (0.0, 0.5, 0.8, 1.0):
+        cfg = spec_cfg(acceptance_rate=alpha, num_draft_tokens=4)
+        acc = Speculator(cfg, CostModel(cfg)).accepted(20000)
+        expected = (1 - alpha**5) / (1 - alpha) if alpha < 1 else 5.0
+        assert (1 + acc).mean() == pytest.approx(expected, rel=0.02, abs=1e-9)
+        assert cfg.scheduler.speculative.expected_tokens_per_step() == pytest.approx(expected)
+
+
+def test_per_position_table_and_same_seed_same_draws():
+    cfg = spec_cfg(num_draft_tokens=3, acceptance_by_position=[1.0, 0.0, 1.0])
+    acc = Speculator(cfg, CostModel(cfg)).accepted(100)
+    assert (acc == 1).all()  # the second position always rejects: nothing after it counts
+    a = Speculator(spec_cfg(), CostModel(spec_cfg())).accepted(50)
+    b = Speculator(spec_cfg(), CostModel(spec_cfg())).accepted(50)
+    assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="needs num_draft_tokens"):
+        SpeculativeConfig(num_draft_tokens=2, acceptance_by_position=[0.5])
+
+
+def test_verify_of_one_position_is_a_plain_decode():
+    assert verify_aggregates(1, 8, 8000) == (8, 8, 8000 + 8, 8000)  # Engine's plain decode aggregates
+    tokens, rows, pairs, kv = verify_aggregates(4, 8, 8000)
+    assert tokens == rows == 32 and kv == 8000 and pairs == 4 * 8000 + 8 * (1 + 2 + 3 + 4)
+
+
+def test_draft_cost_scales_with_k_and_a_draft_model_costs_less_than_the_target():
+    head = spec_cfg(num_draft_tokens=4, draft_cost_fraction=0.1)
+    s = Speculator(head, CostModel(head))
+    model = spec_cfg(num_draft_tokens=4, draft="model", draft_model="llama-3.2-1b")
+    m = Speculator(model, CostModel(model))
+    target_step = CostModel(head).decode_time_s(16, 1000) - CostModel(head).tick(0, 0, 0, 0, 0)[0]
+    assert s.draft_s(16, 16000) == pytest.approx(0.4 * target_step, rel=0.05)
+    assert 0 < m.draft_s(16, 16000) < 4 * target_step
+    assert s.draft_s(0, 0) == 0.0

@@ -1,0 +1,208 @@
+"""Prefix caching and speculative decoding inside the engine (issue 12)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from sim_core import load_preset, run_simulation
+from sim_core.config import SimConfig, Trace
+from sim_core.costmodel import CostModel
+from sim_core.speculative import Speculator, verify_aggregates
+from sim_core.sweep import with_value
+from sim_core.traces import with_trace
+
+SHARED = {"num_system_prompts": 3, "share_ratio": 0.9, "system_prompt_tokens": {"dist": "fixed", "mean": 1500}}
+
+
+def chat(n=120, **over) -> SimConfig:
+    cfg = with_value(load_preset("chat-h100-llama8b"), "workload.num_requests", n)
+    for path, value in over.items():
+        cfg = with_value(cfg, path.replace("__", "."), value)
+    return cfg
+
+
+def test_a_cache_hit_skips_exactly_the_cached_tokens_compute():
+    off = run_simulation(chat(workload__shared_prefix=SHARED), check_invariants=True)
+    on = run_simulation(chat(workload__shared_prefix=SHARED, kv_cache__enable_prefix_caching=True), check_invariants=True)
+    assert off.summary.num_preemptions == on.summary.num_preemptions == 0
+    saved = on.summary.prefill_tokens_saved
+    assert saved > 0 and saved % 16 == 0
+    assert int(off.timeline.num_prefill_tokens.sum()) - int(on.timeline.num_prefill_tokens.sum()) == saved
+    assert on.summary.ttft_p50_s < off.summary.ttft_p50_s
+    assert 0 < on.summary.prefix_hit_rate_tokens < 1 and 0 < on.summary.prefix_hit_rate_blocks <= 1
+    assert off.summary.prefix_hit_rate_tokens is None and "kv_blocks_cached" not in off.timeline.columns
+    cached = on.timeline.kv_blocks_cached
+    assert cached.max() > 0 and np.all(cached <= on.summary.kv_num_blocks - on.timeline.kv_blocks_used)
+
+
+def test_identical_prompts_in_a_row_hit_after_the_first():
+    n, prompt = 6, 700  # 43 full blocks of 16, 512-token hash blocks: ids 0 and 1
+    trace = Trace(arrival_s=[float(i) for i in range(n)], prompt_tokens=[prompt] * n, output_tokens=[5] * n,
+                  block_hash_ids=[[0, 1]] * n)  # fmt: skip
+    cfg = with_trace(chat(kv_cache__enable_prefix_caching=True), trace)
+    eng_res = run_simulation(cfg, check_invariants=True)
+    s = eng_res.summary
+    assert s.prefill_tokens_saved == (n - 1) * ((prompt - 1) // 16 * 16)
+    first_tick_tokens = eng_res.timeline.num_prefill_tokens[eng_res.timeline.num_prefill_tokens > 0]
+    assert first_tick_tokens[0] == prompt and (first_tick_tokens[1:] == prompt - (prompt - 1) // 16 * 16).all()
+
+
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_blocks_stay_conserved_and_referenced_blocks_stay_under_kv_pressure(preemption):
+    cfg = load_preset("kv-pressure-a100-llama8b")
+    cfg = with_value(cfg, "workload.num_requests", 150)
+    cfg = with_value(cfg, "workload.prompt_tokens.max", 4096)  # + the system prompt stays within one unchunked tick
+    cfg = with_value(cfg, "workload.shared_prefix", SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 600}})
+    cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
+    cfg = with_value(cfg, "scheduler.preemption", preemption)
+    res = run_simulation(cfg, check_invariants=True)  # block conservation and refcounts checked every tick
+    assert res.summary.num_finished == 150 and res.summary.num_preemptions > 0
+    assert res.summary.prefix_blocks_evicted >= 0 and res.summary.prefill_tokens_saved > 0
+
+
+def test_sessions_reuse_the_previous_turn():
+    cfg = chat(200, workload__sessions={"turns": 4, "think_time_s": 5}, kv_cache__enable_prefix_caching=True)
+    s = run_simulation(cfg, check_invariants=True).summary
+    assert s.prefix_hit_rate_tokens > 0.4
+
+
+def _one_request(**spec) -> SimConfig:
+    trace = Trace(arrival_s=[0.0], prompt_tokens=[300], output_tokens=[41])
+    cfg = with_trace(chat(), trace)
+    return with_value(cfg, "scheduler.speculative", {"enabled": True, "num_draft_tokens": 3} | spec) if spec else cfg
+
+
+def test_acceptance_zero_is_the_plain_run_plus_the_verification_cost():
+    plain = run_simulation(_one_request())
+    cfg = _one_request(acceptance_rate=0.0, draft_cost_fraction=0.1)
+    spec = run_simulation(cfg, check_invariants=True)
+    tp, ts = plain.timeline, spec.timeline
+    assert ts.num_ticks == tp.num_ticks == 41  # one prefill tick, then one token per decode tick
+    assert np.array_equal(ts.num_prefill_tokens, tp.num_prefill_tokens)
+    assert ts.duration_s[0] == tp.duration_s[0]  # the prefill tick is untouched
+    cost, sp = CostModel(cfg), Speculator(cfg, CostModel(cfg))
+    for j in range(1, 41):  # decode tick j: one sequence holding 300 + j - 1 tokens of context
+        ctx = 300 + j - 1
+        tokens, rows, pairs, kv = verify_aggregates(4, 1, ctx)
+        expected = float(cost.tick(tokens, rows, pairs, kv, 1)[0]) + sp.draft_s(1, ctx)
+        assert ts.duration_s[j] == pytest.approx(expected, rel=1e-12)
+        assert ts.duration_s[j] > tp.duration_s[j]
+    assert spec.summary.spec_tokens_per_step == 1.0
+
+
+def test_acceptance_one_emits_k_plus_one_per_tick():
+    res = run_simulation(_one_request(acceptance_rate=1.0), check_invariants=True)
+    assert res.timeline.num_ticks == 1 + 10  # 40 tokens after the first, 4 per verify step
+    assert res.summary.spec_tokens_per_step == 4.0 and res.requests.num_emitted[0] == 41
+
+
+def test_speculation_lowers_tpot_at_low_load_and_the_gain_shrinks_at_saturation():
+    spec = {"enabled": True, "num_draft_tokens": 4, "acceptance_rate": 0.4, "draft_cost_fraction": 0.05}
+    low = chat(60, workload__arrival__rate_per_s=1.0)
+    sat = with_value(load_preset("offline-batch-h200-llama8b"), "workload.num_requests", 400)
+    gains = []
+    for cfg in (low, sat):
+        plain = run_simulation(cfg).summary.tpot_p50_s
+        fast = run_simulation(with_value(cfg, "scheduler.speculative", spec)).summary.tpot_p50_s
+        gains.append(fast / plain)
+    assert gains[0] < 0.7 and gains[1] > 1.0  # lower TPOT at low load; higher at saturation
+
+
+def test_same_seed_same_speculative_run():
+    cfg = chat(40, scheduler__speculative={"enabled": True, "acceptance_rate": 0.6})
+    a, b = run_simulation(cfg), run_simulation(cfg)
+    assert np.array_equal(a.timeline.duration_s, b.timeline.duration_s) and a.summary == b.summary
+
+
+
+@settings(max_examples=int(os.environ.get("SIM_MANY_CASES", "8")), deadline=None, derandomize=True)
+@given(
+    seed=hs.integers(0, 2**16), turns=hs.integers(1, 4), share=hs.floats(0, 1), pool=hs.integers(0, 5),
+    sys_len=hs.integers(1, 1500), block=hs.sampled_from([4, 16, 64]), spec=hs.booleans(), alpha=hs.floats(0, 1),
+    k=hs.integers(1, 6), mode=hs.sampled_from(["decode_first", "prefill_first"]),
+    preemption=hs.sampled_from(["recompute", "swap"]), util=hs.floats(0.3, 0.9),
+)  # fmt: skip
+def test_random_traffic_configs_finish_with_invariants_every_tick(seed, turns, share, pool, sys_len, block, spec, alpha, k,
+                                                                mode, preemption, util):  # fmt: skip
+    cfg = chat(30, seed=seed, workload__sessions={"turns": turns, "think_time_s": 2.0},
+               workload__shared_prefix={"num_system_prompts": pool, "share_ratio": share,
+                                        "system_prompt_tokens": {"dist": "fixed", "mean": sys_len}},
+               kv_cache__enable_prefix_caching=True, kv_cache__block_size=block, kv_cache__gpu_memory_utilization=util,
+               scheduler__prefill_mode=mode, scheduler__preemption=preemption,
+               scheduler__speculative={"enabled": spec, "acceptance_rate": alpha, "num_draft_tokens": k})  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.summary.num_finished == 30
+    again = run_simulation(cfg)
+    assert again.summary == res.summary  # deterministic
+
+
+PREFIX_FAST_CASES = {
+    "shared prompts": dict(workload__shared_prefix=SHARED),
+    "sessions": dict(workload__sessions={"turns": 3, "think_time_s": 3.0}, workload__arrival__rate_per_s=10.0),
+    "evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
+                     workload__arrival__rate_per_s=14.0),
+    "block size 2, output 1": dict(workload__shared_prefix=SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 40}},
+                                   kv_cache__block_size=2, workload__num_requests=50,
+                                   workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PREFIX_FAST_CASES)
+def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
+    from sim_core import fastpath
+    from tests.sim_core.test_engine import _same
+
+    over = {"workload__num_requests": 150} | PREFIX_FAST_CASES[case]
+    cfg = chat(over.pop("workload__num_requests"), kv_cache__enable_prefix_caching=True, **over)
+    fast_ticks = []
+    original = fastpath.advance
+
+    def counting(engine):
+        before = engine.rec.num_ticks
+        ran = original(engine)
+        fast_ticks.append(engine.rec.num_ticks - before)
+        return ran
+
+    monkeypatch.setattr(fastpath, "advance", counting)
+    on = run_simulation(cfg, check_invariants=True)
+    assert sum(fast_ticks) > 0 and on.summary.prefill_tokens_saved > 0
+    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    _same(on, off)
+    if case == "evicting":
+        assert on.summary.prefix_blocks_evicted > 0
+
+
+ORACLE_CASES = {
+    "evicting": dict(kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0),
+    "pre-empting, swap": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
+                              scheduler__preemption="swap"),
+    "varied pool, prefill_first": dict(
+        workload__shared_prefix={"num_system_prompts": 20, "share_ratio": 0.5,
+                                 "system_prompt_tokens": {"dist": "uniform", "mean": 500, "min": 1, "max": 2000}},
+        kv_cache__gpu_memory_utilization=0.27, scheduler__prefill_mode="prefill_first"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ORACLE_CASES)
+def test_runs_and_chains_answer_like_per_block_entries(case, monkeypatch):
+    """Without sessions or trace hash ids the cache keeps a request's own content as one run and each
+    system prompt as one chain; the results must equal the per-block representation's exactly."""
+    from sim_core import prefix_cache
+    from tests.sim_core.test_engine import _same
+
+    cfg = chat(150, kv_cache__enable_prefix_caching=True, **({"workload__shared_prefix": SHARED} | ORACLE_CASES[case]))
+    compact = run_simulation(cfg, check_invariants=True)
+    assert compact.summary.prefix_blocks_evicted > 0
+    original = prefix_cache.PrefixCache.__init__
+
+    def per_block(self, *args):
+        original(self, *args)
+        self.use_runs = False
+
+    monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
+    _same(compact, run_simulation(cfg, check_invariants=True))
