@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_core.config import LengthDist, WorkloadConfig
+from pydantic import ValidationError
+
+from sim_core.config import LengthDist, Trace, WorkloadConfig
+from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.types import FloatArray, IntArray
 
 
@@ -97,26 +100,53 @@ MAX_TRACE_CSV_BYTES = 8 * 1024 * 1024
 def parse_trace_csv(text: str) -> dict[str, list]:
     """Parse `arrival_s,prompt_tokens,output_tokens[,priority]` CSV text into Trace fields.
 
-    Raises ValueError with the line number and column of the first bad value.
+    Numbers must be plain ASCII (no `1_000`, no `nan`); a byte-order mark (Excel's "CSV UTF-8") is
+    ignored. Raises ValueError with the line number and column of the first bad value.
     """
     if len(text) > MAX_TRACE_CSV_BYTES:
         raise ValueError(f"trace CSV is {len(text):,} bytes; the limit is {MAX_TRACE_CSV_BYTES:,}")
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
+    numbered = [(no, ln.strip()) for no, ln in enumerate(text.removeprefix("\ufeff").splitlines(), start=1) if ln.strip()]
+    if not numbered:
         raise ValueError("trace CSV is empty")
-    header = [h.strip() for h in lines[0].split(",")]
+    header_line = numbered[0][1]
+    header = [h.strip() for h in header_line.split(",")]
     if tuple(header[:3]) != TRACE_COLUMNS or len(header) > 4 or (len(header) == 4 and header[3] != "priority"):
-        raise ValueError(f"trace CSV header must be arrival_s,prompt_tokens,output_tokens[,priority]; got {lines[0]!r}")
+        raise ValueError(f"trace CSV header must be arrival_s,prompt_tokens,output_tokens[,priority]; got {header_line[:200]!r}")
     cols: dict[str, list] = {h: [] for h in header}
-    for lineno, line in enumerate(lines[1:], start=2):
+    for lineno, line in numbered[1:]:
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(header):
             raise ValueError(f"trace CSV line {lineno}: expected {len(header)} values, got {len(cells)}")
         for name, cell in zip(header, cells):
             try:
-                cols[name].append(float(cell) if name == "arrival_s" else int(cell))
+                cols[name].append(parse_float_text(cell) if name == "arrival_s" else parse_int_text(cell))
             except ValueError:
-                raise ValueError(f"trace CSV line {lineno}: {name} = {cell!r} is not a number") from None
+                kind = "a number" if name == "arrival_s" else "a whole number"
+                raise ValueError(f"trace CSV line {lineno}: {name} = {cell[:40]!r} is not {kind}") from None
     if len(cols["arrival_s"]) == 0:
         raise ValueError("trace CSV has a header but no rows")
     return {k: cols[k] for k in header} | ({} if "priority" in cols else {"priority": None})
+
+
+def trace_from_csv(raw: bytes, name: str = "trace CSV") -> Trace:
+    """An uploaded trace file, validated: one message naming the file and the line (header = line 1) or
+    the data row (row 1 = the first request) of the first problem."""
+    if len(raw) > MAX_TRACE_CSV_BYTES:
+        raise ValueError(f"{name} is {len(raw):,} bytes; the limit is {MAX_TRACE_CSV_BYTES:,}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{name}: not UTF-8 text (byte {err.start}); save it as CSV UTF-8") from None
+    try:
+        cols = parse_trace_csv(text)
+    except ValueError as err:
+        raise ValueError(f"{name}: {str(err).removeprefix('trace CSV ')}") from None
+    try:
+        return Trace.model_validate(cols)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = first["loc"]
+        msg = first["msg"].removeprefix("Value error, ")
+        if len(loc) >= 2 and isinstance(loc[1], int):  # a per-cell type error: column, row index
+            msg = f"trace row {loc[1] + 1}: {loc[0]} = {first.get('input')!r}: {msg}"
+        raise ValueError(f"{name}: {msg}") from None

@@ -8,9 +8,8 @@ from app.components import config_form as form
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
 from sim_core.presets import describe_preset
-from sim_core.config import Trace
 from sim_core.presets import MAX_CONFIG_FILE_BYTES
-from sim_core.workload import MAX_TRACE_CSV_BYTES, parse_trace_csv
+from sim_core.workload import MAX_TRACE_CSV_BYTES, trace_from_csv
 
 PRESET_WIDGET = "w.preset"
 VERSION_KEY = "ui.cfg_version"
@@ -66,8 +65,7 @@ def _on_trace_upload() -> None:
     if up is None:
         return
     try:
-        cols = parse_trace_csv(_upload_bytes(up, MAX_TRACE_CSV_BYTES).decode("utf-8", errors="replace"))
-        trace = Trace.model_validate(cols)
+        trace = trace_from_csv(_upload_bytes(up, MAX_TRACE_CSV_BYTES), f"trace {up.name!r}")
         cfg: SimConfig = st.session_state[CFG_KEY]
         data = cfg.model_dump(mode="python")
         data["workload"]["trace"] = trace.model_dump()
@@ -76,7 +74,7 @@ def _on_trace_upload() -> None:
         _set_config(config_from_dict(data, f"trace {up.name!r}"), None)
         st.session_state["ui.trace_error"] = None
     except ValueError as err:  # PresetError is a ValueError
-        st.session_state["ui.trace_error"] = f"{up.name}: {err}"
+        st.session_state["ui.trace_error"] = str(err)
 
 
 def _clear_trace() -> None:
