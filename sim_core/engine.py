@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core import fastpath
+from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
@@ -49,6 +50,7 @@ class Engine:
         self.num_swap_outs = 0
         self.stopped_reason: str | None = None
         self.check_invariants = False
+        self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
@@ -61,6 +63,9 @@ class Engine:
                 break
             if st.now_s >= lim.max_sim_time_s:
                 self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
+                break
+            if self.meter is not None and (over := self.meter.over(self)):  # the server's budget (sim_core/budget.py)
+                self.stopped_reason = over
                 break
             st.admit_arrivals()
             if not (fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
@@ -311,12 +316,17 @@ class Engine:
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
 
 
-def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:
+def run_simulation(cfg: SimConfig, check_invariants: bool = False, budget: RunBudget | None = None) -> SimResult:
     """Simulate one config. Same config (seed included) → identical result.
+
+    `budget` (a server's ceiling, see sim_core/budget.py) stops the run early, with partial results
+    and a `stopped_reason`; without one only the config's own `limits` apply.
 
     Raises:
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
     """
+    meter = BudgetMeter(budget) if budget is not None else None  # the clock starts before the workload is drawn
     engine = Engine(cfg)
     engine.check_invariants = check_invariants
+    engine.meter = meter
     return engine.run()

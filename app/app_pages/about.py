@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import CFG_KEY
+from app.components.text import plain
+from app.state import CFG_KEY, show_link_notices
 from sim_core.costmodel import ModelShape, kv_bytes_per_token, plan_memory, MemoryPlanError
 
 st.title("About the model")
+show_link_notices()
 cfg = st.session_state[CFG_KEY]
 st.markdown(
     """
@@ -43,4 +45,4 @@ try:
                 f"**{plan.workspace_bytes / 1e9:.2f} GB**, KV cache **{plan.kv_bytes / 1e9:.2f} GB** "
                 f"({plan.num_blocks:,} blocks) of a **{plan.budget_bytes / 1e9:.1f} GB** budget.")  # fmt: skip
 except MemoryPlanError as err:
-    st.error(str(err))
+    st.error(plain(err))

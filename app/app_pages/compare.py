@@ -9,7 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, runner, timeline
-from app.state import CFG_KEY, config_from_query, config_to_query, preset_matching, read_query_params, write_query_params
+from app.components.text import plain, plotly_text
+from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
+                       show_link_notices, write_query_params)
 from sim_core import SimConfig, list_presets, load_preset
 
 CURRENT = "(current settings from Simulate)"
@@ -34,7 +36,12 @@ def _side_from_link(prefix: str, params: dict[str, str]) -> tuple[SimConfig | No
     sub = {k.removeprefix(prefix + "_"): v for k, v in params.items() if k.startswith(prefix + "_")}
     if not sub:
         return None, None, None
-    return config_from_query(sub)
+    cfg, preset, warning = config_from_query(sub)
+    unused = ignored_params(sub)
+    if unused:
+        names = ", ".join(repr(f"{prefix}_{k}"[:40]) for k in unused[:8])
+        warning = (warning + " " if warning else "") + f"Ignored link parameter(s) {names}."
+    return cfg, preset, warning
 
 
 def _pick(label: str, key: str, default: str) -> SimConfig:
@@ -61,9 +68,7 @@ def main() -> None:
     params = read_query_params()
     link_a, _, warn_a = _side_from_link("a", params)
     link_b, _, warn_b = _side_from_link("b", params)
-    for w in (warn_a, warn_b):
-        if w:
-            st.warning(w)
+    show_link_notices(page_prefixes=("a_", "b_"), problems=tuple(f"Setup {s}: {w}" for s, w in (("A", warn_a), ("B", warn_b)) if w))
     if link_a is not None and "cmp.loaded" not in st.session_state:
         st.session_state["cmp.link_a"], st.session_state["cmp.link_b"] = link_a, link_b
         st.session_state["cmp.a"] = st.session_state["cmp.b"] = "(from link)"
@@ -85,7 +90,7 @@ def main() -> None:
         out_a, out_b = runner.run(a), runner.run(b)
     for name, out in (("A", out_a), ("B", out_b)):
         if out.error:
-            st.error(f"{name}: {out.error}")
+            st.error(f"{name}: {plain(out.error)}")
     if out_a.error or out_b.error:
         return
     ra, rb = out_a.result, out_b.result
@@ -95,8 +100,8 @@ def main() -> None:
     )
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     g1, g2 = st.columns(2)
-    g1.plotly_chart(timeline.gantt_kv_figure(ra, (0, end), f"A · {a.scheduler.name}"), key="cmp.gantt_a")
-    g2.plotly_chart(timeline.gantt_kv_figure(rb, (0, end), f"B · {b.scheduler.name}"), key="cmp.gantt_b")
+    g1.plotly_chart(timeline.gantt_kv_figure(ra, (0, end), f"A · {plotly_text(a.scheduler.name)}"), key="cmp.gantt_a")
+    g2.plotly_chart(timeline.gantt_kv_figure(rb, (0, end), f"B · {plotly_text(b.scheduler.name)}"), key="cmp.gantt_b")
     cols = st.columns(2)
     for i, metric in enumerate(charts.METRICS):
         cols[i % 2].plotly_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
@@ -105,8 +110,8 @@ def main() -> None:
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:
     if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
         cfg = st.session_state[link_key]
-        st.markdown(f"**Setup {label}** (from the link): {cfg.name} · {cfg.scheduler.name} · {cfg.model.name} on "
-                    f"{cfg.hardware.num_gpus}× {cfg.hardware.name}")  # fmt: skip
+        st.markdown(f"**Setup {label}** (from the link): {plain(cfg.name)} · {plain(cfg.scheduler.name)} · "
+                    f"{plain(cfg.model.name)} on {cfg.hardware.num_gpus}× {plain(cfg.hardware.name)}")  # fmt: skip
         if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
             st.session_state.pop(key)
             st.rerun()

@@ -7,7 +7,8 @@ import numpy as np
 import streamlit as st
 
 from app.components import config_form, runner
-from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, read_query_params, write_query_params
+from app.components.text import plain
+from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_lessons, metric_value
 
 METRIC_LABELS = {
@@ -55,7 +56,7 @@ def _lesson(lesson: Lesson) -> None:
                 "–" if np.isnan(value) else f"{value * scale:,.1f} {unit}")  # fmt: skip
             col.metric(f"{lesson.knob_label} = {lesson.values[step]}", shown, label, delta_color="off")
             if out.error:
-                col.caption(out.error)
+                col.caption(plain(out.error))
     with st.expander("Show the answer"):
         st.markdown(lesson.answer)
 
@@ -65,6 +66,9 @@ def main() -> None:
     lessons = load_lessons()
     ids = [lesson.id for lesson in lessons]
     wanted = read_query_params().get("lesson")
+    bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
+        f"The link names an unknown lesson {wanted[:60]!r}; showing the first lesson.",)  # fmt: skip
+    show_link_notices(("lesson",), problems=bad)
     if "learn.pick" not in st.session_state:
         st.session_state["learn.pick"] = wanted if wanted in ids else ids[0]
     pick = st.radio("Lesson", ids, key="learn.pick", horizontal=True,

@@ -10,8 +10,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components import charts, runner, timeline
+from app.components.text import plain
 from app.components.sidebar import draw_sidebar
-from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
+from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, config_to_query, show_link_notices, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.types import Phase
 
@@ -131,7 +132,7 @@ def main() -> None:
     new_cfg, error = draw_sidebar()
     cfg: SimConfig = st.session_state[CFG_KEY]
     if error:
-        st.sidebar.error(error)
+        st.sidebar.error(plain(error))
     elif new_cfg != cfg:
         preset = st.session_state.get(PRESET_KEY)
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
@@ -142,24 +143,23 @@ def main() -> None:
 
     st.title("LLM serving scheduler explorer")
     hw = cfg.hardware
-    st.caption(f"**{cfg.model.name}** on {hw.num_gpus}× **{hw.name}** · scheduler **{cfg.scheduler.name}** "
-               f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{cfg.workload.name}**, "
+    st.caption(f"**{plain(cfg.model.name)}** on {hw.num_gpus}× **{plain(hw.name)}** · scheduler **{plain(cfg.scheduler.name)}** "
+               f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{plain(cfg.workload.name)}**, "
                f"{cfg.workload.num_requests:,} requests, seed {cfg.seed}. Results are modelled by a calibrated "
                "roofline, not measured.")  # fmt: skip
-    if st.session_state.get(WARNING_KEY):
-        st.warning(st.session_state[WARNING_KEY], icon=":material/link_off:")
+    show_link_notices()
     if error:
         st.info("The settings in the sidebar are not valid (see the message there); showing the last valid configuration.")
 
     with st.spinner("Simulating…"):
         outcome = runner.run(cfg)
     if outcome.error:
-        st.error(outcome.error, icon=":material/memory:")
+        st.error(plain(outcome.error), icon=":material/memory:")
         st.markdown("Nothing was simulated. Change the knob named above; your other settings are kept.")
         return
     res = outcome.result
     if res.summary.stopped_reason:
-        st.warning(f"**The run did not finish:** {res.summary.stopped_reason}. The server cannot keep up with this "
+        st.warning(f"**The run did not finish:** {plain(res.summary.stopped_reason)}. The server cannot keep up with this "
                    "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
                    "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
     _headline(res)

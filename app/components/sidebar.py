@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components import config_form as form
+from app.components.text import plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
 from sim_core.presets import describe_preset
@@ -102,9 +103,9 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
         st.file_uploader("Config JSON", type=["json"], key="w.upload_config", on_change=_on_config_upload,
                          help=f"A config downloaded from this app or written by `python -m sim_core run --out`. Max {MAX_CONFIG_FILE_BYTES // 2**20} MB.")  # fmt: skip
         if st.session_state.get("ui.upload_error"):
-            st.error(st.session_state["ui.upload_error"])
+            st.error(plain(st.session_state["ui.upload_error"]))
     if st.session_state.get("ui.part_error"):
-        sb.error(st.session_state.pop("ui.part_error"))
+        sb.error(plain(st.session_state.pop("ui.part_error")))
     for section in form.SECTIONS:
         with sb.expander(section, expanded=section in ("Hardware", "Scheduler")):
             family = PART_FAMILIES.get(section)
@@ -147,4 +148,4 @@ def _trace_controls(cfg: SimConfig) -> None:
                      key="w.upload_trace", on_change=_on_trace_upload,
                      help=f"Up to 100,000 rows and {MAX_TRACE_CSV_BYTES // 2**20} MB.")  # fmt: skip
     if st.session_state.get("ui.trace_error"):
-        st.error(st.session_state["ui.trace_error"])
+        st.error(plain(st.session_state["ui.trace_error"]))
