@@ -25,7 +25,9 @@ MIB = 1 << 20
 # ~2 us per recorded tick (0.6-1.9 us/tick measured on a 400k-tick run, /tmp/i10asm.py in the report).
 LOOP_SHARE = 0.9
 ASSEMBLY_S_PER_TICK = 2e-6
-CHECK_EVERY_CALLS = 32  # loop iterations between checks too (a slow general tick can take ms)
+CHECK_EVERY_CALLS = 32
+CHECK_INTERVAL_S = 0.05  # aim for a check every 50 ms of work
+FIRST_CHUNK_TICKS = 16  # before the tick rate is known  # loop iterations between checks too (a slow general tick can take ms)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class RunBudget:
     max_ticks: int = 1_000_000  # timeline rows
     max_recorded_rows: int = 2_000_000  # timeline rows + step-through (batch) rows
     max_bytes: int = 512 * MIB  # growth of the process's resident memory during the run, bytes
-    check_every_ticks: int = 2048  # ticks between wall-time and memory checks (~10-50 ms of work)
+    check_every_ticks: int = 4096  # most ticks between wall-time / memory checks (fewer when ticks are slow)
 
     def __post_init__(self) -> None:
         for name in ("max_wall_s", "max_ticks", "max_recorded_rows", "max_bytes", "check_every_ticks"):
@@ -57,13 +59,20 @@ def resident_bytes() -> int:
 
 
 class BudgetMeter:
-    """Measures one run against a budget; the engine asks `over(engine)` between ticks."""
+    """Measures one run against a budget; the engine asks `over(engine)` between ticks.
+
+    Checks come every ~CHECK_INTERVAL_S of work: the number of ticks between two checks adapts to
+    the measured tick rate (a tick costs 5 us on the fast path and milliseconds with a huge queue),
+    capped at the budget's `check_every_ticks`.
+    """
 
     def __init__(self, budget: RunBudget):
         self.budget = budget
         self.t0_s = time.perf_counter()
         self.rss0_bytes = resident_bytes()
-        self.next_check_tick = budget.check_every_ticks
+        self.chunk_ticks = FIRST_CHUNK_TICKS
+        self.next_check_tick = FIRST_CHUNK_TICKS
+        self._last = (self.t0_s, 0)
         self.peak_bytes = 0
         self.wall_s = 0.0
         self.num_calls = 0
@@ -72,8 +81,16 @@ class BudgetMeter:
         """How many ticks a batched advance (the fast path) may run before the next check (>= 1)."""
         return max(min(self.next_check_tick, self.budget.max_ticks) - num_ticks, 1)
 
+    def _adapt(self, now_s: float, ticks: int) -> None:
+        last_s, last_ticks = self._last
+        if now_s > last_s and ticks > last_ticks:
+            rate = (ticks - last_ticks) / (now_s - last_s)
+            self.chunk_ticks = int(min(max(rate * CHECK_INTERVAL_S, 1), self.budget.check_every_ticks))
+        self._last = (now_s, ticks)
+        self.next_check_tick = ticks + self.chunk_ticks
+
     def over(self, engine: Engine) -> str | None:
-        """The reason to stop now, or None. O(1) except every `check_every_ticks` ticks."""
+        """The reason to stop now, or None. O(1) except at a check."""
         b, rec = self.budget, engine.rec
         ticks = rec.num_ticks
         if ticks >= b.max_ticks:
@@ -81,12 +98,13 @@ class BudgetMeter:
         self.num_calls += 1
         if ticks < self.next_check_tick and self.num_calls % CHECK_EVERY_CALLS:
             return None
-        self.next_check_tick = ticks + b.check_every_ticks
+        now_s = time.perf_counter()
+        self._adapt(now_s, ticks)
         rows = ticks + rec.num_batch_rows
         if rows > b.max_recorded_rows:
             return (f"stopped after {ticks:,} ticks: {rows:,} recorded rows, over the server's budget of "
                     f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
-        self.wall_s = time.perf_counter() - self.t0_s
+        self.wall_s = now_s - self.t0_s
         if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
             return (f"stopped after {self.wall_s:.1f} s of server time, the server's budget per run is {b.max_wall_s:g} s "
                     f"({ticks:,} ticks simulated)")  # fmt: skip

@@ -27,18 +27,17 @@ class InputError(ValueError):
 
 
 def json_depth(value: Any) -> int:
-    """Nesting depth of parsed JSON (a scalar is 0), computed without recursion."""
+    """Nesting depth of parsed JSON: containers inside containers (a scalar is 0, `[]` is 1)."""
     deepest = 0
-    stack = [(value, 0)]
+    stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
         deepest = max(deepest, depth)
         if depth > MAX_JSON_DEPTH:
             return depth
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
+        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
     return deepest
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,10 @@ class WorkerPool:
         self.slack_bytes = slack_bytes
         self._slots = threading.BoundedSemaphore(max_parallel)
         self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload(PRELOAD)
+        # Children re-run the server's main module unless it is already loaded in the forkserver:
+        # `streamlit run` (a console script) imports streamlit.web.cli; `python -m x` mains are skipped.
+        extra = ["streamlit.web.cli"] if "streamlit" in sys.modules else []
+        self._ctx.set_forkserver_preload(PRELOAD + extra)
 
     def run(self, cfg_json: str) -> WorkerReply:
         with self._slots:
