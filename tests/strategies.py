@@ -40,6 +40,12 @@ NUMBER_TEXT = st.sampled_from(["12", "١٢٣", "1_000", "0x10", "1e3", " 7 ", ""
 BAD_NUMBERS = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -5, -1e-9, 0, 2**70, -(2**70)])
 
 
+def nested_text(depth: int) -> str:
+    """JSON text nested `depth` levels (built as text: json.dumps itself would recurse too deep)."""
+    opens = "".join('{"a":' if i % 2 == 0 else "[" for i in range(depth))
+    return opens + "1" + "".join("}" if i % 2 == 0 else "]" for i in reversed(range(depth)))
+
+
 def nested(depth: int) -> Any:
     value: Any = 1
     for i in range(depth):
@@ -96,9 +102,16 @@ def malformed_config_dicts(draw) -> tuple[dict, tuple, Any]:
     return data, path, None
 
 
+def to_json(obj: Any) -> str:
+    try:
+        return json.dumps(obj)
+    except RecursionError:  # a deeply nested value from `nested`
+        return nested_text(3000)
+
+
 def encode_json(obj: Any) -> str:
     """What a tampered `?cfg=` carries: urlsafe base64 of zlib of JSON (surrogates escaped)."""
-    text = json.dumps(obj)
+    text = obj if isinstance(obj, str) else to_json(obj)
     return base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8", "surrogatepass"), 9)).decode().rstrip("=")
 
 
@@ -110,7 +123,7 @@ PAGE_KEYS = ["sweep", "start", "stop", "n", "vs", "lesson", "a_preset", "b_prese
 
 
 def _param_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else to_json(value)
 
 
 @st.composite
@@ -124,7 +137,7 @@ def link_params(draw) -> dict[str, str]:
     elif base == "cfg":
         data, _, _ = draw(malformed_config_dicts())
         params["cfg"] = draw(st.one_of(
-            st.just(encode_json(data)), st.just(encode_json(nested(draw(st.integers(40, 5000))))),
+            st.just(encode_json(data)), st.just(encode_json(nested_text(draw(st.integers(40, 5000))))),
             st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC-_=!", max_size=60),
         ))  # fmt: skip
     for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS), max_size=4, unique=True)):
@@ -132,7 +145,7 @@ def link_params(draw) -> dict[str, str]:
                                                                   "chat-h100-llama8b", "inf", "-5", "abc", "nan", "1e300"])))  # fmt: skip
         text = _param_text(value)
         if key == "a_cfg" or key == "b_cfg":
-            text = encode_json(nested(draw(st.integers(40, 3000)))) if draw(st.booleans()) else text
+            text = encode_json(nested_text(draw(st.integers(40, 3000)))) if draw(st.booleans()) else text
         params[key] = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:2000]  # as a browser sends it
     return params
 

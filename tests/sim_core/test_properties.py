@@ -19,7 +19,7 @@ from sim_core.cli import format_summary, main
 from sim_core.inputs import MAX_JSON_DEPTH, InputError, loads_bounded, parse_float_text, parse_int_text
 from sim_core.types import Status
 from sim_core.workload import trace_from_csv
-from tests.strategies import HOSTILE_VALUES, cases, malformed_config_dicts, nested, valid_configs
+from tests.strategies import HOSTILE_VALUES, cases, malformed_config_dicts, nested_text, valid_configs
 
 MAX_CASE_S = 20  # a single case taking longer is a hang for our purposes
 
@@ -96,7 +96,7 @@ def test_malformed_configs_give_a_message_naming_the_field(case):
 @cases(40)
 @given(st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode),
                  st.integers(MAX_JSON_DEPTH + 1, 20_000).map(lambda d: ("[" * d).encode()),
-                 st.integers(MAX_JSON_DEPTH + 1, 900).map(lambda d: json.dumps(nested(d)).encode())))  # fmt: skip
+                 st.integers(MAX_JSON_DEPTH + 1, 5000).map(lambda d: nested_text(d).encode())))  # fmt: skip
 def test_config_json_text_gives_a_config_or_a_message(raw):
     try:
         config_from_json(raw, "uploaded file")
