@@ -65,16 +65,9 @@ def _timeline_fig(res: SimResult, first: int, rows: int):
     return _timeline_fig_cached(canonical_json(res.config), first, rows)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _frames_cached(cfg_json: str):
-    return runner.run(SimConfig.model_validate_json(cfg_json)).result.to_frames()
-
-
 def _frames(res: SimResult):
-    """Per-request and per-tick tables, built once per config (shared read-only)."""
-    from app.state import canonical_json
-
-    return _frames_cached(canonical_json(res.config))
+    """Per-request and per-tick tables, built once per config (shared read-only, bounded in bytes)."""
+    return runner.frames(res)
 
 
 def _latency_tab(res: SimResult) -> None:

@@ -12,7 +12,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -56,7 +58,7 @@ class ResultCache:
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[Outcome, int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._inflight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.num_bytes = 0
@@ -69,8 +71,8 @@ class ResultCache:
             self._items.move_to_end(key)
             return hit[0]
 
-    def put(self, key: str, out: Outcome) -> None:
-        size = outcome_bytes(out)
+    def put(self, key: str, out: Any, size_bytes: int | None = None) -> None:
+        size = outcome_bytes(out) if size_bytes is None else size_bytes
         with self._lock:
             if key in self._items:
                 self.num_bytes -= self._items.pop(key)[1]
@@ -82,7 +84,7 @@ class ResultCache:
                 _, (_, old) = self._items.popitem(last=False)
                 self.num_bytes -= old
 
-    def get_or_run(self, key: str, compute) -> Outcome:
+    def get_or_run(self, key: str, compute: Callable[[], Any], size: Callable[[Any], int] = outcome_bytes) -> Any:
         while True:
             with self._lock:
                 hit = self._items.get(key)
@@ -101,7 +103,7 @@ class ResultCache:
             return compute()  # theirs was too large to keep: run it ourselves
         try:
             out = compute()
-            self.put(key, out)
+            self.put(key, out, size(out))
             return out
         finally:
             with self._lock:
@@ -158,6 +160,17 @@ def run(cfg: SimConfig) -> Outcome:
     srv = server()
     key = canonical_json(cfg)
     return srv.cache.get_or_run(key, lambda: _simulate(srv, key))
+
+
+def frames(res: SimResult) -> dict:
+    """`res.to_frames()` (per-request and per-tick tables), built once per config and kept in the
+    same byte-bounded cache as the results (shared read-only)."""
+    from app.state import canonical_json
+
+    def size(tables: dict) -> int:
+        return sum(int(df.memory_usage(index=True, deep=False).sum()) for df in tables.values())
+
+    return server().cache.get_or_run("frames:" + canonical_json(res.config), res.to_frames, size)
 
 
 def cached(cfg: SimConfig) -> Outcome | None:

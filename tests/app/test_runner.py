@@ -115,3 +115,13 @@ def test_a_page_budget_refuses_new_runs_once_spent_but_serves_cached_ones():
     assert budget.run(cached_cfg).result is not None  # cached: free
     refused = budget.run(make_config(workload__num_requests=12, seed=102))
     assert refused.result is None and "used its 0 s of server time" in refused.error
+
+
+def test_tables_are_built_once_and_counted_in_the_cache():
+    from app.components import runner
+
+    res = runner.run(make_config(workload__num_requests=15, seed=103)).result
+    before = runner.server().cache.num_bytes
+    first = runner.frames(res)
+    assert runner.frames(res) is first
+    assert runner.server().cache.num_bytes > before
