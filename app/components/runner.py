@@ -182,7 +182,8 @@ def cached(cfg: SimConfig) -> Outcome | None:
 
 class PageBudget:
     """Server time one page view may spend on new simulations (Sweep's points, say): cached
-    results are free; once the time is spent, further uncached runs are refused with a message."""
+    results are free; a new run starts only while a full per-run budget still fits in the page's,
+    so a page view never spends more than `max_wall_s` (plus result transfer) on simulations."""
 
     def __init__(self, max_wall_s: float | None = None):
         self.max_wall_s = server().settings.page_max_wall_s if max_wall_s is None else max_wall_s
@@ -196,7 +197,9 @@ class PageBudget:
         hit = cached(cfg)
         if hit is not None:
             return hit
-        if self.spent_s > self.max_wall_s:
-            return Outcome(None, f"not run: this page has used its {self.max_wall_s:g} s of server time for new "
-                                 "simulations; fewer points or a smaller workload fit")  # fmt: skip
+        # a new run may take the whole per-run budget: start it only if that still fits the page's
+        if self.spent_s + server().settings.run.max_wall_s > self.max_wall_s:
+            return Outcome(None, f"not run: this page may spend {self.max_wall_s:g} s of server time on new simulations "
+                                 f"and {self.spent_s:.0f} s are used; fewer points or a smaller workload fit (results "
+                                 "already computed are shown for free)")  # fmt: skip
         return run(cfg)

@@ -19,7 +19,7 @@ from sim_core.cli import format_summary, main
 from sim_core.inputs import MAX_JSON_DEPTH, InputError, loads_bounded, parse_float_text, parse_int_text
 from sim_core.types import Status
 from sim_core.workload import trace_from_csv
-from tests.strategies import HOSTILE_VALUES, cases, malformed_config_dicts, nested_text, valid_configs
+from tests.strategies import HOSTILE_VALUES, cases, malformed_config_dicts, nested_text, to_json, valid_configs
 
 MAX_CASE_S = 20  # a single case taking longer is a hang for our purposes
 
@@ -159,7 +159,7 @@ def test_excel_bom_csv_is_accepted():
 @cases(40)
 @given(st.lists(st.tuples(st.sampled_from(["workload.num_requests", "hardware.memory_gb", "hardware.name", "limits.max_ticks",
                                            "scheduler.nope", "nope.x", "workload", "=", ""]),
-                          HOSTILE_VALUES.map(lambda v: v if isinstance(v, str) else json.dumps(v))), max_size=3))  # fmt: skip
+                          HOSTILE_VALUES.map(lambda v: v if isinstance(v, str) else to_json(v))), max_size=3))  # fmt: skip
 def test_cli_set_gives_exit_0_or_2_and_no_traceback(capsys, assignments):
     args = ["run", "chat-h100-llama8b", "--set", "workload.num_requests=5", "--set", "limits.max_ticks=2000"]
     for key, value in assignments:
