@@ -58,6 +58,14 @@ def resident_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+BUDGET_MARK = "the server's budget"  # in every stopped_reason a budget writes
+
+
+def is_budget_stop(stopped_reason: str | None) -> bool:
+    """Whether a run was stopped by a server's budget (not by the config's own limits)."""
+    return bool(stopped_reason) and BUDGET_MARK in stopped_reason
+
+
 class BudgetMeter:
     """Measures one run against a budget; the engine asks `over(engine)` between ticks.
 

@@ -14,6 +14,7 @@ from app.components.text import plain
 from app.components.sidebar import draw_sidebar
 from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, config_to_query, show_link_notices, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
+from sim_core.budget import is_budget_stop
 from sim_core.types import Phase
 
 
@@ -152,9 +153,13 @@ def main() -> None:
         return
     res = outcome.result
     if res.summary.stopped_reason:
-        st.warning(f"**The run did not finish:** {plain(res.summary.stopped_reason)}. The server cannot keep up with this "
-                   "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
-                   "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
+        reason = res.summary.stopped_reason
+        advice = ("This app limits what one run may cost; make the run smaller (fewer requests, shorter outputs, "
+                  "fewer recorded batches) or run it with the command line, which has no such limit."
+                  if is_budget_stop(reason) else
+                  "The server cannot keep up with this load: lower the arrival rate or the number of requests, add "
+                  "GPUs, or raise the limits in *Objectives & run*.")  # fmt: skip
+        st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     _headline(res)
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if st.session_state.get(PRESENTER_KEY):

@@ -136,7 +136,9 @@ def _classes_editor(cfg: SimConfig) -> list[dict]:
         },
     )  # fmt: skip
     st.caption("Request classes: used by the priority queue order (article §5.2).")
-    return [dict(r) for r in edited]
+    # a row added in the editor turns its number columns into floats; the config wants integer priorities
+    return [{k: int(v) if k == "priority" and isinstance(v, float) and v.is_integer() else v for k, v in dict(r).items()}
+            for r in edited]  # fmt: skip
 
 
 def _trace_controls(cfg: SimConfig) -> None:

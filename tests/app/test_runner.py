@@ -125,3 +125,30 @@ def test_tables_are_built_once_and_counted_in_the_cache():
     first = runner.frames(res)
     assert runner.frames(res) is first
     assert runner.server().cache.num_bytes > before
+
+
+@pytest.fixture
+def tiny_budget(tmp_path, monkeypatch):
+    """The app with a server budget of 50 ticks per run (and no workers: in-process is enough here)."""
+    from app.components import runner
+
+    settings = tmp_path / "server.toml"
+    settings.write_text("[run]\nmax_ticks = 50\n[worker]\nenabled = false\n")
+    monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
+    runner.server.clear()
+    yield
+    runner.server.clear()
+
+
+def test_a_link_cannot_raise_the_budget_and_the_page_says_so(tiny_budget):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.query_params["preset"] = "chat-h100-llama8b"
+    at.query_params["limits.max_ticks"] = "50000000"  # the config's own limit: the server's still applies
+    at.run()
+    assert not at.exception
+    text = " ".join(w.value for w in at.warning)
+    assert "budget of 50 ticks" in text and "limits what one run may cost" in text

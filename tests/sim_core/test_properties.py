@@ -14,7 +14,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from sim_core import MemoryPlanError, PresetError, SimConfig, config_from_dict, config_from_json, run_simulation
-from sim_core.budget import RunBudget
+from sim_core.budget import RunBudget, is_budget_stop
 from sim_core.cli import format_summary, main
 from sim_core.inputs import MAX_JSON_DEPTH, InputError, loads_bounded, parse_float_text, parse_int_text
 from sim_core.types import Status
@@ -211,6 +211,7 @@ def test_a_budget_stops_a_heavy_run_with_partial_results_in_time():
     res = run_simulation(cfg, budget=RunBudget(max_wall_s=1.0))
     took = time.perf_counter() - t0
     assert res.summary.stopped_reason and "server time" in res.summary.stopped_reason
+    assert is_budget_stop(res.summary.stopped_reason)
     assert 0 < res.summary.num_finished < res.summary.num_requests
     assert took < 2.0  # the loop stops early enough to assemble the result within the budget (+ slack)
 
@@ -223,7 +224,7 @@ def test_budget_limits_ticks_and_rows(field, value, words):
     cfg = config_from_dict({"workload": {"num_requests": 300, "arrival": {"process": "offline"}},
                             "limits": {"num_recorded_batches": 100_000}})  # fmt: skip
     res = run_simulation(cfg, budget=RunBudget(**{field: value, "check_every_ticks": 64}))
-    assert words in res.summary.stopped_reason
+    assert words in res.summary.stopped_reason and is_budget_stop(res.summary.stopped_reason)
     assert res.timeline.num_ticks <= value + 2 * 128  # one coalesced step may run past the check
 
 
@@ -232,12 +233,14 @@ def test_budget_limits_memory():
                             "scheduler": {"max_num_seqs": 2048, "max_num_batched_tokens": 8192},
                             "limits": {"num_recorded_batches": 100_000}})  # fmt: skip
     res = run_simulation(cfg, budget=RunBudget(max_bytes=8 << 20, check_every_ticks=16))
-    assert "MiB" in res.summary.stopped_reason
+    assert "MiB" in res.summary.stopped_reason and is_budget_stop(res.summary.stopped_reason)
 
 
 def test_without_a_budget_the_api_has_full_control():
     cfg = config_from_dict({"workload": {"num_requests": 300, "arrival": {"process": "offline"}}})
     assert run_simulation(cfg).summary.stopped_reason is None
+    limited = run_simulation(config_from_dict({"limits": {"max_ticks": 5}})).summary.stopped_reason
+    assert limited and not is_budget_stop(limited)  # the config's own limit is not the server's
     roomy = run_simulation(cfg, budget=RunBudget()).summary.model_dump_json()
     assert roomy == run_simulation(cfg).summary.model_dump_json()  # a roomy budget changes nothing
 
