@@ -1,4 +1,5 @@
-"""Does one heavy session slow the others? `python -m app.loadcheck [--rounds N] [--in-thread]`
+"""Does one heavy session slow the others? `python -m app.loadcheck [--rounds N] [--in-thread]`;
+what do the costly links of issue 10 cost now? `python -m app.loadcheck --costly`
 
 Times reruns of the default Simulate page (AppTest, in this process, as the server runs sessions in
 threads of one process) while idle, then while another session opens a costly link in a thread (a
@@ -32,10 +33,63 @@ def _rerun_times(at, n: int, until=lambda: True) -> list[float]:
     return out
 
 
+COSTLY = {  # the costly links of issue 10 (the 1M-token case at 300k tokens with an FP8 cache, so that it fits)
+    "200k offline requests": HEAVY,
+    "200k queued, max_num_seqs=1": HEAVY | {"scheduler.max_num_seqs": "1"},
+    "batch-1 decode of 300k-token outputs": {
+        "preset": "chat-h100-llama8b", "workload.num_requests": "2", "workload.output_tokens.dist": '"fixed"',
+        "workload.output_tokens.mean": "300000", "workload.prompt_tokens.max": "4096", "model.max_model_len": "400000",
+        "kv_cache.kv_dtype": '"fp8"', "scheduler.max_num_seqs": "1", "limits.max_ticks": "50000000",
+        "limits.max_sim_time_s": "10000000"},
+    "100k recorded batches of 8192": {
+        "preset": "chat-h100-llama8b", "workload.num_requests": "100000", "workload.arrival.process": '"offline"',
+        "scheduler.max_num_seqs": "8192", "scheduler.max_num_batched_tokens": "16384",
+        "limits.num_recorded_batches": "100000"},
+}  # fmt: skip
+SWEEP_LINK = {"preset": "chat-h100-llama8b", "workload.num_requests": "20000", "sweep": "rate", "start": "1",
+              "stop": "400", "n": "16", "vs": "vllm-v0"}  # 32 simulations in one page view  # fmt: skip
+
+
+def costly() -> int:
+    """Each costly link through the app's runner (worker process, server budget), then the Sweep link."""
+    import resource
+
+    from streamlit.testing.v1 import AppTest
+
+    from app.components import runner
+    from app.state import config_from_query
+
+    budget = runner.server().settings
+    print(f"server budget: {budget.run.describe()}; page {budget.page_max_wall_s:g} s")
+    for name, params in COSTLY.items():
+        cfg, _, warning = config_from_query(params)
+        assert warning is None, warning
+        t0 = time.perf_counter()
+        out = runner.run(cfg)
+        took = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        said = out.error or out.result.summary.stopped_reason or "finished"
+        print(f"{name}: {took:.1f} s in the page's call; largest run process so far {peak:,.0f} MiB; {said[:150]}")
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.switch_page("app_pages/sweep.py")
+    for k, v in SWEEP_LINK.items():
+        at.query_params[k] = v
+    t0 = time.perf_counter()
+    at.run()
+    took = time.perf_counter() - t0
+    rows = at.dataframe[0].value if at.dataframe else []
+    refused = sum("not run" in str(e) for e in (rows["error"] if "error" in getattr(rows, "columns", []) else []))
+    print(f"Sweep link ({len(SWEEP_LINK)} params, 32 points): page took {took:.1f} s, {len(rows) - refused} points "
+          f"simulated, {refused} refused by the page budget")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="reruns timed in each phase")
     parser.add_argument("--heavy-loads", type=int, default=2, help="heavy page loads to span while timing (loaded phase)")
+    parser.add_argument("--costly", action="store_true", help="time the costly links of issue 10 instead")
     parser.add_argument("--in-thread", action="store_true", help="simulate in the server process (no workers)")
     args = parser.parse_args(argv)
     if args.in_thread:
@@ -43,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         settings.write_text((ROOT / "app" / "server.toml").read_text().replace("enabled = true", "enabled = false"))
         os.environ["SIM_SERVER_CONFIG"] = str(settings)
 
+    if args.costly:
+        return costly()
     from streamlit.testing.v1 import AppTest
 
     light = AppTest.from_file(APP, default_timeout=300).run()  # warm: the default result is cached

@@ -15,7 +15,7 @@ import zlib
 from typing import Any
 
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.inputs import InputError, loads_bounded
+from sim_core.inputs import InputError, NestingError, loads_bounded
 from sim_core.presets import DEFAULT_SCENARIO
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
@@ -72,9 +72,9 @@ def _param_value(text: str) -> Any:
     """A link value: JSON when it parses (numbers, true, quoted text), else the text itself."""
     try:
         return loads_bounded(text, "link value")
-    except InputError as err:
-        if "nested" in str(err):
-            raise PresetError("A link value is JSON nested too deeply to be a config value.") from None
+    except NestingError:
+        raise PresetError("A link value is JSON nested too deeply to be a config value.") from None
+    except InputError:
         return text
 
 
@@ -124,7 +124,7 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
         if "preset" in params:
             name = params["preset"]
             if name not in list_presets():
-                raise PresetError(f"The link names an unknown preset {name!r}.")
+                raise PresetError(f"The link names an unknown preset {name[:60]!r}.")
             overrides = {k: v for k, v in params.items() if k.split(".")[0] in CONFIG_SECTIONS}
             if not overrides:
                 return load_preset(name), name, None
@@ -134,10 +134,10 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
                 *parts, last = path.split(".")
                 for part in parts:
                     if not isinstance(node.get(part), dict):
-                        raise PresetError(f"The link sets {path!r}, which is not a field of the config.")
+                        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
                     node = node[part]
                 if last not in node:
-                    raise PresetError(f"The link sets {path!r}, which is not a field of the config.")
+                    raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
                 node[last] = _param_value(text)
             return config_from_dict(data, "link"), None, None
     except PresetError as err:

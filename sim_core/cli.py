@@ -12,7 +12,7 @@ from typing import Any
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.inputs import InputError, loads_bounded, printable
+from sim_core.inputs import InputError, NestingError, loads_bounded, printable
 from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
 from sim_core.result import SimResult
 
@@ -28,9 +28,9 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
         try:
             value = loads_bounded(raw, f"--set {key}")
-        except InputError as err:
-            if "nested" in str(err):
-                raise PresetError(str(err)) from None
+        except NestingError as err:
+            raise PresetError(str(err)) from None
+        except InputError:
             value = raw  # not JSON: a string
         node = data
         parts = key.strip().split(".")

@@ -26,6 +26,10 @@ class InputError(ValueError):
     """Input that is not what it claims to be; the message says what and where."""
 
 
+class NestingError(InputError):
+    """JSON nested deeper than MAX_JSON_DEPTH (parsed or not: the parser's own recursion is caught)."""
+
+
 def json_depth(value: Any) -> int:
     """Nesting depth of parsed JSON: containers inside containers (a scalar is 0, `[]` is 1)."""
     deepest = 0
@@ -58,7 +62,7 @@ def loads_bounded(text: str | bytes, source: str = "config") -> Any:
     else:
         depth = json_depth(data)
     if depth > MAX_JSON_DEPTH:
-        raise InputError(f"Invalid {source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; a config is at most a few levels")
+        raise NestingError(f"Invalid {source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; a config is at most a few levels")
     return data
 
 
