@@ -25,6 +25,7 @@ pages = [
     st.Page(PAGES_DIR / "simulate.py", title="Simulate", icon=":material/play_circle:", default=True),
     st.Page(PAGES_DIR / "compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page(PAGES_DIR / "sweep.py", title="Sweep", icon=":material/query_stats:"),
+    st.Page(PAGES_DIR / "plan.py", title="Plan", icon=":material/savings:"),
     st.Page(PAGES_DIR / "learn.py", title="Learn", icon=":material/school:"),
     st.Page(PAGES_DIR / "about.py", title="About the model", icon=":material/info:"),
 ]

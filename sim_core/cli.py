@@ -1,5 +1,7 @@
 """Command line: `python -m sim_core run PRESET_OR_FILE [--set key=value ...] [--out DIR] [--json]`,
-`python -m sim_core presets`, `python -m sim_core validate`. Bad input: a message and exit code 2.
+`python -m sim_core presets`, `python -m sim_core validate`, `python -m sim_core capacity PRESET`,
+`python -m sim_core sweep PRESET --start A --stop B [--seeds K]`, `python -m sim_core plan PRESET --rate R
+[--ray [ADDRESS]]`. Bad input: a message and exit code 2.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
@@ -63,6 +66,7 @@ def format_summary(res: SimResult) -> str:
         f"mean batch {s.mean_batch_size:.1f}, MFU {s.mfu_mean:.0%}, MBU {s.mbu_mean:.0%}",
         f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}, "
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
+        *_steady_lines(res),
         "  (modelled by a calibrated roofline, not measured on a GPU)",
     ]
     if s.stopped_reason:
@@ -78,6 +82,23 @@ def prepare_out_dir(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise PresetError(f"cannot create the --out directory {printable(str(out))!r}: {err.strerror}") from None
+
+
+def _steady_lines(res: SimResult) -> list[str]:
+    """The steady-state window (sim_core.metrics): warm-up and drain excluded."""
+    st = res.summary.steady
+    if st is None:
+        return []
+    lines = [
+        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival (first and last 10 % "
+        f"excluded; t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
+        f"served {st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, goodput "
+        f"{st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} meet both), TTFT p99 {st.ttft_p99_s * 1e3:,.1f} ms, "
+        f"TPOT p99 {st.tpot_p99_s * 1e3:,.1f} ms"
+    ]
+    if st.note:
+        lines.append(f"  NOTE: {st.note}")
+    return lines
 
 
 def write_outputs(res: SimResult, out: Path) -> None:
@@ -131,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="benchmark the engine on fixed scenarios")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--quick", action="store_true", help="smaller large scenarios")
+    add_capacity_commands(sub)
     args = parser.parse_args(argv)
     try:
+        if args.cmd in CAPACITY_COMMANDS:
+            return run_capacity_command(args)
         if args.cmd == "run":
             return _cmd_run(args)
         if args.cmd == "presets":

@@ -2,6 +2,13 @@
 
 Definitions follow vLLM's benchmark_serving (DESIGN.md §5); goodput follows DistServe: requests/s
 that meet both the TTFT and the TPOT objective.
+
+Steady state (DESIGN.md §8 "Capacity"): the headline figures divide by a makespan that includes the
+warm-up (an empty server filling up) and the drain (the last requests finishing with nothing
+arriving), so short runs overstate latency headroom and understate throughput. `steady_state`
+measures over a window instead: the requests whose arrival rank i (0-based, by arrival time) has
+floor(0.1 n) <= i < n - floor(0.1 n) — the first and last 10 % of arrivals are excluded — and rates
+over the window's span, from the first to the last of those arrivals.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ import numpy as np
 
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
-from sim_core.result import RequestTable, Summary, Timeline
+from sim_core.result import RequestTable, SteadyState, Summary, Timeline
 from sim_core.types import FloatArray, Phase
 
 
@@ -24,6 +31,76 @@ def percentiles(values: FloatArray, qs: tuple[float, ...] = (50, 90, 99), scratc
     if not v.size:
         return [float("nan")] * len(qs)
     return [float(x) for x in np.percentile(v, qs, overwrite_input=scratch and v is values)]
+
+
+STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up)
+STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
+MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
+
+
+def steady_window(num_arrivals: int) -> tuple[int, int]:
+    """[first, last) arrival ranks of the steady window for `num_arrivals` requests."""
+    # + 1e-9: n × 0.1 in binary floating point must not floor 30 × 0.1 = 2.9999… to 2
+    first = int(np.floor(num_arrivals * STEADY_WARMUP_FRACTION + 1e-9))
+    last = num_arrivals - int(np.floor(num_arrivals * STEADY_DRAIN_FRACTION + 1e-9))
+    return first, last
+
+
+def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline) -> SteadyState | None:
+    """Throughput, goodput, SLO attainment and latency percentiles over the steady window, with a
+    note when the run cannot say (too short to fill the server, unfinished or too few requests).
+    None when the window spans no time: fewer than two requests, or all arriving at once (offline)."""
+    arrived = np.flatnonzero(np.isfinite(req.arrival_s))
+    order = arrived[np.argsort(req.arrival_s[arrived], kind="stable")]  # request ids by arrival rank
+    lo, hi = steady_window(order.size)
+    if hi - lo < 2:
+        return None
+    ids = order[lo:hi]
+    t0, t1 = float(req.arrival_s[ids[0]]), float(req.arrival_s[ids[-1]])
+    span = t1 - t0
+    if span <= 0:
+        return None
+    done = req.is_finished[ids]
+    ttft, tpot, e2e = req.ttft_s[ids], req.tpot_s[ids], req.e2e_s[ids]
+    meets = done & (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
+    # Output tokens emitted inside (t0, t1]: decode tokens of ticks ending there, plus each first token
+    # (emitted by the prefill) — together they count every emitted token exactly once.
+    ends = tl.t_end_s
+    in_window = (ends > t0) & (ends <= t1)
+    first_tokens = int(((req.first_token_s > t0) & (req.first_token_s <= t1)).sum())
+    out_tokens = int(tl.num_decode_tokens[in_window].sum()) + first_tokens * cfg.workload.num_samples
+    finished_in = int(((req.finish_s > t0) & (req.finish_s <= t1)).sum())
+    per_s = lambda x: x / span  # noqa: E731
+    ttft_q, tpot_q = percentiles(ttft[done]), percentiles(tpot[done])
+    warmup_s = t0 - float(req.arrival_s[order[0]])
+    mean_e2e = float(e2e[done].mean()) if done.any() else float("nan")
+    num_unfinished = int((~done).sum())
+    return SteadyState(
+        window_first_request=int(ids[0]), window_last_request=int(ids[-1]), window_start_s=t0, window_end_s=t1,
+        num_requests=int(ids.size), num_unfinished=num_unfinished,
+        arrival_rate_per_s=per_s(ids.size - 1), output_tokens_per_s=per_s(out_tokens), requests_per_s=per_s(finished_in),
+        goodput_requests_per_s=float(meets.mean()) * per_s(ids.size - 1), slo_attainment=float(meets.mean()),
+        ttft_p50_s=ttft_q[0], ttft_p90_s=ttft_q[1], ttft_p99_s=ttft_q[2],
+        tpot_p50_s=tpot_q[0], tpot_p90_s=tpot_q[1], tpot_p99_s=tpot_q[2],
+        warmup_s=warmup_s, mean_e2e_s=mean_e2e,
+        note=_steady_note(order.size, ids.size, num_unfinished, warmup_s, mean_e2e),
+    )  # fmt: skip
+
+
+def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean_e2e_s: float) -> str | None:
+    """Why a run's steady-state figures cannot be trusted, or None."""
+    if n_unfinished:
+        return (f"Too short or overloaded to say: {n_unfinished:,} of the {n_window:,} steady-window requests "
+                "never finished (the run stopped first); latency percentiles cover the finished ones only.")
+    if n_window < MIN_STEADY_REQUESTS:
+        return (f"Too short to say: the steady window holds {n_window:,} requests; a p99 needs at least "
+                f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / 0.8)):,} requests.")
+    if warmup_s < mean_e2e_s:
+        need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
+        return (f"Too short to say: the warm-up (first {STEADY_WARMUP_FRACTION:.0%} of arrivals) lasted {warmup_s:,.1f} s, "
+                f"less than one request's mean end-to-end time ({mean_e2e_s:,.1f} s), so the server was still filling up "
+                f"(or is overloaded and never settles). Run about {need:,} requests or more.")
+    return None
 
 
 def summarize(
@@ -93,4 +170,5 @@ def summarize(
         kv_capacity_tokens=memory.kv_capacity_tokens,
         swap_time_s=swap_s,
         stopped_reason=stopped_reason,
+        steady=steady_state(cfg, req, tl),
     )  # fmt: skip

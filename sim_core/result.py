@@ -109,6 +109,34 @@ class BatchLog:
     kv_blocks_held: IntArray  # blocks the request holds during the tick
 
 
+class SteadyState(BaseModel):
+    """Metrics over the steady-state window (sim_core.metrics.steady_window says which requests):
+    warm-up and drain excluded, throughput over the window's span instead of the makespan."""
+
+    model_config = ConfigDict(frozen=True)
+
+    window_first_request: int  # index (arrival order) of the first request in the window
+    window_last_request: int  # index of the last request in the window (inclusive)
+    window_start_s: float  # arrival time of window_first_request
+    window_end_s: float  # arrival time of window_last_request
+    num_requests: int  # requests that arrived in the window
+    num_unfinished: int  # of those, not finished when the run ended
+    arrival_rate_per_s: float  # (num_requests - 1) / (end - start): the offered load in the window
+    output_tokens_per_s: float  # output tokens emitted during [start, end] / (end - start)
+    requests_per_s: float  # requests finished during [start, end] / (end - start)
+    goodput_requests_per_s: float  # slo_attainment × arrival_rate_per_s
+    slo_attainment: float  # window requests meeting both SLOs / window requests (unfinished: missed)
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    warmup_s: float  # first arrival to window start: how long the system had to fill up
+    mean_e2e_s: float  # mean end-to-end latency of the finished window requests
+    note: str | None  # why this run is too short (or too overloaded) to give a steady-state answer
+
+
 class Summary(BaseModel):
     """Headline numbers. Percentiles are over finished requests; NaN (null in JSON) when none."""
 
@@ -153,6 +181,7 @@ class Summary(BaseModel):
     kv_capacity_tokens: int
     swap_time_s: float
     stopped_reason: str | None
+    steady: SteadyState | None = None  # None when the run has too few requests for a window
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,28 @@
 """Sweeps of one knob and capacity search: the Sarathi-Serve / DistServe way of comparing systems.
 
-Capacity is the highest request rate whose run finishes and meets the objective; runs share the
-seed, so every point sees the same request lengths (workload.py draws lengths independently of
-arrivals).
+Capacity (DESIGN.md §8) is the highest offered request rate at which the steady-state window
+(metrics.steady_window) meets the objective, found by bisection. The objective is either the
+serving-benchmark one — the named percentile (P50/P90/P99) of TTFT and of TPOT within the SLO
+targets — or DistServe's "at least 90 % of requests meet both". Each probe runs long enough for a
+steady state (`steady_run_length`); runs share the seed, so every probe sees the same request
+lengths (workload.py draws lengths independently of arrivals).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from sim_core.backend import Backend, LocalBackend, PointCache, run_points
+from sim_core.budget import RunBudget
 from sim_core.config import SimConfig
-from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
+from sim_core.metrics import STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
 from sim_core.result import Summary
 
@@ -44,9 +51,13 @@ def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
 
 @dataclass(frozen=True)
 class SweepPoint:
+    """One swept value; `seeds` holds the summary of every seed it ran with (the first is the
+    config's own seed and is `summary`), so a chart can draw the band across seeds."""
+
     value: float
     summary: Summary | None
     error: str | None
+    seeds: tuple[Summary, ...] = ()
 
 
 def sweep_values(knob: str, start: float, stop: float, num: int) -> list[float]:
@@ -55,20 +66,71 @@ def sweep_values(knob: str, start: float, stop: float, num: int) -> list[float]:
     return sorted({int(round(v)) for v in vals}) if is_int else [float(v) for v in vals]
 
 
+def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
+    """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
+    return cfg.model_copy(update={"seed": (cfg.seed + offset) % 2**32})
+
+
 def run_sweep(
-    cfg: SimConfig, knob: str, values: Sequence[float], on_progress: Callable[[int, int], None] | None = None
+    cfg: SimConfig, knob: str, values: Sequence[float], on_progress: Callable[[int, int], None] | None = None,
+    *, num_seeds: int = 1, backend: Backend | None = None, cache: PointCache | None = None,
+    cancelled: Callable[[], bool] | None = None, steady_length: bool = False, budget: RunBudget | None = None,
 ) -> list[SweepPoint]:
-    """One simulation per value; a value the config rejects becomes a point with its error."""
+    """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
+    a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`.
+    `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's."""
     path = SWEEP_KNOBS[knob][0]
-    out = []
+    configs: dict[int, list[SimConfig]] = {}
+    errors: dict[int, str] = {}
     for i, v in enumerate(values):
         try:
-            out.append(SweepPoint(v, run_simulation(with_value(cfg, path, v)).summary, None))
-        except (PresetError, MemoryPlanError) as err:
-            out.append(SweepPoint(v, None, str(err)))
-        if on_progress:
-            on_progress(i + 1, len(values))
+            base = at_rate(cfg, float(v)) if steady_length and knob == "rate" else with_value(cfg, path, v)
+        except PresetError as err:
+            errors[i] = str(err)
+            continue
+        configs[i] = [with_seed(base, k) for k in range(num_seeds)]
+    flat = [c for cs in configs.values() for c in cs]
+    results = iter(run_points(flat, backend or LocalBackend(1), cache, on_progress, cancelled, budget))
+    out = []
+    for i, v in enumerate(values):
+        if i in errors:
+            out.append(SweepPoint(v, None, errors[i]))
+            continue
+        runs = [next(results) for _ in configs[i]]
+        err = next((e for _, e in runs if e), None)
+        seeds = tuple(s for s, _ in runs if s is not None)
+        out.append(SweepPoint(v, None, err) if err else SweepPoint(v, seeds[0], None, seeds))
     return out
+
+
+def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) -> tuple[float, float, float]:
+    """(low, median, high) of one metric across seeds: min-max by default, or a percentile interval."""
+    a = np.asarray(values, dtype=float)
+    a = a[~np.isnan(a)]
+    if not a.size:
+        return (float("nan"),) * 3
+    lo, mid, hi = np.percentile(a, [lo_pct, 50, hi_pct])
+    return float(lo), float(mid), float(hi)
+
+
+def seed_bands(
+    cfg: SimConfig, fields: Sequence[str], num_seeds: int, backend: Backend | None = None,
+    cache: PointCache | None = None,
+) -> dict[str, tuple[float, float, float]]:
+    """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1."""
+    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache)
+    if pt.error:
+        raise PresetError(pt.error)
+    return {f: band(point_metric(pt, f)) for f in fields}
+
+
+def point_metric(p: SweepPoint, field: str) -> list[float]:
+    """A Summary field (or `steady.<field>`) of every seed of a point."""
+    head, _, sub = field.partition(".")
+    runs = p.seeds or ((p.summary,) if p.summary is not None else ())
+    if sub:
+        return [getattr(getattr(s, head), sub) if getattr(s, head) is not None else float("nan") for s in runs]
+    return [getattr(s, field) for s in runs]
 
 
 def meets_slo(s: Summary, cfg: SimConfig, attainment: float = 0.9) -> bool:
@@ -76,11 +138,18 @@ def meets_slo(s: Summary, cfg: SimConfig, attainment: float = 0.9) -> bool:
     return s.stopped_reason is None and s.slo_attainment >= attainment
 
 
-def capacity_from_sweep(points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = 0.9) -> float | None:
-    """Largest swept value such that it and every smaller value meet the objectives."""
+def capacity_from_sweep(
+    points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = 0.9,
+    objective: CapacityObjective | None = None, seed_index: int = 0,
+) -> float | None:
+    """Largest swept value such that it and every smaller value meet the objectives (for the run
+    with seed cfg.seed + seed_index). Without `objective`: the whole-run attainment rule."""
     best = None
     for p in points:
-        if p.summary is None or not meets_slo(p.summary, cfg, attainment):
+        runs = p.seeds or ((p.summary,) if p.summary is not None else ())
+        s = runs[seed_index] if seed_index < len(runs) else None
+        ok = s is not None and (meets_objective(s, cfg, objective) if objective else meets_slo(s, cfg, attainment))
+        if not ok:
             break
         best = p.value
     return best
@@ -108,3 +177,209 @@ def capacity_search(
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo, probes
+
+
+# ---------------------------------------------------------------- steady-state capacity
+class CapacityObjective(BaseModel):
+    """What "meets the SLOs" means for capacity; the targets themselves are `SimConfig.slo`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rule: Literal["percentile", "attainment"] = Field(
+        "percentile",
+        description="percentile: the named percentile of TTFT and of TPOT within their targets (serving benchmarks); "
+        "attainment: at least `attainment` of requests meet both (DistServe).",
+    )
+    percentile: Literal[50, 90, 99] = Field(99, description="Percentile of TTFT and TPOT held to the targets (rule percentile).")
+    attainment: float = Field(0.9, gt=0, le=1, description="Share of requests that must meet both targets (rule attainment).")
+
+    def describe(self, cfg: SimConfig) -> str:
+        ttft, tpot = f"TTFT ≤ {cfg.slo.ttft_s:g} s", f"TPOT ≤ {cfg.slo.tpot_s * 1e3:g} ms"
+        if self.rule == "percentile":
+            return f"P{self.percentile} {ttft} and P{self.percentile} {tpot} over the steady-state window"
+        return f"≥ {self.attainment:.0%} of steady-window requests meet {ttft} and {tpot}"
+
+
+# A stable server completes what arrives: in the window, finished requests/s within 3 % of the arrival
+# rate (the slack absorbs the backlog's random walk). Below it the backlog grows without bound and any
+# percentile target is eventually missed, however good it looks in a finite run.
+KEEP_UP_FRACTION = 0.97
+
+
+def keeps_up(s: Summary) -> bool:
+    st = s.steady
+    return st is not None and st.requests_per_s >= KEEP_UP_FRACTION * st.arrival_rate_per_s
+
+
+def meets_objective(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> bool:
+    """The run finished, every steady-window request finished, the server kept up with the arrivals,
+    and the objective holds in the window."""
+    st = s.steady
+    if s.stopped_reason is not None or st is None or st.num_unfinished or not keeps_up(s):
+        return False
+    if obj.rule == "attainment":
+        return st.slo_attainment >= obj.attainment
+    ttft, tpot = getattr(st, f"ttft_p{obj.percentile}_s"), getattr(st, f"tpot_p{obj.percentile}_s")
+    return bool(ttft <= cfg.slo.ttft_s and not tpot > cfg.slo.tpot_s)  # NaN TPOT: all single-token outputs
+
+
+WARMUP_FILL_MULTIPLE = 2.0
+MIN_CAPACITY_REQUESTS = 500
+MAX_CAPACITY_REQUESTS = 200_000  # WorkloadConfig.num_requests upper bound
+
+
+def steady_warmup_s(cfg: SimConfig) -> float:
+    """The warm-up a steady-state run needs: twice a mean request's end-to-end time at the SLO bounds."""
+    mean_out = cfg.workload.output_tokens.mean
+    return WARMUP_FILL_MULTIPLE * (cfg.slo.ttft_s + max(mean_out - 1, 0) * cfg.slo.tpot_s)
+
+
+def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> int:
+    """Requests for a run at `rate_per_s` long enough that its answer no longer moves with length.
+
+    The warm-up (first 10 % of arrivals) must last twice the end-to-end time of a mean request at
+    the SLO bounds, TTFT + (mean output − 1) × TPOT — more than a run meeting the SLOs needs to fill
+    up — so a run lasts 2 × that time / 0.1. Measured on the default scenario (P99 objective):
+    capacity 22.6 / 21.7 / 21.2 / 21.2 req/s at 0.5× / 1× / 2× / 4× this length, so 1× is within
+    ±5 % of 4× (tests/sim_core/test_sweep.py). `scale` multiplies it. Traces keep their length.
+    """
+    if cfg.workload.trace is not None:
+        return cfg.workload.num_requests
+    n = int(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION))
+    return int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
+
+
+def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
+    """The config at this offered rate with a steady-state run length."""
+    data = cfg.model_dump(mode="python")
+    data["workload"]["arrival"]["rate_per_s"] = rate_per_s
+    n = steady_run_length(cfg, rate_per_s, scale)
+    data["workload"]["num_requests"] = n
+    if cfg.workload.trace is None:
+        # Room for the arrivals plus twice the slowest request at the SLO bounds to drain: a run that
+        # needs longer has a backlog (it fails the objective anyway), and overloaded probes stay cheap.
+        slowest_s = cfg.slo.ttft_s + cfg.workload.max_output_tokens * cfg.slo.tpot_s
+        data["limits"]["max_sim_time_s"] = float(min(n / rate_per_s + 2 * slowest_s, 1e7))
+    data["limits"]["num_recorded_batches"] = 0  # the step-through view is not needed for a number
+    return config_from_dict(data, f"capacity probe at {rate_per_s:g} req/s")
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Capacity under an objective: `rate_per_s` met it; `fail_rate_per_s` (None: never failed up to
+    the search's ceiling) did not. probes: (rate, summary) in the order they ran."""
+
+    rate_per_s: float
+    fail_rate_per_s: float | None
+    probes: tuple[tuple[float, Summary], ...]
+    note: str | None  # the steady-state note of the probe at `rate_per_s`, if any
+
+
+def find_capacity(
+    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = 0.01,
+    max_rate: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
+    ceiling_per_s: float | None = None,
+) -> Capacity:
+    """Highest offered rate meeting `obj` in steady state: grow/shrink ×2 from the config's rate to a
+    bracket, then bisect (geometrically) until the bracket is within `rel_tol`. With `ceiling_per_s`
+    (a rate known to be unsustainable, e.g. above saturation) the bracket is [config's rate, ceiling]
+    when the config's rate meets the objective: no overloaded doubling probes. `run` maps a config to
+    its summary (default: simulate here; a backend passes a cached or remote runner)."""
+    run = run or (lambda c: run_simulation(c).summary)
+    probes: list[tuple[float, Summary]] = []
+
+    def ok(rate: float) -> bool:
+        s = run(at_rate(cfg, rate, scale))
+        probes.append((rate, s))
+        return meets_objective(s, cfg, obj)
+
+    rate = cfg.workload.arrival.rate_per_s
+    first_ok = ok(rate)
+    if first_ok and ceiling_per_s is not None and ceiling_per_s > rate:
+        lo, hi = rate, ceiling_per_s
+    elif first_ok:
+        lo, hi = rate, None
+        while hi is None and lo < max_rate:
+            nxt = min(lo * 2, max_rate)
+            lo, hi = (nxt, None) if ok(nxt) else (lo, nxt)
+        if hi is None:
+            return Capacity(lo, None, tuple(probes), _note_at(probes, lo))
+    else:
+        lo, hi = None, rate
+        while lo is None and hi > 1e-3:
+            nxt = hi / 2
+            lo, hi = (nxt, hi) if ok(nxt) else (None, nxt)
+        if lo is None:
+            return Capacity(0.0, hi, tuple(probes), "even the lowest probed rate misses the objective")
+    while hi / lo > 1 + rel_tol:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return Capacity(lo, hi, tuple(probes), _note_at(probes, lo))
+
+
+def _note_at(probes: list[tuple[float, Summary]], rate: float) -> str | None:
+    s = next(s for r, s in probes if r == rate)
+    return s.steady.note if s.steady is not None else "no steady-state window"
+
+
+# ---------------------------------------------------------------- capacity across seeds, on a backend
+@dataclass(frozen=True)
+class _CapacityTask:
+    """Picklable: find_capacity for one config JSON, probes through the shared on-disk cache."""
+
+    objective_json: str
+    scale: float
+    rel_tol: float
+    cache_dir: str | None
+    cache_bytes: int
+    fingerprint: str
+
+    def __call__(self, item: str) -> str:
+        from sim_core.backend import _CachedTask, decode_point
+
+        cfg_json, ceiling = json.loads(item)
+        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint)
+
+        def run(c: SimConfig) -> Summary:
+            summary, err = decode_point(task(c.model_dump_json()))
+            if summary is None:
+                raise PresetError(err or "simulation failed")
+            return summary
+
+        cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
+                            scale=self.scale, rel_tol=self.rel_tol, run=run, ceiling_per_s=ceiling)  # fmt: skip
+        return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
+                           "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
+
+
+def _decode_capacity(payload: str) -> Capacity:
+    d = json.loads(payload)
+    probes = tuple((float(r), Summary.model_validate(s)) for r, s in d["probes"])
+    return Capacity(d["rate_per_s"], d["fail_rate_per_s"], probes, d["note"])
+
+
+def find_capacities(
+    configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
+    rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
+    on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
+    ceilings_per_s: Sequence[float | None] | None = None,
+) -> list[Capacity]:
+    """find_capacity for each config, one task each on `backend` (bisections run in parallel)."""
+    task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
+                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "")  # fmt: skip
+    ceilings = list(ceilings_per_s) if ceilings_per_s is not None else [None] * len(configs)
+    items = [json.dumps([c.model_dump_json(), ceil]) for c, ceil in zip(configs, ceilings)]
+    payloads = (backend or LocalBackend(1)).map(task, items, on_progress, cancelled)
+    return [_decode_capacity(p) for p in payloads]
+
+
+def capacity_interval(
+    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), num_seeds: int = 3, **kwargs: Any
+) -> tuple[float, float, list[Capacity]]:
+    """(lowest, highest) capacity over seeds cfg.seed … cfg.seed + num_seeds − 1, and each seed's result.
+    The seeds' bisections run in parallel (default backend: a local process pool)."""
+    if kwargs.get("backend") is None:
+        with LocalBackend() as own:
+            return capacity_interval(cfg, obj, num_seeds, **(kwargs | {"backend": own}))
+    caps = find_capacities([with_seed(cfg, k) for k in range(num_seeds)], obj, **kwargs)
+    rates = [c.rate_per_s for c in caps]
+    return min(rates), max(rates), caps

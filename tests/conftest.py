@@ -39,3 +39,9 @@ def trace_config(prompts, outputs, arrivals=None, priorities=None, base: str = "
 @pytest.fixture
 def default_cfg() -> SimConfig:
     return load_preset("chat-h100-llama8b")
+
+
+@pytest.fixture(autouse=True)
+def _point_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Sweeps, plans and pages cache finished points on disk: keep the tests' cache out of $HOME."""
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "point-cache"))

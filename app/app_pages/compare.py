@@ -98,6 +98,7 @@ def main() -> None:
         metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}"}),
         hide_index=True, key="cmp.table", height=35 * (len(METRIC_ROWS) + 1) + 3,
     )
+    _seed_table(a, b)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     g1, g2 = st.columns(2)
     g1.plotly_chart(timeline.gantt_kv_figure(ra, (0, end), f"A · {plotly_text(a.scheduler.name)}"), key="cmp.gantt_a")
@@ -105,6 +106,30 @@ def main() -> None:
     cols = st.columns(2)
     for i, metric in enumerate(charts.METRICS):
         cols[i % 2].plotly_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
+
+
+def _seed_table(a: SimConfig, b: SimConfig) -> None:
+    """Each metric as min–max over k seeds for both setups (issue 14: is the difference bigger than the noise?)."""
+    from sim_core import PresetError
+    from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.sweep import seed_bands
+
+    k = int(st.number_input("Repeat over seeds", 1, 5, 1, key="cmp.seeds",
+                            help="Run A and B with seeds s, s+1, …: each metric becomes a min–max band."))  # fmt: skip
+    if k == 1:
+        return
+    fields = [f for _, f, _, _ in METRIC_ROWS]
+    try:
+        with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
+            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir())) for c in (a, b)]
+    except PresetError as err:
+        st.error(str(err))
+        return
+    fmt = lambda lo, hi, scale: f"{lo * scale:,.2f} – {hi * scale:,.2f}"  # noqa: E731
+    st.dataframe([{"metric": label, "unit": unit, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], scale),
+                   f"B (min – max, {k} seeds)": fmt(bands[1][f][0], bands[1][f][2], scale),
+                   "bands overlap": "yes" if bands[0][f][0] <= bands[1][f][2] and bands[1][f][0] <= bands[0][f][2] else "no"}
+                  for label, f, scale, unit in METRIC_ROWS], hide_index=True, key="cmp.seed_table")  # fmt: skip
 
 
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:

@@ -44,6 +44,19 @@ def _headline(res: SimResult) -> None:
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", **kw)
 
 
+def _steady_caption(res: SimResult) -> None:
+    """The steady-state window (warm-up and drain excluded) and, when the run is too short, why."""
+    st_ = res.summary.steady
+    if st_ is None:
+        return
+    st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: first and last "
+               f"10 % excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
+               f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
+               f"{st_.ttft_p99_s * 1e3:,.0f} ms, TPOT p99 {st_.tpot_p99_s * 1e3:,.1f} ms.")  # fmt: skip
+    if st_.note:
+        st.info(st_.note, icon=":material/hourglass_empty:")
+
+
 def _timeline_tab(res: SimResult) -> None:
     n = res.requests.arrival_s.size
     c1, c2 = st.columns([1, 1])
@@ -161,6 +174,7 @@ def main() -> None:
                   "GPUs, or raise the limits in *Objectives & run*.")  # fmt: skip
         st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     _headline(res)
+    _steady_caption(res)
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if st.session_state.get(PRESENTER_KEY):
         focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")

@@ -1,6 +1,7 @@
-"""Sweep: one knob over a range, one simulation per point (same seed), optionally for two
-strategies head to head. Throughput, goodput and latency percentiles against the knob; for the
-arrival rate, the capacity under the TTFT/TPOT objectives is marked (DistServe / Sarathi-Serve)."""
+"""Sweep: one knob over a range, one simulation per point and seed, optionally for two strategies
+head to head. Steady-state throughput, goodput and latency percentiles against the knob (bands
+across seeds); for the arrival rate, the capacity under the chosen rule is marked (an interval
+across seeds)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,27 @@ from plotly.subplots import make_subplots
 from app.components.runner import PageBudget
 from app.components.text import plain, plotly_text
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
-from sim_core import PresetError, SimConfig, list_presets
+from sim_core import SimConfig, list_presets
+from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.config import field_info
 from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.presets import read_preset_data
-from sim_core.sweep import SWEEP_KNOBS, SweepPoint, capacity_from_sweep, sweep_values, with_value
+from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, point_metric, run_sweep,
+                            steady_warmup_s, sweep_values)  # fmt: skip
 
 MAX_POINTS = 16
 ATTAINMENT = 0.9
+MAX_SEEDS = 5
+# Capacity rules: the named percentile of TTFT and TPOT within the SLOs (serving benchmarks) or DistServe's attainment.
+RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(percentile=90),
+         "P50": CapacityObjective(percentile=50), f"≥ {ATTAINMENT:.0%} meet both": CapacityObjective(rule="attainment", attainment=ATTAINMENT)}  # fmt: skip
 NO_ENGINE = "(none)"
+
+
+def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
+    from app.components.config_form import apply_part
+
+    return apply_part(cfg, "engines", engine)
 
 
 def knob_bounds(knob: str) -> tuple[float, float]:
@@ -66,55 +79,64 @@ def link_range(params: dict[str, str], knob: str, current: float) -> tuple[float
     return start, stop, n, None
 
 
-def _point(cfg: SimConfig, knob: str, value: float, budget: PageBudget) -> SweepPoint:
-    try:
-        point_cfg = with_value(cfg, SWEEP_KNOBS[knob][0], value)
-    except PresetError as err:
-        return SweepPoint(value, None, str(err))
-    out = budget.run(point_cfg)
-    return SweepPoint(value, None if out.result is None else out.result.summary, out.error)
+def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total: int, seeds: int = 1,
+         steady: bool = False, page: PageBudget | None = None) -> list[SweepPoint]:
+    """The sweep on the default backend (a local process pool, or Ray when RAY_ADDRESS is set); finished
+    points come from / go to the bounded on-disk cache, so leaving the page mid-sweep loses nothing.
+    Each run is under the server's budget and the whole page view under its page budget (`page`)."""
+
+    def progress(done: int, _: int) -> None:
+        bar.progress((offset + done) / total, text=f"{knob}: {offset + done}/{total} runs")
+
+    with get_backend() as backend:
+        return run_sweep(cfg, knob, values, progress, num_seeds=seeds, backend=backend, cache=PointCache(default_cache_dir()),
+                         steady_length=steady, cancelled=page.exhausted if page else None,
+                         budget=page.run_budget if page else None)  # fmt: skip
 
 
-def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
-    from app.components.config_form import apply_part
-
-    return apply_part(cfg, "engines", engine)
-
-
-def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total: int, budget: PageBudget) -> list[SweepPoint]:
-    out = []
-    for i, v in enumerate(values):
-        out.append(_point(cfg, knob, v, budget))
-        bar.progress((offset + i + 1) / total, text=f"{knob} = {v:g} ({offset + i + 1}/{total})")
-    return out
+def _steady(field: str) -> str:
+    """Steady-window version of a Summary field (warm-up and drain excluded)."""
+    return f"steady.{field}"
 
 
-def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, tuple[float | None, bool]]) -> go.Figure:
-    """Throughput, goodput and latency percentiles against the knob; `capacities` maps a setup to
-    (capacity, whether a swept point beyond it failed the objectives)."""
+def _band_trace(x, lo, hi, color: str, group: str, row: int, col: int, fig: go.Figure) -> None:
+    """The min-max band across seeds: a filled polygon under the median line."""
+    fig.add_trace(go.Scatter(x=list(x) + list(x)[::-1], y=list(hi) + list(lo)[::-1], fill="toself", fillcolor=color,
+                             opacity=0.18, line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=group),
+                  row=row, col=col)  # fmt: skip
+
+
+def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, tuple[float | None, float | None, bool]]) -> go.Figure:
+    """Steady-state throughput, goodput and latency percentiles against the knob (median across seeds,
+    min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds,
+    whether a swept point beyond it failed the objectives)."""
     label = SWEEP_KNOBS[knob][1]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("Throughput (output tok/s)", "Goodput (req/s meeting SLOs)",
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("Throughput (output tok/s, steady state)", "Goodput (req/s meeting SLOs)",
                                                         "Latency percentiles (ms, log)"), horizontal_spacing=0.07)  # fmt: skip
     palette = ("#1A73E8", "#E8710A")
     for (name, pts), color in zip(curves.items(), palette):
-        ok = [p for p in pts if p.summary is not None]
+        ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
         x = [p.value for p in ok]
-        s = [p.summary for p in ok]
         shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
-        fig.add_trace(go.Scatter(x=x, y=[v.output_tokens_per_s for v in s], mode="lines+markers", name=shown,
-                                 line_color=color, legendgroup=name), row=1, col=1)  # fmt: skip
-        fig.add_trace(go.Scatter(x=x, y=[v.goodput_requests_per_s for v in s], mode="lines+markers", showlegend=False,
-                                 line_color=color, legendgroup=name), row=1, col=2)  # fmt: skip
-        for field, dash in (("ttft_p50_s", "dot"), ("ttft_p99_s", "solid"), ("tpot_p99_s", "dash")):
-            fig.add_trace(go.Scatter(x=x, y=[getattr(v, field) * 1e3 for v in s], mode="lines+markers",
-                                     name=f"{shown} {field.removesuffix('_s').replace('_', ' ')}", line=dict(color=color, dash=dash),
-                                     legendgroup=name), row=1, col=3)  # fmt: skip
+        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", shown, True),
+                  ("steady.goodput_requests_per_s", 1, 1, 2, "solid", shown, False),
+                  ("steady.ttft_p50_s", 1e3, 1, 3, "dot", f"{shown} TTFT p50", True),
+                  ("steady.ttft_p99_s", 1e3, 1, 3, "solid", f"{shown} TTFT p99", True),
+                  ("steady.tpot_p99_s", 1e3, 1, 3, "dash", f"{shown} TPOT p99", True)]  # fmt: skip
+        for field, scale, row, col, dash, trace_name, legend in series:
+            bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
+            lo, mid, hi = ([b[i] for b in bands] for i in range(3))
+            if any(len(p.seeds) > 1 for p in ok):
+                _band_trace(x, lo, hi, color, name, row, col, fig)
+            fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=trace_name, showlegend=legend,
+                                     line=dict(color=color, dash=dash), legendgroup=name), row=row, col=col)  # fmt: skip
         if name in capacities:
-            cap, saturated = capacities[name]
-            if cap is not None:
-                label_cap = f"{shown} capacity {'' if saturated else '≥ '}{cap:g}"
+            cap_lo, cap_hi, saturated = capacities[name]
+            if cap_lo is not None:
+                span = f"{cap_lo:g}" if cap_lo == cap_hi else f"{cap_lo:g}–{cap_hi:g}"
+                label_cap = f"{shown} capacity {'' if saturated else '≥ '}{span}"
                 for col in (1, 2, 3):
-                    fig.add_vline(x=cap, line=dict(color=color, dash="dash", width=1.5), row=1, col=col)
+                    fig.add_vline(x=cap_lo, line=dict(color=color, dash="dash", width=1.5), row=1, col=col)
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, dash="dash"),
                                          name=label_cap), row=1, col=1)  # legend entry for the dashed lines
     fig.update_xaxes(title_text=label)
@@ -153,12 +175,25 @@ def main() -> None:
     start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}")
     stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}")
     n = c4.number_input("Points", 2, MAX_POINTS, min(max(n_default, 2), MAX_POINTS), key="sw.n")
+    r1, r2 = st.columns([1, 1])
+    rule = r1.selectbox("Capacity rule", list(RULES), key="sw.rule",
+                        help="Serving benchmarks: the named percentile of TTFT and of TPOT within the SLOs, over the "
+                        "steady-state window. DistServe: that share of requests meets both.")  # fmt: skip
+    seeds = int(r2.number_input("Seeds", 1, MAX_SEEDS, 1, key="sw.seeds",
+                                help="Repeat every point with this many seeds: the charts draw the min–max band, "
+                                "capacity becomes an interval."))  # fmt: skip
+    objective = RULES[rule]
+    steady = knob == "rate" and st.checkbox(
+        "Steady-state run length", value=True, key="sw.steady",
+        help="Each rate runs long enough that a 4× longer run moves the capacity by < 5 % (a warm-up of "
+        f"{steady_warmup_s(cfg):,.0f} s for this traffic and these SLOs, then 8× that), instead of the current "
+        f"{cfg.workload.num_requests:,} requests.")  # fmt: skip
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
                f"{plain(cfg.hardware.name)}). "
-               f"Capacity = the highest swept rate at which ≥ {ATTAINMENT:.0%} of requests meet TTFT ≤ {cfg.slo.ttft_s:g} s "
-               f"and TPOT ≤ {cfg.slo.tpot_s * 1e3:g} ms.")  # fmt: skip
+               f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests ranked 10 %–90 % by "
+               "arrival; throughput and goodput over that window's span, not the makespan).")  # fmt: skip
     if stop <= start:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")
         return
@@ -170,32 +205,48 @@ def main() -> None:
     if vs != NO_ENGINE:
         other = _with_engine(cfg, vs)
         setups[other.scheduler.name if other.scheduler.name != cfg.scheduler.name else f"{vs}"] = other
-    total = len(values) * len(setups)
+    total = len(values) * len(setups) * seeds
     bar = st.progress(0.0, text="Simulating…")
-    budget = PageBudget()  # a link cannot make this page run 32 simulations past the server's budget
-    curves = {name: _run(c, knob, values, bar, i * len(values), total, budget) for i, (name, c) in enumerate(setups.items())}
+    page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
+    try:
+        curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds, steady, page)
+                  for i, (name, c) in enumerate(setups.items())}  # fmt: skip
+    except SearchCancelled as err:
+        bar.empty()
+        st.warning(f"The sweep stopped ({err}): this page may spend {page.max_wall_s:g} s of server time on new "
+                   "simulations. Finished points are kept: reload the page to continue, or sweep fewer points, "
+                   "seeds or requests.", icon=":material/timer:")  # fmt: skip
+        return
     bar.empty()
     caps = {}
     if knob == "rate":
         for name, pts in curves.items():
-            cap = capacity_from_sweep(pts, setups[name], ATTAINMENT)
-            caps[name] = (cap, cap is None or cap < pts[-1].value)
+            per_seed = [capacity_from_sweep(pts, setups[name], objective=objective, seed_index=k) for k in range(seeds)]
+            found = [c for c in per_seed if c is not None]
+            lo, hi = (min(found), max(found)) if len(found) == seeds else (None, None)
+            caps[name] = (lo, hi, hi is None or hi < pts[-1].value)
+    notes = [(name, p) for name, pts in curves.items() for p in pts
+             if p.summary is not None and p.summary.steady is not None and p.summary.steady.note]  # fmt: skip
+    if notes:
+        name, p = notes[0]
+        st.info(f"{len(notes)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
+                f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}")  # fmt: skip
     st.plotly_chart(sweep_figure(curves, knob, caps), key="sw.fig")
     if caps:
-        def says(cap, saturated):
-            if cap is None:
+        def says(lo, hi, saturated):
+            if lo is None:
                 return f"below {values[0]:g} req/s (even the lowest rate misses the objectives)"
-            return f"{cap:g} req/s" if saturated else f"at least {cap:g} req/s (every point met the objectives: raise 'To')"
+            span = f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s over {seeds} seeds"
+            return span if saturated else f"at least {span} (every point met the objectives: raise 'To')"
         st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
     errors = [(name, p) for name, pts in curves.items() for p in pts if p.error]
     for name, p in errors[:3]:
         st.warning(plain(f"{name} at {knob} = {p.value:g}: {p.error}"))
-    if len(errors) > 3:
-        st.warning(f"{len(errors) - 3} more point(s) have no result (see the table).")
+    steady = lambda s, f: getattr(s.steady, f) if s.steady is not None else float("nan")  # noqa: E731
     rows = [{"setup": name, knob: p.value, **({} if p.summary is None else {
-        "output tok/s": p.summary.output_tokens_per_s, "goodput req/s": p.summary.goodput_requests_per_s,
-        "TTFT p99 (ms)": p.summary.ttft_p99_s * 1e3, "TPOT p99 (ms)": p.summary.tpot_p99_s * 1e3,
-        "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""}), "error": p.error or ""}
+        "output tok/s": steady(p.summary, "output_tokens_per_s"), "goodput req/s": steady(p.summary, "goodput_requests_per_s"),
+        "TTFT p99 (ms)": steady(p.summary, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": steady(p.summary, "tpot_p99_s") * 1e3,
+        "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
     st.dataframe(rows, hide_index=True, key="sw.table", column_config={
         c: st.column_config.NumberColumn(format="%.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")

@@ -22,6 +22,7 @@ import streamlit as st
 from app.components.worker import WorkerPool
 from app.settings import ServerSettings, load_settings
 from sim_core import MemoryPlanError, PresetError, SimConfig, SimResult, run_simulation
+from sim_core.budget import RunBudget
 
 log = logging.getLogger(__name__)
 CONFIG_OVERHEAD_BYTES = 64 * 1024  # a result's non-array parts (config, summary, plan), generously
@@ -193,12 +194,20 @@ class PageBudget:
     def spent_s(self) -> float:
         return time.perf_counter() - self.t0_s
 
+    @property
+    def run_budget(self) -> RunBudget:
+        """The server's budget for each run (for backends that run points themselves, e.g. Sweep's pool)."""
+        return server().settings.run
+
+    def exhausted(self) -> bool:
+        """Whether a new run could overrun the page's time: it may take the whole per-run budget."""
+        return self.spent_s + self.run_budget.max_wall_s > self.max_wall_s
+
     def run(self, cfg: SimConfig) -> Outcome:
         hit = cached(cfg)
         if hit is not None:
             return hit
-        # a new run may take the whole per-run budget: start it only if that still fits the page's
-        if self.spent_s + server().settings.run.max_wall_s > self.max_wall_s:
+        if self.exhausted():
             return Outcome(None, f"not run: this page may spend {self.max_wall_s:g} s of server time on new simulations "
                                  f"and {self.spent_s:.0f} s are used; fewer points or a smaller workload fit (results "
                                  "already computed are shown for free)")  # fmt: skip

@@ -13,7 +13,8 @@ from sim_core.lessons import load_lessons
 from tests.conftest import make_config
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
-PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py"]
+PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py",
+         "app_pages/plan.py"]
 TIMEOUT = 120
 
 
@@ -189,3 +190,49 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     at.run()
     assert not at.exception
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
+
+
+def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    assert not at.exception
+    at.number_input(key="plan.rate").set_value(30.0)
+    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
+    at.multiselect(key="plan.tp").set_value([1])
+    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
+    at.number_input(key="plan.replicas").set_value(3)
+    at.run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    df = at.dataframe[-1].value  # after the price editor
+    assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
+    assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
+    assert any("candidate configurations" in c.value for c in at.caption)
+
+
+def test_sweep_page_repeats_over_seeds_and_says_when_runs_are_too_short():
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="8", stop="32", n="3")
+    at.number_input(key="sw.seeds").set_value(2).run()
+    assert not at.exception
+    fig = at.get("plotly_chart")[0].proto.spec
+    assert '"fill":"toself"' in fig.replace(" ", "")  # the band across seeds
+    assert any("cannot say what the steady state is" in i.value for i in at.info)
+    at.selectbox(key="sw.rule").set_value("P50").run()
+    assert any("P50 TTFT" in c.value for c in at.caption)
+
+
+def test_simulate_states_the_steady_window_and_flags_a_short_run():
+    at = app(preset="chat-h100-llama8b").run()
+    assert any("Steady state (requests 30–269" in c.value for c in at.caption)
+    cfg = make_config(workload__num_requests=300, workload__arrival__rate_per_s=24.0)
+    at = app(cfg=encode_config(cfg)).run()
+    assert any(i.value.startswith("Too short to say") for i in at.info)
+
+
+def test_compare_repeats_over_seeds_and_says_whether_the_bands_overlap():
+    at = open_page(PAGES[1])
+    at.number_input(key="cmp.seeds").set_value(3).run()
+    assert not at.exception
+    df = next(d.value for d in at.dataframe if "bands overlap" in d.value.columns)
+    assert list(df["metric"])[:2] == ["Output throughput", "Goodput"] and set(df["bands overlap"]) <= {"yes", "no"}
+    assert "A (min – max, 3 seeds)" in df.columns

@@ -1,0 +1,159 @@
+"""Plan: the cheapest deployments (GPU × TP × replicas × engine × knobs) that meet the SLOs at a
+target rate, with $/hour, $ per million output tokens, goodput per dollar and headroom; a Pareto
+chart of cost against latency; each row opens its replica in Simulate."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlencode
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.state import CFG_KEY, config_to_query
+from sim_core import PresetError, SimConfig, list_presets
+from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, default_prices, pareto_front, plan
+from sim_core.presets import read_preset_data
+from sim_core.sweep import CapacityObjective
+
+RULES = {"P50": ("percentile", 50), "P90": ("percentile", 90), "P99": ("percentile", 99), "≥ 90 % meet both": ("attainment", 99)}
+KNOB_DEFAULT = "engine default"
+
+
+def _objective(rule: str) -> CapacityObjective:
+    kind, pct = RULES[rule]
+    return CapacityObjective(rule=kind, percentile=pct)
+
+
+def _prices_editor(gpus: list[str]) -> dict[str, float]:
+    defaults = default_prices()
+    rows = [{"GPU": g, "$ per GPU-hour": defaults[g].usd_per_gpu_hour if g in defaults else None,
+             "source": f"{defaults[g].source} ({defaults[g].date})" if g in defaults else "no default: enter a price"}
+            for g in gpus]  # fmt: skip
+    edited = st.data_editor(rows, key="plan.prices", hide_index=True, disabled=["GPU", "source"], column_config={
+        "$ per GPU-hour": st.column_config.NumberColumn(min_value=0.01, max_value=1000.0, format="$%.2f"),
+    })  # fmt: skip
+    return {r["GPU"]: float(r["$ per GPU-hour"]) for r in edited if r["$ per GPU-hour"] is not None}
+
+
+def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
+    chosen = st.multiselect(label, [KNOB_DEFAULT, *options], default=[KNOB_DEFAULT], key=key)
+    return tuple(None if c == KNOB_DEFAULT else int(c) for c in chosen) or (None,)
+
+
+def _simulate_link(cfg: SimConfig) -> str:
+    return "./?" + urlencode(config_to_query(cfg, None))
+
+
+def pareto_figure(result: Plan) -> go.Figure:
+    p = result.spec.objective.percentile
+    fig = go.Figure()
+    for ok, color, name in ((True, "#1A73E8", "meets the SLOs"), (False, "#BDC1C6", "misses them")):
+        rows = [r for r in result.evaluated if r.meets == ok]
+        fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in rows], y=[r.latency_s("ttft", p) * 1e3 for r in rows],
+                                 mode="markers", name=name, marker=dict(color=color, size=9),
+                                 text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:.2f}/h · %{y:.0f} ms<extra></extra>"))  # fmt: skip
+    front = pareto_front(result.evaluated, p)
+    fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in front], y=[r.latency_s("ttft", p) * 1e3 for r in front],
+                             mode="lines", name="Pareto front", line=dict(color="#E8710A", shape="hv")))  # fmt: skip
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
+                      yaxis_title=f"TTFT P{p} at the target rate (ms, log)", yaxis_type="log",
+                      legend=dict(orientation="h", y=-0.2))  # fmt: skip
+    return fig
+
+
+def _show(result: Plan, elapsed_s: float) -> None:
+    spec = result.spec
+    p = spec.objective.percentile
+    st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
+               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + result.band.text() + ".")  # fmt: skip
+    if not result.rows:
+        st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
+        return
+    rows = []
+    for row, t in zip(result.rows, result.table()):
+        rows.append({"open": _simulate_link(row.replica_config), "configuration": t["config"], "GPUs": t["gpus"],
+                     "$/hour": t["usd_per_hour"], "$ per M output tokens": t["usd_per_million_output_tokens"],
+                     "good requests per $": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
+                     f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
+                     "headroom": None if t["headroom"] is None else t["headroom"] * 100,
+                     "robust to model error": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]]})  # fmt: skip
+    st.dataframe(rows, hide_index=True, key="plan.table", column_config={
+        "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="One replica at rate / replicas, in Simulate"),
+        "$/hour": st.column_config.NumberColumn(format="$%.2f"), "$ per M output tokens": st.column_config.NumberColumn(format="$%.3f"),
+        "good requests per $": st.column_config.NumberColumn(format="%,.0f"),
+        f"TTFT P{p} (ms)": st.column_config.NumberColumn(format="%.0f"), f"TPOT P{p} (ms)": st.column_config.NumberColumn(format="%.1f"),
+        "capacity (req/s)": st.column_config.NumberColumn(format="%.1f"), "headroom": st.column_config.NumberColumn(format="%+.0f%%"),
+    })  # fmt: skip
+    st.plotly_chart(pareto_figure(result), key="plan.pareto")
+    st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
+               "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
+               "median error. Replicas sit behind a random router, simulated as one replica at rate / replicas (exact "
+               "for Poisson arrivals); disaggregated prefill/decode splits are not searched yet.")  # fmt: skip
+
+
+def main() -> None:
+    st.title("Plan a deployment")
+    cfg: SimConfig = st.session_state[CFG_KEY]
+    st.caption(f"Traffic, model and calibration: the current settings ({cfg.workload.name} traffic, {cfg.model.name}); "
+               "change them in Simulate (workload preset, trace upload or classes).")  # fmt: skip
+    c1, c2, c3, c4 = st.columns(4)
+    rate = c1.number_input("Target rate (req/s)", 0.1, 100_000.0, float(cfg.workload.arrival.rate_per_s) * 4, key="plan.rate")
+    ttft = c2.number_input("TTFT SLO (s)", 0.01, 3600.0, float(cfg.slo.ttft_s), key="plan.ttft")
+    tpot_ms = c3.number_input("TPOT SLO (ms)", 1.0, 60_000.0, float(cfg.slo.tpot_s * 1e3), key="plan.tpot")
+    rule = c4.selectbox("Percentile", list(RULES), index=2, key="plan.rule",
+                        help="Capacity holds the chosen percentile of TTFT and of TPOT to the SLOs over the steady-state "
+                        "window, or (DistServe) requires 90 % of requests to meet both.")  # fmt: skip
+    hardware = list(list_presets("hardware"))
+    priced = [g for g in hardware if g in default_prices()]
+    with st.expander("Search space and prices", expanded=False):
+        gpus = st.multiselect("GPUs", hardware, default=priced, key="plan.gpus")
+        prices = _prices_editor(gpus)
+        d1, d2 = st.columns(2)
+        tps = d1.multiselect("Tensor-parallel degrees", [1, 2, 4, 8], default=[1, 2, 4, 8], key="plan.tp")
+        max_replicas = d2.number_input("Most replicas", 1, 64, 16, key="plan.replicas")
+        engines = st.multiselect("Engines", list(list_presets("engines")), default=list(DEFAULT_ENGINES), key="plan.engines",
+                                 format_func=lambda e: read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
+        e1, e2 = st.columns(2)
+        with e1:
+            budgets = _knob_values("Token budgets", [512, 2048, 8192], "plan.budgets")
+        with e2:
+            batches = _knob_values("Max batch", [64, 128, 256], "plan.batches")
+    slo_cfg = cfg.model_copy(update={"slo": cfg.slo.model_copy(update={"ttft_s": ttft, "tpot_s": tpot_ms / 1e3})})
+    missing = [g for g in gpus if g not in prices]
+    if missing:
+        st.error(f"Enter a price per GPU-hour for {', '.join(missing)} (or remove it from the GPUs).")
+        return
+    if not (gpus and tps and engines):
+        st.info("Pick at least one GPU, tensor-parallel degree and engine.")
+        return
+    try:
+        spec = PlanSpec(target_rate_per_s=rate, objective=_objective(rule), gpus=tuple(gpus), tp_degrees=tuple(tps),
+                        max_replicas=int(max_replicas), engines=tuple(engines), token_budgets=budgets,
+                        max_batches=batches, prices_usd_per_gpu_hour=prices)  # fmt: skip
+    except ValueError as err:
+        st.error(str(err))
+        return
+    n = len(gpus) * len(tps) * len(engines) * len(budgets) * len(batches) * int(max_replicas)
+    st.caption(f"{n:,} candidate configurations. Objective: {spec.objective.describe(slo_cfg)}.")
+    if not st.button("Plan", type="primary", key="plan.go"):
+        return
+    import time
+
+    bar = st.progress(0.0, text="Planning…")
+    backend = get_backend(max_workers=os.cpu_count() or 1)
+    t0 = time.monotonic()
+    try:
+        result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
+                      on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"))  # fmt: skip
+    except (PresetError, SearchCancelled) as err:
+        st.error(str(err))
+        return
+    finally:
+        backend.close()
+        bar.empty()
+    _show(result, time.monotonic() - t0)
+
+
+main()

@@ -1,0 +1,299 @@
+"""Where sweeps and plans run: a local process pool by default, a Ray cluster when asked.
+
+Every task is a pure function of plain data (JSON strings in, JSON strings out), so the backend
+cannot change a result: the same config gives the same bytes in this process, a worker process or a
+Ray worker. `PointCache` keeps finished points on disk (bounded in bytes) so an interrupted search
+resumes where it stopped. Ray is optional (`pip install -e ".[ray]"`) and imported only when used.
+
+Choose a backend with `get_backend(ray=...)`: `ray=True` (or the env var RAY_ADDRESS) connects to
+that cluster (`ray.init(address=...)`; "auto" = the local one), `ray="ray://host:10001"` to a
+remote one; otherwise a local pool of `os.cpu_count()` processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sim_core.budget import RunBudget
+from sim_core.config import SimConfig
+from sim_core.costmodel import MemoryPlanError
+from sim_core.engine import run_simulation
+from sim_core.presets import PresetError
+from sim_core.result import Summary
+
+Progress = Callable[[int, int], None]  # (done, total)
+Cancelled = Callable[[], bool]  # polled between completions; True stops the run
+
+
+class SearchCancelled(RuntimeError):
+    """The caller asked to stop; finished points are already in the cache."""
+
+
+# ---------------------------------------------------------------- the unit of work
+def simulate_point(cfg_json: str, budget: RunBudget | None = None) -> str:
+    """Config JSON -> {"summary": ...} or {"error": message} as JSON (picklable, backend-neutral).
+    `budget`: a server's ceiling per run (sim_core/budget.py); None for full control."""
+    try:
+        cfg = SimConfig.model_validate_json(cfg_json)
+        return json.dumps({"summary": json.loads(run_simulation(cfg, budget=budget).summary.model_dump_json())})
+    except (PresetError, MemoryPlanError, ValueError) as err:
+        return json.dumps({"error": str(err)})
+
+
+def decode_point(payload: str) -> tuple[Summary | None, str | None]:
+    data = json.loads(payload)
+    return (Summary.model_validate(data["summary"]), None) if "summary" in data else (None, data["error"])
+
+
+def code_fingerprint() -> str:
+    """Hash of sim_core's source: a cached point is reused only by the code that computed it."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- on-disk cache of finished points
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+
+
+def default_cache_dir() -> Path:
+    """$SIM_CORE_CACHE_DIR, else ~/.cache/llm-sched-explorer/points."""
+    env = os.environ.get("SIM_CORE_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "llm-sched-explorer" / "points"
+
+
+@dataclass
+class PointCache:
+    """One file per finished point, keyed by (code fingerprint, canonical config JSON). When the
+    directory grows past `max_bytes`, the least recently written files go first."""
+
+    directory: Path
+    max_bytes: int = DEFAULT_CACHE_BYTES
+    fingerprint: str = field(default_factory=code_fingerprint)
+
+    def _path(self, cfg_json: str) -> Path:
+        key = hashlib.sha256(f"{self.fingerprint}\n{cfg_json}".encode()).hexdigest()
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, cfg_json: str) -> str | None:
+        try:
+            return self._path(cfg_json).read_text()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def put(self, cfg_json: str, payload: str) -> None:
+        path = self._path(cfg_json)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(payload)
+            tmp.replace(path)  # atomic: a reader never sees half a file
+        except OSError:
+            return  # a read-only or full disk costs speed, never a result
+        self._trim()
+
+    def _trim(self) -> None:
+        files = [(p.stat().st_mtime, p.stat().st_size, p) for p in self.directory.glob("*/*.json")]
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+
+
+# ---------------------------------------------------------------- backends
+class Backend(Protocol):
+    """Runs picklable functions over items; `close()` releases workers (also via `with`)."""
+
+    name: str
+
+    def close(self) -> None: ...  # pragma: no cover
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], on_progress: Progress | None = None,
+            cancelled: Cancelled | None = None) -> list[Any]:
+        """[fn(x) for x in items], in order, run wherever this backend runs things."""
+        ...  # pragma: no cover
+
+
+@dataclass
+class LocalBackend:
+    """A local process pool (`max_workers` 1: this process, no pool). The pool starts on first use
+    and lives until `close()` (or the end of a `with` block), so a search's rounds reuse it."""
+
+    max_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    name: str = "local"
+    _pool: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def map(self, fn, items, on_progress=None, cancelled=None):
+        items = list(items)
+        if self.max_workers <= 1 or len(items) <= 1:
+            out = []
+            for i, x in enumerate(items):
+                if cancelled and cancelled():
+                    raise SearchCancelled(f"cancelled after {i} of {len(items)}")
+                out.append(fn(x))
+                if on_progress:
+                    on_progress(i + 1, len(items))
+            return out
+        if self._pool is None:
+            # forkserver: workers fork from a clean helper process, never from a threaded server (Streamlit)
+            ctx = multiprocessing.get_context("forkserver")
+            self._pool = ProcessPoolExecutor(max_workers=self.max_workers, mp_context=ctx)
+        futures = [self._pool.submit(fn, x) for x in items]
+        _wait_all(futures, on_progress, cancelled, lambda: [f.cancel() for f in futures])
+        return [f.result() for f in futures]
+
+
+def _wait_all(futures: list[Future], on_progress, cancelled, cancel_all) -> None:
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+        if cancelled and cancelled():
+            cancel_all()
+            raise SearchCancelled(f"cancelled after {len(futures) - len(pending)} of {len(futures)}")
+        if done and on_progress:
+            on_progress(len(futures) - len(pending), len(futures))
+
+
+@dataclass
+class RayBackend:
+    """Tasks on a Ray cluster. `address`: "auto", "ray://host:port", or None for a local Ray."""
+
+    address: str | None = None
+    name: str = "ray"
+
+    def __post_init__(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError('Ray is not installed: pip install -e ".[ray]" (or pip install ray)') from None
+        if not ray.is_initialized():
+            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}} if self.address is None else None)  # fmt: skip
+        self._ray = ray
+
+    def __enter__(self) -> RayBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """The cluster stays up (it is not ours); nothing to release here."""
+
+    def map(self, fn, items, on_progress=None, cancelled=None):
+        ray = self._ray
+        remote = ray.remote(_apply)  # tasks are callables objects too: wrap them in a plain function
+        fn_ref = ray.put(fn)
+        refs = [remote.remote(fn_ref, x) for x in items]
+        pending, total = list(refs), len(refs)
+        while pending:
+            _, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+            if cancelled and cancelled():
+                for r in pending:
+                    ray.cancel(r, force=True)
+                raise SearchCancelled(f"cancelled after {total - len(pending)} of {total}")
+            if on_progress:
+                on_progress(total - len(pending), total)
+        return ray.get(refs)
+
+
+def _apply(fn: Callable[[Any], Any], x: Any) -> Any:
+    return fn(x)
+
+
+def get_backend(ray: bool | str | None = None, max_workers: int | None = None) -> Backend:
+    """ray: a `ray://` / "auto" address or True (then $RAY_ADDRESS, else a local Ray); None/False:
+    Ray only when $RAY_ADDRESS is set, otherwise the local process pool."""
+    env = os.environ.get("RAY_ADDRESS")
+    if isinstance(ray, str) and ray:
+        return RayBackend(ray)
+    if ray or env:
+        return RayBackend(env or None)
+    return LocalBackend(max_workers or (os.cpu_count() or 1))
+
+
+# ---------------------------------------------------------------- cached point runs
+@dataclass(frozen=True)
+class _CachedTask:
+    """Picklable: `fn(config JSON)` unless the cache has it (each worker reads/writes the cache).
+    `tag` keeps different functions of the same config apart in the cache."""
+
+    cache_dir: str | None
+    cache_bytes: int
+    fingerprint: str
+    fn: Callable[[str], str] = simulate_point
+    tag: str = ""
+
+    def __call__(self, cfg_json: str) -> str:
+        cache = PointCache(Path(self.cache_dir), self.cache_bytes, self.fingerprint) if self.cache_dir else None
+        key = f"{self.tag}\n{cfg_json}" if self.tag else cfg_json
+        hit = cache.get(key) if cache else None
+        if hit is not None:
+            return hit
+        payload = self.fn(cfg_json)
+        if cache:
+            cache.put(key, payload)
+        return payload
+
+
+def cached_map(
+    fn: Callable[[str], str], tag: str, configs: Iterable[SimConfig], backend: Backend | None = None,
+    cache: PointCache | None = None, on_progress: Progress | None = None, cancelled: Cancelled | None = None,
+) -> list[str]:
+    """[fn(config JSON)] on `backend`, each result read from / written to `cache` under `tag`."""
+    task = _CachedTask(str(cache.directory) if cache else None, cache.max_bytes if cache else 0,
+                       cache.fingerprint if cache else "", fn, tag)  # fmt: skip
+    return (backend or LocalBackend()).map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
+
+
+def run_points(
+    configs: Iterable[SimConfig], backend: Backend | None = None, cache: PointCache | None = None,
+    on_progress: Progress | None = None, cancelled: Cancelled | None = None, budget: RunBudget | None = None,
+) -> list[tuple[Summary | None, str | None]]:
+    """Simulate each config (cached points are read, not rerun) and return (summary, error) pairs in order.
+    Under a `budget` the points are cached apart from unbudgeted ones (a budget can stop a run early)."""
+    fn, tag = (simulate_point, "") if budget is None else (functools.partial(simulate_point, budget=budget), f"budget {budget}")
+    return [decode_point(p) for p in cached_map(fn, tag, configs, backend, cache, on_progress, cancelled)]
+
+
+class ProgressBar:
+    """A one-line text progress bar on a stream (the CLI's); `__call__` is a Progress callback."""
+
+    def __init__(self, label: str, stream: Any = None, width: int = 30) -> None:
+        import sys
+
+        self.label, self.stream, self.width, self.t0 = label, stream or sys.stderr, width, time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = int(self.width * done / max(total, 1))
+        elapsed = time.monotonic() - self.t0
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {elapsed:,.0f} s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()

@@ -1,0 +1,192 @@
+"""The capacity subcommands of `python -m sim_core`: `capacity`, `sweep` and `plan` (issue 14).
+
+Each runs on a local process pool by default, on Ray with `--ray [ADDRESS]` or $RAY_ADDRESS, shows
+a progress bar on stderr and caches finished points on disk (see sim_core/backend.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sim_core.config import format_validation_error
+from sim_core.presets import PresetError, load_preset
+
+CAPACITY_COMMANDS = ("capacity", "sweep", "plan")
+
+
+def _load(args: argparse.Namespace):
+    from sim_core.cli import apply_overrides
+
+    cfg = load_preset(args.preset)
+    return apply_overrides(cfg, args.set) if args.set else cfg
+
+
+def _backend_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                   help="run on Ray: a ray:// address, 'auto', or nothing ($RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--workers", type=int, default=None, help="local processes (default: one per CPU)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the per-point cache")
+    p.add_argument("--cache-dir", default=None, help="per-point cache directory (default $SIM_CORE_CACHE_DIR or ~/.cache/...)")
+    p.add_argument("--percentile", type=int, choices=(50, 90, 99), default=99, help="SLO percentile (default P99)")
+    p.add_argument("--attainment", type=float, default=None,
+                   help="use the DistServe rule instead: this share of requests meets both SLOs (e.g. 0.9)")
+
+
+def _backend_from(args: argparse.Namespace):
+    from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.sweep import CapacityObjective
+
+    cache = None if args.no_cache else PointCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
+    obj = CapacityObjective(percentile=args.percentile) if args.attainment is None else \
+        CapacityObjective(rule="attainment", attainment=args.attainment)  # fmt: skip
+    return get_backend(args.ray, args.workers), cache, obj
+
+
+def _cmd_capacity(args: argparse.Namespace) -> int:
+    from sim_core.backend import ProgressBar
+    from sim_core.sweep import capacity_interval
+
+    cfg = _load(args)
+    backend, cache, obj = _backend_from(args)
+    try:
+        lo, hi, caps = capacity_interval(cfg, obj, args.seeds, scale=args.scale, backend=backend, cache=cache,
+                                         on_progress=ProgressBar("capacity"))  # fmt: skip
+    finally:
+        backend.close()
+    print(f"{cfg.name}: capacity {lo:,.2f}-{hi:,.2f} req/s over {args.seeds} seed(s) "
+          f"({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, bisection to 1 %)")  # fmt: skip
+    for k, c in enumerate(caps):
+        print(f"  seed {cfg.seed + k}: {c.rate_per_s:,.2f} req/s" + (f"  NOTE: {c.note}" if c.note else ""))
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from sim_core.backend import ProgressBar
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, point_metric, run_sweep, sweep_values
+
+    cfg = _load(args)
+    if args.knob not in SWEEP_KNOBS:
+        raise PresetError(f"unknown knob {args.knob!r}; one of {', '.join(SWEEP_KNOBS)}")
+    backend, cache, obj = _backend_from(args)
+    values = sweep_values(args.knob, args.start, args.stop, args.num)
+    try:
+        pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
+                        steady_length=not args.fixed_length)  # fmt: skip
+    finally:
+        backend.close()
+    rng = lambda lo, mid, hi: f"{mid:,.1f}" if lo == hi else f"{mid:,.1f} [{lo:,.1f}-{hi:,.1f}]"  # noqa: E731
+    print(f"{cfg.name}: {SWEEP_KNOBS[args.knob][1]}, steady-state window, median [min-max] over {args.seeds} seed(s)")
+    print(f"  {args.knob:>10s}  {'output tok/s':>24s}  {'goodput req/s':>20s}  {'TTFT p99 ms':>24s}  note")
+    for p in pts:
+        if p.error:
+            print(f"  {p.value:>10g}  error: {p.error}")
+            continue
+        tok, good, ttft = (band(point_metric(p, f"steady.{f}")) for f in ("output_tokens_per_s", "goodput_requests_per_s", "ttft_p99_s"))
+        note = p.summary.steady.note if p.summary.steady else "no steady-state window"
+        print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {(note or '')[:60]}")
+    if args.knob == "rate":
+        caps = [capacity_from_sweep(pts, cfg, objective=obj, seed_index=k) for k in range(args.seeds)]
+        found = [c for c in caps if c is not None]
+        text = "below the first rate" if not found else f"{min(found):g}-{max(found):g} req/s" if len(found) > 1 else f"{found[0]:g} req/s"
+        print(f"  capacity ({obj.describe(cfg)}): {text} (a swept rate; `capacity` bisects)")
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from sim_core.backend import ProgressBar
+    from sim_core.planner import PlanSpec, plan
+
+    cfg = _load(args)
+    backend, cache, obj = _backend_from(args)
+    prices = {}
+    for item in args.price or []:
+        gpu, sep, usd = item.partition("=")
+        try:
+            prices[gpu] = float(usd)
+        except ValueError:
+            raise PresetError(f"--price expects gpu=usd_per_gpu_hour, got {item!r}") from None
+    split = lambda v, f: tuple(f(x) for x in v.split(",")) if v else None  # noqa: E731
+    fields = {"target_rate_per_s": args.rate, "objective": obj, "max_replicas": args.max_replicas,
+              "num_results": args.top, "prices_usd_per_gpu_hour": prices, "gpus": split(args.gpus, str),
+              "tp_degrees": split(args.tp, int), "engines": split(args.engines, str),
+              "token_budgets": split(args.token_budgets, int), "max_batches": split(args.max_batches, int)}  # fmt: skip
+    try:
+        spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as err:
+        raise PresetError(format_validation_error(err, "plan")) from None
+    import time
+
+    t0 = time.monotonic()
+    try:
+        result = plan(cfg, spec, backend=backend, cache=cache, on_progress=ProgressBar("plan"))
+    finally:
+        backend.close()
+    elapsed = time.monotonic() - t0
+    p = spec.objective.percentile
+    print(f"Plan for {spec.target_rate_per_s:g} req/s of {cfg.workload.name} traffic on {cfg.model.name}: "
+          f"{spec.objective.describe(cfg)}")
+    print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
+          "pruned: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()))
+    print(f"  {result.band.text()}")
+    print("  replicas behind a random router, simulated as one replica at rate / replicas; no P:D disaggregation yet")
+    if not result.rows:
+        print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
+        return 1
+    print(f"  {'configuration':44s} {'GPUs':>4s} {'$/h':>8s} {'$/M out':>8s} {'good/$':>8s} "
+          f"{'TTFT p' + str(p):>10s} {'TPOT p' + str(p):>10s} {'capacity':>9s} {'headroom':>8s}")
+    for row in result.table():
+        cap = f"{row['capacity_per_s']:,.1f}" if row["capacity_per_s"] is not None else "-"
+        head = f"{row['headroom']:+.0%}" if row["headroom"] is not None else "-"
+        print(f"  {row['config'][:44]:44s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
+              f"{row['usd_per_million_output_tokens']:8.3f} {row['good_requests_per_usd']:8,.0f} "
+              f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
+        for i, row in enumerate(result.rows):
+            (out / f"config-{i + 1}.json").write_text(row.replica_config.model_dump_json(indent=2) + "\n")
+        print(f"  wrote {out / 'plan.json'} and one replica's config per row (config-N.json: `run` it, or open it in the app)")
+    return 0
+
+
+def add_capacity_commands(sub) -> None:
+    cap = sub.add_parser("capacity", help="steady-state capacity (req/s) of a scenario, as an interval over seeds")
+    cap.add_argument("preset", help="a preset name or a config .json path")
+    cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    cap.add_argument("--seeds", type=int, default=3, help="seeds to repeat over (the interval's width)")
+    cap.add_argument("--scale", type=float, default=1.0, help="run length multiplier (1 = the steady-state length)")
+    _backend_args(cap)
+    sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
+    sw.add_argument("preset", help="a preset name or a config .json path")
+    sw.add_argument("--knob", default="rate", help="rate, max_num_seqs, chunk, memory_gb, bandwidth, tflops, num_gpus, kv_compression")
+    sw.add_argument("--start", type=float, required=True)
+    sw.add_argument("--stop", type=float, required=True)
+    sw.add_argument("--num", type=int, default=8, help="points")
+    sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
+    sw.add_argument("--fixed-length", action="store_true",
+                    help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    _backend_args(sw)
+    pl = sub.add_parser("plan", help="cheapest deployments (GPU x TP x replicas x engine) meeting SLOs at a rate")
+    pl.add_argument("preset", help="the traffic, model and SLOs: a preset name or a config .json path")
+    pl.add_argument("--rate", type=float, required=True, help="target requests/s for the whole deployment")
+    pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field (e.g. slo.ttft_s=1)")
+    pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
+    pl.add_argument("--tp", help="tensor-parallel degrees, e.g. 1,2,4,8")
+    pl.add_argument("--engines", help="engine presets, comma-separated")
+    pl.add_argument("--token-budgets", help="max_num_batched_tokens values, comma-separated")
+    pl.add_argument("--max-batches", help="max_num_seqs values, comma-separated")
+    pl.add_argument("--max-replicas", type=int, default=None, help="most replicas of one configuration")
+    pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")
+    pl.add_argument("--top", type=int, default=None, help="configurations to list")
+    pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's replica config")
+    _backend_args(pl)
+
+
+def run_capacity_command(args: argparse.Namespace) -> int:
+    return {"capacity": _cmd_capacity, "sweep": _cmd_sweep, "plan": _cmd_plan}[args.cmd](args)

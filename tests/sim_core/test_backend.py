@@ -1,0 +1,101 @@
+"""Backends return the same bytes; the point cache resumes an interrupted search and stays bounded."""
+
+import json
+
+import pytest
+
+from sim_core.backend import LocalBackend, PointCache, RayBackend, SearchCancelled, get_backend, run_points, simulate_point
+from sim_core.sweep import band, capacity_interval, point_metric, run_sweep
+from tests.conftest import make_config
+
+
+def _small(**kw):
+    return make_config(workload__num_requests=60, **kw)
+
+
+def _table(points):
+    return [(p.value, p.error, [s.model_dump_json() for s in p.seeds]) for p in points]
+
+
+def _plan_table(backend):
+    from sim_core.planner import PlanSpec, plan
+
+    base = make_config(workload__prompt_tokens={"dist": "fixed", "mean": 512, "min": 1, "max": 512},
+                       workload__output_tokens={"dist": "lognormal", "mean": 64, "min": 1, "max": 256, "sigma": 0.5},
+                       slo__ttft_s=0.5, slo__tpot_s=0.05)  # fmt: skip
+    spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb", "h100-sxm"), tp_degrees=(1,), max_replicas=3,
+                    engines=("vllm-v1",), num_results=2)  # fmt: skip
+    p = plan(base, spec, backend=backend, with_band=False)
+    return json.dumps(p.table()), [(r.label, r.summary.model_dump_json()) for r in p.evaluated], p.pruned
+
+
+def test_process_pool_and_ray_return_identical_tables():
+    cfg = _small()
+    serial = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=LocalBackend(1))
+    with LocalBackend(2) as pool_backend:
+        pool = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=pool_backend)
+        pool_plan = _plan_table(pool_backend)
+    import ray
+
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        remote = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=RayBackend())
+        remote_plan = _plan_table(RayBackend())
+    finally:
+        ray.shutdown()
+    assert _table(serial) == _table(pool) == _table(remote)
+    assert len(serial[0].seeds) == 2
+    assert pool_plan == remote_plan == _plan_table(LocalBackend(1))
+    assert json.loads(pool_plan[0])  # the plan found something to compare
+
+
+def test_seeds_give_a_band_and_capacity_an_interval():
+    cfg = _small()
+    (pt,) = run_sweep(cfg, "rate", [20.0], num_seeds=3)
+    ttft = point_metric(pt, "ttft_p99_s")
+    assert len(set(ttft)) > 1  # different seeds, different arrivals
+    lo, mid, hi = band(ttft)
+    assert lo == min(ttft) and hi == max(ttft) and lo <= mid <= hi
+    assert point_metric(pt, "steady.slo_attainment")[0] == pt.summary.steady.slo_attainment
+    cfg = make_config(workload__prompt_tokens={"dist": "fixed", "mean": 512, "min": 1, "max": 512},
+                      workload__output_tokens={"dist": "fixed", "mean": 32, "min": 1, "max": 32}, slo__ttft_s=0.5)  # fmt: skip
+    low, high, caps = capacity_interval(cfg, num_seeds=2)
+    assert low == min(c.rate_per_s for c in caps) and high == max(c.rate_per_s for c in caps) and low > 0
+
+
+def test_an_interrupted_search_resumes_from_the_cache(tmp_path):
+    cache = PointCache(tmp_path)
+    configs = [_small(seed=s) for s in range(3)]
+    calls = []
+
+    def stop_after_one():
+        return len(calls) >= 1
+
+    with pytest.raises(SearchCancelled):
+        run_points(configs, LocalBackend(1), cache, on_progress=lambda d, t: calls.append(d), cancelled=stop_after_one)
+    assert len(list(tmp_path.glob("*/*.json"))) == 1
+    # The cached point is read back, not recomputed: plant a marker in it.
+    first = configs[0].model_dump_json()
+    payload = json.loads(cache.get(first))
+    payload["summary"]["num_ticks"] = -1
+    cache.put(first, json.dumps(payload))
+    out = run_points(configs, LocalBackend(1), cache)
+    assert out[0][0].num_ticks == -1 and out[1][0].num_ticks > 0
+    assert len(list(tmp_path.glob("*/*.json"))) == 3
+
+
+def test_cache_stays_within_its_byte_bound(tmp_path):
+    one = len(simulate_point(_small().model_dump_json()))
+    cache = PointCache(tmp_path, max_bytes=int(2.5 * one))
+    run_points([_small(seed=s) for s in range(5)], LocalBackend(1), cache)
+    assert sum(p.stat().st_size for p in tmp_path.glob("*/*.json")) <= 2.5 * one
+
+
+def test_errors_are_results_not_crashes():
+    (summary, err), = run_points([make_config("chat-l4-llama8b", scheduler__max_num_batched_tokens=65536)])
+    assert summary is None and "Out of memory" in err
+
+
+def test_backend_choice(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert get_backend().name == "local" and get_backend(max_workers=1).max_workers == 1

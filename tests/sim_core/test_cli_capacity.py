@@ -1,0 +1,50 @@
+"""`python -m sim_core capacity` and `plan`: tables on stdout, bad input named with exit code 2."""
+
+import contextlib
+import io
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim_core.cli import EXIT_BAD_INPUT, main
+
+SMALL = ["--set", 'workload.prompt_tokens={"dist": "fixed", "mean": 512, "min": 1, "max": 512}',
+         "--set", 'workload.output_tokens={"dist": "fixed", "mean": 32, "min": 1, "max": 32}',
+         "--set", "slo.ttft_s=0.5", "--workers", "1", "--no-cache"]  # fmt: skip
+
+
+def test_plan_prints_the_cheapest_rows_and_writes_their_configs(capsys, tmp_path):
+    code = main(["plan", "chat-h100-llama8b", "--rate", "40", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1",
+                 "--max-replicas", "3", "--out", str(tmp_path), *SMALL])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "h100-sxm TP1 · vllm-v1" in out and "P99 TTFT ≤ 0.5 s" in out and "random router" in out
+    rows = json.loads((tmp_path / "plan.json").read_text())
+    assert rows[0]["usd_per_hour"] == 3.0 * rows[0]["gpus"]
+    assert (tmp_path / "config-1.json").exists()
+
+
+def test_capacity_prints_an_interval_over_seeds(capsys):
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "2", "--percentile", "90", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "capacity" in out and "over 2 seed(s)" in out and "P90 TTFT" in out and "seed 1:" in out
+
+
+@settings(max_examples=25, deadline=None)
+@given(price=st.text(min_size=0, max_size=12), rate=st.sampled_from(["0", "-3", "nan", "1e9"]))
+def test_bad_plan_input_is_named_not_a_traceback(price, rate):
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(["plan", "chat-h100-llama8b", "--rate", rate, "--price", f"h100-sxm={price}", "--no-cache", "--workers", "1",
+                     "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1", "--max-replicas", "1"])  # fmt: skip
+    err = buf.getvalue()
+    assert code == EXIT_BAD_INPUT
+    assert "error:" in err and ("price" in err or "target_rate_per_s" in err)
+
+
+def test_sweep_prints_bands_over_seeds_and_a_capacity(capsys):
+    assert main(["sweep", "chat-h100-llama8b", "--start", "20", "--stop", "200", "--num", "3", "--seeds", "2", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "median [min-max] over 2 seed(s)" in out and "capacity (P99 TTFT ≤ 0.5 s" in out
+    assert out.count("[") >= 3  # bands drawn as [min-max]

@@ -1,0 +1,66 @@
+"""Steady-state window: which requests it holds, rates over its span, the too-short note."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
+
+from sim_core.engine import run_simulation
+from sim_core.metrics import steady_window
+from tests.conftest import make_config, trace_config
+
+
+@pytest.mark.parametrize(("n", "first", "last"), [(10, 1, 9), (20, 2, 18), (25, 2, 23), (99, 9, 90), (5, 0, 5)])
+def test_window_drops_the_first_and_last_ten_percent_of_arrivals(n, first, last):
+    assert steady_window(n) == (first, last)
+
+
+def test_steady_metrics_cover_exactly_the_window_requests():
+    n = 40
+    # Warm-up and drain requests (ranks 0-3 and 36-39) are huge: they miss the TTFT target, window ones do not.
+    prompts = [8000 if i < 4 or i >= 36 else 200 for i in range(n)]
+    cfg = trace_config(prompts, [20] * n, arrivals=[i * 2.0 for i in range(n)], slo__ttft_s=0.1)
+    res = run_simulation(cfg)
+    st, r = res.summary.steady, res.requests
+    assert (st.window_first_request, st.window_last_request, st.num_requests) == (4, 35, 32)
+    assert (st.window_start_s, st.window_end_s) == (8.0, 70.0)
+    assert st.slo_attainment == 1.0 and res.summary.slo_attainment < 1.0
+    assert st.ttft_p99_s == pytest.approx(np.percentile(r.ttft_s[4:36], 99))
+    assert st.arrival_rate_per_s == pytest.approx(31 / 62)
+    assert st.goodput_requests_per_s == pytest.approx(31 / 62)
+
+
+def test_window_throughput_tracks_the_offered_load_where_the_makespan_does_not():
+    s = run_simulation(make_config(workload__num_requests=3000, workload__arrival__rate_per_s=16.0)).summary
+    st = s.steady
+    assert st.note is None
+    assert st.requests_per_s == pytest.approx(st.arrival_rate_per_s, rel=0.03)
+    assert st.goodput_requests_per_s == pytest.approx(16.0, rel=0.05)
+    assert s.requests_per_s < 0.95 * st.requests_per_s  # the makespan includes the drain
+
+
+def test_window_output_tokens_count_each_emitted_token_once():
+    # Constant arrivals, fixed lengths, light load: every request emits its 50 tokens inside the run,
+    # so tokens/s over the window = arrival rate × output length (within the window edges' slack).
+    cfg = make_config(workload__num_requests=400, workload__arrival__process="constant", workload__arrival__rate_per_s=4.0,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 100, "min": 1, "max": 100},
+                      workload__output_tokens={"dist": "fixed", "mean": 50, "min": 1, "max": 50}, workload__num_samples=2)  # fmt: skip
+    st = run_simulation(cfg).summary.steady
+    assert st.output_tokens_per_s == pytest.approx(4.0 * 50 * 2, rel=0.02)
+
+
+def test_a_short_run_says_it_is_too_short():
+    st = run_simulation(make_config(workload__num_requests=300, workload__arrival__rate_per_s=24.0)).summary.steady
+    assert st.note is not None and st.note.startswith("Too short to say") and "requests or more" in st.note
+
+
+def test_offline_batches_have_no_steady_state():
+    assert run_simulation(make_config(workload__num_requests=50, workload__arrival__process="offline")).summary.steady is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_.integers(min_value=0, max_value=10**7))
+def test_window_excludes_exactly_floor_ten_percent_each_side(n):
+    first, last = steady_window(n)
+    assert first == n // 10 and n - last == n // 10  # floor(n / 10) excluded at each end
+    assert 0 <= first <= last <= n

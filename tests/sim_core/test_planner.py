@@ -1,0 +1,83 @@
+"""Planner: the cheapest configuration it returns meets the SLOs on its own, nothing cheaper does."""
+
+import pytest
+
+from sim_core.backend import LocalBackend
+from sim_core.engine import run_simulation
+from sim_core.planner import CalibrationBand, Family, saturation_config, PlanSpec, default_prices, family_config, pareto_front, plan, replica_config
+from sim_core.presets import PresetError, list_presets
+from sim_core.sweep import meets_objective
+from tests.conftest import make_config
+
+
+def _base():
+    return make_config(workload__prompt_tokens={"dist": "fixed", "mean": 512, "min": 1, "max": 512},
+                       workload__output_tokens={"dist": "lognormal", "mean": 64, "min": 1, "max": 256, "sigma": 0.5},
+                       slo__ttft_s=0.5, slo__tpot_s=0.05)  # fmt: skip
+
+
+SPEC = PlanSpec(target_rate_per_s=60.0, gpus=("a100-80gb", "h100-sxm"), tp_degrees=(1, 2), max_replicas=4,
+                engines=("vllm-v1", "tensorrt-llm-max-utilization"), num_results=3)  # fmt: skip
+
+
+def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
+    base = _base()
+    p = plan(base, SPEC, with_band=False)
+    best = p.rows[0]
+    alone = run_simulation(best.replica_config).summary
+    assert meets_objective(alone, best.replica_config, SPEC.objective)
+    assert best.replica_config.workload.arrival.rate_per_s == pytest.approx(60.0 / best.num_replicas)
+    prices = SPEC.prices()
+    for gpu in SPEC.gpus:
+        for tp in SPEC.tp_degrees:
+            for engine in SPEC.engines:
+                for r in range(1, SPEC.max_replicas + 1):
+                    if prices[gpu] * tp * r >= best.usd_per_hour:
+                        continue
+                    cfg = replica_config(family_config(base, Family(gpu, tp, engine, None, None)), 60.0, r)
+                    try:
+                        s = run_simulation(cfg).summary
+                    except Exception:  # does not fit in memory: not a candidate
+                        continue
+                    assert not meets_objective(s, cfg, SPEC.objective), (gpu, tp, engine, r)
+    assert [r.usd_per_hour for r in p.rows] == sorted(r.usd_per_hour for r in p.rows)
+    assert all(r.headroom(60.0) is not None and r.headroom(60.0) >= 0 for r in p.rows)
+    assert sum(p.pruned.values()) + len(p.evaluated) == p.num_candidates
+
+
+def test_costs_follow_the_formulas():
+    p = plan(_base(), SPEC.model_copy(update={"num_results": 1}))
+    row, t = p.rows[0], p.table()[0]
+    assert row.usd_per_hour == pytest.approx(row.num_gpus * SPEC.prices()[row.family.gpu])
+    assert t["usd_per_million_output_tokens"] == pytest.approx(row.usd_per_hour * 1e6 / (row.output_tokens_per_s * 3600))
+    assert t["good_requests_per_usd"] == pytest.approx(row.goodput_per_s * 3600 / row.usd_per_hour)
+    from sim_core import validate
+
+    if validate.CALIBRATION_CSV.exists():  # the held-out error of sim_core/validate.py
+        assert p.band.median_pct is not None and p.band.num_rows > 0
+    else:
+        assert p.robust(row) is None and "unavailable" in p.band.text()
+    p.band = CalibrationBand(median_pct=10.0, p90_pct=30.0, num_rows=5)
+    assert p.robust(row) == (row.headroom(SPEC.target_rate_per_s) >= 0.10) and "±10 %" in p.band.text()
+    front = pareto_front(p.evaluated, 99)
+    assert front and all(a.usd_per_hour <= b.usd_per_hour and a.latency_s("ttft", 99) > b.latency_s("ttft", 99)
+                         for a, b in zip(front, front[1:]))  # fmt: skip
+
+
+def test_replicas_thin_a_trace_to_its_share():
+    from tests.conftest import trace_config
+
+    cfg = trace_config([100] * 400, [10] * 400, arrivals=[i * 0.1 for i in range(400)])
+    one = replica_config(cfg, 20.0, 4)
+    n = one.workload.num_requests
+    assert 60 < n < 140  # ~ 1 in 4
+    assert one.workload.trace.arrival_s[-1] == pytest.approx(399 / 20.0, rel=0.05)  # time-scaled to 20 req/s
+    assert set(saturation_config(one).workload.trace.arrival_s) == {0.0}  # saturation: every request queued at once
+
+
+def test_prices_are_cited_data_and_a_missing_price_is_named():
+    prices = default_prices()
+    assert prices and all(p.source and p.date and p.usd_per_gpu_hour > 0 for p in prices.values())
+    assert set(prices) <= set(list_presets("hardware"))
+    with pytest.raises(PresetError, match="no price for GPU preset"):
+        plan(_base(), PlanSpec(target_rate_per_s=1.0, gpus=("l4",)), with_band=False)
