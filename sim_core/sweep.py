@@ -78,7 +78,8 @@ def run_sweep(
 ) -> list[SweepPoint]:
     """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
     a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`.
-    `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's."""
+    `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's.
+    `budget`: the server's ceiling per run (the app passes one; the CLI and API do not)."""
     path = SWEEP_KNOBS[knob][0]
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
@@ -115,10 +116,12 @@ def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) ->
 
 def seed_bands(
     cfg: SimConfig, fields: Sequence[str], num_seeds: int, backend: Backend | None = None,
-    cache: PointCache | None = None,
+    cache: PointCache | None = None, budget: RunBudget | None = None,
 ) -> dict[str, tuple[float, float, float]]:
-    """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1."""
-    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache)
+    """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1
+    (each run under `budget` when given: the app's)."""
+    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache,
+                      budget=budget)  # fmt: skip
     if pt.error:
         raise PresetError(pt.error)
     return {f: band(point_metric(pt, f)) for f in fields}

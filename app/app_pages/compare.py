@@ -121,9 +121,10 @@ def _seed_table(a: SimConfig, b: SimConfig) -> None:
     fields = [f for _, f, _, _ in METRIC_ROWS]
     try:
         with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
-            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir())) for c in (a, b)]
+            budget = runner.server().settings.run  # each seed's run under the server's budget
+            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=budget) for c in (a, b)]
     except PresetError as err:
-        st.error(str(err))
+        st.error(plain(err))
         return
     fmt = lambda lo, hi, scale: f"{lo * scale:,.2f} – {hi * scale:,.2f}"  # noqa: E731
     st.dataframe([{"metric": label, "unit": unit, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], scale),

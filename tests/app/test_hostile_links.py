@@ -20,7 +20,8 @@ from sim_core import SimConfig
 from tests.strategies import MARKDOWN_BAITS, cases, encode_json, link_params, nested_text
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
-PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py"]
+PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py",
+         "app_pages/plan.py"]
 MD = MarkdownIt("gfm-like", {"linkify": True})
 MD.linkify.set({"fuzzy_link": False})  # GFM links only www., http(s):// and e-mail, not bare "hardware.name"
 NESTED_CFG = encode_json(nested_text(2000))
@@ -99,6 +100,7 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/about.py", {"preset": "/etc/passwd"}, "unknown preset"),
     ("app_pages/learn.py", {"lesson": "nope"}, "unknown lesson"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
+    ("app_pages/plan.py", {"preset": "/etc/passwd"}, "unknown preset"),
     ("app_pages/simulate.py", {"preset": "[Session expired - log in here](https://example.invalid/login)"}, "unknown preset"),
 ]
 
