@@ -24,6 +24,7 @@ PRELOAD = ["sim_core", "sim_core.engine", "sim_core.cli", "pandas", "app.compone
 class WorkerReply:
     kind: str  # ok | error (a message for the visitor) | killed (time or memory backstop) | crash
     payload: Any  # SimResult for ok, else the message
+    peak_rss_bytes: int = 0  # the run process's peak resident memory (0 when it died)
 
 
 def _vm_bytes() -> int:
@@ -48,7 +49,8 @@ def _child(cfg_json: str, budget: RunBudget, conn: Any, slack_bytes: int) -> Non
             reply = WorkerReply("ok", run_simulation(cfg, budget=budget))
         except (MemoryPlanError, PresetError) as err:
             reply = WorkerReply("error", str(err))
-        conn.send(reply)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        conn.send(WorkerReply(reply.kind, reply.payload, peak))
     except MemoryError:
         conn.send(WorkerReply("killed", f"the run needed more than the server's memory budget ({budget.max_bytes >> 20:,} MiB)"))
     except BaseException as err:  # reported to the page; the server's log keeps the type
