@@ -15,6 +15,7 @@ import zlib
 from typing import Any
 
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
+from sim_core.inputs import InputError, NestingError, loads_bounded
 from sim_core.presets import DEFAULT_SCENARIO
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
@@ -48,9 +49,9 @@ def decode_config(text: str, source: str = "link") -> SimConfig:
     except zlib.error:
         raise PresetError(f"The {source} is damaged: the cfg parameter is not a compressed config.") from None
     try:
-        obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise PresetError(f"The {source} is damaged: its config is not valid JSON.") from None
+        obj = loads_bounded(data, f"{source} config")
+    except InputError as err:
+        raise PresetError(f"The {source} is damaged: {err}.") from None
     return config_from_dict(obj, source)
 
 
@@ -68,9 +69,12 @@ def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _param_value(text: str) -> Any:
+    """A link value: JSON when it parses (numbers, true, quoted text), else the text itself."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return loads_bounded(text, "link value")
+    except NestingError:
+        raise PresetError("A link value is JSON nested too deeply to be a config value.") from None
+    except InputError:
         return text
 
 
@@ -120,7 +124,7 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
         if "preset" in params:
             name = params["preset"]
             if name not in list_presets():
-                raise PresetError(f"The link names an unknown preset {name!r}.")
+                raise PresetError(f"The link names an unknown preset {name[:60]!r}.")
             overrides = {k: v for k, v in params.items() if k.split(".")[0] in CONFIG_SECTIONS}
             if not overrides:
                 return load_preset(name), name, None
@@ -130,16 +134,47 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
                 *parts, last = path.split(".")
                 for part in parts:
                     if not isinstance(node.get(part), dict):
-                        raise PresetError(f"The link sets {path!r}, which is not a field of the config.")
+                        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
                     node = node[part]
                 if last not in node:
-                    raise PresetError(f"The link sets {path!r}, which is not a field of the config.")
+                    raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
                 node[last] = _param_value(text)
             return config_from_dict(data, "link"), None, None
     except PresetError as err:
         text = str(err).rstrip(".")
         return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{text}. Showing the default scenario instead."
     return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, None
+
+
+def is_config_param(key: str) -> bool:
+    """Parameters every page accepts: they set the session's config (see `config_from_query`)."""
+    return key in ("preset", "cfg") or key.split(".")[0] in CONFIG_SECTIONS
+
+
+APP_KEYS = ("present",)  # read by every page (streamlit_app.py: presenter mode)
+
+
+def ignored_params(params: dict[str, str], page_keys: tuple[str, ...] = (), page_prefixes: tuple[str, ...] = ()) -> list[str]:
+    """Names of link parameters neither the session config nor this page uses."""
+    return [k for k in params if not is_config_param(k) and k not in APP_KEYS and k not in page_keys
+            and not k.startswith(page_prefixes or ("\0",))]
+
+
+def show_link_notices(page_keys: tuple[str, ...] = (), page_prefixes: tuple[str, ...] = (), problems: tuple[str, ...] = ()) -> None:
+    """Every page says what of its link it could not use: the session's config link (kept for the
+    session), parameters no page reads, and the page's own `problems`. Shown as text, never markdown."""
+    import streamlit as st
+
+    from app.components.text import plain
+
+    notes = [st.session_state.get(WARNING_KEY)] + list(problems)
+    unknown = ignored_params(read_query_params(), page_keys, page_prefixes)
+    if unknown:
+        shown = ", ".join(repr(k[:40]) for k in unknown[:8]) + (" …" if len(unknown) > 8 else "")
+        notes.append(f"This page ignored link parameter(s) it does not use: {shown}.")
+    for note in notes:
+        if note:
+            st.warning(plain(note), icon=":material/link_off:")
 
 
 def read_query_params() -> dict[str, str]:

@@ -12,6 +12,7 @@ remote one; otherwise a local pool of `os.cpu_count()` processes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sim_core.budget import RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
@@ -38,11 +40,12 @@ class SearchCancelled(RuntimeError):
 
 
 # ---------------------------------------------------------------- the unit of work
-def simulate_point(cfg_json: str) -> str:
-    """Config JSON -> {"summary": ...} or {"error": message} as JSON (picklable, backend-neutral)."""
+def simulate_point(cfg_json: str, budget: RunBudget | None = None) -> str:
+    """Config JSON -> {"summary": ...} or {"error": message} as JSON (picklable, backend-neutral).
+    `budget`: a server's ceiling per run (sim_core/budget.py); None for full control."""
     try:
         cfg = SimConfig.model_validate_json(cfg_json)
-        return json.dumps({"summary": json.loads(run_simulation(cfg).summary.model_dump_json())})
+        return json.dumps({"summary": json.loads(run_simulation(cfg, budget=budget).summary.model_dump_json())})
     except (PresetError, MemoryPlanError, ValueError) as err:
         return json.dumps({"error": str(err)})
 
@@ -271,10 +274,12 @@ def cached_map(
 
 def run_points(
     configs: Iterable[SimConfig], backend: Backend | None = None, cache: PointCache | None = None,
-    on_progress: Progress | None = None, cancelled: Cancelled | None = None,
+    on_progress: Progress | None = None, cancelled: Cancelled | None = None, budget: RunBudget | None = None,
 ) -> list[tuple[Summary | None, str | None]]:
-    """Simulate each config (cached points are read, not rerun) and return (summary, error) pairs in order."""
-    return [decode_point(p) for p in cached_map(simulate_point, "", configs, backend, cache, on_progress, cancelled)]
+    """Simulate each config (cached points are read, not rerun) and return (summary, error) pairs in order.
+    Under a `budget` the points are cached apart from unbudgeted ones (a budget can stop a run early)."""
+    fn, tag = (simulate_point, "") if budget is None else (functools.partial(simulate_point, budget=budget), f"budget {budget}")
+    return [decode_point(p) for p in cached_map(fn, tag, configs, backend, cache, on_progress, cancelled)]
 
 
 class ProgressBar:

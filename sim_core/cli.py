@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_
 from sim_core.config import SimConfig, format_validation_error
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
+from sim_core.inputs import InputError, NestingError, loads_bounded, printable
 from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
 from sim_core.result import SimResult
 
@@ -42,19 +42,21 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
         if not sep or not key.strip():
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
+            value = loads_bounded(raw, f"--set {key}")
+        except NestingError as err:
+            raise PresetError(str(err)) from None
+        except InputError:
+            value = raw  # not JSON: a string
         node = data
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
             if part in node and node[part] is None:  # an absent optional section (deployment): its defaults
                 node[part] = _section_defaults(tuple(parts[: i + 1]))
             if not isinstance(node.get(part), dict):
-                raise PresetError(f"--set {key}: {part!r} is not a section of the config")
+                raise PresetError(f"--set {key!r}: {part!r} is not a section of the config")
             node = node[part]
         if parts[-1] not in node:
-            raise PresetError(f"--set {key}: unknown field {parts[-1]!r}; fields here: {', '.join(sorted(node))}")
+            raise PresetError(f"--set {key!r}: unknown field {parts[-1]!r}; fields here: {', '.join(sorted(node))}")
         node[parts[-1]] = value
     return config_from_dict(data, "config (after --set)")
 
@@ -99,6 +101,16 @@ def format_summary(res: SimResult) -> str:
     return "\n".join(lines)
 
 
+def prepare_out_dir(out: Path) -> None:
+    """Create the output directory before the run, so a bad --out fails fast with a message."""
+    if out.exists() and not out.is_dir():
+        raise PresetError(f"--out {printable(str(out))!r} is an existing file; give a directory (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PresetError(f"cannot create the --out directory {printable(str(out))!r}: {err.strerror}") from None
+
+
 def _steady_lines(res: SimResult) -> list[str]:
     """The steady-state window (sim_core.metrics): warm-up and drain excluded."""
     st = res.summary.steady
@@ -117,7 +129,7 @@ def _steady_lines(res: SimResult) -> list[str]:
 
 
 def write_outputs(res: SimResult, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(out)
     (out / "config.json").write_text(res.config.model_dump_json(indent=2) + "\n")
     (out / "summary.json").write_text(res.summary.model_dump_json(indent=2) + "\n")
     frames = res.to_frames()
@@ -135,11 +147,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_preset(args.preset)
     if args.set:
         cfg = apply_overrides(cfg, args.set)
+    if args.out:
+        prepare_out_dir(Path(args.out))
     if args.trace:
         cfg = _with_trace_file(cfg, args)
     res = run_simulation(cfg)
     if args.out:
-        write_outputs(res, Path(args.out))
+        try:
+            write_outputs(res, Path(args.out))
+        except OSError as err:
+            raise PresetError(f"cannot write to --out {printable(args.out)!r}: {err.strerror}") from None
     print(res.summary.model_dump_json() if args.json else format_summary(res))
     return 0
 
@@ -222,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return validate_main(fit=args.fit)
     except (PresetError, MemoryPlanError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {printable(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0

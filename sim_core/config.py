@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SCHEMA_VERSION = 2  # 2: optional `deployment` section (replicas, router, disaggregation); see MIGRATIONS
 
@@ -19,9 +19,23 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 
 
 class StrictModel(BaseModel):
-    """Unknown fields are errors; instances are immutable (a config is a value, hashable by JSON)."""
+    """Unknown fields are errors; instances are immutable (a config is a value, hashable by JSON).
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    Strict types: `true` is not a number, `"12"` is not an integer, `12.0` is not an integer, NaN and
+    infinity are not numbers (JSON integers are still accepted for float fields). Text must be
+    encodable (no lone UTF-16 surrogates), so every config can be written to a link, a file or a terminal.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _encodable_text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            bad = next((ch for ch in value if "\ud800" <= ch <= "\udfff"), None)
+            if bad is not None:
+                raise ValueError(f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode")
+        return value
 
 
 # ---------------------------------------------------------------- hardware
@@ -174,16 +188,21 @@ class Trace(StrictModel):
         for name, col in cols.items():
             if len(col) != n:
                 raise ValueError(f"trace column {name} has {len(col)} rows, arrival_s has {n}")
+        # rows are numbered from 1 (the first request), as a spreadsheet shows them below the header
         for name in ("prompt_tokens", "output_tokens"):
-            bad = [v for v in cols[name] if not 1 <= v <= 1_048_576]
-            if bad:
-                raise ValueError(f"trace column {name} must be in [1, 1048576], got {bad[0]}")
-        if any(not (math.isfinite(a) and a >= 0) for a in self.arrival_s):
-            raise ValueError("trace arrival_s must be finite and >= 0")
-        if any(b < a for a, b in zip(self.arrival_s, self.arrival_s[1:])):
-            raise ValueError("trace arrival_s must be sorted ascending")
-        if self.priority is not None and any(not 0 <= p <= 9 for p in self.priority):
-            raise ValueError("trace priority must be in [0, 9]")
+            row = next((i for i, v in enumerate(cols[name]) if not 1 <= v <= 1_048_576), None)
+            if row is not None:
+                raise ValueError(f"trace row {row + 1}: {name} = {cols[name][row]} must be in [1, 1048576]")
+        row = next((i for i, a in enumerate(self.arrival_s) if not (math.isfinite(a) and a >= 0)), None)
+        if row is not None:
+            raise ValueError(f"trace row {row + 1}: arrival_s = {self.arrival_s[row]} must be finite and >= 0")
+        row = next((i for i, (a, b) in enumerate(zip(self.arrival_s, self.arrival_s[1:])) if b < a), None)
+        if row is not None:
+            raise ValueError(f"trace row {row + 2}: arrival_s = {self.arrival_s[row + 1]} is earlier than the row "
+                             f"before ({self.arrival_s[row]}); rows must be sorted by arrival")  # fmt: skip
+        row = None if self.priority is None else next((i for i, p in enumerate(self.priority) if not 0 <= p <= 9), None)
+        if row is not None:
+            raise ValueError(f"trace row {row + 1}: priority = {self.priority[row]} must be in [0, 9]")
         if self.block_hash_ids is not None:
             if len(self.block_hash_ids) != n:
                 raise ValueError(f"trace column block_hash_ids has {len(self.block_hash_ids)} rows, arrival_s has {n}")
@@ -236,7 +255,8 @@ class WorkloadConfig(StrictModel):
     num_samples: int = Field(
         1, ge=1, le=16, description="Parallel samples / beam width n per request; samples share the prompt's KV."
     )
-    classes: tuple[RequestClass, ...] = Field((RequestClass(),), min_length=1, max_length=8)
+    # strict=False only for the container: JSON gives a list; each class is still validated strictly
+    classes: tuple[RequestClass, ...] = Field((RequestClass(),), min_length=1, max_length=8, strict=False)
     trace: Trace | None = Field(None, description="Replay these requests instead of generating them.")
     shared_prefix: SharedPrefixConfig = SharedPrefixConfig()
     sessions: SessionConfig = SessionConfig()
@@ -333,8 +353,9 @@ class SpeculativeConfig(StrictModel):
     acceptance_rate: float = Field(
         0.7, ge=0, le=1, description="Probability that each draft token is accepted, independently (alpha)."
     )
-    acceptance_by_position: tuple[float, ...] | None = Field(
-        None, max_length=16, description="Per-position acceptance of draft tokens 1..k (overrides acceptance_rate)."
+    # strict=False only for the container (JSON gives a list); each entry is still a strict number
+    acceptance_by_position: tuple[Annotated[float, Field(strict=True)], ...] | None = Field(
+        None, max_length=16, strict=False, description="Per-position acceptance of draft tokens 1..k (overrides acceptance_rate)."
     )
     draft: Literal["head", "model"] = Field(
         "head", description="head: an MTP/EAGLE head priced as a fraction of a target step; model: a separate draft model."
@@ -708,6 +729,14 @@ def allowed_range(loc: tuple[Any, ...]) -> str:
     return ""
 
 
+STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say what to write instead
+    "int_type": " (write a whole number without quotes or a decimal point)",
+    "float_type": " (write a number without quotes; true/false are not numbers)",
+    "bool_type": " (write true or false without quotes)",
+    "string_type": " (write text in quotes)",
+}
+
+
 def format_validation_error(err: ValidationError, source: str = "config") -> str:
     """One line per problem: field path, the value given, what went wrong, and the allowed range."""
     lines = []
@@ -721,6 +750,7 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
         msg = e["msg"].removeprefix("Value error, ")
         rng = allowed_range(loc)
         extra = f"; allowed: {rng}" if rng and "should be" in msg else ""
+        extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
         lines.append(f"{path}{given_part}: {msg}{extra}")
     return f"Invalid {source}:\n  " + "\n  ".join(lines)

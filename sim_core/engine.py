@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from sim_core import fastpath
+from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.kvcache import BlockManager
@@ -74,6 +75,7 @@ class Engine:
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks and self.spec is None  # speculation draws acceptances per tick
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
+        self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
@@ -95,6 +97,8 @@ class Engine:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
         if st.now_s >= lim.max_sim_time_s:
             return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
+        if self.meter is not None and (over := self.meter.over(self)):  # the server's budget (sim_core/budget.py)
+            return self._stop(over)
         st.admit_arrivals()
         coalesce = self._coalesce
         if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
@@ -565,16 +569,21 @@ def _traffic_extras(engine: Engine, summary, timeline):
     return (summary.model_copy(update=update) if update else summary), timeline
 
 
-def run_simulation(cfg: SimConfig, check_invariants: bool = False) -> SimResult:
+def run_simulation(cfg: SimConfig, check_invariants: bool = False, budget: RunBudget | None = None) -> SimResult:
     """Simulate one config. Same config (seed included) → identical result.
+
+    `budget` (a server's ceiling, see sim_core/budget.py) stops the run early, with partial results
+    and a `stopped_reason`; without one only the config's own `limits` apply.
 
     Raises:
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
     """
+    meter = BudgetMeter(budget) if budget is not None else None  # the clock starts before the workload is drawn
     if cfg.deployment is not None:  # several engines on one clock (sim_core/cluster)
         from sim_core.cluster import run_deployment
 
-        return run_deployment(cfg, check_invariants)
+        return run_deployment(cfg, check_invariants, meter)
     engine = Engine(cfg)
     engine.check_invariants = check_invariants
+    engine.meter = meter
     return engine.run()

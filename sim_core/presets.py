@@ -16,14 +16,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from sim_core.config import SimConfig, format_validation_error
+from sim_core.inputs import InputError, loads_bounded, read_file_bounded
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 FAMILIES = ("hardware", "models", "workloads", "engines", "calibration", "scenarios")
+FAMILY_NOUNS = {"hardware": "hardware", "models": "model", "workloads": "workload", "engines": "engine",
+                "calibration": "calibration", "scenarios": "scenario"}  # fmt: skip
 DEFAULT_SCENARIO = "chat-h100-llama8b"
 MAX_CONFIG_FILE_BYTES = 20 * 1024 * 1024
 
 
-class PresetError(ValueError):
+class PresetError(InputError):
     """A preset name, file or its contents is invalid; the message says which and why."""
 
 
@@ -38,7 +41,7 @@ def list_presets(family: str = "scenarios") -> tuple[str, ...]:
 @functools.cache
 def _read_family_file(family: str, name: str) -> str:
     if name not in list_presets(family):
-        raise PresetError(f"unknown {family[:-1] if family != 'hardware' else family} preset {name!r}; "
+        raise PresetError(f"unknown {FAMILY_NOUNS[family]} preset {name!r}; "
                           f"available: {', '.join(list_presets(family))}")
     return (PRESETS_DIR / family / f"{name}.json").read_text()
 
@@ -91,7 +94,9 @@ def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
     if engine is not None:
         eng = read_preset_data("engines", str(engine))
         for key in ("scheduler", "kv_cache"):
-            data[key] = _deep_merge(eng.get(key, {}), data.get(key, {}))
+            own = data.get(key, {})
+            # a non-object here is left for validation to report by field name
+            data[key] = _deep_merge(eng.get(key, {}), own) if isinstance(own, dict) else own
         if "calibration" in eng and "calibration" not in data:  # the engine family's calibration profile
             data["calibration"] = _resolve_part("calibration", eng["calibration"])
     return data
@@ -130,12 +135,13 @@ def config_from_dict(data: Any, source: str = "config") -> SimConfig:
 
 
 def config_from_json(text: str | bytes, source: str = "config") -> SimConfig:
+    """Validate JSON text (a UTF-8 byte-order mark is fine; deep nesting is refused, not recursed into)."""
     if len(text) > MAX_CONFIG_FILE_BYTES:
         raise PresetError(f"Invalid {source}: {len(text):,} bytes, the limit is {MAX_CONFIG_FILE_BYTES:,}")
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PresetError(f"Invalid {source}: not valid JSON ({err})") from None
+        data = loads_bounded(text, source)
+    except InputError as err:
+        raise PresetError(str(err)) from None
     return config_from_dict(data, source)
 
 
@@ -156,9 +162,9 @@ def load_preset(name_or_path: str | Path) -> SimConfig:
     path = Path(text)
     if path.suffix == ".json" or path.exists():
         try:
-            raw = path.read_bytes()
-        except OSError as err:
-            raise PresetError(f"cannot read config file {text!r}: {err.strerror}") from None
+            raw = read_file_bounded(path, MAX_CONFIG_FILE_BYTES)
+        except InputError as err:
+            raise PresetError(str(err)) from None
         return config_from_json(raw, f"config file {path.name!r}")
     raise PresetError(f"unknown preset {text!r}; available: {', '.join(list_presets('scenarios'))} (or a .json path)")
 

@@ -87,6 +87,7 @@ class Recorder:
         self._itl_stage: list[np.ndarray] = []  # at most STAGE_PARTS
         self._max_batches = num_recorded_batches
         self._batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.num_batch_rows = 0  # step-through rows so far (a run budget counts them)
 
     def tick(self, row: tuple) -> None:
         self._rows.append(row)
@@ -149,6 +150,7 @@ class Recorder:
     def batch(self, tick, req, new, is_dec, held) -> None:
         """Batch membership: `tick` is one tick index, or one per entry (a coalesced run)."""
         tick = np.broadcast_to(np.asarray(tick, dtype=np.int64), np.shape(req))
+        self.num_batch_rows += tick.size
         self._batches.append((tick.copy(), req.copy(), np.asarray(new).copy(), np.asarray(is_dec).copy(), np.asarray(held).copy()))
 
     def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:

@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, run_points
+from sim_core.budget import RunBudget
 from sim_core.config import SimConfig
 from sim_core.engine import run_simulation
 from sim_core.metrics import STEADY_WARMUP_FRACTION
@@ -94,11 +95,12 @@ def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
 def run_sweep(
     cfg: SimConfig, knob: str, values: Sequence[float], on_progress: Callable[[int, int], None] | None = None,
     *, num_seeds: int = 1, backend: Backend | None = None, cache: PointCache | None = None,
-    cancelled: Callable[[], bool] | None = None, steady_length: bool = False,
+    cancelled: Callable[[], bool] | None = None, steady_length: bool = False, budget: RunBudget | None = None,
 ) -> list[SweepPoint]:
     """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
     a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`.
-    `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's."""
+    `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's.
+    `budget`: the server's ceiling per run (the app passes one; the CLI and API do not)."""
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
     for i, v in enumerate(values):
@@ -109,7 +111,7 @@ def run_sweep(
             continue
         configs[i] = [with_seed(base, k) for k in range(num_seeds)]
     flat = [c for cs in configs.values() for c in cs]
-    results = iter(run_points(flat, backend or LocalBackend(1), cache, on_progress, cancelled))
+    results = iter(run_points(flat, backend or LocalBackend(1), cache, on_progress, cancelled, budget))
     out = []
     for i, v in enumerate(values):
         if i in errors:
@@ -134,10 +136,12 @@ def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) ->
 
 def seed_bands(
     cfg: SimConfig, fields: Sequence[str], num_seeds: int, backend: Backend | None = None,
-    cache: PointCache | None = None,
+    cache: PointCache | None = None, budget: RunBudget | None = None,
 ) -> dict[str, tuple[float, float, float]]:
-    """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1."""
-    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache)
+    """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1
+    (each run under `budget` when given: the app's)."""
+    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache,
+                      budget=budget)  # fmt: skip
     if pt.error:
         raise PresetError(pt.error)
     return {f: band(point_metric(pt, f)) for f in fields}

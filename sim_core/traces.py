@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from sim_core.config import MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
+from sim_core.inputs import parse_float_text, parse_int_text
 
 TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
 TRACE_FORMATS: tuple[str, ...] = ("csv", "azure-2023", "azure-2024", "burstgpt", "mooncake")
@@ -111,7 +112,7 @@ class _Row:
 # ------------------------------------------------------------------ field parsers
 def _int(fmt: str, line: int, name: str, cell: str) -> int:
     try:
-        val = int(cell.strip())
+        val = parse_int_text(cell.strip())
     except ValueError:
         raise TraceError(f"{fmt} line {line}: {name} = {cell!r} is not an integer") from None
     if not 0 <= val <= 1_048_576:
@@ -121,7 +122,7 @@ def _int(fmt: str, line: int, name: str, cell: str) -> int:
 
 def _float(fmt: str, line: int, name: str, cell: str) -> float:
     try:
-        val = float(cell.strip())
+        val = parse_float_text(cell.strip())
     except ValueError:
         raise TraceError(f"{fmt} line {line}: {name} = {cell!r} is not a number") from None
     if not math.isfinite(val) or val < 0:
@@ -236,6 +237,8 @@ def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
             obj = json.loads(text)
         except json.JSONDecodeError as err:
             raise TraceError(f"{fmt} line {line}: not a JSON object ({err.msg})") from None
+        except RecursionError:  # a hostile line of nested arrays: a message, not a crash
+            raise TraceError(f"{fmt} line {line}: JSON nested too deeply; a row is one flat object") from None
         if not isinstance(obj, dict):
             raise TraceError(f"{fmt} line {line}: expected a JSON object, got {type(obj).__name__}")
         missing = [k for k in MOONCAKE_KEYS if k not in obj]

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_core.config import LengthDist, WorkloadConfig
+from pydantic import ValidationError
+
+from sim_core.config import LengthDist, Trace, WorkloadConfig
+from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.types import FloatArray, IntArray
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import CFG_KEY
+from app.components.text import plain
+from app.state import CFG_KEY, show_link_notices
 from sim_core import list_presets
 from sim_core.presets import read_preset_data
 from sim_core.costmodel import ModelShape, kv_bytes_per_token, plan_memory, MemoryPlanError
 
 st.title("About the model")
+show_link_notices()
 cfg = st.session_state[CFG_KEY]
 st.markdown(
     """
@@ -53,4 +55,4 @@ try:
                 f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "
                 f"({plan.num_blocks:,} blocks).")  # fmt: skip
 except MemoryPlanError as err:
-    st.error(str(err))
+    st.error(plain(err))

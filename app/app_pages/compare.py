@@ -10,8 +10,10 @@ import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
 from app.components.sidebar import scheduler_label
+from app.components.text import plain, plotly_text
 from app.components.units import fmt_count, fmt_seconds
-from app.state import CFG_KEY, config_from_query, config_to_query, preset_matching, read_query_params, write_query_params
+from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
+                       show_link_notices, write_query_params)
 from sim_core import SimConfig, list_presets, load_preset
 from sim_core.metrics import class_metrics
 
@@ -51,7 +53,12 @@ def _side_from_link(prefix: str, params: dict[str, str]) -> tuple[SimConfig | No
     sub = {k.removeprefix(prefix + "_"): v for k, v in params.items() if k.startswith(prefix + "_")}
     if not sub:
         return None, None, None
-    return config_from_query(sub)
+    cfg, preset, warning = config_from_query(sub)
+    unused = ignored_params(sub)
+    if unused:
+        names = ", ".join(repr(f"{prefix}_{k}"[:40]) for k in unused[:8])
+        warning = (warning + " " if warning else "") + f"Ignored link parameter(s) {names}."
+    return cfg, preset, warning
 
 
 def _pick(label: str, key: str, default: str) -> SimConfig:
@@ -88,9 +95,7 @@ def main() -> None:
     params = read_query_params()
     link_a, _, warn_a = _side_from_link("a", params)
     link_b, _, warn_b = _side_from_link("b", params)
-    for w in (warn_a, warn_b):
-        if w:
-            st.warning(w)
+    show_link_notices(page_prefixes=("a_", "b_"), problems=tuple(f"Setup {s}: {w}" for s, w in (("A", warn_a), ("B", warn_b)) if w))
     if link_a is not None and "cmp.loaded" not in st.session_state:
         st.session_state["cmp.link_a"], st.session_state["cmp.link_b"] = link_a, link_b
         st.session_state["cmp.a"] = st.session_state["cmp.b"] = "(from link)"
@@ -116,7 +121,7 @@ def main() -> None:
         out_a, out_b = runner.run(a), runner.run(b)
     for name, out in (("A", out_a), ("B", out_b)):
         if out.error:
-            st.error(f"{name}: {out.error}")
+            st.error(f"{name}: {plain(out.error)}")
     if out_a.error or out_b.error:
         return
     ra, rb = out_a.result, out_b.result
@@ -129,9 +134,9 @@ def main() -> None:
     window = None if whole else timeline.opening_window(ra)
     g1, g2 = st.columns(2)
     with g1:
-        workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), f"A · {side_label(a)}", window=window), key="cmp.gantt_a")
+        workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), f"A · {plotly_text(side_label(a))}", window=window), key="cmp.gantt_a")
     with g2:
-        workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), f"B · {side_label(b)}", window=window), key="cmp.gantt_b")
+        workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), f"B · {plotly_text(side_label(b))}", window=window), key="cmp.gantt_b")
     cols = st.columns(2)
     for i, metric in enumerate(charts.METRICS):
         with cols[i % 2]:
@@ -151,9 +156,10 @@ def _seed_table(a: SimConfig, b: SimConfig) -> None:
     fields = [f for _, f, _ in METRIC_ROWS]
     try:
         with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
-            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir())) for c in (a, b)]
+            budget = runner.server().settings.run  # each seed's run under the server's budget
+            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=budget) for c in (a, b)]
     except PresetError as err:
-        st.error(str(err))
+        st.error(plain(err))
         return
     fmt = lambda lo, hi, kind: f"{fmt_value(lo, kind)} – {fmt_value(hi, kind)}"  # noqa: E731
     st.dataframe([{"metric": label, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], kind),
@@ -165,8 +171,8 @@ def _seed_table(a: SimConfig, b: SimConfig) -> None:
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:
     if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
         cfg = st.session_state[link_key]
-        st.markdown(f"**Setup {label}** (from the link): {cfg.name} · {cfg.scheduler.name} · {cfg.model.name} on "
-                    f"{cfg.hardware.num_gpus}× {cfg.hardware.name}")  # fmt: skip
+        st.markdown(f"**Setup {label}** (from the link): {plain(cfg.name)} · {plain(cfg.scheduler.name)} · "
+                    f"{plain(cfg.model.name)} on {cfg.hardware.num_gpus}× {plain(cfg.hardware.name)}")  # fmt: skip
         if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
             st.session_state.pop(key)
             st.rerun()

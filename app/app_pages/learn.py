@@ -14,8 +14,10 @@ import streamlit as st
 
 from app.components import config_form, runner, workshop
 from app.components.claims import holds, observe
+from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
-from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, write_query_params
+from app.state import (BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices,
+                       write_query_params)
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 
 METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
@@ -141,7 +143,7 @@ def _run_both(lesson: Lesson, box) -> None:
             col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(lesson.expect.metric, value), label,
                        delta_color="off", delta_arrow="off")  # fmt: skip
             if out.error:
-                col.caption(out.error)
+                col.caption(plain(out.error))
 
 
 def _agenda(lessons: tuple[Lesson, ...], pick: str) -> None:
@@ -161,6 +163,9 @@ def main() -> None:
     ids = [lesson.id for lesson in lessons]
     params = read_query_params()
     wanted = params.get("lesson")
+    bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
+        f"The link names an unknown lesson {wanted[:60]!r}; showing the first lesson.",)  # fmt: skip
+    show_link_notices(("lesson", "workshop", "reveal"), problems=bad)
     if wanted in ids and st.session_state.get("learn.linked") != wanted:  # a link (or "Back to the lesson") names one
         st.session_state["learn.pick"] = wanted
         st.session_state["learn.linked"] = wanted

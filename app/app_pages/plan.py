@@ -10,7 +10,8 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.state import CFG_KEY, config_to_query
+from app.components.text import plain
+from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, default_prices, pareto_front, plan
@@ -95,8 +96,10 @@ def _show(result: Plan, elapsed_s: float) -> None:
 
 def main() -> None:
     st.title("Plan a deployment")
+    show_link_notices()
     cfg: SimConfig = st.session_state[CFG_KEY]
-    st.caption(f"Traffic, model and calibration: the current settings ({cfg.workload.name} traffic, {cfg.model.name}); "
+    st.caption(f"Traffic, model and calibration: the current settings ({plain(cfg.workload.name)} traffic, "
+               f"{plain(cfg.model.name)}); "
                "change them in Simulate (workload preset, trace upload or classes).")  # fmt: skip
     c1, c2, c3, c4 = st.columns(4)
     rate = c1.number_input("Target rate (req/s)", 0.1, 100_000.0, float(cfg.workload.arrival.rate_per_s) * 4, key="plan.rate")
@@ -133,7 +136,7 @@ def main() -> None:
                         max_replicas=int(max_replicas), engines=tuple(engines), token_budgets=budgets,
                         max_batches=batches, prices_usd_per_gpu_hour=prices)  # fmt: skip
     except ValueError as err:
-        st.error(str(err))
+        st.error(plain(err))
         return
     n = len(gpus) * len(tps) * len(engines) * len(budgets) * len(batches) * int(max_replicas)
     st.caption(f"{n:,} candidate configurations. Objective: {spec.objective.describe(slo_cfg)}.")
@@ -148,7 +151,7 @@ def main() -> None:
         result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
                       on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"))  # fmt: skip
     except (PresetError, SearchCancelled) as err:
-        st.error(str(err))
+        st.error(plain(err))
         return
     finally:
         backend.close()

@@ -12,9 +12,11 @@ import streamlit as st
 
 from app.components import charts, runner, timeline, workshop
 from app.components.sidebar import draw_sidebar, describe_config
+from app.components.text import plain
 from app.components.units import fmt_seconds
-from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
+from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, config_to_query, show_link_notices, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
+from sim_core.budget import is_budget_stop
 from sim_core.metrics import class_metrics
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -167,16 +169,9 @@ def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window
     return _timeline_fig_cached(canonical_json(res.config), first, rows, window)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _frames_cached(cfg_json: str):
-    return runner.run(SimConfig.model_validate_json(cfg_json)).result.to_frames()
-
-
 def _frames(res: SimResult):
-    """Per-request and per-tick tables, built once per config (shared read-only)."""
-    from app.state import canonical_json
-
-    return _frames_cached(canonical_json(res.config))
+    """Per-request and per-tick tables, built once per config (shared read-only, bounded in bytes)."""
+    return runner.frames(res)
 
 
 def _latency_tab(res: SimResult) -> None:
@@ -277,29 +272,32 @@ def main() -> None:
         st.title("LLM serving scheduler explorer")
     workshop.lesson_banner()
     c1, c2 = st.columns([5, 1], vertical_alignment="center")
-    c1.caption(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured.")
+    c1.caption(plain(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch"):  # reachable on a phone, where tabs overflow
         if len(urlencode(link_params)) <= MAX_LINK_CHARS:
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
-    if st.session_state.get(WARNING_KEY):
-        st.warning(st.session_state[WARNING_KEY], icon=":material/link_off:")
+    show_link_notices(("present", "lesson"))
     if error:
-        st.error(f"**Not a valid setting:** {error} (also shown next to the control in the sidebar). The results "
+        st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip
 
     with st.spinner("Simulating…"):
         outcome = runner.run(cfg)
     if outcome.error:
-        st.error(outcome.error, icon=":material/memory:")
+        st.error(plain(outcome.error), icon=":material/memory:")
         st.markdown("Nothing was simulated. Change the knob named above; your other settings are kept.")
         return
     res = outcome.result
     if res.summary.stopped_reason:
-        st.warning(f"**The run did not finish:** {res.summary.stopped_reason}. The server cannot keep up with this "
-                   "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
-                   "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
+        reason = res.summary.stopped_reason
+        advice = ("This app limits what one run may cost; make the run smaller (fewer requests, shorter outputs, "
+                  "fewer recorded batches) or run it with the command line, which has no such limit."
+                  if is_budget_stop(reason) else
+                  "The server cannot keep up with this load: lower the arrival rate or the number of requests, add "
+                  "GPUs, or raise the limits in *Objectives & run*.")  # fmt: skip
+        st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if presenter:  # one chart fills the screen; the headline would push it down
         focus = st.segmented_control("Focus on", ["Headline", *names[:4]], default="Timeline", key="ui.focus")

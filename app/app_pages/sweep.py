@@ -9,9 +9,13 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.state import CFG_KEY, config_to_query, read_query_params, write_query_params
+from app.components.runner import PageBudget
+from app.components.text import plain, plotly_text
+from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import SimConfig, list_presets
-from sim_core.backend import PointCache, default_cache_dir, get_backend
+from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+from sim_core.config import field_info
+from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, knob_value, point_metric,
                             run_sweep, steady_warmup_s, sweep_values)  # fmt: skip
@@ -31,17 +35,63 @@ def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
     return apply_part(cfg, "engines", engine)
 
 
+def knob_bounds(knob: str) -> tuple[float, float]:
+    """The knob's allowed range, from the config model (one source of truth); open bounds nudged in."""
+    path, _, is_int = SWEEP_KNOBS[knob]
+    lo, hi = 0.0, float("inf")
+    for meta in field_info(tuple(path.split("."))).metadata:
+        if getattr(meta, "ge", None) is not None:
+            lo = float(meta.ge)
+        if getattr(meta, "gt", None) is not None:
+            lo = float(meta.gt) + (1 if is_int else 1e-3)
+        if getattr(meta, "le", None) is not None:
+            hi = float(meta.le)
+        if getattr(meta, "lt", None) is not None:
+            hi = float(meta.lt) - (1 if is_int else 1e-3)
+    return lo, hi
+
+
+def link_range(params: dict[str, str], knob: str, current: float) -> tuple[float, float, int, str | None]:
+    """(start, stop, points, warning) from the link's start/stop/n, or defaults around the current
+    value with a warning naming what was wrong (not a number, out of the knob's range, reversed)."""
+    lo, hi = knob_bounds(knob)
+    is_int = SWEEP_KNOBS[knob][2]
+    start_d = min(max(current / 4 if knob == "rate" else current / 2, lo), hi)
+    stop_d = min(max(current * 2, lo), hi)
+    if is_int:
+        start_d, stop_d = float(int(start_d)), float(int(stop_d))
+    defaults = (start_d, stop_d, 8)
+    if not {"start", "stop", "n"} & set(params):
+        return *defaults, None
+    try:
+        parse = parse_int_text if is_int else parse_float_text
+        start = float(parse(params["start"])) if "start" in params else start_d
+        stop = float(parse(params["stop"])) if "stop" in params else stop_d
+        n = parse_int_text(params["n"]) if "n" in params else 8
+        if not (lo <= start <= hi and lo <= stop <= hi):
+            raise ValueError(f"{knob} must be between {lo:g} and {hi:g}")
+        if not start < stop:
+            raise ValueError("start must be below stop")
+        if not 2 <= n <= MAX_POINTS:
+            raise ValueError(f"n must be 2 to {MAX_POINTS}")
+    except ValueError as err:
+        return *defaults, f"The sweep link's start, stop or n cannot be used ({err}); using defaults."
+    return start, stop, n, None
+
+
 def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total: int, seeds: int = 1,
-         steady: bool = False) -> list[SweepPoint]:
+         steady: bool = False, page: PageBudget | None = None) -> list[SweepPoint]:
     """The sweep on the default backend (a local process pool, or Ray when RAY_ADDRESS is set); finished
-    points come from / go to the bounded on-disk cache, so leaving the page mid-sweep loses nothing."""
+    points come from / go to the bounded on-disk cache, so leaving the page mid-sweep loses nothing.
+    Each run is under the server's budget and the whole page view under its page budget (`page`)."""
 
     def progress(done: int, _: int) -> None:
         bar.progress((offset + done) / total, text=f"{knob}: {offset + done}/{total} runs")
 
     with get_backend() as backend:
         return run_sweep(cfg, knob, values, progress, num_seeds=seeds, backend=backend, cache=PointCache(default_cache_dir()),
-                         steady_length=steady)  # fmt: skip
+                         steady_length=steady, cancelled=page.exhausted if page else None,
+                         budget=page.run_budget if page else None)  # fmt: skip
 
 
 def _steady(field: str) -> str:
@@ -67,11 +117,12 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
     for (name, pts), color in zip(curves.items(), palette):
         ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
         x = [p.value for p in ok]
-        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", name, True),
-                  ("steady.goodput_requests_per_s", 1, 1, 2, "solid", name, False),
-                  ("steady.ttft_p50_s", 1e3, 1, 3, "dot", f"{name} TTFT p50", True),
-                  ("steady.ttft_p99_s", 1e3, 1, 3, "solid", f"{name} TTFT p99", True),
-                  ("steady.tpot_p99_s", 1e3, 1, 3, "dash", f"{name} TPOT p99", True)]  # fmt: skip
+        shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
+        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", shown, True),
+                  ("steady.goodput_requests_per_s", 1, 1, 2, "solid", shown, False),
+                  ("steady.ttft_p50_s", 1e3, 1, 3, "dot", f"{shown} TTFT p50", True),
+                  ("steady.ttft_p99_s", 1e3, 1, 3, "solid", f"{shown} TTFT p99", True),
+                  ("steady.tpot_p99_s", 1e3, 1, 3, "dash", f"{shown} TPOT p99", True)]  # fmt: skip
         for field, scale, row, col, dash, trace_name, legend in series:
             bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
             lo, mid, hi = ([b[i] for b in bands] for i in range(3))
@@ -83,7 +134,7 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
             cap_lo, cap_hi, saturated = capacities[name]
             if cap_lo is not None:
                 span = f"{cap_lo:g}" if cap_lo == cap_hi else f"{cap_lo:g}–{cap_hi:g}"
-                label_cap = f"{name} capacity {'' if saturated else '≥ '}{span}"
+                label_cap = f"{shown} capacity {'' if saturated else '≥ '}{span}"
                 for col in (1, 2, 3):
                     fig.add_vline(x=cap_lo, line=dict(color=color, dash="dash", width=1.5), row=1, col=col)
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, dash="dash"),
@@ -99,20 +150,28 @@ def main() -> None:
     cfg: SimConfig = st.session_state[CFG_KEY]
     params = read_query_params()
     knobs = list(SWEEP_KNOBS)
+    problems = []
     if "sw.knob" not in st.session_state:
-        st.session_state["sw.knob"] = params.get("sweep", "rate") if params.get("sweep") in knobs else "rate"
+        wanted = params.get("sweep")
+        if wanted is not None and wanted not in knobs:
+            problems.append(f"The link names an unknown sweep knob {wanted[:40]!r}; sweeping the arrival rate.")
+        st.session_state["sw.knob"] = wanted if wanted in knobs else "rate"
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     knob = c1.selectbox("Knob", knobs, key="sw.knob", format_func=lambda k: SWEEP_KNOBS[k][1])
+    _, _, is_int = SWEEP_KNOBS[knob]
     current = knob_value(cfg, knob)
-    try:
-        start_default = float(params.get("start", current / 4 if knob == "rate" else current / 2))
-        stop_default = float(params.get("stop", current * 2))
-        n_default = int(params.get("n", 8))
-    except ValueError:
-        st.warning("The sweep link has a non-numeric start, stop or n; using defaults.")
-        start_default, stop_default, n_default = current / 2, current * 2, 8
-    start = c2.number_input("From", value=start_default, min_value=0.0, key=f"sw.start.{knob}")
-    stop = c3.number_input("To", value=stop_default, min_value=0.0, key=f"sw.stop.{knob}")
+    start_default, stop_default, n_default, warning = link_range(params, knob, float(current))
+    if warning and f"sw.start.{knob}" not in st.session_state:
+        problems.append(warning)
+    vs_default = params.get("vs", NO_ENGINE)
+    engines = [NO_ENGINE, *list_presets("engines")]
+    if vs_default not in engines and "sw.vs" not in st.session_state:
+        problems.append(f"The link names an unknown engine {vs_default[:40]!r} to compare; none chosen.")
+    show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
+    lo, hi = knob_bounds(knob)
+    num = int if is_int else float  # integer knobs get integer widgets
+    start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}")
+    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}")
     n = c4.number_input("Points", 2, MAX_POINTS, min(max(n_default, 2), MAX_POINTS), key="sw.n")
     r1, r2 = st.columns([1, 1])
     rule = r1.selectbox("Capacity rule", list(RULES), key="sw.rule",
@@ -127,11 +186,10 @@ def main() -> None:
         help="Each rate runs long enough that a 4× longer run moves the capacity by < 5 % (a warm-up of "
         f"{steady_warmup_s(cfg):,.0f} s for this traffic and these SLOs, then 8× that), instead of the current "
         f"{cfg.workload.num_requests:,} requests.")  # fmt: skip
-    engines = [NO_ENGINE, *list_presets("engines")]
-    vs_default = params.get("vs", NO_ENGINE)
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
-    st.caption(f"Base setup: the current settings ({cfg.scheduler.name}, {cfg.model.name} on {cfg.hardware.name}). "
+    st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
+               f"{plain(cfg.hardware.name)}). "
                f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests ranked 10 %–90 % by "
                "arrival; throughput and goodput over that window's span, not the makespan).")  # fmt: skip
     if stop <= start:
@@ -147,8 +205,16 @@ def main() -> None:
         setups[other.scheduler.name if other.scheduler.name != cfg.scheduler.name else f"{vs}"] = other
     total = len(values) * len(setups) * seeds
     bar = st.progress(0.0, text="Simulating…")
-    curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds, steady)
-              for i, (name, c) in enumerate(setups.items())}  # fmt: skip
+    page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
+    try:
+        curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds, steady, page)
+                  for i, (name, c) in enumerate(setups.items())}  # fmt: skip
+    except SearchCancelled as err:
+        bar.empty()
+        st.warning(f"The sweep stopped ({err}): this page may spend {page.max_wall_s:g} s of server time on new "
+                   "simulations. Finished points are kept: reload the page to continue, or sweep fewer points, "
+                   "seeds or requests.", icon=":material/timer:")  # fmt: skip
+        return
     bar.empty()
     caps = {}
     if knob == "rate":
@@ -162,7 +228,7 @@ def main() -> None:
     if notes:
         name, p = notes[0]
         st.info(f"{len(notes)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
-                f"At {knob} = {p.value:g} ({name}): {p.summary.steady.note}")  # fmt: skip
+                f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}")  # fmt: skip
     st.plotly_chart(sweep_figure(curves, knob, caps), key="sw.fig")
     if caps:
         def says(lo, hi, saturated):
@@ -170,10 +236,10 @@ def main() -> None:
                 return f"below {values[0]:g} req/s (even the lowest rate misses the objectives)"
             span = f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s over {seeds} seeds"
             return span if saturated else f"at least {span} (every point met the objectives: raise 'To')"
-        st.markdown(" · ".join(f"**{k}**: capacity {says(*v)}" for k, v in caps.items()))
+        st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
     errors = [(name, p) for name, pts in curves.items() for p in pts if p.error]
     for name, p in errors[:3]:
-        st.warning(f"{name} at {knob} = {p.value:g}: {p.error}")
+        st.warning(plain(f"{name} at {knob} = {p.value:g}: {p.error}"))
     steady = lambda s, f: getattr(s.steady, f) if s.steady is not None else float("nan")  # noqa: E731
     rows = [{"setup": name, knob: p.value, **({} if p.summary is None else {
         "output tok/s": steady(p.summary, "output_tokens_per_s"), "goodput req/s": steady(p.summary, "goodput_requests_per_s"),

@@ -1,20 +1,31 @@
-"""The one cached entry point from the UI into sim_core.
+"""The one entry point from the UI into sim_core.
 
-Keyed by the canonical config JSON; bounded (entries and age) so 30+ workshop sessions share
-results without unbounded memory. Errors come back as text for the page to show, never raised.
+Every run is under the server's budget (app/server.toml, see app/settings.py) and, by default, in a
+worker process (app/components/worker.py). Results are shared between sessions through one cache
+bounded in bytes, keyed by the canonical config JSON; identical requests that arrive while a run is
+in flight wait for it instead of starting their own. Errors come back as text, never raised.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
 
+import numpy as np
 import streamlit as st
 
+from app.components.worker import WorkerPool
+from app.settings import ServerSettings, load_settings
 from sim_core import MemoryPlanError, PresetError, SimConfig, SimResult, run_simulation
+from sim_core.budget import RunBudget
 
 log = logging.getLogger(__name__)
-CACHE_ENTRIES = 24
+CONFIG_OVERHEAD_BYTES = 64 * 1024  # a result's non-array parts (config, summary, plan), generously
 
 
 @dataclass(frozen=True)
@@ -23,21 +34,181 @@ class Outcome:
     error: str | None  # what went wrong and which knob fixes it
 
 
-@st.cache_resource(max_entries=CACHE_ENTRIES, ttl=3600, show_spinner=False)
-def _run_cached(cfg_json: str) -> Outcome:
-    cfg = SimConfig.model_validate_json(cfg_json)
+def nbytes(obj: object, _depth: int = 0) -> int:
+    """Bytes held by the NumPy arrays of a result (dataclasses, dicts, lists of arrays)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if _depth > 4:
+        return 0
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return sum(nbytes(getattr(obj, f.name), _depth + 1) for f in fields(obj))
+    if isinstance(obj, dict):
+        return sum(nbytes(v, _depth + 1) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(nbytes(v, _depth + 1) for v in obj)
+    return 0
+
+
+def outcome_bytes(out: Outcome) -> int:
+    return CONFIG_OVERHEAD_BYTES + (nbytes(out.result) if out.result is not None else 0)
+
+
+class ResultCache:
+    """Least-recently-used outcomes, at most `max_bytes` in total (a result larger than that is
+    returned but not kept). Thread-safe; one run per key at a time."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._inflight: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self.num_bytes = 0
+
+    def get(self, key: str) -> Outcome | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: str, out: Any, size_bytes: int | None = None) -> None:
+        size = outcome_bytes(out) if size_bytes is None else size_bytes
+        with self._lock:
+            if key in self._items:
+                self.num_bytes -= self._items.pop(key)[1]
+            if size > self.max_bytes:
+                return
+            self._items[key] = (out, size)
+            self.num_bytes += size
+            while self.num_bytes > self.max_bytes:
+                _, (_, old) = self._items.popitem(last=False)
+                self.num_bytes -= old
+
+    def get_or_run(self, key: str, compute: Callable[[], Any], size: Callable[[Any], int] = outcome_bytes) -> Any:
+        while True:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    return hit[0]
+                waiting = self._inflight.get(key)
+                if waiting is None:
+                    self._inflight[key] = threading.Event()
+                    break
+            waiting.wait()  # someone else is running this config; then read their result
+            with self._lock:
+                hit = self._items.get(key)
+            if hit is not None:
+                return hit[0]
+            return compute()  # theirs was too large to keep: run it ourselves
+        try:
+            out = compute()
+            self.put(key, out, size(out))
+            return out
+        finally:
+            with self._lock:
+                self._inflight.pop(key).set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(frozen=True)
+class Server:
+    settings: ServerSettings
+    cache: ResultCache
+    pool: WorkerPool | None
+
+
+@st.cache_resource(show_spinner=False)
+def server() -> Server:
+    """The server-wide settings, cache and worker pool (one per server process)."""
+    s = load_settings()
+    w = s.worker
+    pool = WorkerPool(s.run, w.max_parallel, w.hard_timeout_s, w.address_space_slack_bytes) if w.enabled else None
+    return Server(s, ResultCache(s.cache_max_bytes), pool)
+
+
+def _simulate(srv: Server, cfg_json: str) -> Outcome:
+    budget = srv.settings.run
     try:
-        return Outcome(run_simulation(cfg), None)
+        if srv.pool is None:
+            return Outcome(run_simulation(SimConfig.model_validate_json(cfg_json), budget=budget), None)
+        reply = srv.pool.run(cfg_json)
     except (MemoryPlanError, PresetError) as err:
         return Outcome(None, str(err))
     except Exception as err:  # never a traceback in the browser; the log keeps it for us
         log.exception("simulation failed")
         return Outcome(None, f"The simulation failed unexpectedly ({type(err).__name__}: {err}). "
-                             "Please report the config (download it below).")
+                             "Please report the config (download it below).")  # fmt: skip
+    if reply.kind == "ok":
+        return Outcome(reply.payload, None)
+    if reply.kind == "error":
+        return Outcome(None, reply.payload)
+    if reply.kind == "killed":
+        return Outcome(None, f"Nothing to show: {reply.payload}. This server limits each run to {budget.describe()}; "
+                             "make the run smaller (fewer requests or ticks), or run it with the command line, "
+                             "which has no such limits.")  # fmt: skip
+    log.error("simulation failed in a worker: %s", reply.payload)
+    return Outcome(None, f"The simulation failed unexpectedly ({reply.payload}). Please report the config (download it below).")
 
 
 def run(cfg: SimConfig) -> Outcome:
-    """Results are shared read-only between sessions (cache_resource): callers must not mutate them."""
+    """Results are shared read-only between sessions: callers must not mutate them."""
     from app.state import canonical_json
 
-    return _run_cached(canonical_json(cfg))
+    srv = server()
+    key = canonical_json(cfg)
+    return srv.cache.get_or_run(key, lambda: _simulate(srv, key))
+
+
+def frames(res: SimResult) -> dict:
+    """`res.to_frames()` (per-request and per-tick tables), built once per config and kept in the
+    same byte-bounded cache as the results (shared read-only)."""
+    from app.state import canonical_json
+
+    def size(tables: dict) -> int:
+        return sum(int(df.memory_usage(index=True, deep=False).sum()) for df in tables.values())
+
+    return server().cache.get_or_run("frames:" + canonical_json(res.config), res.to_frames, size)
+
+
+def cached(cfg: SimConfig) -> Outcome | None:
+    """The outcome if it is already computed (costs nothing), else None."""
+    from app.state import canonical_json
+
+    return server().cache.get(canonical_json(cfg))
+
+
+class PageBudget:
+    """Server time one page view may spend on new simulations (Sweep's points, say): cached
+    results are free; a new run starts only while a full per-run budget still fits in the page's,
+    so a page view never spends more than `max_wall_s` (plus result transfer) on simulations."""
+
+    def __init__(self, max_wall_s: float | None = None):
+        self.max_wall_s = server().settings.page_max_wall_s if max_wall_s is None else max_wall_s
+        self.t0_s = time.perf_counter()
+
+    @property
+    def spent_s(self) -> float:
+        return time.perf_counter() - self.t0_s
+
+    @property
+    def run_budget(self) -> RunBudget:
+        """The server's budget for each run (for backends that run points themselves, e.g. Sweep's pool)."""
+        return server().settings.run
+
+    def exhausted(self) -> bool:
+        """Whether a new run could overrun the page's time: it may take the whole per-run budget."""
+        return self.spent_s + self.run_budget.max_wall_s > self.max_wall_s
+
+    def run(self, cfg: SimConfig) -> Outcome:
+        hit = cached(cfg)
+        if hit is not None:
+            return hit
+        if self.exhausted():
+            return Outcome(None, f"not run: this page may spend {self.max_wall_s:g} s of server time on new simulations "
+                                 f"and {self.spent_s:.0f} s are used; fewer points or a smaller workload fit (results "
+                                 "already computed are shown for free)")  # fmt: skip
+        return run(cfg)

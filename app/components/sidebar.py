@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components import config_form as form
+from app.components.text import plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
 from sim_core.presets import describe_preset, read_preset_data
@@ -79,7 +80,7 @@ def _on_trace_upload() -> None:
         _set_config(config_from_dict(data, f"trace {up.name!r}"), None)
         st.session_state["ui.trace_error"] = None
     except ValueError as err:  # PresetError is a ValueError
-        st.session_state["ui.trace_error"] = f"{up.name}: {err}"
+        st.session_state["ui.trace_error"] = str(err)
 
 
 def _clear_trace() -> None:
@@ -135,9 +136,9 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
         st.file_uploader("Config JSON", type=["json"], key="w.upload_config", on_change=_on_config_upload,
                          help=f"A config downloaded from this app or written by `python -m sim_core run --out`. Max {MAX_CONFIG_FILE_BYTES // 2**20} MB.")  # fmt: skip
         if st.session_state.get("ui.upload_error"):
-            st.error(st.session_state["ui.upload_error"])
+            st.error(plain(st.session_state["ui.upload_error"]))
     if st.session_state.get("ui.part_error"):
-        sb.error(st.session_state.pop("ui.part_error"))
+        sb.error(plain(st.session_state.pop("ui.part_error")))
     classes = [c.model_dump() for c in cfg.workload.classes]
     slots: dict = {}
     for section in form.SECTIONS:
@@ -189,7 +190,9 @@ def _classes_editor(cfg: SimConfig) -> list[dict]:
         },
     )  # fmt: skip
     st.caption("Request classes: used by the priority queue order (article §5.2).")
-    return [dict(r) for r in edited]
+    # a row added in the editor turns its number columns into floats; the config wants integer priorities
+    return [{k: int(v) if k == "priority" and isinstance(v, float) and v.is_integer() else v for k, v in dict(r).items()}
+            for r in edited]  # fmt: skip
 
 
 def _trace_controls(cfg: SimConfig) -> None:
@@ -210,4 +213,4 @@ def _trace_controls(cfg: SimConfig) -> None:
                      type=["csv", "jsonl", "json"], key="w.upload_trace", on_change=_on_trace_upload,
                      help=f"Up to 100,000 requests and {MAX_TRACE_CSV_BYTES // 2**20} MB; set the options before uploading.")  # fmt: skip
     if st.session_state.get("ui.trace_error"):
-        st.error(st.session_state["ui.trace_error"])
+        st.error(plain(st.session_state["ui.trace_error"]))

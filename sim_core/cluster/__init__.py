@@ -31,7 +31,7 @@ from sim_core.cluster.result import ClusterResult, InstanceResult, build_result
 from sim_core.config import SimConfig
 
 
-def run_deployment(cfg: SimConfig, check_invariants: bool = False) -> ClusterResult:
+def run_deployment(cfg: SimConfig, check_invariants: bool = False, meter=None) -> ClusterResult:
     """Simulate a deployment (a config without one is a single replica). Same config and seed,
     same result.
 
@@ -39,6 +39,8 @@ def run_deployment(cfg: SimConfig, check_invariants: bool = False) -> ClusterRes
         MemoryPlanError: an instance does not fit in its GPUs (the message names the pool).
     """
     dep = Deployment(cfg, check_invariants)
+    for inst in dep.instances:  # the server's budget (sim_core/budget.py), one clock for every instance
+        inst.engine.meter = meter
     dep.run()
     return build_result(dep)
 

@@ -1,0 +1,97 @@
+"""Simulations in child processes: one heavy run cannot hold the server's interpreter (the GIL) and
+slow every other session's page, and a run that overstays its budget is killed, not waited for.
+
+Each run is a fresh process forked from a forkserver that has already imported sim_core (so a start
+costs tens of milliseconds, not an import), with a hard address-space ceiling (RLIMIT_AS). At most
+`max_parallel` run at once. No Streamlit import here: this module is what the children load.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import resource
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from sim_core.budget import RunBudget
+
+PRELOAD = ["sim_core", "sim_core.engine", "sim_core.cli", "pandas", "app.components.worker"]
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    kind: str  # ok | error (a message for the visitor) | killed (time or memory backstop) | crash
+    payload: Any  # SimResult for ok, else the message
+    peak_rss_bytes: int = 0  # the run process's peak resident memory (0 when it died)
+
+
+def _vm_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _child(cfg_json: str, budget: RunBudget, conn: Any, slack_bytes: int) -> None:
+    """Runs in the child process: validate, simulate under the budget, send one reply, exit."""
+    try:
+        vm = _vm_bytes()
+        if vm:  # hard ceiling: what the process maps now, plus the budget, plus slack for the reply
+            limit = vm + budget.max_bytes + slack_bytes
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        from sim_core import MemoryPlanError, PresetError, SimConfig, run_simulation
+
+        cfg = SimConfig.model_validate_json(cfg_json)
+        try:
+            reply = WorkerReply("ok", run_simulation(cfg, budget=budget))
+        except (MemoryPlanError, PresetError) as err:
+            reply = WorkerReply("error", str(err))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        conn.send(WorkerReply(reply.kind, reply.payload, peak))
+    except MemoryError:
+        conn.send(WorkerReply("killed", f"the run needed more than the server's memory budget ({budget.max_bytes >> 20:,} MiB)"))
+    except BaseException as err:  # reported to the page; the server's log keeps the type
+        conn.send(WorkerReply("crash", f"{type(err).__name__}: {err}"))
+    finally:
+        conn.close()
+
+
+class WorkerPool:
+    """Runs `run(cfg_json)` in a child process each; thread-safe; at most `max_parallel` at once."""
+
+    def __init__(self, budget: RunBudget, max_parallel: int, hard_timeout_s: float, slack_bytes: int):
+        self.budget = budget
+        self.hard_timeout_s = hard_timeout_s
+        self.slack_bytes = slack_bytes
+        self._slots = threading.BoundedSemaphore(max_parallel)
+        self._ctx = multiprocessing.get_context("forkserver")
+        # Children re-run the server's main module unless it is already loaded in the forkserver:
+        # `streamlit run` (a console script) imports streamlit.web.cli; `python -m x` mains are skipped.
+        extra = ["streamlit.web.cli"] if "streamlit" in sys.modules else []
+        self._ctx.set_forkserver_preload(PRELOAD + extra)
+
+    def run(self, cfg_json: str) -> WorkerReply:
+        with self._slots:
+            recv, send = self._ctx.Pipe(duplex=False)
+            proc = self._ctx.Process(target=_child, args=(cfg_json, self.budget, send, self.slack_bytes), daemon=True)
+            proc.start()
+            send.close()  # the child holds the only writer: EOF when it dies
+            try:
+                if not recv.poll(self.hard_timeout_s):
+                    proc.kill()
+                    return WorkerReply("killed", f"the run was still busy after {self.hard_timeout_s:g} s and was stopped")
+                try:
+                    return recv.recv()
+                except (EOFError, OSError):
+                    proc.join(5)
+                    return WorkerReply("killed", f"the run process ended without a result (exit code {proc.exitcode}); "
+                                                 "most likely it ran out of its memory budget")  # fmt: skip
+            finally:
+                recv.close()
+                proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(1)

@@ -1,0 +1,123 @@
+"""A ceiling on what one run may cost, set by whoever hosts the simulator (never by the config).
+
+`limits.*` in a config belong to the config's author (and travel in links); a `RunBudget` belongs to
+the server: the Streamlit app reads it from its own settings file and passes it to
+`run_simulation(cfg, budget=...)`. The CLI and the Python API run without one unless asked.
+
+A run over budget stops like a run over `limits.max_ticks`: with the partial results so far and a
+`stopped_reason` that names the budget. Checking is cheap: the tick count every loop iteration,
+wall time and memory every `check_every_ticks` ticks.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim_core.engine import Engine
+
+MIB = 1 << 20
+# The tick loop stops early enough to leave time for assembling the result: 10 % of the budget plus
+# ~2 us per recorded tick (0.6-1.9 us/tick measured on a 400k-tick run, /tmp/i10asm.py in the report).
+LOOP_SHARE = 0.9
+ASSEMBLY_S_PER_TICK = 2e-6
+CHECK_EVERY_CALLS = 32
+CHECK_INTERVAL_S = 0.05  # aim for a check every 50 ms of work
+FIRST_CHUNK_TICKS = 16  # before the tick rate is known  # loop iterations between checks too (a slow general tick can take ms)
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    max_wall_s: float = 5.0  # wall-clock time of the tick loop, s
+    max_ticks: int = 1_000_000  # timeline rows
+    max_recorded_rows: int = 2_000_000  # timeline rows + step-through (batch) rows
+    max_bytes: int = 512 * MIB  # growth of the process's resident memory during the run, bytes
+    check_every_ticks: int = 4096  # most ticks between wall-time / memory checks (fewer when ticks are slow)
+
+    def __post_init__(self) -> None:
+        for name in ("max_wall_s", "max_ticks", "max_recorded_rows", "max_bytes", "check_every_ticks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or value != value:
+                raise ValueError(f"RunBudget.{name} must be a positive number, got {value!r}")
+
+    def describe(self) -> str:
+        return (f"{self.max_wall_s:g} s of server time, {self.max_ticks:,} ticks, {self.max_recorded_rows:,} "
+                f"recorded rows and {self.max_bytes / MIB:,.0f} MiB of memory per run")  # fmt: skip
+
+
+def resident_bytes() -> int:
+    """Resident memory of this process now (Linux /proc; elsewhere the peak, which only overstates)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+BUDGET_MARK = "the server's budget"  # in every stopped_reason a budget writes
+
+
+def is_budget_stop(stopped_reason: str | None) -> bool:
+    """Whether a run was stopped by a server's budget (not by the config's own limits)."""
+    return bool(stopped_reason) and BUDGET_MARK in stopped_reason
+
+
+class BudgetMeter:
+    """Measures one run against a budget; the engine asks `over(engine)` between ticks.
+
+    Checks come every ~CHECK_INTERVAL_S of work: the number of ticks between two checks adapts to
+    the measured tick rate (a tick costs 5 us on the fast path and milliseconds with a huge queue),
+    capped at the budget's `check_every_ticks`.
+    """
+
+    def __init__(self, budget: RunBudget):
+        self.budget = budget
+        self.t0_s = time.perf_counter()
+        self.rss0_bytes = resident_bytes()
+        self.chunk_ticks = FIRST_CHUNK_TICKS
+        self.next_check_tick = FIRST_CHUNK_TICKS
+        self._last = (self.t0_s, 0)
+        self.peak_bytes = 0
+        self.wall_s = 0.0
+        self.num_calls = 0
+
+    def ticks_until_check(self, num_ticks: int) -> int:
+        """How many ticks a batched advance (the fast path) may run before the next check (>= 1)."""
+        return max(min(self.next_check_tick, self.budget.max_ticks) - num_ticks, 1)
+
+    def _adapt(self, now_s: float, ticks: int) -> None:
+        last_s, last_ticks = self._last
+        if now_s > last_s and ticks > last_ticks:
+            rate = (ticks - last_ticks) / (now_s - last_s)
+            self.chunk_ticks = int(min(max(rate * CHECK_INTERVAL_S, 1), self.budget.check_every_ticks))
+        self._last = (now_s, ticks)
+        self.next_check_tick = ticks + self.chunk_ticks
+
+    def over(self, engine: Engine) -> str | None:
+        """The reason to stop now, or None. O(1) except at a check."""
+        b, rec = self.budget, engine.rec
+        ticks = rec.num_ticks
+        if ticks >= b.max_ticks:
+            return f"stopped after {ticks:,} ticks, the server's budget of {b.max_ticks:,} ticks per run"
+        self.num_calls += 1
+        if ticks < self.next_check_tick and self.num_calls % CHECK_EVERY_CALLS:
+            return None
+        now_s = time.perf_counter()
+        self._adapt(now_s, ticks)
+        rows = ticks + rec.num_batch_rows
+        if rows > b.max_recorded_rows:
+            return (f"stopped after {ticks:,} ticks: {rows:,} recorded rows, over the server's budget of "
+                    f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
+        self.wall_s = now_s - self.t0_s
+        if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
+            return (f"stopped after {self.wall_s:.1f} s of server time, the server's budget per run is {b.max_wall_s:g} s "
+                    f"({ticks:,} ticks simulated)")  # fmt: skip
+        self.peak_bytes = max(self.peak_bytes, resident_bytes() - self.rss0_bytes)
+        if self.peak_bytes > b.max_bytes:
+            return (f"stopped after {ticks:,} ticks: the run holds {self.peak_bytes / MIB:,.0f} MiB, over the server's "
+                    f"budget of {b.max_bytes / MIB:,.0f} MiB per run")  # fmt: skip
+        return None

@@ -1,0 +1,114 @@
+"""Reading untrusted input: JSON text, numbers written as text, and files named on a command line.
+
+Every function here either returns a value or raises `InputError` (a ValueError) with a message fit
+for a visitor; none can recurse without bound, read without bound or block on a pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+# A SimConfig is 4 levels deep (config > workload > arrival > field; traces are lists at level 3);
+# anything much deeper is not a config, and Python's JSON parser would hit the recursion limit.
+MAX_JSON_DEPTH = 32
+
+# ASCII digits only: Python's int() and float() also accept "1_000" and Arabic-Indic "١٢٣".
+_INT_TEXT = re.compile(r"[+-]?[0-9]+\Z")
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+class InputError(ValueError):
+    """Input that is not what it claims to be; the message says what and where."""
+
+
+class NestingError(InputError):
+    """JSON nested deeper than MAX_JSON_DEPTH (parsed or not: the parser's own recursion is caught)."""
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of parsed JSON: containers inside containers (a scalar is 0, `[]` is 1)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        deepest = max(deepest, depth)
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def loads_bounded(text: str | bytes, source: str = "config") -> Any:
+    """`json.loads` that reports bad or deeply nested JSON as an InputError naming `source`."""
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8-sig")  # Excel and Notepad write a byte-order mark
+        except UnicodeDecodeError as err:
+            raise InputError(f"Invalid {source}: not UTF-8 text (byte {err.start})") from None
+    try:
+        data = json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as err:
+        raise InputError(f"Invalid {source}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    except RecursionError:
+        data = None
+        depth = MAX_JSON_DEPTH + 1
+    else:
+        depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise NestingError(f"Invalid {source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; a config is at most a few levels")
+    return data
+
+
+def parse_int_text(text: str) -> int:
+    """An integer written in ASCII digits with an optional sign; ValueError otherwise."""
+    text = text.strip()
+    if not _INT_TEXT.match(text):
+        raise ValueError(f"{text!r} is not a whole number")
+    return int(text)
+
+
+def parse_float_text(text: str) -> float:
+    """A finite decimal number in ASCII (e.g. 1.5, -2e3); ValueError for nan, inf, 1_0 and others."""
+    text = text.strip()
+    if not _FLOAT_TEXT.match(text):
+        raise ValueError(f"{text!r} is not a number")
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text!r} is too large")
+    return value
+
+
+def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config file") -> bytes:
+    """Read a regular file of at most `limit_bytes`. Devices (/dev/zero), FIFOs and directories are
+    refused before they are opened, so nothing reads forever or blocks waiting for a writer."""
+    name = str(path)
+    try:
+        info = os.stat(name)
+    except OSError as err:
+        raise InputError(f"cannot read {what} {name!r}: {err.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"cannot read {what} {name!r}: it is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"cannot read {what} {name!r}: not a regular file (a device, pipe or socket)")
+    if info.st_size > limit_bytes:
+        raise InputError(f"{what} {name!r} is {info.st_size:,} bytes; the limit is {limit_bytes:,}")
+    try:
+        with open(name, "rb") as fh:
+            data = fh.read(limit_bytes + 1)  # bounded even if the file grows meanwhile
+    except OSError as err:
+        raise InputError(f"cannot read {what} {name!r}: {err.strerror}") from None
+    if len(data) > limit_bytes:
+        raise InputError(f"{what} {name!r} is over {limit_bytes:,} bytes, the limit")
+    return data
+
+
+def printable(text: str) -> str:
+    """`text` with anything a terminal cannot encode escaped (lone surrogates from argv, say)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

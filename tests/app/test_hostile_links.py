@@ -1,0 +1,148 @@
+"""Tampered links and uploads through the entry points a visitor uses: link parsing, every page in
+AppTest, the two uploaders. Each must end in a page (possibly with a warning), never an exception,
+and all visitor text must be shown as text (no link, image or HTML rendered from it).
+`SIM_PROPERTY_CASES=N` for many more cases (a twentieth of N for the page runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from streamlit.testing.v1 import AppTest
+
+from app.components.text import plain
+from app.state import config_from_query
+from sim_core import SimConfig
+from tests.strategies import MARKDOWN_BAITS, cases, encode_json, link_params, nested_text
+
+APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
+PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py",
+         "app_pages/plan.py"]
+MD = MarkdownIt("gfm-like", {"linkify": True})
+MD.linkify.set({"fuzzy_link": False})  # GFM links only www., http(s):// and e-mail, not bare "hardware.name"
+NESTED_CFG = encode_json(nested_text(2000))
+
+
+def rendered_markup(at: AppTest) -> list[str]:
+    """HTML of every Markdown-rendering element (markdown, caption, alerts) as a GFM renderer makes it."""
+    elements = [*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success,
+                *at.sidebar.markdown, *at.sidebar.caption, *at.sidebar.error, *at.sidebar.warning]  # fmt: skip
+    return [MD.render(e.value) for e in elements]
+
+
+def assert_no_markup_from_visitors(at: AppTest) -> None:
+    for html in rendered_markup(at):
+        assert "<a " not in html and "<img" not in html and "<h1" not in html, html
+
+
+@cases(300)
+@given(link_params())
+@example({"cfg": "eNqLjh4Fo2AUDHcQOwpGwSgY9gAAbqbO3w"})
+@example({"preset": "chat-h100-llama8b", "hardware.name": '"x\\ud800y"'})
+@example({"preset": "[Session expired - log in here](https://example.invalid/login)"})
+@example({"cfg": NESTED_CFG})
+def test_any_link_gives_a_config_and_at_most_a_warning(params):
+    cfg, preset, warning = config_from_query(params)
+    assert isinstance(cfg, SimConfig)
+    cfg.model_dump_json().encode("utf-8")  # every accepted config can be written to a link or file
+    if warning:
+        for html in [MD.render(plain(warning))]:
+            assert "<a " not in html and "<img" not in html
+
+
+@cases(200)
+@given(st.text(max_size=80) | MARKDOWN_BAITS)
+def test_plain_text_renders_as_itself(text):
+    html = MD.render(plain(text))
+    for tag in ("<a ", "<img", "<h", "<em", "<strong", "<code", "<pre", "<ul", "<ol", "<blockquote", "<table", "<hr", "<s>"):
+        assert tag not in html, (text, html)
+
+
+def open_page(page: str, params: dict[str, str]) -> AppTest:
+    """Open `page` the way a link to it does."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    if page != PAGES[0]:
+        at.switch_page(page)
+        for k, v in params.items():
+            at.query_params[k] = v
+        at.run()
+    return at
+
+
+@pytest.mark.parametrize("page", PAGES)
+@cases(2, expensive=True)
+@given(params=link_params())
+def test_every_page_survives_tampered_links(page, params):
+    at = open_page(page, params)
+    assert not at.exception, [e.value for e in at.exception]
+    assert_no_markup_from_visitors(at)
+
+
+ISSUE_LINKS = [  # the links of issue 10, page by page
+    ("app_pages/simulate.py", {"cfg": "eNqLjh4Fo2AUDHcQOwpGwSgY9gAAbqbO3w"}, "nested"),
+    ("app_pages/about.py", {"cfg": "eNqLjh4Fo2AUDHcQOwpGwSgY9gAAbqbO3w"}, "nested"),
+    ("app_pages/sweep.py", {"cfg": "eNqLjh4Fo2AUDHcQOwpGwSgY9gAAbqbO3w"}, "nested"),
+    ("app_pages/compare.py", {"a_cfg": NESTED_CFG, "b_preset": "engine-orca"}, "nested"),
+    ("app_pages/simulate.py", {"preset": "chat-h100-llama8b", "hardware.name": '"x\\ud800y"'}, "surrogate"),
+    ("app_pages/sweep.py", {"sweep": "rate", "start": "inf"}, "using defaults"),
+    ("app_pages/sweep.py", {"sweep": "rate", "start": "-5"}, "using defaults"),
+    ("app_pages/sweep.py", {"sweep": "chunk", "n": "abc"}, "using defaults"),
+    ("app_pages/sweep.py", {"sweep": "max_num_seqs", "start": "nan"}, "using defaults"),
+    ("app_pages/sweep.py", {"sweep": "num_gpus", "stop": "1e300"}, "using defaults"),
+    ("app_pages/sweep.py", {"cfg": "!!!"}, "default scenario"),
+    ("app_pages/about.py", {"preset": "/etc/passwd"}, "unknown preset"),
+    ("app_pages/learn.py", {"lesson": "nope"}, "unknown lesson"),
+    ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
+    ("app_pages/plan.py", {"preset": "/etc/passwd"}, "unknown preset"),
+    ("app_pages/simulate.py", {"preset": "[Session expired - log in here](https://example.invalid/login)"}, "unknown preset"),
+]
+
+
+@pytest.mark.parametrize("page,params,says", ISSUE_LINKS)
+def test_each_page_says_what_it_ignored(page, params, says):
+    at = open_page(page, params)
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert says in warnings.replace("\\", ""), warnings
+    assert_no_markup_from_visitors(at)
+
+
+def test_a_markdown_scheduler_name_is_shown_as_text():
+    at = open_page(PAGES[0], {"preset": "chat-h100-llama8b", "scheduler.name": "![](https://example.invalid/p.png)"})
+    assert not at.exception
+    assert any("p.png" in c.value for c in at.caption)
+    assert_no_markup_from_visitors(at)
+
+
+def _uploader(at: AppTest, key: str):
+    return next(u for u in at.file_uploader if u.key == key)
+
+
+UPLOADS = st.one_of(
+    st.binary(max_size=300),
+    st.just(nested_text(5000).encode()),
+    st.just(b'{"hardware": {"memory_gb": true}}'),
+    st.just('{"hardware": {"name": "[x](https://example.invalid)"}, "scheduler": {"max_num_seqs": "12"}}'.encode()),
+    st.just(b"\xef\xbb\xbfarrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,1_000,5\n"),
+    st.just(b"arrival_s,prompt_tokens,output_tokens\n0,10,5\n"),
+)  # fmt: skip
+
+
+@cases(3, expensive=True)
+@given(raw=UPLOADS, which=st.sampled_from(["w.upload_config", "w.upload_trace"]))
+def test_uploads_of_any_content_give_a_config_or_a_message(raw, which):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["ui.section.Workload"] = True  # sidebar sections are lazy: the trace upload lives in Workload
+    at.run()
+    ext = ".json" if which == "w.upload_config" else ".csv"  # the browser enforces the extension too
+    _uploader(at, which).set_value((f"[a](https://example.invalid){ext}", raw, "text/plain"))
+    at.run()
+    assert not at.exception
+    assert_no_markup_from_visitors(at)

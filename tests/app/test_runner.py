@@ -1,0 +1,154 @@
+"""The app's runner: results cache bounded in bytes, one run per config in flight, a page budget,
+worker processes with a hard timeout and a memory ceiling, settings from app/server.toml."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from app.components.runner import Outcome, ResultCache, outcome_bytes
+from app.components.worker import WorkerPool
+from app.settings import load_settings
+from app.state import canonical_json
+from sim_core import run_simulation
+from sim_core.budget import RunBudget
+from tests.conftest import make_config
+
+
+def _outcome(num_bytes: int) -> Outcome:
+    """An outcome whose result holds `num_bytes` of arrays (a stand-in with the same shape of data)."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Fake:
+        data: np.ndarray
+
+    return Outcome(Fake(np.zeros(num_bytes, dtype=np.uint8)), None)  # type: ignore[arg-type]
+
+
+def test_cache_is_bounded_in_bytes_and_drops_least_recently_used():
+    one = outcome_bytes(_outcome(1000))
+    cache = ResultCache(max_bytes=3 * one)
+    for key in "abc":
+        cache.put(key, _outcome(1000))
+    assert cache.get("a") is not None  # a is now the most recent
+    cache.put("d", _outcome(1000))
+    assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 3
+    assert cache.num_bytes <= cache.max_bytes
+    cache.put("huge", _outcome(10 * one))  # larger than the whole cache: returned to the caller, not kept
+    assert cache.get("huge") is None and cache.num_bytes <= cache.max_bytes
+
+
+def test_identical_requests_in_flight_run_once():
+    cache = ResultCache(max_bytes=1 << 30)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.3)
+        return Outcome(None, "done")
+
+    threads = [threading.Thread(target=cache.get_or_run, args=("k", compute)) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+
+
+def test_result_bytes_count_the_arrays():
+    res = run_simulation(make_config(workload__num_requests=30))
+    size = outcome_bytes(Outcome(res, None))
+    assert res.requests.arrival_s.nbytes + res.timeline.t_start_s.nbytes < size < 50 * 2**20
+
+
+def test_the_shipped_settings_load_with_workshop_defaults():
+    s = load_settings()
+    assert s.run.max_wall_s == 5.0 and s.run.max_bytes == 512 * 2**20
+    assert s.worker.enabled and s.worker.hard_timeout_s > s.run.max_wall_s
+    assert s.cache_max_bytes >= s.run.max_bytes
+
+
+def test_settings_reject_unknown_keys(tmp_path):
+    bad = tmp_path / "s.toml"
+    bad.write_text("[run]\nmax_wall = 3\n")
+    with pytest.raises(ValueError, match="unknown keys max_wall"):
+        load_settings(bad)
+
+
+HEAVY = make_config(workload__num_requests=200_000, workload__arrival__process="offline")
+
+
+def test_worker_returns_results_and_messages():
+    pool = WorkerPool(RunBudget(), max_parallel=1, hard_timeout_s=60, slack_bytes=1 << 30)
+    ok = pool.run(canonical_json(make_config(workload__num_requests=20)))
+    assert ok.kind == "ok" and ok.payload.summary.num_finished == 20
+    oom = pool.run(canonical_json(make_config("chat-l4-llama8b", scheduler__max_num_batched_tokens=65536)))
+    assert oom.kind == "error" and "max_num_batched_tokens" in oom.payload
+
+
+def test_worker_kills_a_run_past_the_hard_timeout():
+    pool = WorkerPool(RunBudget(max_wall_s=60), max_parallel=1, hard_timeout_s=1.0, slack_bytes=1 << 30)
+    t0 = time.perf_counter()
+    reply = pool.run(canonical_json(HEAVY))
+    assert reply.kind == "killed" and "still busy" in reply.payload
+    assert time.perf_counter() - t0 < 10
+
+
+def test_worker_memory_is_capped():
+    pool = WorkerPool(RunBudget(max_wall_s=60, max_bytes=32 << 20), max_parallel=1, hard_timeout_s=60, slack_bytes=0)
+    reply = pool.run(canonical_json(HEAVY))
+    # the budget stops the run gracefully, or the address-space ceiling stops the process
+    assert (reply.kind == "ok" and "MiB" in reply.payload.summary.stopped_reason) or reply.kind == "killed"
+
+
+def test_a_page_budget_refuses_new_runs_once_spent_but_serves_cached_ones():
+    from app.components import runner
+
+    cached_cfg = make_config(workload__num_requests=12, seed=101)
+    assert runner.run(cached_cfg).result is not None
+    budget = runner.PageBudget(max_wall_s=0.0)
+    time.sleep(0.01)
+    assert budget.run(cached_cfg).result is not None  # cached: free
+    refused = budget.run(make_config(workload__num_requests=12, seed=102))
+    assert refused.result is None and "may spend 0 s of server time" in refused.error
+
+
+def test_tables_are_built_once_and_counted_in_the_cache():
+    from app.components import runner
+
+    res = runner.run(make_config(workload__num_requests=15, seed=103)).result
+    before = runner.server().cache.num_bytes
+    first = runner.frames(res)
+    assert runner.frames(res) is first
+    assert runner.server().cache.num_bytes > before
+
+
+@pytest.fixture
+def tiny_budget(tmp_path, monkeypatch):
+    """The app with a server budget of 50 ticks per run (and no workers: in-process is enough here)."""
+    from app.components import runner
+
+    settings = tmp_path / "server.toml"
+    settings.write_text("[run]\nmax_ticks = 50\n[worker]\nenabled = false\n")
+    monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
+    runner.server.clear()
+    yield
+    runner.server.clear()
+
+
+def test_a_link_cannot_raise_the_budget_and_the_page_says_so(tiny_budget):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.query_params["preset"] = "chat-h100-llama8b"
+    at.query_params["limits.max_ticks"] = "50000000"  # the config's own limit: the server's still applies
+    at.run()
+    assert not at.exception
+    text = " ".join(w.value for w in at.warning)
+    assert "budget of 50 ticks" in text and "limits what one run may cost" in text

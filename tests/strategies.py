@@ -1,0 +1,218 @@
+"""Hypothesis strategies for the hostile-input and valid-config property suites.
+
+Case counts: each property has a small CI default; `SIM_PROPERTY_CASES=N` raises cheap properties
+to N cases and expensive ones (a whole page run per case) to N // 20.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import zlib
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from sim_core import list_presets, load_preset
+
+CASES_ENV = "SIM_PROPERTY_CASES"
+
+
+def cases(ci_default: int, expensive: bool = False) -> settings:
+    """Hypothesis settings: `ci_default` examples, or the switch's number (a twentieth for expensive)."""
+    wanted = os.environ.get(CASES_ENV)
+    n = ci_default if not wanted else max(ci_default, int(wanted) // (20 if expensive else 1))
+    return settings(max_examples=n, deadline=None, derandomize=not wanted, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])  # fmt: skip
+
+
+# ---------------------------------------------------------------- hostile values
+SURROGATES = st.sampled_from(["x\ud800y", "\udfff", "a\udc80"])
+MARKDOWN_BAITS = st.sampled_from([
+    "[Session expired - log in here](https://example.invalid/login)", "![](https://example.invalid/p.png)",
+    "<https://example.invalid>", "www.example.invalid", "# big", ":red[alarm] :material/warning:", "$x^2$",
+    "**bold** _it_ `code`", "<img src=x onerror=alert(1)>", "| a | b |\n|---|---|", "> quote\n- item\n1. one",
+])  # fmt: skip
+NUMBER_TEXT = st.sampled_from(["12", "١٢٣", "1_000", "0x10", "1e3", " 7 ", "", "-0", "+5", "٣.٥", "1,5"])
+BAD_NUMBERS = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -5, -1e-9, 0, 2**70, -(2**70)])
+
+
+def nested_text(depth: int) -> str:
+    """JSON text nested `depth` levels (built as text: json.dumps itself would recurse too deep)."""
+    opens = "".join('{"a":' if i % 2 == 0 else "[" for i in range(depth))
+    return opens + "1" + "".join("}" if i % 2 == 0 else "]" for i in reversed(range(depth)))
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for i in range(depth):
+        value = [value] if i % 2 else {"a": value}
+    return value
+
+
+HOSTILE_VALUES = st.one_of(
+    st.booleans(), st.none(), BAD_NUMBERS, NUMBER_TEXT, SURROGATES, MARKDOWN_BAITS, st.text(max_size=30),
+    st.integers(min_value=-(10**30), max_value=10**30), st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    st.integers(min_value=33, max_value=3000).map(nested),
+)  # fmt: skip
+
+
+def leaf_paths(data: Any, prefix: tuple = ()) -> list[tuple]:
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in leaf_paths(v, prefix + (k,))] or [prefix]
+    return [prefix]
+
+
+def set_path(data: dict, path: tuple, value: Any) -> None:
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+
+
+@st.composite
+def malformed_config_dicts(draw) -> tuple[dict, tuple, Any]:
+    """A preset's JSON with one hostile change: (data, path changed, new value)."""
+    data = load_preset(draw(st.sampled_from(list_presets()))).model_dump(mode="json")
+    data["workload"].pop("trace", None)
+    kind = draw(st.sampled_from(["leaf", "leaf", "leaf", "unknown_key", "section", "drop"]))
+    paths = [p for p in leaf_paths(data) if p]
+    path = draw(st.sampled_from(paths))
+    if kind == "leaf":
+        value = draw(HOSTILE_VALUES)
+        set_path(data, path, value)
+        return data, path, value
+    if kind == "unknown_key":
+        key = draw(st.one_of(st.text(min_size=1, max_size=20), MARKDOWN_BAITS, SURROGATES))
+        set_path(data, path[:-1] + (key,), 1) if len(path) > 1 else data.__setitem__(key, 1)
+        return data, path[:-1] + (key,), 1
+    if kind == "section":
+        section = draw(st.sampled_from(["hardware", "model", "workload", "scheduler", "kv_cache", "limits", "calibration"]))
+        value = draw(st.one_of(HOSTILE_VALUES, st.sampled_from(list_presets("hardware") + list_presets("engines"))))
+        data[section] = value
+        return data, (section,), value
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node.pop(path[-1])
+    return data, path, None
+
+
+def to_json(obj: Any) -> str:
+    try:
+        return json.dumps(obj)
+    except RecursionError:  # a deeply nested value from `nested`
+        return nested_text(3000)
+
+
+def encode_json(obj: Any) -> str:
+    """What a tampered `?cfg=` carries: urlsafe base64 of zlib of JSON (surrogates escaped)."""
+    text = obj if isinstance(obj, str) else to_json(obj)
+    return base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8", "surrogatepass"), 9)).decode().rstrip("=")
+
+
+CONFIG_KEYS = ["hardware.name", "hardware.memory_gb", "hardware.num_gpus", "workload.num_requests", "workload.num_samples",
+               "scheduler.name", "scheduler.max_num_seqs", "workload.arrival.rate_per_s", "limits.max_ticks",
+               "limits.num_recorded_batches", "model.num_layers", "kv_cache.block_size", "seed", "scheduler.nope",
+               "hardware", "nope.deeper", "workload.arrival"]  # fmt: skip
+PAGE_KEYS = ["sweep", "start", "stop", "n", "vs", "lesson", "a_preset", "b_preset", "a_cfg", "b_cfg", "a_seed", "foo"]
+
+
+def _param_text(value: Any) -> str:
+    return value if isinstance(value, str) else to_json(value)
+
+
+@st.composite
+def link_params(draw) -> dict[str, str]:
+    """A tampered query string: a preset or cfg, config overrides and page parameters, all hostile."""
+    params: dict[str, str] = {}
+    base = draw(st.sampled_from(["preset", "cfg", "none"]))
+    if base == "preset":
+        params["preset"] = draw(st.one_of(st.sampled_from(list_presets()), MARKDOWN_BAITS, st.text(max_size=20),
+                                          st.sampled_from(["/etc/passwd", "../presets/scenarios/x"])))  # fmt: skip
+    elif base == "cfg":
+        data, _, _ = draw(malformed_config_dicts())
+        params["cfg"] = draw(st.one_of(
+            st.just(encode_json(data)), st.just(encode_json(nested_text(draw(st.integers(40, 5000))))),
+            st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC-_=!", max_size=60),
+        ))  # fmt: skip
+    for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS), max_size=4, unique=True)):
+        value = draw(st.one_of(HOSTILE_VALUES, st.sampled_from(["rate", "chunk", "num_gpus", "max_num_seqs", "vllm-v1",
+                                                                  "chat-h100-llama8b", "inf", "-5", "abc", "nan", "1e300"])))  # fmt: skip
+        text = _param_text(value)
+        if key == "a_cfg" or key == "b_cfg":
+            text = encode_json(nested_text(draw(st.integers(40, 3000)))) if draw(st.booleans()) else text
+        params[key] = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:2000]  # as a browser sends it
+    return params
+
+
+@st.composite
+def valid_configs(draw) -> dict:
+    """A config dict across every knob's range, sized to run in well under a second."""
+    data = load_preset(draw(st.sampled_from(list_presets()))).model_dump(mode="json")
+    data["model"] = load_preset("chat-h100-llama8b").model_dump(mode="json")["model"] | _model(draw(st.sampled_from(list_presets("models"))))
+    data["seed"] = draw(st.integers(0, 2**32 - 1))
+    hw = data["hardware"]
+    hw.update(num_gpus=draw(st.sampled_from([1, 2, 4, 8])), memory_gib=draw(st.floats(16, 320)),
+              peak_tflops=draw(st.floats(50, 5000)), hbm_bandwidth_gb_per_s=draw(st.floats(300, 10000)),
+              interconnect_gb_per_s=draw(st.floats(10, 2000)), pcie_gb_per_s=draw(st.floats(4, 256)))  # fmt: skip
+    data["model"]["weight_dtype"] = draw(st.sampled_from(["fp16", "bf16", "fp8", "int8", "int4"]))
+    wl = data["workload"]
+    wl["trace"] = None
+    wl["num_requests"] = draw(st.integers(1, 40))
+    wl["num_samples"] = draw(st.integers(1, 4))
+    wl["arrival"] = dict(process=draw(st.sampled_from(["poisson", "gamma", "constant", "offline", "closed_loop"])),
+                         rate_per_s=draw(st.floats(0.1, 1000)), burstiness_cv=draw(st.floats(0.1, 10)),
+                         num_clients=draw(st.integers(1, 64)), think_time_s=draw(st.floats(0, 5)))  # fmt: skip
+    for key, hi in (("prompt_tokens", 4096), ("output_tokens", 256)):
+        lo_v = draw(st.integers(1, hi))
+        hi_v = draw(st.integers(lo_v, hi))
+        wl[key] = dict(dist=draw(st.sampled_from(["fixed", "uniform", "lognormal"])), min=lo_v, max=hi_v,
+                       mean=draw(st.integers(lo_v, hi_v)), sigma=draw(st.floats(0, 4)))  # fmt: skip
+    num_classes = draw(st.integers(1, 3))
+    weights = draw(st.lists(st.integers(1, 9), min_size=num_classes, max_size=num_classes))
+    shares = [w / sum(weights) for w in weights]
+    shares[-1] = 1.0 - sum(shares[:-1])
+    wl["classes"] = [dict(name=f"c{i}", share=s, priority=draw(st.integers(0, 9))) for i, s in enumerate(shares) if s > 0]
+    data["model"]["max_model_len"] = 8192
+    kv = data["kv_cache"]
+    kv.update(layout=draw(st.sampled_from(["paged", "contiguous"])), block_size=draw(st.sampled_from([1, 8, 16, 32, 256])),
+              gpu_memory_utilization=draw(st.floats(0.5, 0.98)), kv_dtype=draw(st.sampled_from(["fp16", "bf16", "fp8", "int4"])),
+              kv_compression=draw(st.floats(0.05, 1)), swap_space_gb=draw(st.floats(0, 64)), watermark=draw(st.floats(0, 0.5)))  # fmt: skip
+    sc = data["scheduler"]
+    seqs = draw(st.integers(1, 512))
+    sc.update(batching=draw(st.sampled_from(["continuous", "static", "exclusive"])),
+              prefill_mode=draw(st.sampled_from(["prefill_first", "decode_first", "time_slice", "quota"])),
+              enable_chunked_prefill=draw(st.booleans()), mix_decodes=draw(st.booleans()),
+              queue_order=draw(st.sampled_from(["fcfs", "priority", "shortest_prompt_first"])), max_num_seqs=seqs,
+              max_num_batched_tokens=draw(st.integers(max(seqs, 4096), 16384)) if draw(st.booleans()) else draw(st.integers(seqs, 16384)),
+              admission=draw(st.sampled_from(["watermark", "reserve", "greedy"])),
+              preemption=draw(st.sampled_from(["recompute", "swap"])))  # fmt: skip
+    sc["time_slice"] = dict(prefill_slice_ms=draw(st.floats(1, 200)), decode_slice_ms=draw(st.floats(1, 200)))
+    sc["quota"] = dict(prefill_share=draw(st.floats(0.05, 0.95)), window_ms=draw(st.floats(10, 10000)),
+                       max_prefill_ms=draw(st.floats(1, 1000)), decode_min_tokens_per_s=draw(st.floats(0, 1e5)))  # fmt: skip
+    sc["dynamic_batch"] = dict(enabled=draw(st.booleans()), target_tick_ms=draw(st.floats(1, 500)))
+    sc["smart_preemption"] = dict(enabled=draw(st.booleans()), threshold_ms=draw(st.floats(1, 500)),
+                                  decode_queue_limit=draw(st.integers(0, 64)))  # fmt: skip
+    data["calibration"].update(
+        gemm_efficiency=draw(st.floats(0.01, 1)), attention_efficiency=draw(st.floats(0.01, 1)),
+        memory_efficiency=draw(st.floats(0.01, 1)), tick_overhead_ms=draw(st.floats(0, 50)),
+        per_seq_overhead_us=draw(st.floats(0, 100)), interconnect_efficiency=draw(st.floats(0.01, 1)),
+        allreduce_latency_us=draw(st.floats(0, 200)), fp8_gemm_efficiency=draw(st.floats(0.01, 1)),
+    )  # fmt: skip
+    data["slo"] = dict(ttft_s=draw(st.floats(0.01, 60)), tpot_s=draw(st.floats(0.001, 1)))
+    data["limits"] = dict(max_sim_time_s=draw(st.floats(0.01, 1e4)), max_ticks=draw(st.integers(1, 5000)),
+                          num_recorded_batches=draw(st.integers(0, 300)), coalesce_ticks=draw(st.booleans()))  # fmt: skip
+    return data
+
+
+def _model(name: str) -> dict:
+    from sim_core.presets import read_preset_data
+
+    raw = read_preset_data("models", name)
+    raw.pop("description", None)
+    return raw
