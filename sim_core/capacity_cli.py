@@ -115,7 +115,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               "tp_degrees": split(args.tp, int), "engines": split(args.engines, str),
               "token_budgets": split(args.token_budgets, int), "max_batches": split(args.max_batches, int),
               "router": args.router, "disaggregated": args.pd or None,
-              "evaluation": "one_replica" if args.one_replica else None}  # fmt: skip
+              "evaluation": args.evaluation}  # fmt: skip
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
@@ -134,9 +134,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
           "pruned: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()))
     print(f"  {result.band.text()}")
-    print("  replicas behind a random router, simulated as one replica at rate / replicas" if spec.evaluation == "one_replica"
-          else f"  each candidate simulated as a deployment (cluster, {spec.router} router)"
-          + ("; P:D splits searched" if spec.disaggregated else ""))
+    print({"one_replica": "  replicas behind a random router, simulated as one replica at rate / replicas",
+           "prefilter": f"  searched as one replica at rate / replicas, finalists confirmed as deployments ({spec.router} router)",
+           "deployment": f"  each candidate simulated as a deployment (cluster, {spec.router} router)"}[spec.evaluation]
+          + ("; P:D splits searched as deployments" if spec.disaggregated else ""))
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
         return 1
@@ -192,8 +193,9 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
     pl.add_argument("--router", default=None, help="router in front of the replicas: round_robin (default), "
                     "least_outstanding, least_kv")
-    pl.add_argument("--one-replica", action="store_true",
-                    help="faster approximation: one replica at rate / replicas (random router) instead of the deployment")
+    pl.add_argument("--evaluation", choices=("prefilter", "deployment", "one_replica"), default=None,
+                    help="prefilter (default): search one replica at rate / replicas, confirm the finalists as deployments; "
+                    "deployment: simulate every candidate as a deployment (exact, slower); one_replica: no confirmation")
     _backend_args(pl)
 
 

@@ -88,9 +88,10 @@ class PlanSpec(BaseModel):
         False, description="Also search xPyD splits: x prefill + y decode instances (x + y ≤ max_replicas), "
         "each pool with a TP degree from tp_degrees, one GPU kind, priced by total GPUs.",
     )  # fmt: skip
-    evaluation: Literal["deployment", "one_replica"] = Field(
-        "deployment", description="deployment: simulate each candidate as a deployment (cluster simulation); "
-        "one_replica: one replica at rate / replicas (faster; exact for a random router; no splits).",
+    evaluation: Literal["prefilter", "deployment", "one_replica"] = Field(
+        "prefilter", description="prefilter: search with one replica at rate / replicas, then confirm the finalists "
+        "(and fewer replicas of them) as deployments; deployment: simulate every candidate as a deployment "
+        "(cluster simulation; slower); one_replica: no confirmation (exact for a random router).",
     )  # fmt: skip
     engines: tuple[str, ...] = Field(DEFAULT_ENGINES, min_length=1, description="Engine presets to consider.")
     token_budgets: tuple[int | None, ...] = Field(
@@ -365,6 +366,7 @@ class Plan:
     pruned: dict[str, int] = field(default_factory=dict)  # reason -> candidates skipped
     num_candidates: int = 0
     band: CalibrationBand = field(default_factory=lambda: CalibrationBand(None, None))
+    saturation: dict[Family, float] = field(default_factory=dict)  # family -> one replica's saturation rate, req/s
 
     def robust(self, row: PlanRow) -> bool | None:
         """Still meets the target if the model is off by the median calibration error (headroom ≥ band)."""
@@ -424,6 +426,16 @@ def plan(
         with LocalBackend() as own:
             return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,
                         with_band=with_band)  # fmt: skip
+    if spec.evaluation == "prefilter":
+        return _prefiltered(base, spec, backend, cache, on_progress, cancelled, with_band)
+    return _search(base, spec, backend, cache, on_progress, cancelled, with_band)
+
+
+def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
+            on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None, with_band: bool,
+            headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf) -> Plan:  # fmt: skip
+    """The cost-ordered search over `families` (default: the spec's), every candidate simulated
+    by `candidate_config`."""
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:
@@ -433,7 +445,7 @@ def plan(
     def prune(reason: str, n: int = 1) -> None:
         pruned[reason] = pruned.get(reason, 0) + n
 
-    families = _families(spec)
+    families = _families(spec) if families is None else families
     cfgs: dict[Family, SimConfig] = {}
     seen: set[str] = set()
     for fam in families:
@@ -473,7 +485,7 @@ def plan(
             del cfgs[fam]
     candidates = sorted(
         ((prices[f.gpu] * f.num_gpus(z), f, z) for f in cfgs for z in f.sizes(spec.max_replicas)
-         if not any(_covers(b, z) for b in fails[f])),
+         if not any(_covers(b, z) for b in fails[f]) and prices[f.gpu] * f.num_gpus(z) <= max_usd_per_hour),
         key=lambda c: (c[0], c[1].key(), c[2]),
     )  # fmt: skip
     total = sum(_num_sizes(f, spec) for f in families)
@@ -527,11 +539,69 @@ def plan(
     for row in sorted(feasible, key=lambda r: (r.usd_per_hour, r.family.key(), r.size)):
         best.setdefault(row.family, row)  # one row per family: its cheapest feasible size
     rows = list(best.values())[: spec.num_results]
-    rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation)
+    if headroom:
+        rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation)
     if on_progress:
         on_progress(total, total)
     band = calibration_band() if with_band else CalibrationBand(None, None)
-    return Plan(spec, rows, evaluated, pruned, total, band)
+    return Plan(spec, rows, evaluated, pruned, total, band, saturation)
+
+
+def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
+                 on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None,
+                 with_band: bool) -> Plan:  # fmt: skip
+    """The one-replica search (λ/N, a random router) finds the finalists; each is then simulated
+    as the deployment it describes, and fewer replicas of it are tried as deployments while they
+    pass (a round-robin or least-outstanding router smooths arrivals, so it may need fewer); a
+    finalist that fails as a deployment is dropped. Splits (if asked) are searched as deployments,
+    no dearer than the confirmed co-located rows. Not exact: a family that was not a finalist
+    could pass with fewer replicas as a deployment (evaluation="deployment" searches exactly)."""
+    one = spec.model_copy(update={"evaluation": "one_replica"})
+    colo = [f for f in _families(spec) if not f.is_split]
+    first = _search(base, one, backend, cache, on_progress, cancelled, False, headroom=False, families=colo)
+    prices = spec.prices()
+    rows: list[PlanRow] = []
+    evaluated = list(first.evaluated)
+    pruned = dict(first.pruned)
+    todo = [(r.family, family_config(base, r.family), r.size[0], None) for r in first.rows]
+    while todo:  # rounds: every finalist at its size, then one replica fewer while it passes
+        cfgs = [candidate_config(c, f, (n,), spec.target_rate_per_s, spec.model_copy(update={"evaluation": "deployment"}))
+                for f, c, n, _ in todo]  # fmt: skip
+        nxt = []
+        for (f, c, n, last_ok), dc, (summary, _err) in zip(todo, cfgs, run_points(cfgs, backend, cache, None, cancelled)):
+            ok = summary is not None and meets_objective(summary, dc, spec.objective)
+            if summary is not None:
+                evaluated.append(PlanRow(f, (n,), f.num_gpus((n,)), prices[f.gpu] * f.num_gpus((n,)), dc, summary, ok))
+            lower = math.ceil(spec.target_rate_per_s / (SATURATION_MARGIN * first.saturation[f]) - 1e-9)
+            if ok and n - 1 >= max(lower, 1):
+                nxt.append((f, c, n - 1, evaluated[-1]))
+            elif ok:
+                rows.append(evaluated[-1])
+            elif last_ok is not None:
+                rows.append(last_ok)
+            else:
+                pruned["finalist fails as a deployment"] = pruned.get("finalist fails as a deployment", 0) + 1
+        todo = nxt
+    total = first.num_candidates
+    if spec.disaggregated:
+        splits = [f for f in _families(spec) if f.is_split]
+        cap = max((r.usd_per_hour for r in rows), default=math.inf)
+        second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, None, cancelled,
+                         False, headroom=False, families=splits, max_usd_per_hour=cap)  # fmt: skip
+        rows += second.rows
+        evaluated += second.evaluated
+        for k, v in second.pruned.items():
+            pruned[k] = pruned.get(k, 0) + v
+        total += second.num_candidates
+    rows = sorted(rows, key=lambda r: (r.usd_per_hour, r.family.key(), r.size))[: spec.num_results]
+    # Headroom of co-located rows: bisection on one replica's share (λ/N; conservative for these routers, cheap).
+    probes = [r if r.family.is_split else dataclasses.replace(
+        r, config=replica_config(family_config(base, r.family), spec.target_rate_per_s, r.size[0]), share=r.size[0])
+        for r in rows]  # fmt: skip
+    probes = _with_headroom(probes, spec, backend, cache, cancelled, first.saturation)
+    rows = [dataclasses.replace(r, capacity_per_s=p.capacity_per_s, capacity_note=p.capacity_note) for r, p in zip(rows, probes)]
+    band = calibration_band() if with_band else CalibrationBand(None, None)
+    return Plan(spec, rows, evaluated, pruned, total, band, first.saturation)
 
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,

@@ -18,7 +18,7 @@ def _base():
 
 
 SPEC = PlanSpec(target_rate_per_s=60.0, gpus=("a100-80gb", "h100-sxm"), tp_degrees=(1, 2), max_replicas=4,
-                engines=("vllm-v1", "tensorrt-llm-max-utilization"), num_results=3)  # fmt: skip
+                engines=("vllm-v1", "tensorrt-llm-max-utilization"), num_results=3, evaluation="deployment")  # fmt: skip
 
 
 def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
@@ -57,9 +57,20 @@ def test_one_replica_evaluation_is_the_share_of_a_random_router():
     assert best.goodput_per_s == pytest.approx(best.num_replicas * best.summary.steady.goodput_requests_per_s)
 
 
+def test_prefilter_confirms_its_rows_as_deployments():
+    spec = SPEC.model_copy(update={"evaluation": "prefilter", "num_results": 1})
+    p = plan(_base(), spec, with_band=False)
+    best = p.rows[0]
+    assert best.config.deployment is None or best.config.deployment.replicas == best.size[0]
+    assert best.config.workload.arrival.rate_per_s == 60.0
+    assert meets_objective(run_simulation(best.config).summary, best.config, spec.objective)
+    exact = plan(_base(), SPEC.model_copy(update={"num_results": 1}), with_band=False).rows[0]
+    assert exact.usd_per_hour <= best.usd_per_hour  # the exact search is never dearer
+
+
 def test_a_prefill_decode_split_is_searched_when_asked():
     spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=3, engines=("vllm-v1",),
-                    num_results=2, disaggregated=True)  # fmt: skip
+                    num_results=2, disaggregated=True, evaluation="deployment")  # fmt: skip
     p = plan(_base(), spec, with_band=False)
     splits = [r for r in p.evaluated if r.family.is_split]
     assert splits, "no xPyD candidate simulated"
