@@ -3,10 +3,15 @@
 A rerun that changes a knob simulates the new config and builds every figure the Simulate page
 shows (timeline, four latency distributions, roofline, step-through). Reported as the median of
 several runs and as a ratio to the same in-process baseline as the engine benchmark.
+
+`python -m app.bench --browser` times what a user waits for in headless Chromium: a shared link
+opened in a fresh browser until its Gantt is drawn, and one slider step until the Gantt is redrawn
+(targets 2 s and 0.5 s), plus the bytes of the page's figures.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -17,7 +22,7 @@ from sim_core.presets import DEFAULT_SCENARIO
 
 
 def build_figures(res) -> int:
-    figs = [timeline.timeline_figure(res, 0, 30), charts.roofline_figure(res)]
+    figs = [timeline.timeline_figure(res, 0, 30, window=timeline.opening_window(res)), charts.roofline_figure(res)]
     figs += [charts.distribution_figure(res, m) for m in charts.METRICS]
     if res.batches.tick.size:
         figs.append(charts.step_figure(res, int(res.batches.tick[0])))
@@ -44,5 +49,53 @@ def main(repeats: int = 7) -> int:
     return 0
 
 
+def browser_main(repeats: int = 5) -> int:
+    """Median time to the first chart from a shared link (fresh browser each time, a new config
+    each time so nothing is cached) and median redraw after one slider step."""
+    from playwright.sync_api import sync_playwright
+
+    from app.browser import GANTT_DRAWN_JS, find_chromium, launch, serve, time_to_chart_s, time_to_redraw_s
+    from app.state import encode_config
+
+    chromium, why = find_chromium()
+    if chromium is None:
+        print(f"browser benchmark skipped: {why}")
+        return 1
+    base = baseline_s()
+    cfg = load_preset(DEFAULT_SCENARIO)
+    with serve() as url, sync_playwright() as p:
+        browser = launch(p, chromium)
+        time_to_chart_s(browser, url + "/")  # warm the server (imports, first script run), not measured
+        runs = [time_to_chart_s(browser, f"{url}/?cfg={encode_config(cfg.model_copy(update={'seed': 1000 + i}))}")
+                for i in range(repeats)]  # fmt: skip
+        opens = [w for w, _ in runs]
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.goto(url + "/")
+        page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+        page.wait_for_timeout(500)
+        figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+            .reduce((n, p) => n + JSON.stringify(p.data).length + JSON.stringify(p.layout).length, 0)""")
+        redraws = []
+        for _ in range(repeats):
+            redraws.append(time_to_redraw_s(page, "w.hardware.peak_tflops"))  # a new peak: a new run each time
+            page.wait_for_timeout(300)
+        browser.close()
+    o, r = statistics.median(opens), statistics.median(redraws)
+    busy = {k: statistics.median(m[k] for _, m in runs) for k in ("task", "script", "layout")}
+    print(f"baseline: {base * 1e3:.1f} ms · Chromium: {why}")
+    print(f"shared link, fresh browser, until the Gantt is drawn: median {o:.2f} s ({o / base:.1f}x base; "
+          f"runs {', '.join(f'{x:.2f}' for x in opens)}) · target 2 s")
+    print(f"one slider step until the Gantt is redrawn: median {r:.2f} s ({r / base:.1f}x base; "
+          f"runs {', '.join(f'{x:.2f}' for x in redraws)}) · target 0.5 s")
+    print(f"  of which the page's main thread was busy {busy['task']:.2f} s (JavaScript {busy['script']:.2f} s, "
+          f"layout and style {busy['layout']:.2f} s); the rest is waiting (server, network, other processes)")
+    print(f"figure data on the default page: {figure_bytes / 1024:,.0f} KiB of JSON")
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--browser", action="store_true", help="time the page in headless Chromium")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    raise SystemExit(browser_main(args.repeats) if args.browser else main())

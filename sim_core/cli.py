@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="benchmark the engine on fixed scenarios")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--quick", action="store_true", help="smaller large scenarios")
+    bench.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
+    bench.add_argument("--cpu-time", action="store_true", help="time with process CPU time (steadier on a busy machine)")
     add_capacity_commands(sub)
     args = parser.parse_args(argv)
     try:
@@ -175,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "bench":
             from sim_core.bench import main as bench_main
 
-            return bench_main(["--repeats", str(args.repeats)] + (["--quick"] if args.quick else []))
+            flags = [f for f, on in (("--quick", args.quick), ("--engines-only", args.engines_only),
+                                     ("--cpu-time", args.cpu_time)) if on]  # fmt: skip
+            return bench_main(["--repeats", str(args.repeats), *flags])
         if args.cmd == "trends":
             from sim_core.trends import main as trends_main
 

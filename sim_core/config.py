@@ -342,6 +342,12 @@ class CalibrationConfig(StrictModel):
         0.6, ge=0.01, le=1, description="Achieved fraction of GPU-link bandwidth in all-reduce."
     )
     allreduce_latency_us: float = Field(37.0, ge=0, le=10_000, description="Fixed latency of one all-reduce, us.")
+    dequant_flops_per_weight: float = Field(
+        90.0, ge=0, le=10_000,
+        description="Weight-only quantised GEMMs (INT8/INT4 weights, or FP8 weights on a GPU without FP8 tensor "
+        "cores) dequantise every weight on CUDA cores each forward pass: cost per weight element, in FLOPs at the "
+        "GPU's 16-bit tensor peak (a CUDA-core op costs ~16 of them on A100/H100).",
+    )
 
 
 class SLOConfig(StrictModel):

@@ -224,6 +224,14 @@ class CostModel:
         # The LM head stays 16-bit under quantised weights.
         self._dense_weight_bytes = (L * shape.attn_params * w_bytes + m.vocab_size * m.hidden_size * EMBED_BYTES) / t
         self._expert_bytes_per_layer = shape.expert_params * w_bytes / t
+        # Weight-only quantised GEMMs (INT8/INT4 weights with 16-bit activations; FP8 weights on a GPU without FP8
+        # tensor cores) unpack and rescale every weight they stream on CUDA cores before the 16-bit MMA: a cost per
+        # weight element, independent of the batch, on the compute side of the GEMM roofline. Fitted on gpt-fast's
+        # Llama-2-7B INT8/INT4 decode rows; the 70B rows at TP1 and TP8 are held out (sim_core/validate.py).
+        dequantised = w_bytes < ACT_BYTES and not use_fp8_cores
+        self._body_weight_bytes = L * shape.attn_params * w_bytes / t  # quantised weights other than the experts
+        self._dequant_s_per_weight_byte = (
+            cal.dequant_flops_per_weight / w_bytes / (hw.peak_tflops * 1e12) if dequantised else 0.0)
         q = m.num_heads * m.head_dim
         # GEMM input/output activations per token per layer: QKV, O, MLP in/out (ACT_BYTES each).
         mlp_io = m.hidden_size * 2 + m.ffn_size * (3 if m.gated_mlp else 2) * self._k
@@ -284,7 +292,8 @@ class CostModel:
         gemm_bytes = self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T
         attn_flops = self._attn_flops_per_pair * np.asarray(attn_pairs, dtype=np.float64)
         attn_bytes = self._kv_bytes_per_token * (np.asarray(kv_read_tokens, dtype=np.float64) + T) + self._attn_act_bytes_per_token * T
-        gemm_compute_s = gemm_flops / self._gemm_flops_per_s
+        gemm_compute_s = gemm_flops / self._gemm_flops_per_s + self._dequant_s_per_weight_byte * (
+            self._body_weight_bytes + self.expert_bytes(T))
         attn_compute_s = attn_flops / self._attn_flops_per_s
         gemm_mem_s = gemm_bytes / self._bytes_per_s
         attn_mem_s = attn_bytes / self._bytes_per_s
@@ -310,6 +319,7 @@ class CostModel:
         arb, link, arf = self._ar_bytes_per_token, self._link_bytes_per_s, self._ar_fixed_s
         tov, pso, pcie = self._tick_overhead_s, self._per_seq_overhead_s, self._pcie_bytes_per_s
         elb, lfx, sqrt = self._elem_bytes_per_token, self._layer_fixed_s, math.sqrt
+        dqb, body = self._dequant_s_per_weight_byte, self._body_weight_bytes
 
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
             T = float(num_tokens)
@@ -318,7 +328,7 @@ class CostModel:
             gemm_bytes = (dense_expert if dense_expert is not None else dense + expert_bytes(num_tokens)) + act * T
             attn_flops = afp * float(attn_pairs)
             attn_bytes = kvb * (float(kv_read_tokens) + T) + aab * T
-            gemm_compute_s = gemm_flops / gfs
+            gemm_compute_s = gemm_flops / gfs + dqb * (body + expert_bytes(num_tokens))
             attn_compute_s = attn_flops / afs
             gemm_mem_s = gemm_bytes / bps
             attn_mem_s = attn_bytes / bps
@@ -331,6 +341,16 @@ class CostModel:
             return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
 
         return tick_scalar
+
+    def comm_time_s(self, num_tokens):
+        """Tensor-parallel all-reduce time inside a tick of `num_tokens` tokens (0 without TP): the
+        same term `tick` adds, exposed for the UI's hover. Scalar or array."""
+        T = np.asarray(num_tokens, dtype=np.float64)
+        return np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
+
+    def swap_time_s(self, swap_bytes):
+        """PCIe time inside a tick that moves `swap_bytes` of KV per GPU (the term `tick` adds)."""
+        return np.asarray(swap_bytes, dtype=np.float64) / self._pcie_bytes_per_s
 
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """One prefill chunk of one sequence, as a single tick (used by tests and the validator)."""

@@ -4,9 +4,13 @@ Each tick: arrivals join the waiting queue; the scheduler plans the batch; the c
 it; the clock advances; progress, tokens, blocks and finished requests are updated; one row is
 recorded. When nothing can run the clock jumps to the next arrival (an IDLE row).
 
-Where ticks are many and events few, a run of decode ticks whose batch cannot change (no arrival,
-completion, block shortage or policy state before the run ends) is advanced in one vectorised step
-that records the same rows (`_advance_run`); tests require identical results with it on and off.
+`Engine.step()` is one iteration of that loop (guards first, then arrivals, then a tick, a coalesced
+run or an idle jump), so callers can step several engines on one clock; `run()` loops over it.
+
+Where ticks are many and events few, the scheduler's all-decode plan is repeated for every tick at
+which the scheduler would plan it again (`_advance_run`, for every policy: see its docstring), in
+one vectorised step that records the same rows; decode-first FCFS steady state has a scalar fast
+path (fastpath.py). Tests require identical results with both on and off.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from sim_core.workload import generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
-RUN_CHUNK = 128  # ticks priced per coalesced step; a longer run continues in the next step
+SCALAR_PRICING_TICKS = 24  # runs up to this long are priced tick by tick in Python floats (same IEEE operations)
+MAX_RUN_TICKS = 4096  # ticks priced per coalesced step; a longer run continues in the next step
 
 
 class Engine:
@@ -56,40 +61,37 @@ class Engine:
         self.horizon_s = math.inf  # external input may arrive then: runs stop before it, idle jumps to it
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
-        self._modes: tuple[bool, bool] | None = None  # (coalesce, fast path), fixed at the first step
+        self._over = False  # a guard stopped the run, or nothing can ever run
+        self._coalesce = cfg.limits.coalesce_ticks
+        self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
-        st = self.st
         while self.step():
             pass
-        if self.stopped_reason and not st.is_done:
-            left = st.num_requests - st.num_finished
-            self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
-        return self._result()
+        return self.result()
 
     def step(self) -> bool:
-        """One iteration of the loop: guards, arrivals, then a planned tick (or a coalesced run of ticks)
-        or an idle jump. False when the run is over (all finished, a guard stopped it, or nothing will
-        ever arrive); `stopped_reason` then says why, if it is not the normal end."""
+        """One loop iteration: guards, arrivals, then a planned tick (or a coalesced run of ticks)
+        or an idle jump to the next arrival. Returns False when the run is over (all finished, a
+        guard stopped it, or nothing can ever run); `stopped_reason` then says why, if not done."""
         st, lim = self.st, self.cfg.limits
-        if st.is_done:
+        if st.is_done or self._over:
             return False
-        if self._modes is None:
-            coalesce = lim.coalesce_ticks and self.sched.is_stateless
-            self._modes = (coalesce, coalesce and fastpath.eligible(self) and not self.hand_off_prefilled)
-        coalesce, fast = self._modes
+        if self._fast is None:
+            self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled
+        # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
-            self.stopped_reason = f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)"
-            return False
+            return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
         if st.now_s >= lim.max_sim_time_s:
-            self.stopped_reason = f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)"
-            return False
+            return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
         st.admit_arrivals()
-        if not (fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+        coalesce = self._coalesce
+        if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():
+                    self._over = True
                     return False
             elif coalesce and self._is_repeatable(plan):
                 self._advance_run(plan)
@@ -97,7 +99,14 @@ class Engine:
                 self._advance_tick(plan)
         if self.check_invariants:
             self._check()
+        # True after any progress, even the step that finished the last request: a cluster
+        # instance whose requests are all done may still receive more (the next call says False).
         return True
+
+    def _stop(self, reason: str) -> bool:
+        self.stopped_reason = reason
+        self._over = True
+        return False
 
     def _next_input_s(self) -> float:
         """When the next request may arrive: the own arrivals, or the cluster's horizon (hook)."""
@@ -198,20 +207,24 @@ class Engine:
 
     # ------------------------------------------------------------------ one tick
     def _advance_tick(self, plan: StepPlan) -> None:
+        """Price and apply one planned tick. Decodes (the plan's first `num_decodes` entries) are
+        handled as arrays; the few prefill chunks as Python lists."""
         st, kv, n = self.st, self.kv, self.n
-        idx, new, dec = plan.req_idx, plan.num_new_tokens, plan.is_decode
-        ctx = st.computed[idx]  # (B,) before this tick
-        pre = ~dec
-        m, c = new[pre], ctx[pre]
-        num_dec = int(dec.sum())
-        dec_ctx = int(ctx[dec].sum())
-        completes = pre & (ctx + new >= st.prefill_target[idx])  # (B,) prefill done this tick
-        prefill_tokens = int(m.sum())
-        decode_tokens = n * num_dec
-        pairs = int((m * c + m * (m + 1) // 2).sum()) + n * (dec_ctx + num_dec)
-        kv_read = int(c.sum()) + n * dec_ctx
-        samples = decode_tokens + int(completes.sum())
-        seqs = int(pre.sum()) + decode_tokens
+        idx, new, D = plan.req_idx, plan.num_new_tokens, plan.num_decodes
+        dec = idx[:D]
+        pre_arr = idx[D:]
+        pre = pre_arr.tolist()
+        m = new[D:].tolist()
+        c = st.computed[pre_arr].tolist() if pre else []
+        target = st.prefill_target[pre_arr].tolist() if pre else []
+        dec_ctx = int(st.computed[dec].sum()) if D else 0
+        completes = [r for r, mi, ci, ti in zip(pre, m, c, target) if ci + mi >= ti]  # prefill done this tick
+        prefill_tokens = sum(m)
+        decode_tokens = n * D
+        pairs = sum(mi * ci + mi * (mi + 1) // 2 for mi, ci in zip(m, c)) + n * (dec_ctx + D)
+        kv_read = sum(c) + n * dec_ctx
+        samples = decode_tokens + len(completes)
+        seqs = len(pre) + decode_tokens
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
         dur = float(dur)
@@ -226,22 +239,29 @@ class Engine:
         self.num_swap_outs += plan.swapped_out_idx.size
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
-            rec.batch(rec.num_ticks, idx, new, dec, kv.held[idx])
+            rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
         st.computed[idx] += new
-        emits = dec | completes
-        emit = idx[emits]
-        if emit.size:
-            last = st.last_token_s[emit]
-            has_last = ~np.isnan(last)
-            gaps = t_end - last[has_last]
+        if D:  # every decoder has emitted before: one gap each
+            gaps = t_end - st.last_token_s[dec]
             rec.itl(gaps)
-            st.max_itl_s[emit[has_last]] = np.maximum(st.max_itl_s[emit[has_last]], gaps)
-            st.emitted[emit] += 1
-            is_first = np.isnan(st.first_token_s[emit])
-            first = emit[is_first]
+            st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
+        emit = dec
+        if completes:
+            comp = np.array(completes, dtype=np.int64)
+            last = st.last_token_s[comp]
+            is_first = np.isnan(last)
+            again = comp[~is_first]  # a recompute prefill: its token follows the one before pre-emption
+            if again.size:
+                gaps = t_end - last[~is_first]
+                rec.itl(gaps)
+                st.max_itl_s[again] = np.maximum(st.max_itl_s[again], gaps)
+            first = comp[is_first]
             st.first_token_s[first] = t_end
             rec.event(first, t_end, Event.FIRST_TOKEN)
-            rec.event(emit[~is_first & completes[emits]], t_end, Event.PREFILL_DONE)
+            rec.event(again, t_end, Event.PREFILL_DONE)
+            emit = np.concatenate([dec, comp])
+        if emit.size:
+            st.emitted[emit] += 1
             st.last_token_s[emit] = t_end
             self._finish(emit[st.emitted[emit] >= st.output[emit]], t_end)
             if self.hand_off_prefilled:
@@ -254,7 +274,7 @@ class Engine:
             phase = Phase.PREFILL
         elif decode_tokens:
             phase = Phase.DECODE
-        rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, int(pre.sum()), num_dec, st.running.size,
+        rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, len(pre), D, st.running.size,
                   st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
@@ -278,16 +298,16 @@ class Engine:
     def _is_repeatable(self, plan: StepPlan) -> bool:
         return (
             plan.req_idx.size > 0
-            and not plan.changes_membership
             and plan.swap_blocks == 0
+            and plan.req_idx.size == self.sched.num_decodes  # every decoder; prefills (if any) left idle
+            and not plan.changes_membership
             and bool(plan.is_decode.all())
-            and plan.req_idx.size == self.st.running.size
         )
 
     def _advance_pure_decode(self) -> bool:
-        """Fast path: with nothing waiting or swapped and every running request decoding, the
-        scheduler's plan is "all running decode" in running order, so skip planning and run.
-        Returns False (nothing done) when the run cannot take even two ticks."""
+        """With nothing waiting or swapped and every running request decoding, every policy's plan is
+        "all running decode" in running order (nothing else can be scheduled), so skip planning and
+        run. Returns False (nothing done) when the run cannot take even two ticks."""
         st = self.st
         running = st.running
         if st.waiting_keys.size or st.swapped_keys.size or not running.size:
@@ -295,93 +315,153 @@ class Engine:
         if np.any(st.computed[running] < st.prefill_target[running]):
             return False
         plan = StepPlan(req_idx=running, num_new_tokens=np.ones(running.size, dtype=np.int64),
-                        is_decode=np.ones(running.size, dtype=bool))  # fmt: skip
-        return self._advance_run(plan, fallback=False)
+                        is_decode=np.ones(running.size, dtype=bool), num_decodes=running.size)  # fmt: skip
+        return self._advance_run(plan, planned=False)
 
-    def _advance_run(self, plan: StepPlan, fallback: bool = True) -> bool:
-        """Advance up to RUN_CHUNK decode ticks at once. Bit-identical to calling `_advance_tick` for
-        each: the cost model gets the same integer aggregates and times accumulate in the same order.
+    def _advance_run(self, plan: StepPlan, planned: bool = True) -> bool:
+        """Repeat an all-decode plan for as many ticks as the scheduler would plan it again.
+        Bit-identical to calling `_advance_tick` for each: the cost model gets the same integer
+        aggregates and times accumulate in the same order.
 
-        The run stops before the next arrival, before a block shortage, and at the first completion
-        unless a completion cannot change the next plan (nothing waiting or swapped, or a static
-        batch), in which case finished requests simply leave the batch.
+        NOTE: the batch evolves by rule (one token per decoder per tick, a block when the context
+        crosses a block boundary, a finish at a known tick), so only these events can change the next
+        plan, and the run stops before each unless it provably cannot:
+          * a block shortage (pre-emption is the scheduler's);
+          * a completion, unless nothing waits or is swapped (or the batch is static): then the
+            finished request just leaves the batch;
+          * an arrival, unless it cannot be admitted before the run ends: a static batch, a full
+            batch that cannot shrink, or FCFS with a non-empty queue whose head was not admitted by
+            this plan (arrivals join the tail);
+          * a policy decision: the scheduler's phase controller and batch-cap rule are consulted tick
+            by tick (`Scheduler.repeat_decodes`, the same `choose`/`observe` as single ticks);
+          * the guards (max_ticks, max_sim_time_s).
         """
-        st, kv, n, lim = self.st, self.kv, self.n, self.cfg.limits
+        st, kv, n, lim, sched = self.st, self.kv, self.n, self.cfg.limits, self.sched
         idx = plan.req_idx
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
-        shrink_ok = self.workload.closed_loop_think_s is None and (
-            self.sched.is_static or (st.waiting_keys.size == 0 and st.swapped_keys.size == 0)
+        num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
+        num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
+        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and (
+            sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
-        k_max = int(remaining.max() if shrink_ok else remaining.min())
-        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, RUN_CHUNK, max(MAX_RUN_CELLS // B, 2))
-        nxt = min(self._next_input_s(), lim.max_sim_time_s)
-        if np.isfinite(nxt):  # price only about as many ticks as fit before the next arrival
-            first_s = self.cost.tick(n * B, n * B, int(n * (ctx0.sum() + B)), int(n * ctx0.sum()), n * B)[0]
+        # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
+        cap_full = not shrink_ok and st.running.size >= sched.batch_cap
+        arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
+        rem_min = int(remaining.min())
+        k_max = int(remaining.max()) if shrink_ok else rem_min
+        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
+        nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
+        tick_scalar = self.cost.tick
+        if np.isfinite(nxt):  # price only about as many ticks as fit before the next event
+            c0 = int(ctx0.sum())
+            first_s = tick_scalar(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
-            return self._fallback(plan, fallback)
+            return self._fallback(plan, planned)
         j = np.arange(k_max)  # (k,)
-        alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
-        num_alive = alive.sum(axis=0)  # (k,)
-        ctx_alive = (np.where(alive, ctx0[:, None], 0)).sum(axis=0) + j * num_alive  # (k,) exact integers
+        S0 = int(ctx0.sum())
+        if k_max <= rem_min:  # nobody finishes before the last priced tick: no (B, k) mask needed
+            alive = None
+            num_alive = np.full(k_max, B, dtype=np.int64)
+            ctx_alive = S0 + j * B
+        else:
+            alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
+            num_alive = alive.sum(axis=0)  # (k,)
+            ctx_alive = ctx0 @ alive + j * num_alive  # (k,) exact integers
         tokens = n * num_alive
-        dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
+        if k_max <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
+            priced = [tick_scalar(t, t, n * (c + a), n * c, t) for t, a, c in
+                      zip(tokens.tolist(), num_alive.tolist(), ctx_alive.tolist())]  # fmt: skip
+            dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
+        else:
+            dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
         k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)  # ticks starting before the next event
-        # Blocks held after tick j by the requests still running; stop before the cache would overflow.
+        # Blocks held during tick j by the requests still running; stop before the cache would overflow.
         held = kv.held[idx]
-        blocks = np.maximum(kv.blocks_for(ctx0[:, None] + 1 + j[None, :k], st.prompt[idx][:, None]), held[:, None])  # (B, k)
+        prompt = st.prompt[idx][:, None] if n > 1 else None  # (only the n > 1 layout depends on it)
+        blocks = np.maximum(kv.blocks_for(ctx0[:, None] + (1 + j[:k]), prompt), held[:, None])  # (B, k)
         other = kv.num_used - int(held.sum())
-        need = other + np.where(alive[:, :k], blocks, 0).sum(axis=0)  # (k,) blocks in use during tick j
-        k = min(k, int(np.searchsorted(need, kv.num_blocks, side="right")))
+        need = other + (blocks.sum(axis=0) if alive is None else (blocks * alive[:, :k]).sum(axis=0))  # (k,)
+        over = np.flatnonzero(need > kv.num_blocks)  # not monotone: completions free blocks mid-run
+        if over.size:
+            k = min(k, int(over[0]))
         if k <= 1:
-            return self._fallback(plan, fallback)
-        alive, num_alive, blocks = alive[:, :k], num_alive[:k], blocks[:, :k]
-        starts, ends, dur = starts[:k], ends[:k], dur[:k]
-        steps = np.minimum(remaining, k)  # (B,) ticks each request runs in this run
-        last_end = ends[steps - 1]  # (B,) time of each request's last token in the run
+            return self._fallback(plan, planned)
+        # Arrivals during the run join the waiting queue at the start of the tick they precede.
+        arrived = st.num_arrived_by(starts[:k]) if not arrivals_matter else 0  # (k,) or 0
+        caps = np.full(k, sched.batch_cap, dtype=np.int64)
+        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], n * num_alive[:k], num_alive[:k],
+                                 num_waiting0 + arrived, caps)  # fmt: skip
+        if k == 0:
+            return False
+        num_alive, blocks = num_alive[:k], blocks[:, :k]
+        starts, ends, dur, caps = starts[:k], ends[:k], dur[:k], caps[:k]
+        rec = self.rec
 
         # Inter-token gaps: the first tick against each request's previous token, then tick to tick.
         gap0 = ends[0] - st.last_token_s[idx]
         step_gaps = np.diff(ends)  # (k-1,)
-        self.rec.itl(np.concatenate([gap0, np.repeat(step_gaps, num_alive[1:])]))
-        prefix_max = np.concatenate(([-np.inf], np.maximum.accumulate(step_gaps)))  # (k,) max gap up to tick j
-        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, prefix_max[steps - 1]))
-        if self.rec.wants_batches:
-            m = min(k, lim.num_recorded_batches - self.rec.num_ticks)
-            t_idx, b_idx = np.nonzero(alive[:, :m].T)  # (entries,) tick-major, batch order within a tick
-            self.rec.batch(self.rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
-                           np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
-        st.computed[idx] += steps
-        st.emitted[idx] += steps
-        st.last_token_s[idx] = last_end
-        kv.grow_to(idx, blocks[np.arange(B), steps - 1])
         done = remaining <= k
-        # Rows are recorded after each tick's completions, as single ticks are.
-        after = np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
-        used = other + np.concatenate((np.where(alive[:, 1:], blocks[:, :-1], 0).sum(axis=0), [0]))
-        self._finish(idx[done], last_end[done])
+        if alive is None:  # everyone runs all k ticks (some finish in the last)
+            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
+            st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
+            st.computed[idx] += k
+            st.emitted[idx] += k
+            last_end = float(ends[-1])
+            st.last_token_s[idx] = last_end
+            kv.grow_to(idx, blocks[:, k - 1])
+            after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
+            used = other + blocks.sum(axis=0)
+            self._finish(idx[done], last_end)
+        else:
+            alive = alive[:, :k]
+            steps = np.minimum(remaining, k)  # (B,) ticks each request runs in this run
+            last_end = ends[steps - 1]  # (B,) time of each request's last token in the run
+            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, num_alive[1:])]))
+            prefix_max = np.concatenate(([-np.inf], np.maximum.accumulate(step_gaps)))  # (k,) max gap up to tick j
+            st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, prefix_max[steps - 1]))
+            st.computed[idx] += steps
+            st.emitted[idx] += steps
+            st.last_token_s[idx] = last_end
+            kv.grow_to(idx, blocks[np.arange(B), steps - 1])
+            # Rows are recorded after each tick's completions, as single ticks are.
+            after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
+            used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
+            self._finish(idx[done], last_end[done])
         used[-1] = kv.num_used
-        self.rec.ticks(
+        if rec.wants_batches:
+            m = min(k, lim.num_recorded_batches - rec.num_ticks)
+            mask = alive[:, :m] if alive is not None else np.ones((B, m), dtype=bool)
+            t_idx, b_idx = np.nonzero(mask.T)  # (entries,) tick-major, batch order within a tick
+            rec.batch(rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
+                      np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
+        if not arrivals_matter:
+            st.admit_arrivals(float(starts[-1]))
+            num_waiting = num_waiting0 + arrived[:k]
+        else:
+            num_waiting = num_waiting0
+        rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
                 "num_decode_tokens": n * num_alive, "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
-                "num_running": after, "num_waiting": st.waiting_keys.size, "num_swapped": st.swapped_keys.size,
+                "num_running": after, "num_waiting": num_waiting, "num_swapped": num_swapped,
                 "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
-                "num_preempted": 0, "swap_blocks": 0, "batch_cap": self.sched.batch_cap,
+                "num_preempted": 0, "swap_blocks": 0, "batch_cap": caps,
             },
             k,
         )  # fmt: skip
         st.now_s = float(ends[-1])
         return True
 
-    def _fallback(self, plan: StepPlan, fallback: bool) -> bool:
-        if fallback:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone
+    def _fallback(self, plan: StepPlan, planned: bool) -> bool:
+        if planned:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone
             self._advance_tick(plan)
-        return fallback
+        return planned
 
     # ------------------------------------------------------------------ result
     def _check(self) -> None:
@@ -397,8 +477,12 @@ class Engine:
         if np.any(st.emitted > st.output):
             raise RuntimeError("a request emitted more tokens than its output length")
 
-    def _result(self) -> SimResult:
+    def result(self) -> SimResult:
+        """The result of the run so far (call once, after `step()` returned False)."""
         st = self.st
+        if self.stopped_reason and not st.is_done:
+            left = st.num_requests - st.num_finished
+            self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
         timeline, events, itl, batches = self.rec.finish()
         wl = self.workload
         req = RequestTable(

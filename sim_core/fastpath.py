@@ -8,7 +8,9 @@ block size. So a tick costs a few Python operations instead of ~40 NumPy calls. 
 is written back to the arrays when the fast path stops; per-request aggregates (max ITL) are
 computed from the tick timeline afterwards.
 
-The path prices ticks with the same `CostModel` arithmetic and integer aggregates as
+The admission and chunking rules are the scheduler's own (`schedulers/rules.py`); what this module
+adds is the bookkeeping that makes a tick O(1) in the number of decoders. The path prices ticks with
+the same `CostModel` arithmetic and integer aggregates as
 `Engine._advance_tick`, so results are bit-identical (tests compare against tick-by-tick runs). It
 stops, before changing anything for that tick, whenever a tick would need the general scheduler:
 a prompt that must be chunked, a decoder short of blocks (pre-emption), a guard limit, nothing to
@@ -22,10 +24,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim_core.schedulers import rules
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
     from sim_core.engine import Engine
+
+MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
 
 
 def eligible(engine: Engine) -> bool:
@@ -105,6 +110,7 @@ def advance(engine: Engine) -> bool:
         S += c
         B += 1
     waiting = st.waiting_keys.tolist()
+    head = 0  # waiting[head:] is the queue
     free = kv.num_free
 
     rows: list[tuple] = []
@@ -119,6 +125,7 @@ def advance(engine: Engine) -> bool:
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
     now = st.now_s
     j = 0
+    tick_budget = min(tick_budget, MAX_FAST_TICKS)
     while j < tick_budget and now < max_time:
         while ptr < R and arrival[ptr] <= now:
             waiting.append(ptr)
@@ -129,31 +136,29 @@ def advance(engine: Engine) -> bool:
             break  # a decoder is short of a block: pre-emption is the general scheduler's job
         free_after = free - need_d
         left = budget - B
-        # continuing prefills, in running order (Scheduler._prefill_chunks)
+        # continuing prefills, in running order, then admission in queue order: the scheduler's rules
         chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
+        if prefilling:
+            pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
+            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, True)
+            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = 0
-        for r, c in prefilling.items():  # insertion order is running order (admitted at the end)
-            chunk = min(int(target_arr[r]) - c, max(left, 0))
-            if chunk > 0:
-                need_p += -(-(c + chunk) // bs) - -(-c // bs)
-                chunks.append((r, c, chunk))
-                left -= chunk
+        for r, c, chunk in chunks:
+            need_p += -(-(c + chunk) // bs) - -(-c // bs)
+            left -= chunk
         if need_p > free_after:
             break  # chunks would have to shrink to the free blocks: the general path's case
         free_after -= need_p
-        # admission in queue order (Scheduler._admit): stop at the first that does not fit
         admit: list[tuple[int, int]] = []  # (request, chunk)
-        seqs_left = cap - len(running)
-        for w in waiting:
-            if len(admit) >= seqs_left or left <= 0:
-                break
-            chunk = min(int(target_arr[w]), left)
-            need_w = -(-chunk // bs)
-            if need_w + wm > free_after:
-                break
-            free_after -= need_w
-            left -= chunk
-            admit.append((w, chunk))
+        if head < len(waiting):
+            seqs_left = max(cap - len(running), 0)
+            candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
+            taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
+                                         lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
+            admit = [(waiting[head + i], chunk) for i, (chunk, _) in enumerate(taken)]
+            for chunk, need_w in taken:
+                free_after -= need_w
+                left -= chunk
         if B == 0 and not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
         P = pairs = kv_read = completes = 0
@@ -214,10 +219,10 @@ def advance(engine: Engine) -> bool:
         if done:
             done_set = set(done)
             running = [r for r in running if r not in done_set]
-        waiting = waiting[len(admit) :]
+        head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         phase = Phase.MIXED if P and B_tick else Phase.PREFILL if P else Phase.DECODE
-        rows.append((t0, dur, phase, P, B_tick, A, B_tick, len(running), len(waiting), 0, kv.num_blocks - free,
+        rows.append((t0, dur, phase, P, B_tick, A, B_tick, len(running), len(waiting) - head, 0, kv.num_blocks - free,
                      flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
         gaps.append(t_end - t0 if B_tick else -np.inf)
         gap_counts.append(B_tick)
@@ -228,7 +233,7 @@ def advance(engine: Engine) -> bool:
     if j == 0:
         return False
     return _write_back(engine, j, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,
-                       batch_log, running, prefilling, base, start, waiting, ptr, free, num_ticks0)
+                       batch_log, running, prefilling, base, start, waiting[head:], ptr, free, num_ticks0)
 
 
 def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,
@@ -292,6 +297,7 @@ def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, schedule
     kv.num_free = free
     st.running = run_ids
     st.waiting_keys = np.array(waiting, dtype=np.int64)
+    st.status[st.waiting_keys] = Status.WAITING  # arrivals admitted on the fast path (FCFS: keys are ids)
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
     return True

@@ -72,6 +72,12 @@ class BlockManager:
         self.held[req_idx] += extra
         self.num_free -= int(extra.sum())
 
+    def allocate(self, req_idx: IntArray, num_blocks: IntArray, total: int | None = None) -> None:
+        """Give each request `num_blocks` more (ids unique; `total` = their sum if known). Caller has
+        checked capacity."""
+        self.held[req_idx] += num_blocks
+        self.num_free -= int(num_blocks.sum()) if total is None else total
+
     def free(self, req_idx: IntArray) -> None:
         self.num_free += int(self.held[req_idx].sum())
         self.held[req_idx] = 0

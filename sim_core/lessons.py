@@ -1,5 +1,8 @@
 """Lessons are data (presets/lessons/*.json): a scenario, one knob with two values to try, a
-question, the answer, and the direction a metric must move (checked by the tests).
+question, the answer, the direction a metric must move, and the *claims* its text makes about what
+the app shows (each checked against the run by the tests). A lesson can name a small "see the
+mechanism" scenario (a handful of requests) where the effect is visible tick by tick, the minutes
+it takes in a workshop and its learning goal. The source article is `ARTICLE` (presets/article.json).
 
 An instructor adds a lesson by adding a file; no code changes.
 """
@@ -21,6 +24,7 @@ from sim_core.result import SimResult
 from sim_core.sweep import with_value
 
 LESSONS_DIR = PRESETS_DIR / "lessons"
+SAME_TOLERANCE = 0.05  # "unchanged" in a lesson's text: within 5 %
 
 
 class Expectation(BaseModel):
@@ -29,14 +33,37 @@ class Expectation(BaseModel):
     direction: Literal["increase", "decrease"]
 
 
+class Claim(BaseModel):
+    """One thing the lesson's text says the app shows, and where to look for it in the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    says: str = Field(description="Words quoted from the lesson's explanation, question or answer.")
+    run: Literal["lesson", "mechanism"] = Field("lesson", description="The lesson's scenario or its mechanism scenario.")
+    step: Literal[0, 1] = Field(description="The knob's first (0) or second (1) value.")
+    view: Literal["gantt", "requests", "roofline", "headline", "classes"] = Field(
+        description="gantt/requests: the timeline at the window it opens on; roofline: the roofline chart; "
+        "headline: a Summary field; classes: a per-class field of the priority-0 class."
+    )
+    element: str | None = Field(None, description="gantt: a phase or 'swap'; requests: a state; roofline: a trace "
+                                "name; classes: the class's priority (default '0').")
+    metric: str | None = Field(None, description="headline/classes: the field compared.")
+    at_least: float | None = Field(None, description="Minimum count of the element (default 1) or of the metric.")
+    at_most: float | None = Field(None, description="Maximum count of the element or of the metric.")
+    than_other_step: Literal["higher", "lower", "same"] | None = Field(
+        None, description="This step's value against the other step's ('same': within SAME_TOLERANCE).")
+
+
 class Lesson(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     order: int
     title: str
     article: str = Field(description="Section of the source article the lesson illustrates.")
+    minutes: int = Field(5, ge=1, le=60, description="Workshop time for the lesson (agenda).")
+    goal: str = Field("", description="Learning goal: what a student can explain afterwards.")
     explanation: str
     scenario: str
+    mechanism: str | None = Field(None, description="A small scenario (a handful of requests) that shows the mechanism.")
     overrides: dict[str, Any] = Field(default_factory=dict, description="dotted.path -> value applied to the scenario")
     knob: str
     knob_label: str
@@ -47,13 +74,18 @@ class Lesson(BaseModel):
     question: str
     answer: str
     expect: Expectation
+    claims: tuple[Claim, ...] = ()
 
-    def config(self, step: int = 0) -> SimConfig:
-        """The scenario with the overrides and the knob at values[step]."""
-        cfg = load_preset(self.scenario)
+    def config(self, step: int = 0, run: str = "lesson") -> SimConfig:
+        """The scenario (or the mechanism scenario) with the overrides and the knob at values[step]."""
+        cfg = load_preset(self.mechanism if run == "mechanism" and self.mechanism else self.scenario)
         for path, value in self.overrides.items():
             cfg = with_value(cfg, path, value)
         return with_value(cfg, self.knob, self.values[step])
+
+    @property
+    def text(self) -> str:
+        return " ".join((self.explanation, self.question, self.answer))
 
 
 @functools.cache
@@ -65,8 +97,9 @@ def load_lessons() -> tuple[Lesson, ...]:
         except (ValidationError, json.JSONDecodeError) as err:
             detail = format_validation_error(err, f"lesson {path.name}") if isinstance(err, ValidationError) else str(err)
             raise PresetError(detail) from None
-        if lesson.scenario not in list_presets():
-            raise PresetError(f"lesson {path.name}: unknown scenario {lesson.scenario!r}")
+        for name in (lesson.scenario, lesson.mechanism):
+            if name is not None and name not in list_presets():
+                raise PresetError(f"lesson {path.name}: unknown scenario {name!r}")
         lessons.append(lesson)
     return tuple(sorted(lessons, key=lambda x: x.order))
 
@@ -84,9 +117,28 @@ def metric_value(metric: str, result: SimResult | None) -> float:
     return float(getattr(result.summary, metric))
 
 
-def run_lesson_step(lesson: Lesson, step: int) -> SimResult | None:
+def run_lesson_step(lesson: Lesson, step: int, run: str = "lesson") -> SimResult | None:
     """Run one side of the lesson; None when the config does not fit in memory (the OOM lesson)."""
     try:
-        return run_simulation(lesson.config(step))
+        return run_simulation(lesson.config(step, run))
     except MemoryPlanError:
         return None
+
+
+class Article(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    title: str
+    title_en: str
+    publisher: str
+    file: str = Field(description="Where the text lives in the project's shared material.")
+    sections: dict[str, str] = Field(description="'§2.1' -> the section's title (Chinese · English).")
+
+    def cite(self, refs: str) -> str:
+        """'§2.2, §4.2' -> '§2.2 典型调度模式对比 · Comparison of scheduling modes; §4.2 …'."""
+        parts = [r.strip() for r in refs.split(",")]
+        return "; ".join(f"{r} {self.sections[r]}" if r in self.sections else r for r in parts)
+
+
+@functools.cache
+def load_article() -> Article:
+    return Article.model_validate(json.loads((PRESETS_DIR / "article.json").read_text()))

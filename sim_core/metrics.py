@@ -172,3 +172,29 @@ def summarize(
         stopped_reason=stopped_reason,
         steady=steady_state(cfg, req, tl),
     )  # fmt: skip
+
+
+def class_metrics(cfg: SimConfig, req: RequestTable) -> list[dict]:
+    """Latency per request class (workload.classes; a trace's priority column when it has no
+    classes): one dict per class with name, priority, request counts, TTFT/TPOT/E2E p50 and p99 (s)
+    and SLO attainment. An empty list when the run has a single class (the headline says it all)."""
+    classes = cfg.workload.classes
+    if len(classes) > 1:
+        groups = [(c.name, c.priority, req.class_idx == i) for i, c in enumerate(classes)]
+    else:
+        prios = np.unique(req.priority)
+        if prios.size < 2:
+            return []
+        groups = [(f"priority {p}", int(p), req.priority == p) for p in prios.tolist()]
+    done = req.is_finished
+    out = []
+    for name, prio, member in groups:
+        m = member & done
+        ttft, tpot, e2e = req.ttft_s[m], req.tpot_s[m], req.e2e_s[m]
+        meets = (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)
+        (t50, t99), (p50, p99), (e50, e99) = (percentiles(x, (50, 99)) for x in (ttft, tpot, e2e))
+        n = int(member.sum())
+        out.append({"class": name, "priority": prio, "num_requests": n, "num_finished": int(m.sum()),
+                    "ttft_p50_s": t50, "ttft_p99_s": t99, "tpot_p50_s": p50, "tpot_p99_s": p99,
+                    "e2e_p50_s": e50, "e2e_p99_s": e99, "slo_attainment": float(meets.sum()) / max(n, 1)})  # fmt: skip
+    return out

@@ -1,7 +1,14 @@
 """Collects per-tick rows, request events, inter-token gaps and early batches during a run.
 
-Single ticks append tuples (cheap in Python); coalesced runs append whole column arrays. `finish`
-stitches both into the arrays of the result.
+NOTE: memory per tick is bounded and holds no per-tick Python object. Tick rows, gaps and events
+are stored in fixed-size NumPy chunks (`_Chunks`); single ticks append a tuple (events and gaps: an
+array) to a short staging list that is copied into the chunks every `STAGE_ROWS` rows
+(`STAGE_PARTS` arrays): appending to a list is the cheapest hand-over from Python. A tick row costs 17 × 8 bytes; there is no other per-tick allocation that
+survives the tick. `finish` concatenates the chunks into the arrays of the result.
+
+Events are returned in one canonical order: by time, then by `EVENT_RANK` (what ends a tick before
+what starts the next, since the end of tick j is the start of tick j+1), then by request id. So the
+order does not depend on whether ticks were advanced one by one or in coalesced runs.
 """
 
 from __future__ import annotations
@@ -9,27 +16,88 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core.result import INT_TICK_COLUMNS, TICK_COLUMNS, BatchLog, Events, Timeline
-from sim_core.types import IntArray
+from sim_core.types import Event, IntArray
+
+STAGE_ROWS = 1024  # single-tick rows staged as tuples before being copied into the chunks
+STAGE_PARTS = 256  # event / gap arrays staged before being copied into the chunks
+CHUNK_ROWS = 16384  # rows per NumPy chunk (a 17-column tick chunk is 2.2 MB)
+
+# Events at one instant: the previous tick's outcomes first, then the next tick's membership changes
+# (a request pre-empted and re-admitted in one plan reads PREEMPTED, then SCHEDULED).
+EVENT_RANK = np.zeros(max(Event) + 1, dtype=np.int8)
+for _rank, _kind in enumerate((Event.FIRST_TOKEN, Event.PREFILL_DONE, Event.FINISHED, Event.PREEMPTED,
+                               Event.SWAPPED_OUT, Event.SCHEDULED, Event.SWAPPED_IN)):  # fmt: skip
+    EVENT_RANK[_kind] = _rank
+
+
+class _Chunks:
+    """Append-only rows of one dtype in fixed-size chunks: no reallocation, no per-row objects."""
+
+    def __init__(self, width: int | None, dtype, chunk_rows: int = CHUNK_ROWS):
+        self._shape = (chunk_rows,) if width is None else (chunk_rows, width)
+        self._dtype = dtype
+        self._full: list[np.ndarray] = []
+        self._cur = np.empty(self._shape, dtype)
+        self._n = 0  # rows used in _cur
+        self.size = 0
+
+    def extend(self, block) -> None:
+        """Append rows (an array of shape (n,) or (n, width); scalars broadcast for 1-D chunks)."""
+        block = np.asarray(block, dtype=self._dtype)
+        n = block.shape[0]
+        done = 0
+        while done < n:
+            take = min(n - done, self._shape[0] - self._n)
+            self._cur[self._n : self._n + take] = block[done : done + take]
+            self._n += take
+            done += take
+            if self._n == self._shape[0]:
+                self._full.append(self._cur)
+                self._cur = np.empty(self._shape, self._dtype)
+                self._n = 0
+        self.size += n
+
+    def fill(self, value, n: int) -> None:
+        """Append n copies of one scalar (1-D chunks)."""
+        while n:
+            take = min(n, self._shape[0] - self._n)
+            self._cur[self._n : self._n + take] = value
+            self._n += take
+            n -= take
+            self.size += take
+            if self._n == self._shape[0]:
+                self._full.append(self._cur)
+                self._cur = np.empty(self._shape, self._dtype)
+                self._n = 0
+
+    def array(self) -> np.ndarray:
+        return np.concatenate(self._full + [self._cur[: self._n]])
 
 
 class Recorder:
     def __init__(self, num_recorded_batches: int):
-        self._rows: list[tuple] = []
-        self._chunks: list[np.ndarray] = []  # (rows, len(TICK_COLUMNS)) float64 blocks, in order
+        self._rows: list[tuple] = []  # staged single-tick rows (at most STAGE_ROWS)
+        self._ticks = _Chunks(len(TICK_COLUMNS), np.float64)
         self.num_ticks = 0
-        self._ev_req: list[np.ndarray] = []
-        self._ev_time: list[np.ndarray] = []
-        self._ev_kind: list[np.ndarray] = []
-        self._itl: list[np.ndarray] = []
+        self._ev_req = _Chunks(None, np.int64)
+        self._ev_time = _Chunks(None, np.float64)
+        self._ev_kind = _Chunks(None, np.int8)
+        self._itl = _Chunks(None, np.float64)
+        self._ev_stage: list[tuple[np.ndarray, float | np.ndarray, int]] = []  # at most STAGE_PARTS
+        self._itl_stage: list[np.ndarray] = []  # at most STAGE_PARTS
         self._max_batches = num_recorded_batches
-        self._batches: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     def tick(self, row: tuple) -> None:
         self._rows.append(row)
         self.num_ticks += 1
+        if len(self._rows) >= STAGE_ROWS:
+            self._flush()
 
     def tick_rows(self, rows: list[tuple]) -> None:
-        self._rows.extend(rows)
+        self._flush()
+        if rows:
+            self._ticks.extend(np.array(rows, dtype=np.float64))
         self.num_ticks += len(rows)
 
     def ticks(self, cols: dict[str, np.ndarray], n: int) -> None:
@@ -38,24 +106,41 @@ class Recorder:
         block = np.empty((n, len(TICK_COLUMNS)))
         for j, name in enumerate(TICK_COLUMNS):
             block[:, j] = cols[name]
-        self._chunks.append(block)
+        self._ticks.extend(block)
         self.num_ticks += n
 
     def _flush(self) -> None:
         if self._rows:
-            self._chunks.append(np.array(self._rows, dtype=np.float64))
+            self._ticks.extend(np.array(self._rows, dtype=np.float64))
             self._rows = []
 
     def event(self, req: IntArray, time_s: float | np.ndarray, kind: int) -> None:
-        """Record `kind` for these requests at one time (or one time each). Expanded in `finish`."""
+        """Record `kind` for these requests at one time (or one time each)."""
         if req.size:
-            self._ev_req.append(req)
-            self._ev_time.append(time_s)
-            self._ev_kind.append(kind)
+            self._ev_stage.append((req, time_s, kind))
+            if len(self._ev_stage) >= STAGE_PARTS:
+                self._flush_events()
+
+    def _flush_events(self) -> None:
+        stage = self._ev_stage
+        if not stage:
+            return
+        sizes = [r.size for r, _, _ in stage]
+        self._ev_req.extend(np.concatenate([r for r, _, _ in stage]))
+        self._ev_time.extend(np.concatenate([np.broadcast_to(np.asarray(t, dtype=np.float64), (n,)) for (_, t, _), n in zip(stage, sizes)]))
+        self._ev_kind.extend(np.repeat(np.array([k for _, _, k in stage], dtype=np.int8), sizes))
+        self._ev_stage = []
 
     def itl(self, gaps: np.ndarray) -> None:
         if gaps.size:
-            self._itl.append(gaps)
+            self._itl_stage.append(gaps)
+            if len(self._itl_stage) >= STAGE_PARTS:
+                self._flush_itl()
+
+    def _flush_itl(self) -> None:
+        if self._itl_stage:
+            self._itl.extend(np.concatenate(self._itl_stage))
+            self._itl_stage = []
 
     @property
     def wants_batches(self) -> bool:
@@ -68,23 +153,18 @@ class Recorder:
 
     def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:
         self._flush()
-        data = np.concatenate(self._chunks) if self._chunks else np.empty((0, len(TICK_COLUMNS)))
+        self._flush_events()
+        self._flush_itl()
+        data = self._ticks.array()
         cols = {
             name: (data[:, j].astype(np.int64) if name in INT_TICK_COLUMNS else data[:, j].copy())
             for j, name in enumerate(TICK_COLUMNS)
         }
+        del data
         cat = lambda parts, dtype: np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)  # noqa: E731
-        sizes = np.array([r.size for r in self._ev_req], dtype=np.int64)
-        # One time per entry, repeated per request; entries with a time per request overwrite their slice.
-        is_arr = [np.ndim(t) > 0 for t in self._ev_time]
-        scalar = np.array([0.0 if a else t for t, a in zip(self._ev_time, is_arr)], dtype=np.float64)
-        ev_time = np.repeat(scalar, sizes)
-        ends = np.cumsum(sizes)
-        for i in np.flatnonzero(is_arr):
-            ev_time[ends[i] - sizes[i] : ends[i]] = self._ev_time[i]
-        ev_kind = np.repeat(np.array(self._ev_kind, dtype=np.int8), sizes)
-        order = np.argsort(ev_time, kind="stable")
-        events = Events(cat(self._ev_req, np.int64)[order], ev_time[order], ev_kind[order])
+        ev_req, ev_time, ev_kind = self._ev_req.array(), self._ev_time.array(), self._ev_kind.array()
+        order = np.lexsort((ev_req, EVENT_RANK[ev_kind], ev_time))
+        events = Events(ev_req[order], ev_time[order], ev_kind[order])
         b = self._batches
         batches = BatchLog(
             tick=cat([x[0] for x in b], np.int64),
@@ -93,4 +173,4 @@ class Recorder:
             is_decode=cat([x[3] for x in b], bool),
             kv_blocks_held=cat([x[4] for x in b], np.int64),
         )
-        return Timeline(cols), events, cat(self._itl, np.float64), batches
+        return Timeline(cols), events, self._itl.array(), batches

@@ -76,6 +76,8 @@ class SimState:
             return keys
         if new.size > 1:
             new = np.sort(new)
+        if not keys.size or new[0] > keys[-1]:  # arrivals under FCFS: all behind the queue
+            return np.concatenate([keys, new])
         return np.insert(keys, np.searchsorted(keys, new), new)
 
     def key_to_id(self, keys: IntArray) -> IntArray:
@@ -89,14 +91,19 @@ class SimState:
         self.status[ids] = Status.SWAPPED
         self.swapped_keys = self._insert(self.swapped_keys, self.order_key[ids])
 
-    def admit_arrivals(self) -> int:
-        """Move requests that have arrived by now into the waiting queue; returns how many."""
+    def admit_arrivals(self, upto_s: float | None = None) -> int:
+        """Move requests that have arrived by now (or by `upto_s`) into the waiting queue; returns how many."""
         lo = self.next_arrival
-        hi = lo + int(np.searchsorted(self.arrival_s[lo:], self.now_s, side="right"))
+        hi = lo + int(np.searchsorted(self.arrival_s[lo:], self.now_s if upto_s is None else upto_s, side="right"))
         if hi > lo:
             self.push_waiting(np.arange(lo, hi, dtype=np.int64))
             self.next_arrival = hi
         return hi - lo
+
+    def num_arrived_by(self, times_s: np.ndarray) -> IntArray:
+        """Requests not yet in a queue that have arrived by each of these (sorted) times."""
+        lo = self.next_arrival
+        return np.searchsorted(self.arrival_s[lo:], times_s, side="right")
 
     def next_arrival_s(self) -> float:
         return float(self.arrival_s[self.next_arrival]) if self.next_arrival < self.num_requests else np.inf

@@ -48,10 +48,10 @@ GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "attention_efficiency",
                  "interconnect_efficiency", "allreduce_latency_us")  # fmt: skip
 # Engine family profiles: which published rows each is fitted on (>= 3 each), and which sections it replays.
 PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
-                    "tensorrt-llm-pytorch": "T", "sglang": "S", "vllm-v0": "V"}
+                    "tensorrt-llm-pytorch": "T", "sglang": "S", "vllm-v0": "V", "vllm-v1": "W"}
 # Families whose rows are priced by running the simulator (offline benchmark runs), not by one formula:
 # slower, so tests cover them behind SIM_CORE_SLOW_TESTS=1 (see tests/sim_core/test_validate.py).
-SIMULATED_FAMILIES = ("tensorrt-llm-pytorch", "sglang", "vllm-v0")
+SIMULATED_FAMILIES = ("tensorrt-llm-pytorch", "sglang", "vllm-v0", "vllm-v1")
 # Their grids (coarse: every point is a few simulations). All start from compiled-pytorch's kernel costs.
 SIMULATED_GRIDS = {
     "tensorrt-llm-pytorch": {"tick_overhead_ms": np.arange(0, 3.01, 0.25), "per_seq_overhead_us": np.arange(0, 20.1, 1.0),
@@ -59,6 +59,8 @@ SIMULATED_GRIDS = {
     "sglang": {"tick_overhead_ms": np.arange(0, 5.01, 0.5), "per_seq_overhead_us": np.arange(0, 60.1, 5.0),
                "allreduce_latency_us": np.arange(0, 80.1, 5.0)},
     "vllm-v0": {"tick_overhead_ms": np.arange(0, 5.01, 0.5), "per_seq_overhead_us": np.arange(0, 60.1, 5.0),
+                "allreduce_latency_us": np.arange(0, 80.1, 5.0)},
+    "vllm-v1": {"tick_overhead_ms": np.arange(0, 5.01, 0.5), "per_seq_overhead_us": np.arange(0, 60.1, 5.0),
                 "allreduce_latency_us": np.arange(0, 80.1, 5.0)},
 }  # fmt: skip
 PROFILE_FIT_ROWS = {
@@ -83,6 +85,10 @@ PROFILE_FIT_ROWS = {
     # Llama-3.1-70B at TP4 on H100. CPU costs per tick and per sequence, and the all-reduce latency.
     "sglang": ("S002", "S005", "S007"),
     "vllm-v0": ("V001", "V003", "V004"),
+    # vLLM 0.7.0 with the V1 engine (vLLM's V1 announcement, figure v1_llama.png): mean end-to-end latency on
+    # ShareGPT at 1 and 40 req/s for Llama-3.1-8B on one H100, and at 1 and 15 req/s for Llama-3.3-70B at TP4:
+    # light and medium load on both models; the heavier loads (the knee) are held out.
+    "vllm-v1": ("W001", "W003", "W007", "W010"),
 }
 # The defaults of CalibrationConfig: operator-fitted GPU constants plus this family's CPU overheads.
 DEFAULT_FAMILY = "tensorrt-llm-classic"
@@ -271,11 +277,12 @@ BENCH_SERVING_SHAREGPT = {
     "prompt_tokens": {"dist": "lognormal", "mean": 210, "min": 4, "max": 1024, "sigma": 1.0},
     "output_tokens": {"dist": "lognormal", "mean": 204, "min": 4, "max": 1024, "sigma": 1.0},
 }
-BENCH_ENGINES = {"S": ("sglang", {1: 0.88, 4: 0.85}), "V": ("vllm-v0", {1: 0.9, 4: 0.9})}
+BENCH_ENGINES = {"S": ("sglang", {1: 0.88, 4: 0.85}), "V": ("vllm-v0", {1: 0.9, 4: 0.9}), "W": ("vllm-v1", {1: 0.9, 4: 0.9})}
 
 
 def _bench_serving(r: dict[str, str], cal: dict[str, float]) -> float:
-    """sglang.bench_serving on ShareGPT: Poisson arrivals at the row's rate (or all at once), the row's metric."""
+    """sglang.bench_serving (or vLLM's benchmark_serving, which it copies) on ShareGPT: Poisson arrivals at the
+    row's rate (or all at once), the row's metric."""
     engine, util = BENCH_ENGINES[r["section"]]
     tp = int(r["num_gpus"])
     offline = "request rate inf" in r["workload"] or "all requests at once" in r["workload"]
@@ -291,7 +298,10 @@ def _bench_serving(r: dict[str, str], cal: dict[str, float]) -> float:
                      **BENCH_SERVING_SHAREGPT},
         "limits": {"max_sim_time_s": 1e6, "num_recorded_batches": 0},
     })  # fmt: skip
-    s = run_simulation(cfg).summary
+    res = run_simulation(cfg)
+    s = res.summary
+    if r["metric"].startswith("mean E2E latency"):
+        return float(np.nanmean(res.requests.e2e_s))
     if r["metric"].startswith("median TTFT"):
         return s.ttft_p50_s * 1e3
     if r["metric"].startswith("median TPOT"):
@@ -320,7 +330,7 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
         b = int(r["batch_or_concurrency"] or 1)
         isl = int(r["input_len"] or 0)
         fn: Callable[[dict[str, float]], float] | None = None
-        if metric.endswith("(bench_serving)"):
+        if metric.endswith(("(bench_serving)", "benchmark_serving)")):  # sglang.bench_serving, vLLM benchmark_serving
             fn = lambda cal, r=r: _bench_serving(r, cal)  # noqa: E731
             what = f"{label} {r['framework']} {metric.split(' (')[0]}, {r['workload'].split(', ')[1][:24]}"
         elif metric == "offline output throughput (trtllm-bench)":
@@ -357,7 +367,8 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
 
             what = f"{label} hybrid 1021 prefill + 3 decode"
         if fn is not None:
-            unit = "tok/s" if "tok/s" in r["unit"] or metric.startswith(("output throughput", "decode tokens/s")) else "ms"
+            unit = "tok/s" if "tok/s" in r["unit"] or metric.startswith(("output throughput", "decode tokens/s")) else (
+                "s" if r["unit"] == "s" else "ms")
             rows.append(Row(rid, what, value, unit, fn, profile, src, held_out))
     return rows
 
@@ -414,7 +425,14 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
             grids.pop("per_seq_overhead_us")  # CUDA-graph collectives: all-reduce latency refitted on a TP2 row
             grids["allreduce_latency_us"] = np.arange(0, 40, 1.0)
         start = cal | gpu | {"profile": profile, "per_seq_overhead_us": 0.0}
+        if profile == "compiled-pytorch":  # first stage: kernel and CPU costs as if weights were 16-bit
+            start["dequant_flops_per_weight"] = 0.0
         fitted = _grid_fit(_fit_rows(rows, profile), start, grids)
+        if profile == "compiled-pytorch":
+            # Second stage: its INT8/INT4 weight-only fit rows (the only such rows in the set) fit the dequantisation
+            # cost with the first stage's constants held (the BF16 kernel and CPU costs other families start from).
+            quantised = [r for r in _fit_rows(rows, profile) if "INT" in r.what]
+            fitted = _grid_fit(quantised, fitted, {"dequant_flops_per_weight": np.arange(0, 301, 5.0)}, rounds=1)
         out[profile] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in fitted.items()}
     for profile in families or tuple(PROFILE_SECTIONS):
         if profile in SIMULATED_FAMILIES:

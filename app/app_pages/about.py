@@ -5,6 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app.state import CFG_KEY
+from sim_core import list_presets
+from sim_core.presets import read_preset_data
 from sim_core.costmodel import ModelShape, kv_bytes_per_token, plan_memory, MemoryPlanError
 
 st.title("About the model")
@@ -31,6 +33,13 @@ measurements (TensorRT-LLM, gpt-fast, Sarathi-Serve) with a median absolute erro
 decisions on real hardware.
 """
 )
+st.subheader("Hardware presets and their sources")
+st.dataframe(
+    [{"preset": name, "GPU": d.get("name", name), "dense BF16 TFLOP/s": d.get("peak_tflops"),
+      "HBM GB/s": d.get("hbm_bandwidth_gb_per_s"), "source": d.get("source", "")}
+     for name in list_presets("hardware") for d in [read_preset_data("hardware", name)]],
+    hide_index=True, key="about.hardware",
+)  # fmt: skip
 st.subheader("This configuration")
 shape = ModelShape.of(cfg)
 c1, c2, c3 = st.columns(3)

@@ -8,26 +8,43 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.components import charts, runner
+from app.components import charts, cluster_timeline, runner, timeline, workshop
+from app.components.sidebar import scheduler_label
+from app.components.units import fmt_count, fmt_seconds
 from app.state import CFG_KEY, config_from_query, config_to_query, preset_matching, read_query_params, write_query_params
 from sim_core import SimConfig, list_presets, load_preset
+from sim_core.metrics import class_metrics
 
 CURRENT = "(current settings from Simulate)"
-METRIC_ROWS = [  # (label, summary field, scale, unit)
-    ("Output throughput", "output_tokens_per_s", 1, "tok/s"),
-    ("Goodput", "goodput_requests_per_s", 1, "req/s"),
-    ("SLO attainment", "slo_attainment", 100, "%"),
-    ("TTFT p50", "ttft_p50_s", 1e3, "ms"),
-    ("TTFT p99", "ttft_p99_s", 1e3, "ms"),
-    ("TPOT p50", "tpot_p50_s", 1e3, "ms"),
-    ("TPOT p99", "tpot_p99_s", 1e3, "ms"),
-    ("ITL p99", "itl_p99_s", 1e3, "ms"),
-    ("E2E p50", "e2e_p50_s", 1, "s"),
-    ("GPU busy", "gpu_busy_fraction", 100, "%"),
-    ("Mean batch", "mean_batch_size", 1, "seqs"),
-    ("Pre-emptions", "num_preemptions", 1, ""),
-    ("Finished", "num_finished", 1, "requests"),
+METRIC_ROWS = [  # (label, summary field, kind): kind formats the value (s: ms or s; count: integer)
+    ("Output throughput", "output_tokens_per_s", "tok/s"),
+    ("Goodput", "goodput_requests_per_s", "req/s"),
+    ("SLO attainment", "slo_attainment", "%"),
+    ("TTFT p50", "ttft_p50_s", "s"),
+    ("TTFT p99", "ttft_p99_s", "s"),
+    ("TPOT p50", "tpot_p50_s", "s"),
+    ("TPOT p99", "tpot_p99_s", "s"),
+    ("ITL p99", "itl_p99_s", "s"),
+    ("E2E p50", "e2e_p50_s", "s"),
+    ("GPU busy", "gpu_busy_fraction", "%"),
+    ("Mean batch", "mean_batch_size", "seqs"),
+    ("Pre-emptions", "num_preemptions", "count"),
+    ("Finished", "num_finished", "count"),
 ]
+CLASS_ROWS = [("TTFT p99", "ttft_p99_s", "s"), ("TPOT p99", "tpot_p99_s", "s"), ("meet SLOs", "slo_attainment", "%")]
+
+
+def fmt_value(value: float, kind: str) -> str:
+    if value is None or np.isnan(value):
+        return "–"
+    return {"s": fmt_seconds, "count": fmt_count, "%": lambda v: f"{v:.0%}", "seqs": lambda v: f"{v:,.1f}",
+            "tok/s": lambda v: f"{v:,.0f} tok/s", "req/s": lambda v: f"{v:,.2f} req/s"}[kind](value)  # fmt: skip
+
+
+def side_label(cfg: SimConfig) -> str:
+    """A side's name that stays true: the preset while unmodified, else 'modified: <scheduler>'."""
+    preset = preset_matching(cfg)
+    return preset if preset else f"modified · {scheduler_label(cfg)}"
 
 
 def _side_from_link(prefix: str, params: dict[str, str]) -> tuple[SimConfig | None, str | None, str | None]:
@@ -46,13 +63,23 @@ def _pick(label: str, key: str, default: str) -> SimConfig:
 
 
 def metrics_table(a, b) -> pd.DataFrame:
+    """Headline metrics of A and B, then per-class latency when either run has classes. Text cells
+    (units switch ms/s, counts are integers); four narrow columns so a phone need not scroll."""
     rows = []
-    for label, field, scale, unit in METRIC_ROWS:
-        va, vb = getattr(a.summary, field) * scale, getattr(b.summary, field) * scale
-        ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) else np.nan
-        # a string column: the table shows "None" for a missing number (e.g. 0 / 0 pre-emptions)
-        rows.append({"metric": label, "unit": unit, "A": va, "B": vb, "B − A": vb - va,
+
+    def add(label: str, va: float, vb: float, kind: str) -> None:
+        ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) and not np.isnan(vb) else np.nan
+        rows.append({"metric": label, "A": fmt_value(va, kind), "B": fmt_value(vb, kind),
                      "B / A": "–" if np.isnan(ratio) else f"{ratio:.2f}×"})  # fmt: skip
+
+    for label, field, kind in METRIC_ROWS:
+        add(label, float(getattr(a.summary, field)), float(getattr(b.summary, field)), kind)
+    ca, cb = class_metrics(a.config, a.requests), class_metrics(b.config, b.requests)
+    by_b = {r["class"]: r for r in cb}
+    for r in ca:
+        if r["class"] in by_b:
+            for label, field, kind in CLASS_ROWS:
+                add(f"{label} · {r['class']}", r[field], by_b[r["class"]][field], kind)
     return pd.DataFrame(rows)
 
 
@@ -76,7 +103,11 @@ def main() -> None:
     same = st.toggle("Run B on A's workload and seed", value=True, key="cmp.same_workload",
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
     if same:
+        own = b
         b = b.model_copy(update={"workload": a.workload, "seed": a.seed, "slo": a.slo})
+        if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
+            st.caption(f"B's own workload ({own.workload.name}, {own.workload.num_requests:,} requests, seed {own.seed}) "
+                       "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
     q = {f"a_{k}": v for k, v in config_to_query(a, preset_matching(a)).items()}
     q |= {f"b_{k}": v for k, v in config_to_query(b, preset_matching(b)).items()}
     write_query_params(q)
@@ -89,20 +120,22 @@ def main() -> None:
     if out_a.error or out_b.error:
         return
     ra, rb = out_a.result, out_b.result
-    st.dataframe(
-        metrics_table(ra, rb).style.format({"A": "{:,.2f}", "B": "{:,.2f}", "B − A": "{:+,.2f}"}),
-        hide_index=True, key="cmp.table", height=35 * (len(METRIC_ROWS) + 1) + 3,
-    )
+    st.markdown(f"**A** · {side_label(a)} — **B** · {side_label(b)}")
+    st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
+    whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
+                      "A's busiest moment, so single ticks are visible.")  # fmt: skip
     _seed_table(a, b)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
+    window = None if whole else timeline.opening_window(ra)
     g1, g2 = st.columns(2)
-    from app.components.cluster_timeline import gantt_kv_figure  # a row per instance for deployments (issue 13)
-
-    g1.plotly_chart(gantt_kv_figure(ra, (0, end), f"A · {a.scheduler.name}"), key="cmp.gantt_a")
-    g2.plotly_chart(gantt_kv_figure(rb, (0, end), f"B · {b.scheduler.name}"), key="cmp.gantt_b")
+    with g1:
+        workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), f"A · {side_label(a)}", window=window), key="cmp.gantt_a")
+    with g2:
+        workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), f"B · {side_label(b)}", window=window), key="cmp.gantt_b")
     cols = st.columns(2)
     for i, metric in enumerate(charts.METRICS):
-        cols[i % 2].plotly_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
+        with cols[i % 2]:
+            workshop.show_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
 
 
 def _seed_table(a: SimConfig, b: SimConfig) -> None:
@@ -115,18 +148,18 @@ def _seed_table(a: SimConfig, b: SimConfig) -> None:
                             help="Run A and B with seeds s, s+1, …: each metric becomes a min–max band."))  # fmt: skip
     if k == 1:
         return
-    fields = [f for _, f, _, _ in METRIC_ROWS]
+    fields = [f for _, f, _ in METRIC_ROWS]
     try:
         with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
             bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir())) for c in (a, b)]
     except PresetError as err:
         st.error(str(err))
         return
-    fmt = lambda lo, hi, scale: f"{lo * scale:,.2f} – {hi * scale:,.2f}"  # noqa: E731
-    st.dataframe([{"metric": label, "unit": unit, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], scale),
-                   f"B (min – max, {k} seeds)": fmt(bands[1][f][0], bands[1][f][2], scale),
+    fmt = lambda lo, hi, kind: f"{fmt_value(lo, kind)} – {fmt_value(hi, kind)}"  # noqa: E731
+    st.dataframe([{"metric": label, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], kind),
+                   f"B (min – max, {k} seeds)": fmt(bands[1][f][0], bands[1][f][2], kind),
                    "bands overlap": "yes" if bands[0][f][0] <= bands[1][f][2] and bands[1][f][0] <= bands[0][f][2] else "no"}
-                  for label, f, scale, unit in METRIC_ROWS], hide_index=True, key="cmp.seed_table")  # fmt: skip
+                  for label, f, kind in METRIC_ROWS], hide_index=True, key="cmp.seed_table")  # fmt: skip
 
 
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:

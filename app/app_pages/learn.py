@@ -1,36 +1,92 @@
-"""Learn: guided lessons (data in presets/lessons/). Each: an explanation, the scenario link, the one
-knob to move, a question, the answer on demand, and a side-by-side run of the knob's two values."""
+"""Learn: guided lessons (data in presets/lessons/). Each: a learning goal, an explanation, the
+scenario (and a small "see the mechanism" scenario), the one knob to move, a question, what to look
+for (checked on the run), the answer, and a side-by-side run of the knob's two values.
+
+Workshop mode (`?workshop=1`): an agenda with timings, and answers hidden until the presenter
+reveals them with `&reveal=1` (or `&reveal=<lesson id>`). Opening a lesson in Simulate keeps its
+banner there, with a way back.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from app.components import config_form, runner
-from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, read_query_params, write_query_params
-from sim_core.lessons import Lesson, load_lessons, metric_value
+from app.components import config_form, runner, workshop
+from app.components.claims import holds, observe
+from app.components.units import fmt_count, fmt_seconds
+from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, write_query_params
+from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 
-METRIC_LABELS = {
-    "tpot_p50_s": ("TPOT p50", 1e3, "ms"), "output_tokens_per_s": ("output throughput", 1, "tok/s"),
-    "itl_p99_s": ("ITL p99", 1e3, "ms"), "num_recomputed_tokens": ("recomputed tokens", 1, ""),
-    "fits": ("fits in memory (1 = yes)", 1, ""), "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", 1e3, "ms"),
-    "mean_batch_size": ("mean batch", 1, "seqs"),
-    "e2e_p99_s": ("E2E p99", 1, "s"), "goodput_requests_per_s": ("goodput", 1, "req/s"),
+METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
+    "tpot_p50_s": ("TPOT p50", "s"), "output_tokens_per_s": ("output throughput", "tok/s"),
+    "itl_p99_s": ("ITL p99", "s"), "num_recomputed_tokens": ("recomputed tokens", "count"),
+    "fits": ("fits in memory", "fits"), "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
+    "mean_batch_size": ("mean batch", "seqs"),
+    "e2e_p99_s": ("E2E p99", "s"), "goodput_requests_per_s": ("goodput", "req/s"),
 }  # fmt: skip
+WORKSHOP_PARAMS = ("workshop", "reveal")
 
 
-def _open_in_simulate(lesson: Lesson, step: int) -> None:
-    cfg = lesson.config(step)
+def fmt_metric(metric: str, value: float) -> str:
+    kind = METRIC_LABELS.get(metric, (metric, "s" if metric.endswith("_s") else ""))[1]
+    if kind == "fits":
+        return "fits" if value == 1 else "does not fit"
+    if np.isnan(value):
+        return "–"
+    if kind == "s":
+        return fmt_seconds(value)
+    if kind == "count":
+        return fmt_count(value)
+    if kind == "tok/s":
+        return f"{value:,.0f} tok/s"
+    if kind == "seqs":
+        return f"{value:,.1f} seqs"
+    if kind == "req/s":
+        return f"{value:,.2f} req/s"
+    return f"{value:,.3g}"
+
+
+def _open_in_simulate(lesson: Lesson, step: int, run: str = "lesson") -> None:
+    cfg = lesson.config(step, run)
+    base = lesson.mechanism if run == "mechanism" and lesson.mechanism else lesson.scenario
+    preset = preset_matching(cfg)  # an unmodified preset keeps its name
     st.session_state[CFG_KEY] = cfg
-    st.session_state[PRESET_KEY] = None
-    st.session_state[BASE_KEY] = lesson.scenario
+    st.session_state[PRESET_KEY] = preset
+    st.session_state[BASE_KEY] = preset or base
+    st.session_state[workshop.ACTIVE_LESSON_KEY] = (lesson.id, step, run)
     config_form.seed_widgets(cfg)
-    st.switch_page("app_pages/simulate.py", query_params=config_to_query(cfg, None, lesson.scenario))
+    st.switch_page("app_pages/simulate.py", query_params=config_to_query(cfg, preset, base))
 
 
-def _lesson(lesson: Lesson) -> None:
+def _revealed(lesson: Lesson, params: dict[str, str]) -> bool | None:
+    """None outside workshop mode (answers one click away); else whether the presenter revealed it."""
+    if params.get("workshop") != "1":
+        return None
+    return params.get("reveal") in ("1", "all", lesson.id)
+
+
+def _look_for(lesson: Lesson) -> None:
+    """The lesson's claims, each with what this run shows (checked; the tests require them all)."""
+    lines = []
+    for claim in lesson.claims:
+        res = runner.run(lesson.config(claim.step, claim.run)).result
+        other = None
+        if claim.than_other_step:
+            other = observe(claim, runner.run(lesson.config(1 - claim.step, claim.run)).result)
+        ok = holds(claim, observe(claim, res), other)
+        side = f"{lesson.knob_label} = {lesson.values[claim.step]}" + (", mechanism scenario" if claim.run == "mechanism" else "")
+        lines.append(f"{'✓' if ok else '✗ not in this run:'} “{claim.says}” ({side})")
+    st.text("\n".join(lines))
+
+
+def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
+    article = load_article()
     st.subheader(f"{lesson.order}. {lesson.title}")
-    st.caption(f"Source article {lesson.article} · scenario `{lesson.scenario}`")
+    st.caption(f"{lesson.minutes} min · source: “{article.title}” ({article.title_en}), {article.cite(lesson.article)} · "
+               f"scenario {lesson.scenario}")  # fmt: skip
+    if lesson.goal:
+        st.markdown(f"**Goal.** {lesson.goal}")
     st.markdown(lesson.explanation)
     a, b = labels = lesson.value_labels or lesson.values
     st.markdown(f"**The knob:** {lesson.knob_label} (`{lesson.knob}`): from **{a}** to **{b}**.")
@@ -40,40 +96,88 @@ def _lesson(lesson: Lesson) -> None:
         _open_in_simulate(lesson, 0)
     if c2.button(f"Open with {lesson.knob_label} = {b}", key=f"learn.open1.{lesson.id}"):
         _open_in_simulate(lesson, 1)
-    from urllib.parse import urlencode
-
+    if lesson.mechanism:
+        n = lesson.config(0, "mechanism").workload.num_requests
+        st.markdown(f"**See the mechanism** with {n} requests, where every tick is a visible bar:")
+        m1, m2 = st.columns(2)
+        if m1.button(f"Mechanism, {lesson.knob_label} = {a}", key=f"learn.mech0.{lesson.id}"):
+            _open_in_simulate(lesson, 0, "mechanism")
+        if m2.button(f"Mechanism, {lesson.knob_label} = {b}", key=f"learn.mech1.{lesson.id}"):
+            _open_in_simulate(lesson, 1, "mechanism")
     with st.expander("Links that set up each side (for instructors)"):
         for step in (0, 1):
-            st.caption(f"{lesson.knob_label} = {labels[step]} — append to the app's address:")
-            st.code("?" + urlencode(config_to_query(lesson.config(step), None, lesson.scenario)), language=None, wrap_lines=True)
-    with st.expander("Run both and compare here"):
-        label, scale, unit = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric, 1, ""))
+            st.caption(f"{lesson.knob_label} = {labels[step]}:")
+            st.code(workshop.full_url(config_to_query(lesson.config(step), None, lesson.scenario)), language=None, wrap_lines=True)
+        st.caption("This lesson for a workshop (answers hidden), and with its answer revealed:")
+        st.code(workshop.full_url({"lesson": lesson.id, "workshop": "1"}, "learn"), language=None, wrap_lines=True)
+        st.code(workshop.full_url({"lesson": lesson.id, "workshop": "1", "reveal": lesson.id}, "learn"), language=None, wrap_lines=True)
+    revealed = _revealed(lesson, params)
+    if revealed is False:
+        st.info("The answer, what to look for and the side-by-side numbers appear when the presenter reveals them.",
+                icon=":material/visibility_off:")  # fmt: skip
+        return
+    # Lazy expanders: the runs behind them happen only when opened.
+    both = st.expander("Run both and compare here", expanded=bool(revealed), key=f"learn.both.{lesson.id}", on_change="rerun")
+    if both.open:
+        _run_both(lesson, both)
+    if lesson.claims:
+        look = st.expander("What to look for (checked on these runs)", expanded=bool(revealed), key=f"learn.look.{lesson.id}",
+                           on_change="rerun")  # fmt: skip
+        if look.open:
+            with look:
+                _look_for(lesson)
+    with st.expander("Show the answer", expanded=bool(revealed)):
+        st.markdown(lesson.answer)
+
+
+def _run_both(lesson: Lesson, box) -> None:
+    with box:
+        label = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric,))[0]
+        labels = lesson.value_labels or lesson.values
         cols = st.columns(2)
         for step, col in enumerate(cols):
             out = runner.run(lesson.config(step))
             value = metric_value(lesson.expect.metric, out.result)
-            shown = "does not fit" if out.result is None and lesson.expect.metric == "fits" else (
-                "–" if np.isnan(value) else f"{value * scale:,.1f} {unit}")  # fmt: skip
-            col.metric(f"{lesson.knob_label} = {labels[step]}", shown, label, delta_color="off")
+            col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(lesson.expect.metric, value), label,
+                       delta_color="off", delta_arrow="off")  # fmt: skip
             if out.error:
                 col.caption(out.error)
-    with st.expander("Show the answer"):
-        st.markdown(lesson.answer)
+
+
+def _agenda(lessons: tuple[Lesson, ...], pick: str) -> None:
+    total = sum(x.minutes for x in lessons)
+    rows, t = [], 0
+    for x in lessons:
+        mark = "▶ " if x.id == pick else ""
+        rows.append(f"{mark}{t:>3}′–{t + x.minutes:>3}′  {x.order}. {x.title} ({x.article})")
+        t += x.minutes
+    with st.expander(f"Agenda: {len(lessons)} lessons, {total} minutes", expanded=True):
+        st.text("\n".join(rows))
 
 
 def main() -> None:
     st.title("Learn: scheduling, one knob at a time")
     lessons = load_lessons()
     ids = [lesson.id for lesson in lessons]
-    wanted = read_query_params().get("lesson")
+    params = read_query_params()
+    wanted = params.get("lesson")
+    if wanted in ids and st.session_state.get("learn.linked") != wanted:  # a link (or "Back to the lesson") names one
+        st.session_state["learn.pick"] = wanted
+        st.session_state["learn.linked"] = wanted
     if "learn.pick" not in st.session_state:
-        st.session_state["learn.pick"] = wanted if wanted in ids else ids[0]
+        st.session_state["learn.pick"] = ids[0]
+    workshop_mode = params.get("workshop") == "1"
+    if workshop_mode:
+        _agenda(lessons, st.session_state["learn.pick"])
     pick = st.radio("Lesson", ids, key="learn.pick", horizontal=True,
                     format_func=lambda i: f"{ids.index(i) + 1}. {next(x.title for x in lessons if x.id == i)}")  # fmt: skip
-    write_query_params({"lesson": pick})
+    write_query_params({"lesson": pick, **{k: params[k] for k in WORKSHOP_PARAMS if k in params}})
     st.divider()
-    _lesson(next(x for x in lessons if x.id == pick))
-    st.caption("Instructors: a lesson is one JSON file in presets/lessons/; share this page's link to open it directly.")
+    _lesson(next(x for x in lessons if x.id == pick), params)
+    article = load_article()
+    st.caption(f"The lessons follow “{article.title}” ({article.title_en}), {article.publisher}. Instructors: a lesson "
+               "is one JSON file in presets/lessons/; add ?workshop=1 to this page's link for the agenda with answers "
+               "hidden, and &reveal=1 to reveal them. Terms are explained on the Glossary page.")  # fmt: skip
 
 
 main()

@@ -3,29 +3,40 @@ distributions, roofline, step-through, request table and exports in the main are
 
 from __future__ import annotations
 
+import zlib
 from urllib.parse import urlencode
 
 import numpy as np
-import plotly.graph_objects as go
+import pandas as pd
 import streamlit as st
 
-from app.components import charts, runner, timeline
-from app.components.sidebar import draw_sidebar
+from app.components import charts, runner, timeline, workshop
+from app.components.sidebar import draw_sidebar, describe_config
+from app.components.units import fmt_seconds
 from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, WARNING_KEY, config_to_query, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
+from sim_core.metrics import class_metrics
+from sim_core.sweep import with_value
 from sim_core.types import Phase
 
+_show = workshop.show_chart
 
-def _show(fig, key: str, **kwargs) -> None:
-    """Draw a figure; in presenter mode a copy with projector-sized text (cached figures stay as built)."""
-    if st.session_state.get(PRESENTER_KEY):
-        fig = go.Figure(fig).update_layout(font=dict(size=17), height=(fig.layout.height or 450) + 120)
-    st.plotly_chart(fig, key=key, **kwargs)
+
+def class_table(res: SimResult) -> pd.DataFrame | None:
+    """Per-class latency (article §5.2), or None for a single-class run. Text cells: units switch ms/s."""
+    rows = class_metrics(res.config, res.requests)
+    if not rows:
+        return None
+    return pd.DataFrame([{
+        "class": r["class"], "priority": r["priority"], "finished": f"{r['num_finished']:,} / {r['num_requests']:,}",
+        "TTFT p50": fmt_seconds(r["ttft_p50_s"]), "TTFT p99": fmt_seconds(r["ttft_p99_s"]),
+        "TPOT p99": fmt_seconds(r["tpot_p99_s"]), "meet SLOs": f"{r['slo_attainment']:.0%}",
+    } for r in rows])  # fmt: skip
 
 
 def _headline(res: SimResult) -> None:
     s = res.summary
-    ms = lambda v: "–" if np.isnan(v) else f"{v * 1e3:,.0f} ms" if v >= 0.1 else f"{v * 1e3:,.1f} ms"  # noqa: E731
+    ms = fmt_seconds
     row1 = st.columns(4)
     kw = dict(delta_color="off", delta_arrow="off")
     row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", f"{s.total_tokens_per_s:,.0f} tok/s incl. prompts",
@@ -39,7 +50,66 @@ def _headline(res: SimResult) -> None:
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"of {s.kv_capacity_tokens:,} tokens", **kw)
-    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {s.makespan_s:,.1f} s", **kw)
+    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {fmt_seconds(s.makespan_s)}", **kw)
+    table = class_table(res)
+    if table is not None:
+        st.caption("Per request class (the headline mixes them; the priority queue of article §5.2 serves class "
+                   "priority 0 first):")  # fmt: skip
+        st.dataframe(table, hide_index=True, key="table.classes")
+
+
+WHOLE_RUN = "whole run"
+
+
+def _window_keys(res: SimResult) -> tuple[str, str]:
+    """Widget keys of the window controls, per config: a new run opens on its own busy moment."""
+    from app.state import canonical_json
+
+    h = format(zlib.crc32(canonical_json(res.config).encode()), "08x")
+    return f"ui.win_width.{h}", f"ui.win_start.{h}"
+
+
+def _on_width(res: SimResult) -> None:
+    """A new width re-centres on the busiest stretch of that width."""
+    k_width, k_start = _window_keys(res)
+    width = st.session_state[k_width]
+    win = None if width == WHOLE_RUN else timeline.opening_window(res, float(width))
+    st.session_state[k_start] = win[0] if win else timeline.run_span(res)[0]
+
+
+def _shift_window(res: SimResult, k_start: str, width: float, direction: int) -> None:
+    t0, t1 = timeline.run_span(res)
+    st.session_state[k_start] = min(max(st.session_state[k_start] + direction * 0.8 * width, t0), t1 - width)
+
+
+def _window_controls(res: SimResult) -> timeline.Window:
+    """Width and start of the time window the timeline shows (it opens on a readable, busy one)."""
+    t0, t1 = timeline.run_span(res)
+    k_width, k_start = _window_keys(res)
+    opening = timeline.opening_window(res)
+    if k_width not in st.session_state:
+        st.session_state[k_width] = WHOLE_RUN if opening is None else timeline.readable_width_s(res)
+        st.session_state[k_start] = opening[0] if opening else t0
+    widths = [w for w in timeline.WIDTH_CHOICES_S if w < t1 - t0] + [WHOLE_RUN]
+    if len(widths) == 1:  # a run shorter than the narrowest window: show it all
+        return None
+    c1, c2, c3, c4 = st.columns([3, 5, 1, 1], vertical_alignment="bottom")
+    width = c1.select_slider("Window (simulated time)", widths, key=k_width, on_change=_on_width, args=(res,),
+                             format_func=lambda w: w if w == WHOLE_RUN else fmt_seconds(float(w)),
+                             help="How much simulated time the timeline shows. It opens on a few seconds around the "
+                                  "busiest moment (most prefill/decode interleaving, pre-emptions, swaps) so every tick "
+                                  "is a visible bar; widen it up to the whole run.")  # fmt: skip
+    if width == WHOLE_RUN:
+        return None
+    width = float(width)
+    hi = max(t1 - width, t0)
+    st.session_state[k_start] = min(max(float(st.session_state[k_start]), t0), hi)
+    c2.slider("Window start (s)", t0, hi if hi > t0 else t0 + 1e-9, key=k_start, step=max(width / 20, 1e-4), format="%.2f",
+              help="Move the window along the run.")  # fmt: skip
+    c3.button("◀", key="ui.win_prev", on_click=_shift_window, args=(res, k_start, width, -1), help="Earlier", width="stretch")
+    c4.button("▶", key="ui.win_next", on_click=_shift_window, args=(res, k_start, width, 1), help="Later", width="stretch")
+    start = float(st.session_state[k_start])
+    return (start, start + width)
 
 
 def _steady_caption(res: SimResult) -> None:
@@ -50,36 +120,40 @@ def _steady_caption(res: SimResult) -> None:
     st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: first and last "
                f"10 % excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
                f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
-               f"{st_.ttft_p99_s * 1e3:,.0f} ms, TPOT p99 {st_.tpot_p99_s * 1e3:,.1f} ms.")  # fmt: skip
+               f"{fmt_seconds(st_.ttft_p99_s)}, TPOT p99 {fmt_seconds(st_.tpot_p99_s)}.")  # fmt: skip
     if st_.note:
         st.info(st_.note, icon=":material/hourglass_empty:")
 
 
 def _timeline_tab(res: SimResult) -> None:
+    window = _window_controls(res)
     n = res.requests.arrival_s.size
     c1, c2 = st.columns([1, 1])
-    first = c1.number_input("First request shown", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
-                            help="The request rows show a window of requests (by arrival order).")  # fmt: skip
+    first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
+                            help="The request rows show the requests alive in the window (the whole run: by arrival "
+                                 "order); skip this many of them.")  # fmt: skip
     rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
-    _show(_timeline_fig(res, int(first), int(rows)), "chart.timeline", config={"displaylogo": False})
-    st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the batch "
-               "composition, tokens, duration and whether the tick was compute- or memory-bound.")  # fmt: skip
+    _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline")
+    st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the tick's "
+               "batch, tokens, duration (with tensor-parallel all-reduce and PCIe swap time) and whether it was "
+               "compute- or memory-bound. Pale blue in a request row: the request was decoding but the tick gave it "
+               "no token (stalled behind a prefill or a swap).")  # fmt: skip
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _timeline_fig_cached(cfg_json: str, first: int, rows: int):
+def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.Window):
     res = runner.run(SimConfig.model_validate_json(cfg_json)).result
     if getattr(res, "instances", None):  # a deployment: a Gantt row per instance, KV transfers (issue 13)
         from app.components.cluster_timeline import cluster_timeline_figure
 
         return cluster_timeline_figure(res, first, rows)
-    return timeline.timeline_figure(res, first, rows)
+    return timeline.timeline_figure(res, first, rows, window=window)
 
 
-def _timeline_fig(res: SimResult, first: int, rows: int):
+def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window = None):
     from app.state import canonical_json
 
-    return _timeline_fig_cached(canonical_json(res.config), first, rows)
+    return _timeline_fig_cached(canonical_json(res.config), first, rows, window)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -107,23 +181,48 @@ def _roofline_tab(res: SimResult) -> None:
     _show(charts.roofline_figure(res), "chart.roof")
 
 
+def _step(key: str, delta: int, last: int) -> None:
+    st.session_state[key] = min(max(int(st.session_state.get(key, 1)) + delta, 1), last)
+
+
+def _recorded(res: SimResult, tick: int) -> SimResult:
+    """The run whose batch log holds `tick`: this one, or the same config re-run with a longer record
+    (recording does not change the result; cached like every run)."""
+    if (res.batches.tick == tick).any() or tick >= 100_000:
+        return res
+    longer = with_value(res.config, "limits.num_recorded_batches", min(100_000, max(tick + 1, 2 * res.config.limits.num_recorded_batches)))
+    out = runner.run(longer)
+    return out.result if out.result is not None else res
+
+
 def _step_tab(res: SimResult) -> None:
-    busy = np.unique(res.batches.tick)  # recorded ticks that ran a batch (idle ticks have none)
-    if busy.size == 0:
-        st.info("No batches were recorded (limits.num_recorded_batches is 0).")
-        return
-    tick = int(st.select_slider("Tick", options=busy.tolist(), key="ui.step_tick",
-                                help=f"Step through the first {busy.size:,} busy ticks (limits.num_recorded_batches "
-                                     "keeps the batch of the first ticks of a run)."))  # fmt: skip
     tl = res.timeline
+    busy = np.flatnonzero(tl.phase != Phase.IDLE)
+    if busy.size == 0:
+        st.info("The run has no busy ticks.")
+        return
+    key = "ui.step_index"
+    last = int(busy.size)
+    st.session_state[key] = min(max(int(st.session_state.get(key, 1)), 1), last)
+    c1, c2, c3 = st.columns([6, 1, 1], vertical_alignment="bottom")
+    c1.number_input(f"Busy tick (1–{last:,})", 1, last, key=key, step=1,
+                    help="Step through every tick that ran a batch, in order (idle gaps skipped).")  # fmt: skip
+    c2.button("◀ Previous", key="ui.step_prev", on_click=_step, args=(key, -1, last), width="stretch")
+    c3.button("Next ▶", key="ui.step_next", on_click=_step, args=(key, 1, last), width="stretch")
+    tick = int(busy[int(st.session_state[key]) - 1])
     phase = Phase(int(tl.phase[tick])).name.lower()
     st.markdown(
-        f"**Tick {tick}** at t = {tl.t_start_s[tick]:.4f} s · {tl.duration_s[tick] * 1e3:.2f} ms · **{phase}** · "
+        f"**Tick {tick:,}** at t = {tl.t_start_s[tick]:.4f} s · {fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
-        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]} waiting"
+        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
     )
-    _show(charts.step_figure(res, tick), "chart.step")
+    with st.spinner("Recording this tick's batch…"):
+        rec = _recorded(res, tick)
+    if (rec.batches.tick == tick).any():
+        _show(charts.step_figure(rec, tick), "chart.step")
+    else:
+        st.info("Batches are recorded for the first 100,000 ticks; this tick's totals are above.")
 
 
 def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> None:
@@ -133,9 +232,9 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
         st.warning(f"This configuration is {len(query):,} characters as a link (an uploaded trace?), too long to "
                    "share safely. Download the config JSON below and upload it instead.")  # fmt: skip
     else:
-        st.code("?" + query, language=None, wrap_lines=True)
-        st.caption("Append this to the app's address, or copy the address bar: it is kept in sync. "
-                   "The copy icon on the box copies it.")  # fmt: skip
+        st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
+        st.caption("The whole address: paste it anywhere. The address bar is kept in sync; the copy icon on the box "
+                   "copies it.")  # fmt: skip
     c1, c2, c3 = st.columns(3)
     # CSVs are built only when clicked (a callable), not on every rerun
     c1.download_button("Config (JSON)", cfg.model_dump_json(indent=2), "config.json", "application/json", key="dl.cfg")
@@ -145,12 +244,14 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
                        key="dl.ticks", on_click="ignore")  # fmt: skip
 
 
+def _leave_presenter() -> None:
+    st.session_state[PRESENTER_KEY] = False
+
+
 def main() -> None:
     new_cfg, error = draw_sidebar()
     cfg: SimConfig = st.session_state[CFG_KEY]
-    if error:
-        st.sidebar.error(error)
-    elif new_cfg != cfg:
+    if not error and new_cfg != cfg:
         preset = st.session_state.get(PRESET_KEY)
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
@@ -158,22 +259,24 @@ def main() -> None:
     if len(urlencode(link_params)) <= MAX_LINK_CHARS:
         write_query_params(link_params)
 
-    st.title("LLM serving scheduler explorer")
-    hw = cfg.hardware
-    where = f"{hw.num_gpus}× **{hw.name}**"
-    if cfg.deployment is not None:  # replicas / disaggregated pools (issue 13)
-        from sim_core.cluster.report import describe_deployment
-
-        # config text (GPU names) shown as text: markdown characters escaped
-        where = "".join("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|~$" else ch for ch in describe_deployment(cfg))
-    st.caption(f"**{cfg.model.name}** on {where} · scheduler **{cfg.scheduler.name}** "
-               f"({cfg.scheduler.prefill_mode}, {cfg.scheduler.batching}) · workload **{cfg.workload.name}**, "
-               f"{cfg.workload.num_requests:,} requests, seed {cfg.seed}. Results are modelled by a calibrated "
-               "roofline, not measured.")  # fmt: skip
+    presenter = workshop.presenter_on()
+    if presenter:
+        st.button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter, icon=":material/close_fullscreen:")
+    else:
+        st.title("LLM serving scheduler explorer")
+    workshop.lesson_banner()
+    c1, c2 = st.columns([5, 1], vertical_alignment="center")
+    c1.caption(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured.")
+    with c2.popover("Share", icon=":material/share:", width="stretch"):  # reachable on a phone, where tabs overflow
+        if len(urlencode(link_params)) <= MAX_LINK_CHARS:
+            st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
+        else:
+            st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
     if st.session_state.get(WARNING_KEY):
         st.warning(st.session_state[WARNING_KEY], icon=":material/link_off:")
     if error:
-        st.info("The settings in the sidebar are not valid (see the message there); showing the last valid configuration.")
+        st.error(f"**Not a valid setting:** {error} (also shown next to the control in the sidebar). The results "
+                 "below are for the last valid settings.", icon=":material/error:")  # fmt: skip
 
     with st.spinner("Simulating…"):
         outcome = runner.run(cfg)
@@ -186,14 +289,14 @@ def main() -> None:
         st.warning(f"**The run did not finish:** {res.summary.stopped_reason}. The server cannot keep up with this "
                    "load: lower the arrival rate or the number of requests, add GPUs, or raise the limits in "
                    "*Objectives & run*. Partial results below.", icon=":material/warning:")  # fmt: skip
-    _headline(res)
-    _steady_caption(res)
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
-    if st.session_state.get(PRESENTER_KEY):
-        focus = st.segmented_control("Focus on", names[:4], default="Timeline", key="ui.focus")
-        {"Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
+    if presenter:  # one chart fills the screen; the headline would push it down
+        focus = st.segmented_control("Focus on", ["Headline", *names[:4]], default="Timeline", key="ui.focus")
+        {"Headline": _headline, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
          "Roofline": _roofline_tab}[focus or "Timeline"](res)  # fmt: skip
         return
+    _headline(res)
+    _steady_caption(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [
@@ -208,5 +311,6 @@ def main() -> None:
         if tab.open:
             with tab:
                 body()
+
 
 main()

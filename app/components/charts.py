@@ -12,7 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from app.components.colors import NEUTRAL, PHASE_COLORS, PHASE_NAMES, RUN_COLORS, RUN_DASHES
+from app.components.units import time_unit
 from sim_core.result import SimResult
 from sim_core.types import Phase
 
@@ -21,6 +22,7 @@ CDF_POINTS = 400
 MAX_ROOFLINE_POINTS = 4000
 PERCENTILES = (50, 90, 99)
 PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
+LOG_AXIS = dict(type="log", dtick=1, minor=dict(ticks="", showgrid=False))  # labels at decades only: 1, 10, 100, 1k
 
 
 @dataclass(frozen=True)
@@ -53,34 +55,37 @@ def _cdf_points(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go.Figure:
-    """Histogram and CDF side by side, in ms, with p50/p90/p99 lines and the SLO line.
+    """Histogram and CDF side by side, in ms (or s when the median is a second or more), with
+    p50/p90/p99 lines and the SLO line. ITL counts are on a log axis so the stall tail shows.
 
     The x axis ends a little past p99 (or the SLO when that is near) so the bulk stays readable; the
     values beyond it are counted in the title rather than squashing the chart.
     """
-    v = metric_values_s(res, metric.key) * 1e3
+    raw = metric_values_s(res, metric.key)
+    scale, unit = time_unit(raw)
+    v = raw * scale
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF"), horizontal_spacing=0.08)
     if v.size == 0:
         fig.add_annotation(text="no finished requests", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         return fig.update_layout(height=height)
     pct = {q: float(np.percentile(v, q)) for q in PERCENTILES}
-    slo_ms = getattr(res.config.slo, metric.slo_field) * 1e3 if metric.slo_field else None
+    slo_ms = getattr(res.config.slo, metric.slo_field) * scale if metric.slo_field else None
     upper = pct[99] * 1.25 if pct[99] > 0 else float(v.max()) or 1.0
     if slo_ms is not None and slo_ms <= 2 * upper:
         upper = max(upper, slo_ms * 1.08)
     upper = min(upper, float(v.max()) * 1.02) if float(v.max()) > 0 and slo_ms is None else upper
     beyond = int((v > upper).sum())
     counts, edges = np.histogram(np.minimum(v, upper), bins=HIST_BINS, range=(0, upper))
-    fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="#1A73E8",
+    fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color=NEUTRAL,
                          name="count", showlegend=False,
-                         hovertemplate="%{x:.1f} ms: %{y:,}<extra></extra>"), row=1, col=1)  # fmt: skip
+                         hovertemplate=f"%{{x:.3g}} {unit}: %{{y:,}}<extra></extra>"), row=1, col=1)  # fmt: skip
     x, p = _cdf_points(v)
-    fig.add_trace(go.Scatter(x=x, y=p, mode="lines", line_color="#1A73E8", showlegend=False,
-                             hovertemplate="%{x:.1f} ms: %{y:.0%} below<extra></extra>"), row=1, col=2)  # fmt: skip
+    fig.add_trace(go.Scatter(x=x, y=p, mode="lines", line_color=NEUTRAL, showlegend=False,
+                             hovertemplate=f"%{{x:.3g}} {unit}: %{{y:.0%}} below<extra></extra>"), row=1, col=2)  # fmt: skip
     top = float(counts.max()) * 1.05
     for q, val in pct.items():
         style = dict(color=PCT_COLORS[q], dash="dot", width=2)
-        fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {val:,.1f} ms",
+        fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {val:,.3g} {unit}",
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=1)  # fmt: skip
         fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=2)  # fmt: skip
@@ -93,13 +98,16 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
         if slo_ms <= upper:
             for col, y1 in ((1, top), (2, 1)):
                 fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, y1], mode="lines", line=dict(color="#202124", width=3),
-                                         name=f"SLO {slo_ms:g} ms", showlegend=col == 1, legendgroup="slo",
+                                         name=f"SLO {slo_ms:g} {unit}", showlegend=col == 1, legendgroup="slo",
                                          hoverinfo="skip"), row=1, col=col)  # fmt: skip
-        title += f" · {met:.0%} within the {slo_ms:g} ms objective" + ("" if slo_ms <= upper else " (off the chart, right)")
+        title += f" · {met:.0%} within the {slo_ms:g} {unit} objective" + ("" if slo_ms <= upper else " (off the chart, right)")
     if beyond:
-        title += f" · {beyond:,} beyond {upper:,.0f} ms not shown"
-    fig.update_xaxes(title_text=f"{metric.key.upper()} (ms)", range=[0, upper])
-    fig.update_yaxes(title_text="count", row=1, col=1)
+        title += f" · {beyond:,} beyond {upper:,.3g} {unit} not shown"
+    fig.update_xaxes(title_text=f"{metric.key.upper()} ({unit})", range=[0, upper])
+    if metric.key == "itl":  # most gaps are one tick; the stalls are a thin tail a linear axis hides
+        fig.update_yaxes(title_text="count (log)", **LOG_AXIS, row=1, col=1)
+    else:
+        fig.update_yaxes(title_text="count", row=1, col=1)
     fig.update_yaxes(title_text="fraction ≤ x", tickformat=".0%", range=[0, 1.02], row=1, col=2)
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=70, b=40),
                       bargap=0, legend=dict(orientation="h", y=-0.22))  # fmt: skip
@@ -111,24 +119,26 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
     data, else named in the title, so a far objective does not squash the curves."""
     fig = go.Figure()
     upper = 0.0
-    for (label, res), color in zip(results.items(), ("#1A73E8", "#E8710A", "#188038", "#9334E6")):
-        v = metric_values_s(res, metric.key) * 1e3
+    scale, unit = time_unit(np.concatenate([metric_values_s(r, metric.key) for r in results.values()]))
+    for label, res in results.items():
+        v = metric_values_s(res, metric.key) * scale
         if v.size:
             x, p = _cdf_points(v)
             upper = max(upper, float(np.percentile(v, 99.5)) * 1.1)
-            fig.add_trace(go.Scatter(x=x, y=p, mode="lines", name=label, line_color=color,
-                                     hovertemplate=f"{label}: %{{x:.1f}} ms, %{{y:.0%}}<extra></extra>"))  # fmt: skip
+            fig.add_trace(go.Scatter(x=x, y=p, mode="lines", name=label,
+                                     line=dict(color=RUN_COLORS.get(label, NEUTRAL), dash=RUN_DASHES.get(label, "dot"), width=2.5),
+                                     hovertemplate=f"{label}: %{{x:.3g}} {unit}, %{{y:.0%}}<extra></extra>"))  # fmt: skip
     title = metric.label
     if metric.slo_field:
-        slo_ms = getattr(next(iter(results.values())).config.slo, metric.slo_field) * 1e3
+        slo_ms = getattr(next(iter(results.values())).config.slo, metric.slo_field) * scale
         if slo_ms <= 2 * upper:
             upper = max(upper, slo_ms * 1.08)
             fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, 1], mode="lines", line=dict(color="#202124", width=3),
-                                     name=f"SLO {slo_ms:g} ms", hoverinfo="skip"))  # fmt: skip
+                                     name=f"SLO {slo_ms:g} {unit}", hoverinfo="skip"))  # fmt: skip
         else:
-            title += f" · SLO {slo_ms:g} ms (off the chart, right)"
+            title += f" · SLO {slo_ms:g} {unit} (off the chart, right)"
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=50, b=40),
-                      xaxis=dict(title=f"{metric.key.upper()} (ms)", range=[0, upper or None]),
+                      xaxis=dict(title=f"{metric.key.upper()} ({unit})", range=[0, upper or None]),
                       yaxis=dict(title="fraction ≤ x", tickformat=".0%", range=[0, 1.02]))  # fmt: skip
     return fig
 
@@ -167,8 +177,8 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                              hoverinfo="skip"))  # fmt: skip
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=30, b=40), legend=dict(orientation="h", y=-0.2),
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte of HBM traffic, per GPU)"),
-        yaxis=dict(type="log", title="achieved TFLOP/s per GPU"),
+        xaxis=dict(**LOG_AXIS, title="arithmetic intensity (FLOP per byte of HBM traffic, per GPU)"),
+        yaxis=dict(**LOG_AXIS, title="achieved TFLOP/s per GPU"),
     )
     return fig
 
@@ -190,7 +200,10 @@ def step_figure(res: SimResult, tick: int, height: int = 360) -> go.Figure:
                                  hovertemplate="%{x}: %{y:,} tokens<extra>" + name + "</extra>"), row=1, col=1)  # fmt: skip
     fig.add_trace(go.Bar(x=labels, y=held, marker_color="#188038", name="KV blocks", showlegend=True,
                          hovertemplate="%{x}: %{y:,} blocks<extra></extra>"), row=1, col=2)  # fmt: skip
-    fig.update_yaxes(title_text="tokens", type="log" if new.size and new.max() > 50 * max(new.min(), 1) else "linear", row=1, col=1)
+    if new.size and new.max() > 50 * max(new.min(), 1):
+        fig.update_yaxes(title_text="tokens (log)", **LOG_AXIS, row=1, col=1)
+    else:
+        fig.update_yaxes(title_text="tokens", row=1, col=1)
     fig.update_yaxes(title_text="blocks", row=1, col=2)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=40), barmode="relative",
                       legend=dict(orientation="h", y=-0.15))  # fmt: skip

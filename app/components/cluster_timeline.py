@@ -119,11 +119,12 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     return fig
 
 
-def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300) -> go.Figure:
+def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,
+                    window: timeline.Window | None = None) -> go.Figure:
     """Compare page: `timeline.gantt_kv_figure` for one engine; for a deployment, a Gantt row per
     instance and KV usage per instance (same arguments)."""
     if not isinstance(res, ClusterResult):
-        return timeline.gantt_kv_figure(res, x_range, title, height)
+        return timeline.gantt_kv_figure(res, x_range, title, height, window=window)
     rows = instance_rows(res)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
                         subplot_titles=(f"Instances ({res.num_gpus} GPUs)", "KV cache in use (%)"))  # fmt: skip

@@ -1,10 +1,13 @@
-"""One colour per phase, everywhere (Gantt, request rows, roofline, step-through, legends)."""
+"""One colour per phase and request state, everywhere (Gantt, request rows, roofline, step-through,
+legends), and a separate pair for runs A and B (Compare, lessons) that no phase uses, drawn with
+different dashes as well, so a reader never confuses "B" with "decode"."""
 
 from sim_core.types import Phase
 
 PHASE_COLORS = {
     "prefill": "#E8710A",  # orange: compute-bound prompt processing
     "decode": "#1A73E8",  # blue: memory-bound token generation
+    "stalled": "#A8C7FA",  # pale blue: decoding, but this tick gave it no token
     "mixed": "#9334E6",  # purple: prefill chunks and decodes in one batch
     "idle": "#DADCE0",  # light grey: nothing to run
     "swap": "#D93025",  # red: KV over PCIe
@@ -12,5 +15,10 @@ PHASE_COLORS = {
     "preempted": "#A50E0E",  # dark red: KV dropped, will recompute
     "swapped": "#F28B82",  # pink: KV in host memory
     "kv transfer": "#12B5CB",  # cyan: KV cache crossing from a prefill to a decode instance (sim_core/cluster)
+    "kv": "#188038",  # green: KV cache in use
+    "running": "#202124",  # near-black: running requests
 }
 PHASE_NAMES = {Phase.IDLE: "idle", Phase.PREFILL: "prefill", Phase.DECODE: "decode", Phase.MIXED: "mixed", Phase.SWAP: "swap"}
+RUN_COLORS = {"A": "#00796B", "B": "#C2185B"}  # teal and magenta: no phase or state uses them
+RUN_DASHES = {"A": "solid", "B": "dash"}
+NEUTRAL = "#5F6368"  # distributions of one run: not a phase colour

@@ -235,7 +235,8 @@ def _visible(spec: Spec) -> bool:
     return st.session_state.get(widget_key(path)) in values
 
 
-def draw_section(name: str, cfg: SimConfig) -> None:
+def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None) -> None:
+    """Draw a section's widgets; `slots` receives an empty placeholder under each (for its error)."""
     data = cfg.model_dump(mode="python")
     for spec in SECTIONS[name]:
         key = widget_key(spec.path)
@@ -243,6 +244,63 @@ def draw_section(name: str, cfg: SimConfig) -> None:
             st.session_state[key] = get_path(data, spec.path)
         if _visible(spec):
             _draw(spec)
+            if slots is not None:
+                slots[spec.path] = st.empty()
+
+
+GROUP_LABELS = {"workload.prompt_tokens": "Prompt length", "workload.output_tokens": "Output length",
+                "workload.classes": "Request classes", "workload.arrival": "Arrivals"}  # fmt: skip
+
+
+def _short(label: str) -> str:
+    return label.split(" (")[0]
+
+
+def _leaf_counts() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for spec in ALL_SPECS:
+        leaf = spec.path.rsplit(".", 1)[-1]
+        counts[leaf] = counts.get(leaf, 0) + 1
+    return counts
+
+
+def error_fields(message: str) -> list[str]:
+    """The knobs (spec paths) a validation message is about: named by full path, by their group
+    and own name ("workload.prompt_tokens ... max"), or by a name no other knob has."""
+    import re
+
+    counts = _leaf_counts()
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message))
+    out = []
+    for spec in ALL_SPECS:
+        parent, leaf = spec.path.rsplit(".", 1) if "." in spec.path else ("", spec.path)
+        if (re.search(rf"(?<![\w.]){re.escape(spec.path)}(?![\w])", message)
+                or (parent and parent + " " in message + " " and leaf in words)
+                or (counts[leaf] == 1 and leaf in words and len(leaf) > 4)):  # fmt: skip
+            out.append(spec.path)
+    for group in GROUP_LABELS:
+        if group in message and not any(p.startswith(group + ".") for p in out):
+            out.append(group)
+    return out
+
+
+def friendly_error(message: str) -> str:
+    """The message in the widgets' words: config paths become the labels the sidebar shows."""
+    import re
+
+    text = message.replace("Invalid settings:", "").strip()
+    text = re.sub(r"^\(config\):\s*", "", text, flags=re.M)
+    text = re.sub(r" = (dict|tuple|list):", ":", text).replace(">=", "≥").replace("<=", "≤")
+    counts = _leaf_counts()
+    for spec in sorted(ALL_SPECS, key=lambda x: -len(x.path)):
+        text = re.sub(rf"(?<![\w.]){re.escape(spec.path)}(?![\w])", f"“{_short(spec.label)}”", text)
+    for group, label in GROUP_LABELS.items():
+        text = text.replace(group, f"“{label}”")
+    for spec in ALL_SPECS:
+        leaf = spec.path.rsplit(".", 1)[-1]
+        if counts[leaf] == 1 and len(leaf) > 4:
+            text = re.sub(rf"(?<![\w.“]){re.escape(leaf)}(?![\w])", f"“{_short(spec.label)}”", text)
+    return text
 
 
 def collect(base: SimConfig, extra: dict[str, Any] | None = None) -> tuple[SimConfig | None, str | None]:

@@ -7,7 +7,7 @@ import streamlit as st
 from app.components import config_form as form
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
-from sim_core.presets import describe_preset
+from sim_core.presets import describe_preset, read_preset_data
 from sim_core.config import Trace
 from sim_core.presets import MAX_CONFIG_FILE_BYTES
 from sim_core.workload import MAX_TRACE_CSV_BYTES, parse_trace_csv
@@ -87,17 +87,45 @@ def _clear_trace() -> None:
     _set_config(config_from_dict(data), None)
 
 
+def scheduler_label(cfg: SimConfig) -> str:
+    """The engine's name while the scheduler is that engine preset's, else 'custom (from <name>)'."""
+    for name in list_presets("engines"):
+        data = read_preset_data("engines", name)
+        if data.get("scheduler", {}).get("name") == cfg.scheduler.name:
+            try:
+                same = form.apply_part(cfg, "engines", name).scheduler == cfg.scheduler
+            except PresetError:
+                same = False
+            return cfg.scheduler.name if same else f"custom (from {cfg.scheduler.name})"
+    return cfg.scheduler.name
+
+
+def describe_config(cfg: SimConfig) -> str:
+    """One line naming what runs, with names that stay true after edits."""
+    hw, s = cfg.hardware, cfg.scheduler
+    where = f"{hw.num_gpus}× {hw.name}"
+    if cfg.deployment is not None:  # replicas / disaggregated pools (issue 13)
+        from sim_core.cluster.report import describe_deployment
+
+        where = describe_deployment(cfg)
+    return (f"{cfg.model.name} on {where} · scheduler {scheduler_label(cfg)} ({s.prefill_mode}, "
+            f"{s.batching}) · workload {cfg.workload.name}, {cfg.workload.num_requests:,} requests, seed {cfg.seed}")
+
+
 def draw_sidebar() -> tuple[SimConfig | None, str | None]:
-    """Draw every control; return (config the controls describe, or None with the error)."""
+    """Draw every control; return (config the controls describe, or None with the error in the
+    widgets' words). The error is also shown under the knob(s) it is about."""
     cfg: SimConfig = st.session_state[CFG_KEY]
     sb = st.sidebar
     presets = list_presets()
     current = st.session_state.get(PRESET_KEY)
     if PRESET_WIDGET not in st.session_state or st.session_state[PRESET_WIDGET] != current:
         st.session_state[PRESET_WIDGET] = current
+    base = st.session_state.get(BASE_KEY)
     sb.selectbox("Scenario preset", presets, key=PRESET_WIDGET, on_change=_on_preset, index=None,
-                 placeholder="custom (modified) — pick a preset", help="Load a complete scenario: hardware, model, "
-                 "workload and scheduler. Changing any knob below makes it custom.")  # fmt: skip
+                 placeholder=f"{base} (modified)" if base else "custom — pick a preset",
+                 help="Load a complete scenario: hardware, model, workload and scheduler. Changing any knob below "
+                      "makes it a modified copy.")  # fmt: skip
     if current:
         sb.caption(describe_preset("scenarios", current))
     with sb.expander("Upload a config (JSON)"):
@@ -107,24 +135,41 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             st.error(st.session_state["ui.upload_error"])
     if st.session_state.get("ui.part_error"):
         sb.error(st.session_state.pop("ui.part_error"))
+    classes = [c.model_dump() for c in cfg.workload.classes]
+    slots: dict = {}
     for section in form.SECTIONS:
-        with sb.expander(section, expanded=section in ("Hardware", "Scheduler")):
+        # Lazy sections: a closed one draws nothing (its knobs keep the config's values), so a first
+        # page load sends and renders only the open ones.
+        exp = sb.expander(section, expanded=section in ("Hardware", "Scheduler"), key=f"ui.section.{section}", on_change="rerun")
+        if not exp.open:
+            continue
+        with exp:
             family = PART_FAMILIES.get(section)
             if family:
                 noun = family.rstrip("s")
                 st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", list_presets(family), index=None,
                              key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
+            if section == "Hardware" and cfg.hardware.source:
+                st.caption(f"{cfg.hardware.name} numbers: {cfg.hardware.source}")
             if section == "Workload":
                 _trace_controls(cfg)
-            form.draw_section(section, cfg)
+            form.draw_section(section, cfg, slots)
             if section == "Workload":
                 classes = _classes_editor(cfg)
+                slots["workload.classes"] = st.empty()
     from app.components import deployment_form  # replicas / disaggregation (issue 13)
 
     with sb.expander("Deployment (replicas, disaggregation)", expanded=cfg.deployment is not None):
         deployment = deployment_form.draw(cfg)
     sb.toggle("Presenter mode (large type, one chart)", key=PRESENTER_KEY)
-    return form.collect(cfg, {"workload.classes": classes, "deployment": deployment})
+    new_cfg, raw = form.collect(cfg, {"workload.classes": classes, "deployment": deployment})
+    if raw is None:
+        return new_cfg, None
+    error = form.friendly_error(raw)
+    for path in form.error_fields(raw):
+        if path in slots:  # next to the knob; the page repeats it at the top
+            slots[path].error(error, icon=":material/error:")
+    return None, error
 
 
 def _classes_editor(cfg: SimConfig) -> list[dict]:

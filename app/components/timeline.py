@@ -1,11 +1,18 @@
 """The shared-time-axis figure: GPU occupancy Gantt, request timelines, KV usage and queues.
 
-Pure builders (SimResult -> plotly Figure), testable without Streamlit. Large runs are aggregated
-for drawing so a figure stays small whatever the run size; the data behind it stays exact:
-  * the Gantt merges adjacent ticks of one phase; past MAX_GANTT_BARS it bins time and shows the
-    phase that took most of each bin (hover gives the mix);
-  * request rows are a window of at most MAX_REQUEST_ROWS requests;
+Pure builders (SimResult -> plotly Figure), testable without Streamlit. The figure opens on a
+readable *window* (about READABLE_TICKS ticks, placed where the phases interleave most), so each
+tick is a few pixels wide and one bar per tick can be drawn and hovered; the whole run is one
+choice away. Large views are aggregated for drawing so a figure stays small; the data stays exact:
+  * the Gantt draws one bar per tick up to PER_TICK_BARS ticks, else merges adjacent ticks of one
+    phase; past MAX_GANTT_BARS it bins time and shows the phase that took most of each bin;
+  * request rows are at most MAX_REQUEST_ROWS requests (those active in the window);
   * KV and queue lines are reduced to MAX_LINE_POINTS per series (max per bin keeps the peaks).
+
+Request rows show *stalled* stretches: a tick that computed no decode token (a prefill-only or
+swap-only tick) while the request was decoding, i.e. a gap between two of its tokens. Ticks that
+move KV over PCIe show their swap time as a red bar at the end of the tick in the GPU row, and the
+hover of every tick gives its tensor-parallel all-reduce time.
 """
 
 from __future__ import annotations
@@ -15,66 +22,146 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from sim_core.costmodel import CostModel
 from sim_core.result import SimResult
 from sim_core.types import Event, Phase
 
 MAX_GANTT_BARS = 1500  # bars over all GPU rows
+PER_TICK_BARS = 500  # up to this many ticks in view, one bar (and one hover) per tick
 MAX_GPU_ROWS = 8
 MAX_REQUEST_ROWS = 60
 MAX_LINE_POINTS = 2000
+MAX_STALL_BARS = 3000  # stalled pieces over all request rows (the longest are kept)
 MAX_TIMELINE_POINTS = 30_000  # bound on all data points in the figure (checked by tests)
+READABLE_TICKS = 150  # the opening window holds about this many busy ticks (a few px each)
+WIDTH_CHOICES_S = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
+
+Window = tuple[float, float] | None  # (start_s, end_s); None = the whole run
 
 
-def gantt_segments(res: SimResult) -> dict[str, np.ndarray]:
-    """Merge runs of adjacent ticks with the same phase. Returns per-segment columns."""
+def run_span(res: SimResult) -> tuple[float, float]:
     tl = res.timeline
+    return (float(tl.t_start_s[0]), float(tl.t_end_s[-1])) if tl.num_ticks else (0.0, 0.0)
+
+
+def readable_width_s(res: SimResult) -> float:
+    """The window width (one of WIDTH_CHOICES_S) that holds about READABLE_TICKS typical busy ticks."""
+    tl = res.timeline
+    busy = tl.phase != Phase.IDLE
+    if not busy.any():
+        return WIDTH_CHOICES_S[-1]
+    want = float(np.median(tl.duration_s[busy])) * READABLE_TICKS
+    return min(WIDTH_CHOICES_S, key=lambda w: abs(np.log(w / want)))
+
+
+def opening_window(res: SimResult, width_s: float | None = None) -> Window:
+    """A readable window around the busiest moment: the one with most phase changes between busy
+    ticks (prefill/decode interleaving), pre-emptions and swaps; earliest on ties. None when the
+    whole run is already that short."""
+    tl = res.timeline
+    t0, t1 = run_span(res)
+    width = width_s or readable_width_s(res)
+    if tl.num_ticks < 2 or width >= (t1 - t0):
+        return None
     phase = tl.phase
-    if tl.num_ticks == 0:
-        return {k: np.empty(0) for k in ("start", "end", "phase", "ticks", "prefill", "decode", "compute", "batch")}
-    starts = np.flatnonzero(np.r_[True, phase[1:] != phase[:-1]])  # (S,) first tick of each segment
-    ends = np.r_[starts[1:], tl.num_ticks]
-    add = lambda col: np.add.reduceat(col, starts)  # noqa: E731
+    busy = phase != Phase.IDLE
+    change = np.r_[False, (phase[1:] != phase[:-1]) & busy[1:] & busy[:-1]]
+    score = change + 2.0 * (tl.swap_blocks > 0) + 2.0 * (tl.num_preempted > 0) + 0.01 * busy
+    cum = np.r_[0.0, np.cumsum(score)]
+    starts = tl.t_start_s
+    ends = np.searchsorted(starts, starts + width, side="left")  # (T,) first tick past each window
+    best = int(np.argmax(cum[ends] - cum[: starts.size]))
+    start = float(starts[best]) - 0.05 * width  # a little lead-in before the first interesting tick
+    start = min(max(start, t0), t1 - width)
+    return (start, start + width)
+
+
+def tick_range(res: SimResult, window: Window) -> tuple[int, int]:
+    """[lo, hi) of the ticks that overlap the window."""
+    tl = res.timeline
+    if window is None or tl.num_ticks == 0:
+        return 0, tl.num_ticks
+    lo = int(np.searchsorted(tl.t_end_s, window[0], side="right"))
+    hi = int(np.searchsorted(tl.t_start_s, window[1], side="left"))
+    return lo, max(lo, hi)
+
+
+def _tick_costs(res: SimResult, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(all-reduce s, PCIe swap s) of ticks [lo, hi), from the cost model's own terms."""
+    tl = res.timeline
+    cost = CostModel(res.config)
+    tokens = tl.num_prefill_tokens[lo:hi] + tl.num_decode_tokens[lo:hi]
+    comm = cost.comm_time_s(tokens) * (tl.phase[lo:hi] != Phase.IDLE)
+    swap = cost.swap_time_s(tl.swap_blocks[lo:hi] * res.memory.block_bytes)
+    return comm, swap
+
+
+def gantt_segments(res: SimResult, lo: int = 0, hi: int | None = None, merge: bool = True) -> dict[str, np.ndarray]:
+    """Ticks [lo, hi) as bars: one per tick, or (merge) one per run of adjacent ticks of one phase."""
+    tl = res.timeline
+    hi = tl.num_ticks if hi is None else hi
+    keys = ("start", "end", "phase", "ticks", "first", "prefill", "decode", "compute", "batch", "comm_s", "swap_s")
+    if hi <= lo:
+        return {k: np.empty(0) for k in keys}
+    phase = tl.phase[lo:hi]
+    n = hi - lo
+    starts = np.flatnonzero(np.r_[True, phase[1:] != phase[:-1]]) if merge else np.arange(n)  # (S,) first tick of each bar
+    ends = np.r_[starts[1:], n]
+    add = lambda col: np.add.reduceat(col[lo:hi], starts)  # noqa: E731
+    comm, swap = _tick_costs(res, lo, hi)
     return {
-        "start": tl.t_start_s[starts],
-        "end": tl.t_end_s[ends - 1],
+        "start": tl.t_start_s[lo:hi][starts],
+        "end": tl.t_end_s[lo:hi][ends - 1],
         "phase": phase[starts],
         "ticks": ends - starts,
+        "first": starts + lo,
         "prefill": add(tl.num_prefill_tokens),
         "decode": add(tl.num_decode_tokens),
         "compute": add(tl.is_compute_bound),
         "batch": add(tl.num_prefill_seqs + tl.num_decode_seqs),
+        "comm_s": np.add.reduceat(comm, starts),
+        "swap_s": np.add.reduceat(swap, starts),
     }
 
 
-def _binned_segments(res: SimResult, num_bins: int) -> dict[str, np.ndarray]:
-    """Bin time into equal bins; each bin takes the phase with the most time in it."""
+def _binned_segments(res: SimResult, num_bins: int, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Bin the time of ticks [lo, hi) into equal bins; each bin takes the phase with the most time in it."""
     tl = res.timeline
-    t0, t1 = float(tl.t_start_s[0]), float(tl.t_end_s[-1])
+    t_start, dur, phase = tl.t_start_s[lo:hi], tl.duration_s[lo:hi], tl.phase[lo:hi]
+    t0, t1 = float(t_start[0]), float(t_start[-1] + dur[-1])
     edges = np.linspace(t0, t1, num_bins + 1)
-    mid = tl.t_start_s + tl.duration_s / 2
-    b = np.clip(np.searchsorted(edges, mid, side="right") - 1, 0, num_bins - 1)  # (T,) bin of each tick
+    mid = t_start + dur / 2
+    b = np.clip(np.searchsorted(edges, mid, side="right") - 1, 0, num_bins - 1)  # bin of each tick
     time_by = np.zeros((num_bins, len(Phase)))
-    np.add.at(time_by, (b, tl.phase), tl.duration_s)
+    np.add.at(time_by, (b, phase), dur)
     occupied = time_by.sum(axis=1) > 0
     count = np.bincount(b, minlength=num_bins)
     sum_by = lambda col: np.bincount(b, weights=col, minlength=num_bins)  # noqa: E731
+    comm, swap = _tick_costs(res, lo, hi)
+    first = np.searchsorted(b, np.arange(num_bins)) + lo
     return {
         "start": edges[:-1][occupied],
         "end": edges[1:][occupied],
         "phase": time_by.argmax(axis=1)[occupied],
         "ticks": count[occupied],
-        "prefill": sum_by(tl.num_prefill_tokens)[occupied],
-        "decode": sum_by(tl.num_decode_tokens)[occupied],
-        "compute": sum_by(tl.is_compute_bound)[occupied],
-        "batch": sum_by(tl.num_prefill_seqs + tl.num_decode_seqs)[occupied],
+        "first": first[occupied],
+        "prefill": sum_by(tl.num_prefill_tokens[lo:hi])[occupied],
+        "decode": sum_by(tl.num_decode_tokens[lo:hi])[occupied],
+        "compute": sum_by(tl.is_compute_bound[lo:hi])[occupied],
+        "batch": sum_by(tl.num_prefill_seqs[lo:hi] + tl.num_decode_seqs[lo:hi])[occupied],
+        "comm_s": sum_by(comm)[occupied],
+        "swap_s": sum_by(swap)[occupied],
         "mix": (time_by / np.maximum(time_by.sum(axis=1, keepdims=True), 1e-30))[occupied],
     }
 
 
-def gantt_data(res: SimResult, max_bars: int = MAX_GANTT_BARS) -> dict[str, np.ndarray]:
-    seg = gantt_segments(res)
+def gantt_data(res: SimResult, max_bars: int = MAX_GANTT_BARS, window: Window = None) -> dict[str, np.ndarray]:
+    lo, hi = tick_range(res, window)
+    if hi - lo <= min(PER_TICK_BARS, max_bars):
+        return gantt_segments(res, lo, hi, merge=False)
+    seg = gantt_segments(res, lo, hi)
     if seg["start"].size > max_bars:
-        seg = _binned_segments(res, max_bars)
+        seg = _binned_segments(res, max_bars, lo, hi)
     return seg
 
 
@@ -84,39 +171,100 @@ def gpu_rows(res: SimResult) -> list[str]:
     return ["GPU"] if tp == 1 else [f"GPU {i}" for i in range(min(tp, MAX_GPU_ROWS))]
 
 
-def _gantt_traces(res: SimResult, rows: list[str]) -> list[go.Bar]:
-    seg = gantt_data(res, MAX_GANTT_BARS // len(rows))
+def _ms(v: np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(v, dtype=float) * 1e3, 2)
+
+
+def _gantt_traces(res: SimResult, rows: list[str], window: Window = None) -> list[go.Bar]:
+    seg = gantt_data(res, MAX_GANTT_BARS // len(rows), window)
+    per_tick = bool(seg["ticks"].size) and bool((seg["ticks"] == 1).all())
+    tp = len(rows) > 1
     traces = []
     for ph in Phase:
         m = seg["phase"] == ph
         if not m.any():
             continue
         ticks = seg["ticks"][m]
-        dur_ms = (seg["end"][m] - seg["start"][m]) * 1e3
         comp = seg["compute"][m]
         bound = np.where(comp * 2 > ticks, "compute-bound", "memory-bound")
         if ph == Phase.IDLE:
             bound = np.full(ticks.size, "-")
-        mean_batch = seg["batch"][m] / np.maximum(ticks, 1)
-        custom = np.column_stack([ticks, seg["prefill"][m], seg["decode"][m], dur_ms, mean_batch, bound])
+        what = (np.char.add("tick ", seg["first"][m].astype(int).astype(str)) if per_tick
+                else np.char.add(ticks.astype(int).astype(str), " ticks from tick ") + seg["first"][m].astype(int).astype(str))  # fmt: skip
+        custom = np.column_stack([what, seg["prefill"][m].astype(int), seg["decode"][m].astype(int),
+                                  _ms(seg["end"][m] - seg["start"][m]), np.round(seg["batch"][m] / np.maximum(ticks, 1), 1),
+                                  bound, _ms(seg["comm_s"][m]), _ms(seg["swap_s"][m])])  # fmt: skip
         name = PHASE_NAMES[ph]
+        extra = ("<br>of which TP all-reduce %{customdata[6]} ms" if tp else "") + (
+            "<br>of which PCIe swap %{customdata[7]} ms" if seg["swap_s"][m].any() else "")  # fmt: skip
         traces.append(go.Bar(
             x=np.tile(seg["end"][m] - seg["start"][m], len(rows)), base=np.tile(seg["start"][m], len(rows)),
-            y=np.repeat(rows, int(m.sum())), orientation="h",
-            marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name, customdata=np.tile(custom, (len(rows), 1)),
-            hovertemplate=(f"<b>{name}</b> · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · decode "
-                           "%{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms · mean batch %{customdata[4]:.1f} seqs"
-                           "<br>%{customdata[5]}<br>t = %{base:.3f} s<extra></extra>"),
+            y=np.repeat(rows, int(m.sum())), orientation="h", marker_color=PHASE_COLORS[name],
+            marker_line=dict(width=0.6 if per_tick else 0, color="white"), name=name, legendgroup=name,
+            customdata=np.tile(custom, (len(rows), 1)),
+            hovertemplate=(f"<b>{name}</b> · %{{customdata[0]}}<br>prefill %{{customdata[1]:,}} tok · decode "
+                           "%{customdata[2]:,} tok · batch %{customdata[4]} seqs<br>%{customdata[3]} ms" + extra +
+                           "<br>%{customdata[5]} · t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip
-    return traces
+    swap_bars = _swap_traces(res, rows, window)
+    return traces + swap_bars
 
 
-def request_segments(res: SimResult, first: int, count: int) -> list[tuple[int, str, float, float]]:
-    """(request, state, start_s, end_s) for requests [first, first+count): waiting, prefill, decode,
-    preempted (waiting to recompute) and swapped, from the request events."""
+def _swap_traces(res: SimResult, rows: list[str], window: Window) -> list[go.Bar]:
+    """Red bars for the PCIe part of ticks that also computed (swap-only ticks are red already)."""
+    tl = res.timeline
+    lo, hi = tick_range(res, window)
+    idx = np.flatnonzero((tl.swap_blocks[lo:hi] > 0) & (tl.phase[lo:hi] != Phase.SWAP)) + lo
+    if idx.size == 0:
+        return []
+    swap = CostModel(res.config).swap_time_s(tl.swap_blocks[idx] * res.memory.block_bytes)
+    limit = MAX_GANTT_BARS // (2 * len(rows))
+    if idx.size > limit:  # keep the longest transfers visible
+        keep = np.sort(np.argsort(-swap, kind="stable")[:limit])
+        idx, swap = idx[keep], swap[keep]
+    end = tl.t_end_s[idx]
+    custom = np.column_stack([idx, tl.swap_blocks[idx], _ms(swap)])
+    return [go.Bar(
+        x=np.tile(swap, len(rows)), base=np.tile(end - swap, len(rows)), y=np.repeat(rows, idx.size),
+        orientation="h", width=0.5, marker_color=PHASE_COLORS["swap"], marker_line_width=0, name="swap (PCIe)",
+        legendgroup="swap", customdata=np.tile(custom, (len(rows), 1)),
+        hovertemplate="<b>swap</b> in tick %{customdata[0]}: %{customdata[1]:,} KV blocks over PCIe, "
+                      "%{customdata[2]} ms<extra></extra>",
+    )]  # fmt: skip
+
+
+def stall_intervals(res: SimResult, lo: int = 0, hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(start_s, end_s) of runs of busy ticks in [lo, hi) that computed no decode token: every
+    request that is decoding then waits for its next token."""
+    tl = res.timeline
+    hi = tl.num_ticks if hi is None else hi
+    stalled = (tl.phase[lo:hi] != Phase.IDLE) & (tl.num_decode_tokens[lo:hi] == 0)
+    edges = np.diff(np.r_[0, stalled.astype(np.int8), 0])
+    first, last = np.flatnonzero(edges == 1) + lo, np.flatnonzero(edges == -1) + lo - 1
+    return tl.t_start_s[first], tl.t_end_s[last]
+
+
+def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int = 30) -> np.ndarray:
+    """Ids (arrival order) of the requests to show: those alive during the window (arrived before
+    its end, not finished before its start), after skipping `skip` of them; at most `count`."""
+    req = res.requests
+    n = req.arrival_s.size
+    if window is None:
+        return np.arange(min(skip, n), min(skip + count, n))
+    end = np.where(np.isnan(req.finish_s), np.inf, req.finish_s)
+    alive = np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
+    return alive[skip : skip + count]
+
+
+def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | None = None,
+                     split_stalls: bool = True) -> list[tuple[int, str, float, float]]:  # fmt: skip
+    """(request, state, start_s, end_s) for requests `ids` (default [first, first+count)): waiting,
+    prefill, decode, stalled (decoding, but the tick gave it no token), preempted (waiting to
+    recompute) and swapped, from the request events."""
     req, ev = res.requests, res.events
     end_of_run = float(res.timeline.t_end_s[-1]) if res.timeline.num_ticks else 0.0
-    ids = np.arange(first, min(first + count, req.arrival_s.size))
+    if ids is None:
+        ids = np.arange(first, min(first + count, req.arrival_s.size))
     in_window = np.isin(ev.req, ids)
     ev_req, ev_t, ev_k = ev.req[in_window], ev.time_s[in_window], ev.kind[in_window]
     out = []
@@ -137,31 +285,66 @@ def request_segments(res: SimResult, first: int, count: int) -> list[tuple[int, 
                 break
         if state is not None and end_of_run > since:
             out.append((r, state, since, end_of_run))  # unfinished: drawn up to the end of the run
+    return _split_stalls(res, out) if split_stalls else out
+
+
+def _split_stalls(res: SimResult, segs: list[tuple[int, str, float, float]]) -> list[tuple[int, str, float, float]]:
+    """Cut decode segments where a tick gave no decode token into decode and stalled pieces."""
+    s0, s1 = stall_intervals(res)
+    if s0.size == 0:
+        return segs
+    out: list[tuple[int, str, float, float]] = []
+    for r, state, a, b in segs:
+        if state != "decode":
+            out.append((r, state, a, b))
+            continue
+        i, j = int(np.searchsorted(s1, a, side="right")), int(np.searchsorted(s0, b, side="left"))
+        t = a
+        for x0, x1 in zip(s0[i:j].tolist(), s1[i:j].tolist()):
+            x0, x1 = max(x0, a), min(x1, b)
+            if x1 <= x0:
+                continue
+            if x0 > t:
+                out.append((r, "decode", t, x0))
+            out.append((r, "stalled", x0, x1))
+            t = x1
+        if b > t:
+            out.append((r, "decode", t, b))
     return out
 
 
-def _request_traces(res: SimResult, first: int, count: int) -> list[go.Bar]:
-    segs = request_segments(res, first, min(count, MAX_REQUEST_ROWS))
+REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv transfer")
+
+
+def _request_traces(res: SimResult, ids: np.ndarray, window: Window) -> list[go.Bar]:
+    segs = request_segments(res, 0, 0, ids=ids)
+    if window is not None:  # clip to the window: bars outside it are not sent
+        segs = [(r, s, max(a, window[0]), min(b, window[1])) for r, s, a, b in segs if b > window[0] and a < window[1]]
     if not segs:
         return []
     r = np.array([s[0] for s in segs])
     state = np.array([s[1] for s in segs])
     start = np.array([s[2] for s in segs])
     end = np.array([s[3] for s in segs])
+    stalled = np.flatnonzero(state == "stalled")
+    if stalled.size > MAX_STALL_BARS:  # whole-run view of a long run: keep the longest stalls, the rest read as decode
+        drop = stalled[np.argsort(-(end[stalled] - start[stalled]), kind="stable")[MAX_STALL_BARS:]]
+        state[drop] = "decode"
     req = res.requests
     traces = []
-    for name in ("waiting", "prefill", "decode", "preempted", "swapped", "kv transfer"):
+    for name in REQUEST_STATES:
         m = state == name
         if not m.any():
             continue
         rr = r[m]
-        custom = np.column_stack([rr, req.prompt_tokens[rr], req.output_tokens[rr], (end[m] - start[m]) * 1e3])
+        custom = np.column_stack([rr, req.prompt_tokens[rr], req.output_tokens[rr], _ms(end[m] - start[m])])
+        label = "stalled (no token this tick)" if name == "stalled" else name
         traces.append(go.Bar(
             x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
-            marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
-            showlegend=name in ("waiting", "preempted", "swapped", "kv transfer"), customdata=custom,
-            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} · output "
-                           "%{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
+            marker_color=PHASE_COLORS[name], marker_line_width=0, name=label, legendgroup=name,
+            showlegend=name in ("waiting", "stalled", "preempted", "swapped", "kv transfer"), customdata=custom,
+            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {label}<br>prompt %{{customdata[1]:,}} · output "
+                           "%{customdata[2]:,} tok<br>%{customdata[3]} ms from t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip
     return traces
 
@@ -181,31 +364,44 @@ def reduce_series(t: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINT
     return tt, np.repeat(peak[ok], 2)
 
 
-def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720) -> go.Figure:
-    """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis."""
-    n_rows = max(1, min(num_requests, MAX_REQUEST_ROWS, res.requests.arrival_s.size - first_request))
+def _line_slice(res: SimResult, window: Window) -> slice:
+    lo, hi = tick_range(res, window)
+    return slice(max(lo - 1, 0), min(hi + 1, res.timeline.num_ticks))  # one point either side: lines reach the edges
+
+
+def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720,
+                    window: Window = None) -> go.Figure:  # fmt: skip
+    """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis. With a window,
+    only that stretch is drawn and the request rows are the requests alive in it (`first_request`
+    of them skipped); without, the whole run and requests [first_request, first_request+num)."""
+    count = max(1, min(num_requests, MAX_REQUEST_ROWS))
+    ids = requests_in_window(res, window, first_request, count)
     gpus = gpu_rows(res)
-    tp_note = f", tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
+    tp_note = f" · tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
+    if window is None:
+        req_title = f"Requests {ids[0]}–{ids[-1]}" if ids.size else "Requests"
+    else:
+        req_title = f"{ids.size} requests alive in this window" + (f" (after skipping {first_request})" if first_request else "")
     fig = make_subplots(
-        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.04, row_heights=[0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2],
-        subplot_titles=(f"GPU occupancy (one bar per tick or run of ticks{tp_note})",
-                        f"Requests {first_request}-{first_request + n_rows - 1}", "KV cache in use", "Queues"),
+        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2],
+        subplot_titles=(f"GPU: one bar per tick{tp_note}", req_title, "KV cache in use", "Queues"),
     )  # fmt: skip
-    for tr in _gantt_traces(res, gpus):
+    for tr in _gantt_traces(res, gpus, window):
         fig.add_trace(tr, row=1, col=1)
-    for tr in _request_traces(res, first_request, n_rows):
+    for tr in _request_traces(res, ids, window):
         fig.add_trace(tr, row=2, col=1)
     tl = res.timeline
     if tl.num_ticks:
-        t = tl.t_end_s
-        kv_pct = tl.kv_blocks_used / res.memory.num_blocks * 100
+        sl = _line_slice(res, window)
+        t = tl.t_end_s[sl]
+        kv_pct = tl.kv_blocks_used[sl] / res.memory.num_blocks * 100
         tt, yy = reduce_series(t, kv_pct)
-        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color="#188038", name="KV in use (%)",
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=PHASE_COLORS["kv"], name="KV in use (%)",
                                  hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra>KV</extra>"), row=3, col=1)  # fmt: skip
         for col, name, color in (("num_waiting", "waiting", PHASE_COLORS["waiting"]),
-                                 ("num_running", "running", "#202124"),
+                                 ("num_running", "running", PHASE_COLORS["running"]),
                                  ("num_swapped", "swapped", PHASE_COLORS["swapped"])):  # fmt: skip
-            y = tl.columns[col]
+            y = tl.columns[col][sl]
             if name == "swapped" and not y.any():
                 continue
             tt, yy = reduce_series(t, y.astype(float))
@@ -213,15 +409,17 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
                                      hovertemplate=f"%{{y:.0f}} {name}<br>t = %{{x:.3f}} s<extra></extra>"), row=4, col=1)  # fmt: skip
     fig.update_layout(
         barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
-        legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"),
+        # legend under the chart: on a phone it wraps downwards instead of over the titles
+        legend=dict(orientation="h", yanchor="top", y=-0.09, x=0), hoverlabel=dict(align="left"),
     )
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=gpus, row=1, col=1)  # GPU 0 on top
     # Rows in request order (plotly would order categories by first appearance across traces).
-    rows_shown = [f"req {i}" for i in range(first_request, first_request + n_rows)]
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows_shown, row=2, col=1)
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=[f"req {i}" for i in ids], row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_yaxes(title_text="requests", rangemode="tozero", row=4, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=4, col=1)
+    if window is not None:
+        fig.update_xaxes(range=list(window))
     return fig
 
 
@@ -234,21 +432,26 @@ def count_points(fig: go.Figure) -> int:
     return total
 
 
-def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300) -> go.Figure:
-    """Compact GPU Gantt and KV usage (Compare page); `x_range` puts two runs on one time axis."""
+def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,
+                    window: Window = None) -> go.Figure:  # fmt: skip
+    """Compact GPU Gantt and KV usage (Compare page); `x_range` puts two runs on one time axis,
+    `window` draws only that stretch (both runs get the same one)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.3, 0.7],
-                        subplot_titles=("GPU occupancy", "KV cache in use (%)"))  # fmt: skip
-    for tr in _gantt_traces(res, gpu_rows(res)):
+                        subplot_titles=("GPU", "KV cache in use (%)"))  # fmt: skip
+    for tr in _gantt_traces(res, gpu_rows(res), window):
         fig.add_trace(tr, row=1, col=1)
     tl = res.timeline
     if tl.num_ticks:
-        tt, yy = reduce_series(tl.t_end_s, tl.kv_blocks_used / res.memory.num_blocks * 100)
-        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color="#188038", name="KV in use (%)",
+        sl = _line_slice(res, window)
+        tt, yy = reduce_series(tl.t_end_s[sl], tl.kv_blocks_used[sl] / res.memory.num_blocks * 100)
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=PHASE_COLORS["kv"], name="KV in use (%)",
                                  showlegend=False), row=2, col=1)  # fmt: skip
-    fig.update_layout(barmode="overlay", height=height, title=title, margin=dict(l=10, r=10, t=60, b=30),
-                      legend=dict(orientation="h", y=-0.25))  # fmt: skip
+    fig.update_layout(barmode="overlay", height=height, title=dict(text=title, font=dict(size=14)),
+                      margin=dict(l=10, r=10, t=60, b=30), legend=dict(orientation="h", y=-0.3))  # fmt: skip
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
-    if x_range:
+    if window is not None:
+        fig.update_xaxes(range=list(window))
+    elif x_range:
         fig.update_xaxes(range=list(x_range))
     return fig

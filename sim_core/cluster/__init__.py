@@ -20,7 +20,7 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
   Engine.take_arrivals_externally(), inject_prefilled(...), reserve(...), release(...)   decode side
   Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
   Engine.has_work, num_outstanding; kv.usage; cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
-  Engine._result()            the single-engine result of each instance
+  Engine.result()             the single-engine result of each instance
   run_simulation(cfg)         calls run_deployment when cfg.deployment is set
 """
 

@@ -136,7 +136,7 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
 def build_result(dep: Deployment) -> ClusterResult:
     cfg = dep.cfg
     R = dep.num_requests
-    raw = [x.engine._result() for x in dep.instances]
+    raw = [x.engine.result() for x in dep.instances]
     ids_of = [np.array(ids, dtype=np.int64) for ids in dep.ids_of]
     parts = []
     for inst, res, ids in zip(dep.instances, raw, ids_of):

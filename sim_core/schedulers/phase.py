@@ -3,6 +3,13 @@
 Kinds: DECODE_FIRST (decodes, then prefill chunks in the remaining token budget: Sarathi-Serve,
 vLLM V1), PREFILL (prefill-only tick: vLLM V0), PREFILL_MIXED (a prefill tick that running decodes
 join outside the budget: SGLang mixed chunk, Orca, TensorRT-LLM in-flight batching), DECODE.
+
+Contract for a controller (what coalesced runs rely on, `Scheduler.repeat_decodes`): `choose` is
+called before each tick and `observe` once after it, in tick order. When `choose` returns a kind
+different from the one it returned for the previous tick, with the same `has_prefill_work` and at
+least one decode running (as in every coalesced run), a second call with the same arguments must
+return the same kind and leave the state unchanged (a run stops there and the next plan asks
+again). `is_stateless = True` only if `choose` depends on its arguments alone.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ class StepPlan:
     swapped_out_idx: IntArray = field(default_factory=lambda: _EMPTY)  # (S,) KV moved to host
     swapped_in_idx: IntArray = field(default_factory=lambda: _EMPTY)  # (I,) KV moved back, running again
     swap_blocks: int = 0  # blocks moved over PCIe (out + in)
+    num_decodes: int = 0  # the first num_decodes entries decode; the rest are prefill chunks
 
     @property
     def is_empty(self) -> bool:

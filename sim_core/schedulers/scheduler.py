@@ -17,6 +17,7 @@ import numpy as np
 
 from sim_core.config import SimConfig
 from sim_core.kvcache import BlockManager
+from sim_core.schedulers import rules
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.state import SimState
@@ -38,10 +39,13 @@ class Scheduler:
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
         self.use_swap = sch.preemption == "swap"
         self._n = cfg.workload.num_samples
-        # Ticks can be coalesced only when nothing but the batch itself decides the next plan.
-        self.is_stateless = (
-            self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
-        )
+        self.is_fcfs = sch.queue_order == "fcfs"
+        # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
+        # tick-by-tick consultation (see repeat_decodes).
+        self._repeat_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
+        self.num_decodes = 0  # running requests that decode, at the last plan
+        self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
+        self._has_prefill_work = False
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
@@ -64,26 +68,19 @@ class Scheduler:
         num_dec = int(is_dec.sum())
         can_admit = len(running) < self.batch_cap and (not self.is_static or len(running) == 0)
         has_prefill_work = (num_dec < len(running)) or st.swapped_keys.size > 0 or (st.waiting_keys.size > 0 and can_admit)
-        kind = self.phase.choose(st.now_s, num_dec, has_prefill_work)
-        if self.is_static and num_dec < len(running):
-            kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
-        if kind in (TickKind.PREFILL, TickKind.PREFILL_MIXED) and self._suspend_prefill(st, running[~is_dec], num_dec):
-            kind = TickKind.DECODE
+        kind = self._tick_kind(st, st.now_s, num_dec, len(running), has_prefill_work, running[~is_dec])
+        self._kind, self._has_prefill_work, self.num_decodes = kind, has_prefill_work, num_dec
 
         plan = StepPlan()
-        parts_idx: list[IntArray] = []
-        parts_tok: list[IntArray] = []
-        parts_dec: list[np.ndarray] = []
         budget = self.cfg.max_num_batched_tokens
         decodes = running[is_dec]
         prefills = running[~is_dec]
+        run_decodes = _EMPTY
+        pre_idx, pre_tok = _EMPTY, _EMPTY
         if kind != TickKind.PREFILL and decodes.size:
-            decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
-            parts_idx.append(decodes)
-            parts_tok.append(np.ones(decodes.size, dtype=np.int64))
-            parts_dec.append(np.ones(decodes.size, dtype=bool))
+            run_decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
             if kind == TickKind.DECODE_FIRST:
-                budget -= self._n * decodes.size
+                budget -= self._n * run_decodes.size
         if kind != TickKind.DECODE:
             idx, tok = self._prefill_chunks(st, prefills, budget)
             budget -= int(tok.sum())
@@ -92,22 +89,66 @@ class Scheduler:
             elif st.waiting_keys.size and can_admit and not plan.preempted_idx.size:
                 a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running))
                 plan.admitted_idx = a_idx
-                idx, tok = np.concatenate([idx, a_idx]), np.concatenate([tok, a_tok])
+                if a_idx.size:
+                    idx, tok = np.concatenate([idx, a_idx]), np.concatenate([tok, a_tok])
             keep = tok > 0
-            parts_idx.append(idx[keep])
-            parts_tok.append(tok[keep])
-            parts_dec.append(np.zeros(int(keep.sum()), dtype=bool))
-            if not keep.any() and kind == TickKind.PREFILL and decodes.size and not plan.admitted_idx.size:
+            pre_idx, pre_tok = (idx, tok) if keep.all() else (idx[keep], tok[keep])
+            if not pre_idx.size and kind == TickKind.PREFILL and decodes.size and not plan.admitted_idx.size:
                 # nothing could be prefilled (KV full): fall back to a decode tick rather than idle
-                decodes, _ = self._grow_decodes(st, decodes, prefills, plan)
-                parts_idx.append(decodes)
-                parts_tok.append(np.ones(decodes.size, dtype=np.int64))
-                parts_dec.append(np.ones(decodes.size, dtype=bool))
-        if parts_idx:
-            plan.req_idx = np.concatenate(parts_idx)
-            plan.num_new_tokens = np.concatenate(parts_tok)
-            plan.is_decode = np.concatenate(parts_dec)
+                run_decodes, _ = self._grow_decodes(st, decodes, prefills, plan)
+        # Decodes first, then prefill chunks: the engine relies on this order (plan.num_decodes).
+        D = run_decodes.size
+        if D or pre_idx.size:
+            plan.req_idx = np.concatenate([run_decodes, pre_idx]) if pre_idx.size else run_decodes
+            plan.num_new_tokens = np.concatenate([np.ones(D, dtype=np.int64), pre_tok])
+            plan.is_decode = np.arange(D + pre_idx.size) < D
+            plan.num_decodes = D
         return plan
+
+    def repeat_decodes(self, st: SimState, planned: bool, starts_s, ends_s, durations_s, decode_tokens, num_decodes,
+                       num_waiting, caps) -> int:  # fmt: skip
+        """How many of these ticks (a run of an all-decode plan, priced ahead) the scheduler would plan
+        identically, tick by tick. Running requests that are not in the plan are prefills left idle
+        (no blocks or budget for a chunk, a decode phase, or suspended). Calls `choose` before and
+        `observe` after each tick exactly as the single-tick path does, so the phase and batch-cap
+        state end where tick-by-tick stepping leaves them; writes the batch cap in force at each tick
+        into `caps`. `planned`: tick 0's plan came from `schedule` (which already chose its kind).
+
+        The plan of tick j equals tick 0's while the tick kind, the prefill-work flag and the batch
+        cap are unchanged (membership, queues and free blocks are fixed within a run, or change only
+        in ways the engine has ruled out). When the run stops because `choose` changed its answer,
+        the next `schedule` calls it again for the same tick: the phase contract (phase.py) makes
+        that second call a no-op.
+        """
+        k = len(starts_s)
+        if self._repeat_is_fixed:
+            if not planned:  # every controller plans all decodes when there is no prefill work
+                self.phase.choose(float(starts_s[0]), int(num_decodes[0]), False)
+            return k
+        cap0 = self.batch_cap
+        num_swapped = st.swapped_keys.size
+        idle = st.running[st.computed[st.running] < st.prefill_target[st.running]]  # prefills left out of the plan
+        starts, ends, durs = starts_s.tolist(), ends_s.tolist(), durations_s.tolist()
+        toks, decs = decode_tokens.tolist(), num_decodes.tolist()
+        waits = np.broadcast_to(num_waiting, (k,)).tolist()
+        for j in range(k):
+            if j or not planned:
+                cap, nd = self.batch_cap, decs[j]
+                if j and cap != cap0 and (waits[j] or num_swapped):
+                    return j  # a new cap may admit or swap in
+                nr = nd + idle.size
+                can_admit = nr < cap and (not self.is_static or nr == 0)
+                hpw = idle.size > 0 or num_swapped > 0 or (waits[j] > 0 and can_admit)
+                if j and hpw != self._has_prefill_work:
+                    return j  # decided before `choose`, which is then called once, by the next plan
+                kind = self._tick_kind(st, starts[j], nd, nr, hpw, idle)
+                if not j:
+                    self._kind, self._has_prefill_work = kind, hpw
+                elif kind != self._kind:
+                    return j  # `choose` changed its answer: a second call (the next plan's) repeats it
+            caps[j] = self.batch_cap
+            self.observe(ends[j], durs[j], 0, toks[j])
+        return k
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         self.phase.observe(end_s, duration_s, prefill_tokens, decode_tokens)
@@ -120,27 +161,41 @@ class Scheduler:
                 self.batch_cap = min(self.max_seqs, self.batch_cap + 1)
 
     # ------------------------------------------------------------------ rule families
-    def _suspend_prefill(self, st: SimState, prefills: IntArray, num_dec: int) -> bool:
+    def _tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,
+                   prefills: IntArray) -> TickKind:  # fmt: skip
+        """Which kind of tick runs next: the phase controller's choice, then the batching rules."""
+        kind = self.phase.choose(now_s, num_dec, has_prefill_work)
+        if self.is_static and num_dec < num_running:
+            kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
+        if kind in (TickKind.PREFILL, TickKind.PREFILL_MIXED) and self._suspend_prefill(st, now_s, prefills, num_dec):
+            kind = TickKind.DECODE
+        return kind
+
+    def _suspend_prefill(self, st: SimState, now_s: float, prefills: IntArray, num_dec: int) -> bool:
         """Article §5.3 check_preemption: a prefill that has run past the threshold yields while the
         decode queue is over the limit."""
         sp = self.cfg.smart_preemption
         if not sp.enabled or num_dec <= sp.decode_queue_limit or prefills.size == 0:
             return False
         started = st.prefill_start_s[prefills]
-        return bool(np.nanmax(st.now_s - started) * 1e3 > sp.threshold_ms)
+        return bool(np.nanmax(now_s - started) * 1e3 > sp.threshold_ms)
 
     def _grow_decodes(self, st: SimState, decodes: IntArray, prefills: IntArray, plan: StepPlan):
         """Give each decode the blocks for one more token; pre-empt victims while blocks run short."""
         kv = self.kv
-        need = np.maximum(kv.blocks_for(st.computed[decodes] + 1, st.prompt[decodes]) - kv.held[decodes], 0)
-        deficit = int(need.sum()) - kv.num_free
+        prompt = st.prompt[decodes] if self._n > 1 else None  # only the n > 1 layout depends on it
+        need = np.maximum(kv.blocks_for(st.computed[decodes] + 1, prompt) - kv.held[decodes], 0)
+        total = int(need.sum())
+        deficit = total - kv.num_free
         if deficit > 0:
             victims = self._choose_victims(st, decodes, need, deficit)
             self._preempt(st, victims, plan)
             alive = ~np.isin(decodes, victims)
             decodes, need = decodes[alive], need[alive]
             prefills = prefills[~np.isin(prefills, victims)]
-        kv.grow_to(decodes, kv.held[decodes] + need)
+            total = None
+        if total != 0:
+            kv.allocate(decodes, need, total)
         return decodes, prefills
 
     def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int) -> IntArray:
@@ -184,22 +239,28 @@ class Scheduler:
         if prefills.size == 0 or budget <= 0:
             return _EMPTY, _EMPTY
         remaining = st.prefill_target[prefills] - st.computed[prefills]
-        if self.is_chunked:
-            before = np.cumsum(remaining) - remaining
-            chunk = np.clip(budget - before, 0, remaining)
-        else:
-            chunk = np.where(np.cumsum(remaining) <= budget, remaining, 0)
+        chunk = np.array(rules.prefill_chunks(remaining.tolist(), budget, self.is_chunked), dtype=np.int64)
         ctx = st.computed[prefills]
         need = np.maximum(self.kv.blocks_for(ctx + chunk, st.prompt[prefills]) - self.kv.held[prefills], 0)
         if int(need.sum()) > self.kv.num_free:  # rare: shrink chunks to the blocks that are free
             free = self.kv.num_free
             bs = self.kv.block_size
             for i in range(prefills.size):
-                fit = (int(self.kv.held[prefills[i]]) + free) * bs - int(ctx[i])
-                chunk[i] = min(int(chunk[i]), max(fit, 0)) if self.is_chunked else (chunk[i] if need[i] <= free else 0)
-                need[i] = max(int(self.kv.blocks_for(ctx[i] + chunk[i], st.prompt[prefills[i]])) - int(self.kv.held[prefills[i]]), 0)
+                r, c, held = int(prefills[i]), int(ctx[i]), int(self.kv.held[prefills[i]])
+                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)  # noqa: E731
+                if self.is_chunked:
+                    # Largest chunk whose blocks fit (blocks grow monotonically with the chunk; with
+                    # n > 1 samples past the prompt each block holds fewer than block_size new tokens).
+                    lo, hi = 0, min(int(chunk[i]), max((held + free) * bs - c, 0))
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        lo, hi = (mid, hi) if grow(mid) <= free else (lo, mid - 1)
+                    chunk[i] = lo
+                elif need[i] > free:
+                    chunk[i] = 0
+                need[i] = grow(int(chunk[i]))
                 free -= int(need[i])
-        self.kv.grow_to(prefills, self.kv.held[prefills] + need)
+        self.kv.allocate(prefills, need)
         return prefills, chunk
 
     def _swap_in(self, st: SimState, plan: StepPlan) -> None:
@@ -225,27 +286,19 @@ class Scheduler:
         if seqs_left <= 0:
             return _EMPTY, _EMPTY
         ids = st.key_to_id(st.waiting_keys[: seqs_left]).tolist()
-        admitted, chunks = [], []
-        for r in ids:
-            rem = int(st.prefill_target[r])
-            if self.is_chunked:
-                chunk = min(rem, budget)
-            else:
-                chunk = rem if rem <= budget else 0
-            if chunk <= 0 and not self.is_static:
-                break
-            if cfg.admission == "reserve":
-                # GUARANTEED_NO_EVICT: blocks for the whole request, so it never needs more.
-                need = int(kv.blocks_for(int(st.prompt[r] + st.output[r]), st.prompt[r]))
-            else:
-                need = int(kv.blocks_for(max(chunk, 1), st.prompt[r]))
-            if not kv.can_allocate(need, self.watermark_blocks):
-                break
+        prompt, output = st.prompt, st.output
+        if cfg.admission == "reserve":
+            # GUARANTEED_NO_EVICT: blocks for the whole request, so it never needs more.
+            need_of = lambda i, chunk: int(kv.blocks_for(int(prompt[ids[i]] + output[ids[i]]), prompt[ids[i]]))  # noqa: E731
+        else:
+            need_of = lambda i, chunk: int(kv.blocks_for(max(chunk, 1), prompt[ids[i]]))  # noqa: E731
+        taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free, self.watermark_blocks,
+                                     need_of, self.is_chunked, self.is_static)  # fmt: skip
+        admitted = ids[: len(taken)]
+        chunks = [chunk for chunk, _ in taken]
+        for r, (_, need) in zip(admitted, taken):
             kv.held[r] += need
             kv.num_free -= need
-            admitted.append(r)
-            chunks.append(chunk)
-            budget -= chunk
         if not admitted:
             return _EMPTY, _EMPTY
         a = np.array(admitted, dtype=np.int64)

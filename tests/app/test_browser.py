@@ -1,93 +1,61 @@
 """The main path in a real browser: start the server, load the default page and a shared link in
-headless Chromium (Debian's package, driven by Playwright), check that the Gantt and a latency
-chart were drawn, and save screenshots to artifacts/."""
+headless Chromium (found by app.browser.find_chromium, driven by Playwright), check that the Gantt
+and a latency chart were drawn, that a phone viewport and presenter mode stay readable, and save
+screenshots to artifacts/."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from app.browser import GANTT_DRAWN_JS, find_chromium, launch, serve
 from app.state import encode_config
 from tests.conftest import make_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "artifacts"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+PHONE = {"width": 390, "height": 844}
 
 pytestmark = pytest.mark.browser
 
 
-def _require_browser():
-    missing = not Path(CHROMIUM).exists() or shutil.which("streamlit") is None
-    try:
-        import playwright  # noqa: F401  (availability check)
-    except ImportError:
-        missing = True
-    if missing:
+def _require_browser() -> str:
+    """Chromium from Debian, PATH, $CHROMIUM or Playwright's own download; else skip saying why (fail in CI)."""
+    import os
+
+    path, why = find_chromium()
+    if path is None:
         if os.environ.get("CI"):
-            pytest.fail("CI must run the browser test: install Debian's chromium and the test extra (.ci/run does)")
-        pytest.skip("headless Chromium or Playwright is not installed here")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+            pytest.fail(f"CI must run the browser test: {why}")
+        pytest.skip(why)
+    return path
 
 
 @pytest.fixture(scope="module")
 def server():
     _require_browser()
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("the Streamlit server did not start within 60 s")
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serve() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    _require_browser()
+    chromium = _require_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        b = launch(p, chromium)
         yield b
         b.close()
 
 
-def _open(browser, url: str):
-    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+def _open(browser, url: str, viewport: dict | None = None, metrics: bool = True):
+    page = browser.new_page(viewport=viewport or {"width": 1500, "height": 1300})
     page.goto(url)
-    page.wait_for_selector("[data-testid='stMetric']", timeout=90_000)
-    page.wait_for_selector(".js-plotly-plot", timeout=90_000)
+    if metrics:
+        page.wait_for_selector("[data-testid='stMetric']", timeout=90_000)
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
     return page
 
 
@@ -100,7 +68,7 @@ def test_default_page_draws_the_gantt_and_a_latency_chart(server, browser):
     page = _open(browser, server + "/")
     assert "preset=chat-h100-llama8b" in page.url
     gantt = page.locator(".js-plotly-plot").first
-    assert "GPU occupancy" in gantt.inner_text()
+    assert "GPU: one bar per tick" in gantt.inner_text()  # it opens on a readable window
     assert gantt.locator("g.barlayer path").count() > 10  # the bars were drawn
     assert page.locator("text=Traceback").count() == 0
     page.screenshot(path=str(ARTIFACTS / "default-timeline.png"))
@@ -138,4 +106,71 @@ def test_broken_link_shows_a_warning_not_a_traceback(server, browser):
     page = _open(browser, server + "/?cfg=garbage")
     assert page.locator("text=default scenario").count() >= 1
     assert page.locator("text=Traceback").count() == 0
+    page.close()
+
+
+def _boxes_overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or
+                a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])  # fmt: skip
+
+
+def test_the_gantt_opens_on_a_readable_window_showing_stalls(server, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0", {"width": 1500, "height": 1000})
+    gantt = page.locator(".js-plotly-plot").first
+    gantt.scroll_into_view_if_needed()
+    assert "stalled (no token this tick)" in gantt.inner_text()
+    widths = gantt.locator("g.barlayer path").evaluate_all("ps => ps.map(p => p.getBBox().width)")
+    assert sorted(widths)[len(widths) // 2] >= 2  # a typical tick is at least 2 px wide
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "timeline-window.png"))
+    page.close()
+
+
+def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
+    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0", PHONE)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    share = page.get_by_role("button", name="Share")
+    box = share.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= PHONE["width"]  # reachable without the tab overflow
+    gantt = page.locator(".js-plotly-plot").first
+    gantt.scroll_into_view_if_needed()
+    modebar = page.locator(".modebar-container")
+    assert modebar.count() == 0 or not modebar.first.is_visible()  # nothing covers legends or titles
+    legend = gantt.locator("g.legend").bounding_box()
+    for title in gantt.locator("g.annotation").all():  # subplot titles
+        assert not _boxes_overlap(legend, title.bounding_box())
+        tb = title.bounding_box()
+        assert tb["x"] >= 0 and tb["x"] + tb["width"] <= PHONE["width"]  # not cut off
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "phone-timeline.png"))
+    page.goto(server + "/compare")
+    page.wait_for_selector("[data-testid='stTable']", timeout=90_000)
+    table = page.locator("[data-testid='stTable']").first
+    assert table.evaluate("t => t.scrollWidth <= t.clientWidth + 1")  # the table does not scroll sideways
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    page.close()
+
+
+def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, browser):
+    normal = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
+    tick_px = "() => parseFloat(getComputedStyle(document.querySelector('.js-plotly-plot g.xtick text, .js-plotly-plot g.x4tick text')).fontSize)"
+    normal_px = normal.evaluate(tick_px)
+    normal.close()
+    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0&present=1", metrics=False)
+    assert page.evaluate(tick_px) >= 18 > normal_px
+    sidebar = page.locator("[data-testid='stSidebar']")
+    assert sidebar.get_attribute("data-collapsed") == "true"
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "presenter.png"))
+    page.close()
+
+
+def test_the_browser_benchmark_measures_both_figures(server, browser):
+    from app.browser import time_to_chart_s, time_to_redraw_s
+
+    wall_s, busy = time_to_chart_s(browser, server + "/?preset=engine-orca")
+    assert 0 < busy["script"] <= busy["task"] and busy["task"] < wall_s + 1
+    page = _open(browser, server + "/")
+    assert 0 < time_to_redraw_s(page, "w.hardware.peak_tflops") < 60
     page.close()

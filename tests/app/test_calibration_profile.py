@@ -15,6 +15,7 @@ APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
 def test_profile_select_shows_the_engine_family_and_switching_loads_its_values():
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["preset"] = "engine-sarathi-serve"
+    at.session_state["ui.section.Calibration"] = True  # sidebar sections are lazy: open the one under test
     at.run()
     select = at.selectbox(key="w.calibration.profile")
     assert select.value == "sarathi-serve-artifact"

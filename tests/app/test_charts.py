@@ -29,9 +29,12 @@ def test_gantt_segments_cover_the_run_without_gaps(small):
 
 def test_gantt_hover_explains_a_bar(small):
     fig = timeline.timeline_figure(small)
-    bars = [t for t in fig.data if t.type == "bar" and t.name in ("prefill", "decode", "mixed")]
-    assert bars and "tick(s)" in bars[0].hovertemplate and "bound" in str(bars[0].customdata[0][-1])
-    assert all(t.marker.color == PHASE_COLORS[t.name] for t in fig.data if t.type == "bar")
+    bars = [t for t in fig.data if t.type == "bar" and t.name in ("prefill", "decode", "mixed") and t.yaxis == "y"]
+    assert bars and "ticks from tick" in str(bars[0].customdata[0][0]) and "bound" in str(bars[0].customdata[0][5])
+    window = timeline.opening_window(small)
+    per_tick = [t for t in timeline.timeline_figure(small, window=window).data if t.yaxis == "y" and t.name == "decode"]
+    assert str(per_tick[0].customdata[0][0]).startswith("tick ")  # a readable window: one bar and one hover per tick
+    assert all(t.marker.color == PHASE_COLORS[t.legendgroup] for t in fig.data if t.type == "bar")
 
 
 def test_request_segments_follow_the_events():
@@ -111,3 +114,71 @@ def test_tensor_parallel_runs_get_one_gantt_row_per_gpu():
     rows = {y for t in gpu_bars for y in t.y}
     assert rows == {"GPU 0", "GPU 1"}
     assert sum(len(t.x) for t in gpu_bars) <= timeline.MAX_GANTT_BARS
+
+
+def test_the_opening_window_is_readable_and_shows_interleaving():
+    res = run_simulation(make_config("chat-h100-llama8b-vllm-v0", workload__num_requests=120))
+    window = timeline.opening_window(res)
+    lo, hi = timeline.tick_range(res, window)
+    t0, t1 = timeline.run_span(res)
+    assert window is not None and window[1] - window[0] < (t1 - t0) / 5
+    assert 20 <= hi - lo <= timeline.PER_TICK_BARS  # a few pixels per tick, one bar each
+    phases = res.timeline.phase[lo:hi]
+    assert {int(Phase.PREFILL), int(Phase.DECODE)} <= set(phases.tolist())  # the mechanism is in view
+    fig = timeline.timeline_figure(res, window=window)
+    assert timeline.count_points(fig) < timeline.count_points(timeline.timeline_figure(res)) / 2
+    assert list(fig.layout.xaxis.range) == list(window)
+
+
+def test_a_decoding_request_is_stalled_while_another_prompt_prefills():
+    # request 0 decodes; request 1 arrives and prefill-first runs its 2,000-token prompt alone
+    res = run_simulation(trace_config([100, 2000], [40, 5], arrivals=[0.0, 0.05], base="chat-h100-llama8b-vllm-v0"))
+    segs = timeline.request_segments(res, 0, 2)
+    stalled = [s for s in segs if s[0] == 0 and s[1] == "stalled"]
+    prefill_1 = [s for s in segs if s[0] == 1 and s[1] == "prefill"]
+    assert len(stalled) == 1 and stalled[0][2:] == pytest.approx(prefill_1[0][2:])
+    s0, s1 = timeline.stall_intervals(res)
+    assert s0.size == 2  # request 0's own prefill tick also ran no decode (nobody was decoding yet)
+    decode_first = run_simulation(trace_config([100, 2000], [40, 5], arrivals=[0.0, 0.05], base="chat-h100-llama8b"))
+    assert not any(s[1] == "stalled" and s[0] == 0 for s in timeline.request_segments(decode_first, 0, 2))
+
+
+def test_swap_time_is_drawn_in_the_gpu_row():
+    res = run_simulation(make_config("kv-pressure-a100-llama8b", workload__num_requests=60, scheduler__preemption="swap"))
+    assert (res.timeline.swap_blocks > 0).any()
+    fig = timeline.timeline_figure(res)
+    swap = [t for t in fig.data if t.yaxis == "y" and t.legendgroup == "swap"]
+    assert swap and all("PCIe" in t.hovertemplate or t.name == "swap" for t in swap)
+    swap_bar = next(t for t in swap if t.name == "swap (PCIe)")
+    assert float(np.max(swap_bar.x)) > 0 and swap_bar.marker.color == PHASE_COLORS["swap"]
+
+
+def test_tensor_parallel_hover_gives_the_all_reduce_time():
+    res = run_simulation(make_config("chat-2xh100-mixtral", workload__num_requests=30))
+    fig = timeline.timeline_figure(res, window=timeline.opening_window(res))
+    bar = next(t for t in fig.data if t.yaxis == "y" and t.name == "decode")
+    assert "all-reduce" in bar.hovertemplate and float(bar.customdata[0][6]) > 0
+
+
+def test_latency_units_switch_to_seconds_and_itl_counts_are_on_a_log_axis():
+    slow = run_simulation(make_config("engine-fastertransformer", workload__num_requests=60))
+    assert np.median(slow.requests.ttft_s[slow.requests.is_finished]) >= 1.0
+    fig = charts.distribution_figure(slow, charts.METRICS[0])
+    assert fig.layout.xaxis.title.text == "TTFT (s)" and "ms" not in fig.layout.title.text
+    fast = run_simulation(make_config(workload__num_requests=60))
+    assert charts.distribution_figure(fast, charts.METRICS[1]).layout.xaxis.title.text == "TPOT (ms)"
+    assert charts.distribution_figure(fast, charts.METRICS[2]).layout.yaxis.type == "log"
+
+
+def test_log_axes_label_decades_only(small):
+    fig = charts.roofline_figure(small)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick == 1
+
+
+def test_runs_a_and_b_never_share_a_colour_with_a_phase(small):
+    from app.components.colors import RUN_COLORS
+
+    assert not set(RUN_COLORS.values()) & set(PHASE_COLORS.values())
+    fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
+    a, b = fig.data[0], fig.data[1]
+    assert a.line.color == RUN_COLORS["A"] and b.line.color == RUN_COLORS["B"] and a.line.dash != b.line.dash

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.components.config_form import SECTIONS
 from app.state import CFG_KEY, encode_config
 from sim_core import load_preset
 from sim_core.lessons import load_lessons
@@ -14,12 +15,16 @@ from tests.conftest import make_config
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
 PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py",
-         "app_pages/plan.py"]
+         "app_pages/plan.py", "app_pages/glossary.py"]
 TIMEOUT = 120
 
 
-def app(**query) -> AppTest:
+def app(open_sections: bool = True, **query) -> AppTest:
+    """The app, by default with every sidebar section open (they are lazy: a closed one draws nothing)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    if open_sections:
+        for section in SECTIONS:
+            at.session_state[f"ui.section.{section}"] = True
     for k, v in query.items():
         at.query_params[k] = v
     return at
@@ -95,8 +100,18 @@ def test_an_invalid_combination_is_reported_and_the_last_result_kept():
     before = [m.value for m in at.metric]
     at.number_input(key="w.workload.prompt_tokens.max").set_value(100).run()  # below the mean
     assert not at.exception
-    assert any("min <= mean <= max" in e.value for e in at.sidebar.error)
+    side = [e.value for e in at.sidebar.error]
+    assert any("“Prompt length”: need min ≤ mean ≤ max" in e for e in side)  # in the widgets' words, next to them
+    assert any("Prompt length" in e.value for e in at.main.error)  # and at the top of the page
     assert [m.value for m in at.metric] == before
+
+
+def test_a_cross_field_error_names_both_knobs_by_their_labels():
+    at = app(preset="chat-h100-llama8b").run()
+    at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(128).run()
+    msg = " ".join(e.value for e in at.sidebar.error)
+    assert "“Token budget / chunk size” (128) ≥ “Max batch size” (256)" in msg and "max_num_seqs" not in msg
+    assert len(at.sidebar.error) == 2  # under each of the two knobs
 
 
 def test_out_of_memory_shows_the_numbers_and_the_knob():
@@ -126,9 +141,19 @@ def test_compare_page_link_carries_both_setups():
     assert not at.exception
     assert sum("(from the link)" in m.value for m in at.markdown) == 2
     assert at.query_params["a_preset"] == "engine-orca" and at.query_params["b_preset"] == "engine-vllm-v0"
-    df = at.dataframe[0].value
-    assert list(df["metric"])[:2] == ["Output throughput", "Goodput"]
-    assert {"A", "B", "B − A", "B / A"} <= set(df.columns)
+    df = at.table[0].value
+    assert list(df.index)[:2] == ["Output throughput", "Goodput"]
+    assert list(df.columns) == ["A", "B", "B / A"]  # narrow enough for a phone
+    finished = df.loc["Finished"]
+    assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
+    assert any(" s" in v or " ms" in v for v in df.loc["TTFT p50", ["A", "B"]])
+
+
+def test_compare_shows_per_class_latency_and_says_when_b_loses_its_workload():
+    at = open_page(PAGES[1], a_preset="engine-article-priority", b_preset="chat-h100-llama8b")
+    df = at.table[0].value
+    assert any(m.startswith("TTFT p99 · interactive") for m in df.index)
+    assert any("replaced by A's" in c.value for c in at.caption)
 
 
 def test_sweep_page_sweeps_the_rate_and_marks_capacity():
@@ -159,6 +184,38 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert not at.exception
     assert at.session_state[CFG_KEY] == lesson.config(1)
     assert any(m.label == "TTFT p50" for m in at.metric)  # the Simulate page is showing
+    banner = " ".join(m.value for m in at.markdown) + " ".join(t.value for t in at.text)
+    assert lesson.title in banner and lesson.question in banner  # the lesson stays on the page, with a way back
+    assert at.button(key="lesson_banner.close")
+
+
+def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
+    lesson = next(x for x in load_lessons() if x.id == "kv-preemption")  # recompute is the preset's own value
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open0.{lesson.id}").click().run()
+    assert at.session_state["sim.preset"] == lesson.scenario
+    assert at.selectbox(key="w.preset").value == lesson.scenario
+
+
+def test_workshop_mode_hides_the_answer_until_revealed():
+    lesson = load_lessons()[2]
+    hidden = open_page(PAGES[3], lesson=lesson.id, workshop="1")
+    assert not hidden.exception
+    assert "Agenda" in " ".join(e.label for e in hidden.expander)
+    assert "Show the answer" not in [e.label for e in hidden.expander]
+    agenda = " ".join(t.value for t in hidden.text)
+    assert all(x.title in agenda for x in load_lessons()) and "′" in agenda  # every lesson, with timings
+    shown = open_page(PAGES[3], lesson=lesson.id, workshop="1", reveal=lesson.id)
+    assert lesson.answer in " ".join(m.value for m in shown.markdown)
+    assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
+
+
+def test_the_glossary_defines_the_workshop_terms_and_cites_the_article():
+    at = open_page("app_pages/glossary.py")
+    text = " ".join(m.value for m in at.markdown)
+    for term in ("TTFT", "TPOT", "ITL", "Goodput", "Tick", "Stalled"):
+        assert f"**{term}" in text
+    assert "大模型推理中Prefill与Decode阶段的调度优化策略" in text
 
 
 def _uploader(at: AppTest, key: str):
@@ -190,6 +247,24 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     at.run()
     assert not at.exception
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
+
+
+def test_closed_sidebar_sections_draw_nothing_and_keep_the_config():
+    cfg = make_config(seed=5, workload__num_requests=90)
+    at = app(open_sections=False, cfg=encode_config(cfg)).run()
+    keys = {w.key for w in at.sidebar.number_input}
+    assert "w.seed" not in keys and "w.workload.num_requests" not in keys  # Objectives & Workload start closed
+    at.slider(key="w.hardware.peak_tflops").set_value(500.0).run()  # Hardware starts open
+    assert at.session_state[CFG_KEY].seed == 5 and at.session_state[CFG_KEY].workload.num_requests == 90
+    assert at.session_state[CFG_KEY].hardware.peak_tflops == 500.0
+
+
+def test_hardware_sources_are_shown():
+    at = app().run()
+    assert any("H100 datasheet" in c.value for c in at.sidebar.caption)
+    about = open_page("app_pages/about.py")
+    table = about.dataframe[0].value
+    assert len(table) >= 5 and table["source"].str.len().min() > 10
 
 
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):

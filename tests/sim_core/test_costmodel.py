@@ -1,5 +1,6 @@
 """Analytic anchors for the roofline: hand-computed numbers, independent of CostModel's code paths."""
 
+import numpy as np
 import pytest
 
 from sim_core import MemoryPlanError, run_simulation
@@ -93,3 +94,38 @@ def test_kv_too_small_for_the_longest_request_is_explained():
     cfg = make_config(kv_cache__gpu_memory_utilization=0.212)
     with pytest.raises(MemoryPlanError, match="longest request"):
         plan_memory(cfg)
+
+
+def test_comm_and_swap_terms_are_the_parts_of_a_tick_they_name():
+    tp2 = CostModel(make_config("chat-h100-llama8b", hardware__num_gpus=2))
+    fast_link = CostModel(make_config("chat-h100-llama8b", hardware__num_gpus=2, hardware__interconnect_gb_per_s=5000.0,
+                                      calibration__allreduce_latency_us=0.0))
+    d_slow, *_ = tp2.tick(512, 1, 512 * 513 // 2, 0, 1)
+    d_fast, *_ = fast_link.tick(512, 1, 512 * 513 // 2, 0, 1)
+    assert float(tp2.comm_time_s(512)) - float(fast_link.comm_time_s(512)) == pytest.approx(d_slow - d_fast, rel=1e-9)
+    assert float(CostModel(make_config("chat-h100-llama8b")).comm_time_s(512)) == 0.0  # one GPU: no all-reduce
+    d0, *_ = tp2.tick(8, 8, 8 * 100, 8 * 99, 8)
+    d1, *_ = tp2.tick(8, 8, 8 * 100, 8 * 99, 8, swap_bytes=1e9)
+    assert float(tp2.swap_time_s(1e9)) == pytest.approx(d1 - d0, rel=1e-9)
+
+
+def test_weight_only_quantised_gemms_pay_a_dequantisation_cost_per_weight():
+    # INT4 weights with 16-bit activations: every streamed weight is unpacked on CUDA cores (compute side of the
+    # GEMM roofline); 16-bit weights and FP8 weights on FP8 tensor cores pay nothing; FP8 weights on an A100 do.
+    def decode_s(preset, dtype, dequant):
+        cfg = make_config(hardware={"preset": preset}, model__weight_dtype=dtype, calibration__dequant_flops_per_weight=dequant)
+        assert cfg.hardware.name.lower().startswith(preset[:4])
+        return float(CostModel(cfg).decode_time_s(1, 100))
+
+    assert decode_s("a100-80gb", "int4", 90.0) - decode_s("a100-80gb", "int4", 0.0) > 1e-4  # > 0.1 ms per step
+    assert decode_s("a100-80gb", "bf16", 90.0) == decode_s("a100-80gb", "bf16", 0.0)
+    assert decode_s("h100-sxm", "fp8", 90.0) == decode_s("h100-sxm", "fp8", 0.0)
+    assert decode_s("a100-80gb", "fp8", 90.0) > decode_s("a100-80gb", "fp8", 0.0)
+
+
+def test_dequantisation_cost_is_the_same_priced_as_array_or_scalar():
+    cfg = make_config(model__weight_dtype="int8")
+    cm = CostModel(cfg)
+    tokens = [1, 7, 64, 300]
+    arr, *_ = cm.tick(np.array(tokens), np.array(tokens), np.array(tokens) * 50, np.array(tokens) * 49, np.array(tokens))
+    assert [cm.tick(t, t, t * 50, t * 49, t)[0] for t in tokens] == arr.tolist()

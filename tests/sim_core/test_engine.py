@@ -204,3 +204,28 @@ def test_decode_first_fast_path_equals_tick_by_tick(case, monkeypatch):
     off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
     _same(on, off)
     assert_run_invariants(on)
+
+
+def test_step_is_one_loop_iteration_of_run():
+    from sim_core.engine import Engine
+
+    cfg = make_config(workload__num_requests=40)
+    engine = Engine(cfg)
+    steps = 0
+    while engine.step():
+        steps += 1
+    assert engine.step() is False  # stays over
+    stepped = engine.result()
+    assert 0 < steps < stepped.timeline.num_ticks  # coalesced runs: fewer steps than ticks
+    ref = run_simulation(cfg)
+    assert np.array_equal(stepped.timeline.t_start_s, ref.timeline.t_start_s)
+    assert stepped.summary == ref.summary
+
+
+def test_step_stops_at_a_guard_with_a_reason():
+    from sim_core.engine import Engine
+
+    engine = Engine(make_config(limits__max_ticks=5))
+    while engine.step():
+        pass
+    assert engine.rec.num_ticks == 5 and "max_ticks" in engine.stopped_reason

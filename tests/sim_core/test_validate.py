@@ -36,9 +36,9 @@ def test_the_data_ships_in_the_repository():
 def test_held_out_error_stays_within_its_recorded_band(results):
     n, median, p90 = error_stats(results, engine_only=True)
     assert n >= 70
-    # Closed-form families (the simulated TensorRT-LLM 1.x rows join with SIM_CORE_SLOW_TESTS=1): recorded
-    # median 7.5 %, p90 31.4 %; with them 7.1 % / 24.2 % (README "How good is the model"; target 8 % / 20 %).
-    assert median <= 8 and p90 <= 32
+    # Closed-form families (the simulated families' rows join with SIM_CORE_SLOW_TESTS=1): recorded median 7.4 %,
+    # p90 30.4 % over 72 rows; with them 7.3 % / 20.6 % over 119 (README "How good is the model"; target 8 % / 20 %).
+    assert median <= 8 and p90 <= (21 if SLOW else 31)
 
 
 def test_operator_rows_held_out_are_close(results):
@@ -69,11 +69,38 @@ def test_stored_profiles_are_what_the_fit_produces(rows):
 
 def test_simulated_family_sample_is_close(rows):
     # held-out rows of each simulated family: TensorRT-LLM 1.0 on other hardware and model than its fit rows
-    # (H200 8B, H100 70B TP2); SGLang 0.3 and vLLM 0.6 offline throughput of 70B at TP4
-    sample = [r for r in rows if r.id in ("T016", "T025", "S010", "V006")]
-    assert len(sample) == 4 and all(r.held_out for r in sample)
+    # (H200 8B, H100 70B TP2); SGLang 0.3 and vLLM 0.6 offline throughput of 70B at TP4; vLLM V1 mean latency
+    # of 8B near its knee (50 req/s) and of 70B TP4 at 20 req/s
+    sample = [r for r in rows if r.id in ("T016", "T025", "S010", "V006", "W004", "W011")]
+    assert len(sample) == 6 and all(r.held_out for r in sample)
     for row in evaluate(sample):
         assert row["error_pct"] <= 20, row
+
+
+def test_every_engine_preset_names_a_profile_fitted_on_its_own_family():
+    # vLLM V1 no longer borrows SGLang's profile; the TensorRT-LLM, vLLM V0, SGLang, Sarathi-Serve presets use theirs
+    for engine in ("vllm-v1", "vllm-v0", "vllm-v0-swap", "sglang", "sarathi-serve", "tensorrt-llm-pytorch",
+                   "tensorrt-llm-no-evict", "tensorrt-llm-max-utilization"):
+        profile = read_preset_data("engines", engine)["calibration"]
+        assert profile in PROFILE_FIT_ROWS and len(PROFILE_FIT_ROWS[profile]) >= 3, engine
+    assert read_preset_data("engines", "vllm-v1")["calibration"] == "vllm-v1"
+
+
+def _mean_latency_at(row_id: str, num_prompts: int) -> float:
+    from sim_core import validate
+
+    raw = next(r for r in load_rows() if r["id"] == row_id)
+    return validate._bench_serving(raw | {"batch_or_concurrency": str(num_prompts)}, profile_calibration("vllm-v1"))
+
+
+@pytest.mark.parametrize("row_id, under_specified", [("W004", False), ("W011", False), ("W006", True), ("W013", True)])
+def test_rows_whose_value_depends_on_the_unstated_prompt_count_are_graded_c(row_id, under_specified):
+    # vLLM's V1 figure does not state its prompt count: a row whose prediction moves > 10 % between 1,000 and
+    # 5,000 prompts (an overloaded open-loop run) is under-specified, graded C and not replayed (data README, section 18)
+    raw = {r["id"]: r for r in load_rows()}
+    moved = abs(_mean_latency_at(row_id, 5000) / _mean_latency_at(row_id, 1000) - 1)
+    assert (moved > 0.10) == under_specified
+    assert (raw[row_id]["trust"] == "C") == under_specified
 
 
 def test_simulated_profile_is_a_minimum_of_its_fit_loss(rows):

@@ -1,0 +1,60 @@
+"""Glossary: the terms the charts and lessons use, in one place (they were only in tooltips)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from sim_core.lessons import load_article
+
+TERMS = (  # (term, definition); grouped as a workshop introduces them
+    ("Tick", "One forward pass of the model over one batch. The simulator advances one tick at a time; the GPU "
+             "Gantt draws one bar per tick."),
+    ("Prefill", "Processing a request's prompt: many tokens through every weight matrix at once. Compute-bound "
+                "(orange). Produces the first token and the prompt's KV cache."),
+    ("Decode", "Generating one more token for each running request. Reads all weights and every sequence's KV "
+               "cache for one token each: memory-bound (blue)."),
+    ("Mixed tick", "A tick that runs decodes and a prefill chunk together (purple): chunked prefill, SGLang, Orca."),
+    ("Stalled", "A request that is decoding but gets no token in a tick, because the tick ran only a prefill (or "
+                "only KV transfers). Pale blue in the request rows; it shows up as a long inter-token gap."),
+    ("Chunked prefill / token budget", "Splitting a long prompt into chunks of at most the token budget per tick "
+                                       "(max_num_batched_tokens), so decodes keep running between chunks."),
+    ("Continuous batching", "Requests join and leave the batch at every tick (iteration-level scheduling, Orca, "
+                            "vLLM). Static batching instead runs a batch until its longest request finishes."),
+    ("TTFT", "Time to first token: from a request's arrival to its first output token (queueing + prefill)."),
+    ("TPOT", "Time per output token: (end-to-end latency − TTFT) / (output tokens − 1), averaged per request."),
+    ("ITL", "Inter-token latency: every gap between two consecutive tokens of a request. Its p99 shows the stalls "
+            "that TPOT averages away."),
+    ("E2E", "End-to-end latency: from arrival to the last token."),
+    ("p50 / p99", "The median and the 99th percentile over finished requests (p99: 1 in 100 is slower)."),
+    ("SLO", "Service-level objective: a TTFT and a TPOT limit a request must meet (Objectives & run)."),
+    ("Goodput", "Requests per second that meet both SLOs (DistServe). Throughput that users would call good."),
+    ("Throughput", "Output tokens per second over the whole run (the headline); with prompts, total tokens/s."),
+    ("KV cache", "The keys and values of every past token, kept on the GPU so decode does not recompute them. "
+                 "Its size per token follows from the model (layers × KV heads × head size × 2 × bytes)."),
+    ("Block (paged KV)", "KV memory is handed out in blocks of a few tokens (PagedAttention), so requests grow "
+                         "without reserving their maximum length."),
+    ("Pre-emption", "Evicting a running request when the KV cache is full. Recompute drops its KV and prefills "
+                    "it again later (dark red); swap copies it to host memory over PCIe and back (pink rows, red "
+                    "PCIe time in the GPU row)."),
+    ("Roofline", "A chart of achieved FLOP/s against arithmetic intensity (FLOPs per byte read). Left of the "
+                 "ridge point a tick is limited by memory bandwidth, right of it by compute."),
+    ("Compute- / memory-bound", "Whether a tick's time is set by FLOP/s (prefill) or by bytes read from HBM "
+                                "(decode). Shown in every Gantt hover."),
+    ("MFU / MBU", "Model FLOPs / memory-bandwidth utilisation: achieved FLOP/s or bytes/s over the GPU's peak."),
+    ("Tensor parallelism (TP)", "Splitting every layer over several GPUs that run each tick together; two "
+                                "all-reduces per layer over the GPU link add time (in the Gantt hover)."),
+)
+
+
+def main() -> None:
+    st.title("Glossary")
+    st.caption("The terms the charts and lessons use. Hover the (?) next to any control for its own definition.")
+    for term, text in TERMS:
+        st.markdown(f"**{term}.** {text}")
+    article = load_article()
+    st.subheader("Source article")
+    st.markdown(f"“{article.title}” ({article.title_en}), {article.publisher}. Its sections, as the lessons cite them:")
+    st.text("\n".join(f"{ref}  {title}" for ref, title in article.sections.items()))
+
+
+main()

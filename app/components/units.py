@@ -1,0 +1,35 @@
+"""Numbers for people: durations in ms below a second and in s above, counts as integers."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_seconds(v: float, digits: int = 3) -> str:
+    """'–' for NaN; '412 ms', '9.8 ms', '0.35 ms'; '1.42 s', '68.3 s', '1,204 s' (about `digits` significant digits)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    a = abs(v)
+    if a >= 1:
+        unit, x = "s", v
+    else:
+        unit, x = "ms", v * 1e3
+    ax = abs(x)
+    decimals = 0 if ax >= 10 ** (digits - 1) or ax == 0 else max(0, digits - 1 - int(math.floor(math.log10(ax))))
+    text = f"{x:,.{decimals}f}"
+    if "." in text:  # 9.80 ms -> 9.8 ms, 3.00 s -> 3 s
+        text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}"
+
+
+def time_unit(values_s) -> tuple[float, str]:
+    """(scale, unit) to draw durations: ms when the bulk (p50) is under a second, else s."""
+    import numpy as np
+
+    v = np.asarray(values_s, dtype=float)
+    v = v[~np.isnan(v)]
+    return (1.0, "s") if v.size and float(np.median(v)) >= 1.0 else (1e3, "ms")
+
+
+def fmt_count(v: float) -> str:
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{round(v):,}"

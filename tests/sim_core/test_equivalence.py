@@ -1,0 +1,180 @@
+"""Coalesced runs and fast paths give exactly the tick-by-tick result, on every output.
+
+A seeded generator draws configs over every engine preset and the scheduler, workload, KV and
+guard knobs (runs stopped by `max_ticks` / `max_sim_time_s` included). Each config runs twice,
+with `limits.coalesce_ticks` on and off, and every output must be identical: all tick columns, every
+request-table field (status included), the events in order, the batch log, the summary, and the
+inter-token gaps (compared as a multiset: their order within a run is not part of the contract).
+
+CI runs `SIM_EQUIV_CASES` cases (default 60); `SIM_EQUIV_CASES=1000 pytest tests/sim_core/test_equivalence.py`
+runs more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+import pytest
+
+from sim_core import run_simulation
+from sim_core.costmodel import (
+    CUDA_RESERVED_BYTES,
+    GIB,
+    RUNTIME_BYTES,
+    MemoryPlanError,
+    kv_bytes_per_token_per_gpu,
+    plan_memory,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
+from sim_core.presets import PresetError, list_presets
+from tests.conftest import make_config
+
+ENGINE_SCENARIOS = sorted(p for p in list_presets("scenarios") if p.startswith("engine-"))
+NUM_CASES = int(os.environ.get("SIM_EQUIV_CASES", "60"))
+
+
+def _overrides(rng: np.random.Generator, engine: str) -> dict:
+    contiguous = engine in ("engine-orca", "engine-fastertransformer")
+    o = dict(
+        seed=int(rng.integers(10_000)),
+        workload__num_requests=int(rng.integers(5, 70)),
+        workload__arrival__process=str(rng.choice(["poisson", "gamma", "offline", "closed_loop", "constant"])),
+        workload__arrival__rate_per_s=float(rng.uniform(0.5, 60)),
+        workload__arrival__num_clients=int(rng.integers(1, 20)),
+        workload__prompt_tokens={"dist": str(rng.choice(["lognormal", "uniform", "fixed"])), "mean": int(rng.integers(8, 1500)),
+                                 "min": 1, "max": 3000, "sigma": float(rng.uniform(0.2, 1.2))},
+        workload__output_tokens={"dist": str(rng.choice(["lognormal", "uniform", "fixed"])), "mean": int(rng.integers(1, 200)),
+                                 "min": 1, "max": int(rng.integers(1, 600)), "sigma": float(rng.uniform(0.2, 1.2))},
+        workload__classes=[{"name": "a", "share": 0.3, "priority": int(rng.integers(0, 3))},
+                           {"name": "b", "share": 0.7, "priority": int(rng.integers(0, 3))}],
+        kv_cache__block_size=int(rng.choice([1, 8, 16, 32])),
+        limits__num_recorded_batches=int(rng.choice([0, 7, 2000])),
+    )  # fmt: skip
+    o["workload__output_tokens"]["mean"] = min(o["workload__output_tokens"]["mean"], o["workload__output_tokens"]["max"])
+    if not contiguous:
+        o["workload__num_samples"] = int(rng.choice([1, 1, 1, 2, 3]))
+        o["kv_cache__swap_space_gb"] = float(rng.choice([0.0, 0.05, 4.0]))
+    if rng.random() < 0.5:  # scheduler knobs away from the preset
+        o["scheduler__admission"] = str(rng.choice(["watermark", "greedy", "reserve"]))
+        o["scheduler__queue_order"] = str(rng.choice(["fcfs", "fcfs", "priority", "shortest_prompt_first"]))
+        o["scheduler__preemption"] = str(rng.choice(["recompute", "swap"]))
+        o["scheduler__max_num_seqs"] = int(rng.choice([1, 2, 4, 16, 256]))
+        o["scheduler__max_num_batched_tokens"] = int(rng.choice([256, 512, 2048, 8192]))
+        o["scheduler__enable_chunked_prefill"] = True
+    guard = rng.random()
+    if guard < 0.2:
+        o["limits__max_ticks"] = int(rng.integers(1, 400))
+    elif guard < 0.4:
+        o["limits__max_sim_time_s"] = float(rng.uniform(0.05, 5.0))
+    return o
+
+
+def _utilisation_for_kv(cfg, kv_bytes: float) -> float:
+    """gpu_memory_utilization that leaves about `kv_bytes` of KV per GPU under the engine's memory rule
+    (inverts costmodel.kv_pool_bytes)."""
+    usable = cfg.hardware.memory_gib * GIB - CUDA_RESERVED_BYTES
+    weights = weight_bytes_per_gpu(cfg)
+    workspace = workspace_bytes_per_gpu(cfg) + RUNTIME_BYTES
+    rule = cfg.kv_cache.memory_rule
+    if rule == "sglang":
+        return (weights + kv_bytes) / usable
+    if rule == "tensorrt-llm":
+        return kv_bytes / max(usable - weights - workspace, 1.0)
+    return (weights + workspace + kv_bytes) / usable
+
+
+def random_config(case: int):
+    """A valid config for case `case` (deterministic); redraws while a draw does not validate or fit."""
+    rng = np.random.default_rng([case, 11])
+    engine = ENGINE_SCENARIOS[case % len(ENGINE_SCENARIOS)]
+    while True:
+        try:
+            cfg = make_config(engine, **_overrides(rng, engine))
+            if cfg.kv_cache.layout == "paged" and rng.random() < 0.7:
+                # Room for only a few long requests, so that pre-emption and admission limits are exercised.
+                room = float(rng.uniform(1.0, 4.0)) * (cfg.workload.max_prompt_tokens + cfg.workload.max_output_tokens)
+                kv_room = room * kv_bytes_per_token_per_gpu(cfg) * cfg.workload.num_samples
+                util = _utilisation_for_kv(cfg, kv_room)
+                if 0.05 <= util <= 1.0:
+                    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+            plan_memory(cfg)
+            return cfg
+        except (PresetError, MemoryPlanError, ValueError):
+            continue
+
+
+def _same_float(a, b) -> bool:
+    """Equal values, NaN equal to NaN, through nested dicts and lists (summary sections)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_float(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_float(x, y) for x, y in zip(a, b))
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def assert_same_result(a, b) -> None:
+    """Every output of two runs is identical (NaN equals NaN)."""
+    assert a.timeline.columns.keys() == b.timeline.columns.keys()
+    for name, col in a.timeline.columns.items():
+        assert np.array_equal(col, b.timeline.columns[name]), f"timeline.{name}"
+    for f in dataclasses.fields(a.requests):
+        x, y = getattr(a.requests, f.name), getattr(b.requests, f.name)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"requests.{f.name}"
+    for f in dataclasses.fields(a.events):
+        assert np.array_equal(getattr(a.events, f.name), getattr(b.events, f.name)), f"events.{f.name}"
+    for f in dataclasses.fields(a.batches):
+        assert np.array_equal(getattr(a.batches, f.name), getattr(b.batches, f.name)), f"batches.{f.name}"
+    assert np.array_equal(np.sort(a.itl_s), np.sort(b.itl_s)), "itl_s"
+    da, db = a.summary.model_dump(), b.summary.model_dump()
+    assert da.keys() == db.keys()
+    for key in da:
+        assert _same_float(da[key], db[key]), f"summary.{key}: {da[key]} != {db[key]}"
+
+
+def run_both(cfg):
+    off = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})})
+    return run_simulation(cfg, check_invariants=True), run_simulation(off)
+
+
+@pytest.mark.parametrize("case", range(NUM_CASES))
+def test_coalesced_equals_tick_by_tick_on_random_configs(case):
+    on, off = run_both(random_config(case))
+    assert_same_result(on, off)
+
+
+@pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
+def test_every_engine_preset_equals_tick_by_tick(scenario):
+    on, off = run_both(make_config(scenario, workload__num_requests=60))
+    assert_same_result(on, off)
+
+
+def test_a_guard_stop_leaves_arrived_requests_waiting():
+    """Issue 10 item 6: arrivals admitted on a fast path must read WAITING, as the last tick says."""
+    cfg = make_config("chat-h100-llama8b", limits__max_sim_time_s=1.0, workload__arrival__rate_per_s=200.0)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.stopped_reason is not None
+    assert int((on.requests.status == 1).sum()) == int(on.timeline.num_waiting[-1]) > 0
+
+
+def test_random_configs_cover_guards_and_every_engine():
+    cfgs = [random_config(c) for c in range(NUM_CASES)]
+    assert {c.name for c in cfgs} >= {s for s in ENGINE_SCENARIOS} or len(cfgs) < len(ENGINE_SCENARIOS)
+    assert any(c.limits.max_ticks < 400 for c in cfgs) and any(c.limits.max_sim_time_s <= 5 for c in cfgs)
+    assert sum(run_simulation(c).summary.num_preemptions > 0 for c in cfgs[:30]) >= 1  # KV pressure reached
+
+
+@pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
+def test_every_policy_coalesces_its_decode_runs(scenario):
+    """Coalescing is not limited to stateless policies: each preset takes far fewer steps than ticks."""
+    from sim_core.engine import Engine
+
+    engine = Engine(make_config(scenario, workload__num_requests=60))
+    steps = 1
+    while engine.step():
+        steps += 1
+    assert steps <= 0.15 * engine.rec.num_ticks

@@ -1,0 +1,54 @@
+"""The integer scheduling rules shared by the scheduler and the fast path (schedulers/rules.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim_core.schedulers import rules
+
+
+def test_unchunked_prefills_stop_at_the_first_that_does_not_fit():
+    # 5 fits, 10 does not fit the 7 left: the 3 behind it must not jump the queue
+    assert rules.prefill_chunks([5, 10, 3], 12, is_chunked=False) == [5, 0, 0]
+
+
+def test_chunked_prefills_split_the_budget_in_order():
+    assert rules.prefill_chunks([5, 10, 3], 12, is_chunked=True) == [5, 7, 0]
+
+
+@given(st.lists(st.integers(1, 5000), max_size=12), st.integers(-100, 20000))
+def test_chunked_prefills_equal_the_cumulative_clip(remaining, budget):
+    rem = np.array(remaining, dtype=np.int64)
+    expected = np.clip(budget - (np.cumsum(rem) - rem), 0, rem)  # the vectorised form
+    assert rules.prefill_chunks(remaining, budget, is_chunked=True) == expected.tolist()
+
+
+def test_admission_stops_at_the_first_request_without_blocks():
+    blocks = [2, 9, 1]
+    taken = rules.admit_in_order([32, 144, 16], 10_000, free_blocks=10, reserve_blocks=1,
+                                 blocks_needed=lambda i, chunk: blocks[i], is_chunked=True, is_static=False)  # fmt: skip
+    assert taken == [(32, 2)]  # 9 + 1 reserve > 8 left; the small third one waits behind it
+
+
+def test_admission_chunks_the_last_prompt_to_the_budget():
+    taken = rules.admit_in_order([300, 300, 300], 500, 100, 0, lambda i, chunk: 1, is_chunked=True, is_static=False)
+    assert taken == [(300, 1), (200, 1)]
+
+
+def test_static_batches_admit_prompts_over_the_budget():
+    taken = rules.admit_in_order([300, 900], 500, 100, 0, lambda i, chunk: 1, is_chunked=False, is_static=True)
+    assert [chunk for chunk, _ in taken] == [300, 0]  # the second is prefilled in a later tick
+
+
+def test_admission_reads_candidates_lazily():
+    seen = []
+
+    def queue():
+        for rem in (10, 10, 10, 10):
+            seen.append(rem)
+            yield rem
+
+    rules.admit_in_order(queue(), 15, 100, 0, lambda i, chunk: 1, is_chunked=False, is_static=False)
+    assert len(seen) == 2  # the long queue behind the first refusal is never read
