@@ -113,7 +113,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     fields = {"target_rate_per_s": args.rate, "objective": obj, "max_replicas": args.max_replicas,
               "num_results": args.top, "prices_usd_per_gpu_hour": prices, "gpus": split(args.gpus, str),
               "tp_degrees": split(args.tp, int), "engines": split(args.engines, str),
-              "token_budgets": split(args.token_budgets, int), "max_batches": split(args.max_batches, int)}  # fmt: skip
+              "token_budgets": split(args.token_budgets, int), "max_batches": split(args.max_batches, int),
+              "router": args.router, "disaggregated": args.pd or None,
+              "evaluation": args.evaluation}  # fmt: skip
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
@@ -132,7 +134,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
           "pruned: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()))
     print(f"  {result.band.text()}")
-    print("  replicas behind a random router, simulated as one replica at rate / replicas; no P:D disaggregation yet")
+    print({"one_replica": "  replicas behind a random router, simulated as one replica at rate / replicas",
+           "prefilter": f"  searched as one replica at rate / replicas, finalists confirmed as deployments ({spec.router} router)",
+           "deployment": f"  each candidate simulated as a deployment (cluster, {spec.router} router)"}[spec.evaluation]
+          + ("; P:D splits searched as deployments" if spec.disaggregated else ""))
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
         return 1
@@ -149,8 +154,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
         for i, row in enumerate(result.rows):
-            (out / f"config-{i + 1}.json").write_text(row.replica_config.model_dump_json(indent=2) + "\n")
-        print(f"  wrote {out / 'plan.json'} and one replica's config per row (config-N.json: `run` it, or open it in the app)")
+            (out / f"config-{i + 1}.json").write_text(row.config.model_dump_json(indent=2) + "\n")
+        print(f"  wrote {out / 'plan.json'} and each row's simulated config (config-N.json: `run` it, or open it in the app)")
     return 0
 
 
@@ -184,7 +189,13 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--max-replicas", type=int, default=None, help="most replicas of one configuration")
     pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")
     pl.add_argument("--top", type=int, default=None, help="configurations to list")
-    pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's replica config")
+    pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's simulated config")
+    pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
+    pl.add_argument("--router", default=None, help="router in front of the replicas: round_robin (default), "
+                    "least_outstanding, least_kv")
+    pl.add_argument("--evaluation", choices=("prefilter", "deployment", "one_replica"), default=None,
+                    help="prefilter (default): search one replica at rate / replicas, confirm the finalists as deployments; "
+                    "deployment: simulate every candidate as a deployment (exact, slower); one_replica: no confirmation")
     _backend_args(pl)
 
 

@@ -1,38 +1,50 @@
 """Deployment planner: the cheapest configurations that meet the SLOs at a target request rate.
 
 The search space is GPU preset × tensor-parallel degree × replicas × engine preset × token budget ×
-max batch. The traffic (workload preset, trace or classes), the model and the SLO targets come from
-a base config; the percentile (or attainment) rule from a `CapacityObjective` (sweep.py).
+max batch, and optionally (`PlanSpec.disaggregated`) xPyD splits: x prefill and y decode instances
+of one GPU kind, each pool with its own TP degree, priced by total GPUs. The traffic (workload
+preset, trace or classes), the model and the SLOs come from a base config; the percentile (or
+attainment) rule from a `CapacityObjective` (sweep.py).
 
-Pruning, so a space of ~500 configurations takes well under a minute:
-  * memory fit first: a (GPU, TP, engine, knobs) family whose weights + KV do not fit is dropped
-    without a simulation (costmodel.plan_memory);
-  * cost order with dominance: candidates are tried cheapest first; within a family, meeting the
-    SLOs is monotone in the replica count (each replica sees λ/R), so a failure at R rules out every
-    R' < R and a success at R makes every R' > R a dearer copy; the search stops once `num_results`
-    families have a feasible configuration cheaper than every untried candidate (exact: nothing
-    cheaper was skipped);
-  * bisection on rate: the headroom of each result row is its per-replica capacity (find_capacity).
+Every candidate is simulated as the deployment it describes (`candidate_config`, the one place that
+decides how a candidate is simulated): `deployment.replicas` engines behind `PlanSpec.router`, or a
+prefill and a decode pool, through the cluster simulation (sim_core/cluster). `PlanSpec.evaluation
+= "one_replica"` is the older, faster approximation (one replica at λ/N: exact for a *random* router
+under Poisson arrivals, conservative for round robin; co-located candidates only).
 
-Replicas: see `replica_config` — the one place to switch to the cluster simulation (issue 13).
-Disaggregated prefill/decode splits are not searched yet: they arrive with the cluster package.
+Pruning, so a space of ~500 configurations stays within a minute (figures in the README):
+  * memory fit first (exact): a family whose weights + KV do not fit in one instance (each pool for
+    a split) is dropped without a simulation (costmodel.plan_memory); the router does not change it;
+  * saturation bound (exact up to its margin): N replicas, whatever the router, complete at most N
+    times one replica's saturation rate (an offline run), so fewer than λ / (1.25 × N × that) are
+    not simulated; splits get no such bound (their pools saturate on different phases);
+  * cost order with dominance: candidates are tried cheapest first; within a family meeting the SLOs
+    is taken as monotone in the instance counts (more replicas, or more prefill or decode instances,
+    never hurt): a failure at (x, y) rules out every count ≤ it, a success makes every count ≥ it a
+    dearer copy. Under Poisson arrivals this holds in distribution for round robin and
+    least-outstanding routers (each replica's share thins as N grows); for one seeded run it is an
+    assumption the planner test checks by brute force on a small space. The search stops once
+    `num_results` families have a feasible configuration cheaper than every untried candidate
+    (exact: nothing cheaper was skipped);
+  * bisection on rate: the headroom of each result row is its deployment's capacity (find_capacity).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, cached_map, run_points
-from sim_core.config import SimConfig
+from sim_core.config import SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
@@ -66,7 +78,21 @@ class PlanSpec(BaseModel):
     objective: CapacityObjective = CapacityObjective()
     gpus: tuple[str, ...] = Field((), description="Hardware presets to consider (empty: every GPU with a price).")
     tp_degrees: tuple[int, ...] = Field((1, 2, 4, 8), min_length=1, description="Tensor-parallel degrees per replica.")
-    max_replicas: int = Field(16, ge=1, le=1024, description="Most replicas of one configuration.")
+    max_replicas: int = Field(
+        16, ge=1, le=64, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
+    )
+    router: Literal["round_robin", "least_outstanding", "least_kv"] = Field(
+        "round_robin", description="The router in front of the replicas (deployment.router)."
+    )
+    disaggregated: bool = Field(
+        False, description="Also search xPyD splits: x prefill + y decode instances (x + y ≤ max_replicas), "
+        "each pool with a TP degree from tp_degrees, one GPU kind, priced by total GPUs.",
+    )  # fmt: skip
+    evaluation: Literal["prefilter", "deployment", "one_replica"] = Field(
+        "prefilter", description="prefilter: search with one replica at rate / replicas, then confirm the finalists "
+        "(and fewer replicas of them) as deployments; deployment: simulate every candidate as a deployment "
+        "(cluster simulation; slower); one_replica: no confirmation (exact for a random router).",
+    )  # fmt: skip
     engines: tuple[str, ...] = Field(DEFAULT_ENGINES, min_length=1, description="Engine presets to consider.")
     token_budgets: tuple[int | None, ...] = Field(
         (None,), min_length=1, description="scheduler.max_num_batched_tokens values (None: the engine preset's)."
@@ -92,23 +118,42 @@ class PlanSpec(BaseModel):
 # ---------------------------------------------------------------- configurations
 @dataclass(frozen=True)
 class Family:
-    """Everything about one replica except how many there are."""
+    """Everything about a deployment except its instance counts. `decode_tp` set: a prefill/decode
+    split (`tp` is then the prefill pool's TP degree)."""
 
     gpu: str
     tp: int
     engine: str
     token_budget: int | None
     max_batch: int | None
+    decode_tp: int | None = None
+
+    @property
+    def is_split(self) -> bool:
+        return self.decode_tp is not None
 
     def label(self) -> str:
         knobs = "".join(
             [f", budget {self.token_budget}" if self.token_budget else "", f", batch {self.max_batch}" if self.max_batch else ""]
         )
-        return f"{self.gpu} TP{self.tp} · {self.engine}{knobs}"
+        tp = f"P TP{self.tp} / D TP{self.decode_tp}" if self.is_split else f"TP{self.tp}"
+        return f"{self.gpu} {tp} · {self.engine}{knobs}"
 
     def key(self) -> tuple:
-        """A total order (None knobs first) for deterministic tie-breaks."""
-        return (self.gpu, self.tp, self.engine, self.token_budget or 0, self.max_batch or 0)
+        """A total order (None knobs first, co-located before splits) for deterministic tie-breaks."""
+        return (self.gpu, self.tp, self.engine, self.token_budget or 0, self.max_batch or 0, self.decode_tp or 0)
+
+    def num_gpus(self, size: tuple[int, ...]) -> int:
+        """GPUs of `size` instances: (replicas,) or (prefill, decode)."""
+        return size[0] * self.tp + (size[1] * self.decode_tp if self.is_split else 0)
+
+    def sizes(self, max_instances: int) -> list[tuple[int, ...]]:
+        if not self.is_split:
+            return [(r,) for r in range(1, max_instances + 1)]
+        return [(x, y) for x in range(1, max_instances) for y in range(1, max_instances - x + 1)]
+
+    def size_label(self, size: tuple[int, ...]) -> str:
+        return f"{size[0]}P{size[1]}D" if self.is_split else f"{size[0]}×"
 
 
 def family_config(base: SimConfig, fam: Family) -> SimConfig:
@@ -121,6 +166,10 @@ def family_config(base: SimConfig, fam: Family) -> SimConfig:
     data["kv_cache"] = {k: v for k, v in data["kv_cache"].items() if k != "layout"}
     data["engine"] = fam.engine
     data["name"] = f"plan: {fam.label()}"
+    data["deployment"] = None
+    if fam.is_split:  # pools of one GPU kind; instance counts are set per candidate (candidate_config)
+        data["deployment"] = {"disaggregation": {"prefill": {"tensor_parallel": fam.tp},
+                                                 "decode": {"tensor_parallel": fam.decode_tp}}}  # fmt: skip
     sched: dict[str, Any] = {}
     if fam.token_budget is not None:
         sched["max_num_batched_tokens"] = fam.token_budget
@@ -131,17 +180,45 @@ def family_config(base: SimConfig, fam: Family) -> SimConfig:
     return config_from_dict(data, f"plan candidate {fam.label()}")
 
 
+def candidate_config(cfg: SimConfig, fam: Family, size: tuple[int, ...], rate_per_s: float, spec: PlanSpec) -> SimConfig:
+    """THE place that decides how a candidate is simulated: `size` instances of the family config
+    `cfg` at a total rate λ. Default: the deployment itself (replicas behind `spec.router`, or x
+    prefill + y decode instances), run by the cluster simulation; `spec.evaluation = "one_replica"`:
+    one replica at λ/N (`replica_config`)."""
+    if spec.evaluation == "one_replica" and not fam.is_split:
+        return replica_config(cfg, rate_per_s, size[0])
+    return deployment_config(cfg, rate_per_s, size, spec.router)
+
+
+def deployment_config(cfg: SimConfig, rate_per_s: float, size: tuple[int, ...], router: str = "round_robin") -> SimConfig:
+    """The family config as a deployment of `size` instances ((replicas,) or (prefill, decode)) at λ,
+    with a steady-state run length (a trace is time-scaled to λ)."""
+    data = _at_total_rate(cfg, rate_per_s, 1).model_dump(mode="python")
+    if len(size) == 1:
+        data["deployment"] = None if size[0] == 1 else {"replicas": size[0], "router": router}
+    else:
+        dis = data["deployment"]["disaggregation"]
+        dis["prefill"]["replicas"], dis["decode"]["replicas"] = size
+        data["deployment"]["router"] = router
+    data["limits"]["num_recorded_batches"] = 0
+    return config_from_dict(data, f"deployment {size} at {rate_per_s:g} req/s")
+
+
 def replica_config(cfg: SimConfig, rate_per_s: float, num_replicas: int) -> SimConfig:
     """One replica of an N-replica deployment behind a random router, at a total rate λ.
 
-    THE place to switch to the cluster simulation (sim_core/cluster, issue 13): until then, N
-    replicas behind a random router are simulated as one replica at λ/N. For Poisson arrivals this is
-    exact — randomly thinning a Poisson process of rate λ with probability 1/N gives a Poisson process
-    of rate λ/N, independent across replicas — and every replica is statistically the same, so the
-    replica's latency percentiles are the deployment's. (Smarter routers — least outstanding, KV-aware,
-    prefix affinity — do better than random; this is conservative for them.) A trace is time-scaled to
-    the target rate, then thinned by a seeded 1-in-N draw.
+    N replicas behind a random router are simulated as one replica at λ/N. For Poisson arrivals this
+    is exact — randomly thinning a Poisson process of rate λ with probability 1/N gives a Poisson
+    process of rate λ/N, independent across replicas — and every replica is statistically the same,
+    so the replica's latency percentiles are the deployment's. (Round robin and least-outstanding
+    routers smooth the arrivals and do better; this is conservative for them.) A trace is
+    time-scaled to the target rate, then thinned by a seeded 1-in-N draw.
     """
+    return _at_total_rate(cfg, rate_per_s, num_replicas)
+
+
+def _at_total_rate(cfg: SimConfig, rate_per_s: float, num_replicas: int) -> SimConfig:
+    """The share of one of `num_replicas` random-routed replicas of traffic at a total λ (all of it for 1)."""
     per_replica = rate_per_s / num_replicas
     tr = cfg.workload.trace
     if tr is None:
@@ -207,28 +284,34 @@ def saturation_rate(cfg_json: str) -> str:
 @dataclass(frozen=True)
 class PlanRow:
     family: Family
-    num_replicas: int
+    size: tuple[int, ...]  # (replicas,) or (prefill instances, decode instances)
     num_gpus: int
     usd_per_hour: float
-    replica_config: SimConfig  # one replica at target / replicas: what Simulate opens
-    summary: Summary  # that replica's run
+    config: SimConfig  # what was simulated and what Simulate opens (the deployment, or one replica's share)
+    summary: Summary  # that run
     meets: bool
-    capacity_per_s: float | None = None  # deployment capacity (replicas × per-replica capacity)
+    capacity_per_s: float | None = None  # deployment capacity
     capacity_note: str | None = None
+    share: int = 1  # the config is one of `share` identical replicas (evaluation "one_replica")
+
+    @property
+    def num_replicas(self) -> int:
+        """Instances in the deployment (prefill + decode for a split)."""
+        return sum(self.size)
 
     @property
     def label(self) -> str:
-        return f"{self.num_replicas}× {self.family.label()}"
+        return f"{self.family.size_label(self.size)} {self.family.label()}"
 
     @property
     def output_tokens_per_s(self) -> float:
         st = self.summary.steady
-        return self.num_replicas * (st.output_tokens_per_s if st else self.summary.output_tokens_per_s)
+        return self.share * (st.output_tokens_per_s if st else self.summary.output_tokens_per_s)
 
     @property
     def goodput_per_s(self) -> float:
         st = self.summary.steady
-        return self.num_replicas * (st.goodput_requests_per_s if st else self.summary.goodput_requests_per_s)
+        return self.share * (st.goodput_requests_per_s if st else self.summary.goodput_requests_per_s)
 
     @property
     def usd_per_million_output_tokens(self) -> float:
@@ -283,6 +366,7 @@ class Plan:
     pruned: dict[str, int] = field(default_factory=dict)  # reason -> candidates skipped
     num_candidates: int = 0
     band: CalibrationBand = field(default_factory=lambda: CalibrationBand(None, None))
+    saturation: dict[Family, float] = field(default_factory=dict)  # family -> one replica's saturation rate, req/s
 
     def robust(self, row: PlanRow) -> bool | None:
         """Still meets the target if the model is off by the median calibration error (headroom ≥ band)."""
@@ -299,8 +383,10 @@ class Plan:
             h = r.headroom(self.spec.target_rate_per_s)
             out.append({
                 "config": r.label, "gpu": r.family.gpu, "tp": r.family.tp, "replicas": r.num_replicas,
-                "engine": r.family.engine, "token_budget": r.replica_config.scheduler.max_num_batched_tokens,
-                "max_batch": r.replica_config.scheduler.max_num_seqs, "gpus": r.num_gpus,
+                "prefill": r.size[0] if r.family.is_split else None, "decode": r.size[1] if r.family.is_split else None,
+                "decode_tp": r.family.decode_tp,
+                "engine": r.family.engine, "token_budget": r.config.scheduler.max_num_batched_tokens,
+                "max_batch": r.config.scheduler.max_num_seqs, "gpus": r.num_gpus,
                 "usd_per_hour": r.usd_per_hour, "usd_per_million_output_tokens": r.usd_per_million_output_tokens,
                 "good_requests_per_usd": r.good_requests_per_usd, f"ttft_p{p}_s": r.latency_s("ttft", p),
                 f"tpot_p{p}_s": r.latency_s("tpot", p), "capacity_per_s": r.capacity_per_s,
@@ -311,11 +397,22 @@ class Plan:
 
 # ---------------------------------------------------------------- the search
 def _families(spec: PlanSpec) -> list[Family]:
+    tps = sorted(set(spec.tp_degrees))
+    splits = [None] if not spec.disaggregated or spec.evaluation == "one_replica" else [None, *tps]
     return [
-        Family(g, tp, e, b, m)
-        for g in spec.gpu_list() for tp in sorted(set(spec.tp_degrees)) for e in spec.engines
+        Family(g, tp, e, b, m, d)
+        for d in splits for g in spec.gpu_list() for tp in tps for e in spec.engines
         for b in spec.token_budgets for m in spec.max_batches
     ]  # fmt: skip
+
+
+def _num_sizes(fam: Family, spec: PlanSpec) -> int:
+    return len(fam.sizes(spec.max_replicas))
+
+
+def _covers(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Every instance count of a is at least b's."""
+    return all(x >= y for x, y in zip(a, b))
 
 
 def plan(
@@ -329,6 +426,16 @@ def plan(
         with LocalBackend() as own:
             return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,
                         with_band=with_band)  # fmt: skip
+    if spec.evaluation == "prefilter":
+        return _prefiltered(base, spec, backend, cache, on_progress, cancelled, with_band)
+    return _search(base, spec, backend, cache, on_progress, cancelled, with_band)
+
+
+def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
+            on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None, with_band: bool,
+            headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf) -> Plan:  # fmt: skip
+    """The cost-ordered search over `families` (default: the spec's), every candidate simulated
+    by `candidate_config`."""
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:
@@ -338,27 +445,32 @@ def plan(
     def prune(reason: str, n: int = 1) -> None:
         pruned[reason] = pruned.get(reason, 0) + n
 
+    families = _families(spec) if families is None else families
     cfgs: dict[Family, SimConfig] = {}
     seen: set[str] = set()
-    for fam in _families(spec):
+    for fam in families:
         try:
             cfg = family_config(base, fam)
-            plan_memory(cfg)  # memory fit first: no simulation for what cannot load
-        except (PresetError, MemoryPlanError) as err:
-            prune("does not fit in memory" if isinstance(err, MemoryPlanError) else "invalid configuration", spec.max_replicas)
+            for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):
+                plan_memory(c)  # memory fit first: no simulation for what cannot load
+        except (PresetError, MemoryPlanError, ValueError) as err:
+            prune("does not fit in memory" if isinstance(err, MemoryPlanError) else "invalid configuration",
+                  _num_sizes(fam, spec))  # fmt: skip
             continue
         key = cfg.model_copy(update={"name": ""}).model_dump_json()
         if key in seen:  # e.g. a token budget equal to the engine preset's own
-            prune("same configuration as another candidate", spec.max_replicas)
+            prune("same configuration as another candidate", _num_sizes(fam, spec))
             continue
         seen.add(key)
         cfgs[fam] = cfg
-    # Saturation bound: fewer replicas than λ / (1.25 × saturation rate) cannot keep up; not simulated.
-    sat_payloads = cached_map(saturation_rate, "saturation", [saturation_config(c) for c in cfgs.values()],
+    # Saturation bound (co-located): fewer replicas than λ / (1.25 × saturation rate) cannot keep up.
+    colocated = [f for f in cfgs if not f.is_split]
+    sat_payloads = cached_map(saturation_rate, "saturation", [saturation_config(cfgs[f]) for f in colocated],
                               backend, cache, None, cancelled)  # fmt: skip
-    max_fail: dict[Family, int] = {}
+    fails: dict[Family, list[tuple[int, ...]]] = {f: [] for f in cfgs}  # sizes known to fail
+    passes: dict[Family, list[tuple[int, ...]]] = {f: [] for f in cfgs}  # sizes known to pass
     saturation: dict[Family, float] = {}
-    for fam, payload in zip(list(cfgs), sat_payloads):
+    for fam, payload in zip(colocated, sat_payloads):
         d = json.loads(payload)
         if "rate" not in d:
             prune("simulation error", spec.max_replicas)
@@ -367,16 +479,16 @@ def plan(
         saturation[fam] = d["rate"]
         need = math.ceil(spec.target_rate_per_s / (SATURATION_MARGIN * d["rate"]) - 1e-9)
         if need - 1 >= 1:
-            max_fail[fam] = min(need - 1, spec.max_replicas)
-            prune("fewer replicas than the saturation bound allows", max_fail[fam])
+            fails[fam].append((min(need - 1, spec.max_replicas),))
+            prune("fewer replicas than the saturation bound allows", min(need - 1, spec.max_replicas))
         if need > spec.max_replicas:
             del cfgs[fam]
     candidates = sorted(
-        ((prices[f.gpu] * f.tp * r, f, r) for f in cfgs for r in range(max_fail.get(f, 0) + 1, spec.max_replicas + 1)),
+        ((prices[f.gpu] * f.num_gpus(z), f, z) for f in cfgs for z in f.sizes(spec.max_replicas)
+         if not any(_covers(b, z) for b in fails[f]) and prices[f.gpu] * f.num_gpus(z) <= max_usd_per_hour),
         key=lambda c: (c[0], c[1].key(), c[2]),
-    )
-    total = len(_families(spec)) * spec.max_replicas
-    min_pass: dict[Family, int] = {}
+    )  # fmt: skip
+    total = sum(_num_sizes(f, spec) for f in families)
     evaluated: list[PlanRow] = []
     feasible: list[PlanRow] = []
     pos = 0
@@ -386,71 +498,136 @@ def plan(
         return costs[spec.num_results - 1] if len(costs) >= spec.num_results else math.inf
 
     while pos < len(candidates):
-        batch: list[tuple[float, Family, int]] = []
+        batch: list[tuple[float, Family, tuple[int, ...]]] = []
         while pos < len(candidates) and len(batch) < spec.batch_size:
-            cost, fam, r = candidates[pos]
+            cost, fam, z = candidates[pos]
             if cost > bound():
                 pos = len(candidates)
                 break
             pos += 1
-            if r <= max_fail.get(fam, 0):
-                prune("dominated: fewer replicas of a failing config")
-            elif r >= min_pass.get(fam, math.inf):
-                prune("dominated: more replicas of a feasible config")
+            if any(_covers(b, z) for b in fails[fam]):
+                prune("dominated: fewer instances than a failing config")
+            elif any(_covers(z, a) for a in passes[fam]):
+                prune("dominated: more instances than a feasible config")
             elif any(f == fam for _, f, _ in batch):
-                pos -= 1  # one replica count per family per round: the next round knows this one's answer
+                pos -= 1  # one size per family per round: the next round knows this one's answer
                 break
             else:
-                batch.append((cost, fam, r))
+                batch.append((cost, fam, z))
         if not batch:
             continue
-        configs = [replica_config(cfgs[f], spec.target_rate_per_s, r) for _, f, r in batch]
+        configs = [candidate_config(cfgs[f], f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
         results = run_points(configs, backend, cache, None, cancelled)
-        for (cost, fam, r), c, (summary, err) in zip(batch, configs, results):
+        for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
             if summary is None:
                 prune("simulation error")
-                max_fail[fam] = max(max_fail.get(fam, 0), r)
+                fails[fam].append(z)
                 continue
             ok = meets_objective(summary, c, spec.objective)
-            row = PlanRow(fam, r, fam.tp * r, cost, c, summary, ok)
+            share = z[0] if spec.evaluation == "one_replica" and not fam.is_split else 1
+            row = PlanRow(fam, z, fam.num_gpus(z), cost, c, summary, ok, share=share)
             evaluated.append(row)
+            (passes if ok else fails)[fam].append(z)
             if ok:
-                min_pass[fam] = min(min_pass.get(fam, math.inf), r)
                 feasible.append(row)
-            else:
-                max_fail[fam] = max(max_fail.get(fam, 0), r)
         if on_progress:
             on_progress(len(evaluated) + sum(pruned.values()), total)
     not_tried = total - len(evaluated) - sum(pruned.values())
     if not_tried:
         pruned["dearer than the cheapest results"] = not_tried
     best = {}
-    for row in sorted(feasible, key=lambda r: (r.usd_per_hour, r.family.key(), r.num_replicas)):
-        best.setdefault(row.family, row)  # one row per family: its fewest replicas
+    for row in sorted(feasible, key=lambda r: (r.usd_per_hour, r.family.key(), r.size)):
+        best.setdefault(row.family, row)  # one row per family: its cheapest feasible size
     rows = list(best.values())[: spec.num_results]
-    rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation)
+    if headroom:
+        rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation)
     if on_progress:
         on_progress(total, total)
     band = calibration_band() if with_band else CalibrationBand(None, None)
-    return Plan(spec, rows, evaluated, pruned, total, band)
+    return Plan(spec, rows, evaluated, pruned, total, band, saturation)
+
+
+def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
+                 on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None,
+                 with_band: bool) -> Plan:  # fmt: skip
+    """The one-replica search (λ/N, a random router) finds the finalists; each is then simulated
+    as the deployment it describes, and fewer replicas of it are tried as deployments while they
+    pass (a round-robin or least-outstanding router smooths arrivals, so it may need fewer); a
+    finalist that fails as a deployment is dropped. Splits (if asked) are searched as deployments,
+    no dearer than the confirmed co-located rows. Not exact: a family that was not a finalist
+    could pass with fewer replicas as a deployment (evaluation="deployment" searches exactly)."""
+    one = spec.model_copy(update={"evaluation": "one_replica"})
+    colo = [f for f in _families(spec) if not f.is_split]
+    first = _search(base, one, backend, cache, on_progress, cancelled, False, headroom=False, families=colo)
+    prices = spec.prices()
+    rows: list[PlanRow] = []
+    evaluated = list(first.evaluated)
+    pruned = dict(first.pruned)
+    todo = [(r.family, family_config(base, r.family), r.size[0], None) for r in first.rows]
+    while todo:  # rounds: every finalist at its size, then one replica fewer while it passes
+        cfgs = [candidate_config(c, f, (n,), spec.target_rate_per_s, spec.model_copy(update={"evaluation": "deployment"}))
+                for f, c, n, _ in todo]  # fmt: skip
+        nxt = []
+        for (f, c, n, last_ok), dc, (summary, _err) in zip(todo, cfgs, run_points(cfgs, backend, cache, None, cancelled)):
+            ok = summary is not None and meets_objective(summary, dc, spec.objective)
+            if summary is not None:
+                evaluated.append(PlanRow(f, (n,), f.num_gpus((n,)), prices[f.gpu] * f.num_gpus((n,)), dc, summary, ok))
+            lower = math.ceil(spec.target_rate_per_s / (SATURATION_MARGIN * first.saturation[f]) - 1e-9)
+            if ok and n - 1 >= max(lower, 1):
+                nxt.append((f, c, n - 1, evaluated[-1]))
+            elif ok:
+                rows.append(evaluated[-1])
+            elif last_ok is not None:
+                rows.append(last_ok)
+            else:
+                pruned["finalist fails as a deployment"] = pruned.get("finalist fails as a deployment", 0) + 1
+        todo = nxt
+    total = first.num_candidates
+    if spec.disaggregated:
+        splits = [f for f in _families(spec) if f.is_split]
+        cap = max((r.usd_per_hour for r in rows), default=math.inf)
+        second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, None, cancelled,
+                         False, headroom=False, families=splits, max_usd_per_hour=cap)  # fmt: skip
+        rows += second.rows
+        evaluated += second.evaluated
+        for k, v in second.pruned.items():
+            pruned[k] = pruned.get(k, 0) + v
+        total += second.num_candidates
+    rows = sorted(rows, key=lambda r: (r.usd_per_hour, r.family.key(), r.size))[: spec.num_results]
+    # Headroom of co-located rows: bisection on one replica's share (λ/N; conservative for these routers, cheap).
+    probes = [r if r.family.is_split else dataclasses.replace(
+        r, config=replica_config(family_config(base, r.family), spec.target_rate_per_s, r.size[0]), share=r.size[0])
+        for r in rows]  # fmt: skip
+    probes = _with_headroom(probes, spec, backend, cache, cancelled, first.saturation)
+    rows = [dataclasses.replace(r, capacity_per_s=p.capacity_per_s, capacity_note=p.capacity_note) for r, p in zip(rows, probes)]
+    band = calibration_band() if with_band else CalibrationBand(None, None)
+    return Plan(spec, rows, evaluated, pruned, total, band, first.saturation)
 
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,
                    cancelled: Callable[[], bool] | None, saturation: dict[Family, float]) -> list[PlanRow]:  # fmt: skip
-    """Per-replica capacity by bisection between the operating point (known to pass) and the
-    saturation bound -> deployment capacity.
+    """Capacity of each row by bisection from the operating point (known to pass), up to the
+    saturation bound (N × 1.25 × one replica's saturation; a split searches upward) -> deployment
+    capacity (× N for a one-replica share).
     Traces replay fixed arrival times, so their rate cannot be bisected: no headroom for them."""
-    if any(r.replica_config.workload.trace is not None for r in rows):
+    if any(r.config.workload.trace is not None for r in rows):
         return list(rows)
-    caps: list[Capacity] = find_capacities([r.replica_config for r in rows], spec.objective,
-                                           backend=backend, cache=cache, cancelled=cancelled,
-                                           rel_tol=spec.headroom_rel_tol,
-                                           ceilings_per_s=[SATURATION_MARGIN * saturation[r.family] for r in rows])  # fmt: skip
-    return [
-        PlanRow(r.family, r.num_replicas, r.num_gpus, r.usd_per_hour, r.replica_config, r.summary, r.meets,
-                c.rate_per_s * r.num_replicas, c.note)
-        for r, c in zip(rows, caps)
-    ]  # fmt: skip
+    ceilings = [_ceiling(r, saturation) for r in rows]
+    caps: list[Capacity] = find_capacities([r.config for r in rows], spec.objective, backend=backend, cache=cache,
+                                           cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings)  # fmt: skip
+    return [dataclasses.replace(r, capacity_per_s=c.rate_per_s * r.share, capacity_note=c.note) for r, c in zip(rows, caps)]
+
+
+def _ceiling(row: PlanRow, saturation: dict[Family, float]) -> float | None:
+    """Top of the headroom bisection: 1.25 × the saturation rates of the deployment's instances
+    (a split: of its pools' GPUs run co-located, a cap on the bisection rather than a proven bound)."""
+    f = row.family
+    if not f.is_split:
+        return SATURATION_MARGIN * saturation[f] * (row.size[0] if row.share == 1 else 1) if f in saturation else None
+    pre, dec = (dataclasses.replace(f, tp=tp, decode_tp=None) for tp in (f.tp, f.decode_tp))
+    if pre not in saturation or dec not in saturation:
+        return None
+    return SATURATION_MARGIN * (row.size[0] * saturation[pre] + row.size[1] * saturation[dec])
 
 
 def pareto_front(rows: Sequence[PlanRow], percentile: int, metric: str = "ttft") -> list[PlanRow]:

@@ -74,14 +74,14 @@ def _show(result: Plan, elapsed_s: float) -> None:
         return
     rows = []
     for row, t in zip(result.rows, result.table()):
-        rows.append({"open": _simulate_link(row.replica_config), "configuration": t["config"], "GPUs": t["gpus"],
+        rows.append({"open": _simulate_link(row.config), "configuration": t["config"], "GPUs": t["gpus"],
                      "$/hour": t["usd_per_hour"], "$ per M output tokens": t["usd_per_million_output_tokens"],
                      "good requests per $": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
                      f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
                      "headroom": None if t["headroom"] is None else t["headroom"] * 100,
                      "robust to model error": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]]})  # fmt: skip
     st.dataframe(rows, hide_index=True, key="plan.table", column_config={
-        "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="One replica at rate / replicas, in Simulate"),
+        "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
         "$/hour": st.column_config.NumberColumn(format="$%.2f"), "$ per M output tokens": st.column_config.NumberColumn(format="$%.3f"),
         "good requests per $": st.column_config.NumberColumn(format="%,.0f"),
         f"TTFT P{p} (ms)": st.column_config.NumberColumn(format="%.0f"), f"TPOT P{p} (ms)": st.column_config.NumberColumn(format="%.1f"),
@@ -90,8 +90,8 @@ def _show(result: Plan, elapsed_s: float) -> None:
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
-               "median error. Replicas sit behind a random router, simulated as one replica at rate / replicas (exact "
-               "for Poisson arrivals); disaggregated prefill/decode splits are not searched yet.")  # fmt: skip
+               "median error. Every candidate is simulated as a deployment (replicas behind the router, or xPyD pools with "
+               "the KV transfer over a 50 GB/s link).")  # fmt: skip
 
 
 def main() -> None:
@@ -116,6 +116,11 @@ def main() -> None:
         d1, d2 = st.columns(2)
         tps = d1.multiselect("Tensor-parallel degrees", [1, 2, 4, 8], default=[1, 2, 4, 8], key="plan.tp")
         max_replicas = d2.number_input("Most replicas", 1, 64, 16, key="plan.replicas")
+        f1, f2 = st.columns(2)
+        pd_split = f1.checkbox("Also search P:D splits (xPyD)", False, key="plan.pd",
+                               help="x prefill + y decode instances (x + y ≤ most replicas), per-pool TP from the "
+                               "degrees above, priced by total GPUs. Slower: splits have no saturation bound.")  # fmt: skip
+        router = f2.selectbox("Router", ["round_robin", "least_outstanding", "least_kv"], key="plan.router")
         engines = st.multiselect("Engines", list(list_presets("engines")), default=list(DEFAULT_ENGINES), key="plan.engines",
                                  format_func=lambda e: read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
         e1, e2 = st.columns(2)
@@ -134,11 +139,13 @@ def main() -> None:
     try:
         spec = PlanSpec(target_rate_per_s=rate, objective=_objective(rule), gpus=tuple(gpus), tp_degrees=tuple(tps),
                         max_replicas=int(max_replicas), engines=tuple(engines), token_budgets=budgets,
-                        max_batches=batches, prices_usd_per_gpu_hour=prices)  # fmt: skip
+                        max_batches=batches, prices_usd_per_gpu_hour=prices, disaggregated=pd_split,
+                        router=router)  # fmt: skip
     except ValueError as err:
         st.error(plain(err))
         return
-    n = len(gpus) * len(tps) * len(engines) * len(budgets) * len(batches) * int(max_replicas)
+    m = int(max_replicas)
+    n = len(gpus) * len(tps) * len(engines) * len(budgets) * len(batches) * (m + (len(tps) * m * (m - 1) // 2 if pd_split else 0))
     st.caption(f"{n:,} candidate configurations. Objective: {spec.objective.describe(slo_cfg)}.")
     if not st.button("Plan", type="primary", key="plan.go"):
         return

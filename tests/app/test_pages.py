@@ -299,6 +299,21 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert any("candidate configurations" in c.value for c in at.caption)
 
 
+def test_plan_page_offers_prefill_decode_splits_and_a_router():
+    at = open_page("app_pages/plan.py")
+    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
+    at.multiselect(key="plan.tp").set_value([1, 2])
+    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
+    at.number_input(key="plan.replicas").set_value(3)
+    at.run()
+    assert any(c.value.startswith("6 candidate configurations") for c in at.caption)  # 2 TP x 3 replicas
+    at.checkbox(key="plan.pd").check().run()
+    at.selectbox(key="plan.router").set_value("least_outstanding").run()
+    assert not at.exception
+    # + 2 x 2 pool TP pairs x 3 (x, y) splits with x + y <= 3
+    assert any(c.value.startswith("18 candidate configurations") for c in at.caption)
+
+
 def test_sweep_page_repeats_over_seeds_and_says_when_runs_are_too_short():
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="8", stop="32", n="3")
     at.number_input(key="sw.seeds").set_value(2).run()

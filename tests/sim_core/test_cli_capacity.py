@@ -19,7 +19,7 @@ def test_plan_prints_the_cheapest_rows_and_writes_their_configs(capsys, tmp_path
                  "--max-replicas", "3", "--out", str(tmp_path), *SMALL])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert "h100-sxm TP1 · vllm-v1" in out and "P99 TTFT ≤ 0.5 s" in out and "random router" in out
+    assert "h100-sxm TP1 · vllm-v1" in out and "P99 TTFT ≤ 0.5 s" in out and "confirmed as deployments" in out
     rows = json.loads((tmp_path / "plan.json").read_text())
     assert rows[0]["usd_per_hour"] == 3.0 * rows[0]["gpus"]
     assert (tmp_path / "config-1.json").exists()

@@ -4,7 +4,8 @@ import pytest
 
 from sim_core.backend import LocalBackend
 from sim_core.engine import run_simulation
-from sim_core.planner import CalibrationBand, Family, saturation_config, PlanSpec, default_prices, family_config, pareto_front, plan, replica_config
+from sim_core.planner import (CalibrationBand, Family, PlanSpec, default_prices, deployment_config, family_config, pareto_front,
+                              plan, replica_config, saturation_config)
 from sim_core.presets import PresetError, list_presets
 from sim_core.sweep import meets_objective
 from tests.conftest import make_config
@@ -17,16 +18,19 @@ def _base():
 
 
 SPEC = PlanSpec(target_rate_per_s=60.0, gpus=("a100-80gb", "h100-sxm"), tp_degrees=(1, 2), max_replicas=4,
-                engines=("vllm-v1", "tensorrt-llm-max-utilization"), num_results=3)  # fmt: skip
+                engines=("vllm-v1", "tensorrt-llm-max-utilization"), num_results=3, evaluation="deployment")  # fmt: skip
 
 
 def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
+    """The returned deployment, simulated on its own through the cluster, meets the SLOs; every
+    cheaper deployment in the search space (brute force) does not."""
     base = _base()
     p = plan(base, SPEC, with_band=False)
     best = p.rows[0]
-    alone = run_simulation(best.replica_config).summary
-    assert meets_objective(alone, best.replica_config, SPEC.objective)
-    assert best.replica_config.workload.arrival.rate_per_s == pytest.approx(60.0 / best.num_replicas)
+    dep = deployment_config(family_config(base, best.family), 60.0, best.size, SPEC.router)
+    assert best.config == dep and (best.size[0] == 1 or dep.deployment.replicas == best.size[0])
+    alone = run_simulation(dep).summary
+    assert meets_objective(alone, dep, SPEC.objective)
     prices = SPEC.prices()
     for gpu in SPEC.gpus:
         for tp in SPEC.tp_degrees:
@@ -34,8 +38,8 @@ def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
                 for r in range(1, SPEC.max_replicas + 1):
                     if prices[gpu] * tp * r >= best.usd_per_hour:
                         continue
-                    cfg = replica_config(family_config(base, Family(gpu, tp, engine, None, None)), 60.0, r)
                     try:
+                        cfg = deployment_config(family_config(base, Family(gpu, tp, engine, None, None)), 60.0, (r,))
                         s = run_simulation(cfg).summary
                     except Exception:  # does not fit in memory: not a candidate
                         continue
@@ -43,6 +47,42 @@ def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
     assert [r.usd_per_hour for r in p.rows] == sorted(r.usd_per_hour for r in p.rows)
     assert all(r.headroom(60.0) is not None and r.headroom(60.0) >= 0 for r in p.rows)
     assert sum(p.pruned.values()) + len(p.evaluated) == p.num_candidates
+
+
+def test_one_replica_evaluation_is_the_share_of_a_random_router():
+    p = plan(_base(), SPEC.model_copy(update={"evaluation": "one_replica", "num_results": 1}), with_band=False)
+    best = p.rows[0]
+    assert best.config.deployment is None
+    assert best.config.workload.arrival.rate_per_s == pytest.approx(60.0 / best.num_replicas)
+    assert best.goodput_per_s == pytest.approx(best.num_replicas * best.summary.steady.goodput_requests_per_s)
+
+
+def test_prefilter_confirms_its_rows_as_deployments():
+    spec = SPEC.model_copy(update={"evaluation": "prefilter", "num_results": 1})
+    p = plan(_base(), spec, with_band=False)
+    best = p.rows[0]
+    assert best.config.deployment is None or best.config.deployment.replicas == best.size[0]
+    assert best.config.workload.arrival.rate_per_s == 60.0
+    assert meets_objective(run_simulation(best.config).summary, best.config, spec.objective)
+    exact = plan(_base(), SPEC.model_copy(update={"num_results": 1}), with_band=False).rows[0]
+    assert exact.usd_per_hour <= best.usd_per_hour  # the exact search is never dearer
+
+
+def test_a_prefill_decode_split_is_searched_when_asked():
+    spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=3, engines=("vllm-v1",),
+                    num_results=2, disaggregated=True, evaluation="deployment")  # fmt: skip
+    p = plan(_base(), spec, with_band=False)
+    splits = [r for r in p.evaluated if r.family.is_split]
+    assert splits, "no xPyD candidate simulated"
+    r = splits[0]
+    dis = r.config.deployment.disaggregation
+    assert (dis.prefill.replicas, dis.decode.replicas) == r.size and r.num_gpus == sum(r.size)
+    assert r.usd_per_hour == pytest.approx(r.num_gpus * spec.prices()["a100-80gb"])
+    assert "P" in r.label and "D" in r.label
+    assert p.num_candidates == 3 + 3  # 1..3 replicas, and (x, y) with x + y <= 3
+    assert sum(p.pruned.values()) + len(p.evaluated) == p.num_candidates
+    assert not any(r.family.is_split for r in plan(_base(), spec.model_copy(update={"disaggregated": False}),
+                                                    with_band=False).evaluated)  # fmt: skip
 
 
 def test_costs_follow_the_formulas():
