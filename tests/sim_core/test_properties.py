@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -234,11 +238,21 @@ def test_budget_limits_ticks_and_rows(field, value, words):
 
 
 def test_budget_limits_memory():
-    cfg = config_from_dict({"workload": {"num_requests": 20_000, "arrival": {"process": "offline"}},
-                            "scheduler": {"max_num_seqs": 2048, "max_num_batched_tokens": 8192},
-                            "limits": {"num_recorded_batches": 100_000}})  # fmt: skip
-    res = run_simulation(cfg, budget=RunBudget(max_wall_s=120, max_bytes=8 << 20, check_every_ticks=16))
-    assert "MiB" in res.summary.stopped_reason and is_budget_stop(res.summary.stopped_reason)
+    # The meter reads the process's resident memory growth, so run in a fresh interpreter: a test
+    # worker that already freed a few hundred MiB would reuse them without its RSS growing.
+    code = """
+from sim_core import config_from_dict, run_simulation
+from sim_core.budget import RunBudget, is_budget_stop
+cfg = config_from_dict({"workload": {"num_requests": 20_000, "arrival": {"process": "offline"}},
+                        "scheduler": {"max_num_seqs": 2048, "max_num_batched_tokens": 8192},
+                        "limits": {"num_recorded_batches": 100_000}})
+res = run_simulation(cfg, budget=RunBudget(max_wall_s=120, max_bytes=8 << 20, check_every_ticks=16))
+assert "MiB" in res.summary.stopped_reason and is_budget_stop(res.summary.stopped_reason), res.summary.stopped_reason
+"""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
 
 
 def test_without_a_budget_the_api_has_full_control():
