@@ -18,7 +18,10 @@ from sim_core.cluster import ClusterResult
 from sim_core.types import Phase
 
 MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
-KV_COLORS = ("#188038", "#1A73E8", "#E8710A", "#9334E6", "#D93025", "#12B5CB", "#F9AB00", "#5F6368")
+# KV lines per instance: greens, browns and greys that no phase, request state or A/B run uses
+# (a KV line in prefill orange would read as prefill), told apart by dash as well as colour
+KV_COLORS = ("#188038", "#795548", "#202124", "#827717", "#3E2723", "#33691E", "#5F6368", "#A1887F")
+KV_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
 
 
 def instance_rows(res: ClusterResult) -> list[str]:
@@ -107,7 +110,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
             continue
         tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
                                         max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
-        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)],
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
                                  name=f"KV {row}", hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
@@ -134,7 +137,7 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
         if tl.num_ticks:
             tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
                                             max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
-            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)],
+            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
                                      name=f"KV {row}", showlegend=False), row=2, col=1)  # fmt: skip
     fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)), title=title,
                       margin=dict(l=10, r=10, t=60, b=30), legend=dict(orientation="h", y=-0.25))  # fmt: skip
