@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.runner import PageBudget
 from app.components.text import plain
 from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
@@ -154,10 +155,18 @@ def main() -> None:
     bar = st.progress(0.0, text="Planning…")
     backend = get_backend(max_workers=os.cpu_count() or 1)
     t0 = time.monotonic()
+    page = PageBudget()  # the server's time per page view (app/server.toml): no click may hold it longer
     try:
         result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
-                      on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"))  # fmt: skip
-    except (PresetError, SearchCancelled) as err:
+                      on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"),
+                      cancelled=lambda: page.spent_s > page.max_wall_s)  # fmt: skip
+    except SearchCancelled:
+        st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
+                       f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "
+                       "search (fewer GPUs, engines or knob values), or run `python -m sim_core plan`, which has no such limit."),
+                 icon=":material/timer:")  # fmt: skip
+        return
+    except PresetError as err:
         st.error(plain(err))
         return
     finally:
