@@ -13,7 +13,7 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
    2-start-api-server.py and ae-scripts/e2e/_plot.py, Fig. 8): OPT-13B on A100-80GB, chatbot, SLO TTFT
    0.25 s / TPOT 0.1 s, 90 % attainment; vLLM TP1 (prefill-first, 16,384 batched tokens, 1,024 sequences,
    95 % memory) vs DistServe's placement prefill TP2 + decode TP1 (3 GPUs), compared per GPU. Lengths:
-   its multi-turn ShareGPT procedure (0-prepare-dataset.py), measured by artifacts/distserve_sharegpt_lengths.py.
+   its multi-turn ShareGPT procedure (0-prepare-dataset.py), measured by scripts/distserve_sharegpt_lengths.py.
    Published: 2.0-3.41x goodput per GPU for the chatbot workload.
 2. Splitwise (ISCA'24, row K576): Llama-2-70B on DGX machines (TP8), Azure conversation trace lengths
    (published_measurements.md §3: prompt mean 1,155, output mean 211), prompt machines H100, token
