@@ -179,13 +179,18 @@ def _csv_rows(fmt: str, lines: Iterable[str], columns: tuple[str, ...]) -> Itera
             f"{fmt} line 1: header must contain {', '.join(columns)}; missing {', '.join(missing)} (got {','.join(header)[:200]!r})"
         )
     pos = {c: header.index(c) for c in columns}
+    for line, cells in _data_rows(fmt, reader, len(header)):
+        yield line, {c: cells[i] for c, i in pos.items()}
+
+
+def _data_rows(fmt: str, reader, width: int) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each non-blank row after the header; a row of another width is an error."""
     for cells in reader:
-        line = reader.line_num
         if not cells or all(not c.strip() for c in cells):
             continue
-        if len(cells) != len(header):
-            raise TraceError(f"{fmt} line {line}: expected {len(header)} values, got {len(cells)}")
-        yield line, {c: cells[i] for c, i in pos.items()}
+        if len(cells) != width:
+            raise TraceError(f"{fmt} line {reader.line_num}: expected {width} values, got {len(cells)}")
+        yield reader.line_num, cells
 
 
 def _read_azure(fmt: str, lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
@@ -213,12 +218,7 @@ def _read_csv(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
         raise TraceError(f"{fmt}: the file is empty") from None
     if tuple(header[:3]) != TRACE_COLUMNS or len(header) > 4 or (len(header) == 4 and header[3] != "priority"):
         raise TraceError(f"{fmt} line 1: header must be arrival_s,prompt_tokens,output_tokens[,priority]; got {','.join(header)[:200]!r}")
-    for cells in reader:
-        line = reader.line_num
-        if not cells or all(not c.strip() for c in cells):
-            continue
-        if len(cells) != len(header):
-            raise TraceError(f"{fmt} line {line}: expected {len(header)} values, got {len(cells)}")
+    for line, cells in _data_rows(fmt, reader, len(header)):
         prio = None
         if len(header) == 4:
             prio = _int(fmt, line, "priority", cells[3])

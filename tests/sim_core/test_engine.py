@@ -185,10 +185,17 @@ FAST_CASES = {
 
 @pytest.mark.parametrize("case", FAST_CASES)
 def test_decode_first_fast_path_equals_tick_by_tick(case, monkeypatch):
-    from sim_core import fastpath
-
     over = dict(FAST_CASES[case])
     cfg = make_config(over.pop("base"), **over)
+    on, off, fast_ticks = run_fast_and_tick_by_tick(cfg, monkeypatch)
+    assert fast_ticks > 0  # the fast path really ran
+    _same(on, off)
+
+
+def run_fast_and_tick_by_tick(cfg, monkeypatch):
+    """(result with coalescing, result tick by tick, ticks the fast path advanced in the first)."""
+    from sim_core import fastpath
+
     fast_ticks = []
     original = fastpath.advance
 
@@ -200,9 +207,8 @@ def test_decode_first_fast_path_equals_tick_by_tick(case, monkeypatch):
 
     monkeypatch.setattr(fastpath, "advance", counting)
     on = run_simulation(cfg, check_invariants=True)
-    assert sum(fast_ticks) > 0  # the fast path really ran
     off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
-    _same(on, off)
+    return on, off, sum(fast_ticks)
     assert_run_invariants(on)
 
 

@@ -154,24 +154,12 @@ PREFIX_FAST_CASES = {
 
 @pytest.mark.parametrize("case", PREFIX_FAST_CASES)
 def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
-    from sim_core import fastpath
-    from tests.sim_core.test_engine import _same
+    from tests.sim_core.test_engine import _same, run_fast_and_tick_by_tick
 
     over = {"workload__num_requests": 150} | PREFIX_FAST_CASES[case]
     cfg = chat(over.pop("workload__num_requests"), kv_cache__enable_prefix_caching=True, **over)
-    fast_ticks = []
-    original = fastpath.advance
-
-    def counting(engine):
-        before = engine.rec.num_ticks
-        ran = original(engine)
-        fast_ticks.append(engine.rec.num_ticks - before)
-        return ran
-
-    monkeypatch.setattr(fastpath, "advance", counting)
-    on = run_simulation(cfg, check_invariants=True)
-    assert sum(fast_ticks) > 0 and on.summary.prefill_tokens_saved > 0
-    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    on, off, fast_ticks = run_fast_and_tick_by_tick(cfg, monkeypatch)
+    assert fast_ticks > 0 and on.summary.prefill_tokens_saved > 0
     _same(on, off)
     if case == "evicting":
         assert on.summary.prefix_blocks_evicted > 0
