@@ -1,13 +1,18 @@
 """Scheduling rules that are plain integer arithmetic, written once and used by both the scheduler
 (scheduler.py) and the decode-first fast path (fastpath.py).
 
-Each function takes Python ints (or an iterable of them) and returns Python ints: no NumPy, no state,
-so the scalar fast path can call it every tick and the scheduler can apply its answer to the arrays.
+Each function takes Python ints (or an iterable of them) and returns Python ints: no state, so the
+scalar fast path can call it every tick and the scheduler can apply its answer to the arrays. The
+one NumPy function, `batch_cap_trajectory`, is `next_batch_cap` applied over a coalesced run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+
+import numpy as np
+
+MAX_CAP_SEGMENTS = 16  # flag changes in a run above which the trajectory is stepped tick by tick
 
 
 def chunk_size(remaining: int, budget: int, is_chunked: bool) -> int:
@@ -66,4 +71,32 @@ def admit_in_order(
         out.append((chunk, need))
         if on_admit is not None:
             on_admit(i, chunk, need)
+    return out
+
+
+def next_batch_cap(cap: int, is_slow: bool, max_seqs: int) -> int:
+    """Article §5.2 dynamic_batch_size: halve the batch cap after a slow tick, +1 otherwise."""
+    return max(1, cap // 2) if is_slow else min(max_seqs, cap + 1)
+
+
+def batch_cap_trajectory(cap: int, is_slow: np.ndarray, max_seqs: int) -> np.ndarray:
+    """The cap in force at each of k ticks and after the last ((k + 1,)): `next_batch_cap` applied tick
+    by tick, in closed form over each stretch of equal flags (t slow ticks: max(1, cap >> t); t fast
+    ones: min(max_seqs, cap + t); cap <= max_seqs)."""
+    k = is_slow.size
+    out = np.empty(k + 1, dtype=np.int64)
+    out[0] = cap
+    change = np.flatnonzero(is_slow[1:] != is_slow[:-1]) + 1
+    if change.size > MAX_CAP_SEGMENTS:  # flags that flip often: the plain recurrence is cheaper
+        for j, slow in enumerate(is_slow.tolist()):
+            cap = out[j + 1] = next_batch_cap(cap, slow, max_seqs)
+        return out
+    bounds = [0, *change.tolist(), k] if k else []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        t = np.arange(1, hi - lo + 1)
+        if is_slow[lo]:
+            out[lo + 1 : hi + 1] = np.maximum(cap >> np.minimum(t, 62), 1)
+        else:
+            out[lo + 1 : hi + 1] = np.minimum(cap + t, max_seqs)
+        cap = int(out[hi])
     return out

@@ -135,6 +135,9 @@ class Scheduler:
         starts, ends, durs = starts_s.tolist(), ends_s.tolist(), durations_s.tolist()
         toks, decs = decode_tokens.tolist(), num_decodes.tolist()
         waits = np.broadcast_to(num_waiting, (k,)).tolist()
+        if self.phase.is_stateless and not self.cfg.smart_preemption.enabled:
+            # Only the batch cap has state (dynamic batch): the kind follows the prefill-work flag.
+            return self._repeat_with_cap_rule(st, planned, k, starts, durations_s, decs, waits, num_swapped, idle, caps)
         for j in range(k):
             if j or not planned:
                 cap, nd = self.batch_cap, decs[j]
@@ -154,15 +157,38 @@ class Scheduler:
             self.observe(ends[j], durs[j], 0, toks[j])
         return k
 
+    def _repeat_with_cap_rule(self, st: SimState, planned: bool, k: int, starts: list, durations_s, decs: list,
+                              waits: list, num_swapped: int, idle: IntArray, caps) -> int:  # fmt: skip
+        """`repeat_decodes` for a stateless phase controller with dynamic batch sizing: the same stops
+        as its tick loop (a changed cap while requests wait, a changed prefill-work flag; a stateless
+        `choose` answers the same while that flag is unchanged), with the cap of every tick from
+        `rules.batch_cap_trajectory` (the `observe` rule applied tick by tick) instead of k calls."""
+        if not planned:  # tick 0 was not planned: choose its kind as the tick loop does
+            nr = decs[0] + idle.size
+            can_admit = nr < self.batch_cap and (not self.is_static or nr == 0)
+            hpw = idle.size > 0 or num_swapped > 0 or (waits[0] > 0 and can_admit)
+            self._kind = self._tick_kind(st, starts[0], decs[0], nr, hpw, idle)
+            self._has_prefill_work = hpw
+        cap0 = self.batch_cap
+        slow = durations_s * 1e3 > self.cfg.dynamic_batch.target_tick_ms
+        traj = rules.batch_cap_trajectory(cap0, slow, self.max_seqs)  # (k + 1,) cap in force at tick j
+        cap = traj[:k]
+        waiting = np.asarray(waits) > 0
+        nr = np.asarray(decs) + idle.size
+        can_admit = (nr < cap) & ((nr == 0) if self.is_static else True)
+        hpw = (idle.size > 0 or num_swapped > 0) | (waiting & can_admit)
+        stop = ((cap != cap0) & (waiting | (num_swapped > 0))) | (hpw != self._has_prefill_work)
+        first = np.flatnonzero(stop[1:])
+        kk = int(first[0]) + 1 if first.size else k
+        caps[:kk] = cap[:kk]
+        self.batch_cap = int(traj[kk])
+        return kk
+
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         self.phase.observe(end_s, duration_s, prefill_tokens, decode_tokens)
         dyn = self.cfg.dynamic_batch
         if dyn.enabled and (prefill_tokens or decode_tokens):
-            # Article §5.2 dynamic_batch_size: halve on a slow step, +1 otherwise.
-            if duration_s * 1e3 > dyn.target_tick_ms:
-                self.batch_cap = max(1, self.batch_cap // 2)
-            else:
-                self.batch_cap = min(self.max_seqs, self.batch_cap + 1)
+            self.batch_cap = rules.next_batch_cap(self.batch_cap, duration_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
 
     # ------------------------------------------------------------------ rule families
     def _tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,

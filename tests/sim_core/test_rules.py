@@ -52,3 +52,15 @@ def test_admission_reads_candidates_lazily():
 
     rules.admit_in_order(queue(), 15, 100, 0, lambda i, chunk: 1, is_chunked=False, is_static=False)
     assert len(seen) == 2  # the long queue behind the first refusal is never read
+
+
+@given(cap=st.integers(1, 300), max_extra=st.integers(0, 300), flags=st.lists(st.booleans(), max_size=80))
+def test_batch_cap_trajectory_is_the_rule_applied_tick_by_tick(cap, max_extra, flags):
+    """The coalesced run's caps equal `next_batch_cap` stepped once per tick (both code paths:
+    few flag changes in closed form, many stepped)."""
+    max_seqs = cap + max_extra
+    out = rules.batch_cap_trajectory(cap, np.array(flags, dtype=bool), max_seqs)
+    expected = [cap]
+    for slow in flags:
+        expected.append(rules.next_batch_cap(expected[-1], slow, max_seqs))
+    assert out.tolist() == expected
