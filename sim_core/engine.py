@@ -73,7 +73,7 @@ class Engine:
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
-        self._coalesce = cfg.limits.coalesce_ticks and self.spec is None  # speculation draws acceptances per tick
+        self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
         self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
 
@@ -91,7 +91,7 @@ class Engine:
         if st.is_done or self._over:
             return False
         if self._fast is None:
-            self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled
+            self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
@@ -366,6 +366,8 @@ class Engine:
             by tick (`Scheduler.repeat_decodes`, the same `choose`/`observe` as single ticks);
           * the guards (max_ticks, max_sim_time_s).
         """
+        if self.spec is not None:
+            return self._advance_spec_run(plan, planned)
         st, kv, n, lim, sched = self.st, self.kv, self.n, self.cfg.limits, self.sched
         idx = plan.req_idx
         B = idx.size
@@ -493,6 +495,130 @@ class Engine:
             k,
         )  # fmt: skip
         st.now_s = float(ends[-1])
+        return True
+
+    def _advance_spec_run(self, plan: StepPlan, planned: bool) -> bool:
+        """`_advance_run` with speculative decoding: repeat the all-decode plan up to (and including)
+        the first completion. Bit-identical to `_advance_tick` per tick.
+
+        NOTE: tick j of the run draws the same acceptances as tick-by-tick stepping would: the draws
+        are one stream of uniforms consumed B x k per tick, so the run draws k_max ticks' worth at
+        once, finds where the run must stop (a completion, the next event, a block shortage, the
+        scheduler's per-tick rules), then rewinds the generator and consumes exactly the ticks it
+        ran. A decoder's context before tick j is its context before the run plus what it emitted
+        in the run's earlier ticks; its blocks are those for that context plus the k+1 verified
+        positions (the scheduler's lookahead), never fewer than it holds.
+        """
+        st, kv, n, lim, sched, spec, rec = self.st, self.kv, self.n, self.cfg.limits, self.sched, self.spec, self.rec
+        idx = plan.req_idx
+        B = idx.size
+        ctx0 = st.computed[idx]  # (B,)
+        remaining = st.output[idx] - st.emitted[idx]  # (B,) tokens left (>= 1)
+        num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
+        num_idle = st.running.size - B
+        cap_full = st.running.size >= sched.batch_cap  # the batch never shrinks before the run's last tick
+        arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
+        k_max = min(int(remaining.min()), lim.max_ticks - rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
+        if np.isfinite(nxt):  # price only about as many ticks as fit before the next event (a plain step is shorter)
+            c0 = int(ctx0.sum())
+            first_s = self.cost.tick(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]
+            k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
+        if k_max <= 1:
+            return self._fallback(plan, planned)
+        rng_state = spec.rng.bit_generator.state
+        gained = 1 + spec.accepted(k_max * B).reshape(k_max, B).T  # (B, k) tick j's draws are rows j*B..j*B+B-1
+        emitted_after = np.cumsum(gained, axis=1)  # (B, k) tokens emitted in the run by the end of tick j
+        finished = emitted_after >= remaining[:, None]
+        first_done = np.where(finished.any(axis=1), finished.argmax(axis=1), k_max)  # (B,) tick each one finishes
+        k_max = min(k_max, int(first_done.min()) + 1)
+        if k_max <= 1:  # a decoder finishes in the first tick: a single tick (which draws again)
+            spec.rng.bit_generator.state = rng_state
+            return self._fallback(plan, planned)
+        emitted_before = emitted_after[:, :k_max] - gained[:, :k_max]
+        gained = np.minimum(gained[:, :k_max], remaining[:, None] - emitted_before)  # the last token caps the gain
+        ctx = ctx0[:, None] + emitted_before  # (B, k) context before tick j
+        dec_ctx = ctx.sum(axis=0)  # (k,)
+        # _advance_tick's aggregates for an all-decode tick, then the verify pass replaces the plain decode
+        tokens, rows, v_pairs, _ = verify_aggregates(spec.width, B, dec_ctx)
+        decode_tokens = np.full(k_max, tokens)
+        pairs = n * (dec_ctx + B) + v_pairs - (dec_ctx + B)
+        samples = n * B + rows - B
+        if k_max <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost functions are cheaper than arrays
+            draft = np.array([spec.draft_s(B, c) for c in dec_ctx.tolist()])
+            priced = [self.cost.tick(tokens, samples, p, n * c, n * B, 0.0) for p, c in zip(pairs.tolist(), dec_ctx.tolist())]
+            dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
+        else:
+            draft = spec.draft_s(B, dec_ctx)  # (k,)
+            dur, flops, nbytes, is_comp = self.cost.tick(decode_tokens, samples, pairs, n * dec_ctx, np.full(k_max, n * B), 0.0)
+        dur = dur + draft
+        times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
+        starts, ends = times[:-1], times[1:]
+        k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)
+        held = kv.held[idx]
+        blocks = np.maximum(kv.blocks_for(ctx[:, :k] + sched.decode_width, None), held[:, None])  # (B, k) during tick j
+        other = kv.num_used - int(held.sum())
+        limit = kv.num_blocks - (self.prefix.num_evictable if self.prefix is not None else 0)
+        over = np.flatnonzero(other + blocks.sum(axis=0) > limit)
+        if over.size:
+            k = min(k, int(over[0]))
+        spec.rng.bit_generator.state = rng_state
+        if k <= 1:
+            return self._fallback(plan, planned)
+        arrived = st.num_arrived_by(starts[:k]) if not arrivals_matter else 0
+        caps = np.full(k, sched.batch_cap, dtype=np.int64)
+        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], decode_tokens[:k], np.full(k, B),
+                                 num_waiting0 + arrived, caps)  # fmt: skip
+        if k == 0:
+            return False
+        spec.accepted(k * B)  # consume exactly the draws of the ticks run
+        gained, blocks = gained[:, :k], blocks[:, :k]
+        starts, ends, dur, caps = starts[:k], ends[:k], dur[:k], caps[:k]
+        total = gained.sum(axis=1)  # (B,)
+        spec.num_steps += B * k
+        spec.num_emitted += int(total.sum())
+        for d in draft[:k].tolist():  # accumulated tick by tick, as single ticks do
+            spec.draft_time_s += d
+        gap0 = ends[0] - st.last_token_s[idx]
+        step_gaps = np.diff(ends)
+        rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
+        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
+        st.computed[idx] += total
+        st.emitted[idx] += total
+        last_end = float(ends[-1])
+        st.last_token_s[idx] = last_end
+        if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick
+            self.prefix.tick_offset = k - 1
+        kv.grow_to(idx, blocks[:, k - 1])
+        used = other + blocks.sum(axis=0)
+        self._finish(idx[st.emitted[idx] >= st.output[idx]], last_end)
+        if self.prefix is not None:
+            self.prefix.tick_offset = 0
+        used[-1] = kv.num_used
+        if rec.wants_batches:
+            m = min(k, lim.num_recorded_batches - rec.num_ticks)
+            t_idx = np.repeat(np.arange(m), B)
+            b_idx = np.tile(np.arange(B), m)
+            rec.batch(rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
+                      np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
+        if not arrivals_matter:
+            st.admit_arrivals(float(starts[-1]))
+            num_waiting = num_waiting0 + arrived[:k]
+        else:
+            num_waiting = num_waiting0
+        after = np.full(k, num_idle + B)
+        after[-1] = st.running.size
+        rec.ticks(
+            {
+                "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
+                "num_decode_tokens": decode_tokens[:k], "num_prefill_seqs": 0, "num_decode_seqs": B,
+                "num_running": after, "num_waiting": num_waiting, "num_swapped": num_swapped,
+                "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
+                "num_preempted": 0, "swap_blocks": 0, "batch_cap": caps,
+            },
+            k,
+        )  # fmt: skip
+        st.now_s = last_end
         return True
 
     def _fallback(self, plan: StepPlan, planned: bool) -> bool:

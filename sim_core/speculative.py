@@ -33,12 +33,14 @@ def verify_aggregates(width: int, num_seqs: int, context_tokens: int) -> tuple[i
     return tokens, tokens, pairs, context_tokens
 
 
-def _busy_decode_s(cost: CostModel, num_seqs: int, context_tokens: int) -> float:
-    """Roofline time of one plain decode step minus the fixed per-tick cost."""
-    b, c = int(num_seqs), int(context_tokens)
-    full = cost.tick(b, b, c + b, c, 0)[0]
-    empty = cost.tick(0, 0, 0, 0, 0)[0]
-    return float(full) - float(empty)
+def _busy_decode_s(cost: CostModel, num_seqs: int, context_tokens, empty_s: float):
+    """Roofline time of one plain decode step minus the fixed per-tick cost (`empty_s`, the time of an
+    empty tick). `context_tokens` may be an array (one step per entry: a coalesced run's ticks)."""
+    b = int(num_seqs)
+    if isinstance(context_tokens, np.ndarray):
+        return cost.tick(b, b, context_tokens + b, context_tokens, 0)[0] - empty_s  # elementwise, same operations
+    c = int(context_tokens)
+    return float(cost.tick(b, b, c + b, c, 0)[0]) - empty_s
 
 
 class Speculator:
@@ -57,6 +59,7 @@ class Speculator:
             self._draft_cost, self._fraction = CostModel(draft_cfg), 1.0
         else:
             self._draft_cost, self._fraction = target_cost, spec.draft_cost_fraction
+        self._empty_s = float(self._draft_cost.tick(0, 0, 0, 0, 0)[0])
         self.num_steps = 0  # sequence-steps verified
         self.num_emitted = 0  # tokens they emitted
         self.draft_time_s = 0.0
@@ -66,11 +69,13 @@ class Speculator:
         ok = self.rng.random((num_seqs, self.k)) < self.alpha[None, :]
         return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)
 
-    def draft_s(self, num_seqs: int, context_tokens: int) -> float:
-        """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence)."""
+    def draft_s(self, num_seqs: int, context_tokens):
+        """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence).
+        `context_tokens` may be an array of ticks (a coalesced run): the same operations elementwise."""
         if num_seqs == 0 or self._fraction == 0:
-            return 0.0
-        total = sum(_busy_decode_s(self._draft_cost, num_seqs, context_tokens + j * num_seqs) for j in range(self.k))
+            return np.zeros(np.shape(context_tokens)) if isinstance(context_tokens, np.ndarray) else 0.0
+        total = sum(_busy_decode_s(self._draft_cost, num_seqs, context_tokens + j * num_seqs, self._empty_s)
+                    for j in range(self.k))  # fmt: skip
         return self._fraction * total
 
     @property

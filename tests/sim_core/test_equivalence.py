@@ -65,6 +65,12 @@ def _overrides(rng: np.random.Generator, engine: str) -> dict:
         o["scheduler__max_num_seqs"] = int(rng.choice([1, 2, 4, 16, 256]))
         o["scheduler__max_num_batched_tokens"] = int(rng.choice([256, 512, 2048, 8192]))
         o["scheduler__enable_chunked_prefill"] = True
+    if rng.random() < 0.25:  # speculative decoding (needs one sample per request)
+        o["workload__num_samples"] = 1
+        o["scheduler__speculative"] = {
+            "enabled": True, "num_draft_tokens": int(rng.integers(1, 6)), "acceptance_rate": float(rng.choice([0.0, 0.5, 0.8, 1.0])),
+            "draft": str(rng.choice(["head", "model"])), "draft_cost_fraction": float(rng.choice([0.0, 0.05, 0.3])),
+        }  # fmt: skip
     guard = rng.random()
     if guard < 0.2:
         o["limits__max_ticks"] = int(rng.integers(1, 400))
@@ -152,6 +158,16 @@ def test_every_engine_preset_equals_tick_by_tick(scenario):
     assert_same_result(on, off)
 
 
+@pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
+def test_every_engine_preset_with_speculation_equals_tick_by_tick(scenario):
+    """Speculative runs draw acceptances ahead and rewind: the same draws, ticks and records."""
+    cfg = make_config(scenario, workload__num_requests=60, workload__num_samples=1,
+                      scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.7})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.spec_tokens_per_step > 1
+
+
 def test_a_guard_stop_leaves_arrived_requests_waiting():
     """Issue 10 item 6: arrivals admitted on a fast path must read WAITING, as the last tick says."""
     cfg = make_config("chat-h100-llama8b", limits__max_sim_time_s=1.0, workload__arrival__rate_per_s=200.0)
@@ -163,6 +179,7 @@ def test_a_guard_stop_leaves_arrived_requests_waiting():
 
 def test_random_configs_cover_guards_and_every_engine():
     cfgs = [random_config(c) for c in range(NUM_CASES)]
+    assert sum(c.scheduler.speculative.enabled for c in cfgs) >= NUM_CASES // 10  # speculation drawn too
     assert {c.name for c in cfgs} >= {s for s in ENGINE_SCENARIOS} or len(cfgs) < len(ENGINE_SCENARIOS)
     assert any(c.limits.max_ticks < 400 for c in cfgs) and any(c.limits.max_sim_time_s <= 5 for c in cfgs)
     assert sum(run_simulation(c).summary.num_preemptions > 0 for c in cfgs[:30]) >= 1  # KV pressure reached
