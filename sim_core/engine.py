@@ -389,14 +389,15 @@ class Engine:
         # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         tick_scalar = self.cost.tick
+        S0 = int(ctx0.sum())
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next event
-            c0 = int(ctx0.sum())
-            first_s = tick_scalar(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]
+            first_s = tick_scalar(n * B, n * B, n * (S0 + B), n * S0, n * B)[0]  # exactly tick 0's price
+            if st.now_s + first_s >= nxt:  # the next event comes before tick 1 would start
+                return self._fallback(plan, planned)
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
             return self._fallback(plan, planned)
         j = np.arange(k_max)  # (k,)
-        S0 = int(ctx0.sum())
         if k_max <= rem_min:  # nobody finishes before the last priced tick: no (B, k) mask needed
             alive = None
             num_alive = np.full(k_max, B, dtype=np.int64)
