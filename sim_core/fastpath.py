@@ -19,6 +19,7 @@ run, or the end of the run.
 
 from __future__ import annotations
 
+import math
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from sim_core.engine import Engine
 
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
+DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
 
 
 def eligible(engine: Engine) -> bool:
@@ -116,11 +118,7 @@ def advance(engine: Engine) -> bool:
     head = 0  # waiting[head:] is the queue
     free = kv.num_free
 
-    rows: list[tuple] = []
-    gaps: list[float] = []  # one per tick (-inf when nobody decoded)
-    gap_counts: list[int] = []
-    t0_list: list[float] = []
-    t_end_list: list[float] = []
+    rows: list[tuple] = []  # one recorded row per tick (start, duration and decoders give the gaps)
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
     finished: list[tuple[int, int]] = []  # (request, tick)
@@ -129,10 +127,45 @@ def advance(engine: Engine) -> bool:
     now = st.now_s
     j = 0
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
+    next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+    num_blocks = kv.num_blocks
     while j < tick_budget and now < max_time:
-        while ptr < R and arrival[ptr] <= now:
+        while next_arrival_s <= now:
             waiting.append(ptr)
             ptr += 1
+            next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+        if B and not prefilling and head == len(waiting) and pc is None and j >= want_batches:
+            # Decode-only ticks until an arrival is due: the loop below with no prefill work, unrolled.
+            j_before = j
+            while j < tick_budget and now < max_time and next_arrival_s > now:
+                need_d = phase_count[j % bs]
+                if need_d > free:
+                    break
+                dur, flops, nbytes, is_comp = tick(B, B, S + B, S, B, 0.0)
+                done = finish_at.pop(j, None)
+                freed = 0
+                if done:
+                    for r in done:
+                        ctx_after = base[r] + j + 1
+                        freed += -(-ctx_after // bs)
+                        phase_count[(-base[r]) % bs] -= 1
+                        S -= ctx_after
+                        finished.append((r, j))
+                    done_set = set(done)
+                    running = [r for r in running if r not in done_set]
+                S += B
+                B_tick = B
+                B -= len(done) if done else 0
+                free = free - need_d + freed
+                rows.append((now, dur, DECODE, 0, B_tick, 0, B_tick, len(running), 0, 0, num_blocks - free,
+                             flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
+                now = now + dur
+                j += 1
+                if not B:
+                    break
+            if j > j_before:
+                continue
+            # no tick ran (a decoder is short of a block): the loop below stops as it always has
         B_tick = B  # decoders in this tick
         need_d = phase_count[j % bs] if B else 0
         if need_d > free:
@@ -235,21 +268,17 @@ def advance(engine: Engine) -> bool:
             running = [r for r in running if r not in done_set]
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
-        phase = Phase.MIXED if P and B_tick else Phase.PREFILL if P else Phase.DECODE
-        rows.append((t0, dur, phase, P, B_tick, A, B_tick, len(running), len(waiting) - head, 0, kv.num_blocks - free,
+        phase = MIXED if P and B_tick else PREFILL if P else DECODE
+        rows.append((t0, dur, phase, P, B_tick, A, B_tick, len(running), len(waiting) - head, 0, num_blocks - free,
                      flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
-        gaps.append(t_end - t0 if B_tick else -np.inf)
-        gap_counts.append(B_tick)
-        t0_list.append(t0)
-        t_end_list.append(t_end)
         now = t_end
         j += 1
     if pc is not None:
         pc.tick_offset = 0
     if j == 0:
         return False
-    return _write_back(engine, j, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,
-                       batch_log, running, prefilling, base, start, waiting[head:], ptr, free, num_ticks0)
+    return _write_back(engine, j, rows, scheduled, first_token, finished, batch_log, running, prefilling, base, start,
+                       waiting[head:], ptr, free, num_ticks0)  # fmt: skip
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int):
@@ -288,20 +317,22 @@ def _release(pc, r: int) -> int:
     return referenced - evictable
 
 
-def _write_back(engine, J, rows, gaps, gap_counts, t0_list, t_end_list, scheduled, first_token, finished,
-                batch_log, running, prefilling, base, start, waiting, ptr, free, num_ticks0) -> bool:  # fmt: skip
+def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, running, prefilling, base, start,
+                waiting, ptr, free, num_ticks0) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
-    t0 = np.array(t0_list)
-    t_end = np.array(t_end_list)
-    rec.tick_rows(rows)
+    block = np.array(rows, dtype=np.float64)
+    rec.tick_block(block)
+    t0 = block[:, 0]
+    t_end = t0 + block[:, 1]  # the same addition as the loop's `now + dur`
+    gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick: one gap each, the tick's duration
+    gap_arr = np.where(gap_counts > 0, t_end - t0, -np.inf)
     if batch_log:
         ticks = [num_ticks0 + tick for tick, req, *_ in batch_log for _ in req]
         flat = [list(chain.from_iterable(entry[k] for entry in batch_log)) for k in (1, 2, 3, 4)]
         rec.batch(np.array(ticks, dtype=np.int64), np.array(flat[0], dtype=np.int64), np.array(flat[1], dtype=np.int64),
                   np.array(flat[2], dtype=bool), np.array(flat[3], dtype=np.int64))  # fmt: skip
-    gap_arr = np.array(gaps)
     rec.itl(np.repeat(gap_arr, gap_counts))
 
     def pairs(items):

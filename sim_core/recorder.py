@@ -95,11 +95,11 @@ class Recorder:
         if len(self._rows) >= STAGE_ROWS:
             self._flush()
 
-    def tick_rows(self, rows: list[tuple]) -> None:
+    def tick_block(self, block: np.ndarray) -> None:
+        """Append rows given as one (n, len(TICK_COLUMNS)) float array."""
         self._flush()
-        if rows:
-            self._ticks.extend(np.array(rows, dtype=np.float64))
-        self.num_ticks += len(rows)
+        self._ticks.extend(block)
+        self.num_ticks += block.shape[0]
 
     def ticks(self, cols: dict[str, np.ndarray], n: int) -> None:
         """Append n rows given as full-length columns (scalars are broadcast)."""
