@@ -20,7 +20,6 @@ run, or the end of the run.
 from __future__ import annotations
 
 import math
-from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -122,8 +121,9 @@ def advance(engine: Engine) -> bool:
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
     finished: list[tuple[int, int]] = []  # (request, tick)
-    batch_log: list[tuple] = []
+    batch_log: list[tuple] = []  # (tick, decoders, extra entries or None) for the recorded first ticks
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
+    decoders: list[int] | None = None  # running decoders in running order, rebuilt only when they change
     now = st.now_s
     j = 0
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
@@ -134,7 +134,7 @@ def advance(engine: Engine) -> bool:
             waiting.append(ptr)
             ptr += 1
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-        if B and not prefilling and head == len(waiting) and pc is None and j >= want_batches:
+        if B and not prefilling and head == len(waiting) and pc is None:
             # Decode-only ticks until an arrival is due: the loop below with no prefill work, unrolled.
             j_before = j
             while j < tick_budget and now < max_time and next_arrival_s > now:
@@ -142,6 +142,10 @@ def advance(engine: Engine) -> bool:
                 if need_d > free:
                     break
                 dur, flops, nbytes, is_comp = tick(B, B, S + B, S, B, 0.0)
+                if j < want_batches:
+                    if decoders is None:
+                        decoders = list(running)  # nothing prefills: every running request decodes
+                    batch_log.append((j, decoders, None))
                 done = finish_at.pop(j, None)
                 freed = 0
                 if done:
@@ -153,6 +157,7 @@ def advance(engine: Engine) -> bool:
                         finished.append((r, j))
                     done_set = set(done)
                     running = [r for r in running if r not in done_set]
+                    decoders = None
                 S += B
                 B_tick = B
                 B -= len(done) if done else 0
@@ -219,15 +224,13 @@ def advance(engine: Engine) -> bool:
         A = len(chunks) + len(admit)
         dur, flops, nbytes, is_comp = tick(P + B, B + completes, pairs + (S + B), kv_read + S, A + B, 0.0)
         t0, t_end = now, now + dur
-        decoders = [r for r in running if r not in prefilling] if (want_batches > j) else None
-        if decoders is not None:
-            batch_log.append((
-                j, decoders + [r for r, _, _ in chunks] + [w for w, _, _ in admit],
-                [1] * B + [ch for _, _, ch in chunks] + [ch for _, ch, _ in admit],
-                [True] * B + [False] * A,
-                [-(-(base[r] + j + 1) // bs) for r in decoders] + [-(-(c + ch) // bs) for _, c, ch in chunks]
-                + [-(-(h + ch) // bs) for _, ch, h in admit],
-            ))  # fmt: skip
+        if j < want_batches:
+            if decoders is None:
+                decoders = [r for r in running if r not in prefilling]
+            extra = None
+            if A:  # prefill chunks, then admissions: (request, tokens, blocks held)
+                extra = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
+            batch_log.append((j, decoders, extra))
         # decoders that emit their last token now leave; every other decoder grew by one
         done = finish_at.pop(j, [])
         freed = 0
@@ -249,6 +252,7 @@ def advance(engine: Engine) -> bool:
                 prefilling[r] = total
                 continue
             del prefilling[r]
+            decoders = None  # r decodes from the next tick on
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
                 freed += pc.register_prompt(r, total)
@@ -266,6 +270,7 @@ def advance(engine: Engine) -> bool:
         if done:
             done_set = set(done)
             running = [r for r in running if r not in done_set]
+            decoders = None
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         phase = MIXED if P and B_tick else PREFILL if P else DECODE
@@ -317,6 +322,36 @@ def _release(pc, r: int) -> int:
     return referenced - evictable
 
 
+def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, num_ticks0: int) -> None:
+    """The batch log of the recorded ticks: per tick its decoders in running order (one token, the
+    blocks for their context), then its prefill chunks and admissions. Consecutive ticks share one
+    decoder list, so each stretch is expanded with NumPy."""
+    parts: list[tuple] = []  # (tick, position in tick, request, tokens, is decode, blocks) arrays
+    i = 0
+    while i < len(batch_log):
+        decoders = batch_log[i][1]
+        g = i
+        while g < len(batch_log) and batch_log[g][1] is decoders:
+            g += 1
+        ticks = np.array([entry[0] for entry in batch_log[i:g]], dtype=np.int64)  # (G,)
+        if decoders:
+            D = len(decoders)
+            ids = np.array(decoders, dtype=np.int64)
+            ctx_before_run = np.array([base[r] for r in decoders], dtype=np.int64)  # context at fast tick j is base + j
+            held = -(-(ctx_before_run[None, :] + ticks[:, None] + 1) // bs)  # (G, D)
+            parts.append((np.repeat(ticks, D), np.tile(np.arange(D), ticks.size), np.tile(ids, ticks.size),
+                          np.ones(held.size, dtype=np.int64), np.ones(held.size, dtype=bool), held.ravel()))  # fmt: skip
+        for tick, dec, extra in batch_log[i:g]:
+            if extra:
+                n = len(extra)
+                req, new, held = (np.array(col, dtype=np.int64) for col in zip(*extra))
+                parts.append((np.full(n, tick), len(dec) + np.arange(n), req, new, np.zeros(n, dtype=bool), held))
+        i = g
+    tick, pos, req, new, is_dec, held = (np.concatenate(col) for col in zip(*parts))
+    order = np.lexsort((pos, tick))  # tick-major, batch order within a tick
+    rec.batch(num_ticks0 + tick[order], req[order], new[order], is_dec[order], held[order])
+
+
 def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, running, prefilling, base, start,
                 waiting, ptr, free, num_ticks0) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
@@ -329,10 +364,7 @@ def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, ru
     gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick: one gap each, the tick's duration
     gap_arr = np.where(gap_counts > 0, t_end - t0, -np.inf)
     if batch_log:
-        ticks = [num_ticks0 + tick for tick, req, *_ in batch_log for _ in req]
-        flat = [list(chain.from_iterable(entry[k] for entry in batch_log)) for k in (1, 2, 3, 4)]
-        rec.batch(np.array(ticks, dtype=np.int64), np.array(flat[0], dtype=np.int64), np.array(flat[1], dtype=np.int64),
-                  np.array(flat[2], dtype=bool), np.array(flat[3], dtype=np.int64))  # fmt: skip
+        _record_batches(rec, batch_log, base, bs, num_ticks0)
     rec.itl(np.repeat(gap_arr, gap_counts))
 
     def pairs(items):
