@@ -325,31 +325,46 @@ def _release(pc, r: int) -> int:
 def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, num_ticks0: int) -> None:
     """The batch log of the recorded ticks: per tick its decoders in running order (one token, the
     blocks for their context), then its prefill chunks and admissions. Consecutive ticks share one
-    decoder list, so each stretch is expanded with NumPy."""
-    parts: list[tuple] = []  # (tick, position in tick, request, tokens, is decode, blocks) arrays
-    i = 0
-    while i < len(batch_log):
-        decoders = batch_log[i][1]
-        g = i
-        while g < len(batch_log) and batch_log[g][1] is decoders:
-            g += 1
-        ticks = np.array([entry[0] for entry in batch_log[i:g]], dtype=np.int64)  # (G,)
-        if decoders:
-            D = len(decoders)
-            ids = np.array(decoders, dtype=np.int64)
-            ctx_before_run = np.array([base[r] for r in decoders], dtype=np.int64)  # context at fast tick j is base + j
-            held = -(-(ctx_before_run[None, :] + ticks[:, None] + 1) // bs)  # (G, D)
-            parts.append((np.repeat(ticks, D), np.tile(np.arange(D), ticks.size), np.tile(ids, ticks.size),
-                          np.ones(held.size, dtype=np.int64), np.ones(held.size, dtype=bool), held.ravel()))  # fmt: skip
-        for tick, dec, extra in batch_log[i:g]:
-            if extra:
-                n = len(extra)
-                req, new, held = (np.array(col, dtype=np.int64) for col in zip(*extra))
-                parts.append((np.full(n, tick), len(dec) + np.arange(n), req, new, np.zeros(n, dtype=bool), held))
-        i = g
-    tick, pos, req, new, is_dec, held = (np.concatenate(col) for col in zip(*parts))
-    order = np.lexsort((pos, tick))  # tick-major, batch order within a tick
-    rec.batch(num_ticks0 + tick[order], req[order], new[order], is_dec[order], held[order])
+    decoder list, so the decoder entries of all stretches are expanded with a few NumPy calls."""
+    group_ticks: list[int] = []  # ticks per stretch of one decoder list
+    group_decs: list[int] = []  # decoders per stretch
+    decs: list[int] = []  # the stretches' decoder lists, concatenated
+    ticks: list[int] = []  # every logged tick, in order
+    extra_tick: list[int] = []
+    extra_pos: list[int] = []
+    extras: list[tuple[int, int, int]] = []
+    prev = None
+    for tick, dec, extra in batch_log:
+        if dec is not prev:
+            group_ticks.append(0)
+            group_decs.append(len(dec))
+            decs.extend(dec)
+            prev = dec
+        group_ticks[-1] += 1
+        ticks.append(tick)
+        if extra:
+            extra_tick.extend([tick] * len(extra))
+            extra_pos.extend(range(len(dec), len(dec) + len(extra)))
+            extras.extend(extra)
+    G = np.array(group_ticks, dtype=np.int64)
+    D = np.array(group_decs, dtype=np.int64)
+    sizes = G * D
+    E = int(sizes.sum())
+    group = np.repeat(np.arange(G.size), sizes)  # (E,) stretch of each decoder entry
+    offset = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position in its stretch, tick-major
+    tick_in, pos = offset // np.maximum(D[group], 1), offset % np.maximum(D[group], 1)
+    dec_tick = np.array(ticks, dtype=np.int64)[(np.cumsum(G) - G)[group] + tick_in]
+    req = np.array(decs, dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
+    ctx_base = np.array([base[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
+    held = -(-(ctx_base + dec_tick + 1) // bs)  # a decoder's context at fast tick j is base + j
+    n = len(extras)
+    ex_req, ex_new, ex_held = (np.array(col, dtype=np.int64) for col in zip(*extras)) if n else (np.empty(0, dtype=np.int64),) * 3
+    tick = np.concatenate([dec_tick, np.array(extra_tick, dtype=np.int64)])
+    order = np.lexsort((np.concatenate([pos, np.array(extra_pos, dtype=np.int64)]), tick))  # tick-major, batch order
+    rec.batch(num_ticks0 + tick[order], np.concatenate([req, ex_req])[order],
+              np.concatenate([np.ones(E, dtype=np.int64), ex_new])[order],
+              np.concatenate([np.ones(E, dtype=bool), np.zeros(n, dtype=bool)])[order],
+              np.concatenate([held, ex_held])[order])  # fmt: skip
 
 
 def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, running, prefilling, base, start,
