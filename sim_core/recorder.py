@@ -57,6 +57,24 @@ class _Chunks:
                 self._n = 0
         self.size += n
 
+    def extend_columns(self, columns: list, n: int) -> None:
+        """Append n rows given column by column (arrays of n, or scalars), written in place when they fit."""
+        if self._n + n > self._shape[0]:
+            block = np.empty((n, len(columns)), self._dtype)
+            for j, col in enumerate(columns):
+                block[:, j] = col
+            self.extend(block)
+            return
+        rows = self._cur[self._n : self._n + n]
+        for j, col in enumerate(columns):
+            rows[:, j] = col
+        self._n += n
+        self.size += n
+        if self._n == self._shape[0]:
+            self._full.append(self._cur)
+            self._cur = np.empty(self._shape, self._dtype)
+            self._n = 0
+
     def fill(self, value, n: int) -> None:
         """Append n copies of one scalar (1-D chunks)."""
         while n:
@@ -104,10 +122,7 @@ class Recorder:
     def ticks(self, cols: dict[str, np.ndarray], n: int) -> None:
         """Append n rows given as full-length columns (scalars are broadcast)."""
         self._flush()
-        block = np.empty((n, len(TICK_COLUMNS)))
-        for j, name in enumerate(TICK_COLUMNS):
-            block[:, j] = cols[name]
-        self._ticks.extend(block)
+        self._ticks.extend_columns([cols[name] for name in TICK_COLUMNS], n)
         self.num_ticks += n
 
     def _flush(self) -> None:
@@ -148,10 +163,11 @@ class Recorder:
         return self.num_ticks < self._max_batches
 
     def batch(self, tick, req, new, is_dec, held) -> None:
-        """Batch membership: `tick` is one tick index, or one per entry (a coalesced run)."""
-        tick = np.broadcast_to(np.asarray(tick, dtype=np.int64), np.shape(req))
+        """Batch membership: `tick` is one tick index, or one per entry (a coalesced run). The arrays
+        are kept, not copied: callers pass arrays nothing writes to afterwards (fresh per tick)."""
+        tick = np.full(req.shape, tick, dtype=np.int64) if np.ndim(tick) == 0 else tick
         self.num_batch_rows += tick.size
-        self._batches.append((tick.copy(), req.copy(), np.asarray(new).copy(), np.asarray(is_dec).copy(), np.asarray(held).copy()))
+        self._batches.append((tick, req, new, is_dec, held))
 
     def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:
         self._flush()

@@ -47,3 +47,26 @@ def test_events_at_one_instant_follow_the_lifecycle_then_request_id():
     assert events.req.tolist() == [1, 5, 3, 9, 4, 7]
     assert events.kind.tolist() == [Event.SCHEDULED, Event.FIRST_TOKEN, Event.FINISHED, Event.FINISHED,
                                     Event.PREEMPTED, Event.SCHEDULED]  # fmt: skip
+
+
+def test_column_blocks_equal_single_rows_across_chunk_boundaries():
+    """Coalesced runs append columns (written into the current chunk in place when they fit); the
+    rows must read as if appended one by one, also where a block straddles two chunks."""
+    from sim_core.recorder import CHUNK_ROWS
+
+    one, cols = Recorder(0), Recorder(0)
+    sizes = [5, CHUNK_ROWS - 7, 3, 9, CHUNK_ROWS + 11]
+    start = 0
+    for n in sizes:
+        i = np.arange(start, start + n, dtype=np.float64)
+        block = {name: i + j for j, name in enumerate(TICK_COLUMNS)}
+        block[TICK_COLUMNS[2]] = 7  # a scalar column is broadcast
+        cols.ticks(block, n)
+        for k in range(n):
+            row = list(_row(start + k))
+            row[2] = 7.0
+            one.tick(tuple(row))
+        start += n
+    a, b = one.finish()[0], cols.finish()[0]
+    for name in TICK_COLUMNS:
+        assert np.array_equal(a.columns[name], b.columns[name]), name
