@@ -9,8 +9,9 @@ run or an idle jump), so callers can step several engines on one clock; `run()` 
 
 Where ticks are many and events few, the scheduler's all-decode plan is repeated for every tick at
 which the scheduler would plan it again (`_advance_run`, for every policy: see its docstring), in
-one vectorised step that records the same rows; decode-first FCFS steady state has a scalar fast
-path (fastpath.py). Tests require identical results with both on and off.
+one vectorised step that records the same rows; FCFS continuous batching on a paged cache runs on a
+scalar per-tick core that asks the same phase controller and rules (fastpath.py). Tests require
+identical results with both on and off.
 """
 
 from __future__ import annotations

@@ -1,20 +1,24 @@
-"""A scalar fast path for the common steady state of decode-first (Sarathi-Serve / vLLM V1) serving.
+"""The scalar per-tick core for FCFS continuous batching on a paged KV cache, for every phase
+controller (prefill-first vLLM V0 / SGLang / TensorRT-LLM, decode-first vLLM V1 / Sarathi-Serve,
+time slice, quota).
 
-NOTE: while every running request decodes and every arriving prompt fits whole into the tick's
-leftover token budget, the batch evolves by a few scalar rules: each tick all decoders emit one
-token, arrivals are admitted and prefilled in one tick, a request finishes at a tick known when it
-starts decoding, and a decoder needs a new KV block exactly when its context is a multiple of the
-block size. So a tick costs a few Python operations instead of ~40 NumPy calls. Per-request state
-is written back to the arrays when the fast path stops; per-request aggregates (max ITL) are
-computed from the tick timeline afterwards.
+NOTE: the policy is not restated here. Every tick asks the scheduler's own phase controller which
+kind of tick runs (`sched.phase.choose`, then `sched.observe` after it, exactly as `Scheduler._plan`
+and `Engine._advance_tick` do), and chunking and admission are `schedulers/rules.py`'s functions.
+What this module adds is bookkeeping that makes a tick O(1) in the number of decoders: decoders
+advance together (every tick that decodes advances all of them by one token; prefill-only ticks
+leave them idle), so a decoder's context is `base + d` with d the count of decoding ticks, it
+finishes at a decoding tick known when it starts decoding, and it needs a new KV block exactly when
+that context is a multiple of the block size. A tick then costs a few Python operations instead of
+~80 NumPy calls. Per-request state is written back to the arrays when the call ends.
 
-The admission and chunking rules are the scheduler's own (`schedulers/rules.py`); what this module
-adds is the bookkeeping that makes a tick O(1) in the number of decoders. The path prices ticks with
-the same `CostModel` arithmetic and integer aggregates as
-`Engine._advance_tick`, so results are bit-identical (tests compare against tick-by-tick runs). It
-stops, before changing anything for that tick, whenever a tick would need the general scheduler:
-a prompt that must be chunked, a decoder short of blocks (pre-emption), a guard limit, nothing to
-run, or the end of the run.
+Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
+`Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). The core
+stops, before changing anything for that tick, whenever the tick would need the general scheduler:
+a chunk that must shrink to the free blocks, a decoder short of blocks (pre-emption), a guard limit,
+nothing to run, or the end of the call. Configurations it does not take (`eligible`): static
+batches, non-FCFS queues, reserved admission, contiguous KV, n > 1 samples, closed loops, dynamic
+batch sizing (its batch-1 stretches run faster as vectorised runs), smart pre-emption.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim_core.schedulers import rules
+from sim_core.schedulers.phase import TickKind
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -39,11 +44,10 @@ def eligible(engine: Engine) -> bool:
     cfg = engine.cfg
     s = cfg.scheduler
     return (
-        s.prefill_mode == "decode_first"
-        and s.batching == "continuous"
+        s.batching == "continuous"
         and s.queue_order == "fcfs"
         and s.admission in ("watermark", "greedy")
-        and not s.dynamic_batch.enabled
+        and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
         and not s.smart_preemption.enabled
         and cfg.kv_cache.layout == "paged"
         and engine.n == 1
@@ -66,25 +70,27 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
 
 def advance(engine: Engine) -> bool:
     """Run ticks on the fast path from the current state; False when not a single tick could be."""
-    st, kv, cost, rec, lim = engine.st, engine.kv, engine.cost, engine.rec, engine.cfg.limits
+    st, kv, cost, rec, lim, sched = engine.st, engine.kv, engine.cost, engine.rec, engine.cfg.limits, engine.sched
     running_arr = st.running
     if st.swapped_keys.size:
         return False
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]
-    if np.any(st.last_token_s[running_arr[is_dec]] != st.now_s):  # every decoder emitted at the last tick
-        return False
+    bs = kv.block_size
+    if np.any(kv.held[running_arr] != -(-ctx_arr // bs)):
+        return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
     if np.any(st.emitted[running_arr[~is_dec]] != 0):
         return False  # a recompute victim mid-prefill: its prefill ends in PREFILL_DONE (general path)
     if st.waiting_keys.size and np.any(st.emitted[st.waiting_keys] != 0):  # keys are ids under FCFS
         return False
 
-    bs = kv.block_size
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
-    budget = engine.cfg.scheduler.max_num_batched_tokens
-    cap = engine.sched.batch_cap
-    wm = engine.sched.watermark_blocks
+    max_tokens = engine.cfg.scheduler.max_num_batched_tokens
+    choose, observe = sched.phase.choose, sched.observe
+    policy_is_fixed = sched._repeat_is_fixed  # choose depends on its arguments only, observe does nothing
+    is_chunked = sched.is_chunked
+    wm = sched.watermark_blocks
     arrival, target_arr, output_arr = st.arrival_s, st.prefill_target, st.output
     R = st.num_requests
     ptr = st.next_arrival
@@ -95,20 +101,30 @@ def advance(engine: Engine) -> bool:
     max_time = min(lim.max_sim_time_s, engine.horizon_s)  # cluster hook: stop where external input may arrive
 
     # NOTE: -(-x // bs) is ceil(x / bs) in integers; a request holds exactly ceil(context / bs) blocks.
+    # Decoders advance together: every tick that decodes advances all of them by one token, so a
+    # decoder's context before the decoding tick numbered d (counting decoding ticks of this call) is
+    # base + d. Ticks that only prefill (prefill-first policies) leave d unchanged.
     running = running_arr.tolist()  # admission order, decoders and prefills mixed (as st.running)
     prefilling: dict[int, int] = {}  # request -> tokens computed so far (prompt not finished)
-    base: dict[int, int] = {}  # decoder -> context before fast tick j minus j
-    start: dict[int, int] = {}  # decoder -> first fast tick at which it decodes
-    finish_at: dict[int, list[int]] = {}  # fast tick -> decoders that emit their last token in it
-    phase_count = [0] * bs  # decoders whose context is a multiple of bs at ticks j with j % bs == r
-    S = 0  # sum of decoder contexts before the current tick
+    base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
+    join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes
+    sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap
+    waiting_since: dict[int, float] = {}  # decoder -> its last token's time, when not the last decoding tick's end
+    first_gap: dict[int, float] = {}  # decoder -> its gap at its first decoding tick, when it was waiting
+    tick_gaps: dict[int, list[float]] = {}  # tick -> every decoder's gap, in running order, when some were their own
+    finish_at: dict[int, list[int]] = {}  # decoding tick number -> decoders that emit their last token in it
+    phase_count = [0] * bs  # decoders whose context is a multiple of bs at decoding ticks d with d % bs == r
+    S = 0  # sum of decoders' base
     B = 0
-    for r, c, d, e, o in zip(running, ctx_arr.tolist(), is_dec.tolist(), st.emitted[running_arr].tolist(),
-                             output_arr[running_arr].tolist()):  # fmt: skip
-        if not d:
+    last_token = st.last_token_s
+    for r, c, is_d, e, o in zip(running, ctx_arr.tolist(), is_dec.tolist(), st.emitted[running_arr].tolist(),
+                                output_arr[running_arr].tolist()):  # fmt: skip
+        if not is_d:
             prefilling[r] = c
             continue
-        base[r], start[r] = c, 0
+        base[r], join[r], sync_from[r] = c, 0, 0
+        if last_token[r] != st.now_s:  # it did not decode in the last tick (a prefill-only tick)
+            waiting_since[r] = float(last_token[r])
         finish_at.setdefault(o - e - 1, []).append(r)
         phase_count[(-c) % bs] += 1
         S += c
@@ -117,15 +133,19 @@ def advance(engine: Engine) -> bool:
     head = 0  # waiting[head:] is the queue
     free = kv.num_free
 
-    rows: list[tuple] = []  # one recorded row per tick (start, duration and decoders give the gaps)
+    rows: list[tuple] = []  # one recorded row per tick
+    shared_gaps: list[float] = []  # per tick: the gap of decoders that decoded in the last decoding tick (-inf: none)
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
-    finished: list[tuple[int, int]] = []  # (request, tick)
-    batch_log: list[tuple] = []  # (tick, decoders, extra entries or None) for the recorded first ticks
+    finished: list[tuple[int, int, int]] = []  # (request, tick, decoding tick number)
+    batch_log: list[tuple] = []  # (tick, decoding tick number, decoders, extra entries or None)
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
     decoders: list[int] | None = None  # running decoders in running order, rebuilt only when they change
+    no_decoders: list[int] = []
     now = st.now_s
-    j = 0
+    sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
+    j = d = 0
+    last_decoding_tick = -1
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
     next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
     num_blocks = kv.num_blocks
@@ -134,82 +154,111 @@ def advance(engine: Engine) -> bool:
             waiting.append(ptr)
             ptr += 1
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-        if B and not prefilling and head == len(waiting) and pc is None:
-            # Decode-only ticks until an arrival is due: the loop below with no prefill work, unrolled.
+        if B and not prefilling and head == len(waiting) and pc is None and not waiting_since:
+            # No prefill work and every decoder in step: every policy decodes them all (Scheduler._plan);
+            # the loop below for that case, unrolled.
             j_before = j
             while j < tick_budget and now < max_time and next_arrival_s > now:
-                need_d = phase_count[j % bs]
+                need_d = phase_count[d % bs]
                 if need_d > free:
                     break
-                dur, flops, nbytes, is_comp = tick(B, B, S + B, S, B, 0.0)
+                if not policy_is_fixed:
+                    choose(now, B, False)
+                cap = sched.batch_cap
+                dur, flops, nbytes, is_comp = tick(B, B, S + B * d + B, S + B * d, B, 0.0)
                 if j < want_batches:
                     if decoders is None:
                         decoders = list(running)  # nothing prefills: every running request decodes
-                    batch_log.append((j, decoders, None))
-                done = finish_at.pop(j, None)
+                    batch_log.append((j, d, decoders, None))
+                done = finish_at.pop(d, None)
                 freed = 0
+                B_tick = B
                 if done:
                     for r in done:
-                        ctx_after = base[r] + j + 1
+                        ctx_after = base[r] + d + 1
                         freed += -(-ctx_after // bs)
                         phase_count[(-base[r]) % bs] -= 1
-                        S -= ctx_after
-                        finished.append((r, j))
+                        S -= base[r]
+                        finished.append((r, j, d))
                     done_set = set(done)
                     running = [r for r in running if r not in done_set]
                     decoders = None
-                S += B
-                B_tick = B
-                B -= len(done) if done else 0
+                    B -= len(done)
                 free = free - need_d + freed
+                t_end = now + dur
                 rows.append((now, dur, DECODE, 0, B_tick, 0, B_tick, len(running), 0, 0, num_blocks - free,
                              flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
-                now = now + dur
+                shared_gaps.append(t_end - sync_s)
+                if not policy_is_fixed:
+                    observe(t_end, dur, 0, B_tick)
+                sync_s = now = t_end
+                last_decoding_tick = j
                 j += 1
+                d += 1
                 if not B:
                     break
             if j > j_before:
                 continue
             # no tick ran (a decoder is short of a block): the loop below stops as it always has
-        B_tick = B  # decoders in this tick
-        need_d = phase_count[j % bs] if B else 0
+        cap = sched.batch_cap
+        can_admit = len(running) < cap
+        has_prefill_work = bool(prefilling) or (head < len(waiting) and can_admit)
+        kind = choose(now, B, has_prefill_work)  # Scheduler._tick_kind (no static batch, no suspension here)
+        left = max_tokens
+        decoding = kind != TickKind.PREFILL and B > 0
+        need_d = phase_count[d % bs] if decoding else 0
         if need_d > free:
             break  # a decoder is short of a block: pre-emption is the general scheduler's job
+        if kind == TickKind.DECODE_FIRST:
+            left -= B
         free_after = free - need_d
-        left = budget - B
-        # continuing prefills, in running order, then admission in queue order: the scheduler's rules
         chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
-        if prefilling:
-            pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
-            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, True)
-            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
-        need_p = 0
-        for r, c, chunk in chunks:
-            need_p += -(-(c + chunk) // bs) - -(-c // bs)
-            left -= chunk
-        if need_p > free_after:
-            break  # chunks would have to shrink to the free blocks: the general path's case
-        free_after -= need_p
-        if pc is not None:
-            pc.tick_offset = j
-            pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
         admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
-        if head < len(waiting):
-            seqs_left = max(cap - len(running), 0)
-            candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
-            if pc is None:
-                taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
-                                             lambda i, chunk: -(-chunk // bs), True, False)  # fmt: skip
-                hits = [0] * len(taken)
-            else:
-                taken, hits = _admit_with_prefix_cache(pc, [waiting[i] for i in candidates], target_arr, bs, left,
-                                                       free_after, wm)  # fmt: skip
-            admit = [(waiting[head + i], chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
-            for chunk, need_w in taken:
-                free_after -= need_w
+        if kind != TickKind.DECODE:
+            # continuing prefills, in running order, then admission in queue order: the scheduler's rules
+            if prefilling:
+                pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
+                sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, is_chunked)
+                chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
+            need_p = 0
+            for r, c, chunk in chunks:
+                need_p += -(-(c + chunk) // bs) - -(-c // bs)
                 left -= chunk
-        if B == 0 and not chunks and not admit:
+            if need_p > free_after:
+                break  # chunks would have to shrink to the free blocks: the general path's case
+            free_after -= need_p
+            if pc is not None:
+                pc.tick_offset = j
+                pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
+            if head < len(waiting) and can_admit:
+                seqs_left = cap - len(running)
+                candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
+                if pc is None:
+                    taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
+                                                 lambda i, chunk: -(-chunk // bs), is_chunked, False)  # fmt: skip
+                    hits = [0] * len(taken)
+                else:
+                    taken, hits = _admit_with_prefix_cache(pc, [waiting[i] for i in candidates], target_arr, bs, left,
+                                                           free_after, wm, is_chunked)  # fmt: skip
+                admit = [(waiting[head + i], chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+                for chunk, need_w in taken:
+                    free_after -= need_w
+                    left -= chunk
+            if not chunks and not admit and kind == TickKind.PREFILL and B:
+                decoding = True  # nothing could be prefilled: a decode tick instead (Scheduler._plan)
+                need_d = phase_count[d % bs]
+                if need_d > free_after:
+                    break
+                free_after -= need_d
+                if pc is not None:
+                    pc.trim(free_after)
+        elif pc is not None:
+            pc.tick_offset = j
+            pc.trim(free_after)
+        D = B if decoding else 0
+        if not D and not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
+        dec_ctx = S + B * d if decoding else 0
         P = pairs = kv_read = completes = 0
         for r, c, chunk in chunks:
             P += chunk
@@ -222,26 +271,38 @@ def advance(engine: Engine) -> bool:
             kv_read += h
             completes += h + chunk >= int(target_arr[w])
         A = len(chunks) + len(admit)
-        dur, flops, nbytes, is_comp = tick(P + B, B + completes, pairs + (S + B), kv_read + S, A + B, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
         if j < want_batches:
-            if decoders is None:
+            if decoding and decoders is None:
                 decoders = [r for r in running if r not in prefilling]
             extra = None
             if A:  # prefill chunks, then admissions: (request, tokens, blocks held)
                 extra = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
-            batch_log.append((j, decoders, extra))
-        # decoders that emit their last token now leave; every other decoder grew by one
-        done = finish_at.pop(j, [])
+            batch_log.append((j, d, decoders if decoding else no_decoders, extra))
         freed = 0
-        for r in done:
-            ctx_after = base[r] + j + 1
-            freed += -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
-            phase_count[(-base[r]) % bs] -= 1
-            S -= ctx_after
-            finished.append((r, j))
-        S += B
-        B -= len(done)
+        done = []
+        if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
+            done = finish_at.pop(d, [])
+            for r in done:
+                ctx_after = base[r] + d + 1
+                freed += -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
+                phase_count[(-base[r]) % bs] -= 1
+                S -= base[r]
+                finished.append((r, j, d))
+            if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
+                gaps = tick_gaps[j] = []
+                for r in running:
+                    if r in base and r not in prefilling:
+                        last_s = waiting_since.get(r)
+                        gaps.append(t_end - (sync_s if last_s is None else last_s))
+                        if last_s is not None:
+                            first_gap[r] = gaps[-1]
+                            sync_from[r] = j + 1
+                waiting_since.clear()
+            B -= len(done)
+            d += 1
+            last_decoding_tick = j
         for w, _, h in admit:
             scheduled.append((w, j))
             running.append(w)
@@ -252,20 +313,22 @@ def advance(engine: Engine) -> bool:
                 prefilling[r] = total
                 continue
             del prefilling[r]
-            decoders = None  # r decodes from the next tick on
+            decoders = None  # r decodes from the next decoding tick on
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
                 freed += pc.register_prompt(r, total)
             o = int(output_arr[r])
             if o == 1:
                 freed += -(-total // bs) - (_release(pc, r) if pc is not None else 0)
-                finished.append((r, j))
+                finished.append((r, j, -1))
                 done.append(r)
                 continue
-            base[r], start[r] = total - (j + 1), j + 1
-            finish_at.setdefault(j + o - 1, []).append(r)
-            phase_count[(-(total - (j + 1))) % bs] += 1
-            S += total
+            base[r], join[r], sync_from[r] = total - d, d, j + 1
+            if not decoding:
+                waiting_since[r] = t_end  # its first token; decoders' last token is older
+            finish_at.setdefault(d + o - 2, []).append(r)
+            phase_count[(-(total - d)) % bs] += 1
+            S += total - d
             B += 1
         if done:
             done_set = set(done)
@@ -273,20 +336,26 @@ def advance(engine: Engine) -> bool:
             decoders = None
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
-        phase = MIXED if P and B_tick else PREFILL if P else DECODE
-        rows.append((t0, dur, phase, P, B_tick, A, B_tick, len(running), len(waiting) - head, 0, num_blocks - free,
+        phase = MIXED if P and D else PREFILL if P else DECODE
+        rows.append((t0, dur, phase, P, D, A, D, len(running), len(waiting) - head, 0, num_blocks - free,
                      flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
+        shared_gaps.append(t_end - sync_s if decoding else -math.inf)
+        observe(t_end, dur, P, D)
+        if decoding:
+            sync_s = t_end
         now = t_end
         j += 1
     if pc is not None:
         pc.tick_offset = 0
     if j == 0:
         return False
-    return _write_back(engine, j, rows, scheduled, first_token, finished, batch_log, running, prefilling, base, start,
-                       waiting[head:], ptr, free, num_ticks0)  # fmt: skip
+    return _write_back(engine, d, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
+                       prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting[head:], ptr, free,
+                       num_ticks0)  # fmt: skip
 
 
-def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int):
+def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int,
+                             is_chunked: bool):  # fmt: skip
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
@@ -308,7 +377,7 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, lef
         free_now[0] -= need
         pc.trim(free_now[0])
 
-    taken = rules.admit_in_order(remaining(), left, free, wm, blocks, True, False, admit)
+    taken = rules.admit_in_order(remaining(), left, free, wm, blocks, is_chunked, False, admit)
     return taken, [looked[i][1] * bs for i in range(len(taken))]
 
 
@@ -334,7 +403,8 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
     extra_pos: list[int] = []
     extras: list[tuple[int, int, int]] = []
     prev = None
-    for tick, dec, extra in batch_log:
+    dec_num: list[int] = []  # decoding tick number of every logged tick
+    for tick, d, dec, extra in batch_log:
         if dec is not prev:
             group_ticks.append(0)
             group_decs.append(len(dec))
@@ -342,6 +412,7 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
             prev = dec
         group_ticks[-1] += 1
         ticks.append(tick)
+        dec_num.append(d)
         if extra:
             extra_tick.extend([tick] * len(extra))
             extra_pos.extend(range(len(dec), len(dec) + len(extra)))
@@ -353,10 +424,11 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
     group = np.repeat(np.arange(G.size), sizes)  # (E,) stretch of each decoder entry
     offset = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position in its stretch, tick-major
     tick_in, pos = offset // np.maximum(D[group], 1), offset % np.maximum(D[group], 1)
-    dec_tick = np.array(ticks, dtype=np.int64)[(np.cumsum(G) - G)[group] + tick_in]
+    at = (np.cumsum(G) - G)[group] + tick_in  # (E,) index of each entry's tick in the log
+    dec_tick = np.array(ticks, dtype=np.int64)[at]
     req = np.array(decs, dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
     ctx_base = np.array([base[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    held = -(-(ctx_base + dec_tick + 1) // bs)  # a decoder's context at fast tick j is base + j
+    held = -(-(ctx_base + np.array(dec_num, dtype=np.int64)[at] + 1) // bs)  # context before decoding tick d: base + d
     n = len(extras)
     ex_req, ex_new, ex_held = (np.array(col, dtype=np.int64) for col in zip(*extras)) if n else (np.empty(0, dtype=np.int64),) * 3
     tick = np.concatenate([dec_tick, np.array(extra_tick, dtype=np.int64)])
@@ -367,8 +439,9 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
               np.concatenate([held, ex_held])[order])  # fmt: skip
 
 
-def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, running, prefilling, base, start,
-                waiting, ptr, free, num_ticks0) -> bool:  # fmt: skip
+def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
+                prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting, ptr, free,
+                num_ticks0) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
@@ -376,14 +449,21 @@ def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, ru
     rec.tick_block(block)
     t0 = block[:, 0]
     t_end = t0 + block[:, 1]  # the same addition as the loop's `now + dur`
-    gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick: one gap each, the tick's duration
-    gap_arr = np.where(gap_counts > 0, t_end - t0, -np.inf)
+    gap_arr = np.array(shared_gaps)  # per tick: the gap of every decoder in step (-inf: no decoding)
+    gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick, one gap each
     if batch_log:
         _record_batches(rec, batch_log, base, bs, num_ticks0)
-    rec.itl(np.repeat(gap_arr, gap_counts))
+    if tick_gaps:  # ticks whose gaps differ: inserted where they belong, so gaps stay in tick order
+        ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
+        gap_counts[ticks] = 0
+        at = np.cumsum(gap_counts) - gap_counts  # where each tick's gaps start
+        where = np.concatenate([np.full(len(g), at[j]) for j, g in tick_gaps.items()])
+        rec.itl(np.insert(np.repeat(gap_arr, gap_counts), where, np.concatenate([np.array(g) for g in tick_gaps.values()])))
+    else:
+        rec.itl(np.repeat(gap_arr, gap_counts))
 
     def pairs(items):
-        return (np.array([r for r, _ in items], dtype=np.int64), np.array([t for _, t in items], dtype=np.int64))
+        return (np.array([r for r, *_ in items], dtype=np.int64), np.array([t for _, t, *_ in items], dtype=np.int64))
 
     if scheduled:
         req, tick = pairs(scheduled)
@@ -403,18 +483,32 @@ def _write_back(engine, J, rows, scheduled, first_token, finished, batch_log, ru
         st.computed[req] = st.prefill_target[req]
         st.emitted[req] = 1
     if base:
-        fin = dict(finished)
-        req = np.fromiter(base, dtype=np.int64, count=len(base))
-        b = np.array([base[r] for r in base], dtype=np.int64)
-        s0 = np.array([start[r] for r in base], dtype=np.int64)
-        last = np.array([fin.get(r, J - 1) for r in base], dtype=np.int64)  # last fast tick it decoded
-        ok = last >= s0
-        req, b, s0, last = req[ok], b[ok], s0[ok], last[ok]
-        st.computed[req] = b + last + 1
-        st.emitted[req] = st.computed[req] - st.prompt[req] + 1
-        st.last_token_s[req] = t_end[last]
-        if req.size:
-            st.max_itl_s[req] = np.maximum(st.max_itl_s[req], _range_max(gap_arr, s0, last))
+        fin = {r: (j, d) for r, j, d in finished}
+        ids, ctx, lo, last, own = [], [], [], [], []
+        for r, b in base.items():
+            if r in fin:
+                j, d = fin[r]
+                ctx.append(b + d + 1)
+            elif d_end > join[r]:  # decoded in this call, up to the last decoding tick
+                j = last_decoding_tick
+                ctx.append(b + d_end)
+            else:
+                continue  # joined after the last decoding tick
+            ids.append(r)
+            lo.append(sync_from[r])
+            last.append(j)
+            own.append(first_gap.get(r, -math.inf))
+        if ids:
+            req = np.array(ids, dtype=np.int64)
+            lo_arr, last_arr = np.array(lo, dtype=np.int64), np.array(last, dtype=np.int64)
+            st.computed[req] = np.array(ctx, dtype=np.int64)
+            st.emitted[req] = st.computed[req] - st.prompt[req] + 1
+            st.last_token_s[req] = t_end[last_arr]
+            worst = np.array(own)
+            shared = lo_arr <= last_arr  # decoded in step at least once after its own first gap
+            if shared.any():
+                worst[shared] = np.maximum(worst[shared], _range_max(gap_arr, lo_arr[shared], last_arr[shared]))
+            st.max_itl_s[req] = np.maximum(st.max_itl_s[req], worst)
     if finished:
         req, tick = pairs(finished)
         st.status[req] = Status.FINISHED
