@@ -46,10 +46,8 @@ def eligible(engine: Engine) -> bool:
     return (
         s.batching == "continuous"
         and s.queue_order == "fcfs"
-        and s.admission in ("watermark", "greedy")
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
         and not s.smart_preemption.enabled
-        and cfg.kv_cache.layout == "paged"
         and engine.n == 1
         and engine.workload.closed_loop_think_s is None
     )
@@ -77,7 +75,17 @@ def advance(engine: Engine) -> bool:
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]
     bs = kv.block_size
-    if np.any(kv.held[running_arr] != -(-ctx_arr // bs)):
+    # Reserved admission (GUARANTEED_NO_EVICT) and contiguous KV hold a fixed number of blocks from
+    # admission to the end (what the scheduler's admission allocates); paged KV grows with the context.
+    fixed = sched.cfg.admission == "reserve" or kv.blocks_per_boundary == 0
+    if fixed:
+        prompt_arr = st.prompt[running_arr]
+        expected = kv.blocks_for(prompt_arr + st.output[running_arr], prompt_arr)
+        if engine.prefix is not None:
+            return False
+    else:
+        expected = -(-ctx_arr // bs)
+    if np.any(kv.held[running_arr] != expected):
         return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
     if np.any(st.emitted[running_arr[~is_dec]] != 0):
         return False  # a recompute victim mid-prefill: its prefill ends in PREFILL_DONE (general path)
@@ -117,6 +125,17 @@ def advance(engine: Engine) -> bool:
     S = 0  # sum of decoders' base
     B = 0
     last_token = st.last_token_s
+    held_fixed: dict[int, int] = dict(zip(running, expected.tolist())) if fixed else {}  # request -> its blocks
+
+    reserved: dict[int, int] = {}
+
+    def reserve(w: int) -> int:
+        """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous)."""
+        if w not in reserved:
+            p = int(st.prompt[w])
+            reserved[w] = int(kv.blocks_for(p + int(output_arr[w]), p))
+        return reserved[w]
+
     for r, c, is_d, e, o in zip(running, ctx_arr.tolist(), is_dec.tolist(), st.emitted[running_arr].tolist(),
                                 output_arr[running_arr].tolist()):  # fmt: skip
         if not is_d:
@@ -149,22 +168,37 @@ def advance(engine: Engine) -> bool:
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
     next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
     num_blocks = kv.num_blocks
+    # A stateless policy that admitted nothing from a waiting queue admits nothing until a completion
+    # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
+    # are unchanged, arrivals join the tail.
+    admission_blocked = False
     while j < tick_budget and now < max_time:
         while next_arrival_s <= now:
             waiting.append(ptr)
             ptr += 1
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-        if B and not prefilling and head == len(waiting) and pc is None and not waiting_since:
-            # No prefill work and every decoder in step: every policy decodes them all (Scheduler._plan);
-            # the loop below for that case, unrolled.
+        cap = sched.batch_cap  # (fixed on this path: no dynamic batch sizing)
+        if B and not prefilling and pc is None and not waiting_since and (
+            head == len(waiting) or len(running) >= cap or admission_blocked
+        ):
+            # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
+            # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
             j_before = j
-            while j < tick_budget and now < max_time and next_arrival_s > now:
-                need_d = phase_count[d % bs]
+            while j < tick_budget and now < max_time:
+                if next_arrival_s <= now:
+                    if len(running) < cap and not admission_blocked:
+                        break  # it could be admitted: the loop below
+                    while next_arrival_s <= now:  # the batch is full: it joins the queue
+                        waiting.append(ptr)
+                        ptr += 1
+                        next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+                elif head < len(waiting) and len(running) < cap and not admission_blocked:
+                    break  # a completion made room for a waiting request
+                need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
                 if not policy_is_fixed:
                     choose(now, B, False)
-                cap = sched.batch_cap
                 dur, flops, nbytes, is_comp = tick(B, B, S + B * d + B, S + B * d, B, 0.0)
                 if j < want_batches:
                     if decoders is None:
@@ -176,7 +210,7 @@ def advance(engine: Engine) -> bool:
                 if done:
                     for r in done:
                         ctx_after = base[r] + d + 1
-                        freed += -(-ctx_after // bs)
+                        freed += held_fixed[r] if fixed else -(-ctx_after // bs)
                         phase_count[(-base[r]) % bs] -= 1
                         S -= base[r]
                         finished.append((r, j, d))
@@ -184,10 +218,11 @@ def advance(engine: Engine) -> bool:
                     running = [r for r in running if r not in done_set]
                     decoders = None
                     B -= len(done)
+                    admission_blocked = False
                 free = free - need_d + freed
                 t_end = now + dur
-                rows.append((now, dur, DECODE, 0, B_tick, 0, B_tick, len(running), 0, 0, num_blocks - free,
-                             flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
+                rows.append((now, dur, DECODE, 0, B_tick, 0, B_tick, len(running), len(waiting) - head, 0,
+                             num_blocks - free, flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
                 shared_gaps.append(t_end - sync_s)
                 if not policy_is_fixed:
                     observe(t_end, dur, 0, B_tick)
@@ -199,14 +234,13 @@ def advance(engine: Engine) -> bool:
                     break
             if j > j_before:
                 continue
-            # no tick ran (a decoder is short of a block): the loop below stops as it always has
-        cap = sched.batch_cap
+            # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         can_admit = len(running) < cap
         has_prefill_work = bool(prefilling) or (head < len(waiting) and can_admit)
         kind = choose(now, B, has_prefill_work)  # Scheduler._tick_kind (no static batch, no suspension here)
         left = max_tokens
         decoding = kind != TickKind.PREFILL and B > 0
-        need_d = phase_count[d % bs] if decoding else 0
+        need_d = phase_count[d % bs] if decoding and not fixed else 0
         if need_d > free:
             break  # a decoder is short of a block: pre-emption is the general scheduler's job
         if kind == TickKind.DECODE_FIRST:
@@ -222,7 +256,7 @@ def advance(engine: Engine) -> bool:
                 chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
             need_p = 0
             for r, c, chunk in chunks:
-                need_p += -(-(c + chunk) // bs) - -(-c // bs)
+                need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
                 left -= chunk
             if need_p > free_after:
                 break  # chunks would have to shrink to the free blocks: the general path's case
@@ -234,19 +268,22 @@ def advance(engine: Engine) -> bool:
                 seqs_left = cap - len(running)
                 candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
                 if pc is None:
+                    need_of = (lambda i, chunk: reserve(waiting[head + i])) if fixed else (lambda i, chunk: -(-chunk // bs))
                     taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
-                                                 lambda i, chunk: -(-chunk // bs), is_chunked, False)  # fmt: skip
+                                                 need_of, is_chunked, False)  # fmt: skip
                     hits = [0] * len(taken)
                 else:
                     taken, hits = _admit_with_prefix_cache(pc, [waiting[i] for i in candidates], target_arr, bs, left,
                                                            free_after, wm, is_chunked)  # fmt: skip
                 admit = [(waiting[head + i], chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+                if fixed:
+                    held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
                 for chunk, need_w in taken:
                     free_after -= need_w
                     left -= chunk
             if not chunks and not admit and kind == TickKind.PREFILL and B:
                 decoding = True  # nothing could be prefilled: a decode tick instead (Scheduler._plan)
-                need_d = phase_count[d % bs]
+                need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free_after:
                     break
                 free_after -= need_d
@@ -277,7 +314,9 @@ def advance(engine: Engine) -> bool:
             if decoding and decoders is None:
                 decoders = [r for r in running if r not in prefilling]
             extra = None
-            if A:  # prefill chunks, then admissions: (request, tokens, blocks held)
+            if A and fixed:
+                extra = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
+            elif A:  # prefill chunks, then admissions: (request, tokens, blocks held)
                 extra = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
             batch_log.append((j, d, decoders if decoding else no_decoders, extra))
         freed = 0
@@ -286,7 +325,7 @@ def advance(engine: Engine) -> bool:
             done = finish_at.pop(d, [])
             for r in done:
                 ctx_after = base[r] + d + 1
-                freed += -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
+                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
                 phase_count[(-base[r]) % bs] -= 1
                 S -= base[r]
                 finished.append((r, j, d))
@@ -319,7 +358,7 @@ def advance(engine: Engine) -> bool:
                 freed += pc.register_prompt(r, total)
             o = int(output_arr[r])
             if o == 1:
-                freed += -(-total // bs) - (_release(pc, r) if pc is not None else 0)
+                freed += held_fixed[r] if fixed else -(-total // bs) - (_release(pc, r) if pc is not None else 0)
                 finished.append((r, j, -1))
                 done.append(r)
                 continue
@@ -334,6 +373,7 @@ def advance(engine: Engine) -> bool:
             done_set = set(done)
             running = [r for r in running if r not in done_set]
             decoders = None
+        admission_blocked = policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         phase = MIXED if P and D else PREFILL if P else DECODE
@@ -351,7 +391,7 @@ def advance(engine: Engine) -> bool:
         return False
     return _write_back(engine, d, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
                        prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting[head:], ptr, free,
-                       num_ticks0)  # fmt: skip
+                       num_ticks0, held_fixed if fixed else None)  # fmt: skip
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int,
@@ -391,7 +431,7 @@ def _release(pc, r: int) -> int:
     return referenced - evictable
 
 
-def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, num_ticks0: int) -> None:
+def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, num_ticks0: int, held_fixed) -> None:
     """The batch log of the recorded ticks: per tick its decoders in running order (one token, the
     blocks for their context), then its prefill chunks and admissions. Consecutive ticks share one
     decoder list, so the decoder entries of all stretches are expanded with a few NumPy calls."""
@@ -428,7 +468,10 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
     dec_tick = np.array(ticks, dtype=np.int64)[at]
     req = np.array(decs, dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
     ctx_base = np.array([base[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    held = -(-(ctx_base + np.array(dec_num, dtype=np.int64)[at] + 1) // bs)  # context before decoding tick d: base + d
+    if held_fixed is None:
+        held = -(-(ctx_base + np.array(dec_num, dtype=np.int64)[at] + 1) // bs)  # context before decoding tick d: base + d
+    else:
+        held = np.array([held_fixed[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
     n = len(extras)
     ex_req, ex_new, ex_held = (np.array(col, dtype=np.int64) for col in zip(*extras)) if n else (np.empty(0, dtype=np.int64),) * 3
     tick = np.concatenate([dec_tick, np.array(extra_tick, dtype=np.int64)])
@@ -441,7 +484,7 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
 
 def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
                 prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting, ptr, free,
-                num_ticks0) -> bool:  # fmt: skip
+                num_ticks0, held_fixed) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
@@ -452,7 +495,7 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
     gap_arr = np.array(shared_gaps)  # per tick: the gap of every decoder in step (-inf: no decoding)
     gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick, one gap each
     if batch_log:
-        _record_batches(rec, batch_log, base, bs, num_ticks0)
+        _record_batches(rec, batch_log, base, bs, num_ticks0, held_fixed)
     if tick_gaps:  # ticks whose gaps differ: inserted where they belong, so gaps stay in tick order
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -517,7 +560,10 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
         kv.held[req] = 0
         rec.event(req, t_end[tick], Event.FINISHED)
     run_ids = np.array(running, dtype=np.int64)
-    kv.held[run_ids] = -(-st.computed[run_ids] // bs)
+    if held_fixed is None:
+        kv.held[run_ids] = -(-st.computed[run_ids] // bs)
+    else:
+        kv.held[run_ids] = np.array([held_fixed[r] for r in running], dtype=np.int64)
     kv.num_free = free
     st.running = run_ids
     st.waiting_keys = np.array(waiting, dtype=np.int64)

@@ -37,6 +37,9 @@ class BlockManager:
         self.held = np.zeros(num_requests, dtype=np.int64)  # (R,) GPU blocks per request
         self.host_held = np.zeros(num_requests, dtype=np.int64)  # (R,) swapped-out blocks per request
         self._contiguous_blocks = None if contiguous_tokens is None else num_samples * -(-contiguous_tokens // block_size)
+        # Blocks a decoding request gains at each block boundary of its context: one per sample when
+        # paged, none when its whole length was reserved at admission (contiguous).
+        self.blocks_per_boundary = num_samples if contiguous_tokens is None else 0
 
     # ------------------------------------------------------------ questions
     def blocks_for(self, ctx_tokens, prompt_tokens):
