@@ -47,7 +47,6 @@ def eligible(engine: Engine) -> bool:
         s.batching == "continuous"
         and s.queue_order == "fcfs"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
-        and not s.smart_preemption.enabled
         and engine.n == 1
         and engine.workload.closed_loop_think_s is None
     )
@@ -126,6 +125,8 @@ def advance(engine: Engine) -> bool:
     B = 0
     last_token = st.last_token_s
     held_fixed: dict[int, int] = dict(zip(running, expected.tolist())) if fixed else {}  # request -> its blocks
+    smart = sched.cfg.smart_preemption if sched.cfg.smart_preemption.enabled else None
+    prefill_start: dict[int, float] = {}  # prefilling request -> when its current prefill was admitted
 
     reserved: dict[int, int] = {}
 
@@ -140,6 +141,7 @@ def advance(engine: Engine) -> bool:
                                 output_arr[running_arr].tolist()):  # fmt: skip
         if not is_d:
             prefilling[r] = c
+            prefill_start[r] = float(st.prefill_start_s[r])
             continue
         base[r], join[r], sync_from[r] = c, 0, 0
         if last_token[r] != st.now_s:  # it did not decode in the last tick (a prefill-only tick)
@@ -237,7 +239,11 @@ def advance(engine: Engine) -> bool:
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         can_admit = len(running) < cap
         has_prefill_work = bool(prefilling) or (head < len(waiting) and can_admit)
-        kind = choose(now, B, has_prefill_work)  # Scheduler._tick_kind (no static batch, no suspension here)
+        kind = choose(now, B, has_prefill_work)  # Scheduler._tick_kind (no static batch here)
+        if smart is not None and kind != TickKind.DECODE and kind != TickKind.DECODE_FIRST and B > smart.decode_queue_limit:
+            waited = [now - prefill_start[r] for r in prefilling if prefill_start[r] == prefill_start[r]]  # (not NaN)
+            if waited and max(waited) * 1e3 > smart.threshold_ms:
+                kind = TickKind.DECODE  # Scheduler._suspend_prefill: a long prefill yields to the decodes
         left = max_tokens
         decoding = kind != TickKind.PREFILL and B > 0
         need_d = phase_count[d % bs] if decoding and not fixed else 0
@@ -344,6 +350,7 @@ def advance(engine: Engine) -> bool:
             last_decoding_tick = j
         for w, _, h in admit:
             scheduled.append((w, j))
+            prefill_start[w] = t0
             running.append(w)
             prefilling[w] = h
         for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:

@@ -195,3 +195,16 @@ def test_every_policy_coalesces_its_decode_runs(scenario):
     while engine.step():
         steps += 1
     assert steps <= 0.15 * engine.rec.num_ticks
+
+
+def test_suspended_prefills_take_the_same_ticks():
+    """Smart pre-emption suspends long prefills while many decode (decode-only ticks with prefills
+    pending): the scalar core asks the same rule as the scheduler, tick for tick."""
+    from sim_core.types import Phase
+
+    cfg = make_config("engine-article-smart-preemption", workload__num_requests=80, workload__arrival__rate_per_s=8.0,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 3000, "min": 1, "max": 3000})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    tl = on.timeline
+    assert int(((tl.phase == Phase.DECODE) & (tl.num_running > tl.num_decode_seqs)).sum()) > 100
