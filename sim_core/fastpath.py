@@ -3,8 +3,9 @@ controller (prefill-first vLLM V0 / SGLang / TensorRT-LLM, decode-first vLLM V1 
 time slice, quota).
 
 NOTE: the policy is not restated here. Every tick asks the scheduler's own phase controller which
-kind of tick runs (`sched.phase.choose`, then `sched.observe` after it, exactly as `Scheduler._plan`
-and `Engine._advance_tick` do), and chunking and admission are `schedulers/rules.py`'s functions.
+kind of tick runs (`sched.prefill_work`, `sched.tick_kind`: the phase controller and the suspension
+rule; then `sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), and
+chunking and admission are `schedulers/rules.py`'s functions.
 What this module adds is bookkeeping that makes a tick O(1) in the number of decoders: decoders
 advance together (every tick that decodes advances all of them by one token; prefill-only ticks
 leave them idle), so a decoder's context is `base + d` with d the count of decoding ticks, it
@@ -35,6 +36,7 @@ from sim_core.types import Event, Phase, Status
 if TYPE_CHECKING:
     from sim_core.engine import Engine
 
+_NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
 
@@ -94,8 +96,8 @@ def advance(engine: Engine) -> bool:
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
-    choose, observe = sched.phase.choose, sched.observe
-    policy_is_fixed = sched._repeat_is_fixed  # choose depends on its arguments only, observe does nothing
+    tick_kind, observe = sched.tick_kind, sched.observe
+    policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
     arrival, target_arr, output_arr = st.arrival_s, st.prefill_target, st.output
@@ -125,8 +127,7 @@ def advance(engine: Engine) -> bool:
     B = 0
     last_token = st.last_token_s
     held_fixed: dict[int, int] = dict(zip(running, expected.tolist())) if fixed else {}  # request -> its blocks
-    smart = sched.cfg.smart_preemption if sched.cfg.smart_preemption.enabled else None
-    prefill_start: dict[int, float] = {}  # prefilling request -> when its current prefill was admitted
+    smart = sched.cfg.smart_preemption.enabled
 
     reserved: dict[int, int] = {}
 
@@ -141,7 +142,6 @@ def advance(engine: Engine) -> bool:
                                 output_arr[running_arr].tolist()):  # fmt: skip
         if not is_d:
             prefilling[r] = c
-            prefill_start[r] = float(st.prefill_start_s[r])
             continue
         base[r], join[r], sync_from[r] = c, 0, 0
         if last_token[r] != st.now_s:  # it did not decode in the last tick (a prefill-only tick)
@@ -200,7 +200,7 @@ def advance(engine: Engine) -> bool:
                 if need_d > free:
                     break
                 if not policy_is_fixed:
-                    choose(now, B, False)
+                    tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
                 dur, flops, nbytes, is_comp = tick(B, B, S + B * d + B, S + B * d, B, 0.0)
                 if j < want_batches:
                     if decoders is None:
@@ -237,13 +237,11 @@ def advance(engine: Engine) -> bool:
             if j > j_before:
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        can_admit = len(running) < cap
-        has_prefill_work = bool(prefilling) or (head < len(waiting) and can_admit)
-        kind = choose(now, B, has_prefill_work)  # Scheduler._tick_kind (no static batch here)
-        if smart is not None and kind != TickKind.DECODE and kind != TickKind.DECODE_FIRST and B > smart.decode_queue_limit:
-            waited = [now - prefill_start[r] for r in prefilling if prefill_start[r] == prefill_start[r]]  # (not NaN)
-            if waited and max(waited) * 1e3 > smart.threshold_ms:
-                kind = TickKind.DECODE  # Scheduler._suspend_prefill: a long prefill yields to the decodes
+        can_admit, has_prefill_work = sched.prefill_work(len(running), B, len(waiting) - head, 0)
+        # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
+        # the prefill starts: written as prefills are admitted)
+        prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
+        kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
         left = max_tokens
         decoding = kind != TickKind.PREFILL and B > 0
         need_d = phase_count[d % bs] if decoding and not fixed else 0
@@ -350,7 +348,8 @@ def advance(engine: Engine) -> bool:
             last_decoding_tick = j
         for w, _, h in admit:
             scheduled.append((w, j))
-            prefill_start[w] = t0
+            if smart:
+                st.prefill_start_s[w] = t0
             running.append(w)
             prefilling[w] = h
         for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:

@@ -70,9 +70,8 @@ class Scheduler:
         running = st.running
         is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
         num_dec = int(is_dec.sum())
-        can_admit = len(running) < self.batch_cap and (not self.is_static or len(running) == 0)
-        has_prefill_work = (num_dec < len(running)) or st.swapped_keys.size > 0 or (st.waiting_keys.size > 0 and can_admit)
-        kind = self._tick_kind(st, st.now_s, num_dec, len(running), has_prefill_work, running[~is_dec])
+        can_admit, has_prefill_work = self.prefill_work(len(running), num_dec, st.waiting_keys.size, st.swapped_keys.size)
+        kind = self.tick_kind(st, st.now_s, num_dec, len(running), has_prefill_work, running[~is_dec])
         self._kind, self._has_prefill_work, self.num_decodes = kind, has_prefill_work, num_dec
 
         plan = StepPlan()
@@ -144,11 +143,10 @@ class Scheduler:
                 if j and cap != cap0 and (waits[j] or num_swapped):
                     return j  # a new cap may admit or swap in
                 nr = nd + idle.size
-                can_admit = nr < cap and (not self.is_static or nr == 0)
-                hpw = idle.size > 0 or num_swapped > 0 or (waits[j] > 0 and can_admit)
+                hpw = self.prefill_work(nr, nd, waits[j], num_swapped)[1]
                 if j and hpw != self._has_prefill_work:
                     return j  # decided before `choose`, which is then called once, by the next plan
-                kind = self._tick_kind(st, starts[j], nd, nr, hpw, idle)
+                kind = self.tick_kind(st, starts[j], nd, nr, hpw, idle)
                 if not j:
                     self._kind, self._has_prefill_work = kind, hpw
                 elif kind != self._kind:
@@ -165,9 +163,8 @@ class Scheduler:
         `rules.batch_cap_trajectory` (the `observe` rule applied tick by tick) instead of k calls."""
         if not planned:  # tick 0 was not planned: choose its kind as the tick loop does
             nr = decs[0] + idle.size
-            can_admit = nr < self.batch_cap and (not self.is_static or nr == 0)
-            hpw = idle.size > 0 or num_swapped > 0 or (waits[0] > 0 and can_admit)
-            self._kind = self._tick_kind(st, starts[0], decs[0], nr, hpw, idle)
+            hpw = self.prefill_work(nr, decs[0], waits[0], num_swapped)[1]
+            self._kind = self.tick_kind(st, starts[0], decs[0], nr, hpw, idle)
             self._has_prefill_work = hpw
         cap0 = self.batch_cap
         slow = durations_s * 1e3 > self.cfg.dynamic_batch.target_tick_ms
@@ -191,7 +188,14 @@ class Scheduler:
             self.batch_cap = rules.next_batch_cap(self.batch_cap, duration_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
 
     # ------------------------------------------------------------------ rule families
-    def _tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,
+    def prefill_work(self, num_running: int, num_decodes: int, num_waiting: int, num_swapped: int) -> tuple[bool, bool]:
+        """(can admit, has prefill work): a request may join (a free batch slot; a static batch only
+        when empty), and something could prefill (a running prefill, a swapped request, or a waiting
+        one that may join). What the phase controller is told before each tick."""
+        can_admit = num_running < self.batch_cap and (not self.is_static or num_running == 0)
+        return can_admit, num_decodes < num_running or num_swapped > 0 or (num_waiting > 0 and can_admit)
+
+    def tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,
                    prefills: IntArray) -> TickKind:  # fmt: skip
         """Which kind of tick runs next: the phase controller's choice, then the batching rules."""
         kind = self.phase.choose(now_s, num_dec, has_prefill_work)
