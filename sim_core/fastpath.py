@@ -1,29 +1,32 @@
-"""The scalar per-tick core for FCFS continuous batching on a paged KV cache, for every phase
-controller (prefill-first vLLM V0 / SGLang / TensorRT-LLM, decode-first vLLM V1 / Sarathi-Serve,
-time slice, quota).
+"""The scalar per-tick core for continuous batching, for every phase controller (prefill-first
+vLLM V0 / SGLang / TensorRT-LLM / Orca, decode-first vLLM V1 / Sarathi-Serve, time slice, quota,
+smart pre-emption), queue order, admission rule and KV layout.
 
-NOTE: the policy is not restated here. Every tick asks the scheduler's own phase controller which
-kind of tick runs (`sched.prefill_work`, `sched.tick_kind`: the phase controller and the suspension
-rule; then `sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), and
-chunking and admission are `schedulers/rules.py`'s functions.
-What this module adds is bookkeeping that makes a tick O(1) in the number of decoders: decoders
-advance together (every tick that decodes advances all of them by one token; prefill-only ticks
-leave them idle), so a decoder's context is `base + d` with d the count of decoding ticks, it
-finishes at a decoding tick known when it starts decoding, and it needs a new KV block exactly when
-that context is a multiple of the block size. A tick then costs a few Python operations instead of
-~80 NumPy calls. Per-request state is written back to the arrays when the call ends.
+NOTE: the policy is not restated here. Every tick asks the scheduler which kind of tick runs
+(`sched.prefill_work`, `sched.tick_kind`: the phase controller and the suspension rule; then
+`sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), and chunking
+and admission are `schedulers/rules.py`'s functions. What this module adds is bookkeeping that makes
+a tick O(1) in the number of decoders: decoders advance together (every tick that decodes advances
+all of them by one token; prefill-only ticks leave them idle), so a decoder's context is `base + d`
+with d the count of decoding ticks, it finishes at a decoding tick known when it starts decoding,
+and on a paged cache it needs a new KV block exactly when that context is a multiple of the block
+size (reserved admission and contiguous KV hold a fixed count from admission). A tick then costs a
+few Python operations instead of ~80 NumPy calls. Per-request state is written back to the arrays
+when the call ends.
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
 `Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
-a chunk that must shrink to the free blocks, a decoder short of blocks (pre-emption), a guard limit,
-nothing to run, or the end of the call. Configurations it does not take (`eligible`): static
-batches, non-FCFS queues, reserved admission, contiguous KV, n > 1 samples, closed loops, dynamic
-batch sizing (its batch-1 stretches run faster as vectorised runs), smart pre-emption.
+a chunk that must shrink to the free blocks, a decoder short of blocks (pre-emption, swap), a
+swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, n > 1
+samples, closed loops, speculative decoding, and dynamic batch sizing (its batch-1 stretches run
+faster as vectorised runs).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import TYPE_CHECKING
 
@@ -47,7 +50,6 @@ def eligible(engine: Engine) -> bool:
     s = cfg.scheduler
     return (
         s.batching == "continuous"
-        and s.queue_order == "fcfs"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
         and engine.n == 1
         and engine.workload.closed_loop_think_s is None
@@ -90,8 +92,8 @@ def advance(engine: Engine) -> bool:
         return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
     if np.any(st.emitted[running_arr[~is_dec]] != 0):
         return False  # a recompute victim mid-prefill: its prefill ends in PREFILL_DONE (general path)
-    if st.waiting_keys.size and np.any(st.emitted[st.waiting_keys] != 0):  # keys are ids under FCFS
-        return False
+    if st.waiting_keys.size and np.any(st.emitted[st.key_to_id(st.waiting_keys)] != 0):
+        return False  # a pre-empted request waits: it re-enters through a recompute prefill (general path)
 
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
@@ -150,8 +152,10 @@ def advance(engine: Engine) -> bool:
         phase_count[(-c) % bs] += 1
         S += c
         B += 1
-    waiting = st.waiting_keys.tolist()
+    waiting = st.waiting_keys.tolist()  # queue keys (state.py: the id under FCFS; key % R is the id)
     head = 0  # waiting[head:] is the queue
+    is_fcfs = sched.is_fcfs
+    order_key = st.order_key
     free = kv.num_free
 
     rows: list[tuple] = []  # one recorded row per tick
@@ -176,7 +180,11 @@ def advance(engine: Engine) -> bool:
     admission_blocked = False
     while j < tick_budget and now < max_time:
         while next_arrival_s <= now:
-            waiting.append(ptr)
+            if is_fcfs:
+                waiting.append(ptr)
+            else:  # it takes its place by key (SimState.push_waiting), maybe at the head
+                bisect.insort(waiting, int(order_key[ptr]), lo=head)
+                admission_blocked = False
             ptr += 1
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
         cap = sched.batch_cap  # (fixed on this path: no dynamic batch sizing)
@@ -188,10 +196,13 @@ def advance(engine: Engine) -> bool:
             j_before = j
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
-                    if len(running) < cap and not admission_blocked:
+                    if len(running) < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        waiting.append(ptr)
+                        if is_fcfs:
+                            waiting.append(ptr)
+                        else:
+                            bisect.insort(waiting, int(order_key[ptr]), lo=head)
                         ptr += 1
                         next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
                 elif head < len(waiting) and len(running) < cap and not admission_blocked:
@@ -272,14 +283,14 @@ def advance(engine: Engine) -> bool:
                 seqs_left = cap - len(running)
                 candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
                 if pc is None:
-                    need_of = (lambda i, chunk: reserve(waiting[head + i])) if fixed else (lambda i, chunk: -(-chunk // bs))
-                    taken = rules.admit_in_order((int(target_arr[waiting[i]]) for i in candidates), left, free_after, wm,
-                                                 need_of, is_chunked, False)  # fmt: skip
+                    need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if fixed else (lambda i, chunk: -(-chunk // bs))
+                    taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, free_after,
+                                                 wm, need_of, is_chunked, False)  # fmt: skip
                     hits = [0] * len(taken)
                 else:
-                    taken, hits = _admit_with_prefix_cache(pc, [waiting[i] for i in candidates], target_arr, bs, left,
+                    taken, hits = _admit_with_prefix_cache(pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
                                                            free_after, wm, is_chunked)  # fmt: skip
-                admit = [(waiting[head + i], chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+                admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
                 if fixed:
                     held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
                 for chunk, need_w in taken:
@@ -573,7 +584,7 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
     kv.num_free = free
     st.running = run_ids
     st.waiting_keys = np.array(waiting, dtype=np.int64)
-    st.status[st.waiting_keys] = Status.WAITING  # arrivals admitted on the fast path (FCFS: keys are ids)
+    st.status[st.key_to_id(st.waiting_keys)] = Status.WAITING  # arrivals queued on the fast path
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
     return True
