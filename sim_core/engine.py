@@ -336,12 +336,15 @@ class Engine:
         )
 
     def _advance_pure_decode(self) -> bool:
-        """With nothing waiting or swapped and every running request decoding, every policy's plan is
-        "all running decode" in running order (nothing else can be scheduled), so skip planning and
-        run. Returns False (nothing done) when the run cannot take even two ticks."""
+        """With no prefill work (every running request decodes, nothing is swapped, and nothing waits or
+        nothing may join: a full or static batch), every policy's plan is "all running decode" in
+        running order (nothing else can be scheduled), so skip planning and run. Returns False
+        (nothing done) when the run cannot take even two ticks."""
         st = self.st
         running = st.running
-        if st.waiting_keys.size or st.swapped_keys.size or not running.size:
+        if st.swapped_keys.size or not running.size:
+            return False
+        if st.waiting_keys.size and self.sched.prefill_work(running.size, running.size, st.waiting_keys.size, 0)[1]:
             return False
         if np.any(st.computed[running] < st.prefill_target[running]):
             return False
