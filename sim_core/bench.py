@@ -48,6 +48,9 @@ def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
                                                        workload__output_tokens={"dist": "fixed", "mean": 256, "min": 1, "max": 256}),
         "overload hitting the guard": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=20_000,
                                                   workload__arrival__rate_per_s=200.0, limits__max_sim_time_s=120.0),
+        # issue 12: speculative decoding (acceptance draws and draft cost per step), in coalesced runs
+        "default preset, speculative decoding": lambda: _set(load_preset(DEFAULT_SCENARIO),
+                                                            scheduler__speculative={"enabled": True}),
         # issue 12: block hashing and the LRU on every admission and completion
         "10k chat, shared prompts, prefix cache": lambda: _set(
             load_preset(DEFAULT_SCENARIO), workload__num_requests=10_000, workload__arrival__rate_per_s=12.0,

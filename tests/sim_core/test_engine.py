@@ -235,3 +235,18 @@ def test_step_stops_at_a_guard_with_a_reason():
     while engine.step():
         pass
     assert engine.rec.num_ticks == 5 and "max_ticks" in engine.stopped_reason
+
+
+SCALAR_CORE_PRESETS = ["engine-vllm-v0", "engine-vllm-v0-swap", "engine-sglang", "engine-orca", "engine-tensorrt-llm-max-utilization",
+                       "engine-tensorrt-llm-no-evict", "engine-article-quota", "engine-article-time-slice",
+                       "engine-article-priority", "engine-article-smart-preemption", "engine-vllm-v1", "engine-sarathi-serve"]  # fmt: skip
+
+
+@pytest.mark.parametrize("preset", SCALAR_CORE_PRESETS)
+def test_the_scalar_core_runs_every_continuous_policy(preset, monkeypatch):
+    """Issue 11: prefill-first, mixed, time-slice, quota, priority, reserved, contiguous and
+    suspending policies take the per-tick scalar core (asking the scheduler's own phase controller)
+    for most of their ticks, with tick-by-tick results."""
+    on, off, fast_ticks = run_fast_and_tick_by_tick(make_config(preset, workload__num_requests=60), monkeypatch)
+    _same(on, off)
+    assert fast_ticks >= 0.5 * on.timeline.num_ticks
