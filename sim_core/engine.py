@@ -34,7 +34,7 @@ from sim_core.schedulers.scheduler import Scheduler
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
-from sim_core.workload import generate_workload
+from sim_core.workload import Workload, generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
@@ -172,14 +172,23 @@ class Engine:
         self.st = SimState(self.workload, self.cfg.scheduler.queue_order)
         self.num_added = 0
 
-    def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int) -> int:
+    def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int,
+                    source: tuple[Workload, int] | None = None) -> int:
         """Add a request in the next slot (returns it); it arrives at `arrival_s` like any request of a
-        single engine (arrival times must not decrease)."""
+        single engine (arrival times must not decrease). `source` (workload, request): where its prefix
+        identity comes from, for a prefix cache (issue 13: prefix caching per replica)."""
         k = self.num_added
         self.num_added += 1
         self.st.add_request(k, arrival_s, prompt, output, priority)
         self.workload.class_idx[k] = class_idx
+        if self.prefix is not None and source is not None:
+            self.prefix.bind_slot(k, *source)
         return k
+
+    def cached_prefix_blocks(self, source: Workload, r: int) -> int:
+        """Leading prompt blocks of request r of `source` cached here (0 without prefix caching): the
+        score of a cache-aware router (issue 13)."""
+        return self.prefix.cached_prefix_blocks(source, r) if self.prefix is not None else 0
 
     def take_arrivals_externally(self) -> None:
         """Added requests never arrive by themselves: they join only through `inject_prefilled`."""

@@ -84,7 +84,7 @@ class Deployment:
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
-        self.router = Router(dep.router, len(self.front))
+        self.router = Router(dep.router, len(self.front), wl, cfg.kv_cache.block_size)
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
@@ -195,7 +195,7 @@ class Deployment:
         """Request r goes to front instance i (it arrives there at its arrival time)."""
         wl = self.workload
         k = self.front[i].engine.add_request(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
-                                             int(wl.priority[r]), int(wl.class_idx[r]))  # fmt: skip
+                                             int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
 
