@@ -51,8 +51,9 @@ class Instance:
 
 
 class Deployment:
-    def __init__(self, cfg: SimConfig, check_invariants: bool = False):
+    def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True):
         self.cfg = cfg
+        self.route_early = route_early  # False: every replica reaches each arrival (the reference for tests)
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
@@ -117,22 +118,44 @@ class Deployment:
             ptr = R
         stalled: set[int] = set()
         insts = self.instances
+        # least_outstanding over replicas settles a choice from count bounds where it can (Router.choose_by_bounds):
+        # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
+        early = self.route_early and not self.back and self.router.decides_on_counts
+        focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
             t_arr = float(self.arrival_s[ptr]) if ptr < R else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            t_ev = min(t_arr, t_heap)
-            i = self._earliest(stalled)
-            t_e = insts[i].engine.st.now_s if i is not None else math.inf
-            if t_ev <= t_e:
-                if not math.isfinite(t_ev):
-                    break
-                if t_heap <= t_arr:
-                    self._pop_event()
-                else:
-                    self._route(ptr, t_arr)
-                    ptr += 1
-                stalled.clear()
-                continue
+            if early and ptr < R:  # (no cluster events without a decode pool)
+                focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
+                         and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                if not focus:
+                    pick, focus = self.router.choose_by_bounds(
+                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)])
+                    if pick is not None:
+                        self._add(ptr, pick)
+                        ptr += 1
+                        stalled.clear()
+                        continue
+                    focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
+                             and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                    if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
+                        early = False
+                        continue
+                i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
+            else:
+                t_ev = min(t_arr, t_heap)
+                i = self._earliest(stalled)
+                t_e = insts[i].engine.st.now_s if i is not None else math.inf
+                if t_ev <= t_e:
+                    if not math.isfinite(t_ev):
+                        break
+                    if t_heap <= t_arr:
+                        self._pop_event()
+                    else:
+                        self._route(ptr, t_arr)
+                        ptr += 1
+                    stalled.clear()
+                    continue
             inst = insts[i]
             eng = inst.engine
             eng.horizon_s = self._horizon(i, t_arr, t_heap)

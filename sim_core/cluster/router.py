@@ -78,6 +78,25 @@ class Router:
         self._next = (pick + 1) % n
         return pick
 
+    @property
+    def decides_on_counts(self) -> bool:
+        """least_outstanding reads only request counts, which bounds can settle (`choose_by_bounds`)."""
+        return self.policy == "least_outstanding"
+
+    def choose_by_bounds(self, bounds: Sequence[tuple[int, int]]) -> tuple[int | None, list[int]]:
+        """least_outstanding from (low, high) bounds on each instance's count: (the instance `choose` would
+        pick whatever the counts within their bounds, []) or (None, the instances whose exact count could
+        change the choice: the ones that could beat the best upper bound, and the best if it is not exact)."""
+        n = len(bounds)
+        turn = [(i - self._next) % n for i in range(n)]
+        best = min(range(n), key=lambda i: (bounds[i][1], turn[i]))
+        top = (bounds[best][1], turn[best])
+        rivals = [j for j in range(n) if j != best and (bounds[j][0], turn[j]) < top]
+        if not rivals:
+            self._next = (best + 1) % n
+            return best, []
+        return None, rivals + ([best] if bounds[best][0] < bounds[best][1] else [])
+
     def _cache_aware(self, engines: Sequence[Engine], request: int, cand: list[int], load: list[int]) -> bool:
         """Balanced load and some instance caches more than CACHE_THRESHOLD of the prompt's full blocks."""
         if self.workload is None:
