@@ -42,6 +42,15 @@ def _gpu_choice(pool) -> str:
     return KEPT + hw.name
 
 
+def _gpu_label(cfg: SimConfig, choice: str) -> str:
+    """What the selector shows: the GPU's own name (the caption below repeats the kinds in use)."""
+    if choice == SAME_GPU:
+        return SAME_GPU
+    if choice.startswith(KEPT):
+        return choice.removeprefix(KEPT) + " (as loaded)"
+    return str(read_preset_data("hardware", choice).get("name", choice))
+
+
 def _gpu_options(role: str) -> list[str]:
     kept = st.session_state.get(KEY + role + "_gpu", "")
     return [SAME_GPU, *list_presets("hardware"), *([kept] if kept.startswith(KEPT) else [])]
@@ -101,8 +110,9 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     ptp = c1.select_slider("Prefill TP", opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
     dtp = c2.select_slider("Decode TP", opts("decode_tp"), key=KEY + "decode_tp", help=_help("disaggregation", "decode"))
     gpu_help = field_info(("deployment", "disaggregation", "prefill", "hardware")).description
-    pgpu = c1.selectbox("Prefill GPU", _gpu_options("prefill"), key=KEY + "prefill_gpu", help=gpu_help)
-    dgpu = c2.selectbox("Decode GPU", _gpu_options("decode"), key=KEY + "decode_gpu", help=gpu_help)
+    label = lambda choice: _gpu_label(cfg, choice)  # noqa: E731
+    pgpu = st.selectbox("Prefill GPU", _gpu_options("prefill"), key=KEY + "prefill_gpu", help=gpu_help, format_func=label)
+    dgpu = st.selectbox("Decode GPU", _gpu_options("decode"), key=KEY + "decode_gpu", help=gpu_help, format_func=label)
     ideal = st.toggle("Ideal link (free KV transfer)", key=KEY + "ideal", help=_help("disaggregation", "link"))
     bw = None
     if not ideal:
@@ -112,7 +122,8 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
-    kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT)  # noqa: E731
+    kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
+        else _gpu_label(cfg, choice)  # noqa: E731
     st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} {kind(pgpu)} prefill + "
                f"{int(d)} x TP {dtp} {kind(dgpu)} decode")  # fmt: skip
 
