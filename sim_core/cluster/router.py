@@ -15,9 +15,12 @@ Policies (DESIGN.md §8; `deployment.router`):
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
-NOTE: "observable then" is tick-granular. The cluster routes an arrival once every busy instance's
-clock has reached it, so each instance shows its state after the tick in flight at the arrival
-(at most one tick of look-ahead, as a real engine reports its queues between iterations).
+NOTE: "observable then" is tick-granular: each instance shows its state after the tick in flight at
+the arrival (at most one tick of look-ahead, as a real engine reports its queues between iterations),
+and its outstanding count includes requests the router sent that the engine has not yet taken in (a
+router counts what it dispatched). The cluster gets there either by running every busy instance up to
+the arrival, or, for least_outstanding, by `choose_by_bounds`: the same choice from bounds on the
+counts, so that only the instances whose exact count matters run up to the arrival.
 """
 
 from __future__ import annotations
