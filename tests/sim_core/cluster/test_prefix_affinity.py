@@ -89,3 +89,26 @@ def test_cache_aware_router_follows_the_cache_unless_load_is_imbalanced():
     busy = BALANCE_ABS_THRESHOLD + 10
     assert route([_Stub(2, 0), _Stub(busy, full)]) == 0  # imbalanced (max - min > 32, max > 1.1 x min): by load
     assert route([_Stub(busy - 5, 0), _Stub(busy, full)]) == 1  # balanced again: the cache wins
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_invariants_hold_with_prefix_caching_on_random_configs(seed):
+    from tests.sim_core.test_engine import random_config
+
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    cfg = with_value(cfg, "kv_cache.layout", "paged")
+    cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
+    cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
+                                                     "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+    router = ["prefix_affinity", "least_outstanding", "round_robin"][seed % 3]
+    for dep in ({"replicas": 3, "router": router},
+                {"router": router, "disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 1}}}):  # fmt: skip
+        run = Deployment(deploy(cfg, dep), check_invariants=True)
+        run.run()
+        res = build_result(run)
+        assert_cluster_invariants(res)
+        if res.summary.stopped_reason is None:
+            assert res.summary.num_finished == cfg.workload.num_requests
+            assert all(x.engine.kv.num_used == 0 for x in run.instances)
