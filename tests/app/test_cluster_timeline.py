@@ -116,3 +116,16 @@ def test_sidebar_sets_each_pool_gpu_kind_from_a_hardware_preset():
     assert not at.exception  # a 70B model on one 24 GB L4: a message naming the pool, not a traceback
     shown = " ".join(e.value for e in at.error)
     assert "decode pool" in shown, shown
+
+
+def test_simulate_page_opens_replicas_with_prefix_caching():
+    cfg = with_value(with_value(make_config(workload__num_requests=60), "kv_cache.enable_prefix_caching", True),
+                     "workload.shared_prefix", {"num_system_prompts": 2, "share_ratio": 0.9,
+                                                "system_prompt_tokens": {"dist": "fixed", "mean": 512}})  # fmt: skip
+    cfg = with_value(cfg, "deployment", {"replicas": 2, "router": "prefix_affinity"})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="w.dep.router").value == "prefix_affinity"
