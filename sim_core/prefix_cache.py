@@ -168,6 +168,7 @@ class PrefixCache:
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
         self._num_system_keys = 0
+        self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
 
     # ------------------------------------------------------------ keys
     def _num_system(self, r: int, num_blocks: int) -> int:
@@ -207,7 +208,7 @@ class PrefixCache:
         """A replica's slot `slot` holds request r of the deployment's workload `source` (the router adds
         requests slot by slot): copy r's prefix identity (prompt length, system prompt, content, trace hash
         ids) into the slot. The first call gives this cache its own copy of the identity arrays."""
-        if not getattr(self, "_own_identity", False):
+        if not self._own_identity:
             wl = self.wl
             self.wl = dataclasses.replace(
                 wl, prompt_tokens=wl.prompt_tokens.copy(),
@@ -223,7 +224,7 @@ class PrefixCache:
         if wl.content_id is not None:
             wl.content_id[slot] = source.content_id[r]
             self._content_of[slot] = int(source.content_id[r])
-        else:  # content is the request itself: a deployment-wide id keeps replicas' contents distinct
+        else:  # each request is its own content (unique within this cache, like the slot)
             self._content_of[slot] = r
         if wl.prefix_len is not None:
             wl.prefix_group[slot], wl.prefix_len[slot] = source.prefix_group[r], source.prefix_len[r]
