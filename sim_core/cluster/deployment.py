@@ -13,7 +13,9 @@ processed once every busy instance's clock has reached t, so each instance has r
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
 arrival. A state-aware router thus pauses every replica at every arrival (one extra engine step per
-replica per arrival); otherwise instances are independent between events.
+replica per arrival), except least_outstanding over replicas: it settles most choices from bounds on
+the counts (Router.choose_by_bounds) and only replicas whose exact count could change the choice run up
+to the arrival. Otherwise instances are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
