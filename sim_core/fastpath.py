@@ -118,8 +118,8 @@ def advance(engine: Engine) -> bool:
     running = running_arr.tolist()  # admission order, decoders and prefills mixed (as st.running)
     prefilling: dict[int, int] = {}  # request -> tokens computed so far (prompt not finished)
     base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
-    join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes
-    sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap
+    join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes (absent: 0)
+    sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap (absent: 0)
     waiting_since: dict[int, float] = {}  # decoder -> its last token's time, when not the last decoding tick's end
     first_gap: dict[int, float] = {}  # decoder -> its gap at its first decoding tick, when it was waiting
     tick_gaps: dict[int, list[float]] = {}  # tick -> every decoder's gap, in running order, when some were their own
@@ -140,18 +140,20 @@ def advance(engine: Engine) -> bool:
             reserved[w] = int(kv.blocks_for(p + int(output_arr[w]), p))
         return reserved[w]
 
-    for r, c, is_d, e, o in zip(running, ctx_arr.tolist(), is_dec.tolist(), st.emitted[running_arr].tolist(),
-                                output_arr[running_arr].tolist()):  # fmt: skip
+    dec_ids = running_arr[is_dec]
+    behind = last_token[dec_ids] != st.now_s  # decoders that did not decode in the last tick (a prefill-only tick)
+    if behind.any():
+        waiting_since.update(zip(dec_ids[behind].tolist(), last_token[dec_ids[behind]].tolist()))
+    for r, c, is_d, left_to_emit in zip(running, ctx_arr.tolist(), is_dec.tolist(),
+                                        (output_arr[running_arr] - st.emitted[running_arr]).tolist()):  # fmt: skip
         if not is_d:
             prefilling[r] = c
             continue
-        base[r], join[r], sync_from[r] = c, 0, 0
-        if last_token[r] != st.now_s:  # it did not decode in the last tick (a prefill-only tick)
-            waiting_since[r] = float(last_token[r])
-        finish_at.setdefault(o - e - 1, []).append(r)
+        base[r] = c
+        finish_at.setdefault(left_to_emit - 1, []).append(r)
         phase_count[(-c) % bs] += 1
         S += c
-        B += 1
+    B = len(base)
     waiting = st.waiting_keys.tolist()  # queue keys (state.py: the id under FCFS; key % R is the id)
     head = 0  # waiting[head:] is the queue
     is_fcfs = sched.is_fcfs
@@ -543,32 +545,37 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
         st.computed[req] = st.prefill_target[req]
         st.emitted[req] = 1
     if base:
-        fin = {r: (j, d) for r, j, d in finished}
-        ids, ctx, lo, last, own = [], [], [], [], []
-        for r, b in base.items():
-            if r in fin:
-                j, d = fin[r]
-                ctx.append(b + d + 1)
-            elif d_end > join[r]:  # decoded in this call, up to the last decoding tick
-                j = last_decoding_tick
-                ctx.append(b + d_end)
-            else:
-                continue  # joined after the last decoding tick
-            ids.append(r)
-            lo.append(sync_from[r])
-            last.append(j)
-            own.append(first_gap.get(r, -math.inf))
-        if ids:
-            req = np.array(ids, dtype=np.int64)
-            lo_arr, last_arr = np.array(lo, dtype=np.int64), np.array(last, dtype=np.int64)
-            st.computed[req] = np.array(ctx, dtype=np.int64)
-            st.emitted[req] = st.computed[req] - st.prompt[req] + 1
-            st.last_token_s[req] = t_end[last_arr]
-            worst = np.array(own)
-            shared = lo_arr <= last_arr  # decoded in step at least once after its own first gap
+        n = len(base)
+        req = np.fromiter(base, dtype=np.int64, count=n)  # the call's first decoders, then those that joined
+        b = np.fromiter(base.values(), dtype=np.int64, count=n)
+        joined_at = np.zeros(n, dtype=np.int64)
+        if join:  # joined in insertion order, after the first decoders
+            joined_at[n - len(join):] = np.fromiter(join.values(), dtype=np.int64, count=len(join))
+        ctx = b + d_end  # still running: decoded up to the last decoding tick
+        last = np.full(n, last_decoding_tick)
+        decoded = d_end > joined_at
+        fin = [(r, j, d) for r, j, d in finished if d >= 0]  # (not those that finished at their first token)
+        if fin:
+            fin_req, fin_tick, fin_d = (np.array(col, dtype=np.int64) for col in zip(*fin))
+            is_fin = np.isin(req, fin_req)
+            sorter = np.argsort(fin_req)
+            k = sorter[np.searchsorted(fin_req, req[is_fin], sorter=sorter)]
+            ctx[is_fin] = b[is_fin] + fin_d[k] + 1
+            last[is_fin] = fin_tick[k]
+            decoded |= is_fin
+        lo = np.fromiter((sync_from.get(r, 0) for r in base), dtype=np.int64, count=n) if sync_from else np.zeros(n, dtype=np.int64)
+        own = (np.fromiter((first_gap.get(r, -math.inf) for r in base), dtype=np.float64, count=n) if first_gap
+               else np.full(n, -np.inf))  # fmt: skip
+        if not decoded.all():  # joined after the last decoding tick
+            req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]
+        if req.size:
+            st.computed[req] = ctx
+            st.emitted[req] = ctx - st.prompt[req] + 1
+            st.last_token_s[req] = t_end[last]
+            shared = lo <= last  # decoded in step at least once after its own first gap
             if shared.any():
-                worst[shared] = np.maximum(worst[shared], _range_max(gap_arr, lo_arr[shared], last_arr[shared]))
-            st.max_itl_s[req] = np.maximum(st.max_itl_s[req], worst)
+                own[shared] = np.maximum(own[shared], _range_max(gap_arr, lo[shared], last[shared]))
+            st.max_itl_s[req] = np.maximum(st.max_itl_s[req], own)
     if finished:
         req, tick = pairs(finished)
         st.status[req] = Status.FINISHED
