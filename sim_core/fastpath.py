@@ -458,9 +458,10 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
     group_decs: list[int] = []  # decoders per stretch
     decs: list[int] = []  # the stretches' decoder lists, concatenated
     ticks: list[int] = []  # every logged tick, in order
-    extra_tick: list[int] = []
-    extra_pos: list[int] = []
+    extra_at: list[int] = []  # index in the log of each extra entry's tick
+    extra_pos: list[int] = []  # its position in its tick's batch (after the decoders)
     extras: list[tuple[int, int, int]] = []
+    per_tick: list[int] = []  # entries of every logged tick
     prev = None
     dec_num: list[int] = []  # decoding tick number of every logged tick
     for tick, d, dec, extra in batch_log:
@@ -472,8 +473,9 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
         group_ticks[-1] += 1
         ticks.append(tick)
         dec_num.append(d)
+        per_tick.append(len(dec) + (len(extra) if extra else 0))
         if extra:
-            extra_tick.extend([tick] * len(extra))
+            extra_at.extend([len(ticks) - 1] * len(extra))
             extra_pos.extend(range(len(dec), len(dec) + len(extra)))
             extras.extend(extra)
     G = np.array(group_ticks, dtype=np.int64)
@@ -484,21 +486,25 @@ def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, 
     offset = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position in its stretch, tick-major
     tick_in, pos = offset // np.maximum(D[group], 1), offset % np.maximum(D[group], 1)
     at = (np.cumsum(G) - G)[group] + tick_in  # (E,) index of each entry's tick in the log
-    dec_tick = np.array(ticks, dtype=np.int64)[at]
     req = np.array(decs, dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
     ctx_base = np.array([base[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
     if held_fixed is None:
         held = -(-(ctx_base + np.array(dec_num, dtype=np.int64)[at] + 1) // bs)  # context before decoding tick d: base + d
     else:
         held = np.array([held_fixed[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    n = len(extras)
-    ex_req, ex_new, ex_held = (np.array(col, dtype=np.int64) for col in zip(*extras)) if n else (np.empty(0, dtype=np.int64),) * 3
-    tick = np.concatenate([dec_tick, np.array(extra_tick, dtype=np.int64)])
-    order = np.lexsort((np.concatenate([pos, np.array(extra_pos, dtype=np.int64)]), tick))  # tick-major, batch order
-    rec.batch(num_ticks0 + tick[order], np.concatenate([req, ex_req])[order],
-              np.concatenate([np.ones(E, dtype=np.int64), ex_new])[order],
-              np.concatenate([np.ones(E, dtype=bool), np.zeros(n, dtype=bool)])[order],
-              np.concatenate([held, ex_held])[order])  # fmt: skip
+    # Each entry goes to its tick's first slot plus its position in the batch (tick-major, batch order).
+    counts = np.array(per_tick, dtype=np.int64)
+    first_slot = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    out_dec = np.ones(total, dtype=bool)
+    slot = first_slot[at] + pos
+    out_req[slot], out_held[slot] = req, held
+    if extras:
+        slot = first_slot[np.array(extra_at, dtype=np.int64)] + np.array(extra_pos, dtype=np.int64)
+        out_req[slot], out_new[slot], out_held[slot] = (np.array(col, dtype=np.int64) for col in zip(*extras))
+        out_dec[slot] = False
+    rec.batch(num_ticks0 + np.repeat(np.array(ticks, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
 
 
 def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,

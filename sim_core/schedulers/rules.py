@@ -1,5 +1,5 @@
 """Scheduling rules that are plain integer arithmetic, written once and used by both the scheduler
-(scheduler.py) and the decode-first fast path (fastpath.py).
+(scheduler.py) and the scalar per-tick core (fastpath.py).
 
 Each function takes Python ints (or an iterable of them) and returns Python ints: no state, so the
 scalar fast path can call it every tick and the scheduler can apply its answer to the arrays. The
