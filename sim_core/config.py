@@ -316,6 +316,12 @@ class KVCacheConfig(StrictModel):
         description="Keep finished requests' full prompt blocks as reusable (reference count 0, evicted least recently "
         "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching).",
     )
+    eviction_policy: Literal["lru", "lfu"] = Field(
+        "lru",
+        description="Which unreferenced cached block is evicted first (prefix caching): lru = least recently released "
+        "(vLLM V1, SGLang default); lfu = fewest requests that used it, then least recently released (SGLang "
+        "--radix-eviction-policy lfu): a hot system prompt survives a scan of one-off prompts.",
+    )
 
 
 # ---------------------------------------------------------------- scheduler

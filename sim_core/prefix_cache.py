@@ -26,6 +26,7 @@ chain it uses.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from itertools import compress, repeat
 from operator import eq
@@ -128,9 +129,16 @@ class PrefixCache:
     then O(1) instead of O(blocks); a test checks the results equal the per-block representation's.
     """
 
-    def __init__(self, wl: Workload, block_size: int):
+    def __init__(self, wl: Workload, block_size: int, policy: str = "lru"):
         self.wl = wl
         self.block_size = block_size
+        # LFU (SGLang's LFUStrategy: (hit_count, last_access_time)): an evictable per-block entry is
+        # heaped under (uses, release group, position tail first); uses = admissions that referenced
+        # it. A parent block has at least its child's uses and was released no earlier, so the heap
+        # still evicts a chain's tail before its head, as a radix tree evicts leaves first.
+        self.lfu = policy == "lfu"
+        self.uses: dict[int, int] = {}  # key -> uses (LFU only)
+        self._heap: list[tuple[int, int, int, int]] = []  # (uses, release group, position, key), LFU only
         # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
         self.ref: dict = {}
         self.run_len: dict[int, int] = {}  # content id -> blocks its run holds (run entries only)
@@ -147,7 +155,7 @@ class PrefixCache:
         self._num_queued = 0  # queue slots, stale ones included (bounded by compaction)
         self._group = 0
         ids = wl.content_id
-        self.use_runs = wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
+        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
         # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)
@@ -284,9 +292,15 @@ class PrefixCache:
         self._num_evictable -= took
         self.num_dup_refs += len(keys) - took
         self.refs.setdefault(r, []).extend(keys)
+        if self.lfu:
+            self._count_uses(keys)
         if took:
             self._changed()
         return took
+
+    def _count_uses(self, keys: list[int]) -> None:
+        uses = self.uses
+        uses.update(zip(keys, [u + 1 for u in map(uses.get, keys, repeat(0))]))
 
     def register_prompt(self, r: int, prompt_tokens: int) -> int:
         """r's prefill completed: it references its full prompt blocks. Blocks another request cached
@@ -350,6 +364,8 @@ class PrefixCache:
             freed = 0
         ref.update(dict.fromkeys(compress(keys, map(eq, counts, repeat(None))), 1))
         self.refs.setdefault(r, []).extend(keys)
+        if self.lfu:
+            self._count_uses(keys)
         return freed
 
     def release(self, r: int) -> tuple[int, int]:
@@ -393,8 +409,14 @@ class PrefixCache:
                 chain = g
         if zero or run or dropped:
             self._group += 1
-            self._queue.append((gen, zero, cid, chain))
-            self._num_queued += len(zero) + (cid is not None) + (chain is not None)
+            if self.lfu:  # only per-block entries (no runs or chains under LFU)
+                heap, uses = self._heap, self.uses
+                for i, k in enumerate(zero):
+                    heapq.heappush(heap, (uses[k], gen, i, k))
+                self._num_queued = len(heap)
+            else:
+                self._queue.append((gen, zero, cid, chain))
+                self._num_queued += len(zero) + (cid is not None) + (chain is not None)
             self._num_evictable += len(zero) + run + dropped
             if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
                 self._compact()
@@ -402,9 +424,11 @@ class PrefixCache:
         return len(keys) + run + level, len(zero) + run + dropped
 
     def evict(self, count: int) -> None:
-        """Drop the `count` least recently released evictable blocks."""
+        """Drop the `count` least recently released evictable blocks (LFU: the least used ones)."""
         ref, queue = self.ref, self._queue
         left = count
+        if self.lfu:
+            left = self._evict_lfu(count)
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
@@ -458,6 +482,18 @@ class PrefixCache:
         if count:
             self._changed()
 
+    def _evict_lfu(self, count: int) -> int:
+        """Pop the heap until `count` live entries are gone (stale ones, re-acquired since, are skipped)."""
+        ref, uses, heap = self.ref, self.uses, self._heap
+        left = count
+        while left:
+            _, gen, _, k = heapq.heappop(heap)
+            if ref.get(k) == -(gen + 1):
+                del ref[k], uses[k]
+                left -= 1
+        self._num_queued = len(heap)
+        return 0
+
     def _live(self, first: bool, g: int, keys: list) -> list:
         return [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
 
@@ -467,6 +503,11 @@ class PrefixCache:
 
     def _compact(self) -> None:
         """Drop stale queue slots (re-acquired or re-released entries): memory stays O(entries)."""
+        if self.lfu:
+            self._heap = [e for e in self._heap if self.ref.get(e[3]) == -(e[1] + 1)]
+            heapq.heapify(self._heap)
+            self._num_queued = len(self._heap)
+            return
         out: deque = deque()
         for n, (g, keys, cid, chain) in enumerate(self._queue):
             live = self._live(n == 0, g, keys)
@@ -479,7 +520,9 @@ class PrefixCache:
 
     def lru_order(self) -> list:
         """Evictable entries, least recently released first: keys, ("run", content, blocks) and
-        ("chain", system prompt, blocks)."""
+        ("chain", system prompt, blocks). Under LFU: keys in eviction order."""
+        if self.lfu:
+            return [e[3] for e in sorted(self._heap) if self.ref.get(e[3]) == -(e[1] + 1)]
         out: list = []
         for n, (g, keys, cid, chain) in enumerate(self._queue):
             if cid is not None and self.ref.get(("run", cid)) == -(g + 1):
@@ -521,6 +564,8 @@ class PrefixCache:
                     or lows != sorted(lows, reverse=True) or (lows and (lows[-1] != ch.top or lows[0] >= ch.cached))):  # fmt: skip
                 raise RuntimeError(f"prefix cache: system prompt chain {g} inconsistent")
             dup += sum(level * c for level, c in levels.items()) - ch.top
+        if self.lfu and (self.uses.keys() != self.ref.keys() or min(self.uses.values(), default=1) < 1):
+            raise RuntimeError("prefix cache: LFU use counts must cover exactly the cached entries")
         total = sum(len(v) for v in self.refs.values())
         live = [c for k, c in self.ref.items() if c > 0 and not isinstance(k, tuple)]
         if total != sum(live) or self.num_dup_refs != total - len(live) + dup:
@@ -540,8 +585,9 @@ class PrefixCachingBlockManager(BlockManager):
     free blocks run out the least recently used evictable blocks are evicted to make room.
     """
 
-    def __init__(self, num_blocks: int, num_host_blocks: int, block_size: int, workload: Workload):
-        self.prefix = PrefixCache(workload, block_size)
+    def __init__(self, num_blocks: int, num_host_blocks: int, block_size: int, workload: Workload,
+                 eviction_policy: str = "lru"):  # fmt: skip
+        self.prefix = PrefixCache(workload, block_size, eviction_policy)
         self._num_free = 0
         super().__init__(num_blocks, num_host_blocks, block_size, workload.num_requests, workload.num_samples, None)
 

@@ -143,6 +143,8 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("kv_cache.swap_space_gb", "Host swap space (GiB)", "number", 0.0, 4096.0, 1.0),
         Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
         Spec("kv_cache.enable_prefix_caching", "Prefix caching (reuse cached prompt blocks)", "toggle"),
+        Spec("kv_cache.eviction_policy", "Prefix-cache eviction (which cached block goes first)", "select",
+             options=_lit("kv_cache.eviction_policy"), show_if=("kv_cache.enable_prefix_caching", (True,))),
     ],
     "Calibration": [
         Spec("calibration.profile", "Calibration profile (engine family)", "select",

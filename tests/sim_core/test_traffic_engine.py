@@ -71,6 +71,23 @@ def test_sessions_reuse_the_previous_turn():
     assert s.prefix_hit_rate_tokens > 0.4
 
 
+HOT_PROMPT_AND_SCAN = dict(  # one 2000-token system prompt in 10% of requests, 3000-token one-off prompts between
+    workload__shared_prefix={"num_system_prompts": 1, "share_ratio": 0.1, "system_prompt_tokens": {"dist": "fixed", "mean": 2000}},
+    workload__prompt_tokens={"dist": "fixed", "mean": 3000, "min": 1, "max": 3000}, workload__arrival__rate_per_s=2.0,
+    kv_cache__gpu_memory_utilization=0.26, kv_cache__enable_prefix_caching=True,
+)  # fmt: skip
+
+
+def test_lfu_keeps_a_hot_system_prompt_that_lru_loses_to_a_scan_of_one_off_prompts():
+    """~10 one-off prompts (≈2000 blocks) pass between two uses of the system prompt in a 2511-block cache:
+    LRU evicts the prompt's tail before its next use, LFU evicts the once-used scan blocks instead."""
+    lru = run_simulation(chat(300, **HOT_PROMPT_AND_SCAN), check_invariants=True).summary
+    lfu = run_simulation(chat(300, kv_cache__eviction_policy="lfu", **HOT_PROMPT_AND_SCAN), check_invariants=True).summary
+    assert lru.num_finished == lfu.num_finished == 300
+    assert lfu.prefill_tokens_saved > 1.2 * lru.prefill_tokens_saved
+    assert lfu.prefix_blocks_evicted < lru.prefix_blocks_evicted
+
+
 def _one_request(**spec) -> SimConfig:
     trace = Trace(arrival_s=[0.0], prompt_tokens=[300], output_tokens=[41])
     cfg = with_trace(chat(), trace)
@@ -146,6 +163,8 @@ PREFIX_FAST_CASES = {
     "sessions": dict(workload__sessions={"turns": 3, "think_time_s": 3.0}, workload__arrival__rate_per_s=10.0),
     "evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
                      workload__arrival__rate_per_s=14.0),
+    "lfu, evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
+                          workload__arrival__rate_per_s=14.0, kv_cache__eviction_policy="lfu"),
     "block size 2, output 1": dict(workload__shared_prefix=SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 40}},
                                    kv_cache__block_size=2, workload__num_requests=50,
                                    workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
