@@ -242,7 +242,9 @@ class SessionConfig(StrictModel):
         description="New user tokens added by each turn after the first, tokens.",
     )
     think_time_s: float = Field(
-        20.0, ge=0, le=3600, description="Mean gap between a turn's arrival and the next turn's (exponential), s."
+        20.0, ge=0, le=3600,
+        description="Mean gap between a turn's complete reply and the next turn's send (exponential), s: sessions are "
+        "closed loop, the next turn waits for the reply.",
     )
 
 
@@ -648,6 +650,10 @@ class SimConfig(StrictModel):
         if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
             raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
                              "arrival process or remove the deployment section")  # fmt: skip
+        if self.workload.sessions.turns > 1 and self.workload.trace is None:
+            raise ValueError(f"deployment: workload.sessions.turns = {self.workload.sessions.turns}: multi-turn sessions "
+                             "are closed loop (a turn waits for the previous reply), simulated on one engine only; "
+                             "set turns to 1 or remove the deployment section")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "

@@ -31,6 +31,7 @@ from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.scheduler import Scheduler
+from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
@@ -57,7 +58,8 @@ class Engine:
             self.kv = BlockManager(
                 self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
             )
-        self.st = SimState(wl, cfg.scheduler.queue_order)
+        # issue 12: closed-loop sessions release each later turn when the previous one finishes (sim_core/sessions.py)
+        self.st = (SessionState if wl.next_turn is not None else SimState)(wl, cfg.scheduler.queue_order)
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
@@ -324,6 +326,8 @@ class Engine:
         self.rec.event(done, t_end, Event.FINISHED)
         if self.workload.closed_loop_think_s is not None:
             st.release_closed_loop(float(np.max(t_end)), done.size, self.workload.closed_loop_think_s)
+        elif self.workload.next_turn is not None:
+            st.release_next_turns(done, t_end)
 
     # ------------------------------------------------------------------ coalesced runs
     def _is_repeatable(self, plan: StepPlan) -> bool:
@@ -376,7 +380,7 @@ class Engine:
         num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
         # Prefix caching (issue 12): a run stops at the first completion and before any eviction, so the
         # cache's releases and evictions happen at the ticks they would tick by tick.
-        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and self.prefix is None and (
+        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
             sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
         # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
