@@ -547,8 +547,7 @@ def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
     """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        ticks = np.array([t for t, _ in marks], dtype=np.int64)
-        vals = np.array([v for _, v in marks], dtype=np.int64)
+        ticks, vals = np.array(marks, dtype=np.int64).T
         pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
         out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
     return out

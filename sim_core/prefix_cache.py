@@ -153,6 +153,7 @@ class PrefixCache:
         self._queue: deque[tuple[int, list, int | None, int | None]] = deque()
         self._head = 0  # keys of the oldest group already consumed
         self._num_queued = 0  # queue slots, stale ones included (bounded by compaction)
+        self._debt = 0  # evictions counted but not yet dropped from the queue (LRU, see evict)
         self._group = 0
         ids = wl.content_id
         self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
@@ -160,7 +161,9 @@ class PrefixCache:
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)
         self._group_of = wl.prefix_group.tolist() if wl.prefix_len is not None else None
-        self._system_len = wl.prefix_len.tolist() if wl.prefix_len is not None else None
+        # blocks ending inside each request's pool system prompt (0: none)
+        self._sys_blocks = (np.where(wl.prefix_group >= 0, wl.prefix_len // block_size, 0).tolist()
+                            if wl.prefix_len is not None else [0] * R)  # fmt: skip
         # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
         self.num_hit_tokens = 0
@@ -177,12 +180,6 @@ class PrefixCache:
         self._num_system_keys = 0
 
     # ------------------------------------------------------------ keys
-    def _num_system(self, r: int, num_blocks: int) -> int:
-        """How many of r's first num_blocks blocks end inside its pool system prompt."""
-        if self._group_of is None or self._group_of[r] < 0:
-            return 0
-        return min(self._system_len[r] // self.block_size, num_blocks)
-
     def _content(self, r: int) -> int:
         return self._content_of[r]
 
@@ -224,30 +221,37 @@ class PrefixCache:
     def lookup(self, r: int, prompt_tokens: int):
         """(handle, hit blocks, evictable among them) for r's prompt, without side effects. At least
         one prompt token is always computed (the last block is recomputed when all are cached)."""
+        if self._debt:
+            self._settle()
         cap = (prompt_tokens - 1) // self.block_size
         if not self.use_runs:
             keys = self.keys(r, cap)
             found = list(map(self.ref.get, keys))  # C-level; a miss ends the chain
             hit = found.index(None) if None in found else len(found)
             return (keys, cap, 0, 0), hit, hit - sum(map((0).__lt__, found[:hit]))
-        n_sys = self._num_system(r, cap)
+        n_sys = self._sys_blocks[r]  # (inline: this runs at every admission and every blocked queue head)
+        if n_sys > cap:
+            n_sys = cap
         hit = evictable = 0
         if n_sys:
             ch = self.chains.get(self._group_of[r])
             if ch is not None:
-                hit = min(ch.cached, n_sys)
-                evictable = max(hit - ch.top, 0)
+                hit = ch.cached if ch.cached < n_sys else n_sys
+                if hit > ch.top:
+                    evictable = hit - ch.top
         run_hit = 0
-        if hit == n_sys and cap > n_sys:  # r's own run, if its whole system prompt hit
-            run_hit = min(self.run_len.get(self._content(r), 0), cap - n_sys)
+        if hit == n_sys and cap > n_sys and self.run_len:  # r's own run, if its whole system prompt hit
+            run_hit = min(self.run_len.get(self._content_of[r], 0), cap - n_sys)
             evictable += run_hit  # only r uses its run and r is not running: it is evictable
-        return ([], cap, run_hit, hit), hit + run_hit, evictable
+        return ((), cap, run_hit, hit), hit + run_hit, evictable
 
     def admit(self, r: int, handle, hit: int, prompt_tokens: int) -> int:
         """A request is admitted with its first `hit` blocks cached: count the lookup (statistics
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
+        if self._debt:
+            self._settle()
         self.num_query_tokens += prompt_tokens
         self.num_hit_tokens += hit * self.block_size
         self.num_query_blocks += cap
@@ -273,18 +277,28 @@ class PrefixCache:
             self._num_evictable -= run_hit + extra
             self.num_evicted += extra
             took += run_hit
-        if took:
-            self._changed()
+        if took and self.recorder is not None:
+            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
         return took
 
     def trim(self, num_free: int) -> None:
-        """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them."""
+        """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them. Called
+        at every allocation (every tick on the fast path), so `evict`'s LRU bookkeeping is inline here."""
         excess = self._num_evictable - num_free
         if excess > 0:
-            self.evict(excess)
+            if self.lfu:
+                self.evict(excess)
+                return
+            self._num_evictable = num_free
+            self.num_evicted += excess
+            self._debt += excess
+            if self.recorder is not None:
+                self.marks.append((self.recorder.num_ticks + self.tick_offset, num_free))
 
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached per-block entries for r; returns how many were evictable."""
+        if self._debt:
+            self._settle()
         ref = self.ref
         counts = list(map(ref.__getitem__, keys))
         ref.update(zip(keys, [c + 1 if c > 0 else 1 for c in counts]))  # an evictable entry's queue slot turns stale
@@ -307,11 +321,15 @@ class PrefixCache:
         meanwhile are adopted (r's own copies are freed); the others become cache entries. Returns
         the blocks freed by adoption that were not evictable (the change in free blocks)."""
         n_full = prompt_tokens // self.block_size
+        if self._debt:
+            self._settle()
         if not self.use_runs:
             have = len(self.refs.get(r, ()))
             return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
         freed = 0
-        n_sys = self._num_system(r, n_full)
+        n_sys = self._sys_blocks[r]
+        if n_sys > n_full:
+            n_sys = n_full
         g, level = self.chain_refs.get(r, (-1, 0))
         if n_sys > level:
             g = self._group_of[r]
@@ -325,7 +343,7 @@ class PrefixCache:
                 adopted = ch.raise_top(upto)
                 if adopted:
                     self._num_evictable -= adopted
-                    self._changed()
+                    self._changed()  # (rare: another request cached this prompt while r prefilled)
             if n_sys > ch.cached:
                 ch.cached = n_sys
                 ch.raise_top(n_sys)
@@ -336,7 +354,7 @@ class PrefixCache:
             ch.levels[n_sys] = ch.levels.get(n_sys, 0) + 1
             self.chain_refs[r] = (g, n_sys)
         if n_full > n_sys:
-            cid = self._content(r)
+            cid = self._content_of[r]
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
                 self._num_evictable -= old
@@ -391,7 +409,7 @@ class PrefixCache:
                 self.num_dup_refs -= len(keys) - len(zero)
         cid = None
         if run:
-            cid = self._content(r)
+            cid = self._content_of[r]
             ref[("run", cid)] = tag
         chain = None
         dropped = 0
@@ -420,15 +438,41 @@ class PrefixCache:
             self._num_evictable += len(zero) + run + dropped
             if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
                 self._compact()
-            self._changed()
+            if self.recorder is not None:
+                self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
         return len(keys) + run + level, len(zero) + run + dropped
 
     def evict(self, count: int) -> None:
-        """Drop the `count` least recently released evictable blocks (LFU: the least used ones)."""
+        """Drop the `count` least recently released evictable blocks (LFU: the least used ones).
+
+        NOTE: under LRU the entries are dropped when the cache is next read (`_settle`), not now: a
+        release only appends newer entries behind them, so the `count` oldest stay the same, and the
+        few blocks that each tick's allocation evicts are dropped in one walk at the next lookup.
+        The counts (free, evictable, evicted) change now."""
+        if not count:
+            return
+        self.num_evicted += count
+        self._num_evictable -= count
+        self._changed()
+        if self.lfu:  # a release may heap an entry below older ones: drop now
+            self._evict_lfu(count)
+        else:
+            self._debt += count
+
+    def _settle(self) -> None:
+        """Drop the evictions deferred by `evict`, oldest first (every read of the cache's entries calls
+        this first)."""
+        left = self._debt
+        if not left:
+            return
+        self._debt = 0
         ref, queue = self.ref, self._queue
-        left = count
-        if self.lfu:
-            left = self._evict_lfu(count)
+        gen, keys, cid, chain = queue[0]
+        if cid is not None and self._head == 0:  # the common case: part of the oldest request's own run
+            m = self.run_len.get(cid, 0)
+            if m > left and ref.get(("run", cid)) == -(gen + 1):
+                self.run_len[cid] = m - left
+                return
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
@@ -477,12 +521,8 @@ class PrefixCache:
         if queue and not queue[0][1] and queue[0][2] is None and queue[0][3] is None:
             queue.popleft()  # a group emptied exactly
             self._head = 0
-        self.num_evicted += count
-        self._num_evictable -= count
-        if count:
-            self._changed()
 
-    def _evict_lfu(self, count: int) -> int:
+    def _evict_lfu(self, count: int) -> None:
         """Pop the heap until `count` live entries are gone (stale ones, re-acquired since, are skipped)."""
         ref, uses, heap = self.ref, self.uses, self._heap
         left = count
@@ -492,7 +532,6 @@ class PrefixCache:
                 del ref[k], uses[k]
                 left -= 1
         self._num_queued = len(heap)
-        return 0
 
     def _live(self, first: bool, g: int, keys: list) -> list:
         return [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
@@ -503,6 +542,7 @@ class PrefixCache:
 
     def _compact(self) -> None:
         """Drop stale queue slots (re-acquired or re-released entries): memory stays O(entries)."""
+        self._settle()
         if self.lfu:
             self._heap = [e for e in self._heap if self.ref.get(e[3]) == -(e[1] + 1)]
             heapq.heapify(self._heap)
@@ -521,6 +561,7 @@ class PrefixCache:
     def lru_order(self) -> list:
         """Evictable entries, least recently released first: keys, ("run", content, blocks) and
         ("chain", system prompt, blocks). Under LFU: keys in eviction order."""
+        self._settle()
         if self.lfu:
             return [e[3] for e in sorted(self._heap) if self.ref.get(e[3]) == -(e[1] + 1)]
         out: list = []
@@ -536,6 +577,7 @@ class PrefixCache:
         return out
 
     def check(self) -> None:
+        self._settle()
         order = self.lru_order()
         zero_keys = {k for k, c in self.ref.items() if c < 0 and not isinstance(k, tuple)}
         zero_runs = {k[1] for k, c in self.ref.items() if c < 0 and isinstance(k, tuple)}
@@ -574,6 +616,7 @@ class PrefixCache:
     @property
     def num_entries_blocks(self) -> int:
         """Blocks the cache's entries occupy (referenced or evictable)."""
+        self._settle()
         return (sum(1 for k in self.ref if not isinstance(k, tuple)) + sum(self.run_len.values())
                 + sum(ch.cached for ch in self.chains.values()))  # fmt: skip
 

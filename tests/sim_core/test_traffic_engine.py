@@ -213,3 +213,54 @@ def test_runs_and_chains_answer_like_per_block_entries(case, monkeypatch):
 
     monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
     _same(compact, run_simulation(cfg, check_invariants=True))
+
+
+GROWTH_CASES = {
+    "shared prompts (runs and chains)": dict(workload__shared_prefix=SHARED | {"num_system_prompts": 8}),
+    "sessions (per-block keys), lfu": dict(workload__sessions={"turns": 3, "think_time_s": 2.0},
+                                          workload__shared_prefix=SHARED, kv_cache__eviction_policy="lfu"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", GROWTH_CASES)
+def test_prefix_cache_work_per_request_does_not_grow_with_requests_served(case):
+    """Lines executed in sim_core/prefix_cache.py (a deterministic operation count, not wall time) per
+    finished request, over the first and the last third of a run, and the cache's structure sizes,
+    which stay bounded by the KV blocks: hashing and the LRU never scan past requests."""
+    import sys
+
+    from sim_core import prefix_cache
+    from sim_core.engine import Engine
+
+    cfg = chat(1500, kv_cache__enable_prefix_caching=True, kv_cache__gpu_memory_utilization=0.3,
+               workload__arrival__rate_per_s=10.0, **GROWTH_CASES[case])  # fmt: skip
+    engine = Engine(cfg)
+    lines = [0]
+    target = prefix_cache.__file__
+
+    def local(frame, event, arg):
+        if event == "line":
+            lines[0] += 1
+        return local
+
+    def on_call(frame, event, arg):
+        return local if frame.f_code.co_filename == target else None
+
+    samples = []  # (requests finished, lines so far, structure size, requests in flight)
+    pc = engine.prefix
+    sys.settrace(on_call)
+    try:
+        while engine.step():
+            size = len(pc.ref) + len(pc._queue) + len(pc._heap) + len(pc.chains) + len(pc.run_len) + len(pc._keys)
+            st = engine.st
+            samples.append((st.num_finished, lines[0], size, st.running.size + st.waiting_keys.size + st.swapped_keys.size))
+    finally:
+        sys.settrace(None)
+    assert engine.st.num_finished == 1500 and pc.num_evicted > 0  # the cache is full and evicting
+    done, work, size, in_flight = (np.array(col) for col in zip(*samples))
+    a, b = np.searchsorted(done, 500), np.searchsorted(done, 1000)
+    per_request_early = (work[a] - work[0]) / done[a]
+    per_request_late = (work[-1] - work[b]) / (done[-1] - done[b])
+    assert per_request_late < 1.3 * per_request_early
+    # entries <= blocks, queue or heap slots <= 2 x entries + 4096 (compaction), memoised keys: requests in flight
+    assert np.all(size <= 3 * engine.kv.num_blocks + 4096 + in_flight)
