@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from itertools import chain
 
 import numpy as np
 
@@ -547,7 +548,7 @@ def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
     """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        ticks, vals = np.array(marks, dtype=np.int64).T
+        ticks, vals = np.fromiter(chain.from_iterable(marks), dtype=np.int64, count=2 * len(marks)).reshape(-1, 2).T
         pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
         out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
     return out

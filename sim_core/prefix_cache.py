@@ -39,6 +39,7 @@ from sim_core.workload import Workload
 
 _SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
 MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
+MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
 
 
 def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
@@ -221,10 +222,10 @@ class PrefixCache:
     def lookup(self, r: int, prompt_tokens: int):
         """(handle, hit blocks, evictable among them) for r's prompt, without side effects. At least
         one prompt token is always computed (the last block is recomputed when all are cached)."""
-        if self._debt:
-            self._settle()
         cap = (prompt_tokens - 1) // self.block_size
         if not self.use_runs:
+            if self._debt:
+                self._settle()
             keys = self.keys(r, cap)
             found = list(map(self.ref.get, keys))  # C-level; a miss ends the chain
             hit = found.index(None) if None in found else len(found)
@@ -232,16 +233,24 @@ class PrefixCache:
         n_sys = self._sys_blocks[r]  # (inline: this runs at every admission and every blocked queue head)
         if n_sys > cap:
             n_sys = cap
+        # Deferred evictions (see evict) are dropped first only if they could touch what r reads:
+        # its system prompt's evictable blocks or its own run (usually neither exists).
         hit = evictable = 0
         if n_sys:
             ch = self.chains.get(self._group_of[r])
             if ch is not None:
-                hit = ch.cached if ch.cached < n_sys else n_sys
+                if self._debt and ch.cached > ch.top:
+                    self._settle()
+                hit = min(ch.cached, n_sys)  # (a chain emptied by the settle keeps cached = top = 0)
                 if hit > ch.top:
                     evictable = hit - ch.top
         run_hit = 0
-        if hit == n_sys and cap > n_sys and self.run_len:  # r's own run, if its whole system prompt hit
-            run_hit = min(self.run_len.get(self._content_of[r], 0), cap - n_sys)
+        if hit == n_sys and cap > n_sys:  # r's own run, if its whole system prompt hit
+            m = self.run_len.get(self._content_of[r], 0)
+            if m and self._debt:
+                self._settle()
+                m = self.run_len.get(self._content_of[r], 0)
+            run_hit = min(m, cap - n_sys)
             evictable += run_hit  # only r uses its run and r is not running: it is evictable
         return ((), cap, run_hit, hit), hit + run_hit, evictable
 
@@ -250,7 +259,7 @@ class PrefixCache:
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
-        if self._debt:
+        if self._debt and (sys_hit or run_hit or not self.use_runs):  # (the lookup settled what it read)
             self._settle()
         self.num_query_tokens += prompt_tokens
         self.num_hit_tokens += hit * self.block_size
@@ -294,6 +303,8 @@ class PrefixCache:
             self._debt += excess
             if self.recorder is not None:
                 self.marks.append((self.recorder.num_ticks + self.tick_offset, num_free))
+            if self._debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
+                self._settle()
 
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached per-block entries for r; returns how many were evictable."""
@@ -321,15 +332,19 @@ class PrefixCache:
         meanwhile are adopted (r's own copies are freed); the others become cache entries. Returns
         the blocks freed by adoption that were not evictable (the change in free blocks)."""
         n_full = prompt_tokens // self.block_size
-        if self._debt:
-            self._settle()
         if not self.use_runs:
+            if self._debt:
+                self._settle()
             have = len(self.refs.get(r, ()))
             return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
         freed = 0
         n_sys = self._sys_blocks[r]
         if n_sys > n_full:
             n_sys = n_full
+        if self._debt:  # settle only if the deferred evictions could touch r's chain or content
+            ch = self.chains.get(self._group_of[r]) if n_sys else None
+            if (ch is not None and ch.cached > ch.top) or self._content_of[r] in self.run_len:
+                self._settle()
         g, level = self.chain_refs.get(r, (-1, 0))
         if n_sys > level:
             g = self._group_of[r]
@@ -458,6 +473,8 @@ class PrefixCache:
             self._evict_lfu(count)
         else:
             self._debt += count
+            if self._debt > MAX_DEFERRED_BLOCKS:
+                self._settle()
 
     def _settle(self) -> None:
         """Drop the evictions deferred by `evict`, oldest first (every read of the cache's entries calls

@@ -216,6 +216,7 @@ def test_runs_and_chains_answer_like_per_block_entries(case, monkeypatch):
 
 
 GROWTH_CASES = {
+    "no sharing (every allocation evicts)": dict(),
     "shared prompts (runs and chains)": dict(workload__shared_prefix=SHARED | {"num_system_prompts": 8}),
     "sessions (per-block keys), lfu": dict(workload__sessions={"turns": 3, "think_time_s": 2.0},
                                           workload__shared_prefix=SHARED, kv_cache__eviction_policy="lfu"),
@@ -252,6 +253,10 @@ def test_prefix_cache_work_per_request_does_not_grow_with_requests_served(case):
     try:
         while engine.step():
             size = len(pc.ref) + len(pc._queue) + len(pc._heap) + len(pc.chains) + len(pc.run_len) + len(pc._keys)
+            if len(samples) % 16 == 0:  # blocks the entries hold, read raw (deferred evictions not dropped yet)
+                held = (len(pc.ref) - len(pc.run_len) + sum(pc.run_len.values())
+                        + sum(ch.cached for ch in pc.chains.values()))  # fmt: skip
+                assert held <= engine.kv.num_blocks + prefix_cache.MAX_DEFERRED_BLOCKS
             st = engine.st
             samples.append((st.num_finished, lines[0], size, st.running.size + st.waiting_keys.size + st.swapped_keys.size))
     finally:
