@@ -243,8 +243,14 @@ class SessionConfig(StrictModel):
     )
     think_time_s: float = Field(
         20.0, ge=0, le=3600,
-        description="Mean gap between a turn's complete reply and the next turn's send (exponential), s: sessions are "
-        "closed loop, the next turn waits for the reply.",
+        description="Mean think time before the next turn is sent (exponential), s: after the previous turn's reply "
+        "(closed_loop) or after the previous turn's send.",
+    )
+    closed_loop: bool = Field(
+        True,
+        description="true: a turn is sent its think time after the previous turn's reply is complete (one engine); "
+        "false: at a time fixed in advance, think time after the previous turn's send (needed with a deployment: "
+        "its router does not feed completions back yet; a deployment config that omits this field gets false).",
     )
 
 
@@ -586,6 +592,18 @@ def migrate_config_dict(data: Any) -> Any:
     return data
 
 
+def _sessions_open_loop_in_deployments(data: Any) -> Any:
+    """A deployment's sessions are open loop unless the config says otherwise (links made before
+    workload.sessions.closed_loop existed keep their behaviour; one engine defaults to closed loop)."""
+    if not isinstance(data, dict) or data.get("deployment") is None:
+        return data
+    wl = data.get("workload")
+    ses = wl.get("sessions") if isinstance(wl, dict) else None
+    if not isinstance(ses, dict) or "closed_loop" in ses:
+        return data
+    return dict(data, workload=dict(wl, sessions=dict(ses, closed_loop=False)))
+
+
 def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig:
     """The single-engine config of one instance of a disaggregated pool: the pool's hardware, TP degree
     and scheduler over the top-level sections. Raises ValueError naming the pool when it is invalid."""
@@ -632,7 +650,7 @@ class SimConfig(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _migrate(cls, data: Any) -> Any:
-        return migrate_config_dict(data)
+        return _sessions_open_loop_in_deployments(migrate_config_dict(data))
 
     @property
     def num_gpus_total(self) -> int:
@@ -654,10 +672,11 @@ class SimConfig(StrictModel):
         if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
             raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
                              "arrival process or remove the deployment section")  # fmt: skip
-        if self.workload.sessions.turns > 1 and self.workload.trace is None:
-            raise ValueError(f"deployment: workload.sessions.turns = {self.workload.sessions.turns}: multi-turn sessions "
-                             "are closed loop (a turn waits for the previous reply), simulated on one engine only; "
-                             "set turns to 1 or remove the deployment section")  # fmt: skip
+        ses = self.workload.sessions
+        if ses.turns > 1 and ses.closed_loop and self.workload.trace is None:
+            raise ValueError("deployment: workload.sessions.closed_loop = true (a turn waits for the previous reply) is "
+                             "simulated on one engine only; set it to false (turns sent at fixed times) or remove the "
+                             "deployment section")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "

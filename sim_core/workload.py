@@ -124,11 +124,11 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
     """Sessions of `turns` turns whose first prompt may start with a pooled system prompt.
 
     Session starts follow the arrival process at rate / turns (so requests arrive at about the
-    configured rate). Sessions are closed loop: turn t+1 is sent an exponential think time after
-    turn t's reply is complete (the engine releases it, sim_core/sessions.py), so its arrival is
-    unknown (inf) until then. Ids follow the open-loop order (start + think times, as if replies
-    were instant): first turns are sorted by arrival, and the run keeps the first `n` in that order,
-    a prefix of each session's turns.
+    configured rate). Closed-loop sessions (the default): turn t+1 is sent an exponential think time
+    after turn t's reply is complete (the engine releases it, sim_core/sessions.py), so its arrival is
+    unknown (inf) until then. Open loop (`sessions.closed_loop` false): it is sent that think time
+    after turn t's send. Ids follow the open-loop order (start + think times): the run keeps the
+    first `n` in that order, a prefix of each session's turns.
     """
     sp, ses = cfg.shared_prefix, cfg.sessions
     T = ses.turns
@@ -162,8 +162,9 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
     shares = np.array([c.share for c in cfg.classes])
     class_idx = rng_class.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
     class_prio = np.array([c.priority for c in cfg.classes], dtype=np.int64)
+    closed = T > 1 and ses.closed_loop
     return Workload(
-        arrival_s=np.where(turn == 0, arrival.ravel()[order], np.inf),
+        arrival_s=np.where(turn == 0, arrival.ravel()[order], np.inf) if closed else arrival.ravel()[order],
         prompt_tokens=prompt.ravel()[order],
         output_tokens=out.ravel()[order],
         priority=class_prio[class_idx],
@@ -173,6 +174,6 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
         prefix_group=group[session],
         prefix_len=sys_len[session],
         content_id=session,
-        next_turn=later[order] if T > 1 else None,
-        think_s=gaps[order] if T > 1 else None,
+        next_turn=later[order] if closed else None,
+        think_s=gaps[order] if closed else None,
     )

@@ -89,7 +89,9 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("workload.sessions.turns", "Turns per conversation (1 = independent requests)", "number", 1, 100, 1),
         Spec("workload.sessions.user_tokens.mean", "New user tokens per later turn (mean)", "number", 1, 1_048_576, 16,
              show_if=("workload.sessions.turns", tuple(range(2, 101)))),
-        Spec("workload.sessions.think_time_s", "Think time after each reply (s, mean)", "number", 0.0, 3600.0, 1.0,
+        Spec("workload.sessions.think_time_s", "Think time before the next turn (s, mean)", "number", 0.0, 3600.0, 1.0,
+             show_if=("workload.sessions.turns", tuple(range(2, 101)))),
+        Spec("workload.sessions.closed_loop", "Next turn waits for the reply (closed loop)", "toggle",
              show_if=("workload.sessions.turns", tuple(range(2, 101)))),
     ],
     "Scheduler": [

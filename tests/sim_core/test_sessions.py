@@ -81,7 +81,16 @@ def test_same_seed_same_session_run_and_queue_order_by_send_time():
     assert np.all(np.diff(first[np.isfinite(first)]) >= 0)
 
 
-def test_a_deployment_with_multi_turn_sessions_is_refused_with_the_field_named():
-    with pytest.raises(ValueError, match=r"workload.sessions.turns = 3.*one engine only"):
-        sessions_config(turns=3, deployment={"replicas": 2})
-    assert sessions_config(turns=1, deployment={"replicas": 2}).deployment.replicas == 2
+def test_a_deployment_runs_sessions_open_loop_and_refuses_closed_loop_with_the_field_named():
+    with pytest.raises(ValueError, match=r"workload.sessions.closed_loop = true.*one engine only"):
+        sessions_config(turns=3, deployment={"replicas": 2}, workload__sessions__closed_loop=True)
+    dep = sessions_config(turns=3, deployment={"replicas": 2})  # a link without the field: open loop, as before
+    assert dep.workload.sessions.closed_loop is False
+    assert sessions_config(turns=3).workload.sessions.closed_loop is True
+
+
+def test_open_loop_sessions_send_every_turn_at_a_fixed_time():
+    engine, res = run_engine(sessions_config(workload__sessions__closed_loop=False, workload__arrival__rate_per_s=40.0))
+    wl = engine.workload
+    assert wl.next_turn is None and np.all(np.isfinite(wl.arrival_s)) and np.all(np.diff(wl.arrival_s) >= 0)
+    assert np.array_equal(res.requests.arrival_s, wl.arrival_s)  # fixed in advance, whatever the replies do
