@@ -475,6 +475,13 @@ class CalibrationConfig(StrictModel):
         "cores) dequantise every weight on CUDA cores each forward pass: cost per weight element, in FLOPs at the "
         "GPU's 16-bit tensor peak (a CUDA-core op costs ~16 of them on A100/H100).",
     )
+    gqa_kv_reread_fraction: float = Field(
+        0.0, ge=0, le=1,
+        description="Decode attention kernels that read the KV cache once per query head (TensorRT-LLM 0.5's masked "
+        "MHA: one thread block per query head) read each cached KV byte once more for every other query head of its "
+        "GQA group, mostly from L2: the cost of those re-reads as a fraction of the HBM time of the same bytes "
+        "(0-1; 0 = the kernel reads a KV head once for its whole group, as XQA, FlashInfer and FlashAttention do).",
+    )
 
 
 class SLOConfig(StrictModel):

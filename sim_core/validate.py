@@ -421,6 +421,8 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
             grids["attention_efficiency"] = np.arange(0.05, 0.61, 0.01)
         if profile == "tensorrt-llm-classic":
             grids["fp8_gemm_efficiency"] = np.arange(0.20, 0.96, 0.01)
+            # its masked-MHA decode kernel re-reads KV per query head (sim_core/costmodel.py): the cost of the re-reads
+            grids["gqa_kv_reread_fraction"] = np.arange(0.0, 1.001, 0.05)
         if profile == "compiled-pytorch":  # batch-1 rows only: a per-sequence cost is not identifiable;
             grids.pop("per_seq_overhead_us")  # CUDA-graph collectives: all-reduce latency refitted on a TP2 row
             grids["allreduce_latency_us"] = np.arange(0, 40, 1.0)

@@ -129,3 +129,23 @@ def test_dequantisation_cost_is_the_same_priced_as_array_or_scalar():
     tokens = [1, 7, 64, 300]
     arr, *_ = cm.tick(np.array(tokens), np.array(tokens), np.array(tokens) * 50, np.array(tokens) * 49, np.array(tokens))
     assert [cm.tick(t, t, t * 50, t * 49, t)[0] for t in tokens] == arr.tolist()
+
+
+def test_kernels_that_read_kv_per_query_head_pay_the_gqa_rereads_in_attention_bytes():
+    # Llama-3.1-8B: 32 query heads, 8 KV heads, a group of 4 per KV head. With a re-read fraction f the cached KV
+    # is charged (1 + 3 f) times; the KV written for the new tokens and MHA models (group 1) are unchanged.
+    def decode_bytes(kv_heads, f, b=8, ctx=1000):
+        cm = CostModel(make_config(model__num_kv_heads=kv_heads, calibration__gqa_kv_reread_fraction=f))
+        return float(cm.tick(b, b, b * (ctx + 1), b * ctx, b)[2]), cm._kv_bytes_per_token * b * ctx
+
+    with_reads, cached = decode_bytes(8, 0.5)
+    without, _ = decode_bytes(8, 0.0)
+    assert with_reads - without == pytest.approx(cached * 3 * 0.5, rel=1e-9)
+    assert decode_bytes(32, 0.5)[0] == decode_bytes(32, 0.0)[0]  # MHA: nothing to re-read
+
+
+def test_gqa_reread_cost_is_the_same_priced_as_array_or_scalar():
+    cm = CostModel(make_config(calibration__gqa_kv_reread_fraction=0.55))
+    tokens = [1, 7, 64, 300]
+    arr, *_ = cm.tick(np.array(tokens), np.array(tokens), np.array(tokens) * 50, np.array(tokens) * 49, np.array(tokens))
+    assert [cm.tick(t, t, t * 50, t * 49, t)[0] for t in tokens] == arr.tolist()
