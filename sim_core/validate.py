@@ -47,7 +47,7 @@ PROFILES_DIR = PRESETS_DIR / "calibration"
 GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "attention_efficiency", "layer_fixed_us",
                  "interconnect_efficiency", "allreduce_latency_us")  # fmt: skip
 # Engine family profiles: which published rows each is fitted on (>= 3 each), and which sections it replays.
-PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
+PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "fastertransformer": "F", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
                     "tensorrt-llm-pytorch": "T", "sglang": "S", "vllm-v0": "V", "vllm-v1": "W"}
 # Families whose rows are priced by running the simulator (offline benchmark runs), not by one formula:
 # slower, so tests cover them behind SIM_CORE_SLOW_TESTS=1 (see tests/sim_core/test_validate.py).
@@ -68,6 +68,11 @@ PROFILE_FIT_ROWS = {
     # H100 FP8, A100 FP16, L40S FP8, Llama-2-70B TP4 on H100 and A100, GPT-J on A100; batch-1 prefill of 128 and
     # 2,048 tokens (Llama-2-7B, H100 and A100).
     "tensorrt-llm-classic": ("A005", "A021", "A031", "A039", "A032", "A040", "A009", "A025", "A013", "A017"),
+    # FasterTransformer's own latency tables (docs/gpt_guide.md, 8xA100-80GB, FP16 static batches), chosen before any
+    # prediction was looked at: GPT-6.7B at batch 1 and 64 of 128/8 and batch 1 and 16 of 512/32 (TP1); GPT-20B at
+    # batch 1 and 64 of 80/200 at TP2 (long generation); GPT-175B at TP8, batch 1 of 128/8 and batch 16 of 512/32.
+    # Every other row of those tables in the set (59) is held out.
+    "fastertransformer": ("F001", "F007", "F008", "F012", "F040", "F044", "F055", "F067"),
     # (plus layer_fixed_us: fused kernels.)
     # Sarathi-Serve artifact (vLLM 0.2-based Python engine; the paper's vLLM and Orca baselines ran in the
     # same code): decode batch 1 and 128, prefill of 512 and 16,384 tokens.
@@ -102,7 +107,8 @@ GPU_PRESETS = {
 }  # fmt: skip
 MODEL_PRESETS = {"GPT-J-6B": "gpt-j-6b", "Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b",
                  "Yi-34B": "yi-34b", "Llama-3-8B": "llama-3.1-8b", "Llama-3.1-8B": "llama-3.1-8b",
-                 "Llama-3.3-70B": "llama-3.1-70b", "Llama-3.1-70B": "llama-3.1-70b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
+                 "Llama-3.3-70B": "llama-3.1-70b", "Llama-3.1-70B": "llama-3.1-70b",
+                 "GPT-6.7B": "gpt-6.7b", "GPT-20B": "gpt-20b", "GPT-175B": "gpt-175b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
 DTYPES = {"FP8 (W+KV)": ("fp8", "fp8"), "FP16": ("fp16", "fp16"), "BF16": ("bf16", "bf16"),
           "INT8 weight-only": ("int8", "bf16"), "INT4 g32 weight-only": ("int4", "bf16")}  # fmt: skip
 VIDUR_GPU = {"a100": "a100-80gb", "h100": "h100-sxm"}
@@ -336,6 +342,10 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
         elif metric == "offline output throughput (trtllm-bench)":
             fn = lambda cal, r=r: _trtllm_bench_output_tok_s(r, cal)  # noqa: E731
             what = f"{label} trtllm-bench {isl}/{r['output_len']}"
+        elif metric.startswith("batch latency (static batch"):  # FasterTransformer: the whole batch's latency
+            osl = int(r["output_len"])
+            fn = lambda cal, r=r, b=b, isl=isl, osl=osl: _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl) * 1e3  # noqa: E731
+            what = f"{label} static B{b} {isl}/{osl} latency"
         elif metric.startswith("output throughput"):
             osl = int(r["output_len"])
             fn = lambda cal, r=r, b=b, isl=isl, osl=osl: b * osl / _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl)  # noqa: E731
@@ -418,7 +428,9 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
         # Engines' own kernels stream weights and KV at their own fraction of HBM bandwidth.
         grids["memory_efficiency"] = np.arange(0.50, 0.96, 0.01)
         if profile != "compiled-pytorch":  # its batch-1 decode rows carry almost no attention work
-            grids["attention_efficiency"] = np.arange(0.05, 0.61, 0.01)
+            grids["attention_efficiency"] = np.arange(0.01, 0.61, 0.01)
+        if profile == "fastertransformer":  # TP2 and TP8 fit rows: its own (NCCL) all-reduce latency
+            grids["allreduce_latency_us"] = np.arange(0, 80, 1.0)
         if profile == "tensorrt-llm-classic":
             grids["fp8_gemm_efficiency"] = np.arange(0.20, 0.96, 0.01)
             # its masked-MHA decode kernel re-reads KV per query head (sim_core/costmodel.py): the cost of the re-reads
@@ -427,6 +439,11 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
             grids.pop("per_seq_overhead_us")  # CUDA-graph collectives: all-reduce latency refitted on a TP2 row
             grids["allreduce_latency_us"] = np.arange(0, 40, 1.0)
         start = cal | gpu | {"profile": profile, "per_seq_overhead_us": 0.0}
+        if profile == "fastertransformer":
+            # Its masked-MHA decode kernel is the one TensorRT-LLM 0.5 inherited (one thread block per query head); its
+            # rows are all MHA models, so the GQA re-read cost comes from the TensorRT-LLM classic fit.
+            classic = out.get("tensorrt-llm-classic") or profile_calibration("tensorrt-llm-classic")
+            start["gqa_kv_reread_fraction"] = classic["gqa_kv_reread_fraction"]
         if profile == "compiled-pytorch":  # first stage: kernel and CPU costs as if weights were 16-bit
             start["dequant_flops_per_weight"] = 0.0
         fitted = _grid_fit(_fit_rows(rows, profile), start, grids)

@@ -80,10 +80,12 @@ def test_simulated_family_sample_is_close(rows):
 def test_every_engine_preset_names_a_profile_fitted_on_its_own_family():
     # vLLM V1 no longer borrows SGLang's profile; the TensorRT-LLM, vLLM V0, SGLang, Sarathi-Serve presets use theirs
     for engine in ("vllm-v1", "vllm-v0", "vllm-v0-swap", "sglang", "sarathi-serve", "tensorrt-llm-pytorch",
-                   "tensorrt-llm-no-evict", "tensorrt-llm-max-utilization"):
+                   "tensorrt-llm-no-evict", "tensorrt-llm-max-utilization", "fastertransformer"):
         profile = read_preset_data("engines", engine)["calibration"]
         assert profile in PROFILE_FIT_ROWS and len(PROFILE_FIT_ROWS[profile]) >= 3, engine
     assert read_preset_data("engines", "vllm-v1")["calibration"] == "vllm-v1"
+    # FasterTransformer no longer borrows TensorRT-LLM's profile: its own is fitted on its own latency tables
+    assert read_preset_data("engines", "fastertransformer")["calibration"] == "fastertransformer"
 
 
 def _mean_latency_at(row_id: str, num_prompts: int) -> float:
