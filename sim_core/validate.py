@@ -348,8 +348,9 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
             what = f"{label} static B{b} {isl}/{osl} latency"
         elif metric.startswith("output throughput"):
             osl = int(r["output_len"])
-            fn = lambda cal, r=r, b=b, isl=isl, osl=osl: b * osl / _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl)  # noqa: E731
-            what = f"{label} static B{b} {isl}/{osl} throughput"
+            per = int(r["num_gpus"]) if "per GPU" in metric else 1  # TensorRT-LLM 0.6.1 tables report tok/s per GPU
+            fn = lambda cal, r=r, b=b, isl=isl, osl=osl, per=per: b * osl / _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl) / per  # noqa: E731
+            what = f"{label} static B{b} {isl}/{osl} throughput" + (" per GPU" if per > 1 else "")
         elif metric.startswith("first-token latency") or metric == "prefill iteration time" or (
             metric == "batch execution time" and wl.startswith("prefill-only")
         ):
