@@ -30,6 +30,7 @@ from sim_core.config import DTYPE_BYTES, SimConfig
 ACT_BYTES = 2  # activations in BF16/FP16
 EMBED_BYTES = 2  # embeddings and LM head stay 16-bit under quantised weights (vLLM, TensorRT-LLM, AutoAWQ/GPTQ)
 GB = 1e9
+GEMMS_PER_LAYER = 4  # QKV, O, gate/up (one fused GEMM), down
 GIB = 2**30
 # Memory CUDA keeps for itself: PyTorch reports "79.15 GiB total capacity" on an 80 GiB A100,
 # "39.59 GiB" on a 40 GiB A100 (meta-llama/llama#52), 23.58 GiB on a 24 GiB RTX 3090
@@ -213,7 +214,7 @@ class CostModel:
         self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
         self._gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)
         self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
-        self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency
+        self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency * hw.hbm_efficiency_scale
         L = m.num_layers
         self._L = L
         self._E, self._k = m.num_experts, m.num_experts_per_token
@@ -254,7 +255,11 @@ class CostModel:
         kv_dim = m.num_kv_heads * m.head_dim
         elem = 4 * m.hidden_size + 6 * m.hidden_size + (2 * (q + kv_dim) + 3 * m.ffn_size * self._k) / t
         self._elem_bytes_per_token = ACT_BYTES * L * elem
-        self._layer_fixed_s = L * cal.layer_fixed_us * 1e-6
+        # A fixed time per layer (small kernels at their minimum duration) plus one per GEMM kernel: Vidur's batch-1
+        # GEMM profiles (presets/calibration/data/vidur_mlp_ops.csv, A100) stream a 940 MB weight at 1,620 GB/s but a
+        # 4 MB one at 700 GB/s, i.e. bytes / ~1.65 TB/s plus ~5 us per kernel: small per-GPU shards (TP8, small models)
+        # are slower than bytes / bandwidth. Four GEMM kernels per layer (QKV, O, gate/up, down).
+        self._layer_fixed_s = L * (cal.layer_fixed_us + GEMMS_PER_LAYER * cal.gemm_fixed_us) * 1e-6
         # Ring all-reduce after attention and after the MLP: 2 per layer (Megatron-LM TP).
         self._ar_bytes_per_token = 2 * L * 2 * (t - 1) / t * m.hidden_size * ACT_BYTES if t > 1 else 0.0
         self._ar_fixed_s = 2 * L * cal.allreduce_latency_us * 1e-6 if t > 1 else 0.0
