@@ -321,7 +321,8 @@ class KVCacheConfig(StrictModel):
     enable_prefix_caching: bool = Field(
         False,
         description="Keep finished requests' full prompt blocks as reusable (reference count 0, evicted least recently "
-        "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching).",
+        "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching). "
+        "In a deployment: one cache per replica, or per prefill instance (the decode pool receives whole KV).",
     )
 
 
@@ -564,8 +565,9 @@ class DeploymentConfig(StrictModel):
     router: Router = Field(
         "round_robin",
         description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
-        "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (most cached prefix "
-        "blocks, ties to least outstanding; without prefix caching it is least_outstanding).",
+        "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
+        "policy: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
+        "else least outstanding; needs kv_cache.enable_prefix_caching to differ from least_outstanding).",
     )  # fmt: skip
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."
@@ -610,6 +612,8 @@ def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig
         data["hardware"]["num_gpus"] = pool.tensor_parallel
     if pool.scheduler is not None:
         data["scheduler"] = pool.scheduler.model_dump(mode="python")
+    if role == "decode":  # prefix caching saves prefill compute: it lives on the prefill pool (decode gets whole KV)
+        data["kv_cache"] = dict(data["kv_cache"], enable_prefix_caching=False)
     try:
         return SimConfig.model_validate(data)
     except ValidationError as err:
@@ -687,8 +691,6 @@ class SimConfig(StrictModel):
                 f"({wl.max_prompt_tokens}) while chunked prefill is off: turn on enable_chunked_prefill or raise "
                 "max_num_batched_tokens"
             )
-        if self.kv_cache.enable_prefix_caching and getattr(self, "deployment", None) is not None:
-            raise ValueError("kv_cache.enable_prefix_caching is not modelled across replicas yet: remove deployment or turn it off")
         if self.kv_cache.enable_prefix_caching and self.kv_cache.layout != "paged":
             raise ValueError("kv_cache.enable_prefix_caching needs kv_cache.layout 'paged' (blocks are what is shared)")
         spec = sch.speculative

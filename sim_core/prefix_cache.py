@@ -26,6 +26,7 @@ chain it uses.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from itertools import compress, repeat
 from operator import eq
@@ -167,6 +168,7 @@ class PrefixCache:
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
         self._num_system_keys = 0
+        self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
 
     # ------------------------------------------------------------ keys
     def _num_system(self, r: int, num_blocks: int) -> int:
@@ -200,6 +202,50 @@ class PrefixCache:
 
     def forget(self, r: int) -> None:
         self._keys.pop(r, None)
+
+    # ------------------------------------------------------------ cluster replicas (sim_core/cluster)
+    def bind_slot(self, slot: int, source: Workload, r: int) -> None:
+        """A replica's slot `slot` holds request r of the deployment's workload `source` (the router adds
+        requests slot by slot): copy r's prefix identity (prompt length, system prompt, content, trace hash
+        ids) into the slot. The first call gives this cache its own copy of the identity arrays."""
+        if not self._own_identity:
+            wl = self.wl
+            self.wl = dataclasses.replace(
+                wl, prompt_tokens=wl.prompt_tokens.copy(),
+                prefix_group=None if wl.prefix_group is None else wl.prefix_group.copy(),
+                prefix_len=None if wl.prefix_len is None else wl.prefix_len.copy(),
+                content_id=None if wl.content_id is None else wl.content_id.copy(),
+                block_hash_ids=None if wl.block_hash_ids is None else list(wl.block_hash_ids),
+            )  # fmt: skip
+            self._content_of = list(self._content_of)
+            self._own_identity = True
+        wl = self.wl
+        wl.prompt_tokens[slot] = source.prompt_tokens[r]
+        if wl.content_id is not None:
+            wl.content_id[slot] = source.content_id[r]
+            self._content_of[slot] = int(source.content_id[r])
+        else:  # each request is its own content (unique within this cache, like the slot)
+            self._content_of[slot] = r
+        if wl.prefix_len is not None:
+            wl.prefix_group[slot], wl.prefix_len[slot] = source.prefix_group[r], source.prefix_len[r]
+            self._group_of[slot], self._system_len[slot] = int(source.prefix_group[r]), int(source.prefix_len[r])
+        if wl.block_hash_ids is not None:
+            wl.block_hash_ids[slot] = source.block_hash_ids[r]
+
+    def cached_prefix_blocks(self, source: Workload, r: int) -> int:
+        """How many leading full prompt blocks of request r of `source` this cache holds (referenced or
+        evictable), without side effects: what a cache-aware router reads before it routes r."""
+        cap = (int(source.prompt_tokens[r]) - 1) // self.block_size
+        if cap <= 0:
+            return 0
+        if not self.use_runs:
+            keys = block_keys(source, r, cap, self.block_size, self._system_chain)
+            found = list(map(self.ref.get, keys))
+            return found.index(None) if None in found else len(found)
+        if source.prefix_len is None or source.prefix_group[r] < 0:
+            return 0  # a request's own content is cached only after it ran (a pre-emption): never before routing
+        ch = self.chains.get(int(source.prefix_group[r]))
+        return min(ch.cached, int(source.prefix_len[r]) // self.block_size, cap) if ch is not None else 0
 
     @property
     def num_evictable(self) -> int:
