@@ -50,6 +50,13 @@ class HardwareSpec(StrictModel):
         1978.9, gt=0, le=40000, description="Dense FP8 tensor peak per GPU, TFLOP/s (empty: no FP8 tensor cores)."
     )
     hbm_bandwidth_gb_per_s: float = Field(3350, gt=0, le=100000, description="HBM bandwidth per GPU, GB/s.")
+    hbm_efficiency_scale: float = Field(
+        1.0, gt=0, le=2,
+        description="This GPU's achieved streaming bandwidth relative to the calibration profiles' memory_efficiency, "
+        "which is fitted on A100 and H100 together (geometric mean 1): fitted per GPU on Vidur's GEMM profiles "
+        "(A100's HBM2e streams a lower fraction of its datasheet bandwidth than H100's HBM3); 1 for GPUs without "
+        "profiles (0.5-2).",
+    )
     memory_gib: float = Field(
         79.65, gt=0, le=4096,
         description="Device memory per GPU, GiB (2^30 bytes; nvidia-smi's total / 1024). "
@@ -463,19 +470,19 @@ class CalibrationConfig(StrictModel):
         "default", pattern=r"^[A-Za-z0-9._-]{1,60}$",
         description="Name of the calibration profile these values come from (presets/calibration; letters, digits, . _ -).",
     )
-    gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
+    gemm_efficiency: float = Field(0.74, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
     fp8_gemm_efficiency: float = Field(
         0.57, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
     )
-    attention_efficiency: float = Field(0.17, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
-    memory_efficiency: float = Field(0.71, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    attention_efficiency: float = Field(0.14, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
+    memory_efficiency: float = Field(0.86, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
     layer_fixed_us: float = Field(
-        50.0, ge=0, le=10_000,
+        51.0, ge=0, le=10_000,
         description="GPU time per layer per tick that does not scale with the batch (norm, rotary, activation, "
         "residual and attention kernels at their minimum size), us.",
     )
     tick_overhead_ms: float = Field(
-        0.3, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
+        0.4, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
     )
     per_seq_overhead_us: float = Field(
         0.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
@@ -489,6 +496,19 @@ class CalibrationConfig(StrictModel):
         description="Weight-only quantised GEMMs (INT8/INT4 weights, or FP8 weights on a GPU without FP8 tensor "
         "cores) dequantise every weight on CUDA cores each forward pass: cost per weight element, in FLOPs at the "
         "GPU's 16-bit tensor peak (a CUDA-core op costs ~16 of them on A100/H100).",
+    )
+    gemm_fixed_us: float = Field(
+        6.0, ge=0, le=1000,
+        description="Time of one GEMM kernel that does not scale with its size (ramp-up and tail wave), us; four "
+        "GEMMs per layer per tick (QKV, O, gate/up, down). Small GEMMs (high TP degrees, small models) stream weights "
+        "below the bandwidth large ones reach.",
+    )
+    gqa_kv_reread_fraction: float = Field(
+        0.0, ge=0, le=1,
+        description="Decode attention kernels that read the KV cache once per query head (TensorRT-LLM 0.5's masked "
+        "MHA: one thread block per query head) read each cached KV byte once more for every other query head of its "
+        "GQA group, mostly from L2: the cost of those re-reads as a fraction of the HBM time of the same bytes "
+        "(0-1; 0 = the kernel reads a KV head once for its whole group, as XQA, FlashInfer and FlashAttention do).",
     )
 
 
