@@ -116,11 +116,16 @@ def test_a_referenced_block_is_never_evicted_or_freed():
 @settings(max_examples=60, deadline=None)
 @given(ops=hs.lists(hs.tuples(hs.integers(0, 5), hs.integers(1, 120), hs.booleans()), min_size=1, max_size=40))
 def test_random_admit_and_finish_keep_blocks_conserved(ops):
-    R = len(ops)
     w = wl([c for c, _, _ in ops], [p for _, p, _ in ops])
-    kv = PrefixCachingBlockManager(24, 4, BS, w)
+    _admit_or_preempt_each(PrefixCachingBlockManager(24, 4, BS, w), [(p, swap) for _, p, swap in ops])
+
+
+def _admit_or_preempt_each(kv: PrefixCachingBlockManager, steps, after_each=lambda kv, running: None) -> None:
+    """Request r (prompt p) is admitted when its blocks fit, else the oldest running request is swapped out
+    (when `swap` and possible) or freed; invariants hold after every step and after freeing everything."""
+    R = len(steps)
     running: list[int] = []
-    for r, (_, p, swap) in enumerate(ops):
+    for r, (p, swap) in enumerate(steps):
         keys, hit, ev = kv.lookup(r, p)
         need = int(kv.blocks_for(p, p)) - hit
         if kv.can_allocate(need + ev):
@@ -136,6 +141,7 @@ def test_random_admit_and_finish_keep_blocks_conserved(ops):
             else:
                 kv.free(np.array([victim]))
         kv.check_invariants()
+        after_each(kv, running)
     kv.free(np.array(running + [r for r in range(R) if kv.held[r] and r not in running], dtype=np.int64))
     kv.check_invariants()
 
@@ -166,30 +172,13 @@ def test_lru_and_lfu_differ_on_a_hot_system_prompt_and_a_scan():
 @given(ops=hs.lists(hs.tuples(hs.integers(0, 5), hs.integers(1, 120), hs.booleans(), hs.integers(-1, 1)),
                     min_size=1, max_size=40))  # fmt: skip
 def test_lfu_keeps_blocks_conserved_and_referenced_blocks_in_place(ops):
-    R = len(ops)
     w = wl([c for c, _, _, _ in ops], [p for _, p, _, _ in ops], group=[g for *_, g in ops],
            prefix_len=[32 if g >= 0 else 0 for *_, g in ops])  # fmt: skip
-    kv = PrefixCachingBlockManager(24, 4, BS, w, "lfu")
-    running: list[int] = []
-    for r, (_, p, swap, _) in enumerate(ops):
-        keys, hit, ev = kv.lookup(r, p)
-        need = int(kv.blocks_for(p, p)) - hit
-        if kv.can_allocate(need + ev):
-            kv.acquire(r, keys, hit, p)
-            kv.held[r] += need
-            kv.num_free -= need
-            kv.register(np.array([r]), np.array([p]))
-            running.append(r)
-        elif running:
-            victim = running.pop(0)
-            if swap and kv.can_swap_out(victim):
-                kv.swap_out(victim)
-            else:
-                kv.free(np.array([victim]))
-        kv.check_invariants()
-        order = kv.prefix.lru_order()
-        pos = {k: i for i, k in enumerate(order)}
+
+    def referenced_never_evictable(kv, running):
+        evictable = set(kv.prefix.lru_order())
         for q in running:
-            assert not set(kv.prefix.refs.get(q, ())) & pos.keys()  # referenced: never evictable
-    kv.free(np.array(running + [r for r in range(R) if kv.held[r] and r not in running], dtype=np.int64))
-    kv.check_invariants()
+            assert not set(kv.prefix.refs.get(q, ())) & evictable
+
+    _admit_or_preempt_each(PrefixCachingBlockManager(24, 4, BS, w, "lfu"), [(p, swap) for _, p, swap, _ in ops],
+                           referenced_never_evictable)  # fmt: skip
