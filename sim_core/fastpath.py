@@ -52,7 +52,7 @@ def eligible(engine: Engine) -> bool:
         s.batching == "continuous"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
         and engine.n == 1
-        and engine.workload.closed_loop_think_s is None
+        and not engine.workload.releases_on_finish
     )
 
 
