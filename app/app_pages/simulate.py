@@ -141,7 +141,10 @@ def _steady_caption(res: SimResult) -> None:
 INTERACTIVE_KEY = "ui.timeline_plotly"
 
 
+@st.fragment
 def _timeline_tab(res: SimResult) -> None:
+    """A fragment: moving the window, the rows or the zoom toggle reruns and redraws only this tab
+    (the run is the same), not the sidebar and headline (about 100 elements the browser re-renders)."""
     window = _window_controls(res)
     n = res.requests.arrival_s.size
     c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")

@@ -351,3 +351,13 @@ def test_the_timeline_is_drawn_without_plotly_until_zoom_is_asked_for():
     assert not at.exception
     assert len(at.get("plotly_chart")) == 1
     assert not [h for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body]
+
+
+def test_the_timeline_tab_redraws_on_its_own_controls():
+    at = app(open_sections=False, preset="chat-h100-llama8b-vllm-v0").run()
+    headline = metric(at, "TTFT p50")
+    at.slider(key="ui.rows").set_value(10).run()  # a control inside the timeline's fragment
+    assert not at.exception
+    body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
+    assert "10 requests alive in this window" in body and body.count(">req ") == 10
+    assert metric(at, "TTFT p50") == headline
