@@ -26,8 +26,12 @@ def main() -> None:
                        initial_sidebar_state="collapsed" if st.session_state.get(PRESENTER_KEY) else "auto")  # fmt: skip
     ensure_session()
     # Phones: the chart mode bar would cover legends and titles (it appears on tap elsewhere).
+    # Spinners ("Simulating…") float at the top right: in view wherever the page is scrolled (the
+    # chart is below the headline) and nothing moves when one appears or goes.
     st.html("<style>@media (max-width: 640px) { .modebar-container { display: none !important; } "
-            "h1 { font-size: 2rem !important; } }</style>")
+            "h1 { font-size: 2rem !important; } } "
+            "[data-testid='stSpinner'] { position: fixed; top: 3.75rem; right: 1.25rem; z-index: 999990; width: auto !important; "
+            "background: #fff; padding: .35rem .8rem; border-radius: .5rem; box-shadow: 0 1px 6px rgba(0,0,0,.25); }</style>")
     if st.session_state.get(PRESENTER_KEY):
         # Presenter mode: larger type for a projector.
         # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.

@@ -191,3 +191,16 @@ def test_the_browser_benchmark_measures_both_figures(server, browser):
     page = _open(browser, server + "/")
     assert 0 < time_to_redraw_s(page, "w.hardware.peak_tflops") < 60
     page.close()
+
+
+def test_the_running_indicator_stays_in_view_while_the_chart_is_scrolled_to(server, browser):
+    page = _open(browser, server + "/?preset=chat-h100-llama8b&workload.num_requests=20000", {"width": 1500, "height": 900})
+    page.locator(HTML_GANTT).scroll_into_view_if_needed()  # the spinner's place in the page is above the headline
+    page.locator(".st-key-w-hardware-peak_tflops input[type=range]").first.focus()
+    page.keyboard.press("ArrowRight")  # a new run of 20,000 requests: long enough for the spinner to show
+    spinner = page.locator("[data-testid='stSpinner']")
+    spinner.wait_for(state="visible", timeout=30_000)
+    box = spinner.bounding_box()
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1500
+    assert "Simulating" in spinner.inner_text()
+    page.close()
