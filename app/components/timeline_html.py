@@ -43,7 +43,9 @@ CSS = """<style>
 .sgt-p{flex:1 1 auto;position:relative;min-width:0;border-left:1px solid rgba(128,128,128,.45);border-bottom:1px solid rgba(128,128,128,.45)}
 .sgt-p>div{position:absolute;box-sizing:border-box}
 .sgt-p>.g{top:0;bottom:0;width:0;border-left:1px solid rgba(128,128,128,.18)}
-.sgt-p>.b{min-width:1px}
+.sgt-p>.b{min-width:1px;top:0;height:100%}
+.sgt-p>.sw{top:25%;height:50%}
+.sgt-p>.rq{height:.75rem}
 .sgt-p>.k{border-right:1px solid #fff}
 .sgt-p>.b:hover,.sgt-p>.h:hover{outline:2px solid #202124;z-index:2}
 .sgt-p>.h{top:0;bottom:0}
@@ -56,7 +58,7 @@ CSS = """<style>
 .sgt-lg i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em;border-radius:2px}
 .sgt-lg i.ln{height:0;border-top:2px solid;border-radius:0;vertical-align:.25em}
 .sgt-lg i.dt{border-top-style:dotted}
-</style>"""
+""" + "".join(f".sgt .c{i}{{background:{c}}}" for i, c in enumerate(PHASE_COLORS.values())) + "</style>"
 
 
 def esc(text: object) -> str:
@@ -102,10 +104,16 @@ def _grid(axis: _Axis, ticks: np.ndarray) -> str:
     return "".join(f'<div class="g" style="left:{_pct(axis.box(t, t)[0])}%"></div>' for t in ticks.tolist())
 
 
-def _bar(axis: _Axis, a: float, b: float, color: str, title: str, top: str = "0", height: str = "100%", cls: str = "b") -> str:
+def _bar(axis: _Axis, a: float, b: float, title: str, cls: str, top: str = "") -> str:
+    """A box from time a to b; its colour and height come from its classes (CSS above), `top` places a request row's bar."""
     left, width = axis.box(a, b)
-    return (f'<div class="{cls}" style="left:{_pct(left)}%;width:{_pct(width)}%;top:{top};height:{height};'
-            f'background:{color}" title="{esc(title)}"></div>')  # fmt: skip
+    where = f";top:{top}" if top else ""
+    return f'<div class="{cls}" style="left:{_pct(left)}%;width:{_pct(width)}%{where}" title="{esc(title)}"></div>'
+
+
+def colour_class(name: str) -> str:
+    """The CSS class of a phase or request state's colour (colors.PHASE_COLORS; names may hold spaces)."""
+    return f"c{list(PHASE_COLORS).index(name)}"
 
 
 def _gantt_rows(res: SimResult, axis: _Axis, window: timeline.Window, gpus: list[str], ticks: np.ndarray) -> tuple[str, list[str]]:
@@ -134,8 +142,8 @@ def _gantt_rows(res: SimResult, axis: _Axis, window: timeline.Window, gpus: list
         lines.append(f"{bound} · t = {seg['start'][i]:.3f} s")
         titles.append("\n".join(lines))
     cls = "b k" if per_tick else "b"
-    one_row = "".join(_bar(axis, float(seg["start"][i]), float(seg["end"][i]), PHASE_COLORS[PHASE_NAMES[Phase(int(seg["phase"][i]))]],
-                           titles[i], cls=cls) for i in range(seg["start"].size))  # fmt: skip
+    one_row = "".join(_bar(axis, float(seg["start"][i]), float(seg["end"][i]), titles[i],
+                           f"{cls} {colour_class(PHASE_NAMES[Phase(int(seg['phase'][i]))])}") for i in range(seg["start"].size))  # fmt: skip
     swaps = _swap_bars(res, axis, window, len(gpus))
     one_row += swaps
     if swaps and "swap" not in names:
@@ -162,8 +170,8 @@ def _swap_bars(res: SimResult, axis: _Axis, window: timeline.Window, num_rows: i
     out = []
     for i, s in zip(idx.tolist(), swap.tolist()):
         end = float(tl.t_end_s[i])
-        out.append(_bar(axis, end - s, end, PHASE_COLORS["swap"], f"swap (PCIe) in tick {i:,}: {int(tl.swap_blocks[i]):,} KV "
-                        f"blocks over PCIe, {s * 1e3:.2f} ms", top="25%", height="50%"))  # fmt: skip
+        out.append(_bar(axis, end - s, end, f"swap (PCIe) in tick {i:,}: {int(tl.swap_blocks[i]):,} KV blocks over PCIe, "
+                        f"{s * 1e3:.2f} ms", f"b sw {colour_class('swap')}"))  # fmt: skip
     return "".join(out)
 
 
@@ -176,8 +184,7 @@ def _request_rows(res: SimResult, axis: _Axis, window: timeline.Window, ids: np.
         label = timeline.request_state_label(state)
         title = (f"request {r:,} · {label}\nprompt {int(req.prompt_tokens[r]):,} · output {int(req.output_tokens[r]):,} tok\n"
                  f"{(b - a) * 1e3:.2f} ms from t = {a:.3f} s")  # fmt: skip
-        out.append(_bar(axis, a, b, PHASE_COLORS[state], title, top=f"{row_of[r] * REQUEST_ROW_REM + 0.1:.2f}rem",
-                        height=f"{REQUEST_ROW_REM - 0.2:.2f}rem"))  # fmt: skip
+        out.append(_bar(axis, a, b, title, f"b rq {colour_class(state)}", top=f"{row_of[r] * REQUEST_ROW_REM + 0.1:.2f}rem"))
     labels = "".join(f'<span style="top:{i * REQUEST_ROW_REM:.2f}rem">req {int(r)}</span>' for i, r in enumerate(ids.tolist()))
     height = max(len(ids), 1) * REQUEST_ROW_REM
     states = [s for s in timeline.LEGEND_STATES if (bars["state"] == s).any()]
@@ -210,7 +217,7 @@ def _line_panel(axis: _Axis, lines: list[timeline.LineSeries], y_max: float, y_l
             continue
         lines_txt = "\n".join(f"{ln.y[j]:,.{ln.decimals}f} {ln.unit}" for ln in lines)
         span = f"t = {a:.3f}–{b:.3f} s" + (" (peak of this stretch)" if lines[0].reduced else "")
-        hover.append(_bar(axis, a, b, "transparent", f"{lines_txt}\n{span}", cls="h"))
+        hover.append(_bar(axis, a, b, f"{lines_txt}\n{span}", "h"))
     fmt = "{:,.0f}"
     labels = (f'<span style="top:0">{esc(fmt.format(y_max))}</span><span style="bottom:0">0</span>'
               f'<span style="top:40%;font-style:italic">{esc(y_label)}</span>')  # fmt: skip
@@ -219,8 +226,8 @@ def _line_panel(axis: _Axis, lines: list[timeline.LineSeries], y_max: float, y_l
 
 
 def _legend(phases: list[str], states: list[str], lines: list[timeline.LineSeries]) -> str:
-    items = [f'<span><i style="background:{PHASE_COLORS[p]}"></i>{esc(p)}</span>' for p in phases]
-    items += [f'<span><i style="background:{PHASE_COLORS[s]}"></i>{esc(timeline.request_state_label(s))}</span>' for s in states]
+    items = [f'<span><i class="{colour_class(p)}"></i>{esc(p)}</span>' for p in phases]
+    items += [f'<span><i class="{colour_class(s)}"></i>{esc(timeline.request_state_label(s))}</span>' for s in states]
     items += [f'<span><i class="ln{" dt" if ln.dash == "dot" else ""}" style="border-color:{ln.color}"></i>{esc(ln.name)}</span>'
               for ln in lines]  # fmt: skip
     return f'<div class="sgt-lg">{"".join(items)}</div>'

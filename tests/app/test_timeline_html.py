@@ -62,8 +62,9 @@ def test_the_opening_window_draws_one_hoverable_bar_per_tick(v0):
     assert len(bars) == hi - lo  # one per tick, as the Plotly figure draws
     assert all(b["title"].startswith(("prefill · tick ", "decode · tick ", "mixed · tick ", "idle · tick ")) for b in bars)
     assert any("compute-bound" in b["title"] for b in bars) and any("memory-bound" in b["title"] for b in bars)
-    colours = {b["style"].split("background:")[1] for b in bars}
-    assert colours <= {PHASE_COLORS[p] for p in ("prefill", "decode", "mixed", "idle")}
+    colours = {c for b in bars for c in b["class"].split() if c.startswith("c")}
+    assert colours <= {timeline_html.colour_class(p) for p in ("prefill", "decode", "mixed", "idle")}
+    assert f".c{list(PHASE_COLORS).index('prefill')}{{background:{PHASE_COLORS['prefill']}}}" in markup
 
 
 def test_panels_titles_rows_and_legend_match_the_plotly_figure(v0):
@@ -127,7 +128,7 @@ hostile = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size
 @given(hostile)
 @settings(max_examples=200, deadline=None)
 def test_text_shows_as_typed_in_text_and_in_a_hover(text):
-    bar = timeline_html._bar(timeline_html._Axis(0.0, 1.0), 0.1, 0.2, "#000", text)
+    bar = timeline_html._bar(timeline_html._Axis(0.0, 1.0), 0.1, 0.2, text, "b c0")
     page = Parsed(f'<span class="x">{timeline_html.esc(text)}</span>{bar}')
     assert [t for t, _ in page.tags] == ["span", "div"]  # nothing injected
     assert "".join(page.text) == text
