@@ -74,7 +74,7 @@ def browser_main(repeats: int = 5) -> int:
         page.goto(url + "/")
         page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
         page.wait_for_timeout(500)
-        figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
             .reduce((n, p) => n + JSON.stringify(p.data).length + JSON.stringify(p.layout).length, 0)""")
         html_bytes = page.evaluate("() => (document.querySelector('[data-testid=timeline-html]') || {outerHTML: ''}).outerHTML.length")
         redraws = []

@@ -352,6 +352,7 @@ def main() -> None:
         if tab.open:
             with tab:
                 body()
+    workshop.preload_plotly()
 
 
 main()
