@@ -1,12 +1,14 @@
 """The app's cost per rerun on the default preset: `python -m app.bench`.
 
 A rerun that changes a knob simulates the new config and builds every figure the Simulate page
-shows (the HTML timeline and its Plotly version, four latency distributions, roofline, step-through). Reported as the median of
-several runs and as a ratio to the same in-process baseline as the engine benchmark.
+shows (the HTML timeline and its Plotly version, four latency distributions, roofline,
+step-through). Reported as the median of several runs and as a ratio to the same in-process
+baseline as the engine benchmark.
 
 `python -m app.bench --browser` times what a user waits for in headless Chromium: a shared link
-opened in a fresh browser until its Gantt is drawn, and one slider step until the Gantt is redrawn
-(targets 2 s and 0.5 s), plus the bytes of the page's figures.
+opened in a fresh browser until its Gantt is drawn (the server-drawn HTML timeline), and, once the
+page has loaded, one slider step until the Gantt is redrawn (targets 2 s and 0.5 s), plus the
+page's main-thread time and the bytes of its chart data.
 """
 
 from __future__ import annotations
