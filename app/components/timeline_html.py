@@ -47,6 +47,7 @@ CSS = """<style>
 .sgt-p>.sw{top:25%;height:50%}
 .sgt-p>.rq{height:.75rem}
 .sgt-p>.k{border-right:1px solid #fff}
+@media (max-width:640px){.sgt-p>.k{border-right-width:0}}
 .sgt-p>.b:hover,.sgt-p>.h:hover{outline:2px solid #202124;z-index:2}
 .sgt-p>.h{top:0;bottom:0}
 .sgt-p>img{position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none}
