@@ -75,7 +75,7 @@ def browser_main(repeats: int = 5) -> int:
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.goto(url + "/")
         page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
-        page.wait_for_load_state("networkidle")  # the page has loaded (Plotly's bundle for later tabs included)
+        page.wait_for_load_state("networkidle")  # the page has loaded
         page.wait_for_timeout(500)
         figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
             .reduce((n, p) => n + JSON.stringify(p.data).length + JSON.stringify(p.layout).length, 0)""")

@@ -352,7 +352,6 @@ def main() -> None:
         if tab.open:
             with tab:
                 body()
-    workshop.preload_plotly()
 
 
 main()

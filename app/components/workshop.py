@@ -51,21 +51,6 @@ def show_chart(fig: go.Figure, key: str, **kwargs) -> None:
     st.plotly_chart(style_figure(fig, presenter_on()), key=key, config=config, **kwargs)
 
 
-PRELOAD_KEY = "ui.plotly_preloaded"
-
-
-def preload_plotly() -> None:
-    """Once per session, after everything else on the page: an empty, hidden Plotly chart, so the
-    browser fetches and runs Plotly's 4.7 MB bundle while the visitor reads the first (HTML) chart,
-    instead of when they open the first Plotly tab."""
-    if st.session_state.get(PRELOAD_KEY):
-        return
-    st.session_state[PRELOAD_KEY] = True
-    st.html("<style>.st-key-plotly_preload { display: none; }</style>")
-    with st.container(key="plotly_preload"):
-        st.plotly_chart(go.Figure(layout=dict(width=10, height=10)), key="chart.preload", config={"staticPlot": True})
-
-
 def full_url(params: dict[str, str], page: str = "") -> str:
     """The address a link opens: this server's URL (as the browser sees it), the page and the query.
     Without a browser (tests) only the query part."""

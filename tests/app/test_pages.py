@@ -346,11 +346,10 @@ def test_the_timeline_is_drawn_without_plotly_until_zoom_is_asked_for():
     at = app(open_sections=False, preset="chat-h100-llama8b-vllm-v0").run()
     timelines = [h for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body]
     assert len(timelines) == 1 and "GPU: one bar per tick" in timelines[0].proto.body
-    # nothing on the first screen needs the Plotly bundle; a hidden, empty chart at the end loads it for later tabs
-    assert [c.key for c in at.get("plotly_chart")] == ["chart.preload"]
+    assert not at.get("plotly_chart")  # nothing on the first screen needs the Plotly bundle
     at.toggle(key="ui.timeline_plotly").set_value(True).run()
     assert not at.exception
-    assert [c.key for c in at.get("plotly_chart")] == ["chart.timeline"]  # the preload is once per session
+    assert [c.key for c in at.get("plotly_chart")] == ["chart.timeline"]
     assert not [h for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body]
 
 
