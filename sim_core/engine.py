@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from itertools import chain
 
 import numpy as np
 
@@ -31,10 +32,11 @@ from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.scheduler import Scheduler
+from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
-from sim_core.workload import generate_workload
+from sim_core.workload import Workload, generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
@@ -51,12 +53,14 @@ class Engine:
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
         if cfg.kv_cache.enable_prefix_caching:  # issue 12: a block manager whose free blocks may hold cached prefixes
-            self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl)
+            self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl,
+                                                cfg.kv_cache.eviction_policy)  # fmt: skip
         else:
             self.kv = BlockManager(
                 self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
             )
-        self.st = SimState(wl, cfg.scheduler.queue_order)
+        # issue 12: closed-loop sessions release each later turn when the previous one finishes (sim_core/sessions.py)
+        self.st = (SessionState if wl.next_turn is not None else SimState)(wl, cfg.scheduler.queue_order)
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
@@ -155,9 +159,11 @@ class Engine:
 
     @property
     def num_outstanding(self) -> int:
-        """Requests in this engine (waiting, running, swapped): what a least-outstanding router reads."""
+        """Requests in this engine (waiting, running, swapped, or added and not yet arrived): what a
+        least-outstanding router reads (it counts what it sent until it finishes, as routers do)."""
         st = self.st
-        return int(st.running.size + st.waiting_keys.size + st.swapped_keys.size)
+        pending = max(getattr(self, "num_added", 0) - st.next_arrival, 0)  # (decode pool: never arrive by themselves)
+        return int(st.running.size + st.waiting_keys.size + st.swapped_keys.size + pending)
 
     def start_empty(self) -> None:
         """Start with no requests of its own (capacity for the workload's count); the cluster adds each
@@ -172,14 +178,41 @@ class Engine:
         self.st = SimState(self.workload, self.cfg.scheduler.queue_order)
         self.num_added = 0
 
-    def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int) -> int:
+    def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int,
+                    source: tuple[Workload, int] | None = None) -> int:
         """Add a request in the next slot (returns it); it arrives at `arrival_s` like any request of a
-        single engine (arrival times must not decrease)."""
+        single engine (arrival times must not decrease). `source` (workload, request): where its prefix
+        identity comes from, for a prefix cache (issue 13: prefix caching per replica)."""
         k = self.num_added
         self.num_added += 1
         self.st.add_request(k, arrival_s, prompt, output, priority)
         self.workload.class_idx[k] = class_idx
+        if self.prefix is not None and source is not None:
+            self.prefix.bind_slot(k, *source)
         return k
+
+    def outstanding_bounds(self, t_s: float, min_tick_s: float) -> tuple[int, int]:
+        """(low, high) bounds on `num_outstanding` once every tick that starts before `t_s` has run, for an
+        engine whose clock is at most `t_s` and that gets no request but those already added (issue 13: a
+        least-outstanding router decides without ending coalesced runs). Added requests only arrive (all by
+        `t_s`) and finishes only lower the count; a request cannot finish in fewer ticks than its remaining
+        tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick is
+        shorter than `min_tick_s`."""
+        st = self.st
+        R = st.num_requests
+        pending = np.arange(st.next_arrival, getattr(self, "num_added", st.next_arrival), dtype=np.int64)
+        ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
+        high = int(ids.size)
+        if not high or t_s <= st.now_s:
+            return high, high
+        ticks = int((t_s - st.now_s) // min_tick_s) + 1
+        per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
+        return high - int(np.count_nonzero(st.output[ids] - st.emitted[ids] <= ticks * per_tick)), high
+
+    def cached_prefix_blocks(self, source: Workload, r: int) -> int:
+        """Leading prompt blocks of request r of `source` cached here (0 without prefix caching): the
+        score of a cache-aware router (issue 13)."""
+        return self.prefix.cached_prefix_blocks(source, r) if self.prefix is not None else 0
 
     def take_arrivals_externally(self) -> None:
         """Added requests never arrive by themselves: they join only through `inject_prefilled`."""
@@ -323,6 +356,8 @@ class Engine:
         self.rec.event(done, t_end, Event.FINISHED)
         if self.workload.closed_loop_think_s is not None:
             st.release_closed_loop(float(np.max(t_end)), done.size, self.workload.closed_loop_think_s)
+        elif self.workload.next_turn is not None:
+            st.release_next_turns(done, t_end)
 
     # ------------------------------------------------------------------ coalesced runs
     def _is_repeatable(self, plan: StepPlan) -> bool:
@@ -375,7 +410,7 @@ class Engine:
         num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
         # Prefix caching (issue 12): a run stops at the first completion and before any eviction, so the
         # cache's releases and evictions happen at the ticks they would tick by tick.
-        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and self.prefix is None and (
+        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
             sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
         # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
@@ -542,8 +577,7 @@ def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
     """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        ticks = np.array([t for t, _ in marks], dtype=np.int64)
-        vals = np.array([v for _, v in marks], dtype=np.int64)
+        ticks, vals = np.fromiter(chain.from_iterable(marks), dtype=np.int64, count=2 * len(marks)).reshape(-1, 2).T
         pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
         out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
     return out

@@ -1,20 +1,59 @@
 """Sidebar editor for the optional `deployment` section (sim_core/cluster): one engine, N replicas
 behind a router, or disaggregated prefill/decode pools with a KV link. Limits and help text come
-from the config model; the pools share the top-level GPU kind and scheduler (other GPU kinds per
-pool: through a preset, a link or an uploaded config, which the editor keeps as they are)."""
+from the config model. Each pool's GPU kind is the top-level one or a hardware preset (a kind that
+matches no preset, from a link or an uploaded config, is kept as it is and offered as such); pools
+share the top-level scheduler unless a preset or link gave them their own (kept as they are)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import streamlit as st
+from pydantic import ValidationError
 
 from sim_core import SimConfig
-from sim_core.config import Router, field_info
+from sim_core.config import HardwareSpec, Router, field_info
+from sim_core.presets import list_presets, read_preset_data
 
 MODES = ("one engine", "replicas", "disaggregated")
 KEY = "w.dep."  # widget keys
 TP_OPTIONS = (1, 2, 4, 8)
+SAME_GPU = "same as Hardware"
+KEPT = "as loaded: "  # prefix of the option for a pool GPU kind that matches no preset
+
+
+def _preset_hardware(name: str, num_gpus: int) -> dict[str, Any]:
+    data = read_preset_data("hardware", name)
+    data.pop("description", None)
+    return data | {"num_gpus": num_gpus}
+
+
+def _gpu_choice(pool) -> str:
+    """The GPU selector's value for a pool: the top-level kind, the matching preset, or the kind as loaded."""
+    if pool is None or pool.hardware is None:
+        return SAME_GPU
+    hw = pool.hardware
+    for name in list_presets("hardware"):
+        try:
+            if HardwareSpec.model_validate(_preset_hardware(name, hw.num_gpus)) == hw:
+                return name
+        except ValidationError:  # a kind that cannot have this many GPUs (an NVLink-bridged pair) is not it
+            continue
+    return KEPT + hw.name
+
+
+def _gpu_label(cfg: SimConfig, choice: str) -> str:
+    """What the selector shows: the GPU's own name (the caption below repeats the kinds in use)."""
+    if choice == SAME_GPU:
+        return SAME_GPU
+    if choice.startswith(KEPT):
+        return choice.removeprefix(KEPT) + " (as loaded)"
+    return str(read_preset_data("hardware", choice).get("name", choice))
+
+
+def _gpu_options(role: str) -> list[str]:
+    kept = st.session_state.get(KEY + role + "_gpu", "")
+    return [SAME_GPU, *list_presets("hardware"), *([kept] if kept.startswith(KEPT) else [])]
 
 
 def _help(*path: str) -> str:
@@ -41,6 +80,8 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "decode"] = dis.decode.replicas if dis else 1
     s[KEY + "prefill_tp"] = _pool_tp(cfg, dis.prefill if dis else None)
     s[KEY + "decode_tp"] = _pool_tp(cfg, dis.decode if dis else None)
+    s[KEY + "prefill_gpu"] = _gpu_choice(dis.prefill if dis else None)
+    s[KEY + "decode_gpu"] = _gpu_choice(dis.decode if dis else None)
     link = dis.link if dis else None
     s[KEY + "ideal"] = bool(link and link.bandwidth_gb_per_s is None)
     s[KEY + "bw"] = float(link.bandwidth_gb_per_s) if link and link.bandwidth_gb_per_s else 50.0
@@ -68,6 +109,10 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     opts = lambda k: sorted(set(TP_OPTIONS) | {int(st.session_state.get(KEY + k, 1))})  # noqa: E731
     ptp = c1.select_slider("Prefill TP", opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
     dtp = c2.select_slider("Decode TP", opts("decode_tp"), key=KEY + "decode_tp", help=_help("disaggregation", "decode"))
+    gpu_help = field_info(("deployment", "disaggregation", "prefill", "hardware")).description
+    label = lambda choice: _gpu_label(cfg, choice)  # noqa: E731
+    pgpu = st.selectbox("Prefill GPU", _gpu_options("prefill"), key=KEY + "prefill_gpu", help=gpu_help, format_func=label)
+    dgpu = st.selectbox("Decode GPU", _gpu_options("decode"), key=KEY + "decode_gpu", help=gpu_help, format_func=label)
     ideal = st.toggle("Ideal link (free KV transfer)", key=KEY + "ideal", help=_help("disaggregation", "link"))
     bw = None
     if not ideal:
@@ -77,14 +122,26 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
-    st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} prefill + {int(d)} x TP {dtp} decode")
-    def pool(n, tp, old) -> dict[str, Any]:
+    kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
+        else _gpu_label(cfg, choice)  # noqa: E731
+    st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} {kind(pgpu)} prefill + "
+               f"{int(d)} x TP {dtp} {kind(dgpu)} decode")  # fmt: skip
+
+    def pool(n, tp, gpu, old) -> dict[str, Any]:
         # An unset TP that still equals its default stays unset, so an untouched preset stays that preset.
         same = old is not None and old.tensor_parallel is None and int(tp) == _pool_tp(cfg, old)
-        return {"replicas": int(n), "tensor_parallel": None if same else int(tp),
-                "hardware": old.hardware.model_dump() if old and old.hardware else None,
+        if gpu == SAME_GPU:
+            hardware = None
+        elif gpu.startswith(KEPT):
+            hardware = old.hardware.model_dump() if old is not None and old.hardware is not None else None
+        elif old is not None and old.hardware is not None and _gpu_choice(old) == gpu:
+            hardware = old.hardware.model_dump()  # unchanged: keep it exactly (its own num_gpus too)
+        else:
+            hardware = _preset_hardware(gpu, int(tp))
+        return {"replicas": int(n), "tensor_parallel": None if same else int(tp), "hardware": hardware,
                 "scheduler": old.scheduler.model_dump() if old and old.scheduler else None}  # fmt: skip
 
     return {"router": router, "disaggregation": {
-        "prefill": pool(p, ptp, keep.prefill if keep else None), "decode": pool(d, dtp, keep.decode if keep else None),
+        "prefill": pool(p, ptp, pgpu, keep.prefill if keep else None),
+        "decode": pool(d, dtp, dgpu, keep.decode if keep else None),
         "link": {"bandwidth_gb_per_s": bw, "latency_us": float(lat), "layerwise_pipelining": bool(pipe)}}}  # fmt: skip

@@ -5,11 +5,12 @@ whole deployment, plus one `SimResult` per instance). `run_simulation` calls it 
 deployment section, so every caller of the single engine (CLI, sweeps, capacity search, the app)
 accepts deployments unchanged.
 
-  router.py      routing policies (round robin, least outstanding, least KV, prefix affinity hook)
+  router.py      routing policies (round robin, least outstanding, least KV, cache-aware prefix affinity)
   transfer.py    KV-transfer bytes and time over the prefill->decode link
   deployment.py  the event loop that steps several engines on one clock
   result.py      per-instance and deployment results
   trends.py      published disaggregation claims (DistServe, Splitwise, Dynamo) as trends
+  step_profiles.py  DistServe's published step-time profiles vs the cost model (its trend's calibrations)
   report.py      text for the CLI; knobs.py: the P:D split knob for sweeps
 
 Engine hooks this package relies on (small and additive; re-apply them on a rewritten engine):
@@ -19,7 +20,11 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
   Engine.start_empty(), add_request(...), SimState.add_request(...)   requests added by the router
   Engine.take_arrivals_externally(), inject_prefilled(...), reserve(...), release(...)   decode side
   Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
-  Engine.has_work, num_outstanding; kv.usage; cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
+  Engine.has_work, num_outstanding (counts added, not yet arrived requests); kv.usage;
+      cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
+  Engine.outstanding_bounds(t, min_tick)   least_outstanding settles choices without ending runs
+  Engine.add_request(..., source=(workload, r)), Engine.cached_prefix_blocks(workload, r)
+      -> PrefixCache.bind_slot / cached_prefix_blocks: prefix caching per replica, the cache-aware router
   Engine.result()             the single-engine result of each instance
   run_simulation(cfg)         calls run_deployment when cfg.deployment is set
 """

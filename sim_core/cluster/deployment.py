@@ -13,7 +13,9 @@ processed once every busy instance's clock has reached t, so each instance has r
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
 arrival. A state-aware router thus pauses every replica at every arrival (one extra engine step per
-replica per arrival); otherwise instances are independent between events.
+replica per arrival), except least_outstanding over replicas: it settles most choices from bounds on
+the counts (Router.choose_by_bounds) and only replicas whose exact count could change the choice run up
+to the arrival. Otherwise instances are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -51,8 +53,9 @@ class Instance:
 
 
 class Deployment:
-    def __init__(self, cfg: SimConfig, check_invariants: bool = False):
+    def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True):
         self.cfg = cfg
+        self.route_early = route_early  # False: every replica reaches each arrival (the reference for tests)
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
@@ -84,7 +87,7 @@ class Deployment:
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
-        self.router = Router(dep.router, len(self.front))
+        self.router = Router(dep.router, len(self.front), wl, cfg.kv_cache.block_size)
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
@@ -117,22 +120,44 @@ class Deployment:
             ptr = R
         stalled: set[int] = set()
         insts = self.instances
+        # least_outstanding over replicas settles a choice from count bounds where it can (Router.choose_by_bounds):
+        # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
+        early = self.route_early and not self.back and self.router.decides_on_counts
+        focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
             t_arr = float(self.arrival_s[ptr]) if ptr < R else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            t_ev = min(t_arr, t_heap)
-            i = self._earliest(stalled)
-            t_e = insts[i].engine.st.now_s if i is not None else math.inf
-            if t_ev <= t_e:
-                if not math.isfinite(t_ev):
-                    break
-                if t_heap <= t_arr:
-                    self._pop_event()
-                else:
-                    self._route(ptr, t_arr)
-                    ptr += 1
-                stalled.clear()
-                continue
+            if early and ptr < R:  # (no cluster events without a decode pool)
+                focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
+                         and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                if not focus:
+                    pick, focus = self.router.choose_by_bounds(
+                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)])
+                    if pick is not None:
+                        self._add(ptr, pick)
+                        ptr += 1
+                        stalled.clear()
+                        continue
+                    focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
+                             and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                    if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
+                        early = False
+                        continue
+                i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
+            else:
+                t_ev = min(t_arr, t_heap)
+                i = self._earliest(stalled)
+                t_e = insts[i].engine.st.now_s if i is not None else math.inf
+                if t_ev <= t_e:
+                    if not math.isfinite(t_ev):
+                        break
+                    if t_heap <= t_arr:
+                        self._pop_event()
+                    else:
+                        self._route(ptr, t_arr)
+                        ptr += 1
+                    stalled.clear()
+                    continue
             inst = insts[i]
             eng = inst.engine
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
@@ -195,7 +220,7 @@ class Deployment:
         """Request r goes to front instance i (it arrives there at its arrival time)."""
         wl = self.workload
         k = self.front[i].engine.add_request(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
-                                             int(wl.priority[r]), int(wl.class_idx[r]))  # fmt: skip
+                                             int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
 

@@ -130,7 +130,19 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
         "kv_num_blocks": sum(p.result.memory.num_blocks for p in parts),
         "kv_capacity_tokens": sum(p.result.memory.kv_capacity_tokens for p in parts),
         "swap_time_s": sum(p.result.summary.swap_time_s for p in parts),
-    })  # fmt: skip
+    } | _prefix_totals(dep))  # fmt: skip
+
+
+def _prefix_totals(dep: Deployment) -> dict:
+    """Prefix-cache figures over every instance that has a cache (hits / lookups summed, not averaged)."""
+    caches = [x.engine.prefix for x in dep.instances if x.engine.prefix is not None]
+    if not caches:
+        return {}
+    tok, hit_tok = sum(c.num_query_tokens for c in caches), sum(c.num_hit_tokens for c in caches)
+    blk, hit_blk = sum(c.num_query_blocks for c in caches), sum(c.num_hit_blocks for c in caches)
+    return {"prefix_hit_rate_tokens": hit_tok / tok if tok else float("nan"),
+            "prefix_hit_rate_blocks": hit_blk / blk if blk else float("nan"),
+            "prefill_tokens_saved": int(hit_tok), "prefix_blocks_evicted": sum(int(c.num_evicted) for c in caches)}
 
 
 def build_result(dep: Deployment) -> ClusterResult:
@@ -148,7 +160,10 @@ def build_result(dep: Deployment) -> ClusterResult:
         parts.append(InstanceResult(inst.role, inst.index, inst.cfg.hardware.num_gpus, inst.cfg.hardware.name, mine, ids))
     req = _merge_requests(dep, [r.requests for r in raw])
     # Timeline: every instance's rows, ordered by end time (stable), tagged with the instance.
-    cols = {name: np.concatenate([r.timeline.columns[name] for r in raw]) for name in raw[0].timeline.columns}
+    # (a column only some instances have, e.g. the prefix cache's kv_blocks_cached, is 0 on the others)
+    names = list(dict.fromkeys(name for r in raw for name in r.timeline.columns))
+    cols = {name: np.concatenate([r.timeline.columns[name] if name in r.timeline.columns
+                                  else np.zeros(r.timeline.num_ticks, dtype=np.int64) for r in raw]) for name in names}
     cols["instance"] = np.concatenate([np.full(r.timeline.num_ticks, k, dtype=np.int64) for k, r in enumerate(raw)])
     order = np.argsort(cols["t_start_s"] + cols["duration_s"], kind="stable")
     tl = Timeline({name: col[order] for name, col in cols.items()})

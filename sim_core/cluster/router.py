@@ -4,16 +4,23 @@ Policies (DESIGN.md §8; `deployment.router`):
   round_robin        instances in turn, whatever their load (request counts differ by at most 1)
   least_outstanding  fewest requests queued, running or swapped out (vLLM production stack, llm-d)
   least_kv           lowest fraction of KV blocks in use; ties to least outstanding
-  prefix_affinity    most cached prefix blocks for this prompt, ties to least outstanding. The score
-                     comes from `Engine.cached_prefix_blocks(request)` when the engine has prefix
-                     caching (hook for the prefix-cache module); without it every score is 0 and the
-                     policy is least_outstanding.
+  prefix_affinity    SGLang router's cache-aware policy (sgl-router, `CacheAwareConfig` defaults): when
+                     the load is imbalanced (max - min outstanding > 32 and max > 1.1 x min) the least
+                     outstanding instance; otherwise the instance holding the longest cached prefix of
+                     the prompt if it covers more than half of the prompt's full blocks, else the least
+                     outstanding (SGLang: the smallest cache tree). The match is read from each engine's
+                     actual prefix cache (`Engine.cached_prefix_blocks`), as llm-d's precise
+                     prefix-cache scorer does from KV events, not from an approximate tree of routed
+                     prompts. Without prefix caching every match is 0: least outstanding.
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
-NOTE: "observable then" is tick-granular. The cluster routes an arrival once every busy instance's
-clock has reached it, so each instance shows its state after the tick in flight at the arrival
-(at most one tick of look-ahead, as a real engine reports its queues between iterations).
+NOTE: "observable then" is tick-granular: each instance shows its state after the tick in flight at
+the arrival (at most one tick of look-ahead, as a real engine reports its queues between iterations),
+and its outstanding count includes requests the router sent that the engine has not yet taken in (a
+router counts what it dispatched). The cluster gets there either by running every busy instance up to
+the arrival, or, for least_outstanding, by `choose_by_bounds`: the same choice from bounds on the
+counts, so that only the instances whose exact count matters run up to the arrival.
 """
 
 from __future__ import annotations
@@ -25,18 +32,20 @@ import numpy as np
 
 if TYPE_CHECKING:
     from sim_core.engine import Engine
+    from sim_core.workload import Workload
 
 
-def prefix_score(engine: Engine, request: int) -> int:
-    """Cached prefix blocks of `request` on `engine` (0 without prefix caching)."""
-    probe = getattr(engine, "cached_prefix_blocks", None)
-    return int(probe(request)) if probe is not None else 0
+CACHE_THRESHOLD = 0.5  # share of the prompt's full blocks a cached prefix must exceed (SGLang default)
+BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
+BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
 
 
 class Router:
-    def __init__(self, policy: str, num_instances: int):
+    def __init__(self, policy: str, num_instances: int, workload: Workload | None = None, block_size: int = 16):
         self.policy = policy
         self.num_instances = num_instances
+        self.workload = workload  # the deployment's requests (prefix identities for prefix_affinity)
+        self.block_size = block_size
         self._next = 0  # round robin: the instance whose turn it is
 
     @property
@@ -63,10 +72,40 @@ class Router:
         load = [engines[i].num_outstanding for i in cand]
         if self.policy == "least_kv":
             key = [(engines[i].kv.usage, load[j], turn[j]) for j, i in enumerate(cand)]
-        elif self.policy == "prefix_affinity":
-            key = [(-prefix_score(engines[i], request), load[j], turn[j]) for j, i in enumerate(cand)]
-        else:  # least_outstanding
+        elif self.policy == "prefix_affinity" and self._cache_aware(engines, request, cand, load):
+            hit = [engines[i].cached_prefix_blocks(self.workload, request) for i in cand]
+            key = [(-hit[j], load[j], turn[j]) for j in range(len(cand))]
+        else:  # least_outstanding (and prefix_affinity under imbalance or without a long enough match)
             key = [(load[j], turn[j]) for j, i in enumerate(cand)]
         pick = cand[min(range(len(cand)), key=key.__getitem__)]
         self._next = (pick + 1) % n
         return pick
+
+    @property
+    def decides_on_counts(self) -> bool:
+        """least_outstanding reads only request counts, which bounds can settle (`choose_by_bounds`)."""
+        return self.policy == "least_outstanding"
+
+    def choose_by_bounds(self, bounds: Sequence[tuple[int, int]]) -> tuple[int | None, list[int]]:
+        """least_outstanding from (low, high) bounds on each instance's count: (the instance `choose` would
+        pick whatever the counts within their bounds, []) or (None, the instances whose exact count could
+        change the choice: the ones that could beat the best upper bound, and the best if it is not exact)."""
+        n = len(bounds)
+        turn = [(i - self._next) % n for i in range(n)]
+        best = min(range(n), key=lambda i: (bounds[i][1], turn[i]))
+        top = (bounds[best][1], turn[best])
+        rivals = [j for j in range(n) if j != best and (bounds[j][0], turn[j]) < top]
+        if not rivals:
+            self._next = (best + 1) % n
+            return best, []
+        return None, rivals + ([best] if bounds[best][0] < bounds[best][1] else [])
+
+    def _cache_aware(self, engines: Sequence[Engine], request: int, cand: list[int], load: list[int]) -> bool:
+        """Balanced load and some instance caches more than CACHE_THRESHOLD of the prompt's full blocks."""
+        if self.workload is None:
+            return False
+        if max(load) - min(load) > BALANCE_ABS_THRESHOLD and max(load) > BALANCE_REL_THRESHOLD * min(load):
+            return False
+        full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
+        best = max(engines[i].cached_prefix_blocks(self.workload, request) for i in cand)
+        return full > 0 and best / full > CACHE_THRESHOLD

@@ -95,3 +95,37 @@ def test_learn_page_shows_the_disaggregation_lesson_with_readable_sides():
     assert not at.exception and not at.error
     text = " ".join(m.value for m in at.markdown)
     assert "4 co-located replicas (TP2)" in text and "3 prefill + 1 decode (TP2)" in text
+
+
+def test_sidebar_sets_each_pool_gpu_kind_from_a_hardware_preset():
+    # Splitwise-HA: the decode pool's A100 is recognised as the a100-80gb preset; another preset for it runs,
+    # and a kind the model cannot fit on is refused with a message naming the pool
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-splitwise-llama70b-4xdgx-ha-3p1d"
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="w.dep.prefill_gpu").value == "same as Hardware"
+    assert at.selectbox(key="w.dep.decode_gpu").value == "a100-80gb"
+    assert at.query_params["preset"] == "cluster-splitwise-llama70b-4xdgx-ha-3p1d"  # untouched: still the preset
+    at.selectbox(key="w.dep.decode_gpu").set_value("h200").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "preset" not in at.query_params  # the link now carries the edited config
+    assert "H200" in " ".join(c.value for c in at.caption)
+    at.selectbox(key="w.dep.decode_gpu").set_value("l4")
+    at.select_slider(key="w.dep.decode_tp").set_value(1).run()
+    assert not at.exception  # a 70B model on one 24 GB L4: a message naming the pool, not a traceback
+    shown = " ".join(e.value for e in at.error)
+    assert "decode pool" in shown, shown
+
+
+def test_simulate_page_opens_replicas_with_prefix_caching():
+    cfg = with_value(with_value(make_config(workload__num_requests=60), "kv_cache.enable_prefix_caching", True),
+                     "workload.shared_prefix", {"num_system_prompts": 2, "share_ratio": 0.9,
+                                                "system_prompt_tokens": {"dist": "fixed", "mean": 512}})  # fmt: skip
+    cfg = with_value(cfg, "deployment", {"replicas": 2, "router": "prefix_affinity"})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="w.dep.router").value == "prefix_affinity"

@@ -30,12 +30,16 @@ DEPLOYMENT = st.one_of(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dep=DEPLOYMENT, seed=st.integers(0, 50))
-def test_generated_deployments_run_or_explain(dep, seed):
+@given(dep=DEPLOYMENT, seed=st.integers(0, 50), prefix=st.booleans())
+def test_generated_deployments_run_or_explain(dep, seed, prefix):
     data = {"seed": seed, "workload": {"num_requests": 12, "arrival": {"rate_per_s": 30.0},
                                        "prompt_tokens": {"dist": "uniform", "mean": 300, "min": 10, "max": 800},
                                        "output_tokens": {"dist": "uniform", "mean": 20, "min": 1, "max": 40}},
             "deployment": dep}  # fmt: skip
+    if prefix:  # prefix caching per replica / prefill instance, prompts sharing 2 system prompts
+        data["kv_cache"] = {"enable_prefix_caching": True}
+        data["workload"]["shared_prefix"] = {"num_system_prompts": 2, "share_ratio": 0.8,
+                                             "system_prompt_tokens": {"dist": "fixed", "mean": 256}}  # fmt: skip
     try:
         cfg = config_from_dict(data)
     except PresetError as err:
