@@ -552,6 +552,17 @@ class DeploymentConfig(StrictModel):
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."
     )
+    state_refresh_s: float = Field(
+        0.05,
+        ge=0.0,
+        le=60.0,
+        description="Seconds between the router's refreshes of engine state, for least_kv and prefix_affinity: "
+        "they route on each instance's KV usage and cached prefixes as of the last refresh instant (a multiple "
+        "of this interval) plus the requests the router sent since. 0 = exact at every arrival (slowest to "
+        "simulate). Default 0.05 s: llm-d's endpoint picker scrapes engine metrics every 50 ms "
+        "(gateway-api-inference-extension, --refreshMetricsInterval); vLLM production-stack's router every 30 s "
+        "(--engine-stats-interval). Range [0, 60].",
+    )  # fmt: skip
 
 
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,16 @@ Policies (DESIGN.md §8; `deployment.router`):
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
+Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv and prefix_affinity read what engines
+publish (KV usage, cached prefixes), which real routers get by periodic scrapes (llm-d's endpoint picker:
+every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
+was at the last refresh instant (a multiple of the interval) plus the requests it sent since (a router
+counts what it dispatched); every arrival of one interval is routed from that one view, so the cluster
+routes them together at the interval's start and instances pause once per interval, not once per arrival.
+Stale KV usage herds: a burst piles onto the instance that looked emptiest at the refresh. 0 = the exact
+state at each arrival (below). least_outstanding reads only the router's own counts (sent minus finished,
+which a router sees as responses end): always exact.
+
 NOTE: "observable then" is tick-granular: each instance shows its state after the tick in flight at
 the arrival (at most one tick of look-ahead, as a real engine reports its queues between iterations),
 and its outstanding count includes requests the router sent that the engine has not yet taken in (a
@@ -52,6 +62,12 @@ class Router:
     def is_state_free(self) -> bool:
         """Round robin ignores instance state: its choices can be made ahead of time."""
         return self.policy == "round_robin"
+
+    @property
+    def reads_engine_state(self) -> bool:
+        """least_kv and prefix_affinity read what engines publish (KV usage, cached prefixes), which a real
+        router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
+        return self.policy in ("least_kv", "prefix_affinity")
 
     def round_robin_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request under round robin (request i -> i mod N)."""
