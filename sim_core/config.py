@@ -497,7 +497,7 @@ class LimitsConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
-Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity"]
+Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware"]
 
 
 class LinkConfig(StrictModel):
@@ -546,8 +546,11 @@ class DeploymentConfig(StrictModel):
         "round_robin",
         description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
-        "policy: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
-        "else least outstanding; needs kv_cache.enable_prefix_caching to differ from least_outstanding).",
+        "rule: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
+        "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
+        "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (the same rule on the "
+        "router's own approximate tree of the prompts it sent each instance, as SGLang's router does: no engine "
+        "query, blind to evictions).",
     )  # fmt: skip
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."

@@ -15,7 +15,7 @@ it) stops its coalesced runs and idle jumps there, which is what a single engine
 arrival. A state-aware router thus pauses every replica at every routing instant (one extra engine step
 per replica): for least_kv and prefix_affinity the refresh instants of `deployment.state_refresh_s` (all
 arrivals of an interval are routed at its start from the state then, router.py), or every arrival when it
-is 0; least_outstanding over replicas settles most choices from bounds on the counts
+is 0; least_outstanding and cache_aware over replicas settle most choices from bounds on the counts
 (Router.choose_by_bounds) and only replicas whose exact count could change the choice run up to the
 arrival. Otherwise instances are independent between events.
 
@@ -89,7 +89,9 @@ class Deployment:
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
-        self.router = Router(dep.router, len(self.front), wl, cfg.kv_cache.block_size)
+        # cache_aware's tree of routed prompts holds at most as many blocks per instance as its GPU KV cache
+        self.router = Router(dep.router, len(self.front), wl, cfg.kv_cache.block_size,
+                             tree_blocks=min(x.engine.kv.num_blocks for x in self.front))  # fmt: skip
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
@@ -125,7 +127,7 @@ class Deployment:
             ptr = R
         stalled: set[int] = set()
         insts = self.instances
-        # least_outstanding over replicas settles a choice from count bounds where it can (Router.choose_by_bounds):
+        # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
         early = self.route_early and not self.back and self.router.decides_on_counts
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
@@ -137,7 +139,7 @@ class Deployment:
                          and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                 if not focus:
                     pick, focus = self.router.choose_by_bounds(
-                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)])
+                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)], ptr)
                     if pick is not None:
                         self._add(ptr, pick)
                         ptr += 1
