@@ -14,8 +14,9 @@ Policies (DESIGN.md §8; `deployment.router`):
                      prompts. Without prefix caching every match is 0: least outstanding.
   cache_aware        the same rule on the router's own approximate tree (SGLang's router): per instance the
                      prompt blocks it sent there (`prefix_cache.block_keys`), matched without asking any
-                     engine and blind to the engines' evictions; an LRU bounded at the instance's GPU KV
-                     blocks (SGLang bounds its tree in characters, max_tree_size). Needs no engine state but
+                     engine and blind to the engines' evictions; bounded at the instance's GPU KV blocks:
+                     on overflow the least recently routed blocks go, in one batch down to half the bound
+                     (SGLang evicts its tree periodically down to max_tree_size characters). Needs no engine state but
                      the outstanding counts, which `choose_by_bounds` settles like least_outstanding's.
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
@@ -40,8 +41,9 @@ counts, so that only the instances whose exact count matters run up to the arriv
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
+from bisect import bisect_left
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,9 +70,13 @@ class Router:
         self._next = 0  # round robin: the instance whose turn it is
         # cache_aware: per instance, the block keys of the prompts routed there (LRU, at most tree_blocks each)
         self.tree_blocks = tree_blocks
-        self._tree: list[OrderedDict[int, None]] | None = (
-            [OrderedDict() for _ in range(num_instances)] if policy == "cache_aware" and workload is not None else None
+        # (key -> when last routed, in requests routed so far: a dict, whose C-level update is the bulk of the cost)
+        self._tree: list[dict[int, int]] | None = (
+            [{} for _ in range(num_instances)] if policy == "cache_aware" and workload is not None else None
         )
+        self._stamp = 0
+        # the request being routed, its keys and matches: an unsettled choice is retried with the tree unchanged
+        self._memo: tuple[int, list[int], list[int] | None] = (-1, [], None)
 
     @property
     def is_state_free(self) -> bool:
@@ -137,7 +143,10 @@ class Router:
             if not balanced and not _imbalanced(hi_min, lo_max):
                 return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
             if balanced:
-                hit = [self._match((), request, i, keys) for i in range(n)]
+                hit = self._memo[2]
+                if hit is None:
+                    hit = [self._match((), request, i, keys) for i in range(n)]
+                    self._memo = (request, keys, hit)
                 if self._follows_cache(request, max(hit)):
                     cand = [i for i in range(n) if hit[i] == max(hit)]
         turn = [(i - self._next) % n for i in range(n)]
@@ -155,19 +164,22 @@ class Router:
         """cache_aware: the keys of the request's full prompt blocks (what its tree stores and matches)."""
         if self._tree is None or request < 0:
             return []
+        if self._memo[0] == request:
+            return self._memo[1]
         full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
-        return block_keys(self.workload, request, full, self.block_size) if full > 0 else []
+        keys = block_keys(self.workload, request, full, self.block_size) if full > 0 else []
+        self._memo = (request, keys, None)
+        return keys
 
     def _match(self, engines: Sequence[Engine], request: int, i: int, keys: list[int]) -> int:
         """Leading full prompt blocks instance i holds: in the router's tree (cache_aware), else in the engine."""
         if self._tree is None:
             return engines[i].cached_prefix_blocks(self.workload, request) if self.workload is not None else 0
-        tree, hit = self._tree[i], 0
-        for k in keys:
-            if k not in tree:
-                break
-            hit += 1
-        return hit
+        # A prompt that routes a block's key routes all the keys before it (keys chain on their prefix), with the
+        # same stamp, so no block is older than one after it and eviction keeps each tree prefix-closed: the
+        # keys present are a leading run, found by bisection (test_cache_aware checks it against a scan).
+        tree = self._tree[i]
+        return bisect_left(keys, True, key=lambda k: k not in tree)
 
     def _follows_cache(self, request: int, best_hit: int) -> bool:
         """Some instance holds more than CACHE_THRESHOLD of the prompt's full blocks."""
@@ -180,12 +192,15 @@ class Router:
         """cache_aware: the prompt sent to instance i is in its tree now (least recently used blocks go first)."""
         if self._tree is None or not keys:
             return
+        self._memo = (-1, [], None)
         tree = self._tree[i]
-        for k in keys:
-            tree[k] = None
-            tree.move_to_end(k)
-        while len(tree) > self.tree_blocks:
-            tree.popitem(last=False)
+        tree.update(zip(keys, repeat(self._stamp)))
+        self._stamp += 1
+        if len(tree) > self.tree_blocks:  # evict in one batch, least recently routed first, down to half the bound
+            stamps = np.fromiter(tree.values(), dtype=np.int64, count=len(tree))
+            keep = self.tree_blocks // 2
+            newest = np.partition(stamps, stamps.size - keep - 1)[stamps.size - keep - 1] if keep else stamps.max()
+            self._tree[i] = {k: v for k, v in tree.items() if v > newest}  # (ties go too: at most `keep` stay)
 
 
 def _imbalanced(min_load: int, max_load: int) -> bool:

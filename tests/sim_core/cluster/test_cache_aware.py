@@ -42,11 +42,22 @@ def test_the_tree_remembers_where_a_prompt_went_without_asking_the_engines():
     assert router.choose([_Count(busy), _Count(1), _Count(2)], again) == 1  # imbalanced: by load
 
 
-def test_the_tree_is_bounded_least_recently_used_first():
-    router = Router("cache_aware", 2, WL, 16, tree_blocks=200)
-    for r in range(WL.num_requests):
-        router.choose([_Count(0), _Count(0)], r)
-        assert all(len(t) <= 200 for t in router._tree)
+@pytest.mark.parametrize("tree_blocks", [1, 200, 1 << 16])
+@pytest.mark.parametrize("preset", ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b"])
+def test_the_tree_is_bounded_and_stays_a_leading_run_of_each_prompt(tree_blocks, preset):
+    from itertools import takewhile
+
+    from sim_core.presets import load_preset
+
+    wl = generate_workload(with_value(load_preset(preset), "workload.num_requests", 60).workload, np.random.default_rng(1))
+    router = Router("cache_aware", 2, wl, 16, tree_blocks=tree_blocks)
+    for r in range(wl.num_requests):
+        router.choose([_Count(r % 3), _Count(1)], r)
+        assert all(len(t) <= tree_blocks for t in router._tree)
+        for q in range(wl.num_requests):  # the bisection finds what a scan finds
+            keys = router._keys(q)
+            for i, tree in enumerate(router._tree):
+                assert router._match((), q, i, keys) == len(list(takewhile(tree.__contains__, keys)))
 
 
 @settings(max_examples=60, deadline=None)
