@@ -50,6 +50,13 @@ class HardwareSpec(StrictModel):
         1978.9, gt=0, le=40000, description="Dense FP8 tensor peak per GPU, TFLOP/s (empty: no FP8 tensor cores)."
     )
     hbm_bandwidth_gb_per_s: float = Field(3350, gt=0, le=100000, description="HBM bandwidth per GPU, GB/s.")
+    hbm_efficiency_scale: float = Field(
+        1.0, gt=0, le=2,
+        description="This GPU's achieved streaming bandwidth relative to the calibration profiles' memory_efficiency, "
+        "which is fitted on A100 and H100 together (geometric mean 1): fitted per GPU on Vidur's GEMM profiles "
+        "(A100's HBM2e streams a lower fraction of its datasheet bandwidth than H100's HBM3); 1 for GPUs without "
+        "profiles (0.5-2).",
+    )
     memory_gib: float = Field(
         79.65, gt=0, le=4096,
         description="Device memory per GPU, GiB (2^30 bytes; nvidia-smi's total / 1024). "
@@ -242,7 +249,15 @@ class SessionConfig(StrictModel):
         description="New user tokens added by each turn after the first, tokens.",
     )
     think_time_s: float = Field(
-        20.0, ge=0, le=3600, description="Mean gap between a turn's arrival and the next turn's (exponential), s."
+        20.0, ge=0, le=3600,
+        description="Mean think time before the next turn is sent (exponential), s: after the previous turn's reply "
+        "(closed_loop) or after the previous turn's send.",
+    )
+    closed_loop: bool = Field(
+        True,
+        description="true: a turn is sent its think time after the previous turn's reply is complete (one engine); "
+        "false: at a time fixed in advance, think time after the previous turn's send (needed with a deployment: "
+        "its router does not feed completions back yet; a deployment config that omits this field gets false).",
     )
 
 
@@ -316,6 +331,12 @@ class KVCacheConfig(StrictModel):
         description="Keep finished requests' full prompt blocks as reusable (reference count 0, evicted least recently "
         "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching). "
         "In a deployment: one cache per replica, or per prefill instance (the decode pool receives whole KV).",
+    )
+    eviction_policy: Literal["lru", "lfu"] = Field(
+        "lru",
+        description="Which unreferenced cached block is evicted first (prefix caching): lru = least recently released "
+        "(vLLM V1, SGLang default); lfu = fewest requests that used it, then least recently released (SGLang "
+        "--radix-eviction-policy lfu): a hot system prompt survives a scan of one-off prompts.",
     )
 
 
@@ -449,19 +470,19 @@ class CalibrationConfig(StrictModel):
         "default", pattern=r"^[A-Za-z0-9._-]{1,60}$",
         description="Name of the calibration profile these values come from (presets/calibration; letters, digits, . _ -).",
     )
-    gemm_efficiency: float = Field(0.72, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
+    gemm_efficiency: float = Field(0.74, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in GEMMs.")
     fp8_gemm_efficiency: float = Field(
         0.57, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
     )
-    attention_efficiency: float = Field(0.17, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
-    memory_efficiency: float = Field(0.71, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    attention_efficiency: float = Field(0.14, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
+    memory_efficiency: float = Field(0.86, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
     layer_fixed_us: float = Field(
-        50.0, ge=0, le=10_000,
+        51.0, ge=0, le=10_000,
         description="GPU time per layer per tick that does not scale with the batch (norm, rotary, activation, "
         "residual and attention kernels at their minimum size), us.",
     )
     tick_overhead_ms: float = Field(
-        0.3, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
+        0.4, ge=0, le=1000, description="Fixed CPU cost per tick (scheduler, launches, sampling), ms."
     )
     per_seq_overhead_us: float = Field(
         0.0, ge=0, le=10_000, description="CPU cost per running sequence per tick (input prep, detokenise), us."
@@ -475,6 +496,19 @@ class CalibrationConfig(StrictModel):
         description="Weight-only quantised GEMMs (INT8/INT4 weights, or FP8 weights on a GPU without FP8 tensor "
         "cores) dequantise every weight on CUDA cores each forward pass: cost per weight element, in FLOPs at the "
         "GPU's 16-bit tensor peak (a CUDA-core op costs ~16 of them on A100/H100).",
+    )
+    gemm_fixed_us: float = Field(
+        6.0, ge=0, le=1000,
+        description="Time of one GEMM kernel that does not scale with its size (ramp-up and tail wave), us; four "
+        "GEMMs per layer per tick (QKV, O, gate/up, down). Small GEMMs (high TP degrees, small models) stream weights "
+        "below the bandwidth large ones reach.",
+    )
+    gqa_kv_reread_fraction: float = Field(
+        0.0, ge=0, le=1,
+        description="Decode attention kernels that read the KV cache once per query head (TensorRT-LLM 0.5's masked "
+        "MHA: one thread block per query head) read each cached KV byte once more for every other query head of its "
+        "GQA group, mostly from L2: the cost of those re-reads as a fraction of the HBM time of the same bytes "
+        "(0-1; 0 = the kernel reads a KV head once for its whole group, as XQA, FlashInfer and FlashAttention do).",
     )
 
 
@@ -592,6 +626,18 @@ def migrate_config_dict(data: Any) -> Any:
     return data
 
 
+def _sessions_open_loop_in_deployments(data: Any) -> Any:
+    """A deployment's sessions are open loop unless the config says otherwise (links made before
+    workload.sessions.closed_loop existed keep their behaviour; one engine defaults to closed loop)."""
+    if not isinstance(data, dict) or data.get("deployment") is None:
+        return data
+    wl = data.get("workload")
+    ses = wl.get("sessions") if isinstance(wl, dict) else None
+    if not isinstance(ses, dict) or "closed_loop" in ses:
+        return data
+    return dict(data, workload=dict(wl, sessions=dict(ses, closed_loop=False)))
+
+
 def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig:
     """The single-engine config of one instance of a disaggregated pool: the pool's hardware, TP degree
     and scheduler over the top-level sections. Raises ValueError naming the pool when it is invalid."""
@@ -638,7 +684,7 @@ class SimConfig(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _migrate(cls, data: Any) -> Any:
-        return migrate_config_dict(data)
+        return _sessions_open_loop_in_deployments(migrate_config_dict(data))
 
     @property
     def num_gpus_total(self) -> int:
@@ -660,6 +706,11 @@ class SimConfig(StrictModel):
         if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
             raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
                              "arrival process or remove the deployment section")  # fmt: skip
+        ses = self.workload.sessions
+        if ses.turns > 1 and ses.closed_loop and self.workload.trace is None:
+            raise ValueError("deployment: workload.sessions.closed_loop = true (a turn waits for the previous reply) is "
+                             "simulated on one engine only; set it to false (turns sent at fixed times) or remove the "
+                             "deployment section")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "

@@ -30,6 +30,7 @@ from sim_core.config import DTYPE_BYTES, SimConfig
 ACT_BYTES = 2  # activations in BF16/FP16
 EMBED_BYTES = 2  # embeddings and LM head stay 16-bit under quantised weights (vLLM, TensorRT-LLM, AutoAWQ/GPTQ)
 GB = 1e9
+GEMMS_PER_LAYER = 4  # QKV, O, gate/up (one fused GEMM), down
 GIB = 2**30
 # Memory CUDA keeps for itself: PyTorch reports "79.15 GiB total capacity" on an 80 GiB A100,
 # "39.59 GiB" on a 40 GiB A100 (meta-llama/llama#52), 23.58 GiB on a 24 GiB RTX 3090
@@ -213,7 +214,7 @@ class CostModel:
         self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
         self._gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)
         self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
-        self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency
+        self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency * hw.hbm_efficiency_scale
         L = m.num_layers
         self._L = L
         self._E, self._k = m.num_experts, m.num_experts_per_token
@@ -238,13 +239,27 @@ class CostModel:
         self._gemm_act_bytes_per_token = ACT_BYTES * L * (2 * m.hidden_size + q + 2 * m.num_kv_heads * m.head_dim + q + mlp_io) / t
         self._attn_flops_per_pair = 4 * q * L / t
         self._kv_bytes_per_token = kv_bytes_per_token_per_gpu(cfg)
+        # GQA decode kernels that read KV per query head. TensorRT-LLM 0.5's masked MHA
+        # (decoderMaskedMultiheadAttentionTemplate.h) runs one thread block per (sequence, query head) and loads
+        # the cache of KV head hi / qhead_per_kv: each cached byte is read by every query head of its group, the
+        # repeats mostly from L2. NVIDIA's GQA generation kernels (XQA) later read a KV head once per group,
+        # "up to 2.4x" faster on Llama-70B than v0.5 (TensorRT-LLM docs/source/blogs/Falcon180B-H200.md). The
+        # repeats cost `gqa_kv_reread_fraction` of the HBM time of the same bytes (a profile constant fitted on
+        # that family's rows); group size per GPU after TP (KV heads replicate when fewer than ranks).
+        q_heads_per_gpu = m.num_heads / t
+        group = q_heads_per_gpu / max(m.num_kv_heads / t, 1.0)
+        self._kv_read_bytes_per_token = self._kv_bytes_per_token * (1.0 + (group - 1.0) * cal.gqa_kv_reread_fraction)
         self._attn_act_bytes_per_token = ACT_BYTES * 2 * q * L / t  # read Q, write O
         # Elementwise kernels per token per layer: 2 RMSNorms (read + write d each), 2 residual adds
         # (read 2d, write d), rotary on Q and K (read + write), SiLU·mul (read 2·d_ff, write d_ff).
         kv_dim = m.num_kv_heads * m.head_dim
         elem = 4 * m.hidden_size + 6 * m.hidden_size + (2 * (q + kv_dim) + 3 * m.ffn_size * self._k) / t
         self._elem_bytes_per_token = ACT_BYTES * L * elem
-        self._layer_fixed_s = L * cal.layer_fixed_us * 1e-6
+        # A fixed time per layer (small kernels at their minimum duration) plus one per GEMM kernel: Vidur's batch-1
+        # GEMM profiles (presets/calibration/data/vidur_mlp_ops.csv, A100) stream a 940 MB weight at 1,620 GB/s but a
+        # 4 MB one at 700 GB/s, i.e. bytes / ~1.65 TB/s plus ~5 us per kernel: small per-GPU shards (TP8, small models)
+        # are slower than bytes / bandwidth. Four GEMM kernels per layer (QKV, O, gate/up, down).
+        self._layer_fixed_s = L * (cal.layer_fixed_us + GEMMS_PER_LAYER * cal.gemm_fixed_us) * 1e-6
         # Ring all-reduce after attention and after the MLP: 2 per layer (Megatron-LM TP).
         self._ar_bytes_per_token = 2 * L * 2 * (t - 1) / t * m.hidden_size * ACT_BYTES if t > 1 else 0.0
         self._ar_fixed_s = 2 * L * cal.allreduce_latency_us * 1e-6 if t > 1 else 0.0
@@ -291,7 +306,8 @@ class CostModel:
         gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * np.asarray(num_samples, dtype=np.float64)
         gemm_bytes = self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T
         attn_flops = self._attn_flops_per_pair * np.asarray(attn_pairs, dtype=np.float64)
-        attn_bytes = self._kv_bytes_per_token * (np.asarray(kv_read_tokens, dtype=np.float64) + T) + self._attn_act_bytes_per_token * T
+        attn_bytes = (self._kv_read_bytes_per_token * np.asarray(kv_read_tokens, dtype=np.float64) + self._kv_bytes_per_token * T
+                      + self._attn_act_bytes_per_token * T)
         gemm_compute_s = gemm_flops / self._gemm_flops_per_s + self._dequant_s_per_weight_byte * (
             self._body_weight_bytes + self.expert_bytes(T))
         attn_compute_s = attn_flops / self._attn_flops_per_s
@@ -315,6 +331,7 @@ class CostModel:
         dense_expert = self._dense_weight_bytes + self.expert_bytes(1) if self._E == 1 else None
         expert_bytes, dense = self.expert_bytes, self._dense_weight_bytes
         afp, kvb, aab = self._attn_flops_per_pair, self._kv_bytes_per_token, self._attn_act_bytes_per_token
+        kvr = self._kv_read_bytes_per_token
         gfs, afs, bps = self._gemm_flops_per_s, self._attn_flops_per_s, self._bytes_per_s
         arb, link, arf = self._ar_bytes_per_token, self._link_bytes_per_s, self._ar_fixed_s
         tov, pso, pcie = self._tick_overhead_s, self._per_seq_overhead_s, self._pcie_bytes_per_s
@@ -327,7 +344,7 @@ class CostModel:
             # (dense + expert) + act·T: the array path adds in this order too
             gemm_bytes = (dense_expert if dense_expert is not None else dense + expert_bytes(num_tokens)) + act * T
             attn_flops = afp * float(attn_pairs)
-            attn_bytes = kvb * (float(kv_read_tokens) + T) + aab * T
+            attn_bytes = kvr * float(kv_read_tokens) + kvb * T + aab * T
             gemm_compute_s = gemm_flops / gfs + dqb * (body + expert_bytes(num_tokens))
             attn_compute_s = attn_flops / afs
             gemm_mem_s = gemm_bytes / bps

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from itertools import chain
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.scheduler import Scheduler
+from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
@@ -51,12 +53,14 @@ class Engine:
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
         if cfg.kv_cache.enable_prefix_caching:  # issue 12: a block manager whose free blocks may hold cached prefixes
-            self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl)
+            self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl,
+                                                cfg.kv_cache.eviction_policy)  # fmt: skip
         else:
             self.kv = BlockManager(
                 self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
             )
-        self.st = SimState(wl, cfg.scheduler.queue_order)
+        # issue 12: closed-loop sessions release each later turn when the previous one finishes (sim_core/sessions.py)
+        self.st = (SessionState if wl.next_turn is not None else SimState)(wl, cfg.scheduler.queue_order)
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
@@ -352,6 +356,8 @@ class Engine:
         self.rec.event(done, t_end, Event.FINISHED)
         if self.workload.closed_loop_think_s is not None:
             st.release_closed_loop(float(np.max(t_end)), done.size, self.workload.closed_loop_think_s)
+        elif self.workload.next_turn is not None:
+            st.release_next_turns(done, t_end)
 
     # ------------------------------------------------------------------ coalesced runs
     def _is_repeatable(self, plan: StepPlan) -> bool:
@@ -404,7 +410,7 @@ class Engine:
         num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
         # Prefix caching (issue 12): a run stops at the first completion and before any eviction, so the
         # cache's releases and evictions happen at the ticks they would tick by tick.
-        shrink_ok = self.workload.closed_loop_think_s is None and num_idle == 0 and self.prefix is None and (
+        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
             sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
         )
         # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
@@ -571,8 +577,7 @@ def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
     """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        ticks = np.array([t for t, _ in marks], dtype=np.int64)
-        vals = np.array([v for _, v in marks], dtype=np.int64)
+        ticks, vals = np.fromiter(chain.from_iterable(marks), dtype=np.int64, count=2 * len(marks)).reshape(-1, 2).T
         pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
         out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
     return out

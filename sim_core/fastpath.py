@@ -46,7 +46,7 @@ def eligible(engine: Engine) -> bool:
         and not s.smart_preemption.enabled
         and cfg.kv_cache.layout == "paged"
         and engine.n == 1
-        and engine.workload.closed_loop_think_s is None
+        and not engine.workload.releases_on_finish
     )
 
 

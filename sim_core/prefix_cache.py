@@ -27,6 +27,7 @@ chain it uses.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import deque
 from itertools import compress, repeat
 from operator import eq
@@ -39,6 +40,7 @@ from sim_core.workload import Workload
 
 _SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
 MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
+MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
 
 
 def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
@@ -129,9 +131,16 @@ class PrefixCache:
     then O(1) instead of O(blocks); a test checks the results equal the per-block representation's.
     """
 
-    def __init__(self, wl: Workload, block_size: int):
+    def __init__(self, wl: Workload, block_size: int, policy: str = "lru"):
         self.wl = wl
         self.block_size = block_size
+        # LFU (SGLang's LFUStrategy: (hit_count, last_access_time)): an evictable per-block entry is
+        # heaped under (uses, release group, position tail first); uses = admissions that referenced
+        # it. A parent block has at least its child's uses and was released no earlier, so the heap
+        # still evicts a chain's tail before its head, as a radix tree evicts leaves first.
+        self.lfu = policy == "lfu"
+        self.uses: dict[int, int] = {}  # key -> uses (LFU only)
+        self._heap: list[tuple[int, int, int, int]] = []  # (uses, release group, position, key), LFU only
         # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
         self.ref: dict = {}
         self.run_len: dict[int, int] = {}  # content id -> blocks its run holds (run entries only)
@@ -146,14 +155,17 @@ class PrefixCache:
         self._queue: deque[tuple[int, list, int | None, int | None]] = deque()
         self._head = 0  # keys of the oldest group already consumed
         self._num_queued = 0  # queue slots, stale ones included (bounded by compaction)
+        self._debt = 0  # evictions counted but not yet dropped from the queue (LRU, see evict)
         self._group = 0
         ids = wl.content_id
-        self.use_runs = wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
+        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
         # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)
         self._group_of = wl.prefix_group.tolist() if wl.prefix_len is not None else None
-        self._system_len = wl.prefix_len.tolist() if wl.prefix_len is not None else None
+        # blocks ending inside each request's pool system prompt (0: none)
+        self._sys_blocks = (np.where(wl.prefix_group >= 0, wl.prefix_len // block_size, 0).tolist()
+                            if wl.prefix_len is not None else [0] * R)  # fmt: skip
         # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
         self.num_hit_tokens = 0
@@ -171,12 +183,6 @@ class PrefixCache:
         self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
 
     # ------------------------------------------------------------ keys
-    def _num_system(self, r: int, num_blocks: int) -> int:
-        """How many of r's first num_blocks blocks end inside its pool system prompt."""
-        if self._group_of is None or self._group_of[r] < 0:
-            return 0
-        return min(self._system_len[r] // self.block_size, num_blocks)
-
     def _content(self, r: int) -> int:
         return self._content_of[r]
 
@@ -228,7 +234,8 @@ class PrefixCache:
             self._content_of[slot] = r
         if wl.prefix_len is not None:
             wl.prefix_group[slot], wl.prefix_len[slot] = source.prefix_group[r], source.prefix_len[r]
-            self._group_of[slot], self._system_len[slot] = int(source.prefix_group[r]), int(source.prefix_len[r])
+            self._group_of[slot] = int(source.prefix_group[r])
+            self._sys_blocks[slot] = int(source.prefix_len[r]) // self.block_size if source.prefix_group[r] >= 0 else 0
         if wl.block_hash_ids is not None:
             wl.block_hash_ids[slot] = source.block_hash_ids[r]
 
@@ -238,6 +245,7 @@ class PrefixCache:
         cap = (int(source.prompt_tokens[r]) - 1) // self.block_size
         if cap <= 0:
             return 0
+        self._settle()  # (evictions deferred by evict are dropped before the cache is read)
         if not self.use_runs:
             keys = block_keys(source, r, cap, self.block_size, self._system_chain)
             found = list(map(self.ref.get, keys))
@@ -264,28 +272,43 @@ class PrefixCache:
         one prompt token is always computed (the last block is recomputed when all are cached)."""
         cap = (prompt_tokens - 1) // self.block_size
         if not self.use_runs:
+            if self._debt:
+                self._settle()
             keys = self.keys(r, cap)
             found = list(map(self.ref.get, keys))  # C-level; a miss ends the chain
             hit = found.index(None) if None in found else len(found)
             return (keys, cap, 0, 0), hit, hit - sum(map((0).__lt__, found[:hit]))
-        n_sys = self._num_system(r, cap)
+        n_sys = self._sys_blocks[r]  # (inline: this runs at every admission and every blocked queue head)
+        if n_sys > cap:
+            n_sys = cap
+        # Deferred evictions (see evict) are dropped first only if they could touch what r reads:
+        # its system prompt's evictable blocks or its own run (usually neither exists).
         hit = evictable = 0
         if n_sys:
             ch = self.chains.get(self._group_of[r])
             if ch is not None:
-                hit = min(ch.cached, n_sys)
-                evictable = max(hit - ch.top, 0)
+                if self._debt and ch.cached > ch.top:
+                    self._settle()
+                hit = min(ch.cached, n_sys)  # (a chain emptied by the settle keeps cached = top = 0)
+                if hit > ch.top:
+                    evictable = hit - ch.top
         run_hit = 0
         if hit == n_sys and cap > n_sys:  # r's own run, if its whole system prompt hit
-            run_hit = min(self.run_len.get(self._content(r), 0), cap - n_sys)
+            m = self.run_len.get(self._content_of[r], 0)
+            if m and self._debt:
+                self._settle()
+                m = self.run_len.get(self._content_of[r], 0)
+            run_hit = min(m, cap - n_sys)
             evictable += run_hit  # only r uses its run and r is not running: it is evictable
-        return ([], cap, run_hit, hit), hit + run_hit, evictable
+        return ((), cap, run_hit, hit), hit + run_hit, evictable
 
     def admit(self, r: int, handle, hit: int, prompt_tokens: int) -> int:
         """A request is admitted with its first `hit` blocks cached: count the lookup (statistics
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
+        if self._debt and (sys_hit or run_hit or not self.use_runs):  # (the lookup settled what it read)
+            self._settle()
         self.num_query_tokens += prompt_tokens
         self.num_hit_tokens += hit * self.block_size
         self.num_query_blocks += cap
@@ -311,18 +334,30 @@ class PrefixCache:
             self._num_evictable -= run_hit + extra
             self.num_evicted += extra
             took += run_hit
-        if took:
-            self._changed()
+        if took and self.recorder is not None:
+            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
         return took
 
     def trim(self, num_free: int) -> None:
-        """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them."""
+        """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them. Called
+        at every allocation (every tick on the fast path), so `evict`'s LRU bookkeeping is inline here."""
         excess = self._num_evictable - num_free
         if excess > 0:
-            self.evict(excess)
+            if self.lfu:
+                self.evict(excess)
+                return
+            self._num_evictable = num_free
+            self.num_evicted += excess
+            self._debt += excess
+            if self.recorder is not None:
+                self.marks.append((self.recorder.num_ticks + self.tick_offset, num_free))
+            if self._debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
+                self._settle()
 
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached per-block entries for r; returns how many were evictable."""
+        if self._debt:
+            self._settle()
         ref = self.ref
         counts = list(map(ref.__getitem__, keys))
         ref.update(zip(keys, [c + 1 if c > 0 else 1 for c in counts]))  # an evictable entry's queue slot turns stale
@@ -330,9 +365,15 @@ class PrefixCache:
         self._num_evictable -= took
         self.num_dup_refs += len(keys) - took
         self.refs.setdefault(r, []).extend(keys)
+        if self.lfu:
+            self._count_uses(keys)
         if took:
             self._changed()
         return took
+
+    def _count_uses(self, keys: list[int]) -> None:
+        uses = self.uses
+        uses.update(zip(keys, [u + 1 for u in map(uses.get, keys, repeat(0))]))
 
     def register_prompt(self, r: int, prompt_tokens: int) -> int:
         """r's prefill completed: it references its full prompt blocks. Blocks another request cached
@@ -340,10 +381,18 @@ class PrefixCache:
         the blocks freed by adoption that were not evictable (the change in free blocks)."""
         n_full = prompt_tokens // self.block_size
         if not self.use_runs:
+            if self._debt:
+                self._settle()
             have = len(self.refs.get(r, ()))
             return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
         freed = 0
-        n_sys = self._num_system(r, n_full)
+        n_sys = self._sys_blocks[r]
+        if n_sys > n_full:
+            n_sys = n_full
+        if self._debt:  # settle only if the deferred evictions could touch r's chain or content
+            ch = self.chains.get(self._group_of[r]) if n_sys else None
+            if (ch is not None and ch.cached > ch.top) or self._content_of[r] in self.run_len:
+                self._settle()
         g, level = self.chain_refs.get(r, (-1, 0))
         if n_sys > level:
             g = self._group_of[r]
@@ -357,7 +406,7 @@ class PrefixCache:
                 adopted = ch.raise_top(upto)
                 if adopted:
                     self._num_evictable -= adopted
-                    self._changed()
+                    self._changed()  # (rare: another request cached this prompt while r prefilled)
             if n_sys > ch.cached:
                 ch.cached = n_sys
                 ch.raise_top(n_sys)
@@ -368,7 +417,7 @@ class PrefixCache:
             ch.levels[n_sys] = ch.levels.get(n_sys, 0) + 1
             self.chain_refs[r] = (g, n_sys)
         if n_full > n_sys:
-            cid = self._content(r)
+            cid = self._content_of[r]
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
                 self._num_evictable -= old
@@ -396,6 +445,8 @@ class PrefixCache:
             freed = 0
         ref.update(dict.fromkeys(compress(keys, map(eq, counts, repeat(None))), 1))
         self.refs.setdefault(r, []).extend(keys)
+        if self.lfu:
+            self._count_uses(keys)
         return freed
 
     def release(self, r: int) -> tuple[int, int]:
@@ -421,7 +472,7 @@ class PrefixCache:
                 self.num_dup_refs -= len(keys) - len(zero)
         cid = None
         if run:
-            cid = self._content(r)
+            cid = self._content_of[r]
             ref[("run", cid)] = tag
         chain = None
         dropped = 0
@@ -439,18 +490,54 @@ class PrefixCache:
                 chain = g
         if zero or run or dropped:
             self._group += 1
-            self._queue.append((gen, zero, cid, chain))
-            self._num_queued += len(zero) + (cid is not None) + (chain is not None)
+            if self.lfu:  # only per-block entries (no runs or chains under LFU)
+                heap, uses = self._heap, self.uses
+                for i, k in enumerate(zero):
+                    heapq.heappush(heap, (uses[k], gen, i, k))
+                self._num_queued = len(heap)
+            else:
+                self._queue.append((gen, zero, cid, chain))
+                self._num_queued += len(zero) + (cid is not None) + (chain is not None)
             self._num_evictable += len(zero) + run + dropped
             if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
                 self._compact()
-            self._changed()
+            if self.recorder is not None:
+                self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
         return len(keys) + run + level, len(zero) + run + dropped
 
     def evict(self, count: int) -> None:
-        """Drop the `count` least recently released evictable blocks."""
+        """Drop the `count` least recently released evictable blocks (LFU: the least used ones).
+
+        NOTE: under LRU the entries are dropped when the cache is next read (`_settle`), not now: a
+        release only appends newer entries behind them, so the `count` oldest stay the same, and the
+        few blocks that each tick's allocation evicts are dropped in one walk at the next lookup.
+        The counts (free, evictable, evicted) change now."""
+        if not count:
+            return
+        self.num_evicted += count
+        self._num_evictable -= count
+        self._changed()
+        if self.lfu:  # a release may heap an entry below older ones: drop now
+            self._evict_lfu(count)
+        else:
+            self._debt += count
+            if self._debt > MAX_DEFERRED_BLOCKS:
+                self._settle()
+
+    def _settle(self) -> None:
+        """Drop the evictions deferred by `evict`, oldest first (every read of the cache's entries calls
+        this first)."""
+        left = self._debt
+        if not left:
+            return
+        self._debt = 0
         ref, queue = self.ref, self._queue
-        left = count
+        gen, keys, cid, chain = queue[0]
+        if cid is not None and self._head == 0:  # the common case: part of the oldest request's own run
+            m = self.run_len.get(cid, 0)
+            if m > left and ref.get(("run", cid)) == -(gen + 1):
+                self.run_len[cid] = m - left
+                return
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
@@ -499,10 +586,17 @@ class PrefixCache:
         if queue and not queue[0][1] and queue[0][2] is None and queue[0][3] is None:
             queue.popleft()  # a group emptied exactly
             self._head = 0
-        self.num_evicted += count
-        self._num_evictable -= count
-        if count:
-            self._changed()
+
+    def _evict_lfu(self, count: int) -> None:
+        """Pop the heap until `count` live entries are gone (stale ones, re-acquired since, are skipped)."""
+        ref, uses, heap = self.ref, self.uses, self._heap
+        left = count
+        while left:
+            _, gen, _, k = heapq.heappop(heap)
+            if ref.get(k) == -(gen + 1):
+                del ref[k], uses[k]
+                left -= 1
+        self._num_queued = len(heap)
 
     def _live(self, first: bool, g: int, keys: list) -> list:
         return [k for k in (keys[self._head :] if first else keys) if self.ref.get(k) == -(g + 1)]
@@ -513,6 +607,12 @@ class PrefixCache:
 
     def _compact(self) -> None:
         """Drop stale queue slots (re-acquired or re-released entries): memory stays O(entries)."""
+        self._settle()
+        if self.lfu:
+            self._heap = [e for e in self._heap if self.ref.get(e[3]) == -(e[1] + 1)]
+            heapq.heapify(self._heap)
+            self._num_queued = len(self._heap)
+            return
         out: deque = deque()
         for n, (g, keys, cid, chain) in enumerate(self._queue):
             live = self._live(n == 0, g, keys)
@@ -525,7 +625,10 @@ class PrefixCache:
 
     def lru_order(self) -> list:
         """Evictable entries, least recently released first: keys, ("run", content, blocks) and
-        ("chain", system prompt, blocks)."""
+        ("chain", system prompt, blocks). Under LFU: keys in eviction order."""
+        self._settle()
+        if self.lfu:
+            return [e[3] for e in sorted(self._heap) if self.ref.get(e[3]) == -(e[1] + 1)]
         out: list = []
         for n, (g, keys, cid, chain) in enumerate(self._queue):
             if cid is not None and self.ref.get(("run", cid)) == -(g + 1):
@@ -539,6 +642,7 @@ class PrefixCache:
         return out
 
     def check(self) -> None:
+        self._settle()
         order = self.lru_order()
         zero_keys = {k for k, c in self.ref.items() if c < 0 and not isinstance(k, tuple)}
         zero_runs = {k[1] for k, c in self.ref.items() if c < 0 and isinstance(k, tuple)}
@@ -567,6 +671,8 @@ class PrefixCache:
                     or lows != sorted(lows, reverse=True) or (lows and (lows[-1] != ch.top or lows[0] >= ch.cached))):  # fmt: skip
                 raise RuntimeError(f"prefix cache: system prompt chain {g} inconsistent")
             dup += sum(level * c for level, c in levels.items()) - ch.top
+        if self.lfu and (self.uses.keys() != self.ref.keys() or min(self.uses.values(), default=1) < 1):
+            raise RuntimeError("prefix cache: LFU use counts must cover exactly the cached entries")
         total = sum(len(v) for v in self.refs.values())
         live = [c for k, c in self.ref.items() if c > 0 and not isinstance(k, tuple)]
         if total != sum(live) or self.num_dup_refs != total - len(live) + dup:
@@ -575,6 +681,7 @@ class PrefixCache:
     @property
     def num_entries_blocks(self) -> int:
         """Blocks the cache's entries occupy (referenced or evictable)."""
+        self._settle()
         return (sum(1 for k in self.ref if not isinstance(k, tuple)) + sum(self.run_len.values())
                 + sum(ch.cached for ch in self.chains.values()))  # fmt: skip
 
@@ -586,8 +693,9 @@ class PrefixCachingBlockManager(BlockManager):
     free blocks run out the least recently used evictable blocks are evicted to make room.
     """
 
-    def __init__(self, num_blocks: int, num_host_blocks: int, block_size: int, workload: Workload):
-        self.prefix = PrefixCache(workload, block_size)
+    def __init__(self, num_blocks: int, num_host_blocks: int, block_size: int, workload: Workload,
+                 eviction_policy: str = "lru"):  # fmt: skip
+        self.prefix = PrefixCache(workload, block_size, eviction_policy)
         self._num_free = 0
         super().__init__(num_blocks, num_host_blocks, block_size, workload.num_requests, workload.num_samples, None)
 

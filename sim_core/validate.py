@@ -12,7 +12,7 @@ All data ships in the repository (presets/calibration/data/, sources in its READ
 
 What is fitted on what (never on a held-out row):
   * GPU constants, shared by every profile (`operators`):
-      gemm_efficiency, memory_efficiency: Vidur linear-op rows of Llama-2-7B/70B (A100, H100, TP1-8);
+      gemm_efficiency, memory_efficiency, gemm_fixed_us: Vidur linear-op rows of Llama-2-7B/70B (A100, H100, TP1-8);
         held out: every Meta-Llama-3-8B row (a model the fit never sees);
       attention_efficiency, layer_fixed_us: attention + elementwise rows of the Llama-2-70B layer at TP2
         on A100 (decode batches x contexts, prefill lengths), alternate rows fit / held out;
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from sim_core.config import CalibrationConfig, SimConfig
-from sim_core.costmodel import ACT_BYTES, CostModel
+from sim_core.costmodel import ACT_BYTES, GEMMS_PER_LAYER, CostModel
 from sim_core.engine import run_simulation
 from sim_core.presets import PRESETS_DIR, config_from_dict, read_preset_data
 
@@ -44,10 +44,10 @@ DATA_DIR = PRESETS_DIR / "calibration" / "data"
 CALIBRATION_CSV = DATA_DIR / "published_measurements.csv"
 PROFILES_DIR = PRESETS_DIR / "calibration"
 
-GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "attention_efficiency", "layer_fixed_us",
+GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "gemm_fixed_us", "attention_efficiency", "layer_fixed_us",
                  "interconnect_efficiency", "allreduce_latency_us")  # fmt: skip
 # Engine family profiles: which published rows each is fitted on (>= 3 each), and which sections it replays.
-PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
+PROFILE_SECTIONS = {"tensorrt-llm-classic": "A", "fastertransformer": "F", "sarathi-serve-artifact": "H", "compiled-pytorch": "E",
                     "tensorrt-llm-pytorch": "T", "sglang": "S", "vllm-v0": "V", "vllm-v1": "W"}
 # Families whose rows are priced by running the simulator (offline benchmark runs), not by one formula:
 # slower, so tests cover them behind SIM_CORE_SLOW_TESTS=1 (see tests/sim_core/test_validate.py).
@@ -68,6 +68,11 @@ PROFILE_FIT_ROWS = {
     # H100 FP8, A100 FP16, L40S FP8, Llama-2-70B TP4 on H100 and A100, GPT-J on A100; batch-1 prefill of 128 and
     # 2,048 tokens (Llama-2-7B, H100 and A100).
     "tensorrt-llm-classic": ("A005", "A021", "A031", "A039", "A032", "A040", "A009", "A025", "A013", "A017"),
+    # FasterTransformer's own latency tables (docs/gpt_guide.md, 8xA100-80GB, FP16 static batches), chosen before any
+    # prediction was looked at: GPT-6.7B at batch 1 and 64 of 128/8 and batch 1 and 16 of 512/32 (TP1); GPT-20B at
+    # batch 1 and 64 of 80/200 at TP2 (long generation); GPT-175B at TP8, batch 1 of 128/8 and batch 16 of 512/32.
+    # Every other row of those tables in the set (59) is held out.
+    "fastertransformer": ("F001", "F007", "F008", "F012", "F040", "F044", "F055", "F067"),
     # (plus layer_fixed_us: fused kernels.)
     # Sarathi-Serve artifact (vLLM 0.2-based Python engine; the paper's vLLM and Orca baselines ran in the
     # same code): decode batch 1 and 128, prefill of 512 and 16,384 tokens.
@@ -102,7 +107,8 @@ GPU_PRESETS = {
 }  # fmt: skip
 MODEL_PRESETS = {"GPT-J-6B": "gpt-j-6b", "Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b",
                  "Yi-34B": "yi-34b", "Llama-3-8B": "llama-3.1-8b", "Llama-3.1-8B": "llama-3.1-8b",
-                 "Llama-3.3-70B": "llama-3.1-70b", "Llama-3.1-70B": "llama-3.1-70b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
+                 "Llama-3.3-70B": "llama-3.1-70b", "Llama-3.1-70B": "llama-3.1-70b",
+                 "GPT-6.7B": "gpt-6.7b", "GPT-20B": "gpt-20b", "GPT-175B": "gpt-175b"}  # Llama 3.3 70B has Llama 3.1 70B's architecture  # fmt: skip
 DTYPES = {"FP8 (W+KV)": ("fp8", "fp8"), "FP16": ("fp16", "fp16"), "BF16": ("bf16", "bf16"),
           "INT8 weight-only": ("int8", "bf16"), "INT4 g32 weight-only": ("int4", "bf16")}  # fmt: skip
 VIDUR_GPU = {"a100": "a100-80gb", "h100": "h100-sxm"}
@@ -137,6 +143,11 @@ def _soft(compute_s: float, memory_s: float) -> float:
     return math.sqrt(compute_s * compute_s + memory_s * memory_s)
 
 
+def _hbm_scale(cal: dict[str, float], gpu: str) -> float:
+    """A Vidur GPU's hbm_efficiency_scale: the value being fitted (cal["hbm_scale_<gpu>"]) or its hardware preset's."""
+    return cal.get(f"hbm_scale_{gpu}") or read_preset_data("hardware", VIDUR_GPU[gpu]).get("hbm_efficiency_scale", 1.0)
+
+
 def _gemm_rows() -> list[Row]:
     """One layer's QKV, O, gate/up and down GEMMs on one GPU (Vidur mlp.csv), priced as in CostModel."""
     rows = []
@@ -153,8 +164,10 @@ def _gemm_rows() -> list[Row]:
         peak, bw = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"] * 1e9
         value = sum(float(r[k + "_ms"]) for k in ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"))
 
-        def pred(cal, fl=2 * params * T, nb=2 * params + act, peak=peak, bw=bw):
-            return _soft(fl / (peak * cal["gemm_efficiency"]), nb / (bw * cal["memory_efficiency"])) * 1e3
+        def pred(cal, fl=2 * params * T, nb=2 * params + act, peak=peak, bw=bw, gpu=r["gpu"]):
+            scale = _hbm_scale(cal, gpu)
+            return (_soft(fl / (peak * cal["gemm_efficiency"]), nb / (bw * cal["memory_efficiency"] * scale))
+                    + GEMMS_PER_LAYER * cal["gemm_fixed_us"] * 1e-6) * 1e3
 
         rid = f"vg-{r['gpu']}-{r['model']}-tp{t}-{T}"
         rows.append(Row(rid, f"{r['model'][:14]} {r['gpu']} TP{t} GEMMs {T} tok", value, "ms", pred, "vidur-gemm",
@@ -176,7 +189,7 @@ def _layer_pred(T: int, pairs: int, kv_read: int) -> Callable[[dict[str, float]]
     elem_b = ACT_BYTES * T * (10 * m["h"] + (2 * (m["q"] + m["kv"]) + 3 * m["f"]) / m["t"])
 
     def pred(cal):
-        bw_eff = bw * cal["memory_efficiency"]
+        bw_eff = bw * cal["memory_efficiency"] * _hbm_scale(cal, "a100")
         return (_soft(attn_fl / (peak * cal["attention_efficiency"]), attn_b / bw_eff) + elem_b / bw_eff
                 + cal["layer_fixed_us"] * 1e-6) * 1e3  # fmt: skip
 
@@ -336,10 +349,15 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
         elif metric == "offline output throughput (trtllm-bench)":
             fn = lambda cal, r=r: _trtllm_bench_output_tok_s(r, cal)  # noqa: E731
             what = f"{label} trtllm-bench {isl}/{r['output_len']}"
+        elif metric.startswith("batch latency (static batch"):  # FasterTransformer: the whole batch's latency
+            osl = int(r["output_len"])
+            fn = lambda cal, r=r, b=b, isl=isl, osl=osl: _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl) * 1e3  # noqa: E731
+            what = f"{label} static B{b} {isl}/{osl} latency"
         elif metric.startswith("output throughput"):
             osl = int(r["output_len"])
-            fn = lambda cal, r=r, b=b, isl=isl, osl=osl: b * osl / _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl)  # noqa: E731
-            what = f"{label} static B{b} {isl}/{osl} throughput"
+            per = int(r["num_gpus"]) if "per GPU" in metric else 1  # TensorRT-LLM 0.6.1 tables report tok/s per GPU
+            fn = lambda cal, r=r, b=b, isl=isl, osl=osl, per=per: b * osl / _static_batch_time_s(CostModel(_config(r, cal)), b, isl, osl) / per  # noqa: E731
+            what = f"{label} static B{b} {isl}/{osl} throughput" + (" per GPU" if per > 1 else "")
         elif metric.startswith("first-token latency") or metric == "prefill iteration time" or (
             metric == "batch execution time" and wl.startswith("prefill-only")
         ):
@@ -383,12 +401,16 @@ def _log_loss(rows: list[Row], cal: dict[str, float]) -> float:
 
 
 def _grid_fit(rows: list[Row], cal: dict[str, float], grids: dict[str, np.ndarray], rounds: int = 3) -> dict[str, float]:
-    """Coordinate descent over per-parameter grids, minimising the mean |log error|."""
+    """Coordinate descent over per-parameter grids, minimising the mean |log error|: at most `rounds` sweeps,
+    stopping early once a sweep changes nothing (a coordinate-wise minimum on the grids)."""
     cal = dict(cal)
     for _ in range(rounds):
+        before = dict(cal)
         for name, grid in grids.items():
             losses = [(_log_loss(rows, cal | {name: float(v)}), float(v)) for v in grid]
             cal[name] = min(losses)[1]
+        if cal == before:
+            break
     return cal
 
 
@@ -401,12 +423,28 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
 
     `families`: the engine families to fit (default: all; the simulated ones take minutes)."""
     cal = CalibrationConfig().model_dump()
-    cal = _grid_fit(_fit_rows(rows, "vidur-gemm"), cal, {"gemm_efficiency": np.arange(0.50, 0.96, 0.01),
-                                                         "memory_efficiency": np.arange(0.50, 0.96, 0.01)})  # fmt: skip
-    cal = _grid_fit(_fit_rows(rows, "vidur-layer"), cal, {"attention_efficiency": np.arange(0.05, 0.61, 0.01),
-                                                          "layer_fixed_us": np.arange(0, 101, 1.0)})  # fmt: skip
+    # A100 and H100 stream different fractions of their datasheet bandwidth: a scale per GPU (hardware presets'
+    # hbm_efficiency_scale), A100's fitted and H100's its inverse, so the profiles' memory_efficiency is their mean.
+    gemm_rows = _fit_rows(rows, "vidur-gemm")
+    cal |= {"hbm_scale_a100": _hbm_scale({}, "a100")}
+    cal["hbm_scale_h100"] = 1 / cal["hbm_scale_a100"]
+    for _ in range(20):
+        before = dict(cal)
+        cal = _grid_fit(gemm_rows, cal, {"gemm_efficiency": np.arange(0.50, 0.96, 0.01),
+                                         "memory_efficiency": np.arange(0.50, 0.96, 0.01),
+                                         "gemm_fixed_us": np.arange(0, 20.1, 0.5)}, rounds=20)  # fmt: skip
+        losses = [(_log_loss(gemm_rows, cal | {"hbm_scale_a100": float(a), "hbm_scale_h100": float(1 / a)}), float(a))
+                  for a in np.arange(0.80, 1.001, 0.005)]
+        cal["hbm_scale_a100"] = min(losses)[1]
+        cal["hbm_scale_h100"] = 1 / cal["hbm_scale_a100"]
+        if cal == before:
+            break
+    scales = {"a100": round(cal.pop("hbm_scale_a100"), 4), "h100": round(cal.pop("hbm_scale_h100"), 4)}
+    cal = _grid_fit(_fit_rows(rows, "vidur-layer"), cal | {"hbm_scale_a100": scales["a100"]}, {"attention_efficiency": np.arange(0.05, 0.61, 0.01),
+                                                          "layer_fixed_us": np.arange(0, 101, 1.0)}, rounds=20)  # fmt: skip
+    cal.pop("hbm_scale_a100")
     cal = _grid_fit(_fit_rows(rows, "vidur-allreduce"), cal, {"interconnect_efficiency": np.arange(0.30, 1.001, 0.02),
-                                                              "allreduce_latency_us": np.arange(0, 80, 1.0)})  # fmt: skip
+                                                              "allreduce_latency_us": np.arange(0, 80, 1.0)}, rounds=20)  # fmt: skip
     gpu = {k: cal[k] for k in GPU_CONSTANTS}
     out: dict[str, dict[str, float]] = {}
     for profile in families or tuple(PROFILE_SECTIONS):
@@ -418,16 +456,28 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
         # Engines' own kernels stream weights and KV at their own fraction of HBM bandwidth.
         grids["memory_efficiency"] = np.arange(0.50, 0.96, 0.01)
         if profile != "compiled-pytorch":  # its batch-1 decode rows carry almost no attention work
-            grids["attention_efficiency"] = np.arange(0.05, 0.61, 0.01)
+            grids["attention_efficiency"] = np.arange(0.01, 0.61, 0.01)
+        if profile == "fastertransformer":  # TP2 and TP8 fit rows: its own (NCCL) all-reduce latency
+            grids["allreduce_latency_us"] = np.arange(0, 80, 1.0)
         if profile == "tensorrt-llm-classic":
             grids["fp8_gemm_efficiency"] = np.arange(0.20, 0.96, 0.01)
+            # its masked-MHA decode kernel re-reads KV per query head (sim_core/costmodel.py): the cost of the re-reads
+            grids["gqa_kv_reread_fraction"] = np.arange(0.0, 1.001, 0.05)
         if profile == "compiled-pytorch":  # batch-1 rows only: a per-sequence cost is not identifiable;
             grids.pop("per_seq_overhead_us")  # CUDA-graph collectives: all-reduce latency refitted on a TP2 row
             grids["allreduce_latency_us"] = np.arange(0, 40, 1.0)
-        start = cal | gpu | {"profile": profile, "per_seq_overhead_us": 0.0}
+        # every family starts from the operator-fitted constants and zero CPU costs (not from stored values): the fit
+        # is a function of the data alone
+        start = cal | gpu | {"profile": profile, "tick_overhead_ms": 0.0, "per_seq_overhead_us": 0.0,
+                             "gqa_kv_reread_fraction": 0.0}
+        if profile == "fastertransformer":
+            # Its masked-MHA decode kernel is the one TensorRT-LLM 0.5 inherited (one thread block per query head); its
+            # rows are all MHA models, so the GQA re-read cost comes from the TensorRT-LLM classic fit.
+            classic = out.get("tensorrt-llm-classic") or profile_calibration("tensorrt-llm-classic")
+            start["gqa_kv_reread_fraction"] = classic["gqa_kv_reread_fraction"]
         if profile == "compiled-pytorch":  # first stage: kernel and CPU costs as if weights were 16-bit
             start["dequant_flops_per_weight"] = 0.0
-        fitted = _grid_fit(_fit_rows(rows, profile), start, grids)
+        fitted = _grid_fit(_fit_rows(rows, profile), start, grids, rounds=20)
         if profile == "compiled-pytorch":
             # Second stage: its INT8/INT4 weight-only fit rows (the only such rows in the set) fit the dequantisation
             # cost with the first stage's constants held (the BF16 kernel and CPU costs other families start from).
@@ -445,6 +495,8 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
                                   "per_seq_overhead_us": family["per_seq_overhead_us"],
                                   "fp8_gemm_efficiency": family["fp8_gemm_efficiency"]}  # fmt: skip
     out["default"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out["default"].items()}
+    # the hardware presets' hbm_efficiency_scale (A100 presets and H100 SXM; presets/hardware/*.json)
+    out["hbm_efficiency_scale"] = scales
     return out
 
 
@@ -504,7 +556,9 @@ def main(fit: bool = False) -> int:
     rows = build_rows(load_rows())
     if fit:
         for name, values in fit_fn(rows).items():
-            where = "sim_core/config.py CalibrationConfig defaults" if name == "default" else f"presets/calibration/{name}.json"
+            where = ("sim_core/config.py CalibrationConfig defaults" if name == "default" else
+                     "presets/hardware/a100-*.json and h100-sxm.json" if name == "hbm_efficiency_scale" else
+                     f"presets/calibration/{name}.json")  # fmt: skip
             print(f"Profile {name} ({where}):")
             print(json.dumps(values, indent=2))
         return 0

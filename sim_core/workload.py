@@ -21,7 +21,7 @@ from sim_core.types import FloatArray, IntArray
 class Workload:
     """The requests of one run, sorted by arrival; index = request id."""
 
-    arrival_s: FloatArray  # (R,) inf for closed-loop requests not yet released
+    arrival_s: FloatArray  # (R,) inf for closed-loop requests (and later session turns) not yet released
     prompt_tokens: IntArray  # (R,)
     output_tokens: IntArray  # (R,) per sample
     priority: IntArray  # (R,) 0 = highest
@@ -37,6 +37,15 @@ class Workload:
     content_id: IntArray | None = None  # (R,)
     block_hash_ids: tuple[IntArray, ...] | None = None  # R ragged arrays
     hash_block_tokens: int = 0
+    # Closed-loop sessions (sim_core/sessions.py): request r's reply, then think_s[r], then request
+    # next_turn[r] is sent (-1: r is its session's last turn in this run).
+    next_turn: IntArray | None = None  # (R,)
+    think_s: FloatArray | None = None  # (R,)
+
+    @property
+    def releases_on_finish(self) -> bool:
+        """Some requests are sent only when another finishes (closed-loop clients or session turns)."""
+        return self.closed_loop_think_s is not None or self.next_turn is not None
 
     @property
     def num_requests(self) -> int:
@@ -115,8 +124,11 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
     """Sessions of `turns` turns whose first prompt may start with a pooled system prompt.
 
     Session starts follow the arrival process at rate / turns (so requests arrive at about the
-    configured rate); turn t+1 arrives an exponential think time after turn t (open loop: a turn
-    does not wait for the previous reply, so under overload its reply may not be cached yet).
+    configured rate). Closed-loop sessions (the default): turn t+1 is sent an exponential think time
+    after turn t's reply is complete (the engine releases it, sim_core/sessions.py), so its arrival is
+    unknown (inf) until then. Open loop (`sessions.closed_loop` false): it is sent that think time
+    after turn t's send. Ids follow the open-loop order (start + think times): the run keeps the
+    first `n` in that order, a prefix of each session's turns.
     """
     sp, ses = cfg.shared_prefix, cfg.sessions
     T = ses.turns
@@ -140,13 +152,19 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
     prompt[:, 0] = sys_len + first
     for t in range(1, T):  # the previous prompt and its reply, then the new user message
         prompt[:, t] = prompt[:, t - 1] + out[:, t - 1] + user[:, t - 1]
-    order = np.argsort(arrival.ravel(), kind="stable")[:n]  # ids follow arrival
+    order = np.argsort(arrival.ravel(), kind="stable")[:n]  # ids follow the open-loop arrival order
     session = np.repeat(np.arange(S, dtype=np.int64), T)[order]
+    turn = np.tile(np.arange(T, dtype=np.int64), S)[order]
+    slot = np.full(S * T, -1, dtype=np.int64)
+    slot[order] = np.arange(n, dtype=np.int64)  # (S*T,) id of each (session, turn) kept, else -1
+    later = np.concatenate([slot.reshape(S, T)[:, 1:], np.full((S, 1), -1, dtype=np.int64)], axis=1).ravel()
+    gaps = np.concatenate([think, np.zeros((S, 1))], axis=1).ravel()  # (S*T,) think time after each turn
     shares = np.array([c.share for c in cfg.classes])
     class_idx = rng_class.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int64)
     class_prio = np.array([c.priority for c in cfg.classes], dtype=np.int64)
+    closed = T > 1 and ses.closed_loop
     return Workload(
-        arrival_s=arrival.ravel()[order],
+        arrival_s=np.where(turn == 0, arrival.ravel()[order], np.inf) if closed else arrival.ravel()[order],
         prompt_tokens=prompt.ravel()[order],
         output_tokens=out.ravel()[order],
         priority=class_prio[class_idx],
@@ -156,4 +174,6 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
         prefix_group=group[session],
         prefix_len=sys_len[session],
         content_id=session,
+        next_turn=later[order] if closed else None,
+        think_s=gaps[order] if closed else None,
     )

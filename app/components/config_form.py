@@ -89,7 +89,9 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("workload.sessions.turns", "Turns per conversation (1 = independent requests)", "number", 1, 100, 1),
         Spec("workload.sessions.user_tokens.mean", "New user tokens per later turn (mean)", "number", 1, 1_048_576, 16,
              show_if=("workload.sessions.turns", tuple(range(2, 101)))),
-        Spec("workload.sessions.think_time_s", "Gap between turns (s, mean)", "number", 0.0, 3600.0, 1.0,
+        Spec("workload.sessions.think_time_s", "Think time before the next turn (s, mean)", "number", 0.0, 3600.0, 1.0,
+             show_if=("workload.sessions.turns", tuple(range(2, 101)))),
+        Spec("workload.sessions.closed_loop", "Next turn waits for the reply (closed loop)", "toggle",
              show_if=("workload.sessions.turns", tuple(range(2, 101)))),
     ],
     "Scheduler": [
@@ -143,6 +145,8 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("kv_cache.swap_space_gb", "Host swap space (GiB)", "number", 0.0, 4096.0, 1.0),
         Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
         Spec("kv_cache.enable_prefix_caching", "Prefix caching (reuse cached prompt blocks)", "toggle"),
+        Spec("kv_cache.eviction_policy", "Prefix-cache eviction (which cached block goes first)", "select",
+             options=_lit("kv_cache.eviction_policy"), show_if=("kv_cache.enable_prefix_caching", (True,))),
     ],
     "Calibration": [
         Spec("calibration.profile", "Calibration profile (engine family)", "select",

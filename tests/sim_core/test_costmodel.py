@@ -31,12 +31,12 @@ def test_decode_tick_matches_the_formula(default_cfg):
     attn_bytes = 128 * 1024 * (b * ctx + b) + 2 * 2 * 4096 * m.num_layers * b
     # norms 4d + residual adds 6d + rotary 2(q + kv) + SiLU-mul 3 d_ff, 2 bytes each, per layer
     elem_bytes = 2 * m.num_layers * (10 * 4096 + 2 * (4096 + 1024) + 3 * 14336) * b
-    bw = hw.hbm_bandwidth_gb_per_s * 1e9 * cal.memory_efficiency
+    bw = hw.hbm_bandwidth_gb_per_s * 1e9 * cal.memory_efficiency * hw.hbm_efficiency_scale
     soft = lambda c, mem: (c * c + mem * mem) ** 0.5  # noqa: E731
     expected = (
         soft(gemm_flops / (hw.peak_tflops * 1e12 * cal.gemm_efficiency), gemm_bytes / bw)
         + soft(attn_flops / (hw.peak_tflops * 1e12 * cal.attention_efficiency), attn_bytes / bw)
-        + elem_bytes / bw + m.num_layers * cal.layer_fixed_us * 1e-6
+        + elem_bytes / bw + m.num_layers * (cal.layer_fixed_us + 4 * cal.gemm_fixed_us) * 1e-6  # 4 GEMM kernels a layer
         + cal.tick_overhead_ms * 1e-3 + cal.per_seq_overhead_us * 1e-6 * b
     )
     assert CostModel(cfg).decode_time_s(b, ctx) == pytest.approx(expected, rel=REL)
@@ -129,3 +129,42 @@ def test_dequantisation_cost_is_the_same_priced_as_array_or_scalar():
     tokens = [1, 7, 64, 300]
     arr, *_ = cm.tick(np.array(tokens), np.array(tokens), np.array(tokens) * 50, np.array(tokens) * 49, np.array(tokens))
     assert [cm.tick(t, t, t * 50, t * 49, t)[0] for t in tokens] == arr.tolist()
+
+
+def test_kernels_that_read_kv_per_query_head_pay_the_gqa_rereads_in_attention_bytes():
+    # Llama-3.1-8B: 32 query heads, 8 KV heads, a group of 4 per KV head. With a re-read fraction f the cached KV
+    # is charged (1 + 3 f) times; the KV written for the new tokens and MHA models (group 1) are unchanged.
+    def decode_bytes(kv_heads, f, b=8, ctx=1000):
+        cm = CostModel(make_config(model__num_kv_heads=kv_heads, calibration__gqa_kv_reread_fraction=f))
+        return float(cm.tick(b, b, b * (ctx + 1), b * ctx, b)[2]), cm._kv_bytes_per_token * b * ctx
+
+    with_reads, cached = decode_bytes(8, 0.5)
+    without, _ = decode_bytes(8, 0.0)
+    assert with_reads - without == pytest.approx(cached * 3 * 0.5, rel=1e-9)
+    assert decode_bytes(32, 0.5)[0] == decode_bytes(32, 0.0)[0]  # MHA: nothing to re-read
+
+
+def test_gqa_reread_cost_is_the_same_priced_as_array_or_scalar():
+    cm = CostModel(make_config(calibration__gqa_kv_reread_fraction=0.55))
+    tokens = [1, 7, 64, 300]
+    arr, *_ = cm.tick(np.array(tokens), np.array(tokens), np.array(tokens) * 50, np.array(tokens) * 49, np.array(tokens))
+    assert [cm.tick(t, t, t * 50, t * 49, t)[0] for t in tokens] == arr.tolist()
+
+
+def test_each_gemm_kernel_adds_its_fixed_time_to_a_tick():
+    # Vidur's batch-1 GEMMs: bytes / bandwidth plus a time per kernel; four GEMM kernels per layer
+    def tick_s(fixed_us):
+        return float(CostModel(make_config(calibration__gemm_fixed_us=fixed_us)).decode_time_s(4, 100))
+
+    m = make_config().model
+    assert tick_s(6.0) - tick_s(0.0) == pytest.approx(m.num_layers * 4 * 6.0e-6, rel=1e-9)
+
+
+def test_a_gpus_hbm_efficiency_scale_scales_its_streaming_bandwidth():
+    # A batch-1 decode is almost all weight streaming: a 10 % lower scale makes it nearly 10 % slower
+    def decode_s(scale):
+        cfg = make_config(hardware__hbm_efficiency_scale=scale, calibration__tick_overhead_ms=0.0,
+                          calibration__layer_fixed_us=0.0, calibration__gemm_fixed_us=0.0)
+        return float(CostModel(cfg).decode_time_s(1, 100))
+
+    assert 1.09 < decode_s(0.9) / decode_s(1.0) <= 1 / 0.9 + 1e-9

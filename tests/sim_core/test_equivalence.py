@@ -178,3 +178,48 @@ def test_every_policy_coalesces_its_decode_runs(scenario):
     while engine.step():
         steps += 1
     assert steps <= 0.15 * engine.rec.num_ticks
+
+
+def session_config(case: int):
+    """random_config(case) with closed-loop multi-turn sessions (and sometimes shared prompts and prefix
+    caching): later turns are released by completions, which coalesced runs must stop at."""
+    rng = np.random.default_rng([case, 12])
+    engine = ENGINE_SCENARIOS[case % len(ENGINE_SCENARIOS)]
+    while True:
+        o = _overrides(rng, engine)
+        if o["workload__arrival__process"] == "closed_loop":
+            o["workload__arrival__process"] = "poisson"
+        o["workload__prompt_tokens"]["max"] = o["workload__output_tokens"]["max"] = 300  # turns grow the prompt
+        o["workload__prompt_tokens"]["mean"] = min(o["workload__prompt_tokens"]["mean"], 300)
+        o["workload__output_tokens"]["mean"] = min(o["workload__output_tokens"]["mean"], 300)
+        o["workload__sessions"] = {"turns": int(rng.integers(2, 5)), "think_time_s": float(rng.choice([0.0, 0.3, 3.0])),
+                                   "user_tokens": {"dist": "uniform", "mean": 40, "min": 1, "max": 80}}  # fmt: skip
+        if rng.random() < 0.5:
+            o["workload__shared_prefix"] = {"num_system_prompts": 2, "share_ratio": 0.7,
+                                            "system_prompt_tokens": {"dist": "fixed", "mean": 200, "min": 1, "max": 200}}  # fmt: skip
+            o["kv_cache__enable_prefix_caching"] = bool(rng.random() < 0.7)
+            o["kv_cache__eviction_policy"] = str(rng.choice(["lru", "lfu"]))
+        try:
+            cfg = make_config(engine, **o)
+            if cfg.kv_cache.layout == "paged" and rng.random() < 0.5:  # KV pressure: pre-emption and eviction
+                room = 2.0 * (cfg.workload.max_prompt_tokens + cfg.workload.max_output_tokens)
+                util = _utilisation_for_kv(cfg, room * kv_bytes_per_token_per_gpu(cfg) * cfg.workload.num_samples)
+                if 0.05 <= util <= 1.0:
+                    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+            plan_memory(cfg)
+            return cfg
+        except (PresetError, MemoryPlanError, ValueError):
+            continue
+
+
+@pytest.mark.parametrize("case", range(max(NUM_CASES // 3, 12)))
+def test_closed_loop_sessions_equal_tick_by_tick(case):
+    cfg = session_config(case)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+def test_session_configs_cover_prefix_caching_pressure_and_guards():
+    cfgs = [session_config(c) for c in range(max(NUM_CASES // 3, 12))]
+    assert any(c.kv_cache.enable_prefix_caching for c in cfgs) and any(c.limits.max_ticks < 400 for c in cfgs)
+    assert any(run_simulation(c).summary.num_preemptions > 0 for c in cfgs)

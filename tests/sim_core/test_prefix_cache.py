@@ -116,11 +116,16 @@ def test_a_referenced_block_is_never_evicted_or_freed():
 @settings(max_examples=60, deadline=None)
 @given(ops=hs.lists(hs.tuples(hs.integers(0, 5), hs.integers(1, 120), hs.booleans()), min_size=1, max_size=40))
 def test_random_admit_and_finish_keep_blocks_conserved(ops):
-    R = len(ops)
     w = wl([c for c, _, _ in ops], [p for _, p, _ in ops])
-    kv = PrefixCachingBlockManager(24, 4, BS, w)
+    _admit_or_preempt_each(PrefixCachingBlockManager(24, 4, BS, w), [(p, swap) for _, p, swap in ops])
+
+
+def _admit_or_preempt_each(kv: PrefixCachingBlockManager, steps, after_each=lambda kv, running: None) -> None:
+    """Request r (prompt p) is admitted when its blocks fit, else the oldest running request is swapped out
+    (when `swap` and possible) or freed; invariants hold after every step and after freeing everything."""
+    R = len(steps)
     running: list[int] = []
-    for r, (_, p, swap) in enumerate(ops):
+    for r, (p, swap) in enumerate(steps):
         keys, hit, ev = kv.lookup(r, p)
         need = int(kv.blocks_for(p, p)) - hit
         if kv.can_allocate(need + ev):
@@ -136,5 +141,44 @@ def test_random_admit_and_finish_keep_blocks_conserved(ops):
             else:
                 kv.free(np.array([victim]))
         kv.check_invariants()
+        after_each(kv, running)
     kv.free(np.array(running + [r for r in range(R) if kv.held[r] and r not in running], dtype=np.int64))
     kv.check_invariants()
+
+
+def _hot_prompt_then_a_scan(policy: str) -> PrefixCachingBlockManager:
+    """Two requests share a 4-block system prompt, then two one-off prompts scan through an 8-block cache."""
+    w = wl([1, 2, 3, 4, 5], [65, 65, 49, 49, 65], group=[0, 0, -1, -1, 0], prefix_len=[64, 64, 0, 0, 64])
+    kv = PrefixCachingBlockManager(8, 0, BS, w, policy)
+    for r, p in ((0, 65), (1, 65), (2, 49)):
+        admit(kv, r, p)
+        finish(kv, r, p)
+        kv.check_invariants()
+    admit(kv, 3, 49)  # 4 blocks: 1 truly free, 3 evicted (7 evictable: 4 system-prompt blocks used twice, 3 once)
+    kv.check_invariants()
+    assert kv.prefix.num_evicted == 3
+    return kv
+
+
+def test_lru_and_lfu_differ_on_a_hot_system_prompt_and_a_scan():
+    lru = _hot_prompt_then_a_scan("lru")  # the system prompt was released before the scan: its tail goes
+    assert cached(lru, 4, 65) == 1 and cached(lru, 2, 49) == 3
+    lfu = _hot_prompt_then_a_scan("lfu")  # the once-used scan blocks go; the twice-used prompt stays whole
+    assert cached(lfu, 4, 65) == 4 and cached(lfu, 2, 49) == 0
+    assert lfu.prefix.lru_order()[:1] == [block_keys(lfu.prefix.wl, 0, 4, BS)[-1]]  # then its tail first
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=hs.lists(hs.tuples(hs.integers(0, 5), hs.integers(1, 120), hs.booleans(), hs.integers(-1, 1)),
+                    min_size=1, max_size=40))  # fmt: skip
+def test_lfu_keeps_blocks_conserved_and_referenced_blocks_in_place(ops):
+    w = wl([c for c, _, _, _ in ops], [p for _, p, _, _ in ops], group=[g for *_, g in ops],
+           prefix_len=[32 if g >= 0 else 0 for *_, g in ops])  # fmt: skip
+
+    def referenced_never_evictable(kv, running):
+        evictable = set(kv.prefix.lru_order())
+        for q in running:
+            assert not set(kv.prefix.refs.get(q, ())) & evictable
+
+    _admit_or_preempt_each(PrefixCachingBlockManager(24, 4, BS, w, "lfu"), [(p, swap) for _, p, swap, _ in ops],
+                           referenced_never_evictable)  # fmt: skip

@@ -71,6 +71,23 @@ def test_sessions_reuse_the_previous_turn():
     assert s.prefix_hit_rate_tokens > 0.4
 
 
+HOT_PROMPT_AND_SCAN = dict(  # one 2000-token system prompt in 10% of requests, 3000-token one-off prompts between
+    workload__shared_prefix={"num_system_prompts": 1, "share_ratio": 0.1, "system_prompt_tokens": {"dist": "fixed", "mean": 2000}},
+    workload__prompt_tokens={"dist": "fixed", "mean": 3000, "min": 1, "max": 3000}, workload__arrival__rate_per_s=2.0,
+    kv_cache__gpu_memory_utilization=0.26, kv_cache__enable_prefix_caching=True,
+)  # fmt: skip
+
+
+def test_lfu_keeps_a_hot_system_prompt_that_lru_loses_to_a_scan_of_one_off_prompts():
+    """~10 one-off prompts (≈2000 blocks) pass between two uses of the system prompt in a 2511-block cache:
+    LRU evicts the prompt's tail before its next use, LFU evicts the once-used scan blocks instead."""
+    lru = run_simulation(chat(300, **HOT_PROMPT_AND_SCAN), check_invariants=True).summary
+    lfu = run_simulation(chat(300, kv_cache__eviction_policy="lfu", **HOT_PROMPT_AND_SCAN), check_invariants=True).summary
+    assert lru.num_finished == lfu.num_finished == 300
+    assert lfu.prefill_tokens_saved > 1.2 * lru.prefill_tokens_saved
+    assert lfu.prefix_blocks_evicted < lru.prefix_blocks_evicted
+
+
 def _one_request(**spec) -> SimConfig:
     trace = Trace(arrival_s=[0.0], prompt_tokens=[300], output_tokens=[41])
     cfg = with_trace(chat(), trace)
@@ -146,6 +163,8 @@ PREFIX_FAST_CASES = {
     "sessions": dict(workload__sessions={"turns": 3, "think_time_s": 3.0}, workload__arrival__rate_per_s=10.0),
     "evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
                      workload__arrival__rate_per_s=14.0),
+    "lfu, evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
+                          workload__arrival__rate_per_s=14.0, kv_cache__eviction_policy="lfu"),
     "block size 2, output 1": dict(workload__shared_prefix=SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 40}},
                                    kv_cache__block_size=2, workload__num_requests=50,
                                    workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
@@ -159,7 +178,7 @@ def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
     over = {"workload__num_requests": 150} | PREFIX_FAST_CASES[case]
     cfg = chat(over.pop("workload__num_requests"), kv_cache__enable_prefix_caching=True, **over)
     on, off, fast_ticks = run_fast_and_tick_by_tick(cfg, monkeypatch)
-    assert fast_ticks > 0 and on.summary.prefill_tokens_saved > 0
+    assert (fast_ticks > 0) == (case != "sessions") and on.summary.prefill_tokens_saved > 0  # closed-loop turns: general path
     _same(on, off)
     if case == "evicting":
         assert on.summary.prefix_blocks_evicted > 0
@@ -194,3 +213,59 @@ def test_runs_and_chains_answer_like_per_block_entries(case, monkeypatch):
 
     monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
     _same(compact, run_simulation(cfg, check_invariants=True))
+
+
+GROWTH_CASES = {
+    "no sharing (every allocation evicts)": dict(),
+    "shared prompts (runs and chains)": dict(workload__shared_prefix=SHARED | {"num_system_prompts": 8}),
+    "sessions (per-block keys), lfu": dict(workload__sessions={"turns": 3, "think_time_s": 2.0},
+                                          workload__shared_prefix=SHARED, kv_cache__eviction_policy="lfu"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", GROWTH_CASES)
+def test_prefix_cache_work_per_request_does_not_grow_with_requests_served(case):
+    """Lines executed in sim_core/prefix_cache.py (a deterministic operation count, not wall time) per
+    finished request, over the first and the last third of a run, and the cache's structure sizes,
+    which stay bounded by the KV blocks: hashing and the LRU never scan past requests."""
+    import sys
+
+    from sim_core import prefix_cache
+    from sim_core.engine import Engine
+
+    cfg = chat(1500, kv_cache__enable_prefix_caching=True, kv_cache__gpu_memory_utilization=0.3,
+               workload__arrival__rate_per_s=10.0, **GROWTH_CASES[case])  # fmt: skip
+    engine = Engine(cfg)
+    lines = [0]
+    target = prefix_cache.__file__
+
+    def local(frame, event, arg):
+        if event == "line":
+            lines[0] += 1
+        return local
+
+    def on_call(frame, event, arg):
+        return local if frame.f_code.co_filename == target else None
+
+    samples = []  # (requests finished, lines so far, structure size, requests in flight)
+    pc = engine.prefix
+    sys.settrace(on_call)
+    try:
+        while engine.step():
+            size = len(pc.ref) + len(pc._queue) + len(pc._heap) + len(pc.chains) + len(pc.run_len) + len(pc._keys)
+            if len(samples) % 16 == 0:  # blocks the entries hold, read raw (deferred evictions not dropped yet)
+                held = (len(pc.ref) - len(pc.run_len) + sum(pc.run_len.values())
+                        + sum(ch.cached for ch in pc.chains.values()))  # fmt: skip
+                assert held <= engine.kv.num_blocks + prefix_cache.MAX_DEFERRED_BLOCKS
+            st = engine.st
+            samples.append((st.num_finished, lines[0], size, st.running.size + st.waiting_keys.size + st.swapped_keys.size))
+    finally:
+        sys.settrace(None)
+    assert engine.st.num_finished == 1500 and pc.num_evicted > 0  # the cache is full and evicting
+    done, work, size, in_flight = (np.array(col) for col in zip(*samples))
+    a, b = np.searchsorted(done, 500), np.searchsorted(done, 1000)
+    per_request_early = (work[a] - work[0]) / done[a]
+    per_request_late = (work[-1] - work[b]) / (done[-1] - done[b])
+    assert per_request_late < 1.3 * per_request_early
+    # entries <= blocks, queue or heap slots <= 2 x entries + 4096 (compaction), memoised keys: requests in flight
+    assert np.all(size <= 3 * engine.kv.num_blocks + 4096 + in_flight)

@@ -1,0 +1,86 @@
+"""Closed-loop multi-turn sessions: a turn is sent when the previous turn's reply is complete, plus a think time.
+
+A chat user reads the reply before typing the next message, so turn t+1 of a session arrives at
+finish(turn t) + think time, and its prompt is turn t's prompt + reply + new user tokens (fixed when
+the workload is drawn, sim_core/workload.py). Under overload, later turns therefore arrive later
+instead of piling up, and the previous turn's blocks are always cached (or evicted) by the time the
+next turn looks them up.
+
+The arrival times of later turns are known only during the run, so they are not in id order. This
+state keeps first turns (known times, sorted) behind a pointer as SimState does, and released turns
+in a heap; arrivals merge both by (time, id). Queue keys are given at arrival from the arrival rank,
+so "first come" and "pre-empt the latest arrival" mean the actual send order:
+    key = ((policy part) · R + arrival rank) · R + id     (policy part: 0, priority or prompt length).
+Each arrival and release costs O(log of turns in flight); nothing scans past requests.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from sim_core.state import SimState
+from sim_core.types import IntArray
+from sim_core.workload import Workload
+
+
+class SessionState(SimState):
+    """SimState whose later session turns arrive when released by their previous turn's completion."""
+
+    def __init__(self, wl: Workload, queue_order: str):
+        super().__init__(wl, queue_order)
+        R = self.num_requests
+        self._next_turn = wl.next_turn.tolist()
+        self._think_s = wl.think_s.tolist()
+        self._first = np.flatnonzero(np.isfinite(wl.arrival_s))  # (F,) first turns: ids follow their arrival
+        self._first_s = self.arrival_s[self._first]  # (F,) sorted
+        self._ptr = 0  # first turns below this have arrived
+        self._released: list[tuple[float, int]] = []  # heap of (arrival_s, id) of released turns not yet arrived
+        self._num_arrived = 0  # arrival rank of the next arrival
+        self._policy_part = self.order_key // R  # 0 (fcfs), priority or prompt length
+        self.next_arrival = R  # the base class's pointer is not used
+        self.next_release = R
+
+    def admit_arrivals(self, upto_s: float | None = None) -> int:
+        """Move the requests sent by now (or by `upto_s`) into the waiting queue, keyed by arrival rank."""
+        t = self.now_s if upto_s is None else upto_s
+        lo = self._ptr
+        hi = lo + int(np.searchsorted(self._first_s[lo:], t, side="right"))
+        heap = self._released
+        late: list[tuple[float, int]] = []
+        while heap and heap[0][0] <= t:
+            late.append(heapq.heappop(heap))
+        if hi == lo and not late:
+            return 0
+        self._ptr = hi
+        times = np.concatenate([self._first_s[lo:hi], [a for a, _ in late]])
+        ids = np.concatenate([self._first[lo:hi], np.array([r for _, r in late], dtype=np.int64)])
+        ids = ids[np.lexsort((ids, times))]  # arrival order; ties by id
+        R = self.num_requests
+        rank = self._num_arrived + np.arange(ids.size, dtype=np.int64)
+        self._num_arrived += ids.size
+        self.order_key[ids] = (self._policy_part[ids] * R + rank) * R + ids
+        self.push_waiting(ids)
+        return int(ids.size)
+
+    def num_arrived_by(self, times_s: np.ndarray) -> IntArray:
+        """Requests not yet in a queue that have arrived by each of these (sorted) times."""
+        out = np.searchsorted(self._first_s[self._ptr :], times_s, side="right")
+        if self._released:
+            out = out + np.searchsorted(np.sort([a for a, _ in self._released]), times_s, side="right")
+        return out
+
+    def next_arrival_s(self) -> float:
+        first = float(self._first_s[self._ptr]) if self._ptr < self._first_s.size else np.inf
+        return min(first, self._released[0][0]) if self._released else first
+
+    def release_next_turns(self, done: IntArray, finish_s) -> None:
+        """Turns that just finished send their session's next turn after its think time."""
+        ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), done.shape).tolist()
+        for r, end in zip(done.tolist(), ends):
+            nxt = self._next_turn[r]
+            if nxt >= 0:
+                a = end + self._think_s[r]
+                self.arrival_s[nxt] = a
+                heapq.heappush(self._released, (a, nxt))

@@ -1,0 +1,96 @@
+"""Closed-loop multi-turn sessions (sim_core/sessions.py): a turn is sent when the previous reply is done, plus think time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_core import run_simulation
+from sim_core.engine import Engine
+from sim_core.types import Status
+from tests.conftest import make_config
+
+
+def sessions_config(n=120, turns=4, think_s=2.0, **over):
+    return make_config(workload__num_requests=n, workload__sessions={"turns": turns, "think_time_s": think_s}, **over)
+
+
+def run_engine(cfg) -> tuple[Engine, object]:
+    engine = Engine(cfg)
+    engine.check_invariants = True
+    return engine, engine.run()
+
+
+@pytest.mark.parametrize("rate", [0.5, 40.0])  # light load and overload
+def test_a_later_turn_is_sent_its_think_time_after_the_previous_reply(rate):
+    engine, res = run_engine(sessions_config(workload__arrival__rate_per_s=rate))
+    wl, req = engine.workload, res.requests
+    prev = np.flatnonzero(wl.next_turn >= 0)
+    nxt = wl.next_turn[prev]
+    assert res.summary.num_finished == 120
+    assert np.array_equal(req.arrival_s[nxt], req.finish_s[prev] + wl.think_s[prev])  # exactly, per turn
+    # TTFT counts from the turn's actual send time, which is after the previous turn finished
+    assert np.all(req.first_token_s[nxt] - req.arrival_s[nxt] == res.requests.ttft_s[nxt])
+    assert np.all(res.requests.ttft_s >= 0) and np.all(req.first_scheduled_s[nxt] >= req.finish_s[prev])
+
+
+def test_a_session_has_at_most_one_turn_in_the_server():
+    engine, res = run_engine(sessions_config(n=200, think_s=0.0, workload__arrival__rate_per_s=60.0))
+    wl, req = engine.workload, res.requests
+    for s in np.unique(wl.content_id):
+        turns = np.flatnonzero(wl.content_id == s)
+        assert np.all(req.arrival_s[turns[1:]] >= req.finish_s[turns[:-1]])  # [arrival, finish] never overlap
+
+
+def test_overload_keeps_at_most_one_turn_per_started_session_in_the_server():
+    """Open loop would queue every turn at its nominal time; closed loop holds one turn per session at most."""
+    engine, res = run_engine(sessions_config(n=400, think_s=1.0, workload__arrival__rate_per_s=200.0))
+    tl, wl = res.timeline, engine.workload
+    in_server = tl.num_waiting + tl.num_running
+    started = np.searchsorted(np.sort(res.requests.arrival_s[np.isfinite(wl.arrival_s)]), tl.t_start_s, side="right")
+    assert tl.num_waiting.max() > 0 and np.all(in_server <= started)  # overloaded, yet bounded by the sessions
+
+
+def test_the_previous_turn_is_cached_when_the_next_one_looks_it_up():
+    engine, res = run_engine(sessions_config(n=120, think_s=0.5, kv_cache__enable_prefix_caching=True))
+    wl, bs = engine.workload, engine.cfg.kv_cache.block_size
+    prev = np.flatnonzero(wl.next_turn >= 0)
+    nxt = wl.next_turn[prev]
+    assert res.summary.prefix_blocks_evicted == 0  # ample KV: nothing evicted
+    hit = engine.prefix.hit_tokens[nxt]
+    want = np.minimum(wl.prompt_tokens[prev] // bs, (wl.prompt_tokens[nxt] - 1) // bs) * bs
+    assert np.all(hit >= want)  # every full block of the previous prompt (plus any cached since)
+
+
+def test_guards_bound_a_session_run_and_unsent_turns_stay_unsent():
+    res = run_simulation(sessions_config(n=200, workload__arrival__rate_per_s=20.0, limits__max_sim_time_s=3.0))
+    assert res.summary.stopped_reason is not None
+    unsent = ~np.isfinite(res.requests.arrival_s)
+    assert unsent.any() and np.all(res.requests.status[unsent] == Status.PENDING)
+    assert np.all(np.isnan(res.requests.first_token_s[unsent]))
+
+
+def test_same_seed_same_session_run_and_queue_order_by_send_time():
+    cfg = sessions_config(n=150, workload__arrival__rate_per_s=30.0, scheduler__max_num_seqs=8)
+    a, b = run_simulation(cfg), run_simulation(cfg)
+    assert a.summary == b.summary and np.array_equal(a.requests.finish_s, b.requests.finish_s, equal_nan=True)
+    req = a.requests  # FCFS: requests are first scheduled in the order they were sent (no pre-emption here)
+    assert a.summary.num_preemptions == 0
+    order = np.lexsort((np.arange(req.arrival_s.size), req.arrival_s))
+    first = req.first_scheduled_s[order]
+    assert np.all(np.diff(first[np.isfinite(first)]) >= 0)
+
+
+def test_a_deployment_runs_sessions_open_loop_and_refuses_closed_loop_with_the_field_named():
+    with pytest.raises(ValueError, match=r"workload.sessions.closed_loop = true.*one engine only"):
+        sessions_config(turns=3, deployment={"replicas": 2}, workload__sessions__closed_loop=True)
+    dep = sessions_config(turns=3, deployment={"replicas": 2})  # a link without the field: open loop, as before
+    assert dep.workload.sessions.closed_loop is False
+    assert sessions_config(turns=3).workload.sessions.closed_loop is True
+
+
+def test_open_loop_sessions_send_every_turn_at_a_fixed_time():
+    engine, res = run_engine(sessions_config(workload__sessions__closed_loop=False, workload__arrival__rate_per_s=40.0))
+    wl = engine.workload
+    assert wl.next_turn is None and np.all(np.isfinite(wl.arrival_s)) and np.all(np.diff(wl.arrival_s) >= 0)
+    assert np.array_equal(res.requests.arrival_s, wl.arrival_s)  # fixed in advance, whatever the replies do
