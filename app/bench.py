@@ -1,12 +1,14 @@
 """The app's cost per rerun on the default preset: `python -m app.bench`.
 
 A rerun that changes a knob simulates the new config and builds every figure the Simulate page
-shows (timeline, four latency distributions, roofline, step-through). Reported as the median of
-several runs and as a ratio to the same in-process baseline as the engine benchmark.
+shows (the HTML timeline and its Plotly version, four latency distributions, roofline,
+step-through). Reported as the median of several runs and as a ratio to the same in-process
+baseline as the engine benchmark.
 
 `python -m app.bench --browser` times what a user waits for in headless Chromium: a shared link
-opened in a fresh browser until its Gantt is drawn, and one slider step until the Gantt is redrawn
-(targets 2 s and 0.5 s), plus the bytes of the page's figures.
+opened in a fresh browser until its Gantt is drawn (the server-drawn HTML timeline), and, once the
+page has loaded, one slider step until the Gantt is redrawn (targets 2 s and 0.5 s), plus the
+page's main-thread time and the bytes of its chart data.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import argparse
 import statistics
 import time
 
-from app.components import charts, timeline
+from app.components import charts, timeline, timeline_html
 from sim_core import load_preset, run_simulation
 from sim_core.bench import baseline_s
 from sim_core.presets import DEFAULT_SCENARIO
 
 
 def build_figures(res) -> int:
+    timeline_html.timeline_html(res, 0, 30, window=timeline.opening_window(res))  # what the default page draws
     figs = [timeline.timeline_figure(res, 0, 30, window=timeline.opening_window(res)), charts.roofline_figure(res)]
     figs += [charts.distribution_figure(res, m) for m in charts.METRICS]
     if res.batches.tick.size:
@@ -72,9 +75,11 @@ def browser_main(repeats: int = 5) -> int:
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.goto(url + "/")
         page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+        page.wait_for_load_state("networkidle")  # the page has loaded
         page.wait_for_timeout(500)
-        figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
+        figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
             .reduce((n, p) => n + JSON.stringify(p.data).length + JSON.stringify(p.layout).length, 0)""")
+        html_bytes = page.evaluate("() => (document.querySelector('[data-testid=timeline-html]') || {outerHTML: ''}).outerHTML.length")
         redraws = []
         for _ in range(repeats):
             redraws.append(time_to_redraw_s(page, "w.hardware.peak_tflops"))  # a new peak: a new run each time
@@ -89,7 +94,8 @@ def browser_main(repeats: int = 5) -> int:
           f"runs {', '.join(f'{x:.2f}' for x in redraws)}) · target 0.5 s")
     print(f"  of which the page's main thread was busy {busy['task']:.2f} s (JavaScript {busy['script']:.2f} s, "
           f"layout and style {busy['layout']:.2f} s); the rest is waiting (server, network, other processes)")
-    print(f"figure data on the default page: {figure_bytes / 1024:,.0f} KiB of JSON")
+    print(f"figure data on the default page: {figure_bytes / 1024:,.0f} KiB of Plotly JSON, {html_bytes / 1024:,.0f} KiB of "
+          "server-drawn timeline HTML")
     return 0
 
 

@@ -22,7 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
+# The Simulate page's Gantt: the server-drawn HTML timeline (app/components/timeline_html.py) or,
+# with "Zoom with the mouse" on, the Plotly figure. Drawn = its GPU bars are in the page.
+GANTT_JS = """() => document.querySelector('[data-testid=timeline-html]') ||
+  document.querySelector('.js-plotly-plot .barlayer')"""
 GANTT_DRAWN_JS = """() => {
+  const h = document.querySelector('[data-testid=timeline-html] .sgt-p .b');
+  if (h !== null) return true;
   const p = document.querySelector('.js-plotly-plot');
   return p !== null && p.querySelectorAll('g.barlayer path').length > 0;
 }"""
@@ -118,15 +124,15 @@ def time_to_chart_s(browser, url: str, viewport: dict | None = None) -> tuple[fl
 
 
 REDRAWN_JS = """(before) => {
-  const layer = document.querySelector('.js-plotly-plot .barlayer');
-  return layer !== null && layer.innerHTML !== before;
-}"""
+  const g = (%s)();
+  return g !== null && g.innerHTML !== before;
+}""" % GANTT_JS
 
 
 def time_to_redraw_s(page, widget_key: str, key: str = "ArrowRight") -> float:
     """Move a slider (by its widget key) one step with the keyboard; time until the Gantt is drawn
     again with the new run. The knob must change the run (else nothing is redrawn)."""
-    before = page.evaluate("() => document.querySelector('.js-plotly-plot .barlayer').innerHTML")
+    before = page.evaluate(f"() => ({GANTT_JS})().innerHTML")
     page.locator(f".st-key-{widget_key.replace('.', '-')} input[type=range]").first.focus()
     t0 = time.perf_counter()
     page.keyboard.press(key)

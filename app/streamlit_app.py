@@ -15,39 +15,53 @@ import streamlit as st  # noqa: E402
 from app.state import PRESENTER_KEY, ensure_session, read_query_params  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent / "assets"
-if read_query_params().get("present") == "1" and "ui.present_link" not in st.session_state:
-    st.session_state[PRESENTER_KEY] = st.session_state["ui.present_link"] = True  # a link can start presenter mode
-# A local favicon (offline workshops); presenter mode collapses the sidebar to give the chart the screen.
-st.set_page_config(page_title="LLM serving scheduler explorer", page_icon=str(ASSETS / "favicon.png"), layout="wide",
-                   initial_sidebar_state="collapsed" if st.session_state.get(PRESENTER_KEY) else "auto")  # fmt: skip
-ensure_session()
-# Phones: the chart mode bar would cover legends and titles (it appears on tap elsewhere).
-st.html("<style>@media (max-width: 640px) { .modebar-container { display: none !important; } "
-        "h1 { font-size: 2rem !important; } }</style>")
-if st.session_state.get(PRESENTER_KEY):
-    # Presenter mode: larger type for a projector.
-    # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.
-    st.html("<style>html {font-size: 20px;}</style>")
-
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
-pages = [
-    st.Page(PAGES_DIR / "simulate.py", title="Simulate", icon=":material/play_circle:", default=True),
-    st.Page(PAGES_DIR / "compare.py", title="Compare", icon=":material/compare_arrows:"),
-    st.Page(PAGES_DIR / "sweep.py", title="Sweep", icon=":material/query_stats:"),
-    st.Page(PAGES_DIR / "plan.py", title="Plan", icon=":material/savings:"),
-    st.Page(PAGES_DIR / "learn.py", title="Learn", icon=":material/school:"),
-    st.Page(PAGES_DIR / "glossary.py", title="Glossary", icon=":material/menu_book:"),
-    st.Page(PAGES_DIR / "about.py", title="About the model", icon=":material/info:"),
-]
-page = st.navigation(pages)
-# Page addresses are lower case; /Learn (or any other casing) opens the page it names, and an unknown
-# address says so instead of silently showing Simulate.
-asked = urlparse(st.context.url or "").path.rstrip("/").rsplit("/", 1)[-1]
-# getattr: a page has no url_path outside a script run (a process pool re-importing this file as __mp_main__)
-by_path = {getattr(p, "url_path", "").lower(): p for p in pages if getattr(p, "url_path", "")}
-current = getattr(page, "url_path", None)
-if asked and current is not None and asked != current and asked.lower() in by_path:
-    st.switch_page(by_path[asked.lower()])
-elif asked and current == "" and asked.lower() not in by_path:
-    st.warning(f"There is no page “{asked}”; showing Simulate. Pages: {', '.join(p.title for p in pages)}.")
-page.run()
+
+
+def main() -> None:
+    if read_query_params().get("present") == "1" and "ui.present_link" not in st.session_state:
+        st.session_state[PRESENTER_KEY] = st.session_state["ui.present_link"] = True  # a link can start presenter mode
+    # A local favicon (offline workshops); presenter mode collapses the sidebar to give the chart the screen.
+    st.set_page_config(page_title="LLM serving scheduler explorer", page_icon=str(ASSETS / "favicon.png"), layout="wide",
+                       initial_sidebar_state="collapsed" if st.session_state.get(PRESENTER_KEY) else "auto")  # fmt: skip
+    ensure_session()
+    # Phones: the chart mode bar would cover legends and titles (it appears on tap elsewhere).
+    # Spinners ("Simulating…") float at the top right: in view wherever the page is scrolled (the
+    # chart is below the headline) and nothing moves when one appears or goes.
+    st.html("<style>@media (max-width: 640px) { .modebar-container { display: none !important; } "
+            "h1 { font-size: 2rem !important; } } "
+            "[data-testid='stSpinner'] { position: fixed; top: 3.75rem; right: 1.25rem; z-index: 999990; width: auto !important; "
+            "background: #fff; padding: .35rem .8rem; border-radius: .5rem; box-shadow: 0 1px 6px rgba(0,0,0,.25); }</style>")
+    if st.session_state.get(PRESENTER_KEY):
+        # Presenter mode: larger type for a projector.
+        # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.
+        st.html("<style>html {font-size: 20px;}</style>")
+
+    pages = [
+        st.Page(PAGES_DIR / "simulate.py", title="Simulate", icon=":material/play_circle:", default=True),
+        st.Page(PAGES_DIR / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+        st.Page(PAGES_DIR / "sweep.py", title="Sweep", icon=":material/query_stats:"),
+        st.Page(PAGES_DIR / "plan.py", title="Plan", icon=":material/savings:"),
+        st.Page(PAGES_DIR / "learn.py", title="Learn", icon=":material/school:"),
+        st.Page(PAGES_DIR / "glossary.py", title="Glossary", icon=":material/menu_book:"),
+        st.Page(PAGES_DIR / "about.py", title="About the model", icon=":material/info:"),
+    ]
+    page = st.navigation(pages)
+    # Page addresses are lower case; /Learn (or any other casing) opens the page it names, and an unknown
+    # address says so instead of silently showing Simulate.
+    asked = urlparse(st.context.url or "").path.rstrip("/").rsplit("/", 1)[-1]
+    # getattr: a page has no url_path outside a script run (a process pool re-importing this file as __mp_main__)
+    by_path = {getattr(p, "url_path", "").lower(): p for p in pages if getattr(p, "url_path", "")}
+    current = getattr(page, "url_path", None)
+    if asked and current is not None and asked != current and asked.lower() in by_path:
+        st.switch_page(by_path[asked.lower()])
+    elif asked and current == "" and asked.lower() not in by_path:
+        st.warning(f"There is no page “{asked}”; showing Simulate. Pages: {', '.join(p.title for p in pages)}.")
+    page.run()
+
+
+# Streamlit runs this file as __main__, so a simulation worker process (app/components/worker.py)
+# re-imports it as __mp_main__ when it starts; drawing the page there in bare mode cost every new run
+# about 0.2 s before it could simulate.
+if __name__ != "__mp_main__":
+    main()

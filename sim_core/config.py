@@ -531,7 +531,7 @@ class LimitsConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
-Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity"]
+Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware"]
 
 
 class LinkConfig(StrictModel):
@@ -580,12 +580,26 @@ class DeploymentConfig(StrictModel):
         "round_robin",
         description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
-        "policy: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
-        "else least outstanding; needs kv_cache.enable_prefix_caching to differ from least_outstanding).",
+        "rule: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
+        "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
+        "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (the same rule on the "
+        "router's own approximate tree of the prompts it sent each instance, as SGLang's router does: no engine "
+        "query, blind to evictions).",
     )  # fmt: skip
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."
     )
+    state_refresh_s: float = Field(
+        0.05,
+        ge=0.0,
+        le=60.0,
+        description="Seconds between the router's refreshes of engine state, for least_kv and prefix_affinity: "
+        "they route on each instance's KV usage and cached prefixes as of the last refresh instant (a multiple "
+        "of this interval) plus the requests the router sent since. 0 = exact at every arrival (slowest to "
+        "simulate). Default 0.05 s: llm-d's endpoint picker scrapes engine metrics every 50 ms "
+        "(gateway-api-inference-extension, --refreshMetricsInterval); vLLM production-stack's router every 30 s "
+        "(--engine-stats-interval). Range [0, 60].",
+    )  # fmt: skip
 
 
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:

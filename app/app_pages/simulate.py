@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.components import charts, runner, timeline, workshop
+from app.components import charts, runner, timeline, timeline_html, workshop
 from app.components.sidebar import draw_sidebar, describe_config
 from app.components.text import plain
 from app.components.units import fmt_seconds
@@ -138,19 +138,48 @@ def _steady_caption(res: SimResult) -> None:
         st.info(st_.note, icon=":material/hourglass_empty:")
 
 
+INTERACTIVE_KEY = "ui.timeline_plotly"
+
+
+@st.fragment
 def _timeline_tab(res: SimResult) -> None:
+    """A fragment: moving the window, the rows or the zoom toggle reruns and redraws only this tab
+    (the run is the same), not the sidebar and headline (about 100 elements the browser re-renders)."""
     window = _window_controls(res)
     n = res.requests.arrival_s.size
-    c1, c2 = st.columns([1, 1])
+    c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
     first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
                             help="The request rows show the requests alive in the window (the whole run: by arrival "
                                  "order); skip this many of them.")  # fmt: skip
     rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
-    _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline")
-    st.caption("All four panels share one time axis: drag to zoom, double-click to reset. Hover a bar for the tick's "
-               "batch, tokens, duration (with tensor-parallel all-reduce and PCIe swap time) and whether it was "
-               "compute- or memory-bound. Pale blue in a request row: the request was decoding but the tick gave it "
-               "no token (stalled behind a prefill or a swap).")  # fmt: skip
+    deployment = bool(getattr(res, "instances", None))
+    interactive = deployment or c3.toggle(
+        "Zoom with the mouse", key=INTERACTIVE_KEY,
+        help="Draw the timeline with Plotly: drag to zoom, double-click to reset, hover by tapping on a phone. The first "
+             "time, the browser loads a 4.7 MB charting library (about a second); the plain view shows the same "
+             "bars, hovers and legend without it.")  # fmt: skip
+    if interactive:
+        _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline")
+        how = "drag to zoom, double-click to reset. Hover"
+    else:
+        st.html(_timeline_html(res, int(first), int(rows), window))
+        how = "use the window controls above to move or widen it. Rest the pointer on"
+    st.caption(f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
+               "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
+               "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "
+               "swap).")  # fmt: skip
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _timeline_html_cached(cfg_json: str, first: int, rows: int, window: timeline.Window, presenter: bool) -> str:
+    res = runner.run(SimConfig.model_validate_json(cfg_json)).result
+    return timeline_html.timeline_html(res, first, rows, window=window, presenter=presenter)
+
+
+def _timeline_html(res: SimResult, first: int, rows: int, window: timeline.Window = None) -> str:
+    from app.state import canonical_json
+
+    return _timeline_html_cached(canonical_json(res.config), first, rows, window, workshop.presenter_on())
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

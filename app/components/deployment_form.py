@@ -12,13 +12,14 @@ import streamlit as st
 from pydantic import ValidationError
 
 from sim_core import SimConfig
-from sim_core.config import HardwareSpec, Router, field_info
+from sim_core.config import DeploymentConfig, HardwareSpec, Router, field_info
 from sim_core.presets import list_presets, read_preset_data
 
 MODES = ("one engine", "replicas", "disaggregated")
 KEY = "w.dep."  # widget keys
 TP_OPTIONS = (1, 2, 4, 8)
 SAME_GPU = "same as Hardware"
+STATE_ROUTERS = ("least_kv", "prefix_affinity")  # the routers deployment.state_refresh_s applies to
 KEPT = "as loaded: "  # prefix of the option for a pool GPU kind that matches no preset
 
 
@@ -76,6 +77,7 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "mode"] = MODES[0] if dep is None else MODES[2] if dis else MODES[1]
     s[KEY + "replicas"] = dep.replicas if dep else 2
     s[KEY + "router"] = dep.router if dep else "round_robin"
+    s[KEY + "refresh"] = float((dep or DeploymentConfig()).state_refresh_s)
     s[KEY + "prefill"] = dis.prefill.replicas if dis else 1
     s[KEY + "decode"] = dis.decode.replicas if dis else 1
     s[KEY + "prefill_tp"] = _pool_tp(cfg, dis.prefill if dis else None)
@@ -98,10 +100,13 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     if mode == MODES[0]:
         return None
     router = st.selectbox("Router", Router.__args__, key=KEY + "router", help=_help("router"))
+    # kept (not hidden) for the other routers, so switching back and forth keeps the value a link gave
+    refresh = st.number_input("Router state refresh (s)", 0.0, 60.0, step=0.05, format="%.3f", key=KEY + "refresh",
+                              help=_help("state_refresh_s"), disabled=router not in STATE_ROUTERS)  # fmt: skip
     if mode == MODES[1]:
         n = st.number_input("Replicas", 1, 64, step=1, key=KEY + "replicas", help=_help("replicas"))
         st.caption(f"{int(n) * cfg.hardware.num_gpus} GPUs = {int(n)} replicas x TP {cfg.hardware.num_gpus}")
-        return {"replicas": int(n), "router": router}
+        return {"replicas": int(n), "router": router, "state_refresh_s": float(refresh)}
     keep = cfg.deployment.disaggregation if cfg.deployment and cfg.deployment.disaggregation else None
     c1, c2 = st.columns(2)
     p = c1.number_input("Prefill instances", 1, 64, step=1, key=KEY + "prefill", help=_help("disaggregation", "prefill"))
@@ -141,7 +146,7 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
         return {"replicas": int(n), "tensor_parallel": None if same else int(tp), "hardware": hardware,
                 "scheduler": old.scheduler.model_dump() if old and old.scheduler else None}  # fmt: skip
 
-    return {"router": router, "disaggregation": {
+    return {"router": router, "state_refresh_s": float(refresh), "disaggregation": {
         "prefill": pool(p, ptp, pgpu, keep.prefill if keep else None),
         "decode": pool(d, dtp, dgpu, keep.decode if keep else None),
         "link": {"bandwidth_gb_per_s": bw, "latency_us": float(lat), "layerwise_pipelining": bool(pipe)}}}  # fmt: skip

@@ -17,6 +17,8 @@ hover of every tick gives its tensor-parallel all-reduce time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -314,22 +316,33 @@ def _split_stalls(res: SimResult, segs: list[tuple[int, str, float, float]]) -> 
 
 
 REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv transfer")
+LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv transfer")  # prefill/decode: the GPU row's entries
 
 
-def _request_traces(res: SimResult, ids: np.ndarray, window: Window) -> list[go.Bar]:
+def request_bars(res: SimResult, ids: np.ndarray, window: Window, max_stall_bars: int = MAX_STALL_BARS) -> dict[str, np.ndarray]:
+    """The request rows' bars (request id, state, start_s, end_s), clipped to the window; past
+    `max_stall_bars` stalled pieces only the longest stay stalled, the rest read as decode."""
     segs = request_segments(res, 0, 0, ids=ids)
     if window is not None:  # clip to the window: bars outside it are not sent
         segs = [(r, s, max(a, window[0]), min(b, window[1])) for r, s, a, b in segs if b > window[0] and a < window[1]]
-    if not segs:
-        return []
-    r = np.array([s[0] for s in segs])
-    state = np.array([s[1] for s in segs])
-    start = np.array([s[2] for s in segs])
-    end = np.array([s[3] for s in segs])
+    r = np.array([s[0] for s in segs], dtype=np.int64)
+    state = np.array([s[1] for s in segs], dtype=object)
+    start = np.array([s[2] for s in segs], dtype=float)
+    end = np.array([s[3] for s in segs], dtype=float)
     stalled = np.flatnonzero(state == "stalled")
-    if stalled.size > MAX_STALL_BARS:  # whole-run view of a long run: keep the longest stalls, the rest read as decode
-        drop = stalled[np.argsort(-(end[stalled] - start[stalled]), kind="stable")[MAX_STALL_BARS:]]
+    if stalled.size > max_stall_bars:  # whole-run view of a long run: keep the longest stalls
+        drop = stalled[np.argsort(-(end[stalled] - start[stalled]), kind="stable")[max_stall_bars:]]
         state[drop] = "decode"
+    return {"req": r, "state": state, "start": start, "end": end}
+
+
+def request_state_label(state: str) -> str:
+    return "stalled (no token this tick)" if state == "stalled" else state
+
+
+def _request_traces(res: SimResult, ids: np.ndarray, window: Window) -> list[go.Bar]:
+    bars = request_bars(res, ids, window)
+    r, state, start, end = bars["req"], bars["state"], bars["start"], bars["end"]
     req = res.requests
     traces = []
     for name in REQUEST_STATES:
@@ -338,11 +351,11 @@ def _request_traces(res: SimResult, ids: np.ndarray, window: Window) -> list[go.
             continue
         rr = r[m]
         custom = np.column_stack([rr, req.prompt_tokens[rr], req.output_tokens[rr], _ms(end[m] - start[m])])
-        label = "stalled (no token this tick)" if name == "stalled" else name
+        label = request_state_label(name)
         traces.append(go.Bar(
             x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
             marker_color=PHASE_COLORS[name], marker_line_width=0, name=label, legendgroup=name,
-            showlegend=name in ("waiting", "stalled", "preempted", "swapped", "kv transfer"), customdata=custom,
+            showlegend=name in LEGEND_STATES, customdata=custom,
             hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {label}<br>prompt %{{customdata[1]:,}} · output "
                            "%{customdata[2]:,} tok<br>%{customdata[3]} ms from t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip
@@ -369,6 +382,57 @@ def _line_slice(res: SimResult, window: Window) -> slice:
     return slice(max(lo - 1, 0), min(hi + 1, res.timeline.num_ticks))  # one point either side: lines reach the edges
 
 
+@dataclass(frozen=True)
+class LineSeries:
+    """One step line (value y[i] from t[i] until t[i+1]) of the KV panel (3) or the queue panel (4)."""
+
+    panel: int
+    name: str  # legend entry
+    color: str
+    dash: str  # "solid" | "dot"
+    unit: str  # what the value counts, for the hover ("% of blocks", "waiting")
+    decimals: int
+    tag: str  # short panel name for the hover box
+    t: np.ndarray
+    y: np.ndarray
+    reduced: bool  # each value is the peak of a time bin (too many ticks to draw one by one)
+
+
+def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINTS) -> list[LineSeries]:
+    """KV usage (and, with prefix caching, cached-but-free blocks) and queue lengths over the window,
+    each reduced to at most `max_points` (peaks kept); all share one time base."""
+    tl = res.timeline
+    if not tl.num_ticks:
+        return []
+    sl = _line_slice(res, window)
+    t = tl.t_end_s[sl]
+    blocks = res.memory.num_blocks
+    out = []
+    red = t.size > max_points
+    tt, yy = reduce_series(t, tl.kv_blocks_used[sl] / blocks * 100, max_points)
+    out.append(LineSeries(3, "KV in use (%)", PHASE_COLORS["kv"], "solid", "% of blocks", 1, "KV", tt, yy, red))
+    if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
+        tt, yy = reduce_series(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, max_points)
+        out.append(LineSeries(3, "KV cached, free (%)", "#81c995", "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
+    for col, name in (("num_waiting", "waiting"), ("num_running", "running"), ("num_swapped", "swapped")):
+        y = tl.columns[col][sl]
+        if name == "swapped" and not y.any():
+            continue
+        tt, yy = reduce_series(t, y.astype(float), max_points)
+        out.append(LineSeries(4, f"{name} requests", PHASE_COLORS[name], "solid", name, 0, "", tt, yy, red))
+    return out
+
+
+def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request: int) -> tuple[str, str, str, str]:
+    """The four panels' titles (Plotly figure and the HTML timeline)."""
+    tp_note = f" · tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
+    if window is None:
+        req_title = f"Requests {ids[0]}–{ids[-1]}" if ids.size else "Requests"
+    else:
+        req_title = f"{ids.size} requests alive in this window" + (f" (after skipping {first_request})" if first_request else "")
+    return f"GPU: one bar per tick{tp_note}", req_title, "KV cache in use", "Queues"
+
+
 def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720,
                     window: Window = None) -> go.Figure:  # fmt: skip
     """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis. With a window,
@@ -377,42 +441,20 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     count = max(1, min(num_requests, MAX_REQUEST_ROWS))
     ids = requests_in_window(res, window, first_request, count)
     gpus = gpu_rows(res)
-    tp_note = f" · tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
-    if window is None:
-        req_title = f"Requests {ids[0]}–{ids[-1]}" if ids.size else "Requests"
-    else:
-        req_title = f"{ids.size} requests alive in this window" + (f" (after skipping {first_request})" if first_request else "")
     fig = make_subplots(
         rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2],
-        subplot_titles=(f"GPU: one bar per tick{tp_note}", req_title, "KV cache in use", "Queues"),
+        subplot_titles=panel_titles(gpus, ids, window, first_request),
     )  # fmt: skip
     for tr in _gantt_traces(res, gpus, window):
         fig.add_trace(tr, row=1, col=1)
     for tr in _request_traces(res, ids, window):
         fig.add_trace(tr, row=2, col=1)
     tl = res.timeline
-    if tl.num_ticks:
-        sl = _line_slice(res, window)
-        t = tl.t_end_s[sl]
-        kv_pct = tl.kv_blocks_used[sl] / res.memory.num_blocks * 100
-        tt, yy = reduce_series(t, kv_pct)
-        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=PHASE_COLORS["kv"], name="KV in use (%)",
-                                 hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra>KV</extra>"), row=3, col=1)  # fmt: skip
-        if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
-            tt, yy = reduce_series(t, tl.kv_blocks_cached / res.memory.num_blocks * 100)
-            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color="#81c995", line_dash="dot",
-                                     name="KV cached, free (%)",
-                                     hovertemplate="%{y:.1f} % of blocks cached but free (evictable)<br>t = %{x:.3f} s"
-                                     "<extra>KV</extra>"), row=3, col=1)  # fmt: skip
-        for col, name, color in (("num_waiting", "waiting", PHASE_COLORS["waiting"]),
-                                 ("num_running", "running", PHASE_COLORS["running"]),
-                                 ("num_swapped", "swapped", PHASE_COLORS["swapped"])):  # fmt: skip
-            y = tl.columns[col][sl]
-            if name == "swapped" and not y.any():
-                continue
-            tt, yy = reduce_series(t, y.astype(float))
-            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=color, name=f"{name} requests",
-                                     hovertemplate=f"%{{y:.0f}} {name}<br>t = %{{x:.3f}} s<extra></extra>"), row=4, col=1)  # fmt: skip
+    for line in line_series(res, window):
+        fig.add_trace(go.Scatter(
+            x=line.t, y=line.y, mode="lines", line_shape="hv", line_color=line.color, line_dash=line.dash, name=line.name,
+            hovertemplate=f"%{{y:.{line.decimals}f}} {line.unit}<br>t = %{{x:.3f}} s<extra>{line.tag}</extra>",
+        ), row=line.panel, col=1)  # fmt: skip
     fig.update_layout(
         barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
         # legend under the chart: on a phone it wraps downwards instead of over the titles

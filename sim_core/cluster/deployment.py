@@ -12,10 +12,12 @@ and it always steps the busy instance whose clock is earliest (ties: lowest inde
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
-arrival. A state-aware router thus pauses every replica at every arrival (one extra engine step per
-replica per arrival), except least_outstanding over replicas: it settles most choices from bounds on
-the counts (Router.choose_by_bounds) and only replicas whose exact count could change the choice run up
-to the arrival. Otherwise instances are independent between events.
+arrival. A state-aware router thus pauses every replica at every routing instant (one extra engine step
+per replica): for least_kv and prefix_affinity the refresh instants of `deployment.state_refresh_s` (all
+arrivals of an interval are routed at its start from the state then, router.py), or every arrival when it
+is 0; least_outstanding and cache_aware over replicas settle most choices from bounds on the counts
+(Router.choose_by_bounds) and only replicas whose exact count could change the choice run up to the
+arrival. Otherwise instances are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -87,7 +89,9 @@ class Deployment:
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
-        self.router = Router(dep.router, len(self.front), wl, cfg.kv_cache.block_size)
+        # cache_aware's tree of routed prompts holds at most as many blocks per instance as its GPU KV cache
+        self.router = Router(dep.router, len(self.front), wl, cfg.kv_cache.block_size,
+                             tree_blocks=min(x.engine.kv.num_blocks for x in self.front))  # fmt: skip
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
@@ -109,6 +113,9 @@ class Deployment:
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
         self.stopped_reason: str | None = None
         self.state_free = self.router.is_state_free
+        # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
+        # every arrival of one refresh interval is routed at its start, and replicas pause once per interval
+        self.refresh_s = dep.state_refresh_s if self.router.reads_engine_state else 0.0
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -120,19 +127,19 @@ class Deployment:
             ptr = R
         stalled: set[int] = set()
         insts = self.instances
-        # least_outstanding over replicas settles a choice from count bounds where it can (Router.choose_by_bounds):
+        # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
         early = self.route_early and not self.back and self.router.decides_on_counts
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
-            t_arr = float(self.arrival_s[ptr]) if ptr < R else math.inf
+            t_arr = self._routing_instant(ptr) if ptr < R else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
             if early and ptr < R:  # (no cluster events without a decode pool)
                 focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                          and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                 if not focus:
                     pick, focus = self.router.choose_by_bounds(
-                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)])
+                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)], ptr)
                     if pick is not None:
                         self._add(ptr, pick)
                         ptr += 1
@@ -154,8 +161,7 @@ class Deployment:
                     if t_heap <= t_arr:
                         self._pop_event()
                     else:
-                        self._route(ptr, t_arr)
-                        ptr += 1
+                        ptr = self._route(ptr)
                     stalled.clear()
                     continue
             inst = insts[i]
@@ -213,8 +219,28 @@ class Deployment:
         self._seq += 1
 
     # ------------------------------------------------------------------ events
-    def _route(self, r: int, t: float) -> None:
-        self._add(r, self.router.choose([x.engine for x in self.front], r))
+    def _window(self, r: int) -> int:
+        return math.floor(float(self.arrival_s[r]) / self.refresh_s)
+
+    def _routing_instant(self, r: int) -> float:
+        """When request r is routed from the engines' state: its arrival, or with a refresh interval the
+        refresh instant at or before it (the state the router holds then is what it routes r on)."""
+        t = float(self.arrival_s[r])
+        return t if not self.refresh_s else min(self._window(r) * self.refresh_s, t)
+
+    def _route(self, r: int) -> int:
+        """Route request r, and with a refresh interval every later arrival of its interval (the router's view
+        of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
+        engine counts as soon as they are added); returns the next request to route."""
+        engines = [x.engine for x in self.front]
+        end = r + 1
+        if self.refresh_s:
+            k = self._window(r)
+            while end < self.num_requests and self._window(end) == k:
+                end += 1
+        for q in range(r, end):
+            self._add(q, self.router.choose(engines, q))
+        return end
 
     def _add(self, r: int, i: int) -> None:
         """Request r goes to front instance i (it arrives there at its arrival time)."""

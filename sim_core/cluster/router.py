@@ -12,8 +12,24 @@ Policies (DESIGN.md §8; `deployment.router`):
                      actual prefix cache (`Engine.cached_prefix_blocks`), as llm-d's precise
                      prefix-cache scorer does from KV events, not from an approximate tree of routed
                      prompts. Without prefix caching every match is 0: least outstanding.
+  cache_aware        the same rule on the router's own approximate tree (SGLang's router): per instance the
+                     prompt blocks it sent there (`prefix_cache.block_keys`), matched without asking any
+                     engine and blind to the engines' evictions; bounded at the instance's GPU KV blocks:
+                     on overflow the least recently routed blocks go, in one batch down to half the bound
+                     (SGLang evicts its tree periodically down to max_tree_size characters). Needs no engine state but
+                     the outstanding counts, which `choose_by_bounds` settles like least_outstanding's.
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
+
+Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv and prefix_affinity read what engines
+publish (KV usage, cached prefixes), which real routers get by periodic scrapes (llm-d's endpoint picker:
+every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
+was at the last refresh instant (a multiple of the interval) plus the requests it sent since (a router
+counts what it dispatched); every arrival of one interval is routed from that one view, so the cluster
+routes them together at the interval's start and instances pause once per interval, not once per arrival.
+Stale KV usage herds: a burst piles onto the instance that looked emptiest at the refresh. 0 = the exact
+state at each arrival (below). least_outstanding reads only the router's own counts (sent minus finished,
+which a router sees as responses end): always exact.
 
 NOTE: "observable then" is tick-granular: each instance shows its state after the tick in flight at
 the arrival (at most one tick of look-ahead, as a real engine reports its queues between iterations),
@@ -26,9 +42,13 @@ counts, so that only the instances whose exact count matters run up to the arriv
 from __future__ import annotations
 
 from collections.abc import Sequence
+from bisect import bisect_left
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from sim_core.prefix_cache import block_keys
 
 if TYPE_CHECKING:
     from sim_core.engine import Engine
@@ -41,17 +61,33 @@ BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route b
 
 
 class Router:
-    def __init__(self, policy: str, num_instances: int, workload: Workload | None = None, block_size: int = 16):
+    def __init__(self, policy: str, num_instances: int, workload: Workload | None = None, block_size: int = 16,
+                 tree_blocks: int = 1 << 16):  # fmt: skip
         self.policy = policy
         self.num_instances = num_instances
         self.workload = workload  # the deployment's requests (prefix identities for prefix_affinity)
         self.block_size = block_size
         self._next = 0  # round robin: the instance whose turn it is
+        # cache_aware: per instance, the block keys of the prompts routed there (LRU, at most tree_blocks each)
+        self.tree_blocks = tree_blocks
+        # (key -> when last routed, in requests routed so far: a dict, whose C-level update is the bulk of the cost)
+        self._tree: list[dict[int, int]] | None = (
+            [{} for _ in range(num_instances)] if policy == "cache_aware" and workload is not None else None
+        )
+        self._stamp = 0
+        # the request being routed, its keys and matches: an unsettled choice is retried with the tree unchanged
+        self._memo: tuple[int, list[int], list[int] | None] = (-1, [], None)
 
     @property
     def is_state_free(self) -> bool:
         """Round robin ignores instance state: its choices can be made ahead of time."""
         return self.policy == "round_robin"
+
+    @property
+    def reads_engine_state(self) -> bool:
+        """least_kv and prefix_affinity read what engines publish (KV usage, cached prefixes), which a real
+        router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
+        return self.policy in ("least_kv", "prefix_affinity")
 
     def round_robin_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request under round robin (request i -> i mod N)."""
@@ -70,42 +106,103 @@ class Router:
         n = len(engines)
         turn = [(i - self._next) % n for i in cand]  # ties go to the next instance in turn, not always to 0
         load = [engines[i].num_outstanding for i in cand]
+        keys = self._keys(request)
         if self.policy == "least_kv":
             key = [(engines[i].kv.usage, load[j], turn[j]) for j, i in enumerate(cand)]
-        elif self.policy == "prefix_affinity" and self._cache_aware(engines, request, cand, load):
-            hit = [engines[i].cached_prefix_blocks(self.workload, request) for i in cand]
-            key = [(-hit[j], load[j], turn[j]) for j in range(len(cand))]
-        else:  # least_outstanding (and prefix_affinity under imbalance or without a long enough match)
-            key = [(load[j], turn[j]) for j, i in enumerate(cand)]
+        elif self.policy in ("prefix_affinity", "cache_aware") and not _imbalanced(min(load), max(load)):
+            hit = [self._match(engines, request, i, keys) for i in cand]
+            if self._follows_cache(request, max(hit)):
+                key = [(-hit[j], load[j], turn[j]) for j in range(len(cand))]
+            else:
+                key = [(load[j], turn[j]) for j in range(len(cand))]
+        else:  # least_outstanding (and the cache rules under imbalance or without a long enough match)
+            key = [(load[j], turn[j]) for j in range(len(cand))]
         pick = cand[min(range(len(cand)), key=key.__getitem__)]
         self._next = (pick + 1) % n
+        self._remember(pick, keys)
         return pick
 
     @property
     def decides_on_counts(self) -> bool:
         """least_outstanding reads only request counts, which bounds can settle (`choose_by_bounds`)."""
-        return self.policy == "least_outstanding"
+        return self.policy in ("least_outstanding", "cache_aware")
 
-    def choose_by_bounds(self, bounds: Sequence[tuple[int, int]]) -> tuple[int | None, list[int]]:
-        """least_outstanding from (low, high) bounds on each instance's count: (the instance `choose` would
-        pick whatever the counts within their bounds, []) or (None, the instances whose exact count could
-        change the choice: the ones that could beat the best upper bound, and the best if it is not exact)."""
+    def choose_by_bounds(self, bounds: Sequence[tuple[int, int]], request: int = -1) -> tuple[int | None, list[int]]:
+        """least_outstanding or cache_aware from (low, high) bounds on each instance's count: (the instance
+        `choose` would pick whatever the counts within their bounds, []) or (None, the instances whose exact
+        count could change the choice: for least_outstanding the ones that could beat the best upper bound,
+        and the best if it is not exact; for cache_aware also every inexact one while the bounds leave the
+        balance test open)."""
         n = len(bounds)
+        cand = list(range(n))
+        keys = self._keys(request)
+        if self.policy == "cache_aware" and keys:
+            lo_min, lo_max = min(b[0] for b in bounds), max(b[0] for b in bounds)
+            hi_min, hi_max = min(b[1] for b in bounds), max(b[1] for b in bounds)
+            balanced = hi_max - lo_min <= BALANCE_ABS_THRESHOLD or hi_max <= BALANCE_REL_THRESHOLD * lo_min
+            if not balanced and not _imbalanced(hi_min, lo_max):
+                return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
+            if balanced:
+                hit = self._memo[2]
+                if hit is None:
+                    hit = [self._match((), request, i, keys) for i in range(n)]
+                    self._memo = (request, keys, hit)
+                if self._follows_cache(request, max(hit)):
+                    cand = [i for i in range(n) if hit[i] == max(hit)]
         turn = [(i - self._next) % n for i in range(n)]
-        best = min(range(n), key=lambda i: (bounds[i][1], turn[i]))
+        best = min(cand, key=lambda i: (bounds[i][1], turn[i]))
         top = (bounds[best][1], turn[best])
-        rivals = [j for j in range(n) if j != best and (bounds[j][0], turn[j]) < top]
+        rivals = [j for j in cand if j != best and (bounds[j][0], turn[j]) < top]
         if not rivals:
             self._next = (best + 1) % n
+            self._remember(best, keys)
             return best, []
         return None, rivals + ([best] if bounds[best][0] < bounds[best][1] else [])
 
-    def _cache_aware(self, engines: Sequence[Engine], request: int, cand: list[int], load: list[int]) -> bool:
-        """Balanced load and some instance caches more than CACHE_THRESHOLD of the prompt's full blocks."""
+    # ------------------------------------------------------------ prefix matches
+    def _keys(self, request: int) -> list[int]:
+        """cache_aware: the keys of the request's full prompt blocks (what its tree stores and matches)."""
+        if self._tree is None or request < 0:
+            return []
+        if self._memo[0] == request:
+            return self._memo[1]
+        full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
+        keys = block_keys(self.workload, request, full, self.block_size) if full > 0 else []
+        self._memo = (request, keys, None)
+        return keys
+
+    def _match(self, engines: Sequence[Engine], request: int, i: int, keys: list[int]) -> int:
+        """Leading full prompt blocks instance i holds: in the router's tree (cache_aware), else in the engine."""
+        if self._tree is None:
+            return engines[i].cached_prefix_blocks(self.workload, request) if self.workload is not None else 0
+        # A prompt that routes a block's key routes all the keys before it (keys chain on their prefix), with the
+        # same stamp, so no block is older than one after it and eviction keeps each tree prefix-closed: the
+        # keys present are a leading run, found by bisection (test_cache_aware checks it against a scan).
+        tree = self._tree[i]
+        return bisect_left(keys, True, key=lambda k: k not in tree)
+
+    def _follows_cache(self, request: int, best_hit: int) -> bool:
+        """Some instance holds more than CACHE_THRESHOLD of the prompt's full blocks."""
         if self.workload is None:
             return False
-        if max(load) - min(load) > BALANCE_ABS_THRESHOLD and max(load) > BALANCE_REL_THRESHOLD * min(load):
-            return False
         full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
-        best = max(engines[i].cached_prefix_blocks(self.workload, request) for i in cand)
-        return full > 0 and best / full > CACHE_THRESHOLD
+        return full > 0 and best_hit / full > CACHE_THRESHOLD
+
+    def _remember(self, i: int, keys: list[int]) -> None:
+        """cache_aware: the prompt sent to instance i is in its tree now (least recently used blocks go first)."""
+        if self._tree is None or not keys:
+            return
+        self._memo = (-1, [], None)
+        tree = self._tree[i]
+        tree.update(zip(keys, repeat(self._stamp)))
+        self._stamp += 1
+        if len(tree) > self.tree_blocks:  # evict in one batch, least recently routed first, down to half the bound
+            stamps = np.fromiter(tree.values(), dtype=np.int64, count=len(tree))
+            keep = self.tree_blocks // 2
+            newest = np.partition(stamps, stamps.size - keep - 1)[stamps.size - keep - 1] if keep else stamps.max()
+            self._tree[i] = {k: v for k, v in tree.items() if v > newest}  # (ties go too: at most `keep` stay)
+
+
+def _imbalanced(min_load: int, max_load: int) -> bool:
+    """SGLang's load test: max - min above the absolute threshold and max above the relative one x min."""
+    return max_load - min_load > BALANCE_ABS_THRESHOLD and max_load > BALANCE_REL_THRESHOLD * min_load

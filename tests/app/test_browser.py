@@ -63,13 +63,19 @@ def _metric_values(page) -> list[str]:
     return page.locator("[data-testid='stMetricValue']").all_inner_texts()
 
 
-def test_default_page_draws_the_gantt_and_a_latency_chart(server, browser):
+HTML_GANTT = "[data-testid='timeline-html']"
+
+
+def test_default_page_draws_the_gantt_without_plotly_and_a_latency_chart(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page = _open(browser, server + "/")
     assert "preset=chat-h100-llama8b" in page.url
-    gantt = page.locator(".js-plotly-plot").first
+    gantt = page.locator(HTML_GANTT)
     assert "GPU: one bar per tick" in gantt.inner_text()  # it opens on a readable window
-    assert gantt.locator("g.barlayer path").count() > 10  # the bars were drawn
+    assert gantt.locator(".sgt-p .b").count() > 10  # the bars were drawn
+    assert "prefill" in gantt.locator(".sgt-p .b").first.get_attribute("title")  # each bar has its hover
+    assert page.locator(".js-plotly-plot").count() == 0  # the first screen needs no Plotly
+    assert page.evaluate("() => typeof window.Plotly") == "undefined"  # nor its bundle
     assert page.locator("text=Traceback").count() == 0
     page.screenshot(path=str(ARTIFACTS / "default-timeline.png"))
     page.get_by_role("tab", name="Latency").click()
@@ -117,13 +123,24 @@ def _boxes_overlap(a: dict, b: dict) -> bool:
 def test_the_gantt_opens_on_a_readable_window_showing_stalls(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0", {"width": 1500, "height": 1000})
-    gantt = page.locator(".js-plotly-plot").first
+    gantt = page.locator(HTML_GANTT)
     gantt.scroll_into_view_if_needed()
     assert "stalled (no token this tick)" in gantt.inner_text()
-    widths = gantt.locator("g.barlayer path").evaluate_all("ps => ps.map(p => p.getBBox().width)")
+    gpu_row = gantt.locator(".sgt-p").first
+    widths = gpu_row.locator(".b").evaluate_all("bs => bs.map(b => b.getBoundingClientRect().width)")
     assert sorted(widths)[len(widths) // 2] >= 2  # a typical tick is at least 2 px wide
     page.wait_for_timeout(300)
     page.screenshot(path=str(ARTIFACTS / "timeline-window.png"))
+    page.close()
+
+
+def test_zoom_with_the_mouse_switches_the_timeline_to_plotly(server, browser):
+    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0", {"width": 1500, "height": 1000})
+    page.locator(".st-key-ui-timeline_plotly").get_by_text("Zoom with the mouse").click()
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot g.barlayer path').length > 0", timeout=90_000)
+    gantt = page.locator(".js-plotly-plot").first
+    assert "stalled (no token this tick)" in gantt.inner_text()
+    assert page.locator(HTML_GANTT).count() == 0
     page.close()
 
 
@@ -133,17 +150,19 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     share = page.get_by_role("button", name="Share")
     box = share.bounding_box()
     assert box is not None and box["x"] + box["width"] <= PHONE["width"]  # reachable without the tab overflow
-    gantt = page.locator(".js-plotly-plot").first
+    gantt = page.locator(HTML_GANTT)
     gantt.scroll_into_view_if_needed()
-    modebar = page.locator(".modebar-container")
-    assert modebar.count() == 0 or not modebar.first.is_visible()  # nothing covers legends or titles
-    legend = gantt.locator("g.legend").bounding_box()
-    for title in gantt.locator("g.annotation").all():  # subplot titles
+    legend = gantt.locator(".sgt-lg").bounding_box()
+    assert legend["x"] >= 0 and legend["x"] + legend["width"] <= PHONE["width"]
+    for title in gantt.locator(".sgt-t").all():  # panel titles
         assert not _boxes_overlap(legend, title.bounding_box())
         tb = title.bounding_box()
         assert tb["x"] >= 0 and tb["x"] + tb["width"] <= PHONE["width"]  # not cut off
-    page.wait_for_timeout(300)
-    page.screenshot(path=str(ARTIFACTS / "phone-timeline.png"))
+    plot = gantt.locator(".sgt-p").first.bounding_box()
+    assert plot["width"] >= 250  # the plot keeps most of the phone's width
+    page.add_style_tag(content="[data-testid=stHeader] { display: none; }")  # for the picture: the sticky header
+    page.wait_for_timeout(300)  # would cover the chart's top
+    gantt.screenshot(path=str(ARTIFACTS / "phone-timeline.png"))  # the whole chart, GPU row to legend
     page.goto(server + "/compare")
     page.wait_for_selector("[data-testid='stTable']", timeout=90_000)
     table = page.locator("[data-testid='stTable']").first
@@ -154,7 +173,7 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
 
 def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, browser):
     normal = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
-    tick_px = "() => parseFloat(getComputedStyle(document.querySelector('.js-plotly-plot g.xtick text, .js-plotly-plot g.x4tick text')).fontSize)"
+    tick_px = "() => parseFloat(getComputedStyle(document.querySelector('[data-testid=timeline-html] .sgt-x span')).fontSize)"
     normal_px = normal.evaluate(tick_px)
     normal.close()
     page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0&present=1", metrics=False)
@@ -173,4 +192,17 @@ def test_the_browser_benchmark_measures_both_figures(server, browser):
     assert 0 < busy["script"] <= busy["task"] and busy["task"] < wall_s + 1
     page = _open(browser, server + "/")
     assert 0 < time_to_redraw_s(page, "w.hardware.peak_tflops") < 60
+    page.close()
+
+
+def test_the_running_indicator_stays_in_view_while_the_chart_is_scrolled_to(server, browser):
+    page = _open(browser, server + "/?preset=chat-h100-llama8b&workload.num_requests=20000", {"width": 1500, "height": 900})
+    page.locator(HTML_GANTT).scroll_into_view_if_needed()  # the spinner's place in the page is above the headline
+    page.locator(".st-key-w-hardware-peak_tflops input[type=range]").first.focus()
+    page.keyboard.press("ArrowRight")  # a new run of 20,000 requests: long enough for the spinner to show
+    spinner = page.locator("[data-testid='stSpinner']")
+    spinner.wait_for(state="visible", timeout=30_000)
+    box = spinner.bounding_box()
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1500
+    assert "Simulating" in spinner.inner_text()
     page.close()

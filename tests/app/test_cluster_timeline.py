@@ -129,3 +129,18 @@ def test_simulate_page_opens_replicas_with_prefix_caching():
     assert not at.exception
     assert not at.error, [e.value for e in at.error]
     assert at.selectbox(key="w.dep.router").value == "prefix_affinity"
+
+
+def test_sidebar_keeps_and_edits_the_router_state_refresh():
+    cfg = with_value(make_config(workload__num_requests=30), "deployment",
+                     {"replicas": 2, "router": "least_kv", "state_refresh_s": 0.0})  # fmt: skip
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="w.dep.refresh").value == 0.0  # a link's exact routing is not reset to the default
+    at.number_input(key="w.dep.refresh").set_value(1.5).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    from app.state import decode_config
+
+    assert decode_config(at.query_params["cfg"]).deployment.state_refresh_s == 1.5

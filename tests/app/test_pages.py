@@ -340,3 +340,24 @@ def test_compare_repeats_over_seeds_and_says_whether_the_bands_overlap():
     df = next(d.value for d in at.dataframe if "bands overlap" in d.value.columns)
     assert list(df["metric"])[:2] == ["Output throughput", "Goodput"] and set(df["bands overlap"]) <= {"yes", "no"}
     assert "A (min – max, 3 seeds)" in df.columns
+
+
+def test_the_timeline_is_drawn_without_plotly_until_zoom_is_asked_for():
+    at = app(open_sections=False, preset="chat-h100-llama8b-vllm-v0").run()
+    timelines = [h for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body]
+    assert len(timelines) == 1 and "GPU: one bar per tick" in timelines[0].proto.body
+    assert not at.get("plotly_chart")  # nothing on the first screen needs the Plotly bundle
+    at.toggle(key="ui.timeline_plotly").set_value(True).run()
+    assert not at.exception
+    assert [c.key for c in at.get("plotly_chart")] == ["chart.timeline"]
+    assert not [h for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body]
+
+
+def test_the_timeline_tab_redraws_on_its_own_controls():
+    at = app(open_sections=False, preset="chat-h100-llama8b-vllm-v0").run()
+    headline = metric(at, "TTFT p50")
+    at.slider(key="ui.rows").set_value(10).run()  # a control inside the timeline's fragment
+    assert not at.exception
+    body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
+    assert "10 requests alive in this window" in body and body.count(">req ") == 10
+    assert metric(at, "TTFT p50") == headline

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sim_core import MemoryPlanError, PresetError, config_from_dict, run_simulation
 
-ROUTERS = st.sampled_from(["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "random", 3])
+ROUTERS = st.sampled_from(["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "random", 3])
 POOL = st.fixed_dictionaries({}, optional={
     "replicas": st.one_of(st.integers(-1, 4), st.just(100)),
     "tensor_parallel": st.one_of(st.none(), st.sampled_from([1, 2, 0])),
@@ -22,7 +22,8 @@ LINK = st.fixed_dictionaries({}, optional={
 })  # fmt: skip
 DEPLOYMENT = st.one_of(
     st.none(),
-    st.fixed_dictionaries({}, optional={"replicas": st.integers(-2, 5), "router": ROUTERS}),
+    st.fixed_dictionaries({}, optional={"replicas": st.integers(-2, 5), "router": ROUTERS,
+                                        "state_refresh_s": st.one_of(st.floats(-1, 70), st.just(float("nan")))}),
     st.fixed_dictionaries({"disaggregation": st.fixed_dictionaries({}, optional={"prefill": POOL, "decode": POOL, "link": LINK})},
                           optional={"router": ROUTERS, "replicas": st.integers(1, 2)}),
     st.text(max_size=5), st.lists(st.integers(), max_size=2),

@@ -31,7 +31,7 @@ def test_one_replica_with_prefix_caching_is_the_single_engine_bit_for_bit(case):
     cfg = with_value(cfg, "workload.sessions.closed_loop", False)  # a deployment sends turns at fixed times (issue 12)
     cfg = with_value(cfg, "workload.num_requests", min(cfg.workload.num_requests, 150)) if cfg.workload.trace is None else cfg
     single = run_simulation(cfg)
-    for router in ("round_robin", "prefix_affinity"):
+    for router in ("round_robin", "prefix_affinity", "cache_aware"):
         dep = run_simulation(deploy(cfg, {"replicas": 1, "router": router}), check_invariants=True)
         assert_same_run(single, dep)
         assert dep.summary.prefix_hit_rate_tokens == single.summary.prefix_hit_rate_tokens > 0

@@ -1,0 +1,55 @@
+"""What state-aware routing costs to simulate: simulated ticks per CPU second, 4 replicas behind each router.
+
+    PYTHONPATH=$PWD python scripts/cluster_cost.py [--requests N]
+
+The bench's scenario (`sim_core/bench.py`, default preset, 48 req/s over 4 replicas: each replica at the
+one-engine bench's 12 req/s) per router and `deployment.state_refresh_s`, and the same with the bench's
+shared system prompts and prefix caching for the cache-aware routers. One run each, timed with process CPU
+time, next to one engine and the bench's fixed baseline workload measured in the same process (README,
+Beyond one engine: Cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from sim_core.bench import _set, baseline_s, measure
+from sim_core.presets import DEFAULT_SCENARIO, load_preset
+
+SHARED_PROMPTS = {"num_system_prompts": 8, "share_ratio": 0.8, "system_prompt_tokens": {"dist": "fixed", "mean": 1024}}
+RUNS = [  # (router, state_refresh_s, shared prompts with prefix caching)
+    ("round_robin", 0.0, False), ("least_outstanding", 0.0, False),
+    ("least_kv", 0.0, False), ("least_kv", 0.05, False), ("least_kv", 0.5, False), ("least_kv", 30.0, False),
+    ("least_outstanding", 0.0, True), ("prefix_affinity", 0.0, True), ("prefix_affinity", 0.05, True),
+    ("cache_aware", 0.0, True),
+]  # fmt: skip
+
+
+def deployment_config(router: str, refresh_s: float, shared: bool, num_requests: int):
+    cfg = _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=num_requests, workload__arrival__rate_per_s=48.0,
+               limits__max_sim_time_s=1e6, deployment={"replicas": 4, "router": router, "state_refresh_s": refresh_s})
+    if shared:
+        cfg = _set(cfg, kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
+    return cfg
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=10_000)
+    args = ap.parse_args()
+    clock = time.process_time
+    print(f"baseline (fixed NumPy/Python workload, CPU time): {baseline_s(clock=clock) * 1e3:.1f} ms")
+    one = lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=args.requests,  # noqa: E731
+                       workload__arrival__rate_per_s=12.0, limits__max_sim_time_s=1e6)
+    rows = [("one engine, 12 req/s", one)]
+    for router, refresh_s, shared in RUNS:
+        name = f"4 replicas, {router}, refresh {refresh_s:g} s" + (", shared prompts" if shared else "")
+        rows.append((name, lambda r=router, f=refresh_s, s=shared: deployment_config(r, f, s, args.requests)))
+    for name, make in rows:
+        row = measure(name, make, 1, traced=False, clock=clock)
+        print(f"{name:58s} {row.num_ticks:>9,} ticks {row.wall_s:6.2f} s CPU {row.ticks_per_s / 1e3:7.1f}k ticks/s")
+
+
+if __name__ == "__main__":
+    main()

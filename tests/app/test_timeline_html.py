@@ -1,0 +1,148 @@
+"""The server-drawn HTML timeline shows what the Plotly timeline shows (same bars, rows, lines and
+hovers, from the same data), stays small for large runs, and shows any text as typed."""
+
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.components import timeline, timeline_html
+from app.components.colors import PHASE_COLORS
+from sim_core import run_simulation
+from tests.conftest import make_config
+
+ALLOWED_TAGS = {"style", "div", "span", "i", "img"}
+
+
+class Parsed(HTMLParser):
+    """Start tags with their attributes, and the text outside <style>."""
+
+    def __init__(self, markup: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+        self._in_style = False
+        self.feed(markup)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if not self._in_style:
+            self.text.append(data)
+
+    def with_class(self, cls: str) -> list[dict[str, str]]:
+        return [a for t, a in self.tags if cls in (a.get("class") or "").split()]
+
+
+@pytest.fixture(scope="module")
+def v0():
+    return run_simulation(make_config("chat-h100-llama8b-vllm-v0", workload__num_requests=120))
+
+
+def _gpu_panel(markup: str) -> Parsed:
+    """The first plot area (the GPU row) on its own."""
+    start = markup.index('<div class="sgt-p"')
+    end = markup.index('<div class="sgt-t">', start)
+    return Parsed(markup[start:end])
+
+
+def test_the_opening_window_draws_one_hoverable_bar_per_tick(v0):
+    window = timeline.opening_window(v0)
+    markup = timeline_html.timeline_html(v0, 0, 30, window)
+    lo, hi = timeline.tick_range(v0, window)
+    bars = _gpu_panel(markup).with_class("b")
+    assert len(bars) == hi - lo  # one per tick, as the Plotly figure draws
+    assert all(b["title"].startswith(("prefill · tick ", "decode · tick ", "mixed · tick ", "idle · tick ")) for b in bars)
+    assert any("compute-bound" in b["title"] for b in bars) and any("memory-bound" in b["title"] for b in bars)
+    colours = {c for b in bars for c in b["class"].split() if c.startswith("c")}
+    assert colours <= {timeline_html.colour_class(p) for p in ("prefill", "decode", "mixed", "idle")}
+    assert f".c{list(PHASE_COLORS).index('prefill')}{{background:{PHASE_COLORS['prefill']}}}" in markup
+
+
+def test_panels_titles_rows_and_legend_match_the_plotly_figure(v0):
+    window = timeline.opening_window(v0)
+    fig = timeline.timeline_figure(v0, 0, 30, window=window)
+    page = Parsed(timeline_html.timeline_html(v0, 0, 30, window))
+    text = " ".join(page.text)
+    for ann in fig.layout.annotations:  # the subplot titles
+        assert ann.text in text
+    rows = [s for s in page.text if s.startswith("req ")]
+    assert rows == list(fig.layout.yaxis2.categoryarray)  # the same requests, in the same order
+    legend = {t.name for t in fig.data if t.showlegend is not False}
+    assert legend <= set(page.text)  # every legend entry of the figure is in the HTML legend
+    assert "stalled (no token this tick)" in page.text
+
+
+def test_request_bars_say_which_request_and_state(v0):
+    window = timeline.opening_window(v0)
+    page = Parsed(timeline_html.timeline_html(v0, 0, 30, window))
+    titles = [b["title"] for b in page.with_class("b") if b["title"].startswith("request ")]
+    bars = timeline.request_bars(v0, timeline.requests_in_window(v0, window, 0, 30), window, timeline_html.HTML_STALL_BARS)
+    assert len(titles) == bars["req"].size
+    assert any(" · stalled (no token this tick)\n" in t for t in titles)
+
+
+def test_line_hovers_give_the_values_of_each_tick(v0):
+    window = timeline.opening_window(v0)
+    page = Parsed(timeline_html.timeline_html(v0, 0, 30, window))
+    kv = [h["title"] for h in page.with_class("h") if "% of blocks" in h["title"]]
+    queues = [h["title"] for h in page.with_class("h") if "running" in h["title"]]
+    lo, hi = timeline.tick_range(v0, window)
+    assert len(kv) >= hi - lo and len(queues) >= hi - lo  # one column per tick (plus the edges)
+    line = timeline.line_series(v0, window, timeline_html.HTML_LINE_POINTS)[0]
+    assert f"{line.y[1]:,.1f} % of blocks" in kv[1]
+    images = [a["src"] for t, a in page.tags if t == "img"]
+    assert len(images) == 2 and all(src.startswith("data:image/svg+xml,") for src in images)
+
+
+def test_a_whole_run_view_of_a_long_run_stays_small():
+    res = run_simulation(make_config(workload__num_requests=4000, workload__arrival__rate_per_s=12.0))
+    markup = timeline_html.timeline_html(res, 0, timeline.MAX_REQUEST_ROWS, None)
+    page = Parsed(markup)
+    gpu_bars = _gpu_panel(markup).with_class("b")
+    assert len(gpu_bars) <= timeline_html.HTML_GANTT_BARS
+    assert len(page.with_class("h")) <= timeline_html.HTML_LINE_POINTS  # hover columns per bin, not per tick
+    assert any("(peak of this stretch)" in h["title"] for h in page.with_class("h"))
+    assert len(markup) < 1_500_000
+
+
+def test_only_plain_tags_come_out(v0):
+    page = Parsed(timeline_html.timeline_html(v0, 0, 30, None, presenter=True))
+    assert {t for t, _ in page.tags} <= ALLOWED_TAGS
+    assert all(not k.startswith("on") for _, a in page.tags for k in a)  # no event handlers
+
+
+hostile = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80) | st.sampled_from(
+    ['"><img src=x onerror=alert(1)>', "</div><script>alert(1)</script>", "a&amp;b", "**bold** [x](http://e.com)",
+     "'\n<style>*{display:none}</style>", "$x$ :material/home:"])  # fmt: skip
+
+
+@given(hostile)
+@settings(max_examples=200, deadline=None)
+def test_text_shows_as_typed_in_text_and_in_a_hover(text):
+    bar = timeline_html._bar(timeline_html._Axis(0.0, 1.0), 0.1, 0.2, text, "b c0")
+    page = Parsed(f'<span class="x">{timeline_html.esc(text)}</span>{bar}')
+    assert [t for t, _ in page.tags] == ["span", "div"]  # nothing injected
+    assert "".join(page.text) == text
+    assert page.tags[1][1]["title"] == text
+
+
+@given(st.floats(-1e6, 1e6), st.floats(1e-6, 1e6))
+def test_axis_ticks_are_round_evenly_spaced_and_inside(t0, span):
+    t1 = t0 + span
+    ticks = timeline_html.nice_ticks(t0, t1)
+    assert 1 <= ticks.size <= 12
+    assert np.all(ticks >= t0 - 1e-9 * max(1, abs(t0))) and np.all(ticks <= t1 + 1e-9 * max(1, abs(t1)))
+    if ticks.size > 2:
+        steps = np.diff(ticks)
+        assert np.allclose(steps, steps[0], rtol=1e-6)
+        mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
+        assert min(abs(mantissa - m) for m in (1, 2, 5, 10)) < 1e-3  # round (to float precision far from 0)

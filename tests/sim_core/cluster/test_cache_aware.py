@@ -1,0 +1,117 @@
+"""cache_aware: SGLang's rule on the router's own approximate tree of the prompts it sent (router.py),
+settled from count bounds like least_outstanding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim_core import run_simulation
+from sim_core.cluster import Deployment
+from sim_core.cluster.result import build_result
+from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, Router
+from sim_core.sweep import with_value
+from sim_core.types import Phase
+from sim_core.workload import generate_workload
+from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, deploy
+from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
+
+WL = generate_workload(shared_prompts(num_prompts=3, num_requests=40).workload, np.random.default_rng(0))
+LONG = [r for r in range(WL.num_requests) if WL.prefix_group[r] >= 0 and WL.prompt_tokens[r] > 2100]
+
+
+class _Count:  # an engine as cache_aware sees it: a count, no cache to query
+    def __init__(self, outstanding: int):
+        self.num_outstanding = outstanding
+
+
+def _same_prompt_pair():
+    g = WL.prefix_group[LONG[0]]
+    return LONG[0], next(r for r in LONG[1:] if WL.prefix_group[r] == g)
+
+
+def test_the_tree_remembers_where_a_prompt_went_without_asking_the_engines():
+    first, again = _same_prompt_pair()
+    router = Router("cache_aware", 3, WL, 16)
+    assert router.choose([_Count(0), _Count(0), _Count(0)], first) == 0  # nothing known: least outstanding
+    # the same system prompt goes back to instance 0 although it is now the busiest (balanced: within 32)
+    assert router.choose([_Count(5), _Count(0), _Count(0)], again) == 0
+    busy = BALANCE_ABS_THRESHOLD + 10
+    assert router.choose([_Count(busy), _Count(1), _Count(2)], again) == 1  # imbalanced: by load
+
+
+@pytest.mark.parametrize("tree_blocks", [1, 200, 1 << 16])
+@pytest.mark.parametrize("preset", ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b"])
+def test_the_tree_is_bounded_and_stays_a_leading_run_of_each_prompt(tree_blocks, preset):
+    from itertools import takewhile
+
+    from sim_core.presets import load_preset
+
+    wl = generate_workload(with_value(load_preset(preset), "workload.num_requests", 60).workload, np.random.default_rng(1))
+    router = Router("cache_aware", 2, wl, 16, tree_blocks=tree_blocks)
+    for r in range(wl.num_requests):
+        router.choose([_Count(r % 3), _Count(1)], r)
+        assert all(len(t) <= tree_blocks for t in router._tree)
+        for q in range(wl.num_requests):  # the bisection finds what a scan finds
+            keys = router._keys(q)
+            for i, tree in enumerate(router._tree):
+                assert router._match((), q, i, keys) == len(list(takewhile(tree.__contains__, keys)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(0, 40)), min_size=2, max_size=4),
+       st.integers(0, 3), st.integers(0, len(LONG) - 1), st.integers(0, 12))
+def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec, start, which, history):
+    # spec: per instance (low, width, offset of the true count inside [low, low + width])
+    n = len(spec)
+    bounds = [(lo, lo + w) for lo, w, _ in spec]
+    counts = [lo + min(off, w) for lo, w, off in spec]
+    early, exact = Router("cache_aware", n, WL, 16), Router("cache_aware", n, WL, 16)
+    for r in range(history):  # the same routing history in both trees
+        engines = [_Count((r * 7 + i) % 5) for i in range(n)]
+        assert early.choose(engines, r) == exact.choose(engines, r)
+    early._next = exact._next = start % n
+    r = LONG[which]
+    pick, rivals = early.choose_by_bounds(bounds, r)
+    if pick is None:
+        assert rivals and early._next == start % n  # unsettled: nothing consumed
+    else:
+        assert pick == exact.choose([_Count(c) for c in counts], r) and early._next == exact._next
+        assert early._tree == exact._tree
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_routes_as_if_every_replica_reached_each_arrival(seed):
+    from tests.sim_core.test_engine import random_config
+
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    cfg = with_value(with_value(cfg, "kv_cache.layout", "paged"), "kv_cache.enable_prefix_caching", True)
+    cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
+                                                     "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": "cache_aware"})
+    runs = []
+    for early in (True, False):
+        dep = Deployment(cfg, check_invariants=True, route_early=early)
+        dep.run()
+        runs.append(build_result(dep))
+    a, b = runs
+    assert_cluster_invariants(a)
+    assert np.array_equal(a.instance_of, b.instance_of)
+    for f in ("first_token_s", "finish_s", "num_emitted", "num_preemptions"):
+        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
+    busy = lambda r: r.timeline.duration_s[r.timeline.phase != Phase.IDLE]  # noqa: E731
+    assert np.array_equal(busy(a), busy(b))
+
+
+def test_shared_system_prompts_hit_the_cache_like_the_precise_router():
+    hit = {}
+    for router in ("round_robin", "prefix_affinity", "cache_aware"):
+        res = run_simulation(deploy(shared_prompts(), {"replicas": 4, "router": router}), check_invariants=True)
+        assert res.summary.stopped_reason is None
+        hit[router] = res.summary.prefix_hit_rate_tokens
+    assert hit["cache_aware"] > hit["round_robin"] + 0.05
+    assert hit["cache_aware"] > hit["prefix_affinity"] - 0.03
