@@ -326,9 +326,15 @@ class CostModel:
     def _make_scalar_tick(self):
         """`tick` for one tick in plain Python floats: the same IEEE operations in the same order as
         the array path (so results are bit-identical), without NumPy's per-call overhead. Constants
-        are bound as locals of a closure because this runs once per simulated tick."""
+        are bound as locals of a closure because this runs once per simulated tick (the scalar core
+        and every planned tick call it).
+
+        Inputs are Python ints (or floats): `c * x` with a float constant `c` converts `x` exactly as
+        `float(x)` does, so no explicit conversion is needed. For a dense model the expert bytes are a
+        constant, so the terms built only from constants are folded here, once, with the operations
+        of the array path (same values); `x + 0.0` is `x` for the positive durations, so a tick
+        without swap skips that term."""
         gft, lmh, act = self._gemm_flops_per_token, self._lm_head_flops_per_sample, self._gemm_act_bytes_per_token
-        dense_expert = self._dense_weight_bytes + self.expert_bytes(1) if self._E == 1 else None
         expert_bytes, dense = self.expert_bytes, self._dense_weight_bytes
         afp, kvb, aab = self._attn_flops_per_pair, self._kv_bytes_per_token, self._attn_act_bytes_per_token
         kvr = self._kv_read_bytes_per_token
@@ -338,22 +344,56 @@ class CostModel:
         elb, lfx, sqrt = self._elem_bytes_per_token, self._layer_fixed_s, math.sqrt
         dqb, body = self._dequant_s_per_weight_byte, self._body_weight_bytes
 
+        if self._E > 1:  # MoE: the touched experts depend on the tokens
+
+            def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+                T = float(num_tokens)
+                experts = expert_bytes(num_tokens)
+                gemm_flops = gft * T + lmh * num_samples
+                # (dense + expert) + act·T: the array path adds in this order too
+                gemm_bytes = (dense + experts) + act * T
+                attn_flops = afp * attn_pairs
+                attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
+                gemm_compute_s = gemm_flops / gfs + dqb * (body + experts)
+                attn_compute_s = attn_flops / afs
+                gemm_mem_s = gemm_bytes / bps
+                attn_mem_s = attn_bytes / bps
+                busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
+                          + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
+                          + (elb * T / bps + lfx if T > 0 else 0.0))
+                comm_s = arb * T / link + arf if T > 0 else 0.0
+                duration_s = busy_s + comm_s + (tov + pso * num_seqs)
+                if swap_bytes:
+                    duration_s += swap_bytes / pcie
+                is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
+                return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
+
+            return tick_scalar
+
+        dense_expert = dense + expert_bytes(1)  # the array path's (dense + expert) with a constant expert term
+        dequant_s = dqb * (body + expert_bytes(1))
+
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
             T = float(num_tokens)
-            gemm_flops = gft * T + lmh * float(num_samples)
-            # (dense + expert) + act·T: the array path adds in this order too
-            gemm_bytes = (dense_expert if dense_expert is not None else dense + expert_bytes(num_tokens)) + act * T
-            attn_flops = afp * float(attn_pairs)
-            attn_bytes = kvr * float(kv_read_tokens) + kvb * T + aab * T
-            gemm_compute_s = gemm_flops / gfs + dqb * (body + expert_bytes(num_tokens))
+            gemm_flops = gft * T + lmh * num_samples
+            gemm_bytes = dense_expert + act * T
+            attn_flops = afp * attn_pairs
+            attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
+            gemm_compute_s = gemm_flops / gfs + dequant_s
             attn_compute_s = attn_flops / afs
             gemm_mem_s = gemm_bytes / bps
             attn_mem_s = attn_bytes / bps
-            busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
-                      + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
-                      + (elb * T / bps + lfx if T > 0 else 0.0))
-            comm_s = arb * T / link + arf if T > 0 else 0.0
-            duration_s = busy_s + comm_s + (tov + pso * float(num_seqs)) + float(swap_bytes) / pcie
+            if T > 0:
+                busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
+                          + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
+                          + (elb * T / bps + lfx))
+                duration_s = busy_s + (arb * T / link + arf) + (tov + pso * num_seqs)
+            else:
+                busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
+                          + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s) + 0.0)
+                duration_s = busy_s + 0.0 + (tov + pso * num_seqs)
+            if swap_bytes:
+                duration_s += swap_bytes / pcie
             is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
             return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
 
