@@ -43,6 +43,7 @@ MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
 SCALAR_PRICING_TICKS = 24  # runs up to this long are priced tick by tick in Python floats (same IEEE operations)
 MAX_RUN_TICKS = 4096  # ticks priced per coalesced step; a longer run continues in the next step
+RUN_PRICE_CACHE_BYTES = 4 << 20  # prices of repeated runs kept per engine (Engine._memo_run_prices)
 
 
 class Engine:
@@ -81,6 +82,8 @@ class Engine:
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
         self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
+        self._run_prices: dict[tuple[int, int], tuple] = {}  # (batch size, total context) -> run prices
+        self._run_prices_bytes = 0
 
     # ------------------------------------------------------------------ loop
     def run(self) -> SimResult:
@@ -427,10 +430,12 @@ class Engine:
         k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
-        tick_scalar = self.cost.tick
+        tick_scalar = self.cost._tick_scalar
         S0 = int(ctx0.sum())
-        if np.isfinite(nxt):  # price only about as many ticks as fit before the next event
-            first_s = tick_scalar(n * B, n * B, n * (S0 + B), n * S0, n * B)[0]  # exactly tick 0's price
+        memo = self._run_prices.get((B, S0))  # this batch's run was priced before (one request at a time)
+        if nxt < math.inf:  # price only about as many ticks as fit before the next event
+            # exactly tick 0's price (the array and scalar prices agree bit for bit)
+            first_s = float(memo[0][0]) if memo is not None else tick_scalar(n * B, n * B, n * (S0 + B), n * S0, n * B)[0]
             if st.now_s + first_s >= nxt:  # the next event comes before tick 1 would start
                 return self._fallback(plan, planned)
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
@@ -445,13 +450,12 @@ class Engine:
             alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
             num_alive = alive.sum(axis=0)  # (k,)
             ctx_alive = ctx0 @ alive + j * num_alive  # (k,) exact integers
-        tokens = n * num_alive
-        if k_max <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
-            priced = [tick_scalar(t, t, n * (c + a), n * c, t) for t, a, c in
-                      zip(tokens.tolist(), num_alive.tolist(), ctx_alive.tolist())]  # fmt: skip
-            dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
+        if alive is None and memo is not None and memo[0].size >= k_max:
+            dur, flops, nbytes, is_comp = (col[:k_max] for col in memo)  # read only below
         else:
-            dur, flops, nbytes, is_comp = self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
+            dur, flops, nbytes, is_comp = self._price_run(num_alive, ctx_alive)
+            if alive is None:
+                self._memo_run_prices((B, S0), (dur, flops, nbytes, is_comp))
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
         k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)  # ticks starting before the next event
@@ -536,6 +540,31 @@ class Engine:
         )  # fmt: skip
         st.now_s = float(ends[-1])
         return True
+
+    def _price_run(self, num_alive: np.ndarray, ctx_alive: np.ndarray) -> tuple:
+        """The cost model's (duration, flops, bytes, compute-bound) of each tick of a decode run."""
+        n = self.n
+        tokens = n * num_alive
+        if num_alive.size <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
+            tick_scalar = self.cost._tick_scalar
+            priced = [tick_scalar(t, t, n * (c + a), n * c, t) for t, a, c in
+                      zip(tokens.tolist(), num_alive.tolist(), ctx_alive.tolist())]  # fmt: skip
+            return tuple(np.array(col) for col in zip(*priced))
+        return self.cost.tick(tokens, tokens, n * (ctx_alive + num_alive), n * ctx_alive, tokens)
+
+    def _memo_run_prices(self, key: tuple[int, int], prices: tuple) -> None:
+        """Keep the prices of a run in which nobody finishes early, by (batch size, total context):
+        they are a pure function of those (tick j prices B decodes over S0 + j·B cached tokens), and
+        a batch of one request after another repeats the same run. Bounded in bytes."""
+        size = sum(col.nbytes for col in prices)
+        old = self._run_prices.pop(key, None)
+        if old is not None:
+            self._run_prices_bytes -= sum(col.nbytes for col in old)
+        if self._run_prices_bytes + size > RUN_PRICE_CACHE_BYTES:
+            self._run_prices.clear()
+            self._run_prices_bytes = 0
+        self._run_prices[key] = prices
+        self._run_prices_bytes += size
 
     def _advance_spec_run(self, plan: StepPlan, planned: bool) -> bool:
         """`_advance_run` with speculative decoding: repeat the all-decode plan up to (and including)
