@@ -445,17 +445,15 @@ class Engine:
         if k_max <= rem_min:  # nobody finishes before the last priced tick: no (B, k) mask needed
             alive = None
             num_alive = np.full(k_max, B, dtype=np.int64)
-            ctx_alive = S0 + j * B
+            if memo is not None and memo[0].size >= k_max:
+                dur, flops, nbytes, is_comp = (col[:k_max] for col in memo)  # read only below
+            else:
+                dur, flops, nbytes, is_comp = prices = self._price_run(num_alive, S0 + j * B)
+                self._memo_run_prices((B, S0), prices)
         else:
             alive = remaining[:, None] > j[None, :]  # (B, k) still decoding at tick j
             num_alive = alive.sum(axis=0)  # (k,)
-            ctx_alive = ctx0 @ alive + j * num_alive  # (k,) exact integers
-        if alive is None and memo is not None and memo[0].size >= k_max:
-            dur, flops, nbytes, is_comp = (col[:k_max] for col in memo)  # read only below
-        else:
-            dur, flops, nbytes, is_comp = self._price_run(num_alive, ctx_alive)
-            if alive is None:
-                self._memo_run_prices((B, S0), (dur, flops, nbytes, is_comp))
+            dur, flops, nbytes, is_comp = self._price_run(num_alive, ctx0 @ alive + j * num_alive)  # exact integers
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
         k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)  # ticks starting before the next event
@@ -489,7 +487,7 @@ class Engine:
         if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick
             self.prefix.tick_offset = k - 1
         if alive is None:  # everyone runs all k ticks (some finish in the last)
-            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
+            rec.itl(np.concatenate([gap0, step_gaps if B == 1 else np.repeat(step_gaps, B)]))
             st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
             st.computed[idx] += k
             st.emitted[idx] += k

@@ -143,7 +143,15 @@ class Recorder:
             return
         sizes = [r.size for r, _, _ in stage]
         self._ev_req.extend(np.concatenate([r for r, _, _ in stage]))
-        self._ev_time.extend(np.concatenate([np.broadcast_to(np.asarray(t, dtype=np.float64), (n,)) for (_, t, _), n in zip(stage, sizes)]))
+        # One time per part (most parts) repeated in one call; parts with a time per request written over theirs.
+        per_req = [i for i, (_, t, _) in enumerate(stage) if isinstance(t, np.ndarray) and t.ndim]
+        scalar = [0.0 if isinstance(t, np.ndarray) and t.ndim else t for _, t, _ in stage]
+        times = np.repeat(np.array(scalar, dtype=np.float64), sizes)
+        if per_req:
+            ends = np.cumsum(sizes).tolist()
+            for i in per_req:
+                times[ends[i] - sizes[i] : ends[i]] = stage[i][1]
+        self._ev_time.extend(times)
         self._ev_kind.extend(np.repeat(np.array([k for _, _, k in stage], dtype=np.int8), sizes))
         self._ev_stage = []
 
