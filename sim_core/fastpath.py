@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim_core.schedulers import rules
+from sim_core.schedulers.compose import compose_tick
 from sim_core.schedulers.phase import TickKind
 from sim_core.types import Event, Phase, Status
 
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
+
+
+class _HandBack(Exception):
+    """A step of the tick needs the general scheduler (raised before the step changed anything)."""
 
 
 def eligible(engine: Engine) -> bool:
@@ -98,6 +103,7 @@ def advance(engine: Engine) -> bool:
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
+    decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe = sched.tick_kind, sched.observe
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     is_chunked = sched.is_chunked
@@ -180,6 +186,64 @@ def advance(engine: Engine) -> bool:
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
     # are unchanged, arrivals join the tail.
     admission_blocked = False
+    kind = TickKind.DECODE
+    free_after = 0  # free blocks as this tick's steps allocate them
+    chunks: list[tuple[int, int, int]] = []  # this tick's (request, computed before, chunk)
+    admit: list[tuple[int, int, int]] = []  # this tick's (request, chunk, cached prompt tokens)
+
+    # The steps of compose_tick (schedulers/compose.py) on this module's integers; compose_tick decides
+    # which run and in which order. A step raises _HandBack before changing anything when the tick
+    # needs the general scheduler.
+    def run_decodes() -> tuple[int, bool, bool]:
+        nonlocal free_after
+        need_d = 0 if fixed else phase_count[d % bs]
+        if need_d > free_after:
+            raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
+        free_after -= need_d
+        if pc is not None and kind == TickKind.PREFILL:  # the fallback, after the chunk step's trim
+            pc.trim(free_after)
+        return B, False, False
+
+    def run_chunks(left: int) -> int:
+        nonlocal free_after, chunks
+        # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
+        if prefilling:
+            pre_items = list(prefilling.items())
+            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, is_chunked)
+            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
+        need_p = tokens = 0
+        for r, c, chunk in chunks:
+            need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
+            tokens += chunk
+        if need_p > free_after:
+            raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
+        free_after -= need_p
+        if pc is not None:
+            pc.tick_offset = j
+            pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
+        return tokens
+
+    def admit_waiting(left: int) -> tuple[int, int]:
+        nonlocal free_after, admit
+        seqs_left = cap - len(running)
+        candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
+        if pc is None:
+            need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if fixed else (lambda i, chunk: -(-chunk // bs))
+            taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, free_after,
+                                         wm, need_of, is_chunked, False)  # fmt: skip
+            hits = [0] * len(taken)
+        else:
+            taken, hits = _admit_with_prefix_cache(pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
+                                                   free_after, wm, is_chunked)  # fmt: skip
+        admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+        if fixed:
+            held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
+        tokens = 0
+        for chunk, need_w in taken:
+            free_after -= need_w
+            tokens += chunk
+        return len(admit), tokens
+
     while j < tick_budget and now < max_time:
         while next_arrival_s <= now:
             if is_fcfs:
@@ -255,58 +319,15 @@ def advance(engine: Engine) -> bool:
         # the prefill starts: written as prefills are admitted)
         prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
         kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
-        left = max_tokens
-        decoding = kind != TickKind.PREFILL and B > 0
-        need_d = phase_count[d % bs] if decoding and not fixed else 0
-        if need_d > free:
-            break  # a decoder is short of a block: pre-emption is the general scheduler's job
-        if kind == TickKind.DECODE_FIRST:
-            left -= B
-        free_after = free - need_d
-        chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
-        admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
-        if kind != TickKind.DECODE:
-            # continuing prefills, in running order, then admission in queue order: the scheduler's rules
-            if prefilling:
-                pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
-                sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, is_chunked)
-                chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
-            need_p = 0
-            for r, c, chunk in chunks:
-                need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
-                left -= chunk
-            if need_p > free_after:
-                break  # chunks would have to shrink to the free blocks: the general path's case
-            free_after -= need_p
-            if pc is not None:
-                pc.tick_offset = j
-                pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
-            if head < len(waiting) and can_admit:
-                seqs_left = cap - len(running)
-                candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
-                if pc is None:
-                    need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if fixed else (lambda i, chunk: -(-chunk // bs))
-                    taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, free_after,
-                                                 wm, need_of, is_chunked, False)  # fmt: skip
-                    hits = [0] * len(taken)
-                else:
-                    taken, hits = _admit_with_prefix_cache(pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
-                                                           free_after, wm, is_chunked)  # fmt: skip
-                admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
-                if fixed:
-                    held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
-                for chunk, need_w in taken:
-                    free_after -= need_w
-                    left -= chunk
-            if not chunks and not admit and kind == TickKind.PREFILL and B:
-                decoding = True  # nothing could be prefilled: a decode tick instead (Scheduler._plan)
-                need_d = 0 if fixed else phase_count[d % bs]
-                if need_d > free_after:
-                    break
-                free_after -= need_d
-                if pc is not None:
-                    pc.trim(free_after)
-        elif pc is not None:
+        free_after = free
+        chunks = []  # (request, computed before, chunk)
+        admit = []  # (request, chunk, cached prompt tokens)
+        try:
+            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit, head < len(waiting), False, run_decodes, run_chunks,
+                                    admit_waiting, None)  # fmt: skip
+        except _HandBack:
+            break
+        if kind == TickKind.DECODE and pc is not None:
             pc.tick_offset = j
             pc.trim(free_after)
         D = B if decoding else 0
