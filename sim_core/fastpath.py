@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim_core.schedulers import rules
-from sim_core.schedulers.compose import compose_tick
+from sim_core.schedulers import compose
 from sim_core.schedulers.phase import TickKind
 from sim_core.types import Event, Phase, Status
 
@@ -103,6 +103,7 @@ def advance(engine: Engine) -> bool:
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
+    compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe = sched.tick_kind, sched.observe
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
@@ -323,8 +324,8 @@ def advance(engine: Engine) -> bool:
         chunks = []  # (request, computed before, chunk)
         admit = []  # (request, chunk, cached prompt tokens)
         try:
-            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit, head < len(waiting), False, run_decodes, run_chunks,
-                                    admit_waiting, None)  # fmt: skip
+            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and head < len(waiting), False,
+                                    run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
         except _HandBack:
             break
         if kind == TickKind.DECODE and pc is not None:

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from sim_core.schedulers.phase import TickKind
 
-_PREFILL, _DECODE, _DECODE_FIRST = TickKind.PREFILL, TickKind.DECODE, TickKind.DECODE_FIRST
+# plain ints: comparing an IntEnum member costs more than an int, and this runs every tick
+_PREFILL, _DECODE, _DECODE_FIRST = int(TickKind.PREFILL), int(TickKind.DECODE), int(TickKind.DECODE_FIRST)
 
 
 def compose_tick(
@@ -22,8 +23,7 @@ def compose_tick(
     num_decodes: int,
     budget: int,
     decode_tokens: int,
-    can_admit: bool,
-    has_waiting: bool,
+    may_admit: bool,
     has_swapped: bool,
     run_decodes: Callable[[], tuple[int, bool, bool]],
     run_chunks: Callable[[int], int],
@@ -46,7 +46,8 @@ def compose_tick(
         num_decodes: running requests whose prompt is complete.
         budget: the tick's token budget (max_num_batched_tokens).
         decode_tokens: budget tokens one decoding request takes (samples x positions verified).
-        can_admit, has_waiting, has_swapped: `Scheduler.prefill_work`'s admission flag and the queues.
+        may_admit: requests wait and may join (`Scheduler.prefill_work`'s can_admit).
+        has_swapped: requests wait in host memory for swap-in.
     """
     decoding = preempted = swapped_out = False
     if kind != _PREFILL and num_decodes:
@@ -60,7 +61,7 @@ def compose_tick(
         admitted = 0
         if has_swapped and not swapped_out:
             swap_in()
-        elif has_waiting and can_admit and not preempted:
+        elif may_admit and not preempted:
             admitted, admitted_tokens = admit(budget)
             tokens += admitted_tokens
         if not tokens and not admitted and kind == _PREFILL and num_decodes:

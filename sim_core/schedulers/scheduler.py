@@ -18,7 +18,7 @@ import numpy as np
 from sim_core.config import SimConfig
 from sim_core.kvcache import BlockManager
 from sim_core.schedulers import rules
-from sim_core.schedulers.compose import compose_tick
+from sim_core.schedulers import compose
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.state import SimState
@@ -81,7 +81,7 @@ class Scheduler:
         run_decodes = _EMPTY
         pre_idx, pre_tok = _EMPTY, _EMPTY
 
-        # The steps of compose_tick (compose.py), applied to the arrays; it decides their order.
+        # The steps of compose.compose_tick, applied to the arrays; it decides which run, in which order.
         def grow() -> tuple[int, bool, bool]:
             nonlocal run_decodes, prefills
             run_decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
@@ -100,8 +100,8 @@ class Scheduler:
                 pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
             return a_idx.size, int(a_tok.sum())
 
-        compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width, can_admit,
-                     bool(st.waiting_keys.size), bool(st.swapped_keys.size), grow, chunks, admit,
+        compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
+                     can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
                      lambda: self._swap_in(st, plan))  # fmt: skip
         if pre_idx.size:
             keep = pre_tok > 0
