@@ -49,6 +49,77 @@ class _HandBack(Exception):
     """A step of the tick needs the general scheduler (raised before the step changed anything)."""
 
 
+class _Steps:
+    """The steps of `compose_tick` (schedulers/compose.py) on this module's integers; compose_tick
+    decides which run and in which order. A step raises _HandBack, before changing anything, when
+    the tick needs the general scheduler. `advance` sets the per-tick fields before each composed tick
+    and reads `free` (blocks left as the steps allocate), `chunks` and `admit` back."""
+
+    __slots__ = ("phase_count", "bs", "fixed", "pc", "prefilling", "target_arr", "is_chunked", "waiting", "R", "reserve",
+                 "wm", "held_fixed", "kind", "j", "d", "B", "head", "seqs_left", "free", "chunks", "admit")  # fmt: skip
+
+    def __init__(self, phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm,
+                 held_fixed):  # fmt: skip
+        self.phase_count, self.bs, self.fixed, self.pc = phase_count, bs, fixed, pc
+        self.prefilling, self.target_arr, self.is_chunked = prefilling, target_arr, is_chunked
+        self.waiting, self.R, self.reserve, self.wm, self.held_fixed = waiting, R, reserve, wm, held_fixed
+        self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
+        self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
+        self.admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
+
+    def run_decodes(self) -> tuple[int, bool, bool]:
+        need_d = 0 if self.fixed else self.phase_count[self.d % self.bs]
+        if need_d > self.free:
+            raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
+        self.free -= need_d
+        if self.pc is not None and self.kind == TickKind.PREFILL:  # the fallback, after the chunk step's trim
+            self.pc.trim(self.free)
+        return self.B, False, False
+
+    def run_chunks(self, left: int) -> int:
+        # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
+        chunks: list[tuple[int, int, int]] = []
+        prefilling, fixed, bs = self.prefilling, self.fixed, self.bs
+        if prefilling:
+            pre_items = list(prefilling.items())
+            target_arr = self.target_arr
+            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, self.is_chunked)
+            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
+        need_p = tokens = 0
+        for r, c, chunk in chunks:
+            need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
+            tokens += chunk
+        if need_p > self.free:
+            raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
+        self.free -= need_p
+        self.chunks = chunks
+        if self.pc is not None:
+            self.pc.tick_offset = self.j
+            self.pc.trim(self.free)  # decoder and chunk blocks taken: evict as the block manager would
+        return tokens
+
+    def admit_waiting(self, left: int) -> tuple[int, int]:
+        waiting, head, R, bs, target_arr = self.waiting, self.head, self.R, self.bs, self.target_arr
+        candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
+        if self.pc is None:
+            reserve = self.reserve
+            need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if self.fixed else (lambda i, chunk: -(-chunk // bs))
+            taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, self.free,
+                                         self.wm, need_of, self.is_chunked, False)  # fmt: skip
+            hits = [0] * len(taken)
+        else:
+            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
+                                                   self.free, self.wm, self.is_chunked)  # fmt: skip
+        admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+        if self.fixed:
+            self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
+        tokens = 0
+        for chunk, need_w in taken:
+            self.free -= need_w
+            tokens += chunk
+        return len(admit), tokens
+
+
 def eligible(engine: Engine) -> bool:
     """Config-level conditions under which the fast path's rules are the scheduler's rules."""
     cfg = engine.cfg
@@ -187,64 +258,8 @@ def advance(engine: Engine) -> bool:
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
     # are unchanged, arrivals join the tail.
     admission_blocked = False
-    kind = TickKind.DECODE
-    free_after = 0  # free blocks as this tick's steps allocate them
-    chunks: list[tuple[int, int, int]] = []  # this tick's (request, computed before, chunk)
-    admit: list[tuple[int, int, int]] = []  # this tick's (request, chunk, cached prompt tokens)
-
-    # The steps of compose_tick (schedulers/compose.py) on this module's integers; compose_tick decides
-    # which run and in which order. A step raises _HandBack before changing anything when the tick
-    # needs the general scheduler.
-    def run_decodes() -> tuple[int, bool, bool]:
-        nonlocal free_after
-        need_d = 0 if fixed else phase_count[d % bs]
-        if need_d > free_after:
-            raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
-        free_after -= need_d
-        if pc is not None and kind == TickKind.PREFILL:  # the fallback, after the chunk step's trim
-            pc.trim(free_after)
-        return B, False, False
-
-    def run_chunks(left: int) -> int:
-        nonlocal free_after, chunks
-        # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
-        if prefilling:
-            pre_items = list(prefilling.items())
-            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, is_chunked)
-            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
-        need_p = tokens = 0
-        for r, c, chunk in chunks:
-            need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
-            tokens += chunk
-        if need_p > free_after:
-            raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
-        free_after -= need_p
-        if pc is not None:
-            pc.tick_offset = j
-            pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
-        return tokens
-
-    def admit_waiting(left: int) -> tuple[int, int]:
-        nonlocal free_after, admit
-        seqs_left = cap - len(running)
-        candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
-        if pc is None:
-            need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if fixed else (lambda i, chunk: -(-chunk // bs))
-            taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, free_after,
-                                         wm, need_of, is_chunked, False)  # fmt: skip
-            hits = [0] * len(taken)
-        else:
-            taken, hits = _admit_with_prefix_cache(pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
-                                                   free_after, wm, is_chunked)  # fmt: skip
-        admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
-        if fixed:
-            held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
-        tokens = 0
-        for chunk, need_w in taken:
-            free_after -= need_w
-            tokens += chunk
-        return len(admit), tokens
-
+    steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
+    run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     while j < tick_budget and now < max_time:
         while next_arrival_s <= now:
             if is_fcfs:
@@ -320,14 +335,16 @@ def advance(engine: Engine) -> bool:
         # the prefill starts: written as prefills are admitted)
         prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
         kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
-        free_after = free
-        chunks = []  # (request, computed before, chunk)
-        admit = []  # (request, chunk, cached prompt tokens)
+        # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
+        # locals into cells, which costs more than these stores on the composed ticks only)
+        steps.kind, steps.j, steps.d, steps.B, steps.head, steps.seqs_left = kind, j, d, B, head, cap - len(running)
+        steps.free, steps.chunks, steps.admit = free, [], []
         try:
             decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and head < len(waiting), False,
                                     run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
         except _HandBack:
             break
+        free_after, chunks, admit = steps.free, steps.chunks, steps.admit
         if kind == TickKind.DECODE and pc is not None:
             pc.tick_offset = j
             pc.trim(free_after)
