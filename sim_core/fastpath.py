@@ -4,8 +4,10 @@ smart pre-emption), queue order, admission rule and KV layout.
 
 NOTE: the policy is not restated here. Every tick asks the scheduler which kind of tick runs
 (`sched.prefill_work`, `sched.tick_kind`: the phase controller and the suspension rule; then
-`sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), and chunking
-and admission are `schedulers/rules.py`'s functions. What this module adds is bookkeeping that makes
+`sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), the order of
+a tick's steps is `schedulers/compose.py`'s `compose_tick` (the one `Scheduler._plan` calls; this
+module supplies its steps, `_Steps`), and chunking and admission are `schedulers/rules.py`'s
+functions. What this module adds is bookkeeping that makes
 a tick O(1) in the number of decoders: decoders advance together (every tick that decodes advances
 all of them by one token; prefill-only ticks leave them idle), so a decoder's context is `base + d`
 with d the count of decoding ticks, it finishes at a decoding tick known when it starts decoding,
@@ -32,8 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.schedulers import rules
-from sim_core.schedulers import compose
+from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.types import Event, Phase, Status
 
@@ -55,8 +56,29 @@ class _Steps:
     the tick needs the general scheduler. `advance` sets the per-tick fields before each composed tick
     and reads `free` (blocks left as the steps allocate), `chunks` and `admit` back."""
 
-    __slots__ = ("phase_count", "bs", "fixed", "pc", "prefilling", "target_arr", "is_chunked", "waiting", "R", "reserve",
-                 "wm", "held_fixed", "kind", "j", "d", "B", "head", "seqs_left", "free", "chunks", "admit")  # fmt: skip
+    __slots__ = (
+        "B",
+        "R",
+        "admit",
+        "bs",
+        "chunks",
+        "d",
+        "fixed",
+        "free",
+        "head",
+        "held_fixed",
+        "is_chunked",
+        "j",
+        "kind",
+        "pc",
+        "phase_count",
+        "prefilling",
+        "reserve",
+        "seqs_left",
+        "target_arr",
+        "waiting",
+        "wm",
+    )  # fmt: skip
 
     def __init__(self, phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm,
                  held_fixed):  # fmt: skip

@@ -17,8 +17,7 @@ import numpy as np
 
 from sim_core.config import SimConfig
 from sim_core.kvcache import BlockManager
-from sim_core.schedulers import rules
-from sim_core.schedulers import compose
+from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.state import SimState

@@ -92,3 +92,12 @@ def test_one_edit_changes_both_executors_identically(scenario, monkeypatch):
     assert fast_ticks > 0  # the scalar core ran ticks under the toy policy
     assert_same_result(on, off)
     assert on.timeline.num_ticks != before.timeline.num_ticks or on.summary.model_dump() != before.summary.model_dump()
+
+
+@pytest.mark.parametrize("kind", list(TickKind))
+def test_without_prefill_work_every_kind_runs_the_decodes_alone(kind):
+    """What the scalar core's unrolled all-decode loop relies on: nothing to prefill or admit, and
+    every kind of tick runs the decodes (a PREFILL tick through its fallback) and nothing else."""
+    decoding, calls = _run(kind, chunk_tokens=0, may_admit=False)
+    assert decoding
+    assert [step for step, _ in calls if step != "chunks"] == ["decodes"]
