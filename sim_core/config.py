@@ -706,11 +706,6 @@ class SimConfig(StrictModel):
         if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
             raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
                              "arrival process or remove the deployment section")  # fmt: skip
-        ses = self.workload.sessions
-        if ses.turns > 1 and ses.closed_loop and self.workload.trace is None:
-            raise ValueError("deployment: workload.sessions.closed_loop = true (a turn waits for the previous reply) is "
-                             "simulated on one engine only; set it to false (turns sent at fixed times) or remove the "
-                             "deployment section")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "
