@@ -531,7 +531,7 @@ class LimitsConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
-Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware"]
+Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
 
 
 class LinkConfig(StrictModel):
@@ -584,7 +584,9 @@ class DeploymentConfig(StrictModel):
         "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
         "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (the same rule on the "
         "router's own approximate tree of the prompts it sent each instance, as SGLang's router does: no engine "
-        "query, blind to evictions).",
+        "query, blind to evictions); session (sticky sessions, vLLM production-stack's session router: every turn "
+        "of a conversation to the instance its session id hashes to, whatever the load; requests without a "
+        "session to the least outstanding).",
     )  # fmt: skip
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."

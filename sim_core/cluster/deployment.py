@@ -132,8 +132,8 @@ class Deployment:
     def run(self) -> None:
         R = self.num_requests
         ptr = 0
-        if self.state_free:  # round robin: every choice now (it reads no state), arrivals stay in order
-            for r, i in enumerate(self.router.round_robin_plan(R).tolist()):
+        if self.state_free:  # round robin, session: every choice now (they read no state), arrivals stay in order
+            for r, i in enumerate(self.router.up_front_plan(R).tolist()):
                 self._add(r, i)
             ptr = R
         stalled: set[int] = set()

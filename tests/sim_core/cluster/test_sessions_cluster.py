@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from sim_core import run_simulation
 from sim_core.cluster import Deployment, run_deployment
 from sim_core.cluster.result import build_result
+from sim_core.cluster.router import session_instance
+from sim_core.sweep import with_value
 from sim_core.types import Status
 from tests.conftest import make_config
 from tests.sim_core.cluster.test_deployment import FREE_1P1D, assert_cluster_invariants, assert_same_run
 
-ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware")
+ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session")
 XPYD = {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}
 
 
@@ -67,6 +69,27 @@ def test_prefix_affinity_keeps_a_conversation_on_the_replica_holding_it():
     rr = run_deployment(cfg.model_copy(update={"deployment": cfg.deployment.model_copy(update={"router": "round_robin"})}))
     assert same.mean() > 0.9  # the previous turn's blocks are cached there, covering most of the next prompt
     assert res.summary.prefix_hit_rate_tokens > rr.summary.prefix_hit_rate_tokens
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_the_session_router_keeps_every_turn_of_a_conversation_on_one_replica(closed):
+    cfg = closed_sessions({"replicas": 3, "router": "session"}, n=90, workload__arrival__rate_per_s=10.0)
+    cfg = with_value(cfg, "workload.sessions.closed_loop", closed)
+    dep = Deployment(cfg)
+    dep.run()
+    wl = dep.workload
+    sessions = wl.content_id
+    for s in np.unique(sessions):
+        assert np.unique(dep.instance_of[sessions == s]).size == 1
+    assert np.array_equal(dep.instance_of, session_instance(sessions, 3))  # fixed by the session id alone
+    assert np.bincount(dep.instance_of, minlength=3).min() > 0
+
+
+def test_the_session_router_without_sessions_is_least_outstanding():
+    plain = make_config(workload__num_requests=80, workload__arrival__rate_per_s=30.0)
+    a = run_deployment(with_value(plain, "deployment", {"replicas": 3, "router": "session"}))
+    b = run_deployment(with_value(plain, "deployment", {"replicas": 3, "router": "least_outstanding"}))
+    assert np.array_equal(a.instance_of, b.instance_of)
 
 
 @pytest.mark.parametrize("deployment", [{"replicas": 3, "router": "least_outstanding"}, XPYD])
