@@ -255,9 +255,9 @@ class SessionConfig(StrictModel):
     )
     closed_loop: bool = Field(
         True,
-        description="true: a turn is sent its think time after the previous turn's reply is complete (one engine); "
-        "false: at a time fixed in advance, think time after the previous turn's send (needed with a deployment: "
-        "its router does not feed completions back yet; a deployment config that omits this field gets false).",
+        description="true: a turn is sent its think time after the previous turn's reply is complete (on whichever "
+        "instance of a deployment ran it; the router routes it then); false: at a time fixed in advance, think time "
+        "after the previous turn's send (a deployment config that omits this field gets false, as older links did).",
     )
 
 

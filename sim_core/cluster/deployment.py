@@ -8,6 +8,7 @@ runs undisturbed: N replicas cost N single engines. The cluster is a discrete-ev
   * arrivals, for state-aware routers (least outstanding, least KV, prefix affinity),
   * hand-offs (a prefill instance emitted a first token), KV-transfer completions and retries of
     waiting hand-offs (a decode instance may have freed blocks),
+  * closed-loop session turns, released when the previous turn finishes on any instance (turns.py),
 and it always steps the busy instance whose clock is earliest (ties: lowest index). An event at t is
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach

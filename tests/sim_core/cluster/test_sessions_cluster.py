@@ -134,3 +134,16 @@ def test_generated_closed_loop_deployments_finish_every_turn_in_order(replicas, 
     prev = np.flatnonzero(wl.next_turn >= 0)
     assert res.summary.num_finished == 40
     assert np.array_equal(req.arrival_s[wl.next_turn[prev]], req.finish_s[prev] + wl.think_s[prev])
+
+
+def test_an_old_deployment_link_without_the_field_keeps_its_open_loop_result():
+    """Deployment configs that omit sessions.closed_loop (old links made before the field existed) stay open loop
+    and reproduce their result (README, Beyond one engine: why the default is not changed by a migration)."""
+    cfg = make_config(workload__num_requests=60, workload__sessions={"turns": 3, "think_time_s": 1.0},
+                      deployment={"replicas": 2, "router": "least_outstanding"})  # no closed_loop field, as old links
+    assert cfg.workload.sessions.closed_loop is False
+    res = run_deployment(cfg)
+    assert_same_run(res, run_deployment(with_value(cfg, "workload.sessions.closed_loop", False)))
+    assert np.all(np.isfinite(res.requests.arrival_s))  # every turn at a time fixed in advance
+    closed = run_deployment(with_value(cfg, "workload.sessions.closed_loop", True))
+    assert not np.array_equal(closed.requests.arrival_s, res.requests.arrival_s)
