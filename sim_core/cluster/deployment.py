@@ -239,8 +239,25 @@ class Deployment:
         b = math.inf
         for j, o in enumerate(self.instances):
             if j != i and o.engine.has_work:
-                b = min(b, o.engine.st.now_s + self.min_tick_s[j])
+                b = min(b, o.engine.st.now_s + self.min_tick_s[j] * self._ticks_to_first_finish(j))
         return b + self.turns.min_think_s
+
+    def _ticks_to_first_finish(self, j: int) -> int:
+        """Replicas: no request of instance j finishes in fewer ticks than its remaining tokens (per tick: one, or
+        one plus the draft tokens with speculative decoding), as in `Engine.outstanding_bounds`. With a decode pool
+        1: requests waiting for a decode slot or in transfer are in no engine's state. Where replicas pause changes
+        only where coalesced runs are cut, not the result (tests compare with the one-tick bound)."""
+        eng = self.instances[j].engine
+        if self.back or not self.route_early:  # (route_early False: the one-tick bound, the reference for tests)
+            return 1
+        st = eng.st
+        R = st.num_requests
+        ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R,
+                              np.arange(st.next_arrival, eng.num_added, dtype=np.int64)])  # fmt: skip
+        if not ids.size:
+            return 1
+        per_tick = 1 + (eng.cfg.scheduler.speculative.num_draft_tokens if eng.spec is not None else 0)
+        return max(1, -(-int((st.output[ids] - st.emitted[ids]).min()) // per_tick))
 
     def _release_turns(self, i: int) -> None:
         """Turns that finished on instance i send their sessions' next turns (routed when they arrive)."""

@@ -71,6 +71,16 @@ def test_prefix_affinity_keeps_a_conversation_on_the_replica_holding_it():
     assert res.summary.prefix_hit_rate_tokens > rr.summary.prefix_hit_rate_tokens
 
 
+@pytest.mark.parametrize("router", ROUTERS)
+@pytest.mark.parametrize("over", [{}, {"scheduler__speculative": {"enabled": True, "num_draft_tokens": 3}}])
+def test_the_remaining_tokens_release_bound_gives_the_one_tick_bound_run(router, over):
+    cfg = closed_sessions({"replicas": 3, "router": router}, think_s=0.5, workload__arrival__rate_per_s=20.0,
+                          kv_cache__enable_prefix_caching=not over, **over)  # fmt: skip
+    ref = Deployment(cfg, route_early=False)  # replicas pause one shortest tick + think ahead of the others
+    ref.run()
+    assert_same_run(build_result(ref), run_deployment(cfg))
+
+
 @pytest.mark.parametrize("closed", [True, False])
 def test_the_session_router_keeps_every_turn_of_a_conversation_on_one_replica(closed):
     cfg = closed_sessions({"replicas": 3, "router": "session"}, n=90, workload__arrival__rate_per_s=10.0)
