@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import run_simulation
+from sim_core.budget import RunBudget
 from sim_core.cluster import Deployment, run_deployment
 from sim_core.cluster.result import build_result
 from sim_core.cluster.router import session_instance
@@ -157,3 +158,11 @@ def test_an_old_deployment_link_without_the_field_keeps_its_open_loop_result():
     assert np.all(np.isfinite(res.requests.arrival_s))  # every turn at a time fixed in advance
     closed = run_deployment(with_value(cfg, "workload.sessions.closed_loop", True))
     assert not np.array_equal(closed.requests.arrival_s, res.requests.arrival_s)
+
+
+def test_the_server_budget_stops_a_closed_loop_deployment_with_partial_results():
+    cfg = closed_sessions({"replicas": 2, "router": "session"}, n=400, workload__arrival__rate_per_s=20.0)
+    res = run_simulation(cfg, budget=RunBudget(max_ticks=200, check_every_ticks=16))
+    assert "the server's budget" in res.summary.stopped_reason
+    assert 0 < res.summary.num_finished < 400
+    assert np.any(~np.isfinite(res.requests.arrival_s))  # turns whose predecessor never finished are never sent
