@@ -4,8 +4,10 @@ smart pre-emption), queue order, admission rule and KV layout.
 
 NOTE: the policy is not restated here. Every tick asks the scheduler which kind of tick runs
 (`sched.prefill_work`, `sched.tick_kind`: the phase controller and the suspension rule; then
-`sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), and chunking
-and admission are `schedulers/rules.py`'s functions. What this module adds is bookkeeping that makes
+`sched.observe` after it, exactly as `Scheduler._plan` and `Engine._advance_tick` do), the order of
+a tick's steps is `schedulers/compose.py`'s `compose_tick` (the one `Scheduler._plan` calls; this
+module supplies its steps, `_Steps`), and chunking and admission are `schedulers/rules.py`'s
+functions. What this module adds is bookkeeping that makes
 a tick O(1) in the number of decoders: decoders advance together (every tick that decodes advances
 all of them by one token; prefill-only ticks leave them idle), so a decoder's context is `base + d`
 with d the count of decoding ticks, it finishes at a decoding tick known when it starts decoding,
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.schedulers import rules
+from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.types import Event, Phase, Status
 
@@ -42,6 +44,102 @@ if TYPE_CHECKING:
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
+
+
+class _HandBack(Exception):
+    """A step of the tick needs the general scheduler (raised before the step changed anything)."""
+
+
+class _Steps:
+    """The steps of `compose_tick` (schedulers/compose.py) on this module's integers; compose_tick
+    decides which run and in which order. A step raises _HandBack, before changing anything, when
+    the tick needs the general scheduler. `advance` sets the per-tick fields before each composed tick
+    and reads `free` (blocks left as the steps allocate), `chunks` and `admit` back."""
+
+    __slots__ = (
+        "B",
+        "R",
+        "admit",
+        "bs",
+        "chunks",
+        "d",
+        "fixed",
+        "free",
+        "head",
+        "held_fixed",
+        "is_chunked",
+        "j",
+        "kind",
+        "pc",
+        "phase_count",
+        "prefilling",
+        "reserve",
+        "seqs_left",
+        "target_arr",
+        "waiting",
+        "wm",
+    )  # fmt: skip
+
+    def __init__(self, phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm,
+                 held_fixed):  # fmt: skip
+        self.phase_count, self.bs, self.fixed, self.pc = phase_count, bs, fixed, pc
+        self.prefilling, self.target_arr, self.is_chunked = prefilling, target_arr, is_chunked
+        self.waiting, self.R, self.reserve, self.wm, self.held_fixed = waiting, R, reserve, wm, held_fixed
+        self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
+        self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
+        self.admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
+
+    def run_decodes(self) -> tuple[int, bool, bool]:
+        need_d = 0 if self.fixed else self.phase_count[self.d % self.bs]
+        if need_d > self.free:
+            raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
+        self.free -= need_d
+        if self.pc is not None and self.kind == TickKind.PREFILL:  # the fallback, after the chunk step's trim
+            self.pc.trim(self.free)
+        return self.B, False, False
+
+    def run_chunks(self, left: int) -> int:
+        # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
+        chunks: list[tuple[int, int, int]] = []
+        prefilling, fixed, bs = self.prefilling, self.fixed, self.bs
+        if prefilling:
+            pre_items = list(prefilling.items())
+            target_arr = self.target_arr
+            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, self.is_chunked)
+            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
+        need_p = tokens = 0
+        for r, c, chunk in chunks:
+            need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
+            tokens += chunk
+        if need_p > self.free:
+            raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
+        self.free -= need_p
+        self.chunks = chunks
+        if self.pc is not None:
+            self.pc.tick_offset = self.j
+            self.pc.trim(self.free)  # decoder and chunk blocks taken: evict as the block manager would
+        return tokens
+
+    def admit_waiting(self, left: int) -> tuple[int, int]:
+        waiting, head, R, bs, target_arr = self.waiting, self.head, self.R, self.bs, self.target_arr
+        candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
+        if self.pc is None:
+            reserve = self.reserve
+            need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if self.fixed else (lambda i, chunk: -(-chunk // bs))
+            taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, self.free,
+                                         self.wm, need_of, self.is_chunked, False)  # fmt: skip
+            hits = [0] * len(taken)
+        else:
+            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
+                                                   self.free, self.wm, self.is_chunked)  # fmt: skip
+        admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+        if self.fixed:
+            self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
+        tokens = 0
+        for chunk, need_w in taken:
+            self.free -= need_w
+            tokens += chunk
+        return len(admit), tokens
 
 
 def eligible(engine: Engine) -> bool:
@@ -98,6 +196,8 @@ def advance(engine: Engine) -> bool:
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
+    compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set
+    decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe = sched.tick_kind, sched.observe
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     is_chunked = sched.is_chunked
@@ -180,6 +280,8 @@ def advance(engine: Engine) -> bool:
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
     # are unchanged, arrivals join the tail.
     admission_blocked = False
+    steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
+    run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     while j < tick_budget and now < max_time:
         while next_arrival_s <= now:
             if is_fcfs:
@@ -255,58 +357,17 @@ def advance(engine: Engine) -> bool:
         # the prefill starts: written as prefills are admitted)
         prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
         kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
-        left = max_tokens
-        decoding = kind != TickKind.PREFILL and B > 0
-        need_d = phase_count[d % bs] if decoding and not fixed else 0
-        if need_d > free:
-            break  # a decoder is short of a block: pre-emption is the general scheduler's job
-        if kind == TickKind.DECODE_FIRST:
-            left -= B
-        free_after = free - need_d
-        chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
-        admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
-        if kind != TickKind.DECODE:
-            # continuing prefills, in running order, then admission in queue order: the scheduler's rules
-            if prefilling:
-                pre_items = list(prefilling.items())  # insertion order is running order (admitted at the end)
-                sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, is_chunked)
-                chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
-            need_p = 0
-            for r, c, chunk in chunks:
-                need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
-                left -= chunk
-            if need_p > free_after:
-                break  # chunks would have to shrink to the free blocks: the general path's case
-            free_after -= need_p
-            if pc is not None:
-                pc.tick_offset = j
-                pc.trim(free_after)  # decoder and chunk blocks taken: evict as the block manager would
-            if head < len(waiting) and can_admit:
-                seqs_left = cap - len(running)
-                candidates = range(head, min(head + seqs_left, len(waiting)))  # (islice would walk from 0)
-                if pc is None:
-                    need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if fixed else (lambda i, chunk: -(-chunk // bs))
-                    taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, free_after,
-                                                 wm, need_of, is_chunked, False)  # fmt: skip
-                    hits = [0] * len(taken)
-                else:
-                    taken, hits = _admit_with_prefix_cache(pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
-                                                           free_after, wm, is_chunked)  # fmt: skip
-                admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
-                if fixed:
-                    held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
-                for chunk, need_w in taken:
-                    free_after -= need_w
-                    left -= chunk
-            if not chunks and not admit and kind == TickKind.PREFILL and B:
-                decoding = True  # nothing could be prefilled: a decode tick instead (Scheduler._plan)
-                need_d = 0 if fixed else phase_count[d % bs]
-                if need_d > free_after:
-                    break
-                free_after -= need_d
-                if pc is not None:
-                    pc.trim(free_after)
-        elif pc is not None:
+        # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
+        # locals into cells, which costs more than these stores on the composed ticks only)
+        steps.kind, steps.j, steps.d, steps.B, steps.head, steps.seqs_left = kind, j, d, B, head, cap - len(running)
+        steps.free, steps.chunks, steps.admit = free, [], []
+        try:
+            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and head < len(waiting), False,
+                                    run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
+        except _HandBack:
+            break
+        free_after, chunks, admit = steps.free, steps.chunks, steps.admit
+        if kind == TickKind.DECODE and pc is not None:
             pc.tick_offset = j
             pc.trim(free_after)
         D = B if decoding else 0

@@ -17,7 +17,7 @@ import numpy as np
 
 from sim_core.config import SimConfig
 from sim_core.kvcache import BlockManager
-from sim_core.schedulers import rules
+from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.state import SimState
@@ -75,30 +75,37 @@ class Scheduler:
         self._kind, self._has_prefill_work, self.num_decodes = kind, has_prefill_work, num_dec
 
         plan = StepPlan()
-        budget = self.cfg.max_num_batched_tokens
         decodes = running[is_dec]
         prefills = running[~is_dec]
         run_decodes = _EMPTY
         pre_idx, pre_tok = _EMPTY, _EMPTY
-        if kind != TickKind.PREFILL and decodes.size:
+
+        # The steps of compose.compose_tick, applied to the arrays; it decides which run, in which order.
+        def grow() -> tuple[int, bool, bool]:
+            nonlocal run_decodes, prefills
             run_decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
-            if kind == TickKind.DECODE_FIRST:
-                budget -= self._n * run_decodes.size * self.decode_width
-        if kind != TickKind.DECODE:
-            idx, tok = self._prefill_chunks(st, prefills, budget)
-            budget -= int(tok.sum())
-            if st.swapped_keys.size and not plan.swapped_out_idx.size:
-                self._swap_in(st, plan)
-            elif st.waiting_keys.size and can_admit and not plan.preempted_idx.size:
-                a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running))
-                plan.admitted_idx = a_idx
-                if a_idx.size:
-                    idx, tok = np.concatenate([idx, a_idx]), np.concatenate([tok, a_tok])
-            keep = tok > 0
-            pre_idx, pre_tok = (idx, tok) if keep.all() else (idx[keep], tok[keep])
-            if not pre_idx.size and kind == TickKind.PREFILL and decodes.size and not plan.admitted_idx.size:
-                # nothing could be prefilled (KV full): fall back to a decode tick rather than idle
-                run_decodes, _ = self._grow_decodes(st, decodes, prefills, plan)
+            return run_decodes.size, bool(plan.preempted_idx.size), bool(plan.swapped_out_idx.size)
+
+        def chunks(budget: int) -> int:
+            nonlocal pre_idx, pre_tok
+            pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
+            return int(pre_tok.sum())
+
+        def admit(budget: int) -> tuple[int, int]:
+            nonlocal pre_idx, pre_tok
+            a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running))
+            plan.admitted_idx = a_idx
+            if a_idx.size:
+                pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
+            return a_idx.size, int(a_tok.sum())
+
+        compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
+                     can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
+                     lambda: self._swap_in(st, plan))  # fmt: skip
+        if pre_idx.size:
+            keep = pre_tok > 0
+            if not keep.all():
+                pre_idx, pre_tok = pre_idx[keep], pre_tok[keep]
         # Decodes first, then prefill chunks: the engine relies on this order (plan.num_decodes).
         D = run_decodes.size
         if D or pre_idx.size:
