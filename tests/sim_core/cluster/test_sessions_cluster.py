@@ -126,7 +126,9 @@ def test_hostile_session_values_in_a_deployment_are_refused_with_the_field_named
     try:
         closed_sessions({"replicas": 2}, turns=turns, think_s=think)
     except ValueError as err:  # the message names each field, its value and the allowed range
-        assert not ok
+        if ok:  # values in range, but many turns can grow a conversation past the model's context
+            assert "model.max_model_len" in str(err), str(err)
+            return
         if not 1 <= turns <= 100:
             assert f"workload.sessions.turns = {turns}" in str(err) and "allowed" in str(err)
         if not 0 <= think <= 3600:
