@@ -255,9 +255,9 @@ class SessionConfig(StrictModel):
     )
     closed_loop: bool = Field(
         True,
-        description="true: a turn is sent its think time after the previous turn's reply is complete (one engine); "
-        "false: at a time fixed in advance, think time after the previous turn's send (needed with a deployment: "
-        "its router does not feed completions back yet; a deployment config that omits this field gets false).",
+        description="true: a turn is sent its think time after the previous turn's reply is complete (on whichever "
+        "instance of a deployment ran it; the router routes it then); false: at a time fixed in advance, think time "
+        "after the previous turn's send (a deployment config that omits this field gets false, as older links did).",
     )
 
 
@@ -531,7 +531,7 @@ class LimitsConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
-Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware"]
+Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
 
 
 class LinkConfig(StrictModel):
@@ -584,7 +584,9 @@ class DeploymentConfig(StrictModel):
         "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
         "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (the same rule on the "
         "router's own approximate tree of the prompts it sent each instance, as SGLang's router does: no engine "
-        "query, blind to evictions).",
+        "query, blind to evictions); session (sticky sessions, vLLM production-stack's session router: every turn "
+        "of a conversation to the instance its session id hashes to, whatever the load; requests without a "
+        "session to the least outstanding).",
     )  # fmt: skip
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."
@@ -706,11 +708,6 @@ class SimConfig(StrictModel):
         if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
             raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
                              "arrival process or remove the deployment section")  # fmt: skip
-        ses = self.workload.sessions
-        if ses.turns > 1 and ses.closed_loop and self.workload.trace is None:
-            raise ValueError("deployment: workload.sessions.closed_loop = true (a turn waits for the previous reply) is "
-                             "simulated on one engine only; set it to false (turns sent at fixed times) or remove the "
-                             "deployment section")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "

@@ -84,3 +84,17 @@ class SessionState(SimState):
                 a = end + self._think_s[r]
                 self.arrival_s[nxt] = a
                 heapq.heappush(self._released, (a, nxt))
+
+
+class SlotState(SimState):
+    """A deployment instance's state (`Engine.start_empty`) when sessions are closed loop: the engine's
+    `_finish` hands finished turns (slots and finish times) here, and the deployment, which knows which
+    request each slot holds, releases the next turns and routes them (sim_core/cluster/turns.py)."""
+
+    def __init__(self, wl: Workload, queue_order: str):
+        super().__init__(wl, queue_order)
+        self.finished_turns: list[tuple[IntArray, np.ndarray]] = []  # (slots, finish times) not yet collected
+
+    def release_next_turns(self, done: IntArray, finish_s) -> None:
+        ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), done.shape).copy()
+        self.finished_turns.append((done.copy(), ends))

@@ -5,7 +5,8 @@ whole deployment, plus one `SimResult` per instance). `run_simulation` calls it 
 deployment section, so every caller of the single engine (CLI, sweeps, capacity search, the app)
 accepts deployments unchanged.
 
-  router.py      routing policies (round robin, least outstanding, least KV, cache-aware prefix affinity)
+  router.py      routing policies (round robin, least outstanding, least KV, cache-aware prefix affinity, session)
+  turns.py       closed-loop multi-turn sessions: turns released by completions, routed in time order
   transfer.py    KV-transfer bytes and time over the prefill->decode link
   deployment.py  the event loop that steps several engines on one clock
   result.py      per-instance and deployment results
@@ -25,6 +26,9 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
   Engine.outstanding_bounds(t, min_tick)   least_outstanding settles choices without ending runs
   Engine.add_request(..., source=(workload, r)), Engine.cached_prefix_blocks(workload, r)
       -> PrefixCache.bind_slot / cached_prefix_blocks: prefix caching per replica, the cache-aware router
+  Engine._finish -> st.release_next_turns(done, t_end) when workload.next_turn is set: a deployment's
+      instances get a `sessions.SlotState`, which collects (slots, finish times) for turns.py (no engine edit);
+      a workload that releases on finish also stops coalesced runs at each completion and skips the fast path
   Engine.result()             the single-engine result of each instance
   run_simulation(cfg)         calls run_deployment when cfg.deployment is set
 """

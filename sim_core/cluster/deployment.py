@@ -8,6 +8,7 @@ runs undisturbed: N replicas cost N single engines. The cluster is a discrete-ev
   * arrivals, for state-aware routers (least outstanding, least KV, prefix affinity),
   * hand-offs (a prefill instance emitted a first token), KV-transfer completions and retries of
     waiting hand-offs (a decode instance may have freed blocks),
+  * closed-loop session turns, released when the previous turn finishes on any instance (turns.py),
 and it always steps the busy instance whose clock is earliest (ties: lowest index). An event at t is
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
@@ -38,9 +39,11 @@ import numpy as np
 
 from sim_core.cluster.router import Router
 from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
+from sim_core.cluster.turns import TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
+from sim_core.sessions import SlotState
 from sim_core.types import Event
 
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
@@ -77,6 +80,8 @@ class Deployment:
                 if k == 0 and role != "decode":
                     self.workload = eng.workload  # the one workload of the config (same seed everywhere)
                 eng.start_empty()
+                if eng.workload.next_turn is not None:  # closed-loop sessions: finished turns go to the deployment
+                    eng.st = SlotState(eng.workload, pcfg.scheduler.queue_order)
                 if role == "decode":
                     eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"
@@ -116,23 +121,33 @@ class Deployment:
         # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
         # every arrival of one refresh interval is routed at its start, and replicas pause once per interval
         self.refresh_s = dep.state_refresh_s if self.router.reads_engine_state else 0.0
+        # Closed-loop sessions (turns.py): later turns are routed when released, one arrival at a time in time
+        # order, from the exact state then (a refresh window could route a later first turn before an earlier
+        # released one), and round robin's plan cannot be made up front (release times are unknown).
+        self.turns = TurnFeed(wl) if wl.next_turn is not None else None
+        if self.turns is not None:
+            self.state_free = False
+            self.refresh_s = 0.0
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         R = self.num_requests
         ptr = 0
-        if self.state_free:  # round robin: every choice now (it reads no state), arrivals stay in order
-            for r, i in enumerate(self.router.round_robin_plan(R).tolist()):
+        if self.state_free:  # round robin, session: every choice now (they read no state), arrivals stay in order
+            for r, i in enumerate(self.router.up_front_plan(R).tolist()):
                 self._add(r, i)
             ptr = R
         stalled: set[int] = set()
         insts = self.instances
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
-        early = self.route_early and not self.back and self.router.decides_on_counts
+        early = self.route_early and not self.back and self.router.decides_on_counts and self.turns is None
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
             t_arr = self._routing_instant(ptr) if ptr < R else math.inf
+            if self.turns is not None:
+                nxt = self.turns.peek()
+                t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
             if early and ptr < R:  # (no cluster events without a decode pool)
                 focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
@@ -176,6 +191,8 @@ class Deployment:
                 stalled.add(i)  # waits for another instance or an event
                 continue
             stalled.clear()
+            if self.turns is not None and eng.st.finished_turns:
+                self._release_turns(i)
             if eng.handed_off:
                 for slots, t in eng.handed_off:
                     self._push(t, HANDOFF, (i, slots))
@@ -206,6 +223,8 @@ class Deployment:
         inst = self.instances[i]
         h = min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
         st = inst.engine.st
+        if self.turns is not None:
+            h = min(h, self._release_bound_s(i))
         if self.back and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
@@ -213,6 +232,39 @@ class Deployment:
                 if o.engine.has_work:
                     h = min(h, o.engine.st.now_s + self.min_tick_s[j])
         return h
+
+    def _release_bound_s(self, i: int) -> float:
+        """Earliest time another busy instance may release a session's next turn (turns.py): its clock plus its
+        shortest tick plus the shortest think time. Instance i itself stops its runs at its first completion."""
+        b = math.inf
+        for j, o in enumerate(self.instances):
+            if j != i and o.engine.has_work:
+                b = min(b, o.engine.st.now_s + self.min_tick_s[j] * self._ticks_to_first_finish(j))
+        return b + self.turns.min_think_s
+
+    def _ticks_to_first_finish(self, j: int) -> int:
+        """Replicas: no request of instance j finishes in fewer ticks than its remaining tokens (per tick: one, or
+        one plus the draft tokens with speculative decoding), as in `Engine.outstanding_bounds`. With a decode pool
+        1: requests waiting for a decode slot or in transfer are in no engine's state. Where replicas pause changes
+        only where coalesced runs are cut, not the result (tests compare with the one-tick bound)."""
+        eng = self.instances[j].engine
+        if self.back or not self.route_early:  # (route_early False: the one-tick bound, the reference for tests)
+            return 1
+        st = eng.st
+        R = st.num_requests
+        ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R,
+                              np.arange(st.next_arrival, eng.num_added, dtype=np.int64)])  # fmt: skip
+        if not ids.size:
+            return 1
+        per_tick = 1 + (eng.cfg.scheduler.speculative.num_draft_tokens if eng.spec is not None else 0)
+        return max(1, -(-int((st.output[ids] - st.emitted[ids]).min()) // per_tick))
+
+    def _release_turns(self, i: int) -> None:
+        """Turns that finished on instance i send their sessions' next turns (routed when they arrive)."""
+        ids = self.ids_of[i]
+        for slots, ends in self.instances[i].engine.st.finished_turns:
+            self.turns.release([ids[k] for k in slots.tolist()], ends.tolist())
+        self.instances[i].engine.st.finished_turns.clear()
 
     def _push(self, t: float, kind: int, payload: tuple) -> None:
         heapq.heappush(self._heap, (t, self._seq, kind, payload))
@@ -233,6 +285,10 @@ class Deployment:
         of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
         engine counts as soon as they are added); returns the next request to route."""
         engines = [x.engine for x in self.front]
+        if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
+            q = self.turns.pop()
+            self._add(q, self.router.choose(engines, q))
+            return r + 1
         end = r + 1
         if self.refresh_s:
             k = self._window(r)
@@ -245,7 +301,7 @@ class Deployment:
     def _add(self, r: int, i: int) -> None:
         """Request r goes to front instance i (it arrives there at its arrival time)."""
         wl = self.workload
-        k = self.front[i].engine.add_request(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
+        k = self.front[i].engine.add_request(float(self.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
                                              int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
@@ -290,7 +346,7 @@ class Deployment:
             d = self.back_router.choose(decs, r, eligible)
             self._pending.popleft()
             wl = self.workload
-            kd = decs[d].add_request(float(wl.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
+            kd = decs[d].add_request(float(self.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
                                      int(wl.class_idx[r]))  # fmt: skip
             self.decode_slot_of[r] = kd
             self.ids_of[len(self.front) + d].append(r)

@@ -18,6 +18,13 @@ Policies (DESIGN.md §8; `deployment.router`):
                      on overflow the least recently routed blocks go, in one batch down to half the bound
                      (SGLang evicts its tree periodically down to max_tree_size characters). Needs no engine state but
                      the outstanding counts, which `choose_by_bounds` settles like least_outstanding's.
+  session            sticky sessions, as vLLM production-stack's `--routing-logic session` (SessionRouter: the
+                     session id of a request header, hashed onto a consistent-hash ring of the endpoints, whatever
+                     their load): every turn of a conversation (workload `content_id`) goes to the instance its
+                     session hashes to (a fixed integer hash mod the instance count: a ring over a fixed set of
+                     instances is a fixed map). Requests without a session (no session workload, or the decode
+                     pool's choice) go to the least outstanding instance (production-stack: the lowest QPS).
+                     llm-d keeps conversations together through its prefix-cache scorer instead (prefix_affinity).
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
@@ -80,8 +87,20 @@ class Router:
 
     @property
     def is_state_free(self) -> bool:
-        """Round robin ignores instance state: its choices can be made ahead of time."""
-        return self.policy == "round_robin"
+        """Round robin, and session over a session workload, ignore instance state: choices can be made ahead of time."""
+        return self.policy == "round_robin" or self._sessions is not None
+
+    @property
+    def _sessions(self) -> np.ndarray | None:
+        """session: the session of each request (None: no session identity, or another policy)."""
+        wl = self.workload
+        return wl.content_id if self.policy == "session" and wl is not None and wl.content_id is not None else None
+
+    def up_front_plan(self, num_requests: int) -> np.ndarray:
+        """Instance of each request for a state-free router: round robin i mod N, session its session's instance."""
+        if self._sessions is not None:
+            return session_instance(self._sessions[:num_requests], self.num_instances)
+        return self.round_robin_plan(num_requests)
 
     @property
     def reads_engine_state(self) -> bool:
@@ -104,6 +123,10 @@ class Router:
             self._next = (pick + 1) % n
             return pick
         n = len(engines)
+        if self._sessions is not None:  # session: its instance if eligible (decode back-pressure), else least outstanding
+            home = int(session_instance(self._sessions[request : request + 1], n)[0])
+            if home in cand:
+                return home
         turn = [(i - self._next) % n for i in cand]  # ties go to the next instance in turn, not always to 0
         load = [engines[i].num_outstanding for i in cand]
         keys = self._keys(request)
@@ -206,3 +229,13 @@ class Router:
 def _imbalanced(min_load: int, max_load: int) -> bool:
     """SGLang's load test: max - min above the absolute threshold and max above the relative one x min."""
     return max_load - min_load > BALANCE_ABS_THRESHOLD and max_load > BALANCE_REL_THRESHOLD * min_load
+
+
+def session_instance(session: np.ndarray, num_instances: int) -> np.ndarray:
+    """Instance of each session for the `session` router: the splitmix64 finalizer of the session id (a fixed,
+    well-mixed integer hash, so neighbouring ids spread like a hash ring's keys) mod the instance count."""
+    x = session.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x % np.uint64(num_instances)).astype(np.int64)

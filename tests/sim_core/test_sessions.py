@@ -81,11 +81,11 @@ def test_same_seed_same_session_run_and_queue_order_by_send_time():
     assert np.all(np.diff(first[np.isfinite(first)]) >= 0)
 
 
-def test_a_deployment_runs_sessions_open_loop_and_refuses_closed_loop_with_the_field_named():
-    with pytest.raises(ValueError, match=r"workload.sessions.closed_loop = true.*one engine only"):
-        sessions_config(turns=3, deployment={"replicas": 2}, workload__sessions__closed_loop=True)
+def test_a_deployment_keeps_open_loop_sessions_unless_the_config_asks_for_closed_loop():
     dep = sessions_config(turns=3, deployment={"replicas": 2})  # a link without the field: open loop, as before
     assert dep.workload.sessions.closed_loop is False
+    closed = sessions_config(turns=3, deployment={"replicas": 2}, workload__sessions__closed_loop=True)
+    assert closed.workload.sessions.closed_loop is True  # accepted: tests/sim_core/cluster/test_sessions_cluster.py
     assert sessions_config(turns=3).workload.sessions.closed_loop is True
 
 

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim_core import run_simulation
-from sim_core.cluster import Deployment
-from sim_core.cluster.result import build_result
 from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, Router
 from sim_core.sweep import with_value
-from sim_core.types import Phase
 from sim_core.workload import generate_workload
-from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, deploy
-from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
+from tests.sim_core.cluster.test_deployment import (
+    assert_cluster_invariants,
+    assert_routes_as_if_every_replica_reached_each_arrival,
+    deploy,
+)
+from tests.sim_core.cluster.test_prefix_affinity import prefix_hit_rates, shared_prompts
 
 WL = generate_workload(shared_prompts(num_prompts=3, num_requests=40).workload, np.random.default_rng(0))
 LONG = [r for r in range(WL.num_requests) if WL.prefix_group[r] >= 0 and WL.prompt_tokens[r] > 2100]
@@ -93,25 +93,10 @@ def test_routes_as_if_every_replica_reached_each_arrival(seed):
     cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
                                                      "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
     cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": "cache_aware"})
-    runs = []
-    for early in (True, False):
-        dep = Deployment(cfg, check_invariants=True, route_early=early)
-        dep.run()
-        runs.append(build_result(dep))
-    a, b = runs
-    assert_cluster_invariants(a)
-    assert np.array_equal(a.instance_of, b.instance_of)
-    for f in ("first_token_s", "finish_s", "num_emitted", "num_preemptions"):
-        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
-    busy = lambda r: r.timeline.duration_s[r.timeline.phase != Phase.IDLE]  # noqa: E731
-    assert np.array_equal(busy(a), busy(b))
+    assert_cluster_invariants(assert_routes_as_if_every_replica_reached_each_arrival(cfg))
 
 
 def test_shared_system_prompts_hit_the_cache_like_the_precise_router():
-    hit = {}
-    for router in ("round_robin", "prefix_affinity", "cache_aware"):
-        res = run_simulation(deploy(shared_prompts(), {"replicas": 4, "router": router}), check_invariants=True)
-        assert res.summary.stopped_reason is None
-        hit[router] = res.summary.prefix_hit_rate_tokens
+    hit = prefix_hit_rates(("round_robin", "prefix_affinity", "cache_aware"))
     assert hit["cache_aware"] > hit["round_robin"] + 0.05
     assert hit["cache_aware"] > hit["prefix_affinity"] - 0.03

@@ -249,3 +249,20 @@ def test_per_instance_summaries_are_over_their_own_requests():
         again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None)
         assert_same_summary(again.model_dump(), r.summary.model_dump())
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
+
+
+def assert_routes_as_if_every_replica_reached_each_arrival(cfg) -> ClusterResult:
+    """The router's early choice (from count bounds: only ambiguous replicas run up to the arrival) is the
+    choice with every replica at the arrival: same routing, same request times, same busy ticks."""
+    runs = []
+    for early in (True, False):
+        dep = Deployment(cfg, check_invariants=True, route_early=early)
+        dep.run()
+        runs.append(build_result(dep))
+    a, b = runs
+    assert np.array_equal(a.instance_of, b.instance_of)
+    for f in ("first_token_s", "finish_s", "num_emitted", "num_preemptions"):
+        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
+    busy = lambda r: r.timeline.duration_s[r.timeline.phase != Phase.IDLE]  # noqa: E731
+    assert np.array_equal(busy(a), busy(b))  # (idle gaps may be cut into fewer rows)
+    return a

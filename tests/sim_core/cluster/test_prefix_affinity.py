@@ -16,6 +16,16 @@ from sim_core.workload import generate_workload
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_run, deploy
 
 
+def prefix_hit_rates(routers, replicas: int = 4) -> dict[str, float]:
+    """Prompt-token hit rate of `shared_prompts()` over `replicas` replicas, per router (runs must finish)."""
+    hit = {}
+    for router in routers:
+        res = run_simulation(deploy(shared_prompts(), {"replicas": replicas, "router": router}), check_invariants=True)
+        assert res.summary.stopped_reason is None
+        hit[router] = res.summary.prefix_hit_rate_tokens
+    return hit
+
+
 def shared_prompts(num_prompts: int = 64, num_requests: int = 600, rate: float = 30.0):
     """90 % of requests start with one of `num_prompts` 2,000-token system prompts (issue 12's preset)."""
     cfg = load_preset("shared-system-prompt-h100-llama8b")
@@ -40,11 +50,7 @@ def test_one_replica_with_prefix_caching_is_the_single_engine_bit_for_bit(case):
 def test_prefix_affinity_beats_round_robin_on_hit_rate_with_shared_system_prompts():
     # 64 system prompts over 4 replicas: round robin makes every prompt miss once on each replica, the
     # cache-aware router sends a prompt back to the replica that holds it
-    hit = {}
-    for router in ("round_robin", "least_outstanding", "prefix_affinity"):
-        res = run_simulation(deploy(shared_prompts(), {"replicas": 4, "router": router}), check_invariants=True)
-        assert res.summary.stopped_reason is None
-        hit[router] = res.summary.prefix_hit_rate_tokens
+    hit = prefix_hit_rates(("round_robin", "least_outstanding", "prefix_affinity"))
     assert hit["prefix_affinity"] > hit["round_robin"] + 0.05
     assert hit["prefix_affinity"] > hit["least_outstanding"] + 0.05
 

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from sim_core import run_simulation
 from sim_core.cluster.router import Router
 from sim_core.sweep import with_value
-from sim_core.types import Phase
 from tests.conftest import trace_config
 
 N = 48
@@ -107,22 +106,11 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
 def test_least_outstanding_routes_as_if_every_replica_reached_each_arrival(seed):
     # the early choice from count bounds (only ambiguous replicas run up to the arrival) is the choice with
     # every replica at the arrival: same routing, same request times, same ticks
-    from sim_core.cluster import Deployment
-    from sim_core.cluster.result import build_result
+    from tests.sim_core.cluster.test_deployment import assert_routes_as_if_every_replica_reached_each_arrival
     from tests.sim_core.test_engine import random_config
 
     cfg = random_config(seed)
     if cfg.workload.arrival.process == "closed_loop":
         cfg = with_value(cfg, "workload.arrival.process", "gamma")
     cfg = with_value(cfg, "deployment", {"replicas": 2 + seed % 3, "router": "least_outstanding"})
-    runs = []
-    for early in (True, False):
-        dep = Deployment(cfg, check_invariants=True, route_early=early)
-        dep.run()
-        runs.append(build_result(dep))
-    a, b = runs
-    assert np.array_equal(a.instance_of, b.instance_of)
-    for f in ("first_token_s", "finish_s", "num_emitted", "num_preemptions"):
-        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
-    busy = lambda r: r.timeline.duration_s[r.timeline.phase != Phase.IDLE]  # noqa: E731
-    assert np.array_equal(busy(a), busy(b))  # (idle gaps may be cut into fewer rows)
+    assert_routes_as_if_every_replica_reached_each_arrival(cfg)

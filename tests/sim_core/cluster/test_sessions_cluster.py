@@ -1,0 +1,170 @@
+"""Closed-loop multi-turn sessions in a deployment (sim_core/cluster/turns.py): a turn finishing on any replica
+or decode instance sends its session's next turn at finish + think time, which the router then routes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim_core import run_simulation
+from sim_core.budget import RunBudget
+from sim_core.cluster import Deployment, run_deployment
+from sim_core.cluster.result import build_result
+from sim_core.cluster.router import session_instance
+from sim_core.sweep import with_value
+from sim_core.types import Status
+from tests.conftest import make_config
+from tests.sim_core.cluster.test_deployment import FREE_1P1D, assert_cluster_invariants, assert_same_run
+
+ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session")
+XPYD = {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}
+
+
+def closed_sessions(deployment=None, n=60, turns=4, think_s=2.0, **over):
+    sessions = {"turns": turns, "think_time_s": think_s, "closed_loop": True}
+    return make_config(workload__num_requests=n, workload__sessions=sessions, deployment=deployment, **over)
+
+
+def run_checked(cfg):
+    dep = Deployment(cfg, check_invariants=True)
+    dep.run()
+    return dep, build_result(dep)
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+@pytest.mark.parametrize("over", [{}, {"kv_cache__enable_prefix_caching": True}, {"workload__arrival__rate_per_s": 40.0}])
+def test_one_replica_with_closed_loop_sessions_is_the_single_engine(router, over):
+    cfg = closed_sessions(**over)
+    single = run_simulation(cfg)
+    res = run_deployment(closed_sessions({"replicas": 1, "router": router}, **over))
+    assert single.summary.num_finished == 60 and cfg.workload.sessions.closed_loop
+    assert_same_run(single, res)
+
+
+@pytest.mark.parametrize("deployment", [{"replicas": 3, "router": r} for r in ROUTERS] + [FREE_1P1D, XPYD],
+                         ids=[*ROUTERS, "1p1d", "2p2d"])  # fmt: skip
+@pytest.mark.parametrize("think_s", [0.0, 2.0])
+def test_a_later_turn_is_sent_its_think_time_after_the_previous_reply_on_any_instance(deployment, think_s):
+    dep, res = run_checked(closed_sessions(deployment, think_s=think_s, workload__arrival__rate_per_s=20.0,
+                                           kv_cache__enable_prefix_caching=True))  # fmt: skip
+    wl, req = dep.workload, res.requests
+    prev = np.flatnonzero(wl.next_turn >= 0)
+    nxt = wl.next_turn[prev]
+    assert res.summary.num_finished == 60
+    assert np.array_equal(req.arrival_s[nxt], req.finish_s[prev] + wl.think_s[prev])  # exactly, across instances
+    assert np.all(req.first_scheduled_s[nxt] >= req.arrival_s[nxt])
+    assert_cluster_invariants(res)
+    for ids in dep.ids_of[: len(dep.front)]:  # each instance is sent its requests in arrival order
+        assert np.all(np.diff(req.arrival_s[ids]) >= 0)
+
+
+def test_prefix_affinity_keeps_a_conversation_on_the_replica_holding_it():
+    cfg = closed_sessions({"replicas": 4, "router": "prefix_affinity", "state_refresh_s": 0.0}, n=120,
+                          workload__arrival__rate_per_s=4.0, kv_cache__enable_prefix_caching=True)  # fmt: skip
+    dep, res = run_checked(cfg)
+    wl = dep.workload
+    prev = np.flatnonzero(wl.next_turn >= 0)
+    same = dep.instance_of[wl.next_turn[prev]] == dep.instance_of[prev]
+    rr = run_deployment(cfg.model_copy(update={"deployment": cfg.deployment.model_copy(update={"router": "round_robin"})}))
+    assert same.mean() > 0.9  # the previous turn's blocks are cached there, covering most of the next prompt
+    assert res.summary.prefix_hit_rate_tokens > rr.summary.prefix_hit_rate_tokens
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+@pytest.mark.parametrize("over", [{}, {"scheduler__speculative": {"enabled": True, "num_draft_tokens": 3}}])
+def test_the_remaining_tokens_release_bound_gives_the_one_tick_bound_run(router, over):
+    cfg = closed_sessions({"replicas": 3, "router": router}, think_s=0.5, workload__arrival__rate_per_s=20.0,
+                          kv_cache__enable_prefix_caching=not over, **over)  # fmt: skip
+    ref = Deployment(cfg, route_early=False)  # replicas pause one shortest tick + think ahead of the others
+    ref.run()
+    assert_same_run(build_result(ref), run_deployment(cfg))
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_the_session_router_keeps_every_turn_of_a_conversation_on_one_replica(closed):
+    cfg = closed_sessions({"replicas": 3, "router": "session"}, n=90, workload__arrival__rate_per_s=10.0)
+    cfg = with_value(cfg, "workload.sessions.closed_loop", closed)
+    dep = Deployment(cfg)
+    dep.run()
+    wl = dep.workload
+    sessions = wl.content_id
+    for s in np.unique(sessions):
+        assert np.unique(dep.instance_of[sessions == s]).size == 1
+    assert np.array_equal(dep.instance_of, session_instance(sessions, 3))  # fixed by the session id alone
+    assert np.bincount(dep.instance_of, minlength=3).min() > 0
+
+
+def test_the_session_router_without_sessions_is_least_outstanding():
+    plain = make_config(workload__num_requests=80, workload__arrival__rate_per_s=30.0)
+    a = run_deployment(with_value(plain, "deployment", {"replicas": 3, "router": "session"}))
+    b = run_deployment(with_value(plain, "deployment", {"replicas": 3, "router": "least_outstanding"}))
+    assert np.array_equal(a.instance_of, b.instance_of)
+
+
+@pytest.mark.parametrize("deployment", [{"replicas": 3, "router": "least_outstanding"}, XPYD])
+def test_same_seed_same_closed_loop_deployment_run(deployment):
+    cfg = closed_sessions(deployment, workload__arrival__rate_per_s=20.0)
+    assert_same_run(run_deployment(cfg), run_deployment(cfg))
+
+
+@pytest.mark.parametrize("limits", [{"limits__max_sim_time_s": 3.0}, {"limits__max_ticks": 300}])
+def test_run_limits_bound_a_closed_loop_deployment_and_unsent_turns_stay_unsent(limits):
+    res = run_deployment(closed_sessions({"replicas": 2, "router": "least_kv"}, n=200,
+                                         workload__arrival__rate_per_s=20.0, **limits))  # fmt: skip
+    assert res.summary.stopped_reason is not None
+    unsent = ~np.isfinite(res.requests.arrival_s)
+    assert unsent.any() and np.all(res.requests.status[unsent] == Status.PENDING)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(think=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.just(-1.0), st.just(3601.0)),
+       turns=st.integers(-5, 200))  # fmt: skip
+def test_hostile_session_values_in_a_deployment_are_refused_with_the_field_named(think, turns):
+    ok = 0 <= think <= 3600 and 1 <= turns <= 100
+    try:
+        closed_sessions({"replicas": 2}, turns=turns, think_s=think)
+    except ValueError as err:  # the message names each field, its value and the allowed range
+        if ok:  # values in range, but many turns can grow a conversation past the model's context
+            assert "model.max_model_len" in str(err), str(err)
+            return
+        if not 1 <= turns <= 100:
+            assert f"workload.sessions.turns = {turns}" in str(err) and "allowed" in str(err)
+        if not 0 <= think <= 3600:
+            assert "workload.sessions.think_time_s" in str(err)
+    else:
+        assert ok
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS), turns=st.integers(2, 5),
+       think=st.sampled_from([0.0, 0.5, 5.0]), seed=st.integers(0, 20))  # fmt: skip
+def test_generated_closed_loop_deployments_finish_every_turn_in_order(replicas, router, turns, think, seed):
+    dep, res = run_checked(closed_sessions({"replicas": replicas, "router": router}, n=40, turns=turns,
+                                           think_s=think, seed=seed, workload__arrival__rate_per_s=10.0))  # fmt: skip
+    wl, req = dep.workload, res.requests
+    prev = np.flatnonzero(wl.next_turn >= 0)
+    assert res.summary.num_finished == 40
+    assert np.array_equal(req.arrival_s[wl.next_turn[prev]], req.finish_s[prev] + wl.think_s[prev])
+
+
+def test_an_old_deployment_link_without_the_field_keeps_its_open_loop_result():
+    """Deployment configs that omit sessions.closed_loop (old links made before the field existed) stay open loop
+    and reproduce their result (README, Beyond one engine: why the default is not changed by a migration)."""
+    cfg = make_config(workload__num_requests=60, workload__sessions={"turns": 3, "think_time_s": 1.0},
+                      deployment={"replicas": 2, "router": "least_outstanding"})  # no closed_loop field, as old links
+    assert cfg.workload.sessions.closed_loop is False
+    res = run_deployment(cfg)
+    assert_same_run(res, run_deployment(with_value(cfg, "workload.sessions.closed_loop", False)))
+    assert np.all(np.isfinite(res.requests.arrival_s))  # every turn at a time fixed in advance
+    closed = run_deployment(with_value(cfg, "workload.sessions.closed_loop", True))
+    assert not np.array_equal(closed.requests.arrival_s, res.requests.arrival_s)
+
+
+def test_the_server_budget_stops_a_closed_loop_deployment_with_partial_results():
+    cfg = closed_sessions({"replicas": 2, "router": "session"}, n=400, workload__arrival__rate_per_s=20.0)
+    res = run_simulation(cfg, budget=RunBudget(max_ticks=200, check_every_ticks=16))
+    assert "the server's budget" in res.summary.stopped_reason
+    assert 0 < res.summary.num_finished < 400
+    assert np.any(~np.isfinite(res.requests.arrival_s))  # turns whose predecessor never finished are never sent
