@@ -515,17 +515,7 @@ class Engine:
         if self.prefix is not None:
             self.prefix.tick_offset = 0
         used[-1] = kv.num_used
-        if rec.wants_batches:
-            m = min(k, lim.num_recorded_batches - rec.num_ticks)
-            mask = alive[:, :m] if alive is not None else np.ones((B, m), dtype=bool)
-            t_idx, b_idx = np.nonzero(mask.T)  # (entries,) tick-major, batch order within a tick
-            rec.batch(rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
-                      np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
-        if not arrivals_matter:
-            st.admit_arrivals(float(starts[-1]))
-            num_waiting = num_waiting0 + arrived[:k]
-        else:
-            num_waiting = num_waiting0
+        num_waiting = self._log_run(k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter)
         rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
@@ -538,6 +528,23 @@ class Engine:
         )  # fmt: skip
         st.now_s = float(ends[-1])
         return True
+
+    def _log_run(self, k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter):
+        """A decode run's batch log (request, one token, its blocks; `alive` masks who is still decoding, None: everyone,
+        the whole run) and its waiting-queue column; arrivals that could not change the run join the queue."""
+        st, rec, B = self.st, self.rec, idx.size
+        if rec.wants_batches:
+            m = min(k, self.cfg.limits.num_recorded_batches - rec.num_ticks)
+            if alive is None:
+                t_idx, b_idx = np.repeat(np.arange(m), B), np.tile(np.arange(B), m)
+            else:
+                t_idx, b_idx = np.nonzero(alive[:, :m].T)  # (entries,) tick-major, batch order within a tick
+            rec.batch(rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
+                      np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
+        if arrivals_matter:
+            return num_waiting0
+        st.admit_arrivals(float(starts[-1]))
+        return num_waiting0 + arrived[:k]
 
     def _price_run(self, num_alive: np.ndarray, ctx_alive: np.ndarray) -> tuple:
         """The cost model's (duration, flops, bytes, compute-bound) of each tick of a decode run."""
@@ -662,17 +669,7 @@ class Engine:
         if self.prefix is not None:
             self.prefix.tick_offset = 0
         used[-1] = kv.num_used
-        if rec.wants_batches:
-            m = min(k, lim.num_recorded_batches - rec.num_ticks)
-            t_idx = np.repeat(np.arange(m), B)
-            b_idx = np.tile(np.arange(B), m)
-            rec.batch(rec.num_ticks + t_idx, idx[b_idx], np.ones(t_idx.size, dtype=np.int64),
-                      np.ones(t_idx.size, dtype=bool), blocks[b_idx, t_idx])  # fmt: skip
-        if not arrivals_matter:
-            st.admit_arrivals(float(starts[-1]))
-            num_waiting = num_waiting0 + arrived[:k]
-        else:
-            num_waiting = num_waiting0
+        num_waiting = self._log_run(k, idx, blocks, None, starts, num_waiting0, arrived, arrivals_matter)
         after = np.full(k, num_idle + B)
         after[-1] = st.running.size
         rec.ticks(

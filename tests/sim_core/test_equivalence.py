@@ -93,6 +93,16 @@ def _utilisation_for_kv(cfg, kv_bytes: float) -> float:
     return (weights + workspace + kv_bytes) / usable
 
 
+def _with_kv_room(cfg, num_longest_requests: float):
+    """`cfg` with the GPU memory share that leaves KV room for about `num_longest_requests` requests of the
+    longest prompt and output (unchanged when that share is outside 5-100 %)."""
+    room = num_longest_requests * (cfg.workload.max_prompt_tokens + cfg.workload.max_output_tokens)
+    util = _utilisation_for_kv(cfg, room * kv_bytes_per_token_per_gpu(cfg) * cfg.workload.num_samples)
+    if 0.05 <= util <= 1.0:
+        cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+    return cfg
+
+
 def random_config(case: int):
     """A valid config for case `case` (deterministic); redraws while a draw does not validate or fit."""
     rng = np.random.default_rng([case, 11])
@@ -102,11 +112,7 @@ def random_config(case: int):
             cfg = make_config(engine, **_overrides(rng, engine))
             if cfg.kv_cache.layout == "paged" and rng.random() < 0.7:
                 # Room for only a few long requests, so that pre-emption and admission limits are exercised.
-                room = float(rng.uniform(1.0, 4.0)) * (cfg.workload.max_prompt_tokens + cfg.workload.max_output_tokens)
-                kv_room = room * kv_bytes_per_token_per_gpu(cfg) * cfg.workload.num_samples
-                util = _utilisation_for_kv(cfg, kv_room)
-                if 0.05 <= util <= 1.0:
-                    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+                cfg = _with_kv_room(cfg, float(rng.uniform(1.0, 4.0)))
             plan_memory(cfg)
             return cfg
         except (PresetError, MemoryPlanError, ValueError):
@@ -232,10 +238,7 @@ def session_config(case: int):
         try:
             cfg = make_config(engine, **o)
             if cfg.kv_cache.layout == "paged" and rng.random() < 0.5:  # KV pressure: pre-emption and eviction
-                room = 2.0 * (cfg.workload.max_prompt_tokens + cfg.workload.max_output_tokens)
-                util = _utilisation_for_kv(cfg, room * kv_bytes_per_token_per_gpu(cfg) * cfg.workload.num_samples)
-                if 0.05 <= util <= 1.0:
-                    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+                cfg = _with_kv_room(cfg, 2.0)
             plan_memory(cfg)
             return cfg
         except (PresetError, MemoryPlanError, ValueError):
