@@ -80,9 +80,26 @@ def test_many_changes_fall_back_to_the_exact_encoding():
     assert set(config_to_query(cfg, None, "chat-h100-llama8b")) == {"cfg"}
 
 
+def test_a_cluster_preset_with_another_router_gives_a_readable_link():
+    cfg = make_config("cluster-prefix-4xh100-llama8b", deployment__router="cache_aware")
+    q = config_to_query(cfg, None, "cluster-prefix-4xh100-llama8b")
+    assert q == {"preset": "cluster-prefix-4xh100-llama8b", "deployment.router": "cache_aware"}
+    assert config_from_query(q) == (cfg, None, None)
+
+
+def test_a_readable_link_can_put_a_single_engine_preset_behind_a_router():
+    cfg, preset, warning = config_from_query({"preset": "chat-h100-llama8b", "deployment.replicas": "4",
+                                              "deployment.router": "least_outstanding"})  # fmt: skip
+    assert warning is None and preset is None
+    assert (cfg.deployment.replicas, cfg.deployment.router) == (4, "least_outstanding")
+    assert cfg.model_copy(update={"deployment": None}) == load_preset("chat-h100-llama8b")
+
+
 @pytest.mark.parametrize("params,needle", [
     ({"preset": "chat-h100-llama8b", "scheduler.nope": "1"}, "not a field"),
     ({"preset": "chat-h100-llama8b", "scheduler.max_num_seqs": "0"}, "scheduler.max_num_seqs = 0"),
+    ({"preset": "chat-h100-llama8b", "deployment.replicas": "0"}, "deployment.replicas = 0"),
+    ({"preset": "chat-h100-llama8b", "deployment.nope": "1"}, "not a field"),
 ])  # fmt: skip
 def test_bad_readable_overrides_warn_and_fall_back(params, needle):
     cfg, _, warning = config_from_query(params)
