@@ -188,10 +188,7 @@ def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.
     if getattr(res, "instances", None):  # a deployment: a Gantt row per instance, KV transfers (issue 13)
         from app.components.cluster_timeline import cluster_timeline_figure
 
-        fig = cluster_timeline_figure(res, first, rows)
-        if window is not None:  # open on the same readable window as one engine (the whole run stays pannable)
-            fig.update_xaxes(range=list(window))
-        return fig
+        return cluster_timeline_figure(res, first, rows, window=window)  # opens on the same window as one engine
     return timeline.timeline_figure(res, first, rows, window=window)
 
 

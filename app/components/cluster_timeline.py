@@ -66,11 +66,11 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> None:
             shown.add(name)
 
 
-def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int) -> list[str]:
-    n = max(0, min(count, timeline.MAX_REQUEST_ROWS, res.requests.arrival_s.size - first))
-    ids = np.arange(first, first + n)
+def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window: timeline.Window = None) -> list[str]:
+    # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped)
+    ids = timeline.requests_in_window(res, window, first, min(count, timeline.MAX_REQUEST_ROWS))
     labels = dict(zip(ids.tolist(), request_labels(res, ids)))
-    segs = timeline.request_segments(res, first, n)
+    segs = timeline.request_segments(res, first, ids.size, ids=ids)
     if segs:
         r = np.array([s[0] for s in segs])
         state = np.array([s[1] for s in segs])
@@ -92,18 +92,21 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int) -> lis
     return [labels[i] for i in ids.tolist()]
 
 
-def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requests: int = 30, height: int = 760) -> go.Figure:
-    """Instances' Gantt rows, request rows (with KV transfers), KV usage per instance, on one time axis."""
+def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requests: int = 30, height: int = 760,
+                            window: timeline.Window = None) -> go.Figure:  # fmt: skip
+    """Instances' Gantt rows, request rows (with KV transfers), KV usage per instance, on one time axis. With a
+    window the axis opens on it (the whole run stays pannable) and the request rows are those alive in it."""
     rows = instance_rows(res)
     more = len(res.instances) - len(rows)
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12 + 0.025 * len(rows), 0.5, 0.2],
         subplot_titles=(f"Instances ({res.num_gpus} GPUs; a row per instance, its TP group collapsed)"
                         + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
-                        "Requests (the instance they ran on)", "KV cache in use per instance"),
+                        "Requests (the instance they ran on)" + (" alive in this window" if window is not None else ""),
+                        "KV cache in use per instance"),
     )  # fmt: skip
     _gantt(fig, res, rows)
-    shown_rows = _requests(fig, res, first_request, num_requests)
+    shown_rows = _requests(fig, res, first_request, num_requests, window)
     for k, (inst, row) in enumerate(zip(res.instances, rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:
@@ -119,6 +122,8 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=shown_rows, row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
+    if window is not None:
+        fig.update_xaxes(range=list(window))
     return fig
 
 

@@ -37,6 +37,21 @@ def test_one_gantt_row_per_instance_with_tp_collapsed_and_requests_name_their_in
     assert count_points(fig) <= MAX_TIMELINE_POINTS
 
 
+def test_a_window_shows_the_requests_alive_in_it_and_opens_on_it():
+    cfg = with_value(make_config(workload__num_requests=300, workload__arrival__rate_per_s=20.0), "deployment",
+                     {"replicas": 3, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    window = (8.0, 10.0)
+    fig = cluster_timeline_figure(res, 0, 30, window=window)
+    drawn = {int(y.split(" ")[1]) for tr in fig.data if tr.type == "bar" and tr.yaxis == "y2" for y in tr.y}
+    req = res.requests
+    alive = (req.arrival_s < window[1]) & (np.nan_to_num(req.finish_s, nan=np.inf) > window[0])
+    assert drawn and all(alive[r] for r in drawn)  # every row drawn is alive in the window (not requests 0-29)
+    assert not alive[:30].all()  # (which the window would not all show)
+    assert tuple(fig.layout.xaxis.range) == window
+    assert "alive in this window" in fig.layout.annotations[1].text
+
+
 def test_replicas_timeline_is_bounded_with_many_instances():
     cfg = with_value(make_config(workload__num_requests=200, workload__arrival__rate_per_s=80.0), "deployment",
                      {"replicas": 24, "router": "least_outstanding"})  # fmt: skip
@@ -75,7 +90,9 @@ def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
     assert at.radio(key="w.dep.mode").value == "disaggregated"
     at.number_input(key="w.dep.decode").set_value(2).run()
     assert not at.exception and not at.error
-    assert "preset" not in at.query_params  # modified: the link carries the config
+    # modified: a readable link, the preset plus the one deployment change
+    assert dict(at.query_params) == {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d",
+                                     "deployment.disaggregation.decode.replicas": "2"}  # fmt: skip
     at2 = AppTest.from_file(APP, default_timeout=120)
     at2.query_params["preset"] = "chat-h100-llama8b"
     at2.run()
