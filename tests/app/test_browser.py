@@ -101,7 +101,9 @@ def test_shared_link_reproduces_the_same_numbers_in_a_fresh_browser(server, brow
     second = context.new_page()
     second.set_viewport_size({"width": 1500, "height": 1300})
     second.goto(link)
-    second.wait_for_selector("[data-testid='stMetric']", timeout=90_000)
+    second.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)  # the page is drawn, not just its first metric
+    second.wait_for_function(f"() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= {len(values)}",
+                             timeout=90_000)  # fmt: skip
     assert _metric_values(second) == values
     assert "scheduler vLLM V0" in second.locator("[data-testid='stMain']").inner_text()
     second.screenshot(path=str(ARTIFACTS / "shared-link.png"))
