@@ -344,54 +344,30 @@ class CostModel:
         elb, lfx, sqrt = self._elem_bytes_per_token, self._layer_fixed_s, math.sqrt
         dqb, body = self._dequant_s_per_weight_byte, self._body_weight_bytes
 
-        if self._E > 1:  # MoE: the touched experts depend on the tokens
-
-            def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
-                T = float(num_tokens)
-                experts = expert_bytes(num_tokens)
-                gemm_flops = gft * T + lmh * num_samples
-                # (dense + expert) + act·T: the array path adds in this order too
-                gemm_bytes = (dense + experts) + act * T
-                attn_flops = afp * attn_pairs
-                attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
-                gemm_compute_s = gemm_flops / gfs + dqb * (body + experts)
-                attn_compute_s = attn_flops / afs
-                gemm_mem_s = gemm_bytes / bps
-                attn_mem_s = attn_bytes / bps
-                busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
-                          + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
-                          + (elb * T / bps + lfx if T > 0 else 0.0))
-                comm_s = arb * T / link + arf if T > 0 else 0.0
-                duration_s = busy_s + comm_s + (tov + pso * num_seqs)
-                if swap_bytes:
-                    duration_s += swap_bytes / pcie
-                is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
-                return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
-
-            return tick_scalar
-
-        dense_expert = dense + expert_bytes(1)  # the array path's (dense + expert) with a constant expert term
-        dequant_s = dqb * (body + expert_bytes(1))
+        moe = self._E > 1  # MoE: the touched experts depend on the tokens; dense: a constant, folded here once
+        dense_expert = dense + expert_bytes(1)  # the array path's (dense + expert)
+        dense_dequant_s = dqb * (body + expert_bytes(1))
 
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
             T = float(num_tokens)
+            if moe:
+                experts = expert_bytes(num_tokens)
+                gemm_bytes = (dense + experts) + act * T  # (dense + expert) + act·T: the array path's order
+                dequant_s = dqb * (body + experts)
+            else:
+                gemm_bytes, dequant_s = dense_expert + act * T, dense_dequant_s
             gemm_flops = gft * T + lmh * num_samples
-            gemm_bytes = dense_expert + act * T
             attn_flops = afp * attn_pairs
             attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
             gemm_compute_s = gemm_flops / gfs + dequant_s
             attn_compute_s = attn_flops / afs
             gemm_mem_s = gemm_bytes / bps
             attn_mem_s = attn_bytes / bps
-            if T > 0:
-                busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
-                          + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
-                          + (elb * T / bps + lfx))
-                duration_s = busy_s + (arb * T / link + arf) + (tov + pso * num_seqs)
-            else:
-                busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
-                          + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s) + 0.0)
-                duration_s = busy_s + 0.0 + (tov + pso * num_seqs)
+            busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
+                      + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
+                      + (elb * T / bps + lfx if T > 0 else 0.0))
+            comm_s = arb * T / link + arf if T > 0 else 0.0
+            duration_s = busy_s + comm_s + (tov + pso * num_seqs)
             if swap_bytes:
                 duration_s += swap_bytes / pcie
             is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
