@@ -162,7 +162,7 @@ class Router:
         if self.policy == "cache_aware" and keys:
             lo_min, lo_max = min(b[0] for b in bounds), max(b[0] for b in bounds)
             hi_min, hi_max = min(b[1] for b in bounds), max(b[1] for b in bounds)
-            balanced = hi_max - lo_min <= BALANCE_ABS_THRESHOLD or hi_max <= BALANCE_REL_THRESHOLD * lo_min
+            balanced = not _imbalanced(lo_min, hi_max)  # balanced even at the widest spread the bounds allow
             if not balanced and not _imbalanced(hi_min, lo_max):
                 return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
             if balanced:
