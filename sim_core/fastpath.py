@@ -292,7 +292,7 @@ def advance(engine: Engine) -> bool:
             ptr += 1
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
         cap = sched.batch_cap  # (fixed on this path: no dynamic batch sizing)
-        if B and not prefilling and pc is None and not waiting_since and (
+        if B and not prefilling and not waiting_since and (
             head == len(waiting) or len(running) >= cap or admission_blocked
         ):
             # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
@@ -314,6 +314,10 @@ def advance(engine: Engine) -> bool:
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
+                if pc is not None:  # the decoders' blocks evict as the composed DECODE tick's trim does
+                    pc.tick_offset = j
+                    if pc._num_evictable > free - need_d:
+                        pc.trim(free - need_d)
                 if not policy_is_fixed:
                     tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
                 dur, flops, nbytes, is_comp = tick(B, B, S + B * d + B, S + B * d, B, 0.0)
@@ -327,7 +331,7 @@ def advance(engine: Engine) -> bool:
                 if done:
                     for r in done:
                         ctx_after = base[r] + d + 1
-                        freed += held_fixed[r] if fixed else -(-ctx_after // bs)
+                        freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
                         phase_count[(-base[r]) % bs] -= 1
                         S -= base[r]
                         finished.append((r, j, d))
@@ -453,7 +457,8 @@ def advance(engine: Engine) -> bool:
             done_set = set(done)
             running = [r for r in running if r not in done_set]
             decoders = None
-        admission_blocked = policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
+        # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
+        admission_blocked = pc is None and policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         phase = MIXED if P and D else PREFILL if P else DECODE
