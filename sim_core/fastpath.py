@@ -484,26 +484,30 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, lef
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
-    looked: list[tuple] = []
+    looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
     free_now = [free]
+    lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
 
     def remaining():
         for w in candidates:
-            looked.append(pc.lookup(w, int(target_arr[w])))
-            yield int(target_arr[w]) - looked[-1][1] * bs
+            t = int(target_arr[w])
+            handle, hit, evictable = lookup(w, t)
+            looked.append((w, t, handle, hit, evictable))
+            yield t - hit * bs
 
     def blocks(i: int, chunk: int) -> int:
-        _, hit, evictable = looked[i]
+        _, _, _, hit, evictable = looked[i]
         return -(-(hit * bs + chunk) // bs) - hit + evictable
 
     def admit(i: int, chunk: int, need: int) -> None:
-        handle, hit, _ = looked[i]
-        pc.admit(candidates[i], handle, hit, int(target_arr[candidates[i]]))
+        w, t, handle, hit, _ = looked[i]
+        admit_blocks(w, handle, hit, t)
         free_now[0] -= need
-        pc.trim(free_now[0])
+        if pc._num_evictable > free_now[0]:  # (trim's own test, without the call)
+            trim(free_now[0])
 
     taken = rules.admit_in_order(remaining(), left, free, wm, blocks, is_chunked, False, admit)
-    return taken, [looked[i][1] * bs for i in range(len(taken))]
+    return taken, [looked[i][3] * bs for i in range(len(taken))]
 
 
 def _release(pc, r: int) -> int:

@@ -307,25 +307,32 @@ class PrefixCache:
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
-        if self._debt and (sys_hit or run_hit or not self.use_runs):  # (the lookup settled what it read)
-            self._settle()
+        hit_tokens = hit * self.block_size
         self.num_query_tokens += prompt_tokens
-        self.num_hit_tokens += hit * self.block_size
+        self.num_hit_tokens += hit_tokens
         self.num_query_blocks += cap
         self.num_hit_blocks += hit
-        self.hit_tokens[r] = hit * self.block_size
+        self.hit_tokens[r] = hit_tokens
         if not self.use_runs:
-            return self.acquire(r, keys[:hit]) if hit else 0
+            return self.acquire(r, keys[:hit]) if hit else 0  # (acquire settles first)
         took = 0
         if sys_hit:
             g = self._group_of[r]
             ch = self.chains[g]
-            self.num_dup_refs += min(ch.top, sys_hit)
-            took = ch.raise_top(sys_hit)
-            ch.levels[sys_hit] = ch.levels.get(sys_hit, 0) + 1
+            top = ch.top
+            if sys_hit > top:  # it takes evictable blocks: deferred evictions (see evict) are dropped first
+                if self._debt:
+                    self._settle()
+                took = ch.raise_top(sys_hit)
+                self._num_evictable -= took
+            # (else it only references blocks other requests hold: deferred evictions cannot touch them)
+            self.num_dup_refs += top if top < sys_hit else sys_hit
+            levels = ch.levels
+            levels[sys_hit] = levels.get(sys_hit, 0) + 1
             self.chain_refs[r] = (g, sys_hit)
-            self._num_evictable -= took
         if run_hit:
+            if self._debt:
+                self._settle()
             cid = self._content(r)
             extra = self.run_len[cid] - run_hit  # blocks past the hit (the recomputed last one): dropped
             self.ref[("run", cid)] = 1  # its queue slot turns stale
