@@ -484,6 +484,18 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, lef
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
+    if len(candidates) == 1:  # the common case (one request waits): its lookup precedes any admission
+        w = candidates[0]
+        t = int(target_arr[w])
+        handle, hit, evictable = pc.lookup(w, t)
+        taken = rules.admit_in_order((t - hit * bs,), left, free, wm,
+                                     lambda i, chunk: -(-(hit * bs + chunk) // bs) - hit + evictable, is_chunked, False)
+        if taken:  # (the rule's on_admit, after the rule: no candidate follows)
+            pc.admit(w, handle, hit, t)
+            free -= taken[0][1]
+            if pc._num_evictable > free:
+                pc.trim(free)
+        return taken, [hit * bs] * len(taken)
     looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
     free_now = [free]
     lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
@@ -514,9 +526,7 @@ def _release(pc, r: int) -> int:
     """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
     use because other requests still reference them (PrefixCachingBlockManager.free)."""
     pc.forget(r)
-    if not pc.holds(r):
-        return 0
-    referenced, evictable = pc.release(r)
+    referenced, evictable = pc.release(r)  # (0, 0) when it holds nothing
     return referenced - evictable
 
 

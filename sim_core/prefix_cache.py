@@ -289,17 +289,18 @@ class PrefixCache:
             if ch is not None:
                 if self._debt and ch.cached > ch.top:
                     self._settle()
-                hit = min(ch.cached, n_sys)  # (a chain emptied by the settle keeps cached = top = 0)
+                hit = ch.cached if ch.cached < n_sys else n_sys  # (a chain emptied by the settle keeps cached = top = 0)
                 if hit > ch.top:
                     evictable = hit - ch.top
         run_hit = 0
         if hit == n_sys and cap > n_sys:  # r's own run, if its whole system prompt hit
             m = self.run_len.get(self._content_of[r], 0)
-            if m and self._debt:
-                self._settle()
-                m = self.run_len.get(self._content_of[r], 0)
-            run_hit = min(m, cap - n_sys)
-            evictable += run_hit  # only r uses its run and r is not running: it is evictable
+            if m:  # (usually none: only a pre-empted request finds its own run)
+                if self._debt:
+                    self._settle()
+                    m = self.run_len.get(self._content_of[r], 0)
+                run_hit = min(m, cap - n_sys)
+                evictable += run_hit  # only r uses its run and r is not running: it is evictable
         return ((), cap, run_hit, hit), hit + run_hit, evictable
 
     def admit(self, r: int, handle, hit: int, prompt_tokens: int) -> int:
@@ -485,11 +486,16 @@ class PrefixCache:
         dropped = 0
         if level:
             ch = self.chains[g]
-            ch.levels[level] -= 1
-            if not ch.levels[level]:
-                del ch.levels[level]
-            new_top = max(ch.levels, default=0)
-            self.num_dup_refs -= min(new_top, level)
+            levels = ch.levels
+            left = levels[level] - 1
+            new_top = ch.top  # (the longest referenced prefix: it changes only when its last reference goes)
+            if left:
+                levels[level] = left
+            else:
+                del levels[level]
+                if level == new_top:
+                    new_top = max(levels, default=0)
+            self.num_dup_refs -= new_top if new_top < level else level
             if new_top < ch.top:
                 dropped = ch.top - new_top
                 ch.items.append([gen, new_top])
