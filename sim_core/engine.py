@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from itertools import chain
 
 import numpy as np
 
@@ -728,13 +727,21 @@ class Engine:
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
 
 
-def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
-    """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
+def _step_column(marks: list[int], num_ticks: int) -> np.ndarray:
+    """Per-tick values from change points given flat as [tick, value from then on, tick, value, ...] with
+    ticks non-decreasing (the last mark of a tick wins; 0 before the first mark): each tick's last mark
+    is repeated up to the next one's tick, in O(ticks + marks) array operations."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        ticks, vals = np.fromiter(chain.from_iterable(marks), dtype=np.int64, count=2 * len(marks)).reshape(-1, 2).T
-        pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
-        out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
+        flat = np.array(marks, dtype=np.int64)
+        ticks, vals = flat[0::2], flat[1::2]
+        last = np.flatnonzero(ticks[1:] != ticks[:-1])  # the last mark of every tick but the final one
+        ticks = np.append(ticks[last], ticks[-1])
+        vals = np.append(vals[last], vals[-1])
+        shown = ticks < num_ticks  # (marks past the recorded ticks never show)
+        ticks, vals = ticks[shown], vals[shown]
+        if ticks.size:
+            out[ticks[0]:] = np.repeat(vals, np.diff(ticks, append=num_ticks))
     return out
 
 

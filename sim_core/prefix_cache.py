@@ -172,9 +172,9 @@ class PrefixCache:
         self.num_query_blocks = 0
         self.num_hit_blocks = 0
         self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
-        # Per-tick record of the evictable count (the KV panel's cached-but-free line): (tick, count)
+        # Per-tick record of the evictable count (the KV panel's cached-but-free line): tick and count
         # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
-        self.marks: list[tuple[int, int]] = []
+        self.marks: list[int] = []  # flat: tick, count, tick, count, ... (ticks non-decreasing)
         self.recorder = None  # has num_ticks (the engine's Recorder); None: no marks
         self.tick_offset = 0
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
@@ -264,7 +264,7 @@ class PrefixCache:
 
     def _changed(self) -> None:
         if self.recorder is not None:
-            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+            self.marks += (self.recorder.num_ticks + self.tick_offset, self._num_evictable)
 
     # ------------------------------------------------------------ lookups
     def lookup(self, r: int, prompt_tokens: int):
@@ -343,7 +343,7 @@ class PrefixCache:
             self.num_evicted += extra
             took += run_hit
         if took and self.recorder is not None:
-            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+            self.marks += (self.recorder.num_ticks + self.tick_offset, self._num_evictable)
         return took
 
     def trim(self, num_free: int) -> None:
@@ -358,7 +358,7 @@ class PrefixCache:
             self.num_evicted += excess
             self._debt += excess
             if self.recorder is not None:
-                self.marks.append((self.recorder.num_ticks + self.tick_offset, num_free))
+                self.marks += (self.recorder.num_ticks + self.tick_offset, num_free)
             if self._debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
@@ -515,7 +515,7 @@ class PrefixCache:
             if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
                 self._compact()
             if self.recorder is not None:
-                self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+                self.marks += (self.recorder.num_ticks + self.tick_offset, self._num_evictable)
         return len(keys) + run + level, len(zero) + run + dropped
 
     def evict(self, count: int) -> None:
