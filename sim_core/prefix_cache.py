@@ -149,7 +149,7 @@ class PrefixCache:
         self.run_refs: dict[int, int] = {}  # request -> blocks of its run it references
         self.chain_refs: dict[int, tuple[int, int]] = {}  # request -> (system prompt, prefix length referenced)
         self.num_dup_refs = 0  # Σ over referenced blocks of (count − 1)
-        self.num_evicted = 0
+        self._num_evicted = 0  # evictions settled (or LFU); num_evicted adds the deferred debt
         self._num_evictable = 0
         # (release group, per-block keys tail first, run content or None, chain or None), oldest first
         self._queue: deque[tuple[int, list, int | None, int | None]] = deque()
@@ -168,10 +168,9 @@ class PrefixCache:
                             if wl.prefix_len is not None else [0] * R)  # fmt: skip
         # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
-        self.num_hit_tokens = 0
         self.num_query_blocks = 0
-        self.num_hit_blocks = 0
-        self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
+        self.num_hit_blocks = 0  # (hit tokens: num_hit_tokens, a whole number of blocks)
+        self._hit_tokens = [0] * wl.num_requests  # per request, at its latest admission (a list: set at every one)
         # Per-tick record of the evictable count (the KV panel's cached-but-free line): tick and count
         # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
         self.marks: list[int] = []  # flat: tick, count, tick, count, ... (ticks non-decreasing)
@@ -259,6 +258,20 @@ class PrefixCache:
     def num_evictable(self) -> int:
         return self._num_evictable
 
+    @property
+    def hit_tokens(self) -> IntArray:
+        """(R,) cached prompt tokens of each request at its latest admission (0: none yet)."""
+        return np.array(self._hit_tokens, dtype=np.int64)
+
+    @property
+    def num_hit_tokens(self) -> int:
+        return self.num_hit_blocks * self.block_size
+
+    @property
+    def num_evicted(self) -> int:
+        """Blocks evicted so far (those counted by trim/evict but not yet dropped from the LRU included)."""
+        return self._num_evicted + self._debt
+
     def holds(self, r: int) -> bool:
         return r in self.refs or r in self.run_refs or r in self.chain_refs
 
@@ -308,12 +321,10 @@ class PrefixCache:
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
-        hit_tokens = hit * self.block_size
         self.num_query_tokens += prompt_tokens
-        self.num_hit_tokens += hit_tokens
         self.num_query_blocks += cap
         self.num_hit_blocks += hit
-        self.hit_tokens[r] = hit_tokens
+        self._hit_tokens[r] = hit * self.block_size
         if not self.use_runs:
             return self.acquire(r, keys[:hit]) if hit else 0  # (acquire settles first)
         took = 0
@@ -340,26 +351,30 @@ class PrefixCache:
             self.run_len[cid] = run_hit
             self.run_refs[r] = run_hit
             self._num_evictable -= run_hit + extra
-            self.num_evicted += extra
+            self._num_evicted += extra
             took += run_hit
-        if took and self.recorder is not None:
-            self.marks += (self.recorder.num_ticks + self.tick_offset, self._num_evictable)
+        if took:
+            rec = self.recorder
+            if rec is not None:
+                self.marks += (rec.num_ticks + self.tick_offset, self._num_evictable)
         return took
 
     def trim(self, num_free: int) -> None:
         """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them. Called
-        at every allocation (every tick on the fast path), so `evict`'s LRU bookkeeping is inline here."""
+        at every allocation (every tick on the fast path, and when the cache is full it evicts at
+        nearly every one), so `evict`'s LRU bookkeeping is inline here: the evicted count is the
+        settled count plus the deferred debt (see num_evicted)."""
         excess = self._num_evictable - num_free
         if excess > 0:
             if self.lfu:
                 self.evict(excess)
                 return
             self._num_evictable = num_free
-            self.num_evicted += excess
-            self._debt += excess
-            if self.recorder is not None:
-                self.marks += (self.recorder.num_ticks + self.tick_offset, num_free)
-            if self._debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
+            debt = self._debt = self._debt + excess
+            rec = self.recorder
+            if rec is not None:
+                self.marks += (rec.num_ticks + self.tick_offset, num_free)
+            if debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
     def acquire(self, r: int, keys: list[int]) -> int:
@@ -429,7 +444,7 @@ class PrefixCache:
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
                 self._num_evictable -= old
-                self.num_evicted += old
+                self._num_evicted += old
                 self._changed()
             self.ref[("run", cid)] = 1
             self.run_len[cid] = n_full - n_sys
@@ -460,7 +475,7 @@ class PrefixCache:
     def release(self, r: int) -> tuple[int, int]:
         """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
         queued first so they are evicted before the shared head (vLLM frees in reverse order)."""
-        keys = self.refs.pop(r, None) or []
+        keys = self.refs.pop(r, None) if self.refs else None  # (no per-block entries with runs)
         run = self.run_refs.pop(r, 0)
         g, level = self.chain_refs.pop(r, (-1, 0))
         if not keys and not run and not level:
@@ -468,7 +483,7 @@ class PrefixCache:
         ref = self.ref
         gen = self._group
         tag = -(gen + 1)
-        zero: list = []
+        zero: list | tuple = ()  # per-block entries that became evictable, tail first
         if keys:
             counts = list(map(ref.__getitem__, keys))
             if max(counts) == 1:  # the common case: r was the only user of every block
@@ -501,22 +516,24 @@ class PrefixCache:
                 ch.items.append([gen, new_top])
                 ch.top = new_top
                 chain = g
-        if zero or run or dropped:
-            self._group += 1
+        became = len(zero) + run + dropped
+        if became:
+            self._group = gen + 1
             if self.lfu:  # only per-block entries (no runs or chains under LFU)
                 heap, uses = self._heap, self.uses
                 for i, k in enumerate(zero):
                     heapq.heappush(heap, (uses[k], gen, i, k))
-                self._num_queued = len(heap)
+                queued = self._num_queued = len(heap)
             else:
                 self._queue.append((gen, zero, cid, chain))
-                self._num_queued += len(zero) + (cid is not None) + (chain is not None)
-            self._num_evictable += len(zero) + run + dropped
-            if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
+                queued = self._num_queued = self._num_queued + len(zero) + (cid is not None) + (chain is not None)
+            evictable = self._num_evictable = self._num_evictable + became
+            if queued > 2 * (len(ref) + len(self.chains)) + 4096:
                 self._compact()
-            if self.recorder is not None:
-                self.marks += (self.recorder.num_ticks + self.tick_offset, self._num_evictable)
-        return len(keys) + run + level, len(zero) + run + dropped
+            rec = self.recorder
+            if rec is not None:
+                self.marks += (rec.num_ticks + self.tick_offset, evictable)
+        return (len(keys) if keys else 0) + run + level, became
 
     def evict(self, count: int) -> None:
         """Drop the `count` least recently released evictable blocks (LFU: the least used ones).
@@ -527,10 +544,10 @@ class PrefixCache:
         The counts (free, evictable, evicted) change now."""
         if not count:
             return
-        self.num_evicted += count
         self._num_evictable -= count
         self._changed()
         if self.lfu:  # a release may heap an entry below older ones: drop now
+            self._num_evicted += count
             self._evict_lfu(count)
         else:
             self._debt += count
@@ -544,6 +561,7 @@ class PrefixCache:
         if not left:
             return
         self._debt = 0
+        self._num_evicted += left
         ref, queue = self.ref, self._queue
         gen, keys, cid, chain = queue[0]
         if cid is not None and self._head == 0:  # the common case: part of the oldest request's own run
@@ -551,9 +569,23 @@ class PrefixCache:
             if m > left and ref.get(("run", cid)) == -(gen + 1):
                 self.run_len[cid] = m - left
                 return
+        run_len = self.run_len
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
+            if not keys and chain is None:  # only a run (with runs, what most groups are): the loop below, shortened
+                if cid is not None:
+                    rk = ("run", cid)
+                    if ref.get(rk) == tag:
+                        m = run_len[cid]
+                        if m > left:
+                            run_len[cid] = m - left
+                            break
+                        left -= m
+                        del ref[rk], run_len[cid]
+                    self._num_queued -= 1
+                queue.popleft()
+                continue
             if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
                 if ref.get(("run", cid)) == tag:
                     m = self.run_len[cid]
