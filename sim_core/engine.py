@@ -727,13 +727,14 @@ class Engine:
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
 
 
-def _step_column(marks: list[int], num_ticks: int) -> np.ndarray:
-    """Per-tick values from change points given flat as [tick, value from then on, tick, value, ...] with
-    ticks non-decreasing (the last mark of a tick wins; 0 before the first mark): each tick's last mark
-    is repeated up to the next one's tick, in O(ticks + marks) array operations."""
+def _step_column(marks, num_ticks: int) -> np.ndarray:
+    """Per-tick values from change points given flat (a list, or PrefixCache.marks: an int64 array.array)
+    as [tick, value from then on, tick, value, ...] with ticks non-decreasing (the last mark of a tick
+    wins; 0 before the first mark): each tick's last mark is repeated up to the next one's tick, in
+    O(ticks + marks) array operations."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        flat = np.array(marks, dtype=np.int64)
+        flat = np.array(marks, dtype=np.int64)  # (an array.array's buffer is copied at memcpy speed; a view would pin it)
         ticks, vals = flat[0::2], flat[1::2]
         last = np.flatnonzero(ticks[1:] != ticks[:-1])  # the last mark of every tick but the final one
         ticks = np.append(ticks[last], ticks[-1])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from array import array
 from collections import deque
 from itertools import compress, repeat
 from operator import eq
@@ -173,7 +174,7 @@ class PrefixCache:
         self._hit_tokens = [0] * wl.num_requests  # per request, at its latest admission (a list: set at every one)
         # Per-tick record of the evictable count (the KV panel's cached-but-free line): tick and count
         # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
-        self.marks: list[int] = []  # flat: tick, count, tick, count, ... (ticks non-decreasing)
+        self.marks = array("q")  # flat int64: tick, count, tick, count, ... (ticks non-decreasing; read without a copy)
         self.recorder = None  # has num_ticks (the engine's Recorder); None: no marks
         self.tick_offset = 0
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
@@ -277,7 +278,7 @@ class PrefixCache:
 
     def _changed(self) -> None:
         if self.recorder is not None:
-            self.marks += (self.recorder.num_ticks + self.tick_offset, self._num_evictable)
+            self.marks.extend((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
 
     # ------------------------------------------------------------ lookups
     def lookup(self, r: int, prompt_tokens: int):
@@ -356,7 +357,7 @@ class PrefixCache:
         if took:
             rec = self.recorder
             if rec is not None:
-                self.marks += (rec.num_ticks + self.tick_offset, self._num_evictable)
+                self.marks.extend((rec.num_ticks + self.tick_offset, self._num_evictable))
         return took
 
     def trim(self, num_free: int) -> None:
@@ -373,7 +374,7 @@ class PrefixCache:
             debt = self._debt = self._debt + excess
             rec = self.recorder
             if rec is not None:
-                self.marks += (rec.num_ticks + self.tick_offset, num_free)
+                self.marks.extend((rec.num_ticks + self.tick_offset, num_free))
             if debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
@@ -532,7 +533,7 @@ class PrefixCache:
                 self._compact()
             rec = self.recorder
             if rec is not None:
-                self.marks += (rec.num_ticks + self.tick_offset, evictable)
+                self.marks.extend((rec.num_ticks + self.tick_offset, evictable))
         return (len(keys) if keys else 0) + run + level, became
 
     def evict(self, count: int) -> None:
