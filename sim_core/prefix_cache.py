@@ -126,7 +126,7 @@ class PrefixCache:
 
     NOTE: when no two requests share content other than pool system prompts (no sessions, no trace
     hash ids), the cache needs no per-block entries: a request's own content is one run entry
-    ("run", content) holding its first `run_len` blocks (only that request can hit it, after a
+    (`run_state[content]`, counted like `ref`) holding its first `run_len` blocks (only that request can hit it, after a
     recompute pre-emption, and only after its whole system prompt hit), and each system prompt is one
     `_Chain` whose referenced blocks are always a prefix. Every admission, release and eviction is
     then O(1) instead of O(blocks); a test checks the results equal the per-block representation's.
@@ -145,6 +145,7 @@ class PrefixCache:
         # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
         self.ref: dict = {}
         self.run_len: dict[int, int] = {}  # content id -> blocks its run holds (run entries only)
+        self.run_state: dict[int, int] = {}  # content id -> 1 (referenced) or -(g + 1), as `ref` for a run
         self.chains: dict[int, _Chain] = {}  # pool system prompt -> its cached chain
         self.refs: dict[int, list] = {}  # request -> per-block keys it references, in block order
         self.run_refs: dict[int, int] = {}  # request -> blocks of its run it references
@@ -348,7 +349,7 @@ class PrefixCache:
                 self._settle()
             cid = self._content(r)
             extra = self.run_len[cid] - run_hit  # blocks past the hit (the recomputed last one): dropped
-            self.ref[("run", cid)] = 1  # its queue slot turns stale
+            self.run_state[cid] = 1  # its queue slot turns stale
             self.run_len[cid] = run_hit
             self.run_refs[r] = run_hit
             self._num_evictable -= run_hit + extra
@@ -447,7 +448,7 @@ class PrefixCache:
                 self._num_evictable -= old
                 self._num_evicted += old
                 self._changed()
-            self.ref[("run", cid)] = 1
+            self.run_state[cid] = 1
             self.run_len[cid] = n_full - n_sys
             self.run_refs[r] = n_full - n_sys
         return freed
@@ -497,7 +498,7 @@ class PrefixCache:
         cid = None
         if run:
             cid = self._content_of[r]
-            ref[("run", cid)] = tag
+            self.run_state[cid] = tag
         chain = None
         dropped = 0
         if level:
@@ -529,7 +530,7 @@ class PrefixCache:
                 self._queue.append((gen, zero, cid, chain))
                 queued = self._num_queued = self._num_queued + len(zero) + (cid is not None) + (chain is not None)
             evictable = self._num_evictable = self._num_evictable + became
-            if queued > 2 * (len(ref) + len(self.chains)) + 4096:
+            if queued > 2 * (len(ref) + len(self.run_state) + len(self.chains)) + 4096:
                 self._compact()
             rec = self.recorder
             if rec is not None:
@@ -567,35 +568,34 @@ class PrefixCache:
         gen, keys, cid, chain = queue[0]
         if cid is not None and self._head == 0:  # the common case: part of the oldest request's own run
             m = self.run_len.get(cid, 0)
-            if m > left and ref.get(("run", cid)) == -(gen + 1):
+            if m > left and self.run_state.get(cid) == -(gen + 1):
                 self.run_len[cid] = m - left
                 return
-        run_len = self.run_len
+        run_len, run_state = self.run_len, self.run_state
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
             if not keys and chain is None:  # only a run (with runs, what most groups are): the loop below, shortened
                 if cid is not None:
-                    rk = ("run", cid)
-                    if ref.get(rk) == tag:
+                    if run_state.get(cid) == tag:
                         m = run_len[cid]
                         if m > left:
                             run_len[cid] = m - left
                             break
                         left -= m
-                        del ref[rk], run_len[cid]
+                        del run_state[cid], run_len[cid]
                     self._num_queued -= 1
                 queue.popleft()
                 continue
             if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
-                if ref.get(("run", cid)) == tag:
-                    m = self.run_len[cid]
+                if run_state.get(cid) == tag:
+                    m = run_len[cid]
                     take = min(m, left)
                     left -= take
                     if take < m:
-                        self.run_len[cid] = m - take
+                        run_len[cid] = m - take
                         break
-                    del ref[("run", cid)], self.run_len[cid]
+                    del run_state[cid], run_len[cid]
                 queue[0] = (gen, keys, None, chain)
                 self._num_queued -= 1
                 if not left:
@@ -662,7 +662,7 @@ class PrefixCache:
         out: deque = deque()
         for n, (g, keys, cid, chain) in enumerate(self._queue):
             live = self._live(n == 0, g, keys)
-            run = cid if cid is not None and self.ref.get(("run", cid)) == -(g + 1) else None
+            run = cid if cid is not None and self.run_state.get(cid) == -(g + 1) else None
             chain = chain if self._chain_live(g, chain) else None
             if live or run is not None or chain is not None:
                 out.append((g, live, run, chain))
@@ -677,7 +677,7 @@ class PrefixCache:
             return [e[3] for e in sorted(self._heap) if self.ref.get(e[3]) == -(e[1] + 1)]
         out: list = []
         for n, (g, keys, cid, chain) in enumerate(self._queue):
-            if cid is not None and self.ref.get(("run", cid)) == -(g + 1):
+            if cid is not None and self.run_state.get(cid) == -(g + 1):
                 out.append(("run", cid, self.run_len[cid]))
             if self._chain_live(g, chain):
                 ch = self.chains[chain]
@@ -690,8 +690,8 @@ class PrefixCache:
     def check(self) -> None:
         self._settle()
         order = self.lru_order()
-        zero_keys = {k for k, c in self.ref.items() if c < 0 and not isinstance(k, tuple)}
-        zero_runs = {k[1] for k, c in self.ref.items() if c < 0 and isinstance(k, tuple)}
+        zero_keys = {k for k, c in self.ref.items() if c < 0}
+        zero_runs = {cid for cid, c in self.run_state.items() if c < 0}
         q_keys = [k for k in order if not isinstance(k, tuple)]
         q_runs = [k[1] for k in order if isinstance(k, tuple) and k[0] == "run"]
         q_chain_blocks = sum(k[2] for k in order if isinstance(k, tuple) and k[0] == "chain")
@@ -701,10 +701,10 @@ class PrefixCache:
                 or len(q_runs) != len(zero_runs) or q_chain_blocks != chain_evictable
                 or blocks != self._num_evictable):  # fmt: skip
             raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
-        if set(self.run_len) != {k[1] for k in self.ref if isinstance(k, tuple)} or min(self.run_len.values(), default=1) < 1:
+        if self.run_len.keys() != self.run_state.keys() or min(self.run_len.values(), default=1) < 1:
             raise RuntimeError("prefix cache: run entries and run lengths disagree")
         for r, m in self.run_refs.items():
-            if self.ref.get(("run", self._content(r))) != 1 or self.run_len[self._content(r)] != m:
+            if self.run_state.get(self._content(r)) != 1 or self.run_len[self._content(r)] != m:
                 raise RuntimeError("prefix cache: a request's run is not referenced by it alone")
         dup = 0
         for g, ch in self.chains.items():
@@ -720,7 +720,7 @@ class PrefixCache:
         if self.lfu and (self.uses.keys() != self.ref.keys() or min(self.uses.values(), default=1) < 1):
             raise RuntimeError("prefix cache: LFU use counts must cover exactly the cached entries")
         total = sum(len(v) for v in self.refs.values())
-        live = [c for k, c in self.ref.items() if c > 0 and not isinstance(k, tuple)]
+        live = [c for c in self.ref.values() if c > 0]
         if total != sum(live) or self.num_dup_refs != total - len(live) + dup:
             raise RuntimeError("prefix cache: reference counts disagree with the requests' references")
 
@@ -728,7 +728,7 @@ class PrefixCache:
     def num_entries_blocks(self) -> int:
         """Blocks the cache's entries occupy (referenced or evictable)."""
         self._settle()
-        return (sum(1 for k in self.ref if not isinstance(k, tuple)) + sum(self.run_len.values())
+        return (len(self.ref) + sum(self.run_len.values())
                 + sum(ch.cached for ch in self.chains.values()))  # fmt: skip
 
 
@@ -809,7 +809,7 @@ class PrefixCachingBlockManager(BlockManager):
         pc = self.prefix
         pc.check()
         # bounded state: every entry occupies a block; the queue's stale entries are compacted away
-        if pc.num_entries_blocks > self.num_blocks or pc._num_queued > 2 * len(pc.ref) + 4096 + self.num_blocks:
+        if pc.num_entries_blocks > self.num_blocks or pc._num_queued > 2 * (len(pc.ref) + len(pc.run_state)) + 4096 + self.num_blocks:
             raise RuntimeError(f"prefix cache state unbounded: {len(pc.ref)} entries, {pc._num_queued} queued")
         physical = int(self.held.sum()) - pc.num_dup_refs
         if self._num_free < pc.num_evictable or self._num_free + physical != self.num_blocks:

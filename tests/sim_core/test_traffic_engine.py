@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -318,4 +319,4 @@ def test_the_prefix_caches_marks_run_in_tick_order_under_eviction():
     res = engine.run()
     ticks = engine.prefix.marks[0::2]
     assert res.summary.prefix_blocks_evicted > 0 and len(ticks) > 100
-    assert all(a <= b for a, b in zip(ticks, ticks[1:]))  # _step_column's precondition
+    assert all(a <= b for a, b in pairwise(ticks))  # _step_column's precondition
