@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim_core.recorder import CHUNK_ROWS
 from sim_core.schedulers import rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.types import Event, Phase, Status
@@ -98,72 +99,70 @@ def advance(engine: Engine) -> bool:
     ids, num_waiting0, left_key, left_s = _candidates(engine)
     if not ids.size:
         return False
-    prompt, output = st.prompt[ids], st.output[ids]
+    C = ids.size
+    prompt, T = st.prompt[ids], st.output[ids]  # a service has one prefill tick and output - 1 decode ticks
     # Fresh requests only (a recompute after pre-emption has emitted tokens and a different first tick).
     fresh = (st.computed[ids] == 0) & (st.emitted[ids] == 0) & (st.prefill_target[ids] == prompt)
     # Admission of each, whole, by the scheduler's rule; then room for its context as it decodes.
     adm = np.asarray(sched.admission_blocks(st, ids, prompt), dtype=np.int64)
     budget = sched.cfg.max_num_batched_tokens
-    pairs, inverse = np.unique(np.stack([prompt, adm]), axis=1, return_inverse=True)
-    whole = np.array([rules.admit_in_order([p], budget, kv.num_free, sched.watermark_blocks, lambda i, c, a=a: a,
-                                           sched.is_chunked, sched.is_static) == [(p, a)]
-                      for p, a in pairs.T.tolist()])[inverse.reshape(-1)]  # fmt: skip
-    last_held = np.maximum(adm, kv.blocks_for(prompt + output - 2 + sched.decode_width, None))
-    fits = (output < 2) | (last_held <= kv.num_free)
-    # Tick prices in a per-candidate layout: slot p_c holds the service's start, then its ticks' durations.
-    T = output
-    slot = np.cumsum(T + 1) - (T + 1)  # (C,) start slot of each candidate
-    L = int(slot[-1] + T[-1] + 1)
-    cand = np.repeat(np.arange(ids.size), T)  # (N,) candidate of each tick, in candidate order
-    t = np.arange(cand.size) - np.repeat(np.cumsum(T) - T, T)  # tick index within its service
-    q = slot[cand] + 1 + t  # (N,) slot of each tick
-    is_pre = t == 0
-    ctx = prompt[cand] + t - 1  # context before a decode tick
-    c_lo, c_hi = int(prompt.min()), int((prompt + output).max()) - 1
+    span = int(adm.max()) + 1
+    pairs, inverse = np.unique(prompt * span + adm, return_inverse=True)
+    whole = np.array([rules.admit_in_order([pa // span], budget, kv.num_free, sched.watermark_blocks,
+                                           lambda i, c, a=pa % span: a, sched.is_chunked, sched.is_static)
+                      == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
+    last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_width, None))
+    fits = (T < 2) | (last_held <= kv.num_free)
+    # Tick prices in candidate order (candidate c's ticks at first[c] : first[c] + T[c]).
+    ends_at = np.cumsum(T)
+    first = ends_at - T
+    N = int(ends_at[-1])
+    t = np.arange(N) - np.repeat(first, T)  # tick index within its service
+    c_lo, c_hi = int(prompt.min()), int((prompt + T).max()) - 1
     u_p, p_inv = np.unique(prompt, return_inverse=True)
     # `_advance_tick`'s aggregates for a tick with one whole prefill and no decodes
     pre = engine.cost.tick(u_p, np.ones_like(u_p), u_p * (u_p + 1) // 2, np.zeros_like(u_p), np.ones_like(u_p), 0.0)
-    p_of = p_inv.reshape(-1)[cand]
-    d_of = np.where(is_pre, 0, ctx - c_lo)
-    if c_hi > c_lo:  # a decoding request: the engine's price of a one-decode tick at each context
+    p_inv = p_inv.reshape(-1)
+    if c_hi > c_lo:  # the engine's price of a one-decode tick at each context, then each prefill tick over its slot
         dec = engine._price_run(np.ones(c_hi - c_lo, dtype=np.int64), np.arange(c_lo, c_hi, dtype=np.int64))
-        cols = [np.where(is_pre, pre[j][p_of], dec[j][d_of]) for j in range(4)]
+        d_of = np.repeat(prompt - 1 - c_lo, T) + t  # context before each tick, as an index (prefill ticks: overwritten)
+        cols = [dec[j][d_of] for j in range(4)]
+        for j in range(4):
+            cols[j][first] = pre[j][p_inv]
     else:
-        cols = [pre[j][p_of] for j in range(4)]
+        cols = [pre[j][p_inv] for j in range(4)]
     dur = cols[0]
     # The cap stays 1 up to the first tick after which the rule would raise it: services before it are safe.
-    caps = sched.cap_trajectory(dur)[1:]
-    first_raise = np.flatnonzero(caps != 1)
+    first_raise = np.flatnonzero(sched.cap_trajectory(dur)[1:] != 1)
     safe = fresh & whole & fits
     if first_raise.size:
-        safe[int(cand[first_raise[0]]):] = False
-    m_safe = int(np.argmin(safe)) if not safe.all() else ids.size
+        safe[int(np.searchsorted(ends_at, first_raise[0], side="right")):] = False
+    m_safe = int(np.argmin(safe)) if not safe.all() else C
     if m_safe == 0:
         return False
-    buf = np.empty(L)
-    buf[q] = dur
+    ends = dur.copy()  # accumulated in place, service by service
     # --- the chain: who is next (queue order), when it starts, whether every guard allows it whole
     keys = st.order_key[ids].tolist()
     arrival = st.arrival_s[ids].tolist()
-    T_l, slot_l = T.tolist(), slot.tolist()
+    T_l, first_l = T.tolist(), first.tolist()
     heap = [(keys[c], c) for c in range(num_waiting0)]  # sorted keys: already a heap
     nxt = num_waiting0  # next candidate to arrive
     f = st.now_s
     rows = engine.rec.num_ticks
     max_rows = lim.max_ticks if engine.meter is None else min(lim.max_ticks, rows + engine.meter.ticks_until_check(rows))
     end_s = min(lim.max_sim_time_s, engine.horizon_s)  # every tick must start before it
-    served, idle_from = [], []
+    served, starts, idle_from = [], [], []
     accumulate = np.add.accumulate
     while True:
-        while nxt < ids.size and arrival[nxt] <= f:
+        while nxt < C and arrival[nxt] <= f:
             heapq.heappush(heap, (keys[nxt], nxt))
             nxt += 1
         s, gap = f, False
         if not heap:  # nothing waits: an idle row to the next arrival (before the horizon)
-            if nxt >= ids.size or arrival[nxt] >= engine.horizon_s:
+            if nxt >= C or arrival[nxt] >= engine.horizon_s:
                 break
             s, gap = arrival[nxt], True
-            while nxt < ids.size and arrival[nxt] <= s:
+            while nxt < C and arrival[nxt] <= s:
                 heapq.heappush(heap, (keys[nxt], nxt))
                 nxt += 1
         if left_s <= s:  # a request outside the candidates has arrived: it might be the head
@@ -172,85 +171,100 @@ def advance(engine: Engine) -> bool:
         if c >= m_safe or key > left_key:
             break
         r = rows + gap + T_l[c]
-        if r > max_rows:
+        if r > max_rows or s >= end_s:
             break
-        p, k = slot_l[c], T_l[c]
-        seg = buf[p : p + k + 1]
-        seg[0] = s
-        accumulate(seg, out=seg)  # sequential: the same rounding as tick by tick
-        if float(seg[k - 1]) >= end_s or s >= end_s:
+        o, k = first_l[c], T_l[c]
+        seg = ends[o : o + k]
+        seg[0] = s + seg[0]  # then sequential: the same rounding as tick by tick (np.add.accumulate)
+        accumulate(seg, out=seg)
+        if k > 1 and float(seg[k - 2]) >= end_s:  # the last tick would start too late
             break
         heapq.heappop(heap)
         served.append(c)
+        starts.append(s)
         idle_from.append(f if gap else math.nan)
-        f = float(seg[k])
+        f = float(seg[k - 1])
         rows = r
     if not served:
         return False
-    _record(engine, ids, prompt, output, np.array(served, dtype=np.int64), np.array(idle_from), slot, buf, cols)
+    sv = np.array(served, dtype=np.int64)
+    if sv[-1] == sv.size - 1:  # served in candidate order (FCFS): their ticks are a prefix
+        ti = slice(0, int(ends_at[sv[-1]]))
+    else:
+        ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))
+    _record(engine, ids[sv], prompt[sv], T[sv], adm[sv], np.array(starts), np.array(idle_from),
+            ends[ti], [col[ti] for col in cols])  # fmt: skip
     return True
 
 
-def _record(engine: Engine, ids, prompt, output, sv, idle_from, slot, buf, cols) -> None:
-    """Write the served requests' rows, events, gaps, batch log and final state in bulk."""
+def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) -> None:
+    """Write the served requests' rows, events, gaps, batch log and final state in bulk (ticks in
+    service order: `ends` and the price columns `cols` are per tick)."""
     st, kv, sched, rec = engine.st, engine.kv, engine.sched, engine.rec
-    K = sv.size
-    r_ids, P, O = ids[sv], prompt[sv], output[sv]
-    T = O
-    p = slot[sv]
+    K, N = r_ids.size, ends.size
+    dur, flops, nbytes, is_comp = cols
+    first = np.cumsum(T) - T  # first tick of each service
+    last = first + T - 1
+    tick_starts = np.empty(N)
+    tick_starts[1:] = ends[:-1]  # a tick starts when the previous one ends (its service's start for a first tick)
+    tick_starts[first] = svc_start
+    first_tok, finish = ends[first], ends[last]
+    is_pre = np.zeros(N, dtype=bool)
+    is_pre[first] = True
     svc = np.repeat(np.arange(K), T)
-    N = svc.size
-    t = np.arange(N) - np.repeat(np.cumsum(T) - T, T)
-    bi = p[svc] + t  # slot holding each tick's start (the previous tick's end)
-    starts, ends = buf[bi], buf[bi + 1]
-    # per-candidate columns were built tick by tick in candidate order: gather the served ticks
-    c_first = np.cumsum(output) - output  # first tick of each candidate in the column arrays
-    ti = c_first[sv][svc] + t
-    dur, flops, nbytes, is_comp = (col[ti] for col in cols)
-    is_pre = t == 0
-    is_last = t == T[svc] - 1
-    svc_start, first_tok, finish = buf[p], buf[p + 1], buf[p + T]
-    adm = np.asarray(sched.admission_blocks(st, r_ids, P), dtype=np.int64)
-    held = np.maximum(adm[svc], np.where(is_pre, 0, kv.blocks_for(P[svc] + t - 1 + sched.decode_width, None)))
-    # rows: an idle row before each service that waited for its arrival, then its ticks
-    gap = ~np.isnan(idle_from)
-    row_of = np.arange(N) + np.cumsum(gap)[svc]
-    idle_rows = (np.cumsum(T) - T + np.cumsum(gap))[gap] - 1
-    M = N + int(gap.sum())
-    waiting = st.waiting_keys.size + st.num_arrived_by(starts) - (svc + 1)
-
-    def col(tick_vals, idle_vals=0, dtype=np.float64):
-        out = np.empty(M, dtype)
-        out[row_of] = tick_vals
-        out[idle_rows] = idle_vals
-        return out
-
-    n = engine.n
-    cap = sched.batch_cap
+    ctx = np.repeat(P - 1, T) + (np.arange(N) - np.repeat(first, T))  # context before a decode tick
+    held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_width, None))
+    held[first] = adm  # blocks held during each tick (admission's, grown as the context crosses blocks)
+    # Requests waiting during each tick: those waiting now and arrivals by its start, less those admitted.
+    lo = st.next_arrival
+    num_new = int(np.searchsorted(st.arrival_s[lo:], tick_starts[-1], side="right"))
+    joins = np.searchsorted(tick_starts, st.arrival_s[lo : lo + num_new], side="left")  # tick each arrival counts from
+    waiting = np.cumsum(np.bincount(joins, minlength=N)[:N]) + (st.waiting_keys.size - 1) - svc
+    running = np.ones(N, dtype=np.int64)
+    running[last] = 0
+    used = held.copy()
+    used[last] = 0
+    gaps = ends - tick_starts  # a decode's gap: its end minus the previous token (this tick's start)
     rec.event(r_ids, svc_start, Event.SCHEDULED)
     rec.event(r_ids, first_tok, Event.FIRST_TOKEN)
     rec.event(r_ids, finish, Event.FINISHED)
-    gaps = ends - starts  # a decode's gap: its end minus the previous token (this tick's start)
-    dec_gaps = np.where(is_pre, -np.inf, gaps)
     rec.itl(gaps[~is_pre])
+    gaps[first] = -np.inf
+    max_gap = np.maximum.reduceat(gaps, first)
+    n, cap = engine.n, sched.batch_cap
+    # rows: an idle row before each service that waited for its arrival, then its ticks
+    gap = ~np.isnan(idle_from)
+    tick_cols = {
+        "t_start_s": tick_starts, "duration_s": dur, "phase": np.where(is_pre, Phase.PREFILL, Phase.DECODE),
+        "num_prefill_tokens": np.where(is_pre, np.repeat(P, T), 0), "num_decode_tokens": np.where(is_pre, 0, n),
+        "num_prefill_seqs": is_pre, "num_decode_seqs": ~is_pre, "num_running": running, "num_waiting": waiting,
+        "num_swapped": 0, "kv_blocks_used": used, "flops": flops, "bytes": nbytes, "is_compute_bound": is_comp,
+        "num_preempted": 0, "swap_blocks": 0, "batch_cap": cap,
+    }  # fmt: skip
+    if gap.any():  # scatter the ticks around the idle rows
+        row_of = np.arange(N) + np.repeat(np.cumsum(gap), T)
+        idle_rows = (first + np.cumsum(gap))[gap] - 1
+        M = N + int(gap.sum())
+        idle_vals = {"t_start_s": idle_from[gap], "duration_s": svc_start[gap] - idle_from[gap], "phase": Phase.IDLE}
+        for name, vals in tick_cols.items():
+            if np.ndim(vals):
+                out = np.empty(M)
+                out[row_of] = vals
+                out[idle_rows] = idle_vals.get(name, 0)
+                tick_cols[name] = out
+    else:
+        row_of, M = None, N
     if rec.wants_batches:
-        g = rec.num_ticks + row_of
+        m = engine.cfg.limits.num_recorded_batches - rec.num_ticks  # rows still logged
+        g = rec.num_ticks + (np.arange(N) if row_of is None else row_of)
         keep = g < engine.cfg.limits.num_recorded_batches
-        rec.batch(g[keep], r_ids[svc][keep], np.where(is_pre, P[svc], 1)[keep], ~is_pre[keep], held[keep])
-    rec.ticks(
-        {
-            "t_start_s": col(starts, idle_from[gap]), "duration_s": col(dur, svc_start[gap] - idle_from[gap]),
-            "phase": col(np.where(is_pre, Phase.PREFILL, Phase.DECODE), Phase.IDLE),
-            "num_prefill_tokens": col(np.where(is_pre, P[svc], 0)), "num_decode_tokens": col(np.where(is_pre, 0, n)),
-            "num_prefill_seqs": col(is_pre), "num_decode_seqs": col(~is_pre), "num_running": col(~is_last),
-            "num_waiting": col(waiting), "num_swapped": 0, "kv_blocks_used": col(np.where(is_last, 0, held)),
-            "flops": col(flops), "bytes": col(nbytes), "is_compute_bound": col(is_comp), "num_preempted": 0,
-            "swap_blocks": 0, "batch_cap": cap,
-        },
-        M,
-    )  # fmt: skip
+        if m < M:
+            rec.batch(g[keep], np.repeat(r_ids, T)[keep], np.where(is_pre, np.repeat(P, T), 1)[keep], ~is_pre[keep], held[keep])
+        else:
+            rec.batch(g, np.repeat(r_ids, T), np.where(is_pre, np.repeat(P, T), 1), ~is_pre, held)
+    _ticks_in_chunks(rec, tick_cols, M)
     # state: arrivals by the last tick's start join the queue, the served leave it finished
-    st.admit_arrivals(float(starts[-1]))
+    st.admit_arrivals(float(tick_starts[-1]))
     st.waiting_keys = st.waiting_keys[~np.isin(st.waiting_keys, st.order_key[r_ids])]
     st.status[r_ids] = Status.FINISHED
     st.first_scheduled_s[r_ids] = svc_start
@@ -258,9 +272,19 @@ def _record(engine: Engine, ids, prompt, output, sv, idle_from, slot, buf, cols)
     st.first_token_s[r_ids] = first_tok
     st.last_token_s[r_ids] = finish
     st.finish_s[r_ids] = finish
-    st.computed[r_ids] += P + O - 1
-    st.emitted[r_ids] += O
-    st.max_itl_s[r_ids] = np.maximum(st.max_itl_s[r_ids], np.maximum.reduceat(dec_gaps, np.cumsum(T) - T))
+    st.computed[r_ids] += P + T - 1
+    st.emitted[r_ids] += T
+    st.max_itl_s[r_ids] = np.maximum(st.max_itl_s[r_ids], max_gap)
     st.num_finished += K
     sched.batch_cap = int(sched.cap_trajectory(dur)[-1])
     st.now_s = float(finish[-1])
+
+
+def _ticks_in_chunks(rec, cols: dict, M: int) -> None:
+    """`Recorder.ticks` in pieces that end at the recorder's chunk boundaries (a piece that fits the
+    current chunk is written in place; one that straddles a boundary is copied row-major first)."""
+    done = 0
+    while done < M:
+        take = min(M - done, CHUNK_ROWS - rec.num_ticks % CHUNK_ROWS)
+        rec.ticks({k: (v[done : done + take] if np.ndim(v) else v) for k, v in cols.items()}, take)
+        done += take
