@@ -188,7 +188,7 @@ def advance(engine: Engine) -> bool:
     if not served:
         return False
     sv = np.array(served, dtype=np.int64)
-    if sv[-1] == sv.size - 1:  # served in candidate order (FCFS): their ticks are a prefix
+    if served == list(range(sv.size)):  # served in candidate order (FCFS): their ticks are a prefix
         ti = slice(0, int(ends_at[sv[-1]]))
     else:
         ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))

@@ -288,7 +288,7 @@ class Scheduler:
             bs = self.kv.block_size
             for i in range(prefills.size):
                 r, c, held = int(prefills[i]), int(ctx[i]), int(self.kv.held[prefills[i]])
-                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)  # noqa: E731
+                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)
                 if self.is_chunked:
                     # Largest chunk whose blocks fit (blocks grow monotonically with the chunk; with
                     # n > 1 samples past the prompt each block holds fewer than block_size new tokens).
@@ -368,11 +368,11 @@ class Scheduler:
     def _admit(self, st: SimState, budget: int, seqs_left: int):
         """Admit waiting requests in queue order; stop at the first that does not fit (no skipping,
         as in vLLM: head-of-line order is part of the policy being shown)."""
-        kv, cfg = self.kv, self.cfg
+        kv = self.kv
         if seqs_left <= 0:
             return _EMPTY, _EMPTY
         ids = st.key_to_id(st.waiting_keys[: seqs_left]).tolist()
-        need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))  # noqa: E731
+        need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))
         if self.prefix_cache:
             taken = self._admit_with_prefix_cache(st, ids, budget, need_of)
         else:

@@ -13,12 +13,12 @@ from hypothesis import strategies as hst
 
 from sim_core import solo
 from sim_core.bench import engine_config
-from sim_core.budget import RunBudget
-from sim_core.engine import Engine, run_simulation
+from sim_core.budget import BudgetMeter, RunBudget
+from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from sim_core.types import Phase
-from tests.conftest import make_config, trace_config
-from tests.sim_core.test_equivalence import assert_same_result, run_both
+from tests.conftest import trace_config
+from tests.sim_core.test_equivalence import _with_kv_room, assert_same_result, run_both
 
 BATCH_OF_ONE = ["exclusive", "article-dynamic-batch"]
 
@@ -53,7 +53,8 @@ def test_benchmark_scenario_equals_tick_by_tick_in_a_few_steps(engine):
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"scheduler__max_num_batched_tokens": 400},  # many prompts exceed the token budget: chunked or never admitted whole
+        # many prompts exceed the token budget: prefilled in chunks by the general loop
+        {"scheduler__enable_chunked_prefill": True, "scheduler__max_num_batched_tokens": 400},
         {"limits__max_ticks": 1_000},
         {"limits__max_ticks": 7_301},
         {"limits__max_sim_time_s": 123.4},
@@ -64,15 +65,19 @@ def test_benchmark_scenario_equals_tick_by_tick_in_a_few_steps(engine):
         {"workload__output_tokens": {"dist": "uniform", "mean": 3, "min": 1, "max": 5}},  # one-token outputs finish at prefill
         {"scheduler__admission": "reserve"},
         {"kv_cache__layout": "contiguous"},
-        {"kv_cache__gpu_memory_utilization": 0.62},  # KV for only a few hundred tokens: long requests are pre-empted
+        {"kv_room": 1.2},  # KV for about one long request: the longest are pre-empted or wait
     ],
 )
 def test_variants_equal_tick_by_tick(engine, overrides):
     cfg, _ = engine_config(engine)
-    cfg = _with(cfg, workload__num_requests=120,
-                workload__prompt_tokens={"dist": "lognormal", "mean": 300, "min": 1, "max": 1500, "sigma": 0.8},
-                workload__output_tokens={"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8},
-                **overrides)  # fmt: skip
+    base = {"workload__num_requests": 120,
+            "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 1500, "sigma": 0.8},
+            "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
+    overrides = dict(overrides)
+    room = overrides.pop("kv_room", None)
+    cfg = _with(cfg, **(base | overrides))
+    if room is not None:
+        cfg = _with_kv_room(cfg, room)
     on, off = run_both(cfg)
     assert_same_result(on, off)
 
@@ -99,14 +104,19 @@ def test_shortest_prompt_first_equals_tick_by_tick():
     assert_same_result(on, off)
 
 
-def test_a_server_budget_stops_at_the_same_tick():
-    """The budget meter's tick ceiling: whole services never run past `ticks_until_check`."""
+def test_whole_services_stop_before_the_budget_meters_next_check():
+    """A server's budget is checked between steps: a call never runs past `ticks_until_check`."""
     cfg, _ = engine_config("exclusive")
-    budget = RunBudget(max_ticks=5_000, max_wall_s=600.0)
-    on = run_simulation(cfg, budget=budget)
-    off = run_simulation(_with(cfg, limits__coalesce_ticks=False), budget=budget)
-    assert_same_result(on, off)
-    assert on.timeline.num_ticks == 5_000 and "budget" in on.summary.stopped_reason
+    eng = Engine(cfg)
+    eng.meter = BudgetMeter(RunBudget(max_ticks=5_000, max_wall_s=600.0, check_every_ticks=3_000))
+    eng.meter.next_check_tick = 3_000
+    eng.st.now_s = 300.0
+    eng.st.admit_arrivals()
+    assert solo.advance(eng)
+    assert 3_000 - 128 < eng.rec.num_ticks <= 3_000
+    eng.meter.next_check_tick = 10_000
+    assert solo.advance(eng)
+    assert 5_000 - 128 < eng.rec.num_ticks <= 5_000
 
 
 def test_replicas_of_exclusive_engines_equal_tick_by_tick():
