@@ -81,7 +81,7 @@ class Engine:
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
-        self._solo = False  # batch-of-one services run whole (solo.py), decided with _fast
+        self._solo: solo.SoloPath | None = None  # batch-of-one services run whole (solo.py), decided with _fast
         self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
         self._run_prices: dict[tuple[int, int], tuple] = {}  # (batch size, total context) -> run prices
         self._run_prices_bytes = 0
@@ -101,7 +101,7 @@ class Engine:
             return False
         if self._fast is None:
             self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
-            self._solo = self._coalesce and solo.eligible(self)
+            self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
@@ -111,7 +111,7 @@ class Engine:
             return self._stop(over)
         st.admit_arrivals()
         coalesce = self._coalesce
-        if self._solo and solo.advance(self):  # one request at a time: whole services, many per step
+        if self._solo is not None and self._solo.advance():  # one request at a time: whole services, many per step
             pass
         elif not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 _EMPTY = np.empty(0, dtype=np.int64)
 MAX_SOLO_SERVICES = 2048  # requests considered per call (bounds the arrays one call builds)
+MIN_SOLO_SERVICES = 16  # the first window; it doubles while calls serve all of it
+WINDOW, LEFT, GUARD, NONE = "window", "left", "guard", "none"  # why a call stopped (`advance`)
 MAX_SOLO_TICKS = 1 << 16  # ticks of those requests per call (~10 float/int columns of this length)
 
 
@@ -73,14 +75,14 @@ def _rules_allow(engine: Engine) -> bool:
     return sched.tick_kind(st, st.now_s, 0, 0, True, _EMPTY) != TickKind.DECODE
 
 
-def _candidates(engine: Engine):
+def _candidates(engine: Engine, window: int):
     """Requests that may be served next, in the order they join the queue: the waiting ones (by key),
     then arrivals in arrival order, bounded per call. Returns (ids, how many of them wait now, the
     smallest key of a waiting request left out, the first arrival left out)."""
     st = engine.st
-    waiting = st.key_to_id(st.waiting_keys[:MAX_SOLO_SERVICES])
+    waiting = st.key_to_id(st.waiting_keys[:window])
     lo = st.next_arrival
-    pending = np.arange(lo, min(st.num_requests, lo + MAX_SOLO_SERVICES - waiting.size), dtype=np.int64)
+    pending = np.arange(lo, min(st.num_requests, lo + window - waiting.size), dtype=np.int64)
     ids = np.concatenate([waiting, pending]) if waiting.size else pending
     ticks = np.cumsum(st.output[ids])  # one prefill tick and output - 1 decode ticks each
     ids = ids[: int(np.searchsorted(ticks, MAX_SOLO_TICKS, side="right"))]
@@ -91,14 +93,36 @@ def _candidates(engine: Engine):
     return ids, num_waiting, left_key, left_s
 
 
-def advance(engine: Engine) -> bool:
-    """Serve whole requests one at a time from the current state; False when not one could be."""
+class SoloPath:
+    """The batch-of-one path of one engine (`Engine.step` calls `advance`). It keeps only the size
+    of its window of candidates: pricing a window costs O(its ticks) whether or not its services can
+    run here, so the window starts small, doubles while calls serve all of it, and shrinks to twice
+    what a call served when a service that must be left to the general loop stops the chain."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.window = MIN_SOLO_SERVICES
+
+    def advance(self) -> bool:
+        """Serve whole requests one at a time from the current state; False when not one could be."""
+        served, stop = advance(self.engine, self.window)
+        if stop == WINDOW:
+            self.window = min(2 * self.window, MAX_SOLO_SERVICES)
+        elif stop == LEFT:
+            self.window = max(2 * served, MIN_SOLO_SERVICES)
+        return served > 0
+
+
+def advance(engine: Engine, window: int = MAX_SOLO_SERVICES) -> tuple[int, str]:
+    """Serve whole requests one at a time from the current state, from the first `window` in queue
+    order. Returns (requests served, why it stopped: WINDOW (its candidates ran out), LEFT (the next
+    service is left to the general loop), GUARD (a limit or the horizon), or NONE (not applicable))."""
     st, kv, sched, lim = engine.st, engine.kv, engine.sched, engine.cfg.limits
     if st.running.size or st.swapped_keys.size or kv.num_used or not _rules_allow(engine):
-        return False
-    ids, num_waiting0, left_key, left_s = _candidates(engine)
+        return 0, NONE
+    ids, num_waiting0, left_key, left_s = _candidates(engine, window)
     if not ids.size:
-        return False
+        return 0, NONE
     C = ids.size
     prompt, T = st.prompt[ids], st.output[ids]  # a service has one prefill tick and output - 1 decode ticks
     # Fresh requests only (a recompute after pre-emption has emitted tokens and a different first tick).
@@ -139,7 +163,7 @@ def advance(engine: Engine) -> bool:
         safe[int(np.searchsorted(ends_at, first_raise[0], side="right")):] = False
     m_safe = int(np.argmin(safe)) if not safe.all() else C
     if m_safe == 0:
-        return False
+        return 0, LEFT
     ends = dur.copy()  # accumulated in place, service by service
     # --- the chain: who is next (queue order), when it starts, whether every guard allows it whole
     keys = st.order_key[ids].tolist()
@@ -160,17 +184,21 @@ def advance(engine: Engine) -> bool:
         s, gap = f, False
         if not heap:  # nothing waits: an idle row to the next arrival (before the horizon)
             if nxt >= C or arrival[nxt] >= engine.horizon_s:
+                stop = WINDOW if nxt >= C else GUARD
                 break
             s, gap = arrival[nxt], True
             while nxt < C and arrival[nxt] <= s:
                 heapq.heappush(heap, (keys[nxt], nxt))
                 nxt += 1
-        if left_s <= s:  # a request outside the candidates has arrived: it might be the head
-            break
         key, c = heap[0]
-        if c >= m_safe or key > left_key:
+        if left_s <= s or key > left_key:  # a request outside the candidates has arrived: it might be the head
+            stop = WINDOW
+            break
+        if c >= m_safe:
+            stop = LEFT
             break
         r = rows + gap + T_l[c]
+        stop = GUARD
         if r > max_rows or s >= end_s:
             break
         o, k = first_l[c], T_l[c]
@@ -186,7 +214,7 @@ def advance(engine: Engine) -> bool:
         f = float(seg[k - 1])
         rows = r
     if not served:
-        return False
+        return 0, stop
     sv = np.array(served, dtype=np.int64)
     if served == list(range(sv.size)):  # served in candidate order (FCFS): their ticks are a prefix
         ti = slice(0, int(ends_at[sv[-1]]))
@@ -194,7 +222,7 @@ def advance(engine: Engine) -> bool:
         ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))
     _record(engine, ids[sv], prompt[sv], T[sv], adm[sv], np.array(starts), np.array(idle_from),
             ends[ti], [col[ti] for col in cols])  # fmt: skip
-    return True
+    return sv.size, stop
 
 
 def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) -> None:

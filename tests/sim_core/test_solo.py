@@ -112,10 +112,10 @@ def test_whole_services_stop_before_the_budget_meters_next_check():
     eng.meter.next_check_tick = 3_000
     eng.st.now_s = 300.0
     eng.st.admit_arrivals()
-    assert solo.advance(eng)
+    assert solo.advance(eng)[0] > 0
     assert 3_000 - 128 < eng.rec.num_ticks <= 3_000
     eng.meter.next_check_tick = 10_000
-    assert solo.advance(eng)
+    assert solo.advance(eng)[0] > 0
     assert 5_000 - 128 < eng.rec.num_ticks <= 5_000
 
 
@@ -133,12 +133,12 @@ def test_only_the_batch_of_one_case_runs_here():
     eligible engines serve whole requests from an empty engine."""
     eng = Engine(engine_config("article-dynamic-batch")[0])
     eng.st.admit_arrivals(np.inf)
-    assert solo.eligible(eng) and eng.sched.batch_cap == 16 and not solo.advance(eng)
+    assert solo.eligible(eng) and eng.sched.batch_cap == 16 and solo.advance(eng) == (0, solo.NONE)
     assert not solo.eligible(Engine(engine_config("vllm-v1")[0]))
     eng = Engine(engine_config("exclusive")[0])
     eng.st.now_s = 30.0
     eng.st.admit_arrivals()
-    assert solo.advance(eng)
+    assert solo.advance(eng)[0] > 0
     tl = eng.result().timeline
     assert eng.st.num_finished > 1 and tl.num_ticks > 500 and set(np.unique(tl.phase)) == {Phase.PREFILL, Phase.DECODE}
 
@@ -159,3 +159,24 @@ def test_generated_traces_equal_tick_by_tick(engine, requests, queue_order, max_
                        scheduler__queue_order=queue_order, limits__max_ticks=max_ticks)  # fmt: skip
     on, off = run_both(cfg)
     assert_same_result(on, off)
+
+
+def test_the_window_grows_while_all_of_it_is_served_and_shrinks_when_a_service_is_left():
+    """The candidates priced per call: doubled while a call serves them all, cut back when one of
+    them must go to the general loop (here: a prompt above the token budget)."""
+    cfg, _ = engine_config("exclusive")
+    cfg = _with(cfg, workload__num_requests=400, scheduler__enable_chunked_prefill=True,
+                scheduler__max_num_batched_tokens=1024,
+                workload__prompt_tokens={"dist": "uniform", "mean": 520, "min": 1, "max": 1040})  # fmt: skip
+    eng = Engine(cfg)
+    eng.st.now_s = 150.0
+    eng.st.admit_arrivals()
+    path = solo.SoloPath(eng)
+    windows = []
+    while len(windows) < 12 and eng.step():
+        if not eng.st.running.size:
+            served = eng.st.num_finished
+            path.advance()
+            windows.append((path.window, eng.st.num_finished - served))
+    sizes = [w for w, _ in windows]
+    assert max(sizes) > solo.MIN_SOLO_SERVICES and any(b < a for a, b in zip(sizes, sizes[1:]))
