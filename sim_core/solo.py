@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 _EMPTY = np.empty(0, dtype=np.int64)
 MAX_SOLO_SERVICES = 2048  # requests considered per call (bounds the arrays one call builds)
-MIN_SOLO_SERVICES = 16  # the first window; it doubles while calls serve all of it
+MIN_SOLO_SERVICES = 4  # the first window; it doubles while calls serve all of it
 WINDOW, LEFT, GUARD, NONE = "window", "left", "guard", "none"  # why a call stopped (`advance`)
 MAX_SOLO_TICKS = 1 << 16  # ticks of those requests per call (~10 float/int columns of this length)
 
@@ -102,10 +102,11 @@ class SoloPath:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.window = MIN_SOLO_SERVICES
+        self.prices = _Prices(engine)
 
     def advance(self) -> bool:
         """Serve whole requests one at a time from the current state; False when not one could be."""
-        served, stop = advance(self.engine, self.window)
+        served, stop = advance(self.engine, self.window, self.prices)
         if stop == WINDOW:
             self.window = min(2 * self.window, MAX_SOLO_SERVICES)
         elif stop == LEFT:
@@ -113,7 +114,46 @@ class SoloPath:
         return served > 0
 
 
-def advance(engine: Engine, window: int = MAX_SOLO_SERVICES) -> tuple[int, str]:
+class _Prices:
+    """The cost model's (duration, flops, bytes, compute-bound) of a lone tick: a one-decode tick by
+    the context before it (`Engine._price_run`), and a whole-prompt prefill tick by the prompt
+    (`_advance_tick`'s aggregates for one prefill and no decodes). Pure functions of the context,
+    kept per engine as tables over 0..n - 1 that grow by doubling; bounded by the longest context
+    (max_model_len): 4 columns x 8 bytes per token, 1 MiB at 32k tokens."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.decode: tuple = ()
+        self.prefill: tuple = ()
+
+    def decode_at(self, max_ctx: int) -> tuple:
+        if not self.decode or self.decode[0].size <= max_ctx:
+            n = max(2 * (self.decode[0].size if self.decode else 0), max_ctx + 1, 256)
+            self.decode = self.engine._price_run(np.ones(n, dtype=np.int64), np.arange(n, dtype=np.int64))
+        return self.decode
+
+    def prefill_of(self, max_prompt: int) -> tuple:
+        if not self.prefill or self.prefill[0].size <= max_prompt:
+            p = np.arange(max(2 * (self.prefill[0].size if self.prefill else 0), max_prompt + 1, 256), dtype=np.int64)
+            ones = np.ones_like(p)
+            self.prefill = self.engine.cost.tick(p, ones, p * (p + 1) // 2, np.zeros_like(p), ones, 0.0)
+        return self.prefill
+
+
+def _first_raise(sched, dur: np.ndarray) -> int:
+    """Index of the first tick after which the batch cap is no longer 1 (dur.size if none), from
+    `Scheduler.cap_trajectory` over growing prefixes (the cap after a tick depends on those before)."""
+    k = 64
+    while True:
+        hit = np.flatnonzero(sched.cap_trajectory(dur[:k])[1:] != 1)
+        if hit.size:
+            return int(hit[0])
+        if k >= dur.size:
+            return dur.size
+        k *= 4
+
+
+def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | None = None) -> tuple[int, str]:
     """Serve whole requests one at a time from the current state, from the first `window` in queue
     order. Returns (requests served, why it stopped: WINDOW (its candidates ran out), LEFT (the next
     service is left to the general loop), GUARD (a limit or the horizon), or NONE (not applicable))."""
@@ -141,26 +181,20 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES) -> tuple[int, str]:
     ends_at = np.cumsum(T)
     first = ends_at - T
     N = int(ends_at[-1])
-    t = np.arange(N) - np.repeat(first, T)  # tick index within its service
-    c_lo, c_hi = int(prompt.min()), int((prompt + T).max()) - 1
-    u_p, p_inv = np.unique(prompt, return_inverse=True)
-    # `_advance_tick`'s aggregates for a tick with one whole prefill and no decodes
-    pre = engine.cost.tick(u_p, np.ones_like(u_p), u_p * (u_p + 1) // 2, np.zeros_like(u_p), np.ones_like(u_p), 0.0)
-    p_inv = p_inv.reshape(-1)
-    if c_hi > c_lo:  # the engine's price of a one-decode tick at each context, then each prefill tick over its slot
-        dec = engine._price_run(np.ones(c_hi - c_lo, dtype=np.int64), np.arange(c_lo, c_hi, dtype=np.int64))
-        d_of = np.repeat(prompt - 1 - c_lo, T) + t  # context before each tick, as an index (prefill ticks: overwritten)
-        cols = [dec[j][d_of] for j in range(4)]
-        for j in range(4):
-            cols[j][first] = pre[j][p_inv]
-    else:
-        cols = [pre[j][p_inv] for j in range(4)]
+    prices = prices or _Prices(engine)
+    dec = prices.decode_at(int((prompt + T).max()))
+    pre = prices.prefill_of(int(prompt.max()))
+    # each tick at the context before it (prefill ticks: overwritten by the prefill's price)
+    d_of = np.repeat(prompt - 1, T) + (np.arange(N) - np.repeat(first, T))
+    cols = [dec[j][d_of] for j in range(4)]
+    for j in range(4):
+        cols[j][first] = pre[j][prompt]
     dur = cols[0]
     # The cap stays 1 up to the first tick after which the rule would raise it: services before it are safe.
-    first_raise = np.flatnonzero(sched.cap_trajectory(dur)[1:] != 1)
+    first_raise = _first_raise(sched, dur)
     safe = fresh & whole & fits
-    if first_raise.size:
-        safe[int(np.searchsorted(ends_at, first_raise[0], side="right")):] = False
+    if first_raise < N:
+        safe[int(np.searchsorted(ends_at, first_raise, side="right")):] = False
     m_safe = int(np.argmin(safe)) if not safe.all() else C
     if m_safe == 0:
         return 0, LEFT
