@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 _EMPTY = np.empty(0, dtype=np.int64)
 MAX_SOLO_SERVICES = 2048  # requests considered per call (bounds the arrays one call builds)
 MIN_SOLO_SERVICES = 4  # the first window; it doubles while calls serve all of it
+MAX_BACKOFF_STEPS = 32  # most empty-engine steps skipped after calls that served one request or none
 WINDOW, LEFT, GUARD, NONE = "window", "left", "guard", "none"  # why a call stopped (`advance`)
 MAX_SOLO_TICKS = 1 << 16  # ticks of those requests per call (~10 float/int columns of this length)
 
@@ -94,23 +95,35 @@ def _candidates(engine: Engine, window: int):
 
 
 class SoloPath:
-    """The batch-of-one path of one engine (`Engine.step` calls `advance`). It keeps only the size
-    of its window of candidates: pricing a window costs O(its ticks) whether or not its services can
-    run here, so the window starts small, doubles while calls serve all of it, and shrinks to twice
-    what a call served when a service that must be left to the general loop stops the chain."""
+    """The batch-of-one path of one engine (`Engine.step` calls `advance`). Besides its price tables
+    it keeps only how much to try (never what to decide): pricing a window of candidates costs O(its
+    ticks) whether or not its services can run here, so the window starts small, doubles while calls
+    serve all of it, and shrinks to twice what a call served when a service that must be left to the
+    general loop stops the chain; after a call that served one request or none that way, the next
+    1, 2, 4, ... 32 empty-engine steps are left to the general loop (one service costs less there)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self.window = MIN_SOLO_SERVICES
         self.prices = _Prices(engine)
+        self.backoff = 0  # empty-engine steps to leave to the general loop after a call served one or none
+        self._skip = 0
 
     def advance(self) -> bool:
         """Serve whole requests one at a time from the current state; False when not one could be."""
+        if self.engine.st.running.size:
+            return False
+        if self._skip:  # a call costs ~3 general steps: where services alternate with others, back off
+            self._skip -= 1
+            return False
         served, stop = advance(self.engine, self.window, self.prices)
         if stop == WINDOW:
             self.window = min(2 * self.window, MAX_SOLO_SERVICES)
+            self.backoff = 0
         elif stop == LEFT:
             self.window = max(2 * served, MIN_SOLO_SERVICES)
+            if served <= 1:
+                self.backoff = self._skip = min(2 * self.backoff or 1, MAX_BACKOFF_STEPS)
         return served > 0
 
 
@@ -160,6 +173,15 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     st, kv, sched, lim = engine.st, engine.kv, engine.sched, engine.cfg.limits
     if st.running.size or st.swapped_keys.size or kv.num_used or not _rules_allow(engine):
         return 0, NONE
+    prices = prices or _Prices(engine)
+    # The queue's head first (cheap): a service that would raise the cap is left to the general loop.
+    head = int(st.key_to_id(st.waiting_keys[0])) if st.waiting_keys.size else st.next_arrival
+    if head < st.num_requests:
+        p, o = int(st.prompt[head]), int(st.output[head])
+        dur = prices.decode_at(p + o)[0][p - 1 : p + o - 1].copy()
+        dur[0] = prices.prefill_of(p)[0][p]
+        if _first_raise(sched, dur) < o:
+            return 0, LEFT
     ids, num_waiting0, left_key, left_s = _candidates(engine, window)
     if not ids.size:
         return 0, NONE
@@ -181,7 +203,6 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     ends_at = np.cumsum(T)
     first = ends_at - T
     N = int(ends_at[-1])
-    prices = prices or _Prices(engine)
     dec = prices.decode_at(int((prompt + T).max()))
     pre = prices.prefill_of(int(prompt.max()))
     # each tick at the context before it (prefill ticks: overwritten by the prefill's price)

@@ -180,3 +180,19 @@ def test_the_window_grows_while_all_of_it_is_served_and_shrinks_when_a_service_i
             windows.append((path.window, eng.st.num_finished - served))
     sizes = [w for w, _ in windows]
     assert max(sizes) > solo.MIN_SOLO_SERVICES and any(b < a for a, b in zip(sizes, sizes[1:]))
+
+
+def test_backs_off_where_services_alternate_with_batched_ones():
+    """A cap target just above a lone decode tick at short contexts: short prompts raise the cap
+    (the general loop batches them), long ones keep it at 1. Same results; the path backs off."""
+    cfg, _ = engine_config("article-dynamic-batch")
+    cfg = _with(cfg, workload__num_requests=200, scheduler__dynamic_batch={"enabled": True, "target_tick_ms": 54.4},
+                workload__prompt_tokens={"dist": "uniform", "mean": 1500, "min": 1, "max": 3000})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert int(on.timeline.batch_cap.max()) > 1 and int((on.timeline.batch_cap == 1).sum()) > 1_000
+    eng = Engine(cfg)
+    backoff = 0
+    while eng.step():
+        backoff = max(backoff, eng._solo.backoff)
+    assert backoff >= 2
