@@ -99,8 +99,8 @@ class SoloPath:
     it keeps only how much to try (never what to decide): pricing a window of candidates costs O(its
     ticks) whether or not its services can run here, so the window starts small, doubles while calls
     serve all of it, and shrinks to twice what a call served when a service that must be left to the
-    general loop stops the chain; after a call that served one request or none that way, the next
-    1, 2, 4, ... 32 empty-engine steps are left to the general loop (one service costs less there)."""
+    general loop stops the chain; after calls in a row that served one request or none that way, the
+    next 1, 2, 4, ... 32 empty-engine steps are left to the general loop (one service costs less there)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -119,11 +119,12 @@ class SoloPath:
         served, stop = advance(self.engine, self.window, self.prices)
         if stop == WINDOW:
             self.window = min(2 * self.window, MAX_SOLO_SERVICES)
-            self.backoff = 0
         elif stop == LEFT:
             self.window = max(2 * served, MIN_SOLO_SERVICES)
-            if served <= 1:
-                self.backoff = self._skip = min(2 * self.backoff or 1, MAX_BACKOFF_STEPS)
+        if served > 1 or stop != LEFT:
+            self.backoff = 0
+        else:  # one request or none before a service that is not for this path: calls in a row back off more
+            self.backoff = self._skip = min(2 * self.backoff or 1, MAX_BACKOFF_STEPS)
         return served > 0
 
 
