@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 _EMPTY = np.empty(0, dtype=np.int64)
 MAX_SOLO_SERVICES = 2048  # requests considered per call (bounds the arrays one call builds)
-MIN_SOLO_SERVICES = 4  # the first window; it doubles while calls serve all of it
+MIN_SOLO_SERVICES = 16  # the first window; it doubles while calls serve all of it
 MAX_BACKOFF_STEPS = 32  # most empty-engine steps skipped after calls that served one request or none
 WINDOW, LEFT, GUARD, NONE = "window", "left", "guard", "none"  # why a call stopped (`advance`)
 MAX_SOLO_TICKS = 1 << 16  # ticks of those requests per call (~10 float/int columns of this length)
