@@ -129,6 +129,14 @@ class Engine:
         # instance whose requests are all done may still receive more (the next call says False).
         return True
 
+    def _ticks_left(self) -> int:
+        """Ticks a coalesced run may take before a tick ceiling: the config's `limits.max_ticks` and the
+        server's budget (which the loop checks before each step: a run must not step over it either)."""
+        ceiling = self.cfg.limits.max_ticks
+        if self.meter is not None:
+            ceiling = min(ceiling, self.meter.budget.max_ticks)
+        return ceiling - self.rec.num_ticks
+
     def _stop(self, reason: str) -> bool:
         self.stopped_reason = reason
         self._over = True
@@ -431,7 +439,7 @@ class Engine:
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
         rem_min = int(remaining.min())
         k_max = int(remaining.max()) if shrink_ok else rem_min
-        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(k_max, self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         tick_scalar = self.cost._tick_scalar
@@ -596,7 +604,7 @@ class Engine:
         num_idle = st.running.size - B
         cap_full = st.running.size >= sched.batch_cap  # the batch never shrinks before the run's last tick
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
-        k_max = min(int(remaining.min()), lim.max_ticks - rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(int(remaining.min()), self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next event (a plain step is shorter)
             c0 = int(ctx0.sum())
