@@ -76,6 +76,8 @@ class Engine:
         self.check_invariants = False
         # Cluster hooks (sim_core/cluster steps several engines on one clock). Inert for a single engine.
         self.horizon_s = math.inf  # external input may arrive then: runs stop before it, idle jumps to it
+        self.on_horizon = None  # (engine, now_s, num_outstanding) -> new horizon_s: see `horizon_reached`
+        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted)
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
@@ -200,18 +202,34 @@ class Engine:
         engine whose clock is at most `t_s` and that gets no request but those already added (issue 13: a
         least-outstanding router decides without ending coalesced runs). Added requests only arrive (all by
         `t_s`) and finishes only lower the count; a request cannot finish in fewer ticks than its remaining
-        tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick is
-        shorter than `min_tick_s`."""
+        tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
+        request emits is shorter than `min_tick_s`."""
         st = self.st
-        R = st.num_requests
-        pending = np.arange(st.next_arrival, getattr(self, "num_added", st.next_arrival), dtype=np.int64)
-        ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
-        high = int(ids.size)
+        num_added = getattr(self, "num_added", st.next_arrival)
+        key = (st.now_s, self.rec.num_ticks, num_added, st.next_arrival)  # the state changes only with these
+        if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
+            R = st.num_requests
+            pending = np.arange(st.next_arrival, num_added, dtype=np.int64)
+            ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
+            self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]))  # remaining tokens, ascending
+        remaining = self._bounds_memo[1]
+        high = int(remaining.size)
         if not high or t_s <= st.now_s:
             return high, high
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
         per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
-        return high - int(np.count_nonzero(st.output[ids] - st.emitted[ids] <= ticks * per_tick)), high
+        return high - int(np.searchsorted(remaining, ticks * per_tick, side="right")), high
+
+    def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int) -> float:
+        """Fast path (fastpath.advance), mid-call: every tick that starts before `now_s` has run and the next
+        would start at `now_s` >= `horizon_s`; `num_running_or_waiting` requests are in the batch or the queue
+        (none swapped on the fast path) and slots from `next_arrival` on have not arrived. The cluster
+        (`on_horizon`) may add requests here (arriving by `now_s` at the latest: they join before the next tick,
+        as at the start of a step) and returns the new horizon; the run goes on while it is past `now_s`, so a
+        router's choice does not end the run of the replica that settled it (issue 13: cost)."""
+        if self.on_horizon is not None:
+            self.horizon_s = self.on_horizon(self, now_s, num_running_or_waiting + getattr(self, "num_added", next_arrival) - next_arrival)
+        return self.horizon_s
 
     def cached_prefix_blocks(self, source: Workload, r: int) -> int:
         """Leading prompt blocks of request r of `source` cached here (0 without prefix caching): the

@@ -34,6 +34,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -58,9 +59,14 @@ class Instance:
 
 
 class Deployment:
-    def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True):
+    def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True,
+                 mid_run_routing: bool = True, tight_horizons: bool = True):
         self.cfg = cfg
         self.route_early = route_early  # False: every replica reaches each arrival (the reference for tests)
+        self.mid_run_routing = mid_run_routing  # False: a routing instant ends the run of the replica that reached it
+        # False: every instance stops at every cluster event and one shortest tick past the other pool's clocks
+        # (xPyD; the reference for tests of `_horizon`)
+        self.tight_horizons = tight_horizons
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
@@ -91,6 +97,9 @@ class Deployment:
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
         self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
+        # A request emits a token only in a tick that computes one token for one sequence at least, so the ticks that
+        # bring a request to its finish are each no shorter than this one (Engine.outstanding_bounds).
+        self.min_emit_tick_s = [float(x.engine.cost.tick(1, 1, 1, 0, 1)[0]) for x in self.instances]
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
@@ -116,6 +125,7 @@ class Deployment:
         self._seq = 0
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
+        self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
         self.state_free = self.router.is_state_free
         # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
@@ -132,38 +142,42 @@ class Deployment:
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         R = self.num_requests
-        ptr = 0
+        self._ptr = 0  # next request to route (the mid-run router, `_route_mid_run`, advances it too)
         if self.state_free:  # round robin, session: every choice now (they read no state), arrivals stay in order
             for r, i in enumerate(self.router.up_front_plan(R).tolist()):
                 self._add(r, i)
-            ptr = R
+            self._ptr = R
         stalled: set[int] = set()
         insts = self.instances
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
-        early = self.route_early and not self.back and self.router.decides_on_counts and self.turns is None
+        self._early = self.route_early and not self.back and self.router.decides_on_counts and self.turns is None
+        if self._early and self.mid_run_routing:  # and a replica that reached an arrival settles it without ending its run
+            for j, x in enumerate(insts):
+                x.engine.on_horizon = partial(self._route_mid_run, j)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
+            ptr = self._ptr
             t_arr = self._routing_instant(ptr) if ptr < R else math.inf
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            if early and ptr < R:  # (no cluster events without a decode pool)
+            if self._early and ptr < R:  # (no cluster events without a decode pool)
                 focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                          and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                 if not focus:
                     pick, focus = self.router.choose_by_bounds(
-                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)], ptr)
+                        [x.engine.outstanding_bounds(t_arr, self.min_emit_tick_s[j]) for j, x in enumerate(insts)], ptr)
                     if pick is not None:
                         self._add(ptr, pick)
-                        ptr += 1
+                        self._ptr += 1
                         stalled.clear()
                         continue
                     focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                              and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                     if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
-                        early = False
+                        self._early = False
                         continue
                 i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
             else:
@@ -176,7 +190,7 @@ class Deployment:
                     if t_heap <= t_arr:
                         self._pop_event()
                     else:
-                        ptr = self._route(ptr)
+                        self._ptr = self._route(ptr)
                     stalled.clear()
                     continue
             inst = insts[i]
@@ -191,11 +205,14 @@ class Deployment:
                 stalled.add(i)  # waits for another instance or an event
                 continue
             stalled.clear()
+            if self._ptr != ptr:  # routed mid-run: the focus was for an arrival now settled
+                focus = []
             if self.turns is not None and eng.st.finished_turns:
                 self._release_turns(i)
             if eng.handed_off:
                 for slots, t in eng.handed_off:
                     self._push(t, HANDOFF, (i, slots))
+                    self._held[i] += slots.size
                 eng.handed_off.clear()
             if inst.role == "decode" and self._pending:
                 self._push(eng.st.now_s, RETRY, ())
@@ -204,6 +221,28 @@ class Deployment:
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
         elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
             self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
+
+    def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int) -> float:
+        """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
+        that starts before `now_s`, so `count` is its exact count at every routing instant up to `now_s` (its next
+        tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
+        loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
+        returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
+        R = self.num_requests
+        while self._early and self._ptr < R:
+            r = self._ptr
+            t = self._routing_instant(r)
+            if t > now_s:
+                return t
+            bounds = [(count, count) if j == i else x.engine.outstanding_bounds(t, self.min_emit_tick_s[j])
+                      for j, x in enumerate(self.instances)]  # fmt: skip
+            pick, _ = self.router.choose_by_bounds(bounds, r)
+            if pick is None:
+                break
+            self._add(r, pick)
+            self._ptr += 1
+            count += pick == i
+        return math.inf if self._ptr >= R else now_s
 
     def _earliest(self, stalled: set[int]) -> int | None:
         best, best_t = None, math.inf
@@ -221,17 +260,33 @@ class Deployment:
         and the clock of any busy instance of the other pool plus its shortest possible tick (its next
         tick may hand off a request or free decode blocks, no earlier)."""
         inst = self.instances[i]
-        h = min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
+        # A prefill instance's only input from the cluster is the release of the KV blocks of requests it handed
+        # off (at their transfer's end; a dispatch at any event may start one, and a decode instance's next tick
+        # may free blocks for one): holding none, it runs to its next routed arrival whatever the events.
+        free_running = self.tight_horizons and inst.role == "prefill" and not self._held[i]
+        h = t_arr if free_running else min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
         st = inst.engine.st
         if self.turns is not None:
             h = min(h, self._release_bound_s(i))
-        if self.back and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
+        if self.back and not free_running and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
                 if o.engine.has_work:
-                    h = min(h, o.engine.st.now_s + self.min_tick_s[j])
+                    h = min(h, self._next_output_bound_s(j))
         return h
+
+    def _next_output_bound_s(self, j: int) -> float:
+        """No tick of instance j that starts before its clock, or (for a prefill instance with nothing queued,
+        running or swapped: only arrivals to come) before its next arrival, can end sooner than one shortest
+        tick after that: the earliest time j can hand a request off or free decode blocks. (Arrivals still to
+        be routed, and cluster events, bound every horizon separately.)"""
+        st = self.instances[j].engine.st
+        t = st.now_s
+        if self.tight_horizons and self.instances[j].role == "prefill" and not (
+                st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
+            t = max(t, st.next_arrival_s())
+        return t + self.min_tick_s[j]
 
     def _release_bound_s(self, i: int) -> float:
         """Earliest time another busy instance may release a session's next turn (turns.py): its clock plus its
@@ -321,6 +376,7 @@ class Deployment:
             pre = self.instances[i].engine
             kp = np.array([self.slot_of[r]], dtype=np.int64)
             pre.release(kp)
+            self._held[i] -= 1
             self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
                                                  pre.st.first_token_s[kp])  # fmt: skip
             self._incoming[d] -= 1
