@@ -285,7 +285,7 @@ def advance(engine: Engine) -> bool:
     while j < tick_budget:
         if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
             if max_time >= lim.max_sim_time_s or (max_time := min(lim.max_sim_time_s, engine.horizon_reached(
-                    now, len(running) + len(waiting) - head, ptr))) <= now:  # fmt: skip
+                    now, len(running) + len(waiting) - head, ptr, free))) <= now:  # fmt: skip
                 break
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
         while next_arrival_s <= now:

@@ -151,7 +151,7 @@ class Deployment:
         insts = self.instances
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
-        self._early = self.route_early and not self.back and self.router.decides_on_counts and self.turns is None
+        self._early = self.route_early and not self.back and self.router.decides_on_bounds and self.turns is None
         if self._early and self.mid_run_routing:  # and a replica that reached an arrival settles it without ending its run
             for j, x in enumerate(insts):
                 x.engine.on_horizon = partial(self._route_mid_run, j)
@@ -167,8 +167,7 @@ class Deployment:
                 focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                          and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                 if not focus:
-                    pick, focus = self.router.choose_by_bounds(
-                        [x.engine.outstanding_bounds(t_arr, self.min_emit_tick_s[j]) for j, x in enumerate(insts)], ptr)
+                    pick, focus = self._choose_by_bounds(ptr, t_arr)
                     if pick is not None:
                         self._add(ptr, pick)
                         self._ptr += 1
@@ -222,7 +221,22 @@ class Deployment:
         elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
             self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
 
-    def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int) -> float:
+    def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
+        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
+        count and KV usage of one whose exact state is known there)."""
+        bounds, usage = [], [] if self.router.policy == "least_kv" else None
+        for j, x in enumerate(self.instances):
+            if known is not None and j == known[0]:
+                bounds.append((known[1], known[1]))
+                if usage is not None:
+                    usage.append((known[2], known[2]))
+                continue
+            bounds.append(x.engine.outstanding_bounds(t, self.min_emit_tick_s[j]))
+            if usage is not None:  # (no cheap bound: it must reach t, where it is exact)
+                usage.append(x.engine.kv_usage_bounds(t, self.min_emit_tick_s[j]) or (0.0, math.inf))
+        return self.router.choose_by_bounds(bounds, r, usage)
+
+    def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
         that starts before `now_s`, so `count` is its exact count at every routing instant up to `now_s` (its next
         tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
@@ -234,9 +248,7 @@ class Deployment:
             t = self._routing_instant(r)
             if t > now_s:
                 return t
-            bounds = [(count, count) if j == i else x.engine.outstanding_bounds(t, self.min_emit_tick_s[j])
-                      for j, x in enumerate(self.instances)]  # fmt: skip
-            pick, _ = self.router.choose_by_bounds(bounds, r)
+            pick, _ = self._choose_by_bounds(r, t, (i, count, usage))
             if pick is None:
                 break
             self._add(r, pick)

@@ -13,9 +13,8 @@ from sim_core.cluster import Deployment
 from sim_core.cluster.result import build_result
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
-from sim_core.types import Phase
 from tests.conftest import make_config
-from tests.sim_core.cluster.test_deployment import REQ_FIELDS, assert_cluster_invariants, deploy
+from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
 from tests.sim_core.test_engine import random_config
 
@@ -35,50 +34,48 @@ def _run(cfg, **flags):
     return build_result(dep), steps[0]
 
 
-def _assert_same_results(a, b):
-    assert np.array_equal(a.instance_of, b.instance_of)
-    assert np.array_equal(a.decode_instance_of, b.decode_instance_of)
-    for f in REQ_FIELDS:
-        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
-    for f in ("kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s", "kv_transfer_bytes"):
-        assert np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True), f
-    for x, y in zip(a.instances, b.instances):
-        busy = lambda r: r.timeline.columns["phase"] != Phase.IDLE  # noqa: E731
-        for name, col in x.result.timeline.columns.items():  # every busy row, every column
-            assert np.array_equal(col[busy(x.result)], y.result.timeline.columns[name][busy(y.result)]), name
-        idle = lambda r: r.timeline.duration_s[~busy(r)].sum()  # noqa: E731
-        assert idle(x.result) == pytest.approx(idle(y.result), rel=1e-12, abs=1e-12)
-        assert x.result.itl_s.size == y.result.itl_s.size and np.array_equal(np.sort(x.result.itl_s), np.sort(y.result.itl_s))
-
-
 def _chat(num_requests=300, rate=60.0, seed=0):
     return make_config("chat-h100-llama8b", seed=seed, workload__num_requests=num_requests,
                        workload__arrival__rate_per_s=rate)  # fmt: skip
 
 
 # ------------------------------------------------------------------ routing mid-run
-@pytest.mark.parametrize("router", ["least_outstanding", "cache_aware"])
+ROUTERS = [("least_outstanding", 0.0), ("cache_aware", 0.0), ("least_kv", 0.0), ("least_kv", 0.05), ("least_kv", 0.4)]
+
+
+@pytest.mark.parametrize("router, refresh_s", ROUTERS)
 @pytest.mark.parametrize("seed", range(3))
-def test_routing_inside_a_run_routes_and_runs_as_routing_between_steps(router, seed):
-    cfg = deploy(_chat(rate=40.0 + 20 * seed, seed=seed), {"replicas": 2 + seed, "router": router})
+def test_routing_inside_a_run_routes_and_runs_as_routing_between_steps(router, refresh_s, seed):
+    cfg = deploy(_chat(rate=40.0 + 20 * seed, seed=seed), {"replicas": 2 + seed, "router": router,
+                                                           "state_refresh_s": refresh_s})  # fmt: skip
     (mid, mid_steps), (ref, ref_steps) = _run(cfg), _run(cfg, mid_run_routing=False)
-    _assert_same_results(mid, ref)
+    assert_same_routing_and_busy_ticks(mid, ref)
     assert_cluster_invariants(mid)
     assert mid_steps < ref_steps  # what it is for: fewer ended runs
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("router, refresh_s", ROUTERS)
+def test_settling_choices_from_bounds_routes_as_every_replica_at_each_arrival(router, refresh_s):
+    cfg = deploy(_chat(rate=80.0, seed=3), {"replicas": 4, "router": router, "state_refresh_s": refresh_s})
+    (early, early_steps), (ref, ref_steps) = _run(cfg), _run(cfg, route_early=False)
+    assert_same_routing_and_busy_ticks(early, ref)
+    assert early_steps < ref_steps
+
+
+@pytest.mark.parametrize("seed", range(10))
 def test_routing_inside_a_run_on_random_configs(seed):
     cfg = random_config(seed)
     if cfg.workload.arrival.process == "closed_loop":
         cfg = with_value(cfg, "workload.arrival.process", "gamma")
-    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": ["least_outstanding", "cache_aware"][seed % 2]})
-    _assert_same_results(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
+    router, refresh_s = ROUTERS[seed % len(ROUTERS)]
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": router, "state_refresh_s": refresh_s})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, route_early=False)[0])
 
 
 def test_routing_inside_a_run_with_shared_prompts_and_prefix_caching():
     cfg = deploy(shared_prompts(num_prompts=8, num_requests=200, rate=60.0), {"replicas": 3, "router": "cache_aware"})
-    _assert_same_results(_run(cfg)[0], _run(cfg, route_early=False)[0])
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, route_early=False)[0])
 
 
 def test_the_fast_path_asks_the_cluster_at_its_horizon_and_runs_on():
@@ -90,12 +87,12 @@ def test_the_fast_path_asks_the_cluster_at_its_horizon_and_runs_on():
     stopped, extended = Engine(cfg), Engine(cfg)
     stopped.horizon_s = extended.horizon_s = t_mid
     asked = []
-    extended.on_horizon = lambda eng, now_s, count: asked.append((now_s, count)) or np.inf
+    extended.on_horizon = lambda eng, now_s, count, usage: asked.append((now_s, count, usage)) or np.inf
     while stopped.st.now_s < t_mid:
         stopped.step()
     while not asked:
         extended.step()
-    assert asked == [(stopped.st.now_s, stopped.num_outstanding)]  # its clock and count where the other stopped
+    assert asked == [(stopped.st.now_s, stopped.num_outstanding, stopped.kv.usage)]  # its clock and count where the other stopped
     assert extended.st.now_s > stopped.st.now_s  # the same call ran on
     while extended.step():
         pass
@@ -112,7 +109,7 @@ def test_prefill_instances_run_past_events_that_cannot_reach_them(seed):
     cfg = deploy(_chat(num_requests=250, rate=15.0 + 10 * seed, seed=seed),
                  {"disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2}, "link": link}})
     (tight, tight_steps), (ref, ref_steps) = _run(cfg), _run(cfg, tight_horizons=False)
-    _assert_same_results(tight, ref)
+    assert_same_routing_and_busy_ticks(tight, ref)
     assert_cluster_invariants(tight)
     assert tight_steps <= ref_steps and (seed % 2 == 0 or tight_steps < ref_steps)  # (2 prefill instances: fewer)
 
@@ -124,7 +121,7 @@ def test_prefill_lookahead_on_random_configs(seed):
         cfg = with_value(cfg, "workload.arrival.process", "gamma")
     router = ["round_robin", "least_outstanding", "least_kv"][seed % 3]
     cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2}}})
-    _assert_same_results(_run(cfg)[0], _run(cfg, tight_horizons=False)[0])
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, tight_horizons=False)[0])
 
 
 def test_back_pressure_run_is_unchanged_by_the_lookahead():
@@ -137,4 +134,4 @@ def test_back_pressure_run_is_unchanged_by_the_lookahead():
     cfg = deploy(cfg, {"disaggregation": {"decode": {"hardware": small}}})
     tight, ref = _run(cfg)[0], _run(cfg, tight_horizons=False)[0]
     assert np.nanmax(tight.kv_transfer_start_s - tight.kv_wait_start_s) > 1.0  # back-pressure happened
-    _assert_same_results(tight, ref)
+    assert_same_routing_and_busy_ticks(tight, ref)

@@ -16,7 +16,7 @@ from sim_core.cluster import Deployment
 from sim_core.config import DeploymentConfig
 from sim_core.sweep import with_value
 from tests.conftest import make_config, trace_config
-from tests.sim_core.cluster.test_deployment import assert_same_run, deploy
+from tests.sim_core.cluster.test_deployment import assert_same_routing_and_busy_ticks, assert_same_run, deploy
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
 from tests.sim_core.test_engine import random_config
 
@@ -33,10 +33,13 @@ def _arrivals_config(seed: int):
 
 
 def _assert_coalescing_free(cfg):
+    # (least_kv settles choices from bounds, so where an idle instance pauses depends on how the others ran:
+    # idle gaps may be cut into other rows; prefix_affinity reaches every routing instant: the same rows)
     fast, slow = run_simulation(cfg, check_invariants=True), run_simulation(_tick_by_tick(cfg))
-    assert np.array_equal(fast.instance_of, slow.instance_of)
-    for a, b in zip(fast.instances, slow.instances):
-        assert_same_run(a.result, b.result)
+    assert_same_routing_and_busy_ticks(fast, slow)
+    if cfg.deployment.router == "prefix_affinity":
+        for a, b in zip(fast.instances, slow.instances):
+            assert_same_run(a.result, b.result)
 
 
 @pytest.mark.parametrize("seed", range(6))
