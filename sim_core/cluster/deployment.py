@@ -40,7 +40,7 @@ import numpy as np
 
 from sim_core.cluster.router import Router
 from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
-from sim_core.cluster.turns import TurnFeed
+from sim_core.cluster.turns import RefreshedViews, TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
@@ -131,12 +131,18 @@ class Deployment:
         # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
         # every arrival of one refresh interval is routed at its start, and replicas pause once per interval
         self.refresh_s = dep.state_refresh_s if self.router.reads_engine_state else 0.0
-        # Closed-loop sessions (turns.py): later turns are routed when released, one arrival at a time in time
-        # order, from the exact state then (a refresh window could route a later first turn before an earlier
-        # released one), and round robin's plan cannot be made up front (release times are unknown).
+        # Closed-loop sessions (turns.py): every arrival is routed at its time, in time order with the first turns
+        # (a turn can be released into an interval whose other arrivals would already be routed), and round robin's
+        # plan cannot be made up front (release times are unknown). least_kv routes each on the engines as they
+        # were at the last refresh instant (turns.RefreshedViews: each instance's KV usage and finished count there,
+        # plus the requests sent since); prefix_affinity on the exact state: its view at a refresh instant is each
+        # engine's whole prefix cache, which would have to be copied at every refresh (README, Beyond one engine).
         self.turns = TurnFeed(wl) if wl.next_turn is not None else None
+        self.views: RefreshedViews | None = None
         if self.turns is not None:
             self.state_free = False
+            if self.refresh_s and self.router.policy == "least_kv":
+                self.views = RefreshedViews([x.engine for x in self.front], self.refresh_s)
             self.refresh_s = 0.0
 
     # ------------------------------------------------------------------ loop
@@ -194,6 +200,8 @@ class Deployment:
                     continue
             inst = insts[i]
             eng = inst.engine
+            if self.views is not None and inst.role != "decode":
+                self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
             if not eng.step():
@@ -280,6 +288,8 @@ class Deployment:
         st = inst.engine.st
         if self.turns is not None:
             h = min(h, self._release_bound_s(i))
+            if self.views is not None and inst.role != "decode":  # stop where the router's view is refreshed
+                h = min(h, self.views.next_instant_s(inst.engine))
         if self.back and not free_running and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
@@ -344,8 +354,11 @@ class Deployment:
     def _routing_instant(self, r: int) -> float:
         """When request r is routed from the engines' state: its arrival, or with a refresh interval the
         refresh instant at or before it (the state the router holds then is what it routes r on)."""
-        t = float(self.arrival_s[r])
-        return t if not self.refresh_s else min(self._window(r) * self.refresh_s, t)
+        return self._instant(float(self.arrival_s[r]))
+
+    def _instant(self, t: float) -> float:
+        """The routing instant of an arrival at time t (`_routing_instant`)."""
+        return t if not self.refresh_s or not math.isfinite(t) else min(math.floor(t / self.refresh_s) * self.refresh_s, t)
 
     def _route(self, r: int) -> int:
         """Route request r, and with a refresh interval every later arrival of its interval (the router's view
@@ -354,7 +367,8 @@ class Deployment:
         engines = [x.engine for x in self.front]
         if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
             q = self.turns.pop()
-            self._add(q, self.router.choose(engines, q))
+            seen = engines if self.views is None else self.views.at(float(self.arrival_s[q]))
+            self._add(q, self.router.choose(seen, q))
             return r + 1
         end = r + 1
         if self.refresh_s:
@@ -387,6 +401,8 @@ class Deployment:
             i, d, r = payload
             pre = self.instances[i].engine
             kp = np.array([self.slot_of[r]], dtype=np.int64)
+            if self.views is not None:
+                self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
             self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
