@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from bisect import bisect_right
 from itertools import chain
 
 import numpy as np
@@ -212,14 +213,14 @@ class Engine:
             R = st.num_requests
             pending = np.arange(st.next_arrival, num_added, dtype=np.int64)
             ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
-            self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]))  # remaining tokens, ascending
+            self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist())  # remaining tokens, ascending
         remaining = self._bounds_memo[1]
-        high = int(remaining.size)
+        high = len(remaining)
         if not high or t_s <= st.now_s:
             return high, high
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
         per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
-        return high - int(np.searchsorted(remaining, ticks * per_tick, side="right")), high
+        return high - bisect_right(remaining, ticks * per_tick), high
 
     def kv_usage_bounds(self, t_s: float, min_tick_s: float) -> tuple[float, float] | None:
         """(low, high) bounds on `kv.usage` once every tick that starts before `t_s` has run, under the assumptions
