@@ -13,12 +13,16 @@ and it always steps the busy instance whose clock is earliest (ties: lowest inde
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
-arrival. A state-aware router thus pauses every replica at every routing instant (one extra engine step
-per replica): for least_kv and prefix_affinity the refresh instants of `deployment.state_refresh_s` (all
-arrivals of an interval are routed at its start from the state then, router.py), or every arrival when it
-is 0; least_outstanding and cache_aware over replicas settle most choices from bounds on the counts
-(Router.choose_by_bounds) and only replicas whose exact count could change the choice run up to the
-arrival. Otherwise instances are independent between events.
+arrival. A state-aware router reads the replicas at its routing instants: for least_kv and prefix_affinity
+the refresh instants of `deployment.state_refresh_s` (all arrivals of an interval are routed at its start
+from the state then, router.py), or every arrival when it is 0. prefix_affinity pauses every replica at each
+(one extra engine step per replica). least_outstanding, cache_aware and least_kv over replicas settle most
+choices from bounds on what they read (counts, KV usage: `Engine.outstanding_bounds`, `kv_usage_bounds`;
+`Router.choose_by_bounds`), so only the replicas whose exact state could change the choice run up to the
+instant; and a replica whose fast-path run reaches an instant routes it there without ending the run
+(`Engine.horizon_reached` -> `_route_mid_run`: its own state is exact then), so its run goes on unless another
+replica must catch up first. In xPyD a prefill instance holding no handed-off KV runs past cluster events
+(nothing but a release of such KV can reach it). Otherwise instances are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
