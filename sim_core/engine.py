@@ -23,7 +23,7 @@ from itertools import chain
 
 import numpy as np
 
-from sim_core import fastpath
+from sim_core import fastpath, solo
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
@@ -85,6 +85,7 @@ class Engine:
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
+        self._solo: solo.SoloPath | None = None  # batch-of-one services run whole (solo.py), decided with _fast
         self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
         self._run_prices: dict[tuple[int, int], tuple] = {}  # (batch size, total context) -> run prices
         self._run_prices_bytes = 0
@@ -104,6 +105,7 @@ class Engine:
             return False
         if self._fast is None:
             self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
+            self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
@@ -113,7 +115,9 @@ class Engine:
             return self._stop(over)
         st.admit_arrivals()
         coalesce = self._coalesce
-        if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+        if self._solo is not None and self._solo.advance():  # one request at a time: whole services, many per step
+            pass
+        elif not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():
@@ -128,6 +132,14 @@ class Engine:
         # True after any progress, even the step that finished the last request: a cluster
         # instance whose requests are all done may still receive more (the next call says False).
         return True
+
+    def _ticks_left(self) -> int:
+        """Ticks a coalesced run may take before a tick ceiling: the config's `limits.max_ticks` and the
+        server's budget (which the loop checks before each step: a run must not step over it either)."""
+        ceiling = self.cfg.limits.max_ticks
+        if self.meter is not None:
+            ceiling = min(ceiling, self.meter.budget.max_ticks)
+        return ceiling - self.rec.num_ticks
 
     def _stop(self, reason: str) -> bool:
         self.stopped_reason = reason
@@ -491,7 +503,7 @@ class Engine:
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
         rem_min = int(remaining.min())
         k_max = int(remaining.max()) if shrink_ok else rem_min
-        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(k_max, self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         tick_scalar = self.cost._tick_scalar
@@ -656,7 +668,7 @@ class Engine:
         num_idle = st.running.size - B
         cap_full = st.running.size >= sched.batch_cap  # the batch never shrinks before the run's last tick
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
-        k_max = min(int(remaining.min()), lim.max_ticks - rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(int(remaining.min()), self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next event (a plain step is shorter)
             c0 = int(ctx0.sum())
