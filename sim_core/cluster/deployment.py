@@ -54,6 +54,23 @@ from sim_core.types import Event
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
 
 
+class _Running:
+    """What a router reads of a replica inside its fast-path run (`Deployment._route_mid_run`): its count and KV
+    usage as the run passed them (its arrays are written back when the run ends), its prefix cache as it is."""
+
+    def __init__(self, engine: Engine, count: int, usage: float):
+        self.engine, self._count, self._added = engine, count, engine.num_added
+        self.kv = self
+        self.usage = usage
+
+    @property
+    def num_outstanding(self) -> int:  # (plus what the router sends it meanwhile)
+        return self._count + self.engine.num_added - self._added
+
+    def cached_prefix_blocks(self, source, r: int) -> int:
+        return self.engine.cached_prefix_blocks(source, r)
+
+
 @dataclass
 class Instance:
     engine: Engine
@@ -162,8 +179,10 @@ class Deployment:
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
         self._early = self.route_early and not self.back and self.router.decides_on_bounds and self.turns is None
-        if self._early and self.mid_run_routing:  # and a replica that reached an arrival settles it without ending its run
-            for j, x in enumerate(insts):
+        # prefix_affinity reads every replica at each instant: the last to reach it routes there without ending its run
+        self._mid_exact = self.route_early and not self.back and self.turns is None and self.router.policy == "prefix_affinity"
+        if (self._early or self._mid_exact) and self.mid_run_routing:  # a replica that reached an arrival settles it
+            for j, x in enumerate(insts):  # without ending its run
                 x.engine.on_horizon = partial(self._route_mid_run, j)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
@@ -255,6 +274,15 @@ class Deployment:
         loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
         returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
         R = self.num_requests
+        while self._mid_exact and self._ptr < R:  # every other busy replica must have reached the instant
+            t = self._routing_instant(self._ptr)
+            if t > now_s:
+                return t
+            if any(j != i and x.engine.has_work and x.engine.st.now_s < t for j, x in enumerate(self.front)):
+                return now_s
+            live = _Running(eng, count, usage)
+            self._ptr = self._route(self._ptr, [live if j == i else x.engine for j, x in enumerate(self.front)])
+            count = live.num_outstanding
         while self._early and self._ptr < R:
             r = self._ptr
             t = self._routing_instant(r)
@@ -364,11 +392,12 @@ class Deployment:
         """The routing instant of an arrival at time t (`_routing_instant`)."""
         return t if not self.refresh_s or not math.isfinite(t) else min(math.floor(t / self.refresh_s) * self.refresh_s, t)
 
-    def _route(self, r: int) -> int:
+    def _route(self, r: int, engines: list | None = None) -> int:
         """Route request r, and with a refresh interval every later arrival of its interval (the router's view
         of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
-        engine counts as soon as they are added); returns the next request to route."""
-        engines = [x.engine for x in self.front]
+        engine counts as soon as they are added); returns the next request to route. (`engines`: what the router
+        reads of each, by default the engines.)"""
+        engines = [x.engine for x in self.front] if engines is None else engines
         if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
             q = self.turns.pop()
             seen = engines if self.views is None else self.views.at(float(self.arrival_s[q]))

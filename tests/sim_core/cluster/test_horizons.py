@@ -135,3 +135,27 @@ def test_back_pressure_run_is_unchanged_by_the_lookahead():
     tight, ref = _run(cfg)[0], _run(cfg, tight_horizons=False)[0]
     assert np.nanmax(tight.kv_transfer_start_s - tight.kv_wait_start_s) > 1.0  # back-pressure happened
     assert_same_routing_and_busy_ticks(tight, ref)
+
+
+@pytest.mark.parametrize("refresh_s", [0.0, 0.05, 0.4])
+@pytest.mark.parametrize("seed", range(2))
+def test_prefix_affinity_routes_inside_the_run_of_the_last_replica_to_reach_an_instant(refresh_s, seed):
+    # it reads every replica's prefix cache at the instant: the last to get there routes it, its cache as it is
+    cfg = with_value(shared_prompts(num_prompts=8, num_requests=200, rate=60.0 + 30 * seed), "seed", seed)
+    cfg = deploy(cfg, {"replicas": 3 + seed, "router": "prefix_affinity", "state_refresh_s": refresh_s})
+    (mid, mid_steps), (ref, ref_steps) = _run(cfg), _run(cfg, mid_run_routing=False)
+    assert_same_routing_and_busy_ticks(mid, ref)
+    assert_cluster_invariants(mid)
+    assert mid_steps < ref_steps
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_affinity_inside_the_run_on_random_configs(seed):
+    cfg = random_config(seed + 20)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    cfg = with_value(with_value(cfg, "kv_cache.layout", "paged"), "kv_cache.enable_prefix_caching", True)
+    cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
+                                                     "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": "prefix_affinity", "state_refresh_s": [0.0, 0.05][seed % 2]})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
