@@ -600,7 +600,9 @@ class DeploymentConfig(StrictModel):
         "of this interval) plus the requests the router sent since. 0 = exact at every arrival (slowest to "
         "simulate). Default 0.05 s: llm-d's endpoint picker scrapes engine metrics every 50 ms "
         "(gateway-api-inference-extension, --refreshMetricsInterval); vLLM production-stack's router every 30 s "
-        "(--engine-stats-interval). Range [0, 60].",
+        "(--engine-stats-interval). With closed-loop sessions, least_kv routes each turn as it arrives, on that "
+        "same view; prefix_affinity there reads exact state (its view would be a copy of every prefix cache at "
+        "each refresh). Range [0, 60].",
     )  # fmt: skip
 
 

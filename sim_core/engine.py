@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from bisect import bisect_right
 
 import numpy as np
 
@@ -75,6 +76,9 @@ class Engine:
         self.check_invariants = False
         # Cluster hooks (sim_core/cluster steps several engines on one clock). Inert for a single engine.
         self.horizon_s = math.inf  # external input may arrive then: runs stop before it, idle jumps to it
+        self.on_horizon = None  # (engine, now_s, num_outstanding, kv usage) -> new horizon_s: see `horizon_reached`
+        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted)
+        self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
@@ -211,18 +215,78 @@ class Engine:
         engine whose clock is at most `t_s` and that gets no request but those already added (issue 13: a
         least-outstanding router decides without ending coalesced runs). Added requests only arrive (all by
         `t_s`) and finishes only lower the count; a request cannot finish in fewer ticks than its remaining
-        tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick is
-        shorter than `min_tick_s`."""
+        tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
+        request emits is shorter than `min_tick_s`."""
         st = self.st
-        R = st.num_requests
-        pending = np.arange(st.next_arrival, getattr(self, "num_added", st.next_arrival), dtype=np.int64)
-        ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
-        high = int(ids.size)
+        num_added = getattr(self, "num_added", st.next_arrival)
+        key = (st.now_s, self.rec.num_ticks, num_added, st.next_arrival)  # the state changes only with these
+        if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
+            R = st.num_requests
+            pending = np.arange(st.next_arrival, num_added, dtype=np.int64)
+            ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
+            self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist())  # remaining tokens, ascending
+        remaining = self._bounds_memo[1]
+        high = len(remaining)
         if not high or t_s <= st.now_s:
             return high, high
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
         per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
-        return high - int(np.count_nonzero(st.output[ids] - st.emitted[ids] <= ticks * per_tick)), high
+        return high - bisect_right(remaining, ticks * per_tick), high
+
+    def kv_usage_bounds(self, t_s: float, min_tick_s: float) -> tuple[float, float] | None:
+        """(low, high) bounds on `kv.usage` once every tick that starts before `t_s` has run, under the assumptions
+        of `outstanding_bounds` (issue 13: least_kv decides without ending coalesced runs); None where no cheap
+        bound holds (prefix caching, n > 1 samples, swapped requests, or KV that might run short before `t_s`).
+
+        While every request's largest possible context by `t_s` fits in the free blocks, no decode is ever short of
+        a block, so nothing is pre-empted or swapped out: blocks are only taken (each request ends up holding at
+        most the blocks for its prompt plus the tokens it can emit by then, plus the scheduler's decode lookahead;
+        all its blocks at once under reserved admission) and freed by finishes (at most the blocks held now by the
+        requests that can finish, as in `outstanding_bounds`)."""
+        st, kv = self.st, self.kv
+        if t_s <= st.now_s:
+            return kv.usage, kv.usage
+        if self.prefix is not None or self.n != 1 or st.swapped_keys.size:
+            return None
+        num_added = getattr(self, "num_added", st.next_arrival)
+        key = (st.now_s, self.rec.num_ticks, num_added, st.next_arrival)  # as in outstanding_bounds
+        if self._kv_memo is None or self._kv_memo[0] != key:
+            R = st.num_requests
+            ids = np.concatenate([st.running, st.waiting_keys % R, np.arange(st.next_arrival, num_added, dtype=np.int64)])
+            left = st.output[ids] - st.emitted[ids]  # tokens still to emit
+            order = np.argsort(left, kind="stable")
+            held = kv.held[ids]
+            final = st.prompt[ids] + st.output[ids]
+            self._kv_memo = (key, left[order], np.cumsum(held[order]), held, final, final - left, {})
+        _, left, held_cum, held, final, done, seen = self._kv_memo
+        ticks = int((t_s - st.now_s) // min_tick_s) + 1
+        if ticks in seen:  # a router asks again for the same instant (a refresh interval's arrivals)
+            return seen[ticks]
+        per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
+        reach = final if self.cfg.scheduler.admission == "reserve" else np.minimum(final, done + ticks * per_tick)
+        grow = int(np.maximum(kv.blocks_for(reach + self.sched.decode_width, None) - held, 0).sum()) if held.size else 0
+        if grow > kv.num_free:
+            out = None
+        else:
+            k = int(np.searchsorted(left, ticks * per_tick, side="right"))
+            freed = int(held_cum[k - 1]) if k else 0
+            out = (kv.num_used - freed) / kv.num_blocks, (kv.num_used + grow) / kv.num_blocks
+        if len(seen) < 64:
+            seen[ticks] = out
+        return out
+
+    def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int, num_free: int) -> float:
+        """Fast path (fastpath.advance), mid-call: every tick that starts before `now_s` has run and the next
+        would start at `now_s` >= `horizon_s`; `num_running_or_waiting` requests are in the batch or the queue
+        (none swapped on the fast path), slots from `next_arrival` on have not arrived, and `num_free` KV blocks
+        are free. The cluster
+        (`on_horizon`) may add requests here (arriving by `now_s` at the latest: they join before the next tick,
+        as at the start of a step) and returns the new horizon; the run goes on while it is past `now_s`, so a
+        router's choice does not end the run of the replica that settled it (issue 13: cost)."""
+        if self.on_horizon is not None:
+            count = num_running_or_waiting + getattr(self, "num_added", next_arrival) - next_arrival
+            self.horizon_s = self.on_horizon(self, now_s, count, (self.kv.num_blocks - num_free) / self.kv.num_blocks)
+        return self.horizon_s
 
     def cached_prefix_blocks(self, source: Workload, r: int) -> int:
         """Leading prompt blocks of request r of `source` cached here (0 without prefix caching): the

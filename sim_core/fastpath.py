@@ -282,7 +282,12 @@ def advance(engine: Engine) -> bool:
     admission_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
-    while j < tick_budget and now < max_time:
+    while j < tick_budget:
+        if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
+            if max_time >= lim.max_sim_time_s or (max_time := min(lim.max_sim_time_s, engine.horizon_reached(
+                    now, len(running) + len(waiting) - head, ptr, free))) <= now:  # fmt: skip
+                break
+            next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
         while next_arrival_s <= now:
             if is_fcfs:
                 waiting.append(ptr)

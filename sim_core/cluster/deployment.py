@@ -13,12 +13,16 @@ and it always steps the busy instance whose clock is earliest (ties: lowest inde
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
-arrival. A state-aware router thus pauses every replica at every routing instant (one extra engine step
-per replica): for least_kv and prefix_affinity the refresh instants of `deployment.state_refresh_s` (all
-arrivals of an interval are routed at its start from the state then, router.py), or every arrival when it
-is 0; least_outstanding and cache_aware over replicas settle most choices from bounds on the counts
-(Router.choose_by_bounds) and only replicas whose exact count could change the choice run up to the
-arrival. Otherwise instances are independent between events.
+arrival. A state-aware router reads the replicas at its routing instants: for least_kv and prefix_affinity
+the refresh instants of `deployment.state_refresh_s` (all arrivals of an interval are routed at its start
+from the state then, router.py), or every arrival when it is 0. prefix_affinity pauses every replica at each
+(one extra engine step per replica). least_outstanding, cache_aware and least_kv over replicas settle most
+choices from bounds on what they read (counts, KV usage: `Engine.outstanding_bounds`, `kv_usage_bounds`;
+`Router.choose_by_bounds`), so only the replicas whose exact state could change the choice run up to the
+instant; and a replica whose fast-path run reaches an instant routes it there without ending the run
+(`Engine.horizon_reached` -> `_route_mid_run`: its own state is exact then), so its run goes on unless another
+replica must catch up first. In xPyD a prefill instance holding no handed-off KV runs past cluster events
+(nothing but a release of such KV can reach it). Otherwise instances are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -34,12 +38,13 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from sim_core.cluster.router import Router
 from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
-from sim_core.cluster.turns import TurnFeed
+from sim_core.cluster.turns import RefreshedViews, TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
@@ -47,6 +52,23 @@ from sim_core.sessions import SlotState
 from sim_core.types import Event
 
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
+
+
+class _Running:
+    """What a router reads of a replica inside its fast-path run (`Deployment._route_mid_run`): its count and KV
+    usage as the run passed them (its arrays are written back when the run ends), its prefix cache as it is."""
+
+    def __init__(self, engine: Engine, count: int, usage: float):
+        self.engine, self._count, self._added = engine, count, engine.num_added
+        self.kv = self
+        self.usage = usage
+
+    @property
+    def num_outstanding(self) -> int:  # (plus what the router sends it meanwhile)
+        return self._count + self.engine.num_added - self._added
+
+    def cached_prefix_blocks(self, source, r: int) -> int:
+        return self.engine.cached_prefix_blocks(source, r)
 
 
 @dataclass
@@ -58,9 +80,14 @@ class Instance:
 
 
 class Deployment:
-    def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True):
+    def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True,
+                 mid_run_routing: bool = True, tight_horizons: bool = True):
         self.cfg = cfg
         self.route_early = route_early  # False: every replica reaches each arrival (the reference for tests)
+        self.mid_run_routing = mid_run_routing  # False: a routing instant ends the run of the replica that reached it
+        # False: every instance stops at every cluster event and one shortest tick past the other pool's clocks
+        # (xPyD; the reference for tests of `_horizon`)
+        self.tight_horizons = tight_horizons
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
@@ -91,6 +118,9 @@ class Deployment:
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
         self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
+        # A request emits a token only in a tick that computes one token for one sequence at least, so the ticks that
+        # bring a request to its finish are each no shorter than this one (Engine.outstanding_bounds).
+        self.min_emit_tick_s = [float(x.engine.cost.tick(1, 1, 1, 0, 1)[0]) for x in self.instances]
         wl = self.workload
         self.num_requests = R = wl.num_requests
         self.arrival_s = wl.arrival_s
@@ -116,54 +146,66 @@ class Deployment:
         self._seq = 0
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
+        self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
         self.state_free = self.router.is_state_free
         # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
         # every arrival of one refresh interval is routed at its start, and replicas pause once per interval
         self.refresh_s = dep.state_refresh_s if self.router.reads_engine_state else 0.0
-        # Closed-loop sessions (turns.py): later turns are routed when released, one arrival at a time in time
-        # order, from the exact state then (a refresh window could route a later first turn before an earlier
-        # released one), and round robin's plan cannot be made up front (release times are unknown).
+        # Closed-loop sessions (turns.py): every arrival is routed at its time, in time order with the first turns
+        # (a turn can be released into an interval whose other arrivals would already be routed), and round robin's
+        # plan cannot be made up front (release times are unknown). least_kv routes each on the engines as they
+        # were at the last refresh instant (turns.RefreshedViews: each instance's KV usage and finished count there,
+        # plus the requests sent since); prefix_affinity on the exact state: its view at a refresh instant is each
+        # engine's whole prefix cache, which would have to be copied at every refresh (README, Beyond one engine).
         self.turns = TurnFeed(wl) if wl.next_turn is not None else None
+        self.views: RefreshedViews | None = None
         if self.turns is not None:
             self.state_free = False
+            if self.refresh_s and self.router.policy == "least_kv":
+                self.views = RefreshedViews([x.engine for x in self.front], self.refresh_s)
             self.refresh_s = 0.0
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         R = self.num_requests
-        ptr = 0
+        self._ptr = 0  # next request to route (the mid-run router, `_route_mid_run`, advances it too)
         if self.state_free:  # round robin, session: every choice now (they read no state), arrivals stay in order
             for r, i in enumerate(self.router.up_front_plan(R).tolist()):
                 self._add(r, i)
-            ptr = R
+            self._ptr = R
         stalled: set[int] = set()
         insts = self.instances
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
-        early = self.route_early and not self.back and self.router.decides_on_counts and self.turns is None
+        self._early = self.route_early and not self.back and self.router.decides_on_bounds and self.turns is None
+        # prefix_affinity reads every replica at each instant: the last to reach it routes there without ending its run
+        self._mid_exact = self.route_early and not self.back and self.turns is None and self.router.policy == "prefix_affinity"
+        if (self._early or self._mid_exact) and self.mid_run_routing:  # a replica that reached an arrival settles it
+            for j, x in enumerate(insts):  # without ending its run
+                x.engine.on_horizon = partial(self._route_mid_run, j)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
+            ptr = self._ptr
             t_arr = self._routing_instant(ptr) if ptr < R else math.inf
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            if early and ptr < R:  # (no cluster events without a decode pool)
+            if self._early and ptr < R:  # (no cluster events without a decode pool)
                 focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                          and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                 if not focus:
-                    pick, focus = self.router.choose_by_bounds(
-                        [x.engine.outstanding_bounds(t_arr, self.min_tick_s[j]) for j, x in enumerate(insts)], ptr)
+                    pick, focus = self._choose_by_bounds(ptr, t_arr)
                     if pick is not None:
                         self._add(ptr, pick)
-                        ptr += 1
+                        self._ptr += 1
                         stalled.clear()
                         continue
                     focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                              and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                     if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
-                        early = False
+                        self._early = False
                         continue
                 i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
             else:
@@ -176,11 +218,13 @@ class Deployment:
                     if t_heap <= t_arr:
                         self._pop_event()
                     else:
-                        ptr = self._route(ptr)
+                        self._ptr = self._route(ptr)
                     stalled.clear()
                     continue
             inst = insts[i]
             eng = inst.engine
+            if self.views is not None and inst.role != "decode":
+                self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
             if not eng.step():
@@ -191,11 +235,14 @@ class Deployment:
                 stalled.add(i)  # waits for another instance or an event
                 continue
             stalled.clear()
+            if self._ptr != ptr:  # routed mid-run: the focus was for an arrival now settled
+                focus = []
             if self.turns is not None and eng.st.finished_turns:
                 self._release_turns(i)
             if eng.handed_off:
                 for slots, t in eng.handed_off:
                     self._push(t, HANDOFF, (i, slots))
+                    self._held[i] += slots.size
                 eng.handed_off.clear()
             if inst.role == "decode" and self._pending:
                 self._push(eng.st.now_s, RETRY, ())
@@ -204,6 +251,50 @@ class Deployment:
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
         elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
             self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
+
+    def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
+        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
+        count and KV usage of one whose exact state is known there)."""
+        bounds, usage = [], [] if self.router.policy == "least_kv" else None
+        for j, x in enumerate(self.instances):
+            if known is not None and j == known[0]:
+                bounds.append((known[1], known[1]))
+                if usage is not None:
+                    usage.append((known[2], known[2]))
+                continue
+            bounds.append(x.engine.outstanding_bounds(t, self.min_emit_tick_s[j]))
+            if usage is not None:  # (no cheap bound: it must reach t, where it is exact)
+                usage.append(x.engine.kv_usage_bounds(t, self.min_emit_tick_s[j]) or (0.0, math.inf))
+        return self.router.choose_by_bounds(bounds, r, usage)
+
+    def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
+        """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
+        that starts before `now_s`, so `count` is its exact count at every routing instant up to `now_s` (its next
+        tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
+        loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
+        returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
+        R = self.num_requests
+        while self._mid_exact and self._ptr < R:  # every other busy replica must have reached the instant
+            t = self._routing_instant(self._ptr)
+            if t > now_s:
+                return t
+            if any(j != i and x.engine.has_work and x.engine.st.now_s < t for j, x in enumerate(self.front)):
+                return now_s
+            live = _Running(eng, count, usage)
+            self._ptr = self._route(self._ptr, [live if j == i else x.engine for j, x in enumerate(self.front)])
+            count = live.num_outstanding
+        while self._early and self._ptr < R:
+            r = self._ptr
+            t = self._routing_instant(r)
+            if t > now_s:
+                return t
+            pick, _ = self._choose_by_bounds(r, t, (i, count, usage))
+            if pick is None:
+                break
+            self._add(r, pick)
+            self._ptr += 1
+            count += pick == i
+        return math.inf if self._ptr >= R else now_s
 
     def _earliest(self, stalled: set[int]) -> int | None:
         best, best_t = None, math.inf
@@ -221,17 +312,35 @@ class Deployment:
         and the clock of any busy instance of the other pool plus its shortest possible tick (its next
         tick may hand off a request or free decode blocks, no earlier)."""
         inst = self.instances[i]
-        h = min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
+        # A prefill instance's only input from the cluster is the release of the KV blocks of requests it handed
+        # off (at their transfer's end; a dispatch at any event may start one, and a decode instance's next tick
+        # may free blocks for one): holding none, it runs to its next routed arrival whatever the events.
+        free_running = self.tight_horizons and inst.role == "prefill" and not self._held[i]
+        h = t_arr if free_running else min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
         st = inst.engine.st
         if self.turns is not None:
             h = min(h, self._release_bound_s(i))
-        if self.back and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
+            if self.views is not None and inst.role != "decode":  # stop where the router's view is refreshed
+                h = min(h, self.views.next_instant_s(inst.engine))
+        if self.back and not free_running and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
                 if o.engine.has_work:
-                    h = min(h, o.engine.st.now_s + self.min_tick_s[j])
+                    h = min(h, self._next_output_bound_s(j))
         return h
+
+    def _next_output_bound_s(self, j: int) -> float:
+        """No tick of instance j that starts before its clock, or (for a prefill instance with nothing queued,
+        running or swapped: only arrivals to come) before its next arrival, can end sooner than one shortest
+        tick after that: the earliest time j can hand a request off or free decode blocks. (Arrivals still to
+        be routed, and cluster events, bound every horizon separately.)"""
+        st = self.instances[j].engine.st
+        t = st.now_s
+        if self.tight_horizons and self.instances[j].role == "prefill" and not (
+                st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
+            t = max(t, st.next_arrival_s())
+        return t + self.min_tick_s[j]
 
     def _release_bound_s(self, i: int) -> float:
         """Earliest time another busy instance may release a session's next turn (turns.py): its clock plus its
@@ -277,17 +386,22 @@ class Deployment:
     def _routing_instant(self, r: int) -> float:
         """When request r is routed from the engines' state: its arrival, or with a refresh interval the
         refresh instant at or before it (the state the router holds then is what it routes r on)."""
-        t = float(self.arrival_s[r])
-        return t if not self.refresh_s else min(self._window(r) * self.refresh_s, t)
+        return self._instant(float(self.arrival_s[r]))
 
-    def _route(self, r: int) -> int:
+    def _instant(self, t: float) -> float:
+        """The routing instant of an arrival at time t (`_routing_instant`)."""
+        return t if not self.refresh_s or not math.isfinite(t) else min(math.floor(t / self.refresh_s) * self.refresh_s, t)
+
+    def _route(self, r: int, engines: list | None = None) -> int:
         """Route request r, and with a refresh interval every later arrival of its interval (the router's view
         of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
-        engine counts as soon as they are added); returns the next request to route."""
-        engines = [x.engine for x in self.front]
+        engine counts as soon as they are added); returns the next request to route. (`engines`: what the router
+        reads of each, by default the engines.)"""
+        engines = [x.engine for x in self.front] if engines is None else engines
         if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
             q = self.turns.pop()
-            self._add(q, self.router.choose(engines, q))
+            seen = engines if self.views is None else self.views.at(float(self.arrival_s[q]))
+            self._add(q, self.router.choose(seen, q))
             return r + 1
         end = r + 1
         if self.refresh_s:
@@ -320,7 +434,10 @@ class Deployment:
             i, d, r = payload
             pre = self.instances[i].engine
             kp = np.array([self.slot_of[r]], dtype=np.int64)
+            if self.views is not None:
+                self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
+            self._held[i] -= 1
             self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
                                                  pre.st.first_token_s[kp])  # fmt: skip
             self._incoming[d] -= 1

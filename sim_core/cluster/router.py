@@ -150,13 +150,30 @@ class Router:
         """least_outstanding reads only request counts, which bounds can settle (`choose_by_bounds`)."""
         return self.policy in ("least_outstanding", "cache_aware")
 
-    def choose_by_bounds(self, bounds: Sequence[tuple[int, int]], request: int = -1) -> tuple[int | None, list[int]]:
-        """least_outstanding or cache_aware from (low, high) bounds on each instance's count: (the instance
-        `choose` would pick whatever the counts within their bounds, []) or (None, the instances whose exact
-        count could change the choice: for least_outstanding the ones that could beat the best upper bound,
-        and the best if it is not exact; for cache_aware also every inexact one while the bounds leave the
-        balance test open)."""
+    @property
+    def decides_on_bounds(self) -> bool:
+        """Bounds on what it reads can settle its choices (`choose_by_bounds`): the count rules, and least_kv
+        (KV usage, then counts)."""
+        return self.decides_on_counts or self.policy == "least_kv"
+
+    def choose_by_bounds(self, bounds: Sequence[tuple[int, int]], request: int = -1,
+                         usage: Sequence[tuple[float, float]] | None = None) -> tuple[int | None, list[int]]:
+        """least_outstanding, cache_aware or least_kv from (low, high) bounds on each instance's count (and, for
+        least_kv, on its KV usage, `usage`): (the instance `choose` would pick whatever the values within their
+        bounds, []) or (None, the instances whose exact values could change the choice: the ones that could beat
+        the best upper key, and the best if it is not exact; for cache_aware also every inexact one while the
+        bounds leave the balance test open)."""
         n = len(bounds)
+        if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
+            turn = [(i - self._next) % n for i in range(n)]
+            hi = [(usage[i][1], bounds[i][1], turn[i]) for i in range(n)]
+            best = min(range(n), key=hi.__getitem__)
+            rivals = [j for j in range(n) if j != best and (usage[j][0], bounds[j][0], turn[j]) < hi[best]]
+            if not rivals:
+                self._next = (best + 1) % n
+                return best, []
+            exact = usage[best][0] == usage[best][1] and bounds[best][0] == bounds[best][1]
+            return None, rivals + ([] if exact else [best])
         cand = list(range(n))
         keys = self._keys(request)
         if self.policy == "cache_aware" and keys:

@@ -11,6 +11,9 @@ Causality: a turn finishing on instance i at t_end is released at t_end + think 
 min_think_s (no tick is shorter than an empty one), so no other instance may start a tick at or after that
 bound while i has work (`release_bound_s`, part of each instance's horizon); i itself stops its coalesced
 runs at its first completion (the engine does so whenever the workload releases on finish).
+
+Stale state (`RefreshedViews`): with `deployment.state_refresh_s`, least_kv routes each arrival on the instances
+as they were at the last refresh instant, plus the requests sent since, as in an open loop.
 """
 
 from __future__ import annotations
@@ -59,3 +62,71 @@ class TurnFeed:
                 a = end + self._think_s[r]
                 self.arrival_s[nxt] = a
                 heapq.heappush(self._released, (a, nxt))
+
+
+class _View:
+    """What least_kv reads of an instance (`Router.choose`): its KV usage and outstanding count."""
+
+    __slots__ = ("kv", "usage", "num_outstanding")
+
+    def __init__(self, usage: float, num_outstanding: int):
+        self.kv = self  # (the router reads `engine.kv.usage`)
+        self.usage = usage
+        self.num_outstanding = num_outstanding
+
+
+class RefreshedViews:
+    """least_kv with `deployment.state_refresh_s` in a closed loop: each arrival is routed at its time (in time
+    order, as turns are released) on every instance as it was at the last refresh instant, plus the requests
+    sent since: its KV usage there and (requests sent so far) minus (requests finished there), as the open-loop
+    router sees it at the start of the interval (deployment.py).
+
+    NOTE: an instance's state at a refresh instant is its state once every tick that starts before it has run
+    (and every transfer that ended by then released its blocks). The deployment calls `note` before each step of
+    an instance and before each release, and stops every instance at the first tick that starts at or after the
+    next refresh instant past the time its next tick can start (`next_instant_s`), so no tick has started at or
+    after the instants between the last note and its clock: its state now is its state at each of them (an
+    instance idling towards its next arrival passes instants without a tick).
+    """
+
+    def __init__(self, engines: list, refresh_s: float):
+        self.engines = engines
+        self.refresh_s = refresh_s
+        self._seen: list[list[tuple[int, int, float, int]]] = [[] for _ in engines]  # (first k, last k, usage, finished)
+        self._last_k = [-1] * len(engines)  # last refresh instant (index) noted per instance
+
+    def next_instant_s(self, eng) -> float:
+        """The first refresh instant after the time eng's next tick can start (its clock, or with nothing queued
+        its next arrival): it runs no tick that starts at or after it before the next `note`."""
+        st = eng.st
+        t = st.now_s if st.running.size or st.waiting_keys.size or st.swapped_keys.size else max(st.now_s, st.next_arrival_s())
+        return (math.floor(t / self.refresh_s) + 1) * self.refresh_s if math.isfinite(t) else math.inf
+
+    def note(self, i: int, before_s: float = math.inf) -> None:
+        """Instance i's state now is its state at the refresh instants since the last note, up to its clock (and
+        before `before_s`: a prefill instance's KV blocks are released at the end of a transfer, between ticks)."""
+        eng = self.engines[i]
+        k = math.floor(eng.st.now_s / self.refresh_s)
+        if before_s < math.inf:
+            k = min(k, math.ceil(before_s / self.refresh_s) - 1)  # (a release at an instant is seen there)
+        if k > self._last_k[i]:
+            self._seen[i].append((self._last_k[i] + 1, k, eng.kv.usage, eng.st.num_finished))
+            self._last_k[i] = k
+
+    def at(self, t_s: float) -> list[_View]:
+        """Every instance as the router sees it at time t_s (its refresh instant's state, plus what was sent since).
+        Arrivals are routed in time order, so older instants are dropped."""
+        k = math.floor(t_s / self.refresh_s)
+        out = []
+        for i, eng in enumerate(self.engines):
+            self.note(i)
+            seen = self._seen[i]
+            while seen and seen[0][1] < k:
+                seen.pop(0)
+            sent = getattr(eng, "num_added", 0)
+            if seen and seen[0][0] <= k:
+                _, _, usage, finished = seen[0]
+            else:  # its clock has not reached the instant: it has no work, so its state then is its state now
+                usage, finished = eng.kv.usage, eng.st.num_finished
+            out.append(_View(usage, sent - finished))
+        return out

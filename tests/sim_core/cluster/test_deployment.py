@@ -251,6 +251,25 @@ def test_per_instance_summaries_are_over_their_own_requests():
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
 
 
+def assert_same_routing_and_busy_ticks(a: ClusterResult, b: ClusterResult) -> None:
+    """The same deployment run, up to where idle gaps are cut into rows (an instance idles up to the next instant
+    that may bring it input, and where it pauses depends on how the others ran): same routing, request times, KV
+    transfers, every busy row of every instance, total idle time and inter-token gaps."""
+    assert np.array_equal(a.instance_of, b.instance_of)
+    assert np.array_equal(a.decode_instance_of, b.decode_instance_of)
+    for f in REQ_FIELDS:
+        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
+    for f in ("kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s", "kv_transfer_bytes"):
+        assert np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True), f
+    for x, y in zip(a.instances, b.instances):
+        busy = lambda r: r.timeline.columns["phase"] != Phase.IDLE  # noqa: E731
+        for name, col in x.result.timeline.columns.items():  # every busy row, every column
+            assert np.array_equal(col[busy(x.result)], y.result.timeline.columns[name][busy(y.result)]), name
+        idle = lambda r: r.timeline.duration_s[~busy(r)].sum()  # noqa: E731
+        assert idle(x.result) == pytest.approx(idle(y.result), rel=1e-12, abs=1e-12)
+        assert x.result.itl_s.size == y.result.itl_s.size and np.array_equal(np.sort(x.result.itl_s), np.sort(y.result.itl_s))
+
+
 def assert_routes_as_if_every_replica_reached_each_arrival(cfg) -> ClusterResult:
     """The router's early choice (from count bounds: only ambiguous replicas run up to the arrival) is the
     choice with every replica at the arrival: same routing, same request times, same busy ticks."""

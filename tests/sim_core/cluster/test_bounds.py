@@ -1,0 +1,91 @@
+"""The engine's bounds on what a router reads at a later instant (engine.py's cluster hooks `outstanding_bounds`,
+`kv_usage_bounds`) hold: run the engine on to that instant and the count and KV usage it then shows lie within
+them. And the router's choice from bounds (`Router.choose_by_bounds`, least_kv) is the exact choice whenever it
+settles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim_core.cluster import Deployment
+from sim_core.cluster.router import Router
+from sim_core.sweep import with_value
+from tests.conftest import make_config
+from tests.sim_core.cluster.test_deployment import deploy
+from tests.sim_core.cluster.test_router import _Stub
+from tests.sim_core.test_engine import random_config
+
+
+def _replica(cfg):
+    """A replica engine with every request of the workload added (as round robin adds them up front)."""
+    dep = Deployment(deploy(cfg, {"replicas": 1, "router": "round_robin"}))
+    for r in range(dep.num_requests):
+        dep._add(r, 0)
+    return dep.instances[0].engine, dep.min_emit_tick_s[0]
+
+
+def _check_bounds_along_a_run(eng, min_emit_s, seed):
+    rng = np.random.default_rng(seed)
+    checked = kv_checked = 0
+    while eng.has_work and checked < 400:
+        t = eng.st.now_s + float(rng.choice([0.0, 0.3, 1.0, 3.0, 10.0])) * min_emit_s * float(rng.uniform(0.5, 1.5))
+        count, usage = eng.outstanding_bounds(t, min_emit_s), eng.kv_usage_bounds(t, min_emit_s)
+        eng.horizon_s = t  # runs stop before the first tick that starts at or after t, idle jumps go no further
+        while eng.has_work and eng.st.now_s < t:
+            if not eng.step():
+                break
+        assert count[0] <= eng.num_outstanding <= count[1]
+        if usage is not None:
+            assert usage[0] <= eng.kv.usage <= usage[1]
+            kv_checked += 1
+        checked += 1
+    return checked, kv_checked
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bounds_hold_what_the_engine_shows_at_that_instant(seed):
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    checked, _ = _check_bounds_along_a_run(*_replica(cfg), seed)
+    assert checked > 5
+
+
+@pytest.mark.parametrize("case", ["chat", "reserve", "speculative", "tight_kv"])
+def test_kv_bounds_hold_on_busy_engines(case):
+    cfg = make_config("chat-h100-llama8b", workload__num_requests=150, workload__arrival__rate_per_s=40.0)
+    if case == "reserve":
+        cfg = with_value(cfg, "scheduler.admission", "reserve")
+    elif case == "speculative":
+        cfg = with_value(cfg, "scheduler.speculative", {"enabled": True, "num_draft_tokens": 3})
+    elif case == "tight_kv":  # room for a few requests: KV runs short, pre-emption happens, bounds give way to None
+        cfg = with_value(cfg, "kv_cache.gpu_memory_utilization", 0.25)
+    checked, kv_checked = _check_bounds_along_a_run(*_replica(cfg), 7)
+    assert kv_checked > (0 if case == "tight_kv" else checked // 2)
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 3),
+                          st.integers(0, 4), st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=6),
+       st.integers(0, 5))  # fmt: skip
+def test_least_kv_settles_only_when_every_state_within_the_bounds_agrees(spec, start):
+    # spec: per instance (used blocks low, width, offset of the truth; count low, width, offset)
+    used = [(lo, lo + w) for lo, w, _, _, _, _ in spec]
+    counts = [(lo, lo + w) for _, _, _, lo, w, _ in spec]
+    truth = [_Stub(c_lo + min(c_off, c_w), (u_lo + min(u_off, u_w)) / 8) for u_lo, u_w, u_off, c_lo, c_w, c_off in spec]
+    n = len(spec)
+    early, exact = Router("least_kv", n), Router("least_kv", n)
+    early._next = exact._next = start % n
+    pick, rivals = early.choose_by_bounds(counts, 0, [(lo / 8, hi / 8) for lo, hi in used])
+    if pick is None:
+        assert rivals and early._next == start % n  # unsettled: nothing consumed
+    else:
+        assert pick == exact.choose(truth, 0) and early._next == exact._next
+    settled = Router("least_kv", n)
+    settled._next = start % n
+    points = settled.choose_by_bounds([(e.num_outstanding,) * 2 for e in truth], 0, [(e.kv.usage,) * 2 for e in truth])
+    ref = Router("least_kv", n)
+    ref._next = start % n
+    assert points[0] == ref.choose(truth, 0)  # exact values always settle

@@ -1,0 +1,161 @@
+"""Where instances pause changes cost, never results (deployment.py): a replica that reaches an arrival routes it
+without ending its run (`Deployment._route_mid_run`, the fast path's `Engine.horizon_reached` hook), and a
+prefill instance that holds no handed-off KV runs past cluster events (`Deployment._horizon`). Each is compared
+with the deployment that pauses everywhere it used to: same routing, same request times, same busy ticks (idle
+gaps may be cut into fewer rows), same KV transfers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_core.cluster import Deployment
+from sim_core.cluster.result import build_result
+from sim_core.engine import Engine
+from sim_core.sweep import with_value
+from tests.conftest import make_config
+from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
+from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
+from tests.sim_core.test_engine import random_config
+
+
+def _run(cfg, **flags):
+    steps = [0]
+    dep = Deployment(cfg, check_invariants=True, **flags)
+    for x in dep.instances:  # count engine steps (each ends a fast-path call)
+        step = x.engine.step
+
+        def counted(step=step):
+            steps[0] += 1
+            return step()
+
+        x.engine.step = counted
+    dep.run()
+    return build_result(dep), steps[0]
+
+
+def _chat(num_requests=300, rate=60.0, seed=0):
+    return make_config("chat-h100-llama8b", seed=seed, workload__num_requests=num_requests,
+                       workload__arrival__rate_per_s=rate)  # fmt: skip
+
+
+# ------------------------------------------------------------------ routing mid-run
+ROUTERS = [("least_outstanding", 0.0), ("cache_aware", 0.0), ("least_kv", 0.0), ("least_kv", 0.05), ("least_kv", 0.4)]
+
+
+@pytest.mark.parametrize("router, refresh_s", ROUTERS)
+@pytest.mark.parametrize("seed", range(3))
+def test_routing_inside_a_run_routes_and_runs_as_routing_between_steps(router, refresh_s, seed):
+    cfg = deploy(_chat(rate=40.0 + 20 * seed, seed=seed), {"replicas": 2 + seed, "router": router,
+                                                           "state_refresh_s": refresh_s})  # fmt: skip
+    (mid, mid_steps), (ref, ref_steps) = _run(cfg), _run(cfg, mid_run_routing=False)
+    assert_same_routing_and_busy_ticks(mid, ref)
+    assert_cluster_invariants(mid)
+    assert mid_steps < ref_steps  # what it is for: fewer ended runs
+
+
+@pytest.mark.parametrize("router, refresh_s", ROUTERS)
+def test_settling_choices_from_bounds_routes_as_every_replica_at_each_arrival(router, refresh_s):
+    cfg = deploy(_chat(rate=80.0, seed=3), {"replicas": 4, "router": router, "state_refresh_s": refresh_s})
+    (early, early_steps), (ref, ref_steps) = _run(cfg), _run(cfg, route_early=False)
+    assert_same_routing_and_busy_ticks(early, ref)
+    assert early_steps < ref_steps
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_routing_inside_a_run_on_random_configs(seed):
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    router, refresh_s = ROUTERS[seed % len(ROUTERS)]
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": router, "state_refresh_s": refresh_s})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, route_early=False)[0])
+
+
+def test_routing_inside_a_run_with_shared_prompts_and_prefix_caching():
+    cfg = deploy(shared_prompts(num_prompts=8, num_requests=200, rate=60.0), {"replicas": 3, "router": "cache_aware"})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, route_early=False)[0])
+
+
+def test_the_fast_path_asks_the_cluster_at_its_horizon_and_runs_on():
+    # one engine with a horizon inside a busy stretch: with no cluster the call ends there; an `on_horizon` that
+    # moves the horizon lets the same call run on, and the ticks are the same as without any horizon
+    cfg = make_config("chat-h100-llama8b", workload__num_requests=40, workload__arrival__rate_per_s=20.0)
+    ref = Engine(cfg).run()
+    t_mid = float(ref.timeline.t_start_s[ref.timeline.num_decode_seqs > 3][5])
+    stopped, extended = Engine(cfg), Engine(cfg)
+    stopped.horizon_s = extended.horizon_s = t_mid
+    asked = []
+    extended.on_horizon = lambda eng, now_s, count, usage: asked.append((now_s, count, usage)) or np.inf
+    while stopped.st.now_s < t_mid:
+        stopped.step()
+    while not asked:
+        extended.step()
+    assert asked == [(stopped.st.now_s, stopped.num_outstanding, stopped.kv.usage)]  # its clock and count where the other stopped
+    assert extended.st.now_s > stopped.st.now_s  # the same call ran on
+    while extended.step():
+        pass
+    again = extended.result()
+    assert np.array_equal(again.timeline.duration_s, ref.timeline.duration_s)
+    assert np.array_equal(again.requests.finish_s, ref.requests.finish_s)
+
+
+# ------------------------------------------------------------------ xPyD horizons
+@pytest.mark.parametrize("seed", range(4))
+def test_prefill_instances_run_past_events_that_cannot_reach_them(seed):
+    link = [{}, {"bandwidth_gb_per_s": None}, {"bandwidth_gb_per_s": 5.0, "latency_us": 500.0},
+            {"layerwise_pipelining": False}][seed]  # fmt: skip
+    cfg = deploy(_chat(num_requests=250, rate=15.0 + 10 * seed, seed=seed),
+                 {"disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2}, "link": link}})
+    (tight, tight_steps), (ref, ref_steps) = _run(cfg), _run(cfg, tight_horizons=False)
+    assert_same_routing_and_busy_ticks(tight, ref)
+    assert_cluster_invariants(tight)
+    assert tight_steps <= ref_steps and (seed % 2 == 0 or tight_steps < ref_steps)  # (2 prefill instances: fewer)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prefill_lookahead_on_random_configs(seed):
+    cfg = random_config(seed)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    router = ["round_robin", "least_outstanding", "least_kv"][seed % 3]
+    cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2}}})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, tight_horizons=False)[0])
+
+
+def test_back_pressure_run_is_unchanged_by_the_lookahead():
+    # the decode pool's KV is small: requests wait holding their prefill blocks, so the prefill instance keeps
+    # stopping at events while it holds any
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 2000, "min": 1, "max": 2000},
+                      workload__output_tokens={"dist": "fixed", "mean": 400, "min": 1, "max": 400})  # fmt: skip
+    small = cfg.hardware.model_dump() | {"memory_gib": 19.5}  # ~2 GiB of KV: a few requests at a time
+    cfg = deploy(cfg, {"disaggregation": {"decode": {"hardware": small}}})
+    tight, ref = _run(cfg)[0], _run(cfg, tight_horizons=False)[0]
+    assert np.nanmax(tight.kv_transfer_start_s - tight.kv_wait_start_s) > 1.0  # back-pressure happened
+    assert_same_routing_and_busy_ticks(tight, ref)
+
+
+@pytest.mark.parametrize("refresh_s", [0.0, 0.05, 0.4])
+@pytest.mark.parametrize("seed", range(2))
+def test_prefix_affinity_routes_inside_the_run_of_the_last_replica_to_reach_an_instant(refresh_s, seed):
+    # it reads every replica's prefix cache at the instant: the last to get there routes it, its cache as it is
+    cfg = with_value(shared_prompts(num_prompts=8, num_requests=200, rate=60.0 + 30 * seed), "seed", seed)
+    cfg = deploy(cfg, {"replicas": 3 + seed, "router": "prefix_affinity", "state_refresh_s": refresh_s})
+    (mid, mid_steps), (ref, ref_steps) = _run(cfg), _run(cfg, mid_run_routing=False)
+    assert_same_routing_and_busy_ticks(mid, ref)
+    assert_cluster_invariants(mid)
+    assert mid_steps < ref_steps
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_affinity_inside_the_run_on_random_configs(seed):
+    cfg = random_config(seed + 20)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    cfg = with_value(with_value(cfg, "kv_cache.layout", "paged"), "kv_cache.enable_prefix_caching", True)
+    cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
+                                                     "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": "prefix_affinity", "state_refresh_s": [0.0, 0.05][seed % 2]})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
