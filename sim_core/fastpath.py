@@ -29,6 +29,7 @@ faster as vectorised runs).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
+# What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
+# values per row: the rows' conversion to float64 costs ~20 ns per value.
+_ROW = ("duration_s", "num_prefill_tokens", "num_decode_tokens", "num_prefill_seqs", "num_running", "num_waiting",
+        "kv_blocks_used", "flops", "bytes", "is_compute_bound")  # fmt: skip
 
 
 class _HandBack(Exception):
@@ -215,7 +220,9 @@ def advance(engine: Engine) -> bool:
     # Decoders advance together: every tick that decodes advances all of them by one token, so a
     # decoder's context before the decoding tick numbered d (counting decoding ticks of this call) is
     # base + d. Ticks that only prefill (prefill-first policies) leave d unchanged.
-    running = running_arr.tolist()  # admission order, decoders and prefills mixed (as st.running)
+    running0 = running_arr.tolist()
+    # admission order, decoders and prefills mixed (as st.running); a dict for O(1) removal in order
+    running: dict[int, None] = dict.fromkeys(running0)
     prefilling: dict[int, int] = {}  # request -> tokens computed so far (prompt not finished)
     base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
     join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes (absent: 0)
@@ -228,7 +235,7 @@ def advance(engine: Engine) -> bool:
     S = 0  # sum of decoders' base
     B = 0
     last_token = st.last_token_s
-    held_fixed: dict[int, int] = dict(zip(running, expected.tolist())) if fixed else {}  # request -> its blocks
+    held_fixed: dict[int, int] = dict(zip(running0, expected.tolist())) if fixed else {}  # request -> its blocks
     smart = sched.cfg.smart_preemption.enabled
 
     reserved: dict[int, int] = {}
@@ -244,7 +251,7 @@ def advance(engine: Engine) -> bool:
     behind = last_token[dec_ids] != st.now_s  # decoders that did not decode in the last tick (a prefill-only tick)
     if behind.any():
         waiting_since.update(zip(dec_ids[behind].tolist(), last_token[dec_ids[behind]].tolist()))
-    for r, c, is_d, left_to_emit in zip(running, ctx_arr.tolist(), is_dec.tolist(),
+    for r, c, is_d, left_to_emit in zip(running0, ctx_arr.tolist(), is_dec.tolist(),
                                         (output_arr[running_arr] - st.emitted[running_arr]).tolist()):  # fmt: skip
         if not is_d:
             prefilling[r] = c
@@ -260,19 +267,17 @@ def advance(engine: Engine) -> bool:
     order_key = st.order_key
     free = kv.num_free
 
-    rows: list[tuple] = []  # one recorded row per tick
-    shared_gaps: list[float] = []  # per tick: the gap of decoders that decoded in the last decoding tick (-inf: none)
+    rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
     finished: list[tuple[int, int, int]] = []  # (request, tick, decoding tick number)
-    batch_log: list[tuple] = []  # (tick, decoding tick number, decoders, extra entries or None)
+    # The batch log's decoder entries follow from each decoder's stretch of decoding ticks (write-back);
+    # only the prefill entries of a logged tick are kept as it runs.
+    batch_extras: dict[int, list[tuple[int, int, int]]] = {}  # logged tick -> (request, tokens, blocks held)
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
-    decoders: list[int] | None = None  # running decoders in running order, rebuilt only when they change
-    no_decoders: list[int] = []
-    now = st.now_s
+    now0 = now = st.now_s
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
     j = d = 0
-    last_decoding_tick = -1
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
     next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
     num_blocks = kv.num_blocks
@@ -282,6 +287,7 @@ def advance(engine: Engine) -> bool:
     admission_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
+    cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     while j < tick_budget and now < max_time:
         while next_arrival_s <= now:
             if is_fcfs:
@@ -291,16 +297,17 @@ def advance(engine: Engine) -> bool:
                 admission_blocked = False
             ptr += 1
             next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-        cap = sched.batch_cap  # (fixed on this path: no dynamic batch sizing)
         if B and not prefilling and pc is None and not waiting_since and (
             head == len(waiting) or len(running) >= cap or admission_blocked
         ):
             # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
             # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
+            # Its row counts change only at an arrival or a completion, so they are kept as locals.
             j_before = j
+            num_running, num_waiting = len(running), len(waiting) - head
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
-                    if len(running) < cap and (not admission_blocked or not is_fcfs):
+                    if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
                         if is_fcfs:
@@ -309,47 +316,40 @@ def advance(engine: Engine) -> bool:
                             bisect.insort(waiting, int(order_key[ptr]), lo=head)
                         ptr += 1
                         next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-                elif head < len(waiting) and len(running) < cap and not admission_blocked:
+                    num_waiting = len(waiting) - head
+                elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
                 if not policy_is_fixed:
                     tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
-                dur, flops, nbytes, is_comp = tick(B, B, S + B * d + B, S + B * d, B, 0.0)
-                if j < want_batches:
-                    if decoders is None:
-                        decoders = list(running)  # nothing prefills: every running request decodes
-                    batch_log.append((j, d, decoders, None))
-                done = finish_at.pop(d, None)
-                freed = 0
+                ctx = S + B * d
+                dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 B_tick = B
+                free -= need_d
+                done = finish_at.pop(d, None)
                 if done:
                     for r in done:
-                        ctx_after = base[r] + d + 1
-                        freed += held_fixed[r] if fixed else -(-ctx_after // bs)
-                        phase_count[(-base[r]) % bs] -= 1
-                        S -= base[r]
+                        b = base[r]
+                        free += held_fixed[r] if fixed else -(-(b + d + 1) // bs)
+                        phase_count[(-b) % bs] -= 1
+                        S -= b
                         finished.append((r, j, d))
-                    done_set = set(done)
-                    running = [r for r in running if r not in done_set]
-                    decoders = None
+                        del running[r]
+                    num_running -= len(done)
                     B -= len(done)
                     admission_blocked = False
-                free = free - need_d + freed
-                t_end = now + dur
-                rows.append((now, dur, DECODE, 0, B_tick, 0, B_tick, len(running), len(waiting) - head, 0,
-                             num_blocks - free, flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
-                shared_gaps.append(t_end - sync_s)
+                rows.append((dur, 0, B_tick, 0, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 if not policy_is_fixed:
-                    observe(t_end, dur, 0, B_tick)
-                sync_s = now = t_end
-                last_decoding_tick = j
+                    observe(now + dur, dur, 0, B_tick)
+                now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
                 d += 1
                 if not B:
                     break
             if j > j_before:
+                sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         can_admit, has_prefill_work = sched.prefill_work(len(running), B, len(waiting) - head, 0)
@@ -388,15 +388,11 @@ def advance(engine: Engine) -> bool:
         A = len(chunks) + len(admit)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
-        if j < want_batches:
-            if decoding and decoders is None:
-                decoders = [r for r in running if r not in prefilling]
-            extra = None
-            if A and fixed:
-                extra = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
-            elif A:  # prefill chunks, then admissions: (request, tokens, blocks held)
-                extra = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
-            batch_log.append((j, d, decoders if decoding else no_decoders, extra))
+        if A and j < want_batches:  # prefill chunks, then admissions: (request, tokens, blocks held)
+            if fixed:
+                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
+            else:
+                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
         freed = 0
         done = []
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
@@ -419,12 +415,11 @@ def advance(engine: Engine) -> bool:
                 waiting_since.clear()
             B -= len(done)
             d += 1
-            last_decoding_tick = j
         for w, _, h in admit:
             scheduled.append((w, j))
             if smart:
                 st.prefill_start_s[w] = t0
-            running.append(w)
+            running[w] = None
             prefilling[w] = h
         for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
             total = c + chunk
@@ -432,7 +427,6 @@ def advance(engine: Engine) -> bool:
                 prefilling[r] = total
                 continue
             del prefilling[r]
-            decoders = None  # r decodes from the next decoding tick on
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
                 freed += pc.register_prompt(r, total)
@@ -449,18 +443,14 @@ def advance(engine: Engine) -> bool:
             phase_count[(-(total - d)) % bs] += 1
             S += total - d
             B += 1
-        if done:
-            done_set = set(done)
-            running = [r for r in running if r not in done_set]
-            decoders = None
+        for r in done:
+            del running[r]
         admission_blocked = policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
-        phase = MIXED if P and D else PREFILL if P else DECODE
-        rows.append((t0, dur, phase, P, D, A, D, len(running), len(waiting) - head, 0, num_blocks - free,
-                     flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
-        shared_gaps.append(t_end - sync_s if decoding else -math.inf)
-        observe(t_end, dur, P, D)
+        rows.append((dur, P, D, A, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
+        if not policy_is_fixed:  # (a fixed policy's observe does nothing)
+            observe(t_end, dur, P, D)
         if decoding:
             sync_s = t_end
         now = t_end
@@ -469,9 +459,9 @@ def advance(engine: Engine) -> bool:
         pc.tick_offset = 0
     if j == 0:
         return False
-    return _write_back(engine, d, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
-                       prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting[head:], ptr, free,
-                       num_ticks0, held_fixed if fixed else None)  # fmt: skip
+    return _write_back(engine, d, rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
+                       want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
+                       ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int,
@@ -511,77 +501,82 @@ def _release(pc, r: int) -> int:
     return referenced - evictable
 
 
-def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, num_ticks0: int, held_fixed) -> None:
-    """The batch log of the recorded ticks: per tick its decoders in running order (one token, the
-    blocks for their context), then its prefill chunks and admissions. Consecutive ticks share one
-    decoder list, so the decoder entries of all stretches are expanded with a few NumPy calls."""
-    group_ticks: list[int] = []  # ticks per stretch of one decoder list
-    group_decs: list[int] = []  # decoders per stretch
-    decs: list[int] = []  # the stretches' decoder lists, concatenated
-    ticks: list[int] = []  # every logged tick, in order
-    extra_at: list[int] = []  # index in the log of each extra entry's tick
-    extra_pos: list[int] = []  # its position in its tick's batch (after the decoders)
-    extras: list[tuple[int, int, int]] = []
-    per_tick: list[int] = []  # entries of every logged tick
-    prev = None
-    dec_num: list[int] = []  # decoding tick number of every logged tick
-    for tick, d, dec, extra in batch_log:
-        if dec is not prev:
-            group_ticks.append(0)
-            group_decs.append(len(dec))
-            decs.extend(dec)
-            prev = dec
-        group_ticks[-1] += 1
-        ticks.append(tick)
-        dec_num.append(d)
-        per_tick.append(len(dec) + (len(extra) if extra else 0))
-        if extra:
-            extra_at.extend([len(ticks) - 1] * len(extra))
-            extra_pos.extend(range(len(dec), len(dec) + len(extra)))
-            extras.extend(extra)
-    G = np.array(group_ticks, dtype=np.int64)
-    D = np.array(group_decs, dtype=np.int64)
-    sizes = G * D
+def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],
+                    join: dict[int, int], last_d: dict[int, int], d_end: int, bs: int, num_ticks0: int,
+                    held_fixed) -> None:  # fmt: skip
+    """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
+    for their context), then its prefill chunks and admissions (`batch_extras`). Every decoding tick
+    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last, and a
+    tick's decoders are those whose stretch holds its number: the entries of all ticks are expanded
+    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick)."""
+    decoding = decoding[:K]
+    tick_of_d = np.flatnonzero(decoding)  # (Kd,) the logged tick of each decoding tick number
+    Kd = tick_of_d.size
+    decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
+    req = np.array(decs, dtype=np.int64)
+    lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=len(decs))
+    hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=len(decs))
+    sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
     E = int(sizes.sum())
-    group = np.repeat(np.arange(G.size), sizes)  # (E,) stretch of each decoder entry
-    offset = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position in its stretch, tick-major
-    tick_in, pos = offset // np.maximum(D[group], 1), offset % np.maximum(D[group], 1)
-    at = (np.cumsum(G) - G)[group] + tick_in  # (E,) index of each entry's tick in the log
-    req = np.array(decs, dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    ctx_base = np.array([base[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
+    who = np.repeat(np.arange(len(decs)), sizes)  # (E,) decoder of each entry, decoder-major
+    dnum = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes) + lo[who]  # its decoding tick number
+    # A stable sort by tick number keeps running order within a tick (16-bit keys: NumPy's radix sort)
+    by_tick = np.argsort(dnum.astype(np.int16) if Kd <= np.iinfo(np.int16).max else dnum, kind="stable")
+    who, dnum = who[by_tick], dnum[by_tick]
     if held_fixed is None:
-        held = -(-(ctx_base + np.array(dec_num, dtype=np.int64)[at] + 1) // bs)  # context before decoding tick d: base + d
+        base_arr = np.fromiter((base[r] for r in decs), dtype=np.int64, count=len(decs))
+        dec_held = -(-(base_arr[who] + dnum + 1) // bs)  # context before decoding tick d: base + d
     else:
-        held = np.array([held_fixed[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    # Each entry goes to its tick's first slot plus its position in the batch (tick-major, batch order).
-    counts = np.array(per_tick, dtype=np.int64)
+        dec_held = np.fromiter((held_fixed[r] for r in decs), dtype=np.int64, count=len(decs))[who]
+    per_d = np.bincount(dnum, minlength=Kd)  # decoders in each decoding tick
+    counts = np.zeros(K, dtype=np.int64)  # entries of each logged tick
+    counts[tick_of_d] = per_d
+    ext_ticks = np.fromiter(batch_extras, dtype=np.int64, count=len(batch_extras))
+    ext_sizes = np.fromiter((len(x) for x in batch_extras.values()), dtype=np.int64, count=len(batch_extras))
+    num_dec = counts.copy()
+    counts[ext_ticks] += ext_sizes
     first_slot = np.cumsum(counts) - counts
     total = int(counts.sum())
     out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
     out_dec = np.ones(total, dtype=bool)
-    slot = first_slot[at] + pos
-    out_req[slot], out_held[slot] = req, held
-    if extras:
-        slot = first_slot[np.array(extra_at, dtype=np.int64)] + np.array(extra_pos, dtype=np.int64)
-        out_req[slot], out_new[slot], out_held[slot] = (np.array(col, dtype=np.int64) for col in zip(*extras))
+    slot = first_slot[tick_of_d[dnum]] + np.arange(E) - (np.cumsum(per_d) - per_d)[dnum]
+    out_req[slot], out_held[slot] = req[who], dec_held
+    if ext_ticks.size:  # after the tick's decoders, in the order the tick took them
+        at = np.repeat(first_slot[ext_ticks] + num_dec[ext_ticks], ext_sizes)
+        slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
+        out_req[slot], out_new[slot], out_held[slot] = (np.array(col, dtype=np.int64)
+                                                        for col in zip(*itertools.chain.from_iterable(batch_extras.values())))  # fmt: skip
         out_dec[slot] = False
-    rec.batch(num_ticks0 + np.repeat(np.array(ticks, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
+    rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
 
 
-def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
-                prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting, ptr, free,
-                num_ticks0, held_fixed) -> bool:  # fmt: skip
+def _write_back(engine, d_end, rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
+                running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
+                held_fixed) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
-    block = np.array(rows, dtype=np.float64)
-    rec.tick_block(block)
-    t0 = block[:, 0]
-    t_end = t0 + block[:, 1]  # the same addition as the loop's `now + dur`
-    gap_arr = np.array(shared_gaps)  # per tick: the gap of every decoder in step (-inf: no decoding)
-    gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick, one gap each
-    if batch_log:
-        _record_batches(rec, batch_log, base, bs, num_ticks0, held_fixed)
+    n = len(rows)
+    block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW))
+    col = dict(zip(_ROW, block.T))
+    dur, P, D = col["duration_s"], col["num_prefill_tokens"], col["num_decode_tokens"]
+    # The loop's clock: each tick starts where the last ended (`now + dur`, added in the same order)
+    t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
+    t_end = t0 + dur  # the same addition as the loop's `now + dur`
+    decoding = D > 0  # a tick that decodes decodes every decoder
+    col.update(t_start_s=t0, phase=np.where(P > 0, np.where(decoding, MIXED, PREFILL), DECODE), num_decode_seqs=D,
+               num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
+    rec.ticks(col, n)
+    # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
+    last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick
+    since = np.concatenate([[-1], last_dec[:-1]])
+    gap_arr = np.where(decoding, t_end - np.where(since >= 0, t_end[since], now0), -np.inf)
+    last_decoding_tick = int(last_dec[-1])
+    gap_counts = D.astype(np.int64)  # decoders in each tick, one gap each
+    last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
+    if want_batches:
+        _record_batches(rec, min(n, want_batches), decoding, batch_extras, running0 + [w for w, _ in scheduled], base,
+                        join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: inserted where they belong, so gaps stay in tick order
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -650,7 +645,7 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
         st.num_finished += req.size
         kv.held[req] = 0
         rec.event(req, t_end[tick], Event.FINISHED)
-    run_ids = np.array(running, dtype=np.int64)
+    run_ids = np.fromiter(running, dtype=np.int64, count=len(running))
     if held_fixed is None:
         kv.held[run_ids] = -(-st.computed[run_ids] // bs)
     else:
