@@ -508,45 +508,53 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     for their context), then its prefill chunks and admissions (`batch_extras`). Every decoding tick
     decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last, and a
     tick's decoders are those whose stretch holds its number: the entries of all ticks are expanded
-    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick)."""
-    decoding = decoding[:K]
-    tick_of_d = np.flatnonzero(decoding)  # (Kd,) the logged tick of each decoding tick number
+    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
+    Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
+    tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
     Kd = tick_of_d.size
     decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
-    req = np.array(decs, dtype=np.int64)
-    lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=len(decs))
-    hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=len(decs))
+    nd = len(decs)
+    lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=nd)
+    hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=nd)
     sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
     E = int(sizes.sum())
-    who = np.repeat(np.arange(len(decs)), sizes)  # (E,) decoder of each entry, decoder-major
-    dnum = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes) + lo[who]  # its decoding tick number
+    who = np.repeat(np.arange(nd, dtype=np.int32), sizes)  # (E,) decoder of each entry, decoder-major
+    dnum = np.arange(E, dtype=np.int32)  # (E,) its decoding tick number: lo + its place in the stretch
+    dnum -= np.repeat((np.cumsum(sizes) - sizes - lo).astype(np.int32), sizes)
     # A stable sort by tick number keeps running order within a tick (16-bit keys: NumPy's radix sort)
     by_tick = np.argsort(dnum.astype(np.int16) if Kd <= np.iinfo(np.int16).max else dnum, kind="stable")
     who, dnum = who[by_tick], dnum[by_tick]
-    if held_fixed is None:
-        base_arr = np.fromiter((base[r] for r in decs), dtype=np.int64, count=len(decs))
-        dec_held = -(-(base_arr[who] + dnum + 1) // bs)  # context before decoding tick d: base + d
+    del by_tick
+    dec_req = np.array(decs, dtype=np.int64)[who]
+    if held_fixed is None:  # ceil((base + d + 1) / bs): the context before decoding tick d is base + d
+        dec_held = np.fromiter((base[r] for r in decs), dtype=np.int64, count=nd)[who]
+        dec_held += dnum
+        dec_held += bs  # (+1, then + bs - 1 for the ceiling)
+        dec_held //= bs
     else:
-        dec_held = np.fromiter((held_fixed[r] for r in decs), dtype=np.int64, count=len(decs))[who]
-    per_d = np.bincount(dnum, minlength=Kd)  # decoders in each decoding tick
+        dec_held = np.fromiter((held_fixed[r] for r in decs), dtype=np.int64, count=nd)[who]
     counts = np.zeros(K, dtype=np.int64)  # entries of each logged tick
-    counts[tick_of_d] = per_d
+    counts[tick_of_d] = np.bincount(dnum, minlength=Kd)
+    del who, dnum
+    if not batch_extras:
+        rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), dec_req, np.ones(E, dtype=np.int64),
+                  np.ones(E, dtype=bool), dec_held)  # fmt: skip
+        return
+    # The tick's prefill chunks and admissions follow its decoders; the decoder entries fill the other slots in order
     ext_ticks = np.fromiter(batch_extras, dtype=np.int64, count=len(batch_extras))
     ext_sizes = np.fromiter((len(x) for x in batch_extras.values()), dtype=np.int64, count=len(batch_extras))
-    num_dec = counts.copy()
+    ext_after = counts[ext_ticks]  # decoders before them
     counts[ext_ticks] += ext_sizes
     first_slot = np.cumsum(counts) - counts
-    total = int(counts.sum())
-    out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    at = np.repeat(first_slot[ext_ticks] + ext_after, ext_sizes)
+    ext_slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
+    ext_req, ext_new, ext_held = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
+    total = E + ext_slot.size
     out_dec = np.ones(total, dtype=bool)
-    slot = first_slot[tick_of_d[dnum]] + np.arange(E) - (np.cumsum(per_d) - per_d)[dnum]
-    out_req[slot], out_held[slot] = req[who], dec_held
-    if ext_ticks.size:  # after the tick's decoders, in the order the tick took them
-        at = np.repeat(first_slot[ext_ticks] + num_dec[ext_ticks], ext_sizes)
-        slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
-        out_req[slot], out_new[slot], out_held[slot] = (np.array(col, dtype=np.int64)
-                                                        for col in zip(*itertools.chain.from_iterable(batch_extras.values())))  # fmt: skip
-        out_dec[slot] = False
+    out_dec[ext_slot] = False
+    out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    out_req[ext_slot], out_new[ext_slot], out_held[ext_slot] = ext_req, ext_new, ext_held
+    out_req[out_dec], out_held[out_dec] = dec_req, dec_held
     rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
 
 

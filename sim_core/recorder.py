@@ -115,6 +115,16 @@ class _ColumnChunks:
         return np.concatenate(self._full + [self._cur[:, : self._n]], axis=1)
 
 
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """The parts as one array of `dtype`: one part is used as it is (parts are never written to after
+    they are handed over), several are concatenated straight into that dtype."""
+    if not parts:
+        return np.empty(0, dtype)
+    if len(parts) == 1:
+        return parts[0].astype(dtype, copy=False)
+    return np.concatenate(parts, dtype=dtype, casting="same_kind")
+
+
 class Recorder:
     def __init__(self, num_recorded_batches: int):
         self._rows: list[tuple] = []  # staged single-tick rows (at most STAGE_ROWS)
@@ -210,7 +220,7 @@ class Recorder:
             for j, name in enumerate(TICK_COLUMNS)
         }
         del data
-        cat = lambda parts, dtype: np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)  # noqa: E731
+        cat = lambda parts, dtype: _joined(parts, dtype)  # noqa: E731
         ev_req, ev_time, ev_kind = self._ev_req.array(), self._ev_time.array(), self._ev_kind.array()
         order = np.lexsort((ev_req, EVENT_RANK[ev_kind], ev_time))
         events = Events(ev_req[order], ev_time[order], ev_kind[order])
