@@ -585,14 +585,14 @@ def _write_back(engine, d_end, rows, now0, cap, tick_gaps, scheduled, first_toke
     if want_batches:
         _record_batches(rec, min(n, want_batches), decoding, batch_extras, running0 + [w for w, _ in scheduled], base,
                         join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
-    if tick_gaps:  # ticks whose gaps differ: inserted where they belong, so gaps stay in tick order
+    if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
-        at = np.cumsum(gap_counts) - gap_counts  # where each tick's gaps start
-        where = np.concatenate([np.full(len(g), at[j]) for j, g in tick_gaps.items()])
-        rec.itl(np.insert(np.repeat(gap_arr, gap_counts), where, np.concatenate([np.array(g) for g in tick_gaps.values()])))
+        where = np.repeat(ticks, [len(g) for g in tick_gaps.values()])
+        own_gaps = np.fromiter(itertools.chain.from_iterable(tick_gaps.values()), dtype=np.float64, count=where.size)
+        rec.itl_runs(np.insert(gap_arr, where, own_gaps), np.insert(gap_counts, where, 1))
     else:
-        rec.itl(np.repeat(gap_arr, gap_counts))
+        rec.itl_runs(gap_arr, gap_counts)
 
     def pairs(items):
         return (np.array([r for r, *_ in items], dtype=np.int64), np.array([t for _, t, *_ in items], dtype=np.int64))
