@@ -75,12 +75,14 @@ class _Steps:
         "is_chunked",
         "j",
         "kind",
+        "need_of",
         "pc",
         "phase_count",
         "prefilling",
         "reserve",
         "seqs_left",
         "target_arr",
+        "target_of",
         "waiting",
         "wm",
     )  # fmt: skip
@@ -93,6 +95,12 @@ class _Steps:
         self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
+        self.target_of = target_arr.item  # request -> its prefill target as a Python int
+        # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
+        self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
+
+    def _reserved(self, i: int, chunk: int) -> int:
+        return self.reserve(self.waiting[self.head + i] % self.R)
 
     def run_decodes(self) -> tuple[int, bool, bool]:
         need_d = 0 if self.fixed else self.phase_count[self.d % self.bs]
@@ -109,8 +117,8 @@ class _Steps:
         prefilling, fixed, bs = self.prefilling, self.fixed, self.bs
         if prefilling:
             pre_items = list(prefilling.items())
-            target_arr = self.target_arr
-            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, self.is_chunked)
+            target_of = self.target_of
+            sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
             chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = tokens = 0
         for r, c, chunk in chunks:
@@ -126,18 +134,16 @@ class _Steps:
         return tokens
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
-        waiting, head, R, bs, target_arr = self.waiting, self.head, self.R, self.bs, self.target_arr
+        waiting, head, R = self.waiting, self.head, self.R
         candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
-        if self.pc is None:
-            reserve = self.reserve
-            need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if self.fixed else (lambda i, chunk: -(-chunk // bs))
-            taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, self.free,
-                                         self.wm, need_of, self.is_chunked, False)  # fmt: skip
-            hits = [0] * len(taken)
+        if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
+            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False)
+            admit = self.admit = [(waiting[head + i] % R, chunk, 0) for i, (chunk, _) in enumerate(taken)]
         else:
-            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
-                                                   self.free, self.wm, self.is_chunked)  # fmt: skip
-        admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_arr,
+                                                   self.bs, left, self.free, self.wm, self.is_chunked)  # fmt: skip
+            admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
         if self.fixed:
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens = 0
@@ -208,6 +214,7 @@ def advance(engine: Engine) -> bool:
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
     arrival, target_arr, output_arr = st.arrival_s, st.prefill_target, st.output
+    target_of, arrival_at = target_arr.item, arrival.item  # request -> a Python int / float
     R = st.num_requests
     ptr = st.next_arrival
     num_ticks0 = rec.num_ticks
@@ -279,7 +286,7 @@ def advance(engine: Engine) -> bool:
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
     j = d = 0
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
-    next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+    next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
     num_blocks = kv.num_blocks
     # A stateless policy that admitted nothing from a waiting queue admits nothing until a completion
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
@@ -296,7 +303,7 @@ def advance(engine: Engine) -> bool:
                 bisect.insort(waiting, int(order_key[ptr]), lo=head)
                 admission_blocked = False
             ptr += 1
-            next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+            next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         if B and not prefilling and pc is None and not waiting_since and (
             head == len(waiting) or len(running) >= cap or admission_blocked
         ):
@@ -315,7 +322,7 @@ def advance(engine: Engine) -> bool:
                         else:
                             bisect.insort(waiting, int(order_key[ptr]), lo=head)
                         ptr += 1
-                        next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+                        next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
@@ -379,12 +386,12 @@ def advance(engine: Engine) -> bool:
             P += chunk
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
-            completes += c + chunk >= int(target_arr[r])
+            completes += c + chunk >= target_of(r)
         for w, chunk, h in admit:
             P += chunk
             pairs += chunk * h + chunk * (chunk + 1) // 2
             kv_read += h
-            completes += h + chunk >= int(target_arr[w])
+            completes += h + chunk >= target_of(w)
         A = len(chunks) + len(admit)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
@@ -423,14 +430,14 @@ def advance(engine: Engine) -> bool:
             prefilling[w] = h
         for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
             total = c + chunk
-            if total < target_arr[r]:
+            if total < target_of(r):
                 prefilling[r] = total
                 continue
             del prefilling[r]
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
                 freed += pc.register_prompt(r, total)
-            o = int(output_arr[r])
+            o = output_arr.item(r)
             if o == 1:
                 freed += held_fixed[r] if fixed else -(-total // bs) - (_release(pc, r) if pc is not None else 0)
                 finished.append((r, j, -1))
