@@ -47,8 +47,8 @@ MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps be
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
 # values per row: the rows' conversion to float64 costs ~20 ns per value.
-_ROW = ("duration_s", "num_prefill_tokens", "num_decode_tokens", "num_prefill_seqs", "num_running", "num_waiting",
-        "kv_blocks_used", "flops", "bytes", "is_compute_bound")  # fmt: skip
+_ROW = ("duration_s", "num_decode_tokens", "num_running", "num_waiting", "kv_blocks_used", "flops", "bytes",
+        "is_compute_bound")  # (prefill tokens and sequences: only composed ticks have them, kept apart)
 
 
 class _HandBack(Exception):
@@ -275,6 +275,7 @@ def advance(engine: Engine) -> bool:
     free = kv.num_free
 
     rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
+    prefill_rows: list[tuple[int, int, int]] = []  # (tick, prefill tokens, prefill sequences) of composed ticks
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
     finished: list[tuple[int, int, int]] = []  # (request, tick, decoding tick number)
@@ -312,6 +313,7 @@ def advance(engine: Engine) -> bool:
             # Its row counts change only at an arrival or a completion, so they are kept as locals.
             j_before = j
             num_running, num_waiting = len(running), len(waiting) - head
+            next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
                     if num_running < cap and (not admission_blocked or not is_fcfs):
@@ -335,19 +337,19 @@ def advance(engine: Engine) -> bool:
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 B_tick = B
                 free -= need_d
-                done = finish_at.pop(d, None)
-                if done:
-                    for r in done:
+                if d == next_done:
+                    for r in finish_at.pop(d):
                         b = base[r]
                         free += held_fixed[r] if fixed else -(-(b + d + 1) // bs)
                         phase_count[(-b) % bs] -= 1
                         S -= b
                         finished.append((r, j, d))
                         del running[r]
-                    num_running -= len(done)
-                    B -= len(done)
+                        B -= 1
+                    num_running = len(running)
                     admission_blocked = False
-                rows.append((dur, 0, B_tick, 0, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                    next_done = min(finish_at) if B else -1
+                rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 if not policy_is_fixed:
                     observe(now + dur, dur, 0, B_tick)
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
@@ -455,7 +457,8 @@ def advance(engine: Engine) -> bool:
         admission_blocked = policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
-        rows.append((dur, P, D, A, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
+        rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
+        prefill_rows.append((j, P, A))
         if not policy_is_fixed:  # (a fixed policy's observe does nothing)
             observe(t_end, dur, P, D)
         if decoding:
@@ -466,7 +469,7 @@ def advance(engine: Engine) -> bool:
         pc.tick_offset = 0
     if j == 0:
         return False
-    return _write_back(engine, d, rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
+    return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
 
@@ -565,7 +568,7 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
 
 
-def _write_back(engine, d_end, rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
+def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
@@ -574,7 +577,12 @@ def _write_back(engine, d_end, rows, now0, cap, tick_gaps, scheduled, first_toke
     n = len(rows)
     block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW))
     col = dict(zip(_ROW, block.T))
-    dur, P, D = col["duration_s"], col["num_prefill_tokens"], col["num_decode_tokens"]
+    P, A = np.zeros(n), np.zeros(n)
+    if prefill_rows:
+        at, P_at, A_at = (np.array(c, dtype=np.int64) for c in zip(*prefill_rows))
+        P[at], A[at] = P_at, A_at
+    col.update(num_prefill_tokens=P, num_prefill_seqs=A)
+    dur, D = col["duration_s"], col["num_decode_tokens"]
     # The loop's clock: each tick starts where the last ended (`now + dur`, added in the same order)
     t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
     t_end = t0 + dur  # the same addition as the loop's `now + dur`

@@ -65,7 +65,8 @@ class TimeSlice:
         self.in_prefill = True
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        while self._credit_s[self.in_prefill] <= 0:  # each switch adds a slice, so this ends
+        credit = self._credit_s
+        while credit[self.in_prefill] <= 0:  # each switch adds a slice, so this ends
             self._switch()
         if self.in_prefill and not has_prefill_work and num_decodes:
             self._switch()
@@ -74,9 +75,10 @@ class TimeSlice:
         return TickKind.PREFILL if self.in_prefill else TickKind.DECODE
 
     def _switch(self) -> None:
-        self.in_prefill = not self.in_prefill
+        phase = self.in_prefill = not self.in_prefill
         # carry an overrun (negative credit) but never bank unused time from an idle phase
-        self._credit_s[self.in_prefill] = min(self._credit_s[self.in_prefill], 0.0) + self._slice_s[self.in_prefill]
+        credit = self._credit_s[phase]
+        self._credit_s[phase] = (0.0 if 0.0 < credit else credit) + self._slice_s[phase]  # min(credit, 0.0), inline
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         if prefill_tokens or decode_tokens:
