@@ -533,7 +533,7 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     dnum -= np.repeat((np.cumsum(sizes) - sizes - lo).astype(np.int32), sizes)
     # A stable sort by tick number keeps running order within a tick (16-bit keys: NumPy's radix sort)
     by_tick = np.argsort(dnum.astype(np.int16) if Kd <= np.iinfo(np.int16).max else dnum, kind="stable")
-    who, dnum = who[by_tick], dnum[by_tick]
+    who, dnum = who[by_tick], dnum[by_tick].astype(np.int64)  # (mixed-width in-place arithmetic is slow)
     del by_tick
     dec_req = np.array(decs, dtype=np.int64)[who]
     if held_fixed is None:  # ceil((base + d + 1) / bs): the context before decoding tick d is base + d
