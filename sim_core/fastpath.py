@@ -596,8 +596,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     gap_arr = np.where(decoding, t_end - np.where(since >= 0, t_end[since], now0), -np.inf)
     last_decoding_tick = int(last_dec[-1])
     gap_counts = D.astype(np.int64)  # decoders in each tick, one gap each
-    last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
     if want_batches:
+        last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
         _record_batches(rec, min(n, want_batches), decoding, batch_extras, running0 + [w for w, _ in scheduled], base,
                         join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
@@ -609,9 +609,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     else:
         rec.itl_runs(gap_arr, gap_counts)
 
-    def pairs(items):
-        return (np.array([r for r, *_ in items], dtype=np.int64), np.array([t for _, t, *_ in items], dtype=np.int64))
+    def pairs(items):  # (request, tick, ...) tuples -> a (request, tick, ...) array each, one conversion
+        return np.array(items, dtype=np.int64).T
 
+    fin_all = pairs(finished) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
     if scheduled:
         req, tick = pairs(scheduled)
         rec.event(req, t0[tick], Event.SCHEDULED)
@@ -639,9 +640,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         ctx = b + d_end  # still running: decoded up to the last decoding tick
         last = np.full(n, last_decoding_tick)
         decoded = d_end > joined_at
-        fin = [(r, j, d) for r, j, d in finished if d >= 0]  # (not those that finished at their first token)
-        if fin:
-            fin_req, fin_tick, fin_d = (np.array(col, dtype=np.int64) for col in zip(*fin))
+        fin_req, fin_tick, fin_d = fin_all
+        decoded_fin = fin_d >= 0  # (not those that finished at their first token)
+        if decoded_fin.any():
+            fin_req, fin_tick, fin_d = fin_req[decoded_fin], fin_tick[decoded_fin], fin_d[decoded_fin]
             is_fin = np.isin(req, fin_req)
             sorter = np.argsort(fin_req)
             k = sorter[np.searchsorted(fin_req, req[is_fin], sorter=sorter)]
@@ -662,7 +664,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
                 own[shared] = np.maximum(own[shared], _range_max(gap_arr, lo[shared], last[shared]))
             st.max_itl_s[req] = np.maximum(st.max_itl_s[req], own)
     if finished:
-        req, tick = pairs(finished)
+        req, tick, _ = fin_all
         st.status[req] = Status.FINISHED
         st.finish_s[req] = t_end[tick]
         st.num_finished += req.size
