@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import get_args
 
 from pydantic import ValidationError
 
-from sim_core.config import format_validation_error
+from sim_core.config import Router, format_validation_error
 from sim_core.presets import PresetError, load_preset
 
 CAPACITY_COMMANDS = ("capacity", "sweep", "plan")
@@ -191,8 +192,8 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--top", type=int, default=None, help="configurations to list")
     pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's simulated config")
     pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
-    pl.add_argument("--router", default=None, help="router in front of the replicas: round_robin (default), "
-                    "least_outstanding, least_kv")
+    pl.add_argument("--router", default=None, help="router in front of the replicas (default round_robin): "
+                    + ", ".join(get_args(Router)))  # (checked by PlanSpec: a bad name is reported with the allowed ones)
     pl.add_argument("--evaluation", choices=("prefilter", "deployment", "one_replica"), default=None,
                     help="prefilter (default): search one replica at rate / replicas, confirm the finalists as deployments; "
                     "deployment: simulate every candidate as a deployment (exact, slower); one_replica: no confirmation")

@@ -22,7 +22,7 @@ from itertools import chain
 
 import numpy as np
 
-from sim_core import fastpath
+from sim_core import fastpath, solo
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
@@ -81,6 +81,7 @@ class Engine:
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
+        self._solo: solo.SoloPath | None = None  # batch-of-one services run whole (solo.py), decided with _fast
         self.meter: BudgetMeter | None = None  # set by run_simulation when a RunBudget is given
         self._run_prices: dict[tuple[int, int], tuple] = {}  # (batch size, total context) -> run prices
         self._run_prices_bytes = 0
@@ -100,6 +101,7 @@ class Engine:
             return False
         if self._fast is None:
             self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
+            self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
@@ -109,7 +111,9 @@ class Engine:
             return self._stop(over)
         st.admit_arrivals()
         coalesce = self._coalesce
-        if not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+        if self._solo is not None and self._solo.advance():  # one request at a time: whole services, many per step
+            pass
+        elif not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():

@@ -305,7 +305,7 @@ def advance(engine: Engine) -> bool:
                 admission_blocked = False
             ptr += 1
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
-        if B and not prefilling and pc is None and not waiting_since and (
+        if B and not prefilling and not waiting_since and (
             head == len(waiting) or len(running) >= cap or admission_blocked
         ):
             # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
@@ -331,6 +331,10 @@ def advance(engine: Engine) -> bool:
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
+                if pc is not None:  # the decoders' blocks evict as the composed DECODE tick's trim does
+                    pc.tick_offset = j
+                    if pc._num_evictable > free - need_d:
+                        pc.trim(free - need_d)
                 if not policy_is_fixed:
                     tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
                 ctx = S + B * d
@@ -340,7 +344,7 @@ def advance(engine: Engine) -> bool:
                 if d == next_done:
                     for r in finish_at.pop(d):
                         b = base[r]
-                        free += held_fixed[r] if fixed else -(-(b + d + 1) // bs)
+                        free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
                         phase_count[(-b) % bs] -= 1
                         S -= b
                         finished.append((r, j, d))
@@ -454,7 +458,8 @@ def advance(engine: Engine) -> bool:
             B += 1
         for r in done:
             del running[r]
-        admission_blocked = policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
+        # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
+        admission_blocked = pc is None and policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
@@ -479,35 +484,49 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, lef
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
-    looked: list[tuple] = []
+    if len(candidates) == 1:  # the common case (one request waits): its lookup precedes any admission
+        w = candidates[0]
+        t = int(target_arr[w])
+        handle, hit, evictable = pc.lookup(w, t)
+        taken = rules.admit_in_order((t - hit * bs,), left, free, wm,
+                                     lambda i, chunk: -(-(hit * bs + chunk) // bs) - hit + evictable, is_chunked, False)
+        if taken:  # (the rule's on_admit, after the rule: no candidate follows)
+            pc.admit(w, handle, hit, t)
+            free -= taken[0][1]
+            if pc._num_evictable > free:
+                pc.trim(free)
+        return taken, [hit * bs] * len(taken)
+    looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
     free_now = [free]
+    lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
 
     def remaining():
         for w in candidates:
-            looked.append(pc.lookup(w, int(target_arr[w])))
-            yield int(target_arr[w]) - looked[-1][1] * bs
+            t = int(target_arr[w])
+            handle, hit, evictable = lookup(w, t)
+            looked.append((w, t, handle, hit, evictable))
+            yield t - hit * bs
 
     def blocks(i: int, chunk: int) -> int:
-        _, hit, evictable = looked[i]
+        _, _, _, hit, evictable = looked[i]
         return -(-(hit * bs + chunk) // bs) - hit + evictable
 
     def admit(i: int, chunk: int, need: int) -> None:
-        handle, hit, _ = looked[i]
-        pc.admit(candidates[i], handle, hit, int(target_arr[candidates[i]]))
+        w, t, handle, hit, _ = looked[i]
+        admit_blocks(w, handle, hit, t)
         free_now[0] -= need
-        pc.trim(free_now[0])
+        if pc._num_evictable > free_now[0]:  # (trim's own test, without the call)
+            trim(free_now[0])
 
     taken = rules.admit_in_order(remaining(), left, free, wm, blocks, is_chunked, False, admit)
-    return taken, [looked[i][1] * bs for i in range(len(taken))]
+    return taken, [looked[i][3] * bs for i in range(len(taken))]
 
 
 def _release(pc, r: int) -> int:
     """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
     use because other requests still reference them (PrefixCachingBlockManager.free)."""
     pc.forget(r)
-    if not pc.holds(r):
-        return 0
-    referenced, evictable = pc.release(r)
+    referenced, evictable = pc.release(r)  # (0, 0) when it holds nothing
     return referenced - evictable
 
 

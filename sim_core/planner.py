@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, cached_map, run_points
-from sim_core.config import SimConfig, pool_config
+from sim_core.config import Router, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
@@ -81,7 +81,7 @@ class PlanSpec(BaseModel):
     max_replicas: int = Field(
         16, ge=1, le=64, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
     )
-    router: Literal["round_robin", "least_outstanding", "least_kv"] = Field(
+    router: Router = Field(  # config.Router: every router a deployment offers
         "round_robin", description="The router in front of the replicas (deployment.router)."
     )
     disaggregated: bool = Field(

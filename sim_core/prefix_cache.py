@@ -289,17 +289,18 @@ class PrefixCache:
             if ch is not None:
                 if self._debt and ch.cached > ch.top:
                     self._settle()
-                hit = min(ch.cached, n_sys)  # (a chain emptied by the settle keeps cached = top = 0)
+                hit = ch.cached if ch.cached < n_sys else n_sys  # (a chain emptied by the settle keeps cached = top = 0)
                 if hit > ch.top:
                     evictable = hit - ch.top
         run_hit = 0
         if hit == n_sys and cap > n_sys:  # r's own run, if its whole system prompt hit
             m = self.run_len.get(self._content_of[r], 0)
-            if m and self._debt:
-                self._settle()
-                m = self.run_len.get(self._content_of[r], 0)
-            run_hit = min(m, cap - n_sys)
-            evictable += run_hit  # only r uses its run and r is not running: it is evictable
+            if m:  # (usually none: only a pre-empted request finds its own run)
+                if self._debt:
+                    self._settle()
+                    m = self.run_len.get(self._content_of[r], 0)
+                run_hit = min(m, cap - n_sys)
+                evictable += run_hit  # only r uses its run and r is not running: it is evictable
         return ((), cap, run_hit, hit), hit + run_hit, evictable
 
     def admit(self, r: int, handle, hit: int, prompt_tokens: int) -> int:
@@ -307,25 +308,32 @@ class PrefixCache:
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
-        if self._debt and (sys_hit or run_hit or not self.use_runs):  # (the lookup settled what it read)
-            self._settle()
+        hit_tokens = hit * self.block_size
         self.num_query_tokens += prompt_tokens
-        self.num_hit_tokens += hit * self.block_size
+        self.num_hit_tokens += hit_tokens
         self.num_query_blocks += cap
         self.num_hit_blocks += hit
-        self.hit_tokens[r] = hit * self.block_size
+        self.hit_tokens[r] = hit_tokens
         if not self.use_runs:
-            return self.acquire(r, keys[:hit]) if hit else 0
+            return self.acquire(r, keys[:hit]) if hit else 0  # (acquire settles first)
         took = 0
         if sys_hit:
             g = self._group_of[r]
             ch = self.chains[g]
-            self.num_dup_refs += min(ch.top, sys_hit)
-            took = ch.raise_top(sys_hit)
-            ch.levels[sys_hit] = ch.levels.get(sys_hit, 0) + 1
+            top = ch.top
+            if sys_hit > top:  # it takes evictable blocks: deferred evictions (see evict) are dropped first
+                if self._debt:
+                    self._settle()
+                took = ch.raise_top(sys_hit)
+                self._num_evictable -= took
+            # (else it only references blocks other requests hold: deferred evictions cannot touch them)
+            self.num_dup_refs += top if top < sys_hit else sys_hit
+            levels = ch.levels
+            levels[sys_hit] = levels.get(sys_hit, 0) + 1
             self.chain_refs[r] = (g, sys_hit)
-            self._num_evictable -= took
         if run_hit:
+            if self._debt:
+                self._settle()
             cid = self._content(r)
             extra = self.run_len[cid] - run_hit  # blocks past the hit (the recomputed last one): dropped
             self.ref[("run", cid)] = 1  # its queue slot turns stale
@@ -478,11 +486,16 @@ class PrefixCache:
         dropped = 0
         if level:
             ch = self.chains[g]
-            ch.levels[level] -= 1
-            if not ch.levels[level]:
-                del ch.levels[level]
-            new_top = max(ch.levels, default=0)
-            self.num_dup_refs -= min(new_top, level)
+            levels = ch.levels
+            left = levels[level] - 1
+            new_top = ch.top  # (the longest referenced prefix: it changes only when its last reference goes)
+            if left:
+                levels[level] = left
+            else:
+                del levels[level]
+                if level == new_top:
+                    new_top = max(levels, default=0)
+            self.num_dup_refs -= new_top if new_top < level else level
             if new_top < ch.top:
                 dropped = ch.top - new_top
                 ch.items.append([gen, new_top])

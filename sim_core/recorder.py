@@ -31,8 +31,10 @@ MAX_CHUNK_BYTES = 8 << 20  # later chunks grow to this (NumPy advises huge pages
 
 
 def _next_rows(rows_so_far: int, row_bytes: int) -> int:
-    """Rows of the next chunk: as many as all chunks so far (the first: CHUNK_ROWS), at most MAX_CHUNK_BYTES."""
-    return max(CHUNK_ROWS, min(rows_so_far, MAX_CHUNK_BYTES // row_bytes))
+    """Rows of the next chunk: as many as all chunks so far (the first: CHUNK_ROWS), at most MAX_CHUNK_BYTES.
+    A multiple of CHUNK_ROWS, so chunk boundaries stay at multiples of it (solo.py writes in pieces ending there)."""
+    cap = MAX_CHUNK_BYTES // row_bytes // CHUNK_ROWS * CHUNK_ROWS
+    return max(CHUNK_ROWS, min(rows_so_far, cap))
 
 # Events at one instant: the previous tick's outcomes first, then the next tick's membership changes
 # (a request pre-empted and re-admitted in one plan reads PREEMPTED, then SCHEDULED).

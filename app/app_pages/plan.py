@@ -5,6 +5,7 @@ chart of cost against latency; each row opens its replica in Simulate."""
 from __future__ import annotations
 
 import os
+from typing import get_args
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
@@ -15,6 +16,7 @@ from app.components.text import plain
 from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+from sim_core.config import Router
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, default_prices, pareto_front, plan
 from sim_core.presets import read_preset_data
 from sim_core.sweep import CapacityObjective
@@ -121,7 +123,7 @@ def main() -> None:
         pd_split = f1.checkbox("Also search P:D splits (xPyD)", False, key="plan.pd",
                                help="x prefill + y decode instances (x + y ≤ most replicas), per-pool TP from the "
                                "degrees above, priced by total GPUs. Slower: splits have no saturation bound.")  # fmt: skip
-        router = f2.selectbox("Router", ["round_robin", "least_outstanding", "least_kv"], key="plan.router")
+        router = f2.selectbox("Router", get_args(Router), key="plan.router")
         engines = st.multiselect("Engines", list(list_presets("engines")), default=list(DEFAULT_ENGINES), key="plan.engines",
                                  format_func=lambda e: read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
         e1, e2 = st.columns(2)

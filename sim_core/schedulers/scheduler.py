@@ -288,7 +288,7 @@ class Scheduler:
             bs = self.kv.block_size
             for i in range(prefills.size):
                 r, c, held = int(prefills[i]), int(ctx[i]), int(self.kv.held[prefills[i]])
-                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)  # noqa: E731
+                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)
                 if self.is_chunked:
                     # Largest chunk whose blocks fit (blocks grow monotonically with the chunk; with
                     # n > 1 samples past the prompt each block holds fewer than block_size new tokens).
@@ -348,19 +348,31 @@ class Scheduler:
         return rules.admit_in_order(remaining(), budget, kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
                                     self.is_static, admit)  # fmt: skip
 
+    def admission_blocks(self, st: SimState, ids, chunks):
+        """KV blocks the admission rule allocates to requests admitted with these first chunks (ids and
+        chunks: ints or arrays). GUARANTEED_NO_EVICT (reserve): the whole request, so it never needs
+        more; otherwise the first chunk's (at least one block)."""
+        prompt = st.prompt[ids]
+        if self.cfg.admission == "reserve":
+            return self.kv.blocks_for(prompt + st.output[ids], prompt)
+        return self.kv.blocks_for(np.maximum(chunks, 1), prompt)
+
+    def cap_trajectory(self, durations_s: np.ndarray) -> np.ndarray:
+        """The batch cap in force at each of these ticks (each computing tokens) and after the last
+        ((k + 1,)), as `observe` leaves it tick by tick: the dynamic batch rule, or the fixed cap."""
+        dyn = self.cfg.dynamic_batch
+        if not dyn.enabled:
+            return np.full(durations_s.size + 1, self.batch_cap, dtype=np.int64)
+        return rules.batch_cap_trajectory(self.batch_cap, durations_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
+
     def _admit(self, st: SimState, budget: int, seqs_left: int):
         """Admit waiting requests in queue order; stop at the first that does not fit (no skipping,
         as in vLLM: head-of-line order is part of the policy being shown)."""
-        kv, cfg = self.kv, self.cfg
+        kv = self.kv
         if seqs_left <= 0:
             return _EMPTY, _EMPTY
         ids = st.key_to_id(st.waiting_keys[: seqs_left]).tolist()
-        prompt, output = st.prompt, st.output
-        if cfg.admission == "reserve":
-            # GUARANTEED_NO_EVICT: blocks for the whole request, so it never needs more.
-            need_of = lambda i, chunk: int(kv.blocks_for(int(prompt[ids[i]] + output[ids[i]]), prompt[ids[i]]))  # noqa: E731
-        else:
-            need_of = lambda i, chunk: int(kv.blocks_for(max(chunk, 1), prompt[ids[i]]))  # noqa: E731
+        need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))
         if self.prefix_cache:
             taken = self._admit_with_prefix_cache(st, ids, budget, need_of)
         else:

@@ -308,6 +308,11 @@ def test_plan_page_offers_prefill_decode_splits_and_a_router():
     at.run()
     assert any(c.value.startswith("6 candidate configurations") for c in at.caption)  # 2 TP x 3 replicas
     at.checkbox(key="plan.pd").check().run()
+    from typing import get_args
+
+    from sim_core.config import Router
+
+    assert at.selectbox(key="plan.router").options == list(get_args(Router))  # every router a deployment has
     at.selectbox(key="plan.router").set_value("least_outstanding").run()
     assert not at.exception
     # + 2 x 2 pool TP pairs x 3 (x, y) splits with x + y <= 3

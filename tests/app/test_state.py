@@ -7,6 +7,7 @@ import pytest
 
 from app.state import MAX_LINK_CHARS, config_from_query, config_to_query, decode_config, encode_config
 from sim_core import PresetError, list_presets, load_preset
+from sim_core.lessons import load_lessons
 from sim_core.presets import DEFAULT_SCENARIO
 from tests.conftest import make_config
 
@@ -109,3 +110,12 @@ def test_bad_readable_overrides_warn_and_fall_back(params, needle):
 def test_other_page_params_are_not_config_overrides():
     cfg, preset, warning = config_from_query({"preset": "engine-orca", "lesson": "roofline", "sweep": "rate"})
     assert cfg == load_preset("engine-orca") and preset == "engine-orca" and warning is None
+
+
+@pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)
+def test_each_lesson_side_has_a_link_that_opens_exactly_that_side(lesson):
+    """The Learn page's instructor links: each side's link opens the config that side runs."""
+    for step in (0, 1):
+        cfg = lesson.config(step)
+        opened, _, warning = config_from_query(config_to_query(cfg, None, lesson.scenario))
+        assert warning is None and opened == cfg

@@ -48,3 +48,17 @@ def test_sweep_prints_bands_over_seeds_and_a_capacity(capsys):
     out = capsys.readouterr().out
     assert "median [min-max] over 2 seed(s)" in out and "capacity (P99 TTFT ≤ 0.5 s" in out
     assert out.count("[") >= 3  # bands drawn as [min-max]
+
+
+def test_plan_offers_every_router_and_plans_behind_the_session_router(capsys):
+    from typing import get_args
+
+    from sim_core.config import Router
+
+    with contextlib.suppress(SystemExit):
+        main(["plan", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    assert all(router in usage for router in get_args(Router))
+    code = main(["plan", "chat-h100-llama8b", "--rate", "20", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1",
+                 "--max-replicas", "2", "--router", "session", "--evaluation", "deployment", *SMALL])  # fmt: skip
+    assert code == 0 and "(cluster, session router)" in capsys.readouterr().out

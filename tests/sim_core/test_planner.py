@@ -121,3 +121,17 @@ def test_prices_are_cited_data_and_a_missing_price_is_named():
     assert set(prices) <= set(list_presets("hardware"))
     with pytest.raises(PresetError, match="no price for GPU preset"):
         plan(_base(), PlanSpec(target_rate_per_s=1.0, gpus=("l4",)), with_band=False)
+
+
+def test_the_planner_offers_every_router_a_deployment_has():
+    """PlanSpec.router is config.Router (one list): every router validates and reaches the deployment."""
+    from typing import get_args
+
+    from sim_core.config import Router
+
+    base = _base()
+    for router in get_args(Router):
+        spec = PlanSpec(target_rate_per_s=10.0, router=router)
+        assert deployment_config(base, 10.0, (2,), spec.router).deployment.router == router
+    with pytest.raises(ValueError, match="session"):  # a bad name is answered with the allowed ones
+        PlanSpec(target_rate_per_s=10.0, router="sticky")

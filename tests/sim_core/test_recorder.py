@@ -100,3 +100,15 @@ def test_chunks_grow_so_unused_space_stays_under_half():
         allocated = sum(c.size for c in chunks._full) + chunks._cur.size
         assert allocated <= 2 * max(chunks.size, CHUNK_ROWS) and chunks._cur.nbytes <= max(MAX_CHUNK_BYTES, CHUNK_ROWS * 8)
     assert np.array_equal(chunks.array(), values)
+
+
+def test_chunk_boundaries_stay_at_multiples_of_the_first_chunk():
+    """Callers that write runs in pieces ending at multiples of CHUNK_ROWS (solo.py) never straddle a chunk."""
+    from sim_core.recorder import CHUNK_ROWS, _ColumnChunks
+
+    ticks = _ColumnChunks(len(TICK_COLUMNS), np.float64)
+    ends = []
+    for _ in range(6):  # 16384, 16384, 32768, then the 8 MiB cap rounded down to a multiple
+        ticks.extend_rows(np.zeros((ticks._rows, len(TICK_COLUMNS))))
+        ends.append(ticks.size)
+    assert all(end % CHUNK_ROWS == 0 for end in ends) and len(ticks._full) == 6 and ends[-1] > ends[-2] + 2 * CHUNK_ROWS

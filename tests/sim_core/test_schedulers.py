@@ -286,3 +286,33 @@ def test_a_changed_choice_is_repeated_unchanged(mode):
 
     check()
     assert checked  # the property was exercised, not vacuously true
+
+
+@pytest.mark.parametrize("admission", ["watermark", "reserve"])
+def test_admission_blocks_are_what_admission_allocates(admission):
+    """`Scheduler.admission_blocks` (read by the batch-of-one path) is what `_admit` gives: the whole
+    request under reserve, the first chunk's blocks (at least one) otherwise."""
+    from sim_core.engine import Engine
+
+    eng = Engine(trace_config([100, 40], [50, 7], [0.0, 0.0], scheduler__admission=admission, kv_cache__block_size=16))
+    st, sched = eng.st, eng.sched
+    st.admit_arrivals()
+    expected = [-(-150 // 16), -(-47 // 16)] if admission == "reserve" else [-(-100 // 16), -(-40 // 16)]
+    assert sched.admission_blocks(st, np.array([0, 1]), st.prompt[[0, 1]]).tolist() == expected
+    sched._admit(st, 10_000, 2)
+    assert eng.kv.held[[0, 1]].tolist() == expected
+
+
+def test_cap_trajectory_is_observe_tick_by_tick():
+    from sim_core.engine import Engine
+
+    for dyn in (True, False):
+        eng = Engine(make_config("engine-article-dynamic-batch", scheduler__dynamic_batch={"enabled": dyn, "target_tick_ms": 50}))
+        sched = eng.sched
+        durations = np.array([0.06, 0.07, 0.02, 0.03, 0.08, 0.01, 0.01, 0.09])
+        traj = sched.cap_trajectory(durations)
+        caps = [sched.batch_cap]
+        for d in durations.tolist():
+            sched.observe(0.0, d, 0, 1)
+            caps.append(sched.batch_cap)
+        assert traj.tolist() == caps and (len(set(caps)) > 1) == dyn

@@ -184,6 +184,23 @@ def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
         assert on.summary.prefix_blocks_evicted > 0
 
 
+def test_prefix_caching_decode_stretches_skip_the_per_tick_composition(monkeypatch):
+    """Decode-only ticks with prefix caching run in the fast path's unrolled loop (evicting and releasing
+    as a composed tick does; the equivalence tests compare the results), not one compose_tick each."""
+    from sim_core.schedulers import compose
+
+    calls = [0]
+    original = compose.compose_tick
+
+    def counted(*args):
+        calls[0] += 1
+        return original(*args)
+
+    monkeypatch.setattr(compose, "compose_tick", counted)
+    res = run_simulation(chat(400, kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED))
+    assert res.summary.prefill_tokens_saved > 0 and calls[0] < 0.2 * res.timeline.num_ticks
+
+
 ORACLE_CASES = {
     "evicting": dict(kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0),
     "pre-empting, swap": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,

@@ -1,0 +1,374 @@
+"""Batch-of-one runs: many consecutive single-request services per engine step.
+
+When the batch cap is 1 (exclusive batching, or dynamic batch sizing whose rule has halved the cap
+to 1 on slow ticks and keeps it there), a request once admitted prefills alone and decodes alone to
+its last token: nothing can join (`Scheduler.prefill_work` says so for one running request at a cap
+of 1) and nothing else holds KV. Its service is then fixed by its prompt, its output and the cost
+model, and services chain: the next starts when the previous finishes, or at its arrival after an
+idle gap. This module runs that chain for as many requests as it provably can in one call and
+records the same rows, events, gaps and batch log as tick-by-tick stepping (`Engine._advance_tick`).
+
+NOTE: the policy is not restated; every decision is asked of the scheduler and its rules:
+  * which request is next: the waiting queue's order key (`SimState.order_key`, any queue order),
+    over the requests that have arrived by the time the previous service ends;
+  * whether it is admitted whole: `rules.admit_in_order` with the scheduler's admission blocks
+    (`Scheduler.admission_blocks`) and token budget (a prompt that needs chunking hands back);
+  * whether a tick of this kind admits or decodes: `Scheduler.prefill_work` and `tick_kind`
+    (a stateless phase controller, asked once per call);
+  * whether the cap stays 1: `Scheduler.cap_trajectory` (the dynamic batch rule over the ticks'
+    durations), stopping before the first service with a tick that would raise it.
+Ticks are priced by the same cost functions as the reference (`Engine._price_run` for a decoding
+request, `CostModel.tick` with `_advance_tick`'s aggregates for a lone prefill) and times accumulate
+sequentially from each service's start (`np.add.accumulate`), so results are bit-identical
+(tests/sim_core/test_equivalence.py). Only whole services run here, and only while every guard
+allows them (limits.max_ticks, max_sim_time_s, the budget meter's next check, a cluster's
+horizon); anything else (a swapped or recomputing request, prefix caching, speculative decoding,
+n > 1 samples, closed-loop releases, a KV shortage) is left to the general loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sim_core.recorder import CHUNK_ROWS
+from sim_core.schedulers import rules
+from sim_core.schedulers.phase import TickKind
+from sim_core.types import Event, Phase, Status
+
+if TYPE_CHECKING:
+    from sim_core.engine import Engine
+
+_EMPTY = np.empty(0, dtype=np.int64)
+MAX_SOLO_SERVICES = 2048  # requests considered per call (bounds the arrays one call builds)
+MIN_SOLO_SERVICES = 16  # the first window; it doubles while calls serve all of it
+MAX_BACKOFF_STEPS = 32  # most empty-engine steps skipped after calls that served one request or none
+WINDOW, LEFT, GUARD, NONE = "window", "left", "guard", "none"  # why a call stopped (`advance`)
+MAX_SOLO_TICKS = 1 << 16  # ticks of those requests per call (~10 float/int columns of this length)
+
+
+def eligible(engine: Engine) -> bool:
+    """Config-level conditions under which the batch may be one request at a time and a service
+    depends on nothing but the request and the cost model (checked again per call: the cap)."""
+    sched, cfg = engine.sched, engine.cfg
+    return (
+        (sched.max_seqs == 1 or cfg.scheduler.dynamic_batch.enabled)
+        and sched.phase.is_stateless  # `choose` answers from its arguments (and `observe` keeps nothing)
+        and engine.n == 1
+        and engine.spec is None
+        and engine.prefix is None
+        and not engine.workload.releases_on_finish
+        and not engine.hand_off_prefilled
+    )
+
+
+def _rules_allow(engine: Engine) -> bool:
+    """At a cap of 1: an empty engine admits one request in a tick that is not decode-only, and one
+    running decoder leaves no room and no prefill work (so it decodes alone to its end)."""
+    sched, st = engine.sched, engine.st
+    if sched.batch_cap != 1:
+        return False
+    if sched.prefill_work(0, 0, 1, 0) != (True, True) or sched.prefill_work(1, 1, 1, 0) != (False, False):
+        return False
+    return sched.tick_kind(st, st.now_s, 0, 0, True, _EMPTY) != TickKind.DECODE
+
+
+def _candidates(engine: Engine, window: int):
+    """Requests that may be served next, in the order they join the queue: the waiting ones (by key),
+    then arrivals in arrival order, bounded per call. Returns (ids, how many of them wait now, the
+    smallest key of a waiting request left out, the first arrival left out)."""
+    st = engine.st
+    waiting = st.key_to_id(st.waiting_keys[:window])
+    lo = st.next_arrival
+    pending = np.arange(lo, min(st.num_requests, lo + window - waiting.size), dtype=np.int64)
+    ids = np.concatenate([waiting, pending]) if waiting.size else pending
+    ticks = np.cumsum(st.output[ids])  # one prefill tick and output - 1 decode ticks each
+    ids = ids[: int(np.searchsorted(ticks, MAX_SOLO_TICKS, side="right"))]
+    num_waiting = min(ids.size, waiting.size)
+    left_key = int(st.waiting_keys[num_waiting]) if num_waiting < st.waiting_keys.size else math.inf
+    beyond = lo + ids.size - num_waiting
+    left_s = float(st.arrival_s[beyond]) if beyond < st.num_requests else math.inf
+    return ids, num_waiting, left_key, left_s
+
+
+class SoloPath:
+    """The batch-of-one path of one engine (`Engine.step` calls `advance`). Besides its price tables
+    it keeps only how much to try (never what to decide): pricing a window of candidates costs O(its
+    ticks) whether or not its services can run here, so the window starts small, doubles while calls
+    serve all of it, and shrinks to twice what a call served when a service that must be left to the
+    general loop stops the chain; after calls in a row that served one request or none that way, the
+    next 1, 2, 4, ... 32 empty-engine steps are left to the general loop (one service costs less there)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.window = MIN_SOLO_SERVICES
+        self.prices = _Prices(engine)
+        self.backoff = 0  # empty-engine steps to leave to the general loop after a call served one or none
+        self._skip = 0
+
+    def advance(self) -> bool:
+        """Serve whole requests one at a time from the current state; False when not one could be."""
+        if self.engine.st.running.size:
+            return False
+        if self._skip:  # a call costs ~3 general steps: where services alternate with others, back off
+            self._skip -= 1
+            return False
+        served, stop = advance(self.engine, self.window, self.prices)
+        if stop == WINDOW:
+            self.window = min(2 * self.window, MAX_SOLO_SERVICES)
+        elif stop == LEFT:
+            self.window = max(2 * served, MIN_SOLO_SERVICES)
+        if served > 1 or stop != LEFT:
+            self.backoff = 0
+        else:  # one request or none before a service that is not for this path: calls in a row back off more
+            self.backoff = self._skip = min(2 * self.backoff or 1, MAX_BACKOFF_STEPS)
+        return served > 0
+
+
+class _Prices:
+    """The cost model's (duration, flops, bytes, compute-bound) of a lone tick: a one-decode tick by
+    the context before it (`Engine._price_run`), and a whole-prompt prefill tick by the prompt
+    (`_advance_tick`'s aggregates for one prefill and no decodes). Pure functions of the context,
+    kept per engine as tables over 0..n - 1 that grow by doubling; bounded by the longest context
+    (max_model_len): 4 columns x 8 bytes per token, 1 MiB at 32k tokens."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.decode: tuple = ()
+        self.prefill: tuple = ()
+
+    def decode_at(self, max_ctx: int) -> tuple:
+        if not self.decode or self.decode[0].size <= max_ctx:
+            n = max(2 * (self.decode[0].size if self.decode else 0), max_ctx + 1, 256)
+            self.decode = self.engine._price_run(np.ones(n, dtype=np.int64), np.arange(n, dtype=np.int64))
+        return self.decode
+
+    def prefill_of(self, max_prompt: int) -> tuple:
+        if not self.prefill or self.prefill[0].size <= max_prompt:
+            p = np.arange(max(2 * (self.prefill[0].size if self.prefill else 0), max_prompt + 1, 256), dtype=np.int64)
+            ones = np.ones_like(p)
+            self.prefill = self.engine.cost.tick(p, ones, p * (p + 1) // 2, np.zeros_like(p), ones, 0.0)
+        return self.prefill
+
+
+def _first_raise(sched, dur: np.ndarray) -> int:
+    """Index of the first tick after which the batch cap is no longer 1 (dur.size if none), from
+    `Scheduler.cap_trajectory` over growing prefixes (the cap after a tick depends on those before)."""
+    k = 64
+    while True:
+        hit = np.flatnonzero(sched.cap_trajectory(dur[:k])[1:] != 1)
+        if hit.size:
+            return int(hit[0])
+        if k >= dur.size:
+            return dur.size
+        k *= 4
+
+
+def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | None = None) -> tuple[int, str]:
+    """Serve whole requests one at a time from the current state, from the first `window` in queue
+    order. Returns (requests served, why it stopped: WINDOW (its candidates ran out), LEFT (the next
+    service is left to the general loop), GUARD (a limit or the horizon), or NONE (not applicable))."""
+    st, kv, sched, lim = engine.st, engine.kv, engine.sched, engine.cfg.limits
+    if st.running.size or st.swapped_keys.size or kv.num_used or not _rules_allow(engine):
+        return 0, NONE
+    prices = prices or _Prices(engine)
+    # The queue's head first (cheap): a service that would raise the cap is left to the general loop.
+    head = int(st.key_to_id(st.waiting_keys[0])) if st.waiting_keys.size else st.next_arrival
+    if head < st.num_requests:
+        p, o = int(st.prompt[head]), int(st.output[head])
+        dur = prices.decode_at(p + o)[0][p - 1 : p + o - 1].copy()
+        dur[0] = prices.prefill_of(p)[0][p]
+        if _first_raise(sched, dur) < o:
+            return 0, LEFT
+    ids, num_waiting0, left_key, left_s = _candidates(engine, window)
+    if not ids.size:
+        return 0, NONE
+    C = ids.size
+    prompt, T = st.prompt[ids], st.output[ids]  # a service has one prefill tick and output - 1 decode ticks
+    # Fresh requests only (a recompute after pre-emption has emitted tokens and a different first tick).
+    fresh = (st.computed[ids] == 0) & (st.emitted[ids] == 0) & (st.prefill_target[ids] == prompt)
+    # Admission of each, whole, by the scheduler's rule; then room for its context as it decodes.
+    adm = np.asarray(sched.admission_blocks(st, ids, prompt), dtype=np.int64)
+    budget = sched.cfg.max_num_batched_tokens
+    span = int(adm.max()) + 1
+    pairs, inverse = np.unique(prompt * span + adm, return_inverse=True)
+    whole = np.array([rules.admit_in_order([pa // span], budget, kv.num_free, sched.watermark_blocks,
+                                           lambda i, c, a=pa % span: a, sched.is_chunked, sched.is_static)
+                      == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
+    last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_width, None))
+    fits = (T < 2) | (last_held <= kv.num_free)
+    # Tick prices in candidate order (candidate c's ticks at first[c] : first[c] + T[c]).
+    ends_at = np.cumsum(T)
+    first = ends_at - T
+    N = int(ends_at[-1])
+    dec = prices.decode_at(int((prompt + T).max()))
+    pre = prices.prefill_of(int(prompt.max()))
+    # each tick at the context before it (prefill ticks: overwritten by the prefill's price)
+    d_of = np.repeat(prompt - 1, T) + (np.arange(N) - np.repeat(first, T))
+    cols = [dec[j][d_of] for j in range(4)]
+    for j in range(4):
+        cols[j][first] = pre[j][prompt]
+    dur = cols[0]
+    # The cap stays 1 up to the first tick after which the rule would raise it: services before it are safe.
+    first_raise = _first_raise(sched, dur)
+    safe = fresh & whole & fits
+    if first_raise < N:
+        safe[int(np.searchsorted(ends_at, first_raise, side="right")):] = False
+    m_safe = int(np.argmin(safe)) if not safe.all() else C
+    if m_safe == 0:
+        return 0, LEFT
+    ends = dur.copy()  # accumulated in place, service by service
+    # --- the chain: who is next (queue order), when it starts, whether every guard allows it whole
+    keys = st.order_key[ids].tolist()
+    arrival = st.arrival_s[ids].tolist()
+    T_l, first_l = T.tolist(), first.tolist()
+    heap = [(keys[c], c) for c in range(num_waiting0)]  # sorted keys: already a heap
+    nxt = num_waiting0  # next candidate to arrive
+    f = st.now_s
+    rows = engine.rec.num_ticks
+    max_rows = lim.max_ticks if engine.meter is None else min(lim.max_ticks, rows + engine.meter.ticks_until_check(rows))
+    end_s = min(lim.max_sim_time_s, engine.horizon_s)  # every tick must start before it
+    served, starts, idle_from = [], [], []
+    accumulate = np.add.accumulate
+    while True:
+        while nxt < C and arrival[nxt] <= f:
+            heapq.heappush(heap, (keys[nxt], nxt))
+            nxt += 1
+        s, gap = f, False
+        if not heap:  # nothing waits: an idle row to the next arrival (before the horizon)
+            if nxt >= C or arrival[nxt] >= engine.horizon_s:
+                stop = WINDOW if nxt >= C else GUARD
+                break
+            s, gap = arrival[nxt], True
+            while nxt < C and arrival[nxt] <= s:
+                heapq.heappush(heap, (keys[nxt], nxt))
+                nxt += 1
+        key, c = heap[0]
+        if left_s <= s or key > left_key:  # a request outside the candidates has arrived: it might be the head
+            stop = WINDOW
+            break
+        if c >= m_safe:
+            stop = LEFT
+            break
+        r = rows + gap + T_l[c]
+        stop = GUARD
+        if r > max_rows or s >= end_s:
+            break
+        o, k = first_l[c], T_l[c]
+        seg = ends[o : o + k]
+        seg[0] = s + seg[0]  # then sequential: the same rounding as tick by tick (np.add.accumulate)
+        accumulate(seg, out=seg)
+        if k > 1 and float(seg[k - 2]) >= end_s:  # the last tick would start too late
+            break
+        heapq.heappop(heap)
+        served.append(c)
+        starts.append(s)
+        idle_from.append(f if gap else math.nan)
+        f = float(seg[k - 1])
+        rows = r
+    if not served:
+        return 0, stop
+    sv = np.array(served, dtype=np.int64)
+    if served == list(range(sv.size)):  # served in candidate order (FCFS): their ticks are a prefix
+        ti = slice(0, int(ends_at[sv[-1]]))
+    else:
+        ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))
+    _record(engine, ids[sv], prompt[sv], T[sv], adm[sv], np.array(starts), np.array(idle_from),
+            ends[ti], [col[ti] for col in cols])  # fmt: skip
+    return sv.size, stop
+
+
+def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) -> None:
+    """Write the served requests' rows, events, gaps, batch log and final state in bulk (ticks in
+    service order: `ends` and the price columns `cols` are per tick)."""
+    st, kv, sched, rec = engine.st, engine.kv, engine.sched, engine.rec
+    K, N = r_ids.size, ends.size
+    dur, flops, nbytes, is_comp = cols
+    first = np.cumsum(T) - T  # first tick of each service
+    last = first + T - 1
+    tick_starts = np.empty(N)
+    tick_starts[1:] = ends[:-1]  # a tick starts when the previous one ends (its service's start for a first tick)
+    tick_starts[first] = svc_start
+    first_tok, finish = ends[first], ends[last]
+    is_pre = np.zeros(N, dtype=bool)
+    is_pre[first] = True
+    svc = np.repeat(np.arange(K), T)
+    ctx = np.repeat(P - 1, T) + (np.arange(N) - np.repeat(first, T))  # context before a decode tick
+    held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_width, None))
+    held[first] = adm  # blocks held during each tick (admission's, grown as the context crosses blocks)
+    # Requests waiting during each tick: those waiting now and arrivals by its start, less those admitted.
+    lo = st.next_arrival
+    num_new = int(np.searchsorted(st.arrival_s[lo:], tick_starts[-1], side="right"))
+    joins = np.searchsorted(tick_starts, st.arrival_s[lo : lo + num_new], side="left")  # tick each arrival counts from
+    waiting = np.cumsum(np.bincount(joins, minlength=N)[:N]) + (st.waiting_keys.size - 1) - svc
+    running = np.ones(N, dtype=np.int64)
+    running[last] = 0
+    used = held.copy()
+    used[last] = 0
+    gaps = ends - tick_starts  # a decode's gap: its end minus the previous token (this tick's start)
+    rec.event(r_ids, svc_start, Event.SCHEDULED)
+    rec.event(r_ids, first_tok, Event.FIRST_TOKEN)
+    rec.event(r_ids, finish, Event.FINISHED)
+    rec.itl(gaps[~is_pre])
+    gaps[first] = -np.inf
+    max_gap = np.maximum.reduceat(gaps, first)
+    n, cap = engine.n, sched.batch_cap
+    # rows: an idle row before each service that waited for its arrival, then its ticks
+    gap = ~np.isnan(idle_from)
+    tick_cols = {
+        "t_start_s": tick_starts, "duration_s": dur, "phase": np.where(is_pre, Phase.PREFILL, Phase.DECODE),
+        "num_prefill_tokens": np.where(is_pre, np.repeat(P, T), 0), "num_decode_tokens": np.where(is_pre, 0, n),
+        "num_prefill_seqs": is_pre, "num_decode_seqs": ~is_pre, "num_running": running, "num_waiting": waiting,
+        "num_swapped": 0, "kv_blocks_used": used, "flops": flops, "bytes": nbytes, "is_compute_bound": is_comp,
+        "num_preempted": 0, "swap_blocks": 0, "batch_cap": cap,
+    }  # fmt: skip
+    if gap.any():  # scatter the ticks around the idle rows
+        row_of = np.arange(N) + np.repeat(np.cumsum(gap), T)
+        idle_rows = (first + np.cumsum(gap))[gap] - 1
+        M = N + int(gap.sum())
+        idle_vals = {"t_start_s": idle_from[gap], "duration_s": svc_start[gap] - idle_from[gap], "phase": Phase.IDLE}
+        for name, vals in tick_cols.items():
+            if np.ndim(vals):
+                out = np.empty(M)
+                out[row_of] = vals
+                out[idle_rows] = idle_vals.get(name, 0)
+                tick_cols[name] = out
+    else:
+        row_of, M = None, N
+    if rec.wants_batches:
+        m = engine.cfg.limits.num_recorded_batches - rec.num_ticks  # rows still logged
+        g = rec.num_ticks + (np.arange(N) if row_of is None else row_of)
+        keep = g < engine.cfg.limits.num_recorded_batches
+        if m < M:
+            rec.batch(g[keep], np.repeat(r_ids, T)[keep], np.where(is_pre, np.repeat(P, T), 1)[keep], ~is_pre[keep], held[keep])
+        else:
+            rec.batch(g, np.repeat(r_ids, T), np.where(is_pre, np.repeat(P, T), 1), ~is_pre, held)
+    _ticks_in_chunks(rec, tick_cols, M)
+    # state: arrivals by the last tick's start join the queue, the served leave it finished
+    st.admit_arrivals(float(tick_starts[-1]))
+    st.waiting_keys = st.waiting_keys[~np.isin(st.waiting_keys, st.order_key[r_ids])]
+    st.status[r_ids] = Status.FINISHED
+    st.first_scheduled_s[r_ids] = svc_start
+    st.prefill_start_s[r_ids] = svc_start
+    st.first_token_s[r_ids] = first_tok
+    st.last_token_s[r_ids] = finish
+    st.finish_s[r_ids] = finish
+    st.computed[r_ids] += P + T - 1
+    st.emitted[r_ids] += T
+    st.max_itl_s[r_ids] = np.maximum(st.max_itl_s[r_ids], max_gap)
+    st.num_finished += K
+    sched.batch_cap = int(sched.cap_trajectory(dur)[-1])
+    st.now_s = float(finish[-1])
+
+
+def _ticks_in_chunks(rec, cols: dict, M: int) -> None:
+    """`Recorder.ticks` in pieces that end at the recorder's chunk boundaries (a piece that fits the
+    current chunk is written in place; one that straddles a boundary is copied row-major first)."""
+    done = 0
+    while done < M:
+        take = min(M - done, CHUNK_ROWS - rec.num_ticks % CHUNK_ROWS)
+        rec.ticks({k: (v[done : done + take] if np.ndim(v) else v) for k, v in cols.items()}, take)
+        done += take

@@ -1,0 +1,198 @@
+"""Batch-of-one runs (sim_core/solo.py): whole services per step, identical to tick-by-tick stepping.
+
+Every case runs with `limits.coalesce_ticks` on (solo path, coalesced runs) and off (the tick-by-tick
+reference) and compares every output (tests/sim_core/test_equivalence.py's `assert_same_result`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
+
+from sim_core import solo
+from sim_core.bench import engine_config
+from sim_core.budget import BudgetMeter, RunBudget
+from sim_core.engine import Engine
+from sim_core.sweep import with_value
+from sim_core.types import Phase
+from tests.conftest import trace_config
+from tests.sim_core.test_equivalence import _with_kv_room, assert_same_result, run_both
+
+BATCH_OF_ONE = ["exclusive", "article-dynamic-batch"]
+
+
+def _with(cfg, **values):
+    for path, value in values.items():
+        cfg = with_value(cfg, path.replace("__", "."), value)
+    return cfg
+
+
+def _steps(cfg) -> tuple[int, Engine]:
+    engine = Engine(cfg)
+    steps = 1
+    while engine.step():
+        steps += 1
+    return steps, engine
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+def test_benchmark_scenario_equals_tick_by_tick_in_a_few_steps(engine):
+    """The 70B TP2 scenario of the benchmark: one request at a time (dynamic batch: its cap falls to 1
+    on the slow ticks), identical results, and whole services per step."""
+    cfg, _ = engine_config(engine)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert int(on.timeline.batch_cap[-1]) == 1 and int(on.timeline.num_running.max()) == 1
+    steps, eng = _steps(cfg)
+    assert eng.rec.num_ticks > 60_000 and steps <= 20
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # many prompts exceed the token budget: prefilled in chunks by the general loop
+        {"scheduler__enable_chunked_prefill": True, "scheduler__max_num_batched_tokens": 400},
+        {"limits__max_ticks": 1_000},
+        {"limits__max_ticks": 7_301},
+        {"limits__max_sim_time_s": 123.4},
+        {"limits__num_recorded_batches": 300},
+        {"limits__num_recorded_batches": 0},
+        {"workload__arrival__rate_per_s": 0.05},  # light load: idle rows between services
+        {"workload__arrival__process": "offline"},  # all at t = 0
+        {"workload__output_tokens": {"dist": "uniform", "mean": 3, "min": 1, "max": 5}},  # one-token outputs finish at prefill
+        {"scheduler__admission": "reserve"},
+        {"kv_cache__layout": "contiguous"},
+        {"kv_room": 1.2},  # KV for about one long request: the longest are pre-empted or wait
+    ],
+)
+def test_variants_equal_tick_by_tick(engine, overrides):
+    cfg, _ = engine_config(engine)
+    base = {"workload__num_requests": 120,
+            "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 1500, "sigma": 0.8},
+            "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
+    overrides = dict(overrides)
+    room = overrides.pop("kv_room", None)
+    cfg = _with(cfg, **(base | overrides))
+    if room is not None:
+        cfg = _with_kv_room(cfg, room)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+def test_priority_queue_order_equals_tick_by_tick():
+    """Exclusive batching with priority order: the head is the smallest key among those arrived when
+    the previous service ends (later arrivals overtake earlier ones)."""
+    cfg, _ = engine_config("exclusive")
+    cfg = _with(cfg, workload__num_requests=200, scheduler__queue_order="priority",
+                workload__classes=[{"name": "a", "share": 0.3, "priority": 0}, {"name": "b", "share": 0.7, "priority": 2}])  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    order = np.argsort(on.requests.first_scheduled_s)
+    assert np.any(np.diff(order) < 0)  # served out of arrival order
+    steps, eng = _steps(cfg)
+    assert steps < 0.01 * eng.rec.num_ticks
+
+
+def test_shortest_prompt_first_equals_tick_by_tick():
+    cfg, _ = engine_config("exclusive")
+    cfg = _with(cfg, workload__num_requests=150, scheduler__queue_order="shortest_prompt_first",
+                workload__prompt_tokens={"dist": "uniform", "mean": 500, "min": 10, "max": 1000})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+def test_whole_services_stop_before_the_budget_meters_next_check():
+    """A server's budget is checked between steps: a call never runs past `ticks_until_check`."""
+    cfg, _ = engine_config("exclusive")
+    eng = Engine(cfg)
+    eng.meter = BudgetMeter(RunBudget(max_ticks=5_000, max_wall_s=600.0, check_every_ticks=3_000))
+    eng.meter.next_check_tick = 3_000
+    eng.st.now_s = 300.0
+    eng.st.admit_arrivals()
+    assert solo.advance(eng)[0] > 0
+    assert 3_000 - 128 < eng.rec.num_ticks <= 3_000
+    eng.meter.next_check_tick = 10_000
+    assert solo.advance(eng)[0] > 0
+    assert 5_000 - 128 < eng.rec.num_ticks <= 5_000
+
+
+def test_replicas_of_exclusive_engines_equal_tick_by_tick():
+    """In a cluster each instance stops before the router's horizon (the next arrival it may get)."""
+    cfg, _ = engine_config("exclusive")
+    cfg = _with(cfg, workload__num_requests=150, workload__arrival__rate_per_s=0.5,
+                deployment={"replicas": 2, "router": "round_robin"})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+def test_only_the_batch_of_one_case_runs_here():
+    """Not eligible with a batch cap above 1 (dynamic batch before it has fallen) or batching > 1;
+    eligible engines serve whole requests from an empty engine."""
+    eng = Engine(engine_config("article-dynamic-batch")[0])
+    eng.st.admit_arrivals(np.inf)
+    assert solo.eligible(eng) and eng.sched.batch_cap == 16 and solo.advance(eng) == (0, solo.NONE)
+    assert not solo.eligible(Engine(engine_config("vllm-v1")[0]))
+    eng = Engine(engine_config("exclusive")[0])
+    eng.st.now_s = 30.0
+    eng.st.admit_arrivals()
+    assert solo.advance(eng)[0] > 0
+    tl = eng.result().timeline
+    assert eng.st.num_finished > 1 and tl.num_ticks > 500 and set(np.unique(tl.phase)) == {Phase.PREFILL, Phase.DECODE}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    engine=hst.sampled_from(["engine-exclusive", "engine-article-dynamic-batch"]),
+    requests=hst.lists(hst.tuples(hst.integers(1, 3000), hst.integers(1, 400), hst.floats(0.0, 60.0), hst.integers(0, 3)),
+                       min_size=1, max_size=25),
+    queue_order=hst.sampled_from(["fcfs", "priority", "shortest_prompt_first"]),
+    max_ticks=hst.integers(1, 4000),
+)  # fmt: skip
+def test_generated_traces_equal_tick_by_tick(engine, requests, queue_order, max_ticks):
+    """Hostile traces: prompts above the token budget, one-token outputs, ties in arrival time,
+    priorities, and a tick limit anywhere in a service."""
+    prompts, outputs, arrivals, priorities = zip(*requests)
+    cfg = trace_config(prompts, outputs, sorted(arrivals), priorities, base=engine,
+                       scheduler__queue_order=queue_order, limits__max_ticks=max_ticks)  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+def test_the_window_grows_while_all_of_it_is_served_and_shrinks_when_a_service_is_left():
+    """The candidates priced per call: doubled while a call serves them all, cut back when one of
+    them must go to the general loop (here: a prompt above the token budget)."""
+    cfg, _ = engine_config("exclusive")
+    cfg = _with(cfg, workload__num_requests=400, scheduler__enable_chunked_prefill=True,
+                scheduler__max_num_batched_tokens=1024,
+                workload__prompt_tokens={"dist": "uniform", "mean": 520, "min": 1, "max": 1040})  # fmt: skip
+    eng = Engine(cfg)
+    eng.st.now_s = 150.0
+    eng.st.admit_arrivals()
+    path = solo.SoloPath(eng)
+    windows = []
+    while len(windows) < 12 and eng.step():
+        if not eng.st.running.size:
+            served = eng.st.num_finished
+            path.advance()
+            windows.append((path.window, eng.st.num_finished - served))
+    sizes = [w for w, _ in windows]
+    assert max(sizes) > solo.MIN_SOLO_SERVICES and any(b < a for a, b in zip(sizes, sizes[1:]))
+
+
+def test_backs_off_where_services_alternate_with_batched_ones():
+    """A cap target just above a lone decode tick at short contexts: short prompts raise the cap
+    (the general loop batches them), long ones keep it at 1. Same results; the path backs off."""
+    cfg, _ = engine_config("article-dynamic-batch")
+    cfg = _with(cfg, workload__num_requests=200, scheduler__dynamic_batch={"enabled": True, "target_tick_ms": 54.4},
+                workload__prompt_tokens={"dist": "uniform", "mean": 1500, "min": 1, "max": 3000})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert int(on.timeline.batch_cap.max()) > 1 and int((on.timeline.batch_cap == 1).sum()) > 1_000
+    eng = Engine(cfg)
+    backoff = 0
+    while eng.step():
+        backoff = max(backoff, eng._solo.backoff)
+    assert backoff >= 2
