@@ -107,12 +107,16 @@ class Quota:
         self._had_decodes = False
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        while self._ticks and self._ticks[0][0] < now_s - self._window_s:
-            _, busy, pre, wait, dec = self._ticks.popleft()
-            self._busy_s -= busy
-            self._prefill_s -= pre
-            self._decode_wait_s -= wait
-            self._decode_tokens -= dec
+        ticks, start_s = self._ticks, now_s - self._window_s
+        if ticks and ticks[0][0] < start_s:  # ticks leave the window (sums in locals: called every tick)
+            busy_s, prefill_s, wait_s, tokens = self._busy_s, self._prefill_s, self._decode_wait_s, self._decode_tokens
+            while ticks and ticks[0][0] < start_s:
+                _, busy, pre, wait, dec = ticks.popleft()
+                busy_s -= busy
+                prefill_s -= pre
+                wait_s -= wait
+                tokens -= dec
+            self._busy_s, self._prefill_s, self._decode_wait_s, self._decode_tokens = busy_s, prefill_s, wait_s, tokens
         self._had_decodes = num_decodes > 0
         if not has_prefill_work:
             return TickKind.DECODE
