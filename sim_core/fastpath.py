@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
+RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
 # values per row: the rows' conversion to float64 costs ~20 ns per value.
@@ -248,11 +249,16 @@ def advance(engine: Engine) -> bool:
     reserved: dict[int, int] = {}
 
     def reserve(w: int) -> int:
-        """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous)."""
-        if w not in reserved:
-            p = int(st.prompt[w])
-            reserved[w] = int(kv.blocks_for(p + int(output_arr[w]), p))
-        return reserved[w]
+        """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous),
+        from `kv.blocks_for` over the next RESERVE_WINDOW request ids at once (arrivals are admitted
+        mostly in id order: one NumPy call per window instead of one per request)."""
+        blocks = reserved.get(w)
+        if blocks is None:
+            ids = np.arange(w, min(w + RESERVE_WINDOW, R))
+            prompt = st.prompt[ids]
+            reserved.update(zip(ids.tolist(), kv.blocks_for(prompt + output_arr[ids], prompt).tolist()))
+            blocks = reserved[w]
+        return blocks
 
     dec_ids = running_arr[is_dec]
     behind = last_token[dec_ids] != st.now_s  # decoders that did not decode in the last tick (a prefill-only tick)
