@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from itertools import chain
 
 import numpy as np
 
@@ -128,6 +127,14 @@ class Engine:
         # True after any progress, even the step that finished the last request: a cluster
         # instance whose requests are all done may still receive more (the next call says False).
         return True
+
+    def _ticks_left(self) -> int:
+        """Ticks a coalesced run may take before a tick ceiling: the config's `limits.max_ticks` and the
+        server's budget (which the loop checks before each step: a run must not step over it either)."""
+        ceiling = self.cfg.limits.max_ticks
+        if self.meter is not None:
+            ceiling = min(ceiling, self.meter.budget.max_ticks)
+        return ceiling - self.rec.num_ticks
 
     def _stop(self, reason: str) -> bool:
         self.stopped_reason = reason
@@ -431,7 +438,7 @@ class Engine:
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
         rem_min = int(remaining.min())
         k_max = int(remaining.max()) if shrink_ok else rem_min
-        k_max = min(k_max, lim.max_ticks - self.rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(k_max, self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         tick_scalar = self.cost._tick_scalar
@@ -596,7 +603,7 @@ class Engine:
         num_idle = st.running.size - B
         cap_full = st.running.size >= sched.batch_cap  # the batch never shrinks before the run's last tick
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
-        k_max = min(int(remaining.min()), lim.max_ticks - rec.num_ticks, MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(int(remaining.min()), self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next event (a plain step is shorter)
             c0 = int(ctx0.sum())
@@ -732,13 +739,22 @@ class Engine:
         return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
 
 
-def _step_column(marks: list[tuple[int, int]], num_ticks: int) -> np.ndarray:
-    """Per-tick values from (tick, value from then on) change points (the last mark of a tick wins)."""
+def _step_column(marks, num_ticks: int) -> np.ndarray:
+    """Per-tick values from change points given flat (a list, or PrefixCache.marks: an int64 array.array)
+    as [tick, value from then on, tick, value, ...] with ticks non-decreasing (the last mark of a tick
+    wins; 0 before the first mark): each tick's last mark is repeated up to the next one's tick, in
+    O(ticks + marks) array operations."""
     out = np.zeros(num_ticks, dtype=np.int64)
     if marks and num_ticks:
-        ticks, vals = np.fromiter(chain.from_iterable(marks), dtype=np.int64, count=2 * len(marks)).reshape(-1, 2).T
-        pos = np.searchsorted(ticks, np.arange(num_ticks), side="right") - 1
-        out = np.where(pos >= 0, vals[np.maximum(pos, 0)], 0)
+        flat = np.array(marks, dtype=np.int64)  # (an array.array's buffer is copied at memcpy speed; a view would pin it)
+        ticks, vals = flat[0::2], flat[1::2]
+        last = np.flatnonzero(ticks[1:] != ticks[:-1])  # the last mark of every tick but the final one
+        ticks = np.append(ticks[last], ticks[-1])
+        vals = np.append(vals[last], vals[-1])
+        shown = ticks < num_ticks  # (marks past the recorded ticks never show)
+        ticks, vals = ticks[shown], vals[shown]
+        if ticks.size:
+            out[ticks[0]:] = np.repeat(vals, np.diff(ticks, append=num_ticks))
     return out
 
 

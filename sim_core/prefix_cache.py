@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from array import array
 from collections import deque
 from itertools import compress, repeat
 from operator import eq
@@ -125,7 +126,7 @@ class PrefixCache:
 
     NOTE: when no two requests share content other than pool system prompts (no sessions, no trace
     hash ids), the cache needs no per-block entries: a request's own content is one run entry
-    ("run", content) holding its first `run_len` blocks (only that request can hit it, after a
+    (`run_state[content]`, counted like `ref`) holding its first `run_len` blocks (only that request can hit it, after a
     recompute pre-emption, and only after its whole system prompt hit), and each system prompt is one
     `_Chain` whose referenced blocks are always a prefix. Every admission, release and eviction is
     then O(1) instead of O(blocks); a test checks the results equal the per-block representation's.
@@ -144,12 +145,13 @@ class PrefixCache:
         # key -> reference count (> 0), or -(g + 1) for an evictable entry queued under release group g
         self.ref: dict = {}
         self.run_len: dict[int, int] = {}  # content id -> blocks its run holds (run entries only)
+        self.run_state: dict[int, int] = {}  # content id -> 1 (referenced) or -(g + 1), as `ref` for a run
         self.chains: dict[int, _Chain] = {}  # pool system prompt -> its cached chain
         self.refs: dict[int, list] = {}  # request -> per-block keys it references, in block order
         self.run_refs: dict[int, int] = {}  # request -> blocks of its run it references
         self.chain_refs: dict[int, tuple[int, int]] = {}  # request -> (system prompt, prefix length referenced)
         self.num_dup_refs = 0  # Σ over referenced blocks of (count − 1)
-        self.num_evicted = 0
+        self._num_evicted = 0  # evictions settled (or LFU); num_evicted adds the deferred debt
         self._num_evictable = 0
         # (release group, per-block keys tail first, run content or None, chain or None), oldest first
         self._queue: deque[tuple[int, list, int | None, int | None]] = deque()
@@ -168,13 +170,12 @@ class PrefixCache:
                             if wl.prefix_len is not None else [0] * R)  # fmt: skip
         # statistics over every admission (a recomputed request looks up again, as in vLLM)
         self.num_query_tokens = 0
-        self.num_hit_tokens = 0
         self.num_query_blocks = 0
-        self.num_hit_blocks = 0
-        self.hit_tokens = np.zeros(wl.num_requests, dtype=np.int64)  # (R,) at the latest admission
-        # Per-tick record of the evictable count (the KV panel's cached-but-free line): (tick, count)
+        self.num_hit_blocks = 0  # (hit tokens: num_hit_tokens, a whole number of blocks)
+        self._hit_tokens = [0] * wl.num_requests  # per request, at its latest admission (a list: set at every one)
+        # Per-tick record of the evictable count (the KV panel's cached-but-free line): tick and count
         # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
-        self.marks: list[tuple[int, int]] = []
+        self.marks = array("q")  # flat int64: tick, count, tick, count, ... (ticks non-decreasing; read without a copy)
         self.recorder = None  # has num_ticks (the engine's Recorder); None: no marks
         self.tick_offset = 0
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
@@ -259,12 +260,26 @@ class PrefixCache:
     def num_evictable(self) -> int:
         return self._num_evictable
 
+    @property
+    def hit_tokens(self) -> IntArray:
+        """(R,) cached prompt tokens of each request at its latest admission (0: none yet)."""
+        return np.array(self._hit_tokens, dtype=np.int64)
+
+    @property
+    def num_hit_tokens(self) -> int:
+        return self.num_hit_blocks * self.block_size
+
+    @property
+    def num_evicted(self) -> int:
+        """Blocks evicted so far (those counted by trim/evict but not yet dropped from the LRU included)."""
+        return self._num_evicted + self._debt
+
     def holds(self, r: int) -> bool:
         return r in self.refs or r in self.run_refs or r in self.chain_refs
 
     def _changed(self) -> None:
         if self.recorder is not None:
-            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+            self.marks.extend((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
 
     # ------------------------------------------------------------ lookups
     def lookup(self, r: int, prompt_tokens: int):
@@ -308,12 +323,10 @@ class PrefixCache:
         count admissions, not lookups of a queue head that then did not fit) and reference them.
         Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
-        hit_tokens = hit * self.block_size
         self.num_query_tokens += prompt_tokens
-        self.num_hit_tokens += hit_tokens
         self.num_query_blocks += cap
         self.num_hit_blocks += hit
-        self.hit_tokens[r] = hit_tokens
+        self._hit_tokens[r] = hit * self.block_size
         if not self.use_runs:
             return self.acquire(r, keys[:hit]) if hit else 0  # (acquire settles first)
         took = 0
@@ -336,30 +349,34 @@ class PrefixCache:
                 self._settle()
             cid = self._content(r)
             extra = self.run_len[cid] - run_hit  # blocks past the hit (the recomputed last one): dropped
-            self.ref[("run", cid)] = 1  # its queue slot turns stale
+            self.run_state[cid] = 1  # its queue slot turns stale
             self.run_len[cid] = run_hit
             self.run_refs[r] = run_hit
             self._num_evictable -= run_hit + extra
-            self.num_evicted += extra
+            self._num_evicted += extra
             took += run_hit
-        if took and self.recorder is not None:
-            self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+        if took:
+            rec = self.recorder
+            if rec is not None:
+                self.marks.extend((rec.num_ticks + self.tick_offset, self._num_evictable))
         return took
 
     def trim(self, num_free: int) -> None:
         """Allocation left `num_free` blocks free: evict until the evictable blocks fit in them. Called
-        at every allocation (every tick on the fast path), so `evict`'s LRU bookkeeping is inline here."""
+        at every allocation (every tick on the fast path, and when the cache is full it evicts at
+        nearly every one), so `evict`'s LRU bookkeeping is inline here: the evicted count is the
+        settled count plus the deferred debt (see num_evicted)."""
         excess = self._num_evictable - num_free
         if excess > 0:
             if self.lfu:
                 self.evict(excess)
                 return
             self._num_evictable = num_free
-            self.num_evicted += excess
-            self._debt += excess
-            if self.recorder is not None:
-                self.marks.append((self.recorder.num_ticks + self.tick_offset, num_free))
-            if self._debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
+            debt = self._debt = self._debt + excess
+            rec = self.recorder
+            if rec is not None:
+                self.marks.extend((rec.num_ticks + self.tick_offset, num_free))
+            if debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
     def acquire(self, r: int, keys: list[int]) -> int:
@@ -429,9 +446,9 @@ class PrefixCache:
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
                 self._num_evictable -= old
-                self.num_evicted += old
+                self._num_evicted += old
                 self._changed()
-            self.ref[("run", cid)] = 1
+            self.run_state[cid] = 1
             self.run_len[cid] = n_full - n_sys
             self.run_refs[r] = n_full - n_sys
         return freed
@@ -460,7 +477,7 @@ class PrefixCache:
     def release(self, r: int) -> tuple[int, int]:
         """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
         queued first so they are evicted before the shared head (vLLM frees in reverse order)."""
-        keys = self.refs.pop(r, None) or []
+        keys = self.refs.pop(r, None) if self.refs else None  # (no per-block entries with runs)
         run = self.run_refs.pop(r, 0)
         g, level = self.chain_refs.pop(r, (-1, 0))
         if not keys and not run and not level:
@@ -468,7 +485,7 @@ class PrefixCache:
         ref = self.ref
         gen = self._group
         tag = -(gen + 1)
-        zero: list = []
+        zero: list | tuple = ()  # per-block entries that became evictable, tail first
         if keys:
             counts = list(map(ref.__getitem__, keys))
             if max(counts) == 1:  # the common case: r was the only user of every block
@@ -481,7 +498,7 @@ class PrefixCache:
         cid = None
         if run:
             cid = self._content_of[r]
-            ref[("run", cid)] = tag
+            self.run_state[cid] = tag
         chain = None
         dropped = 0
         if level:
@@ -501,22 +518,24 @@ class PrefixCache:
                 ch.items.append([gen, new_top])
                 ch.top = new_top
                 chain = g
-        if zero or run or dropped:
-            self._group += 1
+        became = len(zero) + run + dropped
+        if became:
+            self._group = gen + 1
             if self.lfu:  # only per-block entries (no runs or chains under LFU)
                 heap, uses = self._heap, self.uses
                 for i, k in enumerate(zero):
                     heapq.heappush(heap, (uses[k], gen, i, k))
-                self._num_queued = len(heap)
+                queued = self._num_queued = len(heap)
             else:
                 self._queue.append((gen, zero, cid, chain))
-                self._num_queued += len(zero) + (cid is not None) + (chain is not None)
-            self._num_evictable += len(zero) + run + dropped
-            if self._num_queued > 2 * (len(self.ref) + len(self.chains)) + 4096:
+                queued = self._num_queued = self._num_queued + len(zero) + (cid is not None) + (chain is not None)
+            evictable = self._num_evictable = self._num_evictable + became
+            if queued > 2 * (len(ref) + len(self.run_state) + len(self.chains)) + 4096:
                 self._compact()
-            if self.recorder is not None:
-                self.marks.append((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
-        return len(keys) + run + level, len(zero) + run + dropped
+            rec = self.recorder
+            if rec is not None:
+                self.marks.extend((rec.num_ticks + self.tick_offset, evictable))
+        return (len(keys) if keys else 0) + run + level, became
 
     def evict(self, count: int) -> None:
         """Drop the `count` least recently released evictable blocks (LFU: the least used ones).
@@ -527,10 +546,10 @@ class PrefixCache:
         The counts (free, evictable, evicted) change now."""
         if not count:
             return
-        self.num_evicted += count
         self._num_evictable -= count
         self._changed()
         if self.lfu:  # a release may heap an entry below older ones: drop now
+            self._num_evicted += count
             self._evict_lfu(count)
         else:
             self._debt += count
@@ -544,25 +563,39 @@ class PrefixCache:
         if not left:
             return
         self._debt = 0
+        self._num_evicted += left
         ref, queue = self.ref, self._queue
         gen, keys, cid, chain = queue[0]
         if cid is not None and self._head == 0:  # the common case: part of the oldest request's own run
             m = self.run_len.get(cid, 0)
-            if m > left and ref.get(("run", cid)) == -(gen + 1):
+            if m > left and self.run_state.get(cid) == -(gen + 1):
                 self.run_len[cid] = m - left
                 return
+        run_len, run_state = self.run_len, self.run_state
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
+            if not keys and chain is None:  # only a run (with runs, what most groups are): the loop below, shortened
+                if cid is not None:
+                    if run_state.get(cid) == tag:
+                        m = run_len[cid]
+                        if m > left:
+                            run_len[cid] = m - left
+                            break
+                        left -= m
+                        del run_state[cid], run_len[cid]
+                    self._num_queued -= 1
+                queue.popleft()
+                continue
             if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
-                if ref.get(("run", cid)) == tag:
-                    m = self.run_len[cid]
+                if run_state.get(cid) == tag:
+                    m = run_len[cid]
                     take = min(m, left)
                     left -= take
                     if take < m:
-                        self.run_len[cid] = m - take
+                        run_len[cid] = m - take
                         break
-                    del ref[("run", cid)], self.run_len[cid]
+                    del run_state[cid], run_len[cid]
                 queue[0] = (gen, keys, None, chain)
                 self._num_queued -= 1
                 if not left:
@@ -629,7 +662,7 @@ class PrefixCache:
         out: deque = deque()
         for n, (g, keys, cid, chain) in enumerate(self._queue):
             live = self._live(n == 0, g, keys)
-            run = cid if cid is not None and self.ref.get(("run", cid)) == -(g + 1) else None
+            run = cid if cid is not None and self.run_state.get(cid) == -(g + 1) else None
             chain = chain if self._chain_live(g, chain) else None
             if live or run is not None or chain is not None:
                 out.append((g, live, run, chain))
@@ -644,7 +677,7 @@ class PrefixCache:
             return [e[3] for e in sorted(self._heap) if self.ref.get(e[3]) == -(e[1] + 1)]
         out: list = []
         for n, (g, keys, cid, chain) in enumerate(self._queue):
-            if cid is not None and self.ref.get(("run", cid)) == -(g + 1):
+            if cid is not None and self.run_state.get(cid) == -(g + 1):
                 out.append(("run", cid, self.run_len[cid]))
             if self._chain_live(g, chain):
                 ch = self.chains[chain]
@@ -657,8 +690,8 @@ class PrefixCache:
     def check(self) -> None:
         self._settle()
         order = self.lru_order()
-        zero_keys = {k for k, c in self.ref.items() if c < 0 and not isinstance(k, tuple)}
-        zero_runs = {k[1] for k, c in self.ref.items() if c < 0 and isinstance(k, tuple)}
+        zero_keys = {k for k, c in self.ref.items() if c < 0}
+        zero_runs = {cid for cid, c in self.run_state.items() if c < 0}
         q_keys = [k for k in order if not isinstance(k, tuple)]
         q_runs = [k[1] for k in order if isinstance(k, tuple) and k[0] == "run"]
         q_chain_blocks = sum(k[2] for k in order if isinstance(k, tuple) and k[0] == "chain")
@@ -668,10 +701,10 @@ class PrefixCache:
                 or len(q_runs) != len(zero_runs) or q_chain_blocks != chain_evictable
                 or blocks != self._num_evictable):  # fmt: skip
             raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
-        if set(self.run_len) != {k[1] for k in self.ref if isinstance(k, tuple)} or min(self.run_len.values(), default=1) < 1:
+        if self.run_len.keys() != self.run_state.keys() or min(self.run_len.values(), default=1) < 1:
             raise RuntimeError("prefix cache: run entries and run lengths disagree")
         for r, m in self.run_refs.items():
-            if self.ref.get(("run", self._content(r))) != 1 or self.run_len[self._content(r)] != m:
+            if self.run_state.get(self._content(r)) != 1 or self.run_len[self._content(r)] != m:
                 raise RuntimeError("prefix cache: a request's run is not referenced by it alone")
         dup = 0
         for g, ch in self.chains.items():
@@ -687,7 +720,7 @@ class PrefixCache:
         if self.lfu and (self.uses.keys() != self.ref.keys() or min(self.uses.values(), default=1) < 1):
             raise RuntimeError("prefix cache: LFU use counts must cover exactly the cached entries")
         total = sum(len(v) for v in self.refs.values())
-        live = [c for k, c in self.ref.items() if c > 0 and not isinstance(k, tuple)]
+        live = [c for c in self.ref.values() if c > 0]
         if total != sum(live) or self.num_dup_refs != total - len(live) + dup:
             raise RuntimeError("prefix cache: reference counts disagree with the requests' references")
 
@@ -695,7 +728,7 @@ class PrefixCache:
     def num_entries_blocks(self) -> int:
         """Blocks the cache's entries occupy (referenced or evictable)."""
         self._settle()
-        return (sum(1 for k in self.ref if not isinstance(k, tuple)) + sum(self.run_len.values())
+        return (len(self.ref) + sum(self.run_len.values())
                 + sum(ch.cached for ch in self.chains.values()))  # fmt: skip
 
 
@@ -776,7 +809,7 @@ class PrefixCachingBlockManager(BlockManager):
         pc = self.prefix
         pc.check()
         # bounded state: every entry occupies a block; the queue's stale entries are compacted away
-        if pc.num_entries_blocks > self.num_blocks or pc._num_queued > 2 * len(pc.ref) + 4096 + self.num_blocks:
+        if pc.num_entries_blocks > self.num_blocks or pc._num_queued > 2 * (len(pc.ref) + len(pc.run_state)) + 4096 + self.num_blocks:
             raise RuntimeError(f"prefix cache state unbounded: {len(pc.ref)} entries, {pc._num_queued} queued")
         physical = int(self.held.sum()) - pc.num_dup_refs
         if self._num_free < pc.num_evictable or self._num_free + physical != self.num_blocks:

@@ -256,3 +256,18 @@ def test_session_configs_cover_prefix_caching_pressure_and_guards():
     cfgs = [session_config(c) for c in range(max(NUM_CASES // 3, 12))]
     assert any(c.kv_cache.enable_prefix_caching for c in cfgs) and any(c.limits.max_ticks < 400 for c in cfgs)
     assert any(run_simulation(c).summary.num_preemptions > 0 for c in cfgs)
+
+
+@pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
+def test_the_servers_tick_budget_stops_every_path_at_the_same_tick(scenario):
+    """A coalesced run, the scalar core and the batch-of-one path each stop at the server's tick budget
+    (which no link can raise), exactly where the tick-by-tick loop does: same ticks, same result."""
+    from sim_core.budget import RunBudget, is_budget_stop
+
+    cfg = make_config(scenario, workload__num_requests=200, limits__num_recorded_batches=100_000)
+    off = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})})
+    budget = RunBudget(max_ticks=777, max_wall_s=600.0)
+    on, ref = run_simulation(cfg, budget=budget), run_simulation(off, budget=budget)
+    assert on.timeline.num_ticks == ref.timeline.num_ticks == 777
+    assert is_budget_stop(on.summary.stopped_reason)
+    assert_same_result(on, ref)

@@ -78,6 +78,7 @@ def test_eviction_frees_the_least_recently_used_unreferenced_block_first():
     admit(kv, 3, 33)  # 3 more: one truly free, two evictions
     assert kv.prefix.num_evicted == 2
     assert cached(kv, 0, 33) == 0 and cached(kv, 1, 33) == 2  # r=0 was released first
+    assert kv.prefix._debt == 0 and kv.prefix.num_evicted == 2  # the lookups settled the deferred evictions: counted once
     kv.check_invariants()
     # within a request the tail block goes before the head (vLLM frees in reverse order)
     kv2 = PrefixCachingBlockManager(4, 0, BS, wl([1, 2], [33, 40]))

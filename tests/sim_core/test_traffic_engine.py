@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -286,3 +287,36 @@ def test_prefix_cache_work_per_request_does_not_grow_with_requests_served(case):
     assert per_request_late < 1.3 * per_request_early
     # entries <= blocks, queue or heap slots <= 2 x entries + 4096 (compaction), memoised keys: requests in flight
     assert np.all(size <= 3 * engine.kv.num_blocks + 4096 + in_flight)
+
+
+def _step_column_reference(pairs: list[tuple[int, int]], num_ticks: int) -> list[int]:
+    """Tick by tick: the value of the last mark at or before the tick (0 before the first)."""
+    out, value, k = [], 0, 0
+    for t in range(num_ticks):
+        while k < len(pairs) and pairs[k][0] <= t:
+            value = pairs[k][1]
+            k += 1
+        out.append(value)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.tuples(hs.integers(0, 40), hs.integers(0, 10**6)), max_size=60), hs.integers(0, 45))
+def test_the_cached_blocks_column_holds_each_ticks_last_mark_until_the_next(pairs, num_ticks):
+    from sim_core.engine import _step_column
+
+    pairs = sorted(pairs, key=lambda p: p[0])  # (stable: a tick's marks keep their order)
+    flat = [x for p in pairs for x in p]
+    assert _step_column(flat, num_ticks).tolist() == _step_column_reference(pairs, num_ticks)
+
+
+def test_the_prefix_caches_marks_run_in_tick_order_under_eviction():
+    from sim_core.engine import Engine
+
+    cfg = chat(200, workload__shared_prefix=SHARED, kv_cache__enable_prefix_caching=True,
+               kv_cache__gpu_memory_utilization=0.3)  # fmt: skip
+    engine = Engine(cfg)
+    res = engine.run()
+    ticks = engine.prefix.marks[0::2]
+    assert res.summary.prefix_blocks_evicted > 0 and len(ticks) > 100
+    assert all(a <= b for a, b in pairwise(ticks))  # _step_column's precondition
