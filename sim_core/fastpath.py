@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
+_DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
 # values per row: the rows' conversion to float64 costs ~20 ns per value.
@@ -108,7 +109,7 @@ class _Steps:
         if need_d > self.free:
             raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
         self.free -= need_d
-        if self.pc is not None and self.kind == TickKind.PREFILL:  # the fallback, after the chunk step's trim
+        if self.pc is not None and self.kind == _PREFILL_KIND:  # the fallback, after the chunk step's trim
             self.pc.trim(self.free)
         return self.B, False, False
 
@@ -393,7 +394,7 @@ def advance(engine: Engine) -> bool:
         except _HandBack:
             break
         free_after, chunks, admit = steps.free, steps.chunks, steps.admit
-        if kind == TickKind.DECODE and pc is not None:
+        if kind == _DECODE_KIND and pc is not None:
             pc.tick_offset = j
             pc.trim(free_after)
         D = B if decoding else 0

@@ -48,6 +48,10 @@ class Scheduler:
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
         # tick-by-tick consultation (see repeat_decodes).
         self._repeat_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
+        # (the config is frozen: flags read every tick by tick_kind and observe, looked up once)
+        self._may_suspend = sch.smart_preemption.enabled
+        self._has_dynamic_cap = sch.dynamic_batch.enabled
+        self._choose, self._phase_observe = self.phase.choose, self.phase.observe
         self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
@@ -190,9 +194,9 @@ class Scheduler:
         return kk
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
-        self.phase.observe(end_s, duration_s, prefill_tokens, decode_tokens)
-        dyn = self.cfg.dynamic_batch
-        if dyn.enabled and (prefill_tokens or decode_tokens):
+        self._phase_observe(end_s, duration_s, prefill_tokens, decode_tokens)
+        if self._has_dynamic_cap and (prefill_tokens or decode_tokens):
+            dyn = self.cfg.dynamic_batch
             self.batch_cap = rules.next_batch_cap(self.batch_cap, duration_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
 
     # ------------------------------------------------------------------ rule families
@@ -206,10 +210,11 @@ class Scheduler:
     def tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,
                    prefills: IntArray) -> TickKind:  # fmt: skip
         """Which kind of tick runs next: the phase controller's choice, then the batching rules."""
-        kind = self.phase.choose(now_s, num_dec, has_prefill_work)
+        kind = self._choose(now_s, num_dec, has_prefill_work)
         if self.is_static and num_dec < num_running:
             kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
-        if kind in _PREFILL_KINDS and self._suspend_prefill(st, now_s, prefills, num_dec):
+        # (_suspend_prefill is False without smart pre-emption: its first test, made here without the call)
+        if self._may_suspend and kind in _PREFILL_KINDS and self._suspend_prefill(st, now_s, prefills, num_dec):
             kind = TickKind.DECODE
         return kind
 
