@@ -19,7 +19,7 @@ def chunk_size(remaining: int, budget: int, is_chunked: bool) -> int:
     """Tokens of a prefill that run this tick: with chunked prefill as many as the budget allows
     (may be <= 0 when the budget is spent), otherwise the whole remaining prompt or nothing."""
     if is_chunked:
-        return min(remaining, budget)
+        return budget if budget < remaining else remaining  # min(remaining, budget) exactly, without the call
     return remaining if remaining <= budget else 0
 
 
@@ -27,14 +27,15 @@ def prefill_chunks(remaining: Iterable[int], budget: int, is_chunked: bool) -> l
     """Chunks of the running prefills, in admission order, under one token budget. The first prompt
     that gets nothing ends the tick's prefilling: later (shorter) prompts do not jump it."""
     out: list[int] = []
-    rest = list(remaining)
+    rest = remaining if isinstance(remaining, list) else list(remaining)
     for rem in rest:
         chunk = chunk_size(rem, budget, is_chunked)
         if chunk <= 0:
+            out += [0] * (len(rest) - len(out))
             break
         out.append(chunk)
         budget -= chunk
-    return out + [0] * (len(rest) - len(out))
+    return out
 
 
 def admit_in_order(

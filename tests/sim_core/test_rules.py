@@ -25,6 +25,23 @@ def test_chunked_prefills_equal_the_cumulative_clip(remaining, budget):
     assert rules.prefill_chunks(remaining, budget, is_chunked=True) == expected.tolist()
 
 
+@given(st.integers(-10, 10), st.integers(-10, 10), st.booleans())
+def test_a_chunk_is_the_smaller_of_prompt_and_budget_as_min_returns_it(remaining, budget, as_numpy):
+    # chunk_size spells min() out (it runs every composed tick); it returns the same object min() does,
+    # so an executor passing NumPy integers gets the same types back
+    rem = np.int64(remaining) if as_numpy else remaining
+    chunk = rules.chunk_size(rem, budget, is_chunked=True)
+    assert chunk == min(rem, budget) and type(chunk) is type(min(rem, budget))
+
+
+@given(st.lists(st.integers(1, 50), max_size=6), st.integers(-5, 200), st.booleans())
+def test_prefill_chunks_take_any_iterable_and_leave_a_list_untouched(remaining, budget, is_chunked):
+    given_list = list(remaining)
+    from_list = rules.prefill_chunks(given_list, budget, is_chunked)
+    assert from_list == rules.prefill_chunks(iter(remaining), budget, is_chunked)
+    assert given_list == remaining and len(from_list) == len(remaining)
+
+
 def test_admission_stops_at_the_first_request_without_blocks():
     blocks = [2, 9, 1]
     taken = rules.admit_in_order([32, 144, 16], 10_000, free_blocks=10, reserve_blocks=1,
