@@ -145,9 +145,11 @@ class _Steps:
                 return 0, 0  # (self.admit stays the tick's empty list)
             admit = self.admit = [(w % R, chunk, 0) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:
-            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_arr,
+            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_of,
                                                    self.bs, left, self.free, self.wm, self.is_chunked)  # fmt: skip
-            admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+            if not taken:
+                return 0, 0  # (self.admit stays the tick's empty list)
+            admit = self.admit = [(w % R, chunk, h) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
         if self.fixed:
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens, free = 0, self.free
@@ -497,14 +499,14 @@ def advance(engine: Engine) -> bool:
                        ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
 
 
-def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int,
+def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
                              is_chunked: bool):  # fmt: skip
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
     if len(candidates) == 1:  # the common case (one request waits): its lookup precedes any admission
         w = candidates[0]
-        t = int(target_arr[w])
+        t = target_of(w)
         handle, hit, evictable = pc.lookup(w, t)
         taken = rules.admit_in_order((t - hit * bs,), left, free, wm,
                                      lambda i, chunk: -(-(hit * bs + chunk) // bs) - hit + evictable, is_chunked, False)
@@ -520,7 +522,7 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, lef
 
     def remaining():
         for w in candidates:
-            t = int(target_arr[w])
+            t = target_of(w)
             handle, hit, evictable = lookup(w, t)
             looked.append((w, t, handle, hit, evictable))
             yield t - hit * bs
