@@ -117,7 +117,12 @@ class _Steps:
         # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
         chunks: list[tuple[int, int, int]] = []
         prefilling, fixed, bs = self.prefilling, self.fixed, self.bs
-        if prefilling:
+        if len(prefilling) == 1:  # the common case: one prefill runs, without the list comprehensions
+            ((r, c),) = prefilling.items()
+            (ch,) = rules.prefill_chunks([self.target_of(r) - c], left, self.is_chunked)
+            if ch > 0:
+                chunks = [(r, c, ch)]
+        elif prefilling:
             pre_items = list(prefilling.items())
             target_of = self.target_of
             sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
@@ -139,11 +144,17 @@ class _Steps:
         waiting, head, R = self.waiting, self.head, self.R
         candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
-            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            if len(candidates) == 1:  # the common case (one may join): its prompt, without the lazy maps
+                remaining = (self.target_of(waiting[head] % R),)
+            else:
+                remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False)
             if not taken:
                 return 0, 0  # (self.admit stays the tick's empty list)
-            admit = self.admit = [(w % R, chunk, 0) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            if len(taken) == 1:
+                admit = self.admit = [(waiting[head] % R, taken[0][0], 0)]
+            else:
+                admit = self.admit = [(w % R, chunk, 0) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:
             taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_of,
                                                    self.bs, left, self.free, self.wm, self.is_chunked)  # fmt: skip
