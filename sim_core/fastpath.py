@@ -448,14 +448,12 @@ def advance(engine: Engine) -> bool:
                 S -= base[r]
                 finished.append((r, j, d))
             if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
-                gaps = tick_gaps[j] = []
-                for r in running:
-                    if r in base and r not in prefilling:
-                        last_s = waiting_since.get(r)
-                        gaps.append(t_end - (sync_s if last_s is None else last_s))
-                        if last_s is not None:
-                            first_gap[r] = gaps[-1]
-                            sync_from[r] = j + 1
+                since = waiting_since.get
+                tick_gaps[j] = [t_end - since(r, sync_s) for r in running if r in base and r not in prefilling]
+                for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
+                    if r in running:
+                        first_gap[r] = t_end - last_s
+                        sync_from[r] = j + 1
                 waiting_since.clear()
             B -= len(done)
             d += 1
