@@ -534,9 +534,7 @@ class Deployment:
             self._push(t + dt, XFER_DONE, (i, d, r))
 
     def _fits(self, d: int, need: int) -> bool:
-        """Decode instance d has a sequence slot and `need` free blocks (above its watermark) for a transfer now."""
-        e = self.back[d].engine
-        return e.st.running.size + self._incoming[d] < e.sched.batch_cap and e.kv.can_allocate(need, e.sched.watermark_blocks)
+        return decode_fits(self.back[d].engine, self._incoming[d], need)
 
     def _reached(self, d: int, t: float) -> bool:
         """Decode instance d's state is its state at t: it ran every tick that starts before t, or it cannot run
@@ -545,24 +543,7 @@ class Deployment:
         return e.st.now_s >= t or not e.has_work or len(self.front) + d in self._stalled
 
     def _fits_by_bounds(self, d: int, need: int, t: float) -> bool | None:
-        """`_fits` at t for a decode instance that has not reached t (it gets no input before then), from bounds
-        on its batch and its blocks in use there; None when they leave it open. Nothing is queued or swapped and
-        no decode can run short of a block before t (`Engine.kv_used_bounds`), so the batch only loses finished
-        requests (`Engine.outstanding_bounds`) and the batch cap is fixed (no dynamic batch sizing)."""
-        e = self.back[d].engine
-        st = e.st
-        if st.waiting_keys.size or st.swapped_keys.size or e.cfg.scheduler.dynamic_batch.enabled:
-            return None
-        used = e.kv_used_bounds(t, self.min_emit_tick_s[len(self.front) + d])
-        if used is None:
-            return None
-        run_lo, run_hi = e.outstanding_bounds(t, self.min_emit_tick_s[len(self.front) + d])
-        cap, room = e.sched.batch_cap - self._incoming[d], need + e.sched.watermark_blocks
-        if run_hi < cap and e.kv.num_blocks - used[1] >= room:
-            return True
-        if run_lo >= cap or e.kv.num_blocks - used[0] < room:
-            return False
-        return None
+        return decode_fits_by_bounds(self.back[d].engine, self._incoming[d], need, t, self.min_emit_tick_s[len(self.front) + d])
 
     def _lazy_choice(self, r: int, t: float, need: list[int]) -> tuple[int | None, list[int]]:
         """The back router's choice for request r at t with lazy_decode: (instance, []) once it is settled and the
@@ -590,3 +571,30 @@ class Deployment:
             if fits is not False:  # it may be the choice (or is): it must reach t
                 return None, [d]
         return None, behind  # back-pressure, once every instance has reached t
+
+
+def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
+    """A decode instance with `num_incoming` transfers in flight has a sequence slot and `need` free blocks (above
+    its watermark) for another transfer now."""
+    return eng.st.running.size + num_incoming < eng.sched.batch_cap and eng.kv.can_allocate(need, eng.sched.watermark_blocks)
+
+
+def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:
+    """`decode_fits` at `t_s` (once every tick that starts before it has run) for a decode instance whose clock is
+    at most `t_s` and that gets no input before then, from bounds on its batch and its blocks in use there; None
+    when they leave it open. Nothing is queued or swapped and no decode can run short of a block before `t_s`
+    (`Engine.kv_used_bounds`), so the batch only loses finished requests (`Engine.outstanding_bounds`), and the
+    batch cap is fixed (no dynamic batch sizing)."""
+    st = eng.st
+    if st.waiting_keys.size or st.swapped_keys.size or eng.cfg.scheduler.dynamic_batch.enabled:
+        return None
+    used = eng.kv_used_bounds(t_s, min_emit_tick_s)
+    if used is None:
+        return None
+    run_lo, run_hi = eng.outstanding_bounds(t_s, min_emit_tick_s)
+    cap, room = eng.sched.batch_cap - num_incoming, need + eng.sched.watermark_blocks
+    if run_hi < cap and eng.kv.num_blocks - used[1] >= room:
+        return True
+    if run_lo >= cap or eng.kv.num_blocks - used[0] < room:
+        return False
+    return None
