@@ -22,7 +22,11 @@ choices from bounds on what they read (counts, KV usage: `Engine.outstanding_bou
 instant; and a replica whose fast-path run reaches an instant routes it there without ending the run
 (`Engine.horizon_reached` -> `_route_mid_run`: its own state is exact then), so its run goes on unless another
 replica must catch up first. In xPyD a prefill instance holding no handed-off KV runs past cluster events
-(nothing but a release of such KV can reach it). Otherwise instances are independent between events.
+(nothing but a release of such KV can reach it), and a decode instance reaches only the events that need it
+(`lazy_decode`): a transfer into it, and a dispatch that may choose it (round robin takes the first eligible
+instance in turn; a lagging instance whose bounds rule it out is skipped, `decode_fits_by_bounds`); while
+hand-offs wait for a slot every decode instance keeps up (each decode tick retries them). Otherwise instances
+are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -555,10 +559,7 @@ class Deployment:
         n = len(self.back)
         behind = [d for d in range(n) if not self._reached(d, t)]
         if self.back_router.policy != "round_robin":
-            if behind:
-                return None, behind
-            eligible = [d for d in range(n) if self._fits(d, need[d])]
-            return (self.back_router.choose([x.engine for x in self.back], r, eligible) if eligible else None), []
+            return self._lazy_choice_by_bounds(r, t, need, behind)
         start = self.back_router._next
         for d in sorted(range(n), key=lambda j: (j - start) % n):
             if d not in behind:
@@ -571,6 +572,47 @@ class Deployment:
             if fits is not False:  # it may be the choice (or is): it must reach t
                 return None, [d]
         return None, behind  # back-pressure, once every instance has reached t
+
+    def _lazy_choice_by_bounds(self, r: int, t: float, need: list[int], behind: list[int]) -> tuple[int | None, list[int]]:
+        """`_lazy_choice` for the back routers that read counts or KV usage (over a decode pool, without a workload,
+        every policy but round robin and least_kv is least outstanding: `Router.choose`): eligibility as for round
+        robin, then `Router.choose_by_bounds` over the eligible instances (an ineligible one gets bounds no choice
+        can take), from exact values where an instance reached t and bounds elsewhere; the instances whose exact
+        values could change the choice, and the choice, must reach t."""
+        n = len(self.back)
+        fits = [self._fits(d, need[d]) if d not in behind else
+                (None if self._fits(d, need[d]) else self._fits_by_bounds(d, need[d], t)) for d in range(n)]  # fmt: skip
+        unknown = [d for d in range(n) if fits[d] is None]
+        if unknown:
+            return None, unknown
+        if not any(fits):
+            return None, behind  # back-pressure, once every instance has reached t
+        router = self.back_router
+        kv_rule = router.policy == "least_kv"
+        bounds, usage = [], [] if kv_rule else None
+        first = len(self.front)
+        for d, x in enumerate(self.back):
+            e = x.engine
+            if not fits[d]:
+                bounds.append((math.inf, math.inf))
+                if kv_rule:
+                    usage.append((math.inf, math.inf))
+            elif d not in behind:
+                bounds.append((e.num_outstanding, e.num_outstanding))
+                if kv_rule:
+                    usage.append((e.kv.usage, e.kv.usage))
+            else:
+                bounds.append(e.outstanding_bounds(t, self.min_emit_tick_s[first + d]))
+                if kv_rule:
+                    usage.append(e.kv_usage_bounds(t, self.min_emit_tick_s[first + d]) or (0.0, math.inf))
+        turn = router._next
+        pick, rivals = router.choose_by_bounds(bounds, r, usage)
+        if pick is None:  # (with every value exact the choice is settled: some rival lags behind)
+            return None, [d for d in rivals if d in behind]
+        if pick in behind:  # settled, but it must reach t before its blocks are reserved: chosen again then
+            router._next = turn
+            return None, [pick]
+        return pick, []
 
 
 def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:

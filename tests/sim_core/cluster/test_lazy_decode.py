@@ -63,8 +63,8 @@ def test_a_decode_instance_stops_about_once_per_request_it_takes():
 
 
 @pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "session", "cache_aware"])
-def test_routers_that_read_every_decode_instance_route_as_the_reference(router):
-    # they read every decode instance at a dispatch (all reach it); only transfers and arrivals skip the others
+def test_routers_that_read_decode_counts_or_kv_route_as_the_reference(router):
+    # counts and KV usage of lagging decode instances from bounds (`Router.choose_by_bounds`), exact where reached
     cfg = deploy(_chat(rate=40.0, seed=1), {"router": router, "state_refresh_s": 0.0,
                                              "disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 3}}})  # fmt: skip
     (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
@@ -79,9 +79,10 @@ def _full_decode_slots(seed=0, max_seqs=6, rate=40.0):
                   {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 3, "scheduler": sched}}})
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_full_decode_instances_ruled_out_from_bounds_and_back_pressure(seed, monkeypatch):
-    cfg = _full_decode_slots(seed, max_seqs=4 + 2 * seed)
+@pytest.mark.parametrize("seed, router", [(0, "round_robin"), (1, "round_robin"), (2, "round_robin"),
+                                          (0, "least_outstanding"), (1, "least_kv")])  # fmt: skip
+def test_full_decode_instances_ruled_out_from_bounds_and_back_pressure(seed, router, monkeypatch):
+    cfg = with_value(_full_decode_slots(seed, max_seqs=4 + 2 * seed), "deployment.router", router)
     ruled_out = [0]
     fits_by_bounds = Deployment._fits_by_bounds
 
