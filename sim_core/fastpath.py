@@ -29,6 +29,7 @@ faster as vectorised runs).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,12 @@ if TYPE_CHECKING:
 
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
+RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
+# What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
+# values per row: the rows' conversion to float64 costs ~20 ns per value.
+_ROW = ("duration_s", "num_decode_tokens", "num_running", "num_waiting", "kv_blocks_used", "flops", "bytes",
+        "is_compute_bound")  # (prefill tokens and sequences: only composed ticks have them, kept apart)
 
 
 class _HandBack(Exception):
@@ -70,12 +76,14 @@ class _Steps:
         "is_chunked",
         "j",
         "kind",
+        "need_of",
         "pc",
         "phase_count",
         "prefilling",
         "reserve",
         "seqs_left",
         "target_arr",
+        "target_of",
         "waiting",
         "wm",
     )  # fmt: skip
@@ -88,6 +96,12 @@ class _Steps:
         self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
+        self.target_of = target_arr.item  # request -> its prefill target as a Python int
+        # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
+        self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
+
+    def _reserved(self, i: int, chunk: int) -> int:
+        return self.reserve(self.waiting[self.head + i] % self.R)
 
     def run_decodes(self) -> tuple[int, bool, bool]:
         need_d = 0 if self.fixed else self.phase_count[self.d % self.bs]
@@ -104,8 +118,8 @@ class _Steps:
         prefilling, fixed, bs = self.prefilling, self.fixed, self.bs
         if prefilling:
             pre_items = list(prefilling.items())
-            target_arr = self.target_arr
-            sizes = rules.prefill_chunks([int(target_arr[r]) - c for r, c in pre_items], left, self.is_chunked)
+            target_of = self.target_of
+            sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
             chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = tokens = 0
         for r, c, chunk in chunks:
@@ -121,18 +135,16 @@ class _Steps:
         return tokens
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
-        waiting, head, R, bs, target_arr = self.waiting, self.head, self.R, self.bs, self.target_arr
+        waiting, head, R = self.waiting, self.head, self.R
         candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
-        if self.pc is None:
-            reserve = self.reserve
-            need_of = (lambda i, chunk: reserve(waiting[head + i] % R)) if self.fixed else (lambda i, chunk: -(-chunk // bs))
-            taken = rules.admit_in_order((int(target_arr[waiting[i] % R]) for i in candidates), left, self.free,
-                                         self.wm, need_of, self.is_chunked, False)  # fmt: skip
-            hits = [0] * len(taken)
+        if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
+            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False)
+            admit = self.admit = [(waiting[head + i] % R, chunk, 0) for i, (chunk, _) in enumerate(taken)]
         else:
-            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], target_arr, bs, left,
-                                                   self.free, self.wm, self.is_chunked)  # fmt: skip
-        admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
+            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_arr,
+                                                   self.bs, left, self.free, self.wm, self.is_chunked)  # fmt: skip
+            admit = self.admit = [(waiting[head + i] % R, chunk, h) for i, ((chunk, _), h) in enumerate(zip(taken, hits))]
         if self.fixed:
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens = 0
@@ -203,6 +215,7 @@ def advance(engine: Engine) -> bool:
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
     arrival, target_arr, output_arr = st.arrival_s, st.prefill_target, st.output
+    target_of, arrival_at = target_arr.item, arrival.item  # request -> a Python int / float
     R = st.num_requests
     ptr = st.next_arrival
     num_ticks0 = rec.num_ticks
@@ -215,7 +228,9 @@ def advance(engine: Engine) -> bool:
     # Decoders advance together: every tick that decodes advances all of them by one token, so a
     # decoder's context before the decoding tick numbered d (counting decoding ticks of this call) is
     # base + d. Ticks that only prefill (prefill-first policies) leave d unchanged.
-    running = running_arr.tolist()  # admission order, decoders and prefills mixed (as st.running)
+    running0 = running_arr.tolist()
+    # admission order, decoders and prefills mixed (as st.running); a dict for O(1) removal in order
+    running: dict[int, None] = dict.fromkeys(running0)
     prefilling: dict[int, int] = {}  # request -> tokens computed so far (prompt not finished)
     base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
     join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes (absent: 0)
@@ -228,23 +243,30 @@ def advance(engine: Engine) -> bool:
     S = 0  # sum of decoders' base
     B = 0
     last_token = st.last_token_s
-    held_fixed: dict[int, int] = dict(zip(running, expected.tolist())) if fixed else {}  # request -> its blocks
+    held_fixed: dict[int, int] = dict(zip(running0, expected.tolist())) if fixed else {}  # request -> its blocks
     smart = sched.cfg.smart_preemption.enabled
 
     reserved: dict[int, int] = {}
 
     def reserve(w: int) -> int:
-        """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous)."""
-        if w not in reserved:
-            p = int(st.prompt[w])
-            reserved[w] = int(kv.blocks_for(p + int(output_arr[w]), p))
-        return reserved[w]
+        """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous),
+        from `kv.blocks_for` over the next RESERVE_WINDOW request ids at once (arrivals are admitted
+        mostly in id order: one NumPy call per window instead of one per request)."""
+        blocks = reserved.get(w)
+        if blocks is None:
+            # (only requests already known: a cluster instance learns its requests as they are routed,
+            # some mid-call through `horizon_reached`; a single engine knows all R from the start)
+            ids = np.arange(w, min(w + RESERVE_WINDOW, getattr(engine, "num_added", R)))
+            prompt = st.prompt[ids]
+            reserved.update(zip(ids.tolist(), kv.blocks_for(prompt + output_arr[ids], prompt).tolist()))
+            blocks = reserved[w]
+        return blocks
 
     dec_ids = running_arr[is_dec]
     behind = last_token[dec_ids] != st.now_s  # decoders that did not decode in the last tick (a prefill-only tick)
     if behind.any():
         waiting_since.update(zip(dec_ids[behind].tolist(), last_token[dec_ids[behind]].tolist()))
-    for r, c, is_d, left_to_emit in zip(running, ctx_arr.tolist(), is_dec.tolist(),
+    for r, c, is_d, left_to_emit in zip(running0, ctx_arr.tolist(), is_dec.tolist(),
                                         (output_arr[running_arr] - st.emitted[running_arr]).tolist()):  # fmt: skip
         if not is_d:
             prefilling[r] = c
@@ -260,21 +282,20 @@ def advance(engine: Engine) -> bool:
     order_key = st.order_key
     free = kv.num_free
 
-    rows: list[tuple] = []  # one recorded row per tick
-    shared_gaps: list[float] = []  # per tick: the gap of decoders that decoded in the last decoding tick (-inf: none)
+    rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
+    prefill_rows: list[tuple[int, int, int]] = []  # (tick, prefill tokens, prefill sequences) of composed ticks
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
     finished: list[tuple[int, int, int]] = []  # (request, tick, decoding tick number)
-    batch_log: list[tuple] = []  # (tick, decoding tick number, decoders, extra entries or None)
+    # The batch log's decoder entries follow from each decoder's stretch of decoding ticks (write-back);
+    # only the prefill entries of a logged tick are kept as it runs.
+    batch_extras: dict[int, list[tuple[int, int, int]]] = {}  # logged tick -> (request, tokens, blocks held)
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
-    decoders: list[int] | None = None  # running decoders in running order, rebuilt only when they change
-    no_decoders: list[int] = []
-    now = st.now_s
+    now0 = now = st.now_s
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
     j = d = 0
-    last_decoding_tick = -1
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
-    next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+    next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
     num_blocks = kv.num_blocks
     # A stateless policy that admitted nothing from a waiting queue admits nothing until a completion
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
@@ -282,12 +303,13 @@ def advance(engine: Engine) -> bool:
     admission_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
+    cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     while j < tick_budget:
         if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
             if max_time >= lim.max_sim_time_s or (max_time := min(lim.max_sim_time_s, engine.horizon_reached(
                     now, len(running) + len(waiting) - head, ptr, free))) <= now:  # fmt: skip
                 break
-            next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
+            next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
             if is_fcfs:
                 waiting.append(ptr)
@@ -295,17 +317,19 @@ def advance(engine: Engine) -> bool:
                 bisect.insort(waiting, int(order_key[ptr]), lo=head)
                 admission_blocked = False
             ptr += 1
-            next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-        cap = sched.batch_cap  # (fixed on this path: no dynamic batch sizing)
+            next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         if B and not prefilling and not waiting_since and (
             head == len(waiting) or len(running) >= cap or admission_blocked
         ):
             # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
             # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
+            # Its row counts change only at an arrival or a completion, so they are kept as locals.
             j_before = j
+            num_running, num_waiting = len(running), len(waiting) - head
+            next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
-                    if len(running) < cap and (not admission_blocked or not is_fcfs):
+                    if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
                         if is_fcfs:
@@ -313,8 +337,9 @@ def advance(engine: Engine) -> bool:
                         else:
                             bisect.insort(waiting, int(order_key[ptr]), lo=head)
                         ptr += 1
-                        next_arrival_s = float(arrival[ptr]) if ptr < R else math.inf
-                elif head < len(waiting) and len(running) < cap and not admission_blocked:
+                        next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+                    num_waiting = len(waiting) - head
+                elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
@@ -325,40 +350,32 @@ def advance(engine: Engine) -> bool:
                         pc.trim(free - need_d)
                 if not policy_is_fixed:
                     tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
-                dur, flops, nbytes, is_comp = tick(B, B, S + B * d + B, S + B * d, B, 0.0)
-                if j < want_batches:
-                    if decoders is None:
-                        decoders = list(running)  # nothing prefills: every running request decodes
-                    batch_log.append((j, d, decoders, None))
-                done = finish_at.pop(d, None)
-                freed = 0
+                ctx = S + B * d
+                dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 B_tick = B
-                if done:
-                    for r in done:
-                        ctx_after = base[r] + d + 1
-                        freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
-                        phase_count[(-base[r]) % bs] -= 1
-                        S -= base[r]
+                free -= need_d
+                if d == next_done:
+                    for r in finish_at.pop(d):
+                        b = base[r]
+                        free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
+                        phase_count[(-b) % bs] -= 1
+                        S -= b
                         finished.append((r, j, d))
-                    done_set = set(done)
-                    running = [r for r in running if r not in done_set]
-                    decoders = None
-                    B -= len(done)
+                        del running[r]
+                        B -= 1
+                    num_running = len(running)
                     admission_blocked = False
-                free = free - need_d + freed
-                t_end = now + dur
-                rows.append((now, dur, DECODE, 0, B_tick, 0, B_tick, len(running), len(waiting) - head, 0,
-                             num_blocks - free, flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
-                shared_gaps.append(t_end - sync_s)
+                    next_done = min(finish_at) if B else -1
+                rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 if not policy_is_fixed:
-                    observe(t_end, dur, 0, B_tick)
-                sync_s = now = t_end
-                last_decoding_tick = j
+                    observe(now + dur, dur, 0, B_tick)
+                now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
                 d += 1
                 if not B:
                     break
             if j > j_before:
+                sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         can_admit, has_prefill_work = sched.prefill_work(len(running), B, len(waiting) - head, 0)
@@ -388,24 +405,20 @@ def advance(engine: Engine) -> bool:
             P += chunk
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
-            completes += c + chunk >= int(target_arr[r])
+            completes += c + chunk >= target_of(r)
         for w, chunk, h in admit:
             P += chunk
             pairs += chunk * h + chunk * (chunk + 1) // 2
             kv_read += h
-            completes += h + chunk >= int(target_arr[w])
+            completes += h + chunk >= target_of(w)
         A = len(chunks) + len(admit)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
-        if j < want_batches:
-            if decoding and decoders is None:
-                decoders = [r for r in running if r not in prefilling]
-            extra = None
-            if A and fixed:
-                extra = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
-            elif A:  # prefill chunks, then admissions: (request, tokens, blocks held)
-                extra = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
-            batch_log.append((j, d, decoders if decoding else no_decoders, extra))
+        if A and j < want_batches:  # prefill chunks, then admissions: (request, tokens, blocks held)
+            if fixed:
+                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
+            else:
+                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
         freed = 0
         done = []
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
@@ -428,24 +441,22 @@ def advance(engine: Engine) -> bool:
                 waiting_since.clear()
             B -= len(done)
             d += 1
-            last_decoding_tick = j
         for w, _, h in admit:
             scheduled.append((w, j))
             if smart:
                 st.prefill_start_s[w] = t0
-            running.append(w)
+            running[w] = None
             prefilling[w] = h
         for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
             total = c + chunk
-            if total < target_arr[r]:
+            if total < target_of(r):
                 prefilling[r] = total
                 continue
             del prefilling[r]
-            decoders = None  # r decodes from the next decoding tick on
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
                 freed += pc.register_prompt(r, total)
-            o = int(output_arr[r])
+            o = output_arr.item(r)
             if o == 1:
                 freed += held_fixed[r] if fixed else -(-total // bs) - (_release(pc, r) if pc is not None else 0)
                 finished.append((r, j, -1))
@@ -458,19 +469,16 @@ def advance(engine: Engine) -> bool:
             phase_count[(-(total - d)) % bs] += 1
             S += total - d
             B += 1
-        if done:
-            done_set = set(done)
-            running = [r for r in running if r not in done_set]
-            decoders = None
+        for r in done:
+            del running[r]
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
         admission_blocked = pc is None and policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
-        phase = MIXED if P and D else PREFILL if P else DECODE
-        rows.append((t0, dur, phase, P, D, A, D, len(running), len(waiting) - head, 0, num_blocks - free,
-                     flops, nbytes, int(is_comp), 0, 0, cap))  # fmt: skip
-        shared_gaps.append(t_end - sync_s if decoding else -math.inf)
-        observe(t_end, dur, P, D)
+        rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
+        prefill_rows.append((j, P, A))
+        if not policy_is_fixed:  # (a fixed policy's observe does nothing)
+            observe(t_end, dur, P, D)
         if decoding:
             sync_s = t_end
         now = t_end
@@ -479,9 +487,9 @@ def advance(engine: Engine) -> bool:
         pc.tick_offset = 0
     if j == 0:
         return False
-    return _write_back(engine, d, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
-                       prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting[head:], ptr, free,
-                       num_ticks0, held_fixed if fixed else None)  # fmt: skip
+    return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
+                       want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
+                       ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_arr, bs: int, left: int, free: int, wm: int,
@@ -535,89 +543,108 @@ def _release(pc, r: int) -> int:
     return referenced - evictable
 
 
-def _record_batches(rec, batch_log: list[tuple], base: dict[int, int], bs: int, num_ticks0: int, held_fixed) -> None:
-    """The batch log of the recorded ticks: per tick its decoders in running order (one token, the
-    blocks for their context), then its prefill chunks and admissions. Consecutive ticks share one
-    decoder list, so the decoder entries of all stretches are expanded with a few NumPy calls."""
-    group_ticks: list[int] = []  # ticks per stretch of one decoder list
-    group_decs: list[int] = []  # decoders per stretch
-    decs: list[int] = []  # the stretches' decoder lists, concatenated
-    ticks: list[int] = []  # every logged tick, in order
-    extra_at: list[int] = []  # index in the log of each extra entry's tick
-    extra_pos: list[int] = []  # its position in its tick's batch (after the decoders)
-    extras: list[tuple[int, int, int]] = []
-    per_tick: list[int] = []  # entries of every logged tick
-    prev = None
-    dec_num: list[int] = []  # decoding tick number of every logged tick
-    for tick, d, dec, extra in batch_log:
-        if dec is not prev:
-            group_ticks.append(0)
-            group_decs.append(len(dec))
-            decs.extend(dec)
-            prev = dec
-        group_ticks[-1] += 1
-        ticks.append(tick)
-        dec_num.append(d)
-        per_tick.append(len(dec) + (len(extra) if extra else 0))
-        if extra:
-            extra_at.extend([len(ticks) - 1] * len(extra))
-            extra_pos.extend(range(len(dec), len(dec) + len(extra)))
-            extras.extend(extra)
-    G = np.array(group_ticks, dtype=np.int64)
-    D = np.array(group_decs, dtype=np.int64)
-    sizes = G * D
+def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],
+                    join: dict[int, int], last_d: dict[int, int], d_end: int, bs: int, num_ticks0: int,
+                    held_fixed) -> None:  # fmt: skip
+    """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
+    for their context), then its prefill chunks and admissions (`batch_extras`). Every decoding tick
+    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last, and a
+    tick's decoders are those whose stretch holds its number: the entries of all ticks are expanded
+    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
+    Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
+    tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
+    Kd = tick_of_d.size
+    decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
+    nd = len(decs)
+    lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=nd)
+    hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=nd)
+    sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
     E = int(sizes.sum())
-    group = np.repeat(np.arange(G.size), sizes)  # (E,) stretch of each decoder entry
-    offset = np.arange(E) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position in its stretch, tick-major
-    tick_in, pos = offset // np.maximum(D[group], 1), offset % np.maximum(D[group], 1)
-    at = (np.cumsum(G) - G)[group] + tick_in  # (E,) index of each entry's tick in the log
-    req = np.array(decs, dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    ctx_base = np.array([base[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    if held_fixed is None:
-        held = -(-(ctx_base + np.array(dec_num, dtype=np.int64)[at] + 1) // bs)  # context before decoding tick d: base + d
+    who = np.repeat(np.arange(nd, dtype=np.int32), sizes)  # (E,) decoder of each entry, decoder-major
+    dnum = np.arange(E, dtype=np.int32)  # (E,) its decoding tick number: lo + its place in the stretch
+    dnum -= np.repeat((np.cumsum(sizes) - sizes - lo).astype(np.int32), sizes)
+    # A stable sort by tick number keeps running order within a tick (16-bit keys: NumPy's radix sort)
+    by_tick = np.argsort(dnum.astype(np.int16) if Kd <= np.iinfo(np.int16).max else dnum, kind="stable")
+    who, dnum = who[by_tick], dnum[by_tick].astype(np.int64)  # (mixed-width in-place arithmetic is slow)
+    del by_tick
+    dec_req = np.array(decs, dtype=np.int64)[who]
+    if held_fixed is None:  # ceil((base + d + 1) / bs): the context before decoding tick d is base + d
+        dec_held = np.fromiter((base[r] for r in decs), dtype=np.int64, count=nd)[who]
+        dec_held += dnum
+        dec_held += bs  # (+1, then + bs - 1 for the ceiling)
+        dec_held //= bs
     else:
-        held = np.array([held_fixed[r] for r in decs], dtype=np.int64)[(np.cumsum(D) - D)[group] + pos]
-    # Each entry goes to its tick's first slot plus its position in the batch (tick-major, batch order).
-    counts = np.array(per_tick, dtype=np.int64)
+        dec_held = np.fromiter((held_fixed[r] for r in decs), dtype=np.int64, count=nd)[who]
+    counts = np.zeros(K, dtype=np.int64)  # entries of each logged tick
+    counts[tick_of_d] = np.bincount(dnum, minlength=Kd)
+    del who, dnum
+    if not batch_extras:
+        rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), dec_req, np.ones(E, dtype=np.int64),
+                  np.ones(E, dtype=bool), dec_held)  # fmt: skip
+        return
+    # The tick's prefill chunks and admissions follow its decoders; the decoder entries fill the other slots in order
+    ext_ticks = np.fromiter(batch_extras, dtype=np.int64, count=len(batch_extras))
+    ext_sizes = np.fromiter((len(x) for x in batch_extras.values()), dtype=np.int64, count=len(batch_extras))
+    ext_after = counts[ext_ticks]  # decoders before them
+    counts[ext_ticks] += ext_sizes
     first_slot = np.cumsum(counts) - counts
-    total = int(counts.sum())
-    out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    at = np.repeat(first_slot[ext_ticks] + ext_after, ext_sizes)
+    ext_slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
+    ext_req, ext_new, ext_held = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
+    total = E + ext_slot.size
     out_dec = np.ones(total, dtype=bool)
-    slot = first_slot[at] + pos
-    out_req[slot], out_held[slot] = req, held
-    if extras:
-        slot = first_slot[np.array(extra_at, dtype=np.int64)] + np.array(extra_pos, dtype=np.int64)
-        out_req[slot], out_new[slot], out_held[slot] = (np.array(col, dtype=np.int64) for col in zip(*extras))
-        out_dec[slot] = False
-    rec.batch(num_ticks0 + np.repeat(np.array(ticks, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
+    out_dec[ext_slot] = False
+    out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    out_req[ext_slot], out_new[ext_slot], out_held[ext_slot] = ext_req, ext_new, ext_held
+    out_req[out_dec], out_held[out_dec] = dec_req, dec_held
+    rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
 
 
-def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_token, finished, batch_log, running,
-                prefilling, base, join, sync_from, first_gap, last_decoding_tick, waiting, ptr, free,
-                num_ticks0, held_fixed) -> bool:  # fmt: skip
+def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
+                running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
+                held_fixed) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
-    block = np.array(rows, dtype=np.float64)
-    rec.tick_block(block)
-    t0 = block[:, 0]
-    t_end = t0 + block[:, 1]  # the same addition as the loop's `now + dur`
-    gap_arr = np.array(shared_gaps)  # per tick: the gap of every decoder in step (-inf: no decoding)
-    gap_counts = block[:, 4].astype(np.int64)  # decoders in each tick, one gap each
-    if batch_log:
-        _record_batches(rec, batch_log, base, bs, num_ticks0, held_fixed)
-    if tick_gaps:  # ticks whose gaps differ: inserted where they belong, so gaps stay in tick order
+    n = len(rows)
+    block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW))
+    col = dict(zip(_ROW, block.T))
+    P, A = np.zeros(n), np.zeros(n)
+    if prefill_rows:
+        at, P_at, A_at = (np.array(c, dtype=np.int64) for c in zip(*prefill_rows))
+        P[at], A[at] = P_at, A_at
+    col.update(num_prefill_tokens=P, num_prefill_seqs=A)
+    dur, D = col["duration_s"], col["num_decode_tokens"]
+    # The loop's clock: each tick starts where the last ended (`now + dur`, added in the same order)
+    t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
+    t_end = t0 + dur  # the same addition as the loop's `now + dur`
+    decoding = D > 0  # a tick that decodes decodes every decoder
+    col.update(t_start_s=t0, phase=np.where(P > 0, np.where(decoding, MIXED, PREFILL), DECODE), num_decode_seqs=D,
+               num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
+    rec.ticks(col, n)
+    # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
+    last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick
+    since = np.concatenate([[-1], last_dec[:-1]])
+    gap_arr = np.where(decoding, t_end - np.where(since >= 0, t_end[since], now0), -np.inf)
+    last_decoding_tick = int(last_dec[-1])
+    gap_counts = D.astype(np.int64)  # decoders in each tick, one gap each
+    if want_batches:
+        last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
+        _record_batches(rec, min(n, want_batches), decoding, batch_extras, running0 + [w for w, _ in scheduled], base,
+                        join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
+    if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
-        at = np.cumsum(gap_counts) - gap_counts  # where each tick's gaps start
-        where = np.concatenate([np.full(len(g), at[j]) for j, g in tick_gaps.items()])
-        rec.itl(np.insert(np.repeat(gap_arr, gap_counts), where, np.concatenate([np.array(g) for g in tick_gaps.values()])))
+        where = np.repeat(ticks, [len(g) for g in tick_gaps.values()])
+        own_gaps = np.fromiter(itertools.chain.from_iterable(tick_gaps.values()), dtype=np.float64, count=where.size)
+        rec.itl_runs(np.insert(gap_arr, where, own_gaps), np.insert(gap_counts, where, 1))
     else:
-        rec.itl(np.repeat(gap_arr, gap_counts))
+        rec.itl_runs(gap_arr, gap_counts)
 
-    def pairs(items):
-        return (np.array([r for r, *_ in items], dtype=np.int64), np.array([t for _, t, *_ in items], dtype=np.int64))
+    def pairs(items):  # (request, tick, ...) tuples -> a (request, tick, ...) array each, one conversion
+        return np.array(items, dtype=np.int64).T
 
+    fin_all = pairs(finished) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
     if scheduled:
         req, tick = pairs(scheduled)
         rec.event(req, t0[tick], Event.SCHEDULED)
@@ -645,9 +672,10 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
         ctx = b + d_end  # still running: decoded up to the last decoding tick
         last = np.full(n, last_decoding_tick)
         decoded = d_end > joined_at
-        fin = [(r, j, d) for r, j, d in finished if d >= 0]  # (not those that finished at their first token)
-        if fin:
-            fin_req, fin_tick, fin_d = (np.array(col, dtype=np.int64) for col in zip(*fin))
+        fin_req, fin_tick, fin_d = fin_all
+        decoded_fin = fin_d >= 0  # (not those that finished at their first token)
+        if decoded_fin.any():
+            fin_req, fin_tick, fin_d = fin_req[decoded_fin], fin_tick[decoded_fin], fin_d[decoded_fin]
             is_fin = np.isin(req, fin_req)
             sorter = np.argsort(fin_req)
             k = sorter[np.searchsorted(fin_req, req[is_fin], sorter=sorter)]
@@ -668,13 +696,13 @@ def _write_back(engine, d_end, rows, shared_gaps, tick_gaps, scheduled, first_to
                 own[shared] = np.maximum(own[shared], _range_max(gap_arr, lo[shared], last[shared]))
             st.max_itl_s[req] = np.maximum(st.max_itl_s[req], own)
     if finished:
-        req, tick = pairs(finished)
+        req, tick, _ = fin_all
         st.status[req] = Status.FINISHED
         st.finish_s[req] = t_end[tick]
         st.num_finished += req.size
         kv.held[req] = 0
         rec.event(req, t_end[tick], Event.FINISHED)
-    run_ids = np.array(running, dtype=np.int64)
+    run_ids = np.fromiter(running, dtype=np.int64, count=len(running))
     if held_fixed is None:
         kv.held[run_ids] = -(-st.computed[run_ids] // bs)
     else:

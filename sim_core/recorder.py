@@ -1,10 +1,16 @@
 """Collects per-tick rows, request events, inter-token gaps and early batches during a run.
 
 NOTE: memory per tick is bounded and holds no per-tick Python object. Tick rows, gaps and events
-are stored in fixed-size NumPy chunks (`_Chunks`; tick rows column by column, `_ColumnChunks`); single ticks append a tuple (events and gaps: an
+are stored in NumPy chunks (`_Chunks`; tick rows column by column, `_ColumnChunks`); single ticks append a tuple (events and gaps: an
 array) to a short staging list that is copied into the chunks every `STAGE_ROWS` rows
 (`STAGE_PARTS` arrays): appending to a list is the cheapest hand-over from Python. A tick row costs 17 × 8 bytes; there is no other per-tick allocation that
-survives the tick. `finish` concatenates the chunks into the arrays of the result.
+survives the tick. `finish` concatenates the chunks into the arrays of the result (each tick column
+straight into its final dtype).
+
+Chunk sizes: `CHUNK_ROWS`, then each chunk as large as all before it (so unused space stays under half),
+up to `MAX_CHUNK_BYTES`. Long runs thus write into chunks of 4 MiB and more, which NumPy asks Linux to
+back with huge pages: on a virtual machine, first touching memory in 4 KiB pages costs 1-6 us per page
+(the 100k-request scenario touched ~250 MB that way).
 
 Events are returned in one canonical order: by time, then by `EVENT_RANK` (what ends a tick before
 what starts the next, since the end of tick j is the start of tick j+1), then by request id. So the
@@ -20,7 +26,15 @@ from sim_core.types import Event, IntArray
 
 STAGE_ROWS = 1024  # single-tick rows staged as tuples before being copied into the chunks
 STAGE_PARTS = 256  # event / gap arrays staged before being copied into the chunks
-CHUNK_ROWS = 16384  # rows per NumPy chunk (a 17-column tick chunk is 2.2 MB)
+CHUNK_ROWS = 16384  # rows of the first NumPy chunk (a 17-column tick chunk is 2.2 MB)
+MAX_CHUNK_BYTES = 8 << 20  # later chunks grow to this (NumPy advises huge pages from 4 MiB)
+
+
+def _next_rows(rows_so_far: int, row_bytes: int) -> int:
+    """Rows of the next chunk: as many as all chunks so far (the first: CHUNK_ROWS), at most MAX_CHUNK_BYTES.
+    A multiple of CHUNK_ROWS, so chunk boundaries stay at multiples of it (solo.py writes in pieces ending there)."""
+    cap = MAX_CHUNK_BYTES // row_bytes // CHUNK_ROWS * CHUNK_ROWS
+    return max(CHUNK_ROWS, min(rows_so_far, cap))
 
 # Events at one instant: the previous tick's outcomes first, then the next tick's membership changes
 # (a request pre-empted and re-admitted in one plan reads PREEMPTED, then SCHEDULED).
@@ -33,11 +47,11 @@ for _rank, _kind in enumerate((Event.FIRST_TOKEN, Event.PREFILL_DONE, Event.FINI
 class _Chunks:
     """Append-only values of one dtype in fixed-size chunks: no reallocation, no per-row objects."""
 
-    def __init__(self, dtype, chunk_rows: int = CHUNK_ROWS):
-        self._rows = chunk_rows
+    def __init__(self, dtype):
         self._dtype = dtype
         self._full: list[np.ndarray] = []
-        self._cur = np.empty(chunk_rows, dtype)
+        self._cur = np.empty(CHUNK_ROWS, dtype)
+        self._rows = CHUNK_ROWS  # values in _cur
         self._n = 0  # values used in _cur
         self.size = 0
 
@@ -53,6 +67,7 @@ class _Chunks:
             done += take
             if self._n == self._rows:
                 self._full.append(self._cur)
+                self._rows = _next_rows(self.size + done, self._cur.itemsize)
                 self._cur = np.empty(self._rows, self._dtype)
                 self._n = 0
         self.size += n
@@ -66,17 +81,18 @@ class _ColumnChunks:
     run hands over whole columns, and writing a column is a contiguous copy (a strided write into a
     row-major chunk costs 3x as much at run lengths of ~100)."""
 
-    def __init__(self, width: int, dtype, chunk_rows: int = CHUNK_ROWS):
+    def __init__(self, width: int, dtype):
         self._width = width
-        self._rows = chunk_rows
+        self._rows = CHUNK_ROWS  # rows in _cur
         self._dtype = dtype
         self._full: list[np.ndarray] = []
-        self._cur = np.empty((width, chunk_rows), dtype)
+        self._cur = np.empty((width, CHUNK_ROWS), dtype)
         self._n = 0  # rows used in _cur
-        self.size = 0
+        self.size = 0  # rows in all chunks (updated after a block is written)
 
-    def _next_chunk(self) -> None:
+    def _next_chunk(self, rows_so_far: int) -> None:
         self._full.append(self._cur)
+        self._rows = _next_rows(rows_so_far, self._width * self._cur.itemsize)
         self._cur = np.empty((self._width, self._rows), self._dtype)
         self._n = 0
 
@@ -91,7 +107,7 @@ class _ColumnChunks:
             self._n += take
             done += take
             if self._n == self._rows:
-                self._next_chunk()
+                self._next_chunk(self.size + done)
         self.size += n
 
     def extend_columns(self, columns: list, n: int) -> None:
@@ -108,11 +124,29 @@ class _ColumnChunks:
         self._n += n
         self.size += n
         if self._n == self._rows:
-            self._next_chunk()
+            self._next_chunk(self.size)
 
-    def columns(self) -> np.ndarray:
-        """All rows as one (width, rows) array: row j is column j."""
-        return np.concatenate(self._full + [self._cur[:, : self._n]], axis=1)
+    def columns(self, dtypes: list) -> list[np.ndarray]:
+        """Every column as one array of its dtype (cast as `astype` does), copied once from the chunks."""
+        parts = self._full + [self._cur[:, : self._n]]
+        out = [np.empty(self.size, dtype) for dtype in dtypes]
+        at = 0
+        for part in parts:
+            m = part.shape[1]
+            for col, values in zip(out, part):
+                col[at : at + m] = values
+            at += m
+        return out
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """The parts as one array of `dtype`: one part is used as it is (parts are never written to after
+    they are handed over), several are concatenated straight into that dtype."""
+    if not parts:
+        return np.empty(0, dtype)
+    if len(parts) == 1:
+        return parts[0].astype(dtype, copy=False)
+    return np.concatenate(parts, dtype=dtype, casting="same_kind")
 
 
 class Recorder:
@@ -126,6 +160,8 @@ class Recorder:
         self._itl = _Chunks(np.float64)
         self._ev_stage: list[tuple[np.ndarray, float | np.ndarray, int]] = []  # at most STAGE_PARTS
         self._itl_stage: list[np.ndarray] = []  # at most STAGE_PARTS
+        # gaps given as runs (value, repeats), each with the number of single gaps recorded before it
+        self._itl_runs: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._max_batches = num_recorded_batches
         self._batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.num_batch_rows = 0  # step-through rows so far (a run budget counts them)
@@ -184,10 +220,37 @@ class Recorder:
             if len(self._itl_stage) >= STAGE_PARTS:
                 self._flush_itl()
 
+    def itl_runs(self, values: np.ndarray, repeats: np.ndarray) -> None:
+        """Gaps given as `np.repeat(values, repeats)` (a scalar-core call: each tick's gap once per
+        decoder), kept in that form until `finish` expands every gap once, in order: 16 bytes a tick
+        instead of 8 bytes a gap in between."""
+        self._flush_itl()
+        self._itl_runs.append((self._itl.size, values, repeats))
+
     def _flush_itl(self) -> None:
         if self._itl_stage:
             self._itl.extend(np.concatenate(self._itl_stage))
             self._itl_stage = []
+
+    def _itl_array(self) -> np.ndarray:
+        """Every gap in the order recorded: the single gaps with the runs expanded where they came."""
+        single = self._itl.array()
+        if not self._itl_runs:
+            return single
+        values: list[np.ndarray] = []
+        repeats: list[np.ndarray] = []
+        at = 0
+        for before, v, r in self._itl_runs:
+            if before > at:
+                values.append(single[at:before])
+                repeats.append(np.ones(before - at, dtype=np.int64))
+            values.append(v)
+            repeats.append(r)
+            at = before
+        values.append(single[at:])
+        repeats.append(np.ones(single.size - at, dtype=np.int64))
+        self._itl_runs = []
+        return np.repeat(np.concatenate(values), np.concatenate(repeats))
 
     @property
     def wants_batches(self) -> bool:
@@ -204,13 +267,9 @@ class Recorder:
         self._flush()
         self._flush_events()
         self._flush_itl()
-        data = self._ticks.columns()
-        cols = {
-            name: (data[j].astype(np.int64) if name in INT_TICK_COLUMNS else data[j].copy())
-            for j, name in enumerate(TICK_COLUMNS)
-        }
-        del data
-        cat = lambda parts, dtype: np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)  # noqa: E731
+        dtypes = [np.int64 if name in INT_TICK_COLUMNS else np.float64 for name in TICK_COLUMNS]
+        cols = dict(zip(TICK_COLUMNS, self._ticks.columns(dtypes)))
+        cat = lambda parts, dtype: _joined(parts, dtype)  # noqa: E731
         ev_req, ev_time, ev_kind = self._ev_req.array(), self._ev_time.array(), self._ev_kind.array()
         order = np.lexsort((ev_req, EVENT_RANK[ev_kind], ev_time))
         events = Events(ev_req[order], ev_time[order], ev_kind[order])
@@ -222,4 +281,4 @@ class Recorder:
             is_decode=cat([x[3] for x in b], bool),
             kv_blocks_held=cat([x[4] for x in b], np.int64),
         )
-        return Timeline(cols), events, self._itl.array(), batches
+        return Timeline(cols), events, self._itl_array(), batches

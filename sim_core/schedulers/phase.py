@@ -65,7 +65,8 @@ class TimeSlice:
         self.in_prefill = True
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        while self._credit_s[self.in_prefill] <= 0:  # each switch adds a slice, so this ends
+        credit = self._credit_s
+        while credit[self.in_prefill] <= 0:  # each switch adds a slice, so this ends
             self._switch()
         if self.in_prefill and not has_prefill_work and num_decodes:
             self._switch()
@@ -74,9 +75,10 @@ class TimeSlice:
         return TickKind.PREFILL if self.in_prefill else TickKind.DECODE
 
     def _switch(self) -> None:
-        self.in_prefill = not self.in_prefill
+        phase = self.in_prefill = not self.in_prefill
         # carry an overrun (negative credit) but never bank unused time from an idle phase
-        self._credit_s[self.in_prefill] = min(self._credit_s[self.in_prefill], 0.0) + self._slice_s[self.in_prefill]
+        credit = self._credit_s[phase]
+        self._credit_s[phase] = (0.0 if 0.0 < credit else credit) + self._slice_s[phase]  # min(credit, 0.0), inline
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         if prefill_tokens or decode_tokens:
@@ -105,12 +107,16 @@ class Quota:
         self._had_decodes = False
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        while self._ticks and self._ticks[0][0] < now_s - self._window_s:
-            _, busy, pre, wait, dec = self._ticks.popleft()
-            self._busy_s -= busy
-            self._prefill_s -= pre
-            self._decode_wait_s -= wait
-            self._decode_tokens -= dec
+        ticks, start_s = self._ticks, now_s - self._window_s
+        if ticks and ticks[0][0] < start_s:  # ticks leave the window (sums in locals: called every tick)
+            busy_s, prefill_s, wait_s, tokens = self._busy_s, self._prefill_s, self._decode_wait_s, self._decode_tokens
+            while ticks and ticks[0][0] < start_s:
+                _, busy, pre, wait, dec = ticks.popleft()
+                busy_s -= busy
+                prefill_s -= pre
+                wait_s -= wait
+                tokens -= dec
+            self._busy_s, self._prefill_s, self._decode_wait_s, self._decode_tokens = busy_s, prefill_s, wait_s, tokens
         self._had_decodes = num_decodes > 0
         if not has_prefill_work:
             return TickKind.DECODE

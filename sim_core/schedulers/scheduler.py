@@ -24,6 +24,7 @@ from sim_core.state import SimState
 from sim_core.types import IntArray, Status
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_PREFILL_KINDS = (TickKind.PREFILL, TickKind.PREFILL_MIXED)  # (a constant: tick_kind runs every tick)
 
 
 class Scheduler:
@@ -208,7 +209,7 @@ class Scheduler:
         kind = self.phase.choose(now_s, num_dec, has_prefill_work)
         if self.is_static and num_dec < num_running:
             kind = TickKind.PREFILL  # a static batch is prefilled before it decodes
-        if kind in (TickKind.PREFILL, TickKind.PREFILL_MIXED) and self._suspend_prefill(st, now_s, prefills, num_dec):
+        if kind in _PREFILL_KINDS and self._suspend_prefill(st, now_s, prefills, num_dec):
             kind = TickKind.DECODE
         return kind
 

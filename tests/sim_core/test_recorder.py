@@ -70,3 +70,45 @@ def test_column_blocks_equal_single_rows_across_chunk_boundaries():
     a, b = one.finish()[0], cols.finish()[0]
     for name in TICK_COLUMNS:
         assert np.array_equal(a.columns[name], b.columns[name]), name
+
+
+def test_gap_runs_expand_in_the_order_recorded_among_single_gaps():
+    """The scalar core hands gaps over as runs (a tick's gap once per decoder); the result holds every
+    gap in the order recorded, runs expanded where they came (the stored sample strides over that order)."""
+    rng = np.random.default_rng(3)
+    rec, expected = Recorder(0), []
+    for k in range(40):
+        if k % 3:
+            gaps = rng.random(int(rng.integers(0, 5)))
+            rec.itl(gaps)
+            expected.extend(gaps.tolist())
+        else:
+            values, repeats = rng.random(6), rng.integers(0, 4, 6)
+            rec.itl_runs(values, repeats)
+            expected.extend(np.repeat(values, repeats).tolist())
+    _, _, itl, _ = rec.finish()
+    assert itl.tolist() == expected
+
+
+def test_chunks_grow_so_unused_space_stays_under_half():
+    from sim_core.recorder import CHUNK_ROWS, MAX_CHUNK_BYTES, _Chunks
+
+    chunks = _Chunks(np.float64)
+    values = np.arange(CHUNK_ROWS * 9, dtype=np.float64)
+    for part in np.array_split(values, 37):
+        chunks.extend(part)
+        allocated = sum(c.size for c in chunks._full) + chunks._cur.size
+        assert allocated <= 2 * max(chunks.size, CHUNK_ROWS) and chunks._cur.nbytes <= max(MAX_CHUNK_BYTES, CHUNK_ROWS * 8)
+    assert np.array_equal(chunks.array(), values)
+
+
+def test_chunk_boundaries_stay_at_multiples_of_the_first_chunk():
+    """Callers that write runs in pieces ending at multiples of CHUNK_ROWS (solo.py) never straddle a chunk."""
+    from sim_core.recorder import CHUNK_ROWS, _ColumnChunks
+
+    ticks = _ColumnChunks(len(TICK_COLUMNS), np.float64)
+    ends = []
+    for _ in range(6):  # 16384, 16384, 32768, then the 8 MiB cap rounded down to a multiple
+        ticks.extend_rows(np.zeros((ticks._rows, len(TICK_COLUMNS))))
+        ends.append(ticks.size)
+    assert all(end % CHUNK_ROWS == 0 for end in ends) and len(ticks._full) == 6 and ends[-1] > ends[-2] + 2 * CHUNK_ROWS
