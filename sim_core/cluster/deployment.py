@@ -608,7 +608,11 @@ class Deployment:
         turn = router._next
         pick, rivals = router.choose_by_bounds(bounds, r, usage)
         if pick is None:  # (with every value exact the choice is settled: some rival lags behind)
-            return None, [d for d in rivals if d in behind]
+            lag = [d for d in rivals if d in behind] or behind
+            if lag:
+                return None, lag
+            eligible = [d for d in range(n) if fits[d]]  # (unreachable; never loop on a choice that cannot settle)
+            return router.choose([x.engine for x in self.back], r, eligible), []
         if pick in behind:  # settled, but it must reach t before its blocks are reserved: chosen again then
             router._next = turn
             return None, [pick]
