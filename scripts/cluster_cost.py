@@ -1,10 +1,11 @@
-"""What state-aware routing costs to simulate: simulated ticks per CPU second, 4 replicas behind each router.
+"""What state-aware routing costs to simulate: simulated ticks per CPU second, 4 replicas behind each router, and 2P2D.
 
     PYTHONPATH=$PWD python scripts/cluster_cost.py [--requests N]
 
 The bench's scenario (`sim_core/bench.py`, default preset, 48 req/s over 4 replicas: each replica at the
 one-engine bench's 12 req/s) per router and `deployment.state_refresh_s`, and the same with the bench's
-shared system prompts and prefix caching for the cache-aware routers. One run each, timed with process CPU
+shared system prompts and prefix caching for the cache-aware routers, and the bench's 2P2D deployment (24 req/s) with
+round robin and least outstanding. One run each, timed with process CPU
 time, next to one engine and the bench's fixed baseline workload measured in the same process (README,
 Beyond one engine: Cost).
 """
@@ -24,6 +25,15 @@ RUNS = [  # (router, state_refresh_s, shared prompts with prefix caching)
     ("least_outstanding", 0.0, True), ("prefix_affinity", 0.0, True), ("prefix_affinity", 0.05, True),
     ("cache_aware", 0.0, True),
 ]  # fmt: skip
+
+
+XPYD_ROUTERS = ["round_robin", "least_outstanding"]  # 2P2D at the bench's 24 req/s (its "2P2D" row is round robin)
+
+
+def xpyd_config(router: str, num_requests: int):
+    return _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=num_requests, workload__arrival__rate_per_s=24.0,
+                limits__max_sim_time_s=1e6, deployment={"router": router, "disaggregation": {
+                    "prefill": {"replicas": 2}, "decode": {"replicas": 2}}})  # fmt: skip
 
 
 def deployment_config(router: str, refresh_s: float, shared: bool, num_requests: int):
@@ -46,6 +56,8 @@ def main() -> None:
     for router, refresh_s, shared in RUNS:
         name = f"4 replicas, {router}, refresh {refresh_s:g} s" + (", shared prompts" if shared else "")
         rows.append((name, lambda r=router, f=refresh_s, s=shared: deployment_config(r, f, s, args.requests)))
+    for router in XPYD_ROUTERS:
+        rows.append((f"2P2D, {router}, 24 req/s", lambda r=router: xpyd_config(r, args.requests)))
     for name, make in rows:
         row = measure(name, make, 1, traced=False, clock=clock)
         print(f"{name:58s} {row.num_ticks:>9,} ticks {row.wall_s:6.2f} s CPU {row.ticks_per_s / 1e3:7.1f}k ticks/s")

@@ -236,7 +236,14 @@ class Engine:
     def kv_usage_bounds(self, t_s: float, min_tick_s: float) -> tuple[float, float] | None:
         """(low, high) bounds on `kv.usage` once every tick that starts before `t_s` has run, under the assumptions
         of `outstanding_bounds` (issue 13: least_kv decides without ending coalesced runs); None where no cheap
-        bound holds (prefix caching, n > 1 samples, swapped requests, or KV that might run short before `t_s`).
+        bound holds (`kv_used_bounds`)."""
+        used = self.kv_used_bounds(t_s, min_tick_s)
+        return None if used is None else (used[0] / self.kv.num_blocks, used[1] / self.kv.num_blocks)
+
+    def kv_used_bounds(self, t_s: float, min_tick_s: float) -> tuple[int, int] | None:
+        """(low, high) bounds on `kv.num_used` (blocks) once every tick that starts before `t_s` has run, under the
+        assumptions of `outstanding_bounds`; None where no cheap bound holds (prefix caching, n > 1 samples, swapped
+        requests, or KV that might run short before `t_s`).
 
         While every request's largest possible context by `t_s` fits in the free blocks, no decode is ever short of
         a block, so nothing is pre-empted or swapped out: blocks are only taken (each request ends up holding at
@@ -245,7 +252,7 @@ class Engine:
         requests that can finish, as in `outstanding_bounds`)."""
         st, kv = self.st, self.kv
         if t_s <= st.now_s:
-            return kv.usage, kv.usage
+            return kv.num_used, kv.num_used
         if self.prefix is not None or self.n != 1 or st.swapped_keys.size:
             return None
         num_added = getattr(self, "num_added", st.next_arrival)
@@ -270,7 +277,7 @@ class Engine:
         else:
             k = int(np.searchsorted(left, ticks * per_tick, side="right"))
             freed = int(held_cum[k - 1]) if k else 0
-            out = (kv.num_used - freed) / kv.num_blocks, (kv.num_used + grow) / kv.num_blocks
+            out = (kv.num_used - freed, kv.num_used + grow)
         if len(seen) < 64:
             seen[ticks] = out
         return out
@@ -305,17 +312,20 @@ class Engine:
         st = self.st
         st.status[ids] = Status.FINISHED
         st.finish_s[ids] = t_end
-        st.running = st.running[~np.isin(st.running, ids)]
+        # (one request at a time, mostly: a comparison is much cheaper than np.isin, same array)
+        st.running = st.running[st.running != ids[0]] if ids.size == 1 else st.running[~np.isin(st.running, ids)]
         st.num_finished += ids.size
         self.handed_off.append((ids, t_end))
 
     def release(self, ids: np.ndarray) -> None:
         """Free the KV blocks of handed-off requests (their transfer is done)."""
         self.kv.free(ids)
+        self._bounds_memo = self._kv_memo = None  # (the state changed without a tick: bounds are recomputed)
 
     def reserve(self, ids: np.ndarray, num_blocks: np.ndarray) -> None:
         """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free)."""
         self.kv.grow_to(ids, num_blocks)
+        self._bounds_memo = self._kv_memo = None
 
     def inject_prefilled(self, ids: np.ndarray, t_s: float, first_token_s: np.ndarray) -> None:
         """Decode pool: requests whose prompt KV has arrived (blocks reserved) join the running batch as
@@ -330,6 +340,7 @@ class Engine:
         st.first_scheduled_s[ids] = t_s
         st.status[ids] = Status.RUNNING
         st.running = np.concatenate([st.running, ids])
+        self._bounds_memo = self._kv_memo = None
 
     # ------------------------------------------------------------------ one tick
     def _advance_tick(self, plan: StepPlan) -> None:

@@ -23,7 +23,9 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
   Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
   Engine.has_work, num_outstanding (counts added, not yet arrived requests); kv.usage;
       cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
-  Engine.outstanding_bounds(t, min_tick), kv_usage_bounds(t, min_tick)   routers settle choices without ending runs
+  Engine.outstanding_bounds(t, min_tick), kv_usage_bounds(t, min_tick), kv_used_bounds(t, min_tick)   routers settle
+      choices without ending runs (and the decode-side dispatch skips decode instances that cannot fit); release,
+      reserve and inject_prefilled reset their memos (they change an engine's state without a tick)
   Engine.on_horizon / horizon_reached(now, num_queued, next_arrival, num_free): the fast path asks the cluster at
       its horizon (fastpath: `if now >= max_time: ... engine.horizon_reached(...)`) and runs on if it moves it
   Engine.add_request(..., source=(workload, r)), Engine.cached_prefix_blocks(workload, r)

@@ -22,7 +22,11 @@ choices from bounds on what they read (counts, KV usage: `Engine.outstanding_bou
 instant; and a replica whose fast-path run reaches an instant routes it there without ending the run
 (`Engine.horizon_reached` -> `_route_mid_run`: its own state is exact then), so its run goes on unless another
 replica must catch up first. In xPyD a prefill instance holding no handed-off KV runs past cluster events
-(nothing but a release of such KV can reach it). Otherwise instances are independent between events.
+(nothing but a release of such KV can reach it), and a decode instance reaches only the events that need it
+(`lazy_decode`): a transfer into it, and a dispatch that may choose it (round robin takes the first eligible
+instance in turn; a lagging instance whose bounds rule it out is skipped, `decode_fits_by_bounds`); while
+hand-offs wait for a slot every decode instance keeps up (each decode tick retries them). Otherwise instances
+are independent between events.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -81,13 +85,15 @@ class Instance:
 
 class Deployment:
     def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True,
-                 mid_run_routing: bool = True, tight_horizons: bool = True):
+                 mid_run_routing: bool = True, tight_horizons: bool = True, lazy_decode: bool = True):
         self.cfg = cfg
         self.route_early = route_early  # False: every replica reaches each arrival (the reference for tests)
         self.mid_run_routing = mid_run_routing  # False: a routing instant ends the run of the replica that reached it
         # False: every instance stops at every cluster event and one shortest tick past the other pool's clocks
         # (xPyD; the reference for tests of `_horizon`)
         self.tight_horizons = tight_horizons
+        # False: every decode instance reaches every cluster event (xPyD; the reference for tests of `_dispatch_needs`)
+        self.lazy_decode = lazy_decode
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
@@ -148,6 +154,9 @@ class Deployment:
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
+        # A dispatch at `_dispatch_t` waits for the decode instances in `_dispatch_need` to reach it (`_dispatch`)
+        self._dispatch_t: float | None = None
+        self._dispatch_need: list[int] = []
         self.state_free = self.router.is_state_free
         # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
         # every arrival of one refresh interval is routed at its start, and replicas pause once per interval
@@ -165,6 +174,10 @@ class Deployment:
             if self.refresh_s and self.router.policy == "least_kv":
                 self.views = RefreshedViews([x.engine for x in self.front], self.refresh_s)
             self.refresh_s = 0.0
+        # xPyD: a decode instance runs up to a cluster event only when the event needs it (a transfer into it, a
+        # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
+        # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
+        self._lazy = bool(self.back) and lazy_decode and self.turns is None
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -175,6 +188,7 @@ class Deployment:
                 self._add(r, i)
             self._ptr = R
         stalled: set[int] = set()
+        self._stalled = stalled  # (`_dispatch`: a stalled decode instance's state is its state at the instant)
         insts = self.instances
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
@@ -208,9 +222,20 @@ class Deployment:
                         self._early = False
                         continue
                 i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
+            elif self._dispatch_t is not None:  # a dispatch waits for decode instances to reach its instant
+                t_d = self._dispatch_t
+                i = min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
+                         and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
+                if i is None:
+                    self._dispatch(t_d)
+                    stalled.clear()
+                    continue
             else:
                 t_ev = min(t_arr, t_heap)
-                i = self._earliest(stalled)
+                back = self._gating_back(t_arr, t_heap)
+                i = self._earliest(stalled, back)
+                if i is None and back is not None and not math.isfinite(t_ev):  # nothing can bring input any more
+                    i = self._earliest(stalled)
                 t_e = insts[i].engine.st.now_s if i is not None else math.inf
                 if t_ev <= t_e:
                     if not math.isfinite(t_ev):
@@ -244,8 +269,8 @@ class Deployment:
                     self._push(t, HANDOFF, (i, slots))
                     self._held[i] += slots.size
                 eng.handed_off.clear()
-            if inst.role == "decode" and self._pending:
-                self._push(eng.st.now_s, RETRY, ())
+            if inst.role == "decode" and self._pending and self._dispatch_t is None:
+                self._push(eng.st.now_s, RETRY, ())  # (not while catching up with a dispatch: it was before it)
         if self.stopped_reason is None and self._pending:
             self.stopped_reason = (f"stopped: {len(self._pending):,} prefilled requests wait for a decode slot that "
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
@@ -296,15 +321,33 @@ class Deployment:
             count += pick == i
         return math.inf if self._ptr >= R else now_s
 
-    def _earliest(self, stalled: set[int]) -> int | None:
+    def _earliest(self, stalled: set[int], back: tuple[int, ...] | None = None) -> int | None:
+        """The busy instance with the earliest clock (ties: lowest index), among the front instances and the
+        decode instances in `back` (None: all)."""
         best, best_t = None, math.inf
+        num_front = len(self.front)
         for i, inst in enumerate(self.instances):
-            if i in stalled or not inst.engine.has_work:
+            if i in stalled or not inst.engine.has_work or (back is not None and i >= num_front and i not in back):
                 continue
             t = inst.engine.st.now_s
             if t < best_t:
                 best, best_t = i, t
         return best
+
+    def _gating_back(self, t_arr: float, t_heap: float) -> tuple[int, ...] | None:
+        """The decode instances that must reach the next cluster event before it is processed (None: all). Without
+        lazy_decode, or with hand-offs waiting (their retries follow every decode tick): all. Otherwise only a
+        transfer's decode instance (it joins the batch there; none when no event is left: the busy front instances
+        run first, as they may hand off); a hand-off's dispatch asks for the instances it needs (`_dispatch`), and
+        arrivals reach only front instances. A decode instance left behind
+        gets no input before the instant it next has to reach (its runs until then are what they would be)."""
+        if not self._lazy or self._pending:
+            return None
+        if t_heap <= t_arr and self._heap:
+            _, _, kind, payload = self._heap[0]
+            if kind == XFER_DONE:
+                return (len(self.front) + payload[1],)
+        return ()
 
     def _horizon(self, i: int, t_arr: float, t_heap: float) -> float:
         """Earliest time new input may reach instance i: the next arrival still to be routed (reaches
@@ -322,7 +365,13 @@ class Deployment:
             h = min(h, self._release_bound_s(i))
             if self.views is not None and inst.role != "decode":  # stop where the router's view is refreshed
                 h = min(h, self.views.next_instant_s(inst.engine))
-        if self.back and not free_running and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
+        if inst.role == "decode" and self._dispatch_t is not None:
+            h = min(h, self._dispatch_t)  # (the dispatch was popped off the heap: it waits for this instance)
+        # A decode tick matters to a prefill instance only through retries of waiting hand-offs (lazy_decode: with
+        # none waiting every KV it holds is in flight, its release on the heap; and lagging decode clocks say nothing)
+        decode_ticks_matter = inst.role != "prefill" or not self._lazy or self._pending
+        if self.back and not free_running and decode_ticks_matter and (
+                st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
@@ -447,32 +496,151 @@ class Deployment:
 
     def _dispatch(self, t: float) -> None:
         """Start transfers for waiting hand-offs, oldest first, while some decode instance has a slot
-        and the blocks (reserved now); the first that does not fit waits with everything behind it."""
+        and the blocks (reserved now); the first that does not fit waits with everything behind it.
+        (lazy_decode: where a decode instance that has not reached t could change the choice, or is chosen, the
+        dispatch stops and waits for it: `_dispatch_t`, `_dispatch_need`; the loop runs it up to t, then calls
+        again.)"""
         decs = [x.engine for x in self.back]
+        first = len(self.front)
+        self._dispatch_t = None
         while self._pending:
             r, i, ready = self._pending[0]
             pre = self.instances[i].engine
             kp = int(self.slot_of[r])
             ctx, prompt = int(pre.st.computed[kp]), int(pre.st.prompt[kp])
             need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
-            eligible = [d for d, e in enumerate(decs)
-                        if e.st.running.size + self._incoming[d] < e.sched.batch_cap
-                        and e.kv.can_allocate(need[d], e.sched.watermark_blocks)]  # fmt: skip
-            if not eligible:
-                return  # back-pressure: the request keeps its prefill blocks
-            d = self.back_router.choose(decs, r, eligible)
+            if self._lazy:
+                d, behind = self._lazy_choice(r, t, need)
+                if behind:
+                    self._dispatch_t, self._dispatch_need = t, [first + j for j in behind]
+                    return
+                if d is None:
+                    return  # back-pressure (every decode instance has reached t)
+            else:
+                eligible = [d for d in range(len(decs)) if self._fits(d, need[d])]
+                if not eligible:
+                    return  # back-pressure: the request keeps its prefill blocks
+                d = self.back_router.choose(decs, r, eligible)
             self._pending.popleft()
             wl = self.workload
             kd = decs[d].add_request(float(self.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
                                      int(wl.class_idx[r]))  # fmt: skip
             self.decode_slot_of[r] = kd
-            self.ids_of[len(self.front) + d].append(r)
+            self.ids_of[first + d].append(r)
             decs[d].reserve(np.array([kd], dtype=np.int64), np.array([need[d]], dtype=np.int64))
             self._incoming[d] += 1
             nbytes = kv_transfer_bytes(self.cfg, ctx)
             dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)
-            self.decode_of[r] = len(self.front) + d
+            self.decode_of[r] = first + d
             self.kv_transfer_start_s[r], self.kv_transfer_end_s[r] = t, t + dt
             self.kv_transfer_bytes[r] = nbytes
             self.events.append((r, t, Event.KV_TRANSFER_START))
             self._push(t + dt, XFER_DONE, (i, d, r))
+
+    def _fits(self, d: int, need: int) -> bool:
+        return decode_fits(self.back[d].engine, self._incoming[d], need)
+
+    def _reached(self, d: int, t: float) -> bool:
+        """Decode instance d's state is its state at t: it ran every tick that starts before t, or it cannot run
+        before new input (idle, or stalled)."""
+        e = self.back[d].engine
+        return e.st.now_s >= t or not e.has_work or len(self.front) + d in self._stalled
+
+    def _fits_by_bounds(self, d: int, need: int, t: float) -> bool | None:
+        return decode_fits_by_bounds(self.back[d].engine, self._incoming[d], need, t, self.min_emit_tick_s[len(self.front) + d])
+
+    def _lazy_choice(self, r: int, t: float, need: list[int]) -> tuple[int | None, list[int]]:
+        """The back router's choice for request r at t with lazy_decode: (instance, []) once it is settled and the
+        chosen instance has reached t; (None, []) for back-pressure with every instance at t (its retries follow
+        every decode tick from then on, as without lazy_decode); else (None, the instances that must reach t
+        first). Round robin takes the first eligible instance in turn: eligibility from the exact state of those
+        that reached t, from bounds for the others, which only the undecided ones ahead of the choice, and the
+        choice, must settle by reaching t. The other policies read every instance (all reach t)."""
+        n = len(self.back)
+        behind = [d for d in range(n) if not self._reached(d, t)]
+        if self.back_router.policy != "round_robin":
+            return self._lazy_choice_by_bounds(r, t, need, behind)
+        start = self.back_router._next
+        for d in sorted(range(n), key=lambda j: (j - start) % n):
+            if d not in behind:
+                if self._fits(d, need[d]):
+                    self.back_router.choose([x.engine for x in self.back], r, [d])  # (advances its turn)
+                    return d, []
+                continue
+            # (fitting now, it may fit at t: bounds contain the present; only bounds that rule it out spare the wait)
+            fits = None if self._fits(d, need[d]) else self._fits_by_bounds(d, need[d], t)
+            if fits is not False:  # it may be the choice (or is): it must reach t
+                return None, [d]
+        return None, behind  # back-pressure, once every instance has reached t
+
+    def _lazy_choice_by_bounds(self, r: int, t: float, need: list[int], behind: list[int]) -> tuple[int | None, list[int]]:
+        """`_lazy_choice` for the back routers that read counts or KV usage (over a decode pool, without a workload,
+        every policy but round robin and least_kv is least outstanding: `Router.choose`): eligibility as for round
+        robin, then `Router.choose_by_bounds` over the eligible instances (an ineligible one gets bounds no choice
+        can take), from exact values where an instance reached t and bounds elsewhere; the instances whose exact
+        values could change the choice, and the choice, must reach t."""
+        n = len(self.back)
+        fits = [self._fits(d, need[d]) if d not in behind else
+                (None if self._fits(d, need[d]) else self._fits_by_bounds(d, need[d], t)) for d in range(n)]  # fmt: skip
+        unknown = [d for d in range(n) if fits[d] is None]
+        if unknown:
+            return None, unknown
+        if not any(fits):
+            return None, behind  # back-pressure, once every instance has reached t
+        router = self.back_router
+        kv_rule = router.policy == "least_kv"
+        bounds, usage = [], [] if kv_rule else None
+        first = len(self.front)
+        for d, x in enumerate(self.back):
+            e = x.engine
+            if not fits[d]:
+                bounds.append((math.inf, math.inf))
+                if kv_rule:
+                    usage.append((math.inf, math.inf))
+            elif d not in behind:
+                bounds.append((e.num_outstanding, e.num_outstanding))
+                if kv_rule:
+                    usage.append((e.kv.usage, e.kv.usage))
+            else:
+                bounds.append(e.outstanding_bounds(t, self.min_emit_tick_s[first + d]))
+                if kv_rule:
+                    usage.append(e.kv_usage_bounds(t, self.min_emit_tick_s[first + d]) or (0.0, math.inf))
+        turn = router._next
+        pick, rivals = router.choose_by_bounds(bounds, r, usage)
+        if pick is None:  # (with every value exact the choice is settled: some rival lags behind)
+            lag = [d for d in rivals if d in behind] or behind
+            if lag:
+                return None, lag
+            eligible = [d for d in range(n) if fits[d]]  # (unreachable; never loop on a choice that cannot settle)
+            return router.choose([x.engine for x in self.back], r, eligible), []
+        if pick in behind:  # settled, but it must reach t before its blocks are reserved: chosen again then
+            router._next = turn
+            return None, [pick]
+        return pick, []
+
+
+def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
+    """A decode instance with `num_incoming` transfers in flight has a sequence slot and `need` free blocks (above
+    its watermark) for another transfer now."""
+    return eng.st.running.size + num_incoming < eng.sched.batch_cap and eng.kv.can_allocate(need, eng.sched.watermark_blocks)
+
+
+def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:
+    """`decode_fits` at `t_s` (once every tick that starts before it has run) for a decode instance whose clock is
+    at most `t_s` and that gets no input before then, from bounds on its batch and its blocks in use there; None
+    when they leave it open. Nothing is queued or swapped and no decode can run short of a block before `t_s`
+    (`Engine.kv_used_bounds`), so the batch only loses finished requests (`Engine.outstanding_bounds`), and the
+    batch cap is fixed (no dynamic batch sizing)."""
+    st = eng.st
+    if st.waiting_keys.size or st.swapped_keys.size or eng.cfg.scheduler.dynamic_batch.enabled:
+        return None
+    used = eng.kv_used_bounds(t_s, min_emit_tick_s)
+    if used is None:
+        return None
+    run_lo, run_hi = eng.outstanding_bounds(t_s, min_emit_tick_s)
+    cap, room = eng.sched.batch_cap - num_incoming, need + eng.sched.watermark_blocks
+    if run_hi < cap and eng.kv.num_blocks - used[1] >= room:
+        return True
+    if run_lo >= cap or eng.kv.num_blocks - used[0] < room:
+        return False
+    return None

@@ -1,0 +1,163 @@
+"""xPyD with `lazy_decode` (deployment.py, `_gating_back`, `_dispatch`): a decode instance runs up to a cluster event
+only when the event needs it (a transfer into it, a dispatch that may choose it); the others lag behind with their
+runs uncut, and round robin settles a lagging instance's eligibility from bounds (`_fits_by_bounds`). Each run is
+compared with the deployment in which every decode instance reaches every event (`lazy_decode=False`): same routing,
+same request times, same KV transfers, same busy ticks."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from sim_core.cluster import Deployment
+from sim_core.cluster.deployment import decode_fits, decode_fits_by_bounds
+from sim_core.engine import Engine
+from sim_core.sweep import with_value
+from tests.conftest import make_config
+from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
+from tests.sim_core.cluster.test_horizons import _run
+from tests.sim_core.test_engine import random_config
+
+
+def _chat(num_requests=250, rate=30.0, seed=0, **overrides):
+    return make_config("chat-h100-llama8b", seed=seed, workload__num_requests=num_requests,
+                       workload__arrival__rate_per_s=rate, **overrides)  # fmt: skip
+
+
+def _decode_steps(cfg, **flags) -> int:
+    """Engine steps of the decode instances (each ends a fast-path call)."""
+    dep = Deployment(cfg, **flags)
+    steps = [0]
+    for x in dep.back:
+        step = x.engine.step
+
+        def counted(step=step):
+            steps[0] += 1
+            return step()
+
+        x.engine.step = counted
+    dep.run()
+    return steps[0]
+
+
+LINKS = [{}, {"bandwidth_gb_per_s": None}, {"bandwidth_gb_per_s": 5.0, "latency_us": 500.0}, {"layerwise_pipelining": False}]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_decode_instances_that_are_not_needed_lag_behind_without_changing_the_run(seed):
+    cfg = deploy(_chat(rate=20.0 + 10 * seed, seed=seed),
+                 {"disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2 + seed % 2},
+                                     "link": LINKS[seed]}})  # fmt: skip
+    (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
+    assert_same_routing_and_busy_ticks(lazy, ref)
+    assert_cluster_invariants(lazy)
+    assert _decode_steps(cfg) < _decode_steps(cfg, lazy_decode=False)  # what it is for: fewer ended decode runs
+
+
+def test_a_decode_instance_stops_about_once_per_request_it_takes():
+    # a fast link: the transfer ends within the tick that reached the dispatch, so one stop per request routed there
+    cfg = deploy(_chat(num_requests=300, rate=24.0), {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}})
+    assert _decode_steps(cfg) <= 1.2 * 300 < _decode_steps(cfg, lazy_decode=False)
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "session", "cache_aware"])
+def test_routers_that_read_decode_counts_or_kv_route_as_the_reference(router):
+    # counts and KV usage of lagging decode instances from bounds (`Router.choose_by_bounds`), exact where reached
+    cfg = deploy(_chat(rate=40.0, seed=1), {"router": router, "state_refresh_s": 0.0,
+                                             "disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 3}}})  # fmt: skip
+    (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
+    assert_same_routing_and_busy_ticks(lazy, ref)
+
+
+def _full_decode_slots(seed=0, max_seqs=6, rate=40.0):
+    """Decode instances with a few sequence slots each: dispatches find some full (their bounds can rule them out
+    without running them) and requests wait for a slot (back-pressure)."""
+    sched = make_config().scheduler.model_dump() | {"max_num_seqs": max_seqs}
+    return deploy(_chat(num_requests=200, rate=rate, seed=seed),
+                  {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 3, "scheduler": sched}}})
+
+
+@pytest.mark.parametrize("seed, router", [(0, "round_robin"), (1, "round_robin"), (2, "round_robin"),
+                                          (0, "least_outstanding"), (1, "least_kv")])  # fmt: skip
+def test_full_decode_instances_ruled_out_from_bounds_and_back_pressure(seed, router, monkeypatch):
+    cfg = with_value(_full_decode_slots(seed, max_seqs=4 + 2 * seed), "deployment.router", router)
+    ruled_out = [0]
+    fits_by_bounds = Deployment._fits_by_bounds
+
+    def spy(self, d, need, t):
+        out = fits_by_bounds(self, d, need, t)
+        ruled_out[0] += out is False
+        return out
+
+    monkeypatch.setattr(Deployment, "_fits_by_bounds", spy)
+    (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
+    assert ruled_out[0] > 0  # the path under test ran: a lagging instance was skipped on its bounds
+    assert np.nanmax(lazy.kv_transfer_start_s - lazy.kv_wait_start_s) > 0  # requests waited for a decode slot
+    assert_same_routing_and_busy_ticks(lazy, ref)
+    assert_cluster_invariants(lazy)
+
+
+def test_back_pressure_on_decode_kv_routes_as_the_reference():
+    # the decode pool's KV is small: requests wait holding their prefill blocks (then every decode instance keeps up)
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 2000, "min": 1, "max": 2000},
+                      workload__output_tokens={"dist": "fixed", "mean": 400, "min": 1, "max": 400})  # fmt: skip
+    small = cfg.hardware.model_dump() | {"memory_gib": 19.5}
+    cfg = deploy(cfg, {"disaggregation": {"decode": {"replicas": 2, "hardware": small}}})
+    (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
+    assert np.nanmax(lazy.kv_transfer_start_s - lazy.kv_wait_start_s) > 1.0  # back-pressure happened
+    assert_same_routing_and_busy_ticks(lazy, ref)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lazy_decode_on_random_configs(seed):
+    cfg = random_config(seed + 40)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    router = ["round_robin", "round_robin", "least_outstanding", "least_kv"][seed % 4]
+    cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2},
+                                                            "decode": {"replicas": 2 + seed % 2}, "link": LINKS[seed % 4]}})  # fmt: skip
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, lazy_decode=False)[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lazy_decode_with_speculative_decoding_and_dynamic_batches(seed):
+    cfg = _chat(rate=30.0, seed=seed, scheduler__speculative={"enabled": seed != 1},
+                scheduler__dynamic_batch={"enabled": seed != 0})  # fmt: skip
+    cfg = deploy(cfg, {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, lazy_decode=False)[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_verdict_from_bounds_is_the_exact_one_at_the_instant(seed):
+    # snapshots of decode instances during a run (full batches, back-pressure): the verdict of the bounds for an
+    # instant ahead (fits / cannot fit), then the copy run up to that instant without input, and the exact check
+    cfg = _full_decode_slots(seed, max_seqs=4 + seed, rate=60.0)
+    dep = Deployment(cfg, lazy_decode=False)
+    snaps = []
+    for j, x in enumerate(dep.back):
+        step = x.engine.step
+
+        def probed(j=j, step=step, eng=x.engine):
+            if eng.has_work and len(snaps) < 400 and eng.rec.num_ticks % 3 == j % 3:
+                snaps.append((copy.deepcopy(eng), dep._incoming[j], dep.min_emit_tick_s[len(dep.front) + j]))
+            return step()
+
+        x.engine.step = probed
+    dep.run()
+    rng = np.random.default_rng(seed)
+    verdicts = {True: 0, False: 0, None: 0}
+    for eng, incoming, min_tick_s in snaps:
+        t = eng.st.now_s + float(rng.uniform(0.0, 0.3))
+        need = int(rng.integers(1, 40))
+        verdict = decode_fits_by_bounds(eng, incoming, need, t, min_tick_s)
+        verdicts[verdict] += 1
+        if verdict is None:
+            continue
+        eng.horizon_s = t
+        while eng.has_work and eng.st.now_s < t:
+            assert Engine.step(eng)  # (the copy's own `step` attribute is the probe of the original)
+        assert decode_fits(eng, incoming, need) == verdict
+    assert verdicts[True] and verdicts[False]  # both kinds of verdict were checked
