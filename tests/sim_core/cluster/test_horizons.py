@@ -14,22 +14,15 @@ from sim_core.cluster.result import build_result
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from tests.conftest import make_config
+from tests.sim_core.cluster.step_count import count_steps
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
 from tests.sim_core.test_engine import random_config
 
 
 def _run(cfg, **flags):
-    steps = [0]
     dep = Deployment(cfg, check_invariants=True, **flags)
-    for x in dep.instances:  # count engine steps (each ends a fast-path call)
-        step = x.engine.step
-
-        def counted(step=step):
-            steps[0] += 1
-            return step()
-
-        x.engine.step = counted
+    steps = count_steps(x.engine for x in dep.instances)
     dep.run()
     return build_result(dep), steps[0]
 

@@ -16,6 +16,7 @@ from sim_core.cluster.deployment import decode_fits, decode_fits_by_bounds
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from tests.conftest import make_config
+from tests.sim_core.cluster.step_count import count_steps
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
 from tests.sim_core.cluster.test_horizons import _run
 from tests.sim_core.test_engine import random_config
@@ -29,15 +30,7 @@ def _chat(num_requests=250, rate=30.0, seed=0, **overrides):
 def _decode_steps(cfg, **flags) -> int:
     """Engine steps of the decode instances (each ends a fast-path call)."""
     dep = Deployment(cfg, **flags)
-    steps = [0]
-    for x in dep.back:
-        step = x.engine.step
-
-        def counted(step=step):
-            steps[0] += 1
-            return step()
-
-        x.engine.step = counted
+    steps = count_steps(x.engine for x in dep.back)
     dep.run()
     return steps[0]
 

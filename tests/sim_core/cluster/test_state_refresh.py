@@ -18,6 +18,7 @@ from sim_core.config import DeploymentConfig
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
+from tests.sim_core.cluster.step_count import count_steps
 from tests.sim_core.cluster.test_deployment import assert_same_routing_and_busy_ticks, assert_same_run, deploy
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
 from tests.sim_core.test_engine import random_config
@@ -84,15 +85,7 @@ def test_replicas_pause_once_per_interval_not_per_arrival():
     steps = {}
     for refresh_s in (0.0, 0.5):
         dep = Deployment(with_value(cfg, "deployment.state_refresh_s", refresh_s))
-        calls = [0]
-        for inst in dep.instances:
-            step = inst.engine.step
-
-            def counted(step=step):
-                calls[0] += 1
-                return step()
-
-            inst.engine.step = counted
+        calls = count_steps(inst.engine for inst in dep.instances)
         dep.run()
         steps[refresh_s] = calls[0]
     assert steps[0.5] < 0.8 * steps[0.0]
