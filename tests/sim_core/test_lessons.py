@@ -21,3 +21,14 @@ def test_the_knob_moves_the_metric_as_claimed(lesson):
         assert after > before
     else:
         assert after < before
+
+
+def test_lesson_numbers_are_unique_and_match_their_files():
+    """The Learn page lists lessons by position and heads each with its `order`: the two must agree (two
+    lessons once both read 10 and 11, so a lesson's heading and cross-references named another lesson)."""
+    from sim_core.lessons import LESSONS_DIR
+
+    lessons = load_lessons()
+    assert [x.order for x in lessons] == list(range(1, len(lessons) + 1))
+    files = sorted(p.name for p in LESSONS_DIR.glob("*.json"))
+    assert [int(name.split("-")[0]) for name in files] == [x.order for x in lessons]
