@@ -14,9 +14,9 @@ from sim_core.cluster import Deployment
 from sim_core.cluster.router import Router
 from sim_core.sweep import with_value
 from tests.conftest import make_config
+from tests.sim_core.cluster.support import open_loop_config
 from tests.sim_core.cluster.test_deployment import deploy
 from tests.sim_core.cluster.test_router import _Stub
-from tests.sim_core.test_engine import random_config
 
 
 def _replica(cfg):
@@ -47,9 +47,7 @@ def _check_bounds_along_a_run(eng, min_emit_s, seed):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_bounds_hold_what_the_engine_shows_at_that_instant(seed):
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    cfg = open_loop_config(seed)
     checked, _ = _check_bounds_along_a_run(*_replica(cfg), seed)
     assert checked > 5
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, Router
 from sim_core.sweep import with_value
 from sim_core.workload import generate_workload
+from tests.sim_core.cluster.support import open_loop_config
 from tests.sim_core.cluster.test_deployment import (
     assert_cluster_invariants,
     assert_routes_as_if_every_replica_reached_each_arrival,
@@ -84,11 +85,8 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
 
 @pytest.mark.parametrize("seed", range(4))
 def test_routes_as_if_every_replica_reached_each_arrival(seed):
-    from tests.sim_core.test_engine import random_config
-
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    
+    cfg = open_loop_config(seed, "gamma")
     cfg = with_value(with_value(cfg, "kv_cache.layout", "paged"), "kv_cache.enable_prefix_caching", True)
     cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
                                                      "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip

@@ -22,7 +22,7 @@ from sim_core.costmodel import kv_bytes_per_token
 from sim_core.sweep import with_value
 from sim_core.types import Event, Phase, Status
 from tests.conftest import make_config, trace_config
-from tests.sim_core.test_engine import random_config
+from tests.sim_core.cluster.support import open_loop_config
 
 FREE_1P1D = {"disaggregation": {"prefill": {"replicas": 1}, "decode": {"replicas": 1},
                                 "link": {"bandwidth_gb_per_s": None}}}  # fmt: skip
@@ -99,17 +99,13 @@ def test_one_replica_is_the_single_engine_bit_for_bit(base):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_one_replica_matches_on_random_configs(seed):
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    cfg = open_loop_config(seed)
     assert_same_run(run_simulation(cfg), run_simulation(deploy(cfg, {"replicas": 1, "router": "least_kv"})))
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_invariants_hold_every_tick_in_every_pool(seed):
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    cfg = open_loop_config(seed, "gamma")
     router = ["round_robin", "least_outstanding", "least_kv"][seed % 3]
     for dep in ({"replicas": 3, "router": router},
                 {"router": router, "disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 1 + seed % 2}}}):  # fmt: skip

@@ -14,7 +14,7 @@ from sim_core.cluster.result import build_result
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from tests.conftest import make_config
-from tests.sim_core.cluster.step_count import count_steps
+from tests.sim_core.cluster.support import count_steps, open_loop_config
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
 from tests.sim_core.test_engine import random_config
@@ -57,9 +57,7 @@ def test_settling_choices_from_bounds_routes_as_every_replica_at_each_arrival(ro
 
 @pytest.mark.parametrize("seed", range(10))
 def test_routing_inside_a_run_on_random_configs(seed):
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    cfg = open_loop_config(seed, "gamma")
     router, refresh_s = ROUTERS[seed % len(ROUTERS)]
     cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": router, "state_refresh_s": refresh_s})
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
@@ -109,9 +107,7 @@ def test_prefill_instances_run_past_events_that_cannot_reach_them(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_prefill_lookahead_on_random_configs(seed):
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    cfg = open_loop_config(seed, "gamma")
     router = ["round_robin", "least_outstanding", "least_kv"][seed % 3]
     cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2}}})
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, tight_horizons=False)[0])

@@ -16,7 +16,7 @@ from sim_core.cluster.deployment import decode_fits, decode_fits_by_bounds
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from tests.conftest import make_config
-from tests.sim_core.cluster.step_count import count_steps
+from tests.sim_core.cluster.support import count_steps
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
 from tests.sim_core.cluster.test_horizons import _run
 from tests.sim_core.test_engine import random_config

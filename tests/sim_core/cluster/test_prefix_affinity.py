@@ -13,6 +13,7 @@ from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, Router
 from sim_core.presets import load_preset
 from sim_core.sweep import with_value
 from sim_core.workload import generate_workload
+from tests.sim_core.cluster.support import open_loop_config
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_run, deploy
 
 
@@ -100,11 +101,8 @@ def test_cache_aware_router_follows_the_cache_unless_load_is_imbalanced():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_invariants_hold_with_prefix_caching_on_random_configs(seed):
-    from tests.sim_core.test_engine import random_config
-
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    
+    cfg = open_loop_config(seed)
     cfg = with_value(cfg, "kv_cache.layout", "paged")
     cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
     cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,

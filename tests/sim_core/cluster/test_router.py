@@ -11,6 +11,7 @@ from sim_core import run_simulation
 from sim_core.cluster.router import Router
 from sim_core.sweep import with_value
 from tests.conftest import trace_config
+from tests.sim_core.cluster.support import open_loop_config
 
 N = 48
 
@@ -107,10 +108,7 @@ def test_least_outstanding_routes_as_if_every_replica_reached_each_arrival(seed)
     # the early choice from count bounds (only ambiguous replicas run up to the arrival) is the choice with
     # every replica at the arrival: same routing, same request times, same ticks
     from tests.sim_core.cluster.test_deployment import assert_routes_as_if_every_replica_reached_each_arrival
-    from tests.sim_core.test_engine import random_config
-
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    
+    cfg = open_loop_config(seed, "gamma")
     cfg = with_value(cfg, "deployment", {"replicas": 2 + seed % 3, "router": "least_outstanding"})
     assert_routes_as_if_every_replica_reached_each_arrival(cfg)

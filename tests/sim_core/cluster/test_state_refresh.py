@@ -18,10 +18,9 @@ from sim_core.config import DeploymentConfig
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
-from tests.sim_core.cluster.step_count import count_steps
+from tests.sim_core.cluster.support import count_steps, open_loop_config
 from tests.sim_core.cluster.test_deployment import assert_same_routing_and_busy_ticks, assert_same_run, deploy
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
-from tests.sim_core.test_engine import random_config
 
 
 def _tick_by_tick(cfg):
@@ -29,9 +28,7 @@ def _tick_by_tick(cfg):
 
 
 def _arrivals_config(seed: int):
-    cfg = random_config(seed)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "poisson")
+    cfg = open_loop_config(seed)
     return cfg
 
 
