@@ -44,38 +44,6 @@ for _rank, _kind in enumerate((Event.FIRST_TOKEN, Event.PREFILL_DONE, Event.FINI
     EVENT_RANK[_kind] = _rank
 
 
-class _Chunks:
-    """Append-only values of one dtype in fixed-size chunks: no reallocation, no per-row objects."""
-
-    def __init__(self, dtype):
-        self._dtype = dtype
-        self._full: list[np.ndarray] = []
-        self._cur = np.empty(CHUNK_ROWS, dtype)
-        self._rows = CHUNK_ROWS  # values in _cur
-        self._n = 0  # values used in _cur
-        self.size = 0
-
-    def extend(self, block) -> None:
-        """Append the values of a 1-D array."""
-        block = np.asarray(block, dtype=self._dtype)
-        n = block.shape[0]
-        done = 0
-        while done < n:
-            take = min(n - done, self._rows - self._n)
-            self._cur[self._n : self._n + take] = block[done : done + take]
-            self._n += take
-            done += take
-            if self._n == self._rows:
-                self._full.append(self._cur)
-                self._rows = _next_rows(self.size + done, self._cur.itemsize)
-                self._cur = np.empty(self._rows, self._dtype)
-                self._n = 0
-        self.size += n
-
-    def array(self) -> np.ndarray:
-        return np.concatenate(self._full + [self._cur[: self._n]])
-
-
 class _ColumnChunks:
     """Append-only rows of `width` columns, stored column by column in fixed-size chunks: a coalesced
     run hands over whole columns, and writing a column is a contiguous copy (a strided write into a
@@ -137,6 +105,20 @@ class _ColumnChunks:
                 col[at : at + m] = values
             at += m
         return out
+
+
+class _Chunks(_ColumnChunks):
+    """Append-only values of one dtype: the one-column case of `_ColumnChunks` (same chunk sizes and growth)."""
+
+    def __init__(self, dtype):
+        super().__init__(1, dtype)
+
+    def extend(self, block) -> None:
+        """Append the values of a 1-D array."""
+        self.extend_rows(np.asarray(block, dtype=self._dtype)[:, None])
+
+    def array(self) -> np.ndarray:
+        return np.concatenate(self._full + [self._cur[:, : self._n]], axis=1)[0]
 
 
 def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
