@@ -218,20 +218,33 @@ class Engine:
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
         st = self.st
-        num_added = getattr(self, "num_added", st.next_arrival)
-        key = (st.now_s, self.rec.num_ticks, num_added, st.next_arrival)  # the state changes only with these
+        key = self._state_key()
         if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
-            R = st.num_requests
-            pending = np.arange(st.next_arrival, num_added, dtype=np.int64)
-            ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
+            ids = self._outstanding_ids()
             self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist())  # remaining tokens, ascending
         remaining = self._bounds_memo[1]
         high = len(remaining)
         if not high or t_s <= st.now_s:
             return high, high
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
-        per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
-        return high - bisect_right(remaining, ticks * per_tick), high
+        return high - bisect_right(remaining, ticks * self._max_tokens_per_tick()), high
+
+    def _state_key(self) -> tuple:
+        """What the bounds below depend on between steps (the state changes only with these, or through
+        `release` / `reserve` / `inject_prefilled`, which drop the memos)."""
+        st = self.st
+        return st.now_s, self.rec.num_ticks, getattr(self, "num_added", st.next_arrival), st.next_arrival
+
+    def _outstanding_ids(self) -> np.ndarray:
+        """Requests running, waiting, swapped, or added and not yet arrived."""
+        st = self.st
+        R = st.num_requests
+        pending = np.arange(st.next_arrival, getattr(self, "num_added", st.next_arrival), dtype=np.int64)
+        return np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R, pending])
+
+    def _max_tokens_per_tick(self) -> int:
+        """Most tokens a request emits in one tick: one, or one plus the draft tokens with speculative decoding."""
+        return 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
 
     def kv_usage_bounds(self, t_s: float, min_tick_s: float) -> tuple[float, float] | None:
         """(low, high) bounds on `kv.usage` once every tick that starts before `t_s` has run, under the assumptions
@@ -255,11 +268,9 @@ class Engine:
             return kv.num_used, kv.num_used
         if self.prefix is not None or self.n != 1 or st.swapped_keys.size:
             return None
-        num_added = getattr(self, "num_added", st.next_arrival)
-        key = (st.now_s, self.rec.num_ticks, num_added, st.next_arrival)  # as in outstanding_bounds
+        key = self._state_key()
         if self._kv_memo is None or self._kv_memo[0] != key:
-            R = st.num_requests
-            ids = np.concatenate([st.running, st.waiting_keys % R, np.arange(st.next_arrival, num_added, dtype=np.int64)])
+            ids = self._outstanding_ids()  # (none swapped here)
             left = st.output[ids] - st.emitted[ids]  # tokens still to emit
             order = np.argsort(left, kind="stable")
             held = kv.held[ids]
@@ -269,7 +280,7 @@ class Engine:
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
         if ticks in seen:  # a router asks again for the same instant (a refresh interval's arrivals)
             return seen[ticks]
-        per_tick = 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
+        per_tick = self._max_tokens_per_tick()
         reach = final if self.cfg.scheduler.admission == "reserve" else np.minimum(final, done + ticks * per_tick)
         grow = int(np.maximum(kv.blocks_for(reach + self.sched.decode_width, None) - held, 0).sum()) if held.size else 0
         if grow > kv.num_free:
