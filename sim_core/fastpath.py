@@ -227,7 +227,7 @@ def advance(engine: Engine) -> bool:
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
     compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
-    tick_kind, observe = sched.tick_kind, sched.observe
+    tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
@@ -342,7 +342,7 @@ def advance(engine: Engine) -> bool:
             # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
             # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
             # Its row counts change only at an arrival or a completion, so they are kept as locals.
-            j_before = j
+            j_before, run_start_s = j, now
             num_running, num_waiting = len(running), len(waiting) - head
             next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
             while j < tick_budget and now < max_time:
@@ -366,8 +366,6 @@ def advance(engine: Engine) -> bool:
                     pc.tick_offset = j
                     if pc._num_evictable > free - need_d:
                         pc.trim(free - need_d)
-                if not policy_is_fixed:
-                    tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 B_tick = B
@@ -385,14 +383,15 @@ def advance(engine: Engine) -> bool:
                     admission_blocked = False
                     next_done = min(finish_at) if B else -1
                 rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
-                if not policy_is_fixed:
-                    observe(now + dur, dur, 0, B_tick)
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
                 d += 1
                 if not B:
                     break
             if j > j_before:
+                if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
+                    run_rows = rows[j_before - j :]
+                    decode_run(run_start_s, [row[0] for row in run_rows], [row[1] for row in run_rows])
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
