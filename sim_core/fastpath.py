@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
+MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which they are priced as arrays (measured: below ~50 the array calls cost more)
+MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
@@ -181,6 +183,29 @@ def eligible(engine: Engine) -> bool:
         and engine.n == 1
         and not engine.workload.releases_on_finish
     )
+
+
+def _price_decode_stretch(cost, B: int, ctx0: int, k: int, now: float, free: int, phase_count: list[int] | None, d: int,
+                          bs: int):  # fmt: skip
+    """k all-decode ticks of B decoders from context total ctx0 (tick i: ctx0 + i·B), priced by the cost
+    model's array path (`CostModel.tick`, the same operations as its scalar path), their ends from `now`
+    (np.add.accumulate adds in order: the loop's `now + dur`, tick after tick) and, on a paged cache, the
+    blocks they take so far (decoders at a block boundary: `phase_count`), cut before the first tick short
+    of blocks. Returns (ticks that can run, ends (k + 1,: ends[i] is tick i's start), dur, flops, bytes,
+    compute-bound, blocks taken up to each tick (None: fixed))."""
+    need = None
+    if phase_count is not None:
+        need = np.cumsum(np.array(phase_count, dtype=np.int64)[(d + np.arange(k)) % bs])
+        short = np.flatnonzero(need > free)
+        if short.size:
+            k = int(short[0])
+    ctx = np.arange(ctx0, ctx0 + k * B, B, dtype=np.int64)[:k]
+    dur, flops, nbytes, is_comp = cost.tick(B, B, ctx + B, ctx, B)
+    ends = np.empty(k + 1)
+    ends[0] = now
+    ends[1:] = dur
+    np.add.accumulate(ends, out=ends)
+    return k, ends, dur, flops, nbytes, is_comp, need
 
 
 def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -342,7 +367,7 @@ def advance(engine: Engine) -> bool:
             # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
             # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
             # Its row counts change only at an arrival or a completion, so they are kept as locals.
-            j_before, run_start_s = j, now
+            j_before, run_start_s, scalar_until = j, now, 0
             num_running, num_waiting = len(running), len(waiting) - head
             next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
             while j < tick_budget and now < max_time:
@@ -359,6 +384,47 @@ def advance(engine: Engine) -> bool:
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
+                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and pc is None:
+                    # A long stretch before the next completion: the same ticks priced as arrays (below)
+                    k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
+                    joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
+                    limit_s = min(next_arrival_s, max_time) if joins else max_time
+                    if limit_s < math.inf:  # ticks only lengthen as contexts grow: a bound from this one's
+                        k = min(k, int((limit_s - now) / tick(B, B, S + B * d + B, S + B * d, B, 0.0)[0]) + 1)
+                    if k < MIN_PRICED_TICKS:
+                        scalar_until = j + k  # (the limit is that close: tick by tick until it passes)
+                    else:
+                        k, ends, dur_a, flops_a, bytes_a, comp_a, need_a = _price_decode_stretch(
+                            cost, B, S + B * d, k, now, free, None if fixed else phase_count, d, bs)  # fmt: skip
+                        starts = ends[:k]
+                        stop = int(np.searchsorted(starts, limit_s, side="left"))  # first tick starting at the limit
+                        if stop < k:
+                            k = stop
+                        if k:
+                            if joins:
+                                waits = itertools.repeat(num_waiting, k)
+                            else:  # arrivals by a tick's start join the queue before it (the batch is full)
+                                arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
+                                waits = (arrived + num_waiting).tolist()
+                                for _ in range(int(arrived[k - 1])):
+                                    if is_fcfs:
+                                        waiting.append(ptr)
+                                    else:
+                                        bisect.insort(waiting, int(order_key[ptr]), lo=head)
+                                    ptr += 1
+                                next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+                                num_waiting = len(waiting) - head
+                            if fixed:
+                                used = itertools.repeat(num_blocks - free, k)
+                            else:
+                                used = (need_a[:k] + (num_blocks - free)).tolist()
+                                free -= int(need_a[k - 1])
+                            rows.extend(zip(dur_a[:k].tolist(), itertools.repeat(B, k), itertools.repeat(num_running, k),
+                                            waits, used, flops_a[:k].tolist(), bytes_a[:k].tolist(), comp_a[:k].tolist()))  # fmt: skip
+                            now = ends.item(k)
+                            j += k
+                            d += k
+                            continue
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
