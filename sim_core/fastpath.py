@@ -434,20 +434,25 @@ def advance(engine: Engine) -> bool:
                         pc.trim(free - need_d)
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
-                B_tick = B
                 free -= need_d
-                if d == next_done:
-                    for r in finish_at.pop(d):
-                        b = base[r]
-                        free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
-                        phase_count[(-b) % bs] -= 1
-                        S -= b
-                        finished.append((r, j, d))
-                        del running[r]
-                        B -= 1
-                    num_running = len(running)
-                    admission_blocked = False
-                    next_done = min(finish_at) if B else -1
+                if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
+                    rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                    now += dur  # (the tick's end: `now + dur`, as everywhere)
+                    j += 1
+                    d += 1
+                    continue
+                B_tick = B
+                for r in finish_at.pop(d):
+                    b = base[r]
+                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
+                    phase_count[(-b) % bs] -= 1
+                    S -= b
+                    finished.append((r, j, d))
+                    del running[r]
+                    B -= 1
+                num_running = len(running)
+                admission_blocked = False
+                next_done = min(finish_at) if B else -1
                 rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1

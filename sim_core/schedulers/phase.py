@@ -75,8 +75,13 @@ class TimeSlice:
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
         credit, in_prefill = self._credit_s, self.in_prefill
         if credit[in_prefill] <= 0:  # a phase out of credit: switch until one has some (each switch adds a slice)
-            while credit[in_prefill] <= 0:
-                in_prefill = self._switch(in_prefill)
+            slice_s = self._slice_s
+            while True:  # (_switch's arithmetic on locals: a tick longer than both slices switches several times)
+                in_prefill = not in_prefill
+                phase_credit = credit[in_prefill]
+                phase_credit = credit[in_prefill] = (0.0 if 0.0 < phase_credit else phase_credit) + slice_s[in_prefill]
+                if not phase_credit <= 0:  # (the while condition, exactly)
+                    break
         if in_prefill and not has_prefill_work and num_decodes:
             in_prefill = self._switch(in_prefill)
         elif not in_prefill and not num_decodes and has_prefill_work:
