@@ -488,25 +488,22 @@ def advance(engine: Engine) -> bool:
         if not D and not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
         dec_ctx = S + B * d if decoding else 0
+        # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
+        pre = chunks + [(w, h, ch) for w, ch, h in admit] if admit else chunks  # (request, computed before, chunk)
         P = pairs = kv_read = completes = 0
-        for r, c, chunk in chunks:
+        for r, c, chunk in pre:
             P += chunk
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
             completes += c + chunk >= target_of(r)
-        for w, chunk, h in admit:
-            P += chunk
-            pairs += chunk * h + chunk * (chunk + 1) // 2
-            kv_read += h
-            completes += h + chunk >= target_of(w)
-        A = len(chunks) + len(admit)
+        A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
         if A and j < want_batches:  # prefill chunks, then admissions: (request, tokens, blocks held)
             if fixed:
-                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
+                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in pre]
             else:
-                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
+                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in pre]
         freed = 0
         done = []
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
@@ -519,7 +516,10 @@ def advance(engine: Engine) -> bool:
                 finished.append((r, j, d))
             if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
                 since = waiting_since.get
-                tick_gaps[j] = [t_end - since(r, sync_s) for r in running if r in base and r not in prefilling]
+                if prefilling:
+                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running if r in base and r not in prefilling]
+                else:  # every running request decodes (the tick's admissions join `running` below)
+                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
                 for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
                     if r in running:
                         first_gap[r] = t_end - last_s
@@ -533,7 +533,7 @@ def advance(engine: Engine) -> bool:
                 st.prefill_start_s[w] = t0
             running[w] = None
             prefilling[w] = h
-        for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
+        for r, c, chunk in pre:
             total = c + chunk
             if total < target_of(r):
                 prefilling[r] = total
