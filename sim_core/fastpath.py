@@ -185,6 +185,22 @@ def eligible(engine: Engine) -> bool:
     )
 
 
+def _rows_with_blocks(rows: list[tuple], blocks: list[tuple], n: int) -> np.ndarray:
+    """The (n, len(_ROW)) float64 rows of a call: the array-priced stretches' columns (`blocks`) in their
+    ticks, the ticks run one by one (`rows`, in tick order) in the others."""
+    out = np.empty((n, len(_ROW)))
+    one_by_one = np.ones(n, dtype=bool)
+    for at, k, cols in blocks:
+        seg = out[at : at + k]
+        for c, values in enumerate(cols):
+            seg[:, c] = values
+        one_by_one[at : at + k] = False
+    if rows:
+        out[one_by_one] = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64,
+                                      count=len(rows) * len(_ROW)).reshape(len(rows), len(_ROW))  # fmt: skip
+    return out
+
+
 def _price_decode_stretch(cost, B: int, ctx0: int, k: int, now: float, free: int, phase_count: list[int] | None, d: int,
                           bs: int):  # fmt: skip
     """k all-decode ticks of B decoders from context total ctx0 (tick i: ctx0 + i·B), priced by the cost
@@ -325,6 +341,7 @@ def advance(engine: Engine) -> bool:
     free = kv.num_free
 
     rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
+    row_blocks: list[tuple] = []  # (first tick, ticks, _ROW columns: arrays or constants) of array-priced stretches, not in `rows`
     prefill_rows: list[tuple[int, int, int]] = []  # (tick, prefill tokens, prefill sequences) of composed ticks
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
@@ -402,10 +419,10 @@ def advance(engine: Engine) -> bool:
                             k = stop
                         if k:
                             if joins:
-                                waits = itertools.repeat(num_waiting, k)
+                                waits = num_waiting
                             else:  # arrivals by a tick's start join the queue before it (the batch is full)
                                 arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
-                                waits = (arrived + num_waiting).tolist()
+                                waits = arrived + num_waiting
                                 for _ in range(int(arrived[k - 1])):
                                     if is_fcfs:
                                         waiting.append(ptr)
@@ -415,12 +432,16 @@ def advance(engine: Engine) -> bool:
                                 next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                                 num_waiting = len(waiting) - head
                             if fixed:
-                                used = itertools.repeat(num_blocks - free, k)
+                                used = num_blocks - free
                             else:
-                                used = (need_a[:k] + (num_blocks - free)).tolist()
+                                used = need_a[:k] + (num_blocks - free)
                                 free -= int(need_a[k - 1])
-                            rows.extend(zip(dur_a[:k].tolist(), itertools.repeat(B, k), itertools.repeat(num_running, k),
-                                            waits, used, flops_a[:k].tolist(), bytes_a[:k].tolist(), comp_a[:k].tolist()))  # fmt: skip
+                            block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
+                            if policy_is_fixed:  # the rows stay arrays (decode_run reads `rows` only for other policies)
+                                row_blocks.append((j, k, block))
+                            else:
+                                rows.extend(zip(*(col.tolist() if isinstance(col, np.ndarray) else itertools.repeat(col, k)
+                                                  for col in block)))  # fmt: skip
                             now = ends.item(k)
                             j += k
                             d += k
@@ -573,6 +594,8 @@ def advance(engine: Engine) -> bool:
         pc.tick_offset = 0
     if j == 0:
         return False
+    if row_blocks:
+        rows = _rows_with_blocks(rows, row_blocks, j)
     return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
@@ -693,7 +716,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
-    block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW))
+    block = rows if isinstance(rows, np.ndarray) else (  # (issue-11v: array-priced stretches arrive as one array)
+        np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW)))
     col = dict(zip(_ROW, block.T))
     P, A = np.zeros(n), np.zeros(n)
     if prefill_rows:
