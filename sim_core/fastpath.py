@@ -185,6 +185,26 @@ def eligible(engine: Engine) -> bool:
     )
 
 
+def _stretch_columns(rows: list[tuple], rows_from: int, blocks: list[tuple], blocks_from: int, tick_from: int):
+    """(durations, decode tokens) of a stretch's ticks in order, from its rows run one by one (`rows`
+    from `rows_from`) and its array-priced blocks (`blocks` from `blocks_from`; tick_from: its first tick)."""
+    durs: list[float] = []
+    tokens: list[int] = []
+    at_row, tick = rows_from, tick_from
+    for at, k, cols in blocks[blocks_from:]:
+        one_by_one = rows[at_row : at_row + at - tick]  # the ticks before this block
+        durs += [row[0] for row in one_by_one]
+        tokens += [row[1] for row in one_by_one]
+        at_row += at - tick
+        durs += cols[0].tolist()
+        tokens += [cols[1]] * k
+        tick = at + k
+    one_by_one = rows[at_row:]
+    durs += [row[0] for row in one_by_one]
+    tokens += [row[1] for row in one_by_one]
+    return durs, tokens
+
+
 def _rows_with_blocks(rows: list[tuple], blocks: list[tuple], n: int) -> np.ndarray:
     """The (n, len(_ROW)) float64 rows of a call: the array-priced stretches' columns (`blocks`) in their
     ticks, the ticks run one by one (`rows`, in tick order) in the others."""
@@ -385,6 +405,7 @@ def advance(engine: Engine) -> bool:
             # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
             # Its row counts change only at an arrival or a completion, so they are kept as locals.
             j_before, run_start_s, scalar_until = j, now, 0
+            rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
             next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
             while j < tick_budget and now < max_time:
@@ -437,11 +458,7 @@ def advance(engine: Engine) -> bool:
                                 used = need_a[:k] + (num_blocks - free)
                                 free -= int(need_a[k - 1])
                             block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
-                            if policy_is_fixed:  # the rows stay arrays (decode_run reads `rows` only for other policies)
-                                row_blocks.append((j, k, block))
-                            else:
-                                rows.extend(zip(*(col.tolist() if isinstance(col, np.ndarray) else itertools.repeat(col, k)
-                                                  for col in block)))  # fmt: skip
+                            row_blocks.append((j, k, block))  # (the rows stay arrays)
                             now = ends.item(k)
                             j += k
                             d += k
@@ -482,8 +499,8 @@ def advance(engine: Engine) -> bool:
                     break
             if j > j_before:
                 if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
-                    run_rows = rows[j_before - j :]
-                    decode_run(run_start_s, [row[0] for row in run_rows], [row[1] for row in run_rows])
+                    durs, tokens = _stretch_columns(rows, rows_before, row_blocks, blocks_before, j_before)
+                    decode_run(run_start_s, durs, tokens)
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
