@@ -17,7 +17,13 @@ few Python operations instead of ~80 NumPy calls. Per-request state is written b
 when the call ends.
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
-`Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). The core
+`Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). An
+all-decode stretch with 64 or more ticks before its next completion is priced as arrays
+(`_price_decode_stretch`: CostModel.tick's array path, ends by np.add.accumulate, which adds in
+order), cut where the tick-by-tick loop would stop (an arrival that may join, a decoder short of a
+block, a guard), and its rows stay arrays to the write-back. A stateful phase controller is advanced
+over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's `decode_run` next to
+its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
 a chunk that must shrink to the free blocks, a decoder short of blocks (pre-emption, swap), a
 swapped or recomputing request, a guard limit, nothing to run, or the end of the call.

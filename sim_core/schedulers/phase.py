@@ -9,7 +9,11 @@ called before each tick and `observe` once after it, in tick order. When `choose
 different from the one it returned for the previous tick, with the same `has_prefill_work` and at
 least one decode running (as in every coalesced run), a second call with the same arguments must
 return the same kind and leave the state unchanged (a run stops there and the next plan asks
-again). `is_stateless = True` only if `choose` depends on its arguments alone.
+again). `is_stateless = True` only if `choose` depends on its arguments alone. `decode_run(start,
+durations, decode_tokens)` leaves the state that `choose(start_i, n > 0, False)` then `observe(end_i,
+duration_i, 0, tokens_i)` leave for each tick of a run of all-decode ticks with nothing to prefill
+(the scalar core's unrolled stretches: one call instead of two per tick); with nothing to prefill and
+decodes running, `choose` answers a decode kind (tests/sim_core/test_schedulers.py).
 """
 
 from __future__ import annotations
