@@ -404,12 +404,12 @@ def advance(engine: Engine) -> bool:
                 admission_blocked = False
             ptr += 1
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
-        if B and not prefilling and not waiting_since and (
-            head == len(waiting) or len(running) >= cap or admission_blocked
-        ):
-            # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
-            # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
-            # Its row counts change only at an arrival or a completion, so they are kept as locals.
+        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked):
+            # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
+            # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
+            # only at an arrival or a completion, so they are kept as locals. Decoders whose last token is
+            # not the last decoding tick's (`waiting_since`: after a prefill-only tick) get their own gaps
+            # in the first tick, as in the loop below.
             j_before, run_start_s, scalar_until = j, now, 0
             rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
@@ -428,7 +428,7 @@ def advance(engine: Engine) -> bool:
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
-                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and pc is None:
+                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and pc is None and not waiting_since:
                     # A long stretch before the next completion: the same ticks priced as arrays (below)
                     k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
                     joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
@@ -479,6 +479,14 @@ def advance(engine: Engine) -> bool:
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
+                if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
+                    t_end, since = now + dur, waiting_since.get
+                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
+                    for r, last_s in waiting_since.items():
+                        if r in running:
+                            first_gap[r] = t_end - last_s
+                            sync_from[r] = j + 1
+                    waiting_since.clear()
                 if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
                     rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                     now += dur  # (the tick's end: `now + dur`, as everywhere)
