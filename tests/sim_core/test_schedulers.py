@@ -325,7 +325,7 @@ def test_decode_run_is_choose_then_observe_per_tick(mode):
     state the controller can reach (a random history of ticks first), and those ticks are decode ticks."""
     import copy
 
-    from hypothesis import given, settings
+    from hypothesis import example, given, settings
     from hypothesis import strategies as st
 
     tick = st.tuples(st.integers(0, 8), st.booleans(), st.floats(1e-4, 0.2), st.integers(0, 4000), st.integers(0, 64))
@@ -335,6 +335,8 @@ def test_decode_run_is_choose_then_observe_per_tick(mode):
 
     @settings(max_examples=80, deadline=None)
     @given(st.lists(tick, max_size=30), st.lists(run_tick, max_size=40))
+    @example([], [(0.1, 4)] * 10)  # an empty window that the run fills and then slides
+    @example([(4, True, 0.05, 100, 4)] * 3, [(0.1, 4)] * 10)
     def check(history, run):
         ctl = PHASE_CONTROLLERS[mode](cfg)
         now = 0.0
