@@ -197,7 +197,23 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
 
 
 def advance(engine: Engine) -> bool:
-    """Run ticks on the fast path from the current state; False when not a single tick could be."""
+    """Run ticks on the fast path from the current state; False when not a single tick could be. (`run_ticks`
+    driven to its end: at a horizon the engine's `horizon_reached` gives the next one.)"""
+    run = run_ticks(engine)
+    try:
+        at = next(run)
+        while True:
+            at = run.send(engine.horizon_reached(*at[:4]))
+    except StopIteration as stop:
+        return stop.value
+
+
+def run_ticks(engine: Engine):
+    """`advance` as a generator that pauses at its horizon (issue 13: a cluster instance waits there for the others
+    without ending its run). It yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
+    finish_at, prefilling, waiting, head)`: `Engine.horizon_reached`'s arguments, the ticks run so far, and the live
+    state `LiveCounts` reads; it takes the new horizon (a run at or past it ends, written back) and returns
+    `advance`'s value. Nothing but `Engine.add_request` may change the engine while it is paused."""
     st, kv, cost, rec, lim, sched = engine.st, engine.kv, engine.cost, engine.rec, engine.cfg.limits, engine.sched
     running_arr = st.running
     if st.swapped_keys.size:
@@ -324,8 +340,8 @@ def advance(engine: Engine) -> bool:
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     while j < tick_budget:
         if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
-            if max_time >= lim.max_sim_time_s or (max_time := min(lim.max_sim_time_s, engine.horizon_reached(
-                    now, len(running) + len(waiting) - head, ptr, free))) <= now:  # fmt: skip
+            if max_time >= lim.max_sim_time_s or (max_time := min(lim.max_sim_time_s, (yield (
+                    now, len(running) + len(waiting) - head, ptr, free, j, d, finish_at, prefilling, waiting, head)))) <= now:  # fmt: skip
                 break
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
@@ -506,6 +522,20 @@ def advance(engine: Engine) -> bool:
     return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
+
+
+def live_remaining(engine: Engine, at: tuple) -> list[int]:
+    """Tokens left to emit for each request of a run paused at its horizon (`run_ticks`' yield `at`): running,
+    queued, or added and not yet arrived (what `Engine.outstanding_bounds` reads from the arrays). A decoder in
+    `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
+    prefilling or queued request has emitted none (the fast path runs no recompute prefill)."""
+    _, _, ptr, _, _, d, finish_at, prefilling, waiting, head = at
+    output, R = engine.st.output, engine.st.num_requests
+    left = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
+    left += [output.item(r) for r in prefilling]
+    left += [output.item(w % R) for w in itertools.islice(waiting, head, None)]
+    left += output[ptr : engine.num_added].tolist()
+    return left
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
