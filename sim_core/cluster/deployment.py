@@ -209,6 +209,9 @@ class Deployment:
             for j, x in enumerate(insts):  # without ending its run, and waits there for the others without ending it
                 x.engine.on_horizon = partial(self._route_mid_run, j)
                 x.engine.may_pause = self.pause_runs
+        if self.back and self.turns is None:  # a decode instance's run waits at its horizon for events without ending
+            for x in self.back:  # (requests injected meanwhile join it: Engine.inject_prefilled)
+                x.engine.may_pause = self.pause_runs
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
             ptr = self._ptr
@@ -533,7 +536,7 @@ class Deployment:
                 eligible = [d for d in range(len(decs)) if self._fits(d, need[d])]
                 if not eligible:
                     return  # back-pressure: the request keeps its prefill blocks
-                d = self.back_router.choose(decs, r, eligible)
+                d = self.back_router.choose([_seen(e) for e in decs], r, eligible)
             self._pending.popleft()
             wl = self.workload
             kd = decs[d].add_request(float(self.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
@@ -613,7 +616,7 @@ class Deployment:
             elif d not in behind:
                 bounds.append((e.num_outstanding, e.num_outstanding))
                 if kv_rule:
-                    usage.append((e.kv.usage, e.kv.usage))
+                    usage.append((e.live_kv_usage, e.live_kv_usage))
             else:
                 bounds.append(e.outstanding_bounds(t, self.min_emit_tick_s[first + d]))
                 if kv_rule:
@@ -635,7 +638,8 @@ class Deployment:
 def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
     """A decode instance with `num_incoming` transfers in flight has a sequence slot and `need` free blocks (above
     its watermark) for another transfer now."""
-    return eng.st.running.size + num_incoming < eng.sched.batch_cap and eng.kv.can_allocate(need, eng.sched.watermark_blocks)
+    num_running, num_free = eng.live_counts()
+    return num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
 
 
 def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:
