@@ -81,6 +81,7 @@ class Engine:
         self._paused = None  # that run (fastpath.run_ticks), resumed by the next `step`
         self._live: tuple | None = None  # what it yielded at the pause (its counts: `num_outstanding`, bounds)
         self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
+        self._live_left: list[int] | None = None  # tokens left of each request in the paused run (outstanding_bounds)
         self._reserved = 0
         self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted)
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
@@ -227,11 +228,16 @@ class Engine:
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
         st = self.st
+        if t_s <= st.now_s:  # (its state then is its state now)
+            count = self.num_outstanding
+            return count, count
         key = self._state_key()
         if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
             if self._live is not None:  # a paused run: the tokens left are in the run (fastpath.live_remaining)
-                joined = self._joined
-                remaining = sorted(fastpath.live_remaining(self, self._live) + (st.output[joined] - st.emitted[joined]).tolist())
+                if self._live_left is None:  # (once per pause: what is added or joins meanwhile comes on top)
+                    self._live_left = fastpath.live_remaining(self, self._live)
+                joined, pending = self._joined, slice(self._live[2], max(self.num_added, self._live[2]))
+                remaining = sorted(self._live_left + st.output[pending].tolist() + (st.output[joined] - st.emitted[joined]).tolist())
             else:
                 ids = self._outstanding_ids()
                 remaining = np.sort(st.output[ids] - st.emitted[ids]).tolist()
@@ -338,7 +344,7 @@ class Engine:
                 at = run.send(sent)
                 h = self.horizon_reached(*at[:4])
                 if h <= at[0] and at[4] and at[1]:
-                    self._paused, self._live = run, at
+                    self._paused, self._live, self._live_left = run, at, None
                     self.st.now_s = at[0]
                     self._bounds_memo = None
                     return True

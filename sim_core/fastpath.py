@@ -555,16 +555,15 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
 
 
 def live_remaining(engine: Engine, at: tuple) -> list[int]:
-    """Tokens left to emit for each request of a run paused at its horizon (`run_ticks`' yield `at`): running,
-    queued, or added and not yet arrived (what `Engine.outstanding_bounds` reads from the arrays). A decoder in
-    `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
+    """Tokens left to emit for each request running or queued in a run paused at its horizon (`run_ticks`' yield
+    `at`; with those added and not yet arrived, what `Engine.outstanding_bounds` reads from the arrays). A decoder
+    in `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
     prefilling or queued request has emitted none (the fast path runs no recompute prefill)."""
-    _, _, ptr, _, _, d, finish_at, prefilling, waiting, head, _ = at
+    _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
     output, R = engine.st.output, engine.st.num_requests
     left = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
     left += [output.item(r) for r in prefilling]
     left += [output.item(w % R) for w in itertools.islice(waiting, head, None)]
-    left += output[ptr : engine.num_added].tolist()
     return left
 
 

@@ -175,26 +175,36 @@ def test_pausing_runs_on_random_configs(seed):
 
 @pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "prefix_affinity"])
 def test_a_paused_run_shows_the_counts_its_write_back_gives(router):
-    # at every pause: its count, KV usage and bounds from the run; then the run ends (settle) and the same from the arrays
+    # at pauses (as it pauses, and when it goes on, after the others routed requests to it): its count, KV usage
+    # and bounds from the run; then the run ends (settle) and the same from the arrays
     cfg = deploy(_chat(num_requests=200, rate=90.0, seed=1), {"replicas": 3, "router": router, "state_refresh_s": 0.0})
     dep = Deployment(cfg, check_invariants=True)
     seen = []
-    for x in dep.instances:
-        def step(eng=x.engine, step=x.engine.step, j=dep.instances.index(x)):
+
+    def compare(eng, j):
+        later = [eng.st.now_s, eng.st.now_s + 0.01, eng.st.now_s + 0.2]
+        live = (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.live_kv_usage,
+                [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later], eng.kv_used_bounds(later[0], 1e-3))
+        added = eng.num_added - eng._live[2]
+        eng.settle()
+        assert eng._paused is None and eng.kv_used_bounds(later[0], 1e-3) == live[5]
+        assert live[:4] == (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.kv.usage)
+        assert live[4] == [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later]
+        seen.append((live[2], added))
+
+    for j, x in enumerate(dep.instances):
+        def step(eng=x.engine, step=x.engine.step, j=j):
+            if eng._paused is not None and len(seen) % 2:
+                compare(eng, j)
             more = step()
-            if eng._paused is not None:
-                later = [eng.st.now_s, eng.st.now_s + 0.01, eng.st.now_s + 0.2]
-                live = (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.live_kv_usage,
-                        [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later], eng.kv_used_bounds(later[0], 1e-3))
-                eng.settle()
-                assert eng._paused is None and eng.kv_used_bounds(later[0], 1e-3) == live[5]
-                assert live[:4] == (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.kv.usage)
-                assert live[4] == [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later]
-                seen.append(live[2])
+            if eng._paused is not None and not len(seen) % 2:
+                compare(eng, j)
             return more
+
         x.engine.step = step
     dep.run()
-    assert len(seen) > 20 and max(seen) > 3  # it paused often, with requests in flight
+    assert len(seen) > 20 and max(c for c, _ in seen) > 3  # it paused often, with requests in flight
+    assert sum(a > 0 for _, a in seen) > 5  # requests were added to paused runs
     assert_same_routing_and_busy_ticks(build_result(dep), _run(cfg)[0])
 
 
