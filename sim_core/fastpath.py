@@ -368,10 +368,9 @@ def advance(engine: Engine) -> bool:
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
-                if pc is not None:  # the decoders' blocks evict as the composed DECODE tick's trim does
-                    pc.tick_offset = j
-                    if pc._num_evictable > free - need_d:
-                        pc.trim(free - need_d)
+                if pc is not None and pc._num_evictable > free - need_d:  # the decoders' blocks evict as the composed
+                    pc.tick_offset = j  # DECODE tick's trim does (the offset: set only where this loop marks)
+                    pc.trim(free - need_d)
                 if not policy_is_fixed:
                     tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
                 ctx = S + B * d
@@ -379,6 +378,8 @@ def advance(engine: Engine) -> bool:
                 B_tick = B
                 free -= need_d
                 if d == next_done:
+                    if pc is not None:
+                        pc.tick_offset = j  # (the releases' marks)
                     for r in finish_at.pop(d):
                         b = base[r]
                         free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
