@@ -143,9 +143,11 @@ class _Steps:
             raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
         self.free -= need_p
         self.chunks = chunks
-        if self.pc is not None:
-            self.pc.tick_offset = self.j
-            self.pc.trim(self.free)  # decoder and chunk blocks taken: evict as the block manager would
+        pc = self.pc
+        if pc is not None:
+            pc.tick_offset = self.j  # (the tick's marks, admissions and completions included)
+            if pc._num_evictable > self.free:  # decoder and chunk blocks taken: evict as the block manager would
+                pc.trim(self.free)
         return tokens
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
@@ -164,11 +166,15 @@ class _Steps:
             else:
                 admit = self.admit = [(w % R, chunk, 0) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:
-            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_of,
-                                                   self.bs, left, self.free, self.wm, self.is_chunked)  # fmt: skip
+            ids = [waiting[head] % R] if len(candidates) == 1 else [waiting[i] % R for i in candidates]
+            taken, hits = _admit_with_prefix_cache(self.pc, ids, self.target_of, self.bs, left, self.free, self.wm,
+                                                   self.is_chunked)  # fmt: skip
             if not taken:
                 return 0, 0  # (self.admit stays the tick's empty list)
-            admit = self.admit = [(w % R, chunk, h) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
+            if len(taken) == 1:
+                admit = self.admit = [(waiting[head] % R, taken[0][0], hits[0])]
+            else:
+                admit = self.admit = [(w % R, chunk, h) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
         if self.fixed:
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens, free = 0, self.free
@@ -498,10 +504,9 @@ def run_ticks(engine: Engine):
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
-                if pc is not None:  # the decoders' blocks evict as the composed DECODE tick's trim does
-                    pc.tick_offset = j
-                    if pc._num_evictable > free - need_d:
-                        pc.trim(free - need_d)
+                if pc is not None and pc._num_evictable > free - need_d:  # the decoders' blocks evict as the composed
+                    pc.tick_offset = j  # DECODE tick's trim does (the offset: set only where this loop marks)
+                    pc.trim(free - need_d)
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
@@ -520,9 +525,11 @@ def run_ticks(engine: Engine):
                     d += 1
                     continue
                 B_tick = B
+                if pc is not None:
+                    pc.tick_offset = j  # (the releases' marks)
                 for r in finish_at.pop(d):
                     b = base[r]
-                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
+                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
                     phase_count[(-b) % bs] -= 1
                     S -= b
                     finished.append((r, j, d))
@@ -588,7 +595,7 @@ def run_ticks(engine: Engine):
             done = finish_at.pop(d, [])
             for r in done:
                 ctx_after = base[r] + d + 1
-                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
+                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (pc.release(r) if pc is not None else 0)
                 phase_count[(-base[r]) % bs] -= 1
                 S -= base[r]
                 finished.append((r, j, d))
@@ -622,7 +629,7 @@ def run_ticks(engine: Engine):
                 freed += pc.register_prompt(r, total)
             o = output_arr.item(r)
             if o == 1:
-                freed += held_fixed[r] if fixed else -(-total // bs) - (_release(pc, r) if pc is not None else 0)
+                freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
                 done.append(r)
                 continue
@@ -696,18 +703,30 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
-    if len(candidates) == 1:  # the common case (one request waits): its lookup precedes any admission
-        w = candidates[0]
-        t = target_of(w)
-        handle, hit, evictable = pc.lookup(w, t)
-        taken = rules.admit_in_order((t - hit * bs,), left, free, wm,
-                                     lambda i, chunk: -(-(hit * bs + chunk) // bs) - hit + evictable, is_chunked, False)
-        if taken:  # (the rule's on_admit, after the rule: no candidate follows)
-            pc.admit(w, handle, hit, t)
-            free -= taken[0][1]
-            if pc._num_evictable > free:
-                pc.trim(free)
-        return taken, [hit * bs] * len(taken)
+    if len(candidates) != 1:
+        return _admit_many_with_prefix_cache(pc, candidates, target_of, bs, left, free, wm, is_chunked)
+    # the common case (one request waits): its lookup precedes any admission. (No closure over this
+    # frame's variables: the blocks rule binds its values as defaults, so the call makes no cells.)
+    w = candidates[0]
+    t = target_of(w)
+    handle, hit, evictable = pc.lookup(w, t)
+    cached = hit * bs
+    taken = rules.admit_in_order((t - cached,), left, free, wm,
+                                 lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
+                                 is_chunked, False)  # fmt: skip
+    if not taken:
+        return taken, []
+    pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
+    free -= taken[0][1]
+    if pc._num_evictable > free:  # (trim's own test, without the call)
+        pc.trim(free)
+    return taken, [cached]
+
+
+def _admit_many_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
+                                  is_chunked: bool):  # fmt: skip
+    """_admit_with_prefix_cache for several candidates: each is looked up as the rule reads it, after
+    the admissions before it (which may have evicted what it would hit)."""
     looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
     free_now = [free]
     lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
@@ -732,14 +751,6 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left
 
     taken = rules.admit_in_order(remaining(), left, free, wm, blocks, is_chunked, False, admit)
     return taken, [looked[i][3] * bs for i in range(len(taken))]
-
-
-def _release(pc, r: int) -> int:
-    """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
-    use because other requests still reference them (PrefixCachingBlockManager.free)."""
-    pc.forget(r)
-    referenced, evictable = pc.release(r)  # (0, 0) when it holds nothing
-    return referenced - evictable
 
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],
