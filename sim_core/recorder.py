@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core.result import INT_TICK_COLUMNS, TICK_COLUMNS, BatchLog, Events, Timeline
+from sim_core.runs import Runs
 from sim_core.types import Event, IntArray
 
 STAGE_ROWS = 1024  # single-tick rows staged as tuples before being copied into the chunks
@@ -204,8 +205,8 @@ class Recorder:
 
     def itl_runs(self, values: np.ndarray, repeats: np.ndarray) -> None:
         """Gaps given as `np.repeat(values, repeats)` (a scalar-core call: each tick's gap once per
-        decoder), kept in that form until `finish` expands every gap once, in order: 16 bytes a tick
-        instead of 8 bytes a gap in between."""
+        decoder), kept in that form (16 bytes a tick instead of 8 bytes a gap): `finish` hands them
+        over as `Runs`, or expands every gap once, in order."""
         self._flush_itl()
         self._itl_runs.append((self._itl.size, values, repeats))
 
@@ -214,11 +215,11 @@ class Recorder:
             self._itl.extend(np.concatenate(self._itl_stage))
             self._itl_stage = []
 
-    def _itl_array(self) -> np.ndarray:
-        """Every gap in the order recorded: the single gaps with the runs expanded where they came."""
+    def _gap_runs(self) -> Runs:
+        """Every gap in the order recorded, as runs: the single gaps (one each) with the runs where they came."""
         single = self._itl.array()
         if not self._itl_runs:
-            return single
+            return Runs(single, np.ones(single.size, dtype=np.int64))
         values: list[np.ndarray] = []
         repeats: list[np.ndarray] = []
         at = 0
@@ -232,7 +233,7 @@ class Recorder:
         values.append(single[at:])
         repeats.append(np.ones(single.size - at, dtype=np.int64))
         self._itl_runs = []
-        return np.repeat(np.concatenate(values), np.concatenate(repeats))
+        return Runs(np.concatenate(values), np.concatenate(repeats, dtype=np.int64, casting="same_kind"))
 
     @property
     def wants_batches(self) -> bool:
@@ -245,7 +246,9 @@ class Recorder:
         self.num_batch_rows += tick.size
         self._batches.append((tick, req, new, is_dec, held))
 
-    def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:
+    def finish(self, gaps_as_runs: bool = False) -> tuple[Timeline, Events, np.ndarray | Runs, BatchLog]:
+        """Timeline, events in canonical order, every gap in the order recorded (as one array, or with
+        `gaps_as_runs` as `Runs`: the result's percentiles and sample need no expanded array) and the batch log."""
         self._flush()
         self._flush_events()
         self._flush_itl()
@@ -263,4 +266,5 @@ class Recorder:
             is_decode=cat([x[3] for x in b], bool),
             kv_blocks_held=cat([x[4] for x in b], np.int64),
         )
-        return Timeline(cols), events, self._itl_array(), batches
+        gaps = self._gap_runs()
+        return Timeline(cols), events, gaps if gaps_as_runs else gaps.expand(), batches
