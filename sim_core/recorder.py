@@ -19,6 +19,9 @@ order does not depend on whether ticks were advanced one by one or in coalesced 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 
 from sim_core.result import INT_TICK_COLUMNS, TICK_COLUMNS, BatchLog, Events, Timeline
@@ -132,6 +135,13 @@ def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(parts, dtype=dtype, casting="same_kind")
 
 
+def _batch_columns(parts: list) -> tuple[np.ndarray, ...]:
+    """The batch log's columns (BatchLog field order) from the recorded parts, deferred ones built now."""
+    b = [part() if callable(part) else part for part in parts]
+    dtypes = (np.int64, np.int64, np.int64, bool, np.int64)
+    return tuple(_joined([x[j] for x in b], dtype) for j, dtype in enumerate(dtypes))
+
+
 class Recorder:
     def __init__(self, num_recorded_batches: int):
         self._rows: list[tuple] = []  # staged single-tick rows (at most STAGE_ROWS)
@@ -146,7 +156,7 @@ class Recorder:
         # gaps given as runs (value, repeats), each with the number of single gaps recorded before it
         self._itl_runs: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._max_batches = num_recorded_batches
-        self._batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._batches: list[tuple[np.ndarray, ...] | Callable[[], tuple]] = []  # (batch_deferred: the callables)
         self.num_batch_rows = 0  # step-through rows so far (a run budget counts them)
 
     def tick(self, row: tuple) -> None:
@@ -246,6 +256,13 @@ class Recorder:
         self.num_batch_rows += tick.size
         self._batches.append((tick, req, new, is_dec, held))
 
+    def batch_deferred(self, num_rows: int, build: Callable[[], tuple]) -> None:
+        """Batch membership of `num_rows` entries that `build()` returns as `batch` takes them, called
+        when the log is first read (BatchLog.deferred): runs nobody steps through never build them.
+        `build` must read only values nothing changes afterwards."""
+        self.num_batch_rows += num_rows
+        self._batches.append(build)
+
     def finish(self, gaps_as_runs: bool = False) -> tuple[Timeline, Events, np.ndarray | Runs, BatchLog]:
         """Timeline, events in canonical order, every gap in the order recorded (as one array, or with
         `gaps_as_runs` as `Runs`: the result's percentiles and sample need no expanded array) and the batch log."""
@@ -254,17 +271,9 @@ class Recorder:
         self._flush_itl()
         dtypes = [np.int64 if name in INT_TICK_COLUMNS else np.float64 for name in TICK_COLUMNS]
         cols = dict(zip(TICK_COLUMNS, self._ticks.columns(dtypes)))
-        cat = lambda parts, dtype: _joined(parts, dtype)  # noqa: E731
         ev_req, ev_time, ev_kind = self._ev_req.array(), self._ev_time.array(), self._ev_kind.array()
         order = np.lexsort((ev_req, EVENT_RANK[ev_kind], ev_time))
         events = Events(ev_req[order], ev_time[order], ev_kind[order])
-        b = self._batches
-        batches = BatchLog(
-            tick=cat([x[0] for x in b], np.int64),
-            req=cat([x[1] for x in b], np.int64),
-            num_new_tokens=cat([x[2] for x in b], np.int64),
-            is_decode=cat([x[3] for x in b], bool),
-            kv_blocks_held=cat([x[4] for x in b], np.int64),
-        )
+        batches = BatchLog.deferred(functools.partial(_batch_columns, list(self._batches)))
         gaps = self._gap_runs()
         return Timeline(cols), events, gaps if gaps_as_runs else gaps.expand(), batches
