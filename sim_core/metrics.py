@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim_core import quantiles
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
 from sim_core.result import RequestTable, SteadyState, Summary, Timeline
@@ -34,7 +35,7 @@ def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99),
     v = values[~nan] if nan.any() else values
     if not v.size:
         return [float("nan")] * len(qs)
-    return [float(x) for x in np.percentile(v, qs, overwrite_input=scratch and v is values)]
+    return quantiles.of_array(v, qs, scratch=scratch or v is not values)  # (np.percentile's numbers: quantiles.py)
 
 
 STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up)

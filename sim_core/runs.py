@@ -5,8 +5,7 @@ The scalar core records each tick's inter-token gap once per decoder (recorder.p
 evenly strided sample the result keeps are computed here from the runs instead:
 
 - `percentiles` sorts the runs (not the gaps) and reads each order statistic off the cumulative repeats,
-  then interpolates with NumPy's own steps (`np.percentile`, method "linear": virtual index
-  q/100 × (n − 1), its bound handling and `_lerp` with its t >= 0.5 branch), so every percentile equals
+  then interpolates as `np.percentile` does (quantiles.py), so every percentile equals
   `np.percentile(expanded, qs)` bit for bit (tests/sim_core/test_runs.py checks it on generated runs).
 - `take` reads the values at given (sorted) positions of the expanded sequence: a search per run end.
 """
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim_core import quantiles
 from sim_core.types import FloatArray, IntArray
 
 SORT_RUNS_MAX_SHARE = 0.25  # runs per value above which partitioning the expanded values is cheaper than sorting runs
@@ -60,21 +60,7 @@ class Runs:
         if not n:
             return [float("nan")] * len(qs)
         if values.size > SORT_RUNS_MAX_SHARE * n:  # mostly single values: NumPy's partition is faster
-            return [float(x) for x in np.percentile(np.repeat(values, repeats), qs, overwrite_input=True)]
+            return quantiles.of_array(np.repeat(values, repeats), qs, scratch=True)
         order = np.argsort(values)
         values, ends = values[order], np.cumsum(repeats[order])
-        # numpy/lib/_function_base_impl.py: percentile -> _quantile (method "linear") -> _get_indexes, _get_gamma, _lerp
-        virtual = (n - 1) * np.true_divide(qs, 100)
-        previous = np.floor(virtual)
-        following = previous + 1
-        above = virtual >= n - 1  # at or past the last value: both neighbours are the last value (index -1)
-        previous[above] = -1
-        following[above] = -1
-        previous, following = previous.astype(np.intp), following.astype(np.intp)
-        gamma = np.asanyarray(virtual - previous, dtype=virtual.dtype)  # (NumPy's, with the -1 in place)
-        a = values[np.searchsorted(ends, np.where(previous < 0, n - 1, previous), side="right")]
-        b = values[np.searchsorted(ends, np.where(following < 0, n - 1, following), side="right")]
-        diff_b_a = b - a
-        out = np.add(a, diff_b_a * gamma)
-        np.subtract(b, diff_b_a * (1 - gamma), out=out, where=gamma >= 0.5)
-        return [float(x) for x in out]
+        return quantiles.linear(n, qs, lambda ranks: values[np.searchsorted(ends, np.where(ranks < 0, n - 1, ranks), side="right")])
