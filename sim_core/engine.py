@@ -818,12 +818,12 @@ class Engine:
         # Percentiles use every gap; the result keeps them all, or an even stride over them for drawing. Runs of
         # many gaps each (the scalar core's) are never expanded beyond that: a 100k-request run holds 20M gaps.
         itl = gaps.expand() if gaps.is_dense else gaps
-        kept = itl
-        if itl.size > MAX_ITL_STORED:
-            stride = np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)
-            kept = itl[stride] if gaps.is_dense else itl.take(stride)
-        elif not gaps.is_dense:
-            kept = itl.expand()
+        if itl.size <= MAX_ITL_STORED:
+            kept = itl if gaps.is_dense else itl.expand()
+        elif gaps.is_dense:
+            kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
+        else:
+            kept = itl.stride_sample(MAX_ITL_STORED)  # the same gaps, without 32 MB of positions
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
                             itl_is_scratch=gaps.is_dense and kept is not itl)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)

@@ -52,6 +52,30 @@ class Runs:
         inside = np.searchsorted(positions, np.cumsum(self.repeats), side="left")  # positions before each run's end
         return np.repeat(self.values, np.diff(inside, prepend=0))
 
+    def stride_sample(self, num: int) -> FloatArray:
+        """`expand()[np.linspace(0, size - 1, num).astype(np.int64)]` (num >= 2, size >= 1) without the
+        positions: how many of them fall in each run, from the run ends. np.linspace's positions are
+        trunc(i × step) for i < num - 1 (step = (size - 1) / (num - 1), i × step rounded as NumPy rounds
+        it), then size - 1; they are non-decreasing in i, so the positions below a run's end e are the
+        first c(e) of them, c(e) the least i with i × step >= e: from e / step, corrected to the exact
+        product."""
+        size, last = self.size, num - 1
+        step = (size - 1) / last
+        ends = np.cumsum(self.repeats)
+        if size == 1:  # every position is 0
+            return np.repeat(self.values[np.searchsorted(ends, 0, side="right")], num)
+        below = np.clip(np.ceil(ends / step), 0, last).astype(np.int64)  # c(e), up to an error of a step or so
+        while True:  # (one or two passes: e / step is within an ulp or two of the exact quotient)
+            down = (below > 0) & ((below - 1) * step >= ends)
+            up = (below < last) & (below * step < ends)
+            if not (down.any() or up.any()):
+                break
+            below -= down
+            below += up
+        counts = np.diff(below, prepend=0)
+        counts[np.searchsorted(ends, size - 1, side="right")] += 1  # the last position, size - 1
+        return np.repeat(self.values, counts)
+
     def percentiles(self, qs: tuple[float, ...]) -> list[float]:
         """`np.percentile(v, qs)` with v the expanded values less NaN (NaN each when none is left), bit for bit."""
         keep = (self.repeats > 0) & ~np.isnan(self.values)

@@ -93,3 +93,30 @@ def test_take_reads_the_expanded_positions(r, k):
     positions = np.linspace(0, n - 1, k).astype(np.int64)
     assert np.array_equal(r.take(positions), r.expand()[positions], equal_nan=True)
     assert np.array_equal(r.expand(), np.repeat(r.values, r.repeats), equal_nan=True)
+
+
+def _split(n: int, rng) -> Runs:
+    """n values as random runs (some empty), each run its own value."""
+    cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 6))))
+    repeats = np.diff(np.concatenate([[0], cuts, [n]]))
+    return Runs(rng.random(repeats.size), repeats.astype(np.int64))
+
+
+def test_stride_sample_equals_the_linspace_positions_of_the_expanded_values():
+    """Every (size, num) up to 120 x 40: includes the cases where i x step rounds across an integer,
+    so that the estimate from e / step needs its correction (e.g. size 23, num 31)."""
+    rng = np.random.default_rng(4)
+    for n in range(1, 121):
+        for num in range(2, 41):
+            r = _split(n, rng)
+            want = r.expand()[np.linspace(0, n - 1, num).astype(np.int64)]
+            assert np.array_equal(r.stride_sample(num), want), (n, num)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 10**11), min_size=1, max_size=30), st.integers(2, 5000))
+def test_stride_sample_of_long_runs(repeats, num):
+    r = Runs(np.arange(len(repeats), dtype=np.float64), np.array(repeats, dtype=np.int64))
+    if r.size < 1:
+        return
+    assert np.array_equal(r.stride_sample(num), r.take(np.linspace(0, r.size - 1, num).astype(np.int64)))
