@@ -78,13 +78,16 @@ class Runs:
 
     def percentiles(self, qs: tuple[float, ...]) -> list[float]:
         """`np.percentile(v, qs)` with v the expanded values less NaN (NaN each when none is left), bit for bit."""
-        keep = (self.repeats > 0) & ~np.isnan(self.values)
-        values, repeats = self.values[keep], self.repeats[keep]
+        values, repeats = self.values, self.repeats
+        nan = np.isnan(values)
+        if nan.any():
+            values, repeats = values[~nan], repeats[~nan]
         n = int(repeats.sum())
         if not n:
             return [float("nan")] * len(qs)
         if values.size > SORT_RUNS_MAX_SHARE * n:  # mostly single values: NumPy's partition is faster
             return quantiles.of_array(np.repeat(values, repeats), qs, scratch=True)
+        # (empty runs stay: they end where the run before them ends, so no rank's search stops at one)
         order = np.argsort(values)
         values, ends = values[order], np.cumsum(repeats[order])
         return quantiles.linear(n, qs, lambda ranks: values[np.searchsorted(ends, np.where(ranks < 0, n - 1, ranks), side="right")])
