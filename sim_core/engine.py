@@ -77,6 +77,12 @@ class Engine:
         # Cluster hooks (sim_core/cluster steps several engines on one clock). Inert for a single engine.
         self.horizon_s = math.inf  # external input may arrive then: runs stop before it, idle jumps to it
         self.on_horizon = None  # (engine, now_s, num_outstanding, kv usage) -> new horizon_s: see `horizon_reached`
+        self.may_pause = False  # a fast-path run that reaches its horizon pauses there instead of ending (`_run_fast`)
+        self._paused = None  # that run (fastpath.run_ticks), resumed by the next `step`
+        self._live: tuple | None = None  # what it yielded at the pause (its counts: `num_outstanding`, bounds)
+        self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
+        self._live_left: list[int] | None = None  # tokens left of each request in the paused run (outstanding_bounds)
+        self._reserved = 0
         self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted)
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
@@ -99,6 +105,8 @@ class Engine:
         """One loop iteration: guards, arrivals, then a planned tick (or a coalesced run of ticks)
         or an idle jump to the next arrival. Returns False when the run is over (all finished, a
         guard stopped it, or nothing can ever run); `stopped_reason` then says why, if not done."""
+        if self._paused is not None:  # cluster hook: a paused fast-path run goes on to the new horizon (`_run_fast`)
+            return self._run_fast(self._paused)
         st, lim = self.st, self.cfg.limits
         if st.is_done or self._over:
             return False
@@ -116,7 +124,7 @@ class Engine:
         coalesce = self._coalesce
         if self._solo is not None and self._solo.advance():  # one request at a time: whole services, many per step
             pass
-        elif not (self._fast and fastpath.advance(self)) and not (coalesce and self._advance_pure_decode()):
+        elif not (self._fast and (self._run_fast() if self.may_pause else fastpath.advance(self))) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():
@@ -126,7 +134,7 @@ class Engine:
                 self._advance_run(plan)
             else:
                 self._advance_tick(plan)
-        if self.check_invariants:
+        if self.check_invariants and self._paused is None:  # (a paused run's state is in the run: checked at its end)
             self._check()
         # True after any progress, even the step that finished the last request: a cluster
         # instance whose requests are all done may still receive more (the next call says False).
@@ -180,6 +188,8 @@ class Engine:
     def num_outstanding(self) -> int:
         """Requests in this engine (waiting, running, swapped, or added and not yet arrived): what a
         least-outstanding router reads (it counts what it sent until it finishes, as routers do)."""
+        if self._live is not None:  # a paused run: its queue and batch, and the requests added but not arrived
+            return self._live[1] + len(self._joined) + max(self.num_added - self._live[2], 0)
         st = self.st
         pending = max(getattr(self, "num_added", 0) - st.next_arrival, 0)  # (decode pool: never arrive by themselves)
         return int(st.running.size + st.waiting_keys.size + st.swapped_keys.size + pending)
@@ -218,10 +228,20 @@ class Engine:
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
         st = self.st
+        if t_s <= st.now_s:  # (its state then is its state now)
+            count = self.num_outstanding
+            return count, count
         key = self._state_key()
         if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
-            ids = self._outstanding_ids()
-            self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist())  # remaining tokens, ascending
+            if self._live is not None:  # a paused run: the tokens left are in the run (fastpath.live_remaining)
+                if self._live_left is None:  # (once per pause: what is added or joins meanwhile comes on top)
+                    self._live_left = fastpath.live_remaining(self, self._live)
+                joined, pending = self._joined, slice(self._live[2], max(self.num_added, self._live[2]))
+                remaining = sorted(self._live_left + st.output[pending].tolist() + (st.output[joined] - st.emitted[joined]).tolist())
+            else:
+                ids = self._outstanding_ids()
+                remaining = np.sort(st.output[ids] - st.emitted[ids]).tolist()
+            self._bounds_memo = (key, remaining)  # remaining tokens, ascending
         remaining = self._bounds_memo[1]
         high = len(remaining)
         if not high or t_s <= st.now_s:
@@ -264,6 +284,9 @@ class Engine:
         all its blocks at once under reserved admission) and freed by finishes (at most the blocks held now by the
         requests that can finish, as in `outstanding_bounds`)."""
         st, kv = self.st, self.kv
+        if self._live is not None:  # a paused run: exact at its clock; past it, it must run there
+            used = kv.num_blocks - self.live_counts()[1]
+            return (used, used) if t_s <= st.now_s else None
         if t_s <= st.now_s:
             return kv.num_used, kv.num_used
         if self.prefix is not None or self.n != 1 or st.swapped_keys.size:
@@ -306,6 +329,60 @@ class Engine:
             self.horizon_s = self.on_horizon(self, now_s, count, (self.kv.num_blocks - num_free) / self.kv.num_blocks)
         return self.horizon_s
 
+    def _run_fast(self, run=None) -> bool:
+        """fastpath.advance for a cluster instance that may pause (`may_pause`): a run that reaches its horizon after
+        a tick at least, with requests running or queued, and that the cluster does not let go on (`horizon_reached`),
+        pauses there and keeps its state in the run, not in the arrays (issue 13: cost; a write-back and the next
+        call's set-up cost O(running) each); the next `step` resumes it (`run`) with the horizon then. While paused,
+        the clock `st.now_s` and `has_work` are the run's, `num_outstanding`, `live_kv_usage` and the bounds read the
+        run's counts, and `settle` ends it before anything else reads or changes the state."""
+        sent = None if run is None else self._resumed(self.horizon_s)
+        if run is None:
+            run = fastpath.run_ticks(self)
+        try:
+            while True:
+                at = run.send(sent)
+                h = self.horizon_reached(*at[:4])
+                if h <= at[0] and at[4] and at[1]:
+                    self._paused, self._live, self._live_left = run, at, None
+                    self.st.now_s = at[0]
+                    self._bounds_memo = None
+                    return True
+                sent = (h, (), 0)
+        except StopIteration as stop:
+            return stop.value
+
+    def _resumed(self, horizon_s: float) -> tuple:
+        """What a paused run is sent when it goes on: the horizon, and what joined it meanwhile (it is not paused
+        from then on)."""
+        sent = (horizon_s, self._joined, self._reserved)
+        self._paused = self._live = None
+        self._joined, self._reserved = [], 0
+        self._bounds_memo = self._kv_memo = None
+        return sent
+
+    def settle(self) -> None:
+        """End a paused fast-path run (its state written back to the arrays); nothing when none is paused."""
+        run = self._paused
+        if run is not None:
+            try:
+                run.send(self._resumed(-math.inf))
+            except StopIteration:
+                pass
+            else:  # (a run that is sent a horizon at or before its clock ends)
+                raise RuntimeError("a paused fast-path run went on past a horizon behind it")
+
+    @property
+    def live_kv_usage(self) -> float:
+        """`kv.usage`, of the paused run's state while one is paused."""
+        return (self.kv.num_blocks - self.live_counts()[1]) / self.kv.num_blocks
+
+    def live_counts(self) -> tuple[int, int]:
+        """(requests running, free KV blocks), of the paused run's state while one is paused."""
+        if self._live is not None:
+            return self._live[1] + len(self._joined), self._live[3] - self._reserved
+        return self.st.running.size, self.kv.num_free
+
     def cached_prefix_blocks(self, source: Workload, r: int) -> int:
         """Leading prompt blocks of request r of `source` cached here (0 without prefix caching): the
         score of a cache-aware router (issue 13)."""
@@ -334,14 +411,22 @@ class Engine:
         self._bounds_memo = self._kv_memo = None  # (the state changed without a tick: bounds are recomputed)
 
     def reserve(self, ids: np.ndarray, num_blocks: np.ndarray) -> None:
-        """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free)."""
-        self.kv.grow_to(ids, num_blocks)
+        """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free). (A
+        paused run that takes them, `fastpath.run_ticks`' `joinable`, counts them as its free blocks go; else it ends.)"""
+        if self._live is not None and not self._live[10]:
+            self.settle()
+        free = self.kv.num_free
+        self.kv.grow_to(ids, num_blocks)  # (its held blocks; the free count is the paused run's, written back at its end)
+        if self._live is not None:
+            self._reserved += free - self.kv.num_free
         self._bounds_memo = self._kv_memo = None
 
     def inject_prefilled(self, ids: np.ndarray, t_s: float, first_token_s: np.ndarray) -> None:
         """Decode pool: requests whose prompt KV has arrived (blocks reserved) join the running batch as
         decodes; their next token's gap counts from the first token on the prefill side."""
         st = self.st
+        if self._live is not None and not self._live[10]:
+            self.settle()
         if not self.has_work and st.now_s < t_s:
             self._record_idle(t_s)
         st.computed[ids] = st.prefill_target[ids]
@@ -350,7 +435,10 @@ class Engine:
         st.last_token_s[ids] = first_token_s
         st.first_scheduled_s[ids] = t_s
         st.status[ids] = Status.RUNNING
-        st.running = np.concatenate([st.running, ids])
+        if self._live is not None:  # a paused run takes them as decoders when it goes on (fastpath._join_decoders)
+            self._joined += ids.tolist()
+        else:
+            st.running = np.concatenate([st.running, ids])
         self._bounds_memo = self._kv_memo = None
 
     # ------------------------------------------------------------------ one tick

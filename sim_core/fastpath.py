@@ -197,7 +197,26 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
 
 
 def advance(engine: Engine) -> bool:
-    """Run ticks on the fast path from the current state; False when not a single tick could be."""
+    """Run ticks on the fast path from the current state; False when not a single tick could be. (`run_ticks`
+    driven to its end: at a horizon the engine's `horizon_reached` gives the next one.)"""
+    run = run_ticks(engine)
+    try:
+        at = next(run)
+        while True:
+            at = run.send((engine.horizon_reached(*at[:4]), (), 0))
+    except StopIteration as stop:
+        return stop.value
+
+
+def run_ticks(engine: Engine):
+    """`advance` as a generator that pauses at its horizon (issue 13: a cluster instance waits there for the others
+    without ending its run). It yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
+    finish_at, prefilling, waiting, head, joinable)`: `Engine.horizon_reached`'s arguments, the ticks run so far, the
+    live state `live_remaining` reads, and whether decoders may join the paused run (`_join_decoders`); it takes
+    `(new horizon, decoders that joined, blocks reserved meanwhile)` (a run at or past the horizon ends, written
+    back) and returns `advance`'s value. While it is paused nothing but `Engine.add_request`, and with `joinable`
+    `Engine.reserve` and `inject_prefilled` (whose requests it takes as `_join_decoders` says), may change the
+    engine."""
     st, kv, cost, rec, lim, sched = engine.st, engine.kv, engine.cost, engine.rec, engine.cfg.limits, engine.sched
     running_arr = st.running
     if st.swapped_keys.size:
@@ -324,8 +343,15 @@ def advance(engine: Engine) -> bool:
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     while j < tick_budget:
         if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
-            if max_time >= lim.max_sim_time_s or (max_time := min(lim.max_sim_time_s, engine.horizon_reached(
-                    now, len(running) + len(waiting) - head, ptr, free))) <= now:  # fmt: skip
+            if max_time >= lim.max_sim_time_s:
+                break
+            horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j, d, finish_at, prefilling,
+                                                   waiting, head, not fixed and pc is None and j >= want_batches)  # fmt: skip
+            if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
+                free -= num_reserved
+                S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
+                                      phase_count, S, B)  # fmt: skip
+            if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
@@ -506,6 +532,39 @@ def advance(engine: Engine) -> bool:
     return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
+
+
+def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
+                   sync_from: dict, waiting_since: dict, finish_at: dict, phase_count: list, S: int, B: int) -> tuple[int, int]:
+    """Decoders that joined a paused run (`Engine.inject_prefilled` on a decode instance: context, first token and
+    its time in the arrays, blocks held) enter the run's state as a call that starts now would set them up: running
+    last, in step from tick j unless their last token is older than the last decoding tick. Returns (S, B)."""
+    st = engine.st
+    bs = engine.kv.block_size
+    for r in joined:
+        c, last_s = st.computed.item(r), st.last_token_s.item(r)
+        running[r] = None
+        base[r], join[r], sync_from[r] = c - d, d, j
+        if last_s != sync_s:
+            waiting_since[r] = last_s
+        finish_at.setdefault(d + st.output.item(r) - st.emitted.item(r) - 1, []).append(r)
+        phase_count[(-(c - d)) % bs] += 1
+        S += c - d
+        B += 1
+    return S, B
+
+
+def live_remaining(engine: Engine, at: tuple) -> list[int]:
+    """Tokens left to emit for each request running or queued in a run paused at its horizon (`run_ticks`' yield
+    `at`; with those added and not yet arrived, what `Engine.outstanding_bounds` reads from the arrays). A decoder
+    in `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
+    prefilling or queued request has emitted none (the fast path runs no recompute prefill)."""
+    _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
+    output, R = engine.st.output, engine.st.num_requests
+    left = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
+    left += [output.item(r) for r in prefilling]
+    left += [output.item(w % R) for w in itertools.islice(waiting, head, None)]
+    return left
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,

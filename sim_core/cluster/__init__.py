@@ -28,6 +28,10 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
       reserve and inject_prefilled reset their memos (they change an engine's state without a tick)
   Engine.on_horizon / horizon_reached(now, num_queued, next_arrival, num_free): the fast path asks the cluster at
       its horizon (fastpath: `if now >= max_time: ... engine.horizon_reached(...)`) and runs on if it moves it
+  Engine.may_pause / _run_fast / settle: a fast-path run paused at its horizon (fastpath.run_ticks, a generator:
+      yields at the horizon, takes (horizon, decoders joined, blocks reserved)); while paused, num_outstanding,
+      outstanding_bounds, kv_used_bounds, live_counts() and live_kv_usage read the run's counts, reserve and
+      inject_prefilled hand their requests to the run (fastpath._join_decoders), and step() resumes it
   Engine.add_request(..., source=(workload, r)), Engine.cached_prefix_blocks(workload, r)
       -> PrefixCache.bind_slot / cached_prefix_blocks: prefix caching per replica, the cache-aware router
   Engine._finish -> st.release_next_turns(done, t_end) when workload.next_turn is set: a deployment's

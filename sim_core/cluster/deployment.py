@@ -28,6 +28,14 @@ instance in turn; a lagging instance whose bounds rule it out is skipped, `decod
 hand-offs wait for a slot every decode instance keeps up (each decode tick retries them). Otherwise instances
 are independent between events.
 
+Pausing (`pause_runs`, issue 13: cost): a fast-path run that reaches its horizon and must wait there for another
+instance (a replica under a state-aware router, a decode instance) pauses instead of ending (`Engine.may_pause`,
+`fastpath.run_ticks`): ending a run writes every request's state back to the arrays and the next run sets it up
+again, O(running) each, once per arrival or transfer. While it is paused its clock and counts are the run's (the
+router reads them: `_seen`, `Engine.num_outstanding`, `outstanding_bounds`, `live_counts`); requests routed to it
+are added as usual, and a transfer into a paused decode run joins it as a new run would set it up
+(`Engine.inject_prefilled`); anything else ends it first (`Engine.settle`), as does the end of the loop.
+
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
 first token, keeping its KV blocks; the request waits (FIFO, holding those blocks) until some decode
@@ -75,6 +83,12 @@ class _Running:
         return self.engine.cached_prefix_blocks(source, r)
 
 
+def _seen(engine: Engine):
+    """What a router reads of an engine: the engine, or for one whose fast-path run is paused (`Engine.may_pause`)
+    its run's counts (its arrays are written back when the run ends)."""
+    return engine if engine._live is None else _Running(engine, engine.num_outstanding, engine.live_kv_usage)
+
+
 @dataclass
 class Instance:
     engine: Engine
@@ -85,7 +99,8 @@ class Instance:
 
 class Deployment:
     def __init__(self, cfg: SimConfig, check_invariants: bool = False, route_early: bool = True,
-                 mid_run_routing: bool = True, tight_horizons: bool = True, lazy_decode: bool = True):
+                 mid_run_routing: bool = True, tight_horizons: bool = True, lazy_decode: bool = True,
+                 pause_runs: bool = True):
         self.cfg = cfg
         self.route_early = route_early  # False: every replica reaches each arrival (the reference for tests)
         self.mid_run_routing = mid_run_routing  # False: a routing instant ends the run of the replica that reached it
@@ -94,6 +109,9 @@ class Deployment:
         self.tight_horizons = tight_horizons
         # False: every decode instance reaches every cluster event (xPyD; the reference for tests of `_dispatch_needs`)
         self.lazy_decode = lazy_decode
+        # False: a fast-path run that must wait at its horizon for another instance ends there (its state written
+        # back) instead of pausing (`Engine.may_pause`; the reference for tests of pausing)
+        self.pause_runs = pause_runs
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
@@ -196,8 +214,12 @@ class Deployment:
         # prefix_affinity reads every replica at each instant: the last to reach it routes there without ending its run
         self._mid_exact = self.route_early and not self.back and self.turns is None and self.router.policy == "prefix_affinity"
         if (self._early or self._mid_exact) and self.mid_run_routing:  # a replica that reached an arrival settles it
-            for j, x in enumerate(insts):  # without ending its run
+            for j, x in enumerate(insts):  # without ending its run, and waits there for the others without ending it
                 x.engine.on_horizon = partial(self._route_mid_run, j)
+                x.engine.may_pause = self.pause_runs
+        if self.back and self.turns is None:  # a decode instance's run waits at its horizon for events without ending
+            for x in self.back:  # (requests injected meanwhile join it: Engine.inject_prefilled)
+                x.engine.may_pause = self.pause_runs
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         while True:
             ptr = self._ptr
@@ -271,6 +293,8 @@ class Deployment:
                 eng.handed_off.clear()
             if inst.role == "decode" and self._pending and self._dispatch_t is None:
                 self._push(eng.st.now_s, RETRY, ())  # (not while catching up with a dispatch: it was before it)
+        for x in insts:  # (a run paused at its horizon when the loop ended: its state goes to the arrays)
+            x.engine.settle()
         if self.stopped_reason is None and self._pending:
             self.stopped_reason = (f"stopped: {len(self._pending):,} prefilled requests wait for a decode slot that "
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
@@ -306,7 +330,7 @@ class Deployment:
             if any(j != i and x.engine.has_work and x.engine.st.now_s < t for j, x in enumerate(self.front)):
                 return now_s
             live = _Running(eng, count, usage)
-            self._ptr = self._route(self._ptr, [live if j == i else x.engine for j, x in enumerate(self.front)])
+            self._ptr = self._route(self._ptr, [live if j == i else _seen(x.engine) for j, x in enumerate(self.front)])
             count = live.num_outstanding
         while self._early and self._ptr < R:
             r = self._ptr
@@ -446,7 +470,7 @@ class Deployment:
         of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
         engine counts as soon as they are added); returns the next request to route. (`engines`: what the router
         reads of each, by default the engines.)"""
-        engines = [x.engine for x in self.front] if engines is None else engines
+        engines = [_seen(x.engine) for x in self.front] if engines is None else engines
         if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
             q = self.turns.pop()
             seen = engines if self.views is None else self.views.at(float(self.arrival_s[q]))
@@ -520,7 +544,7 @@ class Deployment:
                 eligible = [d for d in range(len(decs)) if self._fits(d, need[d])]
                 if not eligible:
                     return  # back-pressure: the request keeps its prefill blocks
-                d = self.back_router.choose(decs, r, eligible)
+                d = self.back_router.choose([_seen(e) for e in decs], r, eligible)
             self._pending.popleft()
             wl = self.workload
             kd = decs[d].add_request(float(self.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
@@ -600,7 +624,7 @@ class Deployment:
             elif d not in behind:
                 bounds.append((e.num_outstanding, e.num_outstanding))
                 if kv_rule:
-                    usage.append((e.kv.usage, e.kv.usage))
+                    usage.append((e.live_kv_usage, e.live_kv_usage))
             else:
                 bounds.append(e.outstanding_bounds(t, self.min_emit_tick_s[first + d]))
                 if kv_rule:
@@ -622,7 +646,8 @@ class Deployment:
 def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
     """A decode instance with `num_incoming` transfers in flight has a sequence slot and `need` free blocks (above
     its watermark) for another transfer now."""
-    return eng.st.running.size + num_incoming < eng.sched.batch_cap and eng.kv.can_allocate(need, eng.sched.watermark_blocks)
+    num_running, num_free = eng.live_counts()
+    return num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
 
 
 def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:

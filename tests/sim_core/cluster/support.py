@@ -1,5 +1,5 @@
 """Shared pieces of the cluster tests: random open-loop configs, and counting engine steps in a deployment
-(each step ends a fast-path call: the cost tests' measure)."""
+(each step that pauses no run ends a fast-path call, each other one pauses a run: the cost tests' measures)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,18 @@ def open_loop_config(seed: int, process: str = "poisson"):
     return cfg
 
 
-def count_steps(engines) -> list[int]:
-    """Wrap each engine's `step` so calls are counted; returns the one-element counter (read it after the run)."""
+def count_steps(engines, ended_only: bool = True) -> list[int]:
+    """Wrap each engine's `step` so the calls that leave no fast-path run paused (`Engine.may_pause`: a paused run
+    goes on in the next step), or with `ended_only` False every call (pauses too), are counted; returns the
+    one-element counter (read it after the run)."""
     calls = [0]
     for engine in engines:
         step = engine.step
 
-        def counted(step=step):
-            calls[0] += 1
-            return step()
+        def counted(step=step, engine=engine):
+            done = step()
+            calls[0] += not ended_only or engine._paused is None
+            return done
 
         engine.step = counted
     return calls

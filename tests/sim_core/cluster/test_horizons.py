@@ -148,3 +148,86 @@ def test_prefix_affinity_inside_the_run_on_random_configs(seed):
                                                      "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
     cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": "prefix_affinity", "state_refresh_s": [0.0, 0.05][seed % 2]})
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
+
+
+# ------------------------------------------------------------------ pausing runs at the horizon
+PAUSING = [("least_outstanding", 0.0), ("cache_aware", 0.0), ("least_kv", 0.0), ("least_kv", 0.05),
+           ("prefix_affinity", 0.0), ("prefix_affinity", 0.4)]  # fmt: skip
+
+
+@pytest.mark.parametrize("router, refresh_s", PAUSING)
+def test_a_run_that_waits_at_its_horizon_pauses_and_runs_as_one_that_ends_there(router, refresh_s):
+    cfg = deploy(shared_prompts(num_prompts=8, num_requests=250, rate=90.0),
+                 {"replicas": 4, "router": router, "state_refresh_s": refresh_s})  # fmt: skip
+    (paused, paused_runs), (ref, ref_runs) = _run(cfg), _run(cfg, pause_runs=False)
+    assert_same_routing_and_busy_ticks(paused, ref)
+    assert_cluster_invariants(paused)
+    assert paused_runs < ref_runs / 2  # what it is for: runs that wait for the others go on instead of ending
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pausing_runs_on_random_configs(seed):
+    cfg = open_loop_config(seed + 40, "gamma")
+    router, refresh_s = PAUSING[seed % len(PAUSING)]
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": router, "state_refresh_s": refresh_s})
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "prefix_affinity"])
+def test_a_paused_run_shows_the_counts_its_write_back_gives(router):
+    # at pauses (as it pauses, and when it goes on, after the others routed requests to it): its count, KV usage
+    # and bounds from the run; then the run ends (settle) and the same from the arrays
+    cfg = deploy(_chat(num_requests=200, rate=90.0, seed=1), {"replicas": 3, "router": router, "state_refresh_s": 0.0})
+    dep = Deployment(cfg, check_invariants=True)
+    seen = []
+
+    def compare(eng, j):
+        later = [eng.st.now_s, eng.st.now_s + 0.01, eng.st.now_s + 0.2]
+        live = (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.live_kv_usage,
+                [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later], eng.kv_used_bounds(later[0], 1e-3))
+        added = eng.num_added - eng._live[2]
+        eng.settle()
+        assert eng._paused is None and eng.kv_used_bounds(later[0], 1e-3) == live[5]
+        assert live[:4] == (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.kv.usage)
+        assert live[4] == [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later]
+        seen.append((live[2], added))
+
+    for j, x in enumerate(dep.instances):
+        def step(eng=x.engine, step=x.engine.step, j=j):
+            if eng._paused is not None and len(seen) % 2:
+                compare(eng, j)
+            more = step()
+            if eng._paused is not None and not len(seen) % 2:
+                compare(eng, j)
+            return more
+
+        x.engine.step = step
+    dep.run()
+    assert len(seen) > 20 and max(c for c, _ in seen) > 3  # it paused often, with requests in flight
+    assert sum(a > 0 for _, a in seen) > 5  # requests were added to paused runs
+    assert_same_routing_and_busy_ticks(build_result(dep), _run(cfg)[0])
+
+
+def test_a_deployment_that_stops_ends_its_paused_runs():
+    # a guard stops replica 0 (as a tick or time limit would) while others wait at an instant, paused: their state
+    # goes to the arrays, and the result up to there is the result of runs that end at their horizons
+    def stopped(pause_runs):
+        cfg = deploy(_chat(num_requests=300, rate=90.0), {"replicas": 3, "router": "least_outstanding"})
+        dep = Deployment(cfg, check_invariants=True, pause_runs=pause_runs)
+        first, others = dep.instances[0].engine, [x.engine for x in dep.instances[1:]]
+        step, paused = first.step, []
+
+        def guarded():
+            if first.st.now_s > 1.0:
+                paused.extend(e._paused is not None for e in others)
+                return first._stop("stopped by the test")
+            return step()
+
+        first.step = guarded
+        dep.run()
+        return dep, paused
+
+    (dep, paused_at_stop), (ref, _) = stopped(True), stopped(False)
+    assert dep.stopped_reason == "replica 0: stopped by the test" and any(paused_at_stop)
+    assert all(x.engine._paused is None for x in dep.instances)
+    assert_same_routing_and_busy_ticks(build_result(dep), build_result(ref))

@@ -28,9 +28,9 @@ def _chat(num_requests=250, rate=30.0, seed=0, **overrides):
 
 
 def _decode_steps(cfg, **flags) -> int:
-    """Engine steps of the decode instances (each ends a fast-path call)."""
+    """Engine steps of the decode instances (each ends or pauses a fast-path run)."""
     dep = Deployment(cfg, **flags)
-    steps = count_steps(x.engine for x in dep.back)
+    steps = count_steps((x.engine for x in dep.back), ended_only=False)
     dep.run()
     return steps[0]
 
@@ -46,7 +46,7 @@ def test_decode_instances_that_are_not_needed_lag_behind_without_changing_the_ru
     (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
     assert_same_routing_and_busy_ticks(lazy, ref)
     assert_cluster_invariants(lazy)
-    assert _decode_steps(cfg) < _decode_steps(cfg, lazy_decode=False)  # what it is for: fewer ended decode runs
+    assert _decode_steps(cfg) < _decode_steps(cfg, lazy_decode=False)  # what it is for: fewer stops of decode runs
 
 
 def test_a_decode_instance_stops_about_once_per_request_it_takes():
@@ -128,7 +128,7 @@ def test_a_verdict_from_bounds_is_the_exact_one_at_the_instant(seed):
     # snapshots of decode instances during a run (full batches, back-pressure): the verdict of the bounds for an
     # instant ahead (fits / cannot fit), then the copy run up to that instant without input, and the exact check
     cfg = _full_decode_slots(seed, max_seqs=4 + seed, rate=60.0)
-    dep = Deployment(cfg, lazy_decode=False)
+    dep = Deployment(cfg, lazy_decode=False, pause_runs=False)  # (state in the arrays at every step: copies)
     snaps = []
     for j, x in enumerate(dep.back):
         step = x.engine.step
@@ -154,3 +154,83 @@ def test_a_verdict_from_bounds_is_the_exact_one_at_the_instant(seed):
             assert Engine.step(eng)  # (the copy's own `step` attribute is the probe of the original)
         assert decode_fits(eng, incoming, need) == verdict
     assert verdicts[True] and verdicts[False]  # both kinds of verdict were checked
+
+
+# ------------------------------------------------------------------ paused decode runs take injected requests
+@pytest.mark.parametrize("seed, router", [(0, "round_robin"), (1, "round_robin"), (2, "least_outstanding"),
+                                          (3, "least_kv")])  # fmt: skip
+def test_a_paused_decode_run_takes_transferred_requests_as_a_new_run_would(seed, router):
+    cfg = deploy(_chat(rate=25.0 + 10 * seed, seed=seed),
+                 {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2},
+                                                       "link": LINKS[seed]}})  # fmt: skip
+    # (a run that records full batches takes no request: its batch log lists the decoders the run set up)
+    cfg = with_value(cfg, "limits.num_recorded_batches", [0, 100][seed % 2])
+    joined = [0]
+    inject = Engine.inject_prefilled
+
+    def spy(self, ids, t_s, first_token_s):
+        joined[0] += self._paused is not None and bool(self._live[10])
+        return inject(self, ids, t_s, first_token_s)
+
+    Engine.inject_prefilled = spy
+    try:
+        dep = Deployment(cfg, check_invariants=True)
+        ended = count_steps(x.engine for x in dep.back)
+        dep.run()
+    finally:
+        Engine.inject_prefilled = inject
+    ref = Deployment(cfg, pause_runs=False)
+    ref_ended = count_steps(x.engine for x in ref.back)
+    ref.run()
+    assert joined[0] > 100  # most transfers end in a paused run, which takes the request
+    assert ended[0] < ref_ended[0] / 5  # and the runs go on
+    from sim_core.cluster.result import build_result
+
+    assert_same_routing_and_busy_ticks(build_result(dep), build_result(ref))
+    assert_cluster_invariants(build_result(dep))
+
+
+def test_paused_decode_runs_with_back_pressure_and_full_batches():
+    for cfg in (_full_decode_slots(0, max_seqs=4), _full_decode_slots(1, max_seqs=6)):
+        cfg = with_value(cfg, "limits.num_recorded_batches", 0)
+        assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_paused_decode_runs_on_random_configs(seed):
+    cfg = random_config(seed + 60)
+    if cfg.workload.arrival.process == "closed_loop":
+        cfg = with_value(cfg, "workload.arrival.process", "gamma")
+    router = ["round_robin", "least_outstanding", "least_kv", "round_robin"][seed % 4]
+    cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2},
+                                                            "decode": {"replicas": 1 + seed % 3}, "link": LINKS[seed % 4]}})  # fmt: skip
+    cfg = with_value(cfg, "limits.num_recorded_batches", [0, 40, 2000][seed % 3])
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])
+
+
+def test_a_paused_decode_run_shows_the_counts_its_write_back_gives():
+    # at every step of a decode instance that leaves its run paused, with transfers joined or reserved meanwhile:
+    # its counts from the run, then the run ends (settle) and the same from the arrays
+    cfg = with_value(_full_decode_slots(2, max_seqs=8, rate=50.0), "limits.num_recorded_batches", 0)
+    dep = Deployment(cfg, check_invariants=True)
+    seen = []
+    first = len(dep.front)
+    for j, x in enumerate(dep.back):
+        def probe(eng=x.engine, j=j):
+            if eng._paused is not None and (eng._joined or eng._reserved):
+                t = [eng.st.now_s, eng.st.now_s + 0.05]
+                live = (eng.live_counts(), eng.num_outstanding, eng.live_kv_usage,
+                        [eng.outstanding_bounds(u, dep.min_emit_tick_s[first + j]) for u in t])
+                eng.settle()
+                assert live == ((eng.st.running.size, eng.kv.num_free), eng.num_outstanding, eng.kv.usage,
+                                [eng.outstanding_bounds(u, dep.min_emit_tick_s[first + j]) for u in t])  # fmt: skip
+                seen.append(live[0][0])
+
+        def step(eng=x.engine, step=x.engine.step, probe=probe):
+            probe()
+            return step()
+
+        x.engine.step = step
+    dep.run()
+    assert len(seen) > 10
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])

@@ -76,13 +76,14 @@ def test_within_one_refresh_interval_only_the_requests_sent_count():
 
 
 def test_replicas_pause_once_per_interval_not_per_arrival():
-    # the cost the knob buys back: engine steps fall with the interval (same requests, same replicas)
+    # the cost the knob buys back: engine steps (each ends or pauses a run) fall with the interval (same requests,
+    # same replicas)
     cfg = deploy(make_config("chat-h100-llama8b", workload__num_requests=300, workload__arrival__rate_per_s=40.0),
                  {"replicas": 3, "router": "least_kv"})
     steps = {}
     for refresh_s in (0.0, 0.5):
         dep = Deployment(with_value(cfg, "deployment.state_refresh_s", refresh_s))
-        calls = count_steps(inst.engine for inst in dep.instances)
+        calls = count_steps((inst.engine for inst in dep.instances), ended_only=False)
         dep.run()
         steps[refresh_s] = calls[0]
     assert steps[0.5] < 0.8 * steps[0.0]

@@ -1,0 +1,97 @@
+"""A digest of deployment results over 40 configs (random engine configs with each router, xPyD, closed-loop sessions,
+shared prompts with prefix caching, and scripts/cluster_cost.py's runs at 1,500 requests): run it on two trees to
+check that a speed change leaves every number alone (issue 13: cost).
+
+    PYTHONPATH=$PWD python scripts/cluster_digest.py   (one line per config, then TOTAL)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+
+import numpy as np
+
+sys.path.insert(0, ".")  # (the tests' config builders)
+
+import scripts.cluster_cost as cc  # noqa: E402
+from sim_core.engine import run_simulation  # noqa: E402
+from sim_core.sweep import with_value  # noqa: E402
+from tests.sim_core.cluster.support import open_loop_config  # noqa: E402
+from tests.sim_core.cluster.test_prefix_affinity import shared_prompts  # noqa: E402
+from tests.sim_core.cluster.test_sessions_cluster import closed_sessions  # noqa: E402
+
+ROUTERS = ["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
+RESULT_ARRAYS = ("instance_of", "decode_instance_of", "kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s",
+                 "kv_transfer_bytes")  # fmt: skip
+
+
+def configs() -> list[tuple[int, object]]:
+    out = []
+    for seed in range(26):
+        rng = random.Random(seed)
+        cfg = shared_prompts(num_prompts=8, num_requests=150, rate=60.0) if seed % 6 == 5 else open_loop_config(seed)
+        if seed % 8 == 6:
+            cfg = closed_sessions(n=80, **({"kv_cache__enable_prefix_caching": True} if seed % 16 == 6 else {}))
+        if seed % 6 == 5 or seed % 8 == 6:
+            cfg = with_value(cfg, "seed", seed)
+        router = ROUTERS[seed % len(ROUTERS)]
+        refresh_s = rng.choice([0.0, 0.0, 0.05, 0.4])
+        if seed % 4 == 3:
+            dep = {"router": router, "disaggregation": {"prefill": {"replicas": rng.randint(1, 3)},
+                                                        "decode": {"replicas": rng.randint(1, 3)}}}  # fmt: skip
+        else:
+            dep = {"replicas": rng.randint(1, 4), "router": router, "state_refresh_s": refresh_s}
+        out.append((seed, with_value(cfg, "deployment", dep)))
+    for k, (router, refresh_s, shared) in enumerate(cc.RUNS):
+        out.append((100 + k, cc.deployment_config(router, refresh_s, shared, 1500)))
+    for k, router in enumerate(cc.XPYD_ROUTERS + ["least_kv", "prefix_affinity"]):
+        out.append((200 + k, cc.xpyd_config(router, 1500)))
+    return out
+
+
+def _update(res, m) -> None:
+    """Every array of a result: requests, timeline, events (ordered: events at one instant may be recorded in
+    another order), gaps, batch log, summary."""
+    for f in sorted(vars(res.requests)):
+        m.update(f.encode())
+        m.update(np.ascontiguousarray(getattr(res.requests, f)).tobytes())
+    for name in sorted(res.timeline.columns):
+        m.update(name.encode())
+        m.update(np.ascontiguousarray(res.timeline.columns[name]).tobytes())
+    ev = res.events
+    order = np.lexsort((ev.kind, ev.req, ev.time_s))
+    for a in (ev.time_s, ev.req, ev.kind):
+        m.update(np.ascontiguousarray(a[order]).tobytes())
+    m.update(np.ascontiguousarray(res.itl_s).tobytes())
+    m.update(res.summary.model_dump_json().encode())
+    for f in sorted(vars(res.batches)):
+        a = getattr(res.batches, f)
+        if isinstance(a, np.ndarray):
+            m.update(np.ascontiguousarray(a).tobytes())
+
+
+def main() -> None:
+    total = hashlib.sha256()
+    for seed, cfg in configs():
+        res = run_simulation(cfg)
+        m = hashlib.sha256()
+        _update(res, m)
+        for x in getattr(res, "instances", ()):
+            _update(x.result, m)
+            m.update(x.request_ids.tobytes())
+        for f in RESULT_ARRAYS:
+            a = getattr(res, f, None)
+            if a is not None:
+                m.update(np.ascontiguousarray(a).tobytes())
+        digest = m.hexdigest()[:16]
+        total.update(digest.encode())
+        dep = cfg.deployment
+        print(seed, dep.router, dep.replicas, "xPyD" if dep.disaggregation else "", cfg.workload.arrival.process,
+              cfg.kv_cache.enable_prefix_caching, res.timeline.num_ticks, digest)  # fmt: skip
+    print("TOTAL", total.hexdigest()[:16])
+
+
+if __name__ == "__main__":
+    main()
