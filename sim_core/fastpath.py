@@ -758,10 +758,9 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
                     held_fixed) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
     for their context), then its prefill chunks and admissions (`batch_extras`). Every decoding tick
-    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last, and a
-    tick's decoders are those whose stretch holds its number: the entries of all ticks are expanded
-    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
-    Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
+    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. Counted
+    now (a run budget counts the rows), built when the log is first read (`_batch_entries`): the
+    arguments are this call's own and nothing changes them after `_write_back`."""
     tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
     Kd = tick_of_d.size
     decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
@@ -769,6 +768,17 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=nd)
     hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=nd)
     sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
+    num_extras = sum(len(x) for x in batch_extras.values())
+    rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
+        K, tick_of_d, decs, lo, sizes, batch_extras, base, bs, num_ticks0, held_fixed))  # fmt: skip
+
+
+def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarray, sizes: np.ndarray, batch_extras: dict,
+                   base: dict[int, int], bs: int, num_ticks0: int, held_fixed) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """`_record_batches`' entries as `Recorder.batch` takes them: the entries of all ticks are expanded
+    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
+    Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
+    Kd, nd = tick_of_d.size, len(decs)
     E = int(sizes.sum())
     who = np.repeat(np.arange(nd, dtype=np.int32), sizes)  # (E,) decoder of each entry, decoder-major
     dnum = np.arange(E, dtype=np.int32)  # (E,) its decoding tick number: lo + its place in the stretch
@@ -789,9 +799,8 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     counts[tick_of_d] = np.bincount(dnum, minlength=Kd)
     del who, dnum
     if not batch_extras:
-        rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), dec_req, np.ones(E, dtype=np.int64),
-                  np.ones(E, dtype=bool), dec_held)  # fmt: skip
-        return
+        return (num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), dec_req, np.ones(E, dtype=np.int64),
+                np.ones(E, dtype=bool), dec_held)  # fmt: skip
     # The tick's prefill chunks and admissions follow its decoders; the decoder entries fill the other slots in order
     ext_ticks = np.fromiter(batch_extras, dtype=np.int64, count=len(batch_extras))
     ext_sizes = np.fromiter((len(x) for x in batch_extras.values()), dtype=np.int64, count=len(batch_extras))
@@ -807,7 +816,7 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
     out_req[ext_slot], out_new[ext_slot], out_held[ext_slot] = ext_req, ext_new, ext_held
     out_req[out_dec], out_held[out_dec] = dec_req, dec_held
-    rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
+    return num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held
 
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
