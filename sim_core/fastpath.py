@@ -123,14 +123,28 @@ class _Steps:
 
     def run_chunks(self, left: int) -> int:
         # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
-        chunks: list[tuple[int, int, int]] = []
-        prefilling, fixed, bs = self.prefilling, self.fixed, self.bs
-        if len(prefilling) == 1:  # the common case: one prefill runs, without the list comprehensions
+        prefilling = self.prefilling
+        if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
             ((r, c),) = prefilling.items()
-            (ch,) = rules.prefill_chunks([self.target_of(r) - c], left, self.is_chunked)
-            if ch > 0:
-                chunks = [(r, c, ch)]
-        elif prefilling:
+            # (prefill_chunks of one prompt is its chunk_size, or nothing when that is <= 0)
+            ch = rules.chunk_size(self.target_of(r) - c, left, self.is_chunked)
+            if ch <= 0:
+                ch = 0  # (self.chunks stays the tick's empty list)
+            else:
+                need_p = 0 if self.fixed else -(-(c + ch) // self.bs) - -(-c // self.bs)
+                if need_p > self.free:
+                    raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
+                self.free -= need_p
+                self.chunks = [(r, c, ch)]
+            pc = self.pc
+            if pc is not None:
+                pc.tick_offset = self.j  # (the tick's marks, admissions and completions included)
+                if pc._num_evictable > self.free:  # decoder and chunk blocks taken: evict as the block manager would
+                    pc.trim(self.free)
+            return ch
+        chunks: list[tuple[int, int, int]] = []
+        fixed, bs = self.fixed, self.bs
+        if prefilling:
             pre_items = list(prefilling.items())
             target_of = self.target_of
             sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
@@ -154,10 +168,19 @@ class _Steps:
         waiting, head, R = self.waiting, self.head, self.R
         candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
-            if len(candidates) == 1:  # the common case (one may join): its prompt, without the lazy maps
-                remaining = (self.target_of(waiting[head] % R),)
-            else:
-                remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            if len(candidates) == 1:  # the common case (one may join): its prompt, without the lazy maps and loops
+                w = waiting[head] % R
+                taken = rules.admit_in_order((self.target_of(w),), left, self.free, self.wm, self.need_of,
+                                             self.is_chunked, False)  # fmt: skip
+                if not taken:
+                    return 0, 0  # (self.admit stays the tick's empty list)
+                ((chunk, need_w),) = taken
+                self.admit = [(w, chunk, 0)]
+                if self.fixed:
+                    self.held_fixed[w] = need_w
+                self.free -= need_w
+                return 1, chunk
+            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False)
             if not taken:
                 return 0, 0  # (self.admit stays the tick's empty list)
@@ -320,6 +343,7 @@ def run_ticks(engine: Engine):
     compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
+    kind_by_choice = sched.kind_by_choice
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
@@ -399,7 +423,7 @@ def run_ticks(engine: Engine):
     finished: list[tuple[int, int, int]] = []  # (request, tick, decoding tick number)
     # The batch log's decoder entries follow from each decoder's stretch of decoding ticks (write-back);
     # only the prefill entries of a logged tick are kept as it runs.
-    batch_extras: dict[int, list[tuple[int, int, int]]] = {}  # logged tick -> (request, tokens, blocks held)
+    batch_extras: dict[int, list[tuple[int, int, int]]] = {}  # logged tick -> its prefill chunks, then admissions: (request, computed before, tokens)
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
     now0 = now = st.now_s
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
@@ -554,8 +578,11 @@ def run_ticks(engine: Engine):
         can_admit, has_prefill_work = sched.prefill_work(len(running), B, len(waiting) - head, 0)
         # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
         # the prefill starts: written as prefills are admitted)
-        prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
-        kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
+        if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
+            kind = kind_by_choice(now, B, has_prefill_work)
+        else:
+            prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
+            kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
         # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
         # locals into cells, which costs more than these stores on the composed ticks only)
         steps.kind, steps.j, steps.d, steps.B, steps.head, steps.seqs_left = kind, j, d, B, head, cap - len(running)
@@ -584,11 +611,8 @@ def run_ticks(engine: Engine):
         A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
-        if A and j < want_batches:  # prefill chunks, then admissions: (request, tokens, blocks held)
-            if fixed:
-                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in pre]
-            else:
-                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in pre]
+        if A and j < want_batches:  # the batch log: prefill chunks, then admissions
+            batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
         freed = 0
         done = []
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
@@ -809,7 +833,12 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarra
     first_slot = np.cumsum(counts) - counts
     at = np.repeat(first_slot[ext_ticks] + ext_after, ext_sizes)
     ext_slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
-    ext_req, ext_new, ext_held = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
+    # (request, computed before, chunk) of each: it holds ceil((computed before + chunk) / bs) blocks, or its fixed count
+    ext_req, ext_before, ext_new = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
+    if held_fixed is None:
+        ext_held = -(-(ext_before + ext_new) // bs)
+    else:
+        ext_held = np.fromiter((held_fixed[r] for r in ext_req.tolist()), dtype=np.int64, count=ext_req.size)
     total = E + ext_slot.size
     out_dec = np.ones(total, dtype=bool)
     out_dec[ext_slot] = False

@@ -52,6 +52,10 @@ class Scheduler:
         self._may_suspend = sch.smart_preemption.enabled
         self._has_dynamic_cap = sch.dynamic_batch.enabled
         self._choose, self._phase_observe = self.phase.choose, self.phase.observe
+        # `tick_kind` is the phase controller's choice alone without a static batch or the suspension
+        # rule: a per-tick caller (fastpath) may call this, (now_s, num_decodes, has_prefill_work) ->
+        # TickKind, instead (one call per tick fewer); None when the batching rules may change the kind.
+        self.kind_by_choice = self._choose if not self.is_static and not self._may_suspend else None
         self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
