@@ -104,7 +104,7 @@ class _Steps:
         self.waiting, self.R, self.reserve, self.wm, self.held_fixed = waiting, R, reserve, wm, held_fixed
         self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
-        self.admit: list[tuple[int, int, int]] = []  # (request, chunk, cached prompt tokens)
+        self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
         # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
         self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
@@ -175,7 +175,7 @@ class _Steps:
                 if not taken:
                     return 0, 0  # (self.admit stays the tick's empty list)
                 ((chunk, need_w),) = taken
-                self.admit = [(w, chunk, 0)]
+                self.admit = [(w, 0, chunk)]
                 if self.fixed:
                     self.held_fixed[w] = need_w
                 self.free -= need_w
@@ -185,9 +185,9 @@ class _Steps:
             if not taken:
                 return 0, 0  # (self.admit stays the tick's empty list)
             if len(taken) == 1:
-                admit = self.admit = [(waiting[head] % R, taken[0][0], 0)]
+                admit = self.admit = [(waiting[head] % R, 0, taken[0][0])]
             else:
-                admit = self.admit = [(w % R, chunk, 0) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+                admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:
             ids = [waiting[head] % R] if len(candidates) == 1 else [waiting[i] % R for i in candidates]
             taken, hits = _admit_with_prefix_cache(self.pc, ids, self.target_of, self.bs, left, self.free, self.wm,
@@ -195,9 +195,9 @@ class _Steps:
             if not taken:
                 return 0, 0  # (self.admit stays the tick's empty list)
             if len(taken) == 1:
-                admit = self.admit = [(waiting[head] % R, taken[0][0], hits[0])]
+                admit = self.admit = [(waiting[head] % R, hits[0], taken[0][0])]
             else:
-                admit = self.admit = [(w % R, chunk, h) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
+                admit = self.admit = [(w % R, h, chunk) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
         if self.fixed:
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens, free = 0, self.free
@@ -585,7 +585,9 @@ def run_ticks(engine: Engine):
             kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
         # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
         # locals into cells, which costs more than these stores on the composed ticks only)
-        steps.kind, steps.j, steps.d, steps.B, steps.head, steps.seqs_left = kind, j, d, B, head, cap - len(running)
+        steps.d, steps.B, steps.head, steps.seqs_left = d, B, head, cap - len(running)
+        if pc is not None:  # (only the prefix cache's lines read these)
+            steps.kind, steps.j = kind, j
         steps.free, steps.chunks, steps.admit = free, no_steps, no_steps
         try:
             decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and head < len(waiting), False,
@@ -601,7 +603,7 @@ def run_ticks(engine: Engine):
             break  # nothing to run: idle gaps and the end of the run are the general loop's
         dec_ctx = S + B * d if decoding else 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
-        pre = chunks + [(w, h, ch) for w, ch, h in admit] if admit else chunks  # (request, computed before, chunk)
+        pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
         P = pairs = kv_read = completes = 0
         for r, c, chunk in pre:
             P += chunk
@@ -636,7 +638,7 @@ def run_ticks(engine: Engine):
                 waiting_since.clear()
             B -= len(done)
             d += 1
-        for w, _, h in admit:
+        for w, h, _ in admit:
             scheduled.append((w, j))
             if smart:
                 st.prefill_start_s[w] = t0
