@@ -199,7 +199,10 @@ class _Steps:
             else:
                 admit = self.admit = [(w % R, h, chunk) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
         if self.fixed:
-            self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
+            if len(taken) == 1:
+                self.held_fixed[admit[0][0]] = taken[0][1]
+            else:
+                self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens, free = 0, self.free
         for chunk, need_w in taken:
             free -= need_w

@@ -56,6 +56,8 @@ class Scheduler:
         # rule: a per-tick caller (fastpath) may call this, (now_s, num_decodes, has_prefill_work) ->
         # TickKind, instead (one call per tick fewer); None when the batching rules may change the kind.
         self.kind_by_choice = self._choose if not self.is_static and not self._may_suspend else None
+        if not self._has_dynamic_cap:  # `observe` is the phase controller's alone: bound directly (a call fewer per tick)
+            self.observe = self._phase_observe
         self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
