@@ -232,7 +232,12 @@ class Engine:
             count = self.num_outstanding
             return count, count
         key = self._state_key()
-        if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
+        memo = self._bounds_memo
+        if memo is not None and memo[0] == key:  # a router asks several times between steps, often for one instant
+            out = memo[2].get((t_s, min_tick_s))
+            if out is not None:
+                return out
+        else:
             if self._live is not None:  # a paused run: the tokens left are in the run (fastpath.live_remaining)
                 if self._live_left is None:  # (once per pause: what is added or joins meanwhile comes on top)
                     self._live_left = fastpath.live_remaining(self, self._live)
@@ -241,13 +246,17 @@ class Engine:
             else:
                 ids = self._outstanding_ids()
                 remaining = np.sort(st.output[ids] - st.emitted[ids]).tolist()
-            self._bounds_memo = (key, remaining)  # remaining tokens, ascending
-        remaining = self._bounds_memo[1]
+            # remaining tokens, ascending; the answers given so far, by (instant, shortest emitting tick)
+            memo = self._bounds_memo = (key, remaining, {})
+        remaining, seen = memo[1], memo[2]
         high = len(remaining)
-        if not high or t_s <= st.now_s:
+        if not high:
             return high, high
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
-        return high - bisect_right(remaining, ticks * self._max_tokens_per_tick()), high
+        out = high - bisect_right(remaining, ticks * self._max_tokens_per_tick()), high
+        if len(seen) < 64:
+            seen[t_s, min_tick_s] = out
+        return out
 
     def _state_key(self) -> tuple:
         """What the bounds below depend on between steps (the state changes only with these, or through
