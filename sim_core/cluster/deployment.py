@@ -356,10 +356,8 @@ class Deployment:
         best, best_t = None, math.inf
         num_front = len(self.front)
         for i, inst in enumerate(self.instances):
-            if i in stalled or not inst.engine.has_work or (back is not None and i >= num_front and i not in back):
-                continue
-            t = inst.engine.st.now_s
-            if t < best_t:
+            t = inst.engine.st.now_s  # (the clock first: the cheapest test, and most instances fail it)
+            if t < best_t and i not in stalled and (back is None or i < num_front or i in back) and inst.engine.has_work:
                 best, best_t = i, t
         return best
 
