@@ -17,7 +17,13 @@ few Python operations instead of ~80 NumPy calls. Per-request state is written b
 when the call ends.
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
-`Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). The core
+`Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). An
+all-decode stretch with 64 or more ticks before its next completion is priced as arrays
+(`_price_decode_stretch`: CostModel.tick's array path, ends by np.add.accumulate, which adds in
+order), cut where the tick-by-tick loop would stop (an arrival that may join, a decoder short of a
+block, a guard), and its rows stay arrays to the write-back. A stateful phase controller is advanced
+over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's `decode_run` next to
+its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
 a chunk that must shrink to the free blocks, a decoder short of blocks (pre-emption, swap), a
 swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
@@ -44,6 +50,8 @@ if TYPE_CHECKING:
 
 _NONE = np.empty(0, dtype=np.int64)
 MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps before writing back
+MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which they are priced as arrays (measured: below ~50 the array calls cost more)
+MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
@@ -183,6 +191,65 @@ def eligible(engine: Engine) -> bool:
     )
 
 
+def _stretch_columns(rows: list[tuple], rows_from: int, blocks: list[tuple], blocks_from: int, tick_from: int):
+    """(durations, decode tokens) of a stretch's ticks in order, from its rows run one by one (`rows`
+    from `rows_from`) and its array-priced blocks (`blocks` from `blocks_from`; tick_from: its first tick)."""
+    durs: list[float] = []
+    tokens: list[int] = []
+    at_row, tick = rows_from, tick_from
+    for at, k, cols in blocks[blocks_from:]:
+        one_by_one = rows[at_row : at_row + at - tick]  # the ticks before this block
+        durs += [row[0] for row in one_by_one]
+        tokens += [row[1] for row in one_by_one]
+        at_row += at - tick
+        durs += cols[0].tolist()
+        tokens += [cols[1]] * k
+        tick = at + k
+    one_by_one = rows[at_row:]
+    durs += [row[0] for row in one_by_one]
+    tokens += [row[1] for row in one_by_one]
+    return durs, tokens
+
+
+def _rows_with_blocks(rows: list[tuple], blocks: list[tuple], n: int) -> np.ndarray:
+    """The (n, len(_ROW)) float64 rows of a call: the array-priced stretches' columns (`blocks`) in their
+    ticks, the ticks run one by one (`rows`, in tick order) in the others."""
+    out = np.empty((n, len(_ROW)))
+    one_by_one = np.ones(n, dtype=bool)
+    for at, k, cols in blocks:
+        seg = out[at : at + k]
+        for c, values in enumerate(cols):
+            seg[:, c] = values
+        one_by_one[at : at + k] = False
+    if rows:
+        out[one_by_one] = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64,
+                                      count=len(rows) * len(_ROW)).reshape(len(rows), len(_ROW))  # fmt: skip
+    return out
+
+
+def _price_decode_stretch(cost, B: int, ctx0: int, k: int, now: float, free: int, phase_count: list[int] | None, d: int,
+                          bs: int):  # fmt: skip
+    """k all-decode ticks of B decoders from context total ctx0 (tick i: ctx0 + i·B), priced by the cost
+    model's array path (`CostModel.tick`, the same operations as its scalar path), their ends from `now`
+    (np.add.accumulate adds in order: the loop's `now + dur`, tick after tick) and, on a paged cache, the
+    blocks they take so far (decoders at a block boundary: `phase_count`), cut before the first tick short
+    of blocks. Returns (ticks that can run, ends (k + 1,: ends[i] is tick i's start), dur, flops, bytes,
+    compute-bound, blocks taken up to each tick (None: fixed))."""
+    need = None
+    if phase_count is not None:
+        need = np.cumsum(np.array(phase_count, dtype=np.int64)[(d + np.arange(k)) % bs])
+        short = np.flatnonzero(need > free)
+        if short.size:
+            k = int(short[0])
+    ctx = np.arange(ctx0, ctx0 + k * B, B, dtype=np.int64)[:k]
+    dur, flops, nbytes, is_comp = cost.tick(B, B, ctx + B, ctx, B)
+    ends = np.empty(k + 1)
+    ends[0] = now
+    ends[1:] = dur
+    np.add.accumulate(ends, out=ends)
+    return k, ends, dur, flops, nbytes, is_comp, need
+
+
 def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """max(values[lo_i : hi_i + 1]) for each i (lo <= hi), via a sparse table: O(T log T + R)."""
     T = values.size
@@ -246,7 +313,7 @@ def run_ticks(engine: Engine):
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
     compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
-    tick_kind, observe = sched.tick_kind, sched.observe
+    tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
@@ -319,6 +386,7 @@ def run_ticks(engine: Engine):
     free = kv.num_free
 
     rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
+    row_blocks: list[tuple] = []  # (first tick, ticks, _ROW columns: arrays or constants) of array-priced stretches, not in `rows`
     prefill_rows: list[tuple[int, int, int]] = []  # (tick, prefill tokens, prefill sequences) of composed ticks
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
@@ -362,13 +430,14 @@ def run_ticks(engine: Engine):
                 admission_blocked = False
             ptr += 1
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
-        if B and not prefilling and not waiting_since and (
-            head == len(waiting) or len(running) >= cap or admission_blocked
-        ):
-            # No prefill work (nothing prefills; nothing waits, or the batch is full) and every decoder in
-            # step: every policy decodes them all (Scheduler._plan); the loop below for that case, unrolled.
-            # Its row counts change only at an arrival or a completion, so they are kept as locals.
-            j_before = j
+        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked):
+            # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
+            # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
+            # only at an arrival or a completion, so they are kept as locals. Decoders whose last token is
+            # not the last decoding tick's (`waiting_since`: after a prefill-only tick) get their own gaps
+            # in the first tick, as in the loop below.
+            j_before, run_start_s, scalar_until = j, now, 0
+            rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
             next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
             while j < tick_budget and now < max_time:
@@ -385,6 +454,47 @@ def run_ticks(engine: Engine):
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
+                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and pc is None and not waiting_since:
+                    # A long stretch before the next completion: the same ticks priced as arrays (below)
+                    k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
+                    joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
+                    limit_s = min(next_arrival_s, max_time) if joins else max_time
+                    if limit_s < math.inf:  # ticks only lengthen as contexts grow: a bound from this one's
+                        k = min(k, int((limit_s - now) / tick(B, B, S + B * d + B, S + B * d, B, 0.0)[0]) + 1)
+                    if k < MIN_PRICED_TICKS:
+                        scalar_until = j + k  # (the limit is that close: tick by tick until it passes)
+                    else:
+                        k, ends, dur_a, flops_a, bytes_a, comp_a, need_a = _price_decode_stretch(
+                            cost, B, S + B * d, k, now, free, None if fixed else phase_count, d, bs)  # fmt: skip
+                        starts = ends[:k]
+                        stop = int(np.searchsorted(starts, limit_s, side="left"))  # first tick starting at the limit
+                        if stop < k:
+                            k = stop
+                        if k:
+                            if joins:
+                                waits = num_waiting
+                            else:  # arrivals by a tick's start join the queue before it (the batch is full)
+                                arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
+                                waits = arrived + num_waiting
+                                for _ in range(int(arrived[k - 1])):
+                                    if is_fcfs:
+                                        waiting.append(ptr)
+                                    else:
+                                        bisect.insort(waiting, int(order_key[ptr]), lo=head)
+                                    ptr += 1
+                                next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+                                num_waiting = len(waiting) - head
+                            if fixed:
+                                used = num_blocks - free
+                            else:
+                                used = need_a[:k] + (num_blocks - free)
+                                free -= int(need_a[k - 1])
+                            block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
+                            row_blocks.append((j, k, block))  # (the rows stay arrays)
+                            now = ends.item(k)
+                            j += k
+                            d += k
+                            continue
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
@@ -392,33 +502,45 @@ def run_ticks(engine: Engine):
                     pc.tick_offset = j
                     if pc._num_evictable > free - need_d:
                         pc.trim(free - need_d)
-                if not policy_is_fixed:
-                    tick_kind(st, now, B, B, False, _NONE)  # nothing prefills: every decoder decodes
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
-                B_tick = B
                 free -= need_d
-                if d == next_done:
-                    for r in finish_at.pop(d):
-                        b = base[r]
-                        free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
-                        phase_count[(-b) % bs] -= 1
-                        S -= b
-                        finished.append((r, j, d))
-                        del running[r]
-                        B -= 1
-                    num_running = len(running)
-                    admission_blocked = False
-                    next_done = min(finish_at) if B else -1
+                if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
+                    t_end, since = now + dur, waiting_since.get
+                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
+                    for r, last_s in waiting_since.items():
+                        if r in running:
+                            first_gap[r] = t_end - last_s
+                            sync_from[r] = j + 1
+                    waiting_since.clear()
+                if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
+                    rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                    now += dur  # (the tick's end: `now + dur`, as everywhere)
+                    j += 1
+                    d += 1
+                    continue
+                B_tick = B
+                for r in finish_at.pop(d):
+                    b = base[r]
+                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
+                    phase_count[(-b) % bs] -= 1
+                    S -= b
+                    finished.append((r, j, d))
+                    del running[r]
+                    B -= 1
+                num_running = len(running)
+                admission_blocked = False
+                next_done = min(finish_at) if B else -1
                 rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
-                if not policy_is_fixed:
-                    observe(now + dur, dur, 0, B_tick)
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
                 d += 1
                 if not B:
                     break
             if j > j_before:
+                if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
+                    durs, tokens = _stretch_columns(rows, rows_before, row_blocks, blocks_before, j_before)
+                    decode_run(run_start_s, durs, tokens)
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
@@ -444,25 +566,22 @@ def run_ticks(engine: Engine):
         if not D and not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
         dec_ctx = S + B * d if decoding else 0
+        # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
+        pre = chunks + [(w, h, ch) for w, ch, h in admit] if admit else chunks  # (request, computed before, chunk)
         P = pairs = kv_read = completes = 0
-        for r, c, chunk in chunks:
+        for r, c, chunk in pre:
             P += chunk
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
             completes += c + chunk >= target_of(r)
-        for w, chunk, h in admit:
-            P += chunk
-            pairs += chunk * h + chunk * (chunk + 1) // 2
-            kv_read += h
-            completes += h + chunk >= target_of(w)
-        A = len(chunks) + len(admit)
+        A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t0, t_end = now, now + dur
         if A and j < want_batches:  # prefill chunks, then admissions: (request, tokens, blocks held)
             if fixed:
-                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in chunks] + [(w, ch, held_fixed[w]) for w, ch, _ in admit]
+                batch_extras[j] = [(r, ch, held_fixed[r]) for r, _, ch in pre]
             else:
-                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in chunks] + [(w, ch, -(-(h + ch) // bs)) for w, ch, h in admit]
+                batch_extras[j] = [(r, ch, -(-(c + ch) // bs)) for r, c, ch in pre]
         freed = 0
         done = []
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
@@ -475,7 +594,10 @@ def run_ticks(engine: Engine):
                 finished.append((r, j, d))
             if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
                 since = waiting_since.get
-                tick_gaps[j] = [t_end - since(r, sync_s) for r in running if r in base and r not in prefilling]
+                if prefilling:
+                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running if r in base and r not in prefilling]
+                else:  # every running request decodes (the tick's admissions join `running` below)
+                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
                 for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
                     if r in running:
                         first_gap[r] = t_end - last_s
@@ -489,7 +611,7 @@ def run_ticks(engine: Engine):
                 st.prefill_start_s[w] = t0
             running[w] = None
             prefilling[w] = h
-        for r, c, chunk in chunks + [(w, h, ch) for w, ch, h in admit]:
+        for r, c, chunk in pre:
             total = c + chunk
             if total < target_of(r):
                 prefilling[r] = total
@@ -529,6 +651,8 @@ def run_ticks(engine: Engine):
         pc.tick_offset = 0
     if j == 0:
         return False
+    if row_blocks:
+        rows = _rows_with_blocks(rows, row_blocks, j)
     return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
@@ -682,7 +806,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
-    block = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW))
+    block = rows if isinstance(rows, np.ndarray) else (  # (issue-11v: array-priced stretches arrive as one array)
+        np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW)))
     col = dict(zip(_ROW, block.T))
     P, A = np.zeros(n), np.zeros(n)
     if prefill_rows:

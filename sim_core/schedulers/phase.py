@@ -9,7 +9,11 @@ called before each tick and `observe` once after it, in tick order. When `choose
 different from the one it returned for the previous tick, with the same `has_prefill_work` and at
 least one decode running (as in every coalesced run), a second call with the same arguments must
 return the same kind and leave the state unchanged (a run stops there and the next plan asks
-again). `is_stateless = True` only if `choose` depends on its arguments alone.
+again). `is_stateless = True` only if `choose` depends on its arguments alone. `decode_run(start,
+durations, decode_tokens)` leaves the state that `choose(start_i, n > 0, False)` then `observe(end_i,
+duration_i, 0, tokens_i)` leave for each tick of a run of all-decode ticks with nothing to prefill
+(the scalar core's unrolled stretches: one call instead of two per tick); with nothing to prefill and
+decodes running, `choose` answers a decode kind (tests/sim_core/test_schedulers.py).
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ class PrefillFirst:
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         pass
 
+    def decode_run(self, start_s: float, durations_s: list[float], decode_tokens: list[int]) -> None:
+        pass  # (see TimeSlice.decode_run: nothing to advance)
+
 
 class DecodeFirst(PrefillFirst):
     """Sarathi-Serve stall-free batching: every running decode, then prefill chunks under the budget."""
@@ -70,24 +77,55 @@ class TimeSlice:
         self.in_prefill = True
 
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        credit = self._credit_s
-        while credit[self.in_prefill] <= 0:  # each switch adds a slice, so this ends
-            self._switch()
-        if self.in_prefill and not has_prefill_work and num_decodes:
-            self._switch()
-        elif not self.in_prefill and not num_decodes and has_prefill_work:
-            self._switch()
-        return _PREFILL if self.in_prefill else _DECODE
+        credit, in_prefill = self._credit_s, self.in_prefill
+        if credit[in_prefill] <= 0:  # a phase out of credit: switch until one has some (each switch adds a slice)
+            slice_s = self._slice_s
+            while True:  # (_switch's arithmetic on locals: a tick longer than both slices switches several times)
+                in_prefill = not in_prefill
+                phase_credit = credit[in_prefill]
+                phase_credit = credit[in_prefill] = (0.0 if 0.0 < phase_credit else phase_credit) + slice_s[in_prefill]
+                if not phase_credit <= 0:  # (the while condition, exactly)
+                    break
+        if in_prefill and not has_prefill_work and num_decodes:
+            in_prefill = self._switch(in_prefill)
+        elif not in_prefill and not num_decodes and has_prefill_work:
+            in_prefill = self._switch(in_prefill)
+        self.in_prefill = in_prefill
+        return _PREFILL if in_prefill else _DECODE
 
-    def _switch(self) -> None:
-        phase = self.in_prefill = not self.in_prefill
-        # carry an overrun (negative credit) but never bank unused time from an idle phase
+    def _switch(self, in_prefill: bool) -> bool:
+        """The other phase starts: returns it. Its credit carries an overrun (negative credit) but never
+        banks unused time from an idle phase."""
+        phase = not in_prefill
         credit = self._credit_s[phase]
         self._credit_s[phase] = (0.0 if 0.0 < credit else credit) + self._slice_s[phase]  # min(credit, 0.0), inline
+        return phase
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
         if prefill_tokens or decode_tokens:
             self._credit_s[prefill_tokens != 0] -= duration_s  # (the phase: a bool key, as in_prefill)
+
+    def decode_run(self, start_s: float, durations_s: list[float], decode_tokens: list[int]) -> None:
+        """`choose(start, n > 0, False)` then `observe(end, duration, 0, tokens > 0)` for each tick of a
+        run of all-decode ticks with nothing to prefill (each starts where the last ended), on locals:
+        the same switches and the same float operations in the same order as those calls."""
+        in_prefill = self.in_prefill
+        credit, slice_s = self._credit_s, self._slice_s
+        pre_s, dec_s, pre_slice_s, dec_slice_s = credit[True], credit[False], slice_s[True], slice_s[False]
+        for dur in durations_s:
+            # choose: out of credit, switch until a phase has some; then no prefill work with decodes
+            # running ends a prefill phase (the decode phase runs)
+            while (pre_s if in_prefill else dec_s) <= 0:
+                in_prefill = not in_prefill
+                if in_prefill:
+                    pre_s = (0.0 if 0.0 < pre_s else pre_s) + pre_slice_s
+                else:
+                    dec_s = (0.0 if 0.0 < dec_s else dec_s) + dec_slice_s
+            if in_prefill:
+                in_prefill = False
+                dec_s = (0.0 if 0.0 < dec_s else dec_s) + dec_slice_s
+            dec_s -= dur  # observe: a decode tick's time is the decode phase's
+        credit[True], credit[False], self.in_prefill = pre_s, dec_s, in_prefill
 
 
 class Quota:
@@ -148,6 +186,31 @@ class Quota:
         self._prefill_s += prefill_s
         self._decode_wait_s += wait_s
         self._decode_tokens += decode_tokens
+
+    def decode_run(self, start_s: float, durations_s: list[float], decode_tokens: list[int]) -> None:
+        """`choose(start, n > 0, False)` then `observe(end, duration, 0, tokens)` for each tick of a run
+        of all-decode ticks with nothing to prefill (each starts where the last ended), on locals: the
+        same window updates and float operations in the same order as those calls."""
+        ticks, window_s, append, popleft = self._ticks, self._window_s, self._ticks.append, self._ticks.popleft
+        busy_s, prefill_s, wait_s, tokens = self._busy_s, self._prefill_s, self._decode_wait_s, self._decode_tokens
+        now_s = start_s
+        for dur, dec in zip(durations_s, decode_tokens):
+            start = now_s - window_s  # choose: ticks leave the window; decodes run (waiting time counts)
+            while ticks and ticks[0][0] < start:
+                _, busy, pre, wait, num = popleft()
+                busy_s -= busy
+                prefill_s -= pre
+                wait_s -= wait
+                tokens -= num
+            now_s += dur  # observe: a decode tick that decodes waiting decodes
+            append((now_s, dur, 0.0, dur, dec))
+            busy_s += dur
+            prefill_s += 0.0
+            wait_s += dur
+            tokens += dec
+        self._busy_s, self._prefill_s, self._decode_wait_s, self._decode_tokens = busy_s, prefill_s, wait_s, tokens
+        if durations_s:
+            self._had_decodes, self._prefill_run_s = True, 0.0
 
 
 PHASE_CONTROLLERS = {

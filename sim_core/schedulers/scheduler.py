@@ -199,6 +199,21 @@ class Scheduler:
             dyn = self.cfg.dynamic_batch
             self.batch_cap = rules.next_batch_cap(self.batch_cap, duration_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
 
+    def decode_run(self, start_s: float, durations_s: list[float], decode_tokens: list[int]) -> None:
+        """`tick_kind` then `observe` for each tick of a run of all-decode ticks in which nothing could
+        prefill and decodes run (every tick starting where the last ended), as the tick-by-tick loop
+        calls them: the phase controller advances its state over the run in one call (its
+        `decode_run`, next to its `choose` and `observe`). With no prefill work the kind is a decode
+        kind, so the suspension rule (prefill kinds only) does not apply."""
+        if self._has_dynamic_cap:  # the cap's rule after each tick: tick by tick
+            now_s = start_s
+            for dur, tokens in zip(durations_s, decode_tokens):
+                self._choose(now_s, 1, False)
+                self.observe(now_s + dur, dur, 0, tokens)
+                now_s += dur
+        else:
+            self.phase.decode_run(start_s, durations_s, decode_tokens)
+
     # ------------------------------------------------------------------ rule families
     def prefill_work(self, num_running: int, num_decodes: int, num_waiting: int, num_swapped: int) -> tuple[bool, bool]:
         """(can admit, has prefill work): a request may join (a free batch slot; a static batch only

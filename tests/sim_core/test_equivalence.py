@@ -271,3 +271,40 @@ def test_the_servers_tick_budget_stops_every_path_at_the_same_tick(scenario):
     assert on.timeline.num_ticks == ref.timeline.num_ticks == 777
     assert is_budget_stop(on.summary.stopped_reason)
     assert_same_result(on, ref)
+
+
+LONG_STRETCH_CASES = {  # full batches decoding long outputs: all-decode stretches of hundreds of ticks
+    "fcfs, arrivals queue": dict(),
+    "priority order, arrivals queue": dict(scheduler__queue_order="priority"),
+    "paged KV runs short mid-stretch": dict(kv_room=2.5),
+    "time guard mid-stretch": dict(limits__max_sim_time_s=7.0),
+    "tick guard mid-stretch": dict(limits__max_ticks=700),
+    "arrivals admitted mid-stretch": dict(scheduler__max_num_seqs=64, workload__arrival__rate_per_s=1.5),
+}
+
+
+@pytest.mark.parametrize("scenario", ["engine-orca", "engine-vllm-v0", "engine-article-quota", "engine-article-time-slice",
+                                      "engine-tensorrt-llm-no-evict"])  # fmt: skip
+@pytest.mark.parametrize("case", sorted(LONG_STRETCH_CASES))
+def test_long_decode_stretches_priced_as_arrays_equal_tick_by_tick(scenario, case, monkeypatch):
+    """The scalar core prices long all-decode stretches as arrays (fastpath._price_decode_stretch), cut at
+    an arrival that may join, a KV shortage, a guard or the next completion: the same ticks and records."""
+    from sim_core import fastpath
+
+    over = dict(LONG_STRETCH_CASES[case])
+    kv_room = over.pop("kv_room", None)
+    cfg = make_config(scenario, **{"workload__num_requests": 40, "workload__arrival__rate_per_s": 6.0,
+                                   "scheduler__max_num_seqs": 4, "scheduler__enable_chunked_prefill": True,
+                                   "workload__output_tokens": {"dist": "uniform", "mean": 400, "min": 200, "max": 600},
+                                   "workload__prompt_tokens": {"dist": "uniform", "mean": 300, "min": 50, "max": 550},
+                                   "workload__classes": [{"name": "a", "share": 0.5, "priority": 0},
+                                                         {"name": "b", "share": 0.5, "priority": 2}],
+                                   "limits__num_recorded_batches": 5000, **over})  # fmt: skip
+    if kv_room is not None and cfg.kv_cache.layout == "paged":
+        cfg = _with_kv_room(cfg, kv_room)
+    priced = []
+    original = fastpath._price_decode_stretch
+    monkeypatch.setattr(fastpath, "_price_decode_stretch", lambda *a: priced.append(1) or original(*a))
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert priced  # the array pricing ran

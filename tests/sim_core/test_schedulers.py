@@ -11,7 +11,7 @@ from sim_core import run_simulation
 from sim_core.config import SchedulerConfig
 from sim_core.costmodel import CostModel
 from sim_core.presets import list_presets, read_preset_data
-from sim_core.schedulers.phase import PHASE_CONTROLLERS
+from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
 
@@ -316,3 +316,41 @@ def test_cap_trajectory_is_observe_tick_by_tick():
             sched.observe(0.0, d, 0, 1)
             caps.append(sched.batch_cap)
         assert traj.tolist() == caps and (len(set(caps)) > 1) == dyn
+
+
+@pytest.mark.parametrize("mode", sorted(PHASE_CONTROLLERS))
+def test_decode_run_is_choose_then_observe_per_tick(mode):
+    """A controller's `decode_run` (the fast path's all-decode stretches) leaves exactly the state that
+    `choose(start, n > 0, False)` then `observe(end, duration, 0, tokens)` leave tick by tick, from any
+    state the controller can reach (a random history of ticks first), and those ticks are decode ticks."""
+    import copy
+
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    tick = st.tuples(st.integers(0, 8), st.booleans(), st.floats(1e-4, 0.2), st.integers(0, 4000), st.integers(0, 64))
+    run_tick = st.tuples(st.floats(1e-4, 0.2), st.integers(1, 64))
+    cfg = SchedulerConfig(prefill_mode=mode, time_slice={"prefill_slice_ms": 20, "decode_slice_ms": 15},
+                          quota={"window_ms": 300})  # fmt: skip
+
+    @settings(max_examples=80, deadline=None)
+    @given(st.lists(tick, max_size=30), st.lists(run_tick, max_size=40))
+    @example([], [(0.1, 4)] * 10)  # an empty window that the run fills and then slides
+    @example([(4, True, 0.05, 100, 4)] * 3, [(0.1, 4)] * 10)
+    def check(history, run):
+        ctl = PHASE_CONTROLLERS[mode](cfg)
+        now = 0.0
+        for num_dec, work, dur, pre_tokens, dec_tokens in history:
+            kind = ctl.choose(now, num_dec, work)
+            ctl.observe(now + dur, dur, pre_tokens if kind != TickKind.DECODE else 0, dec_tokens if num_dec else 0)
+            now += dur
+        fast = copy.deepcopy(ctl)
+        start = now
+        for dur, tokens in run:
+            assert ctl.choose(now, tokens, False) in (TickKind.DECODE, TickKind.DECODE_FIRST)
+            ctl.observe(now + dur, dur, 0, tokens)
+            now += dur
+        fast.decode_run(start, [dur for dur, _ in run], [tokens for _, tokens in run])
+        assert repr(vars(fast)) == repr(vars(ctl))  # (repr: floats compared bit for bit, -0.0 included)
+
+    check()
