@@ -313,11 +313,16 @@ class Deployment:
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
         # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
-        bounds = [(known[1], known[1]) if j == k else f(t, m) for j, (f, _, m) in enumerate(self._bound_fns)]
-        usage = None
-        if self.router.policy == "least_kv":  # (no cheap bound on usage: it must reach t, where it is exact)
-            usage = [(known[2], known[2]) if j == k else g(t, m) or (0.0, math.inf)
-                     for j, (_, g, m) in enumerate(self._bound_fns)]  # fmt: skip
+        if self.router.policy != "least_kv":
+            bounds = [(known[1], known[1]) if j == k else f(t, m) for j, (f, _, m) in enumerate(self._bound_fns)]
+            return self.router.choose_by_bounds(bounds, r)
+        usage = [(known[2], known[2]) if j == k else g(t, m) for j, (_, g, m) in enumerate(self._bound_fns)]
+        # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0, so it must
+        # reach t all but always, and its count bounds (a paused run's tokens left are in the run, sorted:
+        # fastpath.live_remaining) are not worked out: (0, inf) holds too (weaker bounds cost catch-ups, never a choice)
+        bounds = [(known[1], known[1]) if j == k else (0, math.inf) if usage[j] is None else f(t, m)
+                  for j, (f, _, m) in enumerate(self._bound_fns)]  # fmt: skip
+        usage = [(0.0, math.inf) if u is None else u for u in usage]
         return self.router.choose_by_bounds(bounds, r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
