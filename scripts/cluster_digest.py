@@ -7,6 +7,7 @@ check that a speed change leaves every number alone (issue 13: cost).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import sys
@@ -66,7 +67,7 @@ def _update(res, m) -> None:
         m.update(np.ascontiguousarray(a[order]).tobytes())
     m.update(np.ascontiguousarray(res.itl_s).tobytes())
     m.update(res.summary.model_dump_json().encode())
-    for f in sorted(vars(res.batches)):
+    for f in sorted(x.name for x in dataclasses.fields(res.batches)):
         a = getattr(res.batches, f)
         if isinstance(a, np.ndarray):
             m.update(np.ascontiguousarray(a).tobytes())

@@ -909,7 +909,7 @@ class Engine:
         if self.stopped_reason and not st.is_done:
             left = st.num_requests - st.num_finished
             self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
-        timeline, events, itl, batches = self.rec.finish()
+        timeline, events, gaps, batches = self.rec.finish(gaps_as_runs=True)
         wl = self.workload
         req = RequestTable(
             arrival_s=st.arrival_s, prompt_tokens=st.prompt, output_tokens=st.output, num_emitted=st.emitted,
@@ -917,14 +917,19 @@ class Engine:
             first_token_s=st.first_token_s, finish_s=st.finish_s, num_preemptions=st.num_preemptions,
             num_recomputed_tokens=st.num_recomputed, max_itl_s=st.max_itl_s,
         )  # fmt: skip
-        kept = itl
-        if itl.size > MAX_ITL_STORED:  # percentiles use every gap; the result keeps an even stride for drawing
+        # Percentiles use every gap; the result keeps them all, or an even stride over them for drawing. Runs of
+        # many gaps each (the scalar core's) are never expanded beyond that: a 100k-request run holds 20M gaps.
+        itl = gaps.expand() if gaps.is_dense else gaps
+        if itl.size <= MAX_ITL_STORED:
+            kept = itl if gaps.is_dense else itl.expand()
+        elif gaps.is_dense:
             kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
+        else:
+            kept = itl.stride_sample(MAX_ITL_STORED)  # the same gaps, without 32 MB of positions
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
-                            itl_is_scratch=kept is not itl)  # fmt: skip
+                            itl_is_scratch=gaps.is_dense and kept is not itl)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
-        itl = kept
-        return SimResult(self.cfg, self.memory, req, timeline, events, itl, batches, summary)
+        return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary)
 
 
 def _step_column(marks, num_ticks: int) -> np.ndarray:

@@ -143,9 +143,11 @@ class _Steps:
             raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
         self.free -= need_p
         self.chunks = chunks
-        if self.pc is not None:
-            self.pc.tick_offset = self.j
-            self.pc.trim(self.free)  # decoder and chunk blocks taken: evict as the block manager would
+        pc = self.pc
+        if pc is not None:
+            pc.tick_offset = self.j  # (the tick's marks, admissions and completions included)
+            if pc._num_evictable > self.free:  # decoder and chunk blocks taken: evict as the block manager would
+                pc.trim(self.free)
         return tokens
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
@@ -164,11 +166,15 @@ class _Steps:
             else:
                 admit = self.admit = [(w % R, chunk, 0) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:
-            taken, hits = _admit_with_prefix_cache(self.pc, [waiting[i] % R for i in candidates], self.target_of,
-                                                   self.bs, left, self.free, self.wm, self.is_chunked)  # fmt: skip
+            ids = [waiting[head] % R] if len(candidates) == 1 else [waiting[i] % R for i in candidates]
+            taken, hits = _admit_with_prefix_cache(self.pc, ids, self.target_of, self.bs, left, self.free, self.wm,
+                                                   self.is_chunked)  # fmt: skip
             if not taken:
                 return 0, 0  # (self.admit stays the tick's empty list)
-            admit = self.admit = [(w % R, chunk, h) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
+            if len(taken) == 1:
+                admit = self.admit = [(waiting[head] % R, taken[0][0], hits[0])]
+            else:
+                admit = self.admit = [(w % R, chunk, h) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
         if self.fixed:
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens, free = 0, self.free
@@ -498,10 +504,9 @@ def run_ticks(engine: Engine):
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
-                if pc is not None:  # the decoders' blocks evict as the composed DECODE tick's trim does
-                    pc.tick_offset = j
-                    if pc._num_evictable > free - need_d:
-                        pc.trim(free - need_d)
+                if pc is not None and pc._num_evictable > free - need_d:  # the decoders' blocks evict as the composed
+                    pc.tick_offset = j  # DECODE tick's trim does (the offset: set only where this loop marks)
+                    pc.trim(free - need_d)
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
@@ -520,9 +525,11 @@ def run_ticks(engine: Engine):
                     d += 1
                     continue
                 B_tick = B
+                if pc is not None:
+                    pc.tick_offset = j  # (the releases' marks)
                 for r in finish_at.pop(d):
                     b = base[r]
-                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (_release(pc, r) if pc is not None else 0)
+                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
                     phase_count[(-b) % bs] -= 1
                     S -= b
                     finished.append((r, j, d))
@@ -588,7 +595,7 @@ def run_ticks(engine: Engine):
             done = finish_at.pop(d, [])
             for r in done:
                 ctx_after = base[r] + d + 1
-                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (_release(pc, r) if pc is not None else 0)
+                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (pc.release(r) if pc is not None else 0)
                 phase_count[(-base[r]) % bs] -= 1
                 S -= base[r]
                 finished.append((r, j, d))
@@ -622,7 +629,7 @@ def run_ticks(engine: Engine):
                 freed += pc.register_prompt(r, total)
             o = output_arr.item(r)
             if o == 1:
-                freed += held_fixed[r] if fixed else -(-total // bs) - (_release(pc, r) if pc is not None else 0)
+                freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
                 done.append(r)
                 continue
@@ -696,18 +703,30 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left
     """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
     starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
     rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
-    if len(candidates) == 1:  # the common case (one request waits): its lookup precedes any admission
-        w = candidates[0]
-        t = target_of(w)
-        handle, hit, evictable = pc.lookup(w, t)
-        taken = rules.admit_in_order((t - hit * bs,), left, free, wm,
-                                     lambda i, chunk: -(-(hit * bs + chunk) // bs) - hit + evictable, is_chunked, False)
-        if taken:  # (the rule's on_admit, after the rule: no candidate follows)
-            pc.admit(w, handle, hit, t)
-            free -= taken[0][1]
-            if pc._num_evictable > free:
-                pc.trim(free)
-        return taken, [hit * bs] * len(taken)
+    if len(candidates) != 1:
+        return _admit_many_with_prefix_cache(pc, candidates, target_of, bs, left, free, wm, is_chunked)
+    # the common case (one request waits): its lookup precedes any admission. (No closure over this
+    # frame's variables: the blocks rule binds its values as defaults, so the call makes no cells.)
+    w = candidates[0]
+    t = target_of(w)
+    handle, hit, evictable = pc.lookup(w, t)
+    cached = hit * bs
+    taken = rules.admit_in_order((t - cached,), left, free, wm,
+                                 lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
+                                 is_chunked, False)  # fmt: skip
+    if not taken:
+        return taken, []
+    pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
+    free -= taken[0][1]
+    if pc._num_evictable > free:  # (trim's own test, without the call)
+        pc.trim(free)
+    return taken, [cached]
+
+
+def _admit_many_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
+                                  is_chunked: bool):  # fmt: skip
+    """_admit_with_prefix_cache for several candidates: each is looked up as the rule reads it, after
+    the admissions before it (which may have evicted what it would hit)."""
     looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
     free_now = [free]
     lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
@@ -734,23 +753,14 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left
     return taken, [looked[i][3] * bs for i in range(len(taken))]
 
 
-def _release(pc, r: int) -> int:
-    """A request finishes: its cached blocks lose a reference. Returns how many of its blocks stay in
-    use because other requests still reference them (PrefixCachingBlockManager.free)."""
-    pc.forget(r)
-    referenced, evictable = pc.release(r)  # (0, 0) when it holds nothing
-    return referenced - evictable
-
-
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],
                     join: dict[int, int], last_d: dict[int, int], d_end: int, bs: int, num_ticks0: int,
                     held_fixed) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
     for their context), then its prefill chunks and admissions (`batch_extras`). Every decoding tick
-    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last, and a
-    tick's decoders are those whose stretch holds its number: the entries of all ticks are expanded
-    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
-    Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
+    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. Counted
+    now (a run budget counts the rows), built when the log is first read (`_batch_entries`): the
+    arguments are this call's own and nothing changes them after `_write_back`."""
     tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
     Kd = tick_of_d.size
     decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
@@ -758,6 +768,17 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=nd)
     hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=nd)
     sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
+    num_extras = sum(len(x) for x in batch_extras.values())
+    rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
+        K, tick_of_d, decs, lo, sizes, batch_extras, base, bs, num_ticks0, held_fixed))  # fmt: skip
+
+
+def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarray, sizes: np.ndarray, batch_extras: dict,
+                   base: dict[int, int], bs: int, num_ticks0: int, held_fixed) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """`_record_batches`' entries as `Recorder.batch` takes them: the entries of all ticks are expanded
+    decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
+    Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
+    Kd, nd = tick_of_d.size, len(decs)
     E = int(sizes.sum())
     who = np.repeat(np.arange(nd, dtype=np.int32), sizes)  # (E,) decoder of each entry, decoder-major
     dnum = np.arange(E, dtype=np.int32)  # (E,) its decoding tick number: lo + its place in the stretch
@@ -778,9 +799,8 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     counts[tick_of_d] = np.bincount(dnum, minlength=Kd)
     del who, dnum
     if not batch_extras:
-        rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), dec_req, np.ones(E, dtype=np.int64),
-                  np.ones(E, dtype=bool), dec_held)  # fmt: skip
-        return
+        return (num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), dec_req, np.ones(E, dtype=np.int64),
+                np.ones(E, dtype=bool), dec_held)  # fmt: skip
     # The tick's prefill chunks and admissions follow its decoders; the decoder entries fill the other slots in order
     ext_ticks = np.fromiter(batch_extras, dtype=np.int64, count=len(batch_extras))
     ext_sizes = np.fromiter((len(x) for x in batch_extras.values()), dtype=np.int64, count=len(batch_extras))
@@ -796,7 +816,7 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     out_req, out_new, out_held = np.empty(total, dtype=np.int64), np.ones(total, dtype=np.int64), np.empty(total, dtype=np.int64)
     out_req[ext_slot], out_new[ext_slot], out_held[ext_slot] = ext_req, ext_new, ext_held
     out_req[out_dec], out_held[out_dec] = dec_req, dec_held
-    rec.batch(num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held)
+    return num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held
 
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,

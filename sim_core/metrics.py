@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim_core import quantiles
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
 from sim_core.result import RequestTable, SteadyState, Summary, Timeline
+from sim_core.runs import Runs
 from sim_core.types import FloatArray, Phase
 
 
-def percentiles(values: FloatArray, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
-    """Several percentiles with one partition of the data (ITL arrays can hold millions of gaps).
+def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
+    """Several percentiles with one partition of the data (ITL arrays can hold millions of gaps), NaN left out.
+    Gaps given as `Runs` are never expanded (the same numbers: runs.py).
 
     scratch: the caller no longer needs `values`, so it may be reordered in place (no 8-byte-per-gap copy).
     """
+    if isinstance(values, Runs):
+        return values.percentiles(qs)
     nan = np.isnan(values)
     v = values[~nan] if nan.any() else values
     if not v.size:
         return [float("nan")] * len(qs)
-    return [float(x) for x in np.percentile(v, qs, overwrite_input=scratch and v is values)]
+    return quantiles.of_array(v, qs, scratch=scratch or v is not values)  # (np.percentile's numbers: quantiles.py)
 
 
 STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up)
@@ -107,13 +112,14 @@ def summarize(
     cfg: SimConfig,
     req: RequestTable,
     tl: Timeline,
-    itl_s: FloatArray,
+    itl_s: FloatArray | Runs,
     memory: MemoryPlan,
     num_swap_outs: int,
     stopped_reason: str | None,
     itl_is_scratch: bool = False,
 ) -> Summary:
-    """Headline numbers. With `itl_is_scratch` the ITL array may be reordered (saves a copy)."""
+    """Headline numbers. `itl_s`: every inter-token gap (an array, or `Runs`); with `itl_is_scratch`
+    the array may be reordered (saves a copy)."""
     n_samples = cfg.workload.num_samples
     done = req.is_finished
     arrived = req.arrival_s[np.isfinite(req.arrival_s)]

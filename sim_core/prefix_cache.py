@@ -207,9 +207,6 @@ class PrefixCache:
                 self._system_keys[group] = have
         return have[:num_blocks]
 
-    def forget(self, r: int) -> None:
-        self._keys.pop(r, None)
-
     # ------------------------------------------------------------ cluster replicas (sim_core/cluster)
     def bind_slot(self, slot: int, source: Workload, r: int) -> None:
         """A replica's slot `slot` holds request r of the deployment's workload `source` (the router adds
@@ -273,9 +270,6 @@ class PrefixCache:
     def num_evicted(self) -> int:
         """Blocks evicted so far (those counted by trim/evict but not yet dropped from the LRU included)."""
         return self._num_evicted + self._debt
-
-    def holds(self, r: int) -> bool:
-        return r in self.refs or r in self.run_refs or r in self.chain_refs
 
     def _changed(self) -> None:
         if self.recorder is not None:
@@ -374,8 +368,10 @@ class PrefixCache:
             self._num_evictable = num_free
             debt = self._debt = self._debt + excess
             rec = self.recorder
-            if rec is not None:
-                self.marks.extend((rec.num_ticks + self.tick_offset, num_free))
+            if rec is not None:  # (two appends: cheaper than extending by a tuple)
+                marks = self.marks
+                marks.append(rec.num_ticks + self.tick_offset)
+                marks.append(num_free)
             if debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
@@ -474,14 +470,18 @@ class PrefixCache:
             self._count_uses(keys)
         return freed
 
-    def release(self, r: int) -> tuple[int, int]:
-        """Drop r's references: (blocks r referenced, blocks that became evictable). Tail blocks are
-        queued first so they are evicted before the shared head (vLLM frees in reverse order)."""
+    def release(self, r: int, forget: bool = True) -> int:
+        """Drop r's references; returns how many of its cached blocks stay in use because other requests
+        still reference them (the rest become evictable: free). Tail blocks are queued first so they are
+        evicted before the shared head (vLLM frees in reverse order). `forget`: r finished or was
+        pre-empted, so its memoised keys go too (recomputed if it comes back); a swapped-out request keeps them."""
+        if forget and self._keys:  # (only per-block entries memoise keys)
+            self._keys.pop(r, None)
         keys = self.refs.pop(r, None) if self.refs else None  # (no per-block entries with runs)
         run = self.run_refs.pop(r, 0)
         g, level = self.chain_refs.pop(r, (-1, 0))
         if not keys and not run and not level:
-            return 0, 0
+            return 0
         ref = self.ref
         gen = self._group
         tag = -(gen + 1)
@@ -534,8 +534,10 @@ class PrefixCache:
                 self._compact()
             rec = self.recorder
             if rec is not None:
-                self.marks.extend((rec.num_ticks + self.tick_offset, evictable))
-        return (len(keys) if keys else 0) + run + level, became
+                marks = self.marks
+                marks.append(rec.num_ticks + self.tick_offset)
+                marks.append(evictable)
+        return (len(keys) if keys else 0) + run + level - became
 
     def evict(self, count: int) -> None:
         """Drop the `count` least recently released evictable blocks (LFU: the least used ones).
@@ -780,22 +782,16 @@ class PrefixCachingBlockManager(BlockManager):
         ids = np.atleast_1d(req_idx)
         freed = int(self.held[ids].sum())
         back = 0
-        pc = self.prefix
-        for r in ids.tolist():
-            pc.forget(r)  # finished, or pre-empted (keys are recomputed if it comes back)
-            if pc.holds(r):
-                referenced, evictable = pc.release(r)
-                back += referenced - evictable  # still referenced by others: not freed
+        release = self.prefix.release
+        for r in ids.tolist():  # finished, or pre-empted
+            back += release(r)  # blocks still referenced by others: not freed
         self.held[ids] = 0
         self.num_free = self._num_free + freed - back
 
     def swap_out(self, req: int) -> int:
         """The swapped copy is private; cached blocks on the GPU lose one reference."""
         n = int(self.held[req])
-        back = 0
-        if self.prefix.holds(req):
-            referenced, evictable = self.prefix.release(req)
-            back = referenced - evictable
+        back = self.prefix.release(req, forget=False)
         self.host_held[req], self.held[req] = n, 0
         self.num_free = self._num_free + n - back
         self.num_host_free -= n

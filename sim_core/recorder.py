@@ -19,9 +19,13 @@ order does not depend on whether ticks were advanced one by one or in coalesced 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 
 from sim_core.result import INT_TICK_COLUMNS, TICK_COLUMNS, BatchLog, Events, Timeline
+from sim_core.runs import Runs
 from sim_core.types import Event, IntArray
 
 STAGE_ROWS = 1024  # single-tick rows staged as tuples before being copied into the chunks
@@ -131,6 +135,13 @@ def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(parts, dtype=dtype, casting="same_kind")
 
 
+def _batch_columns(parts: list) -> tuple[np.ndarray, ...]:
+    """The batch log's columns (BatchLog field order) from the recorded parts, deferred ones built now."""
+    b = [part() if callable(part) else part for part in parts]
+    dtypes = (np.int64, np.int64, np.int64, bool, np.int64)
+    return tuple(_joined([x[j] for x in b], dtype) for j, dtype in enumerate(dtypes))
+
+
 class Recorder:
     def __init__(self, num_recorded_batches: int):
         self._rows: list[tuple] = []  # staged single-tick rows (at most STAGE_ROWS)
@@ -145,7 +156,7 @@ class Recorder:
         # gaps given as runs (value, repeats), each with the number of single gaps recorded before it
         self._itl_runs: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._max_batches = num_recorded_batches
-        self._batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._batches: list[tuple[np.ndarray, ...] | Callable[[], tuple]] = []  # (batch_deferred: the callables)
         self.num_batch_rows = 0  # step-through rows so far (a run budget counts them)
 
     def tick(self, row: tuple) -> None:
@@ -204,8 +215,8 @@ class Recorder:
 
     def itl_runs(self, values: np.ndarray, repeats: np.ndarray) -> None:
         """Gaps given as `np.repeat(values, repeats)` (a scalar-core call: each tick's gap once per
-        decoder), kept in that form until `finish` expands every gap once, in order: 16 bytes a tick
-        instead of 8 bytes a gap in between."""
+        decoder), kept in that form (16 bytes a tick instead of 8 bytes a gap): `finish` hands them
+        over as `Runs`, or expands every gap once, in order."""
         self._flush_itl()
         self._itl_runs.append((self._itl.size, values, repeats))
 
@@ -214,11 +225,11 @@ class Recorder:
             self._itl.extend(np.concatenate(self._itl_stage))
             self._itl_stage = []
 
-    def _itl_array(self) -> np.ndarray:
-        """Every gap in the order recorded: the single gaps with the runs expanded where they came."""
+    def _gap_runs(self) -> Runs:
+        """Every gap in the order recorded, as runs: the single gaps (one each) with the runs where they came."""
         single = self._itl.array()
         if not self._itl_runs:
-            return single
+            return Runs(single, np.ones(single.size, dtype=np.int64))
         values: list[np.ndarray] = []
         repeats: list[np.ndarray] = []
         at = 0
@@ -232,7 +243,7 @@ class Recorder:
         values.append(single[at:])
         repeats.append(np.ones(single.size - at, dtype=np.int64))
         self._itl_runs = []
-        return np.repeat(np.concatenate(values), np.concatenate(repeats))
+        return Runs(np.concatenate(values), np.concatenate(repeats, dtype=np.int64, casting="same_kind"))
 
     @property
     def wants_batches(self) -> bool:
@@ -245,22 +256,24 @@ class Recorder:
         self.num_batch_rows += tick.size
         self._batches.append((tick, req, new, is_dec, held))
 
-    def finish(self) -> tuple[Timeline, Events, np.ndarray, BatchLog]:
+    def batch_deferred(self, num_rows: int, build: Callable[[], tuple]) -> None:
+        """Batch membership of `num_rows` entries that `build()` returns as `batch` takes them, called
+        when the log is first read (BatchLog.deferred): runs nobody steps through never build them.
+        `build` must read only values nothing changes afterwards."""
+        self.num_batch_rows += num_rows
+        self._batches.append(build)
+
+    def finish(self, gaps_as_runs: bool = False) -> tuple[Timeline, Events, np.ndarray | Runs, BatchLog]:
+        """Timeline, events in canonical order, every gap in the order recorded (as one array, or with
+        `gaps_as_runs` as `Runs`: the result's percentiles and sample need no expanded array) and the batch log."""
         self._flush()
         self._flush_events()
         self._flush_itl()
         dtypes = [np.int64 if name in INT_TICK_COLUMNS else np.float64 for name in TICK_COLUMNS]
         cols = dict(zip(TICK_COLUMNS, self._ticks.columns(dtypes)))
-        cat = lambda parts, dtype: _joined(parts, dtype)  # noqa: E731
         ev_req, ev_time, ev_kind = self._ev_req.array(), self._ev_time.array(), self._ev_kind.array()
         order = np.lexsort((ev_req, EVENT_RANK[ev_kind], ev_time))
         events = Events(ev_req[order], ev_time[order], ev_kind[order])
-        b = self._batches
-        batches = BatchLog(
-            tick=cat([x[0] for x in b], np.int64),
-            req=cat([x[1] for x in b], np.int64),
-            num_new_tokens=cat([x[2] for x in b], np.int64),
-            is_decode=cat([x[3] for x in b], bool),
-            kv_blocks_held=cat([x[4] for x in b], np.int64),
-        )
-        return Timeline(cols), events, self._itl_array(), batches
+        batches = BatchLog.deferred(functools.partial(_batch_columns, list(self._batches)))
+        gaps = self._gap_runs()
+        return Timeline(cols), events, gaps if gaps_as_runs else gaps.expand(), batches

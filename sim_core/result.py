@@ -5,6 +5,7 @@ Arrays stay NumPy; `to_frames()` is the only place pandas appears, at the edge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,13 +101,39 @@ class Events:
 
 @dataclass(frozen=True)
 class BatchLog:
-    """Batch membership of the first `limits.num_recorded_batches` ticks (step-through view)."""
+    """Batch membership of the first `limits.num_recorded_batches` ticks (step-through view).
+
+    A run's log is `deferred`: its arrays are built when one is first read (the step-through view), so
+    the many runs nobody steps through (sweeps, plans, benchmarks) skip building ~40k entries each.
+    """
 
     tick: IntArray
     req: IntArray
     num_new_tokens: IntArray
     is_decode: np.ndarray
     kv_blocks_held: IntArray  # blocks the request holds during the tick
+
+    @classmethod
+    def deferred(cls, build: Callable[[], tuple[IntArray, IntArray, IntArray, np.ndarray, IntArray]]) -> BatchLog:
+        """A log whose fields `build()` returns (in field order) when one is first read."""
+        log = object.__new__(cls)
+        object.__setattr__(log, "_build", build)
+        return log
+
+    def __getattr__(self, name: str):  # only for attributes not set: a deferred log's fields before they are built
+        build = self.__dict__.get("_build")
+        if build is None or name not in BATCH_FIELDS:
+            raise AttributeError(name)
+        for field, values in zip(BATCH_FIELDS, build()):
+            object.__setattr__(self, field, values)
+        object.__setattr__(self, "_build", None)  # (a second thread building at once sets the same values)
+        return self.__dict__[name]
+
+    def __getstate__(self) -> dict:
+        return {name: getattr(self, name) for name in BATCH_FIELDS}
+
+
+BATCH_FIELDS = ("tick", "req", "num_new_tokens", "is_decode", "kv_blocks_held")
 
 
 class SteadyState(BaseModel):

@@ -112,3 +112,36 @@ def test_chunk_boundaries_stay_at_multiples_of_the_first_chunk():
         ticks.extend_rows(np.zeros((ticks._rows, len(TICK_COLUMNS))))
         ends.append(ticks.size)
     assert all(end % CHUNK_ROWS == 0 for end in ends) and len(ticks._full) == 6 and ends[-1] > ends[-2] + 2 * CHUNK_ROWS
+
+
+def test_deferred_batch_parts_are_counted_at_once_and_built_in_order_when_first_read():
+    import pickle
+
+    rec, calls = Recorder(100), []
+    rec.batch(0, np.array([3, 4]), np.array([1, 1]), np.array([True, True]), np.array([2, 2]))
+
+    def build():
+        calls.append(1)
+        return np.array([1, 1, 2]), np.array([5, 3, 5]), np.array([7, 1, 1]), np.array([False, True, True]), np.array([1, 2, 1])
+
+    rec.batch_deferred(3, build)
+    rec.batch(3, np.array([9]), np.array([4]), np.array([False]), np.array([1]))
+    assert rec.num_batch_rows == 6 and not calls  # counted for the run budget, not built
+    _, _, _, log = rec.finish()
+    assert not calls  # finishing the run builds nothing either
+    assert log.tick.tolist() == [0, 0, 1, 1, 2, 3] and log.req.tolist() == [3, 4, 5, 3, 5, 9]
+    assert log.is_decode.dtype == bool and log.num_new_tokens.dtype == np.int64
+    assert log.kv_blocks_held.tolist() == [2, 2, 1, 2, 1, 1] and len(calls) == 1
+    log.req, log.tick  # noqa: B018 (read again: built once)
+    assert len(calls) == 1
+    assert pickle.loads(pickle.dumps(log)).req.tolist() == log.req.tolist()
+
+
+def test_a_run_leaves_its_batch_log_unbuilt_until_read():
+    from sim_core.bench import engine_config
+    from sim_core.engine import run_simulation
+
+    res = run_simulation(engine_config("sarathi-serve")[0])
+    assert "tick" not in vars(res.batches)  # not built by the run
+    ticks = res.batches.tick
+    assert ticks.size > 0 and ticks[-1] < res.timeline.num_ticks and np.all(np.diff(ticks) >= 0)

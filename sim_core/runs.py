@@ -1,0 +1,93 @@
+"""A sequence kept as runs, `np.repeat(values, repeats)`, and what the result needs of it without building it.
+
+The scalar core records each tick's inter-token gap once per decoder (recorder.py `itl_runs`): the
+100k-request chat run holds ~500k runs for ~20M gaps, 160 MB expanded. Its ITL percentiles and the
+evenly strided sample the result keeps are computed here from the runs instead:
+
+- `percentiles` sorts the runs (not the gaps) and reads each order statistic off the cumulative repeats,
+  then interpolates as `np.percentile` does (quantiles.py), so every percentile equals
+  `np.percentile(expanded, qs)` bit for bit (tests/sim_core/test_runs.py checks it on generated runs).
+- `take` reads the values at given (sorted) positions of the expanded sequence: a search per run end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim_core import quantiles
+from sim_core.types import FloatArray, IntArray
+
+SORT_RUNS_MAX_SHARE = 0.25  # runs per value above which partitioning the expanded values is cheaper than sorting runs
+
+
+@dataclass(frozen=True)
+class Runs:
+    """`np.repeat(values, repeats)` (repeats >= 0, int64), in order."""
+
+    values: FloatArray
+    repeats: IntArray
+
+    @property
+    def size(self) -> int:
+        """Length of the expanded sequence."""
+        return int(self.repeats.sum())
+
+    @property
+    def is_dense(self) -> bool:
+        """Runs of about one value each: the expanded array costs what the runs cost (and NumPy's
+        partition of it beats sorting the runs)."""
+        return self.values.size > SORT_RUNS_MAX_SHARE * self.size
+
+    def expand(self) -> FloatArray:
+        """The sequence as one array (`values` itself when every run holds one value)."""
+        if self.values.size == self.size and (not self.repeats.size or self.repeats.min() == 1):
+            return self.values
+        return np.repeat(self.values, self.repeats)
+
+    def take(self, positions: IntArray) -> FloatArray:
+        """`expand()[positions]` for non-decreasing positions in [0, size), without expanding: each run's
+        value repeated once per position inside it (a search per run, not per position)."""
+        inside = np.searchsorted(positions, np.cumsum(self.repeats), side="left")  # positions before each run's end
+        return np.repeat(self.values, np.diff(inside, prepend=0))
+
+    def stride_sample(self, num: int) -> FloatArray:
+        """`expand()[np.linspace(0, size - 1, num).astype(np.int64)]` (num >= 2, size >= 1) without the
+        positions: how many of them fall in each run, from the run ends. np.linspace's positions are
+        trunc(i × step) for i < num - 1 (step = (size - 1) / (num - 1), i × step rounded as NumPy rounds
+        it), then size - 1; they are non-decreasing in i, so the positions below a run's end e are the
+        first c(e) of them, c(e) the least i with i × step >= e: from e / step, corrected to the exact
+        product."""
+        size, last = self.size, num - 1
+        step = (size - 1) / last
+        ends = np.cumsum(self.repeats)
+        if size == 1:  # every position is 0
+            return np.repeat(self.values[np.searchsorted(ends, 0, side="right")], num)
+        below = np.clip(np.ceil(ends / step), 0, last).astype(np.int64)  # c(e), up to an error of a step or so
+        while True:  # (one or two passes: e / step is within an ulp or two of the exact quotient)
+            down = (below > 0) & ((below - 1) * step >= ends)
+            up = (below < last) & (below * step < ends)
+            if not (down.any() or up.any()):
+                break
+            below -= down
+            below += up
+        counts = np.diff(below, prepend=0)
+        counts[np.searchsorted(ends, size - 1, side="right")] += 1  # the last position, size - 1
+        return np.repeat(self.values, counts)
+
+    def percentiles(self, qs: tuple[float, ...]) -> list[float]:
+        """`np.percentile(v, qs)` with v the expanded values less NaN (NaN each when none is left), bit for bit."""
+        values, repeats = self.values, self.repeats
+        nan = np.isnan(values)
+        if nan.any():
+            values, repeats = values[~nan], repeats[~nan]
+        n = int(repeats.sum())
+        if not n:
+            return [float("nan")] * len(qs)
+        if values.size > SORT_RUNS_MAX_SHARE * n:  # mostly single values: NumPy's partition is faster
+            return quantiles.of_array(np.repeat(values, repeats), qs, scratch=True)
+        # (empty runs stay: they end where the run before them ends, so no rank's search stops at one)
+        order = np.argsort(values)
+        values, ends = values[order], np.cumsum(repeats[order])
+        return quantiles.linear(n, qs, lambda ranks: values[np.searchsorted(ends, np.where(ranks < 0, n - 1, ranks), side="right")])
