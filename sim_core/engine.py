@@ -232,22 +232,36 @@ class Engine:
             count = self.num_outstanding
             return count, count
         key = self._state_key()
-        if self._bounds_memo is None or self._bounds_memo[0] != key:  # a router asks several times between steps
+        memo = self._bounds_memo
+        if memo is not None and memo[0] == key:  # a router asks several times between steps, often for one instant
+            out = memo[3].get((t_s, min_tick_s))
+            if out is not None:
+                return out
+        else:
             if self._live is not None:  # a paused run: the tokens left are in the run (fastpath.live_remaining)
-                if self._live_left is None:  # (once per pause: what is added or joins meanwhile comes on top)
-                    self._live_left = fastpath.live_remaining(self, self._live)
-                joined, pending = self._joined, slice(self._live[2], max(self.num_added, self._live[2]))
-                remaining = sorted(self._live_left + st.output[pending].tolist() + (st.output[joined] - st.emitted[joined]).tolist())
+                if self._live_left is None:  # (sorted once per pause: what is added or joins meanwhile comes on top)
+                    self._live_left = sorted(fastpath.live_remaining(self, self._live))
+                remaining, joined, first = self._live_left, self._joined, self._live[2]
+                extra = st.output[first:self.num_added].tolist() if self.num_added > first else []
+                if joined:
+                    extra += (st.output[joined] - st.emitted[joined]).tolist()
             else:
                 ids = self._outstanding_ids()
-                remaining = np.sort(st.output[ids] - st.emitted[ids]).tolist()
-            self._bounds_memo = (key, remaining)  # remaining tokens, ascending
-        remaining = self._bounds_memo[1]
-        high = len(remaining)
-        if not high or t_s <= st.now_s:
+                remaining, extra = np.sort(st.output[ids] - st.emitted[ids]).tolist(), []
+            # remaining tokens: ascending, then the few added since a pause (unsorted); the answers given so far,
+            # by (instant, shortest emitting tick)
+            memo = self._bounds_memo = (key, remaining, extra, {})
+        remaining, extra, seen = memo[1], memo[2], memo[3]
+        high = len(remaining) + len(extra)
+        if not high:
             return high, high
         ticks = int((t_s - st.now_s) // min_tick_s) + 1
-        return high - bisect_right(remaining, ticks * self._max_tokens_per_tick()), high
+        most = ticks * self._max_tokens_per_tick()  # tokens a request can emit by t_s: those with no more left may finish
+        num_may_finish = bisect_right(remaining, most) + (sum(x <= most for x in extra) if extra else 0)
+        out = high - num_may_finish, high
+        if len(seen) < 64:
+            seen[t_s, min_tick_s] = out
+        return out
 
     def _state_key(self) -> tuple:
         """What the bounds below depend on between steps (the state changes only with these, or through

@@ -221,6 +221,9 @@ class Deployment:
             for x in self.back:  # (requests injected meanwhile join it: Engine.inject_prefilled)
                 x.engine.may_pause = self.pause_runs
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
+        self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
+        self._bound_fns = [(x.engine.outstanding_bounds, x.engine.kv_usage_bounds, self.min_emit_tick_s[j])
+                           for j, x in enumerate(insts)]  # (`_choose_by_bounds`)  # fmt: skip
         while True:
             ptr = self._ptr
             t_arr = self._routing_instant(ptr) if ptr < R else math.inf
@@ -232,7 +235,10 @@ class Deployment:
                 focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
                          and insts[j].engine.st.now_s < t_arr]  # fmt: skip
                 if not focus:
-                    pick, focus = self._choose_by_bounds(ptr, t_arr)
+                    hint, self._hint = self._hint, None
+                    # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
+                    # changed since, so the same choice from the same bounds would be unsettled with these rivals)
+                    pick, focus = (None, hint[1]) if hint is not None and hint[0] == ptr else self._choose_by_bounds(ptr, t_arr)
                     if pick is not None:
                         self._add(ptr, pick)
                         self._ptr += 1
@@ -274,6 +280,7 @@ class Deployment:
                 self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
+            self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
                 self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
@@ -304,16 +311,18 @@ class Deployment:
     def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
-        bounds, usage = [], [] if self.router.policy == "least_kv" else None
-        for j, x in enumerate(self.instances):
-            if known is not None and j == known[0]:
-                bounds.append((known[1], known[1]))
-                if usage is not None:
-                    usage.append((known[2], known[2]))
-                continue
-            bounds.append(x.engine.outstanding_bounds(t, self.min_emit_tick_s[j]))
-            if usage is not None:  # (no cheap bound: it must reach t, where it is exact)
-                usage.append(x.engine.kv_usage_bounds(t, self.min_emit_tick_s[j]) or (0.0, math.inf))
+        k = known[0] if known is not None else -1
+        # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
+        if self.router.policy != "least_kv":
+            bounds = [(known[1], known[1]) if j == k else f(t, m) for j, (f, _, m) in enumerate(self._bound_fns)]
+            return self.router.choose_by_bounds(bounds, r)
+        usage = [(known[2], known[2]) if j == k else g(t, m) for j, (_, g, m) in enumerate(self._bound_fns)]
+        # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0, so it must
+        # reach t all but always, and its count bounds (a paused run's tokens left are in the run, sorted:
+        # fastpath.live_remaining) are not worked out: (0, inf) holds too (weaker bounds cost catch-ups, never a choice)
+        bounds = [(known[1], known[1]) if j == k else (0, math.inf) if usage[j] is None else f(t, m)
+                  for j, (f, _, m) in enumerate(self._bound_fns)]  # fmt: skip
+        usage = [(0.0, math.inf) if u is None else u for u in usage]
         return self.router.choose_by_bounds(bounds, r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
@@ -337,8 +346,9 @@ class Deployment:
             t = self._routing_instant(r)
             if t > now_s:
                 return t
-            pick, _ = self._choose_by_bounds(r, t, (i, count, usage))
+            pick, rivals = self._choose_by_bounds(r, t, (i, count, usage))
             if pick is None:
+                self._hint = (r, rivals)  # (the loop takes these as its focus: `run`)
                 break
             self._add(r, pick)
             self._ptr += 1
@@ -351,10 +361,8 @@ class Deployment:
         best, best_t = None, math.inf
         num_front = len(self.front)
         for i, inst in enumerate(self.instances):
-            if i in stalled or not inst.engine.has_work or (back is not None and i >= num_front and i not in back):
-                continue
-            t = inst.engine.st.now_s
-            if t < best_t:
+            t = inst.engine.st.now_s  # (the clock first: the cheapest test, and most instances fail it)
+            if t < best_t and i not in stalled and (back is None or i < num_front or i in back) and inst.engine.has_work:
                 best, best_t = i, t
         return best
 

@@ -189,15 +189,20 @@ class Router:
                     self._memo = (request, keys, hit)
                 if self._follows_cache(request, max(hit)):
                     cand = [i for i in range(n) if hit[i] == max(hit)]
-        turn = [(i - self._next) % n for i in range(n)]
-        best = min(cand, key=lambda i: (bounds[i][1], turn[i]))
-        top = (bounds[best][1], turn[best])
-        rivals = [j for j in cand if j != best and (bounds[j][0], turn[j]) < top]
+        # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
+        # keys `choose` compares, as plain comparisons (this runs at every arrival)
+        nxt = self._next
+        best, top_hi, top_turn = -1, 0, 0
+        for i in cand:
+            hi, turn = bounds[i][1], (i - nxt) % n
+            if best < 0 or hi < top_hi or (hi == top_hi and turn < top_turn):
+                best, top_hi, top_turn = i, hi, turn
+        rivals = [j for j in cand if j != best and (bounds[j][0] < top_hi or (bounds[j][0] == top_hi and (j - nxt) % n < top_turn))]
         if not rivals:
             self._next = (best + 1) % n
             self._remember(best, keys)
             return best, []
-        return None, rivals + ([best] if bounds[best][0] < bounds[best][1] else [])
+        return None, rivals + ([best] if bounds[best][0] < top_hi else [])
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:

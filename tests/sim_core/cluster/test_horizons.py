@@ -231,3 +231,29 @@ def test_a_deployment_that_stops_ends_its_paused_runs():
     assert dep.stopped_reason == "replica 0: stopped by the test" and any(paused_at_stop)
     assert all(x.engine._paused is None for x in dep.instances)
     assert_same_routing_and_busy_ticks(build_result(dep), build_result(ref))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(seed):
+    # outstanding_bounds keeps its sorted tokens left, and its answers per instant, until the state moves: at every
+    # choice of a router, each replica's answers (paused or not, with requests added since a pause) equal the
+    # answers it computes afresh
+    cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": "least_outstanding"})
+    dep = Deployment(cfg)
+    choose, checked = dep._choose_by_bounds, []
+
+    def checking(r, t, known=None):
+        for j, x in enumerate(dep.front):
+            eng = x.engine
+            if known is not None and j == known[0]:
+                continue  # (mid-run: its arrays are behind its run; the router reads its count from the run)
+            later = [t, t + 0.01, t + 0.3]
+            kept = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
+            eng._bounds_memo = None
+            assert kept == [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
+            checked.append(eng._live is not None and eng.num_added > eng._live[2])
+        return choose(r, t, known)
+
+    dep._choose_by_bounds = checking
+    dep.run()
+    assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
