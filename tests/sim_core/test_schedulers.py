@@ -354,3 +354,29 @@ def test_decode_run_is_choose_then_observe_per_tick(mode):
         assert repr(vars(fast)) == repr(vars(ctl))  # (repr: floats compared bit for bit, -0.0 included)
 
     check()
+
+
+@pytest.mark.parametrize("engine", ["vllm-v1", "article-time-slice", "article-quota", "article-smart-preemption", "exclusive"])
+def test_kind_by_choice_is_tick_kind_where_offered(engine):
+    """`Scheduler.kind_by_choice` (what the scalar core calls per tick) gives tick_kind's answer tick after tick,
+    stateful controllers included; it is withheld where the batching rules may change the kind."""
+    from sim_core.bench import engine_config
+    from sim_core.engine import Engine
+
+    cfg, _ = engine_config(engine)
+    ref, fast = Engine(cfg).sched, Engine(cfg).sched
+    if ref.is_static or ref.cfg.smart_preemption.enabled:
+        assert fast.kind_by_choice is None
+        return
+    assert fast.kind_by_choice is not None
+    rng = np.random.default_rng(3)
+    now = 0.0
+    for _ in range(400):
+        num_dec, num_running, work = int(rng.integers(0, 4)), 4, bool(rng.integers(0, 2))
+        kind = ref.tick_kind(None, now, num_dec, num_running, work, np.empty(0, dtype=np.int64))
+        assert fast.kind_by_choice(now, num_dec, work) == kind
+        dur = float(rng.uniform(0.005, 0.2))
+        pre, dec = (128 if kind != TickKind.DECODE else 0), (num_dec if kind != TickKind.PREFILL else 0)
+        ref.observe(now + dur, dur, pre, dec)  # (bound to the phase controller's observe without a dynamic cap)
+        fast.observe(now + dur, dur, pre, dec)
+        now += dur
