@@ -211,6 +211,15 @@ class _Steps:
         return len(admit), tokens
 
 
+def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int) -> None:
+    """Request r arrives and joins the queue `waiting[head:]` (state.py's keys): FCFS appends its id; another queue
+    order puts its key in place (SimState.push_waiting), maybe at the head."""
+    if is_fcfs:
+        waiting.append(r)
+    else:
+        bisect.insort(waiting, int(order_key[r]), lo=head)
+
+
 def eligible(engine: Engine) -> bool:
     """Config-level conditions under which the fast path's rules are the scheduler's rules."""
     cfg = engine.cfg
@@ -456,10 +465,8 @@ def run_ticks(engine: Engine):
                 break
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
-            if is_fcfs:
-                waiting.append(ptr)
-            else:  # it takes its place by key (SimState.push_waiting), maybe at the head
-                bisect.insort(waiting, int(order_key[ptr]), lo=head)
+            _enqueue(waiting, ptr, is_fcfs, order_key, head)
+            if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             ptr += 1
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
@@ -478,10 +485,7 @@ def run_ticks(engine: Engine):
                     if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        if is_fcfs:
-                            waiting.append(ptr)
-                        else:
-                            bisect.insort(waiting, int(order_key[ptr]), lo=head)
+                        _enqueue(waiting, ptr, is_fcfs, order_key, head)
                         ptr += 1
                         next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                     num_waiting = len(waiting) - head
@@ -510,10 +514,7 @@ def run_ticks(engine: Engine):
                                 arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
                                 waits = arrived + num_waiting
                                 for _ in range(int(arrived[k - 1])):
-                                    if is_fcfs:
-                                        waiting.append(ptr)
-                                    else:
-                                        bisect.insort(waiting, int(order_key[ptr]), lo=head)
+                                    _enqueue(waiting, ptr, is_fcfs, order_key, head)
                                     ptr += 1
                                 next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                                 num_waiting = len(waiting) - head

@@ -16,10 +16,9 @@ from sim_core.cluster.deployment import decode_fits, decode_fits_by_bounds
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from tests.conftest import make_config
-from tests.sim_core.cluster.support import count_steps
+from tests.sim_core.cluster.support import count_steps, open_loop_config
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
 from tests.sim_core.cluster.test_horizons import _run
-from tests.sim_core.test_engine import random_config
 
 
 def _chat(num_requests=250, rate=30.0, seed=0, **overrides):
@@ -104,14 +103,17 @@ def test_back_pressure_on_decode_kv_routes_as_the_reference():
     assert_same_routing_and_busy_ticks(lazy, ref)
 
 
+def _random_xpyd(config_seed: int, router: str, num_prefill: int, num_decode: int, link: dict):
+    """The engine tests' random config `config_seed` (a closed loop made a gamma process) as xPyD behind `router`."""
+    cfg = open_loop_config(config_seed, "gamma")
+    return deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": num_prefill},
+                                                            "decode": {"replicas": num_decode}, "link": link}})
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_lazy_decode_on_random_configs(seed):
-    cfg = random_config(seed + 40)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
     router = ["round_robin", "round_robin", "least_outstanding", "least_kv"][seed % 4]
-    cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2},
-                                                            "decode": {"replicas": 2 + seed % 2}, "link": LINKS[seed % 4]}})  # fmt: skip
+    cfg = _random_xpyd(seed + 40, router, 1 + seed % 2, 2 + seed % 2, LINKS[seed % 4])
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, lazy_decode=False)[0])
 
 
@@ -198,12 +200,8 @@ def test_paused_decode_runs_with_back_pressure_and_full_batches():
 
 @pytest.mark.parametrize("seed", range(8))
 def test_paused_decode_runs_on_random_configs(seed):
-    cfg = random_config(seed + 60)
-    if cfg.workload.arrival.process == "closed_loop":
-        cfg = with_value(cfg, "workload.arrival.process", "gamma")
     router = ["round_robin", "least_outstanding", "least_kv", "round_robin"][seed % 4]
-    cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2},
-                                                            "decode": {"replicas": 1 + seed % 3}, "link": LINKS[seed % 4]}})  # fmt: skip
+    cfg = _random_xpyd(seed + 60, router, 1 + seed % 2, 1 + seed % 3, LINKS[seed % 4])
     cfg = with_value(cfg, "limits.num_recorded_batches", [0, 40, 2000][seed % 3])
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])
 
