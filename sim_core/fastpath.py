@@ -136,11 +136,8 @@ class _Steps:
                     raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
                 self.free -= need_p
                 self.chunks = [(r, c, ch)]
-            pc = self.pc
-            if pc is not None:
-                pc.tick_offset = self.j  # (the tick's marks, admissions and completions included)
-                if pc._num_evictable > self.free:  # decoder and chunk blocks taken: evict as the block manager would
-                    pc.trim(self.free)
+            if self.pc is not None:
+                self._evict_for_tick()
             return ch
         chunks: list[tuple[int, int, int]] = []
         fixed, bs = self.fixed, self.bs
@@ -157,12 +154,17 @@ class _Steps:
             raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
         self.free -= need_p
         self.chunks = chunks
-        pc = self.pc
-        if pc is not None:
-            pc.tick_offset = self.j  # (the tick's marks, admissions and completions included)
-            if pc._num_evictable > self.free:  # decoder and chunk blocks taken: evict as the block manager would
-                pc.trim(self.free)
+        if self.pc is not None:
+            self._evict_for_tick()
         return tokens
+
+    def _evict_for_tick(self) -> None:
+        """Prefix cache, after the chunk step: the tick's marks (admissions and completions included) are at this
+        tick, and with the decoder and chunk blocks taken, cached blocks evict as the block manager would."""
+        pc = self.pc
+        pc.tick_offset = self.j
+        if pc._num_evictable > self.free:
+            pc.trim(self.free)
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
