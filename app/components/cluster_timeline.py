@@ -66,17 +66,31 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> None:
             shown.add(name)
 
 
+def _stalls_per_instance(res: ClusterResult, segs: list[tuple[int, str, float, float]]) -> list[tuple[int, str, float, float]]:
+    """A request's decode stalls on the ticks of the instance it decodes on (its decode instance in xPyD, its replica
+    otherwise), never on the deployment's merged ticks: there a prefill instance's tick has no decode token, so every
+    decode segment would read as stalled."""
+    where = res.instance_of if res.decode_instance_of is None else np.where(res.decode_instance_of >= 0, res.decode_instance_of, res.instance_of)
+    by_instance: dict[int, list] = {}
+    for seg in segs:
+        by_instance.setdefault(int(where[seg[0]]), []).append(seg)
+    out: list[tuple[int, str, float, float]] = []
+    for i, part in by_instance.items():
+        out += timeline.stall_split(res.instances[i].result, part) if i >= 0 else part
+    return out
+
+
 def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window: timeline.Window = None) -> list[str]:
     # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped)
     ids = timeline.requests_in_window(res, window, first, min(count, timeline.MAX_REQUEST_ROWS))
     labels = dict(zip(ids.tolist(), request_labels(res, ids)))
-    segs = timeline.request_segments(res, first, ids.size, ids=ids)
+    segs = _stalls_per_instance(res, timeline.request_segments(res, first, ids.size, ids=ids, split_stalls=False))
     if segs:
         r = np.array([s[0] for s in segs])
         state = np.array([s[1] for s in segs])
         start = np.array([s[2] for s in segs])
         end = np.array([s[3] for s in segs])
-        for name in ("waiting", "prefill", "kv transfer", "decode", "preempted", "swapped"):
+        for name in ("waiting", "prefill", "kv transfer", "decode", "stalled", "preempted", "swapped"):
             m = state == name
             if not m.any():
                 continue
@@ -85,7 +99,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
             fig.add_trace(go.Bar(
                 x=end[m] - start[m], base=start[m], y=[labels[i] for i in rr.tolist()], orientation="h",
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
-                showlegend=name in ("waiting", "kv transfer", "preempted", "swapped"), customdata=custom,
+                showlegend=name in ("waiting", "kv transfer", "stalled", "preempted", "swapped"), customdata=custom,
                 hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} tok<br>"
                                "%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=2, col=1)  # fmt: skip

@@ -287,11 +287,12 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
                 break
         if state is not None and end_of_run > since:
             out.append((r, state, since, end_of_run))  # unfinished: drawn up to the end of the run
-    return _split_stalls(res, out) if split_stalls else out
+    return stall_split(res, out) if split_stalls else out
 
 
-def _split_stalls(res: SimResult, segs: list[tuple[int, str, float, float]]) -> list[tuple[int, str, float, float]]:
-    """Cut decode segments where a tick gave no decode token into decode and stalled pieces."""
+def stall_split(res: SimResult, segs: list[tuple[int, str, float, float]]) -> list[tuple[int, str, float, float]]:
+    """Cut decode segments where a tick of `res` (the engine the requests decode on) gave no decode token into
+    decode and stalled pieces."""
     s0, s1 = stall_intervals(res)
     if s0.size == 0:
         return segs
@@ -449,7 +450,6 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
         fig.add_trace(tr, row=1, col=1)
     for tr in _request_traces(res, ids, window):
         fig.add_trace(tr, row=2, col=1)
-    tl = res.timeline
     for line in line_series(res, window):
         fig.add_trace(go.Scatter(
             x=line.t, y=line.y, mode="lines", line_shape="hv", line_color=line.color, line_dash=line.dash, name=line.name,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
@@ -35,6 +35,29 @@ def test_one_gantt_row_per_instance_with_tp_collapsed_and_requests_name_their_in
     assert set(instance_rows(res)) <= gantt_rows
     assert any(tr.name == "kv transfer" for tr in fig.data)  # each request's KV transfer is drawn
     assert count_points(fig) <= MAX_TIMELINE_POINTS
+
+
+def test_request_rows_draw_decode_from_the_kv_arrival_to_the_finish_with_stalls_of_the_decode_instance():
+    # Regression: stalls were cut on the deployment's merged ticks, where every prefill instance's tick has no decode
+    # token, so each decode segment read as stalled, and the rows (which drew no stalls) were empty after the transfer.
+    res = _disagg()
+    fig = cluster_timeline_figure(res, 0, 20)
+    spans: dict[str, dict[str, float]] = {}
+    for tr in fig.data:
+        if tr.type == "bar" and tr.yaxis == "y2":
+            for y, base, width in zip(tr.y, tr.base, tr.x):
+                per = spans.setdefault(y, {})
+                per[tr.name] = per.get(tr.name, 0.0) + width
+                if tr.name == "kv transfer":
+                    per["kv done"] = max(per.get("kv done", 0.0), base + width)
+    labels = request_labels(res, np.arange(20))
+    decoding = stalled = 0.0
+    for r, label in enumerate(labels):
+        per = spans[label]
+        assert per["decode"] + per.get("stalled", 0.0) == pytest.approx(res.requests.finish_s[r] - per["kv done"], abs=1e-9)
+        decoding, stalled = decoding + per["decode"], stalled + per.get("stalled", 0.0)
+    # the decode instance decodes in almost every tick (only its own prefill-free ticks could stall a request)
+    assert decoding > 4 * stalled
 
 
 def test_a_window_shows_the_requests_alive_in_it_and_opens_on_it():
