@@ -211,7 +211,9 @@ def test_unknown_calibration_preset_names_the_family():
 
 
 # ---------------------------------------------------------------- the run budget
-HEAVY = {"workload": {"num_requests": 200_000, "arrival": {"process": "offline"}}}
+# Stepped tick by tick (no coalescing, no scalar core) so that it cannot finish within the 1 s budget however fast
+# the engine gets: with the fast paths the whole run takes ~1.3 s on a quiet machine, too close to the budget.
+HEAVY = {"workload": {"num_requests": 200_000, "arrival": {"process": "offline"}}, "limits": {"coalesce_ticks": False}}
 
 
 def test_a_budget_stops_a_heavy_run_with_partial_results_in_time():
