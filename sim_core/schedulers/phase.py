@@ -61,6 +61,12 @@ class DecodeFirst(PrefillFirst):
         return _DECODE_FIRST
 
 
+def _starting_credit(credit_s: float, slice_s: float) -> float:
+    """A time-slice phase's credit as it starts: an overrun (negative credit) carries into its slice, unused time
+    from an idle phase is never banked. (`min(credit_s, 0.0)` spelled out: the same float, fewer calls.)"""
+    return (0.0 if 0.0 < credit_s else credit_s) + slice_s
+
+
 class TimeSlice:
     """Article §2.1 scheduler_loop: a prefill phase of `prefill_slice_ms`, then a decode phase of
     `decode_slice_ms`. A phase with no work ends early (the loop moves on when a queue is empty).
@@ -80,10 +86,10 @@ class TimeSlice:
         credit, in_prefill = self._credit_s, self.in_prefill
         if credit[in_prefill] <= 0:  # a phase out of credit: switch until one has some (each switch adds a slice)
             slice_s = self._slice_s
-            while True:  # (_switch's arithmetic on locals: a tick longer than both slices switches several times)
+            while True:  # (a tick longer than both slices switches several times)
                 in_prefill = not in_prefill
                 phase_credit = credit[in_prefill]
-                phase_credit = credit[in_prefill] = (0.0 if 0.0 < phase_credit else phase_credit) + slice_s[in_prefill]
+                phase_credit = credit[in_prefill] = _starting_credit(phase_credit, slice_s[in_prefill])
                 if not phase_credit <= 0:  # (the while condition, exactly)
                     break
         if in_prefill and not has_prefill_work and num_decodes:
@@ -98,7 +104,7 @@ class TimeSlice:
         banks unused time from an idle phase."""
         phase = not in_prefill
         credit = self._credit_s[phase]
-        self._credit_s[phase] = (0.0 if 0.0 < credit else credit) + self._slice_s[phase]  # min(credit, 0.0), inline
+        self._credit_s[phase] = _starting_credit(credit, self._slice_s[phase])
         return phase
 
     def observe(self, end_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int) -> None:
@@ -118,12 +124,12 @@ class TimeSlice:
             while (pre_s if in_prefill else dec_s) <= 0:
                 in_prefill = not in_prefill
                 if in_prefill:
-                    pre_s = (0.0 if 0.0 < pre_s else pre_s) + pre_slice_s
+                    pre_s = _starting_credit(pre_s, pre_slice_s)
                 else:
-                    dec_s = (0.0 if 0.0 < dec_s else dec_s) + dec_slice_s
+                    dec_s = _starting_credit(dec_s, dec_slice_s)
             if in_prefill:
                 in_prefill = False
-                dec_s = (0.0 if 0.0 < dec_s else dec_s) + dec_slice_s
+                dec_s = _starting_credit(dec_s, dec_slice_s)
             dec_s -= dur  # observe: a decode tick's time is the decode phase's
         credit[True], credit[False], self.in_prefill = pre_s, dec_s, in_prefill
 
