@@ -81,9 +81,9 @@ class Engine:
         self._paused = None  # that run (fastpath.run_ticks), resumed by the next `step`
         self._live: tuple | None = None  # what it yielded at the pause (its counts: `num_outstanding`, bounds)
         self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
-        self._live_left: list[int] | None = None  # tokens left of each request in the paused run (outstanding_bounds)
+        self._live_left: fastpath.LiveLeft | None = None  # tokens left in the paused run (outstanding_bounds)
         self._reserved = 0
-        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted)
+        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted, answers)
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
@@ -231,34 +231,38 @@ class Engine:
         if t_s <= st.now_s:  # (its state then is its state now)
             count = self.num_outstanding
             return count, count
+        ticks = int((t_s - st.now_s) // min_tick_s) + 1
+        most = ticks * self._max_tokens_per_tick()  # tokens a request can emit by t_s: those with no more left may finish
+        live = self._live
+        if live is not None:  # a paused run: the tokens left are in the run (fastpath.LiveLeft, made once per pause)
+            high = live[1] + len(self._joined) + max(self.num_added - live[2], 0)  # (num_outstanding)
+            if not high:
+                return 0, 0
+            left = self._live_left
+            if left is None:
+                left = self._live_left = fastpath.LiveLeft(self, live)
+            num_may_finish = left.num_within(most)
+            output = st.output
+            for k in range(live[2], self.num_added):  # (added since the pause, not arrived there: all tokens left)
+                num_may_finish += output.item(k) <= most
+            for r in self._joined:  # (decoders that joined it since)
+                num_may_finish += output.item(r) - st.emitted.item(r) <= most
+            return high - num_may_finish, high
         key = self._state_key()
         memo = self._bounds_memo
         if memo is not None and memo[0] == key:  # a router asks several times between steps, often for one instant
-            out = memo[3].get((t_s, min_tick_s))
+            out = memo[2].get((t_s, min_tick_s))
             if out is not None:
                 return out
         else:
-            if self._live is not None:  # a paused run: the tokens left are in the run (fastpath.live_remaining)
-                if self._live_left is None:  # (sorted once per pause: what is added or joins meanwhile comes on top)
-                    self._live_left = sorted(fastpath.live_remaining(self, self._live))
-                remaining, joined, first = self._live_left, self._joined, self._live[2]
-                extra = st.output[first:self.num_added].tolist() if self.num_added > first else []
-                if joined:
-                    extra += (st.output[joined] - st.emitted[joined]).tolist()
-            else:
-                ids = self._outstanding_ids()
-                remaining, extra = np.sort(st.output[ids] - st.emitted[ids]).tolist(), []
-            # remaining tokens: ascending, then the few added since a pause (unsorted); the answers given so far,
-            # by (instant, shortest emitting tick)
-            memo = self._bounds_memo = (key, remaining, extra, {})
-        remaining, extra, seen = memo[1], memo[2], memo[3]
-        high = len(remaining) + len(extra)
+            ids = self._outstanding_ids()
+            # remaining tokens, ascending; the answers given so far, by (instant, shortest emitting tick)
+            memo = self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist(), {})
+        remaining, seen = memo[1], memo[2]
+        high = len(remaining)
         if not high:
             return high, high
-        ticks = int((t_s - st.now_s) // min_tick_s) + 1
-        most = ticks * self._max_tokens_per_tick()  # tokens a request can emit by t_s: those with no more left may finish
-        num_may_finish = bisect_right(remaining, most) + (sum(x <= most for x in extra) if extra else 0)
-        out = high - num_may_finish, high
+        out = high - bisect_right(remaining, most), high
         if len(seen) < 64:
             seen[t_s, min_tick_s] = out
         return out
@@ -278,7 +282,7 @@ class Engine:
 
     def _max_tokens_per_tick(self) -> int:
         """Most tokens a request emits in one tick: one, or one plus the draft tokens with speculative decoding."""
-        return 1 + (self.cfg.scheduler.speculative.num_draft_tokens if self.spec is not None else 0)
+        return 1 if self.spec is None else 1 + self.cfg.scheduler.speculative.num_draft_tokens
 
     def kv_usage_bounds(self, t_s: float, min_tick_s: float) -> tuple[float, float] | None:
         """(low, high) bounds on `kv.usage` once every tick that starts before `t_s` has run, under the assumptions

@@ -322,7 +322,7 @@ def run_ticks(engine: Engine):
     """`advance` as a generator that pauses at its horizon (issue 13: a cluster instance waits there for the others
     without ending its run). It yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
     finish_at, prefilling, waiting, head, joinable)`: `Engine.horizon_reached`'s arguments, the ticks run so far, the
-    live state `live_remaining` reads, and whether decoders may join the paused run (`_join_decoders`); it takes
+    live state `LiveLeft` reads, and whether decoders may join the paused run (`_join_decoders`); it takes
     `(new horizon, decoders that joined, blocks reserved meanwhile)` (a run at or past the horizon ends, written
     back) and returns `advance`'s value. While it is paused nothing but `Engine.add_request`, and with `joinable`
     `Engine.reserve` and `inject_prefilled` (whose requests it takes as `_join_decoders` says), may change the
@@ -717,17 +717,33 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
     return S, B
 
 
-def live_remaining(engine: Engine, at: tuple) -> list[int]:
-    """Tokens left to emit for each request running or queued in a run paused at its horizon (`run_ticks`' yield
-    `at`; with those added and not yet arrived, what `Engine.outstanding_bounds` reads from the arrays). A decoder
-    in `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
-    prefilling or queued request has emitted none (the fast path runs no recompute prefill)."""
-    _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
-    output, R = engine.st.output, engine.st.num_requests
-    left = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
-    left += [output.item(r) for r in prefilling]
-    left += [output.item(w % R) for w in itertools.islice(waiting, head, None)]
-    return left
+class LiveLeft:
+    """Tokens left to emit for the requests running or queued in a run paused at its horizon (`run_ticks`' yield `at`),
+    as `Engine.outstanding_bounds` counts them: how many have at most `most` left (`num_within`). A decoder in
+    `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
+    prefilling or queued request has emitted none (the fast path runs no recompute prefill). Nothing in the run
+    changes while it is paused, so the decoders are counted from `finish_at`'s keys sorted (C-level, once per pause)
+    and its lists' lengths summed along them, not from a list of every request's tokens left made in Python at each
+    pause (issue 13: cost)."""
+
+    __slots__ = ("last", "ticks", "num_by", "queued")
+
+    def __init__(self, engine: Engine, at: tuple):
+        _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
+        output, R = engine.st.output, engine.st.num_requests
+        self.last = d - 1  # a decoder with at most `most` tokens left finishes in decoding tick last + most at the latest
+        self.ticks = sorted(finish_at)
+        self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))  # decoders by tick
+        queued = [output.item(r) for r in prefilling]
+        queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
+        queued.sort()
+        self.queued = queued
+
+    def num_within(self, most: int) -> int:
+        """Requests of the run with at most `most` tokens left."""
+        k = bisect.bisect_right(self.ticks, self.last + most)
+        num = self.num_by[k - 1] if k else 0
+        return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
 
 
 def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,

@@ -196,6 +196,11 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
+        # Per instance: (instant, count bounds, KV usage bounds) last worked out for it (`_choose_by_bounds`); dropped
+        # when it steps or is sent a request (nothing else changes a replica under a router that reads bounds). A
+        # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
+        # are these (issue 13: cost).
+        self._bounds_at: list[tuple | None] = [None] * len(self.instances)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -280,6 +285,7 @@ class Deployment:
                 self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
+            self._bounds_at[i] = None
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
@@ -312,17 +318,29 @@ class Deployment:
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
+        kv_rule = self.router.policy == "least_kv"
+        bounds, usage = [], [] if kv_rule else None
+        cache = self._bounds_at
         # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
-        if self.router.policy != "least_kv":
-            bounds = [(known[1], known[1]) if j == k else f(t, m) for j, (f, _, m) in enumerate(self._bound_fns)]
-            return self.router.choose_by_bounds(bounds, r)
-        usage = [(known[2], known[2]) if j == k else g(t, m) for j, (_, g, m) in enumerate(self._bound_fns)]
-        # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0, so it must
-        # reach t all but always, and its count bounds (a paused run's tokens left are in the run, sorted:
-        # fastpath.live_remaining) are not worked out: (0, inf) holds too (weaker bounds cost catch-ups, never a choice)
-        bounds = [(known[1], known[1]) if j == k else (0, math.inf) if usage[j] is None else f(t, m)
-                  for j, (f, _, m) in enumerate(self._bound_fns)]  # fmt: skip
-        usage = [(0.0, math.inf) if u is None else u for u in usage]
+        for j, (f, g, m) in enumerate(self._bound_fns):
+            if j == k:
+                bounds.append((known[1], known[1]))
+                if kv_rule:
+                    usage.append((known[2], known[2]))
+                continue
+            at = cache[j]
+            if at is None or at[0] != t:
+                if not kv_rule:
+                    at = cache[j] = (t, f(t, m), None)
+                else:
+                    # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
+                    # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
+                    # (weaker bounds cost catch-ups, never a choice)
+                    u = g(t, m)
+                    at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
+            bounds.append(at[1])
+            if kv_rule:
+                usage.append(at[2])
         return self.router.choose_by_bounds(bounds, r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
@@ -500,6 +518,7 @@ class Deployment:
                                              int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
+        self._bounds_at[i] = None
 
     def _pop_event(self) -> None:
         t, _, kind, payload = heapq.heappop(self._heap)

@@ -50,12 +50,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from bisect import bisect_left
-from itertools import repeat
+from itertools import compress, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.prefix_cache import block_keys
+from sim_core.prefix_cache import MAX_MEMO_KEYS, block_keys, system_prompt_keys
 
 if TYPE_CHECKING:
     from sim_core.engine import Engine
@@ -82,6 +82,9 @@ class Router:
             [{} for _ in range(num_instances)] if policy == "cache_aware" and workload is not None else None
         )
         self._stamp = 0
+        # cache_aware: the key chains of pool system prompts, shared by many requests (bounded, as the prefix cache's)
+        self._system_keys: dict[int, list[int]] = {}
+        self._num_system_keys = 0
         # the request being routed, its keys and matches: an unsettled choice is retried with the tree unchanged
         self._memo: tuple[int, list[int], list[int] | None] = (-1, [], None)
 
@@ -212,9 +215,19 @@ class Router:
         if self._memo[0] == request:
             return self._memo[1]
         full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
-        keys = block_keys(self.workload, request, full, self.block_size) if full > 0 else []
+        keys = block_keys(self.workload, request, full, self.block_size, self._system_chain) if full > 0 else []
         self._memo = (request, keys, None)
         return keys
+
+    def _system_chain(self, group: int, num_blocks: int) -> list[int]:
+        """`system_prompt_keys`, memoised per pool system prompt (bounded): its chain is hashed once, not per request."""
+        have = self._system_keys.get(group)
+        if have is None or len(have) < num_blocks:
+            have = system_prompt_keys(group, num_blocks)
+            if self._num_system_keys + len(have) <= MAX_MEMO_KEYS:
+                self._num_system_keys += len(have) - len(self._system_keys.get(group, ()))
+                self._system_keys[group] = have
+        return have[:num_blocks]
 
     def _match(self, engines: Sequence[Engine], request: int, i: int, keys: list[int]) -> int:
         """Leading full prompt blocks instance i holds: in the router's tree (cache_aware), else in the engine."""
@@ -245,7 +258,7 @@ class Router:
             stamps = np.fromiter(tree.values(), dtype=np.int64, count=len(tree))
             keep = self.tree_blocks // 2
             newest = np.partition(stamps, stamps.size - keep - 1)[stamps.size - keep - 1] if keep else stamps.max()
-            self._tree[i] = {k: v for k, v in tree.items() if v > newest}  # (ties go too: at most `keep` stay)
+            self._tree[i] = dict(compress(tree.items(), (stamps > newest).tolist()))  # (ties go too: at most `keep` stay)
 
 
 def _imbalanced(min_load: int, max_load: int) -> bool:

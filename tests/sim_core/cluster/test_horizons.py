@@ -6,6 +6,8 @@ gaps may be cut into fewer rows), same KV transfers."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -233,14 +235,16 @@ def test_a_deployment_that_stops_ends_its_paused_runs():
     assert_same_routing_and_busy_ticks(build_result(dep), build_result(ref))
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(seed):
+@pytest.mark.parametrize("router, refresh_s, seed", [("least_outstanding", 0.0, 0), ("least_outstanding", 0.0, 1),
+                                                     ("least_outstanding", 0.0, 2), ("least_kv", 0.05, 0)])  # fmt: skip
+def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refresh_s, seed):
     # outstanding_bounds keeps its sorted tokens left, and its answers per instant, until the state moves: at every
-    # choice of a router, each replica's answers (paused or not, with requests added since a pause) equal the
-    # answers it computes afresh
-    cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": "least_outstanding"})
+    # choice of a router, each replica's answers (paused or not, with requests added since a pause), and those the
+    # deployment kept from an earlier try at the same instant (an open choice; with a refresh interval, the arrivals
+    # before in the interval, one of which was sent to it), equal the answers it computes afresh
+    cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": router, "state_refresh_s": refresh_s})
     dep = Deployment(cfg)
-    choose, checked = dep._choose_by_bounds, []
+    choose, checked, reused = dep._choose_by_bounds, [], []
 
     def checking(r, t, known=None):
         for j, x in enumerate(dep.front):
@@ -249,11 +253,19 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(seed):
                 continue  # (mid-run: its arrays are behind its run; the router reads its count from the run)
             later = [t, t + 0.01, t + 0.3]
             kept = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
-            eng._bounds_memo = None
-            assert kept == [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
+            at = dep._bounds_at[j]  # the deployment's: (instant, count bounds, usage bounds or None)
+            eng._bounds_memo = eng._live_left = eng._kv_memo = None
+            fresh = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
+            assert kept == fresh
+            if at is not None and at[0] == t:
+                usage = eng.kv_usage_bounds(t, dep.min_emit_tick_s[j]) if router == "least_kv" else None
+                expect = (t, (0, math.inf), (0.0, math.inf)) if router == "least_kv" and usage is None else (t, fresh[0], usage)
+                assert at == expect
+                reused.append(eng.num_added)
             checked.append(eng._live is not None and eng.num_added > eng._live[2])
         return choose(r, t, known)
 
     dep._choose_by_bounds = checking
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
+    assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
