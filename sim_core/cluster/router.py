@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 CACHE_THRESHOLD = 0.5  # share of the prompt's full blocks a cached prefix must exceed (SGLang default)
 BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
 BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
+MAX_OWED = 256  # cache_aware: leading runs whose stamps an instance's tree may owe at once (each holds a prompt's keys)
 
 
 class Router:
@@ -82,6 +83,10 @@ class Router:
             [{} for _ in range(num_instances)] if policy == "cache_aware" and workload is not None else None
         )
         self._stamp = 0
+        # cache_aware: per instance, the stamps its tree owes the blocks a routed prompt found there (`_remember`), by
+        # the last key of that leading run: (stamp, keys, run length), written into the tree before an eviction reads
+        # the stamps, or once MAX_OWED runs are owed (`_settle_stamps`)
+        self._owed: list[dict[int, tuple[int, list[int], int]]] = [{} for _ in range(num_instances)]
         # cache_aware: the key chains of pool system prompts, shared by many requests (bounded, as the prefix cache's)
         self._system_keys: dict[int, list[int]] = {}
         self._num_system_keys = 0
@@ -234,7 +239,8 @@ class Router:
         if self._tree is None:
             return engines[i].cached_prefix_blocks(self.workload, request) if self.workload is not None else 0
         # A prompt that routes a block's key routes all the keys before it (keys chain on their prefix), with the
-        # same stamp, so no block is older than one after it and eviction keeps each tree prefix-closed: the
+        # same stamp (once owed stamps are written: an eviction writes them first), so no block is older than one
+        # after it and eviction keeps each tree prefix-closed: the
         # keys present are a leading run, found by bisection (test_cache_aware checks it against a scan).
         tree = self._tree[i]
         return bisect_left(keys, True, key=lambda k: k not in tree)
@@ -247,18 +253,42 @@ class Router:
         return full > 0 and best_hit / full > CACHE_THRESHOLD
 
     def _remember(self, i: int, keys: list[int]) -> None:
-        """cache_aware: the prompt sent to instance i is in its tree now (least recently used blocks go first)."""
+        """cache_aware: the prompt sent to instance i is in its tree now (least recently used blocks go first).
+
+        Its blocks not in the tree go in with this prompt's stamp; the leading run that was there (a pool system
+        prompt, mostly: the same blocks for many prompts) gets it later, before an eviction reads the stamps: the
+        run's last key names the run (keys chain on their prefix), so a run found again owes only its latest stamp
+        (issue 13: cost; a stamp written into a large dict for each block of each prompt was the tree's main cost)."""
         if self._tree is None or not keys:
             return
+        memo = self._memo
+        hit = memo[2][i] if memo[2] is not None and memo[1] is keys else self._match((), -1, i, keys)
         self._memo = (-1, [], None)
         tree = self._tree[i]
-        tree.update(zip(keys, repeat(self._stamp)))
+        stamp = self._stamp
         self._stamp += 1
+        if hit < len(keys):
+            tree.update(zip(keys[hit:] if hit else keys, repeat(stamp)))
+        if hit:
+            owed = self._owed[i]
+            owed[keys[hit - 1]] = (stamp, keys, hit)
+            if len(owed) > MAX_OWED:
+                self._settle_stamps(i)
         if len(tree) > self.tree_blocks:  # evict in one batch, least recently routed first, down to half the bound
+            self._settle_stamps(i)
             stamps = np.fromiter(tree.values(), dtype=np.int64, count=len(tree))
             keep = self.tree_blocks // 2
             newest = np.partition(stamps, stamps.size - keep - 1)[stamps.size - keep - 1] if keep else stamps.max()
             self._tree[i] = dict(compress(tree.items(), (stamps > newest).tolist()))  # (ties go too: at most `keep` stay)
+
+    def _settle_stamps(self, i: int) -> None:
+        """Write the stamps instance i's tree owes (`_remember`), oldest first: each block ends with the latest
+        stamp of the prompts that routed it, as if each had been written when its prompt was routed."""
+        owed = self._owed[i]
+        tree = self._tree[i]
+        for stamp, keys, hit in sorted(owed.values(), key=lambda x: x[0]):
+            tree.update(zip(keys[:hit], repeat(stamp)))
+        owed.clear()
 
 
 def _imbalanced(min_load: int, max_load: int) -> bool:

@@ -3,6 +3,8 @@ settled from count bounds like least_outstanding."""
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -59,6 +61,48 @@ def test_the_tree_is_bounded_and_stays_a_leading_run_of_each_prompt(tree_blocks,
             keys = router._keys(q)
             for i, tree in enumerate(router._tree):
                 assert router._match((), q, i, keys) == len(list(takewhile(tree.__contains__, keys)))
+
+
+class _EagerStamps(Router):
+    """The tree as a plain LRU: every block of a routed prompt stamped as it is routed (what `_remember` defers)."""
+
+    def _remember(self, i, keys):
+        if not keys:
+            return
+        self._memo = (-1, [], None)
+        tree = self._tree[i]
+        tree.update(zip(keys, repeat(self._stamp)))
+        self._stamp += 1
+        if len(tree) > self.tree_blocks:
+            stamps = np.fromiter(tree.values(), dtype=np.int64, count=len(tree))
+            keep = self.tree_blocks // 2
+            newest = np.partition(stamps, stamps.size - keep - 1)[stamps.size - keep - 1] if keep else stamps.max()
+            self._tree[i] = {k: v for k, v in tree.items() if v > newest}
+
+
+@pytest.mark.parametrize("tree_blocks", [1, 150, 400, 1 << 16])
+@pytest.mark.parametrize("preset", ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b"])
+@pytest.mark.parametrize("max_owed", [2, 256])
+def test_owed_stamps_give_the_tree_of_stamping_every_block_as_it_is_routed(tree_blocks, preset, max_owed, monkeypatch):
+    # the same picks and blocks after every request, and once the owed stamps are written, the same stamps
+    from sim_core.cluster import router as router_module
+    from sim_core.presets import load_preset
+
+    monkeypatch.setattr(router_module, "MAX_OWED", max_owed)
+    wl = generate_workload(with_value(load_preset(preset), "workload.num_requests", 120).workload, np.random.default_rng(2))
+    deferred, eager = (cls("cache_aware", 3, wl, 16, tree_blocks=tree_blocks) for cls in (Router, _EagerStamps))
+    owed = 0
+    for r in range(wl.num_requests):
+        loads = [_Count((r * 7 + i) % 4) for i in range(3)]
+        assert deferred.choose(loads, r) == eager.choose(loads, r)
+        bounds = [(c.num_outstanding, c.num_outstanding + (r + i) % 2) for i, c in enumerate(loads)]
+        assert deferred.choose_by_bounds(bounds, r) == eager.choose_by_bounds(bounds, r)
+        assert [t.keys() for t in deferred._tree] == [t.keys() for t in eager._tree]
+        owed += sum(len(o) for o in deferred._owed)
+    assert owed > 0 or tree_blocks == 1  # stamps were owed (a one-block tree evicts all but the last block each time)
+    for i in range(3):
+        deferred._settle_stamps(i)
+    assert deferred._tree == eager._tree
 
 
 @settings(max_examples=60, deadline=None)
