@@ -48,8 +48,9 @@ counts, so that only the instances whose exact count matters run up to the arriv
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from itertools import compress, repeat
 from typing import TYPE_CHECKING
 
@@ -90,8 +91,17 @@ class Router:
         # cache_aware: the key chains of pool system prompts, shared by many requests (bounded, as the prefix cache's)
         self._system_keys: dict[int, list[int]] = {}
         self._num_system_keys = 0
-        # the request being routed, its keys and matches: an unsettled choice is retried with the tree unchanged
-        self._memo: tuple[int, list[int], list[int] | None] = (-1, [], None)
+        # the request being routed, its keys, matches and private blocks: an unsettled choice is retried with the
+        # tree unchanged
+        self._memo: tuple[int, list[int], list[int] | None, int] = (-1, [], None, 0)
+        # cache_aware: where no two requests share content (no session of several turns, no trace hashes: each request's
+        # content is its own), a prompt's content blocks can be found by no later prompt; the tree counts them, with their stamps,
+        # without their keys (`_keys`: per instance, (stamp, blocks) in routing order and their total)
+        self._own_content = self._tree is not None and workload.block_hash_ids is None and (
+            workload.content_id is None or np.unique(workload.content_id).size == workload.content_id.size)
+        self._private: list[list[tuple[int, int]]] = [[] for _ in range(num_instances)]
+        self._num_private = [0] * num_instances
+        self._num_asked = 0  # blocks of the pool system prompt `block_keys` asked `_system_chain` for
 
     @property
     def is_state_free(self) -> bool:
@@ -184,7 +194,7 @@ class Router:
             return None, rivals + ([] if exact else [best])
         cand = list(range(n))
         keys = self._keys(request)
-        if self.policy == "cache_aware" and keys:
+        if self.policy == "cache_aware" and (keys or self._memo[3]):
             lo_min, lo_max = min(b[0] for b in bounds), max(b[0] for b in bounds)
             hi_min, hi_max = min(b[1] for b in bounds), max(b[1] for b in bounds)
             balanced = not _imbalanced(lo_min, hi_max)  # balanced even at the widest spread the bounds allow
@@ -194,7 +204,7 @@ class Router:
                 hit = self._memo[2]
                 if hit is None:
                     hit = [self._match((), request, i, keys) for i in range(n)]
-                    self._memo = (request, keys, hit)
+                    self._memo = (request, keys, hit, self._memo[3])
                 if self._follows_cache(request, max(hit)):
                     cand = [i for i in range(n) if hit[i] == max(hit)]
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
@@ -214,18 +224,25 @@ class Router:
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:
-        """cache_aware: the keys of the request's full prompt blocks (what its tree stores and matches)."""
+        """cache_aware: the keys of the request's full prompt blocks (what its tree stores and matches); where
+        requests share no content, only those of its pool system prompt (the rest are private blocks: `_memo[3]`)."""
         if self._tree is None or request < 0:
             return []
         if self._memo[0] == request:
             return self._memo[1]
         full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
+        self._num_asked = 0
         keys = block_keys(self.workload, request, full, self.block_size, self._system_chain) if full > 0 else []
-        self._memo = (request, keys, None)
+        private = 0
+        if self._own_content:
+            private = len(keys) - self._num_asked
+            del keys[self._num_asked:]
+        self._memo = (request, keys, None, private)
         return keys
 
     def _system_chain(self, group: int, num_blocks: int) -> list[int]:
         """`system_prompt_keys`, memoised per pool system prompt (bounded): its chain is hashed once, not per request."""
+        self._num_asked = num_blocks
         have = self._system_keys.get(group)
         if have is None or len(have) < num_blocks:
             have = system_prompt_keys(group, num_blocks)
@@ -258,12 +275,14 @@ class Router:
         Its blocks not in the tree go in with this prompt's stamp; the leading run that was there (a pool system
         prompt, mostly: the same blocks for many prompts) gets it later, before an eviction reads the stamps: the
         run's last key names the run (keys chain on their prefix), so a run found again owes only its latest stamp
-        (issue 13: cost; a stamp written into a large dict for each block of each prompt was the tree's main cost)."""
-        if self._tree is None or not keys:
-            return
+        (issue 13: cost; a stamp written into a large dict for each block of each prompt was the tree's main cost).
+        Its private blocks (`_keys`) count towards the bound with its stamp, keyless."""
         memo = self._memo
+        private = memo[3] if memo[1] is keys else 0
+        if self._tree is None or not (keys or private):
+            return
         hit = memo[2][i] if memo[2] is not None and memo[1] is keys else self._match((), -1, i, keys)
-        self._memo = (-1, [], None)
+        self._memo = (-1, [], None, 0)
         tree = self._tree[i]
         stamp = self._stamp
         self._stamp += 1
@@ -274,12 +293,23 @@ class Router:
             owed[keys[hit - 1]] = (stamp, keys, hit)
             if len(owed) > MAX_OWED:
                 self._settle_stamps(i)
-        if len(tree) > self.tree_blocks:  # evict in one batch, least recently routed first, down to half the bound
-            self._settle_stamps(i)
+        if private:
+            self._private[i].append((stamp, private))
+            self._num_private[i] += private
+        if len(tree) + self._num_private[i] > self.tree_blocks:  # evict in one batch, least recently routed first,
+            self._settle_stamps(i)  # down to half the bound
+            kept = self._private[i]
             stamps = np.fromiter(tree.values(), dtype=np.int64, count=len(tree))
+            if kept:
+                every = np.concatenate([stamps, np.repeat(*np.array(kept, dtype=np.int64).T)])
+            else:
+                every = stamps
             keep = self.tree_blocks // 2
-            newest = np.partition(stamps, stamps.size - keep - 1)[stamps.size - keep - 1] if keep else stamps.max()
+            newest = np.partition(every, every.size - keep - 1)[every.size - keep - 1] if keep else every.max()
             self._tree[i] = dict(compress(tree.items(), (stamps > newest).tolist()))  # (ties go too: at most `keep` stay)
+            if kept:  # (in routing order: stamps ascending)
+                del kept[:bisect_right(kept, (int(newest), math.inf))]
+                self._num_private[i] = sum(n for _, n in kept)
 
     def _settle_stamps(self, i: int) -> None:
         """Write the stamps instance i's tree owes (`_remember`), oldest first: each block ends with the latest
