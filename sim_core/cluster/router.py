@@ -101,7 +101,6 @@ class Router:
             workload.content_id is None or np.unique(workload.content_id).size == workload.content_id.size)
         self._private: list[list[tuple[int, int]]] = [[] for _ in range(num_instances)]
         self._num_private = [0] * num_instances
-        self._num_asked = 0  # blocks of the pool system prompt `block_keys` asked `_system_chain` for
 
     @property
     def is_state_free(self) -> bool:
@@ -230,19 +229,20 @@ class Router:
             return []
         if self._memo[0] == request:
             return self._memo[1]
-        full = (int(self.workload.prompt_tokens[request]) - 1) // self.block_size
-        self._num_asked = 0
-        keys = block_keys(self.workload, request, full, self.block_size, self._system_chain) if full > 0 else []
+        wl = self.workload
+        full = (int(wl.prompt_tokens[request]) - 1) // self.block_size
         private = 0
-        if self._own_content:
-            private = len(keys) - self._num_asked
-            del keys[self._num_asked:]
+        if self._own_content and full > 0:  # (only the system prompt's keys: `block_keys` of its blocks)
+            shared = 0
+            if wl.prefix_len is not None and wl.prefix_group[request] >= 0:
+                shared = min(int(wl.prefix_len[request]) // self.block_size, full)
+            full, private = shared, full - shared
+        keys = block_keys(wl, request, full, self.block_size, self._system_chain) if full > 0 else []
         self._memo = (request, keys, None, private)
         return keys
 
     def _system_chain(self, group: int, num_blocks: int) -> list[int]:
         """`system_prompt_keys`, memoised per pool system prompt (bounded): its chain is hashed once, not per request."""
-        self._num_asked = num_blocks
         have = self._system_keys.get(group)
         if have is None or len(have) < num_blocks:
             have = system_prompt_keys(group, num_blocks)
@@ -260,6 +260,10 @@ class Router:
         # after it and eviction keeps each tree prefix-closed: the
         # keys present are a leading run, found by bisection (test_cache_aware checks it against a scan).
         tree = self._tree[i]
+        if not keys or keys[0] not in tree:
+            return 0
+        if keys[-1] in tree:  # (the usual answers first: none, or the whole pool system prompt)
+            return len(keys)
         return bisect_left(keys, True, key=lambda k: k not in tree)
 
     def _follows_cache(self, request: int, best_hit: int) -> bool:
