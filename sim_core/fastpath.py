@@ -722,27 +722,44 @@ class LiveLeft:
     as `Engine.outstanding_bounds` counts them: how many have at most `most` left (`num_within`). A decoder in
     `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
     prefilling or queued request has emitted none (the fast path runs no recompute prefill). Nothing in the run
-    changes while it is paused, so the decoders are counted from `finish_at`'s keys sorted (C-level, once per pause)
-    and its lists' lengths summed along them, not from a list of every request's tokens left made in Python at each
-    pause (issue 13: cost)."""
+    changes while it is paused, so the decoders are counted from `finish_at` itself: a lookup per decoding tick up to
+    `most` (a router asks a few ticks ahead, mostly), or past FEW_TICKS its keys sorted once (C-level) and its lists'
+    lengths summed along them; not a list of every request's tokens left made in Python at each pause (issue 13:
+    cost)."""
 
-    __slots__ = ("last", "ticks", "num_by", "queued")
+    FEW_TICKS = 16
+
+    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued")
 
     def __init__(self, engine: Engine, at: tuple):
         _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
-        output, R = engine.st.output, engine.st.num_requests
-        self.last = d - 1  # a decoder with at most `most` tokens left finishes in decoding tick last + most at the latest
-        self.ticks = sorted(finish_at)
-        self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))  # decoders by tick
-        queued = [output.item(r) for r in prefilling]
-        queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
-        queued.sort()
+        self.d, self.finish_at = d, finish_at
+        self.ticks: list[int] | None = None  # finish_at's keys ascending, and the decoders finishing by each (made when needed)
+        self.num_by: list[int] = []
+        queued = []
+        if prefilling or head < len(waiting):
+            output, R = engine.st.output, engine.st.num_requests
+            queued = [output.item(r) for r in prefilling]
+            queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
+            queued.sort()
         self.queued = queued
 
     def num_within(self, most: int) -> int:
         """Requests of the run with at most `most` tokens left."""
-        k = bisect.bisect_right(self.ticks, self.last + most)
-        num = self.num_by[k - 1] if k else 0
+        finish_at, d = self.finish_at, self.d
+        if most <= self.FEW_TICKS:
+            num = 0
+            get = finish_at.get
+            for f in range(d, d + most):
+                done = get(f)
+                if done is not None:
+                    num += len(done)
+        else:
+            if self.ticks is None:
+                self.ticks = sorted(finish_at)
+                self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))
+            k = bisect.bisect_right(self.ticks, d + most - 1)
+            num = self.num_by[k - 1] if k else 0
         return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
 
 

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim_core.cluster import Deployment
 from sim_core.cluster.result import build_result
@@ -269,3 +271,26 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
     assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(st.integers(0, 60), st.lists(st.integers(0, 99), min_size=1, max_size=3), max_size=30),
+       st.integers(0, 20), st.lists(st.integers(0, 99), max_size=5, unique=True), st.lists(st.integers(0, 99), max_size=6),
+       st.integers(0, 3))  # fmt: skip
+def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_them(finish_at, d, prefilling, waiting, head):
+    # decoders finishing in decoding tick f (>= d) have f - d + 1 tokens left; prefilling and queued ones (from `head`
+    # on) all of their output: the count with at most `most` left, by lookups and by sorted keys, is a plain count's
+    from types import SimpleNamespace
+
+    from sim_core.fastpath import LiveLeft
+
+    finish_at = {d + f: rs for f, rs in finish_at.items()}
+    R = 100
+    output = np.arange(R, dtype=np.int64) % 37 + 1
+    engine = SimpleNamespace(st=SimpleNamespace(output=output, num_requests=R))
+    waiting_keys = [w + R * k for k, w in enumerate(waiting)]  # (queue keys: key % R is the request)
+    left = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), waiting_keys, head, False))
+    tokens = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
+    tokens += [int(output[r]) for r in prefilling] + [int(output[w]) for w in waiting[head:]]
+    for most in range(0, 3 * LiveLeft.FEW_TICKS):
+        assert left.num_within(most) == sum(x <= most for x in tokens)
