@@ -79,6 +79,13 @@ class Scheduler:
 
     def _plan(self, st: SimState) -> StepPlan:
         running = st.running
+        if not running.size and not st.waiting_keys.size and not st.swapped_keys.size:
+            # Nothing to run (an idle step: a cluster's prefill instance between requests, most of its steps). The
+            # steps below would only ask the phase controller (which may keep state) and plan nothing: that, in a few calls.
+            has_prefill_work = self.prefill_work(0, 0, 0, 0)[1]
+            self._kind = self.tick_kind(st, st.now_s, 0, 0, has_prefill_work, _EMPTY)
+            self._has_prefill_work, self.num_decodes = has_prefill_work, 0
+            return StepPlan()
         is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
         num_dec = int(is_dec.sum())
         can_admit, has_prefill_work = self.prefill_work(len(running), num_dec, st.waiting_keys.size, st.swapped_keys.size)
