@@ -498,7 +498,12 @@ class Engine:
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
-        st.computed[idx] += new
+        if D:
+            st.computed[idx] += new
+        else:  # (prefill chunks only, a few: element by element, the same sums)
+            computed = st.computed
+            for r, ci, mi in zip(pre, c, m):
+                computed[r] = ci + mi
         if gained is not None:  # accepted draft tokens: their KV is kept and they are emitted this tick
             st.computed[dec] += gained - 1
             st.emitted[dec] += gained - 1
@@ -510,7 +515,9 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
-        if completes:
+        if completes and not D and all(math.isnan(st.last_token_s[r]) for r in completes):
+            self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
+        elif completes:
             comp = np.array(completes, dtype=np.int64)
             last = st.last_token_s[comp]
             is_first = np.isnan(last)
@@ -546,6 +553,28 @@ class Engine:
                   self.sched.batch_cap))  # fmt: skip
         self.sched.observe(t_end, dur, prefill_tokens, decode_tokens)
         st.now_s = t_end
+
+    def _first_tokens(self, done: list[int], t_end: float) -> None:
+        """`_advance_tick`'s completions in a tick without decodes whose finished prefills all emit their first
+        token (none is a recompute): its array steps element by element for these few requests, in the same
+        order (prompt blocks registered, first token, FIRST_TOKEN events, then the finished and the handed off)."""
+        st = self.st
+        first = np.array(done, dtype=np.int64)
+        if self.prefix is not None:  # full prompt blocks become reusable
+            self.kv.register(first, st.prompt[first])
+        first_s, last_s, emitted, output = st.first_token_s, st.last_token_s, st.emitted, st.output
+        finished = []
+        for r in done:
+            first_s[r] = t_end
+            last_s[r] = t_end
+            emitted[r] += 1
+            if emitted[r] >= output[r]:
+                finished.append(r)
+        self.rec.event(first, t_end, Event.FIRST_TOKEN)
+        if finished:
+            self._finish(np.array(finished, dtype=np.int64), t_end)
+        if self.hand_off_prefilled:
+            self._hand_off(first[st.status[first] != Status.FINISHED] if finished else first.copy(), t_end)
 
     def _finish(self, done: np.ndarray, t_end) -> None:
         if not done.size:
