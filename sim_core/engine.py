@@ -32,7 +32,7 @@ from sim_core.prefix_cache import PrefixCachingBlockManager
 from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
-from sim_core.schedulers.scheduler import Scheduler
+from sim_core.schedulers.scheduler import FEW_REQUESTS, Scheduler
 from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
@@ -498,9 +498,9 @@ class Engine:
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
-        if D:
+        if D or len(pre) > FEW_REQUESTS:
             st.computed[idx] += new
-        else:  # (prefill chunks only, a few: element by element, the same sums)
+        else:  # (a few prefill chunks only: element by element, the same sums)
             computed = st.computed
             for r, ci, mi in zip(pre, c, m):
                 computed[r] = ci + mi
@@ -515,7 +515,7 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
-        if completes and not D and all(math.isnan(st.last_token_s[r]) for r in completes):
+        if completes and not D and len(completes) <= FEW_REQUESTS and all(math.isnan(st.last_token_s[r]) for r in completes):
             self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
         elif completes:
             comp = np.array(completes, dtype=np.int64)
