@@ -65,6 +65,7 @@ class Scheduler:
         self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
+        self._idle_plan = StepPlan()  # (an idle step's plan: empty, never written to; the engine only reads a plan)
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
@@ -89,7 +90,7 @@ class Scheduler:
             has_prefill_work = self.prefill_work(0, 0, 0, 0)[1]
             self._kind = self.tick_kind(st, st.now_s, 0, 0, has_prefill_work, _EMPTY)
             self._has_prefill_work, self.num_decodes = has_prefill_work, 0
-            return StepPlan()
+            return self._idle_plan
         if running.size:
             is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
             num_dec = int(is_dec.sum())
