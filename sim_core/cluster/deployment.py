@@ -197,6 +197,12 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
+        # A prefill instance whose idle jump ends at its next arrival, before its horizon, runs that arrival's tick in the
+        # same step (`Engine.tick_after_idle`): no input reaches it before the horizon, so the loop's next step of it would
+        # run the same tick; one loop pass fewer per arrival. (Not with closed-loop sessions: refreshed views note an
+        # instance's state before each of its steps.)
+        for x in self.front:
+            x.engine.tick_after_idle = bool(self.back) and self.turns is None
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
