@@ -113,6 +113,8 @@ class Scheduler:
 
         def chunks(budget: int) -> int:
             nonlocal pre_idx, pre_tok
+            if not prefills.size:  # (no running prefill: no chunk, pre_idx and pre_tok stay empty)
+                return 0
             pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
             return int(pre_tok.sum())
 
