@@ -170,26 +170,26 @@ class _Steps:
         waiting, head, R = self.waiting, self.head, self.R
         candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
-            if len(candidates) == 1:  # the common case (one may join): its prompt, without the lazy maps and loops
-                w = waiting[head] % R
-                taken = rules.admit_in_order((self.target_of(w),), left, self.free, self.wm, self.need_of,
-                                             self.is_chunked, False)  # fmt: skip
-                if not taken:
-                    return 0, 0  # (self.admit stays the tick's empty list)
-                ((chunk, need_w),) = taken
+            # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
+            # first, then on the second with what the first left, without the lazy maps and loops.
+            if not candidates:
+                return 0, 0
+            w, free, target_of = waiting[head] % R, self.free, self.target_of
+            taken = rules.admit_next(0, target_of(w), left, free, self.wm, self.need_of, self.is_chunked, False)
+            if taken is None:
+                return 0, 0  # (self.admit stays the tick's empty list)
+            chunk, need_w = taken
+            if len(candidates) == 1 or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
+                                                        self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
                 if self.fixed:
                     self.held_fixed[w] = need_w
-                self.free -= need_w
+                self.free = free - need_w
                 return 1, chunk
+            # two or more are admitted: the rule over the queue (pure without the prefix cache: read again)
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
-            taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False)
-            if not taken:
-                return 0, 0  # (self.admit stays the tick's empty list)
-            if len(taken) == 1:
-                admit = self.admit = [(waiting[head] % R, 0, taken[0][0])]
-            else:
-                admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
+            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:
             ids = [waiting[head] % R] if len(candidates) == 1 else [waiting[i] % R for i in candidates]
             taken, hits = _admit_with_prefix_cache(self.pc, ids, self.target_of, self.bs, left, self.free, self.wm,
