@@ -53,6 +53,14 @@ def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
     return keys
 
 
+def system_prompt_blocks(wl: Workload, r: int, num_blocks: int, block_size: int) -> int:
+    """Of request r's first `num_blocks` full prompt blocks, those ending inside its pool system prompt (their
+    keys are the system prompt's chain, shared by every request of that prompt; `block_keys`)."""
+    if wl.prefix_len is None or wl.prefix_group[r] < 0:
+        return 0
+    return min(int(wl.prefix_len[r]) // block_size, num_blocks)
+
+
 def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_chain=None) -> list[int]:
     """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(parent key, identity_b).
 
@@ -74,9 +82,8 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
             keys.append(h)
         return keys
     content = int(wl.content_id[r]) if wl.content_id is not None else r
-    num_system = 0
-    if wl.prefix_len is not None and wl.prefix_group[r] >= 0:
-        num_system = min(int(wl.prefix_len[r]) // block_size, num_blocks)  # blocks ending inside the system prompt
+    num_system = system_prompt_blocks(wl, r, num_blocks, block_size)
+    if num_system:
         group = int(wl.prefix_group[r])
         keys = list(system_chain(group, num_system) if system_chain is not None else system_prompt_keys(group, num_system))
         h = keys[-1] if keys else 0

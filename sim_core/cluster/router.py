@@ -49,14 +49,14 @@ counts, so that only the instances whose exact count matters run up to the arriv
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from itertools import compress, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.prefix_cache import MAX_MEMO_KEYS, block_keys, system_prompt_keys
+from sim_core.prefix_cache import MAX_MEMO_KEYS, block_keys, system_prompt_blocks, system_prompt_keys
 
 if TYPE_CHECKING:
     from sim_core.engine import Engine
@@ -233,9 +233,7 @@ class Router:
         full = (int(wl.prompt_tokens[request]) - 1) // self.block_size
         private = 0
         if self._own_content and full > 0:  # (only the system prompt's keys: `block_keys` of its blocks)
-            shared = 0
-            if wl.prefix_len is not None and wl.prefix_group[request] >= 0:
-                shared = min(int(wl.prefix_len[request]) // self.block_size, full)
+            shared = system_prompt_blocks(wl, request, full, self.block_size)
             full, private = shared, full - shared
         keys = block_keys(wl, request, full, self.block_size, self._system_chain) if full > 0 else []
         self._memo = (request, keys, None, private)
