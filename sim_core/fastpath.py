@@ -493,7 +493,7 @@ def run_ticks(engine: Engine):
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
-                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and pc is None and not waiting_since:
+                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and not waiting_since:
                     # A long stretch before the next completion: the same ticks priced as arrays (below)
                     k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
                     joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
@@ -524,6 +524,8 @@ def run_ticks(engine: Engine):
                                 used = num_blocks - free
                             else:
                                 used = need_a[:k] + (num_blocks - free)
+                                if pc is not None:  # each tick's trim, as the loop below does it
+                                    pc.trim_ticks(j, free - need_a[:k])
                                 free -= int(need_a[k - 1])
                             block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
                             row_blocks.append((j, k, block))  # (the rows stay arrays)
@@ -757,32 +759,23 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left
 
 def _admit_many_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
                                   is_chunked: bool):  # fmt: skip
-    """_admit_with_prefix_cache for several candidates: each is looked up as the rule reads it, after
-    the admissions before it (which may have evicted what it would hit)."""
-    looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
-    free_now = [free]
-    lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
-
-    def remaining():
-        for w in candidates:
-            t = target_of(w)
-            handle, hit, evictable = lookup(w, t)
-            looked.append((w, t, handle, hit, evictable))
-            yield t - hit * bs
-
-    def blocks(i: int, chunk: int) -> int:
-        _, _, _, hit, evictable = looked[i]
-        return -(-(hit * bs + chunk) // bs) - hit + evictable
-
-    def admit(i: int, chunk: int, need: int) -> None:
-        w, t, handle, hit, _ = looked[i]
-        admit_blocks(w, handle, hit, t)
-        free_now[0] -= need
-        if pc._num_evictable > free_now[0]:  # (trim's own test, without the call)
-            trim(free_now[0])
-
-    taken = rules.admit_in_order(remaining(), left, free, wm, blocks, is_chunked, False, admit)
-    return taken, [looked[i][3] * bs for i in range(len(taken))]
+    """_admit_with_prefix_cache for several candidates: one at a time, each with the token budget and free
+    blocks the admissions before it left. The rule (rules.admit_in_order) reads candidates in order, each
+    against what is left and stopping at the first that does not fit, so candidate by candidate it takes the
+    same ones; and each is looked up after the admissions before it (which may have evicted what it would
+    hit), as the rule's on_admit orders them."""
+    taken: list[tuple[int, int]] = []
+    hits: list[int] = []
+    for w in candidates:
+        one, cached = _admit_with_prefix_cache(pc, (w,), target_of, bs, left, free, wm, is_chunked)
+        if not one:
+            break
+        chunk, need = one[0]
+        taken.append((chunk, need))
+        hits.append(cached[0])
+        left -= chunk
+        free -= need
+    return taken, hits
 
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],

@@ -375,6 +375,37 @@ class PrefixCache:
             if debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
+    def trim_ticks(self, tick: int, free_after: np.ndarray) -> None:
+        """`trim` at each of a run of ticks tick, tick + 1, ... whose allocations left free_after[i] blocks free
+        (non-increasing: ticks that only take blocks, like the fast path's all-decode stretches priced as arrays),
+        in array operations: the same marks, counts and evictions as `trim(free_after[i])` tick by tick with
+        tick_offset = tick + i. The evictable count only falls (to min(evictable, free_after[i])), so a tick
+        trims exactly when its free count is below both the count before the run and the previous tick's."""
+        E = self._num_evictable
+        if not free_after.size or free_after[-1] >= E:
+            return  # no tick leaves fewer free blocks than there are evictable ones
+        if self.lfu:  # (eviction is immediate under LFU: tick by tick, where the ticks trim)
+            prev = np.concatenate(([E], free_after[:-1]))
+            for i in np.flatnonzero((free_after < E) & (free_after < prev)).tolist():
+                self.tick_offset = tick + i
+                self.trim(int(free_after[i]))
+            return
+        prev = np.empty_like(free_after)
+        prev[0] = E
+        prev[1:] = free_after[:-1]
+        at = np.flatnonzero((free_after < E) & (free_after < prev))
+        last = int(free_after[-1])
+        self._num_evictable = last
+        debt = self._debt = self._debt + (E - last)
+        rec = self.recorder
+        if rec is not None:
+            pairs = np.empty((at.size, 2), dtype=np.int64)
+            pairs[:, 0] = at + (rec.num_ticks + tick)
+            pairs[:, 1] = free_after[at]
+            self.marks.frombytes(pairs.tobytes())
+        if debt > MAX_DEFERRED_BLOCKS:  # (settled once for the run: dropping deferred evictions in one walk or several ends alike)
+            self._settle()
+
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached per-block entries for r; returns how many were evictable."""
         if self._debt:
