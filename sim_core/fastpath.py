@@ -190,16 +190,27 @@ class _Steps:
                 admit = self.admit = [(waiting[head] % R, 0, taken[0][0])]
             else:
                 admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
-        else:
-            ids = [waiting[head] % R] if len(candidates) == 1 else [waiting[i] % R for i in candidates]
-            taken, hits = _admit_with_prefix_cache(self.pc, ids, self.target_of, self.bs, left, self.free, self.wm,
-                                                   self.is_chunked)  # fmt: skip
-            if not taken:
+        else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
+            if not candidates:
+                return 0, 0
+            pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
+            one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked)
+            if one is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
-            if len(taken) == 1:
-                admit = self.admit = [(waiting[head] % R, hits[0], taken[0][0])]
-            else:
-                admit = self.admit = [(w % R, h, chunk) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
+            chunk, need, cached = one
+            admit = self.admit = [(waiting[head] % R, cached, chunk)]
+            tokens, free = chunk, free - need
+            for i in candidates[1:]:
+                w = waiting[i] % R
+                one = _admit_with_prefix_cache(pc, w, target_of, bs, left - tokens, free, wm, is_chunked)
+                if one is None:
+                    break
+                chunk, need, cached = one
+                admit.append((w, cached, chunk))
+                tokens += chunk
+                free -= need
+            self.free = free
+            return len(admit), tokens
         if self.fixed:
             if len(taken) == 1:
                 self.held_fixed[admit[0][0]] = taken[0][1]
@@ -732,16 +743,17 @@ def live_remaining(engine: Engine, at: tuple) -> list[int]:
     return left
 
 
-def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
-                             is_chunked: bool):  # fmt: skip
-    """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
-    starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
-    rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
-    if len(candidates) != 1:
-        return _admit_many_with_prefix_cache(pc, candidates, target_of, bs, left, free, wm, is_chunked)
-    # the common case (one request waits): its lookup precedes any admission. (No closure over this
-    # frame's variables: the blocks rule binds its values as defaults, so the call makes no cells.)
-    w = candidates[0]
+def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool):
+    """Scheduler._admit_with_prefix_cache on the fast path's integers, for the candidate w at the head of what
+    is left of the queue: the same rule (rules.admit_in_order), its prompt starting after its longest cached
+    prefix, looked up as the rule reads it and referenced (then the rest allocated, evicting as needed) as it
+    is admitted. Returns (chunk, blocks, cached prompt tokens), or None when it does not fit.
+
+    The rule reads candidates in order, each against the token budget and free blocks the admissions before
+    it left, and stops at the first that does not fit: candidate by candidate, with what is left, it takes
+    the same ones, each looked up after the admissions before it (which may have evicted what it would hit),
+    as the rule's on_admit orders them. (No closure over this frame's variables: the blocks rule binds its
+    values as defaults, so the call makes no cells.)"""
     t = target_of(w)
     handle, hit, evictable = pc.lookup(w, t)
     cached = hit * bs
@@ -749,33 +761,13 @@ def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left
                                  lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
                                  is_chunked, False)  # fmt: skip
     if not taken:
-        return taken, []
+        return None
+    ((chunk, need),) = taken
     pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
-    free -= taken[0][1]
+    free -= need
     if pc._num_evictable > free:  # (trim's own test, without the call)
         pc.trim(free)
-    return taken, [cached]
-
-
-def _admit_many_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
-                                  is_chunked: bool):  # fmt: skip
-    """_admit_with_prefix_cache for several candidates: one at a time, each with the token budget and free
-    blocks the admissions before it left. The rule (rules.admit_in_order) reads candidates in order, each
-    against what is left and stopping at the first that does not fit, so candidate by candidate it takes the
-    same ones; and each is looked up after the admissions before it (which may have evicted what it would
-    hit), as the rule's on_admit orders them."""
-    taken: list[tuple[int, int]] = []
-    hits: list[int] = []
-    for w in candidates:
-        one, cached = _admit_with_prefix_cache(pc, (w,), target_of, bs, left, free, wm, is_chunked)
-        if not one:
-            break
-        chunk, need = one[0]
-        taken.append((chunk, need))
-        hits.append(cached[0])
-        left -= chunk
-        free -= need
-    return taken, hits
+    return chunk, need, cached
 
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],
