@@ -493,6 +493,10 @@ def run_ticks(engine: Engine):
             rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
             next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
+            # prefix cache: each tick's trim (below) is kept as (tick, free blocks) and applied with the others
+            # before the cache is next used (PrefixCache.trim_marked); `evictable` is the count they leave
+            trims: list[int] = []
+            evictable = pc._num_evictable if pc is not None else 0
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
                     if num_running < cap and (not admission_blocked or not is_fcfs):
@@ -536,7 +540,11 @@ def run_ticks(engine: Engine):
                             else:
                                 used = need_a[:k] + (num_blocks - free)
                                 if pc is not None:  # each tick's trim, as the loop below does it
+                                    if trims:
+                                        pc.trim_marked(trims)
+                                        trims = []
                                     pc.trim_ticks(j, free - need_a[:k])
+                                    evictable = pc._num_evictable
                                 free -= int(need_a[k - 1])
                             block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
                             row_blocks.append((j, k, block))  # (the rows stay arrays)
@@ -547,9 +555,10 @@ def run_ticks(engine: Engine):
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
-                if pc is not None and pc._num_evictable > free - need_d:  # the decoders' blocks evict as the composed
-                    pc.tick_offset = j  # DECODE tick's trim does (the offset: set only where this loop marks)
-                    pc.trim(free - need_d)
+                if pc is not None and evictable > free - need_d:  # the decoders' blocks evict as the composed DECODE
+                    evictable = free - need_d  # tick's trim does, marked at this tick (the recorder's count + j)
+                    trims.append(num_ticks0 + j)
+                    trims.append(evictable)
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
@@ -569,6 +578,9 @@ def run_ticks(engine: Engine):
                     continue
                 B_tick = B
                 if pc is not None:
+                    if trims:
+                        pc.trim_marked(trims)
+                        trims = []
                     pc.tick_offset = j  # (the releases' marks)
                 for r in finish_at.pop(d):
                     b = base[r]
@@ -578,6 +590,8 @@ def run_ticks(engine: Engine):
                     finished.append((r, j, d))
                     del running[r]
                     B -= 1
+                if pc is not None:
+                    evictable = pc._num_evictable
                 num_running = len(running)
                 admission_blocked = False
                 next_done = min(finish_at) if B else -1
@@ -587,6 +601,8 @@ def run_ticks(engine: Engine):
                 d += 1
                 if not B:
                     break
+            if trims:
+                pc.trim_marked(trims)
             if j > j_before:
                 if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
                     durs, tokens = _stretch_columns(rows, rows_before, row_blocks, blocks_before, j_before)

@@ -206,7 +206,7 @@ def _filled_cache(policy: str) -> PrefixCachingBlockManager:
 @settings(max_examples=80, deadline=None)
 @given(taken=hs.lists(hs.integers(0, 3), max_size=30), tick=hs.integers(0, 50))
 def test_trimming_a_run_of_ticks_at_once_equals_trimming_tick_by_tick(policy, taken, tick):
-    """PrefixCache.trim_ticks (the fast path's all-decode stretches priced as arrays) leaves the same marks,
+    """PrefixCache.trim_ticks (the fast path's all-decode stretches priced as arrays) and trim_marked leave the same marks,
     counts and LRU as the loop's per-tick trim: at tick + i, when allocation left free_after[i] blocks free."""
     one_by_one, at_once = _filled_cache(policy), _filled_cache(policy)
     assert one_by_one.prefix.num_evictable > 4
@@ -220,3 +220,15 @@ def test_trimming_a_run_of_ticks_at_once_equals_trimming_tick_by_tick(policy, ta
     a, b = one_by_one.prefix, at_once.prefix
     assert (a.marks.tolist(), a.num_evictable, a.num_evicted) == (b.marks.tolist(), b.num_evictable, b.num_evicted)
     assert a.lru_order() == b.lru_order()
+    # trim_marked (the unrolled loop's ticks): the (tick, free blocks) of the ticks that trim, applied at once
+    marked, evictable = _filled_cache(policy), _filled_cache(policy).prefix.num_evictable
+    flat = []
+    for i, f in enumerate(free_after.tolist()):
+        if evictable > f:
+            evictable = f
+            flat += [_Ticks.num_ticks + tick + i, f]
+    if flat:
+        marked.prefix.trim_marked(flat)
+    c = marked.prefix
+    assert (a.marks.tolist(), a.num_evictable, a.num_evicted) == (c.marks.tolist(), c.num_evictable, c.num_evicted)
+    assert a.lru_order() == c.lru_order()
