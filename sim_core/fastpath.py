@@ -170,26 +170,26 @@ class _Steps:
         waiting, head, R = self.waiting, self.head, self.R
         candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
-            if len(candidates) == 1:  # the common case (one may join): its prompt, without the lazy maps and loops
-                w = waiting[head] % R
-                taken = rules.admit_in_order((self.target_of(w),), left, self.free, self.wm, self.need_of,
-                                             self.is_chunked, False)  # fmt: skip
-                if not taken:
-                    return 0, 0  # (self.admit stays the tick's empty list)
-                ((chunk, need_w),) = taken
+            # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
+            # first, then on the second with what the first left, without the lazy maps and loops.
+            if not candidates:
+                return 0, 0
+            w, free, target_of = waiting[head] % R, self.free, self.target_of
+            taken = rules.admit_next(0, target_of(w), left, free, self.wm, self.need_of, self.is_chunked, False)
+            if taken is None:
+                return 0, 0  # (self.admit stays the tick's empty list)
+            chunk, need_w = taken
+            if len(candidates) == 1 or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
+                                                        self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
                 if self.fixed:
                     self.held_fixed[w] = need_w
-                self.free -= need_w
+                self.free = free - need_w
                 return 1, chunk
+            # two or more are admitted: the rule over the queue (pure without the prefix cache: read again)
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
-            taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False)
-            if not taken:
-                return 0, 0  # (self.admit stays the tick's empty list)
-            if len(taken) == 1:
-                admit = self.admit = [(waiting[head] % R, 0, taken[0][0])]
-            else:
-                admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
+            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
             if not candidates:
                 return 0, 0
@@ -761,9 +761,10 @@ def live_remaining(engine: Engine, at: tuple) -> list[int]:
 
 def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool):
     """Scheduler._admit_with_prefix_cache on the fast path's integers, for the candidate w at the head of what
-    is left of the queue: the same rule (rules.admit_in_order), its prompt starting after its longest cached
-    prefix, looked up as the rule reads it and referenced (then the rest allocated, evicting as needed) as it
-    is admitted. Returns (chunk, blocks, cached prompt tokens), or None when it does not fit.
+    is left of the queue: the same rule (rules.admit_in_order's test of one candidate, rules.admit_next), its
+    prompt starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
+    rest allocated, evicting as needed) as it is admitted. Returns (chunk, blocks, cached prompt tokens), or
+    None when it does not fit.
 
     The rule reads candidates in order, each against the token budget and free blocks the admissions before
     it left, and stops at the first that does not fit: candidate by candidate, with what is left, it takes
@@ -773,12 +774,12 @@ def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: in
     t = target_of(w)
     handle, hit, evictable = pc.lookup(w, t)
     cached = hit * bs
-    taken = rules.admit_in_order((t - cached,), left, free, wm,
-                                 lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
-                                 is_chunked, False)  # fmt: skip
-    if not taken:
+    taken = rules.admit_next(0, t - cached, left, free, wm,
+                             lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
+                             is_chunked, False)  # fmt: skip
+    if taken is None:
         return None
-    ((chunk, need),) = taken
+    chunk, need = taken
     pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
     free -= need
     if pc._num_evictable > free:  # (trim's own test, without the call)

@@ -61,18 +61,30 @@ def admit_in_order(
     """
     out: list[tuple[int, int]] = []
     for i, rem in enumerate(remaining):
-        chunk = chunk_size(rem, budget, is_chunked)
-        if chunk <= 0 and not is_static:
+        taken = admit_next(i, rem, budget, free_blocks, reserve_blocks, blocks_needed, is_chunked, is_static)
+        if taken is None:
             break
-        need = blocks_needed(i, chunk)
-        if need + reserve_blocks > free_blocks:
-            break
+        chunk, need = taken
         free_blocks -= need
         budget -= chunk
-        out.append((chunk, need))
+        out.append(taken)
         if on_admit is not None:
             on_admit(i, chunk, need)
     return out
+
+
+def admit_next(i: int, remaining: int, budget: int, free_blocks: int, reserve_blocks: int,
+               blocks_needed: Callable[[int, int], int], is_chunked: bool, is_static: bool) -> tuple[int, int] | None:  # fmt: skip
+    """`admit_in_order`'s test of one candidate (queue index i, `remaining` prefill tokens) with the budget and free
+    blocks the candidates before it left: (chunk, blocks) when it is admitted, None when admission stops at it.
+    (A caller with a single candidate calls this instead of admit_in_order: the same rule, without the lists.)"""
+    chunk = chunk_size(remaining, budget, is_chunked)
+    if chunk <= 0 and not is_static:
+        return None
+    need = blocks_needed(i, chunk)
+    if need + reserve_blocks > free_blocks:
+        return None
+    return chunk, need
 
 
 def next_batch_cap(cap: int, is_slow: bool, max_seqs: int) -> int:

@@ -71,6 +71,24 @@ def test_admission_reads_candidates_lazily():
     assert len(seen) == 2  # the long queue behind the first refusal is never read
 
 
+@given(st.lists(st.integers(1, 600), max_size=6), st.integers(-5, 1200), st.integers(0, 40), st.integers(0, 5),
+       st.integers(1, 32), st.booleans(), st.booleans())  # fmt: skip
+def test_admission_of_a_single_candidate_is_admit_in_orders_test(remaining, budget, free, reserve, bs, is_chunked,
+                                                                  is_static):  # fmt: skip
+    """`admit_next` (what the fast path calls for the queue's first one or two candidates) applied candidate by
+    candidate, each with the budget and blocks the ones before it left, takes what admit_in_order takes."""
+    need = lambda i, chunk: -(-max(chunk, 1) // bs) + i % 2
+    expected = rules.admit_in_order(remaining, budget, free, reserve, need, is_chunked, is_static)
+    taken, left, free_now = [], budget, free
+    for i, rem in enumerate(remaining):
+        one = rules.admit_next(i, rem, left, free_now, reserve, need, is_chunked, is_static)
+        if one is None:
+            break
+        taken.append(one)
+        left, free_now = left - one[0], free_now - one[1]
+    assert taken == expected
+
+
 @given(cap=st.integers(1, 300), max_extra=st.integers(0, 300), flags=st.lists(st.booleans(), max_size=80))
 def test_batch_cap_trajectory_is_the_rule_applied_tick_by_tick(cap, max_extra, flags):
     """The coalesced run's caps equal `next_batch_cap` stepped once per tick (both code paths:
