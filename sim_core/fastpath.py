@@ -194,7 +194,7 @@ class _Steps:
             if not candidates:
                 return 0, 0
             pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
-            one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked)
+            one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked, self.need_of)
             if one is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
             chunk, need, cached = one
@@ -202,7 +202,7 @@ class _Steps:
             tokens, free = chunk, free - need
             for i in candidates[1:]:
                 w = waiting[i] % R
-                one = _admit_with_prefix_cache(pc, w, target_of, bs, left - tokens, free, wm, is_chunked)
+                one = _admit_with_prefix_cache(pc, w, target_of, bs, left - tokens, free, wm, is_chunked, self.need_of)
                 if one is None:
                     break
                 chunk, need, cached = one
@@ -759,7 +759,8 @@ def live_remaining(engine: Engine, at: tuple) -> list[int]:
     return left
 
 
-def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool):
+def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool,
+                             new_blocks):  # fmt: skip
     """Scheduler._admit_with_prefix_cache on the fast path's integers, for the candidate w at the head of what
     is left of the queue: the same rule (rules.admit_in_order's test of one candidate, rules.admit_next), its
     prompt starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
@@ -769,17 +770,20 @@ def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: in
     The rule reads candidates in order, each against the token budget and free blocks the admissions before
     it left, and stops at the first that does not fit: candidate by candidate, with what is left, it takes
     the same ones, each looked up after the admissions before it (which may have evicted what it would hit),
-    as the rule's on_admit orders them. (No closure over this frame's variables: the blocks rule binds its
-    values as defaults, so the call makes no cells.)"""
+    as the rule's on_admit orders them.
+
+    The blocks it takes (Scheduler._admit_with_prefix_cache's need_of): its chunk's new blocks (`new_blocks`:
+    the cached prefix is whole blocks, so ceil((cached + chunk) / bs) - hit = ceil(chunk / bs)) and the
+    evictable blocks it hits, which stop being free. The rule's test, blocks + reserve > free, is the same
+    with those evictable blocks counted in the reserve: no blocks function to build per candidate."""
     t = target_of(w)
     handle, hit, evictable = pc.lookup(w, t)
     cached = hit * bs
-    taken = rules.admit_next(0, t - cached, left, free, wm,
-                             lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
-                             is_chunked, False)  # fmt: skip
+    taken = rules.admit_next(0, t - cached, left, free, wm + evictable, new_blocks, is_chunked, False)
     if taken is None:
         return None
     chunk, need = taken
+    need += evictable
     pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
     free -= need
     if pc._num_evictable > free:  # (trim's own test, without the call)
