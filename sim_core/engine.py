@@ -32,7 +32,7 @@ from sim_core.prefix_cache import PrefixCachingBlockManager
 from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
-from sim_core.schedulers.scheduler import Scheduler
+from sim_core.schedulers.scheduler import FEW_REQUESTS, Scheduler
 from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
@@ -87,6 +87,12 @@ class Engine:
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
+        # An idle jump that ends at the next own arrival, before the horizon, goes on to that arrival's tick in the same
+        # step (nothing reaches the engine before the horizon, so its next step would run that tick): set by a cluster
+        # for its prefill instances (`step`; conditions the engine adds: `_tick_after_idle`, decided at the first step).
+        self.tick_after_idle = False
+        self._tick_after_idle = False
+        self._continuing = False  # in that continuation: a plan with nothing to run returns (the next step idles)
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
@@ -113,6 +119,10 @@ class Engine:
         if self._fast is None:
             self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
             self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
+            # (the continuation may plan a tick it then leaves to the next step: planning must change nothing then,
+            # so the phase controller keeps no state and no prefix cache is looked up; a budget meter checks every step)
+            self._tick_after_idle = (self.tick_after_idle and not self._fast and self._solo is None and self.prefix is None
+                                     and self.sched.phase.is_stateless and self.meter is None)  # fmt: skip
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
@@ -127,9 +137,21 @@ class Engine:
         elif not (self._fast and (self._run_fast() if self.may_pause else fastpath.advance(self))) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
+                if self._continuing:  # (nothing to run after all, e.g. no free blocks: the loop's next step idles)
+                    return True
                 if not self._idle():
                     self._over = True
                     return False
+                if (self._tick_after_idle and st.now_s < self.horizon_s and not (st.running.size or st.waiting_keys.size
+                        or st.swapped_keys.size) and self.rec.num_ticks < lim.max_ticks and st.now_s < lim.max_sim_time_s):  # fmt: skip
+                    # the jump ended at the next arrival (before the horizon), and the next step's guards pass: run it now
+                    if self.check_invariants:
+                        self._check()
+                    self._continuing = True
+                    try:
+                        return self.step()
+                    finally:
+                        self._continuing = False
             elif coalesce and self._is_repeatable(plan):
                 self._advance_run(plan)
             else:
@@ -498,7 +520,12 @@ class Engine:
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
-        st.computed[idx] += new
+        if D or len(pre) > FEW_REQUESTS:
+            st.computed[idx] += new
+        else:  # (a few prefill chunks only: element by element, the same sums)
+            computed = st.computed
+            for r, ci, mi in zip(pre, c, m):
+                computed[r] = ci + mi
         if gained is not None:  # accepted draft tokens: their KV is kept and they are emitted this tick
             st.computed[dec] += gained - 1
             st.emitted[dec] += gained - 1
@@ -510,7 +537,9 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
-        if completes:
+        if completes and not D and len(completes) <= FEW_REQUESTS and all(math.isnan(st.last_token_s[r]) for r in completes):
+            self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
+        elif completes:
             comp = np.array(completes, dtype=np.int64)
             last = st.last_token_s[comp]
             is_first = np.isnan(last)
@@ -546,6 +575,28 @@ class Engine:
                   self.sched.batch_cap))  # fmt: skip
         self.sched.observe(t_end, dur, prefill_tokens, decode_tokens)
         st.now_s = t_end
+
+    def _first_tokens(self, done: list[int], t_end: float) -> None:
+        """`_advance_tick`'s completions in a tick without decodes whose finished prefills all emit their first
+        token (none is a recompute): its array steps element by element for these few requests, in the same
+        order (prompt blocks registered, first token, FIRST_TOKEN events, then the finished and the handed off)."""
+        st = self.st
+        first = np.array(done, dtype=np.int64)
+        if self.prefix is not None:  # full prompt blocks become reusable
+            self.kv.register(first, st.prompt[first])
+        first_s, last_s, emitted, output = st.first_token_s, st.last_token_s, st.emitted, st.output
+        finished = []
+        for r in done:
+            first_s[r] = t_end
+            last_s[r] = t_end
+            emitted[r] += 1
+            if emitted[r] >= output[r]:
+                finished.append(r)
+        self.rec.event(first, t_end, Event.FIRST_TOKEN)
+        if finished:
+            self._finish(np.array(finished, dtype=np.int64), t_end)
+        if self.hand_off_prefilled:
+            self._hand_off(first[st.status[first] != Status.FINISHED] if finished else first.copy(), t_end)
 
     def _finish(self, done: np.ndarray, t_end) -> None:
         if not done.size:

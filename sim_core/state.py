@@ -94,7 +94,8 @@ class SimState:
     def admit_arrivals(self, upto_s: float | None = None) -> int:
         """Move requests that have arrived by now (or by `upto_s`) into the waiting queue; returns how many."""
         lo = self.next_arrival
-        hi = lo + int(np.searchsorted(self.arrival_s[lo:], self.now_s if upto_s is None else upto_s, side="right"))
+        # (the array's own method: np.searchsorted's same call behind two wrappers, ~1 us more; this runs every step)
+        hi = lo + int(self.arrival_s[lo:].searchsorted(self.now_s if upto_s is None else upto_s, side="right"))
         if hi > lo:
             self.push_waiting(np.arange(lo, hi, dtype=np.int64))
             self.next_arrival = hi

@@ -170,6 +170,7 @@ class Deployment:
         self._seq = 0
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
+        self._head_need: tuple[int, list[int]] = (-1, [])  # (request, blocks it needs on each decode instance): `_dispatch`
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
         # A dispatch at `_dispatch_t` waits for the decode instances in `_dispatch_need` to reach it (`_dispatch`)
@@ -196,6 +197,12 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
+        # A prefill instance whose idle jump ends at its next arrival, before its horizon, runs that arrival's tick in the
+        # same step (`Engine.tick_after_idle`): no input reaches it before the horizon, so the loop's next step of it would
+        # run the same tick; one loop pass fewer per arrival. (Not with closed-loop sessions: refreshed views note an
+        # instance's state before each of its steps.)
+        for x in self.front:
+            x.engine.tick_after_idle = bool(self.back) and self.turns is None
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -532,15 +539,21 @@ class Deployment:
         (lazy_decode: where a decode instance that has not reached t could change the choice, or is chosen, the
         dispatch stops and waits for it: `_dispatch_t`, `_dispatch_need`; the loop runs it up to t, then calls
         again.)"""
+        self._dispatch_t = None
+        if not self._pending:  # (most calls: every event and retry dispatches)
+            return
         decs = [x.engine for x in self.back]
         first = len(self.front)
-        self._dispatch_t = None
         while self._pending:
             r, i, ready = self._pending[0]
             pre = self.instances[i].engine
             kp = int(self.slot_of[r])
             ctx, prompt = int(pre.st.computed[kp]), int(pre.st.prompt[kp])
-            need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
+            if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: same blocks)
+                need = self._head_need[1]
+            else:
+                need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
+                self._head_need = (r, need)
             if self._lazy:
                 d, behind = self._lazy_choice(r, t, need)
                 if behind:

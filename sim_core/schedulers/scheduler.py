@@ -25,6 +25,10 @@ from sim_core.types import IntArray, Status
 
 _EMPTY = np.empty(0, dtype=np.int64)
 _PREFILL_KINDS = (TickKind.PREFILL, TickKind.PREFILL_MIXED)  # (a constant: tick_kind runs every tick)
+_RUNNING = int(Status.RUNNING)
+# Up to this many requests, a per-tick update writes them element by element (a NumPy call on a tiny array costs
+# ~0.5-1 us, an element write ~0.1 us); the general step's helpers and Engine._advance_tick use it.
+FEW_REQUESTS = 8
 
 
 class Scheduler:
@@ -61,6 +65,7 @@ class Scheduler:
         self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
+        self._idle_plan = StepPlan()  # (an idle step's plan: empty, never written to; the engine only reads a plan)
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
@@ -79,15 +84,24 @@ class Scheduler:
 
     def _plan(self, st: SimState) -> StepPlan:
         running = st.running
-        is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
-        num_dec = int(is_dec.sum())
+        if not running.size and not st.waiting_keys.size and not st.swapped_keys.size:
+            # Nothing to run (an idle step: a cluster's prefill instance between requests, most of its steps). The
+            # steps below would only ask the phase controller (which may keep state) and plan nothing: that, in a few calls.
+            has_prefill_work = self.prefill_work(0, 0, 0, 0)[1]
+            self._kind = self.tick_kind(st, st.now_s, 0, 0, has_prefill_work, _EMPTY)
+            self._has_prefill_work, self.num_decodes = has_prefill_work, 0
+            return self._idle_plan
+        if running.size:
+            is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
+            num_dec = int(is_dec.sum())
+            decodes, prefills = running[is_dec], running[~is_dec]
+        else:  # (requests wait, none runs: the same empty arrays without the calls)
+            num_dec, decodes, prefills = 0, running, running
         can_admit, has_prefill_work = self.prefill_work(len(running), num_dec, st.waiting_keys.size, st.swapped_keys.size)
-        kind = self.tick_kind(st, st.now_s, num_dec, len(running), has_prefill_work, running[~is_dec])
+        kind = self.tick_kind(st, st.now_s, num_dec, len(running), has_prefill_work, prefills)
         self._kind, self._has_prefill_work, self.num_decodes = kind, has_prefill_work, num_dec
 
         plan = StepPlan()
-        decodes = running[is_dec]
-        prefills = running[~is_dec]
         run_decodes = _EMPTY
         pre_idx, pre_tok = _EMPTY, _EMPTY
 
@@ -99,6 +113,8 @@ class Scheduler:
 
         def chunks(budget: int) -> int:
             nonlocal pre_idx, pre_tok
+            if not prefills.size:  # (no running prefill: no chunk, pre_idx and pre_tok stay empty)
+                return 0
             pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
             return int(pre_tok.sum())
 
@@ -106,8 +122,10 @@ class Scheduler:
             nonlocal pre_idx, pre_tok
             a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running))
             plan.admitted_idx = a_idx
-            if a_idx.size:
+            if a_idx.size and pre_idx.size:
                 pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
+            elif a_idx.size:
+                pre_idx, pre_tok = a_idx, a_tok
             return a_idx.size, int(a_tok.sum())
 
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
@@ -119,7 +137,9 @@ class Scheduler:
                 pre_idx, pre_tok = pre_idx[keep], pre_tok[keep]
         # Decodes first, then prefill chunks: the engine relies on this order (plan.num_decodes).
         D = run_decodes.size
-        if D or pre_idx.size:
+        if not D and pre_idx.size:  # (prefill chunks only: the arrays below without the concatenations)
+            plan.req_idx, plan.num_new_tokens, plan.is_decode = pre_idx, pre_tok, np.zeros(pre_idx.size, dtype=bool)
+        elif D or pre_idx.size:
             plan.req_idx = np.concatenate([run_decodes, pre_idx]) if pre_idx.size else run_decodes
             plan.num_new_tokens = np.concatenate([np.ones(D, dtype=np.int64), pre_tok])
             plan.is_decode = np.arange(D + pre_idx.size) < D
@@ -414,9 +434,17 @@ class Scheduler:
             return _EMPTY, _EMPTY
         a = np.array(admitted, dtype=np.int64)
         st.waiting_keys = st.waiting_keys[len(admitted):]
-        st.status[a] = Status.RUNNING
         st.running = np.concatenate([st.running, a])
-        first = np.isnan(st.first_scheduled_s[a])
-        st.first_scheduled_s[a[first]] = st.now_s
-        st.prefill_start_s[a] = st.now_s
+        if len(admitted) <= FEW_REQUESTS:  # (the same writes element by element: cheaper than the array calls)
+            now_s, status, scheduled_s, start_s, running = st.now_s, st.status, st.first_scheduled_s, st.prefill_start_s, _RUNNING
+            for r in admitted:
+                status[r] = running
+                if scheduled_s[r] != scheduled_s[r]:  # NaN: first admission
+                    scheduled_s[r] = now_s
+                start_s[r] = now_s
+        else:
+            st.status[a] = Status.RUNNING
+            first = np.isnan(st.first_scheduled_s[a])
+            st.first_scheduled_s[a[first]] = st.now_s
+            st.prefill_start_s[a] = st.now_s
         return a, np.array(chunks, dtype=np.int64)
