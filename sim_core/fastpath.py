@@ -190,16 +190,27 @@ class _Steps:
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
-        else:
-            ids = [waiting[head] % R] if len(candidates) == 1 else [waiting[i] % R for i in candidates]
-            taken, hits = _admit_with_prefix_cache(self.pc, ids, self.target_of, self.bs, left, self.free, self.wm,
-                                                   self.is_chunked)  # fmt: skip
-            if not taken:
+        else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
+            if not candidates:
+                return 0, 0
+            pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
+            one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked, self.need_of)
+            if one is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
-            if len(taken) == 1:
-                admit = self.admit = [(waiting[head] % R, hits[0], taken[0][0])]
-            else:
-                admit = self.admit = [(w % R, h, chunk) for w, (chunk, _), h in zip(waiting[head : head + len(taken)], taken, hits)]
+            chunk, need, cached = one
+            admit = self.admit = [(waiting[head] % R, cached, chunk)]
+            tokens, free = chunk, free - need
+            for i in candidates[1:]:
+                w = waiting[i] % R
+                one = _admit_with_prefix_cache(pc, w, target_of, bs, left - tokens, free, wm, is_chunked, self.need_of)
+                if one is None:
+                    break
+                chunk, need, cached = one
+                admit.append((w, cached, chunk))
+                tokens += chunk
+                free -= need
+            self.free = free
+            return len(admit), tokens
         if self.fixed:
             if len(taken) == 1:
                 self.held_fixed[admit[0][0]] = taken[0][1]
@@ -482,6 +493,10 @@ def run_ticks(engine: Engine):
             rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
             next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
+            # prefix cache: each tick's trim (below) is kept as (tick, free blocks) and applied with the others
+            # before the cache is next used (PrefixCache.trim_marked); `evictable` is the count they leave
+            trims: list[int] = []
+            evictable = pc._num_evictable if pc is not None else 0
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
                     if num_running < cap and (not admission_blocked or not is_fcfs):
@@ -493,7 +508,7 @@ def run_ticks(engine: Engine):
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
-                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and pc is None and not waiting_since:
+                if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and not waiting_since:
                     # A long stretch before the next completion: the same ticks priced as arrays (below)
                     k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
                     joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
@@ -524,6 +539,12 @@ def run_ticks(engine: Engine):
                                 used = num_blocks - free
                             else:
                                 used = need_a[:k] + (num_blocks - free)
+                                if pc is not None:  # each tick's trim, as the loop below does it
+                                    if trims:
+                                        pc.trim_marked(trims)
+                                        trims = []
+                                    pc.trim_ticks(j, free - need_a[:k])
+                                    evictable = pc._num_evictable
                                 free -= int(need_a[k - 1])
                             block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
                             row_blocks.append((j, k, block))  # (the rows stay arrays)
@@ -534,9 +555,10 @@ def run_ticks(engine: Engine):
                 need_d = 0 if fixed else phase_count[d % bs]
                 if need_d > free:
                     break
-                if pc is not None and pc._num_evictable > free - need_d:  # the decoders' blocks evict as the composed
-                    pc.tick_offset = j  # DECODE tick's trim does (the offset: set only where this loop marks)
-                    pc.trim(free - need_d)
+                if pc is not None and evictable > free - need_d:  # the decoders' blocks evict as the composed DECODE
+                    evictable = free - need_d  # tick's trim does, marked at this tick (the recorder's count + j)
+                    trims.append(num_ticks0 + j)
+                    trims.append(evictable)
                 ctx = S + B * d
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
@@ -556,6 +578,9 @@ def run_ticks(engine: Engine):
                     continue
                 B_tick = B
                 if pc is not None:
+                    if trims:
+                        pc.trim_marked(trims)
+                        trims = []
                     pc.tick_offset = j  # (the releases' marks)
                 for r in finish_at.pop(d):
                     b = base[r]
@@ -565,6 +590,8 @@ def run_ticks(engine: Engine):
                     finished.append((r, j, d))
                     del running[r]
                     B -= 1
+                if pc is not None:
+                    evictable = pc._num_evictable
                 num_running = len(running)
                 admission_blocked = False
                 next_done = min(finish_at) if B else -1
@@ -574,6 +601,8 @@ def run_ticks(engine: Engine):
                 d += 1
                 if not B:
                     break
+            if trims:
+                pc.trim_marked(trims)
             if j > j_before:
                 if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
                     durs, tokens = _stretch_columns(rows, rows_before, row_blocks, blocks_before, j_before)
@@ -763,59 +792,36 @@ class LiveLeft:
         return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
 
 
-def _admit_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
-                             is_chunked: bool):  # fmt: skip
-    """Scheduler._admit_with_prefix_cache on the fast path's integers: the same rule, each prompt
-    starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
-    rest allocated, evicting as needed) as it is admitted. Returns (taken, cached tokens of each)."""
-    if len(candidates) != 1:
-        return _admit_many_with_prefix_cache(pc, candidates, target_of, bs, left, free, wm, is_chunked)
-    # the common case (one request waits): its lookup precedes any admission. (No closure over this
-    # frame's variables: the blocks rule binds its values as defaults, so the call makes no cells.)
-    w = candidates[0]
+def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool,
+                             new_blocks):  # fmt: skip
+    """Scheduler._admit_with_prefix_cache on the fast path's integers, for the candidate w at the head of what
+    is left of the queue: the same rule (rules.admit_in_order's test of one candidate, rules.admit_next), its
+    prompt starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
+    rest allocated, evicting as needed) as it is admitted. Returns (chunk, blocks, cached prompt tokens), or
+    None when it does not fit.
+
+    The rule reads candidates in order, each against the token budget and free blocks the admissions before
+    it left, and stops at the first that does not fit: candidate by candidate, with what is left, it takes
+    the same ones, each looked up after the admissions before it (which may have evicted what it would hit),
+    as the rule's on_admit orders them.
+
+    The blocks it takes (Scheduler._admit_with_prefix_cache's need_of): its chunk's new blocks (`new_blocks`:
+    the cached prefix is whole blocks, so ceil((cached + chunk) / bs) - hit = ceil(chunk / bs)) and the
+    evictable blocks it hits, which stop being free. The rule's test, blocks + reserve > free, is the same
+    with those evictable blocks counted in the reserve: no blocks function to build per candidate."""
     t = target_of(w)
     handle, hit, evictable = pc.lookup(w, t)
     cached = hit * bs
-    taken = rules.admit_in_order((t - cached,), left, free, wm,
-                                 lambda i, chunk, h=cached, e=evictable - hit, bs=bs: -(-(h + chunk) // bs) + e,
-                                 is_chunked, False)  # fmt: skip
-    if not taken:
-        return taken, []
+    taken = rules.admit_next(0, t - cached, left, free, wm + evictable, new_blocks, is_chunked, False)
+    if taken is None:
+        return None
+    chunk, need = taken
+    need += evictable
     pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
-    free -= taken[0][1]
+    free -= need
     if pc._num_evictable > free:  # (trim's own test, without the call)
         pc.trim(free)
-    return taken, [cached]
-
-
-def _admit_many_with_prefix_cache(pc, candidates: list[int], target_of, bs: int, left: int, free: int, wm: int,
-                                  is_chunked: bool):  # fmt: skip
-    """_admit_with_prefix_cache for several candidates: each is looked up as the rule reads it, after
-    the admissions before it (which may have evicted what it would hit)."""
-    looked: list[tuple] = []  # (request, prompt tokens, handle, hit blocks, evictable among them)
-    free_now = [free]
-    lookup, admit_blocks, trim = pc.lookup, pc.admit, pc.trim  # (bound once: this runs at every admission)
-
-    def remaining():
-        for w in candidates:
-            t = target_of(w)
-            handle, hit, evictable = lookup(w, t)
-            looked.append((w, t, handle, hit, evictable))
-            yield t - hit * bs
-
-    def blocks(i: int, chunk: int) -> int:
-        _, _, _, hit, evictable = looked[i]
-        return -(-(hit * bs + chunk) // bs) - hit + evictable
-
-    def admit(i: int, chunk: int, need: int) -> None:
-        w, t, handle, hit, _ = looked[i]
-        admit_blocks(w, handle, hit, t)
-        free_now[0] -= need
-        if pc._num_evictable > free_now[0]:  # (trim's own test, without the call)
-            trim(free_now[0])
-
-    taken = rules.admit_in_order(remaining(), left, free, wm, blocks, is_chunked, False, admit)
-    return taken, [looked[i][3] * bs for i in range(len(taken))]
+    return chunk, need, cached
 
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],

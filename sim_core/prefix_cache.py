@@ -41,6 +41,7 @@ from sim_core.workload import Workload
 
 _SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
 MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
+_NO_CHAIN = (-1, 0)  # chain_refs' default: no system prompt referenced
 MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
 
 
@@ -382,6 +383,57 @@ class PrefixCache:
             if debt > MAX_DEFERRED_BLOCKS:  # dropped entries free their memory: the state stays O(blocks)
                 self._settle()
 
+    def trim_marked(self, marked: list[int]) -> None:
+        """The trims of several ticks at once, with no other use of the cache between them (the fast path's
+        all-decode ticks): `marked` holds tick, free blocks, tick, free blocks, ... for each tick whose
+        allocation left fewer free blocks than there were evictable ones (each count below the one before),
+        ticks as `trim` marks them (the recorder's count plus the offset). The same marks, counts and
+        evictions as `trim` tick by tick: deferred evictions are dropped oldest first whenever they are,
+        and LFU's heap pops the same entries in one call as in several."""
+        last = marked[-1]
+        excess = self._num_evictable - last
+        self._num_evictable = last
+        if self.recorder is not None:
+            self.marks.extend(marked)
+        if self.lfu:
+            self._num_evicted += excess
+            self._evict_lfu(excess)
+        else:
+            debt = self._debt = self._debt + excess
+            if debt > MAX_DEFERRED_BLOCKS:
+                self._settle()
+
+    def trim_ticks(self, tick: int, free_after: np.ndarray) -> None:
+        """`trim` at each of a run of ticks tick, tick + 1, ... whose allocations left free_after[i] blocks free
+        (non-increasing: ticks that only take blocks, like the fast path's all-decode stretches priced as arrays),
+        in array operations: the same marks, counts and evictions as `trim(free_after[i])` tick by tick with
+        tick_offset = tick + i. The evictable count only falls (to min(evictable, free_after[i])), so a tick
+        trims exactly when its free count is below both the count before the run and the previous tick's."""
+        E = self._num_evictable
+        if not free_after.size or free_after[-1] >= E:
+            return  # no tick leaves fewer free blocks than there are evictable ones
+        if self.lfu:  # (eviction is immediate under LFU: tick by tick, where the ticks trim)
+            prev = np.concatenate(([E], free_after[:-1]))
+            for i in np.flatnonzero((free_after < E) & (free_after < prev)).tolist():
+                self.tick_offset = tick + i
+                self.trim(int(free_after[i]))
+            return
+        prev = np.empty_like(free_after)
+        prev[0] = E
+        prev[1:] = free_after[:-1]
+        at = np.flatnonzero((free_after < E) & (free_after < prev))
+        last = int(free_after[-1])
+        self._num_evictable = last
+        debt = self._debt = self._debt + (E - last)
+        rec = self.recorder
+        if rec is not None:
+            pairs = np.empty((at.size, 2), dtype=np.int64)
+            pairs[:, 0] = at + (rec.num_ticks + tick)
+            pairs[:, 1] = free_after[at]
+            self.marks.frombytes(pairs.tobytes())
+        if debt > MAX_DEFERRED_BLOCKS:  # (settled once for the run: dropping deferred evictions in one walk or several ends alike)
+            self._settle()
+
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached per-block entries for r; returns how many were evictable."""
         if self._debt:
@@ -482,31 +534,17 @@ class PrefixCache:
         still reference them (the rest become evictable: free). Tail blocks are queued first so they are
         evicted before the shared head (vLLM frees in reverse order). `forget`: r finished or was
         pre-empted, so its memoised keys go too (recomputed if it comes back); a swapped-out request keeps them."""
-        if forget and self._keys:  # (only per-block entries memoise keys)
-            self._keys.pop(r, None)
-        keys = self.refs.pop(r, None) if self.refs else None  # (no per-block entries with runs)
-        run = self.run_refs.pop(r, 0)
-        g, level = self.chain_refs.pop(r, (-1, 0))
-        if not keys and not run and not level:
+        if not self.use_runs:
+            return self._release_keys(r, forget)
+        run = self.run_refs.pop(r, 0)  # (runs and chains only: no per-block entries or memoised keys, LRU)
+        g, level = self.chain_refs.pop(r, _NO_CHAIN)
+        if not run and not level:
             return 0
-        ref = self.ref
         gen = self._group
-        tag = -(gen + 1)
-        zero: list | tuple = ()  # per-block entries that became evictable, tail first
-        if keys:
-            counts = list(map(ref.__getitem__, keys))
-            if max(counts) == 1:  # the common case: r was the only user of every block
-                ref.update(dict.fromkeys(keys, tag))
-                zero = keys[::-1]
-            else:  # some blocks stay referenced by other requests
-                ref.update(zip(keys, [c - 1 if c > 1 else tag for c in counts]))
-                zero = list(compress(reversed(keys), map((1).__eq__, reversed(counts))))
-                self.num_dup_refs -= len(keys) - len(zero)
-        cid = None
+        cid = chain = None
         if run:
             cid = self._content_of[r]
-            self.run_state[cid] = tag
-        chain = None
+            self.run_state[cid] = -(gen + 1)
         dropped = 0
         if level:
             ch = self.chains[g]
@@ -525,26 +563,59 @@ class PrefixCache:
                 ch.items.append([gen, new_top])
                 ch.top = new_top
                 chain = g
-        became = len(zero) + run + dropped
+        became = run + dropped
         if became:
             self._group = gen + 1
-            if self.lfu:  # only per-block entries (no runs or chains under LFU)
-                heap, uses = self._heap, self.uses
-                for i, k in enumerate(zero):
-                    heapq.heappush(heap, (uses[k], gen, i, k))
-                queued = self._num_queued = len(heap)
-            else:
-                self._queue.append((gen, zero, cid, chain))
-                queued = self._num_queued = self._num_queued + len(zero) + (cid is not None) + (chain is not None)
+            self._queue.append((gen, (), cid, chain))
+            queued = self._num_queued = self._num_queued + (cid is not None) + (chain is not None)
             evictable = self._num_evictable = self._num_evictable + became
-            if queued > 2 * (len(ref) + len(self.run_state) + len(self.chains)) + 4096:
+            if queued > 2 * (len(self.run_state) + len(self.chains)) + 4096:
                 self._compact()
             rec = self.recorder
             if rec is not None:
                 marks = self.marks
                 marks.append(rec.num_ticks + self.tick_offset)
                 marks.append(evictable)
-        return (len(keys) if keys else 0) + run + level - became
+        return run + level - became
+
+    def _release_keys(self, r: int, forget: bool) -> int:
+        """release with per-block entries (no runs or chains: sessions, trace hash ids, or LFU)."""
+        if forget and self._keys:
+            self._keys.pop(r, None)
+        keys = self.refs.pop(r, None)
+        if not keys:
+            return 0
+        ref = self.ref
+        gen = self._group
+        tag = -(gen + 1)
+        counts = list(map(ref.__getitem__, keys))
+        if max(counts) == 1:  # the common case: r was the only user of every block
+            ref.update(dict.fromkeys(keys, tag))
+            zero = keys[::-1]  # per-block entries that became evictable, tail first
+        else:  # some blocks stay referenced by other requests
+            ref.update(zip(keys, [c - 1 if c > 1 else tag for c in counts]))
+            zero = list(compress(reversed(keys), map((1).__eq__, reversed(counts))))
+            self.num_dup_refs -= len(keys) - len(zero)
+        became = len(zero)
+        if became:
+            self._group = gen + 1
+            if self.lfu:
+                heap, uses = self._heap, self.uses
+                for i, k in enumerate(zero):
+                    heapq.heappush(heap, (uses[k], gen, i, k))
+                queued = self._num_queued = len(heap)
+            else:
+                self._queue.append((gen, zero, None, None))
+                queued = self._num_queued = self._num_queued + became
+            evictable = self._num_evictable = self._num_evictable + became
+            if queued > 2 * len(ref) + 4096:
+                self._compact()
+            rec = self.recorder
+            if rec is not None:
+                marks = self.marks
+                marks.append(rec.num_ticks + self.tick_offset)
+                marks.append(evictable)
+        return len(keys) - became
 
     def evict(self, count: int) -> None:
         """Drop the `count` least recently released evictable blocks (LFU: the least used ones).

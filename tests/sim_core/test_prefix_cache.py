@@ -183,3 +183,52 @@ def test_lfu_keeps_blocks_conserved_and_referenced_blocks_in_place(ops):
 
     _admit_or_preempt_each(PrefixCachingBlockManager(24, 4, BS, w, "lfu"), [(p, swap) for _, p, swap, _ in ops],
                            referenced_never_evictable)  # fmt: skip
+
+
+class _Ticks:
+    num_ticks = 5  # a recorder's ticks so far (marks are at num_ticks + tick_offset)
+
+
+def _filled_cache(policy: str) -> PrefixCachingBlockManager:
+    """A 24-block cache whose free blocks mostly hold evictable content: prompts, some sharing a system prompt,
+    admitted and finished in turn."""
+    w = wl(list(range(8)), [70, 50, 90, 33, 65, 49, 81, 40], group=[0, -1, 0, -1, 1, 0, -1, 1],
+           prefix_len=[48, 0, 48, 0, 32, 48, 0, 32])  # fmt: skip
+    kv = PrefixCachingBlockManager(24, 0, BS, w, policy)
+    kv.prefix.recorder = _Ticks()
+    for r, p in enumerate(w.prompt_tokens.tolist()):
+        admit(kv, r, p)
+        finish(kv, r, p)
+    return kv
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+@settings(max_examples=80, deadline=None)
+@given(taken=hs.lists(hs.integers(0, 3), max_size=30), tick=hs.integers(0, 50))
+def test_trimming_a_run_of_ticks_at_once_equals_trimming_tick_by_tick(policy, taken, tick):
+    """PrefixCache.trim_ticks (the fast path's all-decode stretches priced as arrays) and trim_marked leave the same marks,
+    counts and LRU as the loop's per-tick trim: at tick + i, when allocation left free_after[i] blocks free."""
+    one_by_one, at_once = _filled_cache(policy), _filled_cache(policy)
+    assert one_by_one.prefix.num_evictable > 4
+    free_after = np.maximum(one_by_one.num_free - np.cumsum(np.array(taken, dtype=np.int64)), 0)
+    pc = one_by_one.prefix
+    for i, f in enumerate(free_after.tolist()):
+        pc.tick_offset = tick + i
+        if pc.num_evictable > f:
+            pc.trim(f)
+    at_once.prefix.trim_ticks(tick, free_after)
+    a, b = one_by_one.prefix, at_once.prefix
+    assert (a.marks.tolist(), a.num_evictable, a.num_evicted) == (b.marks.tolist(), b.num_evictable, b.num_evicted)
+    assert a.lru_order() == b.lru_order()
+    # trim_marked (the unrolled loop's ticks): the (tick, free blocks) of the ticks that trim, applied at once
+    marked, evictable = _filled_cache(policy), _filled_cache(policy).prefix.num_evictable
+    flat = []
+    for i, f in enumerate(free_after.tolist()):
+        if evictable > f:
+            evictable = f
+            flat += [_Ticks.num_ticks + tick + i, f]
+    if flat:
+        marked.prefix.trim_marked(flat)
+    c = marked.prefix
+    assert (a.marks.tolist(), a.num_evictable, a.num_evicted) == (c.marks.tolist(), c.num_evictable, c.num_evicted)
+    assert a.lru_order() == c.lru_order()

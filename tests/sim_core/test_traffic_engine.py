@@ -166,6 +166,8 @@ PREFIX_FAST_CASES = {
                      workload__arrival__rate_per_s=14.0),
     "lfu, evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
                           workload__arrival__rate_per_s=14.0, kv_cache__eviction_policy="lfu"),
+    "long decode stretches, evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
+                                            workload__arrival__rate_per_s=0.5),  # all-decode stretches priced as arrays
     "block size 2, output 1": dict(workload__shared_prefix=SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 40}},
                                    kv_cache__block_size=2, workload__num_requests=50,
                                    workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
