@@ -275,13 +275,17 @@ class Scheduler:
         need = np.maximum(kv.blocks_for(st.computed[decodes] + self.decode_width, prompt) - kv.held[decodes], 0)
         total = int(need.sum())
         deficit = total - kv.num_free
-        if deficit > 0:
+        while deficit > 0:
+            # Pre-empt until the decodes' blocks fit (vLLM: pre-empt, then check again). One round covers the
+            # deficit when a victim frees every block it holds; with prefix caching, blocks it shares with other
+            # running requests stay in use, so a round may free fewer than it counted and another one follows.
             victims = self._choose_victims(st, decodes, need, deficit)
             self._preempt(st, victims, plan)
             alive = ~np.isin(decodes, victims)
             decodes, need = decodes[alive], need[alive]
             prefills = prefills[~np.isin(prefills, victims)]
             total = None
+            deficit = int(need.sum()) - kv.num_free
         if total != 0:
             kv.allocate(decodes, need, total)
         return decodes, prefills
@@ -310,8 +314,9 @@ class Scheduler:
         st.running = st.running[~np.isin(st.running, victims)]
         st.num_preemptions[victims] += 1
         if swapped:
-            plan.swapped_out_idx = np.array(swapped, dtype=np.int64)
-            st.push_swapped(plan.swapped_out_idx)
+            out = np.array(swapped, dtype=np.int64)
+            st.push_swapped(out)
+            plan.swapped_out_idx = np.concatenate([plan.swapped_out_idx, out]) if plan.swapped_out_idx.size else out
         if dropped:
             d = np.array(dropped, dtype=np.int64)
             kv.free(d)
@@ -319,7 +324,7 @@ class Scheduler:
             st.num_recomputed[d] += st.computed[d]
             st.prefill_target[d] = st.prompt[d] + st.emitted[d]
             st.computed[d] = 0
-            plan.preempted_idx = d
+            plan.preempted_idx = np.concatenate([plan.preempted_idx, d]) if plan.preempted_idx.size else d
             st.push_waiting(d)
 
     def _prefill_chunks(self, st: SimState, prefills: IntArray, budget: int):
