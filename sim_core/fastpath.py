@@ -405,6 +405,7 @@ def run_ticks(engine: Engine):
     smart = sched.cfg.smart_preemption.enabled
 
     reserved: dict[int, int] = {}
+    joined_at: list[tuple[int, int]] = []  # (decoder, tick) of decoders that joined the paused run in a logged tick
 
     def reserve(w: int) -> int:
         """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous),
@@ -469,9 +470,11 @@ def run_ticks(engine: Engine):
             if max_time >= lim.max_sim_time_s:
                 break
             horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j, d, finish_at, prefilling,
-                                                   waiting, head, not fixed and pc is None and j >= want_batches)  # fmt: skip
+                                                   waiting, head, not fixed and pc is None)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
                 free -= num_reserved
+                if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
+                    joined_at.extend((r, j) for r in joined)
                 S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
                                       phase_count, S, B)  # fmt: skip
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
@@ -723,7 +726,7 @@ def run_ticks(engine: Engine):
         rows = _rows_with_blocks(rows, row_blocks, j)
     return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
-                       ptr, free, num_ticks0, held_fixed if fixed else None)  # fmt: skip
+                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at)  # fmt: skip
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
@@ -897,7 +900,7 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarra
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed) -> bool:  # fmt: skip
+                held_fixed, joined_at=()) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
@@ -926,7 +929,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     gap_counts = D.astype(np.int64)  # decoders in each tick, one gap each
     if want_batches:
         last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
-        _record_batches(rec, min(n, want_batches), decoding, batch_extras, running0 + [w for w, _ in scheduled], base,
+        # running order: the call's first requests, then admissions and joined decoders as they entered `running` (a
+        # decoder that joins before tick j comes before tick j's admissions; `sorted` is stable)
+        added = [(j, 1, w) for w, j in scheduled] + [(j, 0, r) for r, j in joined_at]
+        order = running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])]
+        _record_batches(rec, min(n, want_batches), decoding, batch_extras, order, base,
                         join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))

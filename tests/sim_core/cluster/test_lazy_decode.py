@@ -7,6 +7,7 @@ same request times, same KV transfers, same busy ticks."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -84,8 +85,10 @@ def test_full_decode_instances_ruled_out_from_bounds_and_back_pressure(seed, rou
         return out
 
     monkeypatch.setattr(Deployment, "_fits_by_bounds", spy)
-    (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
+    # (runs that end where they wait: a paused decode run has no KV bound past its clock, so it is never ruled out)
+    (lazy, _), (ref, _) = _run(cfg, pause_runs=False), _run(cfg, lazy_decode=False)
     assert ruled_out[0] > 0  # the path under test ran: a lagging instance was skipped on its bounds
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], ref)
     assert np.nanmax(lazy.kv_transfer_start_s - lazy.kv_wait_start_s) > 0  # requests waited for a decode slot
     assert_same_routing_and_busy_ticks(lazy, ref)
     assert_cluster_invariants(lazy)
@@ -165,13 +168,16 @@ def test_a_paused_decode_run_takes_transferred_requests_as_a_new_run_would(seed,
     cfg = deploy(_chat(rate=25.0 + 10 * seed, seed=seed),
                  {"router": router, "disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2},
                                                        "link": LINKS[seed]}})  # fmt: skip
-    # (a run that records full batches takes no request: its batch log lists the decoders the run set up)
-    cfg = with_value(cfg, "limits.num_recorded_batches", [0, 100][seed % 2])
+    # (a run that logs batches takes requests too: its batch log lists them from the tick they join, in running order)
+    cfg = with_value(cfg, "limits.num_recorded_batches", [0, 2000][seed % 2])
     joined = [0]
+    joined_logged = [0]
     inject = Engine.inject_prefilled
 
     def spy(self, ids, t_s, first_token_s):
-        joined[0] += self._paused is not None and bool(self._live[10])
+        takes = self._paused is not None and bool(self._live[10])
+        joined[0] += takes
+        joined_logged[0] += takes and self._live[4] + self.rec.num_ticks < self.cfg.limits.num_recorded_batches
         return inject(self, ids, t_s, first_token_s)
 
     Engine.inject_prefilled = spy
@@ -190,6 +196,11 @@ def test_a_paused_decode_run_takes_transferred_requests_as_a_new_run_would(seed,
 
     assert_same_routing_and_busy_ticks(build_result(dep), build_result(ref))
     assert_cluster_invariants(build_result(dep))
+    if seed % 2:  # the batch logs are the reference's, entry for entry, though requests joined runs in logged ticks
+        assert joined_logged[0] > 20
+        for x, y in zip(build_result(dep).instances, build_result(ref).instances):
+            for f in dataclasses.fields(x.result.batches):
+                assert np.array_equal(getattr(x.result.batches, f.name), getattr(y.result.batches, f.name)), f.name
 
 
 def test_paused_decode_runs_with_back_pressure_and_full_batches():
