@@ -621,21 +621,22 @@ class Deployment:
         that reached t, from bounds for the others, which only the undecided ones ahead of the choice, and the
         choice, must settle by reaching t. The other policies read every instance (all reach t)."""
         n = len(self.back)
-        behind = [d for d in range(n) if not self._reached(d, t)]
-        if self.back_router.policy != "round_robin":
-            return self._lazy_choice_by_bounds(r, t, need, behind)
-        start = self.back_router._next
-        for d in sorted(range(n), key=lambda j: (j - start) % n):
-            if d not in behind:
+        router = self.back_router
+        if router.policy != "round_robin":
+            return self._lazy_choice_by_bounds(r, t, need, [d for d in range(n) if not self._reached(d, t)])
+        start = router._next
+        for k in range(n):  # in turn from the one whose turn it is
+            d = (start + k) % n
+            if self._reached(d, t):
                 if self._fits(d, need[d]):
-                    self.back_router.choose([x.engine for x in self.back], r, [d])  # (advances its turn)
+                    router._next = (d + 1) % n  # (`Router.choose` among [d]: its turn advances past d)
                     return d, []
                 continue
             # (fitting now, it may fit at t: bounds contain the present; only bounds that rule it out spare the wait)
             fits = None if self._fits(d, need[d]) else self._fits_by_bounds(d, need[d], t)
             if fits is not False:  # it may be the choice (or is): it must reach t
                 return None, [d]
-        return None, behind  # back-pressure, once every instance has reached t
+        return None, [d for d in range(n) if not self._reached(d, t)]  # back-pressure, once every instance has reached t
 
     def _lazy_choice_by_bounds(self, r: int, t: float, need: list[int], behind: list[int]) -> tuple[int | None, list[int]]:
         """`_lazy_choice` for the back routers that read counts or KV usage (over a decode pool, without a workload,
