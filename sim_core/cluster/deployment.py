@@ -170,6 +170,7 @@ class Deployment:
         self._seq = 0
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
+        self._decs = [x.engine for x in self.back]  # (`_dispatch`: the decode engines, listed once)
         self._head_need: tuple[int, list[int]] = (-1, [])  # (request, blocks it needs on each decode instance): `_dispatch`
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
@@ -561,7 +562,7 @@ class Deployment:
         self._dispatch_t = None
         if not self._pending:  # (most calls: every event and retry dispatches)
             return
-        decs = [x.engine for x in self.back]
+        decs = self._decs
         first = len(self.front)
         while self._pending:
             r, i, ready = self._pending[0]
