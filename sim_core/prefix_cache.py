@@ -93,6 +93,27 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
     return keys
 
 
+class SystemChains:
+    """`system_prompt_keys`, memoised per pool system prompt (bounded by MAX_MEMO_KEYS keys): a pool system prompt
+    is shared by many requests, so its chain is hashed once, not per request. Called as `block_keys`'s
+    `system_chain` by the prefix cache and by the cache-aware router's tree."""
+
+    __slots__ = ("_chains", "_num_keys")
+
+    def __init__(self):
+        self._chains: dict[int, list[int]] = {}
+        self._num_keys = 0
+
+    def __call__(self, group: int, num_blocks: int) -> list[int]:
+        have = self._chains.get(group)
+        if have is None or len(have) < num_blocks:
+            have = system_prompt_keys(group, num_blocks)
+            if self._num_keys + len(have) <= MAX_MEMO_KEYS:
+                self._num_keys += len(have) - len(self._chains.get(group, ()))
+                self._chains[group] = have
+        return have[:num_blocks]
+
+
 class _Chain:
     """One pool system prompt's cached blocks 0..cached-1. Requests reference prefixes [0, L) of it,
     so reference counts fall along the chain: blocks [top, cached) are the evictable ones (top = the
@@ -187,8 +208,7 @@ class PrefixCache:
         self.recorder = None  # has num_ticks (the engine's Recorder); None: no marks
         self.tick_offset = 0
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
-        self._system_keys: dict[int, list[int]] = {}  # pool system prompt -> its key chain
-        self._num_system_keys = 0
+        self._system_chain = SystemChains()  # pool system prompt -> its key chain (memoised, bounded)
         self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
 
     # ------------------------------------------------------------ keys
@@ -203,16 +223,6 @@ class PrefixCache:
             full = int(self.wl.prompt_tokens[r]) // self.block_size
             have = block_keys(self.wl, r, max(full, num_blocks), self.block_size, self._system_chain)
             self._keys[r] = have
-        return have[:num_blocks]
-
-    def _system_chain(self, group: int, num_blocks: int) -> list[int]:
-        """Pool system prompts are shared by many requests: their key chains are memoised (bounded)."""
-        have = self._system_keys.get(group)
-        if have is None or len(have) < num_blocks:
-            have = system_prompt_keys(group, num_blocks)
-            if self._num_system_keys + len(have) <= MAX_MEMO_KEYS:
-                self._num_system_keys += len(have) - len(self._system_keys.get(group, ()))
-                self._system_keys[group] = have
         return have[:num_blocks]
 
     # ------------------------------------------------------------ cluster replicas (sim_core/cluster)
@@ -568,14 +578,10 @@ class PrefixCache:
             self._group = gen + 1
             self._queue.append((gen, (), cid, chain))
             queued = self._num_queued = self._num_queued + (cid is not None) + (chain is not None)
-            evictable = self._num_evictable = self._num_evictable + became
+            self._num_evictable += became
             if queued > 2 * (len(self.run_state) + len(self.chains)) + 4096:
                 self._compact()
-            rec = self.recorder
-            if rec is not None:
-                marks = self.marks
-                marks.append(rec.num_ticks + self.tick_offset)
-                marks.append(evictable)
+            self._changed()
         return run + level - became
 
     def _release_keys(self, r: int, forget: bool) -> int:
@@ -607,14 +613,10 @@ class PrefixCache:
             else:
                 self._queue.append((gen, zero, None, None))
                 queued = self._num_queued = self._num_queued + became
-            evictable = self._num_evictable = self._num_evictable + became
+            self._num_evictable += became
             if queued > 2 * len(ref) + 4096:
                 self._compact()
-            rec = self.recorder
-            if rec is not None:
-                marks = self.marks
-                marks.append(rec.num_ticks + self.tick_offset)
-                marks.append(evictable)
+            self._changed()
         return len(keys) - became
 
     def evict(self, count: int) -> None:

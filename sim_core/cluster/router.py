@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.prefix_cache import MAX_MEMO_KEYS, block_keys, system_prompt_blocks, system_prompt_keys
+from sim_core.prefix_cache import SystemChains, block_keys, system_prompt_blocks
 
 if TYPE_CHECKING:
     from sim_core.engine import Engine
@@ -89,8 +89,7 @@ class Router:
         # the stamps, or once MAX_OWED runs are owed (`_settle_stamps`)
         self._owed: list[dict[int, tuple[int, list[int], int]]] = [{} for _ in range(num_instances)]
         # cache_aware: the key chains of pool system prompts, shared by many requests (bounded, as the prefix cache's)
-        self._system_keys: dict[int, list[int]] = {}
-        self._num_system_keys = 0
+        self._system_chain = SystemChains()
         # the request being routed, its keys, matches and private blocks: an unsettled choice is retried with the
         # tree unchanged
         self._memo: tuple[int, list[int], list[int] | None, int] = (-1, [], None, 0)
@@ -238,16 +237,6 @@ class Router:
         keys = block_keys(wl, request, full, self.block_size, self._system_chain) if full > 0 else []
         self._memo = (request, keys, None, private)
         return keys
-
-    def _system_chain(self, group: int, num_blocks: int) -> list[int]:
-        """`system_prompt_keys`, memoised per pool system prompt (bounded): its chain is hashed once, not per request."""
-        have = self._system_keys.get(group)
-        if have is None or len(have) < num_blocks:
-            have = system_prompt_keys(group, num_blocks)
-            if self._num_system_keys + len(have) <= MAX_MEMO_KEYS:
-                self._num_system_keys += len(have) - len(self._system_keys.get(group, ()))
-                self._system_keys[group] = have
-        return have[:num_blocks]
 
     def _match(self, engines: Sequence[Engine], request: int, i: int, keys: list[int]) -> int:
         """Leading full prompt blocks instance i holds: in the router's tree (cache_aware), else in the engine."""
