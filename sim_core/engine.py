@@ -87,12 +87,6 @@ class Engine:
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
-        # An idle jump that ends at the next own arrival, before the horizon, goes on to that arrival's tick in the same
-        # step (nothing reaches the engine before the horizon, so its next step would run that tick): set by a cluster
-        # for its prefill instances (`step`; conditions the engine adds: `_tick_after_idle`, decided at the first step).
-        self.tick_after_idle = False
-        self._tick_after_idle = False
-        self._continuing = False  # in that continuation: a plan with nothing to run returns (the next step idles)
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
@@ -119,10 +113,6 @@ class Engine:
         if self._fast is None:
             self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
             self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
-            # (the continuation may plan a tick it then leaves to the next step: planning must change nothing then,
-            # so the phase controller keeps no state and no prefix cache is looked up; a budget meter checks every step)
-            self._tick_after_idle = (self.tick_after_idle and not self._fast and self._solo is None and self.prefix is None
-                                     and self.sched.phase.is_stateless and self.meter is None)  # fmt: skip
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
@@ -137,21 +127,9 @@ class Engine:
         elif not (self._fast and (self._run_fast() if self.may_pause else fastpath.advance(self))) and not (coalesce and self._advance_pure_decode()):
             plan = self.sched.schedule(st)
             if plan.is_empty:
-                if self._continuing:  # (nothing to run after all, e.g. no free blocks: the loop's next step idles)
-                    return True
                 if not self._idle():
                     self._over = True
                     return False
-                if (self._tick_after_idle and st.now_s < self.horizon_s and not (st.running.size or st.waiting_keys.size
-                        or st.swapped_keys.size) and self.rec.num_ticks < lim.max_ticks and st.now_s < lim.max_sim_time_s):  # fmt: skip
-                    # the jump ended at the next arrival (before the horizon), and the next step's guards pass: run it now
-                    if self.check_invariants:
-                        self._check()
-                    self._continuing = True
-                    try:
-                        return self.step()
-                    finally:
-                        self._continuing = False
             elif coalesce and self._is_repeatable(plan):
                 self._advance_run(plan)
             else:

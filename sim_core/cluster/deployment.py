@@ -203,12 +203,6 @@ class Deployment:
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
         self._bounds_at: list[tuple | None] = [None] * len(self.instances)
-        # A prefill instance whose idle jump ends at its next arrival, before its horizon, runs that arrival's tick in the
-        # same step (`Engine.tick_after_idle`): no input reaches it before the horizon, so the loop's next step of it would
-        # run the same tick; one loop pass fewer per arrival. (Not with closed-loop sessions: refreshed views note an
-        # instance's state before each of its steps.)
-        for x in self.front:
-            x.engine.tick_after_idle = bool(self.back) and self.turns is None
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
