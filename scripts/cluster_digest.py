@@ -19,6 +19,7 @@ sys.path.insert(0, ".")  # (the tests' config builders)
 import scripts.cluster_cost as cc  # noqa: E402
 from sim_core.engine import run_simulation  # noqa: E402
 from sim_core.sweep import with_value  # noqa: E402
+from tests.conftest import make_config  # noqa: E402
 from tests.sim_core.cluster.support import open_loop_config  # noqa: E402
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts  # noqa: E402
 from tests.sim_core.cluster.test_sessions_cluster import closed_sessions  # noqa: E402
@@ -49,6 +50,18 @@ def configs() -> list[tuple[int, object]]:
         out.append((100 + k, cc.deployment_config(router, refresh_s, shared, 1500)))
     for k, router in enumerate(cc.XPYD_ROUTERS + ["least_kv", "prefix_affinity"]):
         out.append((200 + k, cc.xpyd_config(router, 1500)))
+    # xPyD under decode back-pressure (small KV on both sides, long-tailed lengths): transfers wait for decode blocks,
+    # so horizons, idle jumps and hand-offs interleave in ways the configs above never reach (a change that passed
+    # them once changed these results)
+    for seed in range(4):
+        for k, (rate, prefill_gib) in enumerate([(10.0, 19.0), (20.0, 18.5), (6.0, 19.0)]):
+            cfg = make_config(seed=seed, workload__num_requests=60, workload__arrival__rate_per_s=rate,
+                              workload__prompt_tokens={"dist": "lognormal", "mean": 1500, "min": 100, "max": 3000},
+                              workload__output_tokens={"dist": "lognormal", "mean": 300, "min": 1, "max": 600})
+            hw = cfg.hardware.model_dump()
+            dep = {"disaggregation": {"prefill": {"replicas": 1 + seed % 2, "hardware": hw | {"memory_gib": prefill_gib}},
+                                      "decode": {"replicas": 2, "hardware": hw | {"memory_gib": 19.5}}}}
+            out.append((300 + 3 * seed + k, with_value(cfg, "deployment", dep)))
     return out
 
 
