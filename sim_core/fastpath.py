@@ -211,11 +211,8 @@ class _Steps:
                 free -= need
             self.free = free
             return len(admit), tokens
-        if self.fixed:
-            if len(taken) == 1:
-                self.held_fixed[admit[0][0]] = taken[0][1]
-            else:
-                self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
+        if self.fixed:  # (two or more admitted: one returned above)
+            self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
         tokens, free = 0, self.free
         for chunk, need_w in taken:
             free -= need_w

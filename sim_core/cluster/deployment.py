@@ -619,12 +619,12 @@ class Deployment:
         router = self.back_router
         if router.policy != "round_robin":
             return self._lazy_choice_by_bounds(r, t, need, [d for d in range(n) if not self._reached(d, t)])
-        start = router._next
+        start = router.turn
         for k in range(n):  # in turn from the one whose turn it is
             d = (start + k) % n
             if self._reached(d, t):
                 if self._fits(d, need[d]):
-                    router._next = (d + 1) % n  # (`Router.choose` among [d]: its turn advances past d)
+                    router.took_turn(d, n)  # (`Router.choose` among [d]: its turn advances past d)
                     return d, []
                 continue
             # (fitting now, it may fit at t: bounds contain the present; only bounds that rule it out spare the wait)
@@ -665,7 +665,7 @@ class Deployment:
                 bounds.append(e.outstanding_bounds(t, self.min_emit_tick_s[first + d]))
                 if kv_rule:
                     usage.append(e.kv_usage_bounds(t, self.min_emit_tick_s[first + d]) or (0.0, math.inf))
-        turn = router._next
+        turn = router.turn
         pick, rivals = router.choose_by_bounds(bounds, r, usage)
         if pick is None:  # (with every value exact the choice is settled: some rival lags behind)
             lag = [d for d in rivals if d in behind] or behind
@@ -674,7 +674,7 @@ class Deployment:
             eligible = [d for d in range(n) if fits[d]]  # (unreachable; never loop on a choice that cannot settle)
             return router.choose([x.engine for x in self.back], r, eligible), []
         if pick in behind:  # settled, but it must reach t before its blocks are reserved: chosen again then
-            router._next = turn
+            router.turn = turn
             return None, [pick]
         return pick, []
 

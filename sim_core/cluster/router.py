@@ -128,6 +128,19 @@ class Router:
         """Instance of each request under round robin (request i -> i mod N)."""
         return np.arange(num_requests, dtype=np.int64) % self.num_instances
 
+    @property
+    def turn(self) -> int:
+        """The instance whose turn it is: round robin's pick, and every policy's tie-break (the next in turn)."""
+        return self._next
+
+    @turn.setter
+    def turn(self, instance: int) -> None:
+        self._next = instance
+
+    def took_turn(self, pick: int, n: int) -> None:
+        """Instance `pick` (of n) was chosen: the turn passes to the one after it."""
+        self._next = (pick + 1) % n
+
     def choose(self, engines: Sequence[Engine], request: int, eligible: Sequence[int] | None = None) -> int:
         """Index (into `engines`) of the instance for `request`, among `eligible` (default: all)."""
         cand = list(range(len(engines))) if eligible is None else list(eligible)
@@ -136,7 +149,7 @@ class Router:
         if self.policy == "round_robin":
             n = len(engines)
             pick = min(cand, key=lambda i: (i - self._next) % n)
-            self._next = (pick + 1) % n
+            self.took_turn(pick, n)
             return pick
         n = len(engines)
         if self._sessions is not None:  # session: its instance if eligible (decode back-pressure), else least outstanding
@@ -157,7 +170,7 @@ class Router:
         else:  # least_outstanding (and the cache rules under imbalance or without a long enough match)
             key = [(load[j], turn[j]) for j in range(len(cand))]
         pick = cand[min(range(len(cand)), key=key.__getitem__)]
-        self._next = (pick + 1) % n
+        self.took_turn(pick, n)
         self._remember(pick, keys)
         return pick
 
@@ -186,7 +199,7 @@ class Router:
             best = min(range(n), key=hi.__getitem__)
             rivals = [j for j in range(n) if j != best and (usage[j][0], bounds[j][0], turn[j]) < hi[best]]
             if not rivals:
-                self._next = (best + 1) % n
+                self.took_turn(best, n)
                 return best, []
             exact = usage[best][0] == usage[best][1] and bounds[best][0] == bounds[best][1]
             return None, rivals + ([] if exact else [best])
@@ -215,7 +228,7 @@ class Router:
                 best, top_hi, top_turn = i, hi, turn
         rivals = [j for j in cand if j != best and (bounds[j][0] < top_hi or (bounds[j][0] == top_hi and (j - nxt) % n < top_turn))]
         if not rivals:
-            self._next = (best + 1) % n
+            self.took_turn(best, n)
             self._remember(best, keys)
             return best, []
         return None, rivals + ([best] if bounds[best][0] < top_hi else [])
