@@ -405,13 +405,7 @@ class PrefixCache:
         self._num_evictable = last
         if self.recorder is not None:
             self.marks.extend(marked)
-        if self.lfu:
-            self._num_evicted += excess
-            self._evict_lfu(excess)
-        else:
-            debt = self._debt = self._debt + excess
-            if debt > MAX_DEFERRED_BLOCKS:
-                self._settle()
+        self._drop(excess)
 
     def trim_ticks(self, tick: int, free_after: np.ndarray) -> None:
         """`trim` at each of a run of ticks tick, tick + 1, ... whose allocations left free_after[i] blocks free
@@ -434,15 +428,13 @@ class PrefixCache:
         at = np.flatnonzero((free_after < E) & (free_after < prev))
         last = int(free_after[-1])
         self._num_evictable = last
-        debt = self._debt = self._debt + (E - last)
         rec = self.recorder
         if rec is not None:
             pairs = np.empty((at.size, 2), dtype=np.int64)
             pairs[:, 0] = at + (rec.num_ticks + tick)
             pairs[:, 1] = free_after[at]
             self.marks.frombytes(pairs.tobytes())
-        if debt > MAX_DEFERRED_BLOCKS:  # (settled once for the run: dropping deferred evictions in one walk or several ends alike)
-            self._settle()
+        self._drop(E - last)  # (settled once for the run: dropping deferred evictions in one walk or several ends alike)
 
     def acquire(self, r: int, keys: list[int]) -> int:
         """Reference cached per-block entries for r; returns how many were evictable."""
@@ -630,7 +622,14 @@ class PrefixCache:
             return
         self._num_evictable -= count
         self._changed()
-        if self.lfu:  # a release may heap an entry below older ones: drop now
+        self._drop(count)
+
+    def _drop(self, count: int) -> None:
+        """The `count` least recently released (LFU: least used) evictable blocks go, the counts already taken:
+        LFU pops them now (a release may heap an entry below older ones); LRU defers them (see `evict`) and
+        settles once the debt passes MAX_DEFERRED_BLOCKS (dropped entries free their memory: the state stays
+        O(blocks)). `trim` inlines the LRU case: it runs at nearly every allocation."""
+        if self.lfu:
             self._num_evicted += count
             self._evict_lfu(count)
         else:
