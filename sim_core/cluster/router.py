@@ -76,7 +76,7 @@ class Router:
         self.num_instances = num_instances
         self.workload = workload  # the deployment's requests (prefix identities for prefix_affinity)
         self.block_size = block_size
-        self._next = 0  # round robin: the instance whose turn it is
+        self.turn = 0  # the instance whose turn it is: round robin's pick, and every policy's tie-break
         # cache_aware: per instance, the block keys of the prompts routed there (LRU, at most tree_blocks each)
         self.tree_blocks = tree_blocks
         # (key -> when last routed, in requests routed so far: a dict, whose C-level update is the bulk of the cost)
@@ -128,18 +128,9 @@ class Router:
         """Instance of each request under round robin (request i -> i mod N)."""
         return np.arange(num_requests, dtype=np.int64) % self.num_instances
 
-    @property
-    def turn(self) -> int:
-        """The instance whose turn it is: round robin's pick, and every policy's tie-break (the next in turn)."""
-        return self._next
-
-    @turn.setter
-    def turn(self, instance: int) -> None:
-        self._next = instance
-
     def took_turn(self, pick: int, n: int) -> None:
         """Instance `pick` (of n) was chosen: the turn passes to the one after it."""
-        self._next = (pick + 1) % n
+        self.turn = (pick + 1) % n
 
     def choose(self, engines: Sequence[Engine], request: int, eligible: Sequence[int] | None = None) -> int:
         """Index (into `engines`) of the instance for `request`, among `eligible` (default: all)."""
@@ -148,7 +139,7 @@ class Router:
             raise ValueError("no eligible instance")
         if self.policy == "round_robin":
             n = len(engines)
-            pick = min(cand, key=lambda i: (i - self._next) % n)
+            pick = min(cand, key=lambda i: (i - self.turn) % n)
             self.took_turn(pick, n)
             return pick
         n = len(engines)
@@ -156,7 +147,7 @@ class Router:
             home = int(session_instance(self._sessions[request : request + 1], n)[0])
             if home in cand:
                 return home
-        turn = [(i - self._next) % n for i in cand]  # ties go to the next instance in turn, not always to 0
+        turn = [(i - self.turn) % n for i in cand]  # ties go to the next instance in turn, not always to 0
         load = [engines[i].num_outstanding for i in cand]
         keys = self._keys(request)
         if self.policy == "least_kv":
@@ -194,7 +185,7 @@ class Router:
         bounds leave the balance test open)."""
         n = len(bounds)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
-            turn = [(i - self._next) % n for i in range(n)]
+            turn = [(i - self.turn) % n for i in range(n)]
             hi = [(usage[i][1], bounds[i][1], turn[i]) for i in range(n)]
             best = min(range(n), key=hi.__getitem__)
             rivals = [j for j in range(n) if j != best and (usage[j][0], bounds[j][0], turn[j]) < hi[best]]
@@ -220,7 +211,7 @@ class Router:
                     cand = [i for i in range(n) if hit[i] == max(hit)]
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
         # keys `choose` compares, as plain comparisons (this runs at every arrival)
-        nxt = self._next
+        nxt = self.turn
         best, top_hi, top_turn = -1, 0, 0
         for i in cand:
             hi, turn = bounds[i][1], (i - nxt) % n

@@ -75,15 +75,15 @@ def test_least_kv_settles_only_when_every_state_within_the_bounds_agrees(spec, s
     truth = [_Stub(c_lo + min(c_off, c_w), (u_lo + min(u_off, u_w)) / 8) for u_lo, u_w, u_off, c_lo, c_w, c_off in spec]
     n = len(spec)
     early, exact = Router("least_kv", n), Router("least_kv", n)
-    early._next = exact._next = start % n
+    early.turn = exact.turn = start % n
     pick, rivals = early.choose_by_bounds(counts, 0, [(lo / 8, hi / 8) for lo, hi in used])
     if pick is None:
-        assert rivals and early._next == start % n  # unsettled: nothing consumed
+        assert rivals and early.turn == start % n  # unsettled: nothing consumed
     else:
-        assert pick == exact.choose(truth, 0) and early._next == exact._next
+        assert pick == exact.choose(truth, 0) and early.turn == exact.turn
     settled = Router("least_kv", n)
-    settled._next = start % n
+    settled.turn = start % n
     points = settled.choose_by_bounds([(e.num_outstanding,) * 2 for e in truth], 0, [(e.kv.usage,) * 2 for e in truth])
     ref = Router("least_kv", n)
-    ref._next = start % n
+    ref.turn = start % n
     assert points[0] == ref.choose(truth, 0)  # exact values always settle

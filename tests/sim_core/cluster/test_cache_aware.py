@@ -137,13 +137,13 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
     for r in range(history):  # the same routing history in both trees
         engines = [_Count((r * 7 + i) % 5) for i in range(n)]
         assert early.choose(engines, r) == exact.choose(engines, r)
-    early._next = exact._next = start % n
+    early.turn = exact.turn = start % n
     r = LONG[which]
     pick, rivals = early.choose_by_bounds(bounds, r)
     if pick is None:
-        assert rivals and early._next == start % n  # unsettled: nothing consumed
+        assert rivals and early.turn == start % n  # unsettled: nothing consumed
     else:
-        assert pick == exact.choose([_Count(c) for c in counts], r) and early._next == exact._next
+        assert pick == exact.choose([_Count(c) for c in counts], r) and early.turn == exact.turn
         assert early._tree == exact._tree
 
 

@@ -92,14 +92,14 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
     counts = [lo + min(off, w) for lo, w, off in spec]
     n = len(spec)
     early, exact = Router("least_outstanding", n), Router("least_outstanding", n)
-    early._next = exact._next = start % n
+    early.turn = exact.turn = start % n
     pick, rivals = early.choose_by_bounds(bounds)
     if pick is None:
-        assert rivals and early._next == start % n  # unsettled: nothing consumed
+        assert rivals and early.turn == start % n  # unsettled: nothing consumed
     else:
-        assert pick == exact.choose([_Count(c) for c in counts], 0) and early._next == exact._next
+        assert pick == exact.choose([_Count(c) for c in counts], 0) and early.turn == exact.turn
     points, ref = Router("least_outstanding", n), Router("least_outstanding", n)
-    points._next = ref._next = start % n
+    points.turn = ref.turn = start % n
     assert points.choose_by_bounds([(c, c) for c in counts])[0] == ref.choose([_Count(c) for c in counts], 0)
 
 
