@@ -182,10 +182,7 @@ class Engine:
     def has_work(self) -> bool:
         """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input."""
         st = self.st
-        if st.running.size or st.waiting_keys.size or st.swapped_keys.size:
-            return True
-        k = st.next_arrival  # (`SimState.next_arrival_s` inlined: the cluster loop asks this several times per pass)
-        return k < st.num_requests and st.arrival_s.item(k) < math.inf
+        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size) or st.next_arrival_s() < math.inf
 
     @property
     def num_outstanding(self) -> int:

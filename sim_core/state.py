@@ -13,6 +13,8 @@ goes back under its own key, i.e. ahead of everything that arrived after it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from sim_core.types import IntArray, Status
@@ -107,7 +109,8 @@ class SimState:
         return np.searchsorted(self.arrival_s[lo:], times_s, side="right")
 
     def next_arrival_s(self) -> float:
-        return float(self.arrival_s[self.next_arrival]) if self.next_arrival < self.num_requests else np.inf
+        k = self.next_arrival  # (`.item`: a Python float without a NumPy scalar; a cluster asks this several times a pass)
+        return self.arrival_s.item(k) if k < self.num_requests else math.inf
 
     def release_closed_loop(self, finish_s: float, count: int, think_s: float) -> None:
         """Closed loop: each finished request frees its client, who sends the next request."""
