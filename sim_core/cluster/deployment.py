@@ -171,6 +171,9 @@ class Deployment:
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
         self._decs = [x.engine for x in self.back]  # (`_dispatch`: the decode engines, listed once)
+        # Blocks a context needs are the same on every decode instance when their block managers are alike (one pool
+        # config: always, today); `_dispatch` then asks one of them
+        self._same_blocks = len({(e.kv.block_size, e.kv.num_samples, e.kv._contiguous_blocks) for e in self._decs}) == 1
         self._head_need: tuple[int, list[int]] = (-1, [])  # (request, blocks it needs on each decode instance): `_dispatch`
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
@@ -535,13 +538,13 @@ class Deployment:
         elif kind == XFER_DONE:
             i, d, r = payload
             pre = self.instances[i].engine
-            kp = np.array([self.slot_of[r]], dtype=np.int64)
+            kp = self.slot_of.item(r)  # (one request: a slot as a Python int, no 1-element arrays, once per request)
             if self.views is not None:
                 self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
             self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
-                                                 pre.st.first_token_s[kp])  # fmt: skip
+                                                 pre.st.first_token_s.item(kp))  # fmt: skip
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, Event.KV_TRANSFER_DONE))
@@ -566,7 +569,9 @@ class Deployment:
             if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: same blocks)
                 need = self._head_need[1]
             else:
-                need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
+                # (the decode pool's instances share one config, so their block managers agree: one call, not one each)
+                need = [int(decs[0].kv.blocks_for(ctx, prompt))] * len(decs) if self._same_blocks else [
+                    int(e.kv.blocks_for(ctx, prompt)) for e in decs]  # fmt: skip
                 self._head_need = (r, need)
             if self._lazy:
                 d, behind = self._lazy_choice(r, t, need)
@@ -586,7 +591,7 @@ class Deployment:
                                      int(wl.class_idx[r]))  # fmt: skip
             self.decode_slot_of[r] = kd
             self.ids_of[first + d].append(r)
-            decs[d].reserve(np.array([kd], dtype=np.int64), np.array([need[d]], dtype=np.int64))
+            decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
             self._incoming[d] += 1
             nbytes = kv_transfer_bytes(self.cfg, ctx)
             dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)
