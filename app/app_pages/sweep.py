@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app.components import charts
 from app.components.runner import PageBudget
 from app.components.text import plain, plotly_text
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
@@ -140,7 +141,8 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, dash="dash"),
                                          name=label_cap), row=1, col=1)  # legend entry for the dashed lines
     fig.update_xaxes(title_text=label)
-    fig.update_yaxes(type="log", row=1, col=3)
+    latency_ms = [y for tr in fig.data if tr.xaxis == "x3" and tr.y is not None for y in tr.y]
+    fig.update_yaxes(**charts.log_ladder_axis(latency_ms), row=1, col=3)
     fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
 

@@ -25,6 +25,25 @@ PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
 LOG_AXIS = dict(type="log", dtick=1, minor=dict(ticks="", showgrid=False))  # labels at decades only: 1, 10, 100, 1k
 
 
+def log_ladder_axis(values) -> dict:
+    """A log axis labelled at 1, 2, 5 × 10^k over the positive values' span, each label in full ("20", "200",
+    "2,000"). Plotly's own labels on a span under two decades are the decade plus bare digits ("2", "3" beside
+    "100", meaning 200 and 300), crowded together and unreadable as numbers."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    if v.size == 0:
+        return dict(LOG_AXIS)
+    lo_exp, hi_exp = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
+    if hi_exp - lo_exp > 3:  # over three decades 1-2-5 labels would crowd: decades only
+        return dict(LOG_AXIS)
+    for ladder in ((1, 2, 5), range(1, 10)):  # every digit when the span is too narrow for three 1-2-5 labels
+        ticks = [m * 10.0**e for e in range(lo_exp, hi_exp + 1) for m in ladder]
+        if sum(v.min() <= t <= v.max() for t in ticks) >= 3:
+            break
+    ticks = [t for t in ticks if v.min() / 2 <= t <= v.max() * 2] or [10.0**lo_exp]
+    return dict(type="log", tickmode="array", tickvals=ticks, ticktext=[f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks],
+                minor=dict(ticks="", showgrid=False))
+
+
 @dataclass(frozen=True)
 class Metric:
     key: str

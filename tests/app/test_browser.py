@@ -173,6 +173,19 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     page.close()
 
 
+def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
+    # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
+    # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead
+    page = _open(browser, server + "/", {"width": 800, "height": 900})
+    cut = page.evaluate("""() => [...document.querySelectorAll(
+        "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div, .st-key-ui-share button p, .st-key-ui-timeline_plotly p")]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    assert cut == [], cut
+    assert page.locator("[data-testid='stMetricValue']").count() >= 8
+    page.screenshot(path=str(ARTIFACTS / "narrow-800.png"), full_page=True)
+    page.close()
+
+
 def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, browser):
     normal = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
     tick_px = "() => parseFloat(getComputedStyle(document.querySelector('[data-testid=timeline-html] .sgt-x span')).fontSize)"

@@ -190,3 +190,13 @@ def test_runs_a_and_b_never_share_a_colour_with_a_phase(small):
     fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
     a, b = fig.data[0], fig.data[1]
     assert a.line.color == RUN_COLORS["A"] and b.line.color == RUN_COLORS["B"] and a.line.dash != b.line.dash
+
+
+def test_a_log_axis_under_three_decades_is_labelled_in_full_at_1_2_5():
+    # Plotly labels 12-260 ms as "100" with bare digits "2", "3" beside it (meaning 200, 300): unreadable
+    axis = charts.log_ladder_axis([12.0, 30.0, 131.0, 260.0, None, float("nan")])
+    assert axis["type"] == "log" and axis["ticktext"] == ["10", "20", "50", "100", "200", "500"]
+    assert axis["tickvals"] == pytest.approx([10, 20, 50, 100, 200, 500])
+    assert charts.log_ladder_axis([12.0, 28.0])["ticktext"] == ["10", "20", "30", "40", "50"]  # narrow: every digit
+    assert charts.log_ladder_axis([0.5, 40_000.0]) == charts.LOG_AXIS  # wide: decades only
+    assert charts.log_ladder_axis([]) == charts.LOG_AXIS

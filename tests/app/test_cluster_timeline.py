@@ -184,3 +184,15 @@ def test_sidebar_keeps_and_edits_the_router_state_refresh():
     from app.state import decode_config
 
     assert decode_config(at.query_params["cfg"]).deployment.state_refresh_s == 1.5
+
+
+def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
+    # a deployment draws three panels (instances, requests, KV per instance), one engine four; the caption said four
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.run()
+    assert not at.exception and not at.error
+    shown = " ".join(c.value for c in at.caption)
+    assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
+    one = AppTest.from_file(APP, default_timeout=120).run()
+    assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
