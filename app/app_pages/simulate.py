@@ -231,14 +231,26 @@ def _step(key: str, delta: int, last: int) -> None:
     st.session_state[key] = min(max(int(st.session_state.get(key, 1)) + delta, 1), last)
 
 
-def _recorded(res: SimResult, tick: int) -> SimResult:
+def _recorded(res: SimResult, tick: int, instance: int | None = None) -> SimResult:
     """The run whose batch log holds `tick`: this one, or the same config re-run with a longer record
-    (recording does not change the result; cached like every run)."""
-    if (res.batches.tick == tick).any() or tick >= 100_000:
-        return res
+    (recording does not change the result; cached like every run). In a deployment `instance` names the
+    engine and `tick` is that engine's own tick; the answer is that engine's run."""
+    log_of = (lambda r: r) if instance is None else (lambda r: r.instances[instance].result)  # noqa: E731
+    if (log_of(res).batches.tick == tick).any() or tick >= 100_000:
+        return log_of(res)
     longer = with_value(res.config, "limits.num_recorded_batches", min(100_000, max(tick + 1, 2 * res.config.limits.num_recorded_batches)))
     out = runner.run(longer)
-    return out.result if out.result is not None else res
+    return log_of(out.result if out.result is not None else res)
+
+
+def _tick_instance(res: SimResult, tick: int) -> tuple[int, int] | None:
+    """In a deployment, the merged timeline's row `tick` is (instance index, that engine's own tick): each
+    engine's ticks enter the merge in their own order. None for one engine."""
+    if not getattr(res, "instances", None):
+        return None
+    of = res.timeline.columns["instance"]
+    k = int(of[tick])
+    return k, int(np.count_nonzero(of[:tick] == k))
 
 
 def _step_tab(res: SimResult) -> None:
@@ -257,16 +269,21 @@ def _step_tab(res: SimResult) -> None:
     c3.button("Next ▶", key="ui.step_next", on_click=_step, args=(key, 1, last), width="stretch")
     tick = int(busy[int(st.session_state[key]) - 1])
     phase = Phase(int(tl.phase[tick])).name.lower()
+    at = _tick_instance(res, tick)  # a deployment: whose tick it is; its KV pool and batch log are that engine's
+    inst = res.instances[at[0]] if at else None
+    num_blocks = (inst.result if inst else res).memory.num_blocks
     st.markdown(
-        f"**Tick {tick:,}** at t = {tl.t_start_s[tick]:.4f} s · {fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
+        f"**Tick {tick:,}**{plain(f' on {inst.label}') if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
+        f"{fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
-        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
+        f"{num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
     )
+    own = at[1] if at else tick
     with st.spinner("Recording this tick's batch…"):
-        rec = _recorded(res, tick)
-    if (rec.batches.tick == tick).any():
-        _show(charts.step_figure(rec, tick), "chart.step")
+        rec = _recorded(res, own, at[0] if at else None)
+    if (rec.batches.tick == own).any():
+        _show(charts.step_figure(rec, own, req_ids=inst.request_ids if inst else None), "chart.step")
     else:
         st.info("Batches are recorded for the first 100,000 ticks; this tick's totals are above.")
 

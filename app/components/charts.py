@@ -26,16 +26,18 @@ LOG_AXIS = dict(type="log", dtick=1, minor=dict(ticks="", showgrid=False))  # la
 
 
 def log_ladder_axis(values) -> dict:
-    """A log axis labelled at 1, 2, 5 × 10^k over the positive values' span, each label in full ("20", "200",
-    "2,000"). Plotly's own labels on a span under two decades are the decade plus bare digits ("2", "3" beside
+    """A log axis labelled at 1, 2, 5 × 10^k (1, 3 × 10^k over three or four decades) over the positive values'
+    span, each label in full ("20", "200", "2,000"). Plotly's own labels on a span under two decades are the decade plus bare digits ("2", "3" beside
     "100", meaning 200 and 300), crowded together and unreadable as numbers."""
     v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
     if v.size == 0:
         return dict(LOG_AXIS)
     lo_exp, hi_exp = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
-    if hi_exp - lo_exp > 3:  # over three decades 1-2-5 labels would crowd: decades only
+    if hi_exp - lo_exp > 4:  # over four decades any ladder would crowd: decades only
         return dict(LOG_AXIS)
-    for ladder in ((1, 2, 5), range(1, 10)):  # every digit when the span is too narrow for three 1-2-5 labels
+    # 1-2-5 up to two decades (every digit when that gives under three labels), 1-3 up to four
+    ladders = ((1, 2, 5), range(1, 10)) if hi_exp - lo_exp <= 2 else ((1, 3),)
+    for ladder in ladders:
         ticks = [m * 10.0**e for e in range(lo_exp, hi_exp + 1) for m in ladder]
         if sum(v.min() <= t <= v.max() for t in ticks) >= 3:
             break
@@ -202,14 +204,16 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     return fig
 
 
-def step_figure(res: SimResult, tick: int, height: int = 360) -> go.Figure:
-    """One tick's batch: tokens each request computed (prefill chunk or decode) and KV blocks it holds."""
+def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarray | None = None) -> go.Figure:
+    """One tick's batch: tokens each request computed (prefill chunk or decode) and KV blocks it holds.
+    `req_ids`: the deployment-wide id of each of this engine's requests (an instance of a deployment), so
+    the bars name the requests as the timeline's rows do."""
     b = res.batches
     m = b.tick == tick
     req, new, dec, held = b.req[m], b.num_new_tokens[m], b.is_decode[m], b.kv_blocks_held[m]
     order = np.argsort(req)
     req, new, dec, held = req[order], new[order], dec[order], held[order]
-    labels = [f"req {r}" for r in req]
+    labels = [f"req {r}" for r in (req if req_ids is None else req_ids[req])]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed this tick", "KV blocks held during the tick"),
                         horizontal_spacing=0.1)  # fmt: skip
     for is_dec, name in ((False, "prefill"), (True, "decode")):

@@ -198,5 +198,7 @@ def test_a_log_axis_under_three_decades_is_labelled_in_full_at_1_2_5():
     assert axis["type"] == "log" and axis["ticktext"] == ["10", "20", "50", "100", "200", "500"]
     assert axis["tickvals"] == pytest.approx([10, 20, 50, 100, 200, 500])
     assert charts.log_ladder_axis([12.0, 28.0])["ticktext"] == ["10", "20", "30", "40", "50"]  # narrow: every digit
-    assert charts.log_ladder_axis([0.5, 40_000.0]) == charts.LOG_AXIS  # wide: decades only
+    assert charts.log_ladder_axis([180.0, 100_000.0])["ticktext"] == ["100", "300", "1,000", "3,000", "10,000", "30,000",
+                                                                      "100,000"]  # three to four decades: 1-3
+    assert charts.log_ladder_axis([0.05, 40_000.0]) == charts.LOG_AXIS  # wide: decades only
     assert charts.log_ladder_axis([]) == charts.LOG_AXIS

@@ -3,6 +3,7 @@ and the app opens a deployment link without error."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
-from sim_core import run_simulation
+from sim_core import load_preset, run_simulation
+from sim_core.types import Phase
 from sim_core.sweep import with_value
 from tests.conftest import make_config
 
@@ -196,3 +198,28 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
     one = AppTest.from_file(APP, default_timeout=120).run()
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
+
+
+def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
+    # the merged timeline's ticks belong to different engines: the line names the instance, its KV pool is that
+    # engine's, and the batch chart is read from that engine's log (a deployment's own log is empty: it said
+    # "recorded for the first 100,000 ticks" on tick 1)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.session_state["ui.tab"] = "Step through"
+    at.run()
+    assert not at.exception and not at.error
+    res = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))
+    for step in (1, 2):
+        if step == 2:
+            at.button(key="ui.step_next").click().run()
+        tick = int(np.flatnonzero(res.timeline.phase != Phase.IDLE)[step - 1])
+        inst = res.instances[int(res.timeline.columns["instance"][tick])]
+        line = next(m.value for m in at.markdown if m.value.startswith(f"**Tick {tick:,}**"))
+        assert f"on {inst.label}" in line and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
+        assert not [i.value for i in at.info if "Batches are recorded" in i.value]
+        own = int(np.count_nonzero(res.timeline.columns["instance"][:tick] == res.timeline.columns["instance"][tick]))
+        b = inst.result.batches
+        expected = {f"req {r}" for r in inst.request_ids[b.req[b.tick == own]]}  # deployment-wide ids, as the rows
+        fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
+        assert expected and {x for tr in fig["data"] for x in tr["x"]} == expected

@@ -297,6 +297,12 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
     assert any("candidate configurations" in c.value for c in at.caption)
+    import json
+
+    fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    front = next(t for t in fig["data"] if t["name"] == "Pareto front")
+    assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
+    assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis"]["ticktext"]  # labels in full, not bare digits
 
 
 def test_plan_page_offers_prefill_decode_splits_and_a_router():
