@@ -273,7 +273,7 @@ def _step_tab(res: SimResult) -> None:
     inst = res.instances[at[0]] if at else None
     num_blocks = (inst.result if inst else res).memory.num_blocks
     st.markdown(
-        f"**Tick {tick:,}**{plain(f' on {inst.label}') if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
+        f"**Tick {tick:,}**{' on ' + plain(inst.label) if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
         f"{fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "

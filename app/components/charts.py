@@ -164,6 +164,19 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
     return fig
 
 
+def _other_roofs(res: SimResult) -> list[tuple[str, object]]:
+    """(pool name, hardware) for each pool of a deployment on a GPU other than the config's Hardware (Splitwise-HA:
+    H100 prefill, A100 decode); empty for one engine or one GPU kind."""
+    roof = lambda hw: (hw.name, hw.peak_tflops, hw.hbm_bandwidth_gb_per_s)  # noqa: E731  (not the TP degree)
+    out, seen = [], {roof(res.config.hardware)}
+    for inst in getattr(res, "instances", None) or ():
+        hw = inst.result.config.hardware
+        if roof(hw) not in seen:
+            seen.add(roof(hw))
+            out.append((f"{inst.role} pool", hw))
+    return out
+
+
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
     tl, hw, cal = res.timeline, res.config.hardware, res.config.calibration
@@ -181,6 +194,10 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                              name=f"roof: {peak:g} TFLOP/s, {hw.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak * cal.gemm_efficiency, bw * cal.memory_efficiency * xs), mode="lines",
                              line=dict(color="#5F6368", dash="dash"), name="calibrated roof (achievable)"))  # fmt: skip
+    for pool, other in _other_roofs(res):  # a deployment whose pools run on other GPUs: their ticks sit under their roof
+        o_peak, o_bw = other.peak_tflops, other.hbm_bandwidth_gb_per_s * 1e9 / 1e12
+        fig.add_trace(go.Scatter(x=xs, y=np.minimum(o_peak, o_bw * xs), mode="lines", line=dict(color="#8E24AA", width=2, dash="dashdot"),
+                                 name=f"{pool} roof ({other.name}): {o_peak:g} TFLOP/s, {other.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
     for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP):
         m = tl.phase[busy] == ph
         if m.any():

@@ -202,3 +202,15 @@ def test_a_log_axis_under_three_decades_is_labelled_in_full_at_1_2_5():
                                                                       "100,000"]  # three to four decades: 1-3
     assert charts.log_ladder_axis([0.05, 40_000.0]) == charts.LOG_AXIS  # wide: decades only
     assert charts.log_ladder_axis([]) == charts.LOG_AXIS
+
+
+def test_a_deployment_on_two_gpu_kinds_draws_each_pools_roof():
+    # Splitwise-HA decodes on A100s under H100 prefill: against the H100 roof alone its decode ticks looked far
+    # below what the hardware allows
+    from sim_core import load_preset
+
+    split = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
+    names = [t.name for t in charts.roofline_figure(split).data]
+    assert "decode pool roof (A100 80GB SXM): 312 TFLOP/s, 2039 GB/s" in names
+    same = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))  # one GPU kind (TP2 and TP1): one roof
+    assert not [n for n in (t.name for t in charts.roofline_figure(same).data) if "pool roof" in n]

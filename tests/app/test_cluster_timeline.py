@@ -216,7 +216,7 @@ def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
         tick = int(np.flatnonzero(res.timeline.phase != Phase.IDLE)[step - 1])
         inst = res.instances[int(res.timeline.columns["instance"][tick])]
         line = next(m.value for m in at.markdown if m.value.startswith(f"**Tick {tick:,}**"))
-        assert f"on {inst.label}" in line and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
+        assert line.startswith(f"**Tick {tick:,}** on {inst.label} at t = ") and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
         assert not [i.value for i in at.info if "Batches are recorded" in i.value]
         own = int(np.count_nonzero(res.timeline.columns["instance"][:tick] == res.timeline.columns["instance"][tick]))
         b = inst.result.batches
