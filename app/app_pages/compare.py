@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
-from app.components.sidebar import scheduler_label
+from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain, plotly_text
 from app.components.units import fmt_count, fmt_seconds
 from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
@@ -172,7 +172,7 @@ def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfi
     if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
         cfg = st.session_state[link_key]
         st.markdown(f"**Setup {label}** (from the link): {plain(cfg.name)} · {plain(cfg.scheduler.name)} · "
-                    f"{plain(cfg.model.name)} on {cfg.hardware.num_gpus}× {plain(cfg.hardware.name)}")  # fmt: skip
+                    f"{plain(cfg.model.name)} on {plain(describe_where(cfg))}")  # a deployment: its replicas or pools  # fmt: skip
         if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
             st.session_state.pop(key)
             st.rerun()

@@ -163,6 +163,6 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
-    if x_range:
-        fig.update_xaxes(range=list(x_range))
+    if window is not None or x_range:  # the window when given (as for one engine), else the run's range
+        fig.update_xaxes(range=list(window if window is not None else x_range))
     return fig

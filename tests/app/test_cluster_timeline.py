@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components import timeline
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
 from sim_core import load_preset, run_simulation
@@ -223,3 +224,23 @@ def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
         expected = {f"req {r}" for r in inst.request_ids[b.req[b.tick == own]]}  # deployment-wide ids, as the rows
         fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
         assert expected and {x for tr in fig["data"] for x in tr["x"]} == expected
+
+
+def test_compare_names_a_linked_deployment_by_its_pools_and_opens_its_gantt_on_the_window():
+    # a linked deployment was described as "on 1× A100 80GB SXM", and its Gantt showed the whole run whatever
+    # the "Whole run in the Gantts" toggle said
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("app_pages/compare.py")
+    at.query_params["a_preset"] = "cluster-distserve-opt13b-3xa100-colocated"
+    at.query_params["b_preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.run()
+    assert not at.exception and not at.error
+    setups = [m.value for m in at.markdown if "(from the link)" in m.value]
+    assert len(setups) == 2 and "3 replicas" in setups[0] and "prefill" in setups[1] and "1× A100" not in " ".join(setups)
+    a = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-colocated"))
+    window = timeline.opening_window(a)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert window is not None and fig["layout"]["xaxis"]["range"] == pytest.approx(list(window))
+    at.toggle(key="cmp.whole").set_value(True).run()
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert fig["layout"]["xaxis"]["range"][0] == 0
