@@ -210,6 +210,19 @@ def test_workshop_mode_hides_the_answer_until_revealed():
     assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
 
 
+@pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt"])
+def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
+    # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"
+    at = open_page(PAGES[3], lesson=lesson, workshop="1", reveal=lesson)
+    assert not at.exception
+    shown = [(m.value, m.delta) for m in at.metric]
+    assert len(shown) == 2 and all("_" not in delta for _, delta in shown), shown
+    if lesson == "short-benchmark":
+        assert [v for v, _ in shown] == ["100%", "27%"] and shown[0][1] == "requests meeting the SLOs"
+    else:
+        assert all(v.endswith("ms") or v.endswith(" s") for v, _ in shown) and shown[0][1] == "TTFT p99"
+
+
 def test_the_glossary_defines_the_workshop_terms_and_cites_the_article():
     at = open_page("app_pages/glossary.py")
     text = " ".join(m.value for m in at.markdown)
