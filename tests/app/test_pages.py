@@ -294,6 +294,15 @@ def test_hardware_sources_are_shown():
     assert len(table) >= 5 and table["source"].str.len().min() > 10
 
 
+def test_about_quotes_the_cost_models_computed_error_band_as_plan_does():
+    # it said "82 other published measurements ... about 11 %" while validate and Plan reported another band
+    from sim_core.planner import calibration_band
+
+    about = open_page("app_pages/about.py")
+    text = " ".join(m.value for m in about.markdown)
+    assert calibration_band().text() in text and "about 11 %" not in text
+
+
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     at = open_page("app_pages/plan.py")
