@@ -125,7 +125,7 @@ def main() -> None:
     if out_a.error or out_b.error:
         return
     ra, rb = out_a.result, out_b.result
-    st.markdown(f"**A** · {side_label(a)} — **B** · {side_label(b)}")
+    st.markdown(f"**A** · {plain(side_label(a))} — **B** · {plain(side_label(b))}")  # a linked name is text
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip

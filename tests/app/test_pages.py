@@ -189,6 +189,16 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert at.button(key="lesson_banner.close")
 
 
+def test_the_lesson_banner_names_a_whole_section_by_its_label():
+    # the split lesson's knob is the deployment section: the banner showed its dict
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    assert not at.exception
+    line = next(m.value for m in at.markdown if m.value.startswith(f"**Lesson {lesson.order}:"))
+    assert f"= `{lesson.value_labels[1]}`" in line and "{" not in line
+
+
 def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
     lesson = next(x for x in load_lessons() if x.id == "kv-preemption")  # recompute is the preset's own value
     at = open_page(PAGES[3], lesson=lesson.id)
