@@ -244,3 +244,11 @@ def test_compare_names_a_linked_deployment_by_its_pools_and_opens_its_gantt_on_t
     at.toggle(key="cmp.whole").set_value(True).run()
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert fig["layout"]["xaxis"]["range"][0] == 0
+
+
+def test_the_deployment_timelines_panel_titles_fit_a_narrow_chart():
+    # "Instances (8 GPUs; a row per instance, its TP group collapsed)" was clipped at 800 px; the caption says it
+    res = run_simulation(load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d"))
+    fig = cluster_timeline_figure(res, 0, 30, window=timeline.opening_window(res))
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[:2] == ["Instances (8 GPUs)", "Requests alive in this window"] and max(map(len, titles)) <= 32
