@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from app.components import charts
 from app.components.runner import PageBudget
+from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import SimConfig, list_presets
@@ -191,7 +192,7 @@ def main() -> None:
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
-               f"{plain(cfg.hardware.name)}). "
+               f"{plain(describe_where(cfg))}). "
                f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests ranked 10 %–90 % by "
                "arrival; throughput and goodput over that window's span, not the makespan).")  # fmt: skip
     if stop <= start:

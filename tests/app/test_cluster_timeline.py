@@ -252,3 +252,17 @@ def test_the_deployment_timelines_panel_titles_fit_a_narrow_chart():
     fig = cluster_timeline_figure(res, 0, 30, window=timeline.opening_window(res))
     titles = [a.text for a in fig.layout.annotations]
     assert titles[:2] == ["Instances (8 GPUs)", "Requests alive in this window"] and max(map(len, titles)) <= 32
+
+
+def test_sweep_names_a_deployments_gpus_in_its_base_setup():
+    # it said "on A100 80GB SXM" for three A100s split into a TP2 prefill and a decode instance
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.run()
+    at.switch_page("app_pages/sweep.py")
+    at.query_params.update({"sweep": "rate", "start": "1", "stop": "2", "n": "2"})
+    at.session_state["sw.steady"] = False
+    at.run()
+    assert not at.exception
+    base = next(c.value for c in at.caption if c.value.startswith("Base setup"))
+    assert "1 prefill of 2x A100 80GB SXM + 1 decode of A100 80GB SXM (3 GPUs)" in base, base
