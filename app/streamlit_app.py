@@ -36,6 +36,8 @@ def main() -> None:
             # content fits in and wrap to the next line, instead of cutting "1,293 tok/s" to "1,29…" and "Share" to "S".
             ".st-key-headline [data-testid='stColumn'] { min-width: 9.5rem; } "
             ".st-key-lesson_open [data-testid='stColumn'], .st-key-lesson_mech [data-testid='stColumn'] { min-width: 18rem; } "
+            # Compare's charts: two under ~320 px each leave a CDF a 100 px plot beside its legend; stack them instead
+            ".st-key-cmp_gantts [data-testid='stColumn'], .st-key-cmp_cdfs [data-testid='stColumn'] { min-width: 20rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-share) { min-width: 7rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-timeline_plotly) { min-width: 12.5rem; }</style>")
     if st.session_state.get(PRESENTER_KEY):

@@ -132,13 +132,15 @@ def main() -> None:
     _seed_table(a, b)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     window = None if whole else timeline.opening_window(ra)
-    g1, g2 = st.columns(2)
+    g1, g2 = st.container(key="cmp_gantts").columns(2)  # side by side; stacked on a narrow screen (app CSS)
     with g1:
         workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), f"A · {plotly_text(side_label(a))}", window=window), key="cmp.gantt_a")
     with g2:
         workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), f"B · {plotly_text(side_label(b))}", window=window), key="cmp.gantt_b")
-    cols = st.columns(2)
+    box = st.container(key="cmp_cdfs")
     for i, metric in enumerate(charts.METRICS):
+        if i % 2 == 0:  # a row of two: stacked on a narrow screen they keep the metrics' order
+            cols = box.columns(2)
         with cols[i % 2]:
             workshop.show_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
 

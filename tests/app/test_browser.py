@@ -186,6 +186,18 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
     page.close()
 
 
+def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, browser):
+    # at 800 px with the sidebar open, two CDFs side by side left each a ~100 px plot beside its legend
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(server + "/compare")
+    page.wait_for_function("() => document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot').length == 4", timeout=90_000)
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot')]
+        .map(p => { const r = p.getBoundingClientRect(); return {w: r.width, x: r.x, y: r.y}; })""")
+    assert all(b["w"] >= 400 for b in boxes), boxes
+    assert [b["y"] for b in boxes] == sorted(b["y"] for b in boxes)  # TTFT, TPOT, ITL, E2E from the top
+    page.close()
+
+
 def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, browser):
     normal = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
     tick_px = "() => parseFloat(getComputedStyle(document.querySelector('[data-testid=timeline-html] .sgt-x span')).fontSize)"
