@@ -108,13 +108,18 @@ def _band_trace(x, lo, hi, color: str, group: str, row: int, col: int, fig: go.F
                   row=row, col=col)  # fmt: skip
 
 
+SWEEP_PANEL_TITLES = ("Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)")
+
+
 def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, tuple[float | None, float | None, bool]]) -> go.Figure:
     """Steady-state throughput, goodput and latency percentiles against the knob (median across seeds,
     min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds,
     whether a swept point beyond it failed the objectives)."""
     label = SWEEP_KNOBS[knob][1]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("Throughput (output tok/s, steady state)", "Goodput (req/s meeting SLOs)",
-                                                        "Latency percentiles (ms, log)"), horizontal_spacing=0.07)  # fmt: skip
+    # Short titles (what each is, in the caption under the controls): three centred long ones overlapped when
+    # each panel is ~150 px wide (a narrow window with the sidebar open)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=SWEEP_PANEL_TITLES, horizontal_spacing=0.07)
+    fig.update_annotations(font_size=13)
     palette = ("#1A73E8", "#E8710A")
     for (name, pts), color in zip(curves.items(), palette):
         ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
@@ -194,7 +199,8 @@ def main() -> None:
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
                f"{plain(describe_where(cfg))}). "
                f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests ranked 10 %–90 % by "
-               "arrival; throughput and goodput over that window's span, not the makespan).")  # fmt: skip
+               "arrival; throughput and goodput over that window's span, not the makespan). Throughput counts output "
+               "tokens; goodput, requests meeting the SLOs.")  # fmt: skip
     if stop <= start:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")
         return

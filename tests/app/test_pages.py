@@ -163,6 +163,12 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     rows = at.dataframe[0].value
     assert len(rows) >= 2 and "output tok/s" in rows.columns
     assert any("capacity" in m.value for m in at.markdown)
+    import json
+
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    titles = [a["text"] for a in fig["annotations"]]
+    assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
+    assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
 
 
 @pytest.mark.parametrize("lesson", [x.id for x in load_lessons()])
