@@ -74,3 +74,15 @@ def test_the_router_lesson_quotes_the_numbers_its_runs_and_the_presets_it_names_
     assert f"from {h_rr:.0%} to {h_pa:.0%} of prompt tokens".replace("%", " %") in lesson.explanation
     assert f"(about {t_rr:.2f} s to {t_pa:.2f} s)" in lesson.explanation
     assert f"nearly as good ({h_ca:.0%}, {t_ca:.2f} s)".replace("%", " %") in lesson.explanation
+
+
+def test_the_oom_lesson_quotes_the_memory_split_the_app_shows():
+    # it said "~7.3 GiB to ~0.03 GiB" while the error names 7.10 GiB and About 0.72 GiB of workspace and runtime
+    from sim_core.costmodel import kv_pool_bytes
+
+    lesson = next(x for x in load_lessons() if x.id == "prefill-oom")
+    gib = 2**30
+    (_, _, big, _), (_, _, small, kv) = (kv_pool_bytes(lesson.config(step)) for step in (0, 1))
+    assert f"~{big / gib:.1f} GiB of activation workspace and runtime" in lesson.explanation
+    assert f"from ~{big / gib:.1f} GiB to ~{small / gib:.1f} GiB per GPU" in lesson.answer
+    assert f"about {kv / gib:.1f} GiB for KV blocks" in lesson.answer
