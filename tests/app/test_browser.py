@@ -176,9 +176,14 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead
-    page = _open(browser, server + "/", {"width": 800, "height": 900})
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(server + "/learn?lesson=roofline")  # a lesson opened in Simulate: its banner's "Back to the lesson" too
+    page.get_by_role("button", name="Open with HBM bandwidth (GB/s) = 1675").click()
+    page.wait_for_selector(".st-key-lesson_banner [data-testid='stPageLink']", timeout=90_000)
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
     cut = page.evaluate("""() => [...document.querySelectorAll(
-        "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div, .st-key-ui-share button p, .st-key-ui-timeline_plotly p")]
+        "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div, .st-key-ui-share button p, .st-key-ui-timeline_plotly p, "
+        + ".st-key-lesson_banner [data-testid='stPageLink'] span")]
         .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
     assert cut == [], cut
     assert page.locator("[data-testid='stMetricValue']").count() >= 8
