@@ -125,7 +125,8 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
         ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
         x = [p.value for p in ok]
         shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
-        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", shown, True),
+        # the throughput/goodput line says so: a bare name beside "<name> TTFT p99" (same solid line) was ambiguous
+        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", f"{shown} throughput, goodput", True),
                   ("steady.goodput_requests_per_s", 1, 1, 2, "solid", shown, False),
                   ("steady.ttft_p50_s", 1e3, 1, 3, "dot", f"{shown} TTFT p50", True),
                   ("steady.ttft_p99_s", 1e3, 1, 3, "solid", f"{shown} TTFT p99", True),

@@ -165,7 +165,10 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     assert any("capacity" in m.value for m in at.markdown)
     import json
 
-    fig = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
+    assert len(legend) == len(set(legend)) and not any(n == "vLLM V1" for n in legend)  # each entry says what it is
+    fig = spec["layout"]
     titles = [a["text"] for a in fig["annotations"]]
     assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
     assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
