@@ -165,7 +165,9 @@ class Engine:
             if st.waiting_keys.size or st.swapped_keys.size:
                 self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
             return False
-        self._record_idle(nxt)
+        # (never past limits.max_sim_time_s: the next step's guard stops the run there, as a tick would; an idle
+        # row up to a later arrival would report more simulated time than the limit the run says it stopped at)
+        self._record_idle(min(nxt, self.cfg.limits.max_sim_time_s))
         return True
 
     def _record_idle(self, until_s: float) -> None:
