@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -74,6 +75,18 @@ def test_a_deployment_stopped_before_any_busy_tick_has_no_mean_utilisation():
     dep = run_simulation(config_from_dict(data | {"deployment": {"replicas": 1}})).summary
     assert one.num_ticks == dep.num_ticks == 0
     assert np.isnan(one.mfu_mean) and np.isnan(dep.mfu_mean) and np.isnan(dep.mbu_mean)
+
+
+@pytest.mark.parametrize("hash_id", [2**63, 2**70])
+def test_a_trace_block_hash_id_beyond_int64_is_refused_naming_the_row(hash_id):
+    # it validated, then the prefix cache's int64 arrays raised OverflowError mid-run (a traceback for a link)
+    data = {"workload": {"num_requests": 1, "trace": {"arrival_s": [0.0], "prompt_tokens": [2048], "output_tokens": [3],
+                                                      "block_hash_ids": [[5, hash_id]]}},
+            "kv_cache": {"enable_prefix_caching": True}}  # fmt: skip
+    with pytest.raises(PresetError, match=r"trace row 0: block hash ids must be >= 0 and <= 9223372036854775807"):
+        config_from_dict(data)
+    data["workload"]["trace"]["block_hash_ids"] = [[5, 2**63 - 1]]  # the largest id still runs
+    assert run_simulation(config_from_dict(data)).summary.num_finished == 1
 
 
 # ---------------------------------------------------------------- generated combinations
