@@ -168,7 +168,7 @@ class RequestClass(StrictModel):
 
 MAX_TRACE_ROWS = 100_000
 MAX_TRACE_HASH_IDS = 4_000_000  # total block hash ids in one trace (bounds config size)
-MAX_HASH_ID = 2**63 - 1  # largest block hash id (the prefix cache keeps them as int64)
+MAX_HASH_ID = 2**61 - 2  # largest block hash id: Python hashes ints modulo 2^61 - 1 (the prefix cache's block keys)
 
 
 class Trace(StrictModel):
@@ -220,8 +220,9 @@ class Trace(StrictModel):
             for i, (ids, p) in enumerate(zip(self.block_hash_ids, self.prompt_tokens)):
                 if len(ids) > -(-p // hb):
                     raise ValueError(f"trace row {i}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
-                if any(not 0 <= h <= MAX_HASH_ID for h in ids):  # (ids are int64 in the prefix cache: 2^63 overflowed)
-                    raise ValueError(f"trace row {i}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^63 - 1)")
+                # (2^63 overflowed the cache's int64 arrays mid-run; 2^61 - 1 + k hashed as k: a false prefix hit)
+                if any(not 0 <= h <= MAX_HASH_ID for h in ids):
+                    raise ValueError(f"trace row {i}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^61 - 2)")
         return self
 
 

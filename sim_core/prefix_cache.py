@@ -70,7 +70,8 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
     chain on the previous block's key. A content block's parent is the key of the last system-prompt
     block: its content id and position fix every token after it, so chaining inside the content would
     add nothing but a Python-level loop (these keys are made with C-level map()). Python's hash of a
-    tuple of ints is deterministic (no per-process salt) and 64-bit.
+    tuple of ints is deterministic (no per-process salt) and 64-bit; an int's own hash is itself except
+    hash(-1) == -2 and modulo 2^61 - 1 (so identities avoid -1 and trace ids stay below 2^61 - 1).
     """
     keys: list[int] = []
     h = 0
@@ -79,7 +80,9 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
         hbt = wl.hash_block_tokens
         for b in range(num_blocks):
             i = ((b + 1) * block_size - 1) // hbt
-            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -1 - r, b))
+            # (past its hash ids, the request's own content: -2 - r, never -1 - r, since hash(-1) == hash(-2) in
+            # CPython and requests 0 and 1 shared their unhashed blocks: a false prefix hit)
+            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -2 - r, b))
             keys.append(h)
         return keys
     content = int(wl.content_id[r]) if wl.content_id is not None else r

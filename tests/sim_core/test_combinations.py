@@ -77,16 +77,30 @@ def test_a_deployment_stopped_before_any_busy_tick_has_no_mean_utilisation():
     assert np.isnan(one.mfu_mean) and np.isnan(dep.mfu_mean) and np.isnan(dep.mbu_mean)
 
 
-@pytest.mark.parametrize("hash_id", [2**63, 2**70])
-def test_a_trace_block_hash_id_beyond_int64_is_refused_naming_the_row(hash_id):
-    # it validated, then the prefix cache's int64 arrays raised OverflowError mid-run (a traceback for a link)
+@pytest.mark.parametrize("hash_id", [2**61 - 1, 2**63, 2**70])
+def test_a_trace_block_hash_id_the_cache_cannot_key_is_refused_naming_the_row(hash_id):
+    # 2^63 and above validated, then the prefix cache's int64 arrays raised OverflowError mid-run (a traceback
+    # for a link); 2^61 - 1 + k hashes as k in Python (the cache's block keys): a false prefix hit
     data = {"workload": {"num_requests": 1, "trace": {"arrival_s": [0.0], "prompt_tokens": [2048], "output_tokens": [3],
                                                       "block_hash_ids": [[5, hash_id]]}},
             "kv_cache": {"enable_prefix_caching": True}}  # fmt: skip
-    with pytest.raises(PresetError, match=r"trace row 0: block hash ids must be >= 0 and <= 9223372036854775807"):
+    with pytest.raises(PresetError, match=r"trace row 0: block hash ids must be >= 0 and <= 2305843009213693950"):
         config_from_dict(data)
-    data["workload"]["trace"]["block_hash_ids"] = [[5, 2**63 - 1]]  # the largest id still runs
+    data["workload"]["trace"]["block_hash_ids"] = [[5, 2**61 - 2]]  # the largest id still runs
     assert run_simulation(config_from_dict(data)).summary.num_finished == 1
+
+
+@pytest.mark.parametrize("deployment", [None, {"replicas": 1, "router": "cache_aware"}])
+def test_trace_requests_share_only_the_blocks_their_hash_ids_share(deployment):
+    # past its hash ids a block was keyed by -1 - r, and CPython's hash(-1) == hash(-2): requests 0 and 1 of a
+    # trace shared every block after their common ids (2,032 of 2,048 prompt tokens "cached" instead of 512)
+    trace = {"arrival_s": [0.0, 1.0, 2.0], "prompt_tokens": [2048] * 3, "output_tokens": [3] * 3,
+             "block_hash_ids": [[7], [7], [8]], "hash_block_tokens": 512}  # fmt: skip
+    cfg = config_from_dict({"workload": {"num_requests": 3, "trace": trace}, "kv_cache": {"enable_prefix_caching": True},
+                            "deployment": deployment})  # fmt: skip
+    s = run_simulation(cfg, check_invariants=True).summary
+    assert s.prefill_tokens_saved == 512  # request 1 reuses request 0's one shared hash block, nothing else
+    assert s.prefix_hit_rate_tokens == 512 / (3 * 2048)
 
 
 # ---------------------------------------------------------------- generated combinations
