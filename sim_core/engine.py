@@ -47,10 +47,12 @@ RUN_PRICE_CACHE_BYTES = 4 << 20  # prices of repeated runs kept per engine (Engi
 
 
 class Engine:
-    def __init__(self, cfg: SimConfig):
+    def __init__(self, cfg: SimConfig, workload: Workload | None = None):
+        """`workload`: the one `generate_workload(cfg.workload, default_rng(cfg.seed))` gives, already drawn (a
+        deployment draws it once and gives each engine a copy); the engine owns it (writes its arrays)."""
         self.cfg = cfg
         self.memory = plan_memory(cfg)  # raises MemoryPlanError with the numbers
-        self.workload = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
+        self.workload = workload if workload is not None else generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
         wl = self.workload
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None

@@ -45,6 +45,13 @@ _NO_CHAIN = (-1, 0)  # chain_refs' default: no system prompt referenced
 MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
 
 
+def _all_distinct(ids: IntArray) -> bool:
+    """No id repeats. (A sort and a neighbour compare: np.unique's hash table took ~0.1 s per 200k ids, once per
+    replica of a deployment: 6 s of a 64-replica link before its run budget could stop it.)"""
+    ordered = np.sort(ids)
+    return not bool((ordered[1:] == ordered[:-1]).any())
+
+
 def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
     """The key chain of the first num_blocks blocks of pool system prompt `group` (as block_keys)."""
     h, keys = 0, []
@@ -192,7 +199,7 @@ class PrefixCache:
         self._debt = 0  # evictions counted but not yet dropped from the queue (LRU, see evict)
         self._group = 0
         ids = wl.content_id
-        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
+        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or _all_distinct(ids))
         # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)

@@ -62,6 +62,7 @@ from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
 from sim_core.sessions import SlotState
 from sim_core.types import Event
+from sim_core.workload import copy_workload, generate_workload
 
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
 
@@ -122,10 +123,13 @@ class Deployment:
                      ("decode", pool_config(cfg, "decode"), dis.decode.replicas)]  # fmt: skip
         self.front: list[Instance] = []  # instances that receive arrivals
         self.back: list[Instance] = []  # decode pool (empty without disaggregation)
+        # The one workload of the config (every pool's config has the same workload section and seed), drawn once:
+        # each engine gets a copy instead of drawing it again (64 draws of 200k requests outlasted the run budget)
+        drawn = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
         for role, pcfg, count in specs:
             for k in range(count):
                 try:
-                    eng = Engine(pcfg)
+                    eng = Engine(pcfg, copy_workload(drawn))
                 except MemoryPlanError as err:
                     raise MemoryPlanError(f"{role} pool: {err}" if dis else str(err)) from None
                 if k == 0 and role != "decode":
