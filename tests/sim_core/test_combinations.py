@@ -103,6 +103,16 @@ def test_trace_requests_share_only_the_blocks_their_hash_ids_share(deployment):
     assert s.prefix_hit_rate_tokens == 512 / (3 * 2048)
 
 
+def test_a_decode_pool_too_small_for_one_request_says_so_before_running():
+    # (and the sentence reads "needs N blocks. Lower ...", not "blocks . Lower")
+    data = {"workload": {"num_requests": 2, "prompt_tokens": {"dist": "fixed", "mean": 60000},
+                         "output_tokens": {"dist": "fixed", "mean": 50}},
+            "model": {"max_model_len": 131072},
+            "deployment": {"disaggregation": {"decode": {"hardware": {"memory_gib": 19.5}}}}}  # fmt: skip
+    with pytest.raises(MemoryPlanError, match=r"^decode pool: KV cache too small: .* needs 3754 blocks\. Lower "):
+        run_simulation(config_from_dict(data))
+
+
 # ---------------------------------------------------------------- generated combinations
 ENGINES = [p for p in list_presets() if p.startswith("engine-")]
 BASES = ENGINES + ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b", "spec-decode-h100-llama8b",
