@@ -184,9 +184,11 @@ class Engine:
     # ------------------------------------------------------------------ cluster hooks (sim_core/cluster)
     @property
     def has_work(self) -> bool:
-        """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input."""
+        """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input
+        (never after a guard stopped the run: a deployment runs its other instances to their limits)."""
         st = self.st
-        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size) or st.next_arrival_s() < math.inf
+        return not self._over and (bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size)
+                                   or st.next_arrival_s() < math.inf)
 
     @property
     def num_outstanding(self) -> int:
@@ -232,6 +234,9 @@ class Engine:
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
         st = self.st
+        # (no tick starts at or after limits.max_sim_time_s: the bounds there hold at any later instant; a trace
+        # arrival at 1e18 s made the tick count overflow, a traceback instead of the run stopping at the limit)
+        t_s = min(t_s, self.cfg.limits.max_sim_time_s)
         if t_s <= st.now_s:  # (its state then is its state now)
             count = self.num_outstanding
             return count, count
@@ -306,6 +311,7 @@ class Engine:
         all its blocks at once under reserved admission) and freed by finishes (at most the blocks held now by the
         requests that can finish, as in `outstanding_bounds`)."""
         st, kv = self.st, self.kv
+        t_s = min(t_s, self.cfg.limits.max_sim_time_s)  # (as in outstanding_bounds: no tick starts after the limit)
         if self._live is not None:  # a paused run: exact at its clock; past it, it must run there
             used = kv.num_blocks - self.live_counts()[1]
             return (used, used) if t_s <= st.now_s else None

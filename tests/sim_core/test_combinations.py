@@ -113,6 +113,39 @@ def test_a_decode_pool_too_small_for_one_request_says_so_before_running():
         run_simulation(config_from_dict(data))
 
 
+@pytest.mark.parametrize("arrival_s", [1e5, 1e18, 1e308])
+@pytest.mark.parametrize("deployment", [{"replicas": 3, "router": r} for r in ("least_kv", "least_outstanding", "cache_aware")]
+                         + [{"replicas": 3, "router": "least_kv", "state_refresh_s": 0.0},
+                            {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}])  # fmt: skip
+def test_a_trace_arrival_far_past_the_time_limit_stops_a_deployment_there(arrival_s, deployment):
+    # 1e18: the routers' tick-count bounds overflowed (OverflowError); 1e308: arrival / refresh interval was
+    # infinite (OverflowError in the refresh window); 2P2D: prefill 1 jumped to the limit before decode 0 had run
+    # request 0's last 4 tokens, and its stop ended the run with request 0 unfinished
+    trace = {"arrival_s": [0.0, arrival_s], "prompt_tokens": [100, 100], "output_tokens": [5, 5]}
+    cfg = config_from_dict({"workload": {"num_requests": 2, "trace": trace}, "deployment": deployment})
+    res = run_simulation(cfg, check_invariants=True)
+    assert "stopped at 3600 s of simulated time" in res.summary.stopped_reason
+    assert res.requests.status.tolist() == [Status.FINISHED, Status.PENDING]
+    assert res.requests.finish_s[0] < 1.0 and res.summary.simulated_time_s == 3600.0
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("workload.arrival.rate_per_s", 5e-324, "greater than or equal to 0.000001"),
+    ("deployment.state_refresh_s", 1e-300, "must be 0 (exact) or at least 1e-06 s"),
+])  # fmt: skip
+def test_rates_and_refresh_intervals_the_clock_cannot_resolve_are_refused(field, value, words):
+    # rate 5e-324: ZeroDivisionError drawing the gaps; refresh 1e-300 s: OverflowError in the refresh instants
+    data = {"deployment": {"replicas": 2, "router": "least_kv"}, "workload": {"num_requests": 4, "sessions": {"turns": 2}}}
+    section, *path, last = field.split(".")
+    node = data.setdefault(section, {})
+    for part in path:
+        node = node.setdefault(part, {})
+    node[last] = value
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert f"{field} = {value!r}: " in str(err.value) and words in str(err.value)
+
+
 # ---------------------------------------------------------------- generated combinations
 ENGINES = [p for p in list_presets() if p.startswith("engine-")]
 BASES = ENGINES + ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b", "spec-decode-h100-llama8b",
