@@ -62,6 +62,7 @@ from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
 from sim_core.sessions import SlotState
 from sim_core.types import Event
+from sim_core.workload import copy_workload, generate_workload
 
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
 
@@ -122,10 +123,13 @@ class Deployment:
                      ("decode", pool_config(cfg, "decode"), dis.decode.replicas)]  # fmt: skip
         self.front: list[Instance] = []  # instances that receive arrivals
         self.back: list[Instance] = []  # decode pool (empty without disaggregation)
+        # The one workload of the config (every pool's config has the same workload section and seed), drawn once:
+        # each engine gets a copy instead of drawing it again (64 draws of 200k requests outlasted the run budget)
+        drawn = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
         for role, pcfg, count in specs:
             for k in range(count):
                 try:
-                    eng = Engine(pcfg)
+                    eng = Engine(pcfg, copy_workload(drawn))
                 except MemoryPlanError as err:
                     raise MemoryPlanError(f"{role} pool: {err}" if dis else str(err)) from None
                 if k == 0 and role != "decode":
@@ -291,7 +295,15 @@ class Deployment:
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
-                self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                if self.stopped_reason is None:
+                    self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                lim = eng.cfg.limits
+                if eng.st.now_s >= lim.max_sim_time_s and eng.rec.num_ticks < lim.max_ticks:
+                    # its time limit: the others still run up to theirs (it has no work now: Engine.has_work). An
+                    # instance ahead in time (an idle prefill instance jumps to its next arrival before a decode
+                    # instance runs) stopped the whole run, leaving requests that finish long before the limit unfinished.
+                    stalled.clear()
+                    continue
                 break
             if (eng.st.now_s, eng.rec.num_ticks) == before:
                 stalled.add(i)  # waits for another instance or an event
@@ -481,8 +493,9 @@ class Deployment:
         self._seq += 1
 
     # ------------------------------------------------------------------ events
-    def _window(self, r: int) -> int:
-        return math.floor(float(self.arrival_s[r]) / self.refresh_s)
+    def _window(self, r: int) -> int | float:
+        q = float(self.arrival_s[r]) / self.refresh_s
+        return math.floor(q) if math.isfinite(q) else q  # (an arrival at ~1e308 s: its window is inf, not OverflowError)
 
     def _routing_instant(self, r: int) -> float:
         """When request r is routed from the engines' state: its arrival, or with a refresh interval the
@@ -491,7 +504,9 @@ class Deployment:
 
     def _instant(self, t: float) -> float:
         """The routing instant of an arrival at time t (`_routing_instant`)."""
-        return t if not self.refresh_s or not math.isfinite(t) else min(math.floor(t / self.refresh_s) * self.refresh_s, t)
+        q = t / self.refresh_s if self.refresh_s else math.inf
+        # (q infinite: no refresh interval, an unreleased turn, or t / refresh_s beyond floats: an arrival at 1e308 s)
+        return t if not math.isfinite(q) else min(math.floor(q) * self.refresh_s, t)
 
     def _route(self, r: int, engines: list | None = None) -> int:
         """Route request r, and with a refresh interval every later arrival of its interval (the router's view
