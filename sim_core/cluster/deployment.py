@@ -203,6 +203,12 @@ class Deployment:
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
         self._bounds_at: list[tuple | None] = [None] * len(self.instances)
+        # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
+        # loop and the mid-run router read them at every arrival; issue 13: cost)
+        self._instants: list[float] | None = None
+        if self.turns is None:
+            times = self.arrival_s.tolist()
+            self._instants = [self._instant(t) for t in times] if self.refresh_s else times
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -320,29 +326,34 @@ class Deployment:
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
-        kv_rule = self.router.policy == "least_kv"
-        bounds, usage = [], [] if kv_rule else None
         cache = self._bounds_at
+        bounds = []
         # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
+        if self.router.policy != "least_kv":
+            for j, (f, _, m) in enumerate(self._bound_fns):
+                if j == k:
+                    bounds.append((known[1], known[1]))
+                    continue
+                at = cache[j]
+                if at is None or at[0] != t:
+                    at = cache[j] = (t, f(t, m), None)
+                bounds.append(at[1])
+            return self.router.choose_by_bounds(bounds, r)
+        usage = []
         for j, (f, g, m) in enumerate(self._bound_fns):
             if j == k:
                 bounds.append((known[1], known[1]))
-                if kv_rule:
-                    usage.append((known[2], known[2]))
+                usage.append((known[2], known[2]))
                 continue
             at = cache[j]
             if at is None or at[0] != t:
-                if not kv_rule:
-                    at = cache[j] = (t, f(t, m), None)
-                else:
-                    # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
-                    # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
-                    # (weaker bounds cost catch-ups, never a choice)
-                    u = g(t, m)
-                    at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
+                # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
+                # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
+                # (weaker bounds cost catch-ups, never a choice)
+                u = g(t, m)
+                at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
             bounds.append(at[1])
-            if kv_rule:
-                usage.append(at[2])
+            usage.append(at[2])
         return self.router.choose_by_bounds(bounds, r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
@@ -352,8 +363,9 @@ class Deployment:
         loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
         returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
         R = self.num_requests
+        instants = self._instants  # (no closed-loop sessions here: listed)
         while self._mid_exact and self._ptr < R:  # every other busy replica must have reached the instant
-            t = self._routing_instant(self._ptr)
+            t = instants[self._ptr]
             if t > now_s:
                 return t
             if any(j != i and x.engine.has_work and x.engine.st.now_s < t for j, x in enumerate(self.front)):
@@ -363,7 +375,7 @@ class Deployment:
             count = live.num_outstanding
         while self._early and self._ptr < R:
             r = self._ptr
-            t = self._routing_instant(r)
+            t = instants[r]
             if t > now_s:
                 return t
             pick, rivals = self._choose_by_bounds(r, t, (i, count, usage))
@@ -487,6 +499,8 @@ class Deployment:
     def _routing_instant(self, r: int) -> float:
         """When request r is routed from the engines' state: its arrival, or with a refresh interval the
         refresh instant at or before it (the state the router holds then is what it routes r on)."""
+        if self._instants is not None:
+            return self._instants[r]
         return self._instant(float(self.arrival_s[r]))
 
     def _instant(self, t: float) -> float:

@@ -194,8 +194,8 @@ class Router:
                 return best, []
             exact = usage[best][0] == usage[best][1] and bounds[best][0] == bounds[best][1]
             return None, rivals + ([] if exact else [best])
-        cand = list(range(n))
-        keys = self._keys(request)
+        cand = range(n)
+        keys = self._keys(request) if self._tree is not None else []  # (the call only for cache_aware's tree)
         if self.policy == "cache_aware" and (keys or self._memo[3]):
             lo_min, lo_max = min(b[0] for b in bounds), max(b[0] for b in bounds)
             hi_min, hi_max = min(b[1] for b in bounds), max(b[1] for b in bounds)
@@ -217,12 +217,19 @@ class Router:
             hi, turn = bounds[i][1], (i - nxt) % n
             if best < 0 or hi < top_hi or (hi == top_hi and turn < top_turn):
                 best, top_hi, top_turn = i, hi, turn
-        rivals = [j for j in cand if j != best and (bounds[j][0] < top_hi or (bounds[j][0] == top_hi and (j - nxt) % n < top_turn))]
+        rivals = []
+        for j in cand:  # (a loop: a comprehension is a call of its own, and this runs at every arrival)
+            lo = bounds[j][0]
+            if j != best and (lo < top_hi or (lo == top_hi and (j - nxt) % n < top_turn)):
+                rivals.append(j)
         if not rivals:
             self.took_turn(best, n)
-            self._remember(best, keys)
+            if self._tree is not None:
+                self._remember(best, keys)
             return best, []
-        return None, rivals + ([best] if bounds[best][0] < top_hi else [])
+        if bounds[best][0] < top_hi:
+            rivals.append(best)
+        return None, rivals
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:
