@@ -245,8 +245,9 @@ class Deployment:
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
             if self._early and ptr < R:  # (no cluster events without a decode pool)
-                focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
-                         and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
+                focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
+                         and insts[j].engine.has_work]  # fmt: skip
                 if not focus:
                     hint, self._hint = self._hint, None
                     # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
@@ -257,12 +258,12 @@ class Deployment:
                         self._ptr += 1
                         stalled.clear()
                         continue
-                    focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
-                             and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                    focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
+                             and insts[j].engine.has_work]  # fmt: skip
                     if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
                         self._early = False
                         continue
-                i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
+                i = focus[0] if len(focus) == 1 else min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
             elif self._dispatch_t is not None:  # a dispatch waits for decode instances to reach its instant
                 t_d = self._dispatch_t
                 i = min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
