@@ -369,7 +369,8 @@ class Deployment:
             t = instants[self._ptr]
             if t > now_s:
                 return t
-            if any(j != i and x.engine.has_work and x.engine.st.now_s < t for j, x in enumerate(self.front)):
+            # (the clock first: the cheapest test, and the one that fails once every replica has reached t)
+            if any(x.engine.st.now_s < t and j != i and x.engine.has_work for j, x in enumerate(self.front)):
                 return now_s
             live = _Running(eng, count, usage)
             self._ptr = self._route(self._ptr, [live if j == i else _seen(x.engine) for j, x in enumerate(self.front)])
