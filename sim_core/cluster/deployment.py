@@ -206,9 +206,12 @@ class Deployment:
         # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
         # loop and the mid-run router read them at every arrival; issue 13: cost)
         self._instants: list[float] | None = None
+        self._requests: list[tuple] | None = None  # (arrival, prompt, output, priority, class) per request (`_add`)
         if self.turns is None:
             times = self.arrival_s.tolist()
             self._instants = [self._instant(t) for t in times] if self.refresh_s else times
+            self._requests = list(zip(times, wl.prompt_tokens.tolist(), wl.output_tokens.tolist(), wl.priority.tolist(),
+                                      wl.class_idx.tolist()))  # fmt: skip
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -532,8 +535,11 @@ class Deployment:
     def _add(self, r: int, i: int) -> None:
         """Request r goes to front instance i (it arrives there at its arrival time)."""
         wl = self.workload
-        k = self.front[i].engine.add_request(float(self.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
-                                             int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
+        if self._requests is not None:  # (Python values listed once: this runs at every arrival)
+            k = self.front[i].engine.add_request(*self._requests[r], source=(wl, r))
+        else:  # (closed-loop sessions: arrival times are written as turns are released)
+            k = self.front[i].engine.add_request(float(self.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
+                                                 int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
         self._bounds_at[i] = None
