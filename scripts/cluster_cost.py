@@ -1,11 +1,11 @@
 """What state-aware routing costs to simulate: simulated ticks per CPU second, 4 replicas behind each router, and 2P2D.
 
-    PYTHONPATH=$PWD python scripts/cluster_cost.py [--requests N] [--reference]
+    PYTHONPATH=$PWD python scripts/cluster_cost.py [--requests N] [--repeats N] [--reference]
 
 The bench's scenario (`sim_core/bench.py`, default preset, 48 req/s over 4 replicas: each replica at the
 one-engine bench's 12 req/s) per router and `deployment.state_refresh_s`, and the same with the bench's
 shared system prompts and prefix caching for the cache-aware routers, and the bench's 2P2D deployment (24 req/s) with
-round robin and least outstanding. One run each, timed with process CPU
+round robin and least outstanding. One run each (`--repeats`: the best of that many), timed with process CPU
 time, next to one engine and the bench's fixed baseline workload measured in the same process (README,
 Beyond one engine: Cost). `--reference` adds, after each deployment row, the same run with runs that end where they
 wait for another instance instead of pausing there (`Deployment(pause_runs=False)`, the cost before pausing).
@@ -51,6 +51,7 @@ def deployment_config(router: str, refresh_s: float, shared: bool, num_requests:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=1, help="time each row this many times, print the best")
     ap.add_argument("--reference", action="store_true", help="also time each deployment with pause_runs=False")
     args = ap.parse_args()
     clock = time.process_time
@@ -64,7 +65,7 @@ def main() -> None:
     for router in XPYD_ROUTERS:
         rows.append((f"2P2D, {router}, 24 req/s", lambda r=router: xpyd_config(r, args.requests)))
     for name, make in rows:
-        row = measure(name, make, 1, traced=False, clock=clock)
+        row = measure(name, make, args.repeats, traced=False, clock=clock)
         print(f"{name:58s} {row.num_ticks:>9,} ticks {row.wall_s:6.2f} s CPU {row.ticks_per_s / 1e3:7.1f}k ticks/s")
         if args.reference and make is not one:
             cfg = make()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import get_args
 
@@ -37,13 +38,32 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
                    help="use the DistServe rule instead: this share of requests meets both SLOs (e.g. 0.9)")
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Counts and ranges of the options before any run: --seeds 0 ended in min() of no capacities, --start nan
+    in int(nan), --scale nan in a worker's traceback (each a traceback instead of a message)."""
+    for name in ("seeds", "num"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise PresetError(f"--{name} = {value}: must be >= 1")
+    for name in ("start", "stop", "scale"):
+        value = getattr(args, name, None)
+        if value is not None and not math.isfinite(value):
+            raise PresetError(f"--{name} = {value}: must be a finite number")
+    if getattr(args, "scale", None) is not None and args.scale <= 0:
+        raise PresetError(f"--scale = {args.scale}: must be > 0 (a multiplier of the steady-state run length)")
+
+
 def _backend_from(args: argparse.Namespace):
     from sim_core.backend import PointCache, default_cache_dir, get_backend
     from sim_core.sweep import CapacityObjective
 
+    _check_numbers(args)
     cache = None if args.no_cache else PointCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
-    obj = CapacityObjective(percentile=args.percentile) if args.attainment is None else \
-        CapacityObjective(rule="attainment", attainment=args.attainment)  # fmt: skip
+    try:  # (--attainment 2 or nan: a message naming the option, not pydantic's traceback)
+        obj = CapacityObjective(percentile=args.percentile) if args.attainment is None else \
+            CapacityObjective(rule="attainment", attainment=args.attainment)  # fmt: skip
+    except ValidationError as err:
+        raise PresetError(format_validation_error(err, "--attainment")) from None
     return get_backend(args.ray, args.workers), cache, obj
 
 

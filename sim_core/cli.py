@@ -147,6 +147,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_preset(args.preset)
     if args.set:
         cfg = apply_overrides(cfg, args.set)
+    # (a trace option without a file used to be ignored: a trace preset replayed unscaled, unsampled, unwindowed)
+    given = [f"--{name.replace('_', '-')}" for name, default in TRACE_OPTION_DEFAULTS.items() if getattr(args, name) != default]
+    if given and not args.trace:
+        raise PresetError(f"{', '.join(given)}: only with --trace FILE (a trace preset's own trace is replayed as it is)")
     if args.out:
         prepare_out_dir(Path(args.out))
     if args.trace:
@@ -159,6 +163,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise PresetError(f"cannot write to --out {printable(args.out)!r}: {err.strerror}") from None
     print(res.summary.model_dump_json() if args.json else format_summary(res))
     return 0
+
+
+TRACE_OPTION_DEFAULTS = {"trace_format": "auto", "trace_time_scale": 1.0, "trace_start_s": 0.0, "trace_end_s": None,
+                         "trace_max_requests": None}  # (the parser's defaults below)
 
 
 def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
@@ -199,13 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
-    run.add_argument("--trace-format", default="auto",
+    run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"],
                      choices=("auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"),
                      help="format of --trace (auto: from the header)")
-    run.add_argument("--trace-time-scale", type=float, default=1.0, help="multiply arrival gaps (0.5 = twice the rate)")
-    run.add_argument("--trace-start-s", type=float, default=0.0, help="window start, s after the trace's first row")
-    run.add_argument("--trace-end-s", type=float, default=None, help="window end, s after the trace's first row")
-    run.add_argument("--trace-max-requests", type=int, default=None, help="sample this many requests (seeded by --set seed=)")
+    run.add_argument("--trace-time-scale", type=float, default=TRACE_OPTION_DEFAULTS["trace_time_scale"],
+                     help="multiply arrival gaps (0.5 = twice the rate)")
+    run.add_argument("--trace-start-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_start_s"],
+                     help="window start, s after the trace's first row")
+    run.add_argument("--trace-end-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_end_s"],
+                     help="window end, s after the trace's first row")
+    run.add_argument("--trace-max-requests", type=int, default=TRACE_OPTION_DEFAULTS["trace_max_requests"],
+                     help="sample this many requests (seeded by --set seed=)")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")

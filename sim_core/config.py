@@ -152,7 +152,8 @@ class ArrivalConfig(StrictModel):
         description="poisson: random arrivals; gamma: bursty (CV knob); constant: evenly spaced; "
         "offline: all at t=0; closed_loop: N clients, each sends its next request when the last finishes.",
     )
-    rate_per_s: float = Field(10.0, gt=0, le=100_000, description="Mean arrival rate, requests/s.")
+    # (ge 1e-6, not gt 0: 5e-324 divided 1 by zero drawing the gaps; 1e-307 put arrivals past float range)
+    rate_per_s: float = Field(10.0, ge=1e-6, le=100_000, description="Mean arrival rate, requests/s (1e-6 to 100,000).")
     burstiness_cv: float = Field(
         2.0, ge=0.1, le=10, description="Coefficient of variation of inter-arrival gaps (gamma; 1 = Poisson)."
     )
@@ -168,6 +169,7 @@ class RequestClass(StrictModel):
 
 MAX_TRACE_ROWS = 100_000
 MAX_TRACE_HASH_IDS = 4_000_000  # total block hash ids in one trace (bounds config size)
+MAX_HASH_ID = 2**61 - 2  # largest block hash id: Python hashes ints modulo 2^61 - 1 (the prefix cache's block keys)
 
 
 class Trace(StrictModel):
@@ -219,8 +221,9 @@ class Trace(StrictModel):
             for i, (ids, p) in enumerate(zip(self.block_hash_ids, self.prompt_tokens)):
                 if len(ids) > -(-p // hb):
                     raise ValueError(f"trace row {i}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
-                if any(h < 0 for h in ids):
-                    raise ValueError(f"trace row {i}: block hash ids must be >= 0")
+                # (2^63 overflowed the cache's int64 arrays mid-run; 2^61 - 1 + k hashed as k: a false prefix hit)
+                if any(not 0 <= h <= MAX_HASH_ID for h in ids):
+                    raise ValueError(f"trace row {i}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^61 - 2)")
         return self
 
 
@@ -570,6 +573,9 @@ class DisaggregationConfig(StrictModel):
     link: LinkConfig = Field(LinkConfig(), description="KV transfer path from a prefill to a decode instance.")
 
 
+MIN_STATE_REFRESH_S = 1e-6  # shortest non-zero refresh interval of a router's view of the engines, s
+
+
 class DeploymentConfig(StrictModel):
     """Several engines on one clock. Absent (None) in SimConfig = one co-located engine (the default)."""
 
@@ -602,8 +608,18 @@ class DeploymentConfig(StrictModel):
         "(gateway-api-inference-extension, --refreshMetricsInterval); vLLM production-stack's router every 30 s "
         "(--engine-stats-interval). With closed-loop sessions, least_kv routes each turn as it arrives, on that "
         "same view; prefix_affinity there reads exact state (its view would be a copy of every prefix cache at "
-        "each refresh). Range [0, 60].",
+        "each refresh). Range: 0, or 1e-6 to 60.",
     )  # fmt: skip
+
+    @field_validator("state_refresh_s")
+    @classmethod
+    def _refresh_zero_or_resolvable(cls, value: float) -> float:
+        # (1e-300 s made arrival times / interval overflow to infinity in the router's refresh instants)
+        if 0 < value < MIN_STATE_REFRESH_S:
+            raise ValueError(f"must be 0 (exact) or at least {MIN_STATE_REFRESH_S:g} s")
+        return value
+
+
 
 
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:

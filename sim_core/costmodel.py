@@ -182,8 +182,8 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
     if num_blocks < per_req:
         raise MemoryPlanError(
             f"KV cache too small: {num_blocks} blocks of {kv.block_size} tokens ({gib(kv_bytes)} per GPU) but the "
-            f"longest request needs {per_req} blocks "
-            + ("(contiguous layout reserves model.max_model_len per sequence). " if kv.layout == "contiguous" else ". ")
+            f"longest request needs {per_req} blocks"
+            + (" (contiguous layout reserves model.max_model_len per sequence). " if kv.layout == "contiguous" else ". ")
             + "Lower max_num_batched_tokens, use an FP8 KV cache (kv_cache.kv_dtype) or kv_compression, add GPUs, "
             "or shorten the workload's lengths / model.max_model_len."
         )

@@ -47,10 +47,12 @@ RUN_PRICE_CACHE_BYTES = 4 << 20  # prices of repeated runs kept per engine (Engi
 
 
 class Engine:
-    def __init__(self, cfg: SimConfig):
+    def __init__(self, cfg: SimConfig, workload: Workload | None = None):
+        """`workload`: the one `generate_workload(cfg.workload, default_rng(cfg.seed))` gives, already drawn (a
+        deployment draws it once and gives each engine a copy); the engine owns it (writes its arrays)."""
         self.cfg = cfg
         self.memory = plan_memory(cfg)  # raises MemoryPlanError with the numbers
-        self.workload = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
+        self.workload = workload if workload is not None else generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
         wl = self.workload
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
@@ -165,7 +167,9 @@ class Engine:
             if st.waiting_keys.size or st.swapped_keys.size:
                 self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
             return False
-        self._record_idle(nxt)
+        # (never past limits.max_sim_time_s: the next step's guard stops the run there, as a tick would; an idle
+        # row up to a later arrival would report more simulated time than the limit the run says it stopped at)
+        self._record_idle(min(nxt, self.cfg.limits.max_sim_time_s))
         return True
 
     def _record_idle(self, until_s: float) -> None:
@@ -180,9 +184,11 @@ class Engine:
     # ------------------------------------------------------------------ cluster hooks (sim_core/cluster)
     @property
     def has_work(self) -> bool:
-        """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input."""
+        """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input
+        (never after a guard stopped the run: a deployment runs its other instances to their limits)."""
         st = self.st
-        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size) or st.next_arrival_s() < math.inf
+        return not self._over and (bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size)
+                                   or st.next_arrival_s() < math.inf)
 
     @property
     def num_outstanding(self) -> int:
@@ -228,6 +234,9 @@ class Engine:
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
         st = self.st
+        # (no tick starts at or after limits.max_sim_time_s: the bounds there hold at any later instant; a trace
+        # arrival at 1e18 s made the tick count overflow, a traceback instead of the run stopping at the limit)
+        t_s = min(t_s, self.cfg.limits.max_sim_time_s)
         if t_s <= st.now_s:  # (its state then is its state now)
             count = self.num_outstanding
             return count, count
@@ -302,6 +311,7 @@ class Engine:
         all its blocks at once under reserved admission) and freed by finishes (at most the blocks held now by the
         requests that can finish, as in `outstanding_bounds`)."""
         st, kv = self.st, self.kv
+        t_s = min(t_s, self.cfg.limits.max_sim_time_s)  # (as in outstanding_bounds: no tick starts after the limit)
         if self._live is not None:  # a paused run: exact at its clock; past it, it must run there
             used = kv.num_blocks - self.live_counts()[1]
             return (used, used) if t_s <= st.now_s else None

@@ -45,6 +45,13 @@ _NO_CHAIN = (-1, 0)  # chain_refs' default: no system prompt referenced
 MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
 
 
+def _all_distinct(ids: IntArray) -> bool:
+    """No id repeats. (A sort and a neighbour compare: np.unique's hash table took ~0.1 s per 200k ids, once per
+    replica of a deployment: 6 s of a 64-replica link before its run budget could stop it.)"""
+    ordered = np.sort(ids)
+    return not bool((ordered[1:] == ordered[:-1]).any())
+
+
 def system_prompt_keys(group: int, num_blocks: int) -> list[int]:
     """The key chain of the first num_blocks blocks of pool system prompt `group` (as block_keys)."""
     h, keys = 0, []
@@ -70,7 +77,8 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
     chain on the previous block's key. A content block's parent is the key of the last system-prompt
     block: its content id and position fix every token after it, so chaining inside the content would
     add nothing but a Python-level loop (these keys are made with C-level map()). Python's hash of a
-    tuple of ints is deterministic (no per-process salt) and 64-bit.
+    tuple of ints is deterministic (no per-process salt) and 64-bit; an int's own hash is itself except
+    hash(-1) == -2 and modulo 2^61 - 1 (so identities avoid -1 and trace ids stay below 2^61 - 1).
     """
     keys: list[int] = []
     h = 0
@@ -79,7 +87,9 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
         hbt = wl.hash_block_tokens
         for b in range(num_blocks):
             i = ((b + 1) * block_size - 1) // hbt
-            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -1 - r, b))
+            # (past its hash ids, the request's own content: -2 - r, never -1 - r, since hash(-1) == hash(-2) in
+            # CPython and requests 0 and 1 shared their unhashed blocks: a false prefix hit)
+            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -2 - r, b))
             keys.append(h)
         return keys
     content = int(wl.content_id[r]) if wl.content_id is not None else r
@@ -189,7 +199,7 @@ class PrefixCache:
         self._debt = 0  # evictions counted but not yet dropped from the queue (LRU, see evict)
         self._group = 0
         ids = wl.content_id
-        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or np.unique(ids).size == ids.size)
+        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or _all_distinct(ids))
         # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)

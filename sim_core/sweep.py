@@ -11,6 +11,7 @@ lengths (workload.py draws lengths independently of arrivals).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -273,6 +274,8 @@ def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> 
 
 def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
     """The config at this offered rate with a steady-state run length."""
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):  # (0 divided the run's time limit by zero: a traceback)
+        raise PresetError(f"capacity probe: workload.arrival.rate_per_s = {rate_per_s:g}: must be a finite number > 0")
     data = cfg.model_dump(mode="python")
     data["workload"]["arrival"]["rate_per_s"] = rate_per_s
     n = steady_run_length(cfg, rate_per_s, scale)

@@ -9,6 +9,7 @@ from app.state import CFG_KEY, show_link_notices
 from sim_core import list_presets
 from sim_core.presets import read_preset_data
 from sim_core.costmodel import ModelShape, kv_bytes_per_token, plan_memory, MemoryPlanError
+from sim_core.planner import calibration_band
 
 st.title("About the model")
 show_link_notices()
@@ -29,10 +30,11 @@ every sequence's KV for one token each (memory-bound).
 
 **Where the numbers come from.** Hardware presets cite their datasheets; model shapes come from
 each model's `config.json`. The efficiencies and overheads are fitted on operator-level GPU timings
-(Vidur) and six TensorRT-LLM rows; `python -m sim_core validate` replays 82 other published
-measurements (TensorRT-LLM, gpt-fast, Sarathi-Serve) with a median absolute error of about 11 %.
-**Results are modelled, not measured**: use them to understand and compare, and confirm sizing
-decisions on real hardware.
+(Vidur) and six TensorRT-LLM rows; `python -m sim_core validate` replays the other published
+measurements (TensorRT-LLM, gpt-fast, Sarathi-Serve and others), which were not fitted on: """
+    + calibration_band().text()  # computed, as the Plan page quotes it (a written-in figure went stale)
+    + """. **Results are modelled, not measured**: use them to understand and compare, and confirm
+sizing decisions on real hardware.
 """
 )
 st.subheader("Hardware presets and their sources")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
-from app.components.sidebar import scheduler_label
+from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain, plotly_text
 from app.components.units import fmt_count, fmt_seconds
 from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
@@ -125,20 +125,22 @@ def main() -> None:
     if out_a.error or out_b.error:
         return
     ra, rb = out_a.result, out_b.result
-    st.markdown(f"**A** · {side_label(a)} — **B** · {side_label(b)}")
+    st.markdown(f"**A** · {plain(side_label(a))} — **B** · {plain(side_label(b))}")  # a linked name is text
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
     _seed_table(a, b)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     window = None if whole else timeline.opening_window(ra)
-    g1, g2 = st.columns(2)
+    g1, g2 = st.container(key="cmp_gantts").columns(2)  # side by side; stacked on a narrow screen (app CSS)
     with g1:
         workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), f"A · {plotly_text(side_label(a))}", window=window), key="cmp.gantt_a")
     with g2:
         workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), f"B · {plotly_text(side_label(b))}", window=window), key="cmp.gantt_b")
-    cols = st.columns(2)
+    box = st.container(key="cmp_cdfs")
     for i, metric in enumerate(charts.METRICS):
+        if i % 2 == 0:  # a row of two: stacked on a narrow screen they keep the metrics' order
+            cols = box.columns(2)
         with cols[i % 2]:
             workshop.show_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
 
@@ -172,7 +174,7 @@ def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfi
     if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
         cfg = st.session_state[link_key]
         st.markdown(f"**Setup {label}** (from the link): {plain(cfg.name)} · {plain(cfg.scheduler.name)} · "
-                    f"{plain(cfg.model.name)} on {cfg.hardware.num_gpus}× {plain(cfg.hardware.name)}")  # fmt: skip
+                    f"{plain(cfg.model.name)} on {plain(describe_where(cfg))}")  # a deployment: its replicas or pools  # fmt: skip
         if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
             st.session_state.pop(key)
             st.rerun()

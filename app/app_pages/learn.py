@@ -26,6 +26,7 @@ METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
     "fits": ("fits in memory", "fits"), "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
     "mean_batch_size": ("mean batch", "seqs"),
     "e2e_p99_s": ("E2E p99", "s"), "goodput_requests_per_s": ("goodput", "req/s"),
+    "ttft_p99_s": ("TTFT p99", "s"), "slo_attainment": ("requests meeting the SLOs", "share"),
 }  # fmt: skip
 WORKSHOP_PARAMS = ("workshop", "reveal")
 
@@ -46,6 +47,8 @@ def fmt_metric(metric: str, value: float) -> str:
         return f"{value:,.1f} seqs"
     if kind == "req/s":
         return f"{value:,.2f} req/s"
+    if kind == "share":
+        return f"{value:.0%}"
     return f"{value:,.3g}"
 
 
@@ -93,7 +96,7 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
     a, b = labels = lesson.value_labels or lesson.values
     st.markdown(f"**The knob:** {lesson.knob_label} (`{lesson.knob}`): from **{a}** to **{b}**.")
     st.markdown(f"**Question.** {lesson.question}")
-    c1, c2 = st.columns(2)
+    c1, c2 = st.container(key="lesson_open").columns(2)  # wide labels: the columns stack on a narrow screen (app CSS)
     if c1.button(f"Open with {lesson.knob_label} = {a}", key=f"learn.open0.{lesson.id}", type="primary"):
         _open_in_simulate(lesson, 0)
     if c2.button(f"Open with {lesson.knob_label} = {b}", key=f"learn.open1.{lesson.id}"):
@@ -101,7 +104,7 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
     if lesson.mechanism:
         n = lesson.config(0, "mechanism").workload.num_requests
         st.markdown(f"**See the mechanism** with {n} requests, where every tick is a visible bar:")
-        m1, m2 = st.columns(2)
+        m1, m2 = st.container(key="lesson_mech").columns(2)
         if m1.button(f"Mechanism, {lesson.knob_label} = {a}", key=f"learn.mech0.{lesson.id}"):
             _open_in_simulate(lesson, 0, "mechanism")
         if m2.button(f"Mechanism, {lesson.knob_label} = {b}", key=f"learn.mech1.{lesson.id}"):

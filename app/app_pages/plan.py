@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components import charts
 from app.components.runner import PageBudget
 from app.components.text import plain
 from app.state import CFG_KEY, config_to_query, show_link_notices
@@ -60,10 +61,13 @@ def pareto_figure(result: Plan) -> go.Figure:
                                  text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:.2f}/h · %{y:.0f} ms<extra></extra>"))  # fmt: skip
     front = pareto_front(result.evaluated, p)
     fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in front], y=[r.latency_s("ttft", p) * 1e3 for r in front],
-                             mode="lines", name="Pareto front", line=dict(color="#E8710A", shape="hv")))  # fmt: skip
+                             mode="lines+markers", name="Pareto front", line=dict(color="#E8710A", shape="hv"),
+                             marker=dict(symbol="circle-open", size=15, line=dict(width=2, color="#E8710A")),
+                             hoverinfo="skip"))  # rings: a front of one or two configs has no line to see  # fmt: skip
+    latency_ms = [y for tr in fig.data for y in tr.y]
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
-                      yaxis_title=f"TTFT P{p} at the target rate (ms, log)", yaxis_type="log",
-                      legend=dict(orientation="h", y=-0.2))  # fmt: skip
+                      yaxis_title=f"TTFT P{p} at the target rate (ms, log)", legend=dict(orientation="h", y=-0.2))  # fmt: skip
+    fig.update_yaxes(**charts.log_ladder_axis(latency_ms))
     return fig
 
 

@@ -39,7 +39,8 @@ def class_table(res: SimResult) -> pd.DataFrame | None:
 def _headline(res: SimResult) -> None:
     s = res.summary
     ms = fmt_seconds
-    row1 = st.columns(4)
+    box = st.container(key="headline")  # its columns wrap two by two on a narrow screen (app CSS) instead of cutting numbers
+    row1 = box.columns(4)
     kw = dict(delta_color="off", delta_arrow="off")
     row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", f"{s.total_tokens_per_s:,.0f} tok/s incl. prompts",
                    help="Output tokens per second over the makespan.", **kw)  # fmt: skip
@@ -48,13 +49,13 @@ def _headline(res: SimResult) -> None:
                    help="(E2E − TTFT) / (output tokens − 1); ITL is every gap between two tokens.", **kw)  # fmt: skip
     row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs",
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).", **kw)  # fmt: skip
-    row2 = st.columns(4)
+    row2 = box.columns(4)
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"of {s.kv_capacity_tokens:,} tokens", **kw)
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {fmt_seconds(s.makespan_s)}", **kw)
     if s.prefix_hit_rate_tokens is not None or s.spec_tokens_per_step is not None:  # issue 12 features, when on
-        row3 = st.columns(4)
+        row3 = box.columns(4)
         if s.prefix_hit_rate_tokens is not None:
             pct = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
             row3[0].metric("Prefix cache hits", pct(s.prefix_hit_rate_tokens), f"{pct(s.prefix_hit_rate_blocks)} of full blocks",
@@ -147,7 +148,7 @@ def _timeline_tab(res: SimResult) -> None:
     (the run is the same), not the sidebar and headline (about 100 elements the browser re-renders)."""
     window = _window_controls(res)
     n = res.requests.arrival_s.size
-    c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([2, 2, 1.2], vertical_alignment="bottom")
     first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
                             help="The request rows show the requests alive in the window (the whole run: by arrival "
                                  "order); skip this many of them.")  # fmt: skip
@@ -164,10 +165,22 @@ def _timeline_tab(res: SimResult) -> None:
     else:
         st.html(_timeline_html(res, int(first), int(rows), window))
         how = "use the window controls above to move or widen it. Rest the pointer on"
-    st.caption(f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
-               "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
-               "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "
-               "swap).")  # fmt: skip
+    st.caption(timeline_caption(how, deployment))
+
+
+def timeline_caption(how: str, deployment: bool) -> str:
+    """What the timeline's panels are and how to read them: a deployment draws three (instances, requests,
+    KV per instance), one engine four (GPU, requests, KV, queues)."""
+    if deployment:
+        return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
+                "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
+                "tensor-parallel GPUs together; a request row names where it ran (P0→D0: prefill 0, then decode 0). "
+                "Pale blue in a request row: the request was decoding but its instance's tick gave it no token "
+                "(stalled behind a prefill or a swap).")
+    return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
+            "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
+            "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "
+            "swap).")  # fmt: skip
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -220,14 +233,26 @@ def _step(key: str, delta: int, last: int) -> None:
     st.session_state[key] = min(max(int(st.session_state.get(key, 1)) + delta, 1), last)
 
 
-def _recorded(res: SimResult, tick: int) -> SimResult:
+def _recorded(res: SimResult, tick: int, instance: int | None = None) -> SimResult:
     """The run whose batch log holds `tick`: this one, or the same config re-run with a longer record
-    (recording does not change the result; cached like every run)."""
-    if (res.batches.tick == tick).any() or tick >= 100_000:
-        return res
+    (recording does not change the result; cached like every run). In a deployment `instance` names the
+    engine and `tick` is that engine's own tick; the answer is that engine's run."""
+    log_of = (lambda r: r) if instance is None else (lambda r: r.instances[instance].result)  # noqa: E731
+    if (log_of(res).batches.tick == tick).any() or tick >= 100_000:
+        return log_of(res)
     longer = with_value(res.config, "limits.num_recorded_batches", min(100_000, max(tick + 1, 2 * res.config.limits.num_recorded_batches)))
     out = runner.run(longer)
-    return out.result if out.result is not None else res
+    return log_of(out.result if out.result is not None else res)
+
+
+def _tick_instance(res: SimResult, tick: int) -> tuple[int, int] | None:
+    """In a deployment, the merged timeline's row `tick` is (instance index, that engine's own tick): each
+    engine's ticks enter the merge in their own order. None for one engine."""
+    if not getattr(res, "instances", None):
+        return None
+    of = res.timeline.columns["instance"]
+    k = int(of[tick])
+    return k, int(np.count_nonzero(of[:tick] == k))
 
 
 def _step_tab(res: SimResult) -> None:
@@ -246,16 +271,21 @@ def _step_tab(res: SimResult) -> None:
     c3.button("Next ▶", key="ui.step_next", on_click=_step, args=(key, 1, last), width="stretch")
     tick = int(busy[int(st.session_state[key]) - 1])
     phase = Phase(int(tl.phase[tick])).name.lower()
+    at = _tick_instance(res, tick)  # a deployment: whose tick it is; its KV pool and batch log are that engine's
+    inst = res.instances[at[0]] if at else None
+    num_blocks = (inst.result if inst else res).memory.num_blocks
     st.markdown(
-        f"**Tick {tick:,}** at t = {tl.t_start_s[tick]:.4f} s · {fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
+        f"**Tick {tick:,}**{' on ' + plain(inst.label) if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
+        f"{fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
-        f"{res.memory.num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
+        f"{num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
     )
+    own = at[1] if at else tick
     with st.spinner("Recording this tick's batch…"):
-        rec = _recorded(res, tick)
-    if (rec.batches.tick == tick).any():
-        _show(charts.step_figure(rec, tick), "chart.step")
+        rec = _recorded(res, own, at[0] if at else None)
+    if (rec.batches.tick == own).any():
+        _show(charts.step_figure(rec, own, req_ids=inst.request_ids if inst else None), "chart.step")
     else:
         st.info("Batches are recorded for the first 100,000 ticks; this tick's totals are above.")
 
@@ -302,7 +332,7 @@ def main() -> None:
     workshop.lesson_banner()
     c1, c2 = st.columns([5, 1], vertical_alignment="center")
     c1.caption(plain(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured."))
-    with c2.popover("Share", icon=":material/share:", width="stretch"):  # reachable on a phone, where tabs overflow
+    with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
         if len(urlencode(link_params)) <= MAX_LINK_CHARS:
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:

@@ -9,7 +9,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app.components import charts
 from app.components.runner import PageBudget
+from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import SimConfig, list_presets
@@ -106,19 +108,25 @@ def _band_trace(x, lo, hi, color: str, group: str, row: int, col: int, fig: go.F
                   row=row, col=col)  # fmt: skip
 
 
+SWEEP_PANEL_TITLES = ("Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)")
+
+
 def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, tuple[float | None, float | None, bool]]) -> go.Figure:
     """Steady-state throughput, goodput and latency percentiles against the knob (median across seeds,
     min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds,
     whether a swept point beyond it failed the objectives)."""
     label = SWEEP_KNOBS[knob][1]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("Throughput (output tok/s, steady state)", "Goodput (req/s meeting SLOs)",
-                                                        "Latency percentiles (ms, log)"), horizontal_spacing=0.07)  # fmt: skip
+    # Short titles (what each is, in the caption under the controls): three centred long ones overlapped when
+    # each panel is ~150 px wide (a narrow window with the sidebar open)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=SWEEP_PANEL_TITLES, horizontal_spacing=0.07)
+    fig.update_annotations(font_size=13)
     palette = ("#1A73E8", "#E8710A")
     for (name, pts), color in zip(curves.items(), palette):
         ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
         x = [p.value for p in ok]
         shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
-        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", shown, True),
+        # the throughput/goodput line says so: a bare name beside "<name> TTFT p99" (same solid line) was ambiguous
+        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", f"{shown} throughput, goodput", True),
                   ("steady.goodput_requests_per_s", 1, 1, 2, "solid", shown, False),
                   ("steady.ttft_p50_s", 1e3, 1, 3, "dot", f"{shown} TTFT p50", True),
                   ("steady.ttft_p99_s", 1e3, 1, 3, "solid", f"{shown} TTFT p99", True),
@@ -140,7 +148,8 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, dash="dash"),
                                          name=label_cap), row=1, col=1)  # legend entry for the dashed lines
     fig.update_xaxes(title_text=label)
-    fig.update_yaxes(type="log", row=1, col=3)
+    latency_ms = [y for tr in fig.data if tr.xaxis == "x3" and tr.y is not None for y in tr.y]
+    fig.update_yaxes(**charts.log_ladder_axis(latency_ms), row=1, col=3)
     fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
 
@@ -189,9 +198,10 @@ def main() -> None:
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
-               f"{plain(cfg.hardware.name)}). "
+               f"{plain(describe_where(cfg))}). "
                f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests ranked 10 %–90 % by "
-               "arrival; throughput and goodput over that window's span, not the makespan).")  # fmt: skip
+               "arrival; throughput and goodput over that window's span, not the makespan). Throughput counts output "
+               "tokens; goodput, requests meeting the SLOs.")  # fmt: skip
     if stop <= start:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")
         return

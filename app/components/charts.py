@@ -25,6 +25,27 @@ PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
 LOG_AXIS = dict(type="log", dtick=1, minor=dict(ticks="", showgrid=False))  # labels at decades only: 1, 10, 100, 1k
 
 
+def log_ladder_axis(values) -> dict:
+    """A log axis labelled at 1, 2, 5 × 10^k (1, 3 × 10^k over three or four decades) over the positive values'
+    span, each label in full ("20", "200", "2,000"). Plotly's own labels on a span under two decades are the decade plus bare digits ("2", "3" beside
+    "100", meaning 200 and 300), crowded together and unreadable as numbers."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    if v.size == 0:
+        return dict(LOG_AXIS)
+    lo_exp, hi_exp = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
+    if hi_exp - lo_exp > 4:  # over four decades any ladder would crowd: decades only
+        return dict(LOG_AXIS)
+    # 1-2-5 up to two decades (every digit when that gives under three labels), 1-3 up to four
+    ladders = ((1, 2, 5), range(1, 10)) if hi_exp - lo_exp <= 2 else ((1, 3),)
+    for ladder in ladders:
+        ticks = [m * 10.0**e for e in range(lo_exp, hi_exp + 1) for m in ladder]
+        if sum(v.min() <= t <= v.max() for t in ticks) >= 3:
+            break
+    ticks = [t for t in ticks if v.min() / 2 <= t <= v.max() * 2] or [10.0**lo_exp]
+    return dict(type="log", tickmode="array", tickvals=ticks, ticktext=[f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks],
+                minor=dict(ticks="", showgrid=False))
+
+
 @dataclass(frozen=True)
 class Metric:
     key: str
@@ -143,6 +164,19 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
     return fig
 
 
+def _other_roofs(res: SimResult) -> list[tuple[str, object]]:
+    """(pool name, hardware) for each pool of a deployment on a GPU other than the config's Hardware (Splitwise-HA:
+    H100 prefill, A100 decode); empty for one engine or one GPU kind."""
+    roof = lambda hw: (hw.name, hw.peak_tflops, hw.hbm_bandwidth_gb_per_s)  # noqa: E731  (not the TP degree)
+    out, seen = [], {roof(res.config.hardware)}
+    for inst in getattr(res, "instances", None) or ():
+        hw = inst.result.config.hardware
+        if roof(hw) not in seen:
+            seen.add(roof(hw))
+            out.append((f"{inst.role} pool", hw))
+    return out
+
+
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
     tl, hw, cal = res.timeline, res.config.hardware, res.config.calibration
@@ -160,6 +194,10 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                              name=f"roof: {peak:g} TFLOP/s, {hw.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak * cal.gemm_efficiency, bw * cal.memory_efficiency * xs), mode="lines",
                              line=dict(color="#5F6368", dash="dash"), name="calibrated roof (achievable)"))  # fmt: skip
+    for pool, other in _other_roofs(res):  # a deployment whose pools run on other GPUs: their ticks sit under their roof
+        o_peak, o_bw = other.peak_tflops, other.hbm_bandwidth_gb_per_s * 1e9 / 1e12
+        fig.add_trace(go.Scatter(x=xs, y=np.minimum(o_peak, o_bw * xs), mode="lines", line=dict(color="#8E24AA", width=2, dash="dashdot"),
+                                 name=f"{pool} roof ({other.name}): {o_peak:g} TFLOP/s, {other.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
     for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP):
         m = tl.phase[busy] == ph
         if m.any():
@@ -183,14 +221,16 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     return fig
 
 
-def step_figure(res: SimResult, tick: int, height: int = 360) -> go.Figure:
-    """One tick's batch: tokens each request computed (prefill chunk or decode) and KV blocks it holds."""
+def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarray | None = None) -> go.Figure:
+    """One tick's batch: tokens each request computed (prefill chunk or decode) and KV blocks it holds.
+    `req_ids`: the deployment-wide id of each of this engine's requests (an instance of a deployment), so
+    the bars name the requests as the timeline's rows do."""
     b = res.batches
     m = b.tick == tick
     req, new, dec, held = b.req[m], b.num_new_tokens[m], b.is_decode[m], b.kv_blocks_held[m]
     order = np.argsort(req)
     req, new, dec, held = req[order], new[order], dec[order], held[order]
-    labels = [f"req {r}" for r in req]
+    labels = [f"req {r}" for r in (req if req_ids is None else req_ids[req])]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed this tick", "KV blocks held during the tick"),
                         horizontal_spacing=0.1)  # fmt: skip
     for is_dec, name in ((False, "prefill"), (True, "decode")):

@@ -114,9 +114,10 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     more = len(res.instances) - len(rows)
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12 + 0.025 * len(rows), 0.5, 0.2],
-        subplot_titles=(f"Instances ({res.num_gpus} GPUs; a row per instance, its TP group collapsed)"
-                        + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
-                        "Requests (the instance they ran on)" + (" alive in this window" if window is not None else ""),
+        # short titles: Plotly clips a centred title wider than the chart (a phone, a narrow window); a row's label
+        # ("prefill 0 · 2 GPUs") already says its TP group is one row, the request rows name their instance
+        subplot_titles=(f"Instances ({res.num_gpus} GPUs)" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
+                        "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
     _gantt(fig, res, rows)
@@ -163,6 +164,6 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
-    if x_range:
-        fig.update_xaxes(range=list(x_range))
+    if window is not None or x_range:  # the window when given (as for one engine), else the run's range
+        fig.update_xaxes(range=list(window if window is not None else x_range))
     return fig

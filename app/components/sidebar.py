@@ -104,14 +104,19 @@ def scheduler_label(cfg: SimConfig) -> str:
     return cfg.scheduler.name
 
 
-def describe_config(cfg: SimConfig) -> str:
-    """One line naming what runs, with names that stay true after edits."""
-    hw, s = cfg.hardware, cfg.scheduler
-    where = f"{hw.num_gpus}× {hw.name}"
-    if cfg.deployment is not None:  # replicas / disaggregated pools (issue 13)
+def describe_where(cfg: SimConfig) -> str:
+    """The GPUs a config runs on: "1× H100 SXM", or a deployment's replicas / disaggregated pools (issue 13)."""
+    if cfg.deployment is not None:
         from sim_core.cluster.report import describe_deployment
 
-        where = describe_deployment(cfg)
+        return describe_deployment(cfg)
+    return f"{cfg.hardware.num_gpus}× {cfg.hardware.name}"
+
+
+def describe_config(cfg: SimConfig) -> str:
+    """One line naming what runs, with names that stay true after edits."""
+    s = cfg.scheduler
+    where = describe_where(cfg)
     return (f"{cfg.model.name} on {where} · scheduler {scheduler_label(cfg)} ({s.prefill_mode}, "
             f"{s.batching}) · workload {cfg.workload.name}, {cfg.workload.num_requests:,} requests, seed {cfg.seed}")
 

@@ -84,7 +84,8 @@ def lesson_banner() -> None:
     with st.container(border=True, key="lesson_banner"):
         c1, c2, c3 = st.columns([6, 2, 1], vertical_alignment="center")
         where = " · the mechanism scenario" if run == "mechanism" else ""
-        c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{lesson.values[step]}`")
+        shown = (lesson.value_labels or lesson.values)[step]  # a whole section (a deployment) by its label, not its dict
+        c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
         c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:",
                      query_params={"lesson": lesson.id})  # fmt: skip

@@ -62,6 +62,7 @@ from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
 from sim_core.sessions import SlotState
 from sim_core.types import Event
+from sim_core.workload import copy_workload, generate_workload
 
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
 
@@ -122,10 +123,13 @@ class Deployment:
                      ("decode", pool_config(cfg, "decode"), dis.decode.replicas)]  # fmt: skip
         self.front: list[Instance] = []  # instances that receive arrivals
         self.back: list[Instance] = []  # decode pool (empty without disaggregation)
+        # The one workload of the config (every pool's config has the same workload section and seed), drawn once:
+        # each engine gets a copy instead of drawing it again (64 draws of 200k requests outlasted the run budget)
+        drawn = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
         for role, pcfg, count in specs:
             for k in range(count):
                 try:
-                    eng = Engine(pcfg)
+                    eng = Engine(pcfg, copy_workload(drawn))
                 except MemoryPlanError as err:
                     raise MemoryPlanError(f"{role} pool: {err}" if dis else str(err)) from None
                 if k == 0 and role != "decode":
@@ -206,6 +210,15 @@ class Deployment:
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
         self._bounds_at: list[tuple | None] = [None] * len(self.instances)
+        # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
+        # loop and the mid-run router read them at every arrival; issue 13: cost)
+        self._instants: list[float] | None = None
+        self._requests: list[tuple] | None = None  # (arrival, prompt, output, priority, class) per request (`_add`)
+        if self.turns is None:
+            times = self.arrival_s.tolist()
+            self._instants = [self._instant(t) for t in times] if self.refresh_s else times
+            self._requests = list(zip(times, wl.prompt_tokens.tolist(), wl.output_tokens.tolist(), wl.priority.tolist(),
+                                      wl.class_idx.tolist()))  # fmt: skip
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -242,8 +255,9 @@ class Deployment:
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
             if self._early and ptr < R:  # (no cluster events without a decode pool)
-                focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
-                         and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
+                focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
+                         and insts[j].engine.has_work]  # fmt: skip
                 if not focus:
                     hint, self._hint = self._hint, None
                     # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
@@ -254,12 +268,12 @@ class Deployment:
                         self._ptr += 1
                         stalled.clear()
                         continue
-                    focus = [j for j in focus if j not in stalled and insts[j].engine.has_work
-                             and insts[j].engine.st.now_s < t_arr]  # fmt: skip
+                    focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
+                             and insts[j].engine.has_work]  # fmt: skip
                     if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
                         self._early = False
                         continue
-                i = min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
+                i = focus[0] if len(focus) == 1 else min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
             elif self._dispatch_t is not None:  # a dispatch waits for decode instances to reach its instant
                 t_d = self._dispatch_t
                 i = min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
@@ -294,7 +308,15 @@ class Deployment:
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
-                self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                if self.stopped_reason is None:
+                    self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                lim = eng.cfg.limits
+                if eng.st.now_s >= lim.max_sim_time_s and eng.rec.num_ticks < lim.max_ticks:
+                    # its time limit: the others still run up to theirs (it has no work now: Engine.has_work). An
+                    # instance ahead in time (an idle prefill instance jumps to its next arrival before a decode
+                    # instance runs) stopped the whole run, leaving requests that finish long before the limit unfinished.
+                    stalled.clear()
+                    continue
                 break
             if (eng.st.now_s, eng.rec.num_ticks) == before:
                 stalled.add(i)  # waits for another instance or an event
@@ -323,29 +345,34 @@ class Deployment:
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
-        kv_rule = self.router.policy == "least_kv"
-        bounds, usage = [], [] if kv_rule else None
         cache = self._bounds_at
+        bounds = []
         # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
+        if self.router.policy != "least_kv":
+            for j, (f, _, m) in enumerate(self._bound_fns):
+                if j == k:
+                    bounds.append((known[1], known[1]))
+                    continue
+                at = cache[j]
+                if at is None or at[0] != t:
+                    at = cache[j] = (t, f(t, m), None)
+                bounds.append(at[1])
+            return self.router.choose_by_bounds(bounds, r)
+        usage = []
         for j, (f, g, m) in enumerate(self._bound_fns):
             if j == k:
                 bounds.append((known[1], known[1]))
-                if kv_rule:
-                    usage.append((known[2], known[2]))
+                usage.append((known[2], known[2]))
                 continue
             at = cache[j]
             if at is None or at[0] != t:
-                if not kv_rule:
-                    at = cache[j] = (t, f(t, m), None)
-                else:
-                    # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
-                    # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
-                    # (weaker bounds cost catch-ups, never a choice)
-                    u = g(t, m)
-                    at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
+                # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
+                # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
+                # (weaker bounds cost catch-ups, never a choice)
+                u = g(t, m)
+                at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
             bounds.append(at[1])
-            if kv_rule:
-                usage.append(at[2])
+            usage.append(at[2])
         return self.router.choose_by_bounds(bounds, r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
@@ -355,18 +382,20 @@ class Deployment:
         loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
         returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
         R = self.num_requests
+        instants = self._instants  # (no closed-loop sessions here: listed)
         while self._mid_exact and self._ptr < R:  # every other busy replica must have reached the instant
-            t = self._routing_instant(self._ptr)
+            t = instants[self._ptr]
             if t > now_s:
                 return t
-            if any(j != i and x.engine.has_work and x.engine.st.now_s < t for j, x in enumerate(self.front)):
+            # (the clock first: the cheapest test, and the one that fails once every replica has reached t)
+            if any(x.engine.st.now_s < t and j != i and x.engine.has_work for j, x in enumerate(self.front)):
                 return now_s
             live = _Running(eng, count, usage)
             self._ptr = self._route(self._ptr, [live if j == i else _seen(x.engine) for j, x in enumerate(self.front)])
             count = live.num_outstanding
         while self._early and self._ptr < R:
             r = self._ptr
-            t = self._routing_instant(r)
+            t = instants[r]
             if t > now_s:
                 return t
             pick, rivals = self._choose_by_bounds(r, t, (i, count, usage))
@@ -484,17 +513,22 @@ class Deployment:
         self._seq += 1
 
     # ------------------------------------------------------------------ events
-    def _window(self, r: int) -> int:
-        return math.floor(float(self.arrival_s[r]) / self.refresh_s)
+    def _window(self, r: int) -> int | float:
+        q = float(self.arrival_s[r]) / self.refresh_s
+        return math.floor(q) if math.isfinite(q) else q  # (an arrival at ~1e308 s: its window is inf, not OverflowError)
 
     def _routing_instant(self, r: int) -> float:
         """When request r is routed from the engines' state: its arrival, or with a refresh interval the
         refresh instant at or before it (the state the router holds then is what it routes r on)."""
+        if self._instants is not None:
+            return self._instants[r]
         return self._instant(float(self.arrival_s[r]))
 
     def _instant(self, t: float) -> float:
         """The routing instant of an arrival at time t (`_routing_instant`)."""
-        return t if not self.refresh_s or not math.isfinite(t) else min(math.floor(t / self.refresh_s) * self.refresh_s, t)
+        q = t / self.refresh_s if self.refresh_s else math.inf
+        # (q infinite: no refresh interval, an unreleased turn, or t / refresh_s beyond floats: an arrival at 1e308 s)
+        return t if not math.isfinite(q) else min(math.floor(q) * self.refresh_s, t)
 
     def _route(self, r: int, engines: list | None = None) -> int:
         """Route request r, and with a refresh interval every later arrival of its interval (the router's view
@@ -519,8 +553,11 @@ class Deployment:
     def _add(self, r: int, i: int) -> None:
         """Request r goes to front instance i (it arrives there at its arrival time)."""
         wl = self.workload
-        k = self.front[i].engine.add_request(float(self.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
-                                             int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
+        if self._requests is not None:  # (Python values listed once: this runs at every arrival)
+            k = self.front[i].engine.add_request(*self._requests[r], source=(wl, r))
+        else:  # (closed-loop sessions: arrival times are written as turns are released)
+            k = self.front[i].engine.add_request(float(self.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r]),
+                                                 int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
         self._bounds_at[i] = None

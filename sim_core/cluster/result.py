@@ -97,7 +97,10 @@ def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable
         for f in _REQ_FIELDS:
             out[f][ids] = getattr(tables[i], f)[: ids.size]
     if dep.back:
-        handed = ~np.isnan(dep.kv_wait_start_s)
+        # Handed off: FINISHED on its prefill instance at the first token with tokens still to go. (Not
+        # `kv_wait_start_s`: a run stopped by a limit before the deployment took a hand-off event from its heap
+        # left no wait start, and the request read as finished with one token of its output.)
+        handed = (out["status"] == Status.FINISHED) & (out["num_emitted"] < out["output_tokens"])
         out["status"][handed] = Status.RUNNING  # until its decode side says otherwise
         out["finish_s"][handed] = np.nan
         for d in range(len(dep.front), len(dep.instances)):
@@ -121,8 +124,9 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
     busy_gpu_s = sum(float(p.result.timeline.duration_s[p.result.timeline.phase != Phase.IDLE].sum()) * p.num_gpus
                      for p in parts)  # fmt: skip
     ticks = [p.result.summary.num_ticks for p in parts]
+    # (no busy tick anywhere: NaN, as one engine's mean over no ticks, not 0: a run stopped before its first tick)
     weighted = lambda name: (sum(getattr(p.result.summary, name) * n for p, n in zip(parts, ticks) if n)  # noqa: E731
-                             / max(sum(ticks), 1))  # fmt: skip
+                             / sum(ticks) if sum(ticks) else float("nan"))  # fmt: skip
     return s.model_copy(update={
         "gpu_busy_fraction": busy_gpu_s / (cfg.num_gpus_total * s.makespan_s) if tl.num_ticks else 0.0,
         "mfu_mean": weighted("mfu_mean"), "mbu_mean": weighted("mbu_mean"),
@@ -130,7 +134,7 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
         "kv_num_blocks": sum(p.result.memory.num_blocks for p in parts),
         "kv_capacity_tokens": sum(p.result.memory.kv_capacity_tokens for p in parts),
         "swap_time_s": sum(p.result.summary.swap_time_s for p in parts),
-    } | _prefix_totals(dep))  # fmt: skip
+    } | _prefix_totals(dep) | _spec_totals(dep))  # fmt: skip
 
 
 def _prefix_totals(dep: Deployment) -> dict:
@@ -143,6 +147,17 @@ def _prefix_totals(dep: Deployment) -> dict:
     return {"prefix_hit_rate_tokens": hit_tok / tok if tok else float("nan"),
             "prefix_hit_rate_blocks": hit_blk / blk if blk else float("nan"),
             "prefill_tokens_saved": int(hit_tok), "prefix_blocks_evicted": sum(int(c.num_evicted) for c in caches)}
+
+
+def _spec_totals(dep: Deployment) -> dict:
+    """Speculative-decoding figures over every instance that decodes with speculation (tokens / verified steps
+    and draft time summed, not averaged). Without them a deployment with speculation on reported None, as if off."""
+    specs = [x.engine.spec for x in dep.instances if x.engine.spec is not None]
+    if not specs:
+        return {}
+    steps, emitted = sum(s.num_steps for s in specs), sum(s.num_emitted for s in specs)
+    return {"spec_tokens_per_step": emitted / steps if steps else float("nan"),
+            "spec_draft_time_s": sum(s.draft_time_s for s in specs)}
 
 
 def build_result(dep: Deployment) -> ClusterResult:

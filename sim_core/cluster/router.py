@@ -52,6 +52,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import compress, repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 CACHE_THRESHOLD = 0.5  # share of the prompt's full blocks a cached prefix must exceed (SGLang default)
 BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
 BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
+_HIGH = itemgetter(1)  # a (low, high) bound's high end
 MAX_OWED = 256  # cache_aware: leading runs whose stamps an instance's tree may owe at once (each holds a prompt's keys)
 
 
@@ -185,20 +187,28 @@ class Router:
         bounds leave the balance test open)."""
         n = len(bounds)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
-            turn = [(i - self.turn) % n for i in range(n)]
-            hi = [(usage[i][1], bounds[i][1], turn[i]) for i in range(n)]
-            best = min(range(n), key=hi.__getitem__)
-            rivals = [j for j in range(n) if j != best and (usage[j][0], bounds[j][0], turn[j]) < hi[best]]
+            nxt = self.turn
+            best, top = -1, None
+            for i in range(n):  # (loops, not comprehensions: this runs at every arrival)
+                key = (usage[i][1], bounds[i][1], (i - nxt) % n)
+                if best < 0 or key < top:
+                    best, top = i, key
+            rivals = []
+            for j in range(n):
+                if j != best and (usage[j][0], bounds[j][0], (j - nxt) % n) < top:
+                    rivals.append(j)
             if not rivals:
                 self.took_turn(best, n)
                 return best, []
-            exact = usage[best][0] == usage[best][1] and bounds[best][0] == bounds[best][1]
-            return None, rivals + ([] if exact else [best])
-        cand = list(range(n))
-        keys = self._keys(request)
+            if usage[best][0] != usage[best][1] or bounds[best][0] != bounds[best][1]:  # (the best is not exact)
+                rivals.append(best)
+            return None, rivals
+        cand = range(n)
+        keys = self._keys(request) if self._tree is not None else []  # (the call only for cache_aware's tree)
         if self.policy == "cache_aware" and (keys or self._memo[3]):
-            lo_min, lo_max = min(b[0] for b in bounds), max(b[0] for b in bounds)
-            hi_min, hi_max = min(b[1] for b in bounds), max(b[1] for b in bounds)
+            # (C-level: (low, high) pairs order by their low bound first)
+            lo_min, lo_max = min(bounds)[0], max(bounds)[0]
+            hi_min, hi_max = min(bounds, key=_HIGH)[1], max(bounds, key=_HIGH)[1]
             balanced = not _imbalanced(lo_min, hi_max)  # balanced even at the widest spread the bounds allow
             if not balanced and not _imbalanced(hi_min, lo_max):
                 return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
@@ -217,12 +227,19 @@ class Router:
             hi, turn = bounds[i][1], (i - nxt) % n
             if best < 0 or hi < top_hi or (hi == top_hi and turn < top_turn):
                 best, top_hi, top_turn = i, hi, turn
-        rivals = [j for j in cand if j != best and (bounds[j][0] < top_hi or (bounds[j][0] == top_hi and (j - nxt) % n < top_turn))]
+        rivals = []
+        for j in cand:  # (a loop: a comprehension is a call of its own, and this runs at every arrival)
+            lo = bounds[j][0]
+            if j != best and (lo < top_hi or (lo == top_hi and (j - nxt) % n < top_turn)):
+                rivals.append(j)
         if not rivals:
             self.took_turn(best, n)
-            self._remember(best, keys)
+            if self._tree is not None:
+                self._remember(best, keys)
             return best, []
-        return None, rivals + ([best] if bounds[best][0] < top_hi else [])
+        if bounds[best][0] < top_hi:
+            rivals.append(best)
+        return None, rivals
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:

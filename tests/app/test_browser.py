@@ -173,6 +173,38 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     page.close()
 
 
+def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
+    # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
+    # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(server + "/learn?lesson=roofline")  # a lesson opened in Simulate: its banner's "Back to the lesson" too
+    page.get_by_role("button", name="Open with HBM bandwidth (GB/s) = 1675").click()
+    page.wait_for_selector(".st-key-lesson_banner [data-testid='stPageLink']", timeout=90_000)
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+    # the whole headline drawn (on a busy machine the Gantt can be in before the metrics are), then measured
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 8", timeout=90_000)
+    page.wait_for_timeout(500)
+    cut = page.evaluate("""() => [...document.querySelectorAll(
+        "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div, .st-key-ui-share button p, .st-key-ui-timeline_plotly p, "
+        + ".st-key-lesson_banner [data-testid='stPageLink'] span")]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    assert cut == [], cut
+    page.screenshot(path=str(ARTIFACTS / "narrow-800.png"), full_page=True)
+    page.close()
+
+
+def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, browser):
+    # at 800 px with the sidebar open, two CDFs side by side left each a ~100 px plot beside its legend
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(server + "/compare")
+    page.wait_for_function("() => document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot').length == 4", timeout=90_000)
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot')]
+        .map(p => { const r = p.getBoundingClientRect(); return {w: r.width, x: r.x, y: r.y}; })""")
+    assert all(b["w"] >= 400 for b in boxes), boxes
+    assert [b["y"] for b in boxes] == sorted(b["y"] for b in boxes)  # TTFT, TPOT, ITL, E2E from the top
+    page.close()
+
+
 def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, browser):
     normal = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
     tick_px = "() => parseFloat(getComputedStyle(document.querySelector('[data-testid=timeline-html] .sgt-x span')).fontSize)"

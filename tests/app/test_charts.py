@@ -190,3 +190,27 @@ def test_runs_a_and_b_never_share_a_colour_with_a_phase(small):
     fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
     a, b = fig.data[0], fig.data[1]
     assert a.line.color == RUN_COLORS["A"] and b.line.color == RUN_COLORS["B"] and a.line.dash != b.line.dash
+
+
+def test_a_log_axis_under_three_decades_is_labelled_in_full_at_1_2_5():
+    # Plotly labels 12-260 ms as "100" with bare digits "2", "3" beside it (meaning 200, 300): unreadable
+    axis = charts.log_ladder_axis([12.0, 30.0, 131.0, 260.0, None, float("nan")])
+    assert axis["type"] == "log" and axis["ticktext"] == ["10", "20", "50", "100", "200", "500"]
+    assert axis["tickvals"] == pytest.approx([10, 20, 50, 100, 200, 500])
+    assert charts.log_ladder_axis([12.0, 28.0])["ticktext"] == ["10", "20", "30", "40", "50"]  # narrow: every digit
+    assert charts.log_ladder_axis([180.0, 100_000.0])["ticktext"] == ["100", "300", "1,000", "3,000", "10,000", "30,000",
+                                                                      "100,000"]  # three to four decades: 1-3
+    assert charts.log_ladder_axis([0.05, 40_000.0]) == charts.LOG_AXIS  # wide: decades only
+    assert charts.log_ladder_axis([]) == charts.LOG_AXIS
+
+
+def test_a_deployment_on_two_gpu_kinds_draws_each_pools_roof():
+    # Splitwise-HA decodes on A100s under H100 prefill: against the H100 roof alone its decode ticks looked far
+    # below what the hardware allows
+    from sim_core import load_preset
+
+    split = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
+    names = [t.name for t in charts.roofline_figure(split).data]
+    assert "decode pool roof (A100 80GB SXM): 312 TFLOP/s, 2039 GB/s" in names
+    same = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))  # one GPU kind (TP2 and TP1): one roof
+    assert not [n for n in (t.name for t in charts.roofline_figure(same).data) if "pool roof" in n]

@@ -3,6 +3,7 @@ and the app opens a deployment link without error."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components import timeline
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
-from sim_core import run_simulation
+from sim_core import load_preset, run_simulation
+from sim_core.types import Phase
 from sim_core.sweep import with_value
 from tests.conftest import make_config
 
@@ -184,3 +187,82 @@ def test_sidebar_keeps_and_edits_the_router_state_refresh():
     from app.state import decode_config
 
     assert decode_config(at.query_params["cfg"]).deployment.state_refresh_s == 1.5
+
+
+def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
+    # a deployment draws three panels (instances, requests, KV per instance), one engine four; the caption said four
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.run()
+    assert not at.exception and not at.error
+    shown = " ".join(c.value for c in at.caption)
+    assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
+    one = AppTest.from_file(APP, default_timeout=120).run()
+    assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
+
+
+def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
+    # the merged timeline's ticks belong to different engines: the line names the instance, its KV pool is that
+    # engine's, and the batch chart is read from that engine's log (a deployment's own log is empty: it said
+    # "recorded for the first 100,000 ticks" on tick 1)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.session_state["ui.tab"] = "Step through"
+    at.run()
+    assert not at.exception and not at.error
+    res = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))
+    for step in (1, 2):
+        if step == 2:
+            at.button(key="ui.step_next").click().run()
+        tick = int(np.flatnonzero(res.timeline.phase != Phase.IDLE)[step - 1])
+        inst = res.instances[int(res.timeline.columns["instance"][tick])]
+        line = next(m.value for m in at.markdown if m.value.startswith(f"**Tick {tick:,}**"))
+        assert line.startswith(f"**Tick {tick:,}** on {inst.label} at t = ") and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
+        assert not [i.value for i in at.info if "Batches are recorded" in i.value]
+        own = int(np.count_nonzero(res.timeline.columns["instance"][:tick] == res.timeline.columns["instance"][tick]))
+        b = inst.result.batches
+        expected = {f"req {r}" for r in inst.request_ids[b.req[b.tick == own]]}  # deployment-wide ids, as the rows
+        fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
+        assert expected and {x for tr in fig["data"] for x in tr["x"]} == expected
+
+
+def test_compare_names_a_linked_deployment_by_its_pools_and_opens_its_gantt_on_the_window():
+    # a linked deployment was described as "on 1× A100 80GB SXM", and its Gantt showed the whole run whatever
+    # the "Whole run in the Gantts" toggle said
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("app_pages/compare.py")
+    at.query_params["a_preset"] = "cluster-distserve-opt13b-3xa100-colocated"
+    at.query_params["b_preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.run()
+    assert not at.exception and not at.error
+    setups = [m.value for m in at.markdown if "(from the link)" in m.value]
+    assert len(setups) == 2 and "3 replicas" in setups[0] and "prefill" in setups[1] and "1× A100" not in " ".join(setups)
+    a = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-colocated"))
+    window = timeline.opening_window(a)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert window is not None and fig["layout"]["xaxis"]["range"] == pytest.approx(list(window))
+    at.toggle(key="cmp.whole").set_value(True).run()
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert fig["layout"]["xaxis"]["range"][0] == 0
+
+
+def test_the_deployment_timelines_panel_titles_fit_a_narrow_chart():
+    # "Instances (8 GPUs; a row per instance, its TP group collapsed)" was clipped at 800 px; the caption says it
+    res = run_simulation(load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d"))
+    fig = cluster_timeline_figure(res, 0, 30, window=timeline.opening_window(res))
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[:2] == ["Instances (8 GPUs)", "Requests alive in this window"] and max(map(len, titles)) <= 32
+
+
+def test_sweep_names_a_deployments_gpus_in_its_base_setup():
+    # it said "on A100 80GB SXM" for three A100s split into a TP2 prefill and a decode instance
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.run()
+    at.switch_page("app_pages/sweep.py")
+    at.query_params.update({"sweep": "rate", "start": "1", "stop": "2", "n": "2"})
+    at.session_state["sw.steady"] = False
+    at.run()
+    assert not at.exception
+    base = next(c.value for c in at.caption if c.value.startswith("Base setup"))
+    assert "1 prefill of 2x A100 80GB SXM + 1 decode of A100 80GB SXM (3 GPUs)" in base, base

@@ -121,6 +121,15 @@ def test_a_markdown_scheduler_name_is_shown_as_text():
     assert_no_markup_from_visitors(at)
 
 
+def test_a_markdown_scheduler_name_in_a_compare_link_is_shown_as_text():
+    # the A — B line under the pickers rendered a linked scheduler name as markdown (an image, a link)
+    at = open_page(PAGES[1], {"a_preset": "chat-h100-llama8b", "a_scheduler.name": "![](https://example.invalid/p.png)",
+                              "b_preset": "chat-h100-llama8b", "b_scheduler.name": "[log in](https://example.invalid)"})
+    assert not at.exception
+    assert any("p.png" in m.value for m in at.markdown if m.value.startswith("**A**"))
+    assert_no_markup_from_visitors(at)
+
+
 def _uploader(at: AppTest, key: str):
     return next(u for u in at.file_uploader if u.key == key)
 

@@ -163,6 +163,15 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     rows = at.dataframe[0].value
     assert len(rows) >= 2 and "output tok/s" in rows.columns
     assert any("capacity" in m.value for m in at.markdown)
+    import json
+
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
+    assert len(legend) == len(set(legend)) and not any(n == "vLLM V1" for n in legend)  # each entry says what it is
+    fig = spec["layout"]
+    titles = [a["text"] for a in fig["annotations"]]
+    assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
+    assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
 
 
 @pytest.mark.parametrize("lesson", [x.id for x in load_lessons()])
@@ -189,6 +198,16 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert at.button(key="lesson_banner.close")
 
 
+def test_the_lesson_banner_names_a_whole_section_by_its_label():
+    # the split lesson's knob is the deployment section: the banner showed its dict
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    assert not at.exception
+    line = next(m.value for m in at.markdown if m.value.startswith(f"**Lesson {lesson.order}:"))
+    assert f"= `{lesson.value_labels[1]}`" in line and "{" not in line
+
+
 def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
     lesson = next(x for x in load_lessons() if x.id == "kv-preemption")  # recompute is the preset's own value
     at = open_page(PAGES[3], lesson=lesson.id)
@@ -208,6 +227,19 @@ def test_workshop_mode_hides_the_answer_until_revealed():
     shown = open_page(PAGES[3], lesson=lesson.id, workshop="1", reveal=lesson.id)
     assert lesson.answer in " ".join(m.value for m in shown.markdown)
     assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
+
+
+@pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt"])
+def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
+    # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"
+    at = open_page(PAGES[3], lesson=lesson, workshop="1", reveal=lesson)
+    assert not at.exception
+    shown = [(m.value, m.delta) for m in at.metric]
+    assert len(shown) == 2 and all("_" not in delta for _, delta in shown), shown
+    if lesson == "short-benchmark":
+        assert [v for v, _ in shown] == ["100%", "27%"] and shown[0][1] == "requests meeting the SLOs"
+    else:
+        assert all(v.endswith("ms") or v.endswith(" s") for v, _ in shown) and shown[0][1] == "TTFT p99"
 
 
 def test_the_glossary_defines_the_workshop_terms_and_cites_the_article():
@@ -281,6 +313,15 @@ def test_hardware_sources_are_shown():
     assert len(table) >= 5 and table["source"].str.len().min() > 10
 
 
+def test_about_quotes_the_cost_models_computed_error_band_as_plan_does():
+    # it said "82 other published measurements ... about 11 %" while validate and Plan reported another band
+    from sim_core.planner import calibration_band
+
+    about = open_page("app_pages/about.py")
+    text = " ".join(m.value for m in about.markdown)
+    assert calibration_band().text() in text and "about 11 %" not in text
+
+
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     at = open_page("app_pages/plan.py")
@@ -297,6 +338,12 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
     assert any("candidate configurations" in c.value for c in at.caption)
+    import json
+
+    fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    front = next(t for t in fig["data"] if t["name"] == "Pareto front")
+    assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
+    assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis"]["ticktext"]  # labels in full, not bare digits
 
 
 def test_plan_page_offers_prefill_decode_splits_and_a_router():

@@ -1,7 +1,7 @@
 """The engine's bounds on what a router reads at a later instant (engine.py's cluster hooks `outstanding_bounds`,
 `kv_usage_bounds`) hold: run the engine on to that instant and the count and KV usage it then shows lie within
 them. And the router's choice from bounds (`Router.choose_by_bounds`, least_kv) is the exact choice whenever it
-settles."""
+settles, with the rivals the keys `choose` compares name."""
 
 from __future__ import annotations
 
@@ -87,3 +87,37 @@ def test_least_kv_settles_only_when_every_state_within_the_bounds_agrees(spec, s
     ref = Router("least_kv", n)
     ref.turn = start % n
     assert points[0] == ref.choose(truth, 0)  # exact values always settle
+
+
+def _rivals_by_keys(policy, bounds, usage, turn):
+    """`choose_by_bounds`' rule as key tuples (what `choose` compares): the least upper key, and the instances whose
+    lower key is below it, then the best unless its values are exact."""
+    n = len(bounds)
+    order = [(i - turn) % n for i in range(n)]
+    if policy == "least_kv":
+        hi = [(usage[i][1], bounds[i][1], order[i]) for i in range(n)]
+        lo = [(usage[i][0], bounds[i][0], order[i]) for i in range(n)]
+        exact = lambda b: usage[b][0] == usage[b][1] and bounds[b][0] == bounds[b][1]  # noqa: E731
+    else:
+        hi = [(bounds[i][1], order[i]) for i in range(n)]
+        lo = [(bounds[i][0], order[i]) for i in range(n)]
+        exact = lambda b: bounds[b][0] >= hi[b][0]  # noqa: E731
+    best = min(range(n), key=hi.__getitem__)
+    rivals = [j for j in range(n) if j != best and lo[j] < hi[best]]
+    return (best, []) if not rivals else (None, rivals + ([] if exact(best) else [best]))
+
+
+@given(st.sampled_from(["least_outstanding", "least_kv", "cache_aware"]),
+       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=6),
+       st.integers(0, 5))  # fmt: skip
+def test_choices_from_bounds_name_the_rivals_the_key_comparison_names(policy, spec, start):
+    # the router compares plain values in loops (it runs at every arrival); the pick, the rivals listed (the replicas
+    # that must catch up, in index order, then the best if it is not exact) and the turn are those of the keys
+    # `choose` compares (cache_aware without a workload: no tree, the count rule)
+    bounds = [(lo, lo + w) for lo, w, _, _ in spec]
+    usage = [(u / 8, (u + uw) / 8) for _, _, u, uw in spec]
+    router = Router(policy, len(spec))
+    router.turn = start % len(spec)
+    expect = _rivals_by_keys(policy, bounds, usage, router.turn)
+    assert router.choose_by_bounds(bounds, 0, usage if policy == "least_kv" else None) == expect
+    assert router.turn == (start % len(spec) if expect[0] is None else (expect[0] + 1) % len(spec))
