@@ -276,8 +276,7 @@ class Deployment:
                 i = focus[0] if len(focus) == 1 else min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
             elif self._dispatch_t is not None:  # a dispatch waits for decode instances to reach its instant
                 t_d = self._dispatch_t
-                i = min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
-                         and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
+                i = self._dispatch_waits_for(stalled)
                 if i is None:
                     self._dispatch(t_d)
                     stalled.clear()
@@ -333,6 +332,10 @@ class Deployment:
                 eng.handed_off.clear()
             if inst.role == "decode" and self._pending and self._dispatch_t is None:
                 self._push(eng.st.now_s, RETRY, ())  # (not while catching up with a dispatch: it was before it)
+            elif self._dispatch_t is not None and self._dispatch_waits_for(stalled) is None:
+                # (the catch-up a dispatch waited for is done: the next pass would make it and nothing else, so it is
+                # made in this one; one loop pass fewer per hand-off that waits for a decode instance)
+                self._dispatch(self._dispatch_t)
         for x in insts:  # (a run paused at its horizon when the loop ended: its state goes to the arrays)
             x.engine.settle()
         if self.stopped_reason is None and self._pending:
@@ -637,6 +640,14 @@ class Deployment:
             self.kv_transfer_bytes[r] = nbytes
             self.events.append((r, t, Event.KV_TRANSFER_START))
             self._push(t + dt, XFER_DONE, (i, d, r))
+
+    def _dispatch_waits_for(self, stalled: set[int]) -> int | None:
+        """The instance a waiting dispatch (`_dispatch_t`) has the loop step next: the busy, unstalled one of
+        `_dispatch_need` with the earliest clock before the dispatch's instant (ties: lowest index); None once every
+        one has reached it."""
+        t_d, insts = self._dispatch_t, self.instances
+        return min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
+                    and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
 
     def _fits(self, d: int, need: int) -> bool:
         return decode_fits(self.back[d].engine, self._incoming[d], need)
