@@ -163,7 +163,7 @@ class Engine:
         """Jump the clock to the next arrival. False when nothing will ever arrive (run ends)."""
         st = self.st
         nxt = self._next_input_s()
-        if not np.isfinite(nxt):
+        if not math.isfinite(nxt):  # (a Python float: the clock's next input; math, not a NumPy call, every idle step)
             if st.waiting_keys.size or st.swapped_keys.size:
                 self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
             return False
@@ -433,13 +433,14 @@ class Engine:
         st.num_finished += ids.size
         self.handed_off.append((ids, t_end))
 
-    def release(self, ids: np.ndarray) -> None:
-        """Free the KV blocks of handed-off requests (their transfer is done)."""
+    def release(self, ids: np.ndarray | int) -> None:
+        """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case)."""
         self.kv.free(ids)
         self._bounds_memo = self._kv_memo = None  # (the state changed without a tick: bounds are recomputed)
 
-    def reserve(self, ids: np.ndarray, num_blocks: np.ndarray) -> None:
-        """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free). (A
+    def reserve(self, ids: np.ndarray | int, num_blocks: np.ndarray | int) -> None:
+        """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free; one
+        request as ints: the cluster's case). (A
         paused run that takes them, `fastpath.run_ticks`' `joinable`, counts them as its free blocks go; else it ends.)"""
         if self._live is not None and not self._live[10]:
             self.settle()

@@ -175,6 +175,9 @@ class Deployment:
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
         self._incoming = [0] * len(self.back)  # reserved, transfer in flight
         self._decs = [x.engine for x in self.back]  # (`_dispatch`: the decode engines, listed once)
+        # Blocks a context needs are the same on every decode instance when their block managers are alike (one pool
+        # config: always, today); `_dispatch` then asks one of them
+        self._same_blocks = len({(e.kv.block_size, e.kv.num_samples, e.kv._contiguous_blocks) for e in self._decs}) == 1
         self._head_need: tuple[int, list[int]] = (-1, [])  # (request, blocks it needs on each decode instance): `_dispatch`
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
@@ -273,8 +276,7 @@ class Deployment:
                 i = focus[0] if len(focus) == 1 else min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
             elif self._dispatch_t is not None:  # a dispatch waits for decode instances to reach its instant
                 t_d = self._dispatch_t
-                i = min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
-                         and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
+                i = self._dispatch_waits_for(stalled)
                 if i is None:
                     self._dispatch(t_d)
                     stalled.clear()
@@ -330,6 +332,10 @@ class Deployment:
                 eng.handed_off.clear()
             if inst.role == "decode" and self._pending and self._dispatch_t is None:
                 self._push(eng.st.now_s, RETRY, ())  # (not while catching up with a dispatch: it was before it)
+            elif self._dispatch_t is not None and self._dispatch_waits_for(stalled) is None:
+                # (the catch-up a dispatch waited for is done: the next pass would make it and nothing else, so it is
+                # made in this one; one loop pass fewer per hand-off that waits for a decode instance)
+                self._dispatch(self._dispatch_t)
         for x in insts:  # (a run paused at its horizon when the loop ended: its state goes to the arrays)
             x.engine.settle()
         if self.stopped_reason is None and self._pending:
@@ -572,13 +578,13 @@ class Deployment:
         elif kind == XFER_DONE:
             i, d, r = payload
             pre = self.instances[i].engine
-            kp = np.array([self.slot_of[r]], dtype=np.int64)
+            kp = self.slot_of.item(r)  # (one request: a slot as a Python int, no 1-element arrays, once per request)
             if self.views is not None:
                 self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
             self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
-                                                 pre.st.first_token_s[kp])  # fmt: skip
+                                                 pre.st.first_token_s.item(kp))  # fmt: skip
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, Event.KV_TRANSFER_DONE))
@@ -603,7 +609,9 @@ class Deployment:
             if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: same blocks)
                 need = self._head_need[1]
             else:
-                need = [int(e.kv.blocks_for(ctx, prompt)) for e in decs]
+                # (the decode pool's instances share one config, so their block managers agree: one call, not one each)
+                need = [int(decs[0].kv.blocks_for(ctx, prompt))] * len(decs) if self._same_blocks else [
+                    int(e.kv.blocks_for(ctx, prompt)) for e in decs]  # fmt: skip
                 self._head_need = (r, need)
             if self._lazy:
                 d, behind = self._lazy_choice(r, t, need)
@@ -623,7 +631,7 @@ class Deployment:
                                      int(wl.class_idx[r]))  # fmt: skip
             self.decode_slot_of[r] = kd
             self.ids_of[first + d].append(r)
-            decs[d].reserve(np.array([kd], dtype=np.int64), np.array([need[d]], dtype=np.int64))
+            decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
             self._incoming[d] += 1
             nbytes = kv_transfer_bytes(self.cfg, ctx)
             dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)
@@ -632,6 +640,14 @@ class Deployment:
             self.kv_transfer_bytes[r] = nbytes
             self.events.append((r, t, Event.KV_TRANSFER_START))
             self._push(t + dt, XFER_DONE, (i, d, r))
+
+    def _dispatch_waits_for(self, stalled: set[int]) -> int | None:
+        """The instance a waiting dispatch (`_dispatch_t`) has the loop step next: the busy, unstalled one of
+        `_dispatch_need` with the earliest clock before the dispatch's instant (ties: lowest index); None once every
+        one has reached it."""
+        t_d, insts = self._dispatch_t, self.instances
+        return min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
+                    and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
 
     def _fits(self, d: int, need: int) -> bool:
         return decode_fits(self.back[d].engine, self._incoming[d], need)

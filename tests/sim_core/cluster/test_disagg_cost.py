@@ -1,0 +1,109 @@
+"""The per-request shortcuts of a disaggregated deployment's hand-off (issue 13: cost) do what the general forms do."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from sim_core.cluster import Deployment
+from tests.conftest import make_config
+from tests.sim_core.cluster.test_deployment import deploy
+
+
+def _xpyd(num_decode=2, decode=None):
+    cfg = make_config("chat-h100-llama8b", workload__num_requests=120, workload__arrival__rate_per_s=30.0)
+    return deploy(cfg, {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": num_decode} | (decode or {})}})
+
+
+def test_dispatch_asks_one_decode_block_manager_only_when_all_agree():
+    dep = Deployment(_xpyd())
+    assert dep._same_blocks
+    for ctx, prompt in [(1, 1), (15, 15), (16, 16), (17, 17), (2047, 2047), (4000, 4000)]:
+        need = [int(e.kv.blocks_for(ctx, prompt)) for e in dep._decs]
+        assert len(set(need)) == 1  # (so `_dispatch` asks the first for all)
+
+
+def test_unlike_decode_block_managers_get_their_own_need(monkeypatch):
+    dep = Deployment(_xpyd())
+    dep._decs[1].kv.block_size *= 2
+    dep._same_blocks = False  # (as __init__ decides for unlike managers)
+    asked, dispatching = set(), [False]
+    for e in dep._decs:
+        f = e.kv.blocks_for
+        monkeypatch.setattr(e.kv, "blocks_for", lambda c, p, f=f, e=e: (dispatching[0] and asked.add(id(e))) or f(c, p))
+    dispatch = dep._dispatch
+
+    def watched(t):
+        dispatching[0] = True
+        dispatch(t)
+        dispatching[0] = False
+
+    dep._dispatch = watched
+    dep.run()
+    assert asked == {id(e) for e in dep._decs}  # (with the flag set only the first is asked)
+
+
+def test_reserve_and_release_of_one_request_as_ints_equal_the_array_forms():
+    dep = Deployment(_xpyd())
+    dep.run()
+    for eng in (dep._decs[0], dep.front[0].engine):
+        a, b = copy.deepcopy(eng), copy.deepcopy(eng)
+        a.reserve(3, 7)
+        b.reserve(np.array([3]), np.array([7]))
+        assert a.kv.num_free == b.kv.num_free and np.array_equal(a.kv.held, b.kv.held)
+        a.release(3)
+        b.release(np.array([3]))
+        assert a.kv.num_free == b.kv.num_free and np.array_equal(a.kv.held, b.kv.held)
+
+
+def _loop_passes(dep) -> int:
+    """Runs dep; the passes of its event loop (line events on the loop's first line)."""
+    import inspect
+    import sys
+
+    lines, first = inspect.getsourcelines(Deployment.run)
+    top = first + next(k for k, line in enumerate(lines) if line.strip() == "while True:") + 1
+    code, count = Deployment.run.__code__, [0]
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def on_line(frame, event, arg):
+            if event == "line" and frame.f_lineno == top:
+                count[0] += 1
+            return on_line
+
+        return on_line
+
+    sys.settrace(tracer)
+    try:
+        dep.run()
+    finally:
+        sys.settrace(None)
+    return count[0]
+
+
+def test_a_waiting_dispatch_is_made_in_the_pass_of_its_last_catch_up_and_only_then():
+    from tests.sim_core.cluster.test_deployment import assert_same_routing_and_busy_ticks
+    from tests.sim_core.cluster.test_horizons import _run
+
+    cfg = _xpyd(num_decode=3)
+    dep = Deployment(cfg)
+    waited = []
+    dispatch = dep._dispatch
+
+    def watched(t):
+        if dep._dispatch_t is not None:  # (a dispatch that waited for decode instances to reach t)
+            waited.append(all(not dep.instances[j].engine.has_work or dep.instances[j].engine.st.now_s >= t
+                              for j in dep._dispatch_need))  # fmt: skip
+        dispatch(t)
+
+    dep._dispatch = watched
+    passes = _loop_passes(dep)
+    assert len(waited) > 50 and all(waited)
+    # the dispatch is made in the pass that stepped the last catch-up: per request a pass for the prefill tick, the
+    # hand-off, the catch-up (and the dispatch), the transfer and two idle rows, about 6 (7 with a pass of its own)
+    assert passes < 6.3 * cfg.workload.num_requests
+    assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, lazy_decode=False)[0])
