@@ -506,10 +506,11 @@ class Engine:
 
         rec = self.rec
         rec.event(plan.admitted_idx, t0, Event.SCHEDULED)
-        rec.event(plan.preempted_idx, t0, Event.PREEMPTED)
-        rec.event(plan.swapped_out_idx, t0, Event.SWAPPED_OUT)
-        rec.event(plan.swapped_in_idx, t0, Event.SWAPPED_IN)
-        self.num_swap_outs += plan.swapped_out_idx.size
+        if plan.preempted_idx.size or plan.swapped_out_idx.size or plan.swapped_in_idx.size:  # (rare: three calls on
+            rec.event(plan.preempted_idx, t0, Event.PREEMPTED)  # empty arrays skipped, the same events in order)
+            rec.event(plan.swapped_out_idx, t0, Event.SWAPPED_OUT)
+            rec.event(plan.swapped_in_idx, t0, Event.SWAPPED_IN)
+            self.num_swap_outs += plan.swapped_out_idx.size
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])

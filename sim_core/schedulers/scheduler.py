@@ -131,10 +131,11 @@ class Scheduler:
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
                      can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
                      lambda: self._swap_in(st, plan))  # fmt: skip
-        if pre_idx.size:
+        # A chunk of 0 tokens does not run. (A few chunks, most ticks: their smallest as a Python int, ~1 us less than
+        # the mask and its `all`; the same test.)
+        if pre_idx.size and (min(pre_tok.tolist()) <= 0 if pre_idx.size <= FEW_REQUESTS else not (pre_tok > 0).all()):
             keep = pre_tok > 0
-            if not keep.all():
-                pre_idx, pre_tok = pre_idx[keep], pre_tok[keep]
+            pre_idx, pre_tok = pre_idx[keep], pre_tok[keep]
         # Decodes first, then prefill chunks: the engine relies on this order (plan.num_decodes).
         D = run_decodes.size
         if not D and pre_idx.size:  # (prefill chunks only: the arrays below without the concatenations)
