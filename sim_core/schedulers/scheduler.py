@@ -405,10 +405,15 @@ class Scheduler:
         """KV blocks the admission rule allocates to requests admitted with these first chunks (ids and
         chunks: ints or arrays). GUARANTEED_NO_EVICT (reserve): the whole request, so it never needs
         more; otherwise the first chunk's (at least one block)."""
-        prompt = st.prompt[ids]
+        # (One request as a Python int, the admission test of a cluster's prefill instance each tick: its prompt and
+        # output as Python ints, `max` for np.maximum; the same arithmetic without NumPy scalars, ~1 us less.)
+        one = type(ids) is int
+        prompt = st.prompt.item(ids) if one else st.prompt[ids]
         if self.cfg.admission == "reserve":
+            if one:
+                return self.kv.blocks_for(prompt + st.output.item(ids), prompt)
             return self.kv.blocks_for(prompt + st.output[ids], prompt)
-        return self.kv.blocks_for(np.maximum(chunks, 1), prompt)
+        return self.kv.blocks_for(max(chunks, 1) if one else np.maximum(chunks, 1), prompt)
 
     def cap_trajectory(self, durations_s: np.ndarray) -> np.ndarray:
         """The batch cap in force at each of these ticks (each computing tokens) and after the last
