@@ -31,6 +31,12 @@ _RUNNING = int(Status.RUNNING)
 FEW_REQUESTS = 8
 
 
+def _total(tokens: IntArray) -> int:
+    """The sum of a plan's token counts as a Python int. (A few, most ticks: summed as Python ints, ~1 us less than
+    the NumPy reduction; the same exact integer sum.)"""
+    return sum(tokens.tolist()) if tokens.size <= FEW_REQUESTS else int(tokens.sum())
+
+
 class Scheduler:
     def __init__(self, cfg: SimConfig, kv: BlockManager):
         sch = cfg.scheduler
@@ -116,7 +122,7 @@ class Scheduler:
             if not prefills.size:  # (no running prefill: no chunk, pre_idx and pre_tok stay empty)
                 return 0
             pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
-            return int(pre_tok.sum())
+            return _total(pre_tok)
 
         def admit(budget: int) -> tuple[int, int]:
             nonlocal pre_idx, pre_tok
@@ -126,7 +132,7 @@ class Scheduler:
                 pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
             elif a_idx.size:
                 pre_idx, pre_tok = a_idx, a_tok
-            return a_idx.size, int(a_tok.sum())
+            return a_idx.size, _total(a_tok)
 
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
                      can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
