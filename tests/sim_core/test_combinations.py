@@ -287,3 +287,18 @@ def test_combined_features_keep_the_result_consistent_and_deterministic(data):
         ours = _arrays(res)
         assert not _same(ours, {k: v for k, v in _arrays(solo).items() if k in ours}, ties=True)
         assert_same_summary(s.model_dump(exclude={"stopped_reason"}), solo.summary.model_dump(exclude={"stopped_reason"}))
+
+
+@pytest.mark.parametrize("limit_s", [1.5, 3.0])
+def test_an_xpyd_run_past_one_instances_time_limit_starts_nothing_after_the_limit(limit_s):
+    # (review) After one instance stopped at its time limit the loop ran the others on, then went on taking cluster
+    # events at or after the limit: transfers started at 3.05 and 3.11 s into decode 0, stopped at 3 s, with idle
+    # rows on it from 3.02 to 3.11 s (the deployment's timeline and makespan ran past the limit it reports)
+    data = read_preset_data("scenarios", "cluster-splitwise-llama70b-4xdgx-ha-3p1d")
+    data["workload"]["num_requests"] = 300
+    data["limits"] = {**data.get("limits", {}), "max_sim_time_s": limit_s}
+    res = run_simulation(config_from_dict(data))
+    assert f"stopped at {limit_s:g} s of simulated time" in res.summary.stopped_reason
+    for x in res.instances:
+        assert not np.any(x.result.timeline.t_start_s >= limit_s), x.label
+    assert not np.any(res.kv_transfer_start_s >= limit_s)
