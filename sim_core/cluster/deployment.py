@@ -314,16 +314,18 @@ class Deployment:
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
-                if self.stopped_reason is None:
-                    self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                reason = f"{name}: {eng.stopped_reason or 'stopped'}"
                 lim = eng.cfg.limits
                 if eng.st.now_s >= lim.max_sim_time_s and eng.rec.num_ticks < lim.max_ticks:
+                    self.stopped_reason = self.stopped_reason or reason
                     self._time_stopped = True
                     # its time limit: the others still run up to theirs (it has no work now: Engine.has_work). An
                     # instance ahead in time (an idle prefill instance jumps to its next arrival before a decode
                     # instance runs) stopped the whole run, leaving requests that finish long before the limit unfinished.
                     stalled.clear()
                     continue
+                # (what ended the run, even after an instance's time limit: a server budget's stop must be named)
+                self.stopped_reason = reason
                 break
             if (eng.st.now_s, eng.rec.num_ticks) == before:
                 stalled.add(i)  # waits for another instance or an event
