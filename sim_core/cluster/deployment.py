@@ -255,11 +255,12 @@ class Deployment:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            if self._time_stopped and min(t_arr, t_heap) >= (lim_s := self.cfg.limits.max_sim_time_s) and not any(
+            if self._time_stopped and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
+                    lim_s := self.cfg.limits.max_sim_time_s) and not any(
                     x.engine.has_work and x.engine.st.now_s < lim_s for x in insts):  # fmt: skip
-                # (an instance stopped at its time limit and every other has reached it: input at or after the limit
-                # starts nothing, as when one engine stops there; taking it started transfers after the limit into a
-                # stopped decode instance, with idle rows past its stop, and routed arrivals past it)
+                # (an instance stopped at its time limit and every other has reached it: input at or after the limit,
+                # or a dispatch waiting there, starts nothing, as when one engine stops there; taking it started
+                # transfers after the limit into a stopped decode instance, with idle rows past its stop)
                 break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
                 # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
