@@ -620,8 +620,6 @@ class DeploymentConfig(StrictModel):
         return value
 
 
-
-
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 added the optional `deployment` section; a version-1 config is a single engine."""
     return data

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components.colors import NEUTRAL, PHASE_COLORS, PHASE_NAMES, RUN_COLORS, RUN_DASHES
+from app.components.text import plotly_text
 from app.components.units import time_unit
 from sim_core.result import SimResult
 from sim_core.types import Phase
@@ -196,8 +197,9 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                              line=dict(color="#5F6368", dash="dash"), name="calibrated roof (achievable)"))  # fmt: skip
     for pool, other in _other_roofs(res):  # a deployment whose pools run on other GPUs: their ticks sit under their roof
         o_peak, o_bw = other.peak_tflops, other.hbm_bandwidth_gb_per_s * 1e9 / 1e12
+        # (its GPU name may come from a link: escaped, or Plotly renders its tags and links in the legend)
         fig.add_trace(go.Scatter(x=xs, y=np.minimum(o_peak, o_bw * xs), mode="lines", line=dict(color="#8E24AA", width=2, dash="dashdot"),
-                                 name=f"{pool} roof ({other.name}): {o_peak:g} TFLOP/s, {other.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
+                                 name=f"{pool} roof ({plotly_text(other.name)}): {o_peak:g} TFLOP/s, {other.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
     for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP):
         m = tl.phase[busy] == ph
         if m.any():

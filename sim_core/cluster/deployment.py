@@ -228,6 +228,7 @@ class Deployment:
             for r, i in enumerate(self.router.up_front_plan(R).tolist()):
                 self._add(r, i)
             self._ptr = R
+        self._time_stopped = False  # an instance stopped at limits.max_sim_time_s (the others run on to theirs)
         stalled: set[int] = set()
         self._stalled = stalled  # (`_dispatch`: a stalled decode instance's state is its state at the instant)
         insts = self.instances
@@ -254,6 +255,13 @@ class Deployment:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
+            if self._time_stopped and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
+                    lim_s := self.cfg.limits.max_sim_time_s) and not any(
+                    x.engine.has_work and x.engine.st.now_s < lim_s for x in insts):  # fmt: skip
+                # (an instance stopped at its time limit and every other has reached it: input at or after the limit,
+                # or a dispatch waiting there, starts nothing, as when one engine stops there; taking it started
+                # transfers after the limit into a stopped decode instance, with idle rows past its stop)
+                break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
                 # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
                 focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
@@ -307,15 +315,18 @@ class Deployment:
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
-                if self.stopped_reason is None:
-                    self.stopped_reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                reason = f"{name}: {eng.stopped_reason or 'stopped'}"
                 lim = eng.cfg.limits
                 if eng.st.now_s >= lim.max_sim_time_s and eng.rec.num_ticks < lim.max_ticks:
+                    self.stopped_reason = self.stopped_reason or reason
+                    self._time_stopped = True
                     # its time limit: the others still run up to theirs (it has no work now: Engine.has_work). An
                     # instance ahead in time (an idle prefill instance jumps to its next arrival before a decode
                     # instance runs) stopped the whole run, leaving requests that finish long before the limit unfinished.
                     stalled.clear()
                     continue
+                # (what ended the run, even after an instance's time limit: a server budget's stop must be named)
+                self.stopped_reason = reason
                 break
             if (eng.st.now_s, eng.rec.num_ticks) == before:
                 stalled.add(i)  # waits for another instance or an event

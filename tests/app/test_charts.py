@@ -214,3 +214,16 @@ def test_a_deployment_on_two_gpu_kinds_draws_each_pools_roof():
     assert "decode pool roof (A100 80GB SXM): 312 TFLOP/s, 2039 GB/s" in names
     same = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))  # one GPU kind (TP2 and TP1): one roof
     assert not [n for n in (t.name for t in charts.roofline_figure(same).data) if "pool roof" in n]
+
+
+def test_a_pools_gpu_name_from_a_link_is_text_in_the_roofline_legend():
+    # (review) the decode pool's hardware name (free text in a link) went into the legend unescaped: Plotly renders
+    # <a href> and <b> there
+    from sim_core import config_from_dict
+
+    hostile = '<a href="https://example.com">A100</a> <b>x</b>'
+    cfg = config_from_dict({"workload": {"num_requests": 6},
+                            "deployment": {"disaggregation": {"decode": {"hardware": {"name": hostile, "peak_tflops": 312.0}}}}})  # fmt: skip
+    names = [t.name for t in charts.roofline_figure(run_simulation(cfg)).data]
+    pool = [n for n in names if n.startswith("decode pool roof")]
+    assert pool and "&lt;a href" in pool[0] and "<a" not in pool[0] and "<b>" not in pool[0]

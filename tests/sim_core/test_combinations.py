@@ -287,3 +287,34 @@ def test_combined_features_keep_the_result_consistent_and_deterministic(data):
         ours = _arrays(res)
         assert not _same(ours, {k: v for k, v in _arrays(solo).items() if k in ours}, ties=True)
         assert_same_summary(s.model_dump(exclude={"stopped_reason"}), solo.summary.model_dump(exclude={"stopped_reason"}))
+
+
+@pytest.mark.parametrize("limit_s", [1.5, 3.0])
+def test_an_xpyd_run_past_one_instances_time_limit_starts_nothing_after_the_limit(limit_s):
+    # (review) After one instance stopped at its time limit the loop ran the others on, then went on taking cluster
+    # events at or after the limit: transfers started at 3.05 and 3.11 s into decode 0, stopped at 3 s, with idle
+    # rows on it from 3.02 to 3.11 s (the deployment's timeline and makespan ran past the limit it reports)
+    data = read_preset_data("scenarios", "cluster-splitwise-llama70b-4xdgx-ha-3p1d")
+    data["workload"]["num_requests"] = 300
+    data["limits"] = {**data.get("limits", {}), "max_sim_time_s": limit_s}
+    res = run_simulation(config_from_dict(data))
+    assert f"stopped at {limit_s:g} s of simulated time" in res.summary.stopped_reason
+    for x in res.instances:
+        assert not np.any(x.result.timeline.t_start_s >= limit_s), x.label
+    assert not np.any(res.kv_transfer_start_s >= limit_s)
+
+
+def test_a_budget_stop_after_one_instances_time_limit_is_the_reason_the_deployment_gives():
+    # (review) 1P1D: prefill 0 idles to the 5 s limit and stops; decode 0 runs on and the server's budget stops it
+    # at 300 ticks (about 2 s): the deployment said "prefill 0: stopped at 5 s of simulated time", hiding the budget
+    from sim_core.budget import BudgetMeter, RunBudget
+    from sim_core.cluster import run_deployment
+
+    trace = {"arrival_s": [0.0, 100.0], "prompt_tokens": [100, 100], "output_tokens": [3000, 5]}
+    cfg = config_from_dict({"workload": {"num_requests": 2, "trace": trace}, "limits": {"max_sim_time_s": 5.0},
+                            "deployment": {"disaggregation": {}}})  # fmt: skip
+    res = run_deployment(cfg, meter=BudgetMeter(RunBudget(max_ticks=300, max_wall_s=600)))
+    assert res.summary.stopped_reason.startswith("decode 0: stopped after 300 ticks, the server's budget")
+    assert res.instances[0].result.summary.stopped_reason.startswith("stopped at 5 s of simulated time")
+    unbounded = run_deployment(cfg)  # (without the budget the prefill instance's time limit is the reason)
+    assert unbounded.summary.stopped_reason.startswith("prefill 0: stopped at 5 s of simulated time")

@@ -4,6 +4,8 @@ per instance: a 64-replica link of 200k requests with prefix caching spent 13 s 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,12 +31,18 @@ def test_a_deployment_draws_its_workload_once_for_all_instances(monkeypatch):
     monkeypatch.setattr(deployment_module, "generate_workload", counting)
     monkeypatch.setattr(engine_module, "generate_workload", counting)
     cfg = make_config(workload__num_requests=30, kv_cache__enable_prefix_caching=True,
+                      workload__shared_prefix={"num_system_prompts": 3, "share_ratio": 0.8},
                       deployment={"disaggregation": {"prefill": {"replicas": 3}, "decode": {"replicas": 2}}})  # fmt: skip
     dep = Deployment(cfg)
     assert len(calls) == 1 and len(dep.instances) == 5
-    # each engine owns its arrays: no two instances share one (slots are written per engine)
-    arrays = [x.engine.workload.prompt_tokens for x in dep.instances]
-    assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1 :])
+    # each engine owns its arrays: no two instances share one (slots are written per engine). Every array field,
+    # not only those Engine.start_empty replaces (review: a check of prompt_tokens alone passed without the copies)
+    owners = [x.engine.workload for x in dep.instances]
+    fields = [f.name for f in dataclasses.fields(dep.workload) if isinstance(getattr(dep.workload, f.name), np.ndarray)]
+    assert {"content_id", "prefix_group", "prefix_len"} <= set(fields)
+    for name in fields:
+        arrays = [getattr(w, name) for w in owners]
+        assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1 :]), name
 
 
 def test_one_replica_with_a_copied_workload_is_still_the_single_engine():
