@@ -426,10 +426,15 @@ class Engine:
         if not ids.size:
             return
         st = self.st
-        st.status[ids] = Status.FINISHED
-        st.finish_s[ids] = t_end
-        # (one request at a time, mostly: a comparison is much cheaper than np.isin, same array)
-        st.running = st.running[st.running != ids[0]] if ids.size == 1 else st.running[~np.isin(st.running, ids)]
+        if ids.size == 1:  # (one request at a time, mostly: element writes, and a comparison for np.isin; same arrays)
+            r = ids.item(0)
+            st.status[r] = Status.FINISHED
+            st.finish_s[r] = t_end
+            st.running = st.running[st.running != r]
+        else:
+            st.status[ids] = Status.FINISHED
+            st.finish_s[ids] = t_end
+            st.running = st.running[~np.isin(st.running, ids)]
         st.num_finished += ids.size
         self.handed_off.append((ids, t_end))
 
@@ -506,10 +511,11 @@ class Engine:
 
         rec = self.rec
         rec.event(plan.admitted_idx, t0, Event.SCHEDULED)
-        rec.event(plan.preempted_idx, t0, Event.PREEMPTED)
-        rec.event(plan.swapped_out_idx, t0, Event.SWAPPED_OUT)
-        rec.event(plan.swapped_in_idx, t0, Event.SWAPPED_IN)
-        self.num_swap_outs += plan.swapped_out_idx.size
+        if plan.preempted_idx.size or plan.swapped_out_idx.size or plan.swapped_in_idx.size:  # (rare: three calls on
+            rec.event(plan.preempted_idx, t0, Event.PREEMPTED)  # empty arrays skipped, the same events in order)
+            rec.event(plan.swapped_out_idx, t0, Event.SWAPPED_OUT)
+            rec.event(plan.swapped_in_idx, t0, Event.SWAPPED_IN)
+            self.num_swap_outs += plan.swapped_out_idx.size
 
         if rec.wants_batches:  # blocks held during the tick (before completions free them)
             rec.batch(rec.num_ticks, idx, new, plan.is_decode, kv.held[idx])
@@ -589,7 +595,8 @@ class Engine:
         if finished:
             self._finish(np.array(finished, dtype=np.int64), t_end)
         if self.hand_off_prefilled:
-            self._hand_off(first[st.status[first] != Status.FINISHED] if finished else first.copy(), t_end)
+            # (none finished: `first` itself; the recorder and the cluster's hand-off only read it, never write)
+            self._hand_off(first[st.status[first] != Status.FINISHED] if finished else first, t_end)
 
     def _finish(self, done: np.ndarray, t_end) -> None:
         if not done.size:

@@ -51,6 +51,8 @@ class BlockManager:
         if self._contiguous_blocks is not None:
             return np.where(np.asarray(ctx_tokens) > 0, self._contiguous_blocks, 0)
         bs, n = self.block_size, self.num_samples
+        if n == 1 and type(ctx_tokens) is int:  # (one request as a Python int, e.g. an admission test each tick: the
+            return -(-ctx_tokens // bs)  # same ceiling division below without NumPy scalars, ~1 us less)
         ctx = np.asarray(ctx_tokens, dtype=np.int64)
         if n == 1:
             return -(-ctx // bs)

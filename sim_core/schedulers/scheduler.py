@@ -31,6 +31,12 @@ _RUNNING = int(Status.RUNNING)
 FEW_REQUESTS = 8
 
 
+def _total(tokens: IntArray) -> int:
+    """The sum of a plan's token counts as a Python int. (A few, most ticks: summed as Python ints, ~1 us less than
+    the NumPy reduction; the same exact integer sum.)"""
+    return sum(tokens.tolist()) if tokens.size <= FEW_REQUESTS else int(tokens.sum())
+
+
 class Scheduler:
     def __init__(self, cfg: SimConfig, kv: BlockManager):
         sch = cfg.scheduler
@@ -116,7 +122,7 @@ class Scheduler:
             if not prefills.size:  # (no running prefill: no chunk, pre_idx and pre_tok stay empty)
                 return 0
             pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
-            return int(pre_tok.sum())
+            return _total(pre_tok)
 
         def admit(budget: int) -> tuple[int, int]:
             nonlocal pre_idx, pre_tok
@@ -126,15 +132,16 @@ class Scheduler:
                 pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
             elif a_idx.size:
                 pre_idx, pre_tok = a_idx, a_tok
-            return a_idx.size, int(a_tok.sum())
+            return a_idx.size, _total(a_tok)
 
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
                      can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
                      lambda: self._swap_in(st, plan))  # fmt: skip
-        if pre_idx.size:
+        # A chunk of 0 tokens does not run. (A few chunks, most ticks: their smallest as a Python int, ~1 us less than
+        # the mask and its `all`; the same test.)
+        if pre_idx.size and (min(pre_tok.tolist()) <= 0 if pre_idx.size <= FEW_REQUESTS else not (pre_tok > 0).all()):
             keep = pre_tok > 0
-            if not keep.all():
-                pre_idx, pre_tok = pre_idx[keep], pre_tok[keep]
+            pre_idx, pre_tok = pre_idx[keep], pre_tok[keep]
         # Decodes first, then prefill chunks: the engine relies on this order (plan.num_decodes).
         D = run_decodes.size
         if not D and pre_idx.size:  # (prefill chunks only: the arrays below without the concatenations)
@@ -404,10 +411,15 @@ class Scheduler:
         """KV blocks the admission rule allocates to requests admitted with these first chunks (ids and
         chunks: ints or arrays). GUARANTEED_NO_EVICT (reserve): the whole request, so it never needs
         more; otherwise the first chunk's (at least one block)."""
-        prompt = st.prompt[ids]
+        # (One request as a Python int, the admission test of a cluster's prefill instance each tick: its prompt and
+        # output as Python ints, `max` for np.maximum; the same arithmetic without NumPy scalars, ~1 us less.)
+        one = type(ids) is int
+        prompt = st.prompt.item(ids) if one else st.prompt[ids]
         if self.cfg.admission == "reserve":
+            if one:
+                return self.kv.blocks_for(prompt + st.output.item(ids), prompt)
             return self.kv.blocks_for(prompt + st.output[ids], prompt)
-        return self.kv.blocks_for(np.maximum(chunks, 1), prompt)
+        return self.kv.blocks_for(max(chunks, 1) if one else np.maximum(chunks, 1), prompt)
 
     def cap_trajectory(self, durations_s: np.ndarray) -> np.ndarray:
         """The batch cap in force at each of these ticks (each computing tokens) and after the last

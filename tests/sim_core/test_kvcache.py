@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim_core.kvcache import BlockManager
 
@@ -18,6 +20,16 @@ def test_parallel_samples_share_full_prompt_blocks_and_copy_the_partial_one():
     prompt = 40  # 2 full blocks + 8 tokens
     assert int(kv.blocks_for(40, prompt)) == 3  # prefill: one sequence
     assert int(kv.blocks_for(41, prompt)) == 2 + 4 * 1  # divergence: each sample owns a tail block
+
+
+@given(ctx=st.integers(0, 10**9), prompt=st.integers(0, 10**9), n=st.integers(1, 4), contiguous=st.sampled_from([None, 4096]))
+def test_one_request_as_a_python_int_needs_the_blocks_its_array_form_needs(ctx, prompt, n, contiguous):
+    # (blocks_for takes one request's context as a Python int without NumPy: the admission test of each tick)
+    kv = make(n=n, contiguous=contiguous)
+    one = kv.blocks_for(ctx, prompt)
+    assert int(one) == int(kv.blocks_for(np.array([ctx]), np.array([prompt]))[0])
+    if n == 1 and contiguous is None:
+        assert type(one) is int
 
 
 def test_contiguous_reserves_max_len_for_each_sequence():

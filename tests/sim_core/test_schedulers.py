@@ -299,6 +299,10 @@ def test_admission_blocks_are_what_admission_allocates(admission):
     st.admit_arrivals()
     expected = [-(-150 // 16), -(-47 // 16)] if admission == "reserve" else [-(-100 // 16), -(-40 // 16)]
     assert sched.admission_blocks(st, np.array([0, 1]), st.prompt[[0, 1]]).tolist() == expected
+    # one request as Python ints (the admission test of one waiting request, each tick): the same blocks; a 0-token
+    # chunk still takes one block
+    assert [sched.admission_blocks(st, r, int(st.prompt[r])) for r in (0, 1)] == expected
+    assert sched.admission_blocks(st, 1, 0) == sched.admission_blocks(st, np.array([1]), np.array([0]))[0]
     sched._admit(st, 10_000, 2)
     assert eng.kv.held[[0, 1]].tolist() == expected
 
