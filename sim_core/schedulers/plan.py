@@ -8,10 +8,11 @@ import numpy as np
 
 from sim_core.types import BoolArray, IntArray
 
+# Shared defaults of every plan: read-only, so that no module-level state can ever be written through a plan
 _EMPTY = np.empty(0, dtype=np.int64)
-
-
+_EMPTY.flags.writeable = False
 _EMPTY_BOOL = np.empty(0, dtype=bool)
+_EMPTY_BOOL.flags.writeable = False
 
 
 @dataclass(slots=True, init=False)
