@@ -7,15 +7,11 @@ arrival rate leaves the lengths of request i unchanged (fair A/B comparisons on 
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 
 import numpy as np
 
-from pydantic import ValidationError
-
-from sim_core.config import LengthDist, Trace, WorkloadConfig
-from sim_core.inputs import parse_float_text, parse_int_text
+from sim_core.config import LengthDist, WorkloadConfig
 from sim_core.types import FloatArray, IntArray
 
 
