@@ -439,17 +439,14 @@ class Scheduler:
         need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))
         if self.prefix_cache:
             taken = self._admit_with_prefix_cache(st, ids, budget, need_of)
-        elif len(ids) == 1:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
-            one = rules.admit_next(0, st.prefill_target.item(ids[0]), budget, kv.num_free, self.watermark_blocks, need_of,
-                                   self.is_chunked, self.is_static)  # fmt: skip
-            if one is None:
-                return _EMPTY, _EMPTY
-            taken = [one]
-            kv.held[ids[0]] += one[1]
-            kv.num_free -= one[1]
         else:
-            taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free,
-                                         self.watermark_blocks, need_of, self.is_chunked, self.is_static)  # fmt: skip
+            if len(ids) == 1:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
+                one = rules.admit_next(0, st.prefill_target.item(ids[0]), budget, kv.num_free, self.watermark_blocks,
+                                       need_of, self.is_chunked, self.is_static)  # fmt: skip
+                taken = [] if one is None else [one]
+            else:
+                taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free,
+                                             self.watermark_blocks, need_of, self.is_chunked, self.is_static)  # fmt: skip
             for r, (_, need) in zip(ids, taken):
                 kv.held[r] += need
                 kv.num_free -= need
