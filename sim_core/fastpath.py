@@ -77,7 +77,6 @@ class _Steps:
         "admit",
         "bs",
         "chunks",
-        "d",
         "fixed",
         "free",
         "head",
@@ -85,6 +84,7 @@ class _Steps:
         "is_chunked",
         "j",
         "kind",
+        "need_d",
         "need_of",
         "pc",
         "phase_count",
@@ -102,7 +102,7 @@ class _Steps:
         self.phase_count, self.bs, self.fixed, self.pc = phase_count, bs, fixed, pc
         self.prefilling, self.target_arr, self.is_chunked = prefilling, target_arr, is_chunked
         self.waiting, self.R, self.reserve, self.wm, self.held_fixed = waiting, R, reserve, wm, held_fixed
-        self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
+        self.kind, self.j, self.need_d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
@@ -113,17 +113,21 @@ class _Steps:
         return self.reserve(self.waiting[self.head + i] % self.R)
 
     def run_decodes(self) -> tuple[int, bool, bool]:
-        need_d = 0 if self.fixed else self.phase_count[self.d % self.bs]
-        if need_d > self.free:
+        free = self.free - self.need_d  # (need_d: the blocks the decoders take this tick, set with the tick's fields)
+        if free < 0:
             raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
-        self.free -= need_d
+        self.free = free
         if self.pc is not None and self.kind == _PREFILL_KIND:  # the fallback, after the chunk step's trim
-            self.pc.trim(self.free)
+            self.pc.trim(free)
         return self.B, False, False
 
     def run_chunks(self, left: int) -> int:
         # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
         prefilling = self.prefilling
+        if not prefilling:  # no running prefill: no chunk (self.chunks stays the tick's empty list)
+            if self.pc is not None:
+                self._evict_for_tick()
+            return 0
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
             ((r, c),) = prefilling.items()
             # (prefill_chunks of one prompt is its chunk_size, or nothing when that is <= 0)
@@ -131,21 +135,19 @@ class _Steps:
             if ch <= 0:
                 ch = 0  # (self.chunks stays the tick's empty list)
             else:
-                need_p = 0 if self.fixed else -(-(c + ch) // self.bs) - -(-c // self.bs)
-                if need_p > self.free:
-                    raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
-                self.free -= need_p
+                if not self.fixed:
+                    free = self.free - (-(-(c + ch) // self.bs) - -(-c // self.bs))
+                    if free < 0:
+                        raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
+                    self.free = free
                 self.chunks = [(r, c, ch)]
             if self.pc is not None:
                 self._evict_for_tick()
             return ch
-        chunks: list[tuple[int, int, int]] = []
-        fixed, bs = self.fixed, self.bs
-        if prefilling:
-            pre_items = list(prefilling.items())
-            target_of = self.target_of
-            sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
-            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
+        pre_items = list(prefilling.items())
+        target_of, fixed, bs = self.target_of, self.fixed, self.bs
+        sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
+        chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = tokens = 0
         for r, c, chunk in chunks:
             need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
@@ -168,31 +170,34 @@ class _Steps:
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
-        candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
+        num = len(waiting) - head  # candidates: waiting[head : head + num]
+        if self.seqs_left < num:
+            num = self.seqs_left
+        if num <= 0:
+            return 0, 0
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
             # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
-            # first, then on the second with what the first left, without the lazy maps and loops.
-            if not candidates:
-                return 0, 0
+            # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
+            # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath).
             w, free, target_of = waiting[head] % R, self.free, self.target_of
             taken = rules.admit_next(0, target_of(w), left, free, self.wm, self.need_of, self.is_chunked, False)
             if taken is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
             chunk, need_w = taken
-            if len(candidates) == 1 or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
-                                                        self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
+            if num == 1 or left <= chunk or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
+                                                             self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
                 if self.fixed:
                     self.held_fixed[w] = need_w
                 self.free = free - need_w
                 return 1, chunk
             # two or more are admitted: the rule over the queue (pure without the prefix cache: read again)
+            candidates = range(head, head + num)
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
-            if not candidates:
-                return 0, 0
+            candidates = range(head, head + num)
             pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
             one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked, self.need_of)
             if one is None:
@@ -461,6 +466,9 @@ def run_ticks(engine: Engine):
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
+    prefill_work = sched.prefill_work
+    # A stateless policy without the prefix cache may stop trying admission (admission_blocked, above)
+    may_block = pc is None and policy_is_fixed
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     while j < tick_budget:
         if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
@@ -610,22 +618,25 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        can_admit, has_prefill_work = sched.prefill_work(len(running), B, len(waiting) - head, 0)
+        num_running, num_waiting = len(running), len(waiting) - head
+        can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
         # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
         # the prefill starts: written as prefills are admitted)
         if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
             kind = kind_by_choice(now, B, has_prefill_work)
         else:
             prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
-            kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
+            kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
         # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
         # locals into cells, which costs more than these stores on the composed ticks only)
-        steps.d, steps.B, steps.head, steps.seqs_left = d, B, head, cap - len(running)
+        steps.B, steps.head, steps.seqs_left, steps.free, steps.chunks, steps.admit = (
+            B, head, cap - num_running, free, no_steps, no_steps)
+        if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
+            steps.need_d = phase_count[d % bs]
         if pc is not None:  # (only the prefix cache's lines read these)
             steps.kind, steps.j = kind, j
-        steps.free, steps.chunks, steps.admit = free, no_steps, no_steps
         try:
-            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and head < len(waiting), False,
+            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
                                     run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
         except _HandBack:
             break
@@ -633,10 +644,12 @@ def run_ticks(engine: Engine):
         if kind == _DECODE_KIND and pc is not None:
             pc.tick_offset = j
             pc.trim(free_after)
-        D = B if decoding else 0
-        if not D and not chunks and not admit:
+        if decoding:  # (the decodes run only with decoders: D = B > 0)
+            D, dec_ctx = B, S + B * d
+        elif not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
-        dec_ctx = S + B * d if decoding else 0
+        else:
+            D = dec_ctx = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
         P = pairs = kv_read = completes = 0
@@ -647,19 +660,21 @@ def run_ticks(engine: Engine):
             completes += c + chunk >= target_of(r)
         A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
-        t0, t_end = now, now + dur
+        t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
         freed = 0
-        done = []
+        done = None  # requests that finish in this tick
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
-            done = finish_at.pop(d, [])
-            for r in done:
-                ctx_after = base[r] + d + 1
-                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (pc.release(r) if pc is not None else 0)
-                phase_count[(-base[r]) % bs] -= 1
-                S -= base[r]
-                finished.append((r, j, d))
+            done = finish_at.pop(d, None)
+            if done is not None:
+                for r in done:
+                    b = base[r]
+                    freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
+                    phase_count[(-b) % bs] -= 1
+                    S -= b
+                    finished.append((r, j, d))
+                B -= len(done)
             if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
                 since = waiting_since.get
                 if prefilling:
@@ -671,12 +686,11 @@ def run_ticks(engine: Engine):
                         first_gap[r] = t_end - last_s
                         sync_from[r] = j + 1
                 waiting_since.clear()
-            B -= len(done)
             d += 1
         for w, h, _ in admit:
             scheduled.append((w, j))
             if smart:
-                st.prefill_start_s[w] = t0
+                st.prefill_start_s[w] = now  # (the tick's start)
             running[w] = None
             prefilling[w] = h
         for r, c, chunk in pre:
@@ -692,6 +706,8 @@ def run_ticks(engine: Engine):
             if o == 1:
                 freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
+                if done is None:
+                    done = []
                 done.append(r)
                 continue
             base[r], join[r], sync_from[r] = total - d, d, j + 1
@@ -701,10 +717,11 @@ def run_ticks(engine: Engine):
             phase_count[(-(total - d)) % bs] += 1
             S += total - d
             B += 1
-        for r in done:
-            del running[r]
+        if done:
+            for r in done:
+                del running[r]
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
-        admission_blocked = pc is None and policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
+        admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
