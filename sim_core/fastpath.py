@@ -853,10 +853,10 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     Kd = tick_of_d.size
     decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
     nd = len(decs)
-    lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=nd)
-    hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=nd)
+    lo = np.fromiter(map(join.get, decs, itertools.repeat(0)), dtype=np.int64, count=nd)
+    hi = np.fromiter(map(last_d.get, decs, itertools.repeat(d_end - 1)), dtype=np.int64, count=nd)
     sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
-    num_extras = sum(len(x) for x in batch_extras.values())
+    num_extras = sum(map(len, batch_extras.values()))
     rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
         K, tick_of_d, decs, lo, sizes, batch_extras, base, bs, num_ticks0, held_fixed))  # fmt: skip
 
@@ -912,6 +912,11 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarra
     return num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held
 
 
+def _columns(items: list[tuple], k: int) -> np.ndarray:
+    """(request, tick, ...) tuples of k ints -> a (k, len(items)) int64 array: one conversion (its rows are views)."""
+    return np.fromiter(itertools.chain.from_iterable(items), dtype=np.int64, count=k * len(items)).reshape(len(items), k).T
+
+
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed, joined_at=()) -> bool:  # fmt: skip
@@ -924,7 +929,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     col = dict(zip(_ROW, block.T))
     P, A = np.zeros(n), np.zeros(n)
     if prefill_rows:
-        at, P_at, A_at = (np.array(c, dtype=np.int64) for c in zip(*prefill_rows))
+        at, P_at, A_at = _columns(prefill_rows, 3)
         P[at], A[at] = P_at, A_at
     col.update(num_prefill_tokens=P, num_prefill_seqs=A)
     dur, D = col["duration_s"], col["num_decode_tokens"]
@@ -945,8 +950,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
         # running order: the call's first requests, then admissions and joined decoders as they entered `running` (a
         # decoder that joins before tick j comes before tick j's admissions; `sorted` is stable)
-        added = [(j, 1, w) for w, j in scheduled] + [(j, 0, r) for r, j in joined_at]
-        order = running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])]
+        if joined_at:
+            added = [(j, 1, w) for w, j in scheduled] + [(j, 0, r) for r, j in joined_at]
+            order = running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])]
+        else:  # (admissions alone: `scheduled` is in tick order already)
+            order = running0 + [w for w, _ in scheduled]
         _record_batches(rec, min(n, want_batches), decoding, batch_extras, order, base,
                         join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
@@ -958,12 +966,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     else:
         rec.itl_runs(gap_arr, gap_counts)
 
-    def pairs(items):  # (request, tick, ...) tuples -> a (request, tick, ...) array each, one conversion
-        return np.array(items, dtype=np.int64).T
-
-    fin_all = pairs(finished) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
+    fin_all = _columns(finished, 3) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
     if scheduled:
-        req, tick = pairs(scheduled)
+        req, tick = _columns(scheduled, 2)
         rec.event(req, t0[tick], Event.SCHEDULED)
         first = np.isnan(st.first_scheduled_s[req])
         st.first_scheduled_s[req[first]] = t0[tick][first]
@@ -973,7 +978,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         req = np.array(list(prefilling), dtype=np.int64)
         st.computed[req] = np.array(list(prefilling.values()), dtype=np.int64)
     if first_token:
-        req, tick = pairs(first_token)
+        req, tick = _columns(first_token, 2)
         rec.event(req, t_end[tick], Event.FIRST_TOKEN)
         st.first_token_s[req] = t_end[tick]
         st.last_token_s[req] = t_end[tick]
@@ -999,8 +1004,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             ctx[is_fin] = b[is_fin] + fin_d[k] + 1
             last[is_fin] = fin_tick[k]
             decoded |= is_fin
-        lo = np.fromiter((sync_from.get(r, 0) for r in base), dtype=np.int64, count=n) if sync_from else np.zeros(n, dtype=np.int64)
-        own = (np.fromiter((first_gap.get(r, -math.inf) for r in base), dtype=np.float64, count=n) if first_gap
+        lo = (np.fromiter(map(sync_from.get, base, itertools.repeat(0)), dtype=np.int64, count=n) if sync_from
+              else np.zeros(n, dtype=np.int64))  # fmt: skip
+        own = (np.fromiter(map(first_gap.get, base, itertools.repeat(-math.inf)), dtype=np.float64, count=n) if first_gap
                else np.full(n, -np.inf))  # fmt: skip
         if not decoded.all():  # joined after the last decoding tick
             req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]
