@@ -641,7 +641,7 @@ def run_ticks(engine: Engine):
         except _HandBack:
             break
         free_after, chunks, admit = steps.free, steps.chunks, steps.admit
-        if kind == _DECODE_KIND and pc is not None:
+        if pc is not None and kind == _DECODE_KIND:
             pc.tick_offset = j
             pc.trim(free_after)
         if decoding:  # (the decodes run only with decoders: D = B > 0)
@@ -657,7 +657,8 @@ def run_ticks(engine: Engine):
             P += chunk
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
-            completes += c + chunk >= target_of(r)
+            if c + chunk >= target_of(r):
+                completes += 1
         A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
         t_end = now + dur
@@ -693,7 +694,7 @@ def run_ticks(engine: Engine):
                 st.prefill_start_s[w] = now  # (the tick's start)
             running[w] = None
             prefilling[w] = h
-        for r, c, chunk in pre:
+        for r, c, chunk in pre if completes else ():  # (no prompt completes: each continues, below)
             total = c + chunk
             if total < target_of(r):
                 prefilling[r] = total
@@ -717,6 +718,9 @@ def run_ticks(engine: Engine):
             phase_count[(-(total - d)) % bs] += 1
             S += total - d
             B += 1
+        if not completes:
+            for r, c, chunk in pre:
+                prefilling[r] = c + chunk
         if done:
             for r in done:
                 del running[r]
