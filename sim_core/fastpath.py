@@ -629,8 +629,11 @@ def run_ticks(engine: Engine):
             kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
         # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
         # locals into cells, which costs more than these stores on the composed ticks only)
-        steps.B, steps.head, steps.seqs_left, steps.free, steps.chunks, steps.admit = (
-            B, head, cap - num_running, free, no_steps, no_steps)
+        steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
+        steps.head = head
+        steps.seqs_left = cap - num_running
+        steps.free = free
+        steps.chunks = steps.admit = no_steps
         if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
             steps.need_d = phase_count[d % bs]
         if pc is not None:  # (only the prefix cache's lines read these)
