@@ -73,6 +73,11 @@ class BlockManager:
     # ------------------------------------------------------------ actions
     def grow_to(self, req_idx: IntArray, target_blocks: IntArray) -> None:
         """Make each request hold at least `target_blocks`. Caller has checked capacity."""
+        if type(req_idx) is int:  # (one request as ints, a cluster's reservation: the same counts without arrays)
+            extra = max(target_blocks - self.held.item(req_idx), 0)
+            self.held[req_idx] += extra
+            self.num_free -= extra
+            return
         extra = np.maximum(np.asarray(target_blocks) - self.held[req_idx], 0)
         self.held[req_idx] += extra
         self.num_free -= int(extra.sum())

@@ -143,6 +143,9 @@ class Deployment:
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
+        self._engines = [x.engine for x in self.instances]  # (`_earliest`: the loop's scan, every pass)
+        self._all_ids = tuple(range(len(self.instances)))
+        self._front_ids = tuple(range(len(self.front)))
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
         self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
@@ -299,12 +302,21 @@ class Deployment:
                 if t_ev <= t_e:
                     if not math.isfinite(t_ev):
                         break
-                    if t_heap <= t_arr:
-                        self._pop_event()
-                    else:
+                    if t_heap > t_arr:
                         self._ptr = self._route(ptr)
+                        stalled.clear()
+                        continue
+                    self._pop_event()
                     stalled.clear()
-                    continue
+                    if self._dispatch_t is None or self._time_stopped:
+                        continue
+                    # The event's dispatch waits for decode instances (a hand-off, mostly): the next pass would step
+                    # the first of them (the branch above), so this one does (one loop pass fewer per such hand-off)
+                    i = self._dispatch_waits_for(stalled)
+                    if i is None:
+                        self._dispatch(self._dispatch_t)
+                        continue
+                    t_heap = self._heap[0][0] if self._heap else math.inf
             inst = insts[i]
             eng = inst.engine
             if self.views is not None and inst.role != "decode":
@@ -425,10 +437,12 @@ class Deployment:
         """The busy instance with the earliest clock (ties: lowest index), among the front instances and the
         decode instances in `back` (None: all)."""
         best, best_t = None, math.inf
-        num_front = len(self.front)
-        for i, inst in enumerate(self.instances):
-            t = inst.engine.st.now_s  # (the clock first: the cheapest test, and most instances fail it)
-            if t < best_t and i not in stalled and (back is None or i < num_front or i in back) and inst.engine.has_work:
+        engines = self._engines
+        # (the candidates in index order, listed once: with lazy_decode most passes leave every decode instance out)
+        for i in self._all_ids if back is None else self._front_ids + back if back else self._front_ids:
+            eng = engines[i]
+            t = eng.st.now_s  # (the clock first: the cheapest test, and most instances fail it)
+            if t < best_t and i not in stalled and eng.has_work:
                 best, best_t = i, t
         return best
 
@@ -594,8 +608,7 @@ class Deployment:
                 self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
-            self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
-                                                 pre.st.first_token_s.item(kp))  # fmt: skip
+            self.back[d].engine.inject_prefilled(self.decode_slot_of.item(r), t, pre.st.first_token_s.item(kp))
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, Event.KV_TRANSFER_DONE))
@@ -615,8 +628,8 @@ class Deployment:
         while self._pending:
             r, i, ready = self._pending[0]
             pre = self.instances[i].engine
-            kp = int(self.slot_of[r])
-            ctx, prompt = int(pre.st.computed[kp]), int(pre.st.prompt[kp])
+            kp = self.slot_of.item(r)  # (Python ints from one element each: no NumPy scalars, every try)
+            ctx, prompt = pre.st.computed.item(kp), pre.st.prompt.item(kp)
             if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: same blocks)
                 need = self._head_need[1]
             else:
@@ -637,9 +650,13 @@ class Deployment:
                     return  # back-pressure: the request keeps its prefill blocks
                 d = self.back_router.choose([_seen(e) for e in decs], r, eligible)
             self._pending.popleft()
-            wl = self.workload
-            kd = decs[d].add_request(float(self.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
-                                     int(wl.class_idx[r]))  # fmt: skip
+            if self._requests is not None:  # (Python values listed once: `_add`)
+                arrival_s, _, output, priority, class_idx = self._requests[r]
+            else:
+                wl = self.workload
+                arrival_s, output, priority, class_idx = (float(self.arrival_s[r]), int(wl.output_tokens[r]),
+                                                          int(wl.priority[r]), int(wl.class_idx[r]))  # fmt: skip
+            kd = decs[d].add_request(arrival_s, prompt, output, priority, class_idx)
             self.decode_slot_of[r] = kd
             self.ids_of[first + d].append(r)
             decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
