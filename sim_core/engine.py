@@ -126,7 +126,9 @@ class Engine:
         coalesce = self._coalesce
         if self._solo is not None and self._solo.advance():  # one request at a time: whole services, many per step
             pass
-        elif not (self._fast and (self._run_fast() if self.may_pause else fastpath.advance(self))) and not (coalesce and self._advance_pure_decode()):
+        # (`_advance_pure_decode` runs nothing with nothing running: not called then, a cluster's idle prefill steps)
+        elif not (self._fast and (self._run_fast() if self.may_pause else fastpath.advance(self))) and not (
+                coalesce and st.running.size and self._advance_pure_decode()):  # fmt: skip
             plan = self.sched.schedule(st)
             if plan.is_empty:
                 if not self._idle():

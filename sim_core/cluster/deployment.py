@@ -146,6 +146,7 @@ class Deployment:
         self._engines = [x.engine for x in self.instances]  # (`_earliest`: the loop's scan, every pass)
         self._all_ids = tuple(range(len(self.instances)))
         self._front_ids = tuple(range(len(self.front)))
+        self._back_ids = [(len(self.front) + d,) for d in range(len(self.back))]  # (`_gating_back`: a transfer's)
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
         self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
@@ -181,7 +182,8 @@ class Deployment:
         # Blocks a context needs are the same on every decode instance when their block managers are alike (one pool
         # config: always, today); `_dispatch` then asks one of them
         self._same_blocks = len({(e.kv.block_size, e.kv.num_samples, e.kv._contiguous_blocks) for e in self._decs}) == 1
-        self._head_need: tuple[int, list[int]] = (-1, [])  # (request, blocks it needs on each decode instance): `_dispatch`
+        # (request, blocks it needs on each decode instance, its slot, context and prompt on its prefill instance): `_dispatch`
+        self._head_need: tuple[int, list[int], int, int, int] = (-1, [], -1, 0, 0)
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
         # A dispatch at `_dispatch_t` waits for the decode instances in `_dispatch_need` to reach it (`_dispatch`)
@@ -458,7 +460,7 @@ class Deployment:
         if t_heap <= t_arr and self._heap:
             _, _, kind, payload = self._heap[0]
             if kind == XFER_DONE:
-                return (len(self.front) + payload[1],)
+                return self._back_ids[payload[1]]
         return ()
 
     def _horizon(self, i: int, t_arr: float, t_heap: float) -> float:
@@ -488,7 +490,9 @@ class Deployment:
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
                 if o.engine.has_work:
-                    h = min(h, self._next_output_bound_s(j))
+                    b = self._next_output_bound_s(j)
+                    if b < h:  # (min(h, b) without the call: the same value)
+                        h = b
         return h
 
     def _next_output_bound_s(self, j: int) -> float:
@@ -496,11 +500,14 @@ class Deployment:
         running or swapped: only arrivals to come) before its next arrival, can end sooner than one shortest
         tick after that: the earliest time j can hand a request off or free decode blocks. (Arrivals still to
         be routed, and cluster events, bound every horizon separately.)"""
-        st = self.instances[j].engine.st
+        inst = self.instances[j]
+        st = inst.engine.st
         t = st.now_s
-        if self.tight_horizons and self.instances[j].role == "prefill" and not (
+        if self.tight_horizons and inst.role == "prefill" and not (
                 st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
-            t = max(t, st.next_arrival_s())
+            t_next = st.next_arrival_s()
+            if t_next > t:  # (max(t, t_next) without the call)
+                t = t_next
         return t + self.min_tick_s[j]
 
     def _release_bound_s(self, i: int) -> float:
@@ -627,16 +634,16 @@ class Deployment:
         first = len(self.front)
         while self._pending:
             r, i, ready = self._pending[0]
-            pre = self.instances[i].engine
-            kp = self.slot_of.item(r)  # (Python ints from one element each: no NumPy scalars, every try)
-            ctx, prompt = pre.st.computed.item(kp), pre.st.prompt.item(kp)
-            if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: same blocks)
-                need = self._head_need[1]
+            if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: the same
+                _, need, kp, ctx, prompt = self._head_need  # blocks, and its handed-off state does not change)
             else:
+                pre = self.instances[i].engine
+                kp = self.slot_of.item(r)  # (Python ints from one element each: no NumPy scalars)
+                ctx, prompt = pre.st.computed.item(kp), pre.st.prompt.item(kp)
                 # (the decode pool's instances share one config, so their block managers agree: one call, not one each)
                 need = [int(decs[0].kv.blocks_for(ctx, prompt))] * len(decs) if self._same_blocks else [
                     int(e.kv.blocks_for(ctx, prompt)) for e in decs]  # fmt: skip
-                self._head_need = (r, need)
+                self._head_need = (r, need, kp, ctx, prompt)
             if self._lazy:
                 d, behind = self._lazy_choice(r, t, need)
                 if behind:
@@ -674,6 +681,10 @@ class Deployment:
         `_dispatch_need` with the earliest clock before the dispatch's instant (ties: lowest index); None once every
         one has reached it."""
         t_d, insts = self._dispatch_t, self.instances
+        if len(self._dispatch_need) == 1:  # (round robin's wait, every hand-off that waits: one instance, no min)
+            j = self._dispatch_need[0]
+            eng = self._engines[j]
+            return j if j not in stalled and eng.has_work and eng.st.now_s < t_d else None
         return min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
                     and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
 

@@ -194,3 +194,37 @@ def test_a_hand_off_of_the_only_running_request_leaves_an_empty_batch():
         left = [r for r in running if r != 5]
         assert e.st.running.dtype == np.int64 and e.st.running.tolist() == left
         assert e.handed_off[-1][0].tolist() == [5]
+
+
+def test_a_request_tried_again_at_the_head_keeps_the_slot_context_and_prompt_it_was_first_tried_with():
+    # `_dispatch` keeps the head's slot, context and prompt with its blocks: they are its prefill engine's values at
+    # every try (under back-pressure a head is tried many times; a handed-off request's state does not change)
+    cfg = make_config(seed=1, workload__num_requests=60, workload__arrival__rate_per_s=20.0,
+                      workload__prompt_tokens={"dist": "lognormal", "mean": 1500, "min": 100, "max": 3000},
+                      workload__output_tokens={"dist": "lognormal", "mean": 300, "min": 1, "max": 600})
+    hw = cfg.hardware.model_dump()  # (small KV on both sides: transfers wait for decode blocks, scripts/cluster_digest.py)
+    cfg = deploy(cfg, {"disaggregation": {"prefill": {"replicas": 2, "hardware": hw | {"memory_gib": 18.5}},
+                                          "decode": {"replicas": 2, "hardware": hw | {"memory_gib": 19.5}}}})  # fmt: skip
+    dep = Deployment(cfg)
+    dispatch, tries = dep._dispatch, []
+
+    def checked(t):
+        dispatch(t)
+        r, need, kp, ctx, prompt = dep._head_need
+        if dep._pending and dep._pending[0][0] == r:  # (it waits at the head: tried again later)
+            pre = dep.instances[dep._pending[0][1]].engine
+            assert (kp, ctx, prompt) == (dep.slot_of[r], pre.st.computed[kp], pre.st.prompt[kp])
+            assert need == [int(e.kv.blocks_for(ctx, prompt)) for e in dep._decs]
+            tries.append(r)
+
+    dep._dispatch = checked
+    dep.run()
+    assert len(tries) > len(set(tries)) > 5  # heads tried again (back-pressure)
+
+
+def test_an_engine_with_nothing_running_has_no_pure_decode_run():
+    # (`Engine.step` does not call `_advance_pure_decode` with nothing running: it would run nothing)
+    dep = Deployment(_xpyd())
+    dep.run()
+    for x in dep.instances:
+        assert not x.engine.st.running.size and x.engine._advance_pure_decode() is False
