@@ -89,6 +89,10 @@ class BlockManager:
         self.num_free -= int(num_blocks.sum()) if total is None else total
 
     def free(self, req_idx: IntArray) -> None:
+        if type(req_idx) is int:  # (one request as an int, a cluster's release: the same count without arrays)
+            self.num_free += self.held.item(req_idx)
+            self.held[req_idx] = 0
+            return
         self.num_free += int(self.held[req_idx].sum())
         self.held[req_idx] = 0
 

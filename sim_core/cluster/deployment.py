@@ -55,7 +55,7 @@ from functools import partial
 import numpy as np
 
 from sim_core.cluster.router import Router
-from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
+from sim_core.cluster.transfer import KVTransfer
 from sim_core.cluster.turns import RefreshedViews, TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
@@ -162,6 +162,7 @@ class Deployment:
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
+        self._transfer = KVTransfer(cfg, self.link, self.num_layers) if dis else None  # (`_dispatch`: bytes and time)
         # Per request: where it ran (instance and slot there) and its KV transfer (-1 / NaN: not applicable).
         self.instance_of = np.full(R, -1, dtype=np.int64)  # front instance (index into self.instances)
         self.decode_of = np.full(R, -1, dtype=np.int64)  # decode instance (index into self.instances)
@@ -668,8 +669,8 @@ class Deployment:
             self.ids_of[first + d].append(r)
             decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
             self._incoming[d] += 1
-            nbytes = kv_transfer_bytes(self.cfg, ctx)
-            dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)
+            nbytes = self._transfer.bytes(ctx)
+            dt = self._transfer.seconds(nbytes, pipelined=t == ready)
             self.decode_of[r] = first + d
             self.kv_transfer_start_s[r], self.kv_transfer_end_s[r] = t, t + dt
             self.kv_transfer_bytes[r] = nbytes

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim_core.cluster import Deployment
 from tests.conftest import make_config
@@ -228,3 +230,19 @@ def test_an_engine_with_nothing_running_has_no_pure_decode_run():
     dep.run()
     for x in dep.instances:
         assert not x.engine.st.running.size and x.engine._advance_pure_decode() is False
+
+
+@given(bw=st.one_of(st.none(), st.floats(0.1, 1000)), lat=st.floats(0, 1000), ctx=st.integers(0, 200_000),
+       layers=st.integers(1, 128), piped=st.booleans(), layerwise=st.booleans())  # fmt: skip
+def test_a_deployments_transfer_prices_are_the_formulas_operations_exactly(bw, lat, ctx, layers, piped, layerwise):
+    # `KVTransfer` reads the config and link once: bytes and time are the formulas' float operations, bit for bit
+    from sim_core.cluster.transfer import KVTransfer
+    from sim_core.config import LinkConfig, SimConfig
+    from sim_core.costmodel import kv_bytes_per_token
+
+    cfg, link = SimConfig(), LinkConfig(bandwidth_gb_per_s=bw, latency_us=lat, layerwise_pipelining=layerwise)
+    x = KVTransfer(cfg, link, layers)
+    nbytes = kv_bytes_per_token(cfg) * ctx
+    assert x.bytes(ctx) == nbytes
+    exposed = nbytes / layers if piped and layerwise else nbytes
+    assert x.seconds(nbytes, piped) == (0.0 if bw is None else lat * 1e-6 + exposed / (bw * 1e9))
