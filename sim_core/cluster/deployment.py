@@ -681,13 +681,14 @@ class Deployment:
         """The instance a waiting dispatch (`_dispatch_t`) has the loop step next: the busy, unstalled one of
         `_dispatch_need` with the earliest clock before the dispatch's instant (ties: lowest index); None once every
         one has reached it."""
-        t_d, insts = self._dispatch_t, self.instances
-        if len(self._dispatch_need) == 1:  # (round robin's wait, every hand-off that waits: one instance, no min)
-            j = self._dispatch_need[0]
-            eng = self._engines[j]
-            return j if j not in stalled and eng.has_work and eng.st.now_s < t_d else None
-        return min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
-                    and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
+        t_d, engines = self._dispatch_t, self._engines
+        best, best_t = None, t_d
+        for j in self._dispatch_need:  # (a loop, not min over a generator with a key: the same (clock, index) minimum)
+            eng = engines[j]
+            t = eng.st.now_s  # (the clock first: an instance that reached the instant fails it)
+            if (t < best_t or t == best_t and best is not None and j < best) and j not in stalled and eng.has_work:
+                best, best_t = j, t
+        return best
 
     def _fits(self, d: int, need: int) -> bool:
         return decode_fits(self.back[d].engine, self._incoming[d], need)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sim_core.cluster import Deployment
+from sim_core.sweep import with_value
 from tests.conftest import make_config
 from tests.sim_core.cluster.test_deployment import deploy
 
@@ -246,3 +248,27 @@ def test_a_deployments_transfer_prices_are_the_formulas_operations_exactly(bw, l
     assert x.bytes(ctx) == nbytes
     exposed = nbytes / layers if piped and layerwise else nbytes
     assert x.seconds(nbytes, piped) == (0.0 if bw is None else lat * 1e-6 + exposed / (bw * 1e9))
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
+def test_the_instance_a_waiting_dispatch_steps_is_the_earliest_by_clock_then_index(router):
+    # `_dispatch_waits_for` loops over the instances the dispatch needs: the busy, unstalled one with the earliest
+    # clock before the dispatch's instant, ties to the lowest index (as min over them by (clock, index) chooses)
+    cfg = _xpyd(num_decode=3)
+    dep = Deployment(with_value(cfg, "deployment.router", router))
+    waits_for, checked = dep._dispatch_waits_for, [0, 0]
+
+    def both(stalled):
+        got = waits_for(stalled)
+        insts, t_d = dep.instances, dep._dispatch_t
+        want = min((j for j in dep._dispatch_need if j not in stalled and insts[j].engine.has_work
+                    and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
+        assert got == want
+        checked[0] += 1
+        checked[1] += len(dep._dispatch_need) > 1
+        return got
+
+    dep._dispatch_waits_for = both
+    dep.run()
+    assert checked[0] > 100
+    assert checked[1] > 50 or router == "round_robin"  # (least outstanding waits for several decode instances)
