@@ -474,6 +474,8 @@ class Deployment:
         # off (at their transfer's end; a dispatch at any event may start one, and a decode instance's next tick
         # may free blocks for one): holding none, it runs to its next routed arrival whatever the events.
         free_running = self.tight_horizons and inst.role == "prefill" and not self._held[i]
+        if free_running and self.turns is None:  # (nothing below bounds it then: most prefill steps)
+            return t_arr
         h = t_arr if free_running else min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
         st = inst.engine.st
         if self.turns is not None:

@@ -272,3 +272,37 @@ def test_the_instance_a_waiting_dispatch_steps_is_the_earliest_by_clock_then_ind
     dep.run()
     assert checked[0] > 100
     assert checked[1] > 50 or router == "round_robin"  # (least outstanding waits for several decode instances)
+
+
+def _horizon_in_full(dep, i, t_arr, t_heap):
+    """`Deployment._horizon` without its early return for a free-running prefill instance (xPyD, no sessions)."""
+    inst = dep.instances[i]
+    free_running = dep.tight_horizons and inst.role == "prefill" and not dep._held[i]
+    h = t_arr if free_running else min(t_heap, t_arr)
+    st = inst.engine.st
+    if inst.role == "decode" and dep._dispatch_t is not None:
+        h = min(h, dep._dispatch_t)
+    matter = inst.role != "prefill" or not dep._lazy or dep._pending
+    if dep.back and not free_running and matter and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
+        first, other = (len(dep.front), dep.back) if inst.role == "prefill" else (0, dep.front)
+        for j, o in enumerate(other, start=first):
+            if o.engine.has_work:
+                h = min(h, dep._next_output_bound_s(j))
+    return h
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
+def test_a_free_running_prefill_instances_horizon_is_its_next_routed_arrival(router):
+    # (`_horizon` returns t_arr at once for a prefill instance holding no handed-off KV: what the rest would give)
+    dep = Deployment(with_value(_xpyd(), "deployment.router", router))
+    horizon, seen = dep._horizon, [0]
+
+    def both(i, t_arr, t_heap):
+        got = horizon(i, t_arr, t_heap)
+        assert got == _horizon_in_full(dep, i, t_arr, t_heap)
+        seen[0] += dep.instances[i].role == "prefill" and not dep._held[i]
+        return got
+
+    dep._horizon = both
+    dep.run()
+    assert seen[0] > 100
