@@ -306,3 +306,31 @@ def test_a_free_running_prefill_instances_horizon_is_its_next_routed_arrival(rou
     dep._horizon = both
     dep.run()
     assert seen[0] > 100
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "least_kv"])
+def test_a_choice_from_bounds_waits_for_the_instances_whose_eligibility_is_open(router):
+    # `_lazy_choice_by_bounds` decides each decode instance's eligibility in one loop: exact where it reached t, from
+    # bounds where it lags and does not fit now, open (it must reach t) where it lags and fits now
+    cfg = with_value(_xpyd(num_decode=3), "deployment.router", router)
+    dep = Deployment(cfg)
+    by_bounds, seen = dep._lazy_choice_by_bounds, {"open": 0, "settled": 0}
+
+    def both(r, t, need, behind):
+        fits = [dep._fits(d, need[d]) if d not in behind else
+                (None if dep._fits(d, need[d]) else dep._fits_by_bounds(d, need[d], t)) for d in range(len(dep.back))]  # fmt: skip
+        unknown = [d for d in range(len(dep.back)) if fits[d] is None]
+        got = by_bounds(r, t, need, behind)
+        if unknown:
+            assert got == (None, unknown)
+            seen["open"] += 1
+        elif not any(fits):
+            assert got == (None, behind)
+        else:
+            assert got[0] is None or fits[got[0]]  # (a pick is eligible)
+            seen["settled"] += got[0] is not None
+        return got
+
+    dep._lazy_choice_by_bounds = both
+    dep.run()
+    assert seen["open"] > 20 and seen["settled"] > 20
