@@ -455,8 +455,10 @@ class Deployment:
         transfer's decode instance (it joins the batch there; none when no event is left: the busy front instances
         run first, as they may hand off); a hand-off's dispatch asks for the instances it needs (`_dispatch`), and
         arrivals reach only front instances. A decode instance left behind
-        gets no input before the instant it next has to reach (its runs until then are what they would be)."""
-        if not self._lazy or self._pending:
+        gets no input before the instant it next has to reach (its runs until then are what they would be). An event
+        at or past limits.max_sim_time_s: all (the run ends there once every instance has reached the limit; routing
+        it with decode instances behind took input the reference never takes)."""
+        if not self._lazy or self._pending or self.cfg.limits.max_sim_time_s <= min(t_arr, t_heap) < math.inf:
             return None
         if t_heap <= t_arr and self._heap:
             _, _, kind, payload = self._heap[0]

@@ -243,3 +243,23 @@ def test_a_paused_decode_run_shows_the_counts_its_write_back_gives():
     dep.run()
     assert len(seen) > 10
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])
+
+
+@pytest.mark.parametrize("router, limit_s", [("least_outstanding", 4.6), ("least_outstanding", 2.0), ("round_robin", 3.1),
+                                             ("session", 2.5)])  # fmt: skip
+def test_a_time_limit_stops_lagging_decode_instances_where_the_reference_stops(router, limit_s):
+    # The next arrival past limits.max_sim_time_s is where the run ends once every instance reached the limit. With
+    # decode instances lagging (no event needs them) and every prefill instance idle, the loop routed that arrival
+    # (and the ones after it) before a decode instance reached the limit; the reference (every decode instance
+    # reaches every event) stops first and leaves them unrouted (review 22)
+    cfg = make_config("chat-h100-llama8b", seed=49, workload__num_requests=46, workload__arrival__rate_per_s=5.0,
+                      workload__prompt_tokens={"dist": "lognormal", "mean": 800, "min": 1, "max": 3000},
+                      workload__output_tokens={"dist": "lognormal", "mean": 300, "min": 1, "max": 600},
+                      limits__max_sim_time_s=limit_s)  # fmt: skip
+    cfg = deploy(cfg, {"router": router, "disaggregation": {"prefill": {"replicas": 3}, "decode": {"replicas": 1},
+                                                            "link": {"bandwidth_gb_per_s": 5.0, "latency_us": 500.0}}})  # fmt: skip
+    (lazy, _), (ref, _) = _run(cfg), _run(cfg, lazy_decode=False)
+    assert_same_routing_and_busy_ticks(lazy, ref)
+    if router != "round_robin":  # (round robin routes every request up front)
+        late = Deployment(cfg).arrival_s >= limit_s
+        assert late.any() and (lazy.instance_of[late] == -1).all() and (lazy.instance_of >= 0).sum() > 5
