@@ -178,7 +178,7 @@ class _Steps:
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
             # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
             # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
-            # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath).
+            # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath_steps).
             w, free, target_of = waiting[head] % R, self.free, self.target_of
             taken = rules.admit_next(0, target_of(w), left, free, self.wm, self.need_of, self.is_chunked, False)
             if taken is None:
