@@ -334,3 +334,20 @@ def test_a_choice_from_bounds_waits_for_the_instances_whose_eligibility_is_open(
     dep._lazy_choice_by_bounds = both
     dep.run()
     assert seen["open"] > 20 and seen["settled"] > 20
+
+
+def test_a_waiting_dispatch_steps_the_lowest_index_among_equal_clocks():
+    # (the run above never has two needed instances at one clock: a mutation to the highest index passed it; review 22)
+    from types import SimpleNamespace
+
+    dep = Deployment(_xpyd(num_decode=3))
+    clocks = {2: 1.0, 3: 0.5, 4: 0.5}  # decode instances 2..4 (after the two prefill instances)
+    dep._engines = [SimpleNamespace(st=SimpleNamespace(now_s=clocks.get(j, 0.0)), has_work=True) for j in range(5)]
+    dep._dispatch_t = 2.0
+    for need, stalled, want in [([2, 3, 4], set(), 3), ([4, 3, 2], set(), 3), ([2, 4], set(), 4), ([2, 3, 4], {3}, 4),
+                                ([2, 3, 4], {3, 4}, 2), ([3, 4], {3, 4}, None)]:  # fmt: skip
+        dep._dispatch_need = need
+        assert dep._dispatch_waits_for(stalled) == want, (need, stalled)
+    dep._dispatch_t = 0.5  # (only clocks before the dispatch's instant)
+    dep._dispatch_need = [2, 3, 4]
+    assert dep._dispatch_waits_for(set()) is None
