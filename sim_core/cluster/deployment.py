@@ -486,6 +486,12 @@ class Deployment:
                 h = min(h, self.views.next_instant_s(inst.engine))
         if inst.role == "decode" and self._dispatch_t is not None:
             h = min(h, self._dispatch_t)  # (the dispatch was popped off the heap: it waits for this instance)
+        elif inst.role == "decode" and self._pending and inst.engine.live_counts()[0]:  # (something runs: ticks to come)
+            # Hand-offs wait for decode room (back-pressure; not a dispatch waiting for catch-ups, above): a retry
+            # follows each decode step (`run`), and any tick may free blocks or a batch slot; a run of several ticks
+            # retried only at its end, later than one tick at a time (the tick-by-tick deployment): later transfers
+            # and finish times (review 22).
+            h = min(h, math.nextafter(st.now_s, math.inf))  # (one tick: the tick that starts now)
         # A decode tick matters to a prefill instance only through retries of waiting hand-offs (lazy_decode: with
         # none waiting every KV it holds is in flight, its release on the heap; and lagging decode clocks say nothing)
         decode_ticks_matter = inst.role != "prefill" or not self._lazy or self._pending

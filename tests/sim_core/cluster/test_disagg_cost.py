@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -282,6 +283,8 @@ def _horizon_in_full(dep, i, t_arr, t_heap):
     st = inst.engine.st
     if inst.role == "decode" and dep._dispatch_t is not None:
         h = min(h, dep._dispatch_t)
+    elif inst.role == "decode" and dep._pending and inst.engine.live_counts()[0]:  # (back-pressure: one tick)
+        h = min(h, math.nextafter(st.now_s, math.inf))
     matter = inst.role != "prefill" or not dep._lazy or dep._pending
     if dep.back and not free_running and matter and (st.running.size or st.waiting_keys.size or st.swapped_keys.size):
         first, other = (len(dep.front), dep.back) if inst.role == "prefill" else (0, dep.front)
