@@ -26,6 +26,7 @@ from sim_core import fastpath, solo
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
+from sim_core.count_curve import CountCurve
 from sim_core.kvcache import BlockManager
 from sim_core.metrics import summarize
 from sim_core.prefix_cache import PrefixCachingBlockManager
@@ -85,7 +86,7 @@ class Engine:
         self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
         self._live_left: fastpath.LiveLeft | None = None  # tokens left in the paused run (outstanding_bounds)
         self._reserved = 0
-        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted, answers)
+        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, its CountCurve)
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
@@ -233,48 +234,28 @@ class Engine:
         `t_s`) and finishes only lower the count; a request cannot finish in fewer ticks than its remaining
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
+        key = self._state_key()
+        memo = self._bounds_memo
+        if memo is None or memo[0] != key:  # a router asks several times between steps
+            memo = self._bounds_memo = (key, self.outstanding_curve())
+        return memo[1].bounds(t_s, min_tick_s)
+
+    def outstanding_curve(self) -> CountCurve:
+        """`outstanding_bounds` at every instant at once, for the state now (a new object: a deployment keeps it until
+        the engine steps, and adds the requests it sends meanwhile, `CountCurve.add`)."""
         st = self.st
-        # (no tick starts at or after limits.max_sim_time_s: the bounds there hold at any later instant; a trace
-        # arrival at 1e18 s made the tick count overflow, a traceback instead of the run stopping at the limit)
-        t_s = min(t_s, self.cfg.limits.max_sim_time_s)
-        if t_s <= st.now_s:  # (its state then is its state now)
-            count = self.num_outstanding
-            return count, count
-        ticks = int((t_s - st.now_s) // min_tick_s) + 1
-        most = ticks * self._max_tokens_per_tick()  # tokens a request can emit by t_s: those with no more left may finish
+        limit_s, per_tick = self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick()
         live = self._live
         if live is not None:  # a paused run: the tokens left are in the run (fastpath.LiveLeft, made once per pause)
-            high = live[1] + len(self._joined) + max(self.num_added - live[2], 0)  # (num_outstanding)
-            if not high:
-                return 0, 0
             left = self._live_left
             if left is None:
                 left = self._live_left = fastpath.LiveLeft(self, live)
-            num_may_finish = left.num_within(most)
             output = st.output
-            for k in range(live[2], self.num_added):  # (added since the pause, not arrived there: all tokens left)
-                num_may_finish += output.item(k) <= most
-            for r in self._joined:  # (decoders that joined it since)
-                num_may_finish += output.item(r) - st.emitted.item(r) <= most
-            return high - num_may_finish, high
-        key = self._state_key()
-        memo = self._bounds_memo
-        if memo is not None and memo[0] == key:  # a router asks several times between steps, often for one instant
-            out = memo[2].get((t_s, min_tick_s))
-            if out is not None:
-                return out
-        else:
-            ids = self._outstanding_ids()
-            # remaining tokens, ascending; the answers given so far, by (instant, shortest emitting tick)
-            memo = self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist(), {})
-        remaining, seen = memo[1], memo[2]
-        high = len(remaining)
-        if not high:
-            return high, high
-        out = high - bisect_right(remaining, most), high
-        if len(seen) < 64:
-            seen[t_s, min_tick_s] = out
-        return out
+            lefts = [output.item(k) for k in range(live[2], self.num_added)]  # (added since the pause: all tokens left)
+            lefts += [output.item(r) - st.emitted.item(r) for r in self._joined]  # (decoders that joined it since)
+            return CountCurve(st.now_s, limit_s, per_tick, left, live[1], lefts)
+        ids = self._outstanding_ids()
+        return CountCurve(st.now_s, limit_s, per_tick, None, 0, (st.output[ids] - st.emitted[ids]).tolist())
 
     def _state_key(self) -> tuple:
         """What the bounds below depend on between steps (the state changes only with these, or through

@@ -758,7 +758,7 @@ class LiveLeft:
 
     FEW_TICKS = 16
 
-    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued")
+    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first")
 
     def __init__(self, engine: Engine, at: tuple):
         _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
@@ -772,6 +772,9 @@ class LiveLeft:
             queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
             queued.sort()
         self.queued = queued
+        # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test)
+        first = min(finish_at) - d + 1 if finish_at else math.inf
+        self.first = min(first, queued[0]) if queued else first
 
     def num_within(self, most: int) -> int:
         """Requests of the run with at most `most` tokens left."""

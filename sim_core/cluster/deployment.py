@@ -210,6 +210,10 @@ class Deployment:
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
         self._bounds_at: list[tuple | None] = [None] * len(self.instances)
+        # Per front instance: its count bounds at every instant (`Engine.outstanding_curve`), kept until it steps;
+        # a request sent to it joins them (`_add`)
+        self._curves: list = [None] * len(self.instances)
+        self._front_emit_s = self.min_emit_tick_s[: len(self.front)]
         # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
         # loop and the mid-run router read them at every arrival; issue 13: cost)
         self._instants: list[float] | None = None
@@ -311,7 +315,7 @@ class Deployment:
                 self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
-            self._bounds_at[i] = None
+            self._bounds_at[i] = self._curves[i] = None
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
@@ -359,21 +363,22 @@ class Deployment:
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
-        cache = self._bounds_at
+        curves = self._curves
         bounds = []
-        # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
+        # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
         if self.router.policy != "least_kv":
-            for j, (f, _, m) in enumerate(self._bound_fns):
+            for j, m in enumerate(self._front_emit_s):
                 if j == k:
                     bounds.append((known[1], known[1]))
                     continue
-                at = cache[j]
-                if at is None or at[0] != t:
-                    at = cache[j] = (t, f(t, m), None)
-                bounds.append(at[1])
+                curve = curves[j]
+                if curve is None:
+                    curve = curves[j] = self.front[j].engine.outstanding_curve()
+                bounds.append(curve.bounds(t, m))
             return self.router.choose_by_bounds(bounds, r)
+        cache = self._bounds_at
         usage = []
-        for j, (f, g, m) in enumerate(self._bound_fns):
+        for j, (_, g, m) in enumerate(self._bound_fns):
             if j == k:
                 bounds.append((known[1], known[1]))
                 usage.append((known[2], known[2]))
@@ -384,7 +389,13 @@ class Deployment:
                 # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
                 # (weaker bounds cost catch-ups, never a choice)
                 u = g(t, m)
-                at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
+                if u is None:
+                    at = cache[j] = (t, (0, math.inf), (0.0, math.inf))
+                else:
+                    curve = curves[j]
+                    if curve is None:
+                        curve = curves[j] = self.front[j].engine.outstanding_curve()
+                    at = cache[j] = (t, curve.bounds(t, m), u)
             bounds.append(at[1])
             usage.append(at[2])
         return self.router.choose_by_bounds(bounds, r, usage)
@@ -575,6 +586,9 @@ class Deployment:
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
         self._bounds_at[i] = None
+        curve = self._curves[i]
+        if curve is not None:  # (its count curve takes the request: all its tokens left)
+            curve.add(int(wl.output_tokens[r]) if self._requests is None else self._requests[r][2])
 
     def _pop_event(self) -> None:
         t, _, kind, payload = heapq.heappop(self._heap)
