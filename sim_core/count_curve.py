@@ -58,3 +58,43 @@ class CountCurve:
         self.high += 1
         if tokens_left < self.first:
             self.first = tokens_left
+
+
+class LiveKvCurve:
+    """`Engine.kv_used_bounds` at every instant past the clock of a paused fast-path run, for one state of it (see
+    `Engine.live_kv_curve` for the rule): `used` blocks in use and `num_free` free at its clock; `num_decoders`
+    decoders, each taking at most ceil((most + 1 + width) / bs) more blocks by t, whose finishes free at most the
+    blocks `live.blocks_within` counts; `others` (prompt, output, blocks held) of the prefilling, queued and added
+    requests, each growing to at most its prompt plus `most` tokens (its whole context at most) plus the lookahead
+    `width`, freeing what it holds if it may finish. A request sent to it joins `others` (`add`)."""
+
+    __slots__ = ("now_s", "limit_s", "per_tick", "used", "num_free", "num_decoders", "live", "others", "prompt",
+                 "output", "bs", "width")  # fmt: skip
+
+    def __init__(self, now_s: float, limit_s: float, per_tick: int, used: int, num_free: int, num_decoders: int,
+                 live: LiveLeft, others: list[tuple[int, int, int]], prompt, output, bs: int, width: int):  # fmt: skip
+        self.now_s, self.limit_s, self.per_tick = now_s, limit_s, per_tick
+        self.used, self.num_free, self.num_decoders, self.live, self.others = used, num_free, num_decoders, live, others
+        self.prompt, self.output, self.bs, self.width = prompt, output, bs, width
+
+    def bounds(self, t_s: float, min_tick_s: float) -> tuple[int, int] | None:
+        used = self.used
+        if t_s > self.limit_s:  # (as in CountCurve)
+            t_s = self.limit_s
+        if t_s <= self.now_s:
+            return used, used
+        most = (int((t_s - self.now_s) // min_tick_s) + 1) * self.per_tick
+        bs, width = self.bs, self.width
+        grow = self.num_decoders * -(-(most + 1 + width) // bs)
+        freed = 0
+        for p, o, held in self.others:
+            grow += max(-(-(min(o, most) + p + width) // bs) - held, 0)
+            if o <= most:  # (it may finish by then: it has emitted nothing yet)
+                freed += held
+        if grow > self.num_free:  # (a decode might run short of a block: pre-emption, no cheap bound)
+            return None
+        return used - freed - self.live.blocks_within(most, self.prompt, self.output, bs), used + grow
+
+    def add(self, prompt: int, output: int) -> None:
+        """A request was added to the engine (it is queued by every instant asked later, holding no block)."""
+        self.others.append((prompt, output, 0))

@@ -758,13 +758,14 @@ class LiveLeft:
 
     FEW_TICKS = 16
 
-    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first")
+    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first", "blocks_by")
 
     def __init__(self, engine: Engine, at: tuple):
         _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
         self.d, self.finish_at = d, finish_at
         self.ticks: list[int] | None = None  # finish_at's keys ascending, and the decoders finishing by each (made when needed)
         self.num_by: list[int] = []
+        self.blocks_by: list[int] | None = None  # per key of `ticks`: whole-context blocks of the decoders finishing by it
         queued = []
         if prefilling or head < len(waiting):
             output, R = engine.st.output, engine.st.num_requests
@@ -793,6 +794,30 @@ class LiveLeft:
             k = bisect.bisect_right(self.ticks, d + most - 1)
             num = self.num_by[k - 1] if k else 0
         return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
+
+    def blocks_within(self, most: int, prompt: np.ndarray, output: np.ndarray, bs: int) -> int:
+        """Blocks of their whole context (prompt plus output, `bs` tokens a block: at least the blocks each holds) of the
+        decoders with at most `most` tokens left (`Engine._live_kv_used_bounds`: what finishes can free)."""
+        finish_at, d = self.finish_at, self.d
+        if most <= self.FEW_TICKS:
+            blocks = 0
+            get = finish_at.get
+            for f in range(d, d + most):
+                done = get(f)
+                if done is not None:
+                    for r in done:
+                        blocks += -(-(prompt.item(r) + output.item(r)) // bs)
+            return blocks
+        if self.ticks is None:
+            self.ticks = sorted(finish_at)
+            self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))
+        if self.blocks_by is None:
+            ids = np.fromiter(itertools.chain.from_iterable(map(finish_at.__getitem__, self.ticks)), dtype=np.int64,
+                              count=self.num_by[-1] if self.num_by else 0)  # fmt: skip
+            cum = np.cumsum(-(-(prompt[ids] + output[ids]) // bs))
+            self.blocks_by = [int(cum[n - 1]) if n else 0 for n in self.num_by]
+        k = bisect.bisect_right(self.ticks, d + most - 1)
+        return self.blocks_by[k - 1] if k else 0
 
 
 def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool,

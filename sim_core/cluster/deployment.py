@@ -214,6 +214,10 @@ class Deployment:
         # a request sent to it joins them (`_add`)
         self._curves: list = [None] * len(self.instances)
         self._front_emit_s = self.min_emit_tick_s[: len(self.front)]
+        # least_kv: per front instance whose run is paused, its KV bounds at every instant (`Engine.live_kv_curve`;
+        # False: the engine's own), kept as `_curves`
+        self._kv_curves: list = [None] * len(self.instances)
+        self._num_blocks = [x.engine.kv.num_blocks for x in self.front]
         # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
         # loop and the mid-run router read them at every arrival; issue 13: cost)
         self._instants: list[float] | None = None
@@ -315,7 +319,7 @@ class Deployment:
                 self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
-            self._bounds_at[i] = self._curves[i] = None
+            self._bounds_at[i] = self._curves[i] = self._kv_curves[i] = None
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
@@ -376,7 +380,7 @@ class Deployment:
                     curve = curves[j] = self.front[j].engine.outstanding_curve()
                 bounds.append(curve.bounds(t, m))
             return self.router.choose_by_bounds(bounds, r)
-        cache = self._bounds_at
+        cache, kv_curves, num_blocks = self._bounds_at, self._kv_curves, self._num_blocks
         usage = []
         for j, (_, g, m) in enumerate(self._bound_fns):
             if j == k:
@@ -388,7 +392,14 @@ class Deployment:
                 # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
                 # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
                 # (weaker bounds cost catch-ups, never a choice)
-                u = g(t, m)
+                kv_curve = kv_curves[j]
+                if kv_curve is None:  # (False: not a paused run's, the engine's bounds: `kv_usage_bounds`)
+                    kv_curve = kv_curves[j] = self.front[j].engine.live_kv_curve() or False
+                if kv_curve:  # (`kv_usage_bounds` from the paused run's curve, kept until it steps)
+                    used = kv_curve.bounds(t, m)
+                    u = None if used is None else (used[0] / num_blocks[j], used[1] / num_blocks[j])
+                else:
+                    u = g(t, m)
                 if u is None:
                     at = cache[j] = (t, (0, math.inf), (0.0, math.inf))
                 else:
@@ -586,9 +597,13 @@ class Deployment:
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
         self._bounds_at[i] = None
-        curve = self._curves[i]
-        if curve is not None:  # (its count curve takes the request: all its tokens left)
-            curve.add(int(wl.output_tokens[r]) if self._requests is None else self._requests[r][2])
+        curve, kv_curve = self._curves[i], self._kv_curves[i]
+        if curve is not None or kv_curve:  # (its curves take the request: all its tokens left, no block held)
+            _, prompt, output, _, _ = self._requests[r]  # (not with closed-loop sessions: no curves there)
+            if curve is not None:
+                curve.add(output)
+            if kv_curve:
+                kv_curve.add(prompt, output)
 
     def _pop_event(self) -> None:
         t, _, kind, payload = heapq.heappop(self._heap)

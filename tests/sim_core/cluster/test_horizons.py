@@ -238,7 +238,8 @@ def test_a_deployment_that_stops_ends_its_paused_runs():
 
 
 @pytest.mark.parametrize("router, refresh_s, seed", [("least_outstanding", 0.0, 0), ("least_outstanding", 0.0, 1),
-                                                     ("least_outstanding", 0.0, 2), ("least_kv", 0.05, 0)])  # fmt: skip
+                                                     ("least_outstanding", 0.0, 2), ("least_kv", 0.05, 0),
+                                                     ("least_kv", 0.0, 1), ("least_kv", 0.0, 2)])  # fmt: skip
 def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refresh_s, seed):
     # outstanding_bounds keeps its count curve until the state moves, and the deployment keeps each replica's curve
     # (`_curves`) until it steps, taking the requests sent to it meanwhile (`CountCurve.add`): at every choice of a
@@ -266,6 +267,14 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
                 if highs.get(curve, curve.high) < curve.high:  # (a kept curve that took a request since)
                     added.append(j)
                 highs[curve] = curve.high
+            kv_curve = dep._kv_curves[j]
+            if kv_curve:  # (a paused run's KV bounds kept by the deployment, with the requests sent since)
+                eng._kv_live = None
+                assert [kv_curve.bounds(u, dep.min_emit_tick_s[j]) for u in later] == [
+                    eng.kv_used_bounds(u, dep.min_emit_tick_s[j]) for u in later]  # fmt: skip
+                if highs.get(kv_curve, len(kv_curve.others)) < len(kv_curve.others):
+                    added.append(j)
+                highs[kv_curve] = len(kv_curve.others)
             if at is not None and at[0] == t:
                 usage = eng.kv_usage_bounds(t, dep.min_emit_tick_s[j]) if router == "least_kv" else None
                 expect = (t, (0, math.inf), (0.0, math.inf)) if router == "least_kv" and usage is None else (t, fresh[0], usage)
@@ -277,7 +286,7 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     dep._choose_by_bounds = checking
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
-    if router == "least_kv":
+    if refresh_s:
         assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
     else:
         assert len(added) > 10  # and its curves were kept between asks, taking the requests sent meanwhile
@@ -304,6 +313,12 @@ def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_the
     tokens += [int(output[r]) for r in prefilling] + [int(output[w]) for w in waiting[head:]]
     for most in range(0, 3 * LiveLeft.FEW_TICKS):
         assert left.num_within(most) == sum(x <= most for x in tokens)
+    # and the whole-context blocks of the decoders among them (what their finishes can free: LiveKvCurve)
+    prompt = np.arange(R, dtype=np.int64) * 7 % 53 + 1
+    blocks = {r: -(-(int(prompt[r]) + int(output[r])) // 16) for r in range(R)}
+    decoders = [(f - d + 1, r) for f, rs in finish_at.items() for r in rs]
+    for most in list(range(0, 3 * LiveLeft.FEW_TICKS, 3)) + [LiveLeft.FEW_TICKS, LiveLeft.FEW_TICKS + 1]:
+        assert left.blocks_within(most, prompt, output, 16) == sum(blocks[r] for x, r in decoders if x <= most)
 
 
 @settings(max_examples=120, deadline=None)
