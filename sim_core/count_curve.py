@@ -47,10 +47,12 @@ class CountCurve:
         most = (int((t_s - self.now_s) // min_tick_s) + 1) * self.per_tick  # tokens a request can emit by t_s
         if most < self.first:  # (no request can finish by then: the usual answer, without a count)
             return high, high
+        return high - self.num_within(most), high
+
+    def num_within(self, most: int) -> int:
+        """Requests with at most `most` tokens left (those that may finish by an instant `most` tokens away)."""
         num = self.live.num_within(most) if self.live is not None else 0
-        if self.lefts:
-            num += bisect_right(self.lefts, most)
-        return high - num, high
+        return num + bisect_right(self.lefts, most) if self.lefts else num
 
     def add(self, tokens_left: int) -> None:
         """A request with `tokens_left` to emit was added to the engine (it arrives by every instant asked later)."""

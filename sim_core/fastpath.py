@@ -756,7 +756,7 @@ class LiveLeft:
     lengths summed along them; not a list of every request's tokens left made in Python at each pause (issue 13:
     cost)."""
 
-    FEW_TICKS = 16
+    FEW_TICKS = 32
 
     __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first", "blocks_by")
 
