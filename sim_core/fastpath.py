@@ -77,7 +77,6 @@ class _Steps:
         "admit",
         "bs",
         "chunks",
-        "d",
         "fixed",
         "free",
         "head",
@@ -85,6 +84,7 @@ class _Steps:
         "is_chunked",
         "j",
         "kind",
+        "need_d",
         "need_of",
         "pc",
         "phase_count",
@@ -102,7 +102,7 @@ class _Steps:
         self.phase_count, self.bs, self.fixed, self.pc = phase_count, bs, fixed, pc
         self.prefilling, self.target_arr, self.is_chunked = prefilling, target_arr, is_chunked
         self.waiting, self.R, self.reserve, self.wm, self.held_fixed = waiting, R, reserve, wm, held_fixed
-        self.kind, self.j, self.d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
+        self.kind, self.j, self.need_d, self.B, self.head, self.seqs_left, self.free = TickKind.DECODE, 0, 0, 0, 0, 0, 0
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
@@ -113,17 +113,21 @@ class _Steps:
         return self.reserve(self.waiting[self.head + i] % self.R)
 
     def run_decodes(self) -> tuple[int, bool, bool]:
-        need_d = 0 if self.fixed else self.phase_count[self.d % self.bs]
-        if need_d > self.free:
+        free = self.free - self.need_d  # (need_d: the blocks the decoders take this tick, set with the tick's fields)
+        if free < 0:
             raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
-        self.free -= need_d
+        self.free = free
         if self.pc is not None and self.kind == _PREFILL_KIND:  # the fallback, after the chunk step's trim
-            self.pc.trim(self.free)
+            self.pc.trim(free)
         return self.B, False, False
 
     def run_chunks(self, left: int) -> int:
         # continuing prefills, in running order (prefilling's insertion order: admitted at the end)
         prefilling = self.prefilling
+        if not prefilling:  # no running prefill: no chunk (self.chunks stays the tick's empty list)
+            if self.pc is not None:
+                self._evict_for_tick()
+            return 0
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
             ((r, c),) = prefilling.items()
             # (prefill_chunks of one prompt is its chunk_size, or nothing when that is <= 0)
@@ -131,21 +135,19 @@ class _Steps:
             if ch <= 0:
                 ch = 0  # (self.chunks stays the tick's empty list)
             else:
-                need_p = 0 if self.fixed else -(-(c + ch) // self.bs) - -(-c // self.bs)
-                if need_p > self.free:
-                    raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
-                self.free -= need_p
+                if not self.fixed:
+                    free = self.free - (-(-(c + ch) // self.bs) - -(-c // self.bs))
+                    if free < 0:
+                        raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
+                    self.free = free
                 self.chunks = [(r, c, ch)]
             if self.pc is not None:
                 self._evict_for_tick()
             return ch
-        chunks: list[tuple[int, int, int]] = []
-        fixed, bs = self.fixed, self.bs
-        if prefilling:
-            pre_items = list(prefilling.items())
-            target_of = self.target_of
-            sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
-            chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
+        pre_items = list(prefilling.items())
+        target_of, fixed, bs = self.target_of, self.fixed, self.bs
+        sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
+        chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = tokens = 0
         for r, c, chunk in chunks:
             need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
@@ -168,31 +170,34 @@ class _Steps:
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
-        candidates = range(head, min(head + self.seqs_left, len(waiting)))  # (islice would walk from 0)
+        num = len(waiting) - head  # candidates: waiting[head : head + num]
+        if self.seqs_left < num:
+            num = self.seqs_left
+        if num <= 0:
+            return 0, 0
         if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
             # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
-            # first, then on the second with what the first left, without the lazy maps and loops.
-            if not candidates:
-                return 0, 0
+            # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
+            # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath).
             w, free, target_of = waiting[head] % R, self.free, self.target_of
             taken = rules.admit_next(0, target_of(w), left, free, self.wm, self.need_of, self.is_chunked, False)
             if taken is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
             chunk, need_w = taken
-            if len(candidates) == 1 or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
-                                                        self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
+            if num == 1 or left <= chunk or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
+                                                             self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
                 if self.fixed:
                     self.held_fixed[w] = need_w
                 self.free = free - need_w
                 return 1, chunk
             # two or more are admitted: the rule over the queue (pure without the prefix cache: read again)
+            candidates = range(head, head + num)
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
         else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
-            if not candidates:
-                return 0, 0
+            candidates = range(head, head + num)
             pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
             one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked, self.need_of)
             if one is None:
@@ -461,6 +466,9 @@ def run_ticks(engine: Engine):
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
+    prefill_work = sched.prefill_work
+    # A stateless policy without the prefix cache may stop trying admission (admission_blocked, above)
+    may_block = pc is None and policy_is_fixed
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     while j < tick_budget:
         if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
@@ -610,33 +618,41 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        can_admit, has_prefill_work = sched.prefill_work(len(running), B, len(waiting) - head, 0)
+        num_running, num_waiting = len(running), len(waiting) - head
+        can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
         # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
         # the prefill starts: written as prefills are admitted)
         if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
             kind = kind_by_choice(now, B, has_prefill_work)
         else:
             prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
-            kind = tick_kind(st, now, B, len(running), has_prefill_work, prefills)
+            kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
         # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
         # locals into cells, which costs more than these stores on the composed ticks only)
-        steps.d, steps.B, steps.head, steps.seqs_left = d, B, head, cap - len(running)
+        steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
+        steps.head = head
+        steps.seqs_left = cap - num_running
+        steps.free = free
+        steps.chunks = steps.admit = no_steps
+        if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
+            steps.need_d = phase_count[d % bs]
         if pc is not None:  # (only the prefix cache's lines read these)
             steps.kind, steps.j = kind, j
-        steps.free, steps.chunks, steps.admit = free, no_steps, no_steps
         try:
-            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and head < len(waiting), False,
+            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
                                     run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
         except _HandBack:
             break
         free_after, chunks, admit = steps.free, steps.chunks, steps.admit
-        if kind == _DECODE_KIND and pc is not None:
+        if pc is not None and kind == _DECODE_KIND:
             pc.tick_offset = j
             pc.trim(free_after)
-        D = B if decoding else 0
-        if not D and not chunks and not admit:
+        if decoding:  # (the decodes run only with decoders: D = B > 0)
+            D, dec_ctx = B, S + B * d
+        elif not chunks and not admit:
             break  # nothing to run: idle gaps and the end of the run are the general loop's
-        dec_ctx = S + B * d if decoding else 0
+        else:
+            D = dec_ctx = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
         P = pairs = kv_read = completes = 0
@@ -644,22 +660,25 @@ def run_ticks(engine: Engine):
             P += chunk
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
-            completes += c + chunk >= target_of(r)
+            if c + chunk >= target_of(r):
+                completes += 1
         A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
-        t0, t_end = now, now + dur
+        t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
         freed = 0
-        done = []
+        done = None  # requests that finish in this tick
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
-            done = finish_at.pop(d, [])
-            for r in done:
-                ctx_after = base[r] + d + 1
-                freed += held_fixed[r] if fixed else -(-ctx_after // bs) - (pc.release(r) if pc is not None else 0)
-                phase_count[(-base[r]) % bs] -= 1
-                S -= base[r]
-                finished.append((r, j, d))
+            done = finish_at.pop(d, None)
+            if done is not None:
+                for r in done:
+                    b = base[r]
+                    freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
+                    phase_count[(-b) % bs] -= 1
+                    S -= b
+                    finished.append((r, j, d))
+                B -= len(done)
             if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
                 since = waiting_since.get
                 if prefilling:
@@ -671,15 +690,14 @@ def run_ticks(engine: Engine):
                         first_gap[r] = t_end - last_s
                         sync_from[r] = j + 1
                 waiting_since.clear()
-            B -= len(done)
             d += 1
         for w, h, _ in admit:
             scheduled.append((w, j))
             if smart:
-                st.prefill_start_s[w] = t0
+                st.prefill_start_s[w] = now  # (the tick's start)
             running[w] = None
             prefilling[w] = h
-        for r, c, chunk in pre:
+        for r, c, chunk in pre if completes else ():  # (no prompt completes: each continues, below)
             total = c + chunk
             if total < target_of(r):
                 prefilling[r] = total
@@ -692,6 +710,8 @@ def run_ticks(engine: Engine):
             if o == 1:
                 freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
+                if done is None:
+                    done = []
                 done.append(r)
                 continue
             base[r], join[r], sync_from[r] = total - d, d, j + 1
@@ -701,10 +721,14 @@ def run_ticks(engine: Engine):
             phase_count[(-(total - d)) % bs] += 1
             S += total - d
             B += 1
-        for r in done:
-            del running[r]
+        if not completes:
+            for r, c, chunk in pre:
+                prefilling[r] = c + chunk
+        if done:
+            for r in done:
+                del running[r]
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
-        admission_blocked = pc is None and policy_is_fixed and not done and not prefilling and not A and head < len(waiting)
+        admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
@@ -864,10 +888,10 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order
     Kd = tick_of_d.size
     decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
     nd = len(decs)
-    lo = np.fromiter((join.get(r, 0) for r in decs), dtype=np.int64, count=nd)
-    hi = np.fromiter((last_d.get(r, d_end - 1) for r in decs), dtype=np.int64, count=nd)
+    lo = np.fromiter(map(join.get, decs, itertools.repeat(0)), dtype=np.int64, count=nd)
+    hi = np.fromiter(map(last_d.get, decs, itertools.repeat(d_end - 1)), dtype=np.int64, count=nd)
     sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
-    num_extras = sum(len(x) for x in batch_extras.values())
+    num_extras = sum(map(len, batch_extras.values()))
     rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
         K, tick_of_d, decs, lo, sizes, batch_extras, base, bs, num_ticks0, held_fixed))  # fmt: skip
 
@@ -923,6 +947,11 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarra
     return num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held
 
 
+def _columns(items: list[tuple], k: int) -> np.ndarray:
+    """(request, tick, ...) tuples of k ints -> a (k, len(items)) int64 array: one conversion (its rows are views)."""
+    return np.fromiter(itertools.chain.from_iterable(items), dtype=np.int64, count=k * len(items)).reshape(len(items), k).T
+
+
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed, joined_at=()) -> bool:  # fmt: skip
@@ -935,7 +964,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     col = dict(zip(_ROW, block.T))
     P, A = np.zeros(n), np.zeros(n)
     if prefill_rows:
-        at, P_at, A_at = (np.array(c, dtype=np.int64) for c in zip(*prefill_rows))
+        at, P_at, A_at = _columns(prefill_rows, 3)
         P[at], A[at] = P_at, A_at
     col.update(num_prefill_tokens=P, num_prefill_seqs=A)
     dur, D = col["duration_s"], col["num_decode_tokens"]
@@ -956,8 +985,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
         # running order: the call's first requests, then admissions and joined decoders as they entered `running` (a
         # decoder that joins before tick j comes before tick j's admissions; `sorted` is stable)
-        added = [(j, 1, w) for w, j in scheduled] + [(j, 0, r) for r, j in joined_at]
-        order = running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])]
+        if joined_at:
+            added = [(j, 1, w) for w, j in scheduled] + [(j, 0, r) for r, j in joined_at]
+            order = running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])]
+        else:  # (admissions alone: `scheduled` is in tick order already)
+            order = running0 + [w for w, _ in scheduled]
         _record_batches(rec, min(n, want_batches), decoding, batch_extras, order, base,
                         join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
@@ -969,12 +1001,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     else:
         rec.itl_runs(gap_arr, gap_counts)
 
-    def pairs(items):  # (request, tick, ...) tuples -> a (request, tick, ...) array each, one conversion
-        return np.array(items, dtype=np.int64).T
-
-    fin_all = pairs(finished) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
+    fin_all = _columns(finished, 3) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
     if scheduled:
-        req, tick = pairs(scheduled)
+        req, tick = _columns(scheduled, 2)
         rec.event(req, t0[tick], Event.SCHEDULED)
         first = np.isnan(st.first_scheduled_s[req])
         st.first_scheduled_s[req[first]] = t0[tick][first]
@@ -984,7 +1013,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         req = np.array(list(prefilling), dtype=np.int64)
         st.computed[req] = np.array(list(prefilling.values()), dtype=np.int64)
     if first_token:
-        req, tick = pairs(first_token)
+        req, tick = _columns(first_token, 2)
         rec.event(req, t_end[tick], Event.FIRST_TOKEN)
         st.first_token_s[req] = t_end[tick]
         st.last_token_s[req] = t_end[tick]
@@ -1010,8 +1039,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             ctx[is_fin] = b[is_fin] + fin_d[k] + 1
             last[is_fin] = fin_tick[k]
             decoded |= is_fin
-        lo = np.fromiter((sync_from.get(r, 0) for r in base), dtype=np.int64, count=n) if sync_from else np.zeros(n, dtype=np.int64)
-        own = (np.fromiter((first_gap.get(r, -math.inf) for r in base), dtype=np.float64, count=n) if first_gap
+        lo = (np.fromiter(map(sync_from.get, base, itertools.repeat(0)), dtype=np.int64, count=n) if sync_from
+              else np.zeros(n, dtype=np.int64))  # fmt: skip
+        own = (np.fromiter(map(first_gap.get, base, itertools.repeat(-math.inf)), dtype=np.float64, count=n) if first_gap
                else np.full(n, -np.inf))  # fmt: skip
         if not decoded.all():  # joined after the last decoding tick
             req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]

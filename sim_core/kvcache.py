@@ -73,6 +73,11 @@ class BlockManager:
     # ------------------------------------------------------------ actions
     def grow_to(self, req_idx: IntArray, target_blocks: IntArray) -> None:
         """Make each request hold at least `target_blocks`. Caller has checked capacity."""
+        if type(req_idx) is int:  # (one request as ints, a cluster's reservation: the same counts without arrays)
+            extra = max(target_blocks - self.held.item(req_idx), 0)
+            self.held[req_idx] += extra
+            self.num_free -= extra
+            return
         extra = np.maximum(np.asarray(target_blocks) - self.held[req_idx], 0)
         self.held[req_idx] += extra
         self.num_free -= int(extra.sum())
@@ -84,6 +89,10 @@ class BlockManager:
         self.num_free -= int(num_blocks.sum()) if total is None else total
 
     def free(self, req_idx: IntArray) -> None:
+        if type(req_idx) is int:  # (one request as an int, a cluster's release: the same count without arrays)
+            self.num_free += self.held.item(req_idx)
+            self.held[req_idx] = 0
+            return
         self.num_free += int(self.held[req_idx].sum())
         self.held[req_idx] = 0
 

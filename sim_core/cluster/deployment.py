@@ -55,7 +55,7 @@ from functools import partial
 import numpy as np
 
 from sim_core.cluster.router import Router
-from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
+from sim_core.cluster.transfer import KVTransfer
 from sim_core.cluster.turns import RefreshedViews, TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
@@ -143,6 +143,10 @@ class Deployment:
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
+        self._engines = [x.engine for x in self.instances]  # (`_earliest`: the loop's scan, every pass)
+        self._all_ids = tuple(range(len(self.instances)))
+        self._front_ids = tuple(range(len(self.front)))
+        self._back_ids = [(len(self.front) + d,) for d in range(len(self.back))]  # (`_gating_back`: a transfer's)
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
         self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
@@ -158,6 +162,7 @@ class Deployment:
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
+        self._transfer = KVTransfer(cfg, self.link, self.num_layers) if dis else None  # (`_dispatch`: bytes and time)
         # Per request: where it ran (instance and slot there) and its KV transfer (-1 / NaN: not applicable).
         self.instance_of = np.full(R, -1, dtype=np.int64)  # front instance (index into self.instances)
         self.decode_of = np.full(R, -1, dtype=np.int64)  # decode instance (index into self.instances)
@@ -178,7 +183,8 @@ class Deployment:
         # Blocks a context needs are the same on every decode instance when their block managers are alike (one pool
         # config: always, today); `_dispatch` then asks one of them
         self._same_blocks = len({(e.kv.block_size, e.kv.num_samples, e.kv._contiguous_blocks) for e in self._decs}) == 1
-        self._head_need: tuple[int, list[int]] = (-1, [])  # (request, blocks it needs on each decode instance): `_dispatch`
+        # (request, blocks it needs on each decode instance, its slot, context and prompt on its prefill instance): `_dispatch`
+        self._head_need: tuple[int, list[int], int, int, int] = (-1, [], -1, 0, 0)
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
         # A dispatch at `_dispatch_t` waits for the decode instances in `_dispatch_need` to reach it (`_dispatch`)
@@ -307,12 +313,21 @@ class Deployment:
                 if t_ev <= t_e:
                     if not math.isfinite(t_ev):
                         break
-                    if t_heap <= t_arr:
-                        self._pop_event()
-                    else:
+                    if t_heap > t_arr:
                         self._ptr = self._route(ptr)
+                        stalled.clear()
+                        continue
+                    self._pop_event()
                     stalled.clear()
-                    continue
+                    if self._dispatch_t is None or self._time_stopped:
+                        continue
+                    # The event's dispatch waits for decode instances (a hand-off, mostly): the next pass would step
+                    # the first of them (the branch above), so this one does (one loop pass fewer per such hand-off)
+                    i = self._dispatch_waits_for(stalled)
+                    if i is None:
+                        self._dispatch(self._dispatch_t)
+                        continue
+                    t_heap = self._heap[0][0] if self._heap else math.inf
             inst = insts[i]
             eng = inst.engine
             if self.views is not None and inst.role != "decode":
@@ -488,10 +503,12 @@ class Deployment:
         """The busy instance with the earliest clock (ties: lowest index), among the front instances and the
         decode instances in `back` (None: all)."""
         best, best_t = None, math.inf
-        num_front = len(self.front)
-        for i, inst in enumerate(self.instances):
-            t = inst.engine.st.now_s  # (the clock first: the cheapest test, and most instances fail it)
-            if t < best_t and i not in stalled and (back is None or i < num_front or i in back) and inst.engine.has_work:
+        engines = self._engines
+        # (the candidates in index order, listed once: with lazy_decode most passes leave every decode instance out)
+        for i in self._all_ids if back is None else self._front_ids + back if back else self._front_ids:
+            eng = engines[i]
+            t = eng.st.now_s  # (the clock first: the cheapest test, and most instances fail it)
+            if t < best_t and i not in stalled and eng.has_work:
                 best, best_t = i, t
         return best
 
@@ -507,7 +524,7 @@ class Deployment:
         if t_heap <= t_arr and self._heap:
             _, _, kind, payload = self._heap[0]
             if kind == XFER_DONE:
-                return (len(self.front) + payload[1],)
+                return self._back_ids[payload[1]]
         return ()
 
     def _horizon(self, i: int, t_arr: float, t_heap: float) -> float:
@@ -520,6 +537,8 @@ class Deployment:
         # off (at their transfer's end; a dispatch at any event may start one, and a decode instance's next tick
         # may free blocks for one): holding none, it runs to its next routed arrival whatever the events.
         free_running = self.tight_horizons and inst.role == "prefill" and not self._held[i]
+        if free_running and self.turns is None:  # (nothing below bounds it then: most prefill steps)
+            return t_arr
         h = t_arr if free_running else min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
         st = inst.engine.st
         if self.turns is not None:
@@ -537,7 +556,9 @@ class Deployment:
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
                 if o.engine.has_work:
-                    h = min(h, self._next_output_bound_s(j))
+                    b = self._next_output_bound_s(j)
+                    if b < h:  # (min(h, b) without the call: the same value)
+                        h = b
         return h
 
     def _next_output_bound_s(self, j: int) -> float:
@@ -545,11 +566,14 @@ class Deployment:
         running or swapped: only arrivals to come) before its next arrival, can end sooner than one shortest
         tick after that: the earliest time j can hand a request off or free decode blocks. (Arrivals still to
         be routed, and cluster events, bound every horizon separately.)"""
-        st = self.instances[j].engine.st
+        inst = self.instances[j]
+        st = inst.engine.st
         t = st.now_s
-        if self.tight_horizons and self.instances[j].role == "prefill" and not (
+        if self.tight_horizons and inst.role == "prefill" and not (
                 st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
-            t = max(t, st.next_arrival_s())
+            t_next = st.next_arrival_s()
+            if t_next > t:  # (max(t, t_next) without the call)
+                t = t_next
         return t + self.min_tick_s[j]
 
     def _release_bound_s(self, i: int) -> float:
@@ -664,8 +688,7 @@ class Deployment:
                 self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
-            self.back[d].engine.inject_prefilled(np.array([self.decode_slot_of[r]], dtype=np.int64), t,
-                                                 pre.st.first_token_s.item(kp))  # fmt: skip
+            self.back[d].engine.inject_prefilled(self.decode_slot_of.item(r), t, pre.st.first_token_s.item(kp))
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, Event.KV_TRANSFER_DONE))
@@ -684,16 +707,16 @@ class Deployment:
         first = len(self.front)
         while self._pending:
             r, i, ready = self._pending[0]
-            pre = self.instances[i].engine
-            kp = int(self.slot_of[r])
-            ctx, prompt = int(pre.st.computed[kp]), int(pre.st.prompt[kp])
-            if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: same blocks)
-                need = self._head_need[1]
+            if self._head_need[0] == r:  # (a request waiting at the head is tried again at later events: the same
+                _, need, kp, ctx, prompt = self._head_need  # blocks, and its handed-off state does not change)
             else:
+                pre = self.instances[i].engine
+                kp = self.slot_of.item(r)  # (Python ints from one element each: no NumPy scalars)
+                ctx, prompt = pre.st.computed.item(kp), pre.st.prompt.item(kp)
                 # (the decode pool's instances share one config, so their block managers agree: one call, not one each)
                 need = [int(decs[0].kv.blocks_for(ctx, prompt))] * len(decs) if self._same_blocks else [
                     int(e.kv.blocks_for(ctx, prompt)) for e in decs]  # fmt: skip
-                self._head_need = (r, need)
+                self._head_need = (r, need, kp, ctx, prompt)
             if self._lazy:
                 d, behind = self._lazy_choice(r, t, need)
                 if behind:
@@ -707,15 +730,19 @@ class Deployment:
                     return  # back-pressure: the request keeps its prefill blocks
                 d = self.back_router.choose([_seen(e) for e in decs], r, eligible)
             self._pending.popleft()
-            wl = self.workload
-            kd = decs[d].add_request(float(self.arrival_s[r]), prompt, int(wl.output_tokens[r]), int(wl.priority[r]),
-                                     int(wl.class_idx[r]))  # fmt: skip
+            if self._requests is not None:  # (Python values listed once: `_add`)
+                arrival_s, _, output, priority, class_idx = self._requests[r]
+            else:
+                wl = self.workload
+                arrival_s, output, priority, class_idx = (float(self.arrival_s[r]), int(wl.output_tokens[r]),
+                                                          int(wl.priority[r]), int(wl.class_idx[r]))  # fmt: skip
+            kd = decs[d].add_request(arrival_s, prompt, output, priority, class_idx)
             self.decode_slot_of[r] = kd
             self.ids_of[first + d].append(r)
             decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
             self._incoming[d] += 1
-            nbytes = kv_transfer_bytes(self.cfg, ctx)
-            dt = kv_transfer_s(self.link, nbytes, self.num_layers, pipelined=t == ready)
+            nbytes = self._transfer.bytes(ctx)
+            dt = self._transfer.seconds(nbytes, pipelined=t == ready)
             self.decode_of[r] = first + d
             self.kv_transfer_start_s[r], self.kv_transfer_end_s[r] = t, t + dt
             self.kv_transfer_bytes[r] = nbytes
@@ -726,9 +753,14 @@ class Deployment:
         """The instance a waiting dispatch (`_dispatch_t`) has the loop step next: the busy, unstalled one of
         `_dispatch_need` with the earliest clock before the dispatch's instant (ties: lowest index); None once every
         one has reached it."""
-        t_d, insts = self._dispatch_t, self.instances
-        return min((j for j in self._dispatch_need if j not in stalled and insts[j].engine.has_work
-                    and insts[j].engine.st.now_s < t_d), key=lambda j: (insts[j].engine.st.now_s, j), default=None)  # fmt: skip
+        t_d, engines = self._dispatch_t, self._engines
+        best, best_t = None, t_d
+        for j in self._dispatch_need:  # (a loop, not min over a generator with a key: the same (clock, index) minimum)
+            eng = engines[j]
+            t = eng.st.now_s  # (the clock first: an instance that reached the instant fails it)
+            if (t < best_t or t == best_t and best is not None and j < best) and j not in stalled and eng.has_work:
+                best, best_t = j, t
+        return best
 
     def _fits(self, d: int, need: int) -> bool:
         return decode_fits(self.back[d].engine, self._incoming[d], need)
@@ -774,9 +806,15 @@ class Deployment:
         can take), from exact values where an instance reached t and bounds elsewhere; the instances whose exact
         values could change the choice, and the choice, must reach t."""
         n = len(self.back)
-        fits = [self._fits(d, need[d]) if d not in behind else
-                (None if self._fits(d, need[d]) else self._fits_by_bounds(d, need[d], t)) for d in range(n)]  # fmt: skip
-        unknown = [d for d in range(n) if fits[d] is None]
+        decs, incoming = self._decs, self._incoming
+        fits, unknown = [], []
+        for d in range(n):  # (`_fits` inlined: a call fewer per instance, twice per hand-off)
+            f = decode_fits(decs[d], incoming[d], need[d])
+            if d in behind:  # (fitting now, it may fit at t: bounds contain the present; only bounds settle it)
+                f = None if f else self._fits_by_bounds(d, need[d], t)
+                if f is None:
+                    unknown.append(d)
+            fits.append(f)
         if unknown:
             return None, unknown
         if not any(fits):
@@ -792,9 +830,11 @@ class Deployment:
                 if kv_rule:
                     usage.append((math.inf, math.inf))
             elif d not in behind:
-                bounds.append((e.num_outstanding, e.num_outstanding))
+                count = e.num_outstanding  # (exact: read once)
+                bounds.append((count, count))
                 if kv_rule:
-                    usage.append((e.live_kv_usage, e.live_kv_usage))
+                    kv_usage = e.live_kv_usage
+                    usage.append((kv_usage, kv_usage))
             else:
                 bounds.append(e.outstanding_bounds(t, self.min_emit_tick_s[first + d]))
                 if kv_rule:

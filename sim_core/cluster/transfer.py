@@ -10,17 +10,38 @@ its KV after the wait. An ideal link (bandwidth empty) makes the transfer free (
 
 from __future__ import annotations
 
+import math
+
 from sim_core.config import LinkConfig, SimConfig
 from sim_core.costmodel import GB, kv_bytes_per_token
 
 
 def kv_transfer_bytes(cfg: SimConfig, context_tokens: int) -> float:
-    return kv_bytes_per_token(cfg) * context_tokens
+    return KVTransfer(cfg, None, 1).bytes(context_tokens)
 
 
 def kv_transfer_s(link: LinkConfig, num_bytes: float, num_layers: int, pipelined: bool) -> float:
     """Exposed transfer time, s. `pipelined`: the slot was reserved when the prefill ended."""
-    if link.bandwidth_gb_per_s is None:
-        return 0.0
-    exposed = num_bytes / num_layers if pipelined and link.layerwise_pipelining else num_bytes
-    return link.latency_us * 1e-6 + exposed / (link.bandwidth_gb_per_s * GB)
+    return KVTransfer(None, link, num_layers).seconds(num_bytes, pipelined)
+
+
+class KVTransfer:
+    """`kv_transfer_bytes` and `kv_transfer_s` of one deployment (config, link, layers), their inputs read once: a
+    deployment prices a transfer at every dispatch (issue 13: cost). The same operations on the same values."""
+
+    def __init__(self, cfg: SimConfig | None, link: LinkConfig | None, num_layers: int):
+        self.bytes_per_token = kv_bytes_per_token(cfg) if cfg is not None else math.nan
+        self.ideal = link is None or link.bandwidth_gb_per_s is None  # (an ideal link: free, latency too)
+        self.pipelines = link is not None and link.layerwise_pipelining
+        self.latency_s = link.latency_us * 1e-6 if link is not None else 0.0
+        self.bytes_per_s = math.nan if self.ideal else link.bandwidth_gb_per_s * GB
+        self.num_layers = num_layers
+
+    def bytes(self, context_tokens: int) -> float:
+        return self.bytes_per_token * context_tokens
+
+    def seconds(self, num_bytes: float, pipelined: bool) -> float:
+        if self.ideal:
+            return 0.0
+        exposed = num_bytes / self.num_layers if pipelined and self.pipelines else num_bytes
+        return self.latency_s + exposed / self.bytes_per_s

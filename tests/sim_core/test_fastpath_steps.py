@@ -1,0 +1,87 @@
+"""fastpath._Steps: the scalar core's steps of a composed tick against the rules they shortcut (schedulers/rules.py).
+
+The steps take the common cases (no running prefill, one running prefill, one admission, a spent budget) without
+the rules' lists and loops; for any queue, budget and free blocks they must take what the rules take."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from sim_core.fastpath import _HandBack, _Steps
+from sim_core.schedulers import rules
+
+
+def _steps(targets, waiting, prefilling, free, bs, wm, is_chunked, fixed=False, seqs_left=8, reserve_blocks=None):
+    target_arr = np.array(targets, dtype=np.int64)
+    R = len(targets)
+    held_fixed: dict[int, int] = {}
+    s = _Steps([0] * bs, bs, fixed, None, dict(prefilling), target_arr, is_chunked, list(waiting), R,
+               (lambda w: reserve_blocks[w]), wm, held_fixed)  # fmt: skip
+    s.B, s.head, s.seqs_left, s.free, s.chunks, s.admit = 0, 0, seqs_left, free, [], []
+    return s, held_fixed
+
+
+queues = st.lists(st.integers(1, 600), min_size=1, max_size=6)
+
+
+@given(queues, st.integers(-8, 8) | st.integers(-650, 1000), st.integers(0, 80), st.integers(0, 8), st.booleans(), st.booleans(),
+       st.integers(0, 6), st.sampled_from([1, 16]))  # fmt: skip
+@example([10, 10, 10], 3, 50, 0, True, False, 8, 16)  # (a budget left after the first: a second is admitted)
+@example([10, 10, 10], 0, 50, 0, True, False, 8, 16)  # (the budget spent: none)
+@settings(max_examples=300)
+def test_admission_takes_what_admit_in_order_takes(prompts, offset, free, wm, is_chunked, fixed, seqs_left, bs):
+    """One, two or more admitted, a budget the first spends or just does not, a batch slot limit: `admit_waiting`
+    equals the rule over the queue (blocks: ceil(chunk / bs) paged, or each request's reserved count)."""
+    budget = prompts[0] + offset  # (around the first prompt: whether a second is tested is decided there)
+    reserve_blocks = [1 + (p + 7) // 8 for p in prompts]
+    s, held_fixed = _steps(prompts, range(len(prompts)), {}, free, bs, wm, is_chunked, fixed, seqs_left, reserve_blocks)
+    need = (lambda i, chunk: reserve_blocks[i]) if fixed else (lambda i, chunk: -(-chunk // bs))
+    expected = rules.admit_in_order(prompts[:seqs_left], budget, free, wm, need, is_chunked, False)
+    admitted, tokens = s.admit_waiting(budget)
+    assert admitted == len(expected) and tokens == sum(chunk for chunk, _ in expected)
+    assert s.admit == [(w, 0, chunk) for w, (chunk, _) in enumerate(expected)]
+    assert s.free == free - sum(blocks for _, blocks in expected)
+    if fixed:
+        assert held_fixed == {w: blocks for w, (_, blocks) in enumerate(expected)}
+
+
+@given(st.integers(1, 600), st.integers(-600, 0), st.integers(0, 50), st.integers(0, 4), st.booleans(), st.booleans())
+def test_a_spent_budget_admits_nobody(remaining, budget, free, wm, is_chunked, fixed):
+    """What `admit_waiting`'s shortcut relies on: with no budget left the rule admits no further candidate."""
+    assert rules.admit_next(1, remaining, budget, free, wm, lambda i, chunk: 0, is_chunked, False) is None
+
+
+@given(st.lists(st.tuples(st.integers(1, 600), st.integers(0, 599)), max_size=4), st.integers(-50, 1500),
+       st.integers(0, 80), st.booleans(), st.sampled_from([1, 16]))  # fmt: skip
+def test_chunks_are_prefill_chunks_or_a_hand_back(prefills, budget, free, is_chunked, bs):
+    """No, one or several running prefills: `run_chunks` takes `rules.prefill_chunks`' chunks and their new blocks,
+    or hands the tick back, changing nothing, when they do not fit in the free blocks."""
+    targets = [t for t, _ in prefills]
+    prefilling = {r: min(c, t - 1) for r, (t, c) in enumerate(prefills)}
+    s, _ = _steps(targets or [1], [], prefilling, free, bs, 0, is_chunked)
+    sizes = rules.prefill_chunks([targets[r] - c for r, c in prefilling.items()], budget, is_chunked)
+    expected = [(r, c, ch) for (r, c), ch in zip(prefilling.items(), sizes) if ch > 0]
+    need = sum(-(-(c + ch) // bs) - -(-c // bs) for r, c, ch in expected)
+    if need > free:
+        with pytest.raises(_HandBack):
+            s.run_chunks(budget)
+        assert s.free == free and s.chunks == []
+        return
+    assert s.run_chunks(budget) == sum(ch for _, _, ch in expected)
+    assert s.chunks == expected and s.free == free - need
+
+
+@given(st.integers(0, 5), st.integers(0, 5), st.booleans())
+def test_decodes_take_their_blocks_or_hand_back(need_d, free, fixed):
+    s, _ = _steps([1], [], {}, free, 16, 0, True, fixed)
+    s.need_d, s.B = (0 if fixed else need_d), 3
+    if not fixed and need_d > free:
+        with pytest.raises(_HandBack):
+            s.run_decodes()
+        assert s.free == free
+    else:
+        assert s.run_decodes() == (3, False, False)
+        assert s.free == free - (0 if fixed else need_d)
