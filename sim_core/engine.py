@@ -26,6 +26,7 @@ from sim_core import fastpath, solo
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
+from sim_core.count_curve import CountCurve, LiveKvCurve
 from sim_core.kvcache import BlockManager
 from sim_core.metrics import summarize
 from sim_core.prefix_cache import PrefixCachingBlockManager
@@ -85,8 +86,9 @@ class Engine:
         self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
         self._live_left: fastpath.LiveLeft | None = None  # tokens left in the paused run (outstanding_bounds)
         self._reserved = 0
-        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, remaining tokens sorted, answers)
+        self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, its CountCurve)
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
+        self._kv_live: tuple | None = None  # kv_used_bounds of a paused run: (requests added, its LiveKvCurve or None)
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
@@ -235,48 +237,28 @@ class Engine:
         `t_s`) and finishes only lower the count; a request cannot finish in fewer ticks than its remaining
         tokens (per tick: one, or one plus the draft tokens with speculative decoding), and no tick in which a
         request emits is shorter than `min_tick_s`."""
+        key = self._state_key()
+        memo = self._bounds_memo
+        if memo is None or memo[0] != key:  # a router asks several times between steps
+            memo = self._bounds_memo = (key, self.outstanding_curve())
+        return memo[1].bounds(t_s, min_tick_s)
+
+    def outstanding_curve(self) -> CountCurve:
+        """`outstanding_bounds` at every instant at once, for the state now (a new object: a deployment keeps it until
+        the engine steps, and adds the requests it sends meanwhile, `CountCurve.add`)."""
         st = self.st
-        # (no tick starts at or after limits.max_sim_time_s: the bounds there hold at any later instant; a trace
-        # arrival at 1e18 s made the tick count overflow, a traceback instead of the run stopping at the limit)
-        t_s = min(t_s, self.cfg.limits.max_sim_time_s)
-        if t_s <= st.now_s:  # (its state then is its state now)
-            count = self.num_outstanding
-            return count, count
-        ticks = int((t_s - st.now_s) // min_tick_s) + 1
-        most = ticks * self._max_tokens_per_tick()  # tokens a request can emit by t_s: those with no more left may finish
+        limit_s, per_tick = self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick()
         live = self._live
         if live is not None:  # a paused run: the tokens left are in the run (fastpath.LiveLeft, made once per pause)
-            high = live[1] + len(self._joined) + max(self.num_added - live[2], 0)  # (num_outstanding)
-            if not high:
-                return 0, 0
             left = self._live_left
             if left is None:
                 left = self._live_left = fastpath.LiveLeft(self, live)
-            num_may_finish = left.num_within(most)
             output = st.output
-            for k in range(live[2], self.num_added):  # (added since the pause, not arrived there: all tokens left)
-                num_may_finish += output.item(k) <= most
-            for r in self._joined:  # (decoders that joined it since)
-                num_may_finish += output.item(r) - st.emitted.item(r) <= most
-            return high - num_may_finish, high
-        key = self._state_key()
-        memo = self._bounds_memo
-        if memo is not None and memo[0] == key:  # a router asks several times between steps, often for one instant
-            out = memo[2].get((t_s, min_tick_s))
-            if out is not None:
-                return out
-        else:
-            ids = self._outstanding_ids()
-            # remaining tokens, ascending; the answers given so far, by (instant, shortest emitting tick)
-            memo = self._bounds_memo = (key, np.sort(st.output[ids] - st.emitted[ids]).tolist(), {})
-        remaining, seen = memo[1], memo[2]
-        high = len(remaining)
-        if not high:
-            return high, high
-        out = high - bisect_right(remaining, most), high
-        if len(seen) < 64:
-            seen[t_s, min_tick_s] = out
-        return out
+            lefts = [output.item(k) for k in range(live[2], self.num_added)]  # (added since the pause: all tokens left)
+            lefts += [output.item(r) - st.emitted.item(r) for r in self._joined]  # (decoders that joined it since)
+            return CountCurve(st.now_s, limit_s, per_tick, left, live[1], lefts)
+        ids = self._outstanding_ids()
+        return CountCurve(st.now_s, limit_s, per_tick, None, 0, (st.output[ids] - st.emitted[ids]).tolist())
 
     def _state_key(self) -> tuple:
         """What the bounds below depend on between steps (the state changes only with these, or through
@@ -314,9 +296,14 @@ class Engine:
         requests that can finish, as in `outstanding_bounds`)."""
         st, kv = self.st, self.kv
         t_s = min(t_s, self.cfg.limits.max_sim_time_s)  # (as in outstanding_bounds: no tick starts after the limit)
-        if self._live is not None:  # a paused run: exact at its clock; past it, it must run there
-            used = kv.num_blocks - self.live_counts()[1]
-            return (used, used) if t_s <= st.now_s else None
+        if self._live is not None:  # a paused run: exact at its clock; past it, from the run's state (live_kv_curve)
+            if t_s <= st.now_s:
+                used = kv.num_blocks - self.live_counts()[1]
+                return used, used
+            memo = self._kv_live
+            if memo is None or memo[0] != self.num_added:
+                memo = self._kv_live = (self.num_added, self.live_kv_curve())
+            return memo[1].bounds(t_s, min_tick_s) if memo[1] is not None else None
         if t_s <= st.now_s:
             return kv.num_used, kv.num_used
         if self.prefix is not None or self.n != 1 or st.swapped_keys.size:
@@ -345,6 +332,33 @@ class Engine:
         if len(seen) < 64:
             seen[ticks] = out
         return out
+
+    def live_kv_curve(self) -> LiveKvCurve | None:
+        """`kv_used_bounds` past the clock of a paused fast-path run, for every instant at once (count_curve.LiveKvCurve),
+        from the run's state (`fastpath.run_ticks`' yield): issue 13: least_kv, whose replicas all had to reach every
+        arrival while a paused run had no bound past its clock. The arrays' rule made coarser where the run keeps no
+        per-request context: a decoder holds ceil(context / bs) blocks and takes at most one token per tick (times
+        `per_tick`), so by t at most ceil((most + 1 + decode_width) / bs) more (ceil((a + x) / bs) - ceil(a / bs) <=
+        ceil(x / bs); the arrays' prompt + emitted is its context + 1), and may free at most its whole context's
+        blocks if it may finish (`LiveLeft.blocks_within`); a prefilling request holds ceil(computed / bs), a queued
+        or added one none. Paged KV without a prefix cache only (`joinable`), with nothing joined or reserved since
+        the pause (a decode pool's), else None. A new object (a deployment keeps it, `LiveKvCurve.add`)."""
+        live = self._live
+        if live is None or not live[10] or self._joined or self._reserved or self.n != 1:
+            return None
+        st, kv = self.st, self.kv
+        _, num_in_run, first_new, num_free, _, _, _, prefilling, waiting, head, _ = live
+        left = self._live_left
+        if left is None:
+            left = self._live_left = fastpath.LiveLeft(self, live)
+        prompt, output, R, bs = st.prompt, st.output, st.num_requests, kv.block_size
+        others = [(prompt.item(r), output.item(r), -(-c // bs)) for r, c in prefilling.items()]
+        if head < len(waiting):
+            others += [(prompt.item(w % R), output.item(w % R), 0) for w in waiting[head:]]
+        others += [(prompt.item(k), output.item(k), 0) for k in range(first_new, self.num_added)]  # (added since)
+        num_decoders = num_in_run - len(prefilling) - (len(waiting) - head)
+        return LiveKvCurve(st.now_s, self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick(), kv.num_blocks - num_free,
+                           num_free, num_decoders, left, others, prompt, output, bs, self.sched.decode_width)  # fmt: skip
 
     def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int, num_free: int) -> float:
         """Fast path (fastpath.advance), mid-call: every tick that starts before `now_s` has run and the next
@@ -376,7 +390,7 @@ class Engine:
                 if h <= at[0] and at[4] and at[1]:
                     self._paused, self._live, self._live_left = run, at, None
                     self.st.now_s = at[0]
-                    self._bounds_memo = None
+                    self._bounds_memo = self._kv_live = None
                     return True
                 sent = (h, (), 0)
         except StopIteration as stop:
@@ -388,7 +402,7 @@ class Engine:
         sent = (horizon_s, self._joined, self._reserved)
         self._paused = self._live = None
         self._joined, self._reserved = [], 0
-        self._bounds_memo = self._kv_memo = None
+        self._bounds_memo = self._kv_memo = self._kv_live = None
         return sent
 
     def settle(self) -> None:
@@ -444,7 +458,7 @@ class Engine:
     def release(self, ids: np.ndarray | int) -> None:
         """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case)."""
         self.kv.free(ids)
-        self._bounds_memo = self._kv_memo = None  # (the state changed without a tick: bounds are recomputed)
+        self._bounds_memo = self._kv_memo = self._kv_live = None  # (the state changed without a tick: bounds are recomputed)
 
     def reserve(self, ids: np.ndarray | int, num_blocks: np.ndarray | int) -> None:
         """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free; one
@@ -456,7 +470,7 @@ class Engine:
         self.kv.grow_to(ids, num_blocks)  # (its held blocks; the free count is the paused run's, written back at its end)
         if self._live is not None:
             self._reserved += free - self.kv.num_free
-        self._bounds_memo = self._kv_memo = None
+        self._bounds_memo = self._kv_memo = self._kv_live = None
 
     def inject_prefilled(self, ids: np.ndarray | int, t_s: float, first_token_s: np.ndarray | float) -> None:
         """Decode pool: requests whose prompt KV has arrived (blocks reserved) join the running batch as
@@ -489,7 +503,7 @@ class Engine:
             self._joined += ids.tolist()
         else:
             st.running = np.concatenate([st.running, ids])
-        self._bounds_memo = self._kv_memo = None
+        self._bounds_memo = self._kv_memo = self._kv_live = None
 
     # ------------------------------------------------------------------ one tick
     def _advance_tick(self, plan: StepPlan) -> None:

@@ -780,15 +780,16 @@ class LiveLeft:
     lengths summed along them; not a list of every request's tokens left made in Python at each pause (issue 13:
     cost)."""
 
-    FEW_TICKS = 16
+    FEW_TICKS = 32
 
-    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued")
+    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first", "blocks_by")
 
     def __init__(self, engine: Engine, at: tuple):
         _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
         self.d, self.finish_at = d, finish_at
         self.ticks: list[int] | None = None  # finish_at's keys ascending, and the decoders finishing by each (made when needed)
         self.num_by: list[int] = []
+        self.blocks_by: list[int] | None = None  # per key of `ticks`: whole-context blocks of the decoders finishing by it
         queued = []
         if prefilling or head < len(waiting):
             output, R = engine.st.output, engine.st.num_requests
@@ -796,6 +797,9 @@ class LiveLeft:
             queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
             queued.sort()
         self.queued = queued
+        # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test)
+        first = min(finish_at) - d + 1 if finish_at else math.inf
+        self.first = min(first, queued[0]) if queued else first
 
     def num_within(self, most: int) -> int:
         """Requests of the run with at most `most` tokens left."""
@@ -814,6 +818,30 @@ class LiveLeft:
             k = bisect.bisect_right(self.ticks, d + most - 1)
             num = self.num_by[k - 1] if k else 0
         return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
+
+    def blocks_within(self, most: int, prompt: np.ndarray, output: np.ndarray, bs: int) -> int:
+        """Blocks of their whole context (prompt plus output, `bs` tokens a block: at least the blocks each holds) of the
+        decoders with at most `most` tokens left (`Engine._live_kv_used_bounds`: what finishes can free)."""
+        finish_at, d = self.finish_at, self.d
+        if most <= self.FEW_TICKS:
+            blocks = 0
+            get = finish_at.get
+            for f in range(d, d + most):
+                done = get(f)
+                if done is not None:
+                    for r in done:
+                        blocks += -(-(prompt.item(r) + output.item(r)) // bs)
+            return blocks
+        if self.ticks is None:
+            self.ticks = sorted(finish_at)
+            self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))
+        if self.blocks_by is None:
+            ids = np.fromiter(itertools.chain.from_iterable(map(finish_at.__getitem__, self.ticks)), dtype=np.int64,
+                              count=self.num_by[-1] if self.num_by else 0)  # fmt: skip
+            cum = np.cumsum(-(-(prompt[ids] + output[ids]) // bs))
+            self.blocks_by = [int(cum[n - 1]) if n else 0 for n in self.num_by]
+        k = bisect.bisect_right(self.ticks, d + most - 1)
+        return self.blocks_by[k - 1] if k else 0
 
 
 def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool,

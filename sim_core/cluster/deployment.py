@@ -216,6 +216,14 @@ class Deployment:
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
         self._bounds_at: list[tuple | None] = [None] * len(self.instances)
+        # Per front instance: its count bounds at every instant (`Engine.outstanding_curve`), kept until it steps;
+        # a request sent to it joins them (`_add`)
+        self._curves: list = [None] * len(self.instances)
+        self._front_emit_s = self.min_emit_tick_s[: len(self.front)]
+        # least_kv: per front instance whose run is paused, its KV bounds at every instant (`Engine.live_kv_curve`;
+        # False: the engine's own), kept as `_curves`
+        self._kv_curves: list = [None] * len(self.instances)
+        self._num_blocks = [x.engine.kv.num_blocks for x in self.front]
         # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
         # loop and the mid-run router read them at every arrival; issue 13: cost)
         self._instants: list[float] | None = None
@@ -326,7 +334,7 @@ class Deployment:
                 self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
             before = (eng.st.now_s, eng.rec.num_ticks)
-            self._bounds_at[i] = None
+            self._bounds_at[i] = self._curves[i] = self._kv_curves[i] = None
             self._hint = None
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
@@ -374,21 +382,24 @@ class Deployment:
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
-        cache = self._bounds_at
+        curves = self._curves
         bounds = []
-        # (the bound methods and each replica's shortest emitting tick, paired once: this runs at every arrival)
+        # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
+        if self.router.policy == "least_outstanding":
+            return self._choose_by_counts(r, t, k, known[1] if known is not None else 0)
         if self.router.policy != "least_kv":
-            for j, (f, _, m) in enumerate(self._bound_fns):
+            for j, m in enumerate(self._front_emit_s):
                 if j == k:
                     bounds.append((known[1], known[1]))
                     continue
-                at = cache[j]
-                if at is None or at[0] != t:
-                    at = cache[j] = (t, f(t, m), None)
-                bounds.append(at[1])
+                curve = curves[j]
+                if curve is None:
+                    curve = curves[j] = self.front[j].engine.outstanding_curve()
+                bounds.append(curve.bounds(t, m))
             return self.router.choose_by_bounds(bounds, r)
+        cache, kv_curves, num_blocks = self._bounds_at, self._kv_curves, self._num_blocks
         usage = []
-        for j, (f, g, m) in enumerate(self._bound_fns):
+        for j, (_, g, m) in enumerate(self._bound_fns):
             if j == k:
                 bounds.append((known[1], known[1]))
                 usage.append((known[2], known[2]))
@@ -398,11 +409,63 @@ class Deployment:
                 # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
                 # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
                 # (weaker bounds cost catch-ups, never a choice)
-                u = g(t, m)
-                at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, f(t, m), u)
+                kv_curve = kv_curves[j]
+                if kv_curve is None:  # (False: not a paused run's, the engine's bounds: `kv_usage_bounds`)
+                    kv_curve = kv_curves[j] = self.front[j].engine.live_kv_curve() or False
+                if kv_curve:  # (`kv_usage_bounds` from the paused run's curve, kept until it steps)
+                    used = kv_curve.bounds(t, m)
+                    u = None if used is None else (used[0] / num_blocks[j], used[1] / num_blocks[j])
+                else:
+                    u = g(t, m)
+                if u is None:
+                    at = cache[j] = (t, (0, math.inf), (0.0, math.inf))
+                else:
+                    curve = curves[j]
+                    if curve is None:
+                        curve = curves[j] = self.front[j].engine.outstanding_curve()
+                    at = cache[j] = (t, curve.bounds(t, m), u)
             bounds.append(at[1])
             usage.append(at[2])
         return self.router.choose_by_bounds(bounds, r, usage)
+
+    def _choose_by_counts(self, r: int, t: float, k: int, count: int) -> tuple[int | None, list[int]]:
+        """least_outstanding's `Router.choose_by_bounds` (the same pick, rivals and turn: tests compare them) in one pass
+        over the replicas' count curves (`CountCurve.bounds` inlined: (high, high) while no request can finish, else
+        high minus those that may), without the bounds list and the calls per replica (issue 13: cost; this runs at
+        every arrival). Replica k (-1: none) has the exact count `count` at t."""
+        curves, emit_s, front = self._curves, self._front_emit_s, self.front
+        n = len(front)
+        nxt = self.router.turn
+        lows = [0] * n
+        best, top_hi, top_turn = -1, 0, 0
+        for j in range(n):
+            if j == k:
+                lo = hi = count
+            else:
+                c = curves[j]
+                if c is None:
+                    c = curves[j] = front[j].engine.outstanding_curve()
+                lo = hi = c.high
+                u = t if t <= c.limit_s else c.limit_s
+                if u > c.now_s:
+                    most = (int((u - c.now_s) // emit_s[j]) + 1) * c.per_tick
+                    if most >= c.first:
+                        lo = hi - c.num_within(most)
+            lows[j] = lo
+            turn = (j - nxt) % n
+            if best < 0 or hi < top_hi or (hi == top_hi and turn < top_turn):
+                best, top_hi, top_turn = j, hi, turn
+        rivals = []
+        for j in range(n):
+            lo = lows[j]
+            if j != best and (lo < top_hi or (lo == top_hi and (j - nxt) % n < top_turn)):
+                rivals.append(j)
+        if not rivals:
+            self.router.took_turn(best, n)
+            return best, []
+        if lows[best] < top_hi:
+            rivals.append(best)
+        return None, rivals
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
@@ -607,6 +670,13 @@ class Deployment:
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
         self._bounds_at[i] = None
+        curve, kv_curve = self._curves[i], self._kv_curves[i]
+        if curve is not None or kv_curve:  # (its curves take the request: all its tokens left, no block held)
+            _, prompt, output, _, _ = self._requests[r]  # (not with closed-loop sessions: no curves there)
+            if curve is not None:
+                curve.add(output)
+            if kv_curve:
+                kv_curve.add(prompt, output)
 
     def _pop_event(self) -> None:
         t, _, kind, payload = heapq.heappop(self._heap)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim_core.cluster import Deployment
@@ -63,6 +63,59 @@ def test_kv_bounds_hold_on_busy_engines(case):
         cfg = with_value(cfg, "kv_cache.gpu_memory_utilization", 0.25)
     checked, kv_checked = _check_bounds_along_a_run(*_replica(cfg), 7)
     assert kv_checked > (0 if case == "tight_kv" else checked // 2)
+
+
+def _check_bounds_of_paused_runs(eng, min_emit_s, seed, adds):
+    """Pause the engine's fast-path run at random instants (`may_pause`, the horizon there); at each pause ask for its
+    bounds at a later instant (the paused run's: `CountCurve`, `LiveKvCurve`), maybe after adding requests to it (as a
+    router sends them), then run it there: what it shows then lies within them. `adds`: (arrival, prompt, output) of
+    the requests to add, in order. Returns how many bounds were checked, of counts and of KV past a paused clock."""
+    rng = np.random.default_rng(seed)
+    eng.may_pause = True
+    checked = kv_checked = 0
+    adds = list(adds)
+    while eng.has_work and checked < 400:
+        if eng._live is not None and adds and rng.random() < 0.5:  # a request sent to the paused run
+            t_add, p, o = adds.pop(0)
+            eng.add_request(max(t_add, eng.st.now_s), p, o, 0, 0)
+        t = eng.st.now_s + float(rng.choice([0.0, 0.3, 1.0, 3.0, 10.0, 30.0])) * min_emit_s * float(rng.uniform(0.5, 1.5))
+        paused = eng._live is not None
+        ahead = paused and t > eng.st.now_s  # (past a paused run's clock: the bounds from its run's state)
+        count, used = eng.outstanding_bounds(t, min_emit_s), eng.kv_used_bounds(t, min_emit_s)
+        eng.horizon_s = t  # a run pauses at the first tick that would start at or after t
+        while eng.has_work and eng.st.now_s < t:
+            if not eng.step():
+                break
+        assert count[0] <= eng.num_outstanding <= count[1]
+        if used is not None:
+            num_used = eng.kv.num_blocks - eng.live_counts()[1]
+            assert used[0] <= num_used <= used[1]
+            kv_checked += ahead
+        checked += paused
+    eng.settle()
+    return checked, kv_checked
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bounds_of_a_paused_run_hold_what_it_shows_at_that_instant(seed):
+    # the bounds a router reads of a replica whose run waits paused (issue 13: least_kv's replicas no longer all reach
+    # every arrival), on busy chat engines of several shapes, with requests sent to them while they wait
+    cfg = make_config("chat-h100-llama8b", seed=seed, workload__num_requests=160,
+                      workload__arrival__rate_per_s=20.0 + 15.0 * seed)  # fmt: skip
+    if seed % 4 == 1:
+        cfg = with_value(cfg, "kv_cache.gpu_memory_utilization", 0.3)  # KV runs short: bounds give way to None
+    elif seed % 4 == 2:  # prefill ticks without decodes (vLLM V0), queued requests mid-prefill
+        cfg = with_value(cfg, "scheduler.prefill_mode", "prefill_first")
+    elif seed % 4 == 3:
+        cfg = with_value(cfg, "scheduler.prefill_mode", "time_slice")
+    dep = Deployment(deploy(cfg, {"replicas": 1, "router": "round_robin"}))
+    wl = dep.workload
+    half = dep.num_requests // 2
+    for r in range(half):
+        dep._add(r, 0)
+    adds = [(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r])) for r in range(half, dep.num_requests)]
+    checked, kv_checked = _check_bounds_of_paused_runs(dep.instances[0].engine, dep.min_emit_tick_s[0], seed, adds)
+    assert checked > 20 and (kv_checked > 10 or seed % 4 == 1)
 
 
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 3),
@@ -121,3 +174,24 @@ def test_choices_from_bounds_name_the_rivals_the_key_comparison_names(policy, sp
     expect = _rivals_by_keys(policy, bounds, usage, router.turn)
     assert router.choose_by_bounds(bounds, 0, usage if policy == "least_kv" else None) == expect
     assert router.turn == (start % len(spec) if expect[0] is None else (expect[0] + 1) % len(spec))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 2.0), st.lists(st.integers(1, 6), max_size=5)), min_size=4, max_size=4),
+       st.integers(-1, 3), st.integers(0, 6), st.integers(0, 3), st.floats(0.0, 3.0))  # fmt: skip
+def test_least_outstanding_choices_from_count_curves_are_the_routers_choices_from_their_bounds(spec, k, count, turn, t):
+    # Deployment._choose_by_counts (one pass over the replicas' count curves) gives the pick, the rivals and the turn
+    # of Router.choose_by_bounds over the bounds the curves give (replica k's count exact), for any curves and instant
+    from sim_core.count_curve import CountCurve
+
+    cfg = make_config("chat-h100-llama8b", workload__num_requests=8)
+    dep = Deployment(deploy(cfg, {"replicas": 4, "router": "least_outstanding"}))
+    curves = [CountCurve(now_s, 2.5, 1, None, 0, list(lefts)) for now_s, lefts in spec]
+    dep._curves = list(curves)
+    dep._front_emit_s = [0.25] * 4
+    dep.router.turn = turn
+    ref = Router("least_outstanding", 4)
+    ref.turn = turn
+    bounds = [(count, count) if j == k else curves[j].bounds(t, 0.25) for j in range(4)]
+    assert dep._choose_by_counts(0, t, k, count) == ref.choose_by_bounds(bounds, 0)
+    assert dep.router.turn == ref.turn

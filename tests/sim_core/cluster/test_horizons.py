@@ -238,27 +238,43 @@ def test_a_deployment_that_stops_ends_its_paused_runs():
 
 
 @pytest.mark.parametrize("router, refresh_s, seed", [("least_outstanding", 0.0, 0), ("least_outstanding", 0.0, 1),
-                                                     ("least_outstanding", 0.0, 2), ("least_kv", 0.05, 0)])  # fmt: skip
+                                                     ("least_outstanding", 0.0, 2), ("least_kv", 0.05, 0),
+                                                     ("least_kv", 0.0, 1), ("least_kv", 0.0, 2)])  # fmt: skip
 def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refresh_s, seed):
-    # outstanding_bounds keeps its sorted tokens left, and its answers per instant, until the state moves: at every
-    # choice of a router, each replica's answers (paused or not, with requests added since a pause), and those the
-    # deployment kept from an earlier try at the same instant (an open choice; with a refresh interval, the arrivals
-    # before in the interval, one of which was sent to it), equal the answers it computes afresh
+    # outstanding_bounds keeps its count curve until the state moves, and the deployment keeps each replica's curve
+    # (`_curves`) until it steps, taking the requests sent to it meanwhile (`CountCurve.add`): at every choice of a
+    # router, each replica's answers (paused or not, with requests added since a pause), from the engine's memo and
+    # from the deployment's curve, and those the deployment kept from an earlier try at the same instant (least_kv,
+    # `_bounds_at`), equal the answers it computes afresh
     cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": router, "state_refresh_s": refresh_s})
     dep = Deployment(cfg)
-    choose, checked, reused = dep._choose_by_bounds, [], []
+    choose, checked, reused, added, highs = dep._choose_by_bounds, [], [], [], {}
 
     def checking(r, t, known=None):
         for j, x in enumerate(dep.front):
             eng = x.engine
             if known is not None and j == known[0]:
                 continue  # (mid-run: its arrays are behind its run; the router reads its count from the run)
-            later = [t, t + 0.01, t + 0.3]
+            later = [t, t + 0.01, t + 0.3, t + 3.0]
             kept = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
+            curve = dep._curves[j]
             at = dep._bounds_at[j]  # the deployment's: (instant, count bounds, usage bounds or None)
             eng._bounds_memo = eng._live_left = eng._kv_memo = None
             fresh = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
             assert kept == fresh
+            if curve is not None:
+                assert [curve.bounds(u, dep.min_emit_tick_s[j]) for u in later] == fresh
+                if highs.get(curve, curve.high) < curve.high:  # (a kept curve that took a request since)
+                    added.append(j)
+                highs[curve] = curve.high
+            kv_curve = dep._kv_curves[j]
+            if kv_curve:  # (a paused run's KV bounds kept by the deployment, with the requests sent since)
+                eng._kv_live = None
+                assert [kv_curve.bounds(u, dep.min_emit_tick_s[j]) for u in later] == [
+                    eng.kv_used_bounds(u, dep.min_emit_tick_s[j]) for u in later]  # fmt: skip
+                if highs.get(kv_curve, len(kv_curve.others)) < len(kv_curve.others):
+                    added.append(j)
+                highs[kv_curve] = len(kv_curve.others)
             if at is not None and at[0] == t:
                 usage = eng.kv_usage_bounds(t, dep.min_emit_tick_s[j]) if router == "least_kv" else None
                 expect = (t, (0, math.inf), (0.0, math.inf)) if router == "least_kv" and usage is None else (t, fresh[0], usage)
@@ -270,7 +286,10 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     dep._choose_by_bounds = checking
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
-    assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
+    if refresh_s:
+        assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
+    else:
+        assert len(added) > 10  # and its curves were kept between asks, taking the requests sent meanwhile
 
 
 @settings(max_examples=80, deadline=None)
@@ -294,3 +313,44 @@ def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_the
     tokens += [int(output[r]) for r in prefilling] + [int(output[w]) for w in waiting[head:]]
     for most in range(0, 3 * LiveLeft.FEW_TICKS):
         assert left.num_within(most) == sum(x <= most for x in tokens)
+    # and the whole-context blocks of the decoders among them (what their finishes can free: LiveKvCurve)
+    prompt = np.arange(R, dtype=np.int64) * 7 % 53 + 1
+    blocks = {r: -(-(int(prompt[r]) + int(output[r])) // 16) for r in range(R)}
+    decoders = [(f - d + 1, r) for f, rs in finish_at.items() for r in rs]
+    for most in list(range(0, 3 * LiveLeft.FEW_TICKS, 3)) + [LiveLeft.FEW_TICKS, LiveLeft.FEW_TICKS + 1]:
+        assert left.blocks_within(most, prompt, output, 16) == sum(blocks[r] for x, r in decoders if x <= most)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.dictionaries(st.integers(0, 40), st.lists(st.integers(0, 99), min_size=1, max_size=3), max_size=20),
+       st.integers(0, 10), st.lists(st.integers(0, 99), max_size=4, unique=True), st.lists(st.integers(1, 60), max_size=6),
+       st.lists(st.integers(1, 60), max_size=4), st.integers(1, 3), st.floats(0.0, 5.0), st.floats(0.5, 2.0),
+       st.lists(st.floats(-1.0, 80.0), min_size=1, max_size=8))  # fmt: skip
+def test_a_count_curve_bounds_each_instant_as_a_count_of_tokens_left_would(finish_at, d, prefilling, lefts, adds, per_tick,
+                                                                           now_s, min_tick_s, offsets):
+    # CountCurve: (high - requests with at most `most` tokens left, high), `most` the ticks that can start before t times
+    # the tokens per tick, exact (high, high) at or before its clock and held at the time limit; its O(1) answer (no
+    # request can finish yet) and the requests added to a kept curve (`add`) give what a plain count gives
+    from types import SimpleNamespace
+
+    from sim_core.count_curve import CountCurve
+    from sim_core.fastpath import LiveLeft
+
+    finish_at = {d + f: rs for f, rs in finish_at.items()}
+    R = 100
+    output = np.arange(R, dtype=np.int64) % 37 + 1
+    engine = SimpleNamespace(st=SimpleNamespace(output=output, num_requests=R))
+    live = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), [], 0, False))
+    tokens = [f - d + 1 for f, rs in finish_at.items() for _ in rs] + [int(output[r]) for r in prefilling]
+    limit_s = now_s + 50.0
+    curve = CountCurve(now_s, limit_s, per_tick, live, len(tokens), list(lefts))
+    tokens += lefts
+    for k in range(len(adds) + 1):
+        for off in offsets:
+            t = now_s + off
+            u = min(t, limit_s)
+            most = (int((u - now_s) // min_tick_s) + 1) * per_tick if u > now_s else -1
+            assert curve.bounds(t, min_tick_s) == (len(tokens) - sum(x <= most for x in tokens), len(tokens))
+        if k < len(adds):
+            curve.add(adds[k])
+            tokens.append(adds[k])
