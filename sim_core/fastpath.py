@@ -801,6 +801,11 @@ class LiveLeft:
         first = min(finish_at) - d + 1 if finish_at else math.inf
         self.first = min(first, queued[0]) if queued else first
 
+    def _sort_ticks(self) -> None:
+        """`finish_at`'s keys ascending and the decoders finishing by each (past FEW_TICKS; made once per pause)."""
+        self.ticks = sorted(self.finish_at)
+        self.num_by = list(itertools.accumulate(map(len, map(self.finish_at.__getitem__, self.ticks))))
+
     def num_within(self, most: int) -> int:
         """Requests of the run with at most `most` tokens left."""
         finish_at, d = self.finish_at, self.d
@@ -813,8 +818,7 @@ class LiveLeft:
                     num += len(done)
         else:
             if self.ticks is None:
-                self.ticks = sorted(finish_at)
-                self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))
+                self._sort_ticks()
             k = bisect.bisect_right(self.ticks, d + most - 1)
             num = self.num_by[k - 1] if k else 0
         return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
@@ -833,8 +837,7 @@ class LiveLeft:
                         blocks += -(-(prompt.item(r) + output.item(r)) // bs)
             return blocks
         if self.ticks is None:
-            self.ticks = sorted(finish_at)
-            self.num_by = list(itertools.accumulate(map(len, map(finish_at.__getitem__, self.ticks))))
+            self._sort_ticks()
         if self.blocks_by is None:
             ids = np.fromiter(itertools.chain.from_iterable(map(finish_at.__getitem__, self.ticks)), dtype=np.int64,
                               count=self.num_by[-1] if self.num_by else 0)  # fmt: skip
