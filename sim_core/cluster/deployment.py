@@ -385,8 +385,6 @@ class Deployment:
         curves = self._curves
         bounds = []
         # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
-        if self.router.policy == "least_outstanding":
-            return self._choose_by_counts(r, t, k, known[1] if known is not None else 0)
         if self.router.policy != "least_kv":
             for j, m in enumerate(self._front_emit_s):
                 if j == k:
@@ -427,45 +425,6 @@ class Deployment:
             bounds.append(at[1])
             usage.append(at[2])
         return self.router.choose_by_bounds(bounds, r, usage)
-
-    def _choose_by_counts(self, r: int, t: float, k: int, count: int) -> tuple[int | None, list[int]]:
-        """least_outstanding's `Router.choose_by_bounds` (the same pick, rivals and turn: tests compare them) in one pass
-        over the replicas' count curves (`CountCurve.bounds` inlined: (high, high) while no request can finish, else
-        high minus those that may), without the bounds list and the calls per replica (issue 13: cost; this runs at
-        every arrival). Replica k (-1: none) has the exact count `count` at t."""
-        curves, emit_s, front = self._curves, self._front_emit_s, self.front
-        n = len(front)
-        nxt = self.router.turn
-        lows = [0] * n
-        best, top_hi, top_turn = -1, 0, 0
-        for j in range(n):
-            if j == k:
-                lo = hi = count
-            else:
-                c = curves[j]
-                if c is None:
-                    c = curves[j] = front[j].engine.outstanding_curve()
-                lo = hi = c.high
-                u = t if t <= c.limit_s else c.limit_s
-                if u > c.now_s:
-                    most = (int((u - c.now_s) // emit_s[j]) + 1) * c.per_tick
-                    if most >= c.first:
-                        lo = hi - c.num_within(most)
-            lows[j] = lo
-            turn = (j - nxt) % n
-            if best < 0 or hi < top_hi or (hi == top_hi and turn < top_turn):
-                best, top_hi, top_turn = j, hi, turn
-        rivals = []
-        for j in range(n):
-            lo = lows[j]
-            if j != best and (lo < top_hi or (lo == top_hi and (j - nxt) % n < top_turn)):
-                rivals.append(j)
-        if not rivals:
-            self.router.took_turn(best, n)
-            return best, []
-        if lows[best] < top_hi:
-            rivals.append(best)
-        return None, rivals
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick

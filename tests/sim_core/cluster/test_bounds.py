@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from sim_core.cluster import Deployment
@@ -175,23 +175,3 @@ def test_choices_from_bounds_name_the_rivals_the_key_comparison_names(policy, sp
     assert router.choose_by_bounds(bounds, 0, usage if policy == "least_kv" else None) == expect
     assert router.turn == (start % len(spec) if expect[0] is None else (expect[0] + 1) % len(spec))
 
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.floats(0.0, 2.0), st.lists(st.integers(1, 6), max_size=5)), min_size=4, max_size=4),
-       st.integers(-1, 3), st.integers(0, 6), st.integers(0, 3), st.floats(0.0, 3.0))  # fmt: skip
-def test_least_outstanding_choices_from_count_curves_are_the_routers_choices_from_their_bounds(spec, k, count, turn, t):
-    # Deployment._choose_by_counts (one pass over the replicas' count curves) gives the pick, the rivals and the turn
-    # of Router.choose_by_bounds over the bounds the curves give (replica k's count exact), for any curves and instant
-    from sim_core.count_curve import CountCurve
-
-    cfg = make_config("chat-h100-llama8b", workload__num_requests=8)
-    dep = Deployment(deploy(cfg, {"replicas": 4, "router": "least_outstanding"}))
-    curves = [CountCurve(now_s, 2.5, 1, None, 0, list(lefts)) for now_s, lefts in spec]
-    dep._curves = list(curves)
-    dep._front_emit_s = [0.25] * 4
-    dep.router.turn = turn
-    ref = Router("least_outstanding", 4)
-    ref.turn = turn
-    bounds = [(count, count) if j == k else curves[j].bounds(t, 0.25) for j in range(4)]
-    assert dep._choose_by_counts(0, t, k, count) == ref.choose_by_bounds(bounds, 0)
-    assert dep.router.turn == ref.turn
