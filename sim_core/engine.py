@@ -115,7 +115,8 @@ class Engine:
         if st.is_done or self._over:
             return False
         if self._fast is None:
-            self._fast = self._coalesce and fastpath.eligible(self) and not self.hand_off_prefilled and self.spec is None
+            self._fast = self._coalesce and fastpath.eligible(self) and (
+                not self.hand_off_prefilled or fastpath.hands_off(self)) and self.spec is None  # fmt: skip
             self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks:
@@ -190,9 +191,26 @@ class Engine:
     def has_work(self) -> bool:
         """Requests queued, running, swapped out or still to arrive: stepping makes progress without new input
         (never after a guard stopped the run: a deployment runs its other instances to their limits)."""
+        if self._live is not None:  # a paused run: its batch, queue and next arrival (`is_busy`, `next_arrival_s`)
+            return not self._over and (self.is_busy or self.next_arrival_s() < math.inf)
         st = self.st
         return not self._over and (bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size)
                                    or st.next_arrival_s() < math.inf)
+
+    @property
+    def is_busy(self) -> bool:
+        """Requests running, queued or swapped out, of the paused run's state while one is paused (a cluster reads
+        a paused prefill instance between requests: `Deployment._horizon`)."""
+        if self._live is not None:
+            return self._live[1] + len(self._joined) > 0
+        st = self.st
+        return bool(st.running.size or st.waiting_keys.size or st.swapped_keys.size)
+
+    def next_arrival_s(self) -> float:
+        """`st.next_arrival_s()`, of the paused run's state while one is paused (its next slot to arrive)."""
+        st = self.st
+        k = st.next_arrival if self._live is None else self._live[2]
+        return st.arrival_s.item(k) if k < st.num_requests else math.inf
 
     @property
     def num_outstanding(self) -> int:
@@ -387,7 +405,9 @@ class Engine:
             while True:
                 at = run.send(sent)
                 h = self.horizon_reached(*at[:4])
-                if h <= at[0] and at[4] and at[1]:
+                # (a prefill instance, `fastpath.hands_off`: after every row, where a general step ends, with nothing
+                # to run as well: one run lives across its requests)
+                if at[4] and (self.hand_off_prefilled or h <= at[0] and at[1]):
                     self._paused, self._live, self._live_left = run, at, None
                     self.st.now_s = at[0]
                     self._bounds_memo = self._kv_live = None
@@ -456,8 +476,14 @@ class Engine:
         self.handed_off.append((ids, t_end))
 
     def release(self, ids: np.ndarray | int) -> None:
-        """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case)."""
+        """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case). A
+        paused run (`fastpath.hands_off`) counts them into its free blocks when it goes on, as `reserve`'s."""
+        if self._live is not None and not self._live[10]:
+            self.settle()
+        free = self.kv.num_free
         self.kv.free(ids)
+        if self._live is not None:
+            self._reserved -= self.kv.num_free - free
         self._bounds_memo = self._kv_memo = self._kv_live = None  # (the state changed without a tick: bounds are recomputed)
 
     def reserve(self, ids: np.ndarray | int, num_blocks: np.ndarray | int) -> None:

@@ -54,7 +54,7 @@ MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which 
 MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
-DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
+DECODE, PREFILL, MIXED, IDLE = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED), int(Phase.IDLE)  # plain ints convert faster than enums
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
 # values per row: the rows' conversion to float64 costs ~20 ns per value.
 _ROW = ("duration_s", "num_decode_tokens", "num_running", "num_waiting", "kv_blocks_used", "flops", "bytes",
@@ -470,14 +470,26 @@ def run_ticks(engine: Engine):
     # A stateless policy without the prefix cache may stop trying admission (admission_blocked, above)
     may_block = pc is None and policy_is_fixed
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
+    # A prefill-pool instance (`hands_off`): prompts that complete leave at their first token (`_hand_off`), between
+    # requests it idles inside the run (`_idle_until`; idle rows end at `idle_ends`), and the run pauses after every
+    # row: where a general step would end (what the cluster reads between steps decides the horizons it gives, which
+    # end idle rows; a run of several rows would change them)
+    hand_off = engine.hand_off_prefilled
+    handing: list[int] = []  # this tick's hand-offs
+    handed: list[int] = []  # every hand-off of the run
+    j_paused = 0  # rows run at the last pause (or the start)
+    idle_ends: dict[int, float] = {}  # idle row -> its end (the next arrival or the horizon, not its start + gap)
     while j < tick_budget:
-        if now >= max_time:  # cluster hook: at the horizon the cluster may add requests here and let the run go on
-            if max_time >= lim.max_sim_time_s:
+        if now >= max_time or hand_off and j > j_paused:  # cluster hook: at the horizon the cluster may add requests
+            if now >= max_time >= lim.max_sim_time_s:  # here and let the run go on (a prefill instance: after each row)
                 break
+            j_paused = j
             horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j, d, finish_at, prefilling,
                                                    waiting, head, not fixed and pc is None)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
-                free -= num_reserved
+                free -= num_reserved  # (negative: a prefill instance's blocks released, `Engine.release`)
+                if num_reserved < 0:
+                    admission_blocked = False  # freed blocks may admit
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
                     joined_at.extend((r, j) for r in joined)
                 S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
@@ -650,7 +662,15 @@ def run_ticks(engine: Engine):
         if decoding:  # (the decodes run only with decoders: D = B > 0)
             D, dec_ctx = B, S + B * d
         elif not chunks and not admit:
-            break  # nothing to run: idle gaps and the end of the run are the general loop's
+            if not hand_off or running or head < len(waiting):
+                break  # nothing to run: idle gaps and the end of the run are the general loop's
+            until = _idle_until(engine, next_arrival_s, lim.max_sim_time_s)  # (a prefill instance between requests)
+            if until is None:
+                break
+            rows.append((until - now, 0, 0, 0, num_blocks - free, 0.0, 0.0, 0))  # _ROW
+            idle_ends[j] = now = until
+            j += 1
+            continue
         else:
             D = dec_ctx = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
@@ -714,6 +734,9 @@ def run_ticks(engine: Engine):
                     done = []
                 done.append(r)
                 continue
+            if hand_off:  # a prefill instance: it leaves at its first token (`_hand_off`)
+                handing.append(r)
+                continue
             base[r], join[r], sync_from[r] = total - d, d, j + 1
             if not decoding:
                 waiting_since[r] = t_end  # its first token; decoders' last token is older
@@ -727,6 +750,8 @@ def run_ticks(engine: Engine):
         if done:
             for r in done:
                 del running[r]
+        if handing:
+            _hand_off(engine, handing, t_end, running, handed)
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
         admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
@@ -745,9 +770,12 @@ def run_ticks(engine: Engine):
         return False
     if row_blocks:
         rows = _rows_with_blocks(rows, row_blocks, j)
-    return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
+    done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
-                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at)  # fmt: skip
+                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends)  # fmt: skip
+    if handed:  # (the write-back marked the run's admissions RUNNING)
+        st.status[handed] = Status.FINISHED
+    return done
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
@@ -768,6 +796,67 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
         S += c - d
         B += 1
     return S, B
+
+
+def hands_off(engine: Engine) -> bool:
+    """A prefill-pool instance (`Engine.hand_off_prefilled`) runs on this path: its requests leave at their first token
+    (`_hand_off`), it idles between requests inside the run (`_idle_until`), and the run pauses after every row, where
+    a general step ends (the cluster takes hand-offs and gives the next horizon then: `Engine._run_fast`), so one run
+    lives across hand-offs and idle gaps (issue 13: cost; a run per request costs its set-up and write-back, and a
+    general step its plan and tick, ~35 us). Only where the run can pause
+    (`Engine.may_pause`) and the blocks a handed-off request holds are its context's on a paged cache without the
+    prefix cache: their release while the run is paused counts into its free blocks (`Engine.release`)."""
+    return engine.may_pause and engine.prefix is None and not (
+        engine.sched.cfg.admission == "reserve" or engine.kv.blocks_per_boundary == 0)  # fmt: skip
+
+
+def _hand_off(engine: Engine, ids: list[int], t_end: float, running: dict, handed: list[int]) -> None:
+    """`Engine._hand_off` in a run: the requests whose prompt completed in the tick ending at `t_end` (none finished
+    there) leave the batch, FINISHED here at their first token, holding their context's blocks until `Engine.release`.
+    What the cluster reads of them before the run's write-back (their context, prompt, first token, blocks) is written
+    now; the run's other rows and events at its write-back. Clears `ids`."""
+    st, kv = engine.st, engine.kv
+    bs = kv.block_size
+    for r in ids:
+        total = st.prefill_target.item(r)
+        del running[r]
+        st.status[r] = Status.FINISHED
+        st.finish_s[r] = t_end
+        st.computed[r] = total
+        st.emitted[r] = 1
+        st.first_token_s[r] = st.last_token_s[r] = t_end
+        kv.held[r] = -(-total // bs)
+    st.num_finished += len(ids)
+    engine.handed_off.append((np.array(ids, dtype=np.int64), t_end))
+    handed += ids
+    ids.clear()
+
+
+def _idle_until(engine: Engine, next_arrival_s: float, max_sim_time_s: float) -> float | None:
+    """`Engine._idle` in a run with nothing running or queued: where its idle row ends (the next arrival or the
+    horizon, at most the time limit), or None when nothing can arrive (the general loop ends the run). (The horizon is
+    the one the cluster gave for this row, as for a general step: the run pauses after every row.)"""
+    nxt = min(next_arrival_s, engine.horizon_s)
+    if not math.isfinite(nxt):
+        return None
+    return min(nxt, max_sim_time_s)
+
+
+def _clock_with_idle(now0: float, dur: np.ndarray, idle_ends: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of a run's rows: each starts where the last ended, a tick's end its start plus its duration (the
+    loop's `now + dur`), an idle row's end its own (`idle_ends`, as `Engine._record_idle` sets the clock)."""
+    starts = []
+    now = now0
+    get = idle_ends.get
+    for k, gap in enumerate(dur.tolist()):
+        starts.append(now)
+        end = get(k)
+        now = now + gap if end is None else end
+    t0 = np.array(starts)
+    t_end = t0 + dur
+    at = np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))
+    t_end[at] = np.fromiter(idle_ends.values(), dtype=np.float64, count=len(idle_ends))
+    return t0, t_end
 
 
 class LiveLeft:
@@ -957,8 +1046,9 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed, joined_at=()) -> bool:  # fmt: skip
-    """Record the fast ticks and write every touched request's state back to the arrays."""
+                held_fixed, joined_at=(), idle_ends=None) -> bool:  # fmt: skip
+    """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
+    instance's idle rows and their ends, `_idle_until`)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -972,11 +1062,16 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     col.update(num_prefill_tokens=P, num_prefill_seqs=A)
     dur, D = col["duration_s"], col["num_decode_tokens"]
     # The loop's clock: each tick starts where the last ended (`now + dur`, added in the same order)
-    t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
-    t_end = t0 + dur  # the same addition as the loop's `now + dur`
+    if idle_ends:
+        t0, t_end = _clock_with_idle(now0, dur, idle_ends)
+    else:
+        t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
+        t_end = t0 + dur  # the same addition as the loop's `now + dur`
     decoding = D > 0  # a tick that decodes decodes every decoder
     col.update(t_start_s=t0, phase=np.where(P > 0, np.where(decoding, MIXED, PREFILL), DECODE), num_decode_seqs=D,
                num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
+    if idle_ends:
+        col["phase"][np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))] = IDLE
     rec.ticks(col, n)
     # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
     last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick

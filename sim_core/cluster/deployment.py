@@ -256,8 +256,8 @@ class Deployment:
                 x.engine.on_horizon = partial(self._route_mid_run, j)
                 x.engine.may_pause = self.pause_runs
         if self.back and self.turns is None:  # a decode instance's run waits at its horizon for events without ending
-            for x in self.back:  # (requests injected meanwhile join it: Engine.inject_prefilled)
-                x.engine.may_pause = self.pause_runs
+            for x in insts:  # (requests injected meanwhile join it: Engine.inject_prefilled), and a prefill instance's
+                x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
         self._bound_fns = [(x.engine.outstanding_bounds, x.engine.kv_usage_bounds, self.min_emit_tick_s[j])
@@ -517,8 +517,7 @@ class Deployment:
         # A decode tick matters to a prefill instance only through retries of waiting hand-offs (lazy_decode: with
         # none waiting every KV it holds is in flight, its release on the heap; and lagging decode clocks say nothing)
         decode_ticks_matter = inst.role != "prefill" or not self._lazy or self._pending
-        if self.back and not free_running and decode_ticks_matter and (
-                st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
+        if self.back and not free_running and decode_ticks_matter and inst.engine.is_busy:  # (a paused run's state)
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
@@ -534,11 +533,10 @@ class Deployment:
         tick after that: the earliest time j can hand a request off or free decode blocks. (Arrivals still to
         be routed, and cluster events, bound every horizon separately.)"""
         inst = self.instances[j]
-        st = inst.engine.st
-        t = st.now_s
-        if self.tight_horizons and inst.role == "prefill" and not (
-                st.running.size or st.waiting_keys.size or st.swapped_keys.size):  # fmt: skip
-            t_next = st.next_arrival_s()
+        eng = inst.engine
+        t = eng.st.now_s
+        if self.tight_horizons and inst.role == "prefill" and not eng.is_busy:  # (a paused run's state: `Engine.is_busy`)
+            t_next = eng.next_arrival_s()
             if t_next > t:  # (max(t, t_next) without the call)
                 t = t_next
         return t + self.min_tick_s[j]
