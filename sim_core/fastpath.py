@@ -487,9 +487,9 @@ def run_ticks(engine: Engine):
             horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j, d, finish_at, prefilling,
                                                    waiting, head, not fixed and pc is None)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
-                free -= num_reserved  # (negative: a prefill instance's blocks released, `Engine.release`)
-                if num_reserved < 0:
-                    admission_blocked = False  # freed blocks may admit
+                # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
+                # each tick prefills, no tick decodes only)
+                free -= num_reserved
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
                     joined_at.extend((r, j) for r in joined)
                 S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,

@@ -1,0 +1,199 @@
+"""xPyD: prefill instances on the scalar fast path (`fastpath.hands_off`), one run living across hand-offs and idle
+gaps, against the deployment in which they step the general way (`pause_runs=False`: no run pauses, and a prefill
+instance takes no fast path): every array of the result, every instance's rows (idle rows included), events, gaps and
+batch log the same (issue 13: cost)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from sim_core import fastpath
+from sim_core.cluster import Deployment
+from sim_core.cluster.result import build_result
+from sim_core.costmodel import MemoryPlanError
+from sim_core.engine import Engine
+from sim_core.types import Phase, Status
+from tests.conftest import make_config
+from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_run, deploy
+
+
+def _result(cfg, **flags):
+    dep = Deployment(cfg, check_invariants=True, **flags)
+    dep.run()
+    return dep, build_result(dep)
+
+
+def _assert_same_deployment(a, b):
+    """Every number of two deployment results: the merged run, each instance's run, routing and KV transfers."""
+    assert_same_run(a, b)
+    assert np.array_equal(a.instance_of, b.instance_of)
+    assert np.array_equal(a.decode_instance_of, b.decode_instance_of)
+    for f in ("kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s", "kv_transfer_bytes"):
+        assert np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True), f
+    for x, y in zip(a.instances, b.instances, strict=True):
+        assert_same_run(x.result, y.result)
+        assert np.array_equal(x.request_ids, y.request_ids)
+
+
+def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib=80.0,
+          decode_gib=80.0, chunk=None, link=None):  # fmt: skip
+    overrides = {} if chunk is None else {"scheduler__max_num_batched_tokens": chunk}
+    cfg = make_config(seed=seed, workload__num_requests=num_requests, workload__arrival__rate_per_s=rate,
+                      workload__prompt_tokens={"dist": "lognormal", "mean": prompt_mean, "min": 1, "max": 2 * prompt_mean},
+                      workload__output_tokens={"dist": "lognormal", "mean": output_mean, "min": 1, "max": 4 * output_mean},
+                      **overrides)  # fmt: skip
+    hw = cfg.hardware.model_dump()
+    return deploy(cfg, {"router": router, "disaggregation": {
+        "prefill": {"replicas": num_prefill, "hardware": hw | {"memory_gib": prefill_gib}},
+        "decode": {"replicas": num_decode, "hardware": hw | {"memory_gib": decode_gib}}, "link": link or {}}})  # fmt: skip
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), num_requests=st.integers(1, 120), rate=st.sampled_from([2.0, 10.0, 40.0, 200.0]),
+       prompt_mean=st.sampled_from([16, 300, 1500]), output_mean=st.sampled_from([1, 2, 50, 300]),
+       num_prefill=st.integers(1, 3), num_decode=st.integers(1, 3),
+       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv"]),
+       small_kv=st.sampled_from([None, "prefill", "decode", "both"]), chunk=st.sampled_from([None, 512]),
+       link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False}]))  # fmt: skip
+def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode,
+                                                router, small_kv, chunk, link):  # fmt: skip
+    # (small KV: back-pressure on the decode side, prefill instances holding handed-off blocks that block admission)
+    prefill_gib = 18.5 if small_kv in ("prefill", "both") else 80.0
+    decode_gib = 19.5 if small_kv in ("decode", "both") else 80.0
+    cfg = _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib, decode_gib,
+                chunk, link)  # fmt: skip
+    try:
+        fast_dep, fast = _result(cfg)
+    except MemoryPlanError:  # (a small KV cache that cannot hold the longest request)
+        assume(False)
+    _, ref = _result(cfg, pause_runs=False)
+    assert all(x.engine._fast for x in fast_dep.front if x.engine._fast is not None)  # (None: never stepped)
+    _assert_same_deployment(fast, ref)
+    assert_cluster_invariants(fast)
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
+def test_prefill_runs_live_across_requests(router, monkeypatch):
+    # The bench's 2P2D at a few hundred requests: each prefill instance sets a run up a few times (a run ends after
+    # fastpath.MAX_FAST_TICKS rows), not once per request, and its result is the general steps'
+    cfg = _xpyd(3, 300, 24.0, 300, 50, 2, 2, router)
+    runs = {}
+    run_ticks = fastpath.run_ticks
+
+    def counted(engine):
+        runs[id(engine)] = runs.get(id(engine), 0) + 1
+        return run_ticks(engine)
+
+    monkeypatch.setattr(fastpath, "run_ticks", counted)
+    dep, fast = _result(cfg)
+    monkeypatch.setattr(fastpath, "run_ticks", run_ticks)
+    for x in dep.front:
+        num_rows = x.engine.rec.num_ticks
+        assert num_rows > 300 // 2 and runs[id(x.engine)] <= 2 + num_rows // fastpath.MAX_FAST_TICKS
+    _assert_same_deployment(fast, _result(cfg, pause_runs=False)[1])
+
+
+def test_prefill_fast_path_only_where_a_release_can_join_the_run():
+    # pause_runs off, prefix caching, reserved admission: the general step (a handed-off request's blocks are not its
+    # context's, or its release could not reach a paused run); the results are equal either way (above, and the suites)
+    base = _xpyd(0, 40, 20.0, 300, 20, 1, 1, "round_robin")
+    cases = [(base, {}, True), (base, {"pause_runs": False}, False),
+             (deploy(make_config(seed=0, workload__num_requests=40, scheduler__admission="reserve"),
+                     base.deployment.model_dump()), {}, False),
+             (deploy(make_config(seed=0, workload__num_requests=40, kv_cache__enable_prefix_caching=True),
+                     base.deployment.model_dump()), {}, False)]  # fmt: skip
+    for cfg, flags, fast in cases:
+        dep, _ = _result(cfg, **flags)
+        assert dep.front[0].engine._fast is fast
+
+
+def test_release_into_a_paused_run_frees_its_blocks_when_it_goes_on(monkeypatch):
+    # Engine.release on a paused prefill instance: the run's free count (live_counts) takes the request's blocks at
+    # once, and the arrays after the run's end hold them free
+    cfg = _xpyd(1, 30, 20.0, 600, 30, 1, 1, "round_robin")
+    seen = []
+    release = Engine.release
+
+    def watched(self, ids):
+        paused = self._live is not None
+        blocks = int(self.kv.held[ids])
+        before = self.live_counts()[1]
+        release(self, ids)
+        if paused:
+            seen.append((self.live_counts()[1] - before, blocks))
+            assert self.kv.held[ids] == 0
+
+    monkeypatch.setattr(Engine, "release", watched)
+    dep, res = _result(cfg)
+    assert seen and all(got == blocks > 0 for got, blocks in seen)
+    eng = dep.front[0].engine
+    assert eng.kv.num_free == eng.kv.num_blocks and not eng.kv.held.any()  # (all released, the run written back)
+    assert np.all(eng.st.status[: eng.num_added] == Status.FINISHED)  # handed off (or finished at the first token)
+
+
+def test_a_paused_prefill_instance_reads_as_its_run():
+    # has_work, is_busy and next_arrival_s of a paused prefill run are the run's (the arrays are its start's)
+    cfg = _xpyd(2, 20, 5.0, 300, 20, 1, 1, "round_robin")
+    dep = Deployment(cfg)
+    eng = dep.front[0].engine
+    checked = 0
+    step = Engine.step
+
+    def watched(self):
+        nonlocal checked
+        out = step(self)
+        if self is eng and self._live is not None:
+            live = self._live
+            assert self.is_busy == (live[1] > 0)
+            nxt = self.st.arrival_s[live[2]] if live[2] < self.st.num_requests else math.inf
+            assert self.next_arrival_s() == nxt
+            assert self.has_work == (live[1] > 0 or nxt < math.inf)
+            checked += 1
+        return out
+
+    Engine.step = watched
+    try:
+        dep.run()
+    finally:
+        Engine.step = step
+    assert checked > 20
+
+
+@settings(max_examples=60, deadline=None)
+@given(now0=st.floats(0.0, 1e4), durs=st.lists(st.floats(1e-6, 10.0), min_size=1, max_size=40), data=st.data())
+def test_clock_with_idle_rows_is_the_loops_clock(now0, durs, data):
+    # each row starts where the last ended; a tick ends at its start plus its duration, an idle row where it was set to
+    idle = data.draw(st.sets(st.integers(0, len(durs) - 1)))
+    starts, ends, idle_ends = [], [], {}
+    now = now0
+    for k, gap in enumerate(durs):
+        starts.append(now)
+        if k in idle:  # (Engine._record_idle: the gap is end - start, the clock set to the end)
+            end = now + gap * 1.5
+            durs[k] = end - now
+            idle_ends[k] = end
+            now = end
+        else:
+            now = now + gap
+        ends.append(now)
+    t0, t_end = fastpath._clock_with_idle(now0, np.array(durs), idle_ends)
+    assert t0.tolist() == starts and t_end.tolist() == ends
+    if not idle_ends:  # (the write-back's cumulative sum without idle rows)
+        assert np.array_equal(t0, np.cumsum(np.concatenate([[now0], np.array(durs)[:-1]])))
+
+
+def test_idle_rows_of_a_prefill_run_are_idle_rows():
+    cfg = _xpyd(4, 30, 3.0, 300, 20, 1, 1, "round_robin")
+    dep, fast = _result(cfg)
+    cols = fast.instances[0].result.timeline.columns
+    idle = cols["phase"] == Phase.IDLE
+    assert idle.sum() >= 29  # (a gap before nearly every request at 3 req/s)
+    for name in ("num_prefill_tokens", "num_decode_tokens", "num_running", "flops", "bytes"):
+        assert not cols[name][idle].any(), name
+    # back to back (an idle row's end is the next row's start, up to its gap's rounding)
+    assert np.allclose(cols["t_start_s"][1:], cols["t_start_s"][:-1] + cols["duration_s"][:-1], rtol=0, atol=1e-12)
