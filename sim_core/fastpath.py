@@ -630,6 +630,15 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
+        if idle_now := hand_off and not running and head == len(waiting):  # (a prefill instance between requests)
+            if policy_is_fixed:  # (the tick below runs nothing, and a stateless policy's choice changes nothing)
+                until = _idle_until(engine, next_arrival_s, lim.max_sim_time_s)
+                if until is None:
+                    break
+                rows.append((until - now, 0, 0, 0, num_blocks - free, 0.0, 0.0, 0))  # _ROW
+                idle_ends[j] = now = until
+                j += 1
+                continue
         num_running, num_waiting = len(running), len(waiting) - head
         can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
         # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
@@ -662,7 +671,7 @@ def run_ticks(engine: Engine):
         if decoding:  # (the decodes run only with decoders: D = B > 0)
             D, dec_ctx = B, S + B * d
         elif not chunks and not admit:
-            if not hand_off or running or head < len(waiting):
+            if not idle_now:
                 break  # nothing to run: idle gaps and the end of the run are the general loop's
             until = _idle_until(engine, next_arrival_s, lim.max_sim_time_s)  # (a prefill instance between requests)
             if until is None:

@@ -41,8 +41,10 @@ def _assert_same_deployment(a, b):
 
 
 def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib=80.0,
-          decode_gib=80.0, chunk=None, link=None):  # fmt: skip
+          decode_gib=80.0, chunk=None, link=None, prefill_mode=None):  # fmt: skip
     overrides = {} if chunk is None else {"scheduler__max_num_batched_tokens": chunk}
+    if prefill_mode is not None:  # (time slice and quota: phase controllers that keep state, asked at idle steps too)
+        overrides["scheduler__prefill_mode"] = prefill_mode
     cfg = make_config(seed=seed, workload__num_requests=num_requests, workload__arrival__rate_per_s=rate,
                       workload__prompt_tokens={"dist": "lognormal", "mean": prompt_mean, "min": 1, "max": 2 * prompt_mean},
                       workload__output_tokens={"dist": "lognormal", "mean": output_mean, "min": 1, "max": 4 * output_mean},
@@ -53,20 +55,21 @@ def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_d
         "decode": {"replicas": num_decode, "hardware": hw | {"memory_gib": decode_gib}}, "link": link or {}}})  # fmt: skip
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(1, 120), rate=st.sampled_from([2.0, 10.0, 40.0, 200.0]),
        prompt_mean=st.sampled_from([16, 300, 1500]), output_mean=st.sampled_from([1, 2, 50, 300]),
        num_prefill=st.integers(1, 3), num_decode=st.integers(1, 3),
        router=st.sampled_from(["round_robin", "least_outstanding", "least_kv"]),
        small_kv=st.sampled_from([None, "prefill", "decode", "both"]), chunk=st.sampled_from([None, 512]),
-       link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False}]))  # fmt: skip
+       link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False}]),
+       prefill_mode=st.sampled_from([None, "prefill_first", "decode_first", "time_slice", "quota"]))  # fmt: skip
 def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode,
-                                                router, small_kv, chunk, link):  # fmt: skip
+                                                router, small_kv, chunk, link, prefill_mode):  # fmt: skip
     # (small KV: back-pressure on the decode side, prefill instances holding handed-off blocks that block admission)
     prefill_gib = 18.5 if small_kv in ("prefill", "both") else 80.0
     decode_gib = 19.5 if small_kv in ("decode", "both") else 80.0
     cfg = _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib, decode_gib,
-                chunk, link)  # fmt: skip
+                chunk, link, prefill_mode)  # fmt: skip
     try:
         fast_dep, fast = _result(cfg)
     except MemoryPlanError:  # (a small KV cache that cannot hold the longest request)
