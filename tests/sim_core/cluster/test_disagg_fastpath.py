@@ -1,7 +1,8 @@
 """xPyD: prefill instances on the scalar fast path (`fastpath.hands_off`), one run living across hand-offs and idle
 gaps, against the deployment in which they step the general way (`pause_runs=False`: no run pauses, and a prefill
 instance takes no fast path): every array of the result, every instance's rows (idle rows included), events, gaps and
-batch log the same (issue 13: cost)."""
+batch log the same (issue 13: cost); and against tick-by-tick stepping (`limits.coalesce_ticks` off) up to where idle
+gaps are cut into rows."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
 from sim_core.types import Phase, Status
 from tests.conftest import make_config
-from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_run, deploy
+from sim_core.sweep import with_value
+from tests.sim_core.cluster.test_deployment import (assert_cluster_invariants, assert_same_routing_and_busy_ticks,
+                                                    assert_same_run, deploy)
 
 
 def _result(cfg, **flags):
@@ -62,14 +65,17 @@ def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_d
        router=st.sampled_from(["round_robin", "least_outstanding", "least_kv"]),
        small_kv=st.sampled_from([None, "prefill", "decode", "both"]), chunk=st.sampled_from([None, 512]),
        link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False}]),
-       prefill_mode=st.sampled_from([None, "prefill_first", "decode_first", "time_slice", "quota"]))  # fmt: skip
+       prefill_mode=st.sampled_from([None, "prefill_first", "decode_first", "time_slice", "quota"]),
+       limits=st.sampled_from([{}, {"max_sim_time_s": 1.5}, {"max_ticks": 40}]))  # fmt: skip
 def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode,
-                                                router, small_kv, chunk, link, prefill_mode):  # fmt: skip
+                                                router, small_kv, chunk, link, prefill_mode, limits):  # fmt: skip
     # (small KV: back-pressure on the decode side, prefill instances holding handed-off blocks that block admission)
     prefill_gib = 18.5 if small_kv in ("prefill", "both") else 80.0
     decode_gib = 19.5 if small_kv in ("decode", "both") else 80.0
     cfg = _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib, decode_gib,
                 chunk, link, prefill_mode)  # fmt: skip
+    for name, value in limits.items():  # (an instance stops at a time or tick limit mid-run: the others run on to theirs)
+        cfg = with_value(cfg, f"limits.{name}", value)
     try:
         fast_dep, fast = _result(cfg)
     except MemoryPlanError:  # (a small KV cache that cannot hold the longest request)
@@ -78,6 +84,11 @@ def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt
     assert all(x.engine._fast for x in fast_dep.front if x.engine._fast is not None)  # (None: never stepped)
     _assert_same_deployment(fast, ref)
     assert_cluster_invariants(fast)
+    # and tick by tick (no coalesced runs, no fast path anywhere): the same run up to where idle gaps are cut into rows
+    # (not under a tick limit: idle rows count as ticks, so where it stops depends on that cutting)
+    if "max_ticks" not in limits:
+        _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+        assert_same_routing_and_busy_ticks(fast, tick_by_tick)
 
 
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
