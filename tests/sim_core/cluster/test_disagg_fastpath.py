@@ -41,6 +41,8 @@ def _assert_same_deployment(a, b):
     for x, y in zip(a.instances, b.instances, strict=True):
         assert_same_run(x.result, y.result)
         assert np.array_equal(x.request_ids, y.request_ids)
+        for f in ("tick", "req", "num_new_tokens", "is_decode", "kv_blocks_held"):  # the batch log, entry for entry
+            assert np.array_equal(getattr(x.result.batches, f), getattr(y.result.batches, f)), f
 
 
 def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib=80.0,
