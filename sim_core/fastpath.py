@@ -54,6 +54,7 @@ MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps be
 MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which they are priced as arrays (measured: below ~50 the array calls cost more)
 MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
+OWN_GAPS_BY_INDEX = 8  # decoders with their own gap in a tick up to which each is put in place by a search (`_own_gaps`)
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED)  # plain ints convert faster than enums
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
@@ -577,13 +578,7 @@ def run_ticks(engine: Engine):
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
                 if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
-                    t_end, since = now + dur, waiting_since.get
-                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
-                    for r, last_s in waiting_since.items():
-                        if r in running:
-                            first_gap[r] = t_end - last_s
-                            sync_from[r] = j + 1
-                    waiting_since.clear()
+                    tick_gaps[j] = _own_gaps(running, waiting_since, now + dur, sync_s, first_gap, sync_from, j + 1)
                 if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
                     rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                     now += dur  # (the tick's end: `now + dur`, as everywhere)
@@ -767,6 +762,28 @@ def run_ticks(engine: Engine):
     return _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at)  # fmt: skip
+
+
+def _own_gaps(running: dict, waiting_since: dict, t_end: float, sync_s: float, first_gap: dict, sync_from: dict,
+              j_next: int) -> list[float]:
+    """The gaps of an all-decode tick that ends at `t_end`, every running decoder's in running order, when some
+    decoders' last token is their own (`waiting_since`, emptied here; their gap is also their `first_gap`, and the
+    shared gaps are theirs from the next tick, `j_next`) and the others' the last decoding tick's end `sync_s`. The
+    shared gap is one subtraction, `t_end - sync_s`, for all of them: the list is made in C and the few own gaps are
+    put in their place (a Python expression per decoder cost ~3 us a tick at 60 decoders; issue 11e: article-quota)."""
+    if len(waiting_since) <= OWN_GAPS_BY_INDEX:
+        gaps, order = [t_end - sync_s] * len(running), list(running)
+    else:  # (many: each decoder's gap, in one pass)
+        since, order = waiting_since.get, None
+        gaps = [t_end - since(r, sync_s) for r in running]
+    for r, last_s in waiting_since.items():
+        if r in running:
+            gap = first_gap[r] = t_end - last_s
+            sync_from[r] = j_next
+            if order is not None:
+                gaps[order.index(r)] = gap
+    waiting_since.clear()
+    return gaps
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
