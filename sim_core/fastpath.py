@@ -35,6 +35,7 @@ faster as vectorised runs).
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 from typing import TYPE_CHECKING
@@ -53,6 +54,7 @@ MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps be
 MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which they are priced as arrays (measured: below ~50 the array calls cost more)
 MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
+OWN_GAPS_BY_INDEX = 8  # decoders with their own gap in a tick up to which each is put in place by a search (`_own_gaps`)
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED, IDLE = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED), int(Phase.IDLE)  # plain ints convert faster than enums
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
@@ -437,6 +439,10 @@ def run_ticks(engine: Engine):
         phase_count[(-c) % bs] += 1
         S += c
     B = len(base)
+    # finish_at's keys as a heap: its smallest (the next completion) without a scan of every key (issue 11e: a `min`
+    # over ~40 keys at each completion and each decode stretch cost ~5% of a Sarathi-Serve run). Keys only leave from
+    # the smallest end: the key popped is the decoding tick d, and no key is below d. (A sorted list is a heap.)
+    done_ticks = sorted(finish_at)
     waiting = st.waiting_keys.tolist()  # queue keys (state.py: the id under FCFS; key % R is the id)
     head = 0  # waiting[head:] is the queue
     is_fcfs = sched.is_fcfs
@@ -494,6 +500,7 @@ def run_ticks(engine: Engine):
                     joined_at.extend((r, j) for r in joined)
                 S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
                                       phase_count, S, B)  # fmt: skip
+                done_ticks = sorted(finish_at)  # (they may add keys)
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
@@ -512,7 +519,7 @@ def run_ticks(engine: Engine):
             j_before, run_start_s, scalar_until = j, now, 0
             rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
-            next_done = min(finish_at)  # the next decoding tick in which a decoder emits its last token
+            next_done = done_ticks[0]  # the next decoding tick in which a decoder emits its last token
             # prefix cache: each tick's trim (below) is kept as (tick, free blocks) and applied with the others
             # before the cache is next used (PrefixCache.trim_marked); `evictable` is the count they leave
             trims: list[int] = []
@@ -583,13 +590,7 @@ def run_ticks(engine: Engine):
                 dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
                 free -= need_d
                 if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
-                    t_end, since = now + dur, waiting_since.get
-                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
-                    for r, last_s in waiting_since.items():
-                        if r in running:
-                            first_gap[r] = t_end - last_s
-                            sync_from[r] = j + 1
-                    waiting_since.clear()
+                    tick_gaps[j] = _own_gaps(running, waiting_since, now + dur, sync_s, first_gap, sync_from, j + 1)
                 if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
                     rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                     now += dur  # (the tick's end: `now + dur`, as everywhere)
@@ -602,6 +603,7 @@ def run_ticks(engine: Engine):
                         pc.trim_marked(trims)
                         trims = []
                     pc.tick_offset = j  # (the releases' marks)
+                heapq.heappop(done_ticks)  # (d: the smallest key)
                 for r in finish_at.pop(d):
                     b = base[r]
                     free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
@@ -614,7 +616,7 @@ def run_ticks(engine: Engine):
                     evictable = pc._num_evictable
                 num_running = len(running)
                 admission_blocked = False
-                next_done = min(finish_at) if B else -1
+                next_done = done_ticks[0] if B else -1
                 rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
@@ -684,23 +686,20 @@ def run_ticks(engine: Engine):
             D = dec_ctx = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
-        P = pairs = kv_read = completes = 0
-        for r, c, chunk in pre:
-            P += chunk
-            pairs += chunk * c + chunk * (chunk + 1) // 2
-            kv_read += c
-            if c + chunk >= target_of(r):
-                completes += 1
-        A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
-        t_end = now + dur
-        if A and j < want_batches:  # the batch log: prefill chunks, then admissions
-            batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
+        # The tick's state changes, made before it is priced (none of them reads its duration; the few values that do
+        # are kept and finished below), so one pass over its chunks both sums what the price reads and applies them.
         freed = 0
         done = None  # requests that finish in this tick
         if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
+            if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
+                since = waiting_since.get
+                if prefilling:
+                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
+                else:  # every running request decodes (the tick's admissions join `running` below)
+                    own_last = [since(r, sync_s) for r in running]
             done = finish_at.pop(d, None)
             if done is not None:
+                heapq.heappop(done_ticks)  # (d: the smallest key)
                 for r in done:
                     b = base[r]
                     freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
@@ -708,17 +707,6 @@ def run_ticks(engine: Engine):
                     S -= b
                     finished.append((r, j, d))
                 B -= len(done)
-            if waiting_since:  # their first gap is their own; the tick's gaps are kept in running order
-                since = waiting_since.get
-                if prefilling:
-                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running if r in base and r not in prefilling]
-                else:  # every running request decodes (the tick's admissions join `running` below)
-                    tick_gaps[j] = [t_end - since(r, sync_s) for r in running]
-                for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
-                    if r in running:
-                        first_gap[r] = t_end - last_s
-                        sync_from[r] = j + 1
-                waiting_since.clear()
             d += 1
         for w, h, _ in admit:
             scheduled.append((w, j))
@@ -726,11 +714,17 @@ def run_ticks(engine: Engine):
                 st.prefill_start_s[w] = now  # (the tick's start)
             running[w] = None
             prefilling[w] = h
-        for r, c, chunk in pre if completes else ():  # (no prompt completes: each continues, below)
+        P = pairs = kv_read = completes = 0
+        fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
+        for r, c, chunk in pre:
+            P += chunk
+            pairs += chunk * c + chunk * (chunk + 1) // 2
+            kv_read += c
             total = c + chunk
             if total < target_of(r):
                 prefilling[r] = total
                 continue
+            completes += 1
             del prefilling[r]
             first_token.append((r, j))
             if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
@@ -748,14 +742,34 @@ def run_ticks(engine: Engine):
                 continue
             base[r], join[r], sync_from[r] = total - d, d, j + 1
             if not decoding:
-                waiting_since[r] = t_end  # its first token; decoders' last token is older
-            finish_at.setdefault(d + o - 2, []).append(r)
+                if fresh is None:
+                    fresh = []
+                fresh.append(r)
+            last_d = d + o - 2
+            ending = finish_at.get(last_d)
+            if ending is None:
+                finish_at[last_d] = [r]
+                heapq.heappush(done_ticks, last_d)
+            else:
+                ending.append(r)
             phase_count[(-(total - d)) % bs] += 1
             S += total - d
             B += 1
-        if not completes:
-            for r, c, chunk in pre:
-                prefilling[r] = c + chunk
+        A = len(pre)
+        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
+        t_end = now + dur
+        if A and j < want_batches:  # the batch log: prefill chunks, then admissions
+            batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
+        if decoding and waiting_since:  # the tick's gaps are kept in running order
+            tick_gaps[j] = [t_end - last_s for last_s in own_last]
+            for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
+                if r in running:
+                    first_gap[r] = t_end - last_s
+                    sync_from[r] = j + 1
+            waiting_since.clear()
+        elif fresh is not None:
+            for r in fresh:
+                waiting_since[r] = t_end  # its first token; decoders' last token is older
         if done:
             for r in done:
                 del running[r]
@@ -785,6 +799,28 @@ def run_ticks(engine: Engine):
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     return done
+
+
+def _own_gaps(running: dict, waiting_since: dict, t_end: float, sync_s: float, first_gap: dict, sync_from: dict,
+              j_next: int) -> list[float]:
+    """The gaps of an all-decode tick that ends at `t_end`, every running decoder's in running order, when some
+    decoders' last token is their own (`waiting_since`, emptied here; their gap is also their `first_gap`, and the
+    shared gaps are theirs from the next tick, `j_next`) and the others' the last decoding tick's end `sync_s`. The
+    shared gap is one subtraction, `t_end - sync_s`, for all of them: the list is made in C and the few own gaps are
+    put in their place (a Python expression per decoder cost ~3 us a tick at 60 decoders; issue 11e: article-quota)."""
+    if len(waiting_since) <= OWN_GAPS_BY_INDEX:
+        gaps, order = [t_end - sync_s] * len(running), list(running)
+    else:  # (many: each decoder's gap, in one pass)
+        since, order = waiting_since.get, None
+        gaps = [t_end - since(r, sync_s) for r in running]
+    for r, last_s in waiting_since.items():
+        if r in running:
+            gap = first_gap[r] = t_end - last_s
+            sync_from[r] = j_next
+            if order is not None:
+                gaps[order.index(r)] = gap
+    waiting_since.clear()
+    return gaps
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sim_core.fastpath import _HandBack, _Steps
+from sim_core.fastpath import OWN_GAPS_BY_INDEX, _HandBack, _own_gaps, _Steps
 from sim_core.schedulers import rules
 
 
@@ -89,3 +89,24 @@ def test_decodes_take_their_blocks_or_hand_back(need_d, free, fixed):
     else:
         assert s.run_decodes() == (3, False, False)
         assert s.free == free - (0 if fixed else need_d)
+
+
+@given(st.lists(st.integers(0, 40), unique=True, max_size=30), st.data())
+@settings(max_examples=300)
+def test_own_gaps_are_each_decoders_gap_in_running_order(order, data):
+    """`_own_gaps` (a tick's gaps when some decoders' last token is their own) equals every running decoder's
+    `t_end - (its own last token, else the shared one)` in running order, with few own gaps (put in place by a
+    search) and many (one pass), including decoders with their own last token that no longer run; their first
+    gaps and the tick their shared gaps start from are set for those that run."""
+    running = dict.fromkeys(order)
+    own = data.draw(st.lists(st.integers(0, 45), unique=True, max_size=2 * OWN_GAPS_BY_INDEX + 2))
+    last_s = {r: data.draw(st.floats(0.0, 9.0)) for r in own}
+    t_end, sync_s = 10.0, data.draw(st.floats(0.0, 9.5))
+    expected = [t_end - last_s.get(r, sync_s) for r in order]
+    first_gap: dict[int, float] = {}
+    sync_from: dict[int, int] = {}
+    waiting_since = dict(last_s)
+    gaps = _own_gaps(running, waiting_since, t_end, sync_s, first_gap, sync_from, 7)
+    assert gaps == expected and not waiting_since
+    assert first_gap == {r: t_end - s for r, s in last_s.items() if r in running}
+    assert sync_from == dict.fromkeys(first_gap, 7)
