@@ -187,16 +187,37 @@ class Router:
         bounds leave the balance test open)."""
         n = len(bounds)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
+            # (a count is read only where usages are equal: `bounds` may work them out when asked, `Deployment`)
             nxt = self.turn
-            best, top = -1, None
-            for i in range(n):  # (loops, not comprehensions: this runs at every arrival)
-                key = (usage[i][1], bounds[i][1], (i - nxt) % n)
-                if best < 0 or key < top:
-                    best, top = i, key
+            best, top_u, top_c, top_turn = 0, usage[0][1], None, (0 - nxt) % n
+            for i in range(1, n):  # (loops, not comprehensions: this runs at every arrival)
+                u = usage[i][1]
+                if u > top_u:
+                    continue
+                turn = (i - nxt) % n
+                if u == top_u:
+                    if top_c is None:
+                        top_c = bounds[best][1]
+                    c = bounds[i][1]
+                    if c > top_c or (c == top_c and turn > top_turn):
+                        continue
+                    best, top_c, top_turn = i, c, turn
+                    continue
+                best, top_u, top_c, top_turn = i, u, None, turn
             rivals = []
             for j in range(n):
-                if j != best and (usage[j][0], bounds[j][0], (j - nxt) % n) < top:
-                    rivals.append(j)
+                if j == best:
+                    continue
+                u = usage[j][0]
+                if u > top_u:
+                    continue
+                if u == top_u:
+                    if top_c is None:
+                        top_c = bounds[best][1]
+                    c = bounds[j][0]
+                    if c > top_c or (c == top_c and (j - nxt) % n > top_turn):
+                        continue
+                rivals.append(j)
             if not rivals:
                 self.took_turn(best, n)
                 return best, []
