@@ -228,18 +228,17 @@ class Router:
         keys = self._keys(request) if self._tree is not None else []  # (the call only for cache_aware's tree)
         if self.policy == "cache_aware" and (keys or self._memo[3]):
             # (C-level: (low, high) pairs order by their low bound first)
-            lo_min, lo_max = min(bounds)[0], max(bounds)[0]
-            hi_min, hi_max = min(bounds, key=_HIGH)[1], max(bounds, key=_HIGH)[1]
-            balanced = not _imbalanced(lo_min, hi_max)  # balanced even at the widest spread the bounds allow
-            if not balanced and not _imbalanced(hi_min, lo_max):
+            balanced = not _imbalanced(min(bounds)[0], max(bounds, key=_HIGH)[1])  # even at the widest spread allowed
+            if not balanced and not _imbalanced(min(bounds, key=_HIGH)[1], max(bounds)[0]):
                 return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
             if balanced:
                 hit = self._memo[2]
                 if hit is None:
                     hit = [self._match((), request, i, keys) for i in range(n)]
                     self._memo = (request, keys, hit, self._memo[3])
-                if self._follows_cache(request, max(hit)):
-                    cand = [i for i in range(n) if hit[i] == max(hit)]
+                top = max(hit)
+                if self._follows_cache(request, top):
+                    cand = [i for i in range(n) if hit[i] == top]
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
         # keys `choose` compares, as plain comparisons (this runs at every arrival)
         nxt = self.turn
