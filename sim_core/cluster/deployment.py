@@ -94,7 +94,7 @@ class _CountsAt:
     """least_kv's count bounds at instant t (`Router.choose_by_bounds` reads a replica's only where KV usages are
     equal, mostly never): a replica's worked out when first read, kept with its usage bounds (`_bounds_at`)."""
 
-    __slots__ = ("dep", "t", "known")
+    __slots__ = ("dep", "known", "t")
 
     def __init__(self, dep: Deployment, t: float, known: tuple[int, int, float] | None):
         self.dep, self.t, self.known = dep, t, known
@@ -237,7 +237,8 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
-        # Per instance: (instant, count bounds, KV usage bounds) last worked out for it (`_choose_by_bounds`); dropped
+        # Per instance: (instant, count bounds or None until the router reads them, `_CountsAt`, KV usage bounds) last
+        # worked out for it (`_choose_by_bounds`, least_kv); dropped
         # when it steps or is sent a request (nothing else changes a replica under a router that reads bounds). A
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).

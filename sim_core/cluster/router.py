@@ -184,7 +184,8 @@ class Router:
         least_kv, on its KV usage, `usage`): (the instance `choose` would pick whatever the values within their
         bounds, []) or (None, the instances whose exact values could change the choice: the ones that could beat
         the best upper key, and the best if it is not exact; for cache_aware also every inexact one while the
-        bounds leave the balance test open)."""
+        bounds leave the balance test open). least_kv indexes `bounds` only where usage bounds are equal (a sequence that
+        works counts out when indexed will do: `Deployment._CountsAt`)."""
         n = len(bounds)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
             # (a count is read only where usages are equal: `bounds` may work them out when asked, `Deployment`)
