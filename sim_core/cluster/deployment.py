@@ -94,6 +94,32 @@ def _seen(engine: Engine):
     return engine if engine._live is None else _Running(engine, engine.num_outstanding, engine.live_kv_usage)
 
 
+class _CountsAt:
+    """least_kv's count bounds at instant t (`Router.choose_by_bounds` reads a replica's only where KV usages are
+    equal, mostly never): a replica's worked out when first read, kept with its usage bounds (`_bounds_at`)."""
+
+    __slots__ = ("dep", "known", "t")
+
+    def __init__(self, dep: Deployment, t: float, known: tuple[int, int, float] | None):
+        self.dep, self.t, self.known = dep, t, known
+
+    def __len__(self) -> int:
+        return len(self.dep.front)
+
+    def __getitem__(self, j: int) -> tuple[int, int | float]:
+        known = self.known
+        if known is not None and known[0] == j:
+            return known[1], known[1]
+        dep = self.dep
+        at = dep._bounds_at[j]  # (t, count bounds or None: not worked out yet, usage bounds), set by `_choose_by_bounds`
+        if at[1] is None:
+            curve = dep._curves[j]
+            if curve is None:
+                curve = dep._curves[j] = dep.front[j].engine.outstanding_curve()
+            at = dep._bounds_at[j] = (at[0], curve.bounds(self.t, dep._front_emit_s[j]), at[2])
+        return at[1]
+
+
 @dataclass
 class Instance:
     engine: Engine
@@ -215,7 +241,8 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
-        # Per instance: (instant, count bounds, KV usage bounds) last worked out for it (`_choose_by_bounds`); dropped
+        # Per instance: (instant, count bounds or None until the router reads them, `_CountsAt`, KV usage bounds) last
+        # worked out for it (`_choose_by_bounds`, least_kv); dropped
         # when it steps or is sent a request (nothing else changes a replica under a router that reads bounds). A
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
@@ -403,7 +430,6 @@ class Deployment:
         usage = []
         for j, (_, g, m) in enumerate(self._bound_fns):
             if j == k:
-                bounds.append((known[1], known[1]))
                 usage.append((known[2], known[2]))
                 continue
             at = cache[j]
@@ -419,16 +445,10 @@ class Deployment:
                     u = None if used is None else (used[0] / num_blocks[j], used[1] / num_blocks[j])
                 else:
                     u = g(t, m)
-                if u is None:
-                    at = cache[j] = (t, (0, math.inf), (0.0, math.inf))
-                else:
-                    curve = curves[j]
-                    if curve is None:
-                        curve = curves[j] = self.front[j].engine.outstanding_curve()
-                    at = cache[j] = (t, curve.bounds(t, m), u)
-            bounds.append(at[1])
+                # (its count bounds only if the router asks: where usages are equal, `_CountsAt`)
+                at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, None, u)
             usage.append(at[2])
-        return self.router.choose_by_bounds(bounds, r, usage)
+        return self.router.choose_by_bounds(_CountsAt(self, t, known), r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick

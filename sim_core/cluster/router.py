@@ -184,19 +184,41 @@ class Router:
         least_kv, on its KV usage, `usage`): (the instance `choose` would pick whatever the values within their
         bounds, []) or (None, the instances whose exact values could change the choice: the ones that could beat
         the best upper key, and the best if it is not exact; for cache_aware also every inexact one while the
-        bounds leave the balance test open)."""
+        bounds leave the balance test open). least_kv indexes `bounds` only where usage bounds are equal (a sequence that
+        works counts out when indexed will do: `Deployment._CountsAt`)."""
         n = len(bounds)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
+            # (a count is read only where usages are equal: `bounds` may work them out when asked, `Deployment`)
             nxt = self.turn
-            best, top = -1, None
-            for i in range(n):  # (loops, not comprehensions: this runs at every arrival)
-                key = (usage[i][1], bounds[i][1], (i - nxt) % n)
-                if best < 0 or key < top:
-                    best, top = i, key
+            best, top_u, top_c, top_turn = 0, usage[0][1], None, (0 - nxt) % n
+            for i in range(1, n):  # (loops, not comprehensions: this runs at every arrival)
+                u = usage[i][1]
+                if u > top_u:
+                    continue
+                turn = (i - nxt) % n
+                if u == top_u:
+                    if top_c is None:
+                        top_c = bounds[best][1]
+                    c = bounds[i][1]
+                    if c > top_c or (c == top_c and turn > top_turn):
+                        continue
+                    best, top_c, top_turn = i, c, turn
+                    continue
+                best, top_u, top_c, top_turn = i, u, None, turn
             rivals = []
             for j in range(n):
-                if j != best and (usage[j][0], bounds[j][0], (j - nxt) % n) < top:
-                    rivals.append(j)
+                if j == best:
+                    continue
+                u = usage[j][0]
+                if u > top_u:
+                    continue
+                if u == top_u:
+                    if top_c is None:
+                        top_c = bounds[best][1]
+                    c = bounds[j][0]
+                    if c > top_c or (c == top_c and (j - nxt) % n > top_turn):
+                        continue
+                rivals.append(j)
             if not rivals:
                 self.took_turn(best, n)
                 return best, []
@@ -207,18 +229,17 @@ class Router:
         keys = self._keys(request) if self._tree is not None else []  # (the call only for cache_aware's tree)
         if self.policy == "cache_aware" and (keys or self._memo[3]):
             # (C-level: (low, high) pairs order by their low bound first)
-            lo_min, lo_max = min(bounds)[0], max(bounds)[0]
-            hi_min, hi_max = min(bounds, key=_HIGH)[1], max(bounds, key=_HIGH)[1]
-            balanced = not _imbalanced(lo_min, hi_max)  # balanced even at the widest spread the bounds allow
-            if not balanced and not _imbalanced(hi_min, lo_max):
+            balanced = not _imbalanced(min(bounds)[0], max(bounds, key=_HIGH)[1])  # even at the widest spread allowed
+            if not balanced and not _imbalanced(min(bounds, key=_HIGH)[1], max(bounds)[0]):
                 return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
             if balanced:
                 hit = self._memo[2]
                 if hit is None:
                     hit = [self._match((), request, i, keys) for i in range(n)]
                     self._memo = (request, keys, hit, self._memo[3])
-                if self._follows_cache(request, max(hit)):
-                    cand = [i for i in range(n) if hit[i] == max(hit)]
+                top = max(hit)
+                if self._follows_cache(request, top):
+                    cand = [i for i in range(n) if hit[i] == top]
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
         # keys `choose` compares, as plain comparisons (this runs at every arrival)
         nxt = self.turn

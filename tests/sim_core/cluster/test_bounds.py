@@ -175,3 +175,34 @@ def test_choices_from_bounds_name_the_rivals_the_key_comparison_names(policy, sp
     assert router.choose_by_bounds(bounds, 0, usage if policy == "least_kv" else None) == expect
     assert router.turn == (start % len(spec) if expect[0] is None else (expect[0] + 1) % len(spec))
 
+
+
+class _ReadLog(list):
+    """Count bounds that log which instances' bounds were read (`Deployment` works them out only when read)."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.read: set[int] = set()
+
+    def __getitem__(self, j):
+        self.read.add(j)
+        return super().__getitem__(j)
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=6),
+       st.integers(0, 5))  # fmt: skip
+def test_least_kv_reads_a_count_only_where_kv_usages_are_equal(spec, start):
+    # least_kv compares counts only between equal usages: where no instance's usage bound equals another's upper one
+    # its choice reads no count bounds (a replica's count curve is never made) but, for an open choice, the best's
+    # if its usage is exact (is the best exact?); and it is the keys' choice
+    bounds = _ReadLog([(lo, lo + w) for lo, w, _, _ in spec])
+    usage = [(u / 8, (u + uw) / 8) for _, _, u, uw in spec]
+    router = Router("least_kv", len(spec))
+    router.turn = start % len(spec)
+    expect = _rivals_by_keys("least_kv", list(bounds), usage, router.turn)
+    assert router.choose_by_bounds(bounds, 0, usage) == expect
+    n = len(spec)
+    tied = any(usage[a][1] in usage[b] for a in range(n) for b in range(n) if a != b)
+    if not tied:
+        assert len(bounds.read) <= (expect[0] is None)
+        assert all(usage[j][0] == usage[j][1] for j in bounds.read)
