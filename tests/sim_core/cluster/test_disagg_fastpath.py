@@ -203,6 +203,16 @@ def test_clock_with_idle_rows_is_the_loops_clock(now0, durs, data):
         assert np.array_equal(t0, np.cumsum(np.concatenate([[now0], np.array(durs)[:-1]])))
 
 
+def test_the_row_after_an_idle_row_starts_at_its_end_not_its_start_plus_gap():
+    # The loop sets the clock to an idle row's end (`Engine._record_idle`), and start + (end - start) rounds to
+    # another float when the end is past twice the start: the next row starts at the end itself
+    start_s, end_s = 0.26691200267873544, 0.8709227739889086
+    assert start_s + (end_s - start_s) != end_s  # (the case this test is about)
+    t0, t_end = fastpath._clock_with_idle(0.0, np.array([start_s, end_s - start_s, 0.1]), {1: end_s})
+    assert t0.tolist() == [0.0, start_s, end_s]
+    assert t_end.tolist() == [start_s, end_s, end_s + 0.1]
+
+
 def test_idle_rows_of_a_prefill_run_are_idle_rows():
     cfg = _xpyd(4, 30, 3.0, 300, 20, 1, 1, "round_robin")
     dep, fast = _result(cfg)
