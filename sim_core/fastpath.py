@@ -349,9 +349,7 @@ def run_ticks(engine: Engine):
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]
     bs = kv.block_size
-    # Reserved admission (GUARANTEED_NO_EVICT) and contiguous KV hold a fixed number of blocks from
-    # admission to the end (what the scheduler's admission allocates); paged KV grows with the context.
-    fixed = sched.cfg.admission == "reserve" or kv.blocks_per_boundary == 0
+    fixed = holds_fixed_blocks(engine)
     if fixed:
         prompt_arr = st.prompt[running_arr]
         expected = kv.blocks_for(prompt_arr + st.output[running_arr], prompt_arr)
@@ -843,6 +841,12 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
     return S, B
 
 
+def holds_fixed_blocks(engine: Engine) -> bool:
+    """Reserved admission (GUARANTEED_NO_EVICT) and contiguous KV hold a fixed number of blocks from admission to the
+    end (what the scheduler's admission allocates); paged KV grows with the context (`run_ticks`' `fixed`)."""
+    return engine.sched.cfg.admission == "reserve" or engine.kv.blocks_per_boundary == 0
+
+
 def hands_off(engine: Engine) -> bool:
     """A prefill-pool instance (`Engine.hand_off_prefilled`) runs on this path: its requests leave at their first token
     (`_hand_off`), it idles between requests inside the run (`_idle_until`), and the run pauses after every row, where
@@ -851,8 +855,7 @@ def hands_off(engine: Engine) -> bool:
     general step its plan and tick, ~35 us). Only where the run can pause
     (`Engine.may_pause`) and the blocks a handed-off request holds are its context's on a paged cache without the
     prefix cache: their release while the run is paused counts into its free blocks (`Engine.release`)."""
-    return engine.may_pause and engine.prefix is None and not (
-        engine.sched.cfg.admission == "reserve" or engine.kv.blocks_per_boundary == 0)  # fmt: skip
+    return engine.may_pause and engine.prefix is None and not holds_fixed_blocks(engine)
 
 
 def _hand_off(engine: Engine, ids: list[int], t_end: float, running: dict, handed: list[int]) -> None:
