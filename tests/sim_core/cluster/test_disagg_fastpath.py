@@ -64,13 +64,16 @@ def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_d
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(1, 120), rate=st.sampled_from([2.0, 10.0, 40.0, 200.0]),
        prompt_mean=st.sampled_from([16, 300, 1500]), output_mean=st.sampled_from([1, 2, 50, 300]),
        num_prefill=st.integers(1, 3), num_decode=st.integers(1, 3),
-       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv"]),
+       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
        small_kv=st.sampled_from([None, "prefill", "decode", "both"]), chunk=st.sampled_from([None, 512]),
        link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False}]),
        prefill_mode=st.sampled_from([None, "prefill_first", "decode_first", "time_slice", "quota"]),
-       limits=st.sampled_from([{}, {"max_sim_time_s": 1.5}, {"max_ticks": 40}]))  # fmt: skip
+       limits=st.sampled_from([{}, {"max_sim_time_s": 1.5}, {"max_ticks": 40}]),
+       scheduler=st.sampled_from([{}, {"queue_order": "priority"}, {"queue_order": "shortest_prompt_first"},
+                                  {"max_num_seqs": 1}, {"max_num_seqs": 5}]),
+       block_size=st.sampled_from([None, 1, 64]))  # fmt: skip
 def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode,
-                                                router, small_kv, chunk, link, prefill_mode, limits):  # fmt: skip
+                                                router, small_kv, chunk, link, prefill_mode, limits, scheduler, block_size):  # fmt: skip
     # (small KV: back-pressure on the decode side, prefill instances holding handed-off blocks that block admission)
     prefill_gib = 18.5 if small_kv in ("prefill", "both") else 80.0
     decode_gib = 19.5 if small_kv in ("decode", "both") else 80.0
@@ -78,6 +81,11 @@ def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt
                 chunk, link, prefill_mode)  # fmt: skip
     for name, value in limits.items():  # (an instance stops at a time or tick limit mid-run: the others run on to theirs)
         cfg = with_value(cfg, f"limits.{name}", value)
+    # (queue orders that let an arrival take the head, a batch cap that makes hand-offs free slots, block sizes: review 23)
+    for name, value in scheduler.items():
+        cfg = with_value(cfg, f"scheduler.{name}", value)
+    if block_size is not None:
+        cfg = with_value(cfg, "kv_cache.block_size", block_size)
     try:
         fast_dep, fast = _result(cfg)
     except MemoryPlanError:  # (a small KV cache that cannot hold the longest request)
