@@ -125,7 +125,7 @@ def test_owed_stamps_give_the_tree_of_stamping_every_block_as_it_is_routed(tree_
         assert sorted(v for k, v in ref.items() if k not in tree) == [s for s, n in deferred._private[i] for _ in range(n)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(0, 40)), min_size=2, max_size=4),
        st.integers(0, 3), st.integers(0, len(LONG) - 1), st.integers(0, 12))
 def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec, start, which, history):
@@ -133,17 +133,27 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
     n = len(spec)
     bounds = [(lo, lo + w) for lo, w, _ in spec]
     counts = [lo + min(off, w) for lo, w, off in spec]
-    early, exact = Router("cache_aware", n, WL, 16), Router("cache_aware", n, WL, 16)
-    for r in range(history):  # the same routing history in both trees
-        engines = [_Count((r * 7 + i) % 5) for i in range(n)]
-        assert early.choose(engines, r) == exact.choose(engines, r)
-    early.turn = exact.turn = start % n
+    # (and every count clamped into its bounds at each bound's value: among them the narrowest and the widest spread
+    # the bounds allow, where the balance test's answer may change: review 23)
+    edges = sorted({v for b in bounds for v in b})
+    all_counts = [counts] + [[min(max(x, lo), hi) for lo, hi in bounds] for x in edges]
+
+    def with_history():
+        router = Router("cache_aware", n, WL, 16)
+        for q in range(history):  # the same routing history in every tree
+            router.choose([_Count((q * 7 + i) % 5) for i in range(n)], q)
+        router.turn = start % n
+        return router
+
+    early = with_history()
     r = LONG[which]
     pick, rivals = early.choose_by_bounds(bounds, r)
     if pick is None:
         assert rivals and early.turn == start % n  # unsettled: nothing consumed
-    else:
-        assert pick == exact.choose([_Count(c) for c in counts], r) and early.turn == exact.turn
+        return
+    for true_counts in all_counts:
+        exact = with_history()
+        assert pick == exact.choose([_Count(c) for c in true_counts], r) and early.turn == exact.turn
         assert early._tree == exact._tree
 
 
