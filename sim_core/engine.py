@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from bisect import bisect_right
 
 import numpy as np
 
@@ -465,16 +464,24 @@ class Engine:
         if not ids.size:
             return
         st = self.st
-        if ids.size == 1:  # (one request at a time, mostly: element writes, and a comparison for np.isin; same arrays)
+        self._record_hand_off(ids, t_end)
+        if ids.size == 1:  # (alone in the batch, mostly: the empty rest without a comparison)
+            r = ids.item(0)
+            st.running = st.running[:0] if st.running.size == 1 and st.running.item(0) == r else st.running[st.running != r]
+        else:
+            st.running = st.running[~np.isin(st.running, ids)]
+
+    def _record_hand_off(self, ids: np.ndarray, t_end: float) -> None:
+        """What a hand-off records of its requests, whether a general step or a fast-path run (`fastpath._hand_off`)
+        hands them off: FINISHED here at `t_end`, counted, and listed for the cluster's transfers."""
+        st = self.st
+        if ids.size == 1:  # (one request at a time, mostly: element writes; same arrays)
             r = ids.item(0)
             st.status[r] = Status.FINISHED
             st.finish_s[r] = t_end
-            # (alone in the batch, mostly: the empty rest without a comparison)
-            st.running = st.running[:0] if st.running.size == 1 and st.running.item(0) == r else st.running[st.running != r]
         else:
             st.status[ids] = Status.FINISHED
             st.finish_s[ids] = t_end
-            st.running = st.running[~np.isin(st.running, ids)]
         st.num_finished += ids.size
         self.handed_off.append((ids, t_end))
 

@@ -862,20 +862,18 @@ def _hand_off(engine: Engine, ids: list[int], t_end: float, running: dict, hande
     """`Engine._hand_off` in a run: the requests whose prompt completed in the tick ending at `t_end` (none finished
     there) leave the batch, FINISHED here at their first token, holding their context's blocks until `Engine.release`.
     What the cluster reads of them before the run's write-back (their context, prompt, first token, blocks) is written
-    now; the run's other rows and events at its write-back. Clears `ids`."""
+    now (the hand-off's record itself is `Engine._record_hand_off`, as a general step's); the run's other rows and
+    events at its write-back. Clears `ids`."""
     st, kv = engine.st, engine.kv
     bs = kv.block_size
     for r in ids:
         total = st.prefill_target.item(r)
         del running[r]
-        st.status[r] = Status.FINISHED
-        st.finish_s[r] = t_end
         st.computed[r] = total
         st.emitted[r] = 1
         st.first_token_s[r] = st.last_token_s[r] = t_end
         kv.held[r] = -(-total // bs)
-    st.num_finished += len(ids)
-    engine.handed_off.append((np.array(ids, dtype=np.int64), t_end))
+    engine._record_hand_off(np.array(ids, dtype=np.int64), t_end)
     handed += ids
     ids.clear()
 
