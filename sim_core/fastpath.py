@@ -630,44 +630,39 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        if idle_now := hand_off and not running and head == len(waiting):  # (a prefill instance between requests)
-            if policy_is_fixed:  # (the tick below runs nothing, and a stateless policy's choice changes nothing)
-                until = _idle_until(engine, next_arrival_s, lim.max_sim_time_s)
-                if until is None:
-                    break
-                rows.append((until - now, 0, 0, 0, num_blocks - free, 0.0, 0.0, 0))  # _ROW
-                idle_ends[j] = now = until
-                j += 1
-                continue
-        num_running, num_waiting = len(running), len(waiting) - head
-        can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
-        # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
-        # the prefill starts: written as prefills are admitted)
-        if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
-            kind = kind_by_choice(now, B, has_prefill_work)
+        idle_now = hand_off and not running and head == len(waiting)  # (a prefill instance between requests)
+        if idle_now and policy_is_fixed:  # (the tick would run nothing, and a stateless policy's choice changes nothing)
+            decoding, chunks, admit = False, no_steps, no_steps
         else:
-            prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
-            kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
-        # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
-        # locals into cells, which costs more than these stores on the composed ticks only)
-        steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
-        steps.head = head
-        steps.seqs_left = cap - num_running
-        steps.free = free
-        steps.chunks = steps.admit = no_steps
-        if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
-            steps.need_d = phase_count[d % bs]
-        if pc is not None:  # (only the prefix cache's lines read these)
-            steps.kind, steps.j = kind, j
-        try:
-            decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
-                                    run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
-        except _HandBack:
-            break
-        free_after, chunks, admit = steps.free, steps.chunks, steps.admit
-        if pc is not None and kind == _DECODE_KIND:
-            pc.tick_offset = j
-            pc.trim(free_after)
+            num_running, num_waiting = len(running), len(waiting) - head
+            can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
+            # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
+            # the prefill starts: written as prefills are admitted)
+            if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
+                kind = kind_by_choice(now, B, has_prefill_work)
+            else:
+                prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
+                kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
+            # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
+            # locals into cells, which costs more than these stores on the composed ticks only)
+            steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
+            steps.head = head
+            steps.seqs_left = cap - num_running
+            steps.free = free
+            steps.chunks = steps.admit = no_steps
+            if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
+                steps.need_d = phase_count[d % bs]
+            if pc is not None:  # (only the prefix cache's lines read these)
+                steps.kind, steps.j = kind, j
+            try:
+                decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
+                                        run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
+            except _HandBack:
+                break
+            free_after, chunks, admit = steps.free, steps.chunks, steps.admit
+            if pc is not None and kind == _DECODE_KIND:
+                pc.tick_offset = j
+                pc.trim(free_after)
         if decoding:  # (the decodes run only with decoders: D = B > 0)
             D, dec_ctx = B, S + B * d
         elif not chunks and not admit:
@@ -941,44 +936,42 @@ class LiveLeft:
         self.ticks = sorted(self.finish_at)
         self.num_by = list(itertools.accumulate(map(len, map(self.finish_at.__getitem__, self.ticks))))
 
+    def _finishing_within(self, most: int):
+        """The lists of decoders finishing in each of the next `most` decoding ticks that has any (a walk over those
+        ticks: up to FEW_TICKS, cheaper than sorting the keys)."""
+        return filter(None, map(self.finish_at.get, range(self.d, self.d + most)))
+
+    def _num_ticks_within(self, most: int) -> int:
+        """How many of the sorted finish ticks (`ticks`, made on first use) fall within the next `most` decoding ticks."""
+        if self.ticks is None:
+            self._sort_ticks()
+        return bisect.bisect_right(self.ticks, self.d + most - 1)
+
     def num_within(self, most: int) -> int:
         """Requests of the run with at most `most` tokens left."""
-        finish_at, d = self.finish_at, self.d
         if most <= self.FEW_TICKS:
-            num = 0
-            get = finish_at.get
-            for f in range(d, d + most):
-                done = get(f)
-                if done is not None:
-                    num += len(done)
+            num = sum(map(len, self._finishing_within(most)))
         else:
-            if self.ticks is None:
-                self._sort_ticks()
-            k = bisect.bisect_right(self.ticks, d + most - 1)
+            k = self._num_ticks_within(most)
             num = self.num_by[k - 1] if k else 0
         return (num + bisect.bisect_right(self.queued, most)) if self.queued else num
 
     def blocks_within(self, most: int, prompt: np.ndarray, output: np.ndarray, bs: int) -> int:
         """Blocks of their whole context (prompt plus output, `bs` tokens a block: at least the blocks each holds) of the
         decoders with at most `most` tokens left (`Engine._live_kv_used_bounds`: what finishes can free)."""
-        finish_at, d = self.finish_at, self.d
         if most <= self.FEW_TICKS:
             blocks = 0
-            get = finish_at.get
-            for f in range(d, d + most):
-                done = get(f)
-                if done is not None:
-                    for r in done:
-                        blocks += -(-(prompt.item(r) + output.item(r)) // bs)
+            for done in self._finishing_within(most):
+                for r in done:
+                    blocks += -(-(prompt.item(r) + output.item(r)) // bs)
             return blocks
-        if self.ticks is None:
-            self._sort_ticks()
+        k = self._num_ticks_within(most)
         if self.blocks_by is None:
+            finish_at = self.finish_at
             ids = np.fromiter(itertools.chain.from_iterable(map(finish_at.__getitem__, self.ticks)), dtype=np.int64,
                               count=self.num_by[-1] if self.num_by else 0)  # fmt: skip
             cum = np.cumsum(-(-(prompt[ids] + output[ids]) // bs))
             self.blocks_by = [int(cum[n - 1]) if n else 0 for n in self.num_by]
-        k = bisect.bisect_right(self.ticks, d + most - 1)
         return self.blocks_by[k - 1] if k else 0
 
 
