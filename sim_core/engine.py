@@ -159,22 +159,26 @@ class Engine:
         self._over = True
         return False
 
-    def _next_input_s(self) -> float:
-        """When the next request may arrive: the own arrivals, or the cluster's horizon (hook)."""
-        return min(self.st.next_arrival_s(), self.horizon_s)
-
     def _idle(self) -> bool:
         """Jump the clock to the next arrival. False when nothing will ever arrive (run ends)."""
         st = self.st
-        nxt = self._next_input_s()
-        if not math.isfinite(nxt):  # (a Python float: the clock's next input; math, not a NumPy call, every idle step)
+        until = self.idle_end_s(st.next_arrival_s())
+        if until is None:
             if st.waiting_keys.size or st.swapped_keys.size:
                 self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
             return False
+        self._record_idle(until)
+        return True
+
+    def idle_end_s(self, next_arrival_s: float) -> float | None:
+        """Where an idle row that starts now ends: the next input (`next_arrival_s` or the cluster's horizon), or None
+        when nothing will ever arrive. Read by `_idle` and by a fast-path run idling between requests (`fastpath`)."""
+        nxt = min(next_arrival_s, self.horizon_s)
+        if not math.isfinite(nxt):  # (a Python float: the clock's next input; math, not a NumPy call, every idle step)
+            return None
         # (never past limits.max_sim_time_s: the next step's guard stops the run there, as a tick would; an idle
         # row up to a later arrival would report more simulated time than the limit the run says it stopped at)
-        self._record_idle(min(nxt, self.cfg.limits.max_sim_time_s))
-        return True
+        return min(nxt, self.cfg.limits.max_sim_time_s)
 
     def _record_idle(self, until_s: float) -> None:
         st = self.st

@@ -475,7 +475,7 @@ def run_ticks(engine: Engine):
     may_block = pc is None and policy_is_fixed
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     # A prefill-pool instance (`hands_off`): prompts that complete leave at their first token (`_hand_off`), between
-    # requests it idles inside the run (`_idle_until`; idle rows end at `idle_ends`), and the run pauses after every
+    # requests it idles inside the run (`Engine.idle_end_s`; idle rows end at `idle_ends`), and the run pauses after every
     # row: where a general step would end (what the cluster reads between steps decides the horizons it gives, which
     # end idle rows; a run of several rows would change them)
     hand_off = engine.hand_off_prefilled
@@ -668,7 +668,7 @@ def run_ticks(engine: Engine):
         elif not chunks and not admit:
             if not idle_now:
                 break  # nothing to run: idle gaps and the end of the run are the general loop's
-            until = _idle_until(engine, next_arrival_s, lim.max_sim_time_s)  # (a prefill instance between requests)
+            until = engine.idle_end_s(next_arrival_s)  # (a prefill instance between requests: the idle step's end)
             if until is None:
                 break
             rows.append((until - now, 0, 0, 0, num_blocks - free, 0.0, 0.0, 0))  # _ROW
@@ -844,7 +844,7 @@ def holds_fixed_blocks(engine: Engine) -> bool:
 
 def hands_off(engine: Engine) -> bool:
     """A prefill-pool instance (`Engine.hand_off_prefilled`) runs on this path: its requests leave at their first token
-    (`_hand_off`), it idles between requests inside the run (`_idle_until`), and the run pauses after every row, where
+    (`_hand_off`), it idles between requests inside the run (`Engine.idle_end_s`), and the run pauses after every row, where
     a general step ends (the cluster takes hand-offs and gives the next horizon then: `Engine._run_fast`), so one run
     lives across hand-offs and idle gaps (issue 13: cost; a run per request costs its set-up and write-back, and a
     general step its plan and tick, ~35 us). Only where the run can pause
@@ -871,16 +871,6 @@ def _hand_off(engine: Engine, ids: list[int], t_end: float, running: dict, hande
     engine._record_hand_off(np.array(ids, dtype=np.int64), t_end)
     handed += ids
     ids.clear()
-
-
-def _idle_until(engine: Engine, next_arrival_s: float, max_sim_time_s: float) -> float | None:
-    """`Engine._idle` in a run with nothing running or queued: where its idle row ends (the next arrival or the
-    horizon, at most the time limit), or None when nothing can arrive (the general loop ends the run). (The horizon is
-    the one the cluster gave for this row, as for a general step: the run pauses after every row.)"""
-    nxt = min(next_arrival_s, engine.horizon_s)
-    if not math.isfinite(nxt):
-        return None
-    return min(nxt, max_sim_time_s)
 
 
 def _clock_with_idle(now0: float, dur: np.ndarray, idle_ends: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -1087,7 +1077,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed, joined_at=(), idle_ends=None) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
-    instance's idle rows and their ends, `_idle_until`)."""
+    instance's idle rows and their ends, `Engine.idle_end_s`)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)

@@ -17,7 +17,7 @@ accepts deployments unchanged.
 Engine hooks this package relies on (small and additive; re-apply them on a rewritten engine):
   Engine.step() -> bool       one loop iteration (guards, arrivals, tick / coalesced run / idle jump)
   Engine.horizon_s            runs and the fast path stop before it, idle jumps go no further
-                              (engine: `_next_input_s`; fastpath: `max_time = min(limit, horizon_s)`)
+                              (engine: `idle_end_s`; fastpath: `max_time = min(limit, horizon_s)`)
   Engine.start_empty(), add_request(...), SimState.add_request(...)   requests added by the router
   Engine.take_arrivals_externally(), inject_prefilled(...), reserve(...), release(...)   decode side
   Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
