@@ -519,7 +519,9 @@ class Engine:
         st = self.st
         if self._live is not None and not self._live[10]:
             self.settle()
-        if not self.has_work and st.now_s < t_s:
+        # (the idle row up to t_s is a step's: not once the run stopped or reached a tick cap, where its next step stops
+        # it; a stopped instance's clock stays at its stop)
+        if not self.has_work and st.now_s < t_s and not self._over and self._ticks_left() > 0:
             self._record_idle(t_s)
         if type(ids) is int:  # (element writes of the same values, ~1 us less than six one-element array writes)
             st.computed[ids] = st.prefill_target.item(ids)

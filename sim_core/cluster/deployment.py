@@ -274,6 +274,7 @@ class Deployment:
                 self._add(r, i)
             self._ptr = R
         self._time_stopped = False  # an instance stopped at limits.max_sim_time_s (the others run on to theirs)
+        self._stops: list[tuple[float, int, str]] = []  # (clock, instance, reason) of each instance stopped at its limit
         stalled: set[int] = set()
         self._stalled = stalled  # (`_dispatch`: a stalled decode instance's state is its state at the instant)
         insts = self.instances
@@ -370,18 +371,17 @@ class Deployment:
             if not eng.step():
                 name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
                 reason = f"{name}: {eng.stopped_reason or 'stopped'}"
-                lim = eng.cfg.limits
-                if eng.st.now_s >= lim.max_sim_time_s and eng.rec.num_ticks < lim.max_ticks:
-                    self.stopped_reason = self.stopped_reason or reason
+                if not _stops_alone(eng):  # the server's wall-clock or memory budget: the whole run stops now
+                    self.stopped_reason = reason
+                    break
+                # Its own limit (simulated time or ticks): it has no work now (Engine.has_work) and every other instance
+                # runs on to its own, so where each stops follows from the config, not from the loop's order of steps
+                # (ending the whole run at the first cap left the others wherever that order had taken them)
+                self._stops.append((eng.st.now_s, i, reason))
+                if eng.st.now_s >= eng.cfg.limits.max_sim_time_s:
                     self._time_stopped = True
-                    # its time limit: the others still run up to theirs (it has no work now: Engine.has_work). An
-                    # instance ahead in time (an idle prefill instance jumps to its next arrival before a decode
-                    # instance runs) stopped the whole run, leaving requests that finish long before the limit unfinished.
-                    stalled.clear()
-                    continue
-                # (what ended the run, even after an instance's time limit: a server budget's stop must be named)
-                self.stopped_reason = reason
-                break
+                stalled.clear()
+                continue
             if (eng.st.now_s, eng.rec.num_ticks) == before:
                 stalled.add(i)  # waits for another instance or an event
                 continue
@@ -403,6 +403,8 @@ class Deployment:
                 self._dispatch(self._dispatch_t)
         for x in insts:  # (a run paused at its horizon when the loop ended: its state goes to the arrays)
             x.engine.settle()
+        if self.stopped_reason is None and self._stops:  # the earliest stop names the run's (ties: lowest index)
+            self.stopped_reason = min(self._stops)[2]
         if self.stopped_reason is None and self._pending:
             self.stopped_reason = (f"stopped: {len(self._pending):,} prefilled requests wait for a decode slot that "
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
@@ -868,3 +870,13 @@ def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float,
     if run_lo >= cap or eng.kv.num_blocks - used[0] < room:
         return False
     return None
+
+
+def _stops_alone(eng: Engine) -> bool:
+    """Whether an instance that stopped (its `step` said False) stopped at a limit of its own run, the config's
+    limits.max_sim_time_s or max_ticks or the server's tick budget (each a count of its own ticks or its own clock),
+    rather than at the server's wall-clock or memory budget, which stops the whole run."""
+    lim, ticks = eng.cfg.limits, eng.rec.num_ticks
+    if eng.st.now_s >= lim.max_sim_time_s or ticks >= lim.max_ticks:
+        return True
+    return eng.meter is not None and ticks >= eng.meter.budget.max_ticks
