@@ -89,6 +89,7 @@ class Engine:
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self._kv_live: tuple | None = None  # kv_used_bounds of a paused run: (requests added, its LiveKvCurve or None)
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
+        self.idle_to_own_input = False  # a cluster's replica: an idle row ends at its own next arrival (`idle_end_s`)
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
@@ -178,7 +179,14 @@ class Engine:
             return None
         # (never past limits.max_sim_time_s: the next step's guard stops the run there, as a tick would; an idle
         # row up to a later arrival would report more simulated time than the limit the run says it stopped at)
-        return min(nxt, self.cfg.limits.max_sim_time_s)
+        limit_s = self.cfg.limits.max_sim_time_s
+        end_s = min(nxt, limit_s)
+        if self.idle_to_own_input and end_s < min(next_arrival_s, limit_s):
+            # A replica's idle row ends at its own next arrival, not at the horizon (a routing instant): one row per idle
+            # gap, wherever the loop's order of steps has the router place the next arrival (before or after this step).
+            # Nothing else reaches a replica, so its state is its state at the horizon already: it waits there (no row)
+            return self.st.now_s
+        return end_s
 
     def _record_idle(self, until_s: float) -> None:
         st = self.st
@@ -328,7 +336,9 @@ class Engine:
             if memo is None or memo[0] != self.num_added:
                 memo = self._kv_live = (self.num_added, self.live_kv_curve())
             return memo[1].bounds(t_s, min_tick_s) if memo[1] is not None else None
-        if t_s <= st.now_s:
+        if t_s <= st.now_s or not self.is_busy and self.next_arrival_s() >= t_s:
+            # (idle until an arrival at or after t_s: nothing runs before t_s, so its KV then is its KV now; a replica
+            # waits idle there without a row, `idle_end_s`, and the router reads it exactly)
             return kv.num_used, kv.num_used
         if self.prefix is not None or self.n != 1 or st.swapped_keys.size:
             return None

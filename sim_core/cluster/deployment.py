@@ -170,6 +170,7 @@ class Deployment:
                 if role == "decode":
                     eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"
+                eng.idle_to_own_input = role == "replica"
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back

@@ -35,8 +35,9 @@ def _check_bounds_along_a_run(eng, min_emit_s, seed):
         count, usage = eng.outstanding_bounds(t, min_emit_s), eng.kv_usage_bounds(t, min_emit_s)
         eng.horizon_s = t  # runs stop before the first tick that starts at or after t, idle jumps go no further
         while eng.has_work and eng.st.now_s < t:
-            if not eng.step():
-                break
+            before = (eng.st.now_s, eng.rec.num_ticks)
+            if not eng.step() or (eng.st.now_s, eng.rec.num_ticks) == before:
+                break  # (idle with its next arrival after t: it waits, its state at t is its state now)
         assert count[0] <= eng.num_outstanding <= count[1]
         if usage is not None:
             assert usage[0] <= eng.kv.usage <= usage[1]
@@ -84,8 +85,9 @@ def _check_bounds_of_paused_runs(eng, min_emit_s, seed, adds):
         count, used = eng.outstanding_bounds(t, min_emit_s), eng.kv_used_bounds(t, min_emit_s)
         eng.horizon_s = t  # a run pauses at the first tick that would start at or after t
         while eng.has_work and eng.st.now_s < t:
-            if not eng.step():
-                break
+            before = (eng.st.now_s, eng.rec.num_ticks)
+            if not eng.step() or (eng.st.now_s, eng.rec.num_ticks) == before:
+                break  # (idle with its next arrival after t: it waits, its state at t is its state now)
         assert count[0] <= eng.num_outstanding <= count[1]
         if used is not None:
             num_used = eng.kv.num_blocks - eng.live_counts()[1]

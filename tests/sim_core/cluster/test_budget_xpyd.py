@@ -1,4 +1,4 @@
-"""A server's tick budget (sim_core/budget.py) over an xPyD deployment: the same config gives the same result.
+"""A server's tick budget (sim_core/budget.py) over a deployment (xPyD or replicas): the same config gives the same result.
 
 The budget's meter is shared by every instance and cuts fast-path runs every `chunk_ticks` (adapted to the measured
 wall-clock tick rate), so the loop's order of steps depends on wall-clock timing. Review 22 found that when the budget's
@@ -9,13 +9,13 @@ and the others run on to theirs (`Deployment.run`), so a tick-capped run is the 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.engine import run_simulation
 from sim_core.sweep import with_value
+from sim_core.types import Phase
 from tests.conftest import make_config
 
 
@@ -49,15 +49,17 @@ def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(5, 80), rate=st.sampled_from([5.0, 40.0]),
        num_prefill=st.integers(1, 2), num_decode=st.integers(1, 3),
        router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware"]),
-       max_ticks=st.integers(5, 300), decode_seqs=st.sampled_from([4, 256]))  # fmt: skip
+       max_ticks=st.integers(5, 300), decode_seqs=st.sampled_from([4, 256]), replicas_only=st.booleans())  # fmt: skip
 def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed, num_requests, rate, num_prefill,
-                                                              num_decode, router, max_ticks, decode_seqs):  # fmt: skip
+                                                              num_decode, router, max_ticks, decode_seqs, replicas_only):  # fmt: skip
+    # (replicas_only: num_prefill + num_decode replicas behind the router, no disaggregation)
     cfg = make_config(seed=seed, workload__num_requests=num_requests, workload__arrival__rate_per_s=rate,
                       workload__prompt_tokens={"dist": "lognormal", "mean": 800, "min": 1, "max": 3000},
                       workload__output_tokens={"dist": "lognormal", "mean": 150, "min": 1, "max": 600})  # fmt: skip
     decode_scheduler = cfg.scheduler.model_dump() | {"max_num_seqs": decode_seqs}
-    cfg = with_value(cfg, "deployment", {"router": router, "disaggregation": {
-        "prefill": {"replicas": num_prefill}, "decode": {"replicas": num_decode, "scheduler": decode_scheduler}}})  # fmt: skip
+    cfg = with_value(cfg, "deployment", {"router": router, "replicas": num_prefill + num_decode} if replicas_only else {
+        "router": router, "disaggregation": {"prefill": {"replicas": num_prefill},
+                                             "decode": {"replicas": num_decode, "scheduler": decode_scheduler}}})  # fmt: skip
     results = []
     for ticks in (1, 3, 4096):
         _with_check_interval(monkeypatch, ticks)
@@ -97,16 +99,18 @@ def test_replica_request_results_are_the_same_at_any_check_interval(monkeypatch)
     assert np.array_equal(a.instance_of, b.instance_of)
 
 
-@pytest.mark.xfail(strict=True, reason="replicas behind a state-aware router: where an idle gap is cut into rows "
-                                       "depends on the loop's order of steps (README, Reliability)")  # fmt: skip
 def test_replica_idle_rows_are_the_same_at_any_check_interval(monkeypatch):
-    # An idle replica that steps before the router has placed the next arrival ends its idle row there (the arrival
-    # might be its own); one that steps after it runs its idle row on to its own next arrival. Which comes first depends
-    # on where the budget's checks cut fast-path runs, so replica 1 records 594 rows at a 1-tick interval and 593 at
-    # 4,096 (its idle gap from 2.808 s is one row or two); under a tick cap that moves where it stops.
+    # An idle replica that stepped before the router had placed the next arrival ended its idle row at that routing
+    # instant (the arrival might be its own); one that stepped after it ran its idle row on to its own next arrival.
+    # Which came first depended on where the budget's checks cut fast-path runs: replica 1 recorded 594 rows at a 1-tick
+    # interval and 593 at 4,096 (its idle gap from 2.808 s one row or two). A replica's idle row now ends only at its own
+    # next arrival (`Engine.idle_end_s`): one row per idle gap.
     cfg = _replicas_least_kv()
     rows = []
     for ticks in (1, 4096):
         _with_check_interval(monkeypatch, ticks)
-        rows.append([x.result.timeline.num_ticks for x in run_simulation(cfg, budget=RunBudget(max_wall_s=600.0)).instances])
-    assert rows[0] == rows[1]
+        timelines = [x.result.timeline for x in run_simulation(cfg, budget=RunBudget(max_wall_s=600.0)).instances]
+        rows.append([t.num_ticks for t in timelines])
+        idle = [t.phase == Phase.IDLE for t in timelines]
+        assert not any(np.any(i[1:] & i[:-1]) for i in idle)  # never two idle rows in a row
+    assert rows[0] == rows[1] == [357, 593, 264]
