@@ -48,17 +48,20 @@ def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(5, 80), rate=st.sampled_from([5.0, 40.0]),
        num_prefill=st.integers(1, 2), num_decode=st.integers(1, 3),
-       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware"]),
+       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
+       refresh_s=st.sampled_from([0.0, 0.05]), prefix_caching=st.booleans(),
        max_ticks=st.integers(5, 300), decode_seqs=st.sampled_from([4, 256]), replicas_only=st.booleans())  # fmt: skip
 def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed, num_requests, rate, num_prefill,
-                                                              num_decode, router, max_ticks, decode_seqs, replicas_only):  # fmt: skip
+                                                              num_decode, router, refresh_s, prefix_caching, max_ticks,
+                                                              decode_seqs, replicas_only):  # fmt: skip
     # (replicas_only: num_prefill + num_decode replicas behind the router, no disaggregation)
     cfg = make_config(seed=seed, workload__num_requests=num_requests, workload__arrival__rate_per_s=rate,
                       workload__prompt_tokens={"dist": "lognormal", "mean": 800, "min": 1, "max": 3000},
-                      workload__output_tokens={"dist": "lognormal", "mean": 150, "min": 1, "max": 600})  # fmt: skip
+                      workload__output_tokens={"dist": "lognormal", "mean": 150, "min": 1, "max": 600},
+                      kv_cache__enable_prefix_caching=prefix_caching)  # fmt: skip
     decode_scheduler = cfg.scheduler.model_dump() | {"max_num_seqs": decode_seqs}
-    cfg = with_value(cfg, "deployment", {"router": router, "replicas": num_prefill + num_decode} if replicas_only else {
-        "router": router, "disaggregation": {"prefill": {"replicas": num_prefill},
+    cfg = with_value(cfg, "deployment", {"router": router, "replicas": num_prefill + num_decode, "state_refresh_s": refresh_s}
+                     if replicas_only else {"router": router, "state_refresh_s": refresh_s, "disaggregation": {"prefill": {"replicas": num_prefill},
                                              "decode": {"replicas": num_decode, "scheduler": decode_scheduler}}})  # fmt: skip
     results = []
     for ticks in (1, 3, 4096):
