@@ -1,0 +1,40 @@
+"""The server's budget (sim_core/budget.py) on one engine: where its checks fall never changes a result.
+
+The meter checks wall time and memory every `chunk_ticks` ticks, a number it adapts to the measured tick rate (so to
+how loaded the machine is), and every coalesced run, scalar-core call and batch-of-one service stops at the next
+check. A run the budget does not stop, or stops at its tick cap, must be the same at any interval: the same link gives
+the same result on a quiet server and a busy one (the deployment's counterpart: cluster/test_budget_xpyd.py)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim_core.budget import BudgetMeter, RunBudget
+from sim_core.engine import run_simulation
+from tests.sim_core.cluster.test_deployment import assert_same_run
+from tests.sim_core.test_engine import random_config
+
+
+def _with_check_interval(monkeypatch, ticks: int) -> None:
+    def adapt(self, now_s, num_ticks):  # (a fixed interval instead of the wall-clock-adapted one)
+        self._last, self.chunk_ticks, self.next_check_tick = (now_s, num_ticks), ticks, num_ticks + ticks
+
+    monkeypatch.setattr(BudgetMeter, "_adapt", adapt)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), max_ticks=st.one_of(st.none(), st.integers(1, 400)))
+def test_an_engine_run_is_the_same_at_any_check_interval(monkeypatch, seed, max_ticks):
+    cfg = random_config(seed)  # (every engine preset in turn, every arrival process, swap, samples, admissions)
+    budget = RunBudget(max_wall_s=600.0) if max_ticks is None else RunBudget(max_ticks=max_ticks, max_wall_s=600.0)
+    results = []
+    for ticks in (1, 3, 4096):
+        _with_check_interval(monkeypatch, ticks)
+        results.append(run_simulation(cfg, budget=budget))
+    for other in results[1:]:
+        assert_same_run(results[0], other)
+    if max_ticks is not None and results[0].summary.stopped_reason:  # stopped at the cap, not past it
+        assert results[0].timeline.num_ticks <= max_ticks
+    if max_ticks is None:  # a budget that never stops the run leaves it as it is without one
+        assert_same_run(results[0], run_simulation(cfg))
