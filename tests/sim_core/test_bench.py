@@ -24,6 +24,7 @@ def test_engine_table_warms_every_preset_before_timing_any(monkeypatch):
 
         class timeline:
             num_ticks = 10
+            num_prefill_tokens = np.array([512, 0, 0, 7, 0, 0, 0, 0, 0, 0])
 
         class summary:
             simulated_time_s = 1.0
@@ -40,3 +41,5 @@ def test_engine_table_warms_every_preset_before_timing_any(monkeypatch):
     assert [timed for _, timed in calls[:3]] == [False] * 3 and sorted(names[:3]) == sorted(set(names))
     assert all(timed for _, timed in calls[3:]) and len(calls) == 3 + 3 * 2
     assert [r.name for r in rows] == ["vllm-v1", "orca", "sarathi-serve"] and "vllm-v1" in table
+    assert all(r.num_composed_ticks == 2 for r in rows)  # the ticks that prefill, shown as a share of the ticks
+    assert table.splitlines()[2].split()[1:3] == ["10", "20"]
