@@ -302,7 +302,7 @@ class Deployment:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            if self._time_stopped and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
+            if self._time_stopped and self.back and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
                     lim_s := self.cfg.limits.max_sim_time_s) and not any(
                     x.engine.has_work and x.engine.st.now_s < lim_s for x in insts):  # fmt: skip
                 # (an instance stopped at its time limit and every other has reached it: input at or after the limit,
@@ -404,6 +404,16 @@ class Deployment:
                 self._dispatch(self._dispatch_t)
         for x in insts:  # (a run paused at its horizon when the loop ended: its state goes to the arrays)
             x.engine.settle()
+        if self._time_stopped and self.stopped_reason is None:
+            # (xPyD: the loop ends once every instance has reached the time limit; one that reached it with work left
+            # stops there at its next step, as every other did: it is stopped now, whether or not the loop's order of
+            # steps had it take that step, so each instance's stop and the run's name do not depend on that order)
+            lim_s = self.cfg.limits.max_sim_time_s
+            for i, x in enumerate(insts):
+                eng = x.engine
+                if eng.has_work and eng.st.now_s >= lim_s and not eng.step():
+                    name = f"{x.role} {x.index}" if len(insts) > 1 else x.role
+                    self._stops.append((eng.st.now_s, i, f"{name}: {eng.stopped_reason or 'stopped'}"))
         if self.stopped_reason is None and self._stops:  # the earliest stop names the run's (ties: lowest index)
             self.stopped_reason = min(self._stops)[2]
         if self.stopped_reason is None and self._pending:
