@@ -307,7 +307,10 @@ class Deployment:
                     x.engine.has_work and x.engine.st.now_s < lim_s for x in insts):  # fmt: skip
                 # (an instance stopped at its time limit and every other has reached it: input at or after the limit,
                 # or a dispatch waiting there, starts nothing, as when one engine stops there; taking it started
-                # transfers after the limit into a stopped decode instance, with idle rows past its stop)
+                # transfers after the limit into a stopped decode instance, with idle rows past its stop. Not for
+                # replicas (review 24): routing from bounds takes arrivals past the limit before any replica has
+                # stopped, so ending here left them routed or not by the loop's order of steps; a replica's state past
+                # the limit is its state at its stop, so every arrival is routed, the same in every order)
                 break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
                 # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
