@@ -557,8 +557,13 @@ class Deployment:
         # A decode tick matters to a prefill instance only through retries of waiting hand-offs (lazy_decode: with
         # none waiting every KV it holds is in flight, its release on the heap; and lagging decode clocks say nothing)
         decode_ticks_matter = inst.role != "prefill" or not self._lazy or self._pending
-        if self.back and not free_running and decode_ticks_matter and inst.engine.is_busy:  # (a paused run's state)
-            # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
+        eng = inst.engine
+        if self.back and not free_running and decode_ticks_matter and (eng.is_busy or eng.next_arrival_s() <= st.now_s):
+            # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter. One whose
+            # next arrival is at its clock has it queued in this step (review 24): a prefill instance whose held KV
+            # leaves no room for it stopped there with an infinite horizon, "waiting requests can never be admitted",
+            # ending the deployment while the decode tick that frees that KV was still to come. `is_busy`, `next_arrival_s`:
+            # a paused run's state)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
                 if o.engine.has_work:

@@ -191,3 +191,18 @@ def test_a_transfer_that_ends_after_the_time_limit_records_no_idle_row_past_it(a
             tl = x.result.timeline
             idle = tl.phase == Phase.IDLE
             assert np.all(tl.t_end_s[idle] <= limit_s) and np.all(tl.t_start_s < limit_s), (x.role, x.index)
+
+
+@pytest.mark.parametrize("flags, over", [({"pause_runs": False}, {}), ({}, {"limits.coalesce_ticks": False})])
+def test_a_prefill_instance_whose_held_kv_blocks_an_arrival_waits_for_the_decode_tick_that_frees_it(flags, over):
+    # (found by the generated test above; in the code before session 24 too) 1P1D, both KV caches small: a request
+    # arrives at the prefill instance's clock while the KV of its handed-off requests (waiting for decode room) leaves no
+    # room for it. Its horizon left decode clocks out (it was not busy before the step queued the arrival): infinite,
+    # so the step said "waiting requests can never be admitted" and the whole deployment stopped, 24 of 33 finished,
+    # with tick-by-tick stepping (limits.coalesce_ticks off) as with pause_runs=False
+    cfg = _xpyd(884, 33, 5.0, 1500, 50, 1, 1, "round_robin", 18.5, 19.5)
+    for name, value in over.items():
+        cfg = with_value(cfg, name, value)
+    dep, res = _run(cfg, **flags)
+    assert dep.stopped_reason is None
+    assert res.summary.num_finished == 33
