@@ -530,9 +530,10 @@ class Engine:
         if self._live is not None and not self._live[10]:
             self.settle()
         # (the idle row up to t_s is a step's: not once the run stopped or reached a tick cap, where its next step stops
-        # it; a stopped instance's clock stays at its stop)
+        # it; a stopped instance's clock stays at its stop; and never past limits.max_sim_time_s, as `idle_end_s`: a
+        # transfer started before the limit may end after it, and the row then reported simulated time past the limit)
         if not self.has_work and st.now_s < t_s and not self._over and self._ticks_left() > 0:
-            self._record_idle(t_s)
+            self._record_idle(min(t_s, self.cfg.limits.max_sim_time_s))
         if type(ids) is int:  # (element writes of the same values, ~1 us less than six one-element array writes)
             st.computed[ids] = st.prefill_target.item(ids)
             st.emitted[ids] = 1

@@ -302,12 +302,15 @@ class Deployment:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
-            if self._time_stopped and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
+            if self._time_stopped and self.back and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
                     lim_s := self.cfg.limits.max_sim_time_s) and not any(
                     x.engine.has_work and x.engine.st.now_s < lim_s for x in insts):  # fmt: skip
                 # (an instance stopped at its time limit and every other has reached it: input at or after the limit,
                 # or a dispatch waiting there, starts nothing, as when one engine stops there; taking it started
-                # transfers after the limit into a stopped decode instance, with idle rows past its stop)
+                # transfers after the limit into a stopped decode instance, with idle rows past its stop. Not for
+                # replicas (review 24): routing from bounds takes arrivals past the limit before any replica has
+                # stopped, so ending here left them routed or not by the loop's order of steps; a replica's state past
+                # the limit is its state at its stop, so every arrival is routed, the same in every order)
                 break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
                 # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
@@ -404,6 +407,16 @@ class Deployment:
                 self._dispatch(self._dispatch_t)
         for x in insts:  # (a run paused at its horizon when the loop ended: its state goes to the arrays)
             x.engine.settle()
+        if self._time_stopped and self.stopped_reason is None:
+            # (xPyD: the loop ends once every instance has reached the time limit; one that reached it with work left
+            # stops there at its next step, as every other did: it is stopped now, whether or not the loop's order of
+            # steps had it take that step, so each instance's stop and the run's name do not depend on that order)
+            lim_s = self.cfg.limits.max_sim_time_s
+            for i, x in enumerate(insts):
+                eng = x.engine
+                if eng.has_work and eng.st.now_s >= lim_s and not eng.step():
+                    name = f"{x.role} {x.index}" if len(insts) > 1 else x.role
+                    self._stops.append((eng.st.now_s, i, f"{name}: {eng.stopped_reason or 'stopped'}"))
         if self.stopped_reason is None and self._stops:  # the earliest stop names the run's (ties: lowest index)
             self.stopped_reason = min(self._stops)[2]
         if self.stopped_reason is None and self._pending:
@@ -544,8 +557,13 @@ class Deployment:
         # A decode tick matters to a prefill instance only through retries of waiting hand-offs (lazy_decode: with
         # none waiting every KV it holds is in flight, its release on the heap; and lagging decode clocks say nothing)
         decode_ticks_matter = inst.role != "prefill" or not self._lazy or self._pending
-        if self.back and not free_running and decode_ticks_matter and inst.engine.is_busy:  # (a paused run's state)
-            # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter)
+        eng = inst.engine
+        if self.back and not free_running and decode_ticks_matter and (eng.is_busy or eng.next_arrival_s() <= st.now_s):
+            # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter. One whose
+            # next arrival is at its clock has it queued in this step (review 24): a prefill instance whose held KV
+            # leaves no room for it stopped there with an infinite horizon, "waiting requests can never be admitted",
+            # ending the deployment while the decode tick that frees that KV was still to come. `is_busy`, `next_arrival_s`:
+            # a paused run's state)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
                 if o.engine.has_work:
