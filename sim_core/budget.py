@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,20 @@ class BudgetMeter:
         if rows > b.max_recorded_rows:
             return (f"stopped after {ticks:,} ticks: {rows:,} recorded rows, over the server's budget of "
                     f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
+        return self._time_or_memory(now_s, ticks)
+
+    def over_between_steps(self, count_ticks: Callable[[], int]) -> str | None:
+        """The reason to stop now, or None, for work a deployment does between engine steps (routing arrivals to
+        instances that have all stopped at their time limit makes no step, so `over` is never asked): wall time and
+        memory every CHECK_EVERY_CALLS calls. `count_ticks()`: ticks recorded so far (the result's assembly time),
+        asked only at a check."""
+        self.num_calls += 1
+        if self.num_calls % CHECK_EVERY_CALLS:
+            return None
+        return self._time_or_memory(time.perf_counter(), count_ticks())
+
+    def _time_or_memory(self, now_s: float, ticks: int) -> str | None:
+        b = self.budget
         self.wall_s = now_s - self.t0_s
         if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
             return (f"stopped after {self.wall_s:.1f} s of server time, the server's budget per run is {b.max_wall_s:g} s "

@@ -56,7 +56,8 @@ def run_deployment(cfg: SimConfig, check_invariants: bool = False, meter=None) -
         MemoryPlanError: an instance does not fit in its GPUs (the message names the pool).
     """
     dep = Deployment(cfg, check_invariants)
-    for inst in dep.instances:  # the server's budget (sim_core/budget.py), one clock for every instance
+    dep.meter = meter  # the server's budget (sim_core/budget.py), one clock for every instance and the routing between
+    for inst in dep.instances:
         inst.engine.meter = meter
     dep.run()
     return build_result(dep)

@@ -58,6 +58,7 @@ from functools import partial
 
 import numpy as np
 
+from sim_core.budget import BudgetMeter
 from sim_core.cluster.router import Router
 from sim_core.cluster.transfer import KVTransfer
 from sim_core.cluster.turns import RefreshedViews, TurnFeed
@@ -218,6 +219,7 @@ class Deployment:
         self._head_need: tuple[int, list[int], int, int, int] = (-1, [], -1, 0, 0)
         self._held = [0] * len(self.instances)  # prefill instance: handed-off requests whose KV blocks it still holds
         self.stopped_reason: str | None = None
+        self.meter: BudgetMeter | None = None  # the server's budget (run_deployment); its engines' steps ask it, and routing
         # A dispatch at `_dispatch_t` waits for the decode instances in `_dispatch_need` to reach it (`_dispatch`)
         self._dispatch_t: float | None = None
         self._dispatch_need: list[int] = []
@@ -325,6 +327,8 @@ class Deployment:
                         self._add(ptr, pick)
                         self._ptr += 1
                         stalled.clear()
+                        if self._routing_over_budget():
+                            break
                         continue
                     focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
                              and insts[j].engine.has_work]  # fmt: skip
@@ -352,6 +356,8 @@ class Deployment:
                     if t_heap > t_arr:
                         self._ptr = self._route(ptr)
                         stalled.clear()
+                        if self._routing_over_budget():
+                            break
                         continue
                     self._pop_event()
                     stalled.clear()
@@ -424,6 +430,17 @@ class Deployment:
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
         elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
             self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
+
+    def _routing_over_budget(self) -> bool:
+        """After a routing step: whether the server's budget stops the run (its wall time or memory). Routing makes no
+        engine step, so the engines' own checks never see it, and replicas that all stopped at their time limit still
+        route every later arrival (200k of them: seconds); its reason is then the run's."""
+        if self.meter is None:
+            return False
+        over = self.meter.over_between_steps(lambda: sum(e.rec.num_ticks for e in self._engines))
+        if over is not None:
+            self.stopped_reason = f"routing: {over}"
+        return over is not None
 
     def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,

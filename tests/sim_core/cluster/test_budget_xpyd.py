@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim_core.budget import BudgetMeter, RunBudget
+from sim_core.budget import BudgetMeter, RunBudget, is_budget_stop
 from sim_core.engine import run_simulation
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -117,3 +117,13 @@ def test_replica_idle_rows_are_the_same_at_any_check_interval(monkeypatch):
         idle = [t.phase == Phase.IDLE for t in timelines]
         assert not any(np.any(i[1:] & i[:-1]) for i in idle)  # never two idle rows in a row
     assert rows[0] == rows[1] == [357, 593, 264]
+
+
+def test_routing_after_every_replica_stopped_is_metered():
+    # Replicas that all stopped at their time limit still route every later arrival (the same in every order of steps);
+    # that work makes no engine step, so the budget is asked between routings: a tight wall budget stops it and says so
+    cfg = make_config(seed=0, workload__num_requests=200_000, workload__arrival__rate_per_s=50.0, limits__max_sim_time_s=1.0)
+    cfg = with_value(cfg, "deployment", {"replicas": 3, "router": "least_outstanding"})
+    res = run_simulation(cfg, budget=RunBudget(max_wall_s=0.5))  # (routing 200k arrivals takes 1-2 s here)
+    assert is_budget_stop(res.summary.stopped_reason) and res.summary.stopped_reason.startswith("routing: stopped after")
+    assert 0 < np.count_nonzero(res.instance_of >= 0) < 200_000  # stopped partway through the routing
