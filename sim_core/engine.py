@@ -147,7 +147,7 @@ class Engine:
         # instance whose requests are all done may still receive more (the next call says False).
         return True
 
-    def _ticks_left(self) -> int:
+    def ticks_left(self) -> int:
         """Ticks a coalesced run may take before a tick ceiling: the config's `limits.max_ticks` and the
         server's budget (which the loop checks before each step: a run must not step over it either)."""
         ceiling = self.cfg.limits.max_ticks
@@ -532,7 +532,7 @@ class Engine:
         # (the idle row up to t_s is a step's: not once the run stopped or reached a tick cap, where its next step stops
         # it; a stopped instance's clock stays at its stop; and never past limits.max_sim_time_s, as `idle_end_s`: a
         # transfer started before the limit may end after it, and the row then reported simulated time past the limit)
-        if not self.has_work and st.now_s < t_s and not self._over and self._ticks_left() > 0:
+        if not self.has_work and st.now_s < t_s and not self._over and self.ticks_left() > 0:
             self._record_idle(min(t_s, self.cfg.limits.max_sim_time_s))
         if type(ids) is int:  # (element writes of the same values, ~1 us less than six one-element array writes)
             st.computed[ids] = st.prefill_target.item(ids)
@@ -760,7 +760,7 @@ class Engine:
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
         rem_min = int(remaining.min())
         k_max = int(remaining.max()) if shrink_ok else rem_min
-        k_max = min(k_max, self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(k_max, self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         tick_scalar = self.cost._tick_scalar
@@ -925,7 +925,7 @@ class Engine:
         num_idle = st.running.size - B
         cap_full = st.running.size >= sched.batch_cap  # the batch never shrinks before the run's last tick
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
-        k_max = min(int(remaining.min()), self._ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        k_max = min(int(remaining.min()), self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         if np.isfinite(nxt):  # price only about as many ticks as fit before the next event (a plain step is shorter)
             c0 = int(ctx0.sum())

@@ -379,8 +379,7 @@ class Deployment:
             self._bounds_at[i] = self._curves[i] = self._kv_curves[i] = None
             self._hint = None
             if not eng.step():
-                name = f"{inst.role} {inst.index}" if len(insts) > 1 else inst.role
-                reason = f"{name}: {eng.stopped_reason or 'stopped'}"
+                reason = self._stop_reason(inst)
                 if not _stops_alone(eng):  # the server's wall-clock or memory budget: the whole run stops now
                     self.stopped_reason = reason
                     break
@@ -421,8 +420,7 @@ class Deployment:
             for i, x in enumerate(insts):
                 eng = x.engine
                 if eng.has_work and eng.st.now_s >= lim_s and not eng.step():
-                    name = f"{x.role} {x.index}" if len(insts) > 1 else x.role
-                    self._stops.append((eng.st.now_s, i, f"{name}: {eng.stopped_reason or 'stopped'}"))
+                    self._stops.append((eng.st.now_s, i, self._stop_reason(x)))
         if self.stopped_reason is None and self._stops:  # the earliest stop names the run's (ties: lowest index)
             self.stopped_reason = min(self._stops)[2]
         if self.stopped_reason is None and self._pending:
@@ -430,6 +428,11 @@ class Deployment:
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
         elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
             self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
+
+    def _stop_reason(self, inst: Instance) -> str:
+        """An instance's stopped_reason, named as the run's ("decode 1: stopped after ...")."""
+        name = f"{inst.role} {inst.index}" if len(self.instances) > 1 else inst.role
+        return f"{name}: {inst.engine.stopped_reason or 'stopped'}"
 
     def _routing_over_budget(self) -> bool:
         """After a routing step: whether the server's budget stops the run (its wall time or memory). Routing makes no
@@ -912,7 +915,4 @@ def _stops_alone(eng: Engine) -> bool:
     """Whether an instance that stopped (its `step` said False) stopped at a limit of its own run, the config's
     limits.max_sim_time_s or max_ticks or the server's tick budget (each a count of its own ticks or its own clock),
     rather than at the server's wall-clock or memory budget, which stops the whole run."""
-    lim, ticks = eng.cfg.limits, eng.rec.num_ticks
-    if eng.st.now_s >= lim.max_sim_time_s or ticks >= lim.max_ticks:
-        return True
-    return eng.meter is not None and ticks >= eng.meter.budget.max_ticks
+    return eng.st.now_s >= eng.cfg.limits.max_sim_time_s or eng.ticks_left() <= 0
