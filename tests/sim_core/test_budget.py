@@ -16,7 +16,8 @@ from tests.sim_core.cluster.test_deployment import assert_same_run
 from tests.sim_core.test_engine import random_config
 
 
-def _with_check_interval(monkeypatch, ticks: int) -> None:
+def with_check_interval(monkeypatch, ticks: int) -> None:
+    """Budget checks every `ticks` ticks, fixed (the meter adapts the interval to the measured tick rate)."""
     def adapt(self, now_s, num_ticks):  # (a fixed interval instead of the wall-clock-adapted one)
         self._last, self.chunk_ticks, self.next_check_tick = (now_s, num_ticks), ticks, num_ticks + ticks
 
@@ -30,7 +31,7 @@ def test_an_engine_run_is_the_same_at_any_check_interval(monkeypatch, seed, max_
     budget = RunBudget(max_wall_s=600.0) if max_ticks is None else RunBudget(max_ticks=max_ticks, max_wall_s=600.0)
     results = []
     for ticks in (1, 3, 4096):
-        _with_check_interval(monkeypatch, ticks)
+        with_check_interval(monkeypatch, ticks)
         results.append(run_simulation(cfg, budget=budget))
     for other in results[1:]:
         assert_same_run(results[0], other)

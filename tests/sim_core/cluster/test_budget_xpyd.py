@@ -12,18 +12,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim_core.budget import BudgetMeter, RunBudget, is_budget_stop
+from sim_core.budget import RunBudget, is_budget_stop
 from sim_core.engine import run_simulation
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config
-
-
-def _with_check_interval(monkeypatch, ticks: int) -> None:
-    def adapt(self, now_s, num_ticks):  # (a fixed interval instead of the wall-clock-adapted one)
-        self._last, self.chunk_ticks, self.next_check_tick = (now_s, num_ticks), ticks, num_ticks + ticks
-
-    monkeypatch.setattr(BudgetMeter, "_adapt", adapt)
+from tests.sim_core.test_budget import with_check_interval
 
 
 def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
@@ -36,7 +30,7 @@ def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
         "prefill": {"replicas": 1}, "decode": {"replicas": 2, "scheduler": decode_scheduler}}})  # fmt: skip
     results = []
     for ticks in (2, 4096):
-        _with_check_interval(monkeypatch, ticks)
+        with_check_interval(monkeypatch, ticks)
         results.append(run_simulation(cfg, budget=RunBudget(max_ticks=1000, max_wall_s=600.0)))
     a, b = results
     assert a.summary.stopped_reason and "budget" in a.summary.stopped_reason
@@ -65,7 +59,7 @@ def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed,
                                              "decode": {"replicas": num_decode, "scheduler": decode_scheduler}}})  # fmt: skip
     results = []
     for ticks in (1, 3, 4096):
-        _with_check_interval(monkeypatch, ticks)
+        with_check_interval(monkeypatch, ticks)
         results.append(run_simulation(cfg, budget=RunBudget(max_ticks=max_ticks, max_wall_s=600.0)))
     for b in results[1:]:
         a = results[0]
@@ -93,7 +87,7 @@ def test_replica_request_results_are_the_same_at_any_check_interval(monkeypatch)
     cfg = _replicas_least_kv()
     results = []
     for ticks in (1, 4096):
-        _with_check_interval(monkeypatch, ticks)
+        with_check_interval(monkeypatch, ticks)
         results.append(run_simulation(cfg, budget=RunBudget(max_wall_s=600.0)))
     a, b = results
     assert a.summary.stopped_reason is None and b.summary.stopped_reason is None
@@ -111,7 +105,7 @@ def test_replica_idle_rows_are_the_same_at_any_check_interval(monkeypatch):
     cfg = _replicas_least_kv()
     rows = []
     for ticks in (1, 4096):
-        _with_check_interval(monkeypatch, ticks)
+        with_check_interval(monkeypatch, ticks)
         timelines = [x.result.timeline for x in run_simulation(cfg, budget=RunBudget(max_wall_s=600.0)).instances]
         rows.append([t.num_ticks for t in timelines])
         idle = [t.phase == Phase.IDLE for t in timelines]

@@ -28,8 +28,8 @@ from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config
 from tests.sim_core.cluster.support import open_loop_config
-from tests.sim_core.cluster.test_budget_xpyd import _with_check_interval
 from tests.sim_core.cluster.test_disagg_fastpath import _assert_same_deployment, _xpyd
+from tests.sim_core.test_budget import with_check_interval
 
 FLAGS = ({"pause_runs": False}, {"route_early": False}, {"mid_run_routing": False})
 
@@ -119,7 +119,7 @@ def test_time_limited_replicas_are_the_same_at_any_check_interval(monkeypatch, s
     cfg = with_value(cfg, "deployment", {"router": router, "replicas": replicas, "state_refresh_s": refresh_s})
     results = []
     for ticks in (1, 3, 4096):
-        _with_check_interval(monkeypatch, ticks)
+        with_check_interval(monkeypatch, ticks)
         results.append(run_simulation(cfg, budget=RunBudget(max_ticks=max_ticks, max_wall_s=600.0)))
     a = results[0]
     for b in results[1:]:
