@@ -615,6 +615,7 @@ class Engine:
             self.spec.num_steps += D
             self.spec.num_emitted += int(gained.sum())
             self.spec.draft_time_s += draft_s
+            self.spec.log_emitted(rec.num_ticks, int(gained.sum()))  # (this tick's row is recorded below)
         if D:  # every decoder has emitted before: one gap each
             gaps = t_end - st.last_token_s[dec]
             rec.itl(gaps)
@@ -985,6 +986,7 @@ class Engine:
         total = gained.sum(axis=1)  # (B,)
         spec.num_steps += B * k
         spec.num_emitted += int(total.sum())
+        spec.log_emitted(rec.num_ticks, gained.sum(axis=0))  # (these k ticks' rows are recorded below)
         for d in draft[:k].tolist():  # accumulated tick by tick, as single ticks do
             spec.draft_time_s += d
         gap0 = ends[0] - st.last_token_s[idx]
@@ -1063,8 +1065,10 @@ class Engine:
             kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
         else:
             kept = itl.stride_sample(MAX_ITL_STORED)  # the same gaps, without 32 MB of positions
+        if self.spec is not None:  # what the verify ticks emitted (their decode tokens are the positions verified)
+            timeline = Timeline(dict(timeline.columns, num_decode_emitted=self.spec.emitted_column(timeline.num_ticks)))
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
-                            itl_is_scratch=gaps.is_dense and kept is not itl)  # fmt: skip
+                            itl_is_scratch=gaps.is_dense and kept is not itl, events=events)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
         return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary)
 

@@ -18,9 +18,9 @@ import numpy as np
 from sim_core import quantiles
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
-from sim_core.result import RequestTable, SteadyState, Summary, Timeline
+from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
-from sim_core.types import FloatArray, Phase
+from sim_core.types import Event, FloatArray, Phase
 
 
 def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
@@ -51,10 +51,11 @@ def steady_window(num_arrivals: int) -> tuple[int, int]:
     return first, last
 
 
-def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline) -> SteadyState | None:
+def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events | None = None) -> SteadyState | None:
     """Throughput, goodput, SLO attainment and latency percentiles over the steady window, with a
     note when the run cannot say (too short to fill the server, unfinished or too few requests).
-    None when the window spans no time: fewer than two requests, or all arriving at once (offline)."""
+    None when the window spans no time: fewer than two requests, or all arriving at once (offline).
+    `events`: the run's request events, for the tokens recompute prefills emit (without them: not counted)."""
     arrived = np.flatnonzero(np.isfinite(req.arrival_s))
     order = arrived[np.argsort(req.arrival_s[arrived], kind="stable")]  # request ids by arrival rank
     lo, hi = steady_window(order.size)
@@ -68,12 +69,17 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline) -> SteadyState
     done = req.is_finished[ids]
     ttft, tpot, e2e = req.ttft_s[ids], req.tpot_s[ids], req.e2e_s[ids]
     meets = done & (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
-    # Output tokens emitted inside (t0, t1]: decode tokens of ticks ending there, plus each first token
-    # (emitted by the prefill) — together they count every emitted token exactly once.
+    # Output tokens emitted inside (t0, t1]: decode tokens of ticks ending there (with speculative decoding the
+    # tokens the verify passes emitted, not the positions they verified), plus each token a prefill emits (the
+    # first, and the next one at the end of a recompute prefill) — together every emitted token exactly once.
     ends = tl.t_end_s
     in_window = (ends > t0) & (ends <= t1)
+    decode_emitted = tl.columns.get("num_decode_emitted", tl.columns["num_decode_tokens"])
     first_tokens = int(((req.first_token_s > t0) & (req.first_token_s <= t1)).sum())
-    out_tokens = int(tl.num_decode_tokens[in_window].sum()) + first_tokens * cfg.workload.num_samples
+    if events is not None and events.kind.size:
+        again = events.kind == Event.PREFILL_DONE
+        first_tokens += int((again & (events.time_s > t0) & (events.time_s <= t1)).sum())
+    out_tokens = int(decode_emitted[in_window].sum()) + first_tokens * cfg.workload.num_samples
     finished_in = int(((req.finish_s > t0) & (req.finish_s <= t1)).sum())
     per_s = lambda x: x / span  # noqa: E731
     ttft_q, tpot_q = percentiles(ttft[done]), percentiles(tpot[done])
@@ -117,9 +123,10 @@ def summarize(
     num_swap_outs: int,
     stopped_reason: str | None,
     itl_is_scratch: bool = False,
+    events: Events | None = None,
 ) -> Summary:
     """Headline numbers. `itl_s`: every inter-token gap (an array, or `Runs`); with `itl_is_scratch`
-    the array may be reordered (saves a copy)."""
+    the array may be reordered (saves a copy). `events`: the run's request events (steady_state reads them)."""
     n_samples = cfg.workload.num_samples
     done = req.is_finished
     arrived = req.arrival_s[np.isfinite(req.arrival_s)]
@@ -176,7 +183,7 @@ def summarize(
         kv_capacity_tokens=memory.kv_capacity_tokens,
         swap_time_s=swap_s,
         stopped_reason=stopped_reason,
-        steady=steady_state(cfg, req, tl),
+        steady=steady_state(cfg, req, tl, events),
     )  # fmt: skip
 
 

@@ -115,12 +115,12 @@ def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable
 
 
 def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: RequestTable, tl: Timeline,
-                        itl: FloatArray, stopped: str | None) -> Summary:  # fmt: skip
+                        itl: FloatArray, stopped: str | None, events: Events | None = None) -> Summary:  # fmt: skip
     """Request metrics over the merged table; GPU and KV figures aggregated over instances."""
     cfg = dep.cfg
     first = parts[0].result
     num_swaps = sum(x.engine.num_swap_outs for x in dep.instances)
-    s = summarize(cfg, req, tl, itl, first.memory, num_swaps, stopped)
+    s = summarize(cfg, req, tl, itl, first.memory, num_swaps, stopped, events=events)
     busy_gpu_s = sum(float(p.result.timeline.duration_s[p.result.timeline.phase != Phase.IDLE].sum()) * p.num_gpus
                      for p in parts)  # fmt: skip
     ticks = [p.result.summary.num_ticks for p in parts]
@@ -175,10 +175,13 @@ def build_result(dep: Deployment) -> ClusterResult:
         parts.append(InstanceResult(inst.role, inst.index, inst.cfg.hardware.num_gpus, inst.cfg.hardware.name, mine, ids))
     req = _merge_requests(dep, [r.requests for r in raw])
     # Timeline: every instance's rows, ordered by end time (stable), tagged with the instance.
-    # (a column only some instances have, e.g. the prefix cache's kv_blocks_cached, is 0 on the others)
+    # (a column only some instances have, e.g. the prefix cache's kv_blocks_cached, is 0 on the others; tokens that
+    # decodes emitted, kept apart by speculating instances, are the decode tokens of an instance that does not speculate)
     names = list(dict.fromkeys(name for r in raw for name in r.timeline.columns))
-    cols = {name: np.concatenate([r.timeline.columns[name] if name in r.timeline.columns
-                                  else np.zeros(r.timeline.num_ticks, dtype=np.int64) for r in raw]) for name in names}
+    missing = lambda r, name: (r.timeline.columns["num_decode_tokens"] if name == "num_decode_emitted"  # noqa: E731
+                               else np.zeros(r.timeline.num_ticks, dtype=np.int64))  # fmt: skip
+    cols = {name: np.concatenate([r.timeline.columns[name] if name in r.timeline.columns else missing(r, name)
+                                  for r in raw]) for name in names}  # fmt: skip
     cols["instance"] = np.concatenate([np.full(r.timeline.num_ticks, k, dtype=np.int64) for k, r in enumerate(raw)])
     order = np.argsort(cols["t_start_s"] + cols["duration_s"], kind="stable")
     tl = Timeline({name: col[order] for name, col in cols.items()})
@@ -198,7 +201,7 @@ def build_result(dep: Deployment) -> ClusterResult:
     if stopped:
         left = int((~req.is_finished).sum())
         stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
-    summary = _deployment_summary(dep, parts, req, tl, itl.copy(), stopped)
+    summary = _deployment_summary(dep, parts, req, tl, itl.copy(), stopped, events)
     empty = np.empty(0, dtype=np.int64)
     batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
     return ClusterResult(

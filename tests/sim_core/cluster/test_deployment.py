@@ -242,7 +242,8 @@ def test_per_instance_summaries_are_over_their_own_requests():
                                 {"replicas": 3, "router": "least_outstanding"}))  # fmt: skip
     for inst in res.instances:
         r = inst.result
-        again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None)
+        again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None,
+                          events=r.events)
         assert_same_summary(again.model_dump(), r.summary.model_dump())
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
 
