@@ -160,6 +160,19 @@ def _spec_totals(dep: Deployment) -> dict:
             "spec_draft_time_s": sum(s.draft_time_s for s in specs)}
 
 
+def _busy_over(part: InstanceResult, makespan_s: float) -> InstanceResult:
+    """The instance with its GPU busy fraction over the deployment's makespan, as the deployment's own figure is
+    (GPU-weighted, the instances' fractions average to it). Over the instance's own span (its first request's arrival
+    to its last tick), a replica that ran out of work early, or a prefill pool idle while the decodes drain, read
+    busier than it was: two replicas at 100 % each in a deployment at 90 %."""
+    r = part.result
+    if not r.timeline.num_ticks:
+        return part
+    busy_s = float(r.timeline.duration_s[r.timeline.phase != Phase.IDLE].sum())
+    summary = r.summary.model_copy(update={"gpu_busy_fraction": busy_s / makespan_s})
+    return dataclasses.replace(part, result=dataclasses.replace(r, summary=summary))
+
+
 def build_result(dep: Deployment) -> ClusterResult:
     cfg = dep.cfg
     R = dep.num_requests
@@ -202,6 +215,7 @@ def build_result(dep: Deployment) -> ClusterResult:
         left = int((~req.is_finished).sum())
         stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
     summary = _deployment_summary(dep, parts, req, tl, itl.copy(), stopped, events)
+    parts = [_busy_over(p, summary.makespan_s) for p in parts]
     empty = np.empty(0, dtype=np.int64)
     batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
     return ClusterResult(

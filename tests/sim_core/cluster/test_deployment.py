@@ -244,7 +244,8 @@ def test_per_instance_summaries_are_over_their_own_requests():
         r = inst.result
         again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None,
                           events=r.events)
-        assert_same_summary(again.model_dump(), r.summary.model_dump())
+        mine = again.model_dump() | {"gpu_busy_fraction": None}  # (busy: over the deployment's makespan, tested below)
+        assert_same_summary(mine, r.summary.model_dump() | {"gpu_busy_fraction": None})
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
 
 
@@ -282,3 +283,17 @@ def assert_routes_as_if_every_replica_reached_each_arrival(cfg) -> ClusterResult
     busy = lambda r: r.timeline.duration_s[r.timeline.phase != Phase.IDLE]  # noqa: E731
     assert np.array_equal(busy(a), busy(b))  # (idle gaps may be cut into fewer rows)
     return a
+
+
+@pytest.mark.parametrize("deployment", [{"replicas": 2, "router": "round_robin"}, {"disaggregation": {}},
+                                        {"replicas": 3, "router": "least_outstanding"}])  # fmt: skip
+def test_instances_busy_fractions_average_to_the_deployments(deployment):
+    # Each instance's GPU busy fraction is over the deployment's makespan: weighted by GPUs they average to the
+    # deployment's (over their own spans two overloaded replicas read 100 % each in a deployment at 90 %).
+    res = run_simulation(deploy(make_config(workload__num_requests=200, workload__arrival__rate_per_s=20.0), deployment))
+    weighted = sum(x.result.summary.gpu_busy_fraction * x.num_gpus for x in res.instances) / res.num_gpus
+    assert weighted == pytest.approx(res.summary.gpu_busy_fraction, rel=1e-12)
+    for x in res.instances:
+        tl = x.result.timeline
+        busy_s = float(tl.duration_s[tl.phase != Phase.IDLE].sum())
+        assert x.result.summary.gpu_busy_fraction == pytest.approx(busy_s / res.summary.makespan_s, rel=1e-12)
