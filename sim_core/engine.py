@@ -1070,7 +1070,7 @@ class Engine:
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
                             itl_is_scratch=gaps.is_dense and kept is not itl, events=events)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
-        return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary)
+        return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary, itl_gaps_total=int(itl.size))
 
 
 def _step_column(marks, num_ticks: int) -> np.ndarray:

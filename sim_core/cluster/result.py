@@ -220,7 +220,7 @@ def build_result(dep: Deployment) -> ClusterResult:
     batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
     return ClusterResult(
         config=cfg, memory=raw[0].memory, requests=req, timeline=tl, events=events, itl_s=itl, batches=batches,
-        summary=summary, instances=tuple(parts), instance_of=dep.instance_of, decode_instance_of=dep.decode_of,
+        summary=summary, itl_gaps_total=sum(r.num_itl_gaps for r in raw), instances=tuple(parts), instance_of=dep.instance_of, decode_instance_of=dep.decode_of,
         kv_wait_start_s=dep.kv_wait_start_s, kv_transfer_start_s=dep.kv_transfer_start_s,
         kv_transfer_end_s=dep.kv_transfer_end_s, kv_transfer_bytes=dep.kv_transfer_bytes, num_gpus=cfg.num_gpus_total,
     )  # fmt: skip

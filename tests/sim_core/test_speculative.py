@@ -72,3 +72,19 @@ def test_a_draft_step_costs_a_decode_step_less_only_the_cpu_overheads(draft):
     overhead_s = cal.tick_overhead_ms * 1e-3 + cal.per_seq_overhead_us * 1e-6
     expected = fraction * sum(drafter.decode_time_s(1, 1000 + j) - overhead_s for j in range(3))
     assert spec.draft_s(1, 1000) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {}}])
+def test_itl_gap_count_is_one_per_verify_step(deployment):
+    # Acceptance 1, k = 3: after the first token each verify step emits 4 tokens (the last step what is left), so a
+    # 50-token output has ceil(49 / 4) = 13 gaps, not 49: the ITL chart's count said '49 per request' and claimed
+    # the 13 it drew were 'an even sample'.
+    from sim_core.engine import run_simulation
+    from sim_core.sweep import with_value
+    from tests.conftest import trace_config
+
+    cfg = trace_config([200] * 6, [50] * 6, arrivals=[0.1 * i for i in range(6)],
+                       scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 1.0})  # fmt: skip
+    res = run_simulation(cfg if deployment is None else with_value(cfg, "deployment", deployment))
+    assert res.summary.num_finished == 6
+    assert res.num_itl_gaps == res.itl_s.size == 6 * 13
