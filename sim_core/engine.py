@@ -657,7 +657,8 @@ class Engine:
                   st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
-        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens)
+        # (the phase controllers count decode throughput in tokens emitted: a verify pass's, not the positions it priced)
+        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else int(gained.sum()))
         st.now_s = t_end
 
     def _first_tokens(self, done: list[int], t_end: float) -> None:
@@ -976,7 +977,7 @@ class Engine:
             return self._fallback(plan, planned)
         arrived = st.num_arrived_by(starts[:k]) if not arrivals_matter else 0
         caps = np.full(k, sched.batch_cap, dtype=np.int64)
-        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], decode_tokens[:k], np.full(k, B),
+        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], gained.sum(axis=0)[:k], np.full(k, B),
                                  num_waiting0 + arrived, caps)  # fmt: skip
         if k == 0:
             return False

@@ -88,3 +88,22 @@ def test_itl_gap_count_is_one_per_verify_step(deployment):
     res = run_simulation(cfg if deployment is None else with_value(cfg, "deployment", deployment))
     assert res.summary.num_finished == 6
     assert res.num_itl_gaps == res.itl_s.size == 6 * 13
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_phase_controllers_see_decode_tokens_emitted_not_verified(monkeypatch, coalesce):
+    # The quota controller's decode floor (article §5.3, tokens/s) reads the decode tokens of each tick. At acceptance 0
+    # a verify pass emits one token per sequence but prices k+1 = 4 positions: it was told 4x the throughput.
+    from sim_core.engine import run_simulation
+    from sim_core.schedulers.phase import Quota
+    from tests.conftest import trace_config
+
+    seen = []
+    real = Quota.observe
+    monkeypatch.setattr(Quota, "observe", lambda self, end_s, dur_s, pre, dec: (seen.append(dec), real(self, end_s, dur_s, pre, dec)))
+    cfg = trace_config([300] * 8, [40] * 8, arrivals=[0.02 * i for i in range(8)], limits__coalesce_ticks=coalesce,
+                       scheduler__prefill_mode="quota",
+                       scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.0})  # fmt: skip
+    res = run_simulation(cfg)
+    assert res.summary.num_finished == 8 and res.summary.num_preemptions == 0
+    assert sum(seen) == 8 * 39  # every token after the first, each emitted by a decode tick
