@@ -68,6 +68,7 @@ class Engine:
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
+        self.all_itl_gaps = None  # every gap when the result keeps a sample, for a deployment (result(keep_all_gaps))
         # issue 12: speculative decoding (a rule and a cost term) and the prefix cache's per-tick marks
         self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
         self.prefix = getattr(self.kv, "prefix", None)
@@ -1043,8 +1044,11 @@ class Engine:
         if np.any(st.emitted > st.output):
             raise RuntimeError("a request emitted more tokens than its output length")
 
-    def result(self) -> SimResult:
-        """The result of the run so far (call once, after `step()` returned False)."""
+    def result(self, keep_all_gaps: bool = False) -> SimResult:
+        """The result of the run so far (call once, after `step()` returned False).
+
+        keep_all_gaps: when the result keeps a sample of the inter-token gaps, leave every gap (an array, or `Runs`) in
+        `self.all_itl_gaps` (a deployment's ITL percentiles are over all its instances' gaps; it takes them back)."""
         st = self.st
         if self.stopped_reason and not st.is_done:
             left = st.num_requests - st.num_finished
@@ -1066,6 +1070,8 @@ class Engine:
             kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
         else:
             kept = itl.stride_sample(MAX_ITL_STORED)  # the same gaps, without 32 MB of positions
+        if keep_all_gaps and kept is not itl:
+            self.all_itl_gaps = itl  # (before summarize, which may reorder it: order does not change a percentile)
         if self.spec is not None:  # what the verify ticks emitted (their decode tokens are the positions verified)
             timeline = Timeline(dict(timeline.columns, num_decode_emitted=self.spec.emitted_column(timeline.num_ticks)))
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,

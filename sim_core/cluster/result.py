@@ -17,6 +17,7 @@ import numpy as np
 from sim_core.cluster.deployment import Deployment
 from sim_core.metrics import summarize
 from sim_core.result import BatchLog, Events, RequestTable, SimResult, Summary, Timeline
+from sim_core.runs import Runs
 from sim_core.types import FloatArray, IntArray, Phase, Status
 
 _REQ_FIELDS = tuple(f.name for f in dataclasses.fields(RequestTable))
@@ -115,7 +116,7 @@ def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable
 
 
 def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: RequestTable, tl: Timeline,
-                        itl: FloatArray, stopped: str | None, events: Events | None = None) -> Summary:  # fmt: skip
+                        itl: FloatArray | Runs, stopped: str | None, events: Events | None = None) -> Summary:  # fmt: skip
     """Request metrics over the merged table; GPU and KV figures aggregated over instances."""
     cfg = dep.cfg
     first = parts[0].result
@@ -173,10 +174,32 @@ def _busy_over(part: InstanceResult, makespan_s: float) -> InstanceResult:
     return dataclasses.replace(part, result=dataclasses.replace(r, summary=summary))
 
 
+def _every_gap(raw: list[SimResult], all_gaps: list, itl: FloatArray) -> FloatArray | Runs:
+    """Every inter-token gap of the deployment, for its percentiles. `itl` (the instances' kept gaps, concatenated)
+    when no instance kept a sample; else every instance's gaps as one `Runs`: an instance with over MAX_ITL_STORED
+    gaps keeps an even sample of them, and percentiles over the concatenated samples weighted an instance by the
+    inverse of its sampling (2 replicas, one with 20x the gaps, both sampled to 2,000: ITL p50 11.7 ms instead of 15.2)."""
+    if all(g is None for g in all_gaps):
+        return itl.copy()
+    values, repeats = [], []
+    for r, g in zip(raw, all_gaps):
+        g = r.itl_s if g is None else g
+        if isinstance(g, Runs):
+            values.append(g.values)
+            repeats.append(g.repeats)
+        else:
+            values.append(g)
+            repeats.append(np.ones(g.size, dtype=np.int64))
+    return Runs(np.concatenate(values), np.concatenate(repeats))
+
+
 def build_result(dep: Deployment) -> ClusterResult:
     cfg = dep.cfg
     R = dep.num_requests
-    raw = [x.engine.result() for x in dep.instances]
+    raw = [x.engine.result(keep_all_gaps=True) for x in dep.instances]
+    all_gaps = [x.engine.all_itl_gaps for x in dep.instances]
+    for x in dep.instances:  # (taken back: no engine keeps them)
+        x.engine.all_itl_gaps = None
     ids_of = [np.array(ids, dtype=np.int64) for ids in dep.ids_of]
     parts = []
     for inst, res, ids in zip(dep.instances, raw, ids_of):
@@ -214,7 +237,7 @@ def build_result(dep: Deployment) -> ClusterResult:
     if stopped:
         left = int((~req.is_finished).sum())
         stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
-    summary = _deployment_summary(dep, parts, req, tl, itl.copy(), stopped, events)
+    summary = _deployment_summary(dep, parts, req, tl, _every_gap(raw, all_gaps, itl), stopped, events)
     parts = [_busy_over(p, summary.makespan_s) for p in parts]
     empty = np.empty(0, dtype=np.int64)
     batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
