@@ -38,6 +38,18 @@ def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99),
     return quantiles.of_array(v, qs, scratch=scratch or v is not values)  # (np.percentile's numbers: quantiles.py)
 
 
+def meets_slo(cfg: SimConfig, ttft_s: FloatArray, tpot_s: FloatArray) -> np.ndarray:
+    """Which requests meet both objectives (DistServe's goodput): TTFT and TPOT within target; a NaN TPOT (a
+    1-token output) meets it."""
+    return (ttft_s <= cfg.slo.ttft_s) & ~(tpot_s > cfg.slo.tpot_s)
+
+
+def output_and_total_tokens(cfg: SimConfig, req: RequestTable) -> tuple[int, int]:
+    """(output tokens emitted, output + prompt tokens of the requests that emitted): throughput's numerators."""
+    out_tokens = int(req.num_emitted.sum()) * cfg.workload.num_samples
+    return out_tokens, out_tokens + int(req.prompt_tokens[req.num_emitted > 0].sum())
+
+
 STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up)
 STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
 MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
@@ -68,7 +80,7 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events
         return None
     done = req.is_finished[ids]
     ttft, tpot, e2e = req.ttft_s[ids], req.tpot_s[ids], req.e2e_s[ids]
-    meets = done & (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
+    meets = done & meets_slo(cfg, ttft, tpot)
     # Output tokens emitted inside (t0, t1]: decode tokens of ticks ending there (with speculative decoding the
     # tokens the verify passes emitted, not the positions they verified), plus each token a prefill emits (the
     # first, and the next one at the end of a recompute prefill) — together every emitted token exactly once.
@@ -127,16 +139,14 @@ def summarize(
 ) -> Summary:
     """Headline numbers. `itl_s`: every inter-token gap (an array, or `Runs`); with `itl_is_scratch`
     the array may be reordered (saves a copy). `events`: the run's request events (steady_state reads them)."""
-    n_samples = cfg.workload.num_samples
     done = req.is_finished
     arrived = req.arrival_s[np.isfinite(req.arrival_s)]
     start_s = float(arrived.min()) if arrived.size else 0.0
     end_s = float(tl.t_end_s[-1]) if tl.num_ticks else start_s
     makespan = max(end_s - start_s, 1e-12)
-    out_tokens = int(req.num_emitted.sum()) * n_samples
-    in_tokens = int(req.prompt_tokens[req.num_emitted > 0].sum())
+    out_tokens, all_tokens = output_and_total_tokens(cfg, req)
     ttft, tpot, e2e = req.ttft_s[done], req.tpot_s[done], req.e2e_s[done]
-    meets = (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
+    meets = meets_slo(cfg, ttft, tpot)
     phase = tl.phase
     busy = phase != Phase.IDLE
     dur = tl.duration_s
@@ -163,7 +173,7 @@ def summarize(
         makespan_s=makespan,
         simulated_time_s=end_s,
         output_tokens_per_s=out_tokens / makespan,
-        total_tokens_per_s=(out_tokens + in_tokens) / makespan,
+        total_tokens_per_s=all_tokens / makespan,
         requests_per_s=int(done.sum()) / makespan,
         goodput_requests_per_s=int(meets.sum()) / makespan,
         slo_attainment=float(meets.sum()) / max(int(req.arrival_s.size), 1),
@@ -204,7 +214,7 @@ def class_metrics(cfg: SimConfig, req: RequestTable) -> list[dict]:
     for name, prio, member in groups:
         m = member & done
         ttft, tpot, e2e = req.ttft_s[m], req.tpot_s[m], req.e2e_s[m]
-        meets = (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)
+        meets = meets_slo(cfg, ttft, tpot)
         (t50, t99), (p50, p99), (e50, e99) = (percentiles(x, (50, 99)) for x in (ttft, tpot, e2e))
         n = int(member.sum())
         out.append({"class": name, "priority": prio, "num_requests": n, "num_finished": int(m.sum()),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core.cluster.deployment import Deployment
-from sim_core.metrics import summarize
+from sim_core.metrics import meets_slo, output_and_total_tokens, summarize
 from sim_core.result import BatchLog, Events, RequestTable, SimResult, Summary, Timeline
 from sim_core.runs import Runs
 from sim_core.types import FloatArray, IntArray, Phase, Status
@@ -161,16 +161,28 @@ def _spec_totals(dep: Deployment) -> dict:
             "spec_draft_time_s": sum(s.draft_time_s for s in specs)}
 
 
-def _busy_over(part: InstanceResult, makespan_s: float) -> InstanceResult:
-    """The instance with its GPU busy fraction over the deployment's makespan, as the deployment's own figure is
-    (GPU-weighted, the instances' fractions average to it). Over the instance's own span (its first request's arrival
-    to its last tick), a replica that ran out of work early, or a prefill pool idle while the decodes drain, read
-    busier than it was: two replicas at 100 % each in a deployment at 90 %."""
-    r = part.result
+def _over_deployment_span(part: InstanceResult, makespan_s: float, num_handed_in: int) -> InstanceResult:
+    """The instance with its rates and GPU busy fraction over the deployment's makespan, as the deployment's own are
+    (replicas' throughputs add up to the deployment's; GPU-weighted, the busy fractions average to its). Over the
+    instance's own span (its first request's arrival to its last tick), a replica that ran out of work early, or a
+    prefill pool idle while the decodes drain, read busier than it was: two replicas at 100 % each in a deployment at
+    90 %. A decode instance's tokens leave out the `num_handed_in` first tokens the prefill pool emitted (and the
+    prompts it prefilled): the two pools' output tokens added up to the deployment's plus one per request."""
+    r, cfg = part.result, part.result.config
     if not r.timeline.num_ticks:
         return part
+    req = r.requests
+    out_tokens, all_tokens = output_and_total_tokens(cfg, req)
+    if part.role == "decode":
+        out_tokens -= num_handed_in * cfg.workload.num_samples
+        all_tokens = out_tokens
+    done = req.is_finished
     busy_s = float(r.timeline.duration_s[r.timeline.phase != Phase.IDLE].sum())
-    summary = r.summary.model_copy(update={"gpu_busy_fraction": busy_s / makespan_s})
+    summary = r.summary.model_copy(update={
+        "gpu_busy_fraction": busy_s / makespan_s, "output_tokens_per_s": out_tokens / makespan_s,
+        "total_tokens_per_s": all_tokens / makespan_s, "requests_per_s": int(done.sum()) / makespan_s,
+        "goodput_requests_per_s": int(meets_slo(cfg, req.ttft_s[done], req.tpot_s[done]).sum()) / makespan_s,
+    })  # fmt: skip
     return dataclasses.replace(part, result=dataclasses.replace(r, summary=summary))
 
 
@@ -238,7 +250,7 @@ def build_result(dep: Deployment) -> ClusterResult:
         left = int((~req.is_finished).sum())
         stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
     summary = _deployment_summary(dep, parts, req, tl, _every_gap(raw, all_gaps, itl), stopped, events)
-    parts = [_busy_over(p, summary.makespan_s) for p in parts]
+    parts = [_over_deployment_span(p, summary.makespan_s, int(dep.injected[ids].sum())) for p, ids in zip(parts, ids_of)]
     empty = np.empty(0, dtype=np.int64)
     batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
     return ClusterResult(

@@ -244,8 +244,10 @@ def test_per_instance_summaries_are_over_their_own_requests():
         r = inst.result
         again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None,
                           events=r.events)
-        mine = again.model_dump() | {"gpu_busy_fraction": None}  # (busy: over the deployment's makespan, tested below)
-        assert_same_summary(mine, r.summary.model_dump() | {"gpu_busy_fraction": None})
+        # (busy and rates: over the deployment's makespan, tested below)
+        span = dict.fromkeys(("gpu_busy_fraction", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
+                              "goodput_requests_per_s"))  # fmt: skip
+        assert_same_summary(again.model_dump() | span, r.summary.model_dump() | span)
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
 
 
@@ -287,7 +289,7 @@ def assert_routes_as_if_every_replica_reached_each_arrival(cfg) -> ClusterResult
 
 @pytest.mark.parametrize("deployment", [{"replicas": 2, "router": "round_robin"}, {"disaggregation": {}},
                                         {"replicas": 3, "router": "least_outstanding"}])  # fmt: skip
-def test_instances_busy_fractions_average_to_the_deployments(deployment):
+def test_instances_busy_and_rates_add_up_to_the_deployments(deployment):
     # Each instance's GPU busy fraction is over the deployment's makespan: weighted by GPUs they average to the
     # deployment's (over their own spans two overloaded replicas read 100 % each in a deployment at 90 %).
     res = run_simulation(deploy(make_config(workload__num_requests=200, workload__arrival__rate_per_s=20.0), deployment))
@@ -297,6 +299,15 @@ def test_instances_busy_fractions_average_to_the_deployments(deployment):
         tl = x.result.timeline
         busy_s = float(tl.duration_s[tl.phase != Phase.IDLE].sum())
         assert x.result.summary.gpu_busy_fraction == pytest.approx(busy_s / res.summary.makespan_s, rel=1e-12)
+    # Rates over the same span: the instances' output tokens add up to the deployment's (the decode pool's leave out
+    # the first tokens the prefill pool emitted: 40,247 for 40,047 before), replicas' requests and goodput too.
+    add = lambda name: sum(getattr(x.result.summary, name) for x in res.instances)  # noqa: E731
+    assert add("output_tokens_per_s") == pytest.approx(res.summary.output_tokens_per_s, rel=1e-12)
+    if "replicas" in deployment:
+        for name in ("total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
+            assert add(name) == pytest.approx(getattr(res.summary, name), rel=1e-12)
+    else:  # each request's prompt once (prefill pool) and its output tokens once (both pools)
+        assert add("total_tokens_per_s") == pytest.approx(res.summary.total_tokens_per_s, rel=1e-12)
 
 
 def test_deployment_itl_percentiles_are_over_every_gap_when_instances_keep_samples(monkeypatch):
