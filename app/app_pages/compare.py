@@ -111,7 +111,7 @@ def main() -> None:
         own = b
         b = b.model_copy(update={"workload": a.workload, "seed": a.seed, "slo": a.slo})
         if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
-            st.caption(f"B's own workload ({own.workload.name}, {own.workload.num_requests:,} requests, seed {own.seed}) "
+            st.caption(f"B's own workload ({plain(own.workload.name)}, {own.workload.num_requests:,} requests, seed {own.seed}) "
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
     q = {f"a_{k}": v for k, v in config_to_query(a, preset_matching(a)).items()}
     q |= {f"b_{k}": v for k, v in config_to_query(b, preset_matching(b)).items()}
