@@ -179,19 +179,21 @@ def _every_text_field_baited(preset: str) -> SimConfig:
     return config_from_dict(data, "test")
 
 
-@pytest.mark.parametrize("page", [*PAGES, "app_pages/glossary.py"])
-def test_every_text_field_of_a_linked_config_is_shown_as_text(page):
+@pytest.mark.parametrize("page,preset", [(p, "chat-h100-llama8b") for p in [*PAGES, "app_pages/glossary.py"]]
+                         + [(p, "cluster-splitwise-llama70b-4xdgx-ha-3p1d") for p in PAGES[:2]])
+def test_every_text_field_of_a_linked_config_is_shown_as_text(page, preset):
     # the sidebar's Hardware caption rendered a linked `hardware.name` and `hardware.source` as Markdown
-    # links, and Compare's "B's own workload (…)" note a linked `workload.name`
+    # links, Compare's "B's own workload (…)" note a linked `workload.name`, and the Deployment section's
+    # "N GPUs = …" line the pools' GPU names
     from app.components.config_form import SECTIONS
     from app.state import encode_config
 
-    cfg = _every_text_field_baited("chat-h100-llama8b")
+    cfg = _every_text_field_baited(preset)
     baited = (cfg.hardware.name, cfg.hardware.source, cfg.model.name, cfg.workload.name, cfg.scheduler.name)
     assert all("example.invalid" in text for text in baited)  # the walk found the free-text fields
     params = {"cfg": encode_config(cfg)}
     if page == PAGES[1]:  # Compare: A from a preset, B from the link (its own workload is then replaced and named)
-        params = {"a_preset": "chat-h100-llama8b", "b_cfg": encode_config(cfg)}
+        params = {"a_preset": preset, "b_cfg": encode_config(cfg)}
     at = AppTest.from_file(APP, default_timeout=120)
     for section in SECTIONS:  # sidebar sections are lazy: open them all
         at.session_state[f"ui.section.{section}"] = True
@@ -204,4 +206,5 @@ def test_every_text_field_of_a_linked_config_is_shown_as_text(page):
             at.query_params[k] = v
         at.run()
     assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]  # the names are valid: the page draws its results
     assert_no_markup_from_visitors(at)
