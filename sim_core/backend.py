@@ -106,7 +106,13 @@ class PointCache:
         self._trim()
 
     def _trim(self) -> None:
-        files = [(p.stat().st_mtime, p.stat().st_size, p) for p in self.directory.glob("*/*.json")]
+        files = []
+        for p in self.directory.glob("*/*.json"):
+            try:
+                info = p.stat()
+            except OSError:  # another process (a sweep of another session) trimmed it after we listed it
+                continue
+            files.append((info.st_mtime, info.st_size, p))
         total = sum(size for _, size, _ in files)
         for _, size, path in sorted(files):
             if total <= self.max_bytes:

@@ -1,6 +1,7 @@
 """Backends return the same bytes; the point cache resumes an interrupted search and stays bounded."""
 
 import json
+import os
 
 import pytest
 
@@ -99,3 +100,17 @@ def test_errors_are_results_not_crashes():
 def test_backend_choice(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert get_backend().name == "local" and get_backend(max_workers=1).max_workers == 1
+
+
+def test_trimming_a_file_another_process_removed_is_not_an_error(tmp_path, monkeypatch):
+    # every worker process trims the shared cache once it is full: a file listed by one and removed by
+    # another before the first read its size raised FileNotFoundError into the Sweep/Compare/Plan page
+    cache = PointCache(tmp_path, max_bytes=10)
+    cache.put("a", "x" * 8)
+    (first,) = tmp_path.glob("*/*.json")
+    os.utime(first, (1.0, 1.0))  # written long ago: trimmed first
+    gone = tmp_path / "zz" / "removed-by-another-process.json"
+    real_glob = type(tmp_path).glob
+    monkeypatch.setattr(type(tmp_path), "glob", lambda self, pattern: iter([*real_glob(self, pattern), gone]))
+    cache.put("b", "y" * 8)  # over the bound: trims
+    assert cache.get("b") == "y" * 8 and cache.get("a") is None
