@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -98,7 +99,9 @@ class PointCache:
         path = self._path(cfg_json)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            # one temporary file per writer: threads of one process (sessions of the app, whose one-point
+            # runs stay in-process) writing the same point must not truncate each other's file
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(payload)
             tmp.replace(path)  # atomic: a reader never sees half a file
         except OSError:

@@ -114,3 +114,28 @@ def test_trimming_a_file_another_process_removed_is_not_an_error(tmp_path, monke
     monkeypatch.setattr(type(tmp_path), "glob", lambda self, pattern: iter([*real_glob(self, pattern), gone]))
     cache.put("b", "y" * 8)  # over the bound: trims
     assert cache.get("b") == "y" * 8 and cache.get("a") is None
+
+
+def test_two_threads_writing_one_point_use_their_own_temporary_files(tmp_path, monkeypatch):
+    # the temporary name was per process: two sessions' threads writing the same point truncated one file
+    import threading
+    from pathlib import Path
+
+    both_writing = threading.Barrier(2, timeout=10)
+    written: list[str] = []
+    real_write = Path.write_text
+
+    def write_text(self, text, *args, **kwargs):
+        written.append(self.name)
+        both_writing.wait()
+        return real_write(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    cache = PointCache(tmp_path)
+    threads = [threading.Thread(target=cache.put, args=("same point", "payload")) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(written)) == 2
+    assert cache.get("same point") == "payload"
