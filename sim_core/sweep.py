@@ -137,12 +137,12 @@ def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) ->
 
 def seed_bands(
     cfg: SimConfig, fields: Sequence[str], num_seeds: int, backend: Backend | None = None,
-    cache: PointCache | None = None, budget: RunBudget | None = None,
+    cache: PointCache | None = None, budget: RunBudget | None = None, cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, tuple[float, float, float]]:
     """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1
-    (each run under `budget` when given: the app's)."""
+    (each run under `budget` when given: the app's; `cancelled` as in `run_sweep`: the app's page budget)."""
     (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache,
-                      budget=budget)  # fmt: skip
+                      budget=budget, cancelled=cancelled)  # fmt: skip
     if pt.error:
         raise PresetError(pt.error)
     return {f: band(point_metric(pt, f)) for f in fields}

@@ -92,6 +92,7 @@ def metrics_table(a, b) -> pd.DataFrame:
 
 def main() -> None:
     st.title("Compare two setups")
+    page = runner.PageBudget()  # the seed bands' new runs stop when this page view has spent the server's page budget
     params = read_query_params()
     link_a, _, warn_a = _side_from_link("a", params)
     link_b, _, warn_b = _side_from_link("b", params)
@@ -129,7 +130,7 @@ def main() -> None:
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
-    _seed_table(a, b)
+    _seed_table(a, b, page)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     window = None if whole else timeline.opening_window(ra)
     g1, g2 = st.container(key="cmp_gantts").columns(2)  # side by side; stacked on a narrow screen (app CSS)
@@ -145,10 +146,10 @@ def main() -> None:
             workshop.show_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
 
 
-def _seed_table(a: SimConfig, b: SimConfig) -> None:
+def _seed_table(a: SimConfig, b: SimConfig, page: runner.PageBudget) -> None:
     """Each metric as min–max over k seeds for both setups (issue 14: is the difference bigger than the noise?)."""
     from sim_core import PresetError
-    from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
     from sim_core.sweep import seed_bands
 
     k = int(st.number_input("Repeat over seeds", 1, 5, 1, key="cmp.seeds",
@@ -158,10 +159,15 @@ def _seed_table(a: SimConfig, b: SimConfig) -> None:
     fields = [f for _, f, _ in METRIC_ROWS]
     try:
         with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
-            budget = runner.server().settings.run  # each seed's run under the server's budget
-            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=budget) for c in (a, b)]
+            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=page.run_budget,
+                                cancelled=page.exhausted) for c in (a, b)]  # each seed's run under the server's budget
     except PresetError as err:
         st.error(plain(err))
+        return
+    except SearchCancelled as err:
+        st.warning(f"The seed bands stopped ({err}): this page may spend {page.max_wall_s:g} s of server time on new "
+                   "simulations. Finished runs are kept: reload the page to continue, or repeat over fewer seeds or "
+                   "requests.", icon=":material/timer:")  # fmt: skip
         return
     fmt = lambda lo, hi, kind: f"{fmt_value(lo, kind)} – {fmt_value(hi, kind)}"  # noqa: E731
     st.dataframe([{"metric": label, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], kind),

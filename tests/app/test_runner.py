@@ -155,3 +155,39 @@ def test_a_link_cannot_raise_the_budget_and_the_page_says_so(tiny_budget):
     assert not at.exception
     text = " ".join(w.value for w in at.warning)
     assert "budget of 50 ticks" in text and "limits what one run may cost" in text
+
+
+@pytest.fixture
+def spent_page_budget(tmp_path, monkeypatch):
+    """A page budget that a new run no longer fits in (5.01 s of page time for runs of up to 5 s)."""
+    from app.components import runner
+
+    settings = tmp_path / "server.toml"
+    settings.write_text("[run]\nmax_wall_s = 5.0\n[page]\nmax_wall_s = 5.01\n")
+    monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path / "points"))  # no point cached by another test
+    runner.server.clear()
+    yield
+    runner.server.clear()
+
+
+def test_compares_seed_bands_stop_at_the_page_budget_and_keep_the_comparison(spent_page_budget):
+    # Compare's "Repeat over seeds" ran its 2 x (k - 1) new runs under no page budget: 5 seeds of two
+    # heavy setups kept a page view busy for 8 runs of up to 5 s each, past the [page] max_wall_s of 20 s
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import encode_config
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/compare.py")
+    at.query_params["a_cfg"] = encode_config(make_config(workload__num_requests=20, seed=104))
+    at.query_params["b_cfg"] = encode_config(make_config("engine-orca", workload__num_requests=20, seed=104))
+    at.run()
+    at.number_input(key="cmp.seeds").set_value(3).run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(w.value for w in at.warning)
+    assert "seed bands stopped" in text and "may spend 5.01 s of server time" in text
+    assert len(at.table) == 1 and not any(d.key == "cmp.seed_table" for d in at.dataframe)  # the comparison is kept
