@@ -1,11 +1,14 @@
 """Backends return the same bytes; the point cache resumes an interrupted search and stays bounded."""
 
 import json
+import math
 import os
 
 import pytest
 
-from sim_core.backend import LocalBackend, PointCache, RayBackend, SearchCancelled, get_backend, run_points, simulate_point
+from sim_core import run_simulation
+from sim_core.backend import (LocalBackend, PointCache, RayBackend, SearchCancelled, decode_point, get_backend, run_points,
+                              simulate_point)
 from sim_core.sweep import band, capacity_interval, point_metric, run_sweep
 from tests.conftest import make_config
 
@@ -139,3 +142,13 @@ def test_two_threads_writing_one_point_use_their_own_temporary_files(tmp_path, m
         t.join()
     assert len(set(written)) == 2
     assert cache.get("same point") == "payload"
+
+
+def test_a_point_where_no_request_finished_reads_back_with_nan_percentiles():
+    # model_dump_json wrote the NaN percentiles of a run with no finished request as null and decode_point
+    # raised a ValidationError: the Sweep page showed a traceback for ?sweep=tflops&start=0.001
+    cfg = make_config(hardware__peak_tflops=0.001, workload__num_requests=5)
+    summary, err = decode_point(simulate_point(cfg.model_dump_json()))
+    assert err is None and summary.num_finished == 0 and math.isnan(summary.ttft_p99_s)
+    fine = make_config(workload__num_requests=30)
+    assert decode_point(simulate_point(fine.model_dump_json()))[0] == run_simulation(fine).summary  # the same numbers
