@@ -289,8 +289,14 @@ def run_points(
 ) -> list[tuple[Summary | None, str | None]]:
     """Simulate each config (cached points are read, not rerun) and return (summary, error) pairs in order.
     Under a `budget` the points are cached apart from unbudgeted ones (a budget can stop a run early)."""
-    fn, tag = (simulate_point, "") if budget is None else (functools.partial(simulate_point, budget=budget), f"budget {budget}")
+    fn, tag = point_runner(budget)
     return [decode_point(p) for p in cached_map(fn, tag, configs, backend, cache, on_progress, cancelled)]
+
+
+def point_runner(budget: RunBudget | None) -> tuple[Callable[[str], str], str]:
+    """The function and cache tag of a point run under `budget` (None: unbudgeted; budgeted points are cached
+    apart, as a budget can stop a run early)."""
+    return (simulate_point, "") if budget is None else (functools.partial(simulate_point, budget=budget), f"budget {budget}")
 
 
 class ProgressBar:

@@ -358,12 +358,13 @@ class _CapacityTask:
     cache_dir: str | None
     cache_bytes: int
     fingerprint: str
+    budget: RunBudget | None = None  # each probe's (the app's server budget)
 
     def __call__(self, item: str) -> str:
-        from sim_core.backend import _CachedTask, decode_point
+        from sim_core.backend import _CachedTask, decode_point, point_runner
 
         cfg_json, ceiling = json.loads(item)
-        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint)
+        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint, *point_runner(self.budget))
 
         def run(c: SimConfig) -> Summary:
             summary, err = decode_point(task(c.model_dump_json()))
@@ -389,11 +390,12 @@ def find_capacities(
     configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
     rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
-    ceilings_per_s: Sequence[float | None] | None = None,
+    ceilings_per_s: Sequence[float | None] | None = None, budget: RunBudget | None = None,
 ) -> list[Capacity]:
-    """find_capacity for each config, one task each on `backend` (bisections run in parallel)."""
+    """find_capacity for each config, one task each on `backend` (bisections run in parallel); every probe
+    under `budget` when given (the app's)."""
     task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
-                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "")  # fmt: skip
+                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "", budget)  # fmt: skip
     ceilings = list(ceilings_per_s) if ceilings_per_s is not None else [None] * len(configs)
     items = [json.dumps([c.model_dump_json(), ceil]) for c, ceil in zip(configs, ceilings)]
     payloads = (backend or LocalBackend(1)).map(task, items, on_progress, cancelled)

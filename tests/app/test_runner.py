@@ -191,3 +191,39 @@ def test_compares_seed_bands_stop_at_the_page_budget_and_keep_the_comparison(spe
     text = " ".join(w.value for w in at.warning)
     assert "seed bands stopped" in text and "may spend 5.01 s of server time" in text
     assert len(at.table) == 1 and not any(d.key == "cmp.seed_table" for d in at.dataframe)  # the comparison is kept
+
+
+def test_plans_simulations_run_under_the_server_budget_and_the_page_says_so(tiny_budget, tmp_path, monkeypatch):
+    # the Plan page ran every candidate, saturation probe and headroom bisection with no budget at all: at
+    # 1,000-3,000 req/s a candidate is a 200,000-request deployment of 48-64 replicas (8-11 s per run here),
+    # in pool processes that kept running after the page stopped the search
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path / "points"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/plan.py").run()
+    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
+    at.multiselect(key="plan.tp").set_value([1])
+    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
+    at.number_input(key="plan.replicas").set_value(2)
+    at.run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(w.value for w in at.warning)
+    assert "stopped by this server's budget per run" in text and "50 ticks" in text  # here: the saturation probes
+
+
+def test_a_plan_under_a_budget_stops_every_run_at_it():
+    from sim_core.budget import RunBudget, is_budget_stop
+    from sim_core.planner import PlanSpec, plan
+
+    spec = PlanSpec(target_rate_per_s=8.0, gpus=("h100-sxm",), tp_degrees=(1,), max_replicas=2, engines=("vllm-v1",))
+    base = make_config(workload__num_requests=50)
+    result = plan(base, spec, budget=RunBudget(max_ticks=1000), with_band=False)  # saturation measured, candidates stopped
+    assert result.evaluated and all(is_budget_stop(r.summary.stopped_reason) for r in result.evaluated)
+    assert not result.rows  # a stopped run misses the objective
+    probes_stopped = plan(base, spec, budget=RunBudget(max_ticks=50), with_band=False)
+    assert not probes_stopped.evaluated and all(is_budget_stop(why) for why in probes_stopped.pruned)  # said, not "error"
