@@ -208,3 +208,17 @@ def test_every_text_field_of_a_linked_config_is_shown_as_text(page, preset):
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]  # the names are valid: the page draws its results
     assert_no_markup_from_visitors(at)
+
+
+def test_an_unknown_page_address_is_named_as_text(monkeypatch):
+    # "There is no page “…”" rendered the address's last segment as Markdown: /[Session expired, log in](https:evil.invalid)
+    # opened the app under a link to https://evil.invalid (https: with no slashes is still a web address)
+    import streamlit as st
+
+    address = "http://localhost:8501/[Session%20expired,%20log%20in](https:evil.invalid)"
+    monkeypatch.setattr(type(st.context), "url", property(lambda self: address))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception
+    assert_no_markup_from_visitors(at)
+    warning = next(w.value for w in at.warning if "There is no page" in w.value)
+    assert "Session expired, log in" in warning.replace("\\", "")  # decoded, as typed
