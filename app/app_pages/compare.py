@@ -14,7 +14,7 @@ from app.components.text import plain, plotly_text
 from app.components.units import fmt_count, fmt_seconds
 from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
                        show_link_notices, write_query_params)
-from sim_core import SimConfig, list_presets, load_preset
+from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.metrics import class_metrics
 
 CURRENT = "(current settings from Simulate)"
@@ -110,7 +110,13 @@ def main() -> None:
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
     if same:
         own = b
-        b = b.model_copy(update={"workload": a.workload, "seed": a.seed, "slo": a.slo})
+        try:  # validated: A's workload can break one of B's rules (a trace longer than B's max_model_len, say)
+            b = config_from_dict(own.model_dump(mode="python") | {"workload": a.workload.model_dump(mode="python"), "seed": a.seed,
+                                                                   "slo": a.slo.model_dump(mode="python")}, "B on A's workload")  # fmt: skip
+        except PresetError as err:
+            st.error(plain(f"{err}. Switch off “Run B on A's workload and seed” to run B on its own workload."),
+                     icon=":material/error:")  # fmt: skip
+            return
         if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
             st.caption(f"B's own workload ({plain(own.workload.name)}, {own.workload.num_requests:,} requests, seed {own.seed}) "
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
@@ -148,7 +154,6 @@ def main() -> None:
 
 def _seed_table(a: SimConfig, b: SimConfig, page: runner.PageBudget) -> None:
     """Each metric as min–max over k seeds for both setups (issue 14: is the difference bigger than the noise?)."""
-    from sim_core import PresetError
     from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
     from sim_core.sweep import seed_bands
 

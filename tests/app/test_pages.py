@@ -423,3 +423,15 @@ def test_the_timeline_tab_redraws_on_its_own_controls():
     body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
     assert "10 requests alive in this window" in body and body.count(">req ") == 10
     assert metric(at, "TTFT p50") == headline
+
+
+def test_compare_says_when_b_cannot_run_on_the_workload_of_a():
+    # B took A's workload by an unvalidated copy: a trace longer than B's pools' max_model_len reached the worker as
+    # "The simulation failed unexpectedly (ValidationError …). Please report the config", and the page's link
+    # carried the invalid B (opened, it fell back to the default scenario)
+    at = open_page(PAGES[1], a_preset="trace-azure-2023-h100-llama8b", b_preset="cluster-distserve-opt13b-3xa100-p2d1")
+    assert not at.exception
+    msg = " ".join(e.value for e in at.error)
+    assert "max_model_len" in msg and "Run B on A's workload and seed" in msg and "unexpectedly" not in msg
+    at.toggle(key="cmp.same_workload").set_value(False).run()  # nothing lost: B runs on its own workload
+    assert not at.exception and not at.error and len(at.table) == 1
