@@ -435,3 +435,25 @@ def test_compare_says_when_b_cannot_run_on_the_workload_of_a():
     assert "max_model_len" in msg and "Run B on A's workload and seed" in msg and "unexpectedly" not in msg
     at.toggle(key="cmp.same_workload").set_value(False).run()  # nothing lost: B runs on its own workload
     assert not at.exception and not at.error and len(at.table) == 1
+
+
+def test_a_config_too_long_for_a_link_leaves_no_other_config_in_the_address():
+    # after a trace upload too long for a link the address bar kept ?preset=chat-h100-llama8b: copied, it shared the
+    # preset's run as this one
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = "".join(f"{t:.6f},{p},{o}\n" for t, p, o in zip(np.cumsum(rng.exponential(0.1, 3000)), rng.integers(10, 4000, 3000),
+                                                          rng.integers(1, 500, 3000)))  # fmt: skip
+    at = app(preset="chat-h100-llama8b").run()
+    assert at.query_params["preset"] == "chat-h100-llama8b"
+    _uploader(at, "w.upload_trace").set_value(("t.csv", ("arrival_s,prompt_tokens,output_tokens\n" + rows).encode(), "text/csv"))
+    at.run()
+    assert not at.exception and at.session_state[CFG_KEY].workload.num_requests == 3000
+    assert not {"preset", "cfg"} & set(at.query_params)
+    assert any("Too long for a link" in t.value for t in at.text)  # the Share button says why (and where the JSON is)
+    at.switch_page(PAGES[2])  # Sweep wrote the whole trace into the address (a 100k-request one: megabytes)
+    for k, v in {"sweep": "max_num_seqs", "start": "64", "stop": "128", "n": "2"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception and at.query_params["sweep"] == "max_num_seqs" and not {"preset", "cfg"} & set(at.query_params)
