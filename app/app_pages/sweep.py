@@ -29,6 +29,8 @@ MAX_SEEDS = 5
 RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(percentile=90),
          "P50": CapacityObjective(percentile=50), f"≥ {ATTAINMENT:.0%} meet both": CapacityObjective(rule="attainment", attainment=ATTAINMENT)}  # fmt: skip
 NO_ENGINE = "(none)"
+# sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
+VALUE_FORMAT = "%.6g"
 
 
 def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
@@ -179,8 +181,10 @@ def main() -> None:
     show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
     lo, hi = knob_bounds(knob)
     num = int if is_int else float  # integer knobs get integer widgets
-    start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}")
-    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}")
+    # six significant digits, as the link writes them: the default "%0.2f" showed a 0.001 req/s start as 0.00
+    fmt = None if is_int else VALUE_FORMAT
+    start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}", format=fmt)
+    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}", format=fmt)
     n = c4.number_input("Points", 2, MAX_POINTS, min(max(n_default, 2), MAX_POINTS), key="sw.n")
     r1, r2 = st.columns([1, 1])
     rule = r1.selectbox("Capacity rule", list(RULES), key="sw.rule",
@@ -258,7 +262,7 @@ def main() -> None:
         for name, pts in curves.items() for p in pts]  # fmt: skip
     st.dataframe(rows, hide_index=True, key="sw.table", column_config={
         c: st.column_config.NumberColumn(format="%.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format="%g")})
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT)})
 
 
 main()

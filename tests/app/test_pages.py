@@ -457,3 +457,12 @@ def test_a_config_too_long_for_a_link_leaves_no_other_config_in_the_address():
         at.query_params[k] = v
     at.run()
     assert not at.exception and at.query_params["sweep"] == "max_num_seqs" and not {"preset", "cfg"} & set(at.query_params)
+
+
+def test_sweep_shows_a_small_start_as_the_link_gives_it():
+    # "From" used Streamlit's default "%0.2f": a link's start=0.001 req/s showed as 0.00 while the sweep ran from 0.001
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="0.001", stop="2", n="2")
+    assert not at.exception
+    for key, text in (("sw.start.rate", "0.001"), ("sw.stop.rate", "2")):
+        w = at.number_input(key=key)
+        assert (w.proto.format or "%0.2f") % w.value == text  # printf, as the browser formats it
