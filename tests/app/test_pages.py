@@ -166,9 +166,15 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     import json
 
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
-    assert len(legend) == len(set(legend)) and not any(n == "vLLM V1" for n in legend)  # each entry says what it is
+    shown = [t for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
+    legend = [t["name"] for t in shown]
+    assert len(legend) == len(set(legend))
+    # each entry says what it is: the setup by a colour square (not a line beside "<name> TTFT p99"), the lines by style;
+    # one entry per setup and series (10 with a second setup, in columns) overlapped the axis titles and scrolled on a phone
+    assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
+    assert "TTFT p50" in legend and len(legend) <= 6
     fig = spec["layout"]
+    assert [fig[a].get("title", {}).get("text") for a in ("xaxis", "xaxis2", "xaxis3")] == [None, "arrival rate (requests/s)", None]
     titles = [a["text"] for a in fig["annotations"]]
     assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
     assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
