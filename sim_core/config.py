@@ -219,11 +219,11 @@ class Trace(StrictModel):
                 raise ValueError(f"trace block_hash_ids holds more than {MAX_TRACE_HASH_IDS:,} ids in total")
             hb = self.hash_block_tokens
             for i, (ids, p) in enumerate(zip(self.block_hash_ids, self.prompt_tokens)):
-                if len(ids) > -(-p // hb):
-                    raise ValueError(f"trace row {i}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
+                if len(ids) > -(-p // hb):  # (rows numbered from 1, as above: these said row 0 for the first)
+                    raise ValueError(f"trace row {i + 1}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
                 # (2^63 overflowed the cache's int64 arrays mid-run; 2^61 - 1 + k hashed as k: a false prefix hit)
                 if any(not 0 <= h <= MAX_HASH_ID for h in ids):
-                    raise ValueError(f"trace row {i}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^61 - 2)")
+                    raise ValueError(f"trace row {i + 1}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^61 - 2)")
         return self
 
 

@@ -85,9 +85,9 @@ def parse_float_text(text: str) -> float:
     return value
 
 
-def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config file") -> bytes:
-    """Read a regular file of at most `limit_bytes`. Devices (/dev/zero), FIFOs and directories are
-    refused before they are opened, so nothing reads forever or blocks waiting for a writer."""
+def check_regular_file(path: str | Path, limit_bytes: int, what: str = "config file") -> None:
+    """Refuse anything but a regular file of at most `limit_bytes`, before it is opened: a device
+    (/dev/zero) reads forever, a FIFO blocks waiting for a writer, a directory is no file."""
     name = str(path)
     try:
         info = os.stat(name)
@@ -99,6 +99,12 @@ def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config fi
         raise InputError(f"cannot read {what} {name!r}: not a regular file (a device, pipe or socket)")
     if info.st_size > limit_bytes:
         raise InputError(f"{what} {name!r} is {info.st_size:,} bytes; the limit is {limit_bytes:,}")
+
+
+def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config file") -> bytes:
+    """Read a regular file of at most `limit_bytes` (`check_regular_file` first)."""
+    name = str(path)
+    check_regular_file(name, limit_bytes, what)
     try:
         with open(name, "rb") as fh:
             data = fh.read(limit_bytes + 1)  # bounded even if the file grows meanwhile
