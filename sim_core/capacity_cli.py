@@ -15,6 +15,7 @@ from typing import get_args
 from pydantic import ValidationError
 
 from sim_core.config import Router, format_validation_error
+from sim_core.inputs import parse_int_text, printable
 from sim_core.presets import PresetError, load_preset
 
 CAPACITY_COMMANDS = ("capacity", "sweep", "plan")
@@ -30,10 +31,14 @@ def _load(args: argparse.Namespace):
 def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a ray:// address, 'auto', or nothing ($RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--workers", type=int, default=None, help="local processes (default: one per CPU)")
+    p.add_argument("--workers", type=int, default=None, help="local processes, >= 1 (default: one per CPU)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the per-point cache")
     p.add_argument("--cache-dir", default=None, help="per-point cache directory (default $SIM_CORE_CACHE_DIR or ~/.cache/...)")
-    p.add_argument("--percentile", type=int, choices=(50, 90, 99), default=99, help="SLO percentile (default P99)")
+    from sim_core.sweep import CapacityObjective  # (its percentiles and default: this option restated both)
+
+    field = CapacityObjective.model_fields["percentile"]
+    p.add_argument("--percentile", type=int, choices=get_args(field.annotation), default=field.default,
+                   help="SLO percentile of TTFT and TPOT (default P%(default)s)")  # fmt: skip
     p.add_argument("--attainment", type=float, default=None,
                    help="use the DistServe rule instead: this share of requests meets both SLOs (e.g. 0.9)")
 
@@ -41,7 +46,7 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and ranges of the options before any run: --seeds 0 ended in min() of no capacities, --start nan
     in int(nan), --scale nan in a worker's traceback (each a traceback instead of a message)."""
-    for name in ("seeds", "num"):
+    for name in ("seeds", "num", "workers"):  # (--workers 0 or -3 ran silently on every CPU or in this process)
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise PresetError(f"--{name} = {value}: must be >= 1")
@@ -119,6 +124,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
+    from sim_core.cli import prepare_out_dir
     from sim_core.planner import PlanSpec, plan
 
     cfg = _load(args)
@@ -130,17 +136,19 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             prices[gpu] = float(usd)
         except ValueError:
             raise PresetError(f"--price expects gpu=usd_per_gpu_hour, got {item!r}") from None
-    split = lambda v, f: tuple(f(x) for x in v.split(",")) if v else None  # noqa: E731
     fields = {"target_rate_per_s": args.rate, "objective": obj, "max_replicas": args.max_replicas,
-              "num_results": args.top, "prices_usd_per_gpu_hour": prices, "gpus": split(args.gpus, str),
-              "tp_degrees": split(args.tp, int), "engines": split(args.engines, str),
-              "token_budgets": split(args.token_budgets, int), "max_batches": split(args.max_batches, int),
+              "num_results": args.top, "prices_usd_per_gpu_hour": prices, "gpus": _split(args.gpus, "--gpus"),
+              "tp_degrees": _split_ints(args.tp, "--tp"), "engines": _split(args.engines, "--engines"),
+              "token_budgets": _split_ints(args.token_budgets, "--token-budgets"),
+              "max_batches": _split_ints(args.max_batches, "--max-batches"),
               "router": args.router, "disaggregated": args.pd or None,
               "evaluation": args.evaluation}  # fmt: skip
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "plan")) from None
+    if args.out:  # before the search (an existing file as --out was a traceback after the whole plan had run)
+        prepare_out_dir(Path(args.out))
     import time
 
     t0 = time.monotonic()
@@ -172,12 +180,35 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
-        for i, row in enumerate(result.rows):
-            (out / f"config-{i + 1}.json").write_text(row.config.model_dump_json(indent=2) + "\n")
+        try:
+            (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
+            for i, row in enumerate(result.rows):
+                (out / f"config-{i + 1}.json").write_text(row.config.model_dump_json(indent=2) + "\n")
+        except OSError as err:
+            raise PresetError(f"cannot write to --out {printable(args.out)!r}: {err.strerror}") from None
         print(f"  wrote {out / 'plan.json'} and each row's simulated config (config-N.json: `run` it, or open it in the app)")
     return 0
+
+
+def _split(text: str | None, option: str) -> tuple[str, ...] | None:
+    """A comma-separated option's items (None: not given); an empty item is named (`1,,2`)."""
+    if not text:
+        return None
+    items = tuple(x.strip() for x in text.split(","))
+    if not all(items):
+        raise PresetError(f"{option} {printable(text)!r}: an empty item; give comma-separated values like 1,2,4")
+    return items
+
+
+def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
+    """Whole numbers of a comma-separated option (`--tp a` or `1.5` was int()'s ValueError, a traceback)."""
+    items = _split(text, option)
+    if items is None:
+        return None
+    try:
+        return tuple(parse_int_text(x) for x in items)
+    except ValueError as err:
+        raise PresetError(f"{option} {printable(text)!r}: {err}; give comma-separated whole numbers like 1,2,4") from None
 
 
 def add_capacity_commands(sub) -> None:
@@ -189,9 +220,12 @@ def add_capacity_commands(sub) -> None:
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
-    sw.add_argument("--knob", default="rate", help="rate, max_num_seqs, chunk, memory_gb, bandwidth, tflops, num_gpus, kv_compression")
-    sw.add_argument("--start", type=float, required=True)
-    sw.add_argument("--stop", type=float, required=True)
+    from sim_core.sweep import SWEEP_KNOBS  # (the help listed 8 of its 10 knobs: replicas, prefill_instances were missing)
+
+    sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
+                    + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
+    sw.add_argument("--start", type=float, required=True, help="first value, in the knob's unit (see --knob)")
+    sw.add_argument("--stop", type=float, required=True, help="last value, in the knob's unit (see --knob)")
     sw.add_argument("--num", type=int, default=8, help="points")
     sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
     sw.add_argument("--fixed-length", action="store_true",

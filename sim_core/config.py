@@ -801,12 +801,21 @@ def allowed_range(loc: tuple[Any, ...]) -> str:
     if choices and all(isinstance(c, str) for c in choices):
         return "one of " + ", ".join(repr(c) for c in choices)
     if lo is not None and hi is not None:
-        return f"{lo_op} {lo:g} and {hi_op} {hi:g}" if isinstance(lo, float | int) else ""
+        return f"{lo_op} {_bound_text(lo)} and {hi_op} {_bound_text(hi)}" if isinstance(lo, float | int) else ""
     if lo is not None:
-        return f"{lo_op} {lo:g}"
+        return f"{lo_op} {_bound_text(lo)}"
     if hi is not None:
-        return f"{hi_op} {hi:g}"
+        return f"{hi_op} {_bound_text(hi)}"
     return ""
+
+
+def _bound_text(value: float) -> str:
+    """A bound as the user must type it: exact (`:g` alone said 1048576 was 1.04858e+06 and the largest seed
+    4.29497e+09, numbers that are not the bound), short where that is exact (1e-06, 100000)."""
+    if isinstance(value, int):
+        return str(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say what to write instead

@@ -167,9 +167,10 @@ def capacity_from_sweep(
     objective: CapacityObjective | None = None, seed_index: int = 0,
 ) -> float | None:
     """Largest swept value such that it and every smaller value meet the objectives (for the run
-    with seed cfg.seed + seed_index). Without `objective`: the whole-run attainment rule."""
+    with seed cfg.seed + seed_index). Without `objective`: the whole-run attainment rule. Points are read in
+    increasing value, whatever their order (a sweep from 5 down to 1 req/s gave 1 when both met it)."""
     best = None
-    for p in points:
+    for p in sorted(points, key=lambda p: p.value):
         runs = p.seeds or ((p.summary,) if p.summary is not None else ())
         s = runs[seed_index] if seed_index < len(runs) else None
         ok = s is not None and (meets_objective(s, cfg, objective) if objective else meets_slo(s, cfg, attainment))

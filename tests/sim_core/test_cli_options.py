@@ -1,0 +1,151 @@
+"""Options of `python -m sim_core bench / sweep / capacity / plan` as users type them: a bad value exits 2 with a
+message naming the option and the value (argparse's or ours), before any run; defaults and choices come from
+the module that owns them (one source of truth)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from sim_core import load_preset
+from sim_core.cli import main
+from sim_core.result import Summary
+from sim_core.sweep import SWEEP_KNOBS, SweepPoint, capacity_from_sweep
+
+FAST = ["--no-cache", "--workers", "1"]
+PLAN = ["plan", "chat-h100-llama8b", "--rate", "5", "--gpus", "h100-sxm", "--engines", "vllm-v1", "--tp", "1",
+        "--max-replicas", "1", *FAST]  # fmt: skip
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as stop:  # argparse's own errors
+        return int(stop.code)
+
+
+@pytest.mark.parametrize("repeats", ["0", "-1", "x"])
+def test_bench_repeats_below_one_is_refused(capsys, repeats):
+    # 0 and -1 ran no timed run, then measure() read `res` before assignment: UnboundLocalError
+    assert _exit_code(["bench", "--repeats", repeats, "--engines-only"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --repeats" in err and repeats in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_workers_below_one_is_refused(capsys, workers):
+    # 0 ran on every CPU and -3 in this process, silently
+    assert main(["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--no-cache", "--workers", workers]) == 2
+    assert f"--workers = {workers}: must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--tp", "a", "--tp 'a': 'a' is not a whole number"),
+    ("--tp", "1,,2", "--tp '1,,2': an empty item"),
+    ("--token-budgets", "1.5", "--token-budgets '1.5': '1.5' is not a whole number"),
+    ("--max-batches", "2,x", "--max-batches '2,x': 'x' is not a whole number"),
+    ("--tp", "0", "tp_degrees.0 = 0: Input should be greater than or equal to 1"),
+    ("--tp", "65", "tp_degrees.0 = 65: Input should be less than or equal to 64"),
+    ("--max-batches", "9000", "max_batches.0 = 9000: Input should be less than or equal to 8192"),
+    ("--token-budgets", "-5", "token_budgets.0 = -5: Input should be greater than or equal to 1"),
+    ("--engines", "nope", "engines: unknown engine preset(s) 'nope'"),
+    ("--gpus", "nope", "gpus: unknown hardware preset(s) 'nope'"),
+    ("--price", "=1", "prices_usd_per_gpu_hour: unknown hardware preset(s) ''"),
+    ("--price", "nope=2", "prices_usd_per_gpu_hour: unknown hardware preset(s) 'nope'"),
+])  # fmt: skip
+def test_bad_plan_search_lists_are_named_before_the_search(capsys, option, value, words):
+    # int('a') was a ValueError traceback; an unknown engine or TP 0 was pruned as "1 invalid configuration" with
+    # no word of why; a price for an unknown GPU was ignored
+    argv = [a for a in PLAN]
+    if option in argv:
+        argv[argv.index(option) + 1] = value
+    else:
+        argv += [option, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and "invalid configuration" not in err
+
+
+def test_a_bad_plan_value_is_not_also_called_an_empty_list(capsys):
+    # with min_length=1 pydantic added "Tuple should have at least 1 item" to a list of one bad value
+    assert main([*PLAN, "--max-batches", "0"]) == 2
+    assert "at least 1 item" not in capsys.readouterr().err
+
+
+def test_plan_out_that_is_a_file_is_refused_before_the_search(tmp_path, capsys):
+    # out.mkdir raised FileExistsError after the whole plan had run
+    existing = tmp_path / "file"
+    existing.write_text("x")
+    assert main([*PLAN, "--out", str(existing)]) == 2
+    captured = capsys.readouterr()
+    assert "is an existing file" in captured.err and "Traceback" not in captured.err
+    assert "candidates" not in captured.out  # nothing searched
+
+
+def _point(value: float, ok: bool) -> SweepPoint:
+    # only what meets_slo reads (the whole-run rule): the run was not stopped and >= 90 % met the SLOs
+    summary = Summary.model_construct(stopped_reason=None, slo_attainment=1.0 if ok else 0.0)
+    return SweepPoint(value, summary, None, (summary,))
+
+
+def test_capacity_from_a_descending_sweep_is_the_highest_rate_meeting_the_slo():
+    # read in the given order, a sweep from 5 down to 1 req/s (both meeting the SLO) said capacity 1
+    cfg = load_preset("chat-h100-llama8b")
+    meets = [_point(v, True) for v in (1.0, 3.0, 5.0)]
+    assert capacity_from_sweep(meets[::-1], cfg) == capacity_from_sweep(meets, cfg) == 5.0
+    with_miss = [_point(1.0, True), _point(3.0, True), _point(5.0, False)]
+    assert capacity_from_sweep(with_miss[::-1], cfg) == capacity_from_sweep(with_miss, cfg) == 3.0
+
+
+def _help(argv: list[str], capsys) -> str:
+    with contextlib.suppress(SystemExit):
+        main([*argv, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_sweep_help_names_every_knob_with_its_unit(capsys):
+    # the help listed 8 of the 10 knobs (replicas and prefill_instances were missing) and no unit for --start
+    text = _help(["sweep"], capsys)
+    assert all(f"{knob} = {label}" in text for knob, (_, label, _) in SWEEP_KNOBS.items())
+    assert "--start START first value, in the knob's unit" in text
+
+
+def test_bench_options_are_one_definition(capsys):
+    # `python -m sim_core bench` restated bench.main's options (and said less: no unit, no CI note)
+    from sim_core.bench import main as bench_main
+
+    with contextlib.suppress(SystemExit):
+        bench_main(["--help"])
+    own = " ".join(capsys.readouterr().out.split())
+    options = lambda text: text.split("options:")[1]  # noqa: E731
+    assert options(_help(["bench"], capsys)) == options(own)
+
+
+def _bounded_fields(model, prefix=()):
+    """(location, FieldInfo) of every numeric config field with a declared bound, nested sections included."""
+    from pydantic import BaseModel
+
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        sub = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if sub is not None:
+            yield from _bounded_fields(sub, (*prefix, name))
+        elif any(getattr(m, a, None) is not None for m in info.metadata for a in ("ge", "gt", "le", "lt")):
+            yield (*prefix, name), info
+
+
+def test_every_allowed_range_states_the_exact_bounds():
+    # ':g' printed 1048576 as 1.04858e+06 and the largest seed as 4.29497e+09: numbers that are not the bounds
+    import re
+
+    from sim_core.config import SimConfig, allowed_range
+
+    checked = 0
+    for loc, info in _bounded_fields(SimConfig):
+        bounds = sorted(float(getattr(m, a)) for m in info.metadata for a in ("ge", "gt", "le", "lt")
+                        if getattr(m, a, None) is not None)  # fmt: skip
+        stated = sorted(float(x) for x in re.findall(r"[<>]=? (\S+)", allowed_range(loc)))
+        assert stated == bounds, (loc, allowed_range(loc))
+        checked += 1
+    assert checked > 80
