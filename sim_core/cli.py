@@ -15,7 +15,7 @@ from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_
 from sim_core.config import SimConfig, format_validation_error
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.inputs import InputError, NestingError, loads_bounded, printable
+from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
 from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
@@ -44,7 +44,7 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
         try:
             value = loads_bounded(raw, f"--set {key}")
-        except NestingError as err:
+        except (NestingError, DuplicateKeyError) as err:  # JSON, but not a value (it would be read as text)
             raise PresetError(str(err)) from None
         except InputError:
             value = raw  # not JSON: a string

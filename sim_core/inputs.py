@@ -45,15 +45,39 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+class DuplicateKeyError(InputError):
+    """A JSON object that names a member twice."""
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members; a name given twice raises (json.loads kept the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def loads_bounded(text: str | bytes, source: str = "config") -> Any:
-    """`json.loads` that reports bad or deeply nested JSON as an InputError naming `source`."""
+    """`json.loads` that reports bad or deeply nested JSON, or an object naming a member twice (which of the two
+    values was meant is unknowable: `{"num_requests": 5, "num_requests": 7}` ran 7), as an InputError naming
+    `source`."""
     if isinstance(text, bytes | bytearray):
         try:
             text = bytes(text).decode("utf-8-sig")  # Excel and Notepad write a byte-order mark
         except UnicodeDecodeError as err:
             raise InputError(f"Invalid {source}: not UTF-8 text (byte {err.start})") from None
     try:
-        data = json.loads(text.removeprefix("\ufeff"))
+        data = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise DuplicateKeyError(f"Invalid {source}: the key {printable(dup.key)[:80]!r} appears twice in one object; "
+                         "give each field once") from None  # fmt: skip
     except json.JSONDecodeError as err:
         raise InputError(f"Invalid {source}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
     except RecursionError:
