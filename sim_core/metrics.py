@@ -81,7 +81,7 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline) -> SteadyState
     mean_e2e = float(e2e[done].mean()) if done.any() else float("nan")
     num_unfinished = int((~done).sum())
     return SteadyState(
-        window_first_request=int(ids[0]), window_last_request=int(ids[-1]), window_start_s=t0, window_end_s=t1,
+        window_first_request=lo, window_last_request=hi - 1, window_start_s=t0, window_end_s=t1,
         num_requests=int(ids.size), num_unfinished=num_unfinished,
         arrival_rate_per_s=per_s(ids.size - 1), output_tokens_per_s=per_s(out_tokens), requests_per_s=per_s(finished_in),
         goodput_requests_per_s=float(meets.mean()) * per_s(ids.size - 1), slo_attainment=float(meets.mean()),

@@ -142,10 +142,12 @@ class SteadyState(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    window_first_request: int  # index (arrival order) of the first request in the window
-    window_last_request: int  # index of the last request in the window (inclusive)
-    window_start_s: float  # arrival time of window_first_request
-    window_end_s: float  # arrival time of window_last_request
+    # Ranks by arrival (0 = the first request to arrive), not request ids: with sessions ids are not in arrival
+    # order, and the window's ids (e.g. 31 and 266 for ranks 30 and 269) read as a range of 236 requests of 240.
+    window_first_request: int  # arrival rank of the first request in the window
+    window_last_request: int  # arrival rank of the last request in the window (inclusive)
+    window_start_s: float  # arrival time of the window's first request
+    window_end_s: float  # arrival time of the window's last request
     num_requests: int  # requests that arrived in the window
     num_unfinished: int  # of those, not finished when the run ended
     arrival_rate_per_s: float  # (num_requests - 1) / (end - start): the offered load in the window

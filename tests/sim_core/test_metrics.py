@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_
 
 from sim_core.engine import run_simulation
+from sim_core.presets import load_preset
 from sim_core.metrics import steady_window
 from tests.conftest import make_config, trace_config
 
@@ -64,3 +65,18 @@ def test_window_excludes_exactly_floor_ten_percent_each_side(n):
     first, last = steady_window(n)
     assert first == n // 10 and n - last == n // 10  # floor(n / 10) excluded at each end
     assert 0 <= first <= last <= n
+
+
+def test_the_window_is_named_by_arrival_rank_when_request_ids_are_not_in_arrival_order():
+    # Sessions number requests by conversation, not by arrival. The window's first and last fields held request
+    # ids (31 and 266 for ranks 30 and 269 of 300), which the CLI and the app print as "requests 31-266 by
+    # arrival": 236 requests for a window of 240. They are the ranks their docstring says.
+    cfg = load_preset("multi-turn-chat-h100-llama8b")
+    res = run_simulation(cfg)
+    st, arrival = res.summary.steady, res.requests.arrival_s
+    assert not np.all(np.diff(arrival) >= 0)  # ids out of arrival order: the case that differed
+    lo, hi = steady_window(int(np.isfinite(arrival).sum()))
+    assert (st.window_first_request, st.window_last_request) == (lo, hi - 1)
+    assert st.window_last_request - st.window_first_request + 1 == st.num_requests
+    ranked = np.sort(arrival[np.isfinite(arrival)])
+    assert (st.window_start_s, st.window_end_s) == (ranked[lo], ranked[hi - 1])
