@@ -63,12 +63,30 @@ def knob_value(cfg: SimConfig, knob: str) -> float:
 
 
 def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
-    """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed."""
+    """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed.
+    Raises PresetError when the value changes the config but no instance of a disaggregated deployment runs
+    with it (every pool sets its own GPU, TP degree or scheduler)."""
     if knob == "prefill_instances":
         from sim_core.cluster.knobs import with_prefill_instances
 
         return with_prefill_instances(cfg, int(value))
-    return with_value(cfg, SWEEP_KNOBS[knob][0], value)
+    out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
+    _check_reaches_an_instance(cfg, out, knob, value)
+    return out
+
+
+def _check_reaches_an_instance(base: SimConfig, point: SimConfig, knob: str, value: Any) -> None:
+    """A top-level hardware or scheduler value that every pool overrides (pool_config is the rule) ran the base
+    deployment under the point's label: a num_gpus sweep of DistServe's P2D1 (TP 2 + TP 1) gave equal rows."""
+    from sim_core.config import pool_config
+
+    if base.deployment is None or base.deployment.disaggregation is None or point == base:
+        return
+    if all(pool_config(point, role) == pool_config(base, role) for role in ("prefill", "decode")):
+        path = SWEEP_KNOBS[knob][0]
+        raise PresetError(f"{knob} = {value:g}: no instance of this deployment runs with the top-level {path} (each "
+                          "pool of deployment.disaggregation sets its own hardware, tensor_parallel or scheduler); "
+                          "sweep on a config without those pool overrides")  # fmt: skip
 
 
 @dataclass(frozen=True)
