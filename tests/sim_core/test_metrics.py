@@ -80,3 +80,14 @@ def test_the_window_is_named_by_arrival_rank_when_request_ids_are_not_in_arrival
     assert st.window_last_request - st.window_first_request + 1 == st.num_requests
     ranked = np.sort(arrival[np.isfinite(arrival)])
     assert (st.window_start_s, st.window_end_s) == (ranked[lo], ranked[hi - 1])
+
+
+def test_the_too_short_note_never_advises_more_requests_than_a_run_may_have():
+    # 200,000 requests at 100,000 req/s on 32P32D: "Run about 98,766,600 requests or more" (the bound is 200,000)
+    from sim_core.config import WorkloadConfig
+    from sim_core.metrics import _steady_note
+
+    most = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
+    note = _steady_note(200_000, 160_000, 0, warmup_s=0.2, mean_e2e_s=97.8)
+    assert "Run about" not in note and f"more than the {most:,} a run allows" in note
+    assert "Run about 1,000 requests or more." in _steady_note(500, 400, 0, warmup_s=1.0, mean_e2e_s=2.0)
