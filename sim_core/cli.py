@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import SimConfig, format_validation_error
+from sim_core.config import SimConfig, format_validation_error, optional_section_defaults
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
@@ -21,18 +21,6 @@ from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 
 EXIT_BAD_INPUT = 2
-
-
-def _section_defaults(loc: tuple[str, ...]) -> dict[str, Any] | None:
-    """Default values of the optional section at `loc` (e.g. deployment), or None if it is not one."""
-    from pydantic import BaseModel
-
-    from sim_core.config import field_info
-
-    info = field_info(loc)
-    ann = getattr(info, "annotation", None)
-    model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
-    return model().model_dump(mode="json") if model is not None else None
 
 
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
@@ -51,8 +39,8 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
         node = data
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
-            if part in node and node[part] is None:  # an absent optional section (deployment): its defaults
-                node[part] = _section_defaults(tuple(parts[: i + 1]))
+            if part in node and node[part] is None:  # an absent optional section: what it stands for (its defaults)
+                node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
             if not isinstance(node.get(part), dict):
                 raise PresetError(f"--set {key!r}: {part!r} is not a section of the config")
             node = node[part]

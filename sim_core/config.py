@@ -6,6 +6,7 @@ live here and nowhere else; `description=` strings double as the UI's help text.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -781,6 +782,21 @@ def field_info(loc: tuple[Any, ...]) -> Any:
         if model is None and isinstance(ann, type) and issubclass(ann, BaseModel):
             model = ann
     return info
+
+
+def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """What the optional section at `loc` stands for when a config leaves it out (None), as JSON, or None if `loc`
+    is not one: what `--set` and a link's `section.field=value` fill in, so `deployment.disaggregation.prefill.
+    replicas=2` turns one engine into a 2P1D deployment. Its defaults, except a pool's hardware or scheduler: left
+    out, a pool runs the top-level one (pool_config), so that section of `config` (a JSON dump) is filled in; with
+    the defaults, setting one field of a pool swapped a TensorRT-LLM A100 deployment's pool for vLLM on an H100."""
+    if config is not None and len(loc) == 4 and loc[:2] == ("deployment", "disaggregation") and loc[3] in (
+            "hardware", "scheduler"):  # fmt: skip
+        return copy.deepcopy(config[loc[3]])
+    info = field_info(loc)
+    ann = getattr(info, "annotation", None)
+    model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return model().model_dump(mode="json") if model is not None else None
 
 
 def allowed_range(loc: tuple[Any, ...]) -> str:

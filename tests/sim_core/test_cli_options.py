@@ -149,3 +149,19 @@ def test_every_allowed_range_states_the_exact_bounds():
         assert stated == bounds, (loc, allowed_range(loc))
         checked += 1
     assert checked > 80
+
+
+def test_setting_one_field_of_a_pool_keeps_the_rest_of_what_the_pool_ran():
+    # A pool without its own scheduler/hardware runs the top-level one; --set ...decode.scheduler.max_num_seqs=64
+    # filled the pool with SchedulerConfig's defaults (vLLM V1, watermark) and ...prefill.hardware.memory_gib=40
+    # with HardwareSpec's (an H100) on a TensorRT-LLM A100 preset
+    from sim_core.cli import apply_overrides
+    from sim_core.config import pool_config
+
+    cfg = load_preset("engine-tensorrt-llm-max-utilization")
+    out = apply_overrides(cfg, ["deployment.disaggregation.decode.scheduler.max_num_seqs=64",
+                                "deployment.disaggregation.prefill.hardware.memory_gib=40"])  # fmt: skip
+    decode, prefill = pool_config(out, "decode"), pool_config(out, "prefill")
+    assert decode.scheduler == cfg.scheduler.model_copy(update={"max_num_seqs": 64})
+    assert prefill.hardware == cfg.hardware.model_copy(update={"memory_gib": 40.0})
+    assert prefill.scheduler == cfg.scheduler and decode.hardware == cfg.hardware
