@@ -13,7 +13,6 @@ import json
 import zlib
 from typing import Any
 
-
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.config import optional_section_defaults
 from sim_core.inputs import InputError, NestingError, loads_bounded
