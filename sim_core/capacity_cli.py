@@ -83,10 +83,16 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
                                          on_progress=ProgressBar("capacity"))  # fmt: skip
     finally:
         backend.close()
-    print(f"{cfg.name}: capacity {lo:,.2f}-{hi:,.2f} req/s over {args.seeds} seed(s) "
-          f"({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, bisection to 1 %)")  # fmt: skip
+    # (a seed that met the objective at the search's highest rate has no failing rate: its capacity is a lower
+    # bound, which was printed as if measured, e.g. "capacity 5,000.00-5,000.00 req/s")
+    at_least = lambda c: ">= " if c.fail_rate_per_s is None and c.rate_per_s > 0 else ""  # noqa: E731
+    span = f">= {lo:,.2f}" if all(at_least(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}"
+    print(f"{cfg.name}: capacity {span} req/s over "
+          f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, "
+          "bisection to 1 %)")  # fmt: skip
     for k, c in enumerate(caps):
-        print(f"  seed {cfg.seed + k}: {c.rate_per_s:,.2f} req/s" + (f"  NOTE: {c.note}" if c.note else ""))
+        ceiling = "  (met the objective at the search's highest rate: a lower bound)" if at_least(c) else ""
+        print(f"  seed {cfg.seed + k}: {at_least(c)}{c.rate_per_s:,.2f} req/s{ceiling}" + (f"  NOTE: {c.note}" if c.note else ""))
     return 0
 
 
@@ -117,7 +123,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.knob == "rate":
         caps = [capacity_from_sweep(pts, cfg, objective=obj, seed_index=k) for k in range(args.seeds)]
         found = [c for c in caps if c is not None]
-        text = "below the first rate" if not found else f"{min(found):g}-{max(found):g} req/s" if len(found) > 1 else f"{found[0]:g} req/s"
+        top = max(p.value for p in pts)  # met at the highest swept rate: capacity is at least that (it said "= top")
+        shown = lambda c: f">= {c:g}" if c == top else f"{c:g}"  # noqa: E731
+        text = "below the first rate" if not found else f"{shown(min(found))} to {shown(max(found))} req/s" \
+            if len(set(found)) > 1 else f"{shown(found[0])} req/s"  # fmt: skip
         print(f"  capacity ({obj.describe(cfg)}): {text} (a swept rate; `capacity` bisects)")
     return 0
 

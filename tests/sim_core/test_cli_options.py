@@ -165,3 +165,33 @@ def test_setting_one_field_of_a_pool_keeps_the_rest_of_what_the_pool_ran():
     assert decode.scheduler == cfg.scheduler.model_copy(update={"max_num_seqs": 64})
     assert prefill.hardware == cfg.hardware.model_copy(update={"memory_gib": 40.0})
     assert prefill.scheduler == cfg.scheduler and decode.hardware == cfg.hardware
+
+
+ONE_TOKEN = ["--set", 'workload.prompt_tokens={"dist": "fixed", "mean": 1, "min": 1, "max": 1}',
+             "--set", 'workload.output_tokens={"dist": "fixed", "mean": 1, "min": 1, "max": 1}']  # fmt: skip
+
+
+def test_points_whose_percentiles_are_undefined_come_back_from_a_worker():
+    # Every output is 1 token, so TPOT and ITL are NaN. The task payload went through model_dump_json (NaN -> null),
+    # which Summary refuses: sweep, capacity and plan ended in a pydantic ValidationError traceback.
+    from sim_core.backend import LocalBackend
+    from sim_core.cli import apply_overrides
+    from sim_core.sweep import run_sweep
+
+    cfg = apply_overrides(load_preset("chat-h100-llama8b"), [ONE_TOKEN[1], ONE_TOKEN[3], "workload.num_requests=20"])
+    (pt,) = run_sweep(cfg, "rate", [5.0], backend=LocalBackend(1))
+    assert pt.error is None and pt.summary.num_finished == 20
+    assert pt.summary.tpot_p99_s != pt.summary.tpot_p99_s  # NaN, as in this process's own summary
+
+
+def test_a_capacity_at_the_search_ceiling_is_printed_as_a_lower_bound(capsys):
+    # it printed "capacity 5,000.00-5,000.00 req/s" as if the search had found where the objective fails
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--scale", "0.01", *ONE_TOKEN, *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "capacity >= 5,000.00 req/s" in out and "a lower bound" in out
+
+
+def test_a_sweep_whose_highest_rate_meets_the_objective_prints_a_lower_bound(capsys):
+    # it printed "capacity ...: 20 req/s" when 20 req/s was only the last rate tried
+    assert main(["sweep", "chat-h100-llama8b", "--start", "10", "--stop", "20", "--num", "2", *ONE_TOKEN, *FAST]) == 0
+    assert "steady-state window): >= 20 req/s (a swept rate" in capsys.readouterr().out
