@@ -241,25 +241,31 @@ def add_capacity_commands(sub) -> None:
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     _backend_args(sw)
+    from sim_core.planner import PlanSpec  # its defaults, shown here (the help restated two of them)
+
+    default = lambda name: PlanSpec.model_fields[name].default  # noqa: E731
+    listed = lambda name: ",".join(map(str, default(name)))  # noqa: E731
     pl = sub.add_parser("plan", help="cheapest deployments (GPU x TP x replicas x engine) meeting SLOs at a rate")
     pl.add_argument("preset", help="the traffic, model and SLOs: a preset name or a config .json path")
     pl.add_argument("--rate", type=float, required=True, help="target requests/s for the whole deployment")
     pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field (e.g. slo.ttft_s=1)")
     pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
-    pl.add_argument("--tp", help="tensor-parallel degrees, e.g. 1,2,4,8")
-    pl.add_argument("--engines", help="engine presets, comma-separated")
-    pl.add_argument("--token-budgets", help="max_num_batched_tokens values, comma-separated")
-    pl.add_argument("--max-batches", help="max_num_seqs values, comma-separated")
-    pl.add_argument("--max-replicas", type=int, default=None, help="most replicas of one configuration")
+    pl.add_argument("--tp", help=f"tensor-parallel degrees, comma-separated (default {listed('tp_degrees')})")
+    pl.add_argument("--engines", help=f"engine presets, comma-separated (default {listed('engines')})")
+    pl.add_argument("--token-budgets", help="max_num_batched_tokens values (tokens), comma-separated (default: each engine's)")
+    pl.add_argument("--max-batches", help="max_num_seqs values (sequences), comma-separated (default: each engine's)")
+    pl.add_argument("--max-replicas", type=int, default=None,
+                    help=f"most replicas of one configuration (default {default('max_replicas')})")
     pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")
-    pl.add_argument("--top", type=int, default=None, help="configurations to list")
+    pl.add_argument("--top", type=int, default=None, help=f"configurations to list (default {default('num_results')})")
     pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's simulated config")
     pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
-    pl.add_argument("--router", default=None, help="router in front of the replicas (default round_robin): "
+    pl.add_argument("--router", default=None, help=f"router in front of the replicas (default {default('router')}): "
                     + ", ".join(get_args(Router)))  # (checked by PlanSpec: a bad name is reported with the allowed ones)
-    pl.add_argument("--evaluation", choices=("prefilter", "deployment", "one_replica"), default=None,
-                    help="prefilter (default): search one replica at rate / replicas, confirm the finalists as deployments; "
-                    "deployment: simulate every candidate as a deployment (exact, slower); one_replica: no confirmation")
+    pl.add_argument("--evaluation", choices=get_args(PlanSpec.model_fields["evaluation"].annotation), default=None,
+                    help=f"default {default('evaluation')}. prefilter: search one replica at rate / replicas, confirm the "
+                    "finalists as deployments; deployment: simulate every candidate as a deployment (exact, slower); "
+                    "one_replica: no confirmation")  # fmt: skip
     _backend_args(pl)
 
 
