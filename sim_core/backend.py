@@ -45,16 +45,9 @@ def simulate_point(cfg_json: str, budget: RunBudget | None = None) -> str:
     `budget`: a server's ceiling per run (sim_core/budget.py); None for full control."""
     try:
         cfg = SimConfig.model_validate_json(cfg_json)
-        return json.dumps({"summary": summary_data(run_simulation(cfg, budget=budget).summary)})
+        return json.dumps({"summary": json.loads(run_simulation(cfg, budget=budget).summary.model_dump_json())})
     except (PresetError, MemoryPlanError, ValueError) as err:
         return json.dumps({"error": str(err)})
-
-
-def summary_data(s: Summary) -> dict[str, Any]:
-    """A summary as JSON data for a task's payload, NaN kept (json writes NaN). Through `model_dump_json` an
-    undefined percentile became null, which `Summary` refuses: every capacity, sweep or plan whose runs had
-    only 1-token outputs (TPOT undefined) or no finished request ended in a ValidationError traceback."""
-    return s.model_dump(mode="json")
 
 
 def decode_point(payload: str) -> tuple[Summary | None, str | None]:

@@ -5,11 +5,13 @@ Arrays stay NumPy; `to_frames()` is the only place pandas appears, at the edge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
@@ -136,7 +138,24 @@ class BatchLog:
 BATCH_FIELDS = ("tick", "req", "num_new_tokens", "is_decode", "kv_blocks_held")
 
 
-class SteadyState(BaseModel):
+class _Metrics(BaseModel):
+    """Metrics that JSON carries: it writes an undefined one (NaN: TPOT of 1-token outputs, a percentile of no
+    finished request) as null, and null is read back as NaN for a float field. Before, null was refused: a
+    worker's payload (sweep, capacity, plan) ended in a ValidationError traceback, and summary.json of
+    `run --out` could not be read back as a Summary."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_nan(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        nulls = [k for k, v in data.items() if v is None and k in cls.model_fields and cls.model_fields[k].annotation is float]
+        return data | {k: math.nan for k in nulls} if nulls else data
+
+
+class SteadyState(_Metrics):
     """Metrics over the steady-state window (sim_core.metrics.steady_window says which requests):
     warm-up and drain excluded, throughput over the window's span instead of the makespan."""
 
@@ -166,7 +185,7 @@ class SteadyState(BaseModel):
     note: str | None  # why this run is too short (or too overloaded) to give a steady-state answer
 
 
-class Summary(BaseModel):
+class Summary(_Metrics):
     """Headline numbers. Percentiles are over finished requests; NaN (null in JSON) when none."""
 
     model_config = ConfigDict(frozen=True)

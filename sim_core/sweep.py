@@ -379,7 +379,7 @@ class _CapacityTask:
     fingerprint: str
 
     def __call__(self, item: str) -> str:
-        from sim_core.backend import _CachedTask, decode_point, summary_data
+        from sim_core.backend import _CachedTask, decode_point
 
         cfg_json, ceiling = json.loads(item)
         task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint)
@@ -393,7 +393,7 @@ class _CapacityTask:
         cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
                             scale=self.scale, rel_tol=self.rel_tol, run=run, ceiling_per_s=ceiling)  # fmt: skip
         return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
-                           "probes": [[r, summary_data(s)] for r, s in cap.probes]})  # fmt: skip
+                           "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
 
 
 def _decode_capacity(payload: str) -> Capacity:

@@ -195,3 +195,13 @@ def test_a_sweep_whose_highest_rate_meets_the_objective_prints_a_lower_bound(cap
     # it printed "capacity ...: 20 req/s" when 20 req/s was only the last rate tried
     assert main(["sweep", "chat-h100-llama8b", "--start", "10", "--stop", "20", "--num", "2", *ONE_TOKEN, *FAST]) == 0
     assert "steady-state window): >= 20 req/s (a swept rate" in capsys.readouterr().out
+
+
+def test_summary_json_written_by_run_out_reads_back_as_the_summary(tmp_path):
+    # NaN metrics are written as null; reading summary.json back as a Summary refused every null
+    from sim_core.result import Summary
+
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=5", *ONE_TOKEN, "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "summary.json").read_text()
+    back = Summary.model_validate_json(text)
+    assert back.model_dump_json(indent=2) + "\n" == text and back.tpot_p99_s != back.tpot_p99_s  # NaN again
