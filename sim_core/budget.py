@@ -5,7 +5,7 @@ the server: the Streamlit app reads it from its own settings file and passes it 
 `run_simulation(cfg, budget=...)`. The CLI and the Python API run without one unless asked.
 
 A run over budget stops like a run over `limits.max_ticks`: with the partial results so far and a
-`stopped_reason` that names the budget. Checking is cheap: the tick count every loop iteration,
+`stopped_reason` that names the budget. Checking is cheap: the tick and row counts every loop iteration,
 wall time and memory every `check_every_ticks` ticks.
 """
 
@@ -86,9 +86,23 @@ class BudgetMeter:
         self.wall_s = 0.0
         self.num_calls = 0
 
-    def ticks_until_check(self, num_ticks: int) -> int:
-        """How many ticks a batched advance (the fast path) may run before the next check (>= 1)."""
-        return max(min(self.next_check_tick, self.budget.max_ticks) - num_ticks, 1)
+    def ticks_until_check(self, engine: Engine) -> int:
+        """How many ticks a batched advance (the fast path, a batch-of-one chain) may run before the next check, and
+        before its recorded rows could pass the budget's (`ticks_before_rows_limit`) (>= 1)."""
+        ticks = engine.rec.num_ticks
+        return max(min(self.next_check_tick - ticks, self.budget.max_ticks - ticks, self.ticks_before_rows_limit(engine)), 1)
+
+    def ticks_before_rows_limit(self, engine: Engine) -> int:
+        """Ticks `engine` may run with its recorded rows (timeline and step-through) still within `max_recorded_rows`
+        whatever they record: each tick records one timeline row and, while the step-through log is kept, one row per
+        request in its batch, at most `max_num_seqs` (an invariant `Engine.check_invariants` asserts). Every advance of many ticks stops within this (`ticks_until_check`, `Engine.ticks_left`), so
+        the first tick that passes the limit ends a step and `over` stops the run right after it, the same tick at any
+        check interval (a check once in a while stopped it wherever the wall-clock-adapted interval fell). 0: over."""
+        rec = engine.rec
+        rows_left = self.budget.max_recorded_rows - rec.num_ticks - rec.num_batch_rows
+        if rows_left < 0:
+            return 0
+        return max(rows_left // (1 + (min(engine.st.num_requests, engine.sched.max_seqs) if rec.wants_batches else 0)), 1)
 
     def _adapt(self, now_s: float, ticks: int) -> None:
         last_s, last_ticks = self._last
@@ -104,15 +118,15 @@ class BudgetMeter:
         ticks = rec.num_ticks
         if ticks >= b.max_ticks:
             return f"stopped after {ticks:,} ticks, the server's budget of {b.max_ticks:,} ticks per run"
+        rows = ticks + rec.num_batch_rows  # (every call, not at checks only: where it stops must not depend on them)
+        if rows > b.max_recorded_rows:
+            return (f"stopped after {ticks:,} ticks: {rows:,} recorded rows, over the server's budget of "
+                    f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
         self.num_calls += 1
         if ticks < self.next_check_tick and self.num_calls % CHECK_EVERY_CALLS:
             return None
         now_s = time.perf_counter()
         self._adapt(now_s, ticks)
-        rows = ticks + rec.num_batch_rows
-        if rows > b.max_recorded_rows:
-            return (f"stopped after {ticks:,} ticks: {rows:,} recorded rows, over the server's budget of "
-                    f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
         return self._time_or_memory(now_s, ticks)
 
     def over_between_steps(self, count_ticks: Callable[[], int]) -> str | None:

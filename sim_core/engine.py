@@ -151,9 +151,10 @@ class Engine:
         """Ticks a coalesced run may take before a tick ceiling: the config's `limits.max_ticks` and the
         server's budget (which the loop checks before each step: a run must not step over it either)."""
         ceiling = self.cfg.limits.max_ticks
-        if self.meter is not None:
-            ceiling = min(ceiling, self.meter.budget.max_ticks)
-        return ceiling - self.rec.num_ticks
+        if self.meter is None:
+            return ceiling - self.rec.num_ticks
+        # (and its recorded rows: a run that passes the budget's stops right after the tick that does)
+        return min(min(ceiling, self.meter.budget.max_ticks) - self.rec.num_ticks, self.meter.ticks_before_rows_limit(self))
 
     def _stop(self, reason: str) -> bool:
         self.stopped_reason = reason
@@ -1030,6 +1031,8 @@ class Engine:
         if np.any(st.computed > st.prefill_target + st.output):
             raise RuntimeError("computed tokens exceed the request length")
         running = st.running
+        if running.size > self.sched.max_seqs:  # (the server's budget on recorded rows relies on it: BudgetMeter)
+            raise RuntimeError("more requests run than the batch may hold (scheduler.max_num_seqs)")
         if np.any(self.kv.held[running] < self.kv.blocks_for(st.computed[running], st.prompt[running])):
             raise RuntimeError("a running request holds fewer blocks than its context needs")
         if np.any(st.arrival_s[running] > st.now_s):

@@ -381,7 +381,7 @@ def run_ticks(engine: Engine):
     num_ticks0 = rec.num_ticks
     tick_budget = lim.max_ticks - num_ticks0
     if engine.meter is not None:  # hand back to the engine loop for the server's budget checks
-        tick_budget = min(tick_budget, engine.meter.ticks_until_check(num_ticks0))
+        tick_budget = min(tick_budget, engine.meter.ticks_until_check(engine))
     max_time = min(lim.max_sim_time_s, engine.horizon_s)  # cluster hook: stop where external input may arrive
 
     # NOTE: -(-x // bs) is ceil(x / bs) in integers; a request holds exactly ceil(context / bs) blocks.

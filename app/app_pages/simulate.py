@@ -17,7 +17,7 @@ from app.components.units import fmt_seconds
 from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, config_to_query, show_link_notices, write_query_params
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
-from sim_core.metrics import class_metrics
+from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 
@@ -130,6 +130,11 @@ def _steady_caption(res: SimResult) -> None:
     """The steady-state window (warm-up and drain excluded) and, when the run is too short, why."""
     st_ = res.summary.steady
     if st_ is None:
+        return
+    if st_.note and st_.num_requests < MIN_STEADY_REQUESTS and not st_.num_unfinished:
+        # A demonstration-sized run (the mechanism presets have 4-8 requests): its steady window's figures say
+        # nothing, and a banner telling a class to run 125 requests talked over the lesson. One line says why.
+        st.caption(f"{plain(st_.note)} The figures above cover the whole run.")
         return
     st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: first and last "
                f"10 % excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "

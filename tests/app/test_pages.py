@@ -382,7 +382,17 @@ def test_simulate_states_the_steady_window_and_flags_a_short_run():
     assert any("Steady state (requests 30–269" in c.value for c in at.caption)
     cfg = make_config(workload__num_requests=300, workload__arrival__rate_per_s=24.0)
     at = app(cfg=encode_config(cfg)).run()
-    assert any(i.value.startswith("Too short to say") for i in at.info)
+    assert any(i.value.startswith("Too short to say") for i in at.info)  # overloaded: the warm-up never settles
+
+
+def test_a_demonstration_sized_run_says_in_one_line_that_it_has_no_steady_state():
+    # A mechanism preset (4 requests) is a lesson, not a measurement: no steady-state line of 4 requests' percentiles,
+    # and no banner asking the class to run 125 requests; one caption says why and what the figures cover
+    at = app(preset="mechanism-chunked-prefill").run()
+    assert not at.exception and not any(i.value.startswith("Too short to say") for i in at.info)
+    assert not any(c.value.startswith("Steady state") for c in at.caption)
+    assert any(c.value.startswith("Too short to say: the steady window holds 4 requests")
+               and c.value.endswith("The figures above cover the whole run.") for c in at.caption)
 
 
 def test_compare_repeats_over_seeds_and_says_whether_the_bands_overlap():

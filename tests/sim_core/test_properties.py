@@ -238,8 +238,9 @@ def test_budget_limits_ticks_and_rows(field, value, words):
     assert words in res.summary.stopped_reason and is_budget_stop(res.summary.stopped_reason)
     if field == "max_ticks":  # every path (coalesced runs, scalar core, batch of one) stops at the ceiling
         assert res.timeline.num_ticks == value
-    else:  # rows are counted at checks: one coalesced step may run past a check
-        assert res.timeline.num_ticks <= value + 2 * 128
+    else:  # right after the tick whose rows (timeline and step-through) pass the budget, on every path
+        rows = np.arange(1, res.timeline.num_ticks + 1) + np.cumsum(np.bincount(res.batches.tick, minlength=res.timeline.num_ticks))
+        assert rows[-1] > value >= rows[-2]
 
 
 def test_budget_limits_memory():

@@ -17,7 +17,7 @@ from sim_core.engine import run_simulation
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config
-from tests.sim_core.test_budget import with_check_interval
+from tests.sim_core.test_budget import first_tick_over, with_check_interval
 
 
 def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
@@ -44,11 +44,13 @@ def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
        num_prefill=st.integers(1, 2), num_decode=st.integers(1, 3),
        router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
        refresh_s=st.sampled_from([0.0, 0.05]), prefix_caching=st.booleans(),
-       max_ticks=st.integers(5, 300), decode_seqs=st.sampled_from([4, 256]), replicas_only=st.booleans())  # fmt: skip
+       max_ticks=st.integers(5, 300), decode_seqs=st.sampled_from([4, 256]), replicas_only=st.booleans(),
+       by_rows=st.booleans())  # fmt: skip
 def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed, num_requests, rate, num_prefill,
                                                               num_decode, router, refresh_s, prefix_caching, max_ticks,
-                                                              decode_seqs, replicas_only):  # fmt: skip
-    # (replicas_only: num_prefill + num_decode replicas behind the router, no disaggregation)
+                                                              decode_seqs, replicas_only, by_rows):  # fmt: skip
+    # (replicas_only: num_prefill + num_decode replicas behind the router, no disaggregation; by_rows: the budget is on
+    # each instance's recorded rows, 4 x max_ticks with every tick's batch logged, instead of its ticks)
     cfg = make_config(seed=seed, workload__num_requests=num_requests, workload__arrival__rate_per_s=rate,
                       workload__prompt_tokens={"dist": "lognormal", "mean": 800, "min": 1, "max": 3000},
                       workload__output_tokens={"dist": "lognormal", "mean": 150, "min": 1, "max": 600},
@@ -57,10 +59,14 @@ def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed,
     cfg = with_value(cfg, "deployment", {"router": router, "replicas": num_prefill + num_decode, "state_refresh_s": refresh_s}
                      if replicas_only else {"router": router, "state_refresh_s": refresh_s, "disaggregation": {"prefill": {"replicas": num_prefill},
                                              "decode": {"replicas": num_decode, "scheduler": decode_scheduler}}})  # fmt: skip
+    budget = RunBudget(max_ticks=max_ticks, max_wall_s=600.0)
+    if by_rows:
+        cfg = with_value(cfg, "limits.num_recorded_batches", 100_000)
+        budget = RunBudget(max_recorded_rows=4 * max_ticks, max_wall_s=600.0)
     results = []
     for ticks in (1, 3, 4096):
         with_check_interval(monkeypatch, ticks)
-        results.append(run_simulation(cfg, budget=RunBudget(max_ticks=max_ticks, max_wall_s=600.0)))
+        results.append(run_simulation(cfg, budget=budget))
     for b in results[1:]:
         a = results[0]
         assert a.summary.stopped_reason == b.summary.stopped_reason
@@ -69,6 +75,14 @@ def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed,
         for f in ("instance_of", "decode_instance_of", "kv_transfer_end_s"):
             assert np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True), f
         assert a.timeline.num_ticks == b.timeline.num_ticks
+    if by_rows:  # each instance stops right after its tick whose rows pass the budget, the others run on
+        for x in results[0].instances:
+            first_over = first_tick_over(x.result, 4 * max_ticks)
+            if "recorded rows" in (x.result.summary.stopped_reason or ""):
+                assert x.result.timeline.num_ticks == first_over
+            else:
+                assert first_over is None or first_over == x.result.timeline.num_ticks
+        return
     # the cap is each instance's: none ran past it, and a run that stopped there names the budget
     assert all(x.result.timeline.num_ticks <= max_ticks for x in results[0].instances)
     capped = [x for x in results[0].instances if "the server's budget of" in (x.result.summary.stopped_reason or "")]
