@@ -5,13 +5,17 @@ the module that owns them (one source of truth)."""
 from __future__ import annotations
 
 import contextlib
+import io
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim_core import load_preset
 from sim_core.cli import main
 from sim_core.result import Summary
 from sim_core.sweep import SWEEP_KNOBS, SweepPoint, capacity_from_sweep
+from tests.strategies import cases
 
 FAST = ["--no-cache", "--workers", "1"]
 PLAN = ["plan", "chat-h100-llama8b", "--rate", "5", "--gpus", "h100-sxm", "--engines", "vllm-v1", "--tp", "1",
@@ -205,3 +209,14 @@ def test_summary_json_written_by_run_out_reads_back_as_the_summary(tmp_path):
     text = (tmp_path / "summary.json").read_text()
     back = Summary.model_validate_json(text)
     assert back.model_dump_json(indent=2) + "\n" == text and back.tpot_p99_s != back.tpot_p99_s  # NaN again
+
+
+@cases(60)
+@given(option=st.sampled_from(["--tp", "--token-budgets", "--max-batches", "--engines", "--gpus", "--price"]),
+       text=st.text(alphabet=st.sampled_from("0123456789,.-=+ ex\u0661\u00b2"), max_size=12))  # fmt: skip
+def test_any_plan_list_text_gives_a_message_not_a_traceback(option, text):
+    # --rate 0 keeps every case from searching: a list that parses is then refused with the rate
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = _exit_code(["plan", "chat-h100-llama8b", "--rate", "0", option, text, *FAST])
+    assert code == 2 and "Traceback" not in err.getvalue() and err.getvalue().strip()
