@@ -16,7 +16,7 @@ from sim_core.config import SimConfig, format_validation_error, optional_section
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
-from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
+from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 
@@ -186,7 +186,9 @@ def _cmd_presets(args: argparse.Namespace) -> int:
     for fam in families:
         print(f"{fam}:" + (f"  (default: {DEFAULT_SCENARIO})" if fam == "scenarios" else ""))
         for name in list_presets(fam):
-            desc = describe_preset(fam, name)
+            # (hardware and model presets have no description: their lines were blank) their name and source
+            data = read_preset_data(fam, name)
+            desc = describe_preset(fam, name) or " - ".join(str(data[k]) for k in ("name", "source") if data.get(k))
             print(f"  {name:38s} {desc[:100]}")
     return 0
 

@@ -220,3 +220,11 @@ def test_any_plan_list_text_gives_a_message_not_a_traceback(option, text):
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = _exit_code(["plan", "chat-h100-llama8b", "--rate", "0", option, text, *FAST])
     assert code == 2 and "Traceback" not in err.getvalue() and err.getvalue().strip()
+
+
+def test_presets_all_describes_every_preset(capsys):
+    # hardware and model presets have no description field: `presets --all` printed their names on blank lines
+    assert main(["presets", "--all"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert rows and all(len(line.split()) > 1 for line in rows)
+    assert any(line.split()[0] == "h100-sxm" and "H100 SXM - NVIDIA H100 datasheet" in line for line in rows)
