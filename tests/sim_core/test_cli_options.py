@@ -228,3 +228,10 @@ def test_presets_all_describes_every_preset(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
     assert rows and all(len(line.split()) > 1 for line in rows)
     assert any(line.split()[0] == "h100-sxm" and "H100 SXM - NVIDIA H100 datasheet" in line for line in rows)
+
+
+def test_the_out_of_memory_message_states_every_term_of_its_arithmetic(capsys):
+    # 0.9 x 17.8 GiB - 14.96 - 0.72 = 0.34 GiB by the message's own numbers, yet it said 0.00: the 0.5 GiB the CUDA
+    # context takes was not among them
+    assert main(["run", "chat-h100-llama8b", "--set", "hardware.memory_gib=17.8"]) == 2
+    assert "17.8 GiB per GPU less 0.5 GiB for the CUDA context" in capsys.readouterr().err
