@@ -327,6 +327,8 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
             detected = fmt  # the format's own reader names what is wrong with the header
         if detected != fmt and not {detected, fmt} <= {"azure-2023", "azure-2024"}:
             raise TraceError(f"{fmt} line 1: the file looks like {detected} ({FORMAT_HELP[detected]})")
+    if fmt != "burstgpt" and (opts.model or opts.log_type):  # (ignored before: the whole trace replayed unfiltered)
+        raise TraceError(f"{fmt}: the model and log_type filters select BurstGPT rows; a {fmt} trace has no such columns")
     lines_all = _chain_first(first, it)
     num_rows = num_skipped = 0
     t0: float | None = None

@@ -112,3 +112,17 @@ def test_mooncake_rows_of_any_json_values_give_a_trace_or_one_trace_error(rows):
         parse_trace(text, None)
     except TraceError as err:
         assert str(err)
+
+
+@pytest.mark.parametrize("option", [{"model": "GPT-4"}, {"log_type": "API log"}])
+def test_burstgpt_filters_on_another_format_are_refused_not_ignored(option):
+    # the Mooncake sample replayed all 240 rows as if filtered by model
+    from pathlib import Path
+
+    from sim_core.traces import TraceOptions
+
+    sample = Path(__file__).resolve().parents[2] / "presets" / "traces" / "mooncake-sample.jsonl"
+    with pytest.raises(TraceError, match="mooncake: the model and log_type filters select BurstGPT rows"):
+        load_trace(sample, TraceOptions(**option))
+    burst = sample.with_name("burstgpt-sample.csv")
+    assert load_trace(burst, TraceOptions(**option)).num_skipped > 0  # still a filter there
