@@ -37,8 +37,8 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     from sim_core.sweep import CapacityObjective  # (its percentiles and default: this option restated both)
 
     field = CapacityObjective.model_fields["percentile"]
-    p.add_argument("--percentile", type=int, choices=get_args(field.annotation), default=field.default,
-                   help="SLO percentile of TTFT and TPOT (default P%(default)s)")  # fmt: skip
+    p.add_argument("--percentile", type=int, choices=get_args(field.annotation), default=None,
+                   help=f"SLO percentile of TTFT and TPOT (default P{field.default})")  # fmt: skip
     p.add_argument("--attainment", type=float, default=None,
                    help="use the DistServe rule instead: this share of requests meets both SLOs (e.g. 0.9)")
 
@@ -64,9 +64,13 @@ def _backend_from(args: argparse.Namespace):
 
     _check_numbers(args)
     cache = None if args.no_cache else PointCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
+    if args.attainment is not None and args.percentile is not None:  # (the percentile was silently dropped)
+        raise PresetError(f"--percentile {args.percentile} and --attainment {args.attainment:g} are two rules for "
+                          "meeting the SLOs: give one")  # fmt: skip
+    rule = {"rule": "attainment", "attainment": args.attainment} if args.attainment is not None else \
+        {} if args.percentile is None else {"percentile": args.percentile}  # fmt: skip
     try:  # (--attainment 2 or nan: a message naming the option, not pydantic's traceback)
-        obj = CapacityObjective(percentile=args.percentile) if args.attainment is None else \
-            CapacityObjective(rule="attainment", attainment=args.attainment)  # fmt: skip
+        obj = CapacityObjective(**rule)
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "--attainment")) from None
     return get_backend(args.ray, args.workers), cache, obj

@@ -235,3 +235,9 @@ def test_the_out_of_memory_message_states_every_term_of_its_arithmetic(capsys):
     # context takes was not among them
     assert main(["run", "chat-h100-llama8b", "--set", "hardware.memory_gib=17.8"]) == 2
     assert "17.8 GiB per GPU less 0.5 GiB for the CUDA context" in capsys.readouterr().err
+
+
+def test_percentile_and_attainment_together_are_refused_not_one_dropped(capsys):
+    # --attainment silently replaced the --percentile rule given beside it
+    assert main(["capacity", "chat-h100-llama8b", "--percentile", "50", "--attainment", "0.9", *FAST]) == 2
+    assert "--percentile 50 and --attainment 0.9 are two rules" in capsys.readouterr().err
