@@ -241,3 +241,18 @@ def test_percentile_and_attainment_together_are_refused_not_one_dropped(capsys):
     # --attainment silently replaced the --percentile rule given beside it
     assert main(["capacity", "chat-h100-llama8b", "--percentile", "50", "--attainment", "0.9", *FAST]) == 2
     assert "--percentile 50 and --attainment 0.9 are two rules" in capsys.readouterr().err
+
+
+def test_a_ray_address_that_cannot_be_used_is_a_message(capsys, monkeypatch):
+    # ray.init's error (here: no running cluster for 'auto') was a traceback; a stand-in module plays Ray, so the
+    # test needs no Ray and no network
+    import sys
+    import types
+
+    def no_cluster(**_kw):
+        raise ConnectionError("Could not find any running Ray instance")
+
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=no_cluster))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--no-cache", "--ray", "auto"]) == 2
+    assert "cannot start or reach Ray at 'auto' (--ray or $RAY_ADDRESS): ConnectionError" in capsys.readouterr().err
