@@ -21,6 +21,7 @@ from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
@@ -245,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback from mid-tick
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -256,3 +256,16 @@ def test_a_ray_address_that_cannot_be_used_is_a_message(capsys, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--no-cache", "--ray", "auto"]) == 2
     assert "cannot start or reach Ray at 'auto' (--ray or $RAY_ADDRESS): ConnectionError" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_a_run_exits_130_with_one_line(capsys, monkeypatch):
+    # a KeyboardInterrupt from deep in a tick printed a traceback
+    import sim_core.cli as cli
+
+    def interrupted(_cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_simulation", interrupted)
+    assert main(["run", "chat-h100-llama8b"]) == 130
+    err = capsys.readouterr().err
+    assert err == "interrupted\n"
