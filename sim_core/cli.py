@@ -145,6 +145,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prepare_out_dir(Path(args.out))
     if args.trace:
         cfg = _with_trace_file(cfg, args)
+        # with_trace replays every row under its own name: a --set of either (the first N rows) still holds (it
+        # was silently replaced: --set workload.num_requests=5 replayed all 240 rows of a sample)
+        kept = [a for a in args.set or () if a.partition("=")[0].strip() in ("workload.num_requests", "workload.name")]
+        cfg = apply_overrides(cfg, kept) if kept else cfg
     res = run_simulation(cfg)
     if args.out:
         try:

@@ -269,3 +269,15 @@ def test_ctrl_c_during_a_run_exits_130_with_one_line(capsys, monkeypatch):
     assert main(["run", "chat-h100-llama8b"]) == 130
     err = capsys.readouterr().err
     assert err == "interrupted\n"
+
+
+def test_set_num_requests_with_a_trace_file_replays_that_many_rows(capsys):
+    # with_trace set num_requests to the trace's length afterwards: --set workload.num_requests=5 replayed all 240
+    import json
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "presets" / "traces" / "mooncake-sample.jsonl"
+    assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_requests"] == 5
+    assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=500"]) == 2
+    assert "num_requests (500) exceeds the trace's 240 rows" in capsys.readouterr().err
