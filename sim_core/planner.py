@@ -48,7 +48,7 @@ from sim_core.config import HardwareSpec, Router, SchedulerConfig, SimConfig, po
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
-from sim_core.sweep import Capacity, CapacityObjective, at_rate, find_capacities, meets_objective
+from sim_core.sweep import Capacity, CapacityObjective, at_rate, find_capacities, meets_objective, with_rate
 
 PRICING_FILE = PRESETS_DIR / "pricing" / "gpu-on-demand.json"
 DEFAULT_ENGINES = ("vllm-v1", "sglang", "tensorrt-llm-max-utilization")
@@ -249,15 +249,14 @@ def _at_total_rate(cfg: SimConfig, rate_per_s: float, num_replicas: int) -> SimC
     if tr is None:
         return at_rate(cfg, per_replica)
     n = cfg.workload.num_requests
-    arrivals = np.asarray(tr.arrival_s[:n])
-    span = arrivals[-1] - arrivals[0]
-    scale = ((n - 1) / rate_per_s) / span if span > 0 else 1.0  # the trace's rate becomes λ
+    span = tr.arrival_s[n - 1] - tr.arrival_s[0]  # the trace's rate becomes λ (sweep.with_rate), unless it has none
+    scaled = with_rate(cfg, rate_per_s).workload.trace.arrival_s if span > 0 else [a - tr.arrival_s[0] for a in tr.arrival_s]
     keep = np.random.default_rng(cfg.seed).random(n) < 1.0 / num_replicas
     keep[0] = True  # never an empty trace
     idx = np.flatnonzero(keep)
     data = cfg.model_dump(mode="python")
     data["workload"]["trace"] = {
-        "arrival_s": [float((arrivals[i] - arrivals[0]) * scale) for i in idx],
+        "arrival_s": [float(scaled[i]) for i in idx],
         "prompt_tokens": [tr.prompt_tokens[i] for i in idx], "output_tokens": [tr.output_tokens[i] for i in idx],
         "priority": None if tr.priority is None else [tr.priority[i] for i in idx],
     }  # fmt: skip

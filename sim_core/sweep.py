@@ -62,6 +62,28 @@ def knob_value(cfg: SimConfig, knob: str) -> float:
     return 1.0 if node is None else float(node)
 
 
+def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
+    """The config's traffic offered at `rate_per_s` requests/s. A trace fixes its own arrivals, so setting
+    workload.arrival.rate_per_s alone changed nothing (a rate sweep of a trace drew equal rows, a capacity
+    search probed one run at every rate): its arrivals are time-scaled instead, to start at 0 with a mean
+    rate (n − 1) / span over the n requests replayed of `rate_per_s` (the planner's rule for a trace)."""
+    tr = cfg.workload.trace
+    if tr is None:
+        return with_value(cfg, "workload.arrival.rate_per_s", rate_per_s)
+    n = cfg.workload.num_requests
+    span = tr.arrival_s[n - 1] - tr.arrival_s[0]
+    if not span > 0:
+        raise PresetError(f"workload.arrival.rate_per_s = {rate_per_s:g}: the trace's {n:,} requests arrive at one "
+                          "instant, so it has no rate to scale")  # fmt: skip
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise PresetError(f"workload.arrival.rate_per_s = {rate_per_s:g}: must be a finite number > 0")
+    scale = ((n - 1) / rate_per_s) / span
+    data = cfg.model_dump(mode="python")
+    data["workload"]["arrival"]["rate_per_s"] = rate_per_s
+    data["workload"]["trace"]["arrival_s"] = [(a - tr.arrival_s[0]) * scale for a in tr.arrival_s]
+    return config_from_dict(data, f"trace at {rate_per_s:g} req/s")
+
+
 def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
     """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed.
     Raises PresetError when the value changes the config but no instance of a disaggregated deployment runs
@@ -70,6 +92,8 @@ def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
         from sim_core.cluster.knobs import with_prefill_instances
 
         return with_prefill_instances(cfg, int(value))
+    if knob == "rate" and cfg.workload.trace is not None and value != cfg.workload.arrival.rate_per_s:
+        return with_rate(cfg, float(value))
     out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
     _check_reaches_an_instance(cfg, out, knob, value)
     return out
@@ -206,7 +230,7 @@ def capacity_search(
     probes = []
 
     def ok(rate: float) -> bool:
-        s = run_simulation(with_value(cfg, "workload.arrival.rate_per_s", rate)).summary
+        s = run_simulation(with_rate(cfg, rate)).summary
         probes.append((rate, s))
         return meets(s)
 
@@ -295,7 +319,7 @@ def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
     """The config at this offered rate with a steady-state run length."""
     if not (math.isfinite(rate_per_s) and rate_per_s > 0):  # (0 divided the run's time limit by zero: a traceback)
         raise PresetError(f"capacity probe: workload.arrival.rate_per_s = {rate_per_s:g}: must be a finite number > 0")
-    data = cfg.model_dump(mode="python")
+    data = (with_rate(cfg, rate_per_s) if cfg.workload.trace is not None else cfg).model_dump(mode="python")
     data["workload"]["arrival"]["rate_per_s"] = rate_per_s
     n = steady_run_length(cfg, rate_per_s, scale)
     data["workload"]["num_requests"] = n
