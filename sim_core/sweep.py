@@ -92,7 +92,7 @@ def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
         from sim_core.cluster.knobs import with_prefill_instances
 
         return with_prefill_instances(cfg, int(value))
-    if knob == "rate" and cfg.workload.trace is not None and value != cfg.workload.arrival.rate_per_s:
+    if knob == "rate" and cfg.workload.trace is not None:
         return with_rate(cfg, float(value))
     out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
     _check_reaches_an_instance(cfg, out, knob, value)
@@ -183,10 +183,13 @@ def seed_bands(
 ) -> dict[str, tuple[float, float, float]]:
     """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1
     (each run under `budget` when given: the app's)."""
-    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache,
-                      budget=budget)  # fmt: skip
-    if pt.error:
-        raise PresetError(pt.error)
+    # the config itself over seeds (not a sweep point at its own rate: a trace's rate point is its time-scaled copy)
+    runs = run_points([with_seed(cfg, k) for k in range(num_seeds)], backend or LocalBackend(1), cache, None, None, budget)
+    err = next((e for _, e in runs if e), None)
+    if err:
+        raise PresetError(err)
+    seeds = tuple(s for s, _ in runs if s is not None)
+    pt = SweepPoint(cfg.workload.arrival.rate_per_s, seeds[0], None, seeds)
     return {f: band(point_metric(pt, f)) for f in fields}
 
 
