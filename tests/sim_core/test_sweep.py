@@ -120,3 +120,16 @@ def test_a_trace_arriving_at_one_instant_has_no_rate_to_scale():
 
     with pytest.raises(PresetError, match="arrive at one instant, so it has no rate to scale"):
         with_rate(trace_config([100] * 4, [10] * 4, arrivals=[0.0] * 4), 5.0)
+
+
+def test_capacities_on_a_backend_read_back_nan_percentiles():
+    # 1-token outputs have no TPOT (NaN): the capacity task wrote its probes with model_dump_json (NaN -> null)
+    # and _decode_capacity raised a ValidationError (the Plan page's headroom, sim_core capacity on a backend)
+    import math
+
+    from sim_core.sweep import find_capacities
+
+    one_token = make_config(workload__num_requests=40, workload__output_tokens__dist="fixed", workload__output_tokens__mean=1,
+                            workload__output_tokens__min=1, workload__output_tokens__max=1)  # fmt: skip
+    (cap,) = find_capacities([one_token], rel_tol=0.5, ceilings_per_s=[64.0])
+    assert cap.probes and all(math.isnan(s.tpot_p50_s) for _, s in cap.probes)
