@@ -59,6 +59,12 @@ def test_the_router_lesson_quotes_the_numbers_its_runs_and_the_presets_it_names_
     prompts = lambda res: [int(res.requests.prompt_tokens[i.request_ids].sum()) for i in res.instances]  # noqa: E731
     counts = lambda res: [i.num_requests for i in res.instances]  # noqa: E731
     assert counts(rr) == [48, 48] and f"{prompts(rr)[0]:,} long-prompt tokens on replica 0 ({prompts(rr)[1]:,}" in lesson.answer
+    # "it queues and computes 94 % of the tokens (nearly twice its share) while the other finishes ... by 5 s" (it said
+    # "decodes twice the work")
+    tokens = [int((rr.requests.prompt_tokens + rr.requests.output_tokens)[i.request_ids].sum()) for i in rr.instances]
+    assert f"computes {tokens[0] / sum(tokens):.0%} of the tokens".replace("%", " %") in lesson.explanation
+    last = [float(rr.requests.finish_s[i.request_ids].max()) for i in rr.instances]
+    assert last[1] <= 5.1 and last[0] > 2 * last[1] and "finishes its short requests by 5 s and idles" in lesson.explanation
     n0, n1 = counts(lo)
     k0, k1 = (round(t / 1000) for t in prompts(lo))
     assert f"Least outstanding: {n0} / {n1} requests and about {k0}k / {k1}k prompt tokens" in lesson.answer

@@ -208,6 +208,31 @@ def test_the_lesson_banner_names_a_whole_section_by_its_label():
     assert f"= `{lesson.value_labels[1]}`" in line and "{" not in line
 
 
+def _sides(lesson):
+    return [(run, step) for run in (("lesson", "mechanism") if lesson.mechanism else ("lesson",)) for step in (0, 1)]
+
+
+@pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)
+def test_each_lesson_link_opens_its_side_without_a_warning(lesson):
+    """Every link a lesson gives (each side, and each side of its mechanism scenario) opens in Simulate with no
+    warning and no error; only the OOM lesson's first side shows its out-of-memory error, as its text says."""
+    from app.state import config_to_query
+
+    for run, step in _sides(lesson):
+        cfg = lesson.config(step, run)
+        at = app(**config_to_query(cfg, None, lesson.mechanism if run == "mechanism" else lesson.scenario)).run()
+        assert not at.exception, (run, step)
+        assert at.session_state[CFG_KEY] == cfg
+        # a run stopped by the server's wall-clock budget says so: that is the machine's load, not the lesson's
+        warnings = [w.value for w in at.warning if "s of server time" not in w.value]
+        errors = [e.value for e in at.error]
+        assert not warnings, (run, step, warnings)
+        if lesson.expect.metric == "fits" and step == 0:
+            assert len(errors) == 1 and errors[0].startswith("Out of memory"), errors
+        else:
+            assert not errors, (run, step, errors)
+
+
 def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
     lesson = next(x for x in load_lessons() if x.id == "kv-preemption")  # recompute is the preset's own value
     at = open_page(PAGES[3], lesson=lesson.id)
