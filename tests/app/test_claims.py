@@ -207,3 +207,16 @@ def test_the_speculative_lesson_numbers_beyond_its_scenario():
     for path, value in (("scheduler.speculative.acceptance_rate", 0.6), ("scheduler.speculative.num_draft_tokens", 1)):
         assert run_simulation(with_value(cfg, path, value)).summary.tpot_p50_s < before.tpot_p50_s
     assert np.isclose(after.spec_tokens_per_step, (1 - 0.4**5) / 0.6, rtol=0.02)
+
+
+def test_the_dynamic_batch_lesson_is_a_cliff_not_a_slope():
+    # it said "between the two [targets], it trades throughput for per-token latency": from 13 to 200 ms nothing moves
+    from sim_core import run_simulation
+    from sim_core.sweep import with_value
+
+    lesson = _lesson("dynamic-batch")
+    loose = _run(lesson.id, "lesson", 0).summary
+    tight = run_simulation(with_value(lesson.config(0), lesson.knob, 13)).summary  # just above the 12.1 ms one-sequence step
+    assert "with any target from 13 to 200 ms this run is the same" in lesson.answer
+    assert abs(tight.mean_batch_size / loose.mean_batch_size - 1) < 0.02
+    assert abs(tight.output_tokens_per_s / loose.output_tokens_per_s - 1) < 0.02 and tight.ttft_p50_s < 0.2
