@@ -220,3 +220,14 @@ def test_the_dynamic_batch_lesson_is_a_cliff_not_a_slope():
     assert "with any target from 13 to 200 ms this run is the same" in lesson.answer
     assert abs(tight.mean_batch_size / loose.mean_batch_size - 1) < 0.02
     assert abs(tight.output_tokens_per_s / loose.output_tokens_per_s - 1) < 0.02 and tight.ttft_p50_s < 0.2
+
+
+def test_the_short_benchmark_lesson_quotes_its_steady_state_note():
+    # "With 300 requests the arrivals last 12 s" and "(its warm-up, 1.5 s, is shorter than one request's mean
+    # end-to-end time, 6 s)" and "(the note stays ...)": the note's figures, never checked before
+    lesson = _lesson("short-benchmark")
+    short, long = (_run(lesson.id, "lesson", step) for step in (0, 1))
+    assert round(float(short.requests.arrival_s.max())) == 12 and "the arrivals last 12 s" in lesson.explanation
+    s = short.summary.steady
+    assert f"(its warm-up, {s.warmup_s:.1f} s, is shorter than one request's mean end-to-end time, {s.mean_e2e_s:.0f} s)" in lesson.answer
+    assert s.note and long.summary.steady.note and "the note stays" in lesson.answer

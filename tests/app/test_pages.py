@@ -233,6 +233,17 @@ def test_each_lesson_link_opens_its_side_without_a_warning(lesson):
             assert not errors, (run, step, errors)
 
 
+@pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)
+def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
+    """The Learn page as a presenter shows it (answer revealed): both runs and every "what to look for" line, each
+    checked on the app's own runs (under the server's budget) — all ✓, no warning, no error."""
+    at = open_page(PAGES[3], lesson=lesson.id, workshop="1", reveal=lesson.id)
+    assert not at.exception and not at.warning and not at.error
+    look = next(t.value for t in at.text if "“" in t.value)
+    assert look.count("✓") == len(lesson.claims) and "✗" not in look, look
+    assert len(at.metric) == 2  # the two sides, side by side
+
+
 def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
     lesson = next(x for x in load_lessons() if x.id == "kv-preemption")  # recompute is the preset's own value
     at = open_page(PAGES[3], lesson=lesson.id)
