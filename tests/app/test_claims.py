@@ -220,6 +220,16 @@ def test_the_dynamic_batch_lesson_is_a_cliff_not_a_slope():
     assert "with any target from 13 to 200 ms this run is the same" in lesson.answer
     assert abs(tight.mean_batch_size / loose.mean_batch_size - 1) < 0.02
     assert abs(tight.output_tokens_per_s / loose.output_tokens_per_s - 1) < 0.02 and tight.ttft_p50_s < 0.2
+    # "about 6 requests run at once and their decode tick (about 12.6 ms) meets even a 13 ms target"
+    import numpy as np
+
+    from sim_core.types import Phase
+
+    tl = run_simulation(with_value(lesson.config(0), lesson.knob, 13)).timeline
+    busy = tl.phase != Phase.IDLE
+    decode_ms = float(np.median(tl.duration_s[tl.phase == Phase.DECODE])) * 1e3
+    assert f"their decode tick (about {decode_ms:.1f} ms) meets even a 13 ms target" in lesson.answer and decode_ms < 13
+    assert np.median(tl.num_running[busy]) == 6 and "about 6 requests run at once" in lesson.answer
 
 
 def test_the_short_benchmark_lesson_quotes_its_steady_state_note():
