@@ -13,6 +13,7 @@ import json
 import typing
 import zlib
 from typing import Any
+from urllib.parse import urlencode
 
 from pydantic import BaseModel
 
@@ -196,9 +197,18 @@ def read_query_params() -> dict[str, str]:
     return {k: st.query_params[k] for k in st.query_params}
 
 
+def _names_config(key: str) -> bool:
+    """A link parameter that carries (part of) a config: the session's, or one of Compare's two sides."""
+    return is_config_param(key) or (key[:2] in ("a_", "b_") and is_config_param(key[2:]))
+
+
 def write_query_params(params: dict[str, str]) -> None:
+    """Keep the address bar in sync. A config too long for a link (an uploaded trace) is left out, so the address
+    holds no config rather than the last one that fitted (a visitor copying it shared another run as this one)."""
     import streamlit as st
 
+    if len(urlencode(params)) > MAX_LINK_CHARS:
+        params = {k: v for k, v in params.items() if not _names_config(k)}
     if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) != set(params):
         st.query_params.from_dict(params)
 

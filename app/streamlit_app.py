@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run app/streamlit_app.py` puts only app/ on the path
@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app/streamlit_app.py` puts only 
 
 import streamlit as st  # noqa: E402
 
+from app.components.text import plain  # noqa: E402
 from app.state import PRESENTER_KEY, ensure_session, read_query_params  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -65,7 +66,8 @@ def main() -> None:
     if asked and current is not None and asked != current and asked.lower() in by_path:
         st.switch_page(by_path[asked.lower()])
     elif asked and current == "" and asked.lower() not in by_path:
-        st.warning(f"There is no page “{asked}”; showing Simulate. Pages: {', '.join(p.title for p in pages)}.")
+        # the address is the visitor's text: shown as typed (decoded), never as Markdown (a link, an image)
+        st.warning(f"There is no page “{plain(unquote(asked)[:60])}”; showing Simulate. Pages: {', '.join(p.title for p in pages)}.")
     page.run()
 
 

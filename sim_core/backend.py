@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -45,7 +46,9 @@ def simulate_point(cfg_json: str, budget: RunBudget | None = None) -> str:
     `budget`: a server's ceiling per run (sim_core/budget.py); None for full control."""
     try:
         cfg = SimConfig.model_validate_json(cfg_json)
-        return json.dumps({"summary": json.loads(run_simulation(cfg, budget=budget).summary.model_dump_json())})
+        # Python values, not model_dump_json: that writes NaN (a percentile of no finished request, e.g. a sweep
+        # point at 1e-6 req/s) as null, which Summary then refused to read back; json keeps NaN as NaN
+        return json.dumps({"summary": run_simulation(cfg, budget=budget).summary.model_dump(mode="python")})
     except (PresetError, MemoryPlanError, ValueError) as err:
         return json.dumps({"error": str(err)})
 
@@ -98,7 +101,9 @@ class PointCache:
         path = self._path(cfg_json)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            # one temporary file per writer: threads of one process (sessions of the app, whose one-point
+            # runs stay in-process) writing the same point must not truncate each other's file
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(payload)
             tmp.replace(path)  # atomic: a reader never sees half a file
         except OSError:
@@ -106,7 +111,13 @@ class PointCache:
         self._trim()
 
     def _trim(self) -> None:
-        files = [(p.stat().st_mtime, p.stat().st_size, p) for p in self.directory.glob("*/*.json")]
+        files = []
+        for p in self.directory.glob("*/*.json"):
+            try:
+                info = p.stat()
+            except OSError:  # another process (a sweep of another session) trimmed it after we listed it
+                continue
+            files.append((info.st_mtime, info.st_size, p))
         total = sum(size for _, size, _ in files)
         for _, size, path in sorted(files):
             if total <= self.max_bytes:
@@ -278,8 +289,14 @@ def run_points(
 ) -> list[tuple[Summary | None, str | None]]:
     """Simulate each config (cached points are read, not rerun) and return (summary, error) pairs in order.
     Under a `budget` the points are cached apart from unbudgeted ones (a budget can stop a run early)."""
-    fn, tag = (simulate_point, "") if budget is None else (functools.partial(simulate_point, budget=budget), f"budget {budget}")
+    fn, tag = point_runner(budget)
     return [decode_point(p) for p in cached_map(fn, tag, configs, backend, cache, on_progress, cancelled)]
+
+
+def point_runner(budget: RunBudget | None) -> tuple[Callable[[str], str], str]:
+    """The function and cache tag of a point run under `budget` (None: unbudgeted; budgeted points are cached
+    apart, as a budget can stop a run early)."""
+    return (simulate_point, "") if budget is None else (functools.partial(simulate_point, budget=budget), f"budget {budget}")
 
 
 class ProgressBar:

@@ -375,6 +375,11 @@ class CostModel:
 
         return tick_scalar
 
+    @property
+    def tick_overhead_s(self) -> float:
+        """The fixed CPU time of every tick (scheduler, launch, sampling set-up), without the per-sequence part."""
+        return self._tick_overhead_s
+
     def comm_time_s(self, num_tokens):
         """Tensor-parallel all-reduce time inside a tick of `num_tokens` tokens (0 without TP): the
         same term `tick` adds, exposed for the UI's hover. Scalar or array."""

@@ -68,6 +68,7 @@ class Engine:
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
+        self.all_itl_gaps = None  # every gap when the result keeps a sample, for a deployment (result(keep_all_gaps))
         # issue 12: speculative decoding (a rule and a cost term) and the prefix cache's per-tick marks
         self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
         self.prefix = getattr(self.kv, "prefix", None)
@@ -615,6 +616,7 @@ class Engine:
             self.spec.num_steps += D
             self.spec.num_emitted += int(gained.sum())
             self.spec.draft_time_s += draft_s
+            self.spec.log_emitted(rec.num_ticks, int(gained.sum()))  # (this tick's row is recorded below)
         if D:  # every decoder has emitted before: one gap each
             gaps = t_end - st.last_token_s[dec]
             rec.itl(gaps)
@@ -656,7 +658,8 @@ class Engine:
                   st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
-        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens)
+        # (the phase controllers count decode throughput in tokens emitted: a verify pass's, not the positions it priced)
+        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else int(gained.sum()))
         st.now_s = t_end
 
     def _first_tokens(self, done: list[int], t_end: float) -> None:
@@ -975,7 +978,7 @@ class Engine:
             return self._fallback(plan, planned)
         arrived = st.num_arrived_by(starts[:k]) if not arrivals_matter else 0
         caps = np.full(k, sched.batch_cap, dtype=np.int64)
-        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], decode_tokens[:k], np.full(k, B),
+        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], gained.sum(axis=0)[:k], np.full(k, B),
                                  num_waiting0 + arrived, caps)  # fmt: skip
         if k == 0:
             return False
@@ -985,6 +988,7 @@ class Engine:
         total = gained.sum(axis=1)  # (B,)
         spec.num_steps += B * k
         spec.num_emitted += int(total.sum())
+        spec.log_emitted(rec.num_ticks, gained.sum(axis=0))  # (these k ticks' rows are recorded below)
         for d in draft[:k].tolist():  # accumulated tick by tick, as single ticks do
             spec.draft_time_s += d
         gap0 = ends[0] - st.last_token_s[idx]
@@ -1040,8 +1044,11 @@ class Engine:
         if np.any(st.emitted > st.output):
             raise RuntimeError("a request emitted more tokens than its output length")
 
-    def result(self) -> SimResult:
-        """The result of the run so far (call once, after `step()` returned False)."""
+    def result(self, keep_all_gaps: bool = False) -> SimResult:
+        """The result of the run so far (call once, after `step()` returned False).
+
+        keep_all_gaps: when the result keeps a sample of the inter-token gaps, leave every gap (an array, or `Runs`) in
+        `self.all_itl_gaps` (a deployment's ITL percentiles are over all its instances' gaps; it takes them back)."""
         st = self.st
         if self.stopped_reason and not st.is_done:
             left = st.num_requests - st.num_finished
@@ -1063,10 +1070,14 @@ class Engine:
             kept = itl[np.linspace(0, itl.size - 1, MAX_ITL_STORED).astype(np.int64)]
         else:
             kept = itl.stride_sample(MAX_ITL_STORED)  # the same gaps, without 32 MB of positions
+        if keep_all_gaps and kept is not itl:
+            self.all_itl_gaps = itl  # (before summarize, which may reorder it: order does not change a percentile)
+        if self.spec is not None:  # what the verify ticks emitted (their decode tokens are the positions verified)
+            timeline = Timeline(dict(timeline.columns, num_decode_emitted=self.spec.emitted_column(timeline.num_ticks)))
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
-                            itl_is_scratch=gaps.is_dense and kept is not itl)  # fmt: skip
+                            itl_is_scratch=gaps.is_dense and kept is not itl, events=events)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
-        return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary)
+        return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary, itl_gaps_total=int(itl.size))
 
 
 def _step_column(marks, num_ticks: int) -> np.ndarray:

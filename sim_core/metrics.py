@@ -18,9 +18,9 @@ import numpy as np
 from sim_core import quantiles
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
-from sim_core.result import RequestTable, SteadyState, Summary, Timeline
+from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
-from sim_core.types import FloatArray, Phase
+from sim_core.types import Event, FloatArray, Phase
 
 
 def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
@@ -38,6 +38,18 @@ def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99),
     return quantiles.of_array(v, qs, scratch=scratch or v is not values)  # (np.percentile's numbers: quantiles.py)
 
 
+def meets_slo(cfg: SimConfig, ttft_s: FloatArray, tpot_s: FloatArray) -> np.ndarray:
+    """Which requests meet both objectives (DistServe's goodput): TTFT and TPOT within target; a NaN TPOT (a
+    1-token output) meets it."""
+    return (ttft_s <= cfg.slo.ttft_s) & ~(tpot_s > cfg.slo.tpot_s)
+
+
+def output_and_total_tokens(cfg: SimConfig, req: RequestTable) -> tuple[int, int]:
+    """(output tokens emitted, output + prompt tokens of the requests that emitted): throughput's numerators."""
+    out_tokens = int(req.num_emitted.sum()) * cfg.workload.num_samples
+    return out_tokens, out_tokens + int(req.prompt_tokens[req.num_emitted > 0].sum())
+
+
 STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up)
 STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
 MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
@@ -51,10 +63,11 @@ def steady_window(num_arrivals: int) -> tuple[int, int]:
     return first, last
 
 
-def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline) -> SteadyState | None:
+def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events | None = None) -> SteadyState | None:
     """Throughput, goodput, SLO attainment and latency percentiles over the steady window, with a
     note when the run cannot say (too short to fill the server, unfinished or too few requests).
-    None when the window spans no time: fewer than two requests, or all arriving at once (offline)."""
+    None when the window spans no time: fewer than two requests, or all arriving at once (offline).
+    `events`: the run's request events, for the tokens recompute prefills emit (without them: not counted)."""
     arrived = np.flatnonzero(np.isfinite(req.arrival_s))
     order = arrived[np.argsort(req.arrival_s[arrived], kind="stable")]  # request ids by arrival rank
     lo, hi = steady_window(order.size)
@@ -67,13 +80,18 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline) -> SteadyState
         return None
     done = req.is_finished[ids]
     ttft, tpot, e2e = req.ttft_s[ids], req.tpot_s[ids], req.e2e_s[ids]
-    meets = done & (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
-    # Output tokens emitted inside (t0, t1]: decode tokens of ticks ending there, plus each first token
-    # (emitted by the prefill) — together they count every emitted token exactly once.
+    meets = done & meets_slo(cfg, ttft, tpot)
+    # Output tokens emitted inside (t0, t1]: decode tokens of ticks ending there (with speculative decoding the
+    # tokens the verify passes emitted, not the positions they verified), plus each token a prefill emits (the
+    # first, and the next one at the end of a recompute prefill) — together every emitted token exactly once.
     ends = tl.t_end_s
     in_window = (ends > t0) & (ends <= t1)
+    decode_emitted = tl.columns.get("num_decode_emitted", tl.columns["num_decode_tokens"])
     first_tokens = int(((req.first_token_s > t0) & (req.first_token_s <= t1)).sum())
-    out_tokens = int(tl.num_decode_tokens[in_window].sum()) + first_tokens * cfg.workload.num_samples
+    if events is not None and events.kind.size:
+        again = events.kind == Event.PREFILL_DONE
+        first_tokens += int((again & (events.time_s > t0) & (events.time_s <= t1)).sum())
+    out_tokens = int(decode_emitted[in_window].sum()) + first_tokens * cfg.workload.num_samples
     finished_in = int(((req.finish_s > t0) & (req.finish_s <= t1)).sum())
     per_s = lambda x: x / span  # noqa: E731
     ttft_q, tpot_q = percentiles(ttft[done]), percentiles(tpot[done])
@@ -117,19 +135,18 @@ def summarize(
     num_swap_outs: int,
     stopped_reason: str | None,
     itl_is_scratch: bool = False,
+    events: Events | None = None,
 ) -> Summary:
     """Headline numbers. `itl_s`: every inter-token gap (an array, or `Runs`); with `itl_is_scratch`
-    the array may be reordered (saves a copy)."""
-    n_samples = cfg.workload.num_samples
+    the array may be reordered (saves a copy). `events`: the run's request events (steady_state reads them)."""
     done = req.is_finished
     arrived = req.arrival_s[np.isfinite(req.arrival_s)]
     start_s = float(arrived.min()) if arrived.size else 0.0
     end_s = float(tl.t_end_s[-1]) if tl.num_ticks else start_s
     makespan = max(end_s - start_s, 1e-12)
-    out_tokens = int(req.num_emitted.sum()) * n_samples
-    in_tokens = int(req.prompt_tokens[req.num_emitted > 0].sum())
+    out_tokens, all_tokens = output_and_total_tokens(cfg, req)
     ttft, tpot, e2e = req.ttft_s[done], req.tpot_s[done], req.e2e_s[done]
-    meets = (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)  # NaN TPOT (1 token) meets it
+    meets = meets_slo(cfg, ttft, tpot)
     phase = tl.phase
     busy = phase != Phase.IDLE
     dur = tl.duration_s
@@ -156,7 +173,7 @@ def summarize(
         makespan_s=makespan,
         simulated_time_s=end_s,
         output_tokens_per_s=out_tokens / makespan,
-        total_tokens_per_s=(out_tokens + in_tokens) / makespan,
+        total_tokens_per_s=all_tokens / makespan,
         requests_per_s=int(done.sum()) / makespan,
         goodput_requests_per_s=int(meets.sum()) / makespan,
         slo_attainment=float(meets.sum()) / max(int(req.arrival_s.size), 1),
@@ -176,7 +193,7 @@ def summarize(
         kv_capacity_tokens=memory.kv_capacity_tokens,
         swap_time_s=swap_s,
         stopped_reason=stopped_reason,
-        steady=steady_state(cfg, req, tl),
+        steady=steady_state(cfg, req, tl, events),
     )  # fmt: skip
 
 
@@ -197,7 +214,7 @@ def class_metrics(cfg: SimConfig, req: RequestTable) -> list[dict]:
     for name, prio, member in groups:
         m = member & done
         ttft, tpot, e2e = req.ttft_s[m], req.tpot_s[m], req.e2e_s[m]
-        meets = (ttft <= cfg.slo.ttft_s) & ~(tpot > cfg.slo.tpot_s)
+        meets = meets_slo(cfg, ttft, tpot)
         (t50, t99), (p50, p99), (e50, e99) = (percentiles(x, (50, 99)) for x in (ttft, tpot, e2e))
         n = int(member.sum())
         out.append({"class": name, "priority": prio, "num_requests": n, "num_finished": int(m.sum()),

@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, cached_map, run_points
+from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
 from sim_core.config import Router, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
@@ -261,7 +262,7 @@ SATURATION_REQUESTS = 1000
 SATURATION_MARGIN = 1.25
 
 
-def saturation_rate(cfg_json: str) -> str:
+def saturation_rate(cfg_json: str, budget: RunBudget | None = None) -> str:
     """Backend task: the saturation rate (requests/s) of an offline run, JSON {"rate": r} or {"error": msg}.
 
     Completions between the 25th and 75th percentile finish times: by then the queue keeps the
@@ -269,12 +270,13 @@ def saturation_rate(cfg_json: str) -> str:
     from sim_core.engine import run_simulation
 
     try:
-        res = run_simulation(SimConfig.model_validate_json(cfg_json))
+        res = run_simulation(SimConfig.model_validate_json(cfg_json), budget=budget)
     except (PresetError, MemoryPlanError) as err:
         return json.dumps({"error": str(err)})
     fin = np.sort(res.requests.finish_s[res.requests.is_finished])
     if fin.size < 8:
-        return json.dumps({"error": "too few requests finished to measure saturation"})
+        stopped = f" ({res.summary.stopped_reason})" if res.summary.stopped_reason else ""
+        return json.dumps({"error": f"too few requests finished to measure saturation{stopped}"})
     lo, hi = int(fin.size * 0.25), int(fin.size * 0.75)
     span = fin[hi] - fin[lo]
     return json.dumps({"rate": (hi - lo) / span if span > 0 else float(fin.size)})
@@ -418,22 +420,24 @@ def _covers(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 def plan(
     base: SimConfig, spec: PlanSpec, *, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
-    with_band: bool = True,
+    with_band: bool = True, budget: RunBudget | None = None,
 ) -> Plan:
     """The cheapest configurations meeting `spec.objective` at `spec.target_rate_per_s` (see module doc).
-    Runs on `backend` (default: a local process pool, one worker per CPU, closed on return)."""
+    Runs on `backend` (default: a local process pool, one worker per CPU, closed on return); every
+    simulation under `budget` when given (the app's server budget: a run it stops counts as missing the SLOs)."""
     if backend is None:
         with LocalBackend() as own:
             return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,
-                        with_band=with_band)  # fmt: skip
+                        with_band=with_band, budget=budget)  # fmt: skip
     if spec.evaluation == "prefilter":
-        return _prefiltered(base, spec, backend, cache, on_progress, cancelled, with_band)
-    return _search(base, spec, backend, cache, on_progress, cancelled, with_band)
+        return _prefiltered(base, spec, backend, cache, on_progress, cancelled, with_band, budget)
+    return _search(base, spec, backend, cache, on_progress, cancelled, with_band, budget=budget)
 
 
 def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
             on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None, with_band: bool,
-            headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf) -> Plan:  # fmt: skip
+            headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf,
+            budget: RunBudget | None = None) -> Plan:  # fmt: skip
     """The cost-ordered search over `families` (default: the spec's), every candidate simulated
     by `candidate_config`."""
     prices = spec.prices()
@@ -465,15 +469,17 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         cfgs[fam] = cfg
     # Saturation bound (co-located): fewer replicas than λ / (1.25 × saturation rate) cannot keep up.
     colocated = [f for f in cfgs if not f.is_split]
-    sat_payloads = cached_map(saturation_rate, "saturation", [saturation_config(cfgs[f]) for f in colocated],
+    sat_fn, sat_tag = (saturation_rate, "saturation") if budget is None else (
+        functools.partial(saturation_rate, budget=budget), f"saturation budget {budget}")  # fmt: skip
+    sat_payloads = cached_map(sat_fn, sat_tag, [saturation_config(cfgs[f]) for f in colocated],
                               backend, cache, None, cancelled)  # fmt: skip
     fails: dict[Family, list[tuple[int, ...]]] = {f: [] for f in cfgs}  # sizes known to fail
     passes: dict[Family, list[tuple[int, ...]]] = {f: [] for f in cfgs}  # sizes known to pass
     saturation: dict[Family, float] = {}
     for fam, payload in zip(colocated, sat_payloads):
         d = json.loads(payload)
-        if "rate" not in d:
-            prune("simulation error", spec.max_replicas)
+        if "rate" not in d:  # a server's budget stopping the probe is said as such (the app reports it)
+            prune(f"stopped by {BUDGET_MARK}" if is_budget_stop(d["error"]) else "simulation error", spec.max_replicas)
             del cfgs[fam]
             continue
         saturation[fam] = d["rate"]
@@ -517,7 +523,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         if not batch:
             continue
         configs = [candidate_config(cfgs[f], f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
-        results = run_points(configs, backend, cache, None, cancelled)
+        results = run_points(configs, backend, cache, None, cancelled, budget)
         for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
             if summary is None:
                 prune("simulation error")
@@ -540,7 +546,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         best.setdefault(row.family, row)  # one row per family: its cheapest feasible size
     rows = list(best.values())[: spec.num_results]
     if headroom:
-        rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation)
+        rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation, budget)
     if on_progress:
         on_progress(total, total)
     band = calibration_band() if with_band else CalibrationBand(None, None)
@@ -549,7 +555,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
 
 def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
                  on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None,
-                 with_band: bool) -> Plan:  # fmt: skip
+                 with_band: bool, budget: RunBudget | None = None) -> Plan:  # fmt: skip
     """The one-replica search (λ/N, a random router) finds the finalists; each is then simulated
     as the deployment it describes, and fewer replicas of it are tried as deployments while they
     pass (a round-robin or least-outstanding router smooths arrivals, so it may need fewer); a
@@ -558,7 +564,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     could pass with fewer replicas as a deployment (evaluation="deployment" searches exactly)."""
     one = spec.model_copy(update={"evaluation": "one_replica"})
     colo = [f for f in _families(spec) if not f.is_split]
-    first = _search(base, one, backend, cache, on_progress, cancelled, False, headroom=False, families=colo)
+    first = _search(base, one, backend, cache, on_progress, cancelled, False, headroom=False, families=colo, budget=budget)
     prices = spec.prices()
     rows: list[PlanRow] = []
     evaluated = list(first.evaluated)
@@ -568,7 +574,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
         cfgs = [candidate_config(c, f, (n,), spec.target_rate_per_s, spec.model_copy(update={"evaluation": "deployment"}))
                 for f, c, n, _ in todo]  # fmt: skip
         nxt = []
-        for (f, c, n, last_ok), dc, (summary, _err) in zip(todo, cfgs, run_points(cfgs, backend, cache, None, cancelled)):
+        for (f, c, n, last_ok), dc, (summary, _err) in zip(todo, cfgs, run_points(cfgs, backend, cache, None, cancelled, budget)):
             ok = summary is not None and meets_objective(summary, dc, spec.objective)
             if summary is not None:
                 evaluated.append(PlanRow(f, (n,), f.num_gpus((n,)), prices[f.gpu] * f.num_gpus((n,)), dc, summary, ok))
@@ -587,7 +593,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
         splits = [f for f in _families(spec) if f.is_split]
         cap = max((r.usd_per_hour for r in rows), default=math.inf)
         second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, None, cancelled,
-                         False, headroom=False, families=splits, max_usd_per_hour=cap)  # fmt: skip
+                         False, headroom=False, families=splits, max_usd_per_hour=cap, budget=budget)  # fmt: skip
         rows += second.rows
         evaluated += second.evaluated
         for k, v in second.pruned.items():
@@ -598,14 +604,15 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     probes = [r if r.family.is_split else dataclasses.replace(
         r, config=replica_config(family_config(base, r.family), spec.target_rate_per_s, r.size[0]), share=r.size[0])
         for r in rows]  # fmt: skip
-    probes = _with_headroom(probes, spec, backend, cache, cancelled, first.saturation)
+    probes = _with_headroom(probes, spec, backend, cache, cancelled, first.saturation, budget)
     rows = [dataclasses.replace(r, capacity_per_s=p.capacity_per_s, capacity_note=p.capacity_note) for r, p in zip(rows, probes)]
     band = calibration_band() if with_band else CalibrationBand(None, None)
     return Plan(spec, rows, evaluated, pruned, total, band, first.saturation)
 
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,
-                   cancelled: Callable[[], bool] | None, saturation: dict[Family, float]) -> list[PlanRow]:  # fmt: skip
+                   cancelled: Callable[[], bool] | None, saturation: dict[Family, float],
+                   budget: RunBudget | None = None) -> list[PlanRow]:  # fmt: skip
     """Capacity of each row by bisection from the operating point (known to pass), up to the
     saturation bound (N × 1.25 × one replica's saturation; a split searches upward) -> deployment
     capacity (× N for a one-replica share).
@@ -614,7 +621,8 @@ def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, ca
         return list(rows)
     ceilings = [_ceiling(r, saturation) for r in rows]
     caps: list[Capacity] = find_capacities([r.config for r in rows], spec.objective, backend=backend, cache=cache,
-                                           cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings)  # fmt: skip
+                                           cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings,
+                                           budget=budget)  # fmt: skip
     return [dataclasses.replace(r, capacity_per_s=c.rate_per_s * r.share, capacity_note=c.note) for r, c in zip(rows, caps)]
 
 

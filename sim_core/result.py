@@ -229,10 +229,16 @@ class SimResult:
     itl_s: FloatArray  # every inter-token gap, or (over 2M gaps) an evenly strided sample of them
     batches: BatchLog
     summary: Summary
+    # Every inter-token gap the run recorded (itl_s may hold a sample of them). None (a result pickled before it was
+    # kept): one per token after a request's first, which overcounts speculative decoding (one gap per verify step).
+    itl_gaps_total: int | None = None
 
     @property
     def num_itl_gaps(self) -> int:
-        """All inter-token gaps of the run (itl_s may hold a sample of them)."""
+        """All inter-token gaps of the run (itl_s may hold a sample of them): one per emission after a request's
+        first, where a speculative verify step that emits several tokens is one emission (a streamed chunk)."""
+        if self.itl_gaps_total is not None:
+            return self.itl_gaps_total
         return int(np.maximum(self.requests.num_emitted - 1, 0).sum())
 
     @property

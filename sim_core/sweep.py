@@ -137,12 +137,12 @@ def band(values: Sequence[float], lo_pct: float = 0.0, hi_pct: float = 100.0) ->
 
 def seed_bands(
     cfg: SimConfig, fields: Sequence[str], num_seeds: int, backend: Backend | None = None,
-    cache: PointCache | None = None, budget: RunBudget | None = None,
+    cache: PointCache | None = None, budget: RunBudget | None = None, cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, tuple[float, float, float]]:
     """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1
-    (each run under `budget` when given: the app's)."""
+    (each run under `budget` when given: the app's; `cancelled` as in `run_sweep`: the app's page budget)."""
     (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache,
-                      budget=budget)  # fmt: skip
+                      budget=budget, cancelled=cancelled)  # fmt: skip
     if pt.error:
         raise PresetError(pt.error)
     return {f: band(point_metric(pt, f)) for f in fields}
@@ -358,12 +358,13 @@ class _CapacityTask:
     cache_dir: str | None
     cache_bytes: int
     fingerprint: str
+    budget: RunBudget | None = None  # each probe's (the app's server budget)
 
     def __call__(self, item: str) -> str:
-        from sim_core.backend import _CachedTask, decode_point
+        from sim_core.backend import _CachedTask, decode_point, point_runner
 
         cfg_json, ceiling = json.loads(item)
-        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint)
+        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint, *point_runner(self.budget))
 
         def run(c: SimConfig) -> Summary:
             summary, err = decode_point(task(c.model_dump_json()))
@@ -374,7 +375,9 @@ class _CapacityTask:
         cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
                             scale=self.scale, rel_tol=self.rel_tol, run=run, ceiling_per_s=ceiling)  # fmt: skip
         return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
-                           "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
+                           # Python values: model_dump_json wrote a NaN percentile (1-token outputs: no TPOT) as null,
+                           # which _decode_capacity could not read back; json keeps NaN
+                           "probes": [[r, s.model_dump(mode="python")] for r, s in cap.probes]})  # fmt: skip
 
 
 def _decode_capacity(payload: str) -> Capacity:
@@ -387,11 +390,12 @@ def find_capacities(
     configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
     rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
-    ceilings_per_s: Sequence[float | None] | None = None,
+    ceilings_per_s: Sequence[float | None] | None = None, budget: RunBudget | None = None,
 ) -> list[Capacity]:
-    """find_capacity for each config, one task each on `backend` (bisections run in parallel)."""
+    """find_capacity for each config, one task each on `backend` (bisections run in parallel); every probe
+    under `budget` when given (the app's)."""
     task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
-                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "")  # fmt: skip
+                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "", budget)  # fmt: skip
     ceilings = list(ceilings_per_s) if ceilings_per_s is not None else [None] * len(configs)
     items = [json.dumps([c.model_dump_json(), ceil]) for c, ceil in zip(configs, ceilings)]
     payloads = (backend or LocalBackend(1)).map(task, items, on_progress, cancelled)

@@ -14,7 +14,7 @@ from app.components.text import plain, plotly_text
 from app.components.units import fmt_count, fmt_seconds
 from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
                        show_link_notices, write_query_params)
-from sim_core import SimConfig, list_presets, load_preset
+from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.metrics import class_metrics
 
 CURRENT = "(current settings from Simulate)"
@@ -92,6 +92,7 @@ def metrics_table(a, b) -> pd.DataFrame:
 
 def main() -> None:
     st.title("Compare two setups")
+    page = runner.PageBudget()  # the seed bands' new runs stop when this page view has spent the server's page budget
     params = read_query_params()
     link_a, _, warn_a = _side_from_link("a", params)
     link_b, _, warn_b = _side_from_link("b", params)
@@ -109,9 +110,15 @@ def main() -> None:
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
     if same:
         own = b
-        b = b.model_copy(update={"workload": a.workload, "seed": a.seed, "slo": a.slo})
+        try:  # validated: A's workload can break one of B's rules (a trace longer than B's max_model_len, say)
+            b = config_from_dict(own.model_dump(mode="python") | {"workload": a.workload.model_dump(mode="python"), "seed": a.seed,
+                                                                   "slo": a.slo.model_dump(mode="python")}, "B on A's workload")  # fmt: skip
+        except PresetError as err:
+            st.error(plain(f"{err}. Switch off “Run B on A's workload and seed” to run B on its own workload."),
+                     icon=":material/error:")  # fmt: skip
+            return
         if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
-            st.caption(f"B's own workload ({own.workload.name}, {own.workload.num_requests:,} requests, seed {own.seed}) "
+            st.caption(f"B's own workload ({plain(own.workload.name)}, {own.workload.num_requests:,} requests, seed {own.seed}) "
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
     q = {f"a_{k}": v for k, v in config_to_query(a, preset_matching(a)).items()}
     q |= {f"b_{k}": v for k, v in config_to_query(b, preset_matching(b)).items()}
@@ -129,7 +136,7 @@ def main() -> None:
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
-    _seed_table(a, b)
+    _seed_table(a, b, page)
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     window = None if whole else timeline.opening_window(ra)
     g1, g2 = st.container(key="cmp_gantts").columns(2)  # side by side; stacked on a narrow screen (app CSS)
@@ -145,10 +152,9 @@ def main() -> None:
             workshop.show_chart(charts.cdf_overlay_figure({"A": ra, "B": rb}, metric), key=f"cmp.cdf.{metric.key}")
 
 
-def _seed_table(a: SimConfig, b: SimConfig) -> None:
+def _seed_table(a: SimConfig, b: SimConfig, page: runner.PageBudget) -> None:
     """Each metric as min–max over k seeds for both setups (issue 14: is the difference bigger than the noise?)."""
-    from sim_core import PresetError
-    from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
     from sim_core.sweep import seed_bands
 
     k = int(st.number_input("Repeat over seeds", 1, 5, 1, key="cmp.seeds",
@@ -158,10 +164,15 @@ def _seed_table(a: SimConfig, b: SimConfig) -> None:
     fields = [f for _, f, _ in METRIC_ROWS]
     try:
         with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
-            budget = runner.server().settings.run  # each seed's run under the server's budget
-            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=budget) for c in (a, b)]
+            bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=page.run_budget,
+                                cancelled=page.exhausted) for c in (a, b)]  # each seed's run under the server's budget
     except PresetError as err:
         st.error(plain(err))
+        return
+    except SearchCancelled as err:
+        st.warning(f"The seed bands stopped ({err}): this page may spend {page.max_wall_s:g} s of server time on new "
+                   "simulations. Finished runs are kept: reload the page to continue, or repeat over fewer seeds or "
+                   "requests.", icon=":material/timer:")  # fmt: skip
         return
     fmt = lambda lo, hi, kind: f"{fmt_value(lo, kind)} – {fmt_value(hi, kind)}"  # noqa: E731
     st.dataframe([{"metric": label, f"A (min – max, {k} seeds)": fmt(bands[0][f][0], bands[0][f][2], kind),

@@ -17,6 +17,7 @@ from app.components.text import plain
 from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+from sim_core.budget import is_budget_stop
 from sim_core.config import Router
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, default_prices, pareto_front, plan
 from sim_core.presets import read_preset_data
@@ -165,7 +166,7 @@ def main() -> None:
     try:
         result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
                       on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"),
-                      cancelled=lambda: page.spent_s > page.max_wall_s)  # fmt: skip
+                      cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
     except SearchCancelled:
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
                        f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "
@@ -179,6 +180,13 @@ def main() -> None:
         backend.close()
         bar.empty()
     _show(result, time.monotonic() - t0)
+    # candidates whose run (or whose family's saturation probe) the server's budget stopped
+    stopped = sum(is_budget_stop(r.summary.stopped_reason) for r in result.evaluated)
+    stopped += sum(n for why, n in result.pruned.items() if is_budget_stop(why))
+    if stopped:
+        st.warning(f"{stopped:,} candidate configuration(s) were stopped by this server's budget per run "
+                   f"({page.run_budget.describe()}) and count as missing the SLOs: a larger deployment may look needed. "
+                   "`python -m sim_core plan` has no such limit.", icon=":material/timer:")  # fmt: skip
 
 
 main()

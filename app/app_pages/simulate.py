@@ -326,8 +326,7 @@ def main() -> None:
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
     link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY))
-    if len(urlencode(link_params)) <= MAX_LINK_CHARS:
-        write_query_params(link_params)
+    write_query_params(link_params)  # (without the config when it is too long for a link)
 
     presenter = workshop.presenter_on()
     if presenter:

@@ -29,6 +29,8 @@ MAX_SEEDS = 5
 RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(percentile=90),
          "P50": CapacityObjective(percentile=50), f"≥ {ATTAINMENT:.0%} meet both": CapacityObjective(rule="attainment", attainment=ATTAINMENT)}  # fmt: skip
 NO_ENGINE = "(none)"
+# sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
+VALUE_FORMAT = "%.6g"
 
 
 def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
@@ -121,36 +123,37 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
     fig = make_subplots(rows=1, cols=3, subplot_titles=SWEEP_PANEL_TITLES, horizontal_spacing=0.07)
     fig.update_annotations(font_size=13)
     palette = ("#1A73E8", "#E8710A")
+    # A short legend (one colour square per setup, then the line styles in grey) that wraps on a phone: one entry per
+    # setup and series (10 with two setups, grouped in columns) overlapped the axis titles at 390 px and scrolled
     for (name, pts), color in zip(curves.items(), palette):
         ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
         x = [p.value for p in ok]
         shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
-        # the throughput/goodput line says so: a bare name beside "<name> TTFT p99" (same solid line) was ambiguous
-        series = [("steady.output_tokens_per_s", 1, 1, 1, "solid", f"{shown} throughput, goodput", True),
-                  ("steady.goodput_requests_per_s", 1, 1, 2, "solid", shown, False),
-                  ("steady.ttft_p50_s", 1e3, 1, 3, "dot", f"{shown} TTFT p50", True),
-                  ("steady.ttft_p99_s", 1e3, 1, 3, "solid", f"{shown} TTFT p99", True),
-                  ("steady.tpot_p99_s", 1e3, 1, 3, "dash", f"{shown} TPOT p99", True)]  # fmt: skip
-        for field, scale, row, col, dash, trace_name, legend in series:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=color, symbol="square", size=11),
+                                 name=shown, legendgroup=name), row=1, col=1)  # fmt: skip
+        series = [("steady.output_tokens_per_s", 1, 1, "solid", "throughput"), ("steady.goodput_requests_per_s", 1, 2, "solid", "goodput"),
+                  ("steady.ttft_p50_s", 1e3, 3, "dot", "TTFT p50"), ("steady.ttft_p99_s", 1e3, 3, "solid", "TTFT p99"),
+                  ("steady.tpot_p99_s", 1e3, 3, "dash", "TPOT p99")]  # fmt: skip
+        for field, scale, col, dash, what in series:
             bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
             lo, mid, hi = ([b[i] for b in bands] for i in range(3))
             if any(len(p.seeds) > 1 for p in ok):
-                _band_trace(x, lo, hi, color, name, row, col, fig)
-            fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=trace_name, showlegend=legend,
-                                     line=dict(color=color, dash=dash), legendgroup=name), row=row, col=col)  # fmt: skip
+                _band_trace(x, lo, hi, color, name, 1, col, fig)
+            fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=f"{shown} {what}", showlegend=False,
+                                     line=dict(color=color, dash=dash), legendgroup=name), row=1, col=col)  # fmt: skip
         if name in capacities:
             cap_lo, cap_hi, saturated = capacities[name]
             if cap_lo is not None:
-                span = f"{cap_lo:g}" if cap_lo == cap_hi else f"{cap_lo:g}–{cap_hi:g}"
-                label_cap = f"{shown} capacity {'' if saturated else '≥ '}{span}"
                 for col in (1, 2, 3):
-                    fig.add_vline(x=cap_lo, line=dict(color=color, dash="dash", width=1.5), row=1, col=col)
-                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, dash="dash"),
-                                         name=label_cap), row=1, col=1)  # legend entry for the dashed lines
-    fig.update_xaxes(title_text=label)
+                    fig.add_vline(x=cap_lo, line=dict(color=color, dash="longdash", width=1.5), row=1, col=col)
+    for dash, what, width in (("solid", "throughput, goodput, TTFT p99", 2), ("dot", "TTFT p50", 2), ("dash", "TPOT p99", 2),
+                              ("longdash", "capacity (vertical)", 1.5)):  # fmt: skip
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width), name=what,
+                                 legendgroup="style"), row=1, col=1)  # fmt: skip
+    fig.update_xaxes(title_text=label, title_standoff=6, row=1, col=2)  # one knob for all three: said once, in the middle
     latency_ms = [y for tr in fig.data if tr.xaxis == "x3" and tr.y is not None for y in tr.y]
     fig.update_yaxes(**charts.log_ladder_axis(latency_ms), row=1, col=3)
-    fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.22, yanchor="top"))
     return fig
 
 
@@ -179,8 +182,10 @@ def main() -> None:
     show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
     lo, hi = knob_bounds(knob)
     num = int if is_int else float  # integer knobs get integer widgets
-    start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}")
-    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}")
+    # six significant digits, as the link writes them: the default "%0.2f" showed a 0.001 req/s start as 0.00
+    fmt = None if is_int else VALUE_FORMAT
+    start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}", format=fmt)
+    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}", format=fmt)
     n = c4.number_input("Points", 2, MAX_POINTS, min(max(n_default, 2), MAX_POINTS), key="sw.n")
     r1, r2 = st.columns([1, 1])
     rule = r1.selectbox("Capacity rule", list(RULES), key="sw.rule",
@@ -258,7 +263,7 @@ def main() -> None:
         for name, pts in curves.items() for p in pts]  # fmt: skip
     st.dataframe(rows, hide_index=True, key="sw.table", column_config={
         c: st.column_config.NumberColumn(format="%.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format="%g")})
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT)})
 
 
 main()

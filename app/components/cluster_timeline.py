@@ -44,7 +44,8 @@ def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
     return out
 
 
-def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> None:
+def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
+    """The instances' rows; returns the phases drawn (each one legend entry)."""
     per = max(timeline.MAX_GANTT_BARS // len(rows), 20)
     shown: set[str] = set()
     for inst, row in zip(res.instances, rows):
@@ -64,6 +65,7 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> None:
                                "decode %{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=1, col=1)  # fmt: skip
             shown.add(name)
+    return shown
 
 
 def _stalls_per_instance(res: ClusterResult, segs: list[tuple[int, str, float, float]]) -> list[tuple[int, str, float, float]]:
@@ -80,7 +82,8 @@ def _stalls_per_instance(res: ClusterResult, segs: list[tuple[int, str, float, f
     return out
 
 
-def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window: timeline.Window = None) -> list[str]:
+def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window: timeline.Window = None,
+              gpu_entries: set[str] = frozenset()) -> list[str]:  # fmt: skip
     # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped)
     ids = timeline.requests_in_window(res, window, first, min(count, timeline.MAX_REQUEST_ROWS))
     labels = dict(zip(ids.tolist(), request_labels(res, ids)))
@@ -90,6 +93,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
         state = np.array([s[1] for s in segs])
         start = np.array([s[2] for s in segs])
         end = np.array([s[3] for s in segs])
+        legend = timeline.request_legend_states(set(state.tolist()), gpu_entries)
         for name in ("waiting", "prefill", "kv transfer", "decode", "stalled", "preempted", "swapped"):
             m = state == name
             if not m.any():
@@ -99,7 +103,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
             fig.add_trace(go.Bar(
                 x=end[m] - start[m], base=start[m], y=[labels[i] for i in rr.tolist()], orientation="h",
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
-                showlegend=name in ("waiting", "kv transfer", "stalled", "preempted", "swapped"), customdata=custom,
+                showlegend=name in legend, customdata=custom,
                 hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} tok<br>"
                                "%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=2, col=1)  # fmt: skip
@@ -120,8 +124,8 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
-    _gantt(fig, res, rows)
-    shown_rows = _requests(fig, res, first_request, num_requests, window)
+    phases = _gantt(fig, res, rows)
+    shown_rows = _requests(fig, res, first_request, num_requests, window, phases)
     for k, (inst, row) in enumerate(zip(res.instances, rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:

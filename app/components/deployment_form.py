@@ -11,6 +11,7 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
+from app.components.text import plain
 from sim_core import SimConfig
 from sim_core.config import DeploymentConfig, HardwareSpec, Router, field_info
 from sim_core.presets import list_presets, read_preset_data
@@ -129,8 +130,8 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
     kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
         else _gpu_label(cfg, choice)  # noqa: E731
-    st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} {kind(pgpu)} prefill + "
-               f"{int(d)} x TP {dtp} {kind(dgpu)} decode")  # fmt: skip
+    st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} {plain(kind(pgpu))} prefill + "
+               f"{int(d)} x TP {dtp} {plain(kind(dgpu))} decode")  # GPU names from a link: text, not markdown  # fmt: skip
 
     def pool(n, tp, gpu, old) -> dict[str, Any]:
         # An unset TP that still equals its default stays unset, so an untouched preset stays that preset.

@@ -159,7 +159,7 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
                 st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", list_presets(family), index=None,
                              key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
             if section == "Hardware" and cfg.hardware.source:
-                st.caption(f"{cfg.hardware.name} numbers: {cfg.hardware.source}")
+                st.caption(f"{plain(cfg.hardware.name)} numbers: {plain(cfg.hardware.source)}")  # link text: never markdown
             if section == "Workload":
                 _trace_controls(cfg)
             form.draw_section(section, cfg, slots)

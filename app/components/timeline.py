@@ -320,6 +320,13 @@ REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapp
 LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv transfer")  # prefill/decode: the GPU row's entries
 
 
+def request_legend_states(drawn: set[str] | list[str], gpu_entries: set[str] | list[str]) -> list[str]:
+    """The request states the legend names: those only request rows have, and prefill/decode when the GPU
+    row shows no bar of that phase (a window of mixed ticks only still has orange prefill in its request rows:
+    its colour was in no legend entry)."""
+    return [s for s in REQUEST_STATES if s in drawn and (s in LEGEND_STATES or s not in gpu_entries)]
+
+
 def request_bars(res: SimResult, ids: np.ndarray, window: Window, max_stall_bars: int = MAX_STALL_BARS) -> dict[str, np.ndarray]:
     """The request rows' bars (request id, state, start_s, end_s), clipped to the window; past
     `max_stall_bars` stalled pieces only the longest stay stalled, the rest read as decode."""
@@ -341,10 +348,11 @@ def request_state_label(state: str) -> str:
     return "stalled (no token this tick)" if state == "stalled" else state
 
 
-def _request_traces(res: SimResult, ids: np.ndarray, window: Window) -> list[go.Bar]:
+def _request_traces(res: SimResult, ids: np.ndarray, window: Window, gpu_entries: set[str]) -> list[go.Bar]:
     bars = request_bars(res, ids, window)
     r, state, start, end = bars["req"], bars["state"], bars["start"], bars["end"]
     req = res.requests
+    legend = request_legend_states(set(state.tolist()), gpu_entries)
     traces = []
     for name in REQUEST_STATES:
         m = state == name
@@ -356,7 +364,7 @@ def _request_traces(res: SimResult, ids: np.ndarray, window: Window) -> list[go.
         traces.append(go.Bar(
             x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
             marker_color=PHASE_COLORS[name], marker_line_width=0, name=label, legendgroup=name,
-            showlegend=name in LEGEND_STATES, customdata=custom,
+            showlegend=name in legend, customdata=custom,
             hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {label}<br>prompt %{{customdata[1]:,}} · output "
                            "%{customdata[2]:,} tok<br>%{customdata[3]} ms from t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip
@@ -446,9 +454,10 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
         rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2],
         subplot_titles=panel_titles(gpus, ids, window, first_request),
     )  # fmt: skip
-    for tr in _gantt_traces(res, gpus, window):
+    gantt = _gantt_traces(res, gpus, window)
+    for tr in gantt:
         fig.add_trace(tr, row=1, col=1)
-    for tr in _request_traces(res, ids, window):
+    for tr in _request_traces(res, ids, window, {tr.name for tr in gantt}):
         fig.add_trace(tr, row=2, col=1)
     for line in line_series(res, window):
         fig.add_trace(go.Scatter(

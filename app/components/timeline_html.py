@@ -188,7 +188,7 @@ def _request_rows(res: SimResult, axis: _Axis, window: timeline.Window, ids: np.
         out.append(_bar(axis, a, b, title, f"b rq {colour_class(state)}", top=f"{row_of[r] * REQUEST_ROW_REM + 0.1:.2f}rem"))
     labels = "".join(f'<span style="top:{i * REQUEST_ROW_REM:.2f}rem">req {int(r)}</span>' for i, r in enumerate(ids.tolist()))
     height = max(len(ids), 1) * REQUEST_ROW_REM
-    states = [s for s in timeline.LEGEND_STATES if (bars["state"] == s).any()]
+    states = [s for s in timeline.REQUEST_STATES if (bars["state"] == s).any()]  # drawn (the legend picks: timeline_html)
     return (f'<div class="sgt-r"><div class="sgt-l" style="font-size:.8em">{labels}</div>'
             f'<div class="sgt-p" style="height:{height:.2f}rem">{"".join(out)}</div></div>'), states  # fmt: skip
 
@@ -261,5 +261,5 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
         parts += [f'<div class="sgt-t">{esc(titles[3])}</div>', _line_panel(axis, queues, q_max, "requests", ticks)]
     x_labels = "".join(f'<span style="left:{_pct(axis.box(t, t)[0])}%">{esc(_tick_label(t, step))}</span>' for t in ticks.tolist())
     parts += [f'<div class="sgt-x">{x_labels}</div>', '<div class="sgt-xt">simulated time (s)</div>',
-              _legend(phases, states, lines), "</div>"]  # fmt: skip
+              _legend(phases, timeline.request_legend_states(states, phases), lines), "</div>"]  # fmt: skip
     return "".join(parts)

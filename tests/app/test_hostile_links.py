@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.components.text import plain
 from app.state import config_from_query
-from sim_core import SimConfig
+from sim_core import SimConfig, config_from_dict, load_preset
 from tests.strategies import MARKDOWN_BAITS, cases, encode_json, link_params, nested_text
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
@@ -155,3 +155,70 @@ def test_uploads_of_any_content_give_a_config_or_a_message(raw, which):
     at.run()
     assert not at.exception
     assert_no_markup_from_visitors(at)
+
+
+def _every_text_field_baited(preset: str) -> SimConfig:
+    """`preset` with every free-text field of the config (found by walking it, so a new one is covered)
+    set to a Markdown link naming that field, and every request class named by one."""
+    data = load_preset(preset).model_dump(mode="json")
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            elif isinstance(value, str):
+                node[key] = f"[{prefix}{key}](https://example.invalid/{prefix}{key})"
+                try:
+                    config_from_dict(json.loads(json.dumps(data)), "test")
+                except ValueError:  # a choice (a Literal, a preset name): not free text
+                    node[key] = value
+
+    walk(data, "")
+    for i, c in enumerate(data["workload"]["classes"]):
+        c["name"] = f"[class{i}](https://example.invalid/c)"
+    return config_from_dict(data, "test")
+
+
+@pytest.mark.parametrize("page,preset", [(p, "chat-h100-llama8b") for p in [*PAGES, "app_pages/glossary.py"]]
+                         + [(p, "cluster-splitwise-llama70b-4xdgx-ha-3p1d") for p in PAGES[:2]])
+def test_every_text_field_of_a_linked_config_is_shown_as_text(page, preset):
+    # the sidebar's Hardware caption rendered a linked `hardware.name` and `hardware.source` as Markdown
+    # links, Compare's "B's own workload (…)" note a linked `workload.name`, and the Deployment section's
+    # "N GPUs = …" line the pools' GPU names
+    from app.components.config_form import SECTIONS
+    from app.state import encode_config
+
+    cfg = _every_text_field_baited(preset)
+    baited = (cfg.hardware.name, cfg.hardware.source, cfg.model.name, cfg.workload.name, cfg.scheduler.name)
+    assert all("example.invalid" in text for text in baited)  # the walk found the free-text fields
+    params = {"cfg": encode_config(cfg)}
+    if page == PAGES[1]:  # Compare: A from a preset, B from the link (its own workload is then replaced and named)
+        params = {"a_preset": preset, "b_cfg": encode_config(cfg)}
+    at = AppTest.from_file(APP, default_timeout=120)
+    for section in SECTIONS:  # sidebar sections are lazy: open them all
+        at.session_state[f"ui.section.{section}"] = True
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    if page != PAGES[0]:
+        at.switch_page(page)
+        for k, v in params.items():
+            at.query_params[k] = v
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]  # the names are valid: the page draws its results
+    assert_no_markup_from_visitors(at)
+
+
+def test_an_unknown_page_address_is_named_as_text(monkeypatch):
+    # "There is no page “…”" rendered the address's last segment as Markdown: /[Session expired, log in](https:evil.invalid)
+    # opened the app under a link to https://evil.invalid (https: with no slashes is still a web address)
+    import streamlit as st
+
+    address = "http://localhost:8501/[Session%20expired,%20log%20in](https:evil.invalid)"
+    monkeypatch.setattr(type(st.context), "url", property(lambda self: address))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception
+    assert_no_markup_from_visitors(at)
+    warning = next(w.value for w in at.warning if "There is no page" in w.value)
+    assert "Session expired, log in" in warning.replace("\\", "")  # decoded, as typed

@@ -166,9 +166,15 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     import json
 
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    legend = [t["name"] for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
-    assert len(legend) == len(set(legend)) and not any(n == "vLLM V1" for n in legend)  # each entry says what it is
+    shown = [t for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
+    legend = [t["name"] for t in shown]
+    assert len(legend) == len(set(legend))
+    # each entry says what it is: the setup by a colour square (not a line beside "<name> TTFT p99"), the lines by style;
+    # one entry per setup and series (10 with a second setup, in columns) overlapped the axis titles and scrolled on a phone
+    assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
+    assert "TTFT p50" in legend and len(legend) <= 6
     fig = spec["layout"]
+    assert [fig[a].get("title", {}).get("text") for a in ("xaxis", "xaxis2", "xaxis3")] == [None, "arrival rate (requests/s)", None]
     titles = [a["text"] for a in fig["annotations"]]
     assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
     assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
@@ -490,3 +496,46 @@ def test_the_timeline_tab_redraws_on_its_own_controls():
     body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
     assert "10 requests alive in this window" in body and body.count(">req ") == 10
     assert metric(at, "TTFT p50") == headline
+
+
+def test_compare_says_when_b_cannot_run_on_the_workload_of_a():
+    # B took A's workload by an unvalidated copy: a trace longer than B's pools' max_model_len reached the worker as
+    # "The simulation failed unexpectedly (ValidationError …). Please report the config", and the page's link
+    # carried the invalid B (opened, it fell back to the default scenario)
+    at = open_page(PAGES[1], a_preset="trace-azure-2023-h100-llama8b", b_preset="cluster-distserve-opt13b-3xa100-p2d1")
+    assert not at.exception
+    msg = " ".join(e.value for e in at.error)
+    assert "max_model_len" in msg and "Run B on A's workload and seed" in msg and "unexpectedly" not in msg
+    at.toggle(key="cmp.same_workload").set_value(False).run()  # nothing lost: B runs on its own workload
+    assert not at.exception and not at.error and len(at.table) == 1
+
+
+def test_a_config_too_long_for_a_link_leaves_no_other_config_in_the_address():
+    # after a trace upload too long for a link the address bar kept ?preset=chat-h100-llama8b: copied, it shared the
+    # preset's run as this one
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = "".join(f"{t:.6f},{p},{o}\n" for t, p, o in zip(np.cumsum(rng.exponential(0.1, 3000)), rng.integers(10, 4000, 3000),
+                                                          rng.integers(1, 500, 3000)))  # fmt: skip
+    at = app(preset="chat-h100-llama8b").run()
+    assert at.query_params["preset"] == "chat-h100-llama8b"
+    _uploader(at, "w.upload_trace").set_value(("t.csv", ("arrival_s,prompt_tokens,output_tokens\n" + rows).encode(), "text/csv"))
+    at.run()
+    assert not at.exception and at.session_state[CFG_KEY].workload.num_requests == 3000
+    assert not {"preset", "cfg"} & set(at.query_params)
+    assert any("Too long for a link" in t.value for t in at.text)  # the Share button says why (and where the JSON is)
+    at.switch_page(PAGES[2])  # Sweep wrote the whole trace into the address (a 100k-request one: megabytes)
+    for k, v in {"sweep": "max_num_seqs", "start": "64", "stop": "128", "n": "2"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception and at.query_params["sweep"] == "max_num_seqs" and not {"preset", "cfg"} & set(at.query_params)
+
+
+def test_sweep_shows_a_small_start_as_the_link_gives_it():
+    # "From" used Streamlit's default "%0.2f": a link's start=0.001 req/s showed as 0.00 while the sweep ran from 0.001
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="0.001", stop="2", n="2")
+    assert not at.exception
+    for key, text in (("sw.start.rate", "0.001"), ("sw.stop.rate", "2")):
+        w = at.number_input(key=key)
+        assert (w.proto.format or "%0.2f") % w.value == text  # printf, as the browser formats it

@@ -155,3 +155,75 @@ def test_a_link_cannot_raise_the_budget_and_the_page_says_so(tiny_budget):
     assert not at.exception
     text = " ".join(w.value for w in at.warning)
     assert "budget of 50 ticks" in text and "limits what one run may cost" in text
+
+
+@pytest.fixture
+def spent_page_budget(tmp_path, monkeypatch):
+    """A page budget that a new run no longer fits in (5.01 s of page time for runs of up to 5 s)."""
+    from app.components import runner
+
+    settings = tmp_path / "server.toml"
+    settings.write_text("[run]\nmax_wall_s = 5.0\n[page]\nmax_wall_s = 5.01\n")
+    monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path / "points"))  # no point cached by another test
+    runner.server.clear()
+    yield
+    runner.server.clear()
+
+
+def test_compares_seed_bands_stop_at_the_page_budget_and_keep_the_comparison(spent_page_budget):
+    # Compare's "Repeat over seeds" ran its 2 x (k - 1) new runs under no page budget: 5 seeds of two
+    # heavy setups kept a page view busy for 8 runs of up to 5 s each, past the [page] max_wall_s of 20 s
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from app.state import encode_config
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/compare.py")
+    at.query_params["a_cfg"] = encode_config(make_config(workload__num_requests=20, seed=104))
+    at.query_params["b_cfg"] = encode_config(make_config("engine-orca", workload__num_requests=20, seed=104))
+    at.run()
+    at.number_input(key="cmp.seeds").set_value(3).run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(w.value for w in at.warning)
+    assert "seed bands stopped" in text and "may spend 5.01 s of server time" in text
+    assert len(at.table) == 1 and not any(d.key == "cmp.seed_table" for d in at.dataframe)  # the comparison is kept
+
+
+def test_plans_simulations_run_under_the_server_budget_and_the_page_says_so(tiny_budget, tmp_path, monkeypatch):
+    # the Plan page ran every candidate, saturation probe and headroom bisection with no budget at all: at
+    # 1,000-3,000 req/s a candidate is a 200,000-request deployment of 48-64 replicas (8-11 s per run here),
+    # in pool processes that kept running after the page stopped the search
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path / "points"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/plan.py").run()
+    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
+    at.multiselect(key="plan.tp").set_value([1])
+    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
+    at.number_input(key="plan.replicas").set_value(2)
+    at.run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(w.value for w in at.warning)
+    assert "stopped by this server's budget per run" in text and "50 ticks" in text  # here: the saturation probes
+
+
+def test_a_plan_under_a_budget_stops_every_run_at_it():
+    from sim_core.budget import RunBudget, is_budget_stop
+    from sim_core.planner import PlanSpec, plan
+
+    spec = PlanSpec(target_rate_per_s=8.0, gpus=("h100-sxm",), tp_degrees=(1,), max_replicas=2, engines=("vllm-v1",))
+    base = make_config(workload__num_requests=50)
+    result = plan(base, spec, budget=RunBudget(max_ticks=1000), with_band=False)  # saturation measured, candidates stopped
+    assert result.evaluated and all(is_budget_stop(r.summary.stopped_reason) for r in result.evaluated)
+    assert not result.rows  # a stopped run misses the objective
+    probes_stopped = plan(base, spec, budget=RunBudget(max_ticks=50), with_band=False)
+    assert not probes_stopped.evaluated and all(is_budget_stop(why) for why in probes_stopped.pruned)  # said, not "error"

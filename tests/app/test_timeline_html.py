@@ -146,3 +146,27 @@ def test_axis_ticks_are_round_evenly_spaced_and_inside(t0, span):
         assert np.allclose(steps, steps[0], rtol=1e-6)
         mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
         assert min(abs(mantissa - m) for m in (1, 2, 5, 10)) < 1e-3  # round (to float precision far from 0)
+
+
+@pytest.fixture(scope="module")
+def chunked():
+    """The default scenario: chunked prefill, so the opening window's GPU row is decode and mixed ticks only
+    while its request rows still show their (orange) prefill chunks."""
+    return run_simulation(make_config("chat-h100-llama8b"))
+
+
+def test_every_colour_drawn_has_a_legend_entry(chunked, v0):
+    # the default page's legend named decode, mixed and waiting but not prefill, whose orange was in the request rows
+    for res in (chunked, v0):
+        window = timeline.opening_window(res)
+        page = Parsed(timeline_html.timeline_html(res, 0, 30, window))
+        drawn = {c for a in page.with_class("b") for c in a["class"].split() if c[0] == "c" and c[1:].isdigit()}
+        start = [i for i, (_, a) in enumerate(page.tags) if "sgt-lg" in (a.get("class") or "").split()][0]
+        legend = {a.get("class") for _, a in page.tags[start:]}
+        assert drawn <= legend, sorted(drawn - legend)
+        fig = timeline.timeline_figure(res, 0, 30, window=window)  # the Plotly view (zoom with the mouse)
+        bars = [t for t in fig.data if t.type == "bar"]
+        shown = {t.legendgroup for t in bars if t.showlegend is not False}
+        assert {t.legendgroup for t in bars} <= shown
+    gpu = _gpu_panel(timeline_html.timeline_html(chunked, 0, 30, timeline.opening_window(chunked)))
+    assert timeline_html.colour_class("prefill") not in {c for a in gpu.with_class("b") for c in a["class"].split()}  # the case

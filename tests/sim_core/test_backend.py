@@ -1,10 +1,14 @@
 """Backends return the same bytes; the point cache resumes an interrupted search and stays bounded."""
 
 import json
+import math
+import os
 
 import pytest
 
-from sim_core.backend import LocalBackend, PointCache, RayBackend, SearchCancelled, get_backend, run_points, simulate_point
+from sim_core import run_simulation
+from sim_core.backend import (LocalBackend, PointCache, RayBackend, SearchCancelled, decode_point, get_backend, run_points,
+                              simulate_point)
 from sim_core.sweep import band, capacity_interval, point_metric, run_sweep
 from tests.conftest import make_config
 
@@ -99,3 +103,52 @@ def test_errors_are_results_not_crashes():
 def test_backend_choice(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert get_backend().name == "local" and get_backend(max_workers=1).max_workers == 1
+
+
+def test_trimming_a_file_another_process_removed_is_not_an_error(tmp_path, monkeypatch):
+    # every worker process trims the shared cache once it is full: a file listed by one and removed by
+    # another before the first read its size raised FileNotFoundError into the Sweep/Compare/Plan page
+    cache = PointCache(tmp_path, max_bytes=10)
+    cache.put("a", "x" * 8)
+    (first,) = tmp_path.glob("*/*.json")
+    os.utime(first, (1.0, 1.0))  # written long ago: trimmed first
+    gone = tmp_path / "zz" / "removed-by-another-process.json"
+    real_glob = type(tmp_path).glob
+    monkeypatch.setattr(type(tmp_path), "glob", lambda self, pattern: iter([*real_glob(self, pattern), gone]))
+    cache.put("b", "y" * 8)  # over the bound: trims
+    assert cache.get("b") == "y" * 8 and cache.get("a") is None
+
+
+def test_two_threads_writing_one_point_use_their_own_temporary_files(tmp_path, monkeypatch):
+    # the temporary name was per process: two sessions' threads writing the same point truncated one file
+    import threading
+    from pathlib import Path
+
+    both_writing = threading.Barrier(2, timeout=10)
+    written: list[str] = []
+    real_write = Path.write_text
+
+    def write_text(self, text, *args, **kwargs):
+        written.append(self.name)
+        both_writing.wait()
+        return real_write(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    cache = PointCache(tmp_path)
+    threads = [threading.Thread(target=cache.put, args=("same point", "payload")) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(written)) == 2
+    assert cache.get("same point") == "payload"
+
+
+def test_a_point_where_no_request_finished_reads_back_with_nan_percentiles():
+    # model_dump_json wrote the NaN percentiles of a run with no finished request as null and decode_point
+    # raised a ValidationError: the Sweep page showed a traceback for ?sweep=tflops&start=0.001
+    cfg = make_config(hardware__peak_tflops=0.001, workload__num_requests=5)
+    summary, err = decode_point(simulate_point(cfg.model_dump_json()))
+    assert err is None and summary.num_finished == 0 and math.isnan(summary.ttft_p99_s)
+    fine = make_config(workload__num_requests=30)
+    assert decode_point(simulate_point(fine.model_dump_json()))[0] == run_simulation(fine).summary  # the same numbers

@@ -45,7 +45,65 @@ def test_draft_cost_scales_with_k_and_a_draft_model_costs_less_than_the_target()
     s = Speculator(head, CostModel(head))
     model = spec_cfg(num_draft_tokens=4, draft="model", draft_model="llama-3.2-1b")
     m = Speculator(model, CostModel(model))
-    target_step = CostModel(head).decode_time_s(16, 1000) - CostModel(head).tick(0, 0, 0, 0, 0)[0]
+    cal = head.calibration  # a step's busy time: the decode tick without its CPU overheads
+    target_step = CostModel(head).decode_time_s(16, 1000) - cal.tick_overhead_ms * 1e-3 - 16 * cal.per_seq_overhead_us * 1e-6
     assert s.draft_s(16, 16000) == pytest.approx(0.4 * target_step, rel=0.05)
     assert 0 < m.draft_s(16, 16000) < 4 * target_step
     assert s.draft_s(0, 0) == 0.0
+
+
+@pytest.mark.parametrize("draft", [{"draft": "model", "draft_model": "llama-3.2-1b"}, {"draft": "head", "draft_cost_fraction": 0.1}])
+def test_a_draft_step_costs_a_decode_step_less_only_the_cpu_overheads(draft):
+    # Draft step j of a batch of one at context C is priced as a plain decode step at context C + j minus the tick's
+    # CPU overheads (the target's step pays them once), by hand from decode_time_s. The draft's weights are streamed
+    # by every step: the 'empty tick' subtracted before also held the weight read (1B draft: 2.2 instead of 4.4 ms).
+    cfg = spec_cfg(num_draft_tokens=3, **draft)
+    spec = Speculator(cfg, CostModel(cfg))
+    cal = cfg.calibration
+    if draft["draft"] == "model":
+        from sim_core.config import ModelSpec
+        from sim_core.presets import read_preset_data
+
+        data = {k: v for k, v in read_preset_data("models", "llama-3.2-1b").items() if k != "description"}
+        drafter = CostModel(cfg.model_copy(update={"model": ModelSpec.model_validate(data)}))
+    else:
+        drafter = CostModel(cfg)
+    fraction = 1.0 if draft["draft"] == "model" else 0.1
+    overhead_s = cal.tick_overhead_ms * 1e-3 + cal.per_seq_overhead_us * 1e-6
+    expected = fraction * sum(drafter.decode_time_s(1, 1000 + j) - overhead_s for j in range(3))
+    assert spec.draft_s(1, 1000) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {}}])
+def test_itl_gap_count_is_one_per_verify_step(deployment):
+    # Acceptance 1, k = 3: after the first token each verify step emits 4 tokens (the last step what is left), so a
+    # 50-token output has ceil(49 / 4) = 13 gaps, not 49: the ITL chart's count said '49 per request' and claimed
+    # the 13 it drew were 'an even sample'.
+    from sim_core.engine import run_simulation
+    from sim_core.sweep import with_value
+    from tests.conftest import trace_config
+
+    cfg = trace_config([200] * 6, [50] * 6, arrivals=[0.1 * i for i in range(6)],
+                       scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 1.0})  # fmt: skip
+    res = run_simulation(cfg if deployment is None else with_value(cfg, "deployment", deployment))
+    assert res.summary.num_finished == 6
+    assert res.num_itl_gaps == res.itl_s.size == 6 * 13
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_phase_controllers_see_decode_tokens_emitted_not_verified(monkeypatch, coalesce):
+    # The quota controller's decode floor (article §5.3, tokens/s) reads the decode tokens of each tick. At acceptance 0
+    # a verify pass emits one token per sequence but prices k+1 = 4 positions: it was told 4x the throughput.
+    from sim_core.engine import run_simulation
+    from sim_core.schedulers.phase import Quota
+    from tests.conftest import trace_config
+
+    seen = []
+    real = Quota.observe
+    monkeypatch.setattr(Quota, "observe", lambda self, end_s, dur_s, pre, dec: (seen.append(dec), real(self, end_s, dur_s, pre, dec)))
+    cfg = trace_config([300] * 8, [40] * 8, arrivals=[0.02 * i for i in range(8)], limits__coalesce_ticks=coalesce,
+                       scheduler__prefill_mode="quota",
+                       scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.0})  # fmt: skip
+    res = run_simulation(cfg)
+    assert res.summary.num_finished == 8 and res.summary.num_preemptions == 0
+    assert sum(seen) == 8 * 39  # every token after the first, each emitted by a decode tick

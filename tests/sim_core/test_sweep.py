@@ -90,3 +90,16 @@ def test_steady_length_sweeps_run_long_enough_to_say():
     steady = run_sweep(cfg, "rate", [16.0], steady_length=True)[0].summary
     assert short.steady.note is not None and steady.steady.note is None
     assert steady.num_requests == steady_run_length(cfg, 16.0)
+
+
+def test_capacities_on_a_backend_read_back_nan_percentiles():
+    # 1-token outputs have no TPOT (NaN): the capacity task wrote its probes with model_dump_json (NaN -> null)
+    # and _decode_capacity raised a ValidationError (the Plan page's headroom, sim_core capacity on a backend)
+    import math
+
+    from sim_core.sweep import find_capacities
+
+    one_token = make_config(workload__num_requests=40, workload__output_tokens__dist="fixed", workload__output_tokens__mean=1,
+                            workload__output_tokens__min=1, workload__output_tokens__max=1)  # fmt: skip
+    (cap,) = find_capacities([one_token], rel_tol=0.5, ceilings_per_s=[64.0])
+    assert cap.probes and all(math.isnan(s.tpot_p50_s) for _, s in cap.probes)

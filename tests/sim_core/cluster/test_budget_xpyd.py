@@ -8,10 +8,14 @@ and the others run on to theirs (`Deployment.run`), so a tick-capped run is the 
 
 from __future__ import annotations
 
+import itertools
+from types import SimpleNamespace
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sim_core import budget as budget_module
 from sim_core.budget import RunBudget, is_budget_stop
 from sim_core.engine import run_simulation
 from sim_core.sweep import with_value
@@ -127,11 +131,15 @@ def test_replica_idle_rows_are_the_same_at_any_check_interval(monkeypatch):
     assert rows[0] == rows[1] == [357, 593, 264]
 
 
-def test_routing_after_every_replica_stopped_is_metered():
+def test_routing_after_every_replica_stopped_is_metered(monkeypatch):
     # Replicas that all stopped at their time limit still route every later arrival (the same in every order of steps);
-    # that work makes no engine step, so the budget is asked between routings: a tight wall budget stops it and says so
+    # that work makes no engine step, so the budget is asked between routings and its stop names the routing. The
+    # meter reads a clock that advances 1 ms each time it is read (a real 0.5 s budget was also spent drawing 200k
+    # requests and stepping the replicas, which on a loaded machine stopped the run before the routing: a flaky test)
+    clock = itertools.count()
+    monkeypatch.setattr(budget_module, "time", SimpleNamespace(perf_counter=lambda: next(clock) * 1e-3))
     cfg = make_config(seed=0, workload__num_requests=200_000, workload__arrival__rate_per_s=50.0, limits__max_sim_time_s=1.0)
     cfg = with_value(cfg, "deployment", {"replicas": 3, "router": "least_outstanding"})
-    res = run_simulation(cfg, budget=RunBudget(max_wall_s=0.5))  # (routing 200k arrivals takes 1-2 s here)
+    res = run_simulation(cfg, budget=RunBudget(max_wall_s=0.5))
     assert is_budget_stop(res.summary.stopped_reason) and res.summary.stopped_reason.startswith("routing: stopped after")
-    assert 0 < np.count_nonzero(res.instance_of >= 0) < 200_000  # stopped partway through the routing
+    assert 50 < np.count_nonzero(res.instance_of >= 0) < 200_000  # partway through the routing (~50 arrive before 1 s)

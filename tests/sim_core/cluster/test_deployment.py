@@ -242,8 +242,12 @@ def test_per_instance_summaries_are_over_their_own_requests():
                                 {"replicas": 3, "router": "least_outstanding"}))  # fmt: skip
     for inst in res.instances:
         r = inst.result
-        again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None)
-        assert_same_summary(again.model_dump(), r.summary.model_dump())
+        again = summarize(r.config, r.requests, r.timeline, r.itl_s.copy(), r.memory, r.summary.num_swap_outs, None,
+                          events=r.events)
+        # (busy and rates: over the deployment's makespan, tested below)
+        span = dict.fromkeys(("gpu_busy_fraction", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
+                              "goodput_requests_per_s"))  # fmt: skip
+        assert_same_summary(again.model_dump() | span, r.summary.model_dump() | span)
         assert r.summary.num_requests == inst.num_requests == r.requests.arrival_s.size
 
 
@@ -281,3 +285,45 @@ def assert_routes_as_if_every_replica_reached_each_arrival(cfg) -> ClusterResult
     busy = lambda r: r.timeline.duration_s[r.timeline.phase != Phase.IDLE]  # noqa: E731
     assert np.array_equal(busy(a), busy(b))  # (idle gaps may be cut into fewer rows)
     return a
+
+
+@pytest.mark.parametrize("deployment", [{"replicas": 2, "router": "round_robin"}, {"disaggregation": {}},
+                                        {"replicas": 3, "router": "least_outstanding"}])  # fmt: skip
+def test_instances_busy_and_rates_add_up_to_the_deployments(deployment):
+    # Each instance's GPU busy fraction is over the deployment's makespan: weighted by GPUs they average to the
+    # deployment's (over their own spans two overloaded replicas read 100 % each in a deployment at 90 %).
+    res = run_simulation(deploy(make_config(workload__num_requests=200, workload__arrival__rate_per_s=20.0), deployment))
+    weighted = sum(x.result.summary.gpu_busy_fraction * x.num_gpus for x in res.instances) / res.num_gpus
+    assert weighted == pytest.approx(res.summary.gpu_busy_fraction, rel=1e-12)
+    for x in res.instances:
+        tl = x.result.timeline
+        busy_s = float(tl.duration_s[tl.phase != Phase.IDLE].sum())
+        assert x.result.summary.gpu_busy_fraction == pytest.approx(busy_s / res.summary.makespan_s, rel=1e-12)
+    # Rates over the same span: the instances' output tokens add up to the deployment's (the decode pool's leave out
+    # the first tokens the prefill pool emitted: 40,247 for 40,047 before), replicas' requests and goodput too.
+    add = lambda name: sum(getattr(x.result.summary, name) for x in res.instances)  # noqa: E731
+    assert add("output_tokens_per_s") == pytest.approx(res.summary.output_tokens_per_s, rel=1e-12)
+    if "replicas" in deployment:
+        for name in ("total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
+            assert add(name) == pytest.approx(getattr(res.summary, name), rel=1e-12)
+    else:  # each request's prompt once (prefill pool) and its output tokens once (both pools)
+        assert add("total_tokens_per_s") == pytest.approx(res.summary.total_tokens_per_s, rel=1e-12)
+
+
+def test_deployment_itl_percentiles_are_over_every_gap_when_instances_keep_samples(monkeypatch):
+    # Round robin over alternating 400- and 20-token outputs: replica 0 records 79,800 gaps, replica 1 3,800. When each
+    # keeps an even sample (over MAX_ITL_STORED gaps; 2,000 here to make it small), the deployment's percentiles must
+    # still be over every gap: over the two samples concatenated, replica 1 weighed 20x (p50 11.7 ms, not 15.2).
+    import sim_core.engine as engine
+
+    n = 400
+    cfg = deploy(trace_config([200] * n, [400 if i % 2 == 0 else 20 for i in range(n)], arrivals=[0.01 * i for i in range(n)]),
+                 {"replicas": 2, "router": "round_robin"})  # fmt: skip
+    exact = run_simulation(cfg).summary
+    monkeypatch.setattr(engine, "MAX_ITL_STORED", 2000)
+    dep = Deployment(cfg)
+    dep.run()
+    res = build_result(dep)
+    assert [x.result.itl_s.size for x in res.instances] == [2000, 2000]
+    assert [res.summary.itl_p50_s, res.summary.itl_p90_s, res.summary.itl_p99_s] == [exact.itl_p50_s, exact.itl_p90_s, exact.itl_p99_s]
+    assert all(x.engine.all_itl_gaps is None for x in dep.instances)  # (taken back: no engine holds every gap)
