@@ -10,14 +10,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import typing
 import zlib
 from typing import Any
 from urllib.parse import urlencode
 
-from pydantic import BaseModel
-
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
+from sim_core.config import optional_section_defaults
 from sim_core.inputs import InputError, NestingError, loads_bounded
 from sim_core.presets import DEFAULT_SCENARIO
 
@@ -61,14 +59,6 @@ def decode_config(text: str, source: str = "link") -> SimConfig:
 MAX_READABLE_OVERRIDES = 4  # a preset plus this many `section.field=value` params stays readable
 # Every field of SimConfig a link may set (derived, so a new section such as `deployment` is linkable at once).
 CONFIG_SECTIONS = tuple(f for f in SimConfig.model_fields if f not in ("schema_version", "name", "description"))
-
-
-def _optional_section_defaults(name: str) -> dict[str, Any] | None:
-    """The defaults of an optional top-level section a preset leaves out (None), e.g. `deployment`: so
-    `?preset=…&deployment.replicas=4` turns a single engine into four replicas."""
-    field = SimConfig.model_fields.get(name)
-    models = [t for t in typing.get_args(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)] if field else []
-    return models[0]().model_dump(mode="json") if len(models) == 1 else None
 
 
 def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -144,9 +134,9 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
             for path, text in overrides.items():
                 node = data
                 *parts, last = path.split(".")
-                if parts and data.get(parts[0], 0) is None:
-                    data[parts[0]] = _optional_section_defaults(parts[0])
-                for part in parts:
+                for i, part in enumerate(parts):
+                    if part in node and node[part] is None:  # an absent optional section: its defaults (as --set)
+                        node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
                     if not isinstance(node.get(part), dict):
                         raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
                     node = node[part]

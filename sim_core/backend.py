@@ -199,13 +199,20 @@ class RayBackend:
     name: str = "ray"
 
     def __post_init__(self) -> None:
+        # (both were tracebacks from the CLI: a RuntimeError here, and whatever ray.init raised for an address it
+        # cannot use, e.g. RAY_ADDRESS=ray://host:1 without ray[client]: a ValueError, or no cluster: ConnectionError)
         try:
             import ray
         except ImportError:
-            raise RuntimeError('Ray is not installed: pip install -e ".[ray]" (or pip install ray)') from None
+            raise PresetError('Ray is not installed: pip install -e ".[ray]" (or pip install ray)') from None
         if not ray.is_initialized():
-            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}} if self.address is None else None)  # fmt: skip
+            try:
+                ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}} if self.address is None else None)  # fmt: skip
+            except Exception as err:  # noqa: BLE001 (Ray's own errors: any of them means no cluster to run on)
+                where = self.address or "a new local Ray"
+                raise PresetError(f"cannot start or reach Ray at {where!r} (--ray or $RAY_ADDRESS): "
+                                  f"{type(err).__name__}: {str(err)[:300]}") from None  # fmt: skip
         self._ray = ray
 
     def __enter__(self) -> RayBackend:

@@ -22,6 +22,7 @@ import numpy as np
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.engine import run_simulation
+from sim_core.inputs import parse_int_text
 from sim_core.presets import DEFAULT_SCENARIO, config_from_dict, list_presets, load_preset
 from sim_core.sweep import with_value
 
@@ -196,14 +197,33 @@ def engine_table(repeats: int, base_s: float, clock: Callable[[], float] = time.
     return "\n".join(lines), rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sim_core bench", description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=3)
+def _positive_int(text: str) -> int:
+    try:
+        value = parse_int_text(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:  # (0 or -1 repeats was an UnboundLocalError traceback in measure)
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The benchmark's options: one definition for `python -m sim_core bench` and this module's own main."""
+    p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per scenario, >= 1 (the best is kept)")
     p.add_argument("--quick", action="store_true", help="smaller large scenarios (CI smoke run)")
     p.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
     p.add_argument("--cpu-time", action="store_true",
                    help="time with process CPU time instead of wall time (steadier on a busy shared machine)")  # fmt: skip
-    args = p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sim_core bench", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The benchmark with parsed options (`add_arguments`)."""
     clock = time.process_time if args.cpu_time else time.perf_counter
     base = baseline_s(clock=clock)
     timer = "CPU time" if args.cpu_time else "wall time"

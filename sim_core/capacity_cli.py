@@ -15,6 +15,7 @@ from typing import get_args
 from pydantic import ValidationError
 
 from sim_core.config import Router, format_validation_error
+from sim_core.inputs import parse_int_text, printable
 from sim_core.presets import PresetError, load_preset
 
 CAPACITY_COMMANDS = ("capacity", "sweep", "plan")
@@ -30,10 +31,14 @@ def _load(args: argparse.Namespace):
 def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a ray:// address, 'auto', or nothing ($RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--workers", type=int, default=None, help="local processes (default: one per CPU)")
+    p.add_argument("--workers", type=int, default=None, help="local processes, >= 1 (default: one per CPU)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the per-point cache")
     p.add_argument("--cache-dir", default=None, help="per-point cache directory (default $SIM_CORE_CACHE_DIR or ~/.cache/...)")
-    p.add_argument("--percentile", type=int, choices=(50, 90, 99), default=99, help="SLO percentile (default P99)")
+    from sim_core.sweep import CapacityObjective  # (its percentiles and default: this option restated both)
+
+    field = CapacityObjective.model_fields["percentile"]
+    p.add_argument("--percentile", type=int, choices=get_args(field.annotation), default=None,
+                   help=f"SLO percentile of TTFT and TPOT (default P{field.default})")  # fmt: skip
     p.add_argument("--attainment", type=float, default=None,
                    help="use the DistServe rule instead: this share of requests meets both SLOs (e.g. 0.9)")
 
@@ -41,7 +46,7 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and ranges of the options before any run: --seeds 0 ended in min() of no capacities, --start nan
     in int(nan), --scale nan in a worker's traceback (each a traceback instead of a message)."""
-    for name in ("seeds", "num"):
+    for name in ("seeds", "num", "workers"):  # (--workers 0 or -3 ran silently on every CPU or in this process)
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise PresetError(f"--{name} = {value}: must be >= 1")
@@ -59,9 +64,13 @@ def _backend_from(args: argparse.Namespace):
 
     _check_numbers(args)
     cache = None if args.no_cache else PointCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
+    if args.attainment is not None and args.percentile is not None:  # (the percentile was silently dropped)
+        raise PresetError(f"--percentile {args.percentile} and --attainment {args.attainment:g} are two rules for "
+                          "meeting the SLOs: give one")  # fmt: skip
+    rule = {"rule": "attainment", "attainment": args.attainment} if args.attainment is not None else \
+        {} if args.percentile is None else {"percentile": args.percentile}  # fmt: skip
     try:  # (--attainment 2 or nan: a message naming the option, not pydantic's traceback)
-        obj = CapacityObjective(percentile=args.percentile) if args.attainment is None else \
-            CapacityObjective(rule="attainment", attainment=args.attainment)  # fmt: skip
+        obj = CapacityObjective(**rule)
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "--attainment")) from None
     return get_backend(args.ray, args.workers), cache, obj
@@ -78,10 +87,16 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
                                          on_progress=ProgressBar("capacity"))  # fmt: skip
     finally:
         backend.close()
-    print(f"{cfg.name}: capacity {lo:,.2f}-{hi:,.2f} req/s over {args.seeds} seed(s) "
-          f"({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, bisection to 1 %)")  # fmt: skip
+    # (a seed that met the objective at the search's highest rate has no failing rate: its capacity is a lower
+    # bound, which was printed as if measured, e.g. "capacity 5,000.00-5,000.00 req/s")
+    at_least = lambda c: ">= " if c.fail_rate_per_s is None and c.rate_per_s > 0 else ""  # noqa: E731
+    span = f">= {lo:,.2f}" if all(at_least(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}"
+    print(f"{cfg.name}: capacity {span} req/s over "
+          f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, "
+          "bisection to 1 %)")  # fmt: skip
     for k, c in enumerate(caps):
-        print(f"  seed {cfg.seed + k}: {c.rate_per_s:,.2f} req/s" + (f"  NOTE: {c.note}" if c.note else ""))
+        ceiling = "  (met the objective at the search's highest rate: a lower bound)" if at_least(c) else ""
+        print(f"  seed {cfg.seed + k}: {at_least(c)}{c.rate_per_s:,.2f} req/s{ceiling}" + (f"  NOTE: {c.note}" if c.note else ""))
     return 0
 
 
@@ -112,13 +127,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.knob == "rate":
         caps = [capacity_from_sweep(pts, cfg, objective=obj, seed_index=k) for k in range(args.seeds)]
         found = [c for c in caps if c is not None]
-        text = "below the first rate" if not found else f"{min(found):g}-{max(found):g} req/s" if len(found) > 1 else f"{found[0]:g} req/s"
+        top = max(p.value for p in pts)  # met at the highest swept rate: capacity is at least that (it said "= top")
+        shown = lambda c: f">= {c:g}" if c == top else f"{c:g}"  # noqa: E731
+        text = "below the first rate" if not found else f"{shown(min(found))} to {shown(max(found))} req/s" \
+            if len(set(found)) > 1 else f"{shown(found[0])} req/s"  # fmt: skip
         print(f"  capacity ({obj.describe(cfg)}): {text} (a swept rate; `capacity` bisects)")
     return 0
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
+    from sim_core.cli import prepare_out_dir
     from sim_core.planner import PlanSpec, plan
 
     cfg = _load(args)
@@ -130,17 +149,19 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             prices[gpu] = float(usd)
         except ValueError:
             raise PresetError(f"--price expects gpu=usd_per_gpu_hour, got {item!r}") from None
-    split = lambda v, f: tuple(f(x) for x in v.split(",")) if v else None  # noqa: E731
     fields = {"target_rate_per_s": args.rate, "objective": obj, "max_replicas": args.max_replicas,
-              "num_results": args.top, "prices_usd_per_gpu_hour": prices, "gpus": split(args.gpus, str),
-              "tp_degrees": split(args.tp, int), "engines": split(args.engines, str),
-              "token_budgets": split(args.token_budgets, int), "max_batches": split(args.max_batches, int),
+              "num_results": args.top, "prices_usd_per_gpu_hour": prices, "gpus": _split(args.gpus, "--gpus"),
+              "tp_degrees": _split_ints(args.tp, "--tp"), "engines": _split(args.engines, "--engines"),
+              "token_budgets": _split_ints(args.token_budgets, "--token-budgets"),
+              "max_batches": _split_ints(args.max_batches, "--max-batches"),
               "router": args.router, "disaggregated": args.pd or None,
               "evaluation": args.evaluation}  # fmt: skip
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "plan")) from None
+    if args.out:  # before the search (an existing file as --out was a traceback after the whole plan had run)
+        prepare_out_dir(Path(args.out))
     import time
 
     t0 = time.monotonic()
@@ -172,12 +193,35 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
-        for i, row in enumerate(result.rows):
-            (out / f"config-{i + 1}.json").write_text(row.config.model_dump_json(indent=2) + "\n")
+        try:
+            (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
+            for i, row in enumerate(result.rows):
+                (out / f"config-{i + 1}.json").write_text(row.config.model_dump_json(indent=2) + "\n")
+        except OSError as err:
+            raise PresetError(f"cannot write to --out {printable(args.out)!r}: {err.strerror}") from None
         print(f"  wrote {out / 'plan.json'} and each row's simulated config (config-N.json: `run` it, or open it in the app)")
     return 0
+
+
+def _split(text: str | None, option: str) -> tuple[str, ...] | None:
+    """A comma-separated option's items (None: not given); an empty item is named (`1,,2`)."""
+    if not text:
+        return None
+    items = tuple(x.strip() for x in text.split(","))
+    if not all(items):
+        raise PresetError(f"{option} {printable(text)!r}: an empty item; give comma-separated values like 1,2,4")
+    return items
+
+
+def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
+    """Whole numbers of a comma-separated option (`--tp a` or `1.5` was int()'s ValueError, a traceback)."""
+    items = _split(text, option)
+    if items is None:
+        return None
+    try:
+        return tuple(parse_int_text(x) for x in items)
+    except ValueError as err:
+        raise PresetError(f"{option} {printable(text)!r}: {err}; give comma-separated whole numbers like 1,2,4") from None
 
 
 def add_capacity_commands(sub) -> None:
@@ -189,34 +233,43 @@ def add_capacity_commands(sub) -> None:
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
-    sw.add_argument("--knob", default="rate", help="rate, max_num_seqs, chunk, memory_gb, bandwidth, tflops, num_gpus, kv_compression")
-    sw.add_argument("--start", type=float, required=True)
-    sw.add_argument("--stop", type=float, required=True)
+    from sim_core.sweep import SWEEP_KNOBS  # (the help listed 8 of its 10 knobs: replicas, prefill_instances were missing)
+
+    sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
+                    + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
+    sw.add_argument("--start", type=float, required=True, help="first value, in the knob's unit (see --knob)")
+    sw.add_argument("--stop", type=float, required=True, help="last value, in the knob's unit (see --knob)")
     sw.add_argument("--num", type=int, default=8, help="points")
     sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
     sw.add_argument("--fixed-length", action="store_true",
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     _backend_args(sw)
+    from sim_core.planner import PlanSpec  # its defaults, shown here (the help restated two of them)
+
+    default = lambda name: PlanSpec.model_fields[name].default  # noqa: E731
+    listed = lambda name: ",".join(map(str, default(name)))  # noqa: E731
     pl = sub.add_parser("plan", help="cheapest deployments (GPU x TP x replicas x engine) meeting SLOs at a rate")
     pl.add_argument("preset", help="the traffic, model and SLOs: a preset name or a config .json path")
     pl.add_argument("--rate", type=float, required=True, help="target requests/s for the whole deployment")
     pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field (e.g. slo.ttft_s=1)")
     pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
-    pl.add_argument("--tp", help="tensor-parallel degrees, e.g. 1,2,4,8")
-    pl.add_argument("--engines", help="engine presets, comma-separated")
-    pl.add_argument("--token-budgets", help="max_num_batched_tokens values, comma-separated")
-    pl.add_argument("--max-batches", help="max_num_seqs values, comma-separated")
-    pl.add_argument("--max-replicas", type=int, default=None, help="most replicas of one configuration")
+    pl.add_argument("--tp", help=f"tensor-parallel degrees, comma-separated (default {listed('tp_degrees')})")
+    pl.add_argument("--engines", help=f"engine presets, comma-separated (default {listed('engines')})")
+    pl.add_argument("--token-budgets", help="max_num_batched_tokens values (tokens), comma-separated (default: each engine's)")
+    pl.add_argument("--max-batches", help="max_num_seqs values (sequences), comma-separated (default: each engine's)")
+    pl.add_argument("--max-replicas", type=int, default=None,
+                    help=f"most replicas of one configuration (default {default('max_replicas')})")
     pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")
-    pl.add_argument("--top", type=int, default=None, help="configurations to list")
+    pl.add_argument("--top", type=int, default=None, help=f"configurations to list (default {default('num_results')})")
     pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's simulated config")
     pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
-    pl.add_argument("--router", default=None, help="router in front of the replicas (default round_robin): "
+    pl.add_argument("--router", default=None, help=f"router in front of the replicas (default {default('router')}): "
                     + ", ".join(get_args(Router)))  # (checked by PlanSpec: a bad name is reported with the allowed ones)
-    pl.add_argument("--evaluation", choices=("prefilter", "deployment", "one_replica"), default=None,
-                    help="prefilter (default): search one replica at rate / replicas, confirm the finalists as deployments; "
-                    "deployment: simulate every candidate as a deployment (exact, slower); one_replica: no confirmation")
+    pl.add_argument("--evaluation", choices=get_args(PlanSpec.model_fields["evaluation"].annotation), default=None,
+                    help=f"default {default('evaluation')}. prefilter: search one replica at rate / replicas, confirm the "
+                    "finalists as deployments; deployment: simulate every candidate as a deployment (exact, slower); "
+                    "one_replica: no confirmation")  # fmt: skip
     _backend_args(pl)
 
 

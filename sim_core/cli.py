@@ -9,29 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import SimConfig, format_validation_error
+from sim_core.config import SimConfig, format_validation_error, optional_section_defaults
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.inputs import InputError, NestingError, loads_bounded, printable
-from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset
+from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
+from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
+from sim_core.traces import TraceFormat, TraceOptions
 
 EXIT_BAD_INPUT = 2
-
-
-def _section_defaults(loc: tuple[str, ...]) -> dict[str, Any] | None:
-    """Default values of the optional section at `loc` (e.g. deployment), or None if it is not one."""
-    from pydantic import BaseModel
-
-    from sim_core.config import field_info
-
-    info = field_info(loc)
-    ann = getattr(info, "annotation", None)
-    model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
-    return model().model_dump(mode="json") if model is not None else None
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
@@ -43,15 +33,15 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
         try:
             value = loads_bounded(raw, f"--set {key}")
-        except NestingError as err:
+        except (NestingError, DuplicateKeyError) as err:  # JSON, but not a value (it would be read as text)
             raise PresetError(str(err)) from None
         except InputError:
             value = raw  # not JSON: a string
         node = data
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
-            if part in node and node[part] is None:  # an absent optional section (deployment): its defaults
-                node[part] = _section_defaults(tuple(parts[: i + 1]))
+            if part in node and node[part] is None:  # an absent optional section: what it stands for (its defaults)
+                node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
             if not isinstance(node.get(part), dict):
                 raise PresetError(f"--set {key!r}: {part!r} is not a section of the config")
             node = node[part]
@@ -155,6 +145,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prepare_out_dir(Path(args.out))
     if args.trace:
         cfg = _with_trace_file(cfg, args)
+        # with_trace replays every row under its own name: a --set of either (the first N rows) still holds (it
+        # was silently replaced: --set workload.num_requests=5 replayed all 240 rows of a sample)
+        kept = [a for a in args.set or () if a.partition("=")[0].strip() in ("workload.num_requests", "workload.name")]
+        cfg = apply_overrides(cfg, kept) if kept else cfg
     res = run_simulation(cfg)
     if args.out:
         try:
@@ -165,15 +159,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-TRACE_OPTION_DEFAULTS = {"trace_format": "auto", "trace_time_scale": 1.0, "trace_start_s": 0.0, "trace_end_s": None,
-                         "trace_max_requests": None}  # (the parser's defaults below)
+# --trace-X -> TraceOptions field X: the parser's defaults are the model's (they were restated here)
+TRACE_OPTION_FIELDS = {"trace_format": "format", "trace_time_scale": "time_scale", "trace_start_s": "start_s",
+                       "trace_end_s": "end_s", "trace_max_requests": "max_requests"}  # fmt: skip
+
+
+TRACE_OPTION_DEFAULTS = {name: TraceOptions.model_fields[field].default for name, field in TRACE_OPTION_FIELDS.items()}
 
 
 def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     """Replay a trace file (a named public format, see sim_core/traces.py) with the run's config."""
     from pydantic import ValidationError
 
-    from sim_core.traces import TraceError, TraceOptions, load_trace, with_trace
+    from sim_core.traces import TraceError, load_trace, with_trace
 
     try:
         opts = TraceOptions(format=args.trace_format, time_scale=args.trace_time_scale, start_s=args.trace_start_s,
@@ -193,7 +191,9 @@ def _cmd_presets(args: argparse.Namespace) -> int:
     for fam in families:
         print(f"{fam}:" + (f"  (default: {DEFAULT_SCENARIO})" if fam == "scenarios" else ""))
         for name in list_presets(fam):
-            desc = describe_preset(fam, name)
+            # (hardware and model presets have no description: their lines were blank) their name and source
+            data = read_preset_data(fam, name)
+            desc = describe_preset(fam, name) or " - ".join(str(data[k]) for k in ("name", "source") if data.get(k))
             print(f"  {name:38s} {desc[:100]}")
     return 0
 
@@ -207,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
-    run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"],
-                     choices=("auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"),
+    run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),
                      help="format of --trace (auto: from the header)")
     run.add_argument("--trace-time-scale", type=float, default=TRACE_OPTION_DEFAULTS["trace_time_scale"],
                      help="multiply arrival gaps (0.5 = twice the rate)")
@@ -223,11 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
     sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer)")
-    bench = sub.add_parser("bench", help="benchmark the engine on fixed scenarios")
-    bench.add_argument("--repeats", type=int, default=3)
-    bench.add_argument("--quick", action="store_true", help="smaller large scenarios")
-    bench.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
-    bench.add_argument("--cpu-time", action="store_true", help="time with process CPU time (steadier on a busy machine)")
+    from sim_core.bench import add_arguments as add_bench_arguments  # (this parser restated bench's options)
+
+    add_bench_arguments(sub.add_parser("bench", help="benchmark the engine on fixed scenarios"))
     add_capacity_commands(sub)
     args = parser.parse_args(argv)
     try:
@@ -238,11 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "presets":
             return _cmd_presets(args)
         if args.cmd == "bench":
-            from sim_core.bench import main as bench_main
+            from sim_core.bench import run as run_bench
 
-            flags = [f for f, on in (("--quick", args.quick), ("--engines-only", args.engines_only),
-                                     ("--cpu-time", args.cpu_time)) if on]  # fmt: skip
-            return bench_main(["--repeats", str(args.repeats), *flags])
+            return run_bench(args)
         if args.cmd == "trends":
             from sim_core.trends import main as trends_main
 
@@ -255,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback from mid-tick
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

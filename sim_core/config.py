@@ -6,6 +6,7 @@ live here and nowhere else; `description=` strings double as the UI's help text.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -219,11 +220,11 @@ class Trace(StrictModel):
                 raise ValueError(f"trace block_hash_ids holds more than {MAX_TRACE_HASH_IDS:,} ids in total")
             hb = self.hash_block_tokens
             for i, (ids, p) in enumerate(zip(self.block_hash_ids, self.prompt_tokens)):
-                if len(ids) > -(-p // hb):
-                    raise ValueError(f"trace row {i}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
+                if len(ids) > -(-p // hb):  # (rows numbered from 1, as above: these said row 0 for the first)
+                    raise ValueError(f"trace row {i + 1}: {len(ids)} block hash ids for {p} prompt tokens (blocks of {hb})")
                 # (2^63 overflowed the cache's int64 arrays mid-run; 2^61 - 1 + k hashed as k: a false prefix hit)
                 if any(not 0 <= h <= MAX_HASH_ID for h in ids):
-                    raise ValueError(f"trace row {i}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^61 - 2)")
+                    raise ValueError(f"trace row {i + 1}: block hash ids must be >= 0 and <= {MAX_HASH_ID} (2^61 - 2)")
         return self
 
 
@@ -783,6 +784,21 @@ def field_info(loc: tuple[Any, ...]) -> Any:
     return info
 
 
+def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """What the optional section at `loc` stands for when a config leaves it out (None), as JSON, or None if `loc`
+    is not one: what `--set` and a link's `section.field=value` fill in, so `deployment.disaggregation.prefill.
+    replicas=2` turns one engine into a 2P1D deployment. Its defaults, except a pool's hardware or scheduler: left
+    out, a pool runs the top-level one (pool_config), so that section of `config` (a JSON dump) is filled in; with
+    the defaults, setting one field of a pool swapped a TensorRT-LLM A100 deployment's pool for vLLM on an H100."""
+    if config is not None and len(loc) == 4 and loc[:2] == ("deployment", "disaggregation") and loc[3] in (
+            "hardware", "scheduler"):  # fmt: skip
+        return copy.deepcopy(config[loc[3]])
+    info = field_info(loc)
+    ann = getattr(info, "annotation", None)
+    model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return model().model_dump(mode="json") if model is not None else None
+
+
 def allowed_range(loc: tuple[Any, ...]) -> str:
     """Human-readable allowed values for the field at `loc` ('' when none are declared)."""
     info = field_info(loc)
@@ -801,12 +817,21 @@ def allowed_range(loc: tuple[Any, ...]) -> str:
     if choices and all(isinstance(c, str) for c in choices):
         return "one of " + ", ".join(repr(c) for c in choices)
     if lo is not None and hi is not None:
-        return f"{lo_op} {lo:g} and {hi_op} {hi:g}" if isinstance(lo, float | int) else ""
+        return f"{lo_op} {_bound_text(lo)} and {hi_op} {_bound_text(hi)}" if isinstance(lo, float | int) else ""
     if lo is not None:
-        return f"{lo_op} {lo:g}"
+        return f"{lo_op} {_bound_text(lo)}"
     if hi is not None:
-        return f"{hi_op} {hi:g}"
+        return f"{hi_op} {_bound_text(hi)}"
     return ""
+
+
+def _bound_text(value: float) -> str:
+    """A bound as the user must type it: exact (`:g` alone said 1048576 was 1.04858e+06 and the largest seed
+    4.29497e+09, numbers that are not the bound), short where that is exact (1e-06, 100000)."""
+    if isinstance(value, int):
+        return str(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say what to write instead

@@ -169,7 +169,8 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
     if kv_bytes <= block_bytes:
         raise MemoryPlanError(
             f"Out of memory: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
-            f"{gib(max(kv_bytes, 0))} for the KV cache ({hw.memory_gib:g} GiB per GPU, gpu_memory_utilization "
+            f"{gib(max(kv_bytes, 0))} for the KV cache ({hw.memory_gib:g} GiB per GPU less {CUDA_RESERVED_BYTES / GIB:g} GiB "
+            "for the CUDA context, gpu_memory_utilization "
             f"{kv.gpu_memory_utilization:g}, memory rule {kv.memory_rule!r}). "
             + (f"Under SGLang's rule the activations must fit in the {1 - kv.gpu_memory_utilization:.2f} of memory "
                "outside mem_fraction_static. " if kv.memory_rule == "sglang" else "")

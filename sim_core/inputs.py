@@ -45,15 +45,39 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+class DuplicateKeyError(InputError):
+    """A JSON object that names a member twice."""
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members; a name given twice raises (json.loads kept the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def loads_bounded(text: str | bytes, source: str = "config") -> Any:
-    """`json.loads` that reports bad or deeply nested JSON as an InputError naming `source`."""
+    """`json.loads` that reports bad or deeply nested JSON, or an object naming a member twice (which of the two
+    values was meant is unknowable: `{"num_requests": 5, "num_requests": 7}` ran 7), as an InputError naming
+    `source`."""
     if isinstance(text, bytes | bytearray):
         try:
             text = bytes(text).decode("utf-8-sig")  # Excel and Notepad write a byte-order mark
         except UnicodeDecodeError as err:
             raise InputError(f"Invalid {source}: not UTF-8 text (byte {err.start})") from None
     try:
-        data = json.loads(text.removeprefix("\ufeff"))
+        data = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise DuplicateKeyError(f"Invalid {source}: the key {printable(dup.key)[:80]!r} appears twice in one object; "
+                         "give each field once") from None  # fmt: skip
     except json.JSONDecodeError as err:
         raise InputError(f"Invalid {source}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
     except RecursionError:
@@ -85,9 +109,9 @@ def parse_float_text(text: str) -> float:
     return value
 
 
-def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config file") -> bytes:
-    """Read a regular file of at most `limit_bytes`. Devices (/dev/zero), FIFOs and directories are
-    refused before they are opened, so nothing reads forever or blocks waiting for a writer."""
+def check_regular_file(path: str | Path, limit_bytes: int, what: str = "config file") -> None:
+    """Refuse anything but a regular file of at most `limit_bytes`, before it is opened: a device
+    (/dev/zero) reads forever, a FIFO blocks waiting for a writer, a directory is no file."""
     name = str(path)
     try:
         info = os.stat(name)
@@ -99,6 +123,12 @@ def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config fi
         raise InputError(f"cannot read {what} {name!r}: not a regular file (a device, pipe or socket)")
     if info.st_size > limit_bytes:
         raise InputError(f"{what} {name!r} is {info.st_size:,} bytes; the limit is {limit_bytes:,}")
+
+
+def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config file") -> bytes:
+    """Read a regular file of at most `limit_bytes` (`check_regular_file` first)."""
+    name = str(path)
+    check_regular_file(name, limit_bytes, what)
     try:
         with open(name, "rb") as fh:
             data = fh.read(limit_bytes + 1)  # bounded even if the file grows meanwhile

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core import quantiles
-from sim_core.config import SimConfig
+from sim_core.config import SimConfig, WorkloadConfig
 from sim_core.costmodel import MemoryPlan
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
@@ -53,6 +53,8 @@ def output_and_total_tokens(cfg: SimConfig, req: RequestTable) -> tuple[int, int
 STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up)
 STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
 MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
+# the most requests one run may have (config.py's bound on workload.num_requests)
+_MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
 
 
 def steady_window(num_arrivals: int) -> tuple[int, int]:
@@ -99,7 +101,7 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events
     mean_e2e = float(e2e[done].mean()) if done.any() else float("nan")
     num_unfinished = int((~done).sum())
     return SteadyState(
-        window_first_request=int(ids[0]), window_last_request=int(ids[-1]), window_start_s=t0, window_end_s=t1,
+        window_first_request=lo, window_last_request=hi - 1, window_start_s=t0, window_end_s=t1,
         num_requests=int(ids.size), num_unfinished=num_unfinished,
         arrival_rate_per_s=per_s(ids.size - 1), output_tokens_per_s=per_s(out_tokens), requests_per_s=per_s(finished_in),
         goodput_requests_per_s=float(meets.mean()) * per_s(ids.size - 1), slo_attainment=float(meets.mean()),
@@ -120,9 +122,13 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / 0.8)):,} requests.")
     if warmup_s < mean_e2e_s:
         need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
+        most = _MAX_NUM_REQUESTS
+        # (it advised e.g. "Run about 98,766,600 requests", a run no config can ask for)
+        advice = (f"Run about {need:,} requests or more." if need <= most else
+                  f"That takes about {need:,} requests, more than the {most:,} a run allows: lower the rate.")  # fmt: skip
         return (f"Too short to say: the warm-up (first {STEADY_WARMUP_FRACTION:.0%} of arrivals) lasted {warmup_s:,.1f} s, "
                 f"less than one request's mean end-to-end time ({mean_e2e_s:,.1f} s), so the server was still filling up "
-                f"(or is overloaded and never settles). Run about {need:,} requests or more.")
+                f"(or is overloaded and never settles). {advice}")
     return None
 
 

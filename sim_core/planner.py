@@ -41,15 +41,15 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import Router, SimConfig, pool_config
+from sim_core.config import HardwareSpec, Router, SchedulerConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
-from sim_core.presets import PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
+from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
-from sim_core.sweep import Capacity, CapacityObjective, at_rate, find_capacities, meets_objective
+from sim_core.sweep import Capacity, CapacityObjective, at_rate, find_capacities, meets_objective, with_rate
 
 PRICING_FILE = PRESETS_DIR / "pricing" / "gpu-on-demand.json"
 DEFAULT_ENGINES = ("vllm-v1", "sglang", "tensorrt-llm-max-utilization")
@@ -71,6 +71,12 @@ def default_prices() -> Mapping[str, GpuPrice]:
 
 
 # ---------------------------------------------------------------- the request
+def _config_int(model: type[BaseModel], name: str) -> Any:
+    """An integer with the bounds of config field `model.name` (config.py is their one source): a search list
+    holds values of that field, so a value the config would refuse is named here, not pruned unexplained."""
+    return Annotated[(int, *model.model_fields[name].metadata)]
+
+
 class PlanSpec(BaseModel):
     """What to plan for and where to search. Defaults: every priced GPU, TP 1-8, up to 16 replicas."""
 
@@ -78,7 +84,9 @@ class PlanSpec(BaseModel):
     target_rate_per_s: float = Field(gt=0, le=100_000, description="Requests/s the deployment must serve.")
     objective: CapacityObjective = CapacityObjective()
     gpus: tuple[str, ...] = Field((), description="Hardware presets to consider (empty: every GPU with a price).")
-    tp_degrees: tuple[int, ...] = Field((1, 2, 4, 8), min_length=1, description="Tensor-parallel degrees per replica.")
+    tp_degrees: tuple[_config_int(HardwareSpec, "num_gpus"), ...] = Field(
+        (1, 2, 4, 8), description="Tensor-parallel degrees per replica (at least one)."
+    )
     max_replicas: int = Field(
         16, ge=1, le=64, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
     )
@@ -95,11 +103,11 @@ class PlanSpec(BaseModel):
         "(cluster simulation; slower); one_replica: no confirmation (exact for a random router).",
     )  # fmt: skip
     engines: tuple[str, ...] = Field(DEFAULT_ENGINES, min_length=1, description="Engine presets to consider.")
-    token_budgets: tuple[int | None, ...] = Field(
-        (None,), min_length=1, description="scheduler.max_num_batched_tokens values (None: the engine preset's)."
+    token_budgets: tuple[_config_int(SchedulerConfig, "max_num_batched_tokens") | None, ...] = Field(
+        (None,), description="scheduler.max_num_batched_tokens values (None: the engine preset's; at least one)."
     )
-    max_batches: tuple[int | None, ...] = Field(
-        (None,), min_length=1, description="scheduler.max_num_seqs values (None: the engine preset's)."
+    max_batches: tuple[_config_int(SchedulerConfig, "max_num_seqs") | None, ...] = Field(
+        (None,), description="scheduler.max_num_seqs values (None: the engine preset's; at least one)."
     )
     prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
         default_factory=dict, description="Price overrides per hardware preset, USD per GPU-hour."
@@ -107,6 +115,23 @@ class PlanSpec(BaseModel):
     num_results: int = Field(5, ge=1, le=100, description="Cheapest feasible configurations to return.")
     batch_size: int = Field(8, ge=1, le=256, description="Candidates simulated per round (fixed: same rounds on any backend).")
     headroom_rel_tol: float = Field(0.03, gt=0, le=0.5, description="Bracket width of the headroom bisection.")
+
+    @model_validator(mode="after")
+    def _known_presets(self) -> PlanSpec:
+        # (an unknown engine was pruned as "1 invalid configuration", a price for an unknown GPU ignored.) The
+        # lists' emptiness is checked here, not by min_length: pydantic adds "should have at least 1 item" to a
+        # bad value's own message, as if a list of one bad value were empty.
+        for what in ("tp_degrees", "token_budgets", "max_batches"):
+            if not getattr(self, what):
+                raise ValueError(f"{what}: give at least one value")
+        for what, names, family in (("gpus", self.gpus, "hardware"), ("engines", self.engines, "engines"),
+                                    ("prices_usd_per_gpu_hour", tuple(self.prices_usd_per_gpu_hour), "hardware")):  # fmt: skip
+            known = list_presets(family)
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                raise ValueError(f"{what}: unknown {FAMILY_NOUNS[family]} preset(s) {', '.join(map(repr, unknown))}; "
+                                 f"available: {', '.join(known)}")  # fmt: skip
+        return self
 
     def prices(self) -> dict[str, float]:
         out = {k: v.usd_per_gpu_hour for k, v in default_prices().items()}
@@ -225,15 +250,14 @@ def _at_total_rate(cfg: SimConfig, rate_per_s: float, num_replicas: int) -> SimC
     if tr is None:
         return at_rate(cfg, per_replica)
     n = cfg.workload.num_requests
-    arrivals = np.asarray(tr.arrival_s[:n])
-    span = arrivals[-1] - arrivals[0]
-    scale = ((n - 1) / rate_per_s) / span if span > 0 else 1.0  # the trace's rate becomes λ
+    span = tr.arrival_s[n - 1] - tr.arrival_s[0]  # the trace's rate becomes λ (sweep.with_rate), unless it has none
+    scaled = with_rate(cfg, rate_per_s).workload.trace.arrival_s if span > 0 else [a - tr.arrival_s[0] for a in tr.arrival_s]
     keep = np.random.default_rng(cfg.seed).random(n) < 1.0 / num_replicas
     keep[0] = True  # never an empty trace
     idx = np.flatnonzero(keep)
     data = cfg.model_dump(mode="python")
     data["workload"]["trace"] = {
-        "arrival_s": [float((arrivals[i] - arrivals[0]) * scale) for i in idx],
+        "arrival_s": [float(scaled[i]) for i in idx],
         "prompt_tokens": [tr.prompt_tokens[i] for i in idx], "output_tokens": [tr.output_tokens[i] for i in idx],
         "priority": None if tr.priority is None else [tr.priority[i] for i in idx],
     }  # fmt: skip

@@ -5,11 +5,13 @@ Arrays stay NumPy; `to_frames()` is the only place pandas appears, at the edge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan
@@ -136,16 +138,35 @@ class BatchLog:
 BATCH_FIELDS = ("tick", "req", "num_new_tokens", "is_decode", "kv_blocks_held")
 
 
-class SteadyState(BaseModel):
+class _Metrics(BaseModel):
+    """Metrics that JSON carries: it writes an undefined one (NaN: TPOT of 1-token outputs, a percentile of no
+    finished request) as null, and null is read back as NaN for a float field. Before, null was refused: a
+    worker's payload (sweep, capacity, plan) ended in a ValidationError traceback, and summary.json of
+    `run --out` could not be read back as a Summary."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_nan(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        nulls = [k for k, v in data.items() if v is None and k in cls.model_fields and cls.model_fields[k].annotation is float]
+        return data | {k: math.nan for k in nulls} if nulls else data
+
+
+class SteadyState(_Metrics):
     """Metrics over the steady-state window (sim_core.metrics.steady_window says which requests):
     warm-up and drain excluded, throughput over the window's span instead of the makespan."""
 
     model_config = ConfigDict(frozen=True)
 
-    window_first_request: int  # index (arrival order) of the first request in the window
-    window_last_request: int  # index of the last request in the window (inclusive)
-    window_start_s: float  # arrival time of window_first_request
-    window_end_s: float  # arrival time of window_last_request
+    # Ranks by arrival (0 = the first request to arrive), not request ids: with sessions ids are not in arrival
+    # order, and the window's ids (e.g. 31 and 266 for ranks 30 and 269) read as a range of 236 requests of 240.
+    window_first_request: int  # arrival rank of the first request in the window
+    window_last_request: int  # arrival rank of the last request in the window (inclusive)
+    window_start_s: float  # arrival time of the window's first request
+    window_end_s: float  # arrival time of the window's last request
     num_requests: int  # requests that arrived in the window
     num_unfinished: int  # of those, not finished when the run ended
     arrival_rate_per_s: float  # (num_requests - 1) / (end - start): the offered load in the window
@@ -164,7 +185,7 @@ class SteadyState(BaseModel):
     note: str | None  # why this run is too short (or too overloaded) to give a steady-state answer
 
 
-class Summary(BaseModel):
+class Summary(_Metrics):
     """Headline numbers. Percentiles are over finished requests; NaN (null in JSON) when none."""
 
     model_config = ConfigDict(frozen=True)

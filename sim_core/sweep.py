@@ -62,13 +62,55 @@ def knob_value(cfg: SimConfig, knob: str) -> float:
     return 1.0 if node is None else float(node)
 
 
+def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
+    """The config's traffic offered at `rate_per_s` requests/s. A trace fixes its own arrivals, so setting
+    workload.arrival.rate_per_s alone changed nothing (a rate sweep of a trace drew equal rows, a capacity
+    search probed one run at every rate): its arrivals are time-scaled instead, to start at 0 with a mean
+    rate (n − 1) / span over the n requests replayed of `rate_per_s` (the planner's rule for a trace)."""
+    tr = cfg.workload.trace
+    if tr is None:
+        return with_value(cfg, "workload.arrival.rate_per_s", rate_per_s)
+    n = cfg.workload.num_requests
+    span = tr.arrival_s[n - 1] - tr.arrival_s[0]
+    if not span > 0:
+        raise PresetError(f"workload.arrival.rate_per_s = {rate_per_s:g}: the trace's {n:,} requests arrive at one "
+                          "instant, so it has no rate to scale")  # fmt: skip
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise PresetError(f"workload.arrival.rate_per_s = {rate_per_s:g}: must be a finite number > 0")
+    scale = ((n - 1) / rate_per_s) / span
+    data = cfg.model_dump(mode="python")
+    data["workload"]["arrival"]["rate_per_s"] = rate_per_s
+    data["workload"]["trace"]["arrival_s"] = [(a - tr.arrival_s[0]) * scale for a in tr.arrival_s]
+    return config_from_dict(data, f"trace at {rate_per_s:g} req/s")
+
+
 def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
-    """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed."""
+    """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed.
+    Raises PresetError when the value changes the config but no instance of a disaggregated deployment runs
+    with it (every pool sets its own GPU, TP degree or scheduler)."""
     if knob == "prefill_instances":
         from sim_core.cluster.knobs import with_prefill_instances
 
         return with_prefill_instances(cfg, int(value))
-    return with_value(cfg, SWEEP_KNOBS[knob][0], value)
+    if knob == "rate" and cfg.workload.trace is not None:
+        return with_rate(cfg, float(value))
+    out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
+    _check_reaches_an_instance(cfg, out, knob, value)
+    return out
+
+
+def _check_reaches_an_instance(base: SimConfig, point: SimConfig, knob: str, value: Any) -> None:
+    """A top-level hardware or scheduler value that every pool overrides (pool_config is the rule) ran the base
+    deployment under the point's label: a num_gpus sweep of DistServe's P2D1 (TP 2 + TP 1) gave equal rows."""
+    from sim_core.config import pool_config
+
+    if base.deployment is None or base.deployment.disaggregation is None or point == base:
+        return
+    if all(pool_config(point, role) == pool_config(base, role) for role in ("prefill", "decode")):
+        path = SWEEP_KNOBS[knob][0]
+        raise PresetError(f"{knob} = {value:g}: no instance of this deployment runs with the top-level {path} (each "
+                          "pool of deployment.disaggregation sets its own hardware, tensor_parallel or scheduler); "
+                          "sweep on a config without those pool overrides")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -141,10 +183,14 @@ def seed_bands(
 ) -> dict[str, tuple[float, float, float]]:
     """(min, median, max) of each Summary field (or `steady.<field>`) over seeds cfg.seed … + num_seeds − 1
     (each run under `budget` when given: the app's; `cancelled` as in `run_sweep`: the app's page budget)."""
-    (pt,) = run_sweep(cfg, "rate", [cfg.workload.arrival.rate_per_s], num_seeds=num_seeds, backend=backend, cache=cache,
-                      budget=budget, cancelled=cancelled)  # fmt: skip
-    if pt.error:
-        raise PresetError(pt.error)
+    # the config itself over seeds (not a sweep point at its own rate: a trace's rate point is its time-scaled copy)
+    runs = run_points([with_seed(cfg, k) for k in range(num_seeds)], backend or LocalBackend(1), cache, None, cancelled,
+                      budget)  # fmt: skip
+    err = next((e for _, e in runs if e), None)
+    if err:
+        raise PresetError(err)
+    seeds = tuple(s for s, _ in runs if s is not None)
+    pt = SweepPoint(cfg.workload.arrival.rate_per_s, seeds[0], None, seeds)
     return {f: band(point_metric(pt, f)) for f in fields}
 
 
@@ -167,9 +213,10 @@ def capacity_from_sweep(
     objective: CapacityObjective | None = None, seed_index: int = 0,
 ) -> float | None:
     """Largest swept value such that it and every smaller value meet the objectives (for the run
-    with seed cfg.seed + seed_index). Without `objective`: the whole-run attainment rule."""
+    with seed cfg.seed + seed_index). Without `objective`: the whole-run attainment rule. Points are read in
+    increasing value, whatever their order (a sweep from 5 down to 1 req/s gave 1 when both met it)."""
     best = None
-    for p in points:
+    for p in sorted(points, key=lambda p: p.value):
         runs = p.seeds or ((p.summary,) if p.summary is not None else ())
         s = runs[seed_index] if seed_index < len(runs) else None
         ok = s is not None and (meets_objective(s, cfg, objective) if objective else meets_slo(s, cfg, attainment))
@@ -187,7 +234,7 @@ def capacity_search(
     probes = []
 
     def ok(rate: float) -> bool:
-        s = run_simulation(with_value(cfg, "workload.arrival.rate_per_s", rate)).summary
+        s = run_simulation(with_rate(cfg, rate)).summary
         probes.append((rate, s))
         return meets(s)
 
@@ -276,7 +323,7 @@ def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
     """The config at this offered rate with a steady-state run length."""
     if not (math.isfinite(rate_per_s) and rate_per_s > 0):  # (0 divided the run's time limit by zero: a traceback)
         raise PresetError(f"capacity probe: workload.arrival.rate_per_s = {rate_per_s:g}: must be a finite number > 0")
-    data = cfg.model_dump(mode="python")
+    data = (with_rate(cfg, rate_per_s) if cfg.workload.trace is not None else cfg).model_dump(mode="python")
     data["workload"]["arrival"]["rate_per_s"] = rate_per_s
     n = steady_run_length(cfg, rate_per_s, scale)
     data["workload"]["num_requests"] = n

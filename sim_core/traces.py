@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from sim_core.config import MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
-from sim_core.inputs import parse_float_text, parse_int_text
+from sim_core.inputs import InputError, check_regular_file, parse_float_text, parse_int_text
 
 TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
 TRACE_FORMATS: tuple[str, ...] = ("csv", "azure-2023", "azure-2024", "burstgpt", "mooncake")
@@ -46,6 +46,8 @@ MAX_WINDOW_ROWS = 5_000_000  # rows kept after the window, before sampling (boun
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+MAX_JSON_INT = 10**300  # a JSON integer this large or larger is no count or time (and not a float)
+AZURE_MAX_FRACTION_DIGITS = 18  # the traces write 7 (100 ns); more digits are not a time any clock took
 
 FORMAT_HELP = {
     "azure-2023": "Azure LLM inference trace 2023: CSV TIMESTAMP,ContextTokens,GeneratedTokens",
@@ -110,11 +112,17 @@ class _Row:
 
 
 # ------------------------------------------------------------------ field parsers
+def _shown(cell: object) -> str:
+    """A cell as a message quotes it: repr, cut to 60 characters (a hostile cell can be megabytes)."""
+    text = repr(cell)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _int(fmt: str, line: int, name: str, cell: str) -> int:
     try:
         val = parse_int_text(cell.strip())
     except ValueError:
-        raise TraceError(f"{fmt} line {line}: {name} = {cell!r} is not an integer") from None
+        raise TraceError(f"{fmt} line {line}: {name} = {_shown(cell)} is not an integer") from None
     if not 0 <= val <= 1_048_576:
         raise TraceError(f"{fmt} line {line}: {name} = {val} is outside [0, 1048576]")
     return val
@@ -124,9 +132,9 @@ def _float(fmt: str, line: int, name: str, cell: str) -> float:
     try:
         val = parse_float_text(cell.strip())
     except ValueError:
-        raise TraceError(f"{fmt} line {line}: {name} = {cell!r} is not a number") from None
+        raise TraceError(f"{fmt} line {line}: {name} = {_shown(cell)} is not a number") from None
     if not math.isfinite(val) or val < 0:
-        raise TraceError(f"{fmt} line {line}: {name} = {cell!r} must be finite and >= 0")
+        raise TraceError(f"{fmt} line {line}: {name} = {_shown(cell)} must be finite and >= 0")
     return val
 
 
@@ -146,8 +154,9 @@ def _datetime_s(fmt: str, line: int, cell: str) -> float:
                 i = rest.index(sep)
                 digits, tz = rest[:i], rest[i:]
                 break
-        if not digits.isdigit():
-            raise TraceError(f"{fmt} line {line}: TIMESTAMP = {cell!r} is not a date-time like 2023-11-16 18:15:46.680")
+        # ASCII digits only, and few of them: '²'.isdigit() and int('٣') held, int() of 5,000 digits raised ValueError
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > AZURE_MAX_FRACTION_DIGITS:
+            raise TraceError(f"{fmt} line {line}: TIMESTAMP = {_shown(cell)} is not a date-time like 2023-11-16 18:15:46.680")
         frac = digits
     else:
         for sep in ("+", "Z"):
@@ -158,7 +167,7 @@ def _datetime_s(fmt: str, line: int, cell: str) -> float:
     try:
         base = datetime.fromisoformat(main + (tz.replace("Z", "+00:00") if tz else ""))
     except ValueError:
-        raise TraceError(f"{fmt} line {line}: TIMESTAMP = {cell!r} is not a date-time like 2023-11-16 18:15:46.680") from None
+        raise TraceError(f"{fmt} line {line}: TIMESTAMP = {_shown(cell)} is not a date-time like 2023-11-16 18:15:46.680") from None
     if base.tzinfo is not None:
         base = base.replace(tzinfo=None) - base.utcoffset()
     seconds = (base - _EPOCH).total_seconds()
@@ -247,8 +256,11 @@ def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
         vals = {}
         for k in MOONCAKE_KEYS:
             v = obj[k]
+            # (JSON integers have no size limit: math.isfinite(10**400) raised OverflowError, a traceback)
+            if isinstance(v, int) and not isinstance(v, bool) and not -MAX_JSON_INT < v < MAX_JSON_INT:
+                raise TraceError(f"{fmt} line {line}: {k} has {len(str(abs(v))):,} digits; it must be below 1e300")
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (k != "timestamp" and v != int(v)):
-                raise TraceError(f"{fmt} line {line}: {k} = {v!r} must be a non-negative " + ("number" if k == "timestamp" else "integer"))
+                raise TraceError(f"{fmt} line {line}: {k} = {_shown(v)} must be a non-negative " + ("number" if k == "timestamp" else "integer"))
             vals[k] = v
         if vals["input_length"] > 1_048_576 or vals["output_length"] > 1_048_576:
             raise TraceError(f"{fmt} line {line}: lengths must be <= 1048576")
@@ -315,6 +327,8 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
             detected = fmt  # the format's own reader names what is wrong with the header
         if detected != fmt and not {detected, fmt} <= {"azure-2023", "azure-2024"}:
             raise TraceError(f"{fmt} line 1: the file looks like {detected} ({FORMAT_HELP[detected]})")
+    if fmt != "burstgpt" and (opts.model or opts.log_type):  # (ignored before: the whole trace replayed unfiltered)
+        raise TraceError(f"{fmt}: the model and log_type filters select BurstGPT rows; a {fmt} trace has no such columns")
     lines_all = _chain_first(first, it)
     num_rows = num_skipped = 0
     t0: float | None = None
@@ -389,10 +403,11 @@ def parse_trace(text: str | bytes, options: TraceOptions | None = None, max_byte
 def load_trace(path: str | Path, options: TraceOptions | None = None) -> LoadedTrace:
     """Read a trace file (streamed: whole public traces work, with a window or max_requests)."""
     p = Path(path)
+    try:  # (a device such as /dev/zero was read forever, a FIFO blocked the CLI waiting for a writer)
+        check_regular_file(p, MAX_TRACE_FILE_BYTES, "trace file")
+    except InputError as err:
+        raise TraceError(str(err)) from None
     try:
-        size = p.stat().st_size
-        if size > MAX_TRACE_FILE_BYTES:
-            raise TraceError(f"{p.name}: {size:,} bytes, the limit is {MAX_TRACE_FILE_BYTES:,}")
         with p.open(encoding="utf-8-sig", newline="") as fh:
             return read_trace(fh, options)
     except OSError as err:

@@ -33,7 +33,7 @@ def instance_rows(res: ClusterResult) -> list[dict[str, object]]:
     for inst in res.instances:
         s = inst.result.summary
         rows.append({
-            "instance": inst.label, "requests": inst.num_requests, "finished": s.num_finished,
+            "instance": inst.name, "gpus": inst.gpus, "requests": inst.num_requests, "finished": s.num_finished,
             "busy": s.gpu_busy_fraction, "kv_peak": s.kv_peak_usage, "ticks": s.num_ticks,
             "ttft_p50_s": s.ttft_p50_s if inst.role != "decode" else float("nan"),
             "tpot_p50_s": s.tpot_p50_s if inst.role != "prefill" else float("nan"),
@@ -45,8 +45,8 @@ def instance_rows(res: ClusterResult) -> list[dict[str, object]]:
 def format_instances(res: ClusterResult) -> str:
     ms = lambda x: "-" if np.isnan(x) else f"{x * 1e3:,.1f} ms" if x >= 1e-3 or x == 0 else f"{x * 1e6:,.0f} us"  # noqa: E731
     lines = [f"  {'instance':34s} {'requests':>8s} {'busy':>5s} {'KV peak':>7s} {'TTFT p50':>10s} {'TPOT p50':>10s} {'pre-empt':>8s}"]
-    for r in instance_rows(res):
-        lines.append(f"  {r['instance']:34s} {r['requests']:8,d} {r['busy']:5.0%} {r['kv_peak']:7.0%} "
+    for inst, r in zip(res.instances, instance_rows(res)):
+        lines.append(f"  {inst.label:34s} {r['requests']:8,d} {r['busy']:5.0%} {r['kv_peak']:7.0%} "
                      f"{ms(r['ttft_p50_s']):>10s} {ms(r['tpot_p50_s']):>10s} {r['preemptions']:8,d}")  # fmt: skip
     if res.is_disaggregated:
         moved = ~np.isnan(res.kv_transfer_end_s)

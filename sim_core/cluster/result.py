@@ -37,9 +37,18 @@ class InstanceResult:
         return int(self.request_ids.size)
 
     @property
+    def name(self) -> str:
+        """'replica 2', 'prefill 0': the key of the `instance` column of every table (requests, ticks, instances)."""
+        return f"{self.role} {self.index}"
+
+    @property
+    def gpus(self) -> str:
+        """'2x H100 SXM' (the count only when there are several)."""
+        return f"{self.num_gpus}x {self.hardware}" if self.num_gpus > 1 else self.hardware
+
+    @property
     def label(self) -> str:
-        gpus = f"{self.num_gpus}x " if self.num_gpus > 1 else ""
-        return f"{self.role} {self.index} ({gpus}{self.hardware})"
+        return f"{self.name} ({self.gpus})"
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class ClusterResult(SimResult):
 
     def instance_label_of(self) -> list[str]:
         """For each request, the instance(s) it ran on (e.g. 'replica 2', 'prefill 0 -> decode 1')."""
-        names = [f"{x.role} {x.index}" for x in self.instances]
+        names = [x.name for x in self.instances]
         out = []
         for a, b in zip(self.instance_of.tolist(), self.decode_instance_of.tolist()):
             out.append("-" if a < 0 else names[a] + (f" -> {names[b]}" if b >= 0 else ""))
@@ -73,8 +82,10 @@ class ClusterResult(SimResult):
             req["kv_wait_s"] = self.kv_transfer_start_s - self.kv_wait_start_s
             req["kv_transfer_s"] = self.kv_transfer_end_s - self.kv_transfer_start_s
             req["kv_transfer_bytes"] = self.kv_transfer_bytes
-        labels = np.array([x.label for x in self.instances])
-        frames["ticks"]["instance"] = labels[self.timeline.columns["instance"]]
+        # the requests' names, not the labels with the GPU ('replica 0 (H100 SXM)'): the ticks, requests and
+        # instances tables of one run join on this column (the ticks said 'replica 0 (H100 SXM)', requests 'replica 0')
+        names = np.array([x.name for x in self.instances])
+        frames["ticks"]["instance"] = names[self.timeline.columns["instance"]]
         return frames
 
 

@@ -119,3 +119,15 @@ def test_each_lesson_side_has_a_link_that_opens_exactly_that_side(lesson):
         cfg = lesson.config(step)
         opened, _, warning = config_from_query(config_to_query(cfg, None, lesson.scenario))
         assert warning is None and opened == cfg
+
+
+def test_a_link_can_set_one_field_of_a_pool_the_preset_leaves_out():
+    # `deployment.disaggregation.…` on a single-engine preset was "not a field of the config" (only a top-level
+    # section was filled in), though `--set` accepts it; a pool's scheduler/hardware start as the top-level ones
+    from sim_core.cli import apply_overrides
+
+    sets = {"deployment.disaggregation.prefill.replicas": "2", "deployment.disaggregation.decode.scheduler.max_num_seqs": "64"}
+    cfg, _, warning = config_from_query({"preset": "engine-tensorrt-llm-max-utilization", **sets})
+    assert warning is None
+    assert cfg == apply_overrides(load_preset("engine-tensorrt-llm-max-utilization"), [f"{k}={v}" for k, v in sets.items()])
+    assert cfg.deployment.disaggregation.decode.scheduler.name == load_preset("engine-tensorrt-llm-max-utilization").scheduler.name

@@ -84,7 +84,7 @@ def test_a_trace_block_hash_id_the_cache_cannot_key_is_refused_naming_the_row(ha
     data = {"workload": {"num_requests": 1, "trace": {"arrival_s": [0.0], "prompt_tokens": [2048], "output_tokens": [3],
                                                       "block_hash_ids": [[5, hash_id]]}},
             "kv_cache": {"enable_prefix_caching": True}}  # fmt: skip
-    with pytest.raises(PresetError, match=r"trace row 0: block hash ids must be >= 0 and <= 2305843009213693950"):
+    with pytest.raises(PresetError, match=r"trace row 1: block hash ids must be >= 0 and <= 2305843009213693950"):
         config_from_dict(data)
     data["workload"]["trace"]["block_hash_ids"] = [[5, 2**61 - 2]]  # the largest id still runs
     assert run_simulation(config_from_dict(data)).summary.num_finished == 1

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_
 
 from sim_core.engine import run_simulation
+from sim_core.presets import load_preset
 from sim_core.metrics import steady_window
 from tests.conftest import make_config, trace_config
 
@@ -66,12 +67,35 @@ def test_window_excludes_exactly_floor_ten_percent_each_side(n):
     assert 0 <= first <= last <= n
 
 
-@pytest.mark.xfail(strict=True, reason="review 25: kv_blocks_used is recorded after the tick's finished requests free "
-                   "their blocks (every path: general, coalesced, scalar core, solo), so the KV peak misses the blocks "
-                   "of requests that finish in the peak tick; a fix records the in-tick count on every path")
+def test_the_window_is_named_by_arrival_rank_when_request_ids_are_not_in_arrival_order():
+    # Sessions number requests by conversation, not by arrival. The window's first and last fields held request
+    # ids (31 and 266 for ranks 30 and 269 of 300), which the CLI and the app print as "requests 31-266 by
+    # arrival": 236 requests for a window of 240. They are the ranks their docstring says.
+    cfg = load_preset("multi-turn-chat-h100-llama8b")
+    res = run_simulation(cfg)
+    st, arrival = res.summary.steady, res.requests.arrival_s
+    assert not np.all(np.diff(arrival) >= 0)  # ids out of arrival order: the case that differed
+    lo, hi = steady_window(int(np.isfinite(arrival).sum()))
+    assert (st.window_first_request, st.window_last_request) == (lo, hi - 1)
+    assert st.window_last_request - st.window_first_request + 1 == st.num_requests
+    ranked = np.sort(arrival[np.isfinite(arrival)])
+    assert (st.window_start_s, st.window_end_s) == (ranked[lo], ranked[hi - 1])
+
+
+def test_the_too_short_note_never_advises_more_requests_than_a_run_may_have():
+    # 200,000 requests at 100,000 req/s on 32P32D: "Run about 98,766,600 requests or more" (the bound is 200,000)
+    from sim_core.config import WorkloadConfig
+    from sim_core.metrics import _steady_note
+
+    most = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
+    note = _steady_note(200_000, 160_000, 0, warmup_s=0.2, mean_e2e_s=97.8)
+    assert "Run about" not in note and f"more than the {most:,} a run allows" in note
+    assert "Run about 1,000 requests or more." in _steady_note(500, 400, 0, warmup_s=1.0, mean_e2e_s=2.0)
+
+
 def test_kv_peak_counts_the_blocks_a_request_holds_in_its_last_tick():
     # One request, prompt 32 (2 blocks of 16), output 1: it holds 2 blocks while its only tick runs (the batch log
-    # says so), but the peak reads 0 %.
+    # says so); the peak read 0 % while rows counted the blocks after the tick's completions freed them
     res = run_simulation(trace_config([32], [1]))
     assert res.batches.kv_blocks_held.tolist() == [2]
     assert res.summary.kv_peak_usage * res.memory.num_blocks == 2

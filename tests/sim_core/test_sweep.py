@@ -1,7 +1,9 @@
 """Sweeps and capacity: throughput rises with load up to saturation; capacity search brackets it."""
 
 import numpy as np
+import pytest
 
+from sim_core import PresetError
 from sim_core.sweep import capacity_from_sweep, capacity_search, run_sweep, sweep_values
 from tests.conftest import make_config
 
@@ -90,6 +92,34 @@ def test_steady_length_sweeps_run_long_enough_to_say():
     steady = run_sweep(cfg, "rate", [16.0], steady_length=True)[0].summary
     assert short.steady.note is not None and steady.steady.note is None
     assert steady.num_requests == steady_run_length(cfg, 16.0)
+
+
+def test_a_rate_sweep_of_a_trace_time_scales_its_arrivals():
+    # A trace fixes its arrivals: setting workload.arrival.rate_per_s alone changed nothing, so a rate sweep of a
+    # trace preset drew equal rows and a capacity search probed the same run at every rate
+    from sim_core.presets import load_preset
+    from sim_core.sweep import apply_knob, at_rate, with_rate
+
+    cfg = load_preset("trace-mooncake-h100-llama8b")
+    n, arr = cfg.workload.num_requests, cfg.workload.trace.arrival_s
+    for rate in (1.0, 10.0):
+        for out in (apply_knob(cfg, "rate", rate), at_rate(cfg, rate), with_rate(cfg, rate)):
+            got = out.workload.trace.arrival_s
+            assert got[0] == 0.0 and (n - 1) / (got[n - 1] - got[0]) == pytest.approx(rate, rel=1e-12)
+            assert np.all(np.diff(got) >= 0) and out.workload.trace.prompt_tokens == cfg.workload.trace.prompt_tokens
+    pts = run_sweep(cfg, "rate", [1.0, 10.0])
+    assert pts[0].summary.makespan_s > 5 * pts[1].summary.makespan_s  # 10x the rate: the same requests in ~1/10 the time
+    own = apply_knob(cfg, "rate", cfg.workload.arrival.rate_per_s).workload.trace.arrival_s  # its nominal rate: scaled too
+    assert (n - 1) / own[n - 1] == pytest.approx(cfg.workload.arrival.rate_per_s, rel=1e-12)
+    assert len(set(arr)) > 1
+
+
+def test_a_trace_arriving_at_one_instant_has_no_rate_to_scale():
+    from sim_core.sweep import with_rate
+    from tests.conftest import trace_config
+
+    with pytest.raises(PresetError, match="arrive at one instant, so it has no rate to scale"):
+        with_rate(trace_config([100] * 4, [10] * 4, arrivals=[0.0] * 4), 5.0)
 
 
 def test_capacities_on_a_backend_read_back_nan_percentiles():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim_core import PresetError
+from sim_core import PresetError, load_preset
 from sim_core.sweep import apply_knob, knob_value, run_sweep
 from sim_core.sweep import with_value
 from tests.conftest import make_config
@@ -31,3 +31,17 @@ def test_prefill_instances_move_between_pools_with_the_total_fixed():
     assert "[1, 3]" in pts[-1].error
     with pytest.raises(PresetError, match="disaggregat"):
         apply_knob(make_config(), "prefill_instances", 2)
+
+
+def test_a_swept_value_no_instance_runs_with_is_a_point_error_not_the_base_result():
+    # DistServe's P2D1 sets each pool's TP degree: a num_gpus sweep ran the same deployment at every point and
+    # drew equal rows labelled 1, 2, 4 GPUs
+    cfg = load_preset("cluster-distserve-opt13b-3xa100-p2d1")
+    cfg = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"num_requests": 10})})
+    base_gpus = cfg.hardware.num_gpus
+    pts = run_sweep(cfg, "num_gpus", [base_gpus, base_gpus + 1])
+    assert pts[0].error is None  # the base value itself runs
+    assert pts[1].summary is None and "no instance of this deployment runs with the top-level hardware.num_gpus" in pts[1].error
+    # a knob that does reach an instance (the prefill pool uses the top-level scheduler) still sweeps
+    seqs = run_sweep(cfg, "max_num_seqs", [1, 64])
+    assert all(p.error is None for p in seqs)

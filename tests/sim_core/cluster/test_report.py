@@ -33,3 +33,18 @@ def test_cli_rejects_bad_deployment_values_with_the_field(capsys):
     assert "deployment.replicas = 0" in capsys.readouterr().err
     assert main(["run", "chat-h100-llama8b", "--set", "deployment.rooter=x"]) == 2
     assert "unknown field 'rooter'" in capsys.readouterr().err
+
+
+def test_the_tables_of_a_deployment_run_join_on_the_instance_column(tmp_path):
+    # ticks.csv and instances.csv named instances 'replica 0 (H100 SXM)', requests.csv 'replica 0': a join of a run's
+    # own tables on `instance` matched nothing
+    for preset, out in (("cluster-router-4xh100-llama8b", tmp_path / "r"), ("cluster-distserve-opt13b-3xa100-p2d1", tmp_path / "d")):
+        assert main(["run", preset, "--set", "workload.num_requests=20", "--out", str(out)]) == 0
+        inst = pd.read_csv(out / "instances.csv")
+        ticks, req = pd.read_csv(out / "ticks.csv"), pd.read_csv(out / "requests.csv")
+        names = set(inst["instance"])
+        assert set(ticks["instance"]) == names
+        assert {part for label in req["instance"] for part in label.split(" -> ")} <= names
+        per_instance = ticks.groupby("instance").size()
+        assert all(per_instance[name] >= n for name, n in zip(inst["instance"], inst["ticks"]))  # busy ticks + idle rows
+        assert inst["gpus"].str.contains("A100|H100").all()

@@ -1,0 +1,128 @@
+"""Hostile trace files (sim_core/traces.py): every one gives one TraceError naming the format and line, or a
+refusal before the file is opened; none raises another exception, hangs or quotes megabytes back."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim_core import PresetError, config_from_dict
+from sim_core.cli import main
+from sim_core.traces import TraceError, load_trace, parse_trace
+from tests.strategies import cases
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+def _load_in_time(path, seconds: float = 10.0):
+    """load_trace(path) on a daemon thread: (outcome, error); 'hang' if it is still reading after `seconds`."""
+    out: dict = {}
+
+    def go():
+        try:
+            load_trace(path)
+            out["r"] = ("ok", None)
+        except TraceError as err:
+            out["r"] = ("error", err)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(seconds)
+    return out.get("r", ("hang", None))
+
+
+def test_a_device_or_fifo_is_refused_before_it_is_opened(tmp_path):
+    # /dev/zero was read forever (one endless line, memory without bound) and a FIFO blocked `run --trace` waiting
+    # for a writer. /dev/null stands for the devices here: before the fix it was read (as an empty trace), and a
+    # test must not read /dev/zero unguarded.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/null", fifo):
+        outcome, err = _load_in_time(path)
+        assert outcome == "error", outcome
+        assert "not a regular file" in str(err)
+
+
+def test_cli_refuses_a_device_as_trace_with_exit_2(capsys):
+    assert main(["run", "chat-h100-llama8b", "--trace", "/dev/null"]) == 2
+    err = capsys.readouterr().err
+    assert "not a regular file" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("key", ["timestamp", "input_length", "output_length"])
+def test_a_mooncake_integer_too_large_for_a_float_is_named(key):
+    # math.isfinite(10**400) raised OverflowError: a traceback from the CLI and the app's upload
+    row = {"timestamp": 0, "input_length": 10, "output_length": 5} | {key: "HUGE"}
+    text = str(row).replace("'", '"').replace('"HUGE"', str(10**400))
+    with pytest.raises(TraceError, match=rf"mooncake line 1: {key} has 401 digits"):
+        parse_trace(text)
+
+
+@pytest.mark.parametrize("fraction", ["\u00b2", "\u0661\u0662", "1" * 5000, "1" * 19],
+                         ids=["superscript", "arabic-indic", "5000-digits", "19-digits"])
+def test_an_azure_fraction_of_a_second_must_be_a_few_ascii_digits(fraction):
+    # '²' passed str.isdigit() and int() raised ValueError; 5,000 digits hit int()'s digit limit (ValueError);
+    # Arabic-Indic digits were read as a time (".١٢" as 0.12 s) where every other number must be ASCII
+    text = AZURE_HEADER + f"2023-11-16 18:15:46.{fraction},10,5\n"
+    with pytest.raises(TraceError, match="azure-2023 line 2: TIMESTAMP = .* is not a date-time") as info:
+        parse_trace(text)
+    assert len(str(info.value)) < 200  # the cell is quoted cut short, not all 5,000 digits
+
+
+def test_an_azure_fraction_of_eighteen_digits_still_reads():
+    text = AZURE_HEADER + "2023-11-16 18:15:46.0,10,5\n2023-11-16 18:15:47.500000000000000000,10,5\n"
+    assert parse_trace(text).trace.arrival_s == [0.0, 1.5]
+
+
+@pytest.mark.parametrize("column", [0, 1, 2])
+def test_a_long_bad_csv_cell_is_quoted_cut_short(column):
+    cells = ["0", "10", "5"]
+    cells[column] = "x" * 100_000
+    with pytest.raises(TraceError, match="csv line 2") as info:
+        parse_trace("arrival_s,prompt_tokens,output_tokens\n" + ",".join(cells) + "\n")
+    assert len(str(info.value)) < 200
+
+
+def test_trace_rows_of_bad_block_hash_ids_are_numbered_from_one():
+    # the other trace checks number rows from 1 (the first request); these two said row 0 for the first
+    trace = {"arrival_s": [0.0, 1.0], "prompt_tokens": [512, 512], "output_tokens": [3, 3], "block_hash_ids": [[1], [2, 3]]}
+    with pytest.raises(PresetError, match="trace row 2: 2 block hash ids for 512 prompt tokens"):
+        config_from_dict({"workload": {"num_requests": 2, "trace": trace}})
+    trace["block_hash_ids"] = [[-1], [2]]
+    with pytest.raises(PresetError, match="trace row 1: block hash ids must be >= 0"):
+        config_from_dict({"workload": {"num_requests": 2, "trace": trace}})
+
+
+JSON_VALUES = st.one_of(st.integers(-(10**400), 10**400), st.floats(allow_nan=True), st.booleans(), st.none(),
+                        st.text(max_size=8), st.lists(st.integers(-3, 2**64), max_size=3))  # fmt: skip
+
+
+@cases(150)
+@given(rows=st.lists(st.dictionaries(st.sampled_from(["timestamp", "input_length", "output_length", "hash_ids", "x"]),
+                                     JSON_VALUES, max_size=5), min_size=1, max_size=4))  # fmt: skip
+def test_mooncake_rows_of_any_json_values_give_a_trace_or_one_trace_error(rows):
+    import json
+
+    text = "\n".join(json.dumps(r, allow_nan=True) for r in rows)
+    try:
+        parse_trace(text, None)
+    except TraceError as err:
+        assert str(err)
+
+
+@pytest.mark.parametrize("option", [{"model": "GPT-4"}, {"log_type": "API log"}])
+def test_burstgpt_filters_on_another_format_are_refused_not_ignored(option):
+    # the Mooncake sample replayed all 240 rows as if filtered by model
+    from pathlib import Path
+
+    from sim_core.traces import TraceOptions
+
+    sample = Path(__file__).resolve().parents[2] / "presets" / "traces" / "mooncake-sample.jsonl"
+    with pytest.raises(TraceError, match="mooncake: the model and log_type filters select BurstGPT rows"):
+        load_trace(sample, TraceOptions(**option))
+    burst = sample.with_name("burstgpt-sample.csv")
+    assert load_trace(burst, TraceOptions(**option)).num_skipped > 0  # still a filter there
