@@ -119,7 +119,7 @@ def run_trends(num_requests: int = 400) -> list[Trend]:
               "2.7-8x (vLLM SOSP'23 Sec. 6.2, K570)", 2.7, 8.0, "Orca (max-length reservation)", "vLLM (paged)",
               cap(orca, _normalised), paged_cap),
         Trend("vLLM vs FasterTransformer, same setup",
-              "2-4x vs FasterTransformer and Orca (vLLM SOSP'23 abstract; up to 22x in Fig. 12)", 2.0, 4.0,
+              "2-4x vs FasterTransformer and Orca (vLLM SOSP'23 abstract; up to 22x in Fig. 12, K570)", 2.0, 4.0,
               "FasterTransformer (static batch)", "vLLM (paged)", cap(ft, _normalised), paged_cap),
     ]  # fmt: skip
 

@@ -17,7 +17,8 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
    vllm-2023-distserve and distserve-2023, fitted on DistServe's published profiles: step_profiles.py).
    Lengths: its multi-turn ShareGPT procedure (0-prepare-dataset.py), measured by
    scripts/distserve_sharegpt_lengths.py. Published: 2.0-3.41x goodput per GPU for the chatbot workload.
-   Not reproduced: the 2023 vLLM cannot prefill the longest ~12 % of prompts within 0.25 s on one A100,
+   Not reproduced: the 2023 vLLM cannot give the longest ~16 % of the preset's prompts (over ~1,300 tokens) their
+   first token within 0.25 s on one idle A100 (84 % attainment; tests/app/test_claims.py, lesson 11),
    so the co-located side meets 90 % at no rate (ratio unbounded); the claim needs a baseline prefilling
    20-30 % faster than DistServe's own profile of it (scripts/distserve_sensitivity.py, README).
 2. Splitwise (ISCA'24, row K576): Llama-2-70B on DGX machines (TP8), Azure conversation trace lengths
