@@ -62,9 +62,14 @@ def test_plain_text_renders_as_itself(text):
         assert tag not in html, (text, html)
 
 
-def open_page(page: str, params: dict[str, str]) -> AppTest:
-    """Open `page` the way a link to it does."""
+def open_page(page: str, params: dict[str, str], open_sections: bool = False) -> AppTest:
+    """Open `page` the way a link to it does (`open_sections`: with every lazy sidebar section open)."""
     at = AppTest.from_file(APP, default_timeout=120)
+    if open_sections:
+        from app.components.config_form import SECTIONS
+
+        for section in SECTIONS:
+            at.session_state[f"ui.section.{section}"] = True
     for k, v in params.items():
         at.query_params[k] = v
     at.run()
@@ -185,7 +190,6 @@ def test_every_text_field_of_a_linked_config_is_shown_as_text(page, preset):
     # the sidebar's Hardware caption rendered a linked `hardware.name` and `hardware.source` as Markdown
     # links, Compare's "B's own workload (…)" note a linked `workload.name`, and the Deployment section's
     # "N GPUs = …" line the pools' GPU names
-    from app.components.config_form import SECTIONS
     from app.state import encode_config
 
     cfg = _every_text_field_baited(preset)
@@ -194,17 +198,7 @@ def test_every_text_field_of_a_linked_config_is_shown_as_text(page, preset):
     params = {"cfg": encode_config(cfg)}
     if page == PAGES[1]:  # Compare: A from a preset, B from the link (its own workload is then replaced and named)
         params = {"a_preset": preset, "b_cfg": encode_config(cfg)}
-    at = AppTest.from_file(APP, default_timeout=120)
-    for section in SECTIONS:  # sidebar sections are lazy: open them all
-        at.session_state[f"ui.section.{section}"] = True
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    if page != PAGES[0]:
-        at.switch_page(page)
-        for k, v in params.items():
-            at.query_params[k] = v
-        at.run()
+    at = open_page(page, params, open_sections=True)  # (sidebar sections are lazy: all open)
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]  # the names are valid: the page draws its results
     assert_no_markup_from_visitors(at)

@@ -395,16 +395,21 @@ def test_about_quotes_the_cost_models_computed_error_band_as_plan_does():
     assert calibration_band().text() in text and "about 11 %" not in text
 
 
+def narrow_plan_search(at, max_replicas: int) -> None:
+    """Plan's search space cut to H100s at TP1 running vLLM V1, up to `max_replicas` (a test's few candidates)."""
+    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
+    at.multiselect(key="plan.tp").set_value([1])
+    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
+    at.number_input(key="plan.replicas").set_value(max_replicas)
+    at.run()
+
+
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     at = open_page("app_pages/plan.py")
     assert not at.exception
     at.number_input(key="plan.rate").set_value(30.0)
-    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
-    at.multiselect(key="plan.tp").set_value([1])
-    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
-    at.number_input(key="plan.replicas").set_value(3)
-    at.run()
+    narrow_plan_search(at, 3)
     at.button(key="plan.go").click().run()
     assert not at.exception
     df = at.dataframe[-1].value  # after the price editor

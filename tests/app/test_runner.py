@@ -201,15 +201,13 @@ def test_plans_simulations_run_under_the_server_budget_and_the_page_says_so(tiny
 
     from streamlit.testing.v1 import AppTest
 
+    from tests.app.test_pages import narrow_plan_search
+
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path / "points"))
     at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"), default_timeout=120)
     at.run()
     at.switch_page("app_pages/plan.py").run()
-    at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
-    at.multiselect(key="plan.tp").set_value([1])
-    at.multiselect(key="plan.engines").set_value(["vllm-v1"])
-    at.number_input(key="plan.replicas").set_value(2)
-    at.run()
+    narrow_plan_search(at, 2)
     at.button(key="plan.go").click().run()
     assert not at.exception, [e.value for e in at.exception]
     text = " ".join(w.value for w in at.warning)

@@ -26,17 +26,23 @@ def with_check_interval(monkeypatch, ticks: int) -> None:
     monkeypatch.setattr(BudgetMeter, "_adapt", adapt)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10_000), max_ticks=st.one_of(st.none(), st.integers(1, 400)))
-def test_an_engine_run_is_the_same_at_any_check_interval(monkeypatch, seed, max_ticks):
-    cfg = random_config(seed)  # (every engine preset in turn, every arrival process, swap, samples, admissions)
-    budget = RunBudget(max_wall_s=600.0) if max_ticks is None else RunBudget(max_ticks=max_ticks, max_wall_s=600.0)
+def same_at_every_check_interval(monkeypatch, cfg, budget: RunBudget) -> list:
+    """`cfg` run under `budget` with checks every 1, 3 and 4,096 ticks, asserted the same; the three results."""
     results = []
     for ticks in (1, 3, 4096):
         with_check_interval(monkeypatch, ticks)
         results.append(run_simulation(cfg, budget=budget))
     for other in results[1:]:
         assert_same_run(results[0], other)
+    return results
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), max_ticks=st.one_of(st.none(), st.integers(1, 400)))
+def test_an_engine_run_is_the_same_at_any_check_interval(monkeypatch, seed, max_ticks):
+    cfg = random_config(seed)  # (every engine preset in turn, every arrival process, swap, samples, admissions)
+    budget = RunBudget(max_wall_s=600.0) if max_ticks is None else RunBudget(max_ticks=max_ticks, max_wall_s=600.0)
+    results = same_at_every_check_interval(monkeypatch, cfg, budget)
     if max_ticks is not None and results[0].summary.stopped_reason:  # stopped at the cap, not past it
         assert results[0].timeline.num_ticks <= max_ticks
     if max_ticks is None:  # a budget that never stops the run leaves it as it is without one
@@ -64,14 +70,7 @@ def test_the_recorded_rows_budget_stops_a_run_right_after_the_tick_that_passes_i
     cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"num_recorded_batches": num_logged})})
     if max_seqs is not None:  # (fewer than the requests: the bound on a tick's step-through rows is the batch's)
         cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": max_seqs})})
-    budget = RunBudget(max_recorded_rows=max_rows, max_wall_s=600.0)
-    results = []
-    for ticks in (1, 3, 4096):
-        with_check_interval(monkeypatch, ticks)
-        results.append(run_simulation(cfg, budget=budget))
-    for other in results[1:]:
-        assert_same_run(results[0], other)
-    res = results[0]
+    res = same_at_every_check_interval(monkeypatch, cfg, RunBudget(max_recorded_rows=max_rows, max_wall_s=600.0))[0]
     first_over = first_tick_over(res, max_rows)
     if res.summary.stopped_reason and "recorded rows" in res.summary.stopped_reason:
         assert res.timeline.num_ticks == first_over  # right after the tick that passed it
