@@ -622,9 +622,6 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
-        # Blocks in use during the tick: those of the requests that finish in it are freed at its end (below), after
-        # they served it (the row's count, and so the KV peak, includes them: a 1-token request read 0 % before)
-        used_in_tick = kv.num_used
         if completes and not D and len(completes) <= FEW_REQUESTS and all(math.isnan(st.last_token_s[r]) for r in completes):
             self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
         elif completes:
@@ -658,7 +655,7 @@ class Engine:
         elif decode_tokens:
             phase = Phase.DECODE
         rec.tick((t0, dur, phase, prefill_tokens, decode_tokens, len(pre), D, st.running.size,
-                  st.waiting_keys.size, st.swapped_keys.size, used_in_tick, float(flops), float(nbytes),
+                  st.waiting_keys.size, st.swapped_keys.size, kv.num_used, float(flops), float(nbytes),
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
         # (the phase controllers count decode throughput in tokens emitted: a verify pass's, not the positions it priced)
@@ -835,7 +832,7 @@ class Engine:
             st.last_token_s[idx] = last_end
             kv.grow_to(idx, blocks[:, k - 1])
             after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
-            used = other + blocks.sum(axis=0)  # (during each tick: the last one's finishing requests included)
+            used = other + blocks.sum(axis=0)
             self._finish(idx[done], last_end)
         else:
             alive = alive[:, :k]
@@ -848,12 +845,13 @@ class Engine:
             st.emitted[idx] += steps
             st.last_token_s[idx] = last_end
             kv.grow_to(idx, blocks[np.arange(B), steps - 1])
-            # Counts after each tick's completions, blocks during it, as single ticks record them
+            # Rows are recorded after each tick's completions, as single ticks are.
             after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
-            used = other + (blocks * alive).sum(axis=0)
+            used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
             self._finish(idx[done], last_end[done])
         if self.prefix is not None:
             self.prefix.tick_offset = 0
+        used[-1] = kv.num_used
         num_waiting = self._log_run(k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter)
         rec.ticks(
             {
@@ -1004,10 +1002,11 @@ class Engine:
         if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick
             self.prefix.tick_offset = k - 1
         kv.grow_to(idx, blocks[:, k - 1])
-        used = other + blocks.sum(axis=0)  # (during each tick: the last one's finishing requests included)
+        used = other + blocks.sum(axis=0)
         self._finish(idx[st.emitted[idx] >= st.output[idx]], last_end)
         if self.prefix is not None:
             self.prefix.tick_offset = 0
+        used[-1] = kv.num_used
         num_waiting = self._log_run(k, idx, blocks, None, starts, num_waiting0, arrived, arrivals_matter)
         after = np.full(k, num_idle + B)
         after[-1] = st.running.size

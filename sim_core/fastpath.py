@@ -596,7 +596,6 @@ def run_ticks(engine: Engine):
                     d += 1
                     continue
                 B_tick = B
-                used_in_tick = num_blocks - free  # (the finishing decoders' blocks served this tick: freed at its end)
                 if pc is not None:
                     if trims:
                         pc.trim_marked(trims)
@@ -616,7 +615,7 @@ def run_ticks(engine: Engine):
                 num_running = len(running)
                 admission_blocked = False
                 next_done = done_ticks[0] if B else -1
-                rows.append((dur, B_tick, num_running, num_waiting, used_in_tick, flops, nbytes, is_comp))
+                rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
                 d += 1
@@ -773,8 +772,7 @@ def run_ticks(engine: Engine):
         admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         free = free_after + freed
-        # (blocks in use during the tick: its finishing requests' blocks are freed at its end)
-        rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free_after, flops, nbytes, is_comp))
+        rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
         prefill_rows.append((j, P, A))
         if not policy_is_fixed:  # (a fixed policy's observe does nothing)
             observe(t_end, dur, P, D)

@@ -306,7 +306,8 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) 
     waiting = np.cumsum(np.bincount(joins, minlength=N)[:N]) + (st.waiting_keys.size - 1) - svc
     running = np.ones(N, dtype=np.int64)
     running[last] = 0
-    used = held  # (during each tick: a service's blocks are freed at the end of its last)
+    used = held.copy()
+    used[last] = 0
     gaps = ends - tick_starts  # a decode's gap: its end minus the previous token (this tick's start)
     rec.event(r_ids, svc_start, Event.SCHEDULED)
     rec.event(r_ids, first_tok, Event.FIRST_TOKEN)
