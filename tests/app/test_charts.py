@@ -229,10 +229,9 @@ def test_a_pools_gpu_name_from_a_link_is_text_in_the_roofline_legend():
     assert pool and "&lt;a href" in pool[0] and "<a" not in pool[0] and "<b>" not in pool[0]
 
 
-@pytest.mark.xfail(strict=True, reason="review 25e: since e35cfb9 a row's kv_blocks_used is the blocks in use during "
-                   "its tick, but the KV panel still draws it as a step from the tick's end (line_series, gantt_kv_figure, "
-                   "cluster_timeline): one tick late, so a finished request's blocks show in use over the idle gap after it")  # fmt: skip
 def test_the_kv_line_shows_no_blocks_in_use_while_the_server_idles():
+    # (review 25e: rows that counted the blocks in use during their tick, drawn as steps from each tick's end as the
+    # KV panel draws them, showed a finished request's blocks over the idle gap after it; rows are after the tick)
     # Two requests 10 s apart: between the first one's last tick (0.048 s) and the second's arrival nothing holds a block
     cfg = make_config(workload__num_requests=2, workload__arrival__process="constant", workload__arrival__rate_per_s=0.1,
                       workload__prompt_tokens={"dist": "fixed", "mean": 1024, "min": 1024, "max": 1024},

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_
 
 from sim_core.engine import run_simulation
-from sim_core.presets import load_preset
 from sim_core.metrics import steady_window
+from sim_core.presets import load_preset
 from tests.conftest import make_config, trace_config
 
 

@@ -42,23 +42,20 @@ def test_a_cache_hit_skips_exactly_the_cached_tokens_compute():
     assert cached.max() > 0 and np.all(cached <= on.summary.kv_num_blocks - on.timeline.kv_blocks_used)
 
 
-
-@pytest.mark.xfail(strict=True, reason="review 25e: kv_blocks_used counts the blocks of a tick's finishing requests (in "
-                   "use during it, since e35cfb9) while kv_blocks_cached counts them as released into the cache at its end: "
-                   "the row shows 64 blocks in use and 64 cached-free of 79. (The fix: the cached count of a tick's end, "
-                   "releases and registrations, shown from the next row, as the blocks in use are)")  # fmt: skip
 @pytest.mark.parametrize("coalesce", [True, False])
 def test_no_row_shows_a_block_both_in_use_and_cached_free(coalesce):
-    # The test above without KV pressure cannot see it: one 1,024-token request (64 blocks) with a 1-token output in a
-    # cache of 79 blocks. Its only busy tick holds the 64 blocks, cached and free from the tick's end; cached blocks are
-    # free ones, so a row's blocks in use and cached-free never add up to more than the cache.
+    # (review 25e: rows that counted a tick's finishing requests' blocks in use while kv_blocks_cached counts them
+    # released into the cache at its end showed 64 in use and 64 cached-free of 79; both are after the tick.) The
+    # test above without KV pressure cannot see it: one 1,024-token request (64 blocks) with a 2-token output in a
+    # cache of 79 blocks: its prompt's blocks are in use after its prefill tick, cached and free after its last;
+    # cached blocks are free ones, so a row's blocks in use and cached-free never add up to more than the cache.
     cfg = chat(1, workload__prompt_tokens={"dist": "fixed", "mean": 1024, "min": 1024, "max": 1024},
-               workload__output_tokens={"dist": "fixed", "mean": 1, "min": 1, "max": 1},
+               workload__output_tokens={"dist": "fixed", "mean": 2, "min": 2, "max": 2},
                kv_cache__enable_prefix_caching=True, limits__coalesce_ticks=coalesce)  # fmt: skip
     cfg = with_value(cfg, "kv_cache.gpu_memory_utilization", 0.2)  # (79 blocks of 16 tokens)
     res = run_simulation(cfg, check_invariants=True)
     tl = res.timeline
-    assert res.memory.num_blocks == 79 and tl.kv_blocks_used.max() == 64  # (the set-up)
+    assert res.memory.num_blocks == 79 and tl.kv_blocks_used.max() >= 64 and tl.kv_blocks_cached.max() >= 64  # (set-up)
     assert np.all(tl.kv_blocks_used + tl.kv_blocks_cached <= res.memory.num_blocks)
 
 
