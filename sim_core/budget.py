@@ -95,9 +95,10 @@ class BudgetMeter:
     def ticks_before_rows_limit(self, engine: Engine) -> int:
         """Ticks `engine` may run with its recorded rows (timeline and step-through) still within `max_recorded_rows`
         whatever they record: each tick records one timeline row and, while the step-through log is kept, one row per
-        request in its batch, at most `max_num_seqs` (an invariant `Engine.check_invariants` asserts). Every advance of many ticks stops within this (`ticks_until_check`, `Engine.ticks_left`), so
-        the first tick that passes the limit ends a step and `over` stops the run right after it, the same tick at any
-        check interval (a check once in a while stopped it wherever the wall-clock-adapted interval fell). 0: over."""
+        request in its batch, at most `max_num_seqs` (an invariant `Engine.check_invariants` asserts). Every advance of
+        many ticks stops within this (`ticks_until_check`, `Engine.ticks_left`), so the first tick that passes the limit
+        ends a step and `over` stops the run right after it, the same tick at any check interval (a check once in a while
+        stopped it wherever the wall-clock-adapted interval fell). 0: over."""
         rec = engine.rec
         rows_left = self.budget.max_recorded_rows - rec.num_ticks - rec.num_batch_rows
         if rows_left < 0:
