@@ -69,6 +69,9 @@ class Engine:
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
         self.all_itl_gaps = None  # every gap when the result keeps a sample, for a deployment (result(keep_all_gaps))
+        # The most KV blocks in use during a tick: a row records them after its finishing requests free theirs (what
+        # the KV panel and the prefix cache's cached-free count read), so the peak is kept here, on every path
+        self.kv_peak_in_tick_blocks = 0
         # issue 12: speculative decoding (a rule and a cost term) and the prefix cache's per-tick marks
         self.spec = Speculator(cfg, self.cost) if cfg.scheduler.speculative.enabled else None
         self.prefix = getattr(self.kv, "prefix", None)
@@ -156,6 +159,11 @@ class Engine:
             return ceiling - self.rec.num_ticks
         # (and its recorded rows: a run that passes the budget's stops right after the tick that does)
         return min(min(ceiling, self.meter.budget.max_ticks) - self.rec.num_ticks, self.meter.ticks_before_rows_limit(self))
+
+    def _note_kv_peak(self, blocks: int) -> None:
+        """Blocks in use during a tick (`kv_peak_in_tick_blocks`)."""
+        if blocks > self.kv_peak_in_tick_blocks:
+            self.kv_peak_in_tick_blocks = blocks
 
     def _stop(self, reason: str) -> bool:
         self.stopped_reason = reason
@@ -622,6 +630,8 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
+        if kv.num_used > self.kv_peak_in_tick_blocks:  # (during the tick: its finishing requests free theirs below)
+            self.kv_peak_in_tick_blocks = kv.num_used
         if completes and not D and len(completes) <= FEW_REQUESTS and all(math.isnan(st.last_token_s[r]) for r in completes):
             self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
         elif completes:
@@ -833,6 +843,7 @@ class Engine:
             kv.grow_to(idx, blocks[:, k - 1])
             after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
             used = other + blocks.sum(axis=0)
+            self._note_kv_peak(int(used[-1]))  # (the last tick's, its finishing requests' blocks included)
             self._finish(idx[done], last_end)
         else:
             alive = alive[:, :k]
@@ -848,6 +859,7 @@ class Engine:
             # Rows are recorded after each tick's completions, as single ticks are.
             after = num_idle + np.concatenate((num_alive[1:], [B - int(done.sum())]))  # (k,) running after tick j
             used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
+            self._note_kv_peak(int((other + (blocks * alive).sum(axis=0)).max()))  # (during each tick: finishing ones in)
             self._finish(idx[done], last_end[done])
         if self.prefix is not None:
             self.prefix.tick_offset = 0
@@ -1003,6 +1015,7 @@ class Engine:
             self.prefix.tick_offset = k - 1
         kv.grow_to(idx, blocks[:, k - 1])
         used = other + blocks.sum(axis=0)
+        self._note_kv_peak(int(used[-1]))  # (the last tick's, its finishing requests' blocks included)
         self._finish(idx[st.emitted[idx] >= st.output[idx]], last_end)
         if self.prefix is not None:
             self.prefix.tick_offset = 0
@@ -1075,7 +1088,8 @@ class Engine:
         if self.spec is not None:  # what the verify ticks emitted (their decode tokens are the positions verified)
             timeline = Timeline(dict(timeline.columns, num_decode_emitted=self.spec.emitted_column(timeline.num_ticks)))
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
-                            itl_is_scratch=gaps.is_dense and kept is not itl, events=events)  # fmt: skip
+                            itl_is_scratch=gaps.is_dense and kept is not itl, events=events,
+                            kv_peak_blocks=self.kv_peak_in_tick_blocks)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
         return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary, itl_gaps_total=int(itl.size))
 

@@ -483,6 +483,7 @@ def run_ticks(engine: Engine):
     handed: list[int] = []  # every hand-off of the run
     j_paused = 0  # rows run at the last pause (or the start)
     idle_ends: dict[int, float] = {}  # idle row -> its end (the next arrival or the horizon, not its start + gap)
+    peak_in_tick = 0  # the most blocks in use during a tick that freed some at its end (`Engine.kv_peak_in_tick_blocks`)
     while j < tick_budget:
         if now >= max_time or hand_off and j > j_paused:  # cluster hook: at the horizon the cluster may add requests
             if now >= max_time >= lim.max_sim_time_s:  # here and let the run go on (a prefill instance: after each row)
@@ -596,6 +597,8 @@ def run_ticks(engine: Engine):
                     d += 1
                     continue
                 B_tick = B
+                if num_blocks - free > peak_in_tick:  # (in use during the tick: its finishing decoders free theirs below)
+                    peak_in_tick = num_blocks - free
                 if pc is not None:
                     if trims:
                         pc.trim_marked(trims)
@@ -771,6 +774,8 @@ def run_ticks(engine: Engine):
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
         admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
+        if freed and num_blocks - free_after > peak_in_tick:  # (in use during the tick: its finishing requests' too)
+            peak_in_tick = num_blocks - free_after
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
         prefill_rows.append((j, P, A))
@@ -782,6 +787,7 @@ def run_ticks(engine: Engine):
         j += 1
     if pc is not None:
         pc.tick_offset = 0
+    engine._note_kv_peak(peak_in_tick)
     if j == 0:
         return False
     if row_blocks:

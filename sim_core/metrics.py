@@ -142,6 +142,7 @@ def summarize(
     stopped_reason: str | None,
     itl_is_scratch: bool = False,
     events: Events | None = None,
+    kv_peak_blocks: int = 0,
 ) -> Summary:
     """Headline numbers. `itl_s`: every inter-token gap (an array, or `Runs`); with `itl_is_scratch`
     the array may be reordered (saves a copy). `events`: the run's request events (steady_state reads them)."""
@@ -194,7 +195,9 @@ def summarize(
         mean_batch_size=float(batch.mean()) if batch.size else 0.0,
         mfu_mean=nan_mean(mfu),
         mbu_mean=nan_mean(mbu),
-        kv_peak_usage=float(tl.kv_blocks_used.max()) / memory.num_blocks if tl.num_ticks else 0.0,
+        # (rows hold the blocks in use after each tick; `kv_peak_blocks`: the most in use during one, its finishing
+        # requests' blocks included, which the engine tracks on every path)
+        kv_peak_usage=max(float(tl.kv_blocks_used.max()), kv_peak_blocks) / memory.num_blocks if tl.num_ticks else 0.0,
         kv_num_blocks=memory.num_blocks,
         kv_capacity_tokens=memory.kv_capacity_tokens,
         swap_time_s=swap_s,

@@ -308,6 +308,7 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) 
     running[last] = 0
     used = held.copy()
     used[last] = 0
+    engine._note_kv_peak(int(held.max()))  # (during each tick: a service's last holds its blocks until its end)
     gaps = ends - tick_starts  # a decode's gap: its end minus the previous token (this tick's start)
     rec.event(r_ids, svc_start, Event.SCHEDULED)
     rec.event(r_ids, first_tok, Event.FIRST_TOKEN)
