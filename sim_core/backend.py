@@ -46,9 +46,8 @@ def simulate_point(cfg_json: str, budget: RunBudget | None = None) -> str:
     `budget`: a server's ceiling per run (sim_core/budget.py); None for full control."""
     try:
         cfg = SimConfig.model_validate_json(cfg_json)
-        # Python values, not model_dump_json: that writes NaN (a percentile of no finished request, e.g. a sweep
-        # point at 1e-6 req/s) as null, which Summary then refused to read back; json keeps NaN as NaN
-        return json.dumps({"summary": run_simulation(cfg, budget=budget).summary.model_dump(mode="python")})
+        # (an undefined percentile, NaN, is written as null: Summary reads it back as NaN, result._Metrics)
+        return json.dumps({"summary": json.loads(run_simulation(cfg, budget=budget).summary.model_dump_json())})
     except (PresetError, MemoryPlanError, ValueError) as err:
         return json.dumps({"error": str(err)})
 

@@ -630,8 +630,7 @@ class Engine:
             rec.itl(gaps)
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
-        if kv.num_used > self.kv_peak_in_tick_blocks:  # (during the tick: its finishing requests free theirs below)
-            self.kv_peak_in_tick_blocks = kv.num_used
+        self._note_kv_peak(kv.num_used)  # (during the tick: its finishing requests free theirs below)
         if completes and not D and len(completes) <= FEW_REQUESTS and all(math.isnan(st.last_token_s[r]) for r in completes):
             self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
         elif completes:

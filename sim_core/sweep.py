@@ -422,9 +422,7 @@ class _CapacityTask:
         cap = find_capacity(SimConfig.model_validate_json(cfg_json), CapacityObjective.model_validate_json(self.objective_json),
                             scale=self.scale, rel_tol=self.rel_tol, run=run, ceiling_per_s=ceiling)  # fmt: skip
         return json.dumps({"rate_per_s": cap.rate_per_s, "fail_rate_per_s": cap.fail_rate_per_s, "note": cap.note,
-                           # Python values: model_dump_json wrote a NaN percentile (1-token outputs: no TPOT) as null,
-                           # which _decode_capacity could not read back; json keeps NaN
-                           "probes": [[r, s.model_dump(mode="python")] for r, s in cap.probes]})  # fmt: skip
+                           "probes": [[r, json.loads(s.model_dump_json())] for r, s in cap.probes]})  # fmt: skip
 
 
 def _decode_capacity(payload: str) -> Capacity:
