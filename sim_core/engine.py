@@ -588,6 +588,14 @@ class Engine:
         kv_read = sum(c) + n * dec_ctx
         samples = decode_tokens + len(completes)
         seqs = len(pre) + decode_tokens
+        if n > 1 and pre:  # recompute prefills (context past the prompt): each such position is a token of every sample
+            more_tokens, more_pairs, more_read, more_seqs = samples_past_prompt(n, m, c, st.prompt[pre_arr].tolist())
+            if more_tokens:
+                prefill_tokens += more_tokens
+                pairs += more_pairs
+                kv_read += more_read
+                seqs += more_seqs
+                samples += (n - 1) * sum(1 for r in completes if st.prefill_target[r] > st.prompt[r])  # each sample's token
         draft_s, gained = 0.0, None
         if self.spec is not None and D:  # verify k+1 positions per decode (n == 1), plus the draft's k steps
             spec = self.spec
@@ -1091,6 +1099,24 @@ class Engine:
                             kv_peak_blocks=self.kv_peak_in_tick_blocks)  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
         return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary, itl_gaps_total=int(itl.size))
+
+
+def samples_past_prompt(n: int, chunks: list[int], computed: list[int], prompts: list[int]) -> tuple[int, int, int, int]:
+    """The work a tick's prefill chunks add for the other n - 1 samples of their requests: (tokens, attention pairs,
+    KV tokens read, sequences). A chunk's positions past the prompt (only a recompute prefill, whose target is the
+    prompt plus the tokens emitted before pre-emption, has them) are computed once per sample, each attending over
+    its own context like a decode (the prompt is one sequence: its blocks are shared, `BlockManager.blocks_for`);
+    every sample that computes positions in the chunk reads the chunk's cached context."""
+    tokens = pairs = kv_read = seqs = 0
+    for mi, ci, pi in zip(chunks, computed, prompts):
+        lo, hi = max(ci, pi), ci + mi
+        if hi > lo:
+            tokens += hi - lo
+            pairs += hi * (hi + 1) // 2 - lo * (lo + 1) // 2
+            kv_read += ci
+            seqs += 1
+    k = n - 1
+    return k * tokens, k * pairs, k * kv_read, k * seqs
 
 
 def _step_column(marks, num_ticks: int) -> np.ndarray:

@@ -328,7 +328,8 @@ class Scheduler:
             d = np.array(dropped, dtype=np.int64)
             kv.free(d)
             # Recompute: prompt plus every token emitted so far is prefilled again (vLLM V0 RECOMPUTE).
-            st.num_recomputed[d] += st.computed[d]
+            ctx, prompt = st.computed[d], st.prompt[d]  # dropped KV: the prompt once, past it every sample's tokens
+            st.num_recomputed[d] += ctx + (self._n - 1) * np.maximum(ctx - prompt, 0)
             st.prefill_target[d] = st.prompt[d] + st.emitted[d]
             st.computed[d] = 0
             plan.preempted_idx = np.concatenate([plan.preempted_idx, d]) if plan.preempted_idx.size else d

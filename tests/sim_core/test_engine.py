@@ -250,3 +250,50 @@ def test_the_scalar_core_runs_every_continuous_policy(preset, monkeypatch):
     on, off, fast_ticks = run_fast_and_tick_by_tick(make_config(preset, workload__num_requests=60), monkeypatch)
     _same(on, off)
     assert fast_ticks >= 0.5 * on.timeline.num_ticks
+
+
+def _two_requests_one_preempted(num_samples: int, kv_tokens: int):
+    """Two 64-token prompts with 400-token answers and `num_samples` samples each, in a KV cache of ~`kv_tokens`:
+    the later one is pre-empted (recompute) and prefilled again after the first finishes."""
+    cfg = trace_config([64, 64], [400, 400], arrivals=[0.0, 0.0], workload__num_samples=num_samples,
+                       kv_cache__block_size=16, kv_cache__swap_space_gb=0.0)  # fmt: skip
+    need = ModelShape.of(cfg).total_params * 2 + workspace_bytes_per_gpu(cfg) + kv_tokens * kv_bytes_per_token(cfg)
+    util = (need + 0.5 * 2**30) / (cfg.hardware.memory_gib * 2**30)  # (plus the CUDA context the memory rule keeps)
+    return cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+
+
+@pytest.mark.parametrize("n, kv_tokens", [(1, 500), (2, 1200), (3, 1200)])
+def test_a_recompute_prefill_computes_every_samples_tokens(n, kv_tokens):
+    # Recompute drops the victim's KV: the prompt (shared by its samples) and each sample's own generated tokens. Its
+    # prefill again computes the prompt once and every sample's tokens: n of them per position past the prompt. It
+    # was priced as one sample's (64 + 353 tokens at n = 2, not 64 + 2 x 353).
+    res = run_simulation(_two_requests_one_preempted(n, kv_tokens), check_invariants=True)
+    ev, b, tl = res.events, res.batches, res.timeline
+    (victim,) = ev.req[ev.kind == Event.PREEMPTED]
+    again = (b.req == victim) & ~b.is_decode & (b.tick > 0)  # its recompute chunks (tick 0: both prompts)
+    positions = int(b.num_new_tokens[again].sum())
+    prompt = int(res.requests.prompt_tokens[victim])
+    assert positions > prompt  # the prompt and the tokens emitted before pre-emption
+    assert int(tl.columns["num_prefill_tokens"][b.tick[again]].sum()) == prompt + n * (positions - prompt)
+    dropped = int(res.requests.num_recomputed_tokens[victim])
+    assert dropped == prompt + n * (positions - prompt - 1)  # (its KV then held one position fewer)
+
+
+def test_extra_samples_work_is_the_sum_over_positions_past_the_prompt():
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from sim_core.engine import samples_past_prompt
+
+    chunk = hs.tuples(hs.integers(0, 300), hs.integers(0, 600), hs.integers(1, 400))  # (tokens, computed before, prompt)
+
+    @settings(max_examples=300, deadline=None)
+    @given(hs.integers(1, 5), hs.lists(chunk, max_size=4))
+    def check(n, chunks):
+        got = samples_past_prompt(n, [m for m, _, _ in chunks], [c for _, c, _ in chunks], [p for _, _, p in chunks])
+        past = [[i for i in range(c, c + m) if i >= p] for m, c, p in chunks]
+        want = (sum(map(len, past)), sum(i + 1 for pos in past for i in pos),
+                sum(c for (m, c, p), pos in zip(chunks, past) if pos), sum(1 for pos in past if pos))
+        assert got == tuple((n - 1) * x for x in want)
+
+    check()
