@@ -428,9 +428,13 @@ def with_trace(cfg, trace: Trace, name: str | None = None):
     """`cfg` replaying `trace` (every request of it). Raises PresetError when the result does not validate."""
     from sim_core.presets import config_from_dict
 
-    data = cfg.model_dump(mode="python")
+    return config_from_dict(trace_data(cfg.model_dump(mode="python"), trace, name), f"config with trace {name or ''}".strip())
+
+
+def trace_data(data: dict, trace: Trace, name: str | None = None) -> dict:
+    """A config dict (not yet validated) set to replay `trace`, every request of it; returns `data`."""
     data["workload"]["trace"] = trace.model_dump()
     data["workload"]["num_requests"] = len(trace.arrival_s)
     if name:
         data["workload"]["name"] = name
-    return config_from_dict(data, f"config with trace {name or ''}".strip())
+    return data
