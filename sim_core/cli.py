@@ -26,6 +26,11 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
     """Apply `dotted.key=value` overrides (value parsed as JSON when it parses, else a string)."""
+    return config_from_dict(override_data(cfg, assignments), "config (after --set)")
+
+
+def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
+    """`cfg` as a dict with the overrides applied, not yet validated (`apply_overrides`)."""
     data: dict[str, Any] = cfg.model_dump(mode="json")
     for item in assignments:
         key, sep, raw = item.partition("=")
@@ -48,7 +53,7 @@ def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
         if parts[-1] not in node:
             raise PresetError(f"--set {key!r}: unknown field {parts[-1]!r}; fields here: {', '.join(sorted(node))}")
         node[parts[-1]] = value
-    return config_from_dict(data, "config (after --set)")
+    return data
 
 
 def format_summary(res: SimResult) -> str:
@@ -135,7 +140,7 @@ def write_outputs(res: SimResult, out: Path) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_preset(args.preset)
-    if args.set:
+    if args.set and not args.trace:
         cfg = apply_overrides(cfg, args.set)
     # (a trace option without a file used to be ignored: a trace preset replayed unscaled, unsampled, unwindowed)
     given = [f"--{name.replace('_', '-')}" for name, default in TRACE_OPTION_DEFAULTS.items() if getattr(args, name) != default]
@@ -145,10 +150,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prepare_out_dir(Path(args.out))
     if args.trace:
         cfg = _with_trace_file(cfg, args)
-        # with_trace replays every row under its own name: a --set of either (the first N rows) still holds (it
-        # was silently replaced: --set workload.num_requests=5 replayed all 240 rows of a sample)
-        kept = [a for a in args.set or () if a.partition("=")[0].strip() in ("workload.num_requests", "workload.name")]
-        cfg = apply_overrides(cfg, kept) if kept else cfg
     res = run_simulation(cfg)
     if args.out:
         try:
@@ -168,14 +169,18 @@ TRACE_OPTION_DEFAULTS = {name: TraceOptions.model_fields[field].default for name
 
 
 def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
-    """Replay a trace file (a named public format, see sim_core/traces.py) with the run's config."""
+    """Replay a trace file (a named public format, see sim_core/traces.py) with the run's config (the preset) and the
+    --set overrides, validated once: the preset's generated workload, which the trace replaces, no longer decides
+    whether an override holds (--set model.max_model_len=4096 was refused by the preset's 8192-token prompts)."""
     from pydantic import ValidationError
 
-    from sim_core.traces import TraceError, load_trace, with_trace
+    from sim_core.traces import TraceError, load_trace, trace_data
 
+    data = override_data(cfg, args.set or [])
+    seed = data["seed"] if type(data["seed"]) is int and 0 <= data["seed"] <= 2**32 - 1 else cfg.seed  # (a bad one is named below)
     try:
         opts = TraceOptions(format=args.trace_format, time_scale=args.trace_time_scale, start_s=args.trace_start_s,
-                            end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=cfg.seed)  # fmt: skip
+                            end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=seed)  # fmt: skip
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "trace options")) from None
     try:
@@ -183,7 +188,12 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     except TraceError as err:
         raise PresetError(f"{Path(args.trace).name}: {err}") from None
     print(f"trace: {loaded.describe()}", file=sys.stderr)
-    return with_trace(cfg, loaded.trace, f"trace {Path(args.trace).name}")
+    # trace_data replays every row under its own name: a --set of either (the first N rows) still holds (it
+    # was silently replaced: --set workload.num_requests=5 replayed all 240 rows of a sample)
+    given = {a.partition("=")[0].strip() for a in args.set or ()}
+    kept = {k: data["workload"][k] for k in ("num_requests", "name") if f"workload.{k}" in given}
+    trace_data(data, loaded.trace, f"trace {Path(args.trace).name}")["workload"].update(kept)
+    return config_from_dict(data, "config (after --set and --trace)")
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:

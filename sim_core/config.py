@@ -306,6 +306,24 @@ class WorkloadConfig(StrictModel):
             return max(self.trace.output_tokens[: self.num_requests])
         return self.output_tokens.upper_bound
 
+    @property
+    def longest_trace_row(self) -> int | None:
+        """Index of the trace request with the most prompt + output tokens (the first such); None without a trace."""
+        if self.trace is None:
+            return None
+        n = self.num_requests
+        totals = [p + o for p, o in zip(self.trace.prompt_tokens[:n], self.trace.output_tokens[:n])]
+        return totals.index(max(totals))
+
+    @property
+    def max_request_tokens(self) -> int:
+        """Most prompt + output tokens one request can hold: a trace's largest row (its longest prompt and longest
+        output may be different requests), else the length bounds' sum."""
+        row = self.longest_trace_row
+        if row is not None:
+            return self.trace.prompt_tokens[row] + self.trace.output_tokens[row]
+        return self.max_prompt_tokens + self.max_output_tokens
+
 
 # ---------------------------------------------------------------- KV cache & memory
 class KVCacheConfig(StrictModel):
@@ -736,7 +754,12 @@ class SimConfig(StrictModel):
     @model_validator(mode="after")
     def _check_cross(self) -> SimConfig:
         wl, sch, m = self.workload, self.scheduler, self.model
-        longest = wl.max_prompt_tokens + wl.max_output_tokens
+        longest = wl.max_request_tokens
+        row = wl.longest_trace_row
+        if row is not None and longest > m.max_model_len:  # (a trace: the request, by row as the trace loader counts)
+            p, o = wl.trace.prompt_tokens[row], wl.trace.output_tokens[row]
+            raise ValueError(f"trace row {row + 1}: prompt_tokens {p} + output_tokens {o} = {longest} tokens, more than "
+                             f"model.max_model_len ({m.max_model_len}); raise max_model_len or drop the row")  # fmt: skip
         if longest > m.max_model_len:
             raise ValueError(
                 f"the workload can produce {wl.max_prompt_tokens} prompt + {wl.max_output_tokens} output = "

@@ -196,8 +196,13 @@ def _max_request_blocks(cfg: SimConfig) -> int:
     bs, n = cfg.kv_cache.block_size, cfg.workload.num_samples
     if cfg.kv_cache.layout == "contiguous":
         return n * -(-cfg.model.max_model_len // bs)
-    prompt, out = cfg.workload.max_prompt_tokens, cfg.workload.max_output_tokens
-    return prompt // bs + n * -(-(prompt % bs + out) // bs)
+    wl = cfg.workload
+    if wl.trace is not None:  # the largest request (a trace's longest prompt and longest output may be two rows)
+        prompt = np.asarray(wl.trace.prompt_tokens[: wl.num_requests], dtype=np.int64)
+        out = np.asarray(wl.trace.output_tokens[: wl.num_requests], dtype=np.int64)
+    else:
+        prompt, out = wl.max_prompt_tokens, wl.max_output_tokens
+    return int(np.max(prompt // bs + n * -(-(prompt % bs + out) // bs)))
 
 
 class CostModel:

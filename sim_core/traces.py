@@ -46,6 +46,7 @@ MAX_WINDOW_ROWS = 5_000_000  # rows kept after the window, before sampling (boun
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+TIME_FIELD = {"csv": "arrival_s", "azure-2023": "TIMESTAMP", "azure-2024": "TIMESTAMP", "burstgpt": "Timestamp", "mooncake": "timestamp"}
 MAX_JSON_INT = 10**300  # a JSON integer this large or larger is no count or time (and not a float)
 AZURE_MAX_FRACTION_DIGITS = 18  # the traces write 7 (100 ns); more digits are not a time any clock took
 
@@ -335,6 +336,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
     kept: list[_Row] = []
     prev_t = -math.inf
     unsorted = False
+    windowed = opts.start_s > 0 or opts.end_s is not None
     for line, row in _rows(fmt, lines_all, opts):
         num_rows += 1
         if t0 is None:  # the project's own CSV is already relative to the start
@@ -346,7 +348,13 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
             num_skipped += 1
             continue
         rel = row.time_s - t0
-        if rel < opts.start_s or (opts.end_s is not None and rel >= opts.end_s):
+        # A row earlier than the first one (an unsorted file): without a window it is replayed like any other (the
+        # replay starts at the earliest row); it was dropped uncounted. A window counts from the first row, so a
+        # streamed file cannot place it: refused, naming the line.
+        if rel < 0 and windowed:
+            raise TraceError(f"{fmt} line {line}: {TIME_FIELD[fmt]} is earlier than the first row's; start_s/end_s "
+                             "count from the first row and need the rows sorted by time (sort the file or drop the window)")  # fmt: skip
+        if windowed and (rel < opts.start_s or (opts.end_s is not None and rel >= opts.end_s)):
             continue
         kept.append(row)
         if len(kept) > MAX_WINDOW_ROWS:
@@ -420,9 +428,13 @@ def with_trace(cfg, trace: Trace, name: str | None = None):
     """`cfg` replaying `trace` (every request of it). Raises PresetError when the result does not validate."""
     from sim_core.presets import config_from_dict
 
-    data = cfg.model_dump(mode="python")
+    return config_from_dict(trace_data(cfg.model_dump(mode="python"), trace, name), f"config with trace {name or ''}".strip())
+
+
+def trace_data(data: dict, trace: Trace, name: str | None = None) -> dict:
+    """A config dict (not yet validated) set to replay `trace`, every request of it; returns `data`."""
     data["workload"]["trace"] = trace.model_dump()
     data["workload"]["num_requests"] = len(trace.arrival_s)
     if name:
         data["workload"]["name"] = name
-    return config_from_dict(data, f"config with trace {name or ''}".strip())
+    return data

@@ -281,3 +281,19 @@ def test_set_num_requests_with_a_trace_file_replays_that_many_rows(capsys):
     assert json.loads(capsys.readouterr().out)["num_requests"] == 5
     assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=500"]) == 2
     assert "num_requests (500) exceeds the trace's 240 rows" in capsys.readouterr().err
+
+
+def test_set_with_a_trace_file_is_checked_against_the_trace_not_the_replaced_workload(tmp_path, capsys):
+    """--set model.max_model_len=4096 with --trace: the preset's generated workload (prompts up to 8192 tokens), which
+    the trace replaces, refused it ('8192 prompt + 2048 output = 10240 tokens'); the trace's rows fit."""
+    import json
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,4000,10\n0.5,100,2000\n")
+    args = ["run", "chat-h100-llama8b", "--trace", str(trace), "--set", "model.max_model_len=4096", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["num_finished"] == 2
+    assert main(args[:-2] + ["model.max_model_len=4000"]) == 2  # a row that does not fit is still named
+    assert "trace row 1: prompt_tokens 4000 + output_tokens 10 = 4010 tokens" in capsys.readouterr().err
+    assert main(args[:-1] + ["--set", "seed=-1"]) == 2  # a bad --set is still named as such
+    assert "seed" in capsys.readouterr().err

@@ -67,6 +67,32 @@ def test_lengths_beyond_max_model_len_are_rejected():
         config_from_dict({"model": {"max_model_len": 1024}})
 
 
+def _trace_cfg(prompts, outputs, max_model_len):
+    small = {"dist": "fixed", "mean": 16, "min": 1, "max": 16}
+    return {"model": {"max_model_len": max_model_len},
+            "workload": {"num_requests": len(prompts), "prompt_tokens": small, "output_tokens": small,
+                         "trace": {"arrival_s": [0.0] * len(prompts), "prompt_tokens": prompts, "output_tokens": outputs}}}
+
+
+def test_a_trace_is_checked_against_max_model_len_row_by_row():
+    """Each request of a trace must fit max_model_len, not the longest prompt plus the longest output of different
+    rows: 4000 + 10 and 100 + 2000 both fit 4096 (refused before as '4000 prompt + 2000 output = 6000 tokens')."""
+    cfg = config_from_dict(_trace_cfg([4000, 100], [10, 2000], 4096))
+    assert cfg.workload.max_request_tokens == 4010
+    with pytest.raises(PresetError, match=r"trace row 2: prompt_tokens 100 \+ output_tokens 4000 = 4100 tokens, more than "
+                                          r"model.max_model_len \(4096\)"):
+        config_from_dict(_trace_cfg([4000, 100], [10, 4000], 4096))
+    with pytest.raises(PresetError, match="max_model_len"):  # (generated workloads: the upper bounds, as before)
+        config_from_dict({"model": {"max_model_len": 1024}})
+
+
+def test_a_traces_memory_plan_needs_its_largest_request_not_the_largest_lengths_of_two():
+    from sim_core.costmodel import _max_request_blocks
+
+    cfg = config_from_dict(_trace_cfg([4000, 100], [10, 2000], 4096))
+    assert _max_request_blocks(cfg) == -(-4010 // 16)  # (was 4000 // 16 + ceil((4000 % 16 + 2000) / 16) = 375)
+
+
 def test_class_shares_must_sum_to_one():
     with pytest.raises(PresetError, match="sum to 1"):
         config_from_dict({"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}]}})

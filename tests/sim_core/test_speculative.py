@@ -107,3 +107,30 @@ def test_phase_controllers_see_decode_tokens_emitted_not_verified(monkeypatch, c
     res = run_simulation(cfg)
     assert res.summary.num_finished == 8 and res.summary.num_preemptions == 0
     assert sum(seen) == 8 * 39  # every token after the first, each emitted by a decode tick
+
+
+@pytest.mark.parametrize("alpha,k,coalesce", [(0.7, 3, True), (0.7, 3, False), (0.5, 5, True), (0.9, 2, True), (0.0, 4, True)])
+def test_a_runs_tokens_per_verify_step_match_leviathan_within_its_sampling_error(alpha, k, coalesce):
+    """Over a run, the tokens emitted per verify step average E = (1 - a^(k+1)) / (1 - a). Tolerance from the
+    variance, not tuned: each step emits X = 1 + leading accepted drafts (P(X = j + 1) = a^j (1 - a) for j < k,
+    P(X = k + 1) = a^k), independent, so the mean of N steps is within 5 sd / sqrt(N) of E but for a chance below
+    1e-6; a request's last step is cut to what it has left, at most k tokens fewer per request (a bias below
+    k R / N, added). Acceptance 0: exactly one token per step."""
+    from sim_core.engine import run_simulation
+    from tests.conftest import trace_config
+
+    R, L = 12, 801
+    cfg = trace_config([100] * R, [L] * R, arrivals=[0.05 * i for i in range(R)], limits__coalesce_ticks=coalesce,
+                       scheduler__speculative={"enabled": True, "num_draft_tokens": k, "acceptance_rate": alpha})  # fmt: skip
+    s = run_simulation(cfg).summary
+    assert s.num_finished == R
+    probs = np.array([alpha**j * (1 - alpha) for j in range(k)] + [alpha**k])
+    tokens = np.arange(1, k + 2)
+    mean = float(probs @ tokens)
+    assert mean == pytest.approx(cfg.scheduler.speculative.expected_tokens_per_step())
+    sd = float(np.sqrt(probs @ (tokens - mean) ** 2))
+    steps = R * (L - 1) / s.spec_tokens_per_step  # every token after the first comes from a verify step
+    assert steps == pytest.approx(round(steps))
+    assert abs(s.spec_tokens_per_step - mean) <= 5 * sd / np.sqrt(steps) + k * R / steps
+    if alpha == 0:
+        assert s.spec_tokens_per_step == 1.0

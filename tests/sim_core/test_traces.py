@@ -86,6 +86,37 @@ def test_written_rows_round_trip(rows, fmt):
 
 
 @settings(max_examples=40, deadline=None)
+@given(rows=rows_st, fmt=hs.sampled_from(["azure-2023", "burstgpt", "mooncake"]), data=hs.data())
+def test_unsorted_rows_are_all_replayed_in_time_order(rows, fmt, data):
+    """Rows out of time order, the first one not the earliest: every row is replayed, sorted, from the earliest.
+    (Rows earlier than the first were dropped uncounted: 3 rows at 10, 5, 12 s replayed 2, the 5 s one lost.)"""
+    ms = sorted(r[0] for r in rows)
+    times = [m / 1000 for m in ms] if fmt != "burstgpt" else [float(m // 1000) for m in ms]
+    prompts, outs = [r[1] for r in rows], [r[2] for r in rows]
+    order = data.draw(hs.permutations(range(len(rows))))  # file position -> row
+    loaded = parse_trace(_write(fmt, [times[i] for i in order], [prompts[i] for i in order], [outs[i] for i in order]),
+                         TraceOptions(format=fmt))  # fmt: skip
+    t = loaded.trace
+    assert loaded.num_in_window == len(rows) and len(t.arrival_s) == len(rows)
+    assert t.arrival_s == pytest.approx([x - times[0] for x in times], abs=1e-6)
+    # (equal times keep file order: compare the rows as multisets, times in whole ms)
+    ms_of = lambda xs: [round(x * 1000) for x in xs]  # noqa: E731
+    assert sorted(zip(ms_of(t.arrival_s), t.prompt_tokens, t.output_tokens)) == sorted(
+        zip(ms_of([x - times[0] for x in times]), prompts, outs))
+
+
+@pytest.mark.parametrize("fmt", ["azure-2023", "burstgpt", "mooncake"])
+def test_a_window_on_rows_earlier_than_the_first_is_refused_naming_the_line(fmt):
+    text = _write(fmt, [10.0, 5.0, 12.0], [100, 200, 300], [20, 30, 40])
+    assert parse_trace(text, TraceOptions(format=fmt)).trace.prompt_tokens == [200, 100, 300]
+    line = 2 if fmt == "mooncake" else 3
+    with pytest.raises(TraceError, match=f"{fmt} line {line}: .*earlier than the first row"):
+        parse_trace(text, TraceOptions(format=fmt, start_s=1))
+    with pytest.raises(TraceError, match=f"{fmt} line {line}: .*earlier than the first row"):
+        parse_trace(text, TraceOptions(format=fmt, end_s=100))
+
+
+@settings(max_examples=40, deadline=None)
 @given(n=hs.integers(2, 20), data=hs.data(), fmt=hs.sampled_from(["azure-2023", "burstgpt", "mooncake"]),
        junk=hs.sampled_from(["abc", "-5", "1e999", "", "2.5"]))  # fmt: skip
 def test_a_malformed_row_is_rejected_with_its_line_number(n, data, fmt, junk):
