@@ -282,3 +282,26 @@ def test_sidebar_keeps_a_linked_kv_link_bandwidth_below_the_editors_step():
     from app.state import decode_config
 
     assert decode_config(at.query_params["cfg"]) == cfg  # the link is the one opened
+
+
+def test_requests_tab_of_a_deployment_has_one_row_per_instance_as_the_run_has():
+    # The CLI printed (and wrote instances.csv) a row per instance, the app none: the router lesson asks how the requests
+    # and the work split between the replicas, and the Requests tab only had the per-request instance column to count.
+    from sim_core.cluster.report import instance_rows as report_rows
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-router-2xh100-agent-pairs"
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception and not at.error
+    res = run_simulation(load_preset("cluster-router-2xh100-agent-pairs"))
+    table = next(d.value for d in at.dataframe if "instance" in d.value.columns and "busy" in d.value.columns)
+    rows = report_rows(res)
+    assert table["instance"].tolist() == [r["instance"] for r in rows] == ["replica 0", "replica 1"]
+    assert table["requests"].tolist() == [48, 48] == [r["requests"] for r in rows]
+    assert table["busy"].tolist() == pytest.approx([r["busy"] for r in rows])
+    assert table["prompt_tokens"].tolist() == [153_600, 9_600]  # the lesson's split, summed per instance
+    one = AppTest.from_file(APP, default_timeout=120)
+    one.session_state["ui.tab"] = "Requests"
+    one.run()
+    assert not one.exception and not [d for d in one.dataframe if "busy" in d.value.columns]  # one engine: no such table
