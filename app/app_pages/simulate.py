@@ -11,10 +11,19 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, runner, timeline, timeline_html, workshop
-from app.components.sidebar import draw_sidebar, describe_config
+from app.components.sidebar import describe_config, draw_sidebar
 from app.components.text import plain
 from app.components.units import fmt_seconds
-from app.state import BASE_KEY, CFG_KEY, MAX_LINK_CHARS, PRESENTER_KEY, PRESET_KEY, config_to_query, show_link_notices, write_query_params
+from app.state import (
+    BASE_KEY,
+    CFG_KEY,
+    MAX_LINK_CHARS,
+    PRESENTER_KEY,
+    PRESET_KEY,
+    config_to_query,
+    show_link_notices,
+    write_query_params,
+)
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
 from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics
@@ -314,6 +323,21 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
                        key="dl.ticks", on_click="ignore")  # fmt: skip
 
 
+def _requests_tab(res: SimResult) -> None:
+    if getattr(res, "instances", None):  # a deployment: what each instance served (the CLI's table, instances.csv)
+        from sim_core.cluster.report import instance_rows
+
+        rows = [r | {"ttft_p50_s": r["ttft_p50_s"] * 1e3, "tpot_p50_s": r["tpot_p50_s"] * 1e3} for r in instance_rows(res)]
+        st.caption("Per instance: the requests routed to it (decode instances: handed to it), its GPU busy time over the "
+                   "run's makespan and its KV cache peak; TTFT on the instances that emit first tokens, TPOT on those "
+                   "that decode.")  # fmt: skip
+        num = st.column_config.NumberColumn
+        st.dataframe(rows, hide_index=True, key="table.instances", column_config={
+            "busy": num(format="percent"), "kv_peak": num("KV peak", format="percent"), "prompt_tokens": num("prompt tokens", format="localized"),
+            "ttft_p50_s": num("TTFT p50 (ms)", format="%.1f"), "tpot_p50_s": num("TPOT p50 (ms)", format="%.1f")})  # fmt: skip
+    st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420)
+
+
 def _leave_presenter() -> None:
     st.session_state[PRESENTER_KEY] = False
 
@@ -376,7 +400,7 @@ def main() -> None:
         lambda: _latency_tab(res),
         lambda: _roofline_tab(res),
         lambda: _step_tab(res),
-        lambda: st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420),
+        lambda: _requests_tab(res),
         lambda: _export_tab(res, cfg, link_params),
     ]
     for tab, body in zip(tabs, bodies):

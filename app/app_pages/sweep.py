@@ -14,7 +14,7 @@ from app.components.runner import PageBudget
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
-from sim_core import SimConfig, list_presets
+from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.config import field_info
 from sim_core.inputs import parse_float_text, parse_int_text
@@ -39,8 +39,14 @@ def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
     return apply_part(cfg, "engines", engine)
 
 
-def knob_bounds(knob: str) -> tuple[float, float]:
-    """The knob's allowed range, from the config model (one source of truth); open bounds nudged in."""
+def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
+    """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
+    P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
+    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine)."""
+    if knob == "prefill_instances" and cfg is not None:
+        from sim_core.cluster.knobs import prefill_instances_bounds
+
+        return tuple(map(float, prefill_instances_bounds(cfg)))  # type: ignore[return-value]
     path, _, is_int = SWEEP_KNOBS[knob]
     lo, hi = 0.0, float("inf")
     for meta in field_info(tuple(path.split("."))).metadata:
@@ -55,10 +61,10 @@ def knob_bounds(knob: str) -> tuple[float, float]:
     return lo, hi
 
 
-def link_range(params: dict[str, str], knob: str, current: float) -> tuple[float, float, int, str | None]:
+def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig | None = None) -> tuple[float, float, int, str | None]:
     """(start, stop, points, warning) from the link's start/stop/n, or defaults around the current
     value with a warning naming what was wrong (not a number, out of the knob's range, reversed)."""
-    lo, hi = knob_bounds(knob)
+    lo, hi = knob_bounds(knob, cfg)
     is_int = SWEEP_KNOBS[knob][2]
     start_d = min(max(current / 4 if knob == "rate" else current / 2, lo), hi)
     stop_d = min(max(current * 2, lo), hi)
@@ -151,6 +157,9 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width), name=what,
                                  legendgroup="style"), row=1, col=1)  # fmt: skip
     fig.update_xaxes(title_text=label, title_standoff=6, row=1, col=2)  # one knob for all three: said once, in the middle
+    values = [p.value for pts in curves.values() for p in pts]
+    if SWEEP_KNOBS[knob][2] and values and max(values) - min(values) <= 10:  # whole instances, not 1.5 (auto ticks)
+        fig.update_xaxes(dtick=1)
     latency_ms = [y for tr in fig.data if tr.xaxis == "x3" and tr.y is not None for y in tr.y]
     fig.update_yaxes(**charts.log_ladder_axis(latency_ms), row=1, col=3)
     fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.22, yanchor="top"))
@@ -172,7 +181,13 @@ def main() -> None:
     knob = c1.selectbox("Knob", knobs, key="sw.knob", format_func=lambda k: SWEEP_KNOBS[k][1])
     _, _, is_int = SWEEP_KNOBS[knob]
     current = knob_value(cfg, knob)
-    start_default, stop_default, n_default, warning = link_range(params, knob, float(current))
+    try:
+        lo, hi = knob_bounds(knob, cfg)
+    except PresetError as err:  # said once, not as a warning per point
+        show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
+        st.error(plain(f"{err} (Serving: disaggregated, in the sidebar)."))
+        return
+    start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg)
     if warning and f"sw.start.{knob}" not in st.session_state:
         problems.append(warning)
     vs_default = params.get("vs", NO_ENGINE)
@@ -180,7 +195,6 @@ def main() -> None:
     if vs_default not in engines and "sw.vs" not in st.session_state:
         problems.append(f"The link names an unknown engine {vs_default[:40]!r} to compare; none chosen.")
     show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
-    lo, hi = knob_bounds(knob)
     num = int if is_int else float  # integer knobs get integer widgets
     # six significant digits, as the link writes them: the default "%0.2f" showed a 0.001 req/s start as 0.00
     fmt = None if is_int else VALUE_FORMAT

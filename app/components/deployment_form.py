@@ -122,7 +122,10 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     ideal = st.toggle("Ideal link (free KV transfer)", key=KEY + "ideal", help=_help("disaggregation", "link"))
     bw = None
     if not ideal:
-        bw = st.number_input("KV link bandwidth (GB/s)", 0.1, 100_000.0, step=10.0, key=KEY + "bw",
+        # a linked bandwidth below the box's 0.1 widens it (the config takes any value > 0), as config_form does:
+        # the widget would clamp 0.05 to 0.1 and the page would run, and re-link, another config
+        lo = min(0.1, float(st.session_state.get(KEY + "bw", 0.1)))
+        bw = st.number_input("KV link bandwidth (GB/s)", lo, 100_000.0, step=10.0, key=KEY + "bw",
                              help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
     lat = st.number_input("KV link latency (us)", 0.0, 1_000_000.0, step=5.0, key=KEY + "lat",
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip

@@ -34,6 +34,7 @@ def instance_rows(res: ClusterResult) -> list[dict[str, object]]:
         s = inst.result.summary
         rows.append({
             "instance": inst.name, "gpus": inst.gpus, "requests": inst.num_requests, "finished": s.num_finished,
+            "prompt_tokens": int(res.requests.prompt_tokens[inst.request_ids].sum()),  # of the requests it served
             "busy": s.gpu_busy_fraction, "kv_peak": s.kv_peak_usage, "ticks": s.num_ticks,
             "ttft_p50_s": s.ttft_p50_s if inst.role != "decode" else float("nan"),
             "tpot_p50_s": s.tpot_p50_s if inst.role != "prefill" else float("nan"),

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
 from app.components import timeline
+from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
 from sim_core import load_preset, run_simulation
-from sim_core.types import Phase
 from sim_core.sweep import with_value
+from sim_core.types import Phase
 from tests.conftest import make_config
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
@@ -266,3 +266,42 @@ def test_sweep_names_a_deployments_gpus_in_its_base_setup():
     assert not at.exception
     base = next(c.value for c in at.caption if c.value.startswith("Base setup"))
     assert "1 prefill of 2x A100 80GB SXM + 1 decode of A100 80GB SXM (3 GPUs)" in base, base
+
+
+def test_sidebar_keeps_a_linked_kv_link_bandwidth_below_the_editors_step():
+    # Regression: the editor's bandwidth box started at 0.1 GB/s while the config takes any bandwidth > 0, so a link
+    # with 0.05 GB/s (a slow cross-site path) was clamped to 0.1 by the widget and the page ran, and re-linked, 0.1.
+    cfg = with_value(make_config(workload__num_requests=20), "deployment",
+                     {"disaggregation": {"link": {"bandwidth_gb_per_s": 0.05}}})  # fmt: skip
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.number_input(key="w.dep.bw").value == 0.05
+    assert at.session_state["sim.cfg"].deployment.disaggregation.link.bandwidth_gb_per_s == 0.05
+    from app.state import decode_config
+
+    assert decode_config(at.query_params["cfg"]) == cfg  # the link is the one opened
+
+
+def test_requests_tab_of_a_deployment_has_one_row_per_instance_as_the_run_has():
+    # The CLI printed (and wrote instances.csv) a row per instance, the app none: the router lesson asks how the requests
+    # and the work split between the replicas, and the Requests tab only had the per-request instance column to count.
+    from sim_core.cluster.report import instance_rows as report_rows
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-router-2xh100-agent-pairs"
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception and not at.error
+    res = run_simulation(load_preset("cluster-router-2xh100-agent-pairs"))
+    table = next(d.value for d in at.dataframe if "instance" in d.value.columns and "busy" in d.value.columns)
+    rows = report_rows(res)
+    assert table["instance"].tolist() == [r["instance"] for r in rows] == ["replica 0", "replica 1"]
+    assert table["requests"].tolist() == [48, 48] == [r["requests"] for r in rows]
+    assert table["busy"].tolist() == pytest.approx([r["busy"] for r in rows])
+    assert table["prompt_tokens"].tolist() == [153_600, 9_600]  # the lesson's split, summed per instance
+    one = AppTest.from_file(APP, default_timeout=120)
+    one.session_state["ui.tab"] = "Requests"
+    one.run()
+    assert not one.exception and not [d for d in one.dataframe if "busy" in d.value.columns]  # one engine: no such table

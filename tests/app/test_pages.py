@@ -544,3 +544,43 @@ def test_sweep_shows_a_small_start_as_the_link_gives_it():
     for key, text in (("sw.start.rate", "0.001"), ("sw.stop.rate", "2")):
         w = at.number_input(key=key)
         assert (w.proto.format or "%0.2f") % w.value == text  # printf, as the browser formats it
+
+
+LINK_3P1D = {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d", "workload.num_requests": "60"}
+
+
+def sweep_of(link: dict[str, str], **sweep: str) -> AppTest:
+    """Sweep opened on the config of `link` (a session started from it), with the sweep's own params."""
+    at = app(**link).run()
+    at.switch_page(PAGES[2])
+    for k, v in (link | sweep).items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
+    # Regression: the P:D knob's range came from the pool field (1-64) and its default was current / 2 to current x 2, so
+    # Sweep of a 3P1D deployment ran 1..6 prefill instances: three of six points were "prefill_instances = 4: with 4
+    # instances in all it must be in [1, 3]" warnings and empty table rows. The range is now [1, P + D - 1]; the x
+    # axis of an integer knob ticks whole numbers (it read 1, 1.5, 2, 2.5, 3 instances).
+    import json
+
+    at = sweep_of(LINK_3P1D, sweep="prefill_instances")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not [w.value for w in at.warning]
+    assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
+    assert at.number_input(key="sw.stop.prefill_instances").proto.max == 3
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["xaxis"]["dtick"] == 1
+    # a link asking for more than the deployment has is named and replaced by the range it has
+    at = sweep_of(LINK_3P1D, sweep="prefill_instances", start="1", stop="6", n="6")
+    assert not at.exception and any("between 1 and 3" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
+
+
+def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
+    at = sweep_of({"preset": "chat-h100-llama8b"}, sweep="prefill_instances")
+    assert not at.exception
+    assert [e.value for e in at.error] == ["prefill_instances needs a disaggregated deployment: set "
+                                           "deployment.disaggregation first (Serving: disaggregated, in the sidebar)."]
+    assert not at.warning and not at.dataframe  # not one warning per point, no table of empty rows
