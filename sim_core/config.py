@@ -584,12 +584,23 @@ class PoolConfig(StrictModel):
     )
 
 
+FirstTokenFrom = Literal["prefill", "decode"]  # which pool streams the user's first token (what TTFT counts)
+
+
 class DisaggregationConfig(StrictModel):
     """xPyD: prefill on one pool, decode on another, KV shipped between them (DistServe, Splitwise, Dynamo)."""
 
     prefill: PoolConfig = Field(PoolConfig(), description="The pool that computes prompts and emits the first token.")
     decode: PoolConfig = Field(PoolConfig(), description="The pool that generates the remaining tokens.")
     link: LinkConfig = Field(LinkConfig(), description="KV transfer path from a prefill to a decode instance.")
+    first_token_from: FirstTokenFrom = Field(
+        "prefill",
+        description="Where the user's first token comes from, so what TTFT counts. prefill: the prefill instance "
+        "streams it when the prompt completes (DistServe's TTFT is the prefill phase; Splitwise's prompt machine "
+        "sends it); the KV transfer and any wait for a decode slot then show in the next token's gap. decode: the "
+        "decode instance streams it once the KV has arrived (vLLM's disaggregated-prefill proxy, Dynamo, llm-d: "
+        "the client reads the decode worker's stream), so TTFT counts the wait for a decode slot and the transfer.",
+    )  # fmt: skip
 
 
 MIN_STATE_REFRESH_S = 1e-6  # shortest non-zero refresh interval of a router's view of the engines, s

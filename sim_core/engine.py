@@ -534,8 +534,9 @@ class Engine:
 
     def inject_prefilled(self, ids: np.ndarray | int, t_s: float, first_token_s: np.ndarray | float) -> None:
         """Decode pool: requests whose prompt KV has arrived (blocks reserved) join the running batch as
-        decodes; their next token's gap counts from the first token on the prefill side. (One request as an int
-        and a float: the cluster's case.)"""
+        decodes; their next token's gap counts from the user's first token, `first_token_s` (the prefill side's,
+        or `t_s` when the decode side streams it: `first_token_from`). (One request as an int and a float: the
+        cluster's case.)"""
         st = self.st
         if self._live is not None and not self._live[10]:
             self.settle()

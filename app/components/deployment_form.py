@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.components.text import plain
 from sim_core import SimConfig
-from sim_core.config import DeploymentConfig, HardwareSpec, Router, field_info
+from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, Router, field_info
 from sim_core.presets import list_presets, read_preset_data
 
 MODES = ("one engine", "replicas", "disaggregated")
@@ -21,6 +21,7 @@ KEY = "w.dep."  # widget keys
 TP_OPTIONS = (1, 2, 4, 8)
 SAME_GPU = "same as Hardware"
 STATE_ROUTERS = ("least_kv", "prefix_affinity")  # the routers deployment.state_refresh_s applies to
+FIRST_TOKEN_FROM = FirstTokenFrom.__args__  # ("prefill", "decode")
 KEPT = "as loaded: "  # prefix of the option for a pool GPU kind that matches no preset
 
 
@@ -90,6 +91,7 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "bw"] = float(link.bandwidth_gb_per_s) if link and link.bandwidth_gb_per_s else 50.0
     s[KEY + "lat"] = float(link.latency_us) if link else 20.0
     s[KEY + "pipe"] = link.layerwise_pipelining if link else True
+    s[KEY + "first"] = dis.first_token_from if dis else "prefill"
 
 
 def draw(cfg: SimConfig) -> dict[str, Any] | None:
@@ -131,6 +133,8 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
+    first = st.radio("First token streamed by", FIRST_TOKEN_FROM, key=KEY + "first", horizontal=True,
+                     help=field_info(("deployment", "disaggregation", "first_token_from")).description)  # fmt: skip
     kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
         else _gpu_label(cfg, choice)  # noqa: E731
     st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} {plain(kind(pgpu))} prefill + "
@@ -153,4 +157,5 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     return {"router": router, "state_refresh_s": float(refresh), "disaggregation": {
         "prefill": pool(p, ptp, pgpu, keep.prefill if keep else None),
         "decode": pool(d, dtp, dgpu, keep.decode if keep else None),
-        "link": {"bandwidth_gb_per_s": bw, "latency_us": float(lat), "layerwise_pipelining": bool(pipe)}}}  # fmt: skip
+        "link": {"bandwidth_gb_per_s": bw, "latency_us": float(lat), "layerwise_pipelining": bool(pipe)},
+        "first_token_from": first}}  # fmt: skip

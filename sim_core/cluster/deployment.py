@@ -147,6 +147,7 @@ class Deployment:
         dep = cfg.deployment or DeploymentConfig()
         self.dep = dep
         dis = dep.disaggregation
+        self.first_token_on_decode = dis is not None and dis.first_token_from == "decode"
         if dis is None:
             specs = [("replica", cfg.model_copy(update={"deployment": None}), dep.replicas)]
         else:
@@ -718,7 +719,9 @@ class Deployment:
                 self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
-            self.back[d].engine.inject_prefilled(self.decode_slot_of.item(r), t, pre.st.first_token_s.item(kp))
+            # the user's first token: the prefill side's, or (first_token_from = decode) now, with the KV on the decode side
+            first_s = t if self.first_token_on_decode else pre.st.first_token_s.item(kp)
+            self.back[d].engine.inject_prefilled(self.decode_slot_of.item(r), t, first_s)
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, Event.KV_TRANSFER_DONE))

@@ -115,12 +115,15 @@ def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable
         handed = (out["status"] == Status.FINISHED) & (out["num_emitted"] < out["output_tokens"])
         out["status"][handed] = Status.RUNNING  # until its decode side says otherwise
         out["finish_s"][handed] = np.nan
+        if dep.first_token_on_decode:  # the user has no token until the decode side streams it (set below if it did)
+            out["first_token_s"][handed] = np.nan
+            out["num_emitted"][handed] = 0
         for d in range(len(dep.front), len(dep.instances)):
             ids = np.array(dep.ids_of[d], dtype=np.int64)
             m = dep.injected[ids]
             g, dec = ids[m], tables[d]
-            for f in ("num_emitted", "status", "finish_s", "max_itl_s"):
-                out[f][g] = getattr(dec, f)[: ids.size][m]
+            for f in ("num_emitted", "status", "finish_s", "max_itl_s", "first_token_s"):  # (first token: the user's,
+                out[f][g] = getattr(dec, f)[: ids.size][m]  # the prefill side's unless first_token_from = decode)
             out["num_preemptions"][g] += dec.num_preemptions[: ids.size][m]
             out["num_recomputed_tokens"][g] += dec.num_recomputed_tokens[: ids.size][m]
     return RequestTable(**out)

@@ -128,6 +128,19 @@ def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
     assert "3 replicas" in " ".join(c.value for c in at2.caption)
 
 
+def test_the_editor_chooses_which_pool_streams_the_first_token():
+    # the Dynamo preset counts the KV transfer in TTFT (its clients read the decode worker's stream); switching the
+    # editor to the prefill side makes a link with that one change
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at.run()
+    assert at.radio(key="w.dep.first").value == "decode"
+    at.radio(key="w.dep.first").set_value("prefill").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert dict(at.query_params) == {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d",
+                                     "deployment.disaggregation.first_token_from": "prefill"}  # fmt: skip
+
+
 def test_learn_page_shows_the_disaggregation_lesson_with_readable_sides():
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["lesson"] = "split-prefill-decode"

@@ -79,7 +79,10 @@ def assert_cluster_invariants(res: ClusterResult):
     assert sum(x.num_requests for x in res.instances if x.role != "decode") == int(routed.sum())
     if res.is_disaggregated:  # wait, transfer and decode in order; decode after the KV arrived
         moved = ~np.isnan(res.kv_transfer_end_s)
-        assert np.all(res.kv_wait_start_s[moved] == req.first_token_s[moved])
+        if res.config.deployment.disaggregation.first_token_from == "decode":  # streamed once the KV arrived
+            assert np.array_equal(req.first_token_s[moved], res.kv_transfer_end_s[moved])
+        else:  # the wait starts at the first token (prefill side)
+            assert np.all(res.kv_wait_start_s[moved] == req.first_token_s[moved])
         assert np.all(res.kv_transfer_start_s[moved] >= res.kv_wait_start_s[moved])
         assert np.all(res.kv_transfer_end_s[moved] >= res.kv_transfer_start_s[moved])
         fin = moved & done
@@ -190,6 +193,36 @@ def test_back_pressure_when_the_decode_pool_kv_is_full():
     assert np.all(xfer[waited] > xfer[~waited & ~np.isnan(wait)].max() * (L / 2))
     roomy = run_simulation(deploy(cfg, {"disaggregation": {}}))
     assert np.nanmax(roomy.kv_transfer_start_s - roomy.kv_wait_start_s) == 0.0
+
+
+@pytest.mark.parametrize("memory_gib", [80.0, 19.5])  # a roomy decode pool, and one that pushes back
+def test_first_token_from_the_decode_side_counts_the_wait_and_the_transfer_in_ttft(memory_gib):
+    # first_token_from = decode (vLLM's disaggregated-prefill proxy, Dynamo, llm-d): the user's first token is the
+    # decode instance's, streamed once the KV has arrived, so TTFT ends at the transfer's end and counts any wait
+    # for a decode slot; the next gap starts there. Nothing else changes: the same ticks, transfers and finishes.
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0,
+                      workload__prompt_tokens={"dist": "fixed", "mean": 2000, "min": 1, "max": 2000},
+                      workload__output_tokens={"dist": "fixed", "mean": 400, "min": 1, "max": 400})  # fmt: skip
+    pools = {"decode": {"hardware": cfg.hardware.model_dump() | {"memory_gib": memory_gib}},
+             "link": {"bandwidth_gb_per_s": 5.0, "latency_us": 200.0, "layerwise_pipelining": False}}  # fmt: skip
+    prefill_side = run_simulation(deploy(cfg, {"disaggregation": pools}))
+    decode_side = run_simulation(deploy(cfg, {"disaggregation": pools | {"first_token_from": "decode"}}),
+                                 check_invariants=True)  # fmt: skip
+    assert_cluster_invariants(decode_side)
+    p, d = prefill_side.requests, decode_side.requests
+    assert np.array_equal(p.finish_s, d.finish_s) and np.array_equal(p.num_emitted, d.num_emitted)
+    for f in ("kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s"):
+        assert np.array_equal(getattr(prefill_side, f), getattr(decode_side, f), equal_nan=True)
+    assert np.array_equal(p.first_token_s, decode_side.kv_transfer_start_s if memory_gib == 80.0 else p.first_token_s)
+    assert np.array_equal(d.first_token_s, decode_side.kv_transfer_end_s)  # every request decoded on D
+    exposed = decode_side.kv_transfer_end_s - p.first_token_s  # wait + transfer, now in TTFT
+    assert np.all(exposed > 0) and np.allclose(d.ttft_s - p.ttft_s, exposed, rtol=0, atol=1e-12)
+    if memory_gib == 19.5:
+        assert np.nanmax(decode_side.kv_transfer_start_s - decode_side.kv_wait_start_s) > 1.0  # the wait is in it
+    # every gap after the first token is the same but the first, which no longer holds the wait and transfer
+    assert decode_side.summary.num_finished == 60
+    assert np.isclose(prefill_side.itl_s.sum() - decode_side.itl_s.sum(), exposed.sum(), rtol=1e-9)
+    assert decode_side.summary.ttft_p50_s > prefill_side.summary.ttft_p50_s
 
 
 def test_request_timeline_events_are_ordered_for_disaggregated_requests():

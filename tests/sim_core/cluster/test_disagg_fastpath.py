@@ -18,11 +18,10 @@ from sim_core.cluster import Deployment
 from sim_core.cluster.result import build_result
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
+from sim_core.sweep import with_value
 from sim_core.types import Phase, Status
 from tests.conftest import make_config
-from sim_core.sweep import with_value
-from tests.sim_core.cluster.test_deployment import (assert_cluster_invariants, assert_same_routing_and_busy_ticks,
-                                                    assert_same_run, deploy)
+from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, assert_same_run, deploy
 
 
 def _result(cfg, **flags):
@@ -71,9 +70,10 @@ def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_d
        limits=st.sampled_from([{}, {"max_sim_time_s": 1.5}, {"max_ticks": 40}]),
        scheduler=st.sampled_from([{}, {"queue_order": "priority"}, {"queue_order": "shortest_prompt_first"},
                                   {"max_num_seqs": 1}, {"max_num_seqs": 5}]),
-       block_size=st.sampled_from([None, 1, 64]))  # fmt: skip
+       block_size=st.sampled_from([None, 1, 64]), first_token=st.sampled_from(["prefill", "decode"]))  # fmt: skip
 def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode,
-                                                router, small_kv, chunk, link, prefill_mode, limits, scheduler, block_size):  # fmt: skip
+                                                router, small_kv, chunk, link, prefill_mode, limits, scheduler, block_size,
+                                                first_token):  # fmt: skip
     # (small KV: back-pressure on the decode side, prefill instances holding handed-off blocks that block admission)
     prefill_gib = 18.5 if small_kv in ("prefill", "both") else 80.0
     decode_gib = 19.5 if small_kv in ("decode", "both") else 80.0
@@ -86,6 +86,7 @@ def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt
         cfg = with_value(cfg, f"scheduler.{name}", value)
     if block_size is not None:
         cfg = with_value(cfg, "kv_cache.block_size", block_size)
+    cfg = with_value(cfg, "deployment.disaggregation.first_token_from", first_token)
     try:
         fast_dep, fast = _result(cfg)
     except MemoryPlanError:  # (a small KV cache that cannot hold the longest request)

@@ -24,7 +24,8 @@ DEPLOYMENT = st.one_of(
     st.none(),
     st.fixed_dictionaries({}, optional={"replicas": st.integers(-2, 5), "router": ROUTERS,
                                         "state_refresh_s": st.one_of(st.floats(-1, 70), st.just(float("nan")))}),
-    st.fixed_dictionaries({"disaggregation": st.fixed_dictionaries({}, optional={"prefill": POOL, "decode": POOL, "link": LINK})},
+    st.fixed_dictionaries({"disaggregation": st.fixed_dictionaries({}, optional={"prefill": POOL, "decode": POOL, "link": LINK,
+                                                                                  "first_token_from": st.sampled_from(["prefill", "decode", "client"])})},
                           optional={"router": ROUTERS, "replicas": st.integers(1, 2)}),
     st.text(max_size=5), st.lists(st.integers(), max_size=2),
 )  # fmt: skip
