@@ -176,10 +176,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
           "pruned: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()))
     print(f"  {result.band.text()}")
-    print({"one_replica": "  replicas behind a random router, simulated as one replica at rate / replicas",
-           "prefilter": f"  searched as one replica at rate / replicas, finalists confirmed as deployments ({spec.router} router)",
-           "deployment": f"  each candidate simulated as a deployment (cluster, {spec.router} router)"}[spec.evaluation]
-          + ("; P:D splits searched as deployments" if spec.disaggregated else ""))
+    print(f"  {spec.describe_evaluation()}")
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
         return 1

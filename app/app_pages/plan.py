@@ -56,11 +56,11 @@ def pareto_figure(result: Plan) -> go.Figure:
     p = result.spec.objective.percentile
     fig = go.Figure()
     for ok, color, name in ((True, "#1A73E8", "meets the SLOs"), (False, "#BDC1C6", "misses them")):
-        rows = [r for r in result.evaluated if r.meets == ok]
+        rows = [r for r in result.points() if r.meets == ok]
         fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in rows], y=[r.latency_s("ttft", p) * 1e3 for r in rows],
                                  mode="markers", name=name, marker=dict(color=color, size=9),
                                  text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:.2f}/h · %{y:.0f} ms<extra></extra>"))  # fmt: skip
-    front = pareto_front(result.evaluated, p)
+    front = pareto_front(result.points(), p)
     fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in front], y=[r.latency_s("ttft", p) * 1e3 for r in front],
                              mode="lines+markers", name="Pareto front", line=dict(color="#E8710A", shape="hv"),
                              marker=dict(symbol="circle-open", size=15, line=dict(width=2, color="#E8710A")),
@@ -98,8 +98,9 @@ def _show(result: Plan, elapsed_s: float) -> None:
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
-               "median error. Every candidate is simulated as a deployment (replicas behind the router, or xPyD pools with "
-               "the KV transfer over a 50 GB/s link).")  # fmt: skip
+               f"median error. Candidates: {spec.describe_evaluation()}"
+               + (" (xPyD pools with the KV transfer over a 50 GB/s link)" if spec.disaggregated else "")
+               + "; the chart shows each configuration once, by its last run.")  # fmt: skip
 
 
 def main() -> None:
