@@ -415,6 +415,8 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     df = at.dataframe[-1].value  # after the price editor
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
+    # short headers and the link last: the long ones hid headroom and robustness behind a scroll on a 1,400-px page
+    assert list(df.columns)[-3:] == ["headroom", "robust", "open"] and "$/M output tokens" in df.columns
     assert any("candidate configurations" in c.value for c in at.caption)
     import json
 
