@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sim_core.budget import RunBudget
+from sim_core.budget import RunBudget, is_load_dependent_stop
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
@@ -274,7 +274,7 @@ class _CachedTask:
         if hit is not None:
             return hit
         payload = self.fn(cfg_json)
-        if cache:
+        if cache and not is_load_dependent_stop(payload):  # a busy minute must not fail this point for good
             cache.put(key, payload)
         return payload
 

@@ -67,6 +67,17 @@ def is_budget_stop(stopped_reason: str | None) -> bool:
     return bool(stopped_reason) and BUDGET_MARK in stopped_reason
 
 
+# in the stops by wall time and by memory (_time_or_memory), not in those by ticks or recorded rows
+_WALL_STOP, _MEMORY_STOP = "s of server time, ", " MiB per run"
+
+
+def is_load_dependent_stop(text: str | None) -> bool:
+    """Whether `text` (a stopped_reason, or a payload holding one) tells of a budget stop by wall time or memory: these
+    depend on the machine's load at that moment, not only on the config, so the same run may finish next time (a
+    stop at the tick or recorded-row limit falls on the same tick anywhere)."""
+    return is_budget_stop(text) and (_WALL_STOP in text or _MEMORY_STOP in text)
+
+
 class BudgetMeter:
     """Measures one run against a budget; the engine asks `over(engine)` between ticks.
 
@@ -144,10 +155,10 @@ class BudgetMeter:
         b = self.budget
         self.wall_s = now_s - self.t0_s
         if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
-            return (f"stopped after {self.wall_s:.1f} s of server time, the server's budget per run is {b.max_wall_s:g} s "
+            return (f"stopped after {self.wall_s:.1f} {_WALL_STOP}the server's budget per run is {b.max_wall_s:g} s "
                     f"({ticks:,} ticks simulated)")  # fmt: skip
         self.peak_bytes = max(self.peak_bytes, resident_bytes() - self.rss0_bytes)
         if self.peak_bytes > b.max_bytes:
             return (f"stopped after {ticks:,} ticks: the run holds {self.peak_bytes / MIB:,.0f} MiB, over the server's "
-                    f"budget of {b.max_bytes / MIB:,.0f} MiB per run")  # fmt: skip
+                    f"budget of {b.max_bytes / MIB:,.0f}{_MEMORY_STOP}")  # fmt: skip
         return None

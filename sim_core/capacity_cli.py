@@ -72,7 +72,7 @@ def _backend_from(args: argparse.Namespace):
     try:  # (--attainment 2 or nan: a message naming the option, not pydantic's traceback)
         obj = CapacityObjective(**rule)
     except ValidationError as err:
-        raise PresetError(format_validation_error(err, "--attainment")) from None
+        raise PresetError(format_validation_error(err, "--attainment", CapacityObjective)) from None
     return get_backend(args.ray, args.workers), cache, obj
 
 
@@ -159,7 +159,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
-        raise PresetError(format_validation_error(err, "plan")) from None
+        raise PresetError(format_validation_error(err, "plan", PlanSpec)) from None
     if args.out:  # before the search (an existing file as --out was a traceback after the whole plan had run)
         prepare_out_dir(Path(args.out))
     import time
@@ -176,10 +176,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
           "pruned: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()))
     print(f"  {result.band.text()}")
-    print({"one_replica": "  replicas behind a random router, simulated as one replica at rate / replicas",
-           "prefilter": f"  searched as one replica at rate / replicas, finalists confirmed as deployments ({spec.router} router)",
-           "deployment": f"  each candidate simulated as a deployment (cluster, {spec.router} router)"}[spec.evaluation]
-          + ("; P:D splits searched as deployments" if spec.disaggregated else ""))
+    print(f"  {spec.describe_evaluation()}")
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
         return 1
@@ -204,10 +201,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _split(text: str | None, option: str) -> tuple[str, ...] | None:
-    """A comma-separated option's items (None: not given); an empty item is named (`1,,2`)."""
-    if not text:
-        return None
+    """A comma-separated option's items (None: not given); an empty list or item is named (`''`, `1,,2`)."""
+    if text is None:
+        return None  # (`--gpus ''` was read as not given: a plan over every priced GPU)
     items = tuple(x.strip() for x in text.split(","))
+    if not any(items):
+        raise PresetError(f"{option} {printable(text)!r}: an empty list; give at least one value (comma-separated), or leave "
+                          "the option out for its default")  # fmt: skip
     if not all(items):
         raise PresetError(f"{option} {printable(text)!r}: an empty item; give comma-separated values like 1,2,4")
     return items

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -800,9 +801,9 @@ class SimConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- error messages
-def field_info(loc: tuple[Any, ...]) -> Any:
-    """The FieldInfo a validation-error location points to, or None."""
-    model: Any = SimConfig
+def field_info(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> Any:
+    """The FieldInfo a validation-error location points to in `root` (default SimConfig), or None."""
+    model: Any = root or SimConfig
     info = None
     for part in loc:
         if isinstance(part, int) or model is None:
@@ -833,14 +834,20 @@ def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | Non
     return model().model_dump(mode="json") if model is not None else None
 
 
-def allowed_range(loc: tuple[Any, ...]) -> str:
-    """Human-readable allowed values for the field at `loc` ('' when none are declared)."""
-    info = field_info(loc)
+def allowed_range(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> str:
+    """Human-readable allowed values for the field at `loc` in `root` (default SimConfig; '' when none are declared).
+    A list's or a mapping's items (`tp_degrees.0`, `prices.h100-sxm`): the bounds declared on the item type."""
+    info = field_info(loc, root)
     if info is None:
         return ""
     lo = hi = None
     lo_op, hi_op = ">=", "<="
-    for meta in info.metadata:
+    metadata = list(info.metadata)
+    if not metadata and len(loc) > 1:  # an item of a tuple or dict field: tuple[Annotated[int, Field(ge=1)] | None, ...]
+        items = [a for arg in typing.get_args(info.annotation) for a in (*typing.get_args(arg), arg)]
+        metadata = [m for a in items if typing.get_origin(a) is Annotated for m in a.__metadata__]
+        metadata = [m for meta in metadata for m in (*getattr(meta, "metadata", ()), meta)]  # Field(...) holds its bounds
+    for meta in metadata:
         for attr, op in (("ge", ">="), ("gt", ">")):
             if getattr(meta, attr, None) is not None:
                 lo, lo_op = getattr(meta, attr), op
@@ -876,8 +883,9 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
 }
 
 
-def format_validation_error(err: ValidationError, source: str = "config") -> str:
-    """One line per problem: field path, the value given, what went wrong, and the allowed range."""
+def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None) -> str:
+    """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
+    model that raised `err`: `root`, default SimConfig)."""
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -887,7 +895,7 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
         if len(shown) > 80:
             shown = shown[:77] + "..."
         msg = e["msg"].removeprefix("Value error, ")
-        rng = allowed_range(loc)
+        rng = allowed_range(loc, root)
         extra = f"; allowed: {rng}" if rng and "should be" in msg else ""
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""

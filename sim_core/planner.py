@@ -133,6 +133,13 @@ class PlanSpec(BaseModel):
                                  f"available: {', '.join(known)}")  # fmt: skip
         return self
 
+    def describe_evaluation(self) -> str:
+        """How candidates were simulated, in words (CLI and page)."""
+        how = {"one_replica": "replicas behind a random router, simulated as one replica at rate / replicas",
+               "prefilter": f"searched as one replica at rate / replicas, finalists confirmed as deployments ({self.router} router)",
+               "deployment": f"each candidate simulated as a deployment (cluster, {self.router} router)"}[self.evaluation]  # fmt: skip
+        return how + ("; P:D splits searched as deployments" if self.disaggregated else "")
+
     def prices(self) -> dict[str, float]:
         out = {k: v.usd_per_gpu_hour for k, v in default_prices().items()}
         return out | dict(self.prices_usd_per_gpu_hour)
@@ -400,6 +407,12 @@ class Plan:
         if h is None or self.band.median_pct is None:
             return None
         return h >= self.band.median_pct / 100
+
+    def points(self) -> list[PlanRow]:
+        """Every simulated configuration once, by its last run: the prefilter's deployment run of a finalist, not
+        also its one-replica approximation (λ/N), whose latency and verdict can differ (for the Pareto chart)."""
+        last = {(r.family, r.size): r for r in self.evaluated}  # confirmations come after the search's runs
+        return list(last.values())
 
     def table(self) -> list[dict[str, Any]]:
         """The result rows as plain dicts (CLI, page, tests): same keys everywhere."""

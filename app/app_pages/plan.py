@@ -56,11 +56,11 @@ def pareto_figure(result: Plan) -> go.Figure:
     p = result.spec.objective.percentile
     fig = go.Figure()
     for ok, color, name in ((True, "#1A73E8", "meets the SLOs"), (False, "#BDC1C6", "misses them")):
-        rows = [r for r in result.evaluated if r.meets == ok]
+        rows = [r for r in result.points() if r.meets == ok]
         fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in rows], y=[r.latency_s("ttft", p) * 1e3 for r in rows],
                                  mode="markers", name=name, marker=dict(color=color, size=9),
                                  text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:.2f}/h · %{y:.0f} ms<extra></extra>"))  # fmt: skip
-    front = pareto_front(result.evaluated, p)
+    front = pareto_front(result.points(), p)
     fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in front], y=[r.latency_s("ttft", p) * 1e3 for r in front],
                              mode="lines+markers", name="Pareto front", line=dict(color="#E8710A", shape="hv"),
                              marker=dict(symbol="circle-open", size=15, line=dict(width=2, color="#E8710A")),
@@ -82,24 +82,32 @@ def _show(result: Plan, elapsed_s: float) -> None:
         return
     rows = []
     for row, t in zip(result.rows, result.table()):
-        rows.append({"open": _simulate_link(row.config), "configuration": t["config"], "GPUs": t["gpus"],
-                     "$/hour": t["usd_per_hour"], "$ per M output tokens": t["usd_per_million_output_tokens"],
-                     "good requests per $": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
+        rows.append({"configuration": t["config"], "GPUs": t["gpus"],
+                     "$/hour": t["usd_per_hour"], "$/M output tokens": t["usd_per_million_output_tokens"],
+                     "good req/$": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
                      f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
                      "headroom": None if t["headroom"] is None else t["headroom"] * 100,
-                     "robust to model error": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]]})  # fmt: skip
+                     "robust": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]],
+                     "open": _simulate_link(row.config)})  # fmt: skip
+    # Short headers, the long names as help, the link last: with the long ones the table ran past a 1,400-px-wide
+    # page and hid headroom and robustness behind a horizontal scroll.
+    num = st.column_config.NumberColumn
     st.dataframe(rows, hide_index=True, key="plan.table", column_config={
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
-        "$/hour": st.column_config.NumberColumn(format="$%.2f"), "$ per M output tokens": st.column_config.NumberColumn(format="$%.3f"),
-        "good requests per $": st.column_config.NumberColumn(format="%,.0f"),
-        f"TTFT P{p} (ms)": st.column_config.NumberColumn(format="%.0f"), f"TPOT P{p} (ms)": st.column_config.NumberColumn(format="%.1f"),
-        "capacity (req/s)": st.column_config.NumberColumn(format="%.1f"), "headroom": st.column_config.NumberColumn(format="%+.0f%%"),
+        "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
+        "$/M output tokens": num(format="$%.3f", help="USD per million output tokens at the target rate"),
+        "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
+        f"TTFT P{p} (ms)": num(format="%.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
+        "capacity (req/s)": num(format="%.1f", help="The highest rate meeting the SLOs (bisection)"),
+        "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
+        "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
-               "median error. Every candidate is simulated as a deployment (replicas behind the router, or xPyD pools with "
-               "the KV transfer over a 50 GB/s link).")  # fmt: skip
+               f"median error. Candidates: {spec.describe_evaluation()}"
+               + (" (xPyD pools with the KV transfer over a 50 GB/s link)" if spec.disaggregated else "")
+               + "; the chart shows each configuration once, by its last run.")  # fmt: skip
 
 
 def main() -> None:

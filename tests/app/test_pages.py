@@ -415,6 +415,8 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     df = at.dataframe[-1].value  # after the price editor
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
+    # short headers and the link last: the long ones hid headroom and robustness behind a scroll on a 1,400-px page
+    assert list(df.columns)[-3:] == ["headroom", "robust", "open"] and "$/M output tokens" in df.columns
     assert any("candidate configurations" in c.value for c in at.caption)
     import json
 
@@ -422,6 +424,13 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     front = next(t for t in fig["data"] if t["name"] == "Pareto front")
     assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
     assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis"]["ticktext"]  # labels in full, not bare digits
+    # Each configuration once, at its deployment's latency: the prefilter's one-replica approximation (λ/N) of a row it
+    # confirmed was drawn too (2× at 251 ms beside the table's 196 ms on the default search; a λ/N miss beside a pass)
+    points = [(label, y) for t in fig["data"] if t["name"] != "Pareto front" for label, y in zip(t["text"], t["y"])]
+    assert len({label for label, _ in points}) == len(points)
+    assert dict(points)["2× h100-sxm TP1 · vllm-v1"] == pytest.approx(df["TTFT P99 (ms)"][0])
+    # and the caption says how they were simulated (it said "every candidate is simulated as a deployment")
+    assert any("finalists confirmed as deployments" in c.value for c in at.caption)
 
 
 def test_plan_page_offers_prefill_decode_splits_and_a_router():

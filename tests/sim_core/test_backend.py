@@ -1,5 +1,6 @@
 """Backends return the same bytes; the point cache resumes an interrupted search and stays bounded."""
 
+import functools
 import json
 import math
 import os
@@ -152,3 +153,37 @@ def test_a_point_where_no_request_finished_reads_back_with_nan_percentiles():
     assert err is None and summary.num_finished == 0 and math.isnan(summary.ttft_p99_s)
     fine = make_config(workload__num_requests=30)
     assert decode_point(simulate_point(fine.model_dump_json()))[0] == run_simulation(fine).summary  # the same numbers
+
+
+def test_a_run_the_wall_clock_budget_stopped_is_not_cached(tmp_path, monkeypatch):
+    """A budget's wall-time (or memory) stop depends on the machine's load at that moment, not on the config: cached,
+    it was read back by every later search (the Plan page's "press Plan again to continue" met the same stop, and a
+    busy minute made a candidate fail for good). Points a tick or row limit stops are the same on any machine and
+    stay cached."""
+    import types
+
+    import sim_core.budget
+    from sim_core.backend import cached_map
+    from sim_core.budget import RunBudget, is_budget_stop
+    from sim_core.planner import saturation_config, saturation_rate
+
+    budget = RunBudget(max_wall_s=1.0)
+    cfg = _small()
+    sat = functools.partial(saturation_rate, budget=budget)
+    now = [0.0]
+
+    def slow_clock() -> float:  # every look at the clock: 10 s later (a loaded machine)
+        now[0] += 10.0
+        return now[0]
+
+    monkeypatch.setattr(sim_core.budget, "time", types.SimpleNamespace(perf_counter=slow_clock))
+    (stopped, _), = run_points([cfg], LocalBackend(1), PointCache(tmp_path), budget=budget)
+    assert is_budget_stop(stopped.stopped_reason) and "server time" in stopped.stopped_reason
+    assert is_budget_stop(json.loads(cached_map(sat, "sat", [saturation_config(cfg)], LocalBackend(1), PointCache(tmp_path))[0])["error"])
+    monkeypatch.undo()  # the machine is idle again: both run to the end
+    (summary, _), = run_points([cfg], LocalBackend(1), PointCache(tmp_path), budget=budget)
+    assert summary.stopped_reason is None and summary.num_finished == cfg.workload.num_requests
+    assert "rate" in json.loads(cached_map(sat, "sat", [saturation_config(cfg)], LocalBackend(1), PointCache(tmp_path))[0])
+    ticks = RunBudget(max_ticks=20, max_wall_s=60.0)  # a tick limit stops a run at the same tick anywhere: cached
+    (first, _), = run_points([cfg], LocalBackend(1), PointCache(tmp_path), budget=ticks)
+    assert is_budget_stop(first.stopped_reason) and len(list(tmp_path.glob("*/*.json"))) == 3

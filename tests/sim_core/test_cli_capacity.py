@@ -62,3 +62,42 @@ def test_plan_offers_every_router_and_plans_behind_the_session_router(capsys):
     code = main(["plan", "chat-h100-llama8b", "--rate", "20", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1",
                  "--max-replicas", "2", "--router", "session", "--evaluation", "deployment", *SMALL])  # fmt: skip
     assert code == 0 and "(cluster, session router)" in capsys.readouterr().out
+
+
+PLAN_NUMBERS = {  # option -> (PlanSpec field, allowed range as the message writes it)
+    "--rate": ("target_rate_per_s", "> 0 and <= 100000"), "--max-replicas": ("max_replicas", ">= 1 and <= 64"),
+    "--top": ("num_results", ">= 1 and <= 100"), "--tp": ("tp_degrees", ">= 1 and <= 64"),
+    "--price": ("prices_usd_per_gpu_hour", "> 0 and <= 1000"),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(option=st.sampled_from(sorted(PLAN_NUMBERS)),
+       value=st.sampled_from(["0", "-1", "nan", "inf", "-inf", "1e9", "100001"]))  # fmt: skip
+def test_an_out_of_range_plan_number_names_its_field_value_and_allowed_range(option, value):
+    """`--rate nan` said only "Input should be less than or equal to 100000" (no range: PlanSpec's bounds were looked
+    up in SimConfig, where they are not); every plan option out of range is named with its value and its range."""
+    if option in ("--max-replicas", "--top", "--tp") and value in ("nan", "inf", "-inf", "1e9"):
+        value = "100000"  # whole-number options: argparse's own message covers non-integers
+    given_value = f"h100-sxm={value}" if option == "--price" else value
+    args = ["plan", "chat-h100-llama8b", "--rate", "10", "--gpus", "h100-sxm", "--engines", "vllm-v1", "--no-cache",
+            "--workers", "1", f"{option}={given_value}"]  # fmt: skip (= : "-inf" is a value, not an option)
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(args)
+    err = buf.getvalue()
+    field, allowed = PLAN_NUMBERS[option]
+    assert code == EXIT_BAD_INPUT and "Traceback" not in err
+    assert field in err and f"allowed: {allowed}" in err, err
+
+
+@settings(max_examples=20, deadline=None)
+@given(option=st.sampled_from(["--gpus", "--tp", "--engines", "--token-budgets", "--max-batches"]),
+       value=st.sampled_from(["", " ", ",", " , "]))  # fmt: skip
+def test_an_empty_plan_list_is_refused_not_read_as_the_default(option, value):
+    """`--gpus ''` planned over every priced GPU (an empty text read as "not given"): a list given empty is named."""
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(["plan", "chat-h100-llama8b", "--rate", "10", "--no-cache", "--workers", "1", f"{option}={value}"])
+    err = buf.getvalue()
+    assert code == EXIT_BAD_INPUT and option in err and "Traceback" not in err, err

@@ -135,3 +135,26 @@ def test_the_planner_offers_every_router_a_deployment_has():
         assert deployment_config(base, 10.0, (2,), spec.router).deployment.router == router
     with pytest.raises(ValueError, match="session"):  # a bad name is answered with the allowed ones
         PlanSpec(target_rate_per_s=10.0, router="sticky")
+
+
+def test_the_cheapest_plan_is_monotone_in_rate_slos_and_gpu_speed():
+    """Sizing trends a serving engineer relies on, on the small space (exact deployment search): a higher target rate
+    never makes the cheapest plan cheaper, looser SLOs never make it dearer, and an H100 at an A100's price never
+    makes it dearer than A100s alone. (Checked at 10-80 req/s x three SLO pairs while reviewing; three rates here.)"""
+    spec = SPEC.model_copy(update={"num_results": 1})
+
+    with LocalBackend(2) as backend:
+        slos = [(0.25, 0.03), (0.5, 0.05), (1.0, 0.1)]  # tight to loose
+        costs = {(rate, slo): plan(_base().model_copy(update={"slo": _base().slo.model_copy(
+            update={"ttft_s": slo[0], "tpot_s": slo[1]})}), spec.model_copy(update={"target_rate_per_s": rate}),
+            backend=backend, with_band=False).rows[0].usd_per_hour for rate in (20.0, 45.0, 80.0) for slo in slos}  # fmt: skip
+        for slo in slos:
+            assert costs[(20.0, slo)] <= costs[(45.0, slo)] <= costs[(80.0, slo)], slo
+        for rate in (20.0, 45.0, 80.0):
+            assert costs[(rate, slos[0])] >= costs[(rate, slos[1])] >= costs[(rate, slos[2])], rate
+        a100 = spec.model_copy(update={"target_rate_per_s": 60.0, "gpus": ("a100-80gb",)})
+        both = a100.model_copy(update={"gpus": ("a100-80gb", "h100-sxm"), "prices_usd_per_gpu_hour": {
+            "h100-sxm": default_prices()["a100-80gb"].usd_per_gpu_hour}})  # fmt: skip
+        alone = plan(_base(), a100, backend=backend, with_band=False).rows[0]
+        faster = plan(_base(), both, backend=backend, with_band=False).rows[0]
+        assert faster.usd_per_hour <= alone.usd_per_hour and faster.family.gpu == "h100-sxm"
