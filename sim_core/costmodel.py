@@ -310,13 +310,12 @@ class CostModel:
             return self._tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes)
         T = np.asarray(num_tokens, dtype=np.float64)
         gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * np.asarray(num_samples, dtype=np.float64)
-        # a tick without tokens (it only swaps KV) runs no forward pass: no weights are read or dequantised
-        gemm_bytes = np.where(T > 0, self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T, 0.0)
+        gemm_bytes = self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T
         attn_flops = self._attn_flops_per_pair * np.asarray(attn_pairs, dtype=np.float64)
         attn_bytes = (self._kv_read_bytes_per_token * np.asarray(kv_read_tokens, dtype=np.float64) + self._kv_bytes_per_token * T
                       + self._attn_act_bytes_per_token * T)
-        gemm_compute_s = gemm_flops / self._gemm_flops_per_s + np.where(T > 0, self._dequant_s_per_weight_byte * (
-            self._body_weight_bytes + self.expert_bytes(T)), 0.0)
+        gemm_compute_s = gemm_flops / self._gemm_flops_per_s + self._dequant_s_per_weight_byte * (
+            self._body_weight_bytes + self.expert_bytes(T))
         attn_compute_s = attn_flops / self._attn_flops_per_s
         gemm_mem_s = gemm_bytes / self._bytes_per_s
         attn_mem_s = attn_bytes / self._bytes_per_s
@@ -357,9 +356,7 @@ class CostModel:
 
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
             T = float(num_tokens)
-            if not T:  # only swaps KV: no forward pass, so no weight read (the array path's np.where)
-                gemm_bytes = dequant_s = 0.0
-            elif moe:
+            if moe:
                 experts = expert_bytes(num_tokens)
                 gemm_bytes = (dense + experts) + act * T  # (dense + expert) + act·T: the array path's order
                 dequant_s = dqb * (body + experts)

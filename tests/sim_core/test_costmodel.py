@@ -109,20 +109,6 @@ def test_comm_and_swap_terms_are_the_parts_of_a_tick_they_name():
     assert float(tp2.swap_time_s(1e9)) == pytest.approx(d1 - d0, rel=1e-9)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"model": "mixtral-8x7b", "hardware__num_gpus": 2},
-                                       {"model__weight_dtype": "int4", "calibration__dequant_flops_per_weight": 90.0}])
-def test_a_tick_that_only_swaps_reads_no_weights(overrides):
-    # A tick whose plan moves KV over PCIe and computes no token runs no forward pass (vLLM V0's worker does
-    # the cache swaps and returns without a model call): its time is the step's overhead plus the PCIe transfer,
-    # with no flops and no bytes read from HBM. It used to pay a full weight read (~2 ms for an 8B model on an H100).
-    cm = CostModel(make_config(**overrides))
-    for tick in (cm.tick, cm._tick_scalar):
-        dur, flops, nbytes, _ = tick(0, 0, 0, 0, 1, swap_bytes=3e8)
-        overhead_s = cm.tick_overhead_s + cm._per_seq_overhead_s * 1
-        assert float(dur) == pytest.approx(overhead_s + float(cm.swap_time_s(3e8)), rel=1e-12)
-        assert float(flops) == 0.0 and float(nbytes) == 0.0
-
-
 def test_weight_only_quantised_gemms_pay_a_dequantisation_cost_per_weight():
     # INT4 weights with 16-bit activations: every streamed weight is unpacked on CUDA cores (compute side of the
     # GEMM roofline); 16-bit weights and FP8 weights on FP8 tensor cores pay nothing; FP8 weights on an A100 do.
