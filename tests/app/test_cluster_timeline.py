@@ -214,15 +214,21 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
 
 
+def _open_tab(preset: str, tab: str) -> AppTest:
+    """The Simulate page on a preset, opened on one tab; it ran without an error."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = preset
+    at.session_state["ui.tab"] = tab
+    at.run()
+    assert not at.exception and not at.error
+    return at
+
+
 def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
     # the merged timeline's ticks belong to different engines: the line names the instance, its KV pool is that
     # engine's, and the batch chart is read from that engine's log (a deployment's own log is empty: it said
     # "recorded for the first 100,000 ticks" on tick 1)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
-    at.session_state["ui.tab"] = "Step through"
-    at.run()
-    assert not at.exception and not at.error
+    at = _open_tab("cluster-distserve-opt13b-3xa100-p2d1", "Step through")
     res = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))
     for step in (1, 2):
         if step == 2:
@@ -302,11 +308,7 @@ def test_requests_tab_of_a_deployment_has_one_row_per_instance_as_the_run_has():
     # and the work split between the replicas, and the Requests tab only had the per-request instance column to count.
     from sim_core.cluster.report import instance_rows as report_rows
 
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-router-2xh100-agent-pairs"
-    at.session_state["ui.tab"] = "Requests"
-    at.run()
-    assert not at.exception and not at.error
+    at = _open_tab("cluster-router-2xh100-agent-pairs", "Requests")
     res = run_simulation(load_preset("cluster-router-2xh100-agent-pairs"))
     table = next(d.value for d in at.dataframe if "instance" in d.value.columns and "busy" in d.value.columns)
     rows = report_rows(res)
