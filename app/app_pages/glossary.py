@@ -20,7 +20,10 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                                        "(max_num_batched_tokens), so decodes keep running between chunks."),
     ("Continuous batching", "Requests join and leave the batch at every tick (iteration-level scheduling, Orca, "
                             "vLLM). Static batching instead runs a batch until its longest request finishes."),
-    ("TTFT", "Time to first token: from a request's arrival to its first output token (queueing + prefill)."),
+    ("TTFT", "Time to first token: from a request's arrival to its first output token (queueing + prefill). With "
+             "separate prefill and decode pools, the first token the user sees is the prefill instance's or, when the "
+             "decode instance streams it (deployment.disaggregation.first_token_from = decode), the one sent once the "
+             "KV cache has reached the decode instance: TTFT then also counts the wait for a decode slot and the transfer."),
     ("TPOT", "Time per output token: (end-to-end latency − TTFT) / (output tokens − 1), averaged per request."),
     ("ITL", "Inter-token latency: every gap between two consecutive tokens of a request. Its p99 shows the stalls "
             "that TPOT averages away."),
