@@ -145,6 +145,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     prices = {}
     for item in args.price or []:
         gpu, sep, usd = item.partition("=")
+        if gpu in prices:  # (the last one was kept silently)
+            raise PresetError(f"--price {printable(gpu)!r} given twice ({printable(item)!r} after {prices[gpu]:g}): "
+                              "give each GPU one price")  # fmt: skip
         try:
             prices[gpu] = float(usd)
         except ValueError:
