@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import HardwareSpec, Router, SchedulerConfig, SimConfig, pool_config
+from sim_core.config import HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
@@ -138,7 +138,11 @@ class PlanSpec(BaseModel):
         how = {"one_replica": "replicas behind a random router, simulated as one replica at rate / replicas",
                "prefilter": f"searched as one replica at rate / replicas, finalists confirmed as deployments ({self.router} router)",
                "deployment": f"each candidate simulated as a deployment (cluster, {self.router} router)"}[self.evaluation]  # fmt: skip
-        return how + ("; P:D splits searched as deployments" if self.disaggregated else "")
+        if not self.disaggregated:
+            return how
+        from sim_core.cluster.report import describe_link
+
+        return how + f"; P:D splits searched as deployments (KV link {describe_link(split_link())})"
 
     def prices(self) -> dict[str, float]:
         out = {k: v.usd_per_gpu_hour for k, v in default_prices().items()}
@@ -180,6 +184,10 @@ class Family:
         """GPUs of `size` instances: (replicas,) or (prefill, decode)."""
         return size[0] * self.tp + (size[1] * self.decode_tp if self.is_split else 0)
 
+    def num_sizes(self, max_instances: int) -> int:
+        """len(self.sizes(max_instances)), without listing them (a split: x + y ≤ max_instances, both ≥ 1)."""
+        return max_instances if not self.is_split else max_instances * (max_instances - 1) // 2
+
     def sizes(self, max_instances: int) -> list[tuple[int, ...]]:
         if not self.is_split:
             return [(r,) for r in range(1, max_instances + 1)]
@@ -187,6 +195,12 @@ class Family:
 
     def size_label(self, size: tuple[int, ...]) -> str:
         return f"{size[0]}P{size[1]}D" if self.is_split else f"{size[0]}×"
+
+
+def split_link() -> LinkConfig:
+    """The KV link between the pools of every P:D split candidate (the config's default link; the page and the CLI
+    name it from here)."""
+    return LinkConfig()
 
 
 def family_config(base: SimConfig, fam: Family) -> SimConfig:
@@ -202,7 +216,8 @@ def family_config(base: SimConfig, fam: Family) -> SimConfig:
     data["deployment"] = None
     if fam.is_split:  # pools of one GPU kind; instance counts are set per candidate (candidate_config)
         data["deployment"] = {"disaggregation": {"prefill": {"tensor_parallel": fam.tp},
-                                                 "decode": {"tensor_parallel": fam.decode_tp}}}  # fmt: skip
+                                                 "decode": {"tensor_parallel": fam.decode_tp},
+                                                 "link": split_link().model_dump(mode="json")}}  # fmt: skip
     sched: dict[str, Any] = {}
     if fam.token_budget is not None:
         sched["max_num_batched_tokens"] = fam.token_budget
@@ -446,7 +461,12 @@ def _families(spec: PlanSpec) -> list[Family]:
 
 
 def _num_sizes(fam: Family, spec: PlanSpec) -> int:
-    return len(fam.sizes(spec.max_replicas))
+    return fam.num_sizes(spec.max_replicas)
+
+
+def num_candidates(spec: PlanSpec) -> int:
+    """Configurations in the search space: every family's instance counts (`Plan.num_candidates` of its search)."""
+    return sum(_num_sizes(f, spec) for f in _families(spec))
 
 
 def _covers(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

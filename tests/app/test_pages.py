@@ -593,3 +593,18 @@ def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
     assert [e.value for e in at.error] == ["prefill_instances needs a disaggregated deployment: set "
                                            "deployment.disaggregation first (Serving: disaggregated, in the sidebar)."]
     assert not at.warning and not at.dataframe  # not one warning per point, no table of empty rows
+
+
+def test_plan_page_reads_the_candidate_count_and_the_split_link_from_sim_core(monkeypatch):
+    # the page restated the count's formula (GPUs x TP x engines x knobs x (m + TP x m(m - 1)/2)) and the 50 GB/s
+    # KV link of the splits: a change to either in sim_core left the page saying the old one
+    from sim_core import planner
+    from sim_core.config import LinkConfig
+
+    monkeypatch.setattr(planner, "num_candidates", lambda spec: 12_345, raising=False)
+    monkeypatch.setattr(planner, "split_link", lambda: LinkConfig(bandwidth_gb_per_s=400.0, latency_us=5.0), raising=False)
+    at = open_page("app_pages/plan.py")
+    at.checkbox(key="plan.pd").check().run()
+    assert not at.exception
+    text = " ".join(c.value for c in at.caption)
+    assert "12,345 candidate configurations" in text and "400 GB/s + 5 us" in text

@@ -158,3 +158,18 @@ def test_the_cheapest_plan_is_monotone_in_rate_slos_and_gpu_speed():
         alone = plan(_base(), a100, backend=backend, with_band=False).rows[0]
         faster = plan(_base(), both, backend=backend, with_band=False).rows[0]
         assert faster.usd_per_hour <= alone.usd_per_hour and faster.family.gpu == "h100-sxm"
+
+
+@pytest.mark.parametrize("disaggregated, evaluation", [(False, "prefilter"), (True, "prefilter"), (True, "deployment"),
+                                                       (True, "one_replica")])  # fmt: skip
+@pytest.mark.parametrize("max_replicas", [1, 2, 5])
+def test_the_candidate_count_is_every_familys_sizes(disaggregated, evaluation, max_replicas):
+    # the count the page shows (planner.num_candidates, its one source) is the space the search enumerates
+    from sim_core.planner import _families, num_candidates
+
+    spec = PlanSpec(target_rate_per_s=10, gpus=("h100-sxm", "a100-80gb"), tp_degrees=(2, 1, 2), max_replicas=max_replicas,
+                    engines=("vllm-v1", "sglang"), token_budgets=(None, 512), disaggregated=disaggregated, evaluation=evaluation)
+    fams = _families(spec)
+    assert num_candidates(spec) == sum(len(f.sizes(max_replicas)) for f in fams)
+    assert all(f.num_sizes(max_replicas) == len(f.sizes(max_replicas)) for f in fams)
+    assert any(f.is_split for f in fams) == (disaggregated and evaluation != "one_replica")
