@@ -171,7 +171,7 @@ def main() -> None:
     page = PageBudget()  # the server's time per page view (app/server.toml): no click may hold it longer
     try:
         result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
-                      on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"),
+                      on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
     except SearchCancelled:
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
