@@ -511,11 +511,16 @@ def _phases(on_progress: PlanProgressFn | None, names: Sequence[str]) -> list[Ph
             for i, what in enumerate(names)]  # fmt: skip
 
 
-def _check(cancelled: Callable[[], bool] | None, where: str) -> None:
+class SetupCancelled(SearchCancelled):
+    """Cancelled while the search space was built, before its runs: asking again meets the same setup (unlike a
+    search stopped between runs, whose finished points are cached), so a smaller space is the way on."""
+
+
+def _check(cancelled: Callable[[], bool] | None, where: str, setup: bool = False) -> None:
     """Stop here if the caller says so (the app's page budget): the search space's setup costs time too (a P:D search
     over every option lists ~41k families before any run)."""
     if cancelled is not None and cancelled():
-        raise SearchCancelled(f"cancelled {where}")
+        raise (SetupCancelled if setup else SearchCancelled)(f"cancelled {where}")
 
 
 def plan(
@@ -544,7 +549,7 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
     valid: list[Family] = []
     seen: set[bytes] = set()
     for i, fam in enumerate(families):
-        _check(cancelled, f"while building the search space ({i:,} of {len(families):,} configuration families checked)")
+        _check(cancelled, f"while building the search space ({i:,} of {len(families):,} configuration families checked)", setup=True)
         try:
             cfg = family_config(base, fam)
             for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):
@@ -608,7 +613,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
 
     def sat_configs() -> Iterator[SimConfig]:
         for i, f in enumerate(colocated):
-            _check(cancelled, f"while preparing saturation probes ({i:,} of {len(colocated):,})")
+            _check(cancelled, f"while preparing saturation probes ({i:,} of {len(colocated):,})", setup=True)
             yield saturation_config(family_config(base, f))
 
     sat_payloads = cached_map(sat_fn, sat_tag, sat_configs(), backend, cache, None, cancelled)

@@ -19,7 +19,7 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.budget import is_budget_stop
 from sim_core.config import Router
-from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, default_prices, num_candidates, pareto_front, plan
+from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
 from sim_core.presets import read_preset_data
 from sim_core.sweep import CapacityObjective
 
@@ -173,6 +173,12 @@ def main() -> None:
         result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
                       on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
+    except SetupCancelled as err:  # pressing Plan again would meet the same setup: say to narrow the space
+        st.error(plain(f"This search space is too large to set up within this server's budget per page view "
+                       f"({page.max_wall_s:g} s): {err}. Narrow it (fewer GPUs, TP degrees, engines or knob values, fewer "
+                       "replicas, or no P:D splits), or run `python -m sim_core plan`, which has no such limit."),
+                 icon=":material/timer:")  # fmt: skip
+        return
     except SearchCancelled:
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
                        f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "

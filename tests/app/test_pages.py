@@ -608,3 +608,18 @@ def test_plan_page_reads_the_candidate_count_and_the_split_link_from_sim_core(mo
     assert not at.exception
     text = " ".join(c.value for c in at.caption)
     assert "12,345 candidate configurations" in text and "400 GB/s + 5 us" in text
+
+
+def test_a_plan_search_too_large_to_set_up_in_the_page_budget_says_to_narrow_it(monkeypatch, tmp_path):
+    # a search stopped while its space was built said "press Plan again to continue": the next press meets the same
+    # setup (nothing of it is cached). Page time here: always spent (no timing).
+    from app.components import runner
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(runner.PageBudget, "spent_s", property(lambda self: self.max_wall_s + 1))
+    at = open_page("app_pages/plan.py")
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    text = " ".join(e.value for e in at.error)
+    assert "too large to set up" in text and "while building the search space (0 of" in text
+    assert "press Plan again" not in text

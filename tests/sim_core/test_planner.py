@@ -227,13 +227,13 @@ def test_a_giant_search_stops_at_the_page_budget_while_its_families_are_built(mo
     """Nothing asked the page's time limit while the search space was built: with every option maxed out the first
     phase spent 3.3 s on 10,240 family configs before its first run, and the P:D phase would have built ~41k (about
     0.7 ms each here). Fake clock: each family config costs 1 ms; the page allows 0.1 s."""
-    from sim_core.backend import SearchCancelled
+    from sim_core.planner import SetupCancelled
 
     now_s = _charged(monkeypatch, family_s=1e-3, size_s=0.0)
     budget_s = 0.1
     spec = PlanSpec(target_rate_per_s=50, gpus=tuple(default_prices()), engines=tuple(list_presets("engines")),
                     evaluation="deployment")  # 4 TP x 16 engines x every priced GPU: hundreds of families  # fmt: skip
-    with pytest.raises(SearchCancelled, match="while building the search space"):
+    with pytest.raises(SetupCancelled, match="while building the search space"):
         plan(_base(), spec, backend=_FakeClockBackend(), cancelled=lambda: now_s[0] > budget_s, with_band=False)
     assert now_s[0] <= budget_s + 1e-3 + 1e-9  # stopped at the first family past the budget (it went on to all 640)
 
