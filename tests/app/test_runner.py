@@ -267,6 +267,8 @@ def test_a_run_a_busy_server_stopped_is_run_again_when_asked_later(in_thread_ser
         stopped = runner.run(cfg)
     assert is_load_dependent_stop(stopped.result.summary.stopped_reason)
     assert runner.run(cfg) is stopped  # the same page view asks again (charts, tables): the same run
+    runner.frames(stopped.result)  # its tables are made from the run, not kept under the config (they would outlive it)
+    assert cache.get("frames:" + canonical_json(cfg)) is None
     now_s[0] += 3600.0  # an hour later, on a quiet server
     again = runner.run(cfg)
     assert again.result.summary.stopped_reason is None and again.result.summary.num_finished == 5
