@@ -145,6 +145,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     prices = {}
     for item in args.price or []:
         gpu, sep, usd = item.partition("=")
+        if gpu in prices:  # (the last one was kept silently)
+            raise PresetError(f"--price {printable(gpu)!r} given twice ({printable(item)!r} after {prices[gpu]:g}): "
+                              "give each GPU one price")  # fmt: skip
         try:
             prices[gpu] = float(usd)
         except ValueError:
@@ -166,7 +169,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     try:
-        result = plan(cfg, spec, backend=backend, cache=cache, on_progress=ProgressBar("plan"))
+        bars: dict[int, ProgressBar] = {}  # one line per phase: the candidates, confirmations, headroom
+
+        def show(p) -> None:
+            bars.setdefault(p.step, ProgressBar(f"plan {p.step}/{p.num_steps} {p.what}"))(p.done, p.total)
+
+        result = plan(cfg, spec, backend=backend, cache=cache, on_progress=show)
     finally:
         backend.close()
     elapsed = time.monotonic() - t0

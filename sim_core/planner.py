@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import heapq
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -43,9 +45,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sim_core.backend import Backend, LocalBackend, PointCache, cached_map, run_points
+from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import HardwareSpec, Router, SchedulerConfig, SimConfig, pool_config
+from sim_core.config import HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
@@ -138,7 +140,11 @@ class PlanSpec(BaseModel):
         how = {"one_replica": "replicas behind a random router, simulated as one replica at rate / replicas",
                "prefilter": f"searched as one replica at rate / replicas, finalists confirmed as deployments ({self.router} router)",
                "deployment": f"each candidate simulated as a deployment (cluster, {self.router} router)"}[self.evaluation]  # fmt: skip
-        return how + ("; P:D splits searched as deployments" if self.disaggregated else "")
+        if not self.disaggregated:
+            return how
+        from sim_core.cluster.report import describe_link
+
+        return how + f"; P:D splits searched as deployments (KV link {describe_link(split_link())})"
 
     def prices(self) -> dict[str, float]:
         out = {k: v.usd_per_gpu_hour for k, v in default_prices().items()}
@@ -180,6 +186,10 @@ class Family:
         """GPUs of `size` instances: (replicas,) or (prefill, decode)."""
         return size[0] * self.tp + (size[1] * self.decode_tp if self.is_split else 0)
 
+    def num_sizes(self, max_instances: int) -> int:
+        """len(self.sizes(max_instances)), without listing them (a split: x + y ≤ max_instances, both ≥ 1)."""
+        return max_instances if not self.is_split else max_instances * (max_instances - 1) // 2
+
     def sizes(self, max_instances: int) -> list[tuple[int, ...]]:
         if not self.is_split:
             return [(r,) for r in range(1, max_instances + 1)]
@@ -187,6 +197,12 @@ class Family:
 
     def size_label(self, size: tuple[int, ...]) -> str:
         return f"{size[0]}P{size[1]}D" if self.is_split else f"{size[0]}×"
+
+
+def split_link() -> LinkConfig:
+    """The KV link between the pools of every P:D split candidate (the config's default link; the page and the CLI
+    name it from here)."""
+    return LinkConfig()
 
 
 def family_config(base: SimConfig, fam: Family) -> SimConfig:
@@ -202,7 +218,8 @@ def family_config(base: SimConfig, fam: Family) -> SimConfig:
     data["deployment"] = None
     if fam.is_split:  # pools of one GPU kind; instance counts are set per candidate (candidate_config)
         data["deployment"] = {"disaggregation": {"prefill": {"tensor_parallel": fam.tp},
-                                                 "decode": {"tensor_parallel": fam.decode_tp}}}  # fmt: skip
+                                                 "decode": {"tensor_parallel": fam.decode_tp},
+                                                 "link": split_link().model_dump(mode="json")}}  # fmt: skip
     sched: dict[str, Any] = {}
     if fam.token_budget is not None:
         sched["max_num_batched_tokens"] = fam.token_budget
@@ -446,7 +463,12 @@ def _families(spec: PlanSpec) -> list[Family]:
 
 
 def _num_sizes(fam: Family, spec: PlanSpec) -> int:
-    return len(fam.sizes(spec.max_replicas))
+    return fam.num_sizes(spec.max_replicas)
+
+
+def num_candidates(spec: PlanSpec) -> int:
+    """Configurations in the search space: every family's instance counts (`Plan.num_candidates` of its search)."""
+    return sum(_num_sizes(f, spec) for f in _families(spec))
 
 
 def _covers(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -454,29 +476,125 @@ def _covers(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return all(x >= y for x, y in zip(a, b))
 
 
+@dataclass(frozen=True)
+class PlanProgress:
+    """Where a plan is: phase `step` of `num_steps`, `done` of that phase's `total` units (`what` they are). The
+    candidates are one phase; confirming finalists, P:D splits and the headroom bisections are others, so the
+    whole plan is done only when the last phase is (`fraction` 1)."""
+
+    step: int
+    num_steps: int
+    what: str
+    done: int
+    total: int
+
+    @property
+    def fraction(self) -> float:
+        part = 1.0 if self.total <= 0 else min(self.done / self.total, 1.0)
+        return (self.step - 1 + part) / self.num_steps
+
+    def text(self) -> str:
+        return f"step {self.step} of {self.num_steps}: {self.done:,} / {self.total:,} {self.what}"
+
+
+PlanProgressFn = Callable[[PlanProgress], None]
+PhaseProgress = Callable[[int, int], None]  # (done, total) of one phase
+
+
+def _report(on_progress: PlanProgressFn, step: int, num_steps: int, what: str, done: int, total: int) -> None:
+    on_progress(PlanProgress(step, num_steps, what, done, total))
+
+
+def _phases(on_progress: PlanProgressFn | None, names: Sequence[str]) -> list[PhaseProgress | None]:
+    """One (done, total) callback per phase, each reporting a PlanProgress."""
+    return [None if on_progress is None else functools.partial(_report, on_progress, i + 1, len(names), what)
+            for i, what in enumerate(names)]  # fmt: skip
+
+
+class SetupCancelled(SearchCancelled):
+    """Cancelled while the search space was built, before its runs: asking again meets the same setup (unlike a
+    search stopped between runs, whose finished points are cached), so a smaller space is the way on."""
+
+
+def _check(cancelled: Callable[[], bool] | None, where: str, setup: bool = False) -> None:
+    """Stop here if the caller says so (the app's page budget): the search space's setup costs time too (a P:D search
+    over every option lists ~41k families before any run)."""
+    if cancelled is not None and cancelled():
+        raise (SetupCancelled if setup else SearchCancelled)(f"cancelled {where}")
+
+
 def plan(
     base: SimConfig, spec: PlanSpec, *, backend: Backend | None = None, cache: PointCache | None = None,
-    on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
+    on_progress: PlanProgressFn | None = None, cancelled: Callable[[], bool] | None = None,
     with_band: bool = True, budget: RunBudget | None = None,
 ) -> Plan:
     """The cheapest configurations meeting `spec.objective` at `spec.target_rate_per_s` (see module doc).
     Runs on `backend` (default: a local process pool, one worker per CPU, closed on return); every
-    simulation under `budget` when given (the app's server budget: a run it stops counts as missing the SLOs)."""
+    simulation under `budget` when given (the app's server budget: a run it stops counts as missing the SLOs).
+    `cancelled` is asked while the search space is built and between runs: True raises SearchCancelled."""
     if backend is None:
         with LocalBackend() as own:
             return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,
                         with_band=with_band, budget=budget)  # fmt: skip
     if spec.evaluation == "prefilter":
         return _prefiltered(base, spec, backend, cache, on_progress, cancelled, with_band, budget)
-    return _search(base, spec, backend, cache, on_progress, cancelled, with_band, budget=budget)
+    candidates, headroom = _phases(on_progress, ["candidates settled", "rows' headroom bisected"])
+    return _search(base, spec, backend, cache, candidates, cancelled, with_band, budget=budget, on_headroom=headroom)
+
+
+def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family], cancelled: Callable[[], bool] | None,
+                    prune: Callable[[str, int], None]) -> list[Family]:  # fmt: skip
+    """The families whose config is valid, fits in memory and differs from an earlier one's. Their configs are not
+    kept (family_config makes one again when it is run: ~14 KB each, and a P:D space has ~41k families)."""
+    valid: list[Family] = []
+    seen: set[bytes] = set()
+    for i, fam in enumerate(families):
+        _check(cancelled, f"while building the search space ({i:,} of {len(families):,} configuration families checked)", setup=True)
+        try:
+            cfg = family_config(base, fam)
+            for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):
+                plan_memory(c)  # memory fit first: no simulation for what cannot load
+        except (PresetError, MemoryPlanError, ValueError) as err:
+            prune("does not fit in memory" if isinstance(err, MemoryPlanError) else "invalid configuration",
+                  _num_sizes(fam, spec))  # fmt: skip
+            continue
+        key = hashlib.sha256(cfg.model_copy(update={"name": ""}).model_dump_json().encode()).digest()
+        if key in seen:  # e.g. a token budget equal to the engine preset's own
+            prune("same configuration as another candidate", _num_sizes(fam, spec))
+            continue
+        seen.add(key)
+        valid.append(fam)
+    return valid
+
+
+def _candidates(families: Sequence[Family], spec: PlanSpec, prices: Mapping[str, float],
+                bounds: Mapping[Family, Sequence[tuple[int, ...]]], max_usd_per_hour: float) -> Iterator[tuple[float, Family, tuple[int, ...]]]:  # fmt: skip
+    """Every (cost, family, size) within `max_usd_per_hour` and not below its family's saturation `bounds`, cheapest
+    first (ties: family key, then size), made as the search asks for them: a P:D space over every option has ~41k
+    families x 2,016 sizes, minutes and gigabytes to list before the first run."""
+    orders: dict[tuple[int, int | None], list[tuple[int, ...]]] = {}  # sizes by GPUs, per (TP, decode TP)
+
+    def one(fam: Family, below: tuple[tuple[int, ...], ...]) -> Iterator[tuple[float, Family, tuple[int, ...]]]:
+        order = orders.get((fam.tp, fam.decode_tp))
+        if order is None:
+            order = orders[(fam.tp, fam.decode_tp)] = sorted(fam.sizes(spec.max_replicas), key=lambda z: (fam.num_gpus(z), z))
+        price = prices[fam.gpu]
+        for z in order:
+            cost = price * fam.num_gpus(z)  # (a family's costs rise with its GPUs: the order above is its cost order)
+            if cost > max_usd_per_hour:
+                return
+            if not any(_covers(b, z) for b in below):
+                yield cost, fam, z
+
+    return heapq.merge(*(one(f, tuple(bounds[f])) for f in families), key=lambda c: (c[0], c[1].key(), c[2]))
 
 
 def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
-            on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None, with_band: bool,
+            on_progress: PhaseProgress | None, cancelled: Callable[[], bool] | None, with_band: bool,
             headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf,
-            budget: RunBudget | None = None) -> Plan:  # fmt: skip
+            budget: RunBudget | None = None, on_headroom: PhaseProgress | None = None) -> Plan:  # fmt: skip
     """The cost-ordered search over `families` (default: the spec's), every candidate simulated
-    by `candidate_config`."""
+    by `candidate_config`; `on_progress`: candidates settled, `on_headroom`: rows bisected."""
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:
@@ -487,37 +605,27 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         pruned[reason] = pruned.get(reason, 0) + n
 
     families = _families(spec) if families is None else families
-    cfgs: dict[Family, SimConfig] = {}
-    seen: set[str] = set()
-    for fam in families:
-        try:
-            cfg = family_config(base, fam)
-            for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):
-                plan_memory(c)  # memory fit first: no simulation for what cannot load
-        except (PresetError, MemoryPlanError, ValueError) as err:
-            prune("does not fit in memory" if isinstance(err, MemoryPlanError) else "invalid configuration",
-                  _num_sizes(fam, spec))  # fmt: skip
-            continue
-        key = cfg.model_copy(update={"name": ""}).model_dump_json()
-        if key in seen:  # e.g. a token budget equal to the engine preset's own
-            prune("same configuration as another candidate", _num_sizes(fam, spec))
-            continue
-        seen.add(key)
-        cfgs[fam] = cfg
+    valid = _valid_families(base, spec, families, cancelled, prune)
     # Saturation bound (co-located): fewer replicas than λ / (1.25 × saturation rate) cannot keep up.
-    colocated = [f for f in cfgs if not f.is_split]
+    colocated = [f for f in valid if not f.is_split]
     sat_fn, sat_tag = (saturation_rate, "saturation") if budget is None else (
         functools.partial(saturation_rate, budget=budget), f"saturation budget {budget}")  # fmt: skip
-    sat_payloads = cached_map(sat_fn, sat_tag, [saturation_config(cfgs[f]) for f in colocated],
-                              backend, cache, None, cancelled)  # fmt: skip
-    fails: dict[Family, list[tuple[int, ...]]] = {f: [] for f in cfgs}  # sizes known to fail
-    passes: dict[Family, list[tuple[int, ...]]] = {f: [] for f in cfgs}  # sizes known to pass
+
+    def sat_configs() -> Iterator[SimConfig]:
+        for i, f in enumerate(colocated):
+            _check(cancelled, f"while preparing saturation probes ({i:,} of {len(colocated):,})", setup=True)
+            yield saturation_config(family_config(base, f))
+
+    sat_payloads = cached_map(sat_fn, sat_tag, sat_configs(), backend, cache, None, cancelled)
+    fails: dict[Family, list[tuple[int, ...]]] = {f: [] for f in valid}  # sizes known to fail
+    passes: dict[Family, list[tuple[int, ...]]] = {f: [] for f in valid}  # sizes known to pass
     saturation: dict[Family, float] = {}
+    searched = set(valid)
     for fam, payload in zip(colocated, sat_payloads):
         d = json.loads(payload)
         if "rate" not in d:  # a server's budget stopping the probe is said as such (the app reports it)
             prune(f"stopped by {BUDGET_MARK}" if is_budget_stop(d["error"]) else "simulation error", spec.max_replicas)
-            del cfgs[fam]
+            searched.discard(fam)
             continue
         saturation[fam] = d["rate"]
         need = math.ceil(spec.target_rate_per_s / (SATURATION_MARGIN * d["rate"]) - 1e-9)
@@ -525,41 +633,46 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
             fails[fam].append((min(need - 1, spec.max_replicas),))
             prune("fewer replicas than the saturation bound allows", min(need - 1, spec.max_replicas))
         if need > spec.max_replicas:
-            del cfgs[fam]
-    candidates = sorted(
-        ((prices[f.gpu] * f.num_gpus(z), f, z) for f in cfgs for z in f.sizes(spec.max_replicas)
-         if not any(_covers(b, z) for b in fails[f]) and prices[f.gpu] * f.num_gpus(z) <= max_usd_per_hour),
-        key=lambda c: (c[0], c[1].key(), c[2]),
-    )  # fmt: skip
+            searched.discard(fam)
+    # (the saturation bounds only: a size a later run rules out is pruned as dominated when its turn comes)
+    candidates = _candidates([f for f in valid if f in searched], spec, prices, fails, max_usd_per_hour)
     total = sum(_num_sizes(f, spec) for f in families)
     evaluated: list[PlanRow] = []
     feasible: list[PlanRow] = []
-    pos = 0
+    held: tuple[float, Family, tuple[int, ...]] | None = None  # a candidate put back for the next round
+    exhausted = False
+    num_looked = 0
 
     def bound() -> float:
         costs = sorted(r.usd_per_hour for r in feasible)
         return costs[spec.num_results - 1] if len(costs) >= spec.num_results else math.inf
 
-    while pos < len(candidates):
+    while not exhausted:
         batch: list[tuple[float, Family, tuple[int, ...]]] = []
-        while pos < len(candidates) and len(batch) < spec.batch_size:
-            cost, fam, z = candidates[pos]
-            if cost > bound():
-                pos = len(candidates)
+        while len(batch) < spec.batch_size:
+            nxt = held if held is not None else next(candidates, None)
+            held = None
+            if nxt is None:
+                exhausted = True
                 break
-            pos += 1
+            num_looked += 1
+            _check(cancelled, f"after looking at {num_looked:,} of {total:,} candidates")  # (dominated ones cost no run)
+            cost, fam, z = nxt
+            if cost > bound():
+                exhausted = True
+                break
             if any(_covers(b, z) for b in fails[fam]):
                 prune("dominated: fewer instances than a failing config")
             elif any(_covers(z, a) for a in passes[fam]):
                 prune("dominated: more instances than a feasible config")
             elif any(f == fam for _, f, _ in batch):
-                pos -= 1  # one size per family per round: the next round knows this one's answer
+                held = nxt  # one size per family per round: the next round knows this one's answer
                 break
             else:
-                batch.append((cost, fam, z))
+                batch.append(nxt)
         if not batch:
             continue
-        configs = [candidate_config(cfgs[f], f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
+        configs = [candidate_config(family_config(base, f), f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
         results = run_points(configs, backend, cache, None, cancelled, budget)
         for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
             if summary is None:
@@ -578,20 +691,20 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     not_tried = total - len(evaluated) - sum(pruned.values())
     if not_tried:
         pruned["dearer than the cheapest results"] = not_tried
+    if on_progress:
+        on_progress(total, total)
     best = {}
     for row in sorted(feasible, key=lambda r: (r.usd_per_hour, r.family.key(), r.size)):
         best.setdefault(row.family, row)  # one row per family: its cheapest feasible size
     rows = list(best.values())[: spec.num_results]
     if headroom:
-        rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation, budget)
-    if on_progress:
-        on_progress(total, total)
+        rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation, budget, on_headroom)
     band = calibration_band() if with_band else CalibrationBand(None, None)
     return Plan(spec, rows, evaluated, pruned, total, band, saturation)
 
 
 def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
-                 on_progress: Callable[[int, int], None] | None, cancelled: Callable[[], bool] | None,
+                 on_progress: PlanProgressFn | None, cancelled: Callable[[], bool] | None,
                  with_band: bool, budget: RunBudget | None = None) -> Plan:  # fmt: skip
     """The one-replica search (λ/N, a random router) finds the finalists; each is then simulated
     as the deployment it describes, and fewer replicas of it are tried as deployments while they
@@ -599,14 +712,19 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     finalist that fails as a deployment is dropped. Splits (if asked) are searched as deployments,
     no dearer than the confirmed co-located rows. Not exact: a family that was not a finalist
     could pass with fewer replicas as a deployment (evaluation="deployment" searches exactly)."""
+    phases = _phases(on_progress, ["candidates settled (one replica at rate / replicas)", "finalists confirmed as deployments",
+                                   *(["P:D split candidates settled"] if spec.disaggregated else []), "rows' headroom bisected"])  # fmt: skip
     one = spec.model_copy(update={"evaluation": "one_replica"})
     colo = [f for f in _families(spec) if not f.is_split]
-    first = _search(base, one, backend, cache, on_progress, cancelled, False, headroom=False, families=colo, budget=budget)
+    first = _search(base, one, backend, cache, phases[0], cancelled, False, headroom=False, families=colo, budget=budget)
     prices = spec.prices()
     rows: list[PlanRow] = []
     evaluated = list(first.evaluated)
     pruned = dict(first.pruned)
     todo = [(r.family, family_config(base, r.family), r.size[0], None) for r in first.rows]
+    num_finalists = len(todo)
+    if phases[1]:
+        phases[1](0, num_finalists)
     while todo:  # rounds: every finalist at its size, then one replica fewer while it passes
         cfgs = [candidate_config(c, f, (n,), spec.target_rate_per_s, spec.model_copy(update={"evaluation": "deployment"}))
                 for f, c, n, _ in todo]  # fmt: skip
@@ -625,11 +743,13 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
             else:
                 pruned["finalist fails as a deployment"] = pruned.get("finalist fails as a deployment", 0) + 1
         todo = nxt
+        if phases[1]:
+            phases[1](num_finalists - len(todo), num_finalists)
     total = first.num_candidates
     if spec.disaggregated:
         splits = [f for f in _families(spec) if f.is_split]
         cap = max((r.usd_per_hour for r in rows), default=math.inf)
-        second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, None, cancelled,
+        second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, phases[2], cancelled,
                          False, headroom=False, families=splits, max_usd_per_hour=cap, budget=budget)  # fmt: skip
         rows += second.rows
         evaluated += second.evaluated
@@ -641,7 +761,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     probes = [r if r.family.is_split else dataclasses.replace(
         r, config=replica_config(family_config(base, r.family), spec.target_rate_per_s, r.size[0]), share=r.size[0])
         for r in rows]  # fmt: skip
-    probes = _with_headroom(probes, spec, backend, cache, cancelled, first.saturation, budget)
+    probes = _with_headroom(probes, spec, backend, cache, cancelled, first.saturation, budget, phases[-1])
     rows = [dataclasses.replace(r, capacity_per_s=p.capacity_per_s, capacity_note=p.capacity_note) for r, p in zip(rows, probes)]
     band = calibration_band() if with_band else CalibrationBand(None, None)
     return Plan(spec, rows, evaluated, pruned, total, band, first.saturation)
@@ -649,17 +769,19 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,
                    cancelled: Callable[[], bool] | None, saturation: dict[Family, float],
-                   budget: RunBudget | None = None) -> list[PlanRow]:  # fmt: skip
+                   budget: RunBudget | None = None, on_progress: PhaseProgress | None = None) -> list[PlanRow]:  # fmt: skip
     """Capacity of each row by bisection from the operating point (known to pass), up to the
     saturation bound (N × 1.25 × one replica's saturation; a split searches upward) -> deployment
     capacity (× N for a one-replica share).
     Traces replay fixed arrival times, so their rate cannot be bisected: no headroom for them."""
-    if any(r.config.workload.trace is not None for r in rows):
+    if not rows or any(r.config.workload.trace is not None for r in rows):
+        if on_progress:  # nothing to bisect: the plan is done (the backend reports the bisections' progress)
+            on_progress(len(rows), len(rows))
         return list(rows)
     ceilings = [_ceiling(r, saturation) for r in rows]
     caps: list[Capacity] = find_capacities([r.config for r in rows], spec.objective, backend=backend, cache=cache,
                                            cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings,
-                                           budget=budget)  # fmt: skip
+                                           budget=budget, on_progress=on_progress)  # fmt: skip
     return [dataclasses.replace(r, capacity_per_s=c.rate_per_s * r.share, capacity_note=c.note) for r, c in zip(rows, caps)]
 
 

@@ -19,7 +19,7 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.budget import is_budget_stop
 from sim_core.config import Router
-from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, default_prices, pareto_front, plan
+from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
 from sim_core.presets import read_preset_data
 from sim_core.sweep import CapacityObjective
 
@@ -105,9 +105,8 @@ def _show(result: Plan, elapsed_s: float) -> None:
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
-               f"median error. Candidates: {spec.describe_evaluation()}"
-               + (" (xPyD pools with the KV transfer over a 50 GB/s link)" if spec.disaggregated else "")
-               + "; the chart shows each configuration once, by its last run.")  # fmt: skip
+               f"median error. Candidates: {spec.describe_evaluation()}; the chart shows each configuration once, by "
+               "its last run.")  # fmt: skip
 
 
 def main() -> None:
@@ -160,9 +159,8 @@ def main() -> None:
     except ValueError as err:
         st.error(plain(err))
         return
-    m = int(max_replicas)
-    n = len(gpus) * len(tps) * len(engines) * len(budgets) * len(batches) * (m + (len(tps) * m * (m - 1) // 2 if pd_split else 0))
-    st.caption(f"{n:,} candidate configurations. Objective: {spec.objective.describe(slo_cfg)}.")
+    st.caption(f"{num_candidates(spec):,} candidate configurations ({spec.describe_evaluation()}). "
+               f"Objective: {spec.objective.describe(slo_cfg)}.")  # fmt: skip
     if not st.button("Plan", type="primary", key="plan.go"):
         return
     import time
@@ -173,8 +171,14 @@ def main() -> None:
     page = PageBudget()  # the server's time per page view (app/server.toml): no click may hold it longer
     try:
         result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
-                      on_progress=lambda d, t: bar.progress(min(d / max(t, 1), 1.0), text=f"{d:,} / {t:,} candidates settled"),
+                      on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
+    except SetupCancelled as err:  # pressing Plan again would meet the same setup: say to narrow the space
+        st.error(plain(f"This search space is too large to set up within this server's budget per page view "
+                       f"({page.max_wall_s:g} s): {err}. Narrow it (fewer GPUs, TP degrees, engines or knob values, fewer "
+                       "replicas, or no P:D splits), or run `python -m sim_core plan`, which has no such limit."),
+                 icon=":material/timer:")  # fmt: skip
+        return
     except SearchCancelled:
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
                        f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "

@@ -197,6 +197,9 @@ def timeline_caption(how: str, deployment: bool) -> str:
             "swap).")  # fmt: skip
 
 
+# The drawings below are kept per config (across sessions) like the runs, except for a run a busy server stopped
+# (runner.is_load_dependent): the runner runs that config again when asked later, so its drawing is made from the run
+# itself, not kept under the config (a kept one would show the stopped run beside the new run's figures).
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _timeline_html_cached(cfg_json: str, first: int, rows: int, window: timeline.Window, presenter: bool) -> str:
     res = runner.run(SimConfig.model_validate_json(cfg_json)).result
@@ -206,12 +209,12 @@ def _timeline_html_cached(cfg_json: str, first: int, rows: int, window: timeline
 def _timeline_html(res: SimResult, first: int, rows: int, window: timeline.Window = None) -> str:
     from app.state import canonical_json
 
+    if runner.is_load_dependent(res):
+        return timeline_html.timeline_html(res, first, rows, window=window, presenter=workshop.presenter_on())
     return _timeline_html_cached(canonical_json(res.config), first, rows, window, workshop.presenter_on())
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.Window):
-    res = runner.run(SimConfig.model_validate_json(cfg_json)).result
+def _timeline_fig_of(res: SimResult, first: int, rows: int, window: timeline.Window):
     if getattr(res, "instances", None):  # a deployment: a Gantt row per instance, KV transfers (issue 13)
         from app.components.cluster_timeline import cluster_timeline_figure
 
@@ -219,9 +222,16 @@ def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.
     return timeline.timeline_figure(res, first, rows, window=window)
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.Window):
+    return _timeline_fig_of(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows, window)
+
+
 def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window = None):
     from app.state import canonical_json
 
+    if runner.is_load_dependent(res):
+        return _timeline_fig_of(res, first, rows, window)
     return _timeline_fig_cached(canonical_json(res.config), first, rows, window)
 
 

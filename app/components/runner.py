@@ -9,6 +9,7 @@ in flight wait for it instead of starting their own. Errors come back as text, n
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -22,7 +23,7 @@ import streamlit as st
 from app.components.worker import WorkerPool
 from app.settings import ServerSettings, load_settings
 from sim_core import MemoryPlanError, PresetError, SimConfig, SimResult, run_simulation
-from sim_core.budget import RunBudget
+from sim_core.budget import RunBudget, is_load_dependent_stop
 
 log = logging.getLogger(__name__)
 CONFIG_OVERHEAD_BYTES = 64 * 1024  # a result's non-array parts (config, summary, plan), generously
@@ -32,6 +33,23 @@ CONFIG_OVERHEAD_BYTES = 64 * 1024  # a result's non-array parts (config, summary
 class Outcome:
     result: SimResult | None
     error: str | None  # what went wrong and which knob fixes it
+    killed: bool = False  # the worker's hard timeout or memory ceiling ended the run (the budgets' backstops)
+
+
+# A run whose outcome depends on how busy the server was is kept this long only: long enough for the page view that
+# asked (its charts and tables ask again, Learn asks once per claim; a page view spends at most [page] max_wall_s,
+# 20 s, on simulations), then run again for whoever asks next, on a server that may be quieter.
+LOAD_DEPENDENT_KEEP_S = 60.0
+
+
+def is_load_dependent(out: Any) -> bool:
+    """Whether `out` (an Outcome, a SimResult or anything else this cache holds) depends on the server's load: a run
+    the wall-time or memory budget stopped (budget.is_load_dependent_stop, the rule the point cache follows), or one the
+    worker killed. A stop at the tick or recorded-row limit falls on the same tick anywhere: kept like a finished run."""
+    if isinstance(out, Outcome):
+        return out.killed or (out.result is not None and is_load_dependent(out.result))
+    summary = getattr(out, "summary", None)
+    return is_load_dependent_stop(getattr(summary, "stopped_reason", None))
 
 
 def nbytes(obj: object, _depth: int = 0) -> int:
@@ -55,42 +73,51 @@ def outcome_bytes(out: Outcome) -> int:
 
 class ResultCache:
     """Least-recently-used outcomes, at most `max_bytes` in total (a result larger than that is
-    returned but not kept). Thread-safe; one run per key at a time."""
+    returned but not kept). Thread-safe; one run per key at a time. An outcome that depends on the server's load
+    (`is_load_dependent`) is kept for LOAD_DEPENDENT_KEEP_S only."""
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, clock: Callable[[], float] = time.monotonic):
         self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self.clock = clock
+        self._items: OrderedDict[str, tuple[Any, int, float]] = OrderedDict()  # key -> (outcome, bytes, kept until)
         self._inflight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.num_bytes = 0
 
+    def _hit(self, key: str) -> tuple[Any, int, float] | None:
+        """The entry for `key` unless its time is up (then dropped); under the lock."""
+        hit = self._items.get(key)
+        if hit is not None and self.clock() > hit[2]:
+            self.num_bytes -= self._items.pop(key)[1]
+            return None
+        if hit is not None:
+            self._items.move_to_end(key)
+        return hit
+
     def get(self, key: str) -> Outcome | None:
         with self._lock:
-            hit = self._items.get(key)
-            if hit is None:
-                return None
-            self._items.move_to_end(key)
-            return hit[0]
+            hit = self._hit(key)
+            return None if hit is None else hit[0]
 
     def put(self, key: str, out: Any, size_bytes: int | None = None) -> None:
         size = outcome_bytes(out) if size_bytes is None else size_bytes
+        until = self.clock() + LOAD_DEPENDENT_KEEP_S if is_load_dependent(out) else math.inf
         with self._lock:
             if key in self._items:
                 self.num_bytes -= self._items.pop(key)[1]
             if size > self.max_bytes:
                 return
-            self._items[key] = (out, size)
+            self._items[key] = (out, size, until)
             self.num_bytes += size
             while self.num_bytes > self.max_bytes:
-                _, (_, old) = self._items.popitem(last=False)
+                _, (_, old, _) = self._items.popitem(last=False)
                 self.num_bytes -= old
 
     def get_or_run(self, key: str, compute: Callable[[], Any], size: Callable[[Any], int] = outcome_bytes) -> Any:
         while True:
             with self._lock:
-                hit = self._items.get(key)
+                hit = self._hit(key)
                 if hit is not None:
-                    self._items.move_to_end(key)
                     return hit[0]
                 waiting = self._inflight.get(key)
                 if waiting is None:
@@ -98,7 +125,7 @@ class ResultCache:
                     break
             waiting.wait()  # someone else is running this config; then read their result
             with self._lock:
-                hit = self._items.get(key)
+                hit = self._hit(key)
             if hit is not None:
                 return hit[0]
             return compute()  # theirs was too large to keep: run it ourselves
@@ -146,10 +173,10 @@ def _simulate(srv: Server, cfg_json: str) -> Outcome:
         return Outcome(reply.payload, None)
     if reply.kind == "error":
         return Outcome(None, reply.payload)
-    if reply.kind == "killed":
+    if reply.kind == "killed":  # (a busy server's kill: kept briefly, like a wall-time stop)
         return Outcome(None, f"Nothing to show: {reply.payload}. This server limits each run to {budget.describe()}; "
                              "make the run smaller (fewer requests or ticks), or run it with the command line, "
-                             "which has no such limits.")  # fmt: skip
+                             "which has no such limits.", killed=True)  # fmt: skip
     log.error("simulation failed in a worker: %s", reply.payload)
     return Outcome(None, f"The simulation failed unexpectedly ({reply.payload}). Please report the config (download it below).")
 
@@ -171,6 +198,8 @@ def frames(res: SimResult) -> dict:
     def size(tables: dict) -> int:
         return sum(int(df.memory_usage(index=True, deep=False).sum()) for df in tables.values())
 
+    if is_load_dependent(res):  # a busy server's partial run is run again when asked later: its tables are not kept
+        return res.to_frames()
     return server().cache.get_or_run("frames:" + canonical_json(res.config), res.to_frames, size)
 
 

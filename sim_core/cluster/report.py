@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core.cluster.result import ClusterResult
-from sim_core.config import SimConfig
+from sim_core.config import LinkConfig, SimConfig
 
 
 def describe_deployment(cfg: SimConfig) -> str:
@@ -21,10 +21,13 @@ def describe_deployment(cfg: SimConfig) -> str:
     for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
         h = pool.hardware or hw
         pools.append(f"{pool.replicas} {role} of {gpus(pool.tensor_parallel or h.num_gpus, h)}")
-    link = dis.link
+    return f"{' + '.join(pools)} ({cfg.num_gpus_total} GPUs), KV link {describe_link(dis.link)}, router {dep.router}"
+
+
+def describe_link(link: LinkConfig) -> str:
+    """'50 GB/s + 20 us, layer-wise' or 'ideal (free)': a KV link in words (here and the planner's splits)."""
     bw = "ideal (free)" if link.bandwidth_gb_per_s is None else f"{link.bandwidth_gb_per_s:g} GB/s + {link.latency_us:g} us"
-    piped = ", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else ""
-    return f"{' + '.join(pools)} ({cfg.num_gpus_total} GPUs), KV link {bw}{piped}, router {dep.router}"
+    return bw + (", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else "")
 
 
 def instance_rows(res: ClusterResult) -> list[dict[str, object]]:

@@ -593,3 +593,33 @@ def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
     assert [e.value for e in at.error] == ["prefill_instances needs a disaggregated deployment: set "
                                            "deployment.disaggregation first (Serving: disaggregated, in the sidebar)."]
     assert not at.warning and not at.dataframe  # not one warning per point, no table of empty rows
+
+
+def test_plan_page_reads_the_candidate_count_and_the_split_link_from_sim_core(monkeypatch):
+    # the page restated the count's formula (GPUs x TP x engines x knobs x (m + TP x m(m - 1)/2)) and the 50 GB/s
+    # KV link of the splits: a change to either in sim_core left the page saying the old one
+    from sim_core import planner
+    from sim_core.config import LinkConfig
+
+    monkeypatch.setattr(planner, "num_candidates", lambda spec: 12_345, raising=False)
+    monkeypatch.setattr(planner, "split_link", lambda: LinkConfig(bandwidth_gb_per_s=400.0, latency_us=5.0), raising=False)
+    at = open_page("app_pages/plan.py")
+    at.checkbox(key="plan.pd").check().run()
+    assert not at.exception
+    text = " ".join(c.value for c in at.caption)
+    assert "12,345 candidate configurations" in text and "400 GB/s + 5 us" in text
+
+
+def test_a_plan_search_too_large_to_set_up_in_the_page_budget_says_to_narrow_it(monkeypatch, tmp_path):
+    # a search stopped while its space was built said "press Plan again to continue": the next press meets the same
+    # setup (nothing of it is cached). Page time here: always spent (no timing).
+    from app.components import runner
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(runner.PageBudget, "spent_s", property(lambda self: self.max_wall_s + 1))
+    at = open_page("app_pages/plan.py")
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    text = " ".join(e.value for e in at.error)
+    assert "too large to set up" in text and "while building the search space (0 of" in text
+    assert "press Plan again" not in text

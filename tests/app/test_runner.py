@@ -225,3 +225,77 @@ def test_a_plan_under_a_budget_stops_every_run_at_it():
     assert not result.rows  # a stopped run misses the objective
     probes_stopped = plan(base, spec, budget=RunBudget(max_ticks=50), with_band=False)
     assert not probes_stopped.evaluated and all(is_budget_stop(why) for why in probes_stopped.pruned)  # said, not "error"
+
+
+@pytest.fixture
+def in_thread_server(tmp_path, monkeypatch):
+    """The app's runner with in-process runs (a fake clock in sim_core.budget reaches them) and a fresh cache."""
+    from app.components import runner
+
+    settings = tmp_path / "server.toml"
+    settings.write_text("[run]\nmax_wall_s = 1.0\nmax_ticks = 200\n[worker]\nenabled = false\n")
+    monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
+    runner.server.clear()
+    yield runner
+    runner.server.clear()
+
+
+def test_a_run_a_busy_server_stopped_is_run_again_when_asked_later(in_thread_server, monkeypatch):
+    """Simulate's result cache kept a run stopped by the server's wall-time (or memory) budget for the life of the
+    server: a config a busy minute stopped stayed stopped for every later visitor, however quiet the server became
+    (the Plan page's point cache had the same fault, sim_core/backend.py). Such a run is kept only for the page view
+    that asked (its charts and tables ask again), then run again; a stop at the tick or row limit, the same on any
+    machine, stays cached."""
+    import types
+
+    import sim_core.budget
+    from sim_core.budget import is_load_dependent_stop
+
+    runner = in_thread_server
+    cache = runner.server().cache
+    now_s = [1000.0]
+    monkeypatch.setattr(cache, "clock", lambda: now_s[0], raising=False)  # the cache's own clock (fake)
+    cfg = make_config(workload__num_requests=5, workload__output_tokens={"dist": "fixed", "mean": 8, "min": 1, "max": 8})
+    run_clock = [0.0]
+
+    def busy_clock() -> float:  # every look at the clock: 10 s later (a loaded machine)
+        run_clock[0] += 10.0
+        return run_clock[0]
+
+    with monkeypatch.context() as busy:
+        busy.setattr(sim_core.budget, "time", types.SimpleNamespace(perf_counter=busy_clock))
+        stopped = runner.run(cfg)
+    assert is_load_dependent_stop(stopped.result.summary.stopped_reason)
+    assert runner.run(cfg) is stopped  # the same page view asks again (charts, tables): the same run
+    runner.frames(stopped.result)  # its tables are made from the run, not kept under the config (they would outlive it)
+    assert cache.get("frames:" + canonical_json(cfg)) is None
+    now_s[0] += 3600.0  # an hour later, on a quiet server
+    again = runner.run(cfg)
+    assert again.result.summary.stopped_reason is None and again.result.summary.num_finished == 5
+    assert runner.run(cfg) is again  # a finished run stays cached
+    long_cfg = make_config(workload__num_requests=50)  # > 200 ticks: the server's tick budget stops it
+    ticked = runner.run(long_cfg)
+    assert "200 ticks" in ticked.result.summary.stopped_reason and not is_load_dependent_stop(ticked.result.summary.stopped_reason)
+    now_s[0] += 3600.0
+    assert runner.run(long_cfg) is ticked  # deterministic: kept
+
+
+def test_a_run_the_worker_killed_is_not_kept_for_later_visitors(in_thread_server, monkeypatch):
+    # the hard timeout and the memory ceiling are the backstops of the wall-time and memory budgets: a busy server
+    # kills what a quiet one finishes, so their outcome is kept only for the page view that asked, like their stops
+    runner = in_thread_server
+    cache = runner.server().cache
+    now_s = [1000.0]
+    monkeypatch.setattr(cache, "clock", lambda: now_s[0], raising=False)
+    calls = []
+
+    def killed(srv, cfg_json):
+        calls.append(cfg_json)
+        return runner.Outcome(None, "Nothing to show: the run was still busy after 15 s and was stopped.", killed=True)
+
+    monkeypatch.setattr(runner, "_simulate", killed)
+    cfg = make_config(workload__num_requests=5)
+    assert runner.run(cfg).error and runner.run(cfg).error and len(calls) == 1
+    now_s[0] += 3600.0
+    runner.run(cfg)
+    assert len(calls) == 2

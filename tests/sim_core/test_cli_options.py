@@ -297,3 +297,13 @@ def test_set_with_a_trace_file_is_checked_against_the_trace_not_the_replaced_wor
     assert "trace row 1: prompt_tokens 4000 + output_tokens 10 = 4010 tokens" in capsys.readouterr().err
     assert main(args[:-1] + ["--set", "seed=-1"]) == 2  # a bad --set is still named as such
     assert "seed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("first, second", [("1.5", "2.5"), ("2", "2")])
+def test_a_gpu_priced_twice_is_refused_naming_the_option_and_the_gpu(capsys, first, second):
+    # `--price h100-sxm=1.5 --price h100-sxm=2.5` planned silently at the last price (a typo in a long command
+    # line went unnoticed); the same price twice is refused too: one price per GPU, stated once
+    assert main([*PLAN, "--price", f"h100-sxm={first}", "--price", f"h100-sxm={second}"]) == 2
+    captured = capsys.readouterr()
+    assert "--price" in captured.err and "'h100-sxm'" in captured.err and "twice" in captured.err
+    assert "Traceback" not in captured.err and "candidates" not in captured.out  # refused before any search

@@ -158,3 +158,130 @@ def test_the_cheapest_plan_is_monotone_in_rate_slos_and_gpu_speed():
         alone = plan(_base(), a100, backend=backend, with_band=False).rows[0]
         faster = plan(_base(), both, backend=backend, with_band=False).rows[0]
         assert faster.usd_per_hour <= alone.usd_per_hour and faster.family.gpu == "h100-sxm"
+
+
+@pytest.mark.parametrize("disaggregated, evaluation", [(False, "prefilter"), (True, "prefilter"), (True, "deployment"),
+                                                       (True, "one_replica")])  # fmt: skip
+@pytest.mark.parametrize("max_replicas", [1, 2, 5])
+def test_the_candidate_count_is_every_familys_sizes(disaggregated, evaluation, max_replicas):
+    # the count the page shows (planner.num_candidates, its one source) is the space the search enumerates
+    from sim_core.planner import _families, num_candidates
+
+    spec = PlanSpec(target_rate_per_s=10, gpus=("h100-sxm", "a100-80gb"), tp_degrees=(2, 1, 2), max_replicas=max_replicas,
+                    engines=("vllm-v1", "sglang"), token_budgets=(None, 512), disaggregated=disaggregated, evaluation=evaluation)
+    fams = _families(spec)
+    assert num_candidates(spec) == sum(len(f.sizes(max_replicas)) for f in fams)
+    assert all(f.num_sizes(max_replicas) == len(f.sizes(max_replicas)) for f in fams)
+    assert any(f.is_split for f in fams) == (disaggregated and evaluation != "one_replica")
+
+
+class _FakeClockBackend:
+    """Runs nothing: saturation probes report `rate`, points an error (each costs no fake time). `cancelled` is asked
+    before every map, as a real backend does."""
+
+    name = "fake"
+
+    def __init__(self, rate: float = 1e6):
+        self.rate = rate
+        self.num_points = 0
+
+    def map(self, fn, items, on_progress=None, cancelled=None):
+        import json
+
+        from sim_core.backend import SearchCancelled
+
+        items = list(items)
+        if cancelled and cancelled():
+            raise SearchCancelled("cancelled by the backend")
+        if getattr(fn, "tag", "") == "saturation":
+            return [json.dumps({"rate": self.rate})] * len(items)
+        self.num_points += len(items)
+        return [json.dumps({"error": "not simulated here"})] * len(items)
+
+    def close(self):
+        pass
+
+
+def _charged(monkeypatch, family_s: float, size_s: float) -> list[float]:
+    """A fake page clock charged for the search space's setup: `family_s` per family config made, `size_s` per
+    instance count priced (Family.num_gpus). Returns the clock (one float in a list)."""
+    from sim_core import planner
+
+    now_s = [0.0]
+    real_config, real_gpus = planner.family_config, Family.num_gpus
+
+    def family_config(base, fam):
+        now_s[0] += family_s
+        return real_config(base, fam)
+
+    def num_gpus(self, size):
+        now_s[0] += size_s
+        return real_gpus(self, size)
+
+    monkeypatch.setattr(planner, "family_config", family_config)
+    monkeypatch.setattr(Family, "num_gpus", num_gpus)
+    return now_s
+
+
+def test_a_giant_search_stops_at_the_page_budget_while_its_families_are_built(monkeypatch):
+    """Nothing asked the page's time limit while the search space was built: with every option maxed out the first
+    phase spent 3.3 s on 10,240 family configs before its first run, and the P:D phase would have built ~41k (about
+    0.7 ms each here). Fake clock: each family config costs 1 ms; the page allows 0.1 s."""
+    from sim_core.planner import SetupCancelled
+
+    now_s = _charged(monkeypatch, family_s=1e-3, size_s=0.0)
+    budget_s = 0.1
+    spec = PlanSpec(target_rate_per_s=50, gpus=tuple(default_prices()), engines=tuple(list_presets("engines")),
+                    evaluation="deployment")  # 4 TP x 16 engines x every priced GPU: hundreds of families  # fmt: skip
+    with pytest.raises(SetupCancelled, match="while building the search space"):
+        plan(_base(), spec, backend=_FakeClockBackend(), cancelled=lambda: now_s[0] > budget_s, with_band=False)
+    assert now_s[0] <= budget_s + 1e-3 + 1e-9  # stopped at the first family past the budget (it went on to all 640)
+
+
+def test_a_giant_split_search_stops_at_the_page_budget_while_its_candidates_are_listed(monkeypatch):
+    """The candidates were listed and sorted in full before the first run: 41k P:D families x 2,016 sizes with every
+    option maxed out (minutes, gigabytes). They are made as the search asks for them, and the page's limit is asked
+    at each. Fake clock: each family config costs 1 ms, each instance count priced 1 us; the page allows 0.2 s; runs
+    fail at once (a failure rules out smaller counts only, so the search looks at many)."""
+    from sim_core.backend import SearchCancelled
+
+    now_s = _charged(monkeypatch, family_s=1e-3, size_s=1e-6)
+    budget_s = 0.2
+    spec = PlanSpec(target_rate_per_s=50, gpus=("h100-sxm",), tp_degrees=(1, 2, 4, 8), engines=("vllm-v1",),
+                    token_budgets=(None, 512, 2048, 8192), max_replicas=64, disaggregated=True,
+                    evaluation="deployment")  # 64 split families x 2,016 sizes: 129,024 candidates  # fmt: skip
+    backend = _FakeClockBackend()
+    with pytest.raises(SearchCancelled):
+        plan(_base(), spec, backend=backend, cancelled=lambda: now_s[0] > budget_s, with_band=False)
+    assert now_s[0] <= budget_s + 1e-3  # (listing them all first: 0.28 s)
+    assert backend.num_points > 0  # the search ran before the budget was spent, not after listing everything
+
+
+def test_progress_is_complete_only_when_the_plan_is(tmp_path):
+    """The Plan page's bar read "576 / 576" when the candidates were settled, before the prefilter's confirmation runs
+    and the headroom bisections (seconds more). Progress now goes through the plan's phases: 100 % means done."""
+    from sim_core.backend import LocalBackend
+
+    log: list[object] = []
+
+    class Logged(LocalBackend):
+        def map(self, fn, items, on_progress=None, cancelled=None):
+            items = list(items)
+            log.append(("runs", len(items)))
+            return super().map(fn, items, on_progress, cancelled)
+
+    def progress(*args):  # (the plan's progress; before: done, total of the candidates)
+        p = args[0] if len(args) == 1 else None
+        log.append(("progress", p.fraction if p else args[0] / max(args[1], 1), p))
+
+    spec = PlanSpec(target_rate_per_s=30.0, gpus=("h100-sxm",), tp_degrees=(1,), engines=("vllm-v1",), max_replicas=3)
+    with Logged(1) as backend:
+        result = plan(make_config(workload__num_requests=200), spec, backend=backend, on_progress=progress, with_band=False)
+    assert result.rows and result.rows[0].capacity_per_s is not None  # confirmed and bisected: runs after the search
+    fractions = [e[1] for e in log if e[0] == "progress"]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    first_done = next(i for i, e in enumerate(log) if e[0] == "progress" and e[1] >= 1.0)
+    assert not any(e[0] == "runs" and e[1] for e in log[first_done:])  # nothing ran after 100 %
+    steps = [e[2] for e in log if e[0] == "progress"]
+    assert {(p.step, p.num_steps) for p in steps} == {(1, 3), (2, 3), (3, 3)}
+    assert steps[-1].text() == f"step 3 of 3: {len(result.rows)} / {len(result.rows)} rows' headroom bisected"
