@@ -1,9 +1,11 @@
 """Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention; DESIGN §8).
 
-Only full prompt blocks are cached. A block's key is a hash of (its parent block's key, the block's
-identity): here the workload's prefix identity and position (a system prompt, a session's
-content, or a trace's hash id), chained so equal keys mean equal prefixes. When a request finishes
-or is pre-empted, its cached blocks keep their content with reference count 0 and become
+Full prompt blocks are cached when a prompt's prefill completes, and a finished session turn's full
+reply blocks when it finishes (`cache_reply`: the next turn's prompt holds the reply, as vLLM V1 and
+SGLang find it; replies nobody shares stay truly free). A block's key is a hash of (its parent block's
+key, the block's identity): here the workload's prefix identity and position (a system prompt, a
+session's content, or a trace's hash id), chained so equal keys mean equal prefixes. When a request
+finishes or is pre-empted, its cached blocks keep their content with reference count 0 and become
 evictable; allocation takes truly free blocks first and then evicts the least recently used
 evictable block. A new request reuses its longest chain of cached blocks: those tokens are not
 recomputed, though attention still reads them.
