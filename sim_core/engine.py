@@ -709,7 +709,10 @@ class Engine:
         st = self.st
         st.status[done] = Status.FINISHED
         st.finish_s[done] = t_end
-        self.kv.free(done)
+        if self.prefix is not None and self.prefix.cache_replies:  # their replies are cached: KV exists for the
+            self.kv.finish(done, st.prompt[done] + st.output[done] - 1)  # prompt and all but the last output token
+        else:
+            self.kv.free(done)
         st.running = st.running[st.status[st.running] != Status.FINISHED]
         st.num_finished += done.size
         self.rec.event(done, t_end, Event.FINISHED)

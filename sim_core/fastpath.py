@@ -607,7 +607,7 @@ def run_ticks(engine: Engine):
                 heapq.heappop(done_ticks)  # (d: the smallest key)
                 for r in finish_at.pop(d):
                     b = base[r]
-                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
+                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.finish(r, b + d + 1) if pc is not None else 0)
                     phase_count[(-b) % bs] -= 1
                     S -= b
                     finished.append((r, j, d))
@@ -698,7 +698,7 @@ def run_ticks(engine: Engine):
                 heapq.heappop(done_ticks)  # (d: the smallest key)
                 for r in done:
                     b = base[r]
-                    freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.release(r) if pc is not None else 0)
+                    freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.finish(r, b + d + 1) if pc is not None else 0)
                     phase_count[(-b) % bs] -= 1
                     S -= b
                     finished.append((r, j, d))

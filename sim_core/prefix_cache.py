@@ -1,9 +1,11 @@
 """Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention; DESIGN §8).
 
-Only full prompt blocks are cached. A block's key is a hash of (its parent block's key, the block's
-identity): here the workload's prefix identity and position (a system prompt, a session's
-content, or a trace's hash id), chained so equal keys mean equal prefixes. When a request finishes
-or is pre-empted, its cached blocks keep their content with reference count 0 and become
+Full prompt blocks are cached when a prompt's prefill completes, and a finished session turn's full
+reply blocks when it finishes (`cache_reply`: the next turn's prompt holds the reply, as vLLM V1 and
+SGLang find it; replies nobody shares stay truly free). A block's key is a hash of (its parent block's
+key, the block's identity): here the workload's prefix identity and position (a system prompt, a
+session's content, or a trace's hash id), chained so equal keys mean equal prefixes. When a request
+finishes or is pre-empted, its cached blocks keep their content with reference count 0 and become
 evictable; allocation takes truly free blocks first and then evicts the least recently used
 evictable block. A new request reuses its longest chain of cached blocks: those tokens are not
 recomputed, though attention still reads them.
@@ -199,7 +201,12 @@ class PrefixCache:
         self._debt = 0  # evictions counted but not yet dropped from the queue (LRU, see evict)
         self._group = 0
         ids = wl.content_id
-        self.use_runs = not self.lfu and wl.block_hash_ids is None and (ids is None or _all_distinct(ids))
+        # Sessions: turns share a content id, so a later turn's prompt holds an earlier turn's reply
+        shared = wl.block_hash_ids is None and ids is not None and not _all_distinct(ids)
+        self.use_runs = not self.lfu and wl.block_hash_ids is None and not shared
+        # A finished request's full reply blocks are cached where a later request can find them (sessions; see
+        # cache_reply): elsewhere no request ever looks them up, so they stay truly free as before.
+        self.cache_replies = shared
         # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)
@@ -519,6 +526,33 @@ class PrefixCache:
             self.run_len[cid] = n_full - n_sys
             self.run_refs[r] = n_full - n_sys
         return freed
+
+    def cache_reply(self, r: int, kv_tokens: int) -> int:
+        """r finished with KV for its first `kv_tokens` positions (prompt + output - 1: its last token's KV is never
+        written): its full blocks past the prompt's become cache entries as register_prompt's did, so its session's
+        next turn (whose prompt is this prompt + reply + new text) finds the reply. vLLM V1 caches every full block up
+        to request.num_tokens, decode blocks included (KVCacheManager.allocate_slots -> cache_blocks); SGLang's
+        cache_finished_req inserts prompt + output into the radix tree. Only with `cache_replies` (sessions): a reply
+        no later request shares would only turn truly free blocks into evictable ones (README, Prefix caching).
+        Returns the blocks freed by adoption (another turn cached them meanwhile), as register_prompt."""
+        if not self.cache_replies:
+            return 0
+        n_full = kv_tokens // self.block_size
+        have = len(self.refs.get(r, ()))
+        # (have < the prompt's full blocks: r's prompt blocks are not referenced here, e.g. swapped in as a private copy)
+        if n_full <= have or have != int(self.wl.prompt_tokens[r]) // self.block_size:
+            return 0
+        if self._debt:
+            self._settle()
+        return self._register_keys(r, self.keys(r, n_full)[have:])
+
+    def finish(self, r: int, kv_tokens: int) -> int:
+        """r finished (KV for `kv_tokens` positions): its reply's full blocks are cached (cache_reply), then its
+        references dropped (release). Returns the change in free blocks to subtract, as release's count."""
+        if self.cache_replies:
+            freed = self.cache_reply(r, kv_tokens)
+            return self.release(r) - freed
+        return self.release(r)
 
     def _register_keys(self, r: int, keys: list[int]) -> int:
         ref = self.ref
@@ -867,6 +901,18 @@ class PrefixCachingBlockManager(BlockManager):
             self.num_free = self._num_free + freed
 
     # ------------------------------------------------------------ BlockManager overrides
+    def finish(self, req_idx: IntArray, kv_tokens: IntArray) -> None:
+        """Finished requests (KV for kv_tokens positions each): their reply blocks are cached where a later request
+        can share them (PrefixCache.cache_reply), then their blocks are freed as `free` frees them."""
+        pc = self.prefix
+        if pc.cache_replies:
+            freed = 0
+            for r, n in zip(np.atleast_1d(req_idx).tolist(), np.atleast_1d(kv_tokens).tolist()):
+                freed += pc.cache_reply(r, n)
+            if freed:  # adopted blocks another request cached meanwhile: the request's own copies are free
+                self.num_free = self._num_free + freed
+        self.free(req_idx)
+
     def free(self, req_idx: IntArray) -> None:
         ids = np.atleast_1d(req_idx)
         freed = int(self.held[ids].sum())

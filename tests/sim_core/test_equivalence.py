@@ -252,6 +252,33 @@ def test_closed_loop_sessions_equal_tick_by_tick(case):
     assert_same_result(on, off)
 
 
+def open_loop_session_config(case: int):
+    """session_config(case) in open loop with prefix caching: the turns arrive at fixed times, so the scalar core runs
+    them, and its inline completions cache each finished turn's reply (PrefixCache.finish) as Engine._finish does."""
+    cfg = session_config(case)
+    wl = cfg.workload.model_dump()
+    wl["sessions"]["closed_loop"] = False
+    return cfg.model_copy(update={"workload": cfg.workload.model_validate(wl),
+                                  "kv_cache": cfg.kv_cache.model_copy(update={"enable_prefix_caching": True})})  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(max(NUM_CASES // 6, 8)))
+def test_open_loop_sessions_with_cached_replies_equal_tick_by_tick(case):
+    on, off = run_both(open_loop_session_config(case))
+    assert_same_result(on, off)
+
+
+def test_open_loop_session_configs_reach_the_scalar_cores_reply_caching(monkeypatch):
+    from sim_core.prefix_cache import PrefixCache
+
+    calls = []
+    original = PrefixCache.finish
+    monkeypatch.setattr(PrefixCache, "finish", lambda self, r, n: calls.append(self.cache_replies) or original(self, r, n))
+    for case in range(max(NUM_CASES // 6, 8)):
+        run_simulation(open_loop_session_config(case))
+    assert calls and all(calls)  # the scalar core finished session turns with their replies cached
+
+
 def test_session_configs_cover_prefix_caching_pressure_and_guards():
     cfgs = [session_config(c) for c in range(max(NUM_CASES // 3, 12))]
     assert any(c.kv_cache.enable_prefix_caching for c in cfgs) and any(c.limits.max_ticks < 400 for c in cfgs)

@@ -232,3 +232,100 @@ def test_trimming_a_run_of_ticks_at_once_equals_trimming_tick_by_tick(policy, ta
     c = marked.prefix
     assert (a.marks.tolist(), a.num_evictable, a.num_evicted) == (c.marks.tolist(), c.num_evictable, c.num_evicted)
     assert a.lru_order() == c.lru_order()
+
+
+def _decode_and_finish(kv: PrefixCachingBlockManager, r: int, prompt: int, output: int) -> None:
+    """r's prefill completed (prompt blocks registered), then it decoded `output` tokens and finished: it holds blocks
+    for prompt + output - 1 tokens of KV (its last token's KV is never written) when it finishes."""
+    kv.register(np.array([r]), np.array([prompt]))
+    need = int(kv.blocks_for(prompt + output - 1, prompt)) - int(kv.held[r])
+    kv.held[r] += need
+    kv.num_free -= need
+    kv.finish(np.array([r]), np.array([prompt + output - 1]))
+
+
+def test_a_finished_turn_leaves_its_reply_blocks_cached_for_the_next_turn():
+    """Two turns of one session, blocks of 16: turn 0 (prompt 40, reply 30) has KV for 40 + 30 - 1 = 69 tokens, 4 full
+    blocks (2 of prompt, 2 of reply), all cached when it finishes; turn 1's prompt is 40 + 30 + 10 = 80 tokens and finds
+    all 4 (64 tokens; it may reuse at most (80 - 1) // 16 = 4). Only the prompt's 2 were cached before (32 tokens)."""
+    kv = PrefixCachingBlockManager(16, 0, BS, wl([3, 3], [40, 80]))
+    assert kv.prefix.cache_replies and not kv.prefix.use_runs  # a shared content id: sessions
+    assert admit(kv, 0, 40) == 0
+    _decode_and_finish(kv, 0, 40, 30)
+    kv.check_invariants()
+    assert kv.num_evictable == 4 and kv.num_free == 16 and kv.prefix.num_entries_blocks == 4  # the 5th (partial) is free
+    assert admit(kv, 1, 80) == 64
+    assert kv.num_free == 16 - 5 and kv.num_evictable == 0  # 4 cached blocks referenced + 1 new block
+    kv.check_invariants()
+
+
+def test_a_reply_no_later_request_shares_is_not_cached():
+    """Distinct content ids (no sessions): a finished request's reply is never looked up again, so its blocks stay
+    truly free (vLLM's free queue orders free blocks alike, hashed or not); only the prompt's 2 full blocks stay cached."""
+    kv = PrefixCachingBlockManager(16, 0, BS, wl([3, 4], [40, 80]))
+    assert not kv.prefix.cache_replies
+    admit(kv, 0, 40)
+    _decode_and_finish(kv, 0, 40, 30)
+    assert kv.num_evictable == 2 and kv.num_free == 16
+    kv.check_invariants()
+
+
+def test_a_reply_another_turn_cached_meanwhile_is_adopted():
+    """Open-loop sessions: turn 1 (prompt 80 = turn 0's 40 + reply 30 + 10) was sent before turn 0 finished and cached
+    blocks 2 and 3 of the session's content; turn 0's own copies of them are freed when it finishes (adopted), as a
+    prompt's are at registration."""
+    kv = PrefixCachingBlockManager(16, 0, BS, wl([3, 3], [40, 80]))
+    admit(kv, 0, 40)
+    kv.register(np.array([0]), np.array([40]))
+    assert admit(kv, 1, 80) == 32  # turn 0's 2 prompt blocks
+    kv.register(np.array([1]), np.array([80]))  # turn 1 caches blocks 2..4
+    kv.held[0] += 2  # turn 0 decodes its reply: 69 tokens of KV in 5 blocks (3 for its prompt)
+    kv.num_free -= 2
+    assert kv.num_free == 16 - 5 - 3
+    kv.finish(np.array([0]), np.array([69]))
+    # freed: its partial 5th block and its own copies of blocks 2 and 3 (turn 1's are adopted); the 2 prompt blocks
+    # stay in use by turn 1
+    assert kv.num_free == 16 - 5
+    assert kv.num_evictable == 0 and kv.prefix.num_entries_blocks == 5  # turn 1 references every cached block
+    kv.check_invariants()
+    kv.free(np.array([1]))
+    assert kv.num_evictable == 5 and kv.num_free == 16
+    kv.check_invariants()
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=hs.lists(hs.tuples(hs.integers(0, 3), hs.integers(1, 90), hs.integers(1, 40), hs.booleans()), min_size=1,
+                    max_size=30),
+       lfu=hs.booleans())  # fmt: skip
+def test_random_turns_that_finish_with_replies_keep_blocks_conserved(ops, lfu):
+    """Requests of a few shared contents are admitted, finish with random replies (cached) or are pre-empted (freed:
+    their partial output is not cached), in random order: blocks are conserved and referenced blocks stay put."""
+    w = wl([c for c, _, _, _ in ops], [p for _, p, _, _ in ops])
+    kv = PrefixCachingBlockManager(40, 0, BS, w, "lfu" if lfu else "lru")
+    running: list[tuple[int, int, int]] = []
+    for r, (_, p, o, done) in enumerate(ops):
+        keys, hit, ev = kv.lookup(r, p)
+        need = int(kv.blocks_for(p + o, p)) - hit  # room for the whole reply
+        if kv.can_allocate(need + ev):
+            kv.acquire(r, keys, hit, p)
+            kv.held[r] += int(kv.blocks_for(p, p)) - hit
+            kv.num_free -= int(kv.blocks_for(p, p)) - hit
+            kv.register(np.array([r]), np.array([p]))
+            running.append((r, p, o))
+        elif running:
+            q, pq, oq = running.pop(0)
+            if done:
+                grow = int(kv.blocks_for(pq + oq - 1, pq)) - int(kv.held[q])
+                if kv.can_allocate(grow):
+                    kv.held[q] += grow
+                    kv.num_free -= grow
+                    kv.finish(np.array([q]), np.array([pq + oq - 1]))
+                else:
+                    kv.free(np.array([q]))
+            else:
+                kv.free(np.array([q]))  # pre-empted
+        kv.check_invariants()
+    for q, pq, _ in running:
+        kv.finish(np.array([q]), np.array([pq]))
+        kv.check_invariants()
+    assert kv.num_free == 40 and kv.num_evictable == kv.prefix.num_entries_blocks

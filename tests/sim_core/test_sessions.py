@@ -58,8 +58,9 @@ def test_the_previous_turn_is_cached_when_the_next_one_looks_it_up():
     nxt = wl.next_turn[prev]
     assert res.summary.prefix_blocks_evicted == 0  # ample KV: nothing evicted
     hit = engine.prefix.hit_tokens[nxt]
-    want = np.minimum(wl.prompt_tokens[prev] // bs, (wl.prompt_tokens[nxt] - 1) // bs) * bs
-    assert np.all(hit >= want)  # every full block of the previous prompt (plus any cached since)
+    kv_tokens = wl.prompt_tokens[prev] + wl.output_tokens[prev] - 1  # the previous turn's prompt and reply but its last token
+    want = np.minimum(kv_tokens // bs, (wl.prompt_tokens[nxt] - 1) // bs) * bs
+    assert np.all(hit >= want)  # every full block of the previous prompt and reply (plus any cached since)
 
 
 def test_guards_bound_a_session_run_and_unsent_turns_stay_unsent():
@@ -108,7 +109,8 @@ def _two_sessions():
 def test_two_sessions_by_hand():
     """2 sessions x 2 turns, fixed lengths (prompt 100, reply 20, user 30, blocks of 16): sessions start at rate / turns
     (0 and 2 s); a second turn is sent its think time after its first turn's reply, its prompt is 100 + 20 + 30 = 150
-    tokens, and it finds the first turn's 6 full prompt blocks (96 tokens) cached: hit rate 2 * 96 / (2 * 100 + 2 * 150)."""
+    tokens, and it finds the first turn's 7 full blocks cached (KV for 100 + 20 - 1 tokens: its prompt and reply but the
+    reply's last token; 112 tokens): hit rate 2 * 112 / (2 * 100 + 2 * 150)."""
     engine, res = _two_sessions()
     wl, req, pc = engine.workload, res.requests, engine.prefix
     first = np.flatnonzero(np.isfinite(wl.arrival_s))
@@ -117,14 +119,14 @@ def test_two_sessions_by_hand():
     assert np.array_equal(req.arrival_s[later], req.finish_s[first] + wl.think_s[first])
     assert wl.prompt_tokens[first].tolist() == [100, 100] and wl.prompt_tokens[later].tolist() == [150, 150]
     assert np.array_equal(wl.content_id[later], wl.content_id[first])
-    assert pc.hit_tokens[first].tolist() == [0, 0] and pc.hit_tokens[later].tolist() == [96, 96]
-    assert res.summary.prefix_hit_rate_tokens == 2 * 96 / 500
+    assert pc.hit_tokens[first].tolist() == [0, 0] and pc.hit_tokens[later].tolist() == [112, 112]
+    assert res.summary.prefix_hit_rate_tokens == 2 * 112 / 500
 
 
-@pytest.mark.xfail(strict=True, reason="only prompt blocks are cached: vLLM V1 (KVCacheManager.allocate_slots caches every "
-                   "full block up to request.num_tokens, decode blocks included) and SGLang (cache_finished_req inserts "
-                   "prompt + output) also cache the reply, so a next turn finds it; here it is prefilled again")
 def test_a_next_turn_finds_the_previous_reply_cached_as_in_vllm():
+    """vLLM V1 (KVCacheManager.allocate_slots caches every full block up to request.num_tokens, decode blocks
+    included) and SGLang (cache_finished_req inserts prompt + output) keep the reply's full blocks: before, only the
+    prompt's 6 were cached (96 tokens) and the next turn prefilled the reply again."""
     engine, _ = _two_sessions()
     later = engine.workload.next_turn[[0, 1]]
     # the first turn's KV covers its prompt and all but its last reply token: (100 + 20 - 1) // 16 = 7 full blocks
