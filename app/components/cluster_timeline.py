@@ -94,7 +94,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
         start = np.array([s[2] for s in segs])
         end = np.array([s[3] for s in segs])
         legend = timeline.request_legend_states(set(state.tolist()), gpu_entries)
-        for name in ("waiting", "prefill", "kv transfer", "decode", "stalled", "preempted", "swapped"):
+        for name in ("waiting", "prefill", "kv wait", "kv transfer", "decode", "stalled", "preempted", "swapped"):
             m = state == name
             if not m.any():
                 continue
@@ -102,10 +102,10 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
             custom = np.column_stack([rr, res.requests.prompt_tokens[rr], (end[m] - start[m]) * 1e3])
             fig.add_trace(go.Bar(
                 x=end[m] - start[m], base=start[m], y=[labels[i] for i in rr.tolist()], orientation="h",
-                marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
-                showlegend=name in legend, customdata=custom,
-                hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} tok<br>"
-                               "%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
+                marker_color=PHASE_COLORS[name], marker_line_width=0, name=timeline.request_state_label(name),
+                legendgroup=name, showlegend=name in legend, customdata=custom,
+                hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {timeline.request_state_hover(name)}<br>prompt "
+                               "%{customdata[1]:,} tok<br>%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=2, col=1)  # fmt: skip
     return [labels[i] for i in ids.tolist()]
 

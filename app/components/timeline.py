@@ -262,7 +262,8 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
                      split_stalls: bool = True) -> list[tuple[int, str, float, float]]:  # fmt: skip
     """(request, state, start_s, end_s) for requests `ids` (default [first, first+count)): waiting,
     prefill, decode, stalled (decoding, but the tick gave it no token), preempted (waiting to
-    recompute) and swapped, from the request events."""
+    recompute), swapped and, in a disaggregated deployment, kv wait (prefill done, waiting for a decode
+    slot: back-pressure) and kv transfer, from the request events."""
     req, ev = res.requests, res.events
     end_of_run = float(res.timeline.t_end_s[-1]) if res.timeline.num_ticks else 0.0
     if ids is None:
@@ -278,7 +279,7 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
         for t, k in zip(ev_t[ev_req == r].tolist(), ev_k[ev_req == r].tolist()):
             nxt = {Event.SCHEDULED: "prefill", Event.FIRST_TOKEN: "decode", Event.PREFILL_DONE: "decode",
                    Event.PREEMPTED: "preempted", Event.SWAPPED_OUT: "swapped", Event.SWAPPED_IN: "decode",
-                   Event.FINISHED: None, Event.KV_WAIT: "waiting", Event.KV_TRANSFER_START: "kv transfer",
+                   Event.FINISHED: None, Event.KV_WAIT: "kv wait", Event.KV_TRANSFER_START: "kv transfer",
                    Event.KV_TRANSFER_DONE: "decode"}[k]  # fmt: skip
             if t > since:
                 out.append((r, state, since, t))
@@ -316,8 +317,12 @@ def stall_split(res: SimResult, segs: list[tuple[int, str, float, float]]) -> li
     return out
 
 
-REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv transfer")
-LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv transfer")  # prefill/decode: the GPU row's entries
+REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv wait", "kv transfer")
+LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv wait", "kv transfer")  # prefill/decode: the GPU row's entries
+# legend and hover names where the state's key is not clear enough
+STATE_LABELS = {"stalled": "stalled (no token this tick)", "kv wait": "waiting for a decode slot"}
+# one more hover line for a state whose name alone does not say what holds the request
+STATE_HOVER = {"kv wait": "prefill done; its KV stays on the prefill instance until a decode instance has free blocks"}
 
 
 def request_legend_states(drawn: set[str] | list[str], gpu_entries: set[str] | list[str]) -> list[str]:
@@ -345,7 +350,13 @@ def request_bars(res: SimResult, ids: np.ndarray, window: Window, max_stall_bars
 
 
 def request_state_label(state: str) -> str:
-    return "stalled (no token this tick)" if state == "stalled" else state
+    return STATE_LABELS.get(state, state)
+
+
+def request_state_hover(state: str) -> str:
+    """The state as a request bar's hover names it: its label and, for some, what it waits for (one line each)."""
+    note = STATE_HOVER.get(state)
+    return request_state_label(state) + (f"<br>{note}" if note else "")
 
 
 def _request_traces(res: SimResult, ids: np.ndarray, window: Window, gpu_entries: set[str]) -> list[go.Bar]:
@@ -365,7 +376,7 @@ def _request_traces(res: SimResult, ids: np.ndarray, window: Window, gpu_entries
             x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
             marker_color=PHASE_COLORS[name], marker_line_width=0, name=label, legendgroup=name,
             showlegend=name in legend, customdata=custom,
-            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {label}<br>prompt %{{customdata[1]:,}} · output "
+            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {request_state_hover(name)}<br>prompt %{{customdata[1]:,}} · output "
                            "%{customdata[2]:,} tok<br>%{customdata[3]} ms from t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip
     return traces

@@ -57,8 +57,8 @@ def test_request_rows_draw_decode_from_the_kv_arrival_to_the_finish_with_stalls_
     decoding = stalled = 0.0
     for r, label in enumerate(labels):
         per = spans[label]
-        assert per["decode"] + per.get("stalled", 0.0) == pytest.approx(res.requests.finish_s[r] - per["kv done"], abs=1e-9)
-        decoding, stalled = decoding + per["decode"], stalled + per.get("stalled", 0.0)
+        assert per["decode"] + per.get(timeline.request_state_label("stalled"), 0.0) == pytest.approx(res.requests.finish_s[r] - per["kv done"], abs=1e-9)
+        decoding, stalled = decoding + per["decode"], stalled + per.get(timeline.request_state_label("stalled"), 0.0)
     # the decode instance decodes in almost every tick (only its own prefill-free ticks could stall a request)
     assert decoding > 4 * stalled
 
@@ -318,3 +318,57 @@ def test_requests_tab_of_a_deployment_has_one_row_per_instance_as_the_run_has():
     one.session_state["ui.tab"] = "Requests"
     one.run()
     assert not one.exception and not [d for d in one.dataframe if "busy" in d.value.columns]  # one engine: no such table
+
+
+def _back_pressured():
+    """xPyD whose decode pool is short of KV blocks: hand-offs wait for a decode slot (the cluster digest's config)."""
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=10.0,
+                      workload__prompt_tokens={"dist": "lognormal", "mean": 1500, "min": 100, "max": 3000},
+                      workload__output_tokens={"dist": "lognormal", "mean": 300, "min": 1, "max": 600})  # fmt: skip
+    hw = cfg.hardware.model_dump()
+    dep = {"disaggregation": {"prefill": {"replicas": 1, "hardware": hw | {"memory_gib": 19.0}},
+                              "decode": {"replicas": 2, "hardware": hw | {"memory_gib": 19.5}}}}  # fmt: skip
+    return run_simulation(with_value(cfg, "deployment", dep))
+
+
+def _request_bars(fig) -> dict[str, list[tuple[str, float, float]]]:
+    """Request-row bars per trace name: (row, start, end)."""
+    out: dict[str, list[tuple[str, float, float]]] = {}
+    for tr in fig.data:
+        if tr.type == "bar" and tr.yaxis == "y2":
+            out.setdefault(tr.name, []).extend((y, b, b + w) for y, b, w in zip(tr.y, tr.base, tr.x))
+    return out
+
+
+def test_a_wait_for_a_decode_slot_is_its_own_request_state_not_queue_waiting():
+    # Review 26: the back-pressure wait (prefill done, KV held until a decode instance has blocks) was drawn as
+    # "waiting", the grey of a request queued before its prefill, with the same legend entry and hover.
+    from app.components.colors import PHASE_COLORS
+
+    res = _back_pressured()
+    wait = res.kv_transfer_start_s - res.kv_wait_start_s
+    waited = np.flatnonzero(wait > 0)
+    assert waited.size >= 5  # the reproducer does back-pressure
+    label = timeline.request_state_label("kv wait")
+    assert "decode" in label and label != "waiting"
+    assert PHASE_COLORS["kv wait"] not in {c for k, c in PHASE_COLORS.items() if k != "kv wait"}  # its own colour
+    ids = waited[:20]
+    segs = timeline.request_segments(res, 0, 0, ids=ids, split_stalls=False)
+    for r in ids.tolist():
+        mine = [(s, a, b) for q, s, a, b in segs if q == r]
+        assert ("kv wait", res.kv_wait_start_s[r], res.kv_transfer_start_s[r]) in mine
+        assert all(s != "waiting" or b <= res.kv_wait_start_s[r] for s, a, b in mine)  # grey only before its prefill
+    fig = cluster_timeline_figure(res, 0, 60)
+    bars = _request_bars(fig)
+    assert label in bars and "waiting" in bars
+    trace = next(tr for tr in fig.data if tr.name == label and tr.type == "bar")
+    assert trace.marker.color == PHASE_COLORS["kv wait"] and trace.showlegend
+    assert "decode" in trace.hovertemplate and "waiting for" in trace.hovertemplate
+    labels = dict(zip(range(60), request_labels(res, np.arange(60))))
+    for r in waited[waited < 60].tolist():
+        assert (labels[r], res.kv_wait_start_s[r], res.kv_transfer_start_s[r]) in bars[label]
+        assert not any(y == labels[r] and b > res.kv_wait_start_s[r] for y, a, b in bars["waiting"])
+    # the other states keep their colours
+    assert {tr.name: tr.marker.color for tr in fig.data if tr.type == "bar" and tr.name in ("waiting", "prefill", "decode")} == {
+        k: PHASE_COLORS[k] for k in ("waiting", "prefill", "decode")}
+
