@@ -8,12 +8,15 @@ bars are split between instances, request rows are a window, lines are reduced.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components import timeline
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from app.components.text import plotly_text
 from sim_core.cluster import ClusterResult
 from sim_core.types import Phase
 
@@ -24,11 +27,29 @@ KV_COLORS = ("#188038", "#795548", "#202124", "#827717", "#3E2723", "#33691E", "
 KV_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
 
 
+def short_gpu_names(names: list[str]) -> dict[str, str]:
+    """Each GPU name cut after its first words, as few as keep the names apart ('H100 SXM' and 'A100 80GB SXM' ->
+    'H100', 'A100'; 'A100 40GB SXM' and 'A100 80GB SXM' -> 'A100 40GB', 'A100 80GB'): a row label stays short."""
+    kinds = sorted(set(names))
+    ends = {n: [m.end() for m in re.finditer(r"[^\s,()]+", n)] or [len(n)] for n in kinds}  # where each word ends
+    for k in range(1, max(len(e) for e in ends.values()) + 1) if kinds else ():
+        short = {n: n[: e[min(k, len(e)) - 1]] for n, e in ends.items()}
+        if len(set(short.values())) == len(kinds):
+            return short
+    return {n: n for n in kinds}  # names that differ only in punctuation or spaces: whole
+
+
 def instance_rows(res: ClusterResult) -> list[str]:
-    """Gantt row label per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed)."""
+    """Gantt row label per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed); when the pools run
+    on different GPU kinds, the kind too: 'decode 0 · 8× A100'."""
+    shown = res.instances[:MAX_INSTANCE_ROWS]
+    kinds = short_gpu_names([x.hardware for x in res.instances])
     out = []
-    for x in res.instances[:MAX_INSTANCE_ROWS]:
-        gpus = f" · {x.num_gpus} GPUs" if x.num_gpus > 1 else ""
+    for x in shown:
+        if len(kinds) > 1:
+            gpus = f" · {x.num_gpus}× {plotly_text(kinds[x.hardware])}"  # a GPU name from a link: text, not markup
+        else:
+            gpus = f" · {x.num_gpus} GPUs" if x.num_gpus > 1 else ""
         out.append(f"{x.role} {x.index}{gpus}")
     return out
 
@@ -61,7 +82,7 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
                 x=seg["end"][m] - seg["start"][m], base=seg["start"][m], y=[row] * int(m.sum()), orientation="h",
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
                 showlegend=name not in shown, customdata=custom,
-                hovertemplate=(f"<b>{row}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
+                hovertemplate=(f"<b>{plotly_text(inst.label)}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
                                "decode %{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=1, col=1)  # fmt: skip
             shown.add(name)

@@ -372,3 +372,34 @@ def test_a_wait_for_a_decode_slot_is_its_own_request_state_not_queue_waiting():
     assert {tr.name: tr.marker.color for tr in fig.data if tr.type == "bar" and tr.name in ("waiting", "prefill", "decode")} == {
         k: PHASE_COLORS[k] for k in ("waiting", "prefill", "decode")}
 
+
+def test_gantt_rows_name_the_gpu_kind_when_the_pools_differ():
+    # Review 26: Splitwise-HA's rows read "prefill 0 · 8 GPUs" and "decode 0 · 8 GPUs", H100s and A100s alike.
+    cfg = with_value(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"), "workload.num_requests", 20)
+    res = run_simulation(cfg)
+    assert instance_rows(res) == ["prefill 0 · 8× H100", "prefill 1 · 8× H100", "prefill 2 · 8× H100", "decode 0 · 8× A100"]
+    fig = cluster_timeline_figure(res, 0, 10)
+    assert {y for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" for y in tr.y} == set(instance_rows(res))
+    hover = next(tr.hovertemplate for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" and tr.y[0] == "decode 0 · 8× A100")
+    assert "A100 80GB SXM" in hover  # the full name on hover
+    # one kind: today's labels
+    assert instance_rows(_disagg()) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
+    # a GPU name from a link is text, not markup (Plotly renders tags in tick labels and hovers)
+    hw = load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d").deployment.disaggregation.decode.hardware.model_dump()
+    odd = run_simulation(with_value(cfg, "deployment.disaggregation.decode.hardware", hw | {"name": "<a href='x'>A100</a> <b>"}))
+    assert instance_rows(odd)[-1] == "decode 0 · 8× &lt;a"  # its first word, escaped
+    fig = cluster_timeline_figure(odd, 0, 5)
+    assert not any("<a" in (tr.hovertemplate or "") + (tr.name or "") for tr in fig.data)
+
+
+def test_gpu_kinds_are_shortened_only_as_far_as_they_stay_distinct():
+    from app.components.cluster_timeline import short_gpu_names
+
+    assert short_gpu_names(["H100 SXM", "A100 80GB SXM"]) == {"H100 SXM": "H100", "A100 80GB SXM": "A100"}
+    assert short_gpu_names(["A100 40GB SXM", "A100 80GB SXM"]) == {"A100 40GB SXM": "A100 40GB", "A100 80GB SXM": "A100 80GB"}
+    assert short_gpu_names(["A100 80GB PCIe", "A100 80GB PCIe, NVLink-bridged pair"]) == {
+        "A100 80GB PCIe": "A100 80GB PCIe", "A100 80GB PCIe, NVLink-bridged pair": "A100 80GB PCIe, NVLink-bridged"}
+    assert short_gpu_names(["H100 SXM"]) == {"H100 SXM": "H100"} and short_gpu_names([]) == {}
+    assert short_gpu_names(["X  Y", "X Y"]) == {"X  Y": "X  Y", "X Y": "X Y"}  # apart only by spacing: whole
+    assert short_gpu_names(["B200 (HGX, 1000 W)", "H200 SXM"]) == {"B200 (HGX, 1000 W)": "B200", "H200 SXM": "H200"}
+
