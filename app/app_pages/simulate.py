@@ -153,6 +153,16 @@ def _steady_caption(res: SimResult) -> None:
         st.info(st_.note, icon=":material/hourglass_empty:")
 
 
+def _routing_notes(res: SimResult) -> None:
+    """What the deployment did that its settings do not say (the CLI prints the same NOTE lines)."""
+    if res.config.deployment is None:
+        return
+    from sim_core.cluster.report import routing_notes
+
+    for note in routing_notes(res.config):
+        st.caption(f":material/info: {plain(note)}")  # text, not markdown
+
+
 INTERACTIVE_KEY = "ui.timeline_plotly"
 
 
@@ -393,6 +403,7 @@ def main() -> None:
         return
     _headline(res)
     _steady_caption(res)
+    _routing_notes(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [

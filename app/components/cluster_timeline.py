@@ -18,6 +18,7 @@ from app.components import timeline
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from app.components.text import plotly_text
 from sim_core.cluster import ClusterResult
+from sim_core.cluster.report import counted
 from sim_core.types import Phase
 
 MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
@@ -141,7 +142,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12 + 0.025 * len(rows), 0.5, 0.2],
         # short titles: Plotly clips a centred title wider than the chart (a phone, a narrow window); a row's label
         # ("prefill 0 · 2 GPUs") already says its TP group is one row, the request rows name their instance
-        subplot_titles=(f"Instances ({res.num_gpus} GPUs)" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
+        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
@@ -175,7 +176,7 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
         return timeline.gantt_kv_figure(res, x_range, title, height, window=window)
     rows = instance_rows(res)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
-                        subplot_titles=(f"Instances ({res.num_gpus} GPUs)", "KV cache in use (%)"))  # fmt: skip
+                        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})", "KV cache in use (%)"))  # fmt: skip
     _gantt(fig, res, rows)
     for k, (inst, row) in enumerate(zip(res.instances, rows)):
         tl = inst.result.timeline

@@ -11,7 +11,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components import timeline
-from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components.cluster_timeline import (
+    cluster_timeline_figure,
+    instance_rows,
+    request_labels,
+)
+from app.components.text import plain
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
 from sim_core import load_preset, run_simulation
@@ -403,3 +408,36 @@ def test_gpu_kinds_are_shortened_only_as_far_as_they_stay_distinct():
     assert short_gpu_names(["X  Y", "X Y"]) == {"X  Y": "X  Y", "X Y": "X Y"}  # apart only by spacing: whole
     assert short_gpu_names(["B200 (HGX, 1000 W)", "H200 SXM"]) == {"B200 (HGX, 1000 W)": "B200", "H200 SXM": "H200"}
 
+
+def test_simulate_page_says_prefix_affinity_without_prefix_caching_routes_as_least_outstanding():
+    # Review 26: the run silently behaved as least_outstanding
+    from sim_core.cluster.report import routing_notes
+
+    cfg = with_value(make_config(workload__num_requests=30), "deployment", {"replicas": 2, "router": "prefix_affinity"})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception and not at.error
+    note = routing_notes(cfg)[0]
+    shown = [c.value for c in at.caption if "least outstanding" in c.value]
+    assert len(shown) == 1 and "least outstanding" in shown[0] and "kv\\_cache" not in shown[0]  # escaped as text only where needed
+    assert shown[0].endswith(plain(note))
+    cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not [c.value for c in at.caption if "least outstanding" in c.value]
+
+
+def test_one_replica_reads_singular_in_the_page_and_the_editor():
+    # Review 26: "1 replicas of H100 SXM (1 GPUs)" and "1 GPUs = 1 replicas x TP 1"
+    cfg = with_value(make_config(workload__num_requests=10), "deployment", {"replicas": 1})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(c.value for c in at.caption) + " ".join(c.value for c in at.sidebar.caption)
+    assert "1 replica of H100 SXM (1 GPU)" in text and "1 GPU = 1 replica x TP 1" in text
+    assert "replicas (" not in text and "1 GPUs" not in text and "1 replicas" not in text
+    res = run_simulation(cfg)
+    assert cluster_timeline_figure(res, 0, 5).layout.annotations[0].text == "Instances (1 GPU)"
