@@ -21,6 +21,7 @@ from sim_core.cluster import ClusterResult
 from sim_core.cluster.report import counted
 from sim_core.types import Phase
 
+MIN_BAR_FRACTION = 1 / 200  # a KV transfer shorter than this share of the view also gets a marker (a bar is ~5 px or less)
 MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
 # KV lines per instance: greens, browns and greys that no phase, request state or A/B run uses
 # (a KV line in prefill orange would read as prefill), told apart by dash as well as colour
@@ -129,7 +130,31 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
                 hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {timeline.request_state_hover(name)}<br>prompt "
                                "%{customdata[1]:,} tok<br>%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=2, col=1)  # fmt: skip
+    _short_transfers(fig, res, ids, labels, window)
     return [labels[i] for i in ids.tolist()]
+
+
+def _short_transfers(fig: go.Figure, res: ClusterResult, ids: np.ndarray, labels: dict[int, str], window: timeline.Window) -> None:
+    """A marker on each KV transfer of the rows shown that is shorter than MIN_BAR_FRACTION of the view: its bar (true
+    width) would be under a pixel or two (Splitwise-HA's 400 GB/s transfers take ~0.5 ms, a 5 s window is ~1,000 px).
+    A marker keeps its size at any zoom; its hover gives the true duration."""
+    if res.kv_transfer_start_s is None or not ids.size:
+        return
+    span = (window[1] - window[0]) if window is not None else float(np.subtract(*timeline.run_span(res)[::-1]))
+    t0, t1 = res.kv_transfer_start_s[ids], res.kv_transfer_end_s[ids]
+    short = np.isfinite(t0) & np.isfinite(t1) & (t1 - t0 < MIN_BAR_FRACTION * span)
+    if not short.any():
+        return
+    rr = ids[short]
+    a, b = t0[short], t1[short]
+    custom = np.column_stack([rr, (b - a) * 1e3, res.kv_transfer_bytes[rr] / 1e6, a])
+    fig.add_trace(go.Scatter(
+        x=(a + b) / 2, y=[labels[i] for i in rr.tolist()], mode="markers", name="kv transfer", legendgroup="kv transfer",
+        showlegend=False, customdata=custom,
+        marker=dict(symbol="diamond", size=7, color=PHASE_COLORS["kv transfer"], line=dict(color="#202124", width=1)),
+        hovertemplate=("<b>request %{customdata[0]}</b> · kv transfer<br>%{customdata[1]:.3f} ms, %{customdata[2]:,.1f} MB "
+                       "from t = %{customdata[3]:.4f} s<br>(a marker: too short to see as a bar here)<extra></extra>"),
+    ), row=2, col=1)  # fmt: skip
 
 
 def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requests: int = 30, height: int = 760,
@@ -138,8 +163,10 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     window the axis opens on it (the whole run stays pannable) and the request rows are those alive in it."""
     rows = instance_rows(res)
     more = len(res.instances) - len(rows)
+    ids = timeline.requests_in_window(res, window, first_request, min(num_requests, timeline.MAX_REQUEST_ROWS))
+    height, heights, spacing = timeline.fit_request_rows(height, 80, [0.12 + 0.025 * len(rows), 0.5, 0.2], 0.05, 1, ids.size)
     fig = make_subplots(
-        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12 + 0.025 * len(rows), 0.5, 0.2],
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
         # short titles: Plotly clips a centred title wider than the chart (a phone, a narrow window); a row's label
         # ("prefill 0 · 2 GPUs") already says its TP group is one row, the request rows name their instance
         subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
@@ -160,7 +187,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"))  # fmt: skip
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=shown_rows, row=2, col=1)
+    fig.update_yaxes(timeline.request_axis(shown_rows), row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     if window is not None:

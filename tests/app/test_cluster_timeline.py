@@ -11,11 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components import timeline
-from app.components.cluster_timeline import (
-    cluster_timeline_figure,
-    instance_rows,
-    request_labels,
-)
+from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
 from app.components.text import plain
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
@@ -407,6 +403,46 @@ def test_gpu_kinds_are_shortened_only_as_far_as_they_stay_distinct():
     assert short_gpu_names(["H100 SXM"]) == {"H100 SXM": "H100"} and short_gpu_names([]) == {}
     assert short_gpu_names(["X  Y", "X Y"]) == {"X  Y": "X  Y", "X Y": "X Y"}  # apart only by spacing: whole
     assert short_gpu_names(["B200 (HGX, 1000 W)", "H200 SXM"]) == {"B200 (HGX, 1000 W)": "B200", "H200 SXM": "H200"}
+
+
+def test_a_kv_transfer_too_short_to_draw_gets_a_marker_with_its_true_duration():
+    # Review 26: at the opening 5 s window, Splitwise-HA's 400 GB/s transfers (~0.5 ms, a tenth of a pixel) were bars
+    # nobody could see or hover.
+    res = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
+    window = timeline.opening_window(res)
+    assert window is not None and window[1] - window[0] >= 2.0
+    fig = cluster_timeline_figure(res, 0, 30, window=window)
+    bars = [tr for tr in fig.data if tr.type == "bar" and tr.name == "kv transfer"]
+    marks = [tr for tr in fig.data if tr.type == "scatter" and tr.legendgroup == "kv transfer"]
+    assert bars and len(marks) == 1
+    true_ms = {y: w * 1e3 for tr in bars for y, w in zip(tr.y, tr.x)}  # bars keep the true width
+    m = marks[0]
+    assert m.mode == "markers" and len(m.x) == sum(w < (window[1] - window[0]) * 1e3 / 200 for w in true_ms.values()) > 0
+    for y, x, custom in zip(m.y, m.x, m.customdata):
+        assert custom[1] == pytest.approx(true_ms[y])  # the hover gives the true duration
+    assert "ms" in m.hovertemplate and "%{customdata[1]" in m.hovertemplate
+    assert count_points(fig) <= MAX_TIMELINE_POINTS
+    # a transfer wide enough to see is a bar only (these take ~36 us: layer-wise, only the last layer's share waits)
+    assert max(true_ms.values()) < 0.1
+    wide = cluster_timeline_figure(res, 0, 30, window=(window[0], window[0] + 0.002))
+    assert not [tr for tr in wide.data if tr.type == "scatter" and tr.legendgroup == "kv transfer" and len(tr.x)]
+
+
+@pytest.mark.parametrize("rows", [30, 60])
+def test_every_request_row_gets_room_for_its_label(rows):
+    # Review 26: at 30 rows Plotly labelled every other request row: a category axis shows every label only with
+    # about 1.2 x the tick font size per row (plotly.js prepTicks: Lib.bigFont), and the panel had ~11 px per row.
+    res = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
+    fig = cluster_timeline_figure(res, 0, rows, window=timeline.opening_window(res))
+    shown = fig.layout.yaxis2.categoryarray
+    assert len(shown) == rows
+    font = fig.layout.yaxis2.tickfont.size or 12
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    dom = fig.layout.yaxis2.domain
+    assert plot_px * (dom[1] - dom[0]) / rows >= round(1.2 * font)
+    # one tick per row, on a set range: markers on the rows (KV transfers) padded an autorange by their size, and
+    # Plotly then labelled every other row again (seen in the browser at 1,400 px)
+    assert tuple(fig.layout.yaxis2.range) == (rows - 0.5, -0.5) and fig.layout.yaxis2.nticks == rows
 
 
 def test_simulate_page_says_prefix_affinity_without_prefix_caching_routes_as_least_outstanding():
