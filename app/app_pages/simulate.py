@@ -200,7 +200,8 @@ def timeline_caption(how: str, deployment: bool) -> str:
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
                 "tensor-parallel GPUs together; a request row names where it ran (P0→D0: prefill 0, then decode 0). "
                 "Pale blue in a request row: the request was decoding but its instance's tick gave it no token "
-                "(stalled behind a prefill or a swap).")
+                "(stalled behind a prefill or a swap). Amber: its prefill is done and its KV waits for a decode slot; "
+                "a cyan diamond marks a KV transfer too short to see as a bar (its hover has the true duration).")
     return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
             "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
             "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "

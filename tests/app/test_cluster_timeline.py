@@ -211,6 +211,7 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     assert not at.exception and not at.error
     shown = " ".join(c.value for c in at.caption)
     assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
+    assert "waits for a decode slot" in shown and "diamond marks a KV transfer" in shown  # review 26: the new marks
     one = AppTest.from_file(APP, default_timeout=120).run()
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
 
