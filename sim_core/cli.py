@@ -85,12 +85,13 @@ def format_summary(res: SimResult) -> str:
         lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")
     if cfg.deployment is not None:  # several engines (sim_core/cluster): say which, and one line per instance
         from sim_core.cluster import ClusterResult
-        from sim_core.cluster.report import describe_deployment, format_instances
+        from sim_core.cluster.report import describe_deployment, format_instances, routing_notes
 
         lines[0] = (f"{cfg.name}: {cfg.model.name} on {describe_deployment(cfg)}, {cfg.scheduler.name}, "
                     f"workload {cfg.workload.name} (seed {cfg.seed})")  # fmt: skip
         if isinstance(res, ClusterResult):
             lines.insert(-1, format_instances(res))
+        lines[-1:-1] = [f"  NOTE: {note}" for note in routing_notes(cfg)]
     if s.stopped_reason:
         lines.insert(1, f"  WARNING: {s.stopped_reason}")
     return "\n".join(lines)

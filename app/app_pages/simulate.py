@@ -153,6 +153,16 @@ def _steady_caption(res: SimResult) -> None:
         st.info(st_.note, icon=":material/hourglass_empty:")
 
 
+def _routing_notes(res: SimResult) -> None:
+    """What the deployment did that its settings do not say (the CLI prints the same NOTE lines)."""
+    if res.config.deployment is None:
+        return
+    from sim_core.cluster.report import routing_notes
+
+    for note in routing_notes(res.config):
+        st.caption(f":material/info: {plain(note)}")  # text, not markdown
+
+
 INTERACTIVE_KEY = "ui.timeline_plotly"
 
 
@@ -190,7 +200,8 @@ def timeline_caption(how: str, deployment: bool) -> str:
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
                 "tensor-parallel GPUs together; a request row names where it ran (P0→D0: prefill 0, then decode 0). "
                 "Pale blue in a request row: the request was decoding but its instance's tick gave it no token "
-                "(stalled behind a prefill or a swap).")
+                "(stalled behind a prefill or a swap). Amber: its prefill is done and its KV waits for a decode slot; "
+                "a cyan diamond marks a KV transfer too short to see as a bar (its hover has the true duration).")
     return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
             "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
             "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "
@@ -403,6 +414,7 @@ def main() -> None:
         return
     _headline(res)
     _steady_caption(res)
+    _routing_notes(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [

@@ -8,15 +8,20 @@ bars are split between instances, request rows are a window, lines are reduced.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components import timeline
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
+from app.components.text import plotly_text
 from sim_core.cluster import ClusterResult
+from sim_core.cluster.report import counted
 from sim_core.types import Phase
 
+MIN_BAR_FRACTION = 1 / 200  # a KV transfer shorter than this share of the view also gets a marker (a bar is ~5 px or less)
 MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
 # KV lines per instance: greens, browns and greys that no phase, request state or A/B run uses
 # (a KV line in prefill orange would read as prefill), told apart by dash as well as colour
@@ -24,11 +29,29 @@ KV_COLORS = ("#188038", "#795548", "#202124", "#827717", "#3E2723", "#33691E", "
 KV_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
 
 
+def short_gpu_names(names: list[str]) -> dict[str, str]:
+    """Each GPU name cut after its first words, as few as keep the names apart ('H100 SXM' and 'A100 80GB SXM' ->
+    'H100', 'A100'; 'A100 40GB SXM' and 'A100 80GB SXM' -> 'A100 40GB', 'A100 80GB'): a row label stays short."""
+    kinds = sorted(set(names))
+    ends = {n: [m.end() for m in re.finditer(r"[^\s,()]+", n)] or [len(n)] for n in kinds}  # where each word ends
+    for k in range(1, max(len(e) for e in ends.values()) + 1) if kinds else ():
+        short = {n: n[: e[min(k, len(e)) - 1]] for n, e in ends.items()}
+        if len(set(short.values())) == len(kinds):
+            return short
+    return {n: n for n in kinds}  # names that differ only in punctuation or spaces: whole
+
+
 def instance_rows(res: ClusterResult) -> list[str]:
-    """Gantt row label per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed)."""
+    """Gantt row label per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed); when the pools run
+    on different GPU kinds, the kind too: 'decode 0 · 8× A100'."""
+    shown = res.instances[:MAX_INSTANCE_ROWS]
+    kinds = short_gpu_names([x.hardware for x in res.instances])
     out = []
-    for x in res.instances[:MAX_INSTANCE_ROWS]:
-        gpus = f" · {x.num_gpus} GPUs" if x.num_gpus > 1 else ""
+    for x in shown:
+        if len(kinds) > 1:
+            gpus = f" · {x.num_gpus}× {plotly_text(kinds[x.hardware])}"  # a GPU name from a link: text, not markup
+        else:
+            gpus = f" · {x.num_gpus} GPUs" if x.num_gpus > 1 else ""
         out.append(f"{x.role} {x.index}{gpus}")
     return out
 
@@ -61,7 +84,7 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
                 x=seg["end"][m] - seg["start"][m], base=seg["start"][m], y=[row] * int(m.sum()), orientation="h",
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
                 showlegend=name not in shown, customdata=custom,
-                hovertemplate=(f"<b>{row}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
+                hovertemplate=(f"<b>{plotly_text(inst.label)}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
                                "decode %{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=1, col=1)  # fmt: skip
             shown.add(name)
@@ -94,7 +117,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
         start = np.array([s[2] for s in segs])
         end = np.array([s[3] for s in segs])
         legend = timeline.request_legend_states(set(state.tolist()), gpu_entries)
-        for name in ("waiting", "prefill", "kv transfer", "decode", "stalled", "preempted", "swapped"):
+        for name in ("waiting", "prefill", "kv wait", "kv transfer", "decode", "stalled", "preempted", "swapped"):
             m = state == name
             if not m.any():
                 continue
@@ -102,12 +125,36 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
             custom = np.column_stack([rr, res.requests.prompt_tokens[rr], (end[m] - start[m]) * 1e3])
             fig.add_trace(go.Bar(
                 x=end[m] - start[m], base=start[m], y=[labels[i] for i in rr.tolist()], orientation="h",
-                marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
-                showlegend=name in legend, customdata=custom,
-                hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {name}<br>prompt %{{customdata[1]:,}} tok<br>"
-                               "%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
+                marker_color=PHASE_COLORS[name], marker_line_width=0, name=timeline.request_state_label(name),
+                legendgroup=name, showlegend=name in legend, customdata=custom,
+                hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {timeline.request_state_hover(name)}<br>prompt "
+                               "%{customdata[1]:,} tok<br>%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
             ), row=2, col=1)  # fmt: skip
+    _short_transfers(fig, res, ids, labels, window)
     return [labels[i] for i in ids.tolist()]
+
+
+def _short_transfers(fig: go.Figure, res: ClusterResult, ids: np.ndarray, labels: dict[int, str], window: timeline.Window) -> None:
+    """A marker on each KV transfer of the rows shown that is shorter than MIN_BAR_FRACTION of the view: its bar (true
+    width) would be under a pixel or two (Splitwise-HA's 400 GB/s transfers take ~0.5 ms, a 5 s window is ~1,000 px).
+    A marker keeps its size at any zoom; its hover gives the true duration."""
+    if res.kv_transfer_start_s is None or not ids.size:
+        return
+    span = (window[1] - window[0]) if window is not None else float(np.subtract(*timeline.run_span(res)[::-1]))
+    t0, t1 = res.kv_transfer_start_s[ids], res.kv_transfer_end_s[ids]
+    short = np.isfinite(t0) & np.isfinite(t1) & (t1 - t0 < MIN_BAR_FRACTION * span)
+    if not short.any():
+        return
+    rr = ids[short]
+    a, b = t0[short], t1[short]
+    custom = np.column_stack([rr, (b - a) * 1e3, res.kv_transfer_bytes[rr] / 1e6, a])
+    fig.add_trace(go.Scatter(
+        x=(a + b) / 2, y=[labels[i] for i in rr.tolist()], mode="markers", name="kv transfer", legendgroup="kv transfer",
+        showlegend=False, customdata=custom,
+        marker=dict(symbol="diamond", size=7, color=PHASE_COLORS["kv transfer"], line=dict(color="#202124", width=1)),
+        hovertemplate=("<b>request %{customdata[0]}</b> · kv transfer<br>%{customdata[1]:.3f} ms, %{customdata[2]:,.1f} MB "
+                       "from t = %{customdata[3]:.4f} s<br>(a marker: too short to see as a bar here)<extra></extra>"),
+    ), row=2, col=1)  # fmt: skip
 
 
 def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requests: int = 30, height: int = 760,
@@ -116,11 +163,13 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     window the axis opens on it (the whole run stays pannable) and the request rows are those alive in it."""
     rows = instance_rows(res)
     more = len(res.instances) - len(rows)
+    ids = timeline.requests_in_window(res, window, first_request, min(num_requests, timeline.MAX_REQUEST_ROWS))
+    height, heights, spacing = timeline.fit_request_rows(height, 80, [0.12 + 0.025 * len(rows), 0.5, 0.2], 0.05, 1, ids.size)
     fig = make_subplots(
-        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12 + 0.025 * len(rows), 0.5, 0.2],
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
         # short titles: Plotly clips a centred title wider than the chart (a phone, a narrow window); a row's label
         # ("prefill 0 · 2 GPUs") already says its TP group is one row, the request rows name their instance
-        subplot_titles=(f"Instances ({res.num_gpus} GPUs)" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
+        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
@@ -138,7 +187,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"))  # fmt: skip
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=shown_rows, row=2, col=1)
+    fig.update_yaxes(timeline.request_axis(shown_rows), row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     if window is not None:
@@ -154,7 +203,7 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
         return timeline.gantt_kv_figure(res, x_range, title, height, window=window)
     rows = instance_rows(res)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
-                        subplot_titles=(f"Instances ({res.num_gpus} GPUs)", "KV cache in use (%)"))  # fmt: skip
+                        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})", "KV cache in use (%)"))  # fmt: skip
     _gantt(fig, res, rows)
     for k, (inst, row) in enumerate(zip(res.instances, rows)):
         tl = inst.result.timeline

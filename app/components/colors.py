@@ -14,6 +14,7 @@ PHASE_COLORS = {
     "waiting": "#9AA0A6",  # grey: queued
     "preempted": "#A50E0E",  # dark red: KV dropped, will recompute
     "swapped": "#F28B82",  # pink: KV in host memory
+    "kv wait": "#F9AB00",  # amber: prefill done, its KV held until a decode instance has room (back-pressure)
     "kv transfer": "#12B5CB",  # cyan: KV cache crossing from a prefill to a decode instance (sim_core/cluster)
     "kv": "#188038",  # green: KV cache in use
     "running": "#202124",  # near-black: running requests

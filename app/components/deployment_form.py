@@ -108,7 +108,9 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                               help=_help("state_refresh_s"), disabled=router not in STATE_ROUTERS)  # fmt: skip
     if mode == MODES[1]:
         n = st.number_input("Replicas", 1, 64, step=1, key=KEY + "replicas", help=_help("replicas"))
-        st.caption(f"{int(n) * cfg.hardware.num_gpus} GPUs = {int(n)} replicas x TP {cfg.hardware.num_gpus}")
+        from sim_core.cluster.report import counted  # (lazy, as the rest of sim_core.cluster in the app)
+
+        st.caption(f"{counted(int(n) * cfg.hardware.num_gpus, 'GPU')} = {counted(int(n), 'replica')} x TP {cfg.hardware.num_gpus}")
         return {"replicas": int(n), "router": router, "state_refresh_s": float(refresh)}
     keep = cfg.deployment.disaggregation if cfg.deployment and cfg.deployment.disaggregation else None
     c1, c2 = st.columns(2)

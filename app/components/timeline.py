@@ -39,6 +39,36 @@ READABLE_TICKS = 150  # the opening window holds about this many busy ticks (a f
 WIDTH_CHOICES_S = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
 
 Window = tuple[float, float] | None  # (start_s, end_s); None = the whole run
+# Plotly labels every row of a category axis only with about 1.2 x its tick font per row (plotly.js prepTicks,
+# Lib.bigFont), else every other one: request rows get this font and these pixels (a little slack for the legend,
+# which takes its room from the plot)
+REQUEST_TICK_FONT_PX = 11
+REQUEST_ROW_PX = 15
+
+
+def request_axis(rows: list[str]) -> dict:
+    """The request panel's y axis: rows in request order, first on top, each labelled. The range is set, not
+    autoranged: a marker on a row (a KV transfer's) would pad the range by its size, and Plotly would then label
+    every other row."""
+    # nticks = one per row: every row labelled even where a legend wrapped over many lines (a phone) took some of
+    # the room fit_request_rows gave (Plotly would thin to every other label below 13 px per row)
+    axis = dict(categoryorder="array", categoryarray=rows, tickfont_size=REQUEST_TICK_FONT_PX, nticks=max(len(rows), 1))
+    return axis | (dict(range=[len(rows) - 0.5, -0.5], autorange=False) if rows else dict(autorange="reversed"))
+
+
+def fit_request_rows(height: int, margin_px: int, row_heights: list[float], spacing: float, panel: int,
+                     num_rows: int) -> tuple[int, list[float], float]:  # fmt: skip
+    """(height, row_heights, vertical_spacing) of a make_subplots figure so that panel `panel` gives each of its
+    `num_rows` category rows REQUEST_ROW_PX: the figure grows by what that panel lacks, the other panels and the
+    gaps keep their pixels. Unchanged when it has the room."""
+    plot = height - margin_px
+    usable = plot * (1 - spacing * (len(row_heights) - 1))
+    px = [usable * h / sum(row_heights) for h in row_heights]
+    extra = num_rows * REQUEST_ROW_PX - px[panel]
+    if extra <= 0:
+        return height, row_heights, spacing
+    px[panel] += extra
+    return int(np.ceil(height + extra)), px, spacing * plot / (plot + extra)
 
 
 def run_span(res: SimResult) -> tuple[float, float]:
@@ -262,7 +292,8 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
                      split_stalls: bool = True) -> list[tuple[int, str, float, float]]:  # fmt: skip
     """(request, state, start_s, end_s) for requests `ids` (default [first, first+count)): waiting,
     prefill, decode, stalled (decoding, but the tick gave it no token), preempted (waiting to
-    recompute) and swapped, from the request events."""
+    recompute), swapped and, in a disaggregated deployment, kv wait (prefill done, waiting for a decode
+    slot: back-pressure) and kv transfer, from the request events."""
     req, ev = res.requests, res.events
     end_of_run = float(res.timeline.t_end_s[-1]) if res.timeline.num_ticks else 0.0
     if ids is None:
@@ -278,7 +309,7 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
         for t, k in zip(ev_t[ev_req == r].tolist(), ev_k[ev_req == r].tolist()):
             nxt = {Event.SCHEDULED: "prefill", Event.FIRST_TOKEN: "decode", Event.PREFILL_DONE: "decode",
                    Event.PREEMPTED: "preempted", Event.SWAPPED_OUT: "swapped", Event.SWAPPED_IN: "decode",
-                   Event.FINISHED: None, Event.KV_WAIT: "waiting", Event.KV_TRANSFER_START: "kv transfer",
+                   Event.FINISHED: None, Event.KV_WAIT: "kv wait", Event.KV_TRANSFER_START: "kv transfer",
                    Event.KV_TRANSFER_DONE: "decode"}[k]  # fmt: skip
             if t > since:
                 out.append((r, state, since, t))
@@ -316,8 +347,12 @@ def stall_split(res: SimResult, segs: list[tuple[int, str, float, float]]) -> li
     return out
 
 
-REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv transfer")
-LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv transfer")  # prefill/decode: the GPU row's entries
+REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv wait", "kv transfer")
+LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv wait", "kv transfer")  # prefill/decode: the GPU row's entries
+# legend and hover names where the state's key is not clear enough
+STATE_LABELS = {"stalled": "stalled (no token this tick)", "kv wait": "waiting for a decode slot"}
+# one more hover line for a state whose name alone does not say what holds the request
+STATE_HOVER = {"kv wait": "prefill done; its KV stays on the prefill instance until a decode instance has free blocks"}
 
 
 def request_legend_states(drawn: set[str] | list[str], gpu_entries: set[str] | list[str]) -> list[str]:
@@ -345,7 +380,13 @@ def request_bars(res: SimResult, ids: np.ndarray, window: Window, max_stall_bars
 
 
 def request_state_label(state: str) -> str:
-    return "stalled (no token this tick)" if state == "stalled" else state
+    return STATE_LABELS.get(state, state)
+
+
+def request_state_hover(state: str) -> str:
+    """The state as a request bar's hover names it: its label and, for some, what it waits for (one line each)."""
+    note = STATE_HOVER.get(state)
+    return request_state_label(state) + (f"<br>{note}" if note else "")
 
 
 def _request_traces(res: SimResult, ids: np.ndarray, window: Window, gpu_entries: set[str]) -> list[go.Bar]:
@@ -365,7 +406,7 @@ def _request_traces(res: SimResult, ids: np.ndarray, window: Window, gpu_entries
             x=end[m] - start[m], base=start[m], y=[f"req {i}" for i in rr], orientation="h",
             marker_color=PHASE_COLORS[name], marker_line_width=0, name=label, legendgroup=name,
             showlegend=name in legend, customdata=custom,
-            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {label}<br>prompt %{{customdata[1]:,}} · output "
+            hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {request_state_hover(name)}<br>prompt %{{customdata[1]:,}} · output "
                            "%{customdata[2]:,} tok<br>%{customdata[3]} ms from t = %{base:.3f} s<extra></extra>"),
         ))  # fmt: skip
     return traces
@@ -450,8 +491,9 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     count = max(1, min(num_requests, MAX_REQUEST_ROWS))
     ids = requests_in_window(res, window, first_request, count)
     gpus = gpu_rows(res)
+    height, heights, spacing = fit_request_rows(height, 80, [0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2], 0.05, 1, ids.size)
     fig = make_subplots(
-        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2],
+        rows=4, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
         subplot_titles=panel_titles(gpus, ids, window, first_request),
     )  # fmt: skip
     gantt = _gantt_traces(res, gpus, window)
@@ -471,7 +513,7 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     )
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=gpus, row=1, col=1)  # GPU 0 on top
     # Rows in request order (plotly would order categories by first appearance across traces).
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=[f"req {i}" for i in ids], row=2, col=1)
+    fig.update_yaxes(request_axis([f"req {i}" for i in ids]), row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_yaxes(title_text="requests", rangemode="tozero", row=4, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=4, col=1)

@@ -8,6 +8,11 @@ from sim_core.cluster.result import ClusterResult
 from sim_core.config import LinkConfig, SimConfig
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 GPU', '2 GPUs', '1,200 replicas': a count and its noun, singular for one."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def describe_deployment(cfg: SimConfig) -> str:
     """'4 replicas of 2x H100 SXM (8 GPUs), router least_kv' or the two pools and the link."""
     dep, hw = cfg.deployment, cfg.hardware
@@ -16,18 +21,37 @@ def describe_deployment(cfg: SimConfig) -> str:
         return f"{gpus(hw.num_gpus, hw)}"
     dis = dep.disaggregation
     if dis is None:
-        return f"{dep.replicas} replicas of {gpus(hw.num_gpus, hw)} ({cfg.num_gpus_total} GPUs), router {dep.router}"
+        return f"{counted(dep.replicas, 'replica')} of {gpus(hw.num_gpus, hw)} ({counted(cfg.num_gpus_total, 'GPU')}), router {dep.router}"
     pools = []
     for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
         h = pool.hardware or hw
         pools.append(f"{pool.replicas} {role} of {gpus(pool.tensor_parallel or h.num_gpus, h)}")
-    return f"{' + '.join(pools)} ({cfg.num_gpus_total} GPUs), KV link {describe_link(dis.link)}, router {dep.router}"
+    first = ", first token streamed by the decode side" if dis.first_token_from == "decode" else ""
+    return f"{' + '.join(pools)} ({counted(cfg.num_gpus_total, 'GPU')}), KV link {describe_link(dis.link)}{first}, router {dep.router}"
 
 
 def describe_link(link: LinkConfig) -> str:
     """'50 GB/s + 20 us, layer-wise' or 'ideal (free)': a KV link in words (here and the planner's splits)."""
     bw = "ideal (free)" if link.bandwidth_gb_per_s is None else f"{link.bandwidth_gb_per_s:g} GB/s + {link.latency_us:g} us"
     return bw + (", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else "")
+
+
+def routing_notes(cfg: SimConfig) -> list[str]:
+    """What the run does that its settings do not say (plain text, one sentence each; the CLI's NOTE lines and the
+    Simulate page): prefix_affinity without prefix caching never sees a cached prefix (`Router.choose`: every match
+    is 0), so it routes every request to the least outstanding instance."""
+    dep = cfg.deployment
+    if dep is None or dep.router != "prefix_affinity" or cfg.kv_cache.enable_prefix_caching:
+        return []
+    dis = dep.disaggregation
+    choices = dep.replicas if dis is None else dis.prefill.replicas  # the decode pool caches nothing: its choice is the same
+    if choices < 2:
+        return []
+    where = "replica" if dis is None else "prefill instance"
+    return [f"router prefix_affinity with prefix caching off (kv_cache.enable_prefix_caching): no {where} holds a cached "
+            f"prefix, so every request went to the least outstanding {where}, as with router least_outstanding (the "
+            "same run where the router reads exact state, deployment.state_refresh_s = 0; with a refresh interval it "
+            "sees requests finish at each refresh)."]
 
 
 def instance_rows(res: ClusterResult) -> list[dict[str, object]]:

@@ -245,3 +245,25 @@ def test_the_kv_line_shows_no_blocks_in_use_while_the_server_idles():
     mid_gap = float(tl.t_start_s[idle[0]] + tl.duration_s[idle[0]] / 2)
     shown = kv.y[np.searchsorted(kv.t, mid_gap, side="right") - 1]  # a step line: y[i] from t[i] until t[i + 1]
     assert shown == 0.0
+
+
+@pytest.mark.parametrize("rows", [5, 30, 60])
+def test_every_request_row_of_the_plotly_timeline_gets_room_for_its_label(rows):
+    # Review 26: at 30 rows Plotly labelled every other request row (about 9 px per row at 720 px; a category axis
+    # shows every label only with ~1.2 x the tick font per row). The figure grows by what the request panel lacks.
+    res = run_simulation(make_config(workload__num_requests=200, workload__arrival__rate_per_s=50.0))
+    fig = timeline.timeline_figure(res, 0, rows)
+    assert len(fig.layout.yaxis2.categoryarray) == rows
+    font = fig.layout.yaxis2.tickfont.size or 12
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    dom = fig.layout.yaxis2.domain
+    assert plot_px * (dom[1] - dom[0]) / rows >= round(1.2 * font)
+    # one tick per row, on a set range: markers on the rows (KV transfers) padded an autorange by their size, and
+    # Plotly then labelled every other row again (seen in the browser at 1,400 px)
+    assert tuple(fig.layout.yaxis2.range) == (rows - 0.5, -0.5) and fig.layout.yaxis2.nticks == rows
+    gpu, kv = fig.layout.yaxis.domain, fig.layout.yaxis3.domain  # the other panels keep their pixels
+    base = timeline.timeline_figure(res, 0, 5)
+    b_plot = base.layout.height - 80
+    assert plot_px * (kv[1] - kv[0]) == pytest.approx(b_plot * (base.layout.yaxis3.domain[1] - base.layout.yaxis3.domain[0]))
+    assert plot_px * (gpu[1] - gpu[0]) == pytest.approx(b_plot * (base.layout.yaxis.domain[1] - base.layout.yaxis.domain[0]))
+    assert fig.layout.height == 720 if rows == 5 else fig.layout.height > 720

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.components import timeline
 from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components.text import plain
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
 from sim_core import load_preset, run_simulation
@@ -57,8 +58,8 @@ def test_request_rows_draw_decode_from_the_kv_arrival_to_the_finish_with_stalls_
     decoding = stalled = 0.0
     for r, label in enumerate(labels):
         per = spans[label]
-        assert per["decode"] + per.get("stalled", 0.0) == pytest.approx(res.requests.finish_s[r] - per["kv done"], abs=1e-9)
-        decoding, stalled = decoding + per["decode"], stalled + per.get("stalled", 0.0)
+        assert per["decode"] + per.get(timeline.request_state_label("stalled"), 0.0) == pytest.approx(res.requests.finish_s[r] - per["kv done"], abs=1e-9)
+        decoding, stalled = decoding + per["decode"], stalled + per.get(timeline.request_state_label("stalled"), 0.0)
     # the decode instance decodes in almost every tick (only its own prefill-free ticks could stall a request)
     assert decoding > 4 * stalled
 
@@ -210,6 +211,7 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     assert not at.exception and not at.error
     shown = " ".join(c.value for c in at.caption)
     assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
+    assert "waits for a decode slot" in shown and "diamond marks a KV transfer" in shown  # review 26: the new marks
     one = AppTest.from_file(APP, default_timeout=120).run()
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
 
@@ -320,3 +322,161 @@ def test_requests_tab_of_a_deployment_has_one_row_per_instance_as_the_run_has():
     one.session_state["ui.tab"] = "Requests"
     one.run()
     assert not one.exception and not [d for d in one.dataframe if "busy" in d.value.columns]  # one engine: no such table
+
+
+def _back_pressured():
+    """xPyD whose decode pool is short of KV blocks: hand-offs wait for a decode slot (the cluster digest's config)."""
+    cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=10.0,
+                      workload__prompt_tokens={"dist": "lognormal", "mean": 1500, "min": 100, "max": 3000},
+                      workload__output_tokens={"dist": "lognormal", "mean": 300, "min": 1, "max": 600})  # fmt: skip
+    hw = cfg.hardware.model_dump()
+    dep = {"disaggregation": {"prefill": {"replicas": 1, "hardware": hw | {"memory_gib": 19.0}},
+                              "decode": {"replicas": 2, "hardware": hw | {"memory_gib": 19.5}}}}  # fmt: skip
+    return run_simulation(with_value(cfg, "deployment", dep))
+
+
+def _request_bars(fig) -> dict[str, list[tuple[str, float, float]]]:
+    """Request-row bars per trace name: (row, start, end)."""
+    out: dict[str, list[tuple[str, float, float]]] = {}
+    for tr in fig.data:
+        if tr.type == "bar" and tr.yaxis == "y2":
+            out.setdefault(tr.name, []).extend((y, b, b + w) for y, b, w in zip(tr.y, tr.base, tr.x))
+    return out
+
+
+def test_a_wait_for_a_decode_slot_is_its_own_request_state_not_queue_waiting():
+    # Review 26: the back-pressure wait (prefill done, KV held until a decode instance has blocks) was drawn as
+    # "waiting", the grey of a request queued before its prefill, with the same legend entry and hover.
+    from app.components.colors import PHASE_COLORS
+
+    res = _back_pressured()
+    wait = res.kv_transfer_start_s - res.kv_wait_start_s
+    waited = np.flatnonzero(wait > 0)
+    assert waited.size >= 5  # the reproducer does back-pressure
+    label = timeline.request_state_label("kv wait")
+    assert "decode" in label and label != "waiting"
+    assert PHASE_COLORS["kv wait"] not in {c for k, c in PHASE_COLORS.items() if k != "kv wait"}  # its own colour
+    ids = waited[:20]
+    segs = timeline.request_segments(res, 0, 0, ids=ids, split_stalls=False)
+    for r in ids.tolist():
+        mine = [(s, a, b) for q, s, a, b in segs if q == r]
+        assert ("kv wait", res.kv_wait_start_s[r], res.kv_transfer_start_s[r]) in mine
+        assert all(s != "waiting" or b <= res.kv_wait_start_s[r] for s, a, b in mine)  # grey only before its prefill
+    fig = cluster_timeline_figure(res, 0, 60)
+    bars = _request_bars(fig)
+    assert label in bars and "waiting" in bars
+    trace = next(tr for tr in fig.data if tr.name == label and tr.type == "bar")
+    assert trace.marker.color == PHASE_COLORS["kv wait"] and trace.showlegend
+    assert "decode" in trace.hovertemplate and "waiting for" in trace.hovertemplate
+    labels = dict(zip(range(60), request_labels(res, np.arange(60))))
+    for r in waited[waited < 60].tolist():
+        assert (labels[r], res.kv_wait_start_s[r], res.kv_transfer_start_s[r]) in bars[label]
+        assert not any(y == labels[r] and b > res.kv_wait_start_s[r] for y, a, b in bars["waiting"])
+    # the other states keep their colours
+    assert {tr.name: tr.marker.color for tr in fig.data if tr.type == "bar" and tr.name in ("waiting", "prefill", "decode")} == {
+        k: PHASE_COLORS[k] for k in ("waiting", "prefill", "decode")}
+
+
+def test_gantt_rows_name_the_gpu_kind_when_the_pools_differ():
+    # Review 26: Splitwise-HA's rows read "prefill 0 · 8 GPUs" and "decode 0 · 8 GPUs", H100s and A100s alike.
+    cfg = with_value(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"), "workload.num_requests", 20)
+    res = run_simulation(cfg)
+    assert instance_rows(res) == ["prefill 0 · 8× H100", "prefill 1 · 8× H100", "prefill 2 · 8× H100", "decode 0 · 8× A100"]
+    fig = cluster_timeline_figure(res, 0, 10)
+    assert {y for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" for y in tr.y} == set(instance_rows(res))
+    hover = next(tr.hovertemplate for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" and tr.y[0] == "decode 0 · 8× A100")
+    assert "A100 80GB SXM" in hover  # the full name on hover
+    # one kind: today's labels
+    assert instance_rows(_disagg()) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
+    # a GPU name from a link is text, not markup (Plotly renders tags in tick labels and hovers)
+    hw = load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d").deployment.disaggregation.decode.hardware.model_dump()
+    odd = run_simulation(with_value(cfg, "deployment.disaggregation.decode.hardware", hw | {"name": "<a href='x'>A100</a> <b>"}))
+    assert instance_rows(odd)[-1] == "decode 0 · 8× &lt;a"  # its first word, escaped
+    fig = cluster_timeline_figure(odd, 0, 5)
+    assert not any("<a" in (tr.hovertemplate or "") + (tr.name or "") for tr in fig.data)
+
+
+def test_gpu_kinds_are_shortened_only_as_far_as_they_stay_distinct():
+    from app.components.cluster_timeline import short_gpu_names
+
+    assert short_gpu_names(["H100 SXM", "A100 80GB SXM"]) == {"H100 SXM": "H100", "A100 80GB SXM": "A100"}
+    assert short_gpu_names(["A100 40GB SXM", "A100 80GB SXM"]) == {"A100 40GB SXM": "A100 40GB", "A100 80GB SXM": "A100 80GB"}
+    assert short_gpu_names(["A100 80GB PCIe", "A100 80GB PCIe, NVLink-bridged pair"]) == {
+        "A100 80GB PCIe": "A100 80GB PCIe", "A100 80GB PCIe, NVLink-bridged pair": "A100 80GB PCIe, NVLink-bridged"}
+    assert short_gpu_names(["H100 SXM"]) == {"H100 SXM": "H100"} and short_gpu_names([]) == {}
+    assert short_gpu_names(["X  Y", "X Y"]) == {"X  Y": "X  Y", "X Y": "X Y"}  # apart only by spacing: whole
+    assert short_gpu_names(["B200 (HGX, 1000 W)", "H200 SXM"]) == {"B200 (HGX, 1000 W)": "B200", "H200 SXM": "H200"}
+
+
+def test_a_kv_transfer_too_short_to_draw_gets_a_marker_with_its_true_duration():
+    # Review 26: at the opening 5 s window, Splitwise-HA's 400 GB/s transfers (~0.5 ms, a tenth of a pixel) were bars
+    # nobody could see or hover.
+    res = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
+    window = timeline.opening_window(res)
+    assert window is not None and window[1] - window[0] >= 2.0
+    fig = cluster_timeline_figure(res, 0, 30, window=window)
+    bars = [tr for tr in fig.data if tr.type == "bar" and tr.name == "kv transfer"]
+    marks = [tr for tr in fig.data if tr.type == "scatter" and tr.legendgroup == "kv transfer"]
+    assert bars and len(marks) == 1
+    true_ms = {y: w * 1e3 for tr in bars for y, w in zip(tr.y, tr.x)}  # bars keep the true width
+    m = marks[0]
+    assert m.mode == "markers" and len(m.x) == sum(w < (window[1] - window[0]) * 1e3 / 200 for w in true_ms.values()) > 0
+    for y, x, custom in zip(m.y, m.x, m.customdata):
+        assert custom[1] == pytest.approx(true_ms[y])  # the hover gives the true duration
+    assert "ms" in m.hovertemplate and "%{customdata[1]" in m.hovertemplate
+    assert count_points(fig) <= MAX_TIMELINE_POINTS
+    # a transfer wide enough to see is a bar only (these take ~36 us: layer-wise, only the last layer's share waits)
+    assert max(true_ms.values()) < 0.1
+    wide = cluster_timeline_figure(res, 0, 30, window=(window[0], window[0] + 0.002))
+    assert not [tr for tr in wide.data if tr.type == "scatter" and tr.legendgroup == "kv transfer" and len(tr.x)]
+
+
+@pytest.mark.parametrize("rows", [30, 60])
+def test_every_request_row_gets_room_for_its_label(rows):
+    # Review 26: at 30 rows Plotly labelled every other request row: a category axis shows every label only with
+    # about 1.2 x the tick font size per row (plotly.js prepTicks: Lib.bigFont), and the panel had ~11 px per row.
+    res = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
+    fig = cluster_timeline_figure(res, 0, rows, window=timeline.opening_window(res))
+    shown = fig.layout.yaxis2.categoryarray
+    assert len(shown) == rows
+    font = fig.layout.yaxis2.tickfont.size or 12
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    dom = fig.layout.yaxis2.domain
+    assert plot_px * (dom[1] - dom[0]) / rows >= round(1.2 * font)
+    # one tick per row, on a set range: markers on the rows (KV transfers) padded an autorange by their size, and
+    # Plotly then labelled every other row again (seen in the browser at 1,400 px)
+    assert tuple(fig.layout.yaxis2.range) == (rows - 0.5, -0.5) and fig.layout.yaxis2.nticks == rows
+
+
+def test_simulate_page_says_prefix_affinity_without_prefix_caching_routes_as_least_outstanding():
+    # Review 26: the run silently behaved as least_outstanding
+    from sim_core.cluster.report import routing_notes
+
+    cfg = with_value(make_config(workload__num_requests=30), "deployment", {"replicas": 2, "router": "prefix_affinity"})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception and not at.error
+    note = routing_notes(cfg)[0]
+    shown = [c.value for c in at.caption if "least outstanding" in c.value]
+    assert len(shown) == 1 and "least outstanding" in shown[0] and "kv\\_cache" not in shown[0]  # escaped as text only where needed
+    assert shown[0].endswith(plain(note))
+    cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not [c.value for c in at.caption if "least outstanding" in c.value]
+
+
+def test_one_replica_reads_singular_in_the_page_and_the_editor():
+    # Review 26: "1 replicas of H100 SXM (1 GPUs)" and "1 GPUs = 1 replicas x TP 1"
+    cfg = with_value(make_config(workload__num_requests=10), "deployment", {"replicas": 1})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["cfg"] = encode_config(cfg)
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(c.value for c in at.caption) + " ".join(c.value for c in at.sidebar.caption)
+    assert "1 replica of H100 SXM (1 GPU)" in text and "1 GPU = 1 replica x TP 1" in text
+    assert "replicas (" not in text and "1 GPUs" not in text and "1 replicas" not in text
+    res = run_simulation(cfg)
+    assert cluster_timeline_figure(res, 0, 5).layout.annotations[0].text == "Instances (1 GPU)"

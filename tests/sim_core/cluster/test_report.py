@@ -48,3 +48,37 @@ def test_the_tables_of_a_deployment_run_join_on_the_instance_column(tmp_path):
         per_instance = ticks.groupby("instance").size()
         assert all(per_instance[name] >= n for name, n in zip(inst["instance"], inst["ticks"]))  # busy ticks + idle rows
         assert inst["gpus"].str.contains("A100|H100").all()
+
+
+def test_one_replica_and_one_gpu_are_singular(capsys):
+    # Review 26: "1 replicas of H100 SXM (1 GPUs)"
+    from sim_core.cluster.report import counted, describe_deployment
+    from tests.conftest import make_config
+
+    assert counted(1, "GPU") == "1 GPU" and counted(2, "GPU") == "2 GPUs" and counted(1200, "replica") == "1,200 replicas"
+    cfg = make_config(deployment={"replicas": 1})
+    assert describe_deployment(cfg).startswith("1 replica of H100 SXM (1 GPU), router")
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=10", "--set", "deployment.replicas=1"]) == 0
+    assert "on 1 replica of H100 SXM (1 GPU)," in capsys.readouterr().out
+
+
+def test_prefix_affinity_without_prefix_caching_says_it_routes_as_least_outstanding(capsys):
+    # Review 26: prefix_affinity with kv_cache.enable_prefix_caching off never sees a cached prefix, so it routes every
+    # request to the least outstanding replica; nothing said so.
+    from sim_core.cluster.report import routing_notes
+    from tests.conftest import make_config
+
+    args = ["run", "chat-h100-llama8b", "--set", "workload.num_requests=10", "--set", "deployment.replicas=2",
+            "--set", "deployment.router=prefix_affinity"]  # fmt: skip
+    assert main(args) == 0
+    note = next(line for line in capsys.readouterr().out.splitlines() if "prefix_affinity" in line and "NOTE" in line)
+    assert "kv_cache.enable_prefix_caching" in note and "least outstanding" in note
+    assert main([*args, "--set", "kv_cache.enable_prefix_caching=true"]) == 0
+    assert "NOTE: router prefix_affinity" not in capsys.readouterr().out
+    on = make_config(deployment={"replicas": 2, "router": "prefix_affinity"}, kv_cache__enable_prefix_caching=True)
+    assert routing_notes(on) == []
+    assert routing_notes(make_config(deployment={"replicas": 2, "router": "least_outstanding"})) == []
+    assert routing_notes(make_config(deployment={"replicas": 1, "router": "prefix_affinity"})) == []  # nothing to choose
+    assert "as with router least_outstanding" in routing_notes(make_config(deployment={"replicas": 2, "router": "prefix_affinity"}))[0]
+    xpyd = make_config(deployment={"router": "prefix_affinity", "disaggregation": {"prefill": {"replicas": 2}}})
+    assert routing_notes(xpyd) and "prefill" in routing_notes(xpyd)[0]
