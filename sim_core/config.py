@@ -345,7 +345,7 @@ class KVCacheConfig(StrictModel):
     kv_compression: float = Field(
         1.0, ge=0.05, le=1.0, description="Fraction of KV bytes kept after compression (article: 0.7-0.9; 1 = none)."
     )
-    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GiB (vLLM swap_space).")
+    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GiB per GPU (vLLM swap_space).")
     watermark: float = Field(
         0.01, ge=0, le=0.5, description="Fraction of KV blocks kept free at admission (watermark admission)."
     )

@@ -162,7 +162,6 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
         MemoryPlanError: with the numbers and the knobs that would make it fit.
     """
     hw, kv = cfg.hardware, cfg.kv_cache
-    t = hw.num_gpus
     budget, weights, workspace, kv_bytes = kv_pool_bytes(cfg)
     block_bytes = kv.block_size * kv_bytes_per_token_per_gpu(cfg)
     gib = lambda x: f"{x / GIB:.2f} GiB"  # noqa: E731
@@ -188,7 +187,8 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
             + "Lower max_num_batched_tokens, use an FP8 KV cache (kv_cache.kv_dtype) or kv_compression, add GPUs, "
             "or shorten the workload's lengths / model.max_model_len."
         )
-    num_host_blocks = int(kv.swap_space_gb * GIB / t // block_bytes)
+    # vLLM's swap_space is per GPU ("CPU swap space size (GiB) per GPU"): each TP worker swaps its own shard.
+    num_host_blocks = int(kv.swap_space_gb * GIB // block_bytes)
     return MemoryPlan(budget, weights, workspace, kv_bytes, block_bytes, num_blocks, num_host_blocks, kv.block_size)
 
 

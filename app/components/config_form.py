@@ -142,7 +142,7 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("kv_cache.memory_rule", "KV pool rule (engine)", "select", options=_lit("kv_cache.memory_rule")),
         Spec("kv_cache.kv_dtype", "KV precision", "select", options=_lit("kv_cache.kv_dtype")),
         Spec("kv_cache.kv_compression", "KV compression (fraction kept)", "slider", 0.05, 1.0, 0.05),
-        Spec("kv_cache.swap_space_gb", "Host swap space (GiB)", "number", 0.0, 4096.0, 1.0),
+        Spec("kv_cache.swap_space_gb", "Host swap space per GPU (GiB)", "number", 0.0, 4096.0, 1.0),
         Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
         Spec("kv_cache.enable_prefix_caching", "Prefix caching (reuse cached prompt blocks)", "toggle"),
         Spec("kv_cache.eviction_policy", "Prefix-cache eviction (which cached block goes first)", "select",

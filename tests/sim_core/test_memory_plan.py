@@ -87,3 +87,15 @@ def test_memory_rules_order_the_kv_pool_as_engines_do():
     # SGLang keeps activations and runtime outside its static fraction: more KV than vLLM at the same fraction.
     cfg = vllm_config({"preset": "h100-sxm"}, "llama-3.1-8b", 1, 8192, 8192)
     assert kv("sglang", 0.88) == pytest.approx(kv("vllm", 0.88) + plan_memory(cfg).workspace_bytes)
+
+
+def test_swap_space_is_per_gpu_as_in_vllm():
+    # vLLM's --swap-space is "CPU swap space size (GiB) per GPU" (vllm/engine/arg_utils.py): each TP worker keeps
+    # swap_space GiB of its own shard's blocks. vllm-project/vllm#5248: deepseek-coder-6.7b (32 layers, 32 KV heads of
+    # 128, FP16: Llama-2-7B's KV shape) at TP2 with the default 4 GiB logs '# CPU blocks: 1024' (4 GiB / (16 tokens x
+    # 256 KiB per GPU)); dividing the 4 GiB among the GPUs would give 512.
+    for tp in (1, 2, 4):
+        plan = plan_memory(vllm_config({"preset": "a100-80gb"}, "llama-2-7b", tp, 4096, 4096, swap_space_gb=4.0))
+        assert plan.num_host_blocks == 4 * GIB // plan.block_bytes
+    plan = plan_memory(vllm_config({"preset": "a100-80gb"}, "llama-2-7b", 2, 4096, 4096, swap_space_gb=4.0))
+    assert plan.num_host_blocks == 1024
