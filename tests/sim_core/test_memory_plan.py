@@ -26,6 +26,10 @@ PUBLISHED = [
     ({"preset": "a100-80gb"}, "llama-2-70b", 4, 4096, 4096, 31615,
      "vllm-project/vllm PR #2031: Llama2-70B TP4 4xA100-80GB, main before the PR: '# GPU blocks: 31615' "
      "(the PR's profiler counts another ~13 GiB of non-PyTorch memory per GPU: 20865)"),
+    ({"preset": "h100-sxm"}, "llama-3.1-8b", 1, 8192, 8192, 27284,
+     "vllm-project/vllm PR #10511 (youkaichao, 2024-12-14, sanity check): 'vllm serve meta-llama/Meta-Llama-3-8B' on an "
+     "H100-80GB: total_gpu_memory 79.22GiB, weights 14.96GiB, non_torch_memory 1.79GiB, activation peak 1.26GiB, "
+     "available_kv_cache_memory 53.29GiB = 27,284 blocks of 16 x 128 KiB (the model: 28,203, +3.4 %)"),
     (RTX_3090, "llama-3.1-8b", 1, 20000, 20000, 1952,
      "vllm-project/vllm issue #10517 (comment 2024-12-02): Llama-3.1-8B on an RTX 3090, max_model_len 20k, "
      "'GPU blocks: 1952'"),
