@@ -173,6 +173,7 @@ class Deployment:
                     eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"
                 eng.idle_to_own_input = role == "replica"
+                eng.merge_idle_rows = role == "prefill"  # (its idle rows end where its own state changes)
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
