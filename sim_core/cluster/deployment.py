@@ -183,7 +183,10 @@ class Deployment:
         self._back_ids = [(len(self.front) + d,) for d in range(len(self.back))]  # (`_gating_back`: a transfer's)
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
-        self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
+        # (A scheduler that pre-empts by swapping may run a tick that only swaps KV: no forward pass, its fixed
+        # overhead plus PCIe time, `CostModel.tick`; the fixed overhead bounds it.)
+        self.min_tick_s = [x.engine.cost.tick_overhead_s if x.engine.sched.use_swap else float(x.engine.cost.tick(0, 0, 0, 0, 0)[0])
+                           for x in self.instances]  # fmt: skip
         # A request emits a token only in a tick that computes one token for one sequence at least, so the ticks that
         # bring a request to its finish are each no shorter than this one (Engine.outstanding_bounds).
         self.min_emit_tick_s = [float(x.engine.cost.tick(1, 1, 1, 0, 1)[0]) for x in self.instances]
