@@ -476,8 +476,8 @@ def run_ticks(engine: Engine):
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     # A prefill-pool instance (`hands_off`): prompts that complete leave at their first token (`_hand_off`), between
     # requests it idles inside the run (`Engine.idle_end_s`; idle rows end at `idle_ends`), and the run pauses after every
-    # row: where a general step would end (what the cluster reads between steps decides the horizons it gives, which
-    # end idle rows; a run of several rows would change them)
+    # row (or idle step that extends one): where a general step would end (what the cluster reads between steps decides
+    # the horizons it gives, which end idle steps; a run of several rows would change them)
     hand_off = engine.hand_off_prefilled
     handing: list[int] = []  # this tick's hand-offs
     handed: list[int] = []  # every hand-off of the run

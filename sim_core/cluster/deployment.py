@@ -36,9 +36,11 @@ router reads them: `_seen`, `Engine.num_outstanding`, `outstanding_bounds`, `liv
 are added as usual, and a transfer into a paused decode run joins it as a new run would set it up
 (`Engine.inject_prefilled`); anything else ends it first (`Engine.settle`), as does the end of the loop. A prefill
 instance runs on the fast path too (`fastpath.hands_off`): its run pauses after every row, where a general step ends
-(the horizons it is given, which end its idle rows, are the general steps'), hands requests off at their first token
+(the horizons it is given, which end its idle steps, are the general steps'), hands requests off at their first token
 inside the run, and takes the release of their blocks while paused (`Engine.release`); the loop reads it through
-`Engine.has_work`, `is_busy` and `next_arrival_s`.
+`Engine.has_work`, `is_busy` and `next_arrival_s`. Its idle steps extend one idle row while its state stays the same
+(`Engine.merge_idle_rows`): a row ends where its own state changes (an arrival, a release of its blocks, a limit), not
+at a horizon, which depends on the loop's order of steps.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
