@@ -310,12 +310,16 @@ class CostModel:
             return self._tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes)
         T = np.asarray(num_tokens, dtype=np.float64)
         gemm_flops = self._gemm_flops_per_token * T + self._lm_head_flops_per_sample * np.asarray(num_samples, dtype=np.float64)
-        gemm_bytes = self._dense_weight_bytes + self.expert_bytes(T) + self._gemm_act_bytes_per_token * T
+        # A tick that computes no token but moves swapped KV runs no forward pass: no weight is streamed (an empty
+        # tick without swap, the deployment's shortest-tick lookahead, still prices one)
+        swap = np.asarray(swap_bytes, dtype=np.float64)
+        streams = (T > 0) | (swap == 0)
+        gemm_bytes = np.where(streams, self._dense_weight_bytes + self.expert_bytes(T), 0.0) + self._gemm_act_bytes_per_token * T
         attn_flops = self._attn_flops_per_pair * np.asarray(attn_pairs, dtype=np.float64)
         attn_bytes = (self._kv_read_bytes_per_token * np.asarray(kv_read_tokens, dtype=np.float64) + self._kv_bytes_per_token * T
                       + self._attn_act_bytes_per_token * T)
-        gemm_compute_s = gemm_flops / self._gemm_flops_per_s + self._dequant_s_per_weight_byte * (
-            self._body_weight_bytes + self.expert_bytes(T))
+        gemm_compute_s = gemm_flops / self._gemm_flops_per_s + np.where(streams, self._dequant_s_per_weight_byte * (
+            self._body_weight_bytes + self.expert_bytes(T)), 0.0)
         attn_compute_s = attn_flops / self._attn_flops_per_s
         gemm_mem_s = gemm_bytes / self._bytes_per_s
         attn_mem_s = attn_bytes / self._bytes_per_s
@@ -325,7 +329,7 @@ class CostModel:
                   + np.where(T > 0, self._elem_bytes_per_token * T / self._bytes_per_s + self._layer_fixed_s, 0.0))
         comm_s = np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
         overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * np.asarray(num_seqs, dtype=np.float64)
-        duration_s = busy_s + comm_s + overhead_s + np.asarray(swap_bytes, dtype=np.float64) / self._pcie_bytes_per_s
+        duration_s = busy_s + comm_s + overhead_s + swap / self._pcie_bytes_per_s
         is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
         return duration_s, gemm_flops + attn_flops, gemm_bytes + attn_bytes, is_compute
 
@@ -362,6 +366,8 @@ class CostModel:
                 dequant_s = dqb * (body + experts)
             else:
                 gemm_bytes, dequant_s = dense_expert + act * T, dense_dequant_s
+            if swap_bytes and not num_tokens:  # swaps only: no forward pass, no weight streamed (as the array path)
+                gemm_bytes, dequant_s = 0.0 + act * T, 0.0
             gemm_flops = gft * T + lmh * num_samples
             attn_flops = afp * attn_pairs
             attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T

@@ -94,6 +94,10 @@ class Engine:
         self._kv_live: tuple | None = None  # kv_used_bounds of a paused run: (requests added, its LiveKvCurve or None)
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
         self.idle_to_own_input = False  # a cluster's replica: an idle row ends at its own next arrival (`idle_end_s`)
+        # A cluster's prefill instance: an idle row that goes on from the last one, nothing run or changed between, extends
+        # it (`_record_idle`), so its idle rows end where its own state changes, not at the horizons the loop gives it
+        self.merge_idle_rows = False
+        self._idle_row: tuple | None = None  # its last idle row: (rows recorded then, start, end, `_idle_state` then)
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks
@@ -203,9 +207,36 @@ class Engine:
         gap = until_s - st.now_s
         if gap <= 0:  # only in a cluster: the horizon is now (another engine must move first)
             return
+        if self.merge_idle_rows:
+            state = self._idle_state()
+            row = self.open_idle_row()
+            if row is not None and row[3] == state:  # the same idle state since the last row: it goes on to until_s
+                self.extend_idle_row(until_s)
+                return
+            self._idle_row = (self.rec.num_ticks + 1, st.now_s, until_s, state)
         self.rec.tick((st.now_s, gap, Phase.IDLE, 0, 0, 0, 0, 0, st.waiting_keys.size, st.swapped_keys.size,
                        self.kv.num_used, 0.0, 0.0, 0, 0, 0, self.sched.batch_cap))  # fmt: skip
         st.now_s = until_s
+
+    def extend_idle_row(self, until_s: float) -> None:
+        """The open idle row (`open_idle_row`) goes on to `until_s`, and the clock with it."""
+        row = self._idle_row
+        self.rec.set_last_duration(until_s - row[1])  # (its end minus its start, as a row's own: not a sum of gaps)
+        self._idle_row = (row[0], row[1], until_s, row[3])
+        self.st.now_s = until_s
+
+    def _idle_state(self) -> tuple[int, int, int, int]:
+        """What an idle row records of the engine besides its time: requests queued and swapped out, blocks in use, batch cap."""
+        st = self.st
+        return st.waiting_keys.size, st.swapped_keys.size, self.kv.num_used, self.sched.batch_cap
+
+    def open_idle_row(self) -> tuple | None:
+        """(`merge_idle_rows`) The last idle row while it is the last row recorded and ends at the clock: an idle row
+        from the clock in the same state (`_idle_state`; the fast path's `run_ticks` too) extends it, else None."""
+        row = self._idle_row
+        if row is not None and row[0] == self.rec.num_ticks and row[2] == self.st.now_s:
+            return row
+        return None
 
     # ------------------------------------------------------------------ cluster hooks (sim_core/cluster)
     @property

@@ -476,21 +476,28 @@ def run_ticks(engine: Engine):
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     # A prefill-pool instance (`hands_off`): prompts that complete leave at their first token (`_hand_off`), between
     # requests it idles inside the run (`Engine.idle_end_s`; idle rows end at `idle_ends`), and the run pauses after every
-    # row: where a general step would end (what the cluster reads between steps decides the horizons it gives, which
-    # end idle rows; a run of several rows would change them)
+    # row (or idle step that extends one): where a general step would end (what the cluster reads between steps decides
+    # the horizons it gives, which end idle steps; a run of several rows would change them)
     hand_off = engine.hand_off_prefilled
     handing: list[int] = []  # this tick's hand-offs
     handed: list[int] = []  # every hand-off of the run
-    j_paused = 0  # rows run at the last pause (or the start)
+    j_paused = 0  # rows run at the last pause (or the start), merged idle rows included
     idle_ends: dict[int, float] = {}  # idle row -> its end (the next arrival or the horizon, not its start + gap)
+    # `Engine.merge_idle_rows`: an idle row that goes on from the last idle row (no row between, the same blocks in use)
+    # extends it, as `Engine._record_idle` does: the last one recorded before the run (`idle_j` 0, the engine's
+    # `open_idle_row`), or this run's (row `idle_j` - 1); `merged` counts them (the run pauses after each, as after a row)
+    merge = engine.merge_idle_rows
+    idle_j, idle_from, idle_used, merged = -1, 0.0, -1, 0
+    if merge and (last := engine.open_idle_row()) is not None and last[3][:2] == (0, 0) and last[3][3] == cap:
+        idle_j, idle_from, idle_used = 0, last[1], last[3][2]
     peak_in_tick = 0  # the most blocks in use during a tick that freed some at its end (`Engine.kv_peak_in_tick_blocks`)
     while j < tick_budget:
-        if now >= max_time or hand_off and j > j_paused:  # cluster hook: at the horizon the cluster may add requests
-            if now >= max_time >= lim.max_sim_time_s:  # here and let the run go on (a prefill instance: after each row)
+        if now >= max_time or hand_off and j + merged > j_paused:  # cluster hook: at the horizon the cluster may add
+            if now >= max_time >= lim.max_sim_time_s:  # requests here and let the run go on (a prefill instance: after each row)
                 break
-            j_paused = j
-            horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j, d, finish_at, prefilling,
-                                                   waiting, head, not fixed and pc is None)  # fmt: skip
+            j_paused = j + merged
+            horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j + merged, d, finish_at,
+                                                   prefilling, waiting, head, not fixed and pc is None)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
                 # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
                 # each tick prefills, no tick decodes only)
@@ -674,7 +681,20 @@ def run_ticks(engine: Engine):
             until = engine.idle_end_s(next_arrival_s)  # (a prefill instance between requests: the idle step's end)
             if until is None:
                 break
-            rows.append((until - now, 0, 0, 0, num_blocks - free, 0.0, 0.0, 0))  # _ROW
+            used = num_blocks - free
+            if idle_j == j and idle_used == used:  # (`merge`) the last idle row goes on to `until`
+                if j:
+                    rows[-1] = (until - idle_from, 0, 0, 0, used, 0.0, 0.0, 0)  # _ROW
+                    idle_ends[j - 1] = until
+                else:  # the engine's last row, recorded before the run: the run's rows start after it
+                    engine.extend_idle_row(until)
+                    now0 = until
+                now = until
+                merged += 1
+                continue
+            rows.append((until - now, 0, 0, 0, used, 0.0, 0.0, 0))  # _ROW
+            if merge:
+                idle_j, idle_from, idle_used = j + 1, now, used
             idle_ends[j] = now = until
             j += 1
             continue
@@ -789,7 +809,13 @@ def run_ticks(engine: Engine):
         pc.tick_offset = 0
     engine._note_kv_peak(peak_in_tick)
     if j == 0:
-        return False
+        if not merged:
+            return False
+        # (idle only, the engine's last idle row extended: its clock and the arrivals queued meanwhile, written back)
+        st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
+        st.status[st.key_to_id(st.waiting_keys)] = Status.WAITING
+        st.next_arrival = ptr
+        return True
     if row_blocks:
         rows = _rows_with_blocks(rows, row_blocks, j)
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
@@ -797,6 +823,8 @@ def run_ticks(engine: Engine):
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
+    if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
+        engine._idle_row = (rec.num_ticks, idle_from, now, (0, 0, idle_used, cap))
     return done
 
 

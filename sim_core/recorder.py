@@ -40,6 +40,8 @@ def _next_rows(rows_so_far: int, row_bytes: int) -> int:
     cap = MAX_CHUNK_BYTES // row_bytes // CHUNK_ROWS * CHUNK_ROWS
     return max(CHUNK_ROWS, min(rows_so_far, cap))
 
+_DURATION = TICK_COLUMNS.index("duration_s")
+
 # Events at one instant: the previous tick's outcomes first, then the next tick's membership changes
 # (a request pre-empted and re-admitted in one plan reads PREEMPTED, then SCHEDULED).
 EVENT_RANK = np.zeros(max(Event) + 1, dtype=np.int8)
@@ -97,6 +99,10 @@ class _ColumnChunks:
         self.size += n
         if self._n == self._rows:
             self._next_chunk(self.size)
+
+    def last_row(self) -> np.ndarray:
+        """The last row appended (a writable view of its `width` values); there must be one."""
+        return self._cur[:, self._n - 1] if self._n else self._full[-1][:, -1]
 
     def columns(self, dtypes: list) -> list[np.ndarray]:
         """Every column as one array of its dtype (cast as `astype` does), copied once from the chunks."""
@@ -176,6 +182,14 @@ class Recorder:
         self._flush()
         self._ticks.extend_columns([cols[name] for name in TICK_COLUMNS], n)
         self.num_ticks += n
+
+    def set_last_duration(self, duration_s: float) -> None:
+        """Lengthen the last tick row (an idle row that goes on: `Engine._record_idle`); there must be one."""
+        if self._rows:
+            row = self._rows[-1]
+            self._rows[-1] = (row[0], duration_s, *row[2:])
+        else:
+            self._ticks.last_row()[_DURATION] = duration_s
 
     def _flush(self) -> None:
         if self._rows:

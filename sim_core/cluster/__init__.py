@@ -22,7 +22,7 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
   Engine.take_arrivals_externally(), inject_prefilled(...), reserve(...), release(...)   decode side
   Engine.hand_off_prefilled / handed_off / _hand_off   prefill side: leave at the first token, KV kept
   Engine.has_work, num_outstanding (counts added, not yet arrived requests); kv.usage;
-      cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead)
+      cost.tick(0, 0, 0, 0, 0) (shortest tick, lookahead; tick_overhead_s where a swap-only tick may run)
   Engine.outstanding_bounds(t, min_tick), kv_usage_bounds(t, min_tick), kv_used_bounds(t, min_tick)   routers settle
       choices without ending runs (and the decode-side dispatch skips decode instances that cannot fit); release,
       reserve and inject_prefilled reset their memos (they change an engine's state without a tick)

@@ -36,9 +36,11 @@ router reads them: `_seen`, `Engine.num_outstanding`, `outstanding_bounds`, `liv
 are added as usual, and a transfer into a paused decode run joins it as a new run would set it up
 (`Engine.inject_prefilled`); anything else ends it first (`Engine.settle`), as does the end of the loop. A prefill
 instance runs on the fast path too (`fastpath.hands_off`): its run pauses after every row, where a general step ends
-(the horizons it is given, which end its idle rows, are the general steps'), hands requests off at their first token
+(the horizons it is given, which end its idle steps, are the general steps'), hands requests off at their first token
 inside the run, and takes the release of their blocks while paused (`Engine.release`); the loop reads it through
-`Engine.has_work`, `is_busy` and `next_arrival_s`.
+`Engine.has_work`, `is_busy` and `next_arrival_s`. Its idle steps extend one idle row while its state stays the same
+(`Engine.merge_idle_rows`): a row ends where its own state changes (an arrival, a release of its blocks, a limit), not
+at a horizon, which depends on the loop's order of steps.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
 (tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
@@ -173,6 +175,7 @@ class Deployment:
                     eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"
                 eng.idle_to_own_input = role == "replica"
+                eng.merge_idle_rows = role == "prefill"  # (its idle rows end where its own state changes)
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
@@ -182,7 +185,10 @@ class Deployment:
         self._back_ids = [(len(self.front) + d,) for d in range(len(self.back))]  # (`_gating_back`: a transfer's)
         # Lookahead: no tick is shorter than an empty one (the cost model is monotone in the batch), so an
         # instance at `now` cannot emit anything before now + this; the other pool may run that far ahead.
-        self.min_tick_s = [float(x.engine.cost.tick(0, 0, 0, 0, 0)[0]) for x in self.instances]
+        # (A scheduler that pre-empts by swapping may run a tick that only swaps KV: no forward pass, its fixed
+        # overhead plus PCIe time, `CostModel.tick`; the fixed overhead bounds it.)
+        self.min_tick_s = [x.engine.cost.tick_overhead_s if x.engine.sched.use_swap else float(x.engine.cost.tick(0, 0, 0, 0, 0)[0])
+                           for x in self.instances]  # fmt: skip
         # A request emits a token only in a tick that computes one token for one sequence at least, so the ticks that
         # bring a request to its finish are each no shorter than this one (Engine.outstanding_bounds).
         self.min_emit_tick_s = [float(x.engine.cost.tick(1, 1, 1, 0, 1)[0]) for x in self.instances]

@@ -109,6 +109,21 @@ def test_comm_and_swap_terms_are_the_parts_of_a_tick_they_name():
     assert float(tp2.swap_time_s(1e9)) == pytest.approx(d1 - d0, rel=1e-9)
 
 
+@pytest.mark.parametrize("overrides", [{}, {"model": "mixtral-8x7b", "hardware__num_gpus": 2},
+                                       {"model__weight_dtype": "int4", "calibration__dequant_flops_per_weight": 90.0}])
+def test_a_tick_that_only_swaps_kv_costs_its_overhead_and_pcie_time_no_weight_read(overrides):
+    # A swap-only tick (pre-emption by swapping, nothing computed) runs no forward pass: it streamed every weight (and
+    # paid INT4 dequantisation, MoE experts) before; an empty tick without swap still prices one (the lookahead)
+    cm = CostModel(make_config(**overrides))
+    swap = 3 * 2**20
+    zero = np.array(0)
+    for dur, flops, nbytes, _ in (cm.tick(0, 0, 0, 0, 0, swap), cm.tick(zero, zero, zero, zero, zero, np.array(float(swap)))):
+        assert float(dur) == cm.tick_overhead_s + float(cm.swap_time_s(swap))
+        assert float(flops) == 0.0 and float(nbytes) == 0.0
+    assert float(cm.tick(0, 0, 0, 0, 0)[0]) > cm.tick_overhead_s  # (the empty forward pass reads the weights)
+    assert float(cm.tick(1, 1, 1, 0, 1, swap)[2]) > float(cm.tick(0, 0, 0, 0, 0, swap)[2])  # (computing tokens reads them)
+
+
 def test_weight_only_quantised_gemms_pay_a_dequantisation_cost_per_weight():
     # INT4 weights with 16-bit activations: every streamed weight is unpacked on CUDA cores (compute side of the
     # GEMM roofline); 16-bit weights and FP8 weights on FP8 tensor cores pay nothing; FP8 weights on an A100 do.

@@ -145,3 +145,25 @@ def test_a_run_leaves_its_batch_log_unbuilt_until_read():
     assert "tick" not in vars(res.batches)  # not built by the run
     ticks = res.batches.tick
     assert ticks.size > 0 and ticks[-1] < res.timeline.num_ticks and np.all(np.diff(ticks) >= 0)
+
+
+def test_set_last_duration_lengthens_the_last_row_staged_or_chunked():
+    # (a prefill instance's idle row that goes on: Engine.extend_idle_row) the last row, wherever it is kept: staged,
+    # in the current chunk, or the last of a full chunk; no other row changes
+    from sim_core.recorder import CHUNK_ROWS
+
+    width = len(TICK_COLUMNS)
+    for n in (1, STAGE_ROWS - 1, STAGE_ROWS, CHUNK_ROWS, CHUNK_ROWS + 1):
+        rec = Recorder(0)
+        rows = np.arange(n * width, dtype=np.float64).reshape(n, width)
+        if n >= CHUNK_ROWS:
+            rec.tick_block(rows)
+        else:
+            for row in rows:
+                rec.tick(tuple(row))
+        rec.set_last_duration(-1.0)
+        rec._flush()
+        got = np.stack(rec._ticks.columns([np.float64] * width), axis=1)
+        want = rows.copy()
+        want[-1, TICK_COLUMNS.index("duration_s")] = -1.0
+        assert np.array_equal(got, want), n
