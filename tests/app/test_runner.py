@@ -130,17 +130,22 @@ def test_tables_are_built_once_and_counted_in_the_cache():
     assert runner.server().cache.num_bytes > before
 
 
-@pytest.fixture
-def tiny_budget(tmp_path, monkeypatch):
-    """The app with a server budget of 50 ticks per run (and no workers: in-process is enough here)."""
+def _server_with(tmp_path, monkeypatch, settings_toml: str):
+    """The app's runner under these server settings, with a fresh cache (cleared again after the test)."""
     from app.components import runner
 
     settings = tmp_path / "server.toml"
-    settings.write_text("[run]\nmax_ticks = 50\n[worker]\nenabled = false\n")
+    settings.write_text(settings_toml)
     monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
     runner.server.clear()
-    yield
+    yield runner
     runner.server.clear()
+
+
+@pytest.fixture
+def tiny_budget(tmp_path, monkeypatch):
+    """The app with a server budget of 50 ticks per run (and no workers: in-process is enough here)."""
+    yield from _server_with(tmp_path, monkeypatch, "[run]\nmax_ticks = 50\n[worker]\nenabled = false\n")
 
 
 def test_a_link_cannot_raise_the_budget_and_the_page_says_so(tiny_budget):
@@ -230,14 +235,7 @@ def test_a_plan_under_a_budget_stops_every_run_at_it():
 @pytest.fixture
 def in_thread_server(tmp_path, monkeypatch):
     """The app's runner with in-process runs (a fake clock in sim_core.budget reaches them) and a fresh cache."""
-    from app.components import runner
-
-    settings = tmp_path / "server.toml"
-    settings.write_text("[run]\nmax_wall_s = 1.0\nmax_ticks = 200\n[worker]\nenabled = false\n")
-    monkeypatch.setenv("SIM_SERVER_CONFIG", str(settings))
-    runner.server.clear()
-    yield runner
-    runner.server.clear()
+    yield from _server_with(tmp_path, monkeypatch, "[run]\nmax_wall_s = 1.0\nmax_ticks = 200\n[worker]\nenabled = false\n")
 
 
 def test_a_run_a_busy_server_stopped_is_run_again_when_asked_later(in_thread_server, monkeypatch):

@@ -34,14 +34,17 @@ from tests.sim_core.test_budget import with_check_interval
 FLAGS = ({"pause_runs": False}, {"route_early": False}, {"mid_run_routing": False})
 
 
-def _run(cfg, **flags):
+def _run(cfg, tick_bound_scale: float = 1.0, **flags):
+    """The deployment's result; `tick_bound_scale` < 1: a looser (still valid) lookahead, denser horizons."""
+
     def hang(*_):
-        raise AssertionError(f"the deployment did not end within 120 s ({flags})")
+        raise AssertionError(f"the deployment did not end within 120 s ({flags}, {tick_bound_scale})")
 
     old = signal.signal(signal.SIGALRM, hang)
     signal.alarm(120)  # (a loop that spins forever fails the test instead of hanging it)
     try:
         dep = Deployment(cfg, check_invariants=True, **flags)
+        dep.min_tick_s = [m * tick_bound_scale for m in dep.min_tick_s]
         dep.run()
         return dep, build_result(dep)
     finally:

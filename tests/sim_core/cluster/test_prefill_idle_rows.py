@@ -12,35 +12,15 @@ last one, in the same state with nothing run between, now extends it (general st
 from __future__ import annotations
 
 import random
-import signal
 
 import numpy as np
 import pytest
 
-from sim_core.cluster import Deployment
-from sim_core.cluster.result import build_result
 from sim_core.costmodel import MemoryPlanError
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.sim_core.cluster.test_disagg_fastpath import _assert_same_deployment, _xpyd
-
-
-def _run(cfg, tick_bound_scale: float = 1.0, **flags):
-    """The deployment's result; `tick_bound_scale` < 1: a looser (still valid) lookahead, denser horizons."""
-
-    def hang(*_):
-        raise AssertionError(f"the deployment did not end within 120 s ({flags}, {tick_bound_scale})")
-
-    old = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(120)  # (a loop that spins forever fails the test instead of hanging it)
-    try:
-        dep = Deployment(cfg, check_invariants=True, **flags)
-        dep.min_tick_s = [m * tick_bound_scale for m in dep.min_tick_s]
-        dep.run()
-        return dep, build_result(dep)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+from tests.sim_core.cluster.test_limits_order import _run
 
 
 def _back_pressure(seed: int, swap: bool):
