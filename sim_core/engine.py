@@ -98,6 +98,11 @@ class Engine:
         # it (`_record_idle`), so its idle rows end where its own state changes, not at the horizons the loop gives it
         self.merge_idle_rows = False
         self._idle_row: tuple | None = None  # its last idle row: (rows recorded then, start, end, `_idle_state` then)
+        # A cluster's prefill instance whose horizon no release can precede (it holds no handed-off KV: `Deployment._horizon`,
+        # set before each step): its fast-path run goes on across rows to the horizon, or to the earliest release of KV it
+        # hands off meanwhile, `release_bound_s(first token time, context tokens)` (issue 13: cost; `fastpath.run_ticks`)
+        self.runs_to_horizon = False
+        self.release_bound_s = None
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
         self._coalesce = cfg.limits.coalesce_ticks

@@ -476,9 +476,15 @@ def run_ticks(engine: Engine):
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
     # A prefill-pool instance (`hands_off`): prompts that complete leave at their first token (`_hand_off`), between
     # requests it idles inside the run (`Engine.idle_end_s`; idle rows end at `idle_ends`), and the run pauses after every
-    # row (or idle step that extends one): where a general step would end (what the cluster reads between steps decides
-    # the horizons it gives, which end idle steps; a run of several rows would change them)
+    # row (or idle step that extends one): where a general step would end. Unless its horizon holds until its own hand-offs
+    # (`Engine.runs_to_horizon`: it holds no handed-off KV, so only arrivals still to be routed can reach it, and the
+    # horizon is the next of them): then it goes on to the horizon, or to the earliest release of KV handed off in the run
+    # (`release_s`), where the cluster must have taken the hand-offs. Its rows do not depend on where it pauses (idle rows
+    # merge, `Engine.merge_idle_rows`), and nothing the cluster reads of it between rows before then changes what it does
+    # there: the decode pool's horizons take its clock as a bound on its next hand-off, which a later clock keeps
     hand_off = engine.hand_off_prefilled
+    runs_on = hand_off and engine.runs_to_horizon
+    release_s = math.inf  # the earliest release of KV handed off since the run was last resumed (`runs_on`)
     handing: list[int] = []  # this tick's hand-offs
     handed: list[int] = []  # every hand-off of the run
     j_paused = 0  # rows run at the last pause (or the start), merged idle rows included
@@ -492,7 +498,10 @@ def run_ticks(engine: Engine):
         idle_j, idle_from, idle_used = 0, last[1], last[3][2]
     peak_in_tick = 0  # the most blocks in use during a tick that freed some at its end (`Engine.kv_peak_in_tick_blocks`)
     while j < tick_budget:
-        if now >= max_time or hand_off and j + merged > j_paused:  # cluster hook: at the horizon the cluster may add
+        # (`runs_on`: it pauses where it would wait for input, nothing queued or running and no arrival routed to it: the
+        # loop steps no instance without work, and takes releases while it waits at its clock, as a general step's)
+        if now >= max_time or hand_off and j + merged > j_paused and (
+                not runs_on or next_arrival_s == math.inf and not running and head == len(waiting)):  # fmt: skip  # cluster hook: at the horizon the cluster may add
             if now >= max_time >= lim.max_sim_time_s:  # requests here and let the run go on (a prefill instance: after each row)
                 break
             j_paused = j + merged
@@ -509,6 +518,7 @@ def run_ticks(engine: Engine):
                 done_ticks = sorted(finish_at)  # (they may add keys)
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
+            runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
             _enqueue(waiting, ptr, is_fcfs, order_key, head)
@@ -678,7 +688,7 @@ def run_ticks(engine: Engine):
         elif not chunks and not admit:
             if not idle_now:
                 break  # nothing to run: idle gaps and the end of the run are the general loop's
-            until = engine.idle_end_s(next_arrival_s)  # (a prefill instance between requests: the idle step's end)
+            until = engine.idle_end_s(min(next_arrival_s, release_s))  # (a prefill instance between requests: the idle step's end)
             if until is None:
                 break
             used = num_blocks - free
@@ -790,6 +800,11 @@ def run_ticks(engine: Engine):
             for r in done:
                 del running[r]
         if handing:
+            if runs_on:  # (no release of their KV before its bound: the run goes on to it at most)
+                bound = engine.release_bound_s
+                for r in handing:
+                    release_s = min(release_s, bound(t_end, target_of(r)))
+                max_time = min(max_time, release_s)
             _hand_off(engine, handing, t_end, running, handed)
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
         admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
@@ -879,8 +894,8 @@ def holds_fixed_blocks(engine: Engine) -> bool:
 def hands_off(engine: Engine) -> bool:
     """A prefill-pool instance (`Engine.hand_off_prefilled`) runs on this path: its requests leave at their first token
     (`_hand_off`), it idles between requests inside the run (`Engine.idle_end_s`), and the run pauses after every row, where
-    a general step ends (the cluster takes hand-offs and gives the next horizon then: `Engine._run_fast`), so one run
-    lives across hand-offs and idle gaps (issue 13: cost; a run per request costs its set-up and write-back, and a
+    a general step ends, or goes on to its horizon while that holds (`Engine.runs_to_horizon`, `run_ticks`) (the cluster
+    takes hand-offs and gives the next horizon then: `Engine._run_fast`), so one run lives across hand-offs and idle gaps (issue 13: cost; a run per request costs its set-up and write-back, and a
     general step its plan and tick, ~35 us). Only where the run can pause
     (`Engine.may_pause`) and the blocks a handed-off request holds are its context's on a paged cache without the
     prefix cache: their release while the run is paused counts into its free blocks (`Engine.release`)."""

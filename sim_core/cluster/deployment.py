@@ -35,8 +35,9 @@ again, O(running) each, once per arrival or transfer. While it is paused its clo
 router reads them: `_seen`, `Engine.num_outstanding`, `outstanding_bounds`, `live_counts`); requests routed to it
 are added as usual, and a transfer into a paused decode run joins it as a new run would set it up
 (`Engine.inject_prefilled`); anything else ends it first (`Engine.settle`), as does the end of the loop. A prefill
-instance runs on the fast path too (`fastpath.hands_off`): its run pauses after every row, where a general step ends
-(the horizons it is given, which end its idle steps, are the general steps'), hands requests off at their first token
+instance runs on the fast path too (`fastpath.hands_off`): its run pauses after every row, where a general step ends,
+or, holding no handed-off KV (`Engine.runs_to_horizon`), at its horizon or the earliest release of KV it hands off in the
+run (`_earliest_release_s`; the same rows, about one step per request), hands requests off at their first token
 inside the run, and takes the release of their blocks while paused (`Engine.release`); the loop reads it through
 `Engine.has_work`, `is_busy` and `next_arrival_s`. Its idle steps extend one idle row while its state stays the same
 (`Engine.merge_idle_rows`): a row ends where its own state changes (an arrival, a release of its blocks, a limit), not
@@ -176,6 +177,7 @@ class Deployment:
                 eng.hand_off_prefilled = role == "prefill"
                 eng.idle_to_own_input = role == "replica"
                 eng.merge_idle_rows = role == "prefill"  # (its idle rows end where its own state changes)
+                eng.release_bound_s = self._earliest_release_s  # (`Engine.runs_to_horizon`)
                 eng.check_invariants = check_invariants
                 (self.back if role == "decode" else self.front).append(Instance(eng, role, k, pcfg))
         self.instances = self.front + self.back
@@ -382,6 +384,8 @@ class Deployment:
             if self.views is not None and inst.role != "decode":
                 self.views.note(i)  # its state now is its state at the refresh instants it has passed
             eng.horizon_s = self._horizon(i, t_arr, t_heap)
+            if inst.role == "prefill":  # (its horizon holds until its own hand-offs: its run may go on across rows)
+                eng.runs_to_horizon = self._free_running(i) and self.turns is None
             before = (eng.st.now_s, eng.rec.num_ticks)
             self._bounds_at[i] = self._curves[i] = self._kv_curves[i] = None
             self._hint = None
@@ -564,7 +568,7 @@ class Deployment:
         # A prefill instance's only input from the cluster is the release of the KV blocks of requests it handed
         # off (at their transfer's end; a dispatch at any event may start one, and a decode instance's next tick
         # may free blocks for one): holding none, it runs to its next routed arrival whatever the events.
-        free_running = self.tight_horizons and inst.role == "prefill" and not self._held[i]
+        free_running = self._free_running(i)
         if free_running and self.turns is None:  # (nothing below bounds it then: most prefill steps)
             return t_arr
         h = t_arr if free_running else min(t_heap, t_arr)  # t_arr: a state-aware router's next choice (inf once all are routed)
@@ -585,7 +589,11 @@ class Deployment:
         # none waiting every KV it holds is in flight, its release on the heap; and lagging decode clocks say nothing)
         decode_ticks_matter = inst.role != "prefill" or not self._lazy or self._pending
         eng = inst.engine
-        if self.back and not free_running and decode_ticks_matter and (eng.is_busy or eng.next_arrival_s() <= st.now_s):
+        # (A prefill instance holding KV while hand-offs wait for a decode slot is bounded idle too: the next decode tick may
+        # free the slot, and the release at the transfer's end changes its blocks in use, where its idle row ends. Without
+        # the bound its idle row ran past the release, holding the blocks to wherever the loop's order of steps cut it)
+        if self.back and not free_running and decode_ticks_matter and (eng.is_busy or eng.next_arrival_s() <= st.now_s or (
+                inst.role == "prefill" and self._pending)):  # fmt: skip
             # (an instance with nothing queued only waits for its next arrival: other clocks cannot matter. One whose
             # next arrival is at its clock has it queued in this step (review 24): a prefill instance whose held KV
             # leaves no room for it stopped there with an infinite horizon, "waiting requests can never be admitted",
@@ -598,6 +606,17 @@ class Deployment:
                     if b < h:  # (min(h, b) without the call: the same value)
                         h = b
         return h
+
+    def _free_running(self, i: int) -> bool:
+        """Instance i is a prefill instance holding no handed-off KV (with tight horizons): nothing from the cluster can
+        reach it before a release of KV it hands off later (`_horizon`, `Engine.runs_to_horizon`)."""
+        return self.tight_horizons and self.instances[i].role == "prefill" and not self._held[i]
+
+    def _earliest_release_s(self, t_s: float, context_tokens: int) -> float:
+        """The earliest end of the KV transfer of a request handed off at `t_s` with `context_tokens` of context: a
+        dispatch at its hand-off with the slot reserved then (pipelined), as `_dispatch` prices it; a later dispatch, or
+        one without pipelining, ends later."""
+        return t_s + self._transfer.seconds(self._transfer.bytes(context_tokens), pipelined=True)
 
     def _next_output_bound_s(self, j: int) -> float:
         """No tick of instance j that starts before its clock, or (for a prefill instance with nothing queued,

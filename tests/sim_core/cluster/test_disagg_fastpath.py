@@ -205,7 +205,7 @@ def test_a_paused_prefill_instance_reads_as_its_run():
         dep.run()
     finally:
         Engine.step = step
-    assert checked > 20
+    assert checked >= 10  # (about one pause per request: a run goes on across rows until its hand-offs, issue 13)
 
 
 @settings(max_examples=60, deadline=None)
