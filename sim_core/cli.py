@@ -16,6 +16,7 @@ from sim_core.config import SimConfig, format_validation_error, optional_section
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
+from sim_core.notes import run_notes
 from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
@@ -85,13 +86,13 @@ def format_summary(res: SimResult) -> str:
         lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")
     if cfg.deployment is not None:  # several engines (sim_core/cluster): say which, and one line per instance
         from sim_core.cluster import ClusterResult
-        from sim_core.cluster.report import describe_deployment, format_instances, routing_notes
+        from sim_core.cluster.report import describe_deployment, format_instances
 
         lines[0] = (f"{cfg.name}: {cfg.model.name} on {describe_deployment(cfg)}, {cfg.scheduler.name}, "
                     f"workload {cfg.workload.name} (seed {cfg.seed})")  # fmt: skip
         if isinstance(res, ClusterResult):
             lines.insert(-1, format_instances(res))
-        lines[-1:-1] = [f"  NOTE: {note}" for note in routing_notes(cfg)]
+    lines[-1:-1] = [f"  NOTE: {note}" for note in run_notes(res)]
     if s.stopped_reason:
         lines.insert(1, f"  WARNING: {s.stopped_reason}")
     return "\n".join(lines)

@@ -129,6 +129,18 @@ class MemoryPlan:
         return self.num_blocks * self.block_size
 
 
+def memory_notes(cfg: SimConfig, memory: MemoryPlan) -> list[str]:
+    """What the engine would do at start-up that the simulation does not (plain text, one sentence each): vLLM refuses
+    to start when one request of max_model_len tokens does not fit its KV cache (V0 `raise_if_cache_size_invalid`, V1
+    `check_enough_kv_cache_memory`); the simulation runs the workload it is given, each request checked to fit
+    (`plan_memory`)."""
+    if cfg.kv_cache.memory_rule != "vllm" or cfg.model.max_model_len <= memory.kv_capacity_tokens:
+        return []
+    return [f"vLLM would refuse to start this configuration: model.max_model_len ({cfg.model.max_model_len:,} tokens) is "
+            f"more than its KV cache holds ({memory.kv_capacity_tokens:,} tokens); lower model.max_model_len or raise "
+            "kv_cache.gpu_memory_utilization. The run simulates the workload anyway: each of its requests fits."]
+
+
 def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
     """(budget, weights, workspace, KV bytes) per GPU under the engine's memory rule (KVCacheConfig.memory_rule).
 

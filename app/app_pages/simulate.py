@@ -27,6 +27,7 @@ from app.state import (
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
 from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics
+from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 
@@ -153,13 +154,9 @@ def _steady_caption(res: SimResult) -> None:
         st.info(st_.note, icon=":material/hourglass_empty:")
 
 
-def _routing_notes(res: SimResult) -> None:
-    """What the deployment did that its settings do not say (the CLI prints the same NOTE lines)."""
-    if res.config.deployment is None:
-        return
-    from sim_core.cluster.report import routing_notes
-
-    for note in routing_notes(res.config):
+def _run_notes(res: SimResult) -> None:
+    """What the run did that its settings do not say (the CLI prints the same NOTE lines)."""
+    for note in run_notes(res):
         st.caption(f":material/info: {plain(note)}")  # text, not markdown
 
 
@@ -414,7 +411,7 @@ def main() -> None:
         return
     _headline(res)
     _steady_caption(res)
-    _routing_notes(res)
+    _run_notes(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [

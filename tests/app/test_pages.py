@@ -623,3 +623,16 @@ def test_a_plan_search_too_large_to_set_up_in_the_page_budget_says_to_narrow_it(
     text = " ".join(e.value for e in at.error)
     assert "too large to set up" in text and "while building the search space (0 of" in text
     assert "press Plan again" not in text
+
+
+def test_simulate_says_when_vllm_would_refuse_the_configuration():
+    # chat-l4-llama8b: 131,072 tokens of context, 67,440 of KV; vLLM would not start, the page says so under the
+    # headline (as the CLI's NOTE line) and still shows the run
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "chat-l4-llama8b"
+    at.run()
+    assert not at.exception and not at.error
+    shown = [c.value for c in at.caption if "would refuse to start" in c.value]
+    assert len(shown) == 1 and "131,072" in shown[0]
+    default = AppTest.from_file(APP, default_timeout=120).run()
+    assert not [c.value for c in default.caption if "would refuse to start" in c.value]

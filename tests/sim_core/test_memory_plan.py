@@ -103,3 +103,25 @@ def test_swap_space_is_per_gpu_as_in_vllm():
         assert plan.num_host_blocks == 4 * GIB // plan.block_bytes
     plan = plan_memory(vllm_config({"preset": "a100-80gb"}, "llama-2-7b", 2, 4096, 4096, swap_space_gb=4.0))
     assert plan.num_host_blocks == 1024
+
+
+def test_a_context_the_kv_cache_cannot_hold_is_noted_as_vllm_would_refuse_it(capsys):
+    # vLLM does not start when one max_model_len request does not fit its KV cache (V0 raise_if_cache_size_invalid, V1
+    # check_enough_kv_cache_memory); the simulation runs the requests it is given and says so. chat-l4-llama8b: 131,072
+    # tokens of context, 67,440 of KV.
+    from sim_core.cli import main
+    from sim_core.costmodel import memory_notes
+    from sim_core.presets import load_preset
+    from sim_core.sweep import with_value
+
+    cfg = load_preset("chat-l4-llama8b")
+    (note,) = memory_notes(cfg, plan_memory(cfg))
+    assert "131,072" in note and f"{plan_memory(cfg).kv_capacity_tokens:,}" in note and "refuse" in note
+    fits = with_value(cfg, "model.max_model_len", plan_memory(cfg).kv_capacity_tokens)
+    assert memory_notes(fits, plan_memory(fits)) == []  # exactly its capacity: vLLM starts
+    sglang = with_value(cfg, "kv_cache.memory_rule", "sglang")
+    assert memory_notes(sglang, plan_memory(sglang)) == []  # (vLLM's check only)
+    default = load_preset("chat-h100-llama8b")
+    assert memory_notes(default, plan_memory(default)) == []
+    assert main(["run", "chat-l4-llama8b", "--set", "workload.num_requests=20"]) == 0
+    assert "NOTE: vLLM would refuse to start this configuration" in capsys.readouterr().out
