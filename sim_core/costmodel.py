@@ -379,7 +379,7 @@ class CostModel:
             else:
                 gemm_bytes, dequant_s = dense_expert + act * T, dense_dequant_s
             if swap_bytes and not num_tokens:  # swaps only: no forward pass, no weight streamed (as the array path)
-                gemm_bytes, dequant_s = 0.0 + act * T, 0.0
+                gemm_bytes, dequant_s = 0.0, 0.0
             gemm_flops = gft * T + lmh * num_samples
             attn_flops = afp * attn_pairs
             attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T

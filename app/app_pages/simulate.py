@@ -345,14 +345,15 @@ def _requests_tab(res: SimResult) -> None:
     if getattr(res, "instances", None):  # a deployment: what each instance served (the CLI's table, instances.csv)
         from sim_core.cluster.report import instance_rows
 
-        rows = [r | {"ttft_p50_s": r["ttft_p50_s"] * 1e3, "tpot_p50_s": r["tpot_p50_s"] * 1e3} for r in instance_rows(res)]
+        in_ms = {"ttft_p50_s": "ttft_p50_ms", "tpot_p50_s": "tpot_p50_ms"}  # (shown in ms: the keys say so)
+        rows = [{in_ms.get(k, k): v * 1e3 if k in in_ms else v for k, v in r.items()} for r in instance_rows(res)]
         st.caption("Per instance: the requests routed to it (decode instances: handed to it), its GPU busy time over the "
                    "run's makespan and its KV cache peak; TTFT on the instances that emit first tokens, TPOT on those "
                    "that decode.")  # fmt: skip
         num = st.column_config.NumberColumn
         st.dataframe(rows, hide_index=True, key="table.instances", column_config={
             "busy": num(format="percent"), "kv_peak": num("KV peak", format="percent"), "prompt_tokens": num("prompt tokens", format="localized"),
-            "ttft_p50_s": num("TTFT p50 (ms)", format="%.1f"), "tpot_p50_s": num("TPOT p50 (ms)", format="%.1f")})  # fmt: skip
+            "ttft_p50_ms": num("TTFT p50 (ms)", format="%.1f"), "tpot_p50_ms": num("TPOT p50 (ms)", format="%.1f")})  # fmt: skip
     st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420)
 
 
