@@ -186,19 +186,22 @@ def _timeline_tab(res: SimResult) -> None:
     else:
         st.html(_timeline_html(res, int(first), int(rows), window))
         how = "use the window controls above to move or widen it. Rest the pointer on"
-    st.caption(timeline_caption(how, deployment))
+    st.caption(timeline_caption(how, deployment, deployment and res.is_disaggregated))
 
 
-def timeline_caption(how: str, deployment: bool) -> str:
+def timeline_caption(how: str, deployment: bool, disaggregated: bool = False) -> str:
     """What the timeline's panels are and how to read them: a deployment draws three (instances, requests,
-    KV per instance), one engine four (GPU, requests, KV, queues)."""
+    KV per instance), one engine four (GPU, requests, KV, queues). Only a disaggregated deployment's request rows
+    have the KV-wait and transfer marks (replicas' rows name one replica and have neither)."""
     if deployment:
+        where = ("a request row names where it ran (P0→D0: prefill 0, then decode 0)" if disaggregated
+                 else "a request row names the replica it ran on (req 7 · replica 2)")  # fmt: skip
+        marks = (" Amber: its prefill is done and its KV waits for a decode slot; a cyan diamond marks a KV transfer "
+                 "too short to see as a bar (its hover has the true duration)." if disaggregated else "")  # fmt: skip
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
-                "tensor-parallel GPUs together; a request row names where it ran (P0→D0: prefill 0, then decode 0). "
-                "Pale blue in a request row: the request was decoding but its instance's tick gave it no token "
-                "(stalled behind a prefill or a swap). Amber: its prefill is done and its KV waits for a decode slot; "
-                "a cyan diamond marks a KV transfer too short to see as a bar (its hover has the true duration).")
+                f"tensor-parallel GPUs together; {where}. Pale blue in a request row: the request was decoding but its "
+                f"instance's tick gave it no token (stalled behind a prefill or a swap).{marks}")
     return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
             "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
             "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "

@@ -216,6 +216,17 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
 
 
+def test_a_replicas_timeline_caption_names_only_the_marks_its_rows_have():
+    # replicas' request rows name one replica and have no KV wait or transfer: the caption said P0→D0, amber and diamonds
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-router-2xh100-agent-pairs"
+    at.run()
+    assert not at.exception and not at.error
+    shown = " ".join(c.value for c in at.caption)
+    assert "All three panels" in shown and "names the replica it ran on" in shown
+    assert "P0→D0" not in shown and "decode slot" not in shown and "diamond" not in shown
+
+
 def _open_tab(preset: str, tab: str) -> AppTest:
     """The Simulate page on a preset, opened on one tab; it ran without an error."""
     at = AppTest.from_file(APP, default_timeout=120)
