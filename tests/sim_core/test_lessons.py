@@ -1,5 +1,8 @@
 """Each lesson's knob moves its metric in the direction the lesson claims."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from sim_core.lessons import load_lessons, metric_value, run_lesson_step
@@ -32,3 +35,14 @@ def test_lesson_numbers_are_unique_and_match_their_files():
     assert [x.order for x in lessons] == list(range(1, len(lessons) + 1))
     files = sorted(p.name for p in LESSONS_DIR.glob("*.json"))
     assert [int(name.split("-")[0]) for name in files] == [x.order for x in lessons]
+
+
+def test_the_readme_counts_the_lessons_and_their_minutes():
+    # the README said "nine lessons ... (45 minutes)" after six more lessons had been added (15 lessons, 75 minutes)
+    words = {9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen",
+             16: "sixteen", 17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty"}  # fmt: skip
+    lessons = load_lessons()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    counted = re.findall(r"the (\w+) (?:\*\*Learn\*\* )?lessons", readme)
+    assert counted and set(counted) == {words[len(lessons)]}, counted
+    assert f"with their timings ({sum(x.minutes for x in lessons)} minutes)" in readme
