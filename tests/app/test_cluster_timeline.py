@@ -203,13 +203,18 @@ def test_sidebar_keeps_and_edits_the_router_state_refresh():
     assert decode_config(at.query_params["cfg"]).deployment.state_refresh_s == 1.5
 
 
-def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
-    # a deployment draws three panels (instances, requests, KV per instance), one engine four; the caption said four
+def _captions(preset: str) -> str:
+    """The Simulate page's captions on a preset, joined (it ran without an error)."""
     at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.query_params["preset"] = preset
     at.run()
     assert not at.exception and not at.error
-    shown = " ".join(c.value for c in at.caption)
+    return " ".join(c.value for c in at.caption)
+
+
+def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
+    # a deployment draws three panels (instances, requests, KV per instance), one engine four; the caption said four
+    shown = _captions("cluster-distserve-opt13b-3xa100-p2d1")
     assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
     assert "waits for a decode slot" in shown and "diamond marks a KV transfer" in shown  # review 26: the new marks
     one = AppTest.from_file(APP, default_timeout=120).run()
@@ -218,11 +223,7 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
 
 def test_a_replicas_timeline_caption_names_only_the_marks_its_rows_have():
     # replicas' request rows name one replica and have no KV wait or transfer: the caption said P0→D0, amber and diamonds
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-router-2xh100-agent-pairs"
-    at.run()
-    assert not at.exception and not at.error
-    shown = " ".join(c.value for c in at.caption)
+    shown = _captions("cluster-router-2xh100-agent-pairs")
     assert "All three panels" in shown and "names the replica it ran on" in shown
     assert "P0→D0" not in shown and "decode slot" not in shown and "diamond" not in shown
 
