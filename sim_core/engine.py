@@ -1190,7 +1190,7 @@ def _traffic_extras(engine: Engine, summary, timeline):
         update |= {
             "prefix_hit_rate_tokens": pc.num_hit_tokens / pc.num_query_tokens if pc.num_query_tokens else float("nan"),
             "prefix_hit_rate_blocks": pc.num_hit_blocks / pc.num_query_blocks if pc.num_query_blocks else float("nan"),
-            "prefill_tokens_saved": int(pc.num_hit_tokens),
+            "prefill_tokens_saved": int(pc.num_saved_tokens),
             "prefix_blocks_evicted": int(pc.num_evicted),
         }
         cols = dict(timeline.columns)

@@ -326,9 +326,11 @@ class Scheduler:
             plan.swapped_out_idx = np.concatenate([plan.swapped_out_idx, out]) if plan.swapped_out_idx.size else out
         if dropped:
             d = np.array(dropped, dtype=np.int64)
-            kv.free(d)
-            # Recompute: prompt plus every token emitted so far is prefilled again (vLLM V0 RECOMPUTE).
+            # Recompute: prompt plus every token emitted so far is prefilled again (vLLM V0 RECOMPUTE), but for the
+            # full blocks the prefix cache still holds at re-admission (kv.preempt leaves them cached; a re-admission
+            # takes back from num_recomputed what it finds, _admit_with_prefix_cache).
             ctx = st.computed[d]
+            kv.preempt(d, ctx)
             n = self._n  # dropped KV: the prompt once, past it every sample's tokens
             st.num_recomputed[d] += [rules.chunk_tokens(n, 0, c, p) for c, p in zip(ctx.tolist(), st.prompt[d].tolist())]
             st.prefill_target[d] = st.prompt[d] + st.emitted[d]
@@ -397,14 +399,16 @@ class Scheduler:
     def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int, need_of) -> list[tuple[int, int]]:
         """issue 12: the same admission rule, each request's prefill starting after its longest cached
         prefix. Looked up one by one as the rule reads them (an admission's allocation may evict what
-        the next would hit); the cached blocks are referenced before the rest is allocated."""
+        the next would hit); the cached blocks are referenced before the rest is allocated. A request pre-empted
+        by recompute looks up its prompt and emitted tokens (its prefill target) and recomputes only what it
+        does not find of the KV it dropped."""
         kv, prompt, target, bs, n = self.kv, st.prompt, st.prefill_target, self.kv.block_size, self._n
         looked: list[tuple] = []
 
         def remaining():
             for r in ids:
                 t = int(target[r])
-                looked.append(kv.lookup(r, int(prompt[r])))  # (handle, hit blocks, evictable among them)
+                looked.append(kv.lookup(r, t))  # (handle, hit blocks, evictable among them)
                 start = looked[-1][1] * bs
                 yield t - start if n == 1 else rules.chunk_tokens(n, start, t - start, int(prompt[r]))
 
@@ -420,7 +424,9 @@ class Scheduler:
         def admit(i: int, chunk: int, need: int) -> None:
             r = ids[i]
             handle, hit, evictable = looked[i]
-            kv.acquire(r, handle, hit, int(prompt[r]))
+            kept = kv.acquire(r, handle, hit, int(target[r]))
+            if kept:  # dropped KV found again: not recomputed
+                st.num_recomputed[r] -= kept
             kv.held[r] += need - evictable
             kv.num_free -= need - evictable
             st.computed[r] = hit * bs
