@@ -80,8 +80,8 @@ def format_summary(res: SimResult) -> str:
         "  (modelled by a calibrated roofline, not measured on a GPU)",
     ]
     if s.prefix_hit_rate_tokens is not None:
-        lines.insert(-1, f"  prefix cache  {s.prefix_hit_rate_tokens:.0%} of prompt tokens hit ({s.prefix_hit_rate_blocks:.0%} of full "
-                         f"blocks), {s.prefill_tokens_saved:,} prefill tokens saved, {s.prefix_blocks_evicted:,} blocks evicted")
+        lines.insert(-1, f"  prefix cache  {s.prefix_hit_rate_tokens:.0%} of prompt tokens hit at first admission ({s.prefix_hit_rate_blocks:.0%} "
+                         f"of full blocks), {s.prefill_tokens_saved:,} prefill tokens saved, {s.prefix_blocks_evicted:,} blocks evicted")
     if s.spec_tokens_per_step is not None:
         lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")
     if cfg.deployment is not None:  # several engines (sim_core/cluster): say which, and one line per instance

@@ -352,7 +352,8 @@ class KVCacheConfig(StrictModel):
     enable_prefix_caching: bool = Field(
         False,
         description="Keep finished requests' full prompt blocks as reusable (reference count 0, evicted least recently "
-        "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching). "
+        "used first); a prompt skips the compute of its longest cached prefix (vLLM automatic prefix caching). A "
+        "request pre-empted by recompute leaves its prompt and output blocks cached and recomputes what was evicted. "
         "In a deployment: one cache per replica, or per prefill instance (the decode pool receives whole KV).",
     )
     eviction_policy: Literal["lru", "lfu"] = Field(

@@ -32,6 +32,7 @@ from sim_core.prefix_cache import PrefixCachingBlockManager
 from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
 from sim_core.schedulers.plan import StepPlan
+from sim_core.schedulers.rules import positions_past_prompt
 from sim_core.schedulers.scheduler import FEW_REQUESTS, Scheduler
 from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
@@ -1143,15 +1144,17 @@ class Engine:
 
 def samples_past_prompt(n: int, chunks: list[int], computed: list[int], prompts: list[int]) -> tuple[int, int, int, int]:
     """The work a tick's prefill chunks add for the other n - 1 samples of their requests: (tokens, attention pairs,
-    KV tokens read, sequences). A chunk's positions past the prompt (only a recompute prefill, whose target is the
-    prompt plus the tokens emitted before pre-emption, has them) are computed once per sample, each attending over
-    its own context like a decode (the prompt is one sequence: its blocks are shared, `BlockManager.blocks_for`);
-    every sample that computes positions in the chunk reads the chunk's cached context."""
+    KV tokens read, sequences). A chunk's positions past the prompt (`rules.positions_past_prompt`: a recompute
+    prefill's) are computed once per sample, each attending over its own context like a decode (the prompt is one
+    sequence: its blocks are shared, `BlockManager.blocks_for`); every sample that computes positions in the chunk
+    reads the chunk's cached context. (The token budget counts the same tokens: `rules.chunk_tokens`.)"""
     tokens = pairs = kv_read = seqs = 0
     for mi, ci, pi in zip(chunks, computed, prompts):
-        lo, hi = max(ci, pi), ci + mi
-        if hi > lo:
-            tokens += hi - lo
+        past = positions_past_prompt(ci, mi, pi)
+        if past:
+            hi = ci + mi
+            lo = hi - past
+            tokens += past
             pairs += hi * (hi + 1) // 2 - lo * (lo + 1) // 2
             kv_read += ci
             seqs += 1
@@ -1187,7 +1190,7 @@ def _traffic_extras(engine: Engine, summary, timeline):
         update |= {
             "prefix_hit_rate_tokens": pc.num_hit_tokens / pc.num_query_tokens if pc.num_query_tokens else float("nan"),
             "prefix_hit_rate_blocks": pc.num_hit_blocks / pc.num_query_blocks if pc.num_query_blocks else float("nan"),
-            "prefill_tokens_saved": int(pc.num_hit_tokens),
+            "prefill_tokens_saved": int(pc.num_saved_tokens),
             "prefix_blocks_evicted": int(pc.num_evicted),
         }
         cols = dict(timeline.columns)

@@ -363,8 +363,10 @@ def run_ticks(engine: Engine):
         return False  # a recompute victim mid-prefill: its prefill ends in PREFILL_DONE (general path)
     if st.waiting_keys.size and np.any(st.emitted[st.key_to_id(st.waiting_keys)] != 0):
         return False  # a pre-empted request waits: it re-enters through a recompute prefill (general path)
-
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
+    if pc is not None and pc.dropped:
+        return False  # one pre-empted mid-prefill waits: its re-admission takes back what it finds (general path)
+
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
     compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set

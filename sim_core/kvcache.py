@@ -96,6 +96,11 @@ class BlockManager:
         self.num_free += int(self.held[req_idx].sum())
         self.held[req_idx] = 0
 
+    def preempt(self, req_idx: IntArray, kv_tokens: IntArray) -> None:
+        """Requests pre-empted by recompute (KV for kv_tokens positions each) drop their blocks (with prefix caching
+        their full blocks stay cached: PrefixCachingBlockManager.preempt)."""
+        self.free(req_idx)
+
     def can_swap_out(self, req: int) -> bool:
         return self.held[req] <= self.num_host_free
 

@@ -1,9 +1,11 @@
 """Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention; DESIGN §8).
 
-Full prompt blocks are cached when a prompt's prefill completes, and a finished session turn's full
+Full prompt blocks are cached when a prompt's prefill completes, a finished session turn's full
 reply blocks when it finishes (`cache_reply`: the next turn's prompt holds the reply, as vLLM V1 and
-SGLang find it; replies nobody shares stay truly free). A block's key is a hash of (its parent block's
-key, the block's identity): here the workload's prefix identity and position (a system prompt, a
+SGLang find it; replies nobody shares stay truly free), and a request pre-empted by recompute leaves
+every full block of the KV it had, prompt and output (`preempt`: vLLM V1 hashed each as it computed
+it), for its re-admission to look up with its prompt and emitted tokens. A block's key is a hash of
+(its parent block's key, the block's identity): here the workload's prefix identity and position (a system prompt, a
 session's content, or a trace's hash id), chained so equal keys mean equal prefixes. When a request
 finishes or is pre-empted, its cached blocks keep their content with reference count 0 and become
 evictable; allocation takes truly free blocks first and then evicts the least recently used
@@ -75,7 +77,8 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
     """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(parent key, identity_b).
 
     A block's identity is what its last token belongs to (a pool system prompt, the request's or
-    session's own content, or a trace hash block) and its position. System-prompt and trace blocks
+    session's own content, or a trace hash block) and its position; blocks past the prompt's full ones hold
+    output tokens (a pre-empted request's, a session turn's reply): its own content. System-prompt and trace blocks
     chain on the previous block's key. A content block's parent is the key of the last system-prompt
     block: its content id and position fix every token after it, so chaining inside the content would
     add nothing but a Python-level loop (these keys are made with C-level map()). Python's hash of a
@@ -87,11 +90,12 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
     if wl.block_hash_ids is not None:
         ids = wl.block_hash_ids[r].tolist()
         hbt = wl.hash_block_tokens
+        in_prompt = int(wl.prompt_tokens[r]) // block_size
         for b in range(num_blocks):
             i = ((b + 1) * block_size - 1) // hbt
             # (past its hash ids, the request's own content: -2 - r, never -1 - r, since hash(-1) == hash(-2) in
             # CPython and requests 0 and 1 shared their unhashed blocks: a false prefix hit)
-            h = hash((h, _TRACE, ids[i], b) if i < len(ids) else (h, _CONTENT, -2 - r, b))
+            h = hash((h, _TRACE, ids[i], b) if i < len(ids) and b < in_prompt else (h, _CONTENT, -2 - r, b))
             keys.append(h)
         return keys
     content = int(wl.content_id[r]) if wl.content_id is not None else r
@@ -214,11 +218,16 @@ class PrefixCache:
         # blocks ending inside each request's pool system prompt (0: none)
         self._sys_blocks = (np.where(wl.prefix_group >= 0, wl.prefix_len // block_size, 0).tolist()
                             if wl.prefix_len is not None else [0] * R)  # fmt: skip
-        # statistics over every admission (a recomputed request looks up again, as in vLLM)
+        # The hit rate's statistics count first admissions; a request re-admitted after a recompute pre-emption finds
+        # what is left of its own KV and is counted apart, as vLLM V1 does (PrefixCacheStats.preempted_*, PR #25787:
+        # re-found KV made the hit rate of a run without shared prefixes 30 %).
         self.num_query_tokens = 0
         self.num_query_blocks = 0
         self.num_hit_blocks = 0  # (hit tokens: num_hit_tokens, a whole number of blocks)
-        self._hit_tokens = [0] * wl.num_requests  # per request, at its latest admission (a list: set at every one)
+        self.num_rehit_blocks = 0  # found by re-admissions (prefill tokens saved: num_saved_tokens)
+        self._hit_tokens = [0] * wl.num_requests  # per request, at its first admission
+        self.dropped: dict[int, int] = {}  # request pre-empted by recompute -> KV tokens it dropped, until re-admitted
+        self._num_samples = wl.num_samples
         # Per-tick record of the evictable count (the KV panel's cached-but-free line): tick and count
         # at each change; the tick is the recorder's count plus ticks run but not yet recorded.
         self.marks = array("q")  # flat int64: tick, count, tick, count, ... (ticks non-decreasing; read without a copy)
@@ -233,7 +242,7 @@ class PrefixCache:
         return self._content_of[r]
 
     def keys(self, r: int, num_blocks: int) -> list[int]:
-        """Per-block keys of r's first num_blocks prompt blocks (memoised while r is in flight: a queue
+        """Per-block keys of r's first num_blocks blocks, prompt then output (memoised while r is in flight: a queue
         head that does not fit yet is looked up again every tick)."""
         have = self._keys.get(r)
         if have is None or len(have) < num_blocks:
@@ -294,12 +303,18 @@ class PrefixCache:
 
     @property
     def hit_tokens(self) -> IntArray:
-        """(R,) cached prompt tokens of each request at its latest admission (0: none yet)."""
+        """(R,) cached prompt tokens of each request at its first admission (0: none yet; vLLM's num_cached_tokens)."""
         return np.array(self._hit_tokens, dtype=np.int64)
 
     @property
     def num_hit_tokens(self) -> int:
+        """Tokens first admissions found cached (the hit rate's numerator)."""
         return self.num_hit_blocks * self.block_size
+
+    @property
+    def num_saved_tokens(self) -> int:
+        """Prefill tokens the cache spared: every admission's hits, re-admissions after a pre-emption included."""
+        return (self.num_hit_blocks + self.num_rehit_blocks) * self.block_size
 
     @property
     def num_evicted(self) -> int:
@@ -310,11 +325,24 @@ class PrefixCache:
         if self.recorder is not None:
             self.marks.extend((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
 
+    def _cacheable(self, r: int, tokens: int) -> int:
+        """Of r's first `tokens` tokens, those whose full blocks are cached and looked up: all, prompt then output, with
+        one sample; with n > 1 samples the prompt's only (each sample's output is its own, and a request here keeps
+        one progress count for all of them; vLLM V1 runs n requests instead)."""
+        if self._num_samples == 1:
+            return tokens
+        p = int(self.wl.prompt_tokens[r])
+        return tokens if tokens < p else p
+
     # ------------------------------------------------------------ lookups
-    def lookup(self, r: int, prompt_tokens: int):
-        """(handle, hit blocks, evictable among them) for r's prompt, without side effects. At least
-        one prompt token is always computed (the last block is recomputed when all are cached)."""
-        cap = (prompt_tokens - 1) // self.block_size
+    def lookup(self, r: int, tokens: int):
+        """(handle, hit blocks, evictable among them) for r's first `tokens` tokens (its prompt, and after a recompute
+        pre-emption the tokens it emitted: vLLM V1's get_computed_blocks reads request.block_hashes up to
+        num_tokens - 1), without side effects. At least one token is always computed (the last block is recomputed
+        when all are cached). With n > 1 samples only the prompt's (`_cacheable`)."""
+        if self._num_samples > 1:
+            tokens = self._cacheable(r, tokens)
+        cap = (tokens - 1) // self.block_size
         if not self.use_runs:
             if self._debt:
                 self._settle()
@@ -347,15 +375,18 @@ class PrefixCache:
                 evictable += run_hit  # only r uses its run and r is not running: it is evictable
         return ((), cap, run_hit, hit), hit + run_hit, evictable
 
-    def admit(self, r: int, handle, hit: int, prompt_tokens: int) -> int:
-        """A request is admitted with its first `hit` blocks cached: count the lookup (statistics
-        count admissions, not lookups of a queue head that then did not fit) and reference them.
-        Returns how many of them were evictable (they stop being free)."""
+    def admit(self, r: int, handle, hit: int, tokens: int) -> int:
+        """A request is admitted with its first `hit` blocks cached (`tokens` as looked up): count the lookup
+        (statistics count admissions, not lookups of a queue head that then did not fit; a re-admission after a
+        recompute pre-emption apart) and reference them. Returns how many of them were evictable (they stop being free)."""
         keys, cap, run_hit, sys_hit = handle
-        self.num_query_tokens += prompt_tokens
-        self.num_query_blocks += cap
-        self.num_hit_blocks += hit
-        self._hit_tokens[r] = hit * self.block_size
+        if self.dropped and self.dropped.pop(r, None) is not None:
+            self.num_rehit_blocks += hit
+        else:
+            self.num_query_tokens += tokens
+            self.num_query_blocks += cap
+            self.num_hit_blocks += hit
+            self._hit_tokens[r] = hit * self.block_size
         if not self.use_runs:
             return self.acquire(r, keys[:hit]) if hit else 0  # (acquire settles first)
         took = 0
@@ -474,11 +505,12 @@ class PrefixCache:
         uses = self.uses
         uses.update(zip(keys, [u + 1 for u in map(uses.get, keys, repeat(0))]))
 
-    def register_prompt(self, r: int, prompt_tokens: int) -> int:
-        """r's prefill completed: it references its full prompt blocks. Blocks another request cached
-        meanwhile are adopted (r's own copies are freed); the others become cache entries. Returns
-        the blocks freed by adoption that were not evictable (the change in free blocks)."""
-        n_full = prompt_tokens // self.block_size
+    def register_prompt(self, r: int, tokens: int) -> int:
+        """r has KV for its first `tokens` positions (its prompt when its prefill completed; prompt and output when
+        it is pre-empted, `preempt`): it references their full blocks. Blocks another request cached meanwhile are
+        adopted (r's own copies are freed); the others become cache entries. Returns the blocks freed by adoption
+        that were not evictable (the change in free blocks)."""
+        n_full = tokens // self.block_size
         if not self.use_runs:
             if self._debt:
                 self._settle()
@@ -515,7 +547,7 @@ class PrefixCache:
                     del ch.levels[level]
             ch.levels[n_sys] = ch.levels.get(n_sys, 0) + 1
             self.chain_refs[r] = (g, n_sys)
-        if n_full > n_sys:
+        if n_full - n_sys > self.run_refs.get(r, 0):  # (never fewer: r may reference output blocks it found again)
             cid = self._content_of[r]
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
@@ -539,8 +571,9 @@ class PrefixCache:
             return 0
         n_full = kv_tokens // self.block_size
         have = len(self.refs.get(r, ()))
-        # (have < the prompt's full blocks: r's prompt blocks are not referenced here, e.g. swapped in as a private copy)
-        if n_full <= have or have != int(self.wl.prompt_tokens[r]) // self.block_size:
+        # (have < the prompt's full blocks: r's prompt blocks are not referenced here, e.g. swapped in as a private copy;
+        # more: a re-admission after a pre-emption found some of its reply's blocks)
+        if n_full <= have or have < int(self.wl.prompt_tokens[r]) // self.block_size:
             return 0
         if self._debt:
             self._settle()
@@ -553,6 +586,16 @@ class PrefixCache:
             freed = self.cache_reply(r, kv_tokens)
             return self.release(r) - freed
         return self.release(r)
+
+    def preempt(self, r: int, kv_tokens: int) -> int:
+        """r is pre-empted by recompute with KV for its first `kv_tokens` positions: every full block of them becomes a
+        cache entry (register_prompt; with n > 1 samples its prompt's only, `_cacheable`), as vLLM V1 has them cached
+        (KVCacheManager.allocate_slots caches each full block of request.all_token_ids as it is scheduled, and
+        _preempt_request frees them tail first, hashes kept). Its references are dropped next (`release`), so they
+        are evictable, and its re-admission's lookup (prompt and emitted tokens) finds what is left of them; the
+        dropped count is kept until then. Returns the blocks freed by adoption, as register_prompt."""
+        self.dropped[r] = kv_tokens
+        return self.register_prompt(r, self._cacheable(r, kv_tokens))
 
     def _register_keys(self, r: int, keys: list[int]) -> int:
         ref = self.ref
@@ -880,17 +923,20 @@ class PrefixCachingBlockManager(BlockManager):
         self.prefix.trim(value)  # when allocation took every truly free block: evict the least recently used
 
     # ------------------------------------------------------------ prefix hooks
-    def lookup(self, r: int, prompt_tokens: int):
+    def lookup(self, r: int, tokens: int):
         """(handle, hit blocks, evictable among them): PrefixCache.lookup."""
-        return self.prefix.lookup(r, prompt_tokens)
+        return self.prefix.lookup(r, tokens)
 
-    def acquire(self, r: int, handle, hit: int, prompt_tokens: int) -> None:
+    def acquire(self, r: int, handle, hit: int, tokens: int) -> int:
         """On admission: r's block table starts with its first `hit` cached blocks (statistics count
-        admissions only, not lookups of a request that then did not fit)."""
-        took = self.prefix.admit(r, handle, hit, prompt_tokens)
+        admissions only, not lookups of a request that then did not fit). Returns how many tokens of the KV r
+        dropped at a recompute pre-emption it finds again (0 at a first admission): they are not recomputed."""
+        kept = min(hit * self.block_size, self.prefix.dropped.get(r, 0))
+        took = self.prefix.admit(r, handle, hit, tokens)
         if hit:
             self.held[r] += hit
             self.num_free = self._num_free - took
+        return kept
 
     def register(self, done_prefill: IntArray, prompt_tokens: IntArray) -> None:
         """Requests whose prefill just completed publish their full prompt blocks."""
@@ -911,6 +957,16 @@ class PrefixCachingBlockManager(BlockManager):
                 freed += pc.cache_reply(r, n)
             if freed:  # adopted blocks another request cached meanwhile: the request's own copies are free
                 self.num_free = self._num_free + freed
+        self.free(req_idx)
+
+    def preempt(self, req_idx: IntArray, kv_tokens: IntArray) -> None:
+        """Requests pre-empted by recompute (KV for kv_tokens positions each): their full blocks stay cached
+        (PrefixCache.preempt), then their blocks are freed as `free` frees them."""
+        freed = 0
+        for r, n in zip(np.atleast_1d(req_idx).tolist(), np.atleast_1d(kv_tokens).tolist()):
+            freed += self.prefix.preempt(r, n)
+        if freed:  # adopted blocks another request cached meanwhile: the request's own copies are free
+            self.num_free = self._num_free + freed
         self.free(req_idx)
 
     def free(self, req_idx: IntArray) -> None:

@@ -229,10 +229,11 @@ class Summary(_Metrics):
     kv_capacity_tokens: int
     swap_time_s: float
     stopped_reason: str | None
-    # Prefix caching (None when off): over every prompt lookup, a recomputed request's included.
+    # Prefix caching (None when off): the hit rate over first admissions (vLLM V1 counts a request re-admitted after a
+    # recompute pre-emption apart: it finds its own KV again), the tokens saved over every admission.
     prefix_hit_rate_tokens: float | None = None  # reused prompt tokens / prompt tokens looked up
     prefix_hit_rate_blocks: float | None = None  # reused full blocks / cacheable full blocks looked up
-    prefill_tokens_saved: int | None = None  # prompt tokens whose prefill was skipped
+    prefill_tokens_saved: int | None = None  # tokens whose prefill was skipped, a re-admission's included
     prefix_blocks_evicted: int | None = None
     # Speculative decoding (None when off)
     spec_tokens_per_step: float | None = None  # tokens emitted per verified decode step (1 + accepted)

@@ -69,9 +69,11 @@ def _headline(res: SimResult) -> None:
         if s.prefix_hit_rate_tokens is not None:
             pct = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
             row3[0].metric("Prefix cache hits", pct(s.prefix_hit_rate_tokens), f"{pct(s.prefix_hit_rate_blocks)} of full blocks",
-                           help="Reused prompt tokens / prompt tokens looked up (a recomputed request looks up again).", **kw)  # fmt: skip
+                           help="Reused prompt tokens / prompt tokens looked up at first admission (as vLLM V1: a request re-admitted "
+                                "after a recompute pre-emption is counted apart; what it finds again is in Prefill saved).", **kw)  # fmt: skip
             row3[1].metric("Prefill saved", f"{s.prefill_tokens_saved:,} tok", f"{s.prefix_blocks_evicted:,} blocks evicted",
-                           help="Prompt tokens whose prefill was skipped; evictions took least recently used cached blocks.", **kw)  # fmt: skip
+                           help="Tokens whose prefill was skipped, re-admissions after a pre-emption included; evictions took least "
+                                "recently used cached blocks.", **kw)  # fmt: skip
         if s.spec_tokens_per_step is not None:
             row3[2].metric("Tokens per decode step", f"{s.spec_tokens_per_step:.2f}", f"draft {s.spec_draft_time_s:,.2f} s",
                            help="Speculative decoding: 1 + accepted draft tokens per verified step; draft time is simulated.", **kw)  # fmt: skip

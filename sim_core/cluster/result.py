@@ -161,7 +161,8 @@ def _prefix_totals(dep: Deployment) -> dict:
     blk, hit_blk = sum(c.num_query_blocks for c in caches), sum(c.num_hit_blocks for c in caches)
     return {"prefix_hit_rate_tokens": hit_tok / tok if tok else float("nan"),
             "prefix_hit_rate_blocks": hit_blk / blk if blk else float("nan"),
-            "prefill_tokens_saved": int(hit_tok), "prefix_blocks_evicted": sum(int(c.num_evicted) for c in caches)}
+            "prefill_tokens_saved": sum(int(c.num_saved_tokens) for c in caches),
+            "prefix_blocks_evicted": sum(int(c.num_evicted) for c in caches)}
 
 
 def _spec_totals(dep: Deployment) -> dict:

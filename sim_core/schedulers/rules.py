@@ -23,6 +23,27 @@ def chunk_size(remaining: int, budget: int, is_chunked: bool) -> int:
     return remaining if remaining <= budget else 0
 
 
+def positions_past_prompt(computed: int, positions: int, prompt: int) -> int:
+    """Of a prefill chunk of `positions` from `computed`, those past the prompt: only a recompute prefill, whose target
+    is the prompt plus the tokens emitted before its pre-emption, has them."""
+    past = computed + positions - (computed if computed > prompt else prompt)
+    return past if past > 0 else 0
+
+
+def chunk_tokens(n: int, computed: int, positions: int, prompt: int) -> int:
+    """Tokens a prefill chunk computes with n samples per request: each position once, and each position past the
+    prompt once more per further sample (every sample has its own tokens there; the prompt's blocks are shared).
+    What a tick prices (engine.samples_past_prompt) and what the token budget counts (vLLM V0 sums the new tokens of
+    every sequence of a group, Scheduler._get_num_new_uncached_and_cached_tokens)."""
+    return positions + (n - 1) * positions_past_prompt(computed, positions, prompt) if n > 1 else positions
+
+
+def chunk_positions(n: int, computed: int, tokens: int, prompt: int) -> int:
+    """The most positions from `computed` whose chunk takes at most `tokens` tokens (chunk_tokens' inverse)."""
+    below = prompt - computed if computed < prompt else 0
+    return tokens if n == 1 or tokens <= below else below + (tokens - below) // n
+
+
 def prefill_chunks(remaining: Iterable[int], budget: int, is_chunked: bool) -> list[int]:
     """Chunks of the running prefills, in admission order, under one token budget. The first prompt
     that gets nothing ends the tick's prefilling: later (shorter) prompts do not jump it."""

@@ -122,7 +122,7 @@ class Scheduler:
             if not prefills.size:  # (no running prefill: no chunk, pre_idx and pre_tok stay empty)
                 return 0
             pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
-            return _total(pre_tok)
+            return self._budget_tokens(st, pre_idx, pre_tok)
 
         def admit(budget: int) -> tuple[int, int]:
             nonlocal pre_idx, pre_tok
@@ -132,7 +132,7 @@ class Scheduler:
                 pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
             elif a_idx.size:
                 pre_idx, pre_tok = a_idx, a_tok
-            return a_idx.size, _total(a_tok)
+            return a_idx.size, self._budget_tokens(st, a_idx, a_tok)
 
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
                      can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
@@ -326,22 +326,38 @@ class Scheduler:
             plan.swapped_out_idx = np.concatenate([plan.swapped_out_idx, out]) if plan.swapped_out_idx.size else out
         if dropped:
             d = np.array(dropped, dtype=np.int64)
-            kv.free(d)
-            # Recompute: prompt plus every token emitted so far is prefilled again (vLLM V0 RECOMPUTE).
-            ctx, prompt = st.computed[d], st.prompt[d]  # dropped KV: the prompt once, past it every sample's tokens
-            st.num_recomputed[d] += ctx + (self._n - 1) * np.maximum(ctx - prompt, 0)
+            # Recompute: prompt plus every token emitted so far is prefilled again (vLLM V0 RECOMPUTE), but for the
+            # full blocks the prefix cache still holds at re-admission (kv.preempt leaves them cached; a re-admission
+            # takes back from num_recomputed what it finds, _admit_with_prefix_cache).
+            ctx = st.computed[d]
+            kv.preempt(d, ctx)
+            n = self._n  # dropped KV: the prompt once, past it every sample's tokens
+            st.num_recomputed[d] += [rules.chunk_tokens(n, 0, c, p) for c, p in zip(ctx.tolist(), st.prompt[d].tolist())]
             st.prefill_target[d] = st.prompt[d] + st.emitted[d]
             st.computed[d] = 0
             plan.preempted_idx = np.concatenate([plan.preempted_idx, d]) if plan.preempted_idx.size else d
             st.push_waiting(d)
 
+    def _budget_tokens(self, st: SimState, idx: IntArray, chunks: IntArray) -> int:
+        """Budget tokens of these prefill chunks (before they run): their positions; with n > 1 samples a recompute
+        chunk's positions past the prompt count once per sample (rules.chunk_tokens)."""
+        if self._n == 1:
+            return _total(chunks)
+        n = self._n
+        return sum(rules.chunk_tokens(n, *x) for x in zip(st.computed[idx].tolist(), chunks.tolist(), st.prompt[idx].tolist()))
+
     def _prefill_chunks(self, st: SimState, prefills: IntArray, budget: int):
         """Next chunk of each running prefill, in admission order, within the budget and free blocks."""
         if prefills.size == 0 or budget <= 0:
             return _EMPTY, _EMPTY
-        remaining = st.prefill_target[prefills] - st.computed[prefills]
-        chunk = np.array(rules.prefill_chunks(remaining.tolist(), budget, self.is_chunked), dtype=np.int64)
         ctx = st.computed[prefills]
+        remaining = (st.prefill_target[prefills] - ctx).tolist()
+        if self._n > 1:  # the budget counts tokens: a recompute chunk's positions past the prompt once per sample
+            n, c, p = self._n, ctx.tolist(), st.prompt[prefills].tolist()
+            tokens = rules.prefill_chunks([rules.chunk_tokens(n, *x) for x in zip(c, remaining, p)], budget, self.is_chunked)
+            chunk = np.array([rules.chunk_positions(n, *x) for x in zip(c, tokens, p)], dtype=np.int64)
+        else:
+            chunk = np.array(rules.prefill_chunks(remaining, budget, self.is_chunked), dtype=np.int64)
         need = np.maximum(self.kv.blocks_for(ctx + chunk, st.prompt[prefills]) - self.kv.held[prefills], 0)
         if int(need.sum()) > self.kv.num_free:  # rare: shrink chunks to the blocks that are free
             free = self.kv.num_free
@@ -383,30 +399,41 @@ class Scheduler:
     def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int, need_of) -> list[tuple[int, int]]:
         """issue 12: the same admission rule, each request's prefill starting after its longest cached
         prefix. Looked up one by one as the rule reads them (an admission's allocation may evict what
-        the next would hit); the cached blocks are referenced before the rest is allocated."""
-        kv, prompt, bs = self.kv, st.prompt, self.kv.block_size
+        the next would hit); the cached blocks are referenced before the rest is allocated. A request pre-empted
+        by recompute looks up its prompt and emitted tokens (its prefill target) and recomputes only what it
+        does not find of the KV it dropped."""
+        kv, prompt, target, bs, n = self.kv, st.prompt, st.prefill_target, self.kv.block_size, self._n
         looked: list[tuple] = []
 
         def remaining():
             for r in ids:
-                looked.append(kv.lookup(r, int(prompt[r])))  # (handle, hit blocks, evictable among them)
-                yield int(st.prefill_target[r]) - looked[-1][1] * bs
+                t = int(target[r])
+                looked.append(kv.lookup(r, t))  # (handle, hit blocks, evictable among them)
+                start = looked[-1][1] * bs
+                yield t - start if n == 1 else rules.chunk_tokens(n, start, t - start, int(prompt[r]))
+
+        def positions(i: int, chunk: int) -> int:  # (n > 1: the rule's chunks are budget tokens, see _prefill_chunks)
+            return chunk if n == 1 else rules.chunk_positions(n, looked[i][1] * bs, chunk, int(prompt[ids[i]]))
 
         def blocks(i: int, chunk: int) -> int:  # new blocks, plus the evictable hits it takes from the free ones
             _, hit, evictable = looked[i]
+            chunk = positions(i, chunk)
             full = need_of(i, max(chunk, 1) + hit * bs) if self.cfg.admission != "reserve" else need_of(i, chunk)
             return full - hit + evictable
 
         def admit(i: int, chunk: int, need: int) -> None:
             r = ids[i]
             handle, hit, evictable = looked[i]
-            kv.acquire(r, handle, hit, int(prompt[r]))
+            kept = kv.acquire(r, handle, hit, int(target[r]))
+            if kept:  # dropped KV found again: not recomputed
+                st.num_recomputed[r] -= kept
             kv.held[r] += need - evictable
             kv.num_free -= need - evictable
             st.computed[r] = hit * bs
 
-        return rules.admit_in_order(remaining(), budget, kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
-                                    self.is_static, admit)  # fmt: skip
+        taken = rules.admit_in_order(remaining(), budget, kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
+                                     self.is_static, admit)  # fmt: skip
+        return taken if n == 1 else [(positions(i, chunk), need) for i, (chunk, need) in enumerate(taken)]
 
     def admission_blocks(self, st: SimState, ids, chunks):
         """KV blocks the admission rule allocates to requests admitted with these first chunks (ids and
@@ -441,7 +468,14 @@ class Scheduler:
         if self.prefix_cache:
             taken = self._admit_with_prefix_cache(st, ids, budget, need_of)
         else:
-            if len(ids) == 1:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
+            if self._n > 1:  # the budget counts tokens (see _prefill_chunks); the blocks and the chunk are positions
+                n, prompt = self._n, st.prompt
+                taken = rules.admit_in_order((rules.chunk_tokens(n, 0, int(st.prefill_target[r]), int(prompt[r])) for r in ids),
+                                             budget, kv.num_free, self.watermark_blocks,
+                                             lambda i, t: need_of(i, rules.chunk_positions(n, 0, t, int(prompt[ids[i]]))),
+                                             self.is_chunked, self.is_static)  # fmt: skip
+                taken = [(rules.chunk_positions(n, 0, t, int(prompt[r])), need) for r, (t, need) in zip(ids, taken)]
+            elif len(ids) == 1:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
                 one = rules.admit_next(0, st.prefill_target.item(ids[0]), budget, kv.num_free, self.watermark_blocks,
                                        need_of, self.is_chunked, self.is_static)  # fmt: skip
                 taken = [] if one is None else [one]

@@ -252,11 +252,11 @@ def test_the_scalar_core_runs_every_continuous_policy(preset, monkeypatch):
     assert fast_ticks >= 0.5 * on.timeline.num_ticks
 
 
-def _two_requests_one_preempted(num_samples: int, kv_tokens: int):
+def _two_requests_one_preempted(num_samples: int, kv_tokens: int, **over):
     """Two 64-token prompts with 400-token answers and `num_samples` samples each, in a KV cache of ~`kv_tokens`:
     the later one is pre-empted (recompute) and prefilled again after the first finishes."""
     cfg = trace_config([64, 64], [400, 400], arrivals=[0.0, 0.0], workload__num_samples=num_samples,
-                       kv_cache__block_size=16, kv_cache__swap_space_gb=0.0)  # fmt: skip
+                       kv_cache__block_size=16, kv_cache__swap_space_gb=0.0, **over)  # fmt: skip
     need = ModelShape.of(cfg).total_params * 2 + workspace_bytes_per_gpu(cfg) + kv_tokens * kv_bytes_per_token(cfg)
     util = (need + 0.5 * 2**30) / (cfg.hardware.memory_gib * 2**30)  # (plus the CUDA context the memory rule keeps)
     return cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
@@ -277,6 +277,27 @@ def test_a_recompute_prefill_computes_every_samples_tokens(n, kv_tokens):
     assert int(tl.columns["num_prefill_tokens"][b.tick[again]].sum()) == prompt + n * (positions - prompt)
     dropped = int(res.requests.num_recomputed_tokens[victim])
     assert dropped == prompt + n * (positions - prompt - 1)  # (its KV then held one position fewer)
+
+
+@pytest.mark.parametrize("mode", ["decode_first", "prefill_first"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_recompute_prefill_with_samples_stays_within_the_token_budget(n, mode):
+    # The token budget (max_num_batched_tokens) counts the tokens a tick computes: a decode counts n (one per sample),
+    # and so does each position of a recompute chunk past the prompt, which the tick prices n times (the samples'
+    # own tokens; the prompt's positions once). It counted positions: a 128-token budget ran 128 positions, priced
+    # 64 + 2 x 64 = 192 tokens at n = 2 (and a decode-first tick's decodes came on top).
+    budget = 128
+    cfg = _two_requests_one_preempted(n, 1200, scheduler__prefill_mode=mode, scheduler__enable_chunked_prefill=True,
+                                      scheduler__max_num_batched_tokens=budget, scheduler__max_num_seqs=8)  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    ev, b, tl = res.events, res.batches, res.timeline
+    victim = ev.req[ev.kind == Event.PREEMPTED][0]  # (the same request each time)
+    again = (b.req == victim) & ~b.is_decode & (b.tick > 0)  # its recompute chunks (tick 0: both prompts)
+    assert res.summary.num_finished == 2 and np.unique(b.tick[again]).size > 2  # (set-up: several budget-sized chunks)
+    prefill, decode = tl.columns["num_prefill_tokens"], tl.columns["num_decode_tokens"]
+    counted = prefill + decode if mode == "decode_first" else prefill  # (a prefill-first tick runs no decode beside)
+    assert counted.max() <= budget
+    assert counted[b.tick[again]].max() > budget - n  # the budget is used (to a position's n tokens)
 
 
 def test_extra_samples_work_is_the_sum_over_positions_past_the_prompt():

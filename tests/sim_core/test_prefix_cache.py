@@ -329,3 +329,102 @@ def test_random_turns_that_finish_with_replies_keep_blocks_conserved(ops, lfu):
         kv.finish(np.array([q]), np.array([pq]))
         kv.check_invariants()
     assert kv.num_free == 40 and kv.num_evictable == kv.prefix.num_entries_blocks
+
+
+def _decode_to(kv: PrefixCachingBlockManager, r: int, prompt: int, kv_tokens: int) -> None:
+    """Request r (admitted, prompt registered) decodes until it holds KV for `kv_tokens` positions."""
+    grow = int(kv.blocks_for(kv_tokens, prompt)) - int(kv.held[r])
+    assert kv.can_allocate(grow)
+    kv.held[r] += grow
+    kv.num_free -= grow
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu"])  # runs and chains (lru, no sharing); per-block entries (lfu)
+def test_a_request_preempted_by_recompute_finds_its_prompt_and_output_blocks_again(policy):
+    """Prompt 40 (a 1-block system prompt, then its own content), 31 tokens emitted: KV for 70 positions, 4 full blocks
+    (2 of prompt, 2 of output). Pre-empted by recompute, it leaves all 4 cached, as vLLM V1 (which hashed every full
+    block of prompt + output as it was computed); back, it looks up its prompt and emitted tokens (71) and finds all 4:
+    only the 6 positions of its partial block are recomputed, not 70 - 32 (its prompt's blocks alone, before)."""
+    w = wl([5, 6], [40, 40], group=[0, -1], prefix_len=[16, 0])
+    kv = PrefixCachingBlockManager(16, 0, BS, w, policy)
+    assert admit(kv, 0, 40) == 0
+    kv.register(np.array([0]), np.array([40]))
+    _decode_to(kv, 0, 40, 70)
+    kv.preempt(np.array([0]), np.array([70]))
+    kv.check_invariants()
+    assert kv.held[0] == 0 and kv.num_free == 16 and kv.num_evictable == 4
+    assert cached(kv, 0, 40) == 2 and cached(kv, 0, 71) == 4  # (a lookup of the prompt alone: its blocks only)
+    keys, hit, evictable = kv.lookup(0, 71)
+    assert kv.acquire(0, keys, hit, 71) == 64  # tokens of the dropped KV found again: not recomputed
+    kv.check_invariants()
+    assert kv.held[0] == 4 and kv.num_evictable == 0
+    pc = kv.prefix
+    assert pc.num_query_tokens == 40 and pc.num_hit_blocks == 0  # the hit rate counts first admissions (vLLM V1)
+    assert pc.num_saved_tokens == 64  # prefill tokens saved: re-admissions included
+
+
+def test_a_preempted_requests_tail_is_evicted_first():
+    """Its blocks are released tail first (vLLM frees a request's blocks in reverse order): an allocation that
+    evicts one of them takes its last output block, and the request comes back to the other 3."""
+    w = wl([5, 6], [40, 40])
+    kv = PrefixCachingBlockManager(8, 0, BS, w)
+    admit(kv, 0, 40)
+    kv.register(np.array([0]), np.array([40]))
+    _decode_to(kv, 0, 40, 70)
+    kv.preempt(np.array([0]), np.array([70]))
+    admit(kv, 1, 40)  # r=1 takes 3 of the 4 truly free blocks...
+    kv.held[1] += 2
+    kv.num_free -= 2  # ...then 2 more: 1 truly free, 1 evicted
+    kv.check_invariants()
+    assert kv.prefix.num_evicted == 1 and cached(kv, 0, 71) == 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=hs.lists(hs.tuples(hs.integers(0, 3), hs.integers(1, 90), hs.integers(0, 40), hs.integers(0, 2)), min_size=1,
+                    max_size=30),
+       lfu=hs.booleans(), system=hs.integers(0, 40))  # fmt: skip
+def test_random_recompute_preemptions_keep_blocks_conserved_and_find_only_what_was_dropped(ops, lfu, system):
+    """Requests (content ids 0..3: sessions when they repeat) are admitted, decode `o` tokens, and are pre-empted by
+    recompute (then admitted again with their prompt and emitted tokens) or finish, in random order: blocks are
+    conserved every step, and a re-admission finds at most the full blocks of what it knew, never more tokens of its
+    dropped KV than it dropped."""
+    R = len(ops)
+    w = wl([c for c, _, _, _ in ops], [p for _, p, _, _ in ops], group=[0] * R, prefix_len=[min(system, p) for _, p, _, _ in ops])
+    kv = PrefixCachingBlockManager(40, 0, BS, w, "lfu" if lfu else "lru")
+    running: dict[int, int] = {}  # request -> KV positions
+    waiting: dict[int, int] = {}  # pre-empted request -> prompt + emitted tokens
+    plan = [(r, p, o, what) for r, (_, p, o, what) in enumerate(ops)]
+    for r, p, o, what in plan + [(q, None, 0, 2) for q in range(R)]:
+        tokens = waiting.pop(r, None) if p is None else p
+        if tokens is None:
+            continue
+        prompt = int(w.prompt_tokens[r])
+        keys, hit, ev = kv.lookup(r, tokens)
+        assert hit <= (tokens - 1) // BS
+        need = int(kv.blocks_for(tokens, prompt)) - hit
+        if not kv.can_allocate(need + ev):
+            continue
+        dropped_before = kv.prefix.dropped.get(r)
+        kept = kv.acquire(r, keys, hit, tokens)
+        assert kept == (0 if dropped_before is None else min(hit * BS, dropped_before))
+        kv.held[r] += need
+        kv.num_free -= need
+        kv.register(np.array([r]), np.array([prompt]))
+        ctx = tokens + o
+        grow = int(kv.blocks_for(ctx, prompt)) - int(kv.held[r])
+        if kv.can_allocate(grow):
+            kv.held[r] += grow
+            kv.num_free -= grow
+        else:
+            ctx = tokens
+        if what == 0:  # pre-empted by recompute: back later with its prompt and the tokens it emitted
+            kv.preempt(np.array([r]), np.array([ctx]))
+            waiting[r] = ctx + 1
+        elif what == 1:
+            kv.finish(np.array([r]), np.array([ctx]))
+        else:
+            running[r] = ctx
+        kv.check_invariants()
+    kv.free(np.array(list(running), dtype=np.int64))
+    kv.check_invariants()
+    assert kv.num_free == 40 and kv.num_evictable == kv.prefix.num_entries_blocks

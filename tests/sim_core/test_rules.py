@@ -99,3 +99,17 @@ def test_batch_cap_trajectory_is_the_rule_applied_tick_by_tick(cap, max_extra, f
     for slow in flags:
         expected.append(rules.next_batch_cap(expected[-1], slow, max_seqs))
     assert out.tolist() == expected
+
+
+@given(st.integers(1, 5), st.integers(0, 600), st.integers(0, 600), st.integers(1, 400), st.integers(-5, 3000))
+def test_a_chunks_budget_tokens_and_the_positions_they_cover_invert(n, computed, positions, prompt, tokens):
+    # A chunk's budget tokens: each position once, each one past the prompt once more per further sample (the extra
+    # tokens the engine prices for the other samples); chunk_positions is the most positions a token count covers.
+    from sim_core.engine import samples_past_prompt
+
+    cost = rules.chunk_tokens(n, computed, positions, prompt)
+    assert cost - positions == samples_past_prompt(n, [positions], [computed], [prompt])[0]
+    assert rules.chunk_positions(n, computed, cost, prompt) == positions
+    m = rules.chunk_positions(n, computed, tokens, prompt)
+    assert m == tokens if tokens <= 0 else (rules.chunk_tokens(n, computed, m, prompt) <= tokens
+                                             < rules.chunk_tokens(n, computed, m + 1, prompt))  # fmt: skip

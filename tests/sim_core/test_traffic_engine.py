@@ -17,6 +17,7 @@ from sim_core.presets import config_from_dict
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.sweep import with_value
 from sim_core.traces import with_trace
+from sim_core.types import Event
 
 SHARED = {"num_system_prompts": 3, "share_ratio": 0.9, "system_prompt_tokens": {"dist": "fixed", "mean": 1500}}
 
@@ -82,6 +83,56 @@ def test_blocks_stay_conserved_and_referenced_blocks_stay_under_kv_pressure(pree
     res = run_simulation(cfg, check_invariants=True)  # block conservation and refcounts checked every tick
     assert res.summary.num_finished == 150 and res.summary.num_preemptions > 0
     assert res.summary.prefix_blocks_evicted >= 0 and res.summary.prefill_tokens_saved > 0
+
+
+# Chat on vLLM V1 in a KV cache too small for the load: requests are pre-empted by recompute (26 at the time of writing),
+# and with nothing shared, only a pre-empted request's own blocks are ever found in the cache.
+PREEMPTING = dict(workload__arrival__rate_per_s=3.0, kv_cache__gpu_memory_utilization=0.25, kv_cache__enable_prefix_caching=True,
+                  workload__output_tokens={"dist": "lognormal", "mean": 600, "min": 16, "max": 2048, "sigma": 0.6})  # fmt: skip
+
+
+def test_a_request_preempted_by_recompute_finds_its_prompt_and_output_blocks_again(monkeypatch):
+    """vLLM V1 hashes every full block of a request's tokens, prompt and output, as it computes them; a pre-empted
+    request's blocks stay cached (evictable) and its re-admission's lookup covers prompt + output tokens
+    (get_computed_blocks: up to request.num_tokens - 1). It found only its prompt's blocks here before."""
+    from sim_core import prefix_cache
+
+    seen: list[tuple[int, int]] = []  # (request, hit blocks) at every admission
+    original = prefix_cache.PrefixCache.admit
+
+    def admit(self, r, handle, hit, tokens):
+        seen.append((r, hit))
+        return original(self, r, handle, hit, tokens)
+
+    monkeypatch.setattr(prefix_cache.PrefixCache, "admit", admit)
+    res = run_simulation(chat(150, **PREEMPTING), check_invariants=True)
+    assert res.summary.num_finished == 150 and res.summary.num_preemptions > 0
+    prompt = res.requests.prompt_tokens
+    firsts: set[int] = set()
+    again = []
+    for r, hit in seen:
+        if r in firsts:
+            again.append(hit * 16 - int(prompt[r]))  # cached tokens past the prompt
+        firsts.add(r)
+    assert len(again) == res.summary.num_preemptions  # every victim came back
+    assert any(x > 0 for x in again)  # output blocks found (most victims' were evicted first by the decodes' growth)
+
+
+def test_recomputed_tokens_and_the_hit_rate_count_what_a_preempted_request_finds_again():
+    """num_recomputed_tokens counts the dropped KV that a re-admission does not find cached; the hit rate counts
+    first admissions only (vLLM V1 records a pre-empted request's re-admission apart, PR #25787: with nothing shared
+    it is 0 here), prefill_tokens_saved counts every token the cache spares. Every prefill position is then a prompt
+    position computed once, a recomputed one, or the one a resumed request had emitted without its KV. (Before:
+    30,896 tokens recomputed, the 17,920 prompt tokens found again among them, and an 8.7 % hit rate of them; now
+    11,616, with 19,248 saved.)"""
+    res = run_simulation(chat(150, **PREEMPTING), check_invariants=True)
+    s, ev = res.summary, res.events
+    assert s.num_finished == 150 and s.num_preemptions > 0 and s.prefill_tokens_saved > 0
+    assert s.prefix_hit_rate_tokens == s.prefix_hit_rate_blocks == 0
+    resumed = int((ev.kind == Event.PREFILL_DONE).sum())
+    computed = int(res.timeline.num_prefill_tokens.sum())
+    assert computed == int(res.requests.prompt_tokens.sum()) + s.num_recomputed_tokens + resumed
+    assert s.num_recomputed_tokens < s.prefill_tokens_saved  # (most of what victims dropped was found again)
 
 
 def test_sessions_reuse_the_previous_turn():
@@ -186,6 +237,9 @@ PREFIX_FAST_CASES = {
                           workload__arrival__rate_per_s=14.0, kv_cache__eviction_policy="lfu"),
     "long decode stretches, evicting": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
                                             workload__arrival__rate_per_s=0.5),  # all-decode stretches priced as arrays
+    "pre-empting, recompute": dict(workload__shared_prefix=SHARED, kv_cache__gpu_memory_utilization=0.27,
+                                   workload__arrival__rate_per_s=14.0,
+                                   workload__output_tokens={"dist": "lognormal", "mean": 600, "min": 16, "max": 2048, "sigma": 0.6}),
     "block size 2, output 1": dict(workload__shared_prefix=SHARED | {"system_prompt_tokens": {"dist": "fixed", "mean": 40}},
                                    kv_cache__block_size=2, workload__num_requests=50,
                                    workload__output_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 6}),
@@ -203,6 +257,8 @@ def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
     _same(on, off)
     if case == "evicting":
         assert on.summary.prefix_blocks_evicted > 0
+    if case.startswith("pre-empting"):
+        assert on.summary.num_preemptions > 0 and on.summary.num_recomputed_tokens > 0
 
 
 def test_prefix_caching_decode_stretches_skip_the_per_tick_composition(monkeypatch):
@@ -226,6 +282,8 @@ ORACLE_CASES = {
     "evicting": dict(kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0),
     "pre-empting, swap": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
                               scheduler__preemption="swap"),
+    "pre-empting, recompute": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
+                                   workload__output_tokens=PREEMPTING["workload__output_tokens"]),
     "varied pool, prefill_first": dict(
         workload__shared_prefix={"num_system_prompts": 20, "share_ratio": 0.5,
                                  "system_prompt_tokens": {"dist": "uniform", "mean": 500, "min": 1, "max": 2000}},
