@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from sim_core.config import CalibrationConfig, SimConfig
-from sim_core.costmodel import ACT_BYTES, GEMMS_PER_LAYER, CostModel
+from sim_core.costmodel import ACT_BYTES, GEMMS_PER_LAYER, CostModel, achieved_hbm_bytes_per_s
 from sim_core.engine import run_simulation
 from sim_core.presets import PRESETS_DIR, config_from_dict, read_preset_data
 
@@ -161,13 +161,12 @@ def _gemm_rows() -> list[Row]:
         params = (h * (q + 2 * kv) + q * h + 3 * h * f) / t
         act = ACT_BYTES * T * (2 * h + 2 * q + 2 * kv + 2 * h + 3 * f) / t
         hw = read_preset_data("hardware", VIDUR_GPU[r["gpu"]])
-        peak, bw = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"] * 1e9
+        peak, bw_gb = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"]
         value = sum(float(r[k + "_ms"]) for k in ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"))
 
-        def pred(cal, fl=2 * params * T, nb=2 * params + act, peak=peak, bw=bw, gpu=r["gpu"]):
-            scale = _hbm_scale(cal, gpu)
-            return (_soft(fl / (peak * cal["gemm_efficiency"]), nb / (bw * cal["memory_efficiency"] * scale))
-                    + GEMMS_PER_LAYER * cal["gemm_fixed_us"] * 1e-6) * 1e3
+        def pred(cal, fl=2 * params * T, nb=2 * params + act, peak=peak, bw_gb=bw_gb, gpu=r["gpu"]):
+            bw_eff = achieved_hbm_bytes_per_s(bw_gb, cal["memory_efficiency"], _hbm_scale(cal, gpu))
+            return (_soft(fl / (peak * cal["gemm_efficiency"]), nb / bw_eff) + GEMMS_PER_LAYER * cal["gemm_fixed_us"] * 1e-6) * 1e3
 
         rid = f"vg-{r['gpu']}-{r['model']}-tp{t}-{T}"
         rows.append(Row(rid, f"{r['model'][:14]} {r['gpu']} TP{t} GEMMs {T} tok", value, "ms", pred, "vidur-gemm",
@@ -182,14 +181,14 @@ def _layer_pred(T: int, pairs: int, kv_read: int) -> Callable[[dict[str, float]]
     """Attention + elementwise kernels of one Llama-2-70B layer at TP2 on A100, as in CostModel."""
     m = LAYER_MODEL
     hw = read_preset_data("hardware", "a100-80gb")
-    peak, bw = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"] * 1e9
+    peak = hw["peak_tflops"] * 1e12
     kv_token = 2 * m["kv"] / m["t"] * 2  # K and V, 16-bit, this rank's heads
     attn_fl = 4 * m["q"] / m["t"] * pairs
     attn_b = kv_token * (kv_read + T) + ACT_BYTES * 2 * m["q"] / m["t"] * T
     elem_b = ACT_BYTES * T * (10 * m["h"] + (2 * (m["q"] + m["kv"]) + 3 * m["f"]) / m["t"])
 
     def pred(cal):
-        bw_eff = bw * cal["memory_efficiency"] * _hbm_scale(cal, "a100")
+        bw_eff = achieved_hbm_bytes_per_s(hw["hbm_bandwidth_gb_per_s"], cal["memory_efficiency"], _hbm_scale(cal, "a100"))
         return (_soft(attn_fl / (peak * cal["attention_efficiency"]), attn_b / bw_eff) + elem_b / bw_eff
                 + cal["layer_fixed_us"] * 1e-6) * 1e3  # fmt: skip
 
