@@ -780,9 +780,9 @@ class SimConfig(StrictModel):
             top = _bound_text(math.floor(max_memory_efficiency(scale) * 1e4) / 1e4)  # typed as shown, it is allowed
             raise ValueError(
                 f"calibration.memory_efficiency = {eff!r} x hardware.hbm_efficiency_scale = {scale!r} is {eff * scale:.4g} "
-                f"of hardware.hbm_bandwidth_gb_per_s ({self.hardware.hbm_bandwidth_gb_per_s:g} GB/s): no kernel streams "
-                f"past the datasheet, the product must be <= 1; allowed on this GPU: memory_efficiency >= 0.01 and "
-                f"<= {top} (or a lower hbm_efficiency_scale)"
+                f"of the GPU's datasheet HBM bandwidth ({self.hardware.hbm_bandwidth_gb_per_s:g} GB/s): no kernel streams "
+                f"past it, the product must be <= 1; allowed on this GPU: memory_efficiency >= 0.01 and <= {top} (or a "
+                "lower hbm_efficiency_scale)"
             )
         return self
 

@@ -114,6 +114,17 @@ def test_a_cross_field_error_names_both_knobs_by_their_labels():
     assert len(at.sidebar.error) == 2  # under each of the two knobs
 
 
+def test_an_hbm_efficiency_past_the_datasheet_is_named_under_its_knob():
+    # on an H100 (hbm_efficiency_scale 1.0695) 0.99 would stream HBM at 1.06x its datasheet: refused, with the range
+    at = app(preset="chat-h100-llama8b").run()
+    before = [m.value for m in at.metric]
+    at.slider(key="w.calibration.memory_efficiency").set_value(0.99).run()
+    assert not at.exception
+    msg = " ".join(e.value for e in at.sidebar.error)
+    assert "“HBM efficiency” = 0.99" in msg and "hbm_efficiency_scale = 1.0695" in msg and "≤ 0.935" in msg
+    assert len(at.sidebar.error) == 1 and [m.value for m in at.metric] == before
+
+
 def test_out_of_memory_shows_the_numbers_and_the_knob():
     at = app(preset="prefill-oom-l4-llama8b").run()
     at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(65536).run()
