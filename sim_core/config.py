@@ -57,7 +57,7 @@ class HardwareSpec(StrictModel):
         description="This GPU's achieved streaming bandwidth relative to the calibration profiles' memory_efficiency, "
         "which is fitted on A100 and H100 together (geometric mean 1): fitted per GPU on Vidur's GEMM profiles "
         "(A100's HBM2e streams a lower fraction of its datasheet bandwidth than H100's HBM3); 1 for GPUs without "
-        "profiles (0.5-2).",
+        "profiles (0.5-2; calibration.memory_efficiency x this is at most 1: no kernel streams past the datasheet).",
     )
     memory_gib: float = Field(
         79.65, gt=0, le=4096,
@@ -499,7 +499,10 @@ class CalibrationConfig(StrictModel):
         0.57, ge=0.01, le=1, description="Achieved fraction of FP8 peak FLOP/s in GEMMs (FP8 weights)."
     )
     attention_efficiency: float = Field(0.14, ge=0.01, le=1, description="Achieved fraction of peak FLOP/s in attention.")
-    memory_efficiency: float = Field(0.86, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth.")
+    memory_efficiency: float = Field(
+        0.86, ge=0.01, le=1, description="Achieved fraction of HBM bandwidth, before the GPU's "
+        "hardware.hbm_efficiency_scale (their product, the fraction the kernels reach, is at most 1).",
+    )
     layer_fixed_us: float = Field(
         51.0, ge=0, le=10_000,
         description="GPU time per layer per tick that does not scale with the batch (norm, rotary, activation, "
@@ -556,6 +559,13 @@ class LimitsConfig(StrictModel):
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
 Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
+
+
+def max_memory_efficiency(hbm_efficiency_scale: float) -> float:
+    """The highest calibration.memory_efficiency a GPU with this hbm_efficiency_scale runs: their product is the
+    fraction of the datasheet HBM bandwidth the kernels reach, never above 1 (H100 SXM kernels reach ~90-93 % of its
+    3.35 TB/s). The rule the config check and the calibration fit's grids (sim_core/validate.py) share."""
+    return min(1.0, 1.0 / hbm_efficiency_scale)
 
 
 class LinkConfig(StrictModel):
@@ -762,6 +772,19 @@ class SimConfig(StrictModel):
                                  "deployment.disaggregation.prefill.replicas and .decode.replicas instead")  # fmt: skip
             for role in ("prefill", "decode"):
                 pool_config(self, role)  # type: ignore[arg-type]
+        return self
+
+    @model_validator(mode="after")
+    def _check_hbm_bandwidth(self) -> SimConfig:
+        eff, scale = self.calibration.memory_efficiency, self.hardware.hbm_efficiency_scale
+        if eff > max_memory_efficiency(scale):  # (a pool's GPU: checked when pool_config validates its engine)
+            top = _bound_text(math.floor(max_memory_efficiency(scale) * 1e4) / 1e4)  # typed as shown, it is allowed
+            raise ValueError(
+                f"calibration.memory_efficiency = {eff!r} x hardware.hbm_efficiency_scale = {scale!r} is {eff * scale:.4g} "
+                f"of the GPU's datasheet HBM bandwidth ({self.hardware.hbm_bandwidth_gb_per_s:g} GB/s): no kernel streams "
+                f"past it, the product must be <= 1; allowed on this GPU: memory_efficiency >= 0.01 and <= {top} (or a "
+                "lower hbm_efficiency_scale)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -41,6 +41,12 @@ CUDA_RESERVED_BYTES = 0.5 * GIB
 RUNTIME_BYTES = 0.35 * GIB
 
 
+def achieved_hbm_bytes_per_s(hbm_bandwidth_gb_per_s: float, memory_efficiency: float, hbm_efficiency_scale: float) -> float:
+    """The HBM bandwidth kernels stream at: the datasheet's, times the profile's memory_efficiency, times the GPU's
+    hbm_efficiency_scale. The one place this product is formed (CostModel, the fit's operator rows, the roofline)."""
+    return hbm_bandwidth_gb_per_s * GB * memory_efficiency * hbm_efficiency_scale
+
+
 @dataclass(frozen=True, slots=True)
 class ModelShape:
     """Per-layer parameter counts and byte sizes derived from a ModelSpec, per GPU after TP sharding."""
@@ -232,7 +238,7 @@ class CostModel:
         self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
         self._gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)
         self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
-        self._bytes_per_s = self.hbm_bytes_per_s * cal.memory_efficiency * hw.hbm_efficiency_scale
+        self.achieved_hbm_bytes_per_s = achieved_hbm_bytes_per_s(hw.hbm_bandwidth_gb_per_s, cal.memory_efficiency, hw.hbm_efficiency_scale)
         L = m.num_layers
         self._L = L
         self._E, self._k = m.num_experts, m.num_experts_per_token
@@ -333,12 +339,12 @@ class CostModel:
         gemm_compute_s = gemm_flops / self._gemm_flops_per_s + np.where(streams, self._dequant_s_per_weight_byte * (
             self._body_weight_bytes + self.expert_bytes(T)), 0.0)
         attn_compute_s = attn_flops / self._attn_flops_per_s
-        gemm_mem_s = gemm_bytes / self._bytes_per_s
-        attn_mem_s = attn_bytes / self._bytes_per_s
+        gemm_mem_s = gemm_bytes / self.achieved_hbm_bytes_per_s
+        attn_mem_s = attn_bytes / self.achieved_hbm_bytes_per_s
         # soft roofline per op group; elementwise kernels and fixed per-layer time on top
         busy_s = (np.sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
                   + np.sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
-                  + np.where(T > 0, self._elem_bytes_per_token * T / self._bytes_per_s + self._layer_fixed_s, 0.0))
+                  + np.where(T > 0, self._elem_bytes_per_token * T / self.achieved_hbm_bytes_per_s + self._layer_fixed_s, 0.0))
         comm_s = np.where(T > 0, self._ar_bytes_per_token * T / self._link_bytes_per_s + self._ar_fixed_s, 0.0)
         overhead_s = self._tick_overhead_s + self._per_seq_overhead_s * np.asarray(num_seqs, dtype=np.float64)
         duration_s = busy_s + comm_s + overhead_s + swap / self._pcie_bytes_per_s
@@ -360,7 +366,7 @@ class CostModel:
         expert_bytes, dense = self.expert_bytes, self._dense_weight_bytes
         afp, kvb, aab = self._attn_flops_per_pair, self._kv_bytes_per_token, self._attn_act_bytes_per_token
         kvr = self._kv_read_bytes_per_token
-        gfs, afs, bps = self._gemm_flops_per_s, self._attn_flops_per_s, self._bytes_per_s
+        gfs, afs, bps = self._gemm_flops_per_s, self._attn_flops_per_s, self.achieved_hbm_bytes_per_s
         arb, link, arf = self._ar_bytes_per_token, self._link_bytes_per_s, self._ar_fixed_s
         tov, pso, pcie = self._tick_overhead_s, self._per_seq_overhead_s, self._pcie_bytes_per_s
         elb, lfx, sqrt = self._elem_bytes_per_token, self._layer_fixed_s, math.sqrt

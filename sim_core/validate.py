@@ -28,15 +28,15 @@ import csv
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sim_core.config import CalibrationConfig, SimConfig
-from sim_core.costmodel import ACT_BYTES, GEMMS_PER_LAYER, CostModel
+from sim_core.config import CalibrationConfig, SimConfig, max_memory_efficiency
+from sim_core.costmodel import ACT_BYTES, GEMMS_PER_LAYER, CostModel, achieved_hbm_bytes_per_s
 from sim_core.engine import run_simulation
 from sim_core.presets import PRESETS_DIR, config_from_dict, read_preset_data
 
@@ -161,13 +161,12 @@ def _gemm_rows() -> list[Row]:
         params = (h * (q + 2 * kv) + q * h + 3 * h * f) / t
         act = ACT_BYTES * T * (2 * h + 2 * q + 2 * kv + 2 * h + 3 * f) / t
         hw = read_preset_data("hardware", VIDUR_GPU[r["gpu"]])
-        peak, bw = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"] * 1e9
+        peak, bw_gb = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"]
         value = sum(float(r[k + "_ms"]) for k in ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"))
 
-        def pred(cal, fl=2 * params * T, nb=2 * params + act, peak=peak, bw=bw, gpu=r["gpu"]):
-            scale = _hbm_scale(cal, gpu)
-            return (_soft(fl / (peak * cal["gemm_efficiency"]), nb / (bw * cal["memory_efficiency"] * scale))
-                    + GEMMS_PER_LAYER * cal["gemm_fixed_us"] * 1e-6) * 1e3
+        def pred(cal, fl=2 * params * T, nb=2 * params + act, peak=peak, bw_gb=bw_gb, gpu=r["gpu"]):
+            bw_eff = achieved_hbm_bytes_per_s(bw_gb, cal["memory_efficiency"], _hbm_scale(cal, gpu))
+            return (_soft(fl / (peak * cal["gemm_efficiency"]), nb / bw_eff) + GEMMS_PER_LAYER * cal["gemm_fixed_us"] * 1e-6) * 1e3
 
         rid = f"vg-{r['gpu']}-{r['model']}-tp{t}-{T}"
         rows.append(Row(rid, f"{r['model'][:14]} {r['gpu']} TP{t} GEMMs {T} tok", value, "ms", pred, "vidur-gemm",
@@ -182,14 +181,14 @@ def _layer_pred(T: int, pairs: int, kv_read: int) -> Callable[[dict[str, float]]
     """Attention + elementwise kernels of one Llama-2-70B layer at TP2 on A100, as in CostModel."""
     m = LAYER_MODEL
     hw = read_preset_data("hardware", "a100-80gb")
-    peak, bw = hw["peak_tflops"] * 1e12, hw["hbm_bandwidth_gb_per_s"] * 1e9
+    peak = hw["peak_tflops"] * 1e12
     kv_token = 2 * m["kv"] / m["t"] * 2  # K and V, 16-bit, this rank's heads
     attn_fl = 4 * m["q"] / m["t"] * pairs
     attn_b = kv_token * (kv_read + T) + ACT_BYTES * 2 * m["q"] / m["t"] * T
     elem_b = ACT_BYTES * T * (10 * m["h"] + (2 * (m["q"] + m["kv"]) + 3 * m["f"]) / m["t"])
 
     def pred(cal):
-        bw_eff = bw * cal["memory_efficiency"] * _hbm_scale(cal, "a100")
+        bw_eff = achieved_hbm_bytes_per_s(hw["hbm_bandwidth_gb_per_s"], cal["memory_efficiency"], _hbm_scale(cal, "a100"))
         return (_soft(attn_fl / (peak * cal["attention_efficiency"]), attn_b / bw_eff) + elem_b / bw_eff
                 + cal["layer_fixed_us"] * 1e-6) * 1e3  # fmt: skip
 
@@ -414,6 +413,14 @@ def _grid_fit(rows: list[Row], cal: dict[str, float], grids: dict[str, np.ndarra
     return cal
 
 
+def _memory_efficiency_grid(hbm_scales: Iterable[float]) -> np.ndarray:
+    """The memory_efficiency values a fit tries. A profile runs on every GPU, at memory_efficiency x that GPU's
+    hbm_efficiency_scale of its datasheet bandwidth: the grid stops where the largest scale would pass the datasheet
+    (the grid's old top, 0.95, ran the profiles fitted to it at 1.016 x an H100's)."""
+    grid = np.arange(0.50, 0.96, 0.01)
+    return grid[grid <= max_memory_efficiency(max(hbm_scales))]
+
+
 def _fit_rows(rows: list[Row], group: str) -> list[Row]:
     return [r for r in rows if r.group == group and not r.held_out]
 
@@ -430,11 +437,12 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
     cal["hbm_scale_h100"] = 1 / cal["hbm_scale_a100"]
     for _ in range(20):
         before = dict(cal)
-        cal = _grid_fit(gemm_rows, cal, {"gemm_efficiency": np.arange(0.50, 0.96, 0.01),
-                                         "memory_efficiency": np.arange(0.50, 0.96, 0.01),
+        memory_grid = _memory_efficiency_grid((cal["hbm_scale_a100"], cal["hbm_scale_h100"]))
+        cal = _grid_fit(gemm_rows, cal, {"gemm_efficiency": np.arange(0.50, 0.96, 0.01), "memory_efficiency": memory_grid,
                                          "gemm_fixed_us": np.arange(0, 20.1, 0.5)}, rounds=20)  # fmt: skip
+        # (and no scale that would take the fitted memory_efficiency past the datasheet)
         losses = [(_log_loss(gemm_rows, cal | {"hbm_scale_a100": float(a), "hbm_scale_h100": float(1 / a)}), float(a))
-                  for a in np.arange(0.80, 1.001, 0.005)]
+                  for a in np.arange(0.80, 1.001, 0.005) if cal["memory_efficiency"] <= max_memory_efficiency(max(a, 1 / a))]
         cal["hbm_scale_a100"] = min(losses)[1]
         cal["hbm_scale_h100"] = 1 / cal["hbm_scale_a100"]
         if cal == before:
@@ -454,7 +462,7 @@ def fit(rows: list[Row], families: tuple[str, ...] | None = None) -> dict[str, d
         # Fused-kernel engines do not pay the eager per-layer kernel time Vidur measured: refit it per family.
         grids["layer_fixed_us"] = np.arange(0, 51, 1.0)
         # Engines' own kernels stream weights and KV at their own fraction of HBM bandwidth.
-        grids["memory_efficiency"] = np.arange(0.50, 0.96, 0.01)
+        grids["memory_efficiency"] = _memory_efficiency_grid(scales.values())
         if profile != "compiled-pytorch":  # its batch-1 decode rows carry almost no attention work
             grids["attention_efficiency"] = np.arange(0.01, 0.61, 0.01)
         if profile == "fastertransformer":  # TP2 and TP8 fit rows: its own (NCCL) all-reduce latency

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 from app.components.colors import NEUTRAL, PHASE_COLORS, PHASE_NAMES, RUN_COLORS, RUN_DASHES
 from app.components.text import plotly_text
 from app.components.units import time_unit
+from sim_core.costmodel import achieved_hbm_bytes_per_s
 from sim_core.result import SimResult
 from sim_core.types import Phase
 
@@ -193,7 +194,8 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bw * xs), mode="lines", line=dict(color="#202124", width=2),
                              name=f"roof: {peak:g} TFLOP/s, {hw.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
-    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak * cal.gemm_efficiency, bw * cal.memory_efficiency * xs), mode="lines",
+    bw_eff = achieved_hbm_bytes_per_s(hw.hbm_bandwidth_gb_per_s, cal.memory_efficiency, hw.hbm_efficiency_scale) / 1e12
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak * cal.gemm_efficiency, bw_eff * xs), mode="lines",
                              line=dict(color="#5F6368", dash="dash"), name="calibrated roof (achievable)"))  # fmt: skip
     for pool, other in _other_roofs(res):  # a deployment whose pools run on other GPUs: their ticks sit under their roof
         o_peak, o_bw = other.peak_tflops, other.hbm_bandwidth_gb_per_s * 1e9 / 1e12

@@ -40,6 +40,14 @@ def test_bad_value_exits_2_with_field_value_and_range(capsys):
     assert "scheduler.max_num_seqs = 0" in err and ">= 1" in err and "Traceback" not in err
 
 
+def test_a_memory_efficiency_past_the_datasheet_exits_2_naming_both_fields(capsys):
+    # on an H100 (hbm_efficiency_scale 1.0695) memory_efficiency 0.99 would stream HBM at 1.06 x the datasheet
+    assert main(["run", "chat-h100-llama8b", "--set", "calibration.memory_efficiency=0.99"]) == 2
+    err = capsys.readouterr().err
+    assert "calibration.memory_efficiency = 0.99" in err and "hardware.hbm_efficiency_scale = 1.0695" in err
+    assert "<= 0.935" in err and "Traceback" not in err
+
+
 def test_unknown_key_and_unknown_preset_exit_2(capsys):
     assert main(["run", "chat-h100-llama8b", "--set", "scheduler.nope=1"]) == 2
     assert "unknown field 'nope'" in capsys.readouterr().err

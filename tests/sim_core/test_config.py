@@ -1,10 +1,13 @@
 import json
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, format_validation_error
 from sim_core.config import SCHEMA_VERSION, CalibrationConfig, SchedulerConfig
+from tests.strategies import cases
 
 
 def test_unknown_field_is_rejected_with_its_path():
@@ -120,6 +123,32 @@ def test_calibration_defaults_are_within_their_ranges():
     cal = CalibrationConfig()
     assert 0 < cal.gemm_efficiency <= 1 and 0 < cal.memory_efficiency <= 1
     assert json.loads(cal.model_dump_json())["tick_overhead_ms"] == cal.tick_overhead_ms
+
+
+@given(st.floats(0.01, 1), st.floats(0.5, 2))
+@cases(60)
+def test_a_gpu_never_streams_hbm_faster_than_its_datasheet(memory_efficiency, scale):
+    # memory_efficiency x hbm_efficiency_scale is the achieved fraction of hardware.hbm_bandwidth_gb_per_s: above 1
+    # the message names both fields, their values and the memory_efficiency this GPU allows
+    product = memory_efficiency * scale
+    assume(abs(product - 1) > 1e-9)
+    data = {"hardware": {"hbm_efficiency_scale": scale}, "calibration": {"memory_efficiency": memory_efficiency}}
+    if product <= 1:
+        assert config_from_dict(data).calibration.memory_efficiency == memory_efficiency
+        return
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    msg = str(err.value)
+    assert f"calibration.memory_efficiency = {memory_efficiency!r}" in msg and f"hardware.hbm_efficiency_scale = {scale!r}" in msg
+    limit = float(msg.split("memory_efficiency >= 0.01 and <= ")[1].split()[0])
+    assert limit * scale <= 1 + 1e-12 and (limit + 1e-4) * scale > 1
+
+
+def test_a_pool_gpu_streaming_past_its_datasheet_is_named():
+    # the top-level A100 runs 0.99 x 0.935; an H100 decode pool would run 0.99 x 1.0695
+    with pytest.raises(PresetError, match=r"deployment\.disaggregation\.decode.*hbm_efficiency_scale = 1\.0695"):
+        config_from_dict({"hardware": "a100-80gb", "calibration": {"memory_efficiency": 0.99},
+                          "deployment": {"disaggregation": {"decode": {"hardware": "h100-sxm"}}}})  # fmt: skip
 
 
 def test_version_1_configs_and_links_are_migrated(default_cfg):

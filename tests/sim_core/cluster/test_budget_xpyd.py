@@ -128,7 +128,7 @@ def test_replica_idle_rows_are_the_same_at_any_check_interval(monkeypatch):
         rows.append([t.num_ticks for t in timelines])
         idle = [t.phase == Phase.IDLE for t in timelines]
         assert not any(np.any(i[1:] & i[:-1]) for i in idle)  # never two idle rows in a row
-    assert rows[0] == rows[1] == [357, 593, 264]
+    assert rows[0] == rows[1] == [357, 597, 270]
 
 
 def test_routing_after_every_replica_stopped_is_metered(monkeypatch):
