@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-SCHEMA_VERSION = 2  # 2: optional `deployment` section (replicas, router, disaggregation); see MIGRATIONS
+SCHEMA_VERSION = 3  # 2: optional `deployment` section; 3: memory_efficiency x hbm_efficiency_scale <= 1; see MIGRATIONS
 
 Dtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -568,6 +568,12 @@ def max_memory_efficiency(hbm_efficiency_scale: float) -> float:
     return min(1.0, 1.0 / hbm_efficiency_scale)
 
 
+def memory_efficiency_ceiling(hbm_efficiency_scale: float) -> float:
+    """`max_memory_efficiency` rounded down to 4 decimals: the value the config check names as allowed (typed as
+    shown, it is allowed) and the one an older config over the bound is migrated to (`_migrate_2_to_3`)."""
+    return math.floor(max_memory_efficiency(hbm_efficiency_scale) * 1e4) / 1e4
+
+
 class LinkConfig(StrictModel):
     """The path the KV cache takes from a prefill instance to a decode instance (DESIGN.md §8)."""
 
@@ -667,8 +673,33 @@ def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _migrate_2_to_3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 refuses a calibration.memory_efficiency whose product with a GPU's hbm_efficiency_scale passes 1 (a
+    kernel streaming past the datasheet bandwidth); the profiles before it were fitted up to 0.95, 1.016x an H100's.
+    An older config (a link or file saved with such a profile) runs at the ceiling of every GPU it names, top-level and
+    pools' (0.935 on an H100), rather than being refused. Only a config that names its version (what the app's links
+    and exports and the CLI's saved files carry): one without is written by hand, under today's rules, and a value
+    over the bound is refused with its range. Values of the wrong type are left for validation to name."""
+    cal, scales = data.get("calibration"), []
+    if "schema_version" not in data or not isinstance(cal, dict) or not _is_number(eff := cal.get("memory_efficiency")):
+        return data
+    dep = data.get("deployment")
+    dis = dep.get("disaggregation") if isinstance(dep, dict) else None
+    pools = [dis.get(role) for role in ("prefill", "decode")] if isinstance(dis, dict) else []
+    for hw in [data.get("hardware"), *(p.get("hardware") for p in pools if isinstance(p, dict))]:
+        scale = hw.get("hbm_efficiency_scale", 1.0) if isinstance(hw, dict) else 1.0
+        if _is_number(scale) and scale > 0:
+            scales.append(scale)
+    ceiling = min((memory_efficiency_ceiling(x) for x in scales), default=1.0)
+    return dict(data, calibration=dict(cal, memory_efficiency=ceiling)) if eff > ceiling else data
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 # from_version -> function returning the dict upgraded to from_version + 1 (applied in order)
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _migrate_1_to_2}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 def migrate_config_dict(data: Any) -> Any:
@@ -725,7 +756,7 @@ def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig
 
 
 class SimConfig(StrictModel):
-    schema_version: Literal[2] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
+    schema_version: Literal[3] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
     name: str = Field("custom", max_length=120, description="Scenario name.")
     description: str = Field("", max_length=2000, description="What this scenario shows.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Random seed: same config and seed, same result.")
@@ -778,7 +809,7 @@ class SimConfig(StrictModel):
     def _check_hbm_bandwidth(self) -> SimConfig:
         eff, scale = self.calibration.memory_efficiency, self.hardware.hbm_efficiency_scale
         if eff > max_memory_efficiency(scale):  # (a pool's GPU: checked when pool_config validates its engine)
-            top = _bound_text(math.floor(max_memory_efficiency(scale) * 1e4) / 1e4)  # typed as shown, it is allowed
+            top = _bound_text(memory_efficiency_ceiling(scale))
             raise ValueError(
                 f"calibration.memory_efficiency = {eff!r} x hardware.hbm_efficiency_scale = {scale!r} is {eff * scale:.4g} "
                 f"of the GPU's datasheet HBM bandwidth ({self.hardware.hbm_bandwidth_gb_per_s:g} GB/s): no kernel streams "

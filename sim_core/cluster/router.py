@@ -34,7 +34,8 @@ every 50 ms; vLLM production-stack: every 30 s) or event streams. The router the
 was at the last refresh instant (a multiple of the interval) plus the requests it sent since (a router
 counts what it dispatched); every arrival of one interval is routed from that one view, so the cluster
 routes them together at the interval's start and instances pause once per interval, not once per arrival.
-Stale KV usage herds: a burst piles onto the instance that looked emptiest at the refresh. 0 = the exact
+Stale KV usage herds: a burst piles onto the instance that looked emptiest at the refresh (on top of KV usage
+lagging: a prompt routed holds no KV until it is prefilled). 0 = the exact
 state at each arrival (below). least_outstanding reads only the router's own counts (sent minus finished,
 which a router sees as responses end): always exact.
 

@@ -1,4 +1,6 @@
+import base64
 import json
+import zlib
 
 import pytest
 from hypothesis import assume, given
@@ -160,6 +162,48 @@ def test_version_1_configs_and_links_are_migrated(default_cfg):
     no_version = {k: v for k, v in old.items() if k != "schema_version"}
     assert config_from_dict(no_version) == cfg
     assert config_from_json(json.dumps(old)) == cfg
+
+
+def test_version_2_links_over_the_hbm_bound_run_at_its_ceiling(default_cfg):
+    # A link or saved config from before version 3 carries the old vLLM V1 profile's memory_efficiency 0.95 on an H100
+    # (1.016x its datasheet bandwidth): it opens at the H100's ceiling, 0.935, everything else as saved; refused, a
+    # workshop's old links would have stopped opening
+    from app.state import decode_config
+
+    saved = default_cfg.model_dump(mode="json")
+    saved["schema_version"] = 2
+    saved["calibration"]["memory_efficiency"] = 0.95
+    assert saved["hardware"]["hbm_efficiency_scale"] == 1.0695
+    cfg = config_from_dict(saved)
+    assert cfg.schema_version == SCHEMA_VERSION and cfg.calibration.memory_efficiency == 0.935
+    assert cfg.model_dump(exclude={"calibration"}) == default_cfg.model_dump(exclude={"calibration"})
+    link = base64.urlsafe_b64encode(zlib.compress(json.dumps(saved).encode())).decode().rstrip("=")
+    assert decode_config(link) == cfg  # (an old link: the saved JSON, encoded as the app encodes it)
+    # a pool's GPU counts too: an A100 deployment (ceiling 1) with an H100 decode pool runs at the H100's
+    pools = dict(saved, hardware=dict(saved["hardware"], hbm_efficiency_scale=0.935),
+                 deployment={"disaggregation": {"decode": {"hardware": dict(saved["hardware"])}}})  # fmt: skip
+    assert config_from_dict(pools).calibration.memory_efficiency == 0.935
+    # within the bound, or without a version (written by hand under today's rules: refused with its range), unchanged
+    assert config_from_dict(dict(saved, calibration=dict(saved["calibration"], memory_efficiency=0.9))).calibration.memory_efficiency == 0.9
+    with pytest.raises(PresetError, match=r"memory_efficiency >= 0.01 and <= 0.935"):
+        config_from_dict({k: v for k, v in saved.items() if k != "schema_version"})
+
+
+@given(calibration=st.one_of(st.none(), st.integers(), st.dictionaries(st.sampled_from(["memory_efficiency", "x"]), st.one_of(
+    st.none(), st.booleans(), st.floats(allow_nan=True), st.integers(), st.text(max_size=3)), max_size=2)),
+    hardware=st.one_of(st.none(), st.text(max_size=3), st.dictionaries(st.sampled_from(["hbm_efficiency_scale", "y"]), st.one_of(
+        st.none(), st.booleans(), st.floats(allow_nan=True), st.integers(min_value=-3, max_value=3), st.text(max_size=3)), max_size=2)),
+    deployment=st.one_of(st.none(), st.integers(), st.fixed_dictionaries({"disaggregation": st.one_of(st.none(), st.text(max_size=2),
+        st.fixed_dictionaries({"decode": st.one_of(st.none(), st.integers(), st.fixed_dictionaries({"hardware": st.one_of(
+            st.none(), st.integers(), st.fixed_dictionaries({"hbm_efficiency_scale": st.floats(allow_nan=True)}))}))}))})))
+@cases(200)
+def test_the_version_2_migration_takes_any_shape(calibration, hardware, deployment):
+    # a tampered old link: whatever the shapes and values, a config or one message naming the field, never an exception
+    data = {"schema_version": 2, "calibration": calibration, "hardware": hardware, "deployment": deployment}
+    try:
+        config_from_dict({k: v for k, v in data.items() if v is not None or k == "schema_version"})
+    except PresetError as err:
+        assert str(err)
 
 
 def test_deployment_section_validates_with_messages():

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sim_core import load_preset, run_simulation
 from sim_core.cluster.router import Router
+from sim_core.lessons import load_lessons
 from sim_core.sweep import with_value
 from tests.conftest import trace_config
 from tests.sim_core.cluster.support import open_loop_config
@@ -134,11 +135,23 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
 
     s = lambda x: f"{x:.2f} s"  # noqa: E731
     pct = lambda x: f"{x * 100:.1f} %"  # noqa: E731
-    router = "cluster-router-4xh100-llama8b"
-    kv_exact, kv, rr, lo = (run(router, r, f) for r, f in (("least_kv", 0.0), ("least_kv", None), ("round_robin", None),
-                                                             ("least_outstanding", None)))  # fmt: skip
-    assert (f"least_kv's TTFT p90 goes from {s(kv_exact.ttft_p90_s)} (exact) to {s(kv.ttft_p90_s)} (50 ms; round robin "
-            f"{s(rr.ttft_p90_s)}, least outstanding {s(lo.ttft_p90_s)})") in text  # fmt: skip
+    # (review 27: one seed's 1.26 -> 2.27 s became 2.24 -> 1.94 s after the H100 refit; quoted over seeds 0-5 since)
+    seeds = range(6)
+    base = load_preset("cluster-router-4xh100-llama8b")
+    p90 = {(r, f): [run_simulation(with_value(with_value(with_value(base, "deployment.router", r), "seed", seed),
+                                              "deployment.state_refresh_s", f)).summary.ttft_p90_s for seed in seeds]
+           for r, f in (("least_kv", 0.0), ("least_kv", 0.05), ("round_robin", 0.05), ("least_outstanding", 0.05))}  # fmt: skip
+    assert base.deployment.state_refresh_s == 0.05  # (the preset's refresh: the "50 ms" quoted)
+    exact, stale = p90["least_kv", 0.0], p90["least_kv", 0.05]
+    mean = lambda v: s(sum(v) / len(v))  # noqa: E731
+    worse = sum(b > a for a, b in zip(exact, stale))
+    assert (f"least_kv's TTFT p90 averages {mean(exact)} exact and {mean(stale)} with the 50 ms refresh (worse on "
+            f"{worse} of 6 seeds), against round robin's {mean(p90['round_robin', 0.05])} "
+            f"and least outstanding's {mean(p90['least_outstanding', 0.05])}") in text  # fmt: skip
+    # the claim, here and in the router lesson ("the stale view adds to it on most seeds"): lagging, and staleness adds
+    assert mean(stale) > mean(exact) > mean(p90["round_robin", 0.05]) and worse > len(seeds) / 2
+    lesson = next(x for x in load_lessons() if x.id == "router-policies")
+    assert "queued prompts hold no KV yet, and the stale view adds to it on most seeds" in lesson.explanation
     prefix = "cluster-prefix-4xh100-llama8b"
     rr, pa, exact, ca, lo = (run(prefix, r, f) for r, f in (("round_robin", None), ("prefix_affinity", None),
                                                               ("prefix_affinity", 0.0), ("cache_aware", None),
