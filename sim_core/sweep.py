@@ -310,7 +310,7 @@ def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> 
     The warm-up (first 10 % of arrivals) must last twice the end-to-end time of a mean request at
     the SLO bounds, TTFT + (mean output − 1) × TPOT — more than a run meeting the SLOs needs to fill
     up — so a run lasts 2 × that time / 0.1. Measured on the default scenario (P99 objective):
-    capacity 22.6 / 21.7 / 21.2 / 21.2 req/s at 0.5× / 1× / 2× / 4× this length, so 1× is within
+    capacity 21.8 / 21.1 / 20.6 / 20.6 req/s at 0.5× / 1× / 2× / 4× this length, so 1× is within
     ±5 % of 4× (tests/sim_core/test_sweep.py). `scale` multiplies it. Traces keep their length.
     """
     if cfg.workload.trace is not None:

@@ -30,7 +30,8 @@ every sequence's KV for one token each (memory-bound).
 
 **Where the numbers come from.** Hardware presets cite their datasheets; model shapes come from
 each model's `config.json`. The efficiencies and overheads are fitted on operator-level GPU timings
-(Vidur) and six TensorRT-LLM rows; `python -m sim_core validate` replays the other published
+(Vidur) and a few published end-to-end rows per engine family (each engine profile on its own engine's rows);
+`python -m sim_core validate` replays the other published
 measurements (TensorRT-LLM, gpt-fast, Sarathi-Serve and others), which were not fitted on: """
     + calibration_band().text()  # computed, as the Plan page quotes it (a written-in figure went stale)
     + """. **Results are modelled, not measured**: use them to understand and compare, and confirm

@@ -3,6 +3,7 @@ scenario (or its mechanism scenario), on the figures the app draws. Running the 
 stored number) keeps the lessons honest when the model changes."""
 
 import functools
+from pathlib import Path
 
 import pytest
 
@@ -190,6 +191,9 @@ def test_the_speculative_lesson_numbers_beyond_its_scenario():
     low = load_preset("spec-decode-h100-llama8b")
     off, on = (run_simulation(with_value(low, "scheduler.speculative.enabled", x)).summary.tpot_p50_s for x in (False, True))
     assert f"(about {off * 1e3:.1f} → {on * 1e3:.1f} ms)" in lesson.answer
+    # and the README's comment on that preset's command (it said 9.7 -> 6.7 ms after the refit: review 27)
+    assert (f"# 1 req/s: TPOT p50 {off * 1e3:.1f} -> {on * 1e3:.1f} ms (about {round(10 * (1 - on / off)) * 10} % lower)"
+            in _readme())  # fmt: skip
 
     # "compute-bound ticks go from about 22 % to 61 % of the GPU's busy time" (it said the batch already filled the compute)
     def compute_bound_share(step: int) -> float:
@@ -243,3 +247,16 @@ def test_the_short_benchmark_lesson_quotes_its_steady_state_note():
     s = short.summary.steady
     assert f"(its warm-up, {s.warmup_s:.1f} s, is shorter than one request's mean end-to-end time, {s.mean_e2e_s:.0f} s)" in lesson.answer
     assert s.note and long.summary.steady.note and "the note stays" in lesson.answer
+
+
+def _readme() -> str:
+    return " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+
+
+def test_the_readme_quotes_the_session_router_lessons_claims_as_they_run():
+    # Regression (review 27): the README said "hit rate 31 % vs 77 % of prompt tokens, TTFT p99 88 vs 44 ms" after the
+    # refit had made the lesson (whose claims were restated) 32 % vs 77 %, 84 vs 43 ms
+    rr, pinned = (_run("session-router", "lesson", step).summary for step in (0, 1))
+    pct = lambda x: f"{x:.0%}".replace("%", " %")  # noqa: E731
+    assert (f"its claims (hit rate {pct(rr.prefix_hit_rate_tokens)} vs {pct(pinned.prefix_hit_rate_tokens)} of prompt tokens, "
+            f"TTFT p99 {rr.ttft_p99_s * 1e3:.0f} vs {pinned.ttft_p99_s * 1e3:.0f} ms)") in _readme()  # fmt: skip
