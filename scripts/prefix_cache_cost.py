@@ -28,7 +28,7 @@ from sim_core.result import SimResult
 
 CACHED, PLAIN = "10k chat, shared prompts, prefix cache", "10k chat requests, H100"
 # what the engine and the fast path call on the cache, and the attributes they read (the stand-in's surface)
-METHODS = ("lookup", "admit", "trim", "trim_ticks", "trim_marked", "register_prompt", "release", "finish", "cache_reply", "evict", "acquire", "check", "cached_prefix_blocks",
+METHODS = ("lookup", "admit", "trim", "trim_ticks", "trim_marked", "cache_prefilled", "release", "finish", "cache_reply", "evict", "acquire", "check", "cached_prefix_blocks",
            "bind_slot", "preempt")  # fmt: skip
 ATTRIBUTES = ("_num_evictable", "num_evictable", "cache_replies", "marks", "num_hit_tokens", "num_query_tokens", "num_hit_blocks",
               "num_query_blocks", "num_evicted", "hit_tokens", "num_dup_refs", "_debt", "_num_queued", "num_entries_blocks",

@@ -677,6 +677,8 @@ class Engine:
             st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
         emit = dec
         self._note_kv_peak(kv.num_used)  # (during the tick: its finishing requests free theirs below)
+        if pre and self.prefix is not None:  # the full prompt blocks computed so far become reusable (next tick on)
+            kv.register(pre_arr, st.computed[pre_arr])
         if completes and not D and len(completes) <= FEW_REQUESTS and all(math.isnan(st.last_token_s[r]) for r in completes):
             self._first_tokens(completes, t_end)  # (a cluster's prefill instance: nearly every tick)
         elif completes:
@@ -689,8 +691,6 @@ class Engine:
                 rec.itl(gaps)
                 st.max_itl_s[again] = np.maximum(st.max_itl_s[again], gaps)
             first = comp[is_first]
-            if self.prefix is not None:  # full prompt blocks become reusable
-                self.kv.register(comp, st.prompt[comp])
             st.first_token_s[first] = t_end
             rec.event(first, t_end, Event.FIRST_TOKEN)
             rec.event(again, t_end, Event.PREFILL_DONE)
@@ -720,11 +720,9 @@ class Engine:
     def _first_tokens(self, done: list[int], t_end: float) -> None:
         """`_advance_tick`'s completions in a tick without decodes whose finished prefills all emit their first
         token (none is a recompute): its array steps element by element for these few requests, in the same
-        order (prompt blocks registered, first token, FIRST_TOKEN events, then the finished and the handed off)."""
+        order (first token, FIRST_TOKEN events, then the finished and the handed off)."""
         st = self.st
         first = np.array(done, dtype=np.int64)
-        if self.prefix is not None:  # full prompt blocks become reusable
-            self.kv.register(first, st.prompt[first])
         first_s, last_s, emitted, output = st.first_token_s, st.last_token_s, st.emitted, st.output
         finished = []
         for r in done:

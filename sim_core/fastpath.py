@@ -749,14 +749,14 @@ def run_ticks(engine: Engine):
             pairs += chunk * c + chunk * (chunk + 1) // 2
             kv_read += c
             total = c + chunk
+            if pc is not None:  # Engine._advance_tick: the full prompt blocks computed so far become reusable
+                freed += pc.cache_prefilled(r, total)
             if total < target_of(r):
                 prefilling[r] = total
                 continue
             completes += 1
             del prefilling[r]
             first_token.append((r, j))
-            if pc is not None:  # Engine._advance_tick: full prompt blocks become reusable
-                freed += pc.register_prompt(r, total)
             o = output_arr.item(r)
             if o == 1:
                 freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)

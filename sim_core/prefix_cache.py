@@ -1,6 +1,7 @@
 """Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention; DESIGN §8).
 
-Full prompt blocks are cached when a prompt's prefill completes, a finished session turn's full
+Full prompt blocks are cached as a prompt's prefill computes them (after each tick, `cache_prefilled`: a
+request admitted in a later tick finds the blocks of a prompt still being prefilled), a finished session turn's full
 reply blocks when it finishes (`cache_reply`: the next turn's prompt holds the reply, as vLLM V1 and
 SGLang find it; replies nobody shares stay truly free), and a request pre-empted by recompute leaves
 every full block of the KV it had, prompt and output (`preempt`: vLLM V1 hashed each as it computed
@@ -505,9 +506,22 @@ class PrefixCache:
         uses = self.uses
         uses.update(zip(keys, [u + 1 for u in map(uses.get, keys, repeat(0))]))
 
+    def cache_prefilled(self, r: int, num_tokens: int) -> int:
+        """After a tick in which r prefilled (a chunk, or the last one): r has KV for its first `num_tokens` positions,
+        and the full blocks of its prompt among them become cache entries it references (register_prompt), so a
+        request admitted in a later tick finds them; a request admitted in the same tick was looked up before. vLLM V1
+        caches each full block of a chunk as it schedules the step that computes it
+        (KVCacheManager.allocate_slots -> coordinator.cache_blocks(request, num_computed + num_new)), SGLang inserts a
+        chunked request's computed tokens after each chunk (Scheduler.get_next_batch_to_run ->
+        RadixCache.cache_unfinished_req): both find them from the next step on (vLLM V1 also in the same step, for a
+        waiting request scheduled after the chunk; not modelled). Prompt blocks only: past the prompt (a recompute
+        prefill's emitted tokens) `preempt` caches them. Returns the blocks freed by adoption, as register_prompt."""
+        p = self.wl.prompt_tokens.item(r)
+        return self.register_prompt(r, num_tokens if num_tokens < p else p)
+
     def register_prompt(self, r: int, tokens: int) -> int:
-        """r has KV for its first `tokens` positions (its prompt when its prefill completed; prompt and output when
-        it is pre-empted, `preempt`): it references their full blocks. Blocks another request cached meanwhile are
+        """r has KV for its first `tokens` positions (its prompt's computed so far after a tick, `cache_prefilled`;
+        prompt and output when it is pre-empted, `preempt`): it references their full blocks. Blocks another request cached meanwhile are
         adopted (r's own copies are freed); the others become cache entries. Returns the blocks freed by adoption
         that were not evictable (the change in free blocks)."""
         n_full = tokens // self.block_size
@@ -938,11 +952,13 @@ class PrefixCachingBlockManager(BlockManager):
             self.num_free = self._num_free - took
         return kept
 
-    def register(self, done_prefill: IntArray, prompt_tokens: IntArray) -> None:
-        """Requests whose prefill just completed publish their full prompt blocks."""
+    def register(self, prefilled: IntArray, num_tokens: IntArray) -> None:
+        """Requests that prefilled in the tick just run (KV for num_tokens positions each) publish the full blocks of
+        their prompts computed so far (PrefixCache.cache_prefilled)."""
         freed = 0
-        for r, p in zip(done_prefill.tolist(), prompt_tokens.tolist()):
-            freed += self.prefix.register_prompt(r, p)
+        cache_prefilled = self.prefix.cache_prefilled
+        for r, n in zip(prefilled.tolist(), num_tokens.tolist()):
+            freed += cache_prefilled(r, n)
         if freed:  # adopted blocks another request cached meanwhile: the request's own copies are free
             self.num_free = self._num_free + freed
 

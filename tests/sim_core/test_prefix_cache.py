@@ -428,3 +428,87 @@ def test_random_recompute_preemptions_keep_blocks_conserved_and_find_only_what_w
     kv.free(np.array(list(running), dtype=np.int64))
     kv.check_invariants()
     assert kv.num_free == 40 and kv.num_evictable == kv.prefix.num_entries_blocks
+
+
+def _chunk(kv: PrefixCachingBlockManager, r: int, prompt: int, computed: int) -> None:
+    """Request r (admitted) computes its prompt up to `computed` tokens in a tick: blocks for them."""
+    grow = int(kv.blocks_for(computed, prompt)) - int(kv.held[r])
+    assert kv.can_allocate(grow)
+    kv.held[r] += grow
+    kv.num_free -= grow
+
+
+def admit_chunk(kv: PrefixCachingBlockManager, r: int, prompt: int, computed: int) -> int:
+    """Admission of r with the blocks it finds, then its first chunk up to `computed` tokens. Returns hit tokens."""
+    keys, hit, _ = kv.lookup(r, prompt)
+    kv.acquire(r, keys, hit, prompt)
+    _chunk(kv, r, prompt, max(computed, hit * BS + 1))
+    return hit * BS
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu"])  # a system prompt's chain (lru); per-block entries (lfu)
+def test_a_prompt_still_prefilling_publishes_the_full_blocks_it_computed_after_each_tick(policy):
+    """Two prompts of 100 tokens open with the same 64-token system prompt (4 blocks). Request 0 prefills 40 tokens
+    a tick: after its first tick its 2 full blocks are cached (referenced by it), so request 1, admitted in the next
+    tick, finds them (vLLM V1 caches a chunk's full blocks as it schedules the step; SGLang after the chunk). Both
+    then compute blocks 2-3 in the same tick: request 0 registers them first, request 1 adopts them and its own 2
+    copies go free. Reference counts: each system-prompt block is referenced by both."""
+    w = wl([5, 6], [100, 100], group=[0, 0], prefix_len=[64, 64])
+    kv = PrefixCachingBlockManager(20, 0, BS, w, policy)
+    assert admit_chunk(kv, 0, 100, 40) == 0
+    assert cached(kv, 1, 100) == 0  # admitted in the same tick: looked up before it ran
+    kv.register(np.array([0]), np.array([40]))  # after the tick
+    kv.check_invariants()
+    assert cached(kv, 1, 100) == 2 and kv.num_free == 20 - 3
+    assert admit_chunk(kv, 1, 100, 40) == 32  # found 2 blocks, computes 8 more tokens: 3 blocks, 1 of them new
+    _chunk(kv, 0, 100, 80)
+    kv.register(np.array([0, 1]), np.array([80, 40]))
+    kv.check_invariants()
+    assert kv.num_free == 20 - 5 - 1  # request 0: 5 blocks; request 1: the 2 it shares and 1 of its own
+    _chunk(kv, 1, 100, 80)  # request 1 computes blocks 2-4 too (request 0 had cached 2-3 already)...
+    assert kv.num_free == 20 - 5 - 5 + 2
+    kv.register(np.array([1]), np.array([80]))  # ...and adopts them: its copies go free
+    kv.check_invariants()
+    assert kv.num_free == 20 - 5 - 1 and kv.prefix.num_dup_refs == 4 and cached(kv, 1, 100) == 5
+    kv.free(np.array([0, 1]))
+    kv.check_invariants()
+    assert kv.num_free == 20 and kv.num_evictable == 4 + 1 + 1  # the system prompt, and each one's own block
+
+
+@settings(max_examples=80, deadline=None)
+@given(reqs=hs.lists(hs.tuples(hs.integers(0, 1), hs.integers(1, 120), hs.integers(0, 4)), min_size=1, max_size=12),
+       chunk=hs.integers(1, 48), system=hs.integers(0, 70), lfu=hs.booleans())  # fmt: skip
+def test_random_chunked_prefills_find_only_blocks_computed_before_their_tick(reqs, chunk, system, lfu):
+    """Requests (system prompt 0 or 1 of `system` tokens, then their own content) are admitted at random ticks and
+    prefill `chunk` tokens a tick, their full prompt blocks published after every tick; one finishes when its prefill
+    completes. An admission finds exactly the longest run of whole system-prompt blocks that another request had
+    computed before its tick (nothing is evicted: the cache holds them all), and blocks stay conserved."""
+    R = len(reqs)
+    prompts = [p for _, p, _ in reqs]
+    w = wl(list(range(R)), prompts, group=[g for g, _, _ in reqs], prefix_len=[min(system, p) for p in prompts])
+    kv = PrefixCachingBlockManager(1 + sum(-(-p // BS) for p in prompts), 0, BS, w, "lfu" if lfu else "lru")
+    computed: dict[int, int] = {}  # request -> tokens computed (running or done)
+    running: list[int] = []
+    at = sorted(range(R), key=lambda r: reqs[r][2])  # admission order by tick
+    for tick in range(5 * 120):
+        for r in [r for r in at if reqs[r][2] == tick]:
+            g, p = reqs[r][0], prompts[r]
+            before = max([c for q, c in computed.items() if reqs[q][0] == g], default=0)
+            keys, hit, _ = kv.lookup(r, p)
+            assert hit == min(system, p, before, p - 1) // BS  # (min(system, p): its system prompt's length)
+            kv.acquire(r, keys, hit, p)
+            computed[r] = hit * BS  # this tick's chunk: below, with the others
+            running.append(r)
+        for r in running:
+            computed[r] = min(computed[r] + chunk, prompts[r])
+            _chunk(kv, r, prompts[r], computed[r])
+        if running:
+            kv.register(np.array(running), np.array([computed[r] for r in running]))
+            kv.check_invariants()
+        done = [r for r in running if computed[r] == prompts[r]]
+        if done:
+            kv.free(np.array(done))
+            running = [r for r in running if r not in done]
+            kv.check_invariants()
+    assert not running
+    assert kv.num_free == kv.num_blocks and kv.prefix.num_evicted == 0

@@ -226,6 +226,105 @@ def test_same_seed_same_speculative_run():
 
 
 
+def _one_system_prompt(n: int, system_tokens: int, own_tokens: int, **over) -> SimConfig:
+    """n requests, each a `system_tokens`-token system prompt (the same one) and `own_tokens` tokens of its own."""
+    return chat(n, workload__shared_prefix={"num_system_prompts": 1, "share_ratio": 1.0,
+                                            "system_prompt_tokens": {"dist": "fixed", "mean": system_tokens}},
+                workload__prompt_tokens={"dist": "fixed", "mean": own_tokens, "min": 1, "max": own_tokens},
+                kv_cache__enable_prefix_caching=True, **over)  # fmt: skip
+
+
+def _run_with_cache(cfg: SimConfig):
+    """(result, each request's cached prompt tokens at its first admission), invariants checked every step."""
+    from sim_core.engine import Engine
+
+    engine = Engine(cfg)
+    engine.check_invariants = True
+    res = engine.run()
+    return res, engine.prefix.hit_tokens
+
+
+@pytest.mark.parametrize("coalesce", [True, False])
+@pytest.mark.parametrize(("system_tokens", "hit_tokens"), [(4096, 4096), (4200, 4096)])
+def test_a_request_admitted_while_another_prefills_its_prompt_reuses_the_blocks_computed_before(coalesce, system_tokens,
+                                                                                              hit_tokens):  # fmt: skip
+    """vLLM V1 caches each full block of a chunk as the step that computes it is scheduled
+    (KVCacheManager.allocate_slots -> coordinator.cache_blocks(request, num_computed + num_new)), SGLang after each
+    chunk (Scheduler.get_next_batch_to_run -> RadixCache.cache_unfinished_req): a request admitted in a later step
+    finds the blocks of a prompt still being prefilled. Here they became findable only when the whole prefill
+    completed. Two requests share the system prompt; a 512-token budget; request 1 arrives at 0.05 s, while request
+    0 (system prompt + 100 tokens) prefills 512 tokens a tick in ticks 0-7. It is admitted in tick 8, into the
+    budget request 0's last chunk leaves: request 0 computed 8 x 512 = 4,096 tokens before it, 256 full blocks of
+    16, all of the system prompt's. Of a 4,200-token system prompt (262 full blocks) the other 6 are computed in
+    tick 8 itself: not found (computed in the admission tick). Before: 0 tokens found, the whole system prompt
+    recomputed."""
+    cfg = _one_system_prompt(2, system_tokens, 100, workload__output_tokens={"dist": "fixed", "mean": 4, "min": 1, "max": 4},
+                             workload__arrival={"process": "constant", "rate_per_s": 20.0},
+                             scheduler__max_num_batched_tokens=512, limits__coalesce_ticks=coalesce)  # fmt: skip
+    res, hits = _run_with_cache(cfg)
+    b = res.batches
+    chunks_of_0 = b.num_new_tokens[b.req == 0][:9].tolist()
+    first_of_1 = int(b.tick[b.req == 1][0])
+    assert chunks_of_0 == [512] * 8 + [system_tokens + 100 - 4096] and first_of_1 == 8  # (the set-up)
+    assert res.requests.arrival_s[1] < res.timeline.t_start_s[8]  # (it waits while request 0 prefills)
+    assert hits.tolist() == [0, hit_tokens]
+    assert res.summary.prefill_tokens_saved == hit_tokens
+    assert b.num_new_tokens[b.req == 1][0] == system_tokens + 100 - hit_tokens  # the rest of its prompt, in tick 8
+    assert int(res.timeline.num_prefill_tokens.sum()) == 2 * (system_tokens + 100) - hit_tokens
+
+
+@settings(max_examples=int(os.environ.get("SIM_MANY_CASES", "8")) * 5, deadline=None, derandomize=True)
+@given(
+    seed=hs.integers(0, 2**16), n=hs.integers(2, 8), pool=hs.integers(1, 2), share=hs.sampled_from([0.5, 1.0]),
+    sys_len=hs.integers(1, 500), own=hs.integers(1, 250), block=hs.sampled_from([8, 16]),
+    budget=hs.sampled_from([256, 384, 1024]), rate=hs.sampled_from([20.0, 100.0, 500.0]),
+    mode=hs.sampled_from(["decode_first", "prefill_first"]), util=hs.sampled_from([0.2, 0.22, 0.9]),
+    coalesce=hs.booleans(), lfu=hs.booleans(),
+)  # fmt: skip
+def test_a_request_never_finds_more_than_was_computed_before_its_admission_tick(seed, n, pool, share, sys_len, own, block,
+                                                                                budget, rate, mode, util, coalesce, lfu):  # fmt: skip
+    """Blocks computed in a tick are findable from the next one on: the tokens a request finds at its first
+    admission are whole blocks of its system prompt that a request of the same system prompt had computed before
+    that tick (its context then: what it found, plus its chunks and decodes before it). With nothing evicted or
+    pre-empted every such block is still cached, so it finds exactly the longest of them (all but the block
+    holding its last prompt token). Invariants (blocks conserved, reference counts) hold at every step."""
+    cfg = chat(n, seed=seed, workload__shared_prefix={"num_system_prompts": pool, "share_ratio": share,
+                                                      "system_prompt_tokens": {"dist": "fixed", "mean": sys_len}},
+               workload__prompt_tokens={"dist": "uniform", "mean": own, "min": 1, "max": 2 * own},
+               workload__output_tokens={"dist": "uniform", "mean": 8, "min": 1, "max": 16},
+               workload__arrival={"process": "poisson", "rate_per_s": rate}, kv_cache__enable_prefix_caching=True,
+               kv_cache__block_size=block, kv_cache__gpu_memory_utilization=util,
+               kv_cache__eviction_policy="lfu" if lfu else "lru", scheduler__max_num_batched_tokens=budget,
+               scheduler__prefill_mode=mode, limits__coalesce_ticks=coalesce)  # fmt: skip
+    res, hits = _run_with_cache(cfg)
+    assert res.summary.num_finished == n
+    b = res.batches
+    assert b.tick.size and int(b.tick.max()) == res.timeline.num_ticks - 1  # the whole run is in the batch log
+    group, sys_tokens, prompt = _drawn_prefixes(cfg, res)
+    exact = res.summary.prefix_blocks_evicted == 0 and res.summary.num_preemptions == 0
+    for r in range(n):
+        at = int(b.tick[b.req == r][0])  # its admission tick
+        before = 0  # the longest context of a request of its system prompt before that tick
+        for q in range(n):
+            if q != r and group[q] == group[r] >= 0:
+                mine = b.tick[b.req == q]
+                if mine.size and mine[0] < at:
+                    before = max(before, int(hits[q]) + int(b.num_new_tokens[(b.req == q) & (b.tick < at)].sum()))
+        bound = min(sys_tokens[r], before, prompt[r] - 1) // block * block if group[r] >= 0 else 0
+        assert hits[r] <= bound and hits[r] % block == 0
+        if exact:
+            assert hits[r] == bound
+
+
+def _drawn_prefixes(cfg: SimConfig, res):
+    """(system prompt, its length, prompt length) of each request, as the run drew them."""
+    from sim_core.workload import generate_workload
+
+    wl = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
+    assert wl.prompt_tokens.tolist() == res.requests.prompt_tokens.tolist()
+    return wl.prefix_group.tolist(), wl.prefix_len.tolist(), wl.prompt_tokens.tolist()
+
+
 @settings(max_examples=int(os.environ.get("SIM_MANY_CASES", "8")), deadline=None, derandomize=True)
 @given(
     seed=hs.integers(0, 2**16), turns=hs.integers(1, 4), share=hs.floats(0, 1), pool=hs.integers(0, 5),
