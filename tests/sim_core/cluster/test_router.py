@@ -152,12 +152,19 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
     assert mean(stale) > mean(exact) > mean(p90["round_robin", 0.05]) and worse > len(seeds) / 2
     lesson = next(x for x in load_lessons() if x.id == "router-policies")
     assert "queued prompts hold no KV yet, and the stale view adds to it on most seeds" in lesson.explanation
-    prefix = "cluster-prefix-4xh100-llama8b"
-    rr, pa, exact, ca, lo = (run(prefix, r, f) for r, f in (("round_robin", None), ("prefix_affinity", None),
-                                                              ("prefix_affinity", 0.0), ("cache_aware", None),
-                                                              ("least_outstanding", None)))  # fmt: skip
-    hit = lambda x: pct(x.prefix_hit_rate_tokens)  # noqa: E731
-    assert (f"prefix hit rate {hit(rr)} → {hit(pa)} of prompt tokens, TTFT p90 {rr.ttft_p90_s:.2f} → {s(pa.ttft_p90_s)}, "
-            f"p99 {rr.ttft_p99_s:.2f} → {s(pa.ttft_p99_s)}") in text  # fmt: skip
-    assert (f"exact: {hit(exact)}, {s(exact.ttft_p90_s)}, {s(exact.ttft_p99_s)}; cache_aware {hit(ca)}, {s(ca.ttft_p90_s)}, "
-            f"{s(ca.ttft_p99_s)}; least outstanding {hit(lo)}, {s(lo.ttft_p90_s)})") in text  # fmt: skip
+    # (seed means since session 27: on one seed prefix_affinity and cache_aware swapped places with each fix, tied over seeds)
+    prefix = load_preset("cluster-prefix-4xh100-llama8b")
+
+    def means(router: str, refresh_s: float | None = None):
+        cfg = with_value(prefix, "deployment.router", router)
+        cfg = cfg if refresh_s is None else with_value(cfg, "deployment.state_refresh_s", refresh_s)
+        runs_ = [run_simulation(with_value(cfg, "seed", seed)).summary for seed in seeds]
+        return tuple(sum(getattr(x, k) for x in runs_) / len(runs_) for k in ("prefix_hit_rate_tokens", "ttft_p90_s", "ttft_p99_s"))
+
+    rr, pa, exact, ca, lo = (means(r, f) for r, f in (("round_robin", None), ("prefix_affinity", None), ("prefix_affinity", 0.0),
+                                                        ("cache_aware", None), ("least_outstanding", None)))  # fmt: skip
+    assert (f"over seeds 0-5 (means) prefix hit rate {pct(rr[0])} → {pct(pa[0])} of prompt tokens, TTFT p90 {rr[1]:.2f} → "
+            f"{s(pa[1])}, p99 {rr[2]:.2f} → {s(pa[2])}") in text  # fmt: skip
+    assert (f"exact: {pct(exact[0])}, {s(exact[1])}, {s(exact[2])}; cache_aware {pct(ca[0])}, {s(ca[1])}, {s(ca[2])}; "
+            f"least outstanding {pct(lo[0])}, {s(lo[1])})") in text  # fmt: skip
+    assert abs(ca[1] - pa[1]) < 0.01  # the router lesson: "over seeds 0-5 the two rules' TTFT p90 differ by under 0.01 s"
