@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -679,16 +680,18 @@ def _migrate_2_to_3(data: dict[str, Any]) -> dict[str, Any]:
     An older config (a link or file saved with such a profile) runs at the ceiling of every GPU it names, top-level and
     pools' (0.935 on an H100), rather than being refused. Only a config that names its version (what the app's links
     and exports and the CLI's saved files carry): one without is written by hand, under today's rules, and a value
-    over the bound is refused with its range. Values of the wrong type are left for validation to name."""
+    over the bound is refused with its range. Values of the wrong type, or out of the ranges version 2 allowed, are
+    left for validation to name (an out-of-range scale's ceiling would be the value the message named)."""
     cal, scales = data.get("calibration"), []
-    if "schema_version" not in data or not isinstance(cal, dict) or not _is_number(eff := cal.get("memory_efficiency")):
+    if ("schema_version" not in data or not isinstance(cal, dict)
+            or not _in_range(CalibrationConfig, "memory_efficiency", eff := cal.get("memory_efficiency"))):  # fmt: skip
         return data
     dep = data.get("deployment")
     dis = dep.get("disaggregation") if isinstance(dep, dict) else None
     pools = [dis.get(role) for role in ("prefill", "decode")] if isinstance(dis, dict) else []
     for hw in [data.get("hardware"), *(p.get("hardware") for p in pools if isinstance(p, dict))]:
         scale = hw.get("hbm_efficiency_scale", 1.0) if isinstance(hw, dict) else 1.0
-        if _is_number(scale) and scale > 0:
+        if _in_range(HardwareSpec, "hbm_efficiency_scale", scale):
             scales.append(scale)
     ceiling = min((memory_efficiency_ceiling(x) for x in scales), default=1.0)
     return dict(data, calibration=dict(cal, memory_efficiency=ceiling)) if eff > ceiling else data
@@ -696,6 +699,18 @@ def _migrate_2_to_3(data: dict[str, Any]) -> dict[str, Any]:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _in_range(model: type[BaseModel], field: str, value: Any) -> bool:
+    """A finite number within the bounds of `model.field` (its Field's gt/ge/lt/le)."""
+    if not _is_number(value):
+        return False
+    for bound in model.model_fields[field].metadata:
+        for name, ok in (("gt", operator.gt), ("ge", operator.ge), ("lt", operator.lt), ("le", operator.le)):
+            limit = getattr(bound, name, None)
+            if limit is not None and not ok(value, limit):
+                return False
+    return True
 
 
 # from_version -> function returning the dict upgraded to from_version + 1 (applied in order)

@@ -340,10 +340,14 @@ class PrefixCache:
         """(handle, hit blocks, evictable among them) for r's first `tokens` tokens (its prompt, and after a recompute
         pre-emption the tokens it emitted: vLLM V1's get_computed_blocks reads request.block_hashes up to
         num_tokens - 1), without side effects. At least one token is always computed (the last block is recomputed
-        when all are cached). With n > 1 samples only the prompt's (`_cacheable`)."""
-        if self._num_samples > 1:
-            tokens = self._cacheable(r, tokens)
+        when all are cached). With n > 1 samples only the prompt's (`_cacheable`): a re-admission, which computes its
+        output again, finds every full prompt block, as each of vLLM V1's n requests would (capped at its tokens - 1,
+        the last prompt block stayed cached past the hit, which the runs representation does not keep: review 27e)."""
         cap = (tokens - 1) // self.block_size
+        if self._num_samples > 1:
+            p = self.wl.prompt_tokens.item(r)
+            if tokens > p:
+                cap = p // self.block_size
         if not self.use_runs:
             if self._debt:
                 self._settle()
