@@ -332,7 +332,8 @@ def test_random_turns_that_finish_with_replies_keep_blocks_conserved(ops, lfu):
 
 
 def _decode_to(kv: PrefixCachingBlockManager, r: int, prompt: int, kv_tokens: int) -> None:
-    """Request r (admitted, prompt registered) decodes until it holds KV for `kv_tokens` positions."""
+    """Request r (admitted) grows until it holds KV for `kv_tokens` positions: it decodes, or a tick computes its
+    prompt up to there (a chunk)."""
     grow = int(kv.blocks_for(kv_tokens, prompt)) - int(kv.held[r])
     assert kv.can_allocate(grow)
     kv.held[r] += grow
@@ -430,19 +431,12 @@ def test_random_recompute_preemptions_keep_blocks_conserved_and_find_only_what_w
     assert kv.num_free == 40 and kv.num_evictable == kv.prefix.num_entries_blocks
 
 
-def _chunk(kv: PrefixCachingBlockManager, r: int, prompt: int, computed: int) -> None:
-    """Request r (admitted) computes its prompt up to `computed` tokens in a tick: blocks for them."""
-    grow = int(kv.blocks_for(computed, prompt)) - int(kv.held[r])
-    assert kv.can_allocate(grow)
-    kv.held[r] += grow
-    kv.num_free -= grow
-
 
 def admit_chunk(kv: PrefixCachingBlockManager, r: int, prompt: int, computed: int) -> int:
     """Admission of r with the blocks it finds, then its first chunk up to `computed` tokens. Returns hit tokens."""
     keys, hit, _ = kv.lookup(r, prompt)
     kv.acquire(r, keys, hit, prompt)
-    _chunk(kv, r, prompt, max(computed, hit * BS + 1))
+    _decode_to(kv, r, prompt, max(computed, hit * BS + 1))
     return hit * BS
 
 
@@ -461,11 +455,11 @@ def test_a_prompt_still_prefilling_publishes_the_full_blocks_it_computed_after_e
     kv.check_invariants()
     assert cached(kv, 1, 100) == 2 and kv.num_free == 20 - 3
     assert admit_chunk(kv, 1, 100, 40) == 32  # found 2 blocks, computes 8 more tokens: 3 blocks, 1 of them new
-    _chunk(kv, 0, 100, 80)
+    _decode_to(kv, 0, 100, 80)
     kv.register(np.array([0, 1]), np.array([80, 40]))
     kv.check_invariants()
     assert kv.num_free == 20 - 5 - 1  # request 0: 5 blocks; request 1: the 2 it shares and 1 of its own
-    _chunk(kv, 1, 100, 80)  # request 1 computes blocks 2-4 too (request 0 had cached 2-3 already)...
+    _decode_to(kv, 1, 100, 80)  # request 1 computes blocks 2-4 too (request 0 had cached 2-3 already)...
     assert kv.num_free == 20 - 5 - 5 + 2
     kv.register(np.array([1]), np.array([80]))  # ...and adopts them: its copies go free
     kv.check_invariants()
@@ -501,7 +495,7 @@ def test_random_chunked_prefills_find_only_blocks_computed_before_their_tick(req
             running.append(r)
         for r in running:
             computed[r] = min(computed[r] + chunk, prompts[r])
-            _chunk(kv, r, prompts[r], computed[r])
+            _decode_to(kv, r, prompts[r], computed[r])
         if running:
             kv.register(np.array(running), np.array([computed[r] for r in running]))
             kv.check_invariants()

@@ -413,12 +413,17 @@ ORACLE_CASES = {
 def test_runs_and_chains_answer_like_per_block_entries(case, monkeypatch):
     """Without sessions or trace hash ids the cache keeps a request's own content as one run and each
     system prompt as one chain; the results must equal the per-block representation's exactly."""
-    from sim_core import prefix_cache
-    from tests.sim_core.test_engine import _same
-
     cfg = chat(150, kv_cache__enable_prefix_caching=True, **({"workload__shared_prefix": SHARED} | ORACLE_CASES[case]))
     compact = run_simulation(cfg, check_invariants=True)
     assert compact.summary.prefix_blocks_evicted > 0
+    _same_per_block(cfg, compact, monkeypatch)
+
+
+def _same_per_block(cfg: SimConfig, compact, monkeypatch) -> None:
+    """`compact` (cfg's run) equals the run with the prefix cache's per-block representation (use_runs off)."""
+    from sim_core import prefix_cache
+    from tests.sim_core.test_engine import _same
+
     original = prefix_cache.PrefixCache.__init__
 
     def per_block(self, *args):
@@ -435,22 +440,12 @@ def test_runs_answer_like_per_block_entries_when_several_samples_are_recomputed(
     a whole number of blocks (64 tokens: 4 of 16): the per-block representation kept that block cached and adopted it
     when the prompt was recomputed, the runs representation evicted it at the re-admission (60 requests, n = 3,
     216 pre-emptions: 908 blocks evicted against 861, timelines apart; now 865 either way)."""
-    from sim_core import prefix_cache
-    from tests.sim_core.test_engine import _same
-
     cfg = chat(60, kv_cache__enable_prefix_caching=True, kv_cache__gpu_memory_utilization=0.22, workload__num_samples=3,
                workload__arrival__rate_per_s=8.0, workload__prompt_tokens={"dist": "fixed", "mean": 64, "min": 1, "max": 64},
                workload__output_tokens={"dist": "lognormal", "mean": 600, "min": 16, "max": 2048, "sigma": 0.6})  # fmt: skip
     compact = run_simulation(cfg, check_invariants=True)
     assert compact.summary.num_preemptions > 0 and compact.summary.prefix_blocks_evicted > 0
-    original = prefix_cache.PrefixCache.__init__
-
-    def per_block(self, *args):
-        original(self, *args)
-        self.use_runs = False
-
-    monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
-    _same(compact, run_simulation(cfg, check_invariants=True))
+    _same_per_block(cfg, compact, monkeypatch)
 
 
 GROWTH_CASES = {
