@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import math
-import operator
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -697,19 +696,12 @@ def _migrate_2_to_3(data: dict[str, Any]) -> dict[str, Any]:
     return dict(data, calibration=dict(cal, memory_efficiency=ceiling)) if eff > ceiling else data
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _in_range(model: type[BaseModel], field: str, value: Any) -> bool:
-    """A finite number within the bounds of `model.field` (its Field's gt/ge/lt/le)."""
-    if not _is_number(value):
+    """`value` is one `model.field` accepts (its type and declared bounds: the model itself is asked)."""
+    try:
+        model.model_validate({field: value})
+    except ValidationError:
         return False
-    for bound in model.model_fields[field].metadata:
-        for name, ok in (("gt", operator.gt), ("ge", operator.ge), ("lt", operator.lt), ("le", operator.le)):
-            limit = getattr(bound, name, None)
-            if limit is not None and not ok(value, limit):
-                return False
     return True
 
 
