@@ -585,7 +585,8 @@ class LinkConfig(StrictModel):
     latency_us: float = Field(20.0, ge=0, le=1_000_000, description="Fixed latency of one KV transfer, us.")
     layerwise_pipelining: bool = Field(
         True, description="Send each layer's KV while the next layer computes: only the last layer's share of the "
-        "transfer is exposed (needs the decode slot reserved when the prefill ends).",
+        "transfer is exposed, or what the link could not carry during the prefill when that is more (needs the decode "
+        "slot reserved when the prefill ends).",
     )  # fmt: skip
 
 

@@ -740,6 +740,9 @@ def run_ticks(engine: Engine):
             scheduled.append((w, j))
             if smart:
                 st.prefill_start_s[w] = now  # (the tick's start)
+            if hand_off and st.first_scheduled_s.item(w) != st.first_scheduled_s.item(w):  # (NaN: a first admission)
+                st.first_scheduled_s[w] = now  # (the cluster prices a pipelined transfer by it at the hand-off, before the
+                # run's write-back, which then finds it set: the same value, the tick's start)
             running[w] = None
             prefilling[w] = h
         P = pairs = kv_read = completes = 0

@@ -614,8 +614,9 @@ class Deployment:
 
     def _earliest_release_s(self, t_s: float, context_tokens: int) -> float:
         """The earliest end of the KV transfer of a request handed off at `t_s` with `context_tokens` of context: a
-        dispatch at its hand-off with the slot reserved then (pipelined), as `_dispatch` prices it; a later dispatch, or
-        one without pipelining, ends later."""
+        dispatch at its hand-off with the slot reserved then (pipelined) over a prefill long enough to hide all but the
+        last layer's share; `_dispatch` prices it so or later (a shorter prefill on a slow link, a later dispatch, or one
+        without pipelining)."""
         return t_s + self._transfer.seconds(self._transfer.bytes(context_tokens), pipelined=True)
 
     def _next_output_bound_s(self, j: int) -> float:
@@ -800,7 +801,10 @@ class Deployment:
             decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
             self._incoming[d] += 1
             nbytes = self._transfer.bytes(ctx)
-            dt = self._transfer.seconds(nbytes, pipelined=t == ready)
+            if t == ready:  # pipelined: the link sent during the prefill, from the request's first admission to its first token
+                dt = self._transfer.seconds(nbytes, True, ready - self.instances[i].engine.st.first_scheduled_s.item(kp))
+            else:
+                dt = self._transfer.seconds(nbytes, False)
             self.decode_of[r] = first + d
             self.kv_transfer_start_s[r], self.kv_transfer_end_s[r] = t, t + dt
             self.kv_transfer_bytes[r] = nbytes

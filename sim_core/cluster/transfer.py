@@ -2,10 +2,15 @@
 
 bytes = KV bytes per token (whole model, all layers) x context tokens
 time  = link latency + bytes / bandwidth
-With layer-wise pipelining each layer's KV is sent while the next layer computes, so only the last
-layer's share (bytes / num_layers) is exposed after the prefill. Pipelining needs the decode slot
-reserved when the prefill ends; a request that had to wait for a slot (back-pressure) sends all of
-its KV after the wait. An ideal link (bandwidth empty) makes the transfer free (0 s, latency too).
+With layer-wise pipelining each layer's KV is sent while the next layer computes, so at best only the last
+layer's share (bytes / num_layers) is exposed after the prefill; but the link carries no more than bandwidth x
+the time it had: from the first layer's share of the prefill (`overlap_s`, the request's prefill from its first
+admission to its first token) to the prefill's end. A link slower than the prefill leaves the rest exposed:
+exposed = max(wire / num_layers, wire - overlap_s x (num_layers - 1) / num_layers), wire = bytes / bandwidth
+(one prefill tick of c per layer: layer i's KV is ready at (i + 1) c and the link sends one layer at a time).
+Pipelining needs the decode slot reserved when the prefill ends; a request that had to wait for a slot
+(back-pressure) sends all of its KV after the wait. An ideal link (bandwidth empty) makes the transfer free
+(0 s, latency too).
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ def kv_transfer_bytes(cfg: SimConfig, context_tokens: int) -> float:
     return KVTransfer(cfg, None, 1).bytes(context_tokens)
 
 
-def kv_transfer_s(link: LinkConfig, num_bytes: float, num_layers: int, pipelined: bool) -> float:
-    """Exposed transfer time, s. `pipelined`: the slot was reserved when the prefill ended."""
-    return KVTransfer(None, link, num_layers).seconds(num_bytes, pipelined)
+def kv_transfer_s(link: LinkConfig, num_bytes: float, num_layers: int, pipelined: bool, overlap_s: float = math.inf) -> float:
+    """Exposed transfer time, s. `pipelined`: the slot was reserved when the prefill ended; `overlap_s`: how long the
+    prefill computed (inf: long enough to hide all but the last layer's share)."""
+    return KVTransfer(None, link, num_layers).seconds(num_bytes, pipelined, overlap_s)
 
 
 class KVTransfer:
@@ -40,8 +46,13 @@ class KVTransfer:
     def bytes(self, context_tokens: int) -> float:
         return self.bytes_per_token * context_tokens
 
-    def seconds(self, num_bytes: float, pipelined: bool) -> float:
+    def seconds(self, num_bytes: float, pipelined: bool, overlap_s: float = math.inf) -> float:
         if self.ideal:
             return 0.0
-        exposed = num_bytes / self.num_layers if pipelined and self.pipelines else num_bytes
+        exposed = num_bytes
+        if pipelined and self.pipelines:  # (the link sends during the prefill, but no more than it can carry then;
+            L = self.num_layers  # bytes first, then / bandwidth: the float operations of the formula before the bound)
+            exposed = num_bytes / L
+            if L > 1 and overlap_s < math.inf:  # (one layer hides nothing; an unbounded prefill hides the rest)
+                exposed = max(exposed, num_bytes - overlap_s * (L - 1) / L * self.bytes_per_s)
         return self.latency_s + exposed / self.bytes_per_s

@@ -65,7 +65,8 @@ def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_d
        num_prefill=st.integers(1, 3), num_decode=st.integers(1, 3),
        router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
        small_kv=st.sampled_from([None, "prefill", "decode", "both"]), chunk=st.sampled_from([None, 512]),
-       link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False}]),
+       link=st.sampled_from([{}, {"bandwidth_gb_per_s": None}, {"layerwise_pipelining": False},
+                             {"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0}]),  # (slow: the prefill hides part of it)
        prefill_mode=st.sampled_from([None, "prefill_first", "decode_first", "time_slice", "quota"]),
        limits=st.sampled_from([{}, {"max_sim_time_s": 1.5}, {"max_ticks": 40}]),
        scheduler=st.sampled_from([{}, {"queue_order": "priority"}, {"queue_order": "shortest_prompt_first"},
@@ -100,6 +101,20 @@ def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt
     if "max_ticks" not in limits:
         _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
         assert_same_routing_and_busy_ticks(fast, tick_by_tick)
+
+
+def test_a_slow_pipelined_link_prices_the_same_transfers_from_a_prefill_run():
+    # a pipelined transfer over a link slower than the prefill is priced by the request's prefill (first admission to
+    # first token, `KVTransfer.seconds`); a prefill instance on the fast path hands off before its run writes its rows
+    # back, so the run notes the first admission when it admits (it read NaN, and priced the transfer as if the
+    # prefill hid all but the last layer's share)
+    cfg = _xpyd(3, 30, 10.0, 1500, 50, 2, 1, "round_robin", link={"bandwidth_gb_per_s": 0.3})
+    fast_dep, fast = _result(cfg)
+    ref_dep, ref = _result(cfg, pause_runs=False)
+    assert any(x.engine._fast for x in fast_dep.front)
+    _assert_same_deployment(fast, ref)
+    wire_s = fast.kv_transfer_bytes / 0.3e9
+    assert np.nanmin(fast.kv_transfer_end_s - fast.kv_transfer_start_s - wire_s / cfg.model.num_layers) > 1e-3
 
 
 def test_a_tick_limit_stops_each_instance_at_its_own_cap():
