@@ -1,7 +1,7 @@
 """Writes the small trace samples in presets/traces, one per public format, from a seeded generator.
 
 Made here, not copied from the public traces: the columns, units and timestamp forms follow each
-publisher's schema, and the lengths follow published summary statistics (DESIGN.md §5 sources):
+publisher's schema, and the lengths follow published summary statistics:
 Azure 2023 code/conversation medians, BurstGPT's mix of ChatGPT / GPT-4 and conversation / API
 logs with some failed (0-token) responses, and Mooncake's 512-token hash blocks with shared
 prefixes. Run `python scripts/make_trace_samples.py` to regenerate them byte for byte.

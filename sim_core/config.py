@@ -575,7 +575,7 @@ def memory_efficiency_ceiling(hbm_efficiency_scale: float) -> float:
 
 
 class LinkConfig(StrictModel):
-    """The path the KV cache takes from a prefill instance to a decode instance (DESIGN.md §8)."""
+    """The path the KV cache takes from a prefill instance to a decode instance."""
 
     bandwidth_gb_per_s: float | None = Field(
         50.0, gt=0, le=100_000,

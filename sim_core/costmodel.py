@@ -5,7 +5,7 @@ sequences, attention pairs, KV tokens read), and the formula is elementwise. So 
 priced as arrays gives bit-identical durations to the same ticks priced one by one: this is what
 lets the engine coalesce identical decode ticks (engine.py) without changing any result.
 
-Formulas (DESIGN.md §3): linear FLOPs 2·P·T (Kaplan et al. 2020; nanoGPT `estimate_mfu`);
+Formulas: linear FLOPs 2·P·T (Kaplan et al. 2020; nanoGPT `estimate_mfu`);
 attention FLOPs 4·h·d_h·L per (query, key) pair. Each op group (GEMMs, attention) costs
 sqrt(compute² + memory²) with compute = FLOPs / (peak·η_c), memory = bytes / (BW·η_m): a soft
 roofline (Williams et al. 2009 is the hard max). Measured GEMMs leave the memory roof well before
@@ -72,7 +72,7 @@ class ModelShape:
 
 
 def kv_bytes_per_token(cfg: SimConfig) -> float:
-    """K and V of one token across all layers, whole model (DESIGN.md §3)."""
+    """K and V of one token across all layers, whole model."""
     m = cfg.model
     return 2 * m.num_layers * m.num_kv_heads * m.head_dim * DTYPE_BYTES[cfg.kv_cache.kv_dtype] * cfg.kv_cache.kv_compression
 
@@ -295,7 +295,7 @@ class CostModel:
 
     def expert_bytes(self, num_tokens):
         """MoE: weight bytes of the experts the batch touches. Uniform routing: a layer touches
-        E·(1 − (1 − k/E)^T) experts on average for T tokens (DESIGN.md §3).
+        E·(1 − (1 − k/E)^T) experts on average for T tokens.
 
         Evaluated with math.pow per distinct T, so a run of ticks priced as an array rounds exactly
         like the same ticks priced one by one (NumPy's vector pow may differ in the last bit).

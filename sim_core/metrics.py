@@ -1,9 +1,9 @@
 """Summary metrics from the final request table and the tick timeline. Pure functions.
 
-Definitions follow vLLM's benchmark_serving (DESIGN.md §5); goodput follows DistServe: requests/s
+Definitions follow vLLM's benchmark_serving; goodput follows DistServe: requests/s
 that meet both the TTFT and the TPOT objective.
 
-Steady state (DESIGN.md §8 "Capacity"): the headline figures divide by a makespan that includes the
+Steady state (README, "Capacity planning"): the headline figures divide by a makespan that includes the
 warm-up (an empty server filling up) and the drain (the last requests finishing with nothing
 arriving), so short runs overstate latency headroom and understate throughput. `steady_state`
 measures over a window instead: the requests whose arrival rank i (0-based, by arrival time) has

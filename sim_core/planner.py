@@ -365,7 +365,7 @@ class PlanRow:
 
     @property
     def usd_per_million_output_tokens(self) -> float:
-        """$ per hour × 10⁶ / (output tokens per second × 3600) (DESIGN.md §8)."""
+        """$ per hour × 10⁶ / (output tokens per second × 3600)."""
         tok = self.output_tokens_per_s
         return self.usd_per_hour * 1e6 / (tok * 3600) if tok > 0 else math.inf
 

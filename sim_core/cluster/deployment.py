@@ -44,7 +44,7 @@ inside the run, and takes the release of their blocks while paused (`Engine.rele
 at a horizon, which depends on the loop's order of steps.
 
 With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps and request times
-(tests assert it). Disaggregation follows DESIGN.md §8: a prefill instance hands a request off at its
+(tests assert it). Disaggregation follows DistServe and Splitwise: a prefill instance hands a request off at its
 first token, keeping its KV blocks; the request waits (FIFO, holding those blocks) until some decode
 instance has a sequence slot and the blocks for its context (reserved before the transfer); the KV is
 sent over the link (transfer.py); the prefill blocks are freed and the request joins the decode

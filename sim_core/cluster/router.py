@@ -1,6 +1,6 @@
 """The router: picks an instance for each request, once, from state it can observe at that moment.
 
-Policies (DESIGN.md §8; `deployment.router`):
+Policies (`deployment.router`):
   round_robin        instances in turn, whatever their load (request counts differ by at most 1)
   least_outstanding  fewest requests queued, running or swapped out (vLLM production stack, llm-d)
   least_kv           lowest fraction of KV blocks in use; ties to least outstanding

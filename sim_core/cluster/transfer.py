@@ -1,4 +1,4 @@
-"""KV transfer from a prefill instance to a decode instance (DESIGN.md §8). Pure arithmetic.
+"""KV transfer from a prefill instance to a decode instance. Pure arithmetic.
 
 bytes = KV bytes per token (whole model, all layers) x context tokens
 time  = link latency + bytes / bandwidth
