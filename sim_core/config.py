@@ -637,9 +637,10 @@ class DeploymentConfig(StrictModel):
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
         "rule: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
         "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
-        "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (the same rule on the "
-        "router's own approximate tree of the prompts it sent each instance, as SGLang's router does: no engine "
-        "query, blind to evictions); session (sticky sessions, vLLM production-stack's session router: every turn "
+        "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (SGLang's router as built: the "
+        "same rule on the router's own approximate tree of the prompts it sent each instance, no engine query, blind "
+        "to evictions, except that without a long enough match it picks the instance whose tree holds the fewest "
+        "blocks); session (sticky sessions, vLLM production-stack's session router: every turn "
         "of a conversation to the instance its session id hashes to, whatever the load; requests without a "
         "session to the least outstanding).",
     )  # fmt: skip

@@ -8,16 +8,21 @@ Policies (`deployment.router`):
                      the load is imbalanced (max - min outstanding > 32 and max > 1.1 x min) the least
                      outstanding instance; otherwise the instance holding the longest cached prefix of
                      the prompt if it covers more than half of the prompt's full blocks, else the least
-                     outstanding (SGLang: the smallest cache tree). The match is read from each engine's
-                     actual prefix cache (`Engine.cached_prefix_blocks`), as llm-d's precise
+                     outstanding (SGLang: the smallest tree of routed prompts, as cache_aware). The match
+                     is read from each engine's actual prefix cache (`Engine.cached_prefix_blocks`), as llm-d's precise
                      prefix-cache scorer does from KV events, not from an approximate tree of routed
                      prompts. Without prefix caching every match is 0: least outstanding.
-  cache_aware        the same rule on the router's own approximate tree (SGLang's router): per instance the
-                     prompt blocks it sent there (`prefix_cache.block_keys`), matched without asking any
-                     engine and blind to the engines' evictions; bounded at the instance's GPU KV blocks:
-                     on overflow the least recently routed blocks go, in one batch down to half the bound
-                     (SGLang evicts its tree periodically down to max_tree_size characters). Needs no engine state but
-                     the outstanding counts, which `choose_by_bounds` settles like least_outstanding's.
+  cache_aware        SGLang's router as built (sgl-router policies/cache_aware.rs `select_worker`), on the
+                     router's own approximate tree: per instance the prompt blocks it sent there
+                     (`prefix_cache.block_keys`), matched without asking any engine and blind to the engines'
+                     evictions; bounded at the instance's GPU KV blocks: on overflow the least recently routed
+                     blocks go, in one batch down to half the bound (SGLang evicts its tree periodically down to
+                     max_tree_size characters). The same load test and match rule as prefix_affinity, but without a
+                     long enough match the instance whose tree holds the fewest blocks (SGLang's
+                     `tree.get_smallest_tenant()`: fewest characters; ties here to the next in turn, SGLang's order
+                     among equal tenants being a hash map's), not the least outstanding. Every prompt goes into its
+                     instance's tree, whichever rule chose it. Needs no engine state but the outstanding counts
+                     (the tree sizes are its own), which `choose_by_bounds` settles as far as the load test needs.
   session            sticky sessions, as vLLM production-stack's `--routing-logic session` (SessionRouter: the
                      session id of a request header, hashed onto a consistent-hash ring of the endpoints, whatever
                      their load): every turn of a conversation (workload `content_id`) goes to the instance its
@@ -159,9 +164,11 @@ class Router:
             hit = [self._match(engines, request, i, keys) for i in cand]
             if self._follows_cache(request, max(hit)):
                 key = [(-hit[j], load[j], turn[j]) for j in range(len(cand))]
+            elif self._tree is not None:  # cache_aware without a long enough match: the smallest tree
+                key = [(self._tree_size(i), turn[j]) for j, i in enumerate(cand)]
             else:
                 key = [(load[j], turn[j]) for j in range(len(cand))]
-        else:  # least_outstanding (and the cache rules under imbalance or without a long enough match)
+        else:  # least_outstanding (and the cache rules under imbalance; prefix_affinity without a long enough match)
             key = [(load[j], turn[j]) for j in range(len(cand))]
         pick = cand[min(range(len(cand)), key=key.__getitem__)]
         self.took_turn(pick, n)
@@ -185,8 +192,9 @@ class Router:
         least_kv, on its KV usage, `usage`): (the instance `choose` would pick whatever the values within their
         bounds, []) or (None, the instances whose exact values could change the choice: the ones that could beat
         the best upper key, and the best if it is not exact; for cache_aware also every inexact one while the
-        bounds leave the balance test open). least_kv indexes `bounds` only where usage bounds are equal (a sequence that
-        works counts out when indexed will do: `Deployment._CountsAt`)."""
+        bounds leave the balance test open; balanced without a long enough match, its smallest tree, settled).
+        least_kv indexes `bounds` only where usage bounds are equal (a sequence that works counts out when indexed
+        will do: `Deployment._CountsAt`)."""
         n = len(bounds)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
             # (a count is read only where usages are equal: `bounds` may work them out when asked, `Deployment`)
@@ -228,7 +236,7 @@ class Router:
             return None, rivals
         cand = range(n)
         keys = self._keys(request) if self._tree is not None else []  # (the call only for cache_aware's tree)
-        if self.policy == "cache_aware" and (keys or self._memo[3]):
+        if self._tree is not None and request >= 0:  # cache_aware's tree (none: the count rule, the decode pool's choice)
             # (C-level: (low, high) pairs order by their low bound first)
             balanced = not _imbalanced(min(bounds)[0], max(bounds, key=_HIGH)[1])  # even at the widest spread allowed
             if not balanced and not _imbalanced(min(bounds, key=_HIGH)[1], max(bounds)[0]):
@@ -241,6 +249,12 @@ class Router:
                 top = max(hit)
                 if self._follows_cache(request, top):
                     cand = [i for i in range(n) if hit[i] == top]
+                else:  # the smallest tree: the router's own exact state, settled whatever the counts
+                    nxt = self.turn
+                    best = min(range(n), key=lambda i: (self._tree_size(i), (i - nxt) % n))
+                    self.took_turn(best, n)
+                    self._remember(best, keys)
+                    return best, []
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
         # keys `choose` compares, as plain comparisons (this runs at every arrival)
         nxt = self.turn
@@ -295,6 +309,11 @@ class Router:
         if keys[-1] in tree:  # (the usual answers first: none, or the whole pool system prompt)
             return len(keys)
         return bisect_left(keys, True, key=lambda k: k not in tree)
+
+    def _tree_size(self, i: int) -> int:
+        """cache_aware: the blocks instance i's tree holds (keyed and private, after eviction): SGLang's tenant size,
+        which counts characters (`Tree::get_smallest_tenant`), in the tree's unit, full prompt blocks."""
+        return len(self._tree[i]) + self._num_private[i]
 
     def _follows_cache(self, request: int, best_hit: int) -> bool:
         """Some instance holds more than CACHE_THRESHOLD of the prompt's full blocks."""

@@ -47,6 +47,40 @@ def test_the_tree_remembers_where_a_prompt_went_without_asking_the_engines():
     assert router.choose([_Count(busy), _Count(1), _Count(2)], again) == 1  # imbalanced: by load
 
 
+def _sizes(router):
+    return [len(t) + p for t, p in zip(router._tree, router._num_private)]
+
+
+def _trees_of_unequal_size():
+    """Instance 0 holds one long prompt, 1 a shorter one, 2 two long ones (sent there by load: imbalanced)."""
+    router = Router("cache_aware", 3, WL, 16)
+    far = BALANCE_ABS_THRESHOLD * 3
+    for r, loads in ((0, (0, far, far)), (1, (far, 0, far)), (3, (far, far, 0)), (4, (far, far, 0))):
+        assert router.choose([_Count(c) for c in loads], r) == loads.index(0)
+    return router
+
+
+def test_without_a_good_match_a_balanced_request_goes_to_the_smallest_tree_not_the_least_loaded():
+    # SGLang (sgl-router cache_aware.rs select_worker): match rate <= cache_threshold -> tree.get_smallest_tenant()
+    loads = (5, 3, 0)  # balanced (within 32): the tree decides; instance 2 is the least loaded and the largest tree
+    no_prefix = next(r for r in range(WL.num_requests) if WL.prefix_group[r] < 0)  # no system prompt: no match anywhere
+    exact, early = _trees_of_unequal_size(), _trees_of_unequal_size()
+    sizes = _sizes(exact)
+    assert sizes[1] < sizes[0] < sizes[2]
+    assert exact.choose([_Count(c) for c in loads], no_prefix) == 1
+    # from bounds: the tree sizes are the router's own state, so any count bounds that leave the load balanced settle it
+    assert early.choose_by_bounds([(0, 20), (0, 20), (0, 20)], no_prefix) == (1, [])
+    assert _sizes(exact) == _sizes(early) and _sizes(exact)[1] > sizes[1]  # the prompt is in its tree now
+    assert early.turn == exact.turn == 2
+
+
+def test_an_idle_deployment_spreads_requests_while_the_trees_are_equal():
+    # (equal trees: ties to the next instance in turn, as every rule's; SGLang's order among equal tenants is a hash map's)
+    router = Router("cache_aware", 3, WL, 16)
+    no_prefix = [r for r in range(WL.num_requests) if WL.prefix_group[r] < 0]
+    assert [router.choose([_Count(0)] * 3, r) for r in no_prefix[:3]] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("tree_blocks", [1, 200, 1 << 16])
 @pytest.mark.parametrize("preset", ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b"])
 def test_the_tree_is_bounded_and_stays_a_leading_run_of_each_prompt(tree_blocks, preset):
@@ -127,9 +161,12 @@ def test_owed_stamps_give_the_tree_of_stamping_every_block_as_it_is_routed(tree_
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(0, 40)), min_size=2, max_size=4),
-       st.integers(0, 3), st.integers(0, len(LONG) - 1), st.integers(0, 12))
-def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec, start, which, history):
-    # spec: per instance (low, width, offset of the true count inside [low, low + width])
+       st.integers(0, 3), st.integers(0, WL.num_requests - 1), st.integers(0, 12), st.sampled_from([300, 1 << 16]),
+       st.integers(0, 4))
+def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec, start, which, history, tree_blocks, skew):
+    # spec: per instance (low, width, offset of the true count inside [low, low + width]); the request: with a system
+    # prompt routed before or not (no good match: the smallest tree); the history: balanced, or some of it by load (skew),
+    # into trees that evict (tree_blocks 300) or not
     n = len(spec)
     bounds = [(lo, lo + w) for lo, w, _ in spec]
     counts = [lo + min(off, w) for lo, w, off in spec]
@@ -139,14 +176,15 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
     all_counts = [counts] + [[min(max(x, lo), hi) for lo, hi in bounds] for x in edges]
 
     def with_history():
-        router = Router("cache_aware", n, WL, 16)
+        router = Router("cache_aware", n, WL, 16, tree_blocks=tree_blocks)
         for q in range(history):  # the same routing history in every tree
-            router.choose([_Count((q * 7 + i) % 5) for i in range(n)], q)
+            far = BALANCE_ABS_THRESHOLD * 3 if q < skew else 0  # (imbalanced: instance q mod n, the only idle one)
+            router.choose([_Count((q * 7 + i) % 5 + far * (i != q % n)) for i in range(n)], q)
         router.turn = start % n
         return router
 
     early = with_history()
-    r = LONG[which]
+    r = (LONG + [q for q in range(WL.num_requests) if q not in LONG])[which]
     pick, rivals = early.choose_by_bounds(bounds, r)
     if pick is None:
         assert rivals and early.turn == start % n  # unsettled: nothing consumed
@@ -154,7 +192,7 @@ def test_bounds_settle_the_choice_only_when_every_count_within_them_agrees(spec,
     for true_counts in all_counts:
         exact = with_history()
         assert pick == exact.choose([_Count(c) for c in true_counts], r) and early.turn == exact.turn
-        assert early._tree == exact._tree
+        assert early._tree == exact._tree and early._num_private == exact._num_private
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -167,4 +167,8 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
             f"{s(pa[1])}, p99 {rr[2]:.2f} → {s(pa[2])}") in text  # fmt: skip
     assert (f"exact: {pct(exact[0])}, {s(exact[1])}, {s(exact[2])}; cache_aware {pct(ca[0])}, {s(ca[1])}, {s(ca[2])}; "
             f"least outstanding {pct(lo[0])}, {s(lo[1])})") in text  # fmt: skip
-    assert abs(ca[1] - pa[1]) < 0.01  # the router lesson: "over seeds 0-5 the two rules' TTFT p90 differ by under 0.01 s"
+    # "cache_aware beats prefix_affinity on TTFT at the same hit rate" (since its fallback is SGLang's smallest tree; with
+    # least outstanding there the two tied: the router lesson said "over seeds 0-5 the two rules' TTFT p90 differ by under
+    # 0.01 s")
+    assert ca[1] < pa[1] and ca[2] < pa[2] and abs(ca[0] - pa[0]) < 0.01
+    assert f"over seeds 0-5 {s(ca[1])} against prefix_affinity's {s(pa[1])}" in lesson.explanation
