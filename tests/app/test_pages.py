@@ -88,6 +88,18 @@ def test_a_readable_link_sets_the_knobs():
     assert at.select_slider(key="w.scheduler.max_num_batched_tokens").value == 4096
 
 
+def test_a_link_that_changes_knobs_without_naming_a_preset_changes_the_default_scenario():
+    # ?workload.num_requests=120 opened the default's 300 requests, and ?scheduler.max_num_batched_tokens=-5 the default,
+    # both without a word: a hand-edited link (the preset dropped) did nothing the student could see.
+    at = app(**{"workload.num_requests": "120"}).run()
+    assert at.session_state[CFG_KEY] == load_preset("chat-h100-llama8b").model_copy(
+        update={"workload": load_preset("chat-h100-llama8b").workload.model_copy(update={"num_requests": 120})})
+    assert not at.warning and metric(at, "Finished") == "120 / 120"
+    assert dict(at.query_params) == {"preset": "chat-h100-llama8b", "workload.num_requests": "120"}  # the address names it
+    bad = app(**{"scheduler.max_num_batched_tokens": "-5"}).run()
+    assert any("scheduler.max_num_batched_tokens = -5" in w.value and "1048576" in w.value for w in bad.warning), bad.warning
+
+
 def test_a_broken_link_warns_and_falls_back_to_the_default():
     at = app(cfg="definitely-not-a-config").run()
     assert not at.exception
