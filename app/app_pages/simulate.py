@@ -257,6 +257,7 @@ def _latency_tab(res: SimResult) -> None:
     tabs = st.tabs([m.label.split(":")[0] for m in charts.METRICS])
     for tab, metric in zip(tabs, charts.METRICS):
         with tab:
+            st.caption(charts.distribution_summary(res, metric))
             _show(charts.distribution_figure(res, metric), f"chart.dist.{metric.key}")
 
 
