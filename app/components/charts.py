@@ -111,6 +111,12 @@ def _borrowed_slo(metric: Metric) -> str | None:
     return None if own else metric.slo_field.removesuffix("_s").upper()
 
 
+def _slo_name(metric: Metric, value: float, unit: str) -> str:
+    """The SLO line's legend entry: 'SLO 2000 ms', or 'TPOT SLO 100 ms' on a chart whose objective is another metric's."""
+    borrowed = _borrowed_slo(metric)
+    return f"{borrowed} SLO {value:g} {unit}" if borrowed else f"SLO {value:g} {unit}"
+
+
 def distribution_summary(res: SimResult, metric: Metric) -> str:
     """The facts beside a distribution chart (how many values, the share within the objective, how many are past the
     x axis): a caption, which wraps, not the chart title, which Plotly cuts at the chart's width (~470 px at 800 px)."""
@@ -159,7 +165,7 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
         fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=2)  # fmt: skip
     if d.slo is not None and d.slo <= upper:
-        name = f"{_borrowed_slo(metric) or ''} SLO {d.slo:g} {unit}".strip()
+        name = _slo_name(metric, d.slo, unit)
         for col, y1 in ((1, top), (2, 1)):
             fig.add_trace(go.Scatter(x=[d.slo, d.slo], y=[0, y1], mode="lines", line=dict(color="#202124", width=3),
                                      name=name, showlegend=col == 1, legendgroup="slo", hoverinfo="skip"), row=1, col=col)  # fmt: skip
@@ -194,9 +200,9 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
         if slo_ms <= 2 * upper:
             upper = max(upper, slo_ms * 1.08)
             fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, 1], mode="lines", line=dict(color="#202124", width=3),
-                                     name=f"SLO {slo_ms:g} {unit}", hoverinfo="skip"))  # fmt: skip
+                                     name=_slo_name(metric, slo_ms, unit), hoverinfo="skip"))  # fmt: skip
         else:
-            title += f" · SLO {slo_ms:g} {unit} (off the chart, right)"
+            title += f" · {_slo_name(metric, slo_ms, unit)} (off the chart, right)"
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=50, b=40),
                       xaxis=dict(title=f"{metric.key.upper()} ({unit})", range=[0, upper or None]),
                       yaxis=dict(title="fraction ≤ x", tickformat=".0%", range=[0, 1.02]))  # fmt: skip

@@ -110,6 +110,8 @@ def test_the_itl_chart_names_the_tpot_objective_it_draws(stalls):
     said = charts.distribution_summary(stalls, itl)
     assert "of gaps within the 100 ms TPOT objective" in said and "mean" in said, said
     assert float(np.mean(stalls.requests.tpot_s <= stalls.config.slo.tpot_s)) == 1.0  # every request meets it
+    compare = charts.cdf_overlay_figure({"A": stalls, "B": stalls}, itl)  # Compare's ITL panel drew "SLO 100 ms" too
+    assert {t.name for t in compare.data if t.name and "SLO" in t.name} == {"TPOT SLO 100 ms"}
     own = charts.distribution_summary(stalls, charts.METRICS[1])
     assert "within the 100 ms objective" in own and "mean" not in own
 
