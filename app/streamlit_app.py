@@ -40,6 +40,9 @@ def main() -> None:
             # Compare's charts: two under ~320 px each leave a CDF a 100 px plot beside its legend; stack them instead
             ".st-key-cmp_gantts [data-testid='stColumn'], .st-key-cmp_cdfs [data-testid='stColumn'] { min-width: 20rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-share) { min-width: 7rem; } "
+            # Step through: the buttons beside the tick number had an eighth of the row each ("◀…", "N…" at 800 px)
+            "[data-testid='stColumn']:has(.st-key-ui-step_prev), [data-testid='stColumn']:has(.st-key-ui-step_next) "
+            "{ min-width: 7.5rem; } "
             ".st-key-lesson_banner [data-testid='stColumn']:has([data-testid='stPageLink']) { min-width: 11rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-timeline_plotly) { min-width: 12.5rem; }</style>")
     if st.session_state.get(PRESENTER_KEY):

@@ -129,6 +129,14 @@ def test_step_figure_shows_the_batch(small):
     assert shown == int((small.batches.tick == tick).sum())
 
 
+def test_step_figure_titles_fit_a_narrow_chart(small):
+    # at 800 px (sidebar open) each panel is ~210 px: "KV blocks held during the tick" ran past the right edge and the
+    # right panel's rotated "blocks" sat on the left panel's bars
+    fig = charts.step_figure(small, int(small.batches.tick[0]))
+    assert all(len(a.text) <= 20 for a in fig.layout.annotations), [a.text for a in fig.layout.annotations]
+    assert not fig.layout.yaxis2.title.text
+
+
 def test_cdf_overlay_has_one_curve_per_run(small):
     fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
     assert [t.name for t in fig.data if t.type == "scatter"][:2] == ["A", "B"]
