@@ -207,6 +207,18 @@ def test_the_step_through_buttons_keep_their_labels_in_a_narrow_window(server, b
     page.close()
 
 
+def test_the_about_page_shows_whole_numbers_in_a_narrow_window(server, browser):
+    # at 800 px with the sidebar open "This configuration" cut the KV capacity to "455,15…"
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(server + "/about")
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 3", timeout=90_000)
+    page.wait_for_timeout(300)
+    cut = page.evaluate("""() => [...document.querySelectorAll("[data-testid='stMetricValue'] div")]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    assert cut == [], cut
+    page.close()
+
+
 def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, browser):
     # at 800 px with the sidebar open, two CDFs side by side left each a ~100 px plot beside its legend
     page = browser.new_page(viewport={"width": 800, "height": 900})
