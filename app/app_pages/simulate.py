@@ -62,7 +62,12 @@ def _headline(res: SimResult) -> None:
     row2 = box.columns(4)
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
-    row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", f"of {s.kv_capacity_tokens:,} tokens", **kw)
+    kv_of, kv_help = f"of {s.kv_capacity_tokens:,} tokens", None
+    if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool
+        full = max(res.instances, key=lambda x: x.result.summary.kv_peak_usage)
+        kv_of = f"{full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens"
+        kv_help = f"The fullest instance's peak; the deployment's instances hold {s.kv_capacity_tokens:,} tokens in all."
+    row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", kv_of, help=kv_help, **kw)
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {fmt_seconds(s.makespan_s)}", **kw)
     if s.prefix_hit_rate_tokens is not None or s.spec_tokens_per_step is not None:  # issue 12 features, when on
         row3 = box.columns(4)

@@ -73,6 +73,16 @@ def test_moving_the_chunk_slider_changes_the_result_and_the_link():
     assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 512
 
 
+def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of():
+    # The lesson-12 preset said "KV cache peak 38% of 910,304 tokens": 38% is replica 0's peak of its own 455,152 tokens
+    # (the Requests tab: replica 0 38.33%, replica 1 0.15%); 38% of both replicas' 910,304 was never in use.
+    at = app(preset="cluster-router-2xh100-agent-pairs").run()
+    peak = next(m for m in at.metric if m.label == "KV cache peak")
+    assert peak.value == "38%" and "replica 0" in peak.delta and "455,152" in peak.delta and "910,304" not in peak.delta, peak.delta
+    one = app(preset="chat-h100-llama8b").run()  # one engine: its own pool, as before
+    assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
+
+
 def test_a_shared_link_reproduces_config_and_numbers():
     cfg = make_config(seed=7, workload__num_requests=120, scheduler__max_num_seqs=32)
     at = app(cfg=encode_config(cfg)).run()
