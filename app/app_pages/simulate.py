@@ -317,14 +317,14 @@ def _step_tab(res: SimResult) -> None:
     at = _tick_instance(res, tick)  # a deployment: whose tick it is; its KV pool and batch log are that engine's
     inst = res.instances[at[0]] if at else None
     num_blocks = (inst.result if inst else res).memory.num_blocks
+    own = at[1] if at else tick  # a deployment's tick as its engine numbers it (the merged row's number is shown nowhere)
     st.markdown(
-        f"**Tick {tick:,}**{' on ' + plain(inst.label) if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
+        f"**Tick {own:,}**{' of ' + plain(inst.label) if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
         f"{fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "
         f"{num_blocks:,} blocks · {tl.num_waiting[tick]:,} waiting"
     )
-    own = at[1] if at else tick
     with st.spinner("Recording this tick's batch…"):
         rec = _recorded(res, own, at[0] if at else None)
     if (rec.batches.tick == own).any():
