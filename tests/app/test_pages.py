@@ -83,6 +83,19 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
 
 
+def test_the_roofline_tab_shows_the_compute_bound_share_and_mfu_lesson_13_quotes():
+    # Lesson 13's answer: "compute-bound ticks go from about 22 % to 60 % of the GPU's busy time (MFU about 8 % → 18 %)".
+    # Neither figure was on any page (MFU only in the Glossary): a student could not check the answer against the run.
+    lesson = next(x for x in load_lessons() if x.id == "spec-decode-saturation")
+    for step, share, mfu in ((0, "22%", "8%"), (1, "60%", "18%")):
+        assert share.replace("%", " %") in lesson.answer and mfu.replace("%", " %") in lesson.answer
+        at = app(cfg=encode_config(lesson.config(step)))
+        at.session_state["ui.tab"] = "Roofline"
+        at.run()
+        said = " ".join(c.value for c in at.caption)
+        assert f"{share} of the busy time in compute-bound ticks" in said and f"mean MFU {mfu}" in said, said
+
+
 def test_a_shared_link_reproduces_config_and_numbers():
     cfg = make_config(seed=7, workload__num_requests=120, scheduler__max_num_seqs=32)
     at = app(cfg=encode_config(cfg)).run()
