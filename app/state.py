@@ -123,11 +123,12 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
         if "cfg" in params:
             cfg = decode_config(params["cfg"])
             return cfg, preset_matching(cfg), None
-        if "preset" in params:
-            name = params["preset"]
+        overrides = {k: v for k, v in params.items() if k.split(".")[0] in CONFIG_SECTIONS}
+        if "preset" in params or overrides:
+            # knobs without a preset change the default scenario, the one the page opens on (they did nothing, silently)
+            name = params.get("preset", DEFAULT_SCENARIO)
             if name not in list_presets():
                 raise PresetError(f"The link names an unknown preset {name[:60]!r}.")
-            overrides = {k: v for k, v in params.items() if k.split(".")[0] in CONFIG_SECTIONS}
             if not overrides:
                 return load_preset(name), name, None
             data = load_preset(name).model_dump(mode="json")
@@ -213,5 +214,5 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     cfg, preset, warning = config_from_query(params)
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
-    st.session_state[BASE_KEY] = preset or (params.get("preset") if not warning else None)
+    st.session_state[BASE_KEY] = preset or (params.get("preset", DEFAULT_SCENARIO) if not warning else None)
     st.session_state[WARNING_KEY] = warning

@@ -35,11 +35,14 @@ def main() -> None:
             "background: #fff; padding: .35rem .8rem; border-radius: .5rem; box-shadow: 0 1px 6px rgba(0,0,0,.25); } "
             # Narrow windows (a laptop split screen, a tablet with the sidebar open): columns keep a width their
             # content fits in and wrap to the next line, instead of cutting "1,293 tok/s" to "1,29…" and "Share" to "S".
-            ".st-key-headline [data-testid='stColumn'] { min-width: 9.5rem; } "
+            ".st-key-headline [data-testid='stColumn'], .st-key-about_config [data-testid='stColumn'] { min-width: 9.5rem; } "
             ".st-key-lesson_open [data-testid='stColumn'], .st-key-lesson_mech [data-testid='stColumn'] { min-width: 18rem; } "
             # Compare's charts: two under ~320 px each leave a CDF a 100 px plot beside its legend; stack them instead
             ".st-key-cmp_gantts [data-testid='stColumn'], .st-key-cmp_cdfs [data-testid='stColumn'] { min-width: 20rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-share) { min-width: 7rem; } "
+            # Step through: the buttons beside the tick number had an eighth of the row each ("◀…", "N…" at 800 px)
+            "[data-testid='stColumn']:has(.st-key-ui-step_prev), [data-testid='stColumn']:has(.st-key-ui-step_next) "
+            "{ min-width: 7.5rem; } "
             ".st-key-lesson_banner [data-testid='stColumn']:has([data-testid='stPageLink']) { min-width: 11rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-timeline_plotly) { min-width: 12.5rem; }</style>")
     if st.session_state.get(PRESENTER_KEY):

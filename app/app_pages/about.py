@@ -47,12 +47,12 @@ st.dataframe(
 )  # fmt: skip
 st.subheader("This configuration")
 shape = ModelShape.of(cfg)
-c1, c2, c3 = st.columns(3)
+c1, c2, c3 = st.container(key="about_config").columns(3)  # they wrap on a narrow screen (app CSS) instead of cutting numbers
 c1.metric("Parameters", f"{shape.total_params / 1e9:.2f} B")
 c2.metric("KV per token", f"{kv_bytes_per_token(cfg) / 1024:.0f} KiB")
 try:
     plan = plan_memory(cfg)
-    c3.metric("KV capacity", f"{plan.kv_capacity_tokens:,} tokens")
+    c3.metric("KV capacity (tokens)", f"{plan.kv_capacity_tokens:,}")
     gib = 2**30  # the memory plan's unit (nvidia-smi's)
     st.markdown(f"Per GPU: weights **{plan.weight_bytes / gib:.2f} GiB**, activation workspace and runtime "
                 f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "

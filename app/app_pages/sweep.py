@@ -78,12 +78,13 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
         start = float(parse(params["start"])) if "start" in params else start_d
         stop = float(parse(params["stop"])) if "stop" in params else stop_d
         n = parse_int_text(params["n"]) if "n" in params else 8
-        if not (lo <= start <= hi and lo <= stop <= hi):
-            raise ValueError(f"{knob} must be between {lo:g} and {hi:g}")
+        for name, value in (("start", start), ("stop", stop)):  # each problem names the parameter and its value
+            if not lo <= value <= hi:
+                raise ValueError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
         if not start < stop:
-            raise ValueError("start must be below stop")
+            raise ValueError(f"start = {start:g} must be below stop = {stop:g}")
         if not 2 <= n <= MAX_POINTS:
-            raise ValueError(f"n must be 2 to {MAX_POINTS}")
+            raise ValueError(f"n = {n}: n must be 2 to {MAX_POINTS}")
     except ValueError as err:
         return *defaults, f"The sweep link's start, stop or n cannot be used ({err}); using defaults."
     return start, stop, n, None

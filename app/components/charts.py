@@ -77,27 +77,79 @@ def _cdf_points(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.quantile(v, probs), probs
 
 
-def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go.Figure:
-    """Histogram and CDF side by side, in ms (or s when the median is a second or more), with
-    p50/p90/p99 lines and the SLO line. ITL counts are on a log axis so the stall tail shows.
+@dataclass(frozen=True)
+class _Distribution:
+    """What the histogram/CDF pair of one metric shows: values in `unit`, percentiles, the SLO and the x range."""
 
-    The x axis ends a little past p99 (or the SLO when that is near) so the bulk stays readable; the
-    values beyond it are counted in the title rather than squashing the chart.
-    """
+    v: np.ndarray
+    unit: str
+    pct: dict[int, float]
+    slo: float | None  # in `unit`
+    upper: float  # the x axis ends here
+    beyond: int  # values past `upper`, counted in the summary instead of drawn
+
+
+def _distribution(res: SimResult, metric: Metric) -> _Distribution:
+    """The x axis ends a little past p99 (or the SLO when that is near) so the bulk stays readable."""
     raw = metric_values_s(res, metric.key)
     scale, unit = time_unit(raw)
     v = raw * scale
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF"), horizontal_spacing=0.08)
+    if v.size == 0:
+        return _Distribution(v, unit, {}, None, 1.0, 0)
+    pct = {q: float(np.percentile(v, q)) for q in PERCENTILES}
+    slo = getattr(res.config.slo, metric.slo_field) * scale if metric.slo_field else None
+    upper = pct[99] * 1.25 if pct[99] > 0 else float(v.max()) or 1.0
+    if slo is not None and slo <= 2 * upper:
+        upper = max(upper, slo * 1.08)
+    upper = min(upper, float(v.max()) * 1.02) if float(v.max()) > 0 and slo is None else upper
+    return _Distribution(v, unit, pct, slo, upper, int((v > upper).sum()))
+
+
+def _borrowed_slo(metric: Metric) -> str | None:
+    """The name of the objective a metric's chart draws when it is another metric's (ITL draws TPOT's), else None."""
+    own = metric.slo_field is None or metric.slo_field == f"{metric.key}_s"
+    return None if own else metric.slo_field.removesuffix("_s").upper()
+
+
+def _slo_name(metric: Metric, value: float, unit: str) -> str:
+    """The SLO line's legend entry: 'SLO 2000 ms', or 'TPOT SLO 100 ms' on a chart whose objective is another metric's."""
+    borrowed = _borrowed_slo(metric)
+    return f"{borrowed} SLO {value:g} {unit}" if borrowed else f"SLO {value:g} {unit}"
+
+
+def distribution_summary(res: SimResult, metric: Metric) -> str:
+    """The facts beside a distribution chart (how many values, the share within the objective, how many are past the
+    x axis): a caption, which wraps, not the chart title, which Plotly cuts at the chart's width (~470 px at 800 px)."""
+    d = _distribution(res, metric)
+    count = res.num_itl_gaps if metric.key == "itl" else d.v.size
+    text = f"{count:,} {'gaps' if metric.key == 'itl' else 'requests'}"
+    if metric.key == "itl" and d.v.size < count:
+        text += f" (drawn from an even sample of {d.v.size:,})"
+    if d.slo is not None and d.v.size:
+        met = float((d.v <= d.slo).mean())
+        off = "" if d.slo <= d.upper else " (off the chart, right)"
+        borrowed = _borrowed_slo(metric)
+        if borrowed:  # ITL has no objective of its own: the line is TPOT's, which bounds a request's mean gap
+            text += (f" · {met:.0%} of gaps within the {d.slo:g} {d.unit} {borrowed} objective{off}, which bounds each "
+                     "request's mean gap, not every gap")  # fmt: skip
+        else:
+            text += f" · {met:.0%} within the {d.slo:g} {d.unit} objective{off}"
+    if d.beyond:
+        text += f" · {d.beyond:,} beyond {d.upper:,.3g} {d.unit} not shown"
+    return text + "."
+
+
+def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go.Figure:
+    """Histogram and CDF side by side, in ms (or s when the median is a second or more), with
+    p50/p90/p99 lines and the SLO line. ITL counts are on a log axis so the stall tail shows.
+    The title is the metric's name; the facts are in `distribution_summary` (show it beside the chart)."""
+    d = _distribution(res, metric)
+    v, unit, upper = d.v, d.unit, d.upper
+    # the CDF's axis name in its panel title: as a rotated y-axis title it sat on the histogram's bars in a narrow window
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF (fraction ≤ x)"), horizontal_spacing=0.08)
     if v.size == 0:
         fig.add_annotation(text="no finished requests", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         return fig.update_layout(height=height)
-    pct = {q: float(np.percentile(v, q)) for q in PERCENTILES}
-    slo_ms = getattr(res.config.slo, metric.slo_field) * scale if metric.slo_field else None
-    upper = pct[99] * 1.25 if pct[99] > 0 else float(v.max()) or 1.0
-    if slo_ms is not None and slo_ms <= 2 * upper:
-        upper = max(upper, slo_ms * 1.08)
-    upper = min(upper, float(v.max()) * 1.02) if float(v.max()) > 0 and slo_ms is None else upper
-    beyond = int((v > upper).sum())
     counts, edges = np.histogram(np.minimum(v, upper), bins=HIST_BINS, range=(0, upper))
     fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color=NEUTRAL,
                          name="count", showlegend=False,
@@ -106,33 +158,24 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
     fig.add_trace(go.Scatter(x=x, y=p, mode="lines", line_color=NEUTRAL, showlegend=False,
                              hovertemplate=f"%{{x:.3g}} {unit}: %{{y:.0%}} below<extra></extra>"), row=1, col=2)  # fmt: skip
     top = float(counts.max()) * 1.05
-    for q, val in pct.items():
+    for q, val in d.pct.items():
         style = dict(color=PCT_COLORS[q], dash="dot", width=2)
         fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {val:,.3g} {unit}",
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=1)  # fmt: skip
         fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=2)  # fmt: skip
-    count = res.num_itl_gaps if metric.key == "itl" else v.size
-    title = f"{metric.label} · {count:,} {'gaps' if metric.key == 'itl' else 'requests'}"
-    if metric.key == "itl" and v.size < count:
-        title += f" (drawn from an even sample of {v.size:,})"
-    if slo_ms is not None:
-        met = float((v <= slo_ms).mean())
-        if slo_ms <= upper:
-            for col, y1 in ((1, top), (2, 1)):
-                fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, y1], mode="lines", line=dict(color="#202124", width=3),
-                                         name=f"SLO {slo_ms:g} {unit}", showlegend=col == 1, legendgroup="slo",
-                                         hoverinfo="skip"), row=1, col=col)  # fmt: skip
-        title += f" · {met:.0%} within the {slo_ms:g} {unit} objective" + ("" if slo_ms <= upper else " (off the chart, right)")
-    if beyond:
-        title += f" · {beyond:,} beyond {upper:,.3g} {unit} not shown"
+    if d.slo is not None and d.slo <= upper:
+        name = _slo_name(metric, d.slo, unit)
+        for col, y1 in ((1, top), (2, 1)):
+            fig.add_trace(go.Scatter(x=[d.slo, d.slo], y=[0, y1], mode="lines", line=dict(color="#202124", width=3),
+                                     name=name, showlegend=col == 1, legendgroup="slo", hoverinfo="skip"), row=1, col=col)  # fmt: skip
     fig.update_xaxes(title_text=f"{metric.key.upper()} ({unit})", range=[0, upper])
     if metric.key == "itl":  # most gaps are one tick; the stalls are a thin tail a linear axis hides
         fig.update_yaxes(title_text="count (log)", **LOG_AXIS, row=1, col=1)
     else:
         fig.update_yaxes(title_text="count", row=1, col=1)
-    fig.update_yaxes(title_text="fraction ≤ x", tickformat=".0%", range=[0, 1.02], row=1, col=2)
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=70, b=40),
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.02], row=1, col=2)
+    fig.update_layout(title=dict(text=metric.label, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=70, b=40),
                       bargap=0, legend=dict(orientation="h", y=-0.22))  # fmt: skip
     return fig
 
@@ -157,9 +200,9 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
         if slo_ms <= 2 * upper:
             upper = max(upper, slo_ms * 1.08)
             fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, 1], mode="lines", line=dict(color="#202124", width=3),
-                                     name=f"SLO {slo_ms:g} {unit}", hoverinfo="skip"))  # fmt: skip
+                                     name=_slo_name(metric, slo_ms, unit), hoverinfo="skip"))  # fmt: skip
         else:
-            title += f" · SLO {slo_ms:g} {unit} (off the chart, right)"
+            title += f" · {_slo_name(metric, slo_ms, unit)} (off the chart, right)"
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=50, b=40),
                       xaxis=dict(title=f"{metric.key.upper()} ({unit})", range=[0, upper or None]),
                       yaxis=dict(title="fraction ≤ x", tickformat=".0%", range=[0, 1.02]))  # fmt: skip
@@ -235,8 +278,8 @@ def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarra
     order = np.argsort(req)
     req, new, dec, held = req[order], new[order], dec[order], held[order]
     labels = [f"req {r}" for r in (req if req_ids is None else req_ids[req])]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed this tick", "KV blocks held during the tick"),
-                        horizontal_spacing=0.1)  # fmt: skip
+    # short panel titles, no axis title on the right (its title names the unit): at 800 px each panel is ~210 px wide
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Tokens computed", "KV blocks held"), horizontal_spacing=0.1)
     for is_dec, name in ((False, "prefill"), (True, "decode")):
         k = dec == is_dec
         if k.any():
@@ -248,7 +291,6 @@ def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarra
         fig.update_yaxes(title_text="tokens (log)", **LOG_AXIS, row=1, col=1)
     else:
         fig.update_yaxes(title_text="tokens", row=1, col=1)
-    fig.update_yaxes(title_text="blocks", row=1, col=2)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=40), barmode="relative",
                       legend=dict(orientation="h", y=-0.15))  # fmt: skip
     return fig

@@ -1,6 +1,7 @@
 """Text from links, uploads and configs, made safe to put inside Streamlit's Markdown elements
 (st.markdown, st.caption, st.warning, st.error, st.info): it shows as typed, never as a link, an
-image, a heading, emphasis, an icon or math. Plotly text gets `plotly_text` (Plotly renders a
+image, a heading, emphasis, an icon or math (an address stays text: a word joiner, invisible, keeps the
+browser from linking it). Plotly text gets `plotly_text` (Plotly renders a
 little HTML, including <a href>).
 
 Only characters that can start Markdown syntax are escaped, so ordinary messages such as
@@ -16,20 +17,23 @@ _ALWAYS = re.compile(r"([\\`*\[\]#$|~&@])")  # links, images, code, math, tables
 _ANGLE = re.compile(r"<(?=[A-Za-z/!?])")  # <https://...> autolinks and raw HTML (not "min <= max")
 _LONE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # emphasis; intraword _ is literal in GFM
 _COLON_WORD = re.compile(r":(?=[A-Za-z0-9/+_-])")  # :emoji:, :material/icon:, :red[...] and scheme://
-_DOTTED_WWW = re.compile(r"(?i)(?<=www)\.")  # www.example.com autolinks
 _INDENT = re.compile(r"(?m)^[ \t]+")  # 4 spaces would start a code block
 _LINE_MARK = re.compile(r"(?m)^([ \t]*)([-+=>])")  # lists, block quotes, setext headings at a line start
 _LINE_NUMBER = re.compile(r"(?m)^([ \t]*[0-9]+)([.)])")  # ordered lists at a line start
+# The browser links bare addresses again after parsing (remark-gfm's transform-time autolinks search the text with its
+# escapes resolved, so `http\://`, `www\.` and `\@` still became links): an invisible word joiner inside each pattern.
+_AUTOLINK_START = re.compile(r"(?i)https?(?=://)|www(?=\.)|(?=@)")
+WORD_JOINER = "\u2060"
 
 
 def plain(text: object) -> str:
     """`text` escaped for Markdown; newlines become line breaks."""
     s = _INDENT.sub("", str(text).replace("\r", ""))
+    s = _AUTOLINK_START.sub(lambda m: m.group(0) + WORD_JOINER, s)
     s = _ALWAYS.sub(r"\\\1", s)
     s = _ANGLE.sub(r"\\<", s)
     s = _LONE_UNDERSCORE.sub(r"\\_", s)
     s = _COLON_WORD.sub(r"\\:", s)
-    s = _DOTTED_WWW.sub(r"\\.", s)
     s = _LINE_MARK.sub(r"\1\\\2", s)
     s = _LINE_NUMBER.sub(r"\1\\\2", s)
     return s.replace("\n", "  \n")

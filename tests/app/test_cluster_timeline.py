@@ -241,7 +241,9 @@ def _open_tab(preset: str, tab: str) -> AppTest:
 def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
     # the merged timeline's ticks belong to different engines: the line names the instance, its KV pool is that
     # engine's, and the batch chart is read from that engine's log (a deployment's own log is empty: it said
-    # "recorded for the first 100,000 ticks" on tick 1)
+    # "recorded for the first 100,000 ticks" on tick 1). The tick is numbered as that engine numbers it, the tick its
+    # chart draws: the merged timeline's row ("Tick 2 on prefill 0" for the dynamo 3P1D preset's first busy tick, its
+    # last "Tick 2,972" under a headline of 2,736 ticks) was a number shown nowhere else.
     at = _open_tab("cluster-distserve-opt13b-3xa100-p2d1", "Step through")
     res = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))
     for step in (1, 2):
@@ -249,10 +251,12 @@ def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
             at.button(key="ui.step_next").click().run()
         tick = int(np.flatnonzero(res.timeline.phase != Phase.IDLE)[step - 1])
         inst = res.instances[int(res.timeline.columns["instance"][tick])]
-        line = next(m.value for m in at.markdown if m.value.startswith(f"**Tick {tick:,}**"))
-        assert line.startswith(f"**Tick {tick:,}** on {inst.label} at t = ") and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
-        assert not [i.value for i in at.info if "Batches are recorded" in i.value]
         own = int(np.count_nonzero(res.timeline.columns["instance"][:tick] == res.timeline.columns["instance"][tick]))
+        t_own = inst.result.timeline.t_start_s[own]  # the engine's own row `own` is this tick
+        assert t_own == res.timeline.t_start_s[tick] and inst.result.timeline.phase[own] != Phase.IDLE
+        line = next(m.value for m in at.markdown if m.value.startswith("**Tick "))
+        assert line.startswith(f"**Tick {own:,}** of {inst.label} at t = ") and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
+        assert not [i.value for i in at.info if "Batches are recorded" in i.value]
         b = inst.result.batches
         expected = {f"req {r}" for r in inst.request_ids[b.req[b.tick == own]]}  # deployment-wide ids, as the rows
         fig = json.loads(at.get("plotly_chart")[-1].proto.spec)

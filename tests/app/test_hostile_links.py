@@ -6,6 +6,7 @@ and all visitor text must be shown as text (no link, image or HTML rendered from
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -27,16 +28,35 @@ MD.linkify.set({"fuzzy_link": False})  # GFM links only www., http(s):// and e-m
 NESTED_CFG = encode_json(nested_text(2000))
 
 
+# The browser (Streamlit's react-markdown with remark-gfm) links bare addresses a second time, after parsing: the
+# mdast-util-gfm-autolink-literal transform searches the text nodes, whose backslash escapes are already resolved, so
+# `http\://x.invalid`, `www\.x.invalid` and `me\@x.invalid` become links there although markdown-it (MD) leaves them.
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash before ASCII punctuation
+_TRANSFORM_AUTOLINK = re.compile(r"(?i)https?://|www(?=\.)|[-.\w+]+@[-\w]+(?:\.[-\w]+)+")  # the transform's url and e-mail patterns
+
+
+def browser_autolinks(markdown: str) -> list[str]:
+    """The addresses in `markdown` that the browser's transform-time autolinking would find (a superset: it also
+    checks the character before an address, which only ever removes matches)."""
+    return _TRANSFORM_AUTOLINK.findall(_MD_ESCAPE.sub(r"\1", markdown))
+
+
+def markdown_sources(at: AppTest) -> list[str]:
+    """The Markdown source of every Markdown-rendering element (markdown, caption, alerts)."""
+    return [e.value for e in (*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success,
+                              *at.sidebar.markdown, *at.sidebar.caption, *at.sidebar.error, *at.sidebar.warning)]  # fmt: skip
+
+
 def rendered_markup(at: AppTest) -> list[str]:
     """HTML of every Markdown-rendering element (markdown, caption, alerts) as a GFM renderer makes it."""
-    elements = [*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success,
-                *at.sidebar.markdown, *at.sidebar.caption, *at.sidebar.error, *at.sidebar.warning]  # fmt: skip
-    return [MD.render(e.value) for e in elements]
+    return [MD.render(source) for source in markdown_sources(at)]
 
 
 def assert_no_markup_from_visitors(at: AppTest) -> None:
     for html in rendered_markup(at):
         assert "<a " not in html and "<img" not in html and "<h1" not in html, html
+    for source in markdown_sources(at):
+        assert not browser_autolinks(source), source
 
 
 @cases(300)
@@ -52,6 +72,7 @@ def test_any_link_gives_a_config_and_at_most_a_warning(params):
     if warning:
         for html in [MD.render(plain(warning))]:
             assert "<a " not in html and "<img" not in html
+        assert not browser_autolinks(plain(warning)), warning
 
 
 @cases(200)
@@ -60,6 +81,17 @@ def test_plain_text_renders_as_itself(text):
     html = MD.render(plain(text))
     for tag in ("<a ", "<img", "<h", "<em", "<strong", "<code", "<pre", "<ul", "<ol", "<blockquote", "<table", "<hr", "<s>"):
         assert tag not in html, (text, html)
+    assert not browser_autolinks(plain(text)), (text, plain(text))
+
+
+@pytest.mark.parametrize("text", ["[Session expired - log in here](https://example.invalid/login)", "see HTTP://example.invalid",
+                                  "www.example.invalid", "WWW.example.invalid/x", "write to me@example.invalid"])
+def test_addresses_in_visitor_text_are_not_linked_by_the_browser(text):
+    # The unknown-preset warning of ?preset=[Session expired - log in here](https://example.invalid/login) was a
+    # clickable link to https://example.invalid/logi in Chromium (so were a scheduler name's www. and e-mail addresses).
+    shown = plain(text)
+    assert not browser_autolinks(shown), shown
+    assert shown.replace("\u2060", "").replace("\\", "") == text.replace("\\", ""), shown  # reads as typed
 
 
 def open_page(page: str, params: dict[str, str], open_sections: bool = False) -> AppTest:
@@ -102,6 +134,11 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/sweep.py", {"sweep": "max_num_seqs", "start": "nan"}, "using defaults"),
     ("app_pages/sweep.py", {"sweep": "num_gpus", "stop": "1e300"}, "using defaults"),
     ("app_pages/sweep.py", {"cfg": "!!!"}, "default scenario"),
+    # the sweep link's range problems name the parameter and its value, not only the rule ('max_num_seqs must be between
+    # 1 and 8192' for start=0, 'start must be below stop', 'n must be 2 to 16')
+    ("app_pages/sweep.py", {"sweep": "max_num_seqs", "start": "0", "stop": "5"}, "start = 0: max_num_seqs must be between 1 and 8192"),
+    ("app_pages/sweep.py", {"sweep": "rate", "start": "8", "stop": "4"}, "start = 8 must be below stop = 4"),
+    ("app_pages/sweep.py", {"sweep": "rate", "n": "99"}, "n = 99: n must be 2 to 16"),
     ("app_pages/about.py", {"preset": "/etc/passwd"}, "unknown preset"),
     ("app_pages/learn.py", {"lesson": "nope"}, "unknown lesson"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),

@@ -73,6 +73,29 @@ def test_moving_the_chunk_slider_changes_the_result_and_the_link():
     assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 512
 
 
+def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of():
+    # The lesson-12 preset said "KV cache peak 38% of 910,304 tokens": 38% is replica 0's peak of its own 455,152 tokens
+    # (the Requests tab: replica 0 38.33%, replica 1 0.15%); 38% of both replicas' 910,304 was never in use.
+    at = app(preset="cluster-router-2xh100-agent-pairs").run()
+    peak = next(m for m in at.metric if m.label == "KV cache peak")
+    assert peak.value == "38%" and "replica 0" in peak.delta and "455,152" in peak.delta and "910,304" not in peak.delta, peak.delta
+    one = app(preset="chat-h100-llama8b").run()  # one engine: its own pool, as before
+    assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
+
+
+def test_the_roofline_tab_shows_the_compute_bound_share_and_mfu_lesson_13_quotes():
+    # Lesson 13's answer: "compute-bound ticks go from about 22 % to 60 % of the GPU's busy time (MFU about 8 % → 18 %)".
+    # Neither figure was on any page (MFU only in the Glossary): a student could not check the answer against the run.
+    lesson = next(x for x in load_lessons() if x.id == "spec-decode-saturation")
+    for step, share, mfu in ((0, "22%", "8%"), (1, "60%", "18%")):
+        assert share.replace("%", " %") in lesson.answer and mfu.replace("%", " %") in lesson.answer
+        at = app(cfg=encode_config(lesson.config(step)))
+        at.session_state["ui.tab"] = "Roofline"
+        at.run()
+        said = " ".join(c.value for c in at.caption)
+        assert f"{share} of the busy time in compute-bound ticks" in said and f"mean MFU {mfu}" in said, said
+
+
 def test_a_shared_link_reproduces_config_and_numbers():
     cfg = make_config(seed=7, workload__num_requests=120, scheduler__max_num_seqs=32)
     at = app(cfg=encode_config(cfg)).run()
@@ -86,6 +109,18 @@ def test_a_readable_link_sets_the_knobs():
     at = app(preset="engine-sarathi-serve", **{"scheduler.max_num_batched_tokens": "4096"}).run()
     assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 4096
     assert at.select_slider(key="w.scheduler.max_num_batched_tokens").value == 4096
+
+
+def test_a_link_that_changes_knobs_without_naming_a_preset_changes_the_default_scenario():
+    # ?workload.num_requests=120 opened the default's 300 requests, and ?scheduler.max_num_batched_tokens=-5 the default,
+    # both without a word: a hand-edited link (the preset dropped) did nothing the student could see.
+    at = app(**{"workload.num_requests": "120"}).run()
+    assert at.session_state[CFG_KEY] == load_preset("chat-h100-llama8b").model_copy(
+        update={"workload": load_preset("chat-h100-llama8b").workload.model_copy(update={"num_requests": 120})})
+    assert not at.warning and metric(at, "Finished") == "120 / 120"
+    assert dict(at.query_params) == {"preset": "chat-h100-llama8b", "workload.num_requests": "120"}  # the address names it
+    bad = app(**{"scheduler.max_num_batched_tokens": "-5"}).run()
+    assert any("scheduler.max_num_batched_tokens = -5" in w.value and "1048576" in w.value for w in bad.warning), bad.warning
 
 
 def test_a_broken_link_warns_and_falls_back_to_the_default():

@@ -48,6 +48,15 @@ def test_bad_link_falls_back_to_default_with_a_named_problem(param, needle):
     assert needle in warning and "default scenario" in warning
 
 
+def test_overrides_without_a_preset_change_the_default_scenario():
+    cfg, preset, warning = config_from_query({"scheduler.preemption": "swap"})
+    default = load_preset(DEFAULT_SCENARIO)
+    assert warning is None and preset is None
+    assert cfg == default.model_copy(update={"scheduler": default.scheduler.model_copy(update={"preemption": "swap"})})
+    cfg, _, warning = config_from_query({"workload.arrival.rate_per_s": "abc"})
+    assert cfg == default and "workload.arrival.rate_per_s = 'abc'" in warning
+
+
 def test_zip_bomb_is_refused():
     bomb = base64.urlsafe_b64encode(zlib.compress(b"{" + b" " * (50 * 2**20) + b"}", 9)).decode()
     with pytest.raises(PresetError, match="too large"):
