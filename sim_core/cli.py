@@ -17,7 +17,7 @@ from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
 from sim_core.notes import run_notes
-from sim_core.presets import FAMILIES, DEFAULT_SCENARIO, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
+from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 
@@ -60,6 +60,9 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
 def format_summary(res: SimResult) -> str:
     s, cfg = res.summary, res.config
     ms = lambda x: f"{x * 1e3:,.1f} ms"  # noqa: E731
+    peak_of = ""  # a deployment's peak is its fullest instance's share of that instance's own pool: said so
+    if (full := getattr(res, "kv_peak_instance", None)) is not None:
+        peak_of = f" ({full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens)"
     lines = [
         f"{cfg.name}: {cfg.model.name} on {cfg.hardware.num_gpus}x {cfg.hardware.name}, {cfg.scheduler.name}, "
         f"workload {cfg.workload.name} (seed {cfg.seed})",
@@ -74,7 +77,7 @@ def format_summary(res: SimResult) -> str:
         f"  E2E           p50 {s.e2e_p50_s:,.2f} s  p90 {s.e2e_p90_s:,.2f} s  p99 {s.e2e_p99_s:,.2f} s",
         f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
         f"mean batch {s.mean_batch_size:.1f}, MFU {s.mfu_mean:.0%}, MBU {s.mbu_mean:.0%}",
-        f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}, "
+        f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}{peak_of}, "
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
         *_steady_lines(res),
         "  (modelled by a calibrated roofline, not measured on a GPU)",

@@ -64,7 +64,7 @@ def _headline(res: SimResult) -> None:
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     kv_of, kv_help = f"of {s.kv_capacity_tokens:,} tokens", None
     if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool
-        full = max(res.instances, key=lambda x: x.result.summary.kv_peak_usage)
+        full = res.kv_peak_instance
         kv_of = f"{full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens"
         kv_help = f"The fullest instance's peak; the deployment's instances hold {s.kv_capacity_tokens:,} tokens in all."
     row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", kv_of, help=kv_help, **kw)

@@ -66,6 +66,12 @@ class ClusterResult(SimResult):
     def is_disaggregated(self) -> bool:
         return any(x.role == "prefill" for x in self.instances)
 
+    @property
+    def kv_peak_instance(self) -> InstanceResult:
+        """The instance whose peak is the deployment's `summary.kv_peak_usage` (the first of equals): that share is of
+        this instance's own pool, not of the deployment's total KV capacity, so whatever reports it names the instance."""
+        return max(self.instances, key=lambda x: x.result.summary.kv_peak_usage)
+
     def instance_label_of(self) -> list[str]:
         """For each request, the instance(s) it ran on (e.g. 'replica 2', 'prefill 0 -> decode 1')."""
         names = [x.name for x in self.instances]

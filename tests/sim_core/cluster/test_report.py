@@ -82,3 +82,24 @@ def test_prefix_affinity_without_prefix_caching_says_it_routes_as_least_outstand
     assert "as with router least_outstanding" in routing_notes(make_config(deployment={"replicas": 2, "router": "prefix_affinity"}))[0]
     xpyd = make_config(deployment={"router": "prefix_affinity", "disaggregation": {"prefill": {"replicas": 2}}})
     assert routing_notes(xpyd) and "prefill" in routing_notes(xpyd)[0]
+
+
+def test_cli_summary_names_the_instance_whose_kv_peak_it_reports(capsys):
+    # The deployment's KV peak is its fullest instance's share of that instance's own pool: round robin over two
+    # replicas with agent pairs fills replica 0 (38 %) and leaves replica 1 near empty, so 'peak 38 %' after
+    # '910,304 tokens' (the deployment's total) read as 346k tokens in use that never were. One engine: unchanged.
+    from sim_core.cluster import run_deployment
+    from sim_core.presets import load_preset
+
+    cfg = load_preset("cluster-router-2xh100-agent-pairs")
+    res = run_deployment(cfg)
+    full = res.kv_peak_instance
+    assert full.result.summary.kv_peak_usage == res.summary.kv_peak_usage
+    assert all(x.result.summary.kv_peak_usage <= res.summary.kv_peak_usage for x in res.instances)
+    assert full.result.memory.kv_capacity_tokens < res.summary.kv_capacity_tokens  # (its own pool: half of the total)
+    assert main(["run", "cluster-router-2xh100-agent-pairs"]) == 0
+    out = capsys.readouterr().out
+    assert (f"peak {res.summary.kv_peak_usage:.0%} ({full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens), "
+            in out)  # fmt: skip
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
+    assert "tokens), peak 4%, 0 pre-emptions" in capsys.readouterr().out
