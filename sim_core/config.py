@@ -617,8 +617,10 @@ class DisaggregationConfig(StrictModel):
         description="Where the user's first token comes from, so what TTFT counts. prefill: the prefill instance "
         "streams it when the prompt completes (DistServe's TTFT is the prefill phase; Splitwise's prompt machine "
         "sends it); the KV transfer and any wait for a decode slot then show in the next token's gap. decode: the "
-        "decode instance streams it once the KV has arrived (vLLM's disaggregated-prefill proxy, Dynamo, llm-d: "
-        "the client reads the decode worker's stream), so TTFT counts the wait for a decode slot and the transfer.",
+        "decode instance samples it in its first tick after the KV has arrived and streams it (vLLM's disaggregated-"
+        "prefill proxy, Dynamo, llm-d: the client reads the decode worker's stream; the prefill instance's one token "
+        "is dropped), so TTFT counts the wait for a decode slot, the transfer and that decode tick, and the decode "
+        "instance emits every output token.",
     )  # fmt: skip
 
 

@@ -90,6 +90,12 @@ class Engine:
         self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
         self._live_left: fastpath.LiveLeft | None = None  # tokens left in the paused run (outstanding_bounds)
         self._reserved = 0
+        # Decode-pool instance under first_token_from = decode (`inject_prefilled` without a first token): decoders that
+        # joined with the prompt's KV and no token yet, until their first decode tick emits the user's first token
+        # (`_decode_first_tokens`); and every request whose first token a decode tick emitted (its summary's steady
+        # state counts that token among the decode tokens, not again as a first token)
+        self.tokenless: set[int] = set()
+        self.first_by_decode: list[int] = []
         self._bounds_memo: tuple | None = None  # outstanding_bounds: (state key, its CountCurve)
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self._kv_live: tuple | None = None  # kv_used_bounds of a paused run: (requests added, its LiveKvCurve or None)
@@ -571,9 +577,12 @@ class Engine:
 
     def inject_prefilled(self, ids: np.ndarray | int, t_s: float, first_token_s: np.ndarray | float) -> None:
         """Decode pool: requests whose prompt KV has arrived (blocks reserved) join the running batch as
-        decodes; their next token's gap counts from the user's first token, `first_token_s` (the prefill side's,
-        or `t_s` when the decode side streams it: `first_token_from`). (One request as an int and a float: the
-        cluster's case.)"""
+        decodes. `first_token_s` is the user's first token, the prefill side's (first_token_from = prefill): their next
+        token's gap counts from it. NaN (first_token_from = decode): none yet; as vLLM's decode instance takes the KV
+        (`Scheduler._update_waiting_for_remote_kv`: num_computed_tokens = prompt - 1, the last prompt token computed
+        again), each joins as a decoder over its prompt but its last token, nothing emitted, and its first decode tick
+        (priced as any decoder's) emits the first token (`_decode_first_tokens`): the decode side emits every output
+        token. (One request as an int and a float: the cluster's case.)"""
         st = self.st
         if self._live is not None and not self._live[10]:
             self.settle()
@@ -583,8 +592,12 @@ class Engine:
         if not self.has_work and st.now_s < t_s and not self._over and self.ticks_left() > 0:
             self._record_idle(min(t_s, self.cfg.limits.max_sim_time_s))
         if type(ids) is int:  # (element writes of the same values, ~1 us less than six one-element array writes)
-            st.computed[ids] = st.prefill_target.item(ids)
-            st.emitted[ids] = 1
+            if first_token_s != first_token_s:  # (NaN: no token yet; its prefill target is its context, so it decodes)
+                st.computed[ids] = st.prefill_target[ids] = st.prefill_target.item(ids) - 1
+                self.tokenless.add(ids)
+            else:
+                st.computed[ids] = st.prefill_target.item(ids)
+                st.emitted[ids] = 1
             st.first_token_s[ids] = st.last_token_s[ids] = first_token_s
             st.first_scheduled_s[ids] = t_s
             st.status[ids] = Status.RUNNING
@@ -594,8 +607,13 @@ class Engine:
                 st.running = np.concatenate([st.running, np.array([ids], dtype=np.int64)])
             self._bounds_memo = self._kv_memo = None
             return
-        st.computed[ids] = st.prefill_target[ids]
-        st.emitted[ids] = 1
+        if np.isnan(first_token_s).any():  # (all or none: one first_token_from per deployment)
+            st.prefill_target[ids] -= 1
+            self.tokenless.update(ids.tolist())
+            st.computed[ids] = st.prefill_target[ids]
+        else:
+            st.computed[ids] = st.prefill_target[ids]
+            st.emitted[ids] = 1
         st.first_token_s[ids] = first_token_s
         st.last_token_s[ids] = first_token_s
         st.first_scheduled_s[ids] = t_s
@@ -671,10 +689,15 @@ class Engine:
             self.spec.num_emitted += int(gained.sum())
             self.spec.draft_time_s += draft_s
             self.spec.log_emitted(rec.num_ticks, int(gained.sum()))  # (this tick's row is recorded below)
-        if D:  # every decoder has emitted before: one gap each
+        if D:  # every decoder has emitted before: one gap each (but those with no token yet: their first token)
             gaps = t_end - st.last_token_s[dec]
-            rec.itl(gaps)
-            st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
+            has_gap = self._decode_first_tokens(dec, gaps, t_end) if self.tokenless else None
+            if has_gap is None:
+                rec.itl(gaps)
+                st.max_itl_s[dec] = np.maximum(st.max_itl_s[dec], gaps)
+            else:
+                rec.itl(gaps[has_gap])
+                st.max_itl_s[dec[has_gap]] = np.maximum(st.max_itl_s[dec[has_gap]], gaps[has_gap])
         emit = dec
         self._note_kv_peak(kv.num_used)  # (during the tick: its finishing requests free theirs below)
         if pre and self.prefix is not None:  # the full prompt blocks computed so far become reusable (next tick on)
@@ -716,6 +739,23 @@ class Engine:
         # (the phase controllers count decode throughput in tokens emitted: a verify pass's, not the positions it priced)
         self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else int(gained.sum()))
         st.now_s = t_end
+
+    def _decode_first_tokens(self, dec: np.ndarray, gaps: np.ndarray, t_end: float) -> np.ndarray | None:
+        """Decoders of a tick ending at `t_end` that joined with no token (`inject_prefilled`, first_token_from =
+        decode: their gaps NaN) emit their first token in it: the user's first token, no gap. Returns which of the
+        tick's decoders have a gap (None: all)."""
+        st = self.st
+        # (one pre-empted before its first decode tick re-enters through a recompute prefill: it has its token there)
+        self.tokenless.difference_update([r for r in self.tokenless if st.emitted.item(r)])
+        first = np.isnan(gaps)
+        if not first.any():
+            return None
+        new = dec[first]
+        st.first_token_s[new] = t_end
+        self.rec.event(new, t_end, Event.FIRST_TOKEN)
+        self.tokenless.difference_update(new.tolist())
+        self.first_by_decode += new.tolist()
+        return ~first
 
     def _first_tokens(self, done: list[int], t_end: float) -> None:
         """`_advance_tick`'s completions in a tick without decodes whose finished prefills all emit their first
@@ -801,6 +841,8 @@ class Engine:
             by tick (`Scheduler.repeat_decodes`, the same `choose`/`observe` as single ticks);
           * the guards (max_ticks, max_sim_time_s).
         """
+        if self.tokenless and np.isnan(self.st.last_token_s[plan.req_idx]).any():
+            return self._fallback(plan, planned)  # a decoder's first token (`_decode_first_tokens`): tick by tick
         if self.spec is not None:
             return self._advance_spec_run(plan, planned)
         st, kv, n, lim, sched = self.st, self.kv, self.n, self.cfg.limits, self.sched
@@ -1135,7 +1177,8 @@ class Engine:
             timeline = Timeline(dict(timeline.columns, num_decode_emitted=self.spec.emitted_column(timeline.num_ticks)))
         summary = summarize(self.cfg, req, timeline, itl, self.memory, self.num_swap_outs, self.stopped_reason,
                             itl_is_scratch=gaps.is_dense and kept is not itl, events=events,
-                            kv_peak_blocks=self.kv_peak_in_tick_blocks)  # fmt: skip
+                            kv_peak_blocks=self.kv_peak_in_tick_blocks,
+                            first_by_decode=np.array(self.first_by_decode, dtype=np.int64))  # fmt: skip
         summary, timeline = _traffic_extras(self, summary, timeline)
         return SimResult(self.cfg, self.memory, req, timeline, events, kept, batches, summary, itl_gaps_total=int(itl.size))
 

@@ -399,6 +399,10 @@ def run_ticks(engine: Engine):
     sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap (absent: 0)
     waiting_since: dict[int, float] = {}  # decoder -> its last token's time, when not the last decoding tick's end
     first_gap: dict[int, float] = {}  # decoder -> its gap at its first decoding tick, when it was waiting
+    # decoders with no token yet (`Engine.inject_prefilled`, first_token_from = decode; waiting since NaN): their first
+    # decoding tick emits their first token, no gap (`_decode_first_tokens`); decode_first: (decoder, that tick)
+    tokenless: dict[int, None] = {}
+    decode_first: list[tuple[int, int]] = []
     tick_gaps: dict[int, list[float]] = {}  # tick -> every decoder's gap, in running order, when some were their own
     finish_at: dict[int, list[int]] = {}  # decoding tick number -> decoders that emit their last token in it
     phase_count = [0] * bs  # decoders whose context is a multiple of bs at decoding ticks d with d % bs == r
@@ -429,6 +433,8 @@ def run_ticks(engine: Engine):
     behind = last_token[dec_ids] != st.now_s  # decoders that did not decode in the last tick (a prefill-only tick)
     if behind.any():
         waiting_since.update(zip(dec_ids[behind].tolist(), last_token[dec_ids[behind]].tolist()))
+        if engine.tokenless:
+            tokenless.update((r, None) for r, last_s in waiting_since.items() if last_s != last_s)
     for r, c, is_d, left_to_emit in zip(running0, ctx_arr.tolist(), is_dec.tolist(),
                                         (output_arr[running_arr] - st.emitted[running_arr]).tolist()):  # fmt: skip
         if not is_d:
@@ -516,7 +522,7 @@ def run_ticks(engine: Engine):
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
                     joined_at.extend((r, j) for r in joined)
                 S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
-                                      phase_count, S, B)  # fmt: skip
+                                      phase_count, S, B, tokenless)  # fmt: skip
                 done_ticks = sorted(finish_at)  # (they may add keys)
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
@@ -609,6 +615,8 @@ def run_ticks(engine: Engine):
                 free -= need_d
                 if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
                     tick_gaps[j] = _own_gaps(running, waiting_since, now + dur, sync_s, first_gap, sync_from, j + 1)
+                    if tokenless:
+                        tick_gaps[j] = _decode_first_tokens(tokenless, tick_gaps[j], j, first_gap, decode_first)
                 if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
                     rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                     now += dur  # (the tick's end: `now + dur`, as everywhere)
@@ -798,6 +806,8 @@ def run_ticks(engine: Engine):
                     first_gap[r] = t_end - last_s
                     sync_from[r] = j + 1
             waiting_since.clear()
+            if tokenless:
+                tick_gaps[j] = _decode_first_tokens(tokenless, tick_gaps[j], j, first_gap, decode_first)
         elif fresh is not None:
             for r in fresh:
                 waiting_since[r] = t_end  # its first token; decoders' last token is older
@@ -840,7 +850,7 @@ def run_ticks(engine: Engine):
         rows = _rows_with_blocks(rows, row_blocks, j)
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
-                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends)  # fmt: skip
+                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -870,11 +880,24 @@ def _own_gaps(running: dict, waiting_since: dict, t_end: float, sync_s: float, f
     return gaps
 
 
+def _decode_first_tokens(tokenless: dict, gaps: list[float], j: int, first_gap: dict, decode_first: list) -> list[float]:
+    """`Engine._decode_first_tokens` in a run: the decoders with no token yet (all of them were waiting, so all decode
+    in tick j, the decoding tick that ends their wait) emit their first token there, with no gap (NaN in `gaps`, the
+    tick's gaps in running order, returned without them; their `first_gap` -inf). Clears `tokenless`."""
+    for r in tokenless:
+        first_gap[r] = -math.inf
+        decode_first.append((r, j))
+    tokenless.clear()
+    return [g for g in gaps if g == g]
+
+
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
-                   sync_from: dict, waiting_since: dict, finish_at: dict, phase_count: list, S: int, B: int) -> tuple[int, int]:
+                   sync_from: dict, waiting_since: dict, finish_at: dict, phase_count: list, S: int, B: int,
+                   tokenless: dict) -> tuple[int, int]:  # fmt: skip
     """Decoders that joined a paused run (`Engine.inject_prefilled` on a decode instance: context, first token and
     its time in the arrays, blocks held) enter the run's state as a call that starts now would set them up: running
-    last, in step from tick j unless their last token is older than the last decoding tick. Returns (S, B)."""
+    last, in step from tick j unless their last token is older than the last decoding tick (or they have none yet:
+    `tokenless`). Returns (S, B)."""
     st = engine.st
     bs = engine.kv.block_size
     for r in joined:
@@ -883,6 +906,8 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
         base[r], join[r], sync_from[r] = c - d, d, j
         if last_s != sync_s:
             waiting_since[r] = last_s
+            if last_s != last_s:  # (NaN: no token yet, first_token_from = decode)
+                tokenless[r] = None
         finish_at.setdefault(d + st.output.item(r) - st.emitted.item(r) - 1, []).append(r)
         phase_count[(-(c - d)) % bs] += 1
         S += c - d
@@ -1129,9 +1154,10 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed, joined_at=(), idle_ends=None) -> bool:  # fmt: skip
+                held_fixed, joined_at=(), idle_ends=None, decode_first=()) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
-    instance's idle rows and their ends, `Engine.idle_end_s`)."""
+    instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
+    decoding ticks emitted, `_decode_first_tokens`)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1200,6 +1226,12 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         st.last_token_s[req] = t_end[tick]
         st.computed[req] = st.prefill_target[req]
         st.emitted[req] = 1
+    if decode_first:  # (their progress, last token and gaps: with the other decoders' below)
+        req, tick = _columns(decode_first, 2)
+        rec.event(req, t_end[tick], Event.FIRST_TOKEN)
+        st.first_token_s[req] = t_end[tick]
+        engine.tokenless.difference_update(req.tolist())
+        engine.first_by_decode += req.tolist()
     if base:
         n = len(base)
         req = np.fromiter(base, dtype=np.int64, count=n)  # the call's first decoders, then those that joined

@@ -65,11 +65,14 @@ def steady_window(num_arrivals: int) -> tuple[int, int]:
     return first, last
 
 
-def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events | None = None) -> SteadyState | None:
+def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events | None = None,
+                 first_by_decode: np.ndarray | None = None) -> SteadyState | None:  # fmt: skip
     """Throughput, goodput, SLO attainment and latency percentiles over the steady window, with a
     note when the run cannot say (too short to fill the server, unfinished or too few requests).
     None when the window spans no time: fewer than two requests, or all arriving at once (offline).
-    `events`: the run's request events, for the tokens recompute prefills emit (without them: not counted)."""
+    `events`: the run's request events, for the tokens recompute prefills emit (without them: not counted).
+    `first_by_decode`: requests whose first token a decode tick emitted (a decode instance under first_token_from =
+    decode, `Engine.inject_prefilled`): counted among its decode tokens, not again as a first token."""
     arrived = np.flatnonzero(np.isfinite(req.arrival_s))
     order = arrived[np.argsort(req.arrival_s[arrived], kind="stable")]  # request ids by arrival rank
     lo, hi = steady_window(order.size)
@@ -90,6 +93,9 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events
     in_window = (ends > t0) & (ends <= t1)
     decode_emitted = tl.columns.get("num_decode_emitted", tl.columns["num_decode_tokens"])
     first_tokens = int(((req.first_token_s > t0) & (req.first_token_s <= t1)).sum())
+    if first_by_decode is not None and first_by_decode.size:
+        first_s = req.first_token_s[first_by_decode]
+        first_tokens -= int(((first_s > t0) & (first_s <= t1)).sum())
     if events is not None and events.kind.size:
         again = events.kind == Event.PREFILL_DONE
         first_tokens += int((again & (events.time_s > t0) & (events.time_s <= t1)).sum())
@@ -143,6 +149,7 @@ def summarize(
     itl_is_scratch: bool = False,
     events: Events | None = None,
     kv_peak_blocks: int = 0,
+    first_by_decode: np.ndarray | None = None,
 ) -> Summary:
     """Headline numbers. `itl_s`: every inter-token gap (an array, or `Runs`); with `itl_is_scratch`
     the array may be reordered (saves a copy). `events`: the run's request events (steady_state reads them)."""
@@ -202,7 +209,7 @@ def summarize(
         kv_capacity_tokens=memory.kv_capacity_tokens,
         swap_time_s=swap_s,
         stopped_reason=stopped_reason,
-        steady=steady_state(cfg, req, tl, events),
+        steady=steady_state(cfg, req, tl, events, first_by_decode),
     )  # fmt: skip
 
 

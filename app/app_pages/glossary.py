@@ -22,8 +22,9 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                             "vLLM). Static batching instead runs a batch until its longest request finishes."),
     ("TTFT", "Time to first token: from a request's arrival to its first output token (queueing + prefill). With "
              "separate prefill and decode pools, the first token the user sees is the prefill instance's or, when the "
-             "decode instance streams it (deployment.disaggregation.first_token_from = decode), the one sent once the "
-             "KV cache has reached the decode instance: TTFT then also counts the wait for a decode slot and the transfer."),
+             "decode instance streams it (deployment.disaggregation.first_token_from = decode), the one it samples in its "
+             "first tick after the KV cache has arrived: TTFT then also counts the wait for a decode slot, the transfer "
+             "and that tick."),
     ("TPOT", "Time per output token: (end-to-end latency − TTFT) / (output tokens − 1), averaged per request."),
     ("ITL", "Inter-token latency: every gap between two consecutive tokens of a request. Its p99 shows the stalls "
             "that TPOT averages away."),

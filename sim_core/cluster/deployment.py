@@ -745,8 +745,9 @@ class Deployment:
                 self.views.note(i, before_s=t)  # (its KV in use before the release, at the instants before t)
             pre.release(kp)
             self._held[i] -= 1
-            # the user's first token: the prefill side's, or (first_token_from = decode) now, with the KV on the decode side
-            first_s = t if self.first_token_on_decode else pre.st.first_token_s.item(kp)
+            # the user's first token: the prefill side's, or (first_token_from = decode) none yet: the decode side's first
+            # tick emits it (`Engine.inject_prefilled`)
+            first_s = math.nan if self.first_token_on_decode else pre.st.first_token_s.item(kp)
             self.back[d].engine.inject_prefilled(self.decode_slot_of.item(r), t, first_s)
             self._incoming[d] -= 1
             self.injected[r] = True
@@ -772,9 +773,12 @@ class Deployment:
                 pre = self.instances[i].engine
                 kp = self.slot_of.item(r)  # (Python ints from one element each: no NumPy scalars)
                 ctx, prompt = pre.st.computed.item(kp), pre.st.prompt.item(kp)
+                # (first_token_from = decode: it joins at the prompt but its last token, which its first decode tick
+                # computes again, growing its blocks as any decoder's: `Engine.inject_prefilled`)
+                held = ctx - 1 if self.first_token_on_decode else ctx
                 # (the decode pool's instances share one config, so their block managers agree: one call, not one each)
-                need = [int(decs[0].kv.blocks_for(ctx, prompt))] * len(decs) if self._same_blocks else [
-                    int(e.kv.blocks_for(ctx, prompt)) for e in decs]  # fmt: skip
+                need = [int(decs[0].kv.blocks_for(held, prompt))] * len(decs) if self._same_blocks else [
+                    int(e.kv.blocks_for(held, prompt)) for e in decs]  # fmt: skip
                 self._head_need = (r, need, kp, ctx, prompt)
             if self._lazy:
                 d, behind = self._lazy_choice(r, t, need)

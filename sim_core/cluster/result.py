@@ -121,15 +121,15 @@ def _merge_requests(dep: Deployment, tables: list[RequestTable]) -> RequestTable
         handed = (out["status"] == Status.FINISHED) & (out["num_emitted"] < out["output_tokens"])
         out["status"][handed] = Status.RUNNING  # until its decode side says otherwise
         out["finish_s"][handed] = np.nan
-        if dep.first_token_on_decode:  # the user has no token until the decode side streams it (set below if it did)
-            out["first_token_s"][handed] = np.nan
+        if dep.first_token_on_decode:  # the prefill side's token is not the user's: the decode side's first tick
+            out["first_token_s"][handed] = np.nan  # emits it (`Engine.inject_prefilled`; set below if it did)
             out["num_emitted"][handed] = 0
         for d in range(len(dep.front), len(dep.instances)):
             ids = np.array(dep.ids_of[d], dtype=np.int64)
             m = dep.injected[ids]
             g, dec = ids[m], tables[d]
             for f in ("num_emitted", "status", "finish_s", "max_itl_s", "first_token_s"):  # (first token: the user's,
-                out[f][g] = getattr(dec, f)[: ids.size][m]  # the prefill side's unless first_token_from = decode)
+                out[f][g] = getattr(dec, f)[: ids.size][m]  # the prefill side's, or the decode side's first tick's)
             out["num_preemptions"][g] += dec.num_preemptions[: ids.size][m]
             out["num_recomputed_tokens"][g] += dec.num_recomputed_tokens[: ids.size][m]
     return RequestTable(**out)
@@ -141,7 +141,11 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
     cfg = dep.cfg
     first = parts[0].result
     num_swaps = sum(x.engine.num_swap_outs for x in dep.instances)
-    s = summarize(cfg, req, tl, itl, first.memory, num_swaps, stopped, events=events)
+    # (first_token_from = decode: the first tokens decode ticks emitted, deployment-wide ids; `Engine.first_by_decode`)
+    by_decode = [np.array(dep.ids_of[k], dtype=np.int64)[x.engine.first_by_decode] for k, x in enumerate(dep.instances)
+                 if x.engine.first_by_decode]  # fmt: skip
+    s = summarize(cfg, req, tl, itl, first.memory, num_swaps, stopped, events=events,
+                  first_by_decode=np.concatenate(by_decode) if by_decode else None)
     busy_gpu_s = sum(float(p.result.timeline.duration_s[p.result.timeline.phase != Phase.IDLE].sum()) * p.num_gpus
                      for p in parts)  # fmt: skip
     ticks = [p.result.summary.num_ticks for p in parts]
@@ -182,21 +186,28 @@ def _spec_totals(dep: Deployment) -> dict:
             "spec_draft_time_s": sum(s.draft_time_s for s in specs)}
 
 
-def _over_deployment_span(part: InstanceResult, makespan_s: float, num_handed_in: int) -> InstanceResult:
+def _over_deployment_span(part: InstanceResult, makespan_s: float, num_handed: int, first_on_decode: bool) -> InstanceResult:
     """The instance with its rates and GPU busy fraction over the deployment's makespan, as the deployment's own are
     (replicas' throughputs add up to the deployment's; GPU-weighted, the busy fractions average to its). Over the
     instance's own span (its first request's arrival to its last tick), a replica that ran out of work early, or a
     prefill pool idle while the decodes drain, read busier than it was: two replicas at 100 % each in a deployment at
-    90 %. A decode instance's tokens leave out the `num_handed_in` first tokens the prefill pool emitted (and the
-    prompts it prefilled): the two pools' output tokens added up to the deployment's plus one per request."""
+    90 %. Each output token counts once, on the instance that emitted the user's token: a decode instance's tokens
+    leave out the `num_handed` first tokens the prefill pool emitted (and the prompts it prefilled), or, when the
+    decode side emits every output token (`first_on_decode`), a prefill instance's leave out the first tokens of the
+    `num_handed` requests it handed off (the proxy drops them); else the two pools' output tokens added up to the
+    deployment's plus one per request."""
     r, cfg = part.result, part.result.config
     if not r.timeline.num_ticks:
         return part
     req = r.requests
     out_tokens, all_tokens = output_and_total_tokens(cfg, req)
     if part.role == "decode":
-        out_tokens -= num_handed_in * cfg.workload.num_samples
+        if not first_on_decode:
+            out_tokens -= num_handed * cfg.workload.num_samples
         all_tokens = out_tokens
+    elif part.role == "prefill" and first_on_decode:
+        out_tokens -= num_handed * cfg.workload.num_samples
+        all_tokens -= num_handed * cfg.workload.num_samples
     done = req.is_finished
     busy_s = float(r.timeline.duration_s[r.timeline.phase != Phase.IDLE].sum())
     summary = r.summary.model_copy(update={
@@ -271,7 +282,8 @@ def build_result(dep: Deployment) -> ClusterResult:
         left = int((~req.is_finished).sum())
         stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
     summary = _deployment_summary(dep, parts, req, tl, _every_gap(raw, all_gaps, itl), stopped, events)
-    parts = [_over_deployment_span(p, summary.makespan_s, int(dep.injected[ids].sum())) for p, ids in zip(parts, ids_of)]
+    parts = [_over_deployment_span(p, summary.makespan_s, int(dep.injected[ids].sum()), dep.first_token_on_decode)
+             for p, ids in zip(parts, ids_of)]  # fmt: skip
     empty = np.empty(0, dtype=np.int64)
     batches = BatchLog(empty, empty, empty, np.empty(0, dtype=bool), empty)
     return ClusterResult(

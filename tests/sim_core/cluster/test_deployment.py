@@ -19,6 +19,7 @@ from sim_core import run_simulation
 from sim_core.cluster import ClusterResult, Deployment, run_deployment
 from sim_core.cluster.result import build_result
 from sim_core.costmodel import kv_bytes_per_token
+from sim_core.metrics import steady_window
 from sim_core.sweep import with_value
 from sim_core.types import Event, Phase, Status
 from tests.conftest import make_config, trace_config
@@ -79,10 +80,11 @@ def assert_cluster_invariants(res: ClusterResult):
     assert sum(x.num_requests for x in res.instances if x.role != "decode") == int(routed.sum())
     if res.is_disaggregated:  # wait, transfer and decode in order; decode after the KV arrived
         moved = ~np.isnan(res.kv_transfer_end_s)
-        if res.config.deployment.disaggregation.first_token_from == "decode":  # streamed once the KV arrived
-            # (a transfer a limit stopped the run before it ended left the user no token: unfinished, nothing emitted)
+        if res.config.deployment.disaggregation.first_token_from == "decode":  # streamed after the KV arrived
+            # (its first decode tick's; a transfer or first decode tick a limit stopped the run before left the user no
+            # token: unfinished, nothing emitted)
             arrived = moved & ~np.isnan(req.first_token_s)
-            assert np.array_equal(req.first_token_s[arrived], res.kv_transfer_end_s[arrived])
+            assert np.all(req.first_token_s[arrived] > res.kv_transfer_end_s[arrived])
             cut = moved & ~arrived
             assert not done[cut].any() and not req.num_emitted[cut].any()
             assert not cut.any() or res.summary.stopped_reason
@@ -201,10 +203,10 @@ def test_back_pressure_when_the_decode_pool_kv_is_full():
 
 
 @pytest.mark.parametrize("memory_gib", [80.0, 19.5])  # a roomy decode pool, and one that pushes back
-def test_first_token_from_the_decode_side_counts_the_wait_and_the_transfer_in_ttft(memory_gib):
+def test_first_token_from_the_decode_side_counts_the_wait_the_transfer_and_a_decode_tick_in_ttft(memory_gib):
     # first_token_from = decode (vLLM's disaggregated-prefill proxy, Dynamo, llm-d): the user's first token is the
-    # decode instance's, streamed once the KV has arrived, so TTFT ends at the transfer's end and counts any wait
-    # for a decode slot; the next gap starts there. Nothing else changes: the same ticks, transfers and finishes.
+    # decode instance's, sampled in its first tick after the KV has arrived, so TTFT counts any wait for a decode slot,
+    # the transfer and that tick; the decode side emits every output token (one tick more per request).
     cfg = make_config(workload__num_requests=60, workload__arrival__rate_per_s=20.0,
                       workload__prompt_tokens={"dist": "fixed", "mean": 2000, "min": 1, "max": 2000},
                       workload__output_tokens={"dist": "fixed", "mean": 400, "min": 1, "max": 400})  # fmt: skip
@@ -215,18 +217,18 @@ def test_first_token_from_the_decode_side_counts_the_wait_and_the_transfer_in_tt
                                  check_invariants=True)  # fmt: skip
     assert_cluster_invariants(decode_side)
     p, d = prefill_side.requests, decode_side.requests
-    assert np.array_equal(p.finish_s, d.finish_s) and np.array_equal(p.num_emitted, d.num_emitted)
-    for f in ("kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s"):
-        assert np.array_equal(getattr(prefill_side, f), getattr(decode_side, f), equal_nan=True)
-    assert np.array_equal(p.first_token_s, decode_side.kv_transfer_start_s if memory_gib == 80.0 else p.first_token_s)
-    assert np.array_equal(d.first_token_s, decode_side.kv_transfer_end_s)  # every request decoded on D
-    exposed = decode_side.kv_transfer_end_s - p.first_token_s  # wait + transfer, now in TTFT
-    assert np.all(exposed > 0) and np.allclose(d.ttft_s - p.ttft_s, exposed, rtol=0, atol=1e-12)
-    if memory_gib == 19.5:
+    assert decode_side.summary.num_finished == 60 and np.array_equal(p.num_emitted, d.num_emitted)
+    assert np.all(d.first_token_s > decode_side.kv_transfer_end_s)  # every request's first token from a D tick
+    if memory_gib == 80.0:  # no back-pressure (nor pre-emption): the prefill side and the transfers are the same
+        decode_tokens = [int(r.instances[-1].result.timeline.num_decode_tokens.sum()) for r in (prefill_side, decode_side)]
+        assert decode_tokens == [60 * 399, 60 * 400]
+        for f in ("kv_wait_start_s", "kv_transfer_start_s", "kv_transfer_end_s"):
+            assert np.array_equal(getattr(prefill_side, f), getattr(decode_side, f), equal_nan=True)
+        assert np.array_equal(p.first_token_s, decode_side.kv_transfer_start_s)
+    else:
         assert np.nanmax(decode_side.kv_transfer_start_s - decode_side.kv_wait_start_s) > 1.0  # the wait is in it
-    # every gap after the first token is the same but the first, which no longer holds the wait and transfer
-    assert decode_side.summary.num_finished == 60
-    assert np.isclose(prefill_side.itl_s.sum() - decode_side.itl_s.sum(), exposed.sum(), rtol=1e-9)
+    exposed = decode_side.kv_transfer_end_s - decode_side.kv_wait_start_s  # wait + transfer, now in TTFT
+    assert np.all(d.first_token_s - decode_side.kv_wait_start_s > exposed)  # and the first decode tick
     assert decode_side.summary.ttft_p50_s > prefill_side.summary.ttft_p50_s
 
 
@@ -367,3 +369,47 @@ def test_deployment_itl_percentiles_are_over_every_gap_when_instances_keep_sampl
     assert [x.result.itl_s.size for x in res.instances] == [2000, 2000]
     assert [res.summary.itl_p50_s, res.summary.itl_p90_s, res.summary.itl_p99_s] == [exact.itl_p50_s, exact.itl_p90_s, exact.itl_p99_s]
     assert all(x.engine.all_itl_gaps is None for x in dep.instances)  # (taken back: no engine holds every gap)
+
+
+@pytest.mark.parametrize("prompt", [1000, 1025])  # (1025 = 64 blocks of 16 + 1: the first decode tick takes a block)
+def test_first_token_from_the_decode_side_is_its_first_tick_after_the_kv_arrived(prompt):
+    # first_token_from = decode, as vLLM runs it (Scheduler._update_waiting_for_remote_kv: the decode instance takes the
+    # prompt's KV as num_computed_tokens = prompt - 1, computes the last prompt token again, samples the first token and
+    # streams it; the proxy's max_tokens = 1 prefill token is dropped): TTFT ends one decode tick after the KV arrived,
+    # and that tick is priced as one decoder over the prompt's context. The decode side emits every output token.
+    out = 50
+    cfg = make_config(workload__num_requests=12, workload__arrival__rate_per_s=0.2,  # (lone requests: 5 s apart)
+                      workload__arrival__process="constant",
+                      workload__prompt_tokens={"dist": "fixed", "mean": prompt, "min": 1, "max": prompt},
+                      workload__output_tokens={"dist": "fixed", "mean": out, "min": 1, "max": out})  # fmt: skip
+    free = {"prefill": {"replicas": 1}, "decode": {"replicas": 1},
+            "link": {"bandwidth_gb_per_s": None, "latency_us": 0.0}}  # fmt: skip
+    prefill_side = run_simulation(deploy(cfg, {"disaggregation": free}))
+    run = Deployment(deploy(cfg, {"disaggregation": free | {"first_token_from": "decode"}}), check_invariants=True)
+    run.run()
+    res = build_result(run)
+    assert_cluster_invariants(res)
+    p, d = prefill_side.requests, res.requests
+    assert res.summary.num_finished == 12 and np.array_equal(d.num_emitted, p.num_emitted)
+    assert np.array_equal(res.kv_transfer_end_s, p.first_token_s)  # free, instant link: the KV is there at once
+    dec = res.instances[1].result
+    busy = dec.timeline.phase != Phase.IDLE
+    assert int(dec.timeline.num_decode_tokens[busy].sum()) == 12 * out  # every output token from the decode side
+    # each request's first decode-side tick: it starts when the KV arrived and its end is the user's first token
+    starts, ends = dec.timeline.t_start_s[busy], dec.timeline.t_end_s[busy]
+    first_tick = np.searchsorted(starts, res.kv_transfer_end_s)
+    assert np.array_equal(starts[first_tick], res.kv_transfer_end_s)
+    assert np.array_equal(d.first_token_s, ends[first_tick])
+    price = run.back[0].engine.cost.tick(1, 1, prompt, prompt - 1, 1)[0]  # one query token over the prompt's KV
+    assert np.allclose(d.first_token_s - p.first_token_s, float(price), rtol=1e-12, atol=0)
+    assert np.allclose(dec.timeline.duration_s[busy][first_tick], float(price), rtol=1e-12, atol=0)
+    # TPOT from the decode side's first token: the same out - 1 gaps as the prefill mode's decode ticks, one later
+    assert np.allclose(d.finish_s - d.first_token_s, p.finish_s - p.first_token_s, rtol=1e-9)
+    assert res.events.req[res.events.kind == Event.FIRST_TOKEN].size == 24  # (prefill side, decode side)
+    assert res.itl_s.size == 12 * (out - 1)
+    # output tokens count once: the steady window (each request done before the next arrives) holds all the tokens of
+    # its requests but the last, and the instances' add up to the deployment's (the prefill side's token is dropped)
+    lo, hi = steady_window(12)
+    steady = res.summary.steady
+    assert steady.output_tokens_per_s == pytest.approx((hi - lo - 1) * out / (steady.window_end_s - steady.window_start_s))
+    assert sum(x.result.summary.output_tokens_per_s for x in res.instances) == pytest.approx(res.summary.output_tokens_per_s)
