@@ -1,4 +1,4 @@
-"""A digest of deployment results over 40 configs (random engine configs with each router, xPyD, closed-loop sessions,
+"""A digest of deployment results over 58 configs (random engine configs with each router, xPyD, closed-loop sessions,
 shared prompts with prefix caching, and scripts/cluster_cost.py's runs at 1,500 requests): run it on two trees to
 check that a speed change leaves every number alone (issue 13: cost).
 
@@ -62,6 +62,11 @@ def configs() -> list[tuple[int, object]]:
             dep = {"disaggregation": {"prefill": {"replicas": 1 + seed % 2, "hardware": hw | {"memory_gib": prefill_gib}},
                                       "decode": {"replicas": 2, "hardware": hw | {"memory_gib": 19.5}}}}
             out.append((300 + 3 * seed + k, with_value(cfg, "deployment", dep)))
+    # first_token_from = decode (vLLM's disaggregated serving: the decode instance's first tick emits the first token):
+    # its decoders join with nothing emitted, a path none of the configs above takes; under back-pressure and not
+    decode_first = "deployment.disaggregation.first_token_from"
+    out += [(100 + s, with_value(cfg, decode_first, "decode")) for s, cfg in out if s in (300, 304, 308, 311)]
+    out += [(500 + k, with_value(cc.xpyd_config(router, 1500), decode_first, "decode")) for k, router in enumerate(cc.XPYD_ROUTERS)]
     return out
 
 
