@@ -569,8 +569,12 @@ class PrefixCache:
             cid = self._content_of[r]
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
+                # (r's copies of the blocks it computed again take their place, as per-block entries adopt them, and only
+                # the older copy's blocks past r's are evicted: r swapped out mid-prefill and back in re-registers its
+                # prompt over the run it left, and counting all of it evicted made prefix_blocks_evicted differ from the
+                # per-block representation's, review 28b)
                 self._num_evictable -= old
-                self._num_evicted += old
+                self._num_evicted += max(old - (n_full - n_sys), 0)
                 self._changed()
             self.run_state[cid] = 1
             self.run_len[cid] = n_full - n_sys

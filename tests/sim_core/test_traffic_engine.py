@@ -400,6 +400,11 @@ ORACLE_CASES = {
     "evicting": dict(kv_cache__gpu_memory_utilization=0.3, workload__arrival__rate_per_s=10.0),
     "pre-empting, swap": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
                               scheduler__preemption="swap"),
+    # (review 28b: without the admission watermark a request is swapped out mid-prefill, and its next chunk after the
+    # swap-in registers its prompt again over the run it left cached: per-block entries adopt those blocks, the runs
+    # representation counted them evicted, 9,963 against 9,962)
+    "pre-empting, swap, no watermark": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
+                                            scheduler__preemption="swap", scheduler__admission="greedy"),
     "pre-empting, recompute": dict(kv_cache__gpu_memory_utilization=0.27, workload__arrival__rate_per_s=14.0,
                                    workload__output_tokens=PREEMPTING["workload__output_tokens"]),
     "varied pool, prefill_first": dict(
