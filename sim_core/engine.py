@@ -58,8 +58,9 @@ class Engine:
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
         if cfg.kv_cache.enable_prefix_caching:  # issue 12: a block manager whose free blocks may hold cached prefixes
+            spec = cfg.scheduler.speculative  # (an EAGLE/MTP head recomputes a hit's last block: PrefixCache.lookup)
             self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl,
-                                                cfg.kv_cache.eviction_policy)  # fmt: skip
+                                                cfg.kv_cache.eviction_policy, spec.enabled and spec.draft == "head")  # fmt: skip
         else:
             self.kv = BlockManager(
                 self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous

@@ -593,3 +593,21 @@ PAGED_ENGINES = ["vllm-v0", "vllm-v0-swap", "vllm-v1", "sglang", "sarathi-serve"
 def test_engine_presets_under_kv_pressure_with_shared_prompts_keep_blocks_conserved(engine, rate, share, sys_tokens, pool):
     res = run_simulation(_shared_70b(engine, 150, rate, share, sys_tokens, pool), check_invariants=True)
     assert res.summary.num_finished == 150
+
+
+@pytest.mark.parametrize("draft", ["head", "model"])
+def test_an_eagle_head_recomputes_the_last_cached_block_of_a_hit(draft):
+    """vLLM V1 with an EAGLE/MTP head (use_eagle) drops the last matched block of every prefix-cache hit, so the head
+    gets the hidden states of that block's tokens (FullAttentionManager.find_longest_cache_hit: 'if use_eagle and
+    computed_blocks: pop()'); with a draft model it keeps the whole hit. The hit here was the whole chain either way."""
+    n, prompt = 6, 700  # 43 full blocks of 16, 512-token hash blocks: ids 0 and 1
+    trace = Trace(arrival_s=[float(i) for i in range(n)], prompt_tokens=[prompt] * n, output_tokens=[5] * n,
+                  block_hash_ids=[[0, 1]] * n)  # fmt: skip
+    cfg = with_trace(chat(kv_cache__enable_prefix_caching=True,
+                          scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "draft": draft}), trace)  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    hit_blocks = (prompt - 1) // 16 - (1 if draft == "head" else 0)
+    assert res.summary.prefill_tokens_saved == (n - 1) * hit_blocks * 16
+    assert res.summary.prefix_hit_rate_tokens == pytest.approx((n - 1) * hit_blocks * 16 / (n * prompt))
+    chunks = res.timeline.num_prefill_tokens[res.timeline.num_prefill_tokens > 0]
+    assert chunks[0] == prompt and (chunks[1:] == prompt - hit_blocks * 16).all()
