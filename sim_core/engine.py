@@ -58,8 +58,9 @@ class Engine:
         self.n = wl.num_samples
         contiguous = cfg.model.max_model_len if cfg.kv_cache.layout == "contiguous" else None
         if cfg.kv_cache.enable_prefix_caching:  # issue 12: a block manager whose free blocks may hold cached prefixes
+            spec = cfg.scheduler.speculative  # (an EAGLE/MTP head recomputes a hit's last block: PrefixCache.lookup)
             self.kv = PrefixCachingBlockManager(self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl,
-                                                cfg.kv_cache.eviction_policy)  # fmt: skip
+                                                cfg.kv_cache.eviction_policy, spec.enabled and spec.draft == "head")  # fmt: skip
         else:
             self.kv = BlockManager(
                 self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
@@ -409,7 +410,7 @@ class Engine:
             return seen[ticks]
         per_tick = self._max_tokens_per_tick()
         reach = final if self.cfg.scheduler.admission == "reserve" else np.minimum(final, done + ticks * per_tick)
-        grow = int(np.maximum(kv.blocks_for(reach + self.sched.decode_width, None) - held, 0).sum()) if held.size else 0
+        grow = int(np.maximum(kv.blocks_for(reach + self.sched.decode_slots, None) - held, 0).sum()) if held.size else 0
         if grow > kv.num_free:
             out = None
         else:
@@ -425,7 +426,7 @@ class Engine:
         from the run's state (`fastpath.run_ticks`' yield): issue 13: least_kv, whose replicas all had to reach every
         arrival while a paused run had no bound past its clock. The arrays' rule made coarser where the run keeps no
         per-request context: a decoder holds ceil(context / bs) blocks and takes at most one token per tick (times
-        `per_tick`), so by t at most ceil((most + 1 + decode_width) / bs) more (ceil((a + x) / bs) - ceil(a / bs) <=
+        `per_tick`), so by t at most ceil((most + 1 + decode_slots) / bs) more (ceil((a + x) / bs) - ceil(a / bs) <=
         ceil(x / bs); the arrays' prompt + emitted is its context + 1), and may free at most its whole context's
         blocks if it may finish (`LiveLeft.blocks_within`); a prefilling request holds ceil(computed / bs), a queued
         or added one none. Paged KV without a prefix cache only (`joinable`), with nothing joined or reserved since
@@ -445,7 +446,7 @@ class Engine:
         others += [(prompt.item(k), output.item(k), 0) for k in range(first_new, self.num_added)]  # (added since)
         num_decoders = num_in_run - len(prefilling) - (len(waiting) - head)
         return LiveKvCurve(st.now_s, self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick(), kv.num_blocks - num_free,
-                           num_free, num_decoders, left, others, prompt, output, bs, self.sched.decode_width)  # fmt: skip
+                           num_free, num_decoders, left, others, prompt, output, bs, self.sched.decode_slots)  # fmt: skip
 
     def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int, num_free: int) -> float:
         """Fast path (fastpath.advance), mid-call: every tick that starts before `now_s` has run and the next
@@ -1018,7 +1019,7 @@ class Engine:
         scheduler's per-tick rules), then rewinds the generator and consumes exactly the ticks it
         ran. A decoder's context before tick j is its context before the run plus what it emitted
         in the run's earlier ticks; its blocks are those for that context plus the k+1 verified
-        positions (the scheduler's lookahead), never fewer than it holds.
+        positions and the draft's k lookahead slots (`Scheduler.decode_slots`), never fewer than it holds.
         """
         st, kv, n, lim, sched, spec, rec = self.st, self.kv, self.n, self.cfg.limits, self.sched, self.spec, self.rec
         idx = plan.req_idx
@@ -1067,7 +1068,7 @@ class Engine:
         starts, ends = times[:-1], times[1:]
         k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)
         held = kv.held[idx]
-        blocks = np.maximum(kv.blocks_for(ctx[:, :k] + sched.decode_width, None), held[:, None])  # (B, k) during tick j
+        blocks = np.maximum(kv.blocks_for(ctx[:, :k] + sched.decode_slots, None), held[:, None])  # (B, k) during tick j
         other = kv.num_used - int(held.sum())
         limit = kv.num_blocks - (self.prefix.num_evictable if self.prefix is not None else 0)
         over = np.flatnonzero(other + blocks.sum(axis=0) > limit)

@@ -178,9 +178,11 @@ class PrefixCache:
     then O(1) instead of O(blocks); a test checks the results equal the per-block representation's.
     """
 
-    def __init__(self, wl: Workload, block_size: int, policy: str = "lru"):
+    def __init__(self, wl: Workload, block_size: int, policy: str = "lru", drop_last_hit: bool = False):
         self.wl = wl
         self.block_size = block_size
+        if drop_last_hit:  # (an instance attribute: the plain lookup, every admission's, stays one call)
+            self.lookup = self._lookup_without_last_block
         # LFU (SGLang's LFUStrategy: (hit_count, last_access_time)): an evictable per-block entry is
         # heaped under (uses, release group, position tail first); uses = admissions that referenced
         # it. A parent block has at least its child's uses and was released no earlier, so the heap
@@ -208,7 +210,9 @@ class PrefixCache:
         ids = wl.content_id
         # Sessions: turns share a content id, so a later turn's prompt holds an earlier turn's reply
         shared = wl.block_hash_ids is None and ids is not None and not _all_distinct(ids)
-        self.use_runs = not self.lfu and wl.block_hash_ids is None and not shared
+        # (An EAGLE/MTP head drops a hit's last block, `_lookup_without_last_block`: per-block entries keep it cached, as
+        # vLLM does, where a run holds no block past its hit, so a re-admission's run would count it evicted.)
+        self.use_runs = not self.lfu and wl.block_hash_ids is None and not shared and not drop_last_hit
         # A finished request's full reply blocks are cached where a later request can find them (sessions; see
         # cache_reply): elsewhere no request ever looks them up, so they stay truly free as before.
         self.cache_replies = shared
@@ -379,6 +383,17 @@ class PrefixCache:
                 run_hit = min(m, cap - n_sys)
                 evictable += run_hit  # only r uses its run and r is not running: it is evictable
         return ((), cap, run_hit, hit), hit + run_hit, evictable
+
+    def _lookup_without_last_block(self, r: int, tokens: int):
+        """`lookup` for vLLM V1 with an EAGLE/MTP head: the last matched block of a hit is dropped, so the head gets the
+        hidden states of its tokens (FullAttentionManager.find_longest_cache_hit: `if use_eagle and computed_blocks:
+        pop()`; a draft model keeps the whole hit). The shorter hit is looked up again (a prefix of a hit is a hit);
+        the handle keeps the first lookup's cap, which the statistics count as the blocks queried."""
+        handle, hit, evictable = PrefixCache.lookup(self, r, tokens)
+        if not hit:
+            return handle, hit, evictable
+        again, hit, evictable = PrefixCache.lookup(self, r, (hit - 1) * self.block_size + 1)
+        return (again[0], handle[1], *again[2:]), hit, evictable
 
     def admit(self, r: int, handle, hit: int, tokens: int) -> int:
         """A request is admitted with its first `hit` blocks cached (`tokens` as looked up): count the lookup
@@ -569,8 +584,12 @@ class PrefixCache:
             cid = self._content_of[r]
             old = self.run_len.get(cid, 0)
             if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
+                # (r's copies of the blocks it computed again take their place, as per-block entries adopt them, and only
+                # the older copy's blocks past r's are evicted: r swapped out mid-prefill and back in re-registers its
+                # prompt over the run it left, and counting all of it evicted made prefix_blocks_evicted differ from the
+                # per-block representation's, review 28b)
                 self._num_evictable -= old
-                self._num_evicted += old
+                self._num_evicted += max(old - (n_full - n_sys), 0)
                 self._changed()
             self.run_state[cid] = 1
             self.run_len[cid] = n_full - n_sys
@@ -926,8 +945,8 @@ class PrefixCachingBlockManager(BlockManager):
     """
 
     def __init__(self, num_blocks: int, num_host_blocks: int, block_size: int, workload: Workload,
-                 eviction_policy: str = "lru"):  # fmt: skip
-        self.prefix = PrefixCache(workload, block_size, eviction_policy)
+                 eviction_policy: str = "lru", drop_last_hit: bool = False):  # fmt: skip
+        self.prefix = PrefixCache(workload, block_size, eviction_policy, drop_last_hit)
         self._num_free = 0
         super().__init__(num_blocks, num_host_blocks, block_size, workload.num_requests, workload.num_samples, None)
 

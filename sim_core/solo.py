@@ -198,7 +198,7 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     whole = np.array([rules.admit_in_order([pa // span], budget, kv.num_free, sched.watermark_blocks,
                                            lambda i, c, a=pa % span: a, sched.is_chunked, sched.is_static)
                       == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
-    last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_width, None))
+    last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_slots, None))
     fits = (T < 2) | (last_held <= kv.num_free)
     # Tick prices in candidate order (candidate c's ticks at first[c] : first[c] + T[c]).
     ends_at = np.cumsum(T)
@@ -297,7 +297,7 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) 
     is_pre[first] = True
     svc = np.repeat(np.arange(K), T)
     ctx = np.repeat(P - 1, T) + (np.arange(N) - np.repeat(first, T))  # context before a decode tick
-    held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_width, None))
+    held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, None))
     held[first] = adm  # blocks held during each tick (admission's, grown as the context crosses blocks)
     # Requests waiting during each tick: those waiting now and arrivals by its start, less those admitted.
     lo = st.next_arrival

@@ -10,7 +10,7 @@ attending over the sequence's context up to its position, with k+1 LM-head rows;
 time: k decode steps of a draft model, or, for an MTP/EAGLE head, k times a fraction of a plain
 target decode step. A draft step costs its busy time (the roofline time minus the fixed per-tick
 overheads, which the target's step already pays once). The draft's weights and KV are not counted
-in the memory plan.
+in the memory plan; its k lookahead slots in each running request's blocks are (Scheduler.decode_slots).
 """
 
 from __future__ import annotations

@@ -50,9 +50,16 @@ class Scheduler:
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
         self.use_swap = sch.preemption == "swap"
         self._n = cfg.workload.num_samples
-        # issue 12: a speculating decode verifies k+1 positions (token budget and KV lookahead slots)
+        # issue 12: a speculating decode verifies k+1 positions (what it takes from the token budget)
         spec = sch.speculative
         self.decode_width = 1 + spec.num_draft_tokens if spec.enabled else 1
+        # ... and a running request holds KV slots for k more, the draft's lookahead (both drafts, an EAGLE/MTP head
+        # and a draft model, keep KV in the cache: vLLM V1's Scheduler sets num_lookahead_tokens = k for them and
+        # schedule() calls KVCacheManager.allocate_slots(request, num_new_tokens, num_lookahead_tokens=k) for every
+        # running request, which allocates up to num_computed + num_new + num_lookahead tokens; a request admitted from
+        # the queue gets none). The KV a decode needs past its computed tokens: `decode_slots`.
+        self.kv_lookahead = spec.num_draft_tokens if spec.enabled else 0
+        self.decode_slots = self.decode_width + self.kv_lookahead
         self.prefix_cache = cfg.kv_cache.enable_prefix_caching
         self.is_fcfs = sch.queue_order == "fcfs"
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
@@ -279,7 +286,7 @@ class Scheduler:
         """Give each decode the blocks for one more token; pre-empt victims while blocks run short."""
         kv = self.kv
         prompt = st.prompt[decodes] if self._n > 1 else None  # only the n > 1 layout depends on it
-        need = np.maximum(kv.blocks_for(st.computed[decodes] + self.decode_width, prompt) - kv.held[decodes], 0)
+        need = np.maximum(kv.blocks_for(st.computed[decodes] + self.decode_slots, prompt) - kv.held[decodes], 0)
         total = int(need.sum())
         deficit = total - kv.num_free
         while deficit > 0:
@@ -358,13 +365,15 @@ class Scheduler:
             chunk = np.array([rules.chunk_positions(n, *x) for x in zip(c, tokens, p)], dtype=np.int64)
         else:
             chunk = np.array(rules.prefill_chunks(remaining, budget, self.is_chunked), dtype=np.int64)
-        need = np.maximum(self.kv.blocks_for(ctx + chunk, st.prompt[prefills]) - self.kv.held[prefills], 0)
+        ahead = self.kv_lookahead  # (a running prefill's chunk has the draft's lookahead slots too; a chunk of 0 does not run)
+        need = np.maximum(self.kv.blocks_for(ctx + chunk + (np.where(chunk > 0, ahead, 0) if ahead else 0), st.prompt[prefills])
+                          - self.kv.held[prefills], 0)  # fmt: skip
         if int(need.sum()) > self.kv.num_free:  # rare: shrink chunks to the blocks that are free
             free = self.kv.num_free
             bs = self.kv.block_size
             for i in range(prefills.size):
                 r, c, held = int(prefills[i]), int(ctx[i]), int(self.kv.held[prefills[i]])
-                grow = lambda m: max(int(self.kv.blocks_for(c + m, st.prompt[r])) - held, 0)
+                grow = lambda m: max(int(self.kv.blocks_for(c + m + (ahead if m else 0), st.prompt[r])) - held, 0)
                 if self.is_chunked:
                     # Largest chunk whose blocks fit (blocks grow monotonically with the chunk; with
                     # n > 1 samples past the prompt each block holds fewer than block_size new tokens).

@@ -384,3 +384,32 @@ def test_kind_by_choice_is_tick_kind_where_offered(engine):
         ref.observe(now + dur, dur, pre, dec)  # (bound to the phase controller's observe without a dynamic cap)
         fast.observe(now + dur, dur, pre, dec)
         now += dur
+
+
+def _nearly_full_pool(base: str, hold_blocks: int, tail_blocks: int, **over):
+    """Request 0's prompt fills all but `hold_blocks` KV blocks (whole blocks, chunked); request 1, queued behind it at
+    t = 0, needs `tail_blocks` for its prompt and fits in the budget request 0's last chunk leaves."""
+    probe = trace_config([16, 16], [2, 2], base=base, **over)
+    num_blocks = run_simulation(probe).memory.num_blocks
+    budget = probe.scheduler.max_num_batched_tokens
+    extra = 0
+    while not 0 < (16 * (num_blocks - hold_blocks - extra)) % budget <= budget - 16 * tail_blocks:
+        extra += 1  # (request 0's last chunk must leave room for request 1's prompt in that tick's budget)
+    cfg = trace_config([16 * (num_blocks - hold_blocks - extra), 16 * tail_blocks], [2, 2], base=base, **over)
+    assert run_simulation(cfg).memory.num_blocks == num_blocks
+    return cfg, num_blocks, hold_blocks + extra
+
+
+def test_vllm_v1_admits_into_the_last_free_blocks_without_a_watermark():
+    # vLLM V1 keeps no admission watermark by default (KVCacheManager.allocate_slots: watermark_blocks = 0 unless the
+    # opt-in watermark of PR #44594 is set; V0's BlockSpaceManager kept 1 %): a waiting request whose first chunk fits
+    # in the free blocks is admitted even if that leaves fewer than 1 % free. The preset applied V0's 1 % watermark.
+    cfg, num_blocks, free_after_0 = _nearly_full_pool("engine-vllm-v1", hold_blocks=8, tail_blocks=6,
+                                                 kv_cache__gpu_memory_utilization=0.21)  # (522 blocks: 8k tokens)
+    assert free_after_0 - 6 < 0.01 * num_blocks  # admitting request 1 leaves less than V0's watermark free
+    req = run_simulation(cfg).requests
+    # admitted in the tick of request 0's last prefill chunk, before request 0's first token
+    assert req.first_scheduled_s[1] < req.first_token_s[0]
+    # V0 (and the watermark knob) holds it back until request 0 has finished
+    held = run_simulation(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"admission": "watermark"})})).requests
+    assert held.first_scheduled_s[1] >= held.first_token_s[0]

@@ -134,3 +134,28 @@ def test_a_runs_tokens_per_verify_step_match_leviathan_within_its_sampling_error
     assert abs(s.spec_tokens_per_step - mean) <= 5 * sd / np.sqrt(steps) + k * R / steps
     if alpha == 0:
         assert s.spec_tokens_per_step == 1.0
+
+
+@pytest.mark.parametrize("alpha,coalesce", [(0.0, False), (0.0, True), (1.0, False), (1.0, True)])
+def test_a_speculating_decode_holds_kv_slots_for_the_drafts_lookahead(alpha, coalesce):
+    """vLLM V1 gives a running request k lookahead slots beyond the 1 + k positions it verifies when the proposer keeps
+    KV in the cache (EAGLE/MTP heads and draft models: Scheduler.__init__ sets num_lookahead_tokens = k, and schedule()
+    calls KVCacheManager.allocate_slots(request, num_new_tokens, num_lookahead_tokens=k), which allocates up to
+    num_computed_tokens + num_new_tokens + num_lookahead_tokens); a request admitted from the queue gets none (its
+    num_computed_tokens is 0). The scheduler held only the 1 + k verified positions."""
+    from sim_core.engine import run_simulation
+    from sim_core.types import Phase
+    from tests.conftest import trace_config
+
+    k, prompt, output = 4, 59, 31
+    cfg = trace_config([prompt], [output], limits__coalesce_ticks=coalesce,
+                       scheduler__speculative={"enabled": True, "num_draft_tokens": k, "acceptance_rate": alpha})  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    tl = res.timeline
+    assert res.summary.num_finished == 1
+    assert tl.phase[0] == Phase.PREFILL and tl.kv_blocks_used[0] == -(-prompt // 16)  # admitted: no lookahead
+    dec = np.flatnonzero(tl.phase == Phase.DECODE)[:-1]  # (the last decode tick's row is after the request freed its KV)
+    step = 1 + k if alpha == 1.0 else 1  # tokens each verify pass emits
+    ctx = prompt + step * np.arange(dec.size)  # KV computed before each decode tick
+    assert dec.size == (output - 1) // step - 1
+    assert np.array_equal(tl.kv_blocks_used[dec], -(-(ctx + 1 + 2 * k) // 16))
