@@ -392,7 +392,7 @@ class SmartPreemptionConfig(StrictModel):
 
 class SpeculativeConfig(StrictModel):
     """Speculative decoding (Leviathan et al. 2023; EAGLE / MTP heads): a draft proposes k tokens, the
-    target verifies k+1 positions in one pass and keeps 1 + the accepted ones (DESIGN §8)."""
+    target verifies k+1 positions in one pass and keeps 1 + the accepted ones."""
 
     enabled: bool = Field(False, description="Decode with speculation (each decode verifies k+1 positions).")
     num_draft_tokens: int = Field(3, ge=1, le=16, description="Draft length k: tokens proposed per step.")

@@ -1,4 +1,4 @@
-"""Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention; DESIGN §8).
+"""Automatic prefix caching (vLLM V1 automatic prefix caching, SGLang RadixAttention).
 
 Full prompt blocks are cached as a prompt's prefill computes them (after each tick, `cache_prefilled`: a
 request admitted in a later tick finds the blocks of a prompt still being prefilled), a finished session turn's full

@@ -1,4 +1,4 @@
-"""Speculative decoding as a rule and a cost term (DESIGN §8): no second engine.
+"""Speculative decoding as a rule and a cost term: no second engine.
 
 Rule: each decode step of a speculating request verifies k+1 positions (its last token and k
 draft tokens) and emits 1 + the number of leading draft tokens accepted, each accepted with the
@@ -70,7 +70,7 @@ class Speculator:
         self.draft_time_s = 0.0
         # Tokens each verify tick emitted, flat (tick, tokens, tick, tokens, ...): the timeline's decode tokens are
         # the positions verified (what the roofline prices), so the emitted ones are kept here for the metrics that
-        # count output tokens per tick (DESIGN §5/§8: the steady window's throughput). 16 bytes per decode tick.
+        # count output tokens per tick (the steady window's throughput). 16 bytes per decode tick.
         self.emitted_marks = array("q")
 
     def log_emitted(self, first_tick: int, tokens_by_tick) -> None:

@@ -26,7 +26,7 @@ class Workload:
     class_idx: IntArray  # (R,) index into WorkloadConfig.classes (-1 for traces)
     num_samples: int  # n parallel samples per request
     closed_loop_think_s: float | None  # not None: release request i+N when one finishes
-    # Prefix identity (prefix caching, DESIGN §8). The first prefix_len[r] prompt tokens are system
+    # Prefix identity (prefix caching). The first prefix_len[r] prompt tokens are system
     # prompt prefix_group[r] (-1: none); the rest belong to content_id[r], which is shared by every
     # turn of a session (turn t+1's prompt extends turn t's prompt and reply). Traces may instead
     # give explicit per-block hash ids, one per hash_block_tokens tokens.

@@ -24,7 +24,7 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
 2. Splitwise (ISCA'24, row K576): Llama-2-70B on DGX machines (TP8), Azure conversation trace lengths
    (published_measurements.md §3: prompt mean 1,155, output mean 211), prompt machines H100, token
    machines A100 (Splitwise-HA) vs H100 co-located, both on vLLM V0 (Splitwise ran on 2023 vLLM: no
-   chunked prefill); cost per GPU H100 : A100 = 2.16 : 1 (the paper's ratio, md §1). Published: 1.4x
+   chunked prefill); cost per GPU H100 : A100 = 2.16 : 1 (the paper's ratio, published_measurements.md §1). Published: 1.4x
    throughput at 20 % lower cost, i.e. 1.75x throughput per cost.
 3. Dynamo (ai-dynamo docs, "Disaggregated serving"): R1-Distilled Llama-70B FP8 on one node of
    H100s with vLLM, 3K input / 150 output tokens: 30 % more throughput per GPU from disaggregation
@@ -43,7 +43,7 @@ from sim_core.result import Summary
 from sim_core.sweep import capacity_search, with_value
 
 ATTAINMENT = 0.9  # DistServe's goodput: the fraction of requests meeting both objectives
-H100_PER_A100_COST = 2.16  # Splitwise's hardware cost ratio (md §1 notes)
+H100_PER_A100_COST = 2.16  # Splitwise's hardware cost ratio (published_measurements.md §1 notes)
 
 
 @dataclass(frozen=True)

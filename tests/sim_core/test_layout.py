@@ -36,3 +36,9 @@ def test_documents_named_in_the_repository_are_in_it():
     named = {(p.relative_to(root).as_posix(), name) for p in sources if p.name != "test_layout.py"
              for name in re.findall(r"(?<![\w./-])([A-Za-z][\w-]*\.md)\b", p.read_text(encoding="utf-8"))}
     assert not {(path, name) for path, name in named if name not in held}
+    # and a section cited by document name, 'DESIGN §8' or 'published_measurements.md §3', is in a document held here
+    # ('article §5' is the source article's section: cited like a paper)
+    cited = {(p.relative_to(root).as_posix(), name) for p in sources if p.name != "test_layout.py"
+             for name in re.findall(r"(?<![\w./'-])([A-Z][\w-]*|[\w-]+\.md) §\d", p.read_text(encoding="utf-8"))}
+    stems = {name.removesuffix(".md") for name in held}
+    assert not {(path, name) for path, name in cited if name.removesuffix(".md") not in stems and name != "Article"}
