@@ -63,6 +63,12 @@ def _metric_values(page) -> list[str]:
     return page.locator("[data-testid='stMetricValue']").all_inner_texts()
 
 
+def _cut_texts(page, selector: str) -> list[str]:
+    """Texts of the elements matching `selector` that are cut short (an ellipsis: content wider than the box)."""
+    return page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""", selector)
+
+
 HTML_GANTT = "[data-testid='timeline-html']"
 
 
@@ -184,10 +190,9 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
     # the whole headline drawn (on a busy machine the Gantt can be in before the metrics are), then measured
     page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 8", timeout=90_000)
     page.wait_for_timeout(500)
-    cut = page.evaluate("""() => [...document.querySelectorAll(
-        "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div, .st-key-ui-share button [data-testid='stMarkdownContainer'], "
-        + ".st-key-ui-timeline_plotly [data-testid='stMarkdownContainer'], .st-key-lesson_banner [data-testid='stPageLink'] span")]
-        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    cut = _cut_texts(page, "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div, "
+                     ".st-key-ui-share button [data-testid='stMarkdownContainer'], "
+                     ".st-key-ui-timeline_plotly [data-testid='stMarkdownContainer'], .st-key-lesson_banner [data-testid='stPageLink'] span")
     assert cut == [], cut  # (a label's <p> is display: contents, 0 px wide whatever it shows: the ellipsis box is measured)
     page.screenshot(path=str(ARTIFACTS / "narrow-800.png"), full_page=True)
     page.close()
@@ -200,9 +205,8 @@ def test_the_step_through_buttons_keep_their_labels_in_a_narrow_window(server, b
     page.get_by_role("tab", name="Step through").click()
     page.wait_for_selector(".st-key-ui-step_next button", timeout=90_000)
     page.wait_for_timeout(300)
-    cut = page.evaluate("""() => [...document.querySelectorAll(".st-key-ui-step_prev button [data-testid='stMarkdownContainer'], "
-        + ".st-key-ui-step_next button [data-testid='stMarkdownContainer']")]
-        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    cut = _cut_texts(page, ".st-key-ui-step_prev button [data-testid='stMarkdownContainer'], "
+                     ".st-key-ui-step_next button [data-testid='stMarkdownContainer']")
     assert cut == [], cut
     page.close()
 
@@ -213,8 +217,7 @@ def test_the_about_page_shows_whole_numbers_in_a_narrow_window(server, browser):
     page.goto(server + "/about")
     page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 3", timeout=90_000)
     page.wait_for_timeout(300)
-    cut = page.evaluate("""() => [...document.querySelectorAll("[data-testid='stMetricValue'] div")]
-        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    cut = _cut_texts(page, "[data-testid='stMetricValue'] div")
     assert cut == [], cut
     page.close()
 
