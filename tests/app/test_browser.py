@@ -63,6 +63,13 @@ def _metric_values(page) -> list[str]:
     return page.locator("[data-testid='stMetricValue']").all_inner_texts()
 
 
+def _narrow_page(browser, url: str):
+    """`url` at 800 px wide, where the open sidebar leaves the page about 470 px."""
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(url)
+    return page
+
+
 def _cut_texts(page, selector: str) -> list[str]:
     """Texts of the elements matching `selector` that are cut short (an ellipsis: content wider than the box)."""
     return page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
@@ -182,8 +189,7 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead
-    page = browser.new_page(viewport={"width": 800, "height": 900})
-    page.goto(server + "/learn?lesson=roofline")  # a lesson opened in Simulate: its banner's "Back to the lesson" too
+    page = _narrow_page(browser, server + "/learn?lesson=roofline")  # a lesson opened in Simulate: its banner's "Back to the lesson" too
     page.get_by_role("button", name="Open with HBM bandwidth (GB/s) = 1675").click()
     page.wait_for_selector(".st-key-lesson_banner [data-testid='stPageLink']", timeout=90_000)
     page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
@@ -200,8 +206,7 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
 
 def test_the_step_through_buttons_keep_their_labels_in_a_narrow_window(server, browser):
     # at 800 px with the sidebar open the two buttons beside the tick number got an eighth of ~470 px: "◀…" and "N…"
-    page = browser.new_page(viewport={"width": 800, "height": 900})
-    page.goto(server + "/?preset=chat-h100-llama8b-vllm-v0")
+    page = _narrow_page(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
     page.get_by_role("tab", name="Step through").click()
     page.wait_for_selector(".st-key-ui-step_next button", timeout=90_000)
     page.wait_for_timeout(300)
@@ -213,8 +218,7 @@ def test_the_step_through_buttons_keep_their_labels_in_a_narrow_window(server, b
 
 def test_the_about_page_shows_whole_numbers_in_a_narrow_window(server, browser):
     # at 800 px with the sidebar open "This configuration" cut the KV capacity to "455,15…"
-    page = browser.new_page(viewport={"width": 800, "height": 900})
-    page.goto(server + "/about")
+    page = _narrow_page(browser, server + "/about")
     page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 3", timeout=90_000)
     page.wait_for_timeout(300)
     cut = _cut_texts(page, "[data-testid='stMetricValue'] div")
@@ -224,8 +228,7 @@ def test_the_about_page_shows_whole_numbers_in_a_narrow_window(server, browser):
 
 def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, browser):
     # at 800 px with the sidebar open, two CDFs side by side left each a ~100 px plot beside its legend
-    page = browser.new_page(viewport={"width": 800, "height": 900})
-    page.goto(server + "/compare")
+    page = _narrow_page(browser, server + "/compare")
     page.wait_for_function("() => document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot').length == 4", timeout=90_000)
     boxes = page.evaluate("""() => [...document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot')]
         .map(p => { const r = p.getBoundingClientRect(); return {w: r.width, x: r.x, y: r.y}; })""")
