@@ -655,12 +655,12 @@ class Engine:
                 samples += (n - 1) * sum(1 for r in completes if st.prefill_target[r] > st.prompt[r])  # each sample's token
         draft_s, gained = 0.0, None
         if self.spec is not None and D:  # verify k+1 positions per decode (n == 1), plus the draft's k steps
-            spec = self.spec
-            decode_tokens, rows, v_pairs, _ = verify_aggregates(spec.width, D, dec_ctx)
+            spec, width = self.spec, self.sched.verify_width(D)  # (k+1, or fewer: drafts cut to the token budget)
+            decode_tokens, rows, v_pairs, _ = verify_aggregates(width, D, dec_ctx)
             pairs += v_pairs - (dec_ctx + D)
             samples += rows - D
             draft_s = spec.draft_s(D, dec_ctx)
-            gained = np.minimum(1 + spec.accepted(D), st.output[dec] - st.emitted[dec])  # (D,) tokens emitted
+            gained = np.minimum(1 + spec.accepted(D, width - 1), st.output[dec] - st.emitted[dec])  # (D,) tokens emitted
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
         dur = float(dur) + draft_s
@@ -1038,8 +1038,9 @@ class Engine:
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
             return self._fallback(plan, planned)
+        width = sched.verify_width(B)  # positions each decoder verifies in every tick of the run (B is fixed)
         rng_state = spec.rng.bit_generator.state
-        gained = 1 + spec.accepted(k_max * B).reshape(k_max, B).T  # (B, k) tick j's draws are rows j*B..j*B+B-1
+        gained = 1 + spec.accepted(k_max * B, width - 1).reshape(k_max, B).T  # (B, k) tick j's draws: rows j*B..j*B+B-1
         emitted_after = np.cumsum(gained, axis=1)  # (B, k) tokens emitted in the run by the end of tick j
         finished = emitted_after >= remaining[:, None]
         first_done = np.where(finished.any(axis=1), finished.argmax(axis=1), k_max)  # (B,) tick each one finishes
@@ -1052,7 +1053,7 @@ class Engine:
         ctx = ctx0[:, None] + emitted_before  # (B, k) context before tick j
         dec_ctx = ctx.sum(axis=0)  # (k,)
         # _advance_tick's aggregates for an all-decode tick, then the verify pass replaces the plain decode
-        tokens, rows, v_pairs, _ = verify_aggregates(spec.width, B, dec_ctx)
+        tokens, rows, v_pairs, _ = verify_aggregates(width, B, dec_ctx)
         decode_tokens = np.full(k_max, tokens)
         pairs = n * (dec_ctx + B) + v_pairs - (dec_ctx + B)
         samples = n * B + rows - B

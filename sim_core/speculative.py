@@ -2,7 +2,8 @@
 
 Rule: each decode step of a speculating request verifies k+1 positions (its last token and k
 draft tokens) and emits 1 + the number of leading draft tokens accepted, each accepted with the
-probability of its position (independent; Leviathan et al., ICML 2023). Acceptance draws come from
+probability of its position (independent; Leviathan et al., ICML 2023). When the tick's decodes
+would pass the token budget the drafts are cut to fit (Scheduler.verify_width). Acceptance draws come from
 their own generator seeded by the run's seed, so a run is reproducible.
 
 Cost: the verify pass is priced by the target's roofline as k+1 query tokens per sequence, each
@@ -50,7 +51,6 @@ class Speculator:
     def __init__(self, cfg: SimConfig, target_cost: CostModel):
         spec = cfg.scheduler.speculative
         self.k = spec.num_draft_tokens
-        self.width = self.k + 1
         self.alpha = np.asarray(spec.acceptance, dtype=np.float64)  # (k,)
         self.rng = np.random.default_rng([cfg.seed, SEED_SALT])
         if spec.draft == "model":
@@ -91,14 +91,20 @@ class Speculator:
             out[ticks[shown]] = tokens[shown]
         return out
 
-    def accepted(self, num_seqs: int) -> IntArray:
-        """Leading accepted draft tokens for each sequence, (num_seqs,) in [0, k]."""
-        ok = self.rng.random((num_seqs, self.k)) < self.alpha[None, :]
+    def accepted(self, num_seqs: int, num_drafts: int | None = None) -> IntArray:
+        """Leading accepted draft tokens for each sequence, (num_seqs,) in [0, num_drafts]: of a draft cut to
+        `num_drafts` tokens (default k; `Scheduler.verify_width`). Draws k uniforms per sequence whatever the cut, so
+        the stream's position depends only on the sequence-steps drawn (a coalesced run draws many ticks at once)."""
+        drafts = self.k if num_drafts is None else num_drafts
+        ok = self.rng.random((num_seqs, self.k))[:, :drafts] < self.alpha[None, :drafts]
         return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)
 
     def draft_s(self, num_seqs: int, context_tokens):
         """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence).
-        `context_tokens` may be an array of ticks (a coalesced run): the same operations elementwise."""
+        `context_tokens` may be an array of ticks (a coalesced run): the same operations elementwise.
+        A tick whose drafts are cut to the token budget (`Scheduler.verify_width`) still pays all k: vLLM V1's
+        proposer drafts k tokens after the previous step's sampling (GPUModelRunner.propose_draft_token_ids),
+        before Scheduler.schedule trims them to the budget."""
         if num_seqs == 0 or self._fraction == 0:
             return np.zeros(np.shape(context_tokens)) if isinstance(context_tokens, np.ndarray) else 0.0
         total = sum(_busy_decode_s(self._draft_cost, num_seqs, context_tokens + j * num_seqs, self._empty_s)

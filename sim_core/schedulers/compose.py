@@ -29,6 +29,7 @@ def compose_tick(
     run_chunks: Callable[[int], int],
     admit: Callable[[int], tuple[int, int]],
     swap_in: Callable[[], None] | None,
+    verify_width: Callable[[int], int] | None = None,
 ) -> bool:
     """Apply the steps of a tick of this kind in the scheduler's order; True when the decodes run.
 
@@ -48,13 +49,15 @@ def compose_tick(
         decode_tokens: budget tokens one decoding request takes (samples x positions verified).
         may_admit: requests wait and may join (`Scheduler.prefill_work`'s can_admit).
         has_swapped: requests wait in host memory for swap-in.
+        verify_width: speculative decoding: the positions each of this many running decodes verifies (its drafts
+            cut to the budget, `Scheduler.verify_width`), which replaces `decode_tokens`; None: `decode_tokens`.
     """
     decoding = preempted = swapped_out = False
     if kind != _PREFILL and num_decodes:
         left, preempted, swapped_out = run_decodes()
         decoding = True
         if kind == _DECODE_FIRST:
-            budget -= left * decode_tokens
+            budget -= left * (decode_tokens if verify_width is None else verify_width(left))
     if kind != _DECODE:
         tokens = run_chunks(budget)
         budget -= tokens

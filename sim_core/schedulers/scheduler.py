@@ -60,6 +60,8 @@ class Scheduler:
         # the queue gets none). The KV a decode needs past its computed tokens: `decode_slots`.
         self.kv_lookahead = spec.num_draft_tokens if spec.enabled else 0
         self.decode_slots = self.decode_width + self.kv_lookahead
+        # The drafts are cut when the decodes would pass the token budget (`verify_width`; None: never cut).
+        self._verify_width = self.verify_width if spec.enabled else None
         self.prefix_cache = cfg.kv_cache.enable_prefix_caching
         self.is_fcfs = sch.queue_order == "fcfs"
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
@@ -79,6 +81,21 @@ class Scheduler:
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
         self._idle_plan = StepPlan()  # (an idle step's plan: empty, never written to; the engine only reads a plan)
+
+    def verify_width(self, num_decodes: int) -> int:
+        """Positions each of `num_decodes` running decodes verifies in a tick: 1 + k with speculative decoding, but
+        never past the token budget (max_num_batched_tokens; decodes take it first in every tick kind). When
+        num_decodes x (1 + k) would pass it, every decoder's drafts are cut alike, to floor(budget / num_decodes) - 1
+        (0 when the budget is below 1 per decoder: a running decode always advances); the budget's remainder is left
+        unused. vLLM V1 (Scheduler.schedule) instead cuts each running request's 1 + k tokens to the budget left, in
+        running order, trims its spec tokens to what fits and schedules no later running request once the budget is
+        spent: its first requests keep all k drafts and its last may not decode that step. The KV slots a decode
+        holds stay those of 1 + k positions plus the k lookahead (`decode_slots`, as vLLM's allocate_slots keeps
+        num_lookahead_tokens = k): a cut tick holds up to k - drafts slots more than vLLM, whose cut request
+        allocates only the positions it verifies."""
+        if self.decode_width == 1 or not num_decodes:
+            return self.decode_width
+        return max(1, min(self.decode_width, self.cfg.max_num_batched_tokens // num_decodes))
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
@@ -143,7 +160,7 @@ class Scheduler:
 
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
                      can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
-                     lambda: self._swap_in(st, plan))  # fmt: skip
+                     lambda: self._swap_in(st, plan), self._verify_width)  # fmt: skip
         # A chunk of 0 tokens does not run. (A few chunks, most ticks: their smallest as a Python int, ~1 us less than
         # the mask and its `all`; the same test.)
         if pre_idx.size and (min(pre_tok.tolist()) <= 0 if pre_idx.size <= FEW_REQUESTS else not (pre_tok > 0).all()):

@@ -101,3 +101,16 @@ def test_without_prefill_work_every_kind_runs_the_decodes_alone(kind):
     decoding, calls = _run(kind, chunk_tokens=0, may_admit=False)
     assert decoding
     assert [step for step, _ in calls if step != "chunks"] == ["decodes"]
+
+
+def test_decode_first_takes_the_verify_width_of_the_decodes_left_when_given():
+    # speculative decoding: the positions each decode verifies depend on how many decodes run (drafts cut to the budget)
+    budgets = []
+
+    def chunks(b):
+        budgets.append(b)
+        return 10
+
+    decoding = compose.compose_tick(TickKind.DECODE_FIRST, 3, 100, 9, True, False, lambda: (2, True, False), chunks,
+                                    lambda b: (0, 0), None, lambda left: 50 // left)  # fmt: skip
+    assert decoding and budgets == [100 - 2 * 25]  # the 2 decodes left after a pre-emption, 25 positions each

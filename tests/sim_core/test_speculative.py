@@ -159,3 +159,98 @@ def test_a_speculating_decode_holds_kv_slots_for_the_drafts_lookahead(alpha, coa
     ctx = prompt + step * np.arange(dec.size)  # KV computed before each decode tick
     assert dec.size == (output - 1) // step - 1
     assert np.array_equal(tl.kv_blocks_used[dec], -(-(ctx + 1 + 2 * k) // 16))
+
+
+def test_a_verify_tick_never_passes_the_token_budget_offline(monkeypatch):
+    """The review's reproducer: every request at t = 0, prompts of 1-16 tokens, k = 8, 256 sequences, a 2,048-token
+    budget. Each decode verified k + 1 = 9 positions whatever the budget: 256 x 9 = 2,304 > 2,048, and ticks reached
+    2,187 tokens (243 decodes x 9). vLLM V1's Scheduler.schedule cuts each running request's 1 + k tokens to the
+    budget left. Here every decoder's drafts are cut alike to floor(2048 / B) - 1 (Scheduler.verify_width): at
+    acceptance 1 a full batch of 256 verifies and emits 8 tokens each, 2,048 a tick; coalesced runs (which take
+    cut ticks here) give the same result as tick by tick."""
+    from sim_core.engine import Engine, run_simulation
+    from tests.conftest import make_config
+    from tests.sim_core.test_equivalence import assert_same_result
+
+    run_ticks = []
+    original = Engine._advance_spec_run
+
+    def counting(engine, plan, planned):
+        before = engine.rec.num_ticks
+        ran = original(engine, plan, planned)
+        run_ticks.append(engine.rec.num_ticks - before)
+        return ran
+
+    monkeypatch.setattr(Engine, "_advance_spec_run", counting)
+    results = []
+    for coalesce in (False, True):
+        cfg = make_config("spec-decode-offline-h200-llama8b", workload__num_requests=300,
+                          workload__prompt_tokens={"dist": "uniform", "mean": 8, "min": 1, "max": 16},
+                          workload__output_tokens={"dist": "uniform", "mean": 150, "min": 100, "max": 200},
+                          scheduler__speculative={"enabled": True, "num_draft_tokens": 8, "acceptance_rate": 1.0},
+                          scheduler__max_num_seqs=256, scheduler__max_num_batched_tokens=2048, limits__coalesce_ticks=coalesce)  # fmt: skip
+        results.append(run_simulation(cfg, check_invariants=True))
+    assert max(run_ticks) > 1  # the coalesced path ran cut ticks (every decode tick here is cut: 256 x 9 > 2048)
+    assert_same_result(*results)
+    res = results[1]
+    tl = res.timeline
+    assert res.summary.num_finished == 300
+    assert (tl.num_prefill_tokens + tl.num_decode_tokens).max() == 2048
+    full = tl.num_decode_seqs == 256
+    assert full.any() and np.array_equal(tl.num_decode_tokens[full], np.full(full.sum(), 2048))
+    emitted = tl.num_decode_emitted
+    all_decode = full & (tl.num_prefill_tokens == 0)
+    assert all_decode.any() and emitted[all_decode].max() == 2048  # 8 per decoder: the cut draft, all accepted
+    assert emitted.max() == 2048  # (a tick in which a request finishes emits less)
+
+
+def test_no_tick_passes_the_token_budget_with_speculation():
+    """Generated: whatever the draft length, batch, budget, traffic and prefill mode, a tick's prefill tokens plus
+    its decode tokens (the positions verified) stay within max_num_batched_tokens, tick by tick and in coalesced
+    runs (which give the same result). (Budgets of at least max_num_seqs: below one token per decoder a decode still advances; and not with
+    prefill_first's mix_decodes, whose decodes run outside the budget by design, SGLang's mixed chunk.)"""
+    from hypothesis import given
+    from hypothesis import strategies as hs
+
+    from sim_core.engine import run_simulation
+    from tests.conftest import trace_config
+    from tests.sim_core.test_equivalence import assert_same_result
+    from tests.strategies import cases
+
+    @cases(25)
+    @given(hs.data())
+    def check(data):
+        k = data.draw(hs.integers(1, 16), label="k")
+        seqs = data.draw(hs.integers(1, 40), label="max_num_seqs")
+        budget = data.draw(hs.integers(seqs, seqs * (k + 1) + 64), label="max_num_batched_tokens")
+        n = data.draw(hs.integers(1, 60), label="requests")
+        prompts = data.draw(hs.lists(hs.integers(1, 400), min_size=n, max_size=n), label="prompts")
+        outputs = data.draw(hs.lists(hs.integers(1, 80), min_size=n, max_size=n), label="outputs")
+        arrivals = sorted(data.draw(hs.lists(hs.floats(0, 0.5), min_size=n, max_size=n), label="arrivals"))
+        mode = data.draw(hs.sampled_from(["decode_first", "prefill_first", "quota", "time_slice"]), label="mode")
+        alpha = data.draw(hs.sampled_from([0.0, 0.4, 0.8, 1.0]), label="acceptance")
+        results = []
+        for coalesce in (False, True):
+            cfg = trace_config(prompts, outputs, arrivals=arrivals, limits__coalesce_ticks=coalesce,
+                               scheduler__prefill_mode=mode, scheduler__max_num_seqs=seqs, scheduler__max_num_batched_tokens=budget,
+                               scheduler__speculative={"enabled": True, "num_draft_tokens": k, "acceptance_rate": alpha})  # fmt: skip
+            res = run_simulation(cfg, check_invariants=True)
+            tl = res.timeline
+            assert res.summary.num_finished == n
+            assert (tl.num_prefill_tokens + tl.num_decode_tokens).max() <= budget
+            results.append(res)
+        assert_same_result(*results)
+
+    check()
+
+
+def test_verify_width_cuts_every_decoders_drafts_alike_to_the_budget():
+    """Positions each of B decodes verifies: 1 + k while B x (1 + k) fits the budget, then floor(budget / B), never
+    below 1 (a running decode always advances); without speculation always 1."""
+    from sim_core.engine import Engine
+    from tests.conftest import make_config
+
+    spec = {"enabled": True, "num_draft_tokens": 8}
+    s = Engine(make_config(scheduler__speculative=spec, scheduler__max_num_batched_tokens=2048)).sched
+    assert [s.verify_width(b) for b in (0, 1, 227, 228, 256, 300, 1024, 2048, 5000)] == [9, 9, 9, 8, 8, 6, 2, 1, 1]
+    assert Engine(make_config()).sched.verify_width(5000) == 1
