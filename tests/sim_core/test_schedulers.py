@@ -6,6 +6,8 @@ import typing
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
 
 from sim_core import run_simulation
 from sim_core.config import SchedulerConfig
@@ -14,6 +16,7 @@ from sim_core.presets import list_presets, read_preset_data
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
+from tests.strategies import cases
 
 LONG_PROMPT = 8000
 
@@ -472,3 +475,18 @@ def test_chunk_short_of_blocks_preempts_its_own_request_when_it_is_the_latest():
 def test_vllm_and_tensorrt_llm_presets_preempt_for_a_chunk_sglang_shrinks_it(engine):
     assert read_preset_data("engines", engine)["scheduler"]["chunk_short_of_blocks"] == "preempt"
     assert read_preset_data("engines", "sglang")["scheduler"]["chunk_short_of_blocks"] == "shrink"
+
+
+@cases(25)
+@given(hst.sampled_from(["preempt", "shrink"]), hst.sampled_from(["fcfs", "priority"]), hst.sampled_from(["recompute", "swap"]),
+       hst.booleans(), hst.integers(0, 2**16))
+def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order, preemption, cache, seed):
+    # six long prompts into a 400-block pool (about three of them): chunks run short of blocks in either mode
+    rng = np.random.default_rng(seed)
+    n = 6
+    cfg = _short_chunk(mode, prompts=rng.integers(500, 2500, n).tolist(), outputs=rng.integers(1, 300, n).tolist(),
+                       arrivals=np.sort(rng.uniform(0, 1, n)).tolist(), priorities=rng.integers(0, 3, n).tolist(),
+                       kv_cache__gpu_memory_utilization=0.207, kv_cache__enable_prefix_caching=cache,
+                       scheduler__queue_order=order, scheduler__preemption=preemption)
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.summary.num_finished == n
