@@ -2,7 +2,8 @@
 question, the answer, the direction a metric must move, and the *claims* its text makes about what
 the app shows (each checked against the run by the tests). A lesson can name a small "see the
 mechanism" scenario (a handful of requests) where the effect is visible tick by tick, the minutes
-it takes in a workshop and its learning goal. The source article is `ARTICLE` (presets/article.json).
+it takes in a workshop and its learning goal, and (`also`) the other presets its text names, each
+opened by a button. The source article is `ARTICLE` (presets/article.json).
 
 An instructor adds a lesson by adding a file; no code changes.
 """
@@ -53,6 +54,14 @@ class Claim(BaseModel):
         None, description="This step's value against the other step's ('same': within SAME_TOLERANCE).")
 
 
+class SeeAlso(BaseModel):
+    """A preset the lesson's text asks the student to open (the Learn page gives it a button)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    label: str = Field(min_length=1, max_length=120, pattern=r"\S", description="The button's text (shown as typed).")
+    preset: str = Field(description="A scenario preset (presets/scenarios/<name>.json).")
+
+
 class Lesson(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
@@ -75,6 +84,7 @@ class Lesson(BaseModel):
     answer: str
     expect: Expectation
     claims: tuple[Claim, ...] = ()
+    also: tuple[SeeAlso, ...] = Field((), description="Presets the lesson's text refers to, each opened by a button.")
 
     def config(self, step: int = 0, run: str = "lesson") -> SimConfig:
         """The scenario (or the mechanism scenario) with the overrides and the knob at values[step]."""
@@ -88,19 +98,34 @@ class Lesson(BaseModel):
         return " ".join((self.explanation, self.question, self.answer))
 
 
+def parse_lesson(raw: Any, source: str) -> Lesson:
+    """One lesson file's JSON as a Lesson, every preset it names checked.
+
+    Raises:
+        PresetError: naming the lesson (`source`), the field and the value.
+    """
+    try:
+        lesson = Lesson.model_validate(raw)
+    except ValidationError as err:
+        raise PresetError(format_validation_error(err, f"lesson {source}", Lesson)) from None
+    named = [("scenario", lesson.scenario), ("mechanism", lesson.mechanism)]
+    named += [(f"also[{i}].preset", x.preset) for i, x in enumerate(lesson.also)]
+    for field, name in named:
+        if name is not None and name not in list_presets():
+            shown = name if len(name) <= 80 else name[:77] + "..."
+            raise PresetError(f"lesson {source}: {field} = {shown!r}: unknown scenario preset")
+    return lesson
+
+
 @functools.cache
 def load_lessons() -> tuple[Lesson, ...]:
     lessons = []
     for path in sorted(LESSONS_DIR.glob("*.json")):
         try:
-            lesson = Lesson.model_validate(json.loads(path.read_text()))
-        except (ValidationError, json.JSONDecodeError) as err:
-            detail = format_validation_error(err, f"lesson {path.name}") if isinstance(err, ValidationError) else str(err)
-            raise PresetError(detail) from None
-        for name in (lesson.scenario, lesson.mechanism):
-            if name is not None and name not in list_presets():
-                raise PresetError(f"lesson {path.name}: unknown scenario {name!r}")
-        lessons.append(lesson)
+            raw = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise PresetError(f"lesson {path.name}: {err}") from None
+        lessons.append(parse_lesson(raw, path.name))
     return tuple(sorted(lessons, key=lambda x: x.order))
 
 

@@ -1,6 +1,6 @@
 """Learn: guided lessons (data in presets/lessons/). Each: a learning goal, an explanation, the
 scenario (and a small "see the mechanism" scenario), the one knob to move, a question, what to look
-for (checked on the run), the answer, and a side-by-side run of the knob's two values.
+for (checked on the run), the answer, a button for each other scenario its text names, and a side-by-side run of the knob's two values.
 
 Workshop mode (`?workshop=1`): an agenda with timings, and answers hidden until the presenter
 reveals them with `&reveal=1` (or `&reveal=<lesson id>`). Opening a lesson in Simulate keeps its
@@ -19,6 +19,7 @@ from app.components.units import fmt_count, fmt_seconds
 from app.state import (BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices,
                        write_query_params)
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
+from sim_core.presets import load_preset
 
 METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
     "tpot_p50_s": ("TPOT p50", "s"), "output_tokens_per_s": ("output throughput", "tok/s"),
@@ -55,11 +56,20 @@ def fmt_metric(metric: str, value: float) -> str:
 def _open_in_simulate(lesson: Lesson, step: int, run: str = "lesson") -> None:
     cfg = lesson.config(step, run)
     base = lesson.mechanism if run == "mechanism" and lesson.mechanism else lesson.scenario
-    preset = preset_matching(cfg)  # an unmodified preset keeps its name
+    _open(cfg, preset_matching(cfg), base, (lesson.id, step, run))  # an unmodified preset keeps its name
+
+
+def _open_also(lesson: Lesson, index: int) -> None:
+    """One of the presets the lesson's text names, as it is (banner: the entry's label, not a side of the knob)."""
+    name = lesson.also[index].preset
+    _open(load_preset(name), name, name, (lesson.id, index, "also"))
+
+
+def _open(cfg, preset: str | None, base: str, active: tuple[str, int, str]) -> None:
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
     st.session_state[BASE_KEY] = preset or base
-    st.session_state[workshop.ACTIVE_LESSON_KEY] = (lesson.id, step, run)
+    st.session_state[workshop.ACTIVE_LESSON_KEY] = active
     config_form.seed_widgets(cfg)
     st.switch_page("app_pages/simulate.py", query_params=config_to_query(cfg, preset, base))
 
@@ -123,10 +133,18 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
             _open_in_simulate(lesson, 0, "mechanism")
         if m2.button(f"Mechanism, {lesson.knob_label} = {b}", key=f"learn.mech1.{lesson.id}"):
             _open_in_simulate(lesson, 1, "mechanism")
+    if lesson.also:
+        st.markdown("**Also open** the scenarios the lesson names:")
+        for i, entry in enumerate(lesson.also):
+            if st.button(plain(entry.label), key=f"learn.also{i}.{lesson.id}", help=f"Scenario {entry.preset}"):
+                _open_also(lesson, i)
     with st.expander("Links that set up each side (for instructors)"):
         for step in (0, 1):
             st.caption(f"{lesson.knob_label} = {labels[step]}:")
             st.code(workshop.full_url(config_to_query(lesson.config(step), None, lesson.scenario)), language=None, wrap_lines=True)
+        for entry in lesson.also:
+            st.caption(f"{plain(entry.label)}:")
+            st.code(workshop.full_url({"preset": entry.preset}), language=None, wrap_lines=True)
         st.caption("This lesson for a workshop (answers hidden), and with its answer revealed:")
         st.code(workshop.full_url({"lesson": lesson.id, "workshop": "1"}, "learn"), language=None, wrap_lines=True)
         st.code(workshop.full_url({"lesson": lesson.id, "workshop": "1", "reveal": lesson.id}, "learn"), language=None, wrap_lines=True)

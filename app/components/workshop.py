@@ -13,9 +13,11 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.components.text import plain
 from app.state import PRESENTER_KEY
 
-ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page
+ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
+# is the index of the `also` entry opened
 PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default is 12)
 PRESENTER_EXTRA_HEIGHT_PX = 220
 
@@ -83,9 +85,13 @@ def lesson_banner() -> None:
         return
     with st.container(border=True, key="lesson_banner"):
         c1, c2, c3 = st.columns([6, 2, 1], vertical_alignment="center")
-        where = " · the mechanism scenario" if run == "mechanism" else ""
-        shown = (lesson.value_labels or lesson.values)[step]  # a whole section (a deployment) by its label, not its dict
-        c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
+        if run == "also":  # a scenario the lesson's text names, opened as it is: no side of the knob
+            entry = lesson.also[step] if step < len(lesson.also) else None
+            c1.markdown(f"**Lesson {lesson.order}: {lesson.title}** · {plain(entry.label) if entry else 'a scenario it names'}")
+        else:
+            where = " · the mechanism scenario" if run == "mechanism" else ""
+            shown = (lesson.value_labels or lesson.values)[step]  # a whole section (a deployment) by its label, not its dict
+            c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
         c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:",
                      query_params={"lesson": lesson.id})  # fmt: skip

@@ -260,6 +260,25 @@ def test_the_lesson_banner_names_a_whole_section_by_its_label():
     assert f"= `{lesson.value_labels[1]}`" in line and "{" not in line
 
 
+def test_a_lesson_opens_the_presets_its_question_names():
+    # lesson 11 asked the student to "open the DistServe pair" with no button for it: only the sidebar's dropdown
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    labels = [at.button(key=f"learn.also{i}.{lesson.id}").label for i in range(2)]
+    assert labels == [x.label for x in lesson.also] and all("DistServe pair" in x for x in labels)
+    links = " ".join(c.value for c in at.code)
+    assert all(f"preset={x.preset}" in links for x in lesson.also)  # the instructors' expander lists them too
+    at.button(key=f"learn.also1.{lesson.id}").click().run()
+    assert not at.exception and not at.error
+    preset = lesson.also[1].preset
+    assert at.session_state[CFG_KEY] == load_preset(preset)
+    assert at.session_state["sim.preset"] == preset and at.query_params["preset"] == preset
+    assert any(m.label == "TTFT p50" for m in at.metric)  # the Simulate page is showing
+    line = next(m.value for m in at.markdown if m.value.startswith(f"**Lesson {lesson.order}:"))
+    assert "DistServe pair" in line and lesson.knob_label not in line  # the banner names the preset, not a knob side
+    assert at.button(key="lesson_banner.close")
+
+
 def _sides(lesson):
     return [(run, step) for run in (("lesson", "mechanism") if lesson.mechanism else ("lesson",)) for step in (0, 1)]
 

@@ -4,6 +4,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from sim_core.lessons import load_lessons, metric_value, run_lesson_step
 
@@ -46,3 +48,62 @@ def test_the_readme_counts_the_lessons_and_their_minutes():
     counted = re.findall(r"the (\w+) (?:\*\*Learn\*\* )?lessons", readme)
     assert counted and set(counted) == {words[len(lessons)]}, counted
     assert f"with their timings ({sum(x.minutes for x in lessons)} minutes)" in readme
+
+
+def _lesson_file(name: str) -> dict:
+    import json
+
+    from sim_core.lessons import LESSONS_DIR
+
+    return json.loads(next(LESSONS_DIR.glob(f"*-{name}.json")).read_text())
+
+
+def test_a_lesson_names_the_presets_its_text_refers_to():
+    # lesson 11 asked the student to "open the DistServe pair" with no way to open it but the sidebar's dropdown
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    assert [x.preset for x in lesson.also] == ["cluster-distserve-opt13b-3xa100-colocated", "cluster-distserve-opt13b-3xa100-p2d1"]
+    assert lesson.also[0].preset in lesson.question
+
+
+def test_every_preset_a_lesson_text_names_can_be_opened_from_it():
+    """A scenario preset named in a lesson's text is its scenario, its mechanism scenario or one of its `also` entries."""
+    from sim_core.presets import list_presets
+
+    for lesson in load_lessons():
+        named = {p for p in list_presets() if re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", lesson.text + " " + lesson.goal)}
+        openable = {lesson.scenario, lesson.mechanism, *(x.preset for x in lesson.also)}
+        assert named <= openable, (lesson.id, named - openable)
+
+
+def test_an_unknown_also_preset_is_named_with_its_lesson_and_field():
+    from sim_core.lessons import parse_lesson
+    from sim_core.presets import PresetError
+
+    raw = _lesson_file("split-prefill-decode")
+    raw["also"] = [{"label": "ok", "preset": "cluster-distserve-opt13b-3xa100-p2d1"}, {"label": "typo", "preset": "no-such-preset"}]
+    with pytest.raises(PresetError) as err:
+        parse_lesson(raw, "11-split-prefill-decode.json")
+    msg = str(err.value)
+    assert "11-split-prefill-decode.json" in msg and "also[1].preset" in msg and "'no-such-preset'" in msg
+
+
+_SCALARS = hs.none() | hs.booleans() | hs.integers() | hs.floats(allow_nan=True) | hs.text(max_size=30)
+_JUNK = hs.recursive(_SCALARS, lambda c: hs.lists(c, max_size=3) | hs.dictionaries(hs.text(max_size=8), c, max_size=3), max_leaves=8)
+_ENTRY = hs.fixed_dictionaries({"label": _JUNK, "preset": _JUNK}) | hs.fixed_dictionaries(
+    {"label": hs.text(max_size=20), "preset": hs.text(max_size=40)}, optional={"extra": _JUNK})
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_JUNK | hs.lists(_ENTRY, min_size=1, max_size=3))
+def test_junk_also_values_are_refused_with_a_message_not_a_crash(value):
+    from sim_core.lessons import parse_lesson
+    from sim_core.presets import PresetError, list_presets
+
+    raw = _lesson_file("split-prefill-decode")
+    try:
+        lesson = parse_lesson({**raw, "also": value}, "11-split-prefill-decode.json")
+    except PresetError as err:
+        assert str(err).startswith(("Invalid lesson 11-split-prefill-decode.json", "lesson 11-split-prefill-decode.json: also"))
+        return
+    # accepted only as no entries, or entries naming real presets with a visible label
+    assert all(x.preset in list_presets() and x.label.strip() for x in lesson.also)
