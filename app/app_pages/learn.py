@@ -16,8 +16,7 @@ from app.components import config_form, runner, workshop
 from app.components.claims import holds, observe
 from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
-from app.state import (BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices,
-                       write_query_params)
+from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
 
