@@ -751,12 +751,17 @@ class Engine:
         first = np.isnan(gaps)
         if not first.any():
             return None
-        new = dec[first]
-        st.first_token_s[new] = t_end
-        self.rec.event(new, t_end, Event.FIRST_TOKEN)
-        self.tokenless.difference_update(new.tolist())
-        self.first_by_decode += new.tolist()
+        self.record_decode_first(dec[first], t_end)
         return ~first
+
+    def record_decode_first(self, req: np.ndarray, t_s) -> None:
+        """Decoders that joined with no token (`inject_prefilled`, first_token_from = decode) emit the user's first token
+        at `t_s` (a time, or one per request): here, and in a fast-path run's write-back."""
+        self.st.first_token_s[req] = t_s
+        self.rec.event(req, t_s, Event.FIRST_TOKEN)
+        ids = req.tolist()
+        self.tokenless.difference_update(ids)
+        self.first_by_decode += ids
 
     def _first_tokens(self, done: list[int], t_end: float) -> None:
         """`_advance_tick`'s completions in a tick without decodes whose finished prefills all emit their first

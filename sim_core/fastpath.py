@@ -1228,10 +1228,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         st.emitted[req] = 1
     if decode_first:  # (their progress, last token and gaps: with the other decoders' below)
         req, tick = _columns(decode_first, 2)
-        rec.event(req, t_end[tick], Event.FIRST_TOKEN)
-        st.first_token_s[req] = t_end[tick]
-        engine.tokenless.difference_update(req.tolist())
-        engine.first_by_decode += req.tolist()
+        engine.record_decode_first(req, t_end[tick])
     if base:
         n = len(base)
         req = np.fromiter(base, dtype=np.int64, count=n)  # the call's first decoders, then those that joined
