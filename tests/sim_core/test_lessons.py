@@ -107,3 +107,13 @@ def test_junk_also_values_are_refused_with_a_message_not_a_crash(value):
         return
     # accepted only as no entries, or entries naming real presets with a visible label
     assert all(x.preset in list_presets() and x.label.strip() for x in lesson.also)
+
+
+def test_the_readme_counts_the_mechanism_scenarios_and_their_requests():
+    # it said "Five lessons also have a see the mechanism scenario of 6-8 requests" while the chunk-size lesson's has 4
+    # (a 4,096-token prompt arriving while three requests decode, as its text says)
+    words = {3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
+    sizes = [x.config(0, "mechanism").workload.num_requests for x in load_lessons() if x.mechanism]
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert (f"{words[len(sizes)]} lessons also have a **see the mechanism** scenario of {min(sizes)}–{max(sizes)} "
+            f"requests") in readme  # fmt: skip

@@ -126,7 +126,8 @@ def test_recomputed_tokens_and_the_hit_rate_count_what_a_preempted_request_finds
     it is 0 here), prefill_tokens_saved counts every token the cache spares. Every prefill position is then a prompt
     position computed once, a recomputed one, or the one a resumed request had emitted without its KV. (Before, on
     today's calibration: 28,548 tokens recomputed, the prompt tokens found again among them, and a 9.6 % hit rate of
-    them; now 6,629, with 18,544 saved.)"""
+    them; then 6,629, with 18,544 saved; 13,537 and 26,000 since the vLLM V1 preset admits without V0's watermark,
+    review 28b.)"""
     res = run_simulation(chat(150, **PREEMPTING), check_invariants=True)
     s, ev = res.summary, res.events
     assert s.num_finished == 150 and s.num_preemptions > 0 and s.prefill_tokens_saved > 0
@@ -611,3 +612,14 @@ def test_an_eagle_head_recomputes_the_last_cached_block_of_a_hit(draft):
     assert res.summary.prefix_hit_rate_tokens == pytest.approx((n - 1) * hit_blocks * 16 / (n * prompt))
     chunks = res.timeline.num_prefill_tokens[res.timeline.num_prefill_tokens > 0]
     assert chunks[0] == prompt and (chunks[1:] == prompt - hit_blocks * 16).all()
+
+
+def test_the_readme_quotes_the_kv_pressure_example_under_v0s_watermark_as_it_runs():
+    # Review 28b moved the example's figures under the vLLM V1 preset (greedy admission) and kept the watermark run's in
+    # parentheses: that run is the same config with V0's 1 % admission watermark, so it is recomputed too
+    res = run_simulation(chat(150, scheduler__admission="watermark", kv_cache__watermark=0.01, **PREEMPTING))
+    s, computed = res.summary, int(res.timeline.num_prefill_tokens.sum())
+    assert s.num_finished == 150 and s.num_preemptions > 0
+    assert (f"(With the 1 % admission watermark of vLLM V0, which the vLLM V1 preset kept until review 28b, below: "
+            f"{s.num_preemptions} pre-emptions, {s.num_recomputed_tokens:,} recomputed, {computed:,} positions, "
+            f"{s.prefill_tokens_saved:,} saved, TTFT p99 {s.ttft_p99_s:.2f} s;") in " ".join(README.read_text().split())  # fmt: skip

@@ -29,3 +29,14 @@ def test_every_trend_points_the_papers_way_and_names_its_source(trends):
         assert t.contender_capacity > t.baseline_capacity, t.name
         assert re.search(r"(OSDI|SOSP)'\d\d", t.claim) and re.search(r"\bK5\d\d\b", t.claim), t.claim  # paper and data row
         assert re.search(r"(Sec\.|Fig\.|abstract)", t.claim), t.claim  # where in the paper
+
+
+def test_the_readme_trends_table_quotes_these_ratios(trends):
+    # "Known results, as trends": the Simulated column is `python -m sim_core trends`, i.e. these runs (the fixture's
+    # 400 requests are run_trends' default); nothing compared the table with them
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    table = readme.split("**Known results, as trends**")[1].split("\n\n")[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| Claim", "|---"))]
+    assert [row.rstrip(" |").rsplit("| ", 1)[1] for row in rows] == [f"{t.ratio:.2f}x" for t in trends]

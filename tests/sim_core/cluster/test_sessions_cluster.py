@@ -168,3 +168,31 @@ def test_the_server_budget_stops_a_closed_loop_deployment_with_partial_results()
     assert "the server's budget" in res.summary.stopped_reason
     assert 0 < res.summary.num_finished < 400
     assert np.any(~np.isfinite(res.requests.arrival_s))  # turns whose predecessor never finished are never sent
+
+
+def test_the_readme_quotes_the_cache_aware_row_of_the_multi_turn_router_table_as_it_runs():
+    # The router table of "Beyond one engine" (multi-turn-chat-h100-llama8b, 4 replicas, 2,000 requests at 60 req/s,
+    # closed loop): session 28's fallback change (the smallest router-side tree, fix28e) moved cache_aware's row
+    # (18/59 ms -> 18/68 ms, later turns leaving their replica 7.1 % -> 7.6 %) and no test recomputed it
+    from pathlib import Path
+
+    from sim_core import load_preset
+    from sim_core.workload import generate_workload
+
+    cfg = load_preset("multi-turn-chat-h100-llama8b")
+    for path, value in (("workload.num_requests", 2000), ("workload.arrival.rate_per_s", 60.0),
+                        ("deployment", {"replicas": 4, "router": "cache_aware"}), ("workload.sessions.closed_loop", True)):
+        cfg = with_value(cfg, path, value)
+    res = run_simulation(cfg)
+    s = res.summary
+    session = generate_workload(cfg.workload, np.random.default_rng(cfg.seed)).content_id  # (turns of a session: ids in turn order)
+    previous: dict[int, int] = {}
+    moved = later = 0
+    for rid in np.argsort(session, kind="stable").tolist():
+        if session[rid] in previous:
+            later += 1
+            moved += int(res.instance_of[rid] != res.instance_of[previous[session[rid]]])
+        previous[session[rid]] = rid
+    text = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    assert f"| cache_aware | {s.ttft_p50_s * 1e3:.0f} / {s.ttft_p99_s * 1e3:.0f} | {s.prefix_hit_rate_tokens:.2f} |" in text
+    assert f"(closed loop: {moved / later:.1%} of later turns leave their previous turn's replica".replace("%", " %") in text
