@@ -78,7 +78,10 @@ class _Steps:
         "R",
         "admit",
         "bs",
+        "by_ratio",
         "chunks",
+        "d",
+        "finish_at",
         "fixed",
         "free",
         "head",
@@ -92,7 +95,9 @@ class _Steps:
         "phase_count",
         "prefilling",
         "reserve",
+        "sched",
         "seqs_left",
+        "st",
         "target_arr",
         "target_of",
         "waiting",
@@ -108,6 +113,9 @@ class _Steps:
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
+        # admission new_token_ratio: SGLang's KV token test (`_token_budget`) reads the decoders' outputs still to write
+        # from `finish_at` at decoding tick `d` (set per composed tick), and the ratio and reservations of the scheduler
+        self.by_ratio, self.sched, self.st, self.finish_at, self.d = False, None, None, None, 0
         # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
         self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
 
@@ -170,6 +178,19 @@ class _Steps:
         if pc._num_evictable > self.free:
             pc.trim(self.free)
 
+    def _token_budget(self) -> rules.TokenBudget:
+        """`Scheduler.token_budget` from this module's state: the decoders' outputs still to write (a decoder whose
+        last token is at decoding tick `last` has last - d + 1 to write before tick d), x the ratio; plus the output
+        of each running prefill whose chunk this tick completes its prompt (no request here wrote any output yet)."""
+        sched, st, d, target_of = self.sched, self.st, self.d, self.target_of
+        items = self.finish_at.items()
+        reserved = rules.running_reservation([last - d + 1 for last, _ in items], sched.new_token_ratio, [len(rs) for _, rs in items])
+        done = [r for r, c, chunk in self.chunks if c + chunk >= target_of(r)]
+        if done:
+            reserved += sum(sched.output_reservation(st, r) for r in done)
+        waiting, head, R = self.waiting, self.head, self.R
+        return rules.TokenBudget(self.bs, reserved, lambda i: sched.output_reservation(st, waiting[head + i] % R))
+
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
         num = len(waiting) - head  # candidates: waiting[head : head + num]
@@ -177,7 +198,13 @@ class _Steps:
             num = self.seqs_left
         if num <= 0:
             return 0, 0
-        if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
+        if self.by_ratio:  # SGLang's token test too (no prefix cache on this path): the rule over the queue
+            candidates = range(head, head + num)
+            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
+                                         self._token_budget())  # fmt: skip
+            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+        elif self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
             # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
             # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
             # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath_steps).
@@ -366,6 +393,9 @@ def run_ticks(engine: Engine):
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     if pc is not None and pc.dropped:
         return False  # one pre-empted mid-prefill waits: its re-admission takes back what it finds (general path)
+    by_ratio = sched._by_ratio
+    if by_ratio and pc is not None:
+        return False  # SGLang's token test with the prefix cache's lookups: the general path's
 
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
@@ -476,6 +506,8 @@ def run_ticks(engine: Engine):
     # are unchanged, arrivals join the tail.
     admission_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
+    if by_ratio:
+        steps.by_ratio, steps.sched, steps.st, steps.finish_at = True, sched, st, finish_at
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
     prefill_work = sched.prefill_work
@@ -661,6 +693,8 @@ def run_ticks(engine: Engine):
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         idle_now = hand_off and not running and head == len(waiting)  # (a prefill instance between requests)
+        if idle_now and by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
+            sched.reset_ratio()
         if idle_now and policy_is_fixed:  # (the tick would run nothing, and a stateless policy's choice changes nothing)
             decoding, chunks, admit = False, no_steps, no_steps
         else:
@@ -684,6 +718,8 @@ def run_ticks(engine: Engine):
                 steps.need_d = phase_count[d % bs]
             if pc is not None:  # (only the prefix cache's lines read these)
                 steps.kind, steps.j = kind, j
+            if by_ratio:  # (only SGLang's token test reads it)
+                steps.d = d
             try:
                 decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
                                         run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
