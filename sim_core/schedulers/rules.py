@@ -85,8 +85,14 @@ def running_reservation(outputs_left: Iterable[int], ratio: float, counts: Itera
     many requests have each of `outputs_left` (default one each)."""
     clip = CLIP_MAX_NEW_TOKENS
     if counts is None:
-        return sum(x if x < clip else clip for x in outputs_left) * ratio
-    return sum((x if x < clip else clip) * c for x, c in zip(outputs_left, counts)) * ratio
+        return scaled_reservation(sum(x if x < clip else clip for x in outputs_left), ratio)
+    return scaled_reservation(sum((x if x < clip else clip) * c for x, c in zip(outputs_left, counts)), ratio)
+
+
+def scaled_reservation(total_left: int, ratio: float) -> float:
+    """`running_reservation` from the running requests' clipped outputs still to write, summed (a caller that keeps
+    the sum: the scalar core, when no output reaches the clip)."""
+    return total_left * ratio
 
 
 def new_token_ratio(base: float, steps: int, min_ratio: float, decay: float) -> float:
@@ -121,19 +127,22 @@ class TokenBudget:
     prompt cut to a chunk promises no output yet, as SGLang's truncated request). The test comes before the block
     and token-budget tests of `admit_next`: a prompt that must be chunked still has to fit whole with its output."""
 
-    __slots__ = ("block_size", "reserved", "output_of")
+    __slots__ = ("block_size", "reserved", "output_of", "_out")
 
     def __init__(self, block_size: int, reserved: float, output_of: Callable[[int], int]):
         self.block_size, self.reserved, self.output_of = block_size, reserved, output_of
+        self._out = 0  # the last candidate's output reservation (`take` follows `admits` for the same candidate)
 
     def admits(self, i: int, remaining: int, free_blocks: int) -> bool:
         """Candidate i (queue index), `remaining` prefill tokens, passes the token test with `free_blocks` free."""
-        return remaining + self.output_of(i) < free_blocks * self.block_size - self.reserved
+        out = self._out = self.output_of(i)
+        return remaining + out < free_blocks * self.block_size - self.reserved
 
     def take(self, i: int, remaining: int, chunk: int) -> None:
-        """Candidate i was admitted with this first chunk: its output is promised when the chunk is its whole prefill."""
+        """Candidate i, just tested by `admits`, was admitted with this first chunk: its output is promised when the
+        chunk is its whole prefill."""
         if chunk >= remaining:
-            self.reserved += self.output_of(i)
+            self.reserved += self._out
 
 
 def admit_in_order(

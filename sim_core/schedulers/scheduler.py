@@ -76,8 +76,9 @@ class Scheduler:
         self._ratio_base, self._ratio_steps = self._ratio_init, 0  # the ratio: its base, decode-only ticks since
         self._retracted = False  # the tick being planned retracted (pre-empted decodes): its `observe` does not decay
         self._pool_tokens = kv.num_blocks * kv.block_size
-        self._repeat_is_fixed = (self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
-                                 and not self._by_ratio)  # fmt: skip
+        # (the phase controller, the batch cap and the suspension rule keep no state; with the ratio's, the policy)
+        self._phase_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
+        self._repeat_is_fixed = self._phase_is_fixed and not self._by_ratio
         # (the config is frozen: flags read every tick by tick_kind and observe, looked up once)
         self._may_suspend = sch.smart_preemption.enabled
         self._has_dynamic_cap = sch.dynamic_batch.enabled
@@ -302,8 +303,13 @@ class Scheduler:
         else:
             self.phase.decode_run(start_s, durations_s, decode_tokens)
             if self._by_ratio:  # `observe`'s decay for each of these decode-only ticks (none retracts: no pre-emption)
-                self._retracted = False
-                self._ratio_steps += sum(1 for tokens in decode_tokens if tokens)
+                self.decode_ticks(sum(1 for tokens in decode_tokens if tokens))
+
+    def decode_ticks(self, n: int) -> None:
+        """`observe` of n decode-only ticks that pre-empt nothing, for the new-token ratio alone (what `decode_run`
+        does when the phase controller, the batch cap and the suspension rule keep no state)."""
+        self._retracted = False
+        self._ratio_steps += n
 
     # ------------------------------------------------------------------ rule families
     def prefill_work(self, num_running: int, num_decodes: int, num_waiting: int, num_swapped: int) -> tuple[bool, bool]:

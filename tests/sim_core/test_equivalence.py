@@ -403,3 +403,17 @@ def test_sglang_admission_under_kv_pressure_equals_tick_by_tick(case):
     cfg = _with_kv_room(cfg, float(rng.uniform(1.5, 4.0)))
     on, off = run_both(cfg)
     assert_same_result(on, off)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_sglang_admission_with_outputs_past_the_clip_equals_tick_by_tick(case):
+    """Outputs past SGLang's 4,096-token clip: the scalar core sums the decoders' clipped outputs from `finish_at`
+    (not its running total), as the scheduler clips each."""
+    rng = np.random.default_rng([case, 37])
+    cfg = make_config("engine-sglang", seed=case, workload__num_requests=12, workload__arrival__rate_per_s=4.0,
+                      workload__prompt_tokens={"dist": "uniform", "mean": 300, "min": 50, "max": 600},
+                      workload__output_tokens={"dist": "uniform", "mean": 4000, "min": 2000, "max": 6000},
+                      scheduler__new_token_ratio={"decay_steps": int(rng.choice([20, 600]))})  # fmt: skip
+    cfg = _with_kv_room(cfg, float(rng.uniform(2.0, 4.0)))
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
