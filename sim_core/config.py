@@ -390,6 +390,39 @@ class SmartPreemptionConfig(StrictModel):
     decode_queue_limit: int = Field(8, ge=0, le=100_000, description="Suspend while more decodes than this wait.")
 
 
+class NewTokenRatioConfig(StrictModel):
+    """SGLang's estimate of how much of its remaining output a running request will still write (admission
+    `new_token_ratio`): the scheduler's `new_token_ratio`, which starts at `init_new_token_ratio`, falls by
+    (init - min) / decay_steps after every decode-only step to min = init x min_new_token_ratio_factor, is set
+    from the survivors' progress after a retract (pre-emption), and starts again at init when the engine idles.
+    Defaults: SGLang's (SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14,
+    SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600; SGLang 0.3.0: 0.7, a floor of 0.1 and 0.001 per step, i.e. a factor of 1/7)."""
+
+    init_new_token_ratio: float = Field(
+        0.7, gt=0, le=1,
+        description="Share of its remaining output (at most 4,096 tokens) each running request is assumed to still "
+        "write, when the engine starts or idles (SGLang: SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness, "
+        "at most 1). More than 0, at most 1.",
+    )
+    min_new_token_ratio_factor: float = Field(
+        0.14, ge=0, le=1,
+        description="The ratio's floor, as a fraction of init_new_token_ratio (SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR). 0 to 1.",
+    )
+    decay_steps: int = Field(
+        600, ge=1, le=1_000_000,
+        description="Decode-only steps the ratio takes to fall from init to its floor (SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS). "
+        "1 to 1,000,000.",
+    )
+
+    @property
+    def min_new_token_ratio(self) -> float:
+        return self.init_new_token_ratio * self.min_new_token_ratio_factor
+
+    @property
+    def decay_per_step(self) -> float:
+        return (self.init_new_token_ratio - self.min_new_token_ratio) / self.decay_steps
+
+
 class SpeculativeConfig(StrictModel):
     """Speculative decoding (Leviathan et al. 2023; EAGLE / MTP heads): a draft proposes k tokens, the
     target verifies k+1 positions in one pass and keeps 1 + the accepted ones."""
@@ -464,11 +497,15 @@ class SchedulerConfig(StrictModel):
     max_num_batched_tokens: int = Field(
         2048, ge=1, le=1_048_576, description="Token budget per tick; the prefill chunk size, tokens."
     )
-    admission: Literal["watermark", "reserve", "greedy"] = Field(
+    admission: Literal["watermark", "reserve", "greedy", "new_token_ratio"] = Field(
         "watermark",
         description="watermark: admit while free blocks stay above a reserve; reserve: blocks for prompt + max output "
         "up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the prompt fits "
-        "(MAX_UTILIZATION).",
+        "(MAX_UTILIZATION); new_token_ratio: admit while the prompt plus its output (at most 4,096 tokens) fits in the "
+        "free KV tokens less the running requests' remaining outputs x new_token_ratio (SGLang's PrefillAdder).",
+    )
+    new_token_ratio: NewTokenRatioConfig = Field(
+        NewTokenRatioConfig(), description="The ratio's start, floor and decay (admission new_token_ratio only)."
     )
     preemption: Literal["recompute", "swap"] = Field(
         "recompute",

@@ -78,8 +78,12 @@ class _Steps:
         "R",
         "admit",
         "bs",
+        "by_ratio",
         "chunks",
+        "d",
+        "finish_at",
         "fixed",
+        "left_total",
         "free",
         "head",
         "held_fixed",
@@ -92,7 +96,9 @@ class _Steps:
         "phase_count",
         "prefilling",
         "reserve",
+        "sched",
         "seqs_left",
+        "st",
         "target_arr",
         "target_of",
         "waiting",
@@ -108,6 +114,10 @@ class _Steps:
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
+        # admission new_token_ratio: SGLang's KV token test (`_token_budget`) reads the decoders' outputs still to write
+        # from `finish_at` at decoding tick `d` (set per composed tick), and the ratio and reservations of the scheduler
+        self.by_ratio, self.sched, self.st, self.finish_at, self.d = False, None, None, None, 0
+        self.left_total = -1  # the decoders' outputs still to write, in total, when none is past the 4,096 clip; else -1
         # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
         self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
 
@@ -170,6 +180,22 @@ class _Steps:
         if pc._num_evictable > self.free:
             pc.trim(self.free)
 
+    def _token_budget(self) -> rules.TokenBudget:
+        """`Scheduler.token_budget` from this module's state: the decoders' outputs still to write (a decoder whose
+        last token is at decoding tick `last` has last - d + 1 to write before tick d), x the ratio; plus the output
+        of each running prefill whose chunk this tick completes its prompt (no request here wrote any output yet)."""
+        sched, st, d, target_of = self.sched, self.st, self.d, self.target_of
+        if self.left_total >= 0:  # no output past the clip: its sum, kept by the loop, is the clipped sum
+            reserved = rules.scaled_reservation(self.left_total, sched.new_token_ratio)
+        else:
+            items = self.finish_at.items()
+            reserved = rules.running_reservation([last - d + 1 for last, _ in items], sched.new_token_ratio, [len(rs) for _, rs in items])
+        done = [r for r, c, chunk in self.chunks if c + chunk >= target_of(r)]
+        if done:
+            reserved += sum(sched.output_reservation(st, r) for r in done)
+        waiting, head, R = self.waiting, self.head, self.R
+        return rules.TokenBudget(self.bs, reserved, lambda i: sched.output_reservation(st, waiting[head + i] % R))
+
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
         num = len(waiting) - head  # candidates: waiting[head : head + num]
@@ -177,7 +203,13 @@ class _Steps:
             num = self.seqs_left
         if num <= 0:
             return 0, 0
-        if self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
+        if self.by_ratio:  # SGLang's token test too (no prefix cache on this path): the rule over the queue
+            candidates = range(head, head + num)
+            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
+                                         self._token_budget())  # fmt: skip
+            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+        elif self.pc is None:  # the queue's prompts, read lazily (the rule stops at the first that does not fit)
             # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
             # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
             # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath_steps).
@@ -366,6 +398,9 @@ def run_ticks(engine: Engine):
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     if pc is not None and pc.dropped:
         return False  # one pre-empted mid-prefill waits: its re-admission takes back what it finds (general path)
+    by_ratio = sched._by_ratio
+    if by_ratio and pc is not None:
+        return False  # SGLang's token test with the prefix cache's lookups: the general path's
 
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
@@ -374,6 +409,7 @@ def run_ticks(engine: Engine):
     tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
     kind_by_choice = sched.kind_by_choice
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
+    phase_is_fixed = sched._phase_is_fixed  # ... but for SGLang's new-token ratio (admission new_token_ratio)
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
     arrival, target_arr, output_arr = st.arrival_s, st.prefill_target, st.output
@@ -407,6 +443,7 @@ def run_ticks(engine: Engine):
     finish_at: dict[int, list[int]] = {}  # decoding tick number -> decoders that emit their last token in it
     phase_count = [0] * bs  # decoders whose context is a multiple of bs at decoding ticks d with d % bs == r
     S = 0  # sum of decoders' base
+    L = 0  # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d
     B = 0
     last_token = st.last_token_s
     held_fixed: dict[int, int] = dict(zip(running0, expected.tolist())) if fixed else {}  # request -> its blocks
@@ -444,6 +481,7 @@ def run_ticks(engine: Engine):
         finish_at.setdefault(left_to_emit - 1, []).append(r)
         phase_count[(-c) % bs] += 1
         S += c
+        L += left_to_emit
     B = len(base)
     # finish_at's keys as a heap: its smallest (the next completion) without a scan of every key (issue 11e: a `min`
     # over ~40 keys at each completion and each decode stretch cost ~5% of a Sarathi-Serve run). Keys only leave from
@@ -476,6 +514,10 @@ def run_ticks(engine: Engine):
     # are unchanged, arrivals join the tail.
     admission_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
+    unclipped = False
+    if by_ratio:
+        steps.by_ratio, steps.sched, steps.st, steps.finish_at = True, sched, st, finish_at
+        unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
     prefill_work = sched.prefill_work
@@ -524,6 +566,7 @@ def run_ticks(engine: Engine):
                 S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
                                       phase_count, S, B, tokenless)  # fmt: skip
                 done_ticks = sorted(finish_at)  # (they may add keys)
+                L = sum((last + 1) * len(rs) for last, rs in finish_at.items())
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
@@ -632,7 +675,9 @@ def run_ticks(engine: Engine):
                         trims = []
                     pc.tick_offset = j  # (the releases' marks)
                 heapq.heappop(done_ticks)  # (d: the smallest key)
-                for r in finish_at.pop(d):
+                leaving = finish_at.pop(d)
+                L -= (d + 1) * len(leaving)
+                for r in leaving:
                     b = base[r]
                     free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.finish(r, b + d + 1) if pc is not None else 0)
                     phase_count[(-b) % bs] -= 1
@@ -655,12 +700,17 @@ def run_ticks(engine: Engine):
                 pc.trim_marked(trims)
             if j > j_before:
                 if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
-                    durs, tokens = _stretch_columns(rows, rows_before, row_blocks, blocks_before, j_before)
-                    decode_run(run_start_s, durs, tokens)
+                    if phase_is_fixed:  # (only SGLang's new-token ratio has state: one decay per decoding tick)
+                        sched.decode_ticks(j - j_before)
+                    else:
+                        durs, tokens = _stretch_columns(rows, rows_before, row_blocks, blocks_before, j_before)
+                        decode_run(run_start_s, durs, tokens)
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         idle_now = hand_off and not running and head == len(waiting)  # (a prefill instance between requests)
+        if idle_now and by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
+            sched.reset_ratio()
         if idle_now and policy_is_fixed:  # (the tick would run nothing, and a stateless policy's choice changes nothing)
             decoding, chunks, admit = False, no_steps, no_steps
         else:
@@ -684,6 +734,10 @@ def run_ticks(engine: Engine):
                 steps.need_d = phase_count[d % bs]
             if pc is not None:  # (only the prefix cache's lines read these)
                 steps.kind, steps.j = kind, j
+            if by_ratio:  # (only SGLang's token test reads them)
+                steps.d = d
+                if unclipped:
+                    steps.left_total = L - B * d
             try:
                 decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
                                         run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
@@ -736,6 +790,7 @@ def run_ticks(engine: Engine):
             done = finish_at.pop(d, None)
             if done is not None:
                 heapq.heappop(done_ticks)  # (d: the smallest key)
+                L -= (d + 1) * len(done)
                 for r in done:
                     b = base[r]
                     freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.finish(r, b + d + 1) if pc is not None else 0)
@@ -785,6 +840,7 @@ def run_ticks(engine: Engine):
                     fresh = []
                 fresh.append(r)
             last_d = d + o - 2
+            L += last_d + 1
             ending = finish_at.get(last_d)
             if ending is None:
                 finish_at[last_d] = [r]

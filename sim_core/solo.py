@@ -57,6 +57,7 @@ def eligible(engine: Engine) -> bool:
     return (
         (sched.max_seqs == 1 or cfg.scheduler.dynamic_batch.enabled)
         and sched.phase.is_stateless  # `choose` answers from its arguments (and `observe` keeps nothing)
+        and not sched._by_ratio  # (SGLang's admission keeps its ratio as state, advanced tick by tick)
         and engine.n == 1
         and engine.spec is None
         and engine.prefix is None

@@ -59,6 +59,92 @@ def prefill_chunks(remaining: Iterable[int], budget: int, is_chunked: bool) -> l
     return out
 
 
+# SGLang's admission by KV tokens (admission `new_token_ratio`; python/sglang/srt/managers/schedule_policy.py
+# PrefillAdder, schedule_batch.py ScheduleBatch.retract_decode): constants of its source, not knobs.
+CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: a request's output is counted up to this
+RETRACT_DECODE_STEPS = 20  # global_config.retract_decode_steps: decode steps a retract's new ratio leaves room for
+# Its Scheduler cuts max_new_tokens to max_req_input_len - 1 - prompt, max_req_input_len = max_total_num_tokens - 1 - 5:
+# a request's prompt plus output stays this many tokens below the pool, so one alone always passes the test.
+POOL_MARGIN_TOKENS = 7
+
+
+def output_reservation(output_left: int, prompt: int, pool_tokens: int) -> int:
+    """Output tokens SGLang's admission counts for a request it admits whole (its prompt completes in the step):
+    min(max_new_tokens, CLIP_MAX_NEW_TOKENS) (`PrefillAdder.add_one_req`, `add_chunked_req` on the last chunk), with
+    max_new_tokens its output still to write, cut as SGLang cuts it to fit the pool (`POOL_MARGIN_TOKENS`)."""
+    cut = pool_tokens - POOL_MARGIN_TOKENS - prompt
+    out = output_left if output_left < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
+    out = out if out < cut else cut
+    return out if out > 0 else 0
+
+
+def running_reservation(outputs_left: Iterable[int], ratio: float, counts: Iterable[int] | None = None) -> float:
+    """KV tokens SGLang's admission keeps for the requests already running: each one's output still to write, at most
+    CLIP_MAX_NEW_TOKENS, times the new-token ratio (`PrefillAdder.__init__`'s rem_total_token_offset; the exact
+    sum of the clipped counts, then one product, so any order of the requests gives the same float). `counts`: how
+    many requests have each of `outputs_left` (default one each)."""
+    clip = CLIP_MAX_NEW_TOKENS
+    if counts is None:
+        return scaled_reservation(sum(x if x < clip else clip for x in outputs_left), ratio)
+    return scaled_reservation(sum((x if x < clip else clip) * c for x, c in zip(outputs_left, counts)), ratio)
+
+
+def scaled_reservation(total_left: int, ratio: float) -> float:
+    """`running_reservation` from the running requests' clipped outputs still to write, summed (a caller that keeps
+    the sum: the scalar core, when no output reaches the clip)."""
+    return total_left * ratio
+
+
+def new_token_ratio(base: float, steps: int, min_ratio: float, decay: float) -> float:
+    """The ratio `steps` decode-only steps after it was `base` (SGLang: `max(ratio - decay, min_ratio)` after each
+    decode batch, `Scheduler.update_running_batch`; a base below the floor, a retract's, holds until the first
+    step). Counted in steps, so a run of steps and steps one by one give the same float."""
+    if not steps:
+        return base
+    ratio = base - steps * decay
+    return ratio if ratio > min_ratio else min_ratio
+
+
+def retract_ratio(emitted: Iterable[int], outputs: Iterable[int]) -> float | None:
+    """The ratio after a retract (`ScheduleBatch.retract_decode`): the requests left running have written `emitted`
+    of their `outputs`; (sum emitted + RETRACT_DECODE_STEPS x their count) / sum outputs, at most 1. None when none
+    is left (the ratio is then unchanged)."""
+    emitted, outputs = list(emitted), list(outputs)
+    total = sum(outputs)
+    if not emitted or total <= 0:
+        return None
+    ratio = (sum(emitted) + RETRACT_DECODE_STEPS * len(emitted)) / total
+    return ratio if ratio < 1.0 else 1.0
+
+
+class TokenBudget:
+    """SGLang's KV token budget over one admission round (`PrefillAdder`, admission `new_token_ratio`): a request is
+    admitted only while its prefill tokens plus its output reservation stay below rem_total_tokens, the free KV
+    tokens less what the round already promised (`>=` refuses: `add_one_req`'s `total_tokens >= rem_total_tokens`).
+    The free tokens are the free blocks x block size as the round leaves them (an admitted prefill's blocks, its page
+    rounding: today's SGLang ceils each prefill to its pages); the promised tokens start at the running requests'
+    reservation and grow by each admitted request's output reservation when its whole prompt runs in this step (a
+    prompt cut to a chunk promises no output yet, as SGLang's truncated request). The test comes before the block
+    and token-budget tests of `admit_next`: a prompt that must be chunked still has to fit whole with its output."""
+
+    __slots__ = ("block_size", "reserved", "output_of", "_out")
+
+    def __init__(self, block_size: int, reserved: float, output_of: Callable[[int], int]):
+        self.block_size, self.reserved, self.output_of = block_size, reserved, output_of
+        self._out = 0  # the last candidate's output reservation (`take` follows `admits` for the same candidate)
+
+    def admits(self, i: int, remaining: int, free_blocks: int) -> bool:
+        """Candidate i (queue index), `remaining` prefill tokens, passes the token test with `free_blocks` free."""
+        out = self._out = self.output_of(i)
+        return remaining + out < free_blocks * self.block_size - self.reserved
+
+    def take(self, i: int, remaining: int, chunk: int) -> None:
+        """Candidate i, just tested by `admits`, was admitted with this first chunk: its output is promised when the
+        chunk is its whole prefill."""
+        if chunk >= remaining:
+            self.reserved += self._out
+
+
 def admit_in_order(
     remaining: Iterable[int],
     budget: int,
@@ -68,6 +154,7 @@ def admit_in_order(
     is_chunked: bool,
     is_static: bool,
     on_admit: Callable[[int, int, int], None] | None = None,
+    tokens: TokenBudget | None = None,
 ) -> list[tuple[int, int]]:
     """Admission from the head of the waiting queue: (chunk, blocks) for each request admitted, in
     queue order. Stops at the first request that does not fit in the token budget or in the free
@@ -79,13 +166,18 @@ def admit_in_order(
         blocks_needed: (candidate index, chunk) -> KV blocks to allocate on admission.
         on_admit: (candidate index, chunk, blocks) called as each is admitted, before the next
             candidate is read (prefix caching: the next lookup must see this admission's effects).
+        tokens: admission new_token_ratio: SGLang's KV token test too (`TokenBudget`), before the others.
     """
     out: list[tuple[int, int]] = []
     for i, rem in enumerate(remaining):
+        if tokens is not None and not tokens.admits(i, rem, free_blocks):
+            break
         taken = admit_next(i, rem, budget, free_blocks, reserve_blocks, blocks_needed, is_chunked, is_static)
         if taken is None:
             break
         chunk, need = taken
+        if tokens is not None:
+            tokens.take(i, rem, chunk)
         free_blocks -= need
         budget -= chunk
         out.append(taken)

@@ -3,7 +3,8 @@
   batching        continuous (join/leave every tick) | static (a batch runs to completion) | exclusive
   prefill mode    phase.py: prefill_first | decode_first | time_slice | quota
   queue order     state.order_key: fcfs | priority | shortest_prompt_first
-  admission       watermark | reserve (GUARANTEED_NO_EVICT) | greedy (MAX_UTILIZATION)
+  admission       watermark | reserve (GUARANTEED_NO_EVICT) | greedy (MAX_UTILIZATION) | new_token_ratio (SGLang's
+                  KV token budget, rules.TokenBudget; its ratio is state here: decays per decode-only tick)
   pre-emption     recompute | swap; victim = lowest priority, latest arrival (largest order key)
   batch cap       max_num_seqs, lowered by dynamic batch sizing (article §5.2)
   smart pre-empt  suspend a long prefill while the decode queue is over a limit (article §5.3)
@@ -66,7 +67,18 @@ class Scheduler:
         self.is_fcfs = sch.queue_order == "fcfs"
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
         # tick-by-tick consultation (see repeat_decodes).
-        self._repeat_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
+        # SGLang's admission (new_token_ratio): its ratio is scheduler state (`new_token_ratio`), advanced by `observe`,
+        # `decode_run` and a retract; the running requests' reservation shrinks as they write, so admission may pass
+        # in a later tick with nothing else changed: a run of decode ticks stops while a request could join
+        self._by_ratio = sch.admission == "new_token_ratio"
+        ntr = sch.new_token_ratio
+        self._ratio_init, self._ratio_min, self._ratio_decay = ntr.init_new_token_ratio, ntr.min_new_token_ratio, ntr.decay_per_step
+        self._ratio_base, self._ratio_steps = self._ratio_init, 0  # the ratio: its base, decode-only ticks since
+        self._retracted = False  # the tick being planned retracted (pre-empted decodes): its `observe` does not decay
+        self._pool_tokens = kv.num_blocks * kv.block_size
+        # (the phase controller, the batch cap and the suspension rule keep no state; with the ratio's, the policy)
+        self._phase_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
+        self._repeat_is_fixed = self._phase_is_fixed and not self._by_ratio
         # (the config is frozen: flags read every tick by tick_kind and observe, looked up once)
         self._may_suspend = sch.smart_preemption.enabled
         self._has_dynamic_cap = sch.dynamic_batch.enabled
@@ -75,8 +87,8 @@ class Scheduler:
         # rule: a per-tick caller (fastpath) may call this, (now_s, num_decodes, has_prefill_work) ->
         # TickKind, instead (one call per tick fewer); None when the batching rules may change the kind.
         self.kind_by_choice = self._choose if not self.is_static and not self._may_suspend else None
-        if not self._has_dynamic_cap:  # `observe` is the phase controller's alone: bound directly (a call fewer per tick)
-            self.observe = self._phase_observe
+        if not self._has_dynamic_cap and not self._by_ratio:  # `observe` is the phase controller's alone: bound directly
+            self.observe = self._phase_observe  # (a call fewer per tick)
         self.num_decodes = 0  # running requests that decode, at the last plan
         self._kind = TickKind.DECODE  # of the last plan, and whether it saw prefill work
         self._has_prefill_work = False
@@ -119,6 +131,8 @@ class Scheduler:
             # steps below would only ask the phase controller (which may keep state) and plan nothing: that, in a few calls.
             has_prefill_work = self.prefill_work(0, 0, 0, 0)[1]
             self._kind = self.tick_kind(st, st.now_s, 0, 0, has_prefill_work, _EMPTY)
+            if self._by_ratio:  # SGLang's loop with no batch to run: new_token_ratio = init_new_token_ratio
+                self.reset_ratio()
             self._has_prefill_work, self.num_decodes = has_prefill_work, 0
             return self._idle_plan
         if running.size:
@@ -150,7 +164,7 @@ class Scheduler:
 
         def admit(budget: int) -> tuple[int, int]:
             nonlocal pre_idx, pre_tok
-            a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running))
+            a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running), pre_idx, pre_tok)
             plan.admitted_idx = a_idx
             if a_idx.size and pre_idx.size:
                 pre_idx, pre_tok = np.concatenate([pre_idx, a_idx]), np.concatenate([pre_tok, a_tok])
@@ -203,7 +217,7 @@ class Scheduler:
         starts, ends, durs = starts_s.tolist(), ends_s.tolist(), durations_s.tolist()
         toks, decs = decode_tokens.tolist(), num_decodes.tolist()
         waits = np.broadcast_to(num_waiting, (k,)).tolist()
-        if self.phase.is_stateless and not self.cfg.smart_preemption.enabled:
+        if self.phase.is_stateless and not self.cfg.smart_preemption.enabled and not self._by_ratio:
             # Only the batch cap has state (dynamic batch): the kind follows the prefill-work flag.
             return self._repeat_with_cap_rule(st, planned, k, starts, durations_s, decs, waits, num_swapped, idle, caps)
         for j in range(k):
@@ -212,9 +226,11 @@ class Scheduler:
                 if j and cap != cap0 and (waits[j] or num_swapped):
                     return j  # a new cap may admit or swap in
                 nr = nd + idle.size
-                hpw = self.prefill_work(nr, nd, waits[j], num_swapped)[1]
+                can_admit, hpw = self.prefill_work(nr, nd, waits[j], num_swapped)
                 if j and hpw != self._has_prefill_work:
                     return j  # decided before `choose`, which is then called once, by the next plan
+                if j and self._by_ratio and can_admit and waits[j]:
+                    return j  # the head may fit now (outputs written, the ratio decayed): the next plan tries it
                 kind = self.tick_kind(st, starts[j], nd, nr, hpw, idle)
                 if not j:
                     self._kind, self._has_prefill_work = kind, hpw
@@ -255,6 +271,22 @@ class Scheduler:
         if self._has_dynamic_cap and (prefill_tokens or decode_tokens):
             dyn = self.cfg.dynamic_batch
             self.batch_cap = rules.next_batch_cap(self.batch_cap, duration_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
+        if self._by_ratio:
+            # SGLang decays its ratio after each decode batch (a step that prefills nothing), except one that retracted
+            # (`update_running_batch`: the retract sets it instead)
+            if self._retracted:
+                self._retracted = False
+            elif decode_tokens and not prefill_tokens:
+                self._ratio_steps += 1
+
+    @property
+    def new_token_ratio(self) -> float:
+        """SGLang's new_token_ratio now (admission new_token_ratio; `rules.new_token_ratio` of the state)."""
+        return rules.new_token_ratio(self._ratio_base, self._ratio_steps, self._ratio_min, self._ratio_decay)
+
+    def reset_ratio(self) -> None:
+        """The engine idles (nothing runs, nothing to admit): the ratio starts again at init_new_token_ratio."""
+        self._ratio_base, self._ratio_steps = self._ratio_init, 0
 
     def decode_run(self, start_s: float, durations_s: list[float], decode_tokens: list[int]) -> None:
         """`tick_kind` then `observe` for each tick of a run of all-decode ticks in which nothing could
@@ -270,6 +302,14 @@ class Scheduler:
                 now_s += dur
         else:
             self.phase.decode_run(start_s, durations_s, decode_tokens)
+            if self._by_ratio:  # `observe`'s decay for each of these decode-only ticks (none retracts: no pre-emption)
+                self.decode_ticks(sum(1 for tokens in decode_tokens if tokens))
+
+    def decode_ticks(self, n: int) -> None:
+        """`observe` of n decode-only ticks that pre-empt nothing, for the new-token ratio alone (what `decode_run`
+        does when the phase controller, the batch cap and the suspension rule keep no state)."""
+        self._retracted = False
+        self._ratio_steps += n
 
     # ------------------------------------------------------------------ rule families
     def prefill_work(self, num_running: int, num_decodes: int, num_waiting: int, num_swapped: int) -> tuple[bool, bool]:
@@ -317,6 +357,11 @@ class Scheduler:
             prefills = prefills[~np.isin(prefills, victims)]
             total = None
             deficit = int(need.sum()) - kv.num_free
+            if self._by_ratio:  # a retract: the ratio from the decodes left (`ScheduleBatch.retract_decode`)
+                ratio = rules.retract_ratio(st.emitted[decodes].tolist(), st.output[decodes].tolist())
+                if ratio is not None:
+                    self._ratio_base, self._ratio_steps = ratio, 0
+                self._retracted = True
         if total != 0:
             kv.allocate(decodes, need, total)
         return decodes, prefills
@@ -422,7 +467,8 @@ class Scheduler:
             st.status[plan.swapped_in_idx] = Status.RUNNING
             st.running = np.concatenate([st.running, plan.swapped_in_idx])
 
-    def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int, need_of) -> list[tuple[int, int]]:
+    def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int, need_of,
+                                 tokens: rules.TokenBudget | None = None) -> list[tuple[int, int]]:  # fmt: skip
         """issue 12: the same admission rule, each request's prefill starting after its longest cached
         prefix. Looked up one by one as the rule reads them (an admission's allocation may evict what
         the next would hit); the cached blocks are referenced before the rest is allocated. A request pre-empted
@@ -458,7 +504,7 @@ class Scheduler:
             st.computed[r] = hit * bs
 
         taken = rules.admit_in_order(remaining(), budget, kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
-                                     self.is_static, admit)  # fmt: skip
+                                     self.is_static, admit, tokens)  # fmt: skip
         return taken if n == 1 else [(positions(i, chunk), need) for i, (chunk, need) in enumerate(taken)]
 
     def admission_blocks(self, st: SimState, ids, chunks):
@@ -483,31 +529,51 @@ class Scheduler:
             return np.full(durations_s.size + 1, self.batch_cap, dtype=np.int64)
         return rules.batch_cap_trajectory(self.batch_cap, durations_s * 1e3 > dyn.target_tick_ms, self.max_seqs)
 
-    def _admit(self, st: SimState, budget: int, seqs_left: int):
+    def token_budget(self, st: SimState, ids: list[int], chunk_idx: IntArray = _EMPTY, chunk_tok: IntArray = _EMPTY
+                     ) -> rules.TokenBudget:  # fmt: skip
+        """Admission new_token_ratio: SGLang's KV token budget for admitting `ids` (queue order) this tick, after the
+        decodes' blocks and the running prefills' chunks (`chunk_idx`, `chunk_tok`) were taken: the running decoders'
+        outputs still to write x the ratio, plus the output of each running prefill this chunk completes (unscaled,
+        as `add_chunked_req` on a last chunk). (fastpath's `_Steps.admit_waiting` builds the same from its state.)"""
+        running = st.running
+        dec = running[st.computed[running] >= st.prefill_target[running]]
+        reserved = rules.running_reservation((st.output[dec] - st.emitted[dec]).tolist(), self.new_token_ratio)
+        if chunk_idx.size:
+            done = chunk_idx[st.computed[chunk_idx] + chunk_tok >= st.prefill_target[chunk_idx]]
+            reserved += sum(self.output_reservation(st, r) for r in done.tolist())
+        return rules.TokenBudget(self.kv.block_size, reserved, lambda i: self.output_reservation(st, ids[i]))
+
+    def output_reservation(self, st: SimState, r: int) -> int:
+        """`rules.output_reservation` of request r: its output still to write (a pre-empted one wrote some)."""
+        return rules.output_reservation(st.output.item(r) - st.emitted.item(r), st.prompt.item(r), self._pool_tokens)
+
+    def _admit(self, st: SimState, budget: int, seqs_left: int, chunk_idx: IntArray = _EMPTY, chunk_tok: IntArray = _EMPTY):
         """Admit waiting requests in queue order; stop at the first that does not fit (no skipping,
-        as in vLLM: head-of-line order is part of the policy being shown)."""
+        as in vLLM: head-of-line order is part of the policy being shown). `chunk_idx`, `chunk_tok`: the running
+        prefills' chunks of this tick (admission new_token_ratio reserves the output of those they complete)."""
         kv = self.kv
         if seqs_left <= 0:
             return _EMPTY, _EMPTY
         ids = st.key_to_id(st.waiting_keys[: seqs_left]).tolist()
         need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))
+        tokens = self.token_budget(st, ids, chunk_idx, chunk_tok) if self._by_ratio else None
         if self.prefix_cache:
-            taken = self._admit_with_prefix_cache(st, ids, budget, need_of)
+            taken = self._admit_with_prefix_cache(st, ids, budget, need_of, tokens)
         else:
             if self._n > 1:  # the budget counts tokens (see _prefill_chunks); the blocks and the chunk are positions
                 n, prompt = self._n, st.prompt
                 taken = rules.admit_in_order((rules.chunk_tokens(n, 0, int(st.prefill_target[r]), int(prompt[r])) for r in ids),
                                              budget, kv.num_free, self.watermark_blocks,
                                              lambda i, t: need_of(i, rules.chunk_positions(n, 0, t, int(prompt[ids[i]]))),
-                                             self.is_chunked, self.is_static)  # fmt: skip
+                                             self.is_chunked, self.is_static, None, tokens)  # fmt: skip
                 taken = [(rules.chunk_positions(n, 0, t, int(prompt[r])), need) for r, (t, need) in zip(ids, taken)]
-            elif len(ids) == 1:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
+            elif len(ids) == 1 and tokens is None:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
                 one = rules.admit_next(0, st.prefill_target.item(ids[0]), budget, kv.num_free, self.watermark_blocks,
                                        need_of, self.is_chunked, self.is_static)  # fmt: skip
                 taken = [] if one is None else [one]
             else:
                 taken = rules.admit_in_order((int(st.prefill_target[r]) for r in ids), budget, kv.num_free,
-                                             self.watermark_blocks, need_of, self.is_chunked, self.is_static)  # fmt: skip
+                                             self.watermark_blocks, need_of, self.is_chunked, self.is_static, None, tokens)  # fmt: skip
             for r, (_, need) in zip(ids, taken):
                 kv.held[r] += need
                 kv.num_free -= need

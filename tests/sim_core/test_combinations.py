@@ -196,7 +196,7 @@ def combined_configs(draw) -> dict:
     sc["preemption"] = draw(st.sampled_from(["recompute", "swap"]))
     kv["swap_space_gb"] = draw(st.sampled_from([0.0, 0.01, 4.0]))
     sc["queue_order"] = draw(st.sampled_from(["fcfs", "priority", "shortest_prompt_first"]))
-    sc["admission"] = draw(st.sampled_from([sc["admission"], "watermark", "reserve", "greedy"]))
+    sc["admission"] = draw(st.sampled_from([sc["admission"], "watermark", "reserve", "greedy", "new_token_ratio"]))
     sc["max_num_seqs"] = draw(st.sampled_from([sc["max_num_seqs"], 1, 4]))
     if wl["num_samples"] == 1 and draw(st.booleans()):
         sc["speculative"] = {"enabled": True, "num_draft_tokens": draw(st.integers(1, 5)),

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from sim_core import run_simulation
+from sim_core.config import NewTokenRatioConfig
 from sim_core.costmodel import (
     CUDA_RESERVED_BYTES,
     GIB,
@@ -311,7 +312,7 @@ LONG_STRETCH_CASES = {  # full batches decoding long outputs: all-decode stretch
 
 
 @pytest.mark.parametrize("scenario", ["engine-orca", "engine-vllm-v0", "engine-article-quota", "engine-article-time-slice",
-                                      "engine-tensorrt-llm-no-evict"])  # fmt: skip
+                                      "engine-tensorrt-llm-no-evict", "engine-sglang"])  # fmt: skip
 @pytest.mark.parametrize("case", sorted(LONG_STRETCH_CASES))
 def test_long_decode_stretches_priced_as_arrays_equal_tick_by_tick(scenario, case, monkeypatch):
     """The scalar core prices long all-decode stretches as arrays (fastpath._price_decode_stretch), cut at
@@ -364,4 +365,55 @@ def test_open_loop_prefix_caching_equals_tick_by_tick(case):
     # (review 22: dropping the prefix cache's eviction in a composed tick with no running prefill passed every other
     # equivalence test; these configs catch it)
     on, off = run_both(prefix_config(case))
+    assert_same_result(on, off)
+
+
+def with_sglang_admission(cfg, case: int):
+    """`cfg` admitting by SGLang's KV token budget (admission new_token_ratio), its ratio knobs drawn for `case` (from
+    their own generator: `random_config`'s draws, which other tests and scripts/cluster_digest.py replay, stay)."""
+    rng = np.random.default_rng([case, 31])
+    ratio = NewTokenRatioConfig(init_new_token_ratio=float(rng.choice([0.05, 0.7, 1.0])),
+                                min_new_token_ratio_factor=float(rng.choice([0.0, 0.14, 1.0])),
+                                decay_steps=int(rng.choice([1, 7, 600])))  # fmt: skip
+    sch = cfg.scheduler.model_copy(update={"admission": "new_token_ratio", "new_token_ratio": ratio})
+    return cfg.model_copy(update={"scheduler": sch})
+
+
+@pytest.mark.parametrize("case", range(max(NUM_CASES // 2, 16)))
+def test_sglang_admission_on_random_configs_equals_tick_by_tick(case):
+    """The random configs (every engine preset's phase controller, queue order, pre-emption, samples, speculation,
+    guards, tight KV) admitting by new_token_ratio, its ratio decaying to its floor within a run or not at all."""
+    on, off = run_both(with_sglang_admission(random_config(case), case))
+    assert_same_result(on, off)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_sglang_admission_under_kv_pressure_equals_tick_by_tick(case):
+    """Admission new_token_ratio (the sglang preset) with a KV pool of a few requests: requests wait on the token
+    test, are admitted as the running outputs shrink and the ratio decays, and retracts set the ratio; the scalar
+    core (its token test from its own state) and the scheduler tick by tick give the same ticks and records."""
+    rng = np.random.default_rng([case, 29])
+    cfg = make_config("engine-sglang", seed=case, workload__num_requests=int(rng.integers(20, 60)),
+                      workload__arrival__rate_per_s=float(rng.choice([2.0, 8.0, 50.0])),
+                      workload__prompt_tokens={"dist": "lognormal", "mean": int(rng.integers(50, 800)), "min": 4, "max": 2000, "sigma": 0.8},
+                      workload__output_tokens={"dist": "lognormal", "mean": int(rng.integers(50, 500)), "min": 1, "max": 1500, "sigma": 0.8},
+                      kv_cache__block_size=int(rng.choice([1, 16])),
+                      scheduler__max_num_batched_tokens=int(rng.choice([512, 8192])),
+                      scheduler__new_token_ratio={"decay_steps": int(rng.choice([20, 600]))})  # fmt: skip
+    cfg = _with_kv_room(cfg, float(rng.uniform(1.5, 4.0)))
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_sglang_admission_with_outputs_past_the_clip_equals_tick_by_tick(case):
+    """Outputs past SGLang's 4,096-token clip: the scalar core sums the decoders' clipped outputs from `finish_at`
+    (not its running total), as the scheduler clips each."""
+    rng = np.random.default_rng([case, 37])
+    cfg = make_config("engine-sglang", seed=case, workload__num_requests=12, workload__arrival__rate_per_s=4.0,
+                      workload__prompt_tokens={"dist": "uniform", "mean": 300, "min": 50, "max": 600},
+                      workload__output_tokens={"dist": "uniform", "mean": 4000, "min": 2000, "max": 6000},
+                      scheduler__new_token_ratio={"decay_steps": int(rng.choice([20, 600]))})  # fmt: skip
+    cfg = _with_kv_room(cfg, float(rng.uniform(2.0, 4.0)))
+    on, off = run_both(cfg)
     assert_same_result(on, off)

@@ -113,3 +113,83 @@ def test_a_chunks_budget_tokens_and_the_positions_they_cover_invert(n, computed,
     m = rules.chunk_positions(n, computed, tokens, prompt)
     assert m == tokens if tokens <= 0 else (rules.chunk_tokens(n, computed, m, prompt) <= tokens
                                              < rules.chunk_tokens(n, computed, m + 1, prompt))  # fmt: skip
+
+
+# ---------------------------------------------------------------- SGLang's KV token budget (admission new_token_ratio)
+def test_token_budget_refuses_a_prompt_that_fits_the_blocks_but_not_with_its_output_and_the_running_reservation():
+    # 100 free blocks of 16 = 1,600 tokens; running requests keep 1,000 tokens x 0.5 = 500. A 600-token prompt takes
+    # 38 blocks (fits), but 600 + 500 output >= 1,600 - 500: SGLang's PrefillAdder.add_one_req refuses it
+    tokens = rules.TokenBudget(16, rules.running_reservation([1000], 0.5), lambda i: 500)
+    assert rules.admit_in_order([600], 8192, 100, 0, lambda i, c: -(-c // 16), True, False, None, tokens) == []
+    # without the running requests it passes: 600 + 500 < 1,600
+    tokens = rules.TokenBudget(16, rules.running_reservation([], 0.5), lambda i: 500)
+    assert rules.admit_in_order([600], 8192, 100, 0, lambda i, c: -(-c // 16), True, False, None, tokens) == [(600, 38)]
+
+
+def test_token_budget_refuses_an_exact_fit():
+    # add_one_req: `total_tokens >= rem_total_tokens` refuses, so prompt + output equal to the room waits
+    assert not rules.TokenBudget(1, 0.0, lambda i: 40).admits(0, 60, 100)
+    assert rules.TokenBudget(1, 0.0, lambda i: 39).admits(0, 60, 100)
+
+
+def test_token_budget_promises_each_admitted_output_but_not_a_chunked_ones():
+    # two requests of 100 prompt / 300 output tokens in 1,000 free tokens: the first promises its 300, so the second
+    # sees 1,000 - 100 (its blocks) - 300 = 600 > 400 and passes; a third does not (500 - 600 < 400)
+    tokens = rules.TokenBudget(1, 0.0, lambda i: 300)
+    taken = rules.admit_in_order([100, 100, 100], 8192, 1000, 0, lambda i, c: c, True, False, None, tokens)
+    assert taken == [(100, 100), (100, 100)] and tokens.reserved == 600
+    # a prompt cut to a chunk (budget 50) promises no output yet (SGLang's truncated request reserves 0)
+    tokens = rules.TokenBudget(1, 0.0, lambda i: 300)
+    assert rules.admit_in_order([100], 50, 1000, 0, lambda i, c: c, True, False, None, tokens) == [(50, 50)]
+    assert tokens.reserved == 0
+
+
+def test_output_reservation_clips_at_4096_and_to_the_pool():
+    assert rules.output_reservation(10_000, 100, 1_000_000) == rules.CLIP_MAX_NEW_TOKENS == 4096
+    assert rules.output_reservation(300, 100, 1_000_000) == 300
+    # SGLang cuts max_new_tokens so prompt + output stays 7 tokens below the pool: one request alone always fits
+    assert rules.output_reservation(900, 500, 1000) == 1000 - 7 - 500
+    assert rules.output_reservation(900, 2000, 1000) == 0
+    assert rules.running_reservation([10_000, 100], 0.5) == (4096 + 100) * 0.5
+
+
+def test_the_ratio_decays_per_decode_step_to_its_floor():
+    init, floor, decay = 0.7, 0.7 * 0.14, (0.7 - 0.7 * 0.14) / 600
+    assert rules.new_token_ratio(init, 0, floor, decay) == init
+    assert rules.new_token_ratio(init, 1, floor, decay) == init - decay
+    assert abs(rules.new_token_ratio(init, 300, floor, decay) - (init + floor) / 2) < 1e-12
+    assert rules.new_token_ratio(init, 600, floor, decay) == floor or abs(rules.new_token_ratio(init, 600, floor, decay) - floor) < 1e-12
+    assert rules.new_token_ratio(init, 10_000, floor, decay) == floor
+    # a retract's ratio below the floor holds until the first decode step
+    assert rules.new_token_ratio(0.05, 0, floor, decay) == 0.05 and rules.new_token_ratio(0.05, 1, floor, decay) == floor
+
+
+def test_a_retract_sets_the_ratio_from_the_requests_left():
+    # ScheduleBatch.retract_decode: (sum decoded + 20 x left) / sum max_new_tokens, at most 1
+    assert rules.retract_ratio([100, 50], [400, 200]) == (150 + 40) / 600
+    assert rules.retract_ratio([390, 190], [400, 200]) == 1.0
+    assert rules.retract_ratio([], []) is None
+
+
+@given(st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 5000)), max_size=8), st.integers(-50, 9000),
+       st.integers(0, 400), st.sampled_from([1, 8, 16]), st.floats(0, 5000), st.booleans())
+def test_token_budget_admission_is_the_block_rule_cut_where_the_token_test_first_fails(cands, budget, free, bs, reserved,
+                                                                                       is_chunked):  # fmt: skip
+    """Property: with the token budget, admission takes a prefix of what the block rule alone takes, and stops
+    exactly at the first candidate whose prefill + output does not fit below the room the ones before it left."""
+    remaining = [r for r, _ in cands]
+    outs = [o for _, o in cands]
+    need = lambda i, c: -(-max(c, 1) // bs)
+    plain = rules.admit_in_order(remaining, budget, free, 0, need, is_chunked, False)
+    tokens = rules.TokenBudget(bs, reserved, outs.__getitem__)
+    taken = rules.admit_in_order(remaining, budget, free, 0, need, is_chunked, False, None, tokens)
+    assert taken == plain[: len(taken)]
+    room_free, promised = free, reserved
+    for i, (chunk, blocks) in enumerate(taken):  # each admitted one passed the test with what was left then
+        assert remaining[i] + outs[i] < room_free * bs - promised
+        promised += outs[i] if chunk >= remaining[i] else 0
+        room_free -= blocks
+    assert tokens.reserved == promised
+    if len(taken) < len(plain):  # the first refused by the token test alone
+        i = len(taken)
+        assert not remaining[i] + outs[i] < room_free * bs - promised

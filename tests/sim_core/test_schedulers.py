@@ -413,3 +413,98 @@ def test_vllm_v1_admits_into_the_last_free_blocks_without_a_watermark():
     # V0 (and the watermark knob) holds it back until request 0 has finished
     held = run_simulation(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"admission": "watermark"})})).requests
     assert held.first_scheduled_s[1] >= held.first_token_s[0]
+
+
+# ---------------------------------------------------------------- SGLang's admission (new_token_ratio)
+def _sglang_engine(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
+    """An engine on the sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
+    from sim_core.costmodel import CUDA_RESERVED_BYTES, GIB, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
+    from sim_core.engine import Engine
+
+    cfg = trace_config(prompts, outputs, arrivals, base="engine-sglang", kv_cache__block_size=16,
+                       limits__coalesce_ticks=coalesce, **over)  # fmt: skip
+    usable = cfg.hardware.memory_gib * GIB - CUDA_RESERVED_BYTES  # memory rule sglang: u x memory - weights
+    util = (weight_bytes_per_gpu(cfg) + kv_tokens * kv_bytes_per_token_per_gpu(cfg)) / usable
+    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+    return Engine(cfg)
+
+
+def _run(eng):
+    while eng.step():
+        pass
+    return eng.result()
+
+
+def test_sglang_preset_admits_by_new_token_ratio():
+    assert read_preset_data("engines", "sglang")["scheduler"]["admission"] == "new_token_ratio"
+
+
+@pytest.mark.parametrize("coalesce", [True, False])
+def test_a_prompt_that_fits_the_blocks_waits_while_its_output_and_the_running_reservation_do_not_fit(coalesce):
+    """Request 0 (100 prompt / 2,000 output tokens) runs; request 1 (the same) arrives at 0.2 s with ~3,000 KV tokens
+    in the pool: its prompt fits the free blocks (the 1 % watermark admits it at once), but 100 + 2,000 output does not
+    fit beside request 0's ~1,900 remaining x 0.7 (SGLang's PrefillAdder): it waits until request 0 has written
+    enough and the ratio has decayed, and is admitted at the first tick where the token test passes."""
+    res = {}
+    for admission in ("watermark", "new_token_ratio"):
+        eng = _sglang_engine([100, 100], [2000, 2000], [0.0, 0.2], 3000, coalesce, scheduler__admission=admission)
+        res[admission] = _run(eng)
+    wm, ntr = res["watermark"].requests, res["new_token_ratio"].requests
+    assert wm.first_scheduled_s[1] == pytest.approx(0.2, abs=0.05)  # admitted on arrival
+    assert ntr.first_scheduled_s[1] > 1.0  # waited for room in tokens
+    # ... not for request 0 to finish: its remaining output shrank and the ratio decayed until the test passed
+    assert ntr.first_scheduled_s[1] < ntr.finish_s[0]
+
+
+@pytest.mark.parametrize("coalesce", [True, False])
+def test_the_ratio_decays_per_decode_only_tick_and_resets_when_idle(coalesce):
+    eng = _sglang_engine([10], [51], [0.0], 100_000, coalesce)
+    sched = eng.sched
+    ntr = eng.cfg.scheduler.new_token_ratio
+    assert sched.new_token_ratio == ntr.init_new_token_ratio
+    while not eng.st.is_done:
+        eng.step()
+    # one prefill tick (the first token), then 50 decode-only ticks: 50 decay steps
+    assert sched._ratio_steps == 50
+    assert sched.new_token_ratio == pytest.approx(ntr.init_new_token_ratio - 50 * ntr.decay_per_step)
+    eng = _sglang_engine([10], [900], [0.0], 100_000, coalesce)
+    _run(eng)
+    assert eng.sched.new_token_ratio == pytest.approx(ntr.min_new_token_ratio)  # 899 steps > 600: the floor
+    # a request arriving after an idle gap: the engine idled, the ratio started again at init
+    eng = _sglang_engine([10, 10], [51, 5], [0.0, 50.0], 100_000, coalesce)
+    _run(eng)
+    assert eng.sched._ratio_steps == 4 and eng.sched._ratio_base == ntr.init_new_token_ratio  # request 1's 4 steps only
+
+
+def test_a_retract_sets_the_ratio_from_the_decodes_left():
+    """Two requests admitted at a small ratio outgrow a ~3,000-token pool: the pre-emption (SGLang's retract) sets
+    the ratio to (decoded + 20 x left) / max_new_tokens of the decodes that stay, far above the decayed ratio."""
+    from sim_core.schedulers import rules
+
+    eng = _sglang_engine([100, 100], [1500, 1500], [0.0, 0.0], 3000, False,
+                         scheduler__new_token_ratio={"init_new_token_ratio": 0.1})  # fmt: skip
+    st, sched = eng.st, eng.sched
+    before = None
+    while eng.step():
+        if st.num_preemptions.sum():
+            break
+        before = sched.new_token_ratio
+    assert st.num_preemptions.sum() == 1
+    left = st.running[st.computed[st.running] >= st.prefill_target[st.running]]
+    # (set when the tick was planned: each decode left has written one more token since)
+    assert sched.new_token_ratio == rules.retract_ratio((st.emitted[left] - 1).tolist(), st.output[left].tolist())
+    assert sched.new_token_ratio > 0.5 > before
+    assert _run(eng).summary.num_finished == 2
+
+
+def test_new_token_ratio_knobs_are_validated_with_their_range():
+    from pydantic import ValidationError
+
+    from sim_core.config import NewTokenRatioConfig
+
+    for field, bad in (("init_new_token_ratio", 0.0), ("init_new_token_ratio", 1.5), ("min_new_token_ratio_factor", -0.1),
+                       ("decay_steps", 0)):  # fmt: skip
+        with pytest.raises(ValidationError, match=field):
+            NewTokenRatioConfig(**{field: bad})
+    with pytest.raises(ValidationError, match="admission"):
+        SchedulerConfig(admission="sglang")
