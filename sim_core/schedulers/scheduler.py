@@ -401,9 +401,10 @@ class Scheduler:
         ahead = self.kv_lookahead  # (a running prefill's chunk has the draft's lookahead slots too; a chunk of 0 does not run)
         need = np.maximum(self.kv.blocks_for(ctx + chunk + (np.where(chunk > 0, ahead, 0) if ahead else 0), st.prompt[prefills])
                           - self.kv.held[prefills], 0)  # fmt: skip
-        if int(need.sum()) > self.kv.num_free and self.chunk_preempts:  # rare: pre-empt for the chunks
+        short = int(need.sum()) > self.kv.num_free  # rare: the chunks' blocks are not all free
+        if short and self.chunk_preempts:  # pre-empt for them (vLLM, TensorRT-LLM)
             return self._preempt_for_chunks(st, prefills, chunk, need, plan)
-        if int(need.sum()) > self.kv.num_free:  # rare: shrink chunks to the blocks that are free
+        if short:  # shrink the chunks to the blocks that are free (SGLang)
             free = self.kv.num_free
             bs = self.kv.block_size
             for i in range(prefills.size):
