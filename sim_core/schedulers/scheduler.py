@@ -102,16 +102,37 @@ class Scheduler:
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
         plan = self._plan(st)
+        preempted = plan.preempted_idx.size
+        while plan.is_empty and preempted:
+            # Its pre-emptions alone left nothing to run (a chunk short of blocks whose victim was its own request,
+            # the last running one; no admission after a pre-emption): vLLM runs no forward pass for such a step and
+            # its engine loop schedules the next one at once (V1: Scheduler.schedule breaks its running loop at
+            # `preempted_req == request` and skips the waiting queue `if not preempted_reqs`;
+            # GPUModelRunner.execute_model returns EMPTY_MODEL_RUNNER_OUTPUT when total_num_scheduled_tokens is 0;
+            # EngineCoreProc.run_busy_loop steps again while the scheduler has requests). So the next step is planned
+            # now, at the same instant, and may admit the victim again. (An empty plan would have the engine idle to
+            # its next input: in a deployment, a horizon that depends on where the loop stepped it.) Each pass
+            # pre-empts a running request or ends, so the loop ends.
+            nxt = self._plan(st)
+            preempted = nxt.preempted_idx.size
+            plan = self._then(plan, nxt)
         if plan.is_empty and st.running.size:
             # Every running request is mid-prefill and no block is free for the next chunk: evict the
             # lowest-priority, latest arrival (recompute) so the others can finish (vLLM V1 does the same).
             victim = self._last_in_order(st)[None]
             stuck = StepPlan()
             self._preempt(st, victim, stuck)
-            plan = self._plan(st)
-            plan.preempted_idx = np.concatenate([stuck.preempted_idx, plan.preempted_idx])
-            plan.swapped_out_idx = np.concatenate([stuck.swapped_out_idx, plan.swapped_out_idx])
-            plan.swap_blocks += stuck.swap_blocks
+            plan = self._then(stuck, self._plan(st))
+        return plan
+
+    @staticmethod
+    def _then(first: StepPlan, plan: StepPlan) -> StepPlan:
+        """`plan` with the pre-emptions (and swaps out) of `first`, planned before it at the same instant."""
+        if first.preempted_idx.size:
+            plan.preempted_idx = np.concatenate([first.preempted_idx, plan.preempted_idx])
+        if first.swapped_out_idx.size:
+            plan.swapped_out_idx = np.concatenate([first.swapped_out_idx, plan.swapped_out_idx])
+        plan.swap_blocks += first.swap_blocks
         return plan
 
     def _plan(self, st: SimState) -> StepPlan:

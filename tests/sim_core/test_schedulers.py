@@ -490,3 +490,31 @@ def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order,
                        scheduler__queue_order=order, scheduler__preemption=preemption)
     res = run_simulation(cfg, check_invariants=True)
     assert res.summary.num_finished == n
+
+
+def test_a_chunk_that_preempts_its_only_request_plans_the_next_step_at_once():
+    # (found by hypothesis on a deployment, paused vs unpaused runs: test_disagg_fastpath) Request 0, the only one
+    # running, is mid-prefill; request 1 (handed off, as a prefill instance's, or any request not running) holds blocks, so
+    # request 0's next chunk is short of them and it pre-empts itself. vLLM V1 schedules nothing in that step (its
+    # running loop breaks, and no waiting request is admitted after a pre-emption) and runs no forward pass; its busy
+    # loop schedules again at once, and the request is admitted again there (its first chunk fits the blocks it freed).
+    # Here: one plan at the same instant (the plan was empty, and the engine idled to its next input: to a horizon that
+    # depends on where a deployment's loop stepped it, so paused and unpaused runs differed)
+    from sim_core.engine import Engine
+    from sim_core.types import Status
+
+    eng = Engine(_short_chunk("preempt", prompts=[3000, 3000], outputs=[5, 5], kv_cache__block_size=16))
+    st, kv = eng.st, eng.kv
+    st.admit_arrivals()
+    st.waiting_keys = st.waiting_keys[:0]
+    st.running = np.array([0])
+    st.status[0], st.status[1] = Status.RUNNING, Status.FINISHED
+    st.computed[0] = 1024
+    st.prefill_start_s[0] = 0.0
+    kv.held[0], kv.held[1] = 64, 40  # request 0's context; request 1's KV, held
+    kv.num_blocks, kv.num_free = 134, 30  # request 0's next 1,024 tokens need 64 more blocks
+    plan = eng.sched.schedule(st)
+    assert plan.preempted_idx.tolist() == [0]  # it pre-empts itself...
+    assert plan.admitted_idx.tolist() == plan.req_idx.tolist() == [0]  # ...and is admitted again at once
+    assert plan.num_new_tokens.tolist() == [1024] and st.computed[0] == 0 and kv.held[0] == 64
+    kv.check_invariants()
