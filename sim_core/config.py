@@ -512,6 +512,13 @@ class SchedulerConfig(StrictModel):
         description="When KV runs out, the lowest-priority latest arrival is evicted: recompute drops its KV "
         "and prefills again; swap copies its KV to host memory over PCIe.",
     )
+    chunk_short_of_blocks: Literal["preempt", "shrink"] = Field(
+        "preempt",
+        description="When a running prefill's next chunk needs more KV blocks than are free: preempt: the "
+        "lowest-priority latest arrival is pre-empted (as for a decode) until it fits, and when that is the chunk's "
+        "own request it waits (vLLM V0/V1, TensorRT-LLM MAX_UTILIZATION); shrink: the chunk is cut to the free "
+        "blocks (SGLang).",
+    )
     time_slice: TimeSliceConfig = TimeSliceConfig()
     quota: QuotaConfig = QuotaConfig()
     dynamic_batch: DynamicBatchConfig = DynamicBatchConfig()

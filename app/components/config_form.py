@@ -111,6 +111,8 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("scheduler.new_token_ratio.decay_steps", "Decode steps from start to floor", "number", 1, 1_000_000, 50,
              show_if=("scheduler.admission", ("new_token_ratio",))),
         Spec("scheduler.preemption", "Pre-emption", "select", options=_lit("scheduler.preemption")),
+        Spec("scheduler.chunk_short_of_blocks", "Prefill chunk short of KV blocks", "select",
+             options=_lit("scheduler.chunk_short_of_blocks")),
         Spec("scheduler.time_slice.prefill_slice_ms", "Prefill slice (ms)", "slider", 1.0, 200.0, 1.0,
              show_if=("scheduler.prefill_mode", ("time_slice",))),
         Spec("scheduler.time_slice.decode_slice_ms", "Decode slice (ms)", "slider", 1.0, 200.0, 1.0,

@@ -6,6 +6,7 @@
   admission       watermark | reserve (GUARANTEED_NO_EVICT) | greedy (MAX_UTILIZATION) | new_token_ratio (SGLang's
                   KV token budget, rules.TokenBudget; its ratio is state here: decays per decode-only tick)
   pre-emption     recompute | swap; victim = lowest priority, latest arrival (largest order key)
+  short chunk     a running prefill's chunk short of blocks pre-empts victims (vLLM) or shrinks (SGLang)
   batch cap       max_num_seqs, lowered by dynamic batch sizing (article §5.2)
   smart pre-empt  suspend a long prefill while the decode queue is over a limit (article §5.3)
 
@@ -50,6 +51,7 @@ class Scheduler:
         self.is_chunked = sch.enable_chunked_prefill or sch.prefill_mode == "decode_first"
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
         self.use_swap = sch.preemption == "swap"
+        self.chunk_preempts = sch.chunk_short_of_blocks == "preempt"
         self._n = cfg.workload.num_samples
         # issue 12: a speculating decode verifies k+1 positions (what it takes from the token budget)
         spec = sch.speculative
@@ -112,16 +114,37 @@ class Scheduler:
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:
         plan = self._plan(st)
+        preempted = plan.preempted_idx.size
+        while plan.is_empty and preempted:
+            # Its pre-emptions alone left nothing to run (a chunk short of blocks whose victim was its own request,
+            # the last running one; no admission after a pre-emption): vLLM runs no forward pass for such a step and
+            # its engine loop schedules the next one at once (V1: Scheduler.schedule breaks its running loop at
+            # `preempted_req == request` and skips the waiting queue `if not preempted_reqs`;
+            # GPUModelRunner.execute_model returns EMPTY_MODEL_RUNNER_OUTPUT when total_num_scheduled_tokens is 0;
+            # EngineCoreProc.run_busy_loop steps again while the scheduler has requests). So the next step is planned
+            # now, at the same instant, and may admit the victim again. (An empty plan would have the engine idle to
+            # its next input: in a deployment, a horizon that depends on where the loop stepped it.) Each pass
+            # pre-empts a running request or ends, so the loop ends.
+            nxt = self._plan(st)
+            preempted = nxt.preempted_idx.size
+            plan = self._then(plan, nxt)
         if plan.is_empty and st.running.size:
             # Every running request is mid-prefill and no block is free for the next chunk: evict the
             # lowest-priority, latest arrival (recompute) so the others can finish (vLLM V1 does the same).
-            victim = st.running[np.argmax(st.order_key[st.running])][None]
+            victim = self._last_in_order(st)[None]
             stuck = StepPlan()
             self._preempt(st, victim, stuck)
-            plan = self._plan(st)
-            plan.preempted_idx = np.concatenate([stuck.preempted_idx, plan.preempted_idx])
-            plan.swapped_out_idx = np.concatenate([stuck.swapped_out_idx, plan.swapped_out_idx])
-            plan.swap_blocks += stuck.swap_blocks
+            plan = self._then(stuck, self._plan(st))
+        return plan
+
+    @staticmethod
+    def _then(first: StepPlan, plan: StepPlan) -> StepPlan:
+        """`plan` with the pre-emptions (and swaps out) of `first`, planned before it at the same instant."""
+        if first.preempted_idx.size:
+            plan.preempted_idx = np.concatenate([first.preempted_idx, plan.preempted_idx])
+        if first.swapped_out_idx.size:
+            plan.swapped_out_idx = np.concatenate([first.swapped_out_idx, plan.swapped_out_idx])
+        plan.swap_blocks += first.swap_blocks
         return plan
 
     def _plan(self, st: SimState) -> StepPlan:
@@ -155,15 +178,23 @@ class Scheduler:
             run_decodes, prefills = self._grow_decodes(st, decodes, prefills, plan)
             return run_decodes.size, bool(plan.preempted_idx.size), bool(plan.swapped_out_idx.size)
 
+        chunk_preempted = False  # a chunk short of blocks pre-empted a request (chunk_short_of_blocks = preempt)
+
         def chunks(budget: int) -> int:
-            nonlocal pre_idx, pre_tok
+            nonlocal pre_idx, pre_tok, run_decodes, decodes, chunk_preempted
             if not prefills.size:  # (no running prefill: no chunk, pre_idx and pre_tok stay empty)
                 return 0
-            pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget)
+            num_running = st.running.size
+            pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget, plan)
+            if st.running.size != num_running:  # victims leave the tick's decodes (their blocks, this tick's too, are freed)
+                chunk_preempted = True
+                run_decodes, decodes = run_decodes[np.isin(run_decodes, st.running)], decodes[np.isin(decodes, st.running)]
             return self._budget_tokens(st, pre_idx, pre_tok)
 
         def admit(budget: int) -> tuple[int, int]:
             nonlocal pre_idx, pre_tok
+            if chunk_preempted:  # as after a decode's pre-emption: no admission in this tick (vLLM V1: `if not preempted_reqs`)
+                return 0, 0
             a_idx, a_tok = self._admit(st, budget, self.batch_cap - len(st.running), pre_idx, pre_tok)
             plan.admitted_idx = a_idx
             if a_idx.size and pre_idx.size:
@@ -174,7 +205,7 @@ class Scheduler:
 
         compose.compose_tick(kind, decodes.size, self.cfg.max_num_batched_tokens, self._n * self.decode_width,
                      can_admit and st.waiting_keys.size > 0, st.swapped_keys.size > 0, grow, chunks, admit,
-                     lambda: self._swap_in(st, plan), self._verify_width)  # fmt: skip
+                     lambda: None if chunk_preempted else self._swap_in(st, plan), self._verify_width)  # fmt: skip
         # A chunk of 0 tokens does not run. (A few chunks, most ticks: their smallest as a Python int, ~1 us less than
         # the mask and its `all`; the same test.)
         if pre_idx.size and (min(pre_tok.tolist()) <= 0 if pre_idx.size <= FEW_REQUESTS else not (pre_tok > 0).all()):
@@ -366,6 +397,11 @@ class Scheduler:
             kv.allocate(decodes, need, total)
         return decodes, prefills
 
+    @staticmethod
+    def _last_in_order(st: SimState) -> np.int64:
+        """The running request pre-empted first: lowest priority, latest arrival (the largest queue key)."""
+        return st.running[np.argmax(st.order_key[st.running])]
+
     def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int) -> IntArray:
         """Lowest priority, latest arrival first (largest queue key), until the deficit is covered:
         a victim frees its blocks and no longer needs its new one."""
@@ -415,8 +451,9 @@ class Scheduler:
         n = self._n
         return sum(rules.chunk_tokens(n, *x) for x in zip(st.computed[idx].tolist(), chunks.tolist(), st.prompt[idx].tolist()))
 
-    def _prefill_chunks(self, st: SimState, prefills: IntArray, budget: int):
-        """Next chunk of each running prefill, in admission order, within the budget and free blocks."""
+    def _prefill_chunks(self, st: SimState, prefills: IntArray, budget: int, plan: StepPlan):
+        """Next chunk of each running prefill, in admission order, within the budget and free blocks (a chunk short of
+        blocks: `_preempt_for_chunks`, or shrunk to the free blocks)."""
         if prefills.size == 0 or budget <= 0:
             return _EMPTY, _EMPTY
         ctx = st.computed[prefills]
@@ -430,7 +467,10 @@ class Scheduler:
         ahead = self.kv_lookahead  # (a running prefill's chunk has the draft's lookahead slots too; a chunk of 0 does not run)
         need = np.maximum(self.kv.blocks_for(ctx + chunk + (np.where(chunk > 0, ahead, 0) if ahead else 0), st.prompt[prefills])
                           - self.kv.held[prefills], 0)  # fmt: skip
-        if int(need.sum()) > self.kv.num_free:  # rare: shrink chunks to the blocks that are free
+        short = int(need.sum()) > self.kv.num_free  # rare: the chunks' blocks are not all free
+        if short and self.chunk_preempts:  # pre-empt for them (vLLM, TensorRT-LLM)
+            return self._preempt_for_chunks(st, prefills, chunk, need, plan)
+        if short:  # shrink the chunks to the blocks that are free (SGLang)
             free = self.kv.num_free
             bs = self.kv.block_size
             for i in range(prefills.size):
@@ -449,6 +489,33 @@ class Scheduler:
                 need[i] = grow(int(chunk[i]))
                 free -= int(need[i])
         self.kv.allocate(prefills, need)
+        return prefills, chunk
+
+    def _preempt_for_chunks(self, st: SimState, prefills: IntArray, chunk: IntArray, need: IntArray, plan: StepPlan):
+        """chunk_short_of_blocks = preempt: each running prefill in turn takes the blocks of its whole chunk; while they
+        are not free, the running request pre-empted first (`_last_in_order`, as for a decode) is pre-empted, and when
+        that is the chunk's own request, neither it nor a later chunk runs this tick. vLLM V1 Scheduler.schedule: when
+        allocate_slots returns None, pre-empt self.running.pop() (the priority policy: max by (priority, arrival)) and
+        retry; `if preempted_req == request: break`, which ends its running loop. A victim may be a decode already given
+        its block this tick: it leaves the tick (its budget tokens are not handed back to later chunks)."""
+        kv = self.kv
+        chunk = chunk.copy()
+        for i in range(prefills.size):
+            r = int(prefills[i])
+            if not (st.running == r).any():  # pre-empted for an earlier chunk
+                chunk[i] = 0
+                continue
+            while int(need[i]) > kv.num_free:
+                victim = self._last_in_order(st)
+                self._preempt(st, np.array([victim], dtype=np.int64), plan)
+                if victim == r:
+                    chunk[i:] = 0
+                    break
+            else:
+                kv.allocate(prefills[i : i + 1], need[i : i + 1])
+                continue
+            break
+        chunk[~np.isin(prefills, st.running)] = 0  # (under priority order a victim may be an earlier chunk's request)
         return prefills, chunk
 
     def _swap_in(self, st: SimState, plan: StepPlan) -> None:

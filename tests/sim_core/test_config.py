@@ -234,3 +234,15 @@ def test_deployment_section_validates_with_messages():
     dis = config_from_dict({"deployment": {"disaggregation": {"prefill": {"replicas": 3, "tensor_parallel": 2},
                                                               "decode": {"replicas": 2}}}})  # fmt: skip
     assert dis.num_gpus_total == 3 * 2 + 2 * 1
+
+
+def test_chunk_short_of_blocks_defaults_for_old_configs_and_rejects_other_values(default_cfg):
+    # a config (link, file) from before the field gets vLLM's rule; any other value is a message naming it
+    old = json.loads(default_cfg.model_dump_json())
+    del old["scheduler"]["chunk_short_of_blocks"]
+    assert config_from_dict(old).scheduler.chunk_short_of_blocks == "preempt"
+    try:
+        SchedulerConfig(chunk_short_of_blocks="drop")
+    except ValidationError as err:
+        text = format_validation_error(err)
+    assert "chunk_short_of_blocks" in text and "drop" in text and "preempt" in text and "shrink" in text

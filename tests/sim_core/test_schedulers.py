@@ -6,6 +6,8 @@ import typing
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
 
 from sim_core import run_simulation
 from sim_core.config import SchedulerConfig
@@ -14,6 +16,7 @@ from sim_core.presets import list_presets, read_preset_data
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
+from tests.strategies import cases
 
 LONG_PROMPT = 8000
 
@@ -508,3 +511,105 @@ def test_new_token_ratio_knobs_are_validated_with_their_range():
             NewTokenRatioConfig(**{field: bad})
     with pytest.raises(ValidationError, match="admission"):
         SchedulerConfig(admission="sglang")
+
+
+# A running prefill whose next chunk needs more KV blocks than are free (scheduler.chunk_short_of_blocks): vLLM (V1
+# Scheduler.schedule's running loop, V0 _schedule_running) pre-empts the lowest-priority running request and retries,
+# the chunk's own request when it is that one; SGLang (PrefillAdder.add_chunked_req) cuts the chunk to the memory left.
+def _short_chunk(mode: str, **over):
+    return trace_config(**over, base="engine-vllm-v1", kv_cache__memory_rule="vllm",
+                        scheduler__max_num_batched_tokens=1024, scheduler__chunk_short_of_blocks=mode)
+
+
+def _with_priority(mode: str):
+    # request 1 (priority 0: served first) arrives with a long prompt while request 0 (priority 1) decodes; 319 blocks
+    return _short_chunk(mode, prompts=[200, 5000], outputs=[3000, 10], arrivals=[0.0, 0.3], priorities=[1, 0],
+                        scheduler__queue_order="priority", kv_cache__gpu_memory_utilization=0.205)
+
+
+def _prefill_ticks(res):
+    t = res.timeline
+    return t.num_prefill_tokens[t.num_prefill_seqs > 0].tolist()
+
+
+def test_chunk_short_of_blocks_preempts_the_lowest_priority_request_under_vllm():
+    res = run_simulation(_with_priority("preempt"), check_invariants=True)
+    assert res.memory.num_blocks == 319
+    # request 1's last chunk (908 tokens) finds 48 free blocks: request 0 (the lowest priority) is pre-empted and the
+    # chunk runs whole (request 0's decode leaves that tick)
+    assert _prefill_ticks(res)[:6] == [200, 1023, 1023, 1023, 1023, 908]
+    assert res.requests.num_preemptions.tolist() == [1, 0]
+    assert res.summary.num_finished == 2
+    # shrink (SGLang): the chunk is cut to 772 tokens, then request 1 waits with no block while request 0 decodes
+    shrunk = run_simulation(_with_priority("shrink"), check_invariants=True)
+    assert _prefill_ticks(shrunk)[:6] == [200, 1023, 1023, 1023, 1023, 772]
+    assert res.requests.first_token_s[1] < shrunk.requests.first_token_s[1]
+
+
+def _three_prompts(mode: str):
+    # three 3,000-token prompts, FCFS; 400 blocks: request 2's chunk is the one short of blocks
+    return _short_chunk(mode, prompts=[3000] * 3, outputs=[200] * 3, arrivals=[0.0, 0.01, 0.02],
+                        kv_cache__gpu_memory_utilization=0.207)
+
+
+def test_chunk_short_of_blocks_preempts_its_own_request_when_it_is_the_latest():
+    pre = run_simulation(_three_prompts("preempt"), check_invariants=True)
+    cut = run_simulation(_three_prompts("shrink"), check_invariants=True)
+    assert pre.memory.num_blocks == cut.memory.num_blocks == 400
+    a, b = pre.timeline, cut.timeline
+    i = int(np.flatnonzero(a.num_prefill_tokens[: b.num_ticks] != b.num_prefill_tokens[: a.num_ticks])[0])
+    # the first tick that differs: request 2 (the latest admitted) is pre-empted and not scheduled (the two decodes
+    # run); shrink runs its chunk cut to the 15 free blocks (243 tokens)
+    assert (a.num_preempted[i], a.num_prefill_tokens[i], a.num_decode_seqs[i]) == (1, 0, 2)
+    assert (b.num_preempted[i], b.num_prefill_tokens[i]) == (0, 243)
+    assert pre.requests.num_preemptions[:2].tolist() == [0, 0] and pre.requests.num_preemptions[2] >= 1
+    assert pre.summary.num_finished == cut.summary.num_finished == 3
+
+
+@pytest.mark.parametrize("engine", ["vllm-v0", "vllm-v0-swap", "vllm-v1", "sarathi-serve", "tensorrt-llm-max-utilization"])
+def test_vllm_and_tensorrt_llm_presets_preempt_for_a_chunk_sglang_shrinks_it(engine):
+    assert read_preset_data("engines", engine)["scheduler"]["chunk_short_of_blocks"] == "preempt"
+    assert read_preset_data("engines", "sglang")["scheduler"]["chunk_short_of_blocks"] == "shrink"
+
+
+@cases(25)
+@given(hst.sampled_from(["preempt", "shrink"]), hst.sampled_from(["fcfs", "priority"]), hst.sampled_from(["recompute", "swap"]),
+       hst.booleans(), hst.integers(0, 2**16))
+def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order, preemption, cache, seed):
+    # six long prompts into a 400-block pool (about three of them): chunks run short of blocks in either mode
+    rng = np.random.default_rng(seed)
+    n = 6
+    cfg = _short_chunk(mode, prompts=rng.integers(500, 2500, n).tolist(), outputs=rng.integers(1, 300, n).tolist(),
+                       arrivals=np.sort(rng.uniform(0, 1, n)).tolist(), priorities=rng.integers(0, 3, n).tolist(),
+                       kv_cache__gpu_memory_utilization=0.207, kv_cache__enable_prefix_caching=cache,
+                       scheduler__queue_order=order, scheduler__preemption=preemption)
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.summary.num_finished == n
+
+
+def test_a_chunk_that_preempts_its_only_request_plans_the_next_step_at_once():
+    # (found by hypothesis on a deployment, paused vs unpaused runs: test_disagg_fastpath) Request 0, the only one
+    # running, is mid-prefill; request 1 (handed off, as a prefill instance's, or any request not running) holds blocks, so
+    # request 0's next chunk is short of them and it pre-empts itself. vLLM V1 schedules nothing in that step (its
+    # running loop breaks, and no waiting request is admitted after a pre-emption) and runs no forward pass; its busy
+    # loop schedules again at once, and the request is admitted again there (its first chunk fits the blocks it freed).
+    # Here: one plan at the same instant (the plan was empty, and the engine idled to its next input: to a horizon that
+    # depends on where a deployment's loop stepped it, so paused and unpaused runs differed)
+    from sim_core.engine import Engine
+    from sim_core.types import Status
+
+    eng = Engine(_short_chunk("preempt", prompts=[3000, 3000], outputs=[5, 5], kv_cache__block_size=16))
+    st, kv = eng.st, eng.kv
+    st.admit_arrivals()
+    st.waiting_keys = st.waiting_keys[:0]
+    st.running = np.array([0])
+    st.status[0], st.status[1] = Status.RUNNING, Status.FINISHED
+    st.computed[0] = 1024
+    st.prefill_start_s[0] = 0.0
+    kv.held[0], kv.held[1] = 64, 40  # request 0's context; request 1's KV, held
+    kv.num_blocks, kv.num_free = 134, 30  # request 0's next 1,024 tokens need 64 more blocks
+    plan = eng.sched.schedule(st)
+    assert plan.preempted_idx.tolist() == [0]  # it pre-empts itself...
+    assert plan.admitted_idx.tolist() == plan.req_idx.tolist() == [0]  # ...and is admitted again at once
+    assert plan.num_new_tokens.tolist() == [1024] and st.computed[0] == 0 and kv.held[0] == 64
+    kv.check_invariants()

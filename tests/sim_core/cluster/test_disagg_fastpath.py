@@ -103,6 +103,27 @@ def test_prefill_fast_path_equals_general_steps(seed, num_requests, rate, prompt
         assert_same_routing_and_busy_ticks(fast, tick_by_tick)
 
 
+@pytest.mark.parametrize("num_requests, rate, output_mean, chunk", [(5, 10.0, 50, None), (10, 40.0, 2, 512)])
+def test_a_prefill_chunk_that_preempts_its_only_request_gives_the_same_run_paused_or_not(num_requests, rate, output_mean,
+                                                                                          chunk):  # fmt: skip
+    # (found by a non-derandomised hypothesis run of the test above, chunk_short_of_blocks = preempt) A prefill instance
+    # whose KV is held by a hand-off on the slow link: its only running request's next chunk is short of blocks, so it
+    # pre-empts itself. That plan ran nothing, and the engine idled to its next input, the horizon the loop gave it,
+    # which depends on where the loop stepped it: paused, it was re-admitted early and pre-empted again (2 pre-emptions,
+    # 10 rows), unpaused it idled to the release (1, 8 rows). Now the next step is planned at once (as vLLM's busy loop
+    # schedules again after a step that ran nothing): the same run either way, and tick by tick
+    cfg = _xpyd(0, num_requests, rate, 1500, output_mean, 3, 1, "round_robin", prefill_gib=18.5, chunk=chunk,
+                link={"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0})  # fmt: skip
+    cfg = with_value(cfg, "deployment.disaggregation.first_token_from", "prefill")
+    fast_dep, fast = _result(cfg)
+    ref_dep, ref = _result(cfg, pause_runs=False)
+    assert fast.requests.num_preemptions.sum() > 0  # (the case: a chunk short of blocks pre-empts)
+    assert_cluster_invariants(fast)
+    _assert_same_deployment(fast, ref)
+    _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+    assert_same_routing_and_busy_ticks(fast, tick_by_tick)
+
+
 def test_a_slow_pipelined_link_prices_the_same_transfers_from_a_prefill_run():
     # a pipelined transfer over a link slower than the prefill is priced by the request's prefill (first admission to
     # first token, `KVTransfer.seconds`); a prefill instance on the fast path hands off before its run writes its rows
