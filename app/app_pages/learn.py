@@ -23,6 +23,7 @@ from sim_core.presets import load_preset
 METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
     "tpot_p50_s": ("TPOT p50", "s"), "output_tokens_per_s": ("output throughput", "tok/s"),
     "itl_p99_s": ("ITL p99", "s"), "num_recomputed_tokens": ("recomputed tokens", "count"),
+    "num_preemptions": ("pre-emptions", "count"),
     "fits": ("fits in memory", "fits"), "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
     "mean_batch_size": ("mean batch", "seqs"),
     "e2e_p99_s": ("E2E p99", "s"), "goodput_requests_per_s": ("goodput", "req/s"),

@@ -261,3 +261,41 @@ def test_the_readme_quotes_the_session_router_lessons_claims_as_they_run():
     pct = lambda x: f"{x:.0%}".replace("%", " %")  # noqa: E731
     assert (f"its claims (hit rate {pct(rr.prefix_hit_rate_tokens)} vs {pct(pinned.prefix_hit_rate_tokens)} of prompt tokens, "
             f"TTFT p99 {rr.ttft_p99_s * 1e3:.0f} vs {pinned.ttft_p99_s * 1e3:.0f} ms)") in _readme()  # fmt: skip
+
+
+def test_the_admission_lesson_quotes_its_scenarios_and_the_reserve_run():
+    # the lesson's figures the claims cannot reach: the scenarios' setup, who SGLang admits and pre-empts in the
+    # mechanism scenario, the ratio's start, and TensorRT-LLM's reserve admission (a third value of the knob)
+    import numpy as np
+
+    from sim_core import run_simulation
+    from sim_core.sweep import with_value
+    from sim_core.types import Event
+
+    lesson = _lesson("admission-kv-pressure")
+    text = " ".join(lesson.text.split())
+    cfg = lesson.config(0)
+    w = cfg.workload
+    assert f"{w.num_requests} chat requests at {w.arrival.rate_per_s:g} req/s" in text
+    assert f"(about {w.output_tokens.mean:.0f} tokens each, up to {w.output_tokens.max:,})" in text
+    assert f"the TTFT objective is {cfg.slo.ttft_s:g} s" in text
+    ratio = cfg.scheduler.new_token_ratio.init_new_token_ratio
+    assert f"The ratio starts at {ratio:g}" in text and f"({ratio:.0%} at first".replace("%", " %") in text
+    # mechanism: 8 requests of 1,000 + 1,500 tokens; greedy lets all eight in, SGLang five, and pre-empts the 5th and 6th
+    mech = lesson.config(1, "mechanism")
+    r = mech.workload.trace
+    assert len(set(r.prompt_tokens)) == len(set(r.output_tokens)) == 1
+    assert f"({len(r.prompt_tokens)} requests of {r.prompt_tokens[0]:,} + {r.output_tokens[0]:,} tokens" in text
+    greedy, sglang = (_run(lesson.id, "mechanism", step) for step in (0, 1))
+    admitted_at_once = lambda res: int((res.requests.ttft_s < 1.0).sum())  # noqa: E731
+    assert admitted_at_once(greedy) == 8 and "greedy lets all eight in" in text
+    assert admitted_at_once(sglang) == 5 and "SGLang admits five and the other three wait" in text
+    victims = sglang.events.req[sglang.events.kind == Event.PREEMPTED]
+    assert sorted(set(victims.tolist())) == [4, 5] and "the fifth and sixth requests it let in" in text
+    assert np.all(sglang.requests.output_tokens == r.output_tokens[0]) and "every answer grows to its full 1,500 tokens" in text
+    # "reserve ... no pre-emption at all, but TTFT p50 about 15 s and about 10 % less output"
+    greedy_s = _run(lesson.id, "lesson", 0).summary
+    reserve = run_simulation(with_value(cfg, lesson.knob, "reserve")).summary
+    assert reserve.num_preemptions == 0 and "no pre-emption at all" in text
+    less = 1 - reserve.output_tokens_per_s / greedy_s.output_tokens_per_s
+    assert (f"TTFT p50 about {reserve.ttft_p50_s:.0f} s and about {round(less * 10) * 10} % less output" in text)

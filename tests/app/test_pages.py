@@ -367,15 +367,18 @@ def test_workshop_mode_hides_the_answer_until_revealed():
     assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
 
 
-@pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt"])
+@pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt", "admission-kv-pressure"])
 def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
-    # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"
+    # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"; the
+    # admission lesson would have shown "num_preemptions"
     at = open_page(PAGES[3], lesson=lesson, workshop="1", reveal=lesson)
     assert not at.exception
     shown = [(m.value, m.delta) for m in at.metric]
     assert len(shown) == 2 and all("_" not in delta for _, delta in shown), shown
     if lesson == "short-benchmark":
         assert [v for v, _ in shown] == ["100%", "30%"] and shown[0][1] == "requests meeting the SLOs"
+    elif lesson == "admission-kv-pressure":
+        assert [v for v, _ in shown] == ["65", "5"] and shown[0][1] == "pre-emptions"
     else:
         assert all(v.endswith("ms") or v.endswith(" s") for v, _ in shown) and shown[0][1] == "TTFT p99"
 
