@@ -95,12 +95,13 @@ class _Steps:
         "seqs_left",
         "target_arr",
         "target_of",
+        "targets",
         "waiting",
         "wm",
     )  # fmt: skip
 
     def __init__(self, phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm,
-                 held_fixed):  # fmt: skip
+                 held_fixed, targets):  # fmt: skip
         self.phase_count, self.bs, self.fixed, self.pc = phase_count, bs, fixed, pc
         self.prefilling, self.target_arr, self.is_chunked = prefilling, target_arr, is_chunked
         self.waiting, self.R, self.reserve, self.wm, self.held_fixed = waiting, R, reserve, wm, held_fixed
@@ -108,6 +109,10 @@ class _Steps:
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
+        # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
+        # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
+        # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
+        self.targets = targets
         # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
         self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
 
@@ -133,7 +138,7 @@ class _Steps:
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
             ((r, c),) = prefilling.items()
             # (prefill_chunks of one prompt is its chunk_size, or nothing when that is <= 0)
-            ch = rules.chunk_size(self.target_of(r) - c, left, self.is_chunked)
+            ch = rules.chunk_size(self.targets[r] - c, left, self.is_chunked)
             if ch <= 0:
                 ch = 0  # (self.chunks stays the tick's empty list)
             else:
@@ -147,8 +152,8 @@ class _Steps:
                 self._evict_for_tick()
             return ch
         pre_items = list(prefilling.items())
-        target_of, fixed, bs = self.target_of, self.fixed, self.bs
-        sizes = rules.prefill_chunks([target_of(r) - c for r, c in pre_items], left, self.is_chunked)
+        targets, fixed, bs = self.targets, self.fixed, self.bs
+        sizes = rules.prefill_chunks([targets[r] - c for r, c in pre_items], left, self.is_chunked)
         chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = tokens = 0
         for r, c, chunk in chunks:
@@ -182,13 +187,15 @@ class _Steps:
             # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
             # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath_steps).
             w, free, target_of = waiting[head] % R, self.free, self.target_of
-            taken = rules.admit_next(0, target_of(w), left, free, self.wm, self.need_of, self.is_chunked, False)
+            target = target_of(w)
+            taken = rules.admit_next(0, target, left, free, self.wm, self.need_of, self.is_chunked, False)
             if taken is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
             chunk, need_w = taken
             if num == 1 or left <= chunk or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
                                                              self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
+                self.targets[w] = target
                 if self.fixed:
                     self.held_fixed[w] = need_w
                 self.free = free - need_w
@@ -198,6 +205,9 @@ class _Steps:
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            targets = self.targets
+            for w, _, _ in admit:
+                targets[w] = target_of(w)
         else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
             candidates = range(head, head + num)
             pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
@@ -217,6 +227,9 @@ class _Steps:
                 tokens += chunk
                 free -= need
             self.free = free
+            targets = self.targets
+            for w, _, _ in admit:
+                targets[w] = target_of(w)
             return len(admit), tokens
         if self.fixed:  # (two or more admitted: one returned above)
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
@@ -394,6 +407,7 @@ def run_ticks(engine: Engine):
     # admission order, decoders and prefills mixed (as st.running); a dict for O(1) removal in order
     running: dict[int, None] = dict.fromkeys(running0)
     prefilling: dict[int, int] = {}  # request -> tokens computed so far (prompt not finished)
+    targets: dict[int, int] = {}  # request -> its prefill target, for the call's prefills (`_Steps.targets`)
     base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
     join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes (absent: 0)
     sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap (absent: 0)
@@ -439,6 +453,7 @@ def run_ticks(engine: Engine):
                                         (output_arr[running_arr] - st.emitted[running_arr]).tolist()):  # fmt: skip
         if not is_d:
             prefilling[r] = c
+            targets[r] = target_of(r)
             continue
         base[r] = c
         finish_at.setdefault(left_to_emit - 1, []).append(r)
@@ -475,7 +490,8 @@ def run_ticks(engine: Engine):
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
     # are unchanged, arrivals join the tail.
     admission_blocked = False
-    steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed)
+    steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed,
+                   targets)  # fmt: skip
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
     prefill_work = sched.prefill_work
@@ -762,7 +778,7 @@ def run_ticks(engine: Engine):
             total = c + chunk
             if pc is not None:  # Engine._advance_tick: the full prompt blocks computed so far become reusable
                 freed += pc.cache_prefilled(r, total)
-            if total < target_of(r):
+            if total < targets[r]:
                 prefilling[r] = total
                 continue
             completes += 1
