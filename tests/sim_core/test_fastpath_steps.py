@@ -19,7 +19,7 @@ def _steps(targets, waiting, prefilling, free, bs, wm, is_chunked, fixed=False, 
     R = len(targets)
     held_fixed: dict[int, int] = {}
     s = _Steps([0] * bs, bs, fixed, None, dict(prefilling), target_arr, is_chunked, list(waiting), R,
-               (lambda w: reserve_blocks[w]), wm, held_fixed)  # fmt: skip
+               (lambda w: reserve_blocks[w]), wm, held_fixed, {r: targets[r] for r in prefilling})  # fmt: skip
     s.B, s.head, s.seqs_left, s.free, s.chunks, s.admit = 0, 0, seqs_left, free, [], []
     return s, held_fixed
 
@@ -50,6 +50,7 @@ def test_admission_takes_what_admit_in_order_takes(prompts, offset, free, wm, is
     assert s.free == free - sum(blocks for _, blocks in expected)
     if fixed:
         assert held_fixed == {w: blocks for w, (_, blocks) in enumerate(expected)}
+    assert s.targets == {w: prompts[w] for w in range(len(expected))}  # (what the chunks of later ticks read)
 
 
 @given(st.integers(1, 600), st.integers(-600, 0), st.integers(0, 50), st.integers(0, 4), st.booleans(), st.booleans())
