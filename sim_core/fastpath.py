@@ -209,10 +209,16 @@ class _Steps:
         if num <= 0:
             return 0, 0
         if self.by_ratio:  # SGLang's token test too (no prefix cache on this path): the rule over the queue
+            sched = self.sched
+            if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
+                return 0, 0
             candidates = range(head, head + num)
             remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            tokens = self._token_budget()
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
-                                         self._token_budget())  # fmt: skip
+                                         tokens)  # fmt: skip
+            if tokens.refused and not sched.resets_token_full:
+                sched._token_full = True
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
             targets, target_of = self.targets, self.target_of
             for w, _, _ in admit:
@@ -759,12 +765,16 @@ def run_ticks(engine: Engine):
                 steps.d = d
                 if unclipped:
                     steps.left_total = L - B * d
+                if sched._token_full and (num_running < sched._num_planned or not num_running):
+                    sched._token_full = False  # (`Scheduler._plan`: the running batch shrank)
             try:
                 decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
                                         run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
             except _HandBack:
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
+            if by_ratio:  # (no pre-emption on this path: the running requests and the tick's admissions)
+                sched._num_planned = num_running + len(admit)
             if pc is not None and kind == _DECODE_KIND:
                 pc.tick_offset = j
                 pc.trim(free_after)

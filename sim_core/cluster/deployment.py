@@ -175,6 +175,7 @@ class Deployment:
                 if role == "decode":
                     eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"
+                eng.sched.resets_token_full = role == "prefill"  # (SGLang's disaggregated prefill loop: every step)
                 eng.idle_to_own_input = role == "replica"
                 eng.merge_idle_rows = role == "prefill"  # (its idle rows end where its own state changes)
                 eng.release_bound_s = self._earliest_release_s  # (`Engine.runs_to_horizon`)

@@ -127,16 +127,20 @@ class TokenBudget:
     prompt cut to a chunk promises no output yet, as SGLang's truncated request). The test comes before the block
     and token-budget tests of `admit_next`: a prompt that must be chunked still has to fit whole with its output."""
 
-    __slots__ = ("block_size", "reserved", "output_of", "_out")
+    __slots__ = ("block_size", "reserved", "output_of", "_out", "refused")
 
     def __init__(self, block_size: int, reserved: float, output_of: Callable[[int], int]):
         self.block_size, self.reserved, self.output_of = block_size, reserved, output_of
         self._out = 0  # the last candidate's output reservation (`take` follows `admits` for the same candidate)
+        self.refused = False  # a candidate failed the token test (SGLang's NO_TOKEN: the caller marks the batch full)
 
     def admits(self, i: int, remaining: int, free_blocks: int) -> bool:
         """Candidate i (queue index), `remaining` prefill tokens, passes the token test with `free_blocks` free."""
         out = self._out = self.output_of(i)
-        return remaining + out < free_blocks * self.block_size - self.reserved
+        if remaining + out < free_blocks * self.block_size - self.reserved:
+            return True
+        self.refused = True
+        return False
 
     def take(self, i: int, remaining: int, chunk: int) -> None:
         """Candidate i, just tested by `admits`, was admitted with this first chunk: its output is promised when the

@@ -77,6 +77,14 @@ class Scheduler:
         self._ratio_init, self._ratio_min, self._ratio_decay = ntr.init_new_token_ratio, ntr.min_new_token_ratio, ntr.decay_per_step
         self._ratio_base, self._ratio_steps = self._ratio_init, 0  # the ratio: its base, decode-only ticks since
         self._retracted = False  # the tick being planned retracted (pre-empted decodes): its `observe` does not decay
+        # SGLang's running_batch.batch_is_full after a refusal by the token test (get_new_batch_prefill: NO_TOKEN): no
+        # admission is tried again until the running batch is smaller (update_running_batch: `batch_size() <
+        # initial_bs`, a request finished or was retracted; get_next_batch_to_run: a prefill batch's request finished)
+        # or empty; not as the running requests write and the ratio decays. A prefill-pool instance (`resets_token_full`,
+        # set by the deployment) clears it every step, as SGLang's disaggregated prefill loop does.
+        self._token_full = False
+        self._num_planned = 0  # running requests as the last plan left them (fewer at the next plan: some finished)
+        self.resets_token_full = False
         self._pool_tokens = kv.num_blocks * kv.block_size
         # (the phase controller, the batch cap and the suspension rule keep no state; with the ratio's, the policy)
         self._phase_is_fixed = self.phase.is_stateless and not sch.dynamic_batch.enabled and not sch.smart_preemption.enabled
@@ -156,8 +164,10 @@ class Scheduler:
             self._kind = self.tick_kind(st, st.now_s, 0, 0, has_prefill_work, _EMPTY)
             if self._by_ratio:  # SGLang's loop with no batch to run: new_token_ratio = init_new_token_ratio
                 self.reset_ratio()
-            self._has_prefill_work, self.num_decodes = has_prefill_work, 0
+            self._has_prefill_work, self.num_decodes, self._num_planned = has_prefill_work, 0, 0
             return self._idle_plan
+        if self._token_full and (running.size < self._num_planned or not running.size):
+            self._token_full = False  # the running batch shrank (or is empty): admission is tried again
         if running.size:
             is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
             num_dec = int(is_dec.sum())
@@ -220,6 +230,7 @@ class Scheduler:
             plan.num_new_tokens = np.concatenate([np.ones(D, dtype=np.int64), pre_tok])
             plan.is_decode = np.arange(D + pre_idx.size) < D
             plan.num_decodes = D
+        self._num_planned = st.running.size
         return plan
 
     def repeat_decodes(self, st: SimState, planned: bool, starts_s, ends_s, durations_s, decode_tokens, num_decodes,
@@ -260,7 +271,7 @@ class Scheduler:
                 can_admit, hpw = self.prefill_work(nr, nd, waits[j], num_swapped)
                 if j and hpw != self._has_prefill_work:
                     return j  # decided before `choose`, which is then called once, by the next plan
-                if j and self._by_ratio and can_admit and waits[j]:
+                if j and self._by_ratio and can_admit and waits[j] and not self._token_full:
                     return j  # the head may fit now (outputs written, the ratio decayed): the next plan tries it
                 kind = self.tick_kind(st, starts[j], nd, nr, hpw, idle)
                 if not j:
@@ -316,8 +327,10 @@ class Scheduler:
         return rules.new_token_ratio(self._ratio_base, self._ratio_steps, self._ratio_min, self._ratio_decay)
 
     def reset_ratio(self) -> None:
-        """The engine idles (nothing runs, nothing to admit): the ratio starts again at init_new_token_ratio."""
+        """The engine idles (nothing runs, nothing to admit): the ratio starts again at init_new_token_ratio (and no
+        batch is full)."""
         self._ratio_base, self._ratio_steps = self._ratio_init, 0
+        self._token_full = False
 
     def decode_run(self, start_s: float, durations_s: list[float], decode_tokens: list[int]) -> None:
         """`tick_kind` then `observe` for each tick of a run of all-decode ticks in which nothing could
@@ -425,6 +438,7 @@ class Scheduler:
                 dropped.append(r)
         st.running = st.running[~np.isin(st.running, victims)]
         st.num_preemptions[victims] += 1
+        self._token_full = False  # (a smaller batch: SGLang's retract clears batch_is_full)
         if swapped:
             out = np.array(swapped, dtype=np.int64)
             st.push_swapped(out)
@@ -619,7 +633,7 @@ class Scheduler:
         as in vLLM: head-of-line order is part of the policy being shown). `chunk_idx`, `chunk_tok`: the running
         prefills' chunks of this tick (admission new_token_ratio reserves the output of those they complete)."""
         kv = self.kv
-        if seqs_left <= 0:
+        if seqs_left <= 0 or self._token_full:
             return _EMPTY, _EMPTY
         ids = st.key_to_id(st.waiting_keys[: seqs_left]).tolist()
         need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))
@@ -644,6 +658,8 @@ class Scheduler:
             for r, (_, need) in zip(ids, taken):
                 kv.held[r] += need
                 kv.num_free -= need
+        if tokens is not None and tokens.refused and not self.resets_token_full:
+            self._token_full = True
         admitted = ids[: len(taken)]
         chunks = [chunk for chunk, _ in taken]
         if not admitted:

@@ -287,3 +287,14 @@ def test_idle_rows_of_a_prefill_run_are_idle_rows():
         assert not cols[name][idle].any(), name
     # back to back (an idle row's end is the next row's start, up to its gap's rounding)
     assert np.allclose(cols["t_start_s"][1:], cols["t_start_s"][:-1] + cols["duration_s"][:-1], rtol=0, atol=1e-12)
+
+
+def test_only_a_prefill_instance_tries_sglangs_admission_every_step():
+    # (review 29e) SGLang's disaggregated prefill loop clears running_batch.batch_is_full every iteration (its requests
+    # leave at their first token, update_running_batch never runs there); a decode instance or a replica keeps it
+    # until its batch shrinks (Scheduler._token_full)
+    cfg = with_value(_xpyd(0, 4, 10.0, 300, 20, 1, 1, "round_robin"), "scheduler.admission", "new_token_ratio")
+    dep = Deployment(cfg)
+    assert {x.role: x.engine.sched.resets_token_full for x in dep.front + dep.back} == {"prefill": True, "decode": False}
+    rep = Deployment(deploy(with_value(cfg, "deployment.disaggregation", None), {"router": "round_robin", "replicas": 2}))
+    assert not any(x.engine.sched.resets_token_full for x in rep.front)
