@@ -655,6 +655,18 @@ def test_fcfs_preempts_the_request_admitted_last_a_readmitted_victim_before_a_la
     assert st.num_finished == 3
 
 
+def test_shortest_prompt_first_pops_the_request_admitted_last_as_fcfs_does():
+    # (fix 29g) vLLM has no shortest-prompt-first policy; every policy but priority pops self.running. Here the order
+    # only sorts the waiting queue: request 0 (2,000-token prompt) runs, request 1 (200 tokens) is admitted after it,
+    # and when the 319 blocks run out request 1 is the victim. Before: the largest queue key (the longer prompt),
+    # request 0, pre-empted 26 times (each re-admission recomputes its 2,000-token prompt and output)
+    cfg = trace_config([2000, 200], [1500, 1500], arrivals=[0.0, 0.05], base="engine-vllm-v1", kv_cache__memory_rule="vllm",
+                       scheduler__queue_order="shortest_prompt_first", kv_cache__gpu_memory_utilization=0.205)
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.memory.num_blocks == 319
+    assert res.requests.num_preemptions.tolist() == [0, 1] and res.summary.num_finished == 2
+
+
 def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_runs():
     # (review 29e: the figures changed when a refusal started to hold admission until the batch shrinks; nothing
     # recomputed them) The README's KV-pressure example on the sglang preset, with and without the prefix cache
