@@ -420,9 +420,11 @@ class Scheduler:
         joins its end and is the next one). V0 (0.6 `_schedule_running`: running_queue.pop(), its running deque kept
         in admission order, swap-ins appended) does the same. st.running is in admission order, swap-ins and
         hand-offs included. shortest_prompt_first (no vLLM policy) only orders the waiting queue: it pops as FCFS.
-        (Under FCFS on one engine, admission order is arrival order: a victim is re-admitted, or swapped in, before
-        any later arrival is admitted. They differ where admission does not follow arrival: shortest_prompt_first, a
-        decode instance taking hand-offs as their KV arrives.)"""
+        (Under FCFS on one engine with recompute, admission order is arrival order: a victim waits at the queue's
+        head, re-admitted before any later arrival. They differ where admission does not follow arrival:
+        shortest_prompt_first, a decode instance taking hand-offs as their KV arrives, and with swap a tick that
+        swapped a request out and still admits (compose_tick: only a recompute stops admission; later ticks swap in
+        before they admit).)"""
         running = st.running
         if self._victims_by_key:
             return running[np.argsort(-st.order_key[running], kind="stable")]
