@@ -509,13 +509,14 @@ class SchedulerConfig(StrictModel):
     )
     preemption: Literal["recompute", "swap"] = Field(
         "recompute",
-        description="When KV runs out, the lowest-priority latest arrival is evicted: recompute drops its KV "
-        "and prefills again; swap copies its KV to host memory over PCIe.",
+        description="When KV runs out, the request admitted last is evicted (queue_order priority: the "
+        "lowest-priority latest arrival), as vLLM pops its running list: recompute drops its KV and prefills again; "
+        "swap copies its KV to host memory over PCIe.",
     )
     chunk_short_of_blocks: Literal["preempt", "shrink"] = Field(
         "preempt",
         description="When a running prefill's next chunk needs more KV blocks than are free: preempt: the "
-        "lowest-priority latest arrival is pre-empted (as for a decode) until it fits, and when that is the chunk's "
+        "request admitted last is pre-empted (as for a decode) until it fits, and when that is the chunk's "
         "own request it waits (vLLM V0/V1, TensorRT-LLM MAX_UTILIZATION); shrink: the chunk is cut to the free "
         "blocks (SGLang).",
     )

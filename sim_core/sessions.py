@@ -9,7 +9,7 @@ next turn looks them up.
 The arrival times of later turns are known only during the run, so they are not in id order. This
 state keeps first turns (known times, sorted) behind a pointer as SimState does, and released turns
 in a heap; arrivals merge both by (time, id). Queue keys are given at arrival from the arrival rank,
-so "first come" and "pre-empt the latest arrival" mean the actual send order:
+so "first come" (and, with it, the admission order a pre-emption pops) means the actual send order:
     key = ((policy part) · R + arrival rank) · R + id     (policy part: 0, priority or prompt length).
 Each arrival and release costs O(log of turns in flight); nothing scans past requests.
 """

@@ -5,7 +5,7 @@
   queue order     state.order_key: fcfs | priority | shortest_prompt_first
   admission       watermark | reserve (GUARANTEED_NO_EVICT) | greedy (MAX_UTILIZATION) | new_token_ratio (SGLang's
                   KV token budget, rules.TokenBudget; its ratio is state here: decays per decode-only tick)
-  pre-emption     recompute | swap; victim = lowest priority, latest arrival (largest order key)
+  pre-emption     recompute | swap; victim = the last admitted (priority order: lowest priority, latest arrival)
   short chunk     a running prefill's chunk short of blocks pre-empts victims (vLLM) or shrinks (SGLang)
   batch cap       max_num_seqs, lowered by dynamic batch sizing (article §5.2)
   smart pre-empt  suspend a long prefill while the decode queue is over a limit (article §5.3)
@@ -67,6 +67,7 @@ class Scheduler:
         self._verify_width = self.verify_width if spec.enabled else None
         self.prefix_cache = cfg.kv_cache.enable_prefix_caching
         self.is_fcfs = sch.queue_order == "fcfs"
+        self._victims_by_key = sch.queue_order == "priority"  # (else the last admitted: `_victim_order`)
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
         # tick-by-tick consultation (see repeat_decodes).
         # SGLang's admission (new_token_ratio): its ratio is scheduler state (`new_token_ratio`), advanced by `observe`,
@@ -137,8 +138,8 @@ class Scheduler:
             preempted = nxt.preempted_idx.size
             plan = self._then(plan, nxt)
         if plan.is_empty and st.running.size:
-            # Every running request is mid-prefill and no block is free for the next chunk: evict the
-            # lowest-priority, latest arrival (recompute) so the others can finish (vLLM V1 does the same).
+            # Every running request is mid-prefill and no block is free for the next chunk: evict the first
+            # victim (`_victim_order`, recompute) so the others can finish (vLLM V1 does the same).
             victim = self._last_in_order(st)[None]
             stuck = StepPlan()
             self._preempt(st, victim, stuck)
@@ -410,16 +411,33 @@ class Scheduler:
             kv.allocate(decodes, need, total)
         return decodes, prefills
 
-    @staticmethod
-    def _last_in_order(st: SimState) -> np.int64:
-        """The running request pre-empted first: lowest priority, latest arrival (the largest queue key)."""
-        return st.running[np.argmax(st.order_key[st.running])]
+    def _victim_order(self, st: SimState) -> IntArray:
+        """The running requests in the order they are pre-empted, the first victim first: the one rule for every
+        pre-emption (a decode short of blocks, a chunk short of blocks, every running prefill stuck). vLLM V1
+        Scheduler.schedule, when allocate_slots returns None: the priority policy pre-empts max(self.running, key=
+        (priority, arrival_time)), here the largest queue key; every other policy `self.running.pop()`, the request
+        admitted last (self.running is in admission order: a re-admitted victim, which waited at the queue's head,
+        joins its end and is the next one). V0 (0.6 `_schedule_running`: running_queue.pop(), its running deque kept
+        in admission order, swap-ins appended) does the same. st.running is in admission order, swap-ins and
+        hand-offs included. shortest_prompt_first (no vLLM policy) only orders the waiting queue: it pops as FCFS.
+        (Under FCFS on one engine with recompute, admission order is arrival order: a victim waits at the queue's
+        head, re-admitted before any later arrival. They differ where admission does not follow arrival:
+        shortest_prompt_first, a decode instance taking hand-offs as their KV arrives, and with swap a tick that
+        swapped a request out and still admits (compose_tick: only a recompute stops admission; later ticks swap in
+        before they admit).)"""
+        running = st.running
+        if self._victims_by_key:
+            return running[np.argsort(-st.order_key[running], kind="stable")]
+        return running[::-1]
+
+    def _last_in_order(self, st: SimState) -> np.int64:
+        """The running request pre-empted first (`_victim_order`)."""
+        return self._victim_order(st)[0]
 
     def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int) -> IntArray:
-        """Lowest priority, latest arrival first (largest queue key), until the deficit is covered:
-        a victim frees its blocks and no longer needs its new one."""
-        running = st.running
-        order = running[np.argsort(-st.order_key[running], kind="stable")]  # (B,) victims first
+        """Victims in `_victim_order` until the deficit is covered: a victim frees its blocks and no longer needs
+        its new one."""
+        order = self._victim_order(st)  # (B,) victims first
         need_of = np.zeros(order.size, dtype=np.int64)  # (B,) new blocks each would have needed
         sorter = np.argsort(order)
         need_of[sorter[np.searchsorted(order, decodes, sorter=sorter)]] = need

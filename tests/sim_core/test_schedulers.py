@@ -619,6 +619,54 @@ def test_a_chunk_that_preempts_its_only_request_plans_the_next_step_at_once():
     kv.check_invariants()
 
 
+def test_fcfs_preempts_the_request_admitted_last_a_readmitted_victim_before_a_later_arrival():
+    # (fix 29g) vLLM V1 Scheduler.schedule, allocate_slots None under FCFS: `self.running.pop()`, the request admitted
+    # last (a re-admitted victim joins the end of self.running); before the fix, the latest arrival (largest queue key).
+    # On one engine FCFS admits in arrival order, so a decode instance shows it: hand-offs join as their KV arrives.
+    # Requests 0 and 1 join (10 blocks each of a 36-block pool) and grow until request 1 is pre-empted; request 2 (the
+    # latest arrival) joins while it waits; request 0 finishes, request 1 is admitted again (running [2, 1]) and is
+    # the next victim (before: request 2)
+    from sim_core.engine import Engine
+    from sim_core.types import Status
+
+    eng = Engine(trace_config([160] * 3, [140, 400, 400], base="engine-vllm-v1", kv_cache__block_size=16,
+                              limits__coalesce_ticks=False))  # fmt: skip
+    eng.start_empty()
+    eng.take_arrivals_externally()
+    for output in (140, 400, 400):
+        eng.add_request(0.0, 160, output, 0, -1)
+    st, kv = eng.st, eng.kv
+    kv.num_blocks = kv.num_free = 36
+    eng.reserve(np.array([0, 1]), np.array([10, 10]))
+    eng.inject_prefilled(np.array([0, 1]), 0.0, np.array([0.0, 0.0]))
+    while st.num_preemptions[1] == 0:
+        assert eng.step()
+    assert st.running.tolist() == [0] and st.num_preemptions.tolist() == [0, 1, 0]
+    eng.reserve(2, 10)
+    eng.inject_prefilled(2, st.now_s, st.now_s)
+    while st.status[1] != Status.RUNNING:
+        assert eng.step()
+    assert st.running.tolist() == [2, 1] and st.status[0] == Status.FINISHED
+    while st.num_preemptions.sum() == 1:
+        assert eng.step()
+    assert st.num_preemptions.tolist() == [0, 2, 0] and st.running.tolist() == [2]
+    while eng.step():
+        pass
+    assert st.num_finished == 3
+
+
+def test_shortest_prompt_first_pops_the_request_admitted_last_as_fcfs_does():
+    # (fix 29g) vLLM has no shortest-prompt-first policy; every policy but priority pops self.running. Here the order
+    # only sorts the waiting queue: request 0 (2,000-token prompt) runs, request 1 (200 tokens) is admitted after it,
+    # and when the 319 blocks run out request 1 is the victim. Before: the largest queue key (the longer prompt),
+    # request 0, pre-empted 26 times (each re-admission recomputes its 2,000-token prompt and output)
+    cfg = trace_config([2000, 200], [1500, 1500], arrivals=[0.0, 0.05], base="engine-vllm-v1", kv_cache__memory_rule="vllm",
+                       scheduler__queue_order="shortest_prompt_first", kv_cache__gpu_memory_utilization=0.205)
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.memory.num_blocks == 319
+    assert res.requests.num_preemptions.tolist() == [0, 1] and res.summary.num_finished == 2
+
+
 def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_runs():
     # (review 29e: the figures changed when a refusal started to hold admission until the batch shrinks; nothing
     # recomputed them) The README's KV-pressure example on the sglang preset, with and without the prefix cache
