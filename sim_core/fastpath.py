@@ -196,10 +196,8 @@ class _Steps:
             items = self.finish_at.items()
             reserved = rules.running_reservation([last - d + 1 for last, _ in items], sched.new_token_ratio, [len(rs) for _, rs in items])
         done = [r for r, c, chunk in self.chunks if c + chunk >= target_of(r)]
-        if done:
-            reserved += sum(sched.output_reservation(st, r) for r in done)
         waiting, head, R = self.waiting, self.head, self.R
-        return rules.TokenBudget(self.bs, reserved, lambda i: sched.output_reservation(st, waiting[head + i] % R))
+        return sched.token_budget_from(st, reserved, done, lambda i: waiting[head + i] % R)
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
@@ -217,8 +215,7 @@ class _Steps:
             tokens = self._token_budget()
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
                                          tokens)  # fmt: skip
-            if tokens.refused and not sched.resets_token_full:
-                sched._token_full = True
+            sched.note_token_test(tokens)
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
             targets, target_of = self.targets, self.target_of
             for w, _, _ in admit:
@@ -765,8 +762,7 @@ def run_ticks(engine: Engine):
                 steps.d = d
                 if unclipped:
                     steps.left_total = L - B * d
-                if sched._token_full and (num_running < sched._num_planned or not num_running):
-                    sched._token_full = False  # (`Scheduler._plan`: the running batch shrank)
+                sched.batch_may_have_shrunk(num_running)  # (as `Scheduler._plan` starts)
             try:
                 decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
                                         run_decodes, run_chunks, admit_waiting, None)  # fmt: skip

@@ -15,6 +15,8 @@ The scheduler asks the BlockManager and tells it what to allocate; it never touc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from sim_core.config import SimConfig
@@ -167,8 +169,7 @@ class Scheduler:
                 self.reset_ratio()
             self._has_prefill_work, self.num_decodes, self._num_planned = has_prefill_work, 0, 0
             return self._idle_plan
-        if self._token_full and (running.size < self._num_planned or not running.size):
-            self._token_full = False  # the running batch shrank (or is empty): admission is tried again
+        self.batch_may_have_shrunk(running.size)  # (admission is tried again after a refusal once it shrank)
         if running.size:
             is_dec = st.computed[running] >= st.prefill_target[running]  # (B,)
             num_dec = int(is_dec.sum())
@@ -637,10 +638,30 @@ class Scheduler:
         running = st.running
         dec = running[st.computed[running] >= st.prefill_target[running]]
         reserved = rules.running_reservation((st.output[dec] - st.emitted[dec]).tolist(), self.new_token_ratio)
-        if chunk_idx.size:
-            done = chunk_idx[st.computed[chunk_idx] + chunk_tok >= st.prefill_target[chunk_idx]]
-            reserved += sum(self.output_reservation(st, r) for r in done.tolist())
-        return rules.TokenBudget(self.kv.block_size, reserved, lambda i: self.output_reservation(st, ids[i]))
+        done = chunk_idx[st.computed[chunk_idx] + chunk_tok >= st.prefill_target[chunk_idx]].tolist() if chunk_idx.size else ()
+        return self.token_budget_from(st, reserved, done, ids.__getitem__)
+
+    def token_budget_from(self, st: SimState, running_reserved: float, completing, candidate: Callable[[int], int]
+                          ) -> rules.TokenBudget:  # fmt: skip
+        """The `rules.TokenBudget` of an admission round (both executors build it here): the running decoders'
+        reservation, plus the output of each running prefill in `completing` (this tick's chunk completes its prompt:
+        unscaled, as `add_chunked_req` on a last chunk); `candidate(i)`: the request at queue index i."""
+        reserved = running_reserved
+        if completing:
+            reserved += sum(self.output_reservation(st, r) for r in completing)
+        return rules.TokenBudget(self.kv.block_size, reserved, lambda i: self.output_reservation(st, candidate(i)))
+
+    def batch_may_have_shrunk(self, num_running: int) -> None:
+        """SGLang's batch_is_full after a refusal is cleared when the running batch is smaller than the last plan left
+        it, or empty (`update_running_batch`, `get_next_batch_to_run`): called as each plan starts."""
+        if self._token_full and (num_running < self._num_planned or not num_running):
+            self._token_full = False
+
+    def note_token_test(self, tokens: rules.TokenBudget) -> None:
+        """After an admission round's token test: a refusal (NO_TOKEN) sets batch_is_full, except on a prefill-pool
+        instance (`resets_token_full`: SGLang's disaggregated prefill loop clears it every step)."""
+        if tokens.refused and not self.resets_token_full:
+            self._token_full = True
 
     def output_reservation(self, st: SimState, r: int) -> int:
         """`rules.output_reservation` of request r: its output still to write (a pre-empted one wrote some)."""
@@ -676,8 +697,8 @@ class Scheduler:
             for r, (_, need) in zip(ids, taken):
                 kv.held[r] += need
                 kv.num_free -= need
-        if tokens is not None and tokens.refused and not self.resets_token_full:
-            self._token_full = True
+        if tokens is not None:
+            self.note_token_test(tokens)
         admitted = ids[: len(taken)]
         chunks = [chunk for chunk, _ in taken]
         if not admitted:
