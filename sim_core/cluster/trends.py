@@ -15,8 +15,8 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
    95 % memory) vs DistServe's placement prefill TP2 + decode TP1 (3 GPUs; decode batches up to 1,024),
    compared per GPU. Each side runs at its own engine's measured step times (calibration profiles
    vllm-2023-distserve and distserve-2023, fitted on DistServe's published profiles: step_profiles.py).
-   Lengths: its multi-turn ShareGPT procedure (0-prepare-dataset.py), measured by
-   scripts/distserve_sharegpt_lengths.py. Published: 2.0-3.41x goodput per GPU for the chatbot workload.
+   Lengths: its multi-turn ShareGPT procedure (0-prepare-dataset.py), counted with OPT-13B's tokenizer as it
+   counts them, measured by scripts/distserve_sharegpt_lengths.py. Published: 2.0-3.41x goodput per GPU for the chatbot workload.
    Not reproduced: the 2023 vLLM cannot give the longest ~16 % of the preset's prompts (over ~1,300 tokens) their
    first token within 0.25 s on one idle A100 (84 % attainment; tests/app/test_claims.py, lesson 11),
    so the co-located side meets 90 % at no rate (ratio unbounded); the claim needs a baseline prefilling
