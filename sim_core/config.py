@@ -509,14 +509,27 @@ class SchedulerConfig(StrictModel):
     )
     preemption: Literal["recompute", "swap"] = Field(
         "recompute",
-        description="When KV runs out, the request admitted last is evicted (queue_order priority: the "
-        "lowest-priority latest arrival), as vLLM pops its running list: recompute drops its KV and prefills again; "
-        "swap copies its KV to host memory over PCIe.",
+        description="When KV runs out, a running request is evicted (preemption_victim: which one): recompute drops "
+        "its KV and prefills again; swap copies its KV to host memory over PCIe.",
+    )
+    preemption_victim: Literal["last_admitted", "fewest_written", "latest_arrival"] = Field(
+        "last_admitted",
+        description="Which running request a pre-emption takes first. last_admitted: vLLM pops its running list "
+        "(queue_order priority: the lowest-priority latest arrival); fewest_written: SGLang's retract_decode, the "
+        "decode with the fewest output tokens written (ties: the longest prompt), running prefills before the last decode; "
+        "latest_arrival: TensorRT-LLM's MaxUtilizationScheduler pauses the last started request of its active list, "
+        "which keeps arrival order (on a decode instance, the order hand-offs reached it).",
+    )
+    preemption_headroom_steps: int = Field(
+        1, ge=1, le=4096,
+        description="A decode short of KV blocks pre-empts until the decodes left have blocks for this many decode "
+        "steps each, but above 1 never the last decode: 1, the step's own (vLLM; SGLang since PR #9989); 20, SGLang "
+        "before it (retract_decode_steps).",
     )
     chunk_short_of_blocks: Literal["preempt", "shrink"] = Field(
         "preempt",
-        description="When a running prefill's next chunk needs more KV blocks than are free: preempt: the "
-        "request admitted last is pre-empted (as for a decode) until it fits, and when that is the chunk's "
+        description="When a running prefill's next chunk needs more KV blocks than are free: preempt: running "
+        "requests are pre-empted as for a decode (preemption_victim) until it fits, and when the victim is the chunk's "
         "own request it waits (vLLM V0/V1, TensorRT-LLM MAX_UTILIZATION); shrink: the chunk is cut to the free "
         "blocks (SGLang).",
     )

@@ -64,6 +64,11 @@ class SessionState(SimState):
         self.push_waiting(ids)
         return int(ids.size)
 
+    def arrival_rank(self, ids: IntArray) -> IntArray:
+        """Their arrival rank (later turns are not in id order): the middle part of their queue key."""
+        R = self.num_requests
+        return self.order_key[ids] // R % R
+
     def num_arrived_by(self, times_s: np.ndarray) -> IntArray:
         """Requests not yet in a queue that have arrived by each of these (sorted) times."""
         out = np.searchsorted(self._first_s[self._ptr :], times_s, side="right")

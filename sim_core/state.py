@@ -85,6 +85,11 @@ class SimState:
     def key_to_id(self, keys: IntArray) -> IntArray:
         return keys % self.num_requests
 
+    def arrival_rank(self, ids: IntArray) -> IntArray:
+        """Of requests that have arrived, a key in the order they reached this engine: their ids, which follow
+        arrival (a deployment instance's slots follow the order it was given requests; SessionState: the send order)."""
+        return ids
+
     def push_waiting(self, ids: IntArray) -> None:
         self.status[ids] = Status.WAITING
         self.waiting_keys = self._insert(self.waiting_keys, self.order_key[ids])

@@ -5,7 +5,8 @@
   queue order     state.order_key: fcfs | priority | shortest_prompt_first
   admission       watermark | reserve (GUARANTEED_NO_EVICT) | greedy (MAX_UTILIZATION) | new_token_ratio (SGLang's
                   KV token budget, rules.TokenBudget; its ratio is state here: decays per decode-only tick)
-  pre-emption     recompute | swap; victim = the last admitted (priority order: lowest priority, latest arrival)
+  pre-emption     recompute | swap; victims in `_victim_order`: the last admitted (vLLM; priority order: lowest
+                  priority, latest arrival), the fewest tokens written (SGLang) or the latest arrival (TensorRT-LLM)
   short chunk     a running prefill's chunk short of blocks pre-empts victims (vLLM) or shrinks (SGLang)
   batch cap       max_num_seqs, lowered by dynamic batch sizing (article §5.2)
   smart pre-empt  suspend a long prefill while the decode queue is over a limit (article §5.3)
@@ -69,7 +70,9 @@ class Scheduler:
         self._verify_width = self.verify_width if spec.enabled else None
         self.prefix_cache = cfg.kv_cache.enable_prefix_caching
         self.is_fcfs = sch.queue_order == "fcfs"
-        self._victims_by_key = sch.queue_order == "priority"  # (else the last admitted: `_victim_order`)
+        self._victim_rule = sch.preemption_victim  # (`_victim_order`)
+        self._victims_by_key = sch.queue_order == "priority" and sch.preemption_victim == "last_admitted"
+        self._headroom_steps = sch.preemption_headroom_steps  # (`_grow_decodes`)
         # With a stateless phase controller and a fixed cap, a repeated all-decode plan needs no
         # tick-by-tick consultation (see repeat_decodes).
         # SGLang's admission (new_token_ratio): its ratio is scheduler state (`new_token_ratio`), advanced by `observe`,
@@ -393,10 +396,23 @@ class Scheduler:
         total = int(need.sum())
         deficit = total - kv.num_free
         while deficit > 0:
-            # Pre-empt until the decodes' blocks fit (vLLM: pre-empt, then check again). One round covers the
-            # deficit when a victim frees every block it holds; with prefix caching, blocks it shares with other
-            # running requests stay in use, so a round may free fewer than it counted and another one follows.
+            # Pre-empt until the decodes' blocks fit (vLLM: pre-empt, then check again; SGLang's retract_decode since
+            # PR #9989: retract at least one, then until check_decode_mem(selected_indices) holds for those left).
+            # One round covers the deficit when a victim frees every block it holds; with prefix caching, blocks it
+            # shares with other running requests stay in use, so a round may free fewer than it counted and another
+            # one follows.
             victims = self._choose_victims(st, decodes, need, deficit)
+            if self._headroom_steps > 1:
+                # SGLang before PR #9989 (`retract_decode`: `while available_size() < get_required_tokens(len(
+                # sorted_indices)) or first_iter`, retract_decode_steps x the requests left; `if len(sorted_indices)
+                # == 1: break`): decodes until those left have blocks for that many steps each, never the last one
+                # (it goes only when its own step does not fit: the rule above)
+                steps = self.decode_slots + (self._headroom_steps - 1) * self.decode_width
+                prompt = st.prompt[decodes] if self._n > 1 else None
+                ahead = np.maximum(kv.blocks_for(st.computed[decodes] + steps, prompt) - kv.held[decodes], 0)
+                more = self._choose_victims(st, decodes, ahead, int(ahead.sum()) - kv.num_free, decodes_only=True)
+                if more.size > victims.size:  # (both are heads of `_victim_order`: the longer holds the other)
+                    victims = more
             self._preempt(st, victims, plan)
             alive = ~np.isin(decodes, victims)
             decodes, need = decodes[alive], need[alive]
@@ -414,19 +430,47 @@ class Scheduler:
 
     def _victim_order(self, st: SimState) -> IntArray:
         """The running requests in the order they are pre-empted, the first victim first: the one rule for every
-        pre-emption (a decode short of blocks, a chunk short of blocks, every running prefill stuck). vLLM V1
-        Scheduler.schedule, when allocate_slots returns None: the priority policy pre-empts max(self.running, key=
-        (priority, arrival_time)), here the largest queue key; every other policy `self.running.pop()`, the request
-        admitted last (self.running is in admission order: a re-admitted victim, which waited at the queue's head,
-        joins its end and is the next one). V0 (0.6 `_schedule_running`: running_queue.pop(), its running deque kept
-        in admission order, swap-ins appended) does the same. st.running is in admission order, swap-ins and
-        hand-offs included. shortest_prompt_first (no vLLM policy) only orders the waiting queue: it pops as FCFS.
-        (Under FCFS on one engine with recompute, admission order is arrival order: a victim waits at the queue's
-        head, re-admitted before any later arrival. They differ where admission does not follow arrival:
-        shortest_prompt_first, a decode instance taking hand-offs as their KV arrives, and with swap a tick that
-        swapped a request out and still admits (compose_tick: only a recompute stops admission; later ticks swap in
-        before they admit).)"""
+        pre-emption (a decode short of blocks, a chunk short of blocks, every running prefill stuck), by
+        scheduler.preemption_victim. st.running is in admission order, swap-ins and hand-offs included.
+
+        last_admitted (vLLM): V1 Scheduler.schedule, when allocate_slots returns None: the priority policy pre-empts
+        max(self.running, key=(priority, arrival_time)), here the largest queue key; every other policy
+        `self.running.pop()`, the request admitted last (self.running is in admission order: a re-admitted victim,
+        which waited at the queue's head, joins its end and is the next one). V0 (0.6 `_schedule_running`:
+        running_queue.pop(), its running deque kept in admission order, swap-ins appended) does the same.
+        shortest_prompt_first (no vLLM policy) only orders the waiting queue: it pops as FCFS. (Under FCFS on one
+        engine with recompute, admission order is arrival order: a victim waits at the queue's head, re-admitted
+        before any later arrival. They differ where admission does not follow arrival: shortest_prompt_first, a
+        decode instance taking hand-offs as their KV arrives, and with swap a tick that swapped a request out and
+        still admits (compose_tick: only a recompute stops admission; later ticks swap in before they admit).)
+
+        fewest_written (SGLang): ScheduleBatch.retract_decode sorts the running batch by (len(output_ids),
+        -len(origin_input_ids)), reverse, and pops from its end: the fewest output tokens written first, ties the
+        longest prompt, then the later in the batch (a stable sort keeps the batch order of equal keys; the batch
+        is in the order requests joined it). A retracted request keeps its output_ids, so once re-admitted it is
+        not the next victim, as it is under vLLM's rule. Only requests that finished their prefill are in SGLang's
+        running batch (the chunked request is kept apart: filter_batch(chunked_req_to_exclude)), and it never
+        retracts the last of them (`if len(sorted_indices) == 1: break`; its admission keeps that case away). Here running
+        prefills come after every decode but the one with the most written, the last admitted first, and that decode
+        comes last (a pool held by prefills still frees blocks for the last decode's token). SGLang's
+        `--retraction-policy priority` (PR #30573) is not modelled: under queue_order priority this rule still orders
+        by tokens written, SGLang's default `length`.
+
+        latest_arrival (TensorRT-LLM): MaxUtilizationScheduler (cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp)
+        walks its active request list and, when a request does not fit, pauses the last started request of the list
+        (`lastStartedReqIt`, searched from the end); a paused request keeps its place (LlmRequest::pause), and the
+        list is in the order requests reached the engine: arrival order (`SimState.arrival_rank`; on a decode
+        instance its slots, the order hand-offs were dispatched to it). Running requests here have all started. No
+        priority: queue_order priority does not change it."""
         running = st.running
+        rule = self._victim_rule
+        if rule == "fewest_written":
+            is_dec = st.computed[running] >= st.prefill_target[running]
+            dec = running[is_dec]
+            dec = dec[np.lexsort((-np.flatnonzero(is_dec), -st.prompt[dec], st.emitted[dec]))]  # (last key first)
+            return np.concatenate([dec[:-1], running[~is_dec][::-1], dec[-1:]])
+        if rule == "latest_arrival":
+            return running[np.argsort(-st.arrival_rank(running), kind="stable")]
         if self._victims_by_key:
             return running[np.argsort(-st.order_key[running], kind="stable")]
         return running[::-1]
@@ -435,16 +479,19 @@ class Scheduler:
         """The running request pre-empted first (`_victim_order`)."""
         return self._victim_order(st)[0]
 
-    def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int) -> IntArray:
+    def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int, decodes_only: bool = False
+                        ) -> IntArray:  # fmt: skip
         """Victims in `_victim_order` until the deficit is covered: a victim frees its blocks and no longer needs
-        its new one."""
+        its new one. `decodes_only`: of the decodes alone, never the last of them in that order (SGLang's retract)."""
         order = self._victim_order(st)  # (B,) victims first
+        if decodes_only:
+            order = order[np.isin(order, decodes)]
         need_of = np.zeros(order.size, dtype=np.int64)  # (B,) new blocks each would have needed
         sorter = np.argsort(order)
         need_of[sorter[np.searchsorted(order, decodes, sorter=sorter)]] = need
         gain = np.cumsum(self.kv.held[order] + need_of)
         k = int(np.searchsorted(gain, deficit)) + 1
-        return order[: min(k, order.size)]
+        return order[: min(k, order.size - 1 if decodes_only else order.size)]
 
     def _preempt(self, st: SimState, victims: IntArray, plan: StepPlan) -> None:
         kv = self.kv

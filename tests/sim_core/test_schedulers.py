@@ -669,7 +669,8 @@ def test_shortest_prompt_first_pops_the_request_admitted_last_as_fcfs_does():
 
 def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_runs():
     # (review 29e: the figures changed when a refusal started to hold admission until the batch shrinks; nothing
-    # recomputed them) The README's KV-pressure example on the sglang preset, with and without the prefix cache
+    # recomputed them) The README's KV-pressure example on the sglang preset, with and without the prefix cache; with
+    # vLLM V0's watermark, under SGLang's victims (the preset's since fix 30b, which changed those figures) and vLLM's
     from pathlib import Path
 
     from sim_core import load_preset
@@ -679,12 +680,239 @@ def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_ru
     for path, value in (("workload.num_requests", 150), ("workload.arrival.rate_per_s", 3), ("kv_cache.gpu_memory_utilization", 0.22),
                         ("workload.output_tokens", {"dist": "lognormal", "mean": 600, "min": 16, "max": 2048, "sigma": 0.6})):  # fmt: skip
         cfg = with_value(cfg, path, value)
-    s = run_simulation(cfg).summary
-    c = run_simulation(with_value(cfg, "kv_cache.enable_prefix_caching", True)).summary
-    assert s.num_finished == c.num_finished == 150 and s.num_preemptions > 0
+    cached = lambda c: with_value(c, "kv_cache.enable_prefix_caching", True)  # noqa: E731
+    mark = with_value(cfg, "scheduler.admission", "watermark")
+    vllm = with_value(mark, "scheduler.preemption_victim", "last_admitted")
+    s, c, w, wc, v, vc = (run_simulation(x).summary for x in (cfg, cached(cfg), mark, cached(mark), vllm, cached(vllm)))
+    assert s.num_finished == c.num_finished == w.num_finished == v.num_finished == 150 and s.num_preemptions > 0
+    assert w.num_preemptions != v.num_preemptions  # (the victim rule matters here)
     readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
-    assert (f"{s.num_preemptions} pre-emptions (55 with the watermark), {s.num_recomputed_tokens:,} tokens recomputed (71,214), "
-            f"{s.output_tokens_per_s:,.0f} output tokens/s (1,072), TTFT p50 / p99 {s.ttft_p50_s:.1f} / {s.ttft_p99_s:.1f} s "
-            f"(9.7 / 21.1 s: the queue waits for token room instead of being admitted and pre-empted), TPOT p50 "
-            f"{s.tpot_p50_s * 1e3:.1f} ms (10.4); with the prefix cache on, {c.num_preemptions} pre-emptions (55), "
-            f"{c.num_recomputed_tokens:,} recomputed (27,182), {c.output_tokens_per_s:,.0f} tokens/s (1,085).") in readme
+    assert (f"{s.num_preemptions} pre-emptions ({w.num_preemptions} with the watermark), {s.num_recomputed_tokens:,} tokens recomputed "
+            f"({w.num_recomputed_tokens:,}), {s.output_tokens_per_s:,.0f} output tokens/s ({w.output_tokens_per_s:,.0f}), TTFT p50 / p99 "
+            f"{s.ttft_p50_s:.1f} / {s.ttft_p99_s:.1f} s ({w.ttft_p50_s:.1f} / {w.ttft_p99_s:.1f} s: the queue waits for token room instead "
+            f"of being admitted and pre-empted), TPOT p50 {s.tpot_p50_s * 1e3:.1f} ms ({w.tpot_p50_s * 1e3:.1f}); with the prefix cache on, "
+            f"{c.num_preemptions} pre-emptions ({wc.num_preemptions}), {c.num_recomputed_tokens:,} recomputed ({wc.num_recomputed_tokens:,}), "
+            f"{c.output_tokens_per_s:,.0f} tokens/s ({wc.output_tokens_per_s:,.0f}). With the watermark and vLLM's victims "
+            f"(`preemption_victim = last_admitted`, the preset's before fix 30b): {v.num_preemptions} pre-emptions, "
+            f"{v.num_recomputed_tokens:,} recomputed, {v.output_tokens_per_s:,.0f} tokens/s, TTFT {v.ttft_p50_s:.1f} / {v.ttft_p99_s:.1f} s, "
+            f"TPOT {v.tpot_p50_s * 1e3:.1f} ms; {vc.num_preemptions}, {vc.num_recomputed_tokens:,}, {vc.output_tokens_per_s:,.0f} with the "
+            "prefix cache.") in readme
+
+
+# Which running requests a pre-emption takes, per engine (scheduler.preemption_victim, one rule:
+# Scheduler._victim_order), and how many (scheduler.preemption_headroom_steps). The scalar core hands every
+# pre-emption back to the scheduler, so the three executors must give the same victims.
+def _victims(res) -> list[int]:
+    from sim_core.types import Event
+
+    return res.events.req[res.events.kind == Event.PREEMPTED].tolist()
+
+
+def _run_three_ways(cfg):
+    """The run with the scalar core (the default), with the general scheduler only (coalesced runs, no scalar core)
+    and tick by tick: every output equal; returns the first."""
+    from sim_core import fastpath
+    from tests.sim_core.test_equivalence import assert_same_result
+
+    with pytest.MonkeyPatch.context() as m:
+        advance, ran = fastpath.advance, []
+        m.setattr(fastpath, "advance", lambda engine: ran.append(1) or advance(engine))
+        fast = run_simulation(cfg, check_invariants=True)
+    assert ran  # (the scalar core ran)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(fastpath, "eligible", lambda engine: False)
+        general = run_simulation(cfg)
+    by_tick = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    assert_same_result(fast, general)
+    assert_same_result(fast, by_tick)
+    return fast
+
+
+def _sglang_retract(rule: str):
+    # the sglang preset, a 401-block pool: requests 3 (1,297-token prompt) and 4 (197) join in one tick; at 12.2 s the
+    # four decodes (written 919, 828, 250, 250) need a block each and none is free
+    return trace_config([1354, 1310, 1247, 1297, 197], [1254, 1424, 539, 420, 300], arrivals=[0.01, 1.23, 1.82, 1.89, 1.97],
+                        base="engine-sglang", kv_cache__block_size=16, kv_cache__gpu_memory_utilization=0.198,
+                        scheduler__preemption_victim=rule)  # fmt: skip
+
+
+def test_sglang_retracts_the_fewest_tokens_written_longest_prompt_first_where_vllm_pops_the_last_admitted():
+    # SGLang ScheduleBatch.retract_decode: sort by (len(output_ids), -len(origin_input_ids)) descending, pop the end:
+    # of requests 3 and 4 (250 tokens written each) the longer prompt, request 3 (97 blocks), and that is enough.
+    # vLLM's rule (the preset's before this fix) pops request 4, the last admitted, whose 28 blocks run out again
+    # two seconds later: then request 3 goes too
+    sglang, vllm = _run_three_ways(_sglang_retract("fewest_written")), _run_three_ways(_sglang_retract("last_admitted"))
+    assert sglang.memory.num_blocks == 401
+    assert _victims(sglang) == [3] and _victims(vllm) == [4, 3]
+    assert (sglang.summary.num_recomputed_tokens, vllm.summary.num_recomputed_tokens) == (1546, 2142)
+    assert sglang.summary.num_finished == vllm.summary.num_finished == 5
+    assert read_preset_data("engines", "sglang")["scheduler"]["preemption_victim"] == "fewest_written"
+
+
+def test_sglang_keeps_a_retracted_requests_written_tokens_so_it_is_not_the_next_victim():
+    # Request 1 is retracted, then admitted again with its 2 written tokens kept (SGLang: reset_for_retract keeps
+    # output_ids); request 2 joins later, writes less, and is the next victim. vLLM pops the re-admitted request 1.
+    from sim_core.engine import Engine
+
+    def second_victim(rule: str) -> tuple[int, list[int]]:
+        eng = Engine(trace_config([160] * 3, [140, 400, 400], base="engine-vllm-v1", kv_cache__block_size=16,
+                                  limits__coalesce_ticks=False, scheduler__preemption_victim=rule))  # fmt: skip
+        st = _decode_instance(eng)
+        while st.num_preemptions.sum() == 1:
+            assert eng.step()
+        victim = int(np.flatnonzero(st.num_preemptions - np.array([0, 1, 0]))[0])
+        while eng.step():
+            pass
+        assert st.num_finished == 3
+        return victim, st.num_preemptions.tolist()
+
+    assert second_victim("last_admitted") == (1, [0, 2, 0])
+    assert second_victim("fewest_written") == (2, [0, 1, 1])
+    assert second_victim("latest_arrival") == (2, [0, 1, 1])
+
+
+def _decode_instance(eng):
+    """`eng` as a decode instance (36 blocks): requests 0 and 1 join with 10 blocks each, grow until request 1 is
+    pre-empted; request 2 (the latest arrival) joins while it waits; stepped until request 1 runs again, after
+    request 0 finished (running [2, 1]: hand-offs joined out of arrival order)."""
+    from sim_core.types import Status
+
+    eng.start_empty()
+    eng.take_arrivals_externally()
+    for output in (140, 400, 400):
+        eng.add_request(0.0, 160, output, 0, -1)
+    st, kv = eng.st, eng.kv
+    kv.num_blocks = kv.num_free = 36
+    eng.reserve(np.array([0, 1]), np.array([10, 10]))
+    eng.inject_prefilled(np.array([0, 1]), 0.0, np.array([0.0, 0.0]))
+    while st.num_preemptions[1] == 0:
+        assert eng.step()
+    assert st.running.tolist() == [0] and st.num_preemptions.tolist() == [0, 1, 0]
+    eng.reserve(2, 10)
+    eng.inject_prefilled(2, st.now_s, st.now_s)
+    while st.status[1] != Status.RUNNING:
+        assert eng.step()
+    assert st.running.tolist() == [2, 1] and st.status[0] == Status.FINISHED
+    return st
+
+
+def _trt_out_of_order(rule: str):
+    # shortest_prompt_first admits requests 2, 1, 0 (prompts 4,000, 6,000, 8,000, all at t = 0) into 1,641 blocks
+    return trace_config([8000, 6000, 4000], [2800] * 3, base="engine-tensorrt-llm-max-utilization", kv_cache__block_size=16,
+                        kv_cache__gpu_memory_utilization=0.05, scheduler__queue_order="shortest_prompt_first",
+                        scheduler__preemption_victim=rule)  # fmt: skip
+
+
+def test_tensorrt_llm_pauses_the_latest_arrival_where_vllm_pops_the_last_admitted():
+    # TensorRT-LLM MaxUtilizationScheduler pauses the last started request of its active list, which keeps arrival
+    # order: request 2 here, admitted first; vLLM's rule (the preset's before this fix) pops request 0, admitted last
+    trt, vllm = _run_three_ways(_trt_out_of_order("latest_arrival")), _run_three_ways(_trt_out_of_order("last_admitted"))
+    assert trt.memory.num_blocks == 1641
+    assert _victims(trt) == [2, 2, 2, 2] and _victims(vllm) == [0, 0]
+    assert (trt.summary.num_recomputed_tokens, vllm.summary.num_recomputed_tokens) == (26732, 20976)
+    assert trt.summary.num_finished == vllm.summary.num_finished == 3
+    for engine in ("tensorrt-llm-max-utilization", "tensorrt-llm-no-evict", "tensorrt-llm-pytorch"):
+        assert read_preset_data("engines", engine)["scheduler"]["preemption_victim"] == "latest_arrival"
+
+
+def test_a_decode_instance_under_tensorrt_llm_pauses_the_hand_off_that_reached_it_last(monkeypatch):
+    # (the fix-29g setup) running [2, 1]: request 1 was re-admitted after request 2 joined. TensorRT-LLM pauses
+    # request 2, the last of its active list (a paused request keeps its place); vLLM pops request 1. Stepped with
+    # the scalar core, with the general scheduler only and tick by tick: the same victims at the same instants
+    from sim_core import fastpath
+    from sim_core.engine import Engine
+    from sim_core.types import Event
+
+    eligible, fast = fastpath.eligible, [True]
+    monkeypatch.setattr(fastpath, "eligible", lambda engine: fast[0] and eligible(engine))  # (asked at the first step)
+    for rule, victim in (("latest_arrival", 2), ("last_admitted", 1)):
+        runs = []
+        for coalesce, fast[0] in ((True, True), (True, False), (False, False)):
+            eng = Engine(trace_config([160] * 3, [140, 400, 400], base="engine-tensorrt-llm-max-utilization",
+                                      kv_cache__block_size=16, limits__coalesce_ticks=coalesce, scheduler__preemption_victim=rule))  # fmt: skip
+            st = _decode_instance(eng)
+            while st.num_preemptions.sum() == 1:
+                assert eng.step()
+            assert st.num_preemptions[victim] == 1 + (victim == 1)
+            while eng.step():
+                pass
+            res = eng.result()
+            runs.append((res.events.req[res.events.kind == Event.PREEMPTED].tolist(),
+                         res.events.time_s[res.events.kind == Event.PREEMPTED].tolist(), res.requests.finish_s.tolist()))  # fmt: skip
+        assert runs[0] == runs[1] == runs[2] and runs[0][0] == [1, victim]
+
+
+def _headroom(steps: int):
+    # 12 requests of 16 + 300 tokens at t = 0 in 136 blocks: all decode together and run out at once
+    return trace_config([16] * 12, [300] * 12, base="engine-vllm-v1", kv_cache__block_size=16,
+                        kv_cache__gpu_memory_utilization=0.2005, scheduler__preemption_victim="fewest_written",
+                        scheduler__preemption_headroom_steps=steps)  # fmt: skip
+
+
+def test_sglang_before_pr_9989_retracts_until_twenty_decode_steps_fit():
+    # SGLang <= 0.5.1 retract_decode: `while available_size() < retract_decode_steps x requests left or first_iter`;
+    # since PR #9989 (and vLLM) only the step's own blocks. Ties (same tokens written, same prompt): the later in the
+    # batch first
+    from sim_core.types import Event
+
+    def first_retract(res) -> list[int]:
+        ev = res.events
+        t = ev.time_s[ev.kind == Event.PREEMPTED]
+        return ev.req[(ev.kind == Event.PREEMPTED) & (ev.time_s == t[0])].tolist()
+
+    one, twenty = _run_three_ways(_headroom(1)), _run_three_ways(_headroom(20))
+    assert one.memory.num_blocks == 136
+    assert first_retract(one) == [11] and first_retract(twenty) == [10, 11]
+    assert (one.summary.num_preemptions, twenty.summary.num_preemptions) == (6, 8)
+    assert one.summary.num_finished == twenty.summary.num_finished == 12
+    assert "preemption_headroom_steps" not in read_preset_data("engines", "sglang")["scheduler"]  # today's SGLang: 1
+
+
+@cases(20)
+@given(hst.sampled_from(["sglang", "tensorrt-llm-max-utilization", "vllm-v1"]),
+       hst.sampled_from(["last_admitted", "fewest_written", "latest_arrival"]), hst.sampled_from([1, 1, 20]),
+       hst.sampled_from(["fcfs", "priority", "shortest_prompt_first"]), hst.sampled_from(["recompute", "swap"]), hst.booleans(),
+       hst.booleans(), hst.integers(0, 2**16))  # fmt: skip
+def test_every_victim_rule_gives_the_same_run_on_every_executor(engine, rule, steps, order, preemption, cache, greedy, seed):
+    # a few long requests in a pool of 136-1,641 blocks (the longest fits it): decodes and chunks run short, requests
+    # are pre-empted (or swapped, to a host space of a few requests), re-admitted and pre-empted again (greedy
+    # admission: SGLang's token budget keeps most of these runs from retracting)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 9))
+    util = {"sglang": 0.198, "tensorrt-llm-max-utilization": 0.05}.get(engine, 0.2005)
+    scale = 8 if engine.startswith("tensorrt") else 1  # (its smallest pool holds 1,641 blocks)
+    cfg = trace_config((rng.integers(16, 1000, n) * scale).tolist(), (rng.integers(1, 1000, n) * scale).tolist(),
+                       arrivals=np.sort(np.round(rng.uniform(0, 2, n), 2)).tolist(), priorities=rng.integers(0, 3, n).tolist(),
+                       base="engine-" + engine, kv_cache__block_size=16, kv_cache__gpu_memory_utilization=util,
+                       kv_cache__enable_prefix_caching=cache, kv_cache__swap_space_gb=0.2 * scale, scheduler__queue_order=order,
+                       scheduler__preemption=preemption, scheduler__preemption_victim=rule,
+                       scheduler__preemption_headroom_steps=steps, **({"scheduler__admission": "greedy"} if greedy else {}))  # fmt: skip
+    res = _run_three_ways(cfg)
+    assert res.summary.num_finished == n
+
+
+def test_a_bad_victim_rule_or_headroom_is_a_message_naming_the_field_in_links_uploads_and_set(capsys, tmp_path):
+    import json
+
+    from app.state import config_from_query
+    from sim_core.cli import main
+    from sim_core.presets import load_preset
+
+    _, _, warning = config_from_query({"scheduler.preemption_victim": "oldest"})
+    assert "scheduler.preemption_victim = 'oldest'" in warning
+    assert all(v in warning for v in ("last_admitted", "fewest_written", "latest_arrival"))
+    upload = load_preset("chat-h100-llama8b").model_dump(mode="json")
+    upload["scheduler"]["preemption_headroom_steps"] = 0
+    (tmp_path / "c.json").write_text(json.dumps(upload))
+    assert main(["run", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert "scheduler.preemption_headroom_steps = 0" in err and ">= 1" in err and "<= 4096" in err and "Traceback" not in err
+    assert main(["run", "chat-h100-llama8b", "--set", "scheduler.preemption_victim=random"]) == 2
+    err = capsys.readouterr().err
+    assert "scheduler.preemption_victim = 'random'" in err and "fewest_written" in err and "Traceback" not in err
+    # a config from before the fields (a link, a file) gets vLLM's rule
+    old = load_preset("chat-h100-llama8b-sglang").model_dump(mode="json")
+    del old["scheduler"]["preemption_victim"], old["scheduler"]["preemption_headroom_steps"]
+    from sim_core.presets import config_from_dict
+
+    assert config_from_dict(old).scheduler.preemption_victim == "last_admitted"
