@@ -279,13 +279,17 @@ class _Steps:
         return len(admit), tokens
 
 
-def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int) -> None:
+def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int, class_end=None) -> None:
     """Request r arrives and joins the queue `waiting[head:]` (state.py's keys): FCFS appends its id; another queue
-    order puts its key in place (SimState.push_waiting), maybe at the head."""
+    order puts its key in place (SimState.push_waiting), maybe at the head; with requeue append (`class_end`:
+    SimState.class_end) at its class's end, where a pre-empted request may wait out of key order."""
     if is_fcfs:
         waiting.append(r)
-    else:
+    elif class_end is None:
         bisect.insort(waiting, int(order_key[r]), lo=head)
+    else:
+        key = int(order_key[r])
+        waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
 
 
 def eligible(engine: Engine) -> bool:
@@ -512,6 +516,7 @@ def run_ticks(engine: Engine):
     head = 0  # waiting[head:] is the queue
     is_fcfs = sched.is_fcfs
     order_key = st.order_key
+    class_end = st.class_end if st.requeue_appends else None  # (`_enqueue`)
     free = kv.num_free
 
     rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
@@ -596,7 +601,7 @@ def run_ticks(engine: Engine):
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
-            _enqueue(waiting, ptr, is_fcfs, order_key, head)
+            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             ptr += 1
@@ -620,7 +625,7 @@ def run_ticks(engine: Engine):
                     if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        _enqueue(waiting, ptr, is_fcfs, order_key, head)
+                        _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                         ptr += 1
                         next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                     num_waiting = len(waiting) - head
@@ -649,7 +654,7 @@ def run_ticks(engine: Engine):
                                 arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
                                 waits = arrived + num_waiting
                                 for _ in range(int(arrived[k - 1])):
-                                    _enqueue(waiting, ptr, is_fcfs, order_key, head)
+                                    _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                                     ptr += 1
                                 next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                                 num_waiting = len(waiting) - head
