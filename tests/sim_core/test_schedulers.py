@@ -419,17 +419,22 @@ def test_vllm_v1_admits_into_the_last_free_blocks_without_a_watermark():
 
 
 # ---------------------------------------------------------------- SGLang's admission (new_token_ratio)
-def _sglang_engine(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
-    """An engine on the sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
+def _sglang_config(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
+    """The sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
     from sim_core.costmodel import CUDA_RESERVED_BYTES, GIB, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
-    from sim_core.engine import Engine
 
     cfg = trace_config(prompts, outputs, arrivals, base="engine-sglang", kv_cache__block_size=16,
                        limits__coalesce_ticks=coalesce, **over)  # fmt: skip
     usable = cfg.hardware.memory_gib * GIB - CUDA_RESERVED_BYTES  # memory rule sglang: u x memory - weights
     util = (weight_bytes_per_gpu(cfg) + kv_tokens * kv_bytes_per_token_per_gpu(cfg)) / usable
-    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
-    return Engine(cfg)
+    return cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+
+
+def _sglang_engine(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
+    """An engine on the sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
+    from sim_core.engine import Engine
+
+    return Engine(_sglang_config(prompts, outputs, arrivals, kv_tokens, coalesce, **over))
 
 
 def _run(eng):
@@ -578,17 +583,54 @@ def test_vllm_and_tensorrt_llm_presets_preempt_for_a_chunk_sglang_shrinks_it(eng
 
 @cases(25)
 @given(hst.sampled_from(["preempt", "shrink"]), hst.sampled_from(["fcfs", "priority"]), hst.sampled_from(["recompute", "swap"]),
-       hst.booleans(), hst.integers(0, 2**16))
-def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order, preemption, cache, seed):
-    # six long prompts into a 400-block pool (about three of them): chunks run short of blocks in either mode
+       hst.booleans(), hst.sampled_from(["greedy", "new_token_ratio"]), hst.sampled_from(["by_key", "append"]),
+       hst.integers(0, 2**16))  # fmt: skip
+def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order, preemption, cache, admission, requeue, seed):
+    # six long prompts into a 400-block pool (about three of them): chunks run short of blocks in either mode (under
+    # new_token_ratio with shrink, a chunk is cut to the token budget's room too)
     rng = np.random.default_rng(seed)
     n = 6
     cfg = _short_chunk(mode, prompts=rng.integers(500, 2500, n).tolist(), outputs=rng.integers(1, 300, n).tolist(),
                        arrivals=np.sort(rng.uniform(0, 1, n)).tolist(), priorities=rng.integers(0, 3, n).tolist(),
                        kv_cache__gpu_memory_utilization=0.207, kv_cache__enable_prefix_caching=cache,
-                       scheduler__queue_order=order, scheduler__preemption=preemption)
+                       scheduler__queue_order=order, scheduler__preemption=preemption, scheduler__admission=admission,
+                       scheduler__preemption_requeue=requeue)  # fmt: skip
     res = run_simulation(cfg, check_invariants=True)
     assert res.summary.num_finished == n
+
+
+def _forty_decodes_and_a_long_prompt(**over):
+    # 40 requests (31-token prompts, 300 output tokens) decode in a 1,875-block pool (30,000 tokens); request 40 (a
+    # 20,297-token prompt, 1 output token) arrives at 0.3 s and just passes SGLang's token test (20,298 < 20,299 tokens:
+    # the free tokens less the decodes' 300 - written x 0.685); its chunks of 8,192 then run while the decodes write
+    return _sglang_config([31] * 40 + [20297], [300] * 40 + [1], [0.0] * 40 + [0.3], 30000, model__max_model_len=65536, **over)
+
+
+def test_sglang_cuts_a_continuing_chunk_to_the_token_budgets_room():
+    # SGLang PrefillAdder.add_chunked_req: `_rem_tokens = min(rem_chunk_tokens, int(rem_total_tokens))`, the free KV
+    # tokens less the running requests' reservation, and the chunk is truncated to it. Request 40's last chunk (3,913
+    # tokens) has 691 free blocks (11,056 tokens) but a room of 3,329.8 beside the decodes' 282 tokens still to write
+    # x 0.685 each: it is cut to 3,329, and the rest runs a few tokens a tick, as the decodes write (each token frees
+    # 0.685 of room; blocks are taken 16 tokens at a time). Before: cut only to the free blocks, so it ran whole
+    res = _run_three_ways(_forty_decodes_and_a_long_prompt())
+    assert res.memory.num_blocks == 1875
+    chunks = _prefill_ticks(res)
+    assert chunks[:8] == [1240, 8192, 8192, 3329, 13, 40, 19, 31]  # (1,240: the 40 prompts)
+    assert sum(chunks[3:]) == 20297 - 2 * 8192 and res.summary.num_preemptions == 0
+    assert res.requests.first_token_s[40] == pytest.approx(4.317, abs=1e-3)
+    # only SGLang's admission reserves for the running requests: under another, shrink cuts to the free blocks alone
+    greedy = _run_three_ways(_forty_decodes_and_a_long_prompt(scheduler__admission="greedy"))
+    assert _prefill_ticks(greedy) == [1240, 8192, 8192, 3913]
+    assert greedy.requests.first_token_s[40] == pytest.approx(4.100, abs=1e-3)
+
+
+def test_a_chunk_is_cut_to_the_int_of_a_positive_room_and_runs_whole_otherwise():
+    from sim_core.schedulers import rules
+
+    assert rules.cut_to_room(3913, 3329.8) == 3329  # (SGLang: int(rem_total_tokens))
+    assert rules.cut_to_room(3913, 5000.0) == 3913
+    assert rules.cut_to_room(3913, 0.9) == rules.cut_to_room(3913, -250.0) == 3913  # (`if _rem_tokens <= 0`: the whole chunk)
+    assert rules.rem_total_tokens(691, 16, 7726.2) == pytest.approx(3329.8)
 
 
 def test_a_chunk_that_preempts_its_only_request_plans_the_next_step_at_once():
