@@ -526,12 +526,21 @@ class SchedulerConfig(StrictModel):
         "steps each, but above 1 never the last decode: 1, the step's own (vLLM; SGLang since PR #9989); 20, SGLang "
         "before it (retract_decode_steps).",
     )
+    preemption_requeue: Literal["by_key", "append"] = Field(
+        "by_key",
+        description="Where a request pre-empted by recompute waits. by_key: under its own queue key, ahead of every "
+        "later arrival (vLLM V1 prepends it to its waiting queue; under priority, its heap's place); append: behind "
+        "every request waiting at that moment (under priority or shortest_prompt_first, every one of its class), "
+        "ahead of later arrivals (SGLang extends its waiting queue with the retracted requests).",
+    )
     chunk_short_of_blocks: Literal["preempt", "shrink"] = Field(
         "preempt",
         description="When a running prefill's next chunk needs more KV blocks than are free: preempt: running "
         "requests are pre-empted as for a decode (preemption_victim) until it fits, and when the victim is the chunk's "
         "own request it waits (vLLM V0/V1, TensorRT-LLM MAX_UTILIZATION); shrink: the chunk is cut to the free "
-        "blocks (SGLang).",
+        "blocks (SGLang); under admission new_token_ratio it is cut to the free KV tokens less the running "
+        "requests' reservation whenever that is smaller, and to the free blocks only when that is not positive "
+        "(SGLang's PrefillAdder.add_chunked_req, rem_total_tokens).",
     )
     time_slice: TimeSliceConfig = TimeSliceConfig()
     quota: QuotaConfig = QuotaConfig()

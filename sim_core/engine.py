@@ -66,7 +66,7 @@ class Engine:
                 self.memory.num_blocks, self.memory.num_host_blocks, cfg.kv_cache.block_size, wl.num_requests, self.n, contiguous
             )
         # issue 12: closed-loop sessions release each later turn when the previous one finishes (sim_core/sessions.py)
-        self.st = (SessionState if wl.next_turn is not None else SimState)(wl, cfg.scheduler.queue_order)
+        self.st = (SessionState if wl.next_turn is not None else SimState)(wl, cfg.scheduler.queue_order, cfg.scheduler.preemption_requeue)
         self.sched = Scheduler(cfg, self.kv)
         self.cost = CostModel(cfg)
         self.rec = Recorder(cfg.limits.num_recorded_batches)
@@ -300,7 +300,7 @@ class Engine:
             output_tokens=np.ones(R, dtype=np.int64), priority=np.zeros(R, dtype=np.int64),
             class_idx=np.full(R, -1, dtype=np.int64),
         )  # fmt: skip
-        self.st = SimState(self.workload, self.cfg.scheduler.queue_order)
+        self.st = SimState(self.workload, self.cfg.scheduler.queue_order, self.cfg.scheduler.preemption_requeue)
         self.num_added = 0
 
     def add_request(self, arrival_s: float, prompt: int, output: int, priority: int, class_idx: int,

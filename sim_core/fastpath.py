@@ -25,7 +25,8 @@ block, a guard), and its rows stay arrays to the write-back. A stateful phase co
 over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's `decode_run` next to
 its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
-a chunk that must shrink to the free blocks, a decoder short of blocks (pre-emption, swap), a
+a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
+here), a decoder short of blocks (pre-emption, swap), a
 swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, n > 1
 samples, closed loops, speculative decoding, and dynamic batch sizing (its batch-1 stretches run
@@ -102,6 +103,7 @@ class _Steps:
         "target_arr",
         "target_of",
         "targets",
+        "to_room",
         "waiting",
         "wm",
     )  # fmt: skip
@@ -118,6 +120,7 @@ class _Steps:
         # admission new_token_ratio: SGLang's KV token test (`_token_budget`) reads the decoders' outputs still to write
         # from `finish_at` at decoding tick `d` (set per composed tick), and the ratio and reservations of the scheduler
         self.by_ratio, self.sched, self.st, self.finish_at, self.d = False, None, None, None, 0
+        self.to_room = False  # ... and with shrink, a running chunk is cut to its room (`Scheduler.chunk_to_room`)
         self.left_total = -1  # the decoders' outputs still to write, in total, when none is past the 4,096 clip; else -1
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
@@ -152,6 +155,8 @@ class _Steps:
             if ch <= 0:
                 ch = 0  # (self.chunks stays the tick's empty list)
             else:
+                if self.to_room:  # SGLang's add_chunked_req (`Scheduler._cut_to_room`): cut to the token budget's room
+                    ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
                 if not self.fixed:
                     free = self.free - (-(-(c + ch) // self.bs) - -(-c // self.bs))
                     if free < 0:
@@ -161,6 +166,8 @@ class _Steps:
             if self.pc is not None:
                 self._evict_for_tick()
             return ch
+        if self.to_room:
+            raise _HandBack  # (several running prefills, each cut to the room the others leave: the general path's)
         pre_items = list(prefilling.items())
         targets, fixed, bs = self.targets, self.fixed, self.bs
         sizes = rules.prefill_chunks([targets[r] - c for r, c in pre_items], left, self.is_chunked)
@@ -189,15 +196,18 @@ class _Steps:
         """`Scheduler.token_budget` from this module's state: the decoders' outputs still to write (a decoder whose
         last token is at decoding tick `last` has last - d + 1 to write before tick d), x the ratio; plus the output
         of each running prefill whose chunk this tick completes its prompt (no request here wrote any output yet)."""
-        sched, st, d, target_of = self.sched, self.st, self.d, self.target_of
-        if self.left_total >= 0:  # no output past the clip: its sum, kept by the loop, is the clipped sum
-            reserved = rules.scaled_reservation(self.left_total, sched.new_token_ratio)
-        else:
-            items = self.finish_at.items()
-            reserved = rules.running_reservation([last - d + 1 for last, _ in items], sched.new_token_ratio, [len(rs) for _, rs in items])
+        target_of = self.target_of
         done = [r for r, c, chunk in self.chunks if c + chunk >= target_of(r)]
         waiting, head, R = self.waiting, self.head, self.R
-        return sched.token_budget_from(st, reserved, done, lambda i: waiting[head + i] % R)
+        return self.sched.token_budget_from(self.st, self._running_reserved(), done, lambda i: waiting[head + i] % R)
+
+    def _running_reserved(self) -> float:
+        """`rules.running_reservation` of the decoders before decoding tick `d` (`Scheduler.token_budget`'s)."""
+        sched, d = self.sched, self.d
+        if self.left_total >= 0:  # no output past the clip: its sum, kept by the loop, is the clipped sum
+            return rules.scaled_reservation(self.left_total, sched.new_token_ratio)
+        items = self.finish_at.items()
+        return rules.running_reservation([last - d + 1 for last, _ in items], sched.new_token_ratio, [len(rs) for _, rs in items])
 
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
@@ -279,13 +289,17 @@ class _Steps:
         return len(admit), tokens
 
 
-def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int) -> None:
+def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int, class_end=None) -> None:
     """Request r arrives and joins the queue `waiting[head:]` (state.py's keys): FCFS appends its id; another queue
-    order puts its key in place (SimState.push_waiting), maybe at the head."""
+    order puts its key in place (SimState.push_waiting), maybe at the head; with requeue append (`class_end`:
+    SimState.class_end) at its class's end, where a pre-empted request may wait out of key order."""
     if is_fcfs:
         waiting.append(r)
-    else:
+    elif class_end is None:
         bisect.insort(waiting, int(order_key[r]), lo=head)
+    else:
+        key = int(order_key[r])
+        waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
 
 
 def eligible(engine: Engine) -> bool:
@@ -512,6 +526,7 @@ def run_ticks(engine: Engine):
     head = 0  # waiting[head:] is the queue
     is_fcfs = sched.is_fcfs
     order_key = st.order_key
+    class_end = st.class_end if st.requeue_appends else None  # (`_enqueue`)
     free = kv.num_free
 
     rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
@@ -541,6 +556,7 @@ def run_ticks(engine: Engine):
     unclipped = False
     if by_ratio:
         steps.by_ratio, steps.sched, steps.st, steps.finish_at = True, sched, st, finish_at
+        steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
@@ -596,7 +612,7 @@ def run_ticks(engine: Engine):
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
             next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
         while next_arrival_s <= now:
-            _enqueue(waiting, ptr, is_fcfs, order_key, head)
+            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             ptr += 1
@@ -620,7 +636,7 @@ def run_ticks(engine: Engine):
                     if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        _enqueue(waiting, ptr, is_fcfs, order_key, head)
+                        _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                         ptr += 1
                         next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                     num_waiting = len(waiting) - head
@@ -649,7 +665,7 @@ def run_ticks(engine: Engine):
                                 arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
                                 waits = arrived + num_waiting
                                 for _ in range(int(arrived[k - 1])):
-                                    _enqueue(waiting, ptr, is_fcfs, order_key, head)
+                                    _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                                     ptr += 1
                                 next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
                                 num_waiting = len(waiting) - head

@@ -28,9 +28,10 @@ from sim_core.workload import Workload
 class SessionState(SimState):
     """SimState whose later session turns arrive when released by their previous turn's completion."""
 
-    def __init__(self, wl: Workload, queue_order: str):
-        super().__init__(wl, queue_order)
+    def __init__(self, wl: Workload, queue_order: str, requeue: str = "by_key"):
+        super().__init__(wl, queue_order, requeue)
         R = self.num_requests
+        self.class_span = R * R  # (the policy part of the key, below)
         self._next_turn = wl.next_turn.tolist()
         self._think_s = wl.think_s.tolist()
         self._first = np.flatnonzero(np.isfinite(wl.arrival_s))  # (F,) first turns: ids follow their arrival
@@ -96,8 +97,8 @@ class SlotState(SimState):
     `_finish` hands finished turns (slots and finish times) here, and the deployment, which knows which
     request each slot holds, releases the next turns and routes them (sim_core/cluster/turns.py)."""
 
-    def __init__(self, wl: Workload, queue_order: str):
-        super().__init__(wl, queue_order)
+    def __init__(self, wl: Workload, queue_order: str, requeue: str = "by_key"):
+        super().__init__(wl, queue_order, requeue)
         self.finished_turns: list[tuple[IntArray, np.ndarray]] = []  # (slots, finish times) not yet collected
 
     def release_next_turns(self, done: IntArray, finish_s) -> None:

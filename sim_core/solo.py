@@ -175,6 +175,8 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     st, kv, sched, lim = engine.st, engine.kv, engine.sched, engine.cfg.limits
     if st.running.size or st.swapped_keys.size or kv.num_used or not _rules_allow(engine):
         return 0, NONE
+    if st.requeue_appends and st.waiting_keys.size > 1 and not (st.waiting_keys[1:] > st.waiting_keys[:-1]).all():
+        return 0, NONE  # a pre-empted request waits behind later keys (requeue append): the chain's next is by key
     prices = prices or _Prices(engine)
     # The queue's head first (cheap): a service that would raise the cap is left to the general loop.
     head = int(st.key_to_id(st.waiting_keys[0])) if st.waiting_keys.size else st.next_arrival

@@ -8,7 +8,10 @@ in decode `computed == prefill_target + (emitted − emitted_at_prefill_end)`.
 
 Queues hold request ids ordered by an int64 key (`order_key`): FCFS uses the id (ids follow
 arrival), priority `priority·R + id`, shortest-prompt-first `prompt·R + id`. A pre-empted request
-goes back under its own key, i.e. ahead of everything that arrived after it.
+goes back under its own key, i.e. ahead of everything that arrived after it (requeue `by_key`, vLLM). With requeue
+`append` (SGLang's waiting queue is a list its retracted requests are appended to) it goes behind every request of
+its class waiting then (`key // class_span`: the priority, the prompt length; all of them under FCFS), and the
+queue is in (class, entry) order rather than key order: each request enters at its class's end.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from sim_core.workload import Workload
 
 
 class SimState:
-    def __init__(self, wl: Workload, queue_order: str):
+    def __init__(self, wl: Workload, queue_order: str, requeue: str = "by_key"):
         R = wl.num_requests
         self.num_requests = R
         self.queue_order = queue_order
+        self.requeue_appends = requeue == "append"  # (scheduler.preemption_requeue; `push_waiting`)
+        self.class_span = R  # a key's class (its queue order's first part) is key // class_span
         self.num_samples = wl.num_samples
         self.now_s = 0.0
         self.arrival_s = wl.arrival_s.copy()  # (R,) closed loop writes release times here
@@ -51,7 +56,7 @@ class SimState:
             self.order_key = wl.prompt_tokens * R + ids
         else:
             self.order_key = ids
-        self.waiting_keys = np.empty(0, dtype=np.int64)  # sorted keys
+        self.waiting_keys = np.empty(0, dtype=np.int64)  # sorted keys (requeue append: sorted by class, `push_waiting`)
         self.swapped_keys = np.empty(0, dtype=np.int64)  # sorted keys
         self.running = np.empty(0, dtype=np.int64)  # ids in admission order
         self.next_arrival = 0  # ids below this have arrived
@@ -90,9 +95,30 @@ class SimState:
         arrival (a deployment instance's slots follow the order it was given requests; SessionState: the send order)."""
         return ids
 
+    def class_end(self, keys):
+        """The first key of the class after each key's (an int or an array): with requeue append a request enters the
+        waiting queue just before it, behind every request of its class waiting (under FCFS: at the queue's end)."""
+        span = self.class_span
+        return (keys // span + 1) * span
+
     def push_waiting(self, ids: IntArray) -> None:
+        """Requests join the waiting queue: arrivals (in arrival order) or requests pre-empted by recompute (in the
+        order they were pre-empted). By key; with requeue append each at its class's end (`class_end`), in the order
+        given: a victim behind every request of its class waiting, as SGLang's `waiting_queue.extend(retracted)`
+        (`Scheduler._extend_requests_to_queue`); an arrival, whose id follows every waiting one, where its key
+        would put it."""
         self.status[ids] = Status.WAITING
-        self.waiting_keys = self._insert(self.waiting_keys, self.order_key[ids])
+        keys, new = self.waiting_keys, self.order_key[ids]
+        if not self.requeue_appends:
+            self.waiting_keys = self._insert(keys, new)
+        elif new.size:
+            span = self.class_span
+            if new.size > 1:
+                new = new[np.argsort(new // span, kind="stable")]
+            if not keys.size or new[0] // span >= keys[-1] // span:  # (FCFS: every request is of one class)
+                self.waiting_keys = np.concatenate([keys, new])
+            else:  # (np.insert keeps the given order of keys inserted at one place)
+                self.waiting_keys = np.insert(keys, np.searchsorted(keys, self.class_end(new)), new)
 
     def push_swapped(self, ids: IntArray) -> None:
         self.status[ids] = Status.SWAPPED

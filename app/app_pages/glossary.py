@@ -40,7 +40,8 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
     ("Pre-emption", "Evicting a running request when the KV cache is full. Recompute drops its KV and prefills "
                     "it again later (dark red); swap copies it to host memory over PCIe and back (pink rows, red "
                     "PCIe time in the GPU row). Which request goes first is the engine's rule: vLLM the one admitted "
-                    "last, SGLang the one with the fewest tokens written, TensorRT-LLM the latest arrival."),
+                    "last, SGLang the one with the fewest tokens written, TensorRT-LLM the latest arrival. vLLM puts it back "
+                    "at the head of the waiting queue, SGLang at its end."),
     ("Roofline", "A chart of achieved FLOP/s against arithmetic intensity (FLOPs per byte read). Left of the "
                  "ridge point a tick is limited by memory bandwidth, right of it by compute."),
     ("Compute- / memory-bound", "Whether a tick's time is set by FLOP/s (prefill) or by bytes read from HBM "

@@ -115,6 +115,8 @@ SECTIONS: dict[str, list[Spec]] = {
              options=_lit("scheduler.preemption_victim")),
         Spec("scheduler.preemption_headroom_steps", "Pre-empt until the decodes left have room for (decode steps)", "number",
              1, 4096, 1),
+        Spec("scheduler.preemption_requeue", "Where a pre-empted request waits (vLLM: by its key; SGLang: appended)", "select",
+             options=_lit("scheduler.preemption_requeue")),
         Spec("scheduler.chunk_short_of_blocks", "Prefill chunk short of KV blocks", "select",
              options=_lit("scheduler.chunk_short_of_blocks")),
         Spec("scheduler.time_slice.prefill_slice_ms", "Prefill slice (ms)", "slider", 1.0, 200.0, 1.0,

@@ -171,7 +171,7 @@ class Deployment:
                     self.workload = eng.workload  # the one workload of the config (same seed everywhere)
                 eng.start_empty()
                 if eng.workload.next_turn is not None:  # closed-loop sessions: finished turns go to the deployment
-                    eng.st = SlotState(eng.workload, pcfg.scheduler.queue_order)
+                    eng.st = SlotState(eng.workload, pcfg.scheduler.queue_order, pcfg.scheduler.preemption_requeue)
                 if role == "decode":
                     eng.take_arrivals_externally()
                 eng.hand_off_prefilled = role == "prefill"

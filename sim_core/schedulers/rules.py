@@ -105,6 +105,23 @@ def new_token_ratio(base: float, steps: int, min_ratio: float, decay: float) -> 
     return ratio if ratio > min_ratio else min_ratio
 
 
+def rem_total_tokens(free_blocks: int, block_size: int, reserved: float) -> float:
+    """SGLang's `PrefillAdder.rem_total_tokens`: the free KV tokens (here the free blocks x the block size) less what is
+    reserved: the running requests' outputs still to write x the ratio (`running_reservation`), and what the round
+    already promised. What the token test admits below (`TokenBudget`) and a continuing chunk is cut to (`cut_to_room`)."""
+    return free_blocks * block_size - reserved
+
+
+def cut_to_room(chunk: int, room: float) -> int:
+    """A continuing chunk under SGLang's token budget (`PrefillAdder.add_chunked_req`: `_rem_tokens = min(
+    rem_chunk_tokens, int(rem_total_tokens))`, then the chunk is truncated to it), `room` its `rem_total_tokens`: cut
+    to int(room) when that is smaller; when it is not positive SGLang runs the whole chunk (`if _rem_tokens <= 0:
+    _rem_tokens = rem_chunk_tokens`: the chunked request must be scheduled), and so does this (the free blocks still
+    bound it: chunk_short_of_blocks shrink)."""
+    limit = int(room)
+    return limit if 0 < limit < chunk else chunk
+
+
 def retract_ratio(emitted: Iterable[int], outputs: Iterable[int]) -> float | None:
     """The ratio after a retract (`ScheduleBatch.retract_decode`): the requests left running have written `emitted`
     of their `outputs`; (sum emitted + RETRACT_DECODE_STEPS x their count) / sum outputs, at most 1. None when none
@@ -137,7 +154,7 @@ class TokenBudget:
     def admits(self, i: int, remaining: int, free_blocks: int) -> bool:
         """Candidate i (queue index), `remaining` prefill tokens, passes the token test with `free_blocks` free."""
         out = self._out = self.output_of(i)
-        if remaining + out < free_blocks * self.block_size - self.reserved:
+        if remaining + out < rem_total_tokens(free_blocks, self.block_size, self.reserved):
             return True
         self.refused = True
         return False

@@ -7,7 +7,9 @@
                   KV token budget, rules.TokenBudget; its ratio is state here: decays per decode-only tick)
   pre-emption     recompute | swap; victims in `_victim_order`: the last admitted (vLLM; priority order: lowest
                   priority, latest arrival), the fewest tokens written (SGLang) or the latest arrival (TensorRT-LLM)
-  short chunk     a running prefill's chunk short of blocks pre-empts victims (vLLM) or shrinks (SGLang)
+  short chunk     a running prefill's chunk short of blocks pre-empts victims (vLLM) or shrinks (SGLang; under its
+                  token budget, to the budget's room whenever that is smaller: `_cut_to_room`)
+  requeue         a recompute victim waits by its key (vLLM) or at its class's end (SGLang): SimState.push_waiting
   batch cap       max_num_seqs, lowered by dynamic batch sizing (article §5.2)
   smart pre-empt  suspend a long prefill while the decode queue is over a limit (article §5.3)
 
@@ -79,6 +81,8 @@ class Scheduler:
         # `decode_run` and a retract; the running requests' reservation shrinks as they write, so admission may pass
         # in a later tick with nothing else changed: a run of decode ticks stops while a request could join
         self._by_ratio = sch.admission == "new_token_ratio"
+        # ... with shrink, a running prefill's chunk is cut to the token budget's room (`_cut_to_room`; both executors)
+        self.chunk_to_room = self._by_ratio and not self.chunk_preempts
         ntr = sch.new_token_ratio
         self._ratio_init, self._ratio_min, self._ratio_decay = ntr.init_new_token_ratio, ntr.min_new_token_ratio, ntr.decay_per_step
         self._ratio_base, self._ratio_steps = self._ratio_init, 0  # the ratio: its base, decode-only ticks since
@@ -544,6 +548,8 @@ class Scheduler:
             chunk = np.array([rules.chunk_positions(n, *x) for x in zip(c, tokens, p)], dtype=np.int64)
         else:
             chunk = np.array(rules.prefill_chunks(remaining, budget, self.is_chunked), dtype=np.int64)
+        if self.chunk_to_room:
+            self._cut_to_room(st, prefills, ctx, chunk)
         ahead = self.kv_lookahead  # (a running prefill's chunk has the draft's lookahead slots too; a chunk of 0 does not run)
         need = np.maximum(self.kv.blocks_for(ctx + chunk + (np.where(chunk > 0, ahead, 0) if ahead else 0), st.prompt[prefills])
                           - self.kv.held[prefills], 0)  # fmt: skip
@@ -570,6 +576,24 @@ class Scheduler:
                 free -= int(need[i])
         self.kv.allocate(prefills, need)
         return prefills, chunk
+
+    def _cut_to_room(self, st: SimState, prefills: IntArray, ctx: IntArray, chunk: IntArray) -> None:
+        """chunk_short_of_blocks shrink under admission new_token_ratio: SGLang's `PrefillAdder.add_chunked_req` cuts
+        the continuing chunk to rem_total_tokens, the free KV tokens less the running requests' reservation, whatever
+        blocks are free (`rules.cut_to_room`; when that is not positive the chunk runs whole, bounded by the free blocks
+        as under shrink). SGLang has one chunked request; here each running prefill in turn gets the room the chunks
+        before it left: their blocks, and the output of one its chunk completes (promised unscaled, as the admission
+        round's `TokenBudget` does). In place; the decodes took their blocks. (fastpath's `_Steps.run_chunks` calls
+        the same rule with its state.)"""
+        tokens = self.token_budget(st, [])  # (the running decoders' reservation)
+        free = self.kv.num_free
+        for i in range(prefills.size):
+            chunk[i] = c = rules.cut_to_room(int(chunk[i]), rules.rem_total_tokens(free, tokens.block_size, tokens.reserved))
+            if i + 1 < prefills.size:  # (what the chunks after it read)
+                r, start = int(prefills[i]), int(ctx[i])
+                free -= max(int(self.kv.blocks_for(start + c, st.prompt[r])) - int(self.kv.held[r]), 0)
+                if start + c >= st.prefill_target.item(r):
+                    tokens.reserved += self.output_reservation(st, r)
 
     def _preempt_for_chunks(self, st: SimState, prefills: IntArray, chunk: IntArray, need: IntArray, plan: StepPlan):
         """chunk_short_of_blocks = preempt: each running prefill in turn takes the blocks of its whole chunk; while they

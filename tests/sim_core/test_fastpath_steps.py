@@ -111,3 +111,31 @@ def test_own_gaps_are_each_decoders_gap_in_running_order(order, data):
     assert gaps == expected and not waiting_since
     assert first_gap == {r: t_end - s for r, s in last_s.items() if r in running}
     assert sync_from == dict.fromkeys(first_gap, 7)
+
+
+@given(st.lists(st.integers(0, 2), min_size=2, max_size=12), st.sampled_from(["fcfs", "priority", "shortest_prompt_first"]),
+       st.booleans(), st.data())  # fmt: skip
+def test_an_arrival_joins_the_queue_where_push_waiting_puts_it(classes, order, append, data):
+    """`_enqueue` (the scalar core's arrivals) against `SimState.push_waiting`: requests arrived and some were pre-empted
+    (put back by key, or with requeue append at their class's end, out of key order); each later arrival joins both
+    queues at the same place."""
+    from sim_core.fastpath import _enqueue
+    from sim_core.state import SimState
+    from sim_core.workload import Workload
+
+    R = len(classes)
+    cls = np.array(classes, dtype=np.int64)
+    wl = Workload(arrival_s=np.zeros(R), prompt_tokens=cls + 1, output_tokens=np.ones(R, dtype=np.int64), priority=cls,
+                  class_idx=np.full(R, -1), num_samples=1, closed_loop_think_s=None)  # fmt: skip
+    state = SimState(wl, order, "append" if append else "by_key")
+    arrived = data.draw(st.integers(1, R - 1))
+    state.push_waiting(np.arange(arrived, dtype=np.int64))
+    victims = data.draw(st.lists(st.sampled_from(range(arrived)), unique=True, max_size=arrived))
+    if victims:  # (pre-empted: they leave the queue, then come back in the order they were pre-empted)
+        state.waiting_keys = state.waiting_keys[~np.isin(state.key_to_id(state.waiting_keys), victims)]
+        state.push_waiting(np.array(victims, dtype=np.int64))
+    waiting = state.waiting_keys.tolist()
+    for r in range(arrived, R):
+        _enqueue(waiting, r, order == "fcfs", state.order_key, 0, state.class_end if state.requeue_appends else None)
+        state.push_waiting(np.array([r]))
+        assert waiting == state.waiting_keys.tolist()

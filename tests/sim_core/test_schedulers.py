@@ -419,17 +419,22 @@ def test_vllm_v1_admits_into_the_last_free_blocks_without_a_watermark():
 
 
 # ---------------------------------------------------------------- SGLang's admission (new_token_ratio)
-def _sglang_engine(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
-    """An engine on the sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
+def _sglang_config(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
+    """The sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
     from sim_core.costmodel import CUDA_RESERVED_BYTES, GIB, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
-    from sim_core.engine import Engine
 
     cfg = trace_config(prompts, outputs, arrivals, base="engine-sglang", kv_cache__block_size=16,
                        limits__coalesce_ticks=coalesce, **over)  # fmt: skip
     usable = cfg.hardware.memory_gib * GIB - CUDA_RESERVED_BYTES  # memory rule sglang: u x memory - weights
     util = (weight_bytes_per_gpu(cfg) + kv_tokens * kv_bytes_per_token_per_gpu(cfg)) / usable
-    cfg = cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
-    return Engine(cfg)
+    return cfg.model_copy(update={"kv_cache": cfg.kv_cache.model_copy(update={"gpu_memory_utilization": util})})
+
+
+def _sglang_engine(prompts, outputs, arrivals, kv_tokens: int, coalesce: bool = True, **over):
+    """An engine on the sglang preset replaying these requests with a KV pool of about `kv_tokens` tokens."""
+    from sim_core.engine import Engine
+
+    return Engine(_sglang_config(prompts, outputs, arrivals, kv_tokens, coalesce, **over))
 
 
 def _run(eng):
@@ -578,17 +583,54 @@ def test_vllm_and_tensorrt_llm_presets_preempt_for_a_chunk_sglang_shrinks_it(eng
 
 @cases(25)
 @given(hst.sampled_from(["preempt", "shrink"]), hst.sampled_from(["fcfs", "priority"]), hst.sampled_from(["recompute", "swap"]),
-       hst.booleans(), hst.integers(0, 2**16))
-def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order, preemption, cache, seed):
-    # six long prompts into a 400-block pool (about three of them): chunks run short of blocks in either mode
+       hst.booleans(), hst.sampled_from(["greedy", "new_token_ratio"]), hst.sampled_from(["by_key", "append"]),
+       hst.integers(0, 2**16))  # fmt: skip
+def test_a_chunk_short_of_blocks_keeps_the_kv_invariants_every_tick(mode, order, preemption, cache, admission, requeue, seed):
+    # six long prompts into a 400-block pool (about three of them): chunks run short of blocks in either mode (under
+    # new_token_ratio with shrink, a chunk is cut to the token budget's room too)
     rng = np.random.default_rng(seed)
     n = 6
     cfg = _short_chunk(mode, prompts=rng.integers(500, 2500, n).tolist(), outputs=rng.integers(1, 300, n).tolist(),
                        arrivals=np.sort(rng.uniform(0, 1, n)).tolist(), priorities=rng.integers(0, 3, n).tolist(),
                        kv_cache__gpu_memory_utilization=0.207, kv_cache__enable_prefix_caching=cache,
-                       scheduler__queue_order=order, scheduler__preemption=preemption)
+                       scheduler__queue_order=order, scheduler__preemption=preemption, scheduler__admission=admission,
+                       scheduler__preemption_requeue=requeue)  # fmt: skip
     res = run_simulation(cfg, check_invariants=True)
     assert res.summary.num_finished == n
+
+
+def _forty_decodes_and_a_long_prompt(**over):
+    # 40 requests (31-token prompts, 300 output tokens) decode in a 1,875-block pool (30,000 tokens); request 40 (a
+    # 20,297-token prompt, 1 output token) arrives at 0.3 s and just passes SGLang's token test (20,298 < 20,299 tokens:
+    # the free tokens less the decodes' 300 - written x 0.685); its chunks of 8,192 then run while the decodes write
+    return _sglang_config([31] * 40 + [20297], [300] * 40 + [1], [0.0] * 40 + [0.3], 30000, model__max_model_len=65536, **over)
+
+
+def test_sglang_cuts_a_continuing_chunk_to_the_token_budgets_room():
+    # SGLang PrefillAdder.add_chunked_req: `_rem_tokens = min(rem_chunk_tokens, int(rem_total_tokens))`, the free KV
+    # tokens less the running requests' reservation, and the chunk is truncated to it. Request 40's last chunk (3,913
+    # tokens) has 691 free blocks (11,056 tokens) but a room of 3,329.8 beside the decodes' 282 tokens still to write
+    # x 0.685 each: it is cut to 3,329, and the rest runs a few tokens a tick, as the decodes write (each token frees
+    # 0.685 of room; blocks are taken 16 tokens at a time). Before: cut only to the free blocks, so it ran whole
+    res = _run_three_ways(_forty_decodes_and_a_long_prompt())
+    assert res.memory.num_blocks == 1875
+    chunks = _prefill_ticks(res)
+    assert chunks[:8] == [1240, 8192, 8192, 3329, 13, 40, 19, 31]  # (1,240: the 40 prompts)
+    assert sum(chunks[3:]) == 20297 - 2 * 8192 and res.summary.num_preemptions == 0
+    assert res.requests.first_token_s[40] == pytest.approx(4.317, abs=1e-3)
+    # only SGLang's admission reserves for the running requests: under another, shrink cuts to the free blocks alone
+    greedy = _run_three_ways(_forty_decodes_and_a_long_prompt(scheduler__admission="greedy"))
+    assert _prefill_ticks(greedy) == [1240, 8192, 8192, 3913]
+    assert greedy.requests.first_token_s[40] == pytest.approx(4.100, abs=1e-3)
+
+
+def test_a_chunk_is_cut_to_the_int_of_a_positive_room_and_runs_whole_otherwise():
+    from sim_core.schedulers import rules
+
+    assert rules.cut_to_room(3913, 3329.8) == 3329  # (SGLang: int(rem_total_tokens))
+    assert rules.cut_to_room(3913, 5000.0) == 3913
+    assert rules.cut_to_room(3913, 0.9) == rules.cut_to_room(3913, -250.0) == 3913  # (`if _rem_tokens <= 0`: the whole chunk)
+    assert rules.rem_total_tokens(691, 16, 7726.2) == pytest.approx(3329.8)
 
 
 def test_a_chunk_that_preempts_its_only_request_plans_the_next_step_at_once():
@@ -686,6 +728,9 @@ def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_ru
     s, c, w, wc, v, vc = (run_simulation(x).summary for x in (cfg, cached(cfg), mark, cached(mark), vllm, cached(vllm)))
     assert s.num_finished == c.num_finished == w.num_finished == v.num_finished == 150 and s.num_preemptions > 0
     assert w.num_preemptions != v.num_preemptions  # (the victim rule matters here)
+    key, key_mark = (with_value(x, "scheduler.preemption_requeue", "by_key") for x in (cfg, mark))  # (fix 30d)
+    k, kc, km, kmc = (run_simulation(x).summary for x in (key, cached(key), key_mark, cached(key_mark)))
+    assert (k.num_preemptions, km.num_recomputed_tokens) != (s.num_preemptions, w.num_recomputed_tokens)
     readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
     assert (f"{s.num_preemptions} pre-emptions ({w.num_preemptions} with the watermark), {s.num_recomputed_tokens:,} tokens recomputed "
             f"({w.num_recomputed_tokens:,}), {s.output_tokens_per_s:,.0f} output tokens/s ({w.output_tokens_per_s:,.0f}), TTFT p50 / p99 "
@@ -696,7 +741,11 @@ def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_ru
             f"(`preemption_victim = last_admitted`, the preset's before fix 30b): {v.num_preemptions} pre-emptions, "
             f"{v.num_recomputed_tokens:,} recomputed, {v.output_tokens_per_s:,.0f} tokens/s, TTFT {v.ttft_p50_s:.1f} / {v.ttft_p99_s:.1f} s, "
             f"TPOT {v.tpot_p50_s * 1e3:.1f} ms; {vc.num_preemptions}, {vc.num_recomputed_tokens:,}, {vc.output_tokens_per_s:,.0f} with the "
-            "prefix cache.") in readme
+            f"prefix cache. With vLLM's requeue (`preemption_requeue = by_key`, the preset's before fix 30d): {k.num_preemptions} "
+            f"pre-emptions ({km.num_preemptions} with the watermark), {k.num_recomputed_tokens:,} recomputed ({km.num_recomputed_tokens:,}), "
+            f"{k.output_tokens_per_s:,.0f} tokens/s ({km.output_tokens_per_s:,.0f}), TTFT {k.ttft_p50_s:.1f} / {k.ttft_p99_s:.1f} s "
+            f"({km.ttft_p50_s:.1f} / {km.ttft_p99_s:.1f} s); {kc.num_preemptions} ({kmc.num_preemptions}), {kc.num_recomputed_tokens:,} "
+            f"({kmc.num_recomputed_tokens:,}), {kc.output_tokens_per_s:,.0f} ({kmc.output_tokens_per_s:,.0f}) with the prefix cache.") in readme
 
 
 # Which running requests a pre-emption takes, per engine (scheduler.preemption_victim, one rule:
@@ -868,15 +917,87 @@ def test_sglang_before_pr_9989_retracts_until_twenty_decode_steps_fit():
     assert "preemption_headroom_steps" not in read_preset_data("engines", "sglang")["scheduler"]  # today's SGLang: 1
 
 
+# Where a retracted request waits (scheduler.preemption_requeue): vLLM V1 prepends a pre-empted request to its waiting
+# queue (`self.waiting.prepend_request`; the priority policy's heap puts it back by (priority, arrival)); SGLang
+# appends it (`Scheduler._extend_requests_to_queue`: `waiting_queue.extend(retracted_reqs)`), and its default
+# policy, fcfs, does not sort the queue again (`SchedulePolicy.calc_priority` returns at once).
+def _sglang_requeue(where: str, coalesce: bool = True):
+    # `_sglang_retract`'s requests, and requests 5 and 6 (300-token prompts) at 5 and 6 s, refused by the token test
+    # (request 4's admission filled the pool's tokens): they wait when the retract at 12.2 s takes request 3
+    return trace_config([1354, 1310, 1247, 1297, 197, 300, 300], [1254, 1424, 539, 420, 300, 200, 200],
+                        arrivals=[0.01, 1.23, 1.82, 1.89, 1.97, 5.0, 6.0], base="engine-sglang", kv_cache__block_size=16,
+                        kv_cache__gpu_memory_utilization=0.198, scheduler__preemption_requeue=where,
+                        limits__coalesce_ticks=coalesce)  # fmt: skip
+
+
+def _scheduled_from(res, t_s: float) -> list[int]:
+    from sim_core.types import Event
+
+    ev = res.events
+    return ev.req[(ev.kind == Event.SCHEDULED) & (ev.time_s >= t_s)].tolist()
+
+
+@pytest.mark.parametrize("coalesce", [True, False])
+def test_sglang_appends_a_retracted_request_behind_the_waiting_ones_where_vllm_puts_it_back_by_its_key(coalesce):
+    from sim_core.engine import Engine
+
+    queues = {}
+    for where in ("by_key", "append"):
+        eng = Engine(_sglang_requeue(where, coalesce))
+        st = eng.st
+        while not st.num_preemptions.any():
+            assert eng.step()
+        assert st.num_preemptions.tolist() == [0, 0, 0, 1, 0, 0, 0] and st.running.tolist() == [0, 1, 4]
+        queues[where] = st.key_to_id(st.waiting_keys).tolist()
+    assert queues == {"by_key": [3, 5, 6], "append": [5, 6, 3]}
+    assert read_preset_data("engines", "sglang")["scheduler"]["preemption_requeue"] == "append"
+
+
+def test_an_appended_victim_lets_the_requests_behind_it_in_first_on_every_executor():
+    # By key, request 3 (1,297-token prompt, 170 tokens left to write) heads the queue: the token test refuses it until
+    # 16.5 s, and requests 5 and 6 wait behind it (no skipping); appended, they are admitted at once (12.2 and 12.9 s)
+    vllm, sglang = _run_three_ways(_sglang_requeue("by_key")), _run_three_ways(_sglang_requeue("append"))
+    assert _victims(vllm) == _victims(sglang) == [3]
+    assert _scheduled_from(vllm, 12.2) == [3, 5, 6] and _scheduled_from(sglang, 12.2) == [5, 6, 3]
+    ev = sglang.events
+    assert np.round(ev.time_s[(ev.kind == 0) & (ev.time_s >= 12.2)], 2).tolist() == [12.22, 12.87, 16.57]
+    assert vllm.requests.first_scheduled_s[5] == pytest.approx(16.52, abs=0.01)
+    assert vllm.summary.num_finished == sglang.summary.num_finished == 7
+
+
+def test_an_appended_victim_waits_at_the_end_of_its_class_ahead_of_later_arrivals():
+    # requeue append with priority order: each request enters at the end of its priority's requests (an arrival, whose
+    # id follows every waiting one, where its key puts it); by key, the victim by its key
+    from sim_core.state import SimState
+    from sim_core.workload import Workload
+
+    R = 8
+    wl = Workload(arrival_s=np.zeros(R), prompt_tokens=np.full(R, 10), output_tokens=np.full(R, 5),
+                  priority=np.array([1, 0, 1, 0, 1, 1, 0, 1]), class_idx=np.full(R, -1), num_samples=1,
+                  closed_loop_think_s=None)  # fmt: skip
+    for requeue, want in (("by_key", [1, 3, 6, 0, 2, 4, 5, 7]), ("append", [1, 3, 6, 2, 4, 5, 0, 7])):
+        st = SimState(wl, "priority", requeue)
+        st.push_waiting(np.array([1, 2, 4, 5]))  # arrivals
+        st.push_waiting(np.array([3, 0]))  # victims, in the order they were pre-empted
+        st.push_waiting(np.array([6, 7]))  # later arrivals
+        assert st.key_to_id(st.waiting_keys).tolist() == want, requeue
+    st = SimState(wl, "fcfs", "append")
+    st.push_waiting(np.array([4, 5, 6]))
+    st.push_waiting(np.array([3, 1]))
+    st.push_waiting(np.array([7]))
+    assert st.key_to_id(st.waiting_keys).tolist() == [4, 5, 6, 3, 1, 7]
+
+
 @cases(20)
 @given(hst.sampled_from(["sglang", "tensorrt-llm-max-utilization", "vllm-v1"]),
        hst.sampled_from(["last_admitted", "fewest_written", "latest_arrival"]), hst.sampled_from([1, 1, 20]),
        hst.sampled_from(["fcfs", "priority", "shortest_prompt_first"]), hst.sampled_from(["recompute", "swap"]), hst.booleans(),
-       hst.booleans(), hst.integers(0, 2**16))  # fmt: skip
-def test_every_victim_rule_gives_the_same_run_on_every_executor(engine, rule, steps, order, preemption, cache, greedy, seed):
+       hst.booleans(), hst.sampled_from(["by_key", "append"]), hst.integers(0, 2**16))  # fmt: skip
+def test_every_victim_rule_gives_the_same_run_on_every_executor(engine, rule, steps, order, preemption, cache, greedy, requeue,
+                                                                seed):  # fmt: skip
     # a few long requests in a pool of 136-1,641 blocks (the longest fits it): decodes and chunks run short, requests
-    # are pre-empted (or swapped, to a host space of a few requests), re-admitted and pre-empted again (greedy
-    # admission: SGLang's token budget keeps most of these runs from retracting)
+    # are pre-empted (or swapped, to a host space of a few requests), re-admitted (from where preemption_requeue puts
+    # them) and pre-empted again (greedy admission: SGLang's token budget keeps most of these runs from retracting)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 9))
     util = {"sglang": 0.198, "tensorrt-llm-max-utilization": 0.05}.get(engine, 0.2005)
@@ -886,7 +1007,8 @@ def test_every_victim_rule_gives_the_same_run_on_every_executor(engine, rule, st
                        base="engine-" + engine, kv_cache__block_size=16, kv_cache__gpu_memory_utilization=util,
                        kv_cache__enable_prefix_caching=cache, kv_cache__swap_space_gb=0.2 * scale, scheduler__queue_order=order,
                        scheduler__preemption=preemption, scheduler__preemption_victim=rule,
-                       scheduler__preemption_headroom_steps=steps, **({"scheduler__admission": "greedy"} if greedy else {}))  # fmt: skip
+                       scheduler__preemption_headroom_steps=steps, scheduler__preemption_requeue=requeue,
+                       **({"scheduler__admission": "greedy"} if greedy else {}))  # fmt: skip
     res = _run_three_ways(cfg)
     assert res.summary.num_finished == n
 
@@ -916,3 +1038,28 @@ def test_a_bad_victim_rule_or_headroom_is_a_message_naming_the_field_in_links_up
     from sim_core.presets import config_from_dict
 
     assert config_from_dict(old).scheduler.preemption_victim == "last_admitted"
+
+
+def test_a_bad_requeue_is_a_message_naming_the_field_value_and_choices_in_links_uploads_and_set(capsys, tmp_path):
+    import json
+
+    from app.state import config_from_query
+    from sim_core.cli import main
+    from sim_core.presets import config_from_dict, load_preset
+
+    _, _, warning = config_from_query({"scheduler.preemption_requeue": "front"})
+    assert "scheduler.preemption_requeue = 'front'" in warning and "by_key" in warning and "append" in warning
+    upload = load_preset("chat-h100-llama8b").model_dump(mode="json")
+    upload["scheduler"]["preemption_requeue"] = "first"
+    (tmp_path / "c.json").write_text(json.dumps(upload))
+    assert main(["run", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert "scheduler.preemption_requeue = 'first'" in err and "'by_key', 'append'" in err and "Traceback" not in err
+    assert main(["run", "chat-h100-llama8b", "--set", "scheduler.preemption_requeue=tail"]) == 2
+    err = capsys.readouterr().err
+    assert "scheduler.preemption_requeue = 'tail'" in err and "'by_key', 'append'" in err and "Traceback" not in err
+    # a config from before the field (a link, a file) waits by key, as vLLM
+    old = load_preset("chat-h100-llama8b-sglang").model_dump(mode="json")
+    del old["scheduler"]["preemption_requeue"]
+    assert config_from_dict(old).scheduler.preemption_requeue == "by_key"
+    assert load_preset("chat-h100-llama8b-sglang").scheduler.preemption_requeue == "append"
