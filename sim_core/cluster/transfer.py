@@ -59,13 +59,20 @@ class KVTransfer:
     def seconds(self, num_bytes: float, pipelined: bool, overlap_s: float = math.inf) -> float:
         if self.ideal:
             return 0.0
+        return self.latency_s + self.exposed_bytes(num_bytes, pipelined, overlap_s) / self.bytes_per_s
+
+    def exposed_bytes(self, num_bytes: float, pipelined: bool, overlap_s: float = math.inf, free_s: float | None = None) -> float:
+        """The bytes the link carries after the prefill. `free_s`: of the link's share of the prefill (overlap_s x
+        (L - 1) / L), the time it was free to carry them (None: all of it; `LinkSides`: what other transfers left)."""
         exposed = num_bytes
         if pipelined and self.pipelines:  # (the link sends during the prefill, but no more than it can carry then;
             L = self.num_layers  # bytes first, then / bandwidth: the float operations of the formula before the bound)
             exposed = num_bytes / L
             if L > 1 and overlap_s < math.inf:  # (one layer hides nothing; an unbounded prefill hides the rest)
-                exposed = max(exposed, num_bytes - overlap_s * (L - 1) / L * self.bytes_per_s)
-        return self.latency_s + exposed / self.bytes_per_s
+                if free_s is None:
+                    free_s = overlap_s * (L - 1) / L
+                exposed = max(exposed, num_bytes - free_s * self.bytes_per_s)
+        return exposed
 
 
 class LinkSides:
@@ -80,34 +87,54 @@ class LinkSides:
 
     def send(self, src: int, dst: int, t_s: float, num_bytes: float, pipelined: bool,
              overlap_s: float = math.inf) -> tuple[float, float, list[tuple[float, float]]]:  # fmt: skip
-        """Book a transfer from side `src` to side `dst` dispatched at `t_s` (`KVTransfer.seconds`' other arguments);
-        returns the first instant from `t_s` on at which its bytes move, its end, and the spans its wire holds both
-        sides (during the prefill too, when pipelined)."""
+        """Book a transfer from side `src` to side `dst` dispatched at `t_s` (`KVTransfer.seconds`' other arguments;
+        `overlap_s` finite, or its prefill's share of the link is not booked); returns the first instant from `t_s` on
+        at which its bytes move, its end, and the spans its wire holds both sides (during the prefill too, when
+        pipelined)."""
         x = self.transfer
         if x.ideal:
             return t_s, t_s + 0.0, []
         bps, L = x.bytes_per_s, x.num_layers
-        exposed, hidden = num_bytes, []
-        if pipelined and x.pipelines:
-            exposed = num_bytes / L
-            if L > 1 and overlap_s < math.inf:  # (as `seconds`: the link's share of the prefill, in the time it was free)
-                window_s = overlap_s * (L - 1) / L
-                gaps = self._free(src, dst, t_s - window_s, t_s)
-                free_s = window_s if gaps == [(t_s - window_s, t_s)] else sum(b - a for a, b in gaps)
-                exposed = max(exposed, num_bytes - free_s * bps)
-                hidden = _take(gaps, (num_bytes - exposed) / bps)
-        wire_s = exposed / bps
-        after = self._free(src, dst, t_s, math.inf)  # (the last gap is open)
-        pieces = _take(after, wire_s)
-        if len(pieces) == 1 and pieces[0][0] == t_s:  # (nothing in the way: `seconds`' sum, to the bit)
-            end_s = t_s + (x.latency_s + exposed / bps)
-        else:
-            end_s = pieces[-1][1] + x.latency_s
+        piped = pipelined and x.pipelines and L > 1 and overlap_s < math.inf
+        window_s = overlap_s * (L - 1) / L if piped else 0.0  # (the link's share of the prefill: `exposed_bytes`)
+        lo = t_s - window_s
+        ends_a, ends_b = self._ends[src], self._ends[dst]
+        if (not ends_a or ends_a[-1] <= lo) and (not ends_b or ends_b[-1] <= lo):  # alone: the formula, to the bit
+            # (most transfers: its spans go after every booked one, as `_take` would place them, without a search)
+            exposed = x.exposed_bytes(num_bytes, pipelined, overlap_s)
+            spans = []
+            if piped:
+                hidden_end = lo + (num_bytes - exposed) / bps
+                if hidden_end > lo:
+                    spans.append((lo, hidden_end if hidden_end < t_s else t_s))
+            wire_end = t_s + exposed / bps
+            if wire_end > t_s:
+                spans.append((t_s, wire_end))
+            for side in (src, dst) if src != dst else (src,):
+                starts, ends = self._starts[side], self._ends[side]
+                for a, b in spans:
+                    if ends and ends[-1] == a:  # (touching the last span: one span)
+                        ends[-1] = b
+                    else:
+                        starts.append(a)
+                        ends.append(b)
+            return t_s, t_s + (x.latency_s + exposed / bps), spans
+        hidden = []
+        free_s = None
+        if piped:  # (its layers move during the prefill only in the time the transfers before it left free)
+            gaps = self._free(src, dst, lo, t_s)
+            free_s = None if gaps == [(lo, t_s)] else sum(b - a for a, b in gaps)  # (None: all of it, to the bit)
+        exposed = x.exposed_bytes(num_bytes, pipelined, overlap_s, free_s)
+        if piped:
+            hidden = _take(gaps, (num_bytes - exposed) / bps)
+        pieces = _take(self._free(src, dst, t_s, math.inf), exposed / bps)  # (the last gap is open)
         spans = [(a, b) for a, b in hidden + pieces if b > a]
         for side in (src, dst) if src != dst else (src,):
             for a, b in spans:
                 self._book(side, a, b)
-        return pieces[0][0], end_s, spans
+        if len(pieces) == 1 and pieces[0][0] == t_s:  # (nothing in its way from its dispatch: `seconds`' sum)
+            return t_s, t_s + (x.latency_s + exposed / bps), spans
+        return pieces[0][0], pieces[-1][1] + x.latency_s, spans
 
     def _free(self, src: int, dst: int, lo: float, hi: float) -> list[tuple[float, float]]:
         """The spans of [lo, hi] free on both sides, in time order (empty spans left out)."""
@@ -135,6 +162,10 @@ class LinkSides:
     def _book(self, side: int, a: float, b: float) -> None:
         """Side `side` busy over [a, b] (free there before): merged with a span it touches."""
         starts, ends = self._starts[side], self._ends[side]
+        if not ends or ends[-1] < a:  # (after every span: most bookings)
+            starts.append(a)
+            ends.append(b)
+            return
         k = bisect_right(ends, a)  # (spans before k end at or before a)
         if k and ends[k - 1] == a:  # (joins the span before)
             k -= 1
