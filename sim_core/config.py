@@ -641,6 +641,9 @@ def memory_efficiency_ceiling(hbm_efficiency_scale: float) -> float:
     return math.floor(max_memory_efficiency(hbm_efficiency_scale) * 1e4) / 1e4
 
 
+LinkContention = Literal["fifo", "none"]  # how KV transfers share a side of the link (sim_core/cluster/transfer.py)
+
+
 class LinkConfig(StrictModel):
     """The path the KV cache takes from a prefill instance to a decode instance."""
 
@@ -654,6 +657,13 @@ class LinkConfig(StrictModel):
         True, description="Send each layer's KV while the next layer computes: only the last layer's share of the "
         "transfer is exposed, or what the link could not carry during the prefill when that is more (needs the decode "
         "slot reserved when the prefill ends).",
+    )  # fmt: skip
+    contention: LinkContention = Field(
+        "fifo",
+        description="Transfers that share a side of the link. fifo: each instance's side (its GPUs' NICs or NVLink "
+        "ports) carries one transfer at a time at the link's bandwidth, those it sends (a prefill instance) or receives "
+        "(a decode instance) in the order they start, each in the time the earlier ones leave free; latency does not "
+        "hold it. none: every transfer gets the whole bandwidth however many are in flight (before this knob).",
     )  # fmt: skip
 
 

@@ -117,7 +117,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
         start = np.array([s[2] for s in segs])
         end = np.array([s[3] for s in segs])
         legend = timeline.request_legend_states(set(state.tolist()), gpu_entries)
-        for name in ("waiting", "prefill", "kv wait", "kv transfer", "decode", "stalled", "preempted", "swapped"):
+        for name in ("waiting", "prefill", "kv wait", "kv link wait", "kv transfer", "decode", "stalled", "preempted", "swapped"):
             m = state == name
             if not m.any():
                 continue
@@ -141,19 +141,23 @@ def _short_transfers(fig: go.Figure, res: ClusterResult, ids: np.ndarray, labels
     if res.kv_transfer_start_s is None or not ids.size:
         return
     span = (window[1] - window[0]) if window is not None else float(np.subtract(*timeline.run_span(res)[::-1]))
-    t0, t1 = res.kv_transfer_start_s[ids], res.kv_transfer_end_s[ids]
+    # (its moving part, as its bar: from `kv_link_start_s`, after any wait for the link, which has its own bar)
+    t0, t1 = res.kv_link_start_s[ids], res.kv_transfer_end_s[ids]
     short = np.isfinite(t0) & np.isfinite(t1) & (t1 - t0 < MIN_BAR_FRACTION * span)
     if not short.any():
         return
     rr = ids[short]
     a, b = t0[short], t1[short]
-    custom = np.column_stack([rr, (b - a) * 1e3, res.kv_transfer_bytes[rr] / 1e6, a])
+    queued_ms = ((a - res.kv_transfer_start_s[rr]) * 1e3).tolist()
+    custom = [[r, x, mb, t, f", after {q:.3f} ms waiting for the link" if q > 0 else ""]
+              for r, x, mb, t, q in zip(rr.tolist(), ((b - a) * 1e3).tolist(), (res.kv_transfer_bytes[rr] / 1e6).tolist(), a.tolist(), queued_ms)]  # fmt: skip
     fig.add_trace(go.Scatter(
         x=(a + b) / 2, y=[labels[i] for i in rr.tolist()], mode="markers", name="kv transfer", legendgroup="kv transfer",
         showlegend=False, customdata=custom,
         marker=dict(symbol="diamond", size=7, color=PHASE_COLORS["kv transfer"], line=dict(color="#202124", width=1)),
         hovertemplate=("<b>request %{customdata[0]}</b> · kv transfer<br>%{customdata[1]:.3f} ms, %{customdata[2]:,.1f} MB "
-                       "from t = %{customdata[3]:.4f} s<br>(a marker: too short to see as a bar here)<extra></extra>"),
+                       "from t = %{customdata[3]:.4f} s%{customdata[4]}<br>"
+                       "(a marker: too short to see as a bar here)<extra></extra>"),
     ), row=2, col=1)  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.components.text import plain
 from sim_core import SimConfig
-from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, Router, field_info
+from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_info
 from sim_core.presets import list_presets, read_preset_data
 
 MODES = ("one engine", "replicas", "disaggregated")
@@ -91,6 +91,7 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "bw"] = float(link.bandwidth_gb_per_s) if link and link.bandwidth_gb_per_s else 50.0
     s[KEY + "lat"] = float(link.latency_us) if link else 20.0
     s[KEY + "pipe"] = link.layerwise_pipelining if link else True
+    s[KEY + "contention"] = link.contention if link else "fifo"
     s[KEY + "first"] = dis.first_token_from if dis else "prefill"
 
 
@@ -135,6 +136,8 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
+    contention = st.radio("Transfers sharing the link", LinkContention.__args__, key=KEY + "contention", horizontal=True,
+                          help=field_info(("deployment", "disaggregation", "link", "contention")).description)  # fmt: skip
     first = st.radio("First token streamed by", FIRST_TOKEN_FROM, key=KEY + "first", horizontal=True,
                      help=field_info(("deployment", "disaggregation", "first_token_from")).description)  # fmt: skip
     kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
@@ -159,5 +162,5 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     return {"router": router, "state_refresh_s": float(refresh), "disaggregation": {
         "prefill": pool(p, ptp, pgpu, keep.prefill if keep else None),
         "decode": pool(d, dtp, dgpu, keep.decode if keep else None),
-        "link": {"bandwidth_gb_per_s": bw, "latency_us": float(lat), "layerwise_pipelining": bool(pipe)},
+        "link": {"bandwidth_gb_per_s": bw, "latency_us": float(lat), "layerwise_pipelining": bool(pipe), "contention": contention},
         "first_token_from": first}}  # fmt: skip

@@ -293,8 +293,10 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
     """(request, state, start_s, end_s) for requests `ids` (default [first, first+count)): waiting,
     prefill, decode, stalled (decoding, but the tick gave it no token), preempted (waiting to
     recompute), swapped and, in a disaggregated deployment, kv wait (prefill done, waiting for a decode
-    slot: back-pressure) and kv transfer, from the request events."""
+    slot: back-pressure), kv link wait (slot reserved, earlier transfers hold the link) and kv transfer, from the
+    request events (and a deployment's `kv_link_start_s`: no event marks where a transfer starts moving)."""
     req, ev = res.requests, res.events
+    link_start = getattr(res, "kv_link_start_s", None)  # (ClusterResult's; none for one engine)
     end_of_run = float(res.timeline.t_end_s[-1]) if res.timeline.num_ticks else 0.0
     if ids is None:
         ids = np.arange(first, min(first + count, req.arrival_s.size))
@@ -311,14 +313,26 @@ def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | N
                    Event.PREEMPTED: "preempted", Event.SWAPPED_OUT: "swapped", Event.SWAPPED_IN: "decode",
                    Event.FINISHED: None, Event.KV_WAIT: "kv wait", Event.KV_TRANSFER_START: "kv transfer",
                    Event.KV_TRANSFER_DONE: "decode"}[k]  # fmt: skip
+            if state == "kv link wait" and t > link_start[r]:  # (queued, then moving: one state each)
+                state, since = _link_wait(out, r, since, float(link_start[r]))
             if t > since:
                 out.append((r, state, since, t))
             state, since = nxt, t
+            if nxt == "kv transfer" and link_start is not None and link_start[r] > t:
+                state = "kv link wait"
             if nxt is None:
                 break
+        if state == "kv link wait" and end_of_run > link_start[r]:
+            state, since = _link_wait(out, r, since, float(link_start[r]))
         if state is not None and end_of_run > since:
             out.append((r, state, since, end_of_run))  # unfinished: drawn up to the end of the run
     return stall_split(res, out) if split_stalls else out
+
+
+def _link_wait(out: list, r: int, since: float, moves_s: float) -> tuple[str, float]:
+    """Request r's KV transfer waited for the link from `since` to `moves_s`: that segment, and its moving state."""
+    out.append((r, "kv link wait", since, moves_s))
+    return "kv transfer", moves_s
 
 
 def stall_split(res: SimResult, segs: list[tuple[int, str, float, float]]) -> list[tuple[int, str, float, float]]:
@@ -347,12 +361,16 @@ def stall_split(res: SimResult, segs: list[tuple[int, str, float, float]]) -> li
     return out
 
 
-REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv wait", "kv transfer")
-LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv wait", "kv transfer")  # prefill/decode: the GPU row's entries
+REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv wait", "kv link wait", "kv transfer")
+# prefill/decode: the GPU row's entries
+LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv wait", "kv link wait", "kv transfer")
 # legend and hover names where the state's key is not clear enough
-STATE_LABELS = {"stalled": "stalled (no token this tick)", "kv wait": "waiting for a decode slot"}
+STATE_LABELS = {"stalled": "stalled (no token this tick)", "kv wait": "waiting for a decode slot",
+                "kv link wait": "waiting for the KV link"}  # fmt: skip
 # one more hover line for a state whose name alone does not say what holds the request
-STATE_HOVER = {"kv wait": "prefill done; its KV stays on the prefill instance until a decode instance has free blocks"}
+STATE_HOVER = {"kv wait": "prefill done; its KV stays on the prefill instance until a decode instance has free blocks",
+               "kv link wait": "decode slot reserved; earlier transfers hold its prefill or decode instance's side of "
+               "the link"}  # fmt: skip
 
 
 def request_legend_states(drawn: set[str] | list[str], gpu_entries: set[str] | list[str]) -> list[str]:

@@ -47,8 +47,9 @@ With one replica this reproduces `Engine.run` exactly: the same ticks, idle gaps
 (tests assert it). Disaggregation follows DistServe and Splitwise: a prefill instance hands a request off at its
 first token, keeping its KV blocks; the request waits (FIFO, holding those blocks) until some decode
 instance has a sequence slot and the blocks for its context (reserved before the transfer); the KV is
-sent over the link (transfer.py); the prefill blocks are freed and the request joins the decode
-instance's running batch when the transfer completes.
+sent over the link (transfer.py; each instance's side of it carries one transfer at a time, in dispatch order:
+`LinkSides`); the prefill blocks are freed and the request joins the decode instance's running batch when the
+transfer completes.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ import numpy as np
 
 from sim_core.budget import BudgetMeter
 from sim_core.cluster.router import Router
-from sim_core.cluster.transfer import KVTransfer
+from sim_core.cluster.transfer import KVTransfer, LinkSides
 from sim_core.cluster.turns import RefreshedViews, TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
@@ -205,6 +206,9 @@ class Deployment:
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
         self._transfer = KVTransfer(cfg, self.link, self.num_layers) if dis else None  # (`_dispatch`: bytes and time)
+        # Each instance's side of the link, shared by the transfers it sends or receives (transfer.py; None: each
+        # transfer gets the whole bandwidth, link.contention = none)
+        self._sides = LinkSides(self._transfer, len(self.instances)) if dis and dis.link.contention == "fifo" else None
         # Per request: where it ran (instance and slot there) and its KV transfer (-1 / NaN: not applicable).
         self.instance_of = np.full(R, -1, dtype=np.int64)  # front instance (index into self.instances)
         self.decode_of = np.full(R, -1, dtype=np.int64)  # decode instance (index into self.instances)
@@ -214,6 +218,7 @@ class Deployment:
         self.injected = np.zeros(R, dtype=bool)  # joined its decode instance
         self.kv_wait_start_s = np.full(R, np.nan)
         self.kv_transfer_start_s = np.full(R, np.nan)
+        self.kv_link_start_s = np.full(R, np.nan)  # its bytes start moving: later than the start when the link was busy
         self.kv_transfer_end_s = np.full(R, np.nan)
         self.kv_transfer_bytes = np.full(R, np.nan)
         self.events: list[tuple[int, float, int]] = []  # (request, time, Event) of the cluster
@@ -616,8 +621,8 @@ class Deployment:
     def _earliest_release_s(self, t_s: float, context_tokens: int) -> float:
         """The earliest end of the KV transfer of a request handed off at `t_s` with `context_tokens` of context: a
         dispatch at its hand-off with the slot reserved then (pipelined) over a prefill long enough to hide all but the
-        last layer's share; `_dispatch` prices it so or later (a shorter prefill on a slow link, a later dispatch, or one
-        without pipelining)."""
+        last layer's share; `_dispatch` prices it so or later (a shorter prefill on a slow link, a later dispatch, one
+        without pipelining, or one behind other transfers on the link)."""
         return t_s + self._transfer.seconds(self._transfer.bytes(context_tokens), pipelined=True)
 
     def _next_output_bound_s(self, j: int) -> float:
@@ -806,15 +811,19 @@ class Deployment:
             decs[d].reserve(kd, need[d])  # (one request: Python ints, `BlockManager.grow_to` takes them as one element)
             self._incoming[d] += 1
             nbytes = self._transfer.bytes(ctx)
-            if t == ready:  # pipelined: the link sent during the prefill, from the request's first admission to its first token
-                dt = self._transfer.seconds(nbytes, True, ready - self.instances[i].engine.st.first_scheduled_s.item(kp))
+            # pipelined when dispatched at its hand-off: the link sent during the prefill, from the request's first
+            # admission to its first token
+            piped = t == ready
+            overlap_s = ready - self.instances[i].engine.st.first_scheduled_s.item(kp) if piped else math.inf
+            if self._sides is not None:  # (in the time the transfers before it leave free on both sides)
+                moves_s, end_s, _ = self._sides.send(i, first + d, t, nbytes, piped, overlap_s)
             else:
-                dt = self._transfer.seconds(nbytes, False)
+                moves_s, end_s = t, t + self._transfer.seconds(nbytes, piped, overlap_s)
             self.decode_of[r] = first + d
-            self.kv_transfer_start_s[r], self.kv_transfer_end_s[r] = t, t + dt
+            self.kv_transfer_start_s[r], self.kv_link_start_s[r], self.kv_transfer_end_s[r] = t, moves_s, end_s
             self.kv_transfer_bytes[r] = nbytes
             self.events.append((r, t, Event.KV_TRANSFER_START))
-            self._push(t + dt, XFER_DONE, (i, d, r))
+            self._push(end_s, XFER_DONE, (i, d, r))
 
     def _dispatch_waits_for(self, stalled: set[int]) -> int | None:
         """The instance a waiting dispatch (`_dispatch_t`) has the loop step next: the busy, unstalled one of

@@ -33,7 +33,8 @@ def describe_deployment(cfg: SimConfig) -> str:
 def describe_link(link: LinkConfig) -> str:
     """'50 GB/s + 20 us, layer-wise' or 'ideal (free)': a KV link in words (here and the planner's splits)."""
     bw = "ideal (free)" if link.bandwidth_gb_per_s is None else f"{link.bandwidth_gb_per_s:g} GB/s + {link.latency_us:g} us"
-    return bw + (", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else "")
+    return bw + (", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else "") + (
+        ", no contention" if link.contention == "none" and link.bandwidth_gb_per_s is not None else "")
 
 
 def routing_notes(cfg: SimConfig) -> list[str]:
@@ -81,7 +82,10 @@ def format_instances(res: ClusterResult) -> str:
         if moved.any():
             wait = res.kv_transfer_start_s[moved] - res.kv_wait_start_s[moved]
             xfer = res.kv_transfer_end_s[moved] - res.kv_transfer_start_s[moved]
+            queued = res.kv_link_start_s[moved] - res.kv_transfer_start_s[moved]  # (part of `xfer`: the link was busy)
             lines.append(f"  KV transfers  {int(moved.sum()):,} requests, {res.kv_transfer_bytes[moved].sum() / 1e9:,.2f} GB; "
                          f"transfer p50 {ms(float(np.median(xfer)))}, wait for a decode slot p50 {ms(float(np.median(wait)))} "
-                         f"p99 {ms(float(np.percentile(wait, 99)))} ({int((wait > 0).sum()):,} waited)")  # fmt: skip
+                         f"p99 {ms(float(np.percentile(wait, 99)))} ({int((wait > 0).sum()):,} waited); "
+                         f"waited for the link {int((queued > 0).sum()):,}, p99 {ms(float(np.percentile(queued, 99)))} "
+                         f"max {ms(float(queued.max()))}")  # fmt: skip
     return "\n".join(lines)

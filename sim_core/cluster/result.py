@@ -58,6 +58,9 @@ class ClusterResult(SimResult):
     decode_instance_of: IntArray | None = None  # (R,) decode instance, -1 when none
     kv_wait_start_s: FloatArray | None = None  # (R,) prefill done, waiting for a decode slot
     kv_transfer_start_s: FloatArray | None = None  # (R,) decode blocks reserved, transfer starts
+    # (R,) its bytes start moving: later than kv_transfer_start_s when earlier transfers held a side of the link
+    # (link.contention = fifo; a pipelined transfer sent layers during its prefill too, in the time the link was free)
+    kv_link_start_s: FloatArray | None = None
     kv_transfer_end_s: FloatArray | None = None  # (R,) KV arrived on the decode instance
     kv_transfer_bytes: FloatArray | None = None  # (R,)
     num_gpus: int = 1
@@ -86,6 +89,7 @@ class ClusterResult(SimResult):
         req["instance"] = self.instance_label_of()
         if self.is_disaggregated:
             req["kv_wait_s"] = self.kv_transfer_start_s - self.kv_wait_start_s
+            req["kv_link_wait_s"] = self.kv_link_start_s - self.kv_transfer_start_s
             req["kv_transfer_s"] = self.kv_transfer_end_s - self.kv_transfer_start_s
             req["kv_transfer_bytes"] = self.kv_transfer_bytes
         # the requests' names, not the labels with the GPU ('replica 0 (H100 SXM)'): the ticks, requests and
@@ -289,6 +293,6 @@ def build_result(dep: Deployment) -> ClusterResult:
     return ClusterResult(
         config=cfg, memory=raw[0].memory, requests=req, timeline=tl, events=events, itl_s=itl, batches=batches,
         summary=summary, itl_gaps_total=sum(r.num_itl_gaps for r in raw), instances=tuple(parts), instance_of=dep.instance_of, decode_instance_of=dep.decode_of,
-        kv_wait_start_s=dep.kv_wait_start_s, kv_transfer_start_s=dep.kv_transfer_start_s,
+        kv_wait_start_s=dep.kv_wait_start_s, kv_transfer_start_s=dep.kv_transfer_start_s, kv_link_start_s=dep.kv_link_start_s,
         kv_transfer_end_s=dep.kv_transfer_end_s, kv_transfer_bytes=dep.kv_transfer_bytes, num_gpus=cfg.num_gpus_total,
     )  # fmt: skip

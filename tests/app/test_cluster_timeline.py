@@ -496,3 +496,47 @@ def test_one_replica_reads_singular_in_the_page_and_the_editor():
     assert "replicas (" not in text and "1 GPUs" not in text and "1 replicas" not in text
     res = run_simulation(cfg)
     assert cluster_timeline_figure(res, 0, 5).layout.annotations[0].text == "Instances (1 GPU)"
+
+
+def test_a_transfer_that_waited_for_the_link_shows_its_wait_then_its_move():
+    # Issue 13: transfers share a side of the link (link.contention = fifo); a transfer behind others drew as one
+    # cyan bar from its start, as if moving all along. Four prompts prefilled in one tick over a 2 GB/s link: the
+    # second to fourth wait for the earlier ones' bytes, drawn pale cyan up to `kv_link_start_s`, then cyan.
+    from app.components.colors import PHASE_COLORS
+
+    cfg = with_value(make_config(workload__num_requests=4, workload__arrival__process="offline",
+                                 workload__prompt_tokens={"dist": "fixed", "mean": 500, "min": 1, "max": 500},
+                                 workload__output_tokens={"dist": "fixed", "mean": 5, "min": 1, "max": 5}),
+                     "deployment", {"disaggregation": {"link": {"bandwidth_gb_per_s": 2.0, "layerwise_pipelining": False}}})  # fmt: skip
+    res = run_simulation(cfg)
+    queued = np.flatnonzero(res.kv_link_start_s > res.kv_transfer_start_s)
+    assert queued.size == 3
+    label = timeline.request_state_label("kv link wait")
+    assert "link" in label and PHASE_COLORS["kv link wait"] not in {c for k, c in PHASE_COLORS.items() if k != "kv link wait"}
+    segs = timeline.request_segments(res, 0, 0, ids=np.arange(4), split_stalls=False)
+    for r in range(4):
+        mine = [(s, a, b) for q, s, a, b in segs if q == r]
+        start, moves, end = res.kv_transfer_start_s[r], res.kv_link_start_s[r], res.kv_transfer_end_s[r]
+        assert ("kv transfer", moves, end) in mine
+        assert (("kv link wait", start, moves) in mine) == (r in queued.tolist())
+    fig = cluster_timeline_figure(res, 0, 4)
+    bars = _request_bars(fig)
+    labels = dict(zip(range(4), request_labels(res, np.arange(4))))
+    assert sorted(bars[label]) == sorted((labels[r], res.kv_transfer_start_s[r], res.kv_link_start_s[r]) for r in queued.tolist())
+    trace = next(tr for tr in fig.data if tr.name == label and tr.type == "bar")
+    assert trace.marker.color == PHASE_COLORS["kv link wait"] and trace.showlegend and "earlier transfers" in trace.hovertemplate
+    # the moving part is the transfer's bar (and a marker's span, when too short to see)
+    assert sorted(bars["kv transfer"]) == sorted((labels[r], res.kv_link_start_s[r], res.kv_transfer_end_s[r]) for r in range(4))
+    # the HTML timeline draws the same states from the same segments
+    assert "kv link wait" in timeline.request_bars(res, np.arange(4), None)["state"].tolist()
+
+
+def test_the_editor_sets_how_transfers_share_the_link():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at.run()
+    assert at.radio(key="w.dep.contention").value == "fifo"
+    at.radio(key="w.dep.contention").set_value("none").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert dict(at.query_params) == {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d",
+                                     "deployment.disaggregation.link.contention": "none"}  # fmt: skip

@@ -103,3 +103,21 @@ def test_cli_summary_names_the_instance_whose_kv_peak_it_reports(capsys):
             in out)  # fmt: skip
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
     assert "tokens), peak 4%, 0 pre-emptions" in capsys.readouterr().out
+
+
+def test_cli_counts_transfers_that_waited_for_the_link_and_rejects_a_bad_contention(tmp_path, capsys):
+    # a slow link at a high rate: transfers queue for the decode instance's side of the link (link.contention = fifo)
+    args = ["run", "cluster-splitwise-llama70b-4xdgx-ha-3p1d", "--set", "workload.num_requests=120",
+            "--set", "deployment.disaggregation.link.bandwidth_gb_per_s=10"]  # fmt: skip
+    assert main(args + ["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("KV transfers"))
+    waited = int(line.split("waited for the link ")[1].split(",")[0].replace(",", ""))
+    req = pd.read_csv(tmp_path / "requests.csv")
+    assert waited == int((req["kv_link_wait_s"] > 0).sum()) > 0
+    assert main(args + ["--set", "deployment.disaggregation.link.contention=none"]) == 0
+    out = capsys.readouterr().out
+    assert "no contention" in out and "waited for the link 0," in out
+    assert main(args + ["--set", "deployment.disaggregation.link.contention=fair"]) == 2
+    err = capsys.readouterr().err
+    assert "deployment.disaggregation.link.contention = 'fair'" in err and "'fifo'" in err and "Traceback" not in err

@@ -2,14 +2,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim_core.cluster.transfer import kv_transfer_bytes, kv_transfer_s
+from sim_core.cluster import Deployment
+from sim_core.cluster.result import build_result
+from sim_core.cluster.transfer import KVTransfer, LinkSides, kv_transfer_bytes, kv_transfer_s
 from sim_core.config import LinkConfig, SimConfig
 from sim_core.engine import run_simulation
 from sim_core.presets import load_preset
 from sim_core.sweep import with_value
+from tests.conftest import make_config, trace_config
 
 
 def test_llama8b_kv_bytes_per_token_is_128_kib():
@@ -65,3 +68,155 @@ def test_slow_link_pipelined_transfer_is_bandwidth_bound_in_a_deployment():
     layers = cfg.model.num_layers
     assert np.all(res.kv_transfer_end_s - res.kv_wait_start_s >= wire_s - prefill_s * (layers - 1) / layers - 1e-9)
     assert np.all(res.kv_transfer_end_s - res.kv_wait_start_s > 0.3)  # 0.524 s on the wire, 0.124 s of prefill
+
+
+# ---------------------------------------------------------------- contention: transfers share their link's sides
+def xpyd(prompts, outputs, arrivals, num_prefill=1, num_decode=1, **link):
+    """A replayed workload on `num_prefill`P`num_decode`D (round robin on both sides) over `link`."""
+    cfg = trace_config(prompts, outputs, arrivals)
+    return with_value(cfg, "deployment", {"disaggregation": {
+        "prefill": {"replicas": num_prefill}, "decode": {"replicas": num_decode}, "link": link}})  # fmt: skip
+
+
+@pytest.mark.parametrize("num_prefill, num_decode", [(1, 1), (2, 1), (1, 2)])
+def test_two_transfers_ready_together_take_their_shared_side_in_turn(num_prefill, num_decode):
+    """Two 1,000-token prompts prefilled in one tick (1P1D), or at the same instant on two prefill instances into one
+    decode instance (2P1D: they share its side), or on one prefill instance to two decode instances (1P2D: they share
+    its side): the first takes latency + bytes / bandwidth, the second starts moving when the first's last byte
+    leaves and ends at latency + 2 x bytes / bandwidth (the latency does not hold the link: not 2 x latency). Before:
+    both ended at latency + bytes / bandwidth, each with the whole 10 GB/s."""
+    cfg = xpyd([1000, 1000], [5, 5], [0.0, 0.0], num_prefill, num_decode,
+               bandwidth_gb_per_s=10.0, latency_us=100.0, layerwise_pipelining=False)  # fmt: skip
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.kv_wait_start_s[0] == res.kv_wait_start_s[1] == res.kv_transfer_start_s[0] == res.kv_transfer_start_s[1]
+    t0 = res.kv_transfer_start_s[0]
+    wire_s = res.kv_transfer_bytes[0] / 10e9
+    assert res.kv_transfer_bytes[0] == res.kv_transfer_bytes[1] == 1000 * 128 * 1024
+    first, second = np.sort(res.kv_transfer_end_s)
+    assert first == pytest.approx(t0 + 100e-6 + wire_s, rel=1e-12)
+    assert second == pytest.approx(t0 + 100e-6 + 2 * wire_s, rel=1e-12)
+    late = int(np.argmax(res.kv_transfer_end_s))
+    assert res.kv_link_start_s[late] == pytest.approx(t0 + wire_s, rel=1e-12)  # queued for the link, then moving
+    assert res.kv_link_start_s[1 - late] == t0
+    # contention = none: each had the whole link (the model before the knob)
+    alone = run_simulation(with_value(cfg, "deployment.disaggregation.link.contention", "none"))
+    assert np.all(alone.kv_transfer_end_s == first) and np.array_equal(alone.kv_link_start_s, alone.kv_transfer_start_s)
+
+
+def test_pipelined_transfer_behind_a_busy_link_sends_its_layers_only_once_the_link_is_free():
+    """1P1D over 1 GB/s, layer-wise: request 0's 4,000 tokens (524 MB) leave the link busy until ~0.53 s (its prefill
+    hid only ~0.12 s of it); request 1 (1,000 tokens, 131 MB) arrives at 0.2 s and ends its prefill well before that,
+    so none of its layers can move during its prefill: it sends all 131 MB after request 0's last byte, ending at
+    request 0's end + 0.131 s. Before: it hid all but 1/32 of its KV in its prefill and ended ~4 ms after it, ~0.3 s
+    before the link had carried request 0's KV."""
+    cfg = xpyd([4000, 1000], [5, 5], [0.0, 0.2], bandwidth_gb_per_s=1.0, latency_us=0.0, layerwise_pipelining=True)
+    res = run_simulation(cfg, check_invariants=True)
+    assert res.kv_transfer_start_s[1] == res.kv_wait_start_s[1] < res.kv_transfer_end_s[0]  # pipelined, behind 0
+    assert res.kv_link_start_s[1] == pytest.approx(res.kv_transfer_end_s[0], rel=1e-12)  # (latency 0: its last byte)
+    assert res.kv_transfer_end_s[1] == pytest.approx(res.kv_transfer_end_s[0] + res.kv_transfer_bytes[1] / 1e9, rel=1e-12)
+    # request 0 went first and alone: the formula (the link free during its prefill)
+    prefill_s = res.kv_wait_start_s[0] - res.requests.first_scheduled_s[0]
+    assert res.kv_transfer_end_s[0] == res.kv_transfer_start_s[0] + kv_transfer_s(
+        cfg.deployment.disaggregation.link, res.kv_transfer_bytes[0], cfg.model.num_layers, True, prefill_s)
+
+
+def test_pipelined_transfers_of_one_prefill_tick_share_its_window():
+    """Four 500-token prompts prefilled in one tick over 50 GB/s: the prefill is long enough for the link to carry
+    all but the last layer of all four during it, so each exposes its last layer's share after the others' (FIFO),
+    not its whole KV behind the first's: ends at t + latency + k x (bytes / 32) / bandwidth, k = 1..4."""
+    cfg = xpyd([500] * 4, [5] * 4, [0.0] * 4, bandwidth_gb_per_s=50.0, latency_us=20.0, layerwise_pipelining=True)
+    res = run_simulation(cfg, check_invariants=True)
+    t0 = res.kv_transfer_start_s[0]
+    assert np.all(res.kv_wait_start_s == t0) and np.all(res.kv_transfer_start_s == t0)
+    assert (t0 - res.requests.first_scheduled_s[0]) * 31 / 32 * 50e9 > 4 * res.kv_transfer_bytes[0]  # (a long enough prefill)
+    last_layer_s = res.kv_transfer_bytes[0] / 32 / 50e9
+    expect = t0 + 20e-6 + last_layer_s * np.arange(1, 5)
+    assert np.sort(res.kv_transfer_end_s) == pytest.approx(expect, rel=1e-12)
+
+
+def test_an_ideal_link_is_free_whatever_the_contention():
+    cfg = xpyd([2000] * 4, [5] * 4, [0.0] * 4, bandwidth_gb_per_s=None, latency_us=500.0)
+    res = run_simulation(cfg)
+    assert np.array_equal(res.kv_transfer_end_s, res.kv_transfer_start_s)
+    assert np.array_equal(res.kv_link_start_s, res.kv_transfer_start_s)
+
+
+def test_transfers_alone_on_the_link_are_the_formula_to_the_bit():
+    """Requests far apart: no transfer meets another, so fifo and none give the same run, bit for bit."""
+    cfg = xpyd([800, 1500, 3000, 500], [20] * 4, [0.0, 1.0, 2.0, 3.0], bandwidth_gb_per_s=5.0)
+    a = run_simulation(cfg)
+    b = run_simulation(with_value(cfg, "deployment.disaggregation.link.contention", "none"))
+    for f in ("kv_transfer_start_s", "kv_link_start_s", "kv_transfer_end_s"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert np.array_equal(a.requests.finish_s, b.requests.finish_s)
+
+
+def test_contention_is_validated_with_its_field_value_and_choices():
+    with pytest.raises(ValueError) as err:
+        with_value(SimConfig(), "deployment", {"disaggregation": {"link": {"contention": "fair"}}})
+    assert "deployment.disaggregation.link.contention" in str(err.value) and "'fair'" in str(err.value)
+    assert "'fifo'" in str(err.value) and "'none'" in str(err.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 0.05), st.integers(0, 1), st.integers(2, 3), st.floats(1e6, 5e8), st.booleans(),
+                          st.floats(0, 0.3)), min_size=1, max_size=12),
+       st.floats(1, 100), st.floats(0, 100), st.integers(1, 80))  # fmt: skip
+def test_transfers_never_overlap_on_a_side_and_take_at_least_their_formula(sends, bw, lat, layers):
+    """Random transfers from sides 0-1 (prefill instances) to 2-3 (decode instances), dispatched in time order: the
+    spans two transfers hold on a shared side never overlap; each moves exactly its bytes' wire time (hidden during
+    its prefill and exposed after), from no earlier than its prefill's link window, and ends no sooner than the
+    formula alone (latency + exposed / bandwidth) and exactly its last span's end + latency."""
+    link = LinkConfig(bandwidth_gb_per_s=bw, latency_us=lat, layerwise_pipelining=True)
+    one = KVTransfer(None, link, layers)
+    sides = LinkSides(one, 4)
+    t, booked = 0.0, []
+    for gap_s, src, dst, nbytes, piped, overlap_s in sends:
+        t += gap_s
+        moves_s, end_s, spans = sides.send(src, dst, t, nbytes, piped, overlap_s)
+        alone_s = one.seconds(nbytes, piped, overlap_s)
+        assert end_s >= t + alone_s - 1e-9 * max(1.0, t + alone_s)
+        assert moves_s >= t and spans and end_s == pytest.approx(spans[-1][1] + lat * 1e-6, rel=1e-12, abs=1e-15)
+        window_s = overlap_s * (layers - 1) / layers if piped and layers > 1 else 0.0
+        assert spans[0][0] >= t - window_s - 1e-12
+        assert sum(b - a for a, b in spans) == pytest.approx(nbytes / (bw * 1e9), rel=1e-9)
+        assert all(a < b <= c for (a, b), (c, _) in zip(spans, spans[1:]))  # its own spans in time order
+        for src2, dst2, spans2 in booked:
+            if {src, dst} & {src2, dst2}:
+                assert all(b <= c or d <= a for a, b in spans for c, d in spans2)
+        booked.append((src, dst, spans))
+    for side in range(4):
+        busy = sides.busy_spans(side)
+        assert all(a < b < c for (a, b), (c, _) in zip(busy, busy[1:]))  # sorted, disjoint, touching ones merged
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([(1, 1), (2, 1), (1, 2), (3, 2)]), st.floats(2, 50), st.booleans())
+def test_deployments_on_a_slow_link_keep_every_tick_invariant(seed, pools, bw, piped):
+    """Invariants every tick (blocks, progress) and over the run, with transfers queueing on a slow link; each transfer
+    takes at least the formula's time from its start (alone on the link), and starts moving no earlier than its start;
+    1P1D (one link, one pair of sides): the transfers' moving parts never overlap."""
+    from tests.sim_core.cluster.test_deployment import assert_cluster_invariants
+
+    cfg = make_config(seed=seed, workload__num_requests=40, workload__arrival__rate_per_s=20.0,
+                      workload__prompt_tokens={"dist": "lognormal", "mean": 1500, "min": 100, "max": 3000},
+                      workload__output_tokens={"dist": "lognormal", "mean": 50, "min": 1, "max": 200})  # fmt: skip
+    cfg = with_value(cfg, "deployment", {"disaggregation": {
+        "prefill": {"replicas": pools[0]}, "decode": {"replicas": pools[1]},
+        "link": {"bandwidth_gb_per_s": bw, "latency_us": 20.0, "layerwise_pipelining": piped}}})  # fmt: skip
+    run = Deployment(cfg, check_invariants=True)
+    run.run()
+    res = build_result(run)
+    assert_cluster_invariants(res)
+    moved = np.isfinite(res.kv_transfer_end_s)
+    assert moved.any()
+    start, moves, end = res.kv_transfer_start_s[moved], res.kv_link_start_s[moved], res.kv_transfer_end_s[moved]
+    assert np.all(moves >= start) and np.all(end >= moves)
+    link, layers = cfg.deployment.disaggregation.link, cfg.model.num_layers
+    ready, admitted = res.kv_wait_start_s[moved], res.requests.first_scheduled_s[moved]  # (the prefill side's first token)
+    alone_s = np.array([kv_transfer_s(link, b, layers, t == w, w - a) for b, t, w, a in
+                        zip(res.kv_transfer_bytes[moved], start, ready, admitted)])  # fmt: skip
+    assert np.all(end - start >= alone_s - 1e-12 * end)  # (to a rounding of the clock)
+    if pools == (1, 1):
+        o = np.argsort(moves, kind="stable")
+        assert np.all(moves[o][1:] >= end[o][:-1] - 20e-6 - 1e-12 * end[o][:-1])  # one at a time on the wire
