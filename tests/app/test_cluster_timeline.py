@@ -129,17 +129,21 @@ def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
     assert "3 replicas" in " ".join(c.value for c in at2.caption)
 
 
-def test_the_editor_chooses_which_pool_streams_the_first_token():
+@pytest.mark.parametrize("key, preset_value, new_value, field", [
     # the Dynamo preset counts the KV transfer in TTFT (its clients read the decode worker's stream); switching the
     # editor to the prefill side makes a link with that one change
+    ("w.dep.first", "decode", "prefill", "deployment.disaggregation.first_token_from"),
+    # transfers share the link in dispatch order by default; `none` gives each the whole link (the old model)
+    ("w.dep.contention", "fifo", "none", "deployment.disaggregation.link.contention"),
+])  # fmt: skip
+def test_a_disaggregation_radio_in_the_editor_makes_a_link_with_that_one_change(key, preset_value, new_value, field):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
     at.run()
-    assert at.radio(key="w.dep.first").value == "decode"
-    at.radio(key="w.dep.first").set_value("prefill").run()
+    assert at.radio(key=key).value == preset_value
+    at.radio(key=key).set_value(new_value).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert dict(at.query_params) == {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d",
-                                     "deployment.disaggregation.first_token_from": "prefill"}  # fmt: skip
+    assert dict(at.query_params) == {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d", field: new_value}
 
 
 def test_learn_page_shows_the_disaggregation_lesson_with_readable_sides():
@@ -531,12 +535,3 @@ def test_a_transfer_that_waited_for_the_link_shows_its_wait_then_its_move():
     assert "kv link wait" in timeline.request_bars(res, np.arange(4), None)["state"].tolist()
 
 
-def test_the_editor_sets_how_transfers_share_the_link():
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
-    at.run()
-    assert at.radio(key="w.dep.contention").value == "fifo"
-    at.radio(key="w.dep.contention").set_value("none").run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    assert dict(at.query_params) == {"preset": "cluster-dynamo-llama70b-fp8-8xh100-3p1d",
-                                     "deployment.disaggregation.link.contention": "none"}  # fmt: skip

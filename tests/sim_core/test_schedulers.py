@@ -669,26 +669,10 @@ def test_fcfs_preempts_the_request_admitted_last_a_readmitted_victim_before_a_la
     # latest arrival) joins while it waits; request 0 finishes, request 1 is admitted again (running [2, 1]) and is
     # the next victim (before: request 2)
     from sim_core.engine import Engine
-    from sim_core.types import Status
 
     eng = Engine(trace_config([160] * 3, [140, 400, 400], base="engine-vllm-v1", kv_cache__block_size=16,
                               limits__coalesce_ticks=False))  # fmt: skip
-    eng.start_empty()
-    eng.take_arrivals_externally()
-    for output in (140, 400, 400):
-        eng.add_request(0.0, 160, output, 0, -1)
-    st, kv = eng.st, eng.kv
-    kv.num_blocks = kv.num_free = 36
-    eng.reserve(np.array([0, 1]), np.array([10, 10]))
-    eng.inject_prefilled(np.array([0, 1]), 0.0, np.array([0.0, 0.0]))
-    while st.num_preemptions[1] == 0:
-        assert eng.step()
-    assert st.running.tolist() == [0] and st.num_preemptions.tolist() == [0, 1, 0]
-    eng.reserve(2, 10)
-    eng.inject_prefilled(2, st.now_s, st.now_s)
-    while st.status[1] != Status.RUNNING:
-        assert eng.step()
-    assert st.running.tolist() == [2, 1] and st.status[0] == Status.FINISHED
+    st = _decode_instance(eng)
     while st.num_preemptions.sum() == 1:
         assert eng.step()
     assert st.num_preemptions.tolist() == [0, 2, 0] and st.running.tolist() == [2]
