@@ -150,13 +150,8 @@ def measure(name: str, make: Callable[[], SimConfig], repeats: int, traced: bool
         run_simulation(cfg)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    return row_of(name, res, min(walls), peak / 2**20)
-
-
-def row_of(name: str, res, wall_s: float, peak_mib: float = 0.0) -> BenchRow:
-    """A table row from one run's result and its best time."""
-    return BenchRow(name, res.requests.arrival_s.size, res.timeline.num_ticks, wall_s,
-                    res.summary.simulated_time_s, peak_mib, res.summary.stopped_reason is not None,
+    return BenchRow(name, res.requests.arrival_s.size, res.timeline.num_ticks, min(walls),
+                    res.summary.simulated_time_s, peak / 2**20, res.summary.stopped_reason is not None,
                     int(np.count_nonzero(res.timeline.num_prefill_tokens)))  # fmt: skip
 
 
@@ -176,18 +171,12 @@ def engine_table(repeats: int, base_s: float, clock: Callable[[], float] = time.
     # heap), so without it the first presets of the table were timed up to 2x slower than the same
     # runs later in the process (measured: article-dynamic-batch 22 ms first, 11-12 ms after one other
     # preset). Each row is then a steady-state time, whatever its place in the table.
-    results = {engine: run_simulation(cfg) for engine, (cfg, _) in configs.items()}
-    # The timed runs go in rounds, every preset once per round, each keeping its best: a burst of other load on
-    # the shared machine then slows one run of several presets, not every run of one preset (timed back to back,
-    # one preset's three runs could all fall in the same burst and its per-tick ratio with them).
-    walls = {engine: float("inf") for engine in configs}
-    for _ in range(repeats):
-        for engine, (cfg, _) in configs.items():
-            t0 = clock()
-            run_simulation(cfg)
-            walls[engine] = min(walls[engine], clock() - t0)
-    rows = [row_of(engine, results[engine], walls[engine]) for engine in configs]
-    notes = {engine: note for engine, (_, note) in configs.items()}
+    for cfg, _ in configs.values():
+        run_simulation(cfg)
+    rows, notes = [], {}
+    for engine, (cfg, note) in configs.items():
+        rows.append(measure(engine, lambda cfg=cfg: cfg, repeats, traced=False, clock=clock))
+        notes[engine] = note
     ref = next(r for r in rows if r.name == DECODE_FIRST_ENGINE)
     ref_tick = ref.wall_s / ref.num_ticks
     scale = TARGET_BASELINE_S / base_s
