@@ -931,9 +931,15 @@ class Deployment:
 
 def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
     """A decode instance with `num_incoming` transfers in flight has a sequence slot and `need` free blocks (above
-    its watermark) for another transfer now."""
+    its watermark) for another transfer now. Its own pre-empted requests (waiting or swapped out) hold their slots:
+    it re-admits them against max_num_seqs - running, so a slot lent to a transfer meanwhile would put the batch
+    over its cap when the transfer lands (review 30e). Counted so, running + queued + in flight never passes the cap:
+    a pre-emption, a re-admission and a landing each move a request within that sum. (vLLM's decode instance admits
+    a remote-KV request from its waiting queue, behind the pre-empted requests at its head.)"""
     num_running, num_free = eng.live_counts()
-    return num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
+    st = eng.st
+    num_queued = st.waiting_keys.size + st.swapped_keys.size
+    return num_running + num_queued + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
 
 
 def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:
