@@ -111,13 +111,8 @@ class LinkSides:
             if wire_end > t_s:
                 spans.append((t_s, wire_end))
             for side in (src, dst) if src != dst else (src,):
-                starts, ends = self._starts[side], self._ends[side]
                 for a, b in spans:
-                    if ends and ends[-1] == a:  # (touching the last span: one span)
-                        ends[-1] = b
-                    else:
-                        starts.append(a)
-                        ends.append(b)
+                    self._book(side, a, b)  # (after every span, or touching the last: `_book`'s first cases)
             return t_s, t_s + (x.latency_s + exposed / bps), spans
         hidden = []
         free_s = None
@@ -165,6 +160,9 @@ class LinkSides:
         if not ends or ends[-1] < a:  # (after every span: most bookings)
             starts.append(a)
             ends.append(b)
+            return
+        if ends[-1] == a:  # (touching the last span: one span)
+            ends[-1] = b
             return
         k = bisect_right(ends, a)  # (spans before k end at or before a)
         if k and ends[k - 1] == a:  # (joins the span before)
