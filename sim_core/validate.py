@@ -585,6 +585,11 @@ def main(fit: bool = False) -> int:
     ne, mede, p90e = error_stats(results, engine_only=True)
     print(f"\nHeld-out rows, all: {n}; absolute error median {med:.1f} %, p90 {p90:.1f} %")
     print(f"Held-out rows, engine-level (published): {ne}; median {mede:.1f} %, p90 {p90e:.1f} % (target: median <= 8 %, p90 <= 20 %)")
+    from sim_core.cluster.measured_runs import compare_all, format_table
+
+    print("\nDistServe's measured serving runs (OPT-13B, A100-80GB, ShareGPT), replayed request by request "
+          "(sim_core/cluster/measured_runs.py):")
+    print("\n".join(format_table(compare_all())))
     print("Outputs are modelled by a calibrated roofline, not measured.")
     return 0
 

@@ -11,7 +11,8 @@ accepts deployments unchanged.
   deployment.py  the event loop that steps several engines on one clock
   result.py      per-instance and deployment results
   trends.py      published disaggregation claims (DistServe, Splitwise, Dynamo) as trends
-  step_profiles.py  DistServe's published step-time profiles vs the cost model (its trend's calibrations)
+  measured_runs.py  DistServe's measured serving runs replayed request by request (its trend's calibrations are fitted on them)
+  step_profiles.py  DistServe's published step-time profiles vs the cost model (slower than its measured vLLM)
   report.py      text for the CLI; knobs.py: the P:D split knob for sweeps
 
 Engine hooks this package relies on (small and additive; re-apply them on a rewritten engine):

@@ -1,11 +1,10 @@
 """DistServe's published step-time profiles (its engine and the 2023 vLLM it compared against) and the
-cost model's ticks at the same points: the data behind the calibration profiles `distserve-2023` and
-`vllm-2023-distserve` (fitted by scripts/fit_distserve_profiles.py on TP1 and TP2; TP4 is held out;
-tests/sim_core/cluster/test_step_profiles.py keeps both within their error bands).
+cost model's ticks at the same points.
 
-Why this exists: DistServe's chatbot claim compares two engines of early 2024, and its baseline's goodput is
-set by how long one A100 takes to prefill the longest ShareGPT prompts against a 0.25 s TTFT objective.
-The `vllm-v0` profile (fitted on vLLM 0.6.0) prefills ~25 % faster than the vLLM DistServe measured.
+The calibration profiles `distserve-2023` and `vllm-2023-distserve` were fitted on these until session 31; they
+are now fitted on DistServe's measured serving runs (measured_runs.py), because the published vLLM profile
+prefills long prompts slower than the vLLM DistServe measured (tests/sim_core/cluster/test_step_profiles.py: a
+prompt of 1,536+ tokens got its first token sooner than the profile prefills 1,536 tokens). Kept as that check.
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from sim_core.sweep import with_value
 
 DATA = PRESETS_DIR / "calibration" / "data" / "distserve_step_profiles.json"
 MODEL = "facebook/opt-13b"
-FIT_TP = (1, 2)  # fit on these degrees (the DistServe trend uses TP1 and TP2)
-HELD_OUT_TP = (4,)
 PREFILL_LENS = (64, 128, 256, 512, 768, 1024, 1536, 2000)  # one prompt per batch, tokens
 DECODE_POINTS = tuple((b, c) for b in (1, 8, 32, 64, 128, 200) for c in (300, 900, 1600))  # (batch, context)
 
@@ -56,12 +53,3 @@ def simulated_ms(cfg: SimConfig, tp: int, points: list[tuple[str, object, float]
             batch, ctx = point
             out.append(cost.tick(batch, batch, batch * ctx, batch * ctx, batch)[0])
     return np.array(out) * 1e3
-
-
-def errors(cfg: SimConfig, engine: str, tps: tuple[int, ...]) -> np.ndarray:
-    """|simulated / published - 1| over every point of the given TP degrees."""
-    errs = []
-    for tp in tps:
-        pts = published_ms(engine, tp)
-        errs.append(np.abs(simulated_ms(cfg, tp, pts) / np.array([v for _, _, v in pts]) - 1))
-    return np.concatenate(errs)

@@ -162,23 +162,29 @@ def test_the_prefix_lesson_kv_panel_shows_cached_free_blocks_only_with_caching()
 
 
 def test_the_split_lesson_distserve_pair_misses_ttft_even_idle():
-    # "one A100 running 2023 vLLM needs more than 0.25 s to prefill the longest ~16 % of prompts ... (84 % even when
-    # idle); the TP2 prefill instance more than halves those prompts' TTFT" (it said ~12 % and "halves")
+    # "one A100 running 2023 vLLM needs more than 0.25 s to prefill the longest ~9 % of prompts (over about 1,400
+    # tokens), so barely 90 % meet TTFT even when idle (91 %) and fewer under any real load (86 % at 1 req/s per GPU,
+    # ...); the TP2 prefill instance about halves those prompts' TTFT" (session 31: the presets replay DistServe's own
+    # requests at profiles fitted on its measured runs; it said ~16 %, 1,300 tokens, 84 %). A trace preset's rate is
+    # set by time-scaling its arrivals (`with_rate`; setting the rate field alone left them as they were)
     import numpy as np
 
     from sim_core import load_preset, run_simulation
-    from sim_core.sweep import with_value
+    from sim_core.sweep import with_rate
 
     lesson = _lesson("split-prefill-decode")
-    idle = lambda name: run_simulation(with_value(load_preset(name), "workload.arrival.rate_per_s", 0.15))  # noqa: E731
-    colo, split = idle("cluster-distserve-opt13b-3xa100-colocated"), idle("cluster-distserve-opt13b-3xa100-p2d1")
-    assert colo.summary.queue_delay_p99_s < 0.03  # idle: TTFT is (almost all) the prefill
+    at = lambda name, rate: run_simulation(with_rate(load_preset(name), rate))  # noqa: E731
+    colo, split = at("cluster-distserve-opt13b-3xa100-colocated", 0.15), at("cluster-distserve-opt13b-3xa100-p2d1", 0.15)
+    assert colo.summary.queue_delay_p99_s < 0.05  # idle: TTFT is (almost all) the prefill
     slow = colo.requests.ttft_s > 0.25
-    assert 0.14 <= slow.mean() <= 0.18 and "the longest ~16 % of prompts" in lesson.answer
-    assert 1250 <= colo.requests.prompt_tokens[slow].min() <= 1350 and "(over about 1,300 tokens)" in lesson.answer
-    assert f"({colo.summary.slo_attainment:.0%} even when idle)".replace("%", " %") in lesson.answer
+    assert 0.07 <= slow.mean() <= 0.11 and "the longest ~9 % of prompts" in lesson.answer
+    assert 1350 <= colo.requests.prompt_tokens[slow].min() <= 1450 and "(over about 1,400 tokens)" in lesson.answer
+    assert f"even when idle ({colo.summary.slo_attainment:.0%})".replace("%", " %") in lesson.answer
+    busy = at("cluster-distserve-opt13b-3xa100-colocated", 3.0)  # 1 req/s per GPU
+    assert f"({busy.summary.slo_attainment:.0%} at 1 req/s per GPU".replace("%", " %") in lesson.answer
     assert (colo.requests.prompt_tokens == split.requests.prompt_tokens).all()
-    assert np.all(split.requests.ttft_s[slow] < 0.5 * colo.requests.ttft_s[slow])
+    ratio = split.requests.ttft_s[slow] / colo.requests.ttft_s[slow]
+    assert np.all((0.4 <= ratio) & (ratio <= 0.6)) and "about halves those prompts' TTFT" in lesson.answer
 
 
 def test_the_speculative_lesson_numbers_beyond_its_scenario():

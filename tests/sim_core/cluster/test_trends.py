@@ -5,7 +5,6 @@ its test is a strict xfail, so that a model change that makes it hold is noticed
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -31,20 +30,25 @@ def distserve():
 
 
 def test_distserve_disaggregation_serves_more_per_gpu(distserve):
-    # each engine at its own measured step times: DistServe's P TP2 + D TP1 meets the SLOs at ~2 req/s per GPU,
-    # 2023 vLLM on one GPU per replica at no rate (its prefill of the longest prompts alone exceeds 0.25 s)
+    # each engine at the calibration fitted on DistServe's measured runs of it, on the artifact's requests: P TP2 +
+    # D TP1 meets the SLOs up to ~2 req/s per GPU (DistServe measured 95 % of them met at 6 req/s on its 3 GPUs, 80 %
+    # at 7.5); 2023 vLLM on one GPU per replica only when almost idle (it measured 86 % at 1 req/s, and no run of
+    # 1-4 req/s reached 90 %)
     assert distserve.direction_holds
-    assert distserve.disaggregated_capacity / distserve.disaggregated_gpus > 1.0
-    assert distserve.colocated_capacity == 0 and math.isinf(distserve.ratio)
-    assert "none: under 90 %" in format_trend(distserve) and "unbounded" in format_trend(distserve)
-    # the README's figure is this run's (it said 2.09 req/s per GPU where `trends` prints 6.65 req/s on 3 GPUs: review 27)
     per_gpu = distserve.disaggregated_capacity / distserve.disaggregated_gpus
+    assert 1.8 <= per_gpu <= 2.5
+    assert 0 < distserve.colocated_capacity / distserve.colocated_gpus < 1.0
+    assert f"simulated {distserve.ratio:.2f}x per GPU" in format_trend(distserve)
+    assert "same direction, outside 1.5x of the claim" in format_trend(distserve)
+    # the README's figures are this run's
     readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
     assert f"D TP1 (decode batches up to 1,024, the artifact's flags) serves {per_gpu:.2f} req/s per GPU" in readme
+    assert (f"| DistServe chatbot, OPT-13B (P TP2 + D TP1 vs 3x vLLM TP1) | 2.0-3.41x per GPU | {distserve.ratio:.2f}x "
+            f"(vLLM: {distserve.colocated_capacity / distserve.colocated_gpus:.2f} req/s per GPU) |") in readme  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="the co-located baseline meets the SLOs at no rate, so the gain is unbounded, "
-                   "not 2.0-3.41x: the claim needs a baseline prefilling 20-30 % faster than DistServe's profile of it (README, Beyond one engine)")
+@pytest.mark.xfail(strict=True, reason="the co-located baseline meets 90 % only when almost idle (DistServe's measured vLLM runs "
+                   "stay under 90 % at every rate they measured, 1-4 req/s), so the ratio is far above 2.0-3.41x (README, Beyond one engine)")
 def test_distserve_claim_within_band(distserve):
     assert distserve.within_band
 
@@ -101,70 +105,63 @@ def _recorded_lengths(tokenizer: str = "OPT-13B (GPT-2 BPE + BOS)") -> dict[str,
 
 
 @pytest.mark.parametrize("name", DISTSERVE_PRESETS)
-def test_distserve_presets_generate_the_lengths_their_descriptions_state(name):
-    # the descriptions quote the OPT-tokenizer measurement, and the lognormals have its prompt median and p90 and its
-    # output mean and median, so that a preset and its description cannot drift apart (they quoted a cl100k count)
+def test_distserve_presets_describe_the_requests_they_replay(name):
+    # the descriptions quote the artifact's first 300 requests (what the presets replay) and this project's own count
+    # of ShareGPT by the artifact's procedure (scripts/distserve_sharegpt_lengths.py), so neither can drift
     import numpy as np
 
     from sim_core.presets import load_preset
-    from sim_core.workload import sample_lengths
 
-    m, cfg = _recorded_lengths(), load_preset(name)
+    cfg = load_preset(name)
     text = " ".join(cfg.description.split())
-    assert "counted with OPT-13B's tokenizer" in text
-    assert (f"measured prompt mean {m['p_mean']:.0f} / median {m['p_median']:.0f} / p90 {m['p_p90']:,.0f} ({m['over_1311']:.1f} % above "
-            f"1,311 and {m['over_1450']:.1f} % above 1,450 tokens) and output mean {m['o_mean']:.0f} / median {m['o_median']:.0f} / p90 "
-            f"{m['o_p90']:.0f} tokens") in text  # fmt: skip
-    prompt, output = cfg.workload.prompt_tokens, cfg.workload.output_tokens
-    z90 = 1.2815516  # the standard normal's 90th percentile
-    p_median = prompt.mean * np.exp(-(prompt.sigma**2) / 2)  # LengthDist's mean is the lognormal's
-    assert abs(p_median / m["p_median"] - 1) < 0.005 and abs(p_median * np.exp(z90 * prompt.sigma) / m["p_p90"] - 1) < 0.005
-    sigma = np.log(m["p_p90"] / m["p_median"]) / z90  # the stated derivation, before the preset rounds sigma to 0.01
-    assert prompt.mean == round(m["p_median"] * np.exp(sigma**2 / 2)) and prompt.sigma == round(sigma, 2)
-    assert output.mean == round(m["o_mean"]) and output.sigma == round(np.sqrt(2 * np.log(m["o_mean"] / m["o_median"])), 2)
-    assert f"(sigma {prompt.sigma:.2f}, mean {prompt.mean}) capped at {prompt.max:,}" in text
-    assert f"(sigma {output.sigma:.2f}) capped at {output.max}" in text
-    # what the config draws: the stated medians (the caps are above them), and prompt + output within OPT's 2,048
-    rng = np.random.default_rng(0)
-    drawn_p, drawn_o = sample_lengths(prompt, 200_000, rng), sample_lengths(output, 200_000, rng)
-    assert abs(np.median(drawn_p) / m["p_median"] - 1) < 0.01 and abs(np.median(drawn_o) / m["o_median"] - 1) < 0.02
-    assert prompt.max + output.max <= 2048 and prompt.max < m["p_p90"] and output.max < m["o_p90"]
-    assert f"({m['over_1536']:.1f} % of prompts exceed {prompt.max:,}, {m['o_over_512']:.1f} % of outputs exceed {output.max})" in text
-    assert m["o_longest"] < 460 and "the measured prompts over 1,536 all have outputs under 460" in text
+    p, o = np.array(cfg.workload.trace.prompt_tokens), np.array(cfg.workload.trace.output_tokens)
+    assert (f"prompt mean {p.mean():.0f} / median {np.median(p):.0f} / p90 {np.percentile(p, 90):,.0f} tokens ({100 * np.mean(p > 1311):.1f} % "
+            f"above 1,311, {100 * np.mean(p > 1650):.1f} % above 1,650, longest {p.max():,}), output mean {o.mean():.0f} / median "
+            f"{np.median(o):.0f} (longest {o.max():,})") in text  # fmt: skip
+    m = _recorded_lengths()
+    assert f"agrees: prompt mean {m['p_mean']:.0f} / median {m['p_median']:.0f} / p90 {m['p_p90']:,.0f}." in text
 
 
-def test_the_readme_distserve_paragraph_quotes_the_measurement_and_fresh_runs(capsys):
-    # "a prompt over 1,311 tokens misses TTFT 0.25 s on an idle A100, and 18.6 % of ... prompts are that long ...
-    # (13.4 % exceed 1,450; ... the presets' capped lognormal has 15.4 %)", the idle attainment and the sensitivity
-    # script's goodputs (README, Beyond one engine): each from its source, not restated by hand
+def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(capsys):
+    # the measured runs' figures, the co-located idle and 1 req/s attainment and the sensitivity script's goodputs
+    # (README, Beyond one engine): each from its source, not restated by hand
     import runpy
 
     import numpy as np
 
     from sim_core import run_simulation
+    from sim_core.cluster.measured_runs import compare_all, measured_runs
+    from sim_core.cluster.step_profiles import published_ms, simulated_ms
     from sim_core.presets import load_preset
-    from sim_core.sweep import with_value
-    from sim_core.workload import sample_lengths
+    from sim_core.sweep import with_rate, with_value
 
     readme = " ".join((ROOT / "README.md").read_text().split())
+    comps = compare_all()
+    for system, name in (("vllm", "vLLM"), ("distserve-c21d11", "DistServe")):
+        held = [c for c in comps if c.run.system == system and not c.fitted]
+        err = np.median(np.abs(np.concatenate([c.log_errors() for c in held])))
+        att = np.mean([abs(c.attainment(True) - c.attainment(False)) for c in held])
+        assert f"{err:.3f} ({name})" in readme and f"{att:.3f}" in readme
+    measured = " / ".join(f"{100 * c.attainment(False):.0f}" for c in comps if c.run.system == "vllm")
+    assert f"(1 to 4 req/s: {measured} %)" in readme
+    by_name = {c.run.name: c for c in comps}
+    pct = lambda name, sim: f"{100 * by_name[name].attainment(sim):.0f}"  # noqa: E731
+    assert (f"(vLLM measured vs simulated: {pct('vllm-150-1.5', False)} / {pct('vllm-150-1.5', True)} % at 1.5 req/s, "
+            f"{pct('vllm-300-3', False)} / {pct('vllm-300-3', True)} % at 3 req/s)") in readme  # fmt: skip
+    assert (f"it measured {pct('distserve-c21d11-300-6', False)} % of requests meeting both SLOs at 6 req/s on its 3 GPUs, "
+            f"{pct('distserve-c21d11-300-7.5', False)} % at 7.5)") in readme  # fmt: skip
+    light = [r for r in measured_runs() if r.system == "vllm" and r.rate_per_s <= 1.5]
+    prompt = np.concatenate([np.asarray(r.prompt_tokens) for r in light])
+    ttft = np.concatenate([r.ttft_ms for r in light])
+    profile = next(v for kind, n, v in published_ms("vllm", 1) if kind == "prefill" and n == 1536)
+    fitted = simulated_ms(with_value(load_preset(DISTSERVE_PRESETS[0]), "deployment", None), 1, [("prefill", 1536, 0.0)])[0]
+    assert (f"got its first token after {ttft[prompt >= 1536].min():.0f} ms at 1-1.5 req/s, queueing and API server included, "
+            f"where the profile prefills 1,536 tokens in {profile:.0f} ms)") in readme
+    assert f"the fitted profile prefills them in {fitted:.0f} ms" in readme
     base = load_preset(DISTSERVE_PRESETS[0])
-
-    def idle_ttft_s(prompt_tokens: int) -> float:
-        cfg = with_value(with_value(base, "workload.num_requests", 1), "workload.prompt_tokens",
-                         base.workload.prompt_tokens.model_copy(update={"dist": "fixed", "mean": prompt_tokens}))  # fmt: skip
-        return float(run_simulation(cfg).requests.ttft_s[0])
-
-    assert idle_ttft_s(1311) <= 0.25 < idle_ttft_s(1312)
-    m, cl100k = _recorded_lengths(), _recorded_lengths("cl100k_base (the earlier count, no BOS)")
-    drawn = sample_lengths(base.workload.prompt_tokens, 1_000_000, np.random.default_rng(0))
-    assert (f"a prompt over 1,311 tokens misses TTFT 0.25 s on an idle A100, and {m['over_1311']:.1f} % of the artifact's ShareGPT prompts "
-            f"are that long, counted with OPT-13B's tokenizer as the artifact counts them ({m['over_1450']:.1f} % exceed 1,450; "
-            f"`scripts/distserve_sharegpt_lengths.py`; the presets' capped lognormal has {100 * np.mean(drawn > 1311):.1f} %)") in readme  # fmt: skip
-    assert (f"prompt median {m['p_median']:.0f} / p90 {m['p_p90']:,.0f} vs {cl100k['p_median']:.0f} / {cl100k['p_p90']:,.0f}; "
-            f"{m['over_1311']:.1f} % vs {cl100k['over_1311']:.1f} % over 1,311 tokens") in readme  # fmt: skip
+    idle, busy = (run_simulation(with_rate(base, 3 * per_gpu)).summary.slo_attainment for per_gpu in (0.05, 1.0))
+    assert f"(attainment {idle:.0%} at 0.05 req/s per GPU, {busy:.0%} at 1 req/s per GPU,".replace("%", " %") in readme
     runpy.run_path(str(ROOT / "scripts" / "distserve_sensitivity.py"), run_name="__main__")
     lines = {float(x.split("x")[1].split(":")[0]): x for x in capsys.readouterr().out.splitlines()}
-    per_gpu = [lines[s].split("goodput ")[1].split()[0] for s in (1.0, 1.15, 1.2, 1.3, 1.4)]  # as printed, "0.00" as 0
-    assert f"with GEMMs 1.0 / 1.15 / 1.2 / 1.3 / 1.4x faster, {' / '.join('0' if float(g) == 0 else g for g in per_gpu)} req/s per GPU" in readme
-    idle_attainment = float(lines[1.0].split("attainment ")[1].split()[0])
-    assert f"(attainment {idle_attainment:.0%} at 0.05 req/s per GPU;".replace("%", " %") in readme
+    per_gpu = [lines[s].split("goodput ")[1].split()[0] for s in (1.0, 1.1, 1.15, 1.2, 1.3, 1.4)]
+    assert f"with GEMMs 1.0 / 1.1 / 1.15 / 1.2 / 1.3 / 1.4x faster, {' / '.join(per_gpu)} req/s per GPU" in readme
