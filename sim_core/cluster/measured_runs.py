@@ -8,7 +8,7 @@ requests at the same instants) through the DistServe scenario presets, so the mo
 attainment can be set against what was measured, request by request.
 
 The calibration profiles `vllm-2023-distserve` and `distserve-2023` are fitted on these runs
-(scripts/fit_distserve_profiles.py): on every other run of each system in the order of their rates (`FIT`),
+(scripts/fit_distserve_profiles.py): on every other run of each system in the order of their rates (`fit_runs`),
 the others held out (`python -m sim_core validate` prints both).
 """
 
@@ -76,7 +76,9 @@ def measured_runs() -> tuple[MeasuredRun, ...]:
     runs = []
     for name, run in cols.items():
         a, p, o, ttft, tpot = zip(*run["rows"])
-        runs.append(MeasuredRun(name, run["system"], run["rate"], a, p, o, np.array(ttft), np.array(tpot)))
+        ttft_ms, tpot_ms = np.array(ttft), np.array(tpot)
+        ttft_ms.flags.writeable = tpot_ms.flags.writeable = False  # (cached and shared: nobody may write into them)
+        runs.append(MeasuredRun(name, run["system"], run["rate"], a, p, o, ttft_ms, tpot_ms))
     return tuple(sorted(runs, key=lambda r: (r.system, r.rate_per_s, len(r.arrival_s))))
 
 
@@ -120,9 +122,10 @@ def format_table(comps: list[RunComparison]) -> list[str]:
              f"{'meas     sim':>15s} {'meas   sim':>13s} {'meas   sim':>13s} {'median':>9s}"]  # fmt: skip
     for c in comps:
         r, q = c.run, np.percentile
+        two = np.asarray(r.output_tokens) >= 2  # (TPOT: requests of two or more output tokens, as `log_errors`)
         lines.append(f"{r.name:28s} {'(fit)' if c.fitted else 'held out':8s} {c.attainment(False):6.2f} {c.attainment(True):6.2f} "
                      f"{q(r.ttft_ms, 50):6.0f} {q(c.ttft_ms, 50):6.0f} {q(r.ttft_ms, 90):7.0f} {q(c.ttft_ms, 90):7.0f} "
-                     f"{q(r.tpot_ms, 50):6.1f} {q(c.tpot_ms, 50):6.1f} {q(r.tpot_ms, 90):6.1f} {q(c.tpot_ms, 90):6.1f} "
+                     f"{q(r.tpot_ms[two], 50):6.1f} {q(c.tpot_ms[two], 50):6.1f} {q(r.tpot_ms[two], 90):6.1f} {q(c.tpot_ms[two], 90):6.1f} "
                      f"{np.median(np.abs(c.log_errors())):9.3f}")  # fmt: skip
     for system, profile in SYSTEM_PROFILES.items():
         for fitted in (True, False):
