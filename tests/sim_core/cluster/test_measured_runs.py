@@ -100,6 +100,15 @@ def test_the_table_lists_every_run_and_each_systems_summary(comparisons):
     lines = format_table(comparisons)
     assert len(lines) == 2 + 21 + 2 * len(SYSTEM_PROFILES)
     assert all(any(line.startswith(r.name) for line in lines) for r in measured_runs())
+    assert "nan" not in " ".join(lines)  # (one-token requests have no TPOT in the model: left out of both percentiles)
+
+
+def test_the_cached_runs_cannot_be_written_into():
+    run = measured_runs()[0]
+    with pytest.raises(ValueError):
+        run.ttft_ms[0] = 1.0
+    with pytest.raises(ValueError):
+        run.tpot_ms[0] = 1.0
 
 
 def test_compare_replays_the_run_through_its_system_preset():
