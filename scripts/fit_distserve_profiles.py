@@ -4,8 +4,8 @@
 
     PYTHONPATH=$PWD python scripts/fit_distserve_profiles.py   (rewrites the two profile files)
 
-Each profile is fitted on every other run of its system in order of rate (`measured_runs.fit_runs`), the others
-held out: the runs are replayed request by request through the DistServe scenario presets and the residuals are
+Each profile is fitted on the runs at every other measured rate of its system (`measured_runs.fit_runs`), the
+runs at the other rates held out: the runs are replayed request by request through the DistServe scenario presets and the residuals are
 log(simulated / measured) of each request's TTFT and TPOT, under a robust loss (soft L1, scale 0.25: a queue that
 builds in an overloaded run gives errors of several e-folds that would otherwise swamp the rest). Two starts (the
 default profile's constants and vLLM V0's), the better fit kept; constants not fitted stay the default profile's. Until session 31 these profiles

@@ -8,8 +8,8 @@ requests at the same instants) through the DistServe scenario presets, so the mo
 attainment can be set against what was measured, request by request.
 
 The calibration profiles `vllm-2023-distserve` and `distserve-2023` are fitted on these runs
-(scripts/fit_distserve_profiles.py): on every other run of each system in the order of their rates (`fit_runs`),
-the others held out (`python -m sim_core validate` prints both).
+(scripts/fit_distserve_profiles.py): on the runs at every other measured rate of each system (`fit_runs`), the
+runs at the other rates held out (`python -m sim_core validate` prints both).
 """
 
 from __future__ import annotations
@@ -83,9 +83,14 @@ def measured_runs() -> tuple[MeasuredRun, ...]:
 
 
 def fit_runs(system: str) -> tuple[str, ...]:
-    """The runs a system's profile is fitted on: every other one in order of rate (the first, third, ...), so that
-    fitted and held-out runs both span light load to overload."""
-    return tuple(r.name for r in measured_runs() if r.system == system)[::2]
+    """The runs a system's profile is fitted on: those at every other of its measured rates (the lowest, the third
+    lowest, ...), so that fitted and held-out runs both span light load to overload and no held-out run shares its
+    rate with a fitted one. (Every run replays a prefix of one request list with one draw of arrival gaps scaled to
+    its rate, so two runs at one rate are the same requests at nearly the same instants: held out by run, a 300-request
+    run would repeat the first 300 requests of a fitted longer one.)"""
+    runs = [r for r in measured_runs() if r.system == system]
+    fitted_rates = sorted({r.rate_per_s for r in runs})[::2]
+    return tuple(r.name for r in runs if r.rate_per_s in fitted_rates)
 
 
 def replay_config(run: MeasuredRun, base: SimConfig | None = None) -> SimConfig:
