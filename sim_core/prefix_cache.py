@@ -332,8 +332,11 @@ class PrefixCache:
         return self._num_evicted + self._debt
 
     def _changed(self) -> None:
-        if self.recorder is not None:
-            self.marks.extend((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+        rec = self.recorder
+        if rec is not None:  # (two appends: cheaper than extending by a tuple, ~65 vs ~130 ns)
+            marks = self.marks
+            marks.append(rec.num_ticks + self.tick_offset)
+            marks.append(self._num_evictable)
 
     def _cacheable(self, r: int, tokens: int) -> int:
         """Of r's first `tokens` tokens, those whose full blocks are cached and looked up: all, prompt then output, with
@@ -441,9 +444,7 @@ class PrefixCache:
             self._num_evicted += extra
             took += run_hit
         if took:
-            rec = self.recorder
-            if rec is not None:
-                self.marks.extend((rec.num_ticks + self.tick_offset, self._num_evictable))
+            self._changed()
         return took
 
     def trim(self, num_free: int) -> None:
@@ -477,7 +478,7 @@ class PrefixCache:
         excess = self._num_evictable - last
         self._num_evictable = last
         if self.recorder is not None:
-            self.marks.extend(marked)
+            self.marks.fromlist(marked)  # (array.extend iterates a list generically: ~3x fromlist's time)
         self._drop(excess)
 
     def trim_ticks(self, tick: int, free_after: np.ndarray) -> None:
@@ -717,7 +718,9 @@ class PrefixCache:
             self._compact()
         rec = self.recorder
         if rec is not None:  # (_changed, inline: a completion's mark)
-            self.marks.extend((rec.num_ticks + self.tick_offset, self._num_evictable))
+            marks = self.marks
+            marks.append(rec.num_ticks + self.tick_offset)
+            marks.append(self._num_evictable)
         return run + level - became
 
     def _release_keys(self, r: int, forget: bool) -> int:
