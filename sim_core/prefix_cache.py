@@ -677,9 +677,10 @@ class PrefixCache:
             return self._release_keys(r, forget)
         return self._release_runs(r)
 
-    def _release_runs(self, r: int, _=None) -> int:
-        """release with runs and chains (LRU; `use_runs`), and with them `finish` too: its second argument, release's
-        `forget` or finish's `kv_tokens`, changes nothing here (no memoised keys, no replies cached)."""
+    def _release_runs(self, r: int, forget=True) -> int:
+        """release with runs and chains (LRU; `use_runs`), and with them `finish` too: the second argument, release's
+        `forget` (swap_out passes it by name) or finish's `kv_tokens`, changes nothing here (no memoised keys, no replies
+        cached)."""
         run = self.run_refs.pop(r, 0)
         g, level = self.chain_refs.pop(r, _NO_CHAIN)
         gen = self._group
