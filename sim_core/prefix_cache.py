@@ -213,9 +213,7 @@ class PrefixCache:
         # (An EAGLE/MTP head drops a hit's last block, `_lookup_without_last_block`: per-block entries keep it cached, as
         # vLLM does, where a run holds no block past its hit, so a re-admission's run would count it evicted.)
         self.use_runs = not self.lfu and wl.block_hash_ids is None and not shared and not drop_last_hit
-        if self.use_runs:  # (instance attributes, as lookup's: each completion and each chunk's registration is one call)
-            self.release = self.finish = self._release_runs
-            self.register_prompt = self._register_runs
+        self.bind_representation()
         # A finished request's full reply blocks are cached where a later request can find them (sessions; see
         # cache_reply): elsewhere no request ever looks them up, so they stay truly free as before.
         self.cache_replies = shared
@@ -245,6 +243,17 @@ class PrefixCache:
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_chain = SystemChains()  # pool system prompt -> its key chain (memoised, bounded)
         self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
+
+    def bind_representation(self) -> None:
+        """With runs and chains (`use_runs`), release, finish and register_prompt are their runs forms, bound as instance
+        attributes (as lookup is for an EAGLE head): one call per completion and per prefill chunk, without the
+        representation's tests. Called by __init__, and again by whoever changes use_runs (a test runs the per-block
+        representation where runs would be used, to compare the two)."""
+        for name in ("release", "finish", "register_prompt"):
+            vars(self).pop(name, None)
+        if self.use_runs:
+            self.release = self.finish = self._release_runs
+            self.register_prompt = self._register_runs
 
     # ------------------------------------------------------------ keys
     def _content(self, r: int) -> int:
