@@ -256,28 +256,43 @@ class _Steps:
             targets = self.targets
             for w, _, _ in admit:
                 targets[w] = target_of(w)
-        else:  # prefix cache: candidate by candidate (see _admit_with_prefix_cache)
-            candidates = range(head, head + num)
-            pc, target_of, bs, wm, is_chunked, free = self.pc, self.target_of, self.bs, self.wm, self.is_chunked, self.free
-            one = _admit_with_prefix_cache(pc, waiting[head] % R, target_of, bs, left, free, wm, is_chunked, self.need_of)
-            if one is None:
-                return 0, 0  # (self.admit stays the tick's empty list)
-            chunk, need, cached = one
-            admit = self.admit = [(waiting[head] % R, cached, chunk)]
-            tokens, free = chunk, free - need
-            for i in candidates[1:]:
+        else:
+            # Prefix cache: Scheduler._admit_with_prefix_cache on this module's integers, candidate by candidate: the
+            # same rule (admit_in_order's test of one candidate, `rules.admit_next`, with the token budget and free
+            # blocks the admissions before it left; it stops at the first that does not fit), each prompt starting after
+            # its longest cached prefix, looked up after the admissions before it (which may have evicted what it would
+            # hit) and referenced (then the rest allocated, evicting as needed) as it is admitted, as the rule's
+            # on_admit orders them. The blocks it takes (Scheduler._admit_with_prefix_cache's need_of): its chunk's new
+            # blocks (`need_of`: the cached prefix is whole blocks, so ceil((cached + chunk) / bs) - hit =
+            # ceil(chunk / bs)) and the evictable blocks it hits, which stop being free. The rule's test, blocks +
+            # reserve > free, is the same with those evictable blocks counted in the reserve: no blocks function per
+            # candidate. (Inline: a call per candidate cost more than the loop's own lines.)
+            pc, target_of, targets, bs, wm, is_chunked, need_of = (self.pc, self.target_of, self.targets, self.bs, self.wm,
+                                                                   self.is_chunked, self.need_of)  # fmt: skip
+            lookup, admit_cached, admit_next = pc.lookup, pc.admit, rules.admit_next
+            admit = None
+            tokens, free = 0, self.free
+            for i in range(head, head + num):
                 w = waiting[i] % R
-                one = _admit_with_prefix_cache(pc, w, target_of, bs, left - tokens, free, wm, is_chunked, self.need_of)
-                if one is None:
+                t = target_of(w)
+                handle, hit, evictable = lookup(w, t)
+                cached = hit * bs
+                taken = admit_next(0, t - cached, left - tokens, free, wm + evictable, need_of, is_chunked, False)
+                if taken is None:
                     break
-                chunk, need, cached = one
+                chunk, need = taken
+                admit_cached(w, handle, hit, t)  # (the rule's on_admit, after the rule)
+                free -= need + evictable
+                if pc._num_evictable > free:  # (trim's own test, without the call)
+                    pc.trim(free)
+                targets[w] = t
+                if admit is None:
+                    admit = self.admit = []  # (else it stays the tick's empty list)
                 admit.append((w, cached, chunk))
                 tokens += chunk
-                free -= need
+            if admit is None:
+                return 0, 0
             self.free = free
-            targets = self.targets
-            for w, _, _ in admit:
-                targets[w] = target_of(w)
             return len(admit), tokens
         if self.fixed:  # (two or more admitted: one returned above)
             self.held_fixed.update((w, need_w) for (w, _, _), (_, need_w) in zip(admit, taken))
@@ -1141,38 +1156,6 @@ class LiveLeft:
             cum = np.cumsum(-(-(prompt[ids] + output[ids]) // bs))
             self.blocks_by = [int(cum[n - 1]) if n else 0 for n in self.num_by]
         return self.blocks_by[k - 1] if k else 0
-
-
-def _admit_with_prefix_cache(pc, w: int, target_of, bs: int, left: int, free: int, wm: int, is_chunked: bool,
-                             new_blocks):  # fmt: skip
-    """Scheduler._admit_with_prefix_cache on the fast path's integers, for the candidate w at the head of what
-    is left of the queue: the same rule (rules.admit_in_order's test of one candidate, rules.admit_next), its
-    prompt starting after its longest cached prefix, looked up as the rule reads it and referenced (then the
-    rest allocated, evicting as needed) as it is admitted. Returns (chunk, blocks, cached prompt tokens), or
-    None when it does not fit.
-
-    The rule reads candidates in order, each against the token budget and free blocks the admissions before
-    it left, and stops at the first that does not fit: candidate by candidate, with what is left, it takes
-    the same ones, each looked up after the admissions before it (which may have evicted what it would hit),
-    as the rule's on_admit orders them.
-
-    The blocks it takes (Scheduler._admit_with_prefix_cache's need_of): its chunk's new blocks (`new_blocks`:
-    the cached prefix is whole blocks, so ceil((cached + chunk) / bs) - hit = ceil(chunk / bs)) and the
-    evictable blocks it hits, which stop being free. The rule's test, blocks + reserve > free, is the same
-    with those evictable blocks counted in the reserve: no blocks function to build per candidate."""
-    t = target_of(w)
-    handle, hit, evictable = pc.lookup(w, t)
-    cached = hit * bs
-    taken = rules.admit_next(0, t - cached, left, free, wm + evictable, new_blocks, is_chunked, False)
-    if taken is None:
-        return None
-    chunk, need = taken
-    need += evictable
-    pc.admit(w, handle, hit, t)  # (the rule's on_admit, after the rule: no candidate follows)
-    free -= need
-    if pc._num_evictable > free:  # (trim's own test, without the call)
-        pc.trim(free)
-    return chunk, need, cached
 
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],

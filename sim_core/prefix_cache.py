@@ -213,12 +213,14 @@ class PrefixCache:
         # (An EAGLE/MTP head drops a hit's last block, `_lookup_without_last_block`: per-block entries keep it cached, as
         # vLLM does, where a run holds no block past its hit, so a re-admission's run would count it evicted.)
         self.use_runs = not self.lfu and wl.block_hash_ids is None and not shared and not drop_last_hit
+        self.bind_representation()
         # A finished request's full reply blocks are cached where a later request can find them (sessions; see
         # cache_reply): elsewhere no request ever looks them up, so they stay truly free as before.
         self.cache_replies = shared
         # Python lists: per-request lookups here run once per admission, where NumPy scalars are slow
         R = wl.num_requests
         self._content_of = ids.tolist() if ids is not None else range(R)
+        self._prompt_of = wl.prompt_tokens.tolist()  # (each prefill chunk's registration reads its prompt)
         self._group_of = wl.prefix_group.tolist() if wl.prefix_len is not None else None
         # blocks ending inside each request's pool system prompt (0: none)
         self._sys_blocks = (np.where(wl.prefix_group >= 0, wl.prefix_len // block_size, 0).tolist()
@@ -241,6 +243,17 @@ class PrefixCache:
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_chain = SystemChains()  # pool system prompt -> its key chain (memoised, bounded)
         self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
+
+    def bind_representation(self) -> None:
+        """With runs and chains (`use_runs`), release, finish and register_prompt are their runs forms, bound as instance
+        attributes (as lookup is for an EAGLE head): one call per completion and per prefill chunk, without the
+        representation's tests. Called by __init__, and again by whoever changes use_runs (a test runs the per-block
+        representation where runs would be used, to compare the two)."""
+        for name in ("release", "finish", "register_prompt"):
+            vars(self).pop(name, None)
+        if self.use_runs:
+            self.release = self.finish = self._release_runs
+            self.register_prompt = self._register_runs
 
     # ------------------------------------------------------------ keys
     def _content(self, r: int) -> int:
@@ -274,6 +287,7 @@ class PrefixCache:
             self._own_identity = True
         wl = self.wl
         wl.prompt_tokens[slot] = source.prompt_tokens[r]
+        self._prompt_of[slot] = int(source.prompt_tokens[r])
         if wl.content_id is not None:
             wl.content_id[slot] = source.content_id[r]
             self._content_of[slot] = int(source.content_id[r])
@@ -327,8 +341,11 @@ class PrefixCache:
         return self._num_evicted + self._debt
 
     def _changed(self) -> None:
-        if self.recorder is not None:
-            self.marks.extend((self.recorder.num_ticks + self.tick_offset, self._num_evictable))
+        rec = self.recorder
+        if rec is not None:  # (two appends: cheaper than extending by a tuple, ~65 vs ~130 ns)
+            marks = self.marks
+            marks.append(rec.num_ticks + self.tick_offset)
+            marks.append(self._num_evictable)
 
     def _cacheable(self, r: int, tokens: int) -> int:
         """Of r's first `tokens` tokens, those whose full blocks are cached and looked up: all, prompt then output, with
@@ -436,9 +453,7 @@ class PrefixCache:
             self._num_evicted += extra
             took += run_hit
         if took:
-            rec = self.recorder
-            if rec is not None:
-                self.marks.extend((rec.num_ticks + self.tick_offset, self._num_evictable))
+            self._changed()
         return took
 
     def trim(self, num_free: int) -> None:
@@ -472,7 +487,7 @@ class PrefixCache:
         excess = self._num_evictable - last
         self._num_evictable = last
         if self.recorder is not None:
-            self.marks.extend(marked)
+            self.marks.fromlist(marked)  # (array.extend iterates a list generically: ~3x fromlist's time)
         self._drop(excess)
 
     def trim_ticks(self, tick: int, free_after: np.ndarray) -> None:
@@ -535,7 +550,7 @@ class PrefixCache:
         RadixCache.cache_unfinished_req): both find them from the next step on (vLLM V1 also in the same step, for a
         waiting request scheduled after the chunk; not modelled). Prompt blocks only: past the prompt (a recompute
         prefill's emitted tokens) `preempt` caches them. Returns the blocks freed by adoption, as register_prompt."""
-        p = self.wl.prompt_tokens.item(r)
+        p = self._prompt_of[r]
         return self.register_prompt(r, num_tokens if num_tokens < p else p)
 
     def register_prompt(self, r: int, tokens: int) -> int:
@@ -543,21 +558,29 @@ class PrefixCache:
         prompt and output when it is pre-empted, `preempt`): it references their full blocks. Blocks another request cached meanwhile are
         adopted (r's own copies are freed); the others become cache entries. Returns the blocks freed by adoption
         that were not evictable (the change in free blocks)."""
+        if self.use_runs:
+            return self._register_runs(r, tokens)
+        if self._debt:
+            self._settle()
         n_full = tokens // self.block_size
-        if not self.use_runs:
-            if self._debt:
-                self._settle()
-            have = len(self.refs.get(r, ()))
-            return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
-        freed = 0
+        have = len(self.refs.get(r, ()))
+        return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
+
+    def _register_runs(self, r: int, tokens: int) -> int:
+        """register_prompt with runs and chains (`use_runs`)."""
+        n_full = tokens // self.block_size
         n_sys = self._sys_blocks[r]
         if n_sys > n_full:
             n_sys = n_full
-        if self._debt:  # settle only if the deferred evictions could touch r's chain or content
-            ch = self.chains.get(self._group_of[r]) if n_sys else None
-            if (ch is not None and ch.cached > ch.top) or self._content_of[r] in self.run_len:
-                self._settle()
-        g, level = self.chain_refs.get(r, (-1, 0))
+        g, level = self.chain_refs.get(r, _NO_CHAIN)
+        cid = self._content_of[r]
+        # Deferred evictions (see evict) are dropped first only if they could touch what r registers: its system
+        # prompt's evictable blocks when r reaches further into the chain, or an evictable run of its content (usually
+        # neither: a prefill's later chunks extend the run it references)
+        if self._debt and (self.run_state.get(cid, 1) < 0 or n_sys > level and (ch := self.chains.get(self._group_of[r]))
+                           is not None and ch.cached > ch.top):  # fmt: skip
+            self._settle()
+        freed = 0
         if n_sys > level:
             g = self._group_of[r]
             ch = self.chains.get(g)
@@ -580,20 +603,19 @@ class PrefixCache:
                     del ch.levels[level]
             ch.levels[n_sys] = ch.levels.get(n_sys, 0) + 1
             self.chain_refs[r] = (g, n_sys)
-        if n_full - n_sys > self.run_refs.get(r, 0):  # (never fewer: r may reference output blocks it found again)
-            cid = self._content_of[r]
+        have, n_run = self.run_refs.get(r, 0), n_full - n_sys  # (have 0: r references no run; a run holds blocks)
+        if n_run > have:  # (never fewer: r may reference output blocks it found again)
             old = self.run_len.get(cid, 0)
-            if old and r not in self.run_refs:  # an older evictable copy of this content: r's replaces it
+            if old and not have:  # an older evictable copy of this content: r's replaces it
                 # (r's copies of the blocks it computed again take their place, as per-block entries adopt them, and only
                 # the older copy's blocks past r's are evicted: r swapped out mid-prefill and back in re-registers its
                 # prompt over the run it left, and counting all of it evicted made prefix_blocks_evicted differ from the
                 # per-block representation's, review 28b)
                 self._num_evictable -= old
-                self._num_evicted += max(old - (n_full - n_sys), 0)
+                self._num_evicted += max(old - n_run, 0)
                 self._changed()
             self.run_state[cid] = 1
-            self.run_len[cid] = n_full - n_sys
-            self.run_refs[r] = n_full - n_sys
+            self.run_len[cid] = self.run_refs[r] = n_run
         return freed
 
     def cache_reply(self, r: int, kv_tokens: int) -> int:
@@ -662,42 +684,53 @@ class PrefixCache:
         pre-empted, so its memoised keys go too (recomputed if it comes back); a swapped-out request keeps them."""
         if not self.use_runs:
             return self._release_keys(r, forget)
-        run = self.run_refs.pop(r, 0)  # (runs and chains only: no per-block entries or memoised keys, LRU)
+        return self._release_runs(r)
+
+    def _release_runs(self, r: int, forget=True) -> int:
+        """release with runs and chains (LRU; `use_runs`), and with them `finish` too: the second argument, release's
+        `forget` (swap_out passes it by name) or finish's `kv_tokens`, changes nothing here (no memoised keys, no replies
+        cached)."""
+        run = self.run_refs.pop(r, 0)
         g, level = self.chain_refs.pop(r, _NO_CHAIN)
-        if not run and not level:
-            return 0
         gen = self._group
-        cid = chain = None
-        if run:
-            cid = self._content_of[r]
-            self.run_state[cid] = -(gen + 1)
-        dropped = 0
+        dropped, chain = 0, None  # (chain: g, when r's release lowers the chain's referenced prefix)
         if level:
             ch = self.chains[g]
             levels = ch.levels
             left = levels[level] - 1
-            new_top = ch.top  # (the longest referenced prefix: it changes only when its last reference goes)
-            if left:
+            if left:  # (the common case: others reference the same prefix, so the top, at least that level, stays)
                 levels[level] = left
+                self.num_dup_refs -= level
             else:
                 del levels[level]
-                if level == new_top:
-                    new_top = max(levels, default=0)
-            self.num_dup_refs -= new_top if new_top < level else level
-            if new_top < ch.top:
-                dropped = ch.top - new_top
-                ch.items.append([gen, new_top])
-                ch.top = new_top
-                chain = g
+                top = ch.top
+                new_top = max(levels, default=0) if level == top else top  # (the longest referenced prefix)
+                self.num_dup_refs -= new_top if new_top < level else level
+                if new_top < top:
+                    dropped = top - new_top
+                    ch.items.append([gen, new_top])
+                    ch.top = new_top
+                    chain = g
+        if run:
+            cid = self._content_of[r]
+            self.run_state[cid] = -(gen + 1)
+        elif dropped:
+            cid = None
+        else:
+            return level  # nothing became evictable
         became = run + dropped
-        if became:
-            self._group = gen + 1
-            self._queue.append((gen, (), cid, chain))
-            queued = self._num_queued = self._num_queued + (cid is not None) + (chain is not None)
-            self._num_evictable += became
-            if queued > 2 * (len(self.run_state) + len(self.chains)) + 4096:
-                self._compact()
-            self._changed()
+        self._group = gen + 1
+        self._queue.append((gen, (), cid, chain))
+        queued = self._num_queued = self._num_queued + (cid is not None) + (chain is not None)
+        self._num_evictable += became
+        # (queued > 4096 first: the second test implies it, and it is the cheap one; the queue is seldom that long)
+        if queued > 4096 and queued > 2 * (len(self.run_state) + len(self.chains)) + 4096:
+            self._compact()
+        rec = self.recorder
+        if rec is not None:  # (_changed, inline: a completion's mark)
+            marks = self.marks
+            marks.append(rec.num_ticks + self.tick_offset)
+            marks.append(self._num_evictable)
         return run + level - became
 
     def _release_keys(self, r: int, forget: bool) -> int:
@@ -777,6 +810,7 @@ class PrefixCache:
                 self.run_len[cid] = m - left
                 return
         run_len, run_state = self.run_len, self.run_state
+        queued = self._num_queued  # (a local in the loop: most groups are one run, a few bytecodes each)
         while left:
             gen, keys, cid, chain = queue[0]
             tag = -(gen + 1)
@@ -789,7 +823,7 @@ class PrefixCache:
                             break
                         left -= m
                         del run_state[cid], run_len[cid]
-                    self._num_queued -= 1
+                    queued -= 1
                 queue.popleft()
                 continue
             if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
@@ -802,7 +836,7 @@ class PrefixCache:
                         break
                     del run_state[cid], run_len[cid]
                 queue[0] = (gen, keys, None, chain)
-                self._num_queued -= 1
+                queued -= 1
                 if not left:
                     break
             if chain is not None:  # then the system-prompt blocks this group released
@@ -818,7 +852,7 @@ class PrefixCache:
                     if not ch.cached and not ch.levels:
                         del self.chains[chain]
                 queue[0] = (gen, keys, None, None)
-                self._num_queued -= 1
+                queued -= 1
                 if not left:
                     break
             i, n = self._head, len(keys)
@@ -828,12 +862,13 @@ class PrefixCache:
                 i += len(part)
                 deque(map(ref.__delitem__, valid), maxlen=0)
                 left -= len(valid)
-            self._num_queued -= i - self._head
+            queued -= i - self._head
             if i == n:
                 queue.popleft()
                 self._head = 0
             else:
                 self._head = i
+        self._num_queued = queued
         if queue and not queue[0][1] and queue[0][2] is None and queue[0][3] is None:
             queue.popleft()  # a group emptied exactly
             self._head = 0

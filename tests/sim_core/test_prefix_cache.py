@@ -147,6 +147,21 @@ def _admit_or_preempt_each(kv: PrefixCachingBlockManager, steps, after_each=lamb
     kv.check_invariants()
 
 
+def test_a_swap_out_releases_a_runs_cache_request_and_keeps_the_shared_system_prompt():
+    """Distinct contents (the runs representation): swap_out releases the request's references without forgetting it
+    (`release(r, forget=False)`); its own run becomes evictable, the system prompt another request holds does not."""
+    w = wl([7, 8], [65, 65], group=[0, 0], prefix_len=[32, 32])  # 4 full blocks each: 2 of the system prompt, 2 own
+    kv = PrefixCachingBlockManager(16, 8, BS, w)
+    assert kv.prefix.use_runs
+    for r in (0, 1):
+        admit(kv, r, 65)
+        kv.register(np.array([r]), np.array([65]))
+    evictable = kv.num_evictable
+    assert kv.swap_out(1) == 5  # (its 4 full blocks and the partial fifth, privately on the host)
+    kv.check_invariants()
+    assert kv.num_evictable == evictable + 2 and cached(kv, 1, 65) == 4
+
+
 def _hot_prompt_then_a_scan(policy: str) -> PrefixCachingBlockManager:
     """Two requests share a 4-block system prompt, then two one-off prompts scan through an 8-block cache."""
     w = wl([1, 2, 3, 4, 5], [65, 65, 49, 49, 65], group=[0, 0, -1, -1, 0], prefix_len=[64, 64, 0, 0, 64])

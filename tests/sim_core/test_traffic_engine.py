@@ -438,6 +438,7 @@ def _same_per_block(cfg: SimConfig, compact, monkeypatch) -> None:
     def per_block(self, *args):
         original(self, *args)
         self.use_runs = False
+        self.bind_representation()
 
     monkeypatch.setattr(prefix_cache.PrefixCache, "__init__", per_block)
     _same(compact, run_simulation(cfg, check_invariants=True))
