@@ -162,7 +162,7 @@ def test_the_prefix_lesson_kv_panel_shows_cached_free_blocks_only_with_caching()
 
 
 def test_the_split_lesson_distserve_pair_misses_ttft_even_idle():
-    # "one A100 running 2023 vLLM needs more than 0.25 s to prefill the longest ~9 % of prompts (over about 1,400
+    # "one A100 running 2023 vLLM needs more than 0.25 s to prefill the longest ~9 % of prompts (over about 1,530
     # tokens), so barely 90 % meet TTFT even when idle (91 %) and fewer under any real load (86 % at 1 req/s per GPU,
     # ...); the TP2 prefill instance about halves those prompts' TTFT" (session 31: the presets replay DistServe's own
     # requests at profiles fitted on its measured runs; it said ~16 %, 1,300 tokens, 84 %). A trace preset's rate is
@@ -178,7 +178,13 @@ def test_the_split_lesson_distserve_pair_misses_ttft_even_idle():
     assert colo.summary.queue_delay_p99_s < 0.05  # idle: TTFT is (almost all) the prefill
     slow = colo.requests.ttft_s > 0.25
     assert 0.07 <= slow.mean() <= 0.11 and "the longest ~9 % of prompts" in lesson.answer
-    assert 1350 <= colo.requests.prompt_tokens[slow].min() <= 1450 and "(over about 1,400 tokens)" in lesson.answer
+    # the cut is the longest prompt that still meets the objective: every longer one misses it, and they are the ~9 %
+    # (review 31c: the answer said "over about 1,400 tokens", the shortest prompt that missed, 1,423 tokens after a
+    # short wait, while 15.7 % of the prompts are over 1,400 tokens and those up to 1,527 tokens met it)
+    prompt = colo.requests.prompt_tokens
+    cut = prompt[~slow].max()
+    assert abs(np.mean(prompt > cut) - slow.mean()) <= 0.01
+    assert 1500 <= cut <= 1560 and "(over about 1,530 tokens)" in lesson.answer
     assert f"even when idle ({colo.summary.slo_attainment:.0%})".replace("%", " %") in lesson.answer
     busy = at("cluster-distserve-opt13b-3xa100-colocated", 3.0)  # 1 req/s per GPU
     assert f"({busy.summary.slo_attainment:.0%} at 1 req/s per GPU".replace("%", " %") in lesson.answer
