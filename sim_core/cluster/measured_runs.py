@@ -9,7 +9,12 @@ attainment can be set against what was measured, request by request.
 
 The calibration profiles `vllm-2023-distserve` and `distserve-2023` are fitted on these runs
 (scripts/fit_distserve_profiles.py): on every other run of each system in the order of their rates (`fit_runs`),
-the others held out (`python -m sim_core validate` prints both).
+the others held out (`python -m sim_core validate` prints both). Held out is not new traffic: every run replays a
+prefix of one request list with one draw of arrival gaps scaled to its rate (the artifact's client seeds its Poisson
+gaps alike), so the runs differ in rate and length only, and each held-out DistServe run is the first 300 requests of
+the fitted run at its rate, issued at the same instants to within the client's timing (1.5 s at most). The held-out
+errors say how a profile carries over to a repeat of requests it was fitted on (DistServe), or to rates between the
+fitted ones (vLLM; its held-out 200 requests at 2 req/s start with the fitted 100).
 """
 
 from __future__ import annotations

@@ -50,6 +50,28 @@ def test_the_fit_and_held_out_runs_alternate_by_rate():
         assert fit_runs(system) == tuple(runs[::2]) and len(runs) >= 8
 
 
+def test_every_run_replays_one_draw_of_arrival_gaps_so_each_held_out_distserve_run_is_a_fitted_runs_start():
+    # review 31c: the artifact drew every run's Poisson gaps from one seed, scaled to the run's rate (the copy script
+    # said "with its own Poisson arrivals"): the runs differ in rate and length only, and each held-out DistServe run
+    # (300 requests) is the first 300 requests of the fitted run at its rate, issued at the same instants give or take
+    # the client's timing. The module says so, since the held-out errors are read against it
+    import sim_core.cluster.measured_runs as mr
+
+    runs = measured_runs()
+    first = runs[0]
+    for r in runs[1:]:
+        k = min(len(r.arrival_s), len(first.arrival_s))
+        gaps, ref = np.diff(r.arrival_s[:k]) * r.rate_per_s, np.diff(first.arrival_s[:k]) * first.rate_per_s
+        assert np.corrcoef(gaps, ref)[0, 1] > 0.99, r.name
+    fit = {n for s in SYSTEM_PRESETS for n in fit_runs(s)}
+    for held in (r for r in runs if r.system == "distserve-c21d11" and r.name not in fit):
+        twin = next(r for r in runs if r.name in fit and r.system == held.system and r.rate_per_s == held.rate_per_s)
+        n = len(held.arrival_s)
+        assert twin.prompt_tokens[:n] == held.prompt_tokens and np.max(np.abs(np.subtract(twin.arrival_s[:n], held.arrival_s))) < 1.5
+    doc = " ".join(mr.__doc__.split())
+    assert "one draw of arrival gaps" in doc and "the first 300 requests of the fitted run at its rate" in doc
+
+
 def _one_run(output_tokens, ttft_ms, tpot_ms) -> MeasuredRun:
     n = len(output_tokens)
     return MeasuredRun("x-1-1", "vllm", 1.0, tuple(float(i) for i in range(n)), (100,) * n, tuple(output_tokens),
