@@ -11,7 +11,7 @@ replayed (`start_time` = issue time after the first request). Runs are named `<s
 `vllm` is the 2023 vLLM on one A100 (TP1; `align_with_real.py` simulates it with tp 1), `distserve-c21d11` is
 DistServe with a TP2 prefill instance and a TP1 decode instance (3 A100s; `tp_prefill, ..., tp_decode = 2, 1,
 1, 1` there). Every workload is a prefix of one list of 1,600 ShareGPT requests (the artifact's shuffled
-dataset) with its own Poisson arrivals.
+dataset), its arrivals one seeded draw of Poisson gaps scaled to the run's rate (the same draw for every run).
 
 Writes:
 * presets/calibration/data/distserve_measured_runs.csv: one row per measured request of the `vllm` and

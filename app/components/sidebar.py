@@ -202,8 +202,10 @@ def _classes_editor(cfg: SimConfig) -> list[dict]:
 
 def _trace_controls(cfg: SimConfig) -> None:
     if cfg.workload.trace is not None:
-        st.info(f"Replaying an uploaded trace of {len(cfg.workload.trace.arrival_s):,} requests; "
-                "the generators below are ignored.")  # fmt: skip
+        # a preset may carry the trace (the DistServe pair): not "uploaded"; and the time scale / sample widgets
+        # below are upload options, not this trace's (a preset's own scale is already in its arrivals)
+        st.info(f"Replaying a trace of {len(cfg.workload.trace.arrival_s):,} requests ({plain(cfg.workload.name)}); "
+                "the generators below are ignored, and the time scale and sample size apply to the next file uploaded.")  # fmt: skip
         st.button("Remove the trace", on_click=_clear_trace)
         if st.session_state.get("ui.trace_note"):
             st.caption(st.session_state["ui.trace_note"])

@@ -178,8 +178,13 @@ def test_the_split_lesson_distserve_pair_misses_ttft_even_idle():
     assert colo.summary.queue_delay_p99_s < 0.05  # idle: TTFT is (almost all) the prefill
     slow = colo.requests.ttft_s > 0.25
     assert 0.07 <= slow.mean() <= 0.09 and "the longest ~8 % of prompts" in lesson.answer
-    prompt = colo.requests.prompt_tokens  # the cut: the longest prompt that meets 0.25 s and the shortest that misses
-    assert 1500 <= prompt[slow].min() <= prompt[~slow].max() <= 1600 and "(over about 1,550 tokens)" in lesson.answer
+    # the cut is the longest prompt that still meets the objective: (almost) every longer one misses it, and they are the
+    # ~8 % (review 31c: the answer said "over about 1,400 tokens", the shortest prompt that missed after a short wait,
+    # while 15.7 % of the prompts are over 1,400 tokens)
+    prompt = colo.requests.prompt_tokens
+    cut = prompt[~slow].max()
+    assert abs(np.mean(prompt > cut) - slow.mean()) <= 0.01
+    assert 1520 <= cut <= 1600 and "(over about 1,550 tokens)" in lesson.answer
     assert f"even when idle ({colo.summary.slo_attainment:.0%})".replace("%", " %") in lesson.answer
     busy = at("cluster-distserve-opt13b-3xa100-colocated", 3.0)  # 1 req/s per GPU
     assert f"({busy.summary.slo_attainment:.0%} at 1 req/s per GPU".replace("%", " %") in lesson.answer

@@ -422,6 +422,22 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
 
 
+def test_a_preset_trace_is_not_called_an_upload_and_the_upload_options_say_they_are_for_the_next_file():
+    # review 31c: a trace preset (the DistServe pair) showed "Replaying an uploaded trace of 300 requests" above a
+    # "Time scale 1.00" that reads as this trace's, where the preset scaled it by 5.475 (the upload options apply only
+    # to a file uploaded next)
+    at = app(preset="cluster-distserve-opt13b-3xa100-colocated").run()
+    note = next(i.value for i in at.sidebar.info if "Replaying" in i.value)
+    assert "an uploaded trace" not in note and "300 requests" in note and "DistServe ShareGPT" in note
+    assert "apply to the next file uploaded" in note
+    at = app().run()
+    csv = b"arrival_s,prompt_tokens,output_tokens\n0.0,100,10\n0.5,200,20\n"
+    _uploader(at, "w.upload_trace").set_value(("my_*trace*.csv", csv, "text/csv"))
+    at.run()
+    note = next(i.value for i in at.sidebar.info if "Replaying" in i.value)
+    assert "2 requests" in note and "my\\_\\*trace\\*.csv" in note  # the file's name as text, not markdown
+
+
 def test_prefix_caching_and_speculation_show_their_numbers_and_a_mooncake_trace_uploads():
     at = app(preset="shared-system-prompt-h100-llama8b").run()
     assert "Prefix cache hits" not in {m.label for m in at.metric}
