@@ -8,8 +8,7 @@ from app.components import config_form as form
 from app.components.text import plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
 from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
-from sim_core.presets import describe_preset, read_preset_data
-from sim_core.presets import MAX_CONFIG_FILE_BYTES
+from sim_core.presets import MAX_CONFIG_FILE_BYTES, describe_preset, read_preset_data
 from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions, parse_trace
 
 PRESET_WIDGET = "w.preset"
