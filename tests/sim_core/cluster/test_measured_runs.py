@@ -86,7 +86,8 @@ def test_a_one_token_request_is_judged_by_its_ttft_alone():
     # the artifact records TPOT 0 for a request of one output token; the model has none (NaN): both meet the TPOT
     # objective, and its error counts its TTFT only
     run = _one_run([1, 5], [100.0, 300.0], [0.0, 50.0])
-    c = RunComparison(run, False, np.array([120.0, 200.0]), np.array([np.nan, 60.0]), 250.0, 100.0)
+    cfg = load_preset(SYSTEM_PRESETS["vllm"])  # (TTFT 0.25 s, TPOT 0.1 s)
+    c = RunComparison(run, False, np.array([120.0, 200.0]), np.array([np.nan, 60.0]), cfg)
     assert c.attainment(False) == 0.5 and c.attainment(True) == 1.0
     np.testing.assert_allclose(c.log_errors(), np.log([120 / 100, 200 / 300, 60 / 50]))
 
@@ -142,4 +143,4 @@ def test_compare_replays_the_run_through_its_system_preset():
     run = next(r for r in measured_runs() if r.system == "distserve-c21d11")
     c = compare(run)
     assert c.ttft_ms.shape == run.ttft_ms.shape and np.all(np.isfinite(c.ttft_ms))
-    assert c.ttft_slo_ms == 250.0 and c.tpot_slo_ms == 100.0
+    assert (c.cfg.slo.ttft_s, c.cfg.slo.tpot_s) == (0.25, 0.1)
