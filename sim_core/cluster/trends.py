@@ -18,8 +18,9 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
    serving runs of that engine and checked on the runs held out (measured_runs.py). Published: 2.0-3.41x
    goodput per GPU for the chatbot workload. Not reproduced: one A100 running the 2023 vLLM cannot give the
    longest ~8 % of those prompts their first token within 0.25 s even when idle, so the co-located side meets
-   90 % only when almost idle (92 % at 0.05 req/s per GPU, 88 % at 1 req/s per GPU, where DistServe measured
-   86 %; none of its measured vLLM runs, 1-4 req/s, reaches 90 %), and its goodput sits on a cliff in its
+   90 % only when almost idle (92 % at 0.05 req/s per GPU, 88 % at 1 req/s per GPU; none of DistServe's
+   measured vLLM runs, 1-4 req/s, reaches 90 %, though at light load the model is pessimistic: 77 % on its 1 req/s
+   run where 86 % was measured), and its goodput sits on a cliff in its
    prefill speed (scripts/distserve_sensitivity.py, README).
 2. Splitwise (ISCA'24, row K576): Llama-2-70B on DGX machines (TP8), Azure conversation trace lengths
    (published_measurements.md §3: prompt mean 1,155, output mean 211), prompt machines H100, token

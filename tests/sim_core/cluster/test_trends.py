@@ -150,11 +150,17 @@ def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(c
             f"{pct('vllm-250-2.5', False)} / {pct('vllm-250-2.5', True)} % at 2.5, {pct('vllm-350-3.5', False)} / "
             f"{pct('vllm-350-3.5', True)} % at 3.5; the measured vLLM attainment is not monotonic in the rate itself, "
             f"{pct('vllm-100-2', False)} and {pct('vllm-200-2', False)} % at 2 req/s against {pct('vllm-250-2.5', False)} % at 2.5)") in readme  # fmt: skip
-    assert (f"it measured {pct('distserve-c21d11-300-6', False)} % of requests meeting both SLOs at 6 req/s on its 3 GPUs, "
-            f"{pct('distserve-c21d11-300-7.5', False)} % at 7.5)") in readme  # fmt: skip
+    six, seven = (by_name[f"distserve-c21d11-300-{r}"].attainment(False) for r in ("6", "7.5"))
+    crossing = 6 + 1.5 * (six - 0.9) / (six - seven)  # req/s on 3 GPUs where the straight line crosses 90 %
+    assert (f"measured 300-request runs (the size of Fig. 8) had {100 * six:.0f} % of requests meeting both SLOs at 6 req/s on its 3 "
+            f"GPUs and {100 * seven:.0f} % at 7.5, {crossing / 3:.2f} req/s per GPU where a straight line between them crosses 90 % (its "
+            f"longer runs at those rates measured {pct('distserve-c21d11-600-6', False)} and {pct('distserve-c21d11-750-7.5', False)} %)") in readme  # fmt: skip
+    assert f"with its measured {crossing / 3:.2f} req/s per GPU puts vLLM's goodput at {crossing / 3 / 3.41:.2f}-{crossing / 3 / 2.0:.2f} req/s per GPU" in readme
+    assert f"it gives {pct('vllm-100-1', True)} % where {pct('vllm-100-1', False)} % was measured" in readme
     light = [r for r in measured_runs() if r.system == "vllm" and r.rate_per_s <= 1.5]
     prompt = np.concatenate([np.asarray(r.prompt_tokens) for r in light])
     ttft = np.concatenate([r.ttft_ms for r in light])
+    assert f"DistServe measured prompts of up to {prompt[ttft <= 250].max():,} tokens meeting 0.25 s at 1-1.5 req/s" in readme
     profile = next(v for kind, n, v in published_ms("vllm", 1) if kind == "prefill" and n == 1536)
     fitted = simulated_ms(with_value(load_preset(DISTSERVE_PRESETS[0]), "deployment", None), 1, [("prefill", 1536, 0.0)])[0]
     assert (f"got its first token after {ttft[prompt >= 1536].min():.0f} ms at 1-1.5 req/s, queueing and API server included, "
