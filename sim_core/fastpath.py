@@ -466,7 +466,9 @@ def run_ticks(engine: Engine):
     targets: dict[int, int] = {}  # request -> its prefill target, for the call's prefills (`_Steps.targets`)
     base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
     join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes (absent: 0)
-    sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap (absent: 0)
+    # decoder -> first tick whose shared gap is its gap: every decoder has one, in `base`'s order (the call's first
+    # decoders 0, set with `base`; later ones as they start decoding), so the write-back reads it as a column
+    sync_from: dict[int, int] = {}
     waiting_since: dict[int, float] = {}  # decoder -> its last token's time, when not the last decoding tick's end
     first_gap: dict[int, float] = {}  # decoder -> its gap at its first decoding tick, when it was waiting
     # decoders with no token yet (`Engine.inject_prefilled`, first_token_from = decode; waiting since NaN): their first
@@ -512,7 +514,7 @@ def run_ticks(engine: Engine):
             prefilling[r] = c
             targets[r] = target_of(r)
             continue
-        base[r] = c
+        base[r], sync_from[r] = c, 0
         finish_at.setdefault(left_to_emit - 1, []).append(r)
         phase_count[(-c) % bs] += 1
         S += c
@@ -1365,10 +1367,12 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             ctx[is_fin] = b[is_fin] + fin_d[at_fin] + 1
             last[is_fin] = fin_tick[at_fin]
             decoded |= is_fin
-        lo = (np.fromiter(map(sync_from.get, base, itertools.repeat(0)), dtype=np.int64, count=n) if sync_from
-              else np.zeros(n, dtype=np.int64))  # fmt: skip
-        own = (np.fromiter(map(first_gap.get, base, itertools.repeat(-math.inf)), dtype=np.float64, count=n) if first_gap
-               else np.full(n, -np.inf))  # fmt: skip
+        lo = np.fromiter(sync_from.values(), dtype=np.int64, count=n)  # (`sync_from`: in base's order)
+        own = np.full(n, -np.inf)
+        if first_gap:  # (a few decoders, each in its place among the call's decoders)
+            sorter = np.argsort(req)
+            at = sorter[np.searchsorted(req, np.fromiter(first_gap, dtype=np.int64, count=len(first_gap)), sorter=sorter)]
+            own[at] = np.fromiter(first_gap.values(), dtype=np.float64, count=len(first_gap))
         if not decoded.all():  # joined after the last decoding tick
             req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]
         if req.size:
