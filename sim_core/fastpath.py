@@ -481,7 +481,9 @@ def run_ticks(engine: Engine):
     targets: dict[int, int] = {}  # request -> its prefill target, for the call's prefills (`_Steps.targets`)
     base: dict[int, int] = {}  # decoder -> its context before decoding tick d, minus d
     join: dict[int, int] = {}  # decoder -> the first decoding tick number d at which it decodes (absent: 0)
-    sync_from: dict[int, int] = {}  # decoder -> first tick whose shared gap is its gap (absent: 0)
+    # decoder -> first tick whose shared gap is its gap: every decoder has one, in `base`'s order (the call's first
+    # decoders 0, set with `base`; later ones as they start decoding), so the write-back reads it as a column
+    sync_from: dict[int, int] = {}
     waiting_since: dict[int, float] = {}  # decoder -> its last token's time, when not the last decoding tick's end
     first_gap: dict[int, float] = {}  # decoder -> its gap at its first decoding tick, when it was waiting
     # decoders with no token yet (`Engine.inject_prefilled`, first_token_from = decode; waiting since NaN): their first
@@ -527,7 +529,7 @@ def run_ticks(engine: Engine):
             prefilling[r] = c
             targets[r] = target_of(r)
             continue
-        base[r] = c
+        base[r], sync_from[r] = c, 0
         finish_at.setdefault(left_to_emit - 1, []).append(r)
         phase_count[(-c) % bs] += 1
         S += c
@@ -1158,32 +1160,38 @@ class LiveLeft:
         return self.blocks_by[k - 1] if k else 0
 
 
-def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, order: list[int], base: dict[int, int],
-                    join: dict[int, int], last_d: dict[int, int], d_end: int, bs: int, num_ticks0: int,
-                    held_fixed) -> None:  # fmt: skip
+def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_extras: int, order: np.ndarray,
+                    dec_req: np.ndarray, dec_base: np.ndarray, dec_join: np.ndarray, dec_last: np.ndarray, bs: int,
+                    num_ticks0: int, held_fixed) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
-    for their context), then its prefill chunks and admissions (`batch_extras`). Every decoding tick
-    decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. Counted
-    now (a run budget counts the rows), built when the log is first read (`_batch_entries`): the
-    arguments are this call's own and nothing changes them after `_write_back`."""
+    for their context), then its prefill chunks and admissions (`batch_extras`, `num_extras` entries). Every decoding
+    tick decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. The call's decoders
+    come as arrays (`dec_req`: each one's id, in no particular order; its base, first and last decoding tick numbers) and
+    are put in running order (`order`: the call's admission order, every decoder among them) by a search, not per
+    decoder in Python. Counted now (a run budget counts the rows), built when the log is first read (`_batch_entries`):
+    the arguments are this call's own and nothing changes them after `_write_back`."""
     tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
     Kd = tick_of_d.size
-    decs = [r for r in order if r in base]  # decoders in running order (order: the call's admission order)
-    nd = len(decs)
-    lo = np.fromiter(map(join.get, decs, itertools.repeat(0)), dtype=np.int64, count=nd)
-    hi = np.fromiter(map(last_d.get, decs, itertools.repeat(d_end - 1)), dtype=np.int64, count=nd)
-    sizes = np.maximum(np.minimum(hi, Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
-    num_extras = sum(map(len, batch_extras.values()))
+    if dec_req.size:  # decoders in running order: the entries of `order` that are decoders, and where each is in dec_*
+        sorter = np.argsort(dec_req)
+        at = sorter[np.minimum(np.searchsorted(dec_req, order, sorter=sorter), dec_req.size - 1)]
+        is_dec = dec_req[at] == order
+        at = at[is_dec]
+    else:
+        at = _NONE
+    decs, lo = dec_req[at], dec_join[at]
+    sizes = np.maximum(np.minimum(dec_last[at], Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
+    dec_b = dec_base[at]
     rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
-        K, tick_of_d, decs, lo, sizes, batch_extras, base, bs, num_ticks0, held_fixed))  # fmt: skip
+        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed))  # fmt: skip
 
 
-def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarray, sizes: np.ndarray, batch_extras: dict,
-                   base: dict[int, int], bs: int, num_ticks0: int, held_fixed) -> tuple[np.ndarray, ...]:  # fmt: skip
+def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.ndarray, lo: np.ndarray, sizes: np.ndarray,
+                   batch_extras: dict, bs: int, num_ticks0: int, held_fixed) -> tuple[np.ndarray, ...]:  # fmt: skip
     """`_record_batches`' entries as `Recorder.batch` takes them: the entries of all ticks are expanded
     decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
     Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
-    Kd, nd = tick_of_d.size, len(decs)
+    Kd, nd = tick_of_d.size, decs.size
     E = int(sizes.sum())
     who = np.repeat(np.arange(nd, dtype=np.int32), sizes)  # (E,) decoder of each entry, decoder-major
     dnum = np.arange(E, dtype=np.int32)  # (E,) its decoding tick number: lo + its place in the stretch
@@ -1192,14 +1200,14 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: list[int], lo: np.ndarra
     by_tick = np.argsort(dnum.astype(np.int16) if Kd <= np.iinfo(np.int16).max else dnum, kind="stable")
     who, dnum = who[by_tick], dnum[by_tick].astype(np.int64)  # (mixed-width in-place arithmetic is slow)
     del by_tick
-    dec_req = np.array(decs, dtype=np.int64)[who]
+    dec_req = decs[who]
     if held_fixed is None:  # ceil((base + d + 1) / bs): the context before decoding tick d is base + d
-        dec_held = np.fromiter((base[r] for r in decs), dtype=np.int64, count=nd)[who]
+        dec_held = dec_b[who]
         dec_held += dnum
         dec_held += bs  # (+1, then + bs - 1 for the ceiling)
         dec_held //= bs
     else:
-        dec_held = np.fromiter((held_fixed[r] for r in decs), dtype=np.int64, count=nd)[who]
+        dec_held = np.fromiter((held_fixed[r] for r in decs.tolist()), dtype=np.int64, count=nd)[who]
     counts = np.zeros(K, dtype=np.int64)  # entries of each logged tick
     counts[tick_of_d] = np.bincount(dnum, minlength=Kd)
     del who, dnum
@@ -1270,17 +1278,40 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     gap_arr = np.where(decoding, t_end - np.where(since >= 0, t_end[since], now0), -np.inf)
     last_decoding_tick = int(last_dec[-1])
     gap_counts = D.astype(np.int64)  # decoders in each tick, one gap each
+    fin_all = _columns(finished, 3) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
+    sched_cols = _columns(scheduled, 2) if scheduled else None  # (request, tick admitted)
+    # The call's decoders: id, base, first decoding tick (0: decoding from the call's start), and for those that finished
+    # after decoding (`is_fin`) their entry in the finished columns (`at_fin`)
+    n_dec = len(base)
+    dec_req = np.fromiter(base, dtype=np.int64, count=n_dec)  # the call's first decoders, then those that joined
+    dec_b = np.fromiter(base.values(), dtype=np.int64, count=n_dec)
+    dec_join = np.zeros(n_dec, dtype=np.int64)
+    if join:  # joined in insertion order, after the first decoders
+        dec_join[n_dec - len(join):] = np.fromiter(join.values(), dtype=np.int64, count=len(join))
+    fin_req, fin_tick, fin_d = fin_all
+    decoded_fin = fin_d >= 0  # (not those that finished at their first token)
+    is_fin = None
+    if n_dec and decoded_fin.any():
+        fin_req, fin_tick, fin_d = fin_req[decoded_fin], fin_tick[decoded_fin], fin_d[decoded_fin]
+        sorter = np.argsort(fin_req)  # (request ids are distinct: each decoder's entry, if it has one, by a search)
+        at_fin = sorter[np.minimum(np.searchsorted(fin_req, dec_req, sorter=sorter), fin_req.size - 1)]
+        is_fin = fin_req[at_fin] == dec_req
+        at_fin = at_fin[is_fin]
     if want_batches:
-        last_d = {r: dd for r, _, dd in finished if dd >= 0}  # decoders that finished: their last decoding tick
         # running order: the call's first requests, then admissions and joined decoders as they entered `running` (a
         # decoder that joins before tick j comes before tick j's admissions; `sorted` is stable)
         if joined_at:
             added = [(j, 1, w) for w, j in scheduled] + [(j, 0, r) for r, j in joined_at]
-            order = running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])]
+            order = np.array(running0 + [x[2] for x in sorted(added, key=lambda x: x[:2])], dtype=np.int64)
         else:  # (admissions alone: `scheduled` is in tick order already)
-            order = running0 + [w for w, _ in scheduled]
-        _record_batches(rec, min(n, want_batches), decoding, batch_extras, order, base,
-                        join, last_d, d_end, bs, num_ticks0, held_fixed)  # fmt: skip
+            order = np.concatenate((np.array(running0, dtype=np.int64), sched_cols[0] if scheduled else _NONE))
+        dec_last = np.full(n_dec, d_end - 1)  # each decoder's last decoding tick number
+        if is_fin is not None:
+            dec_last[is_fin] = fin_d[at_fin]
+        K = min(n, want_batches)
+        # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
+        _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, dec_req, dec_b, dec_join, dec_last, bs,
+                        num_ticks0, held_fixed)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -1290,9 +1321,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     else:
         rec.itl_runs(gap_arr, gap_counts)
 
-    fin_all = _columns(finished, 3) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
     if scheduled:
-        req, tick = _columns(scheduled, 2)
+        req, tick = sched_cols
         rec.event(req, t0[tick], Event.SCHEDULED)
         first = np.isnan(st.first_scheduled_s[req])
         st.first_scheduled_s[req[first]] = t0[tick][first]
@@ -1312,29 +1342,20 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         req, tick = _columns(decode_first, 2)
         engine.record_decode_first(req, t_end[tick])
     if base:
-        n = len(base)
-        req = np.fromiter(base, dtype=np.int64, count=n)  # the call's first decoders, then those that joined
-        b = np.fromiter(base.values(), dtype=np.int64, count=n)
-        joined_at = np.zeros(n, dtype=np.int64)
-        if join:  # joined in insertion order, after the first decoders
-            joined_at[n - len(join):] = np.fromiter(join.values(), dtype=np.int64, count=len(join))
+        n, req, b = n_dec, dec_req, dec_b
         ctx = b + d_end  # still running: decoded up to the last decoding tick
         last = np.full(n, last_decoding_tick)
-        decoded = d_end > joined_at
-        fin_req, fin_tick, fin_d = fin_all
-        decoded_fin = fin_d >= 0  # (not those that finished at their first token)
-        if decoded_fin.any():
-            fin_req, fin_tick, fin_d = fin_req[decoded_fin], fin_tick[decoded_fin], fin_d[decoded_fin]
-            is_fin = np.isin(req, fin_req)
-            sorter = np.argsort(fin_req)
-            k = sorter[np.searchsorted(fin_req, req[is_fin], sorter=sorter)]
-            ctx[is_fin] = b[is_fin] + fin_d[k] + 1
-            last[is_fin] = fin_tick[k]
+        decoded = d_end > dec_join
+        if is_fin is not None:
+            ctx[is_fin] = b[is_fin] + fin_d[at_fin] + 1
+            last[is_fin] = fin_tick[at_fin]
             decoded |= is_fin
-        lo = (np.fromiter(map(sync_from.get, base, itertools.repeat(0)), dtype=np.int64, count=n) if sync_from
-              else np.zeros(n, dtype=np.int64))  # fmt: skip
-        own = (np.fromiter(map(first_gap.get, base, itertools.repeat(-math.inf)), dtype=np.float64, count=n) if first_gap
-               else np.full(n, -np.inf))  # fmt: skip
+        lo = np.fromiter(sync_from.values(), dtype=np.int64, count=n)  # (`sync_from`: in base's order)
+        own = np.full(n, -np.inf)
+        if first_gap:  # (a few decoders, each in its place among the call's decoders)
+            sorter = np.argsort(req)
+            at = sorter[np.searchsorted(req, np.fromiter(first_gap, dtype=np.int64, count=len(first_gap)), sorter=sorter)]
+            own[at] = np.fromiter(first_gap.values(), dtype=np.float64, count=len(first_gap))
         if not decoded.all():  # joined after the last decoding tick
             req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]
         if req.size:

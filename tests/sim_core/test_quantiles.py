@@ -86,3 +86,13 @@ def test_tied_zeros_of_either_sign_come_out_as_numpy_s():
     for _ in range(200):
         v = rng.choice(np.array([0.0, -0.0, 1.0]), size=int(rng.integers(1, 60)))
         assert same(quantiles.of_array(v, QS), np.percentile(v, QS))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([np.float32, np.int8, np.int16, np.uint8]), st.lists(st.integers(0, 255), min_size=1, max_size=60),
+       st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=5))  # fmt: skip
+def test_narrow_dtypes_follow_numpy(dtype, xs, qs):
+    """b − a is taken in the values' own dtype, as NumPy's _lerp does (float32 rounding, int8 wrapping); the rest of the
+    interpolation in double, as NumPy promotes against the float64 weights."""
+    v = np.array(xs).astype(dtype)
+    assert same(quantiles.of_array(v, tuple(qs)), np.percentile(v, tuple(qs)))
