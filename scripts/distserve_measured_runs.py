@@ -39,10 +39,9 @@ def main(checkout: Path) -> None:
     rows = ["run,system,num_requests,rate_per_s,arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms"]
     runs = []
     for path in measured.glob("*.exp"):
-        system = "-".join(path.stem.split("-")[:-2])
-        if system in SYSTEMS:
-            n, rate = path.stem.split("-")[-2:]
-            runs.append((system, float(rate), int(n), path))
+        *name, n, rate = path.stem.split("-")  # <system>-<requests>-<rate>
+        if "-".join(name) in SYSTEMS:
+            runs.append(("-".join(name), float(rate), int(n), path))
     for system, rate, n, path in sorted(runs):
         reqs = sorted(ast.literal_eval(path.read_text().splitlines()[0]), key=lambda r: r["issue_time"])
         work = json.loads((workloads / path.name).read_text())

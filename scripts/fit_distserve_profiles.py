@@ -19,7 +19,7 @@ import json
 import numpy as np
 from scipy.optimize import least_squares
 
-from sim_core.cluster.measured_runs import SYSTEM_PROFILES, compare, fit_runs, measured_runs, replay_config
+from sim_core.cluster.measured_runs import SYSTEM_PROFILES, compare, error_summary, fit_runs, measured_runs, replay_config
 from sim_core.config import CalibrationConfig
 from sim_core.presets import PRESETS_DIR, read_preset_data
 from sim_core.sweep import with_value
@@ -40,9 +40,9 @@ def with_profile(cfg, x):
 
 
 def stats(comps) -> str:
-    err = np.abs(np.concatenate([c.log_errors() for c in comps]))
+    err = error_summary(comps)[0]
     att = [f"{c.run.name.rsplit('-', 2)[-1]} req/s: {c.attainment(False):.2f} vs {c.attainment(True):.2f}" for c in comps]
-    return f"median |log error| {np.median(err):.3f} (TTFT and TPOT per request); attainment measured vs simulated: {'; '.join(att)}"
+    return f"median |log error| {err:.3f} (TTFT and TPOT per request); attainment measured vs simulated: {'; '.join(att)}"
 
 
 for system, profile in SYSTEM_PROFILES.items():

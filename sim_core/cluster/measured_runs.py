@@ -114,6 +114,13 @@ def compare(run: MeasuredRun, cfg: SimConfig | None = None) -> RunComparison:
     return RunComparison(run, run.name in fit_runs(run.system), np.asarray(req.ttft_s) * 1e3, np.asarray(req.tpot_s) * 1e3, cfg)
 
 
+def error_summary(comps: list[RunComparison]) -> tuple[float, float]:
+    """(median per-request |log error| of TTFT and TPOT over the runs, mean |simulated - measured| SLO attainment):
+    what the profiles' descriptions, the validate table and the README quote for fitted and held-out runs."""
+    err = float(np.median(np.abs(np.concatenate([c.log_errors() for c in comps]))))
+    return err, float(np.mean([abs(c.attainment(True) - c.attainment(False)) for c in comps]))
+
+
 def compare_all() -> list[RunComparison]:
     return [compare(r) for r in measured_runs()]
 
@@ -134,8 +141,7 @@ def format_table(comps: list[RunComparison]) -> list[str]:
     for system, profile in SYSTEM_PROFILES.items():
         for fitted in (True, False):
             sel = [c for c in comps if c.run.system == system and c.fitted == fitted]
-            err = np.median(np.abs(np.concatenate([c.log_errors() for c in sel])))
-            att = np.mean([abs(c.attainment(True) - c.attainment(False)) for c in sel])
+            err, att = error_summary(sel)
             lines.append(f"{system} ({profile}), {'fitted' if fitted else 'held-out'} runs: {len(sel)}; per-request |log error| "
                          f"median {err:.3f}; SLO attainment off by {att:.3f} on average")  # fmt: skip
     return lines

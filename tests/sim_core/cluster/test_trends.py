@@ -130,7 +130,7 @@ def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(c
     import numpy as np
 
     from sim_core import run_simulation
-    from sim_core.cluster.measured_runs import compare_all, measured_runs
+    from sim_core.cluster.measured_runs import compare_all, error_summary, measured_runs
     from sim_core.cluster.step_profiles import published_ms, simulated_ms
     from sim_core.presets import load_preset
     from sim_core.sweep import with_rate, with_value
@@ -139,8 +139,7 @@ def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(c
     comps = compare_all()
     for system, name in (("vllm", "vLLM"), ("distserve-c21d11", "DistServe")):
         held = [c for c in comps if c.run.system == system and not c.fitted]
-        err = np.median(np.abs(np.concatenate([c.log_errors() for c in held])))
-        att = np.mean([abs(c.attainment(True) - c.attainment(False)) for c in held])
+        err, att = error_summary(held)
         assert f"{err:.3f} ({name})" in readme and f"{att:.3f}" in readme
     measured = " / ".join(f"{100 * c.attainment(False):.0f}" for c in comps if c.run.system == "vllm")
     assert f"(1 to 4 req/s: {measured} %)" in readme
