@@ -178,7 +178,8 @@ def _timeline_tab(res: SimResult) -> None:
     n = res.requests.arrival_s.size
     c1, c2, c3 = st.columns([2, 2, 1.2], vertical_alignment="bottom")
     first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
-                            help="The request rows show the requests alive in the window (the whole run: by arrival "
+                            help="The request rows show the requests alive in the window: those that arrive in it first, "
+                                 "then those still running from before it, latest first (the whole run: by arrival "
                                  "order); skip this many of them.")  # fmt: skip
     rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
     deployment = bool(getattr(res, "instances", None))

@@ -278,14 +278,22 @@ def stall_intervals(res: SimResult, lo: int = 0, hi: int | None = None) -> tuple
 
 def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int = 30) -> np.ndarray:
     """Ids (arrival order) of the requests to show: those alive during the window (arrived before
-    its end, not finished before its start), after skipping `skip` of them; at most `count`."""
+    its end, not finished before its start), after skipping `skip` of them; at most `count`.
+
+    When more are alive than the rows hold, the rows go first to the requests that arrive in the
+    window (in arrival order), whose waiting, prefill, KV transfer and first decodes are in view, and
+    then to those still running from before it, latest arrival first: the oldest requests alive are
+    long decodes that would fill the rows with one colour (a disaggregated deployment's decode pool
+    holds several seconds of them)."""
     req = res.requests
     n = req.arrival_s.size
     if window is None:
         return np.arange(min(skip, n), min(skip + count, n))
     end = np.where(np.isnan(req.finish_s), np.inf, req.finish_s)
     alive = np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
-    return alive[skip : skip + count]
+    before = req.arrival_s[alive] < window[0]  # (ids follow arrival except a multi-turn session's later turns)
+    order = np.concatenate([alive[~before], alive[before][::-1]])
+    return np.sort(order[skip : skip + count])
 
 
 def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | None = None,

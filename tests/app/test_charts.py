@@ -6,6 +6,7 @@ import pytest
 from app.components import charts, timeline
 from app.components.colors import PHASE_COLORS
 from sim_core import run_simulation
+from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
 
@@ -307,3 +308,23 @@ def test_every_request_row_of_the_plotly_timeline_gets_room_for_its_label(rows):
     assert plot_px * (kv[1] - kv[0]) == pytest.approx(b_plot * (base.layout.yaxis3.domain[1] - base.layout.yaxis3.domain[0]))
     assert plot_px * (gpu[1] - gpu[0]) == pytest.approx(b_plot * (base.layout.yaxis.domain[1] - base.layout.yaxis.domain[0]))
     assert fig.layout.height == 720 if rows == 5 else fig.layout.height > 720
+
+
+@pytest.mark.parametrize("deployment", [None, {"disaggregation": {"prefill": {"replicas": 3}, "decode": {"replicas": 1}}}])
+def test_a_crowded_window_shows_the_requests_arriving_in_it_first(deployment):
+    # more requests are alive than the rows hold: the rows go to those arriving in the window (their prefill and
+    # hand-off are in view), then to the latest of those still running from before it, not to the oldest decodes
+    cfg = make_config(workload__num_requests=400, workload__arrival__rate_per_s=12.0,
+                      workload__output_tokens={"dist": "fixed", "mean": 300, "min": 300, "max": 300})  # fmt: skip
+    if deployment is not None:
+        cfg = with_value(cfg, "deployment", deployment)
+    res = run_simulation(cfg)
+    req, window = res.requests, (10.0, 12.0)
+    alive = np.flatnonzero((req.arrival_s < window[1]) & (np.nan_to_num(req.finish_s, nan=np.inf) > window[0]))
+    arriving = alive[req.arrival_s[alive] >= window[0]]
+    assert alive.size > 30 and 5 < arriving.size < 30  # (the case in question: crowded, a few arrive in it)
+    ids = timeline.requests_in_window(res, window, 0, 30)
+    earlier = np.setdiff1d(alive, arriving)
+    assert ids.tolist() == sorted(arriving.tolist() + earlier[-(30 - arriving.size):].tolist())
+    assert timeline.requests_in_window(res, window, 30, 30).tolist() == earlier[-(60 - arriving.size):-(30 - arriving.size)].tolist()
+    assert timeline.requests_in_window(res, window, 0, 500).tolist() == alive.tolist()  # room for all: all, in order
