@@ -51,7 +51,7 @@ from sim_core.config import HardwareSpec, LinkConfig, Router, SchedulerConfig, S
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
-from sim_core.sweep import Capacity, CapacityObjective, at_rate, find_capacities, meets_objective, with_rate
+from sim_core.sweep import Capacity, CapacityObjective, at_rate, completion_rate_per_s, find_capacities, meets_objective, with_rate
 
 PRICING_FILE = PRESETS_DIR / "pricing" / "gpu-on-demand.json"
 DEFAULT_ENGINES = ("vllm-v1", "sglang", "tensorrt-llm-max-utilization")
@@ -311,23 +311,19 @@ SATURATION_MARGIN = 1.25
 
 
 def saturation_rate(cfg_json: str, budget: RunBudget | None = None) -> str:
-    """Backend task: the saturation rate (requests/s) of an offline run, JSON {"rate": r} or {"error": msg}.
-
-    Completions between the 25th and 75th percentile finish times: by then the queue keeps the
-    batch full and the first wave's short requests no longer dominate, and the drain is excluded."""
+    """Backend task: the saturation rate (requests/s) of an offline run (`completion_rate_per_s`), JSON
+    {"rate": r} or {"error": msg}."""
     from sim_core.engine import run_simulation
 
     try:
         res = run_simulation(SimConfig.model_validate_json(cfg_json), budget=budget)
     except (PresetError, MemoryPlanError) as err:
         return json.dumps({"error": str(err)})
-    fin = np.sort(res.requests.finish_s[res.requests.is_finished])
-    if fin.size < 8:
+    rate = completion_rate_per_s(res)
+    if rate is None:
         stopped = f" ({res.summary.stopped_reason})" if res.summary.stopped_reason else ""
         return json.dumps({"error": f"too few requests finished to measure saturation{stopped}"})
-    lo, hi = int(fin.size * 0.25), int(fin.size * 0.75)
-    span = fin[hi] - fin[lo]
-    return json.dumps({"rate": (hi - lo) / span if span > 0 else float(fin.size)})
+    return json.dumps({"rate": rate})
 
 
 # ---------------------------------------------------------------- results

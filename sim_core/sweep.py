@@ -130,6 +130,46 @@ def sweep_values(knob: str, start: float, stop: float, num: int) -> list[float]:
     return sorted({int(round(v)) for v in vals}) if is_int else [float(v) for v in vals]
 
 
+def completion_rate_per_s(res) -> float | None:
+    """An offline run's completion rate, the most one setup can serve (its saturation rate, requests/s): completions
+    between the 25th and 75th percentile finish times, when the queue keeps the batch full, the first wave's short
+    requests no longer dominate and the drain is excluded. None with fewer than 8 finished requests."""
+    fin = np.sort(res.requests.finish_s[res.requests.is_finished])
+    if fin.size < 8:
+        return None
+    lo, hi = int(fin.size * 0.25), int(fin.size * 0.75)
+    span = fin[hi] - fin[lo]
+    return float((hi - lo) / span) if span > 0 else float(fin.size)
+
+
+# A default rate sweep runs past the saturation rate by this factor, so that it shows the knee (an offline run's
+# completion rate is measured with everything queued; Poisson arrivals saturate a little below it).
+RATE_SWEEP_PAST_SATURATION = 1.25
+_ROUND_STEPS = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # a default sweep's step: one of these x 10^k
+
+
+def _round_up(x: float) -> float:
+    """The smallest of _ROUND_STEPS x 10^k at or above x > 0 (divided by 10^-k for k < 0: 3 * 0.1 is 0.30000000000000004)."""
+    k = math.floor(math.log10(x))
+    scale = (lambda m: m * 10.0**k) if k >= 0 else (lambda m: m / 10.0**-k)
+    return next(scale(m) for m in _ROUND_STEPS if scale(m) >= x * (1 - 1e-12))
+
+
+def default_rate_range(current_per_s: float, saturation_per_s: float | None, num_points: int = 8) -> tuple[float, float]:
+    """(start, stop) of a rate sweep nobody has set: from a quarter of the lower of the current rate and the
+    saturation rate to past both (twice the current rate, and 1.25x saturation), so the curves show the light-load
+    floor and the knee; the start (two significant digits, rounded down) and the step between `num_points` points
+    are round numbers. Without a saturation rate: current / 4 to current x 2."""
+    if saturation_per_s is None or not saturation_per_s > 0:
+        return current_per_s / 4, current_per_s * 2
+    low = min(current_per_s, saturation_per_s) / 4
+    e = math.floor(math.log10(low)) - 1
+    start = math.floor(low / 10.0**e) * 10.0**e if e >= 0 else math.floor(low * 10.0**-e) / 10.0**-e
+    past = max(current_per_s * 2, RATE_SWEEP_PAST_SATURATION * saturation_per_s)
+    step = _round_up((past - start) / (num_points - 1))
+    return start, float(f"{start + step * (num_points - 1):.12g}")  # (0.75 + 0.8 * 7 is 6.3500000000000005)
+
+
 def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
     """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
     return cfg.model_copy(update={"seed": (cfg.seed + offset) % 2**32})

@@ -18,9 +18,23 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.config import field_info
 from sim_core.inputs import parse_float_text, parse_int_text
+from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
-from sim_core.sweep import (SWEEP_KNOBS, CapacityObjective, SweepPoint, band, capacity_from_sweep, knob_value, point_metric,
-                            run_sweep, steady_warmup_s, sweep_values)  # fmt: skip
+from sim_core.sweep import (
+    RATE_SWEEP_PAST_SATURATION,
+    SWEEP_KNOBS,
+    CapacityObjective,
+    SweepPoint,
+    band,
+    capacity_from_sweep,
+    completion_rate_per_s,
+    default_rate_range,
+    knob_value,
+    point_metric,
+    run_sweep,
+    steady_warmup_s,
+    sweep_values,
+)
 
 MAX_POINTS = 16
 ATTAINMENT = 0.9
@@ -61,13 +75,15 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     return lo, hi
 
 
-def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig | None = None) -> tuple[float, float, int, str | None]:
+def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig | None = None,
+               saturation_per_s: float | None = None) -> tuple[float, float, int, str | None]:  # fmt: skip
     """(start, stop, points, warning) from the link's start/stop/n, or defaults around the current
-    value with a warning naming what was wrong (not a number, out of the knob's range, reversed)."""
+    value (the rate: `default_rate_range`, past the saturation rate when it is known) with a warning naming
+    what was wrong (not a number, out of the knob's range, reversed)."""
     lo, hi = knob_bounds(knob, cfg)
     is_int = SWEEP_KNOBS[knob][2]
-    start_d = min(max(current / 4 if knob == "rate" else current / 2, lo), hi)
-    stop_d = min(max(current * 2, lo), hi)
+    start_d, stop_d = default_rate_range(current, saturation_per_s) if knob == "rate" else (current / 2, current * 2)
+    start_d, stop_d = min(max(start_d, lo), hi), min(max(stop_d, lo), hi)
     if is_int:
         start_d, stop_d = float(int(start_d)), float(int(stop_d))
     defaults = (start_d, stop_d, 8)
@@ -88,6 +104,18 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     except ValueError as err:
         return *defaults, f"The sweep link's start, stop or n cannot be used ({err}); using defaults."
     return start, stop, n, None
+
+
+def _saturation_per_s(cfg: SimConfig, page: PageBudget) -> float | None:
+    """The setup's saturation rate (an offline run's completion rate: the planner's probe, cached like any run),
+    for a default rate range that reaches the knee; None when the probe cannot run or say."""
+    try:
+        probe = saturation_config(cfg)
+    except PresetError:
+        return None
+    with st.spinner("Finding where this setup saturates…"):
+        out = page.run(probe)
+    return completion_rate_per_s(out.result) if out.result is not None else None
 
 
 def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total: int, seeds: int = 1,
@@ -188,7 +216,11 @@ def main() -> None:
         show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
         st.error(plain(f"{err} (Serving: disaggregated, in the sidebar)."))
         return
-    start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg)
+    page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
+    saturation = None
+    if knob == "rate" and not {"start", "stop"} & set(params) and f"sw.start.{knob}" not in st.session_state:
+        saturation = _saturation_per_s(cfg, page)  # (only for the range's first default: the widgets keep theirs)
+    start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg, saturation)
     if warning and f"sw.start.{knob}" not in st.session_state:
         problems.append(warning)
     vs_default = params.get("vs", NO_ENGINE)
@@ -200,7 +232,10 @@ def main() -> None:
     # six significant digits, as the link writes them: the default "%0.2f" showed a 0.001 req/s start as 0.00
     fmt = None if is_int else VALUE_FORMAT
     start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}", format=fmt)
-    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}", format=fmt)
+    stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}", format=fmt,
+                           help=None if saturation is None else f"This setup completes at most {saturation:.3g} req/s with every "
+                           f"request queued (an offline run): the range first runs to {RATE_SWEEP_PAST_SATURATION:g}× that, "
+                           "past the knee.")  # fmt: skip
     n = c4.number_input("Points", 2, MAX_POINTS, min(max(n_default, 2), MAX_POINTS), key="sw.n")
     r1, r2 = st.columns([1, 1])
     rule = r1.selectbox("Capacity rule", list(RULES), key="sw.rule",
@@ -235,7 +270,6 @@ def main() -> None:
         setups[other.scheduler.name if other.scheduler.name != cfg.scheduler.name else f"{vs}"] = other
     total = len(values) * len(setups) * seeds
     bar = st.progress(0.0, text="Simulating…")
-    page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
     try:
         curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds, steady, page)
                   for i, (name, c) in enumerate(setups.items())}  # fmt: skip

@@ -226,6 +226,17 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
 
 
+def test_sweep_opens_on_a_rate_range_that_crosses_the_knee():
+    # its first range was a quarter to twice the current rate (2-16 req/s on the default preset, whose knee is past
+    # 20): every point met the SLOs and the page said "raise 'To'"; it now runs past the offline saturation rate
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate")
+    assert not at.exception
+    assert at.number_input(key="sw.start.rate").value == 2.0 and at.number_input(key="sw.stop.rate").value == 30.0
+    assert at.query_params["start"] == "2" and at.query_params["stop"] == "30"  # (the link keeps the range it ran)
+    said = " ".join(m.value for m in at.markdown if "capacity" in m.value)
+    assert "capacity" in said and "raise 'To'" not in said and "even the lowest" not in said
+
+
 @pytest.mark.parametrize("lesson", [x.id for x in load_lessons()])
 def test_each_lesson_page_loads(lesson):
     at = open_page(PAGES[3], lesson=lesson)

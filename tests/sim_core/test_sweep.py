@@ -140,3 +140,40 @@ def test_capacities_on_a_backend_read_back_nan_percentiles():
                             workload__output_tokens__min=1, workload__output_tokens__max=1)  # fmt: skip
     (cap,) = find_capacities([one_token], rel_tol=0.5, ceilings_per_s=[64.0])
     assert cap.probes and all(math.isnan(s.tpot_p50_s) for _, s in cap.probes)
+
+
+import math  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as hs  # noqa: E402
+
+from sim_core.planner import saturation_config  # noqa: E402
+from sim_core.sweep import RATE_SWEEP_PAST_SATURATION, completion_rate_per_s, default_rate_range  # noqa: E402
+
+_RATES = hs.floats(1e-3, 1e4, allow_nan=False)
+
+
+@given(_RATES, _RATES)
+def test_a_default_rate_range_reaches_past_the_saturation_rate_and_the_current_rate(current, saturation):
+    start, stop = default_rate_range(current, saturation)
+    assert 0 < start <= min(current, saturation) / 4 and start < stop
+    assert stop >= RATE_SWEEP_PAST_SATURATION * saturation * (1 - 1e-9) and stop >= current * 2 * (1 - 1e-9)
+    step = (stop - start) / 7  # a round step at the default 8 points (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k)
+    lead = step / 10 ** math.floor(math.log10(step) + 1e-12)
+    assert min(abs(lead - m) for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)) < 1e-6
+    assert stop <= 1.5 * max(current * 2, RATE_SWEEP_PAST_SATURATION * saturation)  # (rounding the step up: at most 1.5x)
+
+
+def test_without_a_saturation_rate_the_default_range_is_around_the_current_rate():
+    assert default_rate_range(8.0, None) == (2.0, 16.0) and default_rate_range(8.0, 0.0) == (2.0, 16.0)
+
+
+def test_the_default_sweep_of_the_default_preset_crosses_its_knee():
+    # the Sweep page's first range had been 2-16 req/s on the default preset, whose knee is past 20: every point met the
+    # SLOs and the page said "raise 'To'"; the range now runs to 1.25x the offline completion rate, which misses them
+    cfg = make_config(workload__num_requests=300)
+    saturation = completion_rate_per_s(run_simulation(saturation_config(cfg)))
+    start, stop = default_rate_range(cfg.workload.arrival.rate_per_s, saturation)
+    assert 20 < saturation < 25 and (start, stop) == (2.0, 30.0)  # (2, 6, 10, ..., 30 req/s)
+    pts = run_sweep(cfg, "rate", [start, stop], steady_length=True)  # (as the page runs them)
+    assert capacity_from_sweep(pts, cfg) == start  # met at the light end, missed at the far end: the knee is inside
