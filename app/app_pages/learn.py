@@ -15,7 +15,7 @@ import streamlit as st
 from app.components import config_form, runner, workshop
 from app.components.claims import holds, observe
 from app.components.text import plain
-from app.components.units import fmt_count, fmt_seconds
+from app.components.units import fmt_count, fmt_number, fmt_seconds
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
@@ -50,7 +50,7 @@ def fmt_metric(metric: str, value: float) -> str:
         return f"{value:,.2f} req/s"
     if kind == "share":
         return f"{value:.0%}"
-    return f"{value:,.3g}"
+    return fmt_number(value)
 
 
 def _open_in_simulate(lesson: Lesson, step: int, run: str = "lesson") -> None:

@@ -13,6 +13,7 @@ from app.components import charts
 from app.components.runner import PageBudget
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
+from app.components.units import fmt_number
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
@@ -233,7 +234,7 @@ def main() -> None:
     fmt = None if is_int else VALUE_FORMAT
     start = c2.number_input("From", value=num(start_default), min_value=num(lo), max_value=num(hi), key=f"sw.start.{knob}", format=fmt)
     stop = c3.number_input("To", value=num(stop_default), min_value=num(lo), max_value=num(hi), key=f"sw.stop.{knob}", format=fmt,
-                           help=None if saturation is None else f"This setup completes at most {saturation:.3g} req/s with every "
+                           help=None if saturation is None else f"This setup completes at most {fmt_number(saturation)} req/s with every "
                            f"request queued (an offline run): the range first runs to {RATE_SWEEP_PAST_SATURATION:g}× that, "
                            "past the knee.")  # fmt: skip
     n = c4.number_input("Points", 2, MAX_POINTS, min(max(n_default, 2), MAX_POINTS), key="sw.n")

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from app.components.colors import NEUTRAL, PHASE_COLORS, PHASE_NAMES, RUN_COLORS, RUN_DASHES
 from app.components.text import plotly_text
-from app.components.units import time_unit
+from app.components.units import fmt_number, time_unit
 from sim_core.costmodel import achieved_hbm_bytes_per_s
 from sim_core.result import SimResult
 from sim_core.types import Phase
@@ -135,7 +135,7 @@ def distribution_summary(res: SimResult, metric: Metric) -> str:
         else:
             text += f" · {met:.0%} within the {d.slo:g} {d.unit} objective{off}"
     if d.beyond:
-        text += f" · {d.beyond:,} beyond {d.upper:,.3g} {d.unit} not shown"
+        text += f" · {d.beyond:,} beyond {fmt_number(d.upper)} {d.unit} not shown"
     return text + "."
 
 
@@ -153,14 +153,14 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
     counts, edges = np.histogram(np.minimum(v, upper), bins=HIST_BINS, range=(0, upper))
     fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color=NEUTRAL,
                          name="count", showlegend=False,
-                         hovertemplate=f"%{{x:.3g}} {unit}: %{{y:,}}<extra></extra>"), row=1, col=1)  # fmt: skip
+                         hovertemplate=f"%{{x:,.3r}} {unit}: %{{y:,}}<extra></extra>"), row=1, col=1)  # fmt: skip
     x, p = _cdf_points(v)
     fig.add_trace(go.Scatter(x=x, y=p, mode="lines", line_color=NEUTRAL, showlegend=False,
-                             hovertemplate=f"%{{x:.3g}} {unit}: %{{y:.0%}} below<extra></extra>"), row=1, col=2)  # fmt: skip
+                             hovertemplate=f"%{{x:,.3r}} {unit}: %{{y:.0%}} below<extra></extra>"), row=1, col=2)  # fmt: skip
     top = float(counts.max()) * 1.05
     for q, val in d.pct.items():
         style = dict(color=PCT_COLORS[q], dash="dot", width=2)
-        fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {val:,.3g} {unit}",
+        fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {fmt_number(val)} {unit}",
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=1)  # fmt: skip
         fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=2)  # fmt: skip
@@ -193,7 +193,7 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
             upper = max(upper, float(np.percentile(v, 99.5)) * 1.1)
             fig.add_trace(go.Scatter(x=x, y=p, mode="lines", name=label,
                                      line=dict(color=RUN_COLORS.get(label, NEUTRAL), dash=RUN_DASHES.get(label, "dot"), width=2.5),
-                                     hovertemplate=f"{label}: %{{x:.3g}} {unit}, %{{y:.0%}}<extra></extra>"))  # fmt: skip
+                                     hovertemplate=f"{label}: %{{x:,.3r}} {unit}, %{{y:.0%}}<extra></extra>"))  # fmt: skip
     title = metric.label
     if metric.slo_field:
         slo_ms = getattr(next(iter(results.values())).config.slo, metric.slo_field) * scale

@@ -5,21 +5,23 @@ from __future__ import annotations
 import math
 
 
-def fmt_seconds(v: float, digits: int = 3) -> str:
-    """'–' for NaN; '412 ms', '9.8 ms', '0.35 ms'; '1.42 s', '68.3 s', '1,204 s' (about `digits` significant digits)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    a = abs(v)
-    if a >= 1:
-        unit, x = "s", v
-    else:
-        unit, x = "ms", v * 1e3
+def fmt_number(x: float, digits: int = 3) -> str:
+    """About `digits` significant digits, never in exponent form (Python's '{:.3g}' wrote 1,143 ms as '1.14e+03'):
+    '1,143', '412', '9.8', '0.35'; whole numbers from 10^(digits-1) up, with thousands separators."""
     ax = abs(x)
     decimals = 0 if ax >= 10 ** (digits - 1) or ax == 0 else max(0, digits - 1 - int(math.floor(math.log10(ax))))
     text = f"{x:,.{decimals}f}"
     if "." in text:  # 9.80 ms -> 9.8 ms, 3.00 s -> 3 s
         text = text.rstrip("0").rstrip(".")
-    return f"{text} {unit}"
+    return text
+
+
+def fmt_seconds(v: float, digits: int = 3) -> str:
+    """'–' for NaN; '412 ms', '9.8 ms', '0.35 ms'; '1.42 s', '68.3 s', '1,204 s' (about `digits` significant digits)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    unit, x = ("s", v) if abs(v) >= 1 else ("ms", v * 1e3)
+    return f"{fmt_number(x, digits)} {unit}"
 
 
 def time_unit(values_s) -> tuple[float, str]:

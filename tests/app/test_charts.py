@@ -2,9 +2,12 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from app.components import charts, timeline
 from app.components.colors import PHASE_COLORS
+from app.components.units import fmt_number
 from sim_core import run_simulation
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -328,3 +331,22 @@ def test_a_crowded_window_shows_the_requests_arriving_in_it_first(deployment):
     assert ids.tolist() == sorted(arriving.tolist() + earlier[-(30 - arriving.size):].tolist())
     assert timeline.requests_in_window(res, window, 30, 30).tolist() == earlier[-(60 - arriving.size):-(30 - arriving.size)].tolist()
     assert timeline.requests_in_window(res, window, 0, 500).tolist() == alive.tolist()  # room for all: all, in order
+
+
+@given(hs.floats(-1e9, 1e9, allow_nan=False))
+def test_numbers_for_people_never_use_exponents_and_keep_three_significant_digits(x):
+    text = fmt_number(x)
+    assert "e" not in text and "E" not in text
+    back = float(text.replace(",", ""))
+    assert back == pytest.approx(x, rel=5e-3, abs=5e-7 if abs(x) < 1e-3 else 0)  # (below 10^-3: decimals run out)
+
+
+def test_a_percentile_over_a_thousand_ms_is_labelled_in_plain_digits():
+    # the TTFT legend of the Dynamo 3P1D preset read "p99 1.14e+03 ms" (Python's '.3g'); hovers used d3's '.3g' too
+    res = run_simulation(trace_config([64] * 40 + [30000] * 3, [4] * 43, arrivals=[0.01 * i for i in range(43)]))
+    ttft = res.requests.ttft_s
+    assert np.median(ttft) < 1.0 < np.percentile(ttft, 99)  # (drawn in ms, with a p99 past 1,000 ms)
+    fig = charts.distribution_figure(res, charts.METRICS[0])
+    names = [t.name for t in fig.data if t.name and t.name.startswith("p99")]
+    assert names and "e+" not in names[0] and "," in names[0] and names[0].endswith(" ms")
+    assert all(".3g" not in (t.hovertemplate or "") for t in fig.data)
