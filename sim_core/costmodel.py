@@ -223,6 +223,18 @@ def _max_request_blocks(cfg: SimConfig) -> int:
     return int(np.max(prompt // bs + n * -(-(prompt % bs + out) // bs)))
 
 
+def uses_fp8_cores(cfg: SimConfig) -> bool:
+    """FP8 weights on a GPU with FP8 tensor cores run their GEMMs there (W8A8, as vLLM's FP8 on Hopper)."""
+    return cfg.model.weight_dtype == "fp8" and cfg.hardware.peak_fp8_tflops is not None
+
+
+def gemm_peak_flops_per_s(cfg: SimConfig) -> float:
+    """The datasheet peak per GPU of the cores the GEMMs run on: the roof the cost model prices them under, the
+    roofline draws and MFU divides by (FP8 weights on FP8 tensor cores: the FP8 peak; else the dense 16-bit one)."""
+    hw = cfg.hardware
+    return (hw.peak_fp8_tflops if uses_fp8_cores(cfg) else hw.peak_tflops) * 1e12
+
+
 class CostModel:
     """Prices a tick from integer batch aggregates. Works on Python scalars or NumPy arrays alike."""
 
@@ -231,12 +243,14 @@ class CostModel:
         t = hw.num_gpus
         shape = ModelShape.of(cfg)
         w_bytes = DTYPE_BYTES[m.weight_dtype]
-        use_fp8_cores = m.weight_dtype == "fp8" and hw.peak_fp8_tflops is not None
-        gemm_peak = (hw.peak_fp8_tflops if use_fp8_cores else hw.peak_tflops) * 1e12
+        use_fp8_cores = uses_fp8_cores(cfg)
+        gemm_peak = gemm_peak_flops_per_s(cfg)
         self.num_gpus = t
-        self.peak_flops_per_s = gemm_peak
+        self.uses_fp8_cores = use_fp8_cores
+        self.peak_flops_per_s = gemm_peak  # the GEMMs' datasheet peak per GPU (FP8 tensor cores for FP8 weights)
         self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
         self._gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)
+        self.gemm_flops_per_s = self._gemm_flops_per_s  # (public: the roofline's calibrated compute roof)
         self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
         self.achieved_hbm_bytes_per_s = achieved_hbm_bytes_per_s(hw.hbm_bandwidth_gb_per_s, cal.memory_efficiency, hw.hbm_efficiency_scale)
         L = m.num_layers

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from sim_core.config import SimConfig
-from sim_core.costmodel import MemoryPlan
+from sim_core.costmodel import MemoryPlan, gemm_peak_flops_per_s
 from sim_core.types import FloatArray, IntArray
 
 TICK_COLUMNS = (
@@ -286,6 +286,6 @@ class SimResult:
         ticks.insert(0, "tick", np.arange(len(ticks)))
         ticks["phase"] = [Phase(p).name.lower() for p in self.timeline.phase]
         ticks["is_compute_bound"] = self.timeline.is_compute_bound.astype(bool)
-        hw = self.config.hardware
-        ticks["mfu"], ticks["mbu"] = self.timeline.utilisation(hw.peak_tflops * 1e12, hw.hbm_bandwidth_gb_per_s * 1e9)
+        peak_flops_per_s, hbm_bytes_per_s = gemm_peak_flops_per_s(self.config), self.config.hardware.hbm_bandwidth_gb_per_s * 1e9
+        ticks["mfu"], ticks["mbu"] = self.timeline.utilisation(peak_flops_per_s, hbm_bytes_per_s)
         return {"requests": requests, "ticks": ticks}

@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 from app.components.colors import NEUTRAL, PHASE_COLORS, PHASE_NAMES, RUN_COLORS, RUN_DASHES
 from app.components.text import plotly_text
 from app.components.units import fmt_number, time_unit
-from sim_core.costmodel import achieved_hbm_bytes_per_s
+from sim_core.config import SimConfig
+from sim_core.costmodel import CostModel
 from sim_core.result import SimResult
 from sim_core.types import Phase
 
@@ -209,42 +210,52 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
     return fig
 
 
-def _other_roofs(res: SimResult) -> list[tuple[str, object]]:
-    """(pool name, hardware) for each pool of a deployment on a GPU other than the config's Hardware (Splitwise-HA:
+def _roof(cfg: SimConfig) -> tuple[str, float, float, bool]:
+    """(GPU name, GEMM peak TFLOP/s, HBM GB/s, FP8 tensor cores?) per GPU: the peak the cost model prices GEMMs at
+    (FP8 weights on a GPU with FP8 tensor cores run at its FP8 peak), not the TP degree."""
+    cm = CostModel(cfg)
+    return cfg.hardware.name, cm.peak_flops_per_s / 1e12, cfg.hardware.hbm_bandwidth_gb_per_s, cm.uses_fp8_cores
+
+
+def _roof_name(peak_tflops: float, hbm_gb_per_s: float, fp8: bool) -> str:
+    return f"{peak_tflops:g} TFLOP/s{' FP8' if fp8 else ''}, {hbm_gb_per_s:g} GB/s"
+
+
+def _other_roofs(res: SimResult) -> list[tuple[str, tuple[str, float, float, bool]]]:
+    """(pool name, roof) for each pool of a deployment on a GPU other than the config's Hardware (Splitwise-HA:
     H100 prefill, A100 decode); empty for one engine or one GPU kind."""
-    roof = lambda hw: (hw.name, hw.peak_tflops, hw.hbm_bandwidth_gb_per_s)  # noqa: E731  (not the TP degree)
-    out, seen = [], {roof(res.config.hardware)}
+    out, seen = [], {_roof(res.config)}
     for inst in getattr(res, "instances", None) or ():
-        hw = inst.result.config.hardware
-        if roof(hw) not in seen:
-            seen.add(roof(hw))
-            out.append((f"{inst.role} pool", hw))
+        roof = _roof(inst.result.config)
+        if roof not in seen:
+            seen.add(roof)
+            out.append((f"{inst.role} pool", roof))
     return out
 
 
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
-    tl, hw, cal = res.timeline, res.config.hardware, res.config.calibration
+    tl, hw, cm = res.timeline, res.config.hardware, CostModel(res.config)
     busy = np.flatnonzero((tl.phase != Phase.IDLE) & (tl.bytes > 0))
     if busy.size > MAX_ROOFLINE_POINTS:  # deterministic, evenly spaced sample
         busy = busy[np.linspace(0, busy.size - 1, MAX_ROOFLINE_POINTS).astype(int)]
     intensity = tl.flops[busy] / tl.bytes[busy]
     achieved = tl.flops[busy] / tl.duration_s[busy] / 1e12
-    peak, bw = hw.peak_tflops, hw.hbm_bandwidth_gb_per_s * 1e9 / 1e12
+    peak, bw = cm.peak_flops_per_s / 1e12, hw.hbm_bandwidth_gb_per_s * 1e9 / 1e12  # (FP8 weights: the FP8 peak)
     lo = min(float(intensity.min()) if busy.size else 1.0, 1.0) / 2
     hi = max(float(intensity.max()) if busy.size else 1e3, peak / bw * 4) * 2
     xs = np.geomspace(lo, hi, 200)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bw * xs), mode="lines", line=dict(color="#202124", width=2),
-                             name=f"roof: {peak:g} TFLOP/s, {hw.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
-    bw_eff = achieved_hbm_bytes_per_s(hw.hbm_bandwidth_gb_per_s, cal.memory_efficiency, hw.hbm_efficiency_scale) / 1e12
-    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak * cal.gemm_efficiency, bw_eff * xs), mode="lines",
+                             name=f"roof: {_roof_name(peak, hw.hbm_bandwidth_gb_per_s, cm.uses_fp8_cores)}"))  # fmt: skip
+    bw_eff = cm.achieved_hbm_bytes_per_s / 1e12  # (the cost model's achievable rates: one statement of them)
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(cm.gemm_flops_per_s / 1e12, bw_eff * xs), mode="lines",
                              line=dict(color="#5F6368", dash="dash"), name="calibrated roof (achievable)"))  # fmt: skip
-    for pool, other in _other_roofs(res):  # a deployment whose pools run on other GPUs: their ticks sit under their roof
-        o_peak, o_bw = other.peak_tflops, other.hbm_bandwidth_gb_per_s * 1e9 / 1e12
+    for pool, (o_name, o_peak, o_hbm, o_fp8) in _other_roofs(res):  # a deployment whose pools run on other GPUs
+        o_bw = o_hbm * 1e9 / 1e12  # (their ticks sit under their roof)
         # (its GPU name may come from a link: escaped, or Plotly renders its tags and links in the legend)
         fig.add_trace(go.Scatter(x=xs, y=np.minimum(o_peak, o_bw * xs), mode="lines", line=dict(color="#8E24AA", width=2, dash="dashdot"),
-                                 name=f"{pool} roof ({plotly_text(other.name)}): {o_peak:g} TFLOP/s, {other.hbm_bandwidth_gb_per_s:g} GB/s"))  # fmt: skip
+                                 name=f"{pool} roof ({plotly_text(o_name)}): {_roof_name(o_peak, o_hbm, o_fp8)}"))  # fmt: skip
     for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP):
         m = tl.phase[busy] == ph
         if m.any():

@@ -350,3 +350,19 @@ def test_a_percentile_over_a_thousand_ms_is_labelled_in_plain_digits():
     names = [t.name for t in fig.data if t.name and t.name.startswith("p99")]
     assert names and "e+" not in names[0] and "," in names[0] and names[0].endswith(" ms")
     assert all(".3g" not in (t.hovertemplate or "") for t in fig.data)
+
+
+def test_fp8_weights_on_fp8_tensor_cores_are_drawn_under_the_fp8_roof():
+    # the roofline drew the BF16 peak (989.4 TFLOP/s on an H100) for an FP8 model the cost model prices on the FP8
+    # tensor cores (1,978.9): the chart's roof was not the one its ticks run under
+    cfg = make_config(workload__num_requests=40, model__weight_dtype="fp8")
+    res = run_simulation(cfg)
+    fig = charts.roofline_figure(res)
+    roof = next(t for t in fig.data if t.name.startswith("roof: "))
+    assert roof.name == f"roof: {cfg.hardware.peak_fp8_tflops:g} TFLOP/s FP8, {cfg.hardware.hbm_bandwidth_gb_per_s:g} GB/s"
+    assert float(np.max(roof.y)) == pytest.approx(cfg.hardware.peak_fp8_tflops)
+    for t in fig.data:  # no tick computes faster than the peak of the cores the model runs its GEMMs on
+        if t.name.endswith(" ticks"):
+            assert float(np.max(t.y)) <= cfg.hardware.peak_fp8_tflops
+    bf16 = charts.roofline_figure(run_simulation(make_config(workload__num_requests=40)))
+    assert next(t.name for t in bf16.data if t.name.startswith("roof: ")) == f"roof: {cfg.hardware.peak_tflops:g} TFLOP/s, 3350 GB/s"

@@ -6,6 +6,7 @@ import pytest
 from sim_core import MemoryPlanError, config_from_dict, run_simulation
 from sim_core.costmodel import CostModel, ModelShape, kv_bytes_per_token, plan_memory, workspace_bytes_per_gpu
 from sim_core.presets import list_presets
+from sim_core.sweep import with_value
 from tests.conftest import make_config, trace_config
 
 REL = 1e-9
@@ -223,3 +224,20 @@ def test_the_scalar_tick_is_bit_identical_to_the_array_tick(overrides):
             assert bool(one[3]) == bool(arr[3][i])
 
     check()
+
+
+def test_mfu_divides_by_the_peak_of_the_cores_the_gemms_run_on():
+    # an FP8 model on an H100 is priced on the FP8 tensor cores (1,978.9 TFLOP/s), but MFU divided by the BF16 peak
+    # (989.4): twice the utilisation of those cores, next to a roofline drawn at the FP8 peak
+    from sim_core.costmodel import gemm_peak_flops_per_s
+
+    fp8 = make_config(workload__num_requests=30, model__weight_dtype="fp8")
+    res = run_simulation(fp8)
+    assert gemm_peak_flops_per_s(fp8) == fp8.hardware.peak_fp8_tflops * 1e12 == CostModel(fp8).peak_flops_per_s
+    tl = res.timeline
+    busy = tl.phase != 0
+    want = np.mean(tl.flops[busy] / tl.duration_s[busy] / (fp8.hardware.peak_fp8_tflops * 1e12))
+    assert res.summary.mfu_mean == pytest.approx(want, rel=1e-12)
+    assert res.to_frames()["ticks"]["mfu"].to_numpy()[busy].mean() == pytest.approx(want, rel=1e-12)
+    no_fp8_cores = with_value(fp8, "hardware.peak_fp8_tflops", None)  # (an A100-like GPU: FP8 weights dequantised)
+    assert gemm_peak_flops_per_s(no_fp8_cores) == fp8.hardware.peak_tflops * 1e12
