@@ -315,7 +315,7 @@ def _step_tab(res: SimResult) -> None:
     key = "ui.step_index"
     last = int(busy.size)
     st.session_state[key] = min(max(int(st.session_state.get(key, 1)), 1), last)
-    c1, c2, c3 = st.columns([6, 1, 1], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([4, 1, 1], vertical_alignment="bottom")  # (6:1:1 left each button under its 7.5rem minimum below ~1,450 px: Next wrapped alone)
     c1.number_input(f"Busy tick (1–{last:,})", 1, last, key=key, step=1,
                     help="Step through every tick that ran a batch, in order (idle gaps skipped).")  # fmt: skip
     c2.button("◀ Previous", key="ui.step_prev", on_click=_step, args=(key, -1, last), width="stretch")

@@ -216,6 +216,18 @@ def test_the_step_through_buttons_keep_their_labels_in_a_narrow_window(server, b
     page.close()
 
 
+def test_the_step_through_buttons_sit_side_by_side_on_a_laptop_screen(server, browser):
+    # at 1,400 px with the sidebar open the 6:1:1 row gave each button less than its 7.5rem minimum: "Next" wrapped to
+    # a full-width row of its own under the tick number and "Previous"
+    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0", {"width": 1400, "height": 1000})
+    page.get_by_role("tab", name="Step through").click()
+    page.wait_for_selector(".st-key-ui-step_next button", timeout=90_000)
+    page.wait_for_timeout(300)
+    prev, nxt = (page.locator(f".st-key-ui-step_{k} button").bounding_box() for k in ("prev", "next"))
+    assert abs(prev["y"] - nxt["y"]) < 2 and nxt["x"] > prev["x"] + prev["width"] - 1
+    page.close()
+
+
 def test_the_about_page_shows_whole_numbers_in_a_narrow_window(server, browser):
     # at 800 px with the sidebar open "This configuration" cut the KV capacity to "455,15…"
     page = _narrow_page(browser, server + "/about")
