@@ -91,10 +91,11 @@ def _look_for(lesson: Lesson) -> None:
     the server stopped early is not judged: its partial figures say nothing about the lesson (a busy server
     stopped the session lesson's 1,000 requests at the 5 s budget, and every claim on that side read ✗)."""
     lines, stops = [], set()
+    labels = lesson.value_labels or lesson.values  # (as the buttons name the sides: a deployment's raw dict is unreadable)
     for claim in lesson.claims:
         res = runner.run(lesson.config(claim.step, claim.run)).result
         other_res = runner.run(lesson.config(1 - claim.step, claim.run)).result if claim.than_other_step else None
-        side = f"{lesson.knob_label} = {lesson.values[claim.step]}" + (", mechanism scenario" if claim.run == "mechanism" else "")
+        side = f"{lesson.knob_label} = {labels[claim.step]}" + (", mechanism scenario" if claim.run == "mechanism" else "")
         stopped = _stopped(res) or _stopped(other_res)
         if stopped:
             stops.add(stopped)

@@ -331,6 +331,9 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     assert look.count("✓") + unjudged == len(lesson.claims), look
     assert all(is_budget_stop(w.value) and w.value.startswith("**A run stopped early:**") for w in at.warning)
     assert bool(unjudged) == bool(at.warning)
+    # each line names its side as the buttons do (lesson 11's lines ended in the deployment's raw dict, "{'router': ...")
+    labels = lesson.value_labels or lesson.values
+    assert all(f"({lesson.knob_label} = {labels[c.step]}" in look for c in lesson.claims) and "{'" not in look, look
 
 
 def test_a_lesson_run_stopped_by_the_server_is_named_not_judged(monkeypatch):
