@@ -140,7 +140,7 @@ class Engine:
                 not self.hand_off_prefilled or fastpath.hands_off(self)) and self.spec is None  # fmt: skip
             self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
-        if self.rec.num_ticks >= lim.max_ticks:
+        if self.rec.num_ticks >= lim.max_ticks and not self._idle_row_goes_on():
             return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
         if st.now_s >= lim.max_sim_time_s:
             return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
@@ -237,6 +237,25 @@ class Engine:
         self.rec.set_last_duration(until_s - row[1])  # (its end minus its start, as a row's own: not a sum of gaps)
         self._idle_row = (row[0], row[1], until_s, row[3])
         self.st.now_s = until_s
+
+    def _idle_row_goes_on(self) -> bool:
+        """At limits.max_ticks: the step only extends the open idle row (`open_idle_row`, a cluster's prefill instance),
+        so the guard lets it run. The rule for where an instance's last idle row ends under a tick limit: the limit
+        counts rows, and extending one records none, so the instance stops at the step that would record another row
+        (a tick, or an idle row in another state) and its last idle row ends where its state changes, at its next input
+        (an arrival, a release of its blocks), where it would end without the limit, as its other idle rows do. Not at
+        the horizon the loop gave the step that reached the limit, which depends on where the executor stepped (the
+        fast path's run stops at the limit with the row ending at a bound on the next release: `fastpath.run_ticks`
+        leaves the rest to this guard). Only between requests (nothing queued, running or swapped out, no arrival
+        due): the plan is then certainly empty (`Scheduler._plan`); with requests queued only planning could tell,
+        and planning admits."""
+        row = self.open_idle_row()
+        if row is None:
+            return False
+        st = self.st
+        if st.running.size or st.waiting_keys.size or st.swapped_keys.size:
+            return False
+        return st.next_arrival_s() > st.now_s and row[3] == self._idle_state()
 
     def _idle_state(self) -> tuple[int, int, int, int]:
         """What an idle row records of the engine besides its time: requests queued and swapped out, blocks in use, batch cap."""

@@ -465,7 +465,7 @@ def run_ticks(engine: Engine):
     R = st.num_requests
     ptr = st.next_arrival
     num_ticks0 = rec.num_ticks
-    tick_budget = lim.max_ticks - num_ticks0
+    tick_budget = lim.max_ticks - num_ticks0  # (an idle row open at the limit goes on in general steps: `Engine._idle_row_goes_on`)
     if engine.meter is not None:  # hand back to the engine loop for the server's budget checks
         tick_budget = min(tick_budget, engine.meter.ticks_until_check(engine))
     max_time = min(lim.max_sim_time_s, engine.horizon_s)  # cluster hook: stop where external input may arrive

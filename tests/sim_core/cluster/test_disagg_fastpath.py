@@ -157,6 +157,28 @@ def test_a_tick_limit_stops_each_instance_at_its_own_cap():
     assert fast_dep.stopped_reason.startswith(f"{first.role} {first.index}: ")
 
 
+def test_a_tick_limited_prefill_instances_last_idle_row_ends_where_its_state_changes():
+    # (found by a non-derandomised hypothesis run of test_prefill_fast_path_equals_general_steps) The prefill instance's
+    # 40th row, its last under limits.max_ticks = 40, is idle between requests, holding the 2 blocks of a request handed
+    # off over the slow link. The fast path's run reached the limit with that row ending at the bound on the release
+    # (`Engine.release_bound_s`: 4.083137 s), the general steps at the horizon of that step (the release: 4.083271 s), and
+    # the guard stopped either there: the row was 0.13 ms shorter on the fast path. Now the row goes on to where the
+    # instance's state changes (`Engine._idle_row_goes_on`), as it would without the limit: the release, either way
+    cfg = _xpyd(158, 15, 2.0, 16, 50, 1, 1, "round_robin", link={"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0})
+    cfg = with_value(cfg, "limits.max_ticks", 40)
+    fast_dep, fast = _result(cfg)
+    ref_dep, ref = _result(cfg, pause_runs=False)
+    _assert_same_deployment(fast, ref)
+    assert fast_dep.stopped_reason == ref_dep.stopped_reason
+    pre = fast_dep.front[0].engine
+    cols = fast.instances[0].result.timeline.columns
+    assert len(cols["phase"]) == 40 and cols["phase"][-1] == Phase.IDLE and cols["kv_blocks_used"][-1] == 2
+    assert "limits.max_ticks" in pre.stopped_reason
+    # it ends at the instance's clock, where it stopped: the release of those blocks, the first change of its state
+    assert cols["t_start_s"][-1] + cols["duration_s"][-1] == pytest.approx(pre.st.now_s, rel=0, abs=1e-12)
+    assert pre.kv.num_used == 0 and pre.st.next_arrival_s() > pre.st.now_s
+
+
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
 def test_prefill_runs_live_across_requests(router, monkeypatch):
     # The bench's 2P2D at a few hundred requests: each prefill instance sets a run up a few times (a run ends after
