@@ -158,10 +158,10 @@ def test_a_default_rate_range_reaches_past_the_saturation_rate_and_the_current_r
     start, stop = default_rate_range(current, saturation)
     assert 0 < start <= min(current, saturation) / 4 and start < stop
     assert stop >= RATE_SWEEP_PAST_SATURATION * saturation * (1 - 1e-9) and stop >= current * 2 * (1 - 1e-9)
-    step = (stop - start) / 7  # a round step at the default 8 points (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k)
+    step = (stop - start) / 7  # a round step at the default 8 points (1, 1.2, 1.5, 1.6, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k)
     lead = step / 10 ** math.floor(math.log10(step) + 1e-12)
-    assert min(abs(lead - m) for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)) < 1e-6
-    assert stop <= 1.5 * max(current * 2, RATE_SWEEP_PAST_SATURATION * saturation)  # (rounding the step up: at most 1.5x)
+    assert min(abs(lead - m) for m in (1, 1.2, 1.5, 1.6, 2, 2.5, 3, 4, 5, 6, 8, 10)) < 1e-6
+    assert stop <= 4 / 3 * max(current * 2, RATE_SWEEP_PAST_SATURATION * saturation) * (1 + 1e-9)  # (the step rounded up)
 
 
 def test_without_a_saturation_rate_the_default_range_is_around_the_current_rate():
@@ -170,7 +170,7 @@ def test_without_a_saturation_rate_the_default_range_is_around_the_current_rate(
 
 def test_the_default_sweep_of_the_default_preset_crosses_its_knee():
     # the Sweep page's first range had been 2-16 req/s on the default preset, whose knee is past 20: every point met the
-    # SLOs and the page said "raise 'To'"; the range now runs to 1.25x the offline completion rate, which misses them
+    # SLOs and the page said "raise 'To'"; the range now runs past the offline completion rate, which misses them
     cfg = make_config(workload__num_requests=300)
     saturation = completion_rate_per_s(run_simulation(saturation_config(cfg)))
     start, stop = default_rate_range(cfg.workload.arrival.rate_per_s, saturation)
