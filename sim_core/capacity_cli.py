@@ -102,13 +102,22 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, point_metric, run_sweep, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, default_range, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
     if args.knob not in SWEEP_KNOBS:
         raise PresetError(f"unknown knob {args.knob!r}; one of {', '.join(SWEEP_KNOBS)}")
     backend, cache, obj = _backend_from(args)
-    values = sweep_values(args.knob, args.start, args.stop, args.num)
+    start, stop = args.start, args.stop
+    if start is None or stop is None:  # the Sweep page's default range (the rate: past the saturation rate, the knee)
+        saturation = saturation_per_s(cfg) if args.knob == "rate" else None
+        start_d, stop_d = default_range(args.knob, knob_value(cfg, args.knob), saturation, args.num)
+        start, stop = start_d if start is None else start, stop_d if stop is None else stop
+        said = f": an offline run completes {saturation:,.1f} req/s" if saturation is not None else ""
+        print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")
+    if not start < stop:
+        raise PresetError(f"--start ({start:g}) must be below --stop ({stop:g})")
+    values = sweep_values(args.knob, start, stop, args.num)
     try:
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
                         steady_length=not args.fixed_length)  # fmt: skip
@@ -245,8 +254,10 @@ def add_capacity_commands(sub) -> None:
 
     sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
                     + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
-    sw.add_argument("--start", type=float, required=True, help="first value, in the knob's unit (see --knob)")
-    sw.add_argument("--stop", type=float, required=True, help="last value, in the knob's unit (see --knob)")
+    sw.add_argument("--start", type=float, help="first value, in the knob's unit (see --knob); default: as the Sweep page "
+                    "(the rate: a quarter of the lower of the current and the saturation rate; other knobs: half the current value)")
+    sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past 1.1x the saturation "
+                    "rate and twice the current rate, in round steps; other knobs: twice the current value)")
     sw.add_argument("--num", type=int, default=8, help="points")
     sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
     sw.add_argument("--fixed-length", action="store_true",

@@ -1,6 +1,6 @@
 """Command line: `python -m sim_core run PRESET_OR_FILE [--set key=value ...] [--out DIR] [--json]`,
 `python -m sim_core presets`, `python -m sim_core validate`, `python -m sim_core capacity PRESET`,
-`python -m sim_core sweep PRESET --start A --stop B [--seeds K]`, `python -m sim_core plan PRESET --rate R
+`python -m sim_core sweep PRESET [--start A --stop B] [--seeds K]`, `python -m sim_core plan PRESET --rate R
 [--ray [ADDRESS]]`. Bad input: a message and exit code 2.
 """
 

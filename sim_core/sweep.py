@@ -172,6 +172,22 @@ def default_rate_range(current_per_s: float, saturation_per_s: float | None, num
     return start, float(f"{start + step * (num_points - 1):.12g}")  # (0.75 + 0.8 * 7 is 6.3500000000000005)
 
 
+def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8) -> tuple[float, float]:
+    """(start, stop) of a sweep nobody has set (the app's Sweep page and `python -m sim_core sweep` without --start and
+    --stop): the rate by `default_rate_range`, any other knob from half to twice its current value."""
+    if knob == "rate":
+        return default_rate_range(current, saturation_per_s, num_points)
+    return current / 2, current * 2
+
+
+def saturation_per_s(cfg: SimConfig, budget: RunBudget | None = None) -> float | None:
+    """The setup's saturation rate: the completion rate of an offline run of its traffic (`planner.saturation_config`,
+    the planner's probe); None when too few requests finish to say."""
+    from sim_core.planner import saturation_config  # (the planner builds on this module)
+
+    return completion_rate_per_s(run_simulation(saturation_config(cfg), budget=budget))
+
+
 def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
     """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
     return cfg.model_copy(update={"seed": (cfg.seed + offset) % 2**32})

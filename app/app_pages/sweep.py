@@ -29,7 +29,7 @@ from sim_core.sweep import (
     band,
     capacity_from_sweep,
     completion_rate_per_s,
-    default_rate_range,
+    default_range,
     knob_value,
     point_metric,
     run_sweep,
@@ -83,7 +83,7 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     what was wrong (not a number, out of the knob's range, reversed)."""
     lo, hi = knob_bounds(knob, cfg)
     is_int = SWEEP_KNOBS[knob][2]
-    start_d, stop_d = default_rate_range(current, saturation_per_s) if knob == "rate" else (current / 2, current * 2)
+    start_d, stop_d = default_range(knob, current, saturation_per_s)
     start_d, stop_d = min(max(start_d, lo), hi), min(max(stop_d, lo), hi)
     if is_int:
         start_d, stop_d = float(int(start_d)), float(int(stop_d))

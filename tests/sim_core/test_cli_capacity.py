@@ -50,6 +50,23 @@ def test_sweep_prints_bands_over_seeds_and_a_capacity(capsys):
     assert out.count("[") >= 3  # bands drawn as [min-max]
 
 
+def test_sweep_without_a_range_runs_the_sweep_pages_default_past_the_knee(capsys):
+    # --start and --stop were required; the CLI now takes the Sweep page's range (sweep.default_range: the rate past
+    # the saturation rate of an offline run, in round steps) and says which
+    from sim_core import load_preset
+    from sim_core.sweep import default_rate_range, saturation_per_s
+
+    assert main(["sweep", "chat-h100-llama8b", "--num", "3", "--fixed-length", "--workers", "1", "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    cfg = load_preset("chat-h100-llama8b")
+    saturation = saturation_per_s(cfg)
+    start, stop = default_rate_range(cfg.workload.arrival.rate_per_s, saturation, 3)
+    assert f"sweeping rate from {start:g} to {stop:g} (the default range: an offline run completes {saturation:,.1f} req/s)" in out
+    assert stop > saturation and [line.split()[0] for line in out.splitlines()[3:6]] == [f"{v:g}" for v in (start, (start + stop) / 2, stop)]
+    assert main(["sweep", "chat-h100-llama8b", "--knob", "max_num_seqs", "--num", "2", "--fixed-length", "--workers", "1", "--no-cache"]) == 0
+    assert "sweeping max_num_seqs from 128 to 512 (the default range)" in capsys.readouterr().out  # (half to twice 256)
+
+
 def test_plan_offers_every_router_and_plans_behind_the_session_router(capsys):
     from typing import get_args
 
