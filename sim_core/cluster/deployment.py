@@ -259,8 +259,8 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
-        # Per instance: (instant, count bounds or None until the router reads them, `_CountsAt`, KV usage bounds) last
-        # worked out for it (`_choose_by_bounds`, least_kv); dropped
+        # Per instance: (instant, count bounds or, with least_kv, None until the router reads them, `_CountsAt`, KV usage
+        # bounds or None) last worked out for it (`_choose_by_bounds`); dropped
         # when it steps or is sent a request (nothing else changes a replica under a router that reads bounds). A
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
@@ -466,7 +466,7 @@ class Deployment:
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
-        curves = self._curves
+        curves, cache = self._curves, self._bounds_at
         bounds = []
         # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
         if self.router.policy != "least_kv":
@@ -474,12 +474,15 @@ class Deployment:
                 if j == k:
                     bounds.append((known[1], known[1]))
                     continue
-                curve = curves[j]
-                if curve is None:
-                    curve = curves[j] = self.front[j].engine.outstanding_curve()
-                bounds.append(curve.bounds(t, m))
+                at = cache[j]
+                if at is None or at[0] != t:  # (an open choice's retry at t: the bounds of the others unchanged since)
+                    curve = curves[j]
+                    if curve is None:
+                        curve = curves[j] = self.front[j].engine.outstanding_curve()
+                    at = cache[j] = (t, curve.bounds(t, m), None)
+                bounds.append(at[1])
             return self.router.choose_by_bounds(bounds, r)
-        cache, kv_curves, num_blocks = self._bounds_at, self._kv_curves, self._num_blocks
+        kv_curves, num_blocks = self._kv_curves, self._num_blocks
         usage = []
         for j, (_, g, m) in enumerate(self._bound_fns):
             if j == k:
