@@ -435,7 +435,7 @@ class Engine:
         if live is None or not live[10] or self._joined or self._reserved or self.n != 1:
             return None
         st, kv = self.st, self.kv
-        _, num_in_run, first_new, num_free, _, _, _, prefilling, waiting, head, _ = live
+        _, num_in_run, first_new, num_free, _, _, _, prefilling, waiting, head, _, _ = live
         left = self._live_left
         if left is None:
             left = self._live_left = fastpath.LiveLeft(self, live)

@@ -416,8 +416,9 @@ def advance(engine: Engine) -> bool:
 def run_ticks(engine: Engine):
     """`advance` as a generator that pauses at its horizon (issue 13: a cluster instance waits there for the others
     without ending its run). It yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
-    finish_at, prefilling, waiting, head, joinable)`: `Engine.horizon_reached`'s arguments, the ticks run so far, the
-    live state `LiveLeft` reads, and whether decoders may join the paused run (`_join_decoders`); it takes
+    finish_at, prefilling, waiting, head, joinable, done_ticks)`: `Engine.horizon_reached`'s arguments, the ticks run so
+    far, the live state `LiveLeft` reads (`done_ticks`: finish_at's keys as a heap), and whether decoders may join the
+    paused run (`_join_decoders`); it takes
     `(new horizon, decoders that joined, blocks reserved meanwhile)` (a run at or past the horizon ends, written
     back) and returns `advance`'s value. While it is paused nothing but `Engine.add_request`, and with `joinable`
     `Engine.reserve` and `inject_prefilled` (whose requests it takes as `_join_decoders` says), may change the
@@ -613,7 +614,7 @@ def run_ticks(engine: Engine):
                 break
             j_paused = j + merged
             horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j + merged, d, finish_at,
-                                                   prefilling, waiting, head, not fixed and pc is None)  # fmt: skip
+                                                   prefilling, waiting, head, not fixed and pc is None, done_ticks)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
                 # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
                 # each tick prefills, no tick decodes only)
@@ -1100,7 +1101,7 @@ class LiveLeft:
     __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first", "blocks_by")
 
     def __init__(self, engine: Engine, at: tuple):
-        _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
+        _, _, _, _, _, d, finish_at, prefilling, waiting, head, _, done_ticks = at
         self.d, self.finish_at = d, finish_at
         self.ticks: list[int] | None = None  # finish_at's keys ascending, and the decoders finishing by each (made when needed)
         self.num_by: list[int] = []
@@ -1112,8 +1113,9 @@ class LiveLeft:
             queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
             queued.sort()
         self.queued = queued
-        # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test)
-        first = min(finish_at) - d + 1 if finish_at else math.inf
+        # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test). (The
+        # smallest key from the run's heap of them: a `min` over ~40 keys cost ~9k instructions, most of a curve's making)
+        first = done_ticks[0] - d + 1 if done_ticks else math.inf
         self.first = min(first, queued[0]) if queued else first
 
     def _sort_ticks(self) -> None:
