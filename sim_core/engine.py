@@ -339,9 +339,11 @@ class Engine:
             left = self._live_left
             if left is None:
                 left = self._live_left = fastpath.LiveLeft(self, live)
-            output = st.output
-            lefts = [output.item(k) for k in range(live[2], self.num_added)]  # (added since the pause: all tokens left)
-            lefts += [output.item(r) - st.emitted.item(r) for r in self._joined]  # (decoders that joined it since)
+            # (added since the pause: all tokens left; mostly none, and no decoder joined: no comprehension for nothing)
+            lefts = st.output[live[2] : self.num_added].tolist() if self.num_added > live[2] else []
+            if self._joined:  # (decoders that joined it since)
+                joined = self._joined
+                lefts += (st.output[joined] - st.emitted[joined]).tolist()
             return CountCurve(st.now_s, limit_s, per_tick, left, live[1], lefts)
         ids = self._outstanding_ids()
         return CountCurve(st.now_s, limit_s, per_tick, None, 0, (st.output[ids] - st.emitted[ids]).tolist())
