@@ -1098,7 +1098,7 @@ class LiveLeft:
 
     FEW_TICKS = 32
 
-    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first", "blocks_by")
+    __slots__ = ("d", "finish_at", "start", "ticks", "num_by", "queued", "first", "blocks_by")
 
     def __init__(self, engine: Engine, at: tuple):
         _, _, _, _, _, d, finish_at, prefilling, waiting, head, _, done_ticks = at
@@ -1107,16 +1107,19 @@ class LiveLeft:
         self.num_by: list[int] = []
         self.blocks_by: list[int] | None = None  # per key of `ticks`: whole-context blocks of the decoders finishing by it
         queued = []
-        if prefilling or head < len(waiting):
+        if prefilling or head < len(waiting):  # (loops, not comprehensions: those made cells of locals at every pause)
             output, R = engine.st.output, engine.st.num_requests
-            queued = [output.item(r) for r in prefilling]
-            queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
+            queued = list(map(output.item, prefilling))
+            for w in waiting[head:]:  # (admitted ones stay before `head`: not skipped one by one)
+                queued.append(output.item(w % R))
             queued.sort()
         self.queued = queued
         # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test). (The
         # smallest key from the run's heap of them: a `min` over ~40 keys cost ~9k instructions, most of a curve's making)
         first = done_ticks[0] - d + 1 if done_ticks else math.inf
         self.first = min(first, queued[0]) if queued else first
+        # the first decoding tick in which a decoder finishes (no key below it): walks over the ticks start there, not at d
+        self.start = done_ticks[0] if done_ticks else d
 
     def _sort_ticks(self) -> None:
         """`finish_at`'s keys ascending and the decoders finishing by each (past FEW_TICKS; made once per pause)."""
@@ -1125,8 +1128,8 @@ class LiveLeft:
 
     def _finishing_within(self, most: int):
         """The lists of decoders finishing in each of the next `most` decoding ticks that has any (a walk over those
-        ticks: up to FEW_TICKS, cheaper than sorting the keys)."""
-        return filter(None, map(self.finish_at.get, range(self.d, self.d + most)))
+        ticks from the first with any: up to FEW_TICKS, cheaper than sorting the keys)."""
+        return filter(None, map(self.finish_at.get, range(self.start, self.d + most)))
 
     def _num_ticks_within(self, most: int) -> int:
         """How many of the sorted finish ticks (`ticks`, made on first use) fall within the next `most` decoding ticks."""
