@@ -476,7 +476,7 @@ class Engine:
         try:
             while True:
                 at = run.send(sent)
-                h = self.horizon_reached(*at[:4])
+                h = self.horizon_reached(at[0], at[1], at[2], at[3])  # (no slice and star call: at every stop)
                 # (a prefill instance, `fastpath.hands_off`: after every row, where a general step ends, with nothing
                 # to run as well: one run lives across its requests)
                 if at[4] and (self.hand_off_prefilled or h <= at[0] and at[1]):
