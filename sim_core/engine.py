@@ -358,9 +358,11 @@ class Engine:
             left = self._live_left
             if left is None:
                 left = self._live_left = fastpath.LiveLeft(self, live)
-            output = st.output
-            lefts = [output.item(k) for k in range(live[2], self.num_added)]  # (added since the pause: all tokens left)
-            lefts += [output.item(r) - st.emitted.item(r) for r in self._joined]  # (decoders that joined it since)
+            # (added since the pause: all tokens left; mostly none, and no decoder joined: no comprehension for nothing)
+            lefts = st.output[live[2] : self.num_added].tolist() if self.num_added > live[2] else []
+            if self._joined:  # (decoders that joined it since)
+                joined = self._joined
+                lefts += (st.output[joined] - st.emitted[joined]).tolist()
             return CountCurve(st.now_s, limit_s, per_tick, left, live[1], lefts)
         ids = self._outstanding_ids()
         return CountCurve(st.now_s, limit_s, per_tick, None, 0, (st.output[ids] - st.emitted[ids]).tolist())
@@ -454,7 +456,7 @@ class Engine:
         if live is None or not live[10] or self._joined or self._reserved or self.n != 1:
             return None
         st, kv = self.st, self.kv
-        _, num_in_run, first_new, num_free, _, _, _, prefilling, waiting, head, _ = live
+        _, num_in_run, first_new, num_free, _, _, _, prefilling, waiting, head, _, _ = live
         left = self._live_left
         if left is None:
             left = self._live_left = fastpath.LiveLeft(self, live)
@@ -493,7 +495,7 @@ class Engine:
         try:
             while True:
                 at = run.send(sent)
-                h = self.horizon_reached(*at[:4])
+                h = self.horizon_reached(at[0], at[1], at[2], at[3])  # (no slice and star call: at every stop)
                 # (a prefill instance, `fastpath.hands_off`: after every row, where a general step ends, with nothing
                 # to run as well: one run lives across its requests)
                 if at[4] and (self.hand_off_prefilled or h <= at[0] and at[1]):

@@ -416,8 +416,9 @@ def advance(engine: Engine) -> bool:
 def run_ticks(engine: Engine):
     """`advance` as a generator that pauses at its horizon (issue 13: a cluster instance waits there for the others
     without ending its run). It yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
-    finish_at, prefilling, waiting, head, joinable)`: `Engine.horizon_reached`'s arguments, the ticks run so far, the
-    live state `LiveLeft` reads, and whether decoders may join the paused run (`_join_decoders`); it takes
+    finish_at, prefilling, waiting, head, joinable, done_ticks)`: `Engine.horizon_reached`'s arguments, the ticks run so
+    far, the live state `LiveLeft` reads (`done_ticks`: finish_at's keys as a heap), and whether decoders may join the
+    paused run (`_join_decoders`); it takes
     `(new horizon, decoders that joined, blocks reserved meanwhile)` (a run at or past the horizon ends, written
     back) and returns `advance`'s value. While it is paused nothing but `Engine.add_request`, and with `joinable`
     `Engine.reserve` and `inject_prefilled` (whose requests it takes as `_join_decoders` says), may change the
@@ -613,7 +614,7 @@ def run_ticks(engine: Engine):
                 break
             j_paused = j + merged
             horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j + merged, d, finish_at,
-                                                   prefilling, waiting, head, not fixed and pc is None)  # fmt: skip
+                                                   prefilling, waiting, head, not fixed and pc is None, done_ticks)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
                 # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
                 # each tick prefills, no tick decodes only)
@@ -1097,24 +1098,28 @@ class LiveLeft:
 
     FEW_TICKS = 32
 
-    __slots__ = ("d", "finish_at", "ticks", "num_by", "queued", "first", "blocks_by")
+    __slots__ = ("d", "finish_at", "start", "ticks", "num_by", "queued", "first", "blocks_by")
 
     def __init__(self, engine: Engine, at: tuple):
-        _, _, _, _, _, d, finish_at, prefilling, waiting, head, _ = at
+        _, _, _, _, _, d, finish_at, prefilling, waiting, head, _, done_ticks = at
         self.d, self.finish_at = d, finish_at
         self.ticks: list[int] | None = None  # finish_at's keys ascending, and the decoders finishing by each (made when needed)
         self.num_by: list[int] = []
         self.blocks_by: list[int] | None = None  # per key of `ticks`: whole-context blocks of the decoders finishing by it
         queued = []
-        if prefilling or head < len(waiting):
+        if prefilling or head < len(waiting):  # (loops, not comprehensions: those made cells of locals at every pause)
             output, R = engine.st.output, engine.st.num_requests
-            queued = [output.item(r) for r in prefilling]
-            queued += [output.item(w % R) for w in waiting[head:]]  # (admitted ones stay before `head`: not skipped one by one)
+            queued = list(map(output.item, prefilling))
+            for w in waiting[head:]:  # (admitted ones stay before `head`: not skipped one by one)
+                queued.append(output.item(w % R))
             queued.sort()
         self.queued = queued
-        # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test)
-        first = min(finish_at) - d + 1 if finish_at else math.inf
+        # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test). (The
+        # smallest key from the run's heap of them: a `min` over ~40 keys cost ~9k instructions, most of a curve's making)
+        first = done_ticks[0] - d + 1 if done_ticks else math.inf
         self.first = min(first, queued[0]) if queued else first
+        # the first decoding tick in which a decoder finishes (no key below it): walks over the ticks start there, not at d
+        self.start = done_ticks[0] if done_ticks else d
 
     def _sort_ticks(self) -> None:
         """`finish_at`'s keys ascending and the decoders finishing by each (past FEW_TICKS; made once per pause)."""
@@ -1123,8 +1128,8 @@ class LiveLeft:
 
     def _finishing_within(self, most: int):
         """The lists of decoders finishing in each of the next `most` decoding ticks that has any (a walk over those
-        ticks: up to FEW_TICKS, cheaper than sorting the keys)."""
-        return filter(None, map(self.finish_at.get, range(self.d, self.d + most)))
+        ticks from the first with any: up to FEW_TICKS, cheaper than sorting the keys)."""
+        return filter(None, map(self.finish_at.get, range(self.start, self.d + most)))
 
     def _num_ticks_within(self, most: int) -> int:
         """How many of the sorted finish ticks (`ticks`, made on first use) fall within the next `most` decoding ticks."""

@@ -259,8 +259,8 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
-        # Per instance: (instant, count bounds or None until the router reads them, `_CountsAt`, KV usage bounds) last
-        # worked out for it (`_choose_by_bounds`, least_kv); dropped
+        # Per instance: (instant, count bounds or, with least_kv, None until the router reads them, `_CountsAt`, KV usage
+        # bounds or None) last worked out for it (`_choose_by_bounds`); dropped
         # when it steps or is sent a request (nothing else changes a replica under a router that reads bounds). A
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
@@ -273,6 +273,8 @@ class Deployment:
         # False: the engine's own), kept as `_curves`
         self._kv_curves: list = [None] * len(self.instances)
         self._num_blocks = [x.engine.kv.num_blocks for x in self.front]
+        self._bound_fns = [(x.engine.outstanding_bounds, x.engine.kv_usage_bounds, self.min_emit_tick_s[j])
+                           for j, x in enumerate(self.instances)]  # (`_choose_by_bounds`)  # fmt: skip
         # Without closed-loop sessions arrival times are fixed: each request's routing instant, listed once (the
         # loop and the mid-run router read them at every arrival; issue 13: cost)
         self._instants: list[float] | None = None
@@ -310,8 +312,6 @@ class Deployment:
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
-        self._bound_fns = [(x.engine.outstanding_bounds, x.engine.kv_usage_bounds, self.min_emit_tick_s[j])
-                           for j, x in enumerate(insts)]  # (`_choose_by_bounds`)  # fmt: skip
         while True:
             ptr = self._ptr
             t_arr = self._routing_instant(ptr) if ptr < R else math.inf
@@ -320,8 +320,7 @@ class Deployment:
                 t_arr = nxt[0] if nxt is not None else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
             if self._time_stopped and self.back and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
-                    lim_s := self.cfg.limits.max_sim_time_s) and not any(
-                    x.engine.has_work and x.engine.st.now_s < lim_s for x in insts):  # fmt: skip
+                    lim_s := self.cfg.limits.max_sim_time_s) and not self._busy_before(lim_s):  # fmt: skip
                 # (an instance stopped at its time limit and every other has reached it: input at or after the limit,
                 # or a dispatch waiting there, starts nothing, as when one engine stops there; taking it started
                 # transfers after the limit into a stopped decode instance, with idle rows past its stop. Not for
@@ -330,9 +329,7 @@ class Deployment:
                 # the limit is its state at its stop, so every arrival is routed, the same in every order)
                 break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
-                # (the clock first: the cheapest test, and a replica that stepped to the arrival fails it)
-                focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
-                         and insts[j].engine.has_work]  # fmt: skip
+                focus = self._behind(focus, t_arr, stalled)
                 if not focus:
                     hint, self._hint = self._hint, None
                     # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
@@ -345,12 +342,11 @@ class Deployment:
                         if self._routing_over_budget():
                             break
                         continue
-                    focus = [j for j in focus if insts[j].engine.st.now_s < t_arr and j not in stalled
-                             and insts[j].engine.has_work]  # fmt: skip
+                    focus = self._behind(focus, t_arr, stalled)
                     if not focus:  # a stalled replica keeps its bounds open: every replica reaches arrivals now
                         self._early = False
                         continue
-                i = focus[0] if len(focus) == 1 else min(focus, key=lambda j: (insts[j].engine.st.now_s, j))
+                i = focus[0] if len(focus) == 1 else min(focus, key=self._clock_order)
             elif self._dispatch_t is not None:  # a dispatch waits for decode instances to reach its instant
                 t_d = self._dispatch_t
                 i = self._dispatch_waits_for(stalled)
@@ -443,7 +439,7 @@ class Deployment:
         if self.stopped_reason is None and self._pending:
             self.stopped_reason = (f"stopped: {len(self._pending):,} prefilled requests wait for a decode slot that "
                                    "never frees (decode pool KV cache or max_num_seqs too small)")  # fmt: skip
-        elif self.stopped_reason is None and any(x.engine.has_work for x in insts):
+        elif self.stopped_reason is None and any(e.has_work for e in self._engines):
             self.stopped_reason = "stopped: waiting requests can never be admitted (KV cache or limits too small)"
 
     def _stop_reason(self, inst: Instance) -> str:
@@ -462,11 +458,33 @@ class Deployment:
             self.stopped_reason = f"routing: {over}"
         return over is not None
 
+    # (The loop's scans are methods, not comprehensions or lambdas in `run`: those would make its locals, `self` among
+    # them, closure cells, read and written more dearly at every pass)
+    def _behind(self, ids: list[int], t: float, stalled: set[int]) -> list[int]:
+        """Of the instances `ids` (in that order), those that must still reach t: busy, not stalled, clock before t."""
+        engines, out = self._engines, []
+        for j in ids:
+            eng = engines[j]
+            if eng.st.now_s < t and j not in stalled and eng.has_work:  # (the clock first: the cheapest test, and an
+                out.append(j)  # instance that stepped to t fails it)
+        return out
+
+    def _clock_order(self, j: int) -> tuple[float, int]:
+        """Instance j's place in the loop's order of steps: earliest clock first, ties to the lowest index."""
+        return self._engines[j].st.now_s, j
+
+    def _busy_before(self, t: float) -> bool:
+        """Some instance has work and a clock before t."""
+        for eng in self._engines:
+            if eng.has_work and eng.st.now_s < t:
+                return True
+        return False
+
     def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
         """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
         count and KV usage of one whose exact state is known there)."""
         k = known[0] if known is not None else -1
-        curves = self._curves
+        curves, cache = self._curves, self._bounds_at
         bounds = []
         # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
         if self.router.policy != "least_kv":
@@ -474,12 +492,15 @@ class Deployment:
                 if j == k:
                     bounds.append((known[1], known[1]))
                     continue
-                curve = curves[j]
-                if curve is None:
-                    curve = curves[j] = self.front[j].engine.outstanding_curve()
-                bounds.append(curve.bounds(t, m))
+                at = cache[j]
+                if at is None or at[0] != t:  # (an open choice's retry at t: the bounds of the others unchanged since)
+                    curve = curves[j]
+                    if curve is None:
+                        curve = curves[j] = self.front[j].engine.outstanding_curve()
+                    at = cache[j] = (t, curve.bounds(t, m), None)
+                bounds.append(at[1])
             return self.router.choose_by_bounds(bounds, r)
-        cache, kv_curves, num_blocks = self._bounds_at, self._kv_curves, self._num_blocks
+        kv_curves, num_blocks = self._kv_curves, self._num_blocks
         usage = []
         for j, (_, g, m) in enumerate(self._bound_fns):
             if j == k:
@@ -509,18 +530,10 @@ class Deployment:
         tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
         loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
         returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
+        if self._mid_exact:
+            return self._route_mid_run_exact(i, eng, now_s, count, usage)
         R = self.num_requests
         instants = self._instants  # (no closed-loop sessions here: listed)
-        while self._mid_exact and self._ptr < R:  # every other busy replica must have reached the instant
-            t = instants[self._ptr]
-            if t > now_s:
-                return t
-            # (the clock first: the cheapest test, and the one that fails once every replica has reached t)
-            if any(x.engine.st.now_s < t and j != i and x.engine.has_work for j, x in enumerate(self.front)):
-                return now_s
-            live = _Running(eng, count, usage)
-            self._ptr = self._route(self._ptr, [live if j == i else _seen(x.engine) for j, x in enumerate(self.front)])
-            count = live.num_outstanding
         while self._early and self._ptr < R:
             r = self._ptr
             t = instants[r]
@@ -534,6 +547,24 @@ class Deployment:
             self._ptr += 1
             count += pick == i
         return math.inf if self._ptr >= R else now_s
+
+    def _route_mid_run_exact(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
+        """`_route_mid_run` for prefix_affinity, which reads every replica's exact state: the arrivals up to `now_s` once
+        every other busy replica has reached them (a method of its own: its comprehensions would make the other's
+        locals closure cells, dearer at every stop)."""
+        R = self.num_requests
+        instants = self._instants
+        while self._ptr < R:
+            t = instants[self._ptr]
+            if t > now_s:
+                return t
+            # (the clock first: the cheapest test, and the one that fails once every replica has reached t)
+            if any(x.engine.st.now_s < t and j != i and x.engine.has_work for j, x in enumerate(self.front)):
+                return now_s
+            live = _Running(eng, count, usage)
+            self._ptr = self._route(self._ptr, [live if j == i else _seen(x.engine) for j, x in enumerate(self.front)])
+            count = live.num_outstanding
+        return math.inf
 
     def _earliest(self, stalled: set[int], back: tuple[int, ...] | None = None) -> int | None:
         """The busy instance with the earliest clock (ties: lowest index), among the front instances and the
@@ -570,6 +601,8 @@ class Deployment:
         a replica, or an idle prefill instance that may hand off soon after), the next cluster event,
         and the clock of any busy instance of the other pool plus its shortest possible tick (its next
         tick may hand off a request or free decode blocks, no earlier)."""
+        if not self.back and self.turns is None:  # (replicas: nothing below applies to them; at every pass of the loop)
+            return t_arr if t_arr < t_heap else t_heap
         inst = self.instances[i]
         # A prefill instance's only input from the cluster is the release of the KV blocks of requests it handed
         # off (at their transfer's end; a dispatch at any event may start one, and a decode instance's next tick

@@ -234,48 +234,62 @@ class Router:
             if usage[best][0] != usage[best][1] or bounds[best][0] != bounds[best][1]:  # (the best is not exact)
                 rivals.append(best)
             return None, rivals
-        cand = range(n)
-        keys = self._keys(request) if self._tree is not None else []  # (the call only for cache_aware's tree)
         if self._tree is not None and request >= 0:  # cache_aware's tree (none: the count rule, the decode pool's choice)
-            # (C-level: (low, high) pairs order by their low bound first)
-            balanced = not _imbalanced(min(bounds)[0], max(bounds, key=_HIGH)[1])  # even at the widest spread allowed
-            if not balanced and not _imbalanced(min(bounds, key=_HIGH)[1], max(bounds)[0]):
-                return None, [i for i in range(n) if bounds[i][0] < bounds[i][1]]
-            if balanced:
-                hit = self._memo[2]
-                if hit is None:
-                    hit = [self._match((), request, i, keys) for i in range(n)]
-                    self._memo = (request, keys, hit, self._memo[3])
-                top = max(hit)
-                if self._follows_cache(request, top):
-                    cand = [i for i in range(n) if hit[i] == top]
-                else:  # the smallest tree: the router's own exact state, settled whatever the counts
-                    nxt = self.turn
-                    best = min(range(n), key=lambda i: (self._tree_size(i), (i - nxt) % n))
-                    self.took_turn(best, n)
-                    self._remember(best, keys)
-                    return best, []
+            cand, settled = self._cache_rule_by_bounds(bounds, request)
+            if settled is not None:
+                return settled
+        else:
+            cand = range(n)
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
-        # keys `choose` compares, as plain comparisons (this runs at every arrival)
+        # keys `choose` compares, as plain comparisons (this runs at every arrival: loops, not comprehensions, which are
+        # calls of their own, and a turn worked out only where it decides)
         nxt = self.turn
         best, top_hi, top_turn = -1, 0, 0
         for i in cand:
-            hi, turn = bounds[i][1], (i - nxt) % n
-            if best < 0 or hi < top_hi or (hi == top_hi and turn < top_turn):
-                best, top_hi, top_turn = i, hi, turn
+            hi = bounds[i][1]
+            if best < 0 or hi < top_hi or hi == top_hi and (i - nxt) % n < top_turn:
+                best, top_hi, top_turn = i, hi, (i - nxt) % n
         rivals = []
-        for j in cand:  # (a loop: a comprehension is a call of its own, and this runs at every arrival)
-            lo = bounds[j][0]
-            if j != best and (lo < top_hi or (lo == top_hi and (j - nxt) % n < top_turn)):
-                rivals.append(j)
+        for j in cand:
+            if j != best:
+                lo = bounds[j][0]
+                if lo < top_hi or lo == top_hi and (j - nxt) % n < top_turn:
+                    rivals.append(j)
         if not rivals:
             self.took_turn(best, n)
             if self._tree is not None:
-                self._remember(best, keys)
+                self._remember(best, self._keys(request))
             return best, []
         if bounds[best][0] < top_hi:
             rivals.append(best)
         return None, rivals
+
+    def _cache_rule_by_bounds(self, bounds: Sequence[tuple[int, int]], request: int) -> tuple[Sequence[int] | None, tuple | None]:
+        """cache_aware's load test and match rule in `choose_by_bounds` (a method of its own: its comprehensions and key
+        function would make the count rule's locals closure cells, dearer at every arrival): (the instances the count
+        rule then chooses among, None), or (None, `choose_by_bounds`' answer) when the bounds leave the load test open
+        or its smallest tree settles the choice."""
+        n = len(bounds)
+        keys = self._keys(request)
+        # (C-level: (low, high) pairs order by their low bound first)
+        balanced = not _imbalanced(min(bounds)[0], max(bounds, key=_HIGH)[1])  # even at the widest spread allowed
+        if not balanced and not _imbalanced(min(bounds, key=_HIGH)[1], max(bounds)[0]):
+            return None, (None, [i for i in range(n) if bounds[i][0] < bounds[i][1]])
+        if not balanced:
+            return range(n), None
+        hit = self._memo[2]
+        if hit is None:
+            hit = [self._match((), request, i, keys) for i in range(n)]
+            self._memo = (request, keys, hit, self._memo[3])
+        top = max(hit)
+        if self._follows_cache(request, top):
+            return [i for i in range(n) if hit[i] == top], None
+        # the smallest tree: the router's own exact state, settled whatever the counts
+        nxt = self.turn
+        best = min(range(n), key=lambda i: (self._tree_size(i), (i - nxt) % n))
+        self.took_turn(best, n)
+        self._remember(best, keys)
+        return None, (best, [])
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:

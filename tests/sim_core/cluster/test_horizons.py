@@ -19,7 +19,11 @@ from sim_core.engine import Engine
 from sim_core.sweep import with_value
 from tests.conftest import make_config
 from tests.sim_core.cluster.support import count_steps, open_loop_config
-from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, deploy
+from tests.sim_core.cluster.test_deployment import (
+    assert_cluster_invariants,
+    assert_same_routing_and_busy_ticks,
+    deploy,
+)
 from tests.sim_core.cluster.test_prefix_affinity import shared_prompts
 from tests.sim_core.test_engine import random_config
 
@@ -245,8 +249,8 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     # outstanding_bounds keeps its count curve until the state moves, and the deployment keeps each replica's curve
     # (`_curves`) until it steps, taking the requests sent to it meanwhile (`CountCurve.add`): at every choice of a
     # router, each replica's answers (paused or not, with requests added since a pause), from the engine's memo and
-    # from the deployment's curve, and those the deployment kept from an earlier try at the same instant (least_kv,
-    # `_bounds_at`), equal the answers it computes afresh
+    # from the deployment's curve, and those the deployment kept from an earlier try at the same instant (`_bounds_at`:
+    # an open choice's retry), equal the answers it computes afresh
     cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": router, "state_refresh_s": refresh_s})
     dep = Deployment(cfg)
     choose, checked, reused, added, highs = dep._choose_by_bounds, [], [], [], {}
@@ -289,10 +293,38 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     dep._choose_by_bounds = checking
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
-    if refresh_s:
+    if refresh_s or router == "least_outstanding":
         assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
-    else:
+    if not refresh_s:
         assert len(added) > 10  # and its curves were kept between asks, taking the requests sent meanwhile
+
+
+@pytest.mark.parametrize("disaggregated", [False, True])
+def test_a_paused_run_yields_its_finish_ticks_as_a_heap(monkeypatch, disaggregated):
+    # `LiveLeft` takes a paused run's fewest tokens left from the smallest key of `done_ticks` (finish_at's keys as the
+    # run keeps them, a heap), not from a `min` over finish_at: at every pause, of replicas under least outstanding and of
+    # decode instances whose runs take joining decoders, the heap holds exactly finish_at's keys, its smallest first
+    from sim_core import fastpath
+    from tests.sim_core.cluster.test_disagg_cost import _xpyd
+
+    run_ticks, pauses = fastpath.run_ticks, []
+
+    def checked(engine):
+        run, sent = run_ticks(engine), None
+        try:
+            while True:
+                at = run.send(sent)
+                finish_at, heap = at[6], at[11]
+                assert sorted(heap) == sorted(finish_at) and (not heap or heap[0] == min(finish_at))
+                pauses.append(bool(heap))
+                sent = yield at
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(fastpath, "run_ticks", checked)
+    cfg = _xpyd() if disaggregated else deploy(_chat(rate=80.0), {"replicas": 4, "router": "least_outstanding"})
+    Deployment(cfg).run()
+    assert sum(pauses) > 50
 
 
 @settings(max_examples=80, deadline=None)
@@ -311,7 +343,8 @@ def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_the
     output = np.arange(R, dtype=np.int64) % 37 + 1
     engine = SimpleNamespace(st=SimpleNamespace(output=output, num_requests=R))
     waiting_keys = [w + R * k for k, w in enumerate(waiting)]  # (queue keys: key % R is the request)
-    left = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), waiting_keys, head, False))
+    left = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), waiting_keys, head, False,
+                             sorted(finish_at)))  # fmt: skip
     tokens = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
     tokens += [int(output[r]) for r in prefilling] + [int(output[w]) for w in waiting[head:]]
     for most in range(0, 3 * LiveLeft.FEW_TICKS):
@@ -343,7 +376,7 @@ def test_a_count_curve_bounds_each_instant_as_a_count_of_tokens_left_would(finis
     R = 100
     output = np.arange(R, dtype=np.int64) % 37 + 1
     engine = SimpleNamespace(st=SimpleNamespace(output=output, num_requests=R))
-    live = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), [], 0, False))
+    live = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), [], 0, False, sorted(finish_at)))
     tokens = [f - d + 1 for f, rs in finish_at.items() for _ in rs] + [int(output[r]) for r in prefilling]
     limit_s = now_s + 50.0
     curve = CountCurve(now_s, limit_s, per_tick, live, len(tokens), list(lefts))
