@@ -55,11 +55,20 @@ def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
 
 
 def knob_value(cfg: SimConfig, knob: str) -> float:
-    """The config's current value of a sweep knob (an absent deployment counts as 1 replica / 1 prefill)."""
+    """The config's current value of a sweep knob (an absent deployment counts as 1 replica / 1 prefill; a trace's
+    rate is its own, `with_rate`'s (n − 1) / span, not workload.arrival.rate_per_s, which it does not follow)."""
+    if knob == "rate" and cfg.workload.trace is not None and _trace_span_s(cfg) > 0:
+        return (cfg.workload.num_requests - 1) / _trace_span_s(cfg)
     node: Any = cfg.model_dump()
     for part in SWEEP_KNOBS[knob][0].split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return 1.0 if node is None else float(node)
+
+
+def _trace_span_s(cfg: SimConfig) -> float:
+    """From the first to the last arrival of the trace's requests replayed (workload.num_requests of them), s."""
+    tr = cfg.workload.trace
+    return tr.arrival_s[cfg.workload.num_requests - 1] - tr.arrival_s[0]
 
 
 def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
@@ -70,8 +79,7 @@ def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
     tr = cfg.workload.trace
     if tr is None:
         return with_value(cfg, "workload.arrival.rate_per_s", rate_per_s)
-    n = cfg.workload.num_requests
-    span = tr.arrival_s[n - 1] - tr.arrival_s[0]
+    n, span = cfg.workload.num_requests, _trace_span_s(cfg)
     if not span > 0:
         raise PresetError(f"workload.arrival.rate_per_s = {rate_per_s:g}: the trace's {n:,} requests arrive at one "
                           "instant, so it has no rate to scale")  # fmt: skip

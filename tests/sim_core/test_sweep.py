@@ -177,3 +177,20 @@ def test_the_default_sweep_of_the_default_preset_crosses_its_knee():
     assert 20 < saturation < 25 and (start, stop) == (2.0, 30.0)  # (2, 6, 10, ..., 30 req/s)
     pts = run_sweep(cfg, "rate", [start, stop], steady_length=True)  # (as the page runs them)
     assert capacity_from_sweep(pts, cfg) == start  # met at the light end, missed at the far end: the knee is inside
+
+
+def test_a_traces_current_rate_is_its_own_not_the_arrival_field_it_ignores():
+    # a trace's arrivals are its own: workload.arrival.rate_per_s (8 in the trace presets) is not its rate. The Sweep
+    # page's default range starts from the current rate: trace-burstgpt-a100-llama8b replays 1.56 req/s and
+    # cluster-router-2xh100-agent-pairs 20 req/s, and their ranges were built around 8 (the latter's 1-18.5 left out
+    # its own traffic). A trace's rate is with_rate's: (n - 1) / span over the requests replayed
+    from sim_core.sweep import knob_value, with_rate
+    from tests.conftest import trace_config
+
+    cfg = trace_config([100] * 5, [10] * 5, arrivals=[1.0, 1.5, 2.0, 3.0, 5.0], workload__arrival__rate_per_s=8.0)
+    assert knob_value(cfg, "rate") == pytest.approx(1.0)  # 4 gaps over 4 s
+    assert knob_value(with_rate(cfg, 3.0), "rate") == pytest.approx(3.0)
+    first3 = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"num_requests": 3})})
+    assert knob_value(first3, "rate") == pytest.approx(2.0)  # (the requests replayed: 2 gaps over 1 s)
+    at_once = trace_config([100] * 3, [10] * 3, workload__arrival__rate_per_s=8.0)  # (no span: no rate of its own)
+    assert knob_value(at_once, "rate") == 8.0
