@@ -194,8 +194,9 @@ def main() -> None:
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
     saturation = None
-    if knob == "rate" and not {"start", "stop"} & set(params) and f"sw.start.{knob}" not in st.session_state:
-        saturation = _saturation_per_s(cfg, page)  # (only for the range's first default: the widgets keep theirs)
+    if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
+        # (only for the range's first default: the widgets keep theirs; a link with start alone takes the default stop)
+        saturation = _saturation_per_s(cfg, page)
     start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg, saturation)
     if warning and f"sw.start.{knob}" not in st.session_state:
         problems.append(warning)
