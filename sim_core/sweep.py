@@ -208,8 +208,11 @@ def default_range(knob: str, current: float, saturation_per_s: float | None = No
     """(start, stop) of a sweep nobody has set (the app's Sweep page and `python -m sim_core sweep` without --start and
     --stop): the rate by `default_rate_range`, any other knob from half to twice its current value; within the knob's
     allowed range (`knob_bounds`, with `cfg` the deployment's for the P:D knob), whole numbers for an integer knob."""
-    start, stop = default_rate_range(current, saturation_per_s, num_points) if knob == "rate" else (current / 2, current * 2)
     lo, hi = knob_bounds(knob, cfg)
+    current = min(max(current, lo), hi)  # (a trace's own rate has no bound: 2 requests 1e-310 s apart arrive at inf req/s)
+    if saturation_per_s is not None:
+        saturation_per_s = min(saturation_per_s, hi)
+    start, stop = default_rate_range(current, saturation_per_s, num_points) if knob == "rate" else (current / 2, current * 2)
     start, stop = min(max(start, lo), hi), min(max(stop, lo), hi)
     return (float(int(start)), float(int(stop))) if SWEEP_KNOBS[knob][2] else (start, stop)
 

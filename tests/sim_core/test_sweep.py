@@ -194,3 +194,24 @@ def test_a_traces_current_rate_is_its_own_not_the_arrival_field_it_ignores():
     assert knob_value(first3, "rate") == pytest.approx(2.0)  # (the requests replayed: 2 gaps over 1 s)
     at_once = trace_config([100] * 3, [10] * 3, workload__arrival__rate_per_s=8.0)  # (no span: no rate of its own)
     assert knob_value(at_once, "rate") == 8.0
+
+
+@given(current=hs.floats(min_value=1e-6, max_value=float("inf")),
+       saturation=hs.none() | hs.floats(min_value=1e-9, max_value=1e300))  # fmt: skip
+def test_a_default_rate_range_of_any_current_rate_is_within_the_knobs_range(current, saturation):
+    # a trace's own rate has no upper bound (2 requests 1e-310 s apart: 1 / 1e-310 overflows to inf), and
+    # default_rate_range's round step took log10(inf): OverflowError on the Sweep page and in the CLI
+    from sim_core.sweep import default_range, knob_bounds
+
+    lo, hi = knob_bounds("rate")
+    start, stop = default_range("rate", current, saturation)
+    assert lo <= start <= stop <= hi
+
+
+def test_the_default_range_of_a_trace_arriving_almost_at_once_is_a_range():
+    from sim_core.sweep import default_range, knob_value
+    from tests.conftest import trace_config
+
+    cfg = trace_config([100] * 2, [10] * 2, arrivals=[0.0, 1e-310])
+    start, stop = default_range("rate", knob_value(cfg, "rate"), 20.0, cfg=cfg)
+    assert 0 < start < stop <= 100_000
