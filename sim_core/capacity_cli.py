@@ -111,7 +111,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     start, stop = args.start, args.stop
     if start is None or stop is None:  # the Sweep page's default range (the rate: past the saturation rate, the knee)
         saturation = saturation_per_s(cfg) if args.knob == "rate" else None
-        start_d, stop_d = default_range(args.knob, knob_value(cfg, args.knob), saturation, args.num)
+        start_d, stop_d = default_range(args.knob, knob_value(cfg, args.knob), saturation, args.num, cfg)
         start, stop = start_d if start is None else start, stop_d if stop is None else stop
         said = f": an offline run completes {saturation:,.1f} req/s" if saturation is not None else ""
         print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")

@@ -94,6 +94,11 @@ class Lesson(BaseModel):
         return with_value(cfg, self.knob, self.values[step])
 
     @property
+    def side_labels(self) -> tuple[Any, Any]:
+        """How the two sides are named (buttons, metrics, checked claims, workshop): value_labels, else the values."""
+        return self.value_labels or self.values
+
+    @property
     def text(self) -> str:
         return " ".join((self.explanation, self.question, self.answer))
 

@@ -286,6 +286,10 @@ class SimResult:
         ticks.insert(0, "tick", np.arange(len(ticks)))
         ticks["phase"] = [Phase(p).name.lower() for p in self.timeline.phase]
         ticks["is_compute_bound"] = self.timeline.is_compute_bound.astype(bool)
-        peak_flops_per_s, hbm_bytes_per_s = gemm_peak_flops_per_s(self.config), self.config.hardware.hbm_bandwidth_gb_per_s * 1e9
-        ticks["mfu"], ticks["mbu"] = self.timeline.utilisation(peak_flops_per_s, hbm_bytes_per_s)
+        ticks["mfu"], ticks["mbu"] = self.timeline.utilisation(*self.tick_peaks())
         return {"requests": requests, "ticks": ticks}
+
+    def tick_peaks(self) -> tuple[Any, Any]:
+        """(GEMM peak FLOP/s, HBM bytes/s) per GPU that each tick's MFU and MBU divide by: the config's GPU (a
+        deployment's ticks: their instance's)."""
+        return gemm_peak_flops_per_s(self.config), self.config.hardware.hbm_bandwidth_gb_per_s * 1e9

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.budget import RunBudget
-from sim_core.config import SimConfig
+from sim_core.config import SimConfig, field_info
 from sim_core.engine import run_simulation
 from sim_core.metrics import STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
@@ -55,11 +55,20 @@ def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
 
 
 def knob_value(cfg: SimConfig, knob: str) -> float:
-    """The config's current value of a sweep knob (an absent deployment counts as 1 replica / 1 prefill)."""
+    """The config's current value of a sweep knob (an absent deployment counts as 1 replica / 1 prefill; a trace's
+    rate is its own, `with_rate`'s (n − 1) / span, not workload.arrival.rate_per_s, which it does not follow)."""
+    if knob == "rate" and cfg.workload.trace is not None and _trace_span_s(cfg) > 0:
+        return (cfg.workload.num_requests - 1) / _trace_span_s(cfg)
     node: Any = cfg.model_dump()
     for part in SWEEP_KNOBS[knob][0].split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return 1.0 if node is None else float(node)
+
+
+def _trace_span_s(cfg: SimConfig) -> float:
+    """From the first to the last arrival of the trace's requests replayed (workload.num_requests of them), s."""
+    tr = cfg.workload.trace
+    return tr.arrival_s[cfg.workload.num_requests - 1] - tr.arrival_s[0]
 
 
 def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
@@ -70,8 +79,7 @@ def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
     tr = cfg.workload.trace
     if tr is None:
         return with_value(cfg, "workload.arrival.rate_per_s", rate_per_s)
-    n = cfg.workload.num_requests
-    span = tr.arrival_s[n - 1] - tr.arrival_s[0]
+    n, span = cfg.workload.num_requests, _trace_span_s(cfg)
     if not span > 0:
         raise PresetError(f"workload.arrival.rate_per_s = {rate_per_s:g}: the trace's {n:,} requests arrive at one "
                           "instant, so it has no rate to scale")  # fmt: skip
@@ -168,16 +176,45 @@ def default_rate_range(current_per_s: float, saturation_per_s: float | None, num
     e = math.floor(math.log10(low)) - 1
     start = math.floor(low / 10.0**e) * 10.0**e if e >= 0 else math.floor(low * 10.0**-e) / 10.0**-e
     past = max(current_per_s * 2, RATE_SWEEP_PAST_SATURATION * saturation_per_s)
-    step = _round_up((past - start) / (num_points - 1))
-    return start, float(f"{start + step * (num_points - 1):.12g}")  # (0.75 + 0.8 * 7 is 6.3500000000000005)
+    gaps = max(num_points, 2) - 1  # (one point: the start; `python -m sim_core sweep --num 1` divided by 0)
+    step = _round_up((past - start) / gaps)
+    return start, float(f"{start + step * gaps:.12g}")  # (0.75 + 0.8 * 7 is 6.3500000000000005)
 
 
-def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8) -> tuple[float, float]:
+def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
+    """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
+    P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
+    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine)."""
+    if knob == "prefill_instances" and cfg is not None:
+        from sim_core.cluster.knobs import prefill_instances_bounds
+
+        return tuple(map(float, prefill_instances_bounds(cfg)))  # type: ignore[return-value]
+    path, _, is_int = SWEEP_KNOBS[knob]
+    lo, hi = 0.0, float("inf")
+    for meta in field_info(tuple(path.split("."))).metadata:
+        if getattr(meta, "ge", None) is not None:
+            lo = float(meta.ge)
+        if getattr(meta, "gt", None) is not None:
+            lo = float(meta.gt) + (1 if is_int else 1e-3)
+        if getattr(meta, "le", None) is not None:
+            hi = float(meta.le)
+        if getattr(meta, "lt", None) is not None:
+            hi = float(meta.lt) - (1 if is_int else 1e-3)
+    return lo, hi
+
+
+def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8,
+                  cfg: SimConfig | None = None) -> tuple[float, float]:  # fmt: skip
     """(start, stop) of a sweep nobody has set (the app's Sweep page and `python -m sim_core sweep` without --start and
-    --stop): the rate by `default_rate_range`, any other knob from half to twice its current value."""
-    if knob == "rate":
-        return default_rate_range(current, saturation_per_s, num_points)
-    return current / 2, current * 2
+    --stop): the rate by `default_rate_range`, any other knob from half to twice its current value; within the knob's
+    allowed range (`knob_bounds`, with `cfg` the deployment's for the P:D knob), whole numbers for an integer knob."""
+    lo, hi = knob_bounds(knob, cfg)
+    current = min(max(current, lo), hi)  # (a trace's own rate has no bound: 2 requests 1e-310 s apart arrive at inf req/s)
+    if saturation_per_s is not None:
+        saturation_per_s = min(saturation_per_s, hi)
+    start, stop = default_rate_range(current, saturation_per_s, num_points) if knob == "rate" else (current / 2, current * 2)
+    start, stop = min(max(start, lo), hi), min(max(stop, lo), hi)
+    return (float(int(start)), float(int(stop))) if SWEEP_KNOBS[knob][2] else (start, stop)
 
 
 def saturation_per_s(cfg: SimConfig, budget: RunBudget | None = None) -> float | None:

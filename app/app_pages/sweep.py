@@ -17,7 +17,6 @@ from app.components.units import fmt_number
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
-from sim_core.config import field_info
 from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
@@ -30,6 +29,7 @@ from sim_core.sweep import (
     capacity_from_sweep,
     completion_rate_per_s,
     default_range,
+    knob_bounds,
     knob_value,
     point_metric,
     run_sweep,
@@ -54,28 +54,6 @@ def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
     return apply_part(cfg, "engines", engine)
 
 
-def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
-    """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
-    P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
-    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine)."""
-    if knob == "prefill_instances" and cfg is not None:
-        from sim_core.cluster.knobs import prefill_instances_bounds
-
-        return tuple(map(float, prefill_instances_bounds(cfg)))  # type: ignore[return-value]
-    path, _, is_int = SWEEP_KNOBS[knob]
-    lo, hi = 0.0, float("inf")
-    for meta in field_info(tuple(path.split("."))).metadata:
-        if getattr(meta, "ge", None) is not None:
-            lo = float(meta.ge)
-        if getattr(meta, "gt", None) is not None:
-            lo = float(meta.gt) + (1 if is_int else 1e-3)
-        if getattr(meta, "le", None) is not None:
-            hi = float(meta.le)
-        if getattr(meta, "lt", None) is not None:
-            hi = float(meta.lt) - (1 if is_int else 1e-3)
-    return lo, hi
-
-
 def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig | None = None,
                saturation_per_s: float | None = None) -> tuple[float, float, int, str | None]:  # fmt: skip
     """(start, stop, points, warning) from the link's start/stop/n, or defaults around the current
@@ -83,10 +61,7 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     what was wrong (not a number, out of the knob's range, reversed)."""
     lo, hi = knob_bounds(knob, cfg)
     is_int = SWEEP_KNOBS[knob][2]
-    start_d, stop_d = default_range(knob, current, saturation_per_s)
-    start_d, stop_d = min(max(start_d, lo), hi), min(max(stop_d, lo), hi)
-    if is_int:
-        start_d, stop_d = float(int(start_d)), float(int(stop_d))
+    start_d, stop_d = default_range(knob, current, saturation_per_s, cfg=cfg)
     defaults = (start_d, stop_d, 8)
     if not {"start", "stop", "n"} & set(params):
         return *defaults, None
@@ -219,8 +194,9 @@ def main() -> None:
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
     saturation = None
-    if knob == "rate" and not {"start", "stop"} & set(params) and f"sw.start.{knob}" not in st.session_state:
-        saturation = _saturation_per_s(cfg, page)  # (only for the range's first default: the widgets keep theirs)
+    if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
+        # (only for the range's first default: the widgets keep theirs; a link with start alone takes the default stop)
+        saturation = _saturation_per_s(cfg, page)
     start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg, saturation)
     if warning and f"sw.start.{knob}" not in st.session_state:
         problems.append(warning)

@@ -291,9 +291,12 @@ def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int
         return np.arange(min(skip, n), min(skip + count, n))
     end = np.where(np.isnan(req.finish_s), np.inf, req.finish_s)
     alive = np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
-    before = req.arrival_s[alive] < window[0]  # (ids follow arrival except a multi-turn session's later turns)
-    order = np.concatenate([alive[~before], alive[before][::-1]])
-    return np.sort(order[skip : skip + count])
+    # by arrival, not by id: a closed-loop session's later turn arrives when the previous reply is done, after
+    # requests with higher ids (stable: equal arrivals by id)
+    alive = alive[np.argsort(req.arrival_s[alive], kind="stable")]
+    before = req.arrival_s[alive] < window[0]
+    order = np.concatenate([alive[~before], alive[before][::-1]])[skip : skip + count]
+    return order[np.lexsort((order, req.arrival_s[order]))]
 
 
 def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | None = None,

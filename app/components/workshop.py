@@ -90,7 +90,7 @@ def lesson_banner() -> None:
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}** · {plain(entry.label) if entry else 'a scenario it names'}")
         else:
             where = " · the mechanism scenario" if run == "mechanism" else ""
-            shown = (lesson.value_labels or lesson.values)[step]  # a whole section (a deployment) by its label, not its dict
+            shown = lesson.side_labels[step]  # a whole section (a deployment) by its label, not its dict
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
         c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:",

@@ -98,6 +98,13 @@ class ClusterResult(SimResult):
         frames["ticks"]["instance"] = names[self.timeline.columns["instance"]]
         return frames
 
+    def tick_peaks(self) -> tuple[FloatArray, FloatArray]:
+        """Each tick's instance's peaks: pools may run on other GPUs (Splitwise-HA: A100 decode behind H100 prefill;
+        the top-level GPU's divided the A100's decode ticks by an H100's peak and bandwidth)."""
+        per = np.array([x.result.tick_peaks() for x in self.instances], dtype=np.float64)  # (instances, 2)
+        k = self.timeline.columns["instance"]
+        return per[k, 0], per[k, 1]
+
 
 def _rows(req: RequestTable, n: int) -> RequestTable:
     return RequestTable(**{f: getattr(req, f)[:n] for f in _REQ_FIELDS})

@@ -366,3 +366,31 @@ def test_fp8_weights_on_fp8_tensor_cores_are_drawn_under_the_fp8_roof():
             assert float(np.max(t.y)) <= cfg.hardware.peak_fp8_tflops
     bf16 = charts.roofline_figure(run_simulation(make_config(workload__num_requests=40)))
     assert next(t.name for t in bf16.data if t.name.startswith("roof: ")) == f"roof: {cfg.hardware.peak_tflops:g} TFLOP/s, 3350 GB/s"
+
+
+def test_a_crowded_window_of_multi_turn_sessions_follows_arrival_not_request_ids():
+    # closed-loop sessions: a later turn's id follows the open-loop order, it arrives when the previous reply is done
+    # (ids and arrivals disagree); the rows take the latest arrivals from before the window and are drawn by arrival
+    cfg = make_config(workload__num_requests=300, workload__arrival__rate_per_s=6.0,
+                      workload__sessions={"turns": 4, "think_time_s": 2.0})  # fmt: skip
+    res = run_simulation(cfg)
+    req = res.requests
+    end = np.nan_to_num(req.finish_s, nan=np.inf)
+    checked = 0
+    for t0 in np.arange(5.0, 40.0, 1.0):
+        window = (float(t0), float(t0) + 1.0)
+        alive = np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
+        by_arrival = alive[np.argsort(req.arrival_s[alive], kind="stable")]
+        arriving = by_arrival[req.arrival_s[by_arrival] >= window[0]]
+        earlier = by_arrival[req.arrival_s[by_arrival] < window[0]]
+        if not 0 < arriving.size < 5 < alive.size:
+            continue
+        checked += 1
+        ids = timeline.requests_in_window(res, window, 0, 5)
+        want = set(arriving.tolist()) | set(earlier[::-1][: 5 - arriving.size].tolist())
+        assert set(ids.tolist()) == want, window
+        assert np.all(np.diff(req.arrival_s[ids]) >= 0), window  # drawn in arrival order
+        all_ids = timeline.requests_in_window(res, window, 0, 500)
+        assert all_ids.tolist() == by_arrival.tolist()
+    assert checked > 5
+    assert np.any(np.diff(req.arrival_s[np.isfinite(req.arrival_s)]) < 0)  # (the case in question: ids out of arrival order)

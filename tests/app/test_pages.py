@@ -237,6 +237,15 @@ def test_sweep_opens_on_a_rate_range_that_crosses_the_knee():
     assert "capacity" in said and "raise 'To'" not in said and "even the lowest" not in said
 
 
+def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
+    # the saturation probe ran only for a link with neither start nor stop, so '?sweep=rate&start=20' on the default
+    # preset got the fallback stop (twice the current rate, 16): "start = 20 must be below stop = 16; using defaults",
+    # and the range fell back to 2-16, short of the knee; the CLI's --start 20 alone takes the default stop (30)
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="20")
+    assert not at.exception and not [w.value for w in at.warning]
+    assert at.number_input(key="sw.start.rate").value == 20.0 and at.number_input(key="sw.stop.rate").value == 30.0
+
+
 @pytest.mark.parametrize("lesson", [x.id for x in load_lessons()])
 def test_each_lesson_page_loads(lesson):
     at = open_page(PAGES[3], lesson=lesson)

@@ -67,6 +67,21 @@ def test_sweep_without_a_range_runs_the_sweep_pages_default_past_the_knee(capsys
     assert "sweeping max_num_seqs from 128 to 512 (the default range)" in capsys.readouterr().out  # (half to twice 256)
 
 
+def test_sweep_without_a_range_stays_within_the_knobs_allowed_values(capsys):
+    # the default range (half to twice the current value) was clamped to the knob's allowed range on the page only:
+    # the CLI swept kv_compression 0.5-2 (the point at 2 an error row) and num_gpus 0-2 (0 an error row)
+    for knob, said in (("kv_compression", "from 0.5 to 1 "), ("num_gpus", "from 1 to 2 ")):
+        assert main(["sweep", "chat-h100-llama8b", "--knob", knob, "--num", "2", "--fixed-length", *SMALL]) == 0
+        out = capsys.readouterr().out
+        assert f"sweeping {knob} {said}" in out and "error" not in out
+
+
+def test_a_one_point_sweep_without_a_range_is_not_a_traceback(capsys):
+    # --num 1 divided the default rate range's span by num - 1 = 0 (ZeroDivisionError)
+    assert main(["sweep", "chat-h100-llama8b", "--num", "1", "--fixed-length", *SMALL]) == 0
+    assert "sweeping rate from" in capsys.readouterr().out
+
+
 def test_plan_offers_every_router_and_plans_behind_the_session_router(capsys):
     from typing import get_args
 

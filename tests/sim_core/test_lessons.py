@@ -117,3 +117,10 @@ def test_the_readme_counts_the_mechanism_scenarios_and_their_requests():
     readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
     assert (f"{words[len(sizes)]} lessons also have a **see the mechanism** scenario of {min(sizes)}–{max(sizes)} "
             f"requests") in readme  # fmt: skip
+
+
+def test_each_side_has_one_label_the_buttons_checks_and_workshop_all_read():
+    # 'value_labels or values' was restated in four places (Learn's knob line, metrics and checked lines, workshop)
+    for lesson in load_lessons():
+        assert lesson.side_labels == (lesson.value_labels or lesson.values)
+        assert all(isinstance(x, str) and x and not x.startswith("{") for x in map(str, lesson.side_labels))

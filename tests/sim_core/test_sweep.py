@@ -177,3 +177,41 @@ def test_the_default_sweep_of_the_default_preset_crosses_its_knee():
     assert 20 < saturation < 25 and (start, stop) == (2.0, 30.0)  # (2, 6, 10, ..., 30 req/s)
     pts = run_sweep(cfg, "rate", [start, stop], steady_length=True)  # (as the page runs them)
     assert capacity_from_sweep(pts, cfg) == start  # met at the light end, missed at the far end: the knee is inside
+
+
+def test_a_traces_current_rate_is_its_own_not_the_arrival_field_it_ignores():
+    # a trace's arrivals are its own: workload.arrival.rate_per_s (8 in the trace presets) is not its rate. The Sweep
+    # page's default range starts from the current rate: trace-burstgpt-a100-llama8b replays 1.56 req/s and
+    # cluster-router-2xh100-agent-pairs 20 req/s, and their ranges were built around 8 (the latter's 1-18.5 left out
+    # its own traffic). A trace's rate is with_rate's: (n - 1) / span over the requests replayed
+    from sim_core.sweep import knob_value, with_rate
+    from tests.conftest import trace_config
+
+    cfg = trace_config([100] * 5, [10] * 5, arrivals=[1.0, 1.5, 2.0, 3.0, 5.0], workload__arrival__rate_per_s=8.0)
+    assert knob_value(cfg, "rate") == pytest.approx(1.0)  # 4 gaps over 4 s
+    assert knob_value(with_rate(cfg, 3.0), "rate") == pytest.approx(3.0)
+    first3 = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"num_requests": 3})})
+    assert knob_value(first3, "rate") == pytest.approx(2.0)  # (the requests replayed: 2 gaps over 1 s)
+    at_once = trace_config([100] * 3, [10] * 3, workload__arrival__rate_per_s=8.0)  # (no span: no rate of its own)
+    assert knob_value(at_once, "rate") == 8.0
+
+
+@given(current=hs.floats(min_value=1e-6, max_value=float("inf")),
+       saturation=hs.none() | hs.floats(min_value=1e-9, max_value=1e300))  # fmt: skip
+def test_a_default_rate_range_of_any_current_rate_is_within_the_knobs_range(current, saturation):
+    # a trace's own rate has no upper bound (2 requests 1e-310 s apart: 1 / 1e-310 overflows to inf), and
+    # default_rate_range's round step took log10(inf): OverflowError on the Sweep page and in the CLI
+    from sim_core.sweep import default_range, knob_bounds
+
+    lo, hi = knob_bounds("rate")
+    start, stop = default_range("rate", current, saturation)
+    assert lo <= start <= stop <= hi
+
+
+def test_the_default_range_of_a_trace_arriving_almost_at_once_is_a_range():
+    from sim_core.sweep import default_range, knob_value
+    from tests.conftest import trace_config
+
+    cfg = trace_config([100] * 2, [10] * 2, arrivals=[0.0, 1e-310])
+    start, stop = default_range("rate", knob_value(cfg, "rate"), 20.0, cfg=cfg)
+    assert 0 < start < stop <= 100_000

@@ -413,3 +413,22 @@ def test_first_token_from_the_decode_side_is_its_first_tick_after_the_kv_arrived
     steady = res.summary.steady
     assert steady.output_tokens_per_s == pytest.approx((hi - lo - 1) * out / (steady.window_end_s - steady.window_start_s))
     assert sum(x.result.summary.output_tokens_per_s for x in res.instances) == pytest.approx(res.summary.output_tokens_per_s)
+
+
+def test_the_ticks_table_divides_each_instances_ticks_by_its_own_gpus_peaks():
+    # the merged ticks table took MFU and MBU from the deployment's top-level GPU: with FP8 weights on H100 prefill
+    # (FP8 tensor cores) and A100 decode (none), the decode ticks were divided by the H100's FP8 peak and HBM
+    # bandwidth (Splitwise-HA, BF16: a decode MFU of 2.5 % in the table against 7.9 % in its summary)
+    from sim_core.costmodel import gemm_peak_flops_per_s
+
+    cfg = make_config(workload__num_requests=60, model__weight_dtype="fp8")
+    cfg = deploy(cfg, {"disaggregation": {"prefill": {"replicas": 1},
+                                          "decode": {"replicas": 1, "hardware": {"preset": "a100-80gb"}}}})  # fmt: skip
+    res = run_simulation(cfg)
+    ticks = res.to_frames()["ticks"]
+    peaks = {gemm_peak_flops_per_s(x.result.config) for x in res.instances}
+    assert len(peaks) == 2  # (the case in question: the pools' GEMMs run under different peaks)
+    for x in res.instances:
+        mine = ticks[(ticks["instance"] == x.name) & (ticks["phase"] != "idle")]
+        assert mine["mfu"].mean() == pytest.approx(x.result.summary.mfu_mean)
+        assert mine["mbu"].mean() == pytest.approx(x.result.summary.mbu_mean)
