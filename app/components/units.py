@@ -7,7 +7,13 @@ import math
 
 def fmt_number(x: float, digits: int = 3) -> str:
     """About `digits` significant digits, never in exponent form (Python's '{:.3g}' wrote 1,143 ms as '1.14e+03'):
-    '1,143', '412', '9.8', '0.35'; whole numbers from 10^(digits-1) up, with thousands separators."""
+    '1,143', '412', '9.8', '0.35'; whole numbers from 10^(digits-1) up, with thousands separators; '–' for NaN, '∞'
+    for infinity, '0' for -0.0 (the format raised on NaN and printed '-0')."""
+    if math.isnan(x):
+        return "–"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    x = x + 0.0  # (-0.0 + 0.0 is 0.0)
     ax = abs(x)
     decimals = 0 if ax >= 10 ** (digits - 1) or ax == 0 else max(0, digits - 1 - int(math.floor(math.log10(ax))))
     text = f"{x:,.{decimals}f}"

@@ -336,9 +336,15 @@ def test_a_crowded_window_shows_the_requests_arriving_in_it_first(deployment):
 @given(hs.floats(-1e9, 1e9, allow_nan=False))
 def test_numbers_for_people_never_use_exponents_and_keep_three_significant_digits(x):
     text = fmt_number(x)
+    assert text != "-0"
     assert "e" not in text and "E" not in text
     back = float(text.replace(",", ""))
     assert back == pytest.approx(x, rel=5e-3, abs=5e-7 if abs(x) < 1e-3 else 0)  # (below 10^-3: decimals run out)
+
+
+def test_numbers_for_people_say_what_is_not_a_number():
+    # fmt_number(nan) raised ValueError (int(floor(log10(nan)))) and -0.0 printed as "-0"
+    assert [fmt_number(v) for v in (float("nan"), float("inf"), -float("inf"), -0.0)] == ["–", "∞", "−∞", "0"]
 
 
 def test_a_percentile_over_a_thousand_ms_is_labelled_in_plain_digits():
