@@ -61,7 +61,12 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     what was wrong (not a number, out of the knob's range, reversed)."""
     lo, hi = knob_bounds(knob, cfg)
     is_int = SWEEP_KNOBS[knob][2]
-    start_d, stop_d = default_range(knob, current, saturation_per_s, cfg=cfg)
+    try:  # (a link's point count, when usable, sets the default range's round steps: n=5 got 8 points' steps)
+        n_link = parse_int_text(params["n"]) if "n" in params else 8
+    except ValueError:
+        n_link = 8
+    points = n_link if 2 <= n_link <= MAX_POINTS else 8
+    start_d, stop_d = default_range(knob, current, saturation_per_s, points, cfg=cfg)
     defaults = (start_d, stop_d, 8)
     if not {"start", "stop", "n"} & set(params):
         return *defaults, None

@@ -246,6 +246,19 @@ def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
     assert at.number_input(key="sw.start.rate").value == 20.0 and at.number_input(key="sw.stop.rate").value == 30.0
 
 
+def test_a_sweep_links_point_count_sets_the_default_ranges_round_steps():
+    # a link with n=5 and no range got the 8-point range (2-30 by 4: 2, 9, 16, 23, 30 at 5 points); it gets 5 points'
+    from sim_core import load_preset
+    from sim_core.sweep import default_rate_range, saturation_per_s
+
+    cfg = load_preset("chat-h100-llama8b")
+    start, stop = default_rate_range(cfg.workload.arrival.rate_per_s, saturation_per_s(cfg), 5)
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", n="5")
+    assert not at.exception and not at.warning
+    assert (at.number_input(key="sw.start.rate").value, at.number_input(key="sw.stop.rate").value, at.number_input(key="sw.n").value) == (start, stop, 5)
+    assert stop != default_rate_range(cfg.workload.arrival.rate_per_s, saturation_per_s(cfg), 8)[1] and (stop - start) / 4 == round((stop - start) / 4)
+
+
 @pytest.mark.parametrize("lesson", [x.id for x in load_lessons()])
 def test_each_lesson_page_loads(lesson):
     at = open_page(PAGES[3], lesson=lesson)
