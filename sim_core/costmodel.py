@@ -235,6 +235,11 @@ def gemm_peak_flops_per_s(cfg: SimConfig) -> float:
     return (hw.peak_fp8_tflops if uses_fp8_cores(cfg) else hw.peak_tflops) * 1e12
 
 
+def utilisation_peaks(cfg: SimConfig) -> tuple[float, float]:
+    """(FLOP/s, bytes/s) per GPU that MFU and MBU divide by: the GEMMs' peak and the datasheet HBM bandwidth."""
+    return gemm_peak_flops_per_s(cfg), cfg.hardware.hbm_bandwidth_gb_per_s * GB
+
+
 class CostModel:
     """Prices a tick from integer batch aggregates. Works on Python scalars or NumPy arrays alike."""
 
@@ -249,8 +254,7 @@ class CostModel:
         self.uses_fp8_cores = use_fp8_cores
         self.peak_flops_per_s = gemm_peak  # the GEMMs' datasheet peak per GPU (FP8 tensor cores for FP8 weights)
         self.hbm_bytes_per_s = hw.hbm_bandwidth_gb_per_s * GB
-        self._gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)
-        self.gemm_flops_per_s = self._gemm_flops_per_s  # (public: the roofline's calibrated compute roof)
+        self.gemm_flops_per_s = gemm_peak * (cal.fp8_gemm_efficiency if use_fp8_cores else cal.gemm_efficiency)  # (also the roofline's calibrated roof)
         self._attn_flops_per_s = hw.peak_tflops * 1e12 * cal.attention_efficiency
         self.achieved_hbm_bytes_per_s = achieved_hbm_bytes_per_s(hw.hbm_bandwidth_gb_per_s, cal.memory_efficiency, hw.hbm_efficiency_scale)
         L = m.num_layers
@@ -350,7 +354,7 @@ class CostModel:
         attn_flops = self._attn_flops_per_pair * np.asarray(attn_pairs, dtype=np.float64)
         attn_bytes = (self._kv_read_bytes_per_token * np.asarray(kv_read_tokens, dtype=np.float64) + self._kv_bytes_per_token * T
                       + self._attn_act_bytes_per_token * T)
-        gemm_compute_s = gemm_flops / self._gemm_flops_per_s + np.where(streams, self._dequant_s_per_weight_byte * (
+        gemm_compute_s = gemm_flops / self.gemm_flops_per_s + np.where(streams, self._dequant_s_per_weight_byte * (
             self._body_weight_bytes + self.expert_bytes(T)), 0.0)
         attn_compute_s = attn_flops / self._attn_flops_per_s
         gemm_mem_s = gemm_bytes / self.achieved_hbm_bytes_per_s
@@ -380,7 +384,7 @@ class CostModel:
         expert_bytes, dense = self.expert_bytes, self._dense_weight_bytes
         afp, kvb, aab = self._attn_flops_per_pair, self._kv_bytes_per_token, self._attn_act_bytes_per_token
         kvr = self._kv_read_bytes_per_token
-        gfs, afs, bps = self._gemm_flops_per_s, self._attn_flops_per_s, self.achieved_hbm_bytes_per_s
+        gfs, afs, bps = self.gemm_flops_per_s, self._attn_flops_per_s, self.achieved_hbm_bytes_per_s
         arb, link, arf = self._ar_bytes_per_token, self._link_bytes_per_s, self._ar_fixed_s
         tov, pso, pcie = self._tick_overhead_s, self._per_seq_overhead_s, self._pcie_bytes_per_s
         elb, lfx, sqrt = self._elem_bytes_per_token, self._layer_fixed_s, math.sqrt

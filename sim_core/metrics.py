@@ -17,7 +17,7 @@ import numpy as np
 
 from sim_core import quantiles
 from sim_core.config import SimConfig, WorkloadConfig
-from sim_core.costmodel import MemoryPlan, gemm_peak_flops_per_s
+from sim_core.costmodel import MemoryPlan, utilisation_peaks
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
 from sim_core.types import Event, FloatArray, Phase
@@ -167,7 +167,7 @@ def summarize(
     busy_s = float(dur[busy].sum())
     prefill_s = float(dur[(tl.num_prefill_tokens > 0)].sum())
     batch = (tl.num_prefill_seqs + tl.num_decode_seqs)[busy]
-    mfu, mbu = tl.utilisation(gemm_peak_flops_per_s(cfg), cfg.hardware.hbm_bandwidth_gb_per_s * 1e9)
+    mfu, mbu = tl.utilisation(*utilisation_peaks(cfg))
     mfu, mbu = mfu[busy], mbu[busy]
     with np.errstate(invalid="ignore", divide="ignore"):
         norm_lat = e2e / req.output_tokens[done]

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from sim_core.config import SimConfig
-from sim_core.costmodel import MemoryPlan, gemm_peak_flops_per_s
+from sim_core.costmodel import MemoryPlan, utilisation_peaks
 from sim_core.types import FloatArray, IntArray
 
 TICK_COLUMNS = (
@@ -292,4 +292,4 @@ class SimResult:
     def tick_peaks(self) -> tuple[Any, Any]:
         """(GEMM peak FLOP/s, HBM bytes/s) per GPU that each tick's MFU and MBU divide by: the config's GPU (a
         deployment's ticks: their instance's)."""
-        return gemm_peak_flops_per_s(self.config), self.config.hardware.hbm_bandwidth_gb_per_s * 1e9
+        return utilisation_peaks(self.config)

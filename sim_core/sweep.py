@@ -57,8 +57,8 @@ def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
 def knob_value(cfg: SimConfig, knob: str) -> float:
     """The config's current value of a sweep knob (an absent deployment counts as 1 replica / 1 prefill; a trace's
     rate is its own, `with_rate`'s (n − 1) / span, not workload.arrival.rate_per_s, which it does not follow)."""
-    if knob == "rate" and cfg.workload.trace is not None and _trace_span_s(cfg) > 0:
-        return (cfg.workload.num_requests - 1) / _trace_span_s(cfg)
+    if knob == "rate" and cfg.workload.trace is not None and (span := _trace_span_s(cfg)) > 0:
+        return (cfg.workload.num_requests - 1) / span
     node: Any = cfg.model_dump()
     for part in SWEEP_KNOBS[knob][0].split("."):
         node = node.get(part) if isinstance(node, dict) else None
@@ -158,11 +158,15 @@ RATE_SWEEP_PAST_SATURATION = 1.1
 _ROUND_STEPS = (1.0, 1.2, 1.5, 1.6, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)  # a default sweep's step: one of these x 10^k (at most 4/3 apart)
 
 
+def _times_pow10(m: float, k: int) -> float:
+    """m x 10^k, divided by 10^-k for k < 0 (3 * 0.1 is 0.30000000000000004, 3 / 10 is 0.3)."""
+    return m * 10.0**k if k >= 0 else m / 10.0**-k
+
+
 def _round_up(x: float) -> float:
-    """The smallest of _ROUND_STEPS x 10^k at or above x > 0 (divided by 10^-k for k < 0: 3 * 0.1 is 0.30000000000000004)."""
+    """The smallest of _ROUND_STEPS x 10^k at or above x > 0."""
     k = math.floor(math.log10(x))
-    scale = (lambda m: m * 10.0**k) if k >= 0 else (lambda m: m / 10.0**-k)
-    return next(scale(m) for m in _ROUND_STEPS if scale(m) >= x * (1 - 1e-12))
+    return next(_times_pow10(m, k) for m in _ROUND_STEPS if _times_pow10(m, k) >= x * (1 - 1e-12))
 
 
 def default_rate_range(current_per_s: float, saturation_per_s: float | None, num_points: int = 8) -> tuple[float, float]:
@@ -174,7 +178,7 @@ def default_rate_range(current_per_s: float, saturation_per_s: float | None, num
         return current_per_s / 4, current_per_s * 2
     low = min(current_per_s, saturation_per_s) / 4
     e = math.floor(math.log10(low)) - 1
-    start = math.floor(low / 10.0**e) * 10.0**e if e >= 0 else math.floor(low * 10.0**-e) / 10.0**-e
+    start = _times_pow10(math.floor(_times_pow10(low, -e)), e)  # (two significant digits, rounded down)
     past = max(current_per_s * 2, RATE_SWEEP_PAST_SATURATION * saturation_per_s)
     gaps = max(num_points, 2) - 1  # (one point: the start; `python -m sim_core sweep --num 1` divided by 0)
     step = _round_up((past - start) / gaps)
