@@ -197,6 +197,30 @@ def engine_table(repeats: int, base_s: float, clock: Callable[[], float] = time.
     return "\n".join(lines), rows
 
 
+def _time_cell(seconds: float) -> str:
+    """A time for a Markdown cell: ms below a second (no thousands comma: the README's tests read the cells back)."""
+    return f"{seconds * 1e3:.1f} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def markdown_tables(engine_rows: list[BenchRow], scenario_rows: list[BenchRow], base_s: float, timer: str) -> str:
+    """The two tables as Markdown, as the README quotes them (`--markdown`): the same rows and ratios as the text tables."""
+    scale = TARGET_BASELINE_S / base_s
+    ref = next(r for r in engine_rows if r.name == DECODE_FIRST_ENGINE)
+    ref_tick = ref.wall_s / ref.num_ticks
+    lines = [f"| Engine preset | Ticks | {timer} | x base | At 94.7 ms base | Prefill % | µs / tick | Per tick vs vLLM V1 |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in engine_rows:
+        per_tick = r.wall_s / r.num_ticks
+        lines.append(f"| {r.name} | {r.num_ticks:,} | {_time_cell(r.wall_s)} | {r.wall_s / base_s:.3f} | {_time_cell(r.wall_s * scale)} | "
+                     f"{100 * r.num_composed_ticks / r.num_ticks:.0f} | {per_tick * 1e6:.2f} | {per_tick / ref_tick:.2f} |")  # fmt: skip
+    if scenario_rows:
+        lines += ["", f"| Scenario | Requests | Ticks | {timer} (best) | x base | At 94.7 ms base | Peak MiB |", "|---|---|---|---|---|---|---|"]
+        for r in scenario_rows:
+            lines.append(f"| {r.name} | {r.num_requests:,} | {r.num_ticks:,} | {_time_cell(r.wall_s)} | {r.wall_s / base_s:.2f} | "
+                         f"{_time_cell(r.wall_s * scale)} | {r.peak_mib:,.1f}{' (stopped by its guard)' if r.stopped else ''} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = parse_int_text(text)
@@ -214,6 +238,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
     p.add_argument("--cpu-time", action="store_true",
                    help="time with process CPU time instead of wall time (steadier on a busy shared machine)")  # fmt: skip
+    p.add_argument("--markdown", action="store_true", help="also print the tables as Markdown, as the README quotes them")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,14 +254,15 @@ def run(args: argparse.Namespace) -> int:
     timer = "CPU time" if args.cpu_time else "wall time"
     print(f"baseline (fixed NumPy/Python workload, same process, {timer}): {base * 1e3:.1f} ms\n")
     print("Every engine preset: Llama-2-70B TP2 on A100-80GB, 512 requests, 512/128 tokens, 2 req/s (Poisson)")
-    table, _ = engine_table(args.repeats, base, clock)
+    table, engine_rows = engine_table(args.repeats, base, clock)
     print(table + "\n", flush=True)
-    if args.engines_only:
-        return 0
     rows = []
-    for name, make in scenarios(args.quick).items():
-        rows.append(measure(name, make, 1 if "100k" in name else args.repeats, clock=clock))
-        print(format_rows(rows[-1:], base).splitlines()[-1], flush=True)
-    print()
-    print(format_rows(rows, base))
+    if not args.engines_only:
+        for name, make in scenarios(args.quick).items():
+            rows.append(measure(name, make, 1 if "100k" in name else args.repeats, clock=clock))
+            print(format_rows(rows[-1:], base).splitlines()[-1], flush=True)
+        print()
+        print(format_rows(rows, base))
+    if args.markdown:
+        print("\n" + markdown_tables(engine_rows, rows, base, timer="CPU time" if args.cpu_time else "Wall time"))
     return 0

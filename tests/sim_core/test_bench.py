@@ -74,3 +74,21 @@ def test_the_readme_counts_the_prefix_cache_rows_ticks_with_the_cache_off_and_on
     text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
     assert f"the same workload with the cache **off** runs {ticks[0]:,} ticks and with it on {ticks[1]:,}" in text
     assert ticks[1] > ticks[0]  # (the sentence's point: shorter prefill ticks, more of them)
+
+
+def test_markdown_tables_are_the_rows_the_readme_tests_read_back():
+    # `bench --markdown` prints what the README quotes: the README's tests above parse these cells, so a row the bench
+    # prints must parse to its own name, ticks and requests (times under a second in ms, no thousands comma)
+    rows = [bench.BenchRow("vllm-v1", 512, 3_434, 0.0102, 1.0, 0.0, False, 458),
+            bench.BenchRow("sarathi-serve", 512, 1_648, 0.0136, 1.0, 0.0, False, 743)]
+    scen = [bench.BenchRow("10k chat requests, H100", 10_000, 50_975, 0.155, 1.0, 37.4, False),
+            bench.BenchRow("100k chat requests, H100", 100_000, 518_025, 1.9, 1.0, 224.5, False),
+            bench.BenchRow("overload hitting the guard", 20_000, 2_071, 0.024, 1.0, 12.3, True)]  # fmt: skip
+    text = bench.markdown_tables(rows, scen, 0.0947, timer="CPU time")
+    engines = dict(re.findall(r"^\| ([a-z0-9-]+) \| ([\d,]+) \| [\d.]+ ms \|", text, re.M))
+    assert engines == {"vllm-v1": "3,434", "sarathi-serve": "1,648"}
+    found = {n: (q, t) for n, q, t in re.findall(r"^\| ([^|]+?) \| ([\d,]+) \| ([\d,]+) \| [\d.]+ m?s \|", text, re.M)}
+    assert found == {"10k chat requests, H100": ("10,000", "50,975"), "100k chat requests, H100": ("100,000", "518,025"),
+                     "overload hitting the guard": ("20,000", "2,071")}  # fmt: skip
+    assert "| 1.00 |" in text and "| 2.78 |" in text  # per tick vs V1: (13.6 / 1,648) / (10.2 / 3,434)
+    assert "12.3 (stopped by its guard) |" in text and all(line.count("|") in (9, 8) for line in text.splitlines() if line)
