@@ -207,6 +207,20 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     return lo, hi
 
 
+def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,
+                names: tuple[str, str] = ("start", "stop")) -> None:  # fmt: skip
+    """A sweep's range: both ends within the knob's allowed values (`knob_bounds`) and start below stop; otherwise a
+    PresetError naming the end (`names`: as the caller calls them) and its value. The app's sweep link and
+    `python -m sim_core sweep` share it (the CLI checked only start < stop: --stop 1e308 ran into a traceback,
+    --knob num_gpus --stop 1000 exited 0 with an error for every point past 64)."""
+    lo, hi = knob_bounds(knob, cfg)
+    for name, value in zip(names, (start, stop), strict=True):
+        if not lo <= value <= hi:
+            raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
+    if not start < stop:
+        raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}")
+
+
 def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8,
                   cfg: SimConfig | None = None) -> tuple[float, float]:  # fmt: skip
     """(start, stop) of a sweep nobody has set (the app's Sweep page and `python -m sim_core sweep` without --start and
