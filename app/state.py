@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import format_validation_error, optional_section_defaults
+from sim_core.config import format_validation_error, optional_section_defaults, renamed_field
 from sim_core.inputs import InputError, NestingError, loads_bounded
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
@@ -219,6 +219,7 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
         if not isinstance(node.get(part), dict):
             raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
         node = node[part]
+    last = renamed_field(node, last)
     if last not in node:
         raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
     node[last] = value

@@ -174,3 +174,15 @@ def test_a_link_can_set_one_field_of_a_pool_the_preset_leaves_out():
     assert warning is None
     assert cfg == apply_overrides(load_preset("engine-tensorrt-llm-max-utilization"), [f"{k}={v}" for k, v in sets.items()])
     assert cfg.deployment.disaggregation.decode.scheduler.name == load_preset("engine-tensorrt-llm-max-utilization").scheduler.name
+
+
+@cases(50)
+@given(gib=hs.floats(0.5, 4096), path=hs.sampled_from(["hardware", "deployment.disaggregation.decode.hardware"]))
+def test_a_readable_link_saved_before_the_gib_rename_opens_as_it_did(gib, path):
+    # readable links (Nov 29) predate memory_gb -> memory_gib (Nov 30): ?preset=…&hardware.memory_gb=40 said "not a field
+    # of the config" and opened the default scenario; config files and ?cfg= links were migrated, these were not
+    name = "cluster-distserve-opt13b-3xa100-p2d1"
+    old, _, warning = config_from_query({"preset": name, f"{path}.memory_gb": repr(gib)})
+    new, _, _ = config_from_query({"preset": name, f"{path}.memory_gib": repr(gib)})
+    assert warning is None and old == new
+    assert old == apply_overrides(load_preset(name), [f"{path}.memory_gb={gib!r}"])  # and `--set` the same
