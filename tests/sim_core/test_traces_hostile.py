@@ -158,3 +158,16 @@ def test_burstgpt_filters_on_another_format_are_refused_not_ignored(option):
         load_trace(sample, TraceOptions(**option))
     burst = sample.with_name("burstgpt-sample.csv")
     assert load_trace(burst, TraceOptions(**option)).num_skipped > 0  # still a filter there
+
+
+@pytest.mark.parametrize("fmt", ["csv", "mooncake"])
+def test_a_trace_over_the_row_limit_is_refused_at_the_row_past_it_not_after_the_last(fmt):
+    # an 8 MB upload of 1.4 million rows was read to its last row (10 s and 270 MB of the server) to be refused for
+    # having more than 100,000: the refusal now comes at row 100,001, so whatever follows (here a bad row) is not read
+    from sim_core.config import MAX_TRACE_ROWS
+
+    row = "0,10,5" if fmt == "csv" else '{"timestamp": 0, "input_length": 10, "output_length": 5}'
+    header = ["arrival_s,prompt_tokens,output_tokens"] if fmt == "csv" else []
+    text = "\n".join([*header, *[row] * (MAX_TRACE_ROWS + 1), "not a row"]) + "\n"
+    with pytest.raises(TraceError, match=rf"{fmt} line {MAX_TRACE_ROWS + 1 + len(header)}: more than 100,000 requests"):
+        parse_trace(text, max_bytes=len(text))
