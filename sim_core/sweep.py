@@ -367,7 +367,7 @@ def capacity_search(
 class CapacityObjective(BaseModel):
     """What "meets the SLOs" means for capacity; the targets themselves are `SimConfig.slo`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # (NaN was "should be less than or equal to 1")
     rule: Literal["percentile", "attainment"] = Field(
         "percentile",
         description="percentile: the named percentile of TTFT and of TPOT within their targets (serving benchmarks); "

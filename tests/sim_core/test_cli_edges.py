@@ -81,3 +81,19 @@ def test_check_range_names_the_ends_as_the_caller_calls_them():
         check_range("rate", 8, 4)
     with pytest.raises(PresetError, match=r"--stop = 1e\+308: rate must be between 1e-06 and 100000"):
         check_range("rate", 1, 1e308, names=("--start", "--stop"))
+
+
+@cases(20)
+@given(value=hs.sampled_from(["nan", "-nan", "inf", "-inf", "NaN", "1e400"]),
+       option=hs.sampled_from([("plan", "--rate", "target_rate_per_s"), ("plan", "--price", "prices_usd_per_gpu_hour.l40s"),
+                               ("capacity", "--attainment", "attainment"), ("sweep", "--attainment", "attainment")]))  # fmt: skip
+def test_a_non_finite_plan_or_objective_number_is_named_as_not_finite(value, option):
+    # NaN was refused by the upper bound: "target_rate_per_s = nan: Input should be less than or equal to 100000"
+    cmd, flag, field = option
+    arg = f"{flag}=l40s={value}" if flag == "--price" else f"{flag}={value}"
+    argv = [cmd, "chat-h100-llama8b", arg, *(["--rate", "1"] if cmd == "plan" and flag != "--rate" else []), *FAST]
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        assert main(argv) == 2
+    err = buf.getvalue()
+    assert f"{field} = " in err and "Input should be a finite number" in err and "Traceback" not in err, err
