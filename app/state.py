@@ -179,7 +179,11 @@ def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimCon
     if not problems:
         return cfg, None, None
     rest = "the preset with the link's other values" if kept else "the preset without the link's values"
-    return cfg, (name if cfg == load_preset(name) else None), f"{'; '.join(problems)}. Showing {rest} instead."
+    more = f" (and {len(problems) - MAX_LINK_PROBLEMS:,} more)" if len(problems) > MAX_LINK_PROBLEMS else ""
+    return cfg, (name if cfg == load_preset(name) else None), f"{'; '.join(problems[:MAX_LINK_PROBLEMS])}{more}. Showing {rest} instead."
+
+
+MAX_LINK_PROBLEMS = 5  # listed in the warning: a tampered link of 3,000 bad fields made a 200 KB warning
 
 
 def _validated(base: dict[str, Any], values: dict[str, Any]) -> SimConfig:

@@ -186,3 +186,10 @@ def test_a_readable_link_saved_before_the_gib_rename_opens_as_it_did(gib, path):
     new, _, _ = config_from_query({"preset": name, f"{path}.memory_gib": repr(gib)})
     assert warning is None and old == new
     assert old == apply_overrides(load_preset(name), [f"{path}.memory_gb={gib!r}"])  # and `--set` the same
+
+
+def test_a_link_of_thousands_of_bad_fields_gets_a_short_warning_and_keeps_its_good_value():
+    params = {"preset": "engine-orca", **{f"hardware.x{i}": "1" for i in range(3000)}, "seed": "5"}
+    cfg, _, warning = config_from_query(params)
+    assert cfg == load_preset("engine-orca").model_copy(update={"seed": 5})
+    assert "'hardware.x0'" in warning and "(and 2,995 more)" in warning and len(warning) < 2000
