@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 import zlib
 from typing import Any
 from urllib.parse import urlencode
 
+from pydantic import ValidationError
+
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import optional_section_defaults
+from sim_core.config import format_validation_error, optional_section_defaults, renamed_field
 from sim_core.inputs import InputError, NestingError, loads_bounded
-from sim_core.presets import DEFAULT_SCENARIO
+from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
 PRESET_KEY = "sim.preset"  # name of the preset the config equals, or None once modified
@@ -70,12 +73,14 @@ def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: data}
 
 
-def _param_value(text: str) -> Any:
-    """A link value: JSON when it parses (numbers, true, quoted text), else the text itself."""
+def _param_value(text: str, path: str = "") -> Any:
+    """A link value (of the field `path`, named in the error): JSON when it parses (numbers, true, quoted text), else
+    the text itself."""
     try:
         return loads_bounded(text, "link value")
     except NestingError:
-        raise PresetError("A link value is JSON nested too deeply to be a config value.") from None
+        raise PresetError(f"The link's {path[:60]!r} is JSON nested too deeply to be a config value." if path else
+                          "A link value is JSON nested too deeply to be a config value.") from None  # fmt: skip
     except InputError:
         return text
 
@@ -131,24 +136,97 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
                 raise PresetError(f"The link names an unknown preset {name[:60]!r}.")
             if not overrides:
                 return load_preset(name), name, None
-            data = load_preset(name).model_dump(mode="json")
-            for path, text in overrides.items():
-                node = data
-                *parts, last = path.split(".")
-                for i, part in enumerate(parts):
-                    if part in node and node[part] is None:  # an absent optional section: its defaults (as --set)
-                        node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
-                    if not isinstance(node.get(part), dict):
-                        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
-                    node = node[part]
-                if last not in node:
-                    raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
-                node[last] = _param_value(text)
-            return config_from_dict(data, "link"), None, None
+            return _preset_with_overrides(name, overrides)
     except PresetError as err:
         text = str(err).rstrip(".")
         return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{text}. Showing the default scenario instead."
     return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, None
+
+
+def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:
+    """Preset `name` with the link's `section.field=value` overrides, less those it cannot use, each named in the
+    warning: one bad value (?preset=chat-4xh100-llama70b&scheduler.max_num_seqs=-1&seed=7) threw away the preset
+    and every other value for the default scenario. A value the config refuses is found by the error's field; a rule
+    between fields that no field of the link is named in (the config's own checks) keeps the values that hold when
+    applied in the link's order. Each round drops at least one value: at most about 2n validations for n values."""
+    base = load_preset(name).model_dump(mode="json")
+    problems: list[str] = []
+    kept: dict[str, Any] = {}
+    for path, text in overrides.items():
+        try:
+            value = _param_value(text, path)
+            _set_path(copy.deepcopy(base), path, value)
+        except PresetError as err:
+            problems.append(str(err).rstrip("."))
+            continue
+        kept[path] = value
+    while True:
+        try:
+            cfg = _validated(base, kept)
+            break
+        except (PresetError, ValidationError) as err:
+            locs = [tuple(map(str, e["loc"])) for e in err.errors()] if isinstance(err, ValidationError) else []
+            named = lambda p: any(loc[: len(p)] == p or p[: len(loc)] == loc for loc in locs if loc)  # noqa: E731
+            blamed = {path for path in kept if named(tuple(path.split(".")))}
+            if blamed:
+                problems.append(_problem(err))
+            else:  # no field of the link is named (a rule of the whole config, or an unknown preset in a value)
+                refused = _refused_in_order(base, kept)
+                problems.extend(refused.values())
+                blamed = set(refused)
+        for path in blamed:
+            del kept[path]
+    if not problems:
+        return cfg, None, None
+    rest = "the preset with the link's other values" if kept else "the preset without the link's values"
+    more = f" (and {len(problems) - MAX_LINK_PROBLEMS:,} more)" if len(problems) > MAX_LINK_PROBLEMS else ""
+    return cfg, (name if cfg == load_preset(name) else None), f"{'; '.join(problems[:MAX_LINK_PROBLEMS])}{more}. Showing {rest} instead."
+
+
+MAX_LINK_PROBLEMS = 5  # listed in the warning: a tampered link of 3,000 bad fields made a 200 KB warning
+
+
+def _validated(base: dict[str, Any], values: dict[str, Any]) -> SimConfig:
+    data = copy.deepcopy(base)
+    for path, value in values.items():
+        _set_path(data, path, value)
+    return SimConfig.model_validate(resolve_scenario(data))
+
+
+def _refused_in_order(base: dict[str, Any], values: dict[str, Any]) -> dict[str, str]:
+    """The values that make the config invalid when added one at a time in the link's order, with the problem each."""
+    held: dict[str, Any] = {}
+    refused = {}
+    for path, value in values.items():
+        try:
+            _validated(base, held | {path: value})
+            held[path] = value
+        except (PresetError, ValidationError) as err:
+            refused[path] = _problem(err)
+    # (each held one at a time yet not all together: cannot happen, but never loop without dropping one)
+    return refused or {path: "the link's values do not hold together" for path in values}
+
+
+def _problem(err: PresetError | ValidationError) -> str:
+    text = format_validation_error(err, "link") if isinstance(err, ValidationError) else str(err)
+    return text.replace(":\n  ", ": ", 1).replace("\n  ", "; ").rstrip(".")
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """`data` with `section.field` set to `value`; an absent optional section is filled with its defaults (as --set).
+    PresetError when the path is not a field of the config."""
+    node = data
+    *parts, last = path.split(".")
+    for i, part in enumerate(parts):
+        if part in node and node[part] is None:
+            node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
+        if not isinstance(node.get(part), dict):
+            raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
+        node = node[part]
+    last = renamed_field(node, last)
+    if last not in node:
+        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
+    node[last] = value
 
 
 def is_config_param(key: str) -> bool:
@@ -214,5 +292,7 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     cfg, preset, warning = config_from_query(params)
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
-    st.session_state[BASE_KEY] = preset or (params.get("preset", DEFAULT_SCENARIO) if not warning else None)
+    # the preset the config was built from, also when the link's bad values were dropped (a readable link diffs against it)
+    name = params.get("preset", DEFAULT_SCENARIO)
+    st.session_state[BASE_KEY] = preset or (name if name in list_presets() else None)
     st.session_state[WARNING_KEY] = warning

@@ -102,7 +102,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, default_range, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
     if args.knob not in SWEEP_KNOBS:
@@ -115,8 +115,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         start, stop = start_d if start is None else start, stop_d if stop is None else stop
         said = f": an offline run completes {saturation:,.1f} req/s" if saturation is not None else ""
         print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")
-    if not start < stop:
-        raise PresetError(f"--start ({start:g}) must be below --stop ({stop:g})")
+    check_range(args.knob, start, stop, cfg, names=("--start", "--stop"))
     values = sweep_values(args.knob, start, stop, args.num)
     try:
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import SimConfig, format_validation_error, optional_section_defaults
+from sim_core.config import SimConfig, format_validation_error, optional_section_defaults, renamed_field
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
@@ -51,9 +51,10 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
             if not isinstance(node.get(part), dict):
                 raise PresetError(f"--set {key!r}: {part!r} is not a section of the config")
             node = node[part]
-        if parts[-1] not in node:
+        last = renamed_field(node, parts[-1])
+        if last not in node:
             raise PresetError(f"--set {key!r}: unknown field {parts[-1]!r}; fields here: {', '.join(sorted(node))}")
-        node[parts[-1]] = value
+        node[last] = value
     return data
 
 

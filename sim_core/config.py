@@ -10,6 +10,7 @@ import copy
 import math
 import typing
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -38,6 +39,18 @@ class StrictModel(BaseModel):
             if bad is not None:
                 raise ValueError(f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode")
         return value
+
+
+# Fields renamed since configs were first saved: old name -> current name. HardwareSpec reads the old name as the
+# new one in a config; a link's or `--set`'s dotted path may name it too (`renamed_field`).
+RENAMED_FIELDS = MappingProxyType({"memory_gb": "memory_gib"})
+
+
+def renamed_field(section: dict[str, Any], name: str) -> str:
+    """The field `name` stands for in `section` (a config dict's section): its current name when it is an old one
+    (a readable link saved before the GiB fix sets hardware.memory_gb, which was "not a field of the config")."""
+    new = RENAMED_FIELDS.get(name)
+    return new if name not in section and new in section else name
 
 
 # ---------------------------------------------------------------- hardware
@@ -82,9 +95,10 @@ class HardwareSpec(StrictModel):
         # Links and presets written before the GiB fix say `memory_gb`; the number was always the card's
         # label ("80 GB"), which is GiB, so it is carried over unchanged. It wins over a preset's value
         # it was merged onto (an old override of a preset).
-        if isinstance(data, dict) and "memory_gb" in data:
-            data = dict(data)
-            data["memory_gib"] = data.pop("memory_gb")
+        for old, new in RENAMED_FIELDS.items():
+            if isinstance(data, dict) and old in data:
+                data = dict(data)
+                data[new] = data.pop(old)
         return data
 
     @model_validator(mode="after")

@@ -82,7 +82,7 @@ def _config_int(model: type[BaseModel], name: str) -> Any:
 class PlanSpec(BaseModel):
     """What to plan for and where to search. Defaults: every priced GPU, TP 1-8, up to 16 replicas."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # (NaN was "should be less than or equal to 100000")
     target_rate_per_s: float = Field(gt=0, le=100_000, description="Requests/s the deployment must serve.")
     objective: CapacityObjective = CapacityObjective()
     gpus: tuple[str, ...] = Field((), description="Hardware presets to consider (empty: every GPU with a price).")

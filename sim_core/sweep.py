@@ -207,6 +207,20 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     return lo, hi
 
 
+def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,
+                names: tuple[str, str] = ("start", "stop")) -> None:  # fmt: skip
+    """A sweep's range: both ends within the knob's allowed values (`knob_bounds`) and start below stop; otherwise a
+    PresetError naming the end (`names`: as the caller calls them) and its value. The app's sweep link and
+    `python -m sim_core sweep` share it (the CLI checked only start < stop: --stop 1e308 ran into a traceback,
+    --knob num_gpus --stop 1000 exited 0 with an error for every point past 64)."""
+    lo, hi = knob_bounds(knob, cfg)
+    for name, value in zip(names, (start, stop), strict=True):
+        if not lo <= value <= hi:
+            raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
+    if not start < stop:
+        raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}")
+
+
 def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8,
                   cfg: SimConfig | None = None) -> tuple[float, float]:  # fmt: skip
     """(start, stop) of a sweep nobody has set (the app's Sweep page and `python -m sim_core sweep` without --start and
@@ -353,7 +367,7 @@ def capacity_search(
 class CapacityObjective(BaseModel):
     """What "meets the SLOs" means for capacity; the targets themselves are `SimConfig.slo`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # (NaN was "should be less than or equal to 1")
     rule: Literal["percentile", "attainment"] = Field(
         "percentile",
         description="percentile: the named percentile of TTFT and of TPOT within their targets (serving benchmarks); "
@@ -415,7 +429,41 @@ def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> 
     if cfg.workload.trace is not None:
         return cfg.workload.num_requests
     n = int(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION))
-    return int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
+    n = int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
+    # Below about 6e-5 req/s (one request per 4.6 h) 500 arrivals outlast the longest run a config allows
+    # (limits.max_sim_time_s): every probe stopped unfinished, and `capacity` of a config at 1e-5 req/s said 0 req/s.
+    # At such rates each request is served alone: the most requests whose probe fits (`probe_time_s` <= the longest run;
+    # n/r + k sqrt(n)/r <= B is a quadratic in sqrt(n)).
+    room, k = max(rate_per_s * (longest_run_s() - 2 * _slowest_request_s(cfg)), 0.0), ARRIVAL_SPAN_SDS * _gap_cv(cfg)
+    fit = ((k * k + 4 * room) ** 0.5 - k) / 2
+    return max(2, min(n, int(fit * fit)))  # (a steady window needs two requests)
+
+
+ARRIVAL_SPAN_SDS = 5.0  # a probe's time limit allows its arrivals this many standard deviations past their mean span
+
+
+def _slowest_request_s(cfg: SimConfig) -> float:
+    """The longest request at the SLO bounds: TTFT + the longest output x TPOT."""
+    return cfg.slo.ttft_s + cfg.workload.max_output_tokens * cfg.slo.tpot_s
+
+
+def _gap_cv(cfg: SimConfig) -> float:
+    """The coefficient of variation of the gaps between arrivals (workload.sample_arrivals): 1 for Poisson."""
+    arr = cfg.workload.arrival
+    return arr.burstiness_cv if arr.process == "gamma" else 1.0
+
+
+def probe_time_s(cfg: SimConfig, n: int, rate_per_s: float) -> float:
+    """Simulated time a steady-state probe of `n` arrivals at `rate_per_s` is given: their mean span n / rate and
+    ARRIVAL_SPAN_SDS standard deviations (cv sqrt(n) / rate) more, then twice the slowest request to drain. (It was
+    n / rate + the drain: at low rates the 500 arrivals ran past it about half the time, 1e-3 req/s stopped seeds 2, 4
+    and 7 of 0-9 with requests unfinished; a run that needs longer has a backlog and fails the objective anyway.)"""
+    return n / rate_per_s * (1 + ARRIVAL_SPAN_SDS * _gap_cv(cfg) / math.sqrt(n)) + 2 * _slowest_request_s(cfg)
+
+
+def longest_run_s() -> float:
+    """The most simulated time a config may allow (limits.max_sim_time_s's bound, the model's)."""
+    return float(next(m.le for m in field_info(("limits", "max_sim_time_s")).metadata if getattr(m, "le", None) is not None))
 
 
 def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
@@ -429,8 +477,7 @@ def at_rate(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> SimConfig:
     if cfg.workload.trace is None:
         # Room for the arrivals plus twice the slowest request at the SLO bounds to drain: a run that
         # needs longer has a backlog (it fails the objective anyway), and overloaded probes stay cheap.
-        slowest_s = cfg.slo.ttft_s + cfg.workload.max_output_tokens * cfg.slo.tpot_s
-        data["limits"]["max_sim_time_s"] = float(min(n / rate_per_s + 2 * slowest_s, 1e7))
+        data["limits"]["max_sim_time_s"] = min(probe_time_s(cfg, n, rate_per_s), longest_run_s())
     data["limits"]["num_recorded_batches"] = 0  # the step-through view is not needed for a number
     return config_from_dict(data, f"capacity probe at {rate_per_s:g} req/s")
 

@@ -388,7 +388,6 @@ def main() -> None:
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
     link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY))
-    write_query_params(link_params)  # (without the config when it is too long for a link)
 
     presenter = workshop.presenter_on()
     if presenter:
@@ -404,6 +403,9 @@ def main() -> None:
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
     show_link_notices(("present", "lesson"))
+    # after the notices, which read the address: written first, it had lost the parameters they name (a mistyped
+    # ?sheduler.max_num_seqs=64 was dropped without a word on this page alone)
+    write_query_params(link_params)  # (without the config when it is too long for a link)
     if error:
         st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip

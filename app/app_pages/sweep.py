@@ -27,6 +27,7 @@ from sim_core.sweep import (
     SweepPoint,
     band,
     capacity_from_sweep,
+    check_range,
     completion_rate_per_s,
     default_range,
     knob_bounds,
@@ -59,7 +60,6 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     """(start, stop, points, warning) from the link's start/stop/n, or defaults around the current
     value (the rate: `default_rate_range`, past the saturation rate when it is known) with a warning naming
     what was wrong (not a number, out of the knob's range, reversed)."""
-    lo, hi = knob_bounds(knob, cfg)
     is_int = SWEEP_KNOBS[knob][2]
     try:  # (a link's point count, when usable, sets the default range's round steps: n=5 got 8 points' steps)
         n_link = parse_int_text(params["n"]) if "n" in params else 8
@@ -75,11 +75,7 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
         start = float(parse(params["start"])) if "start" in params else start_d
         stop = float(parse(params["stop"])) if "stop" in params else stop_d
         n = parse_int_text(params["n"]) if "n" in params else 8
-        for name, value in (("start", start), ("stop", stop)):  # each problem names the parameter and its value
-            if not lo <= value <= hi:
-                raise ValueError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
-        if not start < stop:
-            raise ValueError(f"start = {start:g} must be below stop = {stop:g}")
+        check_range(knob, start, stop, cfg)  # each problem names the parameter and its value
         if not 2 <= n <= MAX_POINTS:
             raise ValueError(f"n = {n}: n must be 2 to {MAX_POINTS}")
     except ValueError as err:

@@ -66,12 +66,13 @@ def _on_trace_upload() -> None:
         return
     try:
         max_req = st.session_state.get("w.trace_max_requests") or None
-        opts = TraceOptions(format=st.session_state.get("w.trace_format", "auto"),
+        cfg: SimConfig = st.session_state[CFG_KEY]
+        # the sample is seeded by the config's seed, as `run --trace` seeds it (it was seed 0 whatever the config's)
+        opts = TraceOptions(format=st.session_state.get("w.trace_format", "auto"), seed=cfg.seed,
                             time_scale=st.session_state.get("w.trace_time_scale", 1.0), max_requests=max_req)  # fmt: skip
         loaded = parse_trace(_upload_bytes(up, MAX_TRACE_CSV_BYTES), opts)
         trace = loaded.trace
         st.session_state["ui.trace_note"] = loaded.describe()
-        cfg: SimConfig = st.session_state[CFG_KEY]
         data = cfg.model_dump(mode="python")
         data["workload"]["trace"] = trace.model_dump()
         data["workload"]["num_requests"] = len(trace.arrival_s)

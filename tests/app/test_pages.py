@@ -458,6 +458,28 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
 
 
+@pytest.mark.parametrize("seed", [0, 5])
+def test_an_uploaded_trace_is_sampled_with_the_configs_seed_as_the_cli_samples_it(seed, tmp_path):
+    # the upload drew its sample with seed 0 whatever the config's: the same file, sample size and seed replayed other
+    # requests in the app than `run --trace FILE --trace-max-requests 10 --set seed=5` (TraceOptions.seed: the config's)
+    from sim_core.cli import main
+    from sim_core.traces import TraceOptions, load_trace
+
+    path = Path(__file__).resolve().parents[2] / "presets" / "traces" / "azure-2023-sample.csv"
+    at = app(preset="chat-h100-llama8b", seed=str(seed)).run()
+    at.number_input(key="w.trace_max_requests").set_value(10)
+    _uploader(at, "w.upload_trace").set_value((path.name, path.read_bytes(), "text/csv"))
+    at.run()
+    assert not at.exception
+    trace = at.session_state[CFG_KEY].workload.trace
+    assert trace == load_trace(path, TraceOptions(max_requests=10, seed=seed)).trace
+    assert trace != load_trace(path, TraceOptions(max_requests=10, seed=seed + 1)).trace  # (the seed decides the sample)
+    assert at.session_state[CFG_KEY].seed == seed
+    assert main(["run", "chat-h100-llama8b", "--trace", str(path), "--trace-max-requests", "10", "--set", f"seed={seed}",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert load_preset(str(tmp_path / "config.json")).workload.trace == trace
+
+
 def test_a_preset_trace_is_not_called_an_upload_and_the_upload_options_say_they_are_for_the_next_file():
     # review 31c: a trace preset (the DistServe pair) showed "Replaying an uploaded trace of 300 requests" above a
     # "Time scale 1.00" that reads as this trace's, where the preset scaled it by 5.475 (the upload options apply only

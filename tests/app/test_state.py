@@ -4,12 +4,16 @@ import base64
 import zlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
-from app.state import MAX_LINK_CHARS, config_from_query, config_to_query, decode_config, encode_config
+from app.state import CONFIG_SECTIONS, MAX_LINK_CHARS, config_from_query, config_to_query, decode_config, encode_config
 from sim_core import PresetError, list_presets, load_preset
+from sim_core.cli import apply_overrides
 from sim_core.lessons import load_lessons
 from sim_core.presets import DEFAULT_SCENARIO
 from tests.conftest import make_config
+from tests.strategies import HOSTILE_VALUES, cases, leaf_paths, to_json
 
 
 @pytest.mark.parametrize("name", list_presets())
@@ -106,14 +110,44 @@ def test_a_readable_link_can_put_a_single_engine_preset_behind_a_router():
 
 
 @pytest.mark.parametrize("params,needle", [
-    ({"preset": "chat-h100-llama8b", "scheduler.nope": "1"}, "not a field"),
-    ({"preset": "chat-h100-llama8b", "scheduler.max_num_seqs": "0"}, "scheduler.max_num_seqs = 0"),
-    ({"preset": "chat-h100-llama8b", "deployment.replicas": "0"}, "deployment.replicas = 0"),
-    ({"preset": "chat-h100-llama8b", "deployment.nope": "1"}, "not a field"),
+    ({"scheduler.nope": "1"}, "not a field"),
+    ({"scheduler.max_num_seqs": "0"}, "scheduler.max_num_seqs = 0"),
+    ({"deployment.replicas": "0"}, "deployment.replicas = 0"),
+    ({"deployment.nope": "1"}, "not a field"),
+    ({"scheduler": "5"}, "scheduler = 5"),
+    ({"hardware": '{"preset": "nosuch"}'}, "unknown hardware preset 'nosuch'"),
+    ({"scheduler.max_num_batched_tokens": "16"}, "max_num_batched_tokens (16) >= max_num_seqs (256)"),  # a rule of the config
 ])  # fmt: skip
-def test_bad_readable_overrides_warn_and_fall_back(params, needle):
-    cfg, _, warning = config_from_query(params)
-    assert needle in warning and cfg == load_preset(DEFAULT_SCENARIO)
+def test_a_bad_readable_override_is_named_and_dropped_keeping_the_preset_and_the_others(params, needle):
+    # one bad value threw away the link's preset and every other value: the default scenario (a Llama-8B on one H100)
+    # opened for ?preset=chat-4xh100-llama70b&scheduler.max_num_seqs=0&seed=7
+    cfg, preset, warning = config_from_query({"preset": "chat-4xh100-llama70b", "seed": "7", **params})
+    assert needle in warning and "with the link's other values" in warning
+    assert cfg == load_preset("chat-4xh100-llama70b").model_copy(update={"seed": 7}) and preset is None
+
+
+def test_a_link_of_only_bad_values_opens_its_preset_unmodified():
+    cfg, preset, warning = config_from_query({"preset": "engine-orca", "scheduler.max_num_seqs": "-1"})
+    assert cfg == load_preset("engine-orca") and preset == "engine-orca"
+    assert "scheduler.max_num_seqs = -1" in warning and "without the link's values" in warning
+
+
+@cases(150)
+@given(name=hs.sampled_from(list_presets()), seed=hs.integers(0, 2**32 - 1), data=hs.data())
+def test_a_links_bad_value_is_named_and_its_other_values_kept(name, seed, data):
+    preset = load_preset(name)
+    paths = [".".join(p) for p in leaf_paths(preset.model_dump(mode="json")) if p and p[0] in CONFIG_SECTIONS and p != ("seed",)]
+    path = data.draw(hs.sampled_from(paths))
+    text = data.draw(hs.one_of(HOSTILE_VALUES.map(lambda v: v if isinstance(v, str) else to_json(v)),
+                               hs.sampled_from(["-1", "0", "1e400", "nan", "[]", "{}", "null", "true"])))  # fmt: skip
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:2000]  # as a browser sends it
+    cfg, _, warning = config_from_query({"preset": name, "seed": str(seed), path: text})
+    assert cfg.seed == seed  # the link's other value, whatever became of the hostile one
+    if warning is None:  # taken: the preset with both values
+        assert cfg == apply_overrides(preset, [f"seed={seed}", f"{path}={text}"])
+    else:  # refused: named (its field or the rule's), the preset with the good value
+        assert path.split(".")[-1] in warning or path in warning, (path, warning)
+        assert cfg == preset.model_copy(update={"seed": seed})
 
 
 def test_other_page_params_are_not_config_overrides():
@@ -140,3 +174,22 @@ def test_a_link_can_set_one_field_of_a_pool_the_preset_leaves_out():
     assert warning is None
     assert cfg == apply_overrides(load_preset("engine-tensorrt-llm-max-utilization"), [f"{k}={v}" for k, v in sets.items()])
     assert cfg.deployment.disaggregation.decode.scheduler.name == load_preset("engine-tensorrt-llm-max-utilization").scheduler.name
+
+
+@cases(50)
+@given(gib=hs.floats(0.5, 4096), path=hs.sampled_from(["hardware", "deployment.disaggregation.decode.hardware"]))
+def test_a_readable_link_saved_before_the_gib_rename_opens_as_it_did(gib, path):
+    # readable links (Nov 29) predate memory_gb -> memory_gib (Nov 30): ?preset=…&hardware.memory_gb=40 said "not a field
+    # of the config" and opened the default scenario; config files and ?cfg= links were migrated, these were not
+    name = "cluster-distserve-opt13b-3xa100-p2d1"
+    old, _, warning = config_from_query({"preset": name, f"{path}.memory_gb": repr(gib)})
+    new, _, _ = config_from_query({"preset": name, f"{path}.memory_gib": repr(gib)})
+    assert warning is None and old == new
+    assert old == apply_overrides(load_preset(name), [f"{path}.memory_gb={gib!r}"])  # and `--set` the same
+
+
+def test_a_link_of_thousands_of_bad_fields_gets_a_short_warning_and_keeps_its_good_value():
+    params = {"preset": "engine-orca", **{f"hardware.x{i}": "1" for i in range(3000)}, "seed": "5"}
+    cfg, _, warning = config_from_query(params)
+    assert cfg == load_preset("engine-orca").model_copy(update={"seed": 5})
+    assert "'hardware.x0'" in warning and "(and 2,995 more)" in warning and len(warning) < 2000

@@ -3,11 +3,17 @@ naming the option, before any simulation (no traceback, no option silently ignor
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from sim_core import PresetError, load_preset
 from sim_core.cli import main
-from sim_core.sweep import at_rate
+from sim_core.sweep import SWEEP_KNOBS, at_rate, check_range, knob_bounds
+from tests.strategies import cases
 
 FAST = ["--no-cache", "--workers", "1"]
 
@@ -18,7 +24,7 @@ FAST = ["--no-cache", "--workers", "1"]
     (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--seeds", "0"], "--seeds = 0: must be >= 1"),
     (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--num", "0"], "--num = 0: must be >= 1"),
     (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--attainment", "2"], "attainment = 2.0"),
-    (["sweep", "chat-h100-llama8b", "--start", "5", "--stop", "2"], "--start (5) must be below --stop (2)"),
+    (["sweep", "chat-h100-llama8b", "--start", "5", "--stop", "2"], "--start = 5 must be below --stop = 2"),
     (["capacity", "chat-h100-llama8b", "--seeds", "0"], "--seeds = 0: must be >= 1"),
     (["capacity", "chat-h100-llama8b", "--scale", "nan"], "--scale = nan: must be a finite number"),
     (["capacity", "chat-h100-llama8b", "--scale", "-1"], "--scale = -1.0: must be > 0"),
@@ -46,3 +52,48 @@ def test_a_trace_option_without_a_trace_file_is_refused(capsys, option):
     assert main(["run", "trace-mooncake-h100-llama8b", *option]) == 2
     err = capsys.readouterr().err
     assert f"{option[0]}: only with --trace FILE" in err and "Traceback" not in err
+
+
+SWEPT_KNOBS = [k for k in SWEEP_KNOBS if k != "prefill_instances"]  # (that one needs a disaggregated config)
+
+
+@cases(40)
+@given(knob=hs.sampled_from(SWEPT_KNOBS), data=hs.data(), bad_end=hs.sampled_from(["--start", "--stop"]))
+def test_a_sweep_end_outside_the_knobs_range_exits_2_naming_it_before_any_run(knob, data, bad_end):
+    # --stop 1e308 (rate) was a traceback (OverflowError in the steady run length); --knob num_gpus --stop 1000 or
+    # kv_compression --stop 5 ran and exited 0 with an error for each point past the limit; --start -5 (rate) printed
+    # "capacity: below the first rate" although 1 req/s met the SLOs. The app's link had this check, the CLI not.
+    lo, hi = knob_bounds(knob)
+    finite = {"allow_nan": False, "allow_infinity": False}
+    bad = data.draw(hs.one_of(hs.floats(min_value=-1e308, max_value=lo, exclude_max=True, **finite),
+                              hs.floats(min_value=hi, max_value=1e308, exclude_min=True, **finite)))  # fmt: skip
+    start, stop = (bad, hi) if bad_end == "--start" else (lo, bad)
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(["sweep", "chat-h100-llama8b", "--knob", knob, f"--start={start!r}", f"--stop={stop!r}", *FAST])
+    err = buf.getvalue()
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{bad_end} = {bad:g}: {knob} must be between {lo:g} and {hi:g}" in err
+
+
+def test_check_range_names_the_ends_as_the_caller_calls_them():
+    with pytest.raises(PresetError, match="start = 8 must be below stop = 4"):
+        check_range("rate", 8, 4)
+    with pytest.raises(PresetError, match=r"--stop = 1e\+308: rate must be between 1e-06 and 100000"):
+        check_range("rate", 1, 1e308, names=("--start", "--stop"))
+
+
+@cases(20)
+@given(value=hs.sampled_from(["nan", "-nan", "inf", "-inf", "NaN", "1e400"]),
+       option=hs.sampled_from([("plan", "--rate", "target_rate_per_s"), ("plan", "--price", "prices_usd_per_gpu_hour.l40s"),
+                               ("capacity", "--attainment", "attainment"), ("sweep", "--attainment", "attainment")]))  # fmt: skip
+def test_a_non_finite_plan_or_objective_number_is_named_as_not_finite(value, option):
+    # NaN was refused by the upper bound: "target_rate_per_s = nan: Input should be less than or equal to 100000"
+    cmd, flag, field = option
+    arg = f"{flag}=l40s={value}" if flag == "--price" else f"{flag}={value}"
+    argv = [cmd, "chat-h100-llama8b", arg, *(["--rate", "1"] if cmd == "plan" and flag != "--rate" else []), *FAST]
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        assert main(argv) == 2
+    err = buf.getvalue()
+    assert f"{field} = " in err and "Input should be a finite number" in err and "Traceback" not in err, err

@@ -87,6 +87,38 @@ def test_a_long_bad_csv_cell_is_quoted_cut_short(column):
     assert len(str(info.value)) < 200
 
 
+CSV_HEADERS = {"csv": "arrival_s,prompt_tokens,output_tokens", "azure-2023": AZURE_HEADER.strip(),
+               "burstgpt": "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"}  # fmt: skip
+CSV_ROWS = {"csv": "0,10,5", "azure-2023": "2023-11-16 18:15:46.0,10,5", "burstgpt": "0,ChatGPT,10,5,15,API log"}
+CSV_FIELD_LIMIT = 131_072  # the csv module's default field_size_limit()
+
+
+@cases(30)
+@given(fmt=st.sampled_from(sorted(CSV_HEADERS)), line=st.integers(1, 3), column=st.integers(0, 5),
+       extra=st.integers(1, 50_000), quoted=st.booleans(), named=st.booleans())  # fmt: skip
+def test_a_csv_cell_over_the_field_limit_is_a_trace_error_naming_the_line(fmt, line, column, extra, quoted, named):
+    # a cell of more than 131,072 characters raised _csv.Error (no ValueError): a traceback from `run --trace` and
+    # from the app's upload callback, in the header (format detection) as in a row
+    from sim_core.traces import TraceOptions
+
+    lines = [CSV_HEADERS[fmt], CSV_ROWS[fmt], CSV_ROWS[fmt]]
+    cells = lines[line - 1].split(",")
+    long_cell = "x" * (CSV_FIELD_LIMIT + extra)
+    cells[column % len(cells)] = f'"{long_cell}"' if quoted else long_cell
+    lines[line - 1] = ",".join(cells)
+    with pytest.raises(TraceError, match=rf"line {line}: not readable as CSV \(field larger than field limit") as info:
+        parse_trace("\n".join(lines) + "\n", TraceOptions(format=fmt) if named else None, max_bytes=10**6)
+    assert len(str(info.value)) < 300
+
+
+def test_cli_names_a_csv_cell_over_the_field_limit_with_exit_2(tmp_path, capsys):
+    path = tmp_path / "long.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n" + "x" * 200_000 + "\n")
+    assert main(["run", "chat-h100-llama8b", "--trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "csv line 3: not readable as CSV" in err and "Traceback" not in err
+
+
 def test_trace_rows_of_bad_block_hash_ids_are_numbered_from_one():
     # the other trace checks number rows from 1 (the first request); these two said row 0 for the first
     trace = {"arrival_s": [0.0, 1.0], "prompt_tokens": [512, 512], "output_tokens": [3, 3], "block_hash_ids": [[1], [2, 3]]}
@@ -126,3 +158,16 @@ def test_burstgpt_filters_on_another_format_are_refused_not_ignored(option):
         load_trace(sample, TraceOptions(**option))
     burst = sample.with_name("burstgpt-sample.csv")
     assert load_trace(burst, TraceOptions(**option)).num_skipped > 0  # still a filter there
+
+
+@pytest.mark.parametrize("fmt", ["csv", "mooncake"])
+def test_a_trace_over_the_row_limit_is_refused_at_the_row_past_it_not_after_the_last(fmt):
+    # an 8 MB upload of 1.4 million rows was read to its last row (10 s and 270 MB of the server) to be refused for
+    # having more than 100,000: the refusal now comes at row 100,001, so whatever follows (here a bad row) is not read
+    from sim_core.config import MAX_TRACE_ROWS
+
+    row = "0,10,5" if fmt == "csv" else '{"timestamp": 0, "input_length": 10, "output_length": 5}'
+    header = ["arrival_s,prompt_tokens,output_tokens"] if fmt == "csv" else []
+    text = "\n".join([*header, *[row] * (MAX_TRACE_ROWS + 1), "not a row"]) + "\n"
+    with pytest.raises(TraceError, match=rf"{fmt} line {MAX_TRACE_ROWS + 1 + len(header)}: more than 100,000 requests"):
+        parse_trace(text, max_bytes=len(text))
