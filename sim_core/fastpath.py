@@ -149,7 +149,8 @@ class _Steps:
                 self._evict_for_tick()
             return 0
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
-            ((r, c),) = prefilling.items()
+            r, = prefilling  # (its key, then its value: ~400 instructions fewer than unpacking `items()`)
+            c = prefilling[r]
             # (prefill_chunks of one prompt is its chunk_size, or nothing when that is <= 0)
             ch = rules.chunk_size(self.targets[r] - c, left, self.is_chunked)
             if ch <= 0:
@@ -157,8 +158,9 @@ class _Steps:
             else:
                 if self.to_room:  # SGLang's add_chunked_req (`Scheduler._cut_to_room`): cut to the token budget's room
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
-                if not self.fixed:
-                    free = self.free - (-(-(c + ch) // self.bs) - -(-c // self.bs))
+                if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs), as (x - 1) // bs + 1 each
+                    bs = self.bs  # (two negations fewer than -(-x // bs): ~300 instructions per continuing chunk)
+                    free = self.free - ((c + ch - 1) // bs - (c - 1) // bs)
                     if free < 0:
                         raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
                     self.free = free
@@ -873,9 +875,11 @@ def run_ticks(engine: Engine):
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
             P += chunk
-            pairs += chunk * c + chunk * (chunk + 1) // 2
-            kv_read += c
             total = c + chunk
+            # its causal pairs, chunk·c + chunk·(chunk + 1) / 2, as one product: chunk·(2c + chunk + 1) is even (an
+            # operation fewer per chunk; the same integer)
+            pairs += chunk * (total + c + 1) // 2
+            kv_read += c
             if pc is not None:  # Engine._advance_tick: the full prompt blocks computed so far become reusable
                 freed += pc.cache_prefilled(r, total)
             if total < targets[r]:
