@@ -778,16 +778,19 @@ def run_ticks(engine: Engine):
             decoding, chunks, admit = False, no_steps, no_steps
         else:
             num_running, num_waiting = len(running), len(waiting) - head
-            can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
             # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
             # the prefill starts: written as prefills are admitted)
-            if fixed_kind is not None:
+            if fixed_kind is not None:  # (prefill work would only inform the choice: whether one may join, when some wait)
                 kind = fixed_kind
-            elif kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
-                kind = kind_by_choice(now, B, has_prefill_work)
+                may_admit = num_waiting > 0 and prefill_work(num_running, B, num_waiting, 0)[0]
             else:
-                prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
-                kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
+                can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
+                may_admit = can_admit and num_waiting > 0
+                if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
+                    kind = kind_by_choice(now, B, has_prefill_work)
+                else:
+                    prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
+                    kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
             # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
             # locals into cells, which costs more than these stores on the composed ticks only)
             steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
@@ -805,8 +808,8 @@ def run_ticks(engine: Engine):
                     steps.left_total = L - B * d
                 sched.batch_may_have_shrunk(num_running)  # (as `Scheduler._plan` starts)
             try:
-                decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
-                                        run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
+                decoding = compose_tick(kind, B, max_tokens, decode_tokens, may_admit, False, run_decodes, run_chunks,
+                                        admit_waiting, None)  # fmt: skip
             except _HandBack:
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
@@ -904,7 +907,8 @@ def run_ticks(engine: Engine):
             if hand_off:  # a prefill instance: it leaves at its first token (`_hand_off`)
                 handing.append(r)
                 continue
-            base[r], join[r], sync_from[r] = total - d, d, j + 1
+            b = base[r] = total - d
+            join[r], sync_from[r] = d, j + 1
             if not decoding:
                 if fresh is None:
                     fresh = []
@@ -917,8 +921,8 @@ def run_ticks(engine: Engine):
                 heapq.heappush(done_ticks, last_d)
             else:
                 ending.append(r)
-            phase_count[(-(total - d)) % bs] += 1
-            S += total - d
+            phase_count[(-b) % bs] += 1
+            S += b
             B += 1
         A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
