@@ -823,8 +823,36 @@ def run_ticks(engine: Engine):
             if pc is not None and kind == _DECODE_KIND:
                 pc.tick_offset = j
                 pc.trim(free_after)
+        # The tick's state changes, made before it is priced (none of them reads its duration; the few values that do
+        # are kept and finished below), so one pass over its chunks both sums what the price reads and applies them.
+        # The sums start from the decodes' (kv_read: the decoders' contexts; pairs: those plus one new token each).
+        freed = 0
+        done = None  # requests that finish in this tick
         if decoding:  # (the decodes run only with decoders: D = B > 0)
-            D, dec_ctx = B, S + B * d
+            D, kv_read = B, S + B * d
+            pairs = kv_read + D
+            # decoders that emit their last token now leave; every other decoder grew by one
+            if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
+                since = waiting_since.get
+                if prefilling:
+                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
+                else:  # every running request decodes (the tick's admissions join `running` below)
+                    own_last = [since(r, sync_s) for r in running]
+            done = finish_at.pop(d, None)
+            if done is not None:
+                heapq.heappop(done_ticks)  # (d: the smallest key)
+                if unclipped:
+                    L -= (d + 1) * len(done)
+                for r in done:
+                    b = base[r]
+                    freed += held_fixed[r] if fixed else (b + d) // bs + 1  # (ceil((b + d + 1) / bs): its context's blocks)
+                    if pc is not None:
+                        freed -= pc.finish(r, b + d + 1)
+                    phase_count[(-b) % bs] -= 1
+                    S -= b
+                    finished.append((r, j, d))
+                B -= len(done)
+            d += 1
         elif not chunks and not admit:
             if not idle_now:
                 break  # nothing to run: idle gaps and the end of the run are the general loop's
@@ -849,35 +877,9 @@ def run_ticks(engine: Engine):
             j += 1
             continue
         else:
-            D = dec_ctx = 0
+            D = kv_read = pairs = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
-        # The tick's state changes, made before it is priced (none of them reads its duration; the few values that do
-        # are kept and finished below), so one pass over its chunks both sums what the price reads and applies them.
-        freed = 0
-        done = None  # requests that finish in this tick
-        if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
-            if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
-                since = waiting_since.get
-                if prefilling:
-                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
-                else:  # every running request decodes (the tick's admissions join `running` below)
-                    own_last = [since(r, sync_s) for r in running]
-            done = finish_at.pop(d, None)
-            if done is not None:
-                heapq.heappop(done_ticks)  # (d: the smallest key)
-                if unclipped:
-                    L -= (d + 1) * len(done)
-                for r in done:
-                    b = base[r]
-                    freed += held_fixed[r] if fixed else (b + d) // bs + 1  # (ceil((b + d + 1) / bs): its context's blocks)
-                    if pc is not None:
-                        freed -= pc.finish(r, b + d + 1)
-                    phase_count[(-b) % bs] -= 1
-                    S -= b
-                    finished.append((r, j, d))
-                B -= len(done)
-            d += 1
         for w, h, _ in admit:
             scheduled.append((w, j))
             if smart:
@@ -887,7 +889,7 @@ def run_ticks(engine: Engine):
                 # run's write-back, which then finds it set: the same value, the tick's start)
             running[w] = None
             prefilling[w] = h
-        P = pairs = kv_read = completes = 0
+        P = completes = 0
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
             P += chunk
@@ -934,7 +936,7 @@ def run_ticks(engine: Engine):
             S += b
             B += 1
         A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs, kv_read, A + D, 0.0)
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
