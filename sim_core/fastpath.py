@@ -788,9 +788,9 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        idle_now = hand_off and not running and head == len(waiting)  # (a prefill instance between requests)
-        if idle_now and by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
-            sched.reset_ratio()
+        if idle_now := hand_off and not running and head == len(waiting):  # (a prefill instance between requests)
+            if by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
+                sched.reset_ratio()
         if idle_now and policy_is_fixed:  # (the tick would run nothing, and a stateless policy's choice changes nothing)
             decoding, chunks, admit = False, no_steps, no_steps
         else:
@@ -901,7 +901,7 @@ def run_ticks(engine: Engine):
                 # run's write-back, which then finds it set: the same value, the tick's start)
             running[w] = None
             prefilling[w] = h
-        P = completes = 0
+        P, samples = 0, D  # (samples: the sequences that sample a token, the decoders' and each completed prompt's)
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
             P += chunk
@@ -915,7 +915,7 @@ def run_ticks(engine: Engine):
             if total < targets[r]:
                 prefilling[r] = total
                 continue
-            completes += 1
+            samples += 1
             del prefilling[r]
             first_token.append((r, j))
             o = output_of[r]
@@ -948,7 +948,7 @@ def run_ticks(engine: Engine):
             S += b
             B += 1
         A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs, kv_read, A + D, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D, 0.0)
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
