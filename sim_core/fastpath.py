@@ -102,6 +102,7 @@ class _Steps:
         "st",
         "target_arr",
         "target_of",
+        "target_view",
         "targets",
         "to_room",
         "waiting",
@@ -117,6 +118,7 @@ class _Steps:
         self.chunks: list[tuple[int, int, int]] = []  # (request, computed before, chunk)
         self.admit: list[tuple[int, int, int]] = []  # (request, cached prompt tokens, chunk): as `chunks`
         self.target_of = target_arr.item  # request -> its prefill target as a Python int
+        (self.target_view,) = _views(target_arr)  # ... by indexing (the common admission)
         # admission new_token_ratio: SGLang's KV token test (`_token_budget`) reads the decoders' outputs still to write
         # from `finish_at` at decoding tick `d` (set per composed tick), and the ratio and reservations of the scheduler
         self.by_ratio, self.sched, self.st, self.finish_at, self.d = False, None, None, None, 0
@@ -149,7 +151,8 @@ class _Steps:
                 self._evict_for_tick()
             return 0
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
-            ((r, c),) = prefilling.items()
+            r, = prefilling  # (its key, then its value: ~400 instructions fewer than unpacking `items()`)
+            c = prefilling[r]
             # (prefill_chunks of one prompt is its chunk_size, or nothing when that is <= 0)
             ch = rules.chunk_size(self.targets[r] - c, left, self.is_chunked)
             if ch <= 0:
@@ -157,8 +160,9 @@ class _Steps:
             else:
                 if self.to_room:  # SGLang's add_chunked_req (`Scheduler._cut_to_room`): cut to the token budget's room
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
-                if not self.fixed:
-                    free = self.free - (-(-(c + ch) // self.bs) - -(-c // self.bs))
+                if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs), as (x - 1) // bs + 1 each
+                    bs = self.bs  # (two negations fewer than -(-x // bs): ~300 instructions per continuing chunk)
+                    free = self.free - ((c + ch - 1) // bs - (c - 1) // bs)
                     if free < 0:
                         raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
                     self.free = free
@@ -234,13 +238,13 @@ class _Steps:
             # The common cases (one is admitted): admit_in_order's test of each candidate (`rules.admit_next`) on the
             # first, then on the second with what the first left, without the lazy maps and loops. A budget the first
             # spent admits no second (admit_next: chunk_size(_, budget <= 0, _) <= 0 stops admission; test_fastpath_steps).
-            w, free, target_of = waiting[head] % R, self.free, self.target_of
-            target = target_of(w)
+            w, free, target_view = waiting[head] % R, self.free, self.target_view
+            target = target_view[w]
             taken = rules.admit_next(0, target, left, free, self.wm, self.need_of, self.is_chunked, False)
             if taken is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
             chunk, need_w = taken
-            if num == 1 or left <= chunk or rules.admit_next(1, target_of(waiting[head + 1] % R), left - chunk, free - need_w,
+            if num == 1 or left <= chunk or rules.admit_next(1, target_view[waiting[head + 1] % R], left - chunk, free - need_w,
                                                              self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
                 self.targets[w] = target
@@ -250,7 +254,8 @@ class _Steps:
                 return 1, chunk
             # two or more are admitted: the rule over the queue (pure without the prefix cache: read again)
             candidates = range(head, head + num)
-            remaining = map(self.target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
+            target_of = self.target_of
+            remaining = map(target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
             admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
             targets = self.targets
@@ -315,6 +320,13 @@ def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: 
     else:
         key = int(order_key[r])
         waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
+
+
+def _views(*arrays: np.ndarray) -> list[memoryview]:
+    """Memoryviews of 1-D arrays: indexing one reads the element as a Python int or float, the value `ndarray.item`
+    gives, for ~480 instructions less (the scalar core reads a request's arrival, prefill target and output tokens
+    once or twice each). The arrays are written in place, never resized, while a view is held."""
+    return [memoryview(a) for a in arrays]
 
 
 def eligible(engine: Engine) -> bool:
@@ -457,12 +469,17 @@ def run_ticks(engine: Engine):
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
     kind_by_choice = sched.kind_by_choice
+    # the phase controller's one kind (DecodeFirst: Sarathi-Serve, vLLM V1), read instead of its call each composed tick,
+    # as a plain int (compose_tick compares the kind up to four times: an int compares for ~100 instructions less)
+    fixed_kind = None if sched.fixed_kind is None else int(sched.fixed_kind)
     policy_is_fixed = sched._repeat_is_fixed  # tick_kind depends on its arguments only, observe does nothing
     phase_is_fixed = sched._phase_is_fixed  # ... but for SGLang's new-token ratio (admission new_token_ratio)
     is_chunked = sched.is_chunked
     wm = sched.watermark_blocks
     arrival, target_arr, output_arr = st.arrival_s, st.prefill_target, st.output
-    target_of, arrival_at = target_arr.item, arrival.item  # request -> a Python int / float
+    target_of = target_arr.item  # request -> a Python int
+    # request -> its arrival (a Python float) and its output tokens (a Python int) by indexing these views (`_views`)
+    arrival_at, output_of = _views(arrival, output_arr)
     R = st.num_requests
     ptr = st.next_arrival
     num_ticks0 = rec.num_ticks
@@ -495,7 +512,9 @@ def run_ticks(engine: Engine):
     finish_at: dict[int, list[int]] = {}  # decoding tick number -> decoders that emit their last token in it
     phase_count = [0] * bs  # decoders whose context is a multiple of bs at decoding ticks d with d % bs == r
     S = 0  # sum of decoders' base
-    L = 0  # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d
+    # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d (kept only
+    # for SGLang's token test, which alone reads it, when no output reaches the clip: `unclipped`)
+    L = 0
     B = 0
     last_token = st.last_token_s
     held_fixed: dict[int, int] = dict(zip(running0, expected.tolist())) if fixed else {}  # request -> its blocks
@@ -549,8 +568,8 @@ def run_ticks(engine: Engine):
 
     rows: list[tuple] = []  # one row per tick: the values of _ROW (the tick's other columns follow from them)
     row_blocks: list[tuple] = []  # (first tick, ticks, _ROW columns: arrays or constants) of array-priced stretches, not in `rows`
-    # tick, prefill tokens, prefill sequences of each composed tick, flat (extended by the tuple in C, no tuple kept per
-    # tick; a flat list converts at ~2/3 of the per-value cost of chaining tuples)
+    # tick, prefill tokens, prefill sequences of each composed tick, flat (appended one by one, no tuple kept per tick;
+    # a flat list converts at ~2/3 of the per-value cost of chaining tuples)
     prefill_rows: list[int] = []
     scheduled: list[tuple[int, int]] = []  # (request, tick admitted)
     first_token: list[tuple[int, int]] = []  # (request, tick its prompt completed)
@@ -563,7 +582,7 @@ def run_ticks(engine: Engine):
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
     j = d = 0
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
-    next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+    next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
     num_blocks = kv.num_blocks
     # A stateless policy that admitted nothing from a waiting queue admits nothing until a completion
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
@@ -628,13 +647,13 @@ def run_ticks(engine: Engine):
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
-            next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+            next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
         while next_arrival_s <= now:
             _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             ptr += 1
-            next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+            next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
         if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked):
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
             # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
@@ -656,7 +675,7 @@ def run_ticks(engine: Engine):
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
                         _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                         ptr += 1
-                        next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+                        next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
@@ -685,7 +704,7 @@ def run_ticks(engine: Engine):
                                 for _ in range(int(arrived[k - 1])):
                                     _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                                     ptr += 1
-                                next_arrival_s = arrival_at(ptr) if ptr < R else math.inf
+                                next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
                                 num_waiting = len(waiting) - head
                             if fixed:
                                 used = num_blocks - free
@@ -734,10 +753,13 @@ def run_ticks(engine: Engine):
                     pc.tick_offset = j  # (the releases' marks)
                 heapq.heappop(done_ticks)  # (d: the smallest key)
                 leaving = finish_at.pop(d)
-                L -= (d + 1) * len(leaving)
+                if unclipped:
+                    L -= (d + 1) * len(leaving)
                 for r in leaving:
                     b = base[r]
-                    free += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.finish(r, b + d + 1) if pc is not None else 0)
+                    free += held_fixed[r] if fixed else (b + d) // bs + 1  # (ceil((b + d + 1) / bs): its context's blocks)
+                    if pc is not None:
+                        free -= pc.finish(r, b + d + 1)
                     phase_count[(-b) % bs] -= 1
                     S -= b
                     finished.append((r, j, d))
@@ -766,21 +788,26 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        idle_now = hand_off and not running and head == len(waiting)  # (a prefill instance between requests)
-        if idle_now and by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
-            sched.reset_ratio()
+        if idle_now := hand_off and not running and head == len(waiting):  # (a prefill instance between requests)
+            if by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
+                sched.reset_ratio()
         if idle_now and policy_is_fixed:  # (the tick would run nothing, and a stateless policy's choice changes nothing)
             decoding, chunks, admit = False, no_steps, no_steps
         else:
             num_running, num_waiting = len(running), len(waiting) - head
-            can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
             # the scheduler's own choice of tick (phase controller, then its suspension rule, which reads
             # the prefill starts: written as prefills are admitted)
-            if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
-                kind = kind_by_choice(now, B, has_prefill_work)
+            if fixed_kind is not None:  # (prefill work would only inform the choice: whether one may join, when some wait)
+                kind = fixed_kind
+                may_admit = num_waiting > 0 and prefill_work(num_running, B, num_waiting, 0)[0]
             else:
-                prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
-                kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
+                can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
+                may_admit = can_admit and num_waiting > 0
+                if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
+                    kind = kind_by_choice(now, B, has_prefill_work)
+                else:
+                    prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
+                    kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
             # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
             # locals into cells, which costs more than these stores on the composed ticks only)
             steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
@@ -798,8 +825,8 @@ def run_ticks(engine: Engine):
                     steps.left_total = L - B * d
                 sched.batch_may_have_shrunk(num_running)  # (as `Scheduler._plan` starts)
             try:
-                decoding = compose_tick(kind, B, max_tokens, decode_tokens, can_admit and num_waiting > 0, False,
-                                        run_decodes, run_chunks, admit_waiting, None)  # fmt: skip
+                decoding = compose_tick(kind, B, max_tokens, decode_tokens, may_admit, False, run_decodes, run_chunks,
+                                        admit_waiting, None)  # fmt: skip
             except _HandBack:
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
@@ -808,8 +835,36 @@ def run_ticks(engine: Engine):
             if pc is not None and kind == _DECODE_KIND:
                 pc.tick_offset = j
                 pc.trim(free_after)
+        # The tick's state changes, made before it is priced (none of them reads its duration; the few values that do
+        # are kept and finished below), so one pass over its chunks both sums what the price reads and applies them.
+        # The sums start from the decodes' (kv_read: the decoders' contexts; pairs: those plus one new token each).
+        freed = 0
+        done = None  # requests that finish in this tick
         if decoding:  # (the decodes run only with decoders: D = B > 0)
-            D, dec_ctx = B, S + B * d
+            D, kv_read = B, S + B * d
+            pairs = kv_read + D
+            # decoders that emit their last token now leave; every other decoder grew by one
+            if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
+                since = waiting_since.get
+                if prefilling:
+                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
+                else:  # every running request decodes (the tick's admissions join `running` below)
+                    own_last = [since(r, sync_s) for r in running]
+            done = finish_at.pop(d, None)
+            if done is not None:
+                heapq.heappop(done_ticks)  # (d: the smallest key)
+                if unclipped:
+                    L -= (d + 1) * len(done)
+                for r in done:
+                    b = base[r]
+                    freed += held_fixed[r] if fixed else (b + d) // bs + 1  # (ceil((b + d + 1) / bs): its context's blocks)
+                    if pc is not None:
+                        freed -= pc.finish(r, b + d + 1)
+                    phase_count[(-b) % bs] -= 1
+                    S -= b
+                    finished.append((r, j, d))
+                B -= len(done)
+            d += 1
         elif not chunks and not admit:
             if not idle_now:
                 break  # nothing to run: idle gaps and the end of the run are the general loop's
@@ -834,32 +889,9 @@ def run_ticks(engine: Engine):
             j += 1
             continue
         else:
-            D = dec_ctx = 0
+            D = kv_read = pairs = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
-        # The tick's state changes, made before it is priced (none of them reads its duration; the few values that do
-        # are kept and finished below), so one pass over its chunks both sums what the price reads and applies them.
-        freed = 0
-        done = None  # requests that finish in this tick
-        if decoding:  # decoders that emit their last token now leave; every other decoder grew by one
-            if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
-                since = waiting_since.get
-                if prefilling:
-                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
-                else:  # every running request decodes (the tick's admissions join `running` below)
-                    own_last = [since(r, sync_s) for r in running]
-            done = finish_at.pop(d, None)
-            if done is not None:
-                heapq.heappop(done_ticks)  # (d: the smallest key)
-                L -= (d + 1) * len(done)
-                for r in done:
-                    b = base[r]
-                    freed += held_fixed[r] if fixed else -(-(b + d + 1) // bs) - (pc.finish(r, b + d + 1) if pc is not None else 0)
-                    phase_count[(-b) % bs] -= 1
-                    S -= b
-                    finished.append((r, j, d))
-                B -= len(done)
-            d += 1
         for w, h, _ in admit:
             scheduled.append((w, j))
             if smart:
@@ -869,22 +901,24 @@ def run_ticks(engine: Engine):
                 # run's write-back, which then finds it set: the same value, the tick's start)
             running[w] = None
             prefilling[w] = h
-        P = pairs = kv_read = completes = 0
+        P, samples = 0, D  # (samples: the sequences that sample a token, the decoders' and each completed prompt's)
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
             P += chunk
-            pairs += chunk * c + chunk * (chunk + 1) // 2
-            kv_read += c
             total = c + chunk
+            # its causal pairs, chunk·c + chunk·(chunk + 1) / 2, as one product: chunk·(2c + chunk + 1) is even (an
+            # operation fewer per chunk; the same integer)
+            pairs += chunk * (total + c + 1) // 2
+            kv_read += c
             if pc is not None:  # Engine._advance_tick: the full prompt blocks computed so far become reusable
                 freed += pc.cache_prefilled(r, total)
             if total < targets[r]:
                 prefilling[r] = total
                 continue
-            completes += 1
+            samples += 1
             del prefilling[r]
             first_token.append((r, j))
-            o = output_arr.item(r)
+            o = output_of[r]
             if o == 1:
                 freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
@@ -895,24 +929,26 @@ def run_ticks(engine: Engine):
             if hand_off:  # a prefill instance: it leaves at its first token (`_hand_off`)
                 handing.append(r)
                 continue
-            base[r], join[r], sync_from[r] = total - d, d, j + 1
+            b = base[r] = total - d
+            join[r], sync_from[r] = d, j + 1
             if not decoding:
                 if fresh is None:
                     fresh = []
                 fresh.append(r)
             last_d = d + o - 2
-            L += last_d + 1
+            if unclipped:
+                L += last_d + 1
             ending = finish_at.get(last_d)
             if ending is None:
                 finish_at[last_d] = [r]
                 heapq.heappush(done_ticks, last_d)
             else:
                 ending.append(r)
-            phase_count[(-(total - d)) % bs] += 1
-            S += total - d
+            phase_count[(-b) % bs] += 1
+            S += b
             B += 1
         A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, D + completes, pairs + (dec_ctx + D), kv_read + dec_ctx, A + D, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D, 0.0)
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
@@ -945,7 +981,9 @@ def run_ticks(engine: Engine):
             peak_in_tick = num_blocks - free_after
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
-        prefill_rows += (j, P, A)
+        prefill_rows.append(j)  # (three appends: ~240 instructions fewer than extending it by a tuple)
+        prefill_rows.append(P)
+        prefill_rows.append(A)
         if not policy_is_fixed:  # (a fixed policy's observe does nothing)
             observe(t_end, dur, P, D)
         if decoding:

@@ -52,12 +52,13 @@ def compose_tick(
         verify_width: speculative decoding: the positions each of this many running decodes verifies (its drafts
             cut to the budget, `Scheduler.verify_width`), which replaces `decode_tokens`; None: `decode_tokens`.
     """
-    decoding = preempted = swapped_out = False
     if kind != _PREFILL and num_decodes:
         left, preempted, swapped_out = run_decodes()
         decoding = True
         if kind == _DECODE_FIRST:
             budget -= left * (decode_tokens if verify_width is None else verify_width(left))
+    else:
+        decoding = preempted = swapped_out = False
     if kind != _DECODE:
         tokens = run_chunks(budget)
         budget -= tokens

@@ -9,7 +9,8 @@ called before each tick and `observe` once after it, in tick order. When `choose
 different from the one it returned for the previous tick, with the same `has_prefill_work` and at
 least one decode running (as in every coalesced run), a second call with the same arguments must
 return the same kind and leave the state unchanged (a run stops there and the next plan asks
-again). `is_stateless = True` only if `choose` depends on its arguments alone. `decode_run(start,
+again). `is_stateless = True` only if `choose` depends on its arguments alone; `fixed_kind` (None: no such
+kind) is the kind `choose` returns whatever its arguments, which a per-tick caller may read instead of the call. `decode_run(start,
 durations, decode_tokens)` leaves the state that `choose(start_i, n > 0, False)` then `observe(end_i,
 duration_i, 0, tokens_i)` leave for each tick of a run of all-decode ticks with nothing to prefill
 (the scalar core's unrolled stretches: one call instead of two per tick); with nothing to prefill and
@@ -40,6 +41,7 @@ class PrefillFirst:
     """vLLM V0 `_schedule`: run prefills whenever any can be scheduled (article §3.1)."""
 
     is_stateless = True
+    fixed_kind: TickKind | None = None  # (its choice depends on has_prefill_work)
 
     def __init__(self, cfg: SchedulerConfig):
         self._prefill_kind = TickKind.PREFILL_MIXED if cfg.mix_decodes else _PREFILL
@@ -57,8 +59,10 @@ class PrefillFirst:
 class DecodeFirst(PrefillFirst):
     """Sarathi-Serve stall-free batching: every running decode, then prefill chunks under the budget."""
 
+    fixed_kind = _DECODE_FIRST  # every tick's (`choose`)
+
     def choose(self, now_s: float, num_decodes: int, has_prefill_work: bool) -> TickKind:
-        return _DECODE_FIRST
+        return _DECODE_FIRST  # (fixed_kind, without the attribute's lookup per plan)
 
 
 def _starting_credit(credit_s: float, slice_s: float) -> float:
@@ -76,6 +80,7 @@ class TimeSlice:
     """
 
     is_stateless = False
+    fixed_kind = None
 
     def __init__(self, cfg: SchedulerConfig):
         self._slice_s = {True: cfg.time_slice.prefill_slice_ms / 1e3, False: cfg.time_slice.decode_slice_ms / 1e3}
@@ -143,6 +148,7 @@ class Quota:
     """
 
     is_stateless = False
+    fixed_kind = None
 
     def __init__(self, cfg: SchedulerConfig):
         q = cfg.quota

@@ -107,6 +107,9 @@ class Scheduler:
         # rule: a per-tick caller (fastpath) may call this, (now_s, num_decodes, has_prefill_work) ->
         # TickKind, instead (one call per tick fewer); None when the batching rules may change the kind.
         self.kind_by_choice = self._choose if not self.is_static and not self._may_suspend else None
+        # ... and when the phase controller's choice is one kind whatever the tick (DecodeFirst: `fixed_kind`), that
+        # kind (None: call kind_by_choice or tick_kind)
+        self.fixed_kind = self.phase.fixed_kind if self.kind_by_choice is not None else None
         if not self._has_dynamic_cap and not self._by_ratio:  # `observe` is the phase controller's alone: bound directly
             self.observe = self._phase_observe  # (a call fewer per tick)
         self.num_decodes = 0  # running requests that decode, at the last plan

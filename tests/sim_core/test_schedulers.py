@@ -1047,3 +1047,36 @@ def test_a_bad_requeue_is_a_message_naming_the_field_value_and_choices_in_links_
     del old["scheduler"]["preemption_requeue"]
     assert config_from_dict(old).scheduler.preemption_requeue == "by_key"
     assert load_preset("chat-h100-llama8b-sglang").scheduler.preemption_requeue == "append"
+
+
+@pytest.mark.parametrize("mode", sorted(PHASE_CONTROLLERS))
+def test_fixed_kind_is_every_choice(mode):
+    """A controller's `fixed_kind` (read by the fast path instead of calling `choose`) is what `choose` returns for
+    any tick; None when its choice depends on the tick (every stateful controller)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    cls = PHASE_CONTROLLERS[mode]
+    if cls.fixed_kind is None:
+        return
+    assert cls.is_stateless
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.floats(0, 1e4), st.integers(0, 512), st.booleans(), st.booleans())
+    def check(now_s, num_decodes, has_prefill_work, mix):
+        assert cls(SchedulerConfig(prefill_mode=mode, mix_decodes=mix)).choose(now_s, num_decodes, has_prefill_work) == cls.fixed_kind
+
+    check()
+
+
+def test_scheduler_fixed_kind_only_when_the_choice_is_the_kind():
+    """`Scheduler.fixed_kind` is the controller's kind only where `kind_by_choice` is (no static batch, no smart
+    pre-emption's suspension rule): decode-first's, and None otherwise."""
+    from sim_core.engine import Engine
+
+    for mode in sorted(PHASE_CONTROLLERS):
+        for smart in (False, True):
+            sched = Engine(make_config(scheduler__prefill_mode=mode, scheduler__smart_preemption__enabled=smart)).sched
+            want = PHASE_CONTROLLERS[mode].fixed_kind if sched.kind_by_choice is not None else None
+            assert sched.fixed_kind == want
+            assert (sched.fixed_kind is not None) == (mode == "decode_first" and not smart)
