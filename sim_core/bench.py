@@ -76,6 +76,7 @@ def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
 TARGET_BASELINE_S = 0.0947  # the baseline of the machine the targets were set on (issue 11)
 ENGINE_TARGET_S = 0.020  # every engine preset on the 70B scenario, at that baseline
 DECODE_FIRST_ENGINE = "vllm-v1"
+ENGINE_ROUNDS = 3  # rounds of the engine table (`engine_table`): each preset's time is its best over all of them
 FALLBACK_BATCHED_TOKENS = 8192  # for presets whose token budget leaves no KV room for 70B on 2 GPUs
 
 
@@ -173,10 +174,19 @@ def engine_table(repeats: int, base_s: float, clock: Callable[[], float] = time.
     # preset). Each row is then a steady-state time, whatever its place in the table.
     for cfg, _ in configs.values():
         run_simulation(cfg)
-    rows, notes = [], {}
-    for engine, (cfg, note) in configs.items():
-        rows.append(measure(engine, lambda cfg=cfg: cfg, repeats, traced=False, clock=clock))
-        notes[engine] = note
+    # Then `ENGINE_ROUNDS` rounds, each timing every preset `repeats` times back to back (warm: the same code and data
+    # as its previous run), and each preset's best over all rounds. On a shared machine a burst of other load lasts
+    # longer than one preset's few runs: timed in one stretch, a preset hit by it read up to 1.8x its time (vLLM V1 17.4
+    # against 10.0 ms in two runs of the same tree), and the per-tick ratios with it (Sarathi-Serve 1.02x to 1.84x in
+    # two runs minutes apart); spread over rounds, a burst has to cover every round of a preset to count.
+    best: dict[str, BenchRow] = {}
+    for _ in range(ENGINE_ROUNDS):
+        for engine, (cfg, _) in configs.items():
+            row = measure(engine, lambda cfg=cfg: cfg, repeats, traced=False, clock=clock)
+            if engine not in best or row.wall_s < best[engine].wall_s:
+                best[engine] = row
+    rows = [best[engine] for engine in configs]
+    notes = {engine: note for engine, (_, note) in configs.items()}
     ref = next(r for r in rows if r.name == DECODE_FIRST_ENGINE)
     ref_tick = ref.wall_s / ref.num_ticks
     scale = TARGET_BASELINE_S / base_s
@@ -233,7 +243,8 @@ def _positive_int(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark's options: one definition for `python -m sim_core bench` and this module's own main."""
-    p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per scenario, >= 1 (the best is kept)")
+    p.add_argument("--repeats", type=_positive_int, default=3,
+                   help=f"timed runs per scenario, >= 1 (the best is kept); the engine table runs them in each of {ENGINE_ROUNDS} rounds")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="smaller large scenarios (CI smoke run)")
     p.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
     p.add_argument("--cpu-time", action="store_true",
