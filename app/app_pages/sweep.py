@@ -46,6 +46,8 @@ RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(perce
 NO_ENGINE = "(none)"
 # sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
 VALUE_FORMAT = "%.6g"
+# (config, its saturation rate) behind the rate range's default, for the help of 'To' on the page's later runs
+SATURATION_KEY = "sw.saturation"
 
 
 def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
@@ -202,6 +204,11 @@ def main() -> None:
     if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
         # (only for the range's first default: the widgets keep theirs; a link with start alone takes the default stop)
         saturation = _saturation_per_s(cfg, page)
+        st.session_state[SATURATION_KEY] = (cfg, saturation)
+    elif knob == "rate" and st.session_state.get(SATURATION_KEY, (None,))[0] == cfg:
+        # the range's widgets still hold the default it set: 'To' keeps saying why (its help went with the first
+        # interaction, when the page wrote start and stop into the link and the widgets had values of their own)
+        saturation = st.session_state[SATURATION_KEY][1]
     start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg, saturation)
     if warning and f"sw.start.{knob}" not in st.session_state:
         problems.append(warning)

@@ -237,6 +237,22 @@ def test_sweep_opens_on_a_rate_range_that_crosses_the_knee():
     assert "capacity" in said and "raise 'To'" not in said and "even the lowest" not in said
 
 
+def test_the_sweep_to_inputs_help_stays_after_the_first_interaction():
+    # 'To' said why its default runs past the knee ("This setup completes at most 20 req/s ...") only on the page's
+    # first run: the saturation rate was probed for the first default alone, so any interaction (a new point count,
+    # a new 'To') rebuilt the input with help=None and the (?) went away
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate")
+    first = at.number_input(key="sw.stop.rate").help
+    assert "completes at most" in first
+    at.number_input(key="sw.n").set_value(5).run()
+    assert not at.exception and at.number_input(key="sw.stop.rate").help == first
+    at.number_input(key="sw.stop.rate").set_value(40.0).run()
+    assert not at.exception and at.number_input(key="sw.stop.rate").help == first
+    at.selectbox(key="sw.knob").set_value("max_num_seqs").run()
+    at.selectbox(key="sw.knob").set_value("rate").run()  # (the range's widgets keep their values, and 'To' its help)
+    assert not at.exception and at.number_input(key="sw.stop.rate").help == first
+
+
 def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
     # the saturation probe ran only for a link with neither start nor stop, so '?sweep=rate&start=20' on the default
     # preset got the fallback stop (twice the current rate, 16): "start = 20 must be below stop = 16; using defaults",
