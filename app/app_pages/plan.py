@@ -82,22 +82,23 @@ def _show(result: Plan, elapsed_s: float) -> None:
         return
     rows = []
     for row, t in zip(result.rows, result.table()):
-        rows.append({"configuration": t["config"], "GPUs": t["gpus"],
+        rows.append({"configuration": t["config"], "open": _simulate_link(row.config), "GPUs": t["gpus"],
                      "$/hour": t["usd_per_hour"], "$/M output tokens": t["usd_per_million_output_tokens"],
                      "good req/$": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
                      f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
                      "headroom": None if t["headroom"] is None else t["headroom"] * 100,
-                     "robust": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]],
-                     "open": _simulate_link(row.config)})  # fmt: skip
-    # Short headers, the long names as help, the link last: with the long ones the table ran past a 1,400-px-wide
-    # page and hid headroom and robustness behind a horizontal scroll.
+                     "robust": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]]})  # fmt: skip
+    # Short headers, the long names as help. The link beside the configuration it opens: last, it sat past the right
+    # edge of a 1,400-px-wide page (eleven columns need ~980 px, the page has ~920) and of any phone, behind a
+    # horizontal scroll nothing pointed to. The configuration stays pinned while the numbers scroll.
     num = st.column_config.NumberColumn
     st.dataframe(rows, hide_index=True, key="plan.table", column_config={
+        "configuration": st.column_config.TextColumn(pinned=True),
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
         "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
         "$/M output tokens": num(format="$%.3f", help="USD per million output tokens at the target rate"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
-        f"TTFT P{p} (ms)": num(format="%.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
+        f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
         "capacity (req/s)": num(format="%.1f", help="The highest rate meeting the SLOs (bisection)"),
         "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),

@@ -541,6 +541,8 @@ def narrow_plan_search(at, max_replicas: int) -> None:
 
 
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
+    import json
+
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     at = open_page("app_pages/plan.py")
     assert not at.exception
@@ -551,11 +553,14 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     df = at.dataframe[-1].value  # after the price editor
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
-    # short headers and the link last: the long ones hid headroom and robustness behind a scroll on a 1,400-px page
-    assert list(df.columns)[-3:] == ["headroom", "robust", "open"] and "$/M output tokens" in df.columns
+    # short headers (the long ones hid headroom and robustness behind a scroll on a 1,400-px page), and the link beside
+    # the configuration: last, it sat past the right edge of a 1,400-px page and of a phone, behind a scroll
+    assert list(df.columns)[:2] == ["configuration", "open"] and list(df.columns)[-2:] == ["headroom", "robust"]
+    assert "$/M output tokens" in df.columns
+    columns = json.loads(at.dataframe[-1].proto.columns)
+    assert columns["configuration"]["pinned"] is True  # (it stays in view while the numbers scroll)
+    assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
     assert any("candidate configurations" in c.value for c in at.caption)
-    import json
-
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
     front = next(t for t in fig["data"] if t["name"] == "Pareto front")
     assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
