@@ -83,6 +83,26 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
 
 
+def test_a_deployments_tables_show_a_missing_latency_as_a_dash_and_say_why():
+    # The Requests tab of a 3P1D deployment showed "None" for the prefill instances' TPOT and the decode instance's
+    # TTFT (NaN in a number column); the requests table did the same for an unfinished request's finish and TTFT.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "instance" in d.value.columns)
+    rows = table.value.set_index("instance")
+    assert rows["tpot_p50_ms"].isna().tolist() == [True, True, True, False]  # the data stays numbers (sortable)
+    assert table.proto.placeholder == "–"  # (as fmt_number writes NaN)
+    columns = json.loads(table.proto.columns)
+    assert "decode instance" in columns["ttft_p50_ms"]["help"] and "prefill instance" in columns["tpot_p50_ms"]["help"]
+    assert columns["ticks"]["type_config"]["format"] == "localized"  # 2,054 ticks, as prompt tokens 1,200,000
+    requests = next(d for d in at.dataframe if "request_id" in d.value.columns)
+    assert requests.proto.placeholder == "–"  # the requests table too
+
+
 def test_the_roofline_tab_shows_the_compute_bound_share_and_mfu_lesson_13_quotes():
     # Lesson 13's answer: "compute-bound ticks go from about 22 % to 60 % of the GPU's busy time (MFU about 8 % → 18 %)".
     # Neither figure was on any page (MFU only in the Glossary): a student could not check the answer against the run.
