@@ -14,6 +14,7 @@ import streamlit as st
 from app.components import charts
 from app.components.runner import PageBudget
 from app.components.text import plain
+from app.components.units import MISSING
 from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
@@ -87,12 +88,12 @@ def _show(result: Plan, elapsed_s: float) -> None:
                      "good req/$": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
                      f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
                      "headroom": None if t["headroom"] is None else t["headroom"] * 100,
-                     "robust": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]]})  # fmt: skip
+                     "robust": {True: "yes", False: "no", None: MISSING}[t["robust_to_calibration_error"]]})  # fmt: skip
     # Short headers, the long names as help. The link beside the configuration it opens: last, it sat past the right
     # edge of a 1,400-px-wide page (eleven columns need ~980 px, the page has ~920) and of any phone, behind a
     # horizontal scroll nothing pointed to. The configuration stays pinned while the numbers scroll.
     num = st.column_config.NumberColumn
-    st.dataframe(rows, hide_index=True, key="plan.table", column_config={
+    st.dataframe(rows, hide_index=True, key="plan.table", placeholder=MISSING, column_config={  # (headroom: None when unknown)
         "configuration": st.column_config.TextColumn(pinned=True),
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
         "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),

@@ -13,7 +13,7 @@ from app.components import charts
 from app.components.runner import PageBudget
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
-from app.components.units import fmt_number
+from app.components.units import MISSING, fmt_number
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
@@ -299,9 +299,10 @@ def main() -> None:
         "TTFT p99 (ms)": steady(p.summary, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": steady(p.summary, "tpot_p99_s") * 1e3,
         "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
-    st.dataframe(rows, hide_index=True, key="sw.table", column_config={
-        c: st.column_config.NumberColumn(format="%.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT)})
+    # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
+    st.dataframe(rows, hide_index=True, key="sw.table", placeholder=MISSING, column_config={
+        c: st.column_config.NumberColumn(format="%,.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT)})
 
 
 main()

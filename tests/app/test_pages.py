@@ -580,6 +580,7 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     columns = json.loads(at.dataframe[-1].proto.columns)
     assert columns["configuration"]["pinned"] is True  # (it stays in view while the numbers scroll)
     assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
+    assert at.dataframe[-1].proto.placeholder == "–"  # a headroom not known: "–", as fmt_number writes NaN, not "None"
     assert any("candidate configurations" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
     front = next(t for t in fig["data"] if t["name"] == "Pareto front")
@@ -705,6 +706,20 @@ def test_a_config_too_long_for_a_link_leaves_no_other_config_in_the_address():
         at.query_params[k] = v
     at.run()
     assert not at.exception and at.query_params["sweep"] == "max_num_seqs" and not {"preset", "cfg"} & set(at.query_params)
+
+
+def test_the_sweep_table_writes_large_latencies_with_separators_and_a_missing_value_as_a_dash():
+    # max_num_seqs = 1 on the default preset queues for minutes: its TTFT p99 read "466455.2" ms; a point without a
+    # result (an error) read "None" in every number column
+    import json
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="max_num_seqs", start="1", stop="64", n="2")
+    assert not at.exception
+    table = at.dataframe[0]
+    assert table.value["TTFT p99 (ms)"].max() > 100_000
+    columns = json.loads(table.proto.columns)
+    assert {columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")} == {"%,.1f"}
+    assert table.proto.placeholder == "–"
 
 
 def test_sweep_shows_a_small_start_as_the_link_gives_it():
