@@ -218,7 +218,7 @@ def _roof(cfg: SimConfig) -> tuple[str, float, float, bool]:
 
 
 def _roof_name(peak_tflops: float, hbm_gb_per_s: float, fp8: bool) -> str:
-    return f"{peak_tflops:g} TFLOP/s{' FP8' if fp8 else ''}, {hbm_gb_per_s:g} GB/s"
+    return f"{peak_tflops:,g} TFLOP/s{' FP8' if fp8 else ''}, {hbm_gb_per_s:,g} GB/s"  # 1,978.9 and 3,350 as the sidebar
 
 
 def _other_roofs(res: SimResult) -> list[tuple[str, tuple[str, float, float, bool]]]:
@@ -231,6 +231,9 @@ def _other_roofs(res: SimResult) -> list[tuple[str, tuple[str, float, float, boo
             seen.add(roof)
             out.append((f"{inst.role} pool", roof))
     return out
+
+
+ROOFLINE_X_TITLE = "arithmetic intensity (FLOP/byte, per GPU)"
 
 
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
@@ -269,11 +272,13 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
             ))  # fmt: skip
     ridge = peak / bw  # a line trace, not add_vline: annotations on log axes take log10 coordinates
     fig.add_trace(go.Scatter(x=[ridge, ridge], y=[float(np.min(np.minimum(peak, bw * xs))), peak * 1.5], mode="lines",
-                             line=dict(color="#9AA0A6", dash="dot"), name=f"ridge point {ridge:.0f} FLOP/byte",
+                             line=dict(color="#9AA0A6", dash="dot"), name=f"ridge point {ridge:,.0f} FLOP/byte",
                              hoverinfo="skip"))  # fmt: skip
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=30, b=40), legend=dict(orientation="h", y=-0.2),
-        xaxis=dict(**LOG_AXIS, title="arithmetic intensity (FLOP per byte of HBM traffic, per GPU)"),
+        # (short: the long title ran past a phone's ~340 px plot as "…per byte of HBM traffic, per G"; the Roofline
+        # tab's caption says what a byte is)
+        xaxis=dict(**LOG_AXIS, title=ROOFLINE_X_TITLE),
         yaxis=dict(**LOG_AXIS, title="achieved TFLOP/s per GPU"),
     )
     return fig
