@@ -403,7 +403,7 @@ def test_a_crowded_window_of_multi_turn_sessions_follows_arrival_not_request_ids
 
 
 def test_the_rooflines_axis_title_and_legend_fit_a_phone_and_write_thousands_with_separators():
-    # At 390 px the x title "arithmetic intensity (FLOP per byte of HBM traffic, per GPU)" (61 characters) ran past the
+    # At 390 px the x title "arithmetic intensity (FLOP per byte of HBM traffic, per GPU)" (60 characters) ran past the
     # ~340 px plot, cut at "per G"; the FP8 roof read "1978.9 TFLOP/s FP8, 3350 GB/s" beside the sidebar's 1,978.9 and 3,350
     cfg = make_config(workload__num_requests=40, model__weight_dtype="fp8")
     fig = charts.roofline_figure(run_simulation(cfg))
