@@ -113,9 +113,9 @@ def _borrowed_slo(metric: Metric) -> str | None:
 
 
 def _slo_name(metric: Metric, value: float, unit: str) -> str:
-    """The SLO line's legend entry: 'SLO 2000 ms', or 'TPOT SLO 100 ms' on a chart whose objective is another metric's."""
+    """The SLO line's legend entry: 'SLO 2,000 ms', or 'TPOT SLO 100 ms' on a chart whose objective is another metric's."""
     borrowed = _borrowed_slo(metric)
-    return f"{borrowed} SLO {value:g} {unit}" if borrowed else f"SLO {value:g} {unit}"
+    return f"{borrowed} SLO {fmt_number(value)} {unit}" if borrowed else f"SLO {fmt_number(value)} {unit}"
 
 
 def distribution_summary(res: SimResult, metric: Metric) -> str:
@@ -131,10 +131,10 @@ def distribution_summary(res: SimResult, metric: Metric) -> str:
         off = "" if d.slo <= d.upper else " (off the chart, right)"
         borrowed = _borrowed_slo(metric)
         if borrowed:  # ITL has no objective of its own: the line is TPOT's, which bounds a request's mean gap
-            text += (f" · {met:.0%} of gaps within the {d.slo:g} {d.unit} {borrowed} objective{off}, which bounds each "
+            text += (f" · {met:.0%} of gaps within the {fmt_number(d.slo)} {d.unit} {borrowed} objective{off}, which bounds each "
                      "request's mean gap, not every gap")  # fmt: skip
         else:
-            text += f" · {met:.0%} within the {d.slo:g} {d.unit} objective{off}"
+            text += f" · {met:.0%} within the {fmt_number(d.slo)} {d.unit} objective{off}"
     if d.beyond:
         text += f" · {d.beyond:,} beyond {fmt_number(d.upper)} {d.unit} not shown"
     return text + "."
@@ -202,9 +202,9 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
             upper = max(upper, slo_ms * 1.08)
             fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, 1], mode="lines", line=dict(color="#202124", width=3),
                                      name=_slo_name(metric, slo_ms, unit), hoverinfo="skip"))  # fmt: skip
-        else:
-            title += f" · {_slo_name(metric, slo_ms, unit)} (off the chart, right)"
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=50, b=40),
+        else:  # on a line of its own: Plotly does not wrap a title, and one line was cut at "(off the chart, righ" on a phone
+            title += f"<br><span style='font-size:12px'>{_slo_name(metric, slo_ms, unit)} (off the chart, right)</span>"
+    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=60, b=40),
                       xaxis=dict(title=f"{metric.key.upper()} ({unit})", range=[0, upper or None]),
                       yaxis=dict(title="fraction ≤ x", tickformat=".0%", range=[0, 1.02]))  # fmt: skip
     return fig

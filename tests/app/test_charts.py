@@ -409,3 +409,16 @@ def test_the_rooflines_axis_title_and_legend_fit_a_phone_and_write_thousands_wit
     fig = charts.roofline_figure(run_simulation(cfg))
     assert len(fig.layout.xaxis.title.text) <= 42 and "FLOP/byte" in fig.layout.xaxis.title.text
     assert next(t.name for t in fig.data if t.name.startswith("roof: ")) == "roof: 1,978.9 TFLOP/s FP8, 3,350 GB/s"
+
+
+def test_compares_cdf_title_puts_a_far_objective_on_a_line_of_its_own():
+    # On a phone the title "TTFT: time to first token · SLO 2000 ms (off the chart, right)" (62 characters on one line:
+    # Plotly does not wrap titles) was cut at "(off the chart, righ"; and 2000 had no separator
+    import re
+
+    res = run_simulation(make_config(workload__num_requests=60))
+    fig = charts.cdf_overlay_figure({"A": res, "B": res}, charts.METRICS[0])
+    lines = [re.sub(r"<[^>]+>", "", line) for line in fig.layout.title.text.split("<br>")]
+    assert lines == [charts.METRICS[0].label, "SLO 2,000 ms (off the chart, right)"]
+    assert max(len(line) for line in lines) <= 40
+    assert "within the 2,000 ms objective (off the chart, right)" in charts.distribution_summary(res, charts.METRICS[0])
