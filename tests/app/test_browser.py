@@ -186,6 +186,16 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     page.close()
 
 
+def test_a_deployments_headline_is_whole_on_a_phone(server, browser):
+    # 390 px, a 3P1D deployment: the KV cache peak's "decode 0, of its 480,848 tokens" was cut to "decode 0, of its 480,848 t…"
+    page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 8", timeout=90_000)
+    page.wait_for_timeout(300)
+    cut = _cut_texts(page, "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div")
+    assert cut == [], cut
+    page.close()
+
+
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead
