@@ -76,8 +76,9 @@ def pareto_figure(result: Plan) -> go.Figure:
 def _show(result: Plan, elapsed_s: float) -> None:
     spec = result.spec
     p = spec.objective.percentile
+    band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
     st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
-               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + result.band.text() + ".")  # fmt: skip
+               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + band[:1].upper() + band[1:] + ".")  # fmt: skip
     if not result.rows:
         st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
         return
