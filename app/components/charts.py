@@ -25,7 +25,8 @@ CDF_POINTS = 400
 MAX_ROOFLINE_POINTS = 4000
 PERCENTILES = (50, 90, 99)
 PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
-LOG_AXIS = dict(type="log", dtick=1, minor=dict(ticks="", showgrid=False))  # labels at decades only: 1, 10, 100, 1k
+# labels at decades only, in full: 1, 10, 100, 1,000 (Plotly's own wrote "1000" beside "10k" and "100k")
+LOG_AXIS = dict(type="log", dtick=1, tickformat=",", minor=dict(ticks="", showgrid=False))
 
 
 def log_ladder_axis(values) -> dict:

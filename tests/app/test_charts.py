@@ -227,6 +227,13 @@ def test_log_axes_label_decades_only(small):
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick == 1
 
 
+def test_a_log_axis_of_decades_writes_them_in_full():
+    # Plotly's own decade labels: "1000" beside "10k" and "100k" (Sweep's latency panel over five decades, the roofline)
+    wide = charts.log_ladder_axis([12.0, 161_607.0])
+    assert wide["type"] == "log" and wide["dtick"] == 1 and wide["tickformat"] == ","  # 1,000, 10,000, 100,000
+    assert charts.LOG_AXIS["tickformat"] == ","
+
+
 def test_runs_a_and_b_never_share_a_colour_with_a_phase(small):
     from app.components.colors import RUN_COLORS
 
