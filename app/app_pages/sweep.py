@@ -302,7 +302,16 @@ def main() -> None:
     # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
     st.dataframe(rows, hide_index=True, key="sw.table", placeholder=MISSING, column_config={
         c: st.column_config.NumberColumn(format="%,.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT)})
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT),
+         "finished": st.column_config.NumberColumn(format="localized"),
+         "stopped": st.column_config.TextColumn(help="Why the run ended before its last request finished (in full under the table)")})
+    # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page
+    stopped = [(name, p) for name, pts in curves.items() for p in pts if p.summary is not None and p.summary.stopped_reason]
+    if stopped:
+        name, p = stopped[0]
+        at = ", ".join(f"{q.value:g}" for _, q in stopped)
+        st.caption(plain(f"{len(stopped)} of {len(rows)} runs stopped before their last request finished ({knob} = {at}). "
+                         f"At {knob} = {p.value:g} ({name}): {p.summary.stopped_reason}"))  # fmt: skip
 
 
 main()

@@ -765,6 +765,19 @@ def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
     assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
 
 
+def test_sweep_says_in_full_why_runs_stopped_and_counts_with_separators():
+    # Past a 3P1D deployment's knee the runs stop at the simulated-time limit: the table's last column, the reason,
+    # read "decode 0: stoppe…" on a 1,400-px page, nowhere else in full; "finished" read 2102 beside 1,549.4 tok/s
+    import json
+
+    at = sweep_of(LINK_3P1D, sweep="rate", start="12", stop="16", n="2")
+    assert not at.exception
+    said = [c.value for c in at.caption if "stopped before their last request finished" in c.value]
+    assert len(said) == 1 and "(rate = 12, 16)" in said[0] and "At rate = 12 (vLLM V1): decode 0: stopped at " in said[0], said
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["finished"]["type_config"]["format"] == "localized" and "in full under the table" in columns["stopped"]["help"]
+
+
 def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
     at = sweep_of({"preset": "chat-h100-llama8b"}, sweep="prefill_instances")
     assert not at.exception
