@@ -676,6 +676,24 @@ def test_the_timeline_tab_redraws_on_its_own_controls():
     assert metric(at, "TTFT p50") == headline
 
 
+def test_compares_gantts_name_their_side_above_the_chart_and_hang_their_legend_below_the_axis():
+    # 390 px, two deployments: the Gantt's title "A · cluster-dynamo-llama70b-fp8-8xh100-colocated" was cut at the
+    # chart's edge (Plotly does not wrap a title), and its legend, wrapped to two rows and anchored by its bottom,
+    # rose over "simulated time (s)"
+    import json
+
+    at = open_page(PAGES[1], a_preset="cluster-dynamo-llama70b-fp8-8xh100-colocated", b_preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d",
+                   **{"a_workload.num_requests": "60", "b_workload.num_requests": "60"})
+    assert not at.exception
+    names = [m.value for m in at.markdown]
+    assert "**A** · modified · vLLM V1" in names and "**B** · modified · vLLM V1" in names  # (60 requests: modified presets)
+    gantts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")[:2]]
+    assert all(not g.get("title", {}).get("text") and g["legend"]["yanchor"] == "top" for g in gantts), gantts
+    one = open_page(PAGES[1])  # one engine a side: the same
+    g = json.loads(one.get("plotly_chart")[0].proto.spec)["layout"]
+    assert not g.get("title", {}).get("text") and g["legend"]["yanchor"] == "top"
+
+
 def test_compare_says_when_b_cannot_run_on_the_workload_of_a():
     # B took A's workload by an unvalidated copy: a trace longer than B's pools' max_model_len reached the worker as
     # "The simulation failed unexpectedly (ValidationError …). Please report the config", and the page's link
