@@ -85,9 +85,9 @@ def _show(result: Plan, elapsed_s: float) -> None:
     rows = []
     for row, t in zip(result.rows, result.table()):
         rows.append({"configuration": t["config"], "open": _simulate_link(row.config), "GPUs": t["gpus"],
-                     "$/hour": t["usd_per_hour"], "$/M output tokens": t["usd_per_million_output_tokens"],
+                     "$/hour": t["usd_per_hour"], "$/M out tok": t["usd_per_million_output_tokens"],
                      "good req/$": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
-                     f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
+                     f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity": t["capacity_per_s"],
                      "headroom": None if t["headroom"] is None else t["headroom"] * 100,
                      "robust": {True: "yes", False: "no", None: MISSING}[t["robust_to_calibration_error"]]})  # fmt: skip
     # Short headers, the long names as help. The link beside the configuration it opens: last, it sat past the right
@@ -98,10 +98,10 @@ def _show(result: Plan, elapsed_s: float) -> None:
         "configuration": st.column_config.TextColumn(pinned=True),
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
         "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
-        "$/M output tokens": num(format="$%.3f", help="USD per million output tokens at the target rate"),
+        "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
         f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
-        "capacity (req/s)": num(format="%.1f", help="The highest rate meeting the SLOs (bisection)"),
+        "capacity": num(format="%.1f req/s", help="The highest rate meeting the SLOs (bisection)"),
         "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip

@@ -576,7 +576,7 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     # short headers (the long ones hid headroom and robustness behind a scroll on a 1,400-px page), and the link beside
     # the configuration: last, it sat past the right edge of a 1,400-px page and of a phone, behind a scroll
     assert list(df.columns)[:2] == ["configuration", "open"] and list(df.columns)[-2:] == ["headroom", "robust"]
-    assert "$/M output tokens" in df.columns
+    assert "$/M out tok" in df.columns and "capacity" in df.columns  # (short headers: the table fits 1,400 px, test_browser)
     columns = json.loads(at.dataframe[-1].proto.columns)
     assert columns["configuration"]["pinned"] is True  # (it stays in view while the numbers scroll)
     assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
