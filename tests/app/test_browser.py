@@ -263,6 +263,19 @@ def test_the_about_page_shows_whole_numbers_in_a_narrow_window(server, browser):
     page.close()
 
 
+def test_the_about_pages_hardware_sources_fit_a_phone(server, browser):
+    # the sources (a sentence each, with file paths such as presets/calibration/data/vidur_mlp_ops.csv) were cut at the
+    # page's edge in a scrolling grid, then, in a wrapping table, held it 555 px wide on a 390-px phone
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server + "/about")
+    page.wait_for_selector(".st-key-about_hardware [data-testid='stTable']", timeout=90_000)
+    page.wait_for_timeout(300)
+    wide = page.evaluate("""() => [...document.querySelectorAll(".st-key-about_hardware, .st-key-about_hardware *")]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => [e.tagName, e.scrollWidth, e.clientWidth])""")
+    assert wide == [], wide
+    page.close()
+
+
 def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, browser):
     # at 800 px with the sidebar open, two CDFs side by side left each a ~100 px plot beside its legend
     page = _narrow_page(browser, server + "/compare")
