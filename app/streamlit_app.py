@@ -36,6 +36,13 @@ def main() -> None:
             # Narrow windows (a laptop split screen, a tablet with the sidebar open): columns keep a width their
             # content fits in and wrap to the next line, instead of cutting "1,293 tok/s" to "1,29…" and "Share" to "S".
             ".st-key-headline [data-testid='stColumn'], .st-key-about_config [data-testid='stColumn'] { min-width: 9.5rem; } "
+            # and a headline's second line wraps: on a phone a deployment's "decode 0, of its 480,848 tokens" read
+            # "…480,848 t…" and "p99 25.6 ms · ITL p99 25.8 ms" lost its end
+            ".st-key-headline [data-testid='stMetricDelta'], .st-key-headline [data-testid='stMetricDelta'] * "
+            "{ white-space: normal !important; height: auto !important; } "
+            # About's hardware table: its sources' file paths (presets/calibration/data/vidur_mlp_ops.csv) break anywhere,
+            # or on a phone they held the column past the screen's edge
+            ".st-key-about_hardware td:last-child { width: 55%; } .st-key-about_hardware td:last-child * { overflow-wrap: anywhere !important; } "
             ".st-key-lesson_open [data-testid='stColumn'], .st-key-lesson_mech [data-testid='stColumn'] { min-width: 18rem; } "
             # Compare's charts: two under ~320 px each leave a CDF a 100 px plot beside its legend; stack them instead
             ".st-key-cmp_gantts [data-testid='stColumn'], .st-key-cmp_cdfs [data-testid='stColumn'] { min-width: 20rem; } "

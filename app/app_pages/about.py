@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app.components.text import plain
+from app.components.units import MISSING
 from app.state import CFG_KEY, show_link_notices
 from sim_core import list_presets
-from sim_core.presets import read_preset_data
-from sim_core.costmodel import ModelShape, kv_bytes_per_token, plan_memory, MemoryPlanError
+from sim_core.costmodel import MemoryPlanError, ModelShape, kv_bytes_per_token, plan_memory
 from sim_core.planner import calibration_band
+from sim_core.presets import read_preset_data
 
 st.title("About the model")
 show_link_notices()
@@ -39,11 +41,14 @@ sizing decisions on real hardware.
 """
 )
 st.subheader("Hardware presets and their sources")
-st.dataframe(
-    [{"preset": name, "GPU": d.get("name", name), "dense BF16 TFLOP/s": d.get("peak_tflops"),
-      "HBM GB/s": d.get("hbm_bandwidth_gb_per_s"), "source": d.get("source", "")}
-     for name in list_presets("hardware") for d in [read_preset_data("hardware", name)]],
-    hide_index=True, key="about.hardware",
+# A static table whose cells wrap: in a scrolling data grid the sources (a sentence each, the point of the table) were
+# cut at the page's edge, and names such as "a100-80gb-pcie-nvlink-bridge" at their column's. st.table renders
+# Markdown in its cells: the presets' text is escaped (shown as typed).
+num = lambda v: MISSING if v is None else f"{v:,g}"  # noqa: E731  (2,250 and 8,000 as the sidebar writes them)
+st.container(key="about_hardware").table(pd.DataFrame(
+    [{"preset": plain(name), "GPU": plain(d.get("name", name)), "dense BF16 TFLOP/s": num(d.get("peak_tflops")),
+      "HBM GB/s": num(d.get("hbm_bandwidth_gb_per_s")), "source": plain(d.get("source", ""))}
+     for name in list_presets("hardware") for d in [read_preset_data("hardware", name)]]).set_index("preset"),
 )  # fmt: skip
 st.subheader("This configuration")
 shape = ModelShape.of(cfg)

@@ -10,10 +10,9 @@ import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
 from app.components.sidebar import describe_where, scheduler_label
-from app.components.text import plain, plotly_text
+from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
-from app.state import (CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params,
-                       show_link_notices, write_query_params)
+from app.state import CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.metrics import class_metrics
 
@@ -140,10 +139,14 @@ def main() -> None:
     end = max(float(ra.timeline.t_end_s[-1]), float(rb.timeline.t_end_s[-1]))
     window = None if whole else timeline.opening_window(ra)
     g1, g2 = st.container(key="cmp_gantts").columns(2)  # side by side; stacked on a narrow screen (app CSS)
+    # Each side's name above its chart, where it wraps: as the chart's title (Plotly does not wrap one) a preset's name
+    # was cut on a phone ("A · cluster-dynamo-llama70b-fp8-8xh100-colocatec")
     with g1:
-        workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), f"A · {plotly_text(side_label(a))}", window=window), key="cmp.gantt_a")
+        st.markdown(f"**A** · {plain(side_label(a))}")
+        workshop.show_chart(cluster_timeline.gantt_kv_figure(ra, (0, end), window=window), key="cmp.gantt_a")
     with g2:
-        workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), f"B · {plotly_text(side_label(b))}", window=window), key="cmp.gantt_b")
+        st.markdown(f"**B** · {plain(side_label(b))}")
+        workshop.show_chart(cluster_timeline.gantt_kv_figure(rb, (0, end), window=window), key="cmp.gantt_b")
     box = st.container(key="cmp_cdfs")
     for i, metric in enumerate(charts.METRICS):
         if i % 2 == 0:  # a row of two: stacked on a narrow screen they keep the metrics' order

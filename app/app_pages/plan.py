@@ -14,6 +14,7 @@ import streamlit as st
 from app.components import charts
 from app.components.runner import PageBudget
 from app.components.text import plain
+from app.components.units import MISSING
 from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
@@ -75,30 +76,32 @@ def pareto_figure(result: Plan) -> go.Figure:
 def _show(result: Plan, elapsed_s: float) -> None:
     spec = result.spec
     p = spec.objective.percentile
+    band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
     st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
-               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + result.band.text() + ".")  # fmt: skip
+               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + band[:1].upper() + band[1:] + ".")  # fmt: skip
     if not result.rows:
         st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
         return
     rows = []
     for row, t in zip(result.rows, result.table()):
-        rows.append({"configuration": t["config"], "GPUs": t["gpus"],
-                     "$/hour": t["usd_per_hour"], "$/M output tokens": t["usd_per_million_output_tokens"],
+        rows.append({"configuration": t["config"], "open": _simulate_link(row.config), "GPUs": t["gpus"],
+                     "$/hour": t["usd_per_hour"], "$/M out tok": t["usd_per_million_output_tokens"],
                      "good req/$": t["good_requests_per_usd"], f"TTFT P{p} (ms)": t[f"ttft_p{p}_s"] * 1e3,
-                     f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity (req/s)": t["capacity_per_s"],
+                     f"TPOT P{p} (ms)": t[f"tpot_p{p}_s"] * 1e3, "capacity": t["capacity_per_s"],
                      "headroom": None if t["headroom"] is None else t["headroom"] * 100,
-                     "robust": {True: "yes", False: "no", None: "–"}[t["robust_to_calibration_error"]],
-                     "open": _simulate_link(row.config)})  # fmt: skip
-    # Short headers, the long names as help, the link last: with the long ones the table ran past a 1,400-px-wide
-    # page and hid headroom and robustness behind a horizontal scroll.
+                     "robust": {True: "yes", False: "no", None: MISSING}[t["robust_to_calibration_error"]]})  # fmt: skip
+    # Short headers, the long names as help. The link beside the configuration it opens: last, it sat past the right
+    # edge of a 1,400-px-wide page (eleven columns need ~980 px, the page has ~920) and of any phone, behind a
+    # horizontal scroll nothing pointed to. The configuration stays pinned while the numbers scroll.
     num = st.column_config.NumberColumn
-    st.dataframe(rows, hide_index=True, key="plan.table", column_config={
+    st.dataframe(rows, hide_index=True, key="plan.table", placeholder=MISSING, column_config={  # (headroom: None when unknown)
+        "configuration": st.column_config.TextColumn(pinned=True),
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
         "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
-        "$/M output tokens": num(format="$%.3f", help="USD per million output tokens at the target rate"),
+        "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
-        f"TTFT P{p} (ms)": num(format="%.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
-        "capacity (req/s)": num(format="%.1f", help="The highest rate meeting the SLOs (bisection)"),
+        f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
+        "capacity": num(format="%.1f req/s", help="The highest rate meeting the SLOs (bisection)"),
         "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip

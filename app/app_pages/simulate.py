@@ -13,7 +13,7 @@ import streamlit as st
 from app.components import charts, runner, timeline, timeline_html, workshop
 from app.components.sidebar import describe_config, draw_sidebar
 from app.components.text import plain
-from app.components.units import fmt_seconds
+from app.components.units import MISSING, fmt_seconds
 from app.state import (
     BASE_KEY,
     CFG_KEY,
@@ -274,7 +274,7 @@ def _roofline_tab(res: SimResult) -> None:
     # the figures a lesson quotes (spec decoding: "compute-bound ticks go from about 22 % to 60 % … MFU 8 % → 18 %")
     share = f"{float(tl.duration_s[busy & tl.is_compute_bound.astype(bool)].sum()) / busy_s:.0%}" if busy_s > 0 else "–"
     util = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
-    st.caption("Each dot is a tick. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
+    st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
                f"(memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
                f"ticks; mean MFU {util(res.summary.mfu_mean)}, MBU {util(res.summary.mbu_mean)} (Glossary).")  # fmt: skip
     _show(charts.roofline_figure(res), "chart.roof")
@@ -370,10 +370,14 @@ def _requests_tab(res: SimResult) -> None:
                    "run's makespan and its KV cache peak; TTFT on the instances that emit first tokens, TPOT on those "
                    "that decode.")  # fmt: skip
         num = st.column_config.NumberColumn
-        st.dataframe(rows, hide_index=True, key="table.instances", column_config={
+        # (a pool's instances have no TTFT or TPOT of their own: NaN, shown as "–", not "None")
+        st.dataframe(rows, hide_index=True, key="table.instances", placeholder=MISSING, column_config={
             "busy": num(format="percent"), "kv_peak": num("KV peak", format="percent"), "prompt_tokens": num("prompt tokens", format="localized"),
-            "ttft_p50_ms": num("TTFT p50 (ms)", format="%.1f"), "tpot_p50_ms": num("TPOT p50 (ms)", format="%.1f")})  # fmt: skip
-    st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420)
+            "ticks": num(format="localized"),
+            "ttft_p50_ms": num("TTFT p50 (ms)", format="%.1f", help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
+            "tpot_p50_ms": num("TPOT p50 (ms)", format="%.1f", help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
+    # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT)
+    st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420, placeholder=MISSING)
 
 
 def _leave_presenter() -> None:

@@ -13,7 +13,7 @@ from app.components import charts
 from app.components.runner import PageBudget
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
-from app.components.units import fmt_number
+from app.components.units import MISSING, fmt_number
 from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
@@ -47,6 +47,8 @@ RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(perce
 NO_ENGINE = "(none)"
 # sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
 VALUE_FORMAT = "%.6g"
+# (config, its saturation rate) behind the rate range's default, for the help of 'To' on the page's later runs
+SATURATION_KEY = "sw.saturation"
 
 
 def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
@@ -198,6 +200,11 @@ def main() -> None:
     if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
         # (only for the range's first default: the widgets keep theirs; a link with start alone takes the default stop)
         saturation = _saturation_per_s(cfg, page)
+        st.session_state[SATURATION_KEY] = (cfg, saturation)
+    elif knob == "rate" and st.session_state.get(SATURATION_KEY, (None,))[0] == cfg:
+        # the range's widgets still hold the default it set: 'To' keeps saying why (its help went with the first
+        # interaction, when the page wrote start and stop into the link and the widgets had values of their own)
+        saturation = st.session_state[SATURATION_KEY][1]
     start_default, stop_default, n_default, warning = link_range(params, knob, float(current), cfg, saturation)
     if warning and f"sw.start.{knob}" not in st.session_state:
         problems.append(warning)
@@ -288,9 +295,19 @@ def main() -> None:
         "TTFT p99 (ms)": steady(p.summary, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": steady(p.summary, "tpot_p99_s") * 1e3,
         "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
-    st.dataframe(rows, hide_index=True, key="sw.table", column_config={
-        c: st.column_config.NumberColumn(format="%.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT)})
+    # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
+    st.dataframe(rows, hide_index=True, key="sw.table", placeholder=MISSING, column_config={
+        c: st.column_config.NumberColumn(format="%,.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT),
+         "finished": st.column_config.NumberColumn(format="localized"),
+         "stopped": st.column_config.TextColumn(help="Why the run ended before its last request finished (in full under the table)")})
+    # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page
+    stopped = [(name, p) for name, pts in curves.items() for p in pts if p.summary is not None and p.summary.stopped_reason]
+    if stopped:
+        name, p = stopped[0]
+        at = ", ".join(f"{q.value:g}" for _, q in stopped)
+        st.caption(plain(f"{len(stopped)} of {len(rows)} runs stopped before their last request finished ({knob} = {at}). "
+                         f"At {knob} = {p.value:g} ({name}): {p.summary.stopped_reason}"))  # fmt: skip
 
 
 main()

@@ -25,7 +25,8 @@ CDF_POINTS = 400
 MAX_ROOFLINE_POINTS = 4000
 PERCENTILES = (50, 90, 99)
 PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
-LOG_AXIS = dict(type="log", dtick=1, minor=dict(ticks="", showgrid=False))  # labels at decades only: 1, 10, 100, 1k
+# labels at decades only, in full: 1, 10, 100, 1,000 (Plotly's own wrote "1000" beside "10k" and "100k")
+LOG_AXIS = dict(type="log", dtick=1, tickformat=",", minor=dict(ticks="", showgrid=False))
 
 
 def log_ladder_axis(values) -> dict:
@@ -113,9 +114,9 @@ def _borrowed_slo(metric: Metric) -> str | None:
 
 
 def _slo_name(metric: Metric, value: float, unit: str) -> str:
-    """The SLO line's legend entry: 'SLO 2000 ms', or 'TPOT SLO 100 ms' on a chart whose objective is another metric's."""
+    """The SLO line's legend entry: 'SLO 2,000 ms', or 'TPOT SLO 100 ms' on a chart whose objective is another metric's."""
     borrowed = _borrowed_slo(metric)
-    return f"{borrowed} SLO {value:g} {unit}" if borrowed else f"SLO {value:g} {unit}"
+    return f"{borrowed} SLO {fmt_number(value)} {unit}" if borrowed else f"SLO {fmt_number(value)} {unit}"
 
 
 def distribution_summary(res: SimResult, metric: Metric) -> str:
@@ -131,10 +132,10 @@ def distribution_summary(res: SimResult, metric: Metric) -> str:
         off = "" if d.slo <= d.upper else " (off the chart, right)"
         borrowed = _borrowed_slo(metric)
         if borrowed:  # ITL has no objective of its own: the line is TPOT's, which bounds a request's mean gap
-            text += (f" · {met:.0%} of gaps within the {d.slo:g} {d.unit} {borrowed} objective{off}, which bounds each "
+            text += (f" · {met:.0%} of gaps within the {fmt_number(d.slo)} {d.unit} {borrowed} objective{off}, which bounds each "
                      "request's mean gap, not every gap")  # fmt: skip
         else:
-            text += f" · {met:.0%} within the {d.slo:g} {d.unit} objective{off}"
+            text += f" · {met:.0%} within the {fmt_number(d.slo)} {d.unit} objective{off}"
     if d.beyond:
         text += f" · {d.beyond:,} beyond {fmt_number(d.upper)} {d.unit} not shown"
     return text + "."
@@ -202,9 +203,9 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
             upper = max(upper, slo_ms * 1.08)
             fig.add_trace(go.Scatter(x=[slo_ms, slo_ms], y=[0, 1], mode="lines", line=dict(color="#202124", width=3),
                                      name=_slo_name(metric, slo_ms, unit), hoverinfo="skip"))  # fmt: skip
-        else:
-            title += f" · {_slo_name(metric, slo_ms, unit)} (off the chart, right)"
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=50, b=40),
+        else:  # on a line of its own: Plotly does not wrap a title, and one line was cut at "(off the chart, righ" on a phone
+            title += f"<br><span style='font-size:12px'>{_slo_name(metric, slo_ms, unit)} (off the chart, right)</span>"
+    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=60, b=40),
                       xaxis=dict(title=f"{metric.key.upper()} ({unit})", range=[0, upper or None]),
                       yaxis=dict(title="fraction ≤ x", tickformat=".0%", range=[0, 1.02]))  # fmt: skip
     return fig
@@ -218,7 +219,7 @@ def _roof(cfg: SimConfig) -> tuple[str, float, float, bool]:
 
 
 def _roof_name(peak_tflops: float, hbm_gb_per_s: float, fp8: bool) -> str:
-    return f"{peak_tflops:g} TFLOP/s{' FP8' if fp8 else ''}, {hbm_gb_per_s:g} GB/s"
+    return f"{peak_tflops:,g} TFLOP/s{' FP8' if fp8 else ''}, {hbm_gb_per_s:,g} GB/s"  # 1,978.9 and 3,350 as the sidebar
 
 
 def _other_roofs(res: SimResult) -> list[tuple[str, tuple[str, float, float, bool]]]:
@@ -231,6 +232,9 @@ def _other_roofs(res: SimResult) -> list[tuple[str, tuple[str, float, float, boo
             seen.add(roof)
             out.append((f"{inst.role} pool", roof))
     return out
+
+
+ROOFLINE_X_TITLE = "arithmetic intensity (FLOP/byte, per GPU)"
 
 
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
@@ -269,11 +273,13 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
             ))  # fmt: skip
     ridge = peak / bw  # a line trace, not add_vline: annotations on log axes take log10 coordinates
     fig.add_trace(go.Scatter(x=[ridge, ridge], y=[float(np.min(np.minimum(peak, bw * xs))), peak * 1.5], mode="lines",
-                             line=dict(color="#9AA0A6", dash="dot"), name=f"ridge point {ridge:.0f} FLOP/byte",
+                             line=dict(color="#9AA0A6", dash="dot"), name=f"ridge point {ridge:,.0f} FLOP/byte",
                              hoverinfo="skip"))  # fmt: skip
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=30, b=40), legend=dict(orientation="h", y=-0.2),
-        xaxis=dict(**LOG_AXIS, title="arithmetic intensity (FLOP per byte of HBM traffic, per GPU)"),
+        # (short: the long title ran past a phone's ~340 px plot as "…per byte of HBM traffic, per G"; the Roofline
+        # tab's caption says what a byte is)
+        xaxis=dict(**LOG_AXIS, title=ROOFLINE_X_TITLE),
         yaxis=dict(**LOG_AXIS, title="achieved TFLOP/s per GPU"),
     )
     return fig

@@ -216,8 +216,8 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
                                             max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
             fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
                                      name=f"KV {row}", showlegend=False), row=2, col=1)  # fmt: skip
-    fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)), title=title,
-                      margin=dict(l=10, r=10, t=60, b=30), legend=dict(orientation="h", y=-0.25))  # fmt: skip
+    fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)), title=title,  # (legend: as timeline's)
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=30), legend=dict(orientation="h", y=-0.25, yanchor="top"))  # fmt: skip
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)

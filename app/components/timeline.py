@@ -574,8 +574,10 @@ def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, 
         tt, yy = reduce_series(tl.t_end_s[sl], tl.kv_blocks_used[sl] / res.memory.num_blocks * 100)
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=PHASE_COLORS["kv"], name="KV in use (%)",
                                  showlegend=False), row=2, col=1)  # fmt: skip
+    # the legend hangs from its top (anchored by its bottom, a legend wrapped to two rows on a phone rose over the
+    # time axis's title)
     fig.update_layout(barmode="overlay", height=height, title=dict(text=title, font=dict(size=14)),
-                      margin=dict(l=10, r=10, t=60, b=30), legend=dict(orientation="h", y=-0.3))  # fmt: skip
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=30), legend=dict(orientation="h", y=-0.3, yanchor="top"))  # fmt: skip
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
     if window is not None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 
+# What a table shows for a number that is not there (NaN, or a metric an instance has no part in); tables say it
+# with st.dataframe(placeholder=MISSING), which showed "None" by default.
+MISSING = "–"
+
 
 def fmt_number(x: float, digits: int = 3) -> str:
     """About `digits` significant digits, never in exponent form (Python's '{:.3g}' wrote 1,143 ms as '1.14e+03'):
     '1,143', '412', '9.8', '0.35'; whole numbers from 10^(digits-1) up, with thousands separators; '–' for NaN, '∞'
     for infinity, '0' for -0.0 (the format raised on NaN and printed '-0')."""
     if math.isnan(x):
-        return "–"
+        return MISSING
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
     x = x + 0.0  # (-0.0 + 0.0 is 0.0)
@@ -25,7 +29,7 @@ def fmt_number(x: float, digits: int = 3) -> str:
 def fmt_seconds(v: float, digits: int = 3) -> str:
     """'–' for NaN; '412 ms', '9.8 ms', '0.35 ms'; '1.42 s', '68.3 s', '1,204 s' (about `digits` significant digits)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
+        return MISSING
     unit, x = ("s", v) if abs(v) >= 1 else ("ms", v * 1e3)
     return f"{fmt_number(x, digits)} {unit}"
 
@@ -40,4 +44,4 @@ def time_unit(values_s) -> tuple[float, str]:
 
 
 def fmt_count(v: float) -> str:
-    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{round(v):,}"
+    return MISSING if v is None or (isinstance(v, float) and math.isnan(v)) else f"{round(v):,}"

@@ -227,6 +227,13 @@ def test_log_axes_label_decades_only(small):
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick == 1
 
 
+def test_a_log_axis_of_decades_writes_them_in_full():
+    # Plotly's own decade labels: "1000" beside "10k" and "100k" (Sweep's latency panel over five decades, the roofline)
+    wide = charts.log_ladder_axis([12.0, 161_607.0])
+    assert wide["type"] == "log" and wide["dtick"] == 1 and wide["tickformat"] == ","  # 1,000, 10,000, 100,000
+    assert charts.LOG_AXIS["tickformat"] == ","
+
+
 def test_runs_a_and_b_never_share_a_colour_with_a_phase(small):
     from app.components.colors import RUN_COLORS
 
@@ -255,7 +262,7 @@ def test_a_deployment_on_two_gpu_kinds_draws_each_pools_roof():
 
     split = run_simulation(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"))
     names = [t.name for t in charts.roofline_figure(split).data]
-    assert "decode pool roof (A100 80GB SXM): 312 TFLOP/s, 2039 GB/s" in names
+    assert "decode pool roof (A100 80GB SXM): 312 TFLOP/s, 2,039 GB/s" in names
     same = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))  # one GPU kind (TP2 and TP1): one roof
     assert not [n for n in (t.name for t in charts.roofline_figure(same).data) if "pool roof" in n]
 
@@ -365,13 +372,13 @@ def test_fp8_weights_on_fp8_tensor_cores_are_drawn_under_the_fp8_roof():
     res = run_simulation(cfg)
     fig = charts.roofline_figure(res)
     roof = next(t for t in fig.data if t.name.startswith("roof: "))
-    assert roof.name == f"roof: {cfg.hardware.peak_fp8_tflops:g} TFLOP/s FP8, {cfg.hardware.hbm_bandwidth_gb_per_s:g} GB/s"
+    assert roof.name == f"roof: {cfg.hardware.peak_fp8_tflops:,g} TFLOP/s FP8, {cfg.hardware.hbm_bandwidth_gb_per_s:,g} GB/s"
     assert float(np.max(roof.y)) == pytest.approx(cfg.hardware.peak_fp8_tflops)
     for t in fig.data:  # no tick computes faster than the peak of the cores the model runs its GEMMs on
         if t.name.endswith(" ticks"):
             assert float(np.max(t.y)) <= cfg.hardware.peak_fp8_tflops
     bf16 = charts.roofline_figure(run_simulation(make_config(workload__num_requests=40)))
-    assert next(t.name for t in bf16.data if t.name.startswith("roof: ")) == f"roof: {cfg.hardware.peak_tflops:g} TFLOP/s, 3350 GB/s"
+    assert next(t.name for t in bf16.data if t.name.startswith("roof: ")) == f"roof: {cfg.hardware.peak_tflops:,g} TFLOP/s, 3,350 GB/s"
 
 
 def test_a_crowded_window_of_multi_turn_sessions_follows_arrival_not_request_ids():
@@ -400,3 +407,25 @@ def test_a_crowded_window_of_multi_turn_sessions_follows_arrival_not_request_ids
         assert all_ids.tolist() == by_arrival.tolist()
     assert checked > 5
     assert np.any(np.diff(req.arrival_s[np.isfinite(req.arrival_s)]) < 0)  # (the case in question: ids out of arrival order)
+
+
+def test_the_rooflines_axis_title_and_legend_fit_a_phone_and_write_thousands_with_separators():
+    # At 390 px the x title "arithmetic intensity (FLOP per byte of HBM traffic, per GPU)" (60 characters) ran past the
+    # ~340 px plot, cut at "per G"; the FP8 roof read "1978.9 TFLOP/s FP8, 3350 GB/s" beside the sidebar's 1,978.9 and 3,350
+    cfg = make_config(workload__num_requests=40, model__weight_dtype="fp8")
+    fig = charts.roofline_figure(run_simulation(cfg))
+    assert len(fig.layout.xaxis.title.text) <= 42 and "FLOP/byte" in fig.layout.xaxis.title.text
+    assert next(t.name for t in fig.data if t.name.startswith("roof: ")) == "roof: 1,978.9 TFLOP/s FP8, 3,350 GB/s"
+
+
+def test_compares_cdf_title_puts_a_far_objective_on_a_line_of_its_own():
+    # On a phone the title "TTFT: time to first token · SLO 2000 ms (off the chart, right)" (62 characters on one line:
+    # Plotly does not wrap titles) was cut at "(off the chart, righ"; and 2000 had no separator
+    import re
+
+    res = run_simulation(make_config(workload__num_requests=60))
+    fig = charts.cdf_overlay_figure({"A": res, "B": res}, charts.METRICS[0])
+    lines = [re.sub(r"<[^>]+>", "", line) for line in fig.layout.title.text.split("<br>")]
+    assert lines == [charts.METRICS[0].label, "SLO 2,000 ms (off the chart, right)"]
+    assert max(len(line) for line in lines) <= 40
+    assert "within the 2,000 ms objective (off the chart, right)" in charts.distribution_summary(res, charts.METRICS[0])

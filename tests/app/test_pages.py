@@ -83,6 +83,26 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
 
 
+def test_a_deployments_tables_show_a_missing_latency_as_a_dash_and_say_why():
+    # The Requests tab of a 3P1D deployment showed "None" for the prefill instances' TPOT and the decode instance's
+    # TTFT (NaN in a number column); the requests table did the same for an unfinished request's finish and TTFT.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "instance" in d.value.columns)
+    rows = table.value.set_index("instance")
+    assert rows["tpot_p50_ms"].isna().tolist() == [True, True, True, False]  # the data stays numbers (sortable)
+    assert table.proto.placeholder == "–"  # (as fmt_number writes NaN)
+    columns = json.loads(table.proto.columns)
+    assert "decode instance" in columns["ttft_p50_ms"]["help"] and "prefill instance" in columns["tpot_p50_ms"]["help"]
+    assert columns["ticks"]["type_config"]["format"] == "localized"  # 2,054 ticks, as prompt tokens 1,200,000
+    requests = next(d for d in at.dataframe if "request_id" in d.value.columns)
+    assert requests.proto.placeholder == "–"  # the requests table too
+
+
 def test_the_roofline_tab_shows_the_compute_bound_share_and_mfu_lesson_13_quotes():
     # Lesson 13's answer: "compute-bound ticks go from about 22 % to 60 % of the GPU's busy time (MFU about 8 % → 18 %)".
     # Neither figure was on any page (MFU only in the Glossary): a student could not check the answer against the run.
@@ -235,6 +255,22 @@ def test_sweep_opens_on_a_rate_range_that_crosses_the_knee():
     assert at.query_params["start"] == "2" and at.query_params["stop"] == "30"  # (the link keeps the range it ran)
     said = " ".join(m.value for m in at.markdown if "capacity" in m.value)
     assert "capacity" in said and "raise 'To'" not in said and "even the lowest" not in said
+
+
+def test_the_sweep_to_inputs_help_stays_after_the_first_interaction():
+    # 'To' said why its default runs past the knee ("This setup completes at most 20 req/s ...") only on the page's
+    # first run: the saturation rate was probed for the first default alone, so any interaction (a new point count,
+    # a new 'To') rebuilt the input with help=None and the (?) went away
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate")
+    first = at.number_input(key="sw.stop.rate").help
+    assert "completes at most" in first
+    at.number_input(key="sw.n").set_value(5).run()
+    assert not at.exception and at.number_input(key="sw.stop.rate").help == first
+    at.number_input(key="sw.stop.rate").set_value(40.0).run()
+    assert not at.exception and at.number_input(key="sw.stop.rate").help == first
+    at.selectbox(key="sw.knob").set_value("max_num_seqs").run()
+    at.selectbox(key="sw.knob").set_value("rate").run()  # (the range's widgets keep their values, and 'To' its help)
+    assert not at.exception and at.number_input(key="sw.stop.rate").help == first
 
 
 def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
@@ -524,8 +560,11 @@ def test_hardware_sources_are_shown():
     at = app().run()
     assert any("H100 datasheet" in c.value for c in at.sidebar.caption)
     about = open_page("app_pages/about.py")
-    table = about.dataframe[0].value
-    assert len(table) >= 5 and table["source"].str.len().min() > 10
+    # a static table that wraps (the sources, a sentence each, were cut at the page's edge in a scrolling grid)
+    table = about.table[0].value
+    assert len(table) >= 5 and table["source"].str.len().min() > 10 and not about.dataframe
+    assert table.loc["b200", "dense BF16 TFLOP/s"] == "2,250" and table.loc["h100-sxm", "HBM GB/s"] == "3,350"
+    assert "a100-80gb-pcie-nvlink-bridge" in table.index
 
 
 def test_about_quotes_the_cost_models_computed_error_band_as_plan_does():
@@ -547,6 +586,8 @@ def narrow_plan_search(at, max_replicas: int) -> None:
 
 
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
+    import json
+
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     at = open_page("app_pages/plan.py")
     assert not at.exception
@@ -557,11 +598,17 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     df = at.dataframe[-1].value  # after the price editor
     assert list(df["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
     assert df["open"][0].startswith("./?") and df["$/hour"][0] == 6.0
-    # short headers and the link last: the long ones hid headroom and robustness behind a scroll on a 1,400-px page
-    assert list(df.columns)[-3:] == ["headroom", "robust", "open"] and "$/M output tokens" in df.columns
+    # short headers (the long ones hid headroom and robustness behind a scroll on a 1,400-px page), and the link beside
+    # the configuration: last, it sat past the right edge of a 1,400-px page and of a phone, behind a scroll
+    assert list(df.columns)[:2] == ["configuration", "open"] and list(df.columns)[-2:] == ["headroom", "robust"]
+    assert "$/M out tok" in df.columns and "capacity" in df.columns  # (short headers: the table fits 1,400 px, test_browser)
+    columns = json.loads(at.dataframe[-1].proto.columns)
+    assert columns["configuration"]["pinned"] is True  # (it stays in view while the numbers scroll)
+    assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
+    assert at.dataframe[-1].proto.placeholder == "–"  # a headroom not known: "–", as fmt_number writes NaN, not "None"
     assert any("candidate configurations" in c.value for c in at.caption)
-    import json
-
+    # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
+    assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
     front = next(t for t in fig["data"] if t["name"] == "Pareto front")
     assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
@@ -654,6 +701,24 @@ def test_the_timeline_tab_redraws_on_its_own_controls():
     assert metric(at, "TTFT p50") == headline
 
 
+def test_compares_gantts_name_their_side_above_the_chart_and_hang_their_legend_below_the_axis():
+    # 390 px, two deployments: the Gantt's title "A · cluster-dynamo-llama70b-fp8-8xh100-colocated" was cut at the
+    # chart's edge (Plotly does not wrap a title), and its legend, wrapped to two rows and anchored by its bottom,
+    # rose over "simulated time (s)"
+    import json
+
+    at = open_page(PAGES[1], a_preset="cluster-dynamo-llama70b-fp8-8xh100-colocated", b_preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d",
+                   **{"a_workload.num_requests": "60", "b_workload.num_requests": "60"})
+    assert not at.exception
+    names = [m.value for m in at.markdown]
+    assert "**A** · modified · vLLM V1" in names and "**B** · modified · vLLM V1" in names  # (60 requests: modified presets)
+    gantts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")[:2]]
+    assert all(not g.get("title", {}).get("text") and g["legend"]["yanchor"] == "top" for g in gantts), gantts
+    one = open_page(PAGES[1])  # one engine a side: the same
+    g = json.loads(one.get("plotly_chart")[0].proto.spec)["layout"]
+    assert not g.get("title", {}).get("text") and g["legend"]["yanchor"] == "top"
+
+
 def test_compare_says_when_b_cannot_run_on_the_workload_of_a():
     # B took A's workload by an unvalidated copy: a trace longer than B's pools' max_model_len reached the worker as
     # "The simulation failed unexpectedly (ValidationError …). Please report the config", and the page's link
@@ -686,6 +751,20 @@ def test_a_config_too_long_for_a_link_leaves_no_other_config_in_the_address():
         at.query_params[k] = v
     at.run()
     assert not at.exception and at.query_params["sweep"] == "max_num_seqs" and not {"preset", "cfg"} & set(at.query_params)
+
+
+def test_the_sweep_table_writes_large_latencies_with_separators_and_a_missing_value_as_a_dash():
+    # max_num_seqs = 1 on the default preset queues for minutes: its TTFT p99 read "466455.2" ms; a point without a
+    # result (an error) read "None" in every number column
+    import json
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="max_num_seqs", start="1", stop="64", n="2")
+    assert not at.exception
+    table = at.dataframe[0]
+    assert table.value["TTFT p99 (ms)"].max() > 100_000
+    columns = json.loads(table.proto.columns)
+    assert {columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")} == {"%,.1f"}
+    assert table.proto.placeholder == "–"
 
 
 def test_sweep_shows_a_small_start_as_the_link_gives_it():
@@ -727,6 +806,19 @@ def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
     at = sweep_of(LINK_3P1D, sweep="prefill_instances", start="1", stop="6", n="6")
     assert not at.exception and any("between 1 and 3" in w.value for w in at.warning), [w.value for w in at.warning]
     assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
+
+
+def test_sweep_says_in_full_why_runs_stopped_and_counts_with_separators():
+    # Past a 3P1D deployment's knee the runs stop at the simulated-time limit: the table's last column, the reason,
+    # read "decode 0: stoppe…" on a 1,400-px page, nowhere else in full; "finished" read 2102 beside 1,549.4 tok/s
+    import json
+
+    at = sweep_of(LINK_3P1D, sweep="rate", start="12", stop="16", n="2")
+    assert not at.exception
+    said = [c.value for c in at.caption if "stopped before their last request finished" in c.value]
+    assert len(said) == 1 and "(rate = 12, 16)" in said[0] and "At rate = 12 (vLLM V1): decode 0: stopped at " in said[0], said
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["finished"]["type_config"]["format"] == "localized" and "in full under the table" in columns["stopped"]["help"]
 
 
 def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
