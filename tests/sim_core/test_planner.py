@@ -304,3 +304,16 @@ def test_the_saturation_probe_of_multi_turn_sessions_keeps_the_batch_full():
     (met,) = run_sweep(cfg, "rate", [20.0], steady_length=True)
     assert met.summary.steady.ttft_p99_s <= cfg.slo.ttft_s and met.summary.steady.goodput_requests_per_s > 19
     assert saturation > 20  # (an upper bound on what the setup keeps up with)
+
+
+def test_a_confirmed_rows_headroom_is_its_deployments_so_it_is_never_below_a_target_it_meets():
+    # chat-4xh100-llama70b at 32 req/s, TPOT 50 ms: 7x H100 TP4 met the SLOs as a round-robin deployment, yet its
+    # headroom, bisected on one replica's share at a random router, read "capacity 26.3 req/s, -18 %"
+    from sim_core.presets import load_preset
+    from sim_core.sweep import with_value
+
+    base = with_value(load_preset("chat-4xh100-llama70b"), "slo.tpot_s", 0.05)
+    spec = PlanSpec(target_rate_per_s=32.0, gpus=("h100-sxm",), tp_degrees=(4,), engines=("vllm-v1",))
+    (row,) = plan(base, spec, backend=LocalBackend(1), with_band=False).rows
+    assert row.meets and row.config.deployment.replicas == 7
+    assert row.capacity_per_s >= 32.0 and row.headroom(32.0) >= 0
