@@ -155,9 +155,16 @@ class LocalBackend:
         self.close()
 
     def close(self) -> None:
+        """Release the pool and end its workers now. Between searches they are idle; after a cancelled or interrupted
+        one they may be mid-task, and a shutdown alone would let each finish it (a search's worth of CPU that another
+        session could use), or, when this process is about to exit, leave them waiting for work that never comes."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            workers = list((getattr(pool, "_processes", None) or {}).values())  # (Python 3.14's terminate_workers)
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in workers:
+                if worker.is_alive():
+                    worker.terminate()
 
     def map(self, fn, items, on_progress=None, cancelled=None):
         items = list(items)

@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, get_args
 
@@ -243,6 +245,22 @@ def main(argv: list[str] | None = None) -> int:
     add_bench_arguments(sub.add_parser("bench", help="benchmark the engine on fixed scenarios"))
     add_capacity_commands(sub)
     args = parser.parse_args(argv)
+    # SIGTERM (`timeout`, a job scheduler, `kill`) ends a command as Ctrl-C does: through the `finally` blocks that close
+    # its worker pool. Its default action ended this process alone, and the workers waited for work for good.
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None
+    try:
+        return _run_command(args)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         if args.cmd in CAPACITY_COMMANDS:
             return run_capacity_command(args)
