@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import format_validation_error, optional_section_defaults, renamed_field
+from sim_core.config import NotAField, format_validation_error, set_dotted
 from sim_core.inputs import InputError, NestingError, loads_bounded
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
@@ -213,20 +213,12 @@ def _problem(err: PresetError | ValidationError) -> str:
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    """`data` with `section.field` set to `value`; an absent optional section is filled with its defaults (as --set).
-    PresetError when the path is not a field of the config."""
-    node = data
-    *parts, last = path.split(".")
-    for i, part in enumerate(parts):
-        if part in node and node[part] is None:
-            node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
-        if not isinstance(node.get(part), dict):
-            raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
-        node = node[part]
-    last = renamed_field(node, last)
-    if last not in node:
-        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.")
-    node[last] = value
+    """`data` with `section.field` set to `value`, as `--set` sets it (`set_dotted`); PresetError when the path is
+    not a field of the config."""
+    try:
+        set_dotted(data, path, value)
+    except NotAField:
+        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.") from None
 
 
 def is_config_param(key: str) -> bool:

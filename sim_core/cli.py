@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import SimConfig, format_validation_error, optional_section_defaults, renamed_field
+from sim_core.config import NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
@@ -45,18 +45,12 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
             raise PresetError(str(err)) from None
         except InputError:
             value = raw  # not JSON: a string
-        node = data
-        parts = key.strip().split(".")
-        for i, part in enumerate(parts[:-1]):
-            if part in node and node[part] is None:  # an absent optional section: what it stands for (its defaults)
-                node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
-            if not isinstance(node.get(part), dict):
-                raise PresetError(f"--set {key!r}: {part!r} is not a section of the config")
-            node = node[part]
-        last = renamed_field(node, parts[-1])
-        if last not in node:
-            raise PresetError(f"--set {key!r}: unknown field {parts[-1]!r}; fields here: {', '.join(sorted(node))}")
-        node[last] = value
+        try:
+            set_dotted(data, key.strip(), value)
+        except NotAField as err:
+            if err.is_section:
+                raise PresetError(f"--set {key!r}: {err.part!r} is not a section of the config") from None
+            raise PresetError(f"--set {key!r}: unknown field {err.part!r}; fields here: {', '.join(err.fields)}") from None
     return data
 
 

@@ -976,6 +976,33 @@ def field_info(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> Any
     return info
 
 
+class NotAField(ValueError):
+    """A dotted path (`--set`, a link's `section.field=value`) that names no field of the config: `part` is the first
+    part that is not one (a section when `is_section`), `fields` the fields where the last part was looked for."""
+
+    def __init__(self, part: str, is_section: bool, fields: tuple[str, ...] = ()):
+        super().__init__(part)
+        self.part, self.is_section, self.fields = part, is_section, fields
+
+
+def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set `section.field` of a config dict (a JSON dump) to `value`: the one walk of `--set` and of a link's values.
+    An absent optional section is filled with what it stands for (`optional_section_defaults`), an old field name is
+    read as its current one (`renamed_field`); NotAField when the path names no field."""
+    node = data
+    *parts, last = path.split(".")
+    for i, part in enumerate(parts):
+        if part in node and node[part] is None:
+            node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
+        if not isinstance(node.get(part), dict):
+            raise NotAField(part, True)
+        node = node[part]
+    name = renamed_field(node, last)
+    if name not in node:
+        raise NotAField(last, False, tuple(sorted(node)))
+    node[name] = value
+
+
 def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """What the optional section at `loc` stands for when a config leaves it out (None), as JSON, or None if `loc`
     is not one: what `--set` and a link's `section.field=value` fill in, so `deployment.disaggregation.prefill.
