@@ -232,6 +232,11 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     import json
 
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    from tests.app.test_charts import numeric_axes_without_separators, raw_numbers_in_hover
+
+    # the throughput axis read "1000" and "2000" (and its hovers "1234.567891") beside the table's 1,234
+    assert not numeric_axes_without_separators(spec["layout"]) and not [raw_numbers_in_hover(t.get("hovertemplate", "")) for t in spec["data"] if raw_numbers_in_hover(t.get("hovertemplate", ""))]
+    assert spec["layout"]["yaxis"]["tickformat"] == "," and spec["layout"]["yaxis"]["hoverformat"] == ",.6~r"
     shown = [t for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
     legend = [t["name"] for t in shown]
     assert len(legend) == len(set(legend))
@@ -610,6 +615,11 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    from tests.app.test_charts import numeric_axes_without_separators, raw_numbers_in_hover
+
+    # the $/hour axis and the hover ("$1234.00/h · 1736 ms") without separators, beside the table's 1,736
+    assert not numeric_axes_without_separators(fig["layout"]) and fig["layout"]["xaxis"]["tickformat"] == ","
+    assert not [t["hovertemplate"] for t in fig["data"] if raw_numbers_in_hover(t.get("hovertemplate", ""))]
     front = next(t for t in fig["data"] if t["name"] == "Pareto front")
     assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
     assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis"]["ticktext"]  # labels in full, not bare digits
