@@ -186,6 +186,31 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     page.close()
 
 
+def _table_widths(page) -> list[list[int]]:
+    """[scrollWidth, clientWidth] of each data table drawn on the page (a table scrolls sideways when the first is larger)."""
+    return page.evaluate("""() => [...document.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")]
+        .filter(s => s.clientWidth > 0).map(s => [s.scrollWidth, s.clientWidth])""")
+
+
+def test_the_requests_table_fits_a_phone_and_shows_every_column_on_a_laptop(server, browser):
+    # 390 px: the requests table scrolled sideways (17 columns, four in view: request_id, arrival_s, prompt_tokens,
+    # output_tokens); it opens on six narrow columns that fit, and "All columns" brings the rest back
+    page = _open(browser, server + "/", PHONE)
+    page.get_by_role("tab", name="Requests").click()
+    page.wait_for_selector("[data-testid='stDataFrame'] .dvn-scroller", timeout=60_000)
+    page.wait_for_timeout(500)
+    widths = _table_widths(page)
+    assert len(widths) == 1 and widths[0][0] <= widths[0][1] + 1, widths
+    page.locator("[data-testid='stDataFrame']").screenshot(path=str(ARTIFACTS / "phone-requests.png"))
+    page.close()
+    page = _open(browser, server + "/", {"width": 1400, "height": 900})
+    page.get_by_role("tab", name="Requests").click()
+    page.get_by_text("All columns").click()
+    # (the grid draws on a canvas; its header row is in the accessible table behind it)
+    page.wait_for_selector("[data-testid='stDataFrame'] th:has-text('longest gap ms')", state="attached", timeout=60_000)
+    page.close()
+
+
 def test_a_deployments_headline_is_whole_on_a_phone(server, browser):
     # 390 px, a 3P1D deployment: the KV cache peak's "decode 0, of its 480,848 tokens" was cut to "decode 0, of its 480,848 t…"
     page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
