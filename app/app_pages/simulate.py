@@ -274,8 +274,11 @@ def _roofline_tab(res: SimResult) -> None:
     # the figures a lesson quotes (spec decoding: "compute-bound ticks go from about 22 % to 60 % … MFU 8 % → 18 %")
     share = f"{float(tl.duration_s[busy & tl.is_compute_bound.astype(bool)].sum()) / busy_s:.0%}" if busy_s > 0 else "–"
     util = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
-    st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
-               f"(memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
+    # (it said "Prefill ticks sit right of the ridge": on the default vLLM V1 run the orange prefill dots are one or two
+    # and the purple mixed ticks are the ones that reach it, spread from 40 to 1,000 FLOP/byte by their prompt tokens)
+    st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. The more prompt tokens a tick computes (prefill and "
+               "mixed ticks), the further right it sits, up to the ridge and past it (compute-bound); decode-only ticks sit "
+               f"far left (memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
                f"ticks; mean MFU {util(res.summary.mfu_mean)}, MBU {util(res.summary.mbu_mean)} (Glossary).")  # fmt: skip
     _show(charts.roofline_figure(res), "chart.roof")
 

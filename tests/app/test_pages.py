@@ -909,3 +909,22 @@ def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_colum
     assert list(full.value.columns)[:7] == ["request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens", "status"]
     assert full.value["kv_transfer_ms"].tolist() == pytest.approx((frame["kv_transfer_s"] * 1e3).tolist(), nan_ok=True)
     assert all(c.get("help") for name, c in json.loads(full.proto.columns).items() if name != "_index")  # each short header says what it is
+
+
+def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
+    # The caption said "Prefill ticks sit right of the ridge, decode ticks left": on the default (vLLM V1) run the
+    # dots at and past the ridge are purple mixed ticks (prefill chunks riding with decodes), the orange prefill ones
+    # one or two; a student looked for orange dots on the right and found none.
+    import numpy as np
+
+    from app.components import runner
+    from sim_core.types import Phase
+
+    at = app(preset="chat-h100-llama8b")
+    at.session_state["ui.tab"] = "Roofline"
+    at.run()
+    said = " ".join(c.value for c in at.caption)
+    assert "Prefill ticks sit right of the ridge" not in said and "(prefill and mixed ticks)" in said, said
+    tl = runner.run(at.session_state[CFG_KEY]).result.timeline
+    bound = tl.is_compute_bound.astype(bool)
+    assert np.count_nonzero(bound & (tl.phase == Phase.MIXED)) > 10 * np.count_nonzero(bound & (tl.phase == Phase.PREFILL))
