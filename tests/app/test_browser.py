@@ -312,6 +312,19 @@ def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, b
     page.close()
 
 
+def test_compares_cdfs_keep_most_of_a_phones_width_for_the_curves(server, browser):
+    # 390 px: each CDF's legend stood on its right, the ITL one ("TPOT SLO 100 ms") leaving its curves ~170 px of ~360
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server + "/compare")
+    page.wait_for_function("() => document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot .nsewdrag').length == 4", timeout=90_000)
+    page.wait_for_timeout(500)
+    widths = page.evaluate("""() => [...document.querySelectorAll('.st-key-cmp_cdfs .js-plotly-plot')]
+        .map(p => [p.querySelector('.nsewdrag').getBoundingClientRect().width, p.getBoundingClientRect().width])""")
+    assert all(plot >= 0.7 * chart for plot, chart in widths), widths
+    page.locator(".st-key-cmp_cdfs").screenshot(path=str(ARTIFACTS / "phone-compare-cdfs.png"))
+    page.close()
+
+
 def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, browser):
     normal = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
     tick_px = "() => parseFloat(getComputedStyle(document.querySelector('[data-testid=timeline-html] .sgt-x span')).fontSize)"
