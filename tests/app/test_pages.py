@@ -324,6 +324,21 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert at.button(key="lesson_banner.close")
 
 
+def test_a_lessons_numeric_sides_are_written_with_thousands_separators():
+    # Lesson 1 read "The knob: HBM bandwidth (GB/s): from 3350 to 1675" and its buttons "= 3350", the chunk lesson
+    # "= 4096", beside the sidebar's 3,350 and the lessons' own text ("a 4,096-token prompt")
+    lesson = next(x for x in load_lessons() if x.id == "chunk-size")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    assert any("from **512** to **4,096**" in m.value for m in at.markdown)
+    assert at.button(key=f"learn.open1.{lesson.id}").label == f"Open with {lesson.knob_label} = 4,096"
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    line = next(m.value for m in at.markdown if m.value.startswith(f"**Lesson {lesson.order}:"))
+    assert "= `4,096`" in line, line  # (the banner on Simulate)
+    from app.components.units import fmt_setting
+
+    assert [fmt_setting(v) for v in (3350, 65536, 0.5, 1234.5, True, "swap")] == ["3,350", "65,536", "0.5", "1,234.5", "True", "swap"]
+
+
 def test_the_lesson_banner_names_a_whole_section_by_its_label():
     # the split lesson's knob is the deployment section: the banner showed its dict
     lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
@@ -395,7 +410,10 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     assert all(is_budget_stop(w.value) and w.value.startswith("**A run stopped early:**") for w in at.warning)
     assert bool(unjudged) == bool(at.warning)
     # each line names its side as the buttons do (lesson 11's lines ended in the deployment's raw dict, "{'router': ...")
-    labels = lesson.value_labels or lesson.values
+    from app.components.workshop import side_labels
+
+    labels = side_labels(lesson)  # (numbers with separators: "= 3,350")
+    assert labels == tuple(f"{v:,}" if type(v) is int else str(v) for v in (lesson.value_labels or lesson.values))
     assert all(f"({lesson.knob_label} = {labels[c.step]}" in look for c in lesson.claims) and "{'" not in look, look
 
 
