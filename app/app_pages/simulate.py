@@ -193,7 +193,8 @@ def _timeline_tab(res: SimResult) -> None:
         how = "drag to zoom, double-click to reset. Hover"
     else:
         st.html(_timeline_html(res, int(first), int(rows), window))
-        how = "use the window controls above to move or widen it. Rest the pointer on"
+        # (the plain view's hovers are title tooltips, which a touch screen never shows: a phone needs the Plotly view)
+        how = "use the window controls above to move or widen it. Rest the pointer (on a phone: turn on Zoom with the mouse, then tap) on"
     st.caption(timeline_caption(how, deployment, deployment and res.is_disaggregated))
 
 

@@ -946,3 +946,15 @@ def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
     tl = runner.run(at.session_state[CFG_KEY]).result.timeline
     bound = tl.is_compute_bound.astype(bool)
     assert np.count_nonzero(bound & (tl.phase == Phase.MIXED)) > 10 * np.count_nonzero(bound & (tl.phase == Phase.PREFILL))
+
+
+def test_the_pages_say_how_to_reach_a_hover_on_a_phone():
+    # A touch screen has no pointer to rest: the Glossary said "Hover the (?)", and the timeline's caption "Rest the
+    # pointer on a bar" for the plain view, whose hovers are title tooltips a phone never shows
+    glossary = open_page(PAGES[6])
+    assert any("Hover or tap the (?)" in c.value for c in glossary.caption)
+    at = app(preset="chat-h100-llama8b").run()
+    said = " ".join(c.value for c in at.caption)
+    assert "on a phone: turn on Zoom with the mouse, then tap" in said, said
+    at.toggle(key="ui.timeline_plotly").set_value(True).run()
+    assert "on a phone" not in " ".join(c.value for c in at.caption)  # (the Plotly view: a tap shows the hover)
