@@ -312,6 +312,24 @@ def test_compares_charts_stack_on_a_narrow_window_instead_of_shrinking(server, b
     page.close()
 
 
+def test_the_latency_charts_panels_keep_their_labels_apart_on_a_phone(server, browser):
+    # 390 px: the CDF's percent labels stood on the histogram's right edge ("80%" read "30%" behind its SLO line) and
+    # the histogram's last x label ran into the CDF's first
+    page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
+    page.get_by_role("tab", name="Latency").click()
+    page.wait_for_selector(".js-plotly-plot g.x2y2 .nsewdrag", timeout=60_000)
+    page.wait_for_timeout(500)
+    boxes = page.evaluate("""() => { const p = document.querySelector('.js-plotly-plot');
+        const r = e => e.getBoundingClientRect(), all = s => [...p.querySelectorAll(s)].map(e => r(e));
+        return {hist: r(p.querySelector('g.xy .nsewdrag')), y2: all('g.y2tick text'), x: all('g.xtick text'), x2: all('g.x2tick text')}; }""")
+    assert boxes["y2"] and min(b["left"] for b in boxes["y2"]) >= boxes["hist"]["right"] + 2, boxes
+    assert max(b["right"] for b in boxes["x"]) < min(b["left"] for b in boxes["x2"]), boxes
+    for ticks in (boxes["x"], boxes["x2"]):  # side by side, level (Plotly stood crowded labels on end, over the title)
+        ticks = sorted(ticks, key=lambda b: b["left"])
+        assert all(a["right"] < b["left"] and a["height"] < 20 for a, b in zip(ticks, ticks[1:])), ticks
+    page.close()
+
+
 def test_compares_cdfs_keep_most_of_a_phones_width_for_the_curves(server, browser):
     # 390 px: each CDF's legend stood on its right, the ITL one ("TPOT SLO 100 ms") leaving its curves ~170 px of ~360
     page = browser.new_page(viewport=PHONE)
