@@ -55,7 +55,7 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
 
 def main() -> None:
     st.title("Glossary")
-    st.caption("The terms the charts and lessons use. Hover the (?) next to any control for its own definition.")
+    st.caption("The terms the charts and lessons use. Hover or tap the (?) next to any control for its own definition.")
     for term, text in TERMS:
         st.markdown(f"**{term}.** {text}")
     article = load_article()

@@ -91,7 +91,7 @@ def _look_for(lesson: Lesson) -> None:
     the server stopped early is not judged: its partial figures say nothing about the lesson (a busy server
     stopped the session lesson's 1,000 requests at the 5 s budget, and every claim on that side read ✗)."""
     lines, stops = [], set()
-    labels = lesson.side_labels  # (as the buttons name the sides: a deployment's raw dict is unreadable)
+    labels = workshop.side_labels(lesson)  # (as the buttons name the sides: a deployment's raw dict is unreadable)
     for claim in lesson.claims:
         res = runner.run(lesson.config(claim.step, claim.run)).result
         other_res = runner.run(lesson.config(1 - claim.step, claim.run)).result if claim.than_other_step else None
@@ -118,7 +118,7 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
     if lesson.goal:
         st.markdown(f"**Goal.** {lesson.goal}")
     st.markdown(lesson.explanation)
-    a, b = labels = lesson.side_labels
+    a, b = labels = workshop.side_labels(lesson)
     st.markdown(f"**The knob:** {lesson.knob_label} (`{lesson.knob}`): from **{a}** to **{b}**.")
     st.markdown(f"**Question.** {lesson.question}")
     c1, c2 = st.container(key="lesson_open").columns(2)  # wide labels: the columns stack on a narrow screen (app CSS)
@@ -171,7 +171,7 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
 def _run_both(lesson: Lesson, box) -> None:
     with box:
         label = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric,))[0]
-        labels = lesson.side_labels
+        labels = workshop.side_labels(lesson)
         cols = st.columns(2)
         for step, col in enumerate(cols):
             out = runner.run(lesson.config(step))

@@ -60,7 +60,7 @@ def pareto_figure(result: Plan) -> go.Figure:
         rows = [r for r in result.points() if r.meets == ok]
         fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in rows], y=[r.latency_s("ttft", p) * 1e3 for r in rows],
                                  mode="markers", name=name, marker=dict(color=color, size=9),
-                                 text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:.2f}/h · %{y:.0f} ms<extra></extra>"))  # fmt: skip
+                                 text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:,.2f}/h · %{y:,.0f} ms<extra></extra>"))  # fmt: skip
     front = pareto_front(result.points(), p)
     fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in front], y=[r.latency_s("ttft", p) * 1e3 for r in front],
                              mode="lines+markers", name="Pareto front", line=dict(color="#E8710A", shape="hv"),
@@ -70,7 +70,7 @@ def pareto_figure(result: Plan) -> go.Figure:
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
                       yaxis_title=f"TTFT P{p} at the target rate (ms, log)", legend=dict(orientation="h", y=-0.2))  # fmt: skip
     fig.update_yaxes(**charts.log_ladder_axis(latency_ms))
-    return fig
+    return charts.readable_numbers(fig)
 
 
 def _show(result: Plan, elapsed_s: float) -> None:

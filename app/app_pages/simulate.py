@@ -193,7 +193,8 @@ def _timeline_tab(res: SimResult) -> None:
         how = "drag to zoom, double-click to reset. Hover"
     else:
         st.html(_timeline_html(res, int(first), int(rows), window))
-        how = "use the window controls above to move or widen it. Rest the pointer on"
+        # (the plain view's hovers are title tooltips, which a touch screen never shows: a phone needs the Plotly view)
+        how = "use the window controls above to move or widen it. Rest the pointer (on a phone: turn on Zoom with the mouse, then tap) on"
     st.caption(timeline_caption(how, deployment, deployment and res.is_disaggregated))
 
 
@@ -274,8 +275,11 @@ def _roofline_tab(res: SimResult) -> None:
     # the figures a lesson quotes (spec decoding: "compute-bound ticks go from about 22 % to 60 % … MFU 8 % → 18 %")
     share = f"{float(tl.duration_s[busy & tl.is_compute_bound.astype(bool)].sum()) / busy_s:.0%}" if busy_s > 0 else "–"
     util = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
-    st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. Prefill ticks sit right of the ridge (compute-bound), decode ticks left "
-               f"(memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
+    # (it said "Prefill ticks sit right of the ridge": on the default vLLM V1 run the orange prefill dots are one or two
+    # and the purple mixed ticks are the ones that reach it, spread from 40 to 1,000 FLOP/byte by their prompt tokens)
+    st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. The more prompt tokens a tick computes (prefill and "
+               "mixed ticks), the further right it sits, up to the ridge and past it (compute-bound); decode-only ticks sit "
+               f"far left (memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
                f"ticks; mean MFU {util(res.summary.mfu_mean)}, MBU {util(res.summary.mbu_mean)} (Glossary).")  # fmt: skip
     _show(charts.roofline_figure(res), "chart.roof")
 
@@ -376,8 +380,70 @@ def _requests_tab(res: SimResult) -> None:
             "ticks": num(format="localized"),
             "ttft_p50_ms": num("TTFT p50 (ms)", format="%.1f", help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
             "tpot_p50_ms": num("TPOT p50 (ms)", format="%.1f", help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
+    all_columns = st.toggle("All columns", key="ui.requests_all_columns",
+                            help="Every column of the Requests CSV: arrival, scheduling, first-token and finish times, "
+                                 "queue delay, longest gap, pre-emptions (and a deployment's instance and KV transfer). "
+                                 "Off: the columns that fit a phone.")  # fmt: skip
+    table = requests_view(_frames(res)["requests"], all_columns)
     # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT)
-    st.dataframe(_frames(res)["requests"], hide_index=True, key="table.requests", height=420, placeholder=MISSING)
+    st.dataframe(table, hide_index=True, key="table.requests", height=420, placeholder=MISSING,
+                 column_config=_request_columns(table.columns))  # fmt: skip
+
+
+# The requests table's columns, what each shows and how: (header, format, width px, help). At 390 px (a phone) all 17
+# columns scrolled sideways with only request_id, arrival_s, prompt_tokens and output_tokens in view, latencies in
+# seconds to four places ("0.0419"); the width of the browser is not known here, so the table opens on the six columns
+# a question about one request starts from (which, how long it waited and took, how long its prompt and answer were;
+# an unfinished one shows "–" for what it has not done), latencies in ms as the headline writes them, 334 px in all
+# (a phone's page is ~358); "All columns" adds the rest, status first (the CSV has them all). Headers are short, each
+# says its unit, its help what it is.
+REQUEST_COLUMNS = {
+    "request_id": ("id", "%d", 40, "The request's number, in arrival order of the workload"),
+    "status": ("status", None, None, "Where the request was when the run ended (unfinished: no E2E, TTFT or TPOT yet)"),
+    "ttft_ms": ("TTFT ms", "%,.1f", 62, "Time to first token: arrival to its first output token"),
+    "tpot_ms": ("TPOT ms", "%,.1f", 64, "Time per output token after the first: (E2E − TTFT) / (output tokens − 1)"),
+    "e2e_s": ("E2E s", "%,.2f", 52, "Request latency: arrival to its last token"),
+    "prompt_tokens": ("prompt", "localized", 58, "Prompt tokens"),
+    "output_tokens": ("output", "localized", 58, "Output tokens the request asks for"),
+    "arrival_s": ("arrival s", "%,.3f", None, "Arrival time, simulated seconds from the start of the run"),
+    "num_emitted": ("emitted", "localized", None, "Output tokens emitted when the run ended"),
+    "priority": ("priority", "%d", None, "Its class's priority (0 is served first by the priority scheduler)"),
+    "first_scheduled_s": ("scheduled s", "%,.3f", None, "When its prefill first ran, simulated seconds"),
+    "first_token_s": ("first token s", "%,.3f", None, "When its first output token came, simulated seconds"),
+    "finish_s": ("finish s", "%,.3f", None, "When its last token came, simulated seconds"),
+    "queue_delay_ms": ("queue ms", "%,.1f", None, "Arrival to its first scheduled prefill"),
+    "max_itl_ms": ("longest gap ms", "%,.1f", None, "Its longest gap between two output tokens (a stall)"),
+    "num_preemptions": ("pre-emptions", "localized", None, "Times it was pre-empted (swapped out or recomputed)"),
+    "num_recomputed_tokens": ("recomputed tok", "localized", None, "Tokens computed again after a recompute pre-emption"),
+    "instance": ("instance", None, None, "The instance it ran on (prefill -> decode in a disaggregated deployment)"),
+    "kv_wait_ms": ("KV wait ms", "%,.1f", None, "Prefill done to its KV transfer starting (waiting for a decode slot)"),
+    "kv_link_wait_ms": ("link wait ms", "%,.1f", None, "Its KV transfer waiting for the link"),
+    "kv_transfer_ms": ("KV transfer ms", "%,.2f", None, "Its KV transfer's time on the link"),
+    "kv_transfer_bytes": ("KV bytes", "localized", None, "Bytes of KV cache moved to the decode instance"),
+}
+COMPACT_REQUEST_COLUMNS = ("request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens")
+
+
+def requests_view(requests: pd.DataFrame, all_columns: bool) -> pd.DataFrame:
+    """The requests table as shown: latencies of a request in ms (`_ms`, as the headline writes them), E2E and the
+    timestamps in s; the compact columns first, then (all_columns) every other column of the CSV, none dropped."""
+    in_ms = [c for c in ("ttft_s", "tpot_s", "queue_delay_s", "max_itl_s", "kv_wait_s", "kv_link_wait_s", "kv_transfer_s") if c in requests]
+    view = requests.assign(**{c: requests[c] * 1e3 for c in in_ms}).rename(columns={c: c.removesuffix("_s") + "_ms" for c in in_ms})
+    order = list(COMPACT_REQUEST_COLUMNS)
+    if all_columns:
+        order += ["status"] + [c for c in view.columns if c not in order and c != "status"]
+    return view[order]
+
+
+def _request_columns(columns) -> dict:
+    num = st.column_config.NumberColumn
+    config = {}
+    for col in columns:
+        label, fmt, width, help_text = REQUEST_COLUMNS.get(col, (col, None, None, None))
+        kind = st.column_config.TextColumn if fmt is None else num
+        config[col] = kind(label, help=help_text, width=width, **({"format": fmt} if fmt else {}),
+                           **({"pinned": True} if col == "request_id" else {}))  # fmt: skip
+    return config
 
 
 def _leave_presenter() -> None:

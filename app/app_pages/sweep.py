@@ -171,7 +171,7 @@ def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dic
     latency_ms = [y for tr in fig.data if tr.xaxis == "x3" and tr.y is not None for y in tr.y]
     fig.update_yaxes(**charts.log_ladder_axis(latency_ms), row=1, col=3)
     fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.22, yanchor="top"))
-    return fig
+    return charts.readable_numbers(fig)
 
 
 def main() -> None:

@@ -27,6 +27,30 @@ PERCENTILES = (50, 90, 99)
 PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
 # labels at decades only, in full: 1, 10, 100, 1,000 (Plotly's own wrote "1000" beside "10k" and "100k")
 LOG_AXIS = dict(type="log", dtick=1, tickformat=",", minor=dict(ticks="", showgrid=False))
+# Linear axes as the tables and log axes write numbers: d3-format "," is Plotly's own default (~g, 12 digits: 0.5,
+# 0.05, 1.5 stay as they are) with thousands separators (Plotly wrote "2000" and "12k"). Plotly's hover reads an
+# axis's tickformat when it has no hoverformat, and "," there printed 12 digits (123.456789 ms): hovers get six
+# significant digits, trimmed, never an exponent (",~g" wrote 1,234,567 as 1.23457e+6).
+NUMBER_TICKFORMAT = ","
+NUMBER_HOVERFORMAT = ",.6~r"
+
+
+def readable_numbers(fig: go.Figure) -> go.Figure:
+    """Every numeric axis of `fig` (in place) with thousands separators in its tick labels and hover values, as the
+    tables write numbers: every chart builder ends with it. An axis with a format of its own (percentages, a log
+    ladder's ticktext) keeps it; category and date axes are left alone (Plotly ignores a number format on a category
+    axis, and a date axis's tickformat is a time format)."""
+
+    def fix(axis) -> None:
+        if axis.type in ("category", "multicategory", "date") or axis.tickformat not in (None, NUMBER_TICKFORMAT):
+            return
+        axis.tickformat = NUMBER_TICKFORMAT
+        if axis.hoverformat is None:
+            axis.hoverformat = NUMBER_HOVERFORMAT
+
+    fig.for_each_xaxis(fix)
+    fig.for_each_yaxis(fix)
+    return fig
 
 
 def log_ladder_axis(values) -> dict:
@@ -148,10 +172,12 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
     d = _distribution(res, metric)
     v, unit, upper = d.v, d.unit, d.upper
     # the CDF's axis name in its panel title: as a rotated y-axis title it sat on the histogram's bars in a narrow window
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF (fraction ≤ x)"), horizontal_spacing=0.08)
+    # (spacing: at 0.08 a phone left the panels ~26 px apart, the CDF's "100%" labels stood on the histogram's right
+    # edge and "80%" read "30%" behind its SLO line; the histogram's last x label ran into the CDF's first)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Histogram", "CDF (fraction ≤ x)"), horizontal_spacing=0.15)
     if v.size == 0:
         fig.add_annotation(text="no finished requests", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-        return fig.update_layout(height=height)
+        return readable_numbers(fig.update_layout(height=height))
     counts, edges = np.histogram(np.minimum(v, upper), bins=HIST_BINS, range=(0, upper))
     fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color=NEUTRAL,
                          name="count", showlegend=False,
@@ -171,7 +197,9 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
         for col, y1 in ((1, top), (2, 1)):
             fig.add_trace(go.Scatter(x=[d.slo, d.slo], y=[0, y1], mode="lines", line=dict(color="#202124", width=3),
                                      name=name, showlegend=col == 1, legendgroup="slo", hoverinfo="skip"), row=1, col=col)  # fmt: skip
-    fig.update_xaxes(title_text=f"{metric.key.upper()} ({unit})", range=[0, upper])
+    # at most ~4 labelled ticks (minor grid lines between): a phone's ~120 px panels labelled 0, 500, 1,000, 1,500,
+    # 2,000 and Plotly turned them on end, over the axis title and the legend
+    fig.update_xaxes(title_text=f"{metric.key.upper()} ({unit})", range=[0, upper], nticks=4, minor=dict(showgrid=True))
     if metric.key == "itl":  # most gaps are one tick; the stalls are a thin tail a linear axis hides
         fig.update_yaxes(title_text="count (log)", **LOG_AXIS, row=1, col=1)
     else:
@@ -179,7 +207,7 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
     fig.update_yaxes(tickformat=".0%", range=[0, 1.02], row=1, col=2)
     fig.update_layout(title=dict(text=metric.label, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=70, b=40),
                       bargap=0, legend=dict(orientation="h", y=-0.22))  # fmt: skip
-    return fig
+    return readable_numbers(fig)
 
 
 def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: int = 320) -> go.Figure:
@@ -205,10 +233,13 @@ def cdf_overlay_figure(results: dict[str, SimResult], metric: Metric, height: in
                                      name=_slo_name(metric, slo_ms, unit), hoverinfo="skip"))  # fmt: skip
         else:  # on a line of its own: Plotly does not wrap a title, and one line was cut at "(off the chart, righ" on a phone
             title += f"<br><span style='font-size:12px'>{_slo_name(metric, slo_ms, unit)} (off the chart, right)</span>"
+    # the legend under the plot, as the distribution chart's: on its right (Plotly's default) "TPOT SLO 100 ms" took
+    # ~130 of a phone's ~360 px and left the ITL curves ~170
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=60, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.3, x=0),
                       xaxis=dict(title=f"{metric.key.upper()} ({unit})", range=[0, upper or None]),
                       yaxis=dict(title="fraction ≤ x", tickformat=".0%", range=[0, 1.02]))  # fmt: skip
-    return fig
+    return readable_numbers(fig)
 
 
 def _roof(cfg: SimConfig) -> tuple[str, float, float, bool]:
@@ -269,7 +300,7 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                 marker=dict(color=PHASE_COLORS[name], size=6, opacity=0.6),
                 customdata=np.column_stack([busy[m], tl.num_prefill_tokens[busy][m], tl.num_decode_tokens[busy][m], tl.duration_s[busy][m] * 1e3]),
                 hovertemplate=("tick %{customdata[0]}: %{customdata[1]:,} prefill + %{customdata[2]:,} decode tok"
-                               "<br>%{x:.1f} FLOP/byte · %{y:.0f} TFLOP/s · %{customdata[3]:.1f} ms<extra></extra>"),
+                               "<br>%{x:,.1f} FLOP/byte · %{y:,.0f} TFLOP/s · %{customdata[3]:,.1f} ms<extra></extra>"),
             ))  # fmt: skip
     ridge = peak / bw  # a line trace, not add_vline: annotations on log axes take log10 coordinates
     fig.add_trace(go.Scatter(x=[ridge, ridge], y=[float(np.min(np.minimum(peak, bw * xs))), peak * 1.5], mode="lines",
@@ -282,7 +313,7 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
         xaxis=dict(**LOG_AXIS, title=ROOFLINE_X_TITLE),
         yaxis=dict(**LOG_AXIS, title="achieved TFLOP/s per GPU"),
     )
-    return fig
+    return readable_numbers(fig)
 
 
 def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarray | None = None) -> go.Figure:
@@ -310,4 +341,4 @@ def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarra
         fig.update_yaxes(title_text="tokens", row=1, col=1)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=40), barmode="relative",
                       legend=dict(orientation="h", y=-0.15))  # fmt: skip
-    return fig
+    return readable_numbers(fig)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components import timeline
+from app.components.charts import readable_numbers
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from app.components.text import plotly_text
 from sim_core.cluster import ClusterResult
@@ -85,7 +86,7 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
                 showlegend=name not in shown, customdata=custom,
                 hovertemplate=(f"<b>{plotly_text(inst.label)}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
-                               "decode %{customdata[2]:,} tok<br>%{customdata[3]:.1f} ms from t = %{base:.3f} s<extra></extra>"),
+                               "decode %{customdata[2]:,} tok<br>%{customdata[3]:,.1f} ms from t = %{base:,.3f} s<extra></extra>"),
             ), row=1, col=1)  # fmt: skip
             shown.add(name)
     return shown
@@ -128,7 +129,7 @@ def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=timeline.request_state_label(name),
                 legendgroup=name, showlegend=name in legend, customdata=custom,
                 hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {timeline.request_state_hover(name)}<br>prompt "
-                               "%{customdata[1]:,} tok<br>%{customdata[2]:.2f} ms from t = %{base:.3f} s<extra></extra>"),
+                               "%{customdata[1]:,} tok<br>%{customdata[2]:,.2f} ms from t = %{base:,.3f} s<extra></extra>"),
             ), row=2, col=1)  # fmt: skip
     _short_transfers(fig, res, ids, labels, window)
     return [labels[i] for i in ids.tolist()]
@@ -155,8 +156,8 @@ def _short_transfers(fig: go.Figure, res: ClusterResult, ids: np.ndarray, labels
         x=(a + b) / 2, y=[labels[i] for i in rr.tolist()], mode="markers", name="kv transfer", legendgroup="kv transfer",
         showlegend=False, customdata=custom,
         marker=dict(symbol="diamond", size=7, color=PHASE_COLORS["kv transfer"], line=dict(color="#202124", width=1)),
-        hovertemplate=("<b>request %{customdata[0]}</b> · kv transfer<br>%{customdata[1]:.3f} ms, %{customdata[2]:,.1f} MB "
-                       "from t = %{customdata[3]:.4f} s%{customdata[4]}<br>"
+        hovertemplate=("<b>request %{customdata[0]}</b> · kv transfer<br>%{customdata[1]:,.3f} ms, %{customdata[2]:,.1f} MB "
+                       "from t = %{customdata[3]:,.4f} s%{customdata[4]}<br>"
                        "(a marker: too short to see as a bar here)<extra></extra>"),
     ), row=2, col=1)  # fmt: skip
 
@@ -186,7 +187,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
         tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
                                         max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
-                                 name=f"KV {row}", hovertemplate="%{y:.1f} % of blocks<br>t = %{x:.3f} s<extra></extra>"),
+                                 name=f"KV {row}", hovertemplate="%{y:,.1f} % of blocks<br>t = %{x:,.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"))  # fmt: skip
@@ -196,7 +197,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     if window is not None:
         fig.update_xaxes(range=list(window))
-    return fig
+    return readable_numbers(fig)
 
 
 def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,
@@ -223,4 +224,4 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
     if window is not None or x_range:  # the window when given (as for one engine), else the run's range
         fig.update_xaxes(range=list(window if window is not None else x_range))
-    return fig
+    return readable_numbers(fig)

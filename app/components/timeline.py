@@ -23,6 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.components.charts import readable_numbers
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from sim_core.costmodel import CostModel
 from sim_core.result import SimResult
@@ -227,16 +228,16 @@ def _gantt_traces(res: SimResult, rows: list[str], window: Window = None) -> lis
                                   _ms(seg["end"][m] - seg["start"][m]), np.round(seg["batch"][m] / np.maximum(ticks, 1), 1),
                                   bound, _ms(seg["comm_s"][m]), _ms(seg["swap_s"][m])])  # fmt: skip
         name = PHASE_NAMES[ph]
-        extra = ("<br>of which TP all-reduce %{customdata[6]} ms" if tp else "") + (
-            "<br>of which PCIe swap %{customdata[7]} ms" if seg["swap_s"][m].any() else "")  # fmt: skip
+        extra = ("<br>of which TP all-reduce %{customdata[6]:,} ms" if tp else "") + (
+            "<br>of which PCIe swap %{customdata[7]:,} ms" if seg["swap_s"][m].any() else "")  # fmt: skip
         traces.append(go.Bar(
             x=np.tile(seg["end"][m] - seg["start"][m], len(rows)), base=np.tile(seg["start"][m], len(rows)),
             y=np.repeat(rows, int(m.sum())), orientation="h", marker_color=PHASE_COLORS[name],
             marker_line=dict(width=0.6 if per_tick else 0, color="white"), name=name, legendgroup=name,
             customdata=np.tile(custom, (len(rows), 1)),
             hovertemplate=(f"<b>{name}</b> · %{{customdata[0]}}<br>prefill %{{customdata[1]:,}} tok · decode "
-                           "%{customdata[2]:,} tok · batch %{customdata[4]} seqs<br>%{customdata[3]} ms" + extra +
-                           "<br>%{customdata[5]} · t = %{base:.3f} s<extra></extra>"),
+                           "%{customdata[2]:,} tok · batch %{customdata[4]:,} seqs<br>%{customdata[3]:,} ms" + extra +
+                           "<br>%{customdata[5]} · t = %{base:,.3f} s<extra></extra>"),
         ))  # fmt: skip
     swap_bars = _swap_traces(res, rows, window)
     return traces + swap_bars
@@ -261,7 +262,7 @@ def _swap_traces(res: SimResult, rows: list[str], window: Window) -> list[go.Bar
         orientation="h", width=0.5, marker_color=PHASE_COLORS["swap"], marker_line_width=0, name="swap (PCIe)",
         legendgroup="swap", customdata=np.tile(custom, (len(rows), 1)),
         hovertemplate="<b>swap</b> in tick %{customdata[0]}: %{customdata[1]:,} KV blocks over PCIe, "
-                      "%{customdata[2]} ms<extra></extra>",
+                      "%{customdata[2]:,} ms<extra></extra>",
     )]  # fmt: skip
 
 
@@ -436,7 +437,7 @@ def _request_traces(res: SimResult, ids: np.ndarray, window: Window, gpu_entries
             marker_color=PHASE_COLORS[name], marker_line_width=0, name=label, legendgroup=name,
             showlegend=name in legend, customdata=custom,
             hovertemplate=(f"<b>request %{{customdata[0]}}</b> · {request_state_hover(name)}<br>prompt %{{customdata[1]:,}} · output "
-                           "%{customdata[2]:,} tok<br>%{customdata[3]} ms from t = %{base:.3f} s<extra></extra>"),
+                           "%{customdata[2]:,} tok<br>%{customdata[3]:,} ms from t = %{base:,.3f} s<extra></extra>"),
         ))  # fmt: skip
     return traces
 
@@ -533,7 +534,7 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     for line in line_series(res, window):
         fig.add_trace(go.Scatter(
             x=line.t, y=line.y, mode="lines", line_shape="hv", line_color=line.color, line_dash=line.dash, name=line.name,
-            hovertemplate=f"%{{y:.{line.decimals}f}} {line.unit}<br>t = %{{x:.3f}} s<extra>{line.tag}</extra>",
+            hovertemplate=f"%{{y:,.{line.decimals}f}} {line.unit}<br>t = %{{x:,.3f}} s<extra>{line.tag}</extra>",
         ), row=line.panel, col=1)  # fmt: skip
     fig.update_layout(
         barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
@@ -548,7 +549,7 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     fig.update_xaxes(title_text="simulated time (s)", row=4, col=1)
     if window is not None:
         fig.update_xaxes(range=list(window))
-    return fig
+    return readable_numbers(fig)
 
 
 def count_points(fig: go.Figure) -> int:
@@ -584,4 +585,4 @@ def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, 
         fig.update_xaxes(range=list(window))
     elif x_range:
         fig.update_xaxes(range=list(x_range))
-    return fig
+    return readable_numbers(fig)

@@ -43,5 +43,14 @@ def time_unit(values_s) -> tuple[float, str]:
     return (1.0, "s") if v.size and float(np.median(v)) >= 1.0 else (1e3, "ms")
 
 
+def fmt_setting(value: object) -> str:
+    """A setting's value as the app writes numbers elsewhere: whole numbers with thousands separators (3,350 GB/s and
+    4,096 tokens, not 3350 and 4096), other numbers as Python's shortest form with separators; text and true/false as
+    they are (bool is an int to Python: True would read "1")."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,g}"
+
+
 def fmt_count(v: float) -> str:
     return MISSING if v is None or (isinstance(v, float) and math.isnan(v)) else f"{round(v):,}"

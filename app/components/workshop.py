@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.text import plain
+from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
@@ -72,6 +73,13 @@ def full_url(params: dict[str, str], page: str = "") -> str:
     return f"{base}?{query}" if query else base
 
 
+def side_labels(lesson) -> tuple[str, str]:
+    """How a lesson's two sides are named on the page (buttons, metrics, claims, the banner): its labels, numbers
+    written as the app writes them ("HBM bandwidth (GB/s) = 3,350", not "= 3350")."""
+    a, b = lesson.side_labels
+    return fmt_setting(a), fmt_setting(b)
+
+
 def lesson_banner() -> None:
     """On the page a lesson opened: its question, the knob, and the way back (the lesson stays open)."""
     active = st.session_state.get(ACTIVE_LESSON_KEY)
@@ -90,7 +98,7 @@ def lesson_banner() -> None:
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}** · {plain(entry.label) if entry else 'a scenario it names'}")
         else:
             where = " · the mechanism scenario" if run == "mechanism" else ""
-            shown = lesson.side_labels[step]  # a whole section (a deployment) by its label, not its dict
+            shown = side_labels(lesson)[step]  # a whole section (a deployment) by its label, not its dict
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
         c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:",

@@ -8,7 +8,7 @@ from hypothesis import strategies as hs
 from app.components import charts, timeline
 from app.components.colors import PHASE_COLORS
 from app.components.units import fmt_number
-from sim_core import run_simulation
+from sim_core import load_preset, run_simulation
 from sim_core.sweep import with_value
 from sim_core.types import Phase
 from tests.conftest import make_config, trace_config
@@ -429,3 +429,56 @@ def test_compares_cdf_title_puts_a_far_objective_on_a_line_of_its_own():
     assert lines == [charts.METRICS[0].label, "SLO 2,000 ms (off the chart, right)"]
     assert max(len(line) for line in lines) <= 40
     assert "within the 2,000 ms objective (off the chart, right)" in charts.distribution_summary(res, charts.METRICS[0])
+
+
+def numeric_axes_without_separators(layout: dict) -> list[str]:
+    """Names of a figure layout's (as JSON) numeric axes whose tick labels or hovers would print 2000 or 12k, not
+    2,000 and 12,000: no d3 format with ',' (a percent or a log ladder's own ticktext is a format of its own)."""
+    bad = []
+    for name, axis in layout.items():
+        if not (name.startswith("xaxis") or name.startswith("yaxis")) or axis.get("type") in ("category", "date"):
+            continue
+        fmt = axis.get("tickformat")
+        if axis.get("tickvals") is not None or (fmt and "%" in fmt):
+            continue
+        if fmt is None or "," not in fmt or "," not in axis.get("hoverformat", fmt):
+            bad.append(name)
+    return bad
+
+
+def raw_numbers_in_hover(template: str) -> list[str]:
+    """A hovertemplate's numbers that print without thousands separators: a d3 number format without ',' (percent
+    formats aside), or a value with a unit (ms, s, tok) and no format at all (Plotly prints it as it comes)."""
+    import re
+
+    bad = [m.group(0) for m in re.finditer(r"%\{[^}:]+:([^}]*)\}", template) if "%" not in m.group(1) and "," not in m.group(1)]
+    return bad + re.findall(r"%\{[^}:]+\} (?:ms|s|tok|seqs)\b", template)
+
+
+def test_every_charts_numeric_axes_write_thousands_with_separators(small):
+    # Plotly's linear axes printed "2000", "5k" and "12k" (and hovers "12.34568k") beside the tables' and the log axes'
+    # "2,000"; every builder's axes now say "2,000" and "12,000", and 0.5 stays 0.5 (d3-format ',' keeps Plotly's ~g)
+    from app.components.cluster_timeline import cluster_timeline_figure
+
+    deployment = run_simulation(load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d").model_copy(
+        update={"workload": load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d").workload.model_copy(update={"num_requests": 30})}))
+    window = timeline.opening_window(small)
+    figures = {
+        "timeline": timeline.timeline_figure(small, window=window), "timeline, whole run": timeline.timeline_figure(small),
+        "compare gantt": timeline.gantt_kv_figure(small, (0, 10), "A"), "roofline": charts.roofline_figure(small),
+        "step": charts.step_figure(small, int(small.batches.tick[0])),
+        "cdf overlay": charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0]),
+        "deployment timeline": cluster_timeline_figure(deployment, 0, 10),
+        "deployment compare gantt": timeline.gantt_kv_figure(deployment, (0, 10), "B"),
+        "deployment roofline": charts.roofline_figure(deployment),
+        **{f"distribution {m.key}": charts.distribution_figure(small, m) for m in charts.METRICS},
+    }
+    for name, fig in figures.items():
+        layout = fig.to_plotly_json()["layout"]
+        assert not numeric_axes_without_separators(layout), (name, numeric_axes_without_separators(layout))
+        for trace in fig.data:  # hovers: "12345.67 ms from t = 1234.567 s" read as the axes did
+            assert not raw_numbers_in_hover(trace.hovertemplate or ""), (name, trace.name, trace.hovertemplate)
+    dist = charts.distribution_figure(small, charts.METRICS[0]).layout
+    assert dist.yaxis2.tickformat == ".0%"  # (an axis's own format is kept: the CDF's percent)
+    assert charts.roofline_figure(small).layout.xaxis.tickformat == ","  # (log axes: decades in full, as before)
+    assert charts.NUMBER_TICKFORMAT == ","  # not ",~g" (1,234,567 as "1.23457e+6") nor ",d" (0.5 as "1")

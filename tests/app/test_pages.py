@@ -232,6 +232,11 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     import json
 
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    from tests.app.test_charts import numeric_axes_without_separators, raw_numbers_in_hover
+
+    # the throughput axis read "1000" and "2000" (and its hovers "1234.567891") beside the table's 1,234
+    assert not numeric_axes_without_separators(spec["layout"]) and not [raw_numbers_in_hover(t.get("hovertemplate", "")) for t in spec["data"] if raw_numbers_in_hover(t.get("hovertemplate", ""))]
+    assert spec["layout"]["yaxis"]["tickformat"] == "," and spec["layout"]["yaxis"]["hoverformat"] == ",.6~r"
     shown = [t for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
     legend = [t["name"] for t in shown]
     assert len(legend) == len(set(legend))
@@ -319,6 +324,21 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert at.button(key="lesson_banner.close")
 
 
+def test_a_lessons_numeric_sides_are_written_with_thousands_separators():
+    # Lesson 1 read "The knob: HBM bandwidth (GB/s): from 3350 to 1675" and its buttons "= 3350", the chunk lesson
+    # "= 4096", beside the sidebar's 3,350 and the lessons' own text ("a 4,096-token prompt")
+    lesson = next(x for x in load_lessons() if x.id == "chunk-size")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    assert any("from **512** to **4,096**" in m.value for m in at.markdown)
+    assert at.button(key=f"learn.open1.{lesson.id}").label == f"Open with {lesson.knob_label} = 4,096"
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    line = next(m.value for m in at.markdown if m.value.startswith(f"**Lesson {lesson.order}:"))
+    assert "= `4,096`" in line, line  # (the banner on Simulate)
+    from app.components.units import fmt_setting
+
+    assert [fmt_setting(v) for v in (3350, 65536, 0.5, 1234.5, True, "swap")] == ["3,350", "65,536", "0.5", "1,234.5", "True", "swap"]
+
+
 def test_the_lesson_banner_names_a_whole_section_by_its_label():
     # the split lesson's knob is the deployment section: the banner showed its dict
     lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
@@ -390,7 +410,10 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     assert all(is_budget_stop(w.value) and w.value.startswith("**A run stopped early:**") for w in at.warning)
     assert bool(unjudged) == bool(at.warning)
     # each line names its side as the buttons do (lesson 11's lines ended in the deployment's raw dict, "{'router': ...")
-    labels = lesson.value_labels or lesson.values
+    from app.components.workshop import side_labels
+
+    labels = side_labels(lesson)  # (numbers with separators: "= 3,350")
+    assert labels == tuple(f"{v:,}" if type(v) is int else str(v) for v in (lesson.value_labels or lesson.values))
     assert all(f"({lesson.knob_label} = {labels[c.step]}" in look for c in lesson.claims) and "{'" not in look, look
 
 
@@ -610,6 +633,11 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    from tests.app.test_charts import numeric_axes_without_separators, raw_numbers_in_hover
+
+    # the $/hour axis and the hover ("$1234.00/h · 1736 ms") without separators, beside the table's 1,736
+    assert not numeric_axes_without_separators(fig["layout"]) and fig["layout"]["xaxis"]["tickformat"] == ","
+    assert not [t["hovertemplate"] for t in fig["data"] if raw_numbers_in_hover(t.get("hovertemplate", ""))]
     front = next(t for t in fig["data"] if t["name"] == "Pareto front")
     assert "markers" in front["mode"]  # a front of one config is a ring, not an invisible zero-length line
     assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis"]["ticktext"]  # labels in full, not bare digits
@@ -871,3 +899,62 @@ def test_simulate_says_when_vllm_would_refuse_the_configuration():
     assert len(shown) == 1 and "131,072" in shown[0]
     default = AppTest.from_file(APP, default_timeout=120).run()
     assert not [c.value for c in default.caption if "would refuse to start" in c.value]
+
+
+def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_column_one_toggle_away():
+    # At 390 px the requests table's 17 columns scrolled sideways with request_id, arrival_s, prompt_tokens and
+    # output_tokens in view and TTFT 0.0419 (s, four places) out of it. It opens on six narrow columns, latencies in
+    # ms; "All columns" shows every column of the CSV (a deployment's instance and KV transfer too), none dropped.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d", **{"workload.num_requests": "60"})
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "request_id" in d.value.columns)
+    assert list(table.value.columns) == ["request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens"]
+    columns = json.loads(table.proto.columns)
+    assert columns["request_id"]["pinned"] is True and columns["ttft_ms"]["label"] == "TTFT ms"
+    assert sum(c.get("width", 0) for c in columns.values()) <= 340  # (a phone's page is ~358 px; test_browser measures it)
+    from app.components import runner
+
+    frame = runner.frames(runner.run(at.session_state[CFG_KEY]).result)["requests"]
+    assert table.value["ttft_ms"].tolist() == pytest.approx((frame["ttft_s"] * 1e3).tolist(), nan_ok=True)
+    at.toggle(key="ui.requests_all_columns").set_value(True).run()
+    full = next(d for d in at.dataframe if "request_id" in d.value.columns)
+    shown = [c.removesuffix("_ms") + "_s" if c.endswith("_ms") else c for c in full.value.columns]
+    assert sorted(shown) == sorted(frame.columns) and len(shown) == len(set(shown)) == 22
+    assert list(full.value.columns)[:7] == ["request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens", "status"]
+    assert full.value["kv_transfer_ms"].tolist() == pytest.approx((frame["kv_transfer_s"] * 1e3).tolist(), nan_ok=True)
+    assert all(c.get("help") for name, c in json.loads(full.proto.columns).items() if name != "_index")  # each short header says what it is
+
+
+def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
+    # The caption said "Prefill ticks sit right of the ridge, decode ticks left": on the default (vLLM V1) run the
+    # dots at and past the ridge are purple mixed ticks (prefill chunks riding with decodes), the orange prefill ones
+    # one or two; a student looked for orange dots on the right and found none.
+    import numpy as np
+
+    from app.components import runner
+    from sim_core.types import Phase
+
+    at = app(preset="chat-h100-llama8b")
+    at.session_state["ui.tab"] = "Roofline"
+    at.run()
+    said = " ".join(c.value for c in at.caption)
+    assert "Prefill ticks sit right of the ridge" not in said and "(prefill and mixed ticks)" in said, said
+    tl = runner.run(at.session_state[CFG_KEY]).result.timeline
+    bound = tl.is_compute_bound.astype(bool)
+    assert np.count_nonzero(bound & (tl.phase == Phase.MIXED)) > 10 * np.count_nonzero(bound & (tl.phase == Phase.PREFILL))
+
+
+def test_the_pages_say_how_to_reach_a_hover_on_a_phone():
+    # A touch screen has no pointer to rest: the Glossary said "Hover the (?)", and the timeline's caption "Rest the
+    # pointer on a bar" for the plain view, whose hovers are title tooltips a phone never shows
+    glossary = open_page(PAGES[6])
+    assert any("Hover or tap the (?)" in c.value for c in glossary.caption)
+    at = app(preset="chat-h100-llama8b").run()
+    said = " ".join(c.value for c in at.caption)
+    assert "on a phone: turn on Zoom with the mouse, then tap" in said, said
+    at.toggle(key="ui.timeline_plotly").set_value(True).run()
+    assert "on a phone" not in " ".join(c.value for c in at.caption)  # (the Plotly view: a tap shows the hover)
