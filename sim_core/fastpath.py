@@ -596,6 +596,8 @@ def run_ticks(engine: Engine):
     # A stateless policy without the prefix cache may stop trying admission (admission_blocked, above)
     may_block = pc is None and policy_is_fixed
     cap = sched.batch_cap  # fixed on this path (`eligible`: no dynamic batch sizing)
+    # prefill_work's can_admit, read once (the cap is fixed): a call fewer per composed tick (~800 instructions)
+    join_cap = sched.join_cap()
     # A prefill-pool instance (`hands_off`): prompts that complete leave at their first token (`_hand_off`), between
     # requests it idles inside the run (`Engine.idle_end_s`; idle rows end at `idle_ends`), and the run pauses after every
     # row (or idle step that extends one): where a general step would end. Unless its horizon holds until its own hand-offs
@@ -794,7 +796,7 @@ def run_ticks(engine: Engine):
             # the prefill starts: written as prefills are admitted)
             if fixed_kind is not None:  # (prefill work would only inform the choice: whether one may join, when some wait)
                 kind = fixed_kind
-                may_admit = num_waiting > 0 and prefill_work(num_running, B, num_waiting, 0)[0]
+                may_admit = num_waiting > 0 and num_running < join_cap
             else:
                 can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
                 may_admit = can_admit and num_waiting > 0

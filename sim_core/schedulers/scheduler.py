@@ -368,11 +368,16 @@ class Scheduler:
         self._ratio_steps += n
 
     # ------------------------------------------------------------------ rule families
+    def join_cap(self) -> int:
+        """Running requests below which a waiting one may join (`prefill_work`'s can_admit: a free batch slot; a
+        static batch only when empty; the cap is at least 1). A caller whose cap is fixed (fastpath) reads it once."""
+        return 1 if self.is_static else self.batch_cap
+
     def prefill_work(self, num_running: int, num_decodes: int, num_waiting: int, num_swapped: int) -> tuple[bool, bool]:
         """(can admit, has prefill work): a request may join (a free batch slot; a static batch only
         when empty), and something could prefill (a running prefill, a swapped request, or a waiting
         one that may join). What the phase controller is told before each tick."""
-        can_admit = num_running < self.batch_cap and (not self.is_static or num_running == 0)
+        can_admit = num_running < self.join_cap()
         return can_admit, num_decodes < num_running or num_swapped > 0 or (num_waiting > 0 and can_admit)
 
     def tick_kind(self, st: SimState, now_s: float, num_dec: int, num_running: int, has_prefill_work: bool,

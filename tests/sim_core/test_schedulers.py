@@ -363,6 +363,20 @@ def test_decode_run_is_choose_then_observe_per_tick(mode):
     check()
 
 
+@pytest.mark.parametrize("batching", ["continuous", "static", "exclusive"])
+@given(num_running=hst.integers(0, 300), cap=hst.integers(1, 256), num_waiting=hst.integers(0, 3))
+def test_join_cap_is_prefill_works_admission_test(batching, num_running, cap, num_waiting):
+    """`Scheduler.join_cap` (read once per call by the scalar core) is prefill_work's can_admit: a free batch slot
+    under the cap in force, and a static batch only when empty."""
+    from sim_core.engine import Engine
+
+    sched = Engine(make_config(scheduler__batching=batching, workload__num_requests=2)).sched
+    sched.batch_cap = min(cap, sched.max_seqs)  # (as dynamic batch sizing may set it)
+    can_admit = sched.prefill_work(num_running, 0, num_waiting, 0)[0]
+    assert can_admit == (num_running < sched.batch_cap and (batching == "continuous" or num_running == 0))
+    assert can_admit == (num_running < sched.join_cap())
+
+
 @pytest.mark.parametrize("engine", ["vllm-v1", "article-time-slice", "article-quota", "article-smart-preemption", "exclusive"])
 def test_kind_by_choice_is_tick_kind_where_offered(engine):
     """`Scheduler.kind_by_choice` (what the scalar core calls per tick) gives tick_kind's answer tick after tick,
