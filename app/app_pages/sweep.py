@@ -298,7 +298,7 @@ def main() -> None:
     # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
     st.dataframe(rows, hide_index=True, key="sw.table", placeholder=MISSING, column_config={
         c: st.column_config.NumberColumn(format="%,.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT),
+    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT, help=SWEEP_KNOBS[knob][1]),  # (its unit: the column is the knob's short name)
          "finished": st.column_config.NumberColumn(format="localized"),
          "stopped": st.column_config.TextColumn(help="Why the run ended before its last request finished (in full under the table)")})
     # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page

@@ -793,6 +793,16 @@ def test_the_sweep_table_writes_large_latencies_with_separators_and_a_missing_va
     columns = json.loads(table.proto.columns)
     assert {columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")} == {"%,.1f"}
     assert table.proto.placeholder == "–"
+    assert columns["max_num_seqs"]["help"] == "max batch size (sequences)"  # the knob's column says its unit on hover
+
+
+def test_the_sweep_tables_rate_column_names_its_unit():
+    # the knob's column is headed by its short name ("rate"): its help gives the label with the unit
+    import json
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="1", stop="2", n="2")
+    assert not at.exception
+    assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "arrival rate (requests/s)"
 
 
 def test_sweep_shows_a_small_start_as_the_link_gives_it():
