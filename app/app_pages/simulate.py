@@ -369,14 +369,17 @@ def _requests_tab(res: SimResult) -> None:
         from sim_core.cluster.report import instance_rows
 
         in_ms = {"ttft_p50_s": "ttft_p50_ms", "tpot_p50_s": "tpot_p50_ms"}  # (shown in ms: the keys say so)
-        rows = [{in_ms.get(k, k): v * 1e3 if k in in_ms else v for k, v in r.items()} for r in instance_rows(res)]
+        # busy and KV peak as percentages with one decimal each: Streamlit's "percent" format printed as many as the
+        # value has ("77.9%" beside "77.27%")
+        scale = {"ttft_p50_s": 1e3, "tpot_p50_s": 1e3, "busy": 100.0, "kv_peak": 100.0}
+        rows = [{in_ms.get(k, k): v * scale[k] if k in scale else v for k, v in r.items()} for r in instance_rows(res)]
         st.caption("Per instance: the requests routed to it (decode instances: handed to it), its GPU busy time over the "
                    "run's makespan and its KV cache peak; TTFT on the instances that emit first tokens, TPOT on those "
                    "that decode.")  # fmt: skip
         num = st.column_config.NumberColumn
         # (a pool's instances have no TTFT or TPOT of their own: NaN, shown as "–", not "None")
         st.dataframe(rows, hide_index=True, key="table.instances", placeholder=MISSING, column_config={
-            "busy": num(format="percent"), "kv_peak": num("KV peak", format="percent"), "prompt_tokens": num("prompt tokens", format="localized"),
+            "busy": num(format="%.1f%%"), "kv_peak": num("KV peak", format="%.1f%%"), "prompt_tokens": num("prompt tokens", format="localized"),
             "ticks": num(format="localized"),
             "ttft_p50_ms": num("TTFT p50 (ms)", format="%.1f", help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
             "tpot_p50_ms": num("TPOT p50 (ms)", format="%.1f", help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip

@@ -99,6 +99,10 @@ def test_a_deployments_tables_show_a_missing_latency_as_a_dash_and_say_why():
     columns = json.loads(table.proto.columns)
     assert "decode instance" in columns["ttft_p50_ms"]["help"] and "prefill instance" in columns["tpot_p50_ms"]["help"]
     assert columns["ticks"]["type_config"]["format"] == "localized"  # 2,054 ticks, as prompt tokens 1,200,000
+    # busy and KV peak with one decimal each (Streamlit's "percent" printed "77.9%" beside "77.27%"), from the result's
+    # fractions
+    assert {columns[c]["type_config"]["format"] for c in ("busy", "kv_peak")} == {"%.1f%%"}
+    assert 0 < rows["busy"].max() <= 100 and rows["busy"].max() > 1  # percent, not a fraction
     requests = next(d for d in at.dataframe if "request_id" in d.value.columns)
     assert requests.proto.placeholder == "–"  # the requests table too
 
