@@ -74,6 +74,7 @@ CACHE_THRESHOLD = 0.5  # share of the prompt's full blocks a cached prefix must 
 BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
 BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
 _HIGH = itemgetter(1)  # a (low, high) bound's high end
+_OUT = (math.inf, math.inf)  # bounds no choice takes (`choose_by_bounds`: an instance out of the running)
 MAX_OWED = 256  # cache_aware: leading runs whose stamps an instance's tree may owe at once (each holds a prompt's keys)
 
 
@@ -85,6 +86,8 @@ class Router:
         self.workload = workload  # the deployment's requests (prefix identities for prefix_affinity)
         self.block_size = block_size
         self.turn = 0  # the instance whose turn it is: round robin's pick, and every policy's tie-break
+        # per turn, the other instances in turn order after it (`choose_by_bounds`' walk)
+        self._after = [tuple((nxt + s) % num_instances for s in range(1, num_instances)) for nxt in range(num_instances)]
         # cache_aware: per instance, the block keys of the prompts routed there (LRU, at most tree_blocks each)
         self.tree_blocks = tree_blocks
         # (key -> when last routed, in requests routed so far: a dict, whose C-level update is the bulk of the cost)
@@ -238,23 +241,28 @@ class Router:
             cand, settled = self._cache_rule_by_bounds(bounds, request)
             if settled is not None:
                 return settled
-        else:
-            cand = range(n)
+            if len(cand) < n:  # (the instances holding the longest match: the others get bounds no choice can take)
+                bounds = list(bounds)
+                for i in range(n):
+                    if i not in cand:
+                        bounds[i] = _OUT
         # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
         # keys `choose` compares, as plain comparisons (this runs at every arrival: loops, not comprehensions, which are
-        # calls of their own, and a turn worked out only where it decides)
+        # calls of their own). The best is the first holder of the least upper bound in turn order from `nxt` (a walk
+        # in that order, `_after`: no turn worked out per instance), and a turn is worked out only where a rival's low
+        # bound equals that bound.
         nxt = self.turn
-        best, top_hi, top_turn = -1, 0, 0
-        for i in cand:
+        best, top_hi = nxt, bounds[nxt][1]
+        for i in self._after[nxt] if n == self.num_instances else list(range(nxt + 1, n)) + list(range(nxt)):
             hi = bounds[i][1]
-            if best < 0 or hi < top_hi or hi == top_hi and (i - nxt) % n < top_turn:
-                best, top_hi, top_turn = i, hi, (i - nxt) % n
+            if hi < top_hi:
+                best, top_hi = i, hi
         rivals = []
-        for j in cand:
-            if j != best:
-                lo = bounds[j][0]
-                if lo < top_hi or lo == top_hi and (j - nxt) % n < top_turn:
-                    rivals.append(j)
+        j = 0
+        for lo, _ in bounds:
+            if lo <= top_hi and j != best and (lo < top_hi or (j - nxt) % n < (best - nxt) % n):
+                rivals.append(j)
+            j += 1
         if not rivals:
             self.took_turn(best, n)
             if self._tree is not None:
