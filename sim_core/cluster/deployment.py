@@ -103,18 +103,15 @@ class _CountsAt:
     """least_kv's count bounds at instant t (`Router.choose_by_bounds` reads a replica's only where KV usages are
     equal, mostly never): a replica's worked out when first read, kept with its usage bounds (`_bounds_at`)."""
 
-    __slots__ = ("dep", "known", "t")
+    __slots__ = ("dep", "t")
 
-    def __init__(self, dep: Deployment, t: float, known: tuple[int, int, float] | None):
-        self.dep, self.t, self.known = dep, t, known
+    def __init__(self, dep: Deployment, t: float):
+        self.dep, self.t = dep, t
 
     def __len__(self) -> int:
         return len(self.dep.front)
 
     def __getitem__(self, j: int) -> tuple[int, int | float]:
-        known = self.known
-        if known is not None and known[0] == j:
-            return known[1], known[1]
         dep = self.dep
         at = dep._bounds_at[j]  # (t, count bounds or None: not worked out yet, usage bounds), set by `_choose_by_bounds`
         if at[1] is None:
@@ -480,18 +477,14 @@ class Deployment:
                 return True
         return False
 
-    def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
-        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
-        count and KV usage of one whose exact state is known there)."""
-        k = known[0] if known is not None else -1
+    def _choose_by_bounds(self, r: int, t: float):
+        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (kept in `_bounds_at`: a
+        replica whose exact state is known there, `_route_mid_run`'s, has its exact values there)."""
         curves, cache = self._curves, self._bounds_at
         bounds = []
         # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
         if self.router.policy != "least_kv":
             for j, m in enumerate(self._front_emit_s):
-                if j == k:
-                    bounds.append((known[1], known[1]))
-                    continue
                 at = cache[j]
                 if at is None or at[0] != t:  # (an open choice's retry at t: the bounds of the others unchanged since)
                     curve = curves[j]
@@ -503,9 +496,6 @@ class Deployment:
         kv_curves, num_blocks = self._kv_curves, self._num_blocks
         usage = []
         for j, (_, g, m) in enumerate(self._bound_fns):
-            if j == k:
-                usage.append((known[2], known[2]))
-                continue
             at = cache[j]
             if at is None or at[0] != t:
                 # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
@@ -522,7 +512,7 @@ class Deployment:
                 # (its count bounds only if the router asks: where usages are equal, `_CountsAt`)
                 at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, None, u)
             usage.append(at[2])
-        return self.router.choose_by_bounds(_CountsAt(self, t, known), r, usage)
+        return self.router.choose_by_bounds(_CountsAt(self, t), r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
@@ -533,13 +523,18 @@ class Deployment:
         if self._mid_exact:
             return self._route_mid_run_exact(i, eng, now_s, count, usage)
         R = self.num_requests
-        instants = self._instants  # (no closed-loop sessions here: listed)
+        instants, cache = self._instants, self._bounds_at  # (no closed-loop sessions here: listed)
+        # (an added request holds no block: its KV usage at every instant up to now_s; read by least_kv only)
+        exact_usage = (usage, usage) if self.router.policy == "least_kv" else None
         while self._early and self._ptr < R:
             r = self._ptr
             t = instants[r]
             if t > now_s:
                 return t
-            pick, rivals = self._choose_by_bounds(r, t, (i, count, usage))
+            # its exact values at t, where the choice reads its bounds (kept until it steps or is sent a request, as any
+            # replica's: a rival that catches up with an open choice reads them there instead of making its count curve)
+            cache[i] = (t, (count, count), exact_usage)
+            pick, rivals = self._choose_by_bounds(r, t)
             if pick is None:
                 self._hint = (r, rivals)  # (the loop takes these as its focus: `run`)
                 break

@@ -254,12 +254,23 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": router, "state_refresh_s": refresh_s})
     dep = Deployment(cfg)
     choose, checked, reused, added, highs = dep._choose_by_bounds, [], [], [], {}
+    route_mid_run, running = dep._route_mid_run, []
 
-    def checking(r, t, known=None):
+    def mid_run(i, *args):  # (the replica whose run reached the instant)
+        running.append(i)
+        try:
+            return route_mid_run(i, *args)
+        finally:
+            running.pop()
+
+    def checking(r, t):
         for j, x in enumerate(dep.front):
             eng = x.engine
-            if known is not None and j == known[0]:
-                continue  # (mid-run: its arrays are behind its run; the router reads its count from the run)
+            if running and j == running[-1]:
+                # (mid-run: its arrays are behind its run; the router reads its exact values from the run, kept there)
+                at = dep._bounds_at[j]
+                assert at[0] == t and at[1][0] == at[1][1] and (at[2] is None) == (router != "least_kv")
+                continue
             later = [t, t + 0.01, t + 0.3, t + 3.0]
             kept = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
             curve = dep._curves[j]
@@ -288,9 +299,9 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
                 assert at == expect
                 reused.append(eng.num_added)
             checked.append(eng._live is not None and eng.num_added > eng._live[2])
-        return choose(r, t, known)
+        return choose(r, t)
 
-    dep._choose_by_bounds = checking
+    dep._choose_by_bounds, dep._route_mid_run = checking, mid_run
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
     if refresh_s or router == "least_outstanding":
