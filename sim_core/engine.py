@@ -492,20 +492,14 @@ class Engine:
         sent = None if run is None else self._resumed(self.horizon_s)
         if run is None:
             run = fastpath.run_ticks(self)
-        try:
-            while True:
-                at = run.send(sent)
-                h = self.horizon_reached(at[0], at[1], at[2], at[3])  # (no slice and star call: at every stop)
-                # (a prefill instance, `fastpath.hands_off`: after every row, where a general step ends, with nothing
-                # to run as well: one run lives across its requests)
-                if at[4] and (self.hand_off_prefilled or h <= at[0] and at[1]):
-                    self._paused, self._live, self._live_left = run, at, None
-                    self.st.now_s = at[0]
-                    self._bounds_memo = self._kv_live = None
-                    return True
-                sent = (h, (), 0)
+        try:  # (the run asks `horizon_reached` at its horizons itself, and yields only where it pauses)
+            at = run.send(sent)
         except StopIteration as stop:
             return stop.value
+        self._paused, self._live, self._live_left = run, at, None
+        self.st.now_s = at[0]
+        self._bounds_memo = self._kv_live = None
+        return True
 
     def _resumed(self, horizon_s: float) -> tuple:
         """What a paused run is sent when it goes on: the horizon, and what joined it meanwhile (it is not paused
