@@ -95,7 +95,8 @@ class _Running:
 
 def _seen(engine: Engine):
     """What a router reads of an engine: the engine, or for one whose fast-path run is paused (`Engine.may_pause`)
-    its run's counts (its arrays are written back when the run ends)."""
+    its run's counts (its arrays are written back when the run ends). (A paused engine answers its count and prefix
+    matches itself, `Engine.num_outstanding`: routers that read no KV usage read the engine, `Router.reads_kv_usage`.)"""
     return engine if engine._live is None else _Running(engine, engine.num_outstanding, engine.live_kv_usage)
 
 
@@ -727,7 +728,8 @@ class Deployment:
         of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
         engine counts as soon as they are added); returns the next request to route. (`engines`: what the router
         reads of each, by default the engines.)"""
-        engines = [_seen(x.engine) for x in self.front] if engines is None else engines
+        if engines is None:  # (a view of a paused run only for KV usage: `_seen`; 2P2D's prefill pool, every arrival)
+            engines = [_seen(x.engine) for x in self.front] if self.router.reads_kv_usage else self._engines[: len(self.front)]
         if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
             q = self.turns.pop()
             seen = engines if self.views is None else self.views.at(float(self.arrival_s[q]))
@@ -825,7 +827,7 @@ class Deployment:
                 eligible = [d for d in range(len(decs)) if self._fits(d, need[d])]
                 if not eligible:
                     return  # back-pressure: the request keeps its prefill blocks
-                d = self.back_router.choose([_seen(e) for e in decs], r, eligible)
+                d = self.back_router.choose([_seen(e) for e in decs] if self.back_router.reads_kv_usage else decs, r, eligible)
             self._pending.popleft()
             if self._requests is not None:  # (Python values listed once: `_add`)
                 arrival_s, _, output, priority, class_idx = self._requests[r]

@@ -135,6 +135,11 @@ class Router:
         router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
         return self.policy in ("least_kv", "prefix_affinity")
 
+    @property
+    def reads_kv_usage(self) -> bool:
+        """least_kv reads each instance's KV usage (`choose`); the other policies read counts and prefix matches."""
+        return self.policy == "least_kv"
+
     def round_robin_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request under round robin (request i -> i mod N)."""
         return np.arange(num_requests, dtype=np.int64) % self.num_instances
