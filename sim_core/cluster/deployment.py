@@ -310,9 +310,10 @@ class Deployment:
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
+        instants = self._instants  # (listed without closed-loop sessions: read here without a call, every pass)
         while True:
             ptr = self._ptr
-            t_arr = self._routing_instant(ptr) if ptr < R else math.inf
+            t_arr = math.inf if ptr >= R else instants[ptr] if instants is not None else self._routing_instant(ptr)
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
@@ -327,7 +328,8 @@ class Deployment:
                 # the limit is its state at its stop, so every arrival is routed, the same in every order)
                 break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
-                focus = self._behind(focus, t_arr, stalled)
+                if focus:  # (none after a mid-run routing: no call for nothing)
+                    focus = self._behind(focus, t_arr, stalled)
                 if not focus:
                     hint, self._hint = self._hint, None
                     # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
