@@ -338,6 +338,47 @@ def test_a_paused_run_yields_its_finish_ticks_as_a_heap(monkeypatch, disaggregat
     assert sum(pauses) > 50
 
 
+@pytest.mark.parametrize("disaggregated", [False, True])
+def test_a_run_leaves_its_generator_only_where_it_pauses(monkeypatch, disaggregated):
+    # issue 13: cost. A replica's run that reaches a routing instant its own choice settles goes on inside
+    # `fastpath.run_ticks` (it asks `Engine.horizon_reached` there): every yield is a pause, which the engine keeps
+    # until the next step resumes it (`Engine._resumed`), not a round trip to the engine at each instant; and replicas'
+    # runs still go on across instants (more instants asked than pauses)
+    from sim_core import fastpath
+    from tests.sim_core.cluster.test_disagg_cost import _xpyd
+
+    run_ticks, resumed, asked, yields = fastpath.run_ticks, Engine._resumed, [0], {}
+    horizon_reached = Engine.horizon_reached
+
+    def counted_resume(engine, horizon_s):
+        yields[engine] = yields.get(engine, 0) + 1  # (one resume per pause)
+        return resumed(engine, horizon_s)
+
+    def counted_ask(engine, *args):
+        asked[0] += 1
+        return horizon_reached(engine, *args)
+
+    def checked(engine):
+        run, sent = run_ticks(engine), None
+        try:
+            while True:
+                at = run.send(sent)
+                before = yields.get(engine, 0)
+                sent = yield at
+                assert yields[engine] == before + 1  # resumed after a pause (or ended by `Engine.settle`)
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(fastpath, "run_ticks", checked)
+    monkeypatch.setattr(Engine, "_resumed", counted_resume)
+    monkeypatch.setattr(Engine, "horizon_reached", counted_ask)
+    cfg = _xpyd() if disaggregated else deploy(_chat(rate=80.0), {"replicas": 4, "router": "least_outstanding"})
+    Deployment(cfg).run()
+    assert sum(yields.values()) > 50
+    if not disaggregated:  # (a prefill instance pauses after every row, a decode instance where it waits for events)
+        assert asked[0] > sum(yields.values())
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.dictionaries(st.integers(0, 60), st.lists(st.integers(0, 99), min_size=1, max_size=3), max_size=30),
        st.integers(0, 20), st.lists(st.integers(0, 99), max_size=5, unique=True), st.lists(st.integers(0, 99), max_size=6),
