@@ -408,19 +408,19 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
 
 def advance(engine: Engine) -> bool:
     """Run ticks on the fast path from the current state; False when not a single tick could be. (`run_ticks`
-    driven to its end: at a horizon the engine's `horizon_reached` gives the next one.)"""
-    run = run_ticks(engine)
+    driven to its end: at a horizon the engine's `horizon_reached` gives the next one; an engine that may not pause,
+    `Engine.may_pause`, never pauses.)"""
     try:
-        at = next(run)
-        while True:
-            at = run.send((engine.horizon_reached(*at[:4]), (), 0))
+        next(run_ticks(engine))
     except StopIteration as stop:
         return stop.value
+    raise RuntimeError("a fast-path run paused in an engine that may not pause")
 
 
 def run_ticks(engine: Engine):
     """`advance` as a generator that pauses at its horizon (issue 13: a cluster instance waits there for the others
-    without ending its run). It yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
+    without ending its run). At its horizon it asks `Engine.horizon_reached`, and an engine that `may_pause` pauses
+    where that leaves it waiting: it yields `(now, num_running_or_waiting, next_arrival, num_free, num_ticks, d,
     finish_at, prefilling, waiting, head, joinable, done_ticks)`: `Engine.horizon_reached`'s arguments, the ticks run so
     far, the live state `LiveLeft` reads (`done_ticks`: finish_at's keys as a heap), and whether decoders may join the
     paused run (`_join_decoders`); it takes
@@ -607,6 +607,7 @@ def run_ticks(engine: Engine):
     # merge, `Engine.merge_idle_rows`), and nothing the cluster reads of it between rows before then changes what it does
     # there: the decode pool's horizons take its clock as a bound on its next hand-off, which a later clock keeps
     hand_off = engine.hand_off_prefilled
+    pausable = engine.may_pause  # (`Engine._run_fast`: it drives the run and pauses it; else `advance`)
     runs_on = hand_off and engine.runs_to_horizon
     release_s = math.inf  # the earliest release of KV handed off since the run was last resumed (`runs_on`)
     handing: list[int] = []  # this tick's hand-offs
@@ -629,8 +630,17 @@ def run_ticks(engine: Engine):
             if now >= max_time >= lim.max_sim_time_s:  # requests here and let the run go on (a prefill instance: after each row)
                 break
             j_paused = j + merged
-            horizon, joined, num_reserved = yield (now, len(running) + len(waiting) - head, ptr, free, j + merged, d, finish_at,
-                                                   prefilling, waiting, head, not fixed and pc is None, done_ticks)  # fmt: skip
+            num_in_run = len(running) + len(waiting) - head
+            # The cluster's answer here, in the run (issue 13: cost; a yield to the engine and a resume for every routing
+            # instant a replica's run reaches cost ~3k instructions more): it pauses only where it must wait, after a
+            # tick at least, with requests running or queued (a prefill instance after every row, where a general step
+            # ends, with nothing to run as well: one run lives across its requests), and takes the horizon it is sent then
+            horizon = engine.horizon_reached(now, num_in_run, ptr, free)
+            if not (pausable and j_paused and (hand_off or horizon <= now and num_in_run)):
+                joined, num_reserved = (), 0
+            else:
+                horizon, joined, num_reserved = yield (now, num_in_run, ptr, free, j_paused, d, finish_at, prefilling, waiting,
+                                                       head, not fixed and pc is None, done_ticks)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
                 # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
                 # each tick prefills, no tick decodes only)

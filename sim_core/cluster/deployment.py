@@ -95,7 +95,8 @@ class _Running:
 
 def _seen(engine: Engine):
     """What a router reads of an engine: the engine, or for one whose fast-path run is paused (`Engine.may_pause`)
-    its run's counts (its arrays are written back when the run ends)."""
+    its run's counts (its arrays are written back when the run ends). (A paused engine answers its count and prefix
+    matches itself, `Engine.num_outstanding`: routers that read no KV usage read the engine, `Router.reads_kv_usage`.)"""
     return engine if engine._live is None else _Running(engine, engine.num_outstanding, engine.live_kv_usage)
 
 
@@ -103,18 +104,15 @@ class _CountsAt:
     """least_kv's count bounds at instant t (`Router.choose_by_bounds` reads a replica's only where KV usages are
     equal, mostly never): a replica's worked out when first read, kept with its usage bounds (`_bounds_at`)."""
 
-    __slots__ = ("dep", "known", "t")
+    __slots__ = ("dep", "t")
 
-    def __init__(self, dep: Deployment, t: float, known: tuple[int, int, float] | None):
-        self.dep, self.t, self.known = dep, t, known
+    def __init__(self, dep: Deployment, t: float):
+        self.dep, self.t = dep, t
 
     def __len__(self) -> int:
         return len(self.dep.front)
 
     def __getitem__(self, j: int) -> tuple[int, int | float]:
-        known = self.known
-        if known is not None and known[0] == j:
-            return known[1], known[1]
         dep = self.dep
         at = dep._bounds_at[j]  # (t, count bounds or None: not worked out yet, usage bounds), set by `_choose_by_bounds`
         if at[1] is None:
@@ -312,9 +310,10 @@ class Deployment:
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
+        instants = self._instants  # (listed without closed-loop sessions: read here without a call, every pass)
         while True:
             ptr = self._ptr
-            t_arr = self._routing_instant(ptr) if ptr < R else math.inf
+            t_arr = math.inf if ptr >= R else instants[ptr] if instants is not None else self._routing_instant(ptr)
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
@@ -329,7 +328,8 @@ class Deployment:
                 # the limit is its state at its stop, so every arrival is routed, the same in every order)
                 break
             if self._early and ptr < R:  # (no cluster events without a decode pool)
-                focus = self._behind(focus, t_arr, stalled)
+                if focus:  # (none after a mid-run routing: no call for nothing)
+                    focus = self._behind(focus, t_arr, stalled)
                 if not focus:
                     hint, self._hint = self._hint, None
                     # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
@@ -480,18 +480,14 @@ class Deployment:
                 return True
         return False
 
-    def _choose_by_bounds(self, r: int, t: float, known: tuple[int, int, float] | None = None):
-        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (`known`: replica,
-        count and KV usage of one whose exact state is known there)."""
-        k = known[0] if known is not None else -1
+    def _choose_by_bounds(self, r: int, t: float):
+        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (kept in `_bounds_at`: a
+        replica whose exact state is known there, `_route_mid_run`'s, has its exact values there)."""
         curves, cache = self._curves, self._bounds_at
         bounds = []
         # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
         if self.router.policy != "least_kv":
             for j, m in enumerate(self._front_emit_s):
-                if j == k:
-                    bounds.append((known[1], known[1]))
-                    continue
                 at = cache[j]
                 if at is None or at[0] != t:  # (an open choice's retry at t: the bounds of the others unchanged since)
                     curve = curves[j]
@@ -503,9 +499,6 @@ class Deployment:
         kv_curves, num_blocks = self._kv_curves, self._num_blocks
         usage = []
         for j, (_, g, m) in enumerate(self._bound_fns):
-            if j == k:
-                usage.append((known[2], known[2]))
-                continue
             at = cache[j]
             if at is None or at[0] != t:
                 # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
@@ -522,7 +515,7 @@ class Deployment:
                 # (its count bounds only if the router asks: where usages are equal, `_CountsAt`)
                 at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, None, u)
             usage.append(at[2])
-        return self.router.choose_by_bounds(_CountsAt(self, t, known), r, usage)
+        return self.router.choose_by_bounds(_CountsAt(self, t), r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
@@ -533,13 +526,18 @@ class Deployment:
         if self._mid_exact:
             return self._route_mid_run_exact(i, eng, now_s, count, usage)
         R = self.num_requests
-        instants = self._instants  # (no closed-loop sessions here: listed)
+        instants, cache = self._instants, self._bounds_at  # (no closed-loop sessions here: listed)
+        # (an added request holds no block: its KV usage at every instant up to now_s; read by least_kv only)
+        exact_usage = (usage, usage) if self.router.policy == "least_kv" else None
         while self._early and self._ptr < R:
             r = self._ptr
             t = instants[r]
             if t > now_s:
                 return t
-            pick, rivals = self._choose_by_bounds(r, t, (i, count, usage))
+            # its exact values at t, where the choice reads its bounds (kept until it steps or is sent a request, as any
+            # replica's: a rival that catches up with an open choice reads them there instead of making its count curve)
+            cache[i] = (t, (count, count), exact_usage)
+            pick, rivals = self._choose_by_bounds(r, t)
             if pick is None:
                 self._hint = (r, rivals)  # (the loop takes these as its focus: `run`)
                 break
@@ -732,7 +730,8 @@ class Deployment:
         of the engines is the same for all of them, apart from the requests it sends meanwhile, which each
         engine counts as soon as they are added); returns the next request to route. (`engines`: what the router
         reads of each, by default the engines.)"""
-        engines = [_seen(x.engine) for x in self.front] if engines is None else engines
+        if engines is None:  # (a view of a paused run only for KV usage: `_seen`; 2P2D's prefill pool, every arrival)
+            engines = [_seen(x.engine) for x in self.front] if self.router.reads_kv_usage else self._engines[: len(self.front)]
         if self.turns is not None:  # closed-loop sessions: the next arrival in time order, first or released turn
             q = self.turns.pop()
             seen = engines if self.views is None else self.views.at(float(self.arrival_s[q]))
@@ -830,7 +829,7 @@ class Deployment:
                 eligible = [d for d in range(len(decs)) if self._fits(d, need[d])]
                 if not eligible:
                     return  # back-pressure: the request keeps its prefill blocks
-                d = self.back_router.choose([_seen(e) for e in decs], r, eligible)
+                d = self.back_router.choose([_seen(e) for e in decs] if self.back_router.reads_kv_usage else decs, r, eligible)
             self._pending.popleft()
             if self._requests is not None:  # (Python values listed once: `_add`)
                 arrival_s, _, output, priority, class_idx = self._requests[r]

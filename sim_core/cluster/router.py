@@ -74,6 +74,7 @@ CACHE_THRESHOLD = 0.5  # share of the prompt's full blocks a cached prefix must 
 BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
 BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
 _HIGH = itemgetter(1)  # a (low, high) bound's high end
+_OUT = (math.inf, math.inf)  # bounds no choice takes (`choose_by_bounds`: an instance out of the running)
 MAX_OWED = 256  # cache_aware: leading runs whose stamps an instance's tree may owe at once (each holds a prompt's keys)
 
 
@@ -85,6 +86,8 @@ class Router:
         self.workload = workload  # the deployment's requests (prefix identities for prefix_affinity)
         self.block_size = block_size
         self.turn = 0  # the instance whose turn it is: round robin's pick, and every policy's tie-break
+        # per turn, the other instances in turn order after it (`choose_by_bounds`' walk)
+        self._after = [tuple((nxt + s) % num_instances for s in range(1, num_instances)) for nxt in range(num_instances)]
         # cache_aware: per instance, the block keys of the prompts routed there (LRU, at most tree_blocks each)
         self.tree_blocks = tree_blocks
         # (key -> when last routed, in requests routed so far: a dict, whose C-level update is the bulk of the cost)
@@ -131,6 +134,11 @@ class Router:
         """least_kv and prefix_affinity read what engines publish (KV usage, cached prefixes), which a real
         router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
         return self.policy in ("least_kv", "prefix_affinity")
+
+    @property
+    def reads_kv_usage(self) -> bool:
+        """least_kv reads each instance's KV usage (`choose`); the other policies read counts and prefix matches."""
+        return self.policy == "least_kv"
 
     def round_robin_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request under round robin (request i -> i mod N)."""
@@ -196,24 +204,25 @@ class Router:
         least_kv indexes `bounds` only where usage bounds are equal (a sequence that works counts out when indexed
         will do: `Deployment._CountsAt`)."""
         n = len(bounds)
+        # The best is the first holder of the least upper key in turn order from `nxt`: a walk in that order (`_after`:
+        # the others after the turn) keeps it with plain comparisons, no turn worked out per instance (this runs at
+        # every arrival, ~1.7 times: loops, not comprehensions, which are calls of their own)
+        nxt = self.turn
+        after = self._after[nxt] if n == self.num_instances else list(range(nxt + 1, n)) + list(range(nxt))
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
             # (a count is read only where usages are equal: `bounds` may work them out when asked, `Deployment`)
-            nxt = self.turn
-            best, top_u, top_c, top_turn = 0, usage[0][1], None, (0 - nxt) % n
-            for i in range(1, n):  # (loops, not comprehensions: this runs at every arrival)
+            best, top_u, top_c = nxt, usage[nxt][1], None
+            for i in after:
                 u = usage[i][1]
-                if u > top_u:
-                    continue
-                turn = (i - nxt) % n
-                if u == top_u:
+                if u < top_u:
+                    best, top_u, top_c = i, u, None
+                elif u == top_u:
                     if top_c is None:
                         top_c = bounds[best][1]
                     c = bounds[i][1]
-                    if c > top_c or (c == top_c and turn > top_turn):
-                        continue
-                    best, top_c, top_turn = i, c, turn
-                    continue
-                best, top_u, top_c, top_turn = i, u, None, turn
+                    if c < top_c:
+                        best, top_c = i, c
+            top_turn = (best - nxt) % n
             rivals = []
             for j in range(n):
                 if j == best:
@@ -238,23 +247,24 @@ class Router:
             cand, settled = self._cache_rule_by_bounds(bounds, request)
             if settled is not None:
                 return settled
-        else:
-            cand = range(n)
-        # The least upper bound, ties to the next in turn, and the rivals whose (low bound, turn) is below its: the
-        # keys `choose` compares, as plain comparisons (this runs at every arrival: loops, not comprehensions, which are
-        # calls of their own, and a turn worked out only where it decides)
-        nxt = self.turn
-        best, top_hi, top_turn = -1, 0, 0
-        for i in cand:
+            if len(cand) < n:  # (the instances holding the longest match: the others get bounds no choice can take)
+                bounds = list(bounds)
+                for i in range(n):
+                    if i not in cand:
+                        bounds[i] = _OUT
+        # The least upper bound, ties to the next in turn (the walk above), and the rivals whose (low bound, turn) is
+        # below its: the keys `choose` compares; a turn is worked out only where a rival's low bound equals that bound.
+        best, top_hi = nxt, bounds[nxt][1]
+        for i in after:
             hi = bounds[i][1]
-            if best < 0 or hi < top_hi or hi == top_hi and (i - nxt) % n < top_turn:
-                best, top_hi, top_turn = i, hi, (i - nxt) % n
+            if hi < top_hi:
+                best, top_hi = i, hi
         rivals = []
-        for j in cand:
-            if j != best:
-                lo = bounds[j][0]
-                if lo < top_hi or lo == top_hi and (j - nxt) % n < top_turn:
-                    rivals.append(j)
+        j = 0
+        for lo, _ in bounds:
+            if lo <= top_hi and j != best and (lo < top_hi or (j - nxt) % n < (best - nxt) % n):
+                rivals.append(j)
+            j += 1
         if not rivals:
             self.took_turn(best, n)
             if self._tree is not None:

@@ -254,12 +254,23 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": router, "state_refresh_s": refresh_s})
     dep = Deployment(cfg)
     choose, checked, reused, added, highs = dep._choose_by_bounds, [], [], [], {}
+    route_mid_run, running = dep._route_mid_run, []
 
-    def checking(r, t, known=None):
+    def mid_run(i, *args):  # (the replica whose run reached the instant)
+        running.append(i)
+        try:
+            return route_mid_run(i, *args)
+        finally:
+            running.pop()
+
+    def checking(r, t):
         for j, x in enumerate(dep.front):
             eng = x.engine
-            if known is not None and j == known[0]:
-                continue  # (mid-run: its arrays are behind its run; the router reads its count from the run)
+            if running and j == running[-1]:
+                # (mid-run: its arrays are behind its run; the router reads its exact values from the run, kept there)
+                at = dep._bounds_at[j]
+                assert at[0] == t and at[1][0] == at[1][1] and (at[2] is None) == (router != "least_kv")
+                continue
             later = [t, t + 0.01, t + 0.3, t + 3.0]
             kept = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
             curve = dep._curves[j]
@@ -288,9 +299,9 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
                 assert at == expect
                 reused.append(eng.num_added)
             checked.append(eng._live is not None and eng.num_added > eng._live[2])
-        return choose(r, t, known)
+        return choose(r, t)
 
-    dep._choose_by_bounds = checking
+    dep._choose_by_bounds, dep._route_mid_run = checking, mid_run
     dep.run()
     assert len(checked) > 100 and any(checked)  # asked often, also of paused runs with requests added since
     if refresh_s or router == "least_outstanding":
@@ -325,6 +336,47 @@ def test_a_paused_run_yields_its_finish_ticks_as_a_heap(monkeypatch, disaggregat
     cfg = _xpyd() if disaggregated else deploy(_chat(rate=80.0), {"replicas": 4, "router": "least_outstanding"})
     Deployment(cfg).run()
     assert sum(pauses) > 50
+
+
+@pytest.mark.parametrize("disaggregated", [False, True])
+def test_a_run_leaves_its_generator_only_where_it_pauses(monkeypatch, disaggregated):
+    # issue 13: cost. A replica's run that reaches a routing instant its own choice settles goes on inside
+    # `fastpath.run_ticks` (it asks `Engine.horizon_reached` there): every yield is a pause, which the engine keeps
+    # until the next step resumes it (`Engine._resumed`), not a round trip to the engine at each instant; and replicas'
+    # runs still go on across instants (more instants asked than pauses)
+    from sim_core import fastpath
+    from tests.sim_core.cluster.test_disagg_cost import _xpyd
+
+    run_ticks, resumed, asked, yields = fastpath.run_ticks, Engine._resumed, [0], {}
+    horizon_reached = Engine.horizon_reached
+
+    def counted_resume(engine, horizon_s):
+        yields[engine] = yields.get(engine, 0) + 1  # (one resume per pause)
+        return resumed(engine, horizon_s)
+
+    def counted_ask(engine, *args):
+        asked[0] += 1
+        return horizon_reached(engine, *args)
+
+    def checked(engine):
+        run, sent = run_ticks(engine), None
+        try:
+            while True:
+                at = run.send(sent)
+                before = yields.get(engine, 0)
+                sent = yield at
+                assert yields[engine] == before + 1  # resumed after a pause (or ended by `Engine.settle`)
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(fastpath, "run_ticks", checked)
+    monkeypatch.setattr(Engine, "_resumed", counted_resume)
+    monkeypatch.setattr(Engine, "horizon_reached", counted_ask)
+    cfg = _xpyd() if disaggregated else deploy(_chat(rate=80.0), {"replicas": 4, "router": "least_outstanding"})
+    Deployment(cfg).run()
+    assert sum(yields.values()) > 50
+    if not disaggregated:  # (a prefill instance pauses after every row, a decode instance where it waits for events)
+        assert asked[0] > sum(yields.values())
 
 
 @settings(max_examples=80, deadline=None)
