@@ -336,7 +336,7 @@ def test_requests_tab_of_a_deployment_has_one_row_per_instance_as_the_run_has():
     rows = report_rows(res)
     assert table["instance"].tolist() == [r["instance"] for r in rows] == ["replica 0", "replica 1"]
     assert table["requests"].tolist() == [48, 48] == [r["requests"] for r in rows]
-    assert table["busy"].tolist() == pytest.approx([r["busy"] for r in rows])
+    assert table["busy"].tolist() == pytest.approx([100 * r["busy"] for r in rows])  # (shown as a percentage)
     assert table["prompt_tokens"].tolist() == [153_600, 9_600]  # the lesson's split, summed per instance
     one = AppTest.from_file(APP, default_timeout=120)
     one.session_state["ui.tab"] = "Requests"
