@@ -202,13 +202,13 @@ class Router:
         the best upper key, and the best if it is not exact; for cache_aware also every inexact one while the
         bounds leave the balance test open; balanced without a long enough match, its smallest tree, settled).
         least_kv indexes `bounds` only where usage bounds are equal (a sequence that works counts out when indexed
-        will do: `Deployment._CountsAt`)."""
+        will do: `Deployment._CountsAt`). One bound per instance of this router, in its order."""
         n = len(bounds)
         # The best is the first holder of the least upper key in turn order from `nxt`: a walk in that order (`_after`:
         # the others after the turn) keeps it with plain comparisons, no turn worked out per instance (this runs at
         # every arrival, ~1.7 times: loops, not comprehensions, which are calls of their own)
         nxt = self.turn
-        after = self._after[nxt] if n == self.num_instances else list(range(nxt + 1, n)) + list(range(nxt))
+        after = self._after[nxt]  # (bounds: one per instance, as every caller passes them)
         if self.policy == "least_kv":  # keys (usage, count, turn), as `choose`: compared in that order
             # (a count is read only where usages are equal: `bounds` may work them out when asked, `Deployment`)
             best, top_u, top_c = nxt, usage[nxt][1], None
