@@ -630,7 +630,7 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert list(df.columns)[:2] == ["configuration", "open"] and list(df.columns)[-2:] == ["headroom", "robust"]
     assert "$/M out tok" in df.columns and "capacity" in df.columns  # (short headers: the table fits 1,400 px, test_browser)
     columns = json.loads(at.dataframe[-1].proto.columns)
-    assert columns["configuration"]["pinned"] is True  # (it stays in view while the numbers scroll)
+    # (the configuration pinned while the numbers scroll: with All columns, test_plans_table_opens_on_the_columns_…)
     assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
     assert at.dataframe[-1].proto.placeholder == "–"  # a headroom not known: "–", as fmt_number writes NaN, not "None"
     assert any("candidate configurations" in c.value for c in at.caption)
@@ -652,6 +652,36 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert dict(points)["2× h100-sxm TP1 · vllm-v1"] == pytest.approx(df["TTFT P99 (ms)"][0])
     # and the caption says how they were simulated (it said "every candidate is simulated as a deployment")
     assert any("finalists confirmed as deployments" in c.value for c in at.caption)
+
+
+def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away(tmp_path, monkeypatch):
+    # At 390 px the eleven columns scrolled sideways (927 px in a 356-px box) with the configuration, the link, GPUs and
+    # $/hour in view and headroom out of it. The table opens on four that fit; the cheapest is written in full above it
+    # (a long configuration may end in "…" in the narrow column). The data is the same either way (its CSV too).
+    import json
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.rate").set_value(30.0)
+    narrow_plan_search(at, 3)
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    table = at.dataframe[-1]
+    assert list(table.proto.column_order) == ["configuration", "$/hour", "headroom", "open"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= 352  # (test_browser measures it on a phone)
+    assert not columns["configuration"].get("pinned")  # (pinned, it stays in view while the rest scroll: nothing to)
+    assert len(table.value.columns) == 11 and table.value["open"][0].startswith("./?")
+    said = next(m.value for m in at.markdown if m.value.startswith("**Cheapest meeting the SLOs:**"))
+    assert "2× h100" in said and "6.00 per hour" in said and "headroom +" in said, said
+    at = open_page("app_pages/plan.py")
+    at.session_state["plan.all_columns"] = True
+    at.number_input(key="plan.rate").set_value(30.0)
+    narrow_plan_search(at, 3)
+    at.button(key="plan.go").click().run()
+    full = at.dataframe[-1]
+    assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["configuration"]["pinned"] is True
+    assert full.value.equals(table.value)
 
 
 def test_plan_page_offers_prefill_decode_splits_and_a_router():
