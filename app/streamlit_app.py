@@ -46,6 +46,8 @@ def main() -> None:
             ".st-key-lesson_open [data-testid='stColumn'], .st-key-lesson_mech [data-testid='stColumn'] { min-width: 18rem; } "
             # Compare's charts: two under ~320 px each leave a CDF a 100 px plot beside its legend; stack them instead
             ".st-key-cmp_gantts [data-testid='stColumn'], .st-key-cmp_cdfs [data-testid='stColumn'] { min-width: 20rem; } "
+            # Sweep's three charts: side by side from ~850 px of page, else one under the other at the page's width
+            ".st-key-sw_figs [data-testid='stColumn'] { min-width: 17rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-share) { min-width: 7rem; } "
             # Step through: the buttons beside the tick number had an eighth of the row each ("◀…", "N…" at 800 px)
             "[data-testid='stColumn']:has(.st-key-ui-step_prev), [data-testid='stColumn']:has(.st-key-ui-step_next) "

@@ -251,6 +251,32 @@ def test_the_plan_table_fits_a_phone_and_with_all_columns_a_laptop_screen(server
     page.close()
 
 
+def _sweep_plots(browser, server: str, viewport: dict) -> list[dict]:
+    """The plot area of each of Sweep's charts (a sweep of three rates against a second strategy: the longest legends)."""
+    page = browser.new_page(viewport=viewport)
+    page.goto(server + "/sweep?preset=chat-h100-llama8b&sweep=rate&start=4&stop=24&n=3&vs=sarathi-serve")
+    page.wait_for_function("() => document.querySelectorAll('.st-key-sw_figs .js-plotly-plot .nsewdrag').length == 3",
+                           timeout=300_000)  # fmt: skip
+    page.wait_for_timeout(500)
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.st-key-sw_figs .js-plotly-plot .nsewdrag')]
+        .map(e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; })""")
+    if viewport is PHONE:
+        page.locator(".st-key-sw_figs").screenshot(path=str(ARTIFACTS / "phone-sweep.png"))
+    page.close()
+    return boxes
+
+
+def test_sweeps_charts_stack_on_a_phone_and_stand_level_on_a_laptop_screen(server, browser):
+    # 390 px: three panels of one figure side by side left each plot 87 px wide (193 px tall with a second setup)
+    phone = _sweep_plots(browser, server, PHONE)
+    assert all(b["w"] >= 270 and b["h"] >= 220 for b in phone), phone
+    assert [b["y"] for b in phone] == sorted(b["y"] for b in phone)  # throughput, goodput, latency from the top
+    # 1,400 px with the sidebar open: side by side as before, each plot as tall as the others (level axes)
+    laptop = _sweep_plots(browser, server, {"width": 1400, "height": 900})
+    assert [b["x"] for b in laptop] == sorted(b["x"] for b in laptop) and len({round(b["y"]) for b in laptop}) == 1, laptop
+    assert all(b["w"] >= 220 for b in laptop) and len({round(b["h"]) for b in laptop}) == 1, laptop
+
+
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead

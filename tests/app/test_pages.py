@@ -235,24 +235,40 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     assert any("capacity" in m.value for m in at.markdown)
     import json
 
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs) == 3
+    spec = specs[0]
     from tests.app.test_charts import numeric_axes_without_separators, raw_numbers_in_hover
 
     # the throughput axis read "1000" and "2000" (and its hovers "1234.567891") beside the table's 1,234
     assert not numeric_axes_without_separators(spec["layout"]) and not [raw_numbers_in_hover(t.get("hovertemplate", "")) for t in spec["data"] if raw_numbers_in_hover(t.get("hovertemplate", ""))]
     assert spec["layout"]["yaxis"]["tickformat"] == "," and spec["layout"]["yaxis"]["hoverformat"] == ",.6~r"
-    shown = [t for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
-    legend = [t["name"] for t in shown]
-    assert len(legend) == len(set(legend))
-    # each entry says what it is: the setup by a colour square (not a line beside "<name> TTFT p99"), the lines by style;
-    # one entry per setup and series (10 with a second setup, in columns) overlapped the axis titles and scrolled on a phone
-    assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
-    assert "TTFT p50" in legend and len(legend) <= 6
-    fig = spec["layout"]
-    assert [fig[a].get("title", {}).get("text") for a in ("xaxis", "xaxis2", "xaxis3")] == [None, "arrival rate (requests/s)", None]
-    titles = [a["text"] for a in fig["annotations"]]
-    assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
-    assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
+    for fig in specs:
+        shown = [t for t in fig["data"] if t.get("showlegend", True) and t.get("name")]
+        legend = [t["name"] for t in shown]
+        assert len(legend) == len(set(legend)) and len(legend) <= 6
+        # each entry says what it is: the setup by a colour square (not a line beside "<name> TTFT p99"), the lines by
+        # style; one entry per setup and series (10 with a second setup, in columns) overlapped the axis titles on a phone
+        assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
+        assert fig["layout"]["xaxis"]["title"]["text"] == "arrival rate (requests/s)"  # each stands alone on a phone
+    assert "TTFT p50" in [t["name"] for t in specs[2]["data"]]
+    assert [f["layout"]["title"]["text"] for f in specs] == ["Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)"]
+    assert specs[2]["layout"]["yaxis"]["type"] == "log" and specs[2]["layout"]["yaxis"]["ticktext"]  # 10, 20, 50, not bare digits
+
+
+def test_sweeps_charts_are_each_a_figure_tall_enough_to_read_on_a_phone():
+    # One figure of three panels side by side, 430 px tall: on a 390-px phone each panel was 87 px wide, its plot 216 px
+    # tall (193 with a second setup's legend). Three figures, each with its own axes and legend, sit side by side on a
+    # wide page and one under the other (each the page's width) on a narrow one (test_browser measures both); the same
+    # height and bottom margin in each keeps their plots as tall as each other, whatever their legends.
+    import json
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="24", n="3", vs="sarathi-serve")
+    assert not at.exception
+    layouts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
+    assert len(layouts) == 3 and not any("xaxis2" in lay for lay in layouts)
+    assert len({(lay["height"], lay["margin"]["t"], lay["margin"]["b"]) for lay in layouts}) == 1
+    assert all(lay["height"] - lay["margin"]["t"] - lay["margin"]["b"] >= 220 for lay in layouts)  # the plot's own height
 
 
 def test_sweep_opens_on_a_rate_range_that_crosses_the_knee():
