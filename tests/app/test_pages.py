@@ -989,6 +989,28 @@ def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_colum
     assert all(c.get("help") for name, c in json.loads(full.proto.columns).items() if name != "_index")  # each short header says what it is
 
 
+def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
+    # 3P1D at 390 px: the instance table's eleven columns (849 px) scrolled sideways with busy, KV peak, TTFT and TPOT
+    # out of view. It opens on the instance and those four, the ms in the cells; "All columns" (the requests table's
+    # toggle, above both) brings back requests, prompt tokens, ticks, GPUs and pre-emptions. The data is the same.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "instance" in d.value.columns)
+    assert list(table.proto.column_order) == ["instance", "busy", "kv_peak", "ttft_p50_ms", "tpot_p50_ms"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= 340  # (a phone's page is ~358; test_browser)
+    assert columns["ttft_p50_ms"]["label"] == "TTFT p50" and columns["ttft_p50_ms"]["type_config"]["format"].endswith(" ms")
+    assert "requests" in table.value.columns and any("All columns: the requests routed to it" in c.value for c in at.caption)
+    at.toggle(key="ui.requests_all_columns").set_value(True).run()
+    full = next(d for d in at.dataframe if "instance" in d.value.columns)
+    assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["ttft_p50_ms"]["label"] == "TTFT p50 (ms)"
+    assert full.value.equals(table.value)
+
+
 def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
     # The caption said "Prefill ticks sit right of the ridge, decode ticks left": on the default (vLLM V1) run the
     # dots at and past the ridge are purple mixed ticks (prefill chunks riding with decodes), the orange prefill ones
