@@ -301,6 +301,23 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
     page.close()
 
 
+def test_a_lessons_buttons_and_numbers_keep_their_labels_whole_on_a_phone(server, browser):
+    # 390 px, lesson 11: its two buttons read "Open with Deployment (same 8 GPUs) = 4 co-located r…" and "… = 3 prefill +
+    # 1 de…" (which side each opens, cut) and "Run both" labelled its first number "… = 4 co-located replicas (T…"
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server + "/learn?lesson=split-prefill-decode")
+    page.get_by_text("Run both and compare here").click()
+    page.wait_for_function("() => document.querySelectorAll('.st-key-lesson_both [data-testid=stMetricValue]').length == 2",
+                           timeout=120_000)  # fmt: skip
+    page.wait_for_timeout(300)
+    # (strictly wider: the number's label was 325 px in a 324-px box, one pixel enough for the ellipsis)
+    cut = page.evaluate("""() => [...document.querySelectorAll(".st-key-lesson_open button [data-testid='stMarkdownContainer'], "
+        + ".st-key-lesson_both [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer']")]
+        .filter(e => e.scrollWidth > e.clientWidth).map(e => e.innerText)""")
+    assert cut == [], cut
+    page.close()
+
+
 def test_the_step_through_buttons_keep_their_labels_in_a_narrow_window(server, browser):
     # at 800 px with the sidebar open the two buttons beside the tick number got an eighth of ~470 px: "◀…" and "N…"
     page = _narrow_page(browser, server + "/?preset=chat-h100-llama8b-vllm-v0")
