@@ -44,8 +44,17 @@ def main() -> None:
             # or on a phone they held the column past the screen's edge
             ".st-key-about_hardware td:last-child { width: 55%; } .st-key-about_hardware td:last-child * { overflow-wrap: anywhere !important; } "
             ".st-key-lesson_open [data-testid='stColumn'], .st-key-lesson_mech [data-testid='stColumn'] { min-width: 18rem; } "
+            # and a lesson's buttons and side-by-side numbers wrap their labels: on a phone lesson 11's two buttons read
+            # "Open with Deployment (same 8 GPUs) = 4 co-located r…" and "… = 3 prefill + 1 de…", the sides they open cut
+            ".st-key-lesson_open button [data-testid='stMarkdownContainer'], .st-key-lesson_open button [data-testid='stMarkdownContainer'] *, "
+            ".st-key-lesson_mech button [data-testid='stMarkdownContainer'], .st-key-lesson_mech button [data-testid='stMarkdownContainer'] *, "
+            ".st-key-lesson_both [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer'], "
+            ".st-key-lesson_both [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer'] * "
+            "{ white-space: normal !important; overflow: visible !important; text-overflow: clip !important; } "
             # Compare's charts: two under ~320 px each leave a CDF a 100 px plot beside its legend; stack them instead
             ".st-key-cmp_gantts [data-testid='stColumn'], .st-key-cmp_cdfs [data-testid='stColumn'] { min-width: 20rem; } "
+            # Sweep's three charts: side by side from ~850 px of page, else one under the other at the page's width
+            ".st-key-sw_figs [data-testid='stColumn'] { min-width: 17rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-share) { min-width: 7rem; } "
             # Step through: the buttons beside the tick number had an eighth of the row each ("◀…", "N…" at 800 px)
             "[data-testid='stColumn']:has(.st-key-ui-step_prev), [data-testid='stColumn']:has(.st-key-ui-step_next) "

@@ -172,7 +172,7 @@ def _run_both(lesson: Lesson, box) -> None:
     with box:
         label = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric,))[0]
         labels = workshop.side_labels(lesson)
-        cols = st.columns(2)
+        cols = st.container(key="lesson_both").columns(2)  # (labels that wrap: app CSS)
         for step, col in enumerate(cols):
             out = runner.run(lesson.config(step))
             value = metric_value(lesson.expect.metric, out.result)

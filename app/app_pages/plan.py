@@ -73,15 +73,36 @@ def pareto_figure(result: Plan) -> go.Figure:
     return charts.readable_numbers(fig)
 
 
-def _show(result: Plan, elapsed_s: float) -> None:
-    spec = result.spec
-    p = spec.objective.percentile
-    band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
-    st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
-               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + band[:1].upper() + band[1:] + ".")  # fmt: skip
-    if not result.rows:
-        st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
-        return
+# The columns the table opens on: which deployment, what it costs, how much traffic it has to spare, and the link to it.
+# At 390 px (a phone) all eleven columns scrolled sideways (927 px in a 356-px box) with the configuration, the link,
+# GPUs and $/hour in view; these four fit, the link as an icon (the width of the browser is not known here). "All
+# columns" brings the rest back, the configuration pinned while the numbers scroll; the data is the same either way.
+# (widths in px: 350 of a phone's ~356; a longer configuration, with knobs or a P:D split, ends in "…" there and is
+# written in full in the sentence above the table for the cheapest and in All columns.)
+COMPACT_PLAN_COLUMNS = {"configuration": 170, "$/hour": 58, "headroom": 74, "open": 48}
+
+
+def cheapest_sentence(result: Plan) -> str:
+    """The answer in a sentence that wraps (Markdown): the cheapest configuration meeting the SLOs, written in full
+    (the table's compact view may end a long one in "…"), its cost and headroom."""
+    t = result.table()
+    best = t[0]
+    ties = sum(r["usd_per_hour"] == best["usd_per_hour"] for r in t) - 1
+    headroom = MISSING if best["headroom"] is None else f"{best['headroom'] * 100:+.0f}%"
+    tail = f" ({ties:,} more at the same price below)" if ties else ""
+    return "**Cheapest meeting the SLOs:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
+                                                     f"${best['usd_per_million_output_tokens']:,.3f} per million output "
+                                                     f"tokens, headroom {headroom}{tail}.")  # fmt: skip
+
+
+@st.fragment
+def _results_table(result: Plan) -> None:
+    """A fragment: the "All columns" toggle redraws the table of the same plan (a rerun of the page would need the
+    Plan button pressed again)."""
+    p = result.spec.objective.percentile
+    all_columns = st.toggle("All columns", key="plan.all_columns",
+                            help="$ per million output tokens, requests meeting the SLOs per $, GPUs, TTFT and TPOT at "
+                                 "the target rate, capacity and robustness. Off: the columns that fit a phone.")  # fmt: skip
     rows = []
     for row, t in zip(result.rows, result.table()):
         rows.append({"configuration": t["config"], "open": _simulate_link(row.config), "GPUs": t["gpus"],
@@ -94,17 +115,32 @@ def _show(result: Plan, elapsed_s: float) -> None:
     # edge of a 1,400-px-wide page (eleven columns need ~980 px, the page has ~920) and of any phone, behind a
     # horizontal scroll nothing pointed to. The configuration stays pinned while the numbers scroll.
     num = st.column_config.NumberColumn
-    st.dataframe(rows, hide_index=True, key="plan.table", placeholder=MISSING, column_config={  # (headroom: None when unknown)
-        "configuration": st.column_config.TextColumn(pinned=True),
-        "open": st.column_config.LinkColumn("open", display_text="Simulate ↗", help="The deployment, in Simulate"),
-        "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
+    width = {} if all_columns else COMPACT_PLAN_COLUMNS
+    st.dataframe(rows, hide_index=True, key="plan.table", placeholder=MISSING,  # (headroom: None when unknown)
+                 column_order=None if all_columns else list(COMPACT_PLAN_COLUMNS), column_config={
+        "configuration": st.column_config.TextColumn(pinned=all_columns, width=width.get("configuration")),
+        "open": st.column_config.LinkColumn("open", display_text="Simulate ↗" if all_columns else ":material/open_in_new:",
+                                            width=width.get("open"), help="The deployment, in Simulate"),
+        "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs", width=width.get("$/hour")),
         "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
         f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
         "capacity": num(format="%.1f req/s", help="The highest rate meeting the SLOs (bisection)"),
-        "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
+        "headroom": num(format="%+.0f%%", help="capacity / target − 1", width=width.get("headroom")),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip
+
+
+def _show(result: Plan, elapsed_s: float) -> None:
+    spec = result.spec
+    band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
+    st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
+               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + band[:1].upper() + band[1:] + ".")  # fmt: skip
+    if not result.rows:
+        st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
+        return
+    st.markdown(cheapest_sentence(result))
+    _results_table(result)
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "

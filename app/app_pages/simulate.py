@@ -364,7 +364,18 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> 
                        key="dl.ticks", on_click="ignore")  # fmt: skip
 
 
+# A deployment's instance table opens on the columns a phone shows (at 390 px its eleven, 849 px, scrolled sideways
+# with busy, KV peak and the latencies out of view): which instance, how busy, how full its KV cache got, its TTFT and
+# TPOT, the ms in the cells so the headers stay short; 326 px in all. "All columns" adds the rest.
+COMPACT_INSTANCE_COLUMNS = {"instance": 76, "busy": 54, "kv_peak": 64, "ttft_p50_ms": 66, "tpot_p50_ms": 66}
+
+
 def _requests_tab(res: SimResult) -> None:
+    all_columns = st.toggle("All columns", key="ui.requests_all_columns",
+                            help="Every column of the Requests CSV: arrival, scheduling, first-token and finish times, "
+                                 "queue delay, longest gap, pre-emptions (and a deployment's instance and KV transfer); "
+                                 "a deployment's instances: requests, prompt tokens, ticks, GPUs. Off: the columns that "
+                                 "fit a phone.")  # fmt: skip
     if getattr(res, "instances", None):  # a deployment: what each instance served (the CLI's table, instances.csv)
         from sim_core.cluster.report import instance_rows
 
@@ -373,20 +384,23 @@ def _requests_tab(res: SimResult) -> None:
         # value has ("77.9%" beside "77.27%")
         scale = {"ttft_p50_s": 1e3, "tpot_p50_s": 1e3, "busy": 100.0, "kv_peak": 100.0}
         rows = [{in_ms.get(k, k): v * scale[k] if k in scale else v for k, v in r.items()} for r in instance_rows(res)]
-        st.caption("Per instance: the requests routed to it (decode instances: handed to it), its GPU busy time over the "
-                   "run's makespan and its KV cache peak; TTFT on the instances that emit first tokens, TPOT on those "
-                   "that decode.")  # fmt: skip
+        st.caption(("Per instance: the requests routed to it (decode instances: handed to it), its" if all_columns else
+                    "Per instance (All columns: the requests routed to it, their prompt tokens, its ticks and GPUs): its")
+                   + " GPU busy time over the run's makespan and its KV cache peak; TTFT on the instances that emit first "
+                   "tokens, TPOT on those that decode.")  # fmt: skip
         num = st.column_config.NumberColumn
         # (a pool's instances have no TTFT or TPOT of their own: NaN, shown as "–", not "None")
-        st.dataframe(rows, hide_index=True, key="table.instances", placeholder=MISSING, column_config={
-            "busy": num(format="%.1f%%"), "kv_peak": num("KV peak", format="%.1f%%"), "prompt_tokens": num("prompt tokens", format="localized"),
-            "ticks": num(format="localized"),
-            "ttft_p50_ms": num("TTFT p50 (ms)", format="%.1f", help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
-            "tpot_p50_ms": num("TPOT p50 (ms)", format="%.1f", help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
-    all_columns = st.toggle("All columns", key="ui.requests_all_columns",
-                            help="Every column of the Requests CSV: arrival, scheduling, first-token and finish times, "
-                                 "queue delay, longest gap, pre-emptions (and a deployment's instance and KV transfer). "
-                                 "Off: the columns that fit a phone.")  # fmt: skip
+        width = {} if all_columns else COMPACT_INSTANCE_COLUMNS
+        ms = ("(ms)", "%.1f", "%.1f") if all_columns else ("", "%,.0f ms", "%.1f ms")  # (compact: the unit in the cells)
+        st.dataframe(rows, hide_index=True, key="table.instances", placeholder=MISSING,
+                     column_order=None if all_columns else list(COMPACT_INSTANCE_COLUMNS), column_config={
+            "instance": st.column_config.TextColumn(width=width.get("instance")),
+            "busy": num(format="%.1f%%", width=width.get("busy")), "kv_peak": num("KV peak", format="%.1f%%", width=width.get("kv_peak")),
+            "prompt_tokens": num("prompt tokens", format="localized"), "ticks": num(format="localized"),
+            "ttft_p50_ms": num(f"TTFT p50 {ms[0]}".strip(), format=ms[1], width=width.get("ttft_p50_ms"),
+                               help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
+            "tpot_p50_ms": num(f"TPOT p50 {ms[0]}".strip(), format=ms[2], width=width.get("tpot_p50_ms"),
+                               help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
     table = requests_view(_frames(res)["requests"], all_columns)
     # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT)
     st.dataframe(table, hide_index=True, key="table.requests", height=420, placeholder=MISSING,

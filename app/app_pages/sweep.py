@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from app.components import charts
 from app.components.runner import PageBudget
@@ -117,61 +116,79 @@ def _steady(field: str) -> str:
     return f"steady.{field}"
 
 
-def _band_trace(x, lo, hi, color: str, group: str, row: int, col: int, fig: go.Figure) -> None:
+def _band_trace(x, lo, hi, color: str, group: str, fig: go.Figure) -> None:
     """The min-max band across seeds: a filled polygon under the median line."""
     fig.add_trace(go.Scatter(x=list(x) + list(x)[::-1], y=list(hi) + list(lo)[::-1], fill="toself", fillcolor=color,
-                             opacity=0.18, line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=group),
-                  row=row, col=col)  # fmt: skip
+                             opacity=0.18, line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=group))  # fmt: skip
 
 
 SWEEP_PANEL_TITLES = ("Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)")
+# Each panel's series: (Summary field, scale, dash, name); one figure per panel
+SWEEP_SERIES = (
+    (("steady.output_tokens_per_s", 1, "solid", "throughput"),),
+    (("steady.goodput_requests_per_s", 1, "solid", "goodput"),),
+    (("steady.ttft_p50_s", 1e3, "dot", "TTFT p50"), ("steady.ttft_p99_s", 1e3, "solid", "TTFT p99"),
+     ("steady.tpot_p99_s", 1e3, "dash", "TPOT p99")),
+)
+SWEEP_FIGURE_HEIGHT_PX = 420
+SWEEP_MARGIN_PX = (40, 150)  # top (the title), bottom (tick labels, the axis title, up to four legend rows)
+SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
 
 
-def sweep_figure(curves: dict[str, list[SweepPoint]], knob: str, capacities: dict[str, tuple[float | None, float | None, bool]]) -> go.Figure:
-    """Steady-state throughput, goodput and latency percentiles against the knob (median across seeds,
-    min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds,
-    whether a swept point beyond it failed the objectives)."""
+def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
+                  capacities: dict[str, tuple[float | None, float | None, bool]]) -> list[go.Figure]:
+    """Steady-state throughput, goodput and latency percentiles against the knob, one figure each (median across
+    seeds, min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds, whether a
+    swept point beyond it failed the objectives).
+
+    One figure per metric, each with its own axes, title and legend: three panels of one figure shared its width and
+    height, ~87 px wide each on a 390-px phone (page columns put them side by side on a wide page and stack them on
+    a narrow one, each the page's width)."""
     label = SWEEP_KNOBS[knob][1]
-    # Short titles (what each is, in the caption under the controls): three centred long ones overlapped when
-    # each panel is ~150 px wide (a narrow window with the sidebar open)
-    fig = make_subplots(rows=1, cols=3, subplot_titles=SWEEP_PANEL_TITLES, horizontal_spacing=0.07)
-    fig.update_annotations(font_size=13)
     palette = ("#1A73E8", "#E8710A")
-    # A short legend (one colour square per setup, then the line styles in grey) that wraps on a phone: one entry per
-    # setup and series (10 with two setups, grouped in columns) overlapped the axis titles at 390 px and scrolled
-    for (name, pts), color in zip(curves.items(), palette):
-        ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
-        x = [p.value for p in ok]
-        shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=color, symbol="square", size=11),
-                                 name=shown, legendgroup=name), row=1, col=1)  # fmt: skip
-        series = [("steady.output_tokens_per_s", 1, 1, "solid", "throughput"), ("steady.goodput_requests_per_s", 1, 2, "solid", "goodput"),
-                  ("steady.ttft_p50_s", 1e3, 3, "dot", "TTFT p50"), ("steady.ttft_p99_s", 1e3, 3, "solid", "TTFT p99"),
-                  ("steady.tpot_p99_s", 1e3, 3, "dash", "TPOT p99")]  # fmt: skip
-        for field, scale, col, dash, what in series:
-            bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
-            lo, mid, hi = ([b[i] for b in bands] for i in range(3))
-            if any(len(p.seeds) > 1 for p in ok):
-                _band_trace(x, lo, hi, color, name, 1, col, fig)
-            fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=f"{shown} {what}", showlegend=False,
-                                     line=dict(color=color, dash=dash), legendgroup=name), row=1, col=col)  # fmt: skip
-        if name in capacities:
-            cap_lo, cap_hi, saturated = capacities[name]
-            if cap_lo is not None:
-                for col in (1, 2, 3):
-                    fig.add_vline(x=cap_lo, line=dict(color=color, dash="longdash", width=1.5), row=1, col=col)
-    for dash, what, width in (("solid", "throughput, goodput, TTFT p99", 2), ("dot", "TTFT p50", 2), ("dash", "TPOT p99", 2),
-                              ("longdash", "capacity (vertical)", 1.5)):  # fmt: skip
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width), name=what,
-                                 legendgroup="style"), row=1, col=1)  # fmt: skip
-    fig.update_xaxes(title_text=label, title_standoff=6, row=1, col=2)  # one knob for all three: said once, in the middle
     values = [p.value for pts in curves.values() for p in pts]
-    if SWEEP_KNOBS[knob][2] and values and max(values) - min(values) <= 10:  # whole instances, not 1.5 (auto ticks)
-        fig.update_xaxes(dtick=1)
-    latency_ms = [y for tr in fig.data if tr.xaxis == "x3" and tr.y is not None for y in tr.y]
-    fig.update_yaxes(**charts.log_ladder_axis(latency_ms), row=1, col=3)
-    fig.update_layout(height=430, margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", y=-0.22, yanchor="top"))
-    return charts.readable_numbers(fig)
+    whole = SWEEP_KNOBS[knob][2] and values and max(values) - min(values) <= 10  # whole instances, not 1.5 (auto ticks)
+    figs = []
+    plot_px = SWEEP_FIGURE_HEIGHT_PX - sum(SWEEP_MARGIN_PX)
+    for title, series in zip(SWEEP_PANEL_TITLES, SWEEP_SERIES):
+        fig = go.Figure()
+        # A short legend (one colour square per setup, then the line styles in grey) that wraps on a phone: one entry
+        # per setup and series overlapped the axis titles at 390 px and scrolled
+        for (name, pts), color in zip(curves.items(), palette):
+            ok = [p for p in pts if p.summary is not None and p.summary.steady is not None]
+            x = [p.value for p in ok]
+            shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=color, symbol="square", size=11),
+                                     name=shown, legendgroup=name))  # fmt: skip
+            for field, scale, dash, what in series:
+                bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
+                lo, mid, hi = ([b[i] for b in bands] for i in range(3))
+                if any(len(p.seeds) > 1 for p in ok):
+                    _band_trace(x, lo, hi, color, name, fig)
+                fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=f"{shown} {what}", showlegend=False,
+                                         line=dict(color=color, dash=dash), legendgroup=name))  # fmt: skip
+            cap_lo = capacities.get(name, (None,))[0]
+            if cap_lo is not None:
+                fig.add_vline(x=cap_lo, line=dict(color=color, dash="longdash", width=1.5))
+        styles = [(dash, what, 2) for _, _, dash, what in series] if len(series) > 1 else []
+        if any(c[0] is not None for c in capacities.values()):
+            styles.append(("longdash", "capacity (vertical)", 1.5))
+        for dash, what, width in styles:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width),
+                                     name=what))  # fmt: skip
+        fig.update_xaxes(title_text=label, title_standoff=6)
+        if whole:
+            fig.update_xaxes(dtick=1)
+        if series[0][1] != 1:  # latency: a log ladder
+            fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
+        # The legend in a bottom margin of the same height in every figure, room for its rows at a phone's width: the three
+        # plots are as tall as each other (their axes level, side by side on a wide page), the latency one's longer
+        # legend does not take its height (a legend larger than the margin would push it, taking some)
+        fig.update_layout(title=dict(text=title, font_size=14), height=SWEEP_FIGURE_HEIGHT_PX,
+                          margin=dict(l=10, r=10, t=SWEEP_MARGIN_PX[0], b=SWEEP_MARGIN_PX[1]),
+                          legend=dict(orientation="h", x=0, y=-SWEEP_AXIS_TITLE_PX / plot_px, yanchor="top", tracegroupgap=0))  # fmt: skip
+        figs.append(charts.readable_numbers(fig))
+    return figs
 
 
 def main() -> None:
@@ -278,7 +295,10 @@ def main() -> None:
         name, p = notes[0]
         st.info(f"{len(notes)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
                 f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}")  # fmt: skip
-    st.plotly_chart(sweep_figure(curves, knob, caps), key="sw.fig")
+    # side by side on a wide page, stacked (each the page's width) on a phone or a narrow window (app CSS)
+    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps), ("tput", "goodput", "latency")):
+        with col:
+            st.plotly_chart(fig, key=f"sw.fig.{key}")
     if caps:
         def says(lo, hi, saturated):
             if lo is None:

@@ -212,29 +212,75 @@ def test_the_requests_table_fits_a_phone_and_shows_every_column_on_a_laptop(serv
     page.close()
 
 
-def test_a_deployments_headline_is_whole_on_a_phone(server, browser):
+def test_a_deployments_headline_is_whole_and_its_tables_fit_on_a_phone(server, browser):
     # 390 px, a 3P1D deployment: the KV cache peak's "decode 0, of its 480,848 tokens" was cut to "decode 0, of its 480,848 t…"
     page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
     page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 8", timeout=90_000)
     page.wait_for_timeout(300)
     cut = _cut_texts(page, "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div")
     assert cut == [], cut
+    # its instance table scrolled sideways (849 px in 356, busy, KV peak and the latencies out of view)
+    page.get_by_role("tab", name="Requests").click()
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stDataFrame'] .dvn-scroller\").length == 2", timeout=60_000)
+    page.wait_for_timeout(500)
+    widths = _table_widths(page)
+    assert len(widths) == 2 and all(scroll <= client + 1 for scroll, client in widths), widths
     page.close()
 
 
-def test_the_plan_table_fits_a_laptop_screen(server, browser):
-    # 1,400x900 with the sidebar open: the results table needed ~1,000 px of the page's 938 and hid its last column (the
-    # Simulate link, then 'robust' once the link moved beside the configuration) behind a sideways scroll
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+def _plan(browser, server: str, viewport: dict):
+    page = browser.new_page(viewport=viewport)
     page.goto(server + "/plan")
     page.get_by_role("button", name="Plan").click()
     page.wait_for_selector("text=Cost per million output tokens", timeout=300_000)
     page.wait_for_timeout(500)
-    widths = page.evaluate("""() => [...document.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")]
-        .filter(s => s.clientWidth > 0).map(s => [s.scrollWidth, s.clientWidth])""")  # (the price editor is folded away)
+    return page
+
+
+def test_the_plan_table_fits_a_phone_and_with_all_columns_a_laptop_screen(server, browser):
+    # 390 px: the eleven columns scrolled sideways (927 px in 356) with headroom out of view; it opens on four that fit.
+    # 1,400x900 with the sidebar open: all columns needed ~1,000 px of the page's 938 and hid the last one (the Simulate
+    # link, then 'robust' once the link moved beside the configuration) behind a sideways scroll
+    page = _plan(browser, server, PHONE)
+    widths = _table_widths(page)  # (the price editor is folded away)
+    assert len(widths) == 1 and widths[0][0] <= widths[0][1] + 1, widths
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    page.locator("[data-testid='stDataFrame']").last.screenshot(path=str(ARTIFACTS / "phone-plan.png"))
+    page.close()
+    page = _plan(browser, server, {"width": 1400, "height": 900})  # (the points are cached: a second or two)
+    page.get_by_text("All columns").click()
+    page.wait_for_selector("[data-testid='stDataFrame'] th:has-text('robust')", state="attached", timeout=90_000)
+    page.wait_for_timeout(500)
+    widths = _table_widths(page)
     assert len(widths) == 1 and widths[0][0] <= widths[0][1], widths
     page.screenshot(path=str(ARTIFACTS / "plan-1400.png"))
     page.close()
+
+
+def _sweep_plots(browser, server: str, viewport: dict) -> list[dict]:
+    """The plot area of each of Sweep's charts (a sweep of three rates against a second strategy: the longest legends)."""
+    page = browser.new_page(viewport=viewport)
+    page.goto(server + "/sweep?preset=chat-h100-llama8b&sweep=rate&start=4&stop=24&n=3&vs=sarathi-serve")
+    page.wait_for_function("() => document.querySelectorAll('.st-key-sw_figs .js-plotly-plot .nsewdrag').length == 3",
+                           timeout=300_000)  # fmt: skip
+    page.wait_for_timeout(500)
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.st-key-sw_figs .js-plotly-plot .nsewdrag')]
+        .map(e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; })""")
+    if viewport is PHONE:
+        page.locator(".st-key-sw_figs").screenshot(path=str(ARTIFACTS / "phone-sweep.png"))
+    page.close()
+    return boxes
+
+
+def test_sweeps_charts_stack_on_a_phone_and_stand_level_on_a_laptop_screen(server, browser):
+    # 390 px: three panels of one figure side by side left each plot 87 px wide (193 px tall with a second setup)
+    phone = _sweep_plots(browser, server, PHONE)
+    assert all(b["w"] >= 270 and b["h"] >= 220 for b in phone), phone
+    assert [b["y"] for b in phone] == sorted(b["y"] for b in phone)  # throughput, goodput, latency from the top
+    # 1,400 px with the sidebar open: side by side as before, each plot as tall as the others (level axes)
+    laptop = _sweep_plots(browser, server, {"width": 1400, "height": 900})
+    assert [b["x"] for b in laptop] == sorted(b["x"] for b in laptop) and len({round(b["y"]) for b in laptop}) == 1, laptop
+    assert all(b["w"] >= 220 for b in laptop) and len({round(b["h"]) for b in laptop}) == 1, laptop
 
 
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
@@ -252,6 +298,23 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
                      ".st-key-ui-timeline_plotly [data-testid='stMarkdownContainer'], .st-key-lesson_banner [data-testid='stPageLink'] span")
     assert cut == [], cut  # (a label's <p> is display: contents, 0 px wide whatever it shows: the ellipsis box is measured)
     page.screenshot(path=str(ARTIFACTS / "narrow-800.png"), full_page=True)
+    page.close()
+
+
+def test_a_lessons_buttons_and_numbers_keep_their_labels_whole_on_a_phone(server, browser):
+    # 390 px, lesson 11: its two buttons read "Open with Deployment (same 8 GPUs) = 4 co-located r…" and "… = 3 prefill +
+    # 1 de…" (which side each opens, cut) and "Run both" labelled its first number "… = 4 co-located replicas (T…"
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server + "/learn?lesson=split-prefill-decode")
+    page.get_by_text("Run both and compare here").click()
+    page.wait_for_function("() => document.querySelectorAll('.st-key-lesson_both [data-testid=stMetricValue]').length == 2",
+                           timeout=120_000)  # fmt: skip
+    page.wait_for_timeout(300)
+    # (strictly wider: the number's label was 325 px in a 324-px box, one pixel enough for the ellipsis)
+    cut = page.evaluate("""() => [...document.querySelectorAll(".st-key-lesson_open button [data-testid='stMarkdownContainer'], "
+        + ".st-key-lesson_both [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer']")]
+        .filter(e => e.scrollWidth > e.clientWidth).map(e => e.innerText)""")
+    assert cut == [], cut
     page.close()
 
 

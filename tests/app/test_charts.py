@@ -141,6 +141,15 @@ def test_step_figure_titles_fit_a_narrow_chart(small):
     assert not fig.layout.yaxis2.title.text
 
 
+def test_step_figures_legend_keeps_clear_of_a_busy_ticks_request_labels(small):
+    # 390 px, tick 2,000 of the default run (26 requests): the legend, placed on the plots' scale (y=-0.15), sat on the
+    # request labels stood on end ("req 165"); it has a strip of its own at the figure's foot and the labels push the
+    # plots up (automargin) instead
+    fig = charts.step_figure(small, int(small.batches.tick[0]))
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.legend.yanchor == "bottom"
+    assert fig.layout.xaxis.automargin is True and fig.layout.xaxis2.automargin is True
+
+
 def test_cdf_overlay_has_one_curve_per_run(small):
     fig = charts.cdf_overlay_figure({"A": small, "B": small}, charts.METRICS[0])
     assert [t.name for t in fig.data if t.type == "scatter"][:2] == ["A", "B"]

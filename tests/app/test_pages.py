@@ -235,24 +235,40 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
     assert any("capacity" in m.value for m in at.markdown)
     import json
 
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs) == 3
+    spec = specs[0]
     from tests.app.test_charts import numeric_axes_without_separators, raw_numbers_in_hover
 
     # the throughput axis read "1000" and "2000" (and its hovers "1234.567891") beside the table's 1,234
     assert not numeric_axes_without_separators(spec["layout"]) and not [raw_numbers_in_hover(t.get("hovertemplate", "")) for t in spec["data"] if raw_numbers_in_hover(t.get("hovertemplate", ""))]
     assert spec["layout"]["yaxis"]["tickformat"] == "," and spec["layout"]["yaxis"]["hoverformat"] == ",.6~r"
-    shown = [t for t in spec["data"] if t.get("showlegend", True) and t.get("name")]
-    legend = [t["name"] for t in shown]
-    assert len(legend) == len(set(legend))
-    # each entry says what it is: the setup by a colour square (not a line beside "<name> TTFT p99"), the lines by style;
-    # one entry per setup and series (10 with a second setup, in columns) overlapped the axis titles and scrolled on a phone
-    assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
-    assert "TTFT p50" in legend and len(legend) <= 6
-    fig = spec["layout"]
-    assert [fig[a].get("title", {}).get("text") for a in ("xaxis", "xaxis2", "xaxis3")] == [None, "arrival rate (requests/s)", None]
-    titles = [a["text"] for a in fig["annotations"]]
-    assert len(titles) >= 3 and max(len(t) for t in titles[:3]) <= 18  # three side by side fit ~150 px panels
-    assert fig["yaxis3"]["type"] == "log" and fig["yaxis3"]["ticktext"]  # latency labelled 10, 20, 50, not bare digits
+    for fig in specs:
+        shown = [t for t in fig["data"] if t.get("showlegend", True) and t.get("name")]
+        legend = [t["name"] for t in shown]
+        assert len(legend) == len(set(legend)) and len(legend) <= 6
+        # each entry says what it is: the setup by a colour square (not a line beside "<name> TTFT p99"), the lines by
+        # style; one entry per setup and series (10 with a second setup, in columns) overlapped the axis titles on a phone
+        assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
+        assert fig["layout"]["xaxis"]["title"]["text"] == "arrival rate (requests/s)"  # each stands alone on a phone
+    assert "TTFT p50" in [t["name"] for t in specs[2]["data"]]
+    assert [f["layout"]["title"]["text"] for f in specs] == ["Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)"]
+    assert specs[2]["layout"]["yaxis"]["type"] == "log" and specs[2]["layout"]["yaxis"]["ticktext"]  # 10, 20, 50, not bare digits
+
+
+def test_sweeps_charts_are_each_a_figure_tall_enough_to_read_on_a_phone():
+    # One figure of three panels side by side, 430 px tall: on a 390-px phone each panel was 87 px wide, its plot 216 px
+    # tall (193 with a second setup's legend). Three figures, each with its own axes and legend, sit side by side on a
+    # wide page and one under the other (each the page's width) on a narrow one (test_browser measures both); the same
+    # height and bottom margin in each keeps their plots as tall as each other, whatever their legends.
+    import json
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="24", n="3", vs="sarathi-serve")
+    assert not at.exception
+    layouts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
+    assert len(layouts) == 3 and not any("xaxis2" in lay for lay in layouts)
+    assert len({(lay["height"], lay["margin"]["t"], lay["margin"]["b"]) for lay in layouts}) == 1
+    assert all(lay["height"] - lay["margin"]["t"] - lay["margin"]["b"] >= 220 for lay in layouts)  # the plot's own height
 
 
 def test_sweep_opens_on_a_rate_range_that_crosses_the_knee():
@@ -630,7 +646,7 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert list(df.columns)[:2] == ["configuration", "open"] and list(df.columns)[-2:] == ["headroom", "robust"]
     assert "$/M out tok" in df.columns and "capacity" in df.columns  # (short headers: the table fits 1,400 px, test_browser)
     columns = json.loads(at.dataframe[-1].proto.columns)
-    assert columns["configuration"]["pinned"] is True  # (it stays in view while the numbers scroll)
+    # (the configuration pinned while the numbers scroll: with All columns, test_plans_table_opens_on_the_columns_…)
     assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
     assert at.dataframe[-1].proto.placeholder == "–"  # a headroom not known: "–", as fmt_number writes NaN, not "None"
     assert any("candidate configurations" in c.value for c in at.caption)
@@ -652,6 +668,36 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert dict(points)["2× h100-sxm TP1 · vllm-v1"] == pytest.approx(df["TTFT P99 (ms)"][0])
     # and the caption says how they were simulated (it said "every candidate is simulated as a deployment")
     assert any("finalists confirmed as deployments" in c.value for c in at.caption)
+
+
+def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away(tmp_path, monkeypatch):
+    # At 390 px the eleven columns scrolled sideways (927 px in a 356-px box) with the configuration, the link, GPUs and
+    # $/hour in view and headroom out of it. The table opens on four that fit; the cheapest is written in full above it
+    # (a long configuration may end in "…" in the narrow column). The data is the same either way (its CSV too).
+    import json
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.rate").set_value(30.0)
+    narrow_plan_search(at, 3)
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    table = at.dataframe[-1]
+    assert list(table.proto.column_order) == ["configuration", "$/hour", "headroom", "open"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= 352  # (test_browser measures it on a phone)
+    assert not columns["configuration"].get("pinned")  # (pinned, it stays in view while the rest scroll: nothing to)
+    assert len(table.value.columns) == 11 and table.value["open"][0].startswith("./?")
+    said = next(m.value for m in at.markdown if m.value.startswith("**Cheapest meeting the SLOs:**"))
+    assert "2× h100" in said and "6.00 per hour" in said and "headroom +" in said, said
+    at = open_page("app_pages/plan.py")
+    at.session_state["plan.all_columns"] = True
+    at.number_input(key="plan.rate").set_value(30.0)
+    narrow_plan_search(at, 3)
+    at.button(key="plan.go").click().run()
+    full = at.dataframe[-1]
+    assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["configuration"]["pinned"] is True
+    assert full.value.equals(table.value)
 
 
 def test_plan_page_offers_prefill_decode_splits_and_a_router():
@@ -941,6 +987,28 @@ def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_colum
     assert list(full.value.columns)[:7] == ["request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens", "status"]
     assert full.value["kv_transfer_ms"].tolist() == pytest.approx((frame["kv_transfer_s"] * 1e3).tolist(), nan_ok=True)
     assert all(c.get("help") for name, c in json.loads(full.proto.columns).items() if name != "_index")  # each short header says what it is
+
+
+def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
+    # 3P1D at 390 px: the instance table's eleven columns (849 px) scrolled sideways with busy, KV peak, TTFT and TPOT
+    # out of view. It opens on the instance and those four, the ms in the cells; "All columns" (the requests table's
+    # toggle, above both) brings back requests, prompt tokens, ticks, GPUs and pre-emptions. The data is the same.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "instance" in d.value.columns)
+    assert list(table.proto.column_order) == ["instance", "busy", "kv_peak", "ttft_p50_ms", "tpot_p50_ms"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= 340  # (a phone's page is ~358; test_browser)
+    assert columns["ttft_p50_ms"]["label"] == "TTFT p50" and columns["ttft_p50_ms"]["type_config"]["format"].endswith(" ms")
+    assert "requests" in table.value.columns and any("All columns: the requests routed to it" in c.value for c in at.caption)
+    at.toggle(key="ui.requests_all_columns").set_value(True).run()
+    full = next(d for d in at.dataframe if "instance" in d.value.columns)
+    assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["ttft_p50_ms"]["label"] == "TTFT p50 (ms)"
+    assert full.value.equals(table.value)
 
 
 def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
