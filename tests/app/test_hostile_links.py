@@ -265,3 +265,20 @@ def test_a_links_bad_value_keeps_its_preset_and_other_values_on_the_page():
     assert any("scheduler.max_num_seqs = -1" in w.value and "allowed: >= 1 and <= 8192" in w.value for w in at.warning)
     assert at.session_state["sim.cfg"] == load_preset("chat-4xh100-llama70b").model_copy(update={"seed": 7})
     assert dict(at.query_params) == {"preset": "chat-4xh100-llama70b", "seed": "7"}  # readable: it diffs against the preset
+
+
+def test_a_link_to_a_deployment_too_large_for_the_server_says_what_fits():
+    # ?preset=cluster-prefix-4xh100-llama8b&deployment.replicas=64&workload.num_requests=200000 held the worker for its
+    # whole 15 s hard timeout (set-up of 64 engines x 200k requests, where the budget's meter never looks), then showed
+    # "Nothing to show"; the budget now refuses it up front, naming the fields, their values and what fits
+    import time
+
+    t0 = time.perf_counter()
+    at = open_page(PAGES[0], {"preset": "cluster-prefix-4xh100-llama8b", "deployment.replicas": "64",
+                              "workload.num_requests": "200000"})  # fmt: skip
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error).replace("\\", "")
+    assert "deployment.replicas = 64" in errors and "workload.num_requests = 200,000" in errors, errors
+    assert "at most 10,485 requests" in errors, errors
+    assert time.perf_counter() - t0 < 12  # (a page, not the worker's hard timeout)
+    assert_no_markup_from_visitors(at)
