@@ -661,10 +661,12 @@ LinkContention = Literal["fifo", "none"]  # how KV transfers share a side of the
 class LinkConfig(StrictModel):
     """The path the KV cache takes from a prefill instance to a decode instance."""
 
+    # (ge 1e-6, not gt 0: at 5e-324 a transfer took inf seconds, which the fifo link's free-span search cannot place)
     bandwidth_gb_per_s: float | None = Field(
-        50.0, gt=0, le=100_000,
+        50.0, ge=1e-6, le=100_000,
         description="KV transfer bandwidth between one prefill and one decode instance, GB/s (1e9 bytes/s): "
-        "NVLink within a node ~450, one 400 Gb/s InfiniBand/RoCE NIC 50. Empty: an ideal link (transfer is free).",
+        "NVLink within a node ~450, one 400 Gb/s InfiniBand/RoCE NIC 50 (1e-6 to 100,000). Empty: an ideal link "
+        "(transfer is free).",
     )  # fmt: skip
     latency_us: float = Field(20.0, ge=0, le=1_000_000, description="Fixed latency of one KV transfer, us.")
     layerwise_pipelining: bool = Field(
