@@ -61,7 +61,9 @@ class RunBudget:
     def check_setup(self, cfg: SimConfig) -> None:
         """Raise OverBudget when `cfg`'s deployment would hold more than its share of the memory budget before its first
         tick (instances x requests; a single engine's set-up is small and the meter watches its run). The message names
-        the fields, their values and the most requests that fit with that many instances."""
+        the fields, their values and the most requests that fit with that many instances. The same config is refused on
+        any server with this budget: not a stop that depends on the load (`is_load_dependent_stop`), so a sweep's point
+        cache keeps it."""
         dep = cfg.deployment
         if dep is None:
             return
@@ -78,7 +80,7 @@ class RunBudget:
         raise OverBudget(
             f"Not run: {what} x workload.num_requests = {requests:,} would hold about {need / MIB:,.0f} MiB before the "
             f"first tick (every instance keeps state for every request), over {SETUP_SHARE:.0%} of {BUDGET_MARK} of "
-            f"{self.max_bytes / MIB:,.0f} MiB per run; allowed here: at most {most:,} requests with {num} instances, "
+            f"{self.max_bytes / MIB:,.0f} MiB of memory per run; allowed here: at most {most:,} requests with {num} instances, "
             "or fewer instances (the command line has no such limit)"
         )
 

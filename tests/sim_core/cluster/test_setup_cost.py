@@ -80,7 +80,7 @@ def test_a_deployment_too_large_for_the_budget_is_refused_before_its_set_up():
     import pytest
 
     from sim_core import PresetError
-    from sim_core.budget import RunBudget, is_budget_stop
+    from sim_core.budget import RunBudget, is_budget_stop, is_load_dependent_stop
 
     for cfg, what in ((_big_deployment(64, 200_000), "deployment.replicas = 64"),
                       (_big_deployment(64, 200_000, disaggregated=True), "32 prefill + 32 decode")):
@@ -92,6 +92,7 @@ def test_a_deployment_too_large_for_the_budget_is_refused_before_its_set_up():
         assert what in msg and "workload.num_requests = 200,000" in msg, msg
         assert "512 MiB" in msg and "at most 10,485 requests" in msg, msg  # the server's bound and what fits under it
         assert is_budget_stop(msg)  # (the planner and the app say "stopped by the server's budget")
+        assert not is_load_dependent_stop(msg)  # (the same on a quiet server: a sweep's point cache keeps it)
 
 
 def test_a_deployment_within_the_budget_runs_as_without_one():
