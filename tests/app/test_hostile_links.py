@@ -310,3 +310,17 @@ def test_a_deployment_link_runs_within_the_servers_budget_or_says_why(params):
     assert time.perf_counter() - t0 < 4 * budget.max_wall_s  # (set-up and result assembly included; a busy machine)
     s = res.summary
     assert s.num_finished + s.num_unfinished == s.num_requests == cfg.workload.num_requests
+
+
+@pytest.mark.parametrize("field,preset", [
+    ("hardware.peak_tflops", "chat-h100-llama8b"), ("hardware.hbm_bandwidth_gb_per_s", "chat-h100-llama8b"),
+    ("hardware.hbm_efficiency_scale", "chat-h100-llama8b"), ("hardware.interconnect_gb_per_s", "chat-4xh100-llama70b"),
+    ("limits.max_sim_time_s", "chat-h100-llama8b"),
+])  # fmt: skip
+def test_a_link_of_a_subnormal_rate_or_time_limit_gives_a_page_naming_it(field, preset):
+    # each of these at 5e-324 ran (ticks of inf seconds, or one idle row 5e-324 s long) and the Timeline tab raised in the
+    # browser: the window slider's max_value inf, the axis ticks' arange of NaN
+    at = open_page(PAGES[0], {"preset": preset, field: "5e-324"})
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert f"{field} = 5e-324" in warnings and "allowed: >= 1e-06" in warnings, warnings
