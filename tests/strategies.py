@@ -144,7 +144,8 @@ def link_params(draw) -> dict[str, str]:
             st.just(encode_json(data)), st.just(encode_json(nested_text(draw(st.integers(40, 5000))))),
             st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC-_=!", max_size=60),
         ))  # fmt: skip
-    for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS), max_size=4, unique=True)):
+    # (a name from the link is shown too, in "ignored link parameter(s)": a Markdown bait as a name)
+    for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS) | MARKDOWN_BAITS, max_size=4, unique=True)):
         value = draw(st.one_of(HOSTILE_VALUES, st.sampled_from(["rate", "chunk", "num_gpus", "max_num_seqs", "vllm-v1",
                                                                   "chat-h100-llama8b", "inf", "-5", "abc", "nan", "1e300"])))  # fmt: skip
         text = _param_text(value)
