@@ -18,7 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sim_core.presets import PresetError
+
 if TYPE_CHECKING:
+    from sim_core.config import SimConfig
     from sim_core.engine import Engine
 
 MIB = 1 << 20
@@ -29,6 +32,16 @@ ASSEMBLY_S_PER_TICK = 2e-6
 CHECK_EVERY_CALLS = 32
 CHECK_INTERVAL_S = 0.05  # aim for a check every 50 ms of work
 FIRST_CHUNK_TICKS = 16  # before the tick rate is known  # loop iterations between checks too (a slow general tick can take ms)
+# Every engine of a deployment keeps state for every request of the workload, set up before the first tick (where no
+# check runs): 150-350 bytes per instance per request measured (16 instances x 100k requests: plain 149, prefix caching
+# 303, multi-turn sessions 345). The set-up may take half the memory budget; the run needs the rest.
+SETUP_BYTES_PER_INSTANCE_REQUEST = 400
+SETUP_SHARE = 0.5
+
+
+class OverBudget(PresetError):
+    """A run the server's budget refuses before it starts (its set-up alone would pass the budget): a message for the
+    visitor, shown wherever a bad input's is (a PresetError: the app's runner and workers, sweeps and the planner)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,32 @@ class RunBudget:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or value != value:
                 raise ValueError(f"RunBudget.{name} must be a positive number, got {value!r}")
+
+    def check_setup(self, cfg: SimConfig) -> None:
+        """Raise OverBudget when `cfg`'s deployment would hold more than its share of the memory budget before its first
+        tick (instances x requests; a single engine's set-up is small and the meter watches its run). The message names
+        the fields, their values and the most requests that fit with that many instances. The same config is refused on
+        any server with this budget: not a stop that depends on the load (`is_load_dependent_stop`), so a sweep's point
+        cache keeps it."""
+        dep = cfg.deployment
+        if dep is None:
+            return
+        dis = dep.disaggregation
+        num = dep.replicas if dis is None else dis.prefill.replicas + dis.decode.replicas
+        requests = cfg.workload.num_requests
+        need = num * requests * SETUP_BYTES_PER_INSTANCE_REQUEST
+        allowed = SETUP_SHARE * self.max_bytes
+        if need <= allowed:
+            return
+        what = (f"deployment.replicas = {num}" if dis is None else
+                f"{dis.prefill.replicas} prefill + {dis.decode.replicas} decode instances (deployment.disaggregation)")
+        most = int(allowed // (num * SETUP_BYTES_PER_INSTANCE_REQUEST))
+        raise OverBudget(
+            f"Not run: {what} x workload.num_requests = {requests:,} would hold about {need / MIB:,.0f} MiB before the "
+            f"first tick (every instance keeps state for every request), over {SETUP_SHARE:.0%} of {BUDGET_MARK} of "
+            f"{self.max_bytes / MIB:,.0f} MiB of memory per run; allowed here: at most {most:,} requests with {num} instances, "
+            "or fewer instances (the command line has no such limit)"
+        )
 
     def describe(self) -> str:
         return (f"{self.max_wall_s:g} s of server time, {self.max_ticks:,} ticks, {self.max_recorded_rows:,} "

@@ -21,6 +21,9 @@ Dtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 
 
+MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
+
+
 class StrictModel(BaseModel):
     """Unknown fields are errors; instances are immutable (a config is a value, hashable by JSON).
 
@@ -60,13 +63,15 @@ class HardwareSpec(StrictModel):
 
     name: str = Field("H100 SXM", description="GPU name.")
     source: str = Field("", description="Datasheet the numbers come from.")
-    peak_tflops: float = Field(989.4, gt=0, le=20000, description="Dense BF16/FP16 tensor peak per GPU, TFLOP/s.")
+    # Rates and capacities start at MIN_RATE, not just above 0: a subnormal one (5e-324, 1e-300) made ticks of inf
+    # seconds, which no time axis can draw (the app's window slider refused max_value inf: a traceback in the browser)
+    peak_tflops: float = Field(989.4, ge=MIN_RATE, le=20000, description="Dense BF16/FP16 tensor peak per GPU, TFLOP/s.")
     peak_fp8_tflops: float | None = Field(
-        1978.9, gt=0, le=40000, description="Dense FP8 tensor peak per GPU, TFLOP/s (empty: no FP8 tensor cores)."
+        1978.9, ge=MIN_RATE, le=40000, description="Dense FP8 tensor peak per GPU, TFLOP/s (empty: no FP8 tensor cores)."
     )
-    hbm_bandwidth_gb_per_s: float = Field(3350, gt=0, le=100000, description="HBM bandwidth per GPU, GB/s.")
+    hbm_bandwidth_gb_per_s: float = Field(3350, ge=MIN_RATE, le=100000, description="HBM bandwidth per GPU, GB/s.")
     hbm_efficiency_scale: float = Field(
-        1.0, gt=0, le=2,
+        1.0, ge=MIN_RATE, le=2,
         description="This GPU's achieved streaming bandwidth relative to the calibration profiles' memory_efficiency, "
         "which is fitted on A100 and H100 together (geometric mean 1): fitted per GPU on Vidur's GEMM profiles "
         "(A100's HBM2e streams a lower fraction of its datasheet bandwidth than H100's HBM3); 1 for GPUs without "
@@ -85,9 +90,9 @@ class HardwareSpec(StrictModel):
         "xgmi (AMD Infinity Fabric).",
     )
     interconnect_gb_per_s: float = Field(
-        450, gt=0, le=100000, description="GPU-to-GPU link bandwidth per GPU, one direction, GB/s (of `interconnect`)."
+        450, ge=MIN_RATE, le=100000, description="GPU-to-GPU link bandwidth per GPU, one direction, GB/s (of `interconnect`)."
     )
-    pcie_gb_per_s: float = Field(64, gt=0, le=10000, description="Host link bandwidth, one direction, GB/s (KV swap).")
+    pcie_gb_per_s: float = Field(64, ge=MIN_RATE, le=10000, description="Host link bandwidth, one direction, GB/s (KV swap).")
 
     @model_validator(mode="before")
     @classmethod
@@ -626,8 +631,9 @@ class SLOConfig(StrictModel):
 
 
 class LimitsConfig(StrictModel):
+    # (ge MIN_RATE: a 5e-324 s run was one idle row no time axis could divide into ticks, a traceback in the browser)
     max_sim_time_s: float = Field(
-        3600, gt=0, le=1e7, description="Stop the run after this much simulated time (overload guard), s."
+        3600, ge=MIN_RATE, le=1e7, description="Stop the run after this much simulated time (overload guard), s."
     )
     max_ticks: int = Field(2_000_000, ge=1, le=50_000_000, description="Stop the run after this many ticks.")
     num_recorded_batches: int = Field(
@@ -661,10 +667,12 @@ LinkContention = Literal["fifo", "none"]  # how KV transfers share a side of the
 class LinkConfig(StrictModel):
     """The path the KV cache takes from a prefill instance to a decode instance."""
 
+    # (ge 1e-6, not gt 0: at 5e-324 a transfer took inf seconds, which the fifo link's free-span search cannot place)
     bandwidth_gb_per_s: float | None = Field(
-        50.0, gt=0, le=100_000,
+        50.0, ge=MIN_RATE, le=100_000,
         description="KV transfer bandwidth between one prefill and one decode instance, GB/s (1e9 bytes/s): "
-        "NVLink within a node ~450, one 400 Gb/s InfiniBand/RoCE NIC 50. Empty: an ideal link (transfer is free).",
+        "NVLink within a node ~450, one 400 Gb/s InfiniBand/RoCE NIC 50 (1e-6 to 100,000). Empty: an ideal link "
+        "(transfer is free).",
     )  # fmt: skip
     latency_us: float = Field(20.0, ge=0, le=1_000_000, description="Fixed latency of one KV transfer, us.")
     layerwise_pipelining: bool = Field(

@@ -1273,7 +1273,10 @@ def run_simulation(cfg: SimConfig, check_invariants: bool = False, budget: RunBu
 
     Raises:
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
+        OverBudget: (a PresetError) the run is too large to set up under `budget` (the message says what fits).
     """
+    if budget is not None:
+        budget.check_setup(cfg)  # (a deployment's set-up, where no meter looks, must fit the budget)
     meter = BudgetMeter(budget) if budget is not None else None  # the clock starts before the workload is drawn
     if cfg.deployment is not None:  # several engines on one clock (sim_core/cluster)
         from sim_core.cluster import run_deployment

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sim_core.config import SimConfig, format_validation_error
-from sim_core.inputs import InputError, loads_bounded, read_file_bounded
+from sim_core.inputs import InputError, loads_bounded, printable, read_file_bounded
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 FAMILIES = ("hardware", "models", "workloads", "engines", "calibration", "scenarios")
@@ -89,7 +89,11 @@ def resolve_scenario(data: dict[str, Any]) -> dict[str, Any]:
             if isinstance(pool, dict) and pool.get("hardware") is not None:
                 data["deployment"] = dict(data["deployment"])
                 dis = data["deployment"]["disaggregation"] = dict(dis)
-                dis[role] = dict(pool) | {"hardware": _resolve_part("hardware", pool["hardware"])}
+                try:
+                    hardware = _resolve_part("hardware", pool["hardware"])
+                except PresetError as err:  # (which of the three hardware fields: the top-level one, or a pool's)
+                    raise PresetError(f"deployment.disaggregation.{role}.hardware = {printable(repr(pool['hardware']))[:80]}: {err}") from None
+                dis[role] = dict(pool) | {"hardware": hardware}
     engine = data.pop("engine", None)
     if engine is not None:
         eng = read_preset_data("engines", str(engine))
@@ -115,7 +119,7 @@ def _resolve_trace(spec: Any, workload: dict[str, Any]) -> dict[str, Any]:
         opts = TraceOptions.model_validate({k: v for k, v in spec.items() if k != "file"})
         loaded = load_trace(PRESETS_DIR / "traces" / name, opts)
     except ValidationError as err:
-        raise PresetError(format_validation_error(err, f"trace options of {name!r}")) from None
+        raise PresetError(format_validation_error(err, f"trace options of {name!r}", TraceOptions)) from None  # (its ranges)
     except TraceError as err:
         raise PresetError(str(err)) from None
     out = dict(workload)

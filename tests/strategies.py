@@ -115,10 +115,14 @@ def encode_json(obj: Any) -> str:
     return base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8", "surrogatepass"), 9)).decode().rstrip("=")
 
 
+DEPLOYMENT_KEYS = ["deployment", "deployment.replicas", "deployment.router", "deployment.state_refresh_s",
+                   "deployment.disaggregation.prefill.replicas", "deployment.disaggregation.decode.replicas",
+                   "deployment.disaggregation.prefill.tensor_parallel", "deployment.disaggregation.decode.hardware",
+                   "deployment.disaggregation.link.bandwidth_gb_per_s", "deployment.disaggregation.link.latency_us"]  # fmt: skip
 CONFIG_KEYS = ["hardware.name", "hardware.memory_gb", "hardware.num_gpus", "workload.num_requests", "workload.num_samples",
                "scheduler.name", "scheduler.max_num_seqs", "workload.arrival.rate_per_s", "limits.max_ticks",
                "limits.num_recorded_batches", "model.num_layers", "kv_cache.block_size", "seed", "scheduler.nope",
-               "hardware", "nope.deeper", "workload.arrival"]  # fmt: skip
+               "hardware", "nope.deeper", "workload.arrival", *DEPLOYMENT_KEYS]  # fmt: skip
 PAGE_KEYS = ["sweep", "start", "stop", "n", "vs", "lesson", "a_preset", "b_preset", "a_cfg", "b_cfg", "a_seed", "foo"]
 
 
@@ -140,7 +144,8 @@ def link_params(draw) -> dict[str, str]:
             st.just(encode_json(data)), st.just(encode_json(nested_text(draw(st.integers(40, 5000))))),
             st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC-_=!", max_size=60),
         ))  # fmt: skip
-    for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS), max_size=4, unique=True)):
+    # (a name from the link is shown too, in "ignored link parameter(s)": a Markdown bait as a name)
+    for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS) | MARKDOWN_BAITS, max_size=4, unique=True)):
         value = draw(st.one_of(HOSTILE_VALUES, st.sampled_from(["rate", "chunk", "num_gpus", "max_num_seqs", "vllm-v1",
                                                                   "chat-h100-llama8b", "inf", "-5", "abc", "nan", "1e300"])))  # fmt: skip
         text = _param_text(value)
@@ -216,3 +221,32 @@ def _model(name: str) -> dict:
     raw = read_preset_data("models", name)
     raw.pop("description", None)
     return raw
+
+
+CLUSTER_PRESETS = [p for p in list_presets() if p.startswith("cluster-")]
+# values a deployment knob takes at and past its bounds: counts, bandwidths, times (as a link carries them)
+DEPLOYMENT_VALUES = {
+    "deployment.replicas": st.sampled_from(["1", "2", "8", "64", "65", "0", "-1", "1e3", "nan"]),
+    "deployment.router": st.sampled_from(["round_robin", "least_kv", "prefix_affinity", "cache_aware", "session", "nope"]),
+    "deployment.state_refresh_s": st.sampled_from(["0", "1e-6", "5e-324", "60", "1e300", "nan", "-0.0"]),
+    "deployment.disaggregation.prefill.replicas": st.sampled_from(["1", "7", "63", "64", "0", "inf"]),
+    "deployment.disaggregation.decode.replicas": st.sampled_from(["1", "9", "63", "64", "-3", "null"]),
+    "deployment.disaggregation.prefill.tensor_parallel": st.sampled_from(["1", "3", "7", "64", "null", "0"]),
+    "deployment.disaggregation.decode.hardware": st.sampled_from(['"l4"', '"a100-40gb"', '"nope"', "null", "{}"]),
+    "deployment.disaggregation.link.bandwidth_gb_per_s": st.sampled_from(["0", "5e-324", "1e-310", "1e-6", "0.001",
+                                                                          "100000", "Infinity", "NaN", "null", "-1"]),
+    "deployment.disaggregation.link.latency_us": st.sampled_from(["0", "1000000", "1e300", "-1"]),
+    "workload.num_requests": st.sampled_from(["1", "200", "5000", "200000", "0"]),
+    "workload.arrival.rate_per_s": st.sampled_from(["1e-6", "100000", "0"]),
+    "kv_cache.enable_prefix_caching": st.sampled_from(["true", "false"]),
+}
+
+
+@st.composite
+def deployment_link_params(draw) -> dict[str, str]:
+    """A link to a preset (mostly a cluster one) with 1-4 deployment knobs (and workload size) at and past their bounds:
+    absurd replica counts and P:D ratios, links of zero, subnormal or infinite bandwidth, 200k requests."""
+    params = {"preset": draw(st.sampled_from(CLUSTER_PRESETS + ["chat-h100-llama8b"]))}
+    for key in draw(st.lists(st.sampled_from(sorted(DEPLOYMENT_VALUES)), min_size=1, max_size=4, unique=True)):
+        params[key] = draw(DEPLOYMENT_VALUES[key])
+    return params

@@ -127,7 +127,7 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     ideal = st.toggle("Ideal link (free KV transfer)", key=KEY + "ideal", help=_help("disaggregation", "link"))
     bw = None
     if not ideal:
-        # a linked bandwidth below the box's 0.1 widens it (the config takes any value > 0), as config_form does:
+        # a linked bandwidth below the box's 0.1 widens it (the config takes any value >= 1e-6), as config_form does:
         # the widget would clamp 0.05 to 0.1 and the page would run, and re-link, another config
         lo = min(0.1, float(st.session_state.get(KEY + "bw", 0.1)))
         bw = st.number_input("KV link bandwidth (GB/s)", lo, 100_000.0, step=10.0, key=KEY + "bw",

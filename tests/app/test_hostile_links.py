@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from app.components.text import plain
 from app.state import config_from_query
 from sim_core import SimConfig, config_from_dict, load_preset
-from tests.strategies import MARKDOWN_BAITS, cases, encode_json, link_params, nested_text
+from tests.strategies import MARKDOWN_BAITS, cases, deployment_link_params, encode_json, link_params, nested_text
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
 PAGES = ["app_pages/simulate.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/learn.py", "app_pages/about.py",
@@ -265,3 +265,62 @@ def test_a_links_bad_value_keeps_its_preset_and_other_values_on_the_page():
     assert any("scheduler.max_num_seqs = -1" in w.value and "allowed: >= 1 and <= 8192" in w.value for w in at.warning)
     assert at.session_state["sim.cfg"] == load_preset("chat-4xh100-llama70b").model_copy(update={"seed": 7})
     assert dict(at.query_params) == {"preset": "chat-4xh100-llama70b", "seed": "7"}  # readable: it diffs against the preset
+
+
+def test_a_link_to_a_deployment_too_large_for_the_server_says_what_fits():
+    # ?preset=cluster-prefix-4xh100-llama8b&deployment.replicas=64&workload.num_requests=200000 held the worker for its
+    # whole 15 s hard timeout (set-up of 64 engines x 200k requests, where the budget's meter never looks), then showed
+    # "Nothing to show"; the budget now refuses it up front, naming the fields, their values and what fits
+    import time
+
+    t0 = time.perf_counter()
+    at = open_page(PAGES[0], {"preset": "cluster-prefix-4xh100-llama8b", "deployment.replicas": "64",
+                              "workload.num_requests": "200000"})  # fmt: skip
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error).replace("\\", "")
+    assert "deployment.replicas = 64" in errors and "workload.num_requests = 200,000" in errors, errors
+    assert "at most 10,485 requests" in errors, errors
+    assert time.perf_counter() - t0 < 12  # (a page, not the worker's hard timeout)
+    assert_no_markup_from_visitors(at)
+
+
+@cases(25)
+@given(deployment_link_params())
+@example({"preset": "cluster-prefix-4xh100-llama8b", "deployment.replicas": "64", "workload.num_requests": "200000"})
+@example({"preset": "cluster-splitwise-llama70b-4xdgx-ha-3p1d", "deployment.disaggregation.link.bandwidth_gb_per_s": "5e-324"})
+def test_a_deployment_link_runs_within_the_servers_budget_or_says_why(params):
+    # A link's deployment knobs at and past their bounds (64 replicas, 63:1 pools, a subnormal link, 200k requests):
+    # the link gives a config (its refused values named in the warning), and the run under a server's budget ends
+    # within a bounded time with every request accounted for, or is refused with a message; never another exception
+    import time
+
+    from sim_core import MemoryPlanError, PresetError, run_simulation
+    from sim_core.budget import RunBudget
+
+    cfg, _, warning = config_from_query(params)
+    if warning:  # a refused value is named by its field (a rule between fields: by one of the link's, or their section)
+        assert any(part in warning for k in params if k != "preset" for part in k.split(".")[1:]), warning
+    budget = RunBudget(max_wall_s=1.0)
+    t0 = time.perf_counter()
+    try:
+        res = run_simulation(cfg, budget=budget)
+    except (PresetError, MemoryPlanError) as err:  # refused before the run: the budget's set-up, or KV that cannot fit
+        assert str(err) and "Traceback" not in str(err)
+        return
+    assert time.perf_counter() - t0 < 4 * budget.max_wall_s  # (set-up and result assembly included; a busy machine)
+    s = res.summary
+    assert s.num_finished + s.num_unfinished == s.num_requests == cfg.workload.num_requests
+
+
+@pytest.mark.parametrize("field,preset", [
+    ("hardware.peak_tflops", "chat-h100-llama8b"), ("hardware.hbm_bandwidth_gb_per_s", "chat-h100-llama8b"),
+    ("hardware.hbm_efficiency_scale", "chat-h100-llama8b"), ("hardware.interconnect_gb_per_s", "chat-4xh100-llama70b"),
+    ("limits.max_sim_time_s", "chat-h100-llama8b"),
+])  # fmt: skip
+def test_a_link_of_a_subnormal_rate_or_time_limit_gives_a_page_naming_it(field, preset):
+    # each of these at 5e-324 ran (ticks of inf seconds, or one idle row 5e-324 s long) and the Timeline tab raised in the
+    # browser: the window slider's max_value inf, the axis ticks' arange of NaN
+    at = open_page(PAGES[0], {"preset": preset, field: "5e-324"})
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert f"{field} = 5e-324" in warnings and "allowed: >= 1e-06" in warnings, warnings

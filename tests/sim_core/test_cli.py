@@ -81,4 +81,4 @@ def test_trace_flag_replays_a_named_format_and_bad_rows_exit_2(tmp_path, capsys)
     assert main(["run", "chat-h100-llama8b", "--trace", str(bad)]) == 2
     assert "azure-2023 line 3: ContextTokens = 'x'" in capsys.readouterr().err
     assert main(["run", "chat-h100-llama8b", "--trace", str(bad), "--trace-time-scale", "0"]) == 2
-    assert "time_scale" in capsys.readouterr().err
+    assert "--trace-time-scale = 0.0" in capsys.readouterr().err  # (the option as typed)

@@ -307,3 +307,32 @@ def test_a_gpu_priced_twice_is_refused_naming_the_option_and_the_gpu(capsys, fir
     captured = capsys.readouterr()
     assert "--price" in captured.err and "'h100-sxm'" in captured.err and "twice" in captured.err
     assert "Traceback" not in captured.err and "candidates" not in captured.out  # refused before any search
+
+
+TRACE_NUMBER_OPTIONS = {"--trace-time-scale": "> 0 and <= 10000", "--trace-start-s": ">= 0 and <= 1e+09",
+                        "--trace-end-s": "> 0 and <= 1e+09", "--trace-max-requests": ">= 1 and <= 100000"}  # fmt: skip
+
+
+@cases(30)
+@given(option=st.sampled_from(sorted(TRACE_NUMBER_OPTIONS)),
+       value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e300", "-0"]), st.integers(-(10**12), 0).map(str),
+                       st.floats(allow_nan=True, allow_infinity=True).map(repr)))  # fmt: skip
+def test_a_bad_trace_option_names_the_option_as_typed_its_value_and_range(tmp_path_factory, option, value):
+    # `run --trace f --trace-max-requests -5` said "max_requests = -5: Input should be greater than or equal to 1": not the
+    # option the user typed, and no range (the message looked the bounds up in SimConfig, which has no such field)
+    trace = tmp_path_factory.mktemp("t") / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = _exit_code(["run", "chat-h100-llama8b", "--trace", str(trace), f"{option}={value}"])  # (= : a value "-inf")
+    if code == 0:
+        return  # a value in range (a float option's 1e300 is not, but "0" is a start_s)
+    msg = err.getvalue()
+    assert code == 2 and "Traceback" not in msg, msg
+    if "invalid" in msg and "value:" in msg:  # argparse's own (--trace-max-requests 1.5): names the option and value
+        assert option in msg, msg
+        return
+    if "Invalid trace options" not in msg:  # a value in range that leaves no request (--trace-start-s=1e300)
+        assert msg.startswith("error: t.csv: "), msg
+        return
+    assert f"{option} = " in msg and f"allowed: {TRACE_NUMBER_OPTIONS[option]}" in msg, msg

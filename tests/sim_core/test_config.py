@@ -3,7 +3,7 @@ import json
 import zlib
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -246,3 +246,61 @@ def test_chunk_short_of_blocks_defaults_for_old_configs_and_rejects_other_values
     except ValidationError as err:
         text = format_validation_error(err)
     assert "chunk_short_of_blocks" in text and "drop" in text and "preempt" in text and "shrink" in text
+
+
+def _positive_float_fields() -> list[tuple[str, ...]]:
+    """Every float field of a config whose range starts just above 0 (`gt=0`, or `ge` a tiny bound): capacities, rates,
+    efficiencies, objectives, limits. Found by walking the model, so a new one is covered."""
+    from sim_core.config import field_info
+    from tests.strategies import leaf_paths
+
+    out = []
+    for path in leaf_paths(SimConfig().model_dump(mode="json")):
+        info = field_info(path)
+        if info is None or float not in (info.annotation, *getattr(info.annotation, "__args__", ())):
+            continue
+        lo = [m for m in info.metadata if getattr(m, "gt", None) == 0 or 0 < (getattr(m, "ge", None) or 0) <= 1e-6]
+        if lo:
+            out.append(path)
+    return out
+
+
+POSITIVE_FLOAT_FIELDS = _positive_float_fields()
+
+
+@cases(60)
+@given(path=st.sampled_from(POSITIVE_FLOAT_FIELDS),
+       value=st.floats(min_value=0, max_value=1e-6, exclude_min=True, allow_subnormal=True))
+@example(path=("hardware", "peak_tflops"), value=5e-324)
+@example(path=("hardware", "hbm_efficiency_scale"), value=1e-300)
+@example(path=("limits", "max_sim_time_s"), value=5e-324)
+def test_a_tiny_capacity_rate_or_limit_is_refused_naming_its_range_or_runs_on_a_resolvable_clock(path, value):
+    # ?hardware.peak_tflops=5e-324 (or 1e-300; hbm bandwidth, its efficiency scale, the GPU link, PCIe) ran ticks of
+    # inf seconds: the page's window slider refused max_value inf, a traceback in the browser. ?limits.max_sim_time_s=
+    # 5e-324 ran one idle row 5e-324 s long: the timeline's axis ticks could not divide it (arange of NaN), another.
+    import numpy as np
+
+    from sim_core import MemoryPlanError, load_preset, run_simulation
+    from sim_core.config import allowed_range
+
+    assert ("hardware", "peak_tflops") in POSITIVE_FLOAT_FIELDS and ("limits", "max_sim_time_s") in POSITIVE_FLOAT_FIELDS
+    data = load_preset("engine-vllm-v0-swap").model_dump(mode="json")  # (swaps: the PCIe time counts too)
+    data["workload"]["num_requests"] = 20
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    try:
+        cfg = config_from_dict(data)
+    except PresetError as err:
+        name = ".".join(path)
+        assert f"{name} = {value!r}" in str(err) and f"allowed: {allowed_range(path)}" in str(err), str(err)
+        return
+    try:
+        res = run_simulation(cfg)
+    except MemoryPlanError:
+        return
+    tl = res.timeline
+    assert np.isfinite(tl.t_start_s).all() and np.isfinite(tl.t_end_s).all()
+    span = float(tl.t_end_s[-1] - tl.t_start_s[0]) if tl.num_ticks else 0.0
+    assert span == 0 or span >= np.finfo(float).tiny  # a normal float: an axis can be divided into ticks

@@ -42,3 +42,33 @@ def test_a_duplicate_key_at_any_depth_is_refused(key, depth, first, second):
 
 def test_the_same_key_in_sibling_objects_is_fine():
     assert loads_bounded('{"a": {"x": 1}, "b": {"x": 2}}') == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+@cases(25)
+@given(option=st.sampled_from(["time_scale", "start_s", "end_s", "max_requests"]),
+       value=st.sampled_from([-1, 0, -0.5, 1e300, 10**12, -(10**12)]))
+def test_a_config_files_trace_option_out_of_range_is_named_with_its_range(option, value):
+    # {"trace": {"file": "azure-2023-sample.csv", "time_scale": -1}} said "time_scale = -1: Input should be greater
+    # than 0" without the allowed range: the bounds were looked up in SimConfig, which has no such field
+    from sim_core import PresetError, config_from_dict
+    from sim_core.config import allowed_range
+    from sim_core.traces import TraceOptions
+
+    try:
+        config_from_dict({"trace": {"file": "azure-2023-sample.csv", option: value}})
+    except PresetError as err:
+        msg = str(err)
+        if f"{option} = " in msg:
+            assert f"allowed: {allowed_range((option,), TraceOptions)}" in msg, msg
+        else:  # in range, but the window holds no request of the sample
+            assert "no request left" in msg or "more than" in msg, msg
+
+
+def test_an_unknown_pool_hardware_preset_names_the_pool():
+    # ?preset=cluster-splitwise-llama70b-4xdgx-ha-3p1d&deployment.disaggregation.decode.hardware="nope" said "unknown
+    # hardware preset 'nope'": the top-level hardware, or which pool's?
+    from app.state import config_from_query
+
+    _, _, warning = config_from_query({"preset": "cluster-splitwise-llama70b-4xdgx-ha-3p1d",
+                                       "deployment.disaggregation.decode.hardware": '"nope"'})  # fmt: skip
+    assert "deployment.disaggregation.decode.hardware = 'nope': unknown hardware preset 'nope'" in warning, warning

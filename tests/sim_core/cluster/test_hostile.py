@@ -117,3 +117,24 @@ def test_small_deployments_with_tiny_kv_and_odd_links_finish_or_stop_and_account
     assert s.num_finished + s.num_unfinished == n
     assert not s.num_unfinished or (limit and s.stopped_reason)  # no limit: every request finishes
     assert_cluster_invariants(res)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bandwidth=st.floats(min_value=0, max_value=1e-3, exclude_min=True, allow_subnormal=True))
+@example(bandwidth=5e-324)
+@example(bandwidth=1e-310)
+def test_a_link_of_any_tiny_bandwidth_runs_or_is_refused_naming_its_range(bandwidth):
+    # ?preset=cluster-splitwise-llama70b-4xdgx-ha-3p1d&deployment.disaggregation.link.bandwidth_gb_per_s=5e-324 was
+    # accepted (> 0) and crashed the run (IndexError in LinkSides.send: a transfer of inf seconds left no free span),
+    # so the app said "The simulation failed unexpectedly"
+    from sim_core.sweep import with_value
+
+    base = load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d")
+    try:
+        cfg = with_value(base, "deployment.disaggregation.link.bandwidth_gb_per_s", bandwidth)
+    except PresetError as err:
+        assert "deployment.disaggregation.link.bandwidth_gb_per_s" in str(err) and "allowed: >= 1e-06" in str(err), str(err)
+        return
+    cfg = with_value(with_value(cfg, "workload.num_requests", 40), "limits.max_sim_time_s", 600.0)
+    s = run_simulation(cfg).summary
+    assert s.num_finished + s.num_unfinished == 40

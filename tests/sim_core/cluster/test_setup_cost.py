@@ -57,3 +57,46 @@ def test_one_replica_with_a_copied_workload_is_still_the_single_engine():
 def test_all_distinct_agrees_with_unique(values):
     ids = np.array(values, dtype=np.int64)
     assert _all_distinct(ids) == (np.unique(ids).size == ids.size)
+
+
+# ---------------------------------------------------------------- what the server's budget lets a deployment set up
+# Every instance keeps state for every request of the workload, before its first tick, where the meter never looks: a
+# link of 64 replicas x 200,000 requests (with prefix caching) held ~4 GB and ran 21 s against a 5 s budget (the worker
+# killed it at 15 s: "nothing to show"). A budget refuses it up front, naming the fields, their values and what fits.
+def _big_deployment(replicas: int, num_requests: int, disaggregated: bool = False):
+    from sim_core import load_preset
+    from sim_core.sweep import with_value
+
+    cfg = with_value(load_preset("cluster-prefix-4xh100-llama8b"), "workload.num_requests", num_requests)
+    if disaggregated:
+        return with_value(cfg, "deployment", {"disaggregation": {"prefill": {"replicas": replicas // 2},
+                                                                 "decode": {"replicas": replicas - replicas // 2}}})
+    return with_value(cfg, "deployment.replicas", replicas)
+
+
+def test_a_deployment_too_large_for_the_budget_is_refused_before_its_set_up():
+    import time
+
+    import pytest
+
+    from sim_core import PresetError
+    from sim_core.budget import RunBudget, is_budget_stop, is_load_dependent_stop
+
+    for cfg, what in ((_big_deployment(64, 200_000), "deployment.replicas = 64"),
+                      (_big_deployment(64, 200_000, disaggregated=True), "32 prefill + 32 decode")):
+        t0 = time.perf_counter()
+        with pytest.raises(PresetError) as err:
+            run_simulation(cfg, budget=RunBudget())
+        assert time.perf_counter() - t0 < 1.0  # refused up front, nothing set up
+        msg = str(err.value)
+        assert what in msg and "workload.num_requests = 200,000" in msg, msg
+        assert "512 MiB" in msg and "at most 10,485 requests" in msg, msg  # the server's bound and what fits under it
+        assert is_budget_stop(msg)  # (the planner and the app say "stopped by the server's budget")
+        assert not is_load_dependent_stop(msg)  # (the same on a quiet server: a sweep's point cache keeps it)
+
+
+def test_a_deployment_within_the_budget_runs_as_without_one():
+    from sim_core.budget import RunBudget
+
+    cfg = _big_deployment(64, 10_485).model_copy(update={"limits": make_config(limits__max_ticks=3).limits})
+    assert run_simulation(cfg, budget=RunBudget(max_wall_s=600.0)).summary.num_requests == 10_485
