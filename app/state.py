@@ -217,8 +217,9 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     not a field of the config."""
     try:
         set_dotted(data, path, value)
-    except NotAField:
-        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config.") from None
+    except NotAField as err:
+        whole = f" ({err.field!r} is one field: set it whole)" if err.field else ""
+        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config{whole}.") from None
 
 
 def is_config_param(key: str) -> bool:

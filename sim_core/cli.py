@@ -48,6 +48,9 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
         try:
             set_dotted(data, key.strip(), value)
         except NotAField as err:
+            if err.field:  # (a list or a value: "'classes' is not a section" did not say what to do instead)
+                raise PresetError(f"--set {key!r}: {err.field!r} is one field, not a section: set it whole, e.g. "
+                                  f"--set '{err.field}=<JSON value>'") from None
             if err.is_section:
                 raise PresetError(f"--set {key!r}: {err.part!r} is not a section of the config") from None
             raise PresetError(f"--set {key!r}: unknown field {err.part!r}; fields here: {', '.join(err.fields)}") from None

@@ -75,7 +75,8 @@ class HardwareSpec(StrictModel):
         description="This GPU's achieved streaming bandwidth relative to the calibration profiles' memory_efficiency, "
         "which is fitted on A100 and H100 together (geometric mean 1): fitted per GPU on Vidur's GEMM profiles "
         "(A100's HBM2e streams a lower fraction of its datasheet bandwidth than H100's HBM3); 1 for GPUs without "
-        "profiles (0.5-2; calibration.memory_efficiency x this is at most 1: no kernel streams past the datasheet).",
+        "profiles (the fitted values are in presets/hardware, near 1; calibration.memory_efficiency x this is at most 1: no kernel "
+        "streams past the datasheet).",
     )
     memory_gib: float = Field(
         79.65, gt=0, le=4096,
@@ -986,11 +987,13 @@ def field_info(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> Any
 
 class NotAField(ValueError):
     """A dotted path (`--set`, a link's `section.field=value`) that names no field of the config: `part` is the first
-    part that is not one (a section when `is_section`), `fields` the fields where the last part was looked for."""
+    part that is not one (a section when `is_section`), `fields` the fields where the last part was looked for, and
+    `field` the dotted path of a field the walk went into as if it were a section (`workload.classes.0.name`: the list
+    `workload.classes`, which is set whole), else ''."""
 
-    def __init__(self, part: str, is_section: bool, fields: tuple[str, ...] = ()):
+    def __init__(self, part: str, is_section: bool, fields: tuple[str, ...] = (), field: str = ""):
         super().__init__(part)
-        self.part, self.is_section, self.fields = part, is_section, fields
+        self.part, self.is_section, self.fields, self.field = part, is_section, fields, field
 
 
 def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
@@ -1003,7 +1006,7 @@ def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
         if part in node and node[part] is None:
             node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
         if not isinstance(node.get(part), dict):
-            raise NotAField(part, True)
+            raise NotAField(part, True, field=".".join(parts[: i + 1]) if part in node else "")
         node = node[part]
     name = renamed_field(node, last)
     if name not in node:
@@ -1072,6 +1075,9 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
     "float_type": " (write a number without quotes; true/false are not numbers)",
     "bool_type": " (write true or false without quotes)",
     "string_type": " (write text in quotes)",
+    # (acceptance_by_position = 'abc' said only "Input should be a valid tuple")
+    "tuple_type": " (write a list in brackets, e.g. [0.8, 0.6, 0.4])",
+    "list_type": " (write a list in brackets, e.g. [1, 2, 4])",
 }
 
 

@@ -114,6 +114,7 @@ def test_a_readable_link_can_put_a_single_engine_preset_behind_a_router():
     ({"scheduler.max_num_seqs": "0"}, "scheduler.max_num_seqs = 0"),
     ({"deployment.replicas": "0"}, "deployment.replicas = 0"),
     ({"deployment.nope": "1"}, "not a field"),
+    ({"workload.classes.0.name": "x"}, "not a field of the config ('workload.classes' is one field: set it whole)"),
     ({"scheduler": "5"}, "scheduler = 5"),
     ({"hardware": '{"preset": "nosuch"}'}, "unknown hardware preset 'nosuch'"),
     ({"scheduler.max_num_batched_tokens": "16"}, "max_num_batched_tokens (16) >= max_num_seqs (256)"),  # a rule of the config

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from sim_core.cli import main
 
@@ -52,6 +53,13 @@ def test_unknown_key_and_unknown_preset_exit_2(capsys):
     assert main(["run", "chat-h100-llama8b", "--set", "scheduler.nope=1"]) == 2
     assert "unknown field 'nope'" in capsys.readouterr().err
     assert main(["run", "does-not-exist"]) == 2
+
+
+@pytest.mark.parametrize("key,field", [("workload.classes.0.name", "workload.classes"), ("seed.x", "seed")])
+def test_a_key_into_a_list_or_a_value_says_to_set_the_field_whole(capsys, key, field):
+    # "'classes' is not a section of the config" did not say what to write instead
+    assert main(["run", "chat-h100-llama8b", "--set", f"{key}=1"]) == 2
+    assert f"{field!r} is one field, not a section: set it whole, e.g. --set '{field}=<JSON value>'" in capsys.readouterr().err
 
 
 def test_out_of_memory_exits_2_with_the_knob(capsys):

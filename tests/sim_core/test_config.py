@@ -121,6 +121,15 @@ def test_format_validation_error_lists_every_problem():
     assert "max_num_seqs = 0" in text and "max_num_batched_tokens = -5" in text
 
 
+
+def test_a_list_field_given_text_says_how_to_write_a_list():
+    # acceptance_by_position = 'abc' said only "Input should be a valid tuple": no way to tell what to type
+    with pytest.raises(ValidationError) as err:
+        SimConfig.model_validate({"scheduler": {"speculative": {"acceptance_by_position": "abc"}}})
+    text = format_validation_error(err.value)
+    assert "scheduler.speculative.acceptance_by_position = 'abc'" in text
+    assert "write a list in brackets, e.g. [0.8, 0.6, 0.4]" in text
+
 def test_calibration_defaults_are_within_their_ranges():
     cal = CalibrationConfig()
     assert 0 < cal.gemm_efficiency <= 1 and 0 < cal.memory_efficiency <= 1
