@@ -413,6 +413,9 @@ def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, br
     normal_px = normal.evaluate(tick_px)
     normal.close()
     page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0&present=1", metrics=False)
+    # (the chart can be drawn a moment before the root font's style applies: read 15.2 px once on a loaded machine,
+    # the normal size; wait for the settled page, then assert it)
+    page.wait_for_function(f"() => ({tick_px})() >= 18", timeout=30_000)
     assert page.evaluate(tick_px) >= 18 > normal_px
     sidebar = page.locator("[data-testid='stSidebar']")
     assert sidebar.get_attribute("data-collapsed") == "true"
