@@ -30,6 +30,15 @@ def app(open_sections: bool = True, **query) -> AppTest:
     return at
 
 
+def instance_table(preset: str = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"):
+    """(the app, its per-instance table) on the Requests tab of a deployment preset."""
+    at = app(preset=preset)
+    at.session_state["ui.tab"] = "Requests"
+    at.run()
+    assert not at.exception
+    return at, next(d for d in at.dataframe if "instance" in d.value.columns)
+
+
 def open_page(page: str, **query) -> AppTest:
     """Open a page the way a link to it does: the page's own query params survive navigation."""
     at = app().run()
@@ -88,11 +97,7 @@ def test_a_deployments_tables_show_a_missing_latency_as_a_dash_and_say_why():
     # TTFT (NaN in a number column); the requests table did the same for an unfinished request's finish and TTFT.
     import json
 
-    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d")
-    at.session_state["ui.tab"] = "Requests"
-    at.run()
-    assert not at.exception
-    table = next(d for d in at.dataframe if "instance" in d.value.columns)
+    at, table = instance_table()
     rows = table.value.set_index("instance")
     assert rows["tpot_p50_ms"].isna().tolist() == [True, True, True, False]  # the data stays numbers (sortable)
     assert table.proto.placeholder == "–"  # (as fmt_number writes NaN)
@@ -995,11 +1000,7 @@ def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
     # toggle, above both) brings back requests, prompt tokens, ticks, GPUs and pre-emptions. The data is the same.
     import json
 
-    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d")
-    at.session_state["ui.tab"] = "Requests"
-    at.run()
-    assert not at.exception
-    table = next(d for d in at.dataframe if "instance" in d.value.columns)
+    at, table = instance_table()
     assert list(table.proto.column_order) == ["instance", "busy", "kv_peak", "ttft_p50_ms", "tpot_p50_ms"]
     columns = json.loads(table.proto.columns)
     assert sum(columns[c]["width"] for c in table.proto.column_order) <= 340  # (a phone's page is ~358; test_browser)
