@@ -10,7 +10,9 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import hashlib
 import json
+import weakref
 import zlib
 from typing import Any
 from urllib.parse import urlencode
@@ -31,12 +33,91 @@ MAX_LINK_CHARS = 16_000  # longer links break in some browsers and chat tools
 MAX_DECODED_BYTES = 4 * 1024 * 1024  # guard against zip bombs in a tampered link
 
 
+DERIVED_KEY = "sim.derived"  # values derived from a few config objects (see `derived`)
+MAX_DERIVED_CONFIGS = 4  # the session's config, its run's copy, a step-through re-run's: each a few small values
+
+
 def canonical_json(cfg: SimConfig) -> str:
     return json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
-def encode_config(cfg: SimConfig) -> str:
-    return base64.urlsafe_b64encode(zlib.compress(canonical_json(cfg).encode(), 9)).decode().rstrip("=")
+def _in_script_run() -> bool:
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    return get_script_run_ctx(suppress_warning=True) is not None
+
+
+def derived(cfg: SimConfig, name: Any, compute: Any) -> Any:
+    """`compute(cfg)`, computed once per config object per session and kept while that object lives.
+
+    Why: a rerun that leaves the config alone (a slider of the timeline, a tab) re-derived its key, link and
+    description from the whole config; an uploaded 100,000-request trace made that seconds of the server's
+    interpreter on every rerun, for every other session too. A config is immutable, so a value derived from one object
+    holds for its life. Entries are keyed by identity and hold the config by weak reference (an entry never keeps a
+    config alive, and one whose config has gone is never read, whatever object later reuses its id); at most
+    MAX_DERIVED_CONFIGS configs, and callers keep only small values here (a digest, a link that fits in a link, a line
+    of text), so the session's share is a few kilobytes. Outside a script run (a thread of a page, a test calling a
+    function directly) it computes."""
+    if not _in_script_run():
+        return compute(cfg)
+    import streamlit as st
+
+    memo: dict[int, tuple[weakref.ref, dict]] = st.session_state.setdefault(DERIVED_KEY, {})
+    entry = memo.pop(id(cfg), None)
+    if entry is None or entry[0]() is not cfg:
+        entry = (weakref.ref(cfg), {})
+    memo[id(cfg)] = entry  # (most recently used last)
+    for dead in [k for k, (ref, _) in memo.items() if ref() is None]:
+        del memo[dead]
+    while len(memo) > MAX_DERIVED_CONFIGS:
+        del memo[next(iter(memo))]
+    values = entry[1]
+    if name not in values:
+        values[name] = compute(cfg)
+    return values[name]
+
+
+def remember(cfg: SimConfig, name: Any, value: Any) -> None:
+    """Record a value of `cfg` known without computing it (a run's config has the key of the config it was run for)."""
+    derived(cfg, name, lambda _: value)
+
+
+def config_key(cfg: SimConfig, made: list[str] | None = None) -> str:
+    """The config's identity for caches shared between sessions: a digest of its canonical JSON, once per config object
+    (see `derived`); the JSON, when it had to be made, is appended to `made` (a run's worker needs it). A digest, not
+    the JSON: an uploaded trace's JSON is 15 MB."""
+
+    def digest(c: SimConfig) -> str:
+        text = canonical_json(c)
+        if made is not None:
+            made.append(text)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    return derived(cfg, "key", digest)
+
+
+def encode_config(cfg: SimConfig, max_chars: int | None = None) -> str | None:
+    """The config as a link parameter; None when `max_chars` is given and it would be longer (found without compressing
+    all of a large config: level 9 of an uploaded trace's 15 MB took seconds only to be too long for a link)."""
+    data = canonical_json(cfg).encode()
+    if max_chars is not None and _compressed_exceeds(data, max_chars * 3 // 4):
+        return None
+    text = base64.urlsafe_b64encode(zlib.compress(data, 9)).decode().rstrip("=")
+    return None if max_chars is not None and len(text) > max_chars else text
+
+
+COMPRESS_CHUNK_BYTES = 256 * 1024
+
+
+def _compressed_exceeds(data: bytes, max_bytes: int) -> bool:
+    """Whether zlib level 9 makes more than `max_bytes` of `data`, stopping as soon as its output says so."""
+    z = zlib.compressobj(9)
+    out = 0
+    for start in range(0, len(data), COMPRESS_CHUNK_BYTES):
+        out += len(z.compress(data[start : start + COMPRESS_CHUNK_BYTES]))
+        if out > max_bytes:
+            return True
+    return out + len(z.flush()) > max_bytes
 
 
 def decode_config(text: str, source: str = "link") -> SimConfig:
@@ -108,16 +189,20 @@ def preset_matching(cfg: SimConfig) -> str | None:
     return next((p for p in list_presets() if load_preset(p) == cfg), None)
 
 
-def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> dict[str, str]:
+def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None, max_chars: int | None = None) -> dict[str, str] | None:
     """Short link for a preset, readable `?preset=…&scheduler.max_num_seqs=64` for a few changes to
-    `base`, else the exact encoding of the whole config."""
+    `base`, else the exact encoding of the whole config. None when `max_chars` is given and the link's query would be
+    longer (a long config is then compressed only until that is known)."""
     if preset and preset in list_presets() and load_preset(preset) == cfg:
-        return {"preset": preset}
-    if base and base in list_presets():
-        over = _readable_overrides(cfg, base)
-        if over is not None:
-            return {"preset": base, **over}
-    return {"cfg": encode_config(cfg)}
+        query = {"preset": preset}
+    elif base and base in list_presets() and (over := _readable_overrides(cfg, base)) is not None:
+        query = {"preset": base, **over}
+    else:
+        text = encode_config(cfg, None if max_chars is None else max_chars - len("cfg="))
+        if text is None:
+            return None
+        query = {"cfg": text}
+    return None if max_chars is not None and len(urlencode(query)) > max_chars else query
 
 
 def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:

@@ -3,9 +3,6 @@ distributions, roofline, step-through, request table and exports in the main are
 
 from __future__ import annotations
 
-import zlib
-from urllib.parse import urlencode
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -21,6 +18,7 @@ from app.state import (
     PRESENTER_KEY,
     PRESET_KEY,
     config_to_query,
+    derived,
     show_link_notices,
     write_query_params,
 )
@@ -94,9 +92,9 @@ WHOLE_RUN = "whole run"
 
 def _window_keys(res: SimResult) -> tuple[str, str]:
     """Widget keys of the window controls, per config: a new run opens on its own busy moment."""
-    from app.state import canonical_json
+    from app.state import config_key
 
-    h = format(zlib.crc32(canonical_json(res.config).encode()), "08x")
+    h = config_key(res.config)[:8]  # (the run's key, kept per config: not the whole config serialised on each rerun)
     return f"ui.win_width.{h}", f"ui.win_start.{h}"
 
 
@@ -220,18 +218,19 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False) ->
 # The drawings below are kept per config (across sessions) like the runs, except for a run a busy server stopped
 # (runner.is_load_dependent): the runner runs that config again when asked later, so its drawing is made from the run
 # itself, not kept under the config (a kept one would show the stopped run beside the new run's figures).
+# Keyed by the run's config key; the run itself is passed unhashed (`_res`: the key names it). They took the config's
+# JSON and validated it again on every miss, seconds for an uploaded trace each time the window moved.
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _timeline_html_cached(cfg_json: str, first: int, rows: int, window: timeline.Window, presenter: bool) -> str:
-    res = runner.run(SimConfig.model_validate_json(cfg_json)).result
-    return timeline_html.timeline_html(res, first, rows, window=window, presenter=presenter)
+def _timeline_html_cached(cfg_key: str, first: int, rows: int, window: timeline.Window, presenter: bool, _res: SimResult) -> str:
+    return timeline_html.timeline_html(_res, first, rows, window=window, presenter=presenter)
 
 
 def _timeline_html(res: SimResult, first: int, rows: int, window: timeline.Window = None) -> str:
-    from app.state import canonical_json
+    from app.state import config_key
 
     if runner.is_load_dependent(res):
         return timeline_html.timeline_html(res, first, rows, window=window, presenter=workshop.presenter_on())
-    return _timeline_html_cached(canonical_json(res.config), first, rows, window, workshop.presenter_on())
+    return _timeline_html_cached(config_key(res.config), first, rows, window, workshop.presenter_on(), res)
 
 
 def _timeline_fig_of(res: SimResult, first: int, rows: int, window: timeline.Window):
@@ -243,16 +242,16 @@ def _timeline_fig_of(res: SimResult, first: int, rows: int, window: timeline.Win
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _timeline_fig_cached(cfg_json: str, first: int, rows: int, window: timeline.Window):
-    return _timeline_fig_of(runner.run(SimConfig.model_validate_json(cfg_json)).result, first, rows, window)
+def _timeline_fig_cached(cfg_key: str, first: int, rows: int, window: timeline.Window, _res: SimResult):
+    return _timeline_fig_of(_res, first, rows, window)
 
 
 def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window = None):
-    from app.state import canonical_json
+    from app.state import config_key
 
     if runner.is_load_dependent(res):
         return _timeline_fig_of(res, first, rows, window)
-    return _timeline_fig_cached(canonical_json(res.config), first, rows, window)
+    return _timeline_fig_cached(config_key(res.config), first, rows, window, res)
 
 
 def _frames(res: SimResult):
@@ -345,12 +344,11 @@ def _step_tab(res: SimResult) -> None:
         st.info("Batches are recorded for the first 100,000 ticks; this tick's totals are above.")
 
 
-def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str]) -> None:
-    query = urlencode(link_params)
+def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str] | None) -> None:
     st.markdown("**Share this run.** The link holds the whole configuration; opening it reproduces these numbers.")
-    if len(query) > MAX_LINK_CHARS:
-        st.warning(f"This configuration is {len(query):,} characters as a link (an uploaded trace?), too long to "
-                   "share safely. Download the config JSON below and upload it instead.")  # fmt: skip
+    if link_params is None:  # (its length is not known: a long config is compressed only until it is too long)
+        st.warning(f"This configuration is more than {MAX_LINK_CHARS:,} characters as a link (an uploaded trace?), too "
+                   "long to share safely. Download the config JSON below and upload it instead.")  # fmt: skip
     else:
         st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         st.caption("The whole address: paste it anywhere. The address bar is kept in sync; the copy icon on the box "
@@ -474,7 +472,9 @@ def main() -> None:
         preset = st.session_state.get(PRESET_KEY)
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
         st.session_state[CFG_KEY] = cfg = new_cfg
-    link_params = config_to_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY))
+    # derived once per config (app.state.derived): an uploaded trace's config took seconds to describe and encode
+    preset, base = st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)
+    link_params = derived(cfg, ("link", preset, base), lambda c: config_to_query(c, preset, base, MAX_LINK_CHARS))
 
     presenter = workshop.presenter_on()
     if presenter:
@@ -483,16 +483,16 @@ def main() -> None:
         st.title("LLM serving scheduler explorer")
     workshop.lesson_banner()
     c1, c2 = st.columns([5, 1], vertical_alignment="center")
-    c1.caption(plain(f"{describe_config(cfg)}. Results are modelled by a calibrated roofline, not measured."))
+    c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
-        if len(urlencode(link_params)) <= MAX_LINK_CHARS:
+        if link_params is not None:
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
     show_link_notices(("present", "lesson"))
     # after the notices, which read the address: written first, it had lost the parameters they name (a mistyped
     # ?sheduler.max_num_seqs=64 was dropped without a word on this page alone)
-    write_query_params(link_params)  # (without the config when it is too long for a link)
+    write_query_params(link_params or {})  # (without the config when it is too long for a link)
     if error:
         st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip

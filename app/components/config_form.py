@@ -16,6 +16,7 @@ from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_info
 from sim_core.presets import list_presets, read_preset_data
 
+COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 
 
@@ -203,11 +204,19 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     data[last] = value
 
 
+def config_value(cfg: SimConfig, path: str) -> Any:
+    """The value of one knob, read from the config itself: a whole `model_dump` for it copied an uploaded trace's
+    4 million ids once per open section on every rerun."""
+    value: Any = cfg
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def seed_widgets(cfg: SimConfig) -> None:
     """Write a config's values into the widget state (before the widgets are drawn)."""
-    data = cfg.model_dump(mode="python")
     for spec in ALL_SPECS:
-        st.session_state[widget_key(spec.path)] = get_path(data, spec.path)
+        st.session_state[widget_key(spec.path)] = config_value(cfg, spec.path)
     from app.components import deployment_form  # the optional deployment section (issue 13)
 
     deployment_form.seed(cfg)
@@ -273,11 +282,10 @@ def _visible(spec: Spec) -> bool:
 
 def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None) -> None:
     """Draw a section's widgets; `slots` receives an empty placeholder under each (for its error)."""
-    data = cfg.model_dump(mode="python")
     for spec in SECTIONS[name]:
         key = widget_key(spec.path)
         if key not in st.session_state:  # Streamlit drops the state of widgets that were hidden
-            st.session_state[key] = get_path(data, spec.path)
+            st.session_state[key] = config_value(cfg, spec.path)
         if _visible(spec):
             _draw(spec)
             if slots is not None:
@@ -342,17 +350,27 @@ def friendly_error(message: str) -> str:
 def collect(base: SimConfig, extra: dict[str, Any] | None = None) -> tuple[SimConfig | None, str | None]:
     """The config the widgets describe (hidden knobs keep their values), or the validation message.
     `extra` holds values of editors that are not simple widgets (e.g. the request classes table)."""
+    values = {spec.path: st.session_state[widget_key(spec.path)] for spec in ALL_SPECS if widget_key(spec.path) in st.session_state}
+    values |= extra or {}
+    # The same config and the same values give the same answer: kept for the session, so a rerun that changed no knob
+    # does not validate the whole config again (an uploaded trace's took about a second each time).
+    memo = st.session_state.get(COLLECT_KEY)
+    if memo is not None and memo[0] is base and memo[1] == values:
+        return memo[2]
     data = base.model_dump(mode="python")
-    for spec in ALL_SPECS:
-        key = widget_key(spec.path)
-        if key in st.session_state:
-            set_path(data, spec.path, st.session_state[key])
-    for path, value in (extra or {}).items():
+    for path, value in values.items():
         set_path(data, path, value)
     try:
-        return config_from_dict(data, "settings"), None
+        new = config_from_dict(data, "settings")
     except PresetError as err:
-        return None, str(err)
+        out: tuple[SimConfig | None, str | None] = (None, str(err))
+        st.session_state[COLLECT_KEY] = (base, values, out)
+        return out
+    # The answer is this config when no knob changed it (returned as `base` itself, so the page's comparison finds the
+    # same object at once), and the new config is what these values give again once it is the session's config.
+    new = base if new == base else new
+    st.session_state[COLLECT_KEY] = (new, values, (new, None))
+    return new, None
 
 
 def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:

@@ -2,7 +2,7 @@
 
 Every run is under the server's budget (app/server.toml, see app/settings.py) and, by default, in a
 worker process (app/components/worker.py). Results are shared between sessions through one cache
-bounded in bytes, keyed by the canonical config JSON; identical requests that arrive while a run is
+bounded in bytes, keyed by a digest of the canonical config JSON; identical requests that arrive while a run is
 in flight wait for it instead of starting their own. Errors come back as text, never raised.
 """
 
@@ -182,32 +182,37 @@ def _simulate(srv: Server, cfg_json: str) -> Outcome:
 
 
 def run(cfg: SimConfig) -> Outcome:
-    """Results are shared read-only between sessions: callers must not mutate them."""
-    from app.state import canonical_json
+    """Results are shared read-only between sessions: callers must not mutate them. Keyed by `config_key` (kept per
+    config object): a rerun with a config it has seen serialises nothing; the JSON the worker needs is made on a miss."""
+    from app.state import canonical_json, config_key, remember
 
     srv = server()
-    key = canonical_json(cfg)
-    return srv.cache.get_or_run(key, lambda: _simulate(srv, key))
+    made: list[str] = []
+    key = config_key(cfg, made)
+    out = srv.cache.get_or_run(key, lambda: _simulate(srv, made[0] if made else canonical_json(cfg)))
+    if out.result is not None:  # the run's config (the worker's copy) is this config: the same key
+        remember(out.result.config, "key", key)
+    return out
 
 
 def frames(res: SimResult) -> dict:
     """`res.to_frames()` (per-request and per-tick tables), built once per config and kept in the
     same byte-bounded cache as the results (shared read-only)."""
-    from app.state import canonical_json
+    from app.state import config_key
 
     def size(tables: dict) -> int:
         return sum(int(df.memory_usage(index=True, deep=False).sum()) for df in tables.values())
 
     if is_load_dependent(res):  # a busy server's partial run is run again when asked later: its tables are not kept
         return res.to_frames()
-    return server().cache.get_or_run("frames:" + canonical_json(res.config), res.to_frames, size)
+    return server().cache.get_or_run("frames:" + config_key(res.config), res.to_frames, size)
 
 
 def cached(cfg: SimConfig) -> Outcome | None:
     """The outcome if it is already computed (costs nothing), else None."""
-    from app.state import canonical_json
+    from app.state import config_key
 
-    return server().cache.get(canonical_json(cfg))
+    return server().cache.get(config_key(cfg))
 
 
 class PageBudget:

@@ -1041,3 +1041,52 @@ def test_the_pages_say_how_to_reach_a_hover_on_a_phone():
     assert "on a phone: turn on Zoom with the mouse, then tap" in said, said
     at.toggle(key="ui.timeline_plotly").set_value(True).run()
     assert "on a phone" not in " ".join(c.value for c in at.caption)  # (the Plotly view: a tap shows the hover)
+
+
+def _count_whole_config_work(monkeypatch) -> dict[str, int]:
+    """Calls that serialise or validate a whole SimConfig in this process (a worker's run is another process)."""
+    from pydantic import BaseModel
+
+    from sim_core import SimConfig
+
+    calls = {"model_dump": 0, "model_validate": 0}
+
+    def dump(self, *args, **kwargs):
+        calls["model_dump"] += 1
+        return BaseModel.model_dump(self, *args, **kwargs)
+
+    def validate(cls, *args, **kwargs):
+        calls["model_validate"] += 1
+        return BaseModel.model_validate.__func__(cls, *args, **kwargs)
+
+    monkeypatch.setattr(SimConfig, "model_dump", dump)
+    monkeypatch.setattr(SimConfig, "model_validate", classmethod(validate))
+    return calls
+
+
+def test_a_rerun_that_changes_no_knob_neither_serialises_nor_validates_the_config():
+    # audit 35: with an uploaded 100,000-request trace every rerun (a timeline slider, a tab) serialised the whole config
+    # several times (result key, link, window keys, timeline cache keys), validated it twice (the sidebar's collect,
+    # the scheduler's label) and compressed it for a link: about 10 s of the server's interpreter, which every other
+    # session waits for. What is derived from a config is now derived once per config.
+    from tests.conftest import trace_config
+
+    n = 300
+    cfg = trace_config([64 + i % 50 for i in range(n)], [8] * n, [0.05 * i for i in range(n)], seed=3)
+    at = app(open_sections=False).run()
+    _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
+    at.run()
+    assert at.session_state[CFG_KEY] == cfg and not at.exception
+    at.run()  # (the first rerun with a new config derives its key, link and description once)
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _count_whole_config_work(mp)
+        at.run()
+        rows = next(s for s in at.slider if s.key == "ui.rows")
+        rows.set_value(rows.value - 1).run()
+        assert not at.exception
+        assert calls == {"model_dump": 0, "model_validate": 0}
+    # and a knob that changes the config still changes it, and the run
+    peak = next(s for s in at.sidebar.slider if s.key == "w.hardware.peak_tflops")
+    peak.set_value(peak.value + 10).run()
+    assert at.session_state[CFG_KEY].hardware.peak_tflops == cfg.hardware.peak_tflops + 10
+    assert at.session_state[CFG_KEY].workload.trace == cfg.workload.trace

@@ -30,6 +30,23 @@ def test_modified_config_round_trips_exactly(name):
     assert back == cfg and warning is None and preset is None
 
 
+def test_a_link_within_a_length_is_the_whole_encoding_and_a_longer_one_is_found_without_it():
+    # audit 35: the page compressed an uploaded trace's 15 MB config at level 9 (seconds) to learn it was too long for
+    # a link; with a limit, compression stops once its output is too long, and a link that fits is unchanged
+    cfg = load_preset("engine-orca").model_copy(update={"seed": 12345})
+    full = encode_config(cfg)
+    assert encode_config(cfg, len(full)) == full and encode_config(cfg, len(full) - 1) is None
+    assert config_to_query(cfg, None, None, MAX_LINK_CHARS) == config_to_query(cfg, None) == {"cfg": full}
+    assert config_to_query(cfg, None, None, len("cfg=") + len(full) - 1) is None
+    n = 20_000  # arrivals that do not compress to a short link
+    big = make_config(workload__trace={"arrival_s": [i * 0.0123456789 + (i * 7919 % 1000) * 1e-7 for i in range(n)],
+                                       "prompt_tokens": [1 + i * 31 % 4000 for i in range(n)],
+                                       "output_tokens": [1 + i * 17 % 500 for i in range(n)]},
+                      workload__num_requests=n)  # fmt: skip
+    assert len(config_to_query(big, None)["cfg"]) > MAX_LINK_CHARS
+    assert config_to_query(big, None, None, MAX_LINK_CHARS) is None
+
+
 def test_link_of_a_config_equal_to_a_preset_recovers_its_name():
     cfg = load_preset("engine-orca")
     back, preset, _ = config_from_query({"cfg": encode_config(cfg)})

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sim_core import MemoryPlanError, PresetError, SimConfig, config_from_dict, config_from_json, run_simulation
 from sim_core.budget import RunBudget, is_budget_stop
 from sim_core.cli import format_summary, main
-from sim_core.inputs import MAX_JSON_DEPTH, InputError, loads_bounded, parse_float_text, parse_int_text
+from sim_core.inputs import MAX_JSON_DEPTH, InputError, json_depth, loads_bounded, parse_float_text, parse_int_text
 from sim_core.types import Status
 from sim_core.traces import parse_trace
 from tests.strategies import HOSTILE_VALUES, cases, malformed_config_dicts, nested_text, to_json, valid_configs
@@ -109,6 +109,33 @@ def test_config_json_text_gives_a_config_or_a_message(raw):
         config_from_json(raw, "uploaded file")
     except PresetError as err:
         assert str(err)
+
+
+def _depth_one_by_one(value) -> int:
+    """json_depth as it was written before lists of scalars were skipped in C (the reference)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        deepest = max(deepest, depth)
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+                           lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=3), kids, max_size=4),
+                           max_leaves=60)  # fmt: skip
+
+
+@cases(300)
+@given(JSON_VALUES)
+@example([[1, 2, [3]], {"a": [4, [5, [6]]]}, 7])
+@example(json.loads("[" * (MAX_JSON_DEPTH + 3) + "]" * (MAX_JSON_DEPTH + 3)))
+def test_json_depth_is_the_depth_counted_one_value_at_a_time(value):
+    assert json_depth(value) == _depth_one_by_one(value)
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 1000, 100_000])
