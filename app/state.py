@@ -205,6 +205,12 @@ def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None,
     return None if max_chars is not None and len(urlencode(query)) > max_chars else query
 
 
+
+def link_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> dict[str, str] | None:
+    """`config_to_query` within MAX_LINK_CHARS (None: too long for a link), once per config object (`derived`): every
+    page keeps its address bar in sync on every rerun, and an uploaded trace took seconds to compress each time."""
+    return derived(cfg, ("link", preset, base), lambda c: config_to_query(c, preset, base, MAX_LINK_CHARS))
+
 def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:
     """(config, preset name or None, warning or None). A bad link falls back to the default scenario.
 

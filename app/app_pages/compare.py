@@ -12,7 +12,7 @@ from app.components import charts, cluster_timeline, runner, timeline, workshop
 from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
-from app.state import CFG_KEY, config_from_query, config_to_query, ignored_params, preset_matching, read_query_params, show_link_notices, write_query_params
+from app.state import CFG_KEY, config_from_query, derived, ignored_params, link_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.metrics import class_metrics
 
@@ -44,19 +44,24 @@ def fmt_value(value: float, kind: str) -> str:
 
 def side_label(cfg: SimConfig) -> str:
     """A side's name that stays true: the preset while unmodified, else 'modified: <scheduler>'."""
-    preset = preset_matching(cfg)
-    return preset if preset else f"modified · {scheduler_label(cfg)}"
+    # (once per config object, `derived`: scheduler_label validates the whole config, an uploaded trace's for a second)
+    return derived(cfg, "side_label", lambda c: preset_matching(c) or f"modified · {scheduler_label(c)}")
 
 
 def _side_from_link(prefix: str, params: dict[str, str]) -> tuple[SimConfig | None, str | None, str | None]:
     sub = {k.removeprefix(prefix + "_"): v for k, v in params.items() if k.startswith(prefix + "_")}
     if not sub:
         return None, None, None
+    # (the same parameters parse to the same side: the page writes each side's link back, so every rerun read them again)
+    memo = st.session_state.get(f"cmp.parsed_{prefix}")
+    if memo is not None and memo[0] == sub:
+        return memo[1]
     cfg, preset, warning = config_from_query(sub)
     unused = ignored_params(sub)
     if unused:
         names = ", ".join(repr(f"{prefix}_{k}"[:40]) for k in unused[:8])
         warning = (warning + " " if warning else "") + f"Ignored link parameter(s) {names}."
+    st.session_state[f"cmp.parsed_{prefix}"] = (sub, (cfg, preset, warning))
     return cfg, preset, warning
 
 
@@ -67,6 +72,27 @@ def _pick(label: str, key: str, default: str) -> SimConfig:
     choice = st.selectbox(label, options, key=key)
     return st.session_state[CFG_KEY] if choice == CURRENT else load_preset(choice)
 
+
+
+ON_WORKLOAD_KEY = "cmp.on_workload_of"  # (A, B's own config, what `_on_workload_of` made of them)
+
+
+def _on_workload_of(a: SimConfig, own: SimConfig) -> tuple[SimConfig | None, str | None]:
+    """B's setup on A's workload, seed and objectives (or the error), validated: A's workload can break one of B's rules
+    (a trace longer than B's max_model_len, say). Kept for the session while A and B are the same objects (the session's
+    config and `load_preset`'s are): an uploaded trace as A was dumped and validated again on every rerun, seconds of the
+    server's interpreter."""
+    memo = st.session_state.get(ON_WORKLOAD_KEY)
+    if memo is not None and memo[0] is a and memo[1] is own:
+        return memo[2]
+    try:
+        out = (config_from_dict(own.model_dump(mode="python") | {"workload": a.workload.model_dump(mode="python"),
+                                                                 "seed": a.seed, "slo": a.slo.model_dump(mode="python")},
+                                "B on A's workload"), None)  # fmt: skip
+    except PresetError as err:
+        out = (None, str(err))
+    st.session_state[ON_WORKLOAD_KEY] = (a, own, out)
+    return out
 
 def metrics_table(a, b) -> pd.DataFrame:
     """Headline metrics of A and B, then per-class latency when either run has classes. Text cells
@@ -109,18 +135,16 @@ def main() -> None:
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
     if same:
         own = b
-        try:  # validated: A's workload can break one of B's rules (a trace longer than B's max_model_len, say)
-            b = config_from_dict(own.model_dump(mode="python") | {"workload": a.workload.model_dump(mode="python"), "seed": a.seed,
-                                                                   "slo": a.slo.model_dump(mode="python")}, "B on A's workload")  # fmt: skip
-        except PresetError as err:
-            st.error(plain(f"{err}. Switch off “Run B on A's workload and seed” to run B on its own workload."),
+        b, error = _on_workload_of(a, own)
+        if error:
+            st.error(plain(f"{error}. Switch off “Run B on A's workload and seed” to run B on its own workload."),
                      icon=":material/error:")  # fmt: skip
             return
         if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
             st.caption(f"B's own workload ({plain(own.workload.name)}, {own.workload.num_requests:,} requests, seed {own.seed}) "
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
-    q = {f"a_{k}": v for k, v in config_to_query(a, preset_matching(a)).items()}
-    q |= {f"b_{k}": v for k, v in config_to_query(b, preset_matching(b)).items()}
+    q = {f"a_{k}": v for k, v in (link_query(a, preset_matching(a)) or {}).items()}
+    q |= {f"b_{k}": v for k, v in (link_query(b, preset_matching(b)) or {}).items()}
     write_query_params(q)
 
     with st.spinner("Simulating A and B…"):

@@ -17,8 +17,8 @@ from app.state import (
     MAX_LINK_CHARS,
     PRESENTER_KEY,
     PRESET_KEY,
-    config_to_query,
     derived,
+    link_query,
     show_link_notices,
     write_query_params,
 )
@@ -474,7 +474,7 @@ def main() -> None:
         st.session_state[CFG_KEY] = cfg = new_cfg
     # derived once per config (app.state.derived): an uploaded trace's config took seconds to describe and encode
     preset, base = st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)
-    link_params = derived(cfg, ("link", preset, base), lambda c: config_to_query(c, preset, base, MAX_LINK_CHARS))
+    link_params = link_query(cfg, preset, base)
 
     presenter = workshop.presenter_on()
     if presenter:

@@ -13,7 +13,7 @@ from app.components.runner import PageBudget
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
 from app.components.units import MISSING, fmt_number
-from app.state import CFG_KEY, config_to_query, read_query_params, show_link_notices, write_query_params
+from app.state import CFG_KEY, link_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.inputs import parse_float_text, parse_int_text
@@ -263,7 +263,7 @@ def main() -> None:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")
         return
     values = sweep_values(knob, start, stop, int(n))
-    write_query_params(config_to_query(cfg, st.session_state.get("sim.preset"))
+    write_query_params((link_query(cfg, st.session_state.get("sim.preset")) or {})
                        | {"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
                        | ({"vs": vs} if vs != NO_ENGINE else {}))  # fmt: skip
     setups = {cfg.scheduler.name: cfg}

@@ -1090,3 +1090,28 @@ def test_a_rerun_that_changes_no_knob_neither_serialises_nor_validates_the_confi
     peak.set_value(peak.value + 10).run()
     assert at.session_state[CFG_KEY].hardware.peak_tflops == cfg.hardware.peak_tflops + 10
     assert at.session_state[CFG_KEY].workload.trace == cfg.workload.trace
+
+
+def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_validate_it():
+    # Compare with the session's uploaded trace as A and B on A's workload: every rerun dumped A's workload into B and
+    # validated the result, and compressed both for the address bar (seconds of the server's interpreter per rerun)
+    from tests.conftest import trace_config
+
+    n = 300
+    cfg = trace_config([64 + i % 50 for i in range(n)], [8] * n, [0.05 * i for i in range(n)], seed=3)
+    at = app(open_sections=False).run()
+    _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
+    at.run()
+    at.switch_page("app_pages/compare.py")
+    at.session_state["cmp.a"] = "(current settings from Simulate)"  # (compare.CURRENT: the page runs on import)
+    at.run()
+    at.run()  # (the first run with these setups derives B, the keys and the links once)
+    assert not at.exception and at.session_state["cmp.on_workload_of"][2][0].workload == cfg.workload
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _count_whole_config_work(mp)
+        at.run()
+        assert not at.exception
+        assert calls == {"model_dump": 0, "model_validate": 0}
+    # B's own setup still changes B
+    at.selectbox(key="cmp.b").set_value("chat-h100-llama8b-vllm-v0").run()
+    assert at.session_state["cmp.on_workload_of"][2][0].scheduler == load_preset("chat-h100-llama8b-vllm-v0").scheduler
