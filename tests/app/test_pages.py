@@ -1064,18 +1064,22 @@ def _count_whole_config_work(monkeypatch) -> dict[str, int]:
     return calls
 
 
+
+def _with_uploaded_trace(n: int = 300):
+    """(the app after uploading a config with an n-request trace, that config)."""
+    from tests.conftest import trace_config
+
+    cfg = trace_config([64 + i % 50 for i in range(n)], [8] * n, [0.05 * i for i in range(n)], seed=3)
+    at = app(open_sections=False).run()
+    _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
+    return at.run(), cfg
+
 def test_a_rerun_that_changes_no_knob_neither_serialises_nor_validates_the_config():
     # audit 35: with an uploaded 100,000-request trace every rerun (a timeline slider, a tab) serialised the whole config
     # several times (result key, link, window keys, timeline cache keys), validated it twice (the sidebar's collect,
     # the scheduler's label) and compressed it for a link: about 10 s of the server's interpreter, which every other
     # session waits for. What is derived from a config is now derived once per config.
-    from tests.conftest import trace_config
-
-    n = 300
-    cfg = trace_config([64 + i % 50 for i in range(n)], [8] * n, [0.05 * i for i in range(n)], seed=3)
-    at = app(open_sections=False).run()
-    _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
-    at.run()
+    at, cfg = _with_uploaded_trace()
     assert at.session_state[CFG_KEY] == cfg and not at.exception
     at.run()  # (the first rerun with a new config derives its key, link and description once)
     with pytest.MonkeyPatch.context() as mp:
@@ -1095,13 +1099,7 @@ def test_a_rerun_that_changes_no_knob_neither_serialises_nor_validates_the_confi
 def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_validate_it():
     # Compare with the session's uploaded trace as A and B on A's workload: every rerun dumped A's workload into B and
     # validated the result, and compressed both for the address bar (seconds of the server's interpreter per rerun)
-    from tests.conftest import trace_config
-
-    n = 300
-    cfg = trace_config([64 + i % 50 for i in range(n)], [8] * n, [0.05 * i for i in range(n)], seed=3)
-    at = app(open_sections=False).run()
-    _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
-    at.run()
+    at, cfg = _with_uploaded_trace()
     at.switch_page("app_pages/compare.py")
     at.session_state["cmp.a"] = "(current settings from Simulate)"  # (compare.CURRENT: the page runs on import)
     at.run()
