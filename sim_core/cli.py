@@ -187,10 +187,8 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
         opts = TraceOptions(format=args.trace_format, time_scale=args.trace_time_scale, start_s=args.trace_start_s,
                             end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=seed)  # fmt: skip
     except ValidationError as err:  # (named as typed, with TraceOptions' ranges: SimConfig has no such fields)
-        text = format_validation_error(err, "trace options", TraceOptions)
-        for name, field in TRACE_OPTION_FIELDS.items():
-            text = text.replace(f"\n  {field} = ", f"\n  --{name.replace('_', '-')} = ")
-        raise PresetError(text) from None
+        as_typed = {field: "--" + name.replace("_", "-") for name, field in TRACE_OPTION_FIELDS.items()}
+        raise PresetError(format_validation_error(err, "trace options", TraceOptions, as_typed)) from None
     try:
         loaded = load_trace(args.trace, opts)
     except TraceError as err:

@@ -1081,13 +1081,15 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
 }
 
 
-def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None) -> str:
+def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,
+                            names: dict[str, str] | None = None) -> str:
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
-    model that raised `err`: `root`, default SimConfig)."""
+    model that raised `err`: `root`, default SimConfig). `names`: a field path as the user wrote it (a CLI option)."""
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
         path = ".".join(str(p) for p in loc) or "(config)"
+        path = (names or {}).get(path, path)
         given = e.get("input")
         shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
         if len(shown) > 80:

@@ -179,7 +179,7 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
         fig.update_xaxes(title_text=label, title_standoff=6)
         if whole:
             fig.update_xaxes(dtick=1)
-        if series[0][1] != 1:  # latency: a log ladder
+        if title == SWEEP_PANEL_TITLES[-1]:  # latency: a log ladder
             fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
         # The legend in a bottom margin of the same height in every figure, room for its rows at a phone's width: the three
         # plots are as tall as each other (their axes level, side by side on a wide page), the latency one's longer

@@ -191,12 +191,6 @@ def widget_key(path: str) -> str:
     return "w." + path
 
 
-def get_path(data: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        data = data[part]
-    return data
-
-
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     *parts, last = path.split(".")
     for part in parts:
