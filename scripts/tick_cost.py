@@ -5,7 +5,7 @@ instruction counts repeat to ~0.05%.
     PYTHONPATH=$PWD python scripts/tick_cost.py [--engines vllm-v1 sarathi-serve] [--requests 2 64 128 256 384 512]
 
 Every preset runs the bench's engine scenario (`bench.engine_config`) at each request count, under valgrind's
-callgrind (needs `valgrind` on the PATH; ~10 s a run): the instructions of one `run_simulation` after two warm-up runs
+callgrind (needs `valgrind` on the PATH; 10-40 s a run, 3-8 min for the defaults): the instructions of one `run_simulation` after two warm-up runs
 in the same process, collected between the entry and exit of `operator.call` (which sim_core never calls), so
 neither the imports nor the warm-ups count. The counts are fitted (least squares, all presets together) to
 
