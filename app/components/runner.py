@@ -197,12 +197,12 @@ def server() -> Server:
     return Server(s, ResultCache(s.cache_max_bytes), pool)
 
 
-def _simulate(srv: Server, cfg_json: str) -> Outcome:
+def _simulate(srv: Server, cfg: SimConfig) -> Outcome:
     budget = srv.settings.run
     try:
         if srv.pool is None:
-            return Outcome(run_simulation(SimConfig.model_validate_json(cfg_json), budget=budget), None)
-        reply = srv.pool.run(cfg_json)
+            return Outcome(run_simulation(cfg, budget=budget), None)
+        reply = srv.pool.run(cfg)  # (the config pickled, not its JSON: ~0.1 s where the JSON took ~1 s for an upload)
     except (MemoryPlanError, PresetError) as err:
         return Outcome(None, str(err))
     except Exception as err:  # never a traceback in the browser; the log keeps it for us
@@ -223,16 +223,39 @@ def _simulate(srv: Server, cfg_json: str) -> Outcome:
 
 def run(cfg: SimConfig) -> Outcome:
     """Results are shared read-only between sessions: callers must not mutate them. Keyed by `config_key` (kept per
-    config object): a rerun with a config it has seen serialises nothing; the JSON the worker needs is made on a miss."""
-    from app.state import canonical_json, config_key, remember
+    config object): a rerun with a config it has seen serialises nothing."""
+    from app.state import config_key, remember
 
     srv = server()
-    made: list[str] = []
-    key = config_key(cfg, made)
-    out = srv.cache.get_or_run(key, lambda: _simulate(srv, made[0] if made else canonical_json(cfg)))
+    key = config_key(cfg)
+    out = srv.cache.get_or_run(key, lambda: _simulate(srv, cfg))
     if out.result is not None:  # the run's config (the worker's copy) is this config: the same key
         remember(out.result.config, "key", key)
     return out
+
+
+# An upload's check is bounded by the file's size limit, not by the run budget: the largest legal config takes ~6 s of a
+# worker (parse, validate, and what the pages derive from it), more on a busy machine; this only catches a stuck one.
+UPLOAD_CHECK_TIMEOUT_S = 120.0
+
+
+def check_upload(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` (a check of an uploaded file, app/components/uploads.py) in a worker process when the server has them,
+    so its seconds are not the server interpreter's; what it returns, or the message of the ValueError it raised (the
+    field, value and allowed range) as a str."""
+    srv = server()
+    if srv.pool is None:
+        try:
+            return fn(*args)
+        except ValueError as err:  # (PresetError, InputError, TraceError, a ValidationError)
+            return str(err)
+    reply = srv.pool.call(fn, args, (ValueError,), timeout_s=UPLOAD_CHECK_TIMEOUT_S, what="check of the file")
+    if reply.kind in ("ok", "error"):
+        return reply.payload
+    if reply.kind == "killed":
+        return f"The file could not be checked: {reply.payload}. Nothing was changed; try again when the server is less busy."
+    log.error("an upload's check failed in a worker: %s", reply.payload)
+    return f"The file could not be checked ({reply.payload}). Nothing was changed; please report the file."
 
 
 def frames(res: SimResult) -> dict:
