@@ -8,6 +8,7 @@ costs tens of milliseconds, not an import), with a hard address-space ceiling (R
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import resource
 import sys
@@ -36,13 +37,29 @@ def _vm_bytes() -> int:
         return 0
 
 
+def _map_configs(res: Any, fn: Callable[[Any], Any]) -> Any:
+    """`res` (a SimResult) with `fn` applied to every config it holds: its own and its deployment instances' results'."""
+    changes: dict[str, Any] = {"config": fn(res.config)}
+    if getattr(res, "instances", None):
+        changes["instances"] = tuple(dataclasses.replace(x, result=_map_configs(x.result, fn)) for x in res.instances)
+    return dataclasses.replace(res, **changes)
+
+
+def _without_trace(cfg: Any) -> Any:
+    wl = cfg.workload
+    return cfg if wl.trace is None else cfg.model_copy(update={"workload": wl.model_copy(update={"trace": None})})
+
+
 def _simulate(cfg: Any, budget: RunBudget) -> Any:
-    """A run in the child: `cfg` is a SimConfig (pickled by the server: ~0.1 s for the largest uploaded trace, where its
-    canonical JSON took ~1 s of the server's interpreter) or its JSON."""
+    """A run in the child. `cfg` is a SimConfig (pickled by the server: ~0.1 s for the largest uploaded trace, where its
+    canonical JSON took ~1 s of the server's interpreter), or its JSON. The result goes back without its configs'
+    trace, which the server has (`WorkerPool.run` puts it back): unpickling the largest one took ~0.5 s of the server's
+    interpreter and held another ~150 MB per result."""
     from sim_core import SimConfig, run_simulation
 
-    cfg = cfg if isinstance(cfg, SimConfig) else SimConfig.model_validate_json(cfg)
-    return run_simulation(cfg, budget=budget)
+    if isinstance(cfg, SimConfig):
+        return _map_configs(run_simulation(cfg, budget=budget), _without_trace)
+    return run_simulation(SimConfig.model_validate_json(cfg), budget=budget)
 
 
 def _child(fn: Callable[..., Any], args: tuple, errors: tuple[type[BaseException], ...], budget: RunBudget, conn: Any,
@@ -69,7 +86,7 @@ def _child(fn: Callable[..., Any], args: tuple, errors: tuple[type[BaseException
 
 
 class WorkerPool:
-    """Runs `run(cfg_json)` in a child process each; thread-safe; at most `max_parallel` at once."""
+    """Runs simulations (`run`) and other work (`call`) in a child process each; thread-safe; at most `max_parallel` at once."""
 
     def __init__(self, budget: RunBudget, max_parallel: int, hard_timeout_s: float, slack_bytes: int):
         self.budget = budget
@@ -83,10 +100,19 @@ class WorkerPool:
         self._ctx.set_forkserver_preload(PRELOAD + extra)
 
     def run(self, cfg: Any) -> WorkerReply:
-        """Simulate `cfg` (a SimConfig, or its JSON) under the budget."""
-        from sim_core import MemoryPlanError, PresetError
+        """Simulate `cfg` (a SimConfig, or its JSON) under the budget. A SimConfig's result holds `cfg`'s own workload
+        (its trace not sent back: the same lists, not a copy)."""
+        from sim_core import MemoryPlanError, PresetError, SimConfig
 
-        return self.call(_simulate, (cfg, self.budget), (MemoryPlanError, PresetError))
+        reply = self.call(_simulate, (cfg, self.budget), (MemoryPlanError, PresetError))
+        if reply.kind != "ok" or not isinstance(cfg, SimConfig) or cfg.workload.trace is None:
+            return reply
+        bare = _without_trace(cfg).workload
+
+        def restore(c: Any) -> Any:  # (every config of the run has cfg's workload section: pool configs copy it)
+            return c.model_copy(update={"workload": cfg.workload}) if c.workload == bare else c
+
+        return dataclasses.replace(reply, payload=_map_configs(reply.payload, restore))
 
     def call(self, fn: Callable[..., Any], args: tuple, errors: tuple[type[BaseException], ...] = (),
              timeout_s: float | None = None, what: str = "run") -> WorkerReply:

@@ -149,6 +149,37 @@ def test_worker_returns_results_and_messages():
     assert oom.kind == "error" and "max_num_batched_tokens" in oom.payload
 
 
+@pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {"prefill": {"replicas": 1},
+                                                                                 "decode": {"replicas": 1}}}])  # fmt: skip
+def test_a_workers_result_holds_the_callers_trace_not_a_copy_of_it(deployment, monkeypatch):
+    # The result of a config with an uploaded trace came back with a copy of it in every config it holds: unpickling the
+    # largest one took ~0.5 s of the server's interpreter, and each cached result held another ~150 MB. The worker now
+    # leaves the trace out and the pool puts the caller's workload back: the same run, the same configs.
+    import pickle
+
+    from app.components import worker
+
+    cfg = _trace_with_hash_ids(2_000, 20)
+    if deployment is not None:
+        cfg = cfg.model_copy(update={"deployment": make_config(deployment=deployment).deployment})
+    sent = []
+    real_call = WorkerPool.call
+
+    def call(self, *args, **kwargs):
+        reply = real_call(self, *args, **kwargs)
+        sent.append(len(pickle.dumps(reply)))  # (what came through the pipe)
+        return reply
+
+    monkeypatch.setattr(WorkerPool, "call", call)
+    pool = worker.WorkerPool(RunBudget(max_ticks=50), max_parallel=1, hard_timeout_s=60, slack_bytes=1 << 30)
+    res = pool.run(cfg).payload
+    assert res.config == cfg and res.config.workload is cfg.workload
+    assert all(x.result.config.workload is cfg.workload for x in getattr(res, "instances", ()))
+    assert sent[0] < len(pickle.dumps(res)) - 0.9 * len(pickle.dumps(cfg.workload.trace))  # (the trace was not sent)
+    here = run_simulation(cfg, budget=RunBudget(max_ticks=50))
+    assert res.summary.num_ticks == here.summary.num_ticks and np.array_equal(res.requests.finish_s, here.requests.finish_s, equal_nan=True)
+
+
 def test_worker_kills_a_run_past_the_hard_timeout():
     pool = WorkerPool(RunBudget(max_wall_s=60), max_parallel=1, hard_timeout_s=1.0, slack_bytes=1 << 30)
     t0 = time.perf_counter()
