@@ -354,19 +354,28 @@ def _same(a: Any, b: Any) -> bool:
 
 def _own_values(cfg: SimConfig, values: dict[str, Any]) -> bool:
     """Whether every value is the config's own (as `seed_widgets` writes them): they then describe the config itself. A
-    deployment's editor value is not its config's dump, so a deployment is validated as before."""
+    deployment's editor value is not its config's dump: it is validated with the rest of the config less its trace."""
     for path, value in values.items():
         if path == "workload.classes":
             own: Any = [c.model_dump() for c in cfg.workload.classes]
         elif path == "deployment":
-            if value is not None or cfg.deployment is not None:
+            if (value is None) != (cfg.deployment is None):
                 return False
             continue
         else:
             own = config_value(cfg, path)
         if not _same(value, own):
             return False
-    return True
+    value = values.get("deployment")
+    if value is None:
+        return True
+    wl = cfg.workload  # (the deployment is checked against every other section; the trace is only rows of the workload)
+    data = cfg.model_copy(update={"workload": wl.model_copy(update={"trace": None})}).model_dump(mode="python")
+    data["deployment"] = value
+    try:
+        return config_from_dict(data, "settings").deployment == cfg.deployment
+    except PresetError:
+        return False
 
 
 def collect(base: SimConfig, extra: dict[str, Any] | None = None) -> tuple[SimConfig | None, str | None]:

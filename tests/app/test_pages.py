@@ -1122,6 +1122,35 @@ def test_an_uploaded_config_is_parsed_validated_and_derived_in_a_worker_not_the_
     assert [e.value for e in at.sidebar.error] == [plain(str(err.value))] and at.session_state[CFG_KEY] == cfg
 
 
+def test_an_uploaded_deployment_with_a_trace_is_not_validated_again_with_its_trace_in_the_server():
+    # (the sidebar's deployment editor gives a dict, not the config's own value: it is checked against the config less
+    # its trace, not by validating the whole config, trace and all, once more)
+    from pydantic import BaseModel
+
+    from sim_core import SimConfig
+    from tests.conftest import trace_config
+
+    cfg = trace_config([64 + i % 50 for i in range(300)], [8] * 300, [0.05 * i for i in range(300)], seed=3,
+                       deployment={"replicas": 2, "router": "least_outstanding"})  # fmt: skip
+    at = app(open_sections=False).run()
+    with_trace = []
+
+    def validate(cls, data, *args, **kwargs):
+        with_trace.append(isinstance(data, dict) and (data.get("workload") or {}).get("trace") is not None)
+        return BaseModel.model_validate.__func__(cls, data, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SimConfig, "model_validate", classmethod(validate))
+        _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
+        at.run()
+        at.run()
+    assert not at.exception and at.session_state[CFG_KEY] == cfg
+    assert not any(with_trace), with_trace
+    replicas = at.sidebar.number_input(key="w.dep.replicas")  # (and the editor still changes the deployment)
+    replicas.set_value(3).run()
+    assert at.session_state[CFG_KEY].deployment.replicas == 3 and at.session_state[CFG_KEY].workload == cfg.workload
+
+
 def test_an_uploaded_trace_file_is_read_in_a_worker_not_the_server():
     at = app(open_sections=False)
     at.session_state["ui.section.Workload"] = True  # (the trace's uploader)
