@@ -55,18 +55,18 @@ def costly() -> int:
     from streamlit.testing.v1 import AppTest
 
     from app.components import runner
-    from app.state import canonical_json, config_from_query
+    from app.state import config_from_query
 
     budget = runner.server().settings
     print(f"server budget: {budget.run.describe()}; page {budget.page_max_wall_s:g} s")
     pool = runner.server().pool
     assert pool is not None, "the worker pool is off in the server settings"
-    pool.run(canonical_json(config_from_query({})[0]))  # start the forkserver outside the timings
+    pool.run(config_from_query({})[0])  # start the forkserver outside the timings
     for name, params in COSTLY.items():
         cfg, _, warning = config_from_query(params)
         assert warning is None, warning
         t0 = time.perf_counter()
-        reply = pool.run(canonical_json(cfg))  # what runner.run does on a cache miss
+        reply = pool.run(cfg)  # what runner.run does on a cache miss
         took = time.perf_counter() - t0
         said = reply.payload.summary.stopped_reason or "finished" if reply.kind == "ok" else reply.payload
         print(f"{name}: {took:.1f} s until the page has the result; run process peak {reply.peak_rss_bytes / 2**20:,.0f} MiB; "

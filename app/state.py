@@ -82,18 +82,10 @@ def remember(cfg: SimConfig, name: Any, value: Any) -> None:
     derived(cfg, name, lambda _: value)
 
 
-def config_key(cfg: SimConfig, made: list[str] | None = None) -> str:
+def config_key(cfg: SimConfig) -> str:
     """The config's identity for caches shared between sessions: a digest of its canonical JSON, once per config object
-    (see `derived`); the JSON, when it had to be made, is appended to `made` (a run's worker needs it). A digest, not
-    the JSON: an uploaded trace's JSON is 15 MB."""
-
-    def digest(c: SimConfig) -> str:
-        text = canonical_json(c)
-        if made is not None:
-            made.append(text)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    return derived(cfg, "key", digest)
+    (see `derived`). A digest, not the JSON: an uploaded trace's JSON is 15 MB."""
+    return derived(cfg, "key", lambda c: hashlib.sha256(canonical_json(c).encode()).hexdigest())
 
 
 def encode_config(cfg: SimConfig, max_chars: int | None = None) -> str | None:

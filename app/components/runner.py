@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -24,9 +25,10 @@ from app.components.worker import WorkerPool
 from app.settings import ServerSettings, load_settings
 from sim_core import MemoryPlanError, PresetError, SimConfig, SimResult, run_simulation
 from sim_core.budget import RunBudget, is_load_dependent_stop
+from sim_core.config import MAX_HASH_ID, Trace
 
 log = logging.getLogger(__name__)
-CONFIG_OVERHEAD_BYTES = 64 * 1024  # a result's non-array parts (config, summary, plan), generously
+CONFIG_OVERHEAD_BYTES = 64 * 1024  # a result's parts besides its arrays and trace (config sections, summary, plan), generously
 
 
 @dataclass(frozen=True)
@@ -52,23 +54,61 @@ def is_load_dependent(out: Any) -> bool:
     return is_load_dependent_stop(getattr(summary, "stopped_reason", None))
 
 
-def nbytes(obj: object, _depth: int = 0) -> int:
-    """Bytes held by the NumPy arrays of a result (dataclasses, dicts, lists of arrays)."""
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if _depth > 4:
-        return 0
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return sum(nbytes(getattr(obj, f.name), _depth + 1) for f in fields(obj))
-    if isinstance(obj, dict):
-        return sum(nbytes(v, _depth + 1) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return sum(nbytes(v, _depth + 1) for v in obj)
-    return 0
+MAX_WALK_DEPTH = 12  # a deployment's result: result > instances > instance > result > timeline > columns > array
+
+
+def _value_bytes(values: Any) -> int:
+    """The size of a column's largest value: a float is 24 B, an int 28 B below 2^30 and 4 B more per 30 bits."""
+    return sys.getsizeof(max(values))
+
+
+def trace_bytes(trace: Trace) -> int:
+    """Memory a config's trace holds. Its columns are Python lists (the config model's), and a parsed or unpickled list
+    holds an object per value: the largest legal upload (100,000 rows, 4 million block hash ids) holds about 150 MB,
+    not the 17 MB of its file. Estimated from lengths and largest values (C-speed sums, 40 ms for the largest
+    trace, not a walk of every value); small ints that Python shares are counted too."""
+    cols = [trace.arrival_s, trace.prompt_tokens, trace.output_tokens] + ([trace.priority] if trace.priority else [])
+    total = sum(sys.getsizeof(col) + _value_bytes(col) * len(col) for col in cols)
+    ids = trace.block_hash_ids
+    if ids is not None:
+        # (each id as the largest legal id, 36 B: the largest id of 4 million took 90 ms to find)
+        total += sys.getsizeof(ids) + sum(map(sys.getsizeof, ids)) + sys.getsizeof(MAX_HASH_ID) * sum(map(len, ids))
+    return total
+
+
+def nbytes(obj: object) -> int:
+    """Bytes held by a result: its NumPy arrays (dataclasses, dicts, lists of them, a deployment's instance results
+    too), the trace of each config it holds, and CONFIG_OVERHEAD_BYTES for each result's other parts; an object shared
+    (instances' configs share the trace of a model_copy) is counted once. A config counted as 64 KiB whatever its size
+    let a 1 GiB cache hold 70 results of the largest upload, ~10 GB."""
+    seen: set[int] = set()
+    total = 0
+    stack = [(obj, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_WALK_DEPTH or id(node) in seen:
+            continue
+        seen.add(id(node))  # (every node is held by `obj` during the walk: its id is not reused)
+        if isinstance(node, np.ndarray):
+            total += node.nbytes
+        elif isinstance(node, SimConfig):
+            trace = node.workload.trace
+            if trace is not None and id(trace) not in seen:
+                seen.add(id(trace))
+                total += trace_bytes(trace)
+        elif is_dataclass(node) and not isinstance(node, type):
+            if isinstance(node, SimResult):
+                total += CONFIG_OVERHEAD_BYTES
+            stack.extend((getattr(node, f.name), depth + 1) for f in fields(node))
+        elif isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list | tuple) and node and not isinstance(node[0], int | float | str | bool):
+            stack.extend((v, depth + 1) for v in node)
+    return total
 
 
 def outcome_bytes(out: Outcome) -> int:
-    return CONFIG_OVERHEAD_BYTES + (nbytes(out.result) if out.result is not None else 0)
+    return CONFIG_OVERHEAD_BYTES if out.result is None else max(nbytes(out.result), CONFIG_OVERHEAD_BYTES)
 
 
 class ResultCache:
@@ -157,12 +197,12 @@ def server() -> Server:
     return Server(s, ResultCache(s.cache_max_bytes), pool)
 
 
-def _simulate(srv: Server, cfg_json: str) -> Outcome:
+def _simulate(srv: Server, cfg: SimConfig) -> Outcome:
     budget = srv.settings.run
     try:
         if srv.pool is None:
-            return Outcome(run_simulation(SimConfig.model_validate_json(cfg_json), budget=budget), None)
-        reply = srv.pool.run(cfg_json)
+            return Outcome(run_simulation(cfg, budget=budget), None)
+        reply = srv.pool.run(cfg)  # (the config pickled, not its JSON: ~0.1 s where the JSON took ~1 s for an upload)
     except (MemoryPlanError, PresetError) as err:
         return Outcome(None, str(err))
     except Exception as err:  # never a traceback in the browser; the log keeps it for us
@@ -183,16 +223,39 @@ def _simulate(srv: Server, cfg_json: str) -> Outcome:
 
 def run(cfg: SimConfig) -> Outcome:
     """Results are shared read-only between sessions: callers must not mutate them. Keyed by `config_key` (kept per
-    config object): a rerun with a config it has seen serialises nothing; the JSON the worker needs is made on a miss."""
-    from app.state import canonical_json, config_key, remember
+    config object): a rerun with a config it has seen serialises nothing."""
+    from app.state import config_key, remember
 
     srv = server()
-    made: list[str] = []
-    key = config_key(cfg, made)
-    out = srv.cache.get_or_run(key, lambda: _simulate(srv, made[0] if made else canonical_json(cfg)))
+    key = config_key(cfg)
+    out = srv.cache.get_or_run(key, lambda: _simulate(srv, cfg))
     if out.result is not None:  # the run's config (the worker's copy) is this config: the same key
         remember(out.result.config, "key", key)
     return out
+
+
+# An upload's check is bounded by the file's size limit, not by the run budget: the largest legal config takes ~6 s of a
+# worker (parse, validate, and what the pages derive from it), more on a busy machine; this only catches a stuck one.
+UPLOAD_CHECK_TIMEOUT_S = 120.0
+
+
+def check_upload(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` (a check of an uploaded file, app/components/uploads.py) in a worker process when the server has them,
+    so its seconds are not the server interpreter's; what it returns, or the message of the ValueError it raised (the
+    field, value and allowed range) as a str."""
+    srv = server()
+    if srv.pool is None:
+        try:
+            return fn(*args)
+        except ValueError as err:  # (PresetError, InputError, TraceError, a ValidationError)
+            return str(err)
+    reply = srv.pool.call(fn, args, (ValueError,), timeout_s=UPLOAD_CHECK_TIMEOUT_S, what="check of the file")
+    if reply.kind in ("ok", "error"):
+        return reply.payload
+    if reply.kind == "killed":
+        return f"The file could not be checked: {reply.payload}. Nothing was changed; try again when the server is less busy."
+    log.error("an upload's check failed in a worker: %s", reply.payload)
+    return f"The file could not be checked ({reply.payload}). Nothing was changed; please report the file."
 
 
 def frames(res: SimResult) -> dict:

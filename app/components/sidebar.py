@@ -5,11 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components import config_form as form
+from app.components import runner, uploads
 from app.components.text import plain
-from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY
-from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, list_presets, load_preset
+from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY, derived, remember
+from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.presets import MAX_CONFIG_FILE_BYTES, describe_preset, read_preset_data
-from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions, parse_trace
+from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions
 
 PRESET_WIDGET = "w.preset"
 VERSION_KEY = "ui.cfg_version"
@@ -49,15 +50,29 @@ def _upload_bytes(up, limit: int) -> bytes:
     return up.getvalue()
 
 
+def _apply_upload(checked: uploads.CheckedUpload | str, error_key: str) -> None:
+    """The session's config from a checked upload (its derived values kept with it: computed where it was checked), or
+    the check's message under the uploader; the config is left as it was then."""
+    if isinstance(checked, str):
+        st.session_state[error_key] = checked
+        return
+    _set_config(checked.cfg, None)
+    for name, value in checked.derived.items():
+        remember(checked.cfg, name, value)
+    st.session_state[error_key] = None
+
+
 def _on_config_upload() -> None:
     up = st.session_state.get("w.upload_config")
     if up is None:
         return
     try:
-        _set_config(config_from_json(_upload_bytes(up, MAX_CONFIG_FILE_BYTES), f"uploaded file {up.name!r}"), None)
-        st.session_state["ui.upload_error"] = None
+        raw = _upload_bytes(up, MAX_CONFIG_FILE_BYTES)
     except PresetError as err:
         st.session_state["ui.upload_error"] = str(err)
+        return
+    # parsed and validated in a worker (seconds for a large trace, which every other session's page waited for)
+    _apply_upload(runner.check_upload(uploads.check_config, raw, up.name, st.session_state.get(BASE_KEY)), "ui.upload_error")
 
 
 def _on_trace_upload() -> None:
@@ -70,17 +85,14 @@ def _on_trace_upload() -> None:
         # the sample is seeded by the config's seed, as `run --trace` seeds it (it was seed 0 whatever the config's)
         opts = TraceOptions(format=st.session_state.get("w.trace_format", "auto"), seed=cfg.seed,
                             time_scale=st.session_state.get("w.trace_time_scale", 1.0), max_requests=max_req)  # fmt: skip
-        loaded = parse_trace(_upload_bytes(up, MAX_TRACE_CSV_BYTES), opts)
-        trace = loaded.trace
-        st.session_state["ui.trace_note"] = loaded.describe()
-        data = cfg.model_dump(mode="python")
-        data["workload"]["trace"] = trace.model_dump()
-        data["workload"]["num_requests"] = len(trace.arrival_s)
-        data["workload"]["name"] = f"trace {up.name}"
-        _set_config(config_from_dict(data, f"trace {up.name!r}"), None)
-        st.session_state["ui.trace_error"] = None
+        raw = _upload_bytes(up, MAX_TRACE_CSV_BYTES)
     except ValueError as err:  # PresetError is a ValueError
         st.session_state["ui.trace_error"] = str(err)
+        return
+    checked = runner.check_upload(uploads.check_trace, raw, up.name, opts, cfg, st.session_state.get(BASE_KEY))
+    if not isinstance(checked, str):
+        st.session_state["ui.trace_note"] = checked.note
+    _apply_upload(checked, "ui.trace_error")
 
 
 def _clear_trace() -> None:
@@ -92,7 +104,12 @@ def _clear_trace() -> None:
 
 
 def scheduler_label(cfg: SimConfig) -> str:
-    """The engine's name while the scheduler is that engine preset's, else 'custom (from <name>)'."""
+    """The engine's name while the scheduler is that engine preset's, else 'custom (from <name>)'; once per config object
+    (`derived`: it validates the whole config with the preset's scheduler, an uploaded trace's for a second)."""
+    return derived(cfg, "scheduler_label", _scheduler_label)
+
+
+def _scheduler_label(cfg: SimConfig) -> str:
     for name in list_presets("engines"):
         data = read_preset_data("engines", name)
         if data.get("scheduler", {}).get("name") == cfg.scheduler.name:

@@ -1096,6 +1096,95 @@ def test_a_rerun_that_changes_no_knob_neither_serialises_nor_validates_the_confi
     assert at.session_state[CFG_KEY].workload.trace == cfg.workload.trace
 
 
+def test_an_uploaded_config_is_parsed_validated_and_derived_in_a_worker_not_the_server():
+    # audit 35 leftover: the largest legal upload (100,000 rows, 4 million block hash ids) cost ~7 s of the server's
+    # interpreter on its first rerun (parse, validation, the sidebar's collect, its scheduler label, its key and link),
+    # seconds every other session's page waited for. A worker checks it and derives those values; the server unpickles.
+    from app.components.text import plain
+    from sim_core import PresetError, config_from_json
+    from tests.conftest import trace_config
+
+    cfg = trace_config([64 + i % 50 for i in range(300)], [8] * 300, [0.05 * i for i in range(300)], seed=3)
+    at = app(open_sections=False).run()
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _count_whole_config_work(mp)
+        _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
+        at.run()
+        assert at.session_state[CFG_KEY] == cfg and not at.exception
+        assert calls == {"model_dump": 0, "model_validate": 0}
+        assert metric(at, "Finished").startswith("300 / 300")
+    # the worker's message is the one the server gave: field, value, allowed range
+    bad = b'{"scheduler": {"max_num_seqs": 0}}'
+    with pytest.raises(PresetError) as err:
+        config_from_json(bad, "uploaded file 'bad.json'")
+    _uploader(at, "w.upload_config").set_value(("bad.json", bad, "application/json"))
+    at.run()
+    assert [e.value for e in at.sidebar.error] == [plain(str(err.value))] and at.session_state[CFG_KEY] == cfg
+
+
+def test_an_uploaded_deployment_with_a_trace_is_not_validated_again_with_its_trace_in_the_server():
+    # (the sidebar's deployment editor gives a dict, not the config's own value: it is checked against the config less
+    # its trace, not by validating the whole config, trace and all, once more)
+    from pydantic import BaseModel
+
+    from sim_core import SimConfig
+    from tests.conftest import trace_config
+
+    cfg = trace_config([64 + i % 50 for i in range(300)], [8] * 300, [0.05 * i for i in range(300)], seed=3,
+                       deployment={"replicas": 2, "router": "least_outstanding"})  # fmt: skip
+    at = app(open_sections=False).run()
+    with_trace = []
+
+    def validate(cls, data, *args, **kwargs):
+        with_trace.append(isinstance(data, dict) and (data.get("workload") or {}).get("trace") is not None)
+        return BaseModel.model_validate.__func__(cls, data, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SimConfig, "model_validate", classmethod(validate))
+        _uploader(at, "w.upload_config").set_value(("big.json", cfg.model_dump_json().encode(), "application/json"))
+        at.run()
+        at.run()
+    assert not at.exception and at.session_state[CFG_KEY] == cfg
+    assert not any(with_trace), with_trace
+    replicas = at.sidebar.number_input(key="w.dep.replicas")  # (and the editor still changes the deployment)
+    replicas.set_value(3).run()
+    assert at.session_state[CFG_KEY].deployment.replicas == 3 and at.session_state[CFG_KEY].workload == cfg.workload
+
+
+def test_an_uploaded_trace_file_is_read_in_a_worker_not_the_server():
+    import importlib.util
+
+    at = app(open_sections=False)
+    at.session_state["ui.section.Workload"] = True  # (the trace's uploader)
+    at.run()
+    csv = b"arrival_s,prompt_tokens,output_tokens\n" + b"".join(b"%.2f,%d,8\n" % (0.05 * i, 64 + i % 50) for i in range(300))
+    parsed = []
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _count_whole_config_work(mp)
+        for module in ("app.components.sidebar", "app.components.uploads"):  # (where it was read, where it is)
+            real = getattr(importlib.util.find_spec(module) and importlib.import_module(module), "parse_trace", None)
+            if real is not None:
+                mp.setattr(f"{module}.parse_trace", lambda *a, real=real, **k: parsed.append(1) or real(*a, **k))
+        _uploader(at, "w.upload_trace").set_value(("t.csv", csv, "text/csv"))
+        at.run()
+        assert not at.exception and at.session_state[CFG_KEY].workload.num_requests == 300
+        assert calls == {"model_dump": 0, "model_validate": 0} and not parsed
+
+
+def test_an_upload_whose_check_the_worker_stopped_changes_nothing_and_says_so(monkeypatch):
+    from app.components import runner
+
+    at = app(open_sections=False).run()
+    before = at.session_state[CFG_KEY]
+    monkeypatch.setattr(runner, "UPLOAD_CHECK_TIMEOUT_S", 0.0)
+    cfg = make_config("engine-orca", seed=11)
+    _uploader(at, "w.upload_config").set_value(("mine.json", cfg.model_dump_json().encode(), "application/json"))
+    at.run()
+    assert not at.exception and at.session_state[CFG_KEY] == before
+    said = " ".join(e.value for e in at.sidebar.error)
+    assert "could not be checked" in said and "Nothing was changed" in said, said
+
+
 def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_validate_it():
     # Compare with the session's uploaded trace as A and B on A's workload: every rerun dumped A's workload into B and
     # validated the result, and compressed both for the address bar (seconds of the server's interpreter per rerun)

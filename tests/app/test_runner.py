@@ -65,6 +65,62 @@ def test_result_bytes_count_the_arrays():
     assert res.requests.arrival_s.nbytes + res.timeline.t_start_s.nbytes < size < 50 * 2**20
 
 
+def _held_bytes(blob: bytes, copies: int = 1) -> tuple[list, int]:
+    """(`copies` results unpickled from `blob`, as the server holds a worker's reply; the bytes they hold)."""
+    import gc
+    import pickle
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        objs = [pickle.loads(blob) for _ in range(copies)]
+        return objs, tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def _trace_with_hash_ids(rows: int, ids_per_row: int):
+    """A config whose trace carries block hash ids (an uploaded Mooncake trace), as the config model holds it."""
+    trace = {"arrival_s": [0.01 * i for i in range(rows)], "prompt_tokens": [16 * ids_per_row + i % 7 for i in range(rows)],
+             "output_tokens": [4 + i % 300 for i in range(rows)], "priority": None, "hash_block_tokens": 16,
+             "block_hash_ids": [[(i * 31 + j) * 1_000_003 for j in range(ids_per_row)] for i in range(rows)]}  # fmt: skip
+    return make_config(workload__trace=trace, workload__num_requests=rows)
+
+
+def test_a_result_is_counted_with_its_configs_trace_and_a_cache_of_them_stays_in_its_bound():
+    # audit 35: a result holds its config, and a config may hold an uploaded trace (the largest legal one: 100,000 rows and
+    # 4 million block hash ids, ~150 MB once parsed), yet every config was counted as 64 KiB: a 1 GiB cache could hold
+    # many GB. The count is an estimate from the trace's lengths, never below what the unpickled result holds.
+    import pickle
+
+    res = run_simulation(_trace_with_hash_ids(20_000, 20), budget=RunBudget(max_ticks=20))
+    blob = pickle.dumps(res)
+    (copy,), held = _held_bytes(blob)
+    counted = outcome_bytes(Outcome(copy, None))
+    assert held > 15 * 2**20 and held <= counted <= 1.4 * held, (held, counted)
+    cache = ResultCache(max_bytes=int(2.5 * counted))
+    results, held_all = _held_bytes(blob, copies=5)
+    for k, r in enumerate(results):
+        cache.put(str(k), Outcome(r, None))
+    del results
+    import gc
+
+    gc.collect()
+    kept = [cache.get(str(k)) for k in range(5) if cache.get(str(k)) is not None]
+    assert len(kept) == 2 and cache.num_bytes <= cache.max_bytes
+    assert held_all / 5 * len(kept) <= cache.max_bytes  # what the cache really holds is within its bound
+
+
+def test_a_deployments_result_counts_every_instances_arrays():
+    # (the walk stopped 4 levels down: a deployment's instance timelines, 5 levels down, were not counted)
+    import pickle
+
+    res = run_simulation(make_config(workload__num_requests=200, deployment={"replicas": 4}))
+    (copy,), held = _held_bytes(pickle.dumps(res))
+    assert held <= outcome_bytes(Outcome(copy, None)) <= 1.3 * held
+
+
 def test_the_shipped_settings_load_with_workshop_defaults():
     s = load_settings()
     assert s.run.max_wall_s == 5.0 and s.run.max_bytes == 512 * 2**20
@@ -91,6 +147,37 @@ def test_worker_returns_results_and_messages():
     assert ok.kind == "ok" and ok.payload.summary.num_finished == 20
     oom = pool.run(canonical_json(make_config("chat-l4-llama8b", scheduler__max_num_batched_tokens=65536)))
     assert oom.kind == "error" and "max_num_batched_tokens" in oom.payload
+
+
+@pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {"prefill": {"replicas": 1},
+                                                                                 "decode": {"replicas": 1}}}])  # fmt: skip
+def test_a_workers_result_holds_the_callers_trace_not_a_copy_of_it(deployment, monkeypatch):
+    # The result of a config with an uploaded trace came back with a copy of it in every config it holds: unpickling the
+    # largest one took ~0.5 s of the server's interpreter, and each cached result held another ~150 MB. The worker now
+    # leaves the trace out and the pool puts the caller's workload back: the same run, the same configs.
+    import pickle
+
+    from app.components import worker
+
+    cfg = _trace_with_hash_ids(2_000, 20)
+    if deployment is not None:
+        cfg = cfg.model_copy(update={"deployment": make_config(deployment=deployment).deployment})
+    sent = []
+    real_call = WorkerPool.call
+
+    def call(self, *args, **kwargs):
+        reply = real_call(self, *args, **kwargs)
+        sent.append(len(pickle.dumps(reply)))  # (what came through the pipe)
+        return reply
+
+    monkeypatch.setattr(WorkerPool, "call", call)
+    pool = worker.WorkerPool(RunBudget(max_ticks=50), max_parallel=1, hard_timeout_s=60, slack_bytes=1 << 30)
+    res = pool.run(cfg).payload
+    assert res.config == cfg and res.config.workload is cfg.workload
+    assert all(x.result.config.workload is cfg.workload for x in getattr(res, "instances", ()))
+    assert sent[0] < len(pickle.dumps(res)) - 0.9 * len(pickle.dumps(cfg.workload.trace))  # (the trace was not sent)
+    here = run_simulation(cfg, budget=RunBudget(max_ticks=50))
+    assert res.summary.num_ticks == here.summary.num_ticks and np.array_equal(res.requests.finish_s, here.requests.finish_s, equal_nan=True)
 
 
 def test_worker_kills_a_run_past_the_hard_timeout():

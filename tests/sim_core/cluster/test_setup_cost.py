@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -100,3 +101,37 @@ def test_a_deployment_within_the_budget_runs_as_without_one():
 
     cfg = _big_deployment(64, 10_485).model_copy(update={"limits": make_config(limits__max_ticks=3).limits})
     assert run_simulation(cfg, budget=RunBudget(max_wall_s=600.0)).summary.num_requests == 10_485
+
+
+# Round robin and session (over a session workload) route every request before the first tick (Deployment.run: the
+# up-front plan), where no engine's step asks the budget. At the largest set-ups the budget admits (the set-up cap above,
+# num_requests <= 200k) that loop took 1-1.8 s (7-11x the bench baseline; the server's 5 s are ~30-45x) after ~0.5 s of
+# set-up, all before the first check. It now asks the budget between chunks of requests: a run over budget stops there,
+# with the requests routed so far and the reason.
+@pytest.mark.parametrize("router,replicas,sessions", [("round_robin", 3, False), ("round_robin", 64, False),
+                                                      ("session", 3, True)])  # fmt: skip
+def test_the_up_front_routing_at_the_largest_set_up_the_budget_admits_stops_at_the_budget(router, replicas, sessions):
+    import time
+
+    from sim_core.bench import baseline_s
+    from sim_core.budget import RunBudget, is_budget_stop, is_load_dependent_stop
+    from sim_core.sweep import with_value
+
+    budget = RunBudget(max_wall_s=1e-3)  # (over before the first check: what runs before it is unchecked)
+    num_requests = min(200_000, int(0.5 * budget.max_bytes // (replicas * 400)))
+    cfg = with_value(_big_deployment(replicas, num_requests), "deployment.router", router)
+    if sessions:
+        cfg = with_value(cfg, "workload.sessions", {"turns": 4, "closed_loop": False})
+    budget.check_setup(cfg)  # admitted: at (or just under) the set-up cap
+    dep = Deployment(cfg)
+    assert dep.state_free and dep.num_requests == num_requests  # (this set-up routes every request up front)
+    del dep
+    base = baseline_s()
+    t0 = time.perf_counter()
+    res = run_simulation(cfg, budget=budget)
+    took = time.perf_counter() - t0
+    reason = res.summary.stopped_reason
+    assert reason.startswith("routing: stopped after") and is_budget_stop(reason) and is_load_dependent_stop(reason), reason
+    routed = int((res.instance_of >= 0).sum())
+    assert 0 < routed < num_requests and res.summary.num_requests == num_requests and res.summary.num_ticks == 0
+    assert took < 8 * base, (took, base)  # the set-up before the loop only (~0.5 s, 3-4x); the loop took 1-1.8 s more
