@@ -29,6 +29,7 @@ class ServerSettings:
     worker: WorkerSettings = WorkerSettings()
     page_max_wall_s: float = 20.0
     cache_max_bytes: int = 1 << 30
+    uploads_max_bytes: int = 2 << 30
 
 
 def _section(cls: type, table: dict[str, Any], name: str) -> Any:
@@ -43,17 +44,18 @@ def load_settings(path: str | Path | None = None) -> ServerSettings:
     """Settings from `path`, else $SIM_SERVER_CONFIG, else app/server.toml. Errors name the key."""
     path = Path(path or os.environ.get(ENV_VAR) or DEFAULT_FILE)
     data = tomllib.loads(path.read_text())
-    unknown = set(data) - {"run", "worker", "page", "cache"}
+    unknown = set(data) - {"run", "worker", "page", "cache", "uploads"}
     if unknown:
         raise ValueError(f"server settings {path}: unknown sections {', '.join(sorted(unknown))}")
-    page, cache = data.get("page", {}), data.get("cache", {})
+    page, cache, uploads = data.get("page", {}), data.get("cache", {}), data.get("uploads", {})
     out = ServerSettings(
         run=_section(RunBudget, data.get("run", {}), "run"),
         worker=_section(WorkerSettings, data.get("worker", {}), "worker"),
         page_max_wall_s=float(page.get("max_wall_s", ServerSettings.page_max_wall_s)),
         cache_max_bytes=int(cache.get("max_bytes", ServerSettings.cache_max_bytes)),
+        uploads_max_bytes=int(uploads.get("max_bytes", ServerSettings.uploads_max_bytes)),
     )
     if not (out.worker.max_parallel >= 1 and out.worker.hard_timeout_s > 0 and out.page_max_wall_s > 0
-            and out.cache_max_bytes > 0):  # fmt: skip
+            and out.cache_max_bytes > 0 and out.uploads_max_bytes > 0):  # fmt: skip
         raise ValueError(f"server settings {path}: limits must be positive")
     return out

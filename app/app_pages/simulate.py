@@ -471,6 +471,7 @@ def main() -> None:
     if not error and new_cfg != cfg:
         preset = st.session_state.get(PRESET_KEY)
         st.session_state[PRESET_KEY] = preset if preset in list_presets() and load_preset(preset) == new_cfg else None
+        runner.hold_config(new_cfg)  # (a config derived from an upload holds its trace's lists: the server counts them)
         st.session_state[CFG_KEY] = cfg = new_cfg
     # derived once per config (app.state.derived): an uploaded trace's config took seconds to describe and encode
     preset, base = st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from app.components.upload_ledger import UploadLedger
 from app.components.worker import WorkerPool
 from app.settings import ServerSettings, load_settings
 from sim_core import MemoryPlanError, PresetError, SimConfig, SimResult, run_simulation
@@ -186,6 +187,7 @@ class Server:
     settings: ServerSettings
     cache: ResultCache
     pool: WorkerPool | None
+    uploads: UploadLedger  # the uploaded traces the sessions' configs hold ([uploads] max_bytes)
 
 
 @st.cache_resource(show_spinner=False)
@@ -194,7 +196,19 @@ def server() -> Server:
     s = load_settings()
     w = s.worker
     pool = WorkerPool(s.run, w.max_parallel, w.hard_timeout_s, w.address_space_slack_bytes) if w.enabled else None
-    return Server(s, ResultCache(s.cache_max_bytes), pool)
+    return Server(s, ResultCache(s.cache_max_bytes), pool, UploadLedger(s.uploads_max_bytes, trace_bytes))
+
+
+def hold_config(cfg: SimConfig) -> None:
+    """Count the trace of the config a session now holds in the server's upload ledger, while the config lives (a
+    config derived from an upload is counted too, never refused: app/components/upload_ledger.py)."""
+    server().uploads.hold(cfg)
+
+
+def admit_upload(cfg: SimConfig) -> str | None:
+    """None when an uploaded config's trace fits the server's [uploads] max_bytes with every session's (then held),
+    else the message that says what is held and what fits."""
+    return server().uploads.admit(cfg)
 
 
 def _simulate(srv: Server, cfg: SimConfig) -> Outcome:

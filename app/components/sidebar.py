@@ -18,6 +18,7 @@ PART_FAMILIES = {"Hardware": "hardware", "Model": "models", "Workload": "workloa
 
 
 def _set_config(cfg: SimConfig, preset: str | None) -> None:
+    runner.hold_config(cfg)
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
     if preset:
@@ -55,6 +56,10 @@ def _apply_upload(checked: uploads.CheckedUpload | str, error_key: str) -> None:
     the check's message under the uploader; the config is left as it was then."""
     if isinstance(checked, str):
         st.session_state[error_key] = checked
+        return
+    refused = runner.admit_upload(checked.cfg)  # (the sessions' uploaded traces, server-wide, under [uploads] max_bytes)
+    if refused is not None:
+        st.session_state[error_key] = refused
         return
     _set_config(checked.cfg, None)
     for name, value in checked.derived.items():

@@ -1185,6 +1185,36 @@ def test_an_upload_whose_check_the_worker_stopped_changes_nothing_and_says_so(mo
     assert "could not be checked" in said and "Nothing was changed" in said, said
 
 
+def test_an_upload_past_the_servers_upload_limit_is_refused_and_a_derived_config_is_counted(monkeypatch):
+    # audit 36: a session keeps its config, and the largest legal upload holds ~150 MB as Python lists: thirty
+    # sessions would hold 4.5 GB that no bound saw. The server counts the traces the sessions' configs hold
+    # ([uploads] max_bytes) and refuses an upload past it; the session keeps its config.
+    from app.components import runner
+
+    at, cfg = _with_uploaded_trace()
+    ledger = runner.server().uploads
+    held = ledger.num_bytes
+    assert at.session_state[CFG_KEY] == cfg and held >= runner.trace_bytes(cfg.workload.trace)
+    peak = next(s for s in at.sidebar.slider if s.key == "w.hardware.peak_tflops")
+    peak.set_value(peak.value + 10).run()  # a config derived from the upload holds the trace's lists too: counted
+    derived_cfg = at.session_state[CFG_KEY]
+    assert derived_cfg.workload.trace == cfg.workload.trace and ledger.num_bytes > held
+    monkeypatch.setattr(ledger, "max_bytes", 1)  # (the server is full)
+    other = make_config("engine-orca", seed=11)
+    trace = cfg.workload.trace.model_dump()
+    other = other.model_copy(update={"workload": other.workload.model_copy(update={"trace": type(cfg.workload.trace)(**trace),
+                                                                                   "num_requests": 300})})
+    _uploader(at, "w.upload_config").set_value(("another.json", other.model_dump_json().encode(), "application/json"))
+    at.run()
+    assert not at.exception and at.session_state[CFG_KEY] is derived_cfg  # nothing the user had is lost
+    said = " ".join(e.value for e in at.sidebar.error)
+    assert "the server setting uploads.max_bytes" in said and "your current config is unchanged" in said, said
+    monkeypatch.setattr(ledger, "max_bytes", 1 << 40)
+    _uploader(at, "w.upload_config").set_value(("again.json", other.model_dump_json().encode(), "application/json"))
+    at.run()
+    assert not at.exception and at.session_state[CFG_KEY] == other
+
+
 def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_validate_it():
     # Compare with the session's uploaded trace as A and B on A's workload: every rerun dumped A's workload into B and
     # validated the result, and compressed both for the address bar (seconds of the server's interpreter per rerun)

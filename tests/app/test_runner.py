@@ -126,6 +126,16 @@ def test_the_shipped_settings_load_with_workshop_defaults():
     assert s.run.max_wall_s == 5.0 and s.run.max_bytes == 512 * 2**20
     assert s.worker.enabled and s.worker.hard_timeout_s > s.run.max_wall_s
     assert s.cache_max_bytes >= s.run.max_bytes
+    assert s.uploads_max_bytes == 2 * 2**30  # (the uploaded traces every session holds: upload_ledger)
+
+
+def test_the_upload_limit_is_read_from_its_section_and_must_be_positive(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text("[uploads]\nmax_bytes = 1_048_576\n")
+    assert load_settings(f).uploads_max_bytes == 2**20
+    f.write_text("[uploads]\nmax_bytes = 0\n")
+    with pytest.raises(ValueError, match="limits must be positive"):
+        load_settings(f)
 
 
 def test_settings_reject_unknown_keys(tmp_path):
