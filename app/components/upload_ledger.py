@@ -58,7 +58,8 @@ class UploadLedger:
             self._settle()
             return self._num_bytes
 
-    def _is_held(self, cfg: Any) -> bool:
+    def holds(self, cfg: Any) -> bool:
+        """Whether this config object's trace is counted."""
         entry = self._held.get(id(cfg))
         return entry is not None and entry[0]() is cfg
 
@@ -73,18 +74,18 @@ class UploadLedger:
     def hold(self, cfg: Any) -> None:
         """Count the trace of `cfg` (a SimConfig) while it lives; nothing for a config without one or already held."""
         trace = cfg.workload.trace
-        if trace is None or self._is_held(cfg):
+        if trace is None or self.holds(cfg):
             return
         size = self._size_of(trace)
         with self._lock:
-            if not self._is_held(cfg):
+            if not self.holds(cfg):
                 self._add(cfg, size)
 
     def admit(self, cfg: Any) -> str | None:
         """Hold an uploaded config's trace if it fits under `max_bytes` with every other session's (None), else the
         message to show under the uploader (the config is not held: the session keeps what it had)."""
         trace = cfg.workload.trace
-        if trace is None or self._is_held(cfg):
+        if trace is None or self.holds(cfg):
             return None
         size = self._size_of(trace)
         with self._lock:
