@@ -283,6 +283,20 @@ def test_sweeps_charts_stack_on_a_phone_and_stand_level_on_a_laptop_screen(serve
     assert all(b["w"] >= 220 for b in laptop) and len({round(b["h"]) for b in laptop}) == 1, laptop
 
 
+def test_the_sweep_table_fits_a_phone(server, browser):
+    # 390 px: its eight columns scrolled sideways (630 px in 356) with the latencies out of view; it opens on five that
+    # fit, the widest set (head to head: the setup's names beside four numbers with their units)
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server + "/sweep?preset=chat-h100-llama8b&sweep=rate&start=4&stop=24&n=3&vs=sarathi-serve")
+    page.wait_for_selector("[data-testid='stDataFrame'] .dvn-scroller", timeout=300_000)
+    page.wait_for_timeout(500)
+    widths = _table_widths(page)
+    assert len(widths) == 1 and widths[0][0] <= widths[0][1] + 1, widths
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    page.locator("[data-testid='stDataFrame']").last.screenshot(path=str(ARTIFACTS / "phone-sweep-table.png"))
+    page.close()
+
+
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead

@@ -846,9 +846,10 @@ def test_the_sweep_table_writes_large_latencies_with_separators_and_a_missing_va
     table = at.dataframe[0]
     assert table.value["TTFT p99 (ms)"].max() > 100_000
     columns = json.loads(table.proto.columns)
-    assert {columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")} == {"%,.1f"}
+    # (the units in the cells: the headers are short enough for a phone, test_the_sweep_table_opens_on_…)
+    assert [columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")] == ["%,.0f tok/s", "%,.0f ms", "%,.1f ms"]
     assert table.proto.placeholder == "–"
-    assert columns["max_num_seqs"]["help"] == "max batch size (sequences)"  # the knob's column says its unit on hover
+    assert columns["max_num_seqs"]["help"] == "max_num_seqs: max batch size (sequences)"  # the knob's column says its unit on hover
 
 
 def test_the_sweep_tables_rate_column_names_its_unit():
@@ -857,7 +858,37 @@ def test_the_sweep_tables_rate_column_names_its_unit():
 
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="1", stop="2", n="2")
     assert not at.exception
-    assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "arrival rate (requests/s)"
+    assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "rate: arrival rate (requests/s)"
+
+
+def test_the_sweep_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away():
+    # At 390 px its eight columns scrolled sideways (630 px in a 356-px box) with the setup, the rate and the throughput in
+    # view and the latencies out of it. It opens, as Plan's does, on those that fit (the knob, goodput and latencies, and
+    # head to head the setup), headers short with the units in the cells; "All columns" brings the rest back; a sentence
+    # says the answer of a sweep of a knob other than the rate (the rate's is its capacity).
+    import json
+
+    from app.components.tables import PHONE_TABLE_PX
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="24", n="3", vs="sarathi-serve")
+    assert not at.exception
+    table = at.dataframe[0]
+    assert list(table.proto.column_order) == ["setup", "rate", "goodput req/s", "TTFT p99 (ms)", "TPOT p99 (ms)"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= PHONE_TABLE_PX  # (test_browser measures it)
+    assert at.toggle(key="sw.all_columns").value is False and len(table.value.columns) == 8
+    at.toggle(key="sw.all_columns").set_value(True).run()
+    full = at.dataframe[0]
+    assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["setup"]["pinned"] is True
+    assert full.value.equals(table.value)
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="max_num_seqs", start="16", stop="256", n="2")
+    table = at.dataframe[0]
+    assert list(table.proto.column_order) == ["max_num_seqs", "goodput req/s", "TTFT p99 (ms)", "TPOT p99 (ms)"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= PHONE_TABLE_PX
+    assert columns["max_num_seqs"]["label"] == "batch"  # ("max_num_seqs" read "max_nu" in its 50 px)
+    said = next(m.value for m in at.markdown if "most goodput" in m.value)
+    assert said.startswith("**vLLM V1**: most goodput at max_num_seqs = ") and " req/s (TTFT p99 " in said, said
 
 
 def test_sweep_shows_a_small_start_as_the_link_gives_it():
