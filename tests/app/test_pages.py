@@ -440,6 +440,8 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     labels = side_labels(lesson)  # (numbers with separators: "= 3,350")
     assert labels == tuple(f"{v:,}" if type(v) is int else str(v) for v in (lesson.value_labels or lesson.values))
     assert all(f"({lesson.knob_label} = {labels[c.step]}" in look for c in lesson.claims) and "{'" not in look, look
+    # and what the run shows: a quote alone ("✓ “from about 49% to 100%”", once per side) did not say what it measured
+    assert all("): " in line for line in look.splitlines() if line.startswith("✓")), look
 
 
 def test_a_lesson_run_stopped_by_the_server_is_named_not_judged(monkeypatch):
