@@ -1044,6 +1044,8 @@ def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
     full = next(d for d in at.dataframe if "instance" in d.value.columns)
     assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["ttft_p50_ms"]["label"] == "TTFT p50 (ms)"
     assert full.value.equals(table.value)
+    # (the instance pinned while the numbers scroll, as Plan's and Sweep's tables pin theirs: one helper draws all three)
+    assert json.loads(full.proto.columns)["instance"]["pinned"] is True and not columns["instance"].get("pinned")
 
 
 def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
