@@ -892,6 +892,10 @@ def test_the_sweep_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_o
     assert columns["max_num_seqs"]["label"] == "batch"  # ("max_num_seqs" read "max_nu" in its 50 px)
     said = next(m.value for m in at.markdown if "most goodput" in m.value)
     assert said.startswith("**vLLM V1**: most goodput at max_num_seqs = ") and " req/s (TTFT p99 " in said, said
+    # a knob past where it binds runs the same: every value serving the most goodput is named, not the first alone
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="max_num_seqs", start="16", stop="256", n="4")
+    said = next(m.value for m in at.markdown if "most goodput" in m.value)
+    assert "most goodput at max_num_seqs = 96 (the same at 176, 256), " in said, said
 
 
 def test_sweep_shows_a_small_start_as_the_link_gives_it():
