@@ -228,6 +228,20 @@ def test_a_deployments_headline_is_whole_and_its_tables_fit_on_a_phone(server, b
     page.close()
 
 
+def test_a_thousand_request_runs_headline_numbers_are_whole_on_a_phone(server, browser):
+    # 390 px, a router preset of 1,000 requests: its 171-px columns read "1,000 / 1,…" (Finished) and "1,272,91…"
+    # (Prefill saved) at 36 px; the numbers now take the size their column allows, each whole on one line
+    page = _open(browser, server + "/?preset=cluster-prefix-4xh100-llama8b", PHONE)
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 10", timeout=90_000)
+    page.wait_for_timeout(300)
+    cut = _cut_texts(page, "[data-testid='stMetricValue'], [data-testid='stMetricValue'] div")
+    assert cut == [], cut
+    heights = page.evaluate("() => [...document.querySelectorAll(\"[data-testid='stMetricValue']\")].map(e => e.offsetHeight)")
+    assert len(set(heights)) == 1, heights  # one line each ("1,000 / 1,000" on two would be whole, but not a headline)
+    assert "1,000 / 1,000" in _metric_values(page) and "1,272,912 tok" in _metric_values(page)
+    page.close()
+
+
 def _plan(browser, server: str, viewport: dict):
     page = browser.new_page(viewport=viewport)
     page.goto(server + "/plan")
