@@ -48,6 +48,8 @@ RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(perce
 NO_ENGINE = "(none)"
 # sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
 VALUE_FORMAT = "%.6g"
+# A point finishing fewer requests per second than this share of those arriving (its steady window) is overloaded
+OVERLOADED = 0.95
 # (config, its saturation rate) behind the rate range's default, for the help of 'To' on the page's later runs
 SATURATION_KEY = "sw.saturation"
 
@@ -357,7 +359,18 @@ def main() -> None:
             caps[name] = (lo, hi, hi is None or hi < pts[-1].value)
     notes = [(name, p) for name, pts in curves.items() for p in pts
              if p.summary is not None and p.summary.steady is not None and p.summary.steady.note]  # fmt: skip
-    if notes:
+    # A point whose requests arrive faster than they finish is overloaded: its queue grows for as long as it runs and no
+    # length of run settles. The default sweep's two points past the knee said "Run about 15,200 requests or more"
+    # (each finished 21.6 req/s of 26 and 30 arriving), advice that cannot help there.
+    overloaded = bool(notes) and all(p.summary.steady.requests_per_s < OVERLOADED * p.summary.steady.arrival_rate_per_s for _, p in notes)
+    if overloaded:
+        n, total = len(notes), sum(len(v) for v in curves.values())
+        done = max(p.summary.steady.requests_per_s for _, p in notes)
+        st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({knob} = "
+                f"{', '.join(f'{p.value:g}' for _, p in notes)}): requests arrive faster than they finish (at most "
+                f"{fmt_number(done)} req/s finish), so the queue grows for as long as the run lasts and the figures "
+                "are those of a run this long.")  # fmt: skip
+    elif notes:
         name, p = notes[0]
         st.info(f"{len(notes)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
                 f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}")  # fmt: skip
