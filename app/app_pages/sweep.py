@@ -134,6 +134,9 @@ SWEEP_SERIES = (
     (("steady.ttft_p50_s", 1e3, "dot", "TTFT p50"), ("steady.ttft_p99_s", 1e3, "solid", "TTFT p99"),
      ("steady.tpot_p99_s", 1e3, "dash", "TPOT p99")),
 )
+# The capacity line's dash: its legend sample is ~30 px, where "longdash" drew one short stroke that read as a solid
+# line; dash-dot shows its pattern there and is none of the series' styles (solid, dot, dash)
+CAPACITY_DASH = "dashdot"
 SWEEP_FIGURE_HEIGHT_PX = 420
 SWEEP_MARGIN_PX = (40, 150)  # top (the title), bottom (tick labels, the axis title, up to four legend rows)
 SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
@@ -173,10 +176,10 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                                          line=dict(color=color, dash=dash), legendgroup=name))  # fmt: skip
             cap_lo = capacities.get(name, (None,))[0]
             if cap_lo is not None:
-                fig.add_vline(x=cap_lo, line=dict(color=color, dash="longdash", width=1.5))
+                fig.add_vline(x=cap_lo, line=dict(color=color, dash=CAPACITY_DASH, width=1.5))
         styles = [(dash, what, 2) for _, _, dash, what in series] if len(series) > 1 else []
         if any(c[0] is not None for c in capacities.values()):
-            styles.append(("longdash", "capacity (vertical)", 1.5))
+            styles.append((CAPACITY_DASH, "capacity (vertical)", 1.5))
         for dash, what, width in styles:
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width),
                                      name=what))  # fmt: skip

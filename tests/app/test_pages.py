@@ -257,6 +257,12 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
         assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
         assert fig["layout"]["xaxis"]["title"]["text"] == "arrival rate (requests/s)"  # each stands alone on a phone
     assert "TTFT p50" in [t["name"] for t in specs[2]["data"]]
+    # the capacity line's legend sample shows its pattern ("longdash" drew one short stroke in its ~30 px, read as
+    # solid) and is none of the series' styles
+    cap = next(t for t in specs[2]["data"] if t.get("name") == "capacity (vertical)")
+    series = {t["line"]["dash"] for t in specs[2]["data"] if t.get("line", {}).get("dash") and t.get("name") != "capacity (vertical)"}
+    assert cap["line"]["dash"] == "dashdot" and "dashdot" not in series
+    assert all(s["line"]["dash"] == "dashdot" for s in specs[2]["layout"]["shapes"])  # the line itself, as its sample
     assert [f["layout"]["title"]["text"] for f in specs] == ["Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)"]
     assert specs[2]["layout"]["yaxis"]["type"] == "log" and specs[2]["layout"]["yaxis"]["ticktext"]  # 10, 20, 50, not bare digits
 
