@@ -40,6 +40,13 @@ def main() -> None:
             # "…480,848 t…" and "p99 25.6 ms · ITL p99 25.8 ms" lost its end
             ".st-key-headline [data-testid='stMetricDelta'], .st-key-headline [data-testid='stMetricDelta'] * "
             "{ white-space: normal !important; height: auto !important; } "
+            # and its numbers take the size their column allows, 36 px at most (a laptop's): on a phone a 1,000-request
+            # run read "1,000 / 1,…" and a router preset's prefill saved "1,272,91…" in their 171-px columns (17 % of
+            # the column fits 14 characters); a longer one still wraps rather than lose its end
+            ".st-key-headline [data-testid='stMetric'] { container-type: inline-size; } "
+            ".st-key-headline [data-testid='stMetricValue'] { font-size: min(2.25rem, 17cqi) !important; } "
+            ".st-key-headline [data-testid='stMetricValue'], .st-key-headline [data-testid='stMetricValue'] * "
+            "{ white-space: normal !important; overflow: visible !important; text-overflow: clip !important; } "
             # About's hardware table: its sources' file paths (presets/calibration/data/vidur_mlp_ops.csv) break anywhere,
             # or on a phone they held the column past the screen's edge
             ".st-key-about_hardware td:last-child { width: 55%; } .st-key-about_hardware td:last-child * { overflow-wrap: anywhere !important; } "

@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 from app.components import config_form, runner, workshop
-from app.components.claims import holds, observe
+from app.components.claims import holds, observe, shows
 from app.components.text import plain
 from app.components.units import fmt_count, fmt_number, fmt_seconds
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
@@ -101,8 +101,9 @@ def _look_for(lesson: Lesson) -> None:
             stops.add(stopped)
             lines.append(f"? not checked, a run stopped early: “{claim.says}” ({side})")
             continue
-        ok = holds(claim, observe(claim, res), observe(claim, other_res) if claim.than_other_step else None)
-        lines.append(f"{'✓' if ok else '✗ not in this run:'} “{claim.says}” ({side})")
+        value, other = observe(claim, res), observe(claim, other_res) if claim.than_other_step else None
+        lines.append(f"{'✓' if holds(claim, value, other) else '✗ not in this run:'} “{claim.says}” ({side}): "
+                     f"{shows(claim, value, other)}")  # fmt: skip
     st.text("\n".join(lines))
     for reason in sorted(stops):
         st.warning(f"**A run stopped early:** {plain(reason)}. Its claims are not checked here; open that side in "

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components import charts
+from app.components import charts, tables
 from app.components.runner import PageBudget
 from app.components.text import plain
 from app.components.units import MISSING
@@ -100,9 +100,8 @@ def _results_table(result: Plan) -> None:
     """A fragment: the "All columns" toggle redraws the table of the same plan (a rerun of the page would need the
     Plan button pressed again)."""
     p = result.spec.objective.percentile
-    all_columns = st.toggle("All columns", key="plan.all_columns",
-                            help="$ per million output tokens, requests meeting the SLOs per $, GPUs, TTFT and TPOT at "
-                                 "the target rate, capacity and robustness. Off: the columns that fit a phone.")  # fmt: skip
+    all_columns = tables.all_columns_toggle("plan.all_columns", "$ per million output tokens, requests meeting the SLOs "
+                                            "per $, GPUs, TTFT and TPOT at the target rate, capacity and robustness")  # fmt: skip
     rows = []
     for row, t in zip(result.rows, result.table()):
         rows.append({"configuration": t["config"], "open": _simulate_link(row.config), "GPUs": t["gpus"],
@@ -115,18 +114,17 @@ def _results_table(result: Plan) -> None:
     # edge of a 1,400-px-wide page (eleven columns need ~980 px, the page has ~920) and of any phone, behind a
     # horizontal scroll nothing pointed to. The configuration stays pinned while the numbers scroll.
     num = st.column_config.NumberColumn
-    width = {} if all_columns else COMPACT_PLAN_COLUMNS
-    st.dataframe(rows, hide_index=True, key="plan.table", placeholder=MISSING,  # (headroom: None when unknown)
-                 column_order=None if all_columns else list(COMPACT_PLAN_COLUMNS), column_config={
-        "configuration": st.column_config.TextColumn(pinned=all_columns, width=width.get("configuration")),
+    tables.dataframe(rows, key="plan.table", placeholder=MISSING,  # (headroom: None when unknown)
+                     all_columns=all_columns, compact_px=COMPACT_PLAN_COLUMNS, column_config={
+        "configuration": st.column_config.TextColumn(),
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗" if all_columns else ":material/open_in_new:",
-                                            width=width.get("open"), help="The deployment, in Simulate"),
-        "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs", width=width.get("$/hour")),
+                                            help="The deployment, in Simulate"),
+        "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
         "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
         f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
         "capacity": num(format="%.1f req/s", help="The highest rate meeting the SLOs (bisection)"),
-        "headroom": num(format="%+.0f%%", help="capacity / target − 1", width=width.get("headroom")),
+        "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.components import charts, runner, timeline, timeline_html, workshop
+from app.components import charts, runner, tables, timeline, timeline_html, workshop
 from app.components.sidebar import describe_config, draw_sidebar
 from app.components.text import plain
 from app.components.units import MISSING, fmt_seconds
@@ -369,11 +369,10 @@ COMPACT_INSTANCE_COLUMNS = {"instance": 76, "busy": 54, "kv_peak": 64, "ttft_p50
 
 
 def _requests_tab(res: SimResult) -> None:
-    all_columns = st.toggle("All columns", key="ui.requests_all_columns",
-                            help="Every column of the Requests CSV: arrival, scheduling, first-token and finish times, "
-                                 "queue delay, longest gap, pre-emptions (and a deployment's instance and KV transfer); "
-                                 "a deployment's instances: requests, prompt tokens, ticks, GPUs. Off: the columns that "
-                                 "fit a phone.")  # fmt: skip
+    all_columns = tables.all_columns_toggle("ui.requests_all_columns", "Every column of the Requests CSV: arrival, "
+                                            "scheduling, first-token and finish times, queue delay, longest gap, pre-emptions "
+                                            "(and a deployment's instance and KV transfer); a deployment's instances: requests, "
+                                            "prompt tokens, ticks, GPUs")  # fmt: skip
     if getattr(res, "instances", None):  # a deployment: what each instance served (the CLI's table, instances.csv)
         from sim_core.cluster.report import instance_rows
 
@@ -388,16 +387,15 @@ def _requests_tab(res: SimResult) -> None:
                    "tokens, TPOT on those that decode.")  # fmt: skip
         num = st.column_config.NumberColumn
         # (a pool's instances have no TTFT or TPOT of their own: NaN, shown as "–", not "None")
-        width = {} if all_columns else COMPACT_INSTANCE_COLUMNS
         ms = ("(ms)", "%.1f", "%.1f") if all_columns else ("", "%,.0f ms", "%.1f ms")  # (compact: the unit in the cells)
-        st.dataframe(rows, hide_index=True, key="table.instances", placeholder=MISSING,
-                     column_order=None if all_columns else list(COMPACT_INSTANCE_COLUMNS), column_config={
-            "instance": st.column_config.TextColumn(width=width.get("instance")),
-            "busy": num(format="%.1f%%", width=width.get("busy")), "kv_peak": num("KV peak", format="%.1f%%", width=width.get("kv_peak")),
+        tables.dataframe(rows, key="table.instances", placeholder=MISSING, all_columns=all_columns,
+                         compact_px=COMPACT_INSTANCE_COLUMNS, column_config={
+            "instance": st.column_config.TextColumn(),
+            "busy": num(format="%.1f%%"), "kv_peak": num("KV peak", format="%.1f%%"),
             "prompt_tokens": num("prompt tokens", format="localized"), "ticks": num(format="localized"),
-            "ttft_p50_ms": num(f"TTFT p50 {ms[0]}".strip(), format=ms[1], width=width.get("ttft_p50_ms"),
+            "ttft_p50_ms": num(f"TTFT p50 {ms[0]}".strip(), format=ms[1],
                                help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
-            "tpot_p50_ms": num(f"TPOT p50 {ms[0]}".strip(), format=ms[2], width=width.get("tpot_p50_ms"),
+            "tpot_p50_ms": num(f"TPOT p50 {ms[0]}".strip(), format=ms[2],
                                help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
     table = requests_view(_frames(res)["requests"], all_columns)
     # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT)

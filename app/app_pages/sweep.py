@@ -5,10 +5,12 @@ across seeds)."""
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components import charts
+from app.components import charts, tables
 from app.components.runner import PageBudget
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
@@ -46,6 +48,8 @@ RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(perce
 NO_ENGINE = "(none)"
 # sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
 VALUE_FORMAT = "%.6g"
+# A point finishing fewer requests per second than this share of those arriving (its steady window) is overloaded
+OVERLOADED = 0.95
 # (config, its saturation rate) behind the rate range's default, for the help of 'To' on the page's later runs
 SATURATION_KEY = "sw.saturation"
 
@@ -130,6 +134,9 @@ SWEEP_SERIES = (
     (("steady.ttft_p50_s", 1e3, "dot", "TTFT p50"), ("steady.ttft_p99_s", 1e3, "solid", "TTFT p99"),
      ("steady.tpot_p99_s", 1e3, "dash", "TPOT p99")),
 )
+# The capacity line's dash: its legend sample is ~30 px, where "longdash" drew one short stroke that read as a solid
+# line; dash-dot shows its pattern there and is none of the series' styles (solid, dot, dash)
+CAPACITY_DASH = "dashdot"
 SWEEP_FIGURE_HEIGHT_PX = 420
 SWEEP_MARGIN_PX = (40, 150)  # top (the title), bottom (tick labels, the axis title, up to four legend rows)
 SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
@@ -169,10 +176,10 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                                          line=dict(color=color, dash=dash), legendgroup=name))  # fmt: skip
             cap_lo = capacities.get(name, (None,))[0]
             if cap_lo is not None:
-                fig.add_vline(x=cap_lo, line=dict(color=color, dash="longdash", width=1.5))
+                fig.add_vline(x=cap_lo, line=dict(color=color, dash=CAPACITY_DASH, width=1.5))
         styles = [(dash, what, 2) for _, _, dash, what in series] if len(series) > 1 else []
         if any(c[0] is not None for c in capacities.values()):
-            styles.append(("longdash", "capacity (vertical)", 1.5))
+            styles.append((CAPACITY_DASH, "capacity (vertical)", 1.5))
         for dash, what, width in styles:
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width),
                                      name=what))  # fmt: skip
@@ -189,6 +196,70 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                           legend=dict(orientation="h", x=0, y=-SWEEP_AXIS_TITLE_PX / plot_px, yanchor="top", tracegroupgap=0))  # fmt: skip
         figs.append(charts.readable_numbers(fig))
     return figs
+
+
+def _steady_metric(p: SweepPoint, field: str) -> float:
+    """A point's steady-window metric (its first seed's, as the table shows it); NaN when it has no steady window."""
+    return getattr(p.summary.steady, field) if p.summary is not None and p.summary.steady is not None else float("nan")
+
+
+def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str:
+    """The answer of a sweep of a knob other than the rate, in a sentence that wraps (Markdown): for each setup, the
+    swept value with the most goodput and its latencies (the phone's table opens on a few columns)."""
+    said = []
+    for name, pts in curves.items():
+        goodput = {p.value: _steady_metric(p, "goodput_requests_per_s") for p in pts}
+        ok = [p for p in pts if not math.isnan(goodput[p.value])]
+        best = max(ok, key=lambda p: goodput[p.value], default=None)
+        if best is None or goodput[best.value] <= 0:
+            said.append(f"**{plain(name)}**: no swept value served a request within the SLOs")
+            continue
+        # (a knob past where it binds gives the same runs: max_num_seqs = 96, 176 and 256 all served 8.49 req/s, and
+        # naming 96 alone read as if 96 were the best setting)
+        same = [f"{p.value:g}" for p in ok if p is not best and goodput[p.value] == goodput[best.value]]
+        said.append(f"**{plain(name)}**: most goodput at {knob} = {best.value:g}"
+                    + (f" (the same at {', '.join(same)})" if same else "")
+                    + f", {fmt_number(goodput[best.value])} req/s (TTFT p99 {fmt_number(_steady_metric(best, 'ttft_p99_s') * 1e3)} "
+                    f"ms, TPOT p99 {fmt_number(_steady_metric(best, 'tpot_p99_s') * 1e3)} ms)")  # fmt: skip
+    return " · ".join(said) + "."
+
+
+# The columns the table opens on, px (a phone's box is ~356): the knob's value, goodput and the latencies, the units in
+# the cells so the headers stay short, each wide enough for its longest likely value ("10.67", "999.9 req/s",
+# "999,999 ms": a right-aligned number too wide for its cell loses its first digits, 50.50 req/s read "50 req/s", and a
+# name too long for its cell is cut without an ellipsis); head to head the setup too, "Sarathi-Serve" whole (a longer
+# name is cut: the sentence above the table names each in full). "All columns" adds
+# the rest (throughput, plotted above; requests finished; why a run stopped); the data is the same either way.
+COMPACT_SWEEP_COLUMNS = {"knob": 60, "goodput req/s": 84, "TTFT p99 (ms)": 84, "TPOT p99 (ms)": 76}
+COMPACT_SWEEP_COLUMNS_VS = {"setup": 86, "knob": 48, "goodput req/s": 72, "TTFT p99 (ms)": 74, "TPOT p99 (ms)": 70}
+# The knob's value in the compact view: four significant digits (a rate range of 4-24 in 4 points, 10.6667, filled its
+# 48 px); all columns, six, as the From and To inputs write them
+COMPACT_VALUE_FORMAT = "%.4g"
+# The knob's column header, short enough for its ~50 px ("max_num_seqs" read "max_nu"); its help has the knob's label
+KNOB_HEADERS = {"rate": "rate", "max_num_seqs": "batch", "chunk": "chunk", "memory_gb": "GiB", "bandwidth": "GB/s",
+                "tflops": "TFLOP/s", "num_gpus": "GPUs", "kv_compression": "KV kept", "replicas": "replicas",
+                "prefill_instances": "prefill"}  # fmt: skip
+
+
+@st.fragment
+def _results_table(rows: list[dict], knob: str, head_to_head: bool) -> None:
+    """A fragment: the "All columns" toggle redraws the table of the same sweep, not the page (its sweep)."""
+    all_columns = tables.all_columns_toggle("sw.all_columns", "Throughput, requests finished, why a run stopped")
+    compact = COMPACT_SWEEP_COLUMNS_VS if head_to_head else COMPACT_SWEEP_COLUMNS
+    num = st.column_config.NumberColumn
+    # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
+    tables.dataframe(rows, key="sw.table", placeholder=MISSING, all_columns=all_columns,
+                     compact_px={knob if k == "knob" else k: px for k, px in compact.items()}, column_config={
+        "setup": st.column_config.TextColumn(),
+        knob: num(KNOB_HEADERS.get(knob, knob), format=VALUE_FORMAT if all_columns else COMPACT_VALUE_FORMAT,
+                  help=f"{knob}: {SWEEP_KNOBS[knob][1]}"),
+        "output tok/s": num("throughput", format="%,.0f tok/s", help="Output tokens per second, steady state"),
+        "goodput req/s": num("goodput", format="%,.1f req/s", help="Requests meeting both SLOs per second, steady state"),
+        "TTFT p99 (ms)": num("TTFT p99", format="%,.0f ms", help="Time to first token, 99th percentile, steady state"),
+        "TPOT p99 (ms)": num("TPOT p99", format="%,.1f ms", help="Time per output token, 99th percentile, steady state"),
+        "finished": num(format="localized", help="Requests finished in the run"),
+        "stopped": st.column_config.TextColumn(help="Why the run ended before its last request finished (in full under the table)"),
+    })  # fmt: skip
 
 
 def main() -> None:
@@ -291,7 +362,18 @@ def main() -> None:
             caps[name] = (lo, hi, hi is None or hi < pts[-1].value)
     notes = [(name, p) for name, pts in curves.items() for p in pts
              if p.summary is not None and p.summary.steady is not None and p.summary.steady.note]  # fmt: skip
-    if notes:
+    # A point whose requests arrive faster than they finish is overloaded: its queue grows for as long as it runs and no
+    # length of run settles. The default sweep's two points past the knee said "Run about 15,200 requests or more"
+    # (each finished 21.6 req/s of 26 and 30 arriving), advice that cannot help there.
+    overloaded = bool(notes) and all(p.summary.steady.requests_per_s < OVERLOADED * p.summary.steady.arrival_rate_per_s for _, p in notes)
+    if overloaded:
+        n, total = len(notes), sum(len(v) for v in curves.values())
+        done = max(p.summary.steady.requests_per_s for _, p in notes)
+        st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({knob} = "
+                f"{', '.join(f'{p.value:g}' for _, p in notes)}): requests arrive faster than they finish (at most "
+                f"{fmt_number(done)} req/s finish), so the queue grows for as long as the run lasts and the figures "
+                "are those of a run this long.")  # fmt: skip
+    elif notes:
         name, p = notes[0]
         st.info(f"{len(notes)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
                 f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}")  # fmt: skip
@@ -306,21 +388,17 @@ def main() -> None:
             span = f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s over {seeds} seeds"
             return span if saturated else f"at least {span} (every point met the objectives: raise 'To')"
         st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
+    else:
+        st.markdown(most_goodput_sentence(curves, knob))
     errors = [(name, p) for name, pts in curves.items() for p in pts if p.error]
     for name, p in errors[:3]:
         st.warning(plain(f"{name} at {knob} = {p.value:g}: {p.error}"))
-    steady = lambda s, f: getattr(s.steady, f) if s.steady is not None else float("nan")  # noqa: E731
     rows = [{"setup": name, knob: p.value, **({} if p.summary is None else {
-        "output tok/s": steady(p.summary, "output_tokens_per_s"), "goodput req/s": steady(p.summary, "goodput_requests_per_s"),
-        "TTFT p99 (ms)": steady(p.summary, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": steady(p.summary, "tpot_p99_s") * 1e3,
+        "output tok/s": _steady_metric(p, "output_tokens_per_s"), "goodput req/s": _steady_metric(p, "goodput_requests_per_s"),
+        "TTFT p99 (ms)": _steady_metric(p, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": _steady_metric(p, "tpot_p99_s") * 1e3,
         "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
-    # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
-    st.dataframe(rows, hide_index=True, key="sw.table", placeholder=MISSING, column_config={
-        c: st.column_config.NumberColumn(format="%,.1f") for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")
-    } | {"goodput req/s": st.column_config.NumberColumn(format="%,.2f"), knob: st.column_config.NumberColumn(format=VALUE_FORMAT, help=SWEEP_KNOBS[knob][1]),  # (its unit: the column is the knob's short name)
-         "finished": st.column_config.NumberColumn(format="localized"),
-         "stopped": st.column_config.TextColumn(help="Why the run ended before its last request finished (in full under the table)")})
+    _results_table(rows, knob, head_to_head=len(curves) > 1)
     # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page
     stopped = [(name, p) for name, pts in curves.items() for p in pts if p.summary is not None and p.summary.stopped_reason]
     if stopped:

@@ -1,8 +1,9 @@
 """Check a lesson's claim against a run, on the figures the app actually draws.
 
 `observe` returns the number the claim is about: how many bars/points of the named element the
-view shows (the timeline at the window it opens on, or the roofline), or the metric's value. The
-Learn page shows the verdicts ("what to look for"); the tests require every claim to hold.
+view shows (the timeline at the window it opens on, or the roofline), or the metric's value; `shows`
+says it in words with units. The Learn page shows the verdicts ("what to look for") with what each run
+shows; the tests require every claim to hold.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import numpy as np
 
 from app.components import charts, timeline
+from app.components.units import MISSING, fmt_count, fmt_number, fmt_seconds
 from sim_core.lessons import SAME_TOLERANCE, Claim, metric_value
 from sim_core.metrics import class_metrics
 from sim_core.result import SimResult
@@ -69,3 +71,56 @@ def holds(claim: Claim, value: float, other: float | None = None) -> bool:
         ok &= {"higher": value > other, "lower": value < other,
                "same": abs(value - other) <= SAME_TOLERANCE * max(abs(other), 1e-12)}[claim.than_other_step]  # fmt: skip
     return bool(ok)
+
+
+# A claim's metric as the Learn page names it, and how its value is written (s: ms or s; %: a fraction; count: an
+# integer; or a unit after the number). A claim quoted alone read "✓ “from about 49% to 100%”" without saying what
+# went from 49 % to 100 % or what the run measured.
+CLAIM_METRICS: dict[str, tuple[str, str]] = {
+    "ttft_p50_s": ("TTFT p50", "s"), "ttft_p90_s": ("TTFT p90", "s"), "ttft_p99_s": ("TTFT p99", "s"),
+    "ttft_p99_priority0_s": ("priority-0 class TTFT p99", "s"), "tpot_p50_s": ("TPOT p50", "s"),
+    "tpot_p99_s": ("TPOT p99", "s"), "itl_p99_s": ("ITL p99", "s"), "e2e_p99_s": ("E2E p99", "s"),
+    "queue_delay_p99_s": ("queue delay p99", "s"), "makespan_s": ("makespan", "s"),
+    "output_tokens_per_s": ("output throughput", "tok/s"), "mean_batch_size": ("mean batch", "sequences"),
+    "spec_tokens_per_step": ("tokens per decode step", "tokens"),
+    "slo_attainment": ("SLO attainment", "%"), "prefill_time_fraction": ("prefill share of the busy time", "%"),
+    "prefix_hit_rate_tokens": ("prefix cache hits", "%"), "gpu_busy_fraction": ("GPU busy", "%"), "mfu_mean": ("mean MFU", "%"),
+    "num_preemptions": ("pre-emptions", "count"), "num_recomputed_tokens": ("recomputed tokens", "count"),
+    "prefix_blocks_evicted": ("prefix blocks evicted", "count"), "prefill_tokens_saved": ("prefill tokens saved", "count"),
+    "kv_capacity_tokens": ("KV pool", "tokens"),
+}  # fmt: skip
+
+
+def _value(kind: str, v: float) -> str:
+    if math.isnan(v):
+        return MISSING
+    if kind == "s":
+        return fmt_seconds(v)
+    if kind == "%":
+        return f"{v:.0%}"
+    if kind == "count":
+        return fmt_count(v)
+    return f"{fmt_number(v)} {kind}"
+
+
+def shows(claim: Claim, value: float, other: float | None = None) -> str:
+    """What the run shows for the claim, in words with units ("meeting the SLOs 49%", "12 prefill ticks in the
+    timeline's opening window"); with the other side's value when the claim compares the two."""
+    if claim.view in ("headline", "classes") and claim.metric == "fits":
+        return "fits in memory" if value == 1 else "does not fit in memory"
+    if claim.view in ("headline", "classes"):
+        label, kind = CLAIM_METRICS.get(claim.metric or "", (claim.metric or "", "number"))
+        if claim.view == "classes":
+            label = f"priority-{claim.element or 0} class {label}"
+        text = f"{label} {_value(kind, value)}".replace(" number", "")
+        return text + (f" ({_value(kind, other).replace(' number', '')} on the other side)" if other is not None else "")
+    if claim.view == "roofline" and claim.metric == "prefill_over_decode_intensity":
+        said = f"prefill dots at {fmt_number(value)}× the decode dots' FLOP per byte (medians)"
+    elif claim.view == "roofline":
+        said = f"{fmt_count(value)} {claim.element} on the roofline"
+    elif claim.view == "gantt":
+        what = "swap bars in the GPU row" if claim.element == "swap" else f"{claim.element} ticks in the GPU row"
+        said = f"{fmt_count(value)} {what} (the timeline's opening window)"
+    else:  # requests
+        said = f"{fmt_count(value)} {claim.element} stretches in the request rows (the timeline's opening window)"
+    return said + (f" ({fmt_number(other)} on the other side)" if other is not None else "")

@@ -216,9 +216,13 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
             tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
                                             max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
             fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
-                                     name=f"KV {row}", showlegend=False), row=2, col=1)  # fmt: skip
-    fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)), title=title,  # (legend: as timeline's)
-                      margin=dict(l=10, r=10, t=60 if title else 30, b=30), legend=dict(orientation="h", y=-0.25, yanchor="top"))  # fmt: skip
+                                     name=f"KV {row}"), row=2, col=1)  # (in the legend: one line per instance, told apart by colour and dash)  # fmt: skip
+    # The legend in its own strip at the figure's foot (as the step-through chart's): with a line per instance it wraps to
+    # two or three rows, and hung from the plot (y=-0.25) it covered the time axis's title
+    fig.update_xaxes(automargin=True)
+    fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)) + 40, title=title,
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))  # fmt: skip
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)

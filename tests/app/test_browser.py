@@ -228,6 +228,20 @@ def test_a_deployments_headline_is_whole_and_its_tables_fit_on_a_phone(server, b
     page.close()
 
 
+def test_a_thousand_request_runs_headline_numbers_are_whole_on_a_phone(server, browser):
+    # 390 px, a router preset of 1,000 requests: its 171-px columns read "1,000 / 1,…" (Finished) and "1,272,91…"
+    # (Prefill saved) at 36 px; the numbers now take the size their column allows, each whole on one line
+    page = _open(browser, server + "/?preset=cluster-prefix-4xh100-llama8b", PHONE)
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 10", timeout=90_000)
+    page.wait_for_timeout(300)
+    cut = _cut_texts(page, "[data-testid='stMetricValue'], [data-testid='stMetricValue'] div")
+    assert cut == [], cut
+    heights = page.evaluate("() => [...document.querySelectorAll(\"[data-testid='stMetricValue']\")].map(e => e.offsetHeight)")
+    assert len(set(heights)) == 1, heights  # one line each ("1,000 / 1,000" on two would be whole, but not a headline)
+    assert "1,000 / 1,000" in _metric_values(page) and "1,272,912 tok" in _metric_values(page)
+    page.close()
+
+
 def _plan(browser, server: str, viewport: dict):
     page = browser.new_page(viewport=viewport)
     page.goto(server + "/plan")
@@ -281,6 +295,20 @@ def test_sweeps_charts_stack_on_a_phone_and_stand_level_on_a_laptop_screen(serve
     laptop = _sweep_plots(browser, server, {"width": 1400, "height": 900})
     assert [b["x"] for b in laptop] == sorted(b["x"] for b in laptop) and len({round(b["y"]) for b in laptop}) == 1, laptop
     assert all(b["w"] >= 220 for b in laptop) and len({round(b["h"]) for b in laptop}) == 1, laptop
+
+
+def test_the_sweep_table_fits_a_phone(server, browser):
+    # 390 px: its eight columns scrolled sideways (630 px in 356) with the latencies out of view; it opens on five that
+    # fit, the widest set (head to head: the setup's names beside four numbers with their units)
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server + "/sweep?preset=chat-h100-llama8b&sweep=rate&start=4&stop=24&n=3&vs=sarathi-serve")
+    page.wait_for_selector("[data-testid='stDataFrame'] .dvn-scroller", timeout=300_000)
+    page.wait_for_timeout(500)
+    widths = _table_widths(page)
+    assert len(widths) == 1 and widths[0][0] <= widths[0][1] + 1, widths
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    page.locator("[data-testid='stDataFrame']").last.screenshot(path=str(ARTIFACTS / "phone-sweep-table.png"))
+    page.close()
 
 
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):

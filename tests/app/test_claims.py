@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.components.claims import holds, observe
+from app.components.claims import CLAIM_METRICS, holds, observe, shows
 from sim_core.lessons import Claim, load_lessons, run_lesson_step
 
 
@@ -311,3 +311,23 @@ def test_the_admission_lesson_quotes_its_scenarios_and_the_reserve_run():
     assert reserve.num_preemptions == 0 and "no pre-emption at all" in text
     less = 1 - reserve.output_tokens_per_s / greedy_s.output_tokens_per_s
     assert (f"TTFT p50 about {reserve.ttft_p50_s:.0f} s and about {round(less * 10) * 10} % less output" in text)
+
+
+def test_a_claim_says_what_the_run_shows_in_words_with_units():
+    # "What to look for" quoted each claim alone: lesson 11 read "✓ “from about 49% to 100%” (… = 4 co-located
+    # replicas (TP2))" and the same line for the other side, without saying what went from 49 % to 100 % or what each
+    # run measured; it now ends in the measured quantity, named, with its unit
+    slo = Claim(says="from about 49% to 100%", step=0, view="headline", metric="slo_attainment")
+    assert shows(slo, 0.4912) == "SLO attainment 49%"
+    ttft = Claim(says="TTFT falls", step=1, view="headline", metric="ttft_p50_s", than_other_step="lower")
+    assert shows(ttft, 0.1404, 0.4712) == "TTFT p50 140 ms (471 ms on the other side)"
+    assert shows(Claim(says="x", step=1, view="headline", metric="output_tokens_per_s"), 658.4) == "output throughput 658 tok/s"
+    assert shows(Claim(says="x", step=1, view="classes", element="0", metric="ttft_p99_s"), 1.07) == "priority-0 class TTFT p99 1.07 s"
+    assert shows(Claim(says="x", step=0, view="gantt", element="prefill"), 41.0) == \
+        "41 prefill ticks in the GPU row (the timeline's opening window)"
+    assert shows(Claim(says="x", step=0, view="requests", element="stalled"), 222.0).startswith("222 stalled stretches in the request rows")
+    assert shows(Claim(says="x", step=0, view="headline", metric="fits"), 0.0) == "does not fit in memory"
+    assert shows(Claim(says="x", step=0, view="headline", metric="num_recomputed_tokens"), 74769.0) == "recomputed tokens 74,769"
+    # every metric a lesson checks is named (a new one would read as its field name)
+    used = {c.metric for x in load_lessons() for c in x.claims if c.view in ("headline", "classes")} - {"fits"}
+    assert used <= set(CLAIM_METRICS), used - set(CLAIM_METRICS)

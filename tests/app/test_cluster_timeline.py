@@ -108,6 +108,18 @@ def test_compare_draws_instances_for_a_deployment():
     assert single.data  # a single engine still gets the existing figure
 
 
+def test_compares_kv_lines_of_a_deployment_say_which_instance_each_is():
+    # Compare drew one KV line per instance, told apart by colour and dash, with no legend for them: the 3-replica
+    # DistServe side had three unnamed lines. Each is in the legend, which sits in its own strip at the figure's foot
+    # (hung from the plot, its extra rows covered the time axis's title)
+    from app.components.cluster_timeline import gantt_kv_figure
+
+    fig = gantt_kv_figure(_disagg(), (0, 10), "A")
+    kv = [tr for tr in fig.data if tr.type == "scatter"]
+    assert [tr.name for tr in kv] == ["KV prefill 0 · 2 GPUs", "KV prefill 1 · 2 GPUs", "KV decode 0 · 2 GPUs"] and all(tr.showlegend is not False for tr in kv)
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.legend.yanchor == "bottom"
+
+
 def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"

@@ -257,6 +257,12 @@ def test_sweep_page_sweeps_the_rate_and_marks_capacity():
         assert [t["marker"]["symbol"] for t in shown if t["name"] == "vLLM V1"] == ["square"]
         assert fig["layout"]["xaxis"]["title"]["text"] == "arrival rate (requests/s)"  # each stands alone on a phone
     assert "TTFT p50" in [t["name"] for t in specs[2]["data"]]
+    # the capacity line's legend sample shows its pattern ("longdash" drew one short stroke in its ~30 px, read as
+    # solid) and is none of the series' styles
+    cap = next(t for t in specs[2]["data"] if t.get("name") == "capacity (vertical)")
+    series = {t["line"]["dash"] for t in specs[2]["data"] if t.get("line", {}).get("dash") and t.get("name") != "capacity (vertical)"}
+    assert cap["line"]["dash"] == "dashdot" and "dashdot" not in series
+    assert all(s["line"]["dash"] == "dashdot" for s in specs[2]["layout"]["shapes"])  # the line itself, as its sample
     assert [f["layout"]["title"]["text"] for f in specs] == ["Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)"]
     assert specs[2]["layout"]["yaxis"]["type"] == "log" and specs[2]["layout"]["yaxis"]["ticktext"]  # 10, 20, 50, not bare digits
 
@@ -440,6 +446,8 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     labels = side_labels(lesson)  # (numbers with separators: "= 3,350")
     assert labels == tuple(f"{v:,}" if type(v) is int else str(v) for v in (lesson.value_labels or lesson.values))
     assert all(f"({lesson.knob_label} = {labels[c.step]}" in look for c in lesson.claims) and "{'" not in look, look
+    # and what the run shows: a quote alone ("✓ “from about 49% to 100%”", once per side) did not say what it measured
+    assert all("): " in line for line in look.splitlines() if line.startswith("✓")), look
 
 
 def test_a_lesson_run_stopped_by_the_server_is_named_not_judged(monkeypatch):
@@ -731,7 +739,11 @@ def test_sweep_page_repeats_over_seeds_and_says_when_runs_are_too_short():
     assert not at.exception
     fig = at.get("plotly_chart")[0].proto.spec
     assert '"fill":"toself"' in fig.replace(" ", "")  # the band across seeds
-    assert any("cannot say what the steady state is" in i.value for i in at.info)
+    # (8-32 req/s: the one point past the knee, 32, is overloaded, and said "Run about … requests or more", advice no
+    # length of run can follow; it now says requests arrive faster than they finish there)
+    said = [i.value for i in at.info if "steady state" in i.value]
+    assert said and said[0].startswith("1 of 3 points has no steady state (rate = 32): requests arrive faster than they finish (at most ")
+    assert "Run about" not in said[0], said
     at.selectbox(key="sw.rule").set_value("P50").run()
     assert any("P50 TTFT" in c.value for c in at.caption)
 
@@ -796,7 +808,8 @@ def test_compares_gantts_name_their_side_above_the_chart_and_hang_their_legend_b
     names = [m.value for m in at.markdown]
     assert "**A** · modified · vLLM V1" in names and "**B** · modified · vLLM V1" in names  # (60 requests: modified presets)
     gantts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")[:2]]
-    assert all(not g.get("title", {}).get("text") and g["legend"]["yanchor"] == "top" for g in gantts), gantts
+    # (a deployment's legend, a line per instance too, in its own strip at the figure's foot: test_cluster_timeline)
+    assert all(not g.get("title", {}).get("text") and g["legend"]["yref"] == "container" for g in gantts), gantts
     one = open_page(PAGES[1])  # one engine a side: the same
     g = json.loads(one.get("plotly_chart")[0].proto.spec)["layout"]
     assert not g.get("title", {}).get("text") and g["legend"]["yanchor"] == "top"
@@ -846,9 +859,10 @@ def test_the_sweep_table_writes_large_latencies_with_separators_and_a_missing_va
     table = at.dataframe[0]
     assert table.value["TTFT p99 (ms)"].max() > 100_000
     columns = json.loads(table.proto.columns)
-    assert {columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")} == {"%,.1f"}
+    # (the units in the cells: the headers are short enough for a phone, test_the_sweep_table_opens_on_…)
+    assert [columns[c]["type_config"]["format"] for c in ("output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)")] == ["%,.0f tok/s", "%,.0f ms", "%,.1f ms"]
     assert table.proto.placeholder == "–"
-    assert columns["max_num_seqs"]["help"] == "max batch size (sequences)"  # the knob's column says its unit on hover
+    assert columns["max_num_seqs"]["help"] == "max_num_seqs: max batch size (sequences)"  # the knob's column says its unit on hover
 
 
 def test_the_sweep_tables_rate_column_names_its_unit():
@@ -857,7 +871,41 @@ def test_the_sweep_tables_rate_column_names_its_unit():
 
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="1", stop="2", n="2")
     assert not at.exception
-    assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "arrival rate (requests/s)"
+    assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "rate: arrival rate (requests/s)"
+
+
+def test_the_sweep_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away():
+    # At 390 px its eight columns scrolled sideways (630 px in a 356-px box) with the setup, the rate and the throughput in
+    # view and the latencies out of it. It opens, as Plan's does, on those that fit (the knob, goodput and latencies, and
+    # head to head the setup), headers short with the units in the cells; "All columns" brings the rest back; a sentence
+    # says the answer of a sweep of a knob other than the rate (the rate's is its capacity).
+    import json
+
+    from app.components.tables import PHONE_TABLE_PX
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="24", n="3", vs="sarathi-serve")
+    assert not at.exception
+    table = at.dataframe[0]
+    assert list(table.proto.column_order) == ["setup", "rate", "goodput req/s", "TTFT p99 (ms)", "TPOT p99 (ms)"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= PHONE_TABLE_PX  # (test_browser measures it)
+    assert at.toggle(key="sw.all_columns").value is False and len(table.value.columns) == 8
+    at.toggle(key="sw.all_columns").set_value(True).run()
+    full = at.dataframe[0]
+    assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["setup"]["pinned"] is True
+    assert full.value.equals(table.value)
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="max_num_seqs", start="16", stop="256", n="2")
+    table = at.dataframe[0]
+    assert list(table.proto.column_order) == ["max_num_seqs", "goodput req/s", "TTFT p99 (ms)", "TPOT p99 (ms)"]
+    columns = json.loads(table.proto.columns)
+    assert sum(columns[c]["width"] for c in table.proto.column_order) <= PHONE_TABLE_PX
+    assert columns["max_num_seqs"]["label"] == "batch"  # ("max_num_seqs" read "max_nu" in its 50 px)
+    said = next(m.value for m in at.markdown if "most goodput" in m.value)
+    assert said.startswith("**vLLM V1**: most goodput at max_num_seqs = ") and " req/s (TTFT p99 " in said, said
+    # a knob past where it binds runs the same: every value serving the most goodput is named, not the first alone
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="max_num_seqs", start="16", stop="256", n="4")
+    said = next(m.value for m in at.markdown if "most goodput" in m.value)
+    assert "most goodput at max_num_seqs = 96 (the same at 176, 256), " in said, said
 
 
 def test_sweep_shows_a_small_start_as_the_link_gives_it():
@@ -1010,6 +1058,8 @@ def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
     full = next(d for d in at.dataframe if "instance" in d.value.columns)
     assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["ttft_p50_ms"]["label"] == "TTFT p50 (ms)"
     assert full.value.equals(table.value)
+    # (the instance pinned while the numbers scroll, as Plan's and Sweep's tables pin theirs: one helper draws all three)
+    assert json.loads(full.proto.columns)["instance"]["pinned"] is True and not columns["instance"].get("pinned")
 
 
 def test_the_roofline_caption_names_the_mixed_ticks_that_reach_the_ridge():
