@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
+from app.components.setup_notes import calibration_difference
 from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
@@ -156,6 +157,8 @@ def main() -> None:
         return
     ra, rb = out_a.result, out_b.result
     st.markdown(f"**A** · {plain(side_label(a))} — **B** · {plain(side_label(b))}")  # a linked name is text
+    if (note := calibration_difference(a, b)) is not None:  # (an engine preset brings its family's measured overheads)
+        st.info(plain(note), icon=":material/info:")
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip

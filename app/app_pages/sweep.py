@@ -12,6 +12,7 @@ import streamlit as st
 
 from app.components import charts, tables
 from app.components.runner import PageBudget
+from app.components.setup_notes import calibration_difference
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
 from app.components.units import MISSING, fmt_number
@@ -341,6 +342,8 @@ def main() -> None:
     if vs != NO_ENGINE:
         other = _with_engine(cfg, vs)
         setups[other.scheduler.name if other.scheduler.name != cfg.scheduler.name else f"{vs}"] = other
+    if len(setups) == 2 and (note := calibration_difference(*setups.values(), names=tuple(setups))) is not None:
+        st.info(plain(note), icon=":material/info:")  # (the strategy's preset brings its family's measured overheads)
     total = len(values) * len(setups) * seeds
     bar = st.progress(0.0, text="Simulating…")
     try:

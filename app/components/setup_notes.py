@@ -1,0 +1,53 @@
+"""What a head-to-head comparison should say about its two setups besides their results."""
+
+from __future__ import annotations
+
+from app.components.config_form import SECTIONS
+from app.components.units import fmt_number
+from sim_core import SimConfig
+from sim_core.costmodel import uses_fp8_cores
+
+# the calibration knobs the sidebar shows, with their labels (one list: config_form's)
+_CALIBRATION_SPECS = [s for s in SECTIONS["Calibration"] if s.path != "calibration.profile"]
+MAX_NAMED = 3  # the knobs named in the note, those that differ most first
+
+
+def _prices(field: str, cfg: SimConfig) -> bool:
+    """Whether the cost model reads this calibration knob for this setup (CostModel: one GEMM efficiency, by whether
+    the FP8 cores run the GEMMs; the link's terms only with tensor parallelism)."""
+    if field in ("gemm_efficiency", "fp8_gemm_efficiency"):
+        return (field == "fp8_gemm_efficiency") == uses_fp8_cores(cfg)
+    if field in ("interconnect_efficiency", "allreduce_latency_us"):
+        return cfg.hardware.num_gpus > 1
+    return True
+
+
+def calibration_difference(a: SimConfig, b: SimConfig, names: tuple[str, str] = ("A", "B")) -> str | None:
+    """None when both setups are priced alike; else a note saying that they are not, by which knobs, and how to compare
+    their scheduling alone.
+
+    Why: an engine preset brings its family's calibration (its measured CPU overheads and kernel efficiencies), so
+    two engines compared head to head differ in both. Sarathi-Serve's profile is its research artifact's, a Python
+    engine with ~1 ms of CPU per running sequence per tick: on the default H100 scenario it saturates below 4 req/s
+    (462 output tokens/s at 4 req/s, ticks of ~48 ms) where vLLM V1's profile serves 8 req/s with a TTFT p99 of
+    0.18 s, and a room reads that as the scheduling policy's doing."""
+    ca, cb = a.calibration, b.calibration
+    if ca == cb:
+        return None
+    differ = []  # (how many times larger, label, a's, b's)
+    for spec in _CALIBRATION_SPECS:
+        field = spec.path.split(".", 1)[1]
+        va, vb = getattr(ca, field), getattr(cb, field)
+        if va != vb and (_prices(field, a) or _prices(field, b)):  # (a knob neither setup's price reads says nothing)
+            ratio = max(va, vb) / min(va, vb) if min(va, vb) > 0 else float("inf")
+            differ.append((ratio, spec.label, va, vb))
+    if not differ:
+        return None
+    differ.sort(key=lambda d: -d[0])
+    shown = "; ".join(f"{label}: {fmt_number(va)} against {fmt_number(vb)}" for _, label, va, vb in differ[:MAX_NAMED])
+    more = f" and {len(differ) - MAX_NAMED} more" if len(differ) > MAX_NAMED else ""
+    na, nb = names
+    return (f"{na} and {nb} are priced with different calibrations ({na}: {ca.profile}, {nb}: {cb.profile}; {shown}{more}), "
+            "measured on each engine family's own implementation: part of the difference is their CPU overheads and "
+            "kernels, not their scheduling. To compare the scheduling alone, give both the same calibration profile "
+            "(sidebar, Calibration).")
