@@ -212,13 +212,21 @@ def test_the_requests_table_fits_a_phone_and_shows_every_column_on_a_laptop(serv
     page.close()
 
 
+def _phone_headline(browser, server: str, preset: str, num_metrics: int, texts: str):
+    """A preset's page at 390 px once its headline has `num_metrics` numbers, asserting none of `texts` is cut."""
+    page = _open(browser, server + f"/?preset={preset}", PHONE)
+    page.wait_for_function(f"() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= {num_metrics}",
+                           timeout=90_000)  # fmt: skip
+    page.wait_for_timeout(300)
+    cut = _cut_texts(page, texts)
+    assert cut == [], cut
+    return page
+
+
 def test_a_deployments_headline_is_whole_and_its_tables_fit_on_a_phone(server, browser):
     # 390 px, a 3P1D deployment: the KV cache peak's "decode 0, of its 480,848 tokens" was cut to "decode 0, of its 480,848 t…"
-    page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
-    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 8", timeout=90_000)
-    page.wait_for_timeout(300)
-    cut = _cut_texts(page, "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div")
-    assert cut == [], cut
+    page = _phone_headline(browser, server, "cluster-dynamo-llama70b-fp8-8xh100-3p1d", 8,
+                           "[data-testid='stMetricValue'] div, [data-testid='stMetricDelta'] div")
     # its instance table scrolled sideways (849 px in 356, busy, KV peak and the latencies out of view)
     page.get_by_role("tab", name="Requests").click()
     page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stDataFrame'] .dvn-scroller\").length == 2", timeout=60_000)
@@ -231,11 +239,8 @@ def test_a_deployments_headline_is_whole_and_its_tables_fit_on_a_phone(server, b
 def test_a_thousand_request_runs_headline_numbers_are_whole_on_a_phone(server, browser):
     # 390 px, a router preset of 1,000 requests: its 171-px columns read "1,000 / 1,…" (Finished) and "1,272,91…"
     # (Prefill saved) at 36 px; the numbers now take the size their column allows, each whole on one line
-    page = _open(browser, server + "/?preset=cluster-prefix-4xh100-llama8b", PHONE)
-    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 10", timeout=90_000)
-    page.wait_for_timeout(300)
-    cut = _cut_texts(page, "[data-testid='stMetricValue'], [data-testid='stMetricValue'] div")
-    assert cut == [], cut
+    page = _phone_headline(browser, server, "cluster-prefix-4xh100-llama8b", 10,
+                           "[data-testid='stMetricValue'], [data-testid='stMetricValue'] div")
     heights = page.evaluate("() => [...document.querySelectorAll(\"[data-testid='stMetricValue']\")].map(e => e.offsetHeight)")
     assert len(set(heights)) == 1, heights  # one line each ("1,000 / 1,000" on two would be whole, but not a headline)
     assert "1,000 / 1,000" in _metric_values(page) and "1,272,912 tok" in _metric_values(page)
