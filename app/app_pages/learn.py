@@ -9,18 +9,16 @@ banner there, with a way back.
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from app.components import config_form, runner, workshop
-from app.components.claims import holds, observe, shows
+from app.components.claims import fmt_metric_value, holds, observe, shows
 from app.components.text import plain
-from app.components.units import fmt_count, fmt_number, fmt_seconds
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
 
-METRIC_LABELS = {  # label, kind: "s" (ms/s), "count", "rate" (tok/s), "seqs"
+METRIC_LABELS = {  # label, kind of value (claims.fmt_metric_value)
     "tpot_p50_s": ("TPOT p50", "s"), "output_tokens_per_s": ("output throughput", "tok/s"),
     "itl_p99_s": ("ITL p99", "s"), "num_recomputed_tokens": ("recomputed tokens", "count"),
     "num_preemptions": ("pre-emptions", "count"),
@@ -33,24 +31,8 @@ WORKSHOP_PARAMS = ("workshop", "reveal")
 
 
 def fmt_metric(metric: str, value: float) -> str:
-    kind = METRIC_LABELS.get(metric, (metric, "s" if metric.endswith("_s") else ""))[1]
-    if kind == "fits":
-        return "fits" if value == 1 else "does not fit"
-    if np.isnan(value):
-        return "–"
-    if kind == "s":
-        return fmt_seconds(value)
-    if kind == "count":
-        return fmt_count(value)
-    if kind == "tok/s":
-        return f"{value:,.0f} tok/s"
-    if kind == "seqs":
-        return f"{value:,.1f} seqs"
-    if kind == "req/s":
-        return f"{value:,.2f} req/s"
-    if kind == "share":
-        return f"{value:.0%}"
-    return fmt_number(value)
+    kind = METRIC_LABELS.get(metric, (metric, "s" if metric.endswith("_s") else "number"))[1]
+    return fmt_metric_value(kind, value)
 
 
 def _open_in_simulate(lesson: Lesson, step: int, run: str = "lesson") -> None:

@@ -73,34 +73,42 @@ def holds(claim: Claim, value: float, other: float | None = None) -> bool:
     return bool(ok)
 
 
-# A claim's metric as the Learn page names it, and how its value is written (s: ms or s; %: a fraction; count: an
-# integer; or a unit after the number). A claim quoted alone read "✓ “from about 49% to 100%”" without saying what
-# went from 49 % to 100 % or what the run measured.
+# A claim's metric as the Learn page names it, and the kind of its value (`fmt_metric_value`). A claim quoted alone
+# read "✓ “from about 49% to 100%”" without saying what went from 49 % to 100 % or what the run measured.
 CLAIM_METRICS: dict[str, tuple[str, str]] = {
     "ttft_p50_s": ("TTFT p50", "s"), "ttft_p90_s": ("TTFT p90", "s"), "ttft_p99_s": ("TTFT p99", "s"),
     "ttft_p99_priority0_s": ("priority-0 class TTFT p99", "s"), "tpot_p50_s": ("TPOT p50", "s"),
     "tpot_p99_s": ("TPOT p99", "s"), "itl_p99_s": ("ITL p99", "s"), "e2e_p99_s": ("E2E p99", "s"),
     "queue_delay_p99_s": ("queue delay p99", "s"), "makespan_s": ("makespan", "s"),
-    "output_tokens_per_s": ("output throughput", "tok/s"), "mean_batch_size": ("mean batch", "sequences"),
+    "output_tokens_per_s": ("output throughput", "tok/s"), "mean_batch_size": ("mean batch", "seqs"),
     "spec_tokens_per_step": ("tokens per decode step", "tokens"),
-    "slo_attainment": ("SLO attainment", "%"), "prefill_time_fraction": ("prefill share of the busy time", "%"),
-    "prefix_hit_rate_tokens": ("prefix cache hits", "%"), "gpu_busy_fraction": ("GPU busy", "%"), "mfu_mean": ("mean MFU", "%"),
+    "slo_attainment": ("SLO attainment", "share"), "prefill_time_fraction": ("prefill share of the busy time", "share"),
+    "prefix_hit_rate_tokens": ("prefix cache hits", "share"), "gpu_busy_fraction": ("GPU busy", "share"),
+    "mfu_mean": ("mean MFU", "share"),
     "num_preemptions": ("pre-emptions", "count"), "num_recomputed_tokens": ("recomputed tokens", "count"),
     "prefix_blocks_evicted": ("prefix blocks evicted", "count"), "prefill_tokens_saved": ("prefill tokens saved", "count"),
     "kv_capacity_tokens": ("KV pool", "tokens"),
 }  # fmt: skip
+_UNIT_FORMATS = {"tok/s": ",.0f", "req/s": ",.2f", "seqs": ",.1f"}  # (other units: about three significant digits)
 
 
-def _value(kind: str, v: float) -> str:
+def fmt_metric_value(kind: str, v: float) -> str:
+    """A lesson metric's value by its kind (the Learn page's claims and its expected-result cards): "s" (ms or s),
+    "share" (a fraction, as %), "count", "fits" (1: it fits), "number", or a unit written after the number."""
+    if kind == "fits":
+        return "fits" if v == 1 else "does not fit"
     if math.isnan(v):
         return MISSING
     if kind == "s":
         return fmt_seconds(v)
-    if kind == "%":
+    if kind == "share":
         return f"{v:.0%}"
     if kind == "count":
         return fmt_count(v)
-    return f"{fmt_number(v)} {kind}"
+    if kind == "number":
+        return fmt_number(v)
+    spec = _UNIT_FORMATS.get(kind)
+    return f"{v:{spec}} {kind}" if spec else f"{fmt_number(v)} {kind}"
 
 
 def shows(claim: Claim, value: float, other: float | None = None) -> str:
@@ -112,8 +120,8 @@ def shows(claim: Claim, value: float, other: float | None = None) -> str:
         label, kind = CLAIM_METRICS.get(claim.metric or "", (claim.metric or "", "number"))
         if claim.view == "classes":
             label = f"priority-{claim.element or 0} class {label}"
-        text = f"{label} {_value(kind, value)}".replace(" number", "")
-        return text + (f" ({_value(kind, other).replace(' number', '')} on the other side)" if other is not None else "")
+        text = f"{label} {fmt_metric_value(kind, value)}"
+        return text + (f" ({fmt_metric_value(kind, other)} on the other side)" if other is not None else "")
     if claim.view == "roofline" and claim.metric == "prefill_over_decode_intensity":
         said = f"prefill dots at {fmt_number(value)}× the decode dots' FLOP per byte (medians)"
     elif claim.view == "roofline":

@@ -63,37 +63,35 @@ class UploadLedger:
         entry = self._held.get(id(cfg))
         return entry is not None and entry[0]() is cfg
 
-    def _add(self, cfg: Any, size: int) -> None:
-        """Under the lock: count `size` bytes until `cfg` is collected."""
-        self._settle()
-        key, gone = id(cfg), self._gone
-        ref = weakref.ref(cfg, lambda r: gone.append((key, r)))
-        self._held[key] = (ref, size)
-        self._num_bytes += size
-
-    def hold(self, cfg: Any) -> None:
-        """Count the trace of `cfg` (a SimConfig) while it lives; nothing for a config without one or already held."""
-        trace = cfg.workload.trace
-        if trace is None or self.holds(cfg):
-            return
-        size = self._size_of(trace)
-        with self._lock:
-            if not self.holds(cfg):
-                self._add(cfg, size)
-
-    def admit(self, cfg: Any) -> str | None:
-        """Hold an uploaded config's trace if it fits under `max_bytes` with every other session's (None), else the
-        message to show under the uploader (the config is not held: the session keeps what it had)."""
+    def _hold(self, cfg: Any, limit: int | None) -> tuple[int, int] | None:
+        """Count `cfg`'s trace until the config is collected, unless that would pass `limit`: then (its bytes, the
+        bytes held) and nothing is counted. None also for a config without a trace or already held."""
         trace = cfg.workload.trace
         if trace is None or self.holds(cfg):
             return None
         size = self._size_of(trace)
         with self._lock:
             self._settle()
-            if self._num_bytes + size <= self.max_bytes:
-                self._add(cfg, size)
+            if self.holds(cfg):
                 return None
-            held = self._num_bytes
+            if limit is not None and self._num_bytes + size > limit:
+                return size, self._num_bytes
+            key, gone = id(cfg), self._gone
+            self._held[key] = (weakref.ref(cfg, lambda ref: gone.append((key, ref))), size)
+            self._num_bytes += size
+        return None
+
+    def hold(self, cfg: Any) -> None:
+        """Count the trace of `cfg` (a SimConfig) while it lives; nothing for a config without one or already held."""
+        self._hold(cfg, None)
+
+    def admit(self, cfg: Any) -> str | None:
+        """Hold an uploaded config's trace if it fits under `max_bytes` with every other session's (None), else the
+        message to show under the uploader (the config is not held: the session keeps what it had)."""
+        refused = self._hold(cfg, self.max_bytes)
+        if refused is None:
+            return None
+        size, held = refused
         room = max(self.max_bytes - held, 0)
         return (f"this file's requests would hold about {_size(size)} on the server, and the uploaded traces the sessions "
                 f"on this server hold already take {_size(held)} of its {_size(self.max_bytes)} (the server setting "
