@@ -647,10 +647,8 @@ def run_ticks(engine: Engine):
                 free -= num_reserved
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
                     joined_at.extend((r, j) for r in joined)
-                S, B = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since, finish_at,
-                                      phase_count, S, B, tokenless)  # fmt: skip
-                done_ticks = sorted(finish_at)  # (they may add keys)
-                L = sum((last + 1) * len(rs) for last, rs in finish_at.items())
+                S, B, L = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since,
+                                         finish_at, done_ticks, phase_count, S, B, L, tokenless)  # fmt: skip
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
@@ -1054,12 +1052,14 @@ def _decode_first_tokens(tokenless: dict, gaps: list[float], j: int, first_gap: 
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
-                   sync_from: dict, waiting_since: dict, finish_at: dict, phase_count: list, S: int, B: int,
-                   tokenless: dict) -> tuple[int, int]:  # fmt: skip
+                   sync_from: dict, waiting_since: dict, finish_at: dict, done_ticks: list, phase_count: list, S: int,
+                   B: int, L: int, tokenless: dict) -> tuple[int, int, int]:  # fmt: skip
     """Decoders that joined a paused run (`Engine.inject_prefilled` on a decode instance: context, first token and
     its time in the arrays, blocks held) enter the run's state as a call that starts now would set them up: running
     last, in step from tick j unless their last token is older than the last decoding tick (or they have none yet:
-    `tokenless`). Returns (S, B)."""
+    `tokenless`). A new key of `finish_at` joins its heap `done_ticks` (pushed: the run's keys were sorted again at
+    every join, and `L`, the sum over decoders of their last decoding tick + 1, summed again over every key: 6.1 % and
+    5.2 % of a 2P2D run's instructions at 2,000 requests, round robin and least outstanding); returns (S, B, L)."""
     st = engine.st
     bs = engine.kv.block_size
     for r in joined:
@@ -1070,11 +1070,18 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
             waiting_since[r] = last_s
             if last_s != last_s:  # (NaN: no token yet, first_token_from = decode)
                 tokenless[r] = None
-        finish_at.setdefault(d + st.output.item(r) - st.emitted.item(r) - 1, []).append(r)
+        last_d = d + st.output.item(r) - st.emitted.item(r) - 1  # (>= d: one token at least is still to emit)
+        ending = finish_at.get(last_d)
+        if ending is None:
+            finish_at[last_d] = [r]
+            heapq.heappush(done_ticks, last_d)
+        else:
+            ending.append(r)
+        L += last_d + 1
         phase_count[(-(c - d)) % bs] += 1
         S += c - d
         B += 1
-    return S, B
+    return S, B, L
 
 
 def holds_fixed_blocks(engine: Engine) -> bool:
