@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--trace-max-requests", type=int, default=TRACE_OPTION_DEFAULTS["trace_max_requests"],
                      help="sample this many requests (seeded by --set seed=)")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
-    pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
+    pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads, engines and calibration profiles")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
     sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer)")

@@ -107,6 +107,19 @@ def test_presets_lists_scenarios(capsys):
     assert "chat-h100-llama8b" in capsys.readouterr().out
 
 
+def test_presets_all_help_names_every_family_it_lists(capsys):
+    # the help (and the README's comment) said "hardware, models, workloads and engines"; --all lists calibration too
+    from sim_core.presets import FAMILIES
+
+    with pytest.raises(SystemExit):
+        main(["presets", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert main(["presets", "--all"]) == 0
+    listed = [line[:-1].split(":")[0] for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert listed == list(FAMILIES)
+    assert all(fam.removesuffix("s") in shown for fam in listed if fam != "scenarios"), shown
+
+
 def test_module_entry_point_runs_without_traceback():
     proc = subprocess.run([sys.executable, "-m", "sim_core", "run", "missing.json"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "cannot read" in proc.stderr
