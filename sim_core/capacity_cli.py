@@ -131,7 +131,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             continue
         tok, good, ttft = (band(point_metric(p, f"steady.{f}")) for f in ("output_tokens_per_s", "goodput_requests_per_s", "ttft_p99_s"))
         note = p.summary.steady.note if p.summary.steady else "no steady-state window"
-        print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {(note or '')[:60]}")
+        # the whole note: cut at 60 characters it stopped at "the warm-up (first 10% of arrivals) lasted", before
+        # what it found and how many requests to run instead (the last column, so the table stays aligned)
+        print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {note or ''}")
     if args.knob == "rate":
         caps = [capacity_from_sweep(pts, cfg, objective=obj, seed_index=k) for k in range(args.seeds)]
         found = [c for c in caps if c is not None]

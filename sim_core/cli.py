@@ -17,7 +17,7 @@ from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_
 from sim_core.config import NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.inputs import DuplicateKeyError, InputError, NestingError, loads_bounded, printable
+from sim_core.inputs import DuplicateKeyError, InputError, NestingError, did_you_mean, loads_bounded, printable
 from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
@@ -43,7 +43,10 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
             value = loads_bounded(raw, f"--set {key}")
         except (NestingError, DuplicateKeyError) as err:  # JSON, but not a value (it would be read as text)
             raise PresetError(str(err)) from None
-        except InputError:
+        except InputError as err:
+            if raw.lstrip()[:1] in ("{", "["):  # meant as an object or a list: its JSON error, not "a valid dictionary"
+                raise PresetError(f"{err} in {printable(raw)[:200]!r}; text that starts with {{ or [ goes in JSON "
+                                  f"quotes, e.g. --set '{key.strip()}=\"...\"'") from None
             value = raw  # not JSON: a string
         try:
             set_dotted(data, key.strip(), value)
@@ -53,7 +56,8 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
                                   f"--set '{err.field}=<JSON value>'") from None
             if err.is_section:
                 raise PresetError(f"--set {key!r}: {err.part!r} is not a section of the config") from None
-            raise PresetError(f"--set {key!r}: unknown field {err.part!r}; fields here: {', '.join(err.fields)}") from None
+            raise PresetError(f"--set {key!r}: unknown field {err.part!r}{did_you_mean(err.part, err.fields)}; "
+                              f"fields here: {', '.join(err.fields)}") from None
     return data
 
 
@@ -234,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--trace-max-requests", type=int, default=TRACE_OPTION_DEFAULTS["trace_max_requests"],
                      help="sample this many requests (seeded by --set seed=)")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
-    pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads and engines")
+    pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads, engines and calibration profiles")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
     sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer)")

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sim_core.inputs import did_you_mean
+
 SCHEMA_VERSION = 3  # 2: optional `deployment` section; 3: memory_efficiency x hbm_efficiency_scale <= 1; see MIGRATIONS
 
 Dtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
@@ -969,6 +971,12 @@ class SimConfig(StrictModel):
 # ---------------------------------------------------------------- error messages
 def field_info(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> Any:
     """The FieldInfo a validation-error location points to in `root` (default SimConfig), or None."""
+    return _walk(loc, root)[0]
+
+
+def _walk(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> tuple[Any, Any]:
+    """(FieldInfo, model class of its value or None) at `loc` in `root` (default SimConfig); (None, None) when `loc`
+    names no field. At `()`: (None, root)."""
     model: Any = root or SimConfig
     info = None
     for part in loc:
@@ -976,13 +984,19 @@ def field_info(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> Any
             continue
         fields = getattr(model, "model_fields", None)
         if not fields or part not in fields:
-            return None
+            return None, None
         info = fields[part]
         ann = info.annotation
         model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
         if model is None and isinstance(ann, type) and issubclass(ann, BaseModel):
             model = ann
-    return info
+    return info, model
+
+
+def fields_here(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> tuple[str, ...]:
+    """The field names of the section at `loc` in `root` (default SimConfig), sorted; () when `loc` is no section."""
+    model = _walk(loc, root)[1]
+    return tuple(sorted(getattr(model, "model_fields", None) or ()))
 
 
 class NotAField(ValueError):
@@ -1097,6 +1111,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         msg = e["msg"].removeprefix("Value error, ")
         rng = allowed_range(loc, root)
         extra = f"; allowed: {rng}" if rng and "should be" in msg else ""
+        if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):
+            # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
+            # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
+            msg = f"unknown field {str(loc[-1])!r}{did_you_mean(str(loc[-1]), known)}; fields here: {', '.join(known)}"
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
         lines.append(f"{path}{given_part}: {msg}{extra}")

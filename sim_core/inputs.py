@@ -6,6 +6,7 @@ for a visitor; none can recurse without bound, read without bound or block on a 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -149,3 +150,16 @@ def read_file_bounded(path: str | Path, limit_bytes: int, what: str = "config fi
 def printable(text: str) -> str:
     """`text` with anything a terminal cannot encode escaped (lone surrogates from argv, say)."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def did_you_mean(name: str, names: tuple[str, ...] | list[str]) -> str:
+    """' (did you mean 'x'?)' for the names a misspelt or shortened `name` most likely meant, or '' when none is close:
+    a typo's message listed every choice (51 scenarios) and left the reader to find the one they meant. Names that
+    contain what was typed come first (`h100` is `h100-sxm`, not the `h200` one letter away), then near spellings."""
+    typed = name.strip().lower()
+    holding = [n for n in names if len(typed) >= 3 and typed in n.lower()]
+    close = holding if 0 < len(holding) <= 3 else difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
+    if not close:
+        return ""
+    quoted = [repr(n) for n in close]
+    return f" (did you mean {', '.join(quoted[:-1]) + ' or ' + quoted[-1] if len(quoted) > 1 else quoted[0]}?)"

@@ -49,6 +49,7 @@ from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled,
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
 from sim_core.config import HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, WorkloadConfig, pool_config
 from sim_core.costmodel import MemoryPlanError, plan_memory
+from sim_core.inputs import did_you_mean
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
 from sim_core.sweep import Capacity, CapacityObjective, at_rate, completion_rate_per_s, find_capacities, meets_objective, with_rate
@@ -131,7 +132,8 @@ class PlanSpec(BaseModel):
             known = list_presets(family)
             unknown = [n for n in names if n not in known]
             if unknown:
-                raise ValueError(f"{what}: unknown {FAMILY_NOUNS[family]} preset(s) {', '.join(map(repr, unknown))}; "
+                named = ", ".join(repr(n) + did_you_mean(n, known) for n in unknown)  # ('h100': 'h100-sxm')
+                raise ValueError(f"{what}: unknown {FAMILY_NOUNS[family]} preset(s) {named}; "
                                  f"available: {', '.join(known)}")  # fmt: skip
         return self
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sim_core.config import SimConfig, format_validation_error
-from sim_core.inputs import InputError, loads_bounded, printable, read_file_bounded
+from sim_core.inputs import InputError, did_you_mean, loads_bounded, printable, read_file_bounded
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 FAMILIES = ("hardware", "models", "workloads", "engines", "calibration", "scenarios")
@@ -41,7 +41,7 @@ def list_presets(family: str = "scenarios") -> tuple[str, ...]:
 @functools.cache
 def _read_family_file(family: str, name: str) -> str:
     if name not in list_presets(family):
-        raise PresetError(f"unknown {FAMILY_NOUNS[family]} preset {name!r}; "
+        raise PresetError(f"unknown {FAMILY_NOUNS[family]} preset {name!r}{did_you_mean(name, list_presets(family))}; "
                           f"available: {', '.join(list_presets(family))}")
     return (PRESETS_DIR / family / f"{name}.json").read_text()
 
@@ -170,7 +170,8 @@ def load_preset(name_or_path: str | Path) -> SimConfig:
         except InputError as err:
             raise PresetError(str(err)) from None
         return config_from_json(raw, f"config file {path.name!r}")
-    raise PresetError(f"unknown preset {text!r}; available: {', '.join(list_presets('scenarios'))} (or a .json path)")
+    raise PresetError(f"unknown preset {text!r}{did_you_mean(text, list_presets('scenarios'))}; "
+                      f"available: {', '.join(list_presets('scenarios'))} (or a .json path)")
 
 
 def default_config() -> SimConfig:

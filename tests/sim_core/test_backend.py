@@ -187,3 +187,13 @@ def test_a_run_the_wall_clock_budget_stopped_is_not_cached(tmp_path, monkeypatch
     ticks = RunBudget(max_ticks=20, max_wall_s=60.0)  # a tick limit stops a run at the same tick anywhere: cached
     (first, _), = run_points([cfg], LocalBackend(1), PointCache(tmp_path), budget=ticks)
     assert is_budget_stop(first.stopped_reason) and len(list(tmp_path.glob("*/*.json"))) == 3
+
+
+def test_the_ray_extra_installs_what_a_ray_address_needs():
+    # the README's `pip install -e ".[ray]"` then `--ray ray://HOST:10001` failed with "Ray Client requires pip package
+    # `ray[client]`": the extra installed plain ray, which connects to a local or "auto" cluster only
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(req.replace(" ", "").startswith("ray[client]") for req in extras["ray"]), extras["ray"]

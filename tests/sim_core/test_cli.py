@@ -55,6 +55,41 @@ def test_unknown_key_and_unknown_preset_exit_2(capsys):
     assert main(["run", "does-not-exist"]) == 2
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["run", "chat-h100-lama8b"], "unknown preset 'chat-h100-lama8b' (did you mean 'chat-h100-llama8b'?); available: "),
+    (["capacity", "chat-h100-llama8b-vllm"], "(did you mean 'chat-h100-llama8b-vllm-v0'?)"),
+    (["run", "chat-h100-llama8b", "--set", "hardware=h100"], "unknown hardware preset 'h100' (did you mean 'h100-sxm'?)"),
+    (["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seq=64"],
+     "unknown field 'max_num_seq' (did you mean 'max_num_seqs'?); fields here: "),
+    (["plan", "chat-h100-llama8b", "--rate", "5", "--engines", "vllm"],
+     "unknown engine preset(s) 'vllm' (did you mean 'vllm-v0', 'vllm-v0-swap' or 'vllm-v1'?)"),
+    (["run", "does-not-exist"], "unknown preset 'does-not-exist'; available: "),
+])  # fmt: skip
+def test_a_misspelt_name_is_answered_with_the_one_meant(capsys, argv, words):
+    # "unknown preset 'chat-h100-lama8b'; available: " and 51 names: the one meant was left to find
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value, words", [
+    ('workload.prompt_tokens={"dist": "fixed", "mean": 3000', "Expecting ',' delimiter at line 1, column 31"),
+    ("workload.prompt_tokens={'dist': 'fixed', 'mean': 30}", "Expecting property name enclosed in double quotes"),
+    ("name=[x]", "Invalid --set name: not valid JSON"),
+])  # fmt: skip
+def test_a_set_value_of_broken_json_is_named_as_json(capsys, value, words):
+    # read as text, it said "workload.prompt_tokens = '{...': Input should be a valid dictionary or instance of
+    # LengthDist": not that the JSON was broken, nor where
+    assert main(["run", "chat-h100-llama8b", "--set", value]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "valid dictionary" not in err and "Traceback" not in err
+
+
+def test_a_set_value_in_json_quotes_is_text(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", 'name="[x]"', "--set", "workload.num_requests=3"]) == 0
+    assert capsys.readouterr().out.startswith("[x]: ")
+
+
 @pytest.mark.parametrize("key,field", [("workload.classes.0.name", "workload.classes"), ("seed.x", "seed")])
 def test_a_key_into_a_list_or_a_value_says_to_set_the_field_whole(capsys, key, field):
     # "'classes' is not a section of the config" did not say what to write instead
@@ -70,6 +105,19 @@ def test_out_of_memory_exits_2_with_the_knob(capsys):
 def test_presets_lists_scenarios(capsys):
     assert main(["presets"]) == 0
     assert "chat-h100-llama8b" in capsys.readouterr().out
+
+
+def test_presets_all_help_names_every_family_it_lists(capsys):
+    # the help (and the README's comment) said "hardware, models, workloads and engines"; --all lists calibration too
+    from sim_core.presets import FAMILIES
+
+    with pytest.raises(SystemExit):
+        main(["presets", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert main(["presets", "--all"]) == 0
+    listed = [line[:-1].split(":")[0] for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert listed == list(FAMILIES)
+    assert all(fam.removesuffix("s") in shown for fam in listed if fam != "scenarios"), shown
 
 
 def test_module_entry_point_runs_without_traceback():

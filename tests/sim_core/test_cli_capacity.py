@@ -50,6 +50,14 @@ def test_sweep_prints_bands_over_seeds_and_a_capacity(capsys):
     assert out.count("[") >= 3  # bands drawn as [min-max]
 
 
+def test_sweep_prints_a_points_whole_note(capsys):
+    # cut at 60 characters, a short run's note read "Too short to say: the warm-up (first 10% of arrivals) lasted"
+    assert main(["sweep", "chat-h100-llama8b", "--start", "16", "--stop", "17", "--num", "1", "--fixed-length",
+                 "--workers", "1", "--no-cache"]) == 0  # fmt: skip
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("16 "))
+    assert "Too short to say" in row and row.rstrip().endswith("requests or more.")
+
+
 def test_sweep_without_a_range_runs_the_sweep_pages_default_past_the_knee(capsys):
     # --start and --stop were required; the CLI now takes the Sweep page's range (sweep.default_range: the rate past
     # the saturation rate of an offline run, in round steps) and says which

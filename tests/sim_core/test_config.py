@@ -17,6 +17,21 @@ def test_unknown_field_is_rejected_with_its_path():
         config_from_dict({"scheduler": {"max_batch": 8}})
 
 
+@pytest.mark.parametrize("data, words", [
+    ({"workloadd": {}}, "workloadd = dict: unknown field 'workloadd' (did you mean 'workload'?); fields here: calibration, "),
+    ({"deployment": {"replicass": 2}}, "unknown field 'replicass' (did you mean 'replicas'?); fields here: disaggregation, "),
+    ({"workload": {"prompt_tokens": {"dist": "fixed", "meen": 3}}},
+     "workload.prompt_tokens.meen = 3: unknown field 'meen' (did you mean 'mean'?); fields here: dist, max, mean, min, sigma"),
+    ({"slo": {"nope": 1}}, "slo.nope = 1: unknown field 'nope'; fields here: "),
+])  # fmt: skip
+def test_an_unknown_field_in_a_file_names_the_fields_there_are(data, words):
+    # a config file with a typo said "workloadd = dict: Extra inputs are not permitted", naming neither the field meant
+    # nor the fields there are (the CLI's --set walk said "unknown field ...; fields here: ...")
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert words in str(err.value) and "Extra inputs" not in str(err.value)
+
+
 def test_out_of_range_names_field_value_and_range():
     with pytest.raises(PresetError) as err:
         config_from_dict({"kv_cache": {"gpu_memory_utilization": 1.7}})

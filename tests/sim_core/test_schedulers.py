@@ -746,6 +746,31 @@ def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_ru
             f"({kmc.num_recomputed_tokens:,}), {kc.output_tokens_per_s:,.0f} ({kmc.output_tokens_per_s:,.0f}) with the prefix cache.") in readme
 
 
+
+def test_the_readme_quotes_sglangs_admission_offline_as_it_runs():
+    # The paragraph after the KV-pressure example: offline-batch-h200-llama8b on the sglang engine with a small pool,
+    # under SGLang's token budget, vLLM V0's watermark, vLLM's victims and 20 steps of headroom (quoted, unpinned until
+    # session 37; the sglang rules changed in fixes 30b and 30d and review 29e)
+    from pathlib import Path
+
+    from sim_core.presets import config_from_dict
+    from sim_core.sweep import with_value
+
+    data = read_preset_data("scenarios", "offline-batch-h200-llama8b") | {"engine": "sglang"}
+    full = config_from_dict(data)
+    cfg = with_value(full, "kv_cache.gpu_memory_utilization", 0.16)
+    mark = with_value(cfg, "scheduler.admission", "watermark")
+    steps = with_value(mark, "scheduler.preemption_headroom_steps", 20)
+    s, w, v, f, h = (run_simulation(x).summary for x in (cfg, mark, with_value(mark, "scheduler.preemption_victim", "last_admitted"), full, steps))
+    text = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert (f"with `gpu_memory_utilization` 0.16 ({s.kv_capacity_tokens:,} tokens): {s.num_preemptions} pre-emptions "
+            f"({w.num_preemptions} with the watermark; {v.num_preemptions} with it and vLLM's victims), {s.output_tokens_per_s:,.0f} "
+            f"output tokens/s ({w.output_tokens_per_s:,.0f}; {v.output_tokens_per_s:,.0f}; ") in text  # fmt: skip
+    assert (f"makespan {s.makespan_s:.1f} s ({w.makespan_s:.1f}; {v.makespan_s:.1f}); at SGLang's 0.88 nothing changes "
+            f"({f.output_tokens_per_s:,.0f} tokens/s). There the watermark with 20 steps of headroom pre-empts {h.num_preemptions} "
+            f"({h.num_recomputed_tokens:,} tokens recomputed, {h.output_tokens_per_s:,.0f} tokens/s)") in text  # fmt: skip
+    assert f.num_preemptions == 0 and full.kv_cache.gpu_memory_utilization == 0.88
+
 # Which running requests a pre-emption takes, per engine (scheduler.preemption_victim, one rule:
 # Scheduler._victim_order), and how many (scheduler.preemption_headroom_steps). The scalar core hands every
 # pre-emption back to the scheduler, so the three executors must give the same victims.

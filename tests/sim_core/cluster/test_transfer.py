@@ -220,3 +220,40 @@ def test_deployments_on_a_slow_link_keep_every_tick_invariant(seed, pools, bw, p
     if pools == (1, 1):
         o = np.argsort(moves, kind="stable")
         assert np.all(moves[o][1:] >= end[o][:-1] - 20e-6 - 1e-12 * end[o][:-1])  # one at a time on the wire
+
+
+def test_the_readme_quotes_the_link_contention_runs_as_they_run():
+    # Beyond one engine, "Transfers share the link": the presets' waits and the slow-link runs, quoted and unpinned
+    # until session 37 (each an xPyD run at a link speed no digest config uses)
+    from pathlib import Path
+
+    link = "deployment.disaggregation.link"
+    text = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+
+    def run(preset, **sets):
+        cfg = load_preset(preset)
+        for key, value in sets.items():
+            cfg = with_value(cfg, f"{link}.{key}", value)
+        res = run_simulation(cfg)
+        moved = ~np.isnan(res.kv_transfer_end_s)
+        queued = (res.kv_link_start_s - res.kv_transfer_start_s)[moved]
+        xfer = (res.kv_transfer_end_s - res.kv_transfer_start_s)[moved]
+        return res.summary, int((queued > 0).sum()), int(moved.sum()), float(queued.max()), float(np.median(xfer))
+
+    dynamo, distserve, splitwise = (run(p) for p in ("cluster-dynamo-llama70b-fp8-8xh100-3p1d", "cluster-distserve-opt13b-3xa100-p2d1",
+                                                     "cluster-splitwise-llama70b-4xdgx-ha-3p1d"))  # fmt: skip
+    assert (f"Dynamo 3P1D (450 GB/s) {'none' if dynamo[1] == 0 else dynamo[1]} of {dynamo[2]}; DistServe p2d1 (300 GB/s) "
+            f"{distserve[1]} of {distserve[2]}, at most {distserve[3] * 1e3:.2f} ms; Splitwise-HA (400 GB/s) {splitwise[1]} of "
+            f"{splitwise[2]}, at most {splitwise[3] * 1e3:.1f} ms") in text  # fmt: skip
+    free = run("cluster-splitwise-llama70b-4xdgx-ha-3p1d", bandwidth_gb_per_s=10.0, contention="none")
+    fifo = run("cluster-splitwise-llama70b-4xdgx-ha-3p1d", bandwidth_gb_per_s=10.0)
+    assert (f"which `none` delivered (transfer p50 {free[4] * 1e3:.2f} ms, TPOT p99 {free[0].tpot_p99_s * 1e3:.1f} ms, "
+            f"{free[0].slo_attainment:.0%} meet both SLOs); with `fifo` {fifo[1]} transfers queue, up to {fifo[3]:.1f} s "
+            f"(transfer p50 {fifo[4]:.1f} s, TPOT p99 {fifo[0].tpot_p99_s * 1e3:.1f} ms, {fifo[0].slo_attainment:.0%})"
+            ).replace("%", " %") in text  # fmt: skip
+    slow, five = (run("cluster-dynamo-llama70b-fp8-8xh100-3p1d", bandwidth_gb_per_s=bw) for bw in (4.0, 5.0))
+    d = dynamo[0]
+    assert (f"TTFT p50 {d.ttft_p50_s:.2f} s -> {slow[0].ttft_p50_s:.1f} s, p99 {d.ttft_p99_s:.2f} s -> {slow[0].ttft_p99_s:.1f} s, "
+            f"{d.slo_attainment:.0%} -> {slow[0].slo_attainment:.0%} meeting both SLOs; at 5 GB/s "
+            f"{'one transfer' if five[1] == 1 else f'{five[1]} transfers'} of {five[2]} waits, {five[3] * 1e3:.1f} ms"
+            ).replace("%", " %") in text  # fmt: skip
