@@ -157,6 +157,14 @@ def test_engine_error_band_is_the_closed_form_held_out_figure(results):
 
     closed = [r for r in results if r["profile"] in CLOSED_FORM]
     assert engine_error_band() == pytest.approx(error_stats(closed, engine_only=True))
+    # the planner quotes this band ("cost-model error on 148 held-out published measurements"), not the 195 rows of
+    # "How good is the model": the README says which it is
+    from pathlib import Path
+
+    num, median, p90 = engine_error_band()
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert (f"(the {num} held-out engine-level rows priced in closed form, `validate.engine_error_band`: median {median:.1f} %, "
+            f"p90 {p90:.1f} %; the 195 below add the simulated families' rows)") in readme
 
 
 def test_the_readme_quotes_fastertransformers_gpt20b_errors_at_tp1_and_tp8(results):
