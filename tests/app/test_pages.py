@@ -343,6 +343,18 @@ def lesson_title(lesson_id: str) -> str:
     return next(x.title for x in load_lessons() if x.id == lesson_id)
 
 
+def test_the_first_lesson_picked_on_learn_opened_from_the_menu_is_shown():
+    # Learn opened from the page menu (no ?lesson=) wrote ?lesson=roofline; the first pick of another lesson then
+    # read that address as a link naming lesson 1 and put the radio back: a class's first click did nothing
+    at = app().run()
+    at.switch_page(PAGES[3]).run()
+    assert at.query_params["lesson"] == "roofline"
+    at.radio(key="learn.pick").set_value("split-prefill-decode").run()
+    assert not at.exception
+    assert any(lesson_title("split-prefill-decode") in s.value for s in at.subheader)
+    assert at.query_params["lesson"] == "split-prefill-decode"
+
+
 def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     lesson = next(x for x in load_lessons() if x.id == "chunk-size")
     at = open_page(PAGES[3], lesson=lesson.id)
