@@ -92,6 +92,24 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
 
 
+def test_a_deployment_whose_decode_side_streams_the_first_token_says_what_the_instance_ttft_is():
+    # The 3P1D preset streams the first token from the decode side: the table's caption said "TTFT on the instances
+    # that emit first tokens" beside prefill instances at 416-443 ms (their prefill's end) under a headline TTFT p50
+    # of 468 ms, which no mixture of those instances can have
+    import json
+
+    at, table = instance_table()
+    caption = " ".join(c.value for c in at.caption if c.value.startswith("Per instance"))
+    assert "instances that emit first tokens" not in caption and "decode side" in caption, caption
+    assert "headline" in caption, caption
+    help_ = json.loads(table.proto.columns)["ttft_p50_ms"]["help"]
+    assert "prefill" in help_ and "decode side" in help_, help_
+    # a split whose prefill side streams the first token says it as before
+    at, table = instance_table("cluster-distserve-opt13b-3xa100-p2d1")
+    caption = " ".join(c.value for c in at.caption if c.value.startswith("Per instance"))
+    assert "TTFT on the instances that emit first tokens" in caption, caption
+
+
 def test_a_deployments_tables_show_a_missing_latency_as_a_dash_and_say_why():
     # The Requests tab of a 3P1D deployment showed "None" for the prefill instances' TPOT and the decode instance's
     # TTFT (NaN in a number column); the requests table did the same for an unfinished request's finish and TTFT.
