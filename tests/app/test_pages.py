@@ -826,6 +826,25 @@ def test_the_timeline_tab_redraws_on_its_own_controls():
     assert metric(at, "TTFT p50") == headline
 
 
+def test_the_requests_shown_slider_reaches_no_further_than_the_runs_requests():
+    # A mechanism preset's 6 requests: "Requests shown" ran 5-60 with its handle at 6, near the left end, and 54 of its
+    # 56 positions drew the same six rows (a control that did nothing); it ends at the run's request count
+    at = app(open_sections=False, preset="mechanism-prefill-stall").run()
+    rows = at.slider(key="ui.rows")
+    assert (rows.min, rows.max, rows.value) == (5, 6, 6)
+    # and a value kept from a larger run (40 of 300) gives way to this run's (the slider's range changed: a new widget)
+    at = app(open_sections=False).run()
+    at.slider(key="ui.rows").set_value(40).run()
+    at.query_params["preset"] = "mechanism-prefill-stall"
+    at.session_state[CFG_KEY] = load_preset("mechanism-prefill-stall")
+    at.run()
+    assert not at.exception
+    assert at.slider(key="ui.rows").value == 6 and at.slider(key="ui.rows").max == 6
+    # a large run keeps the whole range
+    at = app(open_sections=False).run()
+    assert at.slider(key="ui.rows").max == 60
+
+
 def test_compares_gantts_name_their_side_above_the_chart_and_hang_their_legend_below_the_axis():
     # 390 px, two deployments: the Gantt's title "A · cluster-dynamo-llama70b-fp8-8xh100-colocated" was cut at the
     # chart's edge (Plotly does not wrap a title), and its legend, wrapped to two rows and anchored by its bottom,
