@@ -187,9 +187,11 @@ def main() -> None:
     bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
         f"The link names an unknown lesson {wanted[:60]!r}; showing the first lesson.",)  # fmt: skip
     show_link_notices(("lesson", "workshop", "reveal"), problems=bad)
-    if wanted in ids and st.session_state.get("learn.linked") != wanted:  # a link (or "Back to the lesson") names one
+    # A link (or "Back to the lesson") names one: an address this page did not write itself last run. (The
+    # address it wrote, e.g. ?lesson=roofline on opening Learn from the menu, is not a link: read as one, it put
+    # the radio back on lesson 1 and a class's first pick of another lesson did nothing.)
+    if wanted in ids and ("learn.pick" not in st.session_state or st.session_state.get("learn.linked") != wanted):
         st.session_state["learn.pick"] = wanted
-        st.session_state["learn.linked"] = wanted
     if "learn.pick" not in st.session_state:
         st.session_state["learn.pick"] = ids[0]
     workshop_mode = params.get("workshop") == "1"
@@ -198,6 +200,7 @@ def main() -> None:
     pick = st.radio("Lesson", ids, key="learn.pick", horizontal=True,
                     format_func=lambda i: f"{ids.index(i) + 1}. {next(x.title for x in lessons if x.id == i)}")  # fmt: skip
     write_query_params({"lesson": pick, **{k: params[k] for k in WORKSHOP_PARAMS if k in params}})
+    st.session_state["learn.linked"] = pick
     st.divider()
     _lesson(next(x for x in lessons if x.id == pick), params)
     article = load_article()

@@ -179,7 +179,9 @@ def _timeline_tab(res: SimResult) -> None:
                             help="The request rows show the requests alive in the window: those that arrive in it first, "
                                  "then those still running from before it, latest first (the whole run: by arrival "
                                  "order); skip this many of them.")  # fmt: skip
-    rows = c2.slider("Requests shown", 5, timeline.MAX_REQUEST_ROWS, min(30, n), key="ui.rows") if n > 5 else n
+    # At most the run's requests: a mechanism preset's 6 had a 5-60 slider, 54 of its 56 positions drawing the same rows.
+    most = min(timeline.MAX_REQUEST_ROWS, n)
+    rows = c2.slider("Requests shown", 5, most, min(30, n), key="ui.rows") if n > 5 else n
     deployment = bool(getattr(res, "instances", None))
     interactive = deployment or c3.toggle(
         "Zoom with the mouse", key=INTERACTIVE_KEY,
@@ -381,10 +383,21 @@ def _requests_tab(res: SimResult) -> None:
         # value has ("77.9%" beside "77.27%")
         scale = {"ttft_p50_s": 1e3, "tpot_p50_s": 1e3, "busy": 100.0, "kv_peak": 100.0}
         rows = [{in_ms.get(k, k): v * scale[k] if k in scale else v for k, v in r.items()} for r in instance_rows(res)]
+        dis = res.config.deployment.disaggregation if res.config.deployment else None
+        # Streamed by the decode side, the user's first token comes after the KV transfer and the decode instance's first
+        # tick: a prefill instance's TTFT is its prefill's end, earlier (the 3P1D preset's 416-443 ms under a headline
+        # p50 of 468 ms read as a contradiction while the caption called them the instances that emit first tokens).
+        on_decode = dis is not None and dis.first_token_from == "decode"
+        ttft_where = ("TTFT on a prefill instance: arrival to its prefill's end (the decode side streams the user's first "
+                      "token, after the KV transfer: the headline's TTFT)" if on_decode else
+                      "TTFT on the instances that emit first tokens")  # fmt: skip
         st.caption(("Per instance: the requests routed to it (decode instances: handed to it), its" if all_columns else
                     "Per instance (All columns: the requests routed to it, their prompt tokens, its ticks and GPUs): its")
-                   + " GPU busy time over the run's makespan and its KV cache peak; TTFT on the instances that emit first "
-                   "tokens, TPOT on those that decode.")  # fmt: skip
+                   + f" GPU busy time over the run's makespan and its KV cache peak; {ttft_where}; TPOT on the "
+                   "instances that decode.")  # fmt: skip
+        ttft_help = ("Arrival to the end of its prefill on the instance that prefilled the requests; the user's first token "
+                     "comes later, from the decode side (the headline's TTFT)" if on_decode else
+                     "On the instance that prefilled the requests")  # fmt: skip
         num = st.column_config.NumberColumn
         # (a pool's instances have no TTFT or TPOT of their own: NaN, shown as "–", not "None")
         ms = ("(ms)", "%.1f", "%.1f") if all_columns else ("", "%,.0f ms", "%.1f ms")  # (compact: the unit in the cells)
@@ -394,7 +407,7 @@ def _requests_tab(res: SimResult) -> None:
             "busy": num(format="%.1f%%"), "kv_peak": num("KV peak", format="%.1f%%"),
             "prompt_tokens": num("prompt tokens", format="localized"), "ticks": num(format="localized"),
             "ttft_p50_ms": num(f"TTFT p50 {ms[0]}".strip(), format=ms[1],
-                               help=f"On the instance that prefilled the requests; {MISSING} on a decode instance (its requests arrive prefilled)"),
+                               help=f"{ttft_help}; {MISSING} on a decode instance (its requests arrive prefilled)"),
             "tpot_p50_ms": num(f"TPOT p50 {ms[0]}".strip(), format=ms[2],
                                help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
     table = requests_view(_frames(res)["requests"], all_columns)

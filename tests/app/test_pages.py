@@ -92,6 +92,24 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
 
 
+def test_a_deployment_whose_decode_side_streams_the_first_token_says_what_the_instance_ttft_is():
+    # The 3P1D preset streams the first token from the decode side: the table's caption said "TTFT on the instances
+    # that emit first tokens" beside prefill instances at 416-443 ms (their prefill's end) under a headline TTFT p50
+    # of 468 ms, which no mixture of those instances can have
+    import json
+
+    at, table = instance_table()
+    caption = " ".join(c.value for c in at.caption if c.value.startswith("Per instance"))
+    assert "instances that emit first tokens" not in caption and "decode side" in caption, caption
+    assert "headline" in caption, caption
+    help_ = json.loads(table.proto.columns)["ttft_p50_ms"]["help"]
+    assert "prefill" in help_ and "decode side" in help_, help_
+    # a split whose prefill side streams the first token says it as before
+    at, table = instance_table("cluster-distserve-opt13b-3xa100-p2d1")
+    caption = " ".join(c.value for c in at.caption if c.value.startswith("Per instance"))
+    assert "TTFT on the instances that emit first tokens" in caption, caption
+
+
 def test_a_deployments_tables_show_a_missing_latency_as_a_dash_and_say_why():
     # The Requests tab of a 3P1D deployment showed "None" for the prefill instances' TPOT and the decode instance's
     # TTFT (NaN in a number column); the requests table did the same for an unfinished request's finish and TTFT.
@@ -341,6 +359,18 @@ def test_each_lesson_page_loads(lesson):
 
 def lesson_title(lesson_id: str) -> str:
     return next(x.title for x in load_lessons() if x.id == lesson_id)
+
+
+def test_the_first_lesson_picked_on_learn_opened_from_the_menu_is_shown():
+    # Learn opened from the page menu (no ?lesson=) wrote ?lesson=roofline; the first pick of another lesson then
+    # read that address as a link naming lesson 1 and put the radio back: a class's first click did nothing
+    at = app().run()
+    at.switch_page(PAGES[3]).run()
+    assert at.query_params["lesson"] == "roofline"
+    at.radio(key="learn.pick").set_value("split-prefill-decode").run()
+    assert not at.exception
+    assert any(lesson_title("split-prefill-decode") in s.value for s in at.subheader)
+    assert at.query_params["lesson"] == "split-prefill-decode"
 
 
 def test_a_lesson_button_opens_simulate_with_the_lesson_config():
@@ -794,6 +824,25 @@ def test_the_timeline_tab_redraws_on_its_own_controls():
     body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
     assert "10 requests alive in this window" in body and body.count(">req ") == 10
     assert metric(at, "TTFT p50") == headline
+
+
+def test_the_requests_shown_slider_reaches_no_further_than_the_runs_requests():
+    # A mechanism preset's 6 requests: "Requests shown" ran 5-60 with its handle at 6, near the left end, and 54 of its
+    # 56 positions drew the same six rows (a control that did nothing); it ends at the run's request count
+    at = app(open_sections=False, preset="mechanism-prefill-stall").run()
+    rows = at.slider(key="ui.rows")
+    assert (rows.min, rows.max, rows.value) == (5, 6, 6)
+    # and a value kept from a larger run (40 of 300) gives way to this run's (the slider's range changed: a new widget)
+    at = app(open_sections=False).run()
+    at.slider(key="ui.rows").set_value(40).run()
+    at.query_params["preset"] = "mechanism-prefill-stall"
+    at.session_state[CFG_KEY] = load_preset("mechanism-prefill-stall")
+    at.run()
+    assert not at.exception
+    assert at.slider(key="ui.rows").value == 6 and at.slider(key="ui.rows").max == 6
+    # a large run keeps the whole range
+    at = app(open_sections=False).run()
+    assert at.slider(key="ui.rows").max == 60
 
 
 def test_compares_gantts_name_their_side_above_the_chart_and_hang_their_legend_below_the_axis():
