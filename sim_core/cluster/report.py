@@ -31,8 +31,8 @@ def describe_deployment(cfg: SimConfig) -> str:
 
 
 def describe_link(link: LinkConfig) -> str:
-    """'50 GB/s + 20 us, layer-wise' or 'ideal (free)': a KV link in words (here and the planner's splits)."""
-    bw = "ideal (free)" if link.bandwidth_gb_per_s is None else f"{link.bandwidth_gb_per_s:g} GB/s + {link.latency_us:g} us"
+    """'50 GB/s + 20 µs, layer-wise' or 'ideal (free)': a KV link in words (here and the planner's splits)."""
+    bw = "ideal (free)" if link.bandwidth_gb_per_s is None else f"{link.bandwidth_gb_per_s:g} GB/s + {link.latency_us:g} µs"
     return bw + (", layer-wise" if link.layerwise_pipelining and link.bandwidth_gb_per_s is not None else "") + (
         ", no contention" if link.contention == "none" and link.bandwidth_gb_per_s is not None else "")
 
@@ -72,7 +72,7 @@ def instance_rows(res: ClusterResult) -> list[dict[str, object]]:
 
 
 def format_instances(res: ClusterResult) -> str:
-    ms = lambda x: "-" if np.isnan(x) else f"{x * 1e3:,.1f} ms" if x >= 1e-3 or x == 0 else f"{x * 1e6:,.0f} us"  # noqa: E731
+    ms = lambda x: "-" if np.isnan(x) else f"{x * 1e3:,.1f} ms" if x >= 1e-3 or x == 0 else f"{x * 1e6:,.0f} µs"  # noqa: E731
     lines = [f"  {'instance':34s} {'requests':>8s} {'busy':>5s} {'KV peak':>7s} {'TTFT p50':>10s} {'TPOT p50':>10s} {'pre-empt':>8s}"]
     for inst, r in zip(res.instances, instance_rows(res)):
         lines.append(f"  {inst.label:34s} {r['requests']:8,d} {r['busy']:5.0%} {r['kv_peak']:7.0%} "

@@ -1032,7 +1032,7 @@ def test_plan_page_reads_the_candidate_count_and_the_split_link_from_sim_core(mo
     at.checkbox(key="plan.pd").check().run()
     assert not at.exception
     text = " ".join(c.value for c in at.caption)
-    assert "12,345 candidate configurations" in text and "400 GB/s + 5 us" in text
+    assert "12,345 candidate configurations" in text and "400 GB/s + 5 µs" in text
 
 
 def test_a_plan_search_too_large_to_set_up_in_the_page_budget_says_to_narrow_it(monkeypatch, tmp_path):
