@@ -160,6 +160,9 @@ def main() -> None:
     if (note := calibration_difference(a, b)) is not None:  # (an engine preset brings its family's measured overheads)
         st.info(plain(note), icon=":material/info:")
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
+    # (a ratio alone does not say which side did better: for latencies lower is, for throughput higher is)
+    st.caption("B / A is B's value over A's. Below 1× B is lower: better for the latencies (TTFT, TPOT, ITL, E2E) and "
+               "pre-emptions, worse for throughput, goodput, SLO attainment and finished requests.")
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
     _seed_table(a, b, page)

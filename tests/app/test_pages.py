@@ -240,6 +240,8 @@ def test_compare_page_link_carries_both_setups():
     finished = df.loc["Finished"]
     assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
     assert any(" s" in v or " ms" in v for v in df.loc["TTFT p50", ["A", "B"]])
+    # a ratio says which side did better only with the metric's direction (ui37: a class hesitated over "0.80×")
+    assert any(c.value.startswith("B / A is B's value over A's. Below 1× B is lower: better for the latencies") for c in at.caption)
 
 
 def test_compare_shows_per_class_latency_and_says_when_b_loses_its_workload():
