@@ -348,8 +348,8 @@ def test_the_tp_degrees_a_model_allows_are_vllms(model, degrees):
 
 
 @pytest.mark.parametrize("overrides, line", [
-    ({"hardware": {"num_gpus": 3}}, "hardware.num_gpus = 3: Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly "
-     "only over 1, 2, 4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes)"),
+    ({"hardware": {"num_gpus": 3}}, ("hardware.num_gpus = 3: Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly "
+                                     "only over 1, 2, 4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes)")),
     ({"model": {"name": "Qwen2.5-7B", "num_heads": 28, "num_kv_heads": 4, "hidden_size": 3584}, "hardware": {"num_gpus": 8}},
      "hardware.num_gpus = 8: Qwen2.5-7B's 28 attention heads (4 KV heads) split evenly only over 1, 2, 4 or 28 GPUs"),
     ({"deployment": {"replicas": 2}, "hardware": {"num_gpus": 6}}, "hardware.num_gpus = 6: Llama-3.1-8B's"),
