@@ -116,7 +116,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         said = f": an offline run completes {saturation:,.1f} req/s" if saturation is not None else ""
         print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")
     check_range(args.knob, start, stop, cfg, names=("--start", "--stop"))
-    values = sweep_values(args.knob, start, stop, args.num)
+    values = sweep_values(args.knob, start, stop, args.num, cfg)
     try:
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
                         steady_length=not args.fixed_length)  # fmt: skip

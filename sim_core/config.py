@@ -24,6 +24,7 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 
 
 MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
+MAX_TP = 64  # most GPUs of one engine instance (hardware.num_gpus, a pool's tensor_parallel)
 
 
 class StrictModel(BaseModel):
@@ -85,7 +86,11 @@ class HardwareSpec(StrictModel):
         description="Device memory per GPU, GiB (2^30 bytes; nvidia-smi's total / 1024). "
         "Older configs' `memory_gb` is read as this field.",
     )
-    num_gpus: int = Field(1, ge=1, le=64, description="GPUs serving one model replica (tensor-parallel degree).")
+    num_gpus: int = Field(
+        1, ge=1, le=MAX_TP,
+        description="GPUs serving one model replica (tensor-parallel degree): one the model's attention heads and KV heads "
+        "split evenly over (tp_degrees_allowed), as vLLM requires.",
+    )
     interconnect: Literal["nvswitch", "nvlink", "nvlink-bridge", "pcie", "xgmi"] = Field(
         "nvswitch",
         description="GPU-to-GPU link: nvswitch (all-to-all NVLink, HGX/DGX), nvlink (direct NVLink mesh), "
@@ -146,6 +151,41 @@ class ModelSpec(StrictModel):
                 f"num_experts_per_token ({self.num_experts_per_token}) must be <= num_experts ({self.num_experts})"
             )
         return self
+
+
+def tp_degrees_allowed(num_heads: int, num_kv_heads: int, most: int = MAX_TP) -> tuple[int, ...]:
+    """The tensor-parallel degrees (1 to `most`) a model's attention splits evenly over, as vLLM requires to start:
+    the query heads divide by the degree (ModelConfig.verify_with_parallel_config: "Total number of attention heads
+    must be divisible by tensor parallel size"), and the KV heads do too, or, past the KV head count, the degree is a
+    multiple of it and each GPU holds a replica of one KV head (QKVParallelLinear's divide(); Qwen2.5-7B's 28 heads
+    split over 7 GPUs but its 4 KV heads do not). The one source of the rule: config validation, the sidebar's GPU
+    choices, the planner's and the sweep's TP degrees."""
+    return tuple(
+        t for t in range(1, most + 1)
+        if num_heads % t == 0 and (num_kv_heads % t == 0 if t < num_kv_heads else t % num_kv_heads == 0)
+    )  # fmt: skip
+
+
+def tp_degrees_text(model: ModelSpec) -> str:
+    """The model's allowed TP degrees as a list in words: "1, 2, 4 or 28"."""
+    allowed = tp_degrees_allowed(model.num_heads, model.num_kv_heads)
+    return ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}" if len(allowed) > 1 else str(allowed[0])
+
+
+def tp_rule_text(model: ModelSpec) -> str:
+    """The model's TP degrees in words: "Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly only over 1, 2,
+    4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes)"."""
+    kv = f" ({model.num_kv_heads} KV heads)" if model.num_kv_heads != model.num_heads else ""
+    gpus = "GPU" if tp_degrees_allowed(model.num_heads, model.num_kv_heads) == (1,) else "GPUs"
+    return (f"{model.name}'s {model.num_heads} attention heads{kv} split evenly only over {tp_degrees_text(model)} "
+            f"{gpus} (vLLM refuses other tensor-parallel sizes)")  # fmt: skip
+
+
+def tp_problem(model: ModelSpec, tp: int, field: str) -> str | None:
+    """Why `field` = `tp` GPUs cannot serve `model` with tensor parallelism, or None when they can."""
+    if tp in tp_degrees_allowed(model.num_heads, model.num_kv_heads):
+        return None
+    return f"{field} = {tp}: {tp_rule_text(model)}"
 
 
 # ---------------------------------------------------------------- workload
@@ -698,7 +738,8 @@ class PoolConfig(StrictModel):
     replicas: int = Field(1, ge=1, le=64, description="Instances in this pool.")
     hardware: HardwareSpec | None = Field(None, description="GPU kind of this pool (empty: the top-level hardware).")
     tensor_parallel: int | None = Field(
-        None, ge=1, le=64, description="GPUs per instance (empty: the pool hardware's num_gpus)."
+        None, ge=1, le=MAX_TP,
+        description="GPUs per instance (empty: the pool hardware's num_gpus); one the model's heads split evenly over.",
     )
     scheduler: SchedulerConfig | None = Field(
         None, description="Scheduler knobs of this pool's instances (empty: the top-level scheduler)."
@@ -901,6 +942,33 @@ class SimConfig(StrictModel):
             return dep.replicas * self.hardware.num_gpus
         tp = lambda p: p.tensor_parallel or (p.hardware or self.hardware).num_gpus  # noqa: E731
         return dis.prefill.replicas * tp(dis.prefill) + dis.decode.replicas * tp(dis.decode)
+
+    def tp_fields(self) -> dict[str, int]:
+        """Each field that sets the TP degree of an engine this config runs -> that degree: hardware.num_gpus for one
+        engine or replicas; with disaggregation, each pool's tensor_parallel, else its hardware's num_gpus, else the
+        top-level one (pool_config's rule)."""
+        dis = self.deployment.disaggregation if self.deployment else None
+        if dis is None:
+            return {"hardware.num_gpus": self.hardware.num_gpus}
+        out = {}
+        for role, pool in (("prefill", dis.prefill), ("decode", dis.decode)):
+            where = f"deployment.disaggregation.{role}"
+            if pool.tensor_parallel is not None:
+                out[f"{where}.tensor_parallel"] = pool.tensor_parallel
+            elif pool.hardware is not None:
+                out[f"{where}.hardware.num_gpus"] = pool.hardware.num_gpus
+            else:
+                out["hardware.num_gpus"] = self.hardware.num_gpus
+        return out
+
+    @model_validator(mode="after")
+    def _check_tensor_parallel(self) -> SimConfig:
+        # (a TP degree the heads do not divide was priced with fractional heads per GPU; engines refuse to start.)
+        # Before _check_deployment, so a pool's degree is named by its own field, not as "an invalid engine".
+        for path, tp in self.tp_fields().items():
+            if (problem := tp_problem(self.model, tp, path)) is not None:
+                raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _check_deployment(self) -> SimConfig:
@@ -1117,5 +1185,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             msg = f"unknown field {str(loc[-1])!r}{did_you_mean(str(loc[-1]), known)}; fields here: {', '.join(known)}"
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
+        if not loc and " = " in msg and field_info(tuple(msg.partition(" = ")[0].split("."))) is not None:
+            # a check across sections that names its field and value itself ("hardware.num_gpus = 3: ..."): that is
+            # the line, not "(config): hardware.num_gpus = 3: ..."
+            lines.append(f"{msg}{extra}")
+            continue
         lines.append(f"{path}{given_part}: {msg}{extra}")
     return f"Invalid {source}:\n  " + "\n  ".join(lines)

@@ -13,6 +13,9 @@ prefill and a decode pool, through the cluster simulation (sim_core/cluster). `P
 under Poisson arrivals, conservative for round robin; co-located candidates only).
 
 Pruning, so a space of ~500 configurations stays within a minute (figures in the README):
+  * a TP degree the model's attention heads do not split evenly over (config.tp_degrees_allowed: Qwen2.5-7B's 28
+    heads over 8 GPUs) is dropped as an engine would refuse it, like a family that does not fit in memory; when no
+    degree of the search is one the model allows, the plan is refused with the degrees it does allow;
   * memory fit first (exact): a family whose weights + KV do not fit in one instance (each pool for
     a split) is dropped without a simulation (costmodel.plan_memory); the router does not change it;
   * saturation bound (exact up to its margin): N replicas, whatever the router, complete at most N
@@ -47,7 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, WorkloadConfig, pool_config
+from sim_core.config import (HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, WorkloadConfig, pool_config,
+                             tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
@@ -539,6 +543,7 @@ def plan(
     Runs on `backend` (default: a local process pool, one worker per CPU, closed on return); every
     simulation under `budget` when given (the app's server budget: a run it stops counts as missing the SLOs).
     `cancelled` is asked while the search space is built and between runs: True raises SearchCancelled."""
+    check_tp_degrees(base, spec)  # (before a process pool starts)
     if backend is None:
         with LocalBackend() as own:
             return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,
@@ -549,14 +554,34 @@ def plan(
     return _search(base, spec, backend, cache, candidates, cancelled, with_band, budget=budget, on_headroom=headroom)
 
 
+def check_tp_degrees(base: SimConfig, spec: PlanSpec) -> None:
+    """PresetError when no TP degree of the search is one `base`'s model allows (tp_degrees_allowed): every candidate
+    would be pruned, and the plan would say only that none meets the SLOs."""
+    allowed = tp_degrees_allowed(base.model.num_heads, base.model.num_kv_heads)
+    if not any(t in allowed for t in spec.tp_degrees):
+        raise PresetError(f"tp_degrees = {', '.join(map(str, spec.tp_degrees))}: {tp_rule_text(base.model)}; "
+                          "search at least one of those degrees")  # fmt: skip
+
+
+def tp_pruned_reason(base: SimConfig) -> str:
+    """The planner's reason for the candidates whose TP degree `base`'s model does not allow (its output says it)."""
+    return f"TP degree the model's heads do not split over ({base.model.name}: TP {tp_degrees_text(base.model)} only)"
+
+
 def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family], cancelled: Callable[[], bool] | None,
                     prune: Callable[[str, int], None]) -> list[Family]:  # fmt: skip
-    """The families whose config is valid, fits in memory and differs from an earlier one's. Their configs are not
-    kept (family_config makes one again when it is run: ~14 KB each, and a P:D space has ~41k families)."""
+    """The families whose TP degrees the model allows, whose config is valid, fits in memory and differs from an
+    earlier one's. Their configs are not kept (family_config makes one again when it is run: ~14 KB each, and a P:D
+    space has ~41k families)."""
     valid: list[Family] = []
     seen: set[bytes] = set()
+    allowed = tp_degrees_allowed(base.model.num_heads, base.model.num_kv_heads)
     for i, fam in enumerate(families):
         _check(cancelled, f"while building the search space ({i:,} of {len(families):,} configuration families checked)", setup=True)
+        if fam.tp not in allowed or (fam.is_split and fam.decode_tp not in allowed):
+            # (an engine refuses to start: pruned like one that does not fit, not "invalid configuration")
+            prune(tp_pruned_reason(base), _num_sizes(fam, spec))
+            continue
         try:
             cfg = family_config(base, fam)
             for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.budget import RunBudget
-from sim_core.config import SimConfig, field_info
+from sim_core.config import SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
 from sim_core.metrics import STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
@@ -132,10 +132,26 @@ class SweepPoint:
     seeds: tuple[Summary, ...] = ()
 
 
-def sweep_values(knob: str, start: float, stop: float, num: int) -> list[float]:
+def sweep_values(knob: str, start: float, stop: float, num: int, cfg: SimConfig | None = None) -> list[float]:
+    """`num` values from `start` to `stop` (an integer knob's whole numbers, each once). The GPU count with `cfg`: the
+    TP degrees in that range that its model's heads split evenly over (`allowed_gpus`), at most `num` spread across it
+    (a sweep of 2..8 GPUs of Llama-3.1-8B ran 3, 5, 6 and 7 GPUs that no engine starts with)."""
     _, _, is_int = SWEEP_KNOBS[knob]
+    if knob == "num_gpus" and cfg is not None:
+        degrees = allowed_gpus(cfg, start, stop)
+        picks = sorted({round(float(i)) for i in np.linspace(0, len(degrees) - 1, min(num, len(degrees)))})
+        return [degrees[i] for i in picks]
     vals = np.linspace(start, stop, num)
     return sorted({int(round(v)) for v in vals}) if is_int else [float(v) for v in vals]
+
+
+def allowed_gpus(cfg: SimConfig, start: float, stop: float) -> list[int]:
+    """The GPU counts from `start` to `stop` that `cfg`'s model splits its heads evenly over (tp_degrees_allowed); a
+    PresetError naming the range and the degrees there are when there is none."""
+    degrees = [t for t in tp_degrees_allowed(cfg.model.num_heads, cfg.model.num_kv_heads) if start <= t <= stop]
+    if not degrees:
+        raise PresetError(f"num_gpus from {start:g} to {stop:g}: {tp_rule_text(cfg.model)}")
+    return degrees
 
 
 def completion_rate_per_s(res) -> float | None:
@@ -219,6 +235,8 @@ def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = No
             raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
     if not start < stop:
         raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}")
+    if knob == "num_gpus" and cfg is not None:
+        allowed_gpus(cfg, start, stop)  # (a range holding no TP degree the model allows sweeps nothing)
 
 
 def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8,

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from sim_core import list_presets, load_preset
+from sim_core.config import tp_degrees_allowed
 
 CASES_ENV = "SIM_PROPERTY_CASES"
 
@@ -162,7 +163,9 @@ def valid_configs(draw) -> dict:
     data["model"] = load_preset("chat-h100-llama8b").model_dump(mode="json")["model"] | _model(draw(st.sampled_from(list_presets("models"))))
     data["seed"] = draw(st.integers(0, 2**32 - 1))
     hw = data["hardware"]
-    hw.update(num_gpus=draw(st.sampled_from([1, 2, 4, 8])), memory_gib=draw(st.floats(16, 320)),
+    m = data["model"]  # (a TP degree the model's heads split evenly over: Qwen2.5-7B's 28 heads do not go over 8 GPUs)
+    tps = [t for t in (1, 2, 4, 8) if t in tp_degrees_allowed(m["num_heads"], m["num_kv_heads"])]
+    hw.update(num_gpus=draw(st.sampled_from(tps)), memory_gib=draw(st.floats(16, 320)),
               peak_tflops=draw(st.floats(50, 5000)), hbm_bandwidth_gb_per_s=draw(st.floats(300, 10000)),
               interconnect_gb_per_s=draw(st.floats(10, 2000)), pcie_gb_per_s=draw(st.floats(4, 256)))  # fmt: skip
     data["model"]["weight_dtype"] = draw(st.sampled_from(["fp16", "bf16", "fp8", "int8", "int4"]))

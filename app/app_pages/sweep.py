@@ -334,7 +334,11 @@ def main() -> None:
     if stop <= start:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")
         return
-    values = sweep_values(knob, start, stop, int(n))
+    try:
+        values = sweep_values(knob, start, stop, int(n), cfg)
+    except PresetError as err:  # (GPUs: a range holding no TP degree the model's heads split evenly over)
+        st.error(plain(err))
+        return
     write_query_params((link_query(cfg, st.session_state.get("sim.preset")) or {})
                        | {"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
                        | ({"vs": vs} if vs != NO_ENGINE else {}))  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from sim_core import PresetError, SimConfig, config_from_dict
-from sim_core.config import field_info
+from sim_core.config import field_info, tp_degrees_allowed
 from sim_core.presets import list_presets, read_preset_data
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
@@ -221,7 +221,7 @@ def _help(path: str) -> str:
     return info.description if info is not None else ""
 
 
-def _draw(spec: Spec) -> None:
+def _draw(spec: Spec, cfg: SimConfig) -> None:
     key, label, help_ = widget_key(spec.path), spec.label, _help(spec.path)
     value = st.session_state.get(key)
     if spec.kind == "toggle":
@@ -231,6 +231,8 @@ def _draw(spec: Spec) -> None:
         st.selectbox(label, opts, key=key, help=help_, on_change=_load_profile)
     elif spec.kind == "select":
         st.selectbox(label, spec.options, key=key, help=help_)
+    elif spec.kind == "options" and spec.path == GPUS_PATH:
+        st.select_slider(label, options=tp_options(spec.options, value, cfg), key=key, help=help_)
     elif spec.kind == "options":
         opts = sorted(set(spec.options) | ({value} if value is not None else set()))
         st.select_slider(label, options=opts, key=key, help=help_)
@@ -248,6 +250,19 @@ def _draw(spec: Spec) -> None:
 
 
 PROFILE_PATH = "calibration.profile"
+GPUS_PATH = "hardware.num_gpus"
+
+
+def tp_options(base: tuple[int, ...], current: int | None, cfg: SimConfig) -> list[int]:
+    """The TP degrees a GPU-count control offers: those of `base` that the model splits its heads evenly over
+    (tp_degrees_allowed: TP 8 of Qwen2.5-7B's 28 heads is not offered), the model as the Model knobs say (`cfg`'s
+    while they are closed), and the current value, kept when it is not one of them (a model edited under it):
+    validation then names it and the degrees there are."""
+    s = st.session_state
+    heads = s.get(widget_key("model.num_heads"), cfg.model.num_heads)
+    kv = s.get(widget_key("model.num_kv_heads"), cfg.model.num_kv_heads)
+    ok = tp_degrees_allowed(heads, kv) if isinstance(heads, int) and isinstance(kv, int) and heads >= 1 and kv >= 1 else base
+    return sorted({t for t in base if t in ok} | ({int(current)} if current is not None else set()))
 
 
 def profile_values(name: str) -> dict[str, Any]:
@@ -281,7 +296,7 @@ def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None)
         if key not in st.session_state:  # Streamlit drops the state of widgets that were hidden
             st.session_state[key] = config_value(cfg, spec.path)
         if _visible(spec):
-            _draw(spec)
+            _draw(spec, cfg)
             if slots is not None:
                 slots[spec.path] = st.empty()
 

@@ -11,6 +11,7 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
+from app.components.config_form import tp_options
 from app.components.text import plain
 from sim_core import SimConfig
 from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_info
@@ -117,7 +118,8 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     c1, c2 = st.columns(2)
     p = c1.number_input("Prefill instances", 1, 64, step=1, key=KEY + "prefill", help=_help("disaggregation", "prefill"))
     d = c2.number_input("Decode instances", 1, 64, step=1, key=KEY + "decode", help=_help("disaggregation", "decode"))
-    opts = lambda k: sorted(set(TP_OPTIONS) | {int(st.session_state.get(KEY + k, 1))})  # noqa: E731
+    # (only degrees the model's heads split evenly over, and the pool's own: config_form.tp_options, the sidebar's rule)
+    opts = lambda k: tp_options(TP_OPTIONS, int(st.session_state.get(KEY + k, 1)), cfg)  # noqa: E731
     ptp = c1.select_slider("Prefill TP", opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
     dtp = c2.select_slider("Decode TP", opts("decode_tp"), key=KEY + "decode_tp", help=_help("disaggregation", "decode"))
     gpu_help = field_info(("deployment", "disaggregation", "prefill", "hardware")).description

@@ -328,3 +328,50 @@ def test_a_tiny_capacity_rate_or_limit_is_refused_naming_its_range_or_runs_on_a_
     assert np.isfinite(tl.t_start_s).all() and np.isfinite(tl.t_end_s).all()
     span = float(tl.t_end_s[-1] - tl.t_start_s[0]) if tl.num_ticks else 0.0
     assert span == 0 or span >= np.finfo(float).tiny  # a normal float: an axis can be divided into ticks
+
+
+# ---------------------------------------------------------------- tensor-parallel degree vs the model's heads
+from sim_core.config import ModelSpec, tp_degrees_allowed  # noqa: E402
+from sim_core.presets import read_preset_data  # noqa: E402
+
+
+@pytest.mark.parametrize("model, degrees", [
+    ("llama-3.1-8b", (1, 2, 4, 8, 16, 32)),  # 32 heads, 8 KV heads: replicated KV heads past 8
+    ("qwen2.5-7b", (1, 2, 4, 28)),  # 28 heads split over 7 and 14, but its 4 KV heads do not: vLLM refuses
+    ("yi-34b", (1, 2, 4, 8, 56)),  # 56 heads, 8 KV heads
+    ("llama-2-13b", (1, 2, 4, 5, 8, 10, 20, 40)),  # 40 heads, no GQA
+    ("gpt-175b", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)),  # 96 heads, at most 64 GPUs
+])  # fmt: skip
+def test_the_tp_degrees_a_model_allows_are_vllms(model, degrees):
+    spec = ModelSpec.model_validate({k: v for k, v in read_preset_data("models", model).items() if k != "description"})
+    assert tp_degrees_allowed(spec.num_heads, spec.num_kv_heads) == degrees
+
+
+@pytest.mark.parametrize("overrides, line", [
+    ({"hardware": {"num_gpus": 3}}, ("hardware.num_gpus = 3: Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly "
+                                     "only over 1, 2, 4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes)")),
+    ({"model": {"name": "Qwen2.5-7B", "num_heads": 28, "num_kv_heads": 4, "hidden_size": 3584}, "hardware": {"num_gpus": 8}},
+     "hardware.num_gpus = 8: Qwen2.5-7B's 28 attention heads (4 KV heads) split evenly only over 1, 2, 4 or 28 GPUs"),
+    ({"deployment": {"replicas": 2}, "hardware": {"num_gpus": 6}}, "hardware.num_gpus = 6: Llama-3.1-8B's"),
+    ({"deployment": {"disaggregation": {"prefill": {"tensor_parallel": 3}}}},
+     "deployment.disaggregation.prefill.tensor_parallel = 3: Llama-3.1-8B's 32 attention heads"),
+    ({"deployment": {"disaggregation": {"decode": {"hardware": {"num_gpus": 12}}}}},
+     "deployment.disaggregation.decode.hardware.num_gpus = 12: Llama-3.1-8B's"),
+])  # fmt: skip
+def test_a_tp_degree_the_heads_do_not_divide_is_refused_naming_the_field_value_and_degrees(overrides, line):
+    # (TP 3 of Llama-3.1-8B was priced with 8/3 KV heads per GPU; vLLM, SGLang and TensorRT-LLM refuse to start)
+    data = SimConfig().model_dump(mode="json")
+    for section, values in overrides.items():
+        data[section] = (data[section] or {}) | values if section != "deployment" else values
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert f"Invalid config:\n  {line}" in str(err.value) and "(config)" not in str(err.value)
+
+
+def test_a_pools_own_tp_degree_is_the_one_checked_not_the_top_level_one_it_replaces():
+    data = SimConfig().model_dump(mode="json") | {"deployment": {"disaggregation": {
+        "prefill": {"tensor_parallel": 2}, "decode": {"tensor_parallel": 4}}}}  # fmt: skip
+    data["hardware"]["num_gpus"] = 3  # (no engine runs on it: each pool sets its own)
+    assert config_from_dict(data).deployment.disaggregation.decode.tensor_parallel == 4
+    assert SimConfig.model_validate(data).tp_fields() == {"deployment.disaggregation.prefill.tensor_parallel": 2,
+                                                          "deployment.disaggregation.decode.tensor_parallel": 4}  # fmt: skip

@@ -317,3 +317,27 @@ def test_a_confirmed_rows_headroom_is_its_deployments_so_it_is_never_below_a_tar
     (row,) = plan(base, spec, backend=LocalBackend(1), with_band=False).rows
     assert row.meets and row.config.deployment.replicas == 7
     assert row.capacity_per_s >= 32.0 and row.headroom(32.0) >= 0
+
+
+QWEN = {"name": "Qwen2.5-7B", "num_heads": 28, "num_kv_heads": 4, "hidden_size": 3584}  # TP 1, 2, 4 or 28 only
+
+
+def test_a_tp_degree_the_models_heads_do_not_split_over_is_pruned_and_said_like_memory():
+    # (TP 8 of Qwen2.5-7B's 28 heads was planned with 3.5 heads per GPU, a deployment no engine starts)
+    base = make_config(model=_base().model.model_dump() | QWEN)
+    spec = PlanSpec(target_rate_per_s=2.0, gpus=("h100-sxm",), tp_degrees=(4, 8), max_replicas=2, engines=("vllm-v1",),
+                    num_results=1, evaluation="one_replica")  # fmt: skip
+    p = plan(base, spec, with_band=False)
+    assert p.pruned["TP degree the model's heads do not split over (Qwen2.5-7B: TP 1, 2, 4 or 28 only)"] == 2
+    assert p.rows and all(r.family.tp == 4 for r in p.rows) and all(c.family.tp == 4 for c in p.evaluated)
+    split = plan(base, spec.model_copy(update={"disaggregated": True, "evaluation": "deployment", "max_replicas": 2}),
+                 with_band=False)  # a split with either pool on 8 GPUs is pruned too  # fmt: skip
+    assert all(8 not in (r.family.tp, r.family.decode_tp) for r in split.evaluated)
+
+
+def test_a_search_of_only_tp_degrees_the_model_refuses_is_a_message_not_an_empty_plan():
+    with pytest.raises(PresetError) as err:
+        plan(_base(), SPEC.model_copy(update={"tp_degrees": (3, 6)}), with_band=False)
+    assert str(err.value) == ("tp_degrees = 3, 6: Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly only over "
+                              "1, 2, 4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes); search at least "
+                              "one of those degrees")  # fmt: skip

@@ -301,3 +301,38 @@ def test_without_a_budget_the_api_has_full_control():
 def test_a_budget_must_be_positive(bad):
     with pytest.raises(ValueError, match="RunBudget"):
         RunBudget(**bad)
+
+
+TP_FIELDS = ("hardware.num_gpus", "deployment.disaggregation.prefill.tensor_parallel",
+             "deployment.disaggregation.decode.hardware.num_gpus")  # fmt: skip
+
+
+@cases(200)
+@given(kv=st.integers(1, 64), group=st.integers(1, 8), tp=st.integers(1, 64), field=st.sampled_from(TP_FIELDS))
+@example(kv=8, group=4, tp=3, field=TP_FIELDS[0])  # Llama-3.1-8B on 3 GPUs
+@example(kv=4, group=7, tp=8, field=TP_FIELDS[1])  # Qwen2.5-7B on 8
+@example(kv=4, group=7, tp=7, field=TP_FIELDS[2])  # its 28 heads split over 7, its 4 KV heads do not
+def test_any_tp_degree_the_heads_do_not_split_over_is_refused_naming_field_value_and_degrees(kv, group, tp, field):
+    from sim_core.config import tp_degrees_allowed
+
+    data = SimConfig().model_dump(mode="json")
+    data["model"] |= {"name": "M", "num_heads": kv * group, "num_kv_heads": kv}
+    if field != "hardware.num_gpus":
+        data["deployment"] = {"disaggregation": {}}
+    node = data
+    *parts, last = field.split(".")
+    for part in parts:
+        node = node.setdefault(part, {})
+    node[last] = tp
+    allowed = tp_degrees_allowed(kv * group, kv)
+    try:
+        cfg = config_from_dict(data)
+    except PresetError as err:
+        msg = str(err)
+        if tp in allowed:  # refused for another reason (memory is not checked here): never for its TP degree
+            assert f"{field} = {tp}:" not in msg
+            return
+        listed = ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}" if len(allowed) > 1 else "1"
+        assert f"\n  {field} = {tp}: M's {kv * group} attention heads" in msg and f"only over {listed} GPU" in msg
+        return
+    assert tp in allowed and tp in cfg.tp_fields().values()

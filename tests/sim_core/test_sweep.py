@@ -236,3 +236,20 @@ def test_a_probe_at_a_low_rate_holds_all_its_arrivals_and_an_idle_server_meets_t
     assert summary.stopped_reason is None and summary.num_finished == probe.workload.num_requests
     if cv is None:  # (bursts of gamma arrivals may miss the SLOs at any mean rate)
         assert meets_objective(summary, cfg, CapacityObjective())
+
+
+def test_a_gpu_sweep_runs_only_tp_degrees_the_models_heads_split_over():
+    # (a sweep of 2..8 GPUs of Llama-3.1-8B ran 3, 5, 6 and 7 GPUs, pricing 8/3 KV heads per GPU)
+    from sim_core.sweep import check_range
+
+    llama = make_config()
+    assert sweep_values("num_gpus", 2, 8, 8, llama) == [2, 4, 8]
+    assert sweep_values("num_gpus", 1, 64, 3, llama) == [1, 4, 32]  # at most the points asked for, across the range
+    assert sweep_values("num_gpus", 2, 8, 8) == [2, 3, 4, 5, 6, 7, 8]  # (no config: the whole numbers)
+    qwen = make_config(model=llama.model.model_dump() | {"name": "Qwen2.5-7B", "num_heads": 28, "num_kv_heads": 4})
+    assert sweep_values("num_gpus", 1, 8, 8, qwen) == [1, 2, 4]
+    with pytest.raises(PresetError, match=r"num_gpus from 5 to 7: Llama-3.1-8B's 32 attention heads \(8 KV heads\) split "
+                                          r"evenly only over 1, 2, 4, 8, 16 or 32 GPUs"):  # fmt: skip
+        check_range("num_gpus", 5, 7, llama)
+    pts = run_sweep(llama, "num_gpus", [3])  # a value given as is: a point with the config's message
+    assert pts[0].summary is None and "hardware.num_gpus = 3: Llama-3.1-8B's 32 attention heads" in pts[0].error

@@ -1,0 +1,81 @@
+"""The sidebar's GPU-count and pool TP controls offer only the tensor-parallel degrees the model's heads split evenly
+over (config.tp_degrees_allowed, the config's own rule); a degree a model change leaves behind is named, never lost."""
+
+from __future__ import annotations
+
+from app.state import CFG_KEY, encode_config
+from sim_core import load_preset
+from tests.app.test_pages import PAGES, app, open_page
+from tests.conftest import make_config
+
+LLAMA_RULE = "Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly only over 1, 2, 4, 8, 16 or 32 GPUs"
+
+
+def test_the_gpu_count_offers_only_tp_degrees_the_models_heads_split_over():
+    # (Qwen2.5-7B's 28 heads and 4 KV heads on 8 GPUs was offered, and priced with 3.5 heads per GPU)
+    at = app(preset="code-completion-l40s-qwen7b").run()
+    assert not at.exception
+    assert list(at.select_slider(key="w.hardware.num_gpus").options) == ["1", "2", "4"]
+    assert list(app(preset="chat-h100-llama8b").run().select_slider(key="w.hardware.num_gpus").options) == ["1", "2", "4", "8"]
+
+
+def test_heads_edited_under_the_gpu_count_are_named_under_it_and_the_config_is_kept():
+    at = app(preset="chat-h100-llama8b").run()
+    at.select_slider(key="w.hardware.num_gpus").set_value(8).run()
+    before = at.session_state[CFG_KEY]
+    assert before.hardware.num_gpus == 8
+    at.number_input(key="w.model.num_heads").set_value(28)
+    at.number_input(key="w.model.num_kv_heads").set_value(4).run()
+    assert not at.exception
+    side = " ".join(e.value for e in at.sidebar.error)
+    assert "“GPUs” = 8: Llama-3.1-8B's 28 attention heads (4 KV heads) split evenly only over 1, 2, 4 or 28 GPUs" in side
+    assert at.session_state[CFG_KEY] == before  # the last valid config stays; the knob keeps its 8 (nothing lost)
+    assert list(at.select_slider(key="w.hardware.num_gpus").options) == ["1", "2", "4", "8"]
+    assert at.select_slider(key="w.hardware.num_gpus").value == 8
+
+
+def test_a_model_preset_the_gpu_count_does_not_suit_is_a_message_and_the_config_stays():
+    at = app(preset="chat-h100-llama8b").run()
+    at.select_slider(key="w.hardware.num_gpus").set_value(8).run()
+    before = at.session_state[CFG_KEY]
+    at.selectbox(key="w.part.models").set_value("qwen2.5-7b").run()
+    assert not at.exception
+    side = " ".join(e.value for e in at.sidebar.error)
+    assert "hardware.num_gpus = 8: Qwen2.5-7B's 28 attention heads (4 KV heads) split evenly only over 1, 2, 4 or 28" in side
+    assert at.session_state[CFG_KEY] == before
+    at.select_slider(key="w.hardware.num_gpus").set_value(4).run()  # a degree it allows: the model then loads
+    at.selectbox(key="w.part.models").set_value("qwen2.5-7b").run()
+    assert not at.exception and at.session_state[CFG_KEY].model.name == "Qwen2.5-7B"
+
+
+def test_a_pools_tp_offers_only_degrees_the_models_heads_split_over():
+    at = app(preset="code-completion-l40s-qwen7b", **{"deployment.disaggregation.prefill.replicas": "1"}).run()
+    assert not at.exception and at.session_state[CFG_KEY].deployment.disaggregation is not None
+    assert list(at.select_slider(key="w.dep.prefill_tp").options) == ["1", "2", "4"]
+    assert list(at.select_slider(key="w.dep.decode_tp").options) == ["1", "2", "4"]
+
+
+def test_a_link_with_a_tp_degree_the_heads_do_not_split_over_names_it_and_keeps_the_rest():
+    # links saved before the rule described deployments no engine runs: the value is named and dropped
+    at = app(preset="chat-h100-llama8b", seed="7", **{"hardware.num_gpus": "3"}).run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert f"hardware.num_gpus = 3: {LLAMA_RULE}" in said
+    assert at.session_state[CFG_KEY] == make_config(seed=7)
+    old = load_preset("chat-h100-llama8b")  # an exact link: its whole config is refused, the default scenario opens
+    old = old.model_copy(update={"hardware": old.hardware.model_copy(update={"num_gpus": 6})})
+    at = app(cfg=encode_config(old)).run()
+    assert not at.exception
+    assert f"hardware.num_gpus = 6: {LLAMA_RULE}" in " ".join(w.value for w in at.warning)
+    assert at.session_state[CFG_KEY] == load_preset("chat-h100-llama8b")
+
+
+def test_a_gpu_sweep_runs_the_allowed_degrees_and_a_range_without_one_is_named():
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="num_gpus", start="1", stop="8", n="8",
+                   **{"workload.num_requests": "40"})  # fmt: skip
+    assert not at.exception
+    assert list(at.dataframe[0].value["num_gpus"]) == [1, 2, 4, 8]  # not 3, 5, 6 or 7 GPUs
+    at.number_input(key="sw.start.num_gpus").set_value(5)
+    at.number_input(key="sw.stop.num_gpus").set_value(7).run()
+    assert not at.exception
+    assert f"num_gpus from 5 to 7: {LLAMA_RULE}" in " ".join(e.value for e in at.error)
