@@ -1071,6 +1071,8 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
             if last_s != last_s:  # (NaN: no token yet, first_token_from = decode)
                 tokenless[r] = None
         last_d = d + st.output.item(r) - st.emitted.item(r) - 1  # (>= d: one token at least is still to emit)
+        # (finish_at and its heap take it as the run's loop takes a decoder whose prompt completed: the same six lines,
+        # inline there, where a call per completed prompt is a cost of every composed tick)
         ending = finish_at.get(last_d)
         if ending is None:
             finish_at[last_d] = [r]
