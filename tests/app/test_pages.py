@@ -627,6 +627,13 @@ def test_prefix_caching_and_speculation_show_their_numbers_and_a_mooncake_trace_
     assert not at.exception and metric(at, "Prefix cache hits").endswith("%")
     at.toggle(key="w.scheduler.speculative.enabled").set_value(True).run()
     assert float(metric(at, "Tokens per decode step")) > 1
+    # the draft time with its share of the busy time it is part of ("draft 11.18 s" said neither what nor how much)
+    from sim_core.engine import run_simulation
+
+    s = run_simulation(at.session_state[CFG_KEY]).summary  # (the run the page shows: same config, same result)
+    drafted = next(m for m in at.metric if m.label == "Tokens per decode step").proto.delta
+    assert drafted.startswith("drafting ") and drafted.endswith(
+        f"({s.spec_draft_time_s / (s.gpu_busy_fraction * s.makespan_s):.0%} of busy time)"), drafted
     line = b'{"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [0, 1]}\n'
     _uploader(at, "w.upload_trace").set_value(("m.jsonl", line * 3, "application/jsonl"))
     at.run()
