@@ -43,7 +43,7 @@ def observe(claim: Claim, res: SimResult | None) -> float:
         return float(sum(len(t.x) for t in fig.data if t.yaxis == "y2" and t.legendgroup == claim.element))
     if claim.view == "roofline":
         fig = charts.roofline_figure(res)
-        by_name = {t.name: t for t in fig.data}
+        by_name = {t.legendgroup or t.name: t for t in fig.data}  # (a kind of tick by its group: "prefill ticks")
         if claim.metric == "prefill_over_decode_intensity":
             p, d = by_name.get("prefill ticks"), by_name.get("decode ticks")
             return float(np.median(p.x) / np.median(d.x)) if p is not None and d is not None else math.nan
