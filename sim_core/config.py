@@ -176,8 +176,8 @@ def tp_rule_text(model: ModelSpec) -> str:
     """The model's TP degrees in words: "Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly only over 1, 2,
     4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes)"."""
     kv = f" ({model.num_kv_heads} KV heads)" if model.num_kv_heads != model.num_heads else ""
-    gpus = "GPU" if tp_degrees_allowed(model.num_heads, model.num_kv_heads) == (1,) else "GPUs"
-    return (f"{model.name}'s {model.num_heads} attention heads{kv} split evenly only over {tp_degrees_text(model)} "
+    gpus = "GPUs" if " or " in (degrees := tp_degrees_text(model)) else "GPU"  # (one degree, 1: "over 1 GPU")
+    return (f"{model.name}'s {model.num_heads} attention heads{kv} split evenly only over {degrees} "
             f"{gpus} (vLLM refuses other tensor-parallel sizes)")  # fmt: skip
 
 

@@ -576,11 +576,12 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
     valid: list[Family] = []
     seen: set[bytes] = set()
     allowed = tp_degrees_allowed(base.model.num_heads, base.model.num_kv_heads)
+    tp_reason = tp_pruned_reason(base)  # (one text for every family it prunes)
     for i, fam in enumerate(families):
         _check(cancelled, f"while building the search space ({i:,} of {len(families):,} configuration families checked)", setup=True)
         if fam.tp not in allowed or (fam.is_split and fam.decode_tp not in allowed):
             # (an engine refuses to start: pruned like one that does not fit, not "invalid configuration")
-            prune(tp_pruned_reason(base), _num_sizes(fam, spec))
+            prune(tp_reason, _num_sizes(fam, spec))
             continue
         try:
             cfg = family_config(base, fam)
