@@ -54,7 +54,7 @@ STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up
 STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
 MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
 # the most requests one run may have (config.py's bound on workload.num_requests)
-_MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
+MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
 
 
 def steady_window(num_arrivals: int) -> tuple[int, int]:
@@ -128,7 +128,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / 0.8)):,} requests.")
     if warmup_s < mean_e2e_s:
         need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
-        most = _MAX_NUM_REQUESTS
+        most = MAX_NUM_REQUESTS
         # (it advised e.g. "Run about 98,766,600 requests", a run no config can ask for)
         advice = (f"Run about {need:,} requests or more." if need <= most else
                   f"That takes about {need:,} requests, more than the {most:,} a run allows: lower the rate.")  # fmt: skip

@@ -23,7 +23,7 @@ from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.budget import RunBudget
 from sim_core.config import SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
-from sim_core.metrics import STEADY_WARMUP_FRACTION
+from sim_core.metrics import MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
 from sim_core.result import Summary
 
@@ -426,7 +426,7 @@ def meets_objective(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> bool:
 
 WARMUP_FILL_MULTIPLE = 2.0
 MIN_CAPACITY_REQUESTS = 500
-MAX_CAPACITY_REQUESTS = 200_000  # WorkloadConfig.num_requests upper bound
+MAX_CAPACITY_REQUESTS = MAX_NUM_REQUESTS  # the most a run may have (config.py's bound; it restated 200_000 here)
 
 
 def steady_warmup_s(cfg: SimConfig) -> float:
@@ -446,8 +446,9 @@ def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> 
     """
     if cfg.workload.trace is not None:
         return cfg.workload.num_requests
-    n = int(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION))
-    n = int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
+    # (clipped before int(): --scale 1e308 made the count inf, and `capacity` ended in an OverflowError traceback)
+    n = int(np.clip(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION), MIN_CAPACITY_REQUESTS,
+                    MAX_CAPACITY_REQUESTS))  # fmt: skip
     # Below about 6e-5 req/s (one request per 4.6 h) 500 arrivals outlast the longest run a config allows
     # (limits.max_sim_time_s): every probe stopped unfinished, and `capacity` of a config at 1e-5 req/s said 0 req/s.
     # At such rates each request is served alone: the most requests whose probe fits (`probe_time_s` <= the longest run;
