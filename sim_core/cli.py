@@ -18,6 +18,7 @@ from sim_core.config import NotAField, SimConfig, format_validation_error, set_d
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, did_you_mean, loads_bounded, printable
+from sim_core.metrics import steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
@@ -121,7 +122,7 @@ def _steady_lines(res: SimResult) -> list[str]:
     if st is None:
         return []
     lines = [
-        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival (first and last 10 % "
+        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival ({steady_exclusion_text()} "
         f"excluded; t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
         f"served {st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, goodput "
         f"{st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} meet both), TTFT p99 {st.ttft_p99_s * 1e3:,.1f} ms, "

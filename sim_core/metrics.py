@@ -57,6 +57,18 @@ MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a s
 MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
 
 
+def steady_window_share() -> float:
+    """The share of arrivals the steady window keeps (0.8: the first and last 10 % excluded)."""
+    return 1 - STEADY_WARMUP_FRACTION - STEADY_DRAIN_FRACTION
+
+
+def steady_exclusion_text() -> str:
+    """Which arrivals the steady window leaves out, in words: "first and last 10 %" (what a summary prints; it was
+    typed out where the fractions are not)."""
+    first, last = (f"{100 * x:g} %" for x in (STEADY_WARMUP_FRACTION, STEADY_DRAIN_FRACTION))
+    return f"first and last {first}" if first == last else f"first {first} and last {last}"
+
+
 def steady_window(num_arrivals: int) -> tuple[int, int]:
     """[first, last) arrival ranks of the steady window for `num_arrivals` requests."""
     # + 1e-9: n × 0.1 in binary floating point must not floor 30 × 0.1 = 2.9999… to 2
@@ -125,7 +137,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 "never finished (the run stopped first); latency percentiles cover the finished ones only.")
     if n_window < MIN_STEADY_REQUESTS:
         return (f"Too short to say: the steady window holds {n_window:,} requests; a p99 needs at least "
-                f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / 0.8)):,} requests.")
+                f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / steady_window_share())):,} requests.")
     if warmup_s < mean_e2e_s:
         need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
         most = MAX_NUM_REQUESTS
