@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import (HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, WorkloadConfig, pool_config,
+from sim_core.config import (MAX_REPLICAS, HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, WorkloadConfig, pool_config,
                              tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
@@ -95,7 +95,7 @@ class PlanSpec(BaseModel):
         (1, 2, 4, 8), description="Tensor-parallel degrees per replica (at least one)."
     )
     max_replicas: int = Field(
-        16, ge=1, le=64, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
+        16, ge=1, le=MAX_REPLICAS, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
     )
     router: Router = Field(  # config.Router: every router a deployment offers
         "round_robin", description="The router in front of the replicas (deployment.router)."
