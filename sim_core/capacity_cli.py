@@ -78,13 +78,14 @@ def _backend_from(args: argparse.Namespace):
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import capacity_interval
+    from sim_core import sweep
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
+    rel_tol = sweep.CAPACITY_REL_TOL  # (the summary line said "bisection to 1 %", typed out)
     try:
-        lo, hi, caps = capacity_interval(cfg, obj, args.seeds, scale=args.scale, backend=backend, cache=cache,
-                                         on_progress=ProgressBar("capacity"))  # fmt: skip
+        lo, hi, caps = sweep.capacity_interval(cfg, obj, args.seeds, scale=args.scale, backend=backend, cache=cache,
+                                               on_progress=ProgressBar("capacity"), rel_tol=rel_tol)  # fmt: skip
     finally:
         backend.close()
     # (a seed that met the objective at the search's highest rate has no failing rate: its capacity is a lower
@@ -93,7 +94,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     span = f">= {lo:,.2f}" if all(at_least(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}"
     print(f"{cfg.name}: capacity {span} req/s over "
           f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, "
-          "bisection to 1 %)")  # fmt: skip
+          f"bisection to {100 * rel_tol:g} %)")  # fmt: skip
     for k, c in enumerate(caps):
         ceiling = "  (met the objective at the search's highest rate: a lower bound)" if at_least(c) else ""
         print(f"  seed {cfg.seed + k}: {at_least(c)}{c.rate_per_s:,.2f} req/s{ceiling}" + (f"  NOTE: {c.note}" if c.note else ""))

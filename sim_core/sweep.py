@@ -512,8 +512,11 @@ class Capacity:
     note: str | None  # the steady-state note of the probe at `rate_per_s`, if any
 
 
+CAPACITY_REL_TOL = 0.01  # a capacity search bisects until its bracket's ends are within 1 % of each other
+
+
 def find_capacity(
-    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = 0.01,
+    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = CAPACITY_REL_TOL,
     max_rate: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
     ceiling_per_s: float | None = None,
 ) -> Capacity:
@@ -598,7 +601,7 @@ def _decode_capacity(payload: str) -> Capacity:
 
 def find_capacities(
     configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
-    rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
+    rel_tol: float = CAPACITY_REL_TOL, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
     ceilings_per_s: Sequence[float | None] | None = None, budget: RunBudget | None = None,
 ) -> list[Capacity]:

@@ -195,6 +195,17 @@ def test_a_capacity_at_the_search_ceiling_is_printed_as_a_lower_bound(capsys):
     assert "capacity >= 5,000.00 req/s" in out and "a lower bound" in out
 
 
+def test_capacity_says_the_bisections_tolerance_it_ran_with(capsys, monkeypatch):
+    # ("bisection to 1 %" was typed out beside find_capacities' rel_tol default of 0.01)
+    from sim_core import sweep
+
+    searched, interval = [], sweep.capacity_interval
+    monkeypatch.setattr(sweep, "CAPACITY_REL_TOL", 0.05)
+    monkeypatch.setattr(sweep, "capacity_interval", lambda *a, **kw: searched.append(kw["rel_tol"]) or interval(*a, **kw))
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--scale", "0.02", *FAST]) == 0
+    assert "bisection to 5 %)" in capsys.readouterr().out and searched == [0.05]
+
+
 def test_a_sweep_whose_highest_rate_meets_the_objective_prints_a_lower_bound(capsys):
     # it printed "capacity ...: 20 req/s" when 20 req/s was only the last rate tried
     assert main(["sweep", "chat-h100-llama8b", "--start", "10", "--stop", "20", "--num", "2", *ONE_TOKEN, *FAST]) == 0
