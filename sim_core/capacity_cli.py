@@ -77,8 +77,8 @@ def _backend_from(args: argparse.Namespace):
 
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
-    from sim_core.backend import ProgressBar
     from sim_core import sweep
+    from sim_core.backend import ProgressBar
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
