@@ -252,13 +252,15 @@ def add_capacity_commands(sub) -> None:
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
-    from sim_core.sweep import SWEEP_KNOBS  # (the help listed 8 of its 10 knobs: replicas, prefill_instances were missing)
+    # (the help listed 8 of its 10 knobs, replicas and prefill_instances were missing, and typed out the rate's 1.1x)
+    from sim_core.sweep import RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
     sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
                     + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
     sw.add_argument("--start", type=float, help="first value, in the knob's unit (see --knob); default: as the Sweep page "
                     "(the rate: a quarter of the lower of the current and the saturation rate; other knobs: half the current value)")
-    sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past 1.1x the saturation "
+    sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past "
+                    f"{RATE_SWEEP_PAST_SATURATION:g}x the saturation "
                     "rate and twice the current rate, in round steps; other knobs: twice the current value)")
     sw.add_argument("--num", type=int, default=8, help="points")
     sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")

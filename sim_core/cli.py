@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run one scenario and print its summary")
     run.add_argument("preset", help="a preset name (see `presets`) or a config .json path")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. scheduler.max_num_seqs=64")
-    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here")
+    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here "
+                     "(and instances.csv for a deployment)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
     run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),

@@ -115,6 +115,22 @@ def test_sweep_help_names_every_knob_with_its_unit(capsys):
     assert "--start START first value, in the knob's unit" in text
 
 
+def test_sweep_help_says_how_far_past_saturation_a_default_rate_sweep_runs(capsys, monkeypatch):
+    # ("past 1.1x the saturation rate" was typed out beside sweep.RATE_SWEEP_PAST_SATURATION)
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "RATE_SWEEP_PAST_SATURATION", 1.3)
+    assert "(the rate: past 1.3x the saturation rate" in _help(["sweep"], capsys)
+
+
+def test_run_help_names_every_file_out_writes(capsys, tmp_path):
+    # (a deployment's run also writes instances.csv, which the help left out)
+    text = _help(["run"], capsys)
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=8", "--set", "deployment.replicas=2",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert all(p.name in text for p in tmp_path.iterdir()) and len(list(tmp_path.iterdir())) == 5
+
+
 def test_bench_options_are_one_definition(capsys):
     # `python -m sim_core bench` restated bench.main's options (and said less: no unit, no CI note)
     from sim_core.bench import main as bench_main
