@@ -334,13 +334,16 @@ def point_metric(p: SweepPoint, field: str) -> list[float]:
     return [getattr(s, field) for s in runs]
 
 
-def meets_slo(s: Summary, cfg: SimConfig, attainment: float = 0.9) -> bool:
+DISTSERVE_ATTAINMENT = 0.9  # DistServe's goodput rule: at least this share of requests meets both SLOs
+
+
+def meets_slo(s: Summary, cfg: SimConfig, attainment: float = DISTSERVE_ATTAINMENT) -> bool:
     """DistServe-style: the run finished and at least `attainment` of requests met TTFT and TPOT."""
     return s.stopped_reason is None and s.slo_attainment >= attainment
 
 
 def capacity_from_sweep(
-    points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = 0.9,
+    points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = DISTSERVE_ATTAINMENT,
     objective: CapacityObjective | None = None, seed_index: int = 0,
 ) -> float | None:
     """Largest swept value such that it and every smaller value meet the objectives (for the run
@@ -392,7 +395,7 @@ class CapacityObjective(BaseModel):
         "attainment: at least `attainment` of requests meet both (DistServe).",
     )
     percentile: Literal[50, 90, 99] = Field(99, description="Percentile of TTFT and TPOT held to the targets (rule percentile).")
-    attainment: float = Field(0.9, gt=0, le=1, description="Share of requests that must meet both targets (rule attainment).")
+    attainment: float = Field(DISTSERVE_ATTAINMENT, gt=0, le=1, description="Share of requests that must meet both targets (rule attainment).")
 
     def describe(self, cfg: SimConfig) -> str:
         ttft, tpot = f"TTFT ≤ {cfg.slo.ttft_s:g} s", f"TPOT ≤ {cfg.slo.tpot_s * 1e3:g} ms"

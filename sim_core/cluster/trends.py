@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from sim_core.config import SimConfig
 from sim_core.presets import load_preset
 from sim_core.result import Summary
-from sim_core.sweep import capacity_search, with_value
+from sim_core.sweep import DISTSERVE_ATTAINMENT, capacity_search, with_value
+from sim_core.trends import BAND  # (the single-engine trends' band: it was restated here as 1.5, four times)
 
-ATTAINMENT = 0.9  # DistServe's goodput: the fraction of requests meeting both objectives
+ATTAINMENT = DISTSERVE_ATTAINMENT  # DistServe's goodput: the fraction of requests meeting both objectives
 H100_PER_A100_COST = 2.16  # Splitwise's hardware cost ratio (published_measurements.md §1 notes)
 
 
@@ -79,8 +80,8 @@ class ClusterTrend:
 
     @property
     def within_band(self) -> bool:
-        """Same direction as the claim and within 1.5x of its published range."""
-        return self.ratio > 1.0 and self.comparison.claim_low / 1.5 <= self.ratio <= self.comparison.claim_high * 1.5
+        """Same direction as the claim and within BAND (1.5x) of its published range."""
+        return self.ratio > 1.0 and self.comparison.claim_low / BAND <= self.ratio <= self.comparison.claim_high * BAND
 
 
 COMPARISONS = (
@@ -157,11 +158,11 @@ def format_trend(t: ClusterTrend) -> str:
     c = t.comparison
     x, y = t.best_split
     per = "per cost" if c.per_cost else "per GPU"
-    verdict = ("same direction, within 1.5x of the claim" if t.within_band else
-               "same direction, outside 1.5x of the claim" if t.direction_holds else "DISAGREES with the claim's direction")  # fmt: skip
+    verdict = (f"same direction, within {BAND:g}x of the claim" if t.within_band else
+               f"same direction, outside {BAND:g}x of the claim" if t.direction_holds else "DISAGREES with the claim's direction")  # fmt: skip
     colo, dis = f"co-located ({t.colocated_gpus} GPUs)", f"disaggregated ({x}P{y}D, {t.disaggregated_gpus} GPUs)"
     colo_cap = (f"{t.colocated_capacity:7.2f} req/s" if t.colocated_capacity > 0
-                else f"   none: under 90 % at {c.rate_lo:g} req/s already")
+                else f"   none: under {100 * ATTAINMENT:g} % at {c.rate_lo:g} req/s already")
     ratio = f"{t.ratio:.2f}x" if math.isfinite(t.ratio) else "unbounded"
     return (f"{c.name}\n  {colo:<34}{colo_cap}\n  {dis:<34}{t.disaggregated_capacity:7.2f} req/s\n"
             f"  paper {c.claim_low:g}-{c.claim_high:g}x vs simulated {ratio} {per} ({c.claim}) -> {verdict}")
