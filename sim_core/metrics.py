@@ -17,7 +17,7 @@ import numpy as np
 
 from sim_core import quantiles
 from sim_core.config import SimConfig, WorkloadConfig
-from sim_core.costmodel import MemoryPlan, utilisation_peaks
+from sim_core.costmodel import MemoryPlan, swap_bytes_per_s, utilisation_peaks
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
 from sim_core.types import Event, FloatArray, Phase
@@ -183,7 +183,7 @@ def summarize(
     mfu, mbu = mfu[busy], mbu[busy]
     with np.errstate(invalid="ignore", divide="ignore"):
         norm_lat = e2e / req.output_tokens[done]
-    swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / (cfg.hardware.pcie_gb_per_s * 1e9)
+    swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / swap_bytes_per_s(cfg)
     ttft_q, tpot_q, e2e_q = (percentiles(x) for x in (ttft, tpot, e2e))
     itl_q = percentiles(itl_s, scratch=itl_is_scratch)
     queue_q = percentiles(req.queue_delay_s[done], (50, 99))

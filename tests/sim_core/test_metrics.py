@@ -129,3 +129,15 @@ def test_the_too_short_note_advises_a_run_whose_window_holds_enough_requests(mon
     need = int(note.split("Run at least ")[1].split(" ")[0].replace(",", ""))
     first, last = metrics.steady_window(need)
     assert last - first >= metrics.MIN_STEADY_REQUESTS and need == 167
+
+
+def test_a_runs_swap_time_is_the_cost_models_swap_term_over_its_ticks():
+    # (the summary divided by hardware.pcie_gb_per_s * 1e9 of its own; costmodel.swap_bytes_per_s is the one rate)
+    import pytest
+
+    from sim_core.costmodel import CostModel
+    from tests.sim_core.test_schedulers import _pressure
+
+    res = run_simulation(_pressure("greedy", "swap", swap_gb=32.0))
+    ticks_s = CostModel(res.config).swap_time_s(res.timeline.swap_blocks * res.memory.block_bytes)
+    assert res.summary.swap_time_s > 0 and res.summary.swap_time_s == pytest.approx(float(ticks_s.sum()), rel=1e-12)
