@@ -33,6 +33,11 @@ def _set(cfg: SimConfig, **values) -> SimConfig:
     return cfg
 
 
+def shared_prompts() -> dict:
+    """workload.shared_prefix of the prefix-cache row (scripts/cluster_cost.py runs its cache-aware routers on it too)."""
+    return {"num_system_prompts": 8, "share_ratio": 0.8, "system_prompt_tokens": {"dist": "fixed", "mean": 1024}}
+
+
 def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
     """name -> config factory. `quick` shrinks the two largest for a smoke run."""
     big = 20_000 if quick else 100_000
@@ -55,9 +60,7 @@ def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
         # issue 12: block hashing and the LRU on every admission and completion
         "10k chat, shared prompts, prefix cache": lambda: _set(
             load_preset(DEFAULT_SCENARIO), workload__num_requests=10_000, workload__arrival__rate_per_s=12.0,
-            limits__max_sim_time_s=1e6, kv_cache__enable_prefix_caching=True,
-            workload__shared_prefix={"num_system_prompts": 8, "share_ratio": 0.8,
-                                     "system_prompt_tokens": {"dist": "fixed", "mean": 1024}}),
+            limits__max_sim_time_s=1e6, kv_cache__enable_prefix_caching=True, workload__shared_prefix=shared_prompts()),
         # Cluster (issue 13): 4 replicas at 4x the 10k scenario's rate (compare: ~4x its ticks and time), a
         # state-aware router (every replica pauses at every arrival), and 2P2D (instances step in lockstep).
         "4 replicas, round robin, 40k req": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=40_000,
