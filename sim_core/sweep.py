@@ -361,10 +361,10 @@ def capacity_from_sweep(
 
 
 def capacity_search(
-    cfg: SimConfig, meets: Callable[[Summary], bool], lo: float, hi: float, iters: int = 10, max_rate: float = 1000.0
+    cfg: SimConfig, meets: Callable[[Summary], bool], lo: float, hi: float, iters: int = 10, max_rate_per_s: float = 1000.0
 ) -> tuple[float, list[tuple[float, Summary]]]:
     """Bisection on the arrival rate for the highest rate that `meets`. Returns (rate, probes);
-    the rate is `max_rate` when even that meets the objective (a workload too small to saturate)."""
+    the rate is `max_rate_per_s` when even that meets the objective (a workload too small to saturate)."""
     probes = []
 
     def ok(rate: float) -> bool:
@@ -375,9 +375,9 @@ def capacity_search(
     if not ok(lo):
         return 0.0, probes
     while ok(hi):
-        if hi >= max_rate:
-            return max_rate, probes
-        lo, hi = hi, min(hi * 2, max_rate)
+        if hi >= max_rate_per_s:
+            return max_rate_per_s, probes
+        lo, hi = hi, min(hi * 2, max_rate_per_s)
     for _ in range(iters):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
@@ -520,7 +520,7 @@ CAPACITY_REL_TOL = 0.01  # a capacity search bisects until its bracket's ends ar
 
 def find_capacity(
     cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = CAPACITY_REL_TOL,
-    max_rate: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
+    max_rate_per_s: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
     ceiling_per_s: float | None = None,
 ) -> Capacity:
     """Highest offered rate meeting `obj` in steady state: grow/shrink ×2 from the config's rate to a
@@ -542,8 +542,8 @@ def find_capacity(
         lo, hi = rate, ceiling_per_s
     elif first_ok:
         lo, hi = rate, None
-        while hi is None and lo < max_rate:
-            nxt = min(lo * 2, max_rate)
+        while hi is None and lo < max_rate_per_s:
+            nxt = min(lo * 2, max_rate_per_s)
             lo, hi = (nxt, None) if ok(nxt) else (lo, nxt)
         if hi is None:
             return Capacity(lo, None, tuple(probes), _note_at(probes, lo))

@@ -186,4 +186,4 @@ def test_the_band_and_the_attainment_are_the_single_engine_trends_and_distserves
     monkeypatch.setattr(cluster_trends, "ATTAINMENT", 0.8)
     text = format_trend(trend)
     assert trend.within_band and "same direction, within 2x of the claim" in text
-    assert f"none: under 80 % at {c.rate_lo:g} req/s already" in text
+    assert f"none: under 80 % at {c.rate_lo_per_s:g} req/s already" in text
