@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import NotAField, SimConfig, format_validation_error, set_dotted
+from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, did_you_mean, loads_bounded, printable
@@ -187,7 +187,7 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     from sim_core.traces import TraceError, load_trace, trace_data
 
     data = override_data(cfg, args.set or [])
-    seed = data["seed"] if type(data["seed"]) is int and 0 <= data["seed"] <= 2**32 - 1 else cfg.seed  # (a bad one is named below)
+    seed = data["seed"] if type(data["seed"]) is int and 0 <= data["seed"] <= MAX_SEED else cfg.seed  # (a bad one is named below)
     try:
         opts = TraceOptions(format=args.trace_format, time_scale=args.trace_time_scale, start_s=args.trace_start_s,
                             end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=seed)  # fmt: skip

@@ -25,6 +25,7 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 
 MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
 MAX_TP = 64  # most GPUs of one engine instance (hardware.num_gpus, a pool's tensor_parallel)
+MAX_SEED = 2**32 - 1  # the largest seed (32-bit unsigned): a config's, a trace sample's, a seed band's wrap
 MAX_REPLICAS = 64  # most instances of one kind in a deployment (deployment.replicas, a pool's replicas, the planner's)
 
 
@@ -915,7 +916,7 @@ class SimConfig(StrictModel):
     schema_version: Literal[3] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
     name: str = Field("custom", max_length=120, description="Scenario name.")
     description: str = Field("", max_length=2000, description="What this scenario shows.")
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Random seed: same config and seed, same result.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Random seed: same config and seed, same result.")
     hardware: HardwareSpec = HardwareSpec()
     model: ModelSpec = ModelSpec()
     workload: WorkloadConfig = WorkloadConfig()

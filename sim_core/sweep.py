@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.budget import RunBudget
-from sim_core.config import SimConfig, field_info, tp_degrees_allowed, tp_rule_text
+from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
 from sim_core.metrics import MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
@@ -263,7 +263,7 @@ def saturation_per_s(cfg: SimConfig, budget: RunBudget | None = None) -> float |
 
 def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
     """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
-    return cfg.model_copy(update={"seed": (cfg.seed + offset) % 2**32})
+    return cfg.model_copy(update={"seed": (cfg.seed + offset) % (MAX_SEED + 1)})
 
 
 def run_sweep(
