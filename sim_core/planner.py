@@ -119,7 +119,7 @@ class PlanSpec(BaseModel):
     max_batches: tuple[_config_value(SchedulerConfig, "max_num_seqs") | None, ...] = Field(
         (None,), description="scheduler.max_num_seqs values (None: the engine preset's; at least one)."
     )
-    prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
+    prices_usd_per_gpu_hour: dict[str, _config_value(GpuPrice, "usd_per_gpu_hour", float)] = Field(  # (a cited price's bounds)
         default_factory=dict, description="Price overrides per hardware preset, USD per GPU-hour."
     )
     num_results: int = Field(5, ge=1, le=100, description="Cheapest feasible configurations to return.")
