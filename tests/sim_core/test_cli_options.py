@@ -222,6 +222,17 @@ def test_capacity_says_the_bisections_tolerance_it_ran_with(capsys, monkeypatch)
     assert "bisection to 5 %)" in capsys.readouterr().out and searched == [0.05]
 
 
+def test_capacity_says_how_long_its_probes_ran(capsys, monkeypatch):
+    # ("runs of N+ requests" named seed 0's last probe; the search's probes at lower rates ran fewer requests)
+    from sim_core import sweep
+
+    probed, interval = [], sweep.capacity_interval
+    monkeypatch.setattr(sweep, "capacity_interval", lambda *a, **kw: probed.append(interval(*a, **kw)) or probed[-1])
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "2", "--scale", "0.2", *FAST]) == 0
+    sizes = [s.num_requests for cap in probed[0][2] for _, s in cap.probes]
+    assert min(sizes) < max(sizes) and f"runs of {min(sizes):,}-{max(sizes):,} requests" in capsys.readouterr().out
+
+
 def test_a_sweep_whose_highest_rate_meets_the_objective_prints_a_lower_bound(capsys):
     # it printed "capacity ...: 20 req/s" when 20 req/s was only the last rate tried
     assert main(["sweep", "chat-h100-llama8b", "--start", "10", "--stop", "20", "--num", "2", *ONE_TOKEN, *FAST]) == 0
