@@ -23,12 +23,11 @@ from contextlib import contextmanager
 from sim_core.cluster import Deployment
 from sim_core.cluster.result import build_result
 
-from sim_core.bench import _set, baseline_s, measure
+from sim_core.bench import _set, baseline_s, measure, shared_prompts
 from sim_core.cluster.router import Router
 from sim_core.engine import Engine
 from sim_core.presets import DEFAULT_SCENARIO, load_preset
 
-SHARED_PROMPTS = {"num_system_prompts": 8, "share_ratio": 0.8, "system_prompt_tokens": {"dist": "fixed", "mean": 1024}}
 RUNS = [  # (router, state_refresh_s, shared prompts with prefix caching)
     ("round_robin", 0.0, False), ("least_outstanding", 0.0, False),
     ("least_kv", 0.0, False), ("least_kv", 0.05, False), ("least_kv", 0.5, False), ("least_kv", 30.0, False),
@@ -50,7 +49,7 @@ def deployment_config(router: str, refresh_s: float, shared: bool, num_requests:
     cfg = _set(load_preset(DEFAULT_SCENARIO), workload__num_requests=num_requests, workload__arrival__rate_per_s=48.0,
                limits__max_sim_time_s=1e6, deployment={"replicas": 4, "router": router, "state_refresh_s": refresh_s})
     if shared:
-        cfg = _set(cfg, kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
+        cfg = _set(cfg, kv_cache__enable_prefix_caching=True, workload__shared_prefix=shared_prompts())
     return cfg
 
 

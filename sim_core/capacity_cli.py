@@ -77,23 +77,27 @@ def _backend_from(args: argparse.Namespace):
 
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
+    from sim_core import sweep
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import capacity_interval
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
+    rel_tol = sweep.CAPACITY_REL_TOL  # (the summary line said "bisection to 1 %", typed out)
     try:
-        lo, hi, caps = capacity_interval(cfg, obj, args.seeds, scale=args.scale, backend=backend, cache=cache,
-                                         on_progress=ProgressBar("capacity"))  # fmt: skip
+        lo, hi, caps = sweep.capacity_interval(cfg, obj, args.seeds, scale=args.scale, backend=backend, cache=cache,
+                                               on_progress=ProgressBar("capacity"), rel_tol=rel_tol)  # fmt: skip
     finally:
         backend.close()
     # (a seed that met the objective at the search's highest rate has no failing rate: its capacity is a lower
     # bound, which was printed as if measured, e.g. "capacity 5,000.00-5,000.00 req/s")
     at_least = lambda c: ">= " if c.fail_rate_per_s is None and c.rate_per_s > 0 else ""  # noqa: E731
     span = f">= {lo:,.2f}" if all(at_least(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}"
+    # every probe's length (steady_run_length grows with the rate): "runs of N+" named the last probe of seed 0, and
+    # the search's probes below it ran fewer (the default scenario: "9,702+" of probes of 3,680-14,720 requests)
+    sizes = sorted({s.num_requests for c in caps for _, s in c.probes})
+    runs = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
     print(f"{cfg.name}: capacity {span} req/s over "
-          f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {caps[0].probes[-1][1].num_requests:,}+ requests, "
-          "bisection to 1 %)")  # fmt: skip
+          f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {runs} requests, bisection to {100 * rel_tol:g} %)")  # fmt: skip
     for k, c in enumerate(caps):
         ceiling = "  (met the objective at the search's highest rate: a lower bound)" if at_least(c) else ""
         print(f"  seed {cfg.seed + k}: {at_least(c)}{c.rate_per_s:,.2f} req/s{ceiling}" + (f"  NOTE: {c.note}" if c.note else ""))
@@ -251,13 +255,15 @@ def add_capacity_commands(sub) -> None:
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
-    from sim_core.sweep import SWEEP_KNOBS  # (the help listed 8 of its 10 knobs: replicas, prefill_instances were missing)
+    # (the help listed 8 of its 10 knobs, replicas and prefill_instances were missing, and typed out the rate's 1.1x)
+    from sim_core.sweep import RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
     sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
                     + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
     sw.add_argument("--start", type=float, help="first value, in the knob's unit (see --knob); default: as the Sweep page "
                     "(the rate: a quarter of the lower of the current and the saturation rate; other knobs: half the current value)")
-    sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past 1.1x the saturation "
+    sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past "
+                    f"{RATE_SWEEP_PAST_SATURATION:g}x the saturation "
                     "rate and twice the current rate, in round steps; other knobs: twice the current value)")
     sw.add_argument("--num", type=int, default=8, help="points")
     sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import NotAField, SimConfig, format_validation_error, set_dotted
+from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import DuplicateKeyError, InputError, NestingError, did_you_mean, loads_bounded, printable
+from sim_core.metrics import steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
@@ -121,7 +122,7 @@ def _steady_lines(res: SimResult) -> list[str]:
     if st is None:
         return []
     lines = [
-        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival (first and last 10 % "
+        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival ({steady_exclusion_text()} "
         f"excluded; t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
         f"served {st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, goodput "
         f"{st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} meet both), TTFT p99 {st.ttft_p99_s * 1e3:,.1f} ms, "
@@ -186,7 +187,7 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     from sim_core.traces import TraceError, load_trace, trace_data
 
     data = override_data(cfg, args.set or [])
-    seed = data["seed"] if type(data["seed"]) is int and 0 <= data["seed"] <= 2**32 - 1 else cfg.seed  # (a bad one is named below)
+    seed = data["seed"] if type(data["seed"]) is int and 0 <= data["seed"] <= MAX_SEED else cfg.seed  # (a bad one is named below)
     try:
         opts = TraceOptions(format=args.trace_format, time_scale=args.trace_time_scale, start_s=args.trace_start_s,
                             end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=seed)  # fmt: skip
@@ -224,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run one scenario and print its summary")
     run.add_argument("preset", help="a preset name (see `presets`) or a config .json path")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. scheduler.max_num_seqs=64")
-    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here")
+    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here "
+                     "(and instances.csv for a deployment)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
     run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),

@@ -25,6 +25,8 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 
 MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
 MAX_TP = 64  # most GPUs of one engine instance (hardware.num_gpus, a pool's tensor_parallel)
+MAX_SEED = 2**32 - 1  # the largest seed (32-bit unsigned): a config's, a trace sample's, a seed band's wrap
+MAX_REPLICAS = 64  # most instances of one kind in a deployment (deployment.replicas, a pool's replicas, the planner's)
 
 
 class StrictModel(BaseModel):
@@ -735,7 +737,7 @@ class LinkConfig(StrictModel):
 class PoolConfig(StrictModel):
     """One pool of identical instances (prefill or decode) in a disaggregated deployment."""
 
-    replicas: int = Field(1, ge=1, le=64, description="Instances in this pool.")
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS, description="Instances in this pool.")
     hardware: HardwareSpec | None = Field(None, description="GPU kind of this pool (empty: the top-level hardware).")
     tensor_parallel: int | None = Field(
         None, ge=1, le=MAX_TP,
@@ -774,7 +776,8 @@ class DeploymentConfig(StrictModel):
     """Several engines on one clock. Absent (None) in SimConfig = one co-located engine (the default)."""
 
     replicas: int = Field(
-        1, ge=1, le=64, description="Identical co-located engine replicas behind the router (own TP group, KV, scheduler)."
+        1, ge=1, le=MAX_REPLICAS,
+        description="Identical co-located engine replicas behind the router (own TP group, KV, scheduler).",
     )
     router: Router = Field(
         "round_robin",
@@ -913,7 +916,7 @@ class SimConfig(StrictModel):
     schema_version: Literal[3] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
     name: str = Field("custom", max_length=120, description="Scenario name.")
     description: str = Field("", max_length=2000, description="What this scenario shows.")
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Random seed: same config and seed, same result.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Random seed: same config and seed, same result.")
     hardware: HardwareSpec = HardwareSpec()
     model: ModelSpec = ModelSpec()
     workload: WorkloadConfig = WorkloadConfig()

@@ -240,6 +240,12 @@ def utilisation_peaks(cfg: SimConfig) -> tuple[float, float]:
     return gemm_peak_flops_per_s(cfg), cfg.hardware.hbm_bandwidth_gb_per_s * GB
 
 
+def swap_bytes_per_s(cfg: SimConfig) -> float:
+    """The host link's rate for moving KV blocks per GPU, bytes/s: what a tick's swap term and a run's swap time
+    (metrics.summarize) divide by (the summary restated it with 1e9 for GB)."""
+    return cfg.hardware.pcie_gb_per_s * GB
+
+
 class CostModel:
     """Prices a tick from integer batch aggregates. Works on Python scalars or NumPy arrays alike."""
 
@@ -306,7 +312,7 @@ class CostModel:
         self._ar_bytes_per_token = 2 * L * 2 * (t - 1) / t * m.hidden_size * ACT_BYTES if t > 1 else 0.0
         self._ar_fixed_s = 2 * L * cal.allreduce_latency_us * 1e-6 if t > 1 else 0.0
         self._link_bytes_per_s = hw.interconnect_gb_per_s * GB * cal.interconnect_efficiency
-        self._pcie_bytes_per_s = hw.pcie_gb_per_s * GB
+        self._pcie_bytes_per_s = swap_bytes_per_s(cfg)
         self._tick_overhead_s = cal.tick_overhead_ms * 1e-3
         self._per_seq_overhead_s = cal.per_seq_overhead_us * 1e-6
         self._tick_scalar = self._make_scalar_tick()

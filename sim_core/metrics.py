@@ -17,7 +17,7 @@ import numpy as np
 
 from sim_core import quantiles
 from sim_core.config import SimConfig, WorkloadConfig
-from sim_core.costmodel import MemoryPlan, utilisation_peaks
+from sim_core.costmodel import MemoryPlan, swap_bytes_per_s, utilisation_peaks
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
 from sim_core.types import Event, FloatArray, Phase
@@ -54,7 +54,19 @@ STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up
 STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
 MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
 # the most requests one run may have (config.py's bound on workload.num_requests)
-_MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
+MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
+
+
+def steady_window_share() -> float:
+    """The share of arrivals the steady window keeps (0.8: the first and last 10 % excluded)."""
+    return 1 - STEADY_WARMUP_FRACTION - STEADY_DRAIN_FRACTION
+
+
+def steady_exclusion_text() -> str:
+    """Which arrivals the steady window leaves out, in words: "first and last 10 %" (what a summary prints; it was
+    typed out where the fractions are not)."""
+    first, last = (f"{100 * x:g} %" for x in (STEADY_WARMUP_FRACTION, STEADY_DRAIN_FRACTION))
+    return f"first and last {first}" if first == last else f"first {first} and last {last}"
 
 
 def steady_window(num_arrivals: int) -> tuple[int, int]:
@@ -125,10 +137,10 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 "never finished (the run stopped first); latency percentiles cover the finished ones only.")
     if n_window < MIN_STEADY_REQUESTS:
         return (f"Too short to say: the steady window holds {n_window:,} requests; a p99 needs at least "
-                f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / 0.8)):,} requests.")
+                f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / steady_window_share())):,} requests.")
     if warmup_s < mean_e2e_s:
         need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
-        most = _MAX_NUM_REQUESTS
+        most = MAX_NUM_REQUESTS
         # (it advised e.g. "Run about 98,766,600 requests", a run no config can ask for)
         advice = (f"Run about {need:,} requests or more." if need <= most else
                   f"That takes about {need:,} requests, more than the {most:,} a run allows: lower the rate.")  # fmt: skip
@@ -171,7 +183,7 @@ def summarize(
     mfu, mbu = mfu[busy], mbu[busy]
     with np.errstate(invalid="ignore", divide="ignore"):
         norm_lat = e2e / req.output_tokens[done]
-    swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / (cfg.hardware.pcie_gb_per_s * 1e9)
+    swap_s = float(tl.swap_blocks.sum()) * memory.block_bytes / swap_bytes_per_s(cfg)
     ttft_q, tpot_q, e2e_q = (percentiles(x) for x in (ttft, tpot, e2e))
     itl_q = percentiles(itl_s, scratch=itl_is_scratch)
     queue_q = percentiles(req.queue_delay_s[done], (50, 99))

@@ -50,10 +50,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import (HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, WorkloadConfig, pool_config,
+from sim_core.config import (MAX_REPLICAS, ArrivalConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, pool_config,
                              tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
+from sim_core.metrics import MAX_NUM_REQUESTS
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
 from sim_core.sweep import Capacity, CapacityObjective, at_rate, completion_rate_per_s, find_capacities, meets_objective, with_rate
@@ -78,24 +79,26 @@ def default_prices() -> Mapping[str, GpuPrice]:
 
 
 # ---------------------------------------------------------------- the request
-def _config_int(model: type[BaseModel], name: str) -> Any:
-    """An integer with the bounds of config field `model.name` (config.py is their one source): a search list
+def _config_value(model: type[BaseModel], name: str, base: type = int) -> Any:
+    """A `base` value with the bounds of config field `model.name` (config.py is their one source): a search list
     holds values of that field, so a value the config would refuse is named here, not pruned unexplained."""
-    return Annotated[(int, *model.model_fields[name].metadata)]
+    return Annotated[(base, *model.model_fields[name].metadata)]
 
 
 class PlanSpec(BaseModel):
     """What to plan for and where to search. Defaults: every priced GPU, TP 1-8, up to 16 replicas."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # (NaN was "should be less than or equal to 100000")
-    target_rate_per_s: float = Field(gt=0, le=100_000, description="Requests/s the deployment must serve.")
+    # (the bounds of workload.arrival.rate_per_s, which a candidate is run at: gt=0 let --rate 1e-7 through, to be
+    # refused as "Invalid capacity probe at 1e-07 req/s", a field the user never typed)
+    target_rate_per_s: _config_value(ArrivalConfig, "rate_per_s", float) = Field(description="Requests/s the deployment must serve.")
     objective: CapacityObjective = CapacityObjective()
     gpus: tuple[str, ...] = Field((), description="Hardware presets to consider (empty: every GPU with a price).")
-    tp_degrees: tuple[_config_int(HardwareSpec, "num_gpus"), ...] = Field(
+    tp_degrees: tuple[_config_value(HardwareSpec, "num_gpus"), ...] = Field(
         (1, 2, 4, 8), description="Tensor-parallel degrees per replica (at least one)."
     )
     max_replicas: int = Field(
-        16, ge=1, le=64, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
+        16, ge=1, le=MAX_REPLICAS, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
     )
     router: Router = Field(  # config.Router: every router a deployment offers
         "round_robin", description="The router in front of the replicas (deployment.router)."
@@ -110,13 +113,13 @@ class PlanSpec(BaseModel):
         "(cluster simulation; slower); one_replica: no confirmation (exact for a random router).",
     )  # fmt: skip
     engines: tuple[str, ...] = Field(DEFAULT_ENGINES, min_length=1, description="Engine presets to consider.")
-    token_budgets: tuple[_config_int(SchedulerConfig, "max_num_batched_tokens") | None, ...] = Field(
+    token_budgets: tuple[_config_value(SchedulerConfig, "max_num_batched_tokens") | None, ...] = Field(
         (None,), description="scheduler.max_num_batched_tokens values (None: the engine preset's; at least one)."
     )
-    max_batches: tuple[_config_int(SchedulerConfig, "max_num_seqs") | None, ...] = Field(
+    max_batches: tuple[_config_value(SchedulerConfig, "max_num_seqs") | None, ...] = Field(
         (None,), description="scheduler.max_num_seqs values (None: the engine preset's; at least one)."
     )
-    prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
+    prices_usd_per_gpu_hour: dict[str, _config_value(GpuPrice, "usd_per_gpu_hour", float)] = Field(  # (a cited price's bounds)
         default_factory=dict, description="Price overrides per hardware preset, USD per GPU-hour."
     )
     num_results: int = Field(5, ge=1, le=100, description="Cheapest feasible configurations to return.")
@@ -311,8 +314,7 @@ def saturation_config(cfg: SimConfig) -> SimConfig:
         turns = cfg.workload.sessions.turns
         if turns > 1:
             data["workload"]["sessions"]["think_time_s"] = 0.0
-        most = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None) is not None)
-        data["workload"]["num_requests"] = min(max(SATURATION_REQUESTS, 4 * cfg.scheduler.max_num_seqs) * turns, most)
+        data["workload"]["num_requests"] = min(max(SATURATION_REQUESTS, 4 * cfg.scheduler.max_num_seqs) * turns, MAX_NUM_REQUESTS)
     else:
         data["workload"]["num_requests"] = cfg.workload.num_requests
     data["limits"]["num_recorded_batches"] = 0

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.budget import RunBudget
-from sim_core.config import SimConfig, field_info, tp_degrees_allowed, tp_rule_text
+from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
-from sim_core.metrics import STEADY_WARMUP_FRACTION
+from sim_core.metrics import MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict
 from sim_core.result import Summary
 
@@ -263,7 +263,7 @@ def saturation_per_s(cfg: SimConfig, budget: RunBudget | None = None) -> float |
 
 def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
     """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
-    return cfg.model_copy(update={"seed": (cfg.seed + offset) % 2**32})
+    return cfg.model_copy(update={"seed": (cfg.seed + offset) % (MAX_SEED + 1)})
 
 
 def run_sweep(
@@ -334,13 +334,16 @@ def point_metric(p: SweepPoint, field: str) -> list[float]:
     return [getattr(s, field) for s in runs]
 
 
-def meets_slo(s: Summary, cfg: SimConfig, attainment: float = 0.9) -> bool:
+DISTSERVE_ATTAINMENT = 0.9  # DistServe's goodput rule: at least this share of requests meets both SLOs
+
+
+def meets_slo(s: Summary, cfg: SimConfig, attainment: float = DISTSERVE_ATTAINMENT) -> bool:
     """DistServe-style: the run finished and at least `attainment` of requests met TTFT and TPOT."""
     return s.stopped_reason is None and s.slo_attainment >= attainment
 
 
 def capacity_from_sweep(
-    points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = 0.9,
+    points: Sequence[SweepPoint], cfg: SimConfig, attainment: float = DISTSERVE_ATTAINMENT,
     objective: CapacityObjective | None = None, seed_index: int = 0,
 ) -> float | None:
     """Largest swept value such that it and every smaller value meet the objectives (for the run
@@ -358,10 +361,10 @@ def capacity_from_sweep(
 
 
 def capacity_search(
-    cfg: SimConfig, meets: Callable[[Summary], bool], lo: float, hi: float, iters: int = 10, max_rate: float = 1000.0
+    cfg: SimConfig, meets: Callable[[Summary], bool], lo: float, hi: float, iters: int = 10, max_rate_per_s: float = 1000.0
 ) -> tuple[float, list[tuple[float, Summary]]]:
     """Bisection on the arrival rate for the highest rate that `meets`. Returns (rate, probes);
-    the rate is `max_rate` when even that meets the objective (a workload too small to saturate)."""
+    the rate is `max_rate_per_s` when even that meets the objective (a workload too small to saturate)."""
     probes = []
 
     def ok(rate: float) -> bool:
@@ -372,9 +375,9 @@ def capacity_search(
     if not ok(lo):
         return 0.0, probes
     while ok(hi):
-        if hi >= max_rate:
-            return max_rate, probes
-        lo, hi = hi, min(hi * 2, max_rate)
+        if hi >= max_rate_per_s:
+            return max_rate_per_s, probes
+        lo, hi = hi, min(hi * 2, max_rate_per_s)
     for _ in range(iters):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
@@ -392,7 +395,7 @@ class CapacityObjective(BaseModel):
         "attainment: at least `attainment` of requests meet both (DistServe).",
     )
     percentile: Literal[50, 90, 99] = Field(99, description="Percentile of TTFT and TPOT held to the targets (rule percentile).")
-    attainment: float = Field(0.9, gt=0, le=1, description="Share of requests that must meet both targets (rule attainment).")
+    attainment: float = Field(DISTSERVE_ATTAINMENT, gt=0, le=1, description="Share of requests that must meet both targets (rule attainment).")
 
     def describe(self, cfg: SimConfig) -> str:
         ttft, tpot = f"TTFT ≤ {cfg.slo.ttft_s:g} s", f"TPOT ≤ {cfg.slo.tpot_s * 1e3:g} ms"
@@ -426,7 +429,7 @@ def meets_objective(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> bool:
 
 WARMUP_FILL_MULTIPLE = 2.0
 MIN_CAPACITY_REQUESTS = 500
-MAX_CAPACITY_REQUESTS = 200_000  # WorkloadConfig.num_requests upper bound
+MAX_CAPACITY_REQUESTS = MAX_NUM_REQUESTS  # the most a run may have (config.py's bound; it restated 200_000 here)
 
 
 def steady_warmup_s(cfg: SimConfig) -> float:
@@ -446,8 +449,9 @@ def steady_run_length(cfg: SimConfig, rate_per_s: float, scale: float = 1.0) -> 
     """
     if cfg.workload.trace is not None:
         return cfg.workload.num_requests
-    n = int(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION))
-    n = int(np.clip(n, MIN_CAPACITY_REQUESTS, MAX_CAPACITY_REQUESTS))
+    # (clipped before int(): --scale 1e308 made the count inf, and `capacity` ended in an OverflowError traceback)
+    n = int(np.clip(np.ceil(scale * rate_per_s * steady_warmup_s(cfg) / STEADY_WARMUP_FRACTION), MIN_CAPACITY_REQUESTS,
+                    MAX_CAPACITY_REQUESTS))  # fmt: skip
     # Below about 6e-5 req/s (one request per 4.6 h) 500 arrivals outlast the longest run a config allows
     # (limits.max_sim_time_s): every probe stopped unfinished, and `capacity` of a config at 1e-5 req/s said 0 req/s.
     # At such rates each request is served alone: the most requests whose probe fits (`probe_time_s` <= the longest run;
@@ -511,9 +515,12 @@ class Capacity:
     note: str | None  # the steady-state note of the probe at `rate_per_s`, if any
 
 
+CAPACITY_REL_TOL = 0.01  # a capacity search bisects until its bracket's ends are within 1 % of each other
+
+
 def find_capacity(
-    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = 0.01,
-    max_rate: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
+    cfg: SimConfig, obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0, rel_tol: float = CAPACITY_REL_TOL,
+    max_rate_per_s: float = 5000.0, run: Callable[[SimConfig], Summary] | None = None,
     ceiling_per_s: float | None = None,
 ) -> Capacity:
     """Highest offered rate meeting `obj` in steady state: grow/shrink ×2 from the config's rate to a
@@ -535,8 +542,8 @@ def find_capacity(
         lo, hi = rate, ceiling_per_s
     elif first_ok:
         lo, hi = rate, None
-        while hi is None and lo < max_rate:
-            nxt = min(lo * 2, max_rate)
+        while hi is None and lo < max_rate_per_s:
+            nxt = min(lo * 2, max_rate_per_s)
             lo, hi = (nxt, None) if ok(nxt) else (lo, nxt)
         if hi is None:
             return Capacity(lo, None, tuple(probes), _note_at(probes, lo))
@@ -597,7 +604,7 @@ def _decode_capacity(payload: str) -> Capacity:
 
 def find_capacities(
     configs: Sequence[SimConfig], obj: CapacityObjective = CapacityObjective(), *, scale: float = 1.0,
-    rel_tol: float = 0.01, backend: Backend | None = None, cache: PointCache | None = None,
+    rel_tol: float = CAPACITY_REL_TOL, backend: Backend | None = None, cache: PointCache | None = None,
     on_progress: Callable[[int, int], None] | None = None, cancelled: Callable[[], bool] | None = None,
     ceilings_per_s: Sequence[float | None] | None = None, budget: RunBudget | None = None,
 ) -> list[Capacity]:

@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
-from sim_core.config import MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
+from sim_core.config import MAX_SEED, MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
 from sim_core.inputs import InputError, check_regular_file, parse_float_text, parse_int_text
 
 TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
@@ -73,7 +73,7 @@ class TraceOptions(StrictModel):
     max_requests: int | None = Field(
         None, ge=1, le=MAX_TRACE_ROWS, description="Sample this many requests (seeded, arrival order kept); empty: all."
     )
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the sampling.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of the sampling.")
     model: str | None = Field(None, max_length=40, description="BurstGPT only: keep rows of this Model (e.g. ChatGPT, GPT-4).")
     log_type: str | None = Field(
         None, max_length=40, description="BurstGPT only: keep rows of this Log Type (Conversation log, API log)."

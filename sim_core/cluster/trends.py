@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from sim_core.config import SimConfig
 from sim_core.presets import load_preset
 from sim_core.result import Summary
-from sim_core.sweep import capacity_search, with_value
+from sim_core.sweep import DISTSERVE_ATTAINMENT, capacity_search, with_value
+from sim_core.trends import BAND  # (the single-engine trends' band: it was restated here as 1.5, four times)
 
-ATTAINMENT = 0.9  # DistServe's goodput: the fraction of requests meeting both objectives
+ATTAINMENT = DISTSERVE_ATTAINMENT  # DistServe's goodput: the fraction of requests meeting both objectives
 H100_PER_A100_COST = 2.16  # Splitwise's hardware cost ratio (published_measurements.md §1 notes)
 
 
@@ -58,8 +59,8 @@ class Comparison:
     colocated: str  # scenario preset: N replicas
     disaggregated: str  # scenario preset: xPyD on the same N instances (the split is searched)
     per_cost: bool = False  # compare per unit of cost (H100 = 2.16 A100) instead of per GPU
-    rate_lo: float = 0.5
-    rate_hi: float = 8.0
+    rate_lo_per_s: float = 0.5  # the capacity bisection's starting bracket, requests/s
+    rate_hi_per_s: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -79,21 +80,21 @@ class ClusterTrend:
 
     @property
     def within_band(self) -> bool:
-        """Same direction as the claim and within 1.5x of its published range."""
-        return self.ratio > 1.0 and self.comparison.claim_low / 1.5 <= self.ratio <= self.comparison.claim_high * 1.5
+        """Same direction as the claim and within BAND (1.5x) of its published range."""
+        return self.ratio > 1.0 and self.comparison.claim_low / BAND <= self.ratio <= self.comparison.claim_high * BAND
 
 
 COMPARISONS = (
     Comparison("DistServe: OPT-13B, 3x A100-80GB, chatbot, TTFT 0.25 s / TPOT 0.1 s, prefill TP2 + decode TP1",
                "2.0-3.41x goodput per GPU vs vLLM (DistServe OSDI'24, row K575)", 2.0, 3.41,
-               "cluster-distserve-opt13b-3xa100-colocated", "cluster-distserve-opt13b-3xa100-p2d1", rate_lo=0.15, rate_hi=8.0),
+               "cluster-distserve-opt13b-3xa100-colocated", "cluster-distserve-opt13b-3xa100-p2d1", rate_lo_per_s=0.15, rate_hi_per_s=8.0),
     Comparison("Splitwise-HA: Llama-2-70B, 4 DGX machines (TP8), conversation, H100 prompt / A100 token",
                "1.4x throughput at 20% lower cost = 1.75x per cost (Splitwise ISCA'24, row K576)", 1.75, 1.75,
                "cluster-splitwise-llama70b-4xdgx-colocated", "cluster-splitwise-llama70b-4xdgx-ha-3p1d", per_cost=True,
-               rate_lo=1.0, rate_hi=16.0),
+               rate_lo_per_s=1.0, rate_hi_per_s=16.0),
     Comparison("Dynamo: Llama-70B FP8, 8x H100 (4 instances of TP2), 3K in / 150 out, TTFT 2 s / TPOT 50 ms",
                "1.3x throughput per GPU on one node (ai-dynamo docs, disaggregated serving)", 1.3, 1.3,
-               "cluster-dynamo-llama70b-fp8-8xh100-colocated", "cluster-dynamo-llama70b-fp8-8xh100-3p1d", rate_lo=1.0),
+               "cluster-dynamo-llama70b-fp8-8xh100-colocated", "cluster-dynamo-llama70b-fp8-8xh100-3p1d", rate_lo_per_s=1.0),
 )  # fmt: skip
 
 
@@ -132,7 +133,7 @@ def _cost(cfg: SimConfig) -> float:
 
 
 def run_comparison(c: Comparison, num_requests: int = 300, iters: int = 6) -> ClusterTrend:
-    cap = lambda cfg: capacity_search(cfg, _meets, c.rate_lo, c.rate_hi, iters=iters)[0]  # noqa: E731
+    cap = lambda cfg: capacity_search(cfg, _meets, c.rate_lo_per_s, c.rate_hi_per_s, iters=iters)[0]  # noqa: E731
     norm = (lambda cfg: _cost(cfg)) if c.per_cost else (lambda cfg: float(cfg.num_gpus_total))  # noqa: E731
     colo = colocated_config(c, num_requests)
     base_cap = cap(colo)
@@ -157,11 +158,11 @@ def format_trend(t: ClusterTrend) -> str:
     c = t.comparison
     x, y = t.best_split
     per = "per cost" if c.per_cost else "per GPU"
-    verdict = ("same direction, within 1.5x of the claim" if t.within_band else
-               "same direction, outside 1.5x of the claim" if t.direction_holds else "DISAGREES with the claim's direction")  # fmt: skip
+    verdict = (f"same direction, within {BAND:g}x of the claim" if t.within_band else
+               f"same direction, outside {BAND:g}x of the claim" if t.direction_holds else "DISAGREES with the claim's direction")  # fmt: skip
     colo, dis = f"co-located ({t.colocated_gpus} GPUs)", f"disaggregated ({x}P{y}D, {t.disaggregated_gpus} GPUs)"
     colo_cap = (f"{t.colocated_capacity:7.2f} req/s" if t.colocated_capacity > 0
-                else f"   none: under 90 % at {c.rate_lo:g} req/s already")
+                else f"   none: under {100 * ATTAINMENT:g} % at {c.rate_lo_per_s:g} req/s already")
     ratio = f"{t.ratio:.2f}x" if math.isfinite(t.ratio) else "unbounded"
     return (f"{c.name}\n  {colo:<34}{colo_cap}\n  {dis:<34}{t.disaggregated_capacity:7.2f} req/s\n"
             f"  paper {c.claim_low:g}-{c.claim_high:g}x vs simulated {ratio} {per} ({c.claim}) -> {verdict}")

@@ -145,3 +145,13 @@ def test_the_final_tables_use_the_lower_of_the_two_baselines(monkeypatch, capsys
     markdown = out[out.index("| Engine preset"):]
     assert "| vllm-v1 | 1,000 | 10.0 ms | 0.100 |" in markdown and "| default preset | 300 | 4,000 | 20.0 ms | 0.20 |" in markdown
     assert [line.split()[4] for line in out.splitlines() if line.startswith("vllm-v1 ")] == ["0.050", "0.100"]  # again, at the lower
+
+
+def test_the_tables_name_the_baseline_they_scale_to(monkeypatch):
+    # (the "at 94.7 ms base" columns and targets line were typed out beside TARGET_BASELINE_S)
+    monkeypatch.setattr(bench, "TARGET_BASELINE_S", 0.05)
+    rows = [bench.BenchRow("vllm-v1", 512, 3_434, 0.0102, 1.0, 0.0, False, 458)]
+    text = bench.engine_table_text(rows, 0.1)
+    assert "at 50.0 ms base" in text.splitlines()[0] and "at the 50.0 ms base" in text and "94.7" not in text
+    md = bench.markdown_tables(rows, rows, 0.1, timer="CPU time")
+    assert md.count("| At 50.0 ms base |") == 2 and "94.7" not in md

@@ -23,6 +23,16 @@ def test_run_prints_a_readable_summary(capsys):
     assert "TTFT" in text and "modelled" in text
 
 
+def test_the_summary_names_the_arrivals_its_steady_window_excludes(capsys, monkeypatch):
+    # (it printed "first and last 10 %" typed out, whatever the window's fractions in sim_core.metrics)
+    from sim_core import metrics
+
+    monkeypatch.setattr(metrics, "STEADY_WARMUP_FRACTION", 0.2)
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "steady state" in x)
+    assert "requests 4-17 by arrival (first 20 % and last 10 % excluded;" in line
+
+
 def test_out_writes_config_and_csvs(tmp_path, capsys):
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=25", "--out", str(tmp_path)]) == 0
     assert len(pd.read_csv(tmp_path / "requests.csv")) == 25

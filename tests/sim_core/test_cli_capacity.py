@@ -105,7 +105,7 @@ def test_plan_offers_every_router_and_plans_behind_the_session_router(capsys):
 
 
 PLAN_NUMBERS = {  # option -> (PlanSpec field, allowed range as the message writes it)
-    "--rate": ("target_rate_per_s", "> 0 and <= 100000"), "--max-replicas": ("max_replicas", ">= 1 and <= 64"),
+    "--rate": ("target_rate_per_s", ">= 1e-06 and <= 100000"), "--max-replicas": ("max_replicas", ">= 1 and <= 64"),
     "--top": ("num_results", ">= 1 and <= 100"), "--tp": ("tp_degrees", ">= 1 and <= 64"),
     "--price": ("prices_usd_per_gpu_hour", "> 0 and <= 1000"),
 }
@@ -129,6 +129,14 @@ def test_an_out_of_range_plan_number_names_its_field_value_and_allowed_range(opt
     field, allowed = PLAN_NUMBERS[option]
     assert code == EXIT_BAD_INPUT and "Traceback" not in err
     assert field in err and f"allowed: {allowed}" in err, err
+
+
+def test_a_plan_rate_below_what_a_config_allows_is_named_as_the_rate(capsys):
+    # (PlanSpec allowed any rate > 0: --rate 1e-7 was refused later as "Invalid capacity probe at 1e-07 req/s:
+    # workload.arrival.rate_per_s = 1e-07", a field the user never typed; the bounds are now the config field's)
+    code = main(["plan", "chat-h100-llama8b", "--rate", "1e-7", "--no-cache", "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and "target_rate_per_s = 1e-07" in err and "capacity probe" not in err, err
 
 
 @settings(max_examples=20, deadline=None)

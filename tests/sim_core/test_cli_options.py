@@ -115,6 +115,22 @@ def test_sweep_help_names_every_knob_with_its_unit(capsys):
     assert "--start START first value, in the knob's unit" in text
 
 
+def test_sweep_help_says_how_far_past_saturation_a_default_rate_sweep_runs(capsys, monkeypatch):
+    # ("past 1.1x the saturation rate" was typed out beside sweep.RATE_SWEEP_PAST_SATURATION)
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "RATE_SWEEP_PAST_SATURATION", 1.3)
+    assert "(the rate: past 1.3x the saturation rate" in _help(["sweep"], capsys)
+
+
+def test_run_help_names_every_file_out_writes(capsys, tmp_path):
+    # (a deployment's run also writes instances.csv, which the help left out)
+    text = _help(["run"], capsys)
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=8", "--set", "deployment.replicas=2",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert all(p.name in text for p in tmp_path.iterdir()) and len(list(tmp_path.iterdir())) == 5
+
+
 def test_bench_options_are_one_definition(capsys):
     # `python -m sim_core bench` restated bench.main's options (and said less: no unit, no CI note)
     from sim_core.bench import main as bench_main
@@ -193,6 +209,28 @@ def test_a_capacity_at_the_search_ceiling_is_printed_as_a_lower_bound(capsys):
     assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--scale", "0.01", *ONE_TOKEN, *FAST]) == 0
     out = capsys.readouterr().out
     assert "capacity >= 5,000.00 req/s" in out and "a lower bound" in out
+
+
+def test_capacity_says_the_bisections_tolerance_it_ran_with(capsys, monkeypatch):
+    # ("bisection to 1 %" was typed out beside find_capacities' rel_tol default of 0.01)
+    from sim_core import sweep
+
+    searched, interval = [], sweep.capacity_interval
+    monkeypatch.setattr(sweep, "CAPACITY_REL_TOL", 0.05)
+    monkeypatch.setattr(sweep, "capacity_interval", lambda *a, **kw: searched.append(kw["rel_tol"]) or interval(*a, **kw))
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--scale", "0.02", *FAST]) == 0
+    assert "bisection to 5 %)" in capsys.readouterr().out and searched == [0.05]
+
+
+def test_capacity_says_how_long_its_probes_ran(capsys, monkeypatch):
+    # ("runs of N+ requests" named seed 0's last probe; the search's probes at lower rates ran fewer requests)
+    from sim_core import sweep
+
+    probed, interval = [], sweep.capacity_interval
+    monkeypatch.setattr(sweep, "capacity_interval", lambda *a, **kw: probed.append(interval(*a, **kw)) or probed[-1])
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "2", "--scale", "0.2", *FAST]) == 0
+    sizes = [s.num_requests for cap in probed[0][2] for _, s in cap.probes]
+    assert min(sizes) < max(sizes) and f"runs of {min(sizes):,}-{max(sizes):,} requests" in capsys.readouterr().out
 
 
 def test_a_sweep_whose_highest_rate_meets_the_objective_prints_a_lower_bound(capsys):

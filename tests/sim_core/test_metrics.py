@@ -117,3 +117,27 @@ def test_the_kv_peak_covers_every_tick_s_batch_and_fits_the_cache(seed):
     if log.tick.size:
         assert peak_blocks >= np.bincount(log.tick, weights=log.kv_blocks_held).max() - 1e-9
     assert res.timeline.kv_blocks_used.max(initial=0) <= peak_blocks <= res.memory.num_blocks
+
+
+def test_the_too_short_note_advises_a_run_whose_window_holds_enough_requests(monkeypatch):
+    # (it divided by 0.8, the window's share typed out: with other fractions it advised too few requests)
+    from sim_core import metrics
+
+    monkeypatch.setattr(metrics, "STEADY_WARMUP_FRACTION", 0.2)
+    monkeypatch.setattr(metrics, "STEADY_DRAIN_FRACTION", 0.2)
+    note = metrics._steady_note(60, 36, 0, warmup_s=1.0, mean_e2e_s=0.5)
+    need = int(note.split("Run at least ")[1].split(" ")[0].replace(",", ""))
+    first, last = metrics.steady_window(need)
+    assert last - first >= metrics.MIN_STEADY_REQUESTS and need == 167
+
+
+def test_a_runs_swap_time_is_the_cost_models_swap_term_over_its_ticks():
+    # (the summary divided by hardware.pcie_gb_per_s * 1e9 of its own; costmodel.swap_bytes_per_s is the one rate)
+    import pytest
+
+    from sim_core.costmodel import CostModel
+    from tests.sim_core.test_schedulers import _pressure
+
+    res = run_simulation(_pressure("greedy", "swap", swap_gb=32.0))
+    ticks_s = CostModel(res.config).swap_time_s(res.timeline.swap_blocks * res.memory.block_bytes)
+    assert res.summary.swap_time_s > 0 and res.summary.swap_time_s == pytest.approx(float(ticks_s.sum()), rel=1e-12)

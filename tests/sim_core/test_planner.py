@@ -123,6 +123,18 @@ def test_prices_are_cited_data_and_a_missing_price_is_named():
         plan(_base(), PlanSpec(target_rate_per_s=1.0, gpus=("l4",)), with_band=False)
 
 
+def test_the_planner_searches_up_to_the_replicas_a_deployment_allows():
+    """PlanSpec.max_replicas is bounded by config.MAX_REPLICAS, as deployment.replicas and each pool's replicas are
+    (the three restated 64)."""
+    from sim_core.config import MAX_REPLICAS, field_info
+
+    for loc in (("deployment", "replicas"), ("deployment", "disaggregation", "prefill", "replicas")):
+        assert any(getattr(m, "le", None) == MAX_REPLICAS for m in field_info(loc).metadata)
+    assert PlanSpec(target_rate_per_s=10.0, max_replicas=MAX_REPLICAS).max_replicas == MAX_REPLICAS
+    with pytest.raises(ValueError, match=f"less than or equal to {MAX_REPLICAS}"):
+        PlanSpec(target_rate_per_s=10.0, max_replicas=MAX_REPLICAS + 1)
+
+
 def test_the_planner_offers_every_router_a_deployment_has():
     """PlanSpec.router is config.Router (one list): every router validates and reaches the deployment."""
     from typing import get_args

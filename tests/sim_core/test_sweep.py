@@ -253,3 +253,19 @@ def test_a_gpu_sweep_runs_only_tp_degrees_the_models_heads_split_over():
         check_range("num_gpus", 5, 7, llama)
     pts = run_sweep(llama, "num_gpus", [3])  # a value given as is: a point with the config's message
     assert pts[0].summary is None and "hardware.num_gpus = 3: Llama-3.1-8B's 32 attention heads" in pts[0].error
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-308])
+def test_any_positive_run_length_scale_gives_a_run_length_within_the_bounds(scale):
+    # (`capacity --scale 1e308` ended in "OverflowError: cannot convert float infinity to integer", a traceback)
+    from sim_core.sweep import MAX_CAPACITY_REQUESTS, MIN_CAPACITY_REQUESTS
+
+    n = steady_run_length(make_config(), 10.0, scale)
+    assert n == (MAX_CAPACITY_REQUESTS if scale > 1 else MIN_CAPACITY_REQUESTS)
+
+
+def test_the_longest_capacity_probe_is_the_longest_run_a_config_allows():
+    from sim_core.config import field_info
+    from sim_core.sweep import MAX_CAPACITY_REQUESTS
+
+    assert MAX_CAPACITY_REQUESTS == next(m.le for m in field_info(("workload", "num_requests")).metadata if getattr(m, "le", None))

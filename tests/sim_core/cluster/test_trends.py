@@ -172,3 +172,18 @@ def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(c
     lines = {float(x.split("x")[1].split(":")[0]): x for x in capsys.readouterr().out.splitlines()}
     per_gpu = [lines[s].split("goodput ")[1].split()[0] for s in (1.0, 1.1, 1.15, 1.2, 1.3, 1.4)]
     assert f"with GEMMs 1.0 / 1.1 / 1.15 / 1.2 / 1.3 / 1.4x faster, {' / '.join(per_gpu)} req/s per GPU" in readme
+
+
+def test_the_band_and_the_attainment_are_the_single_engine_trends_and_distserves(monkeypatch):
+    # (this module restated trends.BAND as 1.5 in its rule and its verdict, and DistServe's 90 % as 0.9 and "90 %")
+    from sim_core.cluster import trends as cluster_trends
+    from sim_core.cluster.trends import ClusterTrend
+
+    c = comparisons()[2]  # published 1.3x
+    trend = ClusterTrend(c, 0.0, 8, 8, (3, 1), 2.4, 1.3 * 1.8)
+    assert trend.direction_holds and not trend.within_band
+    monkeypatch.setattr(cluster_trends, "BAND", 2.0)
+    monkeypatch.setattr(cluster_trends, "ATTAINMENT", 0.8)
+    text = format_trend(trend)
+    assert trend.within_band and "same direction, within 2x of the claim" in text
+    assert f"none: under 80 % at {c.rate_lo_per_s:g} req/s already" in text
