@@ -1114,12 +1114,13 @@ def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | Non
     return model().model_dump(mode="json") if model is not None else None
 
 
-def allowed_range(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> str:
-    """Human-readable allowed values for the field at `loc` in `root` (default SimConfig; '' when none are declared).
-    A list's or a mapping's items (`tp_degrees.0`, `prices.h100-sxm`): the bounds declared on the item type."""
+def _declared_bounds(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> tuple[Any, str, Any, str] | None:
+    """(lower bound, '>=' or '>', upper bound, '<=' or '<') declared on the field at `loc` in `root` (default SimConfig;
+    a bound None where none is declared), or None when `loc` names no field. A list's or a mapping's items
+    (`tp_degrees.0`, `prices.h100-sxm`): the bounds declared on the item type."""
     info = field_info(loc, root)
     if info is None:
-        return ""
+        return None
     lo = hi = None
     lo_op, hi_op = ">=", "<="
     metadata = list(info.metadata)
@@ -1134,7 +1135,25 @@ def allowed_range(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> 
         for attr, op in (("le", "<="), ("lt", "<")):
             if getattr(meta, attr, None) is not None:
                 hi, hi_op = getattr(meta, attr), op
-    choices = getattr(info.annotation, "__args__", None)
+    return lo, lo_op, hi, hi_op
+
+
+def field_bounds(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> tuple[Any, Any]:
+    """(lowest, highest) value the field at `loc` declares, None where it declares none (a strict bound, `gt` or `lt`,
+    as its value: validation names the strictness). The UI's number boxes take their range from it, so a limit is
+    written once, here in the model."""
+    bounds = _declared_bounds(loc, root)
+    return (None, None) if bounds is None else (bounds[0], bounds[2])
+
+
+def allowed_range(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> str:
+    """Human-readable allowed values for the field at `loc` in `root` (default SimConfig; '' when none are declared).
+    A list's or a mapping's items (`tp_degrees.0`, `prices.h100-sxm`): the bounds declared on the item type."""
+    bounds = _declared_bounds(loc, root)
+    if bounds is None:
+        return ""
+    lo, lo_op, hi, hi_op = bounds
+    choices = getattr(field_info(loc, root).annotation, "__args__", None)
     if choices and all(isinstance(c, str) for c in choices):
         return "one of " + ", ".join(repr(c) for c in choices)
     if lo is not None and hi is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from sim_core import PresetError, SimConfig, config_from_dict
-from sim_core.config import field_info, tp_degrees_allowed
+from sim_core.config import field_bounds, field_info, tp_degrees_allowed
 from sim_core.presets import list_presets, read_preset_data
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
@@ -25,6 +25,8 @@ class Spec:
     path: str
     label: str
     kind: str  # slider | number | select | toggle | options (select_slider)
+    # a slider's travel (within the config's limits, widened to hold a value outside it); a number box takes the
+    # config's own limits (`field_bounds`), so they are written once, in the model
     lo: float | None = None
     hi: float | None = None
     step: float | None = None
@@ -37,6 +39,14 @@ def _lit(path: str) -> tuple:
     return tuple(field_info(tuple(path.split("."))).annotation.__args__)
 
 
+def _bounds(path: str) -> tuple:
+    return field_bounds(tuple(path.split(".")))
+
+
+# the turns a conversation may have beyond the first: the session knobs show for these
+MULTI_TURN = tuple(range(2, _bounds("workload.sessions.turns")[1] + 1))
+
+
 SECTIONS: dict[str, list[Spec]] = {
     "Hardware": [
         Spec("hardware.peak_tflops", "Peak compute (dense BF16 TFLOP/s per GPU)", "slider", 10.0, 5000.0, 10.0),
@@ -44,56 +54,56 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("hardware.memory_gib", "Memory (GiB per GPU)", "slider", 8.0, 320.0, 1.0),
         Spec("hardware.num_gpus", "GPUs (tensor-parallel degree)", "options", options=(1, 2, 4, 8)),
         Spec("hardware.interconnect", "GPU link type", "select", options=_lit("hardware.interconnect")),
-        Spec("hardware.interconnect_gb_per_s", "GPU link (GB/s, one direction)", "number", 1.0, 5000.0, 10.0),
-        Spec("hardware.pcie_gb_per_s", "PCIe to host (GB/s, one direction)", "number", 1.0, 1000.0, 1.0),
+        Spec("hardware.interconnect_gb_per_s", "GPU link (GB/s, one direction)", "number", step=10.0),
+        Spec("hardware.pcie_gb_per_s", "PCIe to host (GB/s, one direction)", "number", step=1.0),
     ],
     "Model": [
         Spec("model.weight_dtype", "Weight precision", "select", options=_lit("model.weight_dtype")),
-        Spec("model.num_layers", "Layers", "number", 1, 512, 1),
-        Spec("model.hidden_size", "Hidden size", "number", 64, 65536, 64),
-        Spec("model.num_heads", "Query heads", "number", 1, 1024, 1),
-        Spec("model.num_kv_heads", "KV heads", "number", 1, 1024, 1),
-        Spec("model.head_dim", "Head dimension", "number", 8, 1024, 8),
-        Spec("model.ffn_size", "MLP size (per expert)", "number", 64, 262144, 64),
-        Spec("model.vocab_size", "Vocabulary", "number", 256, 1_000_000, 256),
-        Spec("model.num_experts", "Experts (1 = dense)", "number", 1, 512, 1),
-        Spec("model.num_experts_per_token", "Experts per token (top-k)", "number", 1, 64, 1),
-        Spec("model.max_model_len", "Max sequence length (tokens)", "number", 16, 2_097_152, 1024),
+        Spec("model.num_layers", "Layers", "number", step=1),
+        Spec("model.hidden_size", "Hidden size", "number", step=64),
+        Spec("model.num_heads", "Query heads", "number", step=1),
+        Spec("model.num_kv_heads", "KV heads", "number", step=1),
+        Spec("model.head_dim", "Head dimension", "number", step=8),
+        Spec("model.ffn_size", "MLP size (per expert)", "number", step=64),
+        Spec("model.vocab_size", "Vocabulary", "number", step=256),
+        Spec("model.num_experts", "Experts (1 = dense)", "number", step=1),
+        Spec("model.num_experts_per_token", "Experts per token (top-k)", "number", step=1),
+        Spec("model.max_model_len", "Max sequence length (tokens)", "number", step=1024),
     ],
     "Workload": [
-        Spec("workload.num_requests", "Requests", "number", 1, 200_000, 50),
+        Spec("workload.num_requests", "Requests", "number", step=50),
         Spec("workload.arrival.process", "Arrival process", "select", options=_lit("workload.arrival.process")),
         Spec("workload.arrival.rate_per_s", "Arrival rate (requests/s)", "slider", 0.1, 200.0, 0.1,
              show_if=("workload.arrival.process", ("poisson", "gamma", "constant"))),
         Spec("workload.arrival.burstiness_cv", "Burstiness (CV of gaps)", "slider", 0.1, 10.0, 0.1,
              show_if=("workload.arrival.process", ("gamma",))),
-        Spec("workload.arrival.num_clients", "Concurrent clients", "number", 1, 10_000, 1,
+        Spec("workload.arrival.num_clients", "Concurrent clients", "number", step=1,
              show_if=("workload.arrival.process", ("closed_loop",))),
-        Spec("workload.arrival.think_time_s", "Think time (s)", "number", 0.0, 3600.0, 0.5,
+        Spec("workload.arrival.think_time_s", "Think time (s)", "number", step=0.5,
              show_if=("workload.arrival.process", ("closed_loop",))),
         Spec("workload.prompt_tokens.dist", "Prompt length distribution", "select", options=_lit("workload.prompt_tokens.dist")),
-        Spec("workload.prompt_tokens.mean", "Prompt mean (tokens)", "number", 1, 1_048_576, 16),
-        Spec("workload.prompt_tokens.min", "Prompt min (tokens)", "number", 1, 1_048_576, 1),
-        Spec("workload.prompt_tokens.max", "Prompt max (tokens)", "number", 1, 1_048_576, 64),
-        Spec("workload.prompt_tokens.sigma", "Prompt log-sigma", "number", 0.0, 4.0, 0.1,
+        Spec("workload.prompt_tokens.mean", "Prompt mean (tokens)", "number", step=16),
+        Spec("workload.prompt_tokens.min", "Prompt min (tokens)", "number", step=1),
+        Spec("workload.prompt_tokens.max", "Prompt max (tokens)", "number", step=64),
+        Spec("workload.prompt_tokens.sigma", "Prompt log-sigma", "number", step=0.1,
              show_if=("workload.prompt_tokens.dist", ("lognormal",))),
         Spec("workload.output_tokens.dist", "Output length distribution", "select", options=_lit("workload.output_tokens.dist")),
-        Spec("workload.output_tokens.mean", "Output mean (tokens)", "number", 1, 1_048_576, 16),
-        Spec("workload.output_tokens.min", "Output min (tokens)", "number", 1, 1_048_576, 1),
-        Spec("workload.output_tokens.max", "Output max (tokens)", "number", 1, 1_048_576, 64),
-        Spec("workload.output_tokens.sigma", "Output log-sigma", "number", 0.0, 4.0, 0.1,
+        Spec("workload.output_tokens.mean", "Output mean (tokens)", "number", step=16),
+        Spec("workload.output_tokens.min", "Output min (tokens)", "number", step=1),
+        Spec("workload.output_tokens.max", "Output max (tokens)", "number", step=64),
+        Spec("workload.output_tokens.sigma", "Output log-sigma", "number", step=0.1,
              show_if=("workload.output_tokens.dist", ("lognormal",))),
-        Spec("workload.num_samples", "Parallel samples / beam width n", "number", 1, 16, 1),
-        Spec("workload.shared_prefix.num_system_prompts", "Shared system prompts in the pool", "number", 0, 10_000, 1),
+        Spec("workload.num_samples", "Parallel samples / beam width n", "number", step=1),
+        Spec("workload.shared_prefix.num_system_prompts", "Shared system prompts in the pool", "number", step=1),
         Spec("workload.shared_prefix.share_ratio", "Share of requests starting with one", "slider", 0.0, 1.0, 0.05),
-        Spec("workload.shared_prefix.system_prompt_tokens.mean", "System prompt length (tokens)", "number", 1, 1_048_576, 64),
-        Spec("workload.sessions.turns", "Turns per conversation (1 = independent requests)", "number", 1, 100, 1),
-        Spec("workload.sessions.user_tokens.mean", "New user tokens per later turn (mean)", "number", 1, 1_048_576, 16,
-             show_if=("workload.sessions.turns", tuple(range(2, 101)))),
-        Spec("workload.sessions.think_time_s", "Think time before the next turn (s, mean)", "number", 0.0, 3600.0, 1.0,
-             show_if=("workload.sessions.turns", tuple(range(2, 101)))),
+        Spec("workload.shared_prefix.system_prompt_tokens.mean", "System prompt length (tokens)", "number", step=64),
+        Spec("workload.sessions.turns", "Turns per conversation (1 = independent requests)", "number", step=1),
+        Spec("workload.sessions.user_tokens.mean", "New user tokens per later turn (mean)", "number", step=16,
+             show_if=("workload.sessions.turns", MULTI_TURN)),
+        Spec("workload.sessions.think_time_s", "Think time before the next turn (s, mean)", "number", step=1.0,
+             show_if=("workload.sessions.turns", MULTI_TURN)),
         Spec("workload.sessions.closed_loop", "Next turn waits for the reply (closed loop)", "toggle",
-             show_if=("workload.sessions.turns", tuple(range(2, 101)))),
+             show_if=("workload.sessions.turns", MULTI_TURN)),
     ],
     "Scheduler": [
         Spec("scheduler.batching", "Batching", "select", options=_lit("scheduler.batching")),
@@ -109,13 +119,13 @@ SECTIONS: dict[str, list[Spec]] = {
              show_if=("scheduler.admission", ("new_token_ratio",))),
         Spec("scheduler.new_token_ratio.min_new_token_ratio_factor", "Ratio floor (fraction of the start)", "slider", 0.0, 1.0, 0.01,
              show_if=("scheduler.admission", ("new_token_ratio",))),
-        Spec("scheduler.new_token_ratio.decay_steps", "Decode steps from start to floor", "number", 1, 1_000_000, 50,
+        Spec("scheduler.new_token_ratio.decay_steps", "Decode steps from start to floor", "number", step=50,
              show_if=("scheduler.admission", ("new_token_ratio",))),
         Spec("scheduler.preemption", "Pre-emption", "select", options=_lit("scheduler.preemption")),
         Spec("scheduler.preemption_victim", "Pre-emption victim (vLLM / SGLang / TensorRT-LLM rule)", "select",
              options=_lit("scheduler.preemption_victim")),
         Spec("scheduler.preemption_headroom_steps", "Pre-empt until the decodes left have room for (decode steps)", "number",
-             1, 4096, 1),
+             step=1),
         Spec("scheduler.preemption_requeue", "Where a pre-empted request waits (vLLM: by its key; SGLang: appended)", "select",
              options=_lit("scheduler.preemption_requeue")),
         Spec("scheduler.chunk_short_of_blocks", "Prefill chunk short of KV blocks", "select",
@@ -126,22 +136,22 @@ SECTIONS: dict[str, list[Spec]] = {
              show_if=("scheduler.prefill_mode", ("time_slice",))),
         Spec("scheduler.quota.prefill_share", "Prefill share of GPU time", "slider", 0.05, 0.95, 0.05,
              show_if=("scheduler.prefill_mode", ("quota",))),
-        Spec("scheduler.quota.window_ms", "Quota window (ms)", "number", 10.0, 100_000.0, 100.0,
+        Spec("scheduler.quota.window_ms", "Quota window (ms)", "number", step=100.0,
              show_if=("scheduler.prefill_mode", ("quota",))),
-        Spec("scheduler.quota.max_prefill_ms", "Max prefill run (ms)", "number", 1.0, 100_000.0, 10.0,
+        Spec("scheduler.quota.max_prefill_ms", "Max prefill run (ms)", "number", step=10.0,
              show_if=("scheduler.prefill_mode", ("quota",))),
-        Spec("scheduler.quota.decode_min_tokens_per_s", "Decode floor (tokens/s)", "number", 0.0, 1e7, 10.0,
+        Spec("scheduler.quota.decode_min_tokens_per_s", "Decode floor (tokens/s)", "number", step=10.0,
              show_if=("scheduler.prefill_mode", ("quota",))),
         Spec("scheduler.dynamic_batch.enabled", "Dynamic batch size (article §5.2)", "toggle"),
-        Spec("scheduler.dynamic_batch.target_tick_ms", "Tick latency target (ms)", "number", 1.0, 100_000.0, 5.0,
+        Spec("scheduler.dynamic_batch.target_tick_ms", "Tick latency target (ms)", "number", step=5.0,
              show_if=("scheduler.dynamic_batch.enabled", (True,))),
         Spec("scheduler.smart_preemption.enabled", "Smart pre-emption (article §5.3)", "toggle"),
-        Spec("scheduler.smart_preemption.threshold_ms", "Suspend prefill after (ms)", "number", 1.0, 100_000.0, 5.0,
+        Spec("scheduler.smart_preemption.threshold_ms", "Suspend prefill after (ms)", "number", step=5.0,
              show_if=("scheduler.smart_preemption.enabled", (True,))),
-        Spec("scheduler.smart_preemption.decode_queue_limit", "…while decodes waiting exceed", "number", 0, 100_000, 1,
+        Spec("scheduler.smart_preemption.decode_queue_limit", "…while decodes waiting exceed", "number", step=1,
              show_if=("scheduler.smart_preemption.enabled", (True,))),
         Spec("scheduler.speculative.enabled", "Speculative decoding", "toggle"),
-        Spec("scheduler.speculative.num_draft_tokens", "Draft tokens per step (k)", "number", 1, 16, 1,
+        Spec("scheduler.speculative.num_draft_tokens", "Draft tokens per step (k)", "number", step=1,
              show_if=("scheduler.speculative.enabled", (True,))),
         Spec("scheduler.speculative.acceptance_rate", "Acceptance per draft token", "slider", 0.0, 1.0, 0.05,
              show_if=("scheduler.speculative.enabled", (True,))),
@@ -157,7 +167,7 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("kv_cache.memory_rule", "KV pool rule (engine)", "select", options=_lit("kv_cache.memory_rule")),
         Spec("kv_cache.kv_dtype", "KV precision", "select", options=_lit("kv_cache.kv_dtype")),
         Spec("kv_cache.kv_compression", "KV compression (fraction kept)", "slider", 0.05, 1.0, 0.05),
-        Spec("kv_cache.swap_space_gb", "Host swap space per GPU (GiB)", "number", 0.0, 4096.0, 1.0),
+        Spec("kv_cache.swap_space_gb", "Host swap space per GPU (GiB)", "number", step=1.0),
         Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
         Spec("kv_cache.enable_prefix_caching", "Prefix caching (reuse cached prompt blocks)", "toggle"),
         Spec("kv_cache.eviction_policy", "Prefix-cache eviction (which cached block goes first)", "select",
@@ -170,18 +180,18 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("calibration.fp8_gemm_efficiency", "FP8 GEMM efficiency", "slider", 0.05, 1.0, 0.01),
         Spec("calibration.attention_efficiency", "Attention efficiency", "slider", 0.05, 1.0, 0.01),
         Spec("calibration.memory_efficiency", "HBM efficiency", "slider", 0.05, 1.0, 0.01),
-        Spec("calibration.layer_fixed_us", "Fixed GPU time per layer (µs)", "number", 0.0, 10_000.0, 1.0),
-        Spec("calibration.tick_overhead_ms", "Overhead per tick (ms)", "number", 0.0, 1000.0, 0.1),
-        Spec("calibration.per_seq_overhead_us", "Overhead per sequence (µs)", "number", 0.0, 10_000.0, 1.0),
+        Spec("calibration.layer_fixed_us", "Fixed GPU time per layer (µs)", "number", step=1.0),
+        Spec("calibration.tick_overhead_ms", "Overhead per tick (ms)", "number", step=0.1),
+        Spec("calibration.per_seq_overhead_us", "Overhead per sequence (µs)", "number", step=1.0),
         Spec("calibration.interconnect_efficiency", "Link efficiency", "slider", 0.05, 1.0, 0.01),
-        Spec("calibration.allreduce_latency_us", "All-reduce latency (µs)", "number", 0.0, 10_000.0, 1.0),
+        Spec("calibration.allreduce_latency_us", "All-reduce latency (µs)", "number", step=1.0),
     ],
     "Objectives & run": [
-        Spec("slo.ttft_s", "TTFT objective (s)", "number", 0.01, 3600.0, 0.1),
-        Spec("slo.tpot_s", "TPOT objective (s)", "number", 0.001, 60.0, 0.005, fmt="%.3f"),
-        Spec("seed", "Random seed", "number", 0, 2**32 - 1, 1),
-        Spec("limits.max_sim_time_s", "Stop after simulated time (s)", "number", 1.0, 1e7, 60.0),
-        Spec("limits.max_ticks", "Stop after ticks", "number", 1, 50_000_000, 10_000),
+        Spec("slo.ttft_s", "TTFT objective (s)", "number", step=0.1),
+        Spec("slo.tpot_s", "TPOT objective (s)", "number", step=0.005, fmt="%.3f"),
+        Spec("seed", "Random seed", "number", step=1),
+        Spec("limits.max_sim_time_s", "Stop after simulated time (s)", "number", step=60.0),
+        Spec("limits.max_ticks", "Stop after ticks", "number", step=10_000),
     ],
 }
 ALL_SPECS = [s for specs in SECTIONS.values() for s in specs]
@@ -239,9 +249,12 @@ def _draw(spec: Spec, cfg: SimConfig) -> None:
     else:
         is_int = isinstance(spec.step, int) and not isinstance(spec.step, bool)
         cast = int if is_int else float
-        lo, hi = cast(spec.lo), cast(spec.hi)
-        if value is not None and not lo <= value <= hi:  # a preset outside the UI range widens it
-            lo, hi = min(lo, cast(value)), max(hi, cast(value))
+        lo, hi = (spec.lo, spec.hi) if spec.kind == "slider" else _bounds(spec.path)
+        lo, hi = (None if b is None else cast(b) for b in (lo, hi))  # (a number box without a declared limit: none)
+        if value is not None and lo is not None and value < lo:  # a preset outside a slider's travel widens it
+            lo = cast(value)
+        if value is not None and hi is not None and value > hi:
+            hi = cast(value)
         if value is not None:
             st.session_state[key] = cast(value)
         widget = st.slider if spec.kind == "slider" else st.number_input

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from app.components.config_form import tp_options
 from app.components.text import plain
 from sim_core import SimConfig
-from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_info
+from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_bounds, field_info
 from sim_core.presets import list_presets, read_preset_data
 
 MODES = ("one engine", "replicas", "disaggregated")
@@ -24,6 +24,12 @@ SAME_GPU = "same as Hardware"
 STATE_ROUTERS = ("least_kv", "prefix_affinity")  # the routers deployment.state_refresh_s applies to
 FIRST_TOKEN_FROM = FirstTokenFrom.__args__  # ("prefill", "decode")
 KEPT = "as loaded: "  # prefix of the option for a pool GPU kind that matches no preset
+POOL = ("deployment", "disaggregation")
+
+
+def _floats(*path: str) -> tuple[float, float]:
+    """A float box's range: the config's limits on `deployment.<path>` (the model is where they are written)."""
+    return tuple(float(b) for b in field_bounds(("deployment", *path)))
 
 
 def _preset_hardware(name: str, num_gpus: int) -> dict[str, Any]:
@@ -106,18 +112,21 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
         return None
     router = st.selectbox("Router", Router.__args__, key=KEY + "router", help=_help("router"))
     # kept (not hidden) for the other routers, so switching back and forth keeps the value a link gave
-    refresh = st.number_input("Router state refresh (s)", 0.0, 60.0, step=0.05, format="%.3f", key=KEY + "refresh",
-                              help=_help("state_refresh_s"), disabled=router not in STATE_ROUTERS)  # fmt: skip
+    refresh = st.number_input("Router state refresh (s)", *_floats("state_refresh_s"), step=0.05, format="%.3f",
+                              key=KEY + "refresh", help=_help("state_refresh_s"), disabled=router not in STATE_ROUTERS)  # fmt: skip
     if mode == MODES[1]:
-        n = st.number_input("Replicas", 1, 64, step=1, key=KEY + "replicas", help=_help("replicas"))
+        n = st.number_input("Replicas", *field_bounds(("deployment", "replicas")), step=1, key=KEY + "replicas",
+                            help=_help("replicas"))  # fmt: skip
         from sim_core.cluster.report import counted  # (lazy, as the rest of sim_core.cluster in the app)
 
         st.caption(f"{counted(int(n) * cfg.hardware.num_gpus, 'GPU')} = {counted(int(n), 'replica')} x TP {cfg.hardware.num_gpus}")
         return {"replicas": int(n), "router": router, "state_refresh_s": float(refresh)}
     keep = cfg.deployment.disaggregation if cfg.deployment and cfg.deployment.disaggregation else None
     c1, c2 = st.columns(2)
-    p = c1.number_input("Prefill instances", 1, 64, step=1, key=KEY + "prefill", help=_help("disaggregation", "prefill"))
-    d = c2.number_input("Decode instances", 1, 64, step=1, key=KEY + "decode", help=_help("disaggregation", "decode"))
+    p = c1.number_input("Prefill instances", *field_bounds((*POOL, "prefill", "replicas")), step=1, key=KEY + "prefill",
+                        help=_help("disaggregation", "prefill"))  # fmt: skip
+    d = c2.number_input("Decode instances", *field_bounds((*POOL, "decode", "replicas")), step=1, key=KEY + "decode",
+                        help=_help("disaggregation", "decode"))  # fmt: skip
     # (only degrees the model's heads split evenly over, and the pool's own: config_form.tp_options, the sidebar's rule)
     opts = lambda k: tp_options(TP_OPTIONS, int(st.session_state.get(KEY + k, 1)), cfg)  # noqa: E731
     ptp = c1.select_slider("Prefill TP", opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
@@ -129,12 +138,10 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     ideal = st.toggle("Ideal link (free KV transfer)", key=KEY + "ideal", help=_help("disaggregation", "link"))
     bw = None
     if not ideal:
-        # a linked bandwidth below the box's 0.1 widens it (the config takes any value >= 1e-6), as config_form does:
-        # the widget would clamp 0.05 to 0.1 and the page would run, and re-link, another config
-        lo = min(0.1, float(st.session_state.get(KEY + "bw", 0.1)))
-        bw = st.number_input("KV link bandwidth (GB/s)", lo, 100_000.0, step=10.0, key=KEY + "bw",
-                             help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
-    lat = st.number_input("KV link latency (us)", 0.0, 1_000_000.0, step=5.0, key=KEY + "lat",
+        # (the config's range: a box narrower than it would clamp a linked 0.05 GB/s and run, and re-link, another config)
+        bw = st.number_input("KV link bandwidth (GB/s)", *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
+                             key=KEY + "bw", help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
+    lat = st.number_input("KV link latency (us)", *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip

@@ -79,3 +79,48 @@ def test_a_gpu_sweep_runs_the_allowed_degrees_and_a_range_without_one_is_named()
     at.number_input(key="sw.stop.num_gpus").set_value(7).run()
     assert not at.exception
     assert f"num_gpus from 5 to 7: {LLAMA_RULE}" in " ".join(e.value for e in at.error)
+
+
+def test_every_number_box_takes_its_range_from_the_config_model():
+    # (the boxes restated the model's limits, and some narrower: a TTFT objective of 5 ms, which the config takes, was
+    # refused by a box starting at 10 ms; a 0.5 GB/s GPU link by one starting at 1)
+    from app.components.config_form import ALL_SPECS
+    from sim_core.config import field_bounds
+
+    at = app(preset="chat-h100-llama8b").run()
+    boxes = {spec.path: at.number_input(key="w." + spec.path) for spec in ALL_SPECS if spec.kind == "number"
+             and any(w.key == "w." + spec.path for w in at.number_input)}  # fmt: skip
+    assert len(boxes) >= 30
+    for path, box in boxes.items():
+        assert (box.min, box.max) == tuple(field_bounds(tuple(path.split(".")))), path
+    assert all(spec.lo is None and spec.hi is None for spec in ALL_SPECS if spec.kind == "number")
+
+
+def test_a_slider_travels_within_the_config_models_limits():
+    from app.components.config_form import ALL_SPECS
+    from sim_core.config import field_bounds
+
+    for spec in (s for s in ALL_SPECS if s.kind == "slider"):
+        lo, hi = field_bounds(tuple(spec.path.split(".")))
+        assert lo <= spec.lo < spec.hi <= hi, spec.path
+
+
+def test_values_the_config_takes_below_the_old_boxes_are_taken():
+    at = app(preset="chat-h100-llama8b").run()
+    at.number_input(key="w.slo.ttft_s").set_value(0.005)
+    at.number_input(key="w.hardware.interconnect_gb_per_s").set_value(0.5).run()
+    assert not at.exception and not at.sidebar.error
+    cfg = at.session_state[CFG_KEY]
+    assert cfg.slo.ttft_s == 0.005 and cfg.hardware.interconnect_gb_per_s == 0.5
+
+
+def test_the_deployment_boxes_take_their_range_from_the_config_model():
+    from sim_core.config import MAX_REPLICAS, field_bounds
+
+    at = app(preset="code-completion-l40s-qwen7b", **{"deployment.disaggregation.prefill.replicas": "1"}).run()
+    assert not at.exception
+    for key in ("prefill", "decode"):
+        assert (at.number_input(key="w.dep." + key).min, at.number_input(key="w.dep." + key).max) == (1, MAX_REPLICAS)
+    link = ("deployment", "disaggregation", "link")
+    assert (at.number_input(key="w.dep.bw").min, at.number_input(key="w.dep.bw").max) == field_bounds((*link, "bandwidth_gb_per_s"))
+    assert (at.number_input(key="w.dep.lat").min, at.number_input(key="w.dep.lat").max) == field_bounds((*link, "latency_us"))

@@ -171,6 +171,19 @@ def test_every_allowed_range_states_the_exact_bounds():
     assert checked > 80
 
 
+
+def test_field_bounds_are_the_declared_bounds_allowed_range_states():
+    # the UI's number boxes read field_bounds; the CLI's messages allowed_range: one reading of the model's limits
+    from sim_core.config import SimConfig, field_bounds
+
+    for loc, info in _bounded_fields(SimConfig):
+        lo, hi = field_bounds(loc)
+        declared = {a: getattr(m, a) for m in info.metadata for a in ("ge", "gt", "le", "lt") if getattr(m, a, None) is not None}
+        assert lo == declared.get("ge", declared.get("gt")) and hi == declared.get("le", declared.get("lt")), loc
+    assert field_bounds(("slo", "ttft_s")) == (0, 3600)  # gt 0: the strict bound's value (validation names the strictness)
+    assert field_bounds(("no_such_field",)) == (None, None)
+
+
 def test_setting_one_field_of_a_pool_keeps_the_rest_of_what_the_pool_ran():
     # A pool without its own scheduler/hardware runs the top-level one; --set ...decode.scheduler.max_num_seqs=64
     # filled the pool with SchedulerConfig's defaults (vLLM V1, watermark) and ...prefill.hardware.memory_gib=40
