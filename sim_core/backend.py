@@ -29,7 +29,7 @@ from sim_core.budget import RunBudget, is_load_dependent_stop
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.presets import PresetError
+from sim_core.presets import PRESETS_DIR, PresetError
 from sim_core.result import Summary
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -57,12 +57,17 @@ def decode_point(payload: str) -> tuple[Summary | None, str | None]:
     return (Summary.model_validate(data["summary"]), None) if "summary" in data else (None, data["error"])
 
 
-def code_fingerprint() -> str:
-    """Hash of sim_core's source: a cached point is reused only by the code that computed it."""
+def code_fingerprint(presets_dir: Path = PRESETS_DIR) -> str:
+    """Hash of sim_core's source and of the model presets a run reads by name: a cached point is reused only by the
+    code and the data that computed it. (A config holds its own values but for a speculative draft model, which it
+    names: `speculative.Speculator` reads presets/models/<name>.json, so an edit there changes the result.)"""
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    for path in sorted((presets_dir / "models").glob("*.json")):
+        h.update(f"presets/models/{path.name}".encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

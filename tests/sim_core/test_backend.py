@@ -197,3 +197,19 @@ def test_the_ray_extra_installs_what_a_ray_address_needs():
 
     extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(req.replace(" ", "").startswith("ray[client]") for req in extras["ray"]), extras["ray"]
+
+
+def test_a_cached_point_is_not_reused_after_an_edit_of_a_model_preset_a_run_reads_by_name(tmp_path):
+    # a speculative draft model is named, not held, by the config (speculative.Speculator reads its preset at run time):
+    # the points cache's key covered sim_core's code only, so an edited draft preset served the old results from disk
+    import shutil
+
+    from sim_core.backend import code_fingerprint
+    from sim_core.presets import PRESETS_DIR
+
+    shutil.copytree(PRESETS_DIR / "models", tmp_path / "models")
+    before = code_fingerprint(tmp_path)
+    assert code_fingerprint(tmp_path) == before == code_fingerprint()  # the same files: the same key
+    draft = sorted((tmp_path / "models").glob("*.json"))[0]
+    draft.write_text(draft.read_text().replace('"num_layers": ', '"num_layers": 1', 1))
+    assert code_fingerprint(tmp_path) != before
