@@ -210,6 +210,6 @@ def test_a_cached_point_is_not_reused_after_an_edit_of_a_model_preset_a_run_read
     shutil.copytree(PRESETS_DIR / "models", tmp_path / "models")
     before = code_fingerprint(tmp_path)
     assert code_fingerprint(tmp_path) == before == code_fingerprint()  # the same files: the same key
-    draft = sorted((tmp_path / "models").glob("*.json"))[0]
+    draft = min((tmp_path / "models").glob("*.json"))
     draft.write_text(draft.read_text().replace('"num_layers": ', '"num_layers": 1', 1))
     assert code_fingerprint(tmp_path) != before
