@@ -26,6 +26,9 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
 MAX_TP = 64  # most GPUs of one engine instance (hardware.num_gpus, a pool's tensor_parallel)
 MAX_SEED = 2**32 - 1  # the largest seed (32-bit unsigned): a config's, a trace sample's, a seed band's wrap
+# prefix_affinity / cache_aware: the share of a prompt's full blocks a cached prefix must exceed for the router to follow
+# it (SGLang's cache_threshold default); the router reads it, the router's description states it
+CACHE_THRESHOLD = 0.5
 MAX_REPLICAS = 64  # most instances of one kind in a deployment (deployment.replicas, a pool's replicas, the planner's)
 
 
@@ -783,7 +786,7 @@ class DeploymentConfig(StrictModel):
         "round_robin",
         description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
-        "rule: the instance caching the longest prefix if it covers > 50 % of the prompt and loads are balanced, "
+        f"rule: the instance caching the longest prefix if it covers > {CACHE_THRESHOLD * 100:g} % of the prompt and loads are balanced, "
         "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
         "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (SGLang's router as built: the "
         "same rule on the router's own approximate tree of the prompts it sent each instance, no engine query, blind "

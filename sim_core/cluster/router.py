@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim_core.config import CACHE_THRESHOLD
 from sim_core.prefix_cache import SystemChains, block_keys, system_prompt_blocks
 
 if TYPE_CHECKING:
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
     from sim_core.workload import Workload
 
 
-CACHE_THRESHOLD = 0.5  # share of the prompt's full blocks a cached prefix must exceed (SGLang default)
 BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
 BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
 _HIGH = itemgetter(1)  # a (low, high) bound's high end

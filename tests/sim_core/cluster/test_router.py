@@ -172,3 +172,12 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
     # 0.01 s")
     assert ca[1] < pa[1] and ca[2] < pa[2] and abs(ca[0] - pa[0]) < 0.01
     assert f"over seeds 0-5 {s(ca[1])} against prefix_affinity's {s(pa[1])}" in lesson.explanation
+
+
+def test_the_routers_prefix_threshold_is_the_one_its_description_states():
+    # (config.py's description typed out "> 50 %" beside the router's constant)
+    from sim_core.cluster import router
+    from sim_core.config import CACHE_THRESHOLD, DeploymentConfig
+
+    assert router.CACHE_THRESHOLD is CACHE_THRESHOLD
+    assert f"covers > {CACHE_THRESHOLD * 100:g} % of the prompt" in DeploymentConfig.model_fields["router"].description
