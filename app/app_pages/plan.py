@@ -19,7 +19,7 @@ from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.budget import is_budget_stop
-from sim_core.config import Router
+from sim_core.config import Router, tp_degrees_allowed, tp_rule_text
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
 from sim_core.presets import read_preset_data
 from sim_core.sweep import CapacityObjective
@@ -42,6 +42,18 @@ def _prices_editor(gpus: list[str]) -> dict[str, float]:
         "$ per GPU-hour": st.column_config.NumberColumn(min_value=0.01, max_value=1000.0, format="$%.2f"),
     })  # fmt: skip
     return {r["GPU"]: float(r["$ per GPU-hour"]) for r in edited if r["$ per GPU-hour"] is not None}
+
+
+# The degrees the planner searches by default (one node's); the page offers those the model's heads split over.
+PLAN_TP_DEGREES: tuple[int, ...] = PlanSpec.model_fields["tp_degrees"].default
+
+
+def plan_tp_degrees(cfg: SimConfig) -> list[int]:
+    """The TP degrees Plan offers for `cfg`'s model: the planner's default degrees that its attention heads split
+    evenly over (tp_degrees_allowed, as the sidebar's GPU choices): Qwen2.5-7B's 28 heads were offered TP 8, picked by
+    default and pruned after the search ("TP degree the model's heads do not split over")."""
+    allowed = tp_degrees_allowed(cfg.model.num_heads, cfg.model.num_kv_heads)
+    return [t for t in PLAN_TP_DEGREES if t in allowed]
 
 
 def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
@@ -166,7 +178,10 @@ def main() -> None:
         gpus = st.multiselect("GPUs", hardware, default=priced, key="plan.gpus")
         prices = _prices_editor(gpus)
         d1, d2 = st.columns(2)
-        tps = d1.multiselect("Tensor-parallel degrees", [1, 2, 4, 8], default=[1, 2, 4, 8], key="plan.tp")
+        tps = d1.multiselect("Tensor-parallel degrees", tp_choices := plan_tp_degrees(cfg), default=tp_choices, key="plan.tp",
+                             help=plain(f"{tp_rule_text(cfg.model)}. Offered: which of {', '.join(map(str, PLAN_TP_DEGREES[:-1]))} "
+                                        f"and {PLAN_TP_DEGREES[-1]} GPUs (one node) they split over; ") +
+                                  "`python -m sim_core plan --tp` searches any degree.")  # fmt: skip
         max_replicas = d2.number_input("Most replicas", 1, 64, 16, key="plan.replicas")
         f1, f2 = st.columns(2)
         pd_split = f1.checkbox("Also search P:D splits (xPyD)", False, key="plan.pd",

@@ -752,6 +752,21 @@ def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_t
     assert full.value.equals(table.value)
 
 
+def test_plans_tp_degrees_are_those_the_models_heads_split_over():
+    # Plan offered TP 1, 2, 4 and 8 for every model: Qwen2.5-7B's 28 heads (4 KV heads) do not split over 8 GPUs, and
+    # TP 8, picked by default, was pruned after the Plan press. The sidebar offers only degrees the model allows.
+    from sim_core.config import tp_rule_text
+
+    qwen = app(preset="code-completion-l40s-qwen7b").run()
+    qwen.switch_page("app_pages/plan.py").run()
+    assert not qwen.exception
+    tp = qwen.multiselect(key="plan.tp")
+    assert [int(t) for t in tp.options] == [1, 2, 4] and tp.value == [1, 2, 4]
+    assert tp_rule_text(qwen.session_state[CFG_KEY].model) in tp.help  # why 8 is not there, and that 28 would be
+    llama = open_page("app_pages/plan.py")
+    assert [int(t) for t in llama.multiselect(key="plan.tp").options] == [1, 2, 4, 8]
+
+
 def test_plan_page_offers_prefill_decode_splits_and_a_router():
     at = open_page("app_pages/plan.py")
     at.multiselect(key="plan.gpus").set_value(["h100-sxm"])
