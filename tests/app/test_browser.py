@@ -186,6 +186,21 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     page.close()
 
 
+def test_the_whole_run_window_leaves_no_gap_under_its_control_on_a_phone(server, browser):
+    # A whole-run window leaves the window start, earlier and later controls undrawn: their three empty columns,
+    # stacked on a phone, each kept a 16-px gap, ~50 px of blank page between the window and "Skip requests".
+    page = _open(browser, server + "/", PHONE)
+    width = page.locator("[class*='st-key-ui-win_width'] input[type=range]").first
+    width.focus()
+    page.keyboard.press("End")  # the slider's last choice: the whole run
+    page.wait_for_selector("[class*='st-key-ui-win_start']", state="detached", timeout=60_000)
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+    gap = page.evaluate("""() => document.querySelector(".st-key-ui-first_request").getBoundingClientRect().top
+        - document.querySelector("[class*='st-key-ui-win_width']").getBoundingClientRect().bottom""")
+    assert gap <= 20, gap  # the rows' gap (16 px), not three empty columns' 48 px more
+    page.close()
+
+
 def _table_widths(page) -> list[list[int]]:
     """[scrollWidth, clientWidth] of each data table drawn on the page (a table scrolls sideways when the first is larger)."""
     return page.evaluate("""() => [...document.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")]
