@@ -208,7 +208,7 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False) ->
     have the KV-wait and transfer marks (replicas' rows name one replica and have neither)."""
     if deployment:
         where = ("a request row names where it ran (P0→D0: prefill 0, then decode 0)" if disaggregated
-                 else "a request row names the replica it ran on (req 7 · replica 2)")  # fmt: skip
+                 else "a request row names the replica it ran on (req 7 · replica 2, on a phone 7 · R2)")  # fmt: skip
         marks = (" Amber: its prefill is done and its KV waits for a decode slot; a cyan diamond marks a KV transfer "
                  "too short to see as a bar (its hover has the true duration)." if disaggregated else "")  # fmt: skip
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "

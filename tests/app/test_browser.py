@@ -442,6 +442,32 @@ def test_the_latency_charts_panels_keep_their_labels_apart_on_a_phone(server, br
     page.close()
 
 
+def _deployment_timeline(page) -> dict:
+    """The deployment timeline's plot area and its row labels' boxes (px), once drawn."""
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+    page.wait_for_timeout(500)
+    return page.evaluate("""() => { const p = document.querySelector('.js-plotly-plot'), r = e => e.getBoundingClientRect();
+        const labels = [...p.querySelectorAll('g.ytick text, g.y2tick text')];
+        return {chart: r(p), plot: r(p.querySelector('g.xy .nsewdrag')), labels: labels.map(r),
+                texts: labels.map(e => e.querySelector('tspan') === null ? e.textContent : [...e.querySelectorAll('tspan')]
+                                  .filter(t => getComputedStyle(t).display != 'none').map(t => t.textContent).join(''))}; }""")
+
+
+def test_a_deployments_timeline_labels_its_rows_compactly_on_a_phone(server, browser):
+    # 390 px, 3P1D: the row labels ("prefill 0 · 2 GPUs", "req 350 · P2→D0") took ~a third of the chart and its
+    # legend's KV lines as much; on a phone they read "P0 · 2 GPUs" and "350 · P2→D0", in full on a wider screen
+    page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
+    t = _deployment_timeline(page)
+    assert t["plot"]["width"] >= 0.75 * t["chart"]["width"], t  # the bars keep most of the width
+    assert "P0 · 2 GPUs" in t["texts"] and not any("prefill" in x or x.startswith("req") for x in t["texts"]), t["texts"]
+    assert min(b["left"] for b in t["labels"]) >= t["chart"]["left"]  # no label cut at the left edge
+    page.set_viewport_size({"width": 844, "height": 390})  # the phone turned: the labels in full, whole
+    t = _deployment_timeline(page)
+    assert "prefill 0 · 2 GPUs" in t["texts"] and any(x.startswith("req ") for x in t["texts"]), t["texts"]
+    assert min(b["left"] for b in t["labels"]) >= t["chart"]["left"], t
+    page.close()
+
+
 def test_compares_cdfs_keep_most_of_a_phones_width_for_the_curves(server, browser):
     # 390 px: each CDF's legend stood on its right, the ITL one ("TPOT SLO 100 ms") leaving its curves ~170 px of ~360
     page = browser.new_page(viewport=PHONE)
