@@ -1115,6 +1115,27 @@ def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_colum
     assert all(c.get("help") for name, c in json.loads(full.proto.columns).items() if name != "_index")  # each short header says what it is
 
 
+def test_every_quantity_in_the_requests_table_says_its_unit():
+    # The prompt and output columns read "prompt" and "output" (and All columns' "emitted"), 1,024 of what not said,
+    # beside "TTFT ms", "E2E s" and "recomputed tok". A request's id and priority are labels; pre-emptions a count.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d", **{"workload.num_requests": "60"})
+    at.session_state["ui.tab"] = "Requests"
+    at.session_state["ui.requests_all_columns"] = True
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "request_id" in d.value.columns)
+    columns = json.loads(table.proto.columns)
+    numeric = {name: c["label"] for name, c in columns.items() if c.get("type_config", {}).get("format") is not None}
+    assert {"prompt_tokens", "output_tokens", "num_emitted", "kv_transfer_bytes"} <= set(numeric), numeric
+    unitless = {name: label for name, label in numeric.items()
+                if name not in ("request_id", "priority", "num_preemptions") and label.split()[-1] not in ("ms", "s", "tok", "bytes")}  # fmt: skip
+    assert not unitless, unitless
+    # (in and out, the pricing words, as Plan's "$/M out tok": "prompt tok" needs ~78 px, a phone's compact view has 58)
+    assert numeric["prompt_tokens"] == "in tok" and numeric["output_tokens"] == "out tok"
+
+
 def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
     # 3P1D at 390 px: the instance table's eleven columns (849 px) scrolled sideways with busy, KV peak, TTFT and TPOT
     # out of view. It opens on the instance and those four, the ms in the cells; "All columns" (the requests table's
