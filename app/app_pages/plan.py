@@ -26,6 +26,7 @@ from sim_core.sweep import CapacityObjective
 
 RULES = {"P50": ("percentile", 50), "P90": ("percentile", 90), "P99": ("percentile", 99), "≥ 90 % meet both": ("attainment", 99)}
 KNOB_DEFAULT = "engine default"
+CLI_PLAN = "`python -m sim_core plan`"  # (Markdown: a command, never inside plain())
 
 
 def _objective(rule: str) -> CapacityObjective:
@@ -226,15 +227,16 @@ def main() -> None:
                       on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
     except SetupCancelled as err:  # pressing Plan again would meet the same setup: say to narrow the space
+        # (the command outside plain(), which wrote its backticks as typed)
         st.error(plain(f"This search space is too large to set up within this server's budget per page view "
                        f"({page.max_wall_s:g} s): {err}. Narrow it (fewer GPUs, TP degrees, engines or knob values, fewer "
-                       "replicas, or no P:D splits), or run `python -m sim_core plan`, which has no such limit."),
+                       "replicas, or no P:D splits), or run ") + f"{CLI_PLAN}, which has no such limit.",
                  icon=":material/timer:")  # fmt: skip
         return
     except SearchCancelled:
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
                        f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "
-                       "search (fewer GPUs, engines or knob values), or run `python -m sim_core plan`, which has no such limit."),
+                       "search (fewer GPUs, engines or knob values), or run ") + f"{CLI_PLAN}, which has no such limit.",
                  icon=":material/timer:")  # fmt: skip
         return
     except PresetError as err:
@@ -250,7 +252,7 @@ def main() -> None:
     if stopped:
         st.warning(f"{stopped:,} candidate configuration(s) were stopped by this server's budget per run "
                    f"({page.run_budget.describe()}) and count as missing the SLOs: a larger deployment may look needed. "
-                   "`python -m sim_core plan` has no such limit.", icon=":material/timer:")  # fmt: skip
+                   f"{CLI_PLAN} has no such limit.", icon=":material/timer:")  # fmt: skip
 
 
 main()

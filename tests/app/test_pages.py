@@ -1072,6 +1072,24 @@ def test_a_plan_search_too_large_to_set_up_in_the_page_budget_says_to_narrow_it(
     text = " ".join(e.value for e in at.error)
     assert "too large to set up" in text and "while building the search space (0 of" in text
     assert "press Plan again" not in text
+    assert "or run `python -m sim_core plan`, which" in text  # a command, not "`python -m sim_core plan`" as typed
+
+
+def test_a_plan_search_the_page_budget_stopped_names_the_command_without_it(monkeypatch, tmp_path):
+    # The message escaped its command for Markdown: the page showed "`python -m sim_core plan`", backticks as typed.
+    from sim_core import planner
+    from sim_core.backend import SearchCancelled
+
+    def stopped(*args, **kwargs):
+        raise SearchCancelled("stopped")
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(planner, "plan", stopped)
+    at = open_page("app_pages/plan.py")
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    text = " ".join(e.value for e in at.error)
+    assert "press Plan again to continue" in text and "or run `python -m sim_core plan`, which" in text
 
 
 def test_simulate_says_when_vllm_would_refuse_the_configuration():
