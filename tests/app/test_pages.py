@@ -702,6 +702,11 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
     assert at.dataframe[-1].proto.placeholder == "–"  # a headroom not known: "–", as fmt_number writes NaN, not "None"
     assert any("candidate configurations" in c.value for c in at.caption)
+    # the Pareto chart draws the misses under the meets: a miss at a front point's price and TTFT covered its blue dot,
+    # the front's ring around a grey one; the legend still lists the meets first
+    traces = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    assert [t["name"] for t in traces] == ["misses them", "meets the SLOs", "Pareto front"]
+    assert traces[1]["legendrank"] < traces[0]["legendrank"]
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
