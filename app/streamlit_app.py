@@ -34,7 +34,8 @@ def main() -> None:
             "h1 { font-size: 2rem !important; } "
             # a phone stacks a row's columns, each with its 16-px gap, an empty one too: the Simulate window's three
             # controls beside its width, undrawn for a whole-run window, left ~50 px of blank page under it
-            "[data-testid='stColumn']:not(:has([data-testid='stElementContainer'])) { display: none; } } "
+            # (empty: its block has no child; a column holding only a popover, Share, has no element container)
+            "[data-testid='stColumn']:has(> [data-testid='stVerticalBlock']:empty) { display: none; } } "
             + ROW_LABEL_CSS +  # a deployment timeline's row labels, narrow on a phone
             "[data-testid='stSpinner'] { position: fixed; top: 3.75rem; right: 1.25rem; z-index: 999990; width: auto !important; "
             "background: #fff; padding: .35rem .8rem; border-radius: .5rem; box-shadow: 0 1px 6px rgba(0,0,0,.25); } "
