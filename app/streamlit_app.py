@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app/streamlit_app.py` puts only 
 
 import streamlit as st  # noqa: E402
 
+from app.components.cluster_timeline import ROW_LABEL_CSS  # noqa: E402
 from app.components.text import plain  # noqa: E402
 from app.state import PRESENTER_KEY, ensure_session, read_query_params  # noqa: E402
 
@@ -30,7 +31,12 @@ def main() -> None:
     # Spinners ("Simulating…") float at the top right: in view wherever the page is scrolled (the
     # chart is below the headline) and nothing moves when one appears or goes.
     st.html("<style>@media (max-width: 640px) { .modebar-container { display: none !important; } "
-            "h1 { font-size: 2rem !important; } } "
+            "h1 { font-size: 2rem !important; } "
+            # a phone stacks a row's columns, each with its 16-px gap, an empty one too: the Simulate window's three
+            # controls beside its width, undrawn for a whole-run window, left ~50 px of blank page under it
+            # (empty: its block has no child; a column holding only a popover, Share, has no element container)
+            "[data-testid='stColumn']:has(> [data-testid='stVerticalBlock']:empty) { display: none; } } "
+            + ROW_LABEL_CSS +  # a deployment timeline's row labels, narrow on a phone
             "[data-testid='stSpinner'] { position: fixed; top: 3.75rem; right: 1.25rem; z-index: 999990; width: auto !important; "
             "background: #fff; padding: .35rem .8rem; border-radius: .5rem; box-shadow: 0 1px 6px rgba(0,0,0,.25); } "
             # Narrow windows (a laptop split screen, a tablet with the sidebar open): columns keep a width their

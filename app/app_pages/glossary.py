@@ -8,7 +8,7 @@ from sim_core.lessons import load_article
 
 TERMS = (  # (term, definition); grouped as a workshop introduces them
     ("Tick", "One forward pass of the model over one batch. The simulator advances one tick at a time; the GPU "
-             "Gantt draws one bar per tick."),
+             "Gantt draws one bar per tick (a view of many ticks merges them; the GPU row's title says how)."),
     ("Prefill", "Processing a request's prompt: many tokens through every weight matrix at once. Compute-bound "
                 "(orange). Produces the first token and the prompt's KV cache."),
     ("Decode", "Generating one more token for each running request. Reads all weights and every sequence's KV "

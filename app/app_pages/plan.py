@@ -19,13 +19,14 @@ from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.budget import is_budget_stop
-from sim_core.config import Router
+from sim_core.config import Router, tp_degrees_allowed, tp_rule_text
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
 from sim_core.presets import read_preset_data
 from sim_core.sweep import CapacityObjective
 
 RULES = {"P50": ("percentile", 50), "P90": ("percentile", 90), "P99": ("percentile", 99), "≥ 90 % meet both": ("attainment", 99)}
 KNOB_DEFAULT = "engine default"
+CLI_PLAN = "`python -m sim_core plan`"  # (Markdown: a command, never inside plain())
 
 
 def _objective(rule: str) -> CapacityObjective:
@@ -44,6 +45,18 @@ def _prices_editor(gpus: list[str]) -> dict[str, float]:
     return {r["GPU"]: float(r["$ per GPU-hour"]) for r in edited if r["$ per GPU-hour"] is not None}
 
 
+# The degrees the planner searches by default (one node's); the page offers those the model's heads split over.
+PLAN_TP_DEGREES: tuple[int, ...] = PlanSpec.model_fields["tp_degrees"].default
+
+
+def plan_tp_degrees(cfg: SimConfig) -> list[int]:
+    """The TP degrees Plan offers for `cfg`'s model: the planner's default degrees that its attention heads split
+    evenly over (tp_degrees_allowed, as the sidebar's GPU choices): Qwen2.5-7B's 28 heads were offered TP 8, picked by
+    default and pruned after the search ("TP degree the model's heads do not split over")."""
+    allowed = tp_degrees_allowed(cfg.model.num_heads, cfg.model.num_kv_heads)
+    return [t for t in PLAN_TP_DEGREES if t in allowed]
+
+
 def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
     chosen = st.multiselect(label, [KNOB_DEFAULT, *options], default=[KNOB_DEFAULT], key=key)
     return tuple(None if c == KNOB_DEFAULT else int(c) for c in chosen) or (None,)
@@ -56,14 +69,16 @@ def _simulate_link(cfg: SimConfig) -> str:
 def pareto_figure(result: Plan) -> go.Figure:
     p = result.spec.objective.percentile
     fig = go.Figure()
-    for ok, color, name in ((True, "#1A73E8", "meets the SLOs"), (False, "#BDC1C6", "misses them")):
+    # The misses drawn first: a miss at a front point's price and TTFT (missing on TPOT) covered its blue dot, and the
+    # front's ring read as around a miss. The legend keeps "meets" first.
+    for ok, color, name in ((False, "#BDC1C6", "misses them"), (True, "#1A73E8", "meets the SLOs")):
         rows = [r for r in result.points() if r.meets == ok]
         fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in rows], y=[r.latency_s("ttft", p) * 1e3 for r in rows],
-                                 mode="markers", name=name, marker=dict(color=color, size=9),
+                                 mode="markers", name=name, marker=dict(color=color, size=9), legendrank=1000 + (not ok),
                                  text=[r.label for r in rows], hovertemplate="%{text}<br>$%{x:,.2f}/h · %{y:,.0f} ms<extra></extra>"))  # fmt: skip
     front = pareto_front(result.points(), p)
     fig.add_trace(go.Scatter(x=[r.usd_per_hour for r in front], y=[r.latency_s("ttft", p) * 1e3 for r in front],
-                             mode="lines+markers", name="Pareto front", line=dict(color="#E8710A", shape="hv"),
+                             mode="lines+markers", name="Pareto front", line=dict(color="#E8710A", shape="hv"), legendrank=1002,
                              marker=dict(symbol="circle-open", size=15, line=dict(width=2, color="#E8710A")),
                              hoverinfo="skip"))  # rings: a front of one or two configs has no line to see  # fmt: skip
     latency_ms = [y for tr in fig.data for y in tr.y]
@@ -166,7 +181,10 @@ def main() -> None:
         gpus = st.multiselect("GPUs", hardware, default=priced, key="plan.gpus")
         prices = _prices_editor(gpus)
         d1, d2 = st.columns(2)
-        tps = d1.multiselect("Tensor-parallel degrees", [1, 2, 4, 8], default=[1, 2, 4, 8], key="plan.tp")
+        tps = d1.multiselect("Tensor-parallel degrees", tp_choices := plan_tp_degrees(cfg), default=tp_choices, key="plan.tp",
+                             help=plain(f"{tp_rule_text(cfg.model)}. Offered: which of {', '.join(map(str, PLAN_TP_DEGREES[:-1]))} "
+                                        f"and {PLAN_TP_DEGREES[-1]} GPUs (one node) they split over; ") +
+                                  "`python -m sim_core plan --tp` searches any degree.")  # fmt: skip
         max_replicas = d2.number_input("Most replicas", 1, 64, 16, key="plan.replicas")
         f1, f2 = st.columns(2)
         pd_split = f1.checkbox("Also search P:D splits (xPyD)", False, key="plan.pd",
@@ -211,15 +229,16 @@ def main() -> None:
                       on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
     except SetupCancelled as err:  # pressing Plan again would meet the same setup: say to narrow the space
+        # (the command outside plain(), which wrote its backticks as typed)
         st.error(plain(f"This search space is too large to set up within this server's budget per page view "
                        f"({page.max_wall_s:g} s): {err}. Narrow it (fewer GPUs, TP degrees, engines or knob values, fewer "
-                       "replicas, or no P:D splits), or run `python -m sim_core plan`, which has no such limit."),
+                       "replicas, or no P:D splits), or run ") + f"{CLI_PLAN}, which has no such limit.",
                  icon=":material/timer:")  # fmt: skip
         return
     except SearchCancelled:
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
                        f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "
-                       "search (fewer GPUs, engines or knob values), or run `python -m sim_core plan`, which has no such limit."),
+                       "search (fewer GPUs, engines or knob values), or run ") + f"{CLI_PLAN}, which has no such limit.",
                  icon=":material/timer:")  # fmt: skip
         return
     except PresetError as err:
@@ -235,7 +254,7 @@ def main() -> None:
     if stopped:
         st.warning(f"{stopped:,} candidate configuration(s) were stopped by this server's budget per run "
                    f"({page.run_budget.describe()}) and count as missing the SLOs: a larger deployment may look needed. "
-                   "`python -m sim_core plan` has no such limit.", icon=":material/timer:")  # fmt: skip
+                   f"{CLI_PLAN} has no such limit.", icon=":material/timer:")  # fmt: skip
 
 
 main()

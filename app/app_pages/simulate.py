@@ -208,7 +208,7 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False) ->
     have the KV-wait and transfer marks (replicas' rows name one replica and have neither)."""
     if deployment:
         where = ("a request row names where it ran (P0→D0: prefill 0, then decode 0)" if disaggregated
-                 else "a request row names the replica it ran on (req 7 · replica 2)")  # fmt: skip
+                 else "a request row names the replica it ran on (req 7 · replica 2, on a phone 7 · R2)")  # fmt: skip
         marks = (" Amber: its prefill is done and its KV waits for a decode slot; a cyan diamond marks a KV transfer "
                  "too short to see as a bar (its hover has the true duration)." if disaggregated else "")  # fmt: skip
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
@@ -426,17 +426,18 @@ def _requests_tab(res: SimResult) -> None:
 # a question about one request starts from (which, how long it waited and took, how long its prompt and answer were;
 # an unfinished one shows "–" for what it has not done), latencies in ms as the headline writes them, 334 px in all
 # (a phone's page is ~358); "All columns" adds the rest, status first (the CSV has them all). Headers are short, each
-# says its unit, its help what it is.
+# says its unit, its help what it is: token counts "in tok" and "out tok", the pricing words ("prompt tok" needs ~78 px
+# of its 58: the header read "prompt to"; it read "prompt", 1,524 of what not said).
 REQUEST_COLUMNS = {
     "request_id": ("id", "%d", 40, "The request's number, in arrival order of the workload"),
     "status": ("status", None, None, "Where the request was when the run ended (unfinished: no E2E, TTFT or TPOT yet)"),
     "ttft_ms": ("TTFT ms", "%,.1f", 62, "Time to first token: arrival to its first output token"),
     "tpot_ms": ("TPOT ms", "%,.1f", 64, "Time per output token after the first: (E2E − TTFT) / (output tokens − 1)"),
     "e2e_s": ("E2E s", "%,.2f", 52, "Request latency: arrival to its last token"),
-    "prompt_tokens": ("prompt", "localized", 58, "Prompt tokens"),
-    "output_tokens": ("output", "localized", 58, "Output tokens the request asks for"),
+    "prompt_tokens": ("in tok", "localized", 58, "Input tokens: the prompt's length"),
+    "output_tokens": ("out tok", "localized", 58, "Output tokens the request asks for"),
     "arrival_s": ("arrival s", "%,.3f", None, "Arrival time, simulated seconds from the start of the run"),
-    "num_emitted": ("emitted", "localized", None, "Output tokens emitted when the run ended"),
+    "num_emitted": ("emitted tok", "localized", None, "Output tokens emitted when the run ended"),
     "priority": ("priority", "%d", None, "Its class's priority (0 is served first by the priority scheduler)"),
     "first_scheduled_s": ("scheduled s", "%,.3f", None, "When its prefill first ran, simulated seconds"),
     "first_token_s": ("first token s", "%,.3f", None, "When its first output token came, simulated seconds"),

@@ -42,9 +42,28 @@ def short_gpu_names(names: list[str]) -> dict[str, str]:
     return {n: n for n in kinds}  # names that differ only in punctuation or spaces: whole
 
 
-def instance_rows(res: ClusterResult) -> list[str]:
-    """Gantt row label per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed); when the pools run
-    on different GPU kinds, the kind too: 'decode 0 · 8× A100'."""
+# A row label has a wide form and a narrow one, each in a <span style> that Plotly draws as an SVG tspan with that
+# style; the app's CSS (ROW_LABEL_CSS) shows the narrow one on a phone. At 390 px the wide labels ("prefill 0 · 2 GPUs",
+# "req 350 · P2→D0") took a third of the chart and the KV lines' legend as much. The narrow form is hidden inline too:
+# a figure drawn without the app's CSS (a PNG download) reads the wide one.
+_WIDE_STYLE, _NARROW_STYLE = "--row-label:wide", "--row-label:narrow;display:none"
+ROW_LABEL_CSS = ("@media (max-width: 640px) { tspan[style*='--row-label:wide'] { display: none !important; } "
+                 "tspan[style*='--row-label:narrow'] { display: inline !important; } }")  # fmt: skip
+
+
+def responsive_label(wide: str, narrow: str) -> str:
+    """`wide` on a wide screen, `narrow` on a phone (ROW_LABEL_CSS); both Plotly text already."""
+    return f"<span style='{_WIDE_STYLE}'>{wide}</span><span style='{_NARROW_STYLE}'>{narrow}</span>"
+
+
+def _code(x) -> str:
+    """An instance in two characters or so: 'R2', 'P0', 'D1' (the xPyD notation of the request rows)."""
+    return f"{x.role[0].upper()}{x.index}"
+
+
+def instance_names(res: ClusterResult, narrow: bool = False) -> list[str]:
+    """Gantt row name per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed); when the pools run
+    on different GPU kinds, the kind too: 'decode 0 · 8× A100'. Narrow: 'R0', 'P1 · 2 GPUs', 'D0 · 8× A100'."""
     shown = res.instances[:MAX_INSTANCE_ROWS]
     kinds = short_gpu_names([x.hardware for x in res.instances])
     out = []
@@ -53,19 +72,29 @@ def instance_rows(res: ClusterResult) -> list[str]:
             gpus = f" · {x.num_gpus}× {plotly_text(kinds[x.hardware])}"  # a GPU name from a link: text, not markup
         else:
             gpus = f" · {x.num_gpus} GPUs" if x.num_gpus > 1 else ""
-        out.append(f"{x.role} {x.index}{gpus}")
+        out.append(f"{_code(x) if narrow else f'{x.role} {x.index}'}{gpus}")
     return out
 
 
-def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
-    """'req 7 · replica 2' or 'req 7 · P0→D1' for the request rows."""
-    short = [f"{x.role} {x.index}" if x.role == "replica" else f"{x.role[0].upper()}{x.index}" for x in res.instances]
+def instance_rows(res: ClusterResult) -> list[str]:
+    """The Gantt's row labels: each instance's name, narrow on a phone (responsive_label)."""
+    return [responsive_label(w, n) for w, n in zip(instance_names(res), instance_names(res, narrow=True))]
+
+
+def request_names(res: ClusterResult, ids: np.ndarray, narrow: bool = False) -> list[str]:
+    """'req 7 · replica 2' or 'req 7 · P0→D1' for the request rows; narrow: '7 · R2', '7 · P0→D1'."""
+    short = [f"{x.role} {x.index}" if x.role == "replica" and not narrow else _code(x) for x in res.instances]
     out = []
     for r in ids.tolist():
         a, b = int(res.instance_of[r]), int(res.decode_instance_of[r])
         where = "-" if a < 0 else short[a] + (f"→{short[b]}" if b >= 0 else "")
-        out.append(f"req {r} · {where}")
+        out.append(f"{r} · {where}" if narrow else f"req {r} · {where}")
     return out
+
+
+def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
+    """The request rows' labels: each request's name, narrow on a phone (responsive_label)."""
+    return [responsive_label(w, n) for w, n in zip(request_names(res, ids), request_names(res, ids, narrow=True))]
 
 
 def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:

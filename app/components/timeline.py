@@ -198,6 +198,19 @@ def gantt_data(res: SimResult, max_bars: int = MAX_GANTT_BARS, window: Window = 
     return seg
 
 
+# What one bar of the GPU row is (gantt_data): its panel's title says it. The whole run titled "one bar per tick" while
+# each bar was a run of ticks ("37 ticks from tick 1,204" on hover) or a time bin.
+GPU_BAR_TITLES = {"tick": "GPU: one bar per tick", "run": "GPU: one bar per run of ticks in one phase",
+                  "bin": "GPU: one bar per time bin (its main phase)"}  # fmt: skip
+
+
+def bar_kind(seg: dict[str, np.ndarray]) -> str:
+    """A key of GPU_BAR_TITLES for `seg` (gantt_data): one tick per bar, runs of one phase merged, or time bins."""
+    if "mix" in seg:  # (_binned_segments)
+        return "bin"
+    return "tick" if bool((seg["ticks"] == 1).all()) else "run"
+
+
 def gpu_rows(res: SimResult) -> list[str]:
     """One Gantt row per GPU of the tensor-parallel group (they run every tick in lockstep)."""
     tp = res.config.hardware.num_gpus
@@ -208,8 +221,8 @@ def _ms(v: np.ndarray) -> np.ndarray:
     return np.round(np.asarray(v, dtype=float) * 1e3, 2)
 
 
-def _gantt_traces(res: SimResult, rows: list[str], window: Window = None) -> list[go.Bar]:
-    seg = gantt_data(res, MAX_GANTT_BARS // len(rows), window)
+def _gantt_traces(res: SimResult, rows: list[str], window: Window = None, seg: dict[str, np.ndarray] | None = None) -> list[go.Bar]:
+    seg = gantt_data(res, MAX_GANTT_BARS // len(rows), window) if seg is None else seg
     per_tick = bool(seg["ticks"].size) and bool((seg["ticks"] == 1).all())
     tp = len(rows) > 1
     traces = []
@@ -503,14 +516,15 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
     return out
 
 
-def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request: int) -> tuple[str, str, str, str]:
-    """The four panels' titles (Plotly figure and the HTML timeline)."""
+def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request: int,
+                 bars: str = "tick") -> tuple[str, str, str, str]:  # fmt: skip
+    """The four panels' titles (Plotly figure and the HTML timeline); `bars`: what a GPU bar is (bar_kind)."""
     tp_note = f" · tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
     if window is None:
         req_title = f"Requests {ids[0]}–{ids[-1]}" if ids.size else "Requests"
     else:
         req_title = f"{ids.size} requests alive in this window" + (f" (after skipping {first_request})" if first_request else "")
-    return f"GPU: one bar per tick{tp_note}", req_title, "KV cache in use", "Queues"
+    return f"{GPU_BAR_TITLES[bars]}{tp_note}", req_title, "KV cache in use", "Queues"
 
 
 def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720,
@@ -522,11 +536,12 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     ids = requests_in_window(res, window, first_request, count)
     gpus = gpu_rows(res)
     height, heights, spacing = fit_request_rows(height, 80, [0.1 + 0.02 * (len(gpus) - 1), 0.5, 0.2, 0.2], 0.05, 1, ids.size)
+    seg = gantt_data(res, MAX_GANTT_BARS // len(gpus), window)
     fig = make_subplots(
         rows=4, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
-        subplot_titles=panel_titles(gpus, ids, window, first_request),
+        subplot_titles=panel_titles(gpus, ids, window, first_request, bar_kind(seg)),
     )  # fmt: skip
-    gantt = _gantt_traces(res, gpus, window)
+    gantt = _gantt_traces(res, gpus, window, seg)
     for tr in gantt:
         fig.add_trace(tr, row=1, col=1)
     for tr in _request_traces(res, ids, window, {tr.name for tr in gantt}):

@@ -117,9 +117,10 @@ def colour_class(name: str) -> str:
     return f"c{list(PHASE_COLORS).index(name)}"
 
 
-def _gantt_rows(res: SimResult, axis: _Axis, window: timeline.Window, gpus: list[str], ticks: np.ndarray) -> tuple[str, list[str]]:
-    """The GPU panel (every GPU of a tensor-parallel group runs each tick: one identical row each)."""
-    seg = timeline.gantt_data(res, max(HTML_GANTT_BARS // len(gpus), 20), window)
+def _gantt_rows(res: SimResult, axis: _Axis, window: timeline.Window, seg: dict[str, np.ndarray], gpus: list[str],
+                ticks: np.ndarray) -> tuple[str, list[str]]:  # fmt: skip
+    """The GPU panel of `seg` (timeline.gantt_data; every GPU of a tensor-parallel group runs each tick: one identical
+    row each)."""
     per_tick = bool(seg["ticks"].size) and bool((seg["ticks"] == 1).all())
     tp = len(gpus) > 1
     bars, names = [], []
@@ -241,12 +242,13 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
     count = max(1, min(num_requests, timeline.MAX_REQUEST_ROWS))
     ids = timeline.requests_in_window(res, window, first_request, count)
     gpus = timeline.gpu_rows(res)
-    titles = timeline.panel_titles(gpus, ids, window, first_request)
+    seg = timeline.gantt_data(res, max(HTML_GANTT_BARS // len(gpus), 20), window)
+    titles = timeline.panel_titles(gpus, ids, window, first_request, timeline.bar_kind(seg))
     t0, t1 = window if window is not None else timeline.run_span(res)
     axis = _Axis(t0, t1)
     ticks = nice_ticks(t0, t1)
     step = float(ticks[1] - ticks[0]) if ticks.size > 1 else max(t1 - t0, 1e-3)
-    gantt, phases = _gantt_rows(res, axis, window, gpus, ticks)
+    gantt, phases = _gantt_rows(res, axis, window, seg, gpus, ticks)
     req_rows, states = _request_rows(res, axis, window, ids, ticks)
     lines = timeline.line_series(res, window, HTML_LINE_POINTS)
     kv = [ln for ln in lines if ln.panel == 3]

@@ -186,6 +186,21 @@ def test_phone_viewport_keeps_legends_titles_and_share_visible(server, browser):
     page.close()
 
 
+def test_the_whole_run_window_leaves_no_gap_under_its_control_on_a_phone(server, browser):
+    # A whole-run window leaves the window start, earlier and later controls undrawn: their three empty columns,
+    # stacked on a phone, each kept a 16-px gap, ~50 px of blank page between the window and "Skip requests".
+    page = _open(browser, server + "/", PHONE)
+    width = page.locator("[class*='st-key-ui-win_width'] input[type=range]").first
+    width.focus()
+    page.keyboard.press("End")  # the slider's last choice: the whole run
+    page.wait_for_selector("[class*='st-key-ui-win_start']", state="detached", timeout=60_000)
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+    gap = page.evaluate("""() => document.querySelector(".st-key-ui-first_request").getBoundingClientRect().top
+        - document.querySelector("[class*='st-key-ui-win_width']").getBoundingClientRect().bottom""")
+    assert gap <= 20, gap  # the rows' gap (16 px), not three empty columns' 48 px more
+    page.close()
+
+
 def _table_widths(page) -> list[list[int]]:
     """[scrollWidth, clientWidth] of each data table drawn on the page (a table scrolls sideways when the first is larger)."""
     return page.evaluate("""() => [...document.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")]
@@ -424,6 +439,32 @@ def test_the_latency_charts_panels_keep_their_labels_apart_on_a_phone(server, br
     for ticks in (boxes["x"], boxes["x2"]):  # side by side, level (Plotly stood crowded labels on end, over the title)
         ticks = sorted(ticks, key=lambda b: b["left"])
         assert all(a["right"] < b["left"] and a["height"] < 20 for a, b in zip(ticks, ticks[1:])), ticks
+    page.close()
+
+
+def _deployment_timeline(page) -> dict:
+    """The deployment timeline's plot area and its row labels' boxes (px), once drawn."""
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+    page.wait_for_timeout(500)
+    return page.evaluate("""() => { const p = document.querySelector('.js-plotly-plot'), r = e => e.getBoundingClientRect();
+        const labels = [...p.querySelectorAll('g.ytick text, g.y2tick text')];
+        return {chart: r(p), plot: r(p.querySelector('g.xy .nsewdrag')), labels: labels.map(r),
+                texts: labels.map(e => e.querySelector('tspan') === null ? e.textContent : [...e.querySelectorAll('tspan')]
+                                  .filter(t => getComputedStyle(t).display != 'none').map(t => t.textContent).join(''))}; }""")
+
+
+def test_a_deployments_timeline_labels_its_rows_compactly_on_a_phone(server, browser):
+    # 390 px, 3P1D: the row labels ("prefill 0 · 2 GPUs", "req 350 · P2→D0") took ~a third of the chart and its
+    # legend's KV lines as much; on a phone they read "P0 · 2 GPUs" and "350 · P2→D0", in full on a wider screen
+    page = _open(browser, server + "/?preset=cluster-dynamo-llama70b-fp8-8xh100-3p1d", PHONE)
+    t = _deployment_timeline(page)
+    assert t["plot"]["width"] >= 0.75 * t["chart"]["width"], t  # the bars keep most of the width
+    assert "P0 · 2 GPUs" in t["texts"] and not any("prefill" in x or x.startswith("req") for x in t["texts"]), t["texts"]
+    assert min(b["left"] for b in t["labels"]) >= t["chart"]["left"]  # no label cut at the left edge
+    page.set_viewport_size({"width": 844, "height": 390})  # the phone turned: the labels in full, whole
+    t = _deployment_timeline(page)
+    assert "prefill 0 · 2 GPUs" in t["texts"] and any(x.startswith("req ") for x in t["texts"]), t["texts"]
+    assert min(b["left"] for b in t["labels"]) >= t["chart"]["left"], t
     page.close()
 
 

@@ -11,7 +11,15 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components import timeline
-from app.components.cluster_timeline import cluster_timeline_figure, instance_rows, request_labels
+from app.components.cluster_timeline import (
+    ROW_LABEL_CSS,
+    cluster_timeline_figure,
+    instance_names,
+    instance_rows,
+    request_labels,
+    request_names,
+    responsive_label,
+)
 from app.components.text import plain
 from app.components.timeline import MAX_TIMELINE_POINTS, count_points
 from app.state import encode_config
@@ -31,14 +39,34 @@ def _disagg():
 
 def test_one_gantt_row_per_instance_with_tp_collapsed_and_requests_name_their_instances():
     res = _disagg()
-    assert instance_rows(res) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
-    labels = request_labels(res, np.arange(3))
+    assert instance_names(res) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
+    labels = request_names(res, np.arange(3))
     assert labels[0] == "req 0 · P0→D0" and labels[1] == "req 1 · P1→D0"
     fig = cluster_timeline_figure(res, 0, 20)
     gantt_rows = {y for tr in fig.data if tr.type == "bar" for y in tr.y}
     assert set(instance_rows(res)) <= gantt_rows
     assert any(tr.name == "kv transfer" for tr in fig.data)  # each request's KV transfer is drawn
     assert count_points(fig) <= MAX_TIMELINE_POINTS
+
+
+def test_row_labels_have_a_narrow_form_a_phone_shows():
+    # At 390 px the rows' labels ("prefill 0 · 2 GPUs", "req 350 · P2→D0", "req 41 · replica 1") took a third of the
+    # chart: each row's label carries a narrow form too, in the xPyD notation the request rows use, and the app's CSS
+    # shows it under 640 px (test_browser: test_a_deployments_timeline_labels_its_rows_compactly_on_a_phone)
+    res = _disagg()
+    assert instance_names(res, narrow=True) == ["P0 · 2 GPUs", "P1 · 2 GPUs", "D0 · 2 GPUs"]
+    assert request_names(res, np.arange(2), narrow=True) == ["0 · P0→D0", "1 · P1→D0"]
+    assert instance_rows(res)[0] == responsive_label("prefill 0 · 2 GPUs", "P0 · 2 GPUs")
+    assert request_labels(res, np.arange(1)) == [responsive_label("req 0 · P0→D0", "0 · P0→D0")]
+    replicas = run_simulation(with_value(make_config(workload__num_requests=10), "deployment", {"replicas": 2}))
+    assert instance_names(replicas) == ["replica 0", "replica 1"] and instance_names(replicas, narrow=True) == ["R0", "R1"]
+    r = int(np.flatnonzero(replicas.instance_of == 1)[0])
+    assert request_names(replicas, np.array([r])) == [f"req {r} · replica 1"]
+    assert request_names(replicas, np.array([r]), narrow=True) == [f"{r} · R1"]
+    # the wide form is the one shown without the app's CSS (a PNG download): the narrow one is hidden inline
+    label = responsive_label("wide", "narrow")
+    assert "display:none'>narrow" in label and "display:none'>wide" not in label
+    assert "max-width: 640px" in ROW_LABEL_CSS and "--row-label:narrow" in ROW_LABEL_CSS and "--row-label:wide" in label
 
 
 def test_request_rows_draw_decode_from_the_kv_arrival_to_the_finish_with_stalls_of_the_decode_instance():
@@ -70,7 +98,7 @@ def test_a_window_shows_the_requests_alive_in_it_and_opens_on_it():
     res = run_simulation(cfg)
     window = (8.0, 10.0)
     fig = cluster_timeline_figure(res, 0, 30, window=window)
-    drawn = {int(y.split(" ")[1]) for tr in fig.data if tr.type == "bar" and tr.yaxis == "y2" for y in tr.y}
+    drawn = {int(y.split("req ")[1].split(" ")[0]) for tr in fig.data if tr.type == "bar" and tr.yaxis == "y2" for y in tr.y}
     req = res.requests
     alive = (req.arrival_s < window[1]) & (np.nan_to_num(req.finish_s, nan=np.inf) > window[0])
     assert drawn and all(alive[r] for r in drawn)  # every row drawn is alive in the window (not requests 0-29)
@@ -103,7 +131,7 @@ def test_compare_draws_instances_for_a_deployment():
     res = _disagg()
     fig = gantt_kv_figure(res, (0, 10), "A")
     rows = {y for tr in fig.data if tr.type == "bar" for y in tr.y}
-    assert {"prefill 0 · 2 GPUs", "decode 0 · 2 GPUs"} <= rows
+    assert {responsive_label("prefill 0 · 2 GPUs", "P0 · 2 GPUs"), responsive_label("decode 0 · 2 GPUs", "D0 · 2 GPUs")} <= rows
     single = gantt_kv_figure(run_simulation(make_config(workload__num_requests=10)), (0, 10), "B")
     assert single.data  # a single engine still gets the existing figure
 
@@ -116,7 +144,8 @@ def test_compares_kv_lines_of_a_deployment_say_which_instance_each_is():
 
     fig = gantt_kv_figure(_disagg(), (0, 10), "A")
     kv = [tr for tr in fig.data if tr.type == "scatter"]
-    assert [tr.name for tr in kv] == ["KV prefill 0 · 2 GPUs", "KV prefill 1 · 2 GPUs", "KV decode 0 · 2 GPUs"] and all(tr.showlegend is not False for tr in kv)
+    assert [tr.name for tr in kv] == [f"KV {row}" for row in instance_rows(_disagg())] and all(tr.showlegend is not False for tr in kv)
+    assert instance_names(_disagg()) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.legend.yanchor == "bottom"
 
 
@@ -241,6 +270,7 @@ def test_a_replicas_timeline_caption_names_only_the_marks_its_rows_have():
     # replicas' request rows name one replica and have no KV wait or transfer: the caption said P0→D0, amber and diamonds
     shown = _captions("cluster-router-2xh100-agent-pairs")
     assert "All three panels" in shown and "names the replica it ran on" in shown
+    assert "on a phone 7 · R2" in shown  # the rows' narrow labels (R0, 7 · R2) are said too
     assert "P0→D0" not in shown and "decode slot" not in shown and "diamond" not in shown
 
 
@@ -413,17 +443,17 @@ def test_gantt_rows_name_the_gpu_kind_when_the_pools_differ():
     # Review 26: Splitwise-HA's rows read "prefill 0 · 8 GPUs" and "decode 0 · 8 GPUs", H100s and A100s alike.
     cfg = with_value(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"), "workload.num_requests", 20)
     res = run_simulation(cfg)
-    assert instance_rows(res) == ["prefill 0 · 8× H100", "prefill 1 · 8× H100", "prefill 2 · 8× H100", "decode 0 · 8× A100"]
+    assert instance_names(res) == ["prefill 0 · 8× H100", "prefill 1 · 8× H100", "prefill 2 · 8× H100", "decode 0 · 8× A100"]
     fig = cluster_timeline_figure(res, 0, 10)
     assert {y for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" for y in tr.y} == set(instance_rows(res))
-    hover = next(tr.hovertemplate for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" and tr.y[0] == "decode 0 · 8× A100")
+    hover = next(tr.hovertemplate for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" and tr.y[0] == instance_rows(res)[-1])
     assert "A100 80GB SXM" in hover  # the full name on hover
     # one kind: today's labels
-    assert instance_rows(_disagg()) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
+    assert instance_names(_disagg()) == ["prefill 0 · 2 GPUs", "prefill 1 · 2 GPUs", "decode 0 · 2 GPUs"]
     # a GPU name from a link is text, not markup (Plotly renders tags in tick labels and hovers)
     hw = load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d").deployment.disaggregation.decode.hardware.model_dump()
     odd = run_simulation(with_value(cfg, "deployment.disaggregation.decode.hardware", hw | {"name": "<a href='x'>A100</a> <b>"}))
-    assert instance_rows(odd)[-1] == "decode 0 · 8× &lt;a"  # its first word, escaped
+    assert instance_names(odd)[-1] == "decode 0 · 8× &lt;a" and instance_names(odd, narrow=True)[-1] == "D0 · 8× &lt;a"  # its first word, escaped
     fig = cluster_timeline_figure(odd, 0, 5)
     assert not any("<a" in (tr.hovertemplate or "") + (tr.name or "") for tr in fig.data)
 

@@ -702,6 +702,11 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert columns["TTFT P99 (ms)"]["type_config"]["format"] == "%,.0f"  # 1,736 ms, as good req/$ writes 19,519
     assert at.dataframe[-1].proto.placeholder == "–"  # a headroom not known: "–", as fmt_number writes NaN, not "None"
     assert any("candidate configurations" in c.value for c in at.caption)
+    # the Pareto chart draws the misses under the meets: a miss at a front point's price and TTFT covered its blue dot,
+    # the front's ring around a grey one; the legend still lists the meets first
+    traces = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    assert [t["name"] for t in traces] == ["misses them", "meets the SLOs", "Pareto front"]
+    assert traces[1]["legendrank"] < traces[0]["legendrank"]
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
@@ -750,6 +755,21 @@ def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_t
     full = at.dataframe[-1]
     assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["configuration"]["pinned"] is True
     assert full.value.equals(table.value)
+
+
+def test_plans_tp_degrees_are_those_the_models_heads_split_over():
+    # Plan offered TP 1, 2, 4 and 8 for every model: Qwen2.5-7B's 28 heads (4 KV heads) do not split over 8 GPUs, and
+    # TP 8, picked by default, was pruned after the Plan press. The sidebar offers only degrees the model allows.
+    from sim_core.config import tp_rule_text
+
+    qwen = app(preset="code-completion-l40s-qwen7b").run()
+    qwen.switch_page("app_pages/plan.py").run()
+    assert not qwen.exception
+    tp = qwen.multiselect(key="plan.tp")
+    assert [int(t) for t in tp.options] == [1, 2, 4] and tp.value == [1, 2, 4]
+    assert tp_rule_text(qwen.session_state[CFG_KEY].model) in tp.help  # why 8 is not there, and that 28 would be
+    llama = open_page("app_pages/plan.py")
+    assert [int(t) for t in llama.multiselect(key="plan.tp").options] == [1, 2, 4, 8]
 
 
 def test_plan_page_offers_prefill_decode_splits_and_a_router():
@@ -1057,6 +1077,24 @@ def test_a_plan_search_too_large_to_set_up_in_the_page_budget_says_to_narrow_it(
     text = " ".join(e.value for e in at.error)
     assert "too large to set up" in text and "while building the search space (0 of" in text
     assert "press Plan again" not in text
+    assert "or run `python -m sim_core plan`, which" in text  # a command, not "`python -m sim_core plan`" as typed
+
+
+def test_a_plan_search_the_page_budget_stopped_names_the_command_without_it(monkeypatch, tmp_path):
+    # The message escaped its command for Markdown: the page showed "`python -m sim_core plan`", backticks as typed.
+    from sim_core import planner
+    from sim_core.backend import SearchCancelled
+
+    def stopped(*args, **kwargs):
+        raise SearchCancelled("stopped")
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(planner, "plan", stopped)
+    at = open_page("app_pages/plan.py")
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    text = " ".join(e.value for e in at.error)
+    assert "press Plan again to continue" in text and "or run `python -m sim_core plan`, which" in text
 
 
 def test_simulate_says_when_vllm_would_refuse_the_configuration():
@@ -1098,6 +1136,27 @@ def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_colum
     assert list(full.value.columns)[:7] == ["request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens", "status"]
     assert full.value["kv_transfer_ms"].tolist() == pytest.approx((frame["kv_transfer_s"] * 1e3).tolist(), nan_ok=True)
     assert all(c.get("help") for name, c in json.loads(full.proto.columns).items() if name != "_index")  # each short header says what it is
+
+
+def test_every_quantity_in_the_requests_table_says_its_unit():
+    # The prompt and output columns read "prompt" and "output" (and All columns' "emitted"), 1,024 of what not said,
+    # beside "TTFT ms", "E2E s" and "recomputed tok". A request's id and priority are labels; pre-emptions a count.
+    import json
+
+    at = app(preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d", **{"workload.num_requests": "60"})
+    at.session_state["ui.tab"] = "Requests"
+    at.session_state["ui.requests_all_columns"] = True
+    at.run()
+    assert not at.exception
+    table = next(d for d in at.dataframe if "request_id" in d.value.columns)
+    columns = json.loads(table.proto.columns)
+    numeric = {name: c["label"] for name, c in columns.items() if c.get("type_config", {}).get("format") is not None}
+    assert {"prompt_tokens", "output_tokens", "num_emitted", "kv_transfer_bytes"} <= set(numeric), numeric
+    unitless = {name: label for name, label in numeric.items()
+                if name not in ("request_id", "priority", "num_preemptions") and label.split()[-1] not in ("ms", "s", "tok", "bytes")}  # fmt: skip
+    assert not unitless, unitless
+    # (in and out, the pricing words, as Plan's "$/M out tok": "prompt tok" needs ~78 px, a phone's compact view has 58)
+    assert numeric["prompt_tokens"] == "in tok" and numeric["output_tokens"] == "out tok"
 
 
 def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():

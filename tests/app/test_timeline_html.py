@@ -114,6 +114,20 @@ def test_a_whole_run_view_of_a_long_run_stays_small():
     assert len(markup) < 1_500_000
 
 
+def test_the_gpu_panels_title_says_what_one_bar_is(v0):
+    # The whole run (1,400+ ticks) titled its GPU row "one bar per tick" while each bar was a run of ticks of one phase
+    # (its hover: "37 ticks from tick 1,204"), or past the bar budget a time bin coloured by its main phase.
+    window = timeline.opening_window(v0)
+    for view, title in ((window, "GPU: one bar per tick"), (None, "GPU: one bar per run of ticks in one phase")):
+        markup = timeline_html.timeline_html(v0, 0, 30, view)
+        assert Parsed(markup).text[0] == title
+        fig = timeline.timeline_figure(v0, 0, 30, window=view)
+        assert fig.layout.annotations[0].text == title  # the Plotly view says the same
+    long = run_simulation(make_config(workload__num_requests=4000, workload__arrival__rate_per_s=12.0))
+    assert Parsed(timeline_html.timeline_html(long, 0, 30, None)).text[0] == "GPU: one bar per time bin (its main phase)"
+    assert "(its main phase)" in timeline.timeline_figure(long, 0, 30).layout.annotations[0].text
+
+
 def test_only_plain_tags_come_out(v0):
     page = Parsed(timeline_html.timeline_html(v0, 0, 30, None, presenter=True))
     assert {t for t, _ in page.tags} <= ALLOWED_TAGS
