@@ -1339,3 +1339,25 @@ def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_valid
     # B's own setup still changes B
     at.selectbox(key="cmp.b").set_value("chat-h100-llama8b-vllm-v0").run()
     assert at.session_state["cmp.on_workload_of"][2][0].scheduler == load_preset("chat-h100-llama8b-vllm-v0").scheduler
+
+
+def test_the_sweep_page_of_offline_arrivals_says_the_rate_knob_cannot_apply():
+    # it swept the offline preset's rate as one queue at t = 0 at every point and said "capacity below 2.5 req/s
+    # (even the lowest rate misses the objectives)"
+    at = linked_page(PAGES[2], preset="offline-batch-h200-llama8b", sweep="rate")
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "workload.arrival.process = 'offline'" in said and "(Workload: Arrival process, in the sidebar)" in said, said
+    assert not [m.value for m in at.markdown if "capacity" in m.value]
+    at.selectbox(key="sw.knob").set_value("max_num_seqs").run()  # the other knobs sweep it
+    assert not at.exception and not at.error
+
+
+def linked_page(page: str, **link) -> AppTest:
+    """Open a page from a link whose config is not the default (`open_page` loads the default first)."""
+    at = app(**link).run()
+    at.switch_page(page)
+    for k, v in link.items():
+        at.query_params[k] = v
+    return at.run()
+
