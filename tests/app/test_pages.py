@@ -1361,3 +1361,14 @@ def linked_page(page: str, **link) -> AppTest:
         at.query_params[k] = v
     return at.run()
 
+
+@pytest.mark.parametrize("field,value,box,opens_on", [
+    ("workload.arrival.rate_per_s", "100000", "plan.rate", 100_000.0), ("workload.arrival.rate_per_s", "1e-06", "plan.rate", 4e-6),
+    ("slo.ttft_s", "0.001", "plan.ttft", 0.001), ("slo.tpot_s", "0.0001", "plan.tpot", 0.1),
+])  # fmt: skip
+def test_the_plan_page_opens_on_any_rate_or_slo_a_link_may_hold(field, value, box, opens_on):
+    # each raised StreamlitValueAboveMaxError / BelowMinError in the browser: the target rate box (0.1-100,000) opened on
+    # 4x the linked rate, the SLO boxes (from 10 ms and 1 ms) on the linked SLOs
+    at = linked_page(PAGES[5], preset="chat-h100-llama8b", **{field: value})
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key=box).value == pytest.approx(opens_on)
