@@ -250,7 +250,6 @@ def _every_gap(raw: list[SimResult], all_gaps: list, itl: FloatArray) -> FloatAr
 
 def build_result(dep: Deployment) -> ClusterResult:
     cfg = dep.cfg
-    R = dep.num_requests
     raw = [x.engine.result(keep_all_gaps=True) for x in dep.instances]
     all_gaps = [x.engine.all_itl_gaps for x in dep.instances]
     for x in dep.instances:  # (taken back: no engine keeps them)
