@@ -1208,6 +1208,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
             msg = f"unknown field {str(loc[-1])!r}{did_you_mean(str(loc[-1]), known)}; fields here: {', '.join(known)}"
+        if e["type"] == "model_type" and (known := fields_here(loc, root)):
+            # ("kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" named a class of the code,
+            # not what a section holds; --set scheduler=vllm-v0 met it)
+            msg = f'Input should be an object of its fields, e.g. {{"{known[0]}": ...}}; fields here: {", ".join(known)}'
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
         if not loc and " = " in msg and field_info(tuple(msg.partition(" = ")[0].split("."))) is not None:
