@@ -221,9 +221,16 @@ def default_rate_range(current_per_s: float, saturation_per_s: float | None, num
 def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
     P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
-    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine, the rate of offline arrivals)."""
+    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine, replicas of a disaggregated
+    deployment, the rate of offline arrivals)."""
     if knob == "rate" and cfg is not None:
         check_rate_applies(cfg)
+    if knob == "replicas" and cfg is not None and cfg.deployment is not None and cfg.deployment.disaggregation is not None:
+        # (every point but 1 was an error, "deployment.replicas (2) must be 1 with disaggregation", under a range of 1-64)
+        dis = cfg.deployment.disaggregation
+        raise PresetError(f"replicas (deployment.replicas) must be 1 with disaggregation: this deployment's pools set their own "
+                          f"({dis.prefill.replicas} prefill + {dis.decode.replicas} decode instances); sweep prefill_instances, "
+                          "or serve with replicas instead")  # fmt: skip
     if knob == "prefill_instances" and cfg is not None:
         from sim_core.cluster.knobs import prefill_instances_bounds
 

@@ -282,7 +282,7 @@ def main() -> None:
         lo, hi = knob_bounds(knob, cfg)
     except PresetError as err:  # said once, not as a warning per point
         show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
-        where = "Serving: disaggregated" if knob == "prefill_instances" else "Workload: Arrival process"  # (the setting to change)
+        where = {"prefill_instances": "Serving: disaggregated", "replicas": "Serving: replicas"}.get(knob, "Workload: Arrival process")
         st.error(plain(f"{err} ({where}, in the sidebar)."))
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget

@@ -1372,3 +1372,11 @@ def test_the_plan_page_opens_on_any_rate_or_slo_a_link_may_hold(field, value, bo
     at = linked_page(PAGES[5], preset="chat-h100-llama8b", **{field: value})
     assert not at.exception, [e.value for e in at.exception]
     assert at.number_input(key=box).value == pytest.approx(opens_on)
+
+
+def test_the_sweep_page_of_a_disaggregated_deployment_says_the_replicas_knob_cannot_apply():
+    at = linked_page(PAGES[2], preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d", sweep="replicas")
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "must be 1 with disaggregation" in said and "(Serving: replicas, in the sidebar)" in said, said
+    assert not at.warning  # (not one warning per point)
