@@ -431,6 +431,11 @@ class Plan:
     band: CalibrationBand = field(default_factory=lambda: CalibrationBand(None, None))
     saturation: dict[Family, float] = field(default_factory=dict)  # family -> one replica's saturation rate, req/s
 
+    def pruned_text(self) -> str:
+        """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
+        Plan page 'skipped: .' with nothing after them)."""
+        return ", ".join(f"{n:,} {why}" for why, n in self.pruned.items()) or "none"
+
     def robust(self, row: PlanRow) -> bool | None:
         """Still meets the target if the model is off by the median calibration error (headroom ≥ band)."""
         h = row.headroom(self.spec.target_rate_per_s)

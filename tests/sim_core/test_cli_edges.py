@@ -117,3 +117,12 @@ def test_other_knobs_still_sweep_offline_arrivals(capsys):
     argv = ["sweep", "offline-batch-h200-llama8b", "--knob", "max_num_seqs", "--start", "64", "--stop", "128", "--num", "2",
             "--set", "workload.num_requests=40"]  # fmt: skip
     assert main(argv + FAST) == 0
+
+
+def test_a_plan_that_pruned_nothing_says_none(capsys):
+    # it printed "pruned: " with nothing after it
+    argv = ["plan", "cluster-dynamo-llama70b-fp8-8xh100-3p1d", "--rate", "2", "--gpus", "h100-sxm", "--tp", "2", "--engines",
+            "vllm-v1", "--max-replicas", "2", "--set", "workload.num_requests=60"]  # fmt: skip
+    main(argv + FAST)
+    out = capsys.readouterr().out
+    assert "; pruned: none\n" in out, out
