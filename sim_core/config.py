@@ -1193,8 +1193,14 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
     model that raised `err`: `root`, default SimConfig). `names`: a field path as the user wrote it (a CLI option)."""
     lines = []
-    for e in err.errors():
+    errors = err.errors()
+    locs = [tuple(e["loc"]) for e in errors]
+    for e in errors:
         loc = tuple(e["loc"])
+        if e["type"] == "too_short" and any(len(x) > len(loc) and x[: len(loc)] == loc for x in locs):
+            # (classes = [5] also said "Tuple should have at least 1 item after validation, not 0": pydantic counts
+            # the items left once the refused one is dropped; that item's own line says what is wrong)
+            continue
         path = ".".join(str(p) for p in loc) or "(config)"
         path = (names or {}).get(path, path)
         given = e.get("input")

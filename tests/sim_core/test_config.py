@@ -411,3 +411,15 @@ def test_a_section_given_a_non_object_is_named_with_its_fields(path, value):
     assert "instance of" not in text, text
     line = next(x for x in text.splitlines() if x.strip().startswith(".".join(path) + " = "))
     assert "Input should be an object of its fields" in line and "fields here: " in line, line
+
+
+@given(bad=st.one_of(st.integers(), st.text(max_size=5), st.just({"share": 2})), size=st.integers(1, 3))
+@cases(30)
+def test_a_refused_class_is_one_line_not_also_a_list_too_short(bad, size):
+    # classes = [5] also said "workload.classes = list: Tuple should have at least 1 item after validation, not 0" (pydantic
+    # counts what is left once the refused item is dropped)
+    data = load_preset("chat-h100-llama8b").model_dump(mode="json")
+    data["workload"]["classes"] = [bad] * size
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert "at least 1 item" not in str(err.value) and "workload.classes.0" in str(err.value), str(err.value)
