@@ -106,11 +106,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
     if args.knob not in SWEEP_KNOBS:
         raise PresetError(f"unknown knob {args.knob!r}; one of {', '.join(SWEEP_KNOBS)}")
+    knob_bounds(args.knob, cfg)  # (a knob that cannot apply to cfg: said before the default range's saturation run)
     backend, cache, obj = _backend_from(args)
     start, stop = args.start, args.stop
     if start is None or stop is None:  # the Sweep page's default range (the rate: past the saturation rate, the knee)
@@ -196,7 +197,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"Plan for {spec.target_rate_per_s:g} req/s of {cfg.workload.name} traffic on {cfg.model.name}: "
           f"{spec.objective.describe(cfg)}")
     print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
-          "pruned: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()))
+          f"pruned: {result.pruned_text()}")
     print(f"  {result.band.text()}")
     print(f"  {spec.describe_evaluation()}")
     if not result.rows:

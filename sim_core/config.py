@@ -1193,8 +1193,14 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
     model that raised `err`: `root`, default SimConfig). `names`: a field path as the user wrote it (a CLI option)."""
     lines = []
-    for e in err.errors():
+    errors = err.errors()
+    locs = [tuple(e["loc"]) for e in errors]
+    for e in errors:
         loc = tuple(e["loc"])
+        if e["type"] == "too_short" and any(len(x) > len(loc) and x[: len(loc)] == loc for x in locs):
+            # (classes = [5] also said "Tuple should have at least 1 item after validation, not 0": pydantic counts
+            # the items left once the refused one is dropped; that item's own line says what is wrong)
+            continue
         path = ".".join(str(p) for p in loc) or "(config)"
         path = (names or {}).get(path, path)
         given = e.get("input")
@@ -1208,6 +1214,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
             msg = f"unknown field {str(loc[-1])!r}{did_you_mean(str(loc[-1]), known)}; fields here: {', '.join(known)}"
+        if e["type"] == "model_type" and (known := fields_here(loc, root)):
+            # ("kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" named a class of the code,
+            # not what a section holds; --set scheduler=vllm-v0 met it)
+            msg = f'Input should be an object of its fields, e.g. {{"{known[0]}": ...}}; fields here: {", ".join(known)}'
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
         if not loc and " = " in msg and field_info(tuple(msg.partition(" = ")[0].split("."))) is not None:

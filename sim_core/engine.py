@@ -27,7 +27,7 @@ from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
 from sim_core.count_curve import CountCurve, LiveKvCurve
 from sim_core.kvcache import BlockManager
-from sim_core.metrics import summarize
+from sim_core.metrics import summarize, unfinished_reason
 from sim_core.prefix_cache import PrefixCachingBlockManager
 from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
@@ -1175,8 +1175,7 @@ class Engine:
         `self.all_itl_gaps` (a deployment's ITL percentiles are over all its instances' gaps; it takes them back)."""
         st = self.st
         if self.stopped_reason and not st.is_done:
-            left = st.num_requests - st.num_finished
-            self.stopped_reason += f"; {left:,} of {st.num_requests:,} requests unfinished (the load exceeds capacity or the limit is too low)"
+            self.stopped_reason += unfinished_reason(st.status, st.arrival_s, st.now_s)
         timeline, events, gaps, batches = self.rec.finish(gaps_as_runs=True)
         wl = self.workload
         req = RequestTable(

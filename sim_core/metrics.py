@@ -20,7 +20,7 @@ from sim_core.config import SimConfig, WorkloadConfig
 from sim_core.costmodel import MemoryPlan, swap_bytes_per_s, utilisation_peaks
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
-from sim_core.types import Event, FloatArray, Phase
+from sim_core.types import Event, FloatArray, Phase, Status
 
 
 def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
@@ -36,6 +36,25 @@ def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99),
     if not v.size:
         return [float("nan")] * len(qs)
     return quantiles.of_array(v, qs, scratch=scratch or v is not values)  # (np.percentile's numbers: quantiles.py)
+
+
+def unfinished_reason(status: np.ndarray, arrival_s: FloatArray, stop_s: float) -> str:
+    """What a run's stopped_reason adds about its unfinished requests (`status`, `arrival_s`: every request's; `stop_s`:
+    the clock when it stopped). Those that had not arrived by then are counted apart: a trace whose arrival_s were Unix
+    times (1.7e9 s) ran no tick and said its requests were unfinished because "the load exceeds capacity or the limit
+    is too low", with no word of when they arrive."""
+    unfinished = status != Status.FINISHED
+    text = f"; {int(unfinished.sum()):,} of {status.size:,} requests unfinished"
+    # (a closed-loop request not yet sent has an infinite arrival: not arrived either)
+    later = unfinished & (status == Status.PENDING) & (arrival_s > stop_s)
+    if not later.any():
+        return text + " (the load exceeds capacity or the limit is too low)"
+    first_s = float(arrival_s[later].min())
+    when = f" (the next arrives at {first_s:.6g} s)" if np.isfinite(first_s) else ""
+    if later.sum() == unfinished.sum():
+        return text + f", none of them arrived before the stop{when}"
+    return (text + f", {int(later.sum()):,} of them not arrived before the stop{when}; the others: the load exceeds "
+            "capacity or the limit is too low")
 
 
 def meets_slo(cfg: SimConfig, ttft_s: FloatArray, tpot_s: FloatArray) -> np.ndarray:

@@ -57,7 +57,7 @@ from sim_core.inputs import did_you_mean
 from sim_core.metrics import MAX_NUM_REQUESTS
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
-from sim_core.sweep import Capacity, CapacityObjective, at_rate, completion_rate_per_s, find_capacities, meets_objective, with_rate
+from sim_core.sweep import Capacity, CapacityObjective, at_rate, check_rate_applies, completion_rate_per_s, find_capacities, meets_objective, with_rate
 
 PRICING_FILE = PRESETS_DIR / "pricing" / "gpu-on-demand.json"
 DEFAULT_ENGINES = ("vllm-v1", "sglang", "tensorrt-llm-max-utilization")
@@ -431,6 +431,11 @@ class Plan:
     band: CalibrationBand = field(default_factory=lambda: CalibrationBand(None, None))
     saturation: dict[Family, float] = field(default_factory=dict)  # family -> one replica's saturation rate, req/s
 
+    def pruned_text(self) -> str:
+        """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
+        Plan page 'skipped: .' with nothing after them)."""
+        return ", ".join(f"{n:,} {why}" for why, n in self.pruned.items()) or "none"
+
     def robust(self, row: PlanRow) -> bool | None:
         """Still meets the target if the model is off by the median calibration error (headroom ≥ band)."""
         h = row.headroom(self.spec.target_rate_per_s)
@@ -546,6 +551,7 @@ def plan(
     simulation under `budget` when given (the app's server budget: a run it stops counts as missing the SLOs).
     `cancelled` is asked while the search space is built and between runs: True raises SearchCancelled."""
     check_tp_degrees(base, spec)  # (before a process pool starts)
+    check_rate_applies(base)
     if backend is None:
         with LocalBackend() as own:
             return plan(base, spec, backend=own, cache=cache, on_progress=on_progress, cancelled=cancelled,

@@ -92,6 +92,23 @@ def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
     return config_from_dict(data, f"trace at {rate_per_s:g} req/s")
 
 
+# Arrival processes that do not follow workload.arrival.rate_per_s, and what they do instead
+RATELESS_ARRIVALS = {"offline": "every request is queued at t = 0",
+                     "closed_loop": "each client sends its next request when its last one is answered"}  # fmt: skip
+
+
+def check_rate_applies(cfg: SimConfig) -> None:
+    """PresetError when `cfg`'s arrivals do not follow an offered rate (offline, closed-loop: RATELESS_ARRIVALS): a rate
+    sweep of the offline preset ran the same queue at every point and said the capacity was below its first rate, a
+    capacity search said 0 req/s, and a plan said no configuration met the SLOs, all of one offline batch (a trace is
+    time-scaled to the rate: `with_rate`)."""
+    process = cfg.workload.arrival.process
+    if cfg.workload.trace is None and process in RATELESS_ARRIVALS:
+        raise PresetError(f"workload.arrival.process = {process!r}: {RATELESS_ARRIVALS[process]}, whatever the rate, so "
+                          "a load by arrival rate (a rate sweep, a capacity search, a plan) cannot be set; allowed here: "
+                          "'poisson', 'gamma' or 'constant' arrivals, or a trace")  # fmt: skip
+
+
 def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
     """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed.
     Raises PresetError when the value changes the config but no instance of a disaggregated deployment runs
@@ -204,7 +221,16 @@ def default_rate_range(current_per_s: float, saturation_per_s: float | None, num
 def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
     P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
-    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine)."""
+    Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine, replicas of a disaggregated
+    deployment, the rate of offline arrivals)."""
+    if knob == "rate" and cfg is not None:
+        check_rate_applies(cfg)
+    if knob == "replicas" and cfg is not None and cfg.deployment is not None and cfg.deployment.disaggregation is not None:
+        # (every point but 1 was an error, "deployment.replicas (2) must be 1 with disaggregation", under a range of 1-64)
+        dis = cfg.deployment.disaggregation
+        raise PresetError(f"replicas (deployment.replicas) must be 1 with disaggregation: this deployment's pools set their own "
+                          f"({dis.prefill.replicas} prefill + {dis.decode.replicas} decode instances); sweep prefill_instances, "
+                          "or serve with replicas instead")  # fmt: skip
     if knob == "prefill_instances" and cfg is not None:
         from sim_core.cluster.knobs import prefill_instances_bounds
 
@@ -274,7 +300,9 @@ def run_sweep(
     """One simulation per value and seed (seeds cfg.seed, +1, …); a value the config rejects becomes
     a point with its error. Runs on `backend` (default: this process) and reads/writes `cache`.
     `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's.
-    `budget`: the server's ceiling per run (the app passes one; the CLI and API do not)."""
+    `budget`: the server's ceiling per run (the app passes one; the CLI and API do not).
+    Raises PresetError when the knob cannot apply to `cfg` (`knob_bounds`): said once, not as every point's error."""
+    knob_bounds(knob, cfg)
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
     for i, v in enumerate(values):
@@ -610,6 +638,8 @@ def find_capacities(
 ) -> list[Capacity]:
     """find_capacity for each config, one task each on `backend` (bisections run in parallel); every probe
     under `budget` when given (the app's)."""
+    for c in configs:  # (before any probe: one message, not one per worker)
+        check_rate_applies(c)
     task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
                          cache.max_bytes if cache else 0, cache.fingerprint if cache else "", budget)  # fmt: skip
     ceilings = list(ceilings_per_s) if ceilings_per_s is not None else [None] * len(configs)

@@ -46,6 +46,9 @@ MAX_WINDOW_ROWS = 5_000_000  # rows kept after the window, before sampling (boun
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+LENGTH_FIELDS = {"csv": ("prompt_tokens", "output_tokens"), "azure-2023": ("ContextTokens", "GeneratedTokens"),
+                 "azure-2024": ("ContextTokens", "GeneratedTokens"), "burstgpt": ("Request tokens", "Response tokens"),
+                 "mooncake": ("input_length", "output_length")}  # fmt: skip
 TIME_FIELD = {"csv": "arrival_s", "azure-2023": "TIMESTAMP", "azure-2024": "TIMESTAMP", "burstgpt": "Timestamp", "mooncake": "timestamp"}
 MAX_JSON_INT = 10**300  # a JSON integer this large or larger is no count or time (and not a float)
 AZURE_MAX_FRACTION_DIGITS = 18  # the traces write 7 (100 ns); more digits are not a time any clock took
@@ -359,6 +362,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
     prev_t = -math.inf
     unsorted = False
     windowed = opts.start_s > 0 or opts.end_s is not None
+    first_skipped: tuple[int, _Row] | None = None  # (line, row) of the first failed request skipped, for the message
     for line, row in _rows(fmt, lines_all, opts):
         num_rows += 1
         if t0 is None:  # the project's own CSV is already relative to the start
@@ -368,6 +372,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
         prev_t = row.time_s
         if row.prompt == 0 or row.output == 0:
             num_skipped += 1
+            first_skipped = first_skipped or (line, row)
             continue
         rel = row.time_s - t0
         # A row earlier than the first one (an unsorted file): without a window it is replayed like any other (the
@@ -387,8 +392,15 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
             raise TraceError(f"{fmt} line {line}: more than {MAX_WINDOW_ROWS:,} rows in the window; narrow it (start_s, end_s)")
     if num_rows == 0:
         raise TraceError(f"{fmt}: the trace has a header but no rows")
-    if not kept:
-        raise TraceError(f"{fmt}: no request left after skipping {num_skipped:,} failed rows and applying the window")
+    if not kept:  # (it said "after skipping 1 failed rows", naming neither the column nor the value that failed them)
+        end = "none" if opts.end_s is None else f"{opts.end_s:g} s"
+        window = f"outside the window (start_s = {opts.start_s:g} s, end_s = {end}, from the first row)" if windowed else ""
+        said = f"all {num_rows:,} rows are {window}"
+        if first_skipped is not None:
+            (line, row), (p, o) = first_skipped, LENGTH_FIELDS[fmt]
+            said = (f"{num_skipped:,} of {num_rows:,} rows skipped as failed requests (0 {p} or {o}: the first at line {line}, "
+                    f"{p} = {row.prompt}, {o} = {row.output}; allowed: >= 1)" + (f", the others {window}" if window and num_skipped < num_rows else ""))  # fmt: skip
+        raise TraceError(f"{fmt}: no request left: {said}")
     in_window = len(kept)
     if unsorted:  # replay in arrival order; ties keep file order
         kept.sort(key=lambda r: r.time_s)

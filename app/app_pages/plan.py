@@ -57,6 +57,15 @@ def plan_tp_degrees(cfg: SimConfig) -> list[int]:
     return [t for t in PLAN_TP_DEGREES if t in allowed]
 
 
+def _number_box(col, label: str, lo: float, hi: float, value: float, key: str) -> float:
+    """A number box from `lo` to `hi` opened on `value`, widened to hold it: a linked config may hold any value its
+    model allows (a rate of 1e-6 or 100,000 req/s, a 1 ms TTFT SLO), and a default outside the box (4x a rate of
+    100,000, past the box's 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. A small value
+    is written in significant digits (the default two decimals showed 4e-06 req/s as 0.00)."""
+    value = min(value, hi)
+    return col.number_input(label, min(lo, value), hi, value, key=key, format="%.6g" if value < 0.01 else None)
+
+
 def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
     chosen = st.multiselect(label, [KNOB_DEFAULT, *options], default=[KNOB_DEFAULT], key=key)
     return tuple(None if c == KNOB_DEFAULT else int(c) for c in chosen) or (None,)
@@ -148,7 +157,7 @@ def _show(result: Plan, elapsed_s: float) -> None:
     spec = result.spec
     band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
     st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
-               "skipped: " + ", ".join(f"{n:,} {why}" for why, n in result.pruned.items()) + ". " + band[:1].upper() + band[1:] + ".")  # fmt: skip
+               f"skipped: {result.pruned_text()}. " + band[:1].upper() + band[1:] + ".")  # fmt: skip
     if not result.rows:
         st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
         return
@@ -169,9 +178,9 @@ def main() -> None:
                f"{plain(cfg.model.name)}); "
                "change them in Simulate (workload preset, trace upload or classes).")  # fmt: skip
     c1, c2, c3, c4 = st.columns(4)
-    rate = c1.number_input("Target rate (req/s)", 0.1, 100_000.0, float(cfg.workload.arrival.rate_per_s) * 4, key="plan.rate")
-    ttft = c2.number_input("TTFT SLO (s)", 0.01, 3600.0, float(cfg.slo.ttft_s), key="plan.ttft")
-    tpot_ms = c3.number_input("TPOT SLO (ms)", 1.0, 60_000.0, float(cfg.slo.tpot_s * 1e3), key="plan.tpot")
+    rate = _number_box(c1, "Target rate (req/s)", 0.1, 100_000.0, float(cfg.workload.arrival.rate_per_s) * 4, "plan.rate")
+    ttft = _number_box(c2, "TTFT SLO (s)", 0.01, 3600.0, float(cfg.slo.ttft_s), "plan.ttft")
+    tpot_ms = _number_box(c3, "TPOT SLO (ms)", 1.0, 60_000.0, float(cfg.slo.tpot_s * 1e3), "plan.tpot")
     rule = c4.selectbox("Percentile", list(RULES), index=2, key="plan.rule",
                         help="Capacity holds the chosen percentile of TTFT and of TPOT to the SLOs over the steady-state "
                         "window, or (DistServe) requires 90 % of requests to meet both.")  # fmt: skip

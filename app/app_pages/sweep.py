@@ -282,7 +282,8 @@ def main() -> None:
         lo, hi = knob_bounds(knob, cfg)
     except PresetError as err:  # said once, not as a warning per point
         show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
-        st.error(plain(f"{err} (Serving: disaggregated, in the sidebar)."))
+        where = {"prefill_instances": "Serving: disaggregated", "replicas": "Serving: replicas"}.get(knob, "Workload: Arrival process")
+        st.error(plain(f"{err} ({where}, in the sidebar)."))
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
     saturation = None

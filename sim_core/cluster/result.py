@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core.cluster.deployment import Deployment
-from sim_core.metrics import meets_slo, output_and_total_tokens, summarize
+from sim_core.metrics import meets_slo, output_and_total_tokens, summarize, unfinished_reason
 from sim_core.result import BatchLog, Events, RequestTable, SimResult, Summary, Timeline
 from sim_core.runs import Runs
 from sim_core.types import FloatArray, IntArray, Phase, Status
@@ -250,7 +250,6 @@ def _every_gap(raw: list[SimResult], all_gaps: list, itl: FloatArray) -> FloatAr
 
 def build_result(dep: Deployment) -> ClusterResult:
     cfg = dep.cfg
-    R = dep.num_requests
     raw = [x.engine.result(keep_all_gaps=True) for x in dep.instances]
     all_gaps = [x.engine.all_itl_gaps for x in dep.instances]
     for x in dep.instances:  # (taken back: no engine keeps them)
@@ -290,8 +289,7 @@ def build_result(dep: Deployment) -> ClusterResult:
     itl = np.concatenate([r.itl_s for r in raw])
     stopped = dep.stopped_reason
     if stopped:
-        left = int((~req.is_finished).sum())
-        stopped += f"; {left:,} of {R:,} requests unfinished (the load exceeds capacity or the limit is too low)"
+        stopped += unfinished_reason(req.status, req.arrival_s, max(x.engine.st.now_s for x in dep.instances))
     summary = _deployment_summary(dep, parts, req, tl, _every_gap(raw, all_gaps, itl), stopped, events)
     parts = [_over_deployment_span(p, summary.makespan_s, int(dep.injected[ids].sum()), dep.first_token_on_decode)
              for p, ids in zip(parts, ids_of)]  # fmt: skip

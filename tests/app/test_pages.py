@@ -1398,3 +1398,44 @@ def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_valid
     # B's own setup still changes B
     at.selectbox(key="cmp.b").set_value("chat-h100-llama8b-vllm-v0").run()
     assert at.session_state["cmp.on_workload_of"][2][0].scheduler == load_preset("chat-h100-llama8b-vllm-v0").scheduler
+
+
+def test_the_sweep_page_of_offline_arrivals_says_the_rate_knob_cannot_apply():
+    # it swept the offline preset's rate as one queue at t = 0 at every point and said "capacity below 2.5 req/s
+    # (even the lowest rate misses the objectives)"
+    at = linked_page(PAGES[2], preset="offline-batch-h200-llama8b", sweep="rate")
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "workload.arrival.process = 'offline'" in said and "(Workload: Arrival process, in the sidebar)" in said, said
+    assert not [m.value for m in at.markdown if "capacity" in m.value]
+    at.selectbox(key="sw.knob").set_value("max_num_seqs").run()  # the other knobs sweep it
+    assert not at.exception and not at.error
+
+
+def linked_page(page: str, **link) -> AppTest:
+    """Open a page from a link whose config is not the default (`open_page` loads the default first)."""
+    at = app(**link).run()
+    at.switch_page(page)
+    for k, v in link.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+@pytest.mark.parametrize("field,value,box,opens_on", [
+    ("workload.arrival.rate_per_s", "100000", "plan.rate", 100_000.0), ("workload.arrival.rate_per_s", "1e-06", "plan.rate", 4e-6),
+    ("slo.ttft_s", "0.001", "plan.ttft", 0.001), ("slo.tpot_s", "0.0001", "plan.tpot", 0.1),
+])  # fmt: skip
+def test_the_plan_page_opens_on_any_rate_or_slo_a_link_may_hold(field, value, box, opens_on):
+    # each raised StreamlitValueAboveMaxError / BelowMinError in the browser: the target rate box (0.1-100,000) opened on
+    # 4x the linked rate, the SLO boxes (from 10 ms and 1 ms) on the linked SLOs
+    at = linked_page(PAGES[5], preset="chat-h100-llama8b", **{field: value})
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key=box).value == pytest.approx(opens_on)
+
+
+def test_the_sweep_page_of_a_disaggregated_deployment_says_the_replicas_knob_cannot_apply():
+    at = linked_page(PAGES[2], preset="cluster-dynamo-llama70b-fp8-8xh100-3p1d", sweep="replicas")
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "must be 1 with disaggregation" in said and "(Serving: replicas, in the sidebar)" in said, said
+    assert not at.warning  # (not one warning per point)

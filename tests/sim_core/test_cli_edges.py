@@ -97,3 +97,32 @@ def test_a_non_finite_plan_or_objective_number_is_named_as_not_finite(value, opt
         assert main(argv) == 2
     err = buf.getvalue()
     assert f"{field} = " in err and "Input should be a finite number" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("process", ["offline", "closed_loop"])
+@pytest.mark.parametrize("argv", [
+    ["sweep", "chat-h100-llama8b", "--knob", "rate"], ["sweep", "chat-h100-llama8b", "--knob", "rate", "--start", "1", "--stop", "9"],
+    ["capacity", "chat-h100-llama8b", "--seeds", "1"],
+    ["plan", "chat-h100-llama8b", "--rate", "5", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1"],
+])  # fmt: skip
+def test_a_load_by_rate_of_arrivals_that_ignore_the_rate_exits_2_naming_the_process(capsys, argv, process):
+    # offline and closed-loop arrivals do not follow workload.arrival.rate_per_s: the offline preset's rate sweep ran one
+    # queue at every point ("below the first rate"), capacity said 0.00 req/s and plan "no configuration meets the SLOs"
+    assert main(argv + ["--set", f"workload.arrival.process={process}"] + FAST) == 2
+    err = capsys.readouterr().err
+    assert f"workload.arrival.process = '{process}'" in err and "'poisson', 'gamma' or 'constant'" in err and "Traceback" not in err
+
+
+def test_other_knobs_still_sweep_offline_arrivals(capsys):
+    argv = ["sweep", "offline-batch-h200-llama8b", "--knob", "max_num_seqs", "--start", "64", "--stop", "128", "--num", "2",
+            "--set", "workload.num_requests=40"]  # fmt: skip
+    assert main(argv + FAST) == 0
+
+
+def test_a_plan_that_pruned_nothing_says_none(capsys):
+    # it printed "pruned: " with nothing after it
+    argv = ["plan", "cluster-dynamo-llama70b-fp8-8xh100-3p1d", "--rate", "2", "--gpus", "h100-sxm", "--tp", "2", "--engines",
+            "vllm-v1", "--max-replicas", "2", "--set", "workload.num_requests=60"]  # fmt: skip
+    main(argv + FAST)
+    out = capsys.readouterr().out
+    assert "; pruned: none\n" in out, out

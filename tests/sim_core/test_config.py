@@ -7,7 +7,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, format_validation_error
+from sim_core import PresetError, SimConfig, config_from_dict, config_from_json, format_validation_error, load_preset
 from sim_core.config import SCHEMA_VERSION, CalibrationConfig, SchedulerConfig
 from tests.strategies import cases
 
@@ -375,3 +375,51 @@ def test_a_pools_own_tp_degree_is_the_one_checked_not_the_top_level_one_it_repla
     assert config_from_dict(data).deployment.disaggregation.decode.tensor_parallel == 4
     assert SimConfig.model_validate(data).tp_fields() == {"deployment.disaggregation.prefill.tensor_parallel": 2,
                                                           "deployment.disaggregation.decode.tensor_parallel": 4}  # fmt: skip
+
+
+def _section_paths(data: dict, prefix: tuple = ()) -> list[tuple]:
+    """The dotted paths of every section (an object-valued field) of a config dict."""
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in ("prices",):
+            out.append(prefix + (key,))
+            out += _section_paths(value, prefix + (key,))
+    return out
+
+
+_DEPLOYED = {"deployment": {"disaggregation": {"prefill": {"hardware": "h100-sxm", "scheduler": {}}, "decode": {}}}}
+_SECTION_DATA = config_from_dict(load_preset("chat-h100-llama8b").model_dump(mode="json") | _DEPLOYED).model_dump(mode="json")
+
+
+@cases(60)
+@given(path=st.sampled_from(_section_paths(_SECTION_DATA)),
+       value=st.one_of(st.integers(), st.booleans(), st.lists(st.integers(), max_size=2), st.sampled_from(["vllm-v0", "", "fast"])))  # fmt: skip
+def test_a_section_given_a_non_object_is_named_with_its_fields(path, value):
+    # "kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" (--set scheduler=vllm-v0 too) named
+    # a class of the code, not what the section holds
+    data = json.loads(json.dumps(_SECTION_DATA))
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    if isinstance(value, str) and path in (("hardware",), ("model",), ("workload",), ("calibration",),
+                                          ("deployment", "disaggregation", "prefill", "hardware")):
+        return  # a preset's name there: resolved, or refused as an unknown preset (tests/sim_core/test_presets.py)
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    text = str(err.value)
+    assert "instance of" not in text, text
+    line = next(x for x in text.splitlines() if x.strip().startswith(".".join(path) + " = "))
+    assert "Input should be an object of its fields" in line and "fields here: " in line, line
+
+
+@given(bad=st.one_of(st.integers(), st.text(max_size=5), st.just({"share": 2})), size=st.integers(1, 3))
+@cases(30)
+def test_a_refused_class_is_one_line_not_also_a_list_too_short(bad, size):
+    # classes = [5] also said "workload.classes = list: Tuple should have at least 1 item after validation, not 0" (pydantic
+    # counts what is left once the refused item is dropped)
+    data = load_preset("chat-h100-llama8b").model_dump(mode="json")
+    data["workload"]["classes"] = [bad] * size
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert "at least 1 item" not in str(err.value) and "workload.classes.0" in str(err.value), str(err.value)

@@ -2,13 +2,15 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st_
 
 from sim_core.engine import run_simulation
 from sim_core.metrics import steady_window
 from sim_core.presets import load_preset
+from sim_core.types import Status
 from tests.conftest import make_config, trace_config
+from tests.strategies import cases
 
 
 @pytest.mark.parametrize(("n", "first", "last"), [(10, 1, 9), (20, 2, 18), (25, 2, 23), (99, 9, 90), (5, 0, 5)])
@@ -141,3 +143,37 @@ def test_a_runs_swap_time_is_the_cost_models_swap_term_over_its_ticks():
     res = run_simulation(_pressure("greedy", "swap", swap_gb=32.0))
     ticks_s = CostModel(res.config).swap_time_s(res.timeline.swap_blocks * res.memory.block_bytes)
     assert res.summary.swap_time_s > 0 and res.summary.swap_time_s == pytest.approx(float(ticks_s.sum()), rel=1e-12)
+
+
+# ---------------------------------------------------------------- what a stopped run says of its unfinished requests
+@pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {}}])
+def test_a_run_whose_requests_arrive_after_its_time_limit_says_when_they_arrive(deployment):
+    # a trace whose arrival_s were Unix times ran no tick and said "2 of 2 requests unfinished (the load exceeds capacity
+    # or the limit is too low)"
+    cfg = trace_config([10, 20], [10, 5], arrivals=[1.7e9, 1.7e9 + 1], deployment=deployment)
+    why = run_simulation(cfg).summary.stopped_reason
+    assert why.endswith("2 of 2 requests unfinished, none of them arrived before the stop (the next arrives at 1.7e+09 s)"), why
+    assert "exceeds capacity" not in why
+
+
+@cases(25)
+@given(rate=st_.sampled_from([1e-6, 1e-3, 0.05, 5.0, 200.0]), limit_s=st_.sampled_from([0.5, 3.0, 60.0]),
+       process=st_.sampled_from(["poisson", "constant", "closed_loop"]), replicas=st_.sampled_from([None, 2]))  # fmt: skip
+def test_a_stopped_runs_count_of_requests_not_arrived_is_those_arriving_after_its_clock(rate, limit_s, process, replicas):
+    assume(process != "closed_loop" or replicas is None)  # (closed-loop arrivals run on one engine only)
+    cfg = make_config(workload__num_requests=60, workload__arrival__process=process, workload__arrival__rate_per_s=rate,
+                      limits__max_sim_time_s=limit_s, deployment=None if replicas is None else {"replicas": replicas})  # fmt: skip
+    res = run_simulation(cfg)
+    why, q = res.summary.stopped_reason, res.requests
+    if why is None:
+        return
+    unfinished = int((~q.is_finished).sum())
+    assert f"; {unfinished:,} of 60 requests unfinished" in why
+    # (every request that never arrived has arrival_s past the stop, a closed-loop one never sent an infinite one)
+    never = int(((q.status == Status.PENDING) & ~(q.arrival_s <= limit_s)).sum())
+    if never == 0:
+        assert why.endswith("(the load exceeds capacity or the limit is too low)"), why
+    elif never == unfinished:
+        assert ", none of them arrived before the stop" in why, why
+    else:
+        assert f", {never:,} of them not arrived before the stop" in why, why

@@ -353,3 +353,13 @@ def test_a_search_of_only_tp_degrees_the_model_refuses_is_a_message_not_an_empty
     assert str(err.value) == ("tp_degrees = 3, 6: Llama-3.1-8B's 32 attention heads (8 KV heads) split evenly only over "
                               "1, 2, 4, 8, 16 or 32 GPUs (vLLM refuses other tensor-parallel sizes); search at least "
                               "one of those degrees")  # fmt: skip
+
+
+def test_a_plan_of_offline_traffic_is_refused_naming_the_process():
+    # the offline preset was planned at "5 req/s" as one queue at t = 0: "no configuration in the search space meets
+    # the SLOs at this rate: widen it", for traffic that has no rate
+    from sim_core.planner import plan
+
+    spec = PlanSpec(target_rate_per_s=5, gpus=("h100-sxm",), tp_degrees=(1,), engines=("vllm-v1",))
+    with pytest.raises(PresetError, match="workload.arrival.process = 'offline'"):
+        plan(make_config(workload__arrival__process="offline"), spec, backend=LocalBackend(1))

@@ -269,3 +269,17 @@ def test_the_longest_capacity_probe_is_the_longest_run_a_config_allows():
     from sim_core.sweep import MAX_CAPACITY_REQUESTS
 
     assert MAX_CAPACITY_REQUESTS == next(m.le for m in field_info(("workload", "num_requests")).metadata if getattr(m, "le", None))
+
+
+@pytest.mark.parametrize("process", ["offline", "closed_loop"])
+def test_a_rate_knob_or_capacity_of_arrivals_that_ignore_the_rate_is_refused_naming_the_process(process):
+    from sim_core.sweep import capacity_interval, knob_bounds
+
+    cfg = make_config(workload__arrival__process=process, workload__num_requests=40)
+    for call in (lambda: knob_bounds("rate", cfg), lambda: run_sweep(cfg, "rate", [1.0, 9.0]),
+                 lambda: capacity_interval(cfg, num_seeds=1)):  # fmt: skip
+        with pytest.raises(PresetError, match=f"workload.arrival.process = '{process}'"):
+            call()
+    assert knob_bounds("max_num_seqs", cfg) == (1.0, 8192.0)  # the other knobs apply
+    poisson = make_config(workload__arrival__process="poisson")
+    assert knob_bounds("rate", poisson) == knob_bounds("rate")

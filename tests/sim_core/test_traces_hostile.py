@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim_core import PresetError, config_from_dict
 from sim_core.cli import main
-from sim_core.traces import TraceError, load_trace, parse_trace
+from sim_core.traces import TraceError, TraceOptions, load_trace, parse_trace
 from tests.strategies import cases
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -171,3 +171,30 @@ def test_a_trace_over_the_row_limit_is_refused_at_the_row_past_it_not_after_the_
     text = "\n".join([*header, *[row] * (MAX_TRACE_ROWS + 1), "not a row"]) + "\n"
     with pytest.raises(TraceError, match=rf"{fmt} line {MAX_TRACE_ROWS + 1 + len(header)}: more than 100,000 requests"):
         parse_trace(text, max_bytes=len(text))
+
+
+FAILED_ROW_FORMATS = {  # a header, and a row of (prompt, output) tokens, in each format
+    "csv": ("arrival_s,prompt_tokens,output_tokens\n", lambda i, p, o: f"{i},{p},{o}\n", ("prompt_tokens", "output_tokens")),
+    "azure-2023": (AZURE_HEADER, lambda i, p, o: f"2023-11-16 18:15:{i:02d}.0000000,{p},{o}\n", ("ContextTokens", "GeneratedTokens")),
+    "mooncake": ("", lambda i, p, o: f'{{"timestamp": {i}, "input_length": {p}, "output_length": {o}}}\n', ("input_length", "output_length")),
+}  # fmt: skip
+
+
+@cases(40)
+@given(fmt=st.sampled_from(sorted(FAILED_ROW_FORMATS)),
+       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)).filter(lambda r: 0 in r), min_size=1, max_size=6))  # fmt: skip
+def test_a_trace_of_only_failed_rows_names_the_first_ones_line_columns_and_values(fmt, rows):
+    # it said "no request left after skipping 1 failed rows and applying the window": which column, which value, why
+    header, row, (p, o) = FAILED_ROW_FORMATS[fmt]
+    text = header + "".join(row(i, *r) for i, r in enumerate(rows))
+    with pytest.raises(TraceError) as err:
+        parse_trace(text.encode())
+    line = 1 + bool(header)
+    assert str(err.value) == (f"{fmt}: no request left: {len(rows):,} of {len(rows):,} rows skipped as failed requests (0 {p} "
+                              f"or {o}: the first at line {line}, {p} = {rows[0][0]}, {o} = {rows[0][1]}; allowed: >= 1)")
+
+
+def test_a_trace_window_that_holds_no_row_says_its_bounds():
+    text = "arrival_s,prompt_tokens,output_tokens\n0,5,5\n1,0,5\n"
+    with pytest.raises(TraceError, match=r"1 of 2 rows skipped .* the others outside the window \(start_s = 5 s, end_s = none"):
+        parse_trace(text.encode(), TraceOptions(start_s=5))

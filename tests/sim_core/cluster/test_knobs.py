@@ -45,3 +45,16 @@ def test_a_swept_value_no_instance_runs_with_is_a_point_error_not_the_base_resul
     # a knob that does reach an instance (the prefill pool uses the top-level scheduler) still sweeps
     seqs = run_sweep(cfg, "max_num_seqs", [1, 64])
     assert all(p.error is None for p in seqs)
+
+
+def test_a_replica_sweep_of_a_disaggregated_deployment_is_refused_naming_its_pools():
+    # every point but 1 was an error ("deployment.replicas (2) must be 1 with disaggregation") under a range of 1-64
+    from sim_core.sweep import check_range, knob_bounds
+
+    cfg = load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    for call in (lambda: knob_bounds("replicas", cfg), lambda: check_range("replicas", 1, 4, cfg),
+                 lambda: run_sweep(cfg, "replicas", [1, 2])):  # fmt: skip
+        with pytest.raises(PresetError, match=r"replicas \(deployment.replicas\) must be 1 with disaggregation: .*"
+                                              r"\(3 prefill \+ 1 decode instances\); sweep prefill_instances"):
+            call()
+    assert knob_bounds("replicas", load_preset("cluster-router-4xh100-llama8b")) == (1.0, 64.0)
