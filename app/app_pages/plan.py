@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 import streamlit as st
+from pydantic import ValidationError
 
 from app.components import charts, tables
 from app.components.runner import PageBudget
@@ -19,12 +20,16 @@ from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.budget import is_budget_stop
-from sim_core.config import Router, tp_degrees_allowed, tp_rule_text
+from sim_core.config import Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
 from sim_core.presets import read_preset_data
-from sim_core.sweep import CapacityObjective
+from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
 
-RULES = {"P50": ("percentile", 50), "P90": ("percentile", 90), "P99": ("percentile", 99), "≥ 90 % meet both": ("attainment", 99)}
+ATTAINMENT_TEXT = f"{DISTSERVE_ATTAINMENT * 100:g} %"  # (CapacityObjective's attainment rule, DistServe's share)
+RULES = {"P50": ("percentile", 50), "P90": ("percentile", 90), "P99": ("percentile", 99),
+         f"≥ {ATTAINMENT_TEXT} meet both": ("attainment", 99)}  # fmt: skip
+_DEFAULT_OBJECTIVE = CapacityObjective()
+DEFAULT_RULE = next(k for k, v in RULES.items() if v == (_DEFAULT_OBJECTIVE.rule, _DEFAULT_OBJECTIVE.percentile))  # the planner's
 KNOB_DEFAULT = "engine default"
 CLI_PLAN = "`python -m sim_core plan`"  # (Markdown: a command, never inside plain())
 
@@ -62,6 +67,7 @@ def _number_box(col, label: str, lo: float, hi: float, value: float, key: str) -
     model allows (a rate of 1e-6 or 100,000 req/s, a 1 ms TTFT SLO), and a default outside the box (4x a rate of
     100,000, past the box's 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. A small value
     is written in significant digits (the default two decimals showed 4e-06 req/s as 0.00)."""
+    lo, hi = float(lo), float(hi)  # (a field's bounds may be an int and a float: the box takes one type)
     value = min(value, hi)
     return col.number_input(label, min(lo, value), hi, value, key=key, format="%.6g" if value < 0.01 else None)
 
@@ -178,12 +184,16 @@ def main() -> None:
                f"{plain(cfg.model.name)}); "
                "change them in Simulate (workload preset, trace upload or classes).")  # fmt: skip
     c1, c2, c3, c4 = st.columns(4)
-    rate = _number_box(c1, "Target rate (req/s)", 0.1, 100_000.0, float(cfg.workload.arrival.rate_per_s) * 4, "plan.rate")
-    ttft = _number_box(c2, "TTFT SLO (s)", 0.01, 3600.0, float(cfg.slo.ttft_s), "plan.ttft")
-    tpot_ms = _number_box(c3, "TPOT SLO (ms)", 1.0, 60_000.0, float(cfg.slo.tpot_s * 1e3), "plan.tpot")
-    rule = c4.selectbox("Percentile", list(RULES), index=2, key="plan.rule",
+    # (each box's range is its field's: the plan's target rate, the config's SLOs; a value the SLOs refuse, a 0 s TTFT,
+    # is named below)
+    rate = _number_box(c1, "Target rate (req/s)", *field_bounds(("target_rate_per_s",), PlanSpec),
+                       float(cfg.workload.arrival.rate_per_s) * 4, "plan.rate")  # fmt: skip
+    ttft = _number_box(c2, "TTFT SLO (s)", *field_bounds(("ttft_s",), SLOConfig), float(cfg.slo.ttft_s), "plan.ttft")
+    tpot_ms = _number_box(c3, "TPOT SLO (ms)", *(b * 1e3 for b in field_bounds(("tpot_s",), SLOConfig)),
+                          float(cfg.slo.tpot_s * 1e3), "plan.tpot")  # fmt: skip
+    rule = c4.selectbox("Percentile", list(RULES), index=list(RULES).index(DEFAULT_RULE), key="plan.rule",
                         help="Capacity holds the chosen percentile of TTFT and of TPOT to the SLOs over the steady-state "
-                        "window, or (DistServe) requires 90 % of requests to meet both.")  # fmt: skip
+                        f"window, or (DistServe) requires {ATTAINMENT_TEXT} of requests to meet both.")  # fmt: skip
     hardware = list(list_presets("hardware"))
     priced = [g for g in hardware if g in default_prices()]
     with st.expander("Search space and prices", expanded=False):
@@ -194,7 +204,8 @@ def main() -> None:
                              help=plain(f"{tp_rule_text(cfg.model)}. Offered: which of {', '.join(map(str, PLAN_TP_DEGREES[:-1]))} "
                                         f"and {PLAN_TP_DEGREES[-1]} GPUs (one node) they split over; ") +
                                   "`python -m sim_core plan --tp` searches any degree.")  # fmt: skip
-        max_replicas = d2.number_input("Most replicas", 1, 64, 16, key="plan.replicas")
+        max_replicas = d2.number_input("Most replicas", *field_bounds(("max_replicas",), PlanSpec),
+                                       PlanSpec.model_fields["max_replicas"].default, key="plan.replicas")  # fmt: skip
         f1, f2 = st.columns(2)
         pd_split = f1.checkbox("Also search P:D splits (xPyD)", False, key="plan.pd",
                                help="x prefill + y decode instances (x + y ≤ most replicas), per-pool TP from the "
@@ -207,7 +218,13 @@ def main() -> None:
             budgets = _knob_values("Token budgets", [512, 2048, 8192], "plan.budgets")
         with e2:
             batches = _knob_values("Max batch", [64, 128, 256], "plan.batches")
-    slo_cfg = cfg.model_copy(update={"slo": cfg.slo.model_copy(update={"ttft_s": ttft, "tpot_s": tpot_ms / 1e3})})
+    try:  # (validated: a model_copy would take a 0 s TTFT the config refuses)
+        slo = SLOConfig.model_validate({"ttft_s": float(ttft), "tpot_s": tpot_ms / 1e3})
+    except ValidationError as err:
+        names = {"ttft_s": "TTFT SLO (s)", "tpot_s": "TPOT SLO (s: the box's ms / 1000)"}
+        st.error(plain(format_validation_error(err, "SLOs", SLOConfig, names=names)))
+        return
+    slo_cfg = cfg.model_copy(update={"slo": slo})
     missing = [g for g in gpus if g not in prices]
     if missing:
         st.error(f"Enter a price per GPU-hour for {', '.join(missing)} (or remove it from the GPUs).")

@@ -24,7 +24,7 @@ from app.state import (
 )
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
-from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics
+from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -155,8 +155,8 @@ def _steady_caption(res: SimResult) -> None:
         # nothing, and a banner telling a class to run 125 requests talked over the lesson. One line says why.
         st.caption(f"{plain(st_.note)} The figures above cover the whole run.")
         return
-    st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: first and last "
-               f"10 % excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
+    st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: "
+               f"{steady_exclusion_text()} excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
                f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
                f"{fmt_seconds(st_.ttft_p99_s)}, TPOT p99 {fmt_seconds(st_.tpot_p99_s)}.")  # fmt: skip
     if st_.note:

@@ -20,9 +20,11 @@ from app.state import CFG_KEY, link_query, read_query_params, show_link_notices,
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
 from sim_core.inputs import parse_float_text, parse_int_text
+from sim_core.metrics import steady_exclusion_text
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (
+    DISTSERVE_ATTAINMENT,
     RATE_SWEEP_PAST_SATURATION,
     SWEEP_KNOBS,
     CapacityObjective,
@@ -41,11 +43,11 @@ from sim_core.sweep import (
 )
 
 MAX_POINTS = 16
-ATTAINMENT = 0.9
 MAX_SEEDS = 5
 # Capacity rules: the named percentile of TTFT and TPOT within the SLOs (serving benchmarks) or DistServe's attainment.
 RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(percentile=90),
-         "P50": CapacityObjective(percentile=50), f"≥ {ATTAINMENT:.0%} meet both": CapacityObjective(rule="attainment", attainment=ATTAINMENT)}  # fmt: skip
+         "P50": CapacityObjective(percentile=50),
+         f"≥ {DISTSERVE_ATTAINMENT * 100:g} % meet both": CapacityObjective(rule="attainment")}  # fmt: skip
 NO_ENGINE = "(none)"
 # sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
 VALUE_FORMAT = "%.6g"
@@ -329,8 +331,8 @@ def main() -> None:
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
                f"{plain(describe_where(cfg))}). "
-               f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests ranked 10 %–90 % by "
-               "arrival; throughput and goodput over that window's span, not the makespan). Throughput counts output "
+               f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests by arrival but the "
+               f"{steady_exclusion_text()}; throughput and goodput over that window's span, not the makespan). Throughput counts output "
                "tokens; goodput, requests meeting the SLOs.")  # fmt: skip
     if stop <= start:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")

@@ -1439,3 +1439,46 @@ def test_the_sweep_page_of_a_disaggregated_deployment_says_the_replicas_knob_can
     said = " ".join(e.value for e in at.error)
     assert "must be 1 with disaggregation" in said and "(Serving: replicas, in the sidebar)" in said, said
     assert not at.warning  # (not one warning per point)
+
+
+def test_the_plan_pages_boxes_take_their_ranges_and_defaults_from_the_models():
+    # (they restated them: rate 0.1-100,000 req/s, TTFT from 10 ms, TPOT from 1 ms, most replicas 1-64 opening on 16,
+    # the P99 rule as index 2, "90 %" in a label and a help text)
+    from sim_core.config import MAX_REPLICAS, SLOConfig, field_bounds
+    from sim_core.planner import PlanSpec
+    from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
+
+    at = open_page("app_pages/plan.py")
+    assert not at.exception
+    box = at.number_input
+    assert (box(key="plan.rate").min, box(key="plan.rate").max) == field_bounds(("target_rate_per_s",), PlanSpec)
+    assert (box(key="plan.ttft").min, box(key="plan.ttft").max) == field_bounds(("ttft_s",), SLOConfig)
+    assert (box(key="plan.tpot").min, box(key="plan.tpot").max) == tuple(b * 1e3 for b in field_bounds(("tpot_s",), SLOConfig))
+    assert (box(key="plan.replicas").min, box(key="plan.replicas").max) == (1, MAX_REPLICAS)
+    assert box(key="plan.replicas").value == PlanSpec.model_fields["max_replicas"].default
+    rule = at.selectbox(key="plan.rule")
+    assert rule.value == f"P{CapacityObjective().percentile}"
+    assert f"≥ {DISTSERVE_ATTAINMENT * 100:g} % meet both" in rule.options
+
+
+def test_a_plan_slo_the_config_refuses_is_named_and_nothing_is_searched(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.ttft").set_value(0.0).run()
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "TTFT SLO (s) = 0.0: Input should be greater than 0; allowed: > 0 and <= 3600" in said, said
+    assert not any(b.key == "plan.go" for b in at.button)  # (no search on a config the SLOs refuse)
+
+
+def test_the_steady_window_and_attainment_rule_are_worded_from_sim_core(monkeypatch):
+    # Simulate's steady-state line and Sweep's capacity caption typed out "10 %" and Sweep its own 0.9: with other
+    # fractions they would have said what the summary does not do
+    import sim_core.metrics as metrics
+
+    monkeypatch.setattr(metrics, "STEADY_WARMUP_FRACTION", 0.2)
+    at = app().run()
+    assert not at.exception
+    assert any("first 20 % and last 10 % excluded" in c.value for c in at.caption)
+    at.switch_page("app_pages/sweep.py").run()
+    assert any("but the first 20 % and last 10 %" in c.value for c in at.caption)
