@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.config import NotAField, format_validation_error, set_dotted
-from sim_core.inputs import InputError, NestingError, loads_bounded
+from sim_core.inputs import BracketTextError, InputError, NestingError, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
@@ -147,15 +147,18 @@ def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _param_value(text: str, path: str = "") -> Any:
-    """A link value (of the field `path`, named in the error): JSON when it parses (numbers, true, quoted text), else
-    the text itself."""
+    """A link value (of the field `path`, named in the error), read as `--set` reads one (`inputs.value_from_text`):
+    JSON when it parses (numbers, true, quoted text), else the text itself, but for broken JSON meant as an object or
+    a list, JSON nested too deeply, or an object naming a member twice."""
     try:
-        return loads_bounded(text, "link value")
+        return value_from_text(text, "link value")
     except NestingError:
         raise PresetError(f"The link's {path[:60]!r} is JSON nested too deeply to be a config value." if path else
                           "A link value is JSON nested too deeply to be a config value.") from None  # fmt: skip
-    except InputError:
-        return text
+    except InputError as err:  # (the field, then what is wrong: "Invalid link value: ..." would name neither)
+        what = str(err).removeprefix("Invalid link value: ")
+        raise PresetError(f"{path or 'a link value'}: {what} (%22...%22 in a link)" if isinstance(err, BracketTextError)
+                          else f"{path or 'a link value'}: {what}") from None  # fmt: skip
 
 
 def _readable_overrides(cfg: SimConfig, base: str) -> dict[str, str] | None:
@@ -170,7 +173,10 @@ def _readable_overrides(cfg: SimConfig, base: str) -> dict[str, str] | None:
     out = {}
     for k, v in diff.items():
         text = v if isinstance(v, str) else json.dumps(v)
-        if isinstance(v, list | dict) or _param_value(text) != v:
+        try:
+            if isinstance(v, list | dict) or _param_value(text) != v:
+                return None
+        except PresetError:  # (text a link would not read back, e.g. a name starting with "[": the exact encoding)
             return None
         out[k] = text
     return out

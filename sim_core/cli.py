@@ -17,7 +17,7 @@ from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_
 from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.inputs import DuplicateKeyError, InputError, NestingError, did_you_mean, loads_bounded, printable
+from sim_core.inputs import BracketTextError, InputError, did_you_mean, printable, value_from_text
 from sim_core.metrics import steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
@@ -41,14 +41,11 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
         try:
-            value = loads_bounded(raw, f"--set {key}")
-        except (NestingError, DuplicateKeyError) as err:  # JSON, but not a value (it would be read as text)
-            raise PresetError(str(err)) from None
+            value = value_from_text(raw, f"--set {key}")  # (a link's values are read by the same rule)
+        except BracketTextError as err:
+            raise PresetError(f"{err}, e.g. --set '{key.strip()}=\"...\"'") from None
         except InputError as err:
-            if raw.lstrip()[:1] in ("{", "["):  # meant as an object or a list: its JSON error, not "a valid dictionary"
-                raise PresetError(f"{err} in {printable(raw)[:200]!r}; text that starts with {{ or [ goes in JSON "
-                                  f"quotes, e.g. --set '{key.strip()}=\"...\"'") from None
-            value = raw  # not JSON: a string
+            raise PresetError(str(err)) from None
         try:
             set_dotted(data, key.strip(), value)
         except NotAField as err:

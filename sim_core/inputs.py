@@ -98,6 +98,26 @@ def loads_bounded(text: str | bytes, source: str = "config") -> Any:
     return data
 
 
+class BracketTextError(InputError):
+    """Text that starts with { or [ (meant as an object or a list) and is not valid JSON."""
+
+
+def value_from_text(raw: str, source: str) -> Any:
+    """A config value written as text, the one reading of `--set key=value` and of a link's `?key=value`: JSON when it
+    parses (numbers, true, "quoted text", objects, lists), else the text itself. Refused (InputError, naming `source`):
+    JSON nested too deeply, an object naming a member twice, and text that starts with { or [ but is not JSON, meant as
+    an object or a list (read as text it was refused as "a valid dictionary", or taken as a GPU's name by a link while
+    --set refused it: BracketTextError)."""
+    try:
+        return loads_bounded(raw, source)
+    except (NestingError, DuplicateKeyError):
+        raise
+    except InputError as err:
+        if raw.lstrip()[:1] in ("{", "["):
+            raise BracketTextError(f"{err} in {printable(raw)[:200]!r}; text that starts with {{ or [ goes in JSON quotes") from None
+        return raw
+
+
 def parse_int_text(text: str) -> int:
     """An integer written in ASCII digits with an optional sign; ValueError otherwise."""
     text = text.strip()

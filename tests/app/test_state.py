@@ -211,3 +211,33 @@ def test_a_link_of_thousands_of_bad_fields_gets_a_short_warning_and_keeps_its_go
     cfg, _, warning = config_from_query(params)
     assert cfg == load_preset("engine-orca").model_copy(update={"seed": 5})
     assert "'hardware.x0'" in warning and "(and 2,995 more)" in warning and len(warning) < 2000
+
+
+@cases(60)
+@given(path=hs.sampled_from(["hardware.name", "model.name", "workload.prompt_tokens", "scheduler.max_num_seqs"]),
+       text=hs.one_of(hs.text(max_size=30).map(lambda t: "[" + t), hs.text(max_size=30).map(lambda t: "{" + t),
+                      hs.sampled_from(['{"a": 1, "a": 2}', "[x](y)", "{a}", " [1,", '"[x](y)"', "[1, 2]"])))  # fmt: skip
+def test_a_link_reads_a_value_as_set_does(path, text):
+    # (one rule, inputs.value_from_text: a link took "[x](y)" as a GPU's name and '{"a": 1, "a": 2}' as text where
+    # --set refused both, naming the JSON error)
+    preset = load_preset("chat-h100-llama8b")
+    cfg, _, warning = config_from_query({"preset": "chat-h100-llama8b", path: text})
+    try:
+        by_set = apply_overrides(preset, [f"{path}={text}"])
+    except PresetError:
+        by_set = None
+    if by_set is None:
+        assert warning is not None and path in warning and cfg == preset, warning
+    else:
+        assert warning is None and cfg == by_set
+
+
+def test_a_link_names_broken_json_meant_as_an_object_or_list():
+    cfg, _, warning = config_from_query({"preset": "chat-h100-llama8b", "hardware.name": "[x](y)", "seed": "3"})
+    assert cfg == load_preset("chat-h100-llama8b").model_copy(update={"seed": 3})
+    assert warning.startswith("hardware.name: not valid JSON (Expecting value at line 1, column 2) in '[x](y)'; text that "
+                              "starts with { or [ goes in JSON quotes (%22...%22 in a link)")  # fmt: skip
+    named, _, warning = config_from_query({"preset": "chat-h100-llama8b", "hardware.name": '"[x](y)"'})
+    assert warning is None and named.hardware.name == "[x](y)"
+    # and a link the app writes for such a name reads back exactly (the readable form cannot hold it: the exact one)
+    assert config_from_query(config_to_query(named, None, "chat-h100-llama8b"))[0] == named
