@@ -106,9 +106,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
+    args.knob = knob_name(args.knob)
     if args.knob not in SWEEP_KNOBS:
         raise PresetError(f"unknown knob {args.knob!r}; one of {', '.join(SWEEP_KNOBS)}")
     knob_bounds(args.knob, cfg)  # (a knob that cannot apply to cfg: said before the default range's saturation run)

@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +33,7 @@ SWEEP_KNOBS: dict[str, tuple[str, str, bool]] = {
     "rate": ("workload.arrival.rate_per_s", "arrival rate (requests/s)", False),
     "max_num_seqs": ("scheduler.max_num_seqs", "max batch size (sequences)", True),
     "chunk": ("scheduler.max_num_batched_tokens", "token budget / chunk (tokens)", True),
-    "memory_gb": ("hardware.memory_gib", "GPU memory (GiB)", False),
+    "memory_gib": ("hardware.memory_gib", "GPU memory (GiB)", False),
     "bandwidth": ("hardware.hbm_bandwidth_gb_per_s", "HBM bandwidth (GB/s)", False),
     "tflops": ("hardware.peak_tflops", "peak compute (TFLOP/s)", False),
     "num_gpus": ("hardware.num_gpus", "GPUs (tensor parallel)", True),
@@ -40,6 +41,15 @@ SWEEP_KNOBS: dict[str, tuple[str, str, bool]] = {
     "replicas": ("deployment.replicas", "replicas behind the router", True),
     "prefill_instances": ("deployment.disaggregation.prefill.replicas", "prefill instances (P of P+D, total fixed)", True),
 }
+
+# an older name of a knob -> its name: read from the CLI and links (the memory knob said GB for a GiB field, as the field did
+# before it was renamed; config._migrate_memory_gb reads the field's old name the same way)
+KNOB_ALIASES = MappingProxyType({"memory_gb": "memory_gib"})
+
+
+def knob_name(name: str) -> str:
+    """A sweep knob by its name or an older one (`KNOB_ALIASES`); an unknown name is returned as it is."""
+    return KNOB_ALIASES.get(name, name)
 
 
 def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:

@@ -35,6 +35,7 @@ from sim_core.sweep import (
     completion_rate_per_s,
     default_range,
     knob_bounds,
+    knob_name,
     knob_value,
     point_metric,
     run_sweep,
@@ -239,7 +240,7 @@ COMPACT_SWEEP_COLUMNS_VS = {"setup": 86, "knob": 48, "goodput req/s": 72, "TTFT 
 # 48 px); all columns, six, as the From and To inputs write them
 COMPACT_VALUE_FORMAT = "%.4g"
 # The knob's column header, short enough for its ~50 px ("max_num_seqs" read "max_nu"); its help has the knob's label
-KNOB_HEADERS = {"rate": "rate", "max_num_seqs": "batch", "chunk": "chunk", "memory_gb": "GiB", "bandwidth": "GB/s",
+KNOB_HEADERS = {"rate": "rate", "max_num_seqs": "batch", "chunk": "chunk", "memory_gib": "GiB", "bandwidth": "GB/s",
                 "tflops": "TFLOP/s", "num_gpus": "GPUs", "kv_compression": "KV kept", "replicas": "replicas",
                 "prefill_instances": "prefill"}  # fmt: skip
 
@@ -273,6 +274,7 @@ def main() -> None:
     problems = []
     if "sw.knob" not in st.session_state:
         wanted = params.get("sweep")
+        wanted = knob_name(wanted) if wanted is not None else None  # (a link saved under a knob's older name)
         if wanted is not None and wanted not in knobs:
             problems.append(f"The link names an unknown sweep knob {wanted[:40]!r}; sweeping the arrival rate.")
         st.session_state["sw.knob"] = wanted if wanted in knobs else "rate"

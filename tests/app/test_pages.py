@@ -1482,3 +1482,9 @@ def test_the_steady_window_and_attainment_rule_are_worded_from_sim_core(monkeypa
     assert any("first 20 % and last 10 % excluded" in c.value for c in at.caption)
     at.switch_page("app_pages/sweep.py").run()
     assert any("but the first 20 % and last 10 %" in c.value for c in at.caption)
+
+
+def test_a_sweep_link_under_the_memory_knobs_older_name_opens_it():
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="memory_gb")
+    assert not at.exception and not at.warning
+    assert at.selectbox(key="sw.knob").value == "memory_gib"

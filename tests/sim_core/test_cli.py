@@ -148,3 +148,17 @@ def test_trace_flag_replays_a_named_format_and_bad_rows_exit_2(tmp_path, capsys)
     assert "azure-2023 line 3: ContextTokens = 'x'" in capsys.readouterr().err
     assert main(["run", "chat-h100-llama8b", "--trace", str(bad), "--trace-time-scale", "0"]) == 2
     assert "--trace-time-scale = 0.0" in capsys.readouterr().err  # (the option as typed)
+
+
+def test_the_memory_knob_says_its_unit_and_its_older_name_still_sweeps(capsys):
+    # (the knob was memory_gb for a GiB field, as the field was before it was renamed: the name now says GiB, and
+    # commands and links that use the old one run the same sweep)
+    from sim_core.sweep import SWEEP_KNOBS, knob_name
+
+    assert "memory_gib" in SWEEP_KNOBS and "memory_gb" not in SWEEP_KNOBS and knob_name("memory_gb") == "memory_gib"
+    args = ["sweep", "chat-h100-llama8b", "--start", "40", "--stop", "80", "--num", "2", "--set", "workload.num_requests=30",
+            "--workers", "1"]  # fmt: skip
+    assert main([*args, "--knob", "memory_gb"]) == 0
+    old = capsys.readouterr().out
+    assert main([*args, "--knob", "memory_gib"]) == 0
+    assert capsys.readouterr().out == old and "memory_gib" in old and "GPU memory (GiB)" in old
