@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core import quantiles
-from sim_core.config import SimConfig, WorkloadConfig
+from sim_core.config import SimConfig, WorkloadConfig, field_bounds
 from sim_core.costmodel import MemoryPlan, swap_bytes_per_s, utilisation_peaks
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
 from sim_core.runs import Runs
@@ -73,7 +73,7 @@ STEADY_WARMUP_FRACTION = 0.1  # share of arrivals excluded at the start (warm-up
 STEADY_DRAIN_FRACTION = 0.1  # share of arrivals excluded at the end (drain)
 MIN_STEADY_REQUESTS = 100  # fewer window requests than this: a p99 rests on a single request
 # the most requests one run may have (config.py's bound on workload.num_requests)
-MAX_NUM_REQUESTS = next(m.le for m in WorkloadConfig.model_fields["num_requests"].metadata if getattr(m, "le", None))
+MAX_NUM_REQUESTS = field_bounds(("num_requests",), WorkloadConfig)[1]
 
 
 def steady_window_share() -> float:
