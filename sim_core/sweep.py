@@ -103,8 +103,8 @@ def with_rate(cfg: SimConfig, rate_per_s: float) -> SimConfig:
 
 
 # Arrival processes that do not follow workload.arrival.rate_per_s, and what they do instead
-RATELESS_ARRIVALS = {"offline": "every request is queued at t = 0",
-                     "closed_loop": "each client sends its next request when its last one is answered"}  # fmt: skip
+RATELESS_ARRIVALS = MappingProxyType({"offline": "every request is queued at t = 0",
+                                      "closed_loop": "each client sends its next request when its last one is answered"})
 
 
 def check_rate_applies(cfg: SimConfig) -> None:
