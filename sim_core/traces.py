@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -46,9 +47,9 @@ MAX_WINDOW_ROWS = 5_000_000  # rows kept after the window, before sampling (boun
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
-LENGTH_FIELDS = {"csv": ("prompt_tokens", "output_tokens"), "azure-2023": ("ContextTokens", "GeneratedTokens"),
-                 "azure-2024": ("ContextTokens", "GeneratedTokens"), "burstgpt": ("Request tokens", "Response tokens"),
-                 "mooncake": ("input_length", "output_length")}  # fmt: skip
+# each format's (prompt, output) length columns, as its file names them (a skipped row's message names them)
+LENGTH_FIELDS = MappingProxyType({"csv": TRACE_COLUMNS[1:3], "azure-2023": AZURE_COLUMNS[1:3], "azure-2024": AZURE_COLUMNS[1:3],
+                                  "burstgpt": BURSTGPT_COLUMNS[2:4], "mooncake": MOONCAKE_KEYS[1:3]})  # fmt: skip
 TIME_FIELD = {"csv": "arrival_s", "azure-2023": "TIMESTAMP", "azure-2024": "TIMESTAMP", "burstgpt": "Timestamp", "mooncake": "timestamp"}
 MAX_JSON_INT = 10**300  # a JSON integer this large or larger is no count or time (and not a float)
 AZURE_MAX_FRACTION_DIGITS = 18  # the traces write 7 (100 ns); more digits are not a time any clock took
