@@ -63,13 +63,13 @@ def plan_tp_degrees(cfg: SimConfig) -> list[int]:
 
 
 def _number_box(col, label: str, lo: float, hi: float, value: float, key: str) -> float:
-    """A number box from `lo` to `hi` opened on `value`, widened to hold it: a linked config may hold any value its
-    model allows (a rate of 1e-6 or 100,000 req/s, a 1 ms TTFT SLO), and a default outside the box (4x a rate of
-    100,000, past the box's 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. A small value
-    is written in significant digits (the default two decimals showed 4e-06 req/s as 0.00)."""
+    """A number box over its field's range `lo`-`hi`, opened on `value` held within it: a linked config may hold any
+    value its model allows (a rate of 1e-6 or 100,000 req/s, a 1 ms TTFT SLO), and a default past the range (4x a rate
+    of 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. A small value is written in significant
+    digits (the default two decimals showed 4e-06 req/s as 0.00)."""
     lo, hi = float(lo), float(hi)  # (a field's bounds may be an int and a float: the box takes one type)
-    value = min(value, hi)
-    return col.number_input(label, min(lo, value), hi, value, key=key, format="%.6g" if value < 0.01 else None)
+    value = min(max(value, lo), hi)
+    return col.number_input(label, lo, hi, value, key=key, format="%.6g" if value < 0.01 else None)
 
 
 def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
