@@ -21,6 +21,9 @@ class WorkerSettings:
     max_parallel: int = 2
     hard_timeout_s: float = 15.0
     address_space_slack_bytes: int = 1 << 30
+    max_background: int = 2
+    background_after_s: float = 0.5
+    background_nice: int = 10
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,10 @@ def load_settings(path: str | Path | None = None) -> ServerSettings:
         cache_max_bytes=int(cache.get("max_bytes", ServerSettings.cache_max_bytes)),
         uploads_max_bytes=int(uploads.get("max_bytes", ServerSettings.uploads_max_bytes)),
     )
-    if not (out.worker.max_parallel >= 1 and out.worker.hard_timeout_s > 0 and out.page_max_wall_s > 0
-            and out.cache_max_bytes > 0 and out.uploads_max_bytes > 0):  # fmt: skip
-        raise ValueError(f"server settings {path}: limits must be positive")
+    w = out.worker
+    if not (w.max_parallel >= 1 and w.hard_timeout_s > 0 and w.max_background >= 0 and w.background_after_s > 0
+            and out.page_max_wall_s > 0 and out.cache_max_bytes > 0 and out.uploads_max_bytes > 0):  # fmt: skip
+        raise ValueError(f"server settings {path}: limits must be positive (max_background may be 0)")
+    if not 0 <= w.background_nice <= 19:
+        raise ValueError(f"server settings {path}: [worker] background_nice = {w.background_nice}; allowed: 0 to 19")
     return out

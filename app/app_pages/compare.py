@@ -187,7 +187,8 @@ def main() -> None:
 
 def _seed_table(a: SimConfig, b: SimConfig, page: runner.PageBudget) -> None:
     """Each metric as min–max over k seeds for both setups (issue 14: is the difference bigger than the noise?)."""
-    from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+    from app.components.pool_backend import PointFailed
+    from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
     from sim_core.sweep import seed_bands
 
     k = int(st.number_input("Repeat over seeds", 1, 5, 1, key="cmp.seeds",
@@ -196,11 +197,14 @@ def _seed_table(a: SimConfig, b: SimConfig, page: runner.PageBudget) -> None:
         return
     fields = [f for _, f, _ in METRIC_ROWS]
     try:
-        with st.spinner(f"Simulating A and B over {k} seeds…"), get_backend() as backend:
+        with st.spinner(f"Simulating A and B over {k} seeds…"), runner.points_backend() as backend:
             bands = [seed_bands(c, fields, k, backend, PointCache(default_cache_dir()), budget=page.run_budget,
                                 cancelled=page.exhausted) for c in (a, b)]  # each seed's run under the server's budget
     except PresetError as err:
         st.error(plain(err))
+        return
+    except PointFailed as err:  # (a run's process killed by its backstop; finished runs are kept)
+        st.error(plain(f"The seed bands stopped: {err}. Finished runs are kept."))
         return
     except SearchCancelled as err:
         st.warning(f"The seed bands stopped ({err}): this page may spend {page.max_wall_s:g} s of server time on new "

@@ -4,7 +4,6 @@ chart of cost against latency; each row opens its replica in Simulate."""
 
 from __future__ import annotations
 
-import os
 from typing import get_args
 from urllib.parse import urlencode
 
@@ -13,12 +12,13 @@ import streamlit as st
 from pydantic import ValidationError
 
 from app.components import charts, tables
-from app.components.runner import PageBudget
+from app.components.pool_backend import PointFailed
+from app.components.runner import PageBudget, points_backend
 from app.components.text import plain
 from app.components.units import MISSING
 from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
-from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.budget import is_budget_stop
 from sim_core.config import Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
 from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
@@ -247,7 +247,7 @@ def main() -> None:
     import time
 
     bar = st.progress(0.0, text="Planning…")
-    backend = get_backend(max_workers=os.cpu_count() or 1)
+    backend = points_backend()
     t0 = time.monotonic()
     page = PageBudget()  # the server's time per page view (app/server.toml): no click may hold it longer
     try:
@@ -269,6 +269,9 @@ def main() -> None:
         return
     except PresetError as err:
         st.error(plain(err))
+        return
+    except PointFailed as err:  # (a point's process killed by its backstop; finished points are cached)
+        st.error(plain(f"The search stopped: {err}. Finished points are cached: press Plan again to continue."))
         return
     finally:
         backend.close()

@@ -11,14 +11,15 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components import charts, tables
-from app.components.runner import PageBudget
+from app.components.pool_backend import PointFailed
+from app.components.runner import PageBudget, points_backend
 from app.components.setup_notes import calibration_difference
 from app.components.sidebar import describe_where
 from app.components.text import plain, plotly_text
 from app.components.units import MISSING, fmt_number
 from app.state import CFG_KEY, link_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
-from sim_core.backend import PointCache, SearchCancelled, default_cache_dir, get_backend
+from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.metrics import steady_exclusion_text
 from sim_core.planner import saturation_config
@@ -113,7 +114,7 @@ def _run(cfg: SimConfig, knob: str, values: list[float], bar, offset: int, total
     def progress(done: int, _: int) -> None:
         bar.progress((offset + done) / total, text=f"{knob}: {offset + done}/{total} runs")
 
-    with get_backend() as backend:
+    with points_backend() as backend:
         return run_sweep(cfg, knob, values, progress, num_seeds=seeds, backend=backend, cache=PointCache(default_cache_dir()),
                          steady_length=steady, cancelled=page.exhausted if page else None,
                          budget=page.run_budget if page else None)  # fmt: skip
@@ -358,6 +359,10 @@ def main() -> None:
     try:
         curves = {name: _run(c, knob, values, bar, i * len(values) * seeds, total, seeds, steady, page)
                   for i, (name, c) in enumerate(setups.items())}  # fmt: skip
+    except PointFailed as err:  # (a point's process killed by its backstop: said, and the finished points kept)
+        bar.empty()
+        st.error(plain(f"The sweep stopped: {err}. Finished points are kept."))
+        return
     except SearchCancelled as err:
         bar.empty()
         st.warning(f"The sweep stopped ({err}): this page may spend {page.max_wall_s:g} s of server time on new "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 import time
@@ -21,10 +22,12 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from app.components.pool_backend import InFlight, PoolBackend
 from app.components.upload_ledger import UploadLedger
 from app.components.worker import WorkerPool
 from app.settings import ServerSettings, load_settings
 from sim_core import MemoryPlanError, PresetError, SimConfig, SimResult, run_simulation
+from sim_core.backend import Backend, get_backend
 from sim_core.budget import RunBudget, is_load_dependent_stop
 from sim_core.config import MAX_HASH_ID, Trace
 
@@ -188,6 +191,7 @@ class Server:
     cache: ResultCache
     pool: WorkerPool | None
     uploads: UploadLedger  # the uploaded traces the sessions' configs hold ([uploads] max_bytes)
+    points: InFlight  # Sweep, Plan and Compare points being computed, shared by the sessions (pool_backend.py)
 
 
 @st.cache_resource(show_spinner=False)
@@ -195,8 +199,21 @@ def server() -> Server:
     """The server-wide settings, cache and worker pool (one per server process)."""
     s = load_settings()
     w = s.worker
-    pool = WorkerPool(s.run, w.max_parallel, w.hard_timeout_s, w.address_space_slack_bytes) if w.enabled else None
-    return Server(s, ResultCache(s.cache_max_bytes), pool, UploadLedger(s.uploads_max_bytes, trace_bytes))
+    pool = (WorkerPool(s.run, w.max_parallel, w.hard_timeout_s, w.address_space_slack_bytes, w.max_background,
+                       w.background_after_s, w.background_nice) if w.enabled else None)  # fmt: skip
+    return Server(s, ResultCache(s.cache_max_bytes), pool, UploadLedger(s.uploads_max_bytes, trace_bytes), InFlight())
+
+
+def points_backend() -> Backend:
+    """Where a page's sweep, plan or seed points run: the server's worker pool (fair turns with every other session's
+    runs; app/components/pool_backend.py), or Ray when $RAY_ADDRESS names a cluster, or this process when the server
+    has no workers."""
+    srv = server()
+    if os.environ.get("RAY_ADDRESS") or srv.pool is None:
+        return get_backend(max_workers=None if srv.pool is not None else 1)
+    # (a task may be a capacity bisection of several runs: it cannot usefully outlive the page's budget)
+    timeout_s = srv.settings.page_max_wall_s + srv.settings.worker.hard_timeout_s
+    return PoolBackend(srv.pool, srv.points, session_owner(), srv.settings.worker.max_parallel, timeout_s)
 
 
 def hold_config(cfg: SimConfig) -> None:
@@ -211,12 +228,20 @@ def admit_upload(cfg: SimConfig) -> str | None:
     return server().uploads.admit(cfg)
 
 
+def session_owner() -> str | None:
+    """Who a run is for, in the worker pool's fair turns: the browser session whose page asks (None outside a page)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else None
+
+
 def _simulate(srv: Server, cfg: SimConfig) -> Outcome:
     budget = srv.settings.run
     try:
         if srv.pool is None:
             return Outcome(run_simulation(cfg, budget=budget), None)
-        reply = srv.pool.run(cfg)  # (the config pickled, not its JSON: ~0.1 s where the JSON took ~1 s for an upload)
+        reply = srv.pool.run(cfg, owner=session_owner())  # (the config pickled, not its JSON: ~0.1 s where the JSON took ~1 s for an upload)
     except (MemoryPlanError, PresetError) as err:
         return Outcome(None, str(err))
     except Exception as err:  # never a traceback in the browser; the log keeps it for us
@@ -263,7 +288,8 @@ def check_upload(fn: Callable[..., Any], *args: Any) -> Any:
             return fn(*args)
         except ValueError as err:  # (PresetError, InputError, TraceError, a ValidationError)
             return str(err)
-    reply = srv.pool.call(fn, args, (ValueError,), timeout_s=UPLOAD_CHECK_TIMEOUT_S, what="check of the file")
+    reply = srv.pool.call(fn, args, (ValueError,), timeout_s=UPLOAD_CHECK_TIMEOUT_S, what="check of the file",
+                          owner=session_owner())  # fmt: skip
     if reply.kind in ("ok", "error"):
         return reply.payload
     if reply.kind == "killed":
