@@ -130,22 +130,9 @@ def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
     if knob == "rate" and cfg.workload.trace is not None:
         return with_rate(cfg, float(value))
     out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
-    _check_reaches_an_instance(cfg, out, knob, value)
+    if out != cfg:  # (a top-level value every pool replaces ran the base deployment under the point's label)
+        _check_a_pool_runs_with(cfg, knob)
     return out
-
-
-def _check_reaches_an_instance(base: SimConfig, point: SimConfig, knob: str, value: Any) -> None:
-    """A top-level hardware or scheduler value that every pool overrides (pool_config is the rule) ran the base
-    deployment under the point's label: a num_gpus sweep of DistServe's P2D1 (TP 2 + TP 1) gave equal rows."""
-    from sim_core.config import pool_config
-
-    if base.deployment is None or base.deployment.disaggregation is None or point == base:
-        return
-    if all(pool_config(point, role) == pool_config(base, role) for role in ("prefill", "decode")):
-        path = SWEEP_KNOBS[knob][0]
-        raise PresetError(f"{knob} = {value:g}: no instance of this deployment runs with the top-level {path} (each "
-                          "pool of deployment.disaggregation sets its own hardware, tensor_parallel or scheduler); "
-                          "sweep on a config without those pool overrides")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -232,7 +219,7 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
     P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
     Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine, replicas of a disaggregated
-    deployment, the rate of offline arrivals)."""
+    deployment, a field both of its pools set their own, the rate of offline arrivals)."""
     if knob == "rate" and cfg is not None:
         check_rate_applies(cfg)
     if knob == "replicas" and cfg is not None and cfg.deployment is not None and cfg.deployment.disaggregation is not None:
@@ -241,6 +228,8 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
         raise PresetError(f"replicas (deployment.replicas) must be 1 with disaggregation: this deployment's pools set their own "
                           f"({dis.prefill.replicas} prefill + {dis.decode.replicas} decode instances); sweep prefill_instances, "
                           "or serve with replicas instead")  # fmt: skip
+    if knob not in ("rate", "replicas", "prefill_instances") and cfg is not None:
+        _check_a_pool_runs_with(cfg, knob)
     if knob == "prefill_instances" and cfg is not None:
         from sim_core.cluster.knobs import prefill_instances_bounds
 
@@ -257,6 +246,23 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
         if getattr(meta, "lt", None) is not None:
             hi = float(meta.lt) - (1 if is_int else 1e-3)
     return lo, hi
+
+
+def _check_a_pool_runs_with(cfg: SimConfig, knob: str) -> None:
+    """PresetError when both pools of a disaggregated deployment replace the knob's top-level field with their own
+    (`config.pool_override`): a num_gpus sweep of DistServe's P2D1 (TP 2 + TP 1) ran its one point equal to the config
+    and named every other one an error, under a range of 1-64 (the CLI, the Sweep page)."""
+    from sim_core.config import pool_override
+
+    dis = cfg.deployment.disaggregation if cfg.deployment is not None else None
+    if dis is None:
+        return
+    path = SWEEP_KNOBS[knob][0]
+    overrides = {role: pool_override(pool, path) for role, pool in (("prefill", dis.prefill), ("decode", dis.decode))}
+    if all(overrides.values()):
+        raise PresetError(f"{knob} ({path}): no instance of this deployment runs with it: the prefill pool sets "
+                          f"{overrides['prefill']} and the decode pool {overrides['decode']} "
+                          "(deployment.disaggregation); sweep prefill_instances, or a config without those pool overrides")  # fmt: skip
 
 
 def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,

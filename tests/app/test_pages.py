@@ -1441,6 +1441,16 @@ def test_the_sweep_page_of_a_disaggregated_deployment_says_the_replicas_knob_can
     assert not at.warning  # (not one warning per point)
 
 
+def test_the_sweep_page_says_once_that_no_pool_runs_with_a_knob_both_pools_set():
+    # DistServe's pools set their own TP degrees: a num_gpus sweep warned "no instance of this deployment runs with the
+    # top-level hardware.num_gpus" for every point but the config's own (fuzz39)
+    at = linked_page(PAGES[2], preset="cluster-distserve-opt13b-3xa100-p2d1", sweep="num_gpus")
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "no instance of this deployment runs with it" in said and "(Serving: disaggregated, in the sidebar)" in said, said
+    assert not at.warning
+
+
 def test_the_plan_pages_boxes_take_their_ranges_and_defaults_from_the_models():
     # (they restated them: rate 0.1-100,000 req/s, TTFT from 10 ms, TPOT from 1 ms, most replicas 1-64 opening on 16,
     # the P99 rule as index 2, "90 %" in a label and a help text)

@@ -126,3 +126,16 @@ def test_a_plan_that_pruned_nothing_says_none(capsys):
     main(argv + FAST)
     out = capsys.readouterr().out
     assert "; pruned: none\n" in out, out
+
+
+def test_a_sweep_of_a_knob_both_pools_set_exits_2_before_any_run(capsys, monkeypatch):
+    # `sweep cluster-distserve-opt13b-3xa100-p2d1 --knob num_gpus --start 1 --stop 2` ran point 1 (the config itself)
+    # and printed "error: ... no instance of this deployment runs with the top-level hardware.num_gpus" for point 2,
+    # exit 0 (fuzz39)
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran a sweep"))
+    argv = ["sweep", "cluster-distserve-opt13b-3xa100-p2d1", "--knob", "num_gpus", "--start", "1", "--stop", "2", *FAST]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "num_gpus (hardware.num_gpus): no instance of this deployment runs with it" in err and "Traceback" not in err
