@@ -220,6 +220,8 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
     Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine, replicas of a disaggregated
     deployment, a field both of its pools set their own, the rate of offline arrivals)."""
+    if knob not in SWEEP_KNOBS:  # (run_sweep(cfg, "bogus", ...) was a KeyError)
+        raise PresetError(f"unknown knob {knob!r}; one of {', '.join(SWEEP_KNOBS)}")
     if knob == "rate" and cfg is not None:
         check_rate_applies(cfg)
     if knob == "replicas" and cfg is not None and cfg.deployment is not None and cfg.deployment.disaggregation is not None:
@@ -263,6 +265,20 @@ def _check_a_pool_runs_with(cfg: SimConfig, knob: str) -> None:
         raise PresetError(f"{knob} ({path}): no instance of this deployment runs with it: the prefill pool sets "
                           f"{overrides['prefill']} and the decode pool {overrides['decode']} "
                           "(deployment.disaggregation); sweep prefill_instances, or a config without those pool overrides")  # fmt: skip
+
+
+def check_repeats(num_seeds: int | None = None, scale: float | None = None,
+                  names: tuple[str, str] = ("num_seeds", "scale")) -> None:  # fmt: skip
+    """PresetError naming a seed count below 1 or a run-length multiplier that is not a finite number > 0 (`names`: as
+    the caller calls them). `python -m sim_core capacity --seeds 0` had this check; the Python API's run_sweep(...,
+    num_seeds=0) ended in an IndexError, capacity_interval(..., num_seeds=0) in min() of nothing, scale=nan in int(nan),
+    and scale=0 ran the shortest runs as if it were a length (fuzz39)."""
+    if num_seeds is not None and num_seeds < 1:
+        raise PresetError(f"{names[0]} = {num_seeds}: must be >= 1")
+    if scale is not None and not math.isfinite(scale):
+        raise PresetError(f"{names[1]} = {scale}: must be a finite number")
+    if scale is not None and scale <= 0:
+        raise PresetError(f"{names[1]} = {scale}: must be > 0 (a multiplier of the steady-state run length)")
 
 
 def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,
@@ -318,6 +334,7 @@ def run_sweep(
     `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's.
     `budget`: the server's ceiling per run (the app passes one; the CLI and API do not).
     Raises PresetError when the knob cannot apply to `cfg` (`knob_bounds`): said once, not as every point's error."""
+    check_repeats(num_seeds)
     knob_bounds(knob, cfg)
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
@@ -572,6 +589,7 @@ def find_capacity(
     (a rate known to be unsustainable, e.g. above saturation) the bracket is [config's rate, ceiling]
     when the config's rate meets the objective: no overloaded doubling probes. `run` maps a config to
     its summary (default: simulate here; a backend passes a cached or remote runner)."""
+    check_repeats(scale=scale)
     run = run or (lambda c: run_simulation(c).summary)
     probes: list[tuple[float, Summary]] = []
 
@@ -669,6 +687,7 @@ def capacity_interval(
 ) -> tuple[float, float, list[Capacity]]:
     """(lowest, highest) capacity over seeds cfg.seed … cfg.seed + num_seeds − 1, and each seed's result.
     The seeds' bisections run in parallel (default backend: a local process pool)."""
+    check_repeats(num_seeds, kwargs.get("scale"))
     if kwargs.get("backend") is None:
         with LocalBackend() as own:
             return capacity_interval(cfg, obj, num_seeds, **(kwargs | {"backend": own}))
