@@ -261,8 +261,24 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+# Options naming a path or an address: an empty one is refused, not read as "not given" (`--out ''` wrote nothing,
+# `--trace ''` replayed the preset's workload, `--cache-dir ''` used the default cache, `--ray ''` ran on local processes)
+PATH_OPTIONS = ("out", "trace", "cache_dir", "ray")
+
+
+def check_empty_options(args: argparse.Namespace) -> None:
+    """PresetError naming an option given as empty text (or only spaces)."""
+    for name in PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            option = "--" + name.replace("_", "-")
+            what = "a ray:// address or 'auto' (or --ray alone)" if name == "ray" else "a path"
+            raise PresetError(f"{option} {value!r}: empty; give {what}, or leave the option out")
+
+
 def _run_command(args: argparse.Namespace) -> int:
     try:
+        check_empty_options(args)
         if args.cmd in CAPACITY_COMMANDS:
             return run_capacity_command(args)
         if args.cmd == "run":

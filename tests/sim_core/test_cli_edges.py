@@ -139,3 +139,23 @@ def test_a_sweep_of_a_knob_both_pools_set_exits_2_before_any_run(capsys, monkeyp
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "num_gpus (hardware.num_gpus): no instance of this deployment runs with it" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", ""], "an empty preset name '': give a preset"),
+    (["run", "chat-h100-llama8b", "--out", ""], "--out '': empty; give a path"),
+    (["run", "chat-h100-llama8b", "--trace", " "], "--trace ' ': empty; give a path"),
+    (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--cache-dir", ""], "--cache-dir '': empty; give a path"),
+    (["capacity", "chat-h100-llama8b", "--ray", ""], "--ray '': empty; give a ray:// address or 'auto' (or --ray alone)"),
+    (["plan", "chat-h100-llama8b", "--rate", "1", "--out", ""], "--out '': empty; give a path"),
+])  # fmt: skip
+def test_an_empty_path_or_address_is_refused_not_read_as_not_given(capsys, monkeypatch, argv, said):
+    # each was read as the option left out: `--out ''` ran and wrote nothing, `--trace ''` replayed the preset's own
+    # workload, `--cache-dir ''` used the default cache, `--ray ''` ran on local processes; `run ''` said "cannot read
+    # config file '.': it is a directory" (fuzz39)
+    from sim_core import cli
+
+    monkeypatch.setattr(cli, "run_simulation", lambda *a, **k: pytest.fail("ran"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
