@@ -61,9 +61,16 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _backend_from(args: argparse.Namespace):
     from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.cli import prepare_out_dir
     from sim_core.sweep import CapacityObjective
 
     _check_numbers(args)
+    if args.cache_dir is not None and args.no_cache:  # (the directory was silently not used)
+        raise PresetError(f"--cache-dir {printable(args.cache_dir)!r} and --no-cache: give one")
+    if args.cache_dir is not None:
+        # (the cache ignores what it cannot read or write: a file or an unwritable path as --cache-dir ran every point
+        # again without a word, and an interrupted search could not resume)
+        prepare_out_dir(Path(args.cache_dir), "--cache-dir")
     cache = None if args.no_cache else PointCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
     if args.attainment is not None and args.percentile is not None:  # (the percentile was silently dropped)
         raise PresetError(f"--percentile {args.percentile} and --attainment {args.attainment:g} are two rules for "

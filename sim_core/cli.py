@@ -103,14 +103,14 @@ def format_summary(res: SimResult) -> str:
     return "\n".join(lines)
 
 
-def prepare_out_dir(out: Path) -> None:
-    """Create the output directory before the run, so a bad --out fails fast with a message."""
+def prepare_out_dir(out: Path, option: str = "--out") -> None:
+    """Create the output directory before the run, so a bad --out (or `option`) fails fast with a message."""
     if out.exists() and not out.is_dir():
-        raise PresetError(f"--out {printable(str(out))!r} is an existing file; give a directory (it is created if missing)")
+        raise PresetError(f"{option} {printable(str(out))!r} is an existing file; give a directory (it is created if missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise PresetError(f"cannot create the --out directory {printable(str(out))!r}: {err.strerror}") from None
+        raise PresetError(f"cannot create the {option} directory {printable(str(out))!r}: {err.strerror}") from None
 
 
 def _steady_lines(res: SimResult) -> list[str]:

@@ -159,3 +159,15 @@ def test_an_empty_path_or_address_is_refused_not_read_as_not_given(capsys, monke
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err, err
+
+
+def test_a_cache_dir_the_cache_cannot_use_is_refused_before_any_run(capsys, tmp_path):
+    # the point cache ignores what it cannot read or write (best effort): a file as --cache-dir ran every point again
+    # without a word, and --cache-dir with --no-cache dropped the directory silently (fuzz39)
+    file = tmp_path / "a-file"
+    file.write_text("")
+    sweep = ["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--workers", "1"]
+    assert main([*sweep, "--cache-dir", str(file)]) == 2
+    assert f"--cache-dir {str(file)!r} is an existing file; give a directory" in capsys.readouterr().err
+    assert main([*sweep, "--cache-dir", str(tmp_path / "c"), "--no-cache"]) == 2
+    assert f"--cache-dir {str(tmp_path / 'c')!r} and --no-cache: give one" in capsys.readouterr().err
