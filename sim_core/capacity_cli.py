@@ -46,12 +46,12 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and ranges of the options before any run: --seeds 0 ended in min() of no capacities, --start nan
     in int(nan), --scale nan in a worker's traceback (each a traceback instead of a message)."""
-    from sim_core.sweep import check_repeats
+    from sim_core.sweep import check_num_points, check_repeats
 
-    for name in ("num", "workers"):  # (--workers 0 or -3 ran silently on every CPU or in this process)
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            raise PresetError(f"--{name} = {value}: must be >= 1")
+    if getattr(args, "workers", None) is not None and args.workers < 1:  # (0 or -3 ran on every CPU or in this process)
+        raise PresetError(f"--workers = {args.workers}: must be >= 1")
+    if getattr(args, "num", None) is not None:
+        check_num_points(args.num, "--num")
     check_repeats(getattr(args, "seeds", None), getattr(args, "scale", None), names=("--seeds", "--scale"))
     for name in ("start", "stop"):
         value = getattr(args, name, None)
@@ -258,13 +258,14 @@ def add_capacity_commands(sub) -> None:
     cap = sub.add_parser("capacity", help="steady-state capacity (req/s) of a scenario, as an interval over seeds")
     cap.add_argument("preset", help="a preset name or a config .json path")
     cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
-    cap.add_argument("--seeds", type=int, default=3, help="seeds to repeat over (the interval's width)")
+    from sim_core.sweep import MAX_SWEEP_POINTS, MAX_SWEEP_SEEDS, RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
+
+    cap.add_argument("--seeds", type=int, default=3, help=f"seeds to repeat over (the interval's width), 1 to {MAX_SWEEP_SEEDS}")
     cap.add_argument("--scale", type=float, default=1.0, help="run length multiplier (1 = the steady-state length)")
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
     # (the help listed 8 of its 10 knobs, replicas and prefill_instances were missing, and typed out the rate's 1.1x)
-    from sim_core.sweep import RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
     sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
                     + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
@@ -273,8 +274,8 @@ def add_capacity_commands(sub) -> None:
     sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past "
                     f"{RATE_SWEEP_PAST_SATURATION:g}x the saturation "
                     "rate and twice the current rate, in round steps; other knobs: twice the current value)")
-    sw.add_argument("--num", type=int, default=8, help="points")
-    sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
+    sw.add_argument("--num", type=int, default=8, help=f"points, 1 to {MAX_SWEEP_POINTS:,}")
+    sw.add_argument("--seeds", type=int, default=1, help=f"repeat every point over this many seeds, 1 to {MAX_SWEEP_SEEDS}")
     sw.add_argument("--fixed-length", action="store_true",
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")

@@ -151,12 +151,19 @@ def sweep_values(knob: str, start: float, stop: float, num: int, cfg: SimConfig 
     TP degrees in that range that its model's heads split evenly over (`allowed_gpus`), at most `num` spread across it
     (a sweep of 2..8 GPUs of Llama-3.1-8B ran 3, 5, 6 and 7 GPUs that no engine starts with)."""
     _, _, is_int = SWEEP_KNOBS[knob]
+    check_num_points(num)
     if knob == "num_gpus" and cfg is not None:
         degrees = allowed_gpus(cfg, start, stop)
         picks = sorted({round(float(i)) for i in np.linspace(0, len(degrees) - 1, min(num, len(degrees)))})
         return [degrees[i] for i in picks]
     vals = np.linspace(start, stop, num)
     return sorted({int(round(v)) for v in vals}) if is_int else [float(v) for v in vals]
+
+
+def check_num_points(num: int, name: str = "num") -> None:
+    """PresetError naming a point count outside 1..MAX_SWEEP_POINTS (`sweep_values(..., -1)` was numpy's ValueError)."""
+    if not 1 <= num <= MAX_SWEEP_POINTS:
+        raise PresetError(f"{name} = {num}: must be >= 1" if num < 1 else f"{name} = {num}: at most {MAX_SWEEP_POINTS:,} points")
 
 
 def allowed_gpus(cfg: SimConfig, start: float, stop: float) -> list[int]:
@@ -267,14 +274,22 @@ def _check_a_pool_runs_with(cfg: SimConfig, knob: str) -> None:
                           "(deployment.disaggregation); sweep prefill_instances, or a config without those pool overrides")  # fmt: skip
 
 
+# The most points of one sweep and seeds of one sweep or capacity search: `sweep --num 1000000` built a million
+# configs (minutes and gigabytes) before its first run, `capacity --seeds 100000` queued 100,000 bisections (fuzz39).
+# The Sweep page allows far fewer (its MAX_POINTS, MAX_SEEDS).
+MAX_SWEEP_POINTS = 1_000
+MAX_SWEEP_SEEDS = 100
+
+
 def check_repeats(num_seeds: int | None = None, scale: float | None = None,
                   names: tuple[str, str] = ("num_seeds", "scale")) -> None:  # fmt: skip
-    """PresetError naming a seed count below 1 or a run-length multiplier that is not a finite number > 0 (`names`: as
-    the caller calls them). `python -m sim_core capacity --seeds 0` had this check; the Python API's run_sweep(...,
-    num_seeds=0) ended in an IndexError, capacity_interval(..., num_seeds=0) in min() of nothing, scale=nan in int(nan),
-    and scale=0 ran the shortest runs as if it were a length (fuzz39)."""
-    if num_seeds is not None and num_seeds < 1:
-        raise PresetError(f"{names[0]} = {num_seeds}: must be >= 1")
+    """PresetError naming a seed count outside 1..MAX_SWEEP_SEEDS or a run-length multiplier that is not a finite
+    number > 0 (`names`: as the caller calls them). `python -m sim_core capacity --seeds 0` had this check; the Python
+    API's run_sweep(..., num_seeds=0) ended in an IndexError, capacity_interval(..., num_seeds=0) in min() of nothing,
+    scale=nan in int(nan), and scale=0 ran the shortest runs as if it were a length (fuzz39)."""
+    if num_seeds is not None and not 1 <= num_seeds <= MAX_SWEEP_SEEDS:
+        raise PresetError(f"{names[0]} = {num_seeds}: must be >= 1" if num_seeds < 1 else
+                          f"{names[0]} = {num_seeds}: at most {MAX_SWEEP_SEEDS} seeds")  # fmt: skip
     if scale is not None and not math.isfinite(scale):
         raise PresetError(f"{names[1]} = {scale}: must be a finite number")
     if scale is not None and scale <= 0:

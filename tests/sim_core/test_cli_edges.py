@@ -171,3 +171,20 @@ def test_a_cache_dir_the_cache_cannot_use_is_refused_before_any_run(capsys, tmp_
     assert f"--cache-dir {str(file)!r} is an existing file; give a directory" in capsys.readouterr().err
     assert main([*sweep, "--cache-dir", str(tmp_path / "c"), "--no-cache"]) == 2
     assert f"--cache-dir {str(tmp_path / 'c')!r} and --no-cache: give one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--num", "1000000"], "--num = 1000000: at most 1,000 points"),
+    (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--seeds", "101"], "--seeds = 101: at most 100 seeds"),
+    (["capacity", "chat-h100-llama8b", "--seeds", "100000"], "--seeds = 100000: at most 100 seeds"),
+])  # fmt: skip
+def test_a_sweep_or_capacity_search_too_large_to_finish_is_refused_with_its_bound(capsys, monkeypatch, argv, said):
+    # `sweep --num 1000000` built a million configs (minutes and gigabytes) before its first run and `capacity --seeds
+    # 100000` queued 100,000 bisections: a hang, not a message (fuzz39)
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran a sweep"))
+    monkeypatch.setattr(sweep, "capacity_interval", lambda *a, **k: pytest.fail("ran a search"))
+    assert main(argv + FAST) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err

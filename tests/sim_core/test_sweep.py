@@ -303,3 +303,17 @@ def test_the_python_apis_seed_count_scale_and_knob_are_named_as_the_cli_names_th
     # scale = 0 as the shortest runs (fuzz39)
     with pytest.raises(PresetError, match=re.escape(said)):
         call(make_config(workload__num_requests=20))
+
+
+def test_the_python_apis_sweep_is_bounded_in_points_and_seeds():
+    # (sweep_values(..., -1) was numpy's ValueError; a million points or seeds ran for hours)
+    from sim_core.sweep import MAX_SWEEP_POINTS, MAX_SWEEP_SEEDS
+
+    cfg = make_config(workload__num_requests=20)
+    with pytest.raises(PresetError, match="num = -1: must be >= 1"):
+        sweep_values("rate", 1, 2, -1, cfg)
+    with pytest.raises(PresetError, match=f"num = {MAX_SWEEP_POINTS + 1}: at most 1,000 points"):
+        sweep_values("rate", 1, 2, MAX_SWEEP_POINTS + 1, cfg)
+    assert len(sweep_values("rate", 1, 2, MAX_SWEEP_POINTS, cfg)) == MAX_SWEEP_POINTS
+    with pytest.raises(PresetError, match=f"num_seeds = {MAX_SWEEP_SEEDS + 1}: at most 100 seeds"):
+        run_sweep(cfg, "rate", [1.0], num_seeds=MAX_SWEEP_SEEDS + 1)
