@@ -216,7 +216,11 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
     try:
         if "cfg" in params:
             cfg = decode_config(params["cfg"])
-            return cfg, preset_matching(cfg), None
+            # (a preset or a field beside the whole config was dropped without a word: ?cfg=...&seed=7 ran seed 0)
+            beside = [k for k in params if k != "cfg" and is_config_param(k)]
+            unused = (f"The link's cfg holds the whole config, so its {', '.join(repr(k[:40]) for k in beside[:8])}"
+                      f"{' …' if len(beside) > 8 else ''} parameter(s) were not used.") if beside else None  # fmt: skip
+            return cfg, preset_matching(cfg), unused
         overrides = {k: v for k, v in params.items() if k.split(".")[0] in CONFIG_SECTIONS}
         if "preset" in params or overrides:
             # knobs without a preset change the default scenario, the one the page opens on (they did nothing, silently)
@@ -241,7 +245,15 @@ def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimCon
     base = load_preset(name).model_dump(mode="json")
     problems: list[str] = []
     kept: dict[str, Any] = {}
-    for path, text in overrides.items():
+    paths = list(overrides)
+    for i, (path, text) in enumerate(overrides.items()):
+        # a field inside a section a later parameter sets whole is replaced by it (?scheduler.max_num_seqs=4&scheduler={...}
+        # ran the section's value, the field's lost without a word)
+        whole = next((q for q in paths[i + 1 :] if path.startswith(q + ".")), None)
+        if whole is not None:
+            problems.append(f"{path[:60]} = {text[:40]}: the link's later {whole[:60]!r} sets that section whole and replaces "
+                            "it; give one")  # fmt: skip
+            continue
         try:
             value = _param_value(text, path)
             _set_path(copy.deepcopy(base), path, value)

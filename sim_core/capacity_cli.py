@@ -46,23 +46,31 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and ranges of the options before any run: --seeds 0 ended in min() of no capacities, --start nan
     in int(nan), --scale nan in a worker's traceback (each a traceback instead of a message)."""
-    for name in ("seeds", "num", "workers"):  # (--workers 0 or -3 ran silently on every CPU or in this process)
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            raise PresetError(f"--{name} = {value}: must be >= 1")
-    for name in ("start", "stop", "scale"):
+    from sim_core.sweep import check_num_points, check_repeats
+
+    if getattr(args, "workers", None) is not None and args.workers < 1:  # (0 or -3 ran on every CPU or in this process)
+        raise PresetError(f"--workers = {args.workers}: must be >= 1")
+    if getattr(args, "num", None) is not None:
+        check_num_points(args.num, "--num")
+    check_repeats(getattr(args, "seeds", None), getattr(args, "scale", None), names=("--seeds", "--scale"))
+    for name in ("start", "stop"):
         value = getattr(args, name, None)
         if value is not None and not math.isfinite(value):
             raise PresetError(f"--{name} = {value}: must be a finite number")
-    if getattr(args, "scale", None) is not None and args.scale <= 0:
-        raise PresetError(f"--scale = {args.scale}: must be > 0 (a multiplier of the steady-state run length)")
 
 
 def _backend_from(args: argparse.Namespace):
     from sim_core.backend import PointCache, default_cache_dir, get_backend
+    from sim_core.cli import prepare_out_dir
     from sim_core.sweep import CapacityObjective
 
     _check_numbers(args)
+    if args.cache_dir is not None and args.no_cache:  # (the directory was silently not used)
+        raise PresetError(f"--cache-dir {printable(args.cache_dir)!r} and --no-cache: give one")
+    if args.cache_dir is not None:
+        # (the cache ignores what it cannot read or write: a file or an unwritable path as --cache-dir ran every point
+        # again without a word, and an interrupted search could not resume)
+        prepare_out_dir(Path(args.cache_dir), "--cache-dir")
     cache = None if args.no_cache else PointCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
     if args.attainment is not None and args.percentile is not None:  # (the percentile was silently dropped)
         raise PresetError(f"--percentile {args.percentile} and --attainment {args.attainment:g} are two rules for "
@@ -110,9 +118,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     cfg = _load(args)
     args.knob = knob_name(args.knob)
-    if args.knob not in SWEEP_KNOBS:
-        raise PresetError(f"unknown knob {args.knob!r}; one of {', '.join(SWEEP_KNOBS)}")
-    knob_bounds(args.knob, cfg)  # (a knob that cannot apply to cfg: said before the default range's saturation run)
+    knob_bounds(args.knob, cfg)  # (an unknown knob is named there)  # (a knob that cannot apply to cfg: said before the default range's saturation run)
     backend, cache, obj = _backend_from(args)
     start, stop = args.start, args.stop
     if start is None or stop is None:  # the Sweep page's default range (the rate: past the saturation rate, the knee)
@@ -252,13 +258,14 @@ def add_capacity_commands(sub) -> None:
     cap = sub.add_parser("capacity", help="steady-state capacity (req/s) of a scenario, as an interval over seeds")
     cap.add_argument("preset", help="a preset name or a config .json path")
     cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
-    cap.add_argument("--seeds", type=int, default=3, help="seeds to repeat over (the interval's width)")
+    from sim_core.sweep import MAX_SWEEP_POINTS, MAX_SWEEP_SEEDS, RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
+
+    cap.add_argument("--seeds", type=int, default=3, help=f"seeds to repeat over (the interval's width), 1 to {MAX_SWEEP_SEEDS}")
     cap.add_argument("--scale", type=float, default=1.0, help="run length multiplier (1 = the steady-state length)")
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
     # (the help listed 8 of its 10 knobs, replicas and prefill_instances were missing, and typed out the rate's 1.1x)
-    from sim_core.sweep import RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
     sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
                     + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
@@ -267,8 +274,8 @@ def add_capacity_commands(sub) -> None:
     sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past "
                     f"{RATE_SWEEP_PAST_SATURATION:g}x the saturation "
                     "rate and twice the current rate, in round steps; other knobs: twice the current value)")
-    sw.add_argument("--num", type=int, default=8, help="points")
-    sw.add_argument("--seeds", type=int, default=1, help="repeat every point over this many seeds")
+    sw.add_argument("--num", type=int, default=8, help=f"points, 1 to {MAX_SWEEP_POINTS:,}")
+    sw.add_argument("--seeds", type=int, default=1, help=f"repeat every point over this many seeds, 1 to {MAX_SWEEP_SEEDS}")
     sw.add_argument("--fixed-length", action="store_true",
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")

@@ -103,14 +103,14 @@ def format_summary(res: SimResult) -> str:
     return "\n".join(lines)
 
 
-def prepare_out_dir(out: Path) -> None:
-    """Create the output directory before the run, so a bad --out fails fast with a message."""
+def prepare_out_dir(out: Path, option: str = "--out") -> None:
+    """Create the output directory before the run, so a bad --out (or `option`) fails fast with a message."""
     if out.exists() and not out.is_dir():
-        raise PresetError(f"--out {printable(str(out))!r} is an existing file; give a directory (it is created if missing)")
+        raise PresetError(f"{option} {printable(str(out))!r} is an existing file; give a directory (it is created if missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise PresetError(f"cannot create the --out directory {printable(str(out))!r}: {err.strerror}") from None
+        raise PresetError(f"cannot create the {option} directory {printable(str(out))!r}: {err.strerror}") from None
 
 
 def _steady_lines(res: SimResult) -> list[str]:
@@ -261,8 +261,24 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+# Options naming a path or an address: an empty one is refused, not read as "not given" (`--out ''` wrote nothing,
+# `--trace ''` replayed the preset's workload, `--cache-dir ''` used the default cache, `--ray ''` ran on local processes)
+PATH_OPTIONS = ("out", "trace", "cache_dir", "ray")
+
+
+def check_empty_options(args: argparse.Namespace) -> None:
+    """PresetError naming an option given as empty text (or only spaces)."""
+    for name in PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            option = "--" + name.replace("_", "-")
+            what = "a ray:// address or 'auto' (or --ray alone)" if name == "ray" else "a path"
+            raise PresetError(f"{option} {value!r}: empty; give {what}, or leave the option out")
+
+
 def _run_command(args: argparse.Namespace) -> int:
     try:
+        check_empty_options(args)
         if args.cmd in CAPACITY_COMMANDS:
             return run_capacity_command(args)
         if args.cmd == "run":

@@ -889,6 +889,19 @@ def _sessions_open_loop_in_deployments(data: Any) -> Any:
     return dict(data, workload=dict(wl, sessions=dict(ses, closed_loop=False)))
 
 
+def pool_override(pool: PoolConfig, path: str) -> str | None:
+    """What of `pool` replaces the top-level field `path` (dotted) in its instances' config (`pool_config`'s rule), as
+    the pool's field name, e.g. 'tensor_parallel = 2'; None when its instances run with the top-level value."""
+    section, _, name = path.partition(".")
+    if section == "hardware" and name == "num_gpus" and pool.tensor_parallel is not None:
+        return f"tensor_parallel = {pool.tensor_parallel}"
+    if section == "hardware" and pool.hardware is not None:
+        return f"hardware {pool.hardware.name!r}"
+    if section == "scheduler" and pool.scheduler is not None:
+        return f"scheduler {pool.scheduler.name!r}"
+    return None
+
+
 def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig:
     """The single-engine config of one instance of a disaggregated pool: the pool's hardware, TP degree
     and scheduler over the top-level sections. Raises ValueError naming the pool when it is invalid."""

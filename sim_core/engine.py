@@ -1273,7 +1273,11 @@ def run_simulation(cfg: SimConfig, check_invariants: bool = False, budget: RunBu
     Raises:
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
         OverBudget: (a PresetError) the run is too large to set up under `budget` (the message says what fits).
+        TypeError: `cfg` is not a SimConfig (a dict or a preset name was "'dict' object has no attribute 'deployment'").
     """
+    if not isinstance(cfg, SimConfig):
+        raise TypeError(f"run_simulation needs a SimConfig, got {type(cfg).__name__}: load_preset(name_or_path) or "
+                        "SimConfig.model_validate(data) makes one (validated)")  # fmt: skip
     if budget is not None:
         budget.check_setup(cfg)  # (a deployment's set-up, where no meter looks, must fit the budget)
     meter = BudgetMeter(budget) if budget is not None else None  # the clock starts before the workload is drawn

@@ -343,6 +343,11 @@ def saturation_rate(cfg_json: str, budget: RunBudget | None = None) -> str:
     return json.dumps({"rate": rate})
 
 
+def one_line(message: str) -> str:
+    """An error message as one line (a config error lists its problems on indented lines)."""
+    return " ".join(message.split())
+
+
 # ---------------------------------------------------------------- results
 @dataclass(frozen=True)
 class PlanRow:
@@ -430,11 +435,16 @@ class Plan:
     num_candidates: int = 0
     band: CalibrationBand = field(default_factory=lambda: CalibrationBand(None, None))
     saturation: dict[Family, float] = field(default_factory=dict)  # family -> one replica's saturation rate, req/s
+    # reason -> the first candidate's message, for the reasons a message explains ("simulation error", "invalid
+    # configuration"): `--set limits.max_ticks=1` pruned every candidate as "2 simulation error" and the plan advised
+    # widening the search, never naming the limit (fuzz39)
+    examples: dict[str, str] = field(default_factory=dict)
 
     def pruned_text(self) -> str:
         """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
-        Plan page 'skipped: .' with nothing after them)."""
-        return ", ".join(f"{n:,} {why}" for why, n in self.pruned.items()) or "none"
+        Plan page 'skipped: .' with nothing after them); a reason with a message, with its first one."""
+        said = lambda why: f" (first: {self.examples[why]})" if why in self.examples else ""
+        return ", ".join(f"{n:,} {why}{said(why)}" for why, n in self.pruned.items()) or "none"
 
     def robust(self, row: PlanRow) -> bool | None:
         """Still meets the target if the model is off by the median calibration error (headroom ≥ band)."""
@@ -577,7 +587,7 @@ def tp_pruned_reason(base: SimConfig) -> str:
 
 
 def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family], cancelled: Callable[[], bool] | None,
-                    prune: Callable[[str, int], None]) -> list[Family]:  # fmt: skip
+                    prune: Callable[..., None]) -> list[Family]:  # fmt: skip
     """The families whose TP degrees the model allows, whose config is valid, fits in memory and differs from an
     earlier one's. Their configs are not kept (family_config makes one again when it is run: ~14 KB each, and a P:D
     space has ~41k families)."""
@@ -596,8 +606,9 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
             for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):
                 plan_memory(c)  # memory fit first: no simulation for what cannot load
         except (PresetError, MemoryPlanError, ValueError) as err:
-            prune("does not fit in memory" if isinstance(err, MemoryPlanError) else "invalid configuration",
-                  _num_sizes(fam, spec))  # fmt: skip
+            fits = isinstance(err, MemoryPlanError)
+            prune("does not fit in memory" if fits else "invalid configuration", _num_sizes(fam, spec),
+                  None if fits else one_line(str(err)))  # fmt: skip
             continue
         key = hashlib.sha256(cfg.model_copy(update={"name": ""}).model_dump_json().encode()).digest()
         if key in seen:  # e.g. a token budget equal to the engine preset's own
@@ -641,9 +652,12 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     if unknown:
         raise PresetError(f"no price for GPU preset(s) {', '.join(unknown)}: give one (USD per GPU-hour)")
     pruned: dict[str, int] = {}
+    examples: dict[str, str] = {}
 
-    def prune(reason: str, n: int = 1) -> None:
+    def prune(reason: str, n: int = 1, example: str | None = None) -> None:
         pruned[reason] = pruned.get(reason, 0) + n
+        if example:
+            examples.setdefault(reason, example)
 
     families = _families(spec) if families is None else families
     valid = _valid_families(base, spec, families, cancelled, prune)
@@ -665,7 +679,9 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     for fam, payload in zip(colocated, sat_payloads):
         d = json.loads(payload)
         if "rate" not in d:  # a server's budget stopping the probe is said as such (the app reports it)
-            prune(f"stopped by {BUDGET_MARK}" if is_budget_stop(d["error"]) else "simulation error", spec.max_replicas)
+            budget_stop = is_budget_stop(d["error"])
+            prune(f"stopped by {BUDGET_MARK}" if budget_stop else "simulation error", spec.max_replicas,
+                  None if budget_stop else one_line(d["error"]))  # fmt: skip
             searched.discard(fam)
             continue
         saturation[fam] = d["rate"]
@@ -717,7 +733,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         results = run_points(configs, backend, cache, None, cancelled, budget)
         for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
             if summary is None:
-                prune("simulation error")
+                prune("simulation error", 1, one_line(err))
                 fails[fam].append(z)
                 continue
             ok = meets_objective(summary, c, spec.objective)
@@ -741,7 +757,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     if headroom:
         rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation, budget, on_headroom)
     band = calibration_band() if with_band else CalibrationBand(None, None)
-    return Plan(spec, rows, evaluated, pruned, total, band, saturation)
+    return Plan(spec, rows, evaluated, pruned, total, band, saturation, examples)
 
 
 def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
@@ -761,7 +777,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     prices = spec.prices()
     rows: list[PlanRow] = []
     evaluated = list(first.evaluated)
-    pruned = dict(first.pruned)
+    pruned, examples = dict(first.pruned), dict(first.examples)
     todo = [(r.family, family_config(base, r.family), r.size[0], None) for r in first.rows]
     num_finalists = len(todo)
     if phases[1]:
@@ -796,6 +812,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
         evaluated += second.evaluated
         for k, v in second.pruned.items():
             pruned[k] = pruned.get(k, 0) + v
+        examples = second.examples | examples
         total += second.num_candidates
     rows = sorted(rows, key=lambda r: (r.usd_per_hour, r.family.key(), r.size))[: spec.num_results]
     # Headroom: bisection on the deployment each row is, the one its verdict comes from. (It was bisected on one
@@ -804,7 +821,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     # -18 %"; bisecting the deployment gives 34.9, +9 %.)
     rows = _with_headroom(rows, spec, backend, cache, cancelled, first.saturation, budget, phases[-1])
     band = calibration_band() if with_band else CalibrationBand(None, None)
-    return Plan(spec, rows, evaluated, pruned, total, band, first.saturation)
+    return Plan(spec, rows, evaluated, pruned, total, band, first.saturation, examples)
 
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,

@@ -163,6 +163,9 @@ def load_preset(name_or_path: str | Path) -> SimConfig:
     text = str(name_or_path)
     if text in list_presets("scenarios"):
         return _load_scenario(text)
+    if not text.strip():  # (Path('') is '.': `run ''` said "cannot read config file '.': it is a directory")
+        raise PresetError(f"an empty preset name {text!r}: give a preset (`python -m sim_core presets` lists them) or a "
+                          "config .json path")  # fmt: skip
     path = Path(text)
     if path.suffix == ".json" or path.exists():
         try:

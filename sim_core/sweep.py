@@ -130,22 +130,9 @@ def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
     if knob == "rate" and cfg.workload.trace is not None:
         return with_rate(cfg, float(value))
     out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
-    _check_reaches_an_instance(cfg, out, knob, value)
+    if out != cfg:  # (a top-level value every pool replaces ran the base deployment under the point's label)
+        _check_a_pool_runs_with(cfg, knob)
     return out
-
-
-def _check_reaches_an_instance(base: SimConfig, point: SimConfig, knob: str, value: Any) -> None:
-    """A top-level hardware or scheduler value that every pool overrides (pool_config is the rule) ran the base
-    deployment under the point's label: a num_gpus sweep of DistServe's P2D1 (TP 2 + TP 1) gave equal rows."""
-    from sim_core.config import pool_config
-
-    if base.deployment is None or base.deployment.disaggregation is None or point == base:
-        return
-    if all(pool_config(point, role) == pool_config(base, role) for role in ("prefill", "decode")):
-        path = SWEEP_KNOBS[knob][0]
-        raise PresetError(f"{knob} = {value:g}: no instance of this deployment runs with the top-level {path} (each "
-                          "pool of deployment.disaggregation sets its own hardware, tensor_parallel or scheduler); "
-                          "sweep on a config without those pool overrides")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -164,12 +151,19 @@ def sweep_values(knob: str, start: float, stop: float, num: int, cfg: SimConfig 
     TP degrees in that range that its model's heads split evenly over (`allowed_gpus`), at most `num` spread across it
     (a sweep of 2..8 GPUs of Llama-3.1-8B ran 3, 5, 6 and 7 GPUs that no engine starts with)."""
     _, _, is_int = SWEEP_KNOBS[knob]
+    check_num_points(num)
     if knob == "num_gpus" and cfg is not None:
         degrees = allowed_gpus(cfg, start, stop)
         picks = sorted({round(float(i)) for i in np.linspace(0, len(degrees) - 1, min(num, len(degrees)))})
         return [degrees[i] for i in picks]
     vals = np.linspace(start, stop, num)
     return sorted({int(round(v)) for v in vals}) if is_int else [float(v) for v in vals]
+
+
+def check_num_points(num: int, name: str = "num") -> None:
+    """PresetError naming a point count outside 1..MAX_SWEEP_POINTS (`sweep_values(..., -1)` was numpy's ValueError)."""
+    if not 1 <= num <= MAX_SWEEP_POINTS:
+        raise PresetError(f"{name} = {num}: must be >= 1" if num < 1 else f"{name} = {num}: at most {MAX_SWEEP_POINTS:,} points")
 
 
 def allowed_gpus(cfg: SimConfig, start: float, stop: float) -> list[int]:
@@ -232,7 +226,9 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
     """The knob's allowed range, from the config model (one source of truth); open bounds nudged in. With `cfg`, the
     P:D knob's range is its deployment's (1 to P + D - 1; the pool field allows 1-64, and a 3P1D sweep ran 1..6).
     Raises PresetError when the knob cannot apply to `cfg` (the P:D knob on one engine, replicas of a disaggregated
-    deployment, the rate of offline arrivals)."""
+    deployment, a field both of its pools set their own, the rate of offline arrivals)."""
+    if knob not in SWEEP_KNOBS:  # (run_sweep(cfg, "bogus", ...) was a KeyError)
+        raise PresetError(f"unknown knob {knob!r}; one of {', '.join(SWEEP_KNOBS)}")
     if knob == "rate" and cfg is not None:
         check_rate_applies(cfg)
     if knob == "replicas" and cfg is not None and cfg.deployment is not None and cfg.deployment.disaggregation is not None:
@@ -241,6 +237,8 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
         raise PresetError(f"replicas (deployment.replicas) must be 1 with disaggregation: this deployment's pools set their own "
                           f"({dis.prefill.replicas} prefill + {dis.decode.replicas} decode instances); sweep prefill_instances, "
                           "or serve with replicas instead")  # fmt: skip
+    if knob not in ("rate", "replicas", "prefill_instances") and cfg is not None:
+        _check_a_pool_runs_with(cfg, knob)
     if knob == "prefill_instances" and cfg is not None:
         from sim_core.cluster.knobs import prefill_instances_bounds
 
@@ -257,6 +255,45 @@ def knob_bounds(knob: str, cfg: SimConfig | None = None) -> tuple[float, float]:
         if getattr(meta, "lt", None) is not None:
             hi = float(meta.lt) - (1 if is_int else 1e-3)
     return lo, hi
+
+
+def _check_a_pool_runs_with(cfg: SimConfig, knob: str) -> None:
+    """PresetError when both pools of a disaggregated deployment replace the knob's top-level field with their own
+    (`config.pool_override`): a num_gpus sweep of DistServe's P2D1 (TP 2 + TP 1) ran its one point equal to the config
+    and named every other one an error, under a range of 1-64 (the CLI, the Sweep page)."""
+    from sim_core.config import pool_override
+
+    dis = cfg.deployment.disaggregation if cfg.deployment is not None else None
+    if dis is None:
+        return
+    path = SWEEP_KNOBS[knob][0]
+    overrides = {role: pool_override(pool, path) for role, pool in (("prefill", dis.prefill), ("decode", dis.decode))}
+    if all(overrides.values()):
+        raise PresetError(f"{knob} ({path}): no instance of this deployment runs with it: the prefill pool sets "
+                          f"{overrides['prefill']} and the decode pool {overrides['decode']} "
+                          "(deployment.disaggregation); sweep prefill_instances, or a config without those pool overrides")  # fmt: skip
+
+
+# The most points of one sweep and seeds of one sweep or capacity search: `sweep --num 1000000` built a million
+# configs (minutes and gigabytes) before its first run, `capacity --seeds 100000` queued 100,000 bisections (fuzz39).
+# The Sweep page allows far fewer (its MAX_POINTS, MAX_SEEDS).
+MAX_SWEEP_POINTS = 1_000
+MAX_SWEEP_SEEDS = 100
+
+
+def check_repeats(num_seeds: int | None = None, scale: float | None = None,
+                  names: tuple[str, str] = ("num_seeds", "scale")) -> None:  # fmt: skip
+    """PresetError naming a seed count outside 1..MAX_SWEEP_SEEDS or a run-length multiplier that is not a finite
+    number > 0 (`names`: as the caller calls them). `python -m sim_core capacity --seeds 0` had this check; the Python
+    API's run_sweep(..., num_seeds=0) ended in an IndexError, capacity_interval(..., num_seeds=0) in min() of nothing,
+    scale=nan in int(nan), and scale=0 ran the shortest runs as if it were a length (fuzz39)."""
+    if num_seeds is not None and not 1 <= num_seeds <= MAX_SWEEP_SEEDS:
+        raise PresetError(f"{names[0]} = {num_seeds}: must be >= 1" if num_seeds < 1 else
+                          f"{names[0]} = {num_seeds}: at most {MAX_SWEEP_SEEDS} seeds")  # fmt: skip
+    if scale is not None and not math.isfinite(scale):
+        raise PresetError(f"{names[1]} = {scale}: must be a finite number")
+    if scale is not None and scale <= 0:
+        raise PresetError(f"{names[1]} = {scale}: must be > 0 (a multiplier of the steady-state run length)")
 
 
 def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,
@@ -312,6 +349,7 @@ def run_sweep(
     `steady_length` (rate knob): each point runs `steady_run_length` requests instead of the config's.
     `budget`: the server's ceiling per run (the app passes one; the CLI and API do not).
     Raises PresetError when the knob cannot apply to `cfg` (`knob_bounds`): said once, not as every point's error."""
+    check_repeats(num_seeds)
     knob_bounds(knob, cfg)
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}
@@ -566,6 +604,7 @@ def find_capacity(
     (a rate known to be unsustainable, e.g. above saturation) the bracket is [config's rate, ceiling]
     when the config's rate meets the objective: no overloaded doubling probes. `run` maps a config to
     its summary (default: simulate here; a backend passes a cached or remote runner)."""
+    check_repeats(scale=scale)
     run = run or (lambda c: run_simulation(c).summary)
     probes: list[tuple[float, Summary]] = []
 
@@ -663,6 +702,7 @@ def capacity_interval(
 ) -> tuple[float, float, list[Capacity]]:
     """(lowest, highest) capacity over seeds cfg.seed … cfg.seed + num_seeds − 1, and each seed's result.
     The seeds' bisections run in parallel (default backend: a local process pool)."""
+    check_repeats(num_seeds, kwargs.get("scale"))
     if kwargs.get("backend") is None:
         with LocalBackend() as own:
             return capacity_interval(cfg, obj, num_seeds, **(kwargs | {"backend": own}))

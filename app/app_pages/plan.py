@@ -163,7 +163,7 @@ def _show(result: Plan, elapsed_s: float) -> None:
     spec = result.spec
     band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
     st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
-               f"skipped: {result.pruned_text()}. " + band[:1].upper() + band[1:] + ".")  # fmt: skip
+               f"skipped: {plain(result.pruned_text())}. " + band[:1].upper() + band[1:] + ".")  # fmt: skip
     if not result.rows:
         st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
         return

@@ -287,7 +287,8 @@ def main() -> None:
         lo, hi = knob_bounds(knob, cfg)
     except PresetError as err:  # said once, not as a warning per point
         show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
-        where = {"prefill_instances": "Serving: disaggregated", "replicas": "Serving: replicas"}.get(knob, "Workload: Arrival process")
+        # (a knob both pools of a disaggregated deployment set is changed there: it was said to be the arrival process)
+        where = {"rate": "Workload: Arrival process", "replicas": "Serving: replicas"}.get(knob, "Serving: disaggregated")
         st.error(plain(f"{err} ({where}, in the sidebar)."))
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget

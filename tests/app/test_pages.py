@@ -727,6 +727,19 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert any("finalists confirmed as deployments" in c.value for c in at.caption)
 
 
+def test_a_plan_whose_every_candidate_errs_names_the_error(tmp_path, monkeypatch):
+    # a link's limits.max_ticks=1 stops every saturation probe: the page said "skipped: 3 simulation error" and "No
+    # configuration ... meets the SLOs: add GPUs, TP degrees or replicas", never naming the limit (fuzz39)
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = linked_page(PAGES[5], preset="chat-h100-llama8b", **{"limits.max_ticks": "1"})
+    narrow_plan_search(at, 3)
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    said = " ".join(c.value for c in at.caption)
+    assert "simulation error (first: too few requests finished to measure saturation" in said, said
+    assert "(limits.max_ticks)" in said
+
+
 def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away(tmp_path, monkeypatch):
     # At 390 px the eleven columns scrolled sideways (927 px in a 356-px box) with the configuration, the link, GPUs and
     # $/hour in view and headroom out of it. The table opens on four that fit; the cheapest is written in full above it
@@ -1439,6 +1452,16 @@ def test_the_sweep_page_of_a_disaggregated_deployment_says_the_replicas_knob_can
     said = " ".join(e.value for e in at.error)
     assert "must be 1 with disaggregation" in said and "(Serving: replicas, in the sidebar)" in said, said
     assert not at.warning  # (not one warning per point)
+
+
+def test_the_sweep_page_says_once_that_no_pool_runs_with_a_knob_both_pools_set():
+    # DistServe's pools set their own TP degrees: a num_gpus sweep warned "no instance of this deployment runs with the
+    # top-level hardware.num_gpus" for every point but the config's own (fuzz39)
+    at = linked_page(PAGES[2], preset="cluster-distserve-opt13b-3xa100-p2d1", sweep="num_gpus")
+    assert not at.exception
+    said = " ".join(e.value for e in at.error)
+    assert "no instance of this deployment runs with it" in said and "(Serving: disaggregated, in the sidebar)" in said, said
+    assert not at.warning
 
 
 def test_the_plan_pages_boxes_take_their_ranges_and_defaults_from_the_models():

@@ -241,3 +241,26 @@ def test_a_link_names_broken_json_meant_as_an_object_or_list():
     assert warning is None and named.hardware.name == "[x](y)"
     # and a link the app writes for such a name reads back exactly (the readable form cannot hold it: the exact one)
     assert config_from_query(config_to_query(named, None, "chat-h100-llama8b"))[0] == named
+
+
+def test_a_config_parameter_beside_the_whole_config_is_named_as_not_used():
+    # ?cfg=...&seed=7 opened seed 0 and ?cfg=...&preset=orca-... the cfg's config, each without a word (fuzz39)
+    cfg = make_config(seed=3)
+    for extra in ({"seed": "7"}, {"preset": "orca-a100-llama8b"}, {"scheduler.max_num_seqs": "4", "seed": "7"}):
+        got, _, warning = config_from_query({"cfg": encode_config(cfg), **extra})
+        assert got == cfg
+        assert warning == f"The link's cfg holds the whole config, so its {', '.join(map(repr, extra))} parameter(s) were not used."
+    assert config_from_query({"cfg": encode_config(cfg), "sweep": "rate"})[2] is None  # (a page's own parameter: its page's)
+
+
+def test_a_field_a_later_parameter_replaces_with_its_whole_section_is_named():
+    # ?preset=...&scheduler.max_num_seqs=4&scheduler={...} ran the section's 8, the 4 lost without a word (fuzz39)
+    params = {"preset": "chat-h100-llama8b", "scheduler.max_num_seqs": "4", "scheduler": '{"max_num_seqs": 8}'}
+    cfg, _, warning = config_from_query(params)
+    assert cfg.scheduler.max_num_seqs == 8
+    assert warning == ("scheduler.max_num_seqs = 4: the link's later 'scheduler' sets that section whole and replaces it; "
+                       "give one. Showing the preset with the link's other values instead.")  # fmt: skip
+    # the other order sets the field on the section: both hold, nothing to say
+    cfg, _, warning = config_from_query({"preset": "chat-h100-llama8b", "scheduler": '{"max_num_seqs": 8}',
+                                         "scheduler.max_num_seqs": "4"})  # fmt: skip
+    assert cfg.scheduler.max_num_seqs == 4 and warning is None

@@ -126,3 +126,65 @@ def test_a_plan_that_pruned_nothing_says_none(capsys):
     main(argv + FAST)
     out = capsys.readouterr().out
     assert "; pruned: none\n" in out, out
+
+
+def test_a_sweep_of_a_knob_both_pools_set_exits_2_before_any_run(capsys, monkeypatch):
+    # `sweep cluster-distserve-opt13b-3xa100-p2d1 --knob num_gpus --start 1 --stop 2` ran point 1 (the config itself)
+    # and printed "error: ... no instance of this deployment runs with the top-level hardware.num_gpus" for point 2,
+    # exit 0 (fuzz39)
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran a sweep"))
+    argv = ["sweep", "cluster-distserve-opt13b-3xa100-p2d1", "--knob", "num_gpus", "--start", "1", "--stop", "2", *FAST]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "num_gpus (hardware.num_gpus): no instance of this deployment runs with it" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", ""], "an empty preset name '': give a preset"),
+    (["run", "chat-h100-llama8b", "--out", ""], "--out '': empty; give a path"),
+    (["run", "chat-h100-llama8b", "--trace", " "], "--trace ' ': empty; give a path"),
+    (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--cache-dir", ""], "--cache-dir '': empty; give a path"),
+    (["capacity", "chat-h100-llama8b", "--ray", ""], "--ray '': empty; give a ray:// address or 'auto' (or --ray alone)"),
+    (["plan", "chat-h100-llama8b", "--rate", "1", "--out", ""], "--out '': empty; give a path"),
+])  # fmt: skip
+def test_an_empty_path_or_address_is_refused_not_read_as_not_given(capsys, monkeypatch, argv, said):
+    # each was read as the option left out: `--out ''` ran and wrote nothing, `--trace ''` replayed the preset's own
+    # workload, `--cache-dir ''` used the default cache, `--ray ''` ran on local processes; `run ''` said "cannot read
+    # config file '.': it is a directory" (fuzz39)
+    from sim_core import cli
+
+    monkeypatch.setattr(cli, "run_simulation", lambda *a, **k: pytest.fail("ran"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
+
+
+def test_a_cache_dir_the_cache_cannot_use_is_refused_before_any_run(capsys, tmp_path):
+    # the point cache ignores what it cannot read or write (best effort): a file as --cache-dir ran every point again
+    # without a word, and --cache-dir with --no-cache dropped the directory silently (fuzz39)
+    file = tmp_path / "a-file"
+    file.write_text("")
+    sweep = ["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--workers", "1"]
+    assert main([*sweep, "--cache-dir", str(file)]) == 2
+    assert f"--cache-dir {str(file)!r} is an existing file; give a directory" in capsys.readouterr().err
+    assert main([*sweep, "--cache-dir", str(tmp_path / "c"), "--no-cache"]) == 2
+    assert f"--cache-dir {str(tmp_path / 'c')!r} and --no-cache: give one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--num", "1000000"], "--num = 1000000: at most 1,000 points"),
+    (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--seeds", "101"], "--seeds = 101: at most 100 seeds"),
+    (["capacity", "chat-h100-llama8b", "--seeds", "100000"], "--seeds = 100000: at most 100 seeds"),
+])  # fmt: skip
+def test_a_sweep_or_capacity_search_too_large_to_finish_is_refused_with_its_bound(capsys, monkeypatch, argv, said):
+    # `sweep --num 1000000` built a million configs (minutes and gigabytes) before its first run and `capacity --seeds
+    # 100000` queued 100,000 bisections: a hang, not a message (fuzz39)
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran a sweep"))
+    monkeypatch.setattr(sweep, "capacity_interval", lambda *a, **k: pytest.fail("ran a search"))
+    assert main(argv + FAST) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err

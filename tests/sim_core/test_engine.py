@@ -318,3 +318,10 @@ def test_extra_samples_work_is_the_sum_over_positions_past_the_prompt():
         assert got == tuple((n - 1) * x for x in want)
 
     check()
+
+
+@pytest.mark.parametrize("cfg", [None, {"seed": 1}, "chat-h100-llama8b"])
+def test_run_simulation_of_something_not_a_config_says_what_to_pass(cfg):
+    # the README's entry point ended in "AttributeError: 'dict' object has no attribute 'deployment'" (fuzz39)
+    with pytest.raises(TypeError, match=f"run_simulation needs a SimConfig, got {type(cfg).__name__}: load_preset"):
+        run_simulation(cfg)

@@ -363,3 +363,20 @@ def test_a_plan_of_offline_traffic_is_refused_naming_the_process():
     spec = PlanSpec(target_rate_per_s=5, gpus=("h100-sxm",), tp_degrees=(1,), engines=("vllm-v1",))
     with pytest.raises(PresetError, match="workload.arrival.process = 'offline'"):
         plan(make_config(workload__arrival__process="offline"), spec, backend=LocalBackend(1))
+
+
+@pytest.mark.parametrize("evaluation", ["prefilter", "deployment"])
+def test_candidates_pruned_by_an_error_name_the_error(evaluation):
+    # `plan --set limits.max_ticks=1` said "pruned: 2 simulation error" and `--token-budgets 1` "2 invalid
+    # configuration", then advised widening the search (--max-replicas, --gpus, --tp): neither said what failed (fuzz39)
+    spec = PlanSpec(target_rate_per_s=2.0, gpus=("h100-sxm",), tp_degrees=(1,), max_replicas=2, engines=("vllm-v1",),
+                    evaluation=evaluation)  # fmt: skip
+    stopped = plan(make_config(limits__max_ticks=1), spec, backend=LocalBackend(1), with_band=False)
+    assert not stopped.rows and "simulation error" in stopped.pruned
+    assert "simulation error (first: too few requests finished to measure saturation (stopped after 1 ticks " \
+           "(limits.max_ticks)" in stopped.pruned_text()  # fmt: skip
+    invalid = plan(_base(), spec.model_copy(update={"token_budgets": (1,)}), backend=LocalBackend(1), with_band=False)
+    assert not invalid.rows and "\n" not in invalid.pruned_text()
+    assert "2 invalid configuration (first: Invalid plan candidate h100-sxm TP1 · vllm-v1, budget 1: (config): " \
+           "decode_first needs max_num_batched_tokens (1) >= max_num_seqs" in invalid.pruned_text()  # fmt: skip
+    assert "dominated" not in plan(_base(), spec, backend=LocalBackend(1), with_band=False).examples  # (counts alone)

@@ -1,10 +1,13 @@
 """Sweeps and capacity: throughput rises with load up to saturation; capacity search brackets it."""
 
+import re
+
 import numpy as np
 import pytest
 
 from sim_core import PresetError
-from sim_core.sweep import capacity_from_sweep, capacity_search, run_sweep, sweep_values
+from sim_core.backend import LocalBackend
+from sim_core.sweep import capacity_from_sweep, capacity_interval, capacity_search, run_sweep, sweep_values
 from tests.conftest import make_config
 from tests.strategies import cases
 
@@ -283,3 +286,34 @@ def test_a_rate_knob_or_capacity_of_arrivals_that_ignore_the_rate_is_refused_nam
     assert knob_bounds("max_num_seqs", cfg) == (1.0, 8192.0)  # the other knobs apply
     poisson = make_config(workload__arrival__process="poisson")
     assert knob_bounds("rate", poisson) == knob_bounds("rate")
+
+
+@pytest.mark.parametrize("call, said", [
+    (lambda cfg: run_sweep(cfg, "rate", [1.0], num_seeds=0), "num_seeds = 0: must be >= 1"),
+    (lambda cfg: capacity_interval(cfg, num_seeds=0, backend=LocalBackend(1)), "num_seeds = 0: must be >= 1"),
+    (lambda cfg: capacity_interval(cfg, num_seeds=1, scale=float("nan"), backend=LocalBackend(1)),
+     "scale = nan: must be a finite number"),
+    (lambda cfg: capacity_interval(cfg, num_seeds=1, scale=0.0, backend=LocalBackend(1)), "scale = 0.0: must be > 0"),
+    (lambda cfg: find_capacity(cfg, scale=-1.0), "scale = -1.0: must be > 0"),
+    (lambda cfg: run_sweep(cfg, "bogus", [1.0]), "unknown knob 'bogus'; one of rate, max_num_seqs"),
+])  # fmt: skip
+def test_the_python_apis_seed_count_scale_and_knob_are_named_as_the_cli_names_them(call, said):
+    # the CLI checked --seeds, --scale and --knob; the API it documents ended in an IndexError (run_sweep, 0 seeds),
+    # min() of nothing (capacity_interval, 0 seeds), int(nan) (scale nan), a KeyError (an unknown knob), and ran
+    # scale = 0 as the shortest runs (fuzz39)
+    with pytest.raises(PresetError, match=re.escape(said)):
+        call(make_config(workload__num_requests=20))
+
+
+def test_the_python_apis_sweep_is_bounded_in_points_and_seeds():
+    # (sweep_values(..., -1) was numpy's ValueError; a million points or seeds ran for hours)
+    from sim_core.sweep import MAX_SWEEP_POINTS, MAX_SWEEP_SEEDS
+
+    cfg = make_config(workload__num_requests=20)
+    with pytest.raises(PresetError, match="num = -1: must be >= 1"):
+        sweep_values("rate", 1, 2, -1, cfg)
+    with pytest.raises(PresetError, match=f"num = {MAX_SWEEP_POINTS + 1}: at most 1,000 points"):
+        sweep_values("rate", 1, 2, MAX_SWEEP_POINTS + 1, cfg)
+    assert len(sweep_values("rate", 1, 2, MAX_SWEEP_POINTS, cfg)) == MAX_SWEEP_POINTS
+    with pytest.raises(PresetError, match=f"num_seeds = {MAX_SWEEP_SEEDS + 1}: at most 100 seeds"):
+        run_sweep(cfg, "rate", [1.0], num_seeds=MAX_SWEEP_SEEDS + 1)

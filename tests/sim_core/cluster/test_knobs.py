@@ -33,18 +33,29 @@ def test_prefill_instances_move_between_pools_with_the_total_fixed():
         apply_knob(make_config(), "prefill_instances", 2)
 
 
-def test_a_swept_value_no_instance_runs_with_is_a_point_error_not_the_base_result():
+def test_a_knob_no_instance_runs_with_is_refused_up_front_naming_the_pools():
     # DistServe's P2D1 sets each pool's TP degree: a num_gpus sweep ran the same deployment at every point and
-    # drew equal rows labelled 1, 2, 4 GPUs
+    # drew equal rows labelled 1, 2, 4 GPUs; then its one point equal to the config ran and every other was an error,
+    # under a range of 1-64 (fuzz39: now refused before any run, as the replicas knob is)
+    from sim_core.sweep import check_range, knob_bounds
+
     cfg = load_preset("cluster-distserve-opt13b-3xa100-p2d1")
     cfg = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"num_requests": 10})})
     base_gpus = cfg.hardware.num_gpus
-    pts = run_sweep(cfg, "num_gpus", [base_gpus, base_gpus + 1])
-    assert pts[0].error is None  # the base value itself runs
-    assert pts[1].summary is None and "no instance of this deployment runs with the top-level hardware.num_gpus" in pts[1].error
+    said = (r"num_gpus \(hardware.num_gpus\): no instance of this deployment runs with it: the prefill pool sets "
+            r"tensor_parallel = 2 and the decode pool tensor_parallel = 1")
+    for call in (lambda: knob_bounds("num_gpus", cfg), lambda: check_range("num_gpus", 1, 4, cfg),
+                 lambda: run_sweep(cfg, "num_gpus", [base_gpus, base_gpus + 1]),
+                 lambda: apply_knob(cfg, "num_gpus", base_gpus + 1)):  # fmt: skip
+        with pytest.raises(PresetError, match=said):
+            call()
+    assert apply_knob(cfg, "num_gpus", base_gpus) == cfg  # (the config's own value is the config)
     # a knob that does reach an instance (the prefill pool uses the top-level scheduler) still sweeps
     seqs = run_sweep(cfg, "max_num_seqs", [1, 64])
     assert all(p.error is None for p in seqs)
+    # one pool with its own hardware, the other on the top-level's: the knob reaches that other pool
+    one = with_value(cfg, "deployment.disaggregation.decode.tensor_parallel", None)
+    assert knob_bounds("num_gpus", one) == knob_bounds("num_gpus")
 
 
 def test_a_replica_sweep_of_a_disaggregated_deployment_is_refused_naming_its_pools():
