@@ -6,7 +6,7 @@ The bench's scenario (`sim_core/bench.py`, default preset, 48 req/s over 4 repli
 one-engine bench's 12 req/s) per router and `deployment.state_refresh_s`, and the same with the bench's
 shared system prompts and prefix caching for the cache-aware routers, and the bench's 2P2D deployment (24 req/s) with
 round robin and least outstanding. One run each (`--repeats`: the best of that many), timed with process CPU
-time, next to one engine and the bench's fixed baseline workload measured in the same process (README,
+time, next to one engine and the bench's fixed baseline workload measured in the same process (docs/cluster.md,
 Beyond one engine: Cost). `--reference` adds, after each deployment row, the same run with runs that end where they
 wait for another instance instead of pausing there (`Deployment(pause_runs=False)`, the cost before pausing).
 `--stats` adds, after each deployment row, what its routing did in one more (untimed) run: choices tried from bounds

@@ -1,4 +1,4 @@
-"""How the DistServe chatbot baseline's goodput depends on its prefill speed (README, Beyond one engine).
+"""How the DistServe chatbot baseline's goodput depends on its prefill speed (docs/cluster.md, Beyond one engine).
 Usage: PYTHONPATH=$PWD python scripts/distserve_sensitivity.py
 Scales the gemm efficiency of the co-located preset's calibration (vllm-2023-distserve) and bisects the
 highest rate at which >= 90 % of requests meet TTFT 0.25 s and TPOT 0.1 s (as the trend does)."""

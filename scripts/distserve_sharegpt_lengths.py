@@ -78,7 +78,7 @@ def measure(convs: list, count) -> tuple[np.ndarray, np.ndarray]:
 
 def report(label: str, P: np.ndarray, O: np.ndarray) -> None:
     # 1,311: the longest prompt the presets' 2023 vLLM (calibration vllm-2023-distserve) prefills within TTFT 0.25 s on one
-    # idle A100 (README, Beyond one engine); 1,536 and 512: the presets' caps
+    # idle A100 (docs/cluster.md, Beyond one engine); 1,536 and 512: the presets' caps
     print(label, "requests", len(P))
     for name, a in (("prompt", P), ("output", O)):
         print(f"  {name} mean {a.mean():.1f} median {np.median(a):.0f} p90 {np.percentile(a, 90):.0f} "

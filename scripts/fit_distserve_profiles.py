@@ -10,7 +10,7 @@ log(simulated / measured) of each request's TTFT and TPOT, under a robust loss (
 builds in an overloaded run gives errors of several e-folds that would otherwise swamp the rest). Two starts (the
 default profile's constants and vLLM V0's), the better fit kept; constants not fitted stay the default profile's. Until session 31 these profiles
 were fitted on DistServe's published step-time profiles (distserve_step_profiles.json), which prefill ~15 % slower
-than the measured vLLM runs and which the cost model followed only to +13 % at 1,500 tokens (README: Beyond one
+than the measured vLLM runs and which the cost model followed only to +13 % at 1,500 tokens (docs/cluster.md: Beyond one
 engine; `sim_core/cluster/step_profiles.py` still compares them).
 """
 

@@ -3,7 +3,7 @@
 Definitions follow vLLM's benchmark_serving; goodput follows DistServe: requests/s
 that meet both the TTFT and the TPOT objective.
 
-Steady state (README, "Capacity planning"): the headline figures divide by a makespan that includes the
+Steady state (docs/capacity.md, "Capacity planning"): the headline figures divide by a makespan that includes the
 warm-up (an empty server filling up) and the drain (the last requests finishing with nothing
 arriving), so short runs overstate latency headroom and understate throughput. `steady_state`
 measures over a window instead: the requests whose arrival rank i (0-based, by arrival time) has

@@ -12,7 +12,7 @@ prefill and a decode pool, through the cluster simulation (sim_core/cluster). `P
 = "one_replica"` is the older, faster approximation (one replica at λ/N: exact for a *random* router
 under Poisson arrivals, conservative for round robin; co-located candidates only).
 
-Pruning, so a space of ~500 configurations stays within a minute (figures in the README):
+Pruning, so a space of ~500 configurations stays within a minute (figures in docs/capacity.md):
   * a TP degree the model's attention heads do not split evenly over (config.tp_degrees_allowed: Qwen2.5-7B's 28
     heads over 8 GPUs) is dropped as an engine would refuse it, like a family that does not fit in memory; when no
     degree of the search is one the model allows, the plan is refused with the degrees it does allow;

@@ -624,7 +624,7 @@ class PrefixCache:
         next turn (whose prompt is this prompt + reply + new text) finds the reply. vLLM V1 caches every full block up
         to request.num_tokens, decode blocks included (KVCacheManager.allocate_slots -> cache_blocks); SGLang's
         cache_finished_req inserts prompt + output into the radix tree. Only with `cache_replies` (sessions): a reply
-        no later request shares would only turn truly free blocks into evictable ones (README, Prefix caching).
+        no later request shares would only turn truly free blocks into evictable ones (docs/prefix-caching.md, Replies).
         Returns the blocks freed by adoption (another turn cached them meanwhile), as register_prompt."""
         if not self.cache_replies:
             return 0

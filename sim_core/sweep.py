@@ -1,6 +1,6 @@
 """Sweeps of one knob and capacity search: the Sarathi-Serve / DistServe way of comparing systems.
 
-Capacity (README, "Capacity planning") is the highest offered request rate at which the steady-state window
+Capacity (docs/capacity.md, "Capacity planning") is the highest offered request rate at which the steady-state window
 (metrics.steady_window) meets the objective, found by bisection. The objective is either the
 serving-benchmark one — the named percentile (P50/P90/P99) of TTFT and of TPOT within the SLO
 targets — or DistServe's "at least 90 % of requests meet both". Each probe runs long enough for a

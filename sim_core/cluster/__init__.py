@@ -1,4 +1,4 @@
-"""Beyond one engine (README, same section): replicas behind a router, disaggregated prefill/decode pools.
+"""Beyond one engine (docs/cluster.md): replicas behind a router, disaggregated prefill/decode pools.
 
 `run_deployment(cfg)` simulates `cfg.deployment` and returns a `ClusterResult` (a `SimResult` over the
 whole deployment, plus one `SimResult` per instance). `run_simulation` calls it when a config has a

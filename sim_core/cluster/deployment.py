@@ -249,7 +249,7 @@ class Deployment:
         # plan cannot be made up front (release times are unknown). least_kv routes each on the engines as they
         # were at the last refresh instant (turns.RefreshedViews: each instance's KV usage and finished count there,
         # plus the requests sent since); prefix_affinity on the exact state: its view at a refresh instant is each
-        # engine's whole prefix cache, which would have to be copied at every refresh (README, Beyond one engine).
+        # engine's whole prefix cache, which would have to be copied at every refresh (docs/cluster.md, Beyond one engine).
         self.turns = TurnFeed(wl) if wl.next_turn is not None else None
         self.views: RefreshedViews | None = None
         if self.turns is not None:

@@ -116,7 +116,7 @@ def compare(run: MeasuredRun, cfg: SimConfig | None = None) -> RunComparison:
 
 def error_summary(comps: list[RunComparison]) -> tuple[float, float]:
     """(median per-request |log error| of TTFT and TPOT over the runs, mean |simulated - measured| SLO attainment):
-    what the profiles' descriptions, the validate table and the README quote for fitted and held-out runs."""
+    what the profiles' descriptions, the validate table and docs/cluster.md quote for fitted and held-out runs."""
     err = float(np.median(np.abs(np.concatenate([c.log_errors() for c in comps]))))
     return err, float(np.mean([abs(c.attainment(True) - c.attainment(False)) for c in comps]))
 

@@ -21,7 +21,7 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
    90 % only when almost idle (92 % at 0.05 req/s per GPU, 88 % at 1 req/s per GPU; none of DistServe's
    measured vLLM runs, 1-4 req/s, reaches 90 %, though at light load the model is pessimistic: 77 % on its 1 req/s
    run where 86 % was measured), and its goodput sits on a cliff in its
-   prefill speed (scripts/distserve_sensitivity.py, README).
+   prefill speed (scripts/distserve_sensitivity.py, docs/cluster.md).
 2. Splitwise (ISCA'24, row K576): Llama-2-70B on DGX machines (TP8), Azure conversation trace lengths
    (published_measurements.md §3: prompt mean 1,155, output mean 211), prompt machines H100, token
    machines A100 (Splitwise-HA) vs H100 co-located, both on vLLM V0 (Splitwise ran on 2023 vLLM: no

@@ -190,7 +190,7 @@ def test_a_run_the_wall_clock_budget_stopped_is_not_cached(tmp_path, monkeypatch
 
 
 def test_the_ray_extra_installs_what_a_ray_address_needs():
-    # the README's `pip install -e ".[ray]"` then `--ray ray://HOST:10001` failed with "Ray Client requires pip package
+    # docs/capacity.md's `pip install -e ".[ray]"` then `--ray ray://HOST:10001` failed with "Ray Client requires pip package
     # `ray[client]`": the extra installed plain ray, which connects to a local or "auto" cluster only
     import tomllib
     from pathlib import Path

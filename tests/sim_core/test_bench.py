@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 
 from sim_core import bench
 from sim_core.engine import run_simulation
+from tests import documents
 
 
 def test_engine_table_warms_every_preset_before_timing_any(monkeypatch):
@@ -52,7 +52,7 @@ def test_engine_table_warms_every_preset_before_timing_any(monkeypatch):
 def test_the_readme_performance_tables_count_the_ticks_the_bench_runs():
     # the tables were left from an older session after a refit changed the runs (vLLM V1 3,455 ticks in the table,
     # 3,434 in the bench; the 100k scenario 497,819 vs 518,025): every row's ticks (and requests) are recomputed
-    text = (Path(__file__).parents[2] / "README.md").read_text()
+    text = documents.text("README")  # (the README keeps both tables: issue 11)
     engines = dict(re.findall(r"^\| ([a-z0-9-]+) \| ([\d,]+) \| [\d.]+ ms \|", text, re.M))
     assert sorted(engines) == sorted(bench.engine_presets())
     for engine in engines:
@@ -71,7 +71,7 @@ def test_the_readme_counts_the_prefix_cache_rows_ticks_with_the_cache_off_and_on
 
     on = bench.scenarios()["10k chat, shared prompts, prefix cache"]()
     ticks = [run_simulation(cfg).timeline.num_ticks for cfg in (with_value(on, "kv_cache.enable_prefix_caching", False), on)]
-    text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    text = documents.prose("prefix-caching")  # (what the cache costs: the README's section in full)
     assert f"the same workload with the cache **off** runs {ticks[0]:,} ticks and with it on {ticks[1]:,}" in text
     assert ticks[1] > ticks[0]  # (the sentence's point: shorter prefill ticks, more of them)
 

@@ -1,13 +1,13 @@
 """Each lesson's knob moves its metric in the direction the lesson claims."""
 
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from sim_core.lessons import load_lessons, metric_value, run_lesson_step
+from tests import documents
 
 
 def test_there_are_at_least_eight_lessons_covering_the_article():
@@ -44,10 +44,11 @@ def test_the_readme_counts_the_lessons_and_their_minutes():
     words = {9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen",
              16: "sixteen", 17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty"}  # fmt: skip
     lessons = load_lessons()
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    counted = re.findall(r"the (\w+) (?:\*\*Learn\*\* )?lessons", readme)
-    assert counted and set(counted) == {words[len(lessons)]}, counted
-    assert f"with their timings ({sum(x.minutes for x in lessons)} minutes)" in readme
+    for name in ("README", "workshop"):  # (the tour and the short section; the workshop's agenda in full)
+        readme = documents.text(name)
+        counted = re.findall(r"the (\w+) (?:\*\*Learn\*\* )?lessons", readme)
+        assert counted and set(counted) == {words[len(lessons)]}, (name, counted)
+        assert f"with their timings ({sum(x.minutes for x in lessons)} minutes)" in documents.prose(name), name
 
 
 def _lesson_file(name: str) -> dict:
@@ -114,7 +115,7 @@ def test_the_readme_counts_the_mechanism_scenarios_and_their_requests():
     # (a 4,096-token prompt arriving while three requests decode, as its text says)
     words = {3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
     sizes = [x.config(0, "mechanism").workload.num_requests for x in load_lessons() if x.mechanism]
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    readme = documents.prose("workshop")  # (Running a workshop, in full)
     assert (f"{words[len(sizes)]} lessons also have a **see the mechanism** scenario of {min(sizes)}–{max(sizes)} "
             f"requests") in readme  # fmt: skip
 

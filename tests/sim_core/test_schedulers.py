@@ -15,6 +15,7 @@ from sim_core.costmodel import CostModel
 from sim_core.presets import list_presets, read_preset_data
 from sim_core.schedulers.phase import PHASE_CONTROLLERS, TickKind
 from sim_core.types import Phase
+from tests import documents
 from tests.conftest import make_config, trace_config
 from tests.strategies import cases
 
@@ -711,8 +712,6 @@ def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_ru
     # (review 29e: the figures changed when a refusal started to hold admission until the batch shrinks; nothing
     # recomputed them) The README's KV-pressure example on the sglang preset, with and without the prefix cache; with
     # vLLM V0's watermark, under SGLang's victims (the preset's since fix 30b, which changed those figures) and vLLM's
-    from pathlib import Path
-
     from sim_core import load_preset
     from sim_core.sweep import with_value
 
@@ -729,7 +728,7 @@ def test_the_readme_quotes_sglangs_admission_on_the_kv_pressure_example_as_it_ru
     key, key_mark = (with_value(x, "scheduler.preemption_requeue", "by_key") for x in (cfg, mark))  # (fix 30d)
     k, kc, km, kmc = (run_simulation(x).summary for x in (key, cached(key), key_mark, cached(key_mark)))
     assert (k.num_preemptions, km.num_recomputed_tokens) != (s.num_preemptions, w.num_recomputed_tokens)
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    readme = documents.prose("engines")  # (SGLang's admission, in full)
     assert (f"{s.num_preemptions} pre-emptions ({w.num_preemptions} with the watermark), {s.num_recomputed_tokens:,} tokens recomputed "
             f"({w.num_recomputed_tokens:,}), {s.output_tokens_per_s:,.0f} output tokens/s ({w.output_tokens_per_s:,.0f}), TTFT p50 / p99 "
             f"{s.ttft_p50_s:.1f} / {s.ttft_p99_s:.1f} s ({w.ttft_p50_s:.1f} / {w.ttft_p99_s:.1f} s: the queue waits for token room instead "
@@ -751,8 +750,6 @@ def test_the_readme_quotes_sglangs_admission_offline_as_it_runs():
     # The paragraph after the KV-pressure example: offline-batch-h200-llama8b on the sglang engine with a small pool,
     # under SGLang's token budget, vLLM V0's watermark, vLLM's victims and 20 steps of headroom (quoted, unpinned until
     # session 37; the sglang rules changed in fixes 30b and 30d and review 29e)
-    from pathlib import Path
-
     from sim_core.presets import config_from_dict
     from sim_core.sweep import with_value
 
@@ -762,7 +759,7 @@ def test_the_readme_quotes_sglangs_admission_offline_as_it_runs():
     mark = with_value(cfg, "scheduler.admission", "watermark")
     steps = with_value(mark, "scheduler.preemption_headroom_steps", 20)
     s, w, v, f, h = (run_simulation(x).summary for x in (cfg, mark, with_value(mark, "scheduler.preemption_victim", "last_admitted"), full, steps))
-    text = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    text = documents.prose("engines")
     assert (f"with `gpu_memory_utilization` 0.16 ({s.kv_capacity_tokens:,} tokens): {s.num_preemptions} pre-emptions "
             f"({w.num_preemptions} with the watermark; {v.num_preemptions} with it and vLLM's victims), {s.output_tokens_per_s:,.0f} "
             f"output tokens/s ({w.output_tokens_per_s:,.0f}; {v.output_tokens_per_s:,.0f}; ") in text  # fmt: skip

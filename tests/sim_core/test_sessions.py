@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,6 +9,7 @@ from sim_core import run_simulation
 from sim_core.engine import Engine
 from sim_core.types import Status
 from tests.conftest import make_config
+from tests.documents import prose
 
 
 def sessions_config(n=120, turns=4, think_s=2.0, **over):
@@ -142,7 +141,7 @@ def test_the_readme_quotes_closed_and_open_loop_sessions_as_they_run():
     from sim_core import load_preset
     from sim_core.sweep import with_value
 
-    text = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    text = prose("prefix-caching")  # (the README's section in full)
     preset = load_preset("multi-turn-chat-h100-llama8b")
     busy = preset
     for path, value in (("workload.num_requests", 3000), ("workload.arrival.rate_per_s", 150.0), ("workload.sessions.think_time_s", 2.0)):

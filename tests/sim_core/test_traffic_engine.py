@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +18,8 @@ from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.sweep import with_value
 from sim_core.traces import with_trace
 from sim_core.types import Event
+from tests.documents import prose
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 SHARED = {"num_system_prompts": 3, "share_ratio": 0.9, "system_prompt_tokens": {"dist": "fixed", "mean": 1500}}
 
 
@@ -141,7 +140,7 @@ def test_recomputed_tokens_and_the_hit_rate_count_what_a_preempted_request_finds
     # review 28b: the vLLM V1 preset lost V0's admission watermark, which made them 35, 13,537, 186,369, 26,000 and
     # 1.66 s; review 28g: a running chunk short of blocks pre-empts (vLLM) instead of shrinking, which made them 36,
     # 12,892, 185,724, 24,992 and 1.66 s; the figures in parentheses there are the earlier runs', constants here)
-    text = " ".join(README.read_text().split())
+    text = prose("prefix-caching")  # (the README's section in full)
     assert (f"{s.num_preemptions} pre-emptions; {s.num_recomputed_tokens:,} tokens recomputed, {computed:,} prefill "
             f"positions computed, hit rate 0 % (nothing is shared), {s.prefill_tokens_saved:,} prefill tokens saved; "
             f"TTFT p99 {s.ttft_p99_s:.2f} s.") in text  # fmt: skip
@@ -177,7 +176,9 @@ def test_lfu_keeps_a_hot_system_prompt_that_lru_loses_to_a_scan_of_one_off_promp
     assert f"{lru.ttft_p99_s:.2f}" == f"{lfu.ttft_p99_s:.2f}"  # ("TTFT p99 ... either way")
     assert (f"LFU hits {pct(lfu.prefix_hit_rate_tokens)} of prompt tokens against LRU's {pct(lru.prefix_hit_rate_tokens)} "
             f"({lfu.prefill_tokens_saved:,} prefill tokens saved against {lru.prefill_tokens_saved:,}, re-admissions after a "
-            f"pre-emption included; TTFT p99 {lfu.ttft_p99_s:.2f} s either way") in " ".join(README.read_text().split())  # fmt: skip
+            f"pre-emption included; TTFT p99 {lfu.ttft_p99_s:.2f} s either way") in prose("prefix-caching")  # fmt: skip
+    # and the README's short section quotes the hit rates
+    assert f"({pct(lfu.prefix_hit_rate_tokens)} of prompt tokens hit against {pct(lru.prefix_hit_rate_tokens)})" in prose()
 
 
 def _one_request(**spec) -> SimConfig:
@@ -624,4 +625,4 @@ def test_the_readme_quotes_the_kv_pressure_example_under_v0s_watermark_as_it_run
     assert s.num_finished == 150 and s.num_preemptions > 0
     assert (f"(With the 1 % admission watermark of vLLM V0, which the vLLM V1 preset kept until review 28b, below: "
             f"{s.num_preemptions} pre-emptions, {s.num_recomputed_tokens:,} recomputed, {computed:,} positions, "
-            f"{s.prefill_tokens_saved:,} saved, TTFT p99 {s.ttft_p99_s:.2f} s;") in " ".join(README.read_text().split())  # fmt: skip
+            f"{s.prefill_tokens_saved:,} saved, TTFT p99 {s.ttft_p99_s:.2f} s;") in prose("prefix-caching")  # fmt: skip

@@ -3,6 +3,7 @@
 import pytest
 
 from sim_core.trends import run_trends
+from tests.documents import prose, text
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +35,11 @@ def test_every_trend_points_the_papers_way_and_names_its_source(trends):
 def test_the_readme_trends_table_quotes_these_ratios(trends):
     # "Known results, as trends": the Simulated column is `python -m sim_core trends`, i.e. these runs (the fixture's
     # 400 requests are run_trends' default); nothing compared the table with them
-    from pathlib import Path
-
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = text("accuracy")
     table = readme.split("**Known results, as trends**")[1].split("\n\n")[1]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| Claim", "|---"))]
     assert [row.rstrip(" |").rsplit("| ", 1)[1] for row in rows] == [f"{t.ratio:.2f}x" for t in trends]
+    # and the README's short section quotes the same three
+    sarathi, orca, ft = (f"{t.ratio:.2f}x" for t in trends)
+    assert (f"Sarathi-Serve vs vLLM capacity {sarathi} (published 2.6x), vLLM vs Orca {orca} (2.7–8x), vLLM vs "
+            f"FasterTransformer {ft} (2–4x)") in prose()

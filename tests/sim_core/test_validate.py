@@ -13,6 +13,7 @@ from sim_core.validate import (
     CALIBRATION_CSV, PROFILE_FIT_ROWS, PROFILE_SECTIONS, SIMULATED_FAMILIES, SIMULATED_GRIDS, build_rows, error_stats,
     evaluate, fit, load_rows, profile_calibration, summary_table,
 )  # fmt: skip
+from tests.documents import prose
 from tests.strategies import cases
 
 # Rows priced by running the simulator (trtllm-bench replays) take about a minute: all of them, and the
@@ -40,7 +41,7 @@ def test_held_out_error_stays_within_its_recorded_band(results):
     n, median, p90 = error_stats(results, engine_only=True)
     assert n >= 70
     # Closed-form families (the simulated families' rows join with SIM_CORE_SLOW_TESTS=1): recorded median 6.4 %,
-    # p90 16.9 % over 148 rows; with them 6.4 % / 17.7 % over 195 (README "How good is the model"; target 8 % / 20 %).
+    # p90 16.9 % over 148 rows; with them 6.4 % / 17.7 % over 195 (docs/accuracy.md; target 8 % / 20 %).
     assert median <= 7 and p90 <= 18
 
 
@@ -158,11 +159,9 @@ def test_engine_error_band_is_the_closed_form_held_out_figure(results):
     closed = [r for r in results if r["profile"] in CLOSED_FORM]
     assert engine_error_band() == pytest.approx(error_stats(closed, engine_only=True))
     # the planner quotes this band ("cost-model error on 148 held-out published measurements"), not the 195 rows of
-    # "How good is the model": the README says which it is
-    from pathlib import Path
-
+    # "How good is the model": the planner's text (docs/capacity.md) says which it is
     num, median, p90 = engine_error_band()
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    readme = prose("capacity")
     assert (f"(the {num} held-out engine-level rows priced in closed form, `validate.engine_error_band`: median {median:.1f} %, "
             f"p90 {p90:.1f} %; the 195 below add the simulated families' rows)") in readme
 
@@ -170,13 +169,11 @@ def test_engine_error_band_is_the_closed_form_held_out_figure(results):
 def test_the_readme_quotes_fastertransformers_gpt20b_errors_at_tp1_and_tp8(results):
     # "now within 4-11 % at both" (since the per-GEMM time) while the TP1 rows ran 4-12 % slow and the TP8 rows from
     # 10 % fast to 4 % slow: each end recomputed from the rows (signed: + is the model slower than the table)
-    from pathlib import Path
-
     def signed(tp: str) -> list[float]:
         return [100 * (r["predicted"] / r["measured"] - 1) for r in results if r["what"].startswith(f"GPT-20B A100-SXM- {tp} ")]
 
     tp1, tp8 = signed("TP1"), signed("TP8")
     assert len(tp1) == len(tp8) == 10 and min(tp1) > 0 and min(tp8) < 0 < max(tp8)
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    readme = prose("accuracy")
     assert (f"now {min(tp1):.0f}–{max(tp1):.0f} % too slow at TP1 and from {-min(tp8):.0f} % too fast to {max(tp8):.0f} % too "
             f"slow at TP8") in readme  # fmt: skip

@@ -1,4 +1,4 @@
-"""scripts/cluster_digest.py: the configs the README says it hashes."""
+"""scripts/cluster_digest.py: the configs the README's Beyond one engine (docs/cluster.md) says it hashes."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import importlib.util
 import re
 import sys
 from pathlib import Path
+
+from tests.documents import prose
 
 ROOT = Path(__file__).parents[3]
 
@@ -25,7 +27,7 @@ def test_the_readme_counts_the_configs_the_cluster_digest_hashes():
     configs = _digest_script().configs()
     back_pressure = [cfg for seed, cfg in configs if 300 <= seed < 412]  # (the 300 series and its decode-side copies)
     assert all(cfg.deployment.disaggregation is not None for cfg in back_pressure)
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = prose("cluster")  # (Beyond one engine, in full)
     stated = re.search(r"hashes every result array of (\d+) deployment configs, (\d+) of them xPyD under decode back-pressure", readme)
     assert stated and (int(stated[1]), int(stated[2])) == (len(configs), len(back_pressure))
     assert f"over {len(configs)} configs" in (ROOT / "scripts" / "cluster_digest.py").read_text()

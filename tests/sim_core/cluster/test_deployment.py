@@ -1,4 +1,4 @@
-"""Replicas and disaggregated pools against the single engine they are built from (README, "Beyond one engine").
+"""Replicas and disaggregated pools against the single engine they are built from (docs/cluster.md, "Beyond one engine").
 
 What "explainable from the single engine" means, exactly:
   * a 1-replica deployment IS the single engine: the same ticks, idle gaps, request times, events

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -14,6 +12,7 @@ from sim_core.cluster.router import Router
 from sim_core.lessons import load_lessons
 from sim_core.sweep import with_value
 from tests.conftest import trace_config
+from tests.documents import prose
 from tests.sim_core.cluster.support import open_loop_config
 
 N = 48
@@ -117,14 +116,11 @@ def test_least_outstanding_routes_as_if_every_replica_reached_each_arrival(seed)
     assert_routes_as_if_every_replica_reached_each_arrival(cfg)
 
 
-README = Path(__file__).resolve().parents[3] / "README.md"
-
-
 def test_the_readme_quotes_the_router_presets_as_they_run():
     # Regression: "Beyond one engine" quoted least_kv 1.11 s exact / 1.90 s stale vs round robin 1.14 s and prefix
     # affinity 51.7 %, 0.70 -> 0.32 s, while the presets ran 1.26 / 2.27 / 1.29 s and 51.9 %, 0.81 -> 0.31 s (the
     # router lesson, tested, had been restated; the README had not). Each number recomputed and looked up.
-    text = " ".join(README.read_text().split())
+    text = prose("cluster")  # (the README's section in full, docs/cluster.md)
     runs: dict = {}
 
     def run(preset: str, router: str, refresh_s: float | None = None):
@@ -167,6 +163,9 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
             f"{s(pa[1])}, p99 {rr[2]:.2f} → {s(pa[2])}") in text  # fmt: skip
     assert (f"exact: {pct(exact[0])}, {s(exact[1])}, {s(exact[2])}; cache_aware {pct(ca[0])}, {s(ca[1])}, {s(ca[2])}; "
             f"least outstanding {pct(lo[0])}, {s(lo[1])})") in text  # fmt: skip
+    # and the README's short section: "raises the prefix hit rate ... and halves TTFT p90"
+    assert (f"raises the prefix hit rate from {pct(rr[0])} to {pct(pa[0])} of prompt tokens and halves TTFT p90 "
+            f"({rr[1]:.2f} → {s(pa[1])})") in prose() and pa[1] < 0.55 * rr[1]  # fmt: skip
     # "cache_aware beats prefix_affinity on TTFT at the same hit rate" (since its fallback is SGLang's smallest tree; with
     # least outstanding there the two tied: the router lesson said "over seeds 0-5 the two rules' TTFT p90 differ by under
     # 0.01 s")

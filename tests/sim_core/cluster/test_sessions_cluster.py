@@ -16,6 +16,7 @@ from sim_core.cluster.router import session_instance
 from sim_core.sweep import with_value
 from sim_core.types import Status
 from tests.conftest import make_config
+from tests.documents import prose
 from tests.sim_core.cluster.test_deployment import FREE_1P1D, assert_cluster_invariants, assert_same_run
 
 ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session")
@@ -151,7 +152,7 @@ def test_generated_closed_loop_deployments_finish_every_turn_in_order(replicas, 
 
 def test_an_old_deployment_link_without_the_field_keeps_its_open_loop_result():
     """Deployment configs that omit sessions.closed_loop (old links made before the field existed) stay open loop
-    and reproduce their result (README, Beyond one engine: why the default is not changed by a migration)."""
+    and reproduce their result (docs/cluster.md: why the default is not changed by a migration)."""
     cfg = make_config(workload__num_requests=60, workload__sessions={"turns": 3, "think_time_s": 1.0},
                       deployment={"replicas": 2, "router": "least_outstanding"})  # no closed_loop field, as old links
     assert cfg.workload.sessions.closed_loop is False
@@ -174,7 +175,6 @@ def test_the_readme_quotes_the_cache_aware_row_of_the_multi_turn_router_table_as
     # The router table of "Beyond one engine" (multi-turn-chat-h100-llama8b, 4 replicas, 2,000 requests at 60 req/s,
     # closed loop): session 28's fallback change (the smallest router-side tree, fix28e) moved cache_aware's row
     # (18/59 ms -> 18/68 ms, later turns leaving their replica 7.1 % -> 7.6 %) and no test recomputed it
-    from pathlib import Path
 
     from sim_core import load_preset
     from sim_core.workload import generate_workload
@@ -193,6 +193,6 @@ def test_the_readme_quotes_the_cache_aware_row_of_the_multi_turn_router_table_as
             later += 1
             moved += int(res.instance_of[rid] != res.instance_of[previous[session[rid]]])
         previous[session[rid]] = rid
-    text = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    text = prose("cluster")
     assert f"| cache_aware | {s.ttft_p50_s * 1e3:.0f} / {s.ttft_p99_s * 1e3:.0f} | {s.prefix_hit_rate_tokens:.2f} |" in text
     assert f"(closed loop: {moved / later:.1%} of later turns leave their previous turn's replica".replace("%", " %") in text

@@ -171,7 +171,7 @@ def test_closed_loop_least_kv_with_refresh_keeps_turn_times_and_routes_on_stale_
 
 
 def test_closed_loop_prefix_affinity_routes_on_exact_state_whatever_the_refresh():
-    # its view at a refresh instant would be each engine's whole prefix cache (README: why it is not kept)
+    # its view at a refresh instant would be each engine's whole prefix cache (docs/cluster.md: why it is not kept)
     a, b = run_simulation(_closed_loop("prefix_affinity", 0.5)), run_simulation(_closed_loop("prefix_affinity", 0.0))
     assert np.array_equal(a.instance_of, b.instance_of)
     for x, y in zip(a.instances, b.instances):

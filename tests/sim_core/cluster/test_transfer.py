@@ -13,6 +13,7 @@ from sim_core.engine import run_simulation
 from sim_core.presets import load_preset
 from sim_core.sweep import with_value
 from tests.conftest import make_config, trace_config
+from tests.documents import prose
 
 
 def test_llama8b_kv_bytes_per_token_is_128_kib():
@@ -225,10 +226,9 @@ def test_deployments_on_a_slow_link_keep_every_tick_invariant(seed, pools, bw, p
 def test_the_readme_quotes_the_link_contention_runs_as_they_run():
     # Beyond one engine, "Transfers share the link": the presets' waits and the slow-link runs, quoted and unpinned
     # until session 37 (each an xPyD run at a link speed no digest config uses)
-    from pathlib import Path
 
     link = "deployment.disaggregation.link"
-    text = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    text = prose("cluster")
 
     def run(preset, **sets):
         cfg = load_preset(preset)

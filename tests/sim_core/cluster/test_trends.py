@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sim_core.cluster.trends import comparisons, format_trend, run_comparison
+from tests.documents import prose
 
 
 def test_dynamo_single_node_disaggregation_gains_per_gpu():
@@ -40,15 +41,15 @@ def test_distserve_disaggregation_serves_more_per_gpu(distserve):
     assert 0 < distserve.colocated_capacity / distserve.colocated_gpus < 1.0
     assert f"simulated {distserve.ratio:.2f}x per GPU" in format_trend(distserve)
     assert "same direction, outside 1.5x of the claim" in format_trend(distserve)
-    # the README's figures are this run's
-    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    # the figures of the README's section (in full: docs/cluster.md) are this run's
+    readme = prose("cluster")
     assert f"D TP1 (decode batches up to 1,024, the artifact's flags) serves {per_gpu:.2f} req/s per GPU" in readme
     assert (f"| DistServe chatbot, OPT-13B (P TP2 + D TP1 vs 3x vLLM TP1) | 2.0-3.41x per GPU | {distserve.ratio:.2f}x "
             f"(vLLM: {distserve.colocated_capacity / distserve.colocated_gpus:.2f} req/s per GPU) |") in readme  # fmt: skip
 
 
 @pytest.mark.xfail(strict=True, reason="the co-located baseline meets 90 % only when almost idle (DistServe's measured vLLM runs "
-                   "stay under 90 % at every rate they measured, 1-4 req/s), so the ratio is far above 2.0-3.41x (README, Beyond one engine)")
+                   "stay under 90 % at every rate they measured, 1-4 req/s), so the ratio is far above 2.0-3.41x (docs/cluster.md)")
 def test_distserve_claim_within_band(distserve):
     assert distserve.within_band
 
@@ -57,7 +58,7 @@ def test_the_readme_claims_table_quotes_the_trends_commands_ratios():
     # "Published claims": `python -m sim_core trends` runs each comparison at 300 requests and 6 bisection steps (the
     # tests above use fewer); session 28's decode-side first token changed the Dynamo disaggregated runs' TTFT, and
     # nothing compared the table with a run (1.37x and 1.49x per GPU / per cost still)
-    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    readme = prose("cluster")
     splitwise, dynamo = (run_comparison(comparisons()[k]) for k in (1, 2))
     assert f"| Dynamo, one node of 8 H100 (3P1D vs 4 replicas, TP2) | 1.3x per GPU | {dynamo.ratio:.2f}x |" in readme
     assert f"1.75x per cost | {splitwise.ratio:.2f}x | both sides vLLM V0 |" in readme
@@ -77,7 +78,7 @@ def test_the_splitwise_baseline_on_vllm_v1_gains_what_the_readme_and_presets_say
     monkeypatch.setattr(trends, "load_preset", lambda name: on_vllm_v1(name) if "splitwise" in name else load_preset(name))
     assert trends.colocated_config(comparisons()[1], 10).scheduler.prefill_mode == "decode_first"  # (V0: prefill_first)
     ratio = f"{run_comparison(comparisons()[1]).ratio:.2f}x"
-    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    readme = prose("cluster")
     assert f"with vLLM V1's chunked prefill as before, {ratio})" in readme
     for name in ("cluster-splitwise-llama70b-4xdgx-colocated", "cluster-splitwise-llama70b-4xdgx-ha-3p1d"):
         assert f"({ratio} per cost instead of" in read_preset_data("scenarios", name)["description"]
@@ -124,7 +125,7 @@ def test_distserve_presets_describe_the_requests_they_replay(name):
 
 def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(capsys):
     # the measured runs' figures, the co-located idle and 1 req/s attainment and the sensitivity script's goodputs
-    # (README, Beyond one engine): each from its source, not restated by hand
+    # (docs/cluster.md, Beyond one engine): each from its source, not restated by hand
     import runpy
 
     import numpy as np
@@ -135,7 +136,7 @@ def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(c
     from sim_core.presets import load_preset
     from sim_core.sweep import with_rate, with_value
 
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = prose("cluster")
     comps = compare_all()
     for system, name in (("vllm", "vLLM"), ("distserve-c21d11", "DistServe")):
         held = [c for c in comps if c.run.system == system and not c.fitted]
