@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from pydantic import ValidationError
 
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import NotAField, format_validation_error, set_dotted
+from sim_core.config import NotAField, format_validation_error, set_dotted, unused_with_trace
 from sim_core.inputs import BracketTextError, InputError, NestingError, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
@@ -277,11 +277,14 @@ def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimCon
                 blamed = set(refused)
         for path in blamed:
             del kept[path]
+    unused = unused_with_trace(cfg, kept)
+    unused_text = f"The link's {unused}." if unused else None
     if not problems:
-        return cfg, None, None
+        return cfg, None, unused_text
     rest = "the preset with the link's other values" if kept else "the preset without the link's values"
     more = f" (and {len(problems) - MAX_LINK_PROBLEMS:,} more)" if len(problems) > MAX_LINK_PROBLEMS else ""
-    return cfg, (name if cfg == load_preset(name) else None), f"{'; '.join(problems[:MAX_LINK_PROBLEMS])}{more}. Showing {rest} instead."
+    said = f"{'; '.join(problems[:MAX_LINK_PROBLEMS])}{more}. Showing {rest} instead."
+    return cfg, (name if cfg == load_preset(name) else None), said + (f" {unused_text}" if unused_text else "")
 
 
 MAX_LINK_PROBLEMS = 5  # listed in the warning: a tampered link of 3,000 bad fields made a 200 KB warning

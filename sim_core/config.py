@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
@@ -1240,3 +1240,22 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             continue
         lines.append(f"{path}{given_part}: {msg}{extra}")
     return f"Invalid {source}:\n  " + "\n  ".join(lines)
+
+
+# A trace's rows set each request's arrival, prompt and output lengths and priority (workload.generate_workload), so
+# these parts of the workload are not read while it has one. The sidebar says so; a --set or a link value for them was
+# kept without a word, and the run replayed the trace as it is.
+TRACE_REPLACES = ("workload.arrival", "workload.prompt_tokens", "workload.output_tokens", "workload.classes")
+
+
+def unused_with_trace(cfg: SimConfig, keys: Iterable[str]) -> str | None:
+    """A sentence naming the dotted `keys` that `cfg`'s trace makes unused, or None (no trace, or none of them)."""
+    if cfg.workload.trace is None:
+        return None
+    unused = [k for k in keys if any(k == p or k.startswith(p + ".") for p in TRACE_REPLACES)]
+    if not unused:
+        return None
+    shown = ", ".join(k[:60] for k in unused[:5]) + (f" (and {len(unused) - 5} more)" if len(unused) > 5 else "")
+    return (f"{shown}: not used, the workload replays a trace whose rows set each request's arrival, prompt and output "
+            "lengths and priority (to replay it at another rate, time-scale it: a rate sweep does, and so does a trace "
+            "file's time scale when it is loaded)")  # fmt: skip

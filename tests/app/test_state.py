@@ -264,3 +264,13 @@ def test_a_field_a_later_parameter_replaces_with_its_whole_section_is_named():
     cfg, _, warning = config_from_query({"preset": "chat-h100-llama8b", "scheduler": '{"max_num_seqs": 8}',
                                          "scheduler.max_num_seqs": "4"})  # fmt: skip
     assert cfg.scheduler.max_num_seqs == 4 and warning is None
+
+
+def test_a_link_value_the_trace_makes_unused_is_named_beside_its_other_problems():
+    cfg, name, warning = config_from_query({"preset": "trace-azure-2023-h100-llama8b", "workload.arrival.rate_per_s": "5"})
+    assert name is None  # (a modified preset)
+    assert cfg.workload.trace is not None and "workload.arrival.rate_per_s: not used, the workload replays a trace" in warning
+    _, _, warning = config_from_query({"preset": "trace-azure-2023-h100-llama8b", "workload.arrival.rate_per_s": "5",
+                                       "scheduler.max_num_seqs": "-1"})  # fmt: skip
+    assert "scheduler.max_num_seqs = -1" in warning and "workload.arrival.rate_per_s: not used" in warning
+    assert config_from_query({"preset": "chat-h100-llama8b", "workload.arrival.rate_per_s": "5"})[2] is None

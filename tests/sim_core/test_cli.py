@@ -162,3 +162,16 @@ def test_the_memory_knob_says_its_unit_and_its_older_name_still_sweeps(capsys):
     old = capsys.readouterr().out
     assert main([*args, "--knob", "memory_gib"]) == 0
     assert capsys.readouterr().out == old and "memory_gib" in old and "GPU memory (GiB)" in old
+
+
+@pytest.mark.parametrize("sets, noted", [(["workload.arrival.rate_per_s=5", "scheduler.max_num_seqs=64"], True),
+                                         (["workload.output_tokens={\"dist\": \"fixed\", \"mean\": 8}"], True),
+                                         (["scheduler.max_num_seqs=64", "workload.num_requests=20"], False)])  # fmt: skip
+def test_a_set_the_trace_makes_unused_is_named(sets, noted, capsys):
+    # a trace preset replays its rows: --set workload.arrival.rate_per_s=5 ran the trace as it is, without a word
+    argv = ["run", "trace-azure-2023-h100-llama8b", "--json"] + [x for s in sets for x in ("--set", s)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert ("not used, the workload replays a trace" in err) is noted
+    if noted:
+        assert sets[0].partition("=")[0] in err and "scheduler" not in err

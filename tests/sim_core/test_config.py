@@ -423,3 +423,17 @@ def test_a_refused_class_is_one_line_not_also_a_list_too_short(bad, size):
     with pytest.raises(PresetError) as err:
         config_from_dict(data)
     assert "at least 1 item" not in str(err.value) and "workload.classes.0" in str(err.value), str(err.value)
+
+
+def test_what_a_trace_replaces_is_named_only_with_a_trace():
+    from sim_core.config import TRACE_REPLACES, unused_with_trace
+
+    traced, plain_cfg = load_preset("trace-azure-2023-h100-llama8b"), load_preset("chat-h100-llama8b")
+    keys = ["workload.arrival.rate_per_s", "workload.classes", "workload.num_requests", "workload.arrivalx", "seed"]
+    said = unused_with_trace(traced, keys)
+    assert said.startswith("workload.arrival.rate_per_s, workload.classes: not used")
+    assert unused_with_trace(plain_cfg, keys) is None and unused_with_trace(traced, ["workload.num_samples"]) is None
+    # every part it names is a field of the workload that the trace branch of generate_workload does not read
+    from sim_core.config import WorkloadConfig
+
+    assert {p.split(".")[1] for p in TRACE_REPLACES} <= set(WorkloadConfig.model_fields)
