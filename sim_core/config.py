@@ -1248,11 +1248,14 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
 TRACE_REPLACES = ("workload.arrival", "workload.prompt_tokens", "workload.output_tokens", "workload.classes")
 
 
+def replaced_by_trace(cfg: SimConfig, key: str) -> bool:
+    """Whether `cfg` has a trace and the dotted `key` is a part of the workload its rows replace."""
+    return cfg.workload.trace is not None and any(key == p or key.startswith(p + ".") for p in TRACE_REPLACES)
+
+
 def unused_with_trace(cfg: SimConfig, keys: Iterable[str]) -> str | None:
     """A sentence naming the dotted `keys` that `cfg`'s trace makes unused, or None (no trace, or none of them)."""
-    if cfg.workload.trace is None:
-        return None
-    unused = [k for k in keys if any(k == p or k.startswith(p + ".") for p in TRACE_REPLACES)]
+    unused = [k for k in keys if replaced_by_trace(cfg, k)]
     if not unused:
         return None
     shown = ", ".join(k[:60] for k in unused[:5]) + (f" (and {len(unused) - 5} more)" if len(unused) > 5 else "")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sim_core.config import SimConfig, format_validation_error
+from sim_core.config import SimConfig, format_validation_error, replaced_by_trace
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.presets import PRESETS_DIR, PresetError, list_presets, load_preset
@@ -90,7 +90,8 @@ class Lesson(BaseModel):
         """The scenario (or the mechanism scenario) with the overrides and the knob at values[step]."""
         cfg = load_preset(self.mechanism if run == "mechanism" and self.mechanism else self.scenario)
         for path, value in self.overrides.items():
-            cfg = with_value(cfg, path, value)
+            if not replaced_by_trace(cfg, path):  # (a mechanism scenario replays its few requests: a rate means nothing)
+                cfg = with_value(cfg, path, value)
         return with_value(cfg, self.knob, self.values[step])
 
     @property
