@@ -41,6 +41,13 @@ def test_gantt_hover_explains_a_bar(small):
     assert all(t.marker.color == PHASE_COLORS[t.legendgroup] for t in fig.data if t.type == "bar")
 
 
+def test_a_gantt_bar_of_one_tick_says_tick_on_hover(small):
+    # a run of ticks merged into one bar read "1 ticks from tick 12" where the run was one tick long
+    fig = timeline.timeline_figure(small)
+    said = [str(row[0]) for t in fig.data if t.type == "bar" and t.yaxis == "y" for row in t.customdata]
+    assert any(x.startswith("1 tick from tick ") for x in said) and not any(x.startswith("1 ticks") for x in said), said[:10]
+
+
 def test_request_segments_follow_the_events():
     res = run_simulation(trace_config([100, 100], [5, 5], arrivals=[0.0, 2.0]))
     segs = timeline.request_segments(res, 0, 2)

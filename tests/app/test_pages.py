@@ -1488,3 +1488,29 @@ def test_a_sweep_link_under_the_memory_knobs_older_name_opens_it():
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="memory_gb")
     assert not at.exception and not at.warning
     assert at.selectbox(key="sw.knob").value == "memory_gib"
+
+
+def test_a_one_tick_limit_says_tick_not_ticks():
+    # limits.max_ticks = 1 warned "The run did not finish: stopped after 1 ticks (limits.max_ticks)"
+    at = app(open_sections=False, preset="chat-h100-llama8b", **{"limits.max_ticks": "1"}).run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "stopped after 1 tick (limits.max_ticks)" in said and "1 ticks" not in said, said
+
+
+def test_a_single_request_and_a_single_tick_are_singular():
+    # one request: the caption read "workload chat, 1 requests" and the timeline "1 requests alive in this window"; of
+    # one output token, a run of one tick: the headline read "1 ticks · 41.4 ms" and its whole-run timeline "Requests 0–0"
+    at = app(open_sections=False, preset="chat-h100-llama8b", **{"workload.num_requests": "1"}).run()
+    assert not at.exception
+    assert any("workload chat, 1 request, seed" in c.value for c in at.caption), [c.value for c in at.caption]
+    body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
+    assert "1 request alive in this window" in body
+    at = app(open_sections=False, preset="chat-h100-llama8b", **{"workload.num_requests": "1",
+             "workload.output_tokens": '{"dist": "fixed", "mean": 1}'}).run()  # fmt: skip
+    assert not at.exception
+    finished = next(m for m in at.metric if m.label == "Finished")
+    assert finished.proto.delta.startswith("1 tick · "), finished.proto.delta
+    body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
+    assert ">Request 0<" in body and "Requests 0–0" not in body
+
