@@ -1514,3 +1514,14 @@ def test_a_single_request_and_a_single_tick_are_singular():
     body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
     assert ">Request 0<" in body and "Requests 0–0" not in body
 
+
+def test_the_headlines_third_row_fills_from_the_left():
+    # speculative decoding alone: "Tokens per decode step" stood in the third of four columns, two empty ones to its left
+    at = app(open_sections=False, preset="spec-decode-h100-llama8b").run()
+    assert not at.exception
+    cols = list(at.columns)
+    first = next(i for i, c in enumerate(cols) if [m.label for m in c.metric] == ["Output throughput"])
+    rows = [cols[i:i + 4] for i in range(first, first + 12, 4)]  # the headline: rows of four columns
+    filled = [[bool(c.metric) for c in row] for row in rows]
+    assert filled == [[True] * 4, [True] * 4, [True, False, False, False]], filled
+    assert [m.label for m in rows[2][0].metric] == ["Tokens per decode step"]
