@@ -1041,6 +1041,18 @@ def test_sweep_says_in_full_why_runs_stopped_and_counts_with_separators():
     assert columns["finished"]["type_config"]["format"] == "localized" and "in full under the table" in columns["stopped"]["help"]
 
 
+def test_the_sweep_tables_rate_and_chunk_columns_are_headed_by_their_units():
+    # the knob's column read "rate" and "chunk", numbers without a unit beside "8.5 req/s" (a phone gives it 48-60 px:
+    # the unit, which the page's Knob box names the knob of; tests/app/test_browser.py measures them there)
+    import json
+
+    for knob, (start, stop), unit in (("rate", ("4", "8"), "req/s"), ("chunk", ("512", "1024"), "tokens")):
+        at = sweep_of({"preset": "chat-h100-llama8b", "workload.num_requests": "40"}, sweep=knob, start=start, stop=stop, n="2")
+        assert not at.exception
+        columns = json.loads(at.dataframe[0].proto.columns)
+        assert columns[knob]["label"] == unit, columns[knob]
+
+
 def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
     at = sweep_of({"preset": "chat-h100-llama8b"}, sweep="prefill_instances")
     assert not at.exception
