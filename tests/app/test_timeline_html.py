@@ -1,6 +1,7 @@
 """The server-drawn HTML timeline shows what the Plotly timeline shows (same bars, rows, lines and
 hovers, from the same data), stays small for large runs, and shows any text as typed."""
 
+import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -190,4 +191,4 @@ def test_a_gantt_bar_of_one_tick_says_tick_on_hover():
     # the whole run's bars are runs of ticks: one a single tick long read "decode · 1 ticks from tick 12"
     res = run_simulation(make_config("kv-pressure-a100-llama8b", workload__num_requests=60))
     markup = timeline_html.timeline_html(res)
-    assert " · 1 tick from tick " in markup and "1 ticks" not in markup
+    assert " · 1 tick from tick " in markup and not re.search(r"[^\d,]1 ticks", markup)
