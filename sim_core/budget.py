@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sim_core.presets import PresetError
+from sim_core.words import counted
 
 if TYPE_CHECKING:
     from sim_core.config import SimConfig
@@ -85,7 +86,7 @@ class RunBudget:
         )
 
     def describe(self) -> str:
-        return (f"{self.max_wall_s:g} s of server time, {self.max_ticks:,} ticks, {self.max_recorded_rows:,} "
+        return (f"{self.max_wall_s:g} s of server time, {counted(self.max_ticks, 'tick')}, {self.max_recorded_rows:,} "
                 f"recorded rows and {self.max_bytes / MIB:,.0f} MiB of memory per run")  # fmt: skip
 
 
@@ -168,10 +169,10 @@ class BudgetMeter:
         b, rec = self.budget, engine.rec
         ticks = rec.num_ticks
         if ticks >= b.max_ticks:
-            return f"stopped after {ticks:,} ticks, the server's budget of {b.max_ticks:,} ticks per run"
+            return f"stopped after {counted(ticks, 'tick')}, the server's budget of {counted(b.max_ticks, 'tick')} per run"
         rows = ticks + rec.num_batch_rows  # (every call, not at checks only: where it stops must not depend on them)
         if rows > b.max_recorded_rows:
-            return (f"stopped after {ticks:,} ticks: {rows:,} recorded rows, over the server's budget of "
+            return (f"stopped after {counted(ticks, 'tick')}: {rows:,} recorded rows, over the server's budget of "
                     f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
         self.num_calls += 1
         if ticks < self.next_check_tick and self.num_calls % CHECK_EVERY_CALLS:
@@ -195,9 +196,9 @@ class BudgetMeter:
         self.wall_s = now_s - self.t0_s
         if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
             return (f"stopped after {self.wall_s:.1f} {_WALL_STOP}the server's budget per run is {b.max_wall_s:g} s "
-                    f"({ticks:,} ticks simulated)")  # fmt: skip
+                    f"({counted(ticks, 'tick')} simulated)")  # fmt: skip
         self.peak_bytes = max(self.peak_bytes, resident_bytes() - self.rss0_bytes)
         if self.peak_bytes > b.max_bytes:
-            return (f"stopped after {ticks:,} ticks: the run holds {self.peak_bytes / MIB:,.0f} MiB, over the server's "
+            return (f"stopped after {counted(ticks, 'tick')}: the run holds {self.peak_bytes / MIB:,.0f} MiB, over the server's "
                     f"budget of {b.max_bytes / MIB:,.0f}{_MEMORY_STOP}")  # fmt: skip
         return None

@@ -23,6 +23,7 @@ from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
+from sim_core.words import counted
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -69,7 +70,7 @@ def format_summary(res: SimResult) -> str:
         f"{cfg.name}: {cfg.model.name} on {cfg.hardware.num_gpus}x {cfg.hardware.name}, {cfg.scheduler.name}, "
         f"workload {cfg.workload.name} (seed {cfg.seed})",
         f"  requests      {s.num_finished:,} finished / {s.num_requests:,} ({s.num_unfinished:,} unfinished), "
-        f"{s.num_ticks:,} ticks, makespan {s.makespan_s:,.2f} s",
+        f"{counted(s.num_ticks, 'tick')}, makespan {s.makespan_s:,.2f} s",
         f"  throughput    {s.output_tokens_per_s:,.0f} output tok/s, {s.total_tokens_per_s:,.0f} total tok/s, "
         f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
         f"({s.slo_attainment:.0%} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",

@@ -38,6 +38,7 @@ from sim_core.sessions import SessionState
 from sim_core.speculative import Speculator, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
+from sim_core.words import counted
 from sim_core.workload import Workload, generate_workload
 
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
@@ -141,7 +142,7 @@ class Engine:
             self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks and not self._idle_row_goes_on():
-            return self._stop(f"stopped after {lim.max_ticks:,} ticks (limits.max_ticks)")
+            return self._stop(f"stopped after {counted(lim.max_ticks, 'tick')} (limits.max_ticks)")
         if st.now_s >= lim.max_sim_time_s:
             return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
         if self.meter is not None and (over := self.meter.over(self)):  # the server's budget (sim_core/budget.py)

@@ -16,6 +16,7 @@ from app.components.units import fmt_count, fmt_seconds
 from app.state import CFG_KEY, config_from_query, derived, ignored_params, link_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.metrics import class_metrics
+from sim_core.words import counted
 
 CURRENT = "(current settings from Simulate)"
 METRIC_ROWS = [  # (label, summary field, kind): kind formats the value (s: ms or s; count: integer)
@@ -142,7 +143,7 @@ def main() -> None:
                      icon=":material/error:")  # fmt: skip
             return
         if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
-            st.caption(f"B's own workload ({plain(own.workload.name)}, {own.workload.num_requests:,} requests, seed {own.seed}) "
+            st.caption(f"B's own workload ({plain(own.workload.name)}, {counted(own.workload.num_requests, 'request')}, seed {own.seed}) "
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
     q = {f"a_{k}": v for k, v in (link_query(a, preset_matching(a)) or {}).items()}
     q |= {f"b_{k}": v for k, v in (link_query(b, preset_matching(b)) or {}).items()}

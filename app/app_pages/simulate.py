@@ -28,6 +28,7 @@ from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, steady_exclusio
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase
+from sim_core.words import counted
 
 _show = workshop.show_chart
 
@@ -59,31 +60,35 @@ def _headline(res: SimResult) -> None:
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).", **kw)  # fmt: skip
     row2 = box.columns(4)
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
-    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{s.num_swap_outs:,} swaps · {s.num_recomputed_tokens:,} tok recomputed", **kw)
+    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     kv_of, kv_help = f"of {s.kv_capacity_tokens:,} tokens", None
     if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool
         full = res.kv_peak_instance
         kv_of = f"{full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens"
         kv_help = f"The fullest instance's peak; the deployment's instances hold {s.kv_capacity_tokens:,} tokens in all."
     row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", kv_of, help=kv_help, **kw)
-    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{s.num_ticks:,} ticks · {fmt_seconds(s.makespan_s)}", **kw)
-    if s.prefix_hit_rate_tokens is not None or s.spec_tokens_per_step is not None:  # issue 12 features, when on
-        row3 = box.columns(4)
-        if s.prefix_hit_rate_tokens is not None:
-            pct = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
-            row3[0].metric("Prefix cache hits", pct(s.prefix_hit_rate_tokens), f"{pct(s.prefix_hit_rate_blocks)} of full blocks",
-                           help="Reused prompt tokens / prompt tokens looked up at first admission (as vLLM V1: a request re-admitted "
-                                "after a recompute pre-emption is counted apart; what it finds again is in Prefill saved).", **kw)  # fmt: skip
-            row3[1].metric("Prefill saved", f"{s.prefill_tokens_saved:,} tok", f"{s.prefix_blocks_evicted:,} blocks evicted",
-                           help="Tokens whose prefill was skipped, re-admissions after a pre-emption included; evictions took least "
-                                "recently used cached blocks.", **kw)  # fmt: skip
-        if s.spec_tokens_per_step is not None:
-            # (its share of the GPU's busy time, which holds the draft steps: "draft 11.18 s" alone read as a riddle)
-            busy_s = s.gpu_busy_fraction * s.makespan_s
-            share = f" ({s.spec_draft_time_s / busy_s:.0%} of busy time)" if busy_s > 0 else ""
-            row3[2].metric("Tokens per decode step", f"{s.spec_tokens_per_step:.2f}", f"drafting {fmt_seconds(s.spec_draft_time_s)}{share}",
-                           help="Speculative decoding: 1 + accepted draft tokens per verified step. Below: the simulated time "
-                                "the draft model ran before the verify passes, and its share of the GPU's busy time.", **kw)  # fmt: skip
+    row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{counted(s.num_ticks, 'tick')} · {fmt_seconds(s.makespan_s)}", **kw)
+    # issue 12 features, when on, from the row's left (speculative decoding alone stood in the third column, two empty
+    # ones before it)
+    extra: list[tuple[str, str, str, str]] = []  # (label, value, under it, help)
+    if s.prefix_hit_rate_tokens is not None:
+        pct = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
+        extra.append(("Prefix cache hits", pct(s.prefix_hit_rate_tokens), f"{pct(s.prefix_hit_rate_blocks)} of full blocks",
+                      ("Reused prompt tokens / prompt tokens looked up at first admission (as vLLM V1: a request re-admitted "
+                       "after a recompute pre-emption is counted apart; what it finds again is in Prefill saved).")))  # fmt: skip
+        extra.append(("Prefill saved", f"{s.prefill_tokens_saved:,} tok", f"{counted(s.prefix_blocks_evicted, 'block')} evicted",
+                      ("Tokens whose prefill was skipped, re-admissions after a pre-emption included; evictions took least "
+                       "recently used cached blocks.")))  # fmt: skip
+    if s.spec_tokens_per_step is not None:
+        # (its share of the GPU's busy time, which holds the draft steps: "draft 11.18 s" alone read as a riddle)
+        busy_s = s.gpu_busy_fraction * s.makespan_s
+        share = f" ({s.spec_draft_time_s / busy_s:.0%} of busy time)" if busy_s > 0 else ""
+        extra.append(("Tokens per decode step", f"{s.spec_tokens_per_step:.2f}", f"drafting {fmt_seconds(s.spec_draft_time_s)}{share}",
+                      ("Speculative decoding: 1 + accepted draft tokens per verified step. Below: the simulated time "
+                       "the draft model ran before the verify passes, and its share of the GPU's busy time.")))  # fmt: skip
+    if extra:
+        for col, (label, value, under, help_text) in zip(box.columns(4), extra):
+            col.metric(label, value, under, help=help_text, **kw)
     table = class_table(res)
     if table is not None:
         st.caption("Per request class (the headline mixes them; the priority queue of article §5.2 serves class "

@@ -18,6 +18,7 @@ from sim_core.lessons import SAME_TOLERANCE, Claim, metric_value
 from sim_core.metrics import class_metrics
 from sim_core.result import SimResult
 from sim_core.types import Phase
+from sim_core.words import counted
 
 
 def _timeline_view(res: SimResult):
@@ -111,6 +112,11 @@ def fmt_metric_value(kind: str, v: float) -> str:
     return f"{v:{spec}} {kind}" if spec else f"{fmt_number(v)} {kind}"
 
 
+def _count(value: float, noun: str, plural: str) -> str:
+    """A counted claim's value and its noun ("1 prefill tick", "12 prefill ticks"); "–" and the plural without a run."""
+    return f"{MISSING} {plural}" if math.isnan(value) else counted(round(value), noun, plural)
+
+
 def shows(claim: Claim, value: float, other: float | None = None) -> str:
     """What the run shows for the claim, in words with units ("meeting the SLOs 49%", "12 prefill ticks in the
     timeline's opening window"); with the other side's value when the claim compares the two."""
@@ -126,9 +132,10 @@ def shows(claim: Claim, value: float, other: float | None = None) -> str:
         said = f"prefill dots at {fmt_number(value)}× the decode dots' FLOP per byte (medians)"
     elif claim.view == "roofline":
         said = f"{fmt_count(value)} {claim.element} on the roofline"
-    elif claim.view == "gantt":
-        what = "swap bars in the GPU row" if claim.element == "swap" else f"{claim.element} ticks in the GPU row"
-        said = f"{fmt_count(value)} {what} (the timeline's opening window)"
+    elif claim.view == "gantt":  # (a claim holds from one: "1 prefill tick", not "1 prefill ticks")
+        noun = "swap bar" if claim.element == "swap" else f"{claim.element} tick"
+        said = f"{_count(value, noun, noun + 's')} in the GPU row (the timeline's opening window)"
     else:  # requests
-        said = f"{fmt_count(value)} {claim.element} stretches in the request rows (the timeline's opening window)"
+        stretch = f"{claim.element} stretch"
+        said = f"{_count(value, stretch, stretch + 'es')} in the request rows (the timeline's opening window)"
     return said + (f" ({fmt_number(other)} on the other side)" if other is not None else "")

@@ -19,8 +19,8 @@ from app.components.charts import readable_numbers
 from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from app.components.text import plotly_text
 from sim_core.cluster import ClusterResult
-from sim_core.cluster.report import counted
 from sim_core.types import Phase
+from sim_core.words import counted
 
 MIN_BAR_FRACTION = 1 / 200  # a KV transfer shorter than this share of the view also gets a marker (a bar is ~5 px or less)
 MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
@@ -109,12 +109,15 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
                 continue
             name = PHASE_NAMES[ph]
             ticks = seg["ticks"][m]
-            custom = np.column_stack([ticks, seg["prefill"][m], seg["decode"][m], (seg["end"][m] - seg["start"][m]) * 1e3])
+            # (the bar's tick count in words: "1 tick", "3 ticks"; the hover said "3 tick(s)")
+            custom = np.empty((ticks.size, 4), dtype=object)  # (numbers stay numbers beside the text: their hover formats)
+            custom[:, 0] = [counted(int(n), "tick") for n in ticks]
+            custom[:, 1], custom[:, 2], custom[:, 3] = seg["prefill"][m], seg["decode"][m], (seg["end"][m] - seg["start"][m]) * 1e3
             fig.add_trace(go.Bar(
                 x=seg["end"][m] - seg["start"][m], base=seg["start"][m], y=[row] * int(m.sum()), orientation="h",
                 marker_color=PHASE_COLORS[name], marker_line_width=0, name=name, legendgroup=name,
                 showlegend=name not in shown, customdata=custom,
-                hovertemplate=(f"<b>{plotly_text(inst.label)}</b> · {name} · %{{customdata[0]}} tick(s)<br>prefill %{{customdata[1]:,}} tok · "
+                hovertemplate=(f"<b>{plotly_text(inst.label)}</b> · {name} · %{{customdata[0]}}<br>prefill %{{customdata[1]:,}} tok · "
                                "decode %{customdata[2]:,} tok<br>%{customdata[3]:,.1f} ms from t = %{base:,.3f} s<extra></extra>"),
             ), row=1, col=1)  # fmt: skip
             shown.add(name)

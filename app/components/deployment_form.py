@@ -16,6 +16,7 @@ from app.components.text import plain
 from sim_core import SimConfig
 from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_bounds, field_info
 from sim_core.presets import list_presets, read_preset_data
+from sim_core.words import counted
 
 MODES = ("one engine", "replicas", "disaggregated")
 KEY = "w.dep."  # widget keys
@@ -117,8 +118,6 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     if mode == MODES[1]:
         n = st.number_input("Replicas", *field_bounds(("deployment", "replicas")), step=1, key=KEY + "replicas",
                             help=_help("replicas"))  # fmt: skip
-        from sim_core.cluster.report import counted  # (lazy, as the rest of sim_core.cluster in the app)
-
         st.caption(f"{counted(int(n) * cfg.hardware.num_gpus, 'GPU')} = {counted(int(n), 'replica')} x TP {cfg.hardware.num_gpus}")
         return {"replicas": int(n), "router": router, "state_refresh_s": float(refresh)}
     keep = cfg.deployment.disaggregation if cfg.deployment and cfg.deployment.disaggregation else None

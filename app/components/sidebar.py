@@ -11,6 +11,7 @@ from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY, derived, rem
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.presets import MAX_CONFIG_FILE_BYTES, describe_preset, read_preset_data
 from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions
+from sim_core.words import counted
 
 PRESET_WIDGET = "w.preset"
 VERSION_KEY = "ui.cfg_version"
@@ -140,7 +141,7 @@ def describe_config(cfg: SimConfig) -> str:
     s = cfg.scheduler
     where = describe_where(cfg)
     return (f"{cfg.model.name} on {where} · scheduler {scheduler_label(cfg)} ({s.prefill_mode}, "
-            f"{s.batching}) · workload {cfg.workload.name}, {cfg.workload.num_requests:,} requests, seed {cfg.seed}")
+            f"{s.batching}) · workload {cfg.workload.name}, {counted(cfg.workload.num_requests, 'request')}, seed {cfg.seed}")
 
 
 def draw_sidebar() -> tuple[SimConfig | None, str | None]:

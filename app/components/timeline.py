@@ -28,6 +28,7 @@ from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from sim_core.costmodel import CostModel
 from sim_core.result import SimResult
 from sim_core.types import Event, Phase
+from sim_core.words import counted
 
 MAX_GANTT_BARS = 1500  # bars over all GPU rows
 PER_TICK_BARS = 500  # up to this many ticks in view, one bar (and one hover) per tick
@@ -236,7 +237,7 @@ def _gantt_traces(res: SimResult, rows: list[str], window: Window = None, seg: d
         if ph == Phase.IDLE:
             bound = np.full(ticks.size, "-")
         what = (np.char.add("tick ", seg["first"][m].astype(int).astype(str)) if per_tick
-                else np.char.add(ticks.astype(int).astype(str), " ticks from tick ") + seg["first"][m].astype(int).astype(str))  # fmt: skip
+                else np.array([f"{counted(int(n), 'tick')} from tick {int(f)}" for n, f in zip(ticks, seg["first"][m])]))  # fmt: skip
         custom = np.column_stack([what, seg["prefill"][m].astype(int), seg["decode"][m].astype(int),
                                   _ms(seg["end"][m] - seg["start"][m]), np.round(seg["batch"][m] / np.maximum(ticks, 1), 1),
                                   bound, _ms(seg["comm_s"][m]), _ms(seg["swap_s"][m])])  # fmt: skip
@@ -521,9 +522,9 @@ def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request
     """The four panels' titles (Plotly figure and the HTML timeline); `bars`: what a GPU bar is (bar_kind)."""
     tp_note = f" · tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
     if window is None:
-        req_title = f"Requests {ids[0]}–{ids[-1]}" if ids.size else "Requests"
+        req_title = (f"Requests {ids[0]}–{ids[-1]}" if ids.size > 1 else f"Request {ids[0]}" if ids.size else "Requests")
     else:
-        req_title = f"{ids.size} requests alive in this window" + (f" (after skipping {first_request})" if first_request else "")
+        req_title = f"{counted(ids.size, 'request')} alive in this window" + (f" (after skipping {first_request})" if first_request else "")
     return f"{GPU_BAR_TITLES[bars]}{tp_note}", req_title, "KV cache in use", "Queues"
 
 

@@ -26,6 +26,7 @@ from app.components.colors import PHASE_COLORS, PHASE_NAMES
 from sim_core.costmodel import CostModel
 from sim_core.result import SimResult
 from sim_core.types import Phase
+from sim_core.words import counted
 
 HTML_GANTT_BARS = 600  # GPU bars over all rows (a plot is ~1,000 px wide: more would be sub-pixel)
 HTML_STALL_BARS = 600  # stalled pieces over all request rows (the longest are kept)
@@ -131,7 +132,7 @@ def _gantt_rows(res: SimResult, axis: _Axis, window: timeline.Window, seg: dict[
     for i in range(seg["start"].size):
         ph = Phase(int(seg["phase"][i]))
         n = int(seg["ticks"][i])
-        what = f"tick {int(seg['first'][i]):,}" if per_tick else f"{n:,} ticks from tick {int(seg['first'][i]):,}"
+        what = f"tick {int(seg['first'][i]):,}" if per_tick else f"{counted(n, 'tick')} from tick {int(seg['first'][i]):,}"
         bound = "-" if ph == Phase.IDLE else ("compute-bound" if seg["compute"][i] * 2 > n else "memory-bound")
         dur_ms = (seg["end"][i] - seg["start"][i]) * 1e3
         lines = [f"{PHASE_NAMES[ph]} · {what}",

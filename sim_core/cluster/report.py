@@ -6,11 +6,7 @@ import numpy as np
 
 from sim_core.cluster.result import ClusterResult
 from sim_core.config import LinkConfig, SimConfig
-
-
-def counted(n: int, noun: str) -> str:
-    """'1 GPU', '2 GPUs', '1,200 replicas': a count and its noun, singular for one."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+from sim_core.words import counted
 
 
 def describe_deployment(cfg: SimConfig) -> str:

@@ -331,6 +331,21 @@ def test_the_sweep_table_fits_a_phone(server, browser):
     page.close()
 
 
+def test_the_sweep_tables_knob_header_is_whole_on_a_phone(server, browser):
+    # head to head on a phone the knob's column is 48 px, 40 px of header text after its 8-px padding: "rate" and "chunk"
+    # fitted but said no unit; the units that replace them must fit as whole ("TFLOP/s" reads "TFLOP/" there)
+    for knob, (start, stop) in (("rate", (4, 8)), ("chunk", (512, 1024))):
+        page = browser.new_page(viewport=PHONE)
+        page.goto(server + f"/sweep?preset=chat-h100-llama8b&workload.num_requests=40&sweep={knob}&start={start}&stop={stop}"
+                  "&n=2&vs=sarathi-serve")  # fmt: skip
+        page.wait_for_selector("[data-testid='stDataFrame'] .dvn-scroller", timeout=300_000)
+        header = page.locator("[data-testid='stDataFrame'] th").nth(1).inner_text()  # (setup, then the knob)
+        width = page.evaluate("""(text) => { const c = document.createElement('canvas').getContext('2d');
+            c.font = `400 14px ${getComputedStyle(document.body).fontFamily}`; return c.measureText(text).width; }""", header)
+        assert header in ("req/s", "tokens") and width <= 40, (knob, header, width)
+        page.close()
+
+
 def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(server, browser):
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead

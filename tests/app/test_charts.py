@@ -1,5 +1,7 @@
 """Chart builders are pure functions of a SimResult, and stay small for large runs."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -34,11 +36,18 @@ def test_gantt_segments_cover_the_run_without_gaps(small):
 def test_gantt_hover_explains_a_bar(small):
     fig = timeline.timeline_figure(small)
     bars = [t for t in fig.data if t.type == "bar" and t.name in ("prefill", "decode", "mixed") and t.yaxis == "y"]
-    assert bars and "ticks from tick" in str(bars[0].customdata[0][0]) and "bound" in str(bars[0].customdata[0][5])
+    assert bars and re.fullmatch(r"\d+ ticks? from tick \d+", str(bars[0].customdata[0][0])) and "bound" in str(bars[0].customdata[0][5])
     window = timeline.opening_window(small)
     per_tick = [t for t in timeline.timeline_figure(small, window=window).data if t.yaxis == "y" and t.name == "decode"]
     assert str(per_tick[0].customdata[0][0]).startswith("tick ")  # a readable window: one bar and one hover per tick
     assert all(t.marker.color == PHASE_COLORS[t.legendgroup] for t in fig.data if t.type == "bar")
+
+
+def test_a_gantt_bar_of_one_tick_says_tick_on_hover(small):
+    # a run of ticks merged into one bar read "1 ticks from tick 12" where the run was one tick long
+    fig = timeline.timeline_figure(small)
+    said = [str(row[0]) for t in fig.data if t.type == "bar" and t.yaxis == "y" for row in t.customdata]
+    assert any(x.startswith("1 tick from tick ") for x in said) and not any(x.startswith("1 ticks") for x in said), said[:10]
 
 
 def test_request_segments_follow_the_events():

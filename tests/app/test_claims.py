@@ -314,6 +314,16 @@ def test_the_admission_lesson_quotes_its_scenarios_and_the_reserve_run():
     assert (f"TTFT p50 about {reserve.ttft_p50_s:.0f} s and about {round(less * 10) * 10} % less output" in text)
 
 
+def test_a_claim_counted_once_says_its_noun_in_the_singular():
+    # a claim holds from one element (at_least defaults to 1): one read "1 prefill ticks in the GPU row", "1 swap bars"
+    # and "1 stalled stretches in the request rows"
+    gantt = shows(Claim(says="x", step=0, view="gantt", element="prefill"), 1.0)
+    assert gantt.startswith("1 prefill tick in the GPU row"), gantt
+    assert shows(Claim(says="x", step=0, view="gantt", element="swap"), 1.0).startswith("1 swap bar in the GPU row")
+    assert shows(Claim(says="x", step=0, view="requests", element="stalled"), 1.0).startswith("1 stalled stretch in the request rows")
+    assert shows(Claim(says="x", step=0, view="gantt", element="swap"), 5.0).startswith("5 swap bars in the GPU row")
+
+
 def test_a_claim_says_what_the_run_shows_in_words_with_units():
     # "What to look for" quoted each claim alone: lesson 11 read "✓ “from about 49% to 100%” (… = 4 co-located
     # replicas (TP2))" and the same line for the other side, without saying what went from 49 % to 100 % or what each

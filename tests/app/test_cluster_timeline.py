@@ -49,6 +49,16 @@ def test_one_gantt_row_per_instance_with_tp_collapsed_and_requests_name_their_in
     assert count_points(fig) <= MAX_TIMELINE_POINTS
 
 
+def test_an_instance_bars_hover_counts_its_ticks_in_words():
+    # the hover read "prefill · 1 tick(s)": each bar's count is "1 tick" or "n ticks", its other fields numbers still
+    res = _disagg()
+    bars = [tr for tr in cluster_timeline_figure(res, 0, 20).data if tr.type == "bar" and tr.yaxis == "y"]
+    assert bars and not any("tick(s)" in tr.hovertemplate for tr in bars)
+    counts = [row[0] for tr in bars for row in tr.customdata]
+    assert "1 tick" in counts and any(c.endswith(" ticks") and c != "1 ticks" for c in counts), counts
+    assert all(isinstance(row[1], (int, np.integer)) for tr in bars for row in tr.customdata)  # (formatted by the hover)
+
+
 def test_row_labels_have_a_narrow_form_a_phone_shows():
     # At 390 px the rows' labels ("prefill 0 · 2 GPUs", "req 350 · P2→D0", "req 41 · replica 1") took a third of the
     # chart: each row's label carries a narrow form too, in the xPyD notation the request rows use, and the app's CSS

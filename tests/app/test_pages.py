@@ -1054,6 +1054,18 @@ def test_sweep_says_in_full_why_runs_stopped_and_counts_with_separators():
     assert columns["finished"]["type_config"]["format"] == "localized" and "in full under the table" in columns["stopped"]["help"]
 
 
+def test_the_sweep_tables_rate_and_chunk_columns_are_headed_by_their_units():
+    # the knob's column read "rate" and "chunk", numbers without a unit beside "8.5 req/s" (a phone gives it 48-60 px:
+    # the unit, which the page's Knob box names the knob of; tests/app/test_browser.py measures them there)
+    import json
+
+    for knob, (start, stop), unit in (("rate", ("4", "8"), "req/s"), ("chunk", ("512", "1024"), "tokens")):
+        at = sweep_of({"preset": "chat-h100-llama8b", "workload.num_requests": "40"}, sweep=knob, start=start, stop=stop, n="2")
+        assert not at.exception
+        columns = json.loads(at.dataframe[0].proto.columns)
+        assert columns[knob]["label"] == unit, columns[knob]
+
+
 def test_sweep_of_the_pd_split_on_one_engine_says_what_it_needs_once():
     at = sweep_of({"preset": "chat-h100-llama8b"}, sweep="prefill_instances")
     assert not at.exception
@@ -1511,3 +1523,40 @@ def test_a_sweep_link_under_the_memory_knobs_older_name_opens_it():
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="memory_gb")
     assert not at.exception and not at.warning
     assert at.selectbox(key="sw.knob").value == "memory_gib"
+
+
+def test_a_one_tick_limit_says_tick_not_ticks():
+    # limits.max_ticks = 1 warned "The run did not finish: stopped after 1 ticks (limits.max_ticks)"
+    at = app(open_sections=False, preset="chat-h100-llama8b", **{"limits.max_ticks": "1"}).run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "stopped after 1 tick (limits.max_ticks)" in said and "1 ticks" not in said, said
+
+
+def test_a_single_request_and_a_single_tick_are_singular():
+    # one request: the caption read "workload chat, 1 requests" and the timeline "1 requests alive in this window"; of
+    # one output token, a run of one tick: the headline read "1 ticks · 41.4 ms" and its whole-run timeline "Requests 0–0"
+    at = app(open_sections=False, preset="chat-h100-llama8b", **{"workload.num_requests": "1"}).run()
+    assert not at.exception
+    assert any("workload chat, 1 request, seed" in c.value for c in at.caption), [c.value for c in at.caption]
+    body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
+    assert "1 request alive in this window" in body
+    at = app(open_sections=False, preset="chat-h100-llama8b", **{"workload.num_requests": "1",
+             "workload.output_tokens": '{"dist": "fixed", "mean": 1}'}).run()  # fmt: skip
+    assert not at.exception
+    finished = next(m for m in at.metric if m.label == "Finished")
+    assert finished.proto.delta.startswith("1 tick · "), finished.proto.delta
+    body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
+    assert ">Request 0<" in body and "Requests 0–0" not in body
+
+
+def test_the_headlines_third_row_fills_from_the_left():
+    # speculative decoding alone: "Tokens per decode step" stood in the third of four columns, two empty ones to its left
+    at = app(open_sections=False, preset="spec-decode-h100-llama8b").run()
+    assert not at.exception
+    cols = list(at.columns)
+    first = next(i for i, c in enumerate(cols) if [m.label for m in c.metric] == ["Output throughput"])
+    rows = [cols[i:i + 4] for i in range(first, first + 12, 4)]  # the headline: rows of four columns
+    filled = [[bool(c.metric) for c in row] for row in rows]
+    assert filled == [[True] * 4, [True] * 4, [True, False, False, False]], filled
+    assert [m.label for m in rows[2][0].metric] == ["Tokens per decode step"]

@@ -1,6 +1,7 @@
 """The server-drawn HTML timeline shows what the Plotly timeline shows (same bars, rows, lines and
 hovers, from the same data), stays small for large runs, and shows any text as typed."""
 
+import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -184,3 +185,10 @@ def test_every_colour_drawn_has_a_legend_entry(chunked, v0):
         assert {t.legendgroup for t in bars} <= shown
     gpu = _gpu_panel(timeline_html.timeline_html(chunked, 0, 30, timeline.opening_window(chunked)))
     assert timeline_html.colour_class("prefill") not in {c for a in gpu.with_class("b") for c in a["class"].split()}  # the case
+
+
+def test_a_gantt_bar_of_one_tick_says_tick_on_hover():
+    # the whole run's bars are runs of ticks: one a single tick long read "decode · 1 ticks from tick 12"
+    res = run_simulation(make_config("kv-pressure-a100-llama8b", workload__num_requests=60))
+    markup = timeline_html.timeline_html(res)
+    assert " · 1 tick from tick " in markup and not re.search(r"[^\d,]1 ticks", markup)

@@ -76,3 +76,13 @@ def test_the_recorded_rows_budget_stops_a_run_right_after_the_tick_that_passes_i
         assert res.timeline.num_ticks == first_over  # right after the tick that passed it
     else:  # not stopped by it: no tick passed it but perhaps the last (the run ended there on its own, or at a limit)
         assert first_over is None or first_over == res.timeline.num_ticks
+
+
+def test_a_one_tick_budget_says_tick_not_ticks():
+    # a server budget of one tick read "stopped after 1 ticks, the server's budget of 1 ticks per run"
+    from tests.conftest import make_config
+
+    budget = RunBudget(max_ticks=1, max_wall_s=600.0)
+    reason = run_simulation(make_config(), budget=budget).summary.stopped_reason
+    assert reason.startswith("stopped after 1 tick, the server's budget of 1 tick per run"), reason
+    assert "1 tick," in budget.describe() and "1 ticks" not in budget.describe()

@@ -23,6 +23,13 @@ def test_run_prints_a_readable_summary(capsys):
     assert "TTFT" in text and "modelled" in text
 
 
+def test_a_one_tick_run_says_tick_not_ticks(capsys):
+    # one request of one output token is one tick: the summary read "1 finished / 1 (0 unfinished), 1 ticks"
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=1",
+                 "--set", 'workload.output_tokens={"dist": "fixed", "mean": 1}']) == 0  # fmt: skip
+    assert "(0 unfinished), 1 tick, makespan" in capsys.readouterr().out
+
+
 def test_the_summary_names_the_arrivals_its_steady_window_excludes(capsys, monkeypatch):
     # (it printed "first and last 10 %" typed out, whatever the window's fractions in sim_core.metrics)
     from sim_core import metrics

@@ -138,6 +138,12 @@ def test_tick_guard():
     assert res.timeline.num_ticks == 50 and "max_ticks" in res.summary.stopped_reason
 
 
+def test_a_one_tick_limit_says_tick_not_ticks():
+    # limits.max_ticks = 1 (a sidebar minimum) read "stopped after 1 ticks (limits.max_ticks)" on the Simulate page
+    res = run_simulation(make_config(limits__max_ticks=1))
+    assert res.summary.stopped_reason.startswith("stopped after 1 tick (limits.max_ticks)"), res.summary.stopped_reason
+
+
 def test_closed_loop_keeps_n_requests_in_flight():
     cfg = make_config(workload__arrival__process="closed_loop", workload__arrival__num_clients=4, workload__num_requests=40)
     res = run_simulation(cfg)
