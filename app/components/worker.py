@@ -39,6 +39,11 @@ class WorkerReply:
     peak_rss_bytes: int = 0  # the run process's peak resident memory (0 when it died)
 
 
+def apply_each(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """[fn(x) for x in items] in one child: a chunk of a sweep's or plan's points (app/components/pool_backend.py)."""
+    return [fn(x) for x in items]
+
+
 def _vm_bytes() -> int:
     try:
         with open("/proc/self/statm", "rb") as fh:
