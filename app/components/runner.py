@@ -124,7 +124,7 @@ class ResultCache:
         self.max_bytes = max_bytes
         self.clock = clock
         self._items: OrderedDict[str, tuple[Any, int, float]] = OrderedDict()  # key -> (outcome, bytes, kept until)
-        self._inflight: dict[str, threading.Event] = {}
+        self._inflight = InFlight()  # one computation per key at a time; the others wait for its value
         self._lock = threading.Lock()
         self.num_bytes = 0
 
@@ -158,28 +158,22 @@ class ResultCache:
                 self.num_bytes -= old
 
     def get_or_run(self, key: str, compute: Callable[[], Any], size: Callable[[Any], int] = outcome_bytes) -> Any:
-        while True:
-            with self._lock:
-                hit = self._hit(key)
-                if hit is not None:
-                    return hit[0]
-                waiting = self._inflight.get(key)
-                if waiting is None:
-                    self._inflight[key] = threading.Event()
-                    break
-            waiting.wait()  # someone else is running this config; then read their result
-            with self._lock:
+        with self._lock:
+            hit = self._hit(key)
+        if hit is not None:
+            return hit[0]
+
+        def run() -> Any:
+            with self._lock:  # (another caller's run may have ended between the look above and now)
                 hit = self._hit(key)
             if hit is not None:
                 return hit[0]
-            return compute()  # theirs was too large to keep: run it ourselves
-        try:
             out = compute()
             self.put(key, out, size(out))
             return out
-        finally:
-            with self._lock:
-                self._inflight.pop(key).set()
+
+        # callers of a key being run wait for its value (even one too large to keep: they ran it again before)
+        return self._inflight.get_or_compute(key, run)
 
     def __len__(self) -> int:
         return len(self._items)
