@@ -373,7 +373,7 @@ def test_candidates_pruned_by_an_error_name_the_error(evaluation):
                     evaluation=evaluation)  # fmt: skip
     stopped = plan(make_config(limits__max_ticks=1), spec, backend=LocalBackend(1), with_band=False)
     assert not stopped.rows and "simulation error" in stopped.pruned
-    assert "simulation error (first: too few requests finished to measure saturation (stopped after 1 ticks " \
+    assert "simulation error (first: too few requests finished to measure saturation (stopped after 1 tick " \
            "(limits.max_ticks)" in stopped.pruned_text()  # fmt: skip
     invalid = plan(_base(), spec.model_copy(update={"token_budgets": (1,)}), backend=LocalBackend(1), with_band=False)
     assert not invalid.rows and "\n" not in invalid.pruned_text()
