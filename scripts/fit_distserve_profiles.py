@@ -3,6 +3,10 @@
 (presets/calibration/data/distserve_measured_runs.csv; sim_core/cluster/measured_runs.py replays them).
 
     PYTHONPATH=$PWD python scripts/fit_distserve_profiles.py   (rewrites the two profile files)
+    PYTHONPATH=$PWD python scripts/fit_distserve_profiles.py --system vllm --pin gemm_efficiency=0.74 --dry-run
+
+`--pin NAME=VALUE` holds a constant at a value instead of fitting it (an experiment: with `--dry-run` nothing is
+written, the fitted constants and the fitted and held-out errors are printed).
 
 Each profile is fitted on the runs at every other measured rate of its system (`measured_runs.fit_runs`), the
 runs at the other rates held out: the runs are replayed request by request through the DistServe scenario presets and the residuals are
@@ -14,12 +18,20 @@ than the measured vLLM runs and which the cost model followed only to +13 % at 1
 engine; `sim_core/cluster/step_profiles.py` still compares them).
 """
 
+import argparse
 import json
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from sim_core.cluster.measured_runs import SYSTEM_PROFILES, compare, error_summary, fit_runs, measured_runs, replay_config
+from sim_core.cluster.measured_runs import (
+    SYSTEM_PROFILES,
+    compare,
+    error_summary,
+    fit_runs,
+    measured_runs,
+    replay_config,
+)
 from sim_core.config import CalibrationConfig
 from sim_core.presets import PRESETS_DIR, read_preset_data
 from sim_core.sweep import with_value
@@ -33,8 +45,8 @@ WHAT = {"vllm": "the vLLM DistServe compared against (2023, before CUDA graphs a
         "distserve-c21d11": "DistServe's engine (early 2024), here a TP2 prefill and a TP1 decode instance"}
 
 
-def with_profile(cfg, x):
-    for k, v in zip(NAMES, x):  # (x may be shorter: vLLM's TP1 runs have no all-reduce to fit)
+def with_profile(cfg, x, names=NAMES):
+    for k, v in zip(names, x):  # (x may be shorter: vLLM's TP1 runs have no all-reduce to fit)
         cfg = with_value(cfg, f"calibration.{k}", float(v))
     return cfg
 
@@ -45,30 +57,57 @@ def stats(comps) -> str:
     return f"median |log error| {err:.3f} (TTFT and TPOT per request); attainment measured vs simulated: {'; '.join(att)}"
 
 
-for system, profile in SYSTEM_PROFILES.items():
+def pinned(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    if name not in NAMES:
+        raise argparse.ArgumentTypeError(f"{name!r} is not a fitted constant; one of {', '.join(NAMES)}")
+    return name, float(value)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--system", choices=sorted(SYSTEM_PROFILES), nargs="+", default=sorted(SYSTEM_PROFILES))
+    ap.add_argument("--pin", type=pinned, action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--dry-run", action="store_true", help="print the fit, write no profile")
+    args = ap.parse_args()
+    pins = dict(args.pin)
+    for system in args.system:
+        fit_system(system, SYSTEM_PROFILES[system], pins, args.dry_run)
+
+
+def fit_system(system: str, profile: str, pins: dict[str, float], dry_run: bool) -> None:
     runs = [r for r in measured_runs() if r.system == system]
     fit = [r for r in runs if r.name in fit_runs(system)]
     held = [r for r in runs if r.name not in fit_runs(system)]
-    # every constant the fit does not set at the default profile's value, whatever the profile file holds now
-    bases = {r.name: with_value(replay_config(r), "calibration", CalibrationConfig().model_dump()) for r in runs}
+    # every constant the fit does not set at the default profile's value, whatever the profile file holds now; the
+    # pinned ones at their pins
+    default = CalibrationConfig().model_dump() | pins
+    bases = {r.name: with_value(replay_config(r), "calibration", default) for r in runs}
+    names = [k for k in (NAMES if system != "vllm" else NAMES[:-1]) if k not in pins]  # (vLLM's TP1: no all-reduce)
+    lo, hi = (np.array([b[NAMES.index(k)] for k in names]) for b in (LO, HI))
 
     def resid(x):
-        return np.concatenate([compare(r, with_profile(bases[r.name], x)).log_errors() for r in fit])
+        return np.concatenate([compare(r, with_profile(bases[r.name], x, names)).log_errors() for r in fit])
 
     best = None
-    n = len(NAMES) if system != "vllm" else len(NAMES) - 1
-    for start in ([cal[k] for k in NAMES[:n]] for cal in STARTS):
-        sol = least_squares(resid, np.clip(start, LO[:n], HI[:n]), bounds=(LO[:n], HI[:n]), loss="soft_l1", f_scale=0.25, diff_step=0.05)
+    for start in ([cal[k] for k in names] for cal in STARTS):
+        sol = least_squares(resid, np.clip(start, lo, hi), bounds=(lo, hi), loss="soft_l1", f_scale=0.25, diff_step=0.05)
         if best is None or sol.cost < best.cost:
             best = sol
     x = np.round(best.x, 3)  # stored rounded; the errors below are of the stored values
-    fitted = [compare(r, with_profile(bases[r.name], x)) for r in fit]
-    held_out = [compare(r, with_profile(bases[r.name], x)) for r in held]
+    fitted = [compare(r, with_profile(bases[r.name], x, names)) for r in fit]
+    held_out = [compare(r, with_profile(bases[r.name], x, names)) for r in held]
+    pinned_text = "".join(f" {k} held at {v:g} (not fitted)." for k, v in pins.items())
     out = {"description": (
         f"{WHAT[system]}: OPT-13B on A100-80GB, fitted by scripts/fit_distserve_profiles.py on DistServe's measured "
         f"serving runs (presets/calibration/data/distserve_measured_runs.csv: every request's TTFT and TPOT, replayed "
         f"through the DistServe presets) {', '.join(r.name for r in fit)}: {stats(fitted)}. Held out "
-        f"{', '.join(r.name for r in held)}: {stats(held_out)}. Other constants as the default profile. Used by the "
-        f"DistServe cluster presets only."), "profile": profile} | {k: float(v) for k, v in zip(NAMES, x)}
-    (PRESETS_DIR / "calibration" / f"{profile}.json").write_text(json.dumps(out, indent=2) + "\n")
+        f"{', '.join(r.name for r in held)}: {stats(held_out)}.{pinned_text} Other constants as the default profile. "
+        f"Used by the DistServe cluster presets only."), "profile": profile} | pins | {k: float(v) for k, v in zip(names, x)}
+    if not dry_run:
+        (PRESETS_DIR / "calibration" / f"{profile}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(profile, json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
