@@ -114,7 +114,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, point_metric, rounded_points_note, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
     args.knob = knob_name(args.knob)
@@ -129,6 +129,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")
     check_range(args.knob, start, stop, cfg, names=("--start", "--stop"))
     values = sweep_values(args.knob, start, stop, args.num, cfg)
+    if (note := rounded_points_note(args.knob, start, stop, args.num, values)) is not None:
+        print(f"  NOTE: {note}")  # (the Sweep page says the same under its inputs)
     try:
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
                         steady_length=not args.fixed_length)  # fmt: skip

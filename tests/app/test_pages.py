@@ -1040,6 +1040,21 @@ def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
     assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
 
 
+def test_sweep_of_an_integer_knob_says_what_the_cli_says_of_a_fractional_end_and_of_rounded_points():
+    # the link's start=1.5 said "'1.5' is not a whole number" without the knob (the CLI ran it as 2 without a word); 8
+    # points from 1 to 4 ran 4 without a word. The page and `python -m sim_core sweep` now share both sentences.
+    link = {"preset": "chat-h100-llama8b", "workload.num_requests": "8"}
+    at = sweep_of(link, sweep="max_num_seqs", start="1.5", stop="4", n="2")
+    assert not at.exception
+    assert any("start = 1.5: max_num_seqs takes whole numbers; give an integer such as 1 or 2" in w.value for w in at.warning), \
+        [w.value for w in at.warning]  # fmt: skip
+    at = sweep_of(link, sweep="max_num_seqs", start="1", stop="4", n="8")
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    assert any("max_num_seqs takes whole numbers: 8 evenly spaced points from 1 to 4 are rounded to 1, 2, 3, 4 (4 points"
+               in c.value for c in at.caption), [c.value for c in at.caption]  # fmt: skip
+    assert sorted(at.dataframe[0].value["max_num_seqs"].tolist()) == [1, 2, 3, 4]
+
+
 def test_sweep_says_in_full_why_runs_stopped_and_counts_with_separators():
     # Past a 3P1D deployment's knee the runs stop at the simulated-time limit: the table's last column, the reason,
     # read "decode 0: stoppe…" on a 1,400-px page, nowhere else in full; "finished" read 2102 beside 1,549.4 tok/s
