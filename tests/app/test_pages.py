@@ -727,6 +727,19 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert any("finalists confirmed as deployments" in c.value for c in at.caption)
 
 
+def test_plan_opens_on_the_configs_router_and_says_so():
+    # the Router box opened on round robin whatever the config's deployment routed by, so a plan of a least_kv
+    # deployment searched behind another router unless its reader noticed (`python -m sim_core plan` did the same)
+    at = linked_page(PAGES[5], preset="cluster-router-4xh100-llama8b", **{"deployment.router": "least_kv"})
+    assert not at.exception
+    assert at.selectbox(key="plan.router").value == "least_kv"
+    said = " ".join(c.value for c in at.caption)
+    assert "Router: candidates are routed by the config's deployment.router, least_kv." in said, said
+    at.selectbox(key="plan.router").set_value("round_robin").run()
+    said = " ".join(c.value for c in at.caption)
+    assert "Router: candidates are routed by round_robin, not the config's deployment.router, least_kv." in said, said
+
+
 def test_a_plan_whose_every_candidate_errs_names_the_error(tmp_path, monkeypatch):
     # a link's limits.max_ticks=1 stops every saturation probe: the page said "skipped: 3 simulation error" and "No
     # configuration ... meets the SLOs: add GPUs, TP degrees or replicas", never naming the limit (fuzz39)
