@@ -635,6 +635,7 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
             prune("does not fit in memory" if fits else "invalid configuration", _num_sizes(fam, spec),
                   None if fits else one_line(str(err)))  # fmt: skip
             continue
+        # (a copy only to hash it without its name, never run: the on-disk keys stay those of earlier searches)
         key = hashlib.sha256(cfg.model_copy(update={"name": ""}).model_dump_json().encode()).digest()
         if key in seen:  # e.g. a token budget equal to the engine preset's own
             prune("same configuration as another candidate", _num_sizes(fam, spec))

@@ -25,7 +25,7 @@ from sim_core.budget import RunBudget
 from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
 from sim_core.metrics import MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
-from sim_core.presets import PresetError, config_from_dict
+from sim_core.presets import PresetError, config_from_dict, config_with
 from sim_core.result import Summary
 
 # knob name -> (dotted config path, label with unit, integer?)
@@ -372,7 +372,7 @@ def saturation_per_s(cfg: SimConfig, budget: RunBudget | None = None) -> float |
 
 def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
     """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
-    return cfg.model_copy(update={"seed": (cfg.seed + offset) % (MAX_SEED + 1)})
+    return config_with(cfg, {"seed": (cfg.seed + offset) % (MAX_SEED + 1)}, f"seed offset {offset!r}")
 
 
 def run_sweep(

@@ -23,7 +23,7 @@ from sim_core.budget import is_budget_stop
 from sim_core.config import Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
 from sim_core.planner import (DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, default_router, num_candidates, pareto_front,
                              plan, router_note)  # fmt: skip
-from sim_core.presets import read_preset_data
+from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
 
 ATTAINMENT_TEXT = f"{DISTSERVE_ATTAINMENT * 100:g} %"  # (CapacityObjective's attainment rule, DistServe's share)
@@ -220,13 +220,17 @@ def main() -> None:
             budgets = _knob_values("Token budgets", [512, 2048, 8192], "plan.budgets")
         with e2:
             batches = _knob_values("Max batch", [64, 128, 256], "plan.batches")
-    try:  # (validated: a model_copy would take a 0 s TTFT the config refuses)
+    try:  # (validated on their own first, to name the boxes: config_with below would call them slo.ttft_s, slo.tpot_s)
         slo = SLOConfig.model_validate({"ttft_s": float(ttft), "tpot_s": tpot_ms / 1e3})
     except ValidationError as err:
         names = {"ttft_s": "TTFT SLO (s)", "tpot_s": "TPOT SLO (s: the box's ms / 1000)"}
         st.error(plain(format_validation_error(err, "SLOs", SLOConfig, names=names)))
         return
-    slo_cfg = cfg.model_copy(update={"slo": slo})
+    try:  # (the SLOs with the rest of the config: a check across sections is named too)
+        slo_cfg = config_with(cfg, {"slo": slo}, "SLOs")
+    except PresetError as err:
+        st.error(plain(err))
+        return
     missing = [g for g in gpus if g not in prices]
     if missing:
         st.error(f"Enter a price per GPU-hour for {', '.join(missing)} (or remove it from the GPUs).")
