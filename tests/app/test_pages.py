@@ -1588,3 +1588,31 @@ def test_the_headlines_third_row_fills_from_the_left():
     filled = [[bool(c.metric) for c in row] for row in rows]
     assert filled == [[True] * 4, [True] * 4, [True, False, False, False]], filled
     assert [m.label for m in rows[2][0].metric] == ["Tokens per decode step"]
+
+
+ONE_TOKEN = {"preset": "chat-h100-llama8b", "workload.num_requests": "30",
+             "workload.output_tokens": '{"dist": "fixed", "mean": 1, "min": 1, "max": 1}'}
+
+
+def test_the_headline_says_why_one_token_outputs_have_no_tpot():
+    # the TPOT box read "–" with "p99 – · ITL p99 –" under it, and the steady caption "TPOT p99 –" (the CLI: "nan ms")
+    at = app(**ONE_TOKEN).run()
+    assert not at.exception
+    box = next(m for m in at.metric if m.label == "TPOT p50")
+    assert box.value == "n/a" and "one-token outputs have no TPOT" in str(box.proto.delta), box.proto
+    ttft = next(m for m in at.metric if m.label == "TTFT p50")
+    assert ttft.value not in ("n/a", "–")
+    said = " ".join(c.value for c in at.caption)
+    assert "TPOT p99 –" not in said
+
+
+def test_compare_says_why_a_sides_tpot_is_n_a():
+    # Compare's TPOT and ITL rows read "–" for one-token outputs, without a why (B runs A's requests: both sides)
+    at = open_page(PAGES[1], **{f"a_{k}": v for k, v in ONE_TOKEN.items()}, b_preset="engine-sglang")
+    assert not at.exception
+    table = at.table[0].value
+    assert (table.loc["TPOT p50", ["A", "B"]] == "n/a").all() and (table.loc["ITL p99", ["A", "B"]] == "n/a").all()
+    assert "n/a" not in set(table.loc["TTFT p50", ["A", "B"]])
+    said = " ".join(c.value for c in at.caption)
+    for side in "AB":
+        assert f"{side}: TPOT, ITL n/a (one-token outputs have no TPOT; one-token outputs have no gap between tokens)." in said, said

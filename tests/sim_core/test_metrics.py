@@ -177,3 +177,11 @@ def test_a_stopped_runs_count_of_requests_not_arrived_is_those_arriving_after_it
         assert ", none of them arrived before the stop" in why, why
     else:
         assert f", {never:,} of them not arrived before the stop" in why, why
+
+
+def test_no_value_reason_says_none_finished_or_one_token_outputs():
+    from sim_core.metrics import no_value_reason
+
+    assert no_value_reason("TPOT", 0) == no_value_reason("TTFT", 0) == "no request finished"
+    assert no_value_reason("TPOT", 3) == "one-token outputs have no TPOT"
+    assert no_value_reason("ITL", 3) == "one-token outputs have no gap between tokens"
