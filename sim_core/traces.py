@@ -443,7 +443,9 @@ def _check_replay_span(fmt: str, kept: list[_Row], arrival: list[float], base: f
     row, col, bound = kept[i], TIME_FIELD[fmt], f"[0, {MAX_SIM_TIME_S:,.0f}] s"
     why = f"no run simulates past limits.max_sim_time_s's largest value, {MAX_SIM_TIME_S:,.0f} s"
     if fmt == "csv" and base == 0 and opts.time_scale == 1:  # the cell is the replay time itself
-        raise TraceError(f"{fmt} line {row.line}: {col} = {row.time_s:g} s is outside {bound}: {why}")
+        # (a first row past it is most likely a clock time, e.g. Unix seconds, where the column counts from the start)
+        hint = f"; {col} counts seconds from the start of the replay, not a clock time" if i == 0 else ""
+        raise TraceError(f"{fmt} line {row.line}: {col} = {row.time_s:g} s is outside {bound}: {why}{hint}")
     scaled = f" x time_scale {opts.time_scale:g}" if opts.time_scale != 1 else ""
     raise TraceError(f"{fmt} line {row.line}: {col} puts this request at {arrival[i]:g} s into the replay ({row.time_s - base:g} "
                      f"s after the first request replayed{scaled}), outside {bound}: {why}; narrow the window (end_s)"

@@ -242,6 +242,13 @@ def test_a_configs_trace_arriving_past_the_longest_run_names_the_row_value_and_r
     assert f"trace row 2: arrival_s = {late_s} s is outside [0, 10,000,000] s" in str(err.value)
 
 
+def test_a_csv_of_clock_times_is_refused_saying_the_column_counts_from_the_start():
+    # arrival_s in Unix seconds ran no tick until the time limit; it is refused at its first row, saying what the column is
+    with pytest.raises(TraceError, match=r"^csv line 2: arrival_s = 1\.7e\+09 s is outside .*; arrival_s counts seconds from "
+                       r"the start of the replay, not a clock time$"):
+        parse_trace("arrival_s,prompt_tokens,output_tokens\n1700000000,10,5\n1700000001,10,5\n")
+
+
 def test_cli_refuses_a_trace_row_past_the_longest_run_before_running(tmp_path, capsys):
     path = tmp_path / "late.csv"
     path.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1e300,10,5\n")
