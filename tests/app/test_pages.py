@@ -1616,3 +1616,18 @@ def test_compare_says_why_a_sides_tpot_is_n_a():
     said = " ".join(c.value for c in at.caption)
     for side in "AB":
         assert f"{side}: TPOT, ITL n/a (one-token outputs have no TPOT; one-token outputs have no gap between tokens)." in said, said
+
+
+@pytest.mark.parametrize("knob,ends,vs_header,header", [("tflops", ("500", "1000"), "TF/s", "TFLOP/s"),
+                                                         ("kv_compression", ("0.5", "1"), "kept", "KV kept"),
+                                                         ("replicas", ("1", "2"), "repl.", "replicas")])  # fmt: skip
+def test_the_sweep_tables_knob_header_is_short_enough_head_to_head(knob, ends, vs_header, header):
+    # head to head on a phone the knob's column holds 40 px of header: "TFLOP/s", "KV kept" and "replicas" were cut
+    # ("TFLOP/"); one setup's column holds 52 px, where they fit whole (tests/app/test_browser.py measures both)
+    import json
+
+    link = {"preset": "chat-h100-llama8b", "workload.num_requests": "20"}
+    for vs, want in (({"vs": "sarathi-serve"}, vs_header), ({}, header)):
+        at = sweep_of(link, sweep=knob, start=ends[0], stop=ends[1], n="2", **vs)
+        assert not at.exception
+        assert json.loads(at.dataframe[0].proto.columns)[knob]["label"] == want
