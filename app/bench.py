@@ -20,7 +20,7 @@ import time
 from app.components import charts, timeline, timeline_html
 from sim_core import load_preset, run_simulation
 from sim_core.bench import baseline_s
-from sim_core.presets import DEFAULT_SCENARIO
+from sim_core.presets import DEFAULT_SCENARIO, config_with
 
 
 def build_figures(res) -> int:
@@ -37,7 +37,7 @@ def main(repeats: int = 7) -> int:
     cfg = load_preset(DEFAULT_SCENARIO)
     sim, figs = [], []
     for i in range(repeats):
-        cfg_i = cfg.model_copy(update={"seed": i})  # a knob moved: nothing cached
+        cfg_i = config_with(cfg, {"seed": i})  # a knob moved: nothing cached
         t0 = time.perf_counter()
         res = run_simulation(cfg_i)
         t1 = time.perf_counter()
@@ -69,7 +69,7 @@ def browser_main(repeats: int = 5) -> int:
     with serve() as url, sync_playwright() as p:
         browser = launch(p, chromium)
         time_to_chart_s(browser, url + "/")  # warm the server (imports, first script run), not measured
-        runs = [time_to_chart_s(browser, f"{url}/?cfg={encode_config(cfg.model_copy(update={'seed': 1000 + i}))}")
+        runs = [time_to_chart_s(browser, f"{url}/?cfg={encode_config(config_with(cfg, {'seed': 1000 + i}))}")
                 for i in range(repeats)]  # fmt: skip
         opens = [w for w, _ in runs]
         page = browser.new_page(viewport={"width": 1500, "height": 1000})

@@ -80,6 +80,10 @@ TARGET_BASELINE_S = 0.0947  # the baseline of the machine the targets were set o
 ENGINE_TARGET_S = 0.020  # every engine preset on the 70B scenario, at that baseline
 DECODE_FIRST_ENGINE = "vllm-v1"
 ENGINE_ROUNDS = 3  # rounds of the engine table (`engine_table`): each preset's time is its best over all of them
+# Most timed runs per scenario (--repeats): the engine table runs them in each of its rounds, so 20 is 60 runs of every
+# preset, minutes of the machine, well past where a best-of stops moving (the default, 3, reads ±15 % on a shared
+# machine, README); --repeats 1000000 was accepted and ran for days
+MAX_BENCH_REPEATS = 20
 FALLBACK_BATCHED_TOKENS = 8192  # for presets whose token budget leaves no KV room for 70B on 2 GPUs
 
 
@@ -245,20 +249,23 @@ def markdown_tables(engine_rows: list[BenchRow], scenario_rows: list[BenchRow], 
     return "\n".join(lines)
 
 
-def _positive_int(text: str) -> int:
+def _repeats(text: str) -> int:
     try:
         value = parse_int_text(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:  # (0 or -1 repeats was an UnboundLocalError traceback in measure)
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    if not 1 <= value <= MAX_BENCH_REPEATS:  # (0 or -1 repeats was an UnboundLocalError traceback in measure)
+        raise argparse.ArgumentTypeError(f"{value} is outside [1, {MAX_BENCH_REPEATS}]: " + (
+            "at least one timed run" if value < 1 else f"at most {MAX_BENCH_REPEATS} timed runs per scenario "
+            f"({MAX_BENCH_REPEATS * ENGINE_ROUNDS} per engine preset over the table's {ENGINE_ROUNDS} rounds)"))
     return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark's options: one definition for `python -m sim_core bench` and this module's own main."""
-    p.add_argument("--repeats", type=_positive_int, default=3,
-                   help=f"timed runs per scenario, >= 1 (the best is kept); the engine table runs them in each of {ENGINE_ROUNDS} rounds")  # fmt: skip
+    p.add_argument("--repeats", type=_repeats, default=3,
+                   help=f"timed runs per scenario, 1 to {MAX_BENCH_REPEATS} (the best is kept); the engine table runs them in each "
+                   f"of {ENGINE_ROUNDS} rounds")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="smaller large scenarios (CI smoke run)")
     p.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")
     p.add_argument("--cpu-time", action="store_true",

@@ -114,7 +114,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, point_metric, run_sweep, saturation_per_s, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, point_metric, rounded_points_note, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
     args.knob = knob_name(args.knob)
@@ -129,6 +129,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")
     check_range(args.knob, start, stop, cfg, names=("--start", "--stop"))
     values = sweep_values(args.knob, start, stop, args.num, cfg)
+    if (note := rounded_points_note(args.knob, start, stop, args.num, values)) is not None:
+        print(f"  NOTE: {note}")  # (the Sweep page says the same under its inputs)
     try:
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
                         steady_length=not args.fixed_length)  # fmt: skip
@@ -160,7 +162,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
     from sim_core.cli import prepare_out_dir
-    from sim_core.planner import PlanSpec, plan
+    from sim_core.planner import PlanSpec, default_router, plan, router_note
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
@@ -179,7 +181,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               "tp_degrees": _split_ints(args.tp, "--tp"), "engines": _split(args.engines, "--engines"),
               "token_budgets": _split_ints(args.token_budgets, "--token-budgets"),
               "max_batches": _split_ints(args.max_batches, "--max-batches"),
-              "router": args.router, "disaggregated": args.pd or None,
+              "router": args.router if args.router is not None else default_router(cfg), "disaggregated": args.pd or None,
               "evaluation": args.evaluation}  # fmt: skip
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -207,6 +209,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"pruned: {result.pruned_text()}")
     print(f"  {result.band.text()}")
     print(f"  {spec.describe_evaluation()}")
+    if (note := router_note(cfg, spec)) is not None:
+        print(f"  router: {note}")
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
         return 1
@@ -299,7 +303,8 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--top", type=int, default=None, help=f"configurations to list (default {default('num_results')})")
     pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's simulated config")
     pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
-    pl.add_argument("--router", default=None, help=f"router in front of the replicas (default {default('router')}): "
+    pl.add_argument("--router", default=None, help="router in front of the replicas (default: the config's deployment.router, "
+                    f"{default('router')} for one engine): "
                     + ", ".join(get_args(Router)))  # (checked by PlanSpec: a bad name is reported with the allowed ones)
     pl.add_argument("--evaluation", choices=get_args(PlanSpec.model_fields["evaluation"].annotation), default=None,
                     help=f"default {default('evaluation')}. prefilter: search one replica at rate / replicas, confirm the "

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
@@ -18,7 +19,7 @@ from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_er
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import BracketTextError, InputError, did_you_mean, printable, value_from_text
-from sim_core.metrics import steady_exclusion_text
+from sim_core.metrics import no_value_reason, steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
 from sim_core.result import SimResult
@@ -74,12 +75,9 @@ def format_summary(res: SimResult) -> str:
         f"  throughput    {s.output_tokens_per_s:,.0f} output tok/s, {s.total_tokens_per_s:,.0f} total tok/s, "
         f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
         f"({s.slo_attainment:.0%} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
-        f"  TTFT          p50 {ms(s.ttft_p50_s)}  p90 {ms(s.ttft_p90_s)}  p99 {ms(s.ttft_p99_s)}",
-        f"  TPOT          p50 {ms(s.tpot_p50_s)}  p90 {ms(s.tpot_p90_s)}  p99 {ms(s.tpot_p99_s)}",
-        f"  ITL           p50 {ms(s.itl_p50_s)}  p90 {ms(s.itl_p90_s)}  p99 {ms(s.itl_p99_s)}",
-        f"  E2E           p50 {s.e2e_p50_s:,.2f} s  p90 {s.e2e_p90_s:,.2f} s  p99 {s.e2e_p99_s:,.2f} s",
+        *(_latency_line(s, name, ms if name != "E2E" else (lambda x: f"{x:,.2f} s")) for name in ("TTFT", "TPOT", "ITL", "E2E")),
         f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
-        f"mean batch {s.mean_batch_size:.1f}, MFU {s.mfu_mean:.0%}, MBU {s.mbu_mean:.0%}",
+        f"mean batch {s.mean_batch_size:.1f}, MFU {_pct(s.mfu_mean)}, MBU {_pct(s.mbu_mean)}",
         f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}{peak_of}, "
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
         *_steady_lines(res),
@@ -104,6 +102,15 @@ def format_summary(res: SimResult) -> str:
     return "\n".join(lines)
 
 
+def _latency_line(s, name: str, fmt) -> str:
+    """One latency's p50/p90/p99 line; "n/a" and why when the run has none (one-token outputs have no TPOT or ITL: the
+    line read "p50 nan ms  p90 nan ms  p99 nan ms")."""
+    values = [getattr(s, f"{name.lower()}_p{p}_s") for p in (50, 90, 99)]
+    if all(math.isnan(v) for v in values):
+        return f"  {name:<13s} n/a ({no_value_reason(name, s.num_finished)})"
+    return f"  {name:<13s} " + "  ".join(f"p{p} {fmt(v)}" for p, v in zip((50, 90, 99), values, strict=True))
+
+
 def prepare_out_dir(out: Path, option: str = "--out") -> None:
     """Create the output directory before the run, so a bad --out (or `option`) fails fast with a message."""
     if out.exists() and not out.is_dir():
@@ -123,12 +130,23 @@ def _steady_lines(res: SimResult) -> list[str]:
         f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival ({steady_exclusion_text()} "
         f"excluded; t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
         f"served {st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, goodput "
-        f"{st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} meet both), TTFT p99 {st.ttft_p99_s * 1e3:,.1f} ms, "
-        f"TPOT p99 {st.tpot_p99_s * 1e3:,.1f} ms"
+        f"{st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} meet both), TTFT p99 {_p99_ms(st, 'TTFT')}, "
+        f"TPOT p99 {_p99_ms(st, 'TPOT')}"
     ]
     if st.note:
         lines.append(f"  NOTE: {st.note}")
     return lines
+
+
+def _pct(v: float) -> str:
+    """A share as "42%"; "n/a" for a run without a busy tick (it read "nan%")."""
+    return "n/a" if math.isnan(v) else f"{v:.0%}"
+
+
+def _p99_ms(st, name: str) -> str:
+    """A steady window's p99 in ms, or "n/a" and why (it read "nan ms")."""
+    v = getattr(st, f"{name.lower()}_p99_s")
+    return f"n/a ({no_value_reason(name, st.num_requests - st.num_unfinished)})" if math.isnan(v) else f"{v * 1e3:,.1f} ms"
 
 
 def write_outputs(res: SimResult, out: Path) -> None:

@@ -29,6 +29,9 @@ MAX_SEED = 2**32 - 1  # the largest seed (32-bit unsigned): a config's, a trace 
 # prefix_affinity / cache_aware: the share of a prompt's full blocks a cached prefix must exceed for the router to follow
 # it (SGLang's cache_threshold default); the router reads it, the router's description states it
 CACHE_THRESHOLD = 0.5
+# the longest run (limits.max_sim_time_s's largest value), s; a trace's arrival times share the bound, since a request
+# arriving later than any run can last is never simulated (1e300 s ran to the time limit and only then said so)
+MAX_SIM_TIME_S = 1e7
 MAX_REPLICAS = 64  # most instances of one kind in a deployment (deployment.replicas, a pool's replicas, the planner's)
 
 
@@ -244,7 +247,9 @@ MAX_HASH_ID = 2**61 - 2  # largest block hash id: Python hashes ints modulo 2^61
 class Trace(StrictModel):
     """A request trace (e.g. from an uploaded CSV): one entry per request, sorted by arrival."""
 
-    arrival_s: list[float] = Field(description="Arrival time of each request, s.")
+    arrival_s: list[float] = Field(
+        description=f"Arrival time of each request, s: 0 to {MAX_SIM_TIME_S:,.0f} (limits.max_sim_time_s's largest value)."
+    )
     prompt_tokens: list[int] = Field(description="Prompt length of each request, tokens.")
     output_tokens: list[int] = Field(description="Output length of each request, tokens.")
     priority: list[int] | None = Field(None, description="Priority of each request (0 = highest).")
@@ -271,9 +276,10 @@ class Trace(StrictModel):
             row = next((i for i, v in enumerate(cols[name]) if not 1 <= v <= 1_048_576), None)
             if row is not None:
                 raise ValueError(f"trace row {row + 1}: {name} = {cols[name][row]} must be in [1, 1048576]")
-        row = next((i for i, a in enumerate(self.arrival_s) if not (math.isfinite(a) and a >= 0)), None)
+        row = next((i for i, a in enumerate(self.arrival_s) if not 0 <= a <= MAX_SIM_TIME_S), None)  # (NaN fails both)
         if row is not None:
-            raise ValueError(f"trace row {row + 1}: arrival_s = {self.arrival_s[row]} must be finite and >= 0")
+            raise ValueError(f"trace row {row + 1}: arrival_s = {self.arrival_s[row]} s is outside [0, {MAX_SIM_TIME_S:,.0f}] s: "
+                             "no run simulates past limits.max_sim_time_s's largest value")  # fmt: skip
         row = next((i for i, (a, b) in enumerate(zip(self.arrival_s, self.arrival_s[1:])) if b < a), None)
         if row is not None:
             raise ValueError(f"trace row {row + 2}: arrival_s = {self.arrival_s[row + 1]} is earlier than the row "
@@ -681,7 +687,7 @@ class SLOConfig(StrictModel):
 class LimitsConfig(StrictModel):
     # (ge MIN_RATE: a 5e-324 s run was one idle row no time axis could divide into ticks, a traceback in the browser)
     max_sim_time_s: float = Field(
-        3600, ge=MIN_RATE, le=1e7, description="Stop the run after this much simulated time (overload guard), s."
+        3600, ge=MIN_RATE, le=MAX_SIM_TIME_S, description="Stop the run after this much simulated time (overload guard), s."
     )
     max_ticks: int = Field(2_000_000, ge=1, le=50_000_000, description="Stop the run after this many ticks.")
     num_recorded_batches: int = Field(

@@ -81,6 +81,20 @@ def steady_window_share() -> float:
     return 1 - STEADY_WARMUP_FRACTION - STEADY_DRAIN_FRACTION
 
 
+# Why a latency percentile has no value (NaN), by metric, when some request finished: TPOT is (E2E − TTFT) / (output
+# tokens − 1) over finished requests and ITL a gap between two tokens, so a run whose requests emit one token each has
+# neither. The CLI printed "nan ms" for both, the app "–" (`no_value_reason`).
+NO_VALUE_WITH_ONE_TOKEN = {"TPOT": "one-token outputs have no TPOT", "ITL": "one-token outputs have no gap between tokens"}
+
+
+def no_value_reason(metric: str, num_finished: int) -> str:
+    """Why `metric` ("TTFT", "TPOT", "ITL", "E2E") has no value in a run or window where `num_finished` requests
+    finished, in words (CLI summary, the app's headline and Compare table): none finished, or one-token outputs."""
+    if num_finished == 0:
+        return "no request finished"
+    return NO_VALUE_WITH_ONE_TOKEN.get(metric, "no finished request to measure")
+
+
 def steady_exclusion_text() -> str:
     """Which arrivals the steady window leaves out, in words: "first and last 10 %" (what a summary prints; it was
     typed out where the fractions are not)."""

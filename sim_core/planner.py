@@ -101,7 +101,8 @@ class PlanSpec(BaseModel):
         16, ge=1, le=MAX_REPLICAS, description="Most replicas of one configuration (with disaggregation: most instances, x + y)."
     )
     router: Router = Field(  # config.Router: every router a deployment offers
-        "round_robin", description="The router in front of the replicas (deployment.router)."
+        "round_robin", description="The router in front of the replicas (deployment.router); `python -m sim_core plan` "
+        "and the Plan page start from the base config's own (default_router).",
     )
     disaggregated: bool = Field(
         False, description="Also search xPyD splits: x prefill + y decode instances (x + y ≤ max_replicas), "
@@ -206,6 +207,30 @@ class Family:
 
     def size_label(self, size: tuple[int, ...]) -> str:
         return f"{size[0]}P{size[1]}D" if self.is_split else f"{size[0]}×"
+
+
+def default_router(base: SimConfig) -> Router:
+    """The router a plan of `base` searches behind when none is asked for: `base`'s own deployment.router (a config of
+    a routed deployment was planned behind round robin without a word), round robin for one engine (PlanSpec's)."""
+    return base.deployment.router if base.deployment is not None else PlanSpec.model_fields["router"].default
+
+
+def router_note(base: SimConfig, spec: PlanSpec) -> str | None:
+    """What the plan did with `base`'s own router, in words, when `base` has a deployment (CLI and Plan page): searched
+    behind it, behind another (asked for), or not at all (one_replica: a random router); and the router settings a
+    candidate does not take from `base` (its state refresh interval: candidates use the default)."""
+    dep = base.deployment
+    if dep is None:
+        return None
+    own = f"the config's deployment.router, {dep.router}"
+    if spec.evaluation == "one_replica" and not spec.disaggregated:
+        return f"{own}, is not used: evaluation one_replica simulates each candidate as one replica behind a random router"
+    said = f"candidates are routed by {own}" if spec.router == dep.router else f"candidates are routed by {spec.router}, not {own}"
+    default_refresh = type(dep).model_fields["state_refresh_s"].default
+    if spec.router in ("least_kv", "prefix_affinity") and dep.state_refresh_s != default_refresh:
+        said += (f" (refreshing engine state every {default_refresh:g} s, the default, not the config's "
+                 f"deployment.state_refresh_s = {dep.state_refresh_s:g} s)")
+    return said
 
 
 def split_link() -> LinkConfig:
@@ -610,6 +635,7 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
             prune("does not fit in memory" if fits else "invalid configuration", _num_sizes(fam, spec),
                   None if fits else one_line(str(err)))  # fmt: skip
             continue
+        # (a copy only to hash it without its name, never run: the on-disk keys stay those of earlier searches)
         key = hashlib.sha256(cfg.model_copy(update={"name": ""}).model_dump_json().encode()).digest()
         if key in seen:  # e.g. a token budget equal to the engine preset's own
             prune("same configuration as another candidate", _num_sizes(fam, spec))

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sim_core.config import SimConfig, format_validation_error
 from sim_core.inputs import InputError, did_you_mean, loads_bounded, printable, read_file_bounded
@@ -136,6 +137,17 @@ def config_from_dict(data: Any, source: str = "config") -> SimConfig:
         return SimConfig.model_validate(resolve_scenario(data))
     except ValidationError as err:
         raise PresetError(format_validation_error(err, source)) from None
+
+
+def config_with(cfg: SimConfig, update: Mapping[str, Any], source: str = "config") -> SimConfig:
+    """`cfg` with top-level fields or whole sections replaced (a section as its model or a dict), validated as a whole
+    config: a bad value raises PresetError naming the field, the value and the range. THE way to change a config:
+    `cfg.model_copy(update=...)` validates nothing, so a seed of 0.5 or a 0 s SLO went into a run as given and failed
+    inside it, or ran (the few copies left are said where they are: tests/sim_core/test_config.py lists them)."""
+    data = cfg.model_dump(mode="python")
+    for key, value in update.items():
+        data[key] = value.model_dump(mode="python") if isinstance(value, BaseModel) else value
+    return config_from_dict(data, source)
 
 
 def config_from_json(text: str | bytes, source: str = "config") -> SimConfig:

@@ -58,6 +58,10 @@ class Speculator:
 
             data = read_preset_data("models", spec.draft_model)
             data.pop("description", None)
+            # Not config_with: this copy prices the draft's steps (CostModel reads its hardware, model and calibration)
+            # and is never run; its model is validated here as a model, and a run's checks across sections (the
+            # workload's longest request within model.max_model_len, TP over the heads) are the target's, which `cfg`
+            # passed: the draft is not held to them (tests/sim_core/test_config.py lists the copies left)
             draft_cfg = cfg.model_copy(update={"model": ModelSpec.model_validate(data)})
             self._draft_cost, self._fraction = CostModel(draft_cfg), 1.0
         else:

@@ -25,7 +25,7 @@ from sim_core.budget import RunBudget
 from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
 from sim_core.metrics import MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
-from sim_core.presets import PresetError, config_from_dict
+from sim_core.presets import PresetError, config_from_dict, config_with
 from sim_core.result import Summary
 
 # knob name -> (dotted config path, label with unit, integer?)
@@ -123,10 +123,12 @@ def apply_knob(cfg: SimConfig, knob: str, value: Any) -> SimConfig:
     """The config with one sweep knob set. The P:D knob moves instances between the pools, total fixed.
     Raises PresetError when the value changes the config but no instance of a disaggregated deployment runs
     with it (every pool sets its own GPU, TP degree or scheduler)."""
+    if SWEEP_KNOBS[knob][2]:  # (2.5 prefill instances ran as 2; 4.0 batch slots was refused as not an integer)
+        value = whole_value(knob, value)
     if knob == "prefill_instances":
         from sim_core.cluster.knobs import with_prefill_instances
 
-        return with_prefill_instances(cfg, int(value))
+        return with_prefill_instances(cfg, value)
     if knob == "rate" and cfg.workload.trace is not None:
         return with_rate(cfg, float(value))
     out = with_value(cfg, SWEEP_KNOBS[knob][0], value)
@@ -306,10 +308,44 @@ def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = No
     for name, value in zip(names, (start, stop), strict=True):
         if not lo <= value <= hi:
             raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
+    if SWEEP_KNOBS[knob][2]:  # (sweep --knob max_num_seqs --start 1.5 ran 2 without a word; the app's link said it)
+        for name, value in zip(names, (start, stop), strict=True):
+            whole_value(knob, value, name)
     if not start < stop:
         raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}")
     if knob == "num_gpus" and cfg is not None:
         allowed_gpus(cfg, start, stop)  # (a range holding no TP degree the model allows sweeps nothing)
+
+
+def whole_value(knob: str, value: Any, name: str | None = None) -> int:
+    """An integer knob's value as an int; a PresetError naming the knob, the value (`name`: as the caller calls it) and
+    that it takes whole numbers when it is not one. The CLI, the app's sweep link and the Python API share it."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    try:
+        whole = isinstance(value, float | np.floating) and float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        near = f" such as {math.floor(value)} or {math.ceil(value)}" if isinstance(value, float) and math.isfinite(value) else ""
+        raise PresetError(f"{name or knob} = {shown}: {knob} takes whole numbers; give an integer{near}")
+    return int(value)
+
+
+def rounded_points_note(knob: str, start: float, stop: float, num: int, values: Sequence[float]) -> str | None:
+    """What `sweep_values` made of `num` evenly spaced points of an integer knob when they were not all whole or
+    repeated (1 to 4 in 8 points: 1, 2, 3, 4), in words for the CLI and the Sweep page; None when it ran them as asked.
+    (The GPU count's points are the TP degrees the model allows: the table lists them.)"""
+    if not SWEEP_KNOBS[knob][2] or knob == "num_gpus":
+        return None
+    spaced = np.linspace(start, stop, num)
+    if len(values) == num and all(v == x for v, x in zip(values, spaced.tolist(), strict=True)):
+        return None
+    shown = ", ".join(f"{v:g}" for v in values[:12]) + (", ..." if len(values) > 12 else "")
+    fewer = f" ({len(values)} points: the whole numbers there, each once)" if len(values) < num else ""
+    return (f"{knob} takes whole numbers: {num} evenly spaced points from {start:g} to {stop:g} are rounded to "
+            f"{shown}{fewer}")
 
 
 def default_range(knob: str, current: float, saturation_per_s: float | None = None, num_points: int = 8,
@@ -336,7 +372,7 @@ def saturation_per_s(cfg: SimConfig, budget: RunBudget | None = None) -> float |
 
 def with_seed(cfg: SimConfig, offset: int) -> SimConfig:
     """The config with seed + offset (wrapping within the seed's range): repeat i of a seed band."""
-    return cfg.model_copy(update={"seed": (cfg.seed + offset) % (MAX_SEED + 1)})
+    return config_with(cfg, {"seed": (cfg.seed + offset) % (MAX_SEED + 1)}, f"seed offset {offset!r}")
 
 
 def run_sweep(

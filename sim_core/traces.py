@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
-from sim_core.config import MAX_SEED, MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
+from sim_core.config import MAX_SEED, MAX_SIM_TIME_S, MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
 from sim_core.inputs import InputError, check_regular_file, parse_float_text, parse_int_text
 
 TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
@@ -114,6 +114,7 @@ class _Row:
     output: int
     priority: int | None = None
     hash_ids: list[int] | None = None
+    line: int = 0  # in the file (the header is line 1), for a message about the row once it is kept
 
 
 # ------------------------------------------------------------------ field parsers
@@ -366,6 +367,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
     first_skipped: tuple[int, _Row] | None = None  # (line, row) of the first failed request skipped, for the message
     for line, row in _rows(fmt, lines_all, opts):
         num_rows += 1
+        row.line = line
         if t0 is None:  # the project's own CSV is already relative to the start
             t0 = 0.0 if fmt == "csv" else row.time_s
         if row.time_s < prev_t:
@@ -414,6 +416,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
         )
     base = 0.0 if fmt == "csv" and opts.start_s == 0 and opts.max_requests is None else kept[0].time_s
     arrival = [(r.time_s - base) * opts.time_scale for r in kept]
+    _check_replay_span(fmt, kept, arrival, base, opts)
     fields: dict = {
         "arrival_s": arrival,
         "prompt_tokens": [r.prompt for r in kept],
@@ -428,6 +431,25 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
     except ValidationError as err:
         raise TraceError(format_validation_error(err, f"{fmt} trace")) from None
     return LoadedTrace(trace, fmt, num_rows, num_skipped, in_window)
+
+
+def _check_replay_span(fmt: str, kept: list[_Row], arrival: list[float], base: float, opts: TraceOptions) -> None:
+    """TraceError naming the line, the column and the replay time of the first kept row that arrives past
+    MAX_SIM_TIME_S (limits.max_sim_time_s's largest value): no run reaches it, so a 1e300 s row ran to the time limit
+    and only then said the next request arrives at 1e+300 s. `arrival` is kept's replay times (rebased, scaled)."""
+    i = next((i for i, a in enumerate(arrival) if not a <= MAX_SIM_TIME_S), None)  # (sorted: the first one past it)
+    if i is None:
+        return
+    row, col, bound = kept[i], TIME_FIELD[fmt], f"[0, {MAX_SIM_TIME_S:,.0f}] s"
+    why = f"no run simulates past limits.max_sim_time_s's largest value, {MAX_SIM_TIME_S:,.0f} s"
+    if fmt == "csv" and base == 0 and opts.time_scale == 1:  # the cell is the replay time itself
+        # (a first row past it is most likely a clock time, e.g. Unix seconds, where the column counts from the start)
+        hint = f"; {col} counts seconds from the start of the replay, not a clock time" if i == 0 else ""
+        raise TraceError(f"{fmt} line {row.line}: {col} = {row.time_s:g} s is outside {bound}: {why}{hint}")
+    scaled = f" x time_scale {opts.time_scale:g}" if opts.time_scale != 1 else ""
+    raise TraceError(f"{fmt} line {row.line}: {col} puts this request at {arrival[i]:g} s into the replay ({row.time_s - base:g} "
+                     f"s after the first request replayed{scaled}), outside {bound}: {why}; narrow the window (end_s)"
+                     + (" or lower time_scale" if scaled else ""))  # fmt: skip
 
 
 def _chain_first(first: str, rest: Iterator[str]) -> Iterator[str]:

@@ -61,8 +61,11 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> IntArr
     return np.clip(np.rint(raw), dist.min, dist.max).astype(np.int64)
 
 
-def sample_arrivals(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> FloatArray:
+def sample_arrivals(cfg: WorkloadConfig, n: int, rng: np.random.Generator, rate_per_s: float | None = None) -> FloatArray:
+    """`n` arrival times of `cfg`'s arrival process, at `rate_per_s` when given (sessions start at rate / turns, which
+    may be below the smallest rate a config takes), else at workload.arrival.rate_per_s."""
     arr = cfg.arrival
+    rate = arr.rate_per_s if rate_per_s is None else rate_per_s
     if arr.process == "offline":
         return np.zeros(n)
     if arr.process == "closed_loop":
@@ -70,12 +73,12 @@ def sample_arrivals(cfg: WorkloadConfig, n: int, rng: np.random.Generator) -> Fl
         out[: arr.num_clients] = 0.0
         return out
     if arr.process == "constant":
-        return np.arange(n) / arr.rate_per_s
+        return np.arange(n) / rate
     if arr.process == "poisson":
-        gaps = rng.exponential(1.0 / arr.rate_per_s, size=n)
+        gaps = rng.exponential(1.0 / rate, size=n)
     else:  # gamma: shape k = 1/CV^2 keeps the mean gap 1/rate and sets the burstiness
         shape = 1.0 / arr.burstiness_cv**2
-        gaps = rng.gamma(shape, 1.0 / (arr.rate_per_s * shape), size=n)
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
     return np.cumsum(gaps)
 
 
@@ -139,8 +142,7 @@ def _prefix_workload(cfg: WorkloadConfig, n: int, rng_arrival, rng_prompt, rng_o
     sp, ses = cfg.shared_prefix, cfg.sessions
     T = ses.turns
     S = -(-n // T)
-    arr_cfg = cfg.model_copy(update={"arrival": cfg.arrival.model_copy(update={"rate_per_s": cfg.arrival.rate_per_s / T})})
-    starts = sample_arrivals(arr_cfg, S, rng_arrival)  # (S,)
+    starts = sample_arrivals(cfg, S, rng_arrival, cfg.arrival.rate_per_s / T)  # (S,)
     think = rng_think.exponential(ses.think_time_s, size=(S, T - 1)) if ses.think_time_s > 0 else np.zeros((S, T - 1))
     arrival = starts[:, None] + np.concatenate([np.zeros((S, 1)), np.cumsum(think, axis=1)], axis=1)  # (S, T)
     group = np.full(S, -1, dtype=np.int64)

@@ -15,7 +15,7 @@ from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
 from app.state import CFG_KEY, config_from_query, derived, ignored_params, link_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.metrics import class_metrics
+from sim_core.metrics import class_metrics, no_value_reason
 from sim_core.words import counted
 
 CURRENT = "(current settings from Simulate)"
@@ -96,6 +96,19 @@ def _on_workload_of(a: SimConfig, own: SimConfig) -> tuple[SimConfig | None, str
     st.session_state[ON_WORKLOAD_KEY] = (a, own, out)
     return out
 
+def missing_latencies_text(a, b) -> str | None:
+    """Why a side's latency rows read n/a (`no_value_reason`: one-token outputs have no TPOT or ITL, a run that
+    finished nothing no latency at all), one sentence per side; None when every latency has a value."""
+    said = []
+    for side, res in (("A", a), ("B", b)):
+        s = res.summary
+        gone = [m for m in ("TTFT", "TPOT", "ITL", "E2E") if np.isnan(getattr(s, f"{m.lower()}_p50_s"))]
+        if gone:
+            reasons = dict.fromkeys(no_value_reason(m, s.num_finished) for m in gone)
+            said.append(f"{side}: {', '.join(gone)} n/a ({'; '.join(reasons)}).")
+    return " ".join(said) or None
+
+
 def metrics_table(a, b) -> pd.DataFrame:
     """Headline metrics of A and B, then per-class latency when either run has classes. Text cells
     (units switch ms/s, counts are integers); four narrow columns so a phone need not scroll."""
@@ -103,7 +116,8 @@ def metrics_table(a, b) -> pd.DataFrame:
 
     def add(label: str, va: float, vb: float, kind: str) -> None:
         ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) and not np.isnan(vb) else np.nan
-        rows.append({"metric": label, "A": fmt_value(va, kind), "B": fmt_value(vb, kind),
+        cell = lambda v: "n/a" if kind == "s" and np.isnan(v) else fmt_value(v, kind)  # (why: under the table)  # noqa: E731
+        rows.append({"metric": label, "A": cell(va), "B": cell(vb),
                      "B / A": "–" if np.isnan(ratio) else f"{ratio:.2f}×"})  # fmt: skip
 
     for label, field, kind in METRIC_ROWS:
@@ -161,6 +175,8 @@ def main() -> None:
     if (note := calibration_difference(a, b)) is not None:  # (an engine preset brings its family's measured overheads)
         st.info(plain(note), icon=":material/info:")
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
+    if said := missing_latencies_text(ra, rb):  # (one-token outputs: the TPOT and ITL rows read "–" without a why)
+        st.caption(plain(said))
     # (a ratio alone does not say which side did better: for latencies lower is, for throughput higher is)
     st.caption("B / A is B's value over A's. Below 1× B is lower: better for the latencies (TTFT, TPOT, ITL, E2E) and "
                "pre-emptions, worse for throughput, goodput, SLO attainment and finished requests.")

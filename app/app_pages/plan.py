@@ -21,8 +21,9 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.budget import is_budget_stop
 from sim_core.config import Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
-from sim_core.planner import DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, num_candidates, pareto_front, plan
-from sim_core.presets import read_preset_data
+from sim_core.planner import (DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, default_router, num_candidates, pareto_front,
+                             plan, router_note)  # fmt: skip
+from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
 
 ATTAINMENT_TEXT = f"{DISTSERVE_ATTAINMENT * 100:g} %"  # (CapacityObjective's attainment rule, DistServe's share)
@@ -210,7 +211,8 @@ def main() -> None:
         pd_split = f1.checkbox("Also search P:D splits (xPyD)", False, key="plan.pd",
                                help="x prefill + y decode instances (x + y ≤ most replicas), per-pool TP from the "
                                "degrees above, priced by total GPUs. Slower: splits have no saturation bound.")  # fmt: skip
-        router = f2.selectbox("Router", get_args(Router), key="plan.router")
+        routers = get_args(Router)  # (it opened on round robin whatever the config's deployment routed by)
+        router = f2.selectbox("Router", routers, index=routers.index(default_router(cfg)), key="plan.router")
         engines = st.multiselect("Engines", list(list_presets("engines")), default=list(DEFAULT_ENGINES), key="plan.engines",
                                  format_func=lambda e: read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
         e1, e2 = st.columns(2)
@@ -218,13 +220,17 @@ def main() -> None:
             budgets = _knob_values("Token budgets", [512, 2048, 8192], "plan.budgets")
         with e2:
             batches = _knob_values("Max batch", [64, 128, 256], "plan.batches")
-    try:  # (validated: a model_copy would take a 0 s TTFT the config refuses)
+    try:  # (validated on their own first, to name the boxes: config_with below would call them slo.ttft_s, slo.tpot_s)
         slo = SLOConfig.model_validate({"ttft_s": float(ttft), "tpot_s": tpot_ms / 1e3})
     except ValidationError as err:
         names = {"ttft_s": "TTFT SLO (s)", "tpot_s": "TPOT SLO (s: the box's ms / 1000)"}
         st.error(plain(format_validation_error(err, "SLOs", SLOConfig, names=names)))
         return
-    slo_cfg = cfg.model_copy(update={"slo": slo})
+    try:  # (the SLOs with the rest of the config: a check across sections is named too)
+        slo_cfg = config_with(cfg, {"slo": slo}, "SLOs")
+    except PresetError as err:
+        st.error(plain(err))
+        return
     missing = [g for g in gpus if g not in prices]
     if missing:
         st.error(f"Enter a price per GPU-hour for {', '.join(missing)} (or remove it from the GPUs).")
@@ -240,8 +246,9 @@ def main() -> None:
     except ValueError as err:
         st.error(plain(err))
         return
+    said = router_note(cfg, spec)  # (the config's own router: used, replaced by the box's, or not used, and why)
     st.caption(f"{num_candidates(spec):,} candidate configurations ({spec.describe_evaluation()}). "
-               f"Objective: {spec.objective.describe(slo_cfg)}.")  # fmt: skip
+               f"Objective: {spec.objective.describe(slo_cfg)}." + (plain(f" Router: {said}.") if said else ""))  # fmt: skip
     if not st.button("Plan", type="primary", key="plan.go"):
         return
     import time

@@ -24,7 +24,7 @@ from app.state import (
 )
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
-from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, steady_exclusion_text
+from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, no_value_reason, steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -53,8 +53,11 @@ def _headline(res: SimResult) -> None:
     kw = dict(delta_color="off", delta_arrow="off")
     row1[0].metric("Output throughput", f"{s.output_tokens_per_s:,.0f} tok/s", f"{s.total_tokens_per_s:,.0f} tok/s incl. prompts",
                    help="Output tokens per second over the makespan.", **kw)  # fmt: skip
-    row1[1].metric("TTFT p50", ms(s.ttft_p50_s), f"p99 {ms(s.ttft_p99_s)}", help="Time to first token, finished requests.", **kw)
-    row1[2].metric("TPOT p50", ms(s.tpot_p50_s), f"p99 {ms(s.tpot_p99_s)} · ITL p99 {ms(s.itl_p99_s)}",
+    # (a run of one-token outputs has no TPOT or ITL, one that finished nothing no TTFT: "n/a" and why, not "–")
+    na = lambda metric: ("n/a", no_value_reason(metric, s.num_finished))  # noqa: E731
+    row1[1].metric("TTFT p50", *(na("TTFT") if np.isnan(s.ttft_p50_s) else (ms(s.ttft_p50_s), f"p99 {ms(s.ttft_p99_s)}")),
+                   help="Time to first token, finished requests.", **kw)  # fmt: skip
+    row1[2].metric("TPOT p50", *(na("TPOT") if np.isnan(s.tpot_p50_s) else (ms(s.tpot_p50_s), f"p99 {ms(s.tpot_p99_s)} · ITL p99 {ms(s.itl_p99_s)}")),
                    help="(E2E − TTFT) / (output tokens − 1); ITL is every gap between two tokens.", **kw)  # fmt: skip
     row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs",
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).", **kw)  # fmt: skip
@@ -150,6 +153,11 @@ def _window_controls(res: SimResult) -> timeline.Window:
     return (start, start + width)
 
 
+def _p99(window, metric: str, value_s: float) -> str:
+    """A steady window's p99, or "n/a" and why (one-token outputs have no TPOT; it read "–")."""
+    return f"n/a ({no_value_reason(metric, window.num_requests - window.num_unfinished)})" if np.isnan(value_s) else fmt_seconds(value_s)
+
+
 def _steady_caption(res: SimResult) -> None:
     """The steady-state window (warm-up and drain excluded) and, when the run is too short, why."""
     st_ = res.summary.steady
@@ -163,7 +171,7 @@ def _steady_caption(res: SimResult) -> None:
     st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: "
                f"{steady_exclusion_text()} excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
                f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
-               f"{fmt_seconds(st_.ttft_p99_s)}, TPOT p99 {fmt_seconds(st_.tpot_p99_s)}.")  # fmt: skip
+               f"{_p99(st_, 'TTFT', st_.ttft_p99_s)}, TPOT p99 {_p99(st_, 'TPOT', st_.tpot_p99_s)}.")  # fmt: skip
     if st_.note:
         st.info(st_.note, icon=":material/hourglass_empty:")
 

@@ -39,6 +39,7 @@ from sim_core.sweep import (
     knob_name,
     knob_value,
     point_metric,
+    rounded_points_note,
     run_sweep,
     steady_warmup_s,
     sweep_values,
@@ -70,7 +71,6 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     """(start, stop, points, warning) from the link's start/stop/n, or defaults around the current
     value (the rate: `default_rate_range`, past the saturation rate when it is known) with a warning naming
     what was wrong (not a number, out of the knob's range, reversed)."""
-    is_int = SWEEP_KNOBS[knob][2]
     try:  # (a link's point count, when usable, sets the default range's round steps: n=5 got 8 points' steps)
         n_link = parse_int_text(params["n"]) if "n" in params else 8
     except ValueError:
@@ -81,9 +81,9 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     if not {"start", "stop", "n"} & set(params):
         return *defaults, None
     try:
-        parse = parse_int_text if is_int else parse_float_text
-        start = float(parse(params["start"])) if "start" in params else start_d
-        stop = float(parse(params["stop"])) if "stop" in params else stop_d
+        # (read as numbers: an integer knob's 1.5 is named by check_range with the knob, as the CLI's --start is)
+        start = parse_float_text(params["start"]) if "start" in params else start_d
+        stop = parse_float_text(params["stop"]) if "stop" in params else stop_d
         n = parse_int_text(params["n"]) if "n" in params else 8
         check_range(knob, start, stop, cfg)  # each problem names the parameter and its value
         if not 2 <= n <= MAX_POINTS:
@@ -247,6 +247,10 @@ COMPACT_VALUE_FORMAT = "%.4g"
 KNOB_HEADERS = {"rate": "req/s", "max_num_seqs": "batch", "chunk": "tokens", "memory_gib": "GiB", "bandwidth": "GB/s",
                 "tflops": "TFLOP/s", "num_gpus": "GPUs", "kv_compression": "KV kept", "replicas": "replicas",
                 "prefill_instances": "prefill"}  # fmt: skip
+# Head to head, the headers above that pass those 40 px (Chromium at 14 px: "TFLOP/s" 48, "replicas" 46, "KV kept" 44;
+# each read cut on a phone, "TFLOP/" and "replica") in the shortest form that still says the unit or the thing
+# counted; the single-setup column's 60 px (52 of text) hold the full ones. The help names the knob in full either way.
+KNOB_HEADERS_HEAD_TO_HEAD = KNOB_HEADERS | {"tflops": "TF/s", "kv_compression": "kept", "replicas": "repl."}
 
 
 @st.fragment
@@ -259,7 +263,8 @@ def _results_table(rows: list[dict], knob: str, head_to_head: bool) -> None:
     tables.dataframe(rows, key="sw.table", placeholder=MISSING, all_columns=all_columns,
                      compact_px={knob if k == "knob" else k: px for k, px in compact.items()}, column_config={
         "setup": st.column_config.TextColumn(),
-        knob: num(KNOB_HEADERS.get(knob, knob), format=VALUE_FORMAT if all_columns else COMPACT_VALUE_FORMAT,
+        knob: num((KNOB_HEADERS_HEAD_TO_HEAD if head_to_head else KNOB_HEADERS).get(knob, knob),
+                  format=VALUE_FORMAT if all_columns else COMPACT_VALUE_FORMAT,
                   help=f"{knob}: {SWEEP_KNOBS[knob][1]}"),
         "output tok/s": num("throughput", format="%,.0f tok/s", help="Output tokens per second, steady state"),
         "goodput req/s": num("goodput", format="%,.1f req/s", help="Requests meeting both SLOs per second, steady state"),
@@ -349,6 +354,8 @@ def main() -> None:
     except PresetError as err:  # (GPUs: a range holding no TP degree the model's heads split evenly over)
         st.error(plain(err))
         return
+    if (note := rounded_points_note(knob, start, stop, int(n), values)) is not None:
+        st.caption(plain(note + "."))  # (python -m sim_core sweep prints the same NOTE)
     write_query_params((link_query(cfg, st.session_state.get("sim.preset")) or {})
                        | {"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
                        | ({"vs": vs} if vs != NO_ENGINE else {}))  # fmt: skip

@@ -136,6 +136,6 @@ def shows(claim: Claim, value: float, other: float | None = None) -> str:
         noun = "swap bar" if claim.element == "swap" else f"{claim.element} tick"
         said = f"{_count(value, noun, noun + 's')} in the GPU row (the timeline's opening window)"
     else:  # requests
-        stretch = f"{claim.element} stretch"
+        stretch = f"{timeline.request_state_word(claim.element)} stretch"  # ("3 pre-empted stretches", as the legend)
         said = f"{_count(value, stretch, stretch + 'es')} in the request rows (the timeline's opening window)"
     return said + (f" ({fmt_number(other)} on the other side)" if other is not None else "")

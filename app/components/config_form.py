@@ -397,8 +397,8 @@ def _own_values(cfg: SimConfig, values: dict[str, Any]) -> bool:
     value = values.get("deployment")
     if value is None:
         return True
-    wl = cfg.workload  # (the deployment is checked against every other section; the trace is only rows of the workload)
-    data = cfg.model_copy(update={"workload": wl.model_copy(update={"trace": None})}).model_dump(mode="python")
+    # (the deployment is checked against every other section; the trace is only rows of the workload, not dumped)
+    data = cfg.model_dump(mode="python", exclude={"workload": {"trace"}})
     data["deployment"] = value
     try:
         return config_from_dict(data, "settings").deployment == cfg.deployment

@@ -317,7 +317,7 @@ def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int
 def request_segments(res: SimResult, first: int, count: int, ids: np.ndarray | None = None,
                      split_stalls: bool = True) -> list[tuple[int, str, float, float]]:  # fmt: skip
     """(request, state, start_s, end_s) for requests `ids` (default [first, first+count)): waiting,
-    prefill, decode, stalled (decoding, but the tick gave it no token), preempted (waiting to
+    prefill, decode, stalled (decoding, but the tick gave it no token), preempted (pre-empted: waiting to
     recompute), swapped and, in a disaggregated deployment, kv wait (prefill done, waiting for a decode
     slot: back-pressure), kv link wait (slot reserved, earlier transfers hold the link) and kv transfer, from the
     request events (and a deployment's `kv_link_start_s`: no event marks where a transfer starts moving)."""
@@ -390,6 +390,9 @@ def stall_split(res: SimResult, segs: list[tuple[int, str, float, float]]) -> li
 REQUEST_STATES = ("waiting", "prefill", "decode", "stalled", "preempted", "swapped", "kv wait", "kv link wait", "kv transfer")
 # prefill/decode: the GPU row's entries
 LEGEND_STATES = ("waiting", "stalled", "preempted", "swapped", "kv wait", "kv link wait", "kv transfer")
+# A state's word where its key is not spelled as the text spells it: the README, the docs, the lessons and the headline
+# write "pre-empted" (the key, an identifier the lessons' claims name, stays "preempted")
+STATE_WORDS = {"preempted": "pre-empted"}
 # legend and hover names where the state's key is not clear enough
 STATE_LABELS = {"stalled": "stalled (no token this tick)", "kv wait": "waiting for a decode slot",
                 "kv link wait": "waiting for the KV link"}  # fmt: skip
@@ -423,8 +426,14 @@ def request_bars(res: SimResult, ids: np.ndarray, window: Window, max_stall_bars
     return {"req": r, "state": state, "start": start, "end": end}
 
 
+def request_state_word(state: str) -> str:
+    """A request state as a sentence writes it ("pre-empted")."""
+    return STATE_WORDS.get(state, state)
+
+
 def request_state_label(state: str) -> str:
-    return STATE_LABELS.get(state, state)
+    """A request state as the legend and the hover name it."""
+    return STATE_LABELS.get(state, request_state_word(state))
 
 
 def request_state_hover(state: str) -> str:

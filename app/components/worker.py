@@ -61,6 +61,9 @@ def _map_configs(res: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 def _without_trace(cfg: Any) -> Any:
+    """`cfg` less its trace, for the trip back from the child. A model_copy, not config_with: the copy carries no new
+    value (None where None is allowed) and is never run; `restore` puts back the validated config's own workload.
+    Validating would walk the trace's 100,000 rows twice per run, the cost this trip is built to avoid."""
     wl = cfg.workload
     return cfg if wl.trace is None else cfg.model_copy(update={"workload": wl.model_copy(update={"trace": None})})
 
@@ -181,7 +184,7 @@ class WorkerPool:
             return reply
         bare = _without_trace(cfg).workload
 
-        def restore(c: Any) -> Any:  # (every config of the run has cfg's workload section: pool configs copy it)
+        def restore(c: Any) -> Any:  # (every config of the run has cfg's workload section: pool configs copy it; see _without_trace)
             return c.model_copy(update={"workload": cfg.workload}) if c.workload == bare else c
 
         return dataclasses.replace(reply, payload=_map_configs(reply.payload, restore))

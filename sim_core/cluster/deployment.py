@@ -69,6 +69,7 @@ from sim_core.cluster.turns import RefreshedViews, TurnFeed
 from sim_core.config import DeploymentConfig, SimConfig, pool_config
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
+from sim_core.presets import config_with
 from sim_core.sessions import SlotState
 from sim_core.types import Event
 from sim_core.workload import copy_workload, generate_workload
@@ -160,7 +161,7 @@ class Deployment:
         dis = dep.disaggregation
         self.first_token_on_decode = dis is not None and dis.first_token_from == "decode"
         if dis is None:
-            specs = [("replica", cfg.model_copy(update={"deployment": None}), dep.replicas)]
+            specs = [("replica", config_with(cfg, {"deployment": None}, "a replica's config"), dep.replicas)]
         else:
             specs = [("prefill", pool_config(cfg, "prefill"), dis.prefill.replicas),
                      ("decode", pool_config(cfg, "decode"), dis.decode.replicas)]  # fmt: skip

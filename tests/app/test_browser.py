@@ -331,18 +331,26 @@ def test_the_sweep_table_fits_a_phone(server, browser):
     page.close()
 
 
-def test_the_sweep_tables_knob_header_is_whole_on_a_phone(server, browser):
-    # head to head on a phone the knob's column is 48 px, 40 px of header text after its 8-px padding: "rate" and "chunk"
-    # fitted but said no unit; the units that replace them must fit as whole ("TFLOP/s" reads "TFLOP/" there)
-    for knob, (start, stop) in (("rate", (4, 8)), ("chunk", (512, 1024))):
+# (knob, range, header head to head, header of one setup): "TFLOP/s", "KV kept" and "replicas" read "TFLOP/", "KV kep"
+# and "replica" head to head on a phone
+KNOB_HEADER_CASES = [("rate", (4, 8), "req/s", "req/s"), ("chunk", (512, 1024), "tokens", "tokens"),
+                     ("tflops", (500, 1000), "TF/s", "TFLOP/s"), ("kv_compression", (0.5, 1), "kept", "KV kept"),
+                     ("replicas", (1, 2), "repl.", "replicas")]  # fmt: skip
+
+
+@pytest.mark.parametrize("knob,ends,vs_header,header", KNOB_HEADER_CASES)
+def test_the_sweep_tables_knob_header_is_whole_on_a_phone(server, browser, knob, ends, vs_header, header):
+    # head to head on a phone the knob's column is 48 px, 40 px of header text after its 8-px padding; one setup's 60 px
+    # leave 52: "rate" and "chunk" fitted but said no unit; the units that replace them must fit as whole
+    for vs, want, room in (("&vs=sarathi-serve", vs_header, 40), ("", header, 52)):
         page = browser.new_page(viewport=PHONE)
-        page.goto(server + f"/sweep?preset=chat-h100-llama8b&workload.num_requests=40&sweep={knob}&start={start}&stop={stop}"
-                  "&n=2&vs=sarathi-serve")  # fmt: skip
+        page.goto(server + f"/sweep?preset=chat-h100-llama8b&workload.num_requests=40&sweep={knob}&start={ends[0]}&stop={ends[1]}"
+                  f"&n=2{vs}")  # fmt: skip
         page.wait_for_selector("[data-testid='stDataFrame'] .dvn-scroller", timeout=300_000)
-        header = page.locator("[data-testid='stDataFrame'] th").nth(1).inner_text()  # (setup, then the knob)
+        shown = page.locator("[data-testid='stDataFrame'] th").nth(1 if vs else 0).inner_text()  # (the setup first head to head)
         width = page.evaluate("""(text) => { const c = document.createElement('canvas').getContext('2d');
-            c.font = `400 14px ${getComputedStyle(document.body).fontFamily}`; return c.measureText(text).width; }""", header)
-        assert header in ("req/s", "tokens") and width <= 40, (knob, header, width)
+            c.font = `400 14px ${getComputedStyle(document.body).fontFamily}`; return c.measureText(text).width; }""", shown)
+        assert shown == want and width <= room, (knob, vs, shown, width)
         page.close()
 
 

@@ -516,3 +516,22 @@ def test_every_charts_numeric_axes_write_thousands_with_separators(small):
     assert dist.yaxis2.tickformat == ".0%"  # (an axis's own format is kept: the CDF's percent)
     assert charts.roofline_figure(small).layout.xaxis.tickformat == ","  # (log axes: decades in full, as before)
     assert charts.NUMBER_TICKFORMAT == ","  # not ",~g" (1,234,567 as "1.23457e+6") nor ",d" (0.5 as "1")
+
+
+def test_the_pre_empted_state_is_spelled_as_the_text_spells_it(small):
+    # the legend, the hover and the lessons' "what the run shows" wrote "preempted" where the README, the docs, the
+    # headline ("Pre-emptions") and the lessons' own claims ("dark-red pre-empted rows") write "pre-empted"
+    from app.components import claims, cluster_timeline, timeline_html
+    from sim_core.lessons import Claim
+
+    fig = timeline.timeline_figure(small, 0, 60)
+    names = {t.name for t in fig.data if t.legendgroup == "preempted"}
+    assert names == {"pre-empted"}, names
+    assert all("pre-empted" in (t.hovertemplate or "") for t in fig.data if t.legendgroup == "preempted")
+    both = cluster_timeline.gantt_kv_figure(small, (0.0, float(small.timeline.t_end_s[-1])))
+    assert {t.name for t in both.data if t.legendgroup == "preempted"} <= {"pre-empted"}
+    html = timeline_html.timeline_html(small, 0, 60)
+    assert "pre-empted" in html and "preempted<" not in html and ">preempted" not in html
+    said = claims.shows(Claim(says="x", step=0, view="requests", element="preempted"), 3.0)
+    assert said.startswith("3 pre-empted stretches in the request rows"), said
+    assert timeline.request_state_label("preempted") == "pre-empted" and timeline.request_state_word("stalled") == "stalled"

@@ -727,6 +727,19 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     assert any("finalists confirmed as deployments" in c.value for c in at.caption)
 
 
+def test_plan_opens_on_the_configs_router_and_says_so():
+    # the Router box opened on round robin whatever the config's deployment routed by, so a plan of a least_kv
+    # deployment searched behind another router unless its reader noticed (`python -m sim_core plan` did the same)
+    at = linked_page(PAGES[5], preset="cluster-router-4xh100-llama8b", **{"deployment.router": "least_kv"})
+    assert not at.exception
+    assert at.selectbox(key="plan.router").value == "least_kv"
+    said = " ".join(c.value for c in at.caption)
+    assert "Router: candidates are routed by the config's deployment.router, least_kv." in said, said
+    at.selectbox(key="plan.router").set_value("round_robin").run()
+    said = " ".join(c.value for c in at.caption)
+    assert "Router: candidates are routed by round_robin, not the config's deployment.router, least_kv." in said, said
+
+
 def test_a_plan_whose_every_candidate_errs_names_the_error(tmp_path, monkeypatch):
     # a link's limits.max_ticks=1 stops every saturation probe: the page said "skipped: 3 simulation error" and "No
     # configuration ... meets the SLOs: add GPUs, TP degrees or replicas", never naming the limit (fuzz39)
@@ -1038,6 +1051,21 @@ def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
     at = sweep_of(LINK_3P1D, sweep="prefill_instances", start="1", stop="6", n="6")
     assert not at.exception and any("between 1 and 3" in w.value for w in at.warning), [w.value for w in at.warning]
     assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
+
+
+def test_sweep_of_an_integer_knob_says_what_the_cli_says_of_a_fractional_end_and_of_rounded_points():
+    # the link's start=1.5 said "'1.5' is not a whole number" without the knob (the CLI ran it as 2 without a word); 8
+    # points from 1 to 4 ran 4 without a word. The page and `python -m sim_core sweep` now share both sentences.
+    link = {"preset": "chat-h100-llama8b", "workload.num_requests": "8"}
+    at = sweep_of(link, sweep="max_num_seqs", start="1.5", stop="4", n="2")
+    assert not at.exception
+    assert any("start = 1.5: max_num_seqs takes whole numbers; give an integer such as 1 or 2" in w.value for w in at.warning), \
+        [w.value for w in at.warning]  # fmt: skip
+    at = sweep_of(link, sweep="max_num_seqs", start="1", stop="4", n="8")
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    assert any("max_num_seqs takes whole numbers: 8 evenly spaced points from 1 to 4 are rounded to 1, 2, 3, 4 (4 points"
+               in c.value for c in at.caption), [c.value for c in at.caption]  # fmt: skip
+    assert sorted(at.dataframe[0].value["max_num_seqs"].tolist()) == [1, 2, 3, 4]
 
 
 def test_sweep_says_in_full_why_runs_stopped_and_counts_with_separators():
@@ -1560,3 +1588,46 @@ def test_the_headlines_third_row_fills_from_the_left():
     filled = [[bool(c.metric) for c in row] for row in rows]
     assert filled == [[True] * 4, [True] * 4, [True, False, False, False]], filled
     assert [m.label for m in rows[2][0].metric] == ["Tokens per decode step"]
+
+
+ONE_TOKEN = {"preset": "chat-h100-llama8b", "workload.num_requests": "30",
+             "workload.output_tokens": '{"dist": "fixed", "mean": 1, "min": 1, "max": 1}'}
+
+
+def test_the_headline_says_why_one_token_outputs_have_no_tpot():
+    # the TPOT box read "–" with "p99 – · ITL p99 –" under it, and the steady caption "TPOT p99 –" (the CLI: "nan ms")
+    at = app(**ONE_TOKEN).run()
+    assert not at.exception
+    box = next(m for m in at.metric if m.label == "TPOT p50")
+    assert box.value == "n/a" and "one-token outputs have no TPOT" in str(box.proto.delta), box.proto
+    ttft = next(m for m in at.metric if m.label == "TTFT p50")
+    assert ttft.value not in ("n/a", "–")
+    said = " ".join(c.value for c in at.caption)
+    assert "TPOT p99 –" not in said
+
+
+def test_compare_says_why_a_sides_tpot_is_n_a():
+    # Compare's TPOT and ITL rows read "–" for one-token outputs, without a why (B runs A's requests: both sides)
+    at = open_page(PAGES[1], **{f"a_{k}": v for k, v in ONE_TOKEN.items()}, b_preset="engine-sglang")
+    assert not at.exception
+    table = at.table[0].value
+    assert (table.loc["TPOT p50", ["A", "B"]] == "n/a").all() and (table.loc["ITL p99", ["A", "B"]] == "n/a").all()
+    assert "n/a" not in set(table.loc["TTFT p50", ["A", "B"]])
+    said = " ".join(c.value for c in at.caption)
+    for side in "AB":
+        assert f"{side}: TPOT, ITL n/a (one-token outputs have no TPOT; one-token outputs have no gap between tokens)." in said, said
+
+
+@pytest.mark.parametrize("knob,ends,vs_header,header", [("tflops", ("500", "1000"), "TF/s", "TFLOP/s"),
+                                                         ("kv_compression", ("0.5", "1"), "kept", "KV kept"),
+                                                         ("replicas", ("1", "2"), "repl.", "replicas")])  # fmt: skip
+def test_the_sweep_tables_knob_header_is_short_enough_head_to_head(knob, ends, vs_header, header):
+    # head to head on a phone the knob's column holds 40 px of header: "TFLOP/s", "KV kept" and "replicas" were cut
+    # ("TFLOP/"); one setup's column holds 52 px, where they fit whole (tests/app/test_browser.py measures both)
+    import json
+
+    link = {"preset": "chat-h100-llama8b", "workload.num_requests": "20"}
+    for vs, want in (({"vs": "sarathi-serve"}, vs_header), ({}, header)):
+        at = sweep_of(link, sweep=knob, start=ends[0], stop=ends[1], n="2", **vs)
+        assert not at.exception
+        assert json.loads(at.dataframe[0].proto.columns)[knob]["label"] == want

@@ -1,11 +1,16 @@
+import contextlib
+import io
 import json
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from sim_core.cli import main
+from tests.strategies import cases
 
 REQUIRED = {"num_requests", "num_finished", "num_preemptions", "makespan_s", "output_tokens_per_s", "ttft_p50_s",
             "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "stopped_reason"}
@@ -182,3 +187,28 @@ def test_a_set_the_trace_makes_unused_is_named(sets, noted, capsys):
     assert ("not used, the workload replays a trace" in err) is noted
     if noted:
         assert sets[0].partition("=")[0] in err and "scheduler" not in err
+
+
+@cases(12)
+@given(n=hs.integers(1, 12), seed=hs.integers(0, 2**32 - 1), preset=hs.sampled_from(["chat-h100-llama8b", "engine-sglang",
+       "cluster-router-4xh100-llama8b"]))  # fmt: skip
+def test_a_run_of_one_token_outputs_says_it_has_no_tpot_or_itl_and_never_nan(n, seed, preset):
+    # `--set workload.output_tokens=...` of one token per request printed "TPOT p50 nan ms  p90 nan ms  p99 nan ms",
+    # the same for ITL and the steady window's TPOT p99
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["run", preset, "--set", f"workload.num_requests={n}", "--set", f"seed={seed}",
+                     "--set", 'workload.output_tokens={"dist": "fixed", "mean": 1, "min": 1, "max": 1}']) == 0  # fmt: skip
+    text = out.getvalue()
+    assert "nan" not in text, text
+    assert "  TPOT          n/a (one-token outputs have no TPOT)\n" in text, text
+    assert "  ITL           n/a (one-token outputs have no gap between tokens)\n" in text, text
+
+
+def test_a_run_that_finished_nothing_says_so_for_every_latency(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=5", "--set", "limits.max_ticks=1"]) == 0
+    text = capsys.readouterr().out
+    assert "nan" not in text, text
+    for name in ("TTFT", "TPOT", "ITL", "E2E"):
+        assert f"  {name:<13s} n/a (no request finished)\n" in text, text
+    assert "MFU n/a, MBU n/a" in text

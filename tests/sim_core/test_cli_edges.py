@@ -188,3 +188,55 @@ def test_a_sweep_or_capacity_search_too_large_to_finish_is_refused_with_its_boun
     assert main(argv + FAST) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err, err
+
+
+INTEGER_KNOBS = [k for k in SWEPT_KNOBS if SWEEP_KNOBS[k][2]]
+
+
+@cases(40)
+@given(knob=hs.sampled_from(INTEGER_KNOBS), data=hs.data(), bad_end=hs.sampled_from(["--start", "--stop"]))
+def test_a_fractional_end_of_an_integer_knobs_sweep_exits_2_naming_knob_value_and_whole_numbers(knob, data, bad_end, monkeypatch):
+    # `sweep --knob max_num_seqs --start 1.5` ran 2 (sweep_values rounds) without a word; the app's link refused 1.5 as
+    # "not a whole number" without naming the knob: both now say check_range's sentence
+    from sim_core import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran a sweep"))
+    lo, hi = knob_bounds(knob, load_preset("chat-h100-llama8b"))
+    bad = data.draw(hs.floats(min_value=lo, max_value=hi, allow_nan=False).filter(lambda v: not v.is_integer()))
+    start, stop = (bad, hi) if bad_end == "--start" else (lo, bad)
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(["sweep", "chat-h100-llama8b", "--knob", knob, f"--start={start!r}", f"--stop={stop!r}", *FAST])
+    err = buf.getvalue()
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{bad_end} = {bad:g}: {knob} takes whole numbers; give an integer such as " in err, err
+
+
+@cases(40)
+@given(knob=hs.sampled_from([k for k in SWEEP_KNOBS if SWEEP_KNOBS[k][2]]),
+       value=hs.one_of(hs.floats(allow_nan=True, allow_infinity=True).filter(lambda v: not v.is_integer()), hs.text(max_size=5)))  # fmt: skip
+def test_the_python_apis_integer_knob_refuses_what_is_not_a_whole_number_naming_the_knob(knob, value):
+    # apply_knob(cfg, "prefill_instances", 2.5) ran 2 prefill instances (int()); "max_num_seqs" 4.0 was refused as
+    # "Input should be a valid integer" and 2.5 the same, without saying the knob counts whole things
+    from sim_core.sweep import apply_knob, whole_value
+
+    with pytest.raises(PresetError, match=rf"^{knob} = .*: {knob} takes whole numbers"):
+        whole_value(knob, value)
+    cfg = load_preset("cluster-distserve-opt13b-3xa100-p2d1" if knob == "prefill_instances" else "chat-h100-llama8b")
+    with pytest.raises(PresetError, match=f"{knob} takes whole numbers"):
+        apply_knob(cfg, knob, value)
+
+
+def test_a_whole_float_is_the_integer_knobs_value():
+    from sim_core.sweep import apply_knob
+
+    assert apply_knob(load_preset("chat-h100-llama8b"), "max_num_seqs", 4.0).scheduler.max_num_seqs == 4
+
+
+def test_a_sweep_whose_points_round_says_what_they_became(capsys):
+    argv = ["sweep", "chat-h100-llama8b", "--knob", "max_num_seqs", "--start", "1", "--stop", "4", "--num", "8",
+            "--fixed-length", "--set", "workload.num_requests=8"]  # fmt: skip
+    assert main(argv + FAST) == 0
+    out = capsys.readouterr().out
+    assert ("NOTE: max_num_seqs takes whole numbers: 8 evenly spaced points from 1 to 4 are rounded to 1, 2, 3, 4 "
+            "(4 points: the whole numbers there, each once)") in out, out

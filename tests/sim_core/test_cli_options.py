@@ -37,6 +37,24 @@ def test_bench_repeats_below_one_is_refused(capsys, repeats):
     assert "argument --repeats" in err and repeats in err and "Traceback" not in err
 
 
+@cases(30)
+@given(repeats=st.one_of(st.integers(21, 10**30), st.integers(-(10**6), 0)))
+def test_bench_repeats_outside_its_bound_is_refused_with_the_bound(repeats, monkeypatch):
+    # --repeats 1000000 was accepted: 3 million timed runs of every engine preset, days of the machine, no message
+    from sim_core import bench
+
+    monkeypatch.setattr(bench, "run", lambda args: pytest.fail(f"ran the benchmark with --repeats {args.repeats}"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert _exit_code(["bench", "--repeats", str(repeats), "--engines-only"]) == 2
+    assert f"argument --repeats: {repeats} is outside [1, 20]: " in err.getvalue(), err.getvalue()
+
+
+def test_bench_help_states_the_repeats_bound(capsys):
+    assert _exit_code(["bench", "--help"]) == 0
+    assert "1 to 20" in " ".join(capsys.readouterr().out.split())
+
+
 @pytest.mark.parametrize("workers", ["0", "-3"])
 def test_workers_below_one_is_refused(capsys, workers):
     # 0 ran on every CPU and -3 in this process, silently

@@ -8,6 +8,7 @@ Regression tests for the bugs these found come first."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -113,20 +114,31 @@ def test_a_decode_pool_too_small_for_one_request_says_so_before_running():
         run_simulation(config_from_dict(data))
 
 
-@pytest.mark.parametrize("arrival_s", [1e5, 1e18, 1e308])
-@pytest.mark.parametrize("deployment", [{"replicas": 3, "router": r} for r in ("least_kv", "least_outstanding", "cache_aware")]
-                         + [{"replicas": 3, "router": "least_kv", "state_refresh_s": 0.0},
-                            {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}])  # fmt: skip
+FAR_DEPLOYMENTS = [{"replicas": 3, "router": r} for r in ("least_kv", "least_outstanding", "cache_aware")] + [
+    {"replicas": 3, "router": "least_kv", "state_refresh_s": 0.0}, {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}]
+
+
+@pytest.mark.parametrize("arrival_s", [1e5, 1e7])
+@pytest.mark.parametrize("deployment", FAR_DEPLOYMENTS)
 def test_a_trace_arrival_far_past_the_time_limit_stops_a_deployment_there(arrival_s, deployment):
-    # 1e18: the routers' tick-count bounds overflowed (OverflowError); 1e308: arrival / refresh interval was
-    # infinite (OverflowError in the refresh window); 2P2D: prefill 1 jumped to the limit before decode 0 had run
-    # request 0's last 4 tokens, and its stop ended the run with request 0 unfinished
+    # 2P2D: prefill 1 jumped to the limit before decode 0 had run request 0's last 4 tokens, and its stop ended the run
+    # with request 0 unfinished. 1e7 s is the latest a trace may place a request (config.MAX_SIM_TIME_S)
     trace = {"arrival_s": [0.0, arrival_s], "prompt_tokens": [100, 100], "output_tokens": [5, 5]}
     cfg = config_from_dict({"workload": {"num_requests": 2, "trace": trace}, "deployment": deployment})
     res = run_simulation(cfg, check_invariants=True)
     assert "stopped at 3600 s of simulated time" in res.summary.stopped_reason
     assert res.requests.status.tolist() == [Status.FINISHED, Status.PENDING]
     assert res.requests.finish_s[0] < 1.0 and res.summary.simulated_time_s == 3600.0
+
+
+@pytest.mark.parametrize("arrival_s", [1e18, 1e308])
+@pytest.mark.parametrize("deployment", FAR_DEPLOYMENTS)
+def test_a_trace_arrival_past_the_longest_run_is_refused_before_a_deployment_runs(arrival_s, deployment):
+    # 1e18 overflowed the routers' tick-count bounds and 1e308 the refresh window (OverflowError) until the engine
+    # learnt to stop there; no run reaches either, and the trace is now refused naming the row, the value and the range
+    trace = {"arrival_s": [0.0, arrival_s], "prompt_tokens": [100, 100], "output_tokens": [5, 5]}
+    with pytest.raises(PresetError, match=re.escape(f"trace row 2: arrival_s = {arrival_s} s is outside [0, 10,000,000] s")):
+        config_from_dict({"workload": {"num_requests": 2, "trace": trace}, "deployment": deployment})
 
 
 @pytest.mark.parametrize("field, value, words", [

@@ -148,11 +148,12 @@ def test_a_runs_swap_time_is_the_cost_models_swap_term_over_its_ticks():
 # ---------------------------------------------------------------- what a stopped run says of its unfinished requests
 @pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {}}])
 def test_a_run_whose_requests_arrive_after_its_time_limit_says_when_they_arrive(deployment):
-    # a trace whose arrival_s were Unix times ran no tick and said "2 of 2 requests unfinished (the load exceeds capacity
-    # or the limit is too low)"
-    cfg = trace_config([10, 20], [10, 5], arrivals=[1.7e9, 1.7e9 + 1], deployment=deployment)
+    # a trace whose arrivals came after the time limit ran no tick and said "2 of 2 requests unfinished (the load exceeds
+    # capacity or the limit is too low)". (Unix times, 1.7e9 s, are past the longest run any limit allows: refused with
+    # the trace, naming the row, tests/sim_core/test_traces_hostile.py)
+    cfg = trace_config([10, 20], [10, 5], arrivals=[5e3, 5e3 + 1], deployment=deployment)
     why = run_simulation(cfg).summary.stopped_reason
-    assert why.endswith("2 of 2 requests unfinished, none of them arrived before the stop (the next arrives at 1.7e+09 s)"), why
+    assert why.endswith("2 of 2 requests unfinished, none of them arrived before the stop (the next arrives at 5000 s)"), why
     assert "exceeds capacity" not in why
 
 
@@ -177,3 +178,11 @@ def test_a_stopped_runs_count_of_requests_not_arrived_is_those_arriving_after_it
         assert ", none of them arrived before the stop" in why, why
     else:
         assert f", {never:,} of them not arrived before the stop" in why, why
+
+
+def test_no_value_reason_says_none_finished_or_one_token_outputs():
+    from sim_core.metrics import no_value_reason
+
+    assert no_value_reason("TPOT", 0) == no_value_reason("TTFT", 0) == "no request finished"
+    assert no_value_reason("TPOT", 3) == "one-token outputs have no TPOT"
+    assert no_value_reason("ITL", 3) == "one-token outputs have no gap between tokens"

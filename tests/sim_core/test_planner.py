@@ -1,12 +1,17 @@
 """Planner: the cheapest configuration it returns meets the SLOs on its own, nothing cheaper does."""
 
+from typing import get_args
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from sim_core.backend import LocalBackend
+from sim_core.config import Router
 from sim_core.engine import run_simulation
 from sim_core.planner import (CalibrationBand, Family, PlanSpec, default_prices, deployment_config, family_config, pareto_front,
                               plan, replica_config, saturation_config)
-from sim_core.presets import PresetError, list_presets
+from sim_core.presets import PresetError, config_from_dict, list_presets
 from sim_core.sweep import meets_objective
 from tests.conftest import make_config
 
@@ -380,3 +385,61 @@ def test_candidates_pruned_by_an_error_name_the_error(evaluation):
     assert "2 invalid configuration (first: Invalid plan candidate h100-sxm TP1 · vllm-v1, budget 1: (config): " \
            "decode_first needs max_num_batched_tokens (1) >= max_num_seqs" in invalid.pruned_text()  # fmt: skip
     assert "dominated" not in plan(_base(), spec, backend=LocalBackend(1), with_band=False).examples  # (counts alone)
+
+
+ROUTED = "cluster-router-4xh100-llama8b"
+
+
+@pytest.mark.parametrize("asked", [None, "least_outstanding"])
+def test_plan_cli_routes_candidates_by_the_configs_router_unless_told_another(capsys, monkeypatch, asked):
+    # `plan` of a deployment routed by least_kv searched and confirmed every candidate behind round robin, without a
+    # word: --router's default was PlanSpec's, not the config's
+    from sim_core import planner
+    from sim_core.cli import main
+
+    seen = []
+    real = planner.plan
+
+    def recording(base, spec, **kw):
+        result = real(base, spec, **kw)
+        seen.extend(r.config for r in result.evaluated)
+        return result
+
+    monkeypatch.setattr(planner, "plan", recording)
+    argv = ["plan", ROUTED, "--rate", "20", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1", "--max-replicas", "2",
+            "--set", "workload.num_requests=60", "--set", "deployment.router=least_kv", "--no-cache", "--workers", "1",
+            *(["--router", asked] if asked else [])]  # fmt: skip
+    main(argv)
+    out = capsys.readouterr().out
+    want = asked or "least_kv"
+    routed = [c.deployment.router for c in seen if c.deployment is not None]
+    assert routed and set(routed) == {want}, routed  # (the confirmations, as deployments of 2 replicas)
+    assert f"finalists confirmed as deployments ({want} router)" in out
+    said = ("router: candidates are routed by the config's deployment.router, least_kv" if asked is None else
+            "router: candidates are routed by least_outstanding, not the config's deployment.router, least_kv")  # fmt: skip
+    assert said in out, out
+
+
+@given(router=hs.sampled_from(get_args(Router)), asked=hs.one_of(hs.none(), hs.sampled_from(get_args(Router))),
+       evaluation=hs.sampled_from(["prefilter", "deployment", "one_replica"]), refresh_s=hs.sampled_from([0.0, 0.05, 1.0]))
+@settings(max_examples=60, deadline=None)
+def test_a_plans_router_is_the_configs_unless_asked_and_the_note_says_which(router, asked, evaluation, refresh_s):
+    from sim_core.planner import default_router, router_note
+    from sim_core.presets import load_preset
+
+    data = load_preset(ROUTED).model_dump(mode="python")
+    data["deployment"] = {"replicas": 4, "router": router, "state_refresh_s": refresh_s}
+    base = config_from_dict(data)
+    assert default_router(base) == router
+    spec = PlanSpec(target_rate_per_s=10.0, router=asked or default_router(base), evaluation=evaluation)
+    note = router_note(base, spec)
+    if evaluation == "one_replica":
+        assert note.endswith("is not used: evaluation one_replica simulates each candidate as one replica behind a random router")
+    elif asked in (None, router):
+        assert note.startswith(f"candidates are routed by the config's deployment.router, {router}")
+    else:
+        assert note.startswith(f"candidates are routed by {asked}, not the config's deployment.router, {router}")
+    assert ("deployment.state_refresh_s = 1 s" in note) == (refresh_s == 1.0 and spec.router in ("least_kv", "prefix_affinity")
+                                                            and evaluation != "one_replica")  # fmt: skip
+    assert router_note(load_preset("chat-h100-llama8b"), spec) is None  # one engine: no router of its own
+    assert default_router(load_preset("chat-h100-llama8b")) == "round_robin"

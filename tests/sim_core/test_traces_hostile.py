@@ -198,3 +198,61 @@ def test_a_trace_window_that_holds_no_row_says_its_bounds():
     text = "arrival_s,prompt_tokens,output_tokens\n0,5,5\n1,0,5\n"
     with pytest.raises(TraceError, match=r"1 of 2 rows skipped .* the others outside the window \(start_s = 5 s, end_s = none"):
         parse_trace(text.encode(), TraceOptions(start_s=5))
+
+
+# Arrival times past the longest run (limits.max_sim_time_s's largest value): a 1e300 s row was read, ran until the
+# time limit and only then said "the next arrives at 1e+300 s"
+LATE_ROW_FORMATS = {  # a header, and a row at t seconds after the first (the column each format names)
+    "csv": ("arrival_s,prompt_tokens,output_tokens\n", lambda t: f"{t!r},10,5\n", "arrival_s"),
+    "burstgpt": ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n",
+                 lambda t: f"{t!r},ChatGPT,10,5,15,Conversation log\n", "Timestamp"),
+    "mooncake": ("", lambda t: f'{{"timestamp": {t * 1000!r}, "input_length": 10, "output_length": 5}}\n', "timestamp"),
+}  # fmt: skip
+
+
+@cases(40)
+@given(fmt=st.sampled_from(sorted(LATE_ROW_FORMATS)), early=st.integers(0, 4),
+       late_s=st.one_of(st.floats(1.0001e7, 1e300), st.sampled_from([1e7 + 1, 1e300])), scale=st.sampled_from([1.0, 0.5]))  # fmt: skip
+def test_a_row_arriving_past_the_longest_run_is_refused_naming_line_column_value_and_range(fmt, early, late_s, scale):
+    header, row, col = LATE_ROW_FORMATS[fmt]
+    text = header + row(0.0) + "".join(row(float(i + 1)) for i in range(early)) + row(late_s / scale)
+    with pytest.raises(TraceError) as err:
+        parse_trace(text.encode(), TraceOptions(time_scale=scale))
+    msg, line = str(err.value), 2 + early + bool(header)
+    assert msg.startswith(f"{fmt} line {line}: {col} ") and "outside [0, 10,000,000] s" in msg, msg
+    assert "limits.max_sim_time_s" in msg and f"{late_s:g}"[:4] in msg, msg
+
+
+def test_a_row_at_the_longest_run_is_replayed_and_one_past_it_is_refused():
+    text = "arrival_s,prompt_tokens,output_tokens\n0,10,5\n10000000,10,5\n"
+    assert parse_trace(text).trace.arrival_s == [0.0, 1e7]
+    with pytest.raises(TraceError, match=r"^csv line 3: arrival_s = 1e\+07 s is outside \[0, 10,000,000\] s: "):
+        parse_trace(text.replace("10000000", "10000000.5"))
+    with pytest.raises(TraceError, match=r"csv line 3: arrival_s puts this request at 2e\+07 s into the replay .* time_scale 2"):
+        parse_trace(text, TraceOptions(time_scale=2))
+
+
+@cases(30)
+@given(late_s=st.one_of(st.floats(1.0001e7, 1e308), st.sampled_from([1e7 + 1, 1.7976931348623157e308])))
+def test_a_configs_trace_arriving_past_the_longest_run_names_the_row_value_and_range(late_s):
+    # a link's or a file's config carries its trace as lists: the Trace model holds the same bound
+    data = {"workload": {"num_requests": 2, "trace": {"arrival_s": [0.0, late_s], "prompt_tokens": [10, 10], "output_tokens": [5, 5]}}}
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert f"trace row 2: arrival_s = {late_s} s is outside [0, 10,000,000] s" in str(err.value)
+
+
+def test_a_csv_of_clock_times_is_refused_saying_the_column_counts_from_the_start():
+    # arrival_s in Unix seconds ran no tick until the time limit; it is refused at its first row, saying what the column is
+    with pytest.raises(TraceError, match=r"^csv line 2: arrival_s = 1\.7e\+09 s is outside .*; arrival_s counts seconds from "
+                       r"the start of the replay, not a clock time$"):
+        parse_trace("arrival_s,prompt_tokens,output_tokens\n1700000000,10,5\n1700000001,10,5\n")
+
+
+def test_cli_refuses_a_trace_row_past_the_longest_run_before_running(tmp_path, capsys):
+    path = tmp_path / "late.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1e300,10,5\n")
+    assert main(["run", "chat-h100-llama8b", "--trace", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "csv line 3: arrival_s = 1e+300 s is outside [0, 10,000,000] s" in err and "Traceback" not in err
+    assert "stopped at" not in out + err  # (it ran to the time limit and said so)
