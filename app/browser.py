@@ -67,14 +67,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(timeout_s: float = 60.0) -> Iterator[str]:
-    """Run the app in a Streamlit server on a free port; yield its base URL; stop it afterwards."""
+def serve(timeout_s: float = 60.0, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run the app in a Streamlit server on a free port; yield its base URL; stop it afterwards. `env`: variables
+    added to the server's environment (e.g. $SIM_SERVER_CONFIG, its settings file)."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")},
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
