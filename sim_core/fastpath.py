@@ -171,9 +171,14 @@ class _Steps:
             if self.pc is not None:
                 self._evict_for_tick()
             return ch
+        return self._run_chunks_many(left)
+
+    def _run_chunks_many(self, left: int) -> int:
+        """`run_chunks` with two or more running prefills. (Apart: its comprehension reads `targets`, which made that a
+        cell, created at every call of `run_chunks`: ~600 instructions of each composed tick with one running prefill.)"""
         if self.to_room:
             raise _HandBack  # (several running prefills, each cut to the room the others leave: the general path's)
-        pre_items = list(prefilling.items())
+        pre_items = list(self.prefilling.items())
         targets, fixed, bs = self.targets, self.fixed, self.bs
         sizes = rules.prefill_chunks([targets[r] - c for r, c in pre_items], left, self.is_chunked)
         chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
@@ -231,7 +236,7 @@ class _Steps:
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
                                          tokens)  # fmt: skip
             sched.note_token_test(tokens)
-            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets, target_of = self.targets, self.target_of
             for w, _, _ in admit:
                 targets[w] = target_of(w)
@@ -258,7 +263,7 @@ class _Steps:
             target_of = self.target_of
             remaining = map(target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
-            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets = self.targets
             for w, _, _ in admit:
                 targets[w] = target_of(w)
@@ -308,6 +313,26 @@ class _Steps:
             tokens += chunk
         self.free = free
         return len(admit), tokens
+
+
+# (Comprehensions of `run_ticks`' rare cases, as functions: a comprehension there that reads a loop variable made it a
+# cell of the generator, read and written through its cell on every tick: j, t_end, sync_s, base, prefilling.)
+def _decoders_last_tokens(running: dict, since, sync_s: float, base: dict, prefilling: dict) -> list[float]:
+    """The last token time of each running decoder (`since(r, sync_s)`: its own, or the last decoding tick's end), in
+    running order, when prefills run too (a request in `base` and not in `prefilling` decodes)."""
+    return [since(r, sync_s) for r in running if r in base and r not in prefilling]
+
+
+def _gaps_to(t_end: float, last_s: list[float]) -> list[float]:
+    """The gaps to a tick that ends at `t_end` from each last token time in `last_s`, in order."""
+    return [t_end - s for s in last_s]
+
+
+def _admitted(keys: list[int], taken: list[tuple[int, int]], R: int) -> list[tuple[int, int, int]]:
+    """The admissions `admit_in_order` took (`taken`: (chunk, blocks) each) of the queue keys `keys` (from the head), as
+    `_Steps.admit`: (request, 0, chunk). (Its own function: a comprehension over R in `admit_waiting` made R a cell,
+    created at every call.)"""
+    return [(w % R, 0, chunk) for w, (chunk, _) in zip(keys, taken)]
 
 
 def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int, class_end=None) -> None:
@@ -647,7 +672,7 @@ def run_ticks(engine: Engine):
                 # each tick prefills, no tick decodes only)
                 free -= num_reserved
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
-                    joined_at.extend((r, j) for r in joined)
+                    joined_at.extend(zip(joined, itertools.repeat(j)))  # ((r, j) each: a genexpr over j made it a cell)
                 S, B, L = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since,
                                          finish_at, done_ticks, phase_count, S, B, L, tokenless)  # fmt: skip
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
@@ -853,9 +878,9 @@ def run_ticks(engine: Engine):
             if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
                 since = waiting_since.get
                 if prefilling:
-                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
+                    own_last = _decoders_last_tokens(running, since, sync_s, base, prefilling)
                 else:  # every running request decodes (the tick's admissions join `running` below)
-                    own_last = [since(r, sync_s) for r in running]
+                    own_last = list(map(since, running, itertools.repeat(sync_s)))
             done = finish_at.pop(d, None)
             if done is not None:
                 heapq.heappop(done_ticks)  # (d: the smallest key)
@@ -959,7 +984,7 @@ def run_ticks(engine: Engine):
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
         if decoding and waiting_since:  # the tick's gaps are kept in running order
-            tick_gaps[j] = [t_end - last_s for last_s in own_last]
+            tick_gaps[j] = _gaps_to(t_end, own_last)
             for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
                 if r in running:
                     first_gap[r] = t_end - last_s
