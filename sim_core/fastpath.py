@@ -39,6 +39,7 @@ import bisect
 import heapq
 import itertools
 import math
+import struct
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -170,9 +171,14 @@ class _Steps:
             if self.pc is not None:
                 self._evict_for_tick()
             return ch
+        return self._run_chunks_many(left)
+
+    def _run_chunks_many(self, left: int) -> int:
+        """`run_chunks` with two or more running prefills. (Apart: its comprehension reads `targets`, which made that a
+        cell, created at every call of `run_chunks`: ~600 instructions of each composed tick with one running prefill.)"""
         if self.to_room:
             raise _HandBack  # (several running prefills, each cut to the room the others leave: the general path's)
-        pre_items = list(prefilling.items())
+        pre_items = list(self.prefilling.items())
         targets, fixed, bs = self.targets, self.fixed, self.bs
         sizes = rules.prefill_chunks([targets[r] - c for r, c in pre_items], left, self.is_chunked)
         chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
@@ -230,7 +236,7 @@ class _Steps:
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
                                          tokens)  # fmt: skip
             sched.note_token_test(tokens)
-            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets, target_of = self.targets, self.target_of
             for w, _, _ in admit:
                 targets[w] = target_of(w)
@@ -257,7 +263,7 @@ class _Steps:
             target_of = self.target_of
             remaining = map(target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
-            admit = self.admit = [(w % R, 0, chunk) for w, (chunk, _) in zip(waiting[head : head + len(taken)], taken)]
+            admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets = self.targets
             for w, _, _ in admit:
                 targets[w] = target_of(w)
@@ -307,6 +313,26 @@ class _Steps:
             tokens += chunk
         self.free = free
         return len(admit), tokens
+
+
+# (Comprehensions of `run_ticks`' rare cases, as functions: a comprehension there that reads a loop variable made it a
+# cell of the generator, read and written through its cell on every tick: j, t_end, sync_s, base, prefilling.)
+def _decoders_last_tokens(running: dict, since, sync_s: float, base: dict, prefilling: dict) -> list[float]:
+    """The last token time of each running decoder (`since(r, sync_s)`: its own, or the last decoding tick's end), in
+    running order, when prefills run too (a request in `base` and not in `prefilling` decodes)."""
+    return [since(r, sync_s) for r in running if r in base and r not in prefilling]
+
+
+def _gaps_to(t_end: float, last_s: list[float]) -> list[float]:
+    """The gaps to a tick that ends at `t_end` from each last token time in `last_s`, in order."""
+    return [t_end - s for s in last_s]
+
+
+def _admitted(keys: list[int], taken: list[tuple[int, int]], R: int) -> list[tuple[int, int, int]]:
+    """The admissions `admit_in_order` took (`taken`: (chunk, blocks) each) of the queue keys `keys` (from the head), as
+    `_Steps.admit`: (request, 0, chunk). (Its own function: a comprehension over R in `admit_waiting` made R a cell,
+    created at every call.)"""
+    return [(w % R, 0, chunk) for w, (chunk, _) in zip(keys, taken)]
 
 
 def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int, class_end=None) -> None:
@@ -365,8 +391,7 @@ def _rows_with_blocks(rows: list[tuple], blocks: list[tuple], n: int) -> np.ndar
             seg[:, c] = values
         one_by_one[at : at + k] = False
     if rows:
-        out[one_by_one] = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64,
-                                      count=len(rows) * len(_ROW)).reshape(len(rows), len(_ROW))  # fmt: skip
+        out[one_by_one] = _float64s(itertools.chain.from_iterable(rows), len(rows) * len(_ROW)).reshape(len(rows), len(_ROW))
     return out
 
 
@@ -646,7 +671,7 @@ def run_ticks(engine: Engine):
                 # each tick prefills, no tick decodes only)
                 free -= num_reserved
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
-                    joined_at.extend((r, j) for r in joined)
+                    joined_at.extend(zip(joined, itertools.repeat(j)))  # ((r, j) each: a genexpr over j made it a cell)
                 S, B, L = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since,
                                          finish_at, done_ticks, phase_count, S, B, L, tokenless)  # fmt: skip
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
@@ -852,9 +877,9 @@ def run_ticks(engine: Engine):
             if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
                 since = waiting_since.get
                 if prefilling:
-                    own_last = [since(r, sync_s) for r in running if r in base and r not in prefilling]
+                    own_last = _decoders_last_tokens(running, since, sync_s, base, prefilling)
                 else:  # every running request decodes (the tick's admissions join `running` below)
-                    own_last = [since(r, sync_s) for r in running]
+                    own_last = list(map(since, running, itertools.repeat(sync_s)))
             done = finish_at.pop(d, None)
             if done is not None:
                 heapq.heappop(done_ticks)  # (d: the smallest key)
@@ -958,7 +983,7 @@ def run_ticks(engine: Engine):
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
         if decoding and waiting_since:  # the tick's gaps are kept in running order
-            tick_gaps[j] = [t_end - last_s for last_s in own_last]
+            tick_gaps[j] = _gaps_to(t_end, own_last)
             for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
                 if r in running:
                     first_gap[r] = t_end - last_s
@@ -1296,9 +1321,29 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.nd
     return num_ticks0 + np.repeat(np.arange(K, dtype=np.int64), counts), out_req, out_new, out_dec, out_held
 
 
+def _int64s(values, n: int) -> np.ndarray:
+    """n Python ints (any iterable) as a new int64 array, packed by `struct` in one call: ~100 instructions a value, where
+    np.fromiter's per-value conversion costs ~210 (~260 through a chain of tuples). The write-back converts a few values
+    per request and per composed tick this way."""
+    out = np.empty(n, dtype=np.int64)
+    if n:
+        struct.pack_into(f"{n}q", out, 0, *values)
+    return out
+
+
+def _float64s(values, n: int) -> np.ndarray:
+    """`_int64s` for floats: n Python numbers as a new float64 array (`struct`'s "d" converts an int or a bool as
+    float() does, the value np.fromiter gives). The rows of the ticks run one by one, 8 values a tick: ~170 instructions a
+    value through their chain of tuples, against ~260 by np.fromiter."""
+    out = np.empty(n)
+    if n:
+        struct.pack_into(f"{n}d", out, 0, *values)
+    return out
+
+
 def _columns(items: list[tuple], k: int) -> np.ndarray:
     """(request, tick, ...) tuples of k ints -> a (k, len(items)) int64 array: one conversion (its rows are views)."""
-    return np.fromiter(itertools.chain.from_iterable(items), dtype=np.int64, count=k * len(items)).reshape(len(items), k).T
+    return _int64s(itertools.chain.from_iterable(items), k * len(items)).reshape(len(items), k).T
 
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
@@ -1311,11 +1356,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     bs = kv.block_size
     n = len(rows)
     block = rows if isinstance(rows, np.ndarray) else (  # (issue-11v: array-priced stretches arrive as one array)
-        np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=n * len(_ROW)).reshape(n, len(_ROW)))
+        _float64s(itertools.chain.from_iterable(rows), n * len(_ROW)).reshape(n, len(_ROW)))
     col = dict(zip(_ROW, block.T))
     P, A = np.zeros(n), np.zeros(n)
     if prefill_rows:
-        at, P_at, A_at = np.fromiter(prefill_rows, dtype=np.int64, count=len(prefill_rows)).reshape(-1, 3).T
+        at, P_at, A_at = _int64s(prefill_rows, len(prefill_rows)).reshape(-1, 3).T
         P[at], A[at] = P_at, A_at
     col.update(num_prefill_tokens=P, num_prefill_seqs=A)
     dur, D = col["duration_s"], col["num_decode_tokens"]
@@ -1342,11 +1387,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     # The call's decoders: id, base, first decoding tick (0: decoding from the call's start), and for those that finished
     # after decoding (`is_fin`) their entry in the finished columns (`at_fin`)
     n_dec = len(base)
-    dec_req = np.fromiter(base, dtype=np.int64, count=n_dec)  # the call's first decoders, then those that joined
-    dec_b = np.fromiter(base.values(), dtype=np.int64, count=n_dec)
+    dec_req = _int64s(base, n_dec)  # the call's first decoders, then those that joined
+    dec_b = _int64s(base.values(), n_dec)
     dec_join = np.zeros(n_dec, dtype=np.int64)
     if join:  # joined in insertion order, after the first decoders
-        dec_join[n_dec - len(join):] = np.fromiter(join.values(), dtype=np.int64, count=len(join))
+        dec_join[n_dec - len(join):] = _int64s(join.values(), len(join))
     fin_req, fin_tick, fin_d = fin_all
     decoded_fin = fin_d >= 0  # (not those that finished at their first token)
     is_fin = None
@@ -1409,7 +1454,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             ctx[is_fin] = b[is_fin] + fin_d[at_fin] + 1
             last[is_fin] = fin_tick[at_fin]
             decoded |= is_fin
-        lo = np.fromiter(sync_from.values(), dtype=np.int64, count=n)  # (`sync_from`: in base's order)
+        lo = _int64s(sync_from.values(), n)  # (`sync_from`: in base's order)
         own = np.full(n, -np.inf)
         if first_gap:  # (a few decoders, each in its place among the call's decoders)
             sorter = np.argsort(req)
@@ -1432,7 +1477,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         st.num_finished += req.size
         kv.held[req] = 0
         rec.event(req, t_end[tick], Event.FINISHED)
-    run_ids = np.fromiter(running, dtype=np.int64, count=len(running))
+    run_ids = _int64s(running, len(running))
     if held_fixed is None:
         kv.held[run_ids] = -(-st.computed[run_ids] // bs)
     else:
