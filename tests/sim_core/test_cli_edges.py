@@ -56,6 +56,15 @@ def test_a_trace_option_without_a_trace_file_is_refused(capsys, option):
 
 SWEPT_KNOBS = [k for k in SWEEP_KNOBS if k != "prefill_instances"]  # (that one needs a disaggregated config)
 
+def _sweep_refused(knob: str, start: float, stop: float) -> str:
+    """stderr of a `sweep` of `knob` from start to stop, which must exit 2 without a traceback."""
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(["sweep", "chat-h100-llama8b", "--knob", knob, f"--start={start!r}", f"--stop={stop!r}", *FAST])
+    err = buf.getvalue()
+    assert code == 2 and "Traceback" not in err, err
+    return err
+
 
 @cases(40)
 @given(knob=hs.sampled_from(SWEPT_KNOBS), data=hs.data(), bad_end=hs.sampled_from(["--start", "--stop"]))
@@ -67,12 +76,7 @@ def test_a_sweep_end_outside_the_knobs_range_exits_2_naming_it_before_any_run(kn
     finite = {"allow_nan": False, "allow_infinity": False}
     bad = data.draw(hs.one_of(hs.floats(min_value=-1e308, max_value=lo, exclude_max=True, **finite),
                               hs.floats(min_value=hi, max_value=1e308, exclude_min=True, **finite)))  # fmt: skip
-    start, stop = (bad, hi) if bad_end == "--start" else (lo, bad)
-    buf = io.StringIO()
-    with contextlib.redirect_stderr(buf):
-        code = main(["sweep", "chat-h100-llama8b", "--knob", knob, f"--start={start!r}", f"--stop={stop!r}", *FAST])
-    err = buf.getvalue()
-    assert code == 2 and "Traceback" not in err, err
+    err = _sweep_refused(knob, *((bad, hi) if bad_end == "--start" else (lo, bad)))
     assert f"{bad_end} = {bad:g}: {knob} must be between {lo:g} and {hi:g}" in err
 
 
@@ -203,12 +207,7 @@ def test_a_fractional_end_of_an_integer_knobs_sweep_exits_2_naming_knob_value_an
     monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: pytest.fail("ran a sweep"))
     lo, hi = knob_bounds(knob, load_preset("chat-h100-llama8b"))
     bad = data.draw(hs.floats(min_value=lo, max_value=hi, allow_nan=False).filter(lambda v: not v.is_integer()))
-    start, stop = (bad, hi) if bad_end == "--start" else (lo, bad)
-    buf = io.StringIO()
-    with contextlib.redirect_stderr(buf):
-        code = main(["sweep", "chat-h100-llama8b", "--knob", knob, f"--start={start!r}", f"--stop={stop!r}", *FAST])
-    err = buf.getvalue()
-    assert code == 2 and "Traceback" not in err, err
+    err = _sweep_refused(knob, *((bad, hi) if bad_end == "--start" else (lo, bad)))
     assert f"{bad_end} = {bad:g}: {knob} takes whole numbers; give an integer such as " in err, err
 
 
