@@ -397,8 +397,14 @@ def main() -> None:
     if overloaded:
         n, total = len(notes), sum(len(v) for v in curves.values())
         done = max(p.summary.steady.requests_per_s for _, p in notes)
-        st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({knob} = "
-                f"{', '.join(f'{p.value:g}' for _, p in notes)}): requests arrive faster than they finish (at most "
+        by_setup: dict[str, list[str]] = {}
+        for name, p in notes:
+            by_setup.setdefault(name, []).append(f"{p.value:g}")
+        # head to head, each strategy's own points ("400, 400, 700" listed both strategies' values as one list)
+        where = (f"{knob}: " + "; ".join(f"{plain(name)} at {', '.join(v)}" for name, v in by_setup.items())
+                 if len(curves) > 1 else f"{knob} = " + ", ".join(v for vs in by_setup.values() for v in vs))  # fmt: skip
+        st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({where}): requests arrive faster "
+                f"than they finish (at most "
                 f"{fmt_number(done)} req/s finish), so the queue grows for as long as the run lasts and the figures "
                 "are those of a run this long.")  # fmt: skip
     elif notes:

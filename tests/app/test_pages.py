@@ -818,6 +818,14 @@ def test_plan_page_offers_prefill_decode_splits_and_a_router():
     assert any(c.value.startswith("18 candidate configurations") for c in at.caption)
 
 
+def test_sweep_head_to_head_names_each_strategys_overloaded_points():
+    # tflops 400-1000 against Sarathi-Serve: "(tflops = 400, 400, 700, 1000)" listed both strategies' points as one
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="tflops", start="400", stop="1000", n="3", vs="sarathi-serve")
+    assert not at.exception
+    said = [i.value for i in at.info if "no steady state" in i.value]
+    assert said and "(tflops: vLLM V1 at 400; Sarathi-Serve at 400, 700, 1000)" in said[0], said
+
+
 def test_sweep_page_repeats_over_seeds_and_says_when_runs_are_too_short():
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="8", stop="32", n="3")
     at.number_input(key="sw.seeds").set_value(2).run()
