@@ -146,7 +146,7 @@ def _pct(v: float) -> str:
 def _p99_ms(st, name: str) -> str:
     """A steady window's p99 in ms, or "n/a" and why (it read "nan ms")."""
     v = getattr(st, f"{name.lower()}_p99_s")
-    return f"n/a ({no_value_reason(name, st.num_requests - st.num_unfinished)})" if math.isnan(v) else f"{v * 1e3:,.1f} ms"
+    return f"n/a ({no_value_reason(name, st.num_finished)})" if math.isnan(v) else f"{v * 1e3:,.1f} ms"
 
 
 def write_outputs(res: SimResult, out: Path) -> None:

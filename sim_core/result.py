@@ -184,6 +184,11 @@ class SteadyState(_Metrics):
     mean_e2e_s: float  # mean end-to-end latency of the finished window requests
     note: str | None  # why this run is too short (or too overloaded) to give a steady-state answer
 
+    @property
+    def num_finished(self) -> int:
+        """Window requests finished when the run ended (derived, not stored: what `metrics.no_value_reason` reads)."""
+        return self.num_requests - self.num_unfinished
+
 
 class Summary(_Metrics):
     """Headline numbers. Percentiles are over finished requests; NaN (null in JSON) when none."""

@@ -155,7 +155,7 @@ def _window_controls(res: SimResult) -> timeline.Window:
 
 def _p99(window, metric: str, value_s: float) -> str:
     """A steady window's p99, or "n/a" and why (one-token outputs have no TPOT; it read "–")."""
-    return f"n/a ({no_value_reason(metric, window.num_requests - window.num_unfinished)})" if np.isnan(value_s) else fmt_seconds(value_s)
+    return f"n/a ({no_value_reason(metric, window.num_finished)})" if np.isnan(value_s) else fmt_seconds(value_s)
 
 
 def _steady_caption(res: SimResult) -> None:
