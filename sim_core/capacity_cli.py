@@ -162,7 +162,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
     from sim_core.cli import prepare_out_dir
-    from sim_core.planner import PlanSpec, default_router, plan, router_note
+    from sim_core.planner import PlanSpec, default_router, default_state_refresh_s, plan, router_note
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
@@ -181,7 +181,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               "tp_degrees": _split_ints(args.tp, "--tp"), "engines": _split(args.engines, "--engines"),
               "token_budgets": _split_ints(args.token_budgets, "--token-budgets"),
               "max_batches": _split_ints(args.max_batches, "--max-batches"),
-              "router": args.router if args.router is not None else default_router(cfg), "disaggregated": args.pd or None,
+              "router": args.router if args.router is not None else default_router(cfg),
+              "state_refresh_s": args.state_refresh_s if args.state_refresh_s is not None else default_state_refresh_s(cfg),
+              "disaggregated": args.pd or None,
               "evaluation": args.evaluation}  # fmt: skip
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -306,6 +308,10 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--router", default=None, help="router in front of the replicas (default: the config's deployment.router, "
                     f"{default('router')} for one engine): "
                     + ", ".join(get_args(Router)))  # (checked by PlanSpec: a bad name is reported with the allowed ones)
+    pl.add_argument("--state-refresh-s", type=float, default=None, metavar="SECONDS",
+                    help="seconds between the router's refreshes of engine state, for least_kv and prefix_affinity "
+                    "(default: the config's deployment.state_refresh_s, "
+                    f"{default('state_refresh_s'):g} for one engine; 0 = exact)")  # (checked by PlanSpec, as --router)
     pl.add_argument("--evaluation", choices=get_args(PlanSpec.model_fields["evaluation"].annotation), default=None,
                     help=f"default {default('evaluation')}. prefilter: search one replica at rate / replicas, confirm the "
                     "finalists as deployments; deployment: simulate every candidate as a deployment (exact, slower); "

@@ -700,6 +700,7 @@ class LimitsConfig(StrictModel):
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
 Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
+STATE_ROUTERS: tuple[Router, ...] = ("least_kv", "prefix_affinity")  # the routers that read engine state: deployment.state_refresh_s applies to them
 
 
 def max_memory_efficiency(hbm_efficiency_scale: float) -> float:
@@ -781,6 +782,14 @@ class DisaggregationConfig(StrictModel):
 MIN_STATE_REFRESH_S = 1e-6  # shortest non-zero refresh interval of a router's view of the engines, s
 
 
+def check_state_refresh_s(value: float) -> float:
+    """A router's state refresh interval: 0 (exact) or at least MIN_STATE_REFRESH_S (deployment.state_refresh_s and a
+    plan's, planner.PlanSpec). 1e-300 s made arrival times / interval overflow to infinity in the refresh instants."""
+    if 0 < value < MIN_STATE_REFRESH_S:
+        raise ValueError(f"must be 0 (exact) or at least {MIN_STATE_REFRESH_S:g} s")
+    return value
+
+
 class DeploymentConfig(StrictModel):
     """Several engines on one clock. Absent (None) in SimConfig = one co-located engine (the default)."""
 
@@ -818,13 +827,7 @@ class DeploymentConfig(StrictModel):
         "each refresh). Range: 0, or 1e-6 to 60.",
     )  # fmt: skip
 
-    @field_validator("state_refresh_s")
-    @classmethod
-    def _refresh_zero_or_resolvable(cls, value: float) -> float:
-        # (1e-300 s made arrival times / interval overflow to infinity in the router's refresh instants)
-        if 0 < value < MIN_STATE_REFRESH_S:
-            raise ValueError(f"must be 0 (exact) or at least {MIN_STATE_REFRESH_S:g} s")
-        return value
+    _refresh_zero_or_resolvable = field_validator("state_refresh_s")(check_state_refresh_s)
 
 
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:

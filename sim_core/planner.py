@@ -46,12 +46,12 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import (MAX_REPLICAS, ArrivalConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig, SimConfig, pool_config,
-                             tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
+from sim_core.config import (MAX_REPLICAS, STATE_ROUTERS, ArrivalConfig, DeploymentConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig,
+                             SimConfig, check_state_refresh_s, pool_config, tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
 from sim_core.metrics import MAX_NUM_REQUESTS
@@ -104,6 +104,13 @@ class PlanSpec(BaseModel):
         "round_robin", description="The router in front of the replicas (deployment.router); `python -m sim_core plan` "
         "and the Plan page start from the base config's own (default_router).",
     )
+    state_refresh_s: _config_value(DeploymentConfig, "state_refresh_s", float) = Field(
+        DeploymentConfig.model_fields["state_refresh_s"].default,
+        description="Seconds between the router's refreshes of engine state (deployment.state_refresh_s: least_kv and "
+        "prefix_affinity route on it); `python -m sim_core plan` and the Plan page start from the base config's own "
+        "(default_state_refresh_s).",
+    )
+    _refresh_zero_or_resolvable = field_validator("state_refresh_s")(check_state_refresh_s)
     disaggregated: bool = Field(
         False, description="Also search xPyD splits: x prefill + y decode instances (x + y ≤ max_replicas), "
         "each pool with a TP degree from tp_degrees, one GPU kind, priced by total GPUs.",
@@ -215,10 +222,17 @@ def default_router(base: SimConfig) -> Router:
     return base.deployment.router if base.deployment is not None else PlanSpec.model_fields["router"].default
 
 
+def default_state_refresh_s(base: SimConfig) -> float:
+    """The router's state refresh interval a plan of `base` uses when none is asked for: `base`'s own
+    deployment.state_refresh_s (candidates refreshed at the default 0.05 s whatever the config said), the default for
+    one engine."""
+    return (base.deployment or DeploymentConfig()).state_refresh_s
+
+
 def router_note(base: SimConfig, spec: PlanSpec) -> str | None:
     """What the plan did with `base`'s own router, in words, when `base` has a deployment (CLI and Plan page): searched
-    behind it, behind another (asked for), or not at all (one_replica: a random router); and the router settings a
-    candidate does not take from `base` (its state refresh interval: candidates use the default)."""
+    behind it, behind another (asked for), or not at all (one_replica: a random router); and, for the routers that read
+    engine state, the refresh interval the candidates use when it is not the config's."""
     dep = base.deployment
     if dep is None:
         return None
@@ -226,10 +240,11 @@ def router_note(base: SimConfig, spec: PlanSpec) -> str | None:
     if spec.evaluation == "one_replica" and not spec.disaggregated:
         return f"{own}, is not used: evaluation one_replica simulates each candidate as one replica behind a random router"
     said = f"candidates are routed by {own}" if spec.router == dep.router else f"candidates are routed by {spec.router}, not {own}"
-    default_refresh = type(dep).model_fields["state_refresh_s"].default
-    if spec.router in ("least_kv", "prefix_affinity") and dep.state_refresh_s != default_refresh:
-        said += (f" (refreshing engine state every {default_refresh:g} s, the default, not the config's "
-                 f"deployment.state_refresh_s = {dep.state_refresh_s:g} s)")
+    if spec.router in STATE_ROUTERS:
+        said += (f" (refreshing engine state every {spec.state_refresh_s:g} s, as the config's deployment.state_refresh_s)"
+                 if spec.state_refresh_s == dep.state_refresh_s else
+                 f" (refreshing engine state every {spec.state_refresh_s:g} s, not the config's deployment.state_refresh_s "
+                 f"= {dep.state_refresh_s:g} s)")  # fmt: skip
     return said
 
 
@@ -271,19 +286,22 @@ def candidate_config(cfg: SimConfig, fam: Family, size: tuple[int, ...], rate_pe
     one replica at λ/N (`replica_config`)."""
     if spec.evaluation == "one_replica" and not fam.is_split:
         return replica_config(cfg, rate_per_s, size[0])
-    return deployment_config(cfg, rate_per_s, size, spec.router)
+    return deployment_config(cfg, rate_per_s, size, spec.router, spec.state_refresh_s)
 
 
-def deployment_config(cfg: SimConfig, rate_per_s: float, size: tuple[int, ...], router: str = "round_robin") -> SimConfig:
+def deployment_config(cfg: SimConfig, rate_per_s: float, size: tuple[int, ...], router: str = "round_robin",
+                      state_refresh_s: float = DeploymentConfig.model_fields["state_refresh_s"].default) -> SimConfig:  # fmt: skip
     """The family config as a deployment of `size` instances ((replicas,) or (prefill, decode)) at λ,
-    with a steady-state run length (a trace is time-scaled to λ)."""
+    with a steady-state run length (a trace is time-scaled to λ), behind `router` refreshing its view of the engines
+    every `state_refresh_s`."""
     data = _at_total_rate(cfg, rate_per_s, 1).model_dump(mode="python")
     if len(size) == 1:
-        data["deployment"] = None if size[0] == 1 else {"replicas": size[0], "router": router}
+        data["deployment"] = None if size[0] == 1 else {"replicas": size[0], "router": router, "state_refresh_s": state_refresh_s}
     else:
         dis = data["deployment"]["disaggregation"]
         dis["prefill"]["replicas"], dis["decode"]["replicas"] = size
         data["deployment"]["router"] = router
+        data["deployment"]["state_refresh_s"] = state_refresh_s
     data["limits"]["num_recorded_batches"] = 0
     return config_from_dict(data, f"deployment {size} at {rate_per_s:g} req/s")
 

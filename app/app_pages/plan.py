@@ -20,8 +20,8 @@ from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.budget import is_budget_stop
-from sim_core.config import Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
-from sim_core.planner import (DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, default_router, num_candidates, pareto_front,
+from sim_core.config import STATE_ROUTERS, Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
+from sim_core.planner import (DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, default_router, default_state_refresh_s, num_candidates, pareto_front,
                              plan, router_note)  # fmt: skip
 from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
@@ -213,6 +213,10 @@ def main() -> None:
                                "degrees above, priced by total GPUs. Slower: splits have no saturation bound.")  # fmt: skip
         routers = get_args(Router)  # (it opened on round robin whatever the config's deployment routed by)
         router = f2.selectbox("Router", routers, index=routers.index(default_router(cfg)), key="plan.router")
+        refresh_s = f2.number_input("Router state refresh (s)", *field_bounds(("state_refresh_s",), PlanSpec),
+                                    default_state_refresh_s(cfg), step=0.05, format="%.3f", key="plan.refresh",
+                                    help=PlanSpec.model_fields["state_refresh_s"].description,
+                                    disabled=router not in STATE_ROUTERS)  # (the config's own: it was always 0.05 s)
         engines = st.multiselect("Engines", list(list_presets("engines")), default=list(DEFAULT_ENGINES), key="plan.engines",
                                  format_func=lambda e: read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
         e1, e2 = st.columns(2)
@@ -242,7 +246,7 @@ def main() -> None:
         spec = PlanSpec(target_rate_per_s=rate, objective=_objective(rule), gpus=tuple(gpus), tp_degrees=tuple(tps),
                         max_replicas=int(max_replicas), engines=tuple(engines), token_budgets=budgets,
                         max_batches=batches, prices_usd_per_gpu_hour=prices, disaggregated=pd_split,
-                        router=router)  # fmt: skip
+                        router=router, state_refresh_s=float(refresh_s))  # fmt: skip
     except ValueError as err:
         st.error(plain(err))
         return

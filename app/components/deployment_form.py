@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from app.components.config_form import tp_options
 from app.components.text import plain
 from sim_core import SimConfig
-from sim_core.config import DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_bounds, field_info
+from sim_core.config import STATE_ROUTERS, DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_bounds, field_info
 from sim_core.presets import list_presets, read_preset_data
 from sim_core.words import counted
 
@@ -22,7 +22,6 @@ MODES = ("one engine", "replicas", "disaggregated")
 KEY = "w.dep."  # widget keys
 TP_OPTIONS = (1, 2, 4, 8)
 SAME_GPU = "same as Hardware"
-STATE_ROUTERS = ("least_kv", "prefix_affinity")  # the routers deployment.state_refresh_s applies to
 FIRST_TOKEN_FROM = FirstTokenFrom.__args__  # ("prefill", "decode")
 KEPT = "as loaded: "  # prefix of the option for a pool GPU kind that matches no preset
 POOL = ("deployment", "disaggregation")

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.config import CACHE_THRESHOLD
+from sim_core.config import CACHE_THRESHOLD, STATE_ROUTERS
 from sim_core.prefix_cache import SystemChains, block_keys, system_prompt_blocks
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class Router:
     def reads_engine_state(self) -> bool:
         """least_kv and prefix_affinity read what engines publish (KV usage, cached prefixes), which a real
         router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
-        return self.policy in ("least_kv", "prefix_affinity")
+        return self.policy in STATE_ROUTERS
 
     @property
     def reads_kv_usage(self) -> bool:

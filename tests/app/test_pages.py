@@ -730,14 +730,22 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
 def test_plan_opens_on_the_configs_router_and_says_so():
     # the Router box opened on round robin whatever the config's deployment routed by, so a plan of a least_kv
     # deployment searched behind another router unless its reader noticed (`python -m sim_core plan` did the same)
-    at = linked_page(PAGES[5], preset="cluster-router-4xh100-llama8b", **{"deployment.router": "least_kv"})
+    # ... and its candidates refreshed the router's view of the engines every 0.05 s whatever the config's interval
+    at = linked_page(PAGES[5], preset="cluster-router-4xh100-llama8b",
+                     **{"deployment.router": "least_kv", "deployment.state_refresh_s": 0.2})  # fmt: skip
     assert not at.exception
     assert at.selectbox(key="plan.router").value == "least_kv"
+    assert at.number_input(key="plan.refresh").value == 0.2 and not at.number_input(key="plan.refresh").disabled
     said = " ".join(c.value for c in at.caption)
-    assert "Router: candidates are routed by the config's deployment.router, least_kv." in said, said
+    assert ("Router: candidates are routed by the config's deployment.router, least_kv (refreshing engine state every "
+            "0.2 s, as the config's deployment.state_refresh_s).") in said, said  # fmt: skip
+    at.number_input(key="plan.refresh").set_value(0.0).run()
+    said = " ".join(c.value for c in at.caption)
+    assert "(refreshing engine state every 0 s, not the config's deployment.state_refresh_s = 0.2 s)" in said, said
     at.selectbox(key="plan.router").set_value("round_robin").run()
     said = " ".join(c.value for c in at.caption)
     assert "Router: candidates are routed by round_robin, not the config's deployment.router, least_kv." in said, said
+    assert at.number_input(key="plan.refresh").disabled  # (round robin reads no engine state)
 
 
 def test_a_plan_whose_every_candidate_errs_names_the_error(tmp_path, monkeypatch):

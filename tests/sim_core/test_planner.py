@@ -5,9 +5,10 @@ from typing import get_args
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
+from pydantic import ValidationError
 
 from sim_core.backend import LocalBackend
-from sim_core.config import Router
+from sim_core.config import Router, format_validation_error
 from sim_core.engine import run_simulation
 from sim_core.planner import (CalibrationBand, Family, PlanSpec, default_prices, deployment_config, family_config, pareto_front,
                               plan, replica_config, saturation_config)
@@ -391,9 +392,11 @@ ROUTED = "cluster-router-4xh100-llama8b"
 
 
 @pytest.mark.parametrize("asked", [None, "least_outstanding"])
-def test_plan_cli_routes_candidates_by_the_configs_router_unless_told_another(capsys, monkeypatch, asked):
+@pytest.mark.parametrize("asked_refresh_s", [None, 0.0])
+def test_plan_cli_routes_candidates_by_the_configs_router_unless_told_another(capsys, monkeypatch, asked, asked_refresh_s):
     # `plan` of a deployment routed by least_kv searched and confirmed every candidate behind round robin, without a
-    # word: --router's default was PlanSpec's, not the config's
+    # word: --router's default was PlanSpec's, not the config's; and its candidates refreshed the router's view of the
+    # engines every 0.05 s whatever the config's deployment.state_refresh_s (0.2 s here)
     from sim_core import planner
     from sim_core.cli import main
 
@@ -407,31 +410,42 @@ def test_plan_cli_routes_candidates_by_the_configs_router_unless_told_another(ca
 
     monkeypatch.setattr(planner, "plan", recording)
     argv = ["plan", ROUTED, "--rate", "20", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1", "--max-replicas", "2",
-            "--set", "workload.num_requests=60", "--set", "deployment.router=least_kv", "--no-cache", "--workers", "1",
-            *(["--router", asked] if asked else [])]  # fmt: skip
+            "--set", "workload.num_requests=60", "--set", "deployment.router=least_kv", "--set", "deployment.state_refresh_s=0.2",
+            "--no-cache", "--workers", "1", *(["--router", asked] if asked else []),
+            *(["--state-refresh-s", str(asked_refresh_s)] if asked_refresh_s is not None else [])]  # fmt: skip
     main(argv)
     out = capsys.readouterr().out
     want = asked or "least_kv"
-    routed = [c.deployment.router for c in seen if c.deployment is not None]
-    assert routed and set(routed) == {want}, routed  # (the confirmations, as deployments of 2 replicas)
+    want_refresh_s = 0.2 if asked_refresh_s is None else asked_refresh_s
+    confirmed = [c.deployment for c in seen if c.deployment is not None]  # (the confirmations, as deployments of 2 replicas)
+    assert confirmed and {d.router for d in confirmed} == {want}, confirmed
+    assert {d.state_refresh_s for d in confirmed} == {want_refresh_s}
     assert f"finalists confirmed as deployments ({want} router)" in out
     said = ("router: candidates are routed by the config's deployment.router, least_kv" if asked is None else
             "router: candidates are routed by least_outstanding, not the config's deployment.router, least_kv")  # fmt: skip
     assert said in out, out
+    if asked is None:  # (least_kv reads engine state; least_outstanding does not, and the note says nothing of it)
+        assert ("(refreshing engine state every 0.2 s, as the config's deployment.state_refresh_s)" if asked_refresh_s is None
+                else "(refreshing engine state every 0 s, not the config's deployment.state_refresh_s = 0.2 s)") in out, out
+    else:
+        assert "refreshing" not in out
 
 
 @given(router=hs.sampled_from(get_args(Router)), asked=hs.one_of(hs.none(), hs.sampled_from(get_args(Router))),
-       evaluation=hs.sampled_from(["prefilter", "deployment", "one_replica"]), refresh_s=hs.sampled_from([0.0, 0.05, 1.0]))
-@settings(max_examples=60, deadline=None)
-def test_a_plans_router_is_the_configs_unless_asked_and_the_note_says_which(router, asked, evaluation, refresh_s):
-    from sim_core.planner import default_router, router_note
+       evaluation=hs.sampled_from(["prefilter", "deployment", "one_replica"]), refresh_s=hs.sampled_from([0.0, 0.05, 1.0]),
+       asked_refresh_s=hs.sampled_from([None, 0.0, 0.05, 1.0]))
+@settings(max_examples=80, deadline=None)
+def test_a_plans_router_is_the_configs_unless_asked_and_the_note_says_which(router, asked, evaluation, refresh_s, asked_refresh_s):
+    from sim_core.config import STATE_ROUTERS
+    from sim_core.planner import candidate_config, default_router, default_state_refresh_s, router_note
     from sim_core.presets import load_preset
 
     data = load_preset(ROUTED).model_dump(mode="python")
     data["deployment"] = {"replicas": 4, "router": router, "state_refresh_s": refresh_s}
     base = config_from_dict(data)
-    assert default_router(base) == router
-    spec = PlanSpec(target_rate_per_s=10.0, router=asked or default_router(base), evaluation=evaluation)
+    assert default_router(base) == router and default_state_refresh_s(base) == refresh_s
+    spec = PlanSpec(target_rate_per_s=10.0, router=asked or default_router(base), evaluation=evaluation,
+                    state_refresh_s=default_state_refresh_s(base) if asked_refresh_s is None else asked_refresh_s)  # fmt: skip
     note = router_note(base, spec)
     if evaluation == "one_replica":
         assert note.endswith("is not used: evaluation one_replica simulates each candidate as one replica behind a random router")
@@ -439,7 +453,25 @@ def test_a_plans_router_is_the_configs_unless_asked_and_the_note_says_which(rout
         assert note.startswith(f"candidates are routed by the config's deployment.router, {router}")
     else:
         assert note.startswith(f"candidates are routed by {asked}, not the config's deployment.router, {router}")
-    assert ("deployment.state_refresh_s = 1 s" in note) == (refresh_s == 1.0 and spec.router in ("least_kv", "prefix_affinity")
-                                                            and evaluation != "one_replica")  # fmt: skip
+    reads_state = spec.router in STATE_ROUTERS and evaluation != "one_replica"
+    assert ("refreshing engine state" in note) == reads_state
+    assert (f"not the config's deployment.state_refresh_s = {refresh_s:g} s" in note) == (
+        reads_state and spec.state_refresh_s != refresh_s)
+    # what the note says is what the candidates run: a deployment behind spec's router at spec's refresh interval
+    fam = Family("h100-sxm", 1, "vllm-v1", None, None)
+    dep = candidate_config(family_config(base, fam), fam, (2,), 10.0, spec).deployment
+    if evaluation == "one_replica":
+        assert dep is None
+    else:
+        assert (dep.router, dep.state_refresh_s) == (spec.router, spec.state_refresh_s)
     assert router_note(load_preset("chat-h100-llama8b"), spec) is None  # one engine: no router of its own
     assert default_router(load_preset("chat-h100-llama8b")) == "round_robin"
+    assert default_state_refresh_s(load_preset("chat-h100-llama8b")) == PlanSpec.model_fields["state_refresh_s"].default
+
+
+@pytest.mark.parametrize("refresh_s", [-1.0, 1e-300, 61.0, float("nan")])
+def test_a_plans_refresh_interval_is_held_to_the_configs_range(refresh_s):
+    with pytest.raises(ValidationError) as err:
+        PlanSpec(target_rate_per_s=10.0, state_refresh_s=refresh_s)
+    text = format_validation_error(err.value, "plan", PlanSpec)
+    assert "state_refresh_s" in text and ("at least 1e-06 s" in text if refresh_s == 1e-300 else ">= 0 and <= 60" in text), text
