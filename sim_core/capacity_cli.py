@@ -136,7 +136,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                         steady_length=not args.fixed_length)  # fmt: skip
     finally:
         backend.close()
-    rng = lambda lo, mid, hi: f"{mid:,.1f}" if lo == hi else f"{mid:,.1f} [{lo:,.1f}-{hi:,.1f}]"  # noqa: E731
+    def rng(lo: float, mid: float, hi: float) -> str:  # (a point without a steady window printed "nan": its note says why)
+        return "n/a" if math.isnan(mid) else f"{mid:,.1f}" if lo == hi else f"{mid:,.1f} [{lo:,.1f}-{hi:,.1f}]"
+
     print(f"{cfg.name}: {SWEEP_KNOBS[args.knob][1]}, steady-state window, median [min-max] over {args.seeds} seed(s)")
     print(f"  {args.knob:>10s}  {'output tok/s':>24s}  {'goodput req/s':>20s}  {'TTFT p99 ms':>24s}  note")
     for p in pts:
@@ -224,6 +226,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(f"  {row['config'][:44]:44s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
               f"{row['usd_per_million_output_tokens']:8.3f} {row['good_requests_per_usd']:8,.0f} "
               f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
+    for rows, note in result.row_notes():  # (a "-" in the table, or a capacity the probe could not vouch for)
+        print(f"  NOTE ({rows}): {note}")
     if args.out:
         out = Path(args.out)
         try:

@@ -502,6 +502,18 @@ class Plan:
         last = {(r.family, r.size): r for r in self.evaluated}  # confirmations come after the search's runs
         return list(last.values())
 
+    def row_notes(self) -> list[tuple[str, str]]:
+        """Each distinct note of the result rows (why a row has no capacity or headroom, or what its capacity probe
+        could not say) with the rows it is about in words ("every row", "1 row: 2× h100-sxm TP1 · vllm-v1"), in table
+        order (CLI and page: their tables show "–" alone)."""
+        rows_by_note: dict[str, list[str]] = {}
+        for r in self.rows:
+            if r.capacity_note:
+                rows_by_note.setdefault(r.capacity_note, []).append(r.label)
+        return [("every row" if len(labels) == len(self.rows) else
+                 f"{len(labels)} row{'s' if len(labels) > 1 else ''}: " + "; ".join(labels[:3]) + (" …" if len(labels) > 3 else ""),
+                 note) for note, labels in rows_by_note.items()]  # fmt: skip
+
     def table(self) -> list[dict[str, Any]]:
         """The result rows as plain dicts (CLI, page, tests): same keys everywhere."""
         p = self.spec.objective.percentile
@@ -874,16 +886,21 @@ def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, ca
     """Capacity of each row by bisection from the operating point (known to pass), up to the
     saturation bound (N × 1.25 × one replica's saturation; a split searches upward) -> deployment
     capacity (× N for a one-replica share).
-    Traces replay fixed arrival times, so their rate cannot be bisected: no headroom for them."""
+    Traces replay fixed arrival times, so their rate cannot be bisected: no headroom for them (their note says so:
+    the page and the CLI showed a bare "–")."""
     if not rows or any(r.config.workload.trace is not None for r in rows):
         if on_progress:  # nothing to bisect: the plan is done (the backend reports the bisections' progress)
             on_progress(len(rows), len(rows))
-        return list(rows)
+        return [dataclasses.replace(r, capacity_note=NO_HEADROOM_FOR_TRACES) for r in rows]
     ceilings = [_ceiling(r, saturation) for r in rows]
     caps: list[Capacity] = find_capacities([r.config for r in rows], spec.objective, backend=backend, cache=cache,
                                            cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings,
                                            budget=budget, on_progress=on_progress)  # fmt: skip
     return [dataclasses.replace(r, capacity_per_s=c.rate_per_s * r.share, capacity_note=c.note) for r, c in zip(rows, caps)]
+
+
+NO_HEADROOM_FOR_TRACES = ("no capacity or headroom: the traffic is a trace, whose arrival times are replayed as "
+                          "recorded (time-scaled to the target rate), so no other rate is bisected")
 
 
 def _ceiling(row: PlanRow, saturation: dict[Family, float]) -> float | None:

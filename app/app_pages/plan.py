@@ -119,7 +119,7 @@ def cheapest_sentence(result: Plan) -> str:
     t = result.table()
     best = t[0]
     ties = sum(r["usd_per_hour"] == best["usd_per_hour"] for r in t) - 1
-    headroom = MISSING if best["headroom"] is None else f"{best['headroom'] * 100:+.0f}%"
+    headroom = "n/a (see the note under the table)" if best["headroom"] is None else f"{best['headroom'] * 100:+.0f}%"
     tail = f" ({ties:,} more at the same price below)" if ties else ""
     return "**Cheapest meeting the SLOs:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
                                                      f"${best['usd_per_million_output_tokens']:,.3f} per million output "
@@ -170,6 +170,8 @@ def _show(result: Plan, elapsed_s: float) -> None:
         return
     st.markdown(cheapest_sentence(result))
     _results_table(result)
+    for rows, note in result.row_notes():  # (the table's "–" said nothing of why)
+        st.caption(plain(f"Note ({rows}): {note}."))
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "

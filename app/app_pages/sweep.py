@@ -21,7 +21,7 @@ from app.state import CFG_KEY, link_query, read_query_params, show_link_notices,
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.inputs import parse_float_text, parse_int_text
-from sim_core.metrics import steady_exclusion_text
+from sim_core.metrics import no_value_reason, steady_exclusion_text
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (
@@ -206,6 +206,29 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
 def _steady_metric(p: SweepPoint, field: str) -> float:
     """A point's steady-window metric (its first seed's, as the table shows it); NaN when it has no steady window."""
     return getattr(p.summary.steady, field) if p.summary is not None and p.summary.steady is not None else float("nan")
+
+
+# The table's latency columns and the metric each is of (no_value_reason's names)
+LATENCY_COLUMNS = {"TTFT p99": ("ttft_p99_s", "TTFT"), "TPOT p99": ("tpot_p99_s", "TPOT")}
+
+
+def missing_values_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str | None:
+    """Why a latency cell of the table reads "–" at a point that has a steady window (one-token outputs have no TPOT;
+    no request finished in the window), in a sentence; None when none does. (A point without a steady window or
+    without a result is said above the table.)"""
+    where: dict[tuple[str, str], list[str]] = {}
+    for name, pts in curves.items():
+        for p in pts:
+            window = p.summary.steady if p.summary is not None else None
+            if window is None:
+                continue
+            for column, (field, metric) in LATENCY_COLUMNS.items():
+                if math.isnan(getattr(window, field)):
+                    at = f"{p.value:g}" if len(curves) == 1 else f"{p.value:g} ({name})"
+                    where.setdefault((column, no_value_reason(metric, window.num_finished)), []).append(at)
+    if not where:
+        return None
+    return "; ".join(f"{MISSING} in {column} at {knob} = {', '.join(at)}: {why}" for (column, why), at in where.items()) + "."
 
 
 def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str:
@@ -433,6 +456,8 @@ def main() -> None:
         "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
     _results_table(rows, knob, head_to_head=len(curves) > 1)
+    if (said := missing_values_sentence(curves, knob)) is not None:  # (the cells read "–" with no word of why)
+        st.caption(plain(said))
     # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page
     stopped = [(name, p) for name, pts in curves.items() for p in pts if p.summary is not None and p.summary.stopped_reason]
     if stopped:

@@ -761,6 +761,24 @@ def test_a_plan_whose_every_candidate_errs_names_the_error(tmp_path, monkeypatch
     assert "(limits.max_ticks)" in said
 
 
+def test_a_plan_of_a_trace_says_why_its_headroom_is_missing(tmp_path, monkeypatch):
+    # a traced plan's headroom read "–" in the table and in the sentence above it, with no word of why
+    from app.state import CFG_KEY
+    from sim_core.planner import NO_HEADROOM_FOR_TRACES
+    from tests.conftest import trace_config
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    at.session_state[CFG_KEY] = trace_config([256] * 200, [16] * 200, arrivals=[i * 0.05 for i in range(200)])
+    at.number_input(key="plan.rate").set_value(20.0)
+    narrow_plan_search(at, 2)
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    said = next(m.value for m in at.markdown if m.value.startswith("**Cheapest meeting the SLOs:**"))
+    assert "headroom n/a (see the note under the table)" in said, said
+    assert f"Note (every row): {NO_HEADROOM_FOR_TRACES}." in [c.value for c in at.caption]
+
+
 def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away(tmp_path, monkeypatch):
     # At 390 px the eleven columns scrolled sideways (927 px in a 356-px box) with the configuration, the link, GPUs and
     # $/hour in view and headroom out of it. The table opens on four that fit; the cheapest is written in full above it
@@ -1632,6 +1650,16 @@ def test_compare_says_why_a_sides_tpot_is_n_a():
     said = " ".join(c.value for c in at.caption)
     for side in "AB":
         assert f"{side}: TPOT, ITL n/a (one-token outputs have no TPOT; one-token outputs have no gap between tokens)." in said, said
+
+
+def test_the_sweep_table_says_why_its_tpot_cells_are_empty():
+    # the TPOT p99 column read "–" at every point of a sweep of one-token outputs, without a why
+    at = linked_page(PAGES[2], **ONE_TOKEN, sweep="rate", start="4", stop="8", n="2")
+    assert not at.exception
+    rows = at.dataframe[0].value
+    assert rows["TPOT p99 (ms)"].isna().all() and rows["TTFT p99 (ms)"].notna().all()
+    said = [c.value for c in at.caption]
+    assert "– in TPOT p99 at rate = 4, 8: one-token outputs have no TPOT." in said, said
 
 
 @pytest.mark.parametrize("knob,ends,vs_header,header", [("tflops", ("500", "1000"), "TF/s", "TFLOP/s"),

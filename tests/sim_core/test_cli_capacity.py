@@ -149,3 +149,26 @@ def test_an_empty_plan_list_is_refused_not_read_as_the_default(option, value):
         code = main(["plan", "chat-h100-llama8b", "--rate", "10", "--no-cache", "--workers", "1", f"{option}={value}"])
     err = buf.getvalue()
     assert code == EXIT_BAD_INPUT and option in err and "Traceback" not in err, err
+
+
+def test_a_plan_of_a_trace_says_why_its_rows_have_no_headroom(capsys, tmp_path):
+    # the rows of a traced plan read capacity "-" and headroom "-" (the page: "–") with no word of why: a trace's
+    # arrival times are replayed, so no other rate is bisected
+    from sim_core.planner import NO_HEADROOM_FOR_TRACES
+    from tests.conftest import trace_config
+
+    path = tmp_path / "traced.json"
+    path.write_text(trace_config([256] * 200, [16] * 200, arrivals=[i * 0.05 for i in range(200)]).model_dump_json())
+    code = main(["plan", str(path), "--rate", "20", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1",
+                 "--max-replicas", "2", "--workers", "1", "--no-cache"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"NOTE (every row): {NO_HEADROOM_FOR_TRACES}" in out, out
+
+
+def test_a_sweep_point_without_a_steady_window_prints_n_a_not_nan(capsys):
+    # one request per point has no steady window: its figures printed "nan" beside the note that says so
+    assert main(["sweep", "chat-h100-llama8b", "--knob", "rate", "--start", "4", "--stop", "8", "--num", "2",
+                 "--set", "workload.num_requests=1", "--fixed-length", "--workers", "1", "--no-cache"]) == 0  # fmt: skip
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("4 ", "8 "))]
+    assert len(rows) == 2 and all("nan" not in r and r.count("n/a") == 3 and r.endswith("no steady-state window") for r in rows), rows
