@@ -16,6 +16,18 @@ size (reserved admission and contiguous KV hold a fixed count from admission). A
 few Python operations instead of ~80 NumPy calls. Per-request state is written back to the arrays
 when the call ends.
 
+With n > 1 samples per request (`workload.num_samples`) the samples of a decoder decode in lockstep, so the same
+bookkeeping holds, with n in a decoder's price and blocks as the general path has them: a decoding tick's aggregates
+count n decode tokens and sequences per decoder and n times its context (`Engine._advance_tick`); a decoder takes n
+blocks where its context crosses a block boundary (`BlockManager.blocks_per_boundary`), and at its first decode one
+more per further sample when its prompt ends in a partial block, which each of them copies
+(`BlockManager.blocks_for`: the full prompt blocks are shared); it frees n x ceil(context / bs) less the shared
+blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample (the fast
+path runs no recompute prefill, the one prefill whose positions past the prompt count once per sample:
+`rules.chunk_tokens`). Pre-emption and swap are handed back as for one sample, and so is a decode instance's decoder
+that joins with its prompt's last token to compute again; a paused run takes no joining decoders (`joinable`:
+`_join_decoders` counts one sample).
+
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
 `Engine._advance_tick`, so results are bit-identical (tests/sim_core/test_equivalence.py). An
 all-decode stretch with 64 or more ticks before its next completion is priced as arrays
@@ -28,9 +40,9 @@ stops, before changing anything for that tick, whenever the tick would need the 
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
 here), a decoder short of blocks (pre-emption, swap), a
 swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
-Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, n > 1
-samples, closed loops, speculative decoding, and dynamic batch sizing (its batch-1 stretches run
-faster as vectorised runs).
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed
+loops, speculative decoding, and dynamic batch sizing (its batch-1 stretches run faster as vectorised
+runs).
 """
 
 from __future__ import annotations
@@ -355,7 +367,6 @@ def eligible(engine: Engine) -> bool:
     return (
         s.batching == "continuous"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
-        and engine.n == 1
         and not engine.workload.releases_on_finish
     )
 
@@ -466,8 +477,13 @@ def run_ticks(engine: Engine):
         expected = kv.blocks_for(prompt_arr + st.output[running_arr], prompt_arr)
         if engine.prefix is not None:
             return False
-    else:
+    elif engine.n == 1:
         expected = -(-ctx_arr // bs)
+    else:
+        prompt_arr = st.prompt[running_arr]
+        if np.any(ctx_arr[is_dec] < prompt_arr[is_dec]):
+            return False  # a decode instance's decoder with its prompt's last token to compute again (general path)
+        expected = kv.blocks_for(ctx_arr, prompt_arr)
     if np.any(kv.held[running_arr] != expected):
         return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
     if np.any(st.emitted[running_arr[~is_dec]] != 0):
@@ -530,8 +546,20 @@ def run_ticks(engine: Engine):
     decode_first: list[tuple[int, int]] = []
     tick_gaps: dict[int, list[float]] = {}  # tick -> every decoder's gap, in running order, when some were their own
     finish_at: dict[int, list[int]] = {}  # decoding tick number -> decoders that emit their last token in it
-    phase_count = [0] * bs  # decoders whose context is a multiple of bs at decoding ticks d with d % bs == r
-    S = 0  # sum of decoders' base
+    # n samples per request decode in lockstep (`workload.num_samples`): a decoding tick computes n tokens per decoder
+    # over n contexts, and a decoder takes n blocks (one per sample) where its context crosses a block boundary
+    n = engine.n
+    copies = n - 1  # samples that copy the prompt's last partial block at their first decode (`kv.blocks_for`)
+    # decoder -> blocks of its prompt that its samples share, beyond one copy (n > 1 only): past its prompt it holds
+    # n x ceil(context / bs) - shared[r] blocks, kvcache.BlockManager.blocks_for's layout (full prompt blocks shared)
+    shared: dict[int, int] = {}
+    # blocks the decoders take at decoding ticks d with d % bs == r: n at each block boundary of a decoder's context, and
+    # (n > 1) the copies of a partial last prompt block at its first decode, the next decoding tick's: `first_blocks`
+    # of them, taken out of phase_count once that tick ran (0: none pending; decoders are in step from their first)
+    phase_count = [0] * bs
+    first_blocks = 0
+    S = 0  # the decoders' contexts before decoding tick 0, summed over their samples: n x the sum of their base
+    toks = 0  # a decoding tick's decode tokens: n x B
     # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d (kept only
     # for SGLang's token test, which alone reads it, when no output reaches the clip: `unclipped`)
     L = 0
@@ -563,6 +591,12 @@ def run_ticks(engine: Engine):
         waiting_since.update(zip(dec_ids[behind].tolist(), last_token[dec_ids[behind]].tolist()))
         if engine.tokenless:
             tokenless.update((r, None) for r, last_s in waiting_since.items() if last_s != last_s)
+    if copies and not fixed and dec_ids.size:  # (fixed: every block held from admission)
+        dec_prompt = st.prompt[dec_ids]
+        shared.update(zip(dec_ids.tolist(), (copies * (dec_prompt // bs)).tolist()))
+        # (a decoder still at its prompt has not decoded: its first decode copies a partial last block)
+        first_blocks = copies * int(np.count_nonzero((ctx_arr[is_dec] == dec_prompt) & (dec_prompt % bs != 0)))
+        phase_count[0] += first_blocks  # (at decoding tick 0)
     for r, c, is_d, left_to_emit in zip(running0, ctx_arr.tolist(), is_dec.tolist(),
                                         (output_arr[running_arr] - st.emitted[running_arr]).tolist()):  # fmt: skip
         if not is_d:
@@ -571,10 +605,11 @@ def run_ticks(engine: Engine):
             continue
         base[r], sync_from[r] = c, 0
         finish_at.setdefault(left_to_emit - 1, []).append(r)
-        phase_count[(-c) % bs] += 1
-        S += c
+        phase_count[(-c) % bs] += n
+        S += c * n
         L += left_to_emit
     B = len(base)
+    toks = B * n
     # finish_at's keys as a heap: its smallest (the next completion) without a scan of every key (issue 11e: a `min`
     # over ~40 keys at each completion and each decode stretch cost ~5% of a Sarathi-Serve run). Keys only leave from
     # the smallest end: the key popped is the decoding tick d, and no key is below d. (A sorted list is a heap.)
@@ -663,9 +698,9 @@ def run_ticks(engine: Engine):
             horizon = engine.horizon_reached(now, num_in_run, ptr, free)
             if not (pausable and j_paused and (hand_off or horizon <= now and num_in_run)):
                 joined, num_reserved = (), 0
-            else:
+            else:  # (joinable: paged, no prefix cache, one sample, `_join_decoders`' blocks and tokens)
                 horizon, joined, num_reserved = yield (now, num_in_run, ptr, free, j_paused, d, finish_at, prefilling, waiting,
-                                                       head, not fixed and pc is None, done_ticks)  # fmt: skip
+                                                       head, not fixed and pc is None and not copies, done_ticks)  # fmt: skip
             if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
                 # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
                 # each tick prefills, no tick decodes only)
@@ -674,6 +709,7 @@ def run_ticks(engine: Engine):
                     joined_at.extend(zip(joined, itertools.repeat(j)))  # ((r, j) each: a genexpr over j made it a cell)
                 S, B, L = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since,
                                          finish_at, done_ticks, phase_count, S, B, L, tokenless)  # fmt: skip
+                toks = B  # (one sample: `joinable`)
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
@@ -684,12 +720,12 @@ def run_ticks(engine: Engine):
                 admission_blocked = False
             ptr += 1
             next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
-        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked):
+        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not first_blocks:
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
             # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
             # only at an arrival or a completion, so they are kept as locals. Decoders whose last token is
             # not the last decoding tick's (`waiting_since`: after a prefill-only tick) get their own gaps
-            # in the first tick, as in the loop below.
+            # in the first tick, as in the loop below. (A first decode's block copies, n > 1: the loop below.)
             j_before, run_start_s, scalar_until = j, now, 0
             rows_before, blocks_before = len(rows), len(row_blocks)
             num_running, num_waiting = len(running), len(waiting) - head
@@ -715,12 +751,13 @@ def run_ticks(engine: Engine):
                     joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
                     limit_s = min(next_arrival_s, max_time) if joins else max_time
                     if limit_s < math.inf:  # ticks only lengthen as contexts grow: a bound from this one's
-                        k = min(k, int((limit_s - now) / tick(B, B, S + B * d + B, S + B * d, B, 0.0)[0]) + 1)
+                        ctx = S + toks * d
+                        k = min(k, int((limit_s - now) / tick(toks, toks, ctx + toks, ctx, toks, 0.0)[0]) + 1)
                     if k < MIN_PRICED_TICKS:
                         scalar_until = j + k  # (the limit is that close: tick by tick until it passes)
                     else:
                         k, ends, dur_a, flops_a, bytes_a, comp_a, need_a = _price_decode_stretch(
-                            cost, B, S + B * d, k, now, free, None if fixed else phase_count, d, bs)  # fmt: skip
+                            cost, toks, S + toks * d, k, now, free, None if fixed else phase_count, d, bs)  # fmt: skip
                         starts = ends[:k]
                         stop = int(np.searchsorted(starts, limit_s, side="left"))  # first tick starting at the limit
                         if stop < k:
@@ -747,7 +784,7 @@ def run_ticks(engine: Engine):
                                     pc.trim_ticks(j, free - need_a[:k])
                                     evictable = pc._num_evictable
                                 free -= int(need_a[k - 1])
-                            block = (dur_a[:k], B, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
+                            block = (dur_a[:k], toks, num_running, waits, used, flops_a[:k], bytes_a[:k], comp_a[:k])  # _ROW
                             row_blocks.append((j, k, block))  # (the rows stay arrays)
                             now = ends.item(k)
                             j += k
@@ -760,20 +797,20 @@ def run_ticks(engine: Engine):
                     evictable = free - need_d  # tick's trim does, marked at this tick (the recorder's count + j)
                     trims.append(num_ticks0 + j)
                     trims.append(evictable)
-                ctx = S + B * d
-                dur, flops, nbytes, is_comp = tick(B, B, ctx + B, ctx, B, 0.0)
+                ctx = S + toks * d  # (the samples' contexts: `Engine._advance_tick`'s n x the decoders')
+                dur, flops, nbytes, is_comp = tick(toks, toks, ctx + toks, ctx, toks, 0.0)
                 free -= need_d
                 if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
                     tick_gaps[j] = _own_gaps(running, waiting_since, now + dur, sync_s, first_gap, sync_from, j + 1)
                     if tokenless:
                         tick_gaps[j] = _decode_first_tokens(tokenless, tick_gaps[j], j, first_gap, decode_first)
                 if d != next_done:  # (the common case first: nobody finishes, the row's counts are unchanged)
-                    rows.append((dur, B, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                    rows.append((dur, toks, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                     now += dur  # (the tick's end: `now + dur`, as everywhere)
                     j += 1
                     d += 1
                     continue
-                B_tick = B
+                toks_tick = toks
                 if num_blocks - free > peak_in_tick:  # (in use during the tick: its finishing decoders free theirs below)
                     peak_in_tick = num_blocks - free
                 if pc is not None:
@@ -787,20 +824,24 @@ def run_ticks(engine: Engine):
                     L -= (d + 1) * len(leaving)
                 for r in leaving:
                     b = base[r]
-                    free += held_fixed[r] if fixed else (b + d) // bs + 1  # (ceil((b + d + 1) / bs): its context's blocks)
+                    if fixed:
+                        free += held_fixed[r]
+                    else:  # ceil((b + d + 1) / bs): its context's blocks (n > 1: each sample's, less what they share)
+                        free += (b + d) // bs + 1 if not copies else n * ((b + d) // bs + 1) - shared.pop(r)
                     if pc is not None:
                         free -= pc.finish(r, b + d + 1)
-                    phase_count[(-b) % bs] -= 1
-                    S -= b
+                    phase_count[(-b) % bs] -= n
+                    S -= b * n
                     finished.append((r, j, d))
                     del running[r]
                     B -= 1
+                toks = B * n
                 if pc is not None:
                     evictable = pc._num_evictable
                 num_running = len(running)
                 admission_blocked = False
                 next_done = done_ticks[0] if B else -1
-                rows.append((dur, B_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                rows.append((dur, toks_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 j += 1
                 d += 1
@@ -867,12 +908,16 @@ def run_ticks(engine: Engine):
                 pc.trim(free_after)
         # The tick's state changes, made before it is priced (none of them reads its duration; the few values that do
         # are kept and finished below), so one pass over its chunks both sums what the price reads and applies them.
-        # The sums start from the decodes' (kv_read: the decoders' contexts; pairs: those plus one new token each).
+        # The sums start from the decodes' (kv_read: the samples' contexts; pairs: those plus one new token each; D: the
+        # decode tokens, n per decoder).
         freed = 0
         done = None  # requests that finish in this tick
-        if decoding:  # (the decodes run only with decoders: D = B > 0)
-            D, kv_read = B, S + B * d
+        if decoding:  # (the decodes run only with decoders: D = n x B > 0)
+            D, kv_read = toks, S + toks * d
             pairs = kv_read + D
+            if first_blocks:  # (the decoders' first decodes took their copies)
+                phase_count[d % bs] -= first_blocks
+                first_blocks = 0
             # decoders that emit their last token now leave; every other decoder grew by one
             if waiting_since:  # their first gap is their own: their last tokens, in running order (gaps: below)
                 since = waiting_since.get
@@ -887,13 +932,17 @@ def run_ticks(engine: Engine):
                     L -= (d + 1) * len(done)
                 for r in done:
                     b = base[r]
-                    freed += held_fixed[r] if fixed else (b + d) // bs + 1  # (ceil((b + d + 1) / bs): its context's blocks)
+                    if fixed:
+                        freed += held_fixed[r]
+                    else:  # ceil((b + d + 1) / bs): its context's blocks (n > 1: each sample's, less what they share)
+                        freed += (b + d) // bs + 1 if not copies else n * ((b + d) // bs + 1) - shared.pop(r)
                     if pc is not None:
                         freed -= pc.finish(r, b + d + 1)
-                    phase_count[(-b) % bs] -= 1
-                    S -= b
+                    phase_count[(-b) % bs] -= n
+                    S -= b * n
                     finished.append((r, j, d))
                 B -= len(done)
+                toks = B * n
             d += 1
         elif not chunks and not admit:
             if not idle_now:
@@ -974,9 +1023,15 @@ def run_ticks(engine: Engine):
                 heapq.heappush(done_ticks, last_d)
             else:
                 ending.append(r)
-            phase_count[(-b) % bs] += 1
-            S += b
+            phase_count[(-b) % bs] += n
+            if copies and not fixed:  # its samples share the prompt's full blocks; each copies a partial last one
+                shared[r] = copies * (total // bs)  # (at its first decode, decoding tick d; total is its prompt here)
+                if total % bs:
+                    phase_count[d % bs] += copies
+                    first_blocks += copies
+            S += b * n
             B += 1
+            toks += n
         A = len(pre)
         dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D, 0.0)
         t_end = now + dur
@@ -1035,7 +1090,7 @@ def run_ticks(engine: Engine):
         rows = _rows_with_blocks(rows, row_blocks, j)
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
-                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first)  # fmt: skip
+                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -1246,7 +1301,7 @@ class LiveLeft:
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_extras: int, order: np.ndarray,
                     dec_req: np.ndarray, dec_base: np.ndarray, dec_join: np.ndarray, dec_last: np.ndarray, bs: int,
-                    num_ticks0: int, held_fixed) -> None:  # fmt: skip
+                    num_ticks0: int, held_fixed, num_samples: int = 1, dec_shared: np.ndarray | None = None) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
     for their context), then its prefill chunks and admissions (`batch_extras`, `num_extras` entries). Every decoding
     tick decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. The call's decoders
@@ -1266,12 +1321,14 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_e
     decs, lo = dec_req[at], dec_join[at]
     sizes = np.maximum(np.minimum(dec_last[at], Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
     dec_b = dec_base[at]
+    dec_s = None if dec_shared is None else dec_shared[at]
     rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
-        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed))  # fmt: skip
+        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed, num_samples, dec_s))  # fmt: skip
 
 
 def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.ndarray, lo: np.ndarray, sizes: np.ndarray,
-                   batch_extras: dict, bs: int, num_ticks0: int, held_fixed) -> tuple[np.ndarray, ...]:  # fmt: skip
+                   batch_extras: dict, bs: int, num_ticks0: int, held_fixed, num_samples: int = 1,
+                   dec_shared: np.ndarray | None = None) -> tuple[np.ndarray, ...]:  # fmt: skip
     """`_record_batches`' entries as `Recorder.batch` takes them: the entries of all ticks are expanded
     decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
     Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
@@ -1290,6 +1347,9 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.nd
         dec_held += dnum
         dec_held += bs  # (+1, then + bs - 1 for the ceiling)
         dec_held //= bs
+        if dec_shared is not None:  # n > 1 samples: a block table each past the prompt, its full blocks shared
+            dec_held *= num_samples
+            dec_held -= dec_shared[who]
     else:
         dec_held = np.fromiter((held_fixed[r] for r in decs.tolist()), dtype=np.int64, count=nd)[who]
     counts = np.zeros(K, dtype=np.int64)  # entries of each logged tick
@@ -1348,10 +1408,10 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed, joined_at=(), idle_ends=None, decode_first=()) -> bool:  # fmt: skip
+                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
-    decoding ticks emitted, `_decode_first_tokens`)."""
+    decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1364,6 +1424,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         P[at], A[at] = P_at, A_at
     col.update(num_prefill_tokens=P, num_prefill_seqs=A)
     dur, D = col["duration_s"], col["num_decode_tokens"]
+    seqs = D if num_samples == 1 else D / num_samples  # decoders in each tick (n tokens each: exact in float64)
     # The loop's clock: each tick starts where the last ended (`now + dur`, added in the same order)
     if idle_ends:
         t0, t_end = _clock_with_idle(now0, dur, idle_ends)
@@ -1371,7 +1432,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
         t_end = t0 + dur  # the same addition as the loop's `now + dur`
     decoding = D > 0  # a tick that decodes decodes every decoder
-    col.update(t_start_s=t0, phase=np.where(P > 0, np.where(decoding, MIXED, PREFILL), DECODE), num_decode_seqs=D,
+    col.update(t_start_s=t0, phase=np.where(P > 0, np.where(decoding, MIXED, PREFILL), DECODE), num_decode_seqs=seqs,
                num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
     if idle_ends:
         col["phase"][np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))] = IDLE
@@ -1381,7 +1442,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     since = np.concatenate([[-1], last_dec[:-1]])
     gap_arr = np.where(decoding, t_end - np.where(since >= 0, t_end[since], now0), -np.inf)
     last_decoding_tick = int(last_dec[-1])
-    gap_counts = D.astype(np.int64)  # decoders in each tick, one gap each
+    gap_counts = seqs.astype(np.int64)  # decoders in each tick, one gap each
     fin_all = _columns(finished, 3) if finished else (_NONE, _NONE, _NONE)  # (request, tick, decoding tick number)
     sched_cols = _columns(scheduled, 2) if scheduled else None  # (request, tick admitted)
     # The call's decoders: id, base, first decoding tick (0: decoding from the call's start), and for those that finished
@@ -1414,8 +1475,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             dec_last[is_fin] = fin_d[at_fin]
         K = min(n, want_batches)
         # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
+        # (n > 1 samples: a decoder holds n x ceil(context / bs) blocks less its prompt's shared ones, `run_ticks`' shared)
+        copies = num_samples - 1
+        dec_shared = None if not copies or held_fixed is not None else copies * (st.prompt[dec_req] // bs)
         _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, dec_req, dec_b, dec_join, dec_last, bs,
-                        num_ticks0, held_fixed)  # fmt: skip
+                        num_ticks0, held_fixed, num_samples, dec_shared)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -1478,8 +1542,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         kv.held[req] = 0
         rec.event(req, t_end[tick], Event.FINISHED)
     run_ids = _int64s(running, len(running))
-    if held_fixed is None:
+    if held_fixed is None and num_samples == 1:
         kv.held[run_ids] = -(-st.computed[run_ids] // bs)
+    elif held_fixed is None:  # (n > 1: the samples' blocks past the prompt, `kv.blocks_for`)
+        kv.held[run_ids] = kv.blocks_for(st.computed[run_ids], st.prompt[run_ids])
     else:
         kv.held[run_ids] = np.array([held_fixed[r] for r in running], dtype=np.int64)
     kv.num_free = free

@@ -204,6 +204,70 @@ def test_every_policy_coalesces_its_decode_runs(scenario):
     assert steps <= 0.15 * engine.rec.num_ticks
 
 
+SAMPLES_VARIANTS = ("plain", "kv pressure", "prefix cache")
+# (the prefix cache with SGLang's token test or with reserved admission: the scalar core leaves those to the scheduler)
+PREFIX_ON_THE_GENERAL_PATH = {"engine-sglang", "engine-tensorrt-llm-no-evict"}
+PREEMPTS_UNDER_KV_PRESSURE = {"engine-vllm-v1", "engine-sarathi-serve", "engine-vllm-v0", "engine-vllm-v0-swap"}
+
+
+def samples_config(scenario: str, n: int, variant: str):
+    """Engine preset `scenario` with n samples per request, arriving fast enough that many decode at once, with the
+    batch log on: as it is (paged or contiguous KV), under KV pressure (room for about 1.5 of the longest requests:
+    pre-emption), or with shared system prompts and the prefix cache under that pressure. None when the preset does not
+    take the variant (contiguous KV has no such room; vLLM V0 has no prefix cache)."""
+    over = dict(seed=n, workload__num_requests=60, workload__num_samples=n, workload__arrival__rate_per_s=20.0,
+                limits__num_recorded_batches=2000)  # fmt: skip
+    if variant == "prefix cache":
+        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix={
+            "num_system_prompts": 2, "share_ratio": 0.7, "system_prompt_tokens": {"dist": "fixed", "mean": 100, "min": 1, "max": 300}})  # fmt: skip
+    try:
+        cfg = make_config(scenario, **over)
+        if variant != "plain":
+            cfg = _with_kv_room(cfg, 1.5)
+        plan_memory(cfg)
+    except (PresetError, MemoryPlanError, ValueError):
+        return None
+    return cfg
+
+
+def count_fast_ticks(monkeypatch) -> list[int]:
+    """Count the ticks the scalar core runs (`fastpath.advance`) from now on; returns the one-element counter."""
+    from sim_core import fastpath
+
+    ticks, advance = [0], fastpath.advance
+
+    def counted(engine):
+        before = engine.rec.num_ticks
+        done = advance(engine)
+        ticks[0] += engine.rec.num_ticks - before
+        return done
+
+    monkeypatch.setattr(fastpath, "advance", counted)
+    return ticks
+
+
+@pytest.mark.parametrize("variant", SAMPLES_VARIANTS)
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("scenario", ENGINE_SCENARIOS)
+def test_parallel_samples_on_the_scalar_core_equal_tick_by_tick(scenario, n, variant, monkeypatch):
+    """n > 1 samples per request (issue 11): the scalar core decodes n tokens per decoder over n contexts, takes n blocks
+    at each block boundary and a copy of a partial last prompt block per further sample at a decoder's first decode,
+    and hands pre-emption back to the scheduler; every output is the tick-by-tick one."""
+    from sim_core import fastpath
+    from sim_core.engine import Engine
+
+    cfg = samples_config(scenario, n, variant)
+    if cfg is None:
+        pytest.skip(f"{scenario} does not take the {variant} variant")
+    fast = count_fast_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    if fastpath.eligible(Engine(cfg)) and not (variant == "prefix cache" and scenario in PREFIX_ON_THE_GENERAL_PATH):
+        assert fast[0] > on.timeline.num_ticks // 2  # the scalar core ran most ticks
+    if variant == "kv pressure" and scenario in PREEMPTS_UNDER_KV_PRESSURE:
+        assert on.summary.num_preemptions > 0
+
+
 def test_suspended_prefills_take_the_same_ticks():
     """Smart pre-emption suspends long prefills while many decode (decode-only ticks with prefills
     pending): the scalar core asks the same rule as the scheduler, tick for tick."""
