@@ -57,6 +57,11 @@ def scenarios(quick: bool = False) -> dict[str, Callable[[], SimConfig]]:
         # issue 12: speculative decoding (acceptance draws and draft cost per step), in coalesced runs
         "default preset, speculative decoding": lambda: _set(load_preset(DEFAULT_SCENARIO),
                                                             scheduler__speculative={"enabled": True}),
+        # issue 11 ("fast for every strategy"): parallel sampling (n samples decode in lockstep, share the prompt's
+        # blocks) and a closed loop (each completion sends its client's next request)
+        "default preset, 4 samples per request": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__num_samples=4),
+        "default preset, closed loop, 32 clients": lambda: _set(load_preset(DEFAULT_SCENARIO), workload__arrival__process="closed_loop",
+                                                               workload__arrival__num_clients=32),
         # issue 12: block hashing and the LRU on every admission and completion
         "10k chat, shared prompts, prefix cache": lambda: _set(
             load_preset(DEFAULT_SCENARIO), workload__num_requests=10_000, workload__arrival__rate_per_s=12.0,
