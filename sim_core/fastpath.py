@@ -40,9 +40,19 @@ stops, before changing anything for that tick, whenever the tick would need the 
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
 here), a decoder short of blocks (pre-emption, swap), a
 swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
-Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed
-loops, speculative decoding, and dynamic batch sizing (its batch-1 stretches run faster as vectorised
-runs).
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed-loop
+multi-turn sessions (their released turns go to SessionState's own queue of arrivals), speculative decoding, and
+dynamic batch sizing (its batch-1 stretches run faster as vectorised runs).
+
+A closed loop of clients (`workload.arrival.process = "closed_loop"`) runs here: its arrivals are not known in
+advance, but each is written when a request finishes. At the end of a tick in which requests finish, the loop makes
+`Engine._finish`'s own release (`SimState.release_closed_loop`: the tick's end, the count) and reads the next
+arrival again (`st.arrival_s`, which it views), so a request sent at that end (think time 0) may join the next tick,
+as in a general step. Releases only write arrival times the run has not read (ids at or past `st.next_release`),
+and the run ends neither at a completion nor at a release (issue 11: the default preset's closed loop of 32 clients,
+40 -> 2.6 us of CPU per tick; docs/performance.md). A phase controller whose choice is not idempotent (TimeSlice: a
+switch may start a phase still out of credit) has its state put back when a tick it chose is handed back, so that
+the scheduler's choice of that tick is the only one (`TimeSlice.state`).
 """
 
 from __future__ import annotations
@@ -367,7 +377,9 @@ def eligible(engine: Engine) -> bool:
     return (
         s.batching == "continuous"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
-        and not engine.workload.releases_on_finish
+        # session turns are released into SessionState's own queue of arrivals, which this path does not read; a closed
+        # loop's clients write `st.arrival_s`, which it does (`run_ticks`' `release`)
+        and engine.workload.next_turn is None
     )
 
 
@@ -503,6 +515,10 @@ def run_ticks(engine: Engine):
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
     kind_by_choice = sched.kind_by_choice
+    # a phase controller whose `choose` must be made once per tick (TimeSlice.state): its state before a composed
+    # tick's choice, put back when the tick is handed back to the scheduler, which then chooses it again
+    phase_state = getattr(sched.phase, "state", None)
+    saved_phase = None
     # the phase controller's one kind (DecodeFirst: Sarathi-Serve, vLLM V1), read instead of its call each composed tick,
     # as a plain int (compose_tick compares the kind up to four times: an int compares for ~100 instructions less)
     fixed_kind = None if sched.fixed_kind is None else int(sched.fixed_kind)
@@ -523,6 +539,12 @@ def run_ticks(engine: Engine):
     if engine.meter is not None:  # hand back to the engine loop for the server's budget checks
         tick_budget = min(tick_budget, engine.meter.ticks_until_check(engine))
     max_time = min(lim.max_sim_time_s, engine.horizon_s)  # cluster hook: stop where external input may arrive
+    # Closed loop: requests that finish at a tick's end free their clients, who send the next requests after the think
+    # time. `Engine._finish`'s own call (`SimState.release_closed_loop`, with the tick's end and the count), made at the
+    # same tick's end, writes their arrival times into `st.arrival_s`, which `arrival_at` views: the loop then reads the
+    # next arrival again, so a request sent at that end (think time 0) may join the next tick, as in a general step.
+    think_s = engine.workload.closed_loop_think_s
+    release = None if think_s is None else st.release_closed_loop
 
     # NOTE: -(-x // bs) is ceil(x / bs) in integers; a request holds exactly ceil(context / bs) blocks.
     # Decoders advance together: every tick that decodes advances all of them by one token, so a
@@ -843,6 +865,9 @@ def run_ticks(engine: Engine):
                 next_done = done_ticks[0] if B else -1
                 rows.append((dur, toks_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
+                if release is not None:  # (closed loop: the finished requests' clients send their next ones)
+                    release(now, len(leaving), think_s)
+                    next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
                 j += 1
                 d += 1
                 if not B:
@@ -872,6 +897,8 @@ def run_ticks(engine: Engine):
                 kind = fixed_kind
                 may_admit = num_waiting > 0 and num_running < join_cap
             else:
+                if phase_state is not None:
+                    saved_phase = phase_state()
                 can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
                 may_admit = can_admit and num_waiting > 0
                 if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
@@ -899,6 +926,8 @@ def run_ticks(engine: Engine):
                 decoding = compose_tick(kind, B, max_tokens, decode_tokens, may_admit, False, run_decodes, run_chunks,
                                         admit_waiting, None)  # fmt: skip
             except _HandBack:
+                if saved_phase is not None:
+                    sched.phase.restore(saved_phase)
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
             if by_ratio:  # (no pre-emption on this path: the running requests and the tick's admissions)
@@ -946,6 +975,8 @@ def run_ticks(engine: Engine):
             d += 1
         elif not chunks and not admit:
             if not idle_now:
+                if saved_phase is not None:  # (the general loop chooses this tick again)
+                    sched.phase.restore(saved_phase)
                 break  # nothing to run: idle gaps and the end of the run are the general loop's
             until = engine.idle_end_s(min(next_arrival_s, release_s))  # (a prefill instance between requests: the idle step's end)
             if until is None:
@@ -1052,6 +1083,9 @@ def run_ticks(engine: Engine):
         if done:
             for r in done:
                 del running[r]
+            if release is not None:  # (closed loop: the finished requests' clients send their next ones)
+                release(t_end, len(done), think_s)
+                next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
         if handing:
             if runs_on:  # (no release of their KV before its bound: the run goes on to it at most)
                 bound = engine.release_bound_s

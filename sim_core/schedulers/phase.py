@@ -104,6 +104,16 @@ class TimeSlice:
         self.in_prefill = in_prefill
         return _PREFILL if in_prefill else _DECODE
 
+    # `choose` is not idempotent: a switch for lack of work may start a phase still out of credit (an overrun longer
+    # than its slice), and a second call at the same tick switches again. A caller that asks and then leaves the tick
+    # to another planner (the fast path's hand-back, fastpath.run_ticks) puts the state back, so that the tick's
+    # choice is made once.
+    def state(self) -> tuple[float, float, bool]:
+        return self._credit_s[True], self._credit_s[False], self.in_prefill
+
+    def restore(self, state: tuple[float, float, bool]) -> None:
+        self._credit_s[True], self._credit_s[False], self.in_prefill = state
+
     def _switch(self, in_prefill: bool) -> bool:
         """The other phase starts: returns it. Its credit carries an overrun (negative credit) but never
         banks unused time from an idle phase."""

@@ -273,6 +273,80 @@ def test_parallel_samples_on_the_scalar_core_equal_tick_by_tick(scenario, n, var
         assert on.summary.num_preemptions > 0
 
 
+CLOSED_LOOP_VARIANTS = ("think 0", "think time", "kv pressure", "prefix cache", "samples")
+
+
+def closed_loop_config(scenario: str, variant: str):
+    """Engine preset `scenario` in a closed loop (each completion sends its client's next request: `Engine._finish`,
+    `SimState.release_closed_loop`) with the batch log on: clients that send again at once (think time 0: a request
+    released at a tick's end may join the next tick) or after a think time; under KV pressure (pre-emption); with the
+    prefix cache under that pressure; with 2 samples per request. None where the preset does
+    not take the variant (as `samples_config`)."""
+    over = dict(seed=len(variant), workload__num_requests=150, workload__arrival__process="closed_loop",
+                workload__arrival__num_clients=24, workload__arrival__think_time_s=0.0, limits__num_recorded_batches=2000)
+    if variant == "think time":
+        over.update(workload__arrival__num_clients=48, workload__arrival__think_time_s=0.05)
+    if variant == "prefix cache":  # (shared system prompts need open loop: the cache's bookkeeping without them)
+        over.update(kv_cache__enable_prefix_caching=True)
+    if variant == "samples":
+        over.update(workload__num_samples=2, workload__arrival__think_time_s=0.01)
+    try:
+        cfg = make_config(scenario, **over)
+        if variant in ("kv pressure", "prefix cache"):
+            cfg = _with_kv_room(cfg, 2.0)
+        plan_memory(cfg)
+    except (PresetError, MemoryPlanError, ValueError):
+        return None
+    return cfg
+
+
+CLOSED_LOOP_CASES = [(scenario, variant) for scenario in ENGINE_SCENARIOS for variant in CLOSED_LOOP_VARIANTS
+                     if closed_loop_config(scenario, variant) is not None]  # fmt: skip
+
+
+def test_the_closed_loop_cases_cover_every_preset_and_variant():
+    assert {c[0] for c in CLOSED_LOOP_CASES} == set(ENGINE_SCENARIOS)
+    assert {c[1] for c in CLOSED_LOOP_CASES} == set(CLOSED_LOOP_VARIANTS)
+
+
+@pytest.mark.parametrize("scenario,variant", CLOSED_LOOP_CASES)
+def test_closed_loops_on_the_scalar_core_equal_tick_by_tick(scenario, variant, monkeypatch):
+    """Closed loops (issue 11): the scalar core releases each finished request's client at the tick's end as
+    `Engine._finish` does and reads the next arrival again, so every output is the tick-by-tick one, and it runs most
+    ticks wherever the preset runs on it (the test fails if closed loops silently leave it)."""
+    from sim_core import fastpath
+    from sim_core.engine import Engine
+
+    cfg = closed_loop_config(scenario, variant)
+    fast = count_fast_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    if fastpath.eligible(Engine(cfg)) and not (variant == "prefix cache" and scenario in PREFIX_ON_THE_GENERAL_PATH):
+        # (most ticks; a third with the prefix cache under KV pressure, where chunks that must shrink to the free
+        # blocks are the scheduler's: Sarathi-Serve's 2,048-token chunks, 48 %)
+        assert fast[0] > on.timeline.num_ticks // (3 if variant == "prefix cache" else 2)
+    if variant == "kv pressure" and scenario in PREEMPTS_UNDER_KV_PRESSURE:
+        assert on.summary.num_preemptions > 0
+
+
+def test_the_decode_first_and_prefill_first_presets_run_closed_loops_on_the_scalar_core():
+    from sim_core import fastpath
+    from sim_core.engine import Engine
+
+    for scenario in ("engine-vllm-v1", "engine-sarathi-serve", "engine-vllm-v0", "engine-sglang", "engine-article-time-slice"):
+        assert fastpath.eligible(Engine(closed_loop_config(scenario, "think 0")))
+
+
+def test_a_time_slice_tick_handed_back_is_chosen_once():
+    """The time-slice controller's choice is not idempotent (a switch for lack of work may start a phase still out of
+    credit); the scalar core puts its state back when it hands a tick to the scheduler, which chooses it again (a closed
+    loop under KV pressure whose decode phase overran by more than a slice, then a pre-emption)."""
+    cfg = make_config("engine-article-time-slice", seed=64, workload__num_requests=150, workload__arrival__process="closed_loop",
+                      workload__arrival__num_clients=64, workload__arrival__think_time_s=0.05)  # fmt: skip
+    on, off = run_both(_with_kv_room(cfg, 2.0))
+    assert_same_result(on, off)
+
+
 def test_suspended_prefills_take_the_same_ticks():
     """Smart pre-emption suspends long prefills while many decode (decode-only ticks with prefills
     pending): the scalar core asks the same rule as the scheduler, tick for tick."""
