@@ -48,9 +48,9 @@ A closed loop of clients (`workload.arrival.process = "closed_loop"`) runs here:
 advance, but each is written when a request finishes. At the end of a tick in which requests finish, the loop makes
 `Engine._finish`'s own release (`SimState.release_closed_loop`: the tick's end, the count) and reads the next
 arrival again (`st.arrival_s`, which it views), so a request sent at that end (think time 0) may join the next tick,
-as in a general step. Releases only write arrival times the run has not read (ids at or past `st.next_release`),
-and the run ends neither at a completion nor at a release (issue 11: the default preset's closed loop of 32 clients,
-40 -> 2.6 us of CPU per tick; docs/performance.md). A phase controller whose choice is not idempotent (TimeSlice: a
+as in a general step. A release writes only arrival times still to come (ids at or past `st.next_release`, none
+before the run's next arrival), and the run ends neither at a completion nor at a release (issue 11: the default preset's closed loop of 32 clients,
+19 -> 2.4 us of CPU per tick; docs/performance.md). A phase controller whose choice is not idempotent (TimeSlice: a
 switch may start a phase still out of credit) has its state put back when a tick it chose is handed back, so that
 the scheduler's choice of that tick is the only one (`TimeSlice.state`).
 """
