@@ -25,16 +25,25 @@ def runs() -> list[tuple[str, object]]:
     return out + [(f"bench {name}", make) for name, make in scenarios(quick=True).items()]
 
 
-def main() -> None:
+def print_digests(named_runs: list[tuple[str, object]], check=None) -> None:
+    """One line per run (name, ticks, digest of every result column), then the TOTAL over them. Each run is a config
+    or a function making one; `check(result, cfg)`, if given, is called on each (e.g. against its tick-by-tick run)."""
     total = hashlib.sha256()
-    for name, make in runs():
-        res = run_simulation(make())
+    for name, make in named_runs:
+        cfg = make() if callable(make) else make
+        res = run_simulation(cfg)
+        if check is not None:
+            check(res, cfg)
         m = hashlib.sha256()
         _update(res, m)
         digest = m.hexdigest()[:16]
         total.update(digest.encode())
         print(f"{name:60s} {res.timeline.num_ticks:>9,} {digest}", flush=True)
     print("TOTAL", total.hexdigest()[:16])
+
+
+def main() -> None:
+    print_digests(runs())
 
 
 if __name__ == "__main__":

@@ -9,12 +9,11 @@ on the scalar core); `--check` also holds each run to its tick-by-tick run (`lim
 
 from __future__ import annotations
 
-import hashlib
 import sys
 
 sys.path.insert(0, ".")  # (cluster_digest's hash of a result, and the tests' config builders)
 
-from scripts.cluster_digest import _update  # noqa: E402
+from scripts.engine_digest import print_digests  # noqa: E402
 from sim_core.bench import engine_config  # noqa: E402
 from sim_core.costmodel import MemoryPlanError, plan_memory  # noqa: E402
 from sim_core.engine import run_simulation  # noqa: E402
@@ -56,18 +55,10 @@ def runs() -> list[tuple[str, object]]:
 
 
 def main() -> None:
-    check = "--check" in sys.argv[1:]
-    total = hashlib.sha256()
-    for name, cfg in runs():
-        res = run_simulation(cfg)
-        if check:
-            assert_same_result(res, run_simulation(with_value(cfg, "limits.coalesce_ticks", False)))
-        m = hashlib.sha256()
-        _update(res, m)
-        digest = m.hexdigest()[:16]
-        total.update(digest.encode())
-        print(f"{name:60s} {res.timeline.num_ticks:>9,} {digest}", flush=True)
-    print("TOTAL", total.hexdigest()[:16])
+    def tick_by_tick(res, cfg) -> None:
+        assert_same_result(res, run_simulation(with_value(cfg, "limits.coalesce_ticks", False)))
+
+    print_digests(runs(), tick_by_tick if "--check" in sys.argv[1:] else None)
 
 
 if __name__ == "__main__":
