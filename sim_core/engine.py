@@ -1085,15 +1085,14 @@ class Engine:
         decode_tokens, rows, v_pairs, _ = verify_aggregates(width, num_alive, dec_ctx)  # (k,) each
         pairs = n * (dec_ctx + num_alive) + v_pairs - (dec_ctx + num_alive)
         samples = n * num_alive + rows - num_alive
-        if k_run <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost functions are cheaper than arrays
-            tick_scalar, draft_s = self.cost._tick_scalar, spec.draft_s
+        if k_run <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
+            tick_scalar = self.cost._tick_scalar
             priced = [tick_scalar(t, m, p, n * c, n * b, 0.0) for t, m, p, c, b in
                       zip(decode_tokens.tolist(), samples.tolist(), pairs.tolist(), dec_ctx.tolist(), num_alive.tolist())]  # fmt: skip
-            draft = np.array([draft_s(b, c) for b, c in zip(num_alive.tolist(), dec_ctx.tolist())])
             dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
         else:
-            draft = spec.draft_s(num_alive, dec_ctx)  # (k,)
             dur, flops, nbytes, is_comp = self.cost.tick(decode_tokens, samples, pairs, n * dec_ctx, n * num_alive, 0.0)
+        draft = spec.draft_s(num_alive, dec_ctx)  # (k,)
         dur = dur + draft
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
@@ -1180,37 +1179,39 @@ class Engine:
 
         Returns (gained (B, k), ticks each decoder runs (B,) (its finishing tick + 1, or k), decoders (k,), verify
         width (k,) of each tick), k <= k_max. The draws are only looked at (`Speculator.upcoming`)."""
-        B = remaining.size
+        B, k_draft = remaining.size, self.spec.k
         lead = self.spec.upcoming(k_max * B)  # enough for k_max ticks of the whole batch
-        gained = np.zeros((B, k_max), dtype=np.int64)
-        steps = np.full(B, k_max, dtype=np.int64)
-        num_alive = np.empty(k_max, dtype=np.int64)
-        width = np.empty(k_max, dtype=np.int64)
-        running, left = np.arange(B), remaining.copy()  # positions in the batch still decoding; their tokens left
+        segments = []  # (decoders: positions in the batch, their uncapped gains (ticks, decoders), verify width)
+        running, left = np.arange(B), remaining  # the decoders still running, and their tokens left
         t = used = 0  # ticks walked; sequence-steps they took
         while t < k_max and running.size:
             b = running.size
             w = self.sched.verify_width(b)  # (fewer decoders: never narrower)
-            span = k_max - t
-            g = 1 + np.minimum(lead[used : used + span * b].reshape(span, b), w - 1)  # (span, b) tick-major, batch order
+            span = min(k_max - t, int(left.min()))  # (a tick emits >= 1 token: someone finishes by then)
+            g = lead[used : used + span * b].reshape(span, b)  # (span, b) tick-major, batch order
+            g = 1 + (g if w > k_draft else np.minimum(g, w - 1))  # (drafts cut to the budget: fewer to accept)
             emitted = np.cumsum(g, axis=0)
-            finished = emitted >= left[running]  # (span, b), monotone down each column
-            any_by_tick = finished.any(axis=1)
-            e = int(any_by_tick.argmax()) + 1 if any_by_tick[-1] else span  # ticks to the first completion, inclusive
-            gained[running, t : t + e] = g[:e].T
-            num_alive[t : t + e], width[t : t + e] = b, w
+            ticks_before = (emitted < left).sum(axis=0)  # (b,) ticks each runs before its finishing one (or span)
+            first = int(ticks_before.min())  # the first completion's tick in the segment (span: none)
+            e = min(first + 1, span)
+            segments.append((running, g[:e], w))
             t, used = t + e, used + e * b
-            if not any_by_tick[-1]:
+            if first == span or not shrink_ok:
                 break
-            ending = finished[e - 1]  # (b,) those that finish in tick t - 1
-            last = running[ending]
-            gained[last, t - 1] = (left[running] - (emitted[e - 1] - g[e - 1]))[ending]  # the last token caps the gain
-            steps[last] = t
-            left[running] -= emitted[e - 1]
-            running = running[~ending]
-            if not shrink_ok:
-                break
-        return gained[:, :t], np.minimum(steps, t), num_alive[:t], width[:t]
+            going = ticks_before > first
+            left, running = (left - emitted[first])[going], running[going]
+        gained = np.zeros((B, t), dtype=np.int64)
+        at = 0
+        for dec, g, _ in segments:
+            gained[dec, at : at + g.shape[0]] = g.T
+            at += g.shape[0]
+        lengths = [g.shape[0] for _, g, _ in segments]
+        num_alive = np.repeat([dec.size for dec, _, _ in segments], lengths)
+        width = np.repeat([w for _, _, w in segments], lengths)
+        steps = np.count_nonzero(gained, axis=1)  # (every tick run emits >= 1)
+        # the last token caps the gain of a finishing tick: a finished decoder's gains passed its remainder by the rest
+        gained[np.arange(B), steps - 1] -= np.maximum(gained.sum(axis=1) - remaining, 0)
+        return gained, steps, num_alive, width
 
     def _fallback(self, plan: StepPlan, planned: bool) -> bool:
         if planned:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone

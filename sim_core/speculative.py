@@ -25,6 +25,12 @@ from sim_core.costmodel import CostModel
 from sim_core.types import IntArray
 
 SEED_SALT = 0x5BEC  # separates the acceptance stream from the workload's
+# A run's draft steps up to this many are priced one by one in Python floats: one array call for all of them costs
+# about as much as ~40 scalar steps (measured: ~40 us against ~0.9 us a step)
+SCALAR_DRAFT_STEPS = 40
+# Sequence-steps drawn at least per draw (`Speculator.upcoming`): the stream is the same however it is cut, and a
+# single tick's few decoders would otherwise pay the generator's and NumPy's call overheads every tick
+DRAW_AHEAD_STEPS = 1024
 
 
 def verify_aggregates(width: int, num_seqs: int, context_tokens: int) -> tuple[int, int, int, int]:
@@ -80,8 +86,10 @@ class Speculator:
     def log_emitted(self, first_tick: int, tokens_by_tick) -> None:
         """Tokens emitted by the decodes of ticks first_tick, first_tick + 1, ... (one int or an array of ticks)."""
         if isinstance(tokens_by_tick, np.ndarray):
-            ticks = np.arange(first_tick, first_tick + tokens_by_tick.size, dtype=np.int64)
-            self.emitted_marks.extend(np.column_stack([ticks, tokens_by_tick.astype(np.int64)]).ravel().tolist())
+            marks = np.empty(2 * tokens_by_tick.size, dtype=np.int64)
+            marks[0::2] = np.arange(first_tick, first_tick + tokens_by_tick.size)
+            marks[1::2] = tokens_by_tick
+            self.emitted_marks.frombytes(marks.tobytes())
         else:
             self.emitted_marks.extend((first_tick, int(tokens_by_tick)))
 
@@ -99,8 +107,8 @@ class Speculator:
         """Leading accepted draft tokens (of k) of the next `num_steps` sequence-steps, in stream order, without using
         them (read only). Cut to d drafts, a step accepts min(this, d): its first d comparisons are the same."""
         more = num_steps - self._ahead.size
-        if more > 0:  # draw k uniforms per sequence-step, as `accepted` always has
-            ok = self.rng.random((more, self.k)) < self.alpha[None, :]
+        if more > 0:  # draw k uniforms per sequence-step, as `accepted` always has; a batch of steps at a time
+            ok = self.rng.random((max(more, DRAW_AHEAD_STEPS), self.k)) < self.alpha[None, :]
             self._ahead = np.concatenate((self._ahead, np.cumprod(ok, axis=1).sum(axis=1)))
         return self._ahead[:num_steps]
 
@@ -116,20 +124,29 @@ class Speculator:
         self.use(num_seqs)
         return lead if num_drafts is None or num_drafts >= self.k else np.minimum(lead, num_drafts)
 
-    def draft_s(self, num_seqs: int, context_tokens):
+    def draft_s(self, num_seqs, context_tokens):
         """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence).
-        `num_seqs` and `context_tokens` may be arrays of ticks (a coalesced run): the same operations elementwise.
-        A tick whose drafts are cut to the token budget (`Scheduler.verify_width`) still pays all k: vLLM V1's
-        proposer drafts k tokens after the previous step's sampling (GPUModelRunner.propose_draft_token_ids),
-        before Scheduler.schedule trims them to the budget."""
-        if isinstance(context_tokens, np.ndarray):  # (a run's ticks all have decoders)
-            total = sum(_busy_decode_s(self._draft_cost, num_seqs, context_tokens + j * num_seqs, self._empty_s)
-                        for j in range(self.k))  # fmt: skip
-            return self._fraction * total
+        `num_seqs` and `context_tokens` may be arrays of ticks (a coalesced run's, each with decoders): the same
+        operations elementwise. A tick whose drafts are cut to the token budget (`Scheduler.verify_width`) still pays
+        all k: vLLM V1's proposer drafts k tokens after the previous step's sampling
+        (GPUModelRunner.propose_draft_token_ids), before Scheduler.schedule trims them to the budget."""
+        if not isinstance(context_tokens, np.ndarray):
+            return self._tick_draft_s(num_seqs, context_tokens)
+        if context_tokens.size * self.k <= SCALAR_DRAFT_STEPS:
+            return np.array([self._tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
+        # all steps of all ticks in one array call, summed per tick in step order from 0 as `_tick_draft_s` sums them
+        b = np.asarray(num_seqs)[:, None]
+        ctx = context_tokens[:, None] + np.arange(self.k) * b  # (ticks, k) step j's context
+        busy = _busy_decode_s(self._draft_cost, np.repeat(b, self.k), ctx.ravel(), self._empty_s).reshape(ctx.shape)
+        total = 0
+        for j in range(self.k):
+            total = total + busy[:, j]
+        return self._fraction * total
+
+    def _tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
+        """`draft_s` of one tick, one step at a time through the scalar cost function (bit for bit its array path)."""
         if num_seqs == 0 or self._fraction == 0:
             return 0.0
-        # One step at a time through the scalar cost function (a tick's k steps: NumPy would cost more than it saves),
-        # summed in step order from 0 as `sum` over the steps did: the same floating-point operations
         tick_scalar, b, c, empty_s = self._draft_cost._tick_scalar, int(num_seqs), int(context_tokens), self._empty_s
         total = 0
         for j in range(self.k):
