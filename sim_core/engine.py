@@ -701,12 +701,14 @@ class Engine:
             for r, ci, mi in zip(pre, c, m):
                 computed[r] = ci + mi
         if gained is not None:  # accepted draft tokens: their KV is kept and they are emitted this tick
-            st.computed[dec] += gained - 1
-            st.emitted[dec] += gained - 1
+            accepted = gained - 1
+            st.computed[dec] += accepted
+            st.emitted[dec] += accepted
+            num_emitted = int(gained.sum())
             self.spec.num_steps += D
-            self.spec.num_emitted += int(gained.sum())
+            self.spec.num_emitted += num_emitted
             self.spec.draft_time_s += draft_s
-            self.spec.log_emitted(rec.num_ticks, int(gained.sum()))  # (this tick's row is recorded below)
+            self.spec.log_emitted(rec.num_ticks, num_emitted)  # (this tick's row is recorded below)
         if D:  # every decoder has emitted before: one gap each (but those with no token yet: their first token)
             gaps = t_end - st.last_token_s[dec]
             has_gap = self._decode_first_tokens(dec, gaps, t_end) if self.tokenless else None
@@ -755,7 +757,7 @@ class Engine:
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
         # (the phase controllers count decode throughput in tokens emitted: a verify pass's, not the positions it priced)
-        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else int(gained.sum()))
+        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else num_emitted)
         st.now_s = t_end
 
     def _decode_first_tokens(self, dec: np.ndarray, gaps: np.ndarray, t_end: float) -> np.ndarray | None:
