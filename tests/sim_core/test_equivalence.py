@@ -177,16 +177,17 @@ def test_every_engine_preset_with_speculation_equals_tick_by_tick(scenario):
 
 SPEC_SHRINKING = {
     # light traffic: nothing waits, so a finished decoder just leaves the run's batch
-    "light": dict(base="chat-h100-llama8b", workload__num_requests=80, workload__arrival__rate_per_s=4.0),
+    "light": {"base": "chat-h100-llama8b", "workload__num_requests": 80, "workload__arrival__rate_per_s": 4.0},
     # a draft model, and a static batch that decodes until its longest request is done
-    "draft model": dict(base="chat-h100-llama8b", workload__num_requests=60, workload__arrival__rate_per_s=4.0, draft="model"),
-    "static batch": dict(base="engine-fastertransformer", workload__num_requests=40),
+    "draft model": {"base": "chat-h100-llama8b", "workload__num_requests": 60, "workload__arrival__rate_per_s": 4.0,
+                    "draft": "model"},
+    "static batch": {"base": "engine-fastertransformer", "workload__num_requests": 40},
     # all at t = 0, k = 8 and a 600-token budget: past 66 decoders each verifies fewer than 1 + k positions (drafts
     # cut; the remainder admits more), and the width grows back as finished decoders leave within a run
-    "drafts cut": dict(base="spec-decode-offline-h200-llama8b", workload__num_requests=160, k=8,
-                       workload__prompt_tokens={"dist": "uniform", "mean": 8, "min": 1, "max": 16},
-                       workload__output_tokens={"dist": "uniform", "mean": 120, "min": 40, "max": 200},
-                       scheduler__max_num_seqs=256, scheduler__max_num_batched_tokens=600),
+    "drafts cut": {"base": "spec-decode-offline-h200-llama8b", "workload__num_requests": 160, "k": 8,
+                   "workload__prompt_tokens": {"dist": "uniform", "mean": 8, "min": 1, "max": 16},
+                   "workload__output_tokens": {"dist": "uniform", "mean": 120, "min": 40, "max": 200},
+                   "scheduler__max_num_seqs": 256, "scheduler__max_num_batched_tokens": 600},
 }
 
 
