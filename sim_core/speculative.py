@@ -119,7 +119,8 @@ class Speculator:
     def accepted(self, num_seqs: int, num_drafts: int | None = None) -> IntArray:
         """Leading accepted draft tokens for each sequence, (num_seqs,) in [0, num_drafts]: of a draft cut to
         `num_drafts` tokens (default k; `Scheduler.verify_width`). Draws k uniforms per sequence whatever the cut, so
-        the stream's position depends only on the sequence-steps drawn (a coalesced run draws many ticks at once)."""
+        the stream's position depends only on the sequence-steps drawn (a coalesced run looks at many ticks' steps
+        at once, `upcoming`, and uses those of the ticks it ran, `use`)."""
         lead = self.upcoming(num_seqs)
         self.use(num_seqs)
         return lead if num_drafts is None or num_drafts >= self.k else np.minimum(lead, num_drafts)
