@@ -701,12 +701,14 @@ class Engine:
             for r, ci, mi in zip(pre, c, m):
                 computed[r] = ci + mi
         if gained is not None:  # accepted draft tokens: their KV is kept and they are emitted this tick
-            st.computed[dec] += gained - 1
-            st.emitted[dec] += gained - 1
+            accepted = gained - 1
+            st.computed[dec] += accepted
+            st.emitted[dec] += accepted
+            num_emitted = int(gained.sum())
             self.spec.num_steps += D
-            self.spec.num_emitted += int(gained.sum())
+            self.spec.num_emitted += num_emitted
             self.spec.draft_time_s += draft_s
-            self.spec.log_emitted(rec.num_ticks, int(gained.sum()))  # (this tick's row is recorded below)
+            self.spec.log_emitted(rec.num_ticks, num_emitted)  # (this tick's row is recorded below)
         if D:  # every decoder has emitted before: one gap each (but those with no token yet: their first token)
             gaps = t_end - st.last_token_s[dec]
             has_gap = self._decode_first_tokens(dec, gaps, t_end) if self.tokenless else None
@@ -755,7 +757,7 @@ class Engine:
                   int(is_comp), plan.preempted_idx.size + plan.swapped_out_idx.size, plan.swap_blocks,
                   self.sched.batch_cap))  # fmt: skip
         # (the phase controllers count decode throughput in tokens emitted: a verify pass's, not the positions it priced)
-        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else int(gained.sum()))
+        self.sched.observe(t_end, dur, prefill_tokens, decode_tokens if gained is None else num_emitted)
         st.now_s = t_end
 
     def _decode_first_tokens(self, dec: np.ndarray, gaps: np.ndarray, t_end: float) -> np.ndarray | None:
@@ -1032,16 +1034,21 @@ class Engine:
         self._run_prices_bytes += size
 
     def _advance_spec_run(self, plan: StepPlan, planned: bool) -> bool:
-        """`_advance_run` with speculative decoding: repeat the all-decode plan up to (and including)
-        the first completion. Bit-identical to `_advance_tick` per tick.
+        """`_advance_run` with speculative decoding: repeat the all-decode plan while the scheduler
+        would plan it again, past completions when a finished request just leaves the batch (the same
+        rule as `_advance_run`'s), else up to (and including) the first completion. Bit-identical to
+        `_advance_tick` per tick.
 
-        NOTE: tick j of the run draws the same acceptances as tick-by-tick stepping would: the draws
-        are one stream of uniforms consumed B x k per tick, so the run draws k_max ticks' worth at
-        once, finds where the run must stop (a completion, the next event, a block shortage, the
-        scheduler's per-tick rules), then rewinds the generator and consumes exactly the ticks it
-        ran. A decoder's context before tick j is its context before the run plus what it emitted
-        in the run's earlier ticks; its blocks are those for that context plus the k+1 verified
-        positions and the draft's k lookahead slots (`Scheduler.decode_slots`), never fewer than it holds.
+        NOTE: tick j of the run uses the acceptance draws tick-by-tick stepping would: the draws are
+        one stream of uniforms consumed num_decodes x k per tick, in batch order. The run looks ahead
+        at the stream (`Speculator.upcoming`, k_max x B sequence-steps: enough for any k_max ticks),
+        walks it tick by tick in segments between completions (`_spec_run_gains`: a segment's
+        decoders take the next B_s steps of each of its ticks), finds where the run must stop (the
+        next event, a block shortage, the scheduler's per-tick rules), then uses exactly the steps of
+        the ticks it ran (`Speculator.use`). A decoder's context before tick j is its context before
+        the run plus what it emitted in the run's earlier ticks; its blocks are those for that context
+        plus the k+1 verified positions and the draft's k lookahead slots (`Scheduler.decode_slots`),
+        never fewer than it holds.
         """
         st, kv, n, lim, sched, spec, rec = self.st, self.kv, self.n, self.cfg.limits, self.sched, self.spec, self.rec
         idx = plan.req_idx
@@ -1050,103 +1057,163 @@ class Engine:
         remaining = st.output[idx] - st.emitted[idx]  # (B,) tokens left (>= 1)
         num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
         num_idle = st.running.size - B
-        cap_full = st.running.size >= sched.batch_cap  # the batch never shrinks before the run's last tick
+        # A finished decoder just leaves the batch when nothing could take its place (`_advance_run`'s rule)
+        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
+            sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
+        )
+        cap_full = not shrink_ok and st.running.size >= sched.batch_cap  # full, and no shrinking before the last tick
         arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
-        k_max = min(int(remaining.min()), self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
+        # (every tick emits at least a token per decoder: no run outlasts the longest remainder, or the shortest)
+        k_max = int(remaining.max()) if shrink_ok else int(remaining.min())
+        k_max = min(k_max, self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
         nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
-        if np.isfinite(nxt):  # price only about as many ticks as fit before the next event (a plain step is shorter)
+        if nxt < math.inf:  # price only about as many ticks as fit before the next event
             c0 = int(ctx0.sum())
-            first_s = self.cost.tick(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]
+            first_s = self.cost._tick_scalar(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]  # a plain decode tick
+            if st.now_s + first_s >= nxt:  # tick 0 verifies more and drafts: tick 1 starts at or after the event
+                return self._fallback(plan, planned)
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
             return self._fallback(plan, planned)
-        width = sched.verify_width(B)  # positions each decoder verifies in every tick of the run (B is fixed)
-        rng_state = spec.rng.bit_generator.state
-        gained = 1 + spec.accepted(k_max * B, width - 1).reshape(k_max, B).T  # (B, k) tick j's draws: rows j*B..j*B+B-1
-        emitted_after = np.cumsum(gained, axis=1)  # (B, k) tokens emitted in the run by the end of tick j
-        finished = emitted_after >= remaining[:, None]
-        first_done = np.where(finished.any(axis=1), finished.argmax(axis=1), k_max)  # (B,) tick each one finishes
-        k_max = min(k_max, int(first_done.min()) + 1)
-        if k_max <= 1:  # a decoder finishes in the first tick: a single tick (which draws again)
-            spec.rng.bit_generator.state = rng_state
+        gained, steps, num_alive, width = self._spec_run_gains(remaining, k_max, shrink_ok)
+        k_run = num_alive.size
+        if k_run <= 1:  # a single tick (the draws it looked at are drawn again there)
             return self._fallback(plan, planned)
-        emitted_before = emitted_after[:, :k_max] - gained[:, :k_max]
-        gained = np.minimum(gained[:, :k_max], remaining[:, None] - emitted_before)  # the last token caps the gain
-        ctx = ctx0[:, None] + emitted_before  # (B, k) context before tick j
-        dec_ctx = ctx.sum(axis=0)  # (k,)
+        # who decodes in tick j (None: everyone, in every tick), and each decoder's context before it
+        alive = None if int(steps.min()) >= k_run else np.arange(k_run)[None, :] < steps[:, None]  # (B, k)
+        ctx = ctx0[:, None] + (np.cumsum(gained, axis=1) - gained)  # (B, k)
+        dec_ctx = ctx.sum(axis=0) if alive is None else (ctx * alive).sum(axis=0)  # (k,)
         # _advance_tick's aggregates for an all-decode tick, then the verify pass replaces the plain decode
-        tokens, rows, v_pairs, _ = verify_aggregates(width, B, dec_ctx)
-        decode_tokens = np.full(k_max, tokens)
-        pairs = n * (dec_ctx + B) + v_pairs - (dec_ctx + B)
-        samples = n * B + rows - B
-        if k_max <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost functions are cheaper than arrays
-            draft = np.array([spec.draft_s(B, c) for c in dec_ctx.tolist()])
-            priced = [self.cost.tick(tokens, samples, p, n * c, n * B, 0.0) for p, c in zip(pairs.tolist(), dec_ctx.tolist())]
+        decode_tokens, rows, v_pairs, _ = verify_aggregates(width, num_alive, dec_ctx)  # (k,) each
+        pairs = n * (dec_ctx + num_alive) + v_pairs - (dec_ctx + num_alive)
+        samples = n * num_alive + rows - num_alive
+        if k_run <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
+            tick_scalar = self.cost._tick_scalar
+            priced = [tick_scalar(t, m, p, n * c, n * b, 0.0) for t, m, p, c, b in
+                      zip(decode_tokens.tolist(), samples.tolist(), pairs.tolist(), dec_ctx.tolist(), num_alive.tolist())]  # fmt: skip
             dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
         else:
-            draft = spec.draft_s(B, dec_ctx)  # (k,)
-            dur, flops, nbytes, is_comp = self.cost.tick(decode_tokens, samples, pairs, n * dec_ctx, np.full(k_max, n * B), 0.0)
+            dur, flops, nbytes, is_comp = self.cost.tick(decode_tokens, samples, pairs, n * dec_ctx, n * num_alive, 0.0)
+        draft = spec.draft_s(num_alive, dec_ctx)  # (k,)
         dur = dur + draft
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
-        k = min(k_max, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)
+        k = min(k_run, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)
         held = kv.held[idx]
         blocks = np.maximum(kv.blocks_for(ctx[:, :k] + sched.decode_slots, None), held[:, None])  # (B, k) during tick j
         other = kv.num_used - int(held.sum())
+        need = other + (blocks.sum(axis=0) if alive is None else (blocks * alive[:, :k]).sum(axis=0))  # (k,)
         limit = kv.num_blocks - (self.prefix.num_evictable if self.prefix is not None else 0)
-        over = np.flatnonzero(other + blocks.sum(axis=0) > limit)
+        over = np.flatnonzero(need > limit)  # (not monotone once completions free blocks)
         if over.size:
             k = min(k, int(over[0]))
-        spec.rng.bit_generator.state = rng_state
         if k <= 1:
             return self._fallback(plan, planned)
         arrived = st.num_arrived_by(starts[:k]) if not arrivals_matter else 0
         caps = np.full(k, sched.batch_cap, dtype=np.int64)
-        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], gained.sum(axis=0)[:k], np.full(k, B),
+        emitted_by_tick = gained.sum(axis=0)  # (k,) tokens the decodes of each tick emit
+        k = sched.repeat_decodes(st, planned, starts[:k], ends[:k], dur[:k], emitted_by_tick[:k], num_alive[:k],
                                  num_waiting0 + arrived, caps)  # fmt: skip
         if k == 0:
             return False
-        spec.accepted(k * B)  # consume exactly the draws of the ticks run
-        gained, blocks = gained[:, :k], blocks[:, :k]
+        num_alive, gained, blocks = num_alive[:k], gained[:, :k], blocks[:, :k]
         starts, ends, dur, caps = starts[:k], ends[:k], dur[:k], caps[:k]
+        spec.use(int(num_alive.sum()))  # the sequence-steps of the ticks run
         total = gained.sum(axis=1)  # (B,)
-        spec.num_steps += B * k
+        spec.num_steps += int(num_alive.sum())
         spec.num_emitted += int(total.sum())
-        spec.log_emitted(rec.num_ticks, gained.sum(axis=0))  # (these k ticks' rows are recorded below)
+        spec.log_emitted(rec.num_ticks, emitted_by_tick[:k])  # (these k ticks' rows are recorded below)
         for d in draft[:k].tolist():  # accumulated tick by tick, as single ticks do
             spec.draft_time_s += d
         gap0 = ends[0] - st.last_token_s[idx]
         step_gaps = np.diff(ends)
-        rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
-        st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
         st.computed[idx] += total
         st.emitted[idx] += total
-        last_end = float(ends[-1])
-        st.last_token_s[idx] = last_end
-        if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick
+        if self.prefix is not None:  # completions (and cache releases) belong to the run's last tick (no shrinking)
             self.prefix.tick_offset = k - 1
-        kv.grow_to(idx, blocks[:, k - 1])
-        used = other + blocks.sum(axis=0)
-        self._note_kv_peak(int(used[-1]))  # (the last tick's, its finishing requests' blocks included)
-        self._finish(idx[st.emitted[idx] >= st.output[idx]], last_end)
+        if alive is None or int(steps.min()) >= k:  # everyone decodes in all k ticks (some finish in the last)
+            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, B)]))
+            st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, step_gaps.max(initial=-np.inf)))
+            last_end = float(ends[-1])
+            kv.grow_to(idx, blocks[:, k - 1])
+            used = other + blocks.sum(axis=0)
+            self._note_kv_peak(int(used[-1]))  # (the last tick's, its finishing requests' blocks included)
+            after = np.full(k, num_idle + B)
+            alive = None
+        else:  # finished decoders left the batch: each ran its first `steps` ticks
+            alive, steps = alive[:, :k], np.minimum(steps, k)
+            rec.itl(np.concatenate([gap0, np.repeat(step_gaps, num_alive[1:])]))  # tick by tick, in batch order
+            prefix_max = np.concatenate(([-np.inf], np.maximum.accumulate(step_gaps)))  # (k,) max gap up to tick j
+            st.max_itl_s[idx] = np.maximum(st.max_itl_s[idx], np.maximum(gap0, prefix_max[steps - 1]))
+            last_end = ends[steps - 1]  # (B,) time of each decoder's last token in the run
+            kv.grow_to(idx, blocks[np.arange(B), steps - 1])
+            # Rows are recorded after each tick's completions, as single ticks are.
+            used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
+            self._note_kv_peak(int((other + (blocks * alive).sum(axis=0)).max()))  # (during each tick: finishing ones in)
+            after = num_idle + np.concatenate((num_alive[1:], [0]))
+        st.last_token_s[idx] = last_end
+        done = st.emitted[idx] >= st.output[idx]
+        self._finish(idx[done], last_end if np.ndim(last_end) == 0 else last_end[done])
         if self.prefix is not None:
             self.prefix.tick_offset = 0
         used[-1] = kv.num_used
-        num_waiting = self._log_run(k, idx, blocks, None, starts, num_waiting0, arrived, arrivals_matter)
-        after = np.full(k, num_idle + B)
         after[-1] = st.running.size
+        num_waiting = self._log_run(k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter)
         rec.ticks(
             {
                 "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
-                "num_decode_tokens": decode_tokens[:k], "num_prefill_seqs": 0, "num_decode_seqs": B,
+                "num_decode_tokens": decode_tokens[:k], "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
                 "num_running": after, "num_waiting": num_waiting, "num_swapped": num_swapped,
                 "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
                 "num_preempted": 0, "swap_blocks": 0, "batch_cap": caps,
             },
             k,
         )  # fmt: skip
-        st.now_s = last_end
+        st.now_s = float(ends[-1])
         return True
+
+    def _spec_run_gains(self, remaining: np.ndarray, k_max: int, shrink_ok: bool) -> tuple:
+        """Tokens each of a run's decoders (`remaining` tokens left each) emits in each of up to `k_max` ticks, from
+        the acceptance draws ahead: tick j takes the next num_alive[j] sequence-steps of the stream, one per decoder
+        still running, in batch order; a decoder's last token caps its gain, and it leaves the batch after that tick.
+        The walk goes in segments between completions (whole arrays per segment) and stops after the first
+        completion unless `shrink_ok`, or when every decoder has finished.
+
+        Returns (gained (B, k), ticks each decoder runs (B,) (its finishing tick + 1, or k), decoders (k,), verify
+        width (k,) of each tick), k <= k_max. The draws are only looked at (`Speculator.upcoming`)."""
+        B, k_draft = remaining.size, self.spec.k
+        lead = self.spec.upcoming(k_max * B)  # enough for k_max ticks of the whole batch
+        segments = []  # (decoders: positions in the batch, their uncapped gains (ticks, decoders), verify width)
+        running, left = np.arange(B), remaining  # the decoders still running, and their tokens left
+        t = used = 0  # ticks walked; sequence-steps they took
+        while t < k_max and running.size:
+            b = running.size
+            w = self.sched.verify_width(b)  # (fewer decoders: never narrower)
+            span = min(k_max - t, int(left.min()))  # (a tick emits >= 1 token: someone finishes by then)
+            g = lead[used : used + span * b].reshape(span, b)  # (span, b) tick-major, batch order
+            g = 1 + (g if w > k_draft else np.minimum(g, w - 1))  # (drafts cut to the budget: fewer to accept)
+            emitted = np.cumsum(g, axis=0)
+            ticks_before = (emitted < left).sum(axis=0)  # (b,) ticks each runs before its finishing one (or span)
+            first = int(ticks_before.min())  # the first completion's tick in the segment (span: none)
+            e = min(first + 1, span)
+            segments.append((running, g[:e], w))
+            t, used = t + e, used + e * b
+            if first == span or not shrink_ok:
+                break
+            going = ticks_before > first
+            left, running = (left - emitted[first])[going], running[going]
+        gained = np.zeros((B, t), dtype=np.int64)
+        at = 0
+        for dec, g, _ in segments:
+            gained[dec, at : at + g.shape[0]] = g.T
+            at += g.shape[0]
+        lengths = [g.shape[0] for _, g, _ in segments]
+        num_alive = np.repeat([dec.size for dec, _, _ in segments], lengths)
+        width = np.repeat([w for _, _, w in segments], lengths)
+        steps = np.count_nonzero(gained, axis=1)  # (every tick run emits >= 1)
+        # the last token caps the gain of a finishing tick: a finished decoder's gains passed its remainder by the rest
+        gained[np.arange(B), steps - 1] -= np.maximum(gained.sum(axis=1) - remaining, 0)
+        return gained, steps, num_alive, width
 
     def _fallback(self, plan: StepPlan, planned: bool) -> bool:
         if planned:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone

@@ -25,6 +25,12 @@ from sim_core.costmodel import CostModel
 from sim_core.types import IntArray
 
 SEED_SALT = 0x5BEC  # separates the acceptance stream from the workload's
+# A run's draft steps up to this many are priced one by one in Python floats: one array call for all of them costs
+# about as much as ~40 scalar steps (measured: ~40 us against ~0.9 us a step)
+SCALAR_DRAFT_STEPS = 40
+# Sequence-steps drawn at least per draw (`Speculator.upcoming`): the stream is the same however it is cut, and a
+# single tick's few decoders would otherwise pay the generator's and NumPy's call overheads every tick
+DRAW_AHEAD_STEPS = 1024
 
 
 def verify_aggregates(width: int, num_seqs: int, context_tokens: int) -> tuple[int, int, int, int]:
@@ -36,15 +42,11 @@ def verify_aggregates(width: int, num_seqs: int, context_tokens: int) -> tuple[i
     return tokens, tokens, pairs, context_tokens
 
 
-def _busy_decode_s(cost: CostModel, num_seqs: int, context_tokens, empty_s: float):
-    """Roofline time of one plain decode step minus the fixed per-tick cost (`empty_s`: the CPU overhead of a
-    tick; the per-sequence overhead is left out by pricing the step with no sequences). `context_tokens` may be an
-    array (one step per entry: a coalesced run's ticks)."""
-    b = int(num_seqs)
-    if isinstance(context_tokens, np.ndarray):
-        return cost.tick(b, b, context_tokens + b, context_tokens, 0)[0] - empty_s  # elementwise, same operations
-    c = int(context_tokens)
-    return float(cost.tick(b, b, c + b, c, 0)[0]) - empty_s
+def _busy_decode_s(cost: CostModel, num_seqs, context_tokens, empty_s: float) -> np.ndarray:
+    """Roofline time of plain decode steps minus the fixed per-tick cost (`empty_s`: the CPU overhead of a tick; the
+    per-sequence overhead is left out by pricing the step with no sequences), elementwise over arrays of batch sizes
+    and contexts (a coalesced run's ticks): the array path of `CostModel.tick`, bit for bit its scalar path."""
+    return cost.tick(num_seqs, num_seqs, context_tokens + num_seqs, context_tokens, 0)[0] - empty_s
 
 
 class Speculator:
@@ -76,12 +78,18 @@ class Speculator:
         # the positions verified (what the roofline prices), so the emitted ones are kept here for the metrics that
         # count output tokens per tick (the steady window's throughput). 16 bytes per decode tick.
         self.emitted_marks = array("q")
+        # Leading accepted drafts (of k) of sequence-steps drawn from `rng` but not yet used, in stream order: a
+        # coalesced run looks ahead at the draws of ticks it may not run (`upcoming`) and uses only those it ran
+        # (`use`), so the stream is consumed B x k uniforms per tick, in order, as tick-by-tick stepping consumes it.
+        self._ahead = np.zeros(0, dtype=np.int64)
 
     def log_emitted(self, first_tick: int, tokens_by_tick) -> None:
         """Tokens emitted by the decodes of ticks first_tick, first_tick + 1, ... (one int or an array of ticks)."""
         if isinstance(tokens_by_tick, np.ndarray):
-            ticks = np.arange(first_tick, first_tick + tokens_by_tick.size, dtype=np.int64)
-            self.emitted_marks.extend(np.column_stack([ticks, tokens_by_tick.astype(np.int64)]).ravel().tolist())
+            marks = np.empty(2 * tokens_by_tick.size, dtype=np.int64)
+            marks[0::2] = np.arange(first_tick, first_tick + tokens_by_tick.size)
+            marks[1::2] = tokens_by_tick
+            self.emitted_marks.frombytes(marks.tobytes())
         else:
             self.emitted_marks.extend((first_tick, int(tokens_by_tick)))
 
@@ -95,24 +103,56 @@ class Speculator:
             out[ticks[shown]] = tokens[shown]
         return out
 
+    def upcoming(self, num_steps: int) -> IntArray:
+        """Leading accepted draft tokens (of k) of the next `num_steps` sequence-steps, in stream order, without using
+        them (read only). Cut to d drafts, a step accepts min(this, d): its first d comparisons are the same."""
+        more = num_steps - self._ahead.size
+        if more > 0:  # draw k uniforms per sequence-step, as `accepted` always has; a batch of steps at a time
+            ok = self.rng.random((max(more, DRAW_AHEAD_STEPS), self.k)) < self.alpha[None, :]
+            self._ahead = np.concatenate((self._ahead, np.cumprod(ok, axis=1).sum(axis=1)))
+        return self._ahead[:num_steps]
+
+    def use(self, num_steps: int) -> None:
+        """The next `num_steps` sequence-steps' draws are used (by a coalesced run, after `upcoming`)."""
+        self._ahead = self._ahead[num_steps:]
+
     def accepted(self, num_seqs: int, num_drafts: int | None = None) -> IntArray:
         """Leading accepted draft tokens for each sequence, (num_seqs,) in [0, num_drafts]: of a draft cut to
         `num_drafts` tokens (default k; `Scheduler.verify_width`). Draws k uniforms per sequence whatever the cut, so
-        the stream's position depends only on the sequence-steps drawn (a coalesced run draws many ticks at once)."""
-        drafts = self.k if num_drafts is None else num_drafts
-        ok = self.rng.random((num_seqs, self.k))[:, :drafts] < self.alpha[None, :drafts]
-        return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)
+        the stream's position depends only on the sequence-steps drawn (a coalesced run looks at many ticks' steps
+        at once, `upcoming`, and uses those of the ticks it ran, `use`)."""
+        lead = self.upcoming(num_seqs)
+        self.use(num_seqs)
+        return lead if num_drafts is None or num_drafts >= self.k else np.minimum(lead, num_drafts)
 
-    def draft_s(self, num_seqs: int, context_tokens):
+    def draft_s(self, num_seqs, context_tokens):
         """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence).
-        `context_tokens` may be an array of ticks (a coalesced run): the same operations elementwise.
-        A tick whose drafts are cut to the token budget (`Scheduler.verify_width`) still pays all k: vLLM V1's
-        proposer drafts k tokens after the previous step's sampling (GPUModelRunner.propose_draft_token_ids),
-        before Scheduler.schedule trims them to the budget."""
+        `num_seqs` and `context_tokens` may be arrays of ticks (a coalesced run's, each with decoders): the same
+        operations elementwise. A tick whose drafts are cut to the token budget (`Scheduler.verify_width`) still pays
+        all k: vLLM V1's proposer drafts k tokens after the previous step's sampling
+        (GPUModelRunner.propose_draft_token_ids), before Scheduler.schedule trims them to the budget."""
+        if not isinstance(context_tokens, np.ndarray):
+            return self._tick_draft_s(num_seqs, context_tokens)
+        if context_tokens.size * self.k <= SCALAR_DRAFT_STEPS:
+            return np.array([self._tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
+        # all steps of all ticks in one array call, summed per tick in step order from 0 as `_tick_draft_s` sums them
+        b = np.asarray(num_seqs)[:, None]
+        ctx = context_tokens[:, None] + np.arange(self.k) * b  # (ticks, k) step j's context
+        busy = _busy_decode_s(self._draft_cost, np.repeat(b, self.k), ctx.ravel(), self._empty_s).reshape(ctx.shape)
+        total = 0
+        for j in range(self.k):
+            total = total + busy[:, j]
+        return self._fraction * total
+
+    def _tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
+        """`draft_s` of one tick, one step at a time through the scalar cost function (bit for bit its array path)."""
         if num_seqs == 0 or self._fraction == 0:
-            return np.zeros(np.shape(context_tokens)) if isinstance(context_tokens, np.ndarray) else 0.0
-        total = sum(_busy_decode_s(self._draft_cost, num_seqs, context_tokens + j * num_seqs, self._empty_s)
-                    for j in range(self.k))  # fmt: skip
+            return 0.0
+        tick_scalar, b, c, empty_s = self._draft_cost._tick_scalar, int(num_seqs), int(context_tokens), self._empty_s
+        total = 0
+        for j in range(self.k):
+            cj = c + j * b
+            total += tick_scalar(b, b, cj + b, cj, 0)[0] - empty_s
         return self._fraction * total
 
     @property

@@ -175,6 +175,51 @@ def test_every_engine_preset_with_speculation_equals_tick_by_tick(scenario):
     assert on.summary.spec_tokens_per_step > 1
 
 
+SPEC_SHRINKING = {
+    # light traffic: nothing waits, so a finished decoder just leaves the run's batch
+    "light": {"base": "chat-h100-llama8b", "workload__num_requests": 80, "workload__arrival__rate_per_s": 4.0},
+    # a draft model, and a static batch that decodes until its longest request is done
+    "draft model": {"base": "chat-h100-llama8b", "workload__num_requests": 60, "workload__arrival__rate_per_s": 4.0,
+                    "draft": "model"},
+    "static batch": {"base": "engine-fastertransformer", "workload__num_requests": 40},
+    # all at t = 0, k = 8 and a 600-token budget: past 66 decoders each verifies fewer than 1 + k positions (drafts
+    # cut; the remainder admits more), and the width grows back as finished decoders leave within a run
+    "drafts cut": {"base": "spec-decode-offline-h200-llama8b", "workload__num_requests": 160, "k": 8,
+                   "workload__prompt_tokens": {"dist": "uniform", "mean": 8, "min": 1, "max": 16},
+                   "workload__output_tokens": {"dist": "uniform", "mean": 120, "min": 40, "max": 200},
+                   "scheduler__max_num_seqs": 256, "scheduler__max_num_batched_tokens": 600},
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPEC_SHRINKING))
+def test_speculative_runs_past_completions_equal_tick_by_tick(case, monkeypatch):
+    """A speculative run goes on past completions when nothing could take the finished decoder's place: the
+    acceptance stream is then taken by fewer decoders a tick (and, drafts cut to the budget, a wider verify), in
+    the order tick-by-tick stepping takes it. Every output equals tick by tick's, and the runs did shrink."""
+    from sim_core.recorder import Recorder
+
+    overrides = dict(SPEC_SHRINKING[case])
+    base, draft, k = overrides.pop("base"), overrides.pop("draft", "head"), overrides.pop("k", 4)
+    cfg = make_config(base, workload__num_samples=1, **overrides,
+                      scheduler__speculative={"enabled": True, "num_draft_tokens": k, "acceptance_rate": 0.6, "draft": draft})  # fmt: skip
+    shrinking, widening = [], []
+    original = Recorder.ticks
+
+    def ticks(rec, cols, n):  # (only coalesced runs record rows in bulk: the scalar core does not run speculation)
+        seqs, tokens = np.broadcast_to(cols["num_decode_seqs"], (n,)), np.broadcast_to(cols["num_decode_tokens"], (n,))
+        shrinking.append(bool((np.diff(seqs) < 0).any()))
+        widening.append(bool((np.diff(tokens // seqs) > 0).any()))
+        return original(rec, cols, n)
+
+    monkeypatch.setattr(Recorder, "ticks", ticks)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert any(shrinking)  # a run went on past a completion
+    if case == "drafts cut":
+        assert any(widening)  # and its verify widened as the batch shrank
+        assert (on.timeline.num_decode_tokens < 9 * on.timeline.num_decode_seqs).any()
+
+
 def test_a_guard_stop_leaves_arrived_requests_waiting():
     """Issue 10 item 6: arrivals admitted on a fast path must read WAITING, as the last tick says."""
     cfg = make_config("chat-h100-llama8b", limits__max_sim_time_s=1.0, workload__arrival__rate_per_s=200.0)

@@ -34,6 +34,32 @@ def test_per_position_table_and_same_seed_same_draws():
         SpeculativeConfig(num_draft_tokens=2, acceptance_by_position=[0.5])
 
 
+def test_looking_ahead_at_the_draws_leaves_the_stream_and_cuts_unchanged():
+    """A coalesced run looks at draws ahead (`upcoming`) and uses only those of the ticks it ran (`use`); single ticks
+    take theirs with `accepted`. However the stream is looked at and cut, each sequence-step accepts what drawing k
+    uniforms for it, in order, gives: the leading draft tokens below their position's acceptance, of the first d."""
+    cfg = spec_cfg(num_draft_tokens=4, acceptance_by_position=[0.9, 0.7, 0.5, 0.3])
+    alpha = np.array(cfg.scheduler.speculative.acceptance)
+    rng = np.random.default_rng([cfg.seed, 0x5BEC])
+
+    def expected(num_seqs, drafts):  # the rule drawn tick by tick: k uniforms per sequence, the first `drafts` compared
+        ok = rng.random((num_seqs, 4))[:, :drafts] < alpha[:drafts]
+        return np.cumprod(ok, axis=1).sum(axis=1)
+
+    spec = Speculator(cfg, CostModel(cfg))
+    assert np.array_equal(spec.accepted(5), expected(5, 4))
+    ahead = spec.upcoming(3000).copy()  # past the first batch drawn ahead
+    assert np.array_equal(spec.upcoming(7), ahead[:7])  # looking again changes nothing
+    spec.use(6)
+    assert np.array_equal(spec.accepted(3, 2), np.minimum(ahead[6:9], 2))
+    expected(6, 4)  # (the six steps used)
+    assert np.array_equal(ahead[6:9], expected(3, 4))
+    assert np.array_equal(spec.accepted(2500, 0), np.zeros(2500))
+    expected(2500, 4)
+    assert np.array_equal(spec.accepted(4000, 3), expected(4000, 3))  # across the end of what was drawn ahead
+    assert spec.upcoming(1).dtype == np.int64
+
+
 def test_verify_of_one_position_is_a_plain_decode():
     assert verify_aggregates(1, 8, 8000) == (8, 8, 8000 + 8, 8000)  # Engine's plain decode aggregates
     tokens, rows, pairs, kv = verify_aggregates(4, 8, 8000)
