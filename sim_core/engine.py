@@ -848,6 +848,25 @@ class Engine:
                         is_decode=np.ones(running.size, dtype=bool), num_decodes=running.size)  # fmt: skip
         return self._advance_run(plan, planned=False)
 
+    def _run_limits(self, remaining: np.ndarray, num_idle: int, num_waiting: int, num_swapped: int) -> tuple[bool, bool, int, float]:
+        """What bounds a run of an all-decode plan whose decoders have `remaining` tokens left (plain or speculative):
+        (shrink_ok: a finished decoder just leaves the batch, nothing could take its place; arrivals_matter: an arrival
+        could be admitted before the run ends; k_max: most ticks; nxt: the next event, s)."""
+        st, sched = self.st, self.sched
+        # Prefix caching (issue 12): a run stops at the first completion and before any eviction, so the
+        # cache's releases and evictions happen at the ticks they would tick by tick.
+        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
+            sched.is_static or (num_waiting == 0 and num_swapped == 0)
+        )
+        # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
+        cap_full = not shrink_ok and st.running.size >= sched.batch_cap
+        arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting > 0))
+        k_max = int(remaining.max()) if shrink_ok else int(remaining.min())
+        k_max = min(k_max, self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // remaining.size, 2))
+        # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
+        nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, self.cfg.limits.max_sim_time_s)
+        return shrink_ok, arrivals_matter, k_max, nxt
+
     def _advance_run(self, plan: StepPlan, planned: bool = True) -> bool:
         """Repeat an all-decode plan for as many ticks as the scheduler would plan it again.
         Bit-identical to calling `_advance_tick` for each: the cost model gets the same integer
@@ -870,26 +889,15 @@ class Engine:
             return self._fallback(plan, planned)  # a decoder's first token (`_decode_first_tokens`): tick by tick
         if self.spec is not None:
             return self._advance_spec_run(plan, planned)
-        st, kv, n, lim, sched = self.st, self.kv, self.n, self.cfg.limits, self.sched
+        st, kv, n, sched = self.st, self.kv, self.n, self.sched
         idx = plan.req_idx
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) ticks until each finishes (>= 1)
         num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
         num_idle = st.running.size - B  # prefills left out of the plan: a freed block could let them run
-        # Prefix caching (issue 12): a run stops at the first completion and before any eviction, so the
-        # cache's releases and evictions happen at the ticks they would tick by tick.
-        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
-            sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
-        )
-        # The batch is full and cannot shrink during the run: nothing that arrives can be admitted.
-        cap_full = not shrink_ok and st.running.size >= sched.batch_cap
-        arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
+        shrink_ok, arrivals_matter, k_max, nxt = self._run_limits(remaining, num_idle, num_waiting0, num_swapped)
         rem_min = int(remaining.min())
-        k_max = int(remaining.max()) if shrink_ok else rem_min
-        k_max = min(k_max, self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
-        # the cluster's horizon (hook) always bounds a run: another engine's hand-off may arrive then
-        nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
         tick_scalar = self.cost._tick_scalar
         S0 = int(ctx0.sum())
         memo = self._run_prices.get((B, S0))  # this batch's run was priced before (one request at a time)
@@ -1050,23 +1058,15 @@ class Engine:
         plus the k+1 verified positions and the draft's k lookahead slots (`Scheduler.decode_slots`),
         never fewer than it holds.
         """
-        st, kv, n, lim, sched, spec, rec = self.st, self.kv, self.n, self.cfg.limits, self.sched, self.spec, self.rec
+        st, kv, n, sched, spec, rec = self.st, self.kv, self.n, self.sched, self.spec, self.rec
         idx = plan.req_idx
         B = idx.size
         ctx0 = st.computed[idx]  # (B,)
         remaining = st.output[idx] - st.emitted[idx]  # (B,) tokens left (>= 1)
         num_waiting0, num_swapped = st.waiting_keys.size, st.swapped_keys.size
         num_idle = st.running.size - B
-        # A finished decoder just leaves the batch when nothing could take its place (`_advance_run`'s rule)
-        shrink_ok = not self.workload.releases_on_finish and num_idle == 0 and self.prefix is None and (
-            sched.is_static or (num_waiting0 == 0 and num_swapped == 0)
-        )
-        cap_full = not shrink_ok and st.running.size >= sched.batch_cap  # full, and no shrinking before the last tick
-        arrivals_matter = not (sched.is_static or cap_full or (sched.is_fcfs and num_waiting0 > 0))
-        # (every tick emits at least a token per decoder: no run outlasts the longest remainder, or the shortest)
-        k_max = int(remaining.max()) if shrink_ok else int(remaining.min())
-        k_max = min(k_max, self.ticks_left(), MAX_RUN_TICKS, max(MAX_RUN_CELLS // B, 2))
-        nxt = min(st.next_arrival_s() if arrivals_matter else math.inf, self.horizon_s, lim.max_sim_time_s)
+        # (every tick emits at least a token per decoder: k_max bounds a speculative run's ticks too)
+        shrink_ok, arrivals_matter, k_max, nxt = self._run_limits(remaining, num_idle, num_waiting0, num_swapped)
         if nxt < math.inf:  # price only about as many ticks as fit before the next event
             c0 = int(ctx0.sum())
             first_s = self.cost._tick_scalar(n * B, n * B, n * (c0 + B), n * c0, n * B)[0]  # a plain decode tick
