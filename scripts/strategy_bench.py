@@ -1,9 +1,10 @@
 """CPU time per tick of strategies that no engine preset draws (issue 11: "fast for every strategy"): n samples per
 request, closed loops, multi-turn sessions and speculative decoding, on the bench's engine scenario
-(`bench.engine_config`, Llama-2-70B TP2 on A100-80GB, 512 requests) for four engine presets, beside the same preset
-without the strategy; best of 5 runs after a warm-up (these machines are shared: compare rows of one run).
+(`bench.engine_config`, Llama-2-70B TP2 on A100-80GB, 512 requests) for six engine presets (four on the scalar
+per-tick core, two on the batch-of-one path), beside the same preset without the strategy; best of 5 runs after a
+warm-up (these machines are shared: compare rows of one run).
 
-    PYTHONPATH=$PWD python scripts/strategy_bench.py [--only samples closed sessions speculative]
+    PYTHONPATH=$PWD python scripts/strategy_bench.py [--only samples closed sessions speculative] [--engines ...]
     (case, ticks, pre-emptions, CPU ms, us per tick, per tick vs the preset without the strategy)
 """
 
@@ -16,7 +17,7 @@ from sim_core.bench import _set, engine_config
 from sim_core.config import SimConfig
 from sim_core.engine import run_simulation
 
-ENGINES = ("vllm-v1", "sarathi-serve", "vllm-v0", "sglang")
+ENGINES = ("vllm-v1", "sarathi-serve", "vllm-v0", "sglang", "exclusive", "article-dynamic-batch")
 NUM_RUNS = 5
 
 
@@ -42,9 +43,10 @@ def best_s(cfg: SimConfig) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES))
+    ap.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     args = ap.parse_args(argv)
     print(f"{'case':48s} {'ticks':>6s} {'preempt':>7s} {'CPU':>9s} {'us/tick':>8s} {'vs plain':>8s}")
-    for engine in ENGINES:
+    for engine in args.engines:
         plain = engine_config(engine)[0]
         plain_s, res = best_s(plain)
         plain_tick = plain_s / res.timeline.num_ticks

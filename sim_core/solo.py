@@ -23,7 +23,14 @@ sequentially from each service's start (`np.add.accumulate`), so results are bit
 (tests/sim_core/test_equivalence.py). Only whole services run here, and only while every guard
 allows them (limits.max_ticks, max_sim_time_s, the budget meter's next check, a cluster's
 horizon); anything else (a swapped or recomputing request, prefix caching, speculative decoding,
-n > 1 samples, closed-loop releases, a KV shortage) is left to the general loop.
+multi-turn sessions, a KV shortage) is left to the general loop.
+
+n samples per request (`workload.num_samples`) decode in lockstep: a decode tick computes n tokens over n
+contexts (`Engine._price_run`) and holds `kv.blocks_for(context, prompt)`'s copy-on-write layout; a fresh
+prompt's prefill is the same tick as with one sample. A closed loop's clients are released as the chain goes:
+at each service's end the chain makes `Engine._finish`'s own call (`SimState.release_closed_loop`: that end,
+one request, the think time) and reads the released arrival time back, so the next service may be one just
+sent (issue 11: both ran ~7x the batch-of-one path's cost per tick on the general loop).
 """
 
 from __future__ import annotations
@@ -58,10 +65,9 @@ def eligible(engine: Engine) -> bool:
         (sched.max_seqs == 1 or cfg.scheduler.dynamic_batch.enabled)
         and sched.phase.is_stateless  # `choose` answers from its arguments (and `observe` keeps nothing)
         and not sched._by_ratio  # (SGLang's admission keeps its ratio as state, advanced tick by tick)
-        and engine.n == 1
         and engine.spec is None
         and engine.prefix is None
-        and not engine.workload.releases_on_finish
+        and engine.workload.next_turn is None  # (a session's next turn goes to SessionState's own queue)
         and not engine.hand_off_prefilled
     )
 
@@ -201,7 +207,7 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     whole = np.array([rules.admit_in_order([pa // span], budget, kv.num_free, sched.watermark_blocks,
                                            lambda i, c, a=pa % span: a, sched.is_chunked, sched.is_static)
                       == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
-    last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_slots, None))
+    last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_slots, prompt))
     fits = (T < 2) | (last_held <= kv.num_free)
     # Tick prices in candidate order (candidate c's ticks at first[c] : first[c] + T[c]).
     ends_at = np.cumsum(T)
@@ -236,6 +242,10 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     end_s = min(lim.max_sim_time_s, engine.horizon_s)  # every tick must start before it
     served, starts, idle_from = [], [], []
     accumulate = np.add.accumulate
+    # Closed loop: a service's end frees its client, who sends the next request after the think time; the chain makes
+    # `Engine._finish`'s own release and reads back the times it wrote (ids from `lo` on are the pending candidates)
+    think_s = engine.workload.closed_loop_think_s
+    lo, beyond = st.next_arrival, st.next_arrival + C - num_waiting0
     while True:
         while nxt < C and arrival[nxt] <= f:
             heapq.heappush(heap, (keys[nxt], nxt))
@@ -272,6 +282,13 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
         idle_from.append(f if gap else math.nan)
         f = float(seg[k - 1])
         rows = r
+        if think_s is not None and st.next_release < st.num_requests:
+            sent = st.next_release
+            st.release_closed_loop(f, 1, think_s)
+            if sent < beyond:  # a candidate: it may be served later in this chain
+                arrival[num_waiting0 + sent - lo] = float(st.arrival_s[sent])
+            elif left_s == math.inf:  # the first request outside the candidates to arrive (ids are sent in order)
+                left_s = float(st.arrival_s[sent])
     if not served:
         return 0, stop
     sv = np.array(served, dtype=np.int64)
@@ -300,7 +317,7 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) 
     is_pre[first] = True
     svc = np.repeat(np.arange(K), T)
     ctx = np.repeat(P - 1, T) + (np.arange(N) - np.repeat(first, T))  # context before a decode tick
-    held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, None))
+    held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, np.repeat(P, T) if engine.n > 1 else None))
     held[first] = adm  # blocks held during each tick (admission's, grown as the context crosses blocks)
     # Requests waiting during each tick: those waiting now and arrivals by its start, less those admitted.
     lo = st.next_arrival

@@ -82,6 +82,50 @@ def test_variants_equal_tick_by_tick(engine, overrides):
     assert_same_result(on, off)
 
 
+# n samples per request and closed loops (issue 11: both ran on the general loop, ~7x this path's cost per tick)
+STRATEGIES = {
+    "n = 2": {"workload__num_samples": 2},
+    "n = 4": {"workload__num_samples": 4},
+    "closed loop, think 0": {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 4,
+                             "workload__arrival__think_time_s": 0.0},
+    "closed loop, think 5 s": {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 2,
+                               "workload__arrival__think_time_s": 5.0},  # idle rows until a client sends again
+    "closed loop of 16, n = 3": {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 16,
+                                 "workload__num_samples": 3},
+}  # fmt: skip
+STRATEGY_VARIANTS = {
+    "as it is": {},
+    "KV for about one long request": {"kv_room": 1.2},
+    "reserved admission": {"scheduler__admission": "reserve"},
+    "contiguous KV": {"kv_cache__layout": "contiguous"},
+    "tick limit mid-service": {"limits__max_ticks": 3_301},
+    "prompts above the token budget": {"scheduler__enable_chunked_prefill": True, "scheduler__max_num_batched_tokens": 400},
+}
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@pytest.mark.parametrize("variant", list(STRATEGY_VARIANTS))
+def test_samples_and_closed_loops_equal_tick_by_tick(engine, strategy, variant):
+    """Each sample's KV in the copy-on-write layout, n tokens per decode tick; a closed loop's next request sent at a
+    service's end (think time 0: it may be the next service) or later (an idle row): identical results, and as it is
+    whole services per step (a few steps for 80 requests, where the general loop takes two or more each)."""
+    cfg, _ = engine_config(engine)
+    base = {"workload__num_requests": 80,
+            "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 1500, "sigma": 0.8},
+            "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
+    overrides = base | STRATEGIES[strategy] | STRATEGY_VARIANTS[variant]
+    room = overrides.pop("kv_room", None)
+    cfg = _with(cfg, **overrides)
+    if room is not None:
+        cfg = _with_kv_room(cfg, room)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    if variant == "as it is":
+        steps, eng = _steps(cfg)
+        assert eng.st.num_finished == 80 and steps <= 20
+
+
 def test_priority_queue_order_equals_tick_by_tick():
     """Exclusive batching with priority order: the head is the smallest key among those arrived when
     the previous service ends (later arrivals overtake earlier ones)."""
