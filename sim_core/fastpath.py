@@ -114,12 +114,17 @@ class _Steps:
         "is_chunked",
         "j",
         "kind",
+        "kv_blocks",
+        "n",
         "need_d",
         "need_of",
         "pc",
         "phase_count",
         "prefilling",
+        "prompt_of",
         "reserve",
+        "samples_admit",
+        "samples_chunks",
         "sched",
         "seqs_left",
         "st",
@@ -147,6 +152,13 @@ class _Steps:
         self.by_ratio, self.sched, self.st, self.finish_at, self.d = False, None, None, None, 0
         self.to_room = False  # ... and with shrink, a running chunk is cut to its room (`Scheduler.chunk_to_room`)
         self.left_total = -1  # the decoders' outputs still to write, in total, when none is past the 4,096 clip; else -1
+        # n > 1 samples with recompute victims (their positions past the prompt count once per sample in the budget, and
+        # their samples' blocks there are their own): a victim waits (`samples_admit`: admission by
+        # `Scheduler.admit_samples`) or one prefills (`samples_chunks`: chunks by `Scheduler.chunk_positions`), set by
+        # the loop as victims are admitted and complete; `n`, `prompt_of` (request -> prompt) and `kv_blocks`
+        # (`BlockManager.blocks_for`) for those steps
+        self.samples_admit = self.samples_chunks = False
+        self.n, self.prompt_of, self.kv_blocks = 1, None, None
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
         # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
@@ -173,6 +185,8 @@ class _Steps:
             if self.pc is not None:
                 self._evict_for_tick()
             return 0
+        if self.samples_chunks:
+            return self._run_chunks_samples(left)
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
             r, = prefilling  # (its key, then its value: ~400 instructions fewer than unpacking `items()`)
             c = prefilling[r]
@@ -216,6 +230,64 @@ class _Steps:
             self._evict_for_tick()
         return tokens
 
+    def _run_chunks_samples(self, left: int) -> int:
+        """`run_chunks` with n > 1 samples while a recompute victim prefills (no prefix cache: `run_ticks`' entry): the
+        chunks in positions from the token budget (`Scheduler.chunk_positions`, `_prefill_chunks`' own), cut to SGLang's
+        room as `Scheduler._cut_to_room` cuts one running prefill; each chunk's new blocks `BlockManager.blocks_for`'s
+        (past the prompt every sample has its own); the budget tokens `rules.chunk_tokens`' (`Scheduler._budget_tokens`)."""
+        pre_items = list(self.prefilling.items())
+        if self.to_room and len(pre_items) > 1:
+            raise _HandBack  # (as `_run_chunks_many`: each cut to the room the others leave, the general path's)
+        targets, prompt_of, n, blocks_for, fixed = self.targets, self.prompt_of, self.n, self.kv_blocks, self.fixed
+        prompts = [prompt_of(r) for r, _ in pre_items]
+        sizes = self.sched.chunk_positions([c for _, c in pre_items], [targets[r] - c for r, c in pre_items], prompts, left)
+        if self.to_room:
+            sizes[0] = rules.cut_to_room(sizes[0], rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
+        chunks = []
+        need_p = tokens = 0
+        for (r, c), ch, p in zip(pre_items, sizes, prompts):
+            if ch > 0:
+                if not fixed:  # (a running prefill holds blocks_for(c, p): `run_ticks`' entry)
+                    need_p += int(blocks_for(c + ch, p)) - int(blocks_for(c, p))
+                tokens += rules.chunk_tokens(n, c, ch, p)
+                chunks.append((r, c, ch))
+        if need_p > self.free:
+            raise _HandBack  # chunks would have to shrink to the free blocks, or pre-empt: the general path's case
+        self.free -= need_p
+        self.chunks = chunks
+        return tokens
+
+    def _admit_samples(self, left: int, num: int) -> tuple[int, int]:
+        """`admit_waiting` with n > 1 samples while a recompute victim waits (no prefix cache: `run_ticks`' entry): the
+        rule over the `num` candidates from the head, `Scheduler.admit_samples` (with SGLang's token test), the blocks
+        `Scheduler.admission_blocks`' (`Scheduler._admit`'s need_of); returns (admitted, budget tokens)."""
+        waiting, head, R, sched, st, fixed = self.waiting, self.head, self.R, self.sched, self.st, self.fixed
+        tokens = None
+        if self.by_ratio:
+            if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
+                return 0, 0
+            tokens = self._token_budget()
+        ids = [w % R for w in waiting[head : head + num]]
+        prompts = list(map(self.prompt_of, ids))
+        need_of = self.need_of if fixed else (lambda i, chunk: int(sched.admission_blocks(st, ids[i], chunk)))
+        taken = sched.admit_samples(list(map(self.target_of, ids)), prompts, left, self.free, need_of, tokens)
+        if tokens is not None:
+            sched.note_token_test(tokens)
+        if not taken:
+            return 0, 0
+        admit = self.admit = []
+        targets, target_of, n = self.targets, self.target_of, self.n
+        free, used = self.free, 0
+        for w, p, (chunk, need) in zip(ids, prompts, taken):
+            admit.append((w, 0, chunk))
+            targets[w] = target_of(w)
+            if fixed:
+                self.held_fixed[w] = need
+            free -= need
+            used += rules.chunk_tokens(n, 0, chunk, p)
+        self.free = free
+        return len(admit), used
+
     def _evict_for_tick(self) -> None:
         """Prefix cache, after the chunk step: the tick's marks (admissions and completions included) are at this
         tick, and with the decoder and chunk blocks taken, cached blocks evict as the block manager would."""
@@ -227,7 +299,8 @@ class _Steps:
     def _token_budget(self) -> rules.TokenBudget:
         """`Scheduler.token_budget` from this module's state: the decoders' outputs still to write (a decoder whose
         last token is at decoding tick `last` has last - d + 1 to write before tick d), x the ratio; plus the output
-        of each running prefill whose chunk this tick completes its prompt (no request here wrote any output yet)."""
+        of each running prefill whose chunk this tick completes its prompt (`Scheduler.output_reservation`: a recompute
+        victim's output still to write; the state's emitted count, which a prefill's does not change before it ends)."""
         target_of = self.target_of
         done = [r for r, c, chunk in self.chunks if c + chunk >= target_of(r)]
         waiting, head, R = self.waiting, self.head, self.R
@@ -248,6 +321,8 @@ class _Steps:
             num = self.seqs_left
         if num <= 0:
             return 0, 0
+        if self.samples_admit:
+            return self._admit_samples(left, num)
         if self.by_ratio:  # SGLang's token test too (no prefix cache on this path): the rule over the queue
             sched = self.sched
             if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
@@ -498,11 +573,16 @@ def run_ticks(engine: Engine):
         expected = kv.blocks_for(ctx_arr, prompt_arr)
     if np.any(kv.held[running_arr] != expected):
         return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
-    if np.any(st.emitted[running_arr[~is_dec]] != 0):
-        return False  # a recompute victim mid-prefill: its prefill ends in PREFILL_DONE (general path)
-    if st.waiting_keys.size and np.any(st.emitted[st.key_to_id(st.waiting_keys)] != 0):
-        return False  # a pre-empted request waits: it re-enters through a recompute prefill (general path)
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
+    # Recompute victims (pre-empted, their KV dropped: `Scheduler._preempt`), waiting or mid-prefill, run here: their
+    # prefill target counts what they emitted (the state's), they are admitted and chunked by the same rules (n > 1:
+    # `Scheduler.admit_samples`, `Scheduler.chunk_positions`) and their prefill ends in PREFILL_DONE, their next token
+    # after the one before pre-emption (`Engine._advance_tick`'s). Not with the prefix cache (a re-admission takes back
+    # what it finds of its dropped KV) nor on a prefill instance (it hands off at first tokens): the general path's.
+    victims_running = st.emitted[running_arr[~is_dec]]
+    victims_waiting = int(np.count_nonzero(st.emitted[st.key_to_id(st.waiting_keys)])) if st.waiting_keys.size else 0
+    if (pc is not None or engine.hand_off_prefilled) and (victims_waiting or victims_running.any()):
+        return False
     if pc is not None and pc.dropped:
         return False  # one pre-empted mid-prefill waits: its re-admission takes back what it finds (general path)
     by_ratio = sched._by_ratio
@@ -580,6 +660,18 @@ def run_ticks(engine: Engine):
     # of them, taken out of phase_count once that tick ran (0: none pending; decoders are in step from their first)
     phase_count = [0] * bs
     first_blocks = 0
+    # recompute victims among the running prefills (admitted here or before the call) -> the tokens each emitted before
+    # its pre-emption (the state's count, unchanged while it waits and prefills again); `victims_waiting`: those queued
+    resumed: dict[int, int] = {}
+    if victims_running.any():
+        pre_ids = running_arr[~is_dec]
+        resumed.update(zip(pre_ids[victims_running != 0].tolist(), victims_running[victims_running != 0].tolist()))
+    emitted_of = memoryview(st.emitted)  # (request -> emitted, as `arrival_at`: a queued victim's at its admission)
+    again: list[int] = []  # this tick's recompute victims whose prefill ends (PREFILL_DONE: their gap after its price)
+    recomputed: list[tuple[int, int]] = []  # (request, tick) of each PREFILL_DONE
+    if copies or resumed:
+        from sim_core.engine import samples_past_prompt  # (the tick's price of positions past the prompt, n > 1)
+        prompt_of, kv_blocks_for = st.prompt.item, kv.blocks_for
     S = 0  # the decoders' contexts before decoding tick 0, summed over their samples: n x the sum of their base
     toks = 0  # a decoding tick's decode tokens: n x B
     # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d (kept only
@@ -672,6 +764,10 @@ def run_ticks(engine: Engine):
         steps.by_ratio, steps.sched, steps.st, steps.finish_at = True, sched, st, finish_at
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
+    steps.sched, steps.st = sched, st
+    if copies:
+        steps.n, steps.prompt_of, steps.kv_blocks = n, prompt_of, kv_blocks_for
+        steps.samples_admit, steps.samples_chunks = victims_waiting > 0, bool(resumed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
     prefill_work = sched.prefill_work
@@ -1004,6 +1100,11 @@ def run_ticks(engine: Engine):
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
         for w, h, _ in admit:
             scheduled.append((w, j))
+            if victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
+                resumed[w] = emitted_of[w]
+                victims_waiting -= 1
+                if copies:
+                    steps.samples_admit, steps.samples_chunks = victims_waiting > 0, True
             if smart:
                 st.prefill_start_s[w] = now  # (the tick's start)
             if hand_off and st.first_scheduled_s.item(w) != st.first_scheduled_s.item(w):  # (NaN: a first admission)
@@ -1012,6 +1113,7 @@ def run_ticks(engine: Engine):
             running[w] = None
             prefilling[w] = h
         P, samples = 0, D  # (samples: the sequences that sample a token, the decoders' and each completed prompt's)
+        past_seqs = 0  # sequences of the other samples in recompute chunks past the prompt (n > 1: below)
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
             P += chunk
@@ -1022,15 +1124,31 @@ def run_ticks(engine: Engine):
             kv_read += c
             if pc is not None:  # Engine._advance_tick: the full prompt blocks computed so far become reusable
                 freed += pc.cache_prefilled(r, total)
+            if resumed and copies and r in resumed:  # a recompute chunk's positions past the prompt: every sample's
+                more_tokens, more_pairs, more_read, more_seqs = samples_past_prompt(n, [chunk], [c], [prompt_of(r)])
+                P += more_tokens
+                pairs += more_pairs
+                kv_read += more_read
+                past_seqs += more_seqs
             if total < targets[r]:
                 prefilling[r] = total
                 continue
             samples += 1
             del prefilling[r]
-            first_token.append((r, j))
             o = output_of[r]
+            if resumed and r in resumed:  # a recompute victim: no first token, its next after the one before pre-emption
+                o -= resumed.pop(r)  # (tokens left, this one included)
+                again.append(r)
+                if copies:  # (a token of each sample: `Engine._advance_tick`'s)
+                    samples += copies
+                    steps.samples_chunks = bool(resumed)
+            else:
+                first_token.append((r, j))
             if o == 1:
-                freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
+                if copies and not fixed and again and again[-1] == r:  # (a recompute victim: past its prompt its
+                    freed += int(kv_blocks_for(total, prompt_of(r)))  # samples hold their own blocks; no prefix cache)
+                else:
+                    freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
                 if done is None:
                     done = []
@@ -1056,15 +1174,18 @@ def run_ticks(engine: Engine):
                 ending.append(r)
             phase_count[(-b) % bs] += n
             if copies and not fixed:  # its samples share the prompt's full blocks; each copies a partial last one
-                shared[r] = copies * (total // bs)  # (at its first decode, decoding tick d; total is its prompt here)
-                if total % bs:
-                    phase_count[d % bs] += copies
-                    first_blocks += copies
+                if again and again[-1] == r:  # (a recompute victim: past its prompt, the copies are held already)
+                    shared[r] = copies * (prompt_of(r) // bs)
+                else:
+                    shared[r] = copies * (total // bs)  # (at its first decode, decoding tick d; total is its prompt here)
+                    if total % bs:
+                        phase_count[d % bs] += copies
+                        first_blocks += copies
             S += b * n
             B += 1
             toks += n
         A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D + past_seqs, 0.0)
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
@@ -1080,6 +1201,17 @@ def run_ticks(engine: Engine):
         elif fresh is not None:
             for r in fresh:
                 waiting_since[r] = t_end  # its first token; decoders' last token is older
+        if again:  # PREFILL_DONE: each a gap from its last token before pre-emption, after the decoders' (`_advance_tick`)
+            gaps = tick_gaps.get(j)
+            if gaps is None:  # (the decoders' gaps, in running order: all the shared one)
+                gaps = tick_gaps[j] = [t_end - sync_s] * (D // n) if decoding else []
+            max_itl = st.max_itl_s
+            for r in again:
+                gap = t_end - last_token.item(r)
+                gaps.append(gap)
+                max_itl[r] = max(max_itl.item(r), gap)
+                recomputed.append((r, j))
+            again.clear()
         if done:
             for r in done:
                 del running[r]
@@ -1124,7 +1256,8 @@ def run_ticks(engine: Engine):
         rows = _rows_with_blocks(rows, row_blocks, j)
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
-                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n)  # fmt: skip
+                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
+                       recomputed)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -1258,7 +1391,7 @@ class LiveLeft:
     """Tokens left to emit for the requests running or queued in a run paused at its horizon (`run_ticks`' yield `at`),
     as `Engine.outstanding_bounds` counts them: how many have at most `most` left (`num_within`). A decoder in
     `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
-    prefilling or queued request has emitted none (the fast path runs no recompute prefill). Nothing in the run
+    prefilling or queued request has its output less what it emitted before a pre-emption left. Nothing in the run
     changes while it is paused, so the decoders are counted from `finish_at` itself: a lookup per decoding tick up to
     `most` (a router asks a few ticks ahead, mostly), or past FEW_TICKS its keys sorted once (C-level) and its lists'
     lengths summed along them; not a list of every request's tokens left made in Python at each pause (issue 13:
@@ -1276,10 +1409,12 @@ class LiveLeft:
         self.blocks_by: list[int] | None = None  # per key of `ticks`: whole-context blocks of the decoders finishing by it
         queued = []
         if prefilling or head < len(waiting):  # (loops, not comprehensions: those made cells of locals at every pause)
-            output, R = engine.st.output, engine.st.num_requests
-            queued = list(map(output.item, prefilling))
+            # (a recompute victim's output less what it emitted before pre-emption: the state's, unchanged meanwhile)
+            output, emitted, R = engine.st.output, engine.st.emitted, engine.st.num_requests
+            for r in prefilling:
+                queued.append(output.item(r) - emitted.item(r))
             for w in waiting[head:]:  # (admitted ones stay before `head`: not skipped one by one)
-                queued.append(output.item(w % R))
+                queued.append(output.item(w % R) - emitted.item(w % R))
             queued.sort()
         self.queued = queued
         # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test). (The
@@ -1335,7 +1470,8 @@ class LiveLeft:
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_extras: int, order: np.ndarray,
                     dec_req: np.ndarray, dec_base: np.ndarray, dec_join: np.ndarray, dec_last: np.ndarray, bs: int,
-                    num_ticks0: int, held_fixed, num_samples: int = 1, dec_shared: np.ndarray | None = None) -> None:  # fmt: skip
+                    num_ticks0: int, held_fixed, num_samples: int = 1, dec_shared: np.ndarray | None = None,
+                    ext_blocks=None) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
     for their context), then its prefill chunks and admissions (`batch_extras`, `num_extras` entries). Every decoding
     tick decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. The call's decoders
@@ -1357,12 +1493,13 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_e
     dec_b = dec_base[at]
     dec_s = None if dec_shared is None else dec_shared[at]
     rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
-        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed, num_samples, dec_s))  # fmt: skip
+        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed, num_samples, dec_s,
+        ext_blocks))  # fmt: skip
 
 
 def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.ndarray, lo: np.ndarray, sizes: np.ndarray,
                    batch_extras: dict, bs: int, num_ticks0: int, held_fixed, num_samples: int = 1,
-                   dec_shared: np.ndarray | None = None) -> tuple[np.ndarray, ...]:  # fmt: skip
+                   dec_shared: np.ndarray | None = None, ext_blocks=None) -> tuple[np.ndarray, ...]:  # fmt: skip
     """`_record_batches`' entries as `Recorder.batch` takes them: the entries of all ticks are expanded
     decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
     Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
@@ -1402,7 +1539,9 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.nd
     ext_slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
     # (request, computed before, chunk) of each: it holds ceil((computed before + chunk) / bs) blocks, or its fixed count
     ext_req, ext_before, ext_new = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
-    if held_fixed is None:
+    if ext_blocks is not None:  # (n > 1: a recompute chunk past its prompt, every sample's blocks there, `blocks_for`)
+        ext_held = ext_blocks(ext_before + ext_new, ext_req)
+    elif held_fixed is None:
         ext_held = -(-(ext_before + ext_new) // bs)
     else:
         ext_held = np.fromiter((held_fixed[r] for r in ext_req.tolist()), dtype=np.int64, count=ext_req.size)
@@ -1442,10 +1581,11 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1) -> bool:  # fmt: skip
+                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=()) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
-    decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick)."""
+    decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
+    (request, tick) of recompute prefills that ended, PREFILL_DONE)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1512,8 +1652,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         # (n > 1 samples: a decoder holds n x ceil(context / bs) blocks less its prompt's shared ones, `run_ticks`' shared)
         copies = num_samples - 1
         dec_shared = None if not copies or held_fixed is not None else copies * (st.prompt[dec_req] // bs)
+        # (a chunk's blocks with n > 1, a recompute's past its prompt included: `kv.blocks_for`; the prompts are fixed)
+        ext_blocks = None if not copies or held_fixed is not None else (lambda ctx, req, prompt=st.prompt: kv.blocks_for(ctx, prompt[req]))
         _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, dec_req, dec_b, dec_join, dec_last, bs,
-                        num_ticks0, held_fixed, num_samples, dec_shared)  # fmt: skip
+                        num_ticks0, held_fixed, num_samples, dec_shared, ext_blocks)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -1540,6 +1682,12 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         st.last_token_s[req] = t_end[tick]
         st.computed[req] = st.prefill_target[req]
         st.emitted[req] = 1
+    if recomputed:  # (a token after those before pre-emption; their gaps and max_itl_s: in the run)
+        req, tick = _columns(recomputed, 2)
+        rec.event(req, t_end[tick], Event.PREFILL_DONE)
+        st.last_token_s[req] = t_end[tick]
+        st.computed[req] = st.prefill_target[req]
+        st.emitted[req] += 1
     if decode_first:  # (their progress, last token and gaps: with the other decoders' below)
         req, tick = _columns(decode_first, 2)
         engine.record_decode_first(req, t_end[tick])

@@ -550,10 +550,8 @@ class Scheduler:
             return _EMPTY, _EMPTY
         ctx = st.computed[prefills]
         remaining = (st.prefill_target[prefills] - ctx).tolist()
-        if self._n > 1:  # the budget counts tokens: a recompute chunk's positions past the prompt once per sample
-            n, c, p = self._n, ctx.tolist(), st.prompt[prefills].tolist()
-            tokens = rules.prefill_chunks([rules.chunk_tokens(n, *x) for x in zip(c, remaining, p)], budget, self.is_chunked)
-            chunk = np.array([rules.chunk_positions(n, *x) for x in zip(c, tokens, p)], dtype=np.int64)
+        if self._n > 1:
+            chunk = np.array(self.chunk_positions(ctx.tolist(), remaining, st.prompt[prefills].tolist(), budget), dtype=np.int64)
         else:
             chunk = np.array(rules.prefill_chunks(remaining, budget, self.is_chunked), dtype=np.int64)
         if self.chunk_to_room:
@@ -584,6 +582,30 @@ class Scheduler:
                 free -= int(need[i])
         self.kv.allocate(prefills, need)
         return prefills, chunk
+
+    def chunk_positions(self, computed: list[int], remaining: list[int], prompts: list[int], budget: int) -> list[int]:
+        """The next chunk of each running prefill (admission order), in positions, under one token budget with n > 1
+        samples: the budget counts tokens, and a recompute chunk's positions past the prompt count once per sample
+        (`rules.chunk_tokens`). `_prefill_chunks` and the scalar core's recompute prefills (`fastpath._Steps`) take their
+        chunks here."""
+        n = self._n
+        tokens = rules.prefill_chunks([rules.chunk_tokens(n, *x) for x in zip(computed, remaining, prompts)], budget,
+                                      self.is_chunked)  # fmt: skip
+        return [rules.chunk_positions(n, *x) for x in zip(computed, tokens, prompts)]
+
+    def admit_samples(self, targets: list[int], prompts: list[int], budget: int, free_blocks: int, need_of,
+                      tokens: rules.TokenBudget | None = None) -> list[tuple[int, int]]:  # fmt: skip
+        """`rules.admit_in_order` with n > 1 samples, no prefix cache: candidates (queue order) with these prefill
+        targets and prompts, each from position 0; the budget counts tokens (a recompute victim's positions past its
+        prompt once per sample, `rules.chunk_tokens`), the blocks and the chunks are positions (`need_of(i,
+        positions)`). Returns (positions, blocks) of each admitted. `_admit` and the scalar core's admission of recompute
+        victims (`fastpath._Steps`) both take it from here."""
+        n = self._n
+        taken = rules.admit_in_order((rules.chunk_tokens(n, 0, t, p) for t, p in zip(targets, prompts)), budget,
+                                     free_blocks, self.watermark_blocks,
+                                     lambda i, t: need_of(i, rules.chunk_positions(n, 0, t, prompts[i])),
+                                     self.is_chunked, self.is_static, None, tokens)  # fmt: skip
+        return [(rules.chunk_positions(n, 0, t, p), need) for p, (t, need) in zip(prompts, taken)]
 
     def _cut_to_room(self, st: SimState, prefills: IntArray, ctx: IntArray, chunk: IntArray) -> None:
         """chunk_short_of_blocks shrink under admission new_token_ratio: SGLang's `PrefillAdder.add_chunked_req` cuts
@@ -760,12 +782,8 @@ class Scheduler:
             taken = self._admit_with_prefix_cache(st, ids, budget, need_of, tokens)
         else:
             if self._n > 1:  # the budget counts tokens (see _prefill_chunks); the blocks and the chunk are positions
-                n, prompt = self._n, st.prompt
-                taken = rules.admit_in_order((rules.chunk_tokens(n, 0, int(st.prefill_target[r]), int(prompt[r])) for r in ids),
-                                             budget, kv.num_free, self.watermark_blocks,
-                                             lambda i, t: need_of(i, rules.chunk_positions(n, 0, t, int(prompt[ids[i]]))),
-                                             self.is_chunked, self.is_static, None, tokens)  # fmt: skip
-                taken = [(rules.chunk_positions(n, 0, t, int(prompt[r])), need) for r, (t, need) in zip(ids, taken)]
+                taken = self.admit_samples(st.prefill_target[ids].tolist(), st.prompt[ids].tolist(), budget, kv.num_free,
+                                           need_of, tokens)  # fmt: skip
             elif len(ids) == 1 and tokens is None:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
                 one = rules.admit_next(0, st.prefill_target.item(ids[0]), budget, kv.num_free, self.watermark_blocks,
                                        need_of, self.is_chunked, self.is_static)  # fmt: skip
