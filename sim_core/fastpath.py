@@ -68,6 +68,7 @@ import numpy as np
 
 from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
+from sim_core.schedulers.plan import StepPlan
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -115,14 +116,18 @@ class _Steps:
         "j",
         "kind",
         "kv_blocks",
+        "may_preempt",
         "n",
         "need_d",
         "need_of",
+        "base",
+        "chunk_preempts",
         "pc",
         "phase_count",
         "prefilling",
         "prompt_of",
         "reserve",
+        "running",
         "samples_admit",
         "samples_chunks",
         "sched",
@@ -133,6 +138,10 @@ class _Steps:
         "target_view",
         "targets",
         "to_room",
+        "undo",
+        "victim_held",
+        "victim_prefills",
+        "victims",
         "waiting",
         "wm",
     )  # fmt: skip
@@ -159,6 +168,16 @@ class _Steps:
         # (`BlockManager.blocks_for`) for those steps
         self.samples_admit = self.samples_chunks = False
         self.n, self.prompt_of, self.kv_blocks = 1, None, None
+        # Pre-emption by recompute of a decoder short of a block (`may_preempt`: `run_ticks` says where it runs here):
+        # `running` and `base` are the loop's (running order; decoder -> context before decoding tick d, less d); the
+        # tick's victims in pre-emption order, the blocks each held, and the running prefills among them (-> computed),
+        # which leave `prefilling` before the chunk step; the loop takes the decoders out after compose_tick
+        self.may_preempt, self.running, self.base = False, None, None
+        self.chunk_preempts = False  # ... and a running prefill's chunk short of blocks pre-empts (`_preempt_for_chunk`)
+        self.victims: list[int] = []
+        self.victim_held: list[int] = []
+        self.victim_prefills: dict[int, int] = {}
+        self.undo = None  # (the running prefills and the ratio's state before a pre-emption: `undo_preempt`)
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
         # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
@@ -171,8 +190,10 @@ class _Steps:
 
     def run_decodes(self) -> tuple[int, bool, bool]:
         free = self.free - self.need_d  # (need_d: the blocks the decoders take this tick, set with the tick's fields)
-        if free < 0:
-            raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
+        if free < 0 or self.victims:  # a decoder is short of a block: pre-emption (swap, the prefix cache: the general
+            if not self.may_preempt:  # scheduler's job); or a PREFILL tick's fallback after a chunk pre-empted
+                raise _HandBack
+            return self._preempt_for_decodes()
         self.free = free
         if self.pc is not None and self.kind == _PREFILL_KIND:  # the fallback, after the chunk step's trim
             self.pc.trim(free)
@@ -199,9 +220,14 @@ class _Steps:
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
                 if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs), as (x - 1) // bs + 1 each
                     bs = self.bs  # (two negations fewer than -(-x // bs): ~300 instructions per continuing chunk)
-                    free = self.free - ((c + ch - 1) // bs - (c - 1) // bs)
-                    if free < 0:
-                        raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
+                    need = (c + ch - 1) // bs - (c - 1) // bs
+                    free = self.free - need
+                    if free < 0:  # the chunk would have to shrink to the free blocks (the general path's case) or pre-empt
+                        if not self.chunk_preempts:
+                            raise _HandBack
+                        if not self._preempt_for_chunks([(r, c, ch, need)]):
+                            return 0  # (its own request went: no chunk runs)
+                        free = self.free
                     self.free = free
                 self.chunks = [(r, c, ch)]
             if self.pc is not None:
@@ -222,13 +248,122 @@ class _Steps:
         for r, c, chunk in chunks:
             need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
             tokens += chunk
-        if need_p > self.free:
-            raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
-        self.free -= need_p
+        if need_p > self.free:  # chunks would have to shrink to the free blocks (the general path's case) or pre-empt
+            if not self.chunk_preempts:
+                raise _HandBack
+            items = self._preempt_for_chunks([(r, c, ch, -(-(c + ch) // bs) - -(-c // bs)) for r, c, ch in chunks])
+            chunks = [(r, c, ch) for r, c, ch, _ in items]
+            tokens = sum(ch for _, _, ch in chunks)
+        else:
+            self.free -= need_p
         self.chunks = chunks
         if self.pc is not None:
             self._evict_for_tick()
         return tokens
+
+    def _preempt_for_decodes(self) -> tuple[int, bool, bool]:
+        """`Scheduler._grow_decodes` when the decodes' blocks are not all free (or, in a PREFILL tick's fallback, after a
+        chunk pre-empted), on this run's state: victims in `Scheduler._victim_order` of the running requests (given as
+        arrays: running order, which decode, what each emitted), chosen by `Scheduler._choose_victims` with the blocks
+        each holds until the decodes' blocks fit (one round: without the prefix cache a victim frees every block it
+        holds), SGLang's retract (`Scheduler.retract`). The blocks are `BlockManager.blocks_for`'s: a decoder of context
+        x holds blocks_for(x) and needs blocks_for(x + 1) for its token. Running prefills among the victims leave
+        `prefilling` now (the chunk step must not see them); the loop takes the decoders out of its state after
+        compose_tick, ends the run after this tick and the write-back applies `Scheduler._preempt` to the arrays (what
+        pre-empting does: requeue, recompute target, counts). Raises _HandBack, before any change, when no decoder would
+        be left (the scheduler then plans again at that instant). Returns compose_tick's (decodes left, pre-empted,
+        swapped out)."""
+        prefilling, st, sched, blocks_for = self.prefilling, self.st, self.sched, self.kv_blocks
+        ids, is_dec, ctx, prompt = self._running_state()
+        held = blocks_for(ctx, prompt)
+        decodes = ids[is_dec]
+        need = blocks_for(ctx[is_dec] + 1, prompt[is_dec]) - held[is_dec]  # (Scheduler.decode_slots: 1 on this path)
+        deficit = int(need.sum()) - self.free
+        if not decodes.size:
+            raise _HandBack
+        if deficit <= 0:  # (the fallback after a chunk's pre-emption: the decoders left fit)
+            self.free = -deficit
+            return decodes.size, False, False
+        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))
+        at = dict(zip(ids.tolist(), range(ids.size)))
+        in_order = np.array([at[r] for r in order.tolist()], dtype=np.int64)
+        victims = sched._choose_victims(st, decodes, need, deficit, order=order, held=held[in_order])
+        alive = ~np.isin(decodes, victims)
+        if not alive.any():
+            raise _HandBack
+        k = victims.size
+        if self.undo is None:
+            self.undo = (dict(prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
+        self.victims += victims.tolist()
+        self.victim_held += held[in_order[:k]].tolist()
+        self.free += int(held[in_order[:k]].sum()) - int(need[alive].sum())
+        for r in victims.tolist():
+            if r in prefilling:
+                self.victim_prefills[r] = prefilling.pop(r)
+                del self.targets[r]
+        if sched._by_ratio:
+            left = decodes[alive]
+            sched.retract((ctx[is_dec][alive] - prompt[is_dec][alive] + 1).tolist(), st.output[left].tolist())
+        return int(alive.sum()), True, False
+
+    def _running_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The running requests not pre-empted this tick, in running order, as `Scheduler._victim_order` reads them:
+        (ids, which decode, context before this tick, prompt). A decoder's emitted count is its context less its prompt,
+        plus 1 (as the write-back writes it)."""
+        prefilling, base, d, gone = self.prefilling, self.base, self.d, self.victims
+        rs = [r for r in self.running if r not in gone] if gone else list(self.running)
+        ids = np.array(rs, dtype=np.int64)
+        is_dec = np.array([r not in prefilling for r in rs], dtype=bool)
+        ctx = np.array([prefilling[r] if r in prefilling else base[r] + d for r in rs], dtype=np.int64)
+        return ids, is_dec, ctx, self.st.prompt[ids]
+
+    def _preempt_for_chunks(self, items: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+        """`Scheduler._preempt_for_chunks` (chunk_short_of_blocks preempt) for the running prefills' chunks `items`
+        ((request, computed, chunk, blocks it needs), in running order) whose blocks are not all free: each in turn takes
+        its blocks; while they are not free, the running request pre-empted first (`Scheduler._victim_order`, of those
+        left) is pre-empted (a decoder with the block this tick's decode step gave it, a prefill with its chunk's if it
+        took them), and when that is the chunk's own request neither it nor a later chunk runs. Victims join `victims`
+        as in `_preempt_for_decodes` (the loop takes them out after compose_tick; the write-back applies
+        `Scheduler._preempt`). Returns the items that run; `free` is what they leave."""
+        prefilling, st, sched, blocks_for, victims = self.prefilling, self.st, self.sched, self.kv_blocks, self.victims
+        grew = self.B and self.kind != _PREFILL_KIND  # (the decode step ran: each decoder holds its new block)
+        if self.undo is None:
+            self.undo = (dict(prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
+        taken: dict[int, int] = {}  # request -> the blocks its chunk took this tick
+        stop = False
+        for r, c, ch, need in items:
+            if r in victims:  # (pre-empted for an earlier chunk)
+                continue
+            while need > self.free:
+                ids, is_dec, ctx, prompt = self._running_state()
+                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))[0])
+                at = int(np.flatnonzero(ids == v)[0])
+                held = int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at])) + taken.pop(v, 0)
+                victims.append(v)
+                self.victim_held.append(held)
+                self.free += held
+                if v in prefilling:
+                    self.victim_prefills[v] = prefilling.pop(v)
+                    del self.targets[v]
+                if v == r:
+                    stop = True
+                    break
+            if stop:
+                break
+            self.free -= need
+            taken[r] = need
+        return [x for x in items if x[0] in taken]
+
+    def undo_preempt(self) -> None:
+        """A step after the pre-emption handed the tick back: the running prefills (in their order) and the ratio as they
+        were, nothing pre-empted (the scheduler plans the tick again)."""
+        prefilling, sched = self.prefilling, self.sched
+        saved, (sched._ratio_base, sched._ratio_steps, sched._retracted) = self.undo
+        for r in self.victim_prefills:
+            self.targets[r] = self.target_of(r)
+        prefilling.clear()
+        prefilling.update(saved)
+        self.victims, self.victim_held, self.victim_prefills, self.undo = [], [], {}, None
 
     def _run_chunks_samples(self, left: int) -> int:
         """`run_chunks` with n > 1 samples while a recompute victim prefills (no prefix cache: `run_ticks`' entry): the
@@ -243,19 +378,21 @@ class _Steps:
         sizes = self.sched.chunk_positions([c for _, c in pre_items], [targets[r] - c for r, c in pre_items], prompts, left)
         if self.to_room:
             sizes[0] = rules.cut_to_room(sizes[0], rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
-        chunks = []
-        need_p = tokens = 0
+        items = []
+        need_p = 0
         for (r, c), ch, p in zip(pre_items, sizes, prompts):
-            if ch > 0:
-                if not fixed:  # (a running prefill holds blocks_for(c, p): `run_ticks`' entry)
-                    need_p += int(blocks_for(c + ch, p)) - int(blocks_for(c, p))
-                tokens += rules.chunk_tokens(n, c, ch, p)
-                chunks.append((r, c, ch))
-        if need_p > self.free:
-            raise _HandBack  # chunks would have to shrink to the free blocks, or pre-empt: the general path's case
-        self.free -= need_p
-        self.chunks = chunks
-        return tokens
+            if ch > 0:  # (a running prefill holds blocks_for(c, p): `run_ticks`' entry)
+                need = 0 if fixed else int(blocks_for(c + ch, p)) - int(blocks_for(c, p))
+                need_p += need
+                items.append((r, c, ch, need))
+        if need_p > self.free:  # chunks would have to shrink to the free blocks (the general path's case) or pre-empt
+            if not self.chunk_preempts:
+                raise _HandBack
+            items = self._preempt_for_chunks(items)
+        else:
+            self.free -= need_p
+        self.chunks = [(r, c, ch) for r, c, ch, _ in items]
+        return sum(rules.chunk_tokens(n, c, ch, prompt_of(r)) for r, c, ch, _ in items)
 
     def _admit_samples(self, left: int, num: int) -> tuple[int, int]:
         """`admit_waiting` with n > 1 samples while a recompute victim waits (no prefix cache: `run_ticks`' entry): the
@@ -267,24 +404,23 @@ class _Steps:
             if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
                 return 0, 0
             tokens = self._token_budget()
-        ids = [w % R for w in waiting[head : head + num]]
-        prompts = list(map(self.prompt_of, ids))
+        ids = _QueueIds(waiting, head, num, R)
         need_of = self.need_of if fixed else (lambda i, chunk: int(sched.admission_blocks(st, ids[i], chunk)))
-        taken = sched.admit_samples(list(map(self.target_of, ids)), prompts, left, self.free, need_of, tokens)
+        taken = sched.admit_samples(ids, self.target_of, self.prompt_of, left, self.free, need_of, tokens)
         if tokens is not None:
             sched.note_token_test(tokens)
         if not taken:
             return 0, 0
         admit = self.admit = []
-        targets, target_of, n = self.targets, self.target_of, self.n
+        targets, target_of, prompt_of, n = self.targets, self.target_of, self.prompt_of, self.n
         free, used = self.free, 0
-        for w, p, (chunk, need) in zip(ids, prompts, taken):
+        for w, (chunk, need) in zip(ids, taken):
             admit.append((w, 0, chunk))
             targets[w] = target_of(w)
             if fixed:
                 self.held_fixed[w] = need
             free -= need
-            used += rules.chunk_tokens(n, 0, chunk, p)
+            used += rules.chunk_tokens(n, 0, chunk, prompt_of(w))
         self.free = free
         return len(admit), used
 
@@ -319,7 +455,7 @@ class _Steps:
         num = len(waiting) - head  # candidates: waiting[head : head + num]
         if self.seqs_left < num:
             num = self.seqs_left
-        if num <= 0:
+        if num <= 0 or self.victims:  # (a chunk pre-empted: no admission, `Scheduler._plan`'s `chunk_preempted`)
             return 0, 0
         if self.samples_admit:
             return self._admit_samples(left, num)
@@ -410,6 +546,23 @@ class _Steps:
             tokens += chunk
         self.free = free
         return len(admit), tokens
+
+
+class _QueueIds:
+    """The request ids of the queue keys waiting[head : head + num], each read when asked (admission reads the first
+    one or two of up to hundreds)."""
+
+    __slots__ = ("waiting", "head", "num", "R")
+
+    def __init__(self, waiting: list[int], head: int, num: int, R: int):
+        self.waiting, self.head, self.num, self.R = waiting, head, num, R
+
+    def __getitem__(self, i: int) -> int:
+        return self.waiting[self.head + i] % self.R
+
+    def __iter__(self):
+        R = self.R
+        return (w % R for w in itertools.islice(self.waiting, self.head, self.head + self.num))
 
 
 # (Comprehensions of `run_ticks`' rare cases, as functions: a comprehension there that reads a loop variable made it a
@@ -765,6 +918,14 @@ def run_ticks(engine: Engine):
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     steps.sched, steps.st = sched, st
+    # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run ends after that
+    # tick); swap, the prefix cache, SGLang's old retract headroom, a cluster's run that may pause and fixed blocks (which
+    # never run short) leave it to the scheduler
+    preempted = None  # (victims, blocks each held, running prefills among them -> computed, decoders -> last decoding tick, tick)
+    if not (sched.use_swap or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
+            or engine.hand_off_prefilled):
+        steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
+        steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
     if copies:
         steps.n, steps.prompt_of, steps.kv_blocks = n, prompt_of, kv_blocks_for
         steps.samples_admit, steps.samples_chunks = victims_waiting > 0, bool(resumed)
@@ -1011,8 +1172,10 @@ def run_ticks(engine: Engine):
             steps.chunks = steps.admit = no_steps
             if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
                 steps.need_d = phase_count[d % bs]
-            if pc is not None:  # (only the prefix cache's lines read these)
-                steps.kind, steps.j = kind, j
+                steps.d = d  # (a pre-emption reads the decoders' contexts)
+            steps.kind = kind  # (the prefix cache's lines and a chunk's pre-emption read it)
+            if pc is not None:  # (only the prefix cache's lines read it)
+                steps.j = j
             if by_ratio:  # (only SGLang's token test reads them)
                 steps.d = d
                 if unclipped:
@@ -1024,10 +1187,30 @@ def run_ticks(engine: Engine):
             except _HandBack:
                 if saved_phase is not None:
                     sched.phase.restore(saved_phase)
+                if steps.victims:
+                    steps.undo_preempt()
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
-            if by_ratio:  # (no pre-emption on this path: the running requests and the tick's admissions)
-                sched._num_planned = num_running + len(admit)
+            if steps.victims:  # pre-empted (`_Steps._preempt_for_decodes`, `_preempt_for_chunk`): the decoders leave this
+                # run's state; the run ends with this tick, and the write-back applies `Scheduler._preempt` to the arrays
+                if not decoding and not chunks and not admit:  # (nothing left to run: the scheduler plans again at once)
+                    steps.undo_preempt()
+                    if saved_phase is not None:
+                        sched.phase.restore(saved_phase)
+                    break
+                dec_victims = []
+                for r in steps.victims:
+                    del running[r]
+                    resumed.pop(r, None)
+                    if r not in steps.victim_prefills:
+                        S, B, L, first_blocks = _leave(r, d, bs, n, base, finish_at, done_ticks, phase_count, shared,
+                                                       waiting_since, S, B, L, first_blocks, prompt_of if copies else None)  # fmt: skip
+                        dec_victims.append((r, d - 1))
+                toks = B * n
+                preempted = (steps.victims, steps.victim_held, steps.victim_prefills, dec_victims, j)
+                tick_budget = j + 1
+            if by_ratio:  # (the running requests, pre-empted ones gone, and the tick's admissions)
+                sched._num_planned = len(running) + len(admit)
             if pc is not None and kind == _DECODE_KIND:
                 pc.tick_offset = j
                 pc.trim(free_after)
@@ -1257,7 +1440,7 @@ def run_ticks(engine: Engine):
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
-                       recomputed)  # fmt: skip
+                       recomputed, preempted)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -1296,6 +1479,33 @@ def _decode_first_tokens(tokenless: dict, gaps: list[float], j: int, first_gap: 
         decode_first.append((r, j))
     tokenless.clear()
     return [g for g in gaps if g == g]
+
+
+def _leave(r: int, d: int, bs: int, n: int, base: dict, finish_at: dict, done_ticks: list, phase_count: list, shared: dict,
+           waiting_since: dict, S: int, B: int, L: int, first_blocks: int, prompt_of) -> tuple[int, int, int, int]:
+    """Decoder r, pre-empted before decoding tick d, leaves the run's bookkeeping (`_join_decoders` in reverse): its
+    finish tick (and the heap's key when it was the last there), its blocks at each boundary, its context in S, its
+    outputs still to write in L, a first decode's block copies still pending (n > 1: `prompt_of` given; its context is
+    still its prompt). Rare: the scans are O(decoders). Returns (S, B, L, first_blocks)."""
+    b = base[r]
+    for key, ending in finish_at.items():
+        if r in ending:
+            ending.remove(r)
+            if not ending:
+                del finish_at[key]
+                done_ticks.remove(key)
+                heapq.heapify(done_ticks)
+            L -= key + 1
+            break
+    phase_count[(-b) % bs] -= n
+    if prompt_of is not None:
+        shared.pop(r, None)
+        p = prompt_of(r)
+        if b + d == p and p % bs:  # (its copies at decoding tick d: `first_blocks`)
+            phase_count[d % bs] -= n - 1
+            first_blocks -= n - 1
+    waiting_since.pop(r, None)
+    return S - b * n, B - 1, L, first_blocks
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
@@ -1581,11 +1791,14 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=()) -> bool:  # fmt: skip
+                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=(),
+                preempted=None) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
-    (request, tick) of recompute prefills that ended, PREFILL_DONE)."""
+    (request, tick) of recompute prefills that ended, PREFILL_DONE; `preempted`: the run's last tick pre-empted, `run_ticks`'
+    (victims, blocks each held, running prefills among them -> computed, decoders -> last decoding tick number, tick):
+    the decoders' progress is written as a finished decoder's, then `Scheduler._preempt` does what pre-empting does)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1610,6 +1823,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
                num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
     if idle_ends:
         col["phase"][np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))] = IDLE
+    if preempted is not None:  # (`_advance_tick`'s row: the victims counted as pre-empted and waiting)
+        victims, victim_held, victim_prefills, dec_victims, j_pre = preempted
+        col["num_preempted"] = np.zeros(n, dtype=np.int64)
+        col["num_preempted"][j_pre] = len(victims)
+        col["num_waiting"][j_pre] += len(victims)
     rec.ticks(col, n)
     # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
     last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick
@@ -1628,6 +1846,15 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     if join:  # joined in insertion order, after the first decoders
         dec_join[n_dec - len(join):] = _int64s(join.values(), len(join))
     fin_req, fin_tick, fin_d = fin_all
+    gone = None
+    if preempted is not None and dec_victims:  # pre-empted decoders: their progress as a finished decoder's, up to their
+        # last decoding tick; those that did not decode in this run (`gone`) keep what the arrays or the run's first
+        # tokens say
+        tick_of_d = np.flatnonzero(decoding)
+        left = [(r, int(tick_of_d[last]), last) for r, last in dec_victims if last >= join.get(r, 0)]
+        gone = [r for r, last in dec_victims if last < join.get(r, 0)]
+        if left:
+            fin_req, fin_tick, fin_d = _columns(finished + left, 3)
     decoded_fin = fin_d >= 0  # (not those that finished at their first token)
     is_fin = None
     if n_dec and decoded_fin.any():
@@ -1647,6 +1874,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         dec_last = np.full(n_dec, d_end - 1)  # each decoder's last decoding tick number
         if is_fin is not None:
             dec_last[is_fin] = fin_d[at_fin]
+        if gone:  # (none logged: before their first decoding tick)
+            at_gone = np.isin(dec_req, gone)
+            dec_last[at_gone] = dec_join[at_gone] - 1
         K = min(n, want_batches)
         # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
         # (n > 1 samples: a decoder holds n x ceil(context / bs) blocks less its prompt's shared ones, `run_ticks`' shared)
@@ -1700,6 +1930,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             ctx[is_fin] = b[is_fin] + fin_d[at_fin] + 1
             last[is_fin] = fin_tick[at_fin]
             decoded |= is_fin
+        if gone:
+            decoded &= ~np.isin(req, gone)
         lo = _int64s(sync_from.values(), n)  # (`sync_from`: in base's order)
         own = np.full(n, -np.inf)
         if first_gap:  # (a few decoders, each in its place among the call's decoders)
@@ -1736,4 +1968,13 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     st.status[st.key_to_id(st.waiting_keys)] = Status.WAITING  # arrivals queued on the fast path
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
+    if preempted is not None:  # the arrays hold the victims as they were at the tick: the scheduler's own pre-emption
+        ids = np.array(victims, dtype=np.int64)
+        for r, c in victim_prefills.items():
+            st.computed[r] = c
+        kv.held[ids] = victim_held
+        kv.num_free = free - sum(victim_held)  # (the run counted their blocks free from that tick)
+        plan = StepPlan()
+        engine.sched._preempt(st, ids, plan)
+        rec.event(plan.preempted_idx, t0[j_pre], Event.PREEMPTED)
     return True
