@@ -22,10 +22,11 @@ count n decode tokens and sequences per decoder and n times its context (`Engine
 blocks where its context crosses a block boundary (`BlockManager.blocks_per_boundary`), and at its first decode one
 more per further sample when its prompt ends in a partial block, which each of them copies
 (`BlockManager.blocks_for`: the full prompt blocks are shared); it frees n x ceil(context / bs) less the shared
-blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample (the fast
-path runs no recompute prefill, the one prefill whose positions past the prompt count once per sample:
-`rules.chunk_tokens`). Pre-emption and swap are handed back as for one sample, and so is a decode instance's decoder
-that joins with its prompt's last token to compute again; a paused run takes no joining decoders (`joinable`:
+blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample, but for a
+recompute victim's, whose positions past the prompt count once per sample in the budget (`rules.chunk_tokens`:
+`Scheduler.admit_samples`, `Scheduler.chunk_positions`) and hold a block table each (`BlockManager.blocks_for`).
+Swap is handed back as for one sample, and so is a decode instance's decoder that joins with its prompt's last token
+to compute again; a paused run takes no joining decoders (`joinable`:
 `_join_decoders` counts one sample).
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
@@ -38,8 +39,16 @@ over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's
 its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
-here), a decoder short of blocks (pre-emption, swap), a
-swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
+here), a decoder short of blocks under swap, the prefix cache or in a run that may pause, a swapped request, a
+recompute victim with the prefix cache, a guard limit, nothing to run, or the end of the call.
+
+Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a block, or a running prefill's chunk
+short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
+`_Steps._preempt_for_chunks`): the victims are `Scheduler._victim_order`'s and `Scheduler._choose_victims`' over this
+run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-empting does to the state
+`Scheduler._preempt`'s, which the write-back calls: the run ends with the pre-empting tick. The victims wait, are
+admitted and prefill again here (their prefill target is the state's: prompt + emitted) and their prefill ends in
+PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed-loop
 multi-turn sessions (their released turns go to SessionState's own queue of arrivals), speculative decoding, and
 dynamic batch sizing (its batch-1 stretches run faster as vectorised runs).

@@ -374,7 +374,7 @@ def test_closed_loops_on_the_scalar_core_equal_tick_by_tick(scenario, variant, m
         assert on.summary.num_preemptions > 0
 
 
-PREEMPTION_VARIANTS = ("kv pressure", "prefix cache", "closed loop")
+PREEMPTION_VARIANTS = ("kv pressure", "prefix cache", "closed loop", "priority")
 # KV room in units of the longest request's prompt plus output per sample (`_with_kv_room`): room for one or two long
 # requests, whatever n (a request's samples share the prompt's blocks)
 PREEMPTION_ROOM = {1: 1.5, 2: 0.75, 4: 0.6}
@@ -386,9 +386,10 @@ PREEMPTS_IN_EVERY_VARIANT = {"engine-vllm-v1", "engine-sarathi-serve", "engine-v
 
 def preemption_config(scenario: str, n: int, variant: str):
     """Engine preset `scenario` with n samples per request under KV pressure (`PREEMPTION_ROOM`), arriving fast enough
-    that many decode at once, with the batch log on: open loop, with shared system prompts and the prefix cache, or a
-    closed loop of 24 clients sending again at once. None where the preset does not take the variant (contiguous KV has
-    no such room; vLLM V0 has no prefix cache)."""
+    that many decode at once, with the batch log on: open loop, with shared system prompts and the prefix cache, a
+    closed loop of 24 clients sending again at once, or two priority classes in priority order (vLLM's victim is then
+    the lowest priority, often a decoder when a chunk is short of blocks). None where the preset does not take the
+    variant (contiguous KV has no such room; vLLM V0 has no prefix cache)."""
     over = dict(seed=3 + n, workload__num_requests=60, workload__num_samples=n, workload__arrival__rate_per_s=20.0,
                 limits__num_recorded_batches=2000)  # fmt: skip
     if variant == "prefix cache":
@@ -397,6 +398,9 @@ def preemption_config(scenario: str, n: int, variant: str):
     if variant == "closed loop":
         over.update(workload__num_requests=100, workload__arrival__process="closed_loop", workload__arrival__num_clients=24,
                     workload__arrival__think_time_s=0.0)  # fmt: skip
+    if variant == "priority":
+        over.update(scheduler__queue_order="priority", workload__classes=[
+            {"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 2}])  # fmt: skip
     try:
         cfg = _with_kv_room(make_config(scenario, **over), PREEMPTION_ROOM[n])
         plan_memory(cfg)
