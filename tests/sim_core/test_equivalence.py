@@ -454,6 +454,29 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
         assert core_preemptions[0] == on.summary.num_preemptions  # ... and made every pre-emption (coalesce on)
 
 
+@pytest.mark.parametrize("scenario,n,variant", [("engine-vllm-v1", 1, "kv pressure"), ("engine-sarathi-serve", 2, "kv pressure"),
+                                                 ("engine-sglang", 4, "closed loop"), ("engine-vllm-v1", 4, "priority")])
+def test_a_tick_handed_back_after_a_preemption_is_put_back(scenario, n, variant, monkeypatch):
+    """A step after the core's pre-emption may hand the tick back (a chunk that must shrink to the free blocks): the
+    core puts the running prefills, in their order, and SGLang's ratio back (`_Steps.undo_preempt`) and the scheduler
+    plans the tick, pre-emption included. Forced here (the generated configs do not reach it): every chunk step after a
+    pre-emption hands the tick back."""
+    from sim_core import fastpath
+
+    run_chunks, handed = fastpath._Steps.run_chunks, [0]
+
+    def handing_back(steps, left):
+        if steps.victims:
+            handed[0] += 1
+            raise fastpath._HandBack
+        return run_chunks(steps, left)
+
+    monkeypatch.setattr(fastpath._Steps, "run_chunks", handing_back)
+    on, off = run_both(preemption_config(scenario, n, variant))
+    assert_same_result(on, off)
+    assert handed[0] > 0
+
+
 def test_the_decode_first_and_prefill_first_presets_run_closed_loops_on_the_scalar_core():
     from sim_core import fastpath
     from sim_core.engine import Engine
