@@ -22,10 +22,11 @@ count n decode tokens and sequences per decoder and n times its context (`Engine
 blocks where its context crosses a block boundary (`BlockManager.blocks_per_boundary`), and at its first decode one
 more per further sample when its prompt ends in a partial block, which each of them copies
 (`BlockManager.blocks_for`: the full prompt blocks are shared); it frees n x ceil(context / bs) less the shared
-blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample (the fast
-path runs no recompute prefill, the one prefill whose positions past the prompt count once per sample:
-`rules.chunk_tokens`). Pre-emption and swap are handed back as for one sample, and so is a decode instance's decoder
-that joins with its prompt's last token to compute again; a paused run takes no joining decoders (`joinable`:
+blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample, but for a
+recompute victim's, whose positions past the prompt count once per sample in the budget (`rules.chunk_tokens`:
+`Scheduler.admit_samples`, `Scheduler.chunk_positions`) and hold a block table each (`BlockManager.blocks_for`).
+Swap is handed back as for one sample, and so is a decode instance's decoder that joins with its prompt's last token
+to compute again; a paused run takes no joining decoders (`joinable`:
 `_join_decoders` counts one sample).
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
@@ -38,8 +39,16 @@ over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's
 its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
-here), a decoder short of blocks (pre-emption, swap), a
-swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
+here), a decoder short of blocks under swap, the prefix cache or in a run that may pause, a swapped request, a
+recompute victim with the prefix cache, a guard limit, nothing to run, or the end of the call.
+
+Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a block, or a running prefill's chunk
+short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
+`_Steps._preempt_for_chunks`): the victims are `Scheduler._victim_order`'s and `Scheduler._choose_victims`' over this
+run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-empting does to the state
+`Scheduler._preempt`'s, which the write-back calls: the run ends with the pre-empting tick. The victims wait, are
+admitted and prefill again here (their prefill target is the state's: prompt + emitted) and their prefill ends in
+PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed-loop
 multi-turn sessions (their released turns go to SessionState's own queue of arrivals), speculative decoding, and
 dynamic batch sizing (its batch-1 stretches run faster as vectorised runs).
@@ -68,6 +77,7 @@ import numpy as np
 
 from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
+from sim_core.schedulers.plan import StepPlan
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -114,12 +124,21 @@ class _Steps:
         "is_chunked",
         "j",
         "kind",
+        "kv_blocks",
+        "may_preempt",
+        "n",
         "need_d",
         "need_of",
+        "base",
+        "chunk_preempts",
         "pc",
         "phase_count",
         "prefilling",
+        "prompt_of",
         "reserve",
+        "running",
+        "samples_admit",
+        "samples_chunks",
         "sched",
         "seqs_left",
         "st",
@@ -128,6 +147,10 @@ class _Steps:
         "target_view",
         "targets",
         "to_room",
+        "undo",
+        "victim_held",
+        "victim_prefills",
+        "victims",
         "waiting",
         "wm",
     )  # fmt: skip
@@ -147,6 +170,23 @@ class _Steps:
         self.by_ratio, self.sched, self.st, self.finish_at, self.d = False, None, None, None, 0
         self.to_room = False  # ... and with shrink, a running chunk is cut to its room (`Scheduler.chunk_to_room`)
         self.left_total = -1  # the decoders' outputs still to write, in total, when none is past the 4,096 clip; else -1
+        # n > 1 samples with recompute victims (their positions past the prompt count once per sample in the budget, and
+        # their samples' blocks there are their own): a victim waits (`samples_admit`: admission by
+        # `Scheduler.admit_samples`) or one prefills (`samples_chunks`: chunks by `Scheduler.chunk_positions`), set by
+        # the loop as victims are admitted and complete; `n`, `prompt_of` (request -> prompt) and `kv_blocks`
+        # (`BlockManager.blocks_for`) for those steps
+        self.samples_admit = self.samples_chunks = False
+        self.n, self.prompt_of, self.kv_blocks = 1, None, None
+        # Pre-emption by recompute of a decoder short of a block (`may_preempt`: `run_ticks` says where it runs here):
+        # `running` and `base` are the loop's (running order; decoder -> context before decoding tick d, less d); the
+        # tick's victims in pre-emption order, the blocks each held, and the running prefills among them (-> computed),
+        # which leave `prefilling` before the chunk step; the loop takes the decoders out after compose_tick
+        self.may_preempt, self.running, self.base = False, None, None
+        self.chunk_preempts = False  # ... and a running prefill's chunk short of blocks pre-empts (`_preempt_for_chunk`)
+        self.victims: list[int] = []
+        self.victim_held: list[int] = []
+        self.victim_prefills: dict[int, int] = {}
+        self.undo = None  # (the running prefills and the ratio's state before a pre-emption: `undo_preempt`)
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
         # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
@@ -159,8 +199,10 @@ class _Steps:
 
     def run_decodes(self) -> tuple[int, bool, bool]:
         free = self.free - self.need_d  # (need_d: the blocks the decoders take this tick, set with the tick's fields)
-        if free < 0:
-            raise _HandBack  # a decoder is short of a block: pre-emption is the general scheduler's job
+        if free < 0 or self.victims:  # a decoder is short of a block: pre-emption (swap, the prefix cache: the general
+            if not self.may_preempt:  # scheduler's job); or a PREFILL tick's fallback after a chunk pre-empted
+                raise _HandBack
+            return self._preempt_for_decodes()
         self.free = free
         if self.pc is not None and self.kind == _PREFILL_KIND:  # the fallback, after the chunk step's trim
             self.pc.trim(free)
@@ -173,6 +215,8 @@ class _Steps:
             if self.pc is not None:
                 self._evict_for_tick()
             return 0
+        if self.samples_chunks:
+            return self._run_chunks_samples(left)
         if len(prefilling) == 1:  # the common case: one prefill runs, without the lists and loops
             r, = prefilling  # (its key, then its value: ~400 instructions fewer than unpacking `items()`)
             c = prefilling[r]
@@ -185,9 +229,14 @@ class _Steps:
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
                 if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs), as (x - 1) // bs + 1 each
                     bs = self.bs  # (two negations fewer than -(-x // bs): ~300 instructions per continuing chunk)
-                    free = self.free - ((c + ch - 1) // bs - (c - 1) // bs)
-                    if free < 0:
-                        raise _HandBack  # the chunk would have to shrink to the free blocks: the general path's case
+                    need = (c + ch - 1) // bs - (c - 1) // bs
+                    free = self.free - need
+                    if free < 0:  # the chunk would have to shrink to the free blocks (the general path's case) or pre-empt
+                        if not self.chunk_preempts:
+                            raise _HandBack
+                        if not self._preempt_for_chunks([(r, c, ch, need)]):
+                            return 0  # (its own request went: no chunk runs)
+                        free = self.free
                     self.free = free
                 self.chunks = [(r, c, ch)]
             if self.pc is not None:
@@ -208,13 +257,181 @@ class _Steps:
         for r, c, chunk in chunks:
             need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
             tokens += chunk
-        if need_p > self.free:
-            raise _HandBack  # chunks would have to shrink to the free blocks: the general path's case
-        self.free -= need_p
+        if need_p > self.free:  # chunks would have to shrink to the free blocks (the general path's case) or pre-empt
+            if not self.chunk_preempts:
+                raise _HandBack
+            items = self._preempt_for_chunks([(r, c, ch, -(-(c + ch) // bs) - -(-c // bs)) for r, c, ch in chunks])
+            chunks = [(r, c, ch) for r, c, ch, _ in items]
+            tokens = sum(ch for _, _, ch in chunks)
+        else:
+            self.free -= need_p
         self.chunks = chunks
         if self.pc is not None:
             self._evict_for_tick()
         return tokens
+
+    def _preempt_for_decodes(self) -> tuple[int, bool, bool]:
+        """`Scheduler._grow_decodes` when the decodes' blocks are not all free (or, in a PREFILL tick's fallback, after a
+        chunk pre-empted), on this run's state: victims in `Scheduler._victim_order` of the running requests (given as
+        arrays: running order, which decode, what each emitted), chosen by `Scheduler._choose_victims` with the blocks
+        each holds until the decodes' blocks fit (one round: without the prefix cache a victim frees every block it
+        holds), SGLang's retract (`Scheduler.retract`). The blocks are `BlockManager.blocks_for`'s: a decoder of context
+        x holds blocks_for(x) and needs blocks_for(x + 1) for its token. Running prefills among the victims leave
+        `prefilling` now (the chunk step must not see them); the loop takes the decoders out of its state after
+        compose_tick, ends the run after this tick and the write-back applies `Scheduler._preempt` to the arrays (what
+        pre-empting does: requeue, recompute target, counts). Raises _HandBack, before any change, when no decoder would
+        be left (the scheduler then plans again at that instant). Returns compose_tick's (decodes left, pre-empted,
+        swapped out)."""
+        prefilling, st, sched, blocks_for = self.prefilling, self.st, self.sched, self.kv_blocks
+        ids, is_dec, ctx, prompt = self._running_state()
+        held = blocks_for(ctx, prompt)
+        decodes = ids[is_dec]
+        need = blocks_for(ctx[is_dec] + 1, prompt[is_dec]) - held[is_dec]  # (Scheduler.decode_slots: 1 on this path)
+        deficit = int(need.sum()) - self.free
+        if not decodes.size:
+            raise _HandBack
+        if deficit <= 0:  # (the fallback after a chunk's pre-emption: the decoders left fit)
+            self.free = -deficit
+            return decodes.size, False, False
+        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))
+        at = dict(zip(ids.tolist(), range(ids.size)))
+        in_order = np.array([at[r] for r in order.tolist()], dtype=np.int64)
+        victims = sched._choose_victims(st, decodes, need, deficit, order=order, held=held[in_order])
+        alive = ~np.isin(decodes, victims)
+        if not alive.any():
+            raise _HandBack
+        k = victims.size
+        if self.undo is None:
+            self.undo = (dict(prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
+        self.victims += victims.tolist()
+        self.victim_held += held[in_order[:k]].tolist()
+        self.free += int(held[in_order[:k]].sum()) - int(need[alive].sum())
+        for r in victims.tolist():
+            if r in prefilling:
+                self.victim_prefills[r] = prefilling.pop(r)
+                del self.targets[r]
+        if sched._by_ratio:
+            left = decodes[alive]
+            sched.retract((ctx[is_dec][alive] - prompt[is_dec][alive] + 1).tolist(), st.output[left].tolist())
+        return int(alive.sum()), True, False
+
+    def _running_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The running requests not pre-empted this tick, in running order, as `Scheduler._victim_order` reads them:
+        (ids, which decode, context before this tick, prompt). A decoder's emitted count is its context less its prompt,
+        plus 1 (as the write-back writes it)."""
+        prefilling, base, d, gone = self.prefilling, self.base, self.d, self.victims
+        rs = [r for r in self.running if r not in gone] if gone else list(self.running)
+        ids = np.array(rs, dtype=np.int64)
+        is_dec = np.array([r not in prefilling for r in rs], dtype=bool)
+        ctx = np.array([prefilling[r] if r in prefilling else base[r] + d for r in rs], dtype=np.int64)
+        return ids, is_dec, ctx, self.st.prompt[ids]
+
+    def _preempt_for_chunks(self, items: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+        """`Scheduler._preempt_for_chunks` (chunk_short_of_blocks preempt) for the running prefills' chunks `items`
+        ((request, computed, chunk, blocks it needs), in running order) whose blocks are not all free: each in turn takes
+        its blocks; while they are not free, the running request pre-empted first (`Scheduler._victim_order`, of those
+        left) is pre-empted (a decoder with the block this tick's decode step gave it, a prefill with its chunk's if it
+        took them), and when that is the chunk's own request neither it nor a later chunk runs. Victims join `victims`
+        as in `_preempt_for_decodes` (the loop takes them out after compose_tick; the write-back applies
+        `Scheduler._preempt`). Returns the items that run; `free` is what they leave."""
+        prefilling, st, sched, blocks_for, victims = self.prefilling, self.st, self.sched, self.kv_blocks, self.victims
+        grew = self.B and self.kind != _PREFILL_KIND  # (the decode step ran: each decoder holds its new block)
+        if self.undo is None:
+            self.undo = (dict(prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
+        taken: dict[int, int] = {}  # request -> the blocks its chunk took this tick
+        stop = False
+        for r, c, ch, need in items:
+            if r in victims:  # (pre-empted for an earlier chunk)
+                continue
+            while need > self.free:
+                ids, is_dec, ctx, prompt = self._running_state()
+                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))[0])
+                at = int(np.flatnonzero(ids == v)[0])
+                held = int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at])) + taken.pop(v, 0)
+                victims.append(v)
+                self.victim_held.append(held)
+                self.free += held
+                if v in prefilling:
+                    self.victim_prefills[v] = prefilling.pop(v)
+                    del self.targets[v]
+                if v == r:
+                    stop = True
+                    break
+            if stop:
+                break
+            self.free -= need
+            taken[r] = need
+        return [x for x in items if x[0] in taken]
+
+    def undo_preempt(self) -> None:
+        """A step after the pre-emption handed the tick back: the running prefills (in their order) and the ratio as they
+        were, nothing pre-empted (the scheduler plans the tick again)."""
+        prefilling, sched = self.prefilling, self.sched
+        saved, (sched._ratio_base, sched._ratio_steps, sched._retracted) = self.undo
+        for r in self.victim_prefills:
+            self.targets[r] = self.target_of(r)
+        prefilling.clear()
+        prefilling.update(saved)
+        self.victims, self.victim_held, self.victim_prefills, self.undo = [], [], {}, None
+
+    def _run_chunks_samples(self, left: int) -> int:
+        """`run_chunks` with n > 1 samples while a recompute victim prefills (no prefix cache: `run_ticks`' entry): the
+        chunks in positions from the token budget (`Scheduler.chunk_positions`, `_prefill_chunks`' own), cut to SGLang's
+        room as `Scheduler._cut_to_room` cuts one running prefill; each chunk's new blocks `BlockManager.blocks_for`'s
+        (past the prompt every sample has its own); the budget tokens `rules.chunk_tokens`' (`Scheduler._budget_tokens`)."""
+        pre_items = list(self.prefilling.items())
+        if self.to_room and len(pre_items) > 1:
+            raise _HandBack  # (as `_run_chunks_many`: each cut to the room the others leave, the general path's)
+        targets, prompt_of, n, blocks_for, fixed = self.targets, self.prompt_of, self.n, self.kv_blocks, self.fixed
+        prompts = [prompt_of(r) for r, _ in pre_items]
+        sizes = self.sched.chunk_positions([c for _, c in pre_items], [targets[r] - c for r, c in pre_items], prompts, left)
+        if self.to_room:
+            sizes[0] = rules.cut_to_room(sizes[0], rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
+        items = []
+        need_p = 0
+        for (r, c), ch, p in zip(pre_items, sizes, prompts):
+            if ch > 0:  # (a running prefill holds blocks_for(c, p): `run_ticks`' entry)
+                need = 0 if fixed else int(blocks_for(c + ch, p)) - int(blocks_for(c, p))
+                need_p += need
+                items.append((r, c, ch, need))
+        if need_p > self.free:  # chunks would have to shrink to the free blocks (the general path's case) or pre-empt
+            if not self.chunk_preempts:
+                raise _HandBack
+            items = self._preempt_for_chunks(items)
+        else:
+            self.free -= need_p
+        self.chunks = [(r, c, ch) for r, c, ch, _ in items]
+        return sum(rules.chunk_tokens(n, c, ch, prompt_of(r)) for r, c, ch, _ in items)
+
+    def _admit_samples(self, left: int, num: int) -> tuple[int, int]:
+        """`admit_waiting` with n > 1 samples while a recompute victim waits (no prefix cache: `run_ticks`' entry): the
+        rule over the `num` candidates from the head, `Scheduler.admit_samples` (with SGLang's token test), the blocks
+        `Scheduler.admission_blocks`' (`Scheduler._admit`'s need_of); returns (admitted, budget tokens)."""
+        waiting, head, R, sched, st, fixed = self.waiting, self.head, self.R, self.sched, self.st, self.fixed
+        tokens = None
+        if self.by_ratio:
+            if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
+                return 0, 0
+            tokens = self._token_budget()
+        ids = _QueueIds(waiting, head, num, R)
+        need_of = self.need_of if fixed else (lambda i, chunk: int(sched.admission_blocks(st, ids[i], chunk)))
+        taken = sched.admit_samples(ids, self.target_of, self.prompt_of, left, self.free, need_of, tokens)
+        if tokens is not None:
+            sched.note_token_test(tokens)
+        if not taken:
+            return 0, 0
+        admit = self.admit = []
+        targets, target_of, prompt_of, n = self.targets, self.target_of, self.prompt_of, self.n
+        free, used = self.free, 0
+        for w, (chunk, need) in zip(ids, taken):
+            admit.append((w, 0, chunk))
+            targets[w] = target_of(w)
+            if fixed:
+                self.held_fixed[w] = need
+            free -= need
+            used += rules.chunk_tokens(n, 0, chunk, prompt_of(w))
+        self.free = free
+        return len(admit), used
 
     def _evict_for_tick(self) -> None:
         """Prefix cache, after the chunk step: the tick's marks (admissions and completions included) are at this
@@ -227,7 +444,8 @@ class _Steps:
     def _token_budget(self) -> rules.TokenBudget:
         """`Scheduler.token_budget` from this module's state: the decoders' outputs still to write (a decoder whose
         last token is at decoding tick `last` has last - d + 1 to write before tick d), x the ratio; plus the output
-        of each running prefill whose chunk this tick completes its prompt (no request here wrote any output yet)."""
+        of each running prefill whose chunk this tick completes its prompt (`Scheduler.output_reservation`: a recompute
+        victim's output still to write; the state's emitted count, which a prefill's does not change before it ends)."""
         target_of = self.target_of
         done = [r for r, c, chunk in self.chunks if c + chunk >= target_of(r)]
         waiting, head, R = self.waiting, self.head, self.R
@@ -246,8 +464,10 @@ class _Steps:
         num = len(waiting) - head  # candidates: waiting[head : head + num]
         if self.seqs_left < num:
             num = self.seqs_left
-        if num <= 0:
+        if num <= 0 or self.victims:  # (a chunk pre-empted: no admission, `Scheduler._plan`'s `chunk_preempted`)
             return 0, 0
+        if self.samples_admit:
+            return self._admit_samples(left, num)
         if self.by_ratio:  # SGLang's token test too (no prefix cache on this path): the rule over the queue
             sched = self.sched
             if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
@@ -335,6 +555,23 @@ class _Steps:
             tokens += chunk
         self.free = free
         return len(admit), tokens
+
+
+class _QueueIds:
+    """The request ids of the queue keys waiting[head : head + num], each read when asked (admission reads the first
+    one or two of up to hundreds)."""
+
+    __slots__ = ("waiting", "head", "num", "R")
+
+    def __init__(self, waiting: list[int], head: int, num: int, R: int):
+        self.waiting, self.head, self.num, self.R = waiting, head, num, R
+
+    def __getitem__(self, i: int) -> int:
+        return self.waiting[self.head + i] % self.R
+
+    def __iter__(self):
+        R = self.R
+        return (w % R for w in itertools.islice(self.waiting, self.head, self.head + self.num))
 
 
 # (Comprehensions of `run_ticks`' rare cases, as functions: a comprehension there that reads a loop variable made it a
@@ -498,11 +735,16 @@ def run_ticks(engine: Engine):
         expected = kv.blocks_for(ctx_arr, prompt_arr)
     if np.any(kv.held[running_arr] != expected):
         return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
-    if np.any(st.emitted[running_arr[~is_dec]] != 0):
-        return False  # a recompute victim mid-prefill: its prefill ends in PREFILL_DONE (general path)
-    if st.waiting_keys.size and np.any(st.emitted[st.key_to_id(st.waiting_keys)] != 0):
-        return False  # a pre-empted request waits: it re-enters through a recompute prefill (general path)
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
+    # Recompute victims (pre-empted, their KV dropped: `Scheduler._preempt`), waiting or mid-prefill, run here: their
+    # prefill target counts what they emitted (the state's), they are admitted and chunked by the same rules (n > 1:
+    # `Scheduler.admit_samples`, `Scheduler.chunk_positions`) and their prefill ends in PREFILL_DONE, their next token
+    # after the one before pre-emption (`Engine._advance_tick`'s). Not with the prefix cache (a re-admission takes back
+    # what it finds of its dropped KV) nor on a prefill instance (it hands off at first tokens): the general path's.
+    victims_running = st.emitted[running_arr[~is_dec]]
+    victims_waiting = int(np.count_nonzero(st.emitted[st.key_to_id(st.waiting_keys)])) if st.waiting_keys.size else 0
+    if (pc is not None or engine.hand_off_prefilled) and (victims_waiting or victims_running.any()):
+        return False
     if pc is not None and pc.dropped:
         return False  # one pre-empted mid-prefill waits: its re-admission takes back what it finds (general path)
     by_ratio = sched._by_ratio
@@ -580,6 +822,18 @@ def run_ticks(engine: Engine):
     # of them, taken out of phase_count once that tick ran (0: none pending; decoders are in step from their first)
     phase_count = [0] * bs
     first_blocks = 0
+    # recompute victims among the running prefills (admitted here or before the call) -> the tokens each emitted before
+    # its pre-emption (the state's count, unchanged while it waits and prefills again); `victims_waiting`: those queued
+    resumed: dict[int, int] = {}
+    if victims_running.any():
+        pre_ids = running_arr[~is_dec]
+        resumed.update(zip(pre_ids[victims_running != 0].tolist(), victims_running[victims_running != 0].tolist()))
+    emitted_of = memoryview(st.emitted)  # (request -> emitted, as `arrival_at`: a queued victim's at its admission)
+    again: list[int] = []  # this tick's recompute victims whose prefill ends (PREFILL_DONE: their gap after its price)
+    recomputed: list[tuple[int, int]] = []  # (request, tick) of each PREFILL_DONE
+    if copies or resumed:
+        from sim_core.engine import samples_past_prompt  # (the tick's price of positions past the prompt, n > 1)
+        prompt_of, kv_blocks_for = st.prompt.item, kv.blocks_for
     S = 0  # the decoders' contexts before decoding tick 0, summed over their samples: n x the sum of their base
     toks = 0  # a decoding tick's decode tokens: n x B
     # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d (kept only
@@ -672,6 +926,18 @@ def run_ticks(engine: Engine):
         steps.by_ratio, steps.sched, steps.st, steps.finish_at = True, sched, st, finish_at
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
+    steps.sched, steps.st = sched, st
+    # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run ends after that
+    # tick); swap, the prefix cache, SGLang's old retract headroom, a cluster's run that may pause and fixed blocks (which
+    # never run short) leave it to the scheduler
+    preempted = None  # (victims, blocks each held, running prefills among them -> computed, decoders -> last decoding tick, tick)
+    if not (sched.use_swap or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
+            or engine.hand_off_prefilled):
+        steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
+        steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
+    if copies:
+        steps.n, steps.prompt_of, steps.kv_blocks = n, prompt_of, kv_blocks_for
+        steps.samples_admit, steps.samples_chunks = victims_waiting > 0, bool(resumed)
     run_decodes, run_chunks, admit_waiting = steps.run_decodes, steps.run_chunks, steps.admit_waiting
     no_steps: list = []  # a tick's chunks and admissions before its steps set them (never appended to)
     prefill_work = sched.prefill_work
@@ -915,8 +1181,10 @@ def run_ticks(engine: Engine):
             steps.chunks = steps.admit = no_steps
             if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
                 steps.need_d = phase_count[d % bs]
-            if pc is not None:  # (only the prefix cache's lines read these)
-                steps.kind, steps.j = kind, j
+                steps.d = d  # (a pre-emption reads the decoders' contexts)
+            steps.kind = kind  # (the prefix cache's lines and a chunk's pre-emption read it)
+            if pc is not None:  # (only the prefix cache's lines read it)
+                steps.j = j
             if by_ratio:  # (only SGLang's token test reads them)
                 steps.d = d
                 if unclipped:
@@ -928,10 +1196,30 @@ def run_ticks(engine: Engine):
             except _HandBack:
                 if saved_phase is not None:
                     sched.phase.restore(saved_phase)
+                if steps.victims:
+                    steps.undo_preempt()
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
-            if by_ratio:  # (no pre-emption on this path: the running requests and the tick's admissions)
-                sched._num_planned = num_running + len(admit)
+            if steps.victims:  # pre-empted (`_Steps._preempt_for_decodes`, `_preempt_for_chunk`): the decoders leave this
+                # run's state; the run ends with this tick, and the write-back applies `Scheduler._preempt` to the arrays
+                if not decoding and not chunks and not admit:  # (nothing left to run: the scheduler plans again at once)
+                    steps.undo_preempt()
+                    if saved_phase is not None:
+                        sched.phase.restore(saved_phase)
+                    break
+                dec_victims = []
+                for r in steps.victims:
+                    del running[r]
+                    resumed.pop(r, None)
+                    if r not in steps.victim_prefills:
+                        S, B, L, first_blocks = _leave(r, d, bs, n, base, finish_at, done_ticks, phase_count, shared,
+                                                       waiting_since, S, B, L, first_blocks, prompt_of if copies else None)  # fmt: skip
+                        dec_victims.append((r, d - 1))
+                toks = B * n
+                preempted = (steps.victims, steps.victim_held, steps.victim_prefills, dec_victims, j)
+                tick_budget = j + 1
+            if by_ratio:  # (the running requests, pre-empted ones gone, and the tick's admissions)
+                sched._num_planned = len(running) + len(admit)
             if pc is not None and kind == _DECODE_KIND:
                 pc.tick_offset = j
                 pc.trim(free_after)
@@ -1004,6 +1292,11 @@ def run_ticks(engine: Engine):
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
         for w, h, _ in admit:
             scheduled.append((w, j))
+            if victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
+                resumed[w] = emitted_of[w]
+                victims_waiting -= 1
+                if copies:
+                    steps.samples_admit, steps.samples_chunks = victims_waiting > 0, True
             if smart:
                 st.prefill_start_s[w] = now  # (the tick's start)
             if hand_off and st.first_scheduled_s.item(w) != st.first_scheduled_s.item(w):  # (NaN: a first admission)
@@ -1012,6 +1305,7 @@ def run_ticks(engine: Engine):
             running[w] = None
             prefilling[w] = h
         P, samples = 0, D  # (samples: the sequences that sample a token, the decoders' and each completed prompt's)
+        past_seqs = 0  # sequences of the other samples in recompute chunks past the prompt (n > 1: below)
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
             P += chunk
@@ -1022,15 +1316,31 @@ def run_ticks(engine: Engine):
             kv_read += c
             if pc is not None:  # Engine._advance_tick: the full prompt blocks computed so far become reusable
                 freed += pc.cache_prefilled(r, total)
+            if resumed and copies and r in resumed:  # a recompute chunk's positions past the prompt: every sample's
+                more_tokens, more_pairs, more_read, more_seqs = samples_past_prompt(n, [chunk], [c], [prompt_of(r)])
+                P += more_tokens
+                pairs += more_pairs
+                kv_read += more_read
+                past_seqs += more_seqs
             if total < targets[r]:
                 prefilling[r] = total
                 continue
             samples += 1
             del prefilling[r]
-            first_token.append((r, j))
             o = output_of[r]
+            if resumed and r in resumed:  # a recompute victim: no first token, its next after the one before pre-emption
+                o -= resumed.pop(r)  # (tokens left, this one included)
+                again.append(r)
+                if copies:  # (a token of each sample: `Engine._advance_tick`'s)
+                    samples += copies
+                    steps.samples_chunks = bool(resumed)
+            else:
+                first_token.append((r, j))
             if o == 1:
-                freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
+                if copies and not fixed and again and again[-1] == r:  # (a recompute victim: past its prompt its
+                    freed += int(kv_blocks_for(total, prompt_of(r)))  # samples hold their own blocks; no prefix cache)
+                else:
+                    freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
                 if done is None:
                     done = []
@@ -1056,15 +1366,18 @@ def run_ticks(engine: Engine):
                 ending.append(r)
             phase_count[(-b) % bs] += n
             if copies and not fixed:  # its samples share the prompt's full blocks; each copies a partial last one
-                shared[r] = copies * (total // bs)  # (at its first decode, decoding tick d; total is its prompt here)
-                if total % bs:
-                    phase_count[d % bs] += copies
-                    first_blocks += copies
+                if again and again[-1] == r:  # (a recompute victim: past its prompt, the copies are held already)
+                    shared[r] = copies * (prompt_of(r) // bs)
+                else:
+                    shared[r] = copies * (total // bs)  # (at its first decode, decoding tick d; total is its prompt here)
+                    if total % bs:
+                        phase_count[d % bs] += copies
+                        first_blocks += copies
             S += b * n
             B += 1
             toks += n
         A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D + past_seqs, 0.0)
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
@@ -1080,6 +1393,17 @@ def run_ticks(engine: Engine):
         elif fresh is not None:
             for r in fresh:
                 waiting_since[r] = t_end  # its first token; decoders' last token is older
+        if again:  # PREFILL_DONE: each a gap from its last token before pre-emption, after the decoders' (`_advance_tick`)
+            gaps = tick_gaps.get(j)
+            if gaps is None:  # (the decoders' gaps, in running order: all the shared one)
+                gaps = tick_gaps[j] = [t_end - sync_s] * (D // n) if decoding else []
+            max_itl = st.max_itl_s
+            for r in again:
+                gap = t_end - last_token.item(r)
+                gaps.append(gap)
+                max_itl[r] = max(max_itl.item(r), gap)
+                recomputed.append((r, j))
+            again.clear()
         if done:
             for r in done:
                 del running[r]
@@ -1124,7 +1448,8 @@ def run_ticks(engine: Engine):
         rows = _rows_with_blocks(rows, row_blocks, j)
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
-                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n)  # fmt: skip
+                       ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
+                       recomputed, preempted)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -1163,6 +1488,33 @@ def _decode_first_tokens(tokenless: dict, gaps: list[float], j: int, first_gap: 
         decode_first.append((r, j))
     tokenless.clear()
     return [g for g in gaps if g == g]
+
+
+def _leave(r: int, d: int, bs: int, n: int, base: dict, finish_at: dict, done_ticks: list, phase_count: list, shared: dict,
+           waiting_since: dict, S: int, B: int, L: int, first_blocks: int, prompt_of) -> tuple[int, int, int, int]:
+    """Decoder r, pre-empted before decoding tick d, leaves the run's bookkeeping (`_join_decoders` in reverse): its
+    finish tick (and the heap's key when it was the last there), its blocks at each boundary, its context in S, its
+    outputs still to write in L, a first decode's block copies still pending (n > 1: `prompt_of` given; its context is
+    still its prompt). Rare: the scans are O(decoders). Returns (S, B, L, first_blocks)."""
+    b = base[r]
+    for key, ending in finish_at.items():
+        if r in ending:
+            ending.remove(r)
+            if not ending:
+                del finish_at[key]
+                done_ticks.remove(key)
+                heapq.heapify(done_ticks)
+            L -= key + 1
+            break
+    phase_count[(-b) % bs] -= n
+    if prompt_of is not None:
+        shared.pop(r, None)
+        p = prompt_of(r)
+        if b + d == p and p % bs:  # (its copies at decoding tick d: `first_blocks`)
+            phase_count[d % bs] -= n - 1
+            first_blocks -= n - 1
+    waiting_since.pop(r, None)
+    return S - b * n, B - 1, L, first_blocks
 
 
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
@@ -1258,7 +1610,7 @@ class LiveLeft:
     """Tokens left to emit for the requests running or queued in a run paused at its horizon (`run_ticks`' yield `at`),
     as `Engine.outstanding_bounds` counts them: how many have at most `most` left (`num_within`). A decoder in
     `finish_at[f]` emits its last token in decoding tick f, so it has f - d + 1 left before decoding tick d; a
-    prefilling or queued request has emitted none (the fast path runs no recompute prefill). Nothing in the run
+    prefilling or queued request has its output less what it emitted before a pre-emption left. Nothing in the run
     changes while it is paused, so the decoders are counted from `finish_at` itself: a lookup per decoding tick up to
     `most` (a router asks a few ticks ahead, mostly), or past FEW_TICKS its keys sorted once (C-level) and its lists'
     lengths summed along them; not a list of every request's tokens left made in Python at each pause (issue 13:
@@ -1276,10 +1628,12 @@ class LiveLeft:
         self.blocks_by: list[int] | None = None  # per key of `ticks`: whole-context blocks of the decoders finishing by it
         queued = []
         if prefilling or head < len(waiting):  # (loops, not comprehensions: those made cells of locals at every pause)
-            output, R = engine.st.output, engine.st.num_requests
-            queued = list(map(output.item, prefilling))
+            # (a recompute victim's output less what it emitted before pre-emption: the state's, unchanged meanwhile)
+            output, emitted, R = engine.st.output, engine.st.emitted, engine.st.num_requests
+            for r in prefilling:
+                queued.append(output.item(r) - emitted.item(r))
             for w in waiting[head:]:  # (admitted ones stay before `head`: not skipped one by one)
-                queued.append(output.item(w % R))
+                queued.append(output.item(w % R) - emitted.item(w % R))
             queued.sort()
         self.queued = queued
         # fewest tokens any of them has left (inf: none): `num_within` is 0 below it (`CountCurve`'s O(1) test). (The
@@ -1335,7 +1689,8 @@ class LiveLeft:
 
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_extras: int, order: np.ndarray,
                     dec_req: np.ndarray, dec_base: np.ndarray, dec_join: np.ndarray, dec_last: np.ndarray, bs: int,
-                    num_ticks0: int, held_fixed, num_samples: int = 1, dec_shared: np.ndarray | None = None) -> None:  # fmt: skip
+                    num_ticks0: int, held_fixed, num_samples: int = 1, dec_shared: np.ndarray | None = None,
+                    ext_blocks=None) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
     for their context), then its prefill chunks and admissions (`batch_extras`, `num_extras` entries). Every decoding
     tick decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. The call's decoders
@@ -1357,12 +1712,13 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_e
     dec_b = dec_base[at]
     dec_s = None if dec_shared is None else dec_shared[at]
     rec.batch_deferred(int(sizes.sum()) + num_extras, lambda: _batch_entries(
-        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed, num_samples, dec_s))  # fmt: skip
+        K, tick_of_d, decs, dec_b, lo, sizes, batch_extras, bs, num_ticks0, held_fixed, num_samples, dec_s,
+        ext_blocks))  # fmt: skip
 
 
 def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.ndarray, lo: np.ndarray, sizes: np.ndarray,
                    batch_extras: dict, bs: int, num_ticks0: int, held_fixed, num_samples: int = 1,
-                   dec_shared: np.ndarray | None = None) -> tuple[np.ndarray, ...]:  # fmt: skip
+                   dec_shared: np.ndarray | None = None, ext_blocks=None) -> tuple[np.ndarray, ...]:  # fmt: skip
     """`_record_batches`' entries as `Recorder.batch` takes them: the entries of all ticks are expanded
     decoder by decoder, then put in tick order (a stable sort keeps running order within a tick).
     Temporaries are 32-bit and few: on a VM, first touching fresh pages costs 2-6 us per 4 KiB page."""
@@ -1402,7 +1758,9 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.nd
     ext_slot = at + np.arange(at.size) - np.repeat(np.cumsum(ext_sizes) - ext_sizes, ext_sizes)
     # (request, computed before, chunk) of each: it holds ceil((computed before + chunk) / bs) blocks, or its fixed count
     ext_req, ext_before, ext_new = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
-    if held_fixed is None:
+    if ext_blocks is not None:  # (n > 1: a recompute chunk past its prompt, every sample's blocks there, `blocks_for`)
+        ext_held = ext_blocks(ext_before + ext_new, ext_req)
+    elif held_fixed is None:
         ext_held = -(-(ext_before + ext_new) // bs)
     else:
         ext_held = np.fromiter((held_fixed[r] for r in ext_req.tolist()), dtype=np.int64, count=ext_req.size)
@@ -1442,10 +1800,14 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
-                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1) -> bool:  # fmt: skip
+                held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=(),
+                preempted=None) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
-    decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick)."""
+    decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
+    (request, tick) of recompute prefills that ended, PREFILL_DONE; `preempted`: the run's last tick pre-empted, `run_ticks`'
+    (victims, blocks each held, running prefills among them -> computed, decoders -> last decoding tick number, tick):
+    the decoders' progress is written as a finished decoder's, then `Scheduler._preempt` does what pre-empting does)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1470,6 +1832,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
                num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
     if idle_ends:
         col["phase"][np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))] = IDLE
+    if preempted is not None:  # (`_advance_tick`'s row: the victims counted as pre-empted and waiting)
+        victims, victim_held, victim_prefills, dec_victims, j_pre = preempted
+        col["num_preempted"] = np.zeros(n, dtype=np.int64)
+        col["num_preempted"][j_pre] = len(victims)
+        col["num_waiting"][j_pre] += len(victims)
     rec.ticks(col, n)
     # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
     last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick
@@ -1488,6 +1855,15 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     if join:  # joined in insertion order, after the first decoders
         dec_join[n_dec - len(join):] = _int64s(join.values(), len(join))
     fin_req, fin_tick, fin_d = fin_all
+    gone = None
+    if preempted is not None and dec_victims:  # pre-empted decoders: their progress as a finished decoder's, up to their
+        # last decoding tick; those that did not decode in this run (`gone`) keep what the arrays or the run's first
+        # tokens say
+        tick_of_d = np.flatnonzero(decoding)
+        left = [(r, int(tick_of_d[last]), last) for r, last in dec_victims if last >= join.get(r, 0)]
+        gone = [r for r, last in dec_victims if last < join.get(r, 0)]
+        if left:
+            fin_req, fin_tick, fin_d = _columns(finished + left, 3)
     decoded_fin = fin_d >= 0  # (not those that finished at their first token)
     is_fin = None
     if n_dec and decoded_fin.any():
@@ -1507,13 +1883,18 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         dec_last = np.full(n_dec, d_end - 1)  # each decoder's last decoding tick number
         if is_fin is not None:
             dec_last[is_fin] = fin_d[at_fin]
+        if gone:  # (none logged: before their first decoding tick)
+            at_gone = np.isin(dec_req, gone)
+            dec_last[at_gone] = dec_join[at_gone] - 1
         K = min(n, want_batches)
         # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
         # (n > 1 samples: a decoder holds n x ceil(context / bs) blocks less its prompt's shared ones, `run_ticks`' shared)
         copies = num_samples - 1
         dec_shared = None if not copies or held_fixed is not None else copies * (st.prompt[dec_req] // bs)
+        # (a chunk's blocks with n > 1, a recompute's past its prompt included: `kv.blocks_for`; the prompts are fixed)
+        ext_blocks = None if not copies or held_fixed is not None else (lambda ctx, req, prompt=st.prompt: kv.blocks_for(ctx, prompt[req]))
         _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, dec_req, dec_b, dec_join, dec_last, bs,
-                        num_ticks0, held_fixed, num_samples, dec_shared)  # fmt: skip
+                        num_ticks0, held_fixed, num_samples, dec_shared, ext_blocks)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -1540,6 +1921,12 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         st.last_token_s[req] = t_end[tick]
         st.computed[req] = st.prefill_target[req]
         st.emitted[req] = 1
+    if recomputed:  # (a token after those before pre-emption; their gaps and max_itl_s: in the run)
+        req, tick = _columns(recomputed, 2)
+        rec.event(req, t_end[tick], Event.PREFILL_DONE)
+        st.last_token_s[req] = t_end[tick]
+        st.computed[req] = st.prefill_target[req]
+        st.emitted[req] += 1
     if decode_first:  # (their progress, last token and gaps: with the other decoders' below)
         req, tick = _columns(decode_first, 2)
         engine.record_decode_first(req, t_end[tick])
@@ -1552,6 +1939,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             ctx[is_fin] = b[is_fin] + fin_d[at_fin] + 1
             last[is_fin] = fin_tick[at_fin]
             decoded |= is_fin
+        if gone:
+            decoded &= ~np.isin(req, gone)
         lo = _int64s(sync_from.values(), n)  # (`sync_from`: in base's order)
         own = np.full(n, -np.inf)
         if first_gap:  # (a few decoders, each in its place among the call's decoders)
@@ -1588,4 +1977,13 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     st.status[st.key_to_id(st.waiting_keys)] = Status.WAITING  # arrivals queued on the fast path
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
+    if preempted is not None:  # the arrays hold the victims as they were at the tick: the scheduler's own pre-emption
+        ids = np.array(victims, dtype=np.int64)
+        for r, c in victim_prefills.items():
+            st.computed[r] = c
+        kv.held[ids] = victim_held
+        kv.num_free = free - sum(victim_held)  # (the run counted their blocks free from that tick)
+        plan = StepPlan()
+        engine.sched._preempt(st, ids, plan)
+        rec.event(plan.preempted_idx, t0[j_pre], Event.PREEMPTED)
     return True

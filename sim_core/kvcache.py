@@ -53,6 +53,11 @@ class BlockManager:
         bs, n = self.block_size, self.num_samples
         if n == 1 and type(ctx_tokens) is int:  # (one request as a Python int, e.g. an admission test each tick: the
             return -(-ctx_tokens // bs)  # same ceiling division below without NumPy scalars, ~1 us less)
+        if type(ctx_tokens) is int and type(prompt_tokens) is int:  # (n > 1, one request as Python ints: the scalar
+            if ctx_tokens <= prompt_tokens:  # core's recompute chunks and admissions; the same counts as below, ~10 us less)
+                return -(-ctx_tokens // bs)
+            shared = prompt_tokens // bs
+            return shared + n * (-(-(ctx_tokens - shared * bs) // bs))
         ctx = np.asarray(ctx_tokens, dtype=np.int64)
         if n == 1:
             return -(-ctx // bs)

@@ -431,16 +431,23 @@ class Scheduler:
             prefills = prefills[~np.isin(prefills, victims)]
             total = None
             deficit = int(need.sum()) - kv.num_free
-            if self._by_ratio:  # a retract: the ratio from the decodes left (`ScheduleBatch.retract_decode`)
-                ratio = rules.retract_ratio(st.emitted[decodes].tolist(), st.output[decodes].tolist())
-                if ratio is not None:
-                    self._ratio_base, self._ratio_steps = ratio, 0
-                self._retracted = True
+            if self._by_ratio:
+                self.retract(st.emitted[decodes].tolist(), st.output[decodes].tolist())
         if total != 0:
             kv.allocate(decodes, need, total)
         return decodes, prefills
 
-    def _victim_order(self, st: SimState) -> IntArray:
+    def retract(self, emitted: list[int], outputs: list[int]) -> None:
+        """Admission new_token_ratio, after decodes were pre-empted: the ratio from the decodes left, which have written
+        `emitted` of their `outputs` (`ScheduleBatch.retract_decode`: `rules.retract_ratio`), and this tick's `observe`
+        does not decay it. (`_grow_decodes`; the scalar core's pre-emption, `fastpath._Steps.run_decodes`.)"""
+        ratio = rules.retract_ratio(emitted, outputs)
+        if ratio is not None:
+            self._ratio_base, self._ratio_steps = ratio, 0
+        self._retracted = True
+
+    def _victim_order(self, st: SimState, running: IntArray | None = None, is_dec: np.ndarray | None = None,
+                      emitted: IntArray | None = None) -> IntArray:  # fmt: skip
         """The running requests in the order they are pre-empted, the first victim first: the one rule for every
         pre-emption (a decode short of blocks, a chunk short of blocks, every running prefill stuck), by
         scheduler.preemption_victim. st.running is in admission order, swap-ins and hand-offs included.
@@ -473,13 +480,19 @@ class Scheduler:
         (`lastStartedReqIt`, searched from the end); a paused request keeps its place (LlmRequest::pause), and the
         list is in the order requests reached the engine: arrival order (`SimState.arrival_rank`; on a decode
         instance its slots, the order hand-offs were dispatched to it). Running requests here have all started. No
-        priority: queue_order priority does not change it."""
-        running = st.running
+        priority: queue_order priority does not change it.
+
+        A caller whose running requests are not in the arrays (the scalar core, mid-run) gives them: `running` in
+        admission order, which of them decode (`is_dec`) and what each emitted (`emitted`, aligned with `running`)."""
         rule = self._victim_rule
+        if running is None:
+            running = st.running
+            if rule == "fewest_written":
+                is_dec = st.computed[running] >= st.prefill_target[running]
+                emitted = st.emitted[running]
         if rule == "fewest_written":
-            is_dec = st.computed[running] >= st.prefill_target[running]
             dec = running[is_dec]
-            dec = dec[np.lexsort((-np.flatnonzero(is_dec), -st.prompt[dec], st.emitted[dec]))]  # (last key first)
+            dec = dec[np.lexsort((-np.flatnonzero(is_dec), -st.prompt[dec], emitted[is_dec]))]  # (last key first)
             return np.concatenate([dec[:-1], running[~is_dec][::-1], dec[-1:]])
         if rule == "latest_arrival":
             return running[np.argsort(-st.arrival_rank(running), kind="stable")]
@@ -491,17 +504,19 @@ class Scheduler:
         """The running request pre-empted first (`_victim_order`)."""
         return self._victim_order(st)[0]
 
-    def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int, decodes_only: bool = False
-                        ) -> IntArray:  # fmt: skip
+    def _choose_victims(self, st: SimState, decodes: IntArray, need: IntArray, deficit: int, decodes_only: bool = False,
+                        order: IntArray | None = None, held: IntArray | None = None) -> IntArray:  # fmt: skip
         """Victims in `_victim_order` until the deficit is covered: a victim frees its blocks and no longer needs
-        its new one. `decodes_only`: of the decodes alone, never the last of them in that order (SGLang's retract)."""
-        order = self._victim_order(st)  # (B,) victims first
+        its new one. `decodes_only`: of the decodes alone, never the last of them in that order (SGLang's retract).
+        A caller whose state is not in the arrays (the scalar core) gives the order and the blocks each holds in it."""
+        if order is None:
+            order = self._victim_order(st)  # (B,) victims first
         if decodes_only:
             order = order[np.isin(order, decodes)]
         need_of = np.zeros(order.size, dtype=np.int64)  # (B,) new blocks each would have needed
         sorter = np.argsort(order)
         need_of[sorter[np.searchsorted(order, decodes, sorter=sorter)]] = need
-        gain = np.cumsum(self.kv.held[order] + need_of)
+        gain = np.cumsum((self.kv.held[order] if held is None else held) + need_of)
         k = int(np.searchsorted(gain, deficit)) + 1
         return order[: min(k, order.size - 1 if decodes_only else order.size)]
 
@@ -550,10 +565,8 @@ class Scheduler:
             return _EMPTY, _EMPTY
         ctx = st.computed[prefills]
         remaining = (st.prefill_target[prefills] - ctx).tolist()
-        if self._n > 1:  # the budget counts tokens: a recompute chunk's positions past the prompt once per sample
-            n, c, p = self._n, ctx.tolist(), st.prompt[prefills].tolist()
-            tokens = rules.prefill_chunks([rules.chunk_tokens(n, *x) for x in zip(c, remaining, p)], budget, self.is_chunked)
-            chunk = np.array([rules.chunk_positions(n, *x) for x in zip(c, tokens, p)], dtype=np.int64)
+        if self._n > 1:
+            chunk = np.array(self.chunk_positions(ctx.tolist(), remaining, st.prompt[prefills].tolist(), budget), dtype=np.int64)
         else:
             chunk = np.array(rules.prefill_chunks(remaining, budget, self.is_chunked), dtype=np.int64)
         if self.chunk_to_room:
@@ -584,6 +597,31 @@ class Scheduler:
                 free -= int(need[i])
         self.kv.allocate(prefills, need)
         return prefills, chunk
+
+    def chunk_positions(self, computed: list[int], remaining: list[int], prompts: list[int], budget: int) -> list[int]:
+        """The next chunk of each running prefill (admission order), in positions, under one token budget with n > 1
+        samples: the budget counts tokens, and a recompute chunk's positions past the prompt count once per sample
+        (`rules.chunk_tokens`). `_prefill_chunks` and the scalar core's recompute prefills (`fastpath._Steps`) take their
+        chunks here."""
+        n = self._n
+        tokens = rules.prefill_chunks([rules.chunk_tokens(n, *x) for x in zip(computed, remaining, prompts)], budget,
+                                      self.is_chunked)  # fmt: skip
+        return [rules.chunk_positions(n, *x) for x in zip(computed, tokens, prompts)]
+
+    def admit_samples(self, ids, target_of, prompt_of, budget: int, free_blocks: int, need_of,
+                      tokens: rules.TokenBudget | None = None) -> list[tuple[int, int]]:  # fmt: skip
+        """`rules.admit_in_order` with n > 1 samples, no prefix cache: the candidates `ids` (queue order, read lazily:
+        the rule stops at the first that does not fit) with their prefill targets and prompts (`target_of`,
+        `prompt_of`), each from position 0; the budget counts tokens (a recompute victim's positions past its prompt
+        once per sample, `rules.chunk_tokens`), the blocks and the chunks are positions (`need_of(i, positions)`).
+        Returns (positions, blocks) of each admitted. `_admit` and the scalar core's admission of recompute victims
+        (`fastpath._Steps`) both take it from here."""
+        n = self._n
+        taken = rules.admit_in_order((rules.chunk_tokens(n, 0, target_of(r), prompt_of(r)) for r in ids), budget,
+                                     free_blocks, self.watermark_blocks,
+                                     lambda i, t: need_of(i, rules.chunk_positions(n, 0, t, prompt_of(ids[i]))),
+                                     self.is_chunked, self.is_static, None, tokens)  # fmt: skip
+        return [(rules.chunk_positions(n, 0, t, prompt_of(r)), need) for r, (t, need) in zip(ids, taken)]
 
     def _cut_to_room(self, st: SimState, prefills: IntArray, ctx: IntArray, chunk: IntArray) -> None:
         """chunk_short_of_blocks shrink under admission new_token_ratio: SGLang's `PrefillAdder.add_chunked_req` cuts
@@ -760,12 +798,7 @@ class Scheduler:
             taken = self._admit_with_prefix_cache(st, ids, budget, need_of, tokens)
         else:
             if self._n > 1:  # the budget counts tokens (see _prefill_chunks); the blocks and the chunk are positions
-                n, prompt = self._n, st.prompt
-                taken = rules.admit_in_order((rules.chunk_tokens(n, 0, int(st.prefill_target[r]), int(prompt[r])) for r in ids),
-                                             budget, kv.num_free, self.watermark_blocks,
-                                             lambda i, t: need_of(i, rules.chunk_positions(n, 0, t, int(prompt[ids[i]]))),
-                                             self.is_chunked, self.is_static, None, tokens)  # fmt: skip
-                taken = [(rules.chunk_positions(n, 0, t, int(prompt[r])), need) for r, (t, need) in zip(ids, taken)]
+                taken = self.admit_samples(ids, st.prefill_target.item, st.prompt.item, budget, kv.num_free, need_of, tokens)
             elif len(ids) == 1 and tokens is None:  # (one waits: a cluster's prefill instance, most ticks) admit_in_order's test of one candidate
                 one = rules.admit_next(0, st.prefill_target.item(ids[0]), budget, kv.num_free, self.watermark_blocks,
                                        need_of, self.is_chunked, self.is_static)  # fmt: skip

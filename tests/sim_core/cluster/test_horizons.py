@@ -385,7 +385,8 @@ def test_a_run_leaves_its_generator_only_where_it_pauses(monkeypatch, disaggrega
        st.integers(0, 3))  # fmt: skip
 def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_them(finish_at, d, prefilling, waiting, head):
     # decoders finishing in decoding tick f (>= d) have f - d + 1 tokens left; prefilling and queued ones (from `head`
-    # on) all of their output: the count with at most `most` left, by lookups and by sorted keys, is a plain count's
+    # on) their output less what a recompute victim emitted before its pre-emption: the count with at most `most`
+    # left, by lookups and by sorted keys, is a plain count's
     from types import SimpleNamespace
 
     from sim_core.fastpath import LiveLeft
@@ -393,12 +394,13 @@ def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_the
     finish_at = {d + f: rs for f, rs in finish_at.items()}
     R = 100
     output = np.arange(R, dtype=np.int64) % 37 + 1
-    engine = SimpleNamespace(st=SimpleNamespace(output=output, num_requests=R))
+    emitted = np.minimum(np.arange(R, dtype=np.int64) % 3, output - 1)  # (some recompute victims among them)
+    engine = SimpleNamespace(st=SimpleNamespace(output=output, emitted=emitted, num_requests=R))
     waiting_keys = [w + R * k for k, w in enumerate(waiting)]  # (queue keys: key % R is the request)
     left = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), waiting_keys, head, False,
                              sorted(finish_at)))  # fmt: skip
     tokens = [f - d + 1 for f, rs in finish_at.items() for _ in rs]
-    tokens += [int(output[r]) for r in prefilling] + [int(output[w]) for w in waiting[head:]]
+    tokens += [int(output[r] - emitted[r]) for r in prefilling] + [int(output[w] - emitted[w]) for w in waiting[head:]]
     for most in range(0, 3 * LiveLeft.FEW_TICKS):
         assert left.num_within(most) == sum(x <= most for x in tokens)
     # and the whole-context blocks of the decoders among them (what their finishes can free: LiveKvCurve)
@@ -427,7 +429,7 @@ def test_a_count_curve_bounds_each_instant_as_a_count_of_tokens_left_would(finis
     finish_at = {d + f: rs for f, rs in finish_at.items()}
     R = 100
     output = np.arange(R, dtype=np.int64) % 37 + 1
-    engine = SimpleNamespace(st=SimpleNamespace(output=output, num_requests=R))
+    engine = SimpleNamespace(st=SimpleNamespace(output=output, emitted=np.zeros(R, dtype=np.int64), num_requests=R))
     live = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), [], 0, False, sorted(finish_at)))
     tokens = [f - d + 1 for f, rs in finish_at.items() for _ in rs] + [int(output[r]) for r in prefilling]
     limit_s = now_s + 50.0
