@@ -40,9 +40,9 @@ stops, before changing anything for that tick, whenever the tick would need the 
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
 here), a decoder short of blocks (pre-emption, swap), a
 swapped or recomputing request, a guard limit, nothing to run, or the end of the call.
-Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed-loop
-multi-turn sessions (their released turns go to SessionState's own queue of arrivals), speculative decoding, and
-dynamic batch sizing (its batch-1 stretches run faster as vectorised runs).
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, speculative decoding,
+dynamic batch sizing (its batch-1 stretches run faster as vectorised runs), and a deployment instance's closed-loop
+session turns (SlotState: the deployment routes each next turn between its steps).
 
 A closed loop of clients (`workload.arrival.process = "closed_loop"`) runs here: its arrivals are not known in
 advance, but each is written when a request finishes. At the end of a tick in which requests finish, the loop makes
@@ -53,6 +53,16 @@ before the run's next arrival), and the run ends neither at a completion nor at 
 19 -> 2.4 us of CPU per tick; docs/performance.md). A phase controller whose choice is not idempotent (TimeSlice: a
 switch may start a phase still out of credit) has its state put back when a tick it chose is handed back, so that
 the scheduler's choice of that tick is the only one (`TimeSlice.state`).
+
+Closed-loop multi-turn sessions (`workload.sessions`, one engine: SessionState) run here too: a finished turn releases
+its session's next turn into the state's own queue of arrivals, whose order is not the ids' (first turns and released
+turns merged by time), and a turn's queue key is given when it arrives, from its arrival rank. The loop takes each
+arrival from the state (`SessionState.take_arrival`, the one statement of that order and key, which `admit_arrivals`
+takes them through as well) into its queue by key, makes `Engine._finish`'s release at the end of a tick in which turns
+finish (`SessionState.release_next_turns`: the finished turns, the tick's end) and reads the next arrival again from
+the state (`next_arrival_s`); an array-priced stretch of a full batch counts the turns sent by each tick's start with
+`SessionState.num_arrived_by`, as a coalesced run does (issue 11: vLLM V1's sessions of 4 turns, ~50 -> ~5 us of CPU
+per tick; docs/performance.md, Multi-turn sessions).
 """
 
 from __future__ import annotations

@@ -105,10 +105,10 @@ class SessionState(SimState):
         the scalar core, a list; `finish_s`: their finish time, or one per id)."""
         if isinstance(done, np.ndarray):
             done = done.tolist()
-        if np.ndim(finish_s):
-            ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), (len(done),)).tolist()
-        else:  # (one tick's end: the same float for each)
+        if isinstance(finish_s, float):  # (one tick's end, the same for each: no arrays; np.float64 is a float too)
             ends = itertools.repeat(float(finish_s))
+        else:
+            ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), (len(done),)).tolist()
         for r, end in zip(done, ends):
             nxt = self._next_turn[r]
             if nxt >= 0:
