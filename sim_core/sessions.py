@@ -17,8 +17,8 @@ Each arrival and release costs O(log of turns in flight); nothing scans past req
 from __future__ import annotations
 
 import heapq
-import math
 import itertools
+import math
 
 import numpy as np
 
@@ -64,10 +64,10 @@ class SessionState(SimState):
         return len(ids)
 
     def take_arrival(self, upto_s: float) -> int:
-        """The next request sent by `upto_s` (first turns and released turns merged by (time, id): arrival order, ties by
-        id) leaves the arrivals with its queue key, from its arrival rank; returns that key (its id: key % R), or -1 when
-        none is sent by then. The one statement of the send order and its keys: `admit_arrivals` takes them one by one,
-        and so does the scalar core (fastpath.run_ticks), which keeps its own queue."""
+        """The next request sent by `upto_s` (first turns and released turns merged by (time, id): arrival order, ties
+        by id) leaves the arrivals with its queue key, from its arrival rank; returns that key (its id: key % R), or -1
+        when none is sent by then. The one statement of the send order and its keys: `admit_arrivals` takes them one by
+        one, and so does the scalar core (fastpath.run_ticks), which keeps its own queue."""
         heap, ptr = self._released, self._ptr
         if ptr < self._num_first and not (heap and heap[0] < (self._first_list_s[ptr], self._first_list[ptr])):
             if not self._first_list_s[ptr] <= upto_s:
