@@ -403,10 +403,6 @@ def eligible(engine: Engine) -> bool:
         # (`run_ticks`' `take_turn`); a deployment's instance (SlotState) hands finished turns to the deployment, which
         # routes their next turns between its steps
         and (engine.workload.next_turn is None or isinstance(engine.st, SessionState))
-        # the prefix cache with fixed block counts (reserved admission, contiguous KV) or with SGLang's token test (its
-        # lookups in the test): the general path's. (Config-level: asked here once, not at each call's entry after its
-        # NumPy checks, which cost every step of such a run ~20 us: SGLang's sessions with the prefix cache, +9 %.)
-        and not (engine.prefix is not None and (holds_fixed_blocks(engine) or engine.sched._by_ratio))
     )
 
 
@@ -506,6 +502,11 @@ def run_ticks(engine: Engine):
     st, kv, cost, rec, lim, sched = engine.st, engine.kv, engine.cost, engine.rec, engine.cfg.limits, engine.sched
     running_arr = st.running
     if st.swapped_keys.size:
+        return False
+    if engine.prefix is not None and (sched._by_ratio or holds_fixed_blocks(engine)):
+        # The prefix cache with SGLang's token test (its lookups in the test) or with fixed block counts (reserved
+        # admission, contiguous KV): the general path's. (Asked first: after the NumPy checks below it cost every step of
+        # such a run ~20 us, SGLang's sessions with the prefix cache +9 % once sessions were eligible.)
         return False
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]
