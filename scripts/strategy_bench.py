@@ -1,5 +1,6 @@
 """CPU time per tick of strategies that no engine preset draws (issue 11: "fast for every strategy"): n samples per
-request, closed loops, multi-turn sessions and speculative decoding, on the bench's engine scenario
+request, closed loops, multi-turn sessions (closed loop, also with the prefix cache caching each turn's reply for the
+next, and open loop with it) and speculative decoding, on the bench's engine scenario
 (`bench.engine_config`, Llama-2-70B TP2 on A100-80GB, 512 requests) for six engine presets (four on the scalar
 per-tick core, two on the batch-of-one path), beside the same preset without the strategy; best of 5 runs after a
 warm-up (these machines are shared: compare rows of one run).
@@ -24,7 +25,13 @@ NUM_RUNS = 5
 STRATEGIES = {  # name -> the changes to the engine scenario
     "samples": {"n = 2": {"workload__num_samples": 2}, "n = 4": {"workload__num_samples": 4}},
     "closed": {"closed loop, 64 clients": {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 64}},
-    "sessions": {"sessions of 4 turns, 2 s think": {"workload__sessions__turns": 4, "workload__sessions__think_time_s": 2.0}},
+    "sessions": {  # (closed loop; with the prefix cache each turn's reply is cached for the next turn; open loop: fixed times)
+        "sessions of 4 turns, 2 s think": {"workload__sessions__turns": 4, "workload__sessions__think_time_s": 2.0},
+        "sessions, prefix cache": {"workload__sessions__turns": 4, "workload__sessions__think_time_s": 2.0,
+                                   "kv_cache__enable_prefix_caching": True},
+        "open-loop sessions, prefix cache": {"workload__sessions__turns": 4, "workload__sessions__think_time_s": 2.0,
+                                             "workload__sessions__closed_loop": False, "kv_cache__enable_prefix_caching": True},
+    },
     "speculative": {"speculative decoding": {"scheduler__speculative": {"enabled": True}}},
 }
 

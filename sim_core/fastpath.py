@@ -49,9 +49,9 @@ run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-emp
 `Scheduler._preempt`'s, which the write-back calls: the run ends with the pre-empting tick. The victims wait, are
 admitted and prefill again here (their prefill target is the state's: prompt + emitted) and their prefill ends in
 PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
-Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, closed-loop
-multi-turn sessions (their released turns go to SessionState's own queue of arrivals), speculative decoding, and
-dynamic batch sizing (its batch-1 stretches run faster as vectorised runs).
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, speculative decoding,
+dynamic batch sizing (its batch-1 stretches run faster as vectorised runs), and a deployment instance's closed-loop
+session turns (SlotState: the deployment routes each next turn between its steps).
 
 A closed loop of clients (`workload.arrival.process = "closed_loop"`) runs here: its arrivals are not known in
 advance, but each is written when a request finishes. At the end of a tick in which requests finish, the loop makes
@@ -62,6 +62,16 @@ before the run's next arrival), and the run ends neither at a completion nor at 
 19 -> 2.4 us of CPU per tick; docs/performance.md). A phase controller whose choice is not idempotent (TimeSlice: a
 switch may start a phase still out of credit) has its state put back when a tick it chose is handed back, so that
 the scheduler's choice of that tick is the only one (`TimeSlice.state`).
+
+Closed-loop multi-turn sessions (`workload.sessions`, one engine: SessionState) run here too: a finished turn releases
+its session's next turn into the state's own queue of arrivals, whose order is not the ids' (first turns and released
+turns merged by time), and a turn's queue key is given when it arrives, from its arrival rank. The loop takes each
+arrival from the state (`SessionState.take_arrival`, the one statement of that order and key, which `admit_arrivals`
+takes them through as well) into its queue by key, makes `Engine._finish`'s release at the end of a tick in which turns
+finish (`SessionState.release_next_turns`: the finished turns, the tick's end) and reads the next arrival again from
+the state (`next_arrival_s`); an array-priced stretch of a full batch counts the turns sent by each tick's start with
+`SessionState.num_arrived_by`, as a coalesced run does (issue 11: vLLM V1's sessions of 4 turns, ~50 -> ~5 us of CPU
+per tick; docs/performance.md, Multi-turn sessions).
 """
 
 from __future__ import annotations
@@ -78,6 +88,7 @@ import numpy as np
 from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.schedulers.plan import StepPlan
+from sim_core.sessions import SessionState
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -600,11 +611,22 @@ def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: 
     SimState.class_end) at its class's end, where a pre-empted request may wait out of key order."""
     if is_fcfs:
         waiting.append(r)
-    elif class_end is None:
-        bisect.insort(waiting, int(order_key[r]), lo=head)
     else:
-        key = int(order_key[r])
+        _enqueue_key(waiting, int(order_key[r]), head, class_end)
+
+
+def _enqueue_key(waiting: list, key: int, head: int, class_end=None) -> None:
+    """`_enqueue` of a request by its queue key: in place (SimState.push_waiting), or with requeue append at its class's
+    end. (A session's turn arrives so: its key, from its arrival rank, is not its id even under FCFS.)"""
+    if class_end is None:
+        bisect.insort(waiting, key, lo=head)
+    else:
         waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
+
+
+def _no_later_arrival() -> float:
+    """`run_ticks`' next arrival once every request arrived in id order has (without sessions: none)."""
+    return math.inf
 
 
 def eligible(engine: Engine) -> bool:
@@ -614,9 +636,10 @@ def eligible(engine: Engine) -> bool:
     return (
         s.batching == "continuous"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
-        # session turns are released into SessionState's own queue of arrivals, which this path does not read; a closed
-        # loop's clients write `st.arrival_s`, which it does (`run_ticks`' `release`)
-        and engine.workload.next_turn is None
+        # closed-loop session turns are released into SessionState's own queue of arrivals, which this path reads
+        # (`run_ticks`' `take_turn`); a deployment's instance (SlotState) hands finished turns to the deployment, which
+        # routes their next turns between its steps
+        and (engine.workload.next_turn is None or isinstance(engine.st, SessionState))
     )
 
 
@@ -717,6 +740,11 @@ def run_ticks(engine: Engine):
     running_arr = st.running
     if st.swapped_keys.size:
         return False
+    if engine.prefix is not None and (sched._by_ratio or holds_fixed_blocks(engine)):
+        # The prefix cache with SGLang's token test (its lookups in the test) or with fixed block counts (reserved
+        # admission, contiguous KV): the general path's. (Asked first: after the NumPy checks below it cost every step of
+        # such a run ~20 us, SGLang's sessions with the prefix cache +9 % once sessions were eligible.)
+        return False
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]
     bs = kv.block_size
@@ -724,8 +752,6 @@ def run_ticks(engine: Engine):
     if fixed:
         prompt_arr = st.prompt[running_arr]
         expected = kv.blocks_for(prompt_arr + st.output[running_arr], prompt_arr)
-        if engine.prefix is not None:
-            return False
     elif engine.n == 1:
         expected = -(-ctx_arr // bs)
     else:
@@ -748,8 +774,6 @@ def run_ticks(engine: Engine):
     if pc is not None and pc.dropped:
         return False  # one pre-empted mid-prefill waits: its re-admission takes back what it finds (general path)
     by_ratio = sched._by_ratio
-    if by_ratio and pc is not None:
-        return False  # SGLang's token test with the prefix cache's lookups: the general path's
 
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
@@ -787,6 +811,15 @@ def run_ticks(engine: Engine):
     # next arrival again, so a request sent at that end (think time 0) may join the next tick, as in a general step.
     think_s = engine.workload.closed_loop_think_s
     release = None if think_s is None else st.release_closed_loop
+    # Closed-loop sessions (SessionState): a finished turn releases its session's next turn into the state's own queue of
+    # arrivals (`Engine._finish`'s call, `SessionState.release_next_turns`, made at the same tick's end), whose order is
+    # not the ids' (first turns and released turns merged by time). Its pointer stays at R (ptr: no arrival in id order),
+    # so the loop reads its next arrival from the state (`later_arrival_s`, SessionState.next_arrival_s) and takes each
+    # arrival from it with its queue key (`take_turn`, SessionState.take_arrival, as its admit_arrivals takes them).
+    sessions = engine.workload.next_turn is not None
+    release_turns = st.release_next_turns if sessions else None
+    take_turn = st.take_arrival if sessions else None
+    later_arrival_s = st.next_arrival_s if sessions else _no_later_arrival
 
     # NOTE: -(-x // bs) is ceil(x / bs) in integers; a request holds exactly ceil(context / bs) blocks.
     # Decoders advance together: every tick that decodes advances all of them by one token, so a
@@ -913,7 +946,7 @@ def run_ticks(engine: Engine):
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
     j = d = 0
     tick_budget = min(tick_budget, MAX_FAST_TICKS)
-    next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+    next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
     num_blocks = kv.num_blocks
     # A stateless policy that admitted nothing from a waiting queue admits nothing until a completion
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
@@ -1001,13 +1034,16 @@ def run_ticks(engine: Engine):
             if (max_time := min(lim.max_sim_time_s, horizon)) <= now:
                 break
             runs_on, release_s = hand_off and engine.runs_to_horizon, math.inf  # (the cluster has taken its hand-offs)
-            next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+            next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
         while next_arrival_s <= now:
-            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+            if ptr < R:
+                _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+                ptr += 1
+            else:  # (a session's turn, by its key)
+                _enqueue_key(waiting, take_turn(now), head, class_end)
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
-            ptr += 1
-            next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+            next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
         if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not first_blocks:
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
             # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
@@ -1027,9 +1063,12 @@ def run_ticks(engine: Engine):
                     if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
                     while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
-                        ptr += 1
-                        next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+                        if ptr < R:
+                            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+                            ptr += 1
+                        else:  # (a session's turn, by its key)
+                            _enqueue_key(waiting, take_turn(now), head, class_end)
+                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
@@ -1054,12 +1093,18 @@ def run_ticks(engine: Engine):
                             if joins:
                                 waits = num_waiting
                             else:  # arrivals by a tick's start join the queue before it (the batch is full)
-                                arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
+                                if sessions:  # (the state's own count: its arrivals are not in id order)
+                                    arrived = st.num_arrived_by(starts[:k])
+                                else:
+                                    arrived = np.searchsorted(arrival[ptr:R], starts[:k], side="right")
                                 waits = arrived + num_waiting
                                 for _ in range(int(arrived[k - 1])):
-                                    _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
-                                    ptr += 1
-                                next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+                                    if ptr < R:
+                                        _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+                                        ptr += 1
+                                    else:  # (a session's turn sent by the last tick's start)
+                                        _enqueue_key(waiting, take_turn(starts.item(k - 1)), head, class_end)
+                                next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
                                 num_waiting = len(waiting) - head
                             if fixed:
                                 used = num_blocks - free
@@ -1133,7 +1178,10 @@ def run_ticks(engine: Engine):
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
                 if release is not None:  # (closed loop: the finished requests' clients send their next ones)
                     release(now, len(leaving), think_s)
-                    next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+                    next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                elif release_turns is not None:  # (sessions: the finished turns' next turns)
+                    release_turns(leaving, now)
+                    next_arrival_s = later_arrival_s()
                 j += 1
                 d += 1
                 if not B:
@@ -1409,7 +1457,10 @@ def run_ticks(engine: Engine):
                 del running[r]
             if release is not None:  # (closed loop: the finished requests' clients send their next ones)
                 release(t_end, len(done), think_s)
-                next_arrival_s = arrival_at[ptr] if ptr < R else math.inf
+                next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+            elif release_turns is not None:  # (sessions: the finished turns' next turns)
+                release_turns(done, t_end)
+                next_arrival_s = later_arrival_s()
         if handing:
             if runs_on:  # (no release of their KV before its bound: the run goes on to it at most)
                 bound = engine.release_bound_s

@@ -17,6 +17,8 @@ Each arrival and release costs O(log of turns in flight); nothing scans past req
 from __future__ import annotations
 
 import heapq
+import itertools
+import math
 
 import numpy as np
 
@@ -40,30 +42,47 @@ class SessionState(SimState):
         self._released: list[tuple[float, int]] = []  # heap of (arrival_s, id) of released turns not yet arrived
         self._num_arrived = 0  # arrival rank of the next arrival
         self._policy_part = self.order_key // R  # 0 (fcfs), priority or prompt length
+        # (the same as Python numbers: `take_arrival` reads one at a time)
+        self._first_list, self._first_list_s = self._first.tolist(), self._first_s.tolist()
+        self._num_first = self._first.size
+        self._policy_of = self._policy_part.tolist()
         self.next_arrival = R  # the base class's pointer is not used
         self.next_release = R
 
     def admit_arrivals(self, upto_s: float | None = None) -> int:
         """Move the requests sent by now (or by `upto_s`) into the waiting queue, keyed by arrival rank."""
         t = self.now_s if upto_s is None else upto_s
-        lo = self._ptr
-        hi = lo + int(np.searchsorted(self._first_s[lo:], t, side="right"))
-        heap = self._released
-        late: list[tuple[float, int]] = []
-        while heap and heap[0][0] <= t:
-            late.append(heapq.heappop(heap))
-        if hi == lo and not late:
+        take = self.take_arrival
+        key = take(t)
+        if key < 0:  # (most steps: nothing due)
             return 0
-        self._ptr = hi
-        times = np.concatenate([self._first_s[lo:hi], [a for a, _ in late]])
-        ids = np.concatenate([self._first[lo:hi], np.array([r for _, r in late], dtype=np.int64)])
-        ids = ids[np.lexsort((ids, times))]  # arrival order; ties by id
         R = self.num_requests
-        rank = self._num_arrived + np.arange(ids.size, dtype=np.int64)
-        self._num_arrived += ids.size
-        self.order_key[ids] = (self._policy_part[ids] * R + rank) * R + ids
-        self.push_waiting(ids)
-        return int(ids.size)
+        ids = [key % R]
+        while (key := take(t)) >= 0:
+            ids.append(key % R)
+        self.push_waiting(np.array(ids, dtype=np.int64))  # (in arrival order)
+        return len(ids)
+
+    def take_arrival(self, upto_s: float) -> int:
+        """The next request sent by `upto_s` (first turns and released turns merged by (time, id): arrival order, ties
+        by id) leaves the arrivals with its queue key, from its arrival rank; returns that key (its id: key % R), or -1
+        when none is sent by then. The one statement of the send order and its keys: `admit_arrivals` takes them one by
+        one, and so does the scalar core (fastpath.run_ticks), which keeps its own queue."""
+        heap, ptr = self._released, self._ptr
+        if ptr < self._num_first and not (heap and heap[0] < (self._first_list_s[ptr], self._first_list[ptr])):
+            if not self._first_list_s[ptr] <= upto_s:
+                return -1
+            r = self._first_list[ptr]
+            self._ptr = ptr + 1
+        elif heap and heap[0][0] <= upto_s:
+            r = heapq.heappop(heap)[1]
+        else:
+            return -1
+        R = self.num_requests
+        key = (self._policy_of[r] * R + self._num_arrived) * R + r
+        self._num_arrived += 1
+        self.order_key[r] = key
+        return key
 
     def arrival_rank(self, ids: IntArray) -> IntArray:
         """Their arrival rank (later turns are not in id order): the middle part of their queue key."""
@@ -78,13 +97,19 @@ class SessionState(SimState):
         return out
 
     def next_arrival_s(self) -> float:
-        first = float(self._first_s[self._ptr]) if self._ptr < self._first_s.size else np.inf
+        first = self._first_list_s[self._ptr] if self._ptr < self._num_first else math.inf
         return min(first, self._released[0][0]) if self._released else first
 
-    def release_next_turns(self, done: IntArray, finish_s) -> None:
-        """Turns that just finished send their session's next turn after its think time."""
-        ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), done.shape).tolist()
-        for r, end in zip(done.tolist(), ends):
+    def release_next_turns(self, done, finish_s) -> None:
+        """Turns that just finished send their session's next turn after its think time (`done`: ids, an array or, from
+        the scalar core, a list; `finish_s`: their finish time, or one per id)."""
+        if isinstance(done, np.ndarray):
+            done = done.tolist()
+        if isinstance(finish_s, float):  # (one tick's end, the same for each: no arrays; np.float64 is a float too)
+            ends = itertools.repeat(float(finish_s))
+        else:
+            ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), (len(done),)).tolist()
+        for r, end in zip(done, ends):
             nxt = self._next_turn[r]
             if nxt >= 0:
                 a = end + self._think_s[r]

@@ -375,7 +375,8 @@ def test_prefix_caching_on_the_fast_path_equals_tick_by_tick(case, monkeypatch):
     over = {"workload__num_requests": 150} | PREFIX_FAST_CASES[case]
     cfg = chat(over.pop("workload__num_requests"), kv_cache__enable_prefix_caching=True, **over)
     on, off, fast_ticks = run_fast_and_tick_by_tick(cfg, monkeypatch)
-    assert (fast_ticks > 0) == (case != "sessions") and on.summary.prefill_tokens_saved > 0  # closed-loop turns: general path
+    # (closed-loop session turns too, since session 42: the core takes them from SessionState and releases the next)
+    assert fast_ticks > 0 and on.summary.prefill_tokens_saved > 0
     _same(on, off)
     if case == "evicting":
         assert on.summary.prefix_blocks_evicted > 0
