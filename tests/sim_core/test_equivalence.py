@@ -255,6 +255,24 @@ PREFIX_ON_THE_GENERAL_PATH = {"engine-sglang", "engine-tensorrt-llm-no-evict"}
 PREEMPTS_UNDER_KV_PRESSURE = {"engine-vllm-v1", "engine-sarathi-serve", "engine-vllm-v0", "engine-vllm-v0-swap"}
 
 
+# two pooled system prompts shared by 70 % of requests (the prefix cache's variants)
+SHARED_PROMPTS = {"num_system_prompts": 2, "share_ratio": 0.7,
+                  "system_prompt_tokens": {"dist": "fixed", "mean": 100, "min": 1, "max": 300}}
+
+
+def buildable(scenario: str, over: dict, kv_room: float | None = None):
+    """Engine preset `scenario` with the changes `over` (and KV room for about `kv_room` of its longest requests), or
+    None when the preset does not take them (a variant's config that fails validation or does not fit memory)."""
+    try:
+        cfg = make_config(scenario, **over)
+        if kv_room is not None:
+            cfg = _with_kv_room(cfg, kv_room)
+        plan_memory(cfg)
+    except (PresetError, MemoryPlanError, ValueError):
+        return None
+    return cfg
+
+
 def samples_config(scenario: str, n: int, variant: str):
     """Engine preset `scenario` with n samples per request, arriving fast enough that many decode at once, with the
     batch log on: as it is (paged or contiguous KV), under KV pressure (room for about 1.5 of the longest requests:
@@ -263,16 +281,8 @@ def samples_config(scenario: str, n: int, variant: str):
     over = dict(seed=n, workload__num_requests=60, workload__num_samples=n, workload__arrival__rate_per_s=20.0,
                 limits__num_recorded_batches=2000)  # fmt: skip
     if variant == "prefix cache":
-        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix={
-            "num_system_prompts": 2, "share_ratio": 0.7, "system_prompt_tokens": {"dist": "fixed", "mean": 100, "min": 1, "max": 300}})  # fmt: skip
-    try:
-        cfg = make_config(scenario, **over)
-        if variant != "plain":
-            cfg = _with_kv_room(cfg, 1.5)
-        plan_memory(cfg)
-    except (PresetError, MemoryPlanError, ValueError):
-        return None
-    return cfg
+        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
+    return buildable(scenario, over, None if variant == "plain" else 1.5)
 
 
 def count_fast_ticks(monkeypatch) -> list[int]:
@@ -335,14 +345,7 @@ def closed_loop_config(scenario: str, variant: str):
         over.update(kv_cache__enable_prefix_caching=True)
     if variant == "samples":
         over.update(workload__num_samples=2, workload__arrival__think_time_s=0.01)
-    try:
-        cfg = make_config(scenario, **over)
-        if variant in ("kv pressure", "prefix cache"):
-            cfg = _with_kv_room(cfg, 2.0)
-        plan_memory(cfg)
-    except (PresetError, MemoryPlanError, ValueError):
-        return None
-    return cfg
+    return buildable(scenario, over, 2.0 if variant in ("kv pressure", "prefix cache") else None)
 
 
 CLOSED_LOOP_CASES = [(scenario, variant) for scenario in ENGINE_SCENARIOS for variant in CLOSED_LOOP_VARIANTS
@@ -393,20 +396,14 @@ def preemption_config(scenario: str, n: int, variant: str):
     over = dict(seed=3 + n, workload__num_requests=60, workload__num_samples=n, workload__arrival__rate_per_s=20.0,
                 limits__num_recorded_batches=2000)  # fmt: skip
     if variant == "prefix cache":
-        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix={
-            "num_system_prompts": 2, "share_ratio": 0.7, "system_prompt_tokens": {"dist": "fixed", "mean": 100, "min": 1, "max": 300}})  # fmt: skip
+        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
     if variant == "closed loop":
         over.update(workload__num_requests=100, workload__arrival__process="closed_loop", workload__arrival__num_clients=24,
                     workload__arrival__think_time_s=0.0)  # fmt: skip
     if variant == "priority":
         over.update(scheduler__queue_order="priority", workload__classes=[
             {"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 2}])  # fmt: skip
-    try:
-        cfg = _with_kv_room(make_config(scenario, **over), PREEMPTION_ROOM[n])
-        plan_memory(cfg)
-    except (PresetError, MemoryPlanError, ValueError):
-        return None
-    return cfg
+    return buildable(scenario, over, PREEMPTION_ROOM[n])
 
 
 PREEMPTION_CASES = [(scenario, n, variant) for scenario in ENGINE_SCENARIOS for n in PREEMPTION_ROOM
@@ -622,8 +619,7 @@ def sessions_config(scenario: str, variant: str):
     if variant == "think time":
         over["workload__sessions"]["think_time_s"] = 0.3
     if variant in ("prefix cache", "open loop"):
-        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix={
-            "num_system_prompts": 2, "share_ratio": 0.7, "system_prompt_tokens": {"dist": "fixed", "mean": 100, "min": 1, "max": 300}})  # fmt: skip
+        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
     if variant == "open loop":
         over["workload__sessions"].update(closed_loop=False, think_time_s=0.3)
     if variant == "samples":
@@ -631,14 +627,7 @@ def sessions_config(scenario: str, variant: str):
     if variant == "full batch":
         over.update(workload__num_requests=60, scheduler__max_num_seqs=4,
                     workload__output_tokens={"dist": "uniform", "mean": 300, "min": 100, "max": 500})  # fmt: skip
-    try:
-        cfg = make_config(scenario, **over)
-        if variant in ("kv pressure", "prefix cache"):
-            cfg = _with_kv_room(cfg, 2.0)
-        plan_memory(cfg)
-    except (PresetError, MemoryPlanError, ValueError):
-        return None
-    return cfg
+    return buildable(scenario, over, 2.0 if variant in ("kv pressure", "prefix cache") else None)
 
 
 SESSION_CASES = [(scenario, variant) for scenario in ENGINE_SCENARIOS for variant in SESSION_VARIANTS
