@@ -77,6 +77,7 @@ per tick; docs/performance.md, Multi-turn sessions).
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import math
@@ -624,6 +625,13 @@ def _enqueue_key(waiting: list, key: int, head: int, class_end=None) -> None:
         waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
 
 
+def _release_clients(release_closed_loop, think_s: float, finished: list[int], t_end: float) -> None:
+    """A closed loop's release as `run_ticks` makes it for sessions (the finished requests, the tick's end):
+    `Engine._finish`'s call, `SimState.release_closed_loop` with the end, the count and the think time. (Module level,
+    bound with functools.partial: a closure would turn the loop's locals it reads into cells.)"""
+    release_closed_loop(t_end, len(finished), think_s)
+
+
 def _no_later_arrival() -> float:
     """`run_ticks`' next arrival once every request arrived in id order has (without sessions: none)."""
     return math.inf
@@ -810,14 +818,19 @@ def run_ticks(engine: Engine):
     # same tick's end, writes their arrival times into `st.arrival_s`, which `arrival_at` views: the loop then reads the
     # next arrival again, so a request sent at that end (think time 0) may join the next tick, as in a general step.
     think_s = engine.workload.closed_loop_think_s
-    release = None if think_s is None else st.release_closed_loop
     # Closed-loop sessions (SessionState): a finished turn releases its session's next turn into the state's own queue of
     # arrivals (`Engine._finish`'s call, `SessionState.release_next_turns`, made at the same tick's end), whose order is
     # not the ids' (first turns and released turns merged by time). Its pointer stays at R (ptr: no arrival in id order),
     # so the loop reads its next arrival from the state (`later_arrival_s`, SessionState.next_arrival_s) and takes each
     # arrival from it with its queue key (`take_turn`, SessionState.take_arrival, as its admit_arrivals takes them).
     sessions = engine.workload.next_turn is not None
-    release_turns = st.release_next_turns if sessions else None
+    # `Engine._finish`'s release, made with a tick's finished requests and its end (None: nothing is sent on a finish);
+    # the next arrival is then read again (sessions: ptr stays at R, so from `later_arrival_s`)
+    release = None
+    if think_s is not None:
+        release = functools.partial(_release_clients, st.release_closed_loop, think_s)
+    elif sessions:
+        release = st.release_next_turns
     take_turn = st.take_arrival if sessions else None
     later_arrival_s = st.next_arrival_s if sessions else _no_later_arrival
 
@@ -1176,12 +1189,9 @@ def run_ticks(engine: Engine):
                 next_done = done_ticks[0] if B else -1
                 rows.append((dur, toks_tick, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
                 now += dur  # (the tick's end: `now + dur`, as everywhere)
-                if release is not None:  # (closed loop: the finished requests' clients send their next ones)
-                    release(now, len(leaving), think_s)
+                if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
+                    release(leaving, now)
                     next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
-                elif release_turns is not None:  # (sessions: the finished turns' next turns)
-                    release_turns(leaving, now)
-                    next_arrival_s = later_arrival_s()
                 j += 1
                 d += 1
                 if not B:
@@ -1455,12 +1465,9 @@ def run_ticks(engine: Engine):
         if done:
             for r in done:
                 del running[r]
-            if release is not None:  # (closed loop: the finished requests' clients send their next ones)
-                release(t_end, len(done), think_s)
+            if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
+                release(done, t_end)
                 next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
-            elif release_turns is not None:  # (sessions: the finished turns' next turns)
-                release_turns(done, t_end)
-                next_arrival_s = later_arrival_s()
         if handing:
             if runs_on:  # (no release of their KV before its bound: the run goes on to it at most)
                 bound = engine.release_bound_s
