@@ -294,7 +294,7 @@ class _Steps:
         pre-empting does: requeue, recompute target, counts). Raises _HandBack, before any change, when no decoder would
         be left (the scheduler then plans again at that instant). Returns compose_tick's (decodes left, pre-empted,
         swapped out)."""
-        prefilling, st, sched, blocks_for = self.prefilling, self.st, self.sched, self.kv_blocks
+        st, sched, blocks_for = self.st, self.sched, self.kv_blocks
         ids, is_dec, ctx, prompt = self._running_state()
         held = blocks_for(ctx, prompt)
         decodes = ids[is_dec]
@@ -312,16 +312,10 @@ class _Steps:
         alive = ~np.isin(decodes, victims)
         if not alive.any():
             raise _HandBack
-        k = victims.size
-        if self.undo is None:
-            self.undo = (dict(prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
-        self.victims += victims.tolist()
-        self.victim_held += held[in_order[:k]].tolist()
-        self.free += int(held[in_order[:k]].sum()) - int(need[alive].sum())
-        for r in victims.tolist():
-            if r in prefilling:
-                self.victim_prefills[r] = prefilling.pop(r)
-                del self.targets[r]
+        self._keep_undo()
+        for r, blocks in zip(victims.tolist(), held[in_order[: victims.size]].tolist()):
+            self._take_victim(r, blocks)
+        self.free -= int(need[alive].sum())
         if sched._by_ratio:
             left = decodes[alive]
             sched.retract((ctx[is_dec][alive] - prompt[is_dec][alive] + 1).tolist(), st.output[left].tolist())
@@ -346,10 +340,9 @@ class _Steps:
         took them), and when that is the chunk's own request neither it nor a later chunk runs. Victims join `victims`
         as in `_preempt_for_decodes` (the loop takes them out after compose_tick; the write-back applies
         `Scheduler._preempt`). Returns the items that run; `free` is what they leave."""
-        prefilling, st, sched, blocks_for, victims = self.prefilling, self.st, self.sched, self.kv_blocks, self.victims
+        st, sched, blocks_for, victims = self.st, self.sched, self.kv_blocks, self.victims
         grew = self.B and self.kind != _PREFILL_KIND  # (the decode step ran: each decoder holds its new block)
-        if self.undo is None:
-            self.undo = (dict(prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
+        self._keep_undo()
         taken: dict[int, int] = {}  # request -> the blocks its chunk took this tick
         stop = False
         for r, c, ch, need in items:
@@ -359,13 +352,8 @@ class _Steps:
                 ids, is_dec, ctx, prompt = self._running_state()
                 v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))[0])
                 at = int(np.flatnonzero(ids == v)[0])
-                held = int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at])) + taken.pop(v, 0)
-                victims.append(v)
-                self.victim_held.append(held)
-                self.free += held
-                if v in prefilling:
-                    self.victim_prefills[v] = prefilling.pop(v)
-                    del self.targets[v]
+                self._take_victim(v, int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at]))
+                                  + taken.pop(v, 0))  # fmt: skip
                 if v == r:
                     stop = True
                     break
@@ -374,6 +362,22 @@ class _Steps:
             self.free -= need
             taken[r] = need
         return [x for x in items if x[0] in taken]
+
+    def _keep_undo(self) -> None:
+        """Before this tick's first pre-emption: the running prefills and SGLang's ratio as they are (`undo_preempt`)."""
+        if self.undo is None:
+            sched = self.sched
+            self.undo = (dict(self.prefilling), (sched._ratio_base, sched._ratio_steps, sched._retracted))
+
+    def _take_victim(self, r: int, held: int) -> None:
+        """r is pre-empted this tick, freeing the `held` blocks it holds; a running prefill leaves `prefilling` now (the
+        chunk step must not see it; the loop takes decoders out after compose_tick)."""
+        self.victims.append(r)
+        self.victim_held.append(held)
+        self.free += held
+        if r in self.prefilling:
+            self.victim_prefills[r] = self.prefilling.pop(r)
+            del self.targets[r]
 
     def undo_preempt(self) -> None:
         """A step after the pre-emption handed the tick back: the running prefills (in their order) and the ratio as they
