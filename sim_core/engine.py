@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from sim_core import fastpath, solo
+from sim_core.arrays import isin
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel, plan_memory
@@ -554,7 +555,7 @@ class Engine:
             r = ids.item(0)
             st.running = st.running[:0] if st.running.size == 1 and st.running.item(0) == r else st.running[st.running != r]
         else:
-            st.running = st.running[~np.isin(st.running, ids)]
+            st.running = st.running[~isin(st.running, ids)]
 
     def _record_hand_off(self, ids: np.ndarray, t_end: float) -> None:
         """What a hand-off records of its requests, whether a general step or a fast-path run (`fastpath._hand_off`)

@@ -86,6 +86,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim_core.arrays import isin
 from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.schedulers.plan import StepPlan
@@ -309,7 +310,7 @@ class _Steps:
         at = dict(zip(ids.tolist(), range(ids.size)))
         in_order = np.array([at[r] for r in order.tolist()], dtype=np.int64)
         victims = sched._choose_victims(st, decodes, need, deficit, order=order, held=held[in_order])
-        alive = ~np.isin(decodes, victims)
+        alive = ~isin(decodes, victims)
         if not alive.any():
             raise _HandBack
         self._keep_undo()
@@ -1946,7 +1947,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         if is_fin is not None:
             dec_last[is_fin] = fin_d[at_fin]
         if gone:  # (none logged: before their first decoding tick)
-            at_gone = np.isin(dec_req, gone)
+            at_gone = isin(dec_req, gone)
             dec_last[at_gone] = dec_join[at_gone] - 1
         K = min(n, want_batches)
         # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
@@ -2002,7 +2003,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             last[is_fin] = fin_tick[at_fin]
             decoded |= is_fin
         if gone:
-            decoded &= ~np.isin(req, gone)
+            decoded &= ~isin(req, gone)
         lo = _int64s(sync_from.values(), n)  # (`sync_from`: in base's order)
         own = np.full(n, -np.inf)
         if first_gap:  # (a few decoders, each in its place among the call's decoders)

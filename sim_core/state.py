@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from sim_core.arrays import insert_sorted
 from sim_core.types import IntArray, Status
 from sim_core.workload import Workload
 
@@ -85,7 +86,7 @@ class SimState:
             new = np.sort(new)
         if not keys.size or new[0] > keys[-1]:  # arrivals under FCFS: all behind the queue
             return np.concatenate([keys, new])
-        return np.insert(keys, np.searchsorted(keys, new), new)
+        return insert_sorted(keys, new, np.searchsorted(keys, new))
 
     def key_to_id(self, keys: IntArray) -> IntArray:
         return keys % self.num_requests
@@ -117,8 +118,8 @@ class SimState:
                 new = new[np.argsort(new // span, kind="stable")]
             if not keys.size or new[0] // span >= keys[-1] // span:  # (FCFS: every request is of one class)
                 self.waiting_keys = np.concatenate([keys, new])
-            else:  # (np.insert keeps the given order of keys inserted at one place)
-                self.waiting_keys = np.insert(keys, np.searchsorted(keys, self.class_end(new)), new)
+            else:  # (new keys at one place keep their given order)
+                self.waiting_keys = insert_sorted(keys, new, np.searchsorted(keys, self.class_end(new)))
 
     def push_swapped(self, ids: IntArray) -> None:
         self.status[ids] = Status.SWAPPED

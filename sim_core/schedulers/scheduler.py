@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from sim_core.arrays import isin
 from sim_core.config import SimConfig
 from sim_core.kvcache import BlockManager
 from sim_core.schedulers import compose, rules
@@ -210,7 +211,7 @@ class Scheduler:
             pre_idx, pre_tok = self._prefill_chunks(st, prefills, budget, plan)
             if st.running.size != num_running:  # victims leave the tick's decodes (their blocks, this tick's too, are freed)
                 chunk_preempted = True
-                run_decodes, decodes = run_decodes[np.isin(run_decodes, st.running)], decodes[np.isin(decodes, st.running)]
+                run_decodes, decodes = run_decodes[isin(run_decodes, st.running)], decodes[isin(decodes, st.running)]
             return self._budget_tokens(st, pre_idx, pre_tok)
 
         def admit(budget: int) -> tuple[int, int]:
@@ -426,9 +427,9 @@ class Scheduler:
                 if more.size > victims.size:  # (both are heads of `_victim_order`: the longer holds the other)
                     victims = more
             self._preempt(st, victims, plan)
-            alive = ~np.isin(decodes, victims)
+            alive = ~isin(decodes, victims)
             decodes, need = decodes[alive], need[alive]
-            prefills = prefills[~np.isin(prefills, victims)]
+            prefills = prefills[~isin(prefills, victims)]
             total = None
             deficit = int(need.sum()) - kv.num_free
             if self._by_ratio:
@@ -512,7 +513,7 @@ class Scheduler:
         if order is None:
             order = self._victim_order(st)  # (B,) victims first
         if decodes_only:
-            order = order[np.isin(order, decodes)]
+            order = order[isin(order, decodes)]
         need_of = np.zeros(order.size, dtype=np.int64)  # (B,) new blocks each would have needed
         sorter = np.argsort(order)
         need_of[sorter[np.searchsorted(order, decodes, sorter=sorter)]] = need
@@ -529,7 +530,7 @@ class Scheduler:
                 swapped.append(r)
             else:
                 dropped.append(r)
-        st.running = st.running[~np.isin(st.running, victims)]
+        st.running = st.running[~isin(st.running, victims)]
         st.num_preemptions[victims] += 1
         self._token_full = False  # (a smaller batch: SGLang's retract clears batch_is_full)
         if swapped:
@@ -665,7 +666,7 @@ class Scheduler:
                 kv.allocate(prefills[i : i + 1], need[i : i + 1])
                 continue
             break
-        chunk[~np.isin(prefills, st.running)] = 0  # (under priority order a victim may be an earlier chunk's request)
+        chunk[~isin(prefills, st.running)] = 0  # (under priority order a victim may be an earlier chunk's request)
         return prefills, chunk
 
     def _swap_in(self, st: SimState, plan: StepPlan) -> None:
