@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.arrays import isin
+from sim_core.arrays import insert_sorted, isin
 from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.schedulers.plan import StepPlan
@@ -1963,7 +1963,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         gap_counts[ticks] = 0
         where = np.repeat(ticks, [len(g) for g in tick_gaps.values()])
         own_gaps = np.fromiter(itertools.chain.from_iterable(tick_gaps.values()), dtype=np.float64, count=where.size)
-        rec.itl_runs(np.insert(gap_arr, where, own_gaps), np.insert(gap_counts, where, 1))
+        # (ticks in the order they ran: `where` never decreases)
+        rec.itl_runs(insert_sorted(gap_arr, own_gaps, where), insert_sorted(gap_counts, np.ones(where.size, np.int64), where))
     else:
         rec.itl_runs(gap_arr, gap_counts)
 
