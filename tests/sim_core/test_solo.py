@@ -16,7 +16,7 @@ from sim_core.bench import engine_config
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
-from sim_core.types import Phase
+from sim_core.types import Phase, Status
 from tests.conftest import trace_config
 from tests.sim_core.test_equivalence import _with_kv_room, assert_same_result, run_both
 
@@ -341,3 +341,24 @@ def test_untaken_arrivals_leave_the_session_state_as_never_taken():
     st.untake(keys)
     assert (st._ptr, sorted(st._released), st._num_arrived) == before[:3] and np.array_equal(st.order_key, before[3])
     assert [st.take_arrival(np.inf) for _ in keys] == keys
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize("think_s", [0.0, 2.0])
+def test_a_tick_limit_at_a_service_end_leaves_later_arrivals_to_come(engine, think_s):
+    """A run stopped by `limits.max_ticks` right after a service: tick by tick the turns sent during its last tick (think
+    time 0: the one its end releases) have not joined the queue (the step that would take them stops first), so the
+    chain gives back what it took after the last tick's start. Limits at services' ends, read from the reference."""
+    cfg, _ = engine_config(engine)
+    cfg = _with(cfg, workload__num_requests=60, workload__sessions={"turns": 4, "think_time_s": think_s, "user_tokens": USER_TOKENS},
+                workload__prompt_tokens={"dist": "uniform", "mean": 200, "min": 1, "max": 400},
+                workload__output_tokens={"dist": "lognormal", "mean": 30, "min": 1, "max": 120, "sigma": 0.8})  # fmt: skip
+    _, ref = run_both(cfg)
+    tl = ref.timeline
+    at_end = np.flatnonzero(np.isin(tl.t_start_s + tl.duration_s, ref.requests.finish_s)) + 1  # rows to a service's end
+    pending = 0
+    for limit in at_end[:: max(at_end.size // 6, 1)][1:]:
+        on, off = run_both(_with(cfg, limits__max_ticks=int(limit)))
+        assert_same_result(on, off)
+        pending += int(np.sum((off.requests.status == Status.PENDING) & (off.requests.arrival_s <= off.timeline.t_end_s[-1])))
+    assert pending > 0  # turns sent during the last tick, not yet taken
