@@ -23,7 +23,7 @@ sequentially from each service's start (`np.add.accumulate`), so results are bit
 (tests/sim_core/test_equivalence.py). Only whole services run here, and only while every guard
 allows them (limits.max_ticks, max_sim_time_s, the budget meter's next check, a cluster's
 horizon); anything else (a swapped or recomputing request, prefix caching, speculative decoding,
-multi-turn sessions, a KV shortage) is left to the general loop.
+a KV shortage) is left to the general loop.
 
 n samples per request (`workload.num_samples`) decode in lockstep: a decode tick computes n tokens over n
 contexts (`Engine._price_run`) and holds `kv.blocks_for(context, prompt)`'s copy-on-write layout; a fresh
@@ -31,6 +31,16 @@ prompt's prefill is the same tick as with one sample. A closed loop's clients ar
 at each service's end the chain makes `Engine._finish`'s own call (`SimState.release_closed_loop`: that end,
 one request, the think time) and reads the released arrival time back, so the next service may be one just
 sent (issue 11: both ran ~7x the batch-of-one path's cost per tick on the general loop).
+
+Closed-loop multi-turn sessions (SessionState) chain too (issue 11: 8-12x on the general loop): a later turn's arrival
+is known only once the turn before it finishes, so the candidates are the waiting requests and the turns that may
+arrive (`SessionState.may_arrive`), and the chain takes each arrival from the state in send order with its queue key
+(`SessionState.take_arrival`, as `admit_arrivals` does), a request outside the candidates stopping the chain when it is
+the head. At each service's end it makes `Engine._finish`'s call (`release_next_turns`: that turn, its end), so with
+think time 0 the next turn may be the next service. Tick by tick an arrival is taken at a tick's start: what the chain
+took after the last tick it runs (by the end of that tick, or by the start of a service it then does not run) is given
+back (`SessionState.untake`), for the step after the chain to take. With the prefix cache, sessions stay on the
+general loop (a turn's admission and the KV kept at its end are the cache's).
 """
 
 from __future__ import annotations

@@ -253,6 +253,9 @@ SESSIONS = {
                                  "workload__classes": [{"name": "a", "share": 0.4, "priority": 0},
                                                        {"name": "b", "share": 0.6, "priority": 2}]},
     "open-loop sessions": {"workload__sessions": {"turns": 4, "think_time_s": 2.0, "closed_loop": False}},
+    # every first turn waiting at t = 0, more than a call's first window: the head after it is a waiting request
+    "sessions sent at once, long think": {"workload__sessions": {"turns": 3, "think_time_s": 100.0},
+                                          "workload__arrival__process": "offline"},
 }  # fmt: skip
 
 
