@@ -84,6 +84,34 @@ class SessionState(SimState):
         self.order_key[r] = key
         return key
 
+    def untake(self, keys: list[int]) -> None:
+        """Undo `take_arrival` for these keys, the last it gave (in the order given): each request is again to come, as if
+        never taken. For a look-ahead that took the arrivals by the start of a service it then did not run (the
+        batch-of-one chain, solo.py): tick by tick they are taken only at a tick's start."""
+        R = self.num_requests
+        for key in reversed(keys):
+            r = key % R
+            ptr = self._ptr
+            if ptr and self._first_list[ptr - 1] == r:  # (first turns are taken in order: the last one taken)
+                self._ptr = ptr - 1
+            else:  # a released turn: back into the heap under the time its release wrote
+                heapq.heappush(self._released, (self.arrival_s.item(r), r))
+            self._num_arrived -= 1
+            self.order_key[r] = self._policy_of[r] * R + r  # (its key before arrival: SimState's, no rank in it)
+
+    def may_arrive(self, ids: list[int], num_first: int) -> list[int]:
+        """Turns that may arrive next, for a look-ahead (the batch-of-one chain, solo.py): the released turns not yet
+        arrived (by (time, id)), the next `num_first` first turns, then, level by level, the later turns of these and
+        of `ids` (requests in a queue), each of which a finish may release."""
+        nxt = self._next_turn
+        level = [r for _, r in sorted(self._released)] + self._first_list[self._ptr : self._ptr + max(num_first, 0)]
+        out = list(level)
+        level = [nxt[r] for r in ids + level if nxt[r] >= 0]
+        while level:
+            out += level
+            level = [nxt[r] for r in level if nxt[r] >= 0]
+        return out
+
     def arrival_rank(self, ids: IntArray) -> IntArray:
         """Their arrival rank (later turns are not in id order): the middle part of their queue key."""
         R = self.num_requests

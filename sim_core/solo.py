@@ -23,7 +23,7 @@ sequentially from each service's start (`np.add.accumulate`), so results are bit
 (tests/sim_core/test_equivalence.py). Only whole services run here, and only while every guard
 allows them (limits.max_ticks, max_sim_time_s, the budget meter's next check, a cluster's
 horizon); anything else (a swapped or recomputing request, prefix caching, speculative decoding,
-multi-turn sessions, a KV shortage) is left to the general loop.
+a KV shortage) is left to the general loop.
 
 n samples per request (`workload.num_samples`) decode in lockstep: a decode tick computes n tokens over n
 contexts (`Engine._price_run`) and holds `kv.blocks_for(context, prompt)`'s copy-on-write layout; a fresh
@@ -31,6 +31,16 @@ prompt's prefill is the same tick as with one sample. A closed loop's clients ar
 at each service's end the chain makes `Engine._finish`'s own call (`SimState.release_closed_loop`: that end,
 one request, the think time) and reads the released arrival time back, so the next service may be one just
 sent (issue 11: both ran ~7x the batch-of-one path's cost per tick on the general loop).
+
+Closed-loop multi-turn sessions (SessionState) chain too (issue 11: 8-12x on the general loop): a later turn's arrival
+is known only once the turn before it finishes, so the candidates are the waiting requests and the turns that may
+arrive (`SessionState.may_arrive`), and the chain takes each arrival from the state in send order with its queue key
+(`SessionState.take_arrival`, as `admit_arrivals` does), a request outside the candidates stopping the chain when it is
+the head. At each service's end it makes `Engine._finish`'s call (`release_next_turns`: that turn, its end), so with
+think time 0 the next turn may be the next service. Tick by tick an arrival is taken at a tick's start: what the chain
+took after the last tick it runs (by the end of that tick, or by the start of a service it then does not run) is given
+back (`SessionState.untake`), for the step after the chain to take. With the prefix cache, sessions stay on the
+general loop (a turn's admission and the KV kept at its end are the cache's).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ import numpy as np
 from sim_core.recorder import CHUNK_ROWS
 from sim_core.schedulers import rules
 from sim_core.schedulers.phase import TickKind
+from sim_core.sessions import SessionState
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -67,7 +78,8 @@ def eligible(engine: Engine) -> bool:
         and not sched._by_ratio  # (SGLang's admission keeps its ratio as state, advanced tick by tick)
         and engine.spec is None
         and engine.prefix is None
-        and engine.workload.next_turn is None  # (a session's next turn goes to SessionState's own queue)
+        # (sessions: the chain takes arrivals from SessionState's own queue; a deployment's instances route them)
+        and (engine.workload.next_turn is None or isinstance(engine.st, SessionState))
         and not engine.hand_off_prefilled
     )
 
@@ -192,10 +204,36 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
         dur[0] = prices.prefill_of(p)[0][p]
         if _first_raise(sched, dur) < o:
             return 0, LEFT
-    ids, num_waiting0, left_key, left_s = _candidates(engine, window)
+    sessions = engine.workload.next_turn is not None
+    ids, num_waiting0, left_key, left_s = (_session_candidates if sessions else _candidates)(engine, window)
     if not ids.size:
         return 0, NONE
-    C = ids.size
+    prompt, T, adm, ends_at, first, cols, safe = _price(engine, ids, prices)
+    if not safe.any() or (not sessions and not safe[0]):
+        return 0, LEFT
+    ends = cols[0].copy()  # accumulated in place, service by service
+    rows = engine.rec.num_ticks
+    max_rows = lim.max_ticks if engine.meter is None else min(lim.max_ticks, rows + engine.meter.ticks_until_check(engine))
+    end_s = min(lim.max_sim_time_s, engine.horizon_s)  # every tick must start before it
+    chain = _session_chain if sessions else _chain
+    served, starts, idle_from, stop, arrived = chain(engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends,
+                                                     rows, max_rows, end_s)  # fmt: skip
+    if not served:
+        return 0, stop
+    sv = np.array(served, dtype=np.int64)
+    if served == list(range(sv.size)):  # served in candidate order (FCFS): their ticks are a prefix
+        ti = slice(0, int(ends_at[sv[-1]]))
+    else:
+        ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))
+    _record(engine, ids[sv], prompt[sv], T[sv], adm[sv], np.array(starts), np.array(idle_from),
+            ends[ti], [col[ti] for col in cols], arrived)  # fmt: skip
+    return sv.size, stop
+
+
+def _price(engine: Engine, ids: np.ndarray, prices: _Prices) -> tuple:
+    """The candidates' services, priced in candidate order (candidate c's ticks at first[c] : first[c] + T[c]), and
+    which may run here: (prompt, ticks T, admission blocks, ends_at, first, the price columns, safe)."""
+    st, kv, sched = engine.st, engine.kv, engine.sched
     prompt, T = st.prompt[ids], st.output[ids]  # a service has one prefill tick and output - 1 decode ticks
     # Fresh requests only (a recompute after pre-emption has emitted tokens and a different first tick).
     fresh = (st.computed[ids] == 0) & (st.emitted[ids] == 0) & (st.prefill_target[ids] == prompt)
@@ -209,7 +247,6 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
                       == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
     last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_slots, prompt))
     fits = (T < 2) | (last_held <= kv.num_free)
-    # Tick prices in candidate order (candidate c's ticks at first[c] : first[c] + T[c]).
     ends_at = np.cumsum(T)
     first = ends_at - T
     N = int(ends_at[-1])
@@ -220,28 +257,41 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     cols = [dec[j][d_of] for j in range(4)]
     for j in range(4):
         cols[j][first] = pre[j][prompt]
-    dur = cols[0]
-    # The cap stays 1 up to the first tick after which the rule would raise it: services before it are safe.
-    first_raise = _first_raise(sched, dur)
+    # The cap stays 1 up to the first tick after which the rule would raise it: services before it are safe (the rule's
+    # only state is the cap, so services that each keep it at 1 keep it there in any order).
+    first_raise = _first_raise(sched, cols[0])
     safe = fresh & whole & fits
     if first_raise < N:
         safe[int(np.searchsorted(ends_at, first_raise, side="right")):] = False
+    return prompt, T, adm, ends_at, first, cols, safe
+
+
+def _service_end(ends: np.ndarray, o: int, k: int, s: float, end_s: float) -> float:
+    """A service of k ticks (at ends[o : o + k], their durations) started at s: its ticks' ends, accumulated in place
+    from s (sequentially: the same rounding as tick by tick, np.add.accumulate); its end, or NaN when its last tick
+    would start at or after end_s."""
+    seg = ends[o : o + k]
+    seg[0] = s + seg[0]
+    np.add.accumulate(seg, out=seg)
+    if k > 1 and float(seg[k - 2]) >= end_s:
+        return math.nan
+    return float(seg[k - 1])
+
+
+def _chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends, rows, max_rows, end_s):
+    """The chain where requests arrive in id order (open loop, closed loop): who is next (queue order), when it starts,
+    whether every guard allows it whole. Returns (candidates served, their starts, idle rows' starts (NaN: none),
+    why it stopped, None: arrivals are read from the state by `_record`)."""
+    st = engine.st
+    C = ids.size
     m_safe = int(np.argmin(safe)) if not safe.all() else C
-    if m_safe == 0:
-        return 0, LEFT
-    ends = dur.copy()  # accumulated in place, service by service
-    # --- the chain: who is next (queue order), when it starts, whether every guard allows it whole
     keys = st.order_key[ids].tolist()
     arrival = st.arrival_s[ids].tolist()
     T_l, first_l = T.tolist(), first.tolist()
     heap = [(keys[c], c) for c in range(num_waiting0)]  # sorted keys: already a heap
     nxt = num_waiting0  # next candidate to arrive
     f = st.now_s
-    rows = engine.rec.num_ticks
-    max_rows = lim.max_ticks if engine.meter is None else min(lim.max_ticks, rows + engine.meter.ticks_until_check(engine))
-    end_s = min(lim.max_sim_time_s, engine.horizon_s)  # every tick must start before it
     served, starts, idle_from = [], [], []
-    accumulate = np.add.accumulate
     # Closed loop: a service's end frees its client, who sends the next request after the think time; the chain makes
     # `Engine._finish`'s own release and reads back the times it wrote (ids from `lo` on are the pending candidates)
     think_s = engine.workload.closed_loop_think_s
@@ -270,17 +320,14 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
         stop = GUARD
         if r > max_rows or s >= end_s:
             break
-        o, k = first_l[c], T_l[c]
-        seg = ends[o : o + k]
-        seg[0] = s + seg[0]  # then sequential: the same rounding as tick by tick (np.add.accumulate)
-        accumulate(seg, out=seg)
-        if k > 1 and float(seg[k - 2]) >= end_s:  # the last tick would start too late
+        end = _service_end(ends, first_l[c], T_l[c], s, end_s)
+        if end != end:  # (NaN: the last tick would start too late)
             break
         heapq.heappop(heap)
         served.append(c)
         starts.append(s)
         idle_from.append(f if gap else math.nan)
-        f = float(seg[k - 1])
+        f = end
         rows = r
         if think_s is not None and st.next_release < st.num_requests:
             sent = st.next_release
@@ -289,21 +336,91 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
                 arrival[num_waiting0 + sent - lo] = float(st.arrival_s[sent])
             elif left_s == math.inf:  # the first request outside the candidates to arrive (ids are sent in order)
                 left_s = float(st.arrival_s[sent])
-    if not served:
-        return 0, stop
-    sv = np.array(served, dtype=np.int64)
-    if served == list(range(sv.size)):  # served in candidate order (FCFS): their ticks are a prefix
-        ti = slice(0, int(ends_at[sv[-1]]))
-    else:
-        ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))
-    _record(engine, ids[sv], prompt[sv], T[sv], adm[sv], np.array(starts), np.array(idle_from),
-            ends[ti], [col[ti] for col in cols])  # fmt: skip
-    return sv.size, stop
+    return served, starts, idle_from, stop, None
 
 
-def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) -> None:
+def _session_candidates(engine: Engine, window: int):
+    """Closed-loop sessions: the waiting requests (by key), then the turns that may arrive next (`SessionState.may_arrive`:
+    released turns, first turns, and the later turns of these and of the waiting ones), bounded per call. Returns (ids,
+    how many of them wait now, the smallest key of a waiting request left out, inf: arrivals are taken one by one)."""
+    st = engine.st
+    waiting = st.key_to_id(st.waiting_keys[:window])
+    upcoming = np.array(st.may_arrive(waiting.tolist(), window - waiting.size), dtype=np.int64)
+    ids = np.concatenate([waiting, upcoming[: max(window - waiting.size, 0)]])
+    ticks = np.cumsum(st.output[ids])  # one prefill tick and output - 1 decode ticks each
+    ids = ids[: int(np.searchsorted(ticks, MAX_SOLO_TICKS, side="right"))]
+    num_waiting = min(ids.size, waiting.size)
+    left_key = int(st.waiting_keys[num_waiting]) if num_waiting < st.waiting_keys.size else math.inf
+    return ids, num_waiting, left_key, math.inf
+
+
+def _take(take, t: float, heap: list, where: dict, taken: list, R: int) -> None:
+    """Every arrival sent by t from the state (`take_arrival`: the send order, its queue key) joins the chain's queue
+    (the candidate it is, or -1: not a candidate)."""
+    while (key := take(t)) >= 0:
+        taken.append(key)
+        heapq.heappush(heap, (key, where.get(key % R, -1)))
+
+
+def _session_chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends, rows, max_rows, end_s):
+    """The chain where later turns are released by finishes (closed-loop sessions, SessionState): arrivals are taken
+    from the state in send order with their queue keys (`take_arrival`), and at each service's end the chain makes
+    `Engine._finish`'s own release (`release_next_turns`: that turn, its end). The arrivals taken after the last run
+    tick's start are given back (`untake`): tick by tick they are taken at the next step. Returns (candidates served,
+    their starts, idle rows' starts (NaN: none), why it stopped, the ids arrived by the last tick's start, in order)."""
+    st = engine.st
+    R = st.num_requests
+    take, release = st.take_arrival, st.release_next_turns
+    ids_l, T_l, first_l, safe_l = ids.tolist(), T.tolist(), first.tolist(), safe.tolist()
+    where = {r: c for c, r in enumerate(ids_l)}
+    heap = [(key, c) for c, key in enumerate(st.waiting_keys[:num_waiting0].tolist())]  # sorted keys: a heap
+    if left_key != math.inf:  # the first waiting request left out: the chain stops when it is the head
+        heap.append((left_key, -1))
+    taken: list[int] = []  # keys taken from the state's arrivals, in send order
+    f, last_start = st.now_s, -math.inf  # (the last run tick's start)
+    served, starts, idle_from = [], [], []
+    while True:
+        _take(take, f, heap, where, taken, R)
+        s, gap = f, False
+        if not heap:  # nothing waits: an idle row to the next arrival (before the horizon)
+            s = st.next_arrival_s()
+            if s >= engine.horizon_s:
+                stop = WINDOW if s == math.inf else GUARD
+                break
+            gap = True
+            _take(take, s, heap, where, taken, R)
+        key, c = heap[0]
+        if c < 0:  # a request outside the candidates is the head
+            stop = WINDOW
+            break
+        if not safe_l[c]:
+            stop = LEFT
+            break
+        r = rows + gap + T_l[c]
+        stop = GUARD
+        if r > max_rows or s >= end_s:
+            break
+        o, k = first_l[c], T_l[c]
+        end = _service_end(ends, o, k, s, end_s)
+        if end != end:  # (NaN: the last tick would start too late)
+            break
+        heapq.heappop(heap)
+        served.append(c)
+        starts.append(s)
+        idle_from.append(f if gap else math.nan)
+        f, last_start = end, float(ends[o + k - 2]) if k > 1 else s
+        rows = r
+        release([ids_l[c]], f)
+    arrived = np.array(taken, dtype=np.int64) % R
+    num_kept = int(np.searchsorted(st.arrival_s[arrived], last_start, side="right"))  # (taken in send order)
+    st.untake(taken[num_kept:])
+    return served, starts, idle_from, stop, arrived[:num_kept]
+
+
+def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, arrived=None) -> None:
     """Write the served requests' rows, events, gaps, batch log and final state in bulk (ticks in
-    service order: `ends` and the price columns `cols` are per tick)."""
+    service order: `ends` and the price columns `cols` are per tick). `arrived`: the ids that arrived by
+    the last tick's start, in order, taken from the state by the chain (sessions), or None: read here."""
     st, kv, sched, rec = engine.st, engine.kv, engine.sched, engine.rec
     K, N = r_ids.size, ends.size
     dur, flops, nbytes, is_comp = cols
@@ -320,9 +437,12 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) 
     held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, np.repeat(P, T) if engine.n > 1 else None))
     held[first] = adm  # blocks held during each tick (admission's, grown as the context crosses blocks)
     # Requests waiting during each tick: those waiting now and arrivals by its start, less those admitted.
-    lo = st.next_arrival
-    num_new = int(np.searchsorted(st.arrival_s[lo:], tick_starts[-1], side="right"))
-    joins = np.searchsorted(tick_starts, st.arrival_s[lo : lo + num_new], side="left")  # tick each arrival counts from
+    if arrived is None:
+        lo = st.next_arrival
+        arrived_s = st.arrival_s[lo : lo + int(np.searchsorted(st.arrival_s[lo:], tick_starts[-1], side="right"))]
+    else:
+        arrived_s = st.arrival_s[arrived]
+    joins = np.searchsorted(tick_starts, arrived_s, side="left")  # tick each arrival counts from
     waiting = np.cumsum(np.bincount(joins, minlength=N)[:N]) + (st.waiting_keys.size - 1) - svc
     running = np.ones(N, dtype=np.int64)
     running[last] = 0
@@ -369,7 +489,10 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols) 
             rec.batch(g, np.repeat(r_ids, T), np.where(is_pre, np.repeat(P, T), 1), ~is_pre, held)
     _ticks_in_chunks(rec, tick_cols, M)
     # state: arrivals by the last tick's start join the queue, the served leave it finished
-    st.admit_arrivals(float(tick_starts[-1]))
+    if arrived is None:
+        st.admit_arrivals(float(tick_starts[-1]))
+    elif arrived.size:  # (as `SessionState.admit_arrivals` queues what it takes)
+        st.push_waiting(arrived)
     st.waiting_keys = st.waiting_keys[~np.isin(st.waiting_keys, st.order_key[r_ids])]
     st.status[r_ids] = Status.FINISHED
     st.first_scheduled_s[r_ids] = svc_start

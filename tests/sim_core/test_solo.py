@@ -16,7 +16,7 @@ from sim_core.bench import engine_config
 from sim_core.budget import BudgetMeter, RunBudget
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
-from sim_core.types import Phase
+from sim_core.types import Phase, Status
 from tests.conftest import trace_config
 from tests.sim_core.test_equivalence import _with_kv_room, assert_same_result, run_both
 
@@ -240,3 +240,128 @@ def test_backs_off_where_services_alternate_with_batched_ones():
     while eng.step():
         backoff = max(backoff, eng._solo.backoff)
     assert backoff >= 2
+
+
+# Closed-loop multi-turn sessions (issue 11: 8-12x this path's cost per tick on the general loop): arrivals taken from
+# SessionState in send order, a turn released at its previous turn's end (think time 0: it may be the next service)
+SESSIONS = {
+    "sessions, think 2 s": {"workload__sessions": {"turns": 4, "think_time_s": 2.0}},
+    "sessions, think 0": {"workload__sessions": {"turns": 4, "think_time_s": 0.0}},
+    "sessions of 3, n = 2": {"workload__sessions": {"turns": 3, "think_time_s": 1.0}, "workload__num_samples": 2},
+    "sessions, light load": {"workload__sessions": {"turns": 4, "think_time_s": 3.0}, "workload__arrival__rate_per_s": 0.05},
+    "sessions, priority order": {"workload__sessions": {"turns": 4, "think_time_s": 0.5}, "scheduler__queue_order": "priority",
+                                 "workload__classes": [{"name": "a", "share": 0.4, "priority": 0},
+                                                       {"name": "b", "share": 0.6, "priority": 2}]},
+    "open-loop sessions": {"workload__sessions": {"turns": 4, "think_time_s": 2.0, "closed_loop": False}},
+    # every first turn waiting at t = 0, more than a call's first window: the head after it is a waiting request
+    "sessions sent at once, long think": {"workload__sessions": {"turns": 3, "think_time_s": 100.0},
+                                          "workload__arrival__process": "offline"},
+}  # fmt: skip
+
+
+USER_TOKENS = {"dist": "lognormal", "mean": 80, "min": 1, "max": 500, "sigma": 0.8}
+
+
+def _solo_share(cfg, monkeypatch) -> tuple[float, Engine]:
+    """The share of a run's ticks recorded by the batch-of-one path (`solo.advance`, as `SoloPath.advance` calls it)."""
+    solo_ticks = 0
+    advance = solo.advance
+
+    def counted(engine, *args):
+        nonlocal solo_ticks
+        before = engine.rec.num_ticks
+        out = advance(engine, *args)
+        solo_ticks += engine.rec.num_ticks - before
+        return out
+
+    monkeypatch.setattr(solo, "advance", counted)
+    _, engine = _steps(cfg)
+    monkeypatch.undo()
+    return solo_ticks / max(engine.rec.num_ticks, 1), engine
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize("strategy", list(SESSIONS))
+@pytest.mark.parametrize("variant", list(STRATEGY_VARIANTS))
+def test_sessions_equal_tick_by_tick(engine, strategy, variant, monkeypatch):
+    """Identical results; as it is, the batch-of-one path runs nearly every tick (the dynamic cap's first ticks, from
+    16 down to 1, are the general loop's; with a tick limit, the last service cut by it)."""
+    cfg, _ = engine_config(engine)
+    base = {"workload__num_requests": 80,  # (a later turn's prompt: the first, then each reply and user message)
+            "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 800, "sigma": 0.8},
+            "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
+    overrides = base | SESSIONS[strategy] | STRATEGY_VARIANTS[variant]
+    overrides["workload__sessions"] = overrides["workload__sessions"] | {"user_tokens": USER_TOKENS}
+    room = overrides.pop("kv_room", None)
+    cfg = _with(cfg, **overrides)
+    if room is not None:
+        cfg = _with_kv_room(cfg, room)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    if variant in ("as it is", "tick limit mid-service", "contiguous KV"):
+        share, eng = _solo_share(cfg, monkeypatch)
+        assert share > 0.9, share
+        assert eng.rec.num_ticks == on.timeline.num_ticks
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    engine=hst.sampled_from(BATCH_OF_ONE),
+    think_s=hst.sampled_from([0.0, 0.3, 4.0]),
+    rate=hst.sampled_from([0.1, 1.0, 20.0]),
+    queue_order=hst.sampled_from(["fcfs", "priority", "shortest_prompt_first"]),
+    max_ticks=hst.integers(1, 3000),
+    seed=hst.integers(0, 1_000),
+)  # fmt: skip
+def test_generated_sessions_equal_tick_by_tick(engine, think_s, rate, queue_order, max_ticks, seed):
+    """A tick limit anywhere (mid-service, or at a service's end, where the arrivals the chain took after the last tick's
+    start must be given back), turns sent at a service's end, idle rows, every queue order."""
+    cfg, _ = engine_config(engine)
+    cfg = _with(cfg, seed=seed, workload__num_requests=40, workload__arrival__rate_per_s=rate,
+                workload__sessions={"turns": 3, "think_time_s": think_s, "user_tokens": USER_TOKENS}, scheduler__queue_order=queue_order,
+                workload__classes=[{"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 1}],
+                workload__prompt_tokens={"dist": "uniform", "mean": 200, "min": 1, "max": 400},
+                workload__output_tokens={"dist": "lognormal", "mean": 30, "min": 1, "max": 120, "sigma": 0.8},
+                limits__max_ticks=max_ticks)  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+
+
+def test_untaken_arrivals_leave_the_session_state_as_never_taken():
+    """`SessionState.untake` (the chain's look-ahead given back): pointer, released turns, ranks and keys as before, so
+    that taking them again gives the same keys."""
+    cfg, _ = engine_config("exclusive")
+    cfg = _with(cfg, workload__num_requests=60, workload__sessions={"turns": 3, "think_time_s": 0.5},
+                scheduler__queue_order="priority",
+                workload__classes=[{"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 1}])  # fmt: skip
+    st = Engine(cfg).st
+    st.release_next_turns(np.array([0, 1]), 4.0)  # two released turns (at 4 s + think time) among the first turns
+    before = (st._ptr, sorted(st._released), st._num_arrived, st.order_key.copy())
+    keys = []
+    while (key := st.take_arrival(np.inf)) >= 0 and len(keys) < 30:
+        keys.append(key)
+    assert any(k % st.num_requests in (st._next_turn[0], st._next_turn[1]) for k in keys)  # released ones taken too
+    st.untake(keys)
+    assert (st._ptr, sorted(st._released), st._num_arrived) == before[:3] and np.array_equal(st.order_key, before[3])
+    assert [st.take_arrival(np.inf) for _ in keys] == keys
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize("think_s", [0.0, 2.0])
+def test_a_tick_limit_at_a_service_end_leaves_later_arrivals_to_come(engine, think_s):
+    """A run stopped by `limits.max_ticks` right after a service: tick by tick the turns sent during its last tick (think
+    time 0: the one its end releases) have not joined the queue (the step that would take them stops first), so the
+    chain gives back what it took after the last tick's start. Limits at services' ends, read from the reference."""
+    cfg, _ = engine_config(engine)
+    cfg = _with(cfg, workload__num_requests=60, workload__sessions={"turns": 4, "think_time_s": think_s, "user_tokens": USER_TOKENS},
+                workload__prompt_tokens={"dist": "uniform", "mean": 200, "min": 1, "max": 400},
+                workload__output_tokens={"dist": "lognormal", "mean": 30, "min": 1, "max": 120, "sigma": 0.8})  # fmt: skip
+    _, ref = run_both(cfg)
+    tl = ref.timeline
+    at_end = np.flatnonzero(np.isin(tl.t_start_s + tl.duration_s, ref.requests.finish_s)) + 1  # rows to a service's end
+    pending = 0
+    for limit in at_end[:: max(at_end.size // 6, 1)][1:]:
+        on, off = run_both(_with(cfg, limits__max_ticks=int(limit)))
+        assert_same_result(on, off)
+        pending += int(np.sum((off.requests.status == Status.PENDING) & (off.requests.arrival_s <= off.timeline.t_end_s[-1])))
+    assert pending > 0  # turns sent during the last tick, not yet taken
