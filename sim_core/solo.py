@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim_core.arrays import isin
 from sim_core.recorder import CHUNK_ROWS
 from sim_core.schedulers import rules
 from sim_core.schedulers.phase import TickKind
@@ -493,7 +494,7 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, 
         st.admit_arrivals(float(tick_starts[-1]))
     elif arrived.size:  # (as `SessionState.admit_arrivals` queues what it takes)
         st.push_waiting(arrived)
-    st.waiting_keys = st.waiting_keys[~np.isin(st.waiting_keys, st.order_key[r_ids])]
+    st.waiting_keys = st.waiting_keys[~isin(st.waiting_keys, st.order_key[r_ids])]
     st.status[r_ids] = Status.FINISHED
     st.first_scheduled_s[r_ids] = svc_start
     st.prefill_start_s[r_ids] = svc_start
