@@ -1212,30 +1212,34 @@ class Engine:
             w = self.sched.verify_width(b)  # (fewer decoders: never narrower)
             span = min(k_max - t, int(left.min()))  # (a tick emits >= 1 token: someone finishes by then)
             a = lead[used : used + span * b].reshape(span, b)  # (span, b) tick-major, batch order
-            # each tick's tokens by the rule with the tokens left before it: first cut only to those left before the
-            # segment, which changes no tick before a decoder's last (a tick then emits fewer than are left), so their
-            # running sum says where each finishes; then cut to what the earlier ticks left (its last tick's cut)
-            cut_late = tokens_emitted(a, w - 1, left, np.minimum)
-            emitted = np.cumsum(cut_late, axis=0)  # (span, b) up to each tick's end, exact up to each one's last
-            g = tokens_emitted(a, w - 1, left - (emitted - cut_late), np.minimum)
+            # each tick's tokens by the rule, cut to the tokens left before the segment: that changes no tick before a
+            # decoder's last (a tick then emits fewer than are left), so their running sum says where each finishes;
+            # its last tick is cut to what the earlier ones left below, once for the run
+            g = tokens_emitted(a, w - 1, left, np.minimum)
+            emitted = np.cumsum(g, axis=0)  # (span, b) up to each tick's end
             ticks_before = (emitted < left).sum(axis=0)  # (b,) ticks each runs before its finishing one (or span)
             first = int(ticks_before.min())  # the first completion's tick in the segment (span: none)
             e = min(first + 1, span)
-            segments.append((running, g[:e], w))
+            segments.append((running, g[:e], w, a[:e]))
             t, used = t + e, used + e * b
             if first == span or not shrink_ok:
                 break
             going = ticks_before > first
             left, running = (left - emitted[first])[going], running[going]
-        gained = np.zeros((B, t), dtype=np.int64)
+        gained, accepted = np.zeros((B, t), dtype=np.int64), np.zeros((B, t), dtype=np.int64)
         at = 0
-        for dec, g, _ in segments:
+        for dec, g, _, a in segments:
             gained[dec, at : at + g.shape[0]] = g.T
+            accepted[dec, at : at + g.shape[0]] = a.T
             at += g.shape[0]
-        lengths = [g.shape[0] for _, g, _ in segments]
-        num_alive = np.repeat([dec.size for dec, _, _ in segments], lengths)
-        width = np.repeat([w for _, _, w in segments], lengths)
+        lengths = [g.shape[0] for _, g, _, _ in segments]
+        num_alive = np.repeat([dec.size for dec, _, _, _ in segments], lengths)
+        width = np.repeat([w for _, _, w, _ in segments], lengths)
         steps = np.count_nonzero(gained, axis=1)  # (every tick run emits >= 1)
+        # each decoder's last tick in the run by the rule with the tokens the earlier ones left (a finishing one's cut)
+        on_last, last = np.arange(B), steps - 1
+        before = gained.sum(axis=1) - gained[on_last, last]
+        gained[on_last, last] = tokens_emitted(accepted[on_last, last], width[last] - 1, remaining - before, np.minimum)
         alive = None if int(steps.min()) >= t else np.arange(t)[None, :] < steps[:, None]  # (B, k)
         ctx = ctx0[:, None] + (np.cumsum(gained, axis=1) - gained)  # (B, k) each decoder's context before tick j
         dec_ctx = ctx.sum(axis=0) if alive is None else (ctx * alive).sum(axis=0)  # (k,)
