@@ -36,7 +36,7 @@ from sim_core.schedulers.plan import StepPlan
 from sim_core.schedulers.rules import positions_past_prompt
 from sim_core.schedulers.scheduler import FEW_REQUESTS, Scheduler
 from sim_core.sessions import SessionState
-from sim_core.speculative import Speculator, verify_aggregates
+from sim_core.speculative import Speculator, tokens_emitted, verify_aggregates
 from sim_core.state import SimState
 from sim_core.types import Event, Phase, Status
 from sim_core.words import counted
@@ -45,6 +45,7 @@ from sim_core.workload import Workload, generate_workload
 MAX_RUN_CELLS = 1 << 16  # bound on (batch × ticks) evaluated per coalesced run: keeps memory flat
 MAX_ITL_STORED = 2_000_000  # gaps kept in the result (16 MB); larger runs keep an evenly strided sample
 SCALAR_PRICING_TICKS = 24  # runs up to this long are priced tick by tick in Python floats (same IEEE operations)
+SCALAR_WALK_CELLS = 512  # speculative runs of up to this many (decoders x ticks) are walked tick by tick in Python
 MAX_RUN_TICKS = 4096  # ticks priced per coalesced step; a longer run continues in the next step
 RUN_PRICE_CACHE_BYTES = 4 << 20  # prices of repeated runs kept per engine (Engine._memo_run_prices)
 
@@ -678,7 +679,7 @@ class Engine:
             pairs += v_pairs - (dec_ctx + D)
             samples += rows - D
             draft_s = spec.draft_s(D, dec_ctx)
-            gained = np.minimum(1 + spec.accepted(D, width - 1), st.output[dec] - st.emitted[dec])  # (D,) tokens emitted
+            gained = tokens_emitted(spec.accepted(D), width - 1, st.output[dec] - st.emitted[dec], np.minimum)  # (D,)
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
         dur = float(dur) + draft_s
@@ -1051,8 +1052,9 @@ class Engine:
         NOTE: tick j of the run uses the acceptance draws tick-by-tick stepping would: the draws are
         one stream of uniforms consumed num_decodes x k per tick, in batch order. The run looks ahead
         at the stream (`Speculator.upcoming`, k_max x B sequence-steps: enough for any k_max ticks),
-        walks it tick by tick in segments between completions (`_spec_run_gains`: a segment's
-        decoders take the next B_s steps of each of its ticks), finds where the run must stop (the
+        walks it tick by tick (`_spec_walk_scalar`, in Python ints, for a small run; else `_spec_walk_arrays`, in
+        segments between completions: a segment's decoders take the next B_s steps of each of its ticks), each
+        decoder's tokens by the one acceptance rule (`speculative.tokens_emitted`), finds where the run must stop (the
         next event, a block shortage, the scheduler's per-tick rules), then uses exactly the steps of
         the ticks it ran (`Speculator.use`). A decoder's context before tick j is its context before
         the run plus what it emitted in the run's earlier ticks; its blocks are those for that context
@@ -1076,27 +1078,17 @@ class Engine:
             k_max = min(k_max, int((nxt - st.now_s) / (0.8 * first_s)) + 2)
         if k_max <= 1:
             return self._fallback(plan, planned)
-        gained, steps, num_alive, width = self._spec_run_gains(remaining, k_max, shrink_ok)
+        if B * k_max <= SCALAR_WALK_CELLS:  # a small run: tick by tick in Python ints and floats
+            walked = self._spec_walk_scalar(ctx0, remaining, k_max, shrink_ok, nxt)
+        else:
+            walked = self._spec_walk_arrays(ctx0, remaining, k_max, shrink_ok)
+        gained, steps, num_alive, dec_ctx, decode_tokens, dur, flops, nbytes, is_comp, draft = walked
         k_run = num_alive.size
         if k_run <= 1:  # a single tick (the draws it looked at are drawn again there)
             return self._fallback(plan, planned)
         # who decodes in tick j (None: everyone, in every tick), and each decoder's context before it
         alive = None if int(steps.min()) >= k_run else np.arange(k_run)[None, :] < steps[:, None]  # (B, k)
         ctx = ctx0[:, None] + (np.cumsum(gained, axis=1) - gained)  # (B, k)
-        dec_ctx = ctx.sum(axis=0) if alive is None else (ctx * alive).sum(axis=0)  # (k,)
-        # _advance_tick's aggregates for an all-decode tick, then the verify pass replaces the plain decode
-        decode_tokens, rows, v_pairs, _ = verify_aggregates(width, num_alive, dec_ctx)  # (k,) each
-        pairs = n * (dec_ctx + num_alive) + v_pairs - (dec_ctx + num_alive)
-        samples = n * num_alive + rows - num_alive
-        if k_run <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
-            tick_scalar = self.cost._tick_scalar
-            priced = [tick_scalar(t, m, p, n * c, n * b, 0.0) for t, m, p, c, b in
-                      zip(decode_tokens.tolist(), samples.tolist(), pairs.tolist(), dec_ctx.tolist(), num_alive.tolist())]  # fmt: skip
-            dur, flops, nbytes, is_comp = (np.array(col) for col in zip(*priced))
-        else:
-            dur, flops, nbytes, is_comp = self.cost.tick(decode_tokens, samples, pairs, n * dec_ctx, n * num_alive, 0.0)
-        draft = spec.draft_s(num_alive, dec_ctx)  # (k,)
-        dur = dur + draft
         times = np.add.accumulate(np.concatenate(([st.now_s], dur)))  # sequential: same rounding as tick by tick
         starts, ends = times[:-1], times[1:]
         k = min(k_run, int(np.searchsorted(starts[1:], nxt, side="left")) + 1)
@@ -1173,48 +1165,135 @@ class Engine:
         st.now_s = float(ends[-1])
         return True
 
-    def _spec_run_gains(self, remaining: np.ndarray, k_max: int, shrink_ok: bool) -> tuple:
+    def _spec_price(self, num_alive: np.ndarray, dec_ctx: np.ndarray, width: np.ndarray) -> tuple:
+        """A speculative run's ticks priced as `_advance_tick` prices an all-decode tick whose verify pass replaces the
+        plain decode (`verify_aggregates`), plus the draft's steps (`Speculator.draft_s`): (decode tokens, durations
+        with the draft's, flops, bytes, compute-bound, draft seconds), each (k,), from the decoders (k,), their context
+        (k,) and the verify width (k,) of each tick."""
+        if num_alive.size <= SCALAR_PRICING_TICKS:  # a few ticks: the scalar cost function is cheaper than arrays
+            priced = map(self._spec_tick_price, num_alive.tolist(), dec_ctx.tolist(), width.tolist())
+            return tuple(np.array(col) for col in zip(*priced))
+        n = self.n
+        decode_tokens, rows, v_pairs, _ = verify_aggregates(width, num_alive, dec_ctx)  # (k,) each
+        pairs = n * (dec_ctx + num_alive) + v_pairs - (dec_ctx + num_alive)
+        samples = n * num_alive + rows - num_alive
+        dur, flops, nbytes, is_comp = self.cost.tick(decode_tokens, samples, pairs, n * dec_ctx, n * num_alive, 0.0)
+        draft = self.spec.draft_s(num_alive, dec_ctx)  # (k,)
+        return decode_tokens, dur + draft, flops, nbytes, is_comp, draft
+
+    def _spec_tick_price(self, num_seqs: int, context_tokens: int, width: int) -> tuple:
+        """`_spec_price` of one tick in Python ints and floats (the cost model's scalar path: bit for bit its array
+        path)."""
+        n = self.n
+        decode_tokens, rows, v_pairs, _ = verify_aggregates(width, num_seqs, context_tokens)
+        pairs = n * (context_tokens + num_seqs) + v_pairs - (context_tokens + num_seqs)
+        dur, flops, nbytes, is_comp = self.cost._tick_scalar(decode_tokens, n * num_seqs + rows - num_seqs, pairs,
+                                                             n * context_tokens, n * num_seqs, 0.0)  # fmt: skip
+        draft = self.spec.draft_s(num_seqs, context_tokens)
+        return decode_tokens, dur + draft, flops, nbytes, is_comp, draft
+
+    def _spec_walk_arrays(self, ctx0: np.ndarray, remaining: np.ndarray, k_max: int, shrink_ok: bool) -> tuple:
         """Tokens each of a run's decoders (`remaining` tokens left each) emits in each of up to `k_max` ticks, from
         the acceptance draws ahead: tick j takes the next num_alive[j] sequence-steps of the stream, one per decoder
-        still running, in batch order; a decoder's last token caps its gain, and it leaves the batch after that tick.
-        The walk goes in segments between completions (whole arrays per segment) and stops after the first
-        completion unless `shrink_ok`, or when every decoder has finished.
+        still running, in batch order, each emitting `tokens_emitted` of its step (cut to the tick's verify width and
+        to the tokens it has left); it leaves the batch after its last token. The walk goes in segments between
+        completions (whole arrays per segment) and stops after the first completion unless `shrink_ok`, or when every
+        decoder has finished. Then the ticks are priced (`_spec_price`).
 
-        Returns (gained (B, k), ticks each decoder runs (B,) (its finishing tick + 1, or k), decoders (k,), verify
-        width (k,) of each tick), k <= k_max. The draws are only looked at (`Speculator.upcoming`)."""
-        B, k_draft = remaining.size, self.spec.k
+        Returns (gained (B, k), ticks each decoder runs (B,) (its finishing tick + 1, or k), decoders (k,), their
+        context (k,), then `_spec_price`'s columns), k <= k_max. The draws are only looked at
+        (`Speculator.upcoming`)."""
+        B = remaining.size
         lead = self.spec.upcoming(k_max * B)  # enough for k_max ticks of the whole batch
-        segments = []  # (decoders: positions in the batch, their uncapped gains (ticks, decoders), verify width)
+        segments = []  # (decoders: positions in the batch, their gains (ticks, decoders), verify width)
         running, left = np.arange(B), remaining  # the decoders still running, and their tokens left
         t = used = 0  # ticks walked; sequence-steps they took
         while t < k_max and running.size:
             b = running.size
             w = self.sched.verify_width(b)  # (fewer decoders: never narrower)
             span = min(k_max - t, int(left.min()))  # (a tick emits >= 1 token: someone finishes by then)
-            g = lead[used : used + span * b].reshape(span, b)  # (span, b) tick-major, batch order
-            g = 1 + (g if w > k_draft else np.minimum(g, w - 1))  # (drafts cut to the budget: fewer to accept)
-            emitted = np.cumsum(g, axis=0)
+            a = lead[used : used + span * b].reshape(span, b)  # (span, b) tick-major, batch order
+            # each tick's tokens by the rule, cut to the tokens left before the segment: that changes no tick before a
+            # decoder's last (a tick then emits fewer than are left), so their running sum says where each finishes;
+            # its last tick is cut to what the earlier ones left below, once for the run
+            g = tokens_emitted(a, w - 1, left, np.minimum)
+            emitted = np.cumsum(g, axis=0)  # (span, b) up to each tick's end
             ticks_before = (emitted < left).sum(axis=0)  # (b,) ticks each runs before its finishing one (or span)
             first = int(ticks_before.min())  # the first completion's tick in the segment (span: none)
             e = min(first + 1, span)
-            segments.append((running, g[:e], w))
+            segments.append((running, g[:e], w, a[:e]))
             t, used = t + e, used + e * b
             if first == span or not shrink_ok:
                 break
             going = ticks_before > first
             left, running = (left - emitted[first])[going], running[going]
-        gained = np.zeros((B, t), dtype=np.int64)
+        gained, accepted = np.zeros((B, t), dtype=np.int64), np.zeros((B, t), dtype=np.int64)
         at = 0
-        for dec, g, _ in segments:
+        for dec, g, _, a in segments:
             gained[dec, at : at + g.shape[0]] = g.T
+            accepted[dec, at : at + g.shape[0]] = a.T
             at += g.shape[0]
-        lengths = [g.shape[0] for _, g, _ in segments]
-        num_alive = np.repeat([dec.size for dec, _, _ in segments], lengths)
-        width = np.repeat([w for _, _, w in segments], lengths)
+        lengths = [g.shape[0] for _, g, _, _ in segments]
+        num_alive = np.repeat([dec.size for dec, _, _, _ in segments], lengths)
+        width = np.repeat([w for _, _, w, _ in segments], lengths)
         steps = np.count_nonzero(gained, axis=1)  # (every tick run emits >= 1)
-        # the last token caps the gain of a finishing tick: a finished decoder's gains passed its remainder by the rest
-        gained[np.arange(B), steps - 1] -= np.maximum(gained.sum(axis=1) - remaining, 0)
-        return gained, steps, num_alive, width
+        # each decoder's last tick in the run by the rule with the tokens the earlier ones left (a finishing one's cut)
+        on_last, last = np.arange(B), steps - 1
+        before = gained.sum(axis=1) - gained[on_last, last]
+        gained[on_last, last] = tokens_emitted(accepted[on_last, last], width[last] - 1, remaining - before, np.minimum)
+        alive = None if int(steps.min()) >= t else np.arange(t)[None, :] < steps[:, None]  # (B, k)
+        ctx = ctx0[:, None] + (np.cumsum(gained, axis=1) - gained)  # (B, k) each decoder's context before tick j
+        dec_ctx = ctx.sum(axis=0) if alive is None else (ctx * alive).sum(axis=0)  # (k,)
+        return gained, steps, num_alive, dec_ctx, *self._spec_price(num_alive, dec_ctx, width)
+
+    def _spec_walk_scalar(self, ctx0: np.ndarray, remaining: np.ndarray, k_max: int, shrink_ok: bool, nxt: float) -> tuple:
+        """`_spec_walk_arrays` tick by tick in Python ints (a small run: `SCALAR_WALK_CELLS`), the same draws in the
+        same order and the same rule (`tokens_emitted`), each tick priced as it is walked (`_spec_price` on that tick)
+        and the walk stopped before a tick that starts at or after the next event `nxt` (which `_advance_spec_run`
+        would cut anyway). Returns `_spec_walk_arrays`' tuple."""
+        spec, verify_width, tick_price = self.spec, self.sched.verify_width, self._spec_tick_price
+        B = remaining.size
+        lead = spec.upcoming(k_max * B)
+        ctx, left = ctx0.tolist(), remaining.tolist()
+        going = list(range(B))  # the decoders still running: positions in the batch, in batch order
+        steps = [0] * B
+        gains: list[list[int]] = []  # (k, B) each tick's tokens per decoder (0: not running)
+        num_alive, dec_ctx, ticks = [], [], []
+        t_s, used = self.st.now_s, 0
+        for j in range(k_max):
+            b = len(going)
+            w = verify_width(b)
+            c = 0
+            for i in going:
+                c += ctx[i]
+            priced = tick_price(b, c, w)
+            num_alive.append(b)
+            dec_ctx.append(c)
+            ticks.append(priced)
+            row = [0] * B
+            finished = False
+            for i, a in zip(going, lead[used : used + b].tolist()):
+                g = tokens_emitted(a, w - 1, left[i])
+                row[i] = g
+                ctx[i] += g
+                left[i] -= g
+                steps[i] = j + 1
+                finished = finished or not left[i]
+            gains.append(row)
+            used += b
+            t_s += priced[1]
+            if finished:
+                if not shrink_ok:
+                    break
+                going = [i for i in going if left[i]]
+                if not going:
+                    break
+            if t_s >= nxt:  # the next tick would start at or after the next event
+                break
+        gained = np.array(gains, dtype=np.int64).T
+        cols = [np.array(col) for col in zip(*ticks)]
+        return (gained, np.array(steps, dtype=np.int64), np.array(num_alive, dtype=np.int64),
+                np.array(dec_ctx, dtype=np.int64), *cols)  # fmt: skip
 
     def _fallback(self, plan: StepPlan, planned: bool) -> bool:
         if planned:  # the plan came from the scheduler (blocks for tick 0 allocated): run it alone

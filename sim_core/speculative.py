@@ -42,6 +42,15 @@ def verify_aggregates(width: int, num_seqs: int, context_tokens: int) -> tuple[i
     return tokens, tokens, pairs, context_tokens
 
 
+def tokens_emitted(accepted, num_drafts, left, minimum=min):
+    """The acceptance rule, its one statement: a speculating decoder's verify pass emits 1 + its leading accepted
+    drafts (`Speculator.upcoming`), of at most `num_drafts` (the drafts left by the verify width,
+    `Scheduler.verify_width` - 1), and never more than the `left` tokens of its output. Python ints with `min` (the
+    scalar walk of a speculative run, `Engine._spec_walk_scalar`) or arrays with `np.minimum` (a planned tick's decoders,
+    the vectorised walk): every executor derives a decoder's tokens from here."""
+    return minimum(1 + minimum(accepted, num_drafts), left)
+
+
 def _busy_decode_s(cost: CostModel, num_seqs, context_tokens, empty_s: float) -> np.ndarray:
     """Roofline time of plain decode steps minus the fixed per-tick cost (`empty_s`: the CPU overhead of a tick; the
     per-sequence overhead is left out by pricing the step with no sequences), elementwise over arrays of batch sizes
@@ -105,7 +114,8 @@ class Speculator:
 
     def upcoming(self, num_steps: int) -> IntArray:
         """Leading accepted draft tokens (of k) of the next `num_steps` sequence-steps, in stream order, without using
-        them (read only). Cut to d drafts, a step accepts min(this, d): its first d comparisons are the same."""
+        them (read only). Cut to d drafts, a step accepts min(this, d) (`tokens_emitted`): its first d comparisons are the
+        same."""
         more = num_steps - self._ahead.size
         if more > 0:  # draw k uniforms per sequence-step, as `accepted` always has; a batch of steps at a time
             ok = self.rng.random((max(more, DRAW_AHEAD_STEPS), self.k)) < self.alpha[None, :]
@@ -116,14 +126,14 @@ class Speculator:
         """The next `num_steps` sequence-steps' draws are used (by a coalesced run, after `upcoming`)."""
         self._ahead = self._ahead[num_steps:]
 
-    def accepted(self, num_seqs: int, num_drafts: int | None = None) -> IntArray:
-        """Leading accepted draft tokens for each sequence, (num_seqs,) in [0, num_drafts]: of a draft cut to
-        `num_drafts` tokens (default k; `Scheduler.verify_width`). Draws k uniforms per sequence whatever the cut, so
-        the stream's position depends only on the sequence-steps drawn (a coalesced run looks at many ticks' steps
-        at once, `upcoming`, and uses those of the ticks it ran, `use`)."""
+    def accepted(self, num_seqs: int) -> IntArray:
+        """Leading accepted draft tokens (of k) for each of the next `num_seqs` sequence-steps, (num_seqs,), used (a
+        single tick's). A draft cut to fewer tokens accepts fewer (`tokens_emitted`): k uniforms are drawn per
+        sequence whatever the cut, so the stream's position depends only on the sequence-steps drawn (a coalesced run
+        looks at many ticks' steps at once, `upcoming`, and uses those of the ticks it ran, `use`)."""
         lead = self.upcoming(num_seqs)
         self.use(num_seqs)
-        return lead if num_drafts is None or num_drafts >= self.k else np.minimum(lead, num_drafts)
+        return lead
 
     def draft_s(self, num_seqs, context_tokens):
         """Time of the k draft steps of a batch (draft step j sees j more tokens per sequence).

@@ -798,3 +798,103 @@ def test_sglang_admission_with_outputs_past_the_clip_equals_tick_by_tick(case):
     cfg = _with_kv_room(cfg, float(rng.uniform(2.0, 4.0)))
     on, off = run_both(cfg)
     assert_same_result(on, off)
+
+
+SPEC_VARIANTS = ("head, light traffic", "draft model, heavy traffic", "kv pressure")
+
+
+def speculative_config(scenario: str, variant: str):
+    """Engine preset `scenario` speculating: an EAGLE-style head under light traffic (runs go on past completions), a
+    draft model with all requests at once (large runs), or the head with KV room for about 1.5 of the longest requests
+    (runs cut by block shortages, pre-emption). None when the preset does not take the variant."""
+    over = dict(seed=7, workload__num_requests=70, workload__num_samples=1, limits__num_recorded_batches=2000,
+                scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.7})  # fmt: skip
+    if variant == "head, light traffic":
+        over.update(workload__arrival__rate_per_s=3.0)
+    elif variant == "draft model, heavy traffic":
+        over.update(workload__arrival__process="offline", scheduler__speculative={
+            "enabled": True, "num_draft_tokens": 4, "acceptance_rate": 0.6, "draft": "model"})  # fmt: skip
+    else:
+        over.update(workload__arrival__rate_per_s=20.0)
+    return buildable(scenario, over, 1.5 if variant == "kv pressure" else None)
+
+
+SPEC_CASES = [(scenario, variant) for scenario in ENGINE_SCENARIOS for variant in SPEC_VARIANTS
+              if speculative_config(scenario, variant) is not None]  # fmt: skip
+
+
+def count_spec_walk_ticks(monkeypatch) -> dict[str, int]:
+    """Ticks recorded by speculative runs from now on, by the walk that walked them (`Engine._spec_walk_scalar`, tick by
+    tick in Python ints, or `_spec_walk_arrays`)."""
+    from sim_core.engine import Engine
+
+    ticks, walked = {"scalar": 0, "arrays": 0}, []
+    run, scalar, arrays = Engine._advance_spec_run, Engine._spec_walk_scalar, Engine._spec_walk_arrays
+
+    def counted_run(engine, plan, planned):
+        before, walked[:] = engine.rec.num_ticks, []
+        done = run(engine, plan, planned)
+        if walked and engine.rec.num_ticks - before > 1:  # (a single tick is a fallback's: `_advance_tick`)
+            ticks[walked[0]] += engine.rec.num_ticks - before
+        return done
+
+    monkeypatch.setattr(Engine, "_advance_spec_run", counted_run)
+    monkeypatch.setattr(Engine, "_spec_walk_scalar", lambda e, *a: walked.append("scalar") or scalar(e, *a))
+    monkeypatch.setattr(Engine, "_spec_walk_arrays", lambda e, *a: walked.append("arrays") or arrays(e, *a))
+    return ticks
+
+
+def test_the_speculative_cases_cover_every_preset_and_variant():
+    assert {s for s, _ in SPEC_CASES} == set(ENGINE_SCENARIOS)
+    assert {v for _, v in SPEC_CASES} == set(SPEC_VARIANTS)
+
+
+@pytest.mark.parametrize("scenario,variant", SPEC_CASES)
+def test_speculative_runs_walked_in_python_equal_tick_by_tick(scenario, variant, monkeypatch):
+    """Small speculative runs are walked tick by tick in Python ints (`Engine._spec_walk_scalar`), larger ones as
+    arrays (`_spec_walk_arrays`); both take each decoder's tokens from `speculative.tokens_emitted` and the draws in
+    the stream's order. Every output equals tick by tick's (`limits.coalesce_ticks = false`), and the Python walk ran
+    most of the runs' ticks where the batches are small (not with all requests at once)."""
+    cfg = speculative_config(scenario, variant)
+    walked = count_spec_walk_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert walked["scalar"] + walked["arrays"] > 0.3 * on.timeline.num_ticks  # (runs took a good share of the ticks)
+    if variant == "draft model, heavy traffic":  # (all at once: runs of many decoders, or long ones, as arrays)
+        assert walked["arrays"] > 0
+    elif cfg.scheduler.batching == "continuous":
+        assert walked["scalar"] > 0.1 * on.timeline.num_ticks
+    else:  # (a static batch decodes its longest request to the end: mostly long runs)
+        assert walked["scalar"] > 0
+
+
+def test_both_speculative_walks_give_the_same_ticks(monkeypatch):
+    """Each run is walked both ways, and the ticks the Python walk took (up to the next event, where it stops) are
+    the array walk's, bit for bit: tokens per decoder and tick, ticks each decoder runs, decoders, their context, the
+    verify tokens, every price and the draft's time; the runs are long and short, with drafts cut to the budget, with
+    decoders leaving mid-run, and with a draft model."""
+    from sim_core.engine import Engine
+
+    scalar, arrays, compared = Engine._spec_walk_scalar, Engine._spec_walk_arrays, []
+
+    def both(engine, ctx0, remaining, k_max, shrink_ok, nxt=math.inf):
+        by_scalar, by_arrays = scalar(engine, ctx0, remaining, k_max, shrink_ok, nxt), arrays(engine, ctx0, remaining, k_max, shrink_ok)
+        k = by_scalar[2].size
+        assert np.array_equal(by_scalar[0], by_arrays[0][:, :k]) and np.array_equal(by_scalar[1], np.minimum(by_arrays[1], k))
+        for x, y in zip(by_scalar[2:], by_arrays[2:]):
+            assert np.array_equal(x, y[:k])
+        compared.append((remaining.size, k, bool((by_scalar[0][:, -1] == 0).any())))
+        return by_scalar
+
+    monkeypatch.setattr(Engine, "_spec_walk_scalar", both)
+    monkeypatch.setattr(Engine, "_spec_walk_arrays", lambda e, c, r, k, s: both(e, c, r, k, s))
+    for scenario, variant in [("engine-vllm-v1", "head, light traffic"), ("engine-vllm-v0", "draft model, heavy traffic")]:
+        run_simulation(speculative_config(scenario, variant))
+    for case in ("drafts cut", "light"):
+        over = dict(SPEC_SHRINKING[case])
+        base, k = over.pop("base"), over.pop("k", 4)
+        run_simulation(make_config(base, workload__num_samples=1, **over,
+                                   scheduler__speculative={"enabled": True, "num_draft_tokens": k, "acceptance_rate": 0.6}))  # fmt: skip
+    assert len(compared) > 50
+    assert max(b for b, _, _ in compared) > 100 and max(k for _, k, _ in compared) > 24  # large runs, priced as arrays
+    assert any(left for _, _, left in compared)  # decoders left mid-run
