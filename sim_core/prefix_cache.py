@@ -48,6 +48,10 @@ _SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
 MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
 _NO_CHAIN = (-1, 0)  # chain_refs' default: no system prompt referenced
 MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
+# `_settle` drops up to this many per-block entries in a plain loop: a slice's C-level pipeline (slice, maps, compress,
+# list, deque) costs ~5k instructions to set up, and with sessions most settles drop a tick's few evicted blocks from
+# groups whose entries the next turn re-acquired (stale), walked a few at a time (vLLM V1 sessions: ~6 slices a settle)
+SETTLE_LOOP_BLOCKS = 32
 
 
 def _all_distinct(ids: IntArray) -> bool:
@@ -856,6 +860,14 @@ class PrefixCache:
                 if not left:
                     break
             i, n = self._head, len(keys)
+            if left <= SETTLE_LOOP_BLOCKS:  # a few blocks (a tick's evictions): one by one, stale entries skipped
+                get = ref.get
+                while i < n and left:
+                    k = keys[i]
+                    i += 1
+                    if get(k) == tag:
+                        del ref[k]
+                        left -= 1
             while i < n and left:  # a slice at a time; stale entries (re-acquired or re-released) are skipped
                 part = keys[i : i + left]
                 valid = list(compress(part, map(eq, repeat(tag), map(ref.get, part))))  # eq: ref.get may be None

@@ -521,3 +521,49 @@ def test_random_chunked_prefills_find_only_blocks_computed_before_their_tick(req
             kv.check_invariants()
     assert not running
     assert kv.num_free == kv.num_blocks and kv.prefix.num_evicted == 0
+
+
+@pytest.mark.parametrize("engine", ["vllm-v1", "sglang", "exclusive"])
+def test_settling_a_few_evictions_one_by_one_equals_the_sliced_walk(engine, monkeypatch):
+    """`_settle` drops a tick's few deferred evictions of per-block entries one by one (SETTLE_LOOP_BLOCKS), skipping the
+    stale entries a session's next turn re-acquired: every result (evictions, hit rates, the cached-free marks, ticks)
+    equals the sliced walk's, which alone ran before. The one-by-one loop must have run, on groups with stale entries."""
+    import copy
+    import hashlib
+    from collections import deque
+
+    from sim_core import prefix_cache
+    from sim_core.bench import _set, engine_config
+    from sim_core.engine import run_simulation
+    from tests.sim_core.test_engine_digest import engine_digest
+
+    cfg = _set(engine_config(engine)[0], workload__num_requests=256, workload__sessions__turns=4,
+               workload__sessions__think_time_s=0.3, kv_cache__enable_prefix_caching=True)  # fmt: skip
+    small = {"settles": 0, "stale": 0}
+    settle = prefix_cache.PrefixCache._settle
+
+    def counted(pc):  # each small settle of per-block entries against the sliced walk's on a copy of the cache
+        if not (0 < pc._debt <= prefix_cache.SETTLE_LOOP_BLOCKS and not pc.use_runs):
+            return settle(pc)
+        small["settles"] += 1
+        gen, keys, _, _ = pc._queue[0]
+        small["stale"] += sum(pc.ref.get(k) != -(gen + 1) for k in keys[pc._head:])
+        sliced = copy.copy(pc)
+        sliced.ref, sliced._queue = dict(pc.ref), deque(pc._queue)
+        with monkeypatch.context() as m:
+            m.setattr(prefix_cache, "SETTLE_LOOP_BLOCKS", 0)
+            settle(sliced)
+        settle(pc)
+        assert pc.ref == sliced.ref and pc.lru_order() == sliced.lru_order() and pc._debt == sliced._debt == 0
+        assert pc._num_evicted == sliced._num_evicted
+
+    def digest():
+        m = hashlib.sha256()
+        engine_digest._update(run_simulation(cfg), m)
+        return m.hexdigest()
+
+    monkeypatch.setattr(prefix_cache.PrefixCache, "_settle", counted)
+    one_by_one = digest()
+    assert small["settles"] > 20 and small["stale"] > 0
+    monkeypatch.setattr(prefix_cache, "SETTLE_LOOP_BLOCKS", 0)  # the sliced walk only
+    assert digest() == one_by_one
