@@ -29,6 +29,15 @@ def _with(cfg, **values):
     return cfg
 
 
+def _engine_with(engine: str, overrides: dict):
+    """The engine preset's bench scenario with these changes; "kv_room" (if given): KV for that many of its longest
+    requests (`_with_kv_room`)."""
+    overrides = dict(overrides)
+    room = overrides.pop("kv_room", None)
+    cfg = _with(engine_config(engine)[0], **overrides)
+    return cfg if room is None else _with_kv_room(cfg, room)
+
+
 def _steps(cfg) -> tuple[int, Engine]:
     engine = Engine(cfg)
     steps = 1
@@ -69,15 +78,10 @@ def test_benchmark_scenario_equals_tick_by_tick_in_a_few_steps(engine):
     ],
 )
 def test_variants_equal_tick_by_tick(engine, overrides):
-    cfg, _ = engine_config(engine)
     base = {"workload__num_requests": 120,
             "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 1500, "sigma": 0.8},
             "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
-    overrides = dict(overrides)
-    room = overrides.pop("kv_room", None)
-    cfg = _with(cfg, **(base | overrides))
-    if room is not None:
-        cfg = _with_kv_room(cfg, room)
+    cfg = _engine_with(engine, base | overrides)
     on, off = run_both(cfg)
     assert_same_result(on, off)
 
@@ -110,15 +114,11 @@ def test_samples_and_closed_loops_equal_tick_by_tick(engine, strategy, variant):
     """Each sample's KV in the copy-on-write layout, n tokens per decode tick; a closed loop's next request sent at a
     service's end (think time 0: it may be the next service) or later (an idle row): identical results, and as it is
     whole services per step (a few steps for 80 requests, where the general loop takes two or more each)."""
-    cfg, _ = engine_config(engine)
     base = {"workload__num_requests": 80,
             "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 1500, "sigma": 0.8},
             "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
     overrides = base | STRATEGIES[strategy] | STRATEGY_VARIANTS[variant]
-    room = overrides.pop("kv_room", None)
-    cfg = _with(cfg, **overrides)
-    if room is not None:
-        cfg = _with_kv_room(cfg, room)
+    cfg = _engine_with(engine, overrides)
     on, off = run_both(cfg)
     assert_same_result(on, off)
     if variant == "as it is":
@@ -286,16 +286,12 @@ def _solo_share(cfg, monkeypatch) -> tuple[float, Engine]:
 def test_sessions_equal_tick_by_tick(engine, strategy, variant, monkeypatch):
     """Identical results; as it is, the batch-of-one path runs nearly every tick (the dynamic cap's first ticks, from
     16 down to 1, are the general loop's; with a tick limit, the last service cut by it)."""
-    cfg, _ = engine_config(engine)
     base = {"workload__num_requests": 80,  # (a later turn's prompt: the first, then each reply and user message)
             "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 800, "sigma": 0.8},
             "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
     overrides = base | SESSIONS[strategy] | STRATEGY_VARIANTS[variant]
     overrides["workload__sessions"] = overrides["workload__sessions"] | {"user_tokens": USER_TOKENS}
-    room = overrides.pop("kv_room", None)
-    cfg = _with(cfg, **overrides)
-    if room is not None:
-        cfg = _with_kv_room(cfg, room)
+    cfg = _engine_with(engine, overrides)
     on, off = run_both(cfg)
     assert_same_result(on, off)
     if variant in ("as it is", "tick limit mid-service", "contiguous KV"):
