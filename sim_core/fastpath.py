@@ -485,7 +485,7 @@ class _Steps:
             return 0, 0
         if self.samples_admit:
             return self._admit_samples(left, num)
-        if self.by_ratio:  # SGLang's token test too (no prefix cache on this path): the rule over the queue
+        if self.by_ratio and self.pc is None:  # SGLang's token test too: the rule over the queue
             sched = self.sched
             if sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
                 return 0, 0
@@ -536,7 +536,15 @@ class _Steps:
             # blocks (`need_of`: the cached prefix is whole blocks, so ceil((cached + chunk) / bs) - hit =
             # ceil(chunk / bs)) and the evictable blocks it hits, which stop being free. The rule's test, blocks +
             # reserve > free, is the same with those evictable blocks counted in the reserve: no blocks function per
-            # candidate. (Inline: a call per candidate cost more than the loop's own lines.)
+            # candidate. (Inline: a call per candidate cost more than the loop's own lines.) SGLang's token test
+            # (admission new_token_ratio) comes first, on the prompt past its cached prefix and the free blocks the
+            # admissions before it left, as in the scheduler's rule: `rules.admit_tested`, admit_in_order's test with
+            # `tokens` (the evictable hits are in its free blocks, as in `Scheduler._admit_with_prefix_cache`'s).
+            test = None
+            if self.by_ratio:
+                if self.sched._token_full:  # (SGLang's batch_is_full: `Scheduler._admit`)
+                    return 0, 0
+                test = self._token_budget()
             pc, target_of, targets, bs, wm, is_chunked, need_of = (self.pc, self.target_of, self.targets, self.bs, self.wm,
                                                                    self.is_chunked, self.need_of)  # fmt: skip
             lookup, admit_cached, admit_next = pc.lookup, pc.admit, rules.admit_next
@@ -547,7 +555,11 @@ class _Steps:
                 t = target_of(w)
                 handle, hit, evictable = lookup(w, t)
                 cached = hit * bs
-                taken = admit_next(0, t - cached, left - tokens, free, wm + evictable, need_of, is_chunked, False)
+                if test is None:
+                    taken = admit_next(0, t - cached, left - tokens, free, wm + evictable, need_of, is_chunked, False)
+                else:  # (candidate i - head: the budget's output reservation reads its request)
+                    taken = rules.admit_tested(test, i - head, t - cached, left - tokens, free, wm + evictable, need_of,
+                                               is_chunked, False)  # fmt: skip
                 if taken is None:
                     break
                 chunk, need = taken
@@ -560,6 +572,8 @@ class _Steps:
                     admit = self.admit = []  # (else it stays the tick's empty list)
                 admit.append((w, cached, chunk))
                 tokens += chunk
+            if test is not None:
+                self.sched.note_token_test(test)
             if admit is None:
                 return 0, 0
             self.free = free
@@ -753,10 +767,9 @@ def run_ticks(engine: Engine):
     running_arr = st.running
     if st.swapped_keys.size:
         return False
-    if engine.prefix is not None and (sched._by_ratio or holds_fixed_blocks(engine)):
-        # The prefix cache with SGLang's token test (its lookups in the test) or with fixed block counts (reserved
-        # admission, contiguous KV): the general path's. (Asked first: after the NumPy checks below it cost every step of
-        # such a run ~20 us, SGLang's sessions with the prefix cache +9 % once sessions were eligible.)
+    if engine.prefix is not None and holds_fixed_blocks(engine):
+        # The prefix cache with fixed block counts (reserved admission, contiguous KV): the general path's. (Asked
+        # first: after the NumPy checks below such a refusal cost every step ~20 us.)
         return False
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]

@@ -191,14 +191,13 @@ def admit_in_order(
     """
     out: list[tuple[int, int]] = []
     for i, rem in enumerate(remaining):
-        if tokens is not None and not tokens.admits(i, rem, free_blocks):
-            break
-        taken = admit_next(i, rem, budget, free_blocks, reserve_blocks, blocks_needed, is_chunked, is_static)
+        if tokens is None:
+            taken = admit_next(i, rem, budget, free_blocks, reserve_blocks, blocks_needed, is_chunked, is_static)
+        else:
+            taken = admit_tested(tokens, i, rem, budget, free_blocks, reserve_blocks, blocks_needed, is_chunked, is_static)
         if taken is None:
             break
         chunk, need = taken
-        if tokens is not None:
-            tokens.take(i, rem, chunk)
         free_blocks -= need
         budget -= chunk
         out.append(taken)
@@ -219,6 +218,20 @@ def admit_next(i: int, remaining: int, budget: int, free_blocks: int, reserve_bl
     if need + reserve_blocks > free_blocks:
         return None
     return chunk, need
+
+
+def admit_tested(tokens: TokenBudget, i: int, remaining: int, budget: int, free_blocks: int, reserve_blocks: int,
+                 blocks_needed: Callable[[int, int], int], is_chunked: bool, is_static: bool) -> tuple[int, int] | None:  # fmt: skip
+    """`admit_next` under SGLang's token test (`admit_in_order` with `tokens`): the token test first, with the free
+    blocks the candidates before it left (`TokenBudget.admits`), then `admit_next`'s; when admitted, its output is
+    promised (`TokenBudget.take`). (The scalar core's admission with the prefix cache calls it candidate by candidate,
+    each looked up in the cache as it is read: `fastpath._Steps.admit_waiting`.)"""
+    if not tokens.admits(i, remaining, free_blocks):
+        return None
+    taken = admit_next(i, remaining, budget, free_blocks, reserve_blocks, blocks_needed, is_chunked, is_static)
+    if taken is not None:
+        tokens.take(i, remaining, taken[0])
+    return taken
 
 
 def next_batch_cap(cap: int, is_slow: bool, max_seqs: int) -> int:
