@@ -250,8 +250,9 @@ def test_every_policy_coalesces_its_decode_runs(scenario):
 
 
 SAMPLES_VARIANTS = ("plain", "kv pressure", "prefix cache")
-# (the prefix cache with SGLang's token test or with reserved admission: the scalar core leaves those to the scheduler)
-PREFIX_ON_THE_GENERAL_PATH = {"engine-sglang", "engine-tensorrt-llm-no-evict"}
+# (the prefix cache with reserved admission: the scalar core leaves it to the scheduler; SGLang's token test with the
+# prefix cache runs on the core since session 44)
+PREFIX_ON_THE_GENERAL_PATH = {"engine-tensorrt-llm-no-evict"}
 PREEMPTS_UNDER_KV_PRESSURE = {"engine-vllm-v1", "engine-sarathi-serve", "engine-vllm-v0", "engine-vllm-v0-swap"}
 
 
@@ -545,11 +546,11 @@ def scalar_core_takes(cfg) -> bool:
     """Whether the scalar core should run this config's ticks (until it hands one back), stated here, not asked of
     `fastpath.eligible` (a test that asked it would pass if sessions silently left the core): continuous batching
     without dynamic batch sizing or speculation, and the prefix cache only where the core keeps it (not with fixed block
-    counts, reserved admission or contiguous KV, nor with SGLang's token test: `run_ticks`' entry checks)."""
+    counts, reserved admission or contiguous KV: `run_ticks`' entry checks; SGLang's token test with it is the core's)."""
     s = cfg.scheduler
-    fixed_or_by_ratio = s.admission in ("reserve", "new_token_ratio") or cfg.kv_cache.layout == "contiguous"
+    fixed = s.admission == "reserve" or cfg.kv_cache.layout == "contiguous"
     return (s.batching == "continuous" and not s.dynamic_batch.enabled and not s.speculative.enabled
-            and not (cfg.kv_cache.enable_prefix_caching and fixed_or_by_ratio))  # fmt: skip
+            and not (cfg.kv_cache.enable_prefix_caching and fixed))  # fmt: skip
 
 
 def open_loop_session_config(case: int):
@@ -798,6 +799,103 @@ def test_sglang_admission_with_outputs_past_the_clip_equals_tick_by_tick(case):
     cfg = _with_kv_room(cfg, float(rng.uniform(2.0, 4.0)))
     on, off = run_both(cfg)
     assert_same_result(on, off)
+
+
+SGLANG_PREFIX_VARIANTS = ("shared prompts", "kv pressure", "samples", "sessions", "open-loop sessions", "closed loop",
+                          "lfu, block size 1")  # fmt: skip
+
+
+def sglang_prefix_config(variant: str):
+    """The sglang preset (SGLang's token test) with the prefix cache, arriving fast enough that requests wait on the token
+    test, with the batch log on: shared system prompts with KV room for about 3 of the longest requests; under KV
+    pressure (room for 1.3: retracts, the scheduler's); with 2 samples per request; closed-loop sessions of 4 turns and
+    open-loop ones (each reply cached for the next turn; room for 2); a closed loop of clients (no system prompts: they
+    need open loop); LFU eviction with 1-token blocks."""
+    over = dict(seed=len(variant), workload__num_requests=90, workload__arrival__rate_per_s=25.0,
+                workload__shared_prefix=SHARED_PROMPTS, kv_cache__enable_prefix_caching=True,
+                limits__num_recorded_batches=2000)  # fmt: skip
+    room = 3.0
+    if variant == "kv pressure":
+        room = 1.3
+    if variant == "samples":
+        over.update(workload__num_samples=2)
+    if variant in ("sessions", "open-loop sessions"):  # (KV room for about 2 of the longest turns: `sessions_config`)
+        cfg = sessions_config("engine-sglang", "prefix cache" if variant == "sessions" else "open loop")
+        return _with_kv_room(cfg, 2.0)
+    if variant == "closed loop":  # (shared system prompts need open loop: the cache's bookkeeping without them)
+        del over["workload__shared_prefix"]
+        over.update(workload__arrival__process="closed_loop", workload__arrival__num_clients=32,
+                    workload__arrival__think_time_s=0.0)  # fmt: skip
+    if variant == "lfu, block size 1":
+        over.update(kv_cache__eviction_policy="lfu", kv_cache__block_size=1)
+    return buildable("engine-sglang", over, room)
+
+
+class CoreTokenTests:
+    """What the scalar core's cached admission did under SGLang's token test (`_Steps.admit_waiting` with the prefix
+    cache): candidates tested (`rules.admit_tested` called from it), refused by the token test, and admitted with a
+    cached prefix."""
+
+    def __init__(self, monkeypatch):
+        from sim_core import fastpath
+        from sim_core.schedulers import rules
+
+        self.tested = self.refused = self.cached = 0
+        inside = [False]
+        admit_waiting, admit_tested = fastpath._Steps.admit_waiting, rules.admit_tested
+
+        def waiting(steps, left):
+            inside[0] = steps.pc is not None
+            try:
+                out = admit_waiting(steps, left)
+            finally:
+                inside[0] = False
+            self.cached += sum(1 for _, cached, _ in steps.admit if cached) if steps.pc is not None else 0
+            return out
+
+        def tested(tokens, *args):
+            refused = tokens.refused
+            taken = admit_tested(tokens, *args)
+            if inside[0]:
+                self.tested += 1
+                self.refused += tokens.refused and not refused
+            return taken
+
+        monkeypatch.setattr(fastpath._Steps, "admit_waiting", waiting)
+        monkeypatch.setattr(rules, "admit_tested", tested)
+
+
+@pytest.mark.parametrize("variant", SGLANG_PREFIX_VARIANTS)
+def test_sglang_admission_with_the_prefix_cache_on_the_scalar_core_equals_tick_by_tick(variant, monkeypatch):
+    """SGLang's token test with the prefix cache (issue 11): the scalar core admits candidate by candidate, each looked
+    up in the cache as it is read, the token test first on its prompt past its cached prefix and the free blocks the
+    admissions before it left (`rules.admit_tested`, admit_in_order's own), as `Scheduler._admit_with_prefix_cache`
+    does. Every output is the tick-by-tick one, the core runs most ticks, and its token test both refused candidates and
+    admitted some with a cached prefix."""
+    cfg = sglang_prefix_config(variant)
+    fast = count_fast_ticks(monkeypatch)
+    core = CoreTokenTests(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    share = 0.6 if variant == "kv pressure" else 0.9  # (under pressure a decoder short of a block retracts: the scheduler's)
+    assert fast[0] > share * on.timeline.num_ticks
+    assert core.tested and core.refused
+    assert core.cached or variant == "closed loop"  # (a closed loop's prompts share nothing: no system prompts)
+    if variant == "kv pressure":
+        assert on.summary.num_preemptions > 0
+
+
+@pytest.mark.parametrize("case", range(max(NUM_CASES // 3, 16)))
+def test_sglang_admission_with_the_prefix_cache_on_random_configs_equals_tick_by_tick(case, monkeypatch):
+    """The open-loop prefix-cache configs (every engine preset's phase controller, queue order, samples, guards, tight
+    KV, shared system prompts) admitting by SGLang's token test: identical to tick by tick, on the core where it takes
+    them."""
+    cfg = with_sglang_admission(prefix_config(case), case)
+    fast = count_fast_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    if scalar_core_takes(cfg) and not on.summary.num_preemptions:  # (pre-emption with the prefix cache: the scheduler's)
+        assert fast[0] > on.timeline.num_ticks // 2
 
 
 SPEC_VARIANTS = ("head, light traffic", "draft model, heavy traffic", "kv pressure")
