@@ -802,7 +802,7 @@ def test_sglang_admission_with_outputs_past_the_clip_equals_tick_by_tick(case):
 
 
 SGLANG_PREFIX_VARIANTS = ("shared prompts", "kv pressure", "samples", "sessions", "open-loop sessions", "closed loop",
-                          "lfu, block size 1")  # fmt: skip
+                          "lfu, block size 1", "ratio decaying in 20 steps")  # fmt: skip
 
 
 def sglang_prefix_config(variant: str):
@@ -810,7 +810,7 @@ def sglang_prefix_config(variant: str):
     test, with the batch log on: shared system prompts with KV room for about 3 of the longest requests; under KV
     pressure (room for 1.3: retracts, the scheduler's); with 2 samples per request; closed-loop sessions of 4 turns and
     open-loop ones (each reply cached for the next turn; room for 2); a closed loop of clients (no system prompts: they
-    need open loop); LFU eviction with 1-token blocks."""
+    need open loop); LFU eviction with 1-token blocks; the ratio falling from 1 to 0 in 20 decode-only ticks."""
     over = dict(seed=len(variant), workload__num_requests=90, workload__arrival__rate_per_s=25.0,
                 workload__shared_prefix=SHARED_PROMPTS, kv_cache__enable_prefix_caching=True,
                 limits__num_recorded_batches=2000)  # fmt: skip
@@ -828,6 +828,10 @@ def sglang_prefix_config(variant: str):
                     workload__arrival__think_time_s=0.0)  # fmt: skip
     if variant == "lfu, block size 1":
         over.update(kv_cache__eviction_policy="lfu", kv_cache__block_size=1)
+    if variant == "ratio decaying in 20 steps":  # (the reservation falls faster than the decoders write: a request
+        # refused by the token test would pass it a few ticks later if batch_is_full did not hold it back)
+        over.update(scheduler__new_token_ratio={"init_new_token_ratio": 1.0, "min_new_token_ratio_factor": 0.0,
+                                                "decay_steps": 20})  # fmt: skip
     return buildable("engine-sglang", over, room)
 
 
@@ -877,11 +881,13 @@ def test_sglang_admission_with_the_prefix_cache_on_the_scalar_core_equals_tick_b
     core = CoreTokenTests(monkeypatch)
     on, off = run_both(cfg)
     assert_same_result(on, off)
-    share = 0.6 if variant == "kv pressure" else 0.9  # (under pressure a decoder short of a block retracts: the scheduler's)
+    # (a decoder short of a block retracts, under KV pressure or after the ratio fell to 0: the scheduler's, with the prefix
+    # cache, and so is the retracted request's re-admission)
+    share = 0.6 if variant in ("kv pressure", "ratio decaying in 20 steps") else 0.9
     assert fast[0] > share * on.timeline.num_ticks
     assert core.tested and core.refused
     assert core.cached or variant == "closed loop"  # (a closed loop's prompts share nothing: no system prompts)
-    if variant == "kv pressure":
+    if variant in ("kv pressure", "ratio decaying in 20 steps"):
         assert on.summary.num_preemptions > 0
 
 
