@@ -257,12 +257,23 @@ class _CachedServices:
         sched.admit_cached(st, r, looked, need)
         st.computed[r] += int(self.positions[c])  # (its prefill tick, `_advance_tick`'s order: computed, then registered)
         kv.register(one, st.computed[one])
+        # Its decode ticks that take a block (`_grow_decodes`' `kv.allocate`, whose free count's trim evicts when the
+        # evictable blocks exceed the free ones): nothing else uses the cache until its end, so the trims of the ticks
+        # that evict are made in one call (`PrefixCache.trim_marked`, as the scalar core's all-decode ticks), each at
+        # its tick, before the free count is set (whose own trim then has nothing left to evict)
         grow_at, grow_to = self.grow_at, self.grow_to
         held = kv.held.item(r)  # (its admission's blocks, hit included)
-        for i in range(bisect_left(grow_at, o + 1), bisect_left(grow_at, o + k)):  # its decode ticks that take a block
-            pc.tick_offset = base + grow_at[i]
-            kv.num_free -= grow_to[i] - held  # (`_grow_decodes`' `kv.allocate`: the free count's trim evicts)
+        free, evictable, tick = kv.num_free, pc.num_evictable, eng.rec.num_ticks + base
+        marked: list[int] = []
+        for i in range(bisect_left(grow_at, o + 1), bisect_left(grow_at, o + k)):
+            free -= grow_to[i] - held
             held = grow_to[i]
+            if free < evictable:
+                marked += (tick + grow_at[i], free)
+                evictable = free
+        if marked:
+            pc.trim_marked(marked)
+        kv.num_free = free
         kv.held[r] = held
         pc.tick_offset = base + o + k - 1
         eng.free_finished(one)
