@@ -464,3 +464,27 @@ def test_generated_prefix_cache_sessions_equal_tick_by_tick(engine, think_s, clo
         overrides["kv_room"] = kv_room
     on, off = run_both(_engine_with(engine, overrides))
     assert_same_result(on, off)
+
+
+def test_a_prefill_after_a_hit_that_would_raise_the_cap_is_left_to_the_general_loop(monkeypatch):
+    """Dynamic batch sizing with the prefix cache: a prompt of one token after a cached 1,024-token system prompt
+    prefills that token over the cached context, a tick just faster than the decode ticks that follow it (they read one
+    more token of context). With the target between the two, every decode tick keeps the cap at 1 and every prefill
+    after a hit raises it (tick by tick): the chain must leave those services to the general loop, and serve those
+    whose prompts leave two tokens or more to prefill."""
+    cfg = _with(engine_config("article-dynamic-batch")[0], workload__num_requests=40, kv_cache__enable_prefix_caching=True,
+                workload__shared_prefix={"num_system_prompts": 1, "share_ratio": 1.0,
+                                         "system_prompt_tokens": {"dist": "fixed", "mean": 1024}},
+                workload__prompt_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 5},
+                workload__output_tokens={"dist": "fixed", "mean": 16, "min": 1, "max": 16})  # fmt: skip
+    cost = Engine(cfg).cost
+    prefill_s, decode_s = float(cost.prefill_tick(1, 1024)[0]), cost.decode_time_s(1, 1025)
+    assert prefill_s < decode_s < float(cost.prefill_tick(2, 1024)[0])  # (two tokens' prefill: slower, the cap stays 1)
+    cfg = _with(cfg, scheduler__dynamic_batch={"enabled": True, "target_tick_ms": (prefill_s + decode_s) / 2 * 1e3})
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    cap, tokens = on.timeline.batch_cap, on.timeline.num_prefill_tokens
+    raised = np.flatnonzero((cap[1:] > 1) & (cap[:-1] == 1)) + 1  # ticks whose cap the tick before raised from 1
+    assert raised.size > 5 and (tokens[raised - 1] == 1).all()  # (each after a one-token prefill)
+    share, _ = _solo_share(cfg, monkeypatch)
+    assert share > 0.5, share
