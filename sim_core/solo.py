@@ -18,12 +18,12 @@ NOTE: the policy is not restated; every decision is asked of the scheduler and i
   * whether the cap stays 1: `Scheduler.cap_trajectory` (the dynamic batch rule over the ticks'
     durations), stopping before the first service with a tick that would raise it.
 Ticks are priced by the same cost functions as the reference (`Engine._price_run` for a decoding
-request, `CostModel.tick` with `_advance_tick`'s aggregates for a lone prefill) and times accumulate
+request, `CostModel.prefill_tick`, `_advance_tick`'s aggregates for a lone prefill) and times accumulate
 sequentially from each service's start (`np.add.accumulate`), so results are bit-identical
 (tests/sim_core/test_equivalence.py). Only whole services run here, and only while every guard
 allows them (limits.max_ticks, max_sim_time_s, the budget meter's next check, a cluster's
-horizon); anything else (a swapped or recomputing request, prefix caching, speculative decoding,
-a KV shortage) is left to the general loop.
+horizon); anything else (a swapped or recomputing request, speculative decoding, a KV shortage) is left
+to the general loop.
 
 n samples per request (`workload.num_samples`) decode in lockstep: a decode tick computes n tokens over n
 contexts (`Engine._price_run`) and holds `kv.blocks_for(context, prompt)`'s copy-on-write layout; a fresh
@@ -39,8 +39,14 @@ arrive (`SessionState.may_arrive`), and the chain takes each arrival from the st
 the head. At each service's end it makes `Engine._finish`'s call (`release_next_turns`: that turn, its end), so with
 think time 0 the next turn may be the next service. Tick by tick an arrival is taken at a tick's start: what the chain
 took after the last tick it runs (by the end of that tick, or by the start of a service it then does not run) is given
-back (`SessionState.untake`), for the step after the chain to take. With the prefix cache, sessions stay on the
-general loop (a turn's admission and the KV kept at its end are the cache's).
+back (`SessionState.untake`), for the step after the chain to take.
+
+With the prefix cache (issue 11: 40-80x on the general loop) each service makes the cache's calls of tick-by-tick
+stepping, in the same order and at the same ticks (`_CachedServices`): its admission after the longest cached prefix
+(`Scheduler.prefix_lookup`, `prefix_admission_blocks`, `admit_cached`: the scheduler's own steps), its prefill tick
+priced after the hit and registered (`kv.register`), its growth's evictions (`PrefixCache.trim_marked`), and at its end
+`Engine.free_finished` (a session's reply cached, its blocks released). Its prefill after the hit must be whole and keep
+the dynamic batch cap at 1, else the service is left to the general loop.
 """
 
 from __future__ import annotations
