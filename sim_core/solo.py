@@ -626,7 +626,10 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, 
         st.push_waiting(arrived)
     st.waiting_keys = st.waiting_keys[~isin(st.waiting_keys, st.order_key[r_ids])]
     st.status[r_ids] = Status.FINISHED
-    st.first_scheduled_s[r_ids] = svc_start
+    # (a request pre-empted by recompute before its first token is fresh again but keeps its first admission's time, as
+    # `Scheduler._admit` keeps it)
+    scheduled_s = st.first_scheduled_s[r_ids]
+    st.first_scheduled_s[r_ids] = np.where(np.isnan(scheduled_s), svc_start, scheduled_s)
     st.prefill_start_s[r_ids] = svc_start
     st.first_token_s[r_ids] = first_tok
     st.last_token_s[r_ids] = finish

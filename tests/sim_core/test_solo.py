@@ -488,3 +488,21 @@ def test_a_prefill_after_a_hit_that_would_raise_the_cap_is_left_to_the_general_l
     assert raised.size > 5 and (tokens[raised - 1] == 1).all()  # (each after a one-token prefill)
     share, _ = _solo_share(cfg, monkeypatch)
     assert share > 0.5, share
+
+
+@pytest.mark.parametrize("prefix_cache", [False, True])
+def test_a_request_pre_empted_before_its_first_token_keeps_its_first_admission_time(prefix_cache):
+    """Dynamic batch sizing admits a closed loop's first requests together under KV for a few requests: one is
+    pre-empted by recompute mid-prefill, and once the cap is 1 the chain serves it (fresh again: nothing computed or
+    emitted) but keeps its first admission's time, as `Scheduler._admit` does (the chain overwrote it until session 44)."""
+    cfg = _engine_with("article-dynamic-batch", {
+        "seed": 8967, "workload__num_requests": 27, "kv_cache__enable_prefix_caching": prefix_cache,
+        "workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 7,
+        "workload__prompt_tokens": {"dist": "lognormal", "mean": 258, "min": 1, "max": 600, "sigma": 0.8},
+        "workload__output_tokens": {"dist": "lognormal", "mean": 46, "min": 1, "max": 200, "sigma": 0.8},
+        "kv_cache__gpu_memory_utilization": 0.8197934068076295})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    req = on.requests
+    again = (req.num_preemptions > 0) & (req.num_emitted > 0) & (req.first_scheduled_s < req.first_token_s - 1.0)
+    assert again.any()  # (admitted, pre-empted, re-admitted long after)
