@@ -211,14 +211,15 @@ class _CachedServices:
     def __init__(self, engine: Engine, ids, prompt, T, adm, first, cols, ends, prices: _Prices):
         self.engine, self.cols, self.ends, self.prices = engine, cols, ends, prices
         kv, sched = engine.kv, engine.sched
-        self.ids, self.prompt, self.first, self.T = ids.tolist(), prompt.tolist(), first.tolist(), T.tolist()
+        self.ids, self.first, self.T = ids.tolist(), first.tolist(), T.tolist()
         self.positions = prompt.copy()  # each candidate's prefill positions (its prompt, less what its hit holds)
         self.dynamic = sched.cfg.dynamic_batch.enabled
         self.looked: tuple = ()  # the last candidate priced: (its lookup, the blocks its admission takes)
         # Blocks held during each candidate tick (as `_record` counts them) and the decode ticks where they grow
         N = int(first[-1] + T[-1])
         ctx = np.repeat(prompt - 1, T) + (np.arange(N) - np.repeat(first, T))  # context before each decode tick
-        held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, np.repeat(prompt, T) if engine.n > 1 else None))
+        layout = np.repeat(prompt, T) if engine.n > 1 else None  # (only the n > 1 layout depends on the prompt)
+        held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, layout))
         held[first] = adm
         grows = np.flatnonzero(held[1:] != held[:-1]) + 1
         grows = grows[~isin(grows, first)]  # (a service's first tick holds its admission's blocks)
