@@ -506,3 +506,16 @@ def test_a_request_pre_empted_before_its_first_token_keeps_its_first_admission_t
     req = on.requests
     again = (req.num_preemptions > 0) & (req.num_emitted > 0) & (req.first_scheduled_s < req.first_token_s - 1.0)
     assert again.any()  # (admitted, pre-empted, re-admitted long after)
+
+
+@pytest.mark.parametrize("router", ["cache_aware", "prefix_affinity"])
+def test_replicas_with_the_prefix_cache_equal_tick_by_tick(router):
+    """A deployment's exclusive replicas with their own prefix caches, routed by what each has cached (read between the
+    replicas' steps: each stops before the router's horizon, its cache as tick by tick there)."""
+    cfg = _with(engine_config("exclusive")[0], workload__num_requests=120, workload__arrival__rate_per_s=1.0,
+                kv_cache__enable_prefix_caching=True, deployment={"replicas": 2, "router": router},
+                workload__shared_prefix={"num_system_prompts": 3, "share_ratio": 0.8,
+                                         "system_prompt_tokens": {"dist": "fixed", "mean": 256}})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.prefill_tokens_saved > 0
