@@ -5,7 +5,7 @@ next, and open loop with it) and speculative decoding, on the bench's engine sce
 per-tick core, two on the batch-of-one path), beside the same preset without the strategy; best of 5 runs after a
 warm-up (these machines are shared: compare rows of one run).
 
-    PYTHONPATH=$PWD python scripts/strategy_bench.py [--only samples closed sessions speculative] [--engines ...]
+    PYTHONPATH=$PWD python scripts/strategy_bench.py [--only samples closed sessions speculative prefix] [--engines ...]
     (case, ticks, pre-emptions, CPU ms, us per tick, per tick vs the preset without the strategy)
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from sim_core.bench import _set, engine_config
+from sim_core.bench import _set, engine_config, shared_prompts
 from sim_core.config import SimConfig
 from sim_core.engine import run_simulation
 
@@ -33,6 +33,9 @@ STRATEGIES = {  # name -> the changes to the engine scenario
                                              "workload__sessions__closed_loop": False, "kv_cache__enable_prefix_caching": True},
     },
     "speculative": {"speculative decoding": {"scheduler__speculative": {"enabled": True}}},
+    # (the bench's prefix-cache row's shared system prompts, `bench.shared_prompts`, on this scenario)
+    "prefix": {"shared prompts, prefix cache": {"kv_cache__enable_prefix_caching": True,
+                                                "workload__shared_prefix": shared_prompts()}},
 }
 
 

@@ -446,9 +446,15 @@ class CostModel:
 
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """One prefill chunk of one sequence, as a single tick (used by tests and the validator)."""
-        n, c = prompt_tokens, cached_tokens
-        d, *_ = self.tick(n, 1, n * c + n * (n + 1) // 2, c, 1)
+        d, *_ = self.prefill_tick(prompt_tokens, cached_tokens)
         return float(d)
+
+    def prefill_tick(self, chunk_tokens, cached_tokens):
+        """`tick` of a lone prefill chunk of one sequence (its first token sampled) after `cached_tokens` of context:
+        the aggregates `Engine._advance_tick` sums for one chunk and no decodes. Scalar or array (the batch-of-one
+        chain's price tables, solo.py)."""
+        n, c = chunk_tokens, cached_tokens
+        return self.tick(n, 1, n * c + n * (n + 1) // 2, c, 1, 0.0)
 
     def decode_time_s(self, batch_size: int, context_tokens: int) -> float:
         """One decode tick of `batch_size` sequences that each have `context_tokens` cached."""

@@ -811,10 +811,7 @@ class Engine:
         st = self.st
         st.status[done] = Status.FINISHED
         st.finish_s[done] = t_end
-        if self.prefix is not None and self.prefix.cache_replies:  # their replies are cached: KV exists for the
-            self.kv.finish(done, st.prompt[done] + st.output[done] - 1)  # prompt and all but the last output token
-        else:
-            self.kv.free(done)
+        self.free_finished(done)
         st.running = st.running[st.status[st.running] != Status.FINISHED]
         st.num_finished += done.size
         self.rec.event(done, t_end, Event.FINISHED)
@@ -822,6 +819,14 @@ class Engine:
             st.release_closed_loop(float(np.max(t_end)), done.size, self.workload.closed_loop_think_s)
         elif self.workload.next_turn is not None:
             st.release_next_turns(done, t_end)
+
+    def free_finished(self, done: np.ndarray) -> None:
+        """The KV of finished requests goes (`_finish`'s, and the batch-of-one chain's at each service's end)."""
+        if self.prefix is not None and self.prefix.cache_replies:  # their replies are cached: KV exists for the
+            st = self.st
+            self.kv.finish(done, st.prompt[done] + st.output[done] - 1)  # prompt and all but the last output token
+        else:
+            self.kv.free(done)
 
     # ------------------------------------------------------------------ coalesced runs
     def _is_repeatable(self, plan: StepPlan) -> bool:

@@ -18,12 +18,12 @@ NOTE: the policy is not restated; every decision is asked of the scheduler and i
   * whether the cap stays 1: `Scheduler.cap_trajectory` (the dynamic batch rule over the ticks'
     durations), stopping before the first service with a tick that would raise it.
 Ticks are priced by the same cost functions as the reference (`Engine._price_run` for a decoding
-request, `CostModel.tick` with `_advance_tick`'s aggregates for a lone prefill) and times accumulate
+request, `CostModel.prefill_tick`, `_advance_tick`'s aggregates for a lone prefill) and times accumulate
 sequentially from each service's start (`np.add.accumulate`), so results are bit-identical
 (tests/sim_core/test_equivalence.py). Only whole services run here, and only while every guard
 allows them (limits.max_ticks, max_sim_time_s, the budget meter's next check, a cluster's
-horizon); anything else (a swapped or recomputing request, prefix caching, speculative decoding,
-a KV shortage) is left to the general loop.
+horizon); anything else (a swapped or recomputing request, speculative decoding, a KV shortage) is left
+to the general loop.
 
 n samples per request (`workload.num_samples`) decode in lockstep: a decode tick computes n tokens over n
 contexts (`Engine._price_run`) and holds `kv.blocks_for(context, prompt)`'s copy-on-write layout; a fresh
@@ -39,14 +39,21 @@ arrive (`SessionState.may_arrive`), and the chain takes each arrival from the st
 the head. At each service's end it makes `Engine._finish`'s call (`release_next_turns`: that turn, its end), so with
 think time 0 the next turn may be the next service. Tick by tick an arrival is taken at a tick's start: what the chain
 took after the last tick it runs (by the end of that tick, or by the start of a service it then does not run) is given
-back (`SessionState.untake`), for the step after the chain to take. With the prefix cache, sessions stay on the
-general loop (a turn's admission and the KV kept at its end are the cache's).
+back (`SessionState.untake`), for the step after the chain to take.
+
+With the prefix cache (issue 11: 40-80x on the general loop) each service makes the cache's calls of tick-by-tick
+stepping, in the same order and at the same ticks (`_CachedServices`): its admission after the longest cached prefix
+(`Scheduler.prefix_lookup`, `prefix_admission_blocks`, `admit_cached`: the scheduler's own steps), its prefill tick
+priced after the hit and registered (`kv.register`), its growth's evictions (`PrefixCache.trim_marked`), and at its end
+`Engine.free_finished` (a session's reply cached, its blocks released). Its prefill after the hit must be whole and keep
+the dynamic batch cap at 1, else the service is left to the general loop.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -67,6 +74,7 @@ MIN_SOLO_SERVICES = 16  # the first window; it doubles while calls serve all of 
 MAX_BACKOFF_STEPS = 32  # most empty-engine steps skipped after calls that served one request or none
 WINDOW, LEFT, GUARD, NONE = "window", "left", "guard", "none"  # why a call stopped (`advance`)
 MAX_SOLO_TICKS = 1 << 16  # ticks of those requests per call (~10 float/int columns of this length)
+MAX_PRICED_HITS = 1 << 16  # prefill ticks after a cached prefix priced and kept per engine ((chunk, cached) -> price)
 
 
 def eligible(engine: Engine) -> bool:
@@ -78,7 +86,6 @@ def eligible(engine: Engine) -> bool:
         and sched.phase.is_stateless  # `choose` answers from its arguments (and `observe` keeps nothing)
         and not sched._by_ratio  # (SGLang's admission keeps its ratio as state, advanced tick by tick)
         and engine.spec is None
-        and engine.prefix is None
         # (sessions: the chain takes arrivals from SessionState's own queue; a deployment's instances route them)
         and (engine.workload.next_turn is None or isinstance(engine.st, SessionState))
         and not engine.hand_off_prefilled
@@ -159,6 +166,7 @@ class _Prices:
         self.engine = engine
         self.decode: tuple = ()
         self.prefill: tuple = ()
+        self.after: dict[tuple[int, int], tuple] = {}  # (chunk, cached tokens) -> a prefill tick's price after a hit
 
     def decode_at(self, max_ctx: int) -> tuple:
         if not self.decode or self.decode[0].size <= max_ctx:
@@ -169,9 +177,114 @@ class _Prices:
     def prefill_of(self, max_prompt: int) -> tuple:
         if not self.prefill or self.prefill[0].size <= max_prompt:
             p = np.arange(max(2 * (self.prefill[0].size if self.prefill else 0), max_prompt + 1, 256), dtype=np.int64)
-            ones = np.ones_like(p)
-            self.prefill = self.engine.cost.tick(p, ones, p * (p + 1) // 2, np.zeros_like(p), ones, 0.0)
+            self.prefill = self.engine.cost.prefill_tick(p, np.zeros_like(p))
         return self.prefill
+
+    def prefill_after(self, chunk: int, cached: int) -> tuple:
+        """A lone prefill tick of `chunk` positions after `cached` tokens found in the prefix cache (Python ints: the
+        cost model's scalar path, as `_advance_tick` prices it), kept per (chunk, cached)."""
+        key = (chunk, cached)
+        priced = self.after.get(key)
+        if priced is None:
+            if len(self.after) >= MAX_PRICED_HITS:
+                self.after.clear()
+            priced = self.after[key] = self.engine.cost.prefill_tick(chunk, cached)
+        return priced
+
+
+class _CachedServices:
+    """The prefix cache's part of the services a chain runs (issue 11: with the prefix cache both presets ran on the
+    general loop, 40-80x the chain's cost per tick). A service makes the cache's calls that tick-by-tick stepping makes
+    for it, in the same order and at the same ticks (the cache's marks are per tick: the recorder's count plus
+    `PrefixCache.tick_offset`, set here to each call's row):
+      * at its first tick, the admission: `Scheduler.prefix_lookup` (the longest cached prefix), the admission rule
+        (`rules.admit_next`, admit_in_order's test of one candidate) with `Scheduler.prefix_admission_blocks`, then
+        `Scheduler.admit_cached` (the hit referenced, the rest allocated: evictions by the free count), then the
+        prefill's registration (`kv.register`, as `_advance_tick` after the tick);
+      * at each decode tick whose context needs a block, `_grow_decodes`' allocation (the free count set: its trim);
+      * at its last tick, `Engine.free_finished` (`_finish`'s: the reply cached with sessions, the blocks released).
+    Nothing else runs between them (one request at a time), and every service ends with no block held. The lookup,
+    which changes nothing the results read, is made before the service is known to run (its prefill tick's price
+    follows the hit); the rest only once it runs. A service whose admission after the hit is not whole, or whose
+    prefill tick after the hit would raise the dynamic batch cap, is left to the general loop."""
+
+    def __init__(self, engine: Engine, ids, prompt, T, adm, first, cols, ends, prices: _Prices):
+        self.engine, self.cols, self.ends, self.prices = engine, cols, ends, prices
+        kv, sched = engine.kv, engine.sched
+        self.ids, self.first, self.T = ids.tolist(), first.tolist(), T.tolist()
+        self.positions = prompt.copy()  # each candidate's prefill positions (its prompt, less what its hit holds)
+        self.dynamic = sched.cfg.dynamic_batch.enabled
+        self.looked: tuple = ()  # the last candidate priced: (its lookup, the blocks its admission takes)
+        # Blocks held during each candidate tick (as `_record` counts them) and the decode ticks where they grow
+        N = int(first[-1] + T[-1])
+        ctx = np.repeat(prompt - 1, T) + (np.arange(N) - np.repeat(first, T))  # context before each decode tick
+        layout = np.repeat(prompt, T) if engine.n > 1 else None  # (only the n > 1 layout depends on the prompt)
+        held = np.maximum(np.repeat(adm, T), kv.blocks_for(ctx + sched.decode_slots, layout))
+        held[first] = adm
+        grows = np.flatnonzero(held[1:] != held[:-1]) + 1
+        grows = grows[~isin(grows, first)]  # (a service's first tick holds its admission's blocks)
+        self.grow_at, self.grow_to = grows.tolist(), held[grows].tolist()
+
+    def price(self, c: int) -> bool:
+        """Candidate c's admission after its cached prefix, as the scheduler would make it now: True when it is admitted
+        whole (its prefill tick, after the hit, priced into the columns), False when the service is left to the
+        general loop."""
+        eng = self.engine
+        st, kv, sched = eng.st, eng.kv, eng.sched
+        r = self.ids[c]
+        looked, tokens = sched.prefix_lookup(st, r)
+        taken = rules.admit_next(0, tokens, sched.cfg.max_num_batched_tokens, kv.num_free, sched.watermark_blocks,
+                                 lambda i, chunk: sched.prefix_admission_blocks(st, r, looked, chunk), sched.is_chunked,
+                                 sched.is_static)  # fmt: skip
+        if taken is None or taken[0] != tokens:
+            return False
+        hit = looked[1]
+        if hit:  # its prefill tick computes what follows the hit, over the hit's context
+            m = sched.prefix_positions(st, r, looked, tokens)
+            priced = self.prices.prefill_after(m, hit * kv.block_size)
+            if self.dynamic and sched.cap_trajectory(np.array([priced[0]]))[1] != 1:
+                return False  # (the cap rule over that tick: a faster tick would raise the cap)
+            o = self.first[c]
+            for col, value in zip(self.cols, priced):
+                col[o] = value
+            self.ends[o] = priced[0]
+            self.positions[c] = m
+        self.looked = (looked, taken[1])
+        return True
+
+    def serve(self, c: int, row: int) -> None:
+        """The cache's calls of candidate c's service (priced last, by `price`), whose first tick is row `row`."""
+        eng = self.engine
+        st, kv, sched, pc = eng.st, eng.kv, eng.sched, eng.prefix
+        r, o, k = self.ids[c], self.first[c], self.T[c]
+        base = row - o - eng.rec.num_ticks  # a candidate tick's offset from the recorder's count (marks' ticks)
+        one = np.array([r], dtype=np.int64)
+        pc.tick_offset = base + o
+        looked, need = self.looked
+        sched.admit_cached(st, r, looked, need)
+        st.computed[r] += int(self.positions[c])  # (its prefill tick, `_advance_tick`'s order: computed, then registered)
+        kv.register(one, st.computed[one])
+        # Its decode ticks that take a block (`_grow_decodes`' `kv.allocate`, whose free count's trim evicts when the
+        # evictable blocks exceed the free ones): nothing else uses the cache until its end, so the trims of the ticks
+        # that evict are made in one call (`PrefixCache.trim_marked`, as the scalar core's all-decode ticks), each at
+        # its tick, before the free count is set (whose own trim then has nothing left to evict)
+        grow_at, grow_to = self.grow_at, self.grow_to
+        held = kv.held.item(r)  # (its admission's blocks, hit included)
+        free, evictable, tick = kv.num_free, pc.num_evictable, eng.rec.num_ticks + base
+        marked: list[int] = []
+        for i in range(bisect_left(grow_at, o + 1), bisect_left(grow_at, o + k)):
+            free -= grow_to[i] - held
+            held = grow_to[i]
+            if free < evictable:
+                marked += (tick + grow_at[i], free)
+                evictable = free
+        if marked:
+            pc.trim_marked(marked)
+        kv.num_free = free
+        kv.held[r] = held
+        pc.tick_offset = base + o + k - 1
+        eng.free_finished(one)
+        pc.tick_offset = 0
 
 
 def _first_raise(sched, dur: np.ndarray) -> int:
@@ -213,12 +326,13 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
     if not safe.any() or (not sessions and not safe[0]):
         return 0, LEFT
     ends = cols[0].copy()  # accumulated in place, service by service
+    cached = None if engine.prefix is None else _CachedServices(engine, ids, prompt, T, adm, first, cols, ends, prices)
     rows = engine.rec.num_ticks
     max_rows = lim.max_ticks if engine.meter is None else min(lim.max_ticks, rows + engine.meter.ticks_until_check(engine))
     end_s = min(lim.max_sim_time_s, engine.horizon_s)  # every tick must start before it
     chain = _session_chain if sessions else _chain
     served, starts, idle_from, stop, arrived = chain(engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends,
-                                                     rows, max_rows, end_s)  # fmt: skip
+                                                     rows, max_rows, end_s, cached)  # fmt: skip
     if not served:
         return 0, stop
     sv = np.array(served, dtype=np.int64)
@@ -226,8 +340,9 @@ def advance(engine: Engine, window: int = MAX_SOLO_SERVICES, prices: _Prices | N
         ti = slice(0, int(ends_at[sv[-1]]))
     else:
         ti = np.repeat(first[sv] - (np.cumsum(T[sv]) - T[sv]), T[sv]) + np.arange(int(T[sv].sum()))
+    pre_tokens = prompt[sv] if cached is None else cached.positions[sv]
     _record(engine, ids[sv], prompt[sv], T[sv], adm[sv], np.array(starts), np.array(idle_from),
-            ends[ti], [col[ti] for col in cols], arrived)  # fmt: skip
+            ends[ti], [col[ti] for col in cols], arrived, pre_tokens)  # fmt: skip
     return sv.size, stop
 
 
@@ -240,12 +355,15 @@ def _price(engine: Engine, ids: np.ndarray, prices: _Prices) -> tuple:
     fresh = (st.computed[ids] == 0) & (st.emitted[ids] == 0) & (st.prefill_target[ids] == prompt)
     # Admission of each, whole, by the scheduler's rule; then room for its context as it decodes.
     adm = np.asarray(sched.admission_blocks(st, ids, prompt), dtype=np.int64)
-    budget = sched.cfg.max_num_batched_tokens
-    span = int(adm.max()) + 1
-    pairs, inverse = np.unique(prompt * span + adm, return_inverse=True)
-    whole = np.array([rules.admit_in_order([pa // span], budget, kv.num_free, sched.watermark_blocks,
-                                           lambda i, c, a=pa % span: a, sched.is_chunked, sched.is_static)
-                      == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
+    if engine.prefix is None:
+        budget = sched.cfg.max_num_batched_tokens
+        span = int(adm.max()) + 1
+        pairs, inverse = np.unique(prompt * span + adm, return_inverse=True)
+        whole = np.array([rules.admit_in_order([pa // span], budget, kv.num_free, sched.watermark_blocks,
+                                               lambda i, c, a=pa % span: a, sched.is_chunked, sched.is_static)
+                          == [(pa // span, pa % span)] for pa in pairs.tolist()])[inverse.reshape(-1)]  # fmt: skip
+    else:  # (after the prefix cache's hit, known only when the service would start: `_CachedServices.price`)
+        whole = True
     last_held = np.maximum(adm, kv.blocks_for(prompt + T - 2 + sched.decode_slots, prompt))
     fits = (T < 2) | (last_held <= kv.num_free)
     ends_at = np.cumsum(T)
@@ -279,7 +397,7 @@ def _service_end(ends: np.ndarray, o: int, k: int, s: float, end_s: float) -> fl
     return float(seg[k - 1])
 
 
-def _chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends, rows, max_rows, end_s):
+def _chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends, rows, max_rows, end_s, cached):
     """The chain where requests arrive in id order (open loop, closed loop): who is next (queue order), when it starts,
     whether every guard allows it whole. Returns (candidates served, their starts, idle rows' starts (NaN: none),
     why it stopped, None: arrivals are read from the state by `_record`)."""
@@ -321,6 +439,9 @@ def _chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, 
         stop = GUARD
         if r > max_rows or s >= end_s:
             break
+        if cached is not None and not cached.price(c):  # (its admission after the cache's hit: the general loop's)
+            stop = LEFT
+            break
         end = _service_end(ends, first_l[c], T_l[c], s, end_s)
         if end != end:  # (NaN: the last tick would start too late)
             break
@@ -328,6 +449,8 @@ def _chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, 
         served.append(c)
         starts.append(s)
         idle_from.append(f if gap else math.nan)
+        if cached is not None:  # its cache calls, at its ticks
+            cached.serve(c, rows + gap)
         f = end
         rows = r
         if think_s is not None and st.next_release < st.num_requests:
@@ -363,7 +486,8 @@ def _take(take, t: float, heap: list, where: dict, taken: list, R: int) -> None:
         heapq.heappush(heap, (key, where.get(key % R, -1)))
 
 
-def _session_chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends, rows, max_rows, end_s):
+def _session_chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T, first, ends, rows, max_rows, end_s,
+                   cached):
     """The chain where later turns are released by finishes (closed-loop sessions, SessionState): arrivals are taken
     from the state in send order with their queue keys (`take_arrival`), and at each service's end the chain makes
     `Engine._finish`'s own release (`release_next_turns`: that turn, its end). The arrivals taken after the last run
@@ -401,6 +525,9 @@ def _session_chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T,
         stop = GUARD
         if r > max_rows or s >= end_s:
             break
+        if cached is not None and not cached.price(c):  # (its admission after the cache's hit: the general loop's)
+            stop = LEFT
+            break
         o, k = first_l[c], T_l[c]
         end = _service_end(ends, o, k, s, end_s)
         if end != end:  # (NaN: the last tick would start too late)
@@ -409,6 +536,8 @@ def _session_chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T,
         served.append(c)
         starts.append(s)
         idle_from.append(f if gap else math.nan)
+        if cached is not None:  # its cache calls, at its ticks (before `_finish`'s release of the next turn, as there)
+            cached.serve(c, rows + gap)
         f, last_start = end, float(ends[o + k - 2]) if k > 1 else s
         rows = r
         release([ids_l[c]], f)
@@ -418,10 +547,11 @@ def _session_chain(engine: Engine, ids, num_waiting0, left_key, left_s, safe, T,
     return served, starts, idle_from, stop, arrived[:num_kept]
 
 
-def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, arrived=None) -> None:
+def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, arrived, pre_tokens) -> None:
     """Write the served requests' rows, events, gaps, batch log and final state in bulk (ticks in
     service order: `ends` and the price columns `cols` are per tick). `arrived`: the ids that arrived by
-    the last tick's start, in order, taken from the state by the chain (sessions), or None: read here."""
+    the last tick's start, in order, taken from the state by the chain (sessions), or None: read here.
+    `pre_tokens`: each prefill tick's positions (the prompt, or with the prefix cache what follows its hit)."""
     st, kv, sched, rec = engine.st, engine.kv, engine.sched, engine.rec
     K, N = r_ids.size, ends.size
     dur, flops, nbytes, is_comp = cols
@@ -462,7 +592,7 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, 
     gap = ~np.isnan(idle_from)
     tick_cols = {
         "t_start_s": tick_starts, "duration_s": dur, "phase": np.where(is_pre, Phase.PREFILL, Phase.DECODE),
-        "num_prefill_tokens": np.where(is_pre, np.repeat(P, T), 0), "num_decode_tokens": np.where(is_pre, 0, n),
+        "num_prefill_tokens": np.where(is_pre, np.repeat(pre_tokens, T), 0), "num_decode_tokens": np.where(is_pre, 0, n),
         "num_prefill_seqs": is_pre, "num_decode_seqs": ~is_pre, "num_running": running, "num_waiting": waiting,
         "num_swapped": 0, "kv_blocks_used": used, "flops": flops, "bytes": nbytes, "is_compute_bound": is_comp,
         "num_preempted": 0, "swap_blocks": 0, "batch_cap": cap,
@@ -485,9 +615,10 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, 
         g = rec.num_ticks + (np.arange(N) if row_of is None else row_of)
         keep = g < engine.cfg.limits.num_recorded_batches
         if m < M:
-            rec.batch(g[keep], np.repeat(r_ids, T)[keep], np.where(is_pre, np.repeat(P, T), 1)[keep], ~is_pre[keep], held[keep])
+            rec.batch(g[keep], np.repeat(r_ids, T)[keep], np.where(is_pre, np.repeat(pre_tokens, T), 1)[keep], ~is_pre[keep],
+                      held[keep])  # fmt: skip
         else:
-            rec.batch(g, np.repeat(r_ids, T), np.where(is_pre, np.repeat(P, T), 1), ~is_pre, held)
+            rec.batch(g, np.repeat(r_ids, T), np.where(is_pre, np.repeat(pre_tokens, T), 1), ~is_pre, held)
     _ticks_in_chunks(rec, tick_cols, M)
     # state: arrivals by the last tick's start join the queue, the served leave it finished
     if arrived is None:
@@ -496,12 +627,15 @@ def _record(engine: Engine, r_ids, P, T, adm, svc_start, idle_from, ends, cols, 
         st.push_waiting(arrived)
     st.waiting_keys = st.waiting_keys[~isin(st.waiting_keys, st.order_key[r_ids])]
     st.status[r_ids] = Status.FINISHED
-    st.first_scheduled_s[r_ids] = svc_start
+    # (a request pre-empted by recompute before its first token is fresh again but keeps its first admission's time, as
+    # `Scheduler._admit` keeps it)
+    scheduled_s = st.first_scheduled_s[r_ids]
+    st.first_scheduled_s[r_ids] = np.where(np.isnan(scheduled_s), svc_start, scheduled_s)
     st.prefill_start_s[r_ids] = svc_start
     st.first_token_s[r_ids] = first_tok
     st.last_token_s[r_ids] = finish
     st.finish_s[r_ids] = finish
-    st.computed[r_ids] += P + T - 1
+    st.computed[r_ids] = P + T - 1  # (fresh requests; with the prefix cache the admission set the hit's tokens)
     st.emitted[r_ids] += T
     st.max_itl_s[r_ids] = np.maximum(st.max_itl_s[r_ids], max_gap)
     st.num_finished += K

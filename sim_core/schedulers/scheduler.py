@@ -685,45 +685,71 @@ class Scheduler:
             st.status[plan.swapped_in_idx] = Status.RUNNING
             st.running = np.concatenate([st.running, plan.swapped_in_idx])
 
-    def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int, need_of,
+    def _admit_with_prefix_cache(self, st: SimState, ids: list[int], budget: int,
                                  tokens: rules.TokenBudget | None = None) -> list[tuple[int, int]]:  # fmt: skip
         """issue 12: the same admission rule, each request's prefill starting after its longest cached
         prefix. Looked up one by one as the rule reads them (an admission's allocation may evict what
         the next would hit); the cached blocks are referenced before the rest is allocated. A request pre-empted
         by recompute looks up its prompt and emitted tokens (its prefill target) and recomputes only what it
-        does not find of the KV it dropped."""
-        kv, prompt, target, bs, n = self.kv, st.prompt, st.prefill_target, self.kv.block_size, self._n
+        does not find of the KV it dropped. (Each candidate's steps are methods, `prefix_lookup`,
+        `prefix_admission_blocks` and `admit_cached`: the batch-of-one chain, solo.py, admits through them too.)"""
         looked: list[tuple] = []
 
         def remaining():
             for r in ids:
-                t = int(target[r])
-                looked.append(kv.lookup(r, t))  # (handle, hit blocks, evictable among them)
-                start = looked[-1][1] * bs
-                yield t - start if n == 1 else rules.chunk_tokens(n, start, t - start, int(prompt[r]))
+                lookup, rest = self.prefix_lookup(st, r)
+                looked.append(lookup)
+                yield rest
 
-        def positions(i: int, chunk: int) -> int:  # (n > 1: the rule's chunks are budget tokens, see _prefill_chunks)
-            return chunk if n == 1 else rules.chunk_positions(n, looked[i][1] * bs, chunk, int(prompt[ids[i]]))
-
-        def blocks(i: int, chunk: int) -> int:  # new blocks, plus the evictable hits it takes from the free ones
-            _, hit, evictable = looked[i]
-            chunk = positions(i, chunk)
-            full = need_of(i, max(chunk, 1) + hit * bs) if self.cfg.admission != "reserve" else need_of(i, chunk)
-            return full - hit + evictable
+        def blocks(i: int, chunk: int) -> int:
+            return self.prefix_admission_blocks(st, ids[i], looked[i], chunk)
 
         def admit(i: int, chunk: int, need: int) -> None:
-            r = ids[i]
-            handle, hit, evictable = looked[i]
-            kept = kv.acquire(r, handle, hit, int(target[r]))
-            if kept:  # dropped KV found again: not recomputed
-                st.num_recomputed[r] -= kept
-            kv.held[r] += need - evictable
-            kv.num_free -= need - evictable
-            st.computed[r] = hit * bs
+            self.admit_cached(st, ids[i], looked[i], need)
 
-        taken = rules.admit_in_order(remaining(), budget, kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
+        taken = rules.admit_in_order(remaining(), budget, self.kv.num_free, self.watermark_blocks, blocks, self.is_chunked,
                                      self.is_static, admit, tokens)  # fmt: skip
-        return taken if n == 1 else [(positions(i, chunk), need) for i, (chunk, need) in enumerate(taken)]
+        if self._n == 1:
+            return taken
+        return [(self.prefix_positions(st, ids[i], looked[i], chunk), need) for i, (chunk, need) in enumerate(taken)]
+
+    def prefix_lookup(self, st: SimState, r: int) -> tuple[tuple, int]:
+        """Request r's longest cached prefix (`kv.lookup` of its prefill target: (handle, hit blocks, evictable among
+        them)) and the prefill tokens after it, as the admission rule counts them (n > 1: `rules.chunk_tokens`)."""
+        t = int(st.prefill_target[r])
+        looked = self.kv.lookup(r, t)
+        start = looked[1] * self.kv.block_size
+        return looked, t - start if self._n == 1 else rules.chunk_tokens(self._n, start, t - start, int(st.prompt[r]))
+
+    def prefix_positions(self, st: SimState, r: int, looked: tuple, chunk: int) -> int:
+        """Positions of r's first chunk of `chunk` budget tokens after its cached prefix (n > 1: the rule's chunks are
+        budget tokens, see _prefill_chunks)."""
+        if self._n == 1:
+            return chunk
+        return rules.chunk_positions(self._n, looked[1] * self.kv.block_size, chunk, int(st.prompt[r]))
+
+    def prefix_admission_blocks(self, st: SimState, r: int, looked: tuple, chunk: int) -> int:
+        """Blocks r's admission with this first chunk takes: its new blocks, plus the evictable hits it takes from the
+        free ones (`looked`: `prefix_lookup`'s)."""
+        _, hit, evictable = looked
+        chunk = self.prefix_positions(st, r, looked, chunk)
+        if self.cfg.admission != "reserve":
+            full = int(self.admission_blocks(st, r, max(chunk, 1) + hit * self.kv.block_size))
+        else:
+            full = int(self.admission_blocks(st, r, chunk))
+        return full - hit + evictable
+
+    def admit_cached(self, st: SimState, r: int, looked: tuple, need: int) -> None:
+        """Admit r after its cached prefix (`looked`: `prefix_lookup`'s; `need`: `prefix_admission_blocks`'): the hit
+        blocks referenced first (`kv.acquire`), then the rest allocated; its prefill starts after the hit."""
+        kv = self.kv
+        handle, hit, evictable = looked
+        kept = kv.acquire(r, handle, hit, int(st.prefill_target[r]))
+        if kept:  # dropped KV found again: not recomputed
+            st.num_recomputed[r] -= kept
+        kv.held[r] += need - evictable
+        kv.num_free -= need - evictable
+        st.computed[r] = hit * kv.block_size
 
     def admission_blocks(self, st: SimState, ids, chunks):
         """KV blocks the admission rule allocates to requests admitted with these first chunks (ids and
@@ -796,7 +822,7 @@ class Scheduler:
         need_of = lambda i, chunk: int(self.admission_blocks(st, ids[i], chunk))
         tokens = self.token_budget(st, ids, chunk_idx, chunk_tok) if self._by_ratio else None
         if self.prefix_cache:
-            taken = self._admit_with_prefix_cache(st, ids, budget, need_of, tokens)
+            taken = self._admit_with_prefix_cache(st, ids, budget, tokens)
         else:
             if self._n > 1:  # the budget counts tokens (see _prefill_chunks); the blocks and the chunk are positions
                 taken = self.admit_samples(ids, st.prefill_target.item, st.prompt.item, budget, kv.num_free, need_of, tokens)

@@ -361,3 +361,161 @@ def test_a_tick_limit_at_a_service_end_leaves_later_arrivals_to_come(engine, thi
         assert_same_result(on, off)
         pending += int(np.sum((off.requests.status == Status.PENDING) & (off.requests.arrival_s <= off.timeline.t_end_s[-1])))
     assert pending > 0  # turns sent during the last tick, not yet taken
+
+
+# The prefix cache (issue 11: with it both presets ran on the general loop, 40-80x this path's cost per tick): each service
+# makes the cache's calls of tick-by-tick stepping at its ticks (the lookup and admission after the hit, the prefill's
+# registration, the growth's evictions, the reply cached and the blocks released at its end)
+PREFIX_STRATEGIES = {
+    "sessions, think 2 s": {"workload__sessions": {"turns": 4, "think_time_s": 2.0}},
+    "sessions, think 0": {"workload__sessions": {"turns": 4, "think_time_s": 0.0}},
+    "sessions of 3, n = 2": {"workload__sessions": {"turns": 3, "think_time_s": 1.0}, "workload__num_samples": 2},
+    "open-loop sessions": {"workload__sessions": {"turns": 4, "think_time_s": 2.0, "closed_loop": False}},
+    # (runs and chains: no per-block entries; a system prompt's blocks shared by most requests)
+    "shared system prompts": {"workload__shared_prefix": {"num_system_prompts": 3, "share_ratio": 0.8,
+                                                          "system_prompt_tokens": {"dist": "fixed", "mean": 256}}},
+    "closed loop, think 0": {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 4,
+                             "workload__arrival__think_time_s": 0.0},
+}  # fmt: skip
+PREFIX_VARIANTS = {
+    "as it is": {},
+    "KV for about three long requests": {"kv_room": 3},  # evictions, at admissions and as contexts grow; hits still
+    "KV for about one long request": {"kv_room": 1.2},
+    "tick limit mid-service": {"limits__max_ticks": 3_301},
+    # (a prompt above it is admitted whole after a hit that leaves less than the budget to compute)
+    "prompts above the token budget": {"scheduler__enable_chunked_prefill": True, "scheduler__max_num_batched_tokens": 400},
+}
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize("strategy", list(PREFIX_STRATEGIES))
+@pytest.mark.parametrize("variant", list(PREFIX_VARIANTS))
+def test_prefix_cache_equals_tick_by_tick(engine, strategy, variant, monkeypatch):
+    """Identical results (the cache's statistics and its cached-blocks column included), and the batch-of-one path runs
+    nearly every tick; the cache found prefixes (sessions, shared prompts) and, with KV for a few requests, evicted."""
+    base = {"workload__num_requests": 80, "kv_cache__enable_prefix_caching": True,
+            "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 800, "sigma": 0.8},
+            "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
+    overrides = base | PREFIX_STRATEGIES[strategy] | PREFIX_VARIANTS[variant]
+    if "workload__sessions" in overrides:
+        overrides["workload__sessions"] = overrides["workload__sessions"] | {"user_tokens": USER_TOKENS}
+    cfg = _engine_with(engine, overrides)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    share, eng = _solo_share(cfg, monkeypatch)
+    assert share > (0.75 if variant == "prompts above the token budget" else 0.9), share
+    assert eng.rec.num_ticks == on.timeline.num_ticks
+    if not strategy.startswith("closed"):
+        assert on.summary.prefill_tokens_saved > 0
+    if variant.startswith("KV for"):
+        assert on.summary.prefix_blocks_evicted > 0 and on.timeline.kv_blocks_cached.max() > 0
+
+
+@pytest.mark.parametrize("engine", BATCH_OF_ONE)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"kv_cache__eviction_policy": "lfu", "kv_room": 3},
+        {"scheduler__admission": "reserve", "kv_room": 3},
+        {"limits__max_sim_time_s": 123.4},
+        {"limits__num_recorded_batches": 300},
+        {"scheduler__queue_order": "priority", "workload__classes": [{"name": "a", "share": 0.4, "priority": 0},
+                                                                     {"name": "b", "share": 0.6, "priority": 2}]},
+        {"workload__arrival__rate_per_s": 0.05},  # light load: idle rows between services
+    ],
+)  # fmt: skip
+def test_prefix_cache_variants_equal_tick_by_tick(engine, overrides):
+    """Sessions with the prefix cache under LFU eviction, reserved admission, a time limit, a batch-log limit, priority
+    order and light load."""
+    base = {"workload__num_requests": 60, "kv_cache__enable_prefix_caching": True,
+            "workload__sessions": {"turns": 3, "think_time_s": 0.5, "user_tokens": USER_TOKENS},
+            "workload__prompt_tokens": {"dist": "lognormal", "mean": 300, "min": 1, "max": 800, "sigma": 0.8},
+            "workload__output_tokens": {"dist": "lognormal", "mean": 60, "min": 1, "max": 300, "sigma": 0.8}}  # fmt: skip
+    on, off = run_both(_engine_with(engine, base | overrides))
+    assert_same_result(on, off)
+    assert on.summary.prefill_tokens_saved > 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    engine=hst.sampled_from(BATCH_OF_ONE),
+    think_s=hst.sampled_from([0.0, 0.3, 4.0]),
+    closed=hst.booleans(),
+    shared=hst.booleans(),
+    kv_room=hst.sampled_from([None, 1.5, 4.0]),
+    queue_order=hst.sampled_from(["fcfs", "priority", "shortest_prompt_first"]),
+    max_ticks=hst.integers(1, 3000),
+    seed=hst.integers(0, 1_000),
+)  # fmt: skip
+def test_generated_prefix_cache_sessions_equal_tick_by_tick(engine, think_s, closed, shared, kv_room, queue_order,
+                                                            max_ticks, seed):  # fmt: skip
+    """Sessions (closed or open loop) with the prefix cache, shared system prompts or not, KV for a few requests or
+    plenty, a tick limit anywhere, every queue order."""
+    overrides = {"seed": seed, "workload__num_requests": 40, "kv_cache__enable_prefix_caching": True,
+                 "workload__sessions": {"turns": 3, "think_time_s": think_s, "closed_loop": closed, "user_tokens": USER_TOKENS},
+                 "scheduler__queue_order": queue_order, "limits__max_ticks": max_ticks,
+                 "workload__classes": [{"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 1}],
+                 "workload__prompt_tokens": {"dist": "uniform", "mean": 200, "min": 1, "max": 400},
+                 "workload__output_tokens": {"dist": "lognormal", "mean": 30, "min": 1, "max": 120, "sigma": 0.8}}  # fmt: skip
+    if shared:
+        overrides["workload__shared_prefix"] = {"num_system_prompts": 2, "share_ratio": 0.7,
+                                                "system_prompt_tokens": {"dist": "fixed", "mean": 96}}  # fmt: skip
+    if kv_room is not None:
+        overrides["kv_room"] = kv_room
+    on, off = run_both(_engine_with(engine, overrides))
+    assert_same_result(on, off)
+
+
+def test_a_prefill_after_a_hit_that_would_raise_the_cap_is_left_to_the_general_loop(monkeypatch):
+    """Dynamic batch sizing with the prefix cache: a prompt of one token after a cached 1,024-token system prompt
+    prefills that token over the cached context, a tick just faster than the decode ticks that follow it (they read one
+    more token of context). With the target between the two, every decode tick keeps the cap at 1 and every prefill
+    after a hit raises it (tick by tick): the chain must leave those services to the general loop, and serve those
+    whose prompts leave two tokens or more to prefill."""
+    cfg = _with(engine_config("article-dynamic-batch")[0], workload__num_requests=40, kv_cache__enable_prefix_caching=True,
+                workload__shared_prefix={"num_system_prompts": 1, "share_ratio": 1.0,
+                                         "system_prompt_tokens": {"dist": "fixed", "mean": 1024}},
+                workload__prompt_tokens={"dist": "uniform", "mean": 3, "min": 1, "max": 5},
+                workload__output_tokens={"dist": "fixed", "mean": 16, "min": 1, "max": 16})  # fmt: skip
+    cost = Engine(cfg).cost
+    prefill_s, decode_s = float(cost.prefill_tick(1, 1024)[0]), cost.decode_time_s(1, 1025)
+    assert prefill_s < decode_s < float(cost.prefill_tick(2, 1024)[0])  # (two tokens' prefill: slower, the cap stays 1)
+    cfg = _with(cfg, scheduler__dynamic_batch={"enabled": True, "target_tick_ms": (prefill_s + decode_s) / 2 * 1e3})
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    cap, tokens = on.timeline.batch_cap, on.timeline.num_prefill_tokens
+    raised = np.flatnonzero((cap[1:] > 1) & (cap[:-1] == 1)) + 1  # ticks whose cap the tick before raised from 1
+    assert raised.size > 5 and (tokens[raised - 1] == 1).all()  # (each after a one-token prefill)
+    share, _ = _solo_share(cfg, monkeypatch)
+    assert share > 0.5, share
+
+
+@pytest.mark.parametrize("prefix_cache", [False, True])
+def test_a_request_pre_empted_before_its_first_token_keeps_its_first_admission_time(prefix_cache):
+    """Dynamic batch sizing admits a closed loop's first requests together under KV for a few requests: one is
+    pre-empted by recompute mid-prefill, and once the cap is 1 the chain serves it (fresh again: nothing computed or
+    emitted) but keeps its first admission's time, as `Scheduler._admit` does (the chain overwrote it until session 44)."""
+    cfg = _engine_with("article-dynamic-batch", {
+        "seed": 8967, "workload__num_requests": 27, "kv_cache__enable_prefix_caching": prefix_cache,
+        "workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 7,
+        "workload__prompt_tokens": {"dist": "lognormal", "mean": 258, "min": 1, "max": 600, "sigma": 0.8},
+        "workload__output_tokens": {"dist": "lognormal", "mean": 46, "min": 1, "max": 200, "sigma": 0.8},
+        "kv_cache__gpu_memory_utilization": 0.8197934068076295})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    req = on.requests
+    again = (req.num_preemptions > 0) & (req.num_emitted > 0) & (req.first_scheduled_s < req.first_token_s - 1.0)
+    assert again.any()  # (admitted, pre-empted, re-admitted long after)
+
+
+@pytest.mark.parametrize("router", ["cache_aware", "prefix_affinity"])
+def test_replicas_with_the_prefix_cache_equal_tick_by_tick(router):
+    """A deployment's exclusive replicas with their own prefix caches, routed by what each has cached (read between the
+    replicas' steps: each stops before the router's horizon, its cache as tick by tick there)."""
+    cfg = _with(engine_config("exclusive")[0], workload__num_requests=120, workload__arrival__rate_per_s=1.0,
+                kv_cache__enable_prefix_caching=True, deployment={"replicas": 2, "router": router},
+                workload__shared_prefix={"num_system_prompts": 3, "share_ratio": 0.8,
+                                         "system_prompt_tokens": {"dist": "fixed", "mean": 256}})  # fmt: skip
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.prefill_tokens_saved > 0
