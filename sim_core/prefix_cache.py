@@ -1045,6 +1045,9 @@ class PrefixCache:
                 or len(q_runs) != len(zero_runs) or q_chain_blocks != chain_evictable
                 or blocks != self._num_evictable):  # fmt: skip
             raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
+        queued = {g: keys for g, keys, _, _ in self._queue}
+        if any(queued.get(g) is not keys for g, keys in self._groups.items()):
+            raise RuntimeError("prefix cache: a release group's slots (`_groups`) are not the queue's")
         if self.run_len.keys() != self.run_state.keys() or min(self.run_len.values(), default=1) < 1:
             raise RuntimeError("prefix cache: run entries and run lengths disagree")
         for r, m in self.run_refs.items():
