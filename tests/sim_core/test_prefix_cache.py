@@ -650,3 +650,33 @@ def test_memoised_keys_and_cut_slots_leave_every_result_and_the_cache_state_alon
     assert not fast.prefix.use_runs and fast_res.summary.num_preemptions > 0 and fast.prefix.num_evicted > 0
     assert memo_hashed < 0.5 * (hashed[0] - memo_hashed)  # the memo hashed each session's history once, not per turn
     assert (cut[0] > 100) != fast.prefix.lfu  # (LFU heaps its entries: no queue to cut)
+
+
+def test_an_admission_that_takes_back_part_of_a_release_cuts_only_those_slots(monkeypatch):
+    """Request 0 (content 3, prompt 80: 5 full blocks) finishes: its release group queues them tail first. Request 1, of
+    the same content with a 40-token prompt, takes back the first 2 (cap (40 - 1) // 16 = 2): `_cut_taken` cuts those
+    2 slots, the group's newest, off it; the other 3 stay queued and are evicted tail first, as without the cut."""
+    from sim_core import prefix_cache
+
+    w = wl([3, 3, 4], [80, 40, 64])
+    k = block_keys(w, 0, 5, BS)
+
+    def run(cut: bool):
+        with monkeypatch.context() as m:
+            if not cut:
+                m.setattr(prefix_cache.PrefixCache, "_cut_taken", lambda pc, keys, counts, took: None)
+            kv = PrefixCachingBlockManager(8, 0, BS, w)
+            admit(kv, 0, 80)
+            finish(kv, 0, 80)
+            assert admit(kv, 1, 40) == 32
+            kv.check_invariants()
+            taken_back = (kv.prefix.lru_order(), len(kv.prefix._queue[0][1]), kv.prefix._num_queued)
+            admit(kv, 2, 64)  # 4 blocks: 2 truly free, then the 2 least recently released evictable ones
+            kv.check_invariants()
+            return taken_back, kv.prefix.lru_order(), kv.prefix.num_evicted, cached(kv, 0, 80)
+
+    (order, slots, queued), after, evicted, found = run(cut=True)
+    assert order == [k[4], k[3], k[2]] and slots == queued == 3  # 5 slots before the cut
+    assert after == [k[2]] and evicted == 2 and found == 3
+    (order, slots, queued), *rest = run(cut=False)
+    assert (order, slots, queued) == ([k[4], k[3], k[2]], 5, 5) and rest == [after, evicted, found]
