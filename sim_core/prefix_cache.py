@@ -264,10 +264,6 @@ class PrefixCache:
         # (release group, per-block keys tail first, run content or None, chain or None), oldest first
         self._queue: deque[tuple[int, list, int | None, int | None]] = deque()
         self._head = 0  # keys of the oldest group already consumed
-        # release group -> its per-block keys in the queue (LRU): an admission that takes back a group's newest entries
-        # (a session's next turn, its whole history) cuts them off the group's list (`_cut_taken`), so the settle does
-        # not walk them as stale slots later
-        self._groups: dict[int, list] = {}
         self._num_queued = 0  # queue slots, stale ones included (bounded by compaction)
         self._debt = 0  # evictions counted but not yet dropped from the queue (LRU, see evict)
         self._group = 0
@@ -602,30 +598,9 @@ class PrefixCache:
         self.refs.setdefault(r, []).extend(keys)
         if self.lfu:
             self._count_uses(keys)
-        elif took:
-            self._cut_taken(keys, counts, took)
         if took:
             self._changed()
         return took
-
-    def _cut_taken(self, keys: list[int], counts: list, took: int) -> None:
-        """`acquire` took `took` evictable entries of `keys` (`counts`: their values in `ref` before): when they all come
-        from one release group and are that group's newest slots (its list is tail first, so a request that takes back
-        a released prefix takes its end), their slots are cut off the list. They are stale from now on (re-acquired) and
-        the settle would only skip them: which entries it drops, and in which order, is unchanged."""
-        tag = min(counts)  # (the newest group's tag among the evictable ones; referenced counts are > 0)
-        if counts.count(tag) != took:
-            return  # from several groups: their slots stay, skipped when settled
-        group = self._groups.get(-tag - 1)
-        if group is None:
-            return
-        start = len(group) - took
-        if start < (self._head if self._queue[0][1] is group else 0):
-            return  # (cannot happen: the entries before the head's consumed mark were dropped or stale when walked)
-        taken = keys if took == len(keys) else list(compress(keys, map(tag.__eq__, counts)))
-        if group[start:] == taken[::-1]:
-            del group[start:]
-            self._num_queued -= took
 
     def _count_uses(self, keys: list[int]) -> None:
         uses = self.uses
@@ -852,7 +827,6 @@ class PrefixCache:
                 queued = self._num_queued = len(heap)
             else:
                 self._queue.append((gen, zero, None, None))
-                self._groups[gen] = zero
                 queued = self._num_queued = self._num_queued + became
             self._num_evictable += became
             if queued > 2 * len(ref) + 4096:
@@ -916,8 +890,6 @@ class PrefixCache:
                         left -= m
                         del run_state[cid], run_len[cid]
                     queued -= 1
-                else:  # a per-block group whose every slot an admission took back (`_cut_taken`)
-                    self._groups.pop(gen, None)
                 queue.popleft()
                 continue
             if cid is not None:  # the group's run goes first (it is the tail of that request's prompt)
@@ -967,13 +939,12 @@ class PrefixCache:
             queued -= i - self._head
             if i == n:
                 queue.popleft()
-                self._groups.pop(gen, None)
                 self._head = 0
             else:
                 self._head = i
         self._num_queued = queued
         if queue and not queue[0][1] and queue[0][2] is None and queue[0][3] is None:
-            self._groups.pop(queue.popleft()[0], None)  # a group emptied exactly
+            queue.popleft()  # a group emptied exactly
             self._head = 0
 
     def _evict_lfu(self, count: int) -> None:
@@ -1010,7 +981,6 @@ class PrefixCache:
             if live or run is not None or chain is not None:
                 out.append((g, live, run, chain))
         self._queue, self._head = out, 0
-        self._groups = {g: live for g, live, _, _ in out if live}
         self._num_queued = sum(len(k) + (c is not None) + (h is not None) for _, k, c, h in out)
 
     def lru_order(self) -> list:
@@ -1045,9 +1015,6 @@ class PrefixCache:
                 or len(q_runs) != len(zero_runs) or q_chain_blocks != chain_evictable
                 or blocks != self._num_evictable):  # fmt: skip
             raise RuntimeError("prefix cache: the LRU must hold exactly the unreferenced entries, once each")
-        queued = {g: keys for g, keys, _, _ in self._queue}
-        if any(queued.get(g) is not keys for g, keys in self._groups.items()):
-            raise RuntimeError("prefix cache: a release group's slots (`_groups`) are not the queue's")
         if self.run_len.keys() != self.run_state.keys() or min(self.run_len.values(), default=1) < 1:
             raise RuntimeError("prefix cache: run entries and run lengths disagree")
         for r, m in self.run_refs.items():

@@ -563,8 +563,6 @@ def test_settling_a_few_evictions_one_by_one_equals_the_sliced_walk(engine, monk
         return m.hexdigest()
 
     monkeypatch.setattr(prefix_cache.PrefixCache, "_settle", counted)
-    # (without the admissions' cut, `_cut_taken`: it leaves the settle no stale slots here, see the test below)
-    monkeypatch.setattr(prefix_cache.PrefixCache, "_cut_taken", lambda pc, keys, counts, took: None)
     one_by_one = digest()
     assert small["settles"] > 20 and small["stale"] > 0
     monkeypatch.setattr(prefix_cache, "SETTLE_LOOP_BLOCKS", 0)  # the sliced walk only
@@ -611,72 +609,34 @@ def _cache_state(pc) -> tuple:
 @pytest.mark.parametrize("engine, changes", [("vllm-v1", {}), ("sarathi-serve", {}),
                                              ("vllm-v0", {"workload__sessions__closed_loop": False}),
                                              ("sglang", {"kv_cache__eviction_policy": "lfu"})])  # fmt: skip
-def test_memoised_keys_and_cut_slots_leave_every_result_and_the_cache_state_alone(engine, changes, monkeypatch):
+def test_memoised_keys_leave_every_result_and_the_cache_state_alone(engine, changes, monkeypatch):
     """Sessions with the prefix cache (per-block entries, under KV pressure: evictions and pre-emptions): with the
-    content keys memoised per content id (ContentChains) and an admission's taken-back slots cut off their release
-    group (`_cut_taken`), every result and the cache's final state (entries, LRU order, references, counts, marks)
-    equal those of the unmemoised, uncut path; the memo must have served most keys and (LRU) the cut must have cut."""
+    content keys memoised per content id (ContentChains), every result and the cache's final state (entries, LRU order,
+    references, counts, marks) equal those of the unmemoised path; the memo must have served most keys."""
     from sim_core import prefix_cache
     from sim_core.engine import Engine
     from tests.sim_core.test_equivalence import _with_kv_room, assert_same_result
 
     base = _sessions_engine(engine, **changes).cfg
     cfg = _with_kv_room(base, 2.0)
-    hashed, cut = [0], [0]
-    content_keys, cut_taken = prefix_cache.content_keys, prefix_cache.PrefixCache._cut_taken
+    hashed = [0]
+    content_keys = prefix_cache.content_keys
 
     def counted_keys(parent, content, first, stop):
         hashed[0] += stop - first
         return content_keys(parent, content, first, stop)
 
-    def counted_cut(pc, keys, counts, took):
-        before = pc._num_queued
-        cut_taken(pc, keys, counts, took)
-        cut[0] += before - pc._num_queued
-
     monkeypatch.setattr(prefix_cache, "content_keys", counted_keys)
-    monkeypatch.setattr(prefix_cache.PrefixCache, "_cut_taken", counted_cut)
     fast = Engine(cfg)
     fast_res = fast.run()
     fast.kv.check_invariants()
     memo_hashed = hashed[0]
     with monkeypatch.context() as m:
         m.setattr(prefix_cache.ContentChains, "__call__", lambda memo, *ask: counted_keys(*ask))
-        m.setattr(prefix_cache.PrefixCache, "_cut_taken", lambda pc, keys, counts, took: None)
         slow = Engine(cfg)
         slow_res = slow.run()
     assert_same_result(fast_res, slow_res)
     assert _cache_state(fast.prefix) == _cache_state(slow.prefix)
     assert not fast.prefix.use_runs and fast_res.summary.num_preemptions > 0 and fast.prefix.num_evicted > 0
     assert memo_hashed < 0.5 * (hashed[0] - memo_hashed)  # the memo hashed each session's history once, not per turn
-    assert (cut[0] > 100) != fast.prefix.lfu  # (LFU heaps its entries: no queue to cut)
 
-
-def test_an_admission_that_takes_back_part_of_a_release_cuts_only_those_slots(monkeypatch):
-    """Request 0 (content 3, prompt 80: 5 full blocks) finishes: its release group queues them tail first. Request 1, of
-    the same content with a 40-token prompt, takes back the first 2 (cap (40 - 1) // 16 = 2): `_cut_taken` cuts those
-    2 slots, the group's newest, off it; the other 3 stay queued and are evicted tail first, as without the cut."""
-    from sim_core import prefix_cache
-
-    w = wl([3, 3, 4], [80, 40, 64])
-    k = block_keys(w, 0, 5, BS)
-
-    def run(cut: bool):
-        with monkeypatch.context() as m:
-            if not cut:
-                m.setattr(prefix_cache.PrefixCache, "_cut_taken", lambda pc, keys, counts, took: None)
-            kv = PrefixCachingBlockManager(8, 0, BS, w)
-            admit(kv, 0, 80)
-            finish(kv, 0, 80)
-            assert admit(kv, 1, 40) == 32
-            kv.check_invariants()
-            taken_back = (kv.prefix.lru_order(), len(kv.prefix._queue[0][1]), kv.prefix._num_queued)
-            admit(kv, 2, 64)  # 4 blocks: 2 truly free, then the 2 least recently released evictable ones
-            kv.check_invariants()
-            return taken_back, kv.prefix.lru_order(), kv.prefix.num_evicted, cached(kv, 0, 80)
-
-    (order, slots, queued), after, evicted, found = run(cut=True)
-    assert order == [k[4], k[3], k[2]] and slots == queued == 3  # 5 slots before the cut
-    assert after == [k[2]] and evicted == 2 and found == 3
-    (order, slots, queued), *rest = run(cut=False)
-    assert (order, slots, queued) == ([k[4], k[3], k[2]], 5, 5) and rest == [after, evicted, found]
