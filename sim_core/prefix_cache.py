@@ -46,6 +46,7 @@ from sim_core.workload import Workload
 
 _SYSTEM, _CONTENT, _TRACE = 1, 2, 3  # what a block's content belongs to
 MAX_MEMO_KEYS = 1_000_000  # memoised system-prompt keys (~100 MB at most with their lists)
+MAX_CONTENT_MEMO_KEYS = 1 << 17  # memoised content keys per prefix cache (ContentChains: ~5.8 MB at ~44 bytes a key)
 _NO_CHAIN = (-1, 0)  # chain_refs' default: no system prompt referenced
 MAX_DEFERRED_BLOCKS = 512  # LRU evictions counted but not yet dropped from the queue (see PrefixCache.evict)
 # `_settle` drops up to this many per-block entries in a plain loop: a slice's C-level pipeline (slice, maps, compress,
@@ -78,7 +79,8 @@ def system_prompt_blocks(wl: Workload, r: int, num_blocks: int, block_size: int)
     return min(int(wl.prefix_len[r]) // block_size, num_blocks)
 
 
-def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_chain=None) -> list[int]:
+def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_chain=None,
+               content_chain=None) -> list[int]:
     """Keys of request r's first `num_blocks` full prompt blocks: key_b = hash(parent key, identity_b).
 
     A block's identity is what its last token belongs to (a pool system prompt, the request's or
@@ -89,6 +91,7 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
     add nothing but a Python-level loop (these keys are made with C-level map()). Python's hash of a
     tuple of ints is deterministic (no per-process salt) and 64-bit; an int's own hash is itself except
     hash(-1) == -2 and modulo 2^61 - 1 (so identities avoid -1 and trace ids stay below 2^61 - 1).
+    `system_chain` and `content_chain` memoise the two parts (SystemChains, ContentChains; None: hashed here).
     """
     keys: list[int] = []
     h = 0
@@ -110,8 +113,14 @@ def block_keys(wl: Workload, r: int, num_blocks: int, block_size: int, system_ch
         keys = list(system_chain(group, num_system) if system_chain is not None else system_prompt_keys(group, num_system))
         h = keys[-1] if keys else 0
     if num_blocks > num_system:
-        keys += map(hash, zip(repeat(h), repeat(_CONTENT), repeat(content), range(num_system, num_blocks)))
+        keys += (content_chain or content_keys)(h, content, num_system, num_blocks)
     return keys
+
+
+def content_keys(parent: int, content: int, first: int, stop: int) -> list[int]:
+    """The keys of content `content`'s blocks first..stop-1 under `parent` (the key of the last system-prompt block
+    before them, 0 for none): `block_keys`'s content blocks."""
+    return list(map(hash, zip(repeat(parent), repeat(_CONTENT), repeat(content), range(first, stop))))
 
 
 class SystemChains:
@@ -133,6 +142,53 @@ class SystemChains:
                 self._num_keys += len(have) - len(self._chains.get(group, ()))
                 self._chains[group] = have
         return have[:num_blocks]
+
+
+class ContentChains:
+    """`content_keys`, memoised per content id, as `block_keys`'s `content_chain` (the per-block representation's
+    keys): a session's turns share a content id and each turn's prompt holds the turn before's prompt and reply, so
+    without it every turn hashed its whole history again, at its lookup and again at its reply (vLLM V1 sessions:
+    60,876 block keys hashed for 512 turns). An entry is (parent, first block, keys of blocks first, first + 1, ...),
+    extended when a longer prompt or reply asks; a request of the same content under another parent (system prompt)
+    or first block replaces it, so a call returns exactly `content_keys`' list. Bounded: at most `max_keys` keys in
+    all (MAX_CONTENT_MEMO_KEYS: ~44 bytes a key, its list slot and its int), past which the least recently extended
+    entries go (their keys are hashed again if asked). One per PrefixCache (no module-level state). The list
+    returned may be the memo's own: callers copy it (block_keys extends its own list with it)."""
+
+    __slots__ = ("_entries", "_num_keys", "max_keys")
+
+    def __init__(self, max_keys: int = 0):
+        self._entries: dict[int, tuple[int, int, list[int]]] = {}  # content -> (parent, first, keys); oldest first
+        self._num_keys = 0
+        self.max_keys = max_keys or MAX_CONTENT_MEMO_KEYS
+
+    @property
+    def num_keys(self) -> int:
+        """Keys memoised now (at most max_keys, unless one content alone asked for more)."""
+        return self._num_keys
+
+    def __call__(self, parent: int, content: int, first: int, stop: int) -> list[int]:
+        entries = self._entries
+        entry = entries.get(content)
+        if entry is not None and entry[0] == parent and entry[1] == first:
+            keys = entry[2]
+            have = first + len(keys)
+            if stop <= have:  # (the common case: a turn's lookup after the turn before's reply, a reply after its lookup)
+                return keys if stop == have else keys[: stop - first]
+            keys += content_keys(parent, content, have, stop)
+            del entries[content]  # (re-inserted below: the most recently extended entry goes last)
+            self._num_keys += stop - have
+        else:
+            keys = content_keys(parent, content, first, stop)
+            if entry is not None:
+                del entries[content]
+                self._num_keys -= len(entry[2])
+            entry = (parent, first, keys)
+            self._num_keys += len(keys)
+        entries[content] = entry
+        while self._num_keys > self.max_keys and len(entries) > 1:  # the oldest go (never the one just asked for)
+            self._num_keys -= len(entries.pop(next(iter(entries)))[2])
+        return keys
 
 
 class _Chain:
@@ -246,6 +302,7 @@ class PrefixCache:
         self.tick_offset = 0
         self._keys: dict[int, list[int]] = {}  # request -> its per-block keys, while in flight
         self._system_chain = SystemChains()  # pool system prompt -> its key chain (memoised, bounded)
+        self._content_chain = ContentChains()  # content id -> its content blocks' keys (memoised, bounded)
         self._own_identity = False  # bind_slot copied the identity arrays (a cluster replica's cache)
 
     def bind_representation(self) -> None:
@@ -266,12 +323,17 @@ class PrefixCache:
     def keys(self, r: int, num_blocks: int) -> list[int]:
         """Per-block keys of r's first num_blocks blocks, prompt then output (memoised while r is in flight: a queue
         head that does not fit yet is looked up again every tick)."""
+        return self._keys_upto(r, num_blocks)[:num_blocks]
+
+    def _keys_upto(self, r: int, num_blocks: int) -> list[int]:
+        """r's memoised per-block keys, at least its first num_blocks (the memo's own list: callers slice what they
+        need once, `keys`' copy and then a slice of it cost two)."""
         have = self._keys.get(r)
         if have is None or len(have) < num_blocks:
-            full = int(self.wl.prompt_tokens[r]) // self.block_size
-            have = block_keys(self.wl, r, max(full, num_blocks), self.block_size, self._system_chain)
+            full = self._prompt_of[r] // self.block_size
+            have = block_keys(self.wl, r, max(full, num_blocks), self.block_size, self._system_chain, self._content_chain)
             self._keys[r] = have
-        return have[:num_blocks]
+        return have
 
     # ------------------------------------------------------------ cluster replicas (sim_core/cluster)
     def bind_slot(self, slot: int, source: Workload, r: int) -> None:
@@ -568,7 +630,7 @@ class PrefixCache:
             self._settle()
         n_full = tokens // self.block_size
         have = len(self.refs.get(r, ()))
-        return self._register_keys(r, self.keys(r, n_full)[have:]) if n_full > have else 0
+        return self._register_keys(r, self._keys_upto(r, n_full)[have:n_full]) if n_full > have else 0
 
     def _register_runs(self, r: int, tokens: int) -> int:
         """register_prompt with runs and chains (`use_runs`)."""
@@ -640,7 +702,7 @@ class PrefixCache:
             return 0
         if self._debt:
             self._settle()
-        return self._register_keys(r, self.keys(r, n_full)[have:])
+        return self._register_keys(r, self._keys_upto(r, n_full)[have:n_full])
 
     def finish(self, r: int, kv_tokens: int) -> int:
         """r finished (KV for `kv_tokens` positions): its reply's full blocks are cached (cache_reply), then its

@@ -567,3 +567,76 @@ def test_settling_a_few_evictions_one_by_one_equals_the_sliced_walk(engine, monk
     assert small["settles"] > 20 and small["stale"] > 0
     monkeypatch.setattr(prefix_cache, "SETTLE_LOOP_BLOCKS", 0)  # the sliced walk only
     assert digest() == one_by_one
+
+
+def test_content_keys_memoised_per_content_equal_the_hashed_ones_and_stay_bounded():
+    """ContentChains (block_keys' `content_chain`) hands back exactly content_keys' list whatever it was asked before:
+    longer (extended), shorter (a prefix), the same content under another parent or first block (replaced); past
+    `max_keys` keys the least recently extended contents go, and are hashed again when asked."""
+    from sim_core.prefix_cache import ContentChains, content_keys
+
+    memo = ContentChains(max_keys=50)
+    asks = [(0, 7, 0, 10), (0, 7, 0, 4), (0, 7, 0, 25), (0, 7, 0, 25), (99, 7, 0, 8), (99, 7, 3, 9), (0, 8, 2, 30),
+            (0, 9, 0, 30), (0, 8, 2, 31), (99, 7, 3, 12), (0, 9, 0, 5), (0, 7, 0, 60)]  # fmt: skip
+    for parent, content, first, stop in asks:
+        assert memo(parent, content, first, stop) == content_keys(parent, content, first, stop)
+        assert memo.num_keys <= 60  # the bound, or one content alone asked for more (kept: it was just asked for)
+    assert memo.num_keys == 60 and len(memo._entries) == 1  # the 60-block content pushed every other out
+    memo(0, 8, 2, 31)
+    assert memo.num_keys == 29 and list(memo._entries) == [8]  # ... and then went itself, the oldest past the bound
+    # block_keys with the memo equals block_keys without it, system prompts included
+    w = wl([5, 5, 6, 5], [200, 260, 200, 300], group=[1, 1, 1, -1], prefix_len=[64, 64, 40, 0])
+    memo = ContentChains(max_keys=8)
+    for r, n in [(0, 12), (1, 16), (2, 12), (0, 12), (3, 18), (1, 10), (1, 16)]:
+        assert block_keys(w, r, n, BS, content_chain=memo) == block_keys(w, r, n, BS)
+
+
+def _sessions_engine(engine: str, **changes):
+    from sim_core.bench import _set, engine_config
+    from sim_core.engine import Engine
+
+    cfg = _set(engine_config(engine)[0], workload__num_requests=192, workload__sessions__turns=4,
+               workload__sessions__think_time_s=0.3, kv_cache__enable_prefix_caching=True, **changes)  # fmt: skip
+    return Engine(cfg)
+
+
+def _cache_state(pc) -> tuple:
+    pc._settle()
+    return (dict(pc.ref), pc.lru_order(), dict(pc.refs), pc.num_evicted, pc.num_evictable, pc.num_dup_refs,
+            pc.num_hit_blocks, pc.num_rehit_blocks, pc.num_query_blocks, list(pc.marks), dict(pc.uses))  # fmt: skip
+
+
+@pytest.mark.parametrize("engine, changes", [("vllm-v1", {}), ("sarathi-serve", {}),
+                                             ("vllm-v0", {"workload__sessions__closed_loop": False}),
+                                             ("sglang", {"kv_cache__eviction_policy": "lfu"})])  # fmt: skip
+def test_memoised_keys_leave_every_result_and_the_cache_state_alone(engine, changes, monkeypatch):
+    """Sessions with the prefix cache (per-block entries, under KV pressure: evictions and pre-emptions): with the
+    content keys memoised per content id (ContentChains), every result and the cache's final state (entries, LRU order,
+    references, counts, marks) equal those of the unmemoised path; the memo must have served most keys."""
+    from sim_core import prefix_cache
+    from sim_core.engine import Engine
+    from tests.sim_core.test_equivalence import _with_kv_room, assert_same_result
+
+    base = _sessions_engine(engine, **changes).cfg
+    cfg = _with_kv_room(base, 2.0)
+    hashed = [0]
+    content_keys = prefix_cache.content_keys
+
+    def counted_keys(parent, content, first, stop):
+        hashed[0] += stop - first
+        return content_keys(parent, content, first, stop)
+
+    monkeypatch.setattr(prefix_cache, "content_keys", counted_keys)
+    fast = Engine(cfg)
+    fast_res = fast.run()
+    fast.kv.check_invariants()
+    memo_hashed = hashed[0]
+    with monkeypatch.context() as m:
+        m.setattr(prefix_cache.ContentChains, "__call__", lambda memo, *ask: counted_keys(*ask))
+        slow = Engine(cfg)
+        slow_res = slow.run()
+    assert_same_result(fast_res, slow_res)
+    assert _cache_state(fast.prefix) == _cache_state(slow.prefix)
+    assert not fast.prefix.use_runs and fast_res.summary.num_preemptions > 0 and fast.prefix.num_evicted > 0
+    assert memo_hashed < 0.5 * (hashed[0] - memo_hashed)  # the memo hashed each session's history once, not per turn
+
