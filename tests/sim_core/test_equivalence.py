@@ -442,6 +442,7 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
         return write_back(*args)
 
     monkeypatch.setattr(fastpath, "_write_back", counted)
+    check_queue_after_core_runs(monkeypatch)
     on, off = run_both(cfg)
     assert_same_result(on, off)
     if scenario in PREEMPTS_IN_EVERY_VARIANT:
@@ -458,6 +459,29 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
         assert core_preemptions[0] == on.summary.num_preemptions  # ... and made every pre-emption (coalesce on)
         if core_preemptions[0]:  # ... and a run went on past a tick that pre-empted (`_preempt_in_run`)
             assert runs_past[1] > 0
+
+
+def check_queue_after_core_runs(monkeypatch) -> None:
+    """From now on, after each run of the scalar core, assert that the queue is as tick-by-tick steps leave it
+    (`Scheduler._preempt`, `SimState.push_waiting`): every waiting request WAITING, with nothing computed (without the
+    prefix cache) and, a recompute victim too, its prefill target its prompt plus what it emitted (the run's
+    victims: their state at their pre-emption, not their progress before it, which the write-back writes first)."""
+    from sim_core import fastpath
+    from sim_core.types import Status
+
+    advance = fastpath.advance
+
+    def checked(engine):
+        ran = advance(engine)
+        st = engine.st
+        ids = st.key_to_id(st.waiting_keys)
+        assert np.all(st.status[ids] == Status.WAITING)
+        if engine.prefix is None:
+            assert not st.computed[ids].any()
+        assert np.array_equal(st.prefill_target[ids], st.prompt[ids] + st.emitted[ids])
+        return ran
+
+    monkeypatch.setattr(fastpath, "advance", checked)
 
 
 def core_runs_and_preemption_ticks(monkeypatch) -> list[int]:
