@@ -46,9 +46,12 @@ Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a
 short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
 `_Steps._preempt_for_chunks`): the victims are `Scheduler._victim_order`'s and `Scheduler._choose_victims`' over this
 run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-empting does to the state
-`Scheduler._preempt`'s, which the write-back calls: the run ends with the pre-empting tick. The victims wait, are
-admitted and prefill again here (their prefill target is the state's: prompt + emitted) and their prefill ends in
-PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
+`Scheduler._preempt`'s, which the loop calls at the pre-empting tick (`_preempt_in_run`: the arrays given the victims'
+state at that tick, the state's queue the run's, which takes the victims back). The run goes on past it (session 45:
+a run ended at every pre-emption, ~0.5 ms of set-up and write-back each), until it would admit one of its own victims
+(`_Steps._refuse_requeued`: a request's second decoding stretch in one run is not written back; the next run admits
+it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
+their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, speculative decoding,
 dynamic batch sizing (its batch-1 stretches run faster as vectorised runs), and a deployment instance's closed-loop
 session turns (SlotState: the deployment routes each next turn between its steps).
@@ -294,8 +297,8 @@ class _Steps:
         holds), SGLang's retract (`Scheduler.retract`). The blocks are `BlockManager.blocks_for`'s: a decoder of context
         x holds blocks_for(x) and needs blocks_for(x + 1) for its token. Running prefills among the victims leave
         `prefilling` now (the chunk step must not see them); the loop takes the decoders out of its state after
-        compose_tick, ends the run after this tick and the write-back applies `Scheduler._preempt` to the arrays (what
-        pre-empting does: requeue, recompute target, counts). Raises _HandBack, before any change, when no decoder would
+        compose_tick and applies `Scheduler._preempt` (what pre-empting does: requeue, recompute target, counts) in the
+        run (`_preempt_in_run`). Raises _HandBack, before any change, when no decoder would
         be left (the scheduler then plans again at that instant). Returns compose_tick's (decodes left, pre-empted,
         swapped out)."""
         st, sched, blocks_for = self.st, self.sched, self.kv_blocks
@@ -342,8 +345,8 @@ class _Steps:
         its blocks; while they are not free, the running request pre-empted first (`Scheduler._victim_order`, of those
         left) is pre-empted (a decoder with the block this tick's decode step gave it, a prefill with its chunk's if it
         took them), and when that is the chunk's own request neither it nor a later chunk runs. Victims join `victims`
-        as in `_preempt_for_decodes` (the loop takes them out after compose_tick; the write-back applies
-        `Scheduler._preempt`). Returns the items that run; `free` is what they leave."""
+        as in `_preempt_for_decodes` (the loop takes them out after compose_tick and applies `Scheduler._preempt`,
+        `_preempt_in_run`). Returns the items that run; `free` is what they leave."""
         st, sched, blocks_for, victims = self.st, self.sched, self.kv_blocks, self.victims
         grew = self.B and self.kind != _PREFILL_KIND  # (the decode step ran: each decoder holds its new block)
         self._keep_undo()
@@ -1011,7 +1014,7 @@ def run_ticks(engine: Engine):
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     steps.sched, steps.st = sched, st
-    # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run ends after that
+    # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run goes on past that
     # tick); swap, the prefix cache, SGLang's old retract headroom, a cluster's run that may pause and fixed blocks (which
     # never run short) leave it to the scheduler
     # The run's pre-emptions (the run goes on past them): (the victims `Scheduler._preempt` pre-empted, tick) each; each
@@ -1306,7 +1309,7 @@ def run_ticks(engine: Engine):
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
             if steps.victims:  # pre-empted (`_Steps._preempt_for_decodes`, `_preempt_for_chunk`): the decoders leave this
-                # run's state; the run ends with this tick, and the write-back applies `Scheduler._preempt` to the arrays
+                # run's state, and `Scheduler._preempt` is applied to the arrays and the run's queue (`_preempt_in_run`)
                 if not decoding and not chunks and not admit:  # (nothing left to run: the scheduler plans again at once)
                     steps.undo_preempt()
                     if saved_phase is not None:
