@@ -1333,9 +1333,10 @@ def run_ticks(engine: Engine):
                 episodes.append((episode, j))
                 kept.append(kept_now)
                 requeued.update(steps.victims)
-                victims_waiting += len(steps.victims)
-                if copies:  # (admission by `Scheduler.admit_samples` while a recompute victim waits)
-                    steps.samples_admit = True
+                # (Not in `victims_waiting`: never admitted in this run. With n > 1 they leave admission to the one-sample
+                # rule, which counts a victim's positions past its prompt once, not once per sample, so it admits one
+                # whenever `Scheduler.admit_samples` would, and may where that would not: either way the run hands the
+                # tick back, and every other candidate is tested the same.)
                 steps.victims, steps.victim_held, steps.victim_prefills, steps.undo = [], [], {}, None
                 preempted_now = True
             if by_ratio:  # (the running requests, pre-empted ones gone, and the tick's admissions)
