@@ -312,7 +312,7 @@ class _Steps:
         if deficit <= 0:  # (the fallback after a chunk's pre-emption: the decoders left fit)
             self.free = -deficit
             return decodes.size, False, False
-        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))
+        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))
         at = dict(zip(ids.tolist(), range(ids.size)))
         in_order = np.array([at[r] for r in order.tolist()], dtype=np.int64)
         victims = sched._choose_victims(st, decodes, need, deficit, order=order, held=held[in_order])
@@ -325,13 +325,13 @@ class _Steps:
         self.free -= int(need[alive].sum())
         if sched._by_ratio:
             left = decodes[alive]
-            sched.retract((ctx[is_dec][alive] - prompt[is_dec][alive] + 1).tolist(), st.output[left].tolist())
+            sched.retract(_emitted(ctx[is_dec][alive], prompt[is_dec][alive]).tolist(), st.output[left].tolist())
         return int(alive.sum()), True, False
 
     def _running_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The running requests not pre-empted this tick, in running order, as `Scheduler._victim_order` reads them:
         (ids, which decode, context before this tick, prompt). A decoder's emitted count is its context less its prompt,
-        plus 1 (as the write-back writes it)."""
+        plus 1 (`_emitted`, as the write-back writes it)."""
         prefilling, base, d, gone = self.prefilling, self.base, self.d, self.victims
         rs = [r for r in self.running if r not in gone] if gone else list(self.running)
         ids = np.array(rs, dtype=np.int64)
@@ -357,7 +357,7 @@ class _Steps:
                 continue
             while need > self.free:
                 ids, is_dec, ctx, prompt = self._running_state()
-                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))[0])
+                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))[0])
                 at = int(np.flatnonzero(ids == v)[0])
                 self._take_victim(v, int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at]))
                                   + taken.pop(v, 0))  # fmt: skip
@@ -630,6 +630,12 @@ class _QueueIds:
 
 # (Comprehensions of `run_ticks`' rare cases, as functions: a comprehension there that reads a loop variable made it a
 # cell of the generator, read and written through its cell on every tick: j, t_end, sync_s, base, prefilling.)
+def _emitted(ctx, prompt):
+    """A decoder's emitted tokens from its context (ints or arrays): its first token, then one per position past its
+    prompt (the write-back writes it; a pre-emption reads it, `_running_state`, `_preempt_in_run`)."""
+    return ctx - prompt + 1
+
+
 def _decoders_last_tokens(running: dict, since, sync_s: float, base: dict, prefilling: dict) -> list[float]:
     """The last token time of each running decoder (`since(r, sync_s)`: its own, or the last decoding tick's end), in
     running order, when prefills run too (a request in `base` and not in `prefilling` decodes)."""
@@ -2077,7 +2083,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]
         if req.size:
             st.computed[req] = ctx
-            st.emitted[req] = ctx - st.prompt[req] + 1
+            st.emitted[req] = _emitted(ctx, st.prompt[req])
             st.last_token_s[req] = t_end[last]
             shared = lo <= last  # decoded in step at least once after its own first gap
             if shared.any():
@@ -2128,7 +2134,7 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
         computed[r] = c
     for r, c in dec_ctx.items():
         computed[r] = c
-        emitted[r] = c - prompt.item(r) + 1  # (the write-back's `ctx - prompt + 1`)
+        emitted[r] = _emitted(c, prompt.item(r))
     engine.kv.held[ids] = held
     st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
     plan = StepPlan()
