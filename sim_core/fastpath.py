@@ -46,9 +46,12 @@ Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a
 short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
 `_Steps._preempt_for_chunks`): the victims are `Scheduler._victim_order`'s and `Scheduler._choose_victims`' over this
 run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-empting does to the state
-`Scheduler._preempt`'s, which the write-back calls: the run ends with the pre-empting tick. The victims wait, are
-admitted and prefill again here (their prefill target is the state's: prompt + emitted) and their prefill ends in
-PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
+`Scheduler._preempt`'s, which the loop calls at the pre-empting tick (`_preempt_in_run`: the arrays given the victims'
+state at that tick, the state's queue the run's, which takes the victims back). The run goes on past it (session 45:
+a run ended at every pre-emption, ~0.5 ms of set-up and write-back each), until it would admit one of its own victims
+(`_Steps._refuse_requeued`: a request's second decoding stretch in one run is not written back; the next run admits
+it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
+their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, speculative decoding,
 dynamic batch sizing (its batch-1 stretches run faster as vectorised runs), and a deployment instance's closed-loop
 session turns (SlotState: the deployment routes each next turn between its steps).
@@ -148,6 +151,7 @@ class _Steps:
         "phase_count",
         "prefilling",
         "prompt_of",
+        "requeued",
         "reserve",
         "running",
         "samples_admit",
@@ -200,6 +204,8 @@ class _Steps:
         self.victim_held: list[int] = []
         self.victim_prefills: dict[int, int] = {}
         self.undo = None  # (the running prefills and the ratio's state before a pre-emption: `undo_preempt`)
+        # requests this run pre-empted, waiting in `waiting`: admitting one hands the tick back (`_refuse_requeued`)
+        self.requeued: set[int] = set()
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
         # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
@@ -291,8 +297,8 @@ class _Steps:
         holds), SGLang's retract (`Scheduler.retract`). The blocks are `BlockManager.blocks_for`'s: a decoder of context
         x holds blocks_for(x) and needs blocks_for(x + 1) for its token. Running prefills among the victims leave
         `prefilling` now (the chunk step must not see them); the loop takes the decoders out of its state after
-        compose_tick, ends the run after this tick and the write-back applies `Scheduler._preempt` to the arrays (what
-        pre-empting does: requeue, recompute target, counts). Raises _HandBack, before any change, when no decoder would
+        compose_tick and applies `Scheduler._preempt` (what pre-empting does: requeue, recompute target, counts) in the
+        run (`_preempt_in_run`). Raises _HandBack, before any change, when no decoder would
         be left (the scheduler then plans again at that instant). Returns compose_tick's (decodes left, pre-empted,
         swapped out)."""
         st, sched, blocks_for = self.st, self.sched, self.kv_blocks
@@ -306,7 +312,7 @@ class _Steps:
         if deficit <= 0:  # (the fallback after a chunk's pre-emption: the decoders left fit)
             self.free = -deficit
             return decodes.size, False, False
-        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))
+        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))
         at = dict(zip(ids.tolist(), range(ids.size)))
         in_order = np.array([at[r] for r in order.tolist()], dtype=np.int64)
         victims = sched._choose_victims(st, decodes, need, deficit, order=order, held=held[in_order])
@@ -319,13 +325,13 @@ class _Steps:
         self.free -= int(need[alive].sum())
         if sched._by_ratio:
             left = decodes[alive]
-            sched.retract((ctx[is_dec][alive] - prompt[is_dec][alive] + 1).tolist(), st.output[left].tolist())
+            sched.retract(_emitted(ctx[is_dec][alive], prompt[is_dec][alive]).tolist(), st.output[left].tolist())
         return int(alive.sum()), True, False
 
     def _running_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The running requests not pre-empted this tick, in running order, as `Scheduler._victim_order` reads them:
         (ids, which decode, context before this tick, prompt). A decoder's emitted count is its context less its prompt,
-        plus 1 (as the write-back writes it)."""
+        plus 1 (`_emitted`, as the write-back writes it)."""
         prefilling, base, d, gone = self.prefilling, self.base, self.d, self.victims
         rs = [r for r in self.running if r not in gone] if gone else list(self.running)
         ids = np.array(rs, dtype=np.int64)
@@ -339,8 +345,8 @@ class _Steps:
         its blocks; while they are not free, the running request pre-empted first (`Scheduler._victim_order`, of those
         left) is pre-empted (a decoder with the block this tick's decode step gave it, a prefill with its chunk's if it
         took them), and when that is the chunk's own request neither it nor a later chunk runs. Victims join `victims`
-        as in `_preempt_for_decodes` (the loop takes them out after compose_tick; the write-back applies
-        `Scheduler._preempt`). Returns the items that run; `free` is what they leave."""
+        as in `_preempt_for_decodes` (the loop takes them out after compose_tick and applies `Scheduler._preempt`,
+        `_preempt_in_run`). Returns the items that run; `free` is what they leave."""
         st, sched, blocks_for, victims = self.st, self.sched, self.kv_blocks, self.victims
         grew = self.B and self.kind != _PREFILL_KIND  # (the decode step ran: each decoder holds its new block)
         self._keep_undo()
@@ -351,7 +357,7 @@ class _Steps:
                 continue
             while need > self.free:
                 ids, is_dec, ctx, prompt = self._running_state()
-                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, ctx - prompt + 1, 0))[0])
+                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))[0])
                 at = int(np.flatnonzero(ids == v)[0])
                 self._take_victim(v, int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at]))
                                   + taken.pop(v, 0))  # fmt: skip
@@ -379,6 +385,15 @@ class _Steps:
         if r in self.prefilling:
             self.victim_prefills[r] = self.prefilling.pop(r)
             del self.targets[r]
+
+    def _refuse_requeued(self, ids) -> None:
+        """Raise _HandBack when admission would take a request this run pre-empted (`requeued`: its second decoding
+        stretch would start in this run, whose write-back holds one per request); called before the admission changes
+        anything (SGLang's token test noted included)."""
+        requeued = self.requeued
+        for w in ids:
+            if w in requeued:
+                raise _HandBack
 
     def undo_preempt(self) -> None:
         """A step after the pre-emption handed the tick back: the running prefills (in their order) and the ratio as they
@@ -433,6 +448,8 @@ class _Steps:
         ids = _QueueIds(waiting, head, num, R)
         need_of = self.need_of if fixed else (lambda i, chunk: int(sched.admission_blocks(st, ids[i], chunk)))
         taken = sched.admit_samples(ids, self.target_of, self.prompt_of, left, self.free, need_of, tokens)
+        if self.requeued and taken:
+            self._refuse_requeued(ids[i] for i in range(len(taken)))
         if tokens is not None:
             sched.note_token_test(tokens)
         if not taken:
@@ -494,6 +511,8 @@ class _Steps:
             tokens = self._token_budget()
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
                                          tokens)  # fmt: skip
+            if self.requeued and taken:
+                self._refuse_requeued(w % R for w in waiting[head : head + len(taken)])
             sched.note_token_test(tokens)
             admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets, target_of = self.targets, self.target_of
@@ -509,6 +528,8 @@ class _Steps:
             if taken is None:
                 return 0, 0  # (self.admit stays the tick's empty list)
             chunk, need_w = taken
+            if self.requeued and w in self.requeued:
+                raise _HandBack  # (`_refuse_requeued`)
             if num == 1 or left <= chunk or rules.admit_next(1, target_view[waiting[head + 1] % R], left - chunk, free - need_w,
                                                              self.wm, self.need_of, self.is_chunked, False) is None:  # fmt: skip
                 self.admit = [(w, 0, chunk)]
@@ -522,6 +543,8 @@ class _Steps:
             target_of = self.target_of
             remaining = map(target_of, map(R.__rmod__, map(waiting.__getitem__, candidates)))
             taken = rules.admit_in_order(remaining, left, free, self.wm, self.need_of, self.is_chunked, False)
+            if self.requeued:
+                self._refuse_requeued(w % R for w in waiting[head : head + len(taken)])
             admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets = self.targets
             for w, _, _ in admit:
@@ -607,6 +630,12 @@ class _QueueIds:
 
 # (Comprehensions of `run_ticks`' rare cases, as functions: a comprehension there that reads a loop variable made it a
 # cell of the generator, read and written through its cell on every tick: j, t_end, sync_s, base, prefilling.)
+def _emitted(ctx, prompt):
+    """A decoder's emitted tokens from its context (ints or arrays): its first token, then one per position past its
+    prompt (the write-back writes it; a pre-emption reads it, `_running_state`, `_preempt_in_run`)."""
+    return ctx - prompt + 1
+
+
 def _decoders_last_tokens(running: dict, since, sync_s: float, base: dict, prefilling: dict) -> list[float]:
     """The last token time of each running decoder (`since(r, sync_s)`: its own, or the last decoding tick's end), in
     running order, when prefills run too (a request in `base` and not in `prefilling` decodes)."""
@@ -991,13 +1020,22 @@ def run_ticks(engine: Engine):
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     steps.sched, steps.st = sched, st
-    # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run ends after that
+    # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run goes on past that
     # tick); swap, the prefix cache, SGLang's old retract headroom, a cluster's run that may pause and fixed blocks (which
     # never run short) leave it to the scheduler
-    preempted = None  # (victims, blocks each held, running prefills among them -> computed, decoders -> last decoding tick, tick)
+    # The run's pre-emptions (the run goes on past them): (the victims `Scheduler._preempt` pre-empted, tick) each; each
+    # pre-emption's victims and what it left of their computed and emitted counts (`_preempt_in_run`); the decoder
+    # victims -> their last decoding tick number; the victims waiting in `waiting` (the run hands back before admitting
+    # one: a request's second decoding stretch in one run is not written back)
+    episodes: list[tuple[np.ndarray, int]] = []
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    dec_victims: list[tuple[int, int]] = []
+    requeued: set[int] = set()
+    preempted_now = False  # (this tick pre-empted)
     if not (sched.use_swap or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
             or engine.hand_off_prefilled):
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
+        steps.requeued = requeued
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
     if copies:
         steps.n, steps.prompt_of, steps.kv_blocks = n, prompt_of, kv_blocks_for
@@ -1277,23 +1315,36 @@ def run_ticks(engine: Engine):
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
             if steps.victims:  # pre-empted (`_Steps._preempt_for_decodes`, `_preempt_for_chunk`): the decoders leave this
-                # run's state; the run ends with this tick, and the write-back applies `Scheduler._preempt` to the arrays
+                # run's state, and `Scheduler._preempt` is applied to the arrays and the run's queue (`_preempt_in_run`)
                 if not decoding and not chunks and not admit:  # (nothing left to run: the scheduler plans again at once)
                     steps.undo_preempt()
                     if saved_phase is not None:
                         sched.phase.restore(saved_phase)
                     break
-                dec_victims = []
+                dec_ctx = {}  # decoder victim -> its context (it decoded up to decoding tick d - 1)
                 for r in steps.victims:
                     del running[r]
                     resumed.pop(r, None)
                     if r not in steps.victim_prefills:
+                        dec_ctx[r] = base[r] + d
                         S, B, L, first_blocks = _leave(r, d, bs, n, base, finish_at, done_ticks, phase_count, shared,
                                                        waiting_since, S, B, L, first_blocks, prompt_of if copies else None)  # fmt: skip
                         dec_victims.append((r, d - 1))
                 toks = B * n
-                preempted = (steps.victims, steps.victim_held, steps.victim_prefills, dec_victims, j)
-                tick_budget = j + 1
+                # What pre-empting does, `Scheduler._preempt` itself, now: the victims wait in this run's queue (a later
+                # pre-emption, admission tests and the rows see them as a tick-by-tick step would); the write-back records
+                # their events and puts back what it would overwrite (`kept`). The run goes on, until one would be admitted.
+                episode, kept_now = _preempt_in_run(engine, steps.victims, steps.victim_held, steps.victim_prefills,
+                                                    dec_ctx, waiting, head)  # fmt: skip
+                episodes.append((episode, j))
+                kept.append(kept_now)
+                requeued.update(steps.victims)
+                # (Not in `victims_waiting`: never admitted in this run. With n > 1 they leave admission to the one-sample
+                # rule, which counts a victim's positions past its prompt once, not once per sample, so it admits one
+                # whenever `Scheduler.admit_samples` would, and may where that would not: either way the run hands the
+                # tick back, and every other candidate is tested the same.)
+                steps.victims, steps.victim_held, steps.victim_prefills, steps.undo = [], [], {}, None
+                preempted_now = True
             if by_ratio:  # (the running requests, pre-empted ones gone, and the tick's admissions)
                 sched._num_planned = len(running) + len(admit)
             if pc is not None and kind == _DECODE_KIND:
@@ -1495,6 +1546,8 @@ def run_ticks(engine: Engine):
             _hand_off(engine, handing, t_end, running, handed)
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
         admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
+        if preempted_now:  # (a tick that pre-empted tried no admission, and its victims freed blocks: the next tries)
+            admission_blocked = preempted_now = False
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
         if freed and num_blocks - free_after > peak_in_tick:  # (in use during the tick: its finishing requests' too)
             peak_in_tick = num_blocks - free_after
@@ -1525,7 +1578,7 @@ def run_ticks(engine: Engine):
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
-                       recomputed, preempted)  # fmt: skip
+                       recomputed, (episodes, dec_victims, kept) if episodes else None)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -1881,9 +1934,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
-    (request, tick) of recompute prefills that ended, PREFILL_DONE; `preempted`: the run's last tick pre-empted, `run_ticks`'
-    (victims, blocks each held, running prefills among them -> computed, decoders -> last decoding tick number, tick):
-    the decoders' progress is written as a finished decoder's, then `Scheduler._preempt` does what pre-empting does)."""
+    (request, tick) of recompute prefills that ended, PREFILL_DONE; `preempted`: the run's pre-emptions, `run_ticks`'
+    (episodes: (victims, tick) each; decoder victims -> their last decoding tick number; kept: (victims, computed,
+    emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`): a decoder victim's progress up to its
+    last decoding tick is written as a finished decoder's (its last token, gaps, batch log), then what the pre-emption
+    left is put back and the PREEMPTED events are recorded)."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1908,11 +1963,11 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
                num_swapped=0, num_preempted=0, swap_blocks=0, batch_cap=cap)  # fmt: skip
     if idle_ends:
         col["phase"][np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))] = IDLE
-    if preempted is not None:  # (`_advance_tick`'s row: the victims counted as pre-empted and waiting)
-        victims, victim_held, victim_prefills, dec_victims, j_pre = preempted
+    if preempted is not None:  # (`_advance_tick`'s row: the victims counted as pre-empted; as waiting: in the run's rows)
+        episodes, dec_victims, kept = preempted
         col["num_preempted"] = np.zeros(n, dtype=np.int64)
-        col["num_preempted"][j_pre] = len(victims)
-        col["num_waiting"][j_pre] += len(victims)
+        for victims, j_pre in episodes:
+            col["num_preempted"][j_pre] = victims.size
     rec.ticks(col, n)
     # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
     last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick
@@ -2028,7 +2083,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             req, ctx, last, lo, own = req[decoded], ctx[decoded], last[decoded], lo[decoded], own[decoded]
         if req.size:
             st.computed[req] = ctx
-            st.emitted[req] = ctx - st.prompt[req] + 1
+            st.emitted[req] = _emitted(ctx, st.prompt[req])
             st.last_token_s[req] = t_end[last]
             shared = lo <= last  # decoded in step at least once after its own first gap
             if shared.any():
@@ -2054,13 +2109,35 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     st.status[st.key_to_id(st.waiting_keys)] = Status.WAITING  # arrivals queued on the fast path
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
-    if preempted is not None:  # the arrays hold the victims as they were at the tick: the scheduler's own pre-emption
-        ids = np.array(victims, dtype=np.int64)
-        for r, c in victim_prefills.items():
-            st.computed[r] = c
-        kv.held[ids] = victim_held
-        kv.num_free = free - sum(victim_held)  # (the run counted their blocks free from that tick)
-        plan = StepPlan()
-        engine.sched._preempt(st, ids, plan)
-        rec.event(plan.preempted_idx, t0[j_pre], Event.PREEMPTED)
+    if preempted is not None:  # what each pre-emption left of the victims' counts (the lines above wrote their progress
+        for ids, computed, emitted in kept:  # in the run: first tokens, PREFILL_DONE, decoding), and their events
+            st.computed[ids] = computed
+            st.emitted[ids] = emitted
+        for victims, j_pre in episodes:
+            rec.event(victims, t0[j_pre], Event.PREEMPTED)
     return True
+
+
+def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[int, int], dec_ctx: dict[int, int],
+                    waiting: list[int], head: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`Scheduler._preempt` of a run's tick's victims (recompute: the core's pre-emptions), made in the run: the arrays
+    are given the victims as they are at that tick (a running prefill's computed tokens `prefills`; a decoder's context
+    `dec_ctx` and its emitted count, as the write-back writes a decoder's; the blocks each held), the state's queue is
+    the run's `waiting[head:]`, which takes the requeued victims back. Returns the victims the scheduler pre-empted (for
+    PREEMPTED) and (victims, computed, emitted) as it left them (the write-back, which writes the run's first tokens and
+    progress over them, puts these back). The other arrays it writes (recompute target, counts, status, the victims'
+    blocks) the write-back does not touch, and it overwrites the state's running list, queue and free blocks."""
+    st = engine.st
+    ids = np.array(victims, dtype=np.int64)
+    computed, emitted, prompt = st.computed, st.emitted, st.prompt
+    for r, c in prefills.items():
+        computed[r] = c
+    for r, c in dec_ctx.items():
+        computed[r] = c
+        emitted[r] = _emitted(c, prompt.item(r))
+    engine.kv.held[ids] = held
+    st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
+    plan = StepPlan()
+    engine.sched._preempt(st, ids, plan)
+    waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same list)
+    return plan.preempted_idx, (ids, computed[ids], emitted[ids])

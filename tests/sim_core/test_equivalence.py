@@ -32,6 +32,7 @@ from sim_core.costmodel import (
     workspace_bytes_per_gpu,
 )
 from sim_core.presets import PresetError, list_presets
+from sim_core.types import Event
 from tests.conftest import make_config
 
 ENGINE_SCENARIOS = sorted(p for p in list_presets("scenarios") if p.startswith("engine-"))
@@ -430,12 +431,18 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     cfg = preemption_config(scenario, n, variant)
     fast = count_fast_ticks(monkeypatch)
     core_preemptions, write_back = [0], fastpath._write_back
+    runs_past = [0, 0]  # core runs that pre-empted, and those that went on after a tick that pre-empted
 
-    def counted(*args):  # (the victims of a run's last tick: `run_ticks`' `preempted`)
-        core_preemptions[0] += len(args[-1][0]) if args[-1] is not None else 0
+    def counted(*args):  # (the victims of each of a run's ticks that pre-empted: `run_ticks`' `preempted`)
+        if args[-1] is not None:
+            episodes = args[-1][0]
+            core_preemptions[0] += sum(victims.size for victims, _ in episodes)
+            runs_past[0] += 1
+            runs_past[1] += len(episodes) > 1 or episodes[-1][1] < len(args[2]) - 1
         return write_back(*args)
 
     monkeypatch.setattr(fastpath, "_write_back", counted)
+    check_queue_after_core_runs(monkeypatch)
     on, off = run_both(cfg)
     assert_same_result(on, off)
     if scenario in PREEMPTS_IN_EVERY_VARIANT:
@@ -450,6 +457,94 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     else:
         assert fast[0] >= 0.85 * ticks  # the scalar core ran nearly every tick, pre-emption episodes included
         assert core_preemptions[0] == on.summary.num_preemptions  # ... and made every pre-emption (coalesce on)
+        if core_preemptions[0]:  # ... and a run went on past a tick that pre-empted (`_preempt_in_run`)
+            assert runs_past[1] > 0
+
+
+def check_queue_after_core_runs(monkeypatch) -> None:
+    """From now on, after each run of the scalar core, assert that the queue is as tick-by-tick steps leave it
+    (`Scheduler._preempt`, `SimState.push_waiting`): every waiting request WAITING, with nothing computed (without the
+    prefix cache) and, a recompute victim too, its prefill target its prompt plus what it emitted (the run's
+    victims: their state at their pre-emption, not their progress before it, which the write-back writes first)."""
+    from sim_core import fastpath
+    from sim_core.types import Status
+
+    advance = fastpath.advance
+
+    def checked(engine):
+        ran = advance(engine)
+        st = engine.st
+        ids = st.key_to_id(st.waiting_keys)
+        assert np.all(st.status[ids] == Status.WAITING)
+        if engine.prefix is None:
+            assert not st.computed[ids].any()
+        assert np.array_equal(st.prefill_target[ids], st.prompt[ids] + st.emitted[ids])
+        return ran
+
+    monkeypatch.setattr(fastpath, "advance", checked)
+
+
+def core_runs_and_preemption_ticks(monkeypatch) -> list[int]:
+    """Count, from now on, the scalar core's runs that pre-empted and their ticks that pre-empted (`run_ticks`'
+    `preempted`, as its write-back is given them); returns the two-element counter."""
+    from sim_core import fastpath
+
+    counts, write_back = [0, 0], fastpath._write_back
+
+    def counted(*args):
+        if args[-1] is not None:
+            counts[0] += 1
+            counts[1] += len(args[-1][0])
+        return write_back(*args)
+
+    monkeypatch.setattr(fastpath, "_write_back", counted)
+    return counts
+
+
+BENCH_CLOSED = {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 64}
+
+
+@pytest.mark.parametrize("engine,over", [("sarathi-serve", {"workload__num_samples": 2}),
+                                         ("sarathi-serve", {"workload__num_samples": 4}),
+                                         ("vllm-v0", {"workload__num_samples": 4}), ("sglang", {"workload__num_samples": 4}),
+                                         ("vllm-v0", BENCH_CLOSED), ("sglang", BENCH_CLOSED)])  # fmt: skip
+def test_a_core_run_goes_on_past_its_preemptions(engine, over, monkeypatch):
+    """The strategy bench's pre-emption episodes (`scripts/strategy_bench.py --only samples closed`: the bench's engine
+    scenario, 512 requests): a core run does not end at a pre-emption (`Scheduler._preempt` is made in the run,
+    `_preempt_in_run`; the run hands back before it would admit one of its victims), so the core's runs that pre-empt
+    are fewer than its ticks that pre-empt, and every output is the tick-by-tick one."""
+    from sim_core.bench import _set, engine_config
+
+    cfg = _set(engine_config(engine)[0], **over)
+    counts = core_runs_and_preemption_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    runs, ticks = counts
+    assert ticks == len(np.unique(on.events.time_s[on.events.kind == int(Event.PREEMPTED)]))  # (every one on the core)
+    assert runs < ticks or engine == "sglang" and over is BENCH_CLOSED and runs == ticks  # (its 5 are far apart)
+
+
+@pytest.mark.parametrize("case", range(24))
+def test_random_kv_pressure_configs_equal_tick_by_tick(case, monkeypatch):
+    """Random configs under KV pressure (any paged preset, n = 1-4, open or closed loop, with or without the prefix
+    cache, room for 0.5-2 of the longest requests): identical to tick-by-tick stepping, the core's pre-emptions
+    included."""
+    rng = np.random.default_rng([case, 45])
+    paged = [s for s in ENGINE_SCENARIOS if s not in ("engine-orca", "engine-fastertransformer")]
+    while True:
+        n = int(rng.integers(1, 5))
+        over = dict(seed=int(rng.integers(1000)), workload__num_requests=int(rng.integers(40, 90)), workload__num_samples=n,
+                    workload__arrival__rate_per_s=float(rng.uniform(5.0, 40.0)), limits__num_recorded_batches=int(rng.choice([0, 50, 3000])))  # fmt: skip
+        if rng.random() < 0.3:
+            over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
+        if rng.random() < 0.4:
+            over.update(workload__arrival__process="closed_loop", workload__arrival__num_clients=int(rng.integers(4, 40)),
+                        workload__arrival__think_time_s=float(rng.choice([0.0, 0.02])))  # fmt: skip
+        cfg = buildable(str(rng.choice(paged)), over, float(rng.uniform(0.5, 2.0)))
+        if cfg is not None:
+            break
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
 
 
 @pytest.mark.parametrize("scenario,n,variant", [("engine-vllm-v1", 1, "kv pressure"), ("engine-sarathi-serve", 2, "kv pressure"),
