@@ -41,3 +41,22 @@ def test_the_counted_run_is_the_only_operator_call(capsys):
     cost._child(cost.REFERENCE, 2)
     ticks, composed = cost.ticks_of(capsys.readouterr().out)
     assert ticks > composed > 0
+
+
+def test_the_child_says_the_collections_and_no_gc_turns_them_off(capsys):
+    """`_child` reports the collections that fell in the counted run; `no_gc` counts it with the collector off, and
+    the collector is on again afterwards. (A threshold of one allocation makes collections certain when it is on.)"""
+    import gc
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        cost._child(cost.REFERENCE, 2)
+        on = cost.collections_of(capsys.readouterr().out)
+        cost._child(cost.REFERENCE, 2, no_gc=True)
+        off = cost.collections_of(capsys.readouterr().out)
+    finally:
+        gc.set_threshold(*thresholds)
+    assert on[0] > on[1] > 0  # (each generation counted apart: a gen-1 collection takes every 2nd young one here)
+    assert off == (0, 0, 0)
+    assert gc.isenabled()
