@@ -102,6 +102,9 @@ MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps be
 MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which they are priced as arrays (measured: below ~50 the array calls cost more)
 MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
+# decoders of a speculative tick from which their tokens come from one array call of the acceptance rule (measured:
+# ~22k instructions a call and ~0.9k a decoder, against ~1.9k a decoder one by one: `_spec_decode`)
+SPEC_RULE_BY_ARRAYS = 32
 OWN_GAPS_BY_INDEX = 8  # decoders with their own gap in a tick up to which each is put in place by a search (`_own_gaps`)
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED, IDLE = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED), int(Phase.IDLE)  # plain ints convert faster than enums
@@ -1133,6 +1136,77 @@ def run_ticks(engine: Engine):
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+        if speculating and B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked):
+            # No prefill work, speculating: the unrolled loop below with each decoder's own tokens (`_spec_decode`;
+            # no array-priced stretches: a tick's contexts follow from the draws before it). Every tick decodes
+            # every decoder; it stops where the loop below would compose a tick (an arrival that may join, a
+            # completion that makes room) or hand one back (a decoder short of a block).
+            j_before, run_start_s = j, now
+            num_running, num_waiting = len(running), len(waiting) - head
+            spec_durs: list[float] = []  # (the phase controller's `decode_run`: durations and tokens emitted)
+            spec_tokens: list[int] = []
+            spec_order = list(running)  # (every running request decodes)
+            while j < tick_budget and now < max_time:
+                if next_arrival_s <= now:
+                    if num_running < cap and (not admission_blocked or not is_fcfs):
+                        break  # it could be admitted: the loop below
+                    while next_arrival_s <= now:  # the batch is full: it joins the queue
+                        if ptr < R:
+                            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+                            ptr += 1
+                        else:  # (a session's turn, by its key)
+                            _enqueue_key(waiting, take_turn(now), head, class_end)
+                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    num_waiting = len(waiting) - head
+                elif num_waiting and num_running < cap and not admission_blocked:
+                    break  # a completion made room for a waiting request
+                spec_grown, need_d = _spec_grow(spec_order, base, spec_held, d, spec_slots, bs)
+                if need_d > free:
+                    break  # (the loop below hands the tick back: pre-emption is the scheduler's)
+                free -= need_d
+                ctx, num_dec, order_tick = S + B * d, B, spec_order
+                D, pairs, draft_s, spec_emitted, done, freed, S, spec_order = _spec_decode(
+                    spec, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
+                dur, flops, nbytes, is_comp = tick(D, D, pairs, ctx, num_dec, 0.0)  # (the loop below's, P = A = 0)
+                dur += draft_s
+                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                if j < want_batches:
+                    spec_batches.append((j, order_tick, spec_grown, (), ()))
+                if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
+                    tick_gaps[j] = _own_gaps(running, waiting_since, now + dur, sync_s, first_gap, sync_from, j + 1)
+                if done is not None:
+                    if num_blocks - free > peak_in_tick:  # (in use during the tick: its finishing decoders free theirs)
+                        peak_in_tick = num_blocks - free
+                    free += freed
+                    for r in done:
+                        del running[r]
+                    B -= len(done)
+                    toks = B
+                    num_running = len(running)
+                    admission_blocked = False
+                rows.append((dur, D, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                spec_seqs.append(num_dec)
+                if not policy_is_fixed:
+                    spec_durs.append(dur)
+                    spec_tokens.append(spec_emitted)
+                now += dur  # (the tick's end: `now + dur`, as everywhere)
+                j += 1
+                d += 1
+                if done is not None:
+                    if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
+                        release(done, now)
+                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    if not B:
+                        break
+            if j > j_before:
+                if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
+                    if phase_is_fixed:
+                        sched.decode_ticks(j - j_before)
+                    else:
+                        decode_run(run_start_s, spec_durs, spec_tokens)
+                sync_s = now  # every tick of the loop decoded
+                continue
+            # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not (
                 first_blocks or speculating):  # fmt: skip
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
@@ -1315,7 +1389,8 @@ def run_ticks(engine: Engine):
             steps.free = free
             steps.chunks = steps.admit = no_steps
             if speculating:  # the decoders in batch order, the blocks each holds if they run, and the blocks they take
-                spec_order, spec_grown, steps.need_d = _spec_grow(running, prefilling, base, spec_held, d, spec_slots, bs)
+                spec_order = _spec_order(running, prefilling)
+                spec_grown, steps.need_d = _spec_grow(spec_order, base, spec_held, d, spec_slots, bs)
                 steps.spec_chunk_held = ()
             elif not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
                 steps.need_d = phase_count[d % bs]
@@ -1383,7 +1458,7 @@ def run_ticks(engine: Engine):
             dec_seqs = D  # (sequences that decode: the price's, and the decoders' gaps)
             if speculating:  # each decoder's own tokens (`_spec_decode`); D: the positions verified
                 dec_seqs = B
-                D, pairs, draft_s, spec_emitted, done, freed, S = _spec_decode(
+                D, pairs, draft_s, spec_emitted, done, freed, S, _ = _spec_decode(
                     spec, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 spec.log_emitted(num_ticks0 + j, spec_emitted)
                 if done is not None:
@@ -1661,12 +1736,16 @@ def _decode_first_tokens(tokenless: dict, gaps: list[float], j: int, first_gap: 
     return [g for g in gaps if g == g]
 
 
-def _spec_grow(running: dict, prefilling: dict, base: dict, held: dict, d: int, slots: int, bs: int):
-    """The decoders of a speculative tick in batch order (running order: `Scheduler._plan`'s decodes), the blocks each
-    holds if they decode (`Scheduler._grow_decodes`: the blocks for its context plus `Scheduler.decode_slots`, its
-    verify positions and the draft's lookahead, never fewer than it holds), and the blocks they take in total (the
-    tick's `need_d`). Returns (decoders, blocks each, blocks taken)."""
-    order = [r for r in running if r not in prefilling] if prefilling else list(running)
+def _spec_order(running: dict, prefilling: dict) -> list[int]:
+    """The decoders of a speculative tick in batch order: running order without the running prefills
+    (`Scheduler._plan`'s decodes)."""
+    return [r for r in running if r not in prefilling] if prefilling else list(running)
+
+
+def _spec_grow(order: list[int], base: dict, held: dict, d: int, slots: int, bs: int) -> tuple[list[int], int]:
+    """The blocks each decoder of a speculative tick (batch order, decoding tick d) holds if they decode
+    (`Scheduler._grow_decodes`: the blocks for its context plus `Scheduler.decode_slots`, its verify positions and the
+    draft's lookahead, never fewer than it holds), and the blocks they take in total (the tick's `need_d`)."""
     grown = []
     need = 0
     for r in order:
@@ -1677,7 +1756,13 @@ def _spec_grow(running: dict, prefilling: dict, base: dict, held: dict, d: int, 
             grown.append(h)
         else:
             grown.append(x)
-    return order, grown, need
+    return grown, need
+
+
+def _min_int(a: int, b: int) -> int:
+    """`min` of two Python ints, as `tokens_emitted`'s `minimum` one decoder at a time (the builtin's argument handling
+    costs ~1.5k instructions a call: ~3.5k a decoder with it, ~1.9k with this)."""
+    return a if a < b else b
 
 
 def _spec_decode(spec, verify_width, order: list[int], grown: list[int], base: dict, left: dict, held: dict, d: int,
@@ -1686,27 +1771,33 @@ def _spec_decode(spec, verify_width, order: list[int], grown: list[int], base: d
     the verify width (`Scheduler.verify_width` of the decoders that run), the tick's verify aggregates
     (`speculative.verify_aggregates`) and the draft's time (`Speculator.draft_s`) over their contexts (S + B x d), then
     the next B sequence-steps of the acceptance stream in batch order (`Speculator.accepted`), each decoder's tokens by
-    the one rule (`speculative.tokens_emitted`): its extra tokens go into `base` (its context stays `base + d`, S their
-    sum), the decoders that emit their last token are finished (their blocks freed) and the Speculator's counters move
-    as `_advance_tick` moves them. Returns (decode tokens: the positions verified, attention pairs, the draft's time,
-    tokens emitted, the finished decoders in batch order or None, their blocks, S)."""
+    the one rule (`speculative.tokens_emitted`: one decoder at a time, or in one array call for many): its extra tokens
+    go into `base` (its context stays `base + d`, S their sum), the decoders that emit their last token are finished
+    (their blocks freed) and the Speculator's counters move as `_advance_tick` moves them. Returns (decode tokens: the
+    positions verified, attention pairs, the draft's time, tokens emitted, the finished decoders in batch order or
+    None, their blocks, S, the decoders left in batch order)."""
     B = len(order)
     width = verify_width(B)
     ctx = S + B * d
     D, _, pairs, _ = verify_aggregates(width, B, ctx)
     draft_s = spec.draft_s(B, ctx)
     drafts = width - 1
-    emitted = freed = 0
+    lead = spec.accepted(B)
+    if B < SPEC_RULE_BY_ARRAYS:
+        gained = [tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead.tolist())]
+    else:
+        gained = tokens_emitted(lead, drafts, np.array([left[r] for r in order], dtype=np.int64), np.minimum).tolist()
+    freed = 0
     done = None
-    for r, a, h in zip(order, spec.accepted(B).tolist(), grown):
+    staying = []
+    for r, g, h in zip(order, gained, grown):
         held[r] = h
-        left_r = left[r]
-        g = tokens_emitted(a, drafts, left_r)
-        emitted += g
         b = base[r] = base[r] + g - 1
         S += g - 1
-        if g < left_r:
-            left[r] = left_r - g
+        left_r = left[r] - g
+        if left_r:
+            left[r] = left_r
+            staying.append(r)
             continue
         S -= b  # (it leaves the sum of base)
         freed += h
@@ -1714,10 +1805,11 @@ def _spec_decode(spec, verify_width, order: list[int], grown: list[int], base: d
         if done is None:
             done = []
         done.append(r)
+    emitted = sum(gained)
     spec.num_steps += B
     spec.num_emitted += emitted
     spec.draft_time_s += draft_s
-    return D, pairs, draft_s, emitted, done, freed, S
+    return D, pairs, draft_s, emitted, done, freed, S, staying
 
 
 def _spec_batch_entries(K: int, spec_batches: list, num_ticks0: int) -> tuple:
