@@ -847,6 +847,7 @@ def run_ticks(engine: Engine):
     # speculative decoding: the verify width's rule (None without speculation: compose_tick's `decode_tokens`), the
     # acceptance stream and the draft's price (`_spec_decode`), the KV slots a decoder holds past its context
     verify_width, spec, spec_slots = sched._verify_width, engine.spec, sched.decode_slots
+    spec_draws = _SpecDraws(spec) if speculating else None
     spec_order = spec_grown = None
     spec_emitted, draft_s = 0, 0.0
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
@@ -1166,7 +1167,7 @@ def run_ticks(engine: Engine):
                 free -= need_d
                 ctx, num_dec, order_tick = S + B * d, B, spec_order
                 D, pairs, draft_s, spec_emitted, done, freed, S, spec_order = _spec_decode(
-                    spec, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
+                    spec, spec_draws, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 dur, flops, nbytes, is_comp = tick(D, D, pairs, ctx, num_dec, 0.0)  # (the loop below's, P = A = 0)
                 dur += draft_s
                 spec.log_emitted(num_ticks0 + j, spec_emitted)
@@ -1459,7 +1460,7 @@ def run_ticks(engine: Engine):
             if speculating:  # each decoder's own tokens (`_spec_decode`); D: the positions verified
                 dec_seqs = B
                 D, pairs, draft_s, spec_emitted, done, freed, S, _ = _spec_decode(
-                    spec, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
+                    spec, spec_draws, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 spec.log_emitted(num_ticks0 + j, spec_emitted)
                 if done is not None:
                     B -= len(done)
@@ -1678,6 +1679,8 @@ def run_ticks(engine: Engine):
             sync_s = t_end
         now = t_end
         j += 1
+    if speculating:  # (the steps the run took: the stream goes on from there)
+        spec_draws.settle()
     if pc is not None:
         pc.tick_offset = 0
     engine._note_kv_peak(peak_in_tick)
@@ -1759,18 +1762,44 @@ def _spec_grow(order: list[int], base: dict, held: dict, d: int, slots: int, bs:
     return grown, need
 
 
+class _SpecDraws:
+    """The acceptance stream as a run takes it, tick by tick in batch order: from `Speculator.upcoming_list` (read
+    only), and `settle` makes `Speculator.use` of the steps taken when the run ends (the stream is then where
+    tick-by-tick stepping leaves it)."""
+
+    __slots__ = ("spec", "lead", "pos")
+
+    def __init__(self, spec):
+        self.spec, self.lead, self.pos = spec, [], 0
+
+    def take(self, num_steps: int) -> list[int]:
+        """The next `num_steps` sequence-steps' leading accepted drafts."""
+        pos = self.pos
+        end = pos + num_steps
+        if end > len(self.lead):
+            self.spec.use(pos)
+            self.lead = self.spec.upcoming_list(num_steps)
+            pos, end = 0, num_steps
+        self.pos = end
+        return self.lead[pos:end]
+
+    def settle(self) -> None:
+        self.spec.use(self.pos)
+        self.lead, self.pos = [], 0
+
+
 def _min_int(a: int, b: int) -> int:
     """`min` of two Python ints, as `tokens_emitted`'s `minimum` one decoder at a time (the builtin's argument handling
     costs ~1.5k instructions a call: ~3.5k a decoder with it, ~1.9k with this)."""
     return a if a < b else b
 
 
-def _spec_decode(spec, verify_width, order: list[int], grown: list[int], base: dict, left: dict, held: dict, d: int,
-                 S: int, finished: list, j: int):  # fmt: skip
+def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown: list[int], base: dict, left: dict,
+                 held: dict, d: int, S: int, finished: list, j: int):  # fmt: skip
     """The decode step of a speculative tick (decoding tick d, tick j) as `Engine._advance_tick` makes it, per decoder:
     the verify width (`Scheduler.verify_width` of the decoders that run), the tick's verify aggregates
     (`speculative.verify_aggregates`) and the draft's time (`Speculator.draft_s`) over their contexts (S + B x d), then
-    the next B sequence-steps of the acceptance stream in batch order (`Speculator.accepted`), each decoder's tokens by
+    the next B sequence-steps of the acceptance stream in batch order (`_SpecDraws`: `Speculator.accepted`'s), each decoder's tokens by
     the one rule (`speculative.tokens_emitted`: one decoder at a time, or in one array call for many): its extra tokens
     go into `base` (its context stays `base + d`, S their sum), the decoders that emit their last token are finished
     (their blocks freed) and the Speculator's counters move as `_advance_tick` moves them. Returns (decode tokens: the
@@ -1782,11 +1811,12 @@ def _spec_decode(spec, verify_width, order: list[int], grown: list[int], base: d
     D, _, pairs, _ = verify_aggregates(width, B, ctx)
     draft_s = spec.draft_s(B, ctx)
     drafts = width - 1
-    lead = spec.accepted(B)
+    lead = draws.take(B)
     if B < SPEC_RULE_BY_ARRAYS:
-        gained = [tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead.tolist())]
+        gained = [tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead)]
     else:
-        gained = tokens_emitted(lead, drafts, np.array([left[r] for r in order], dtype=np.int64), np.minimum).tolist()
+        gained = tokens_emitted(np.array(lead, dtype=np.int64), drafts, np.array([left[r] for r in order], dtype=np.int64),
+                                np.minimum).tolist()  # fmt: skip
     freed = 0
     done = None
     staying = []
