@@ -49,9 +49,22 @@ run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-emp
 `Scheduler._preempt`'s, which the write-back calls: the run ends with the pre-empting tick. The victims wait, are
 admitted and prefill again here (their prefill target is the state's: prompt + emitted) and their prefill ends in
 PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
-Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, speculative decoding,
-dynamic batch sizing (its batch-1 stretches run faster as vectorised runs), and a deployment instance's closed-loop
-session turns (SlotState: the deployment routes each next turn between its steps).
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, dynamic batch sizing (its
+batch-1 stretches run faster as vectorised runs), a deployment instance's closed-loop session turns (SlotState: the
+deployment routes each next turn between its steps), and speculative decoding where `speculates_here` says no.
+
+Speculative decoding (issue 11: "fast for every strategy"; `speculates_here`: a paged cache without the prefix cache,
+any admission but SGLang's token test, a single engine or a replica that never pauses) runs here with a per-decoder
+decode step (`_spec_decode`): a speculating decoder advances by its own 1..k+1 tokens a tick, so its extra tokens go
+into its `base` (its context stays `base + d`, S their sum), its tokens still to emit and its blocks are its own
+(`spec_left`, `spec_held`: the blocks `Scheduler._grow_decodes` gives it, its context plus `Scheduler.decode_slots`,
+`_spec_grow`; a running prefill's chunk holds the draft's lookahead too, `Scheduler.kv_lookahead`), and it finishes when
+its tokens run out. Each decoding tick takes the verify width (`Scheduler.verify_width`, which compose_tick also takes
+for the token budget), the next B steps of the acceptance stream in batch order (`_SpecDraws`), each decoder's tokens
+by the one rule (`speculative.tokens_emitted`), the verify aggregates and the draft's time (`verify_aggregates`,
+`Speculator.draft_s`) and moves the Speculator's counters and emitted marks, as `Engine._advance_tick` does. A decoder
+short of a block hands the tick back (pre-emption is the scheduler's here), and the batch log is kept tick by tick (a
+decoder's blocks are not its context's).
 
 A closed loop of clients (`workload.arrival.process = "closed_loop"`) runs here: its arrivals are not known in
 advance, but each is written when a request finishes. At the end of a tick in which requests finish, the loop makes
@@ -1698,7 +1711,7 @@ def run_ticks(engine: Engine):
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
                        recomputed, preempted,
-                       (spec_held, spec_seqs, spec_batches) if speculating else None)  # fmt: skip
+                       speculated=(spec_held, spec_seqs, spec_batches) if speculating else None)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)

@@ -440,9 +440,9 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     fast = count_fast_ticks(monkeypatch)
     core_preemptions, write_back = [0], fastpath._write_back
 
-    def counted(*args):  # (the victims of a run's last tick: `run_ticks`' `preempted`)
+    def counted(*args, **kwargs):  # (the victims of a run's last tick: `run_ticks`' `preempted`, its last positional)
         core_preemptions[0] += len(args[-1][0]) if args[-1] is not None else 0
-        return write_back(*args)
+        return write_back(*args, **kwargs)
 
     monkeypatch.setattr(fastpath, "_write_back", counted)
     on, off = run_both(cfg)
