@@ -554,11 +554,13 @@ def test_closed_loop_sessions_equal_tick_by_tick(case):
 def scalar_core_takes(cfg) -> bool:
     """Whether the scalar core should run this config's ticks (until it hands one back), stated here, not asked of
     `fastpath.eligible` (a test that asked it would pass if sessions silently left the core): continuous batching
-    without dynamic batch sizing or speculation, and the prefix cache only where the core keeps it (not with fixed block
-    counts, reserved admission or contiguous KV: `run_ticks`' entry checks; SGLang's token test with it is the core's)."""
+    without dynamic batch sizing, speculation only where the core takes it (`spec_core_takes`), and the prefix cache only
+    where the core keeps it (not with fixed block counts, reserved admission or contiguous KV: `run_ticks`' entry checks;
+    SGLang's token test with it is the core's)."""
     s = cfg.scheduler
     fixed = s.admission == "reserve" or cfg.kv_cache.layout == "contiguous"
-    return (s.batching == "continuous" and not s.dynamic_batch.enabled and not s.speculative.enabled
+    return (s.batching == "continuous" and not s.dynamic_batch.enabled
+            and not (s.speculative.enabled and not spec_core_takes(cfg))
             and not (cfg.kv_cache.enable_prefix_caching and fixed))  # fmt: skip
 
 
@@ -1146,3 +1148,36 @@ def test_random_speculative_configs_reach_the_scalar_core(monkeypatch):
             total += run_simulation(cfg).timeline.num_ticks
             core += fast[0] - before
     assert total and core > 0.7 * total
+
+
+@pytest.mark.parametrize("scenario,smart", [("engine-article-quota", False), ("engine-article-time-slice", False),
+                                            ("engine-vllm-v1", True)])
+def test_the_phase_controller_is_told_each_speculative_ticks_tokens_emitted(scenario, smart, monkeypatch):
+    """A phase controller the core consults each tick (quota, time slice; vLLM V1's decode-first one under smart
+    pre-emption, whose ticks mix prefill chunks and verify passes) is told each tick's decode tokens: with speculation
+    the tokens emitted, not the positions verified. The scalar core tells it per composed tick (`observe`) and per
+    all-decode stretch (`decode_run`); in tick order, with their prefill tokens, what it is told equals what tick-by-tick
+    stepping tells it (`observe` each tick)."""
+    from sim_core.schedulers import phase
+
+    cls = {"engine-article-quota": phase.Quota, "engine-article-time-slice": phase.TimeSlice}.get(scenario, phase.DecodeFirst)
+    told: list[tuple[int, int]] = []
+    observe, decode_run = cls.observe, cls.decode_run
+    monkeypatch.setattr(cls, "observe", lambda self, e, d, p, t: (told.append((p, t)), observe(self, e, d, p, t))[1])
+    monkeypatch.setattr(cls, "decode_run", lambda self, s, durs, toks: (told.extend((0, t) for t in toks),
+                                                                          decode_run(self, s, durs, toks))[1])  # fmt: skip
+    cfg = spec_core_config(scenario, "head k=5, heavy")
+    if smart:
+        cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={
+            "smart_preemption": cfg.scheduler.smart_preemption.model_copy(update={"enabled": True})})})  # fmt: skip
+    fast = count_fast_ticks(monkeypatch)
+    on = run_simulation(cfg)
+    by_core, told[:] = list(told), []
+    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    assert_same_result(on, off)
+    assert fast[0] > 0.85 * on.timeline.num_ticks
+    assert by_core == told
+    assert len(told) > 0.9 * on.timeline.num_ticks  # (every tick but idle rows)
+    assert any(t > s for (_, t), s in zip(told, on.timeline.num_decode_seqs.tolist()))  # (tokens emitted, > 1 a decoder)
+    if smart:  # (ticks that mix chunks and verify passes: the core's composed `observe`)
+        assert ((on.timeline.num_prefill_tokens > 0) & (on.timeline.num_decode_tokens > 0)).any()
