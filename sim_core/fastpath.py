@@ -835,6 +835,8 @@ def run_ticks(engine: Engine):
             return False  # a decode instance's decoder with its prompt's last token to compute again (general path)
         expected = kv.blocks_for(ctx_arr, prompt_arr)
     speculating = engine.spec is not None  # (`eligible`: only where `speculates_here`)
+    if speculating and engine.tokenless:
+        return False  # (decoders injected with no token yet: their first decode's record is the general path's here)
     held_arr = kv.held[running_arr]
     if not speculating and np.any(held_arr != expected):
         # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path. (Speculating, a request
