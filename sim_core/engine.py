@@ -140,7 +140,7 @@ class Engine:
             return False
         if self._fast is None:
             self._fast = self._coalesce and fastpath.eligible(self) and (
-                not self.hand_off_prefilled or fastpath.hands_off(self)) and self.spec is None  # fmt: skip
+                not self.hand_off_prefilled or fastpath.hands_off(self))  # fmt: skip
             self._solo = solo.SoloPath(self) if self._coalesce and solo.eligible(self) else None
         # Guards: every limit on a run is checked here, before anything of the next tick happens.
         if self.rec.num_ticks >= lim.max_ticks and not self._idle_row_goes_on():

@@ -52,9 +52,22 @@ a run ended at every pre-emption, ~0.5 ms of set-up and write-back each), until 
 (`_Steps._refuse_requeued`: a request's second decoding stretch in one run is not written back; the next run admits
 it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
 their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
-Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, speculative decoding,
-dynamic batch sizing (its batch-1 stretches run faster as vectorised runs), and a deployment instance's closed-loop
-session turns (SlotState: the deployment routes each next turn between its steps).
+Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, dynamic batch sizing (its
+batch-1 stretches run faster as vectorised runs), a deployment instance's closed-loop session turns (SlotState: the
+deployment routes each next turn between its steps), and speculative decoding where `speculates_here` says no.
+
+Speculative decoding (issue 11: "fast for every strategy"; `speculates_here`: a paged cache without the prefix cache,
+any admission but SGLang's token test, a single engine or a replica that never pauses) runs here with a per-decoder
+decode step (`_spec_decode`): a speculating decoder advances by its own 1..k+1 tokens a tick, so its extra tokens go
+into its `base` (its context stays `base + d`, S their sum), its tokens still to emit and its blocks are its own
+(`spec_left`, `spec_held`: the blocks `Scheduler._grow_decodes` gives it, its context plus `Scheduler.decode_slots`,
+`_spec_grow`; a running prefill's chunk holds the draft's lookahead too, `Scheduler.kv_lookahead`), and it finishes when
+its tokens run out. Each decoding tick takes the verify width (`Scheduler.verify_width`, which compose_tick also takes
+for the token budget), the next B steps of the acceptance stream in batch order (`_SpecDraws`), each decoder's tokens
+by the one rule (`speculative.tokens_emitted`), the verify aggregates and the draft's time (`verify_aggregates`,
+`Speculator.draft_s`) and moves the Speculator's counters and emitted marks, as `Engine._advance_tick` does. A decoder
+short of a block hands the tick back (pre-emption is the scheduler's here), and the batch log is kept tick by tick (a
+decoder's blocks are not its context's).
 
 A closed loop of clients (`workload.arrival.process = "closed_loop"`) runs here: its arrivals are not known in
 advance, but each is written when a request finishes. At the end of a tick in which requests finish, the loop makes
@@ -94,6 +107,7 @@ from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.sessions import SessionState
+from sim_core.speculative import tokens_emitted, verify_aggregates
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -104,6 +118,9 @@ MAX_FAST_TICKS = 4096  # ticks per call: bounds the Python lists a call keeps be
 MIN_PRICED_TICKS = 64  # all-decode ticks before the next completion from which they are priced as arrays (measured: below ~50 the array calls cost more)
 MAX_PRICED_TICKS = 1024  # ticks priced per array call (bounds the arrays)
 RESERVE_WINDOW = 64  # request ids whose fixed block counts one NumPy call computes
+# decoders of a speculative tick from which their tokens come from one array call of the acceptance rule (measured:
+# ~22k instructions a call and ~0.9k a decoder, against ~1.9k a decoder one by one: `_spec_decode`)
+SPEC_RULE_BY_ARRAYS = 32
 OWN_GAPS_BY_INDEX = 8  # decoders with their own gap in a tick up to which each is put in place by a search (`_own_gaps`)
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED, IDLE = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED), int(Phase.IDLE)  # plain ints convert faster than enums
@@ -158,6 +175,9 @@ class _Steps:
         "samples_chunks",
         "sched",
         "seqs_left",
+        "spec_ahead",
+        "spec_chunk_held",
+        "spec_held",
         "st",
         "target_arr",
         "target_of",
@@ -212,6 +232,23 @@ class _Steps:
         self.targets = targets
         # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
         self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
+        # speculative decoding: request -> blocks held (`run_ticks`' spec_held; None: not speculating), the draft's
+        # lookahead slots a running prefill's chunk holds too (`Scheduler.kv_lookahead`), and the blocks each of the
+        # tick's chunks leaves its request holding, (request, blocks), applied by the loop once the tick runs
+        self.spec_held, self.spec_ahead, self.spec_chunk_held = None, 0, ()
+
+    def _spec_chunks_need(self, chunks) -> int:
+        """Blocks the (request, computed before, chunk) chunks of a speculative run take: `Scheduler._prefill_chunks`'
+        need, the blocks for the context, the chunk and the draft's lookahead less those held (never fewer). Keeps
+        what each will hold (`spec_chunk_held`)."""
+        bs, ahead, held, need, after = self.bs, self.spec_ahead, self.spec_held, 0, []
+        for r, c, chunk in chunks:
+            h, x = -(-(c + chunk + ahead) // bs), held[r]
+            if h > x:
+                need += h - x
+                after.append((r, h))
+        self.spec_chunk_held = after
+        return need
 
     def _reserved(self, i: int, chunk: int) -> int:
         return self.reserve(self.waiting[self.head + i] % self.R)
@@ -248,7 +285,7 @@ class _Steps:
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
                 if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs), as (x - 1) // bs + 1 each
                     bs = self.bs  # (two negations fewer than -(-x // bs): ~300 instructions per continuing chunk)
-                    need = (c + ch - 1) // bs - (c - 1) // bs
+                    need = (c + ch - 1) // bs - (c - 1) // bs if self.spec_held is None else self._spec_chunks_need(((r, c, ch),))
                     free = self.free - need
                     if free < 0:  # the chunk would have to shrink to the free blocks (the general path's case) or pre-empt
                         if not self.chunk_preempts:
@@ -276,6 +313,8 @@ class _Steps:
         for r, c, chunk in chunks:
             need_p += 0 if fixed else -(-(c + chunk) // bs) - -(-c // bs)
             tokens += chunk
+        if self.spec_held is not None:  # (speculating: the draft's lookahead too, past the blocks each holds)
+            need_p = self._spec_chunks_need(chunks)
         if need_p > self.free:  # chunks would have to shrink to the free blocks (the general path's case) or pre-empt
             if not self.chunk_preempts:
                 raise _HandBack
@@ -696,7 +735,17 @@ def eligible(engine: Engine) -> bool:
         # (`run_ticks`' `take_turn`); a deployment's instance (SlotState) hands finished turns to the deployment, which
         # routes their next turns between its steps
         and (engine.workload.next_turn is None or isinstance(engine.st, SessionState))
+        and (engine.spec is None or speculates_here(engine))
     )
+
+
+def speculates_here(engine: Engine) -> bool:
+    """Speculative decoding runs on this path (`run_ticks`' per-decoder decode step, `_spec_decode`) on a paged cache
+    without the prefix cache, admitting by any rule but SGLang's token test (which reads every decoder's outputs still
+    to write from finish ticks known in advance), in a single engine or a replica that never pauses or hands off. The
+    rest (and a decoder short of a block: pre-emption) is the scheduler's, with coalesced speculative runs."""
+    return (engine.prefix is None and not holds_fixed_blocks(engine) and not engine.sched._by_ratio
+            and not engine.may_pause and not engine.hand_off_prefilled)
 
 
 def _stretch_columns(rows: list[tuple], rows_from: int, blocks: list[tuple], blocks_from: int, tick_from: int):
@@ -814,8 +863,14 @@ def run_ticks(engine: Engine):
         if np.any(ctx_arr[is_dec] < prompt_arr[is_dec]):
             return False  # a decode instance's decoder with its prompt's last token to compute again (general path)
         expected = kv.blocks_for(ctx_arr, prompt_arr)
-    if np.any(kv.held[running_arr] != expected):
-        return False  # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path
+    speculating = engine.spec is not None  # (`eligible`: only where `speculates_here`)
+    if speculating and engine.tokenless:
+        return False  # (decoders injected with no token yet: their first decode's record is the general path's here)
+    held_arr = kv.held[running_arr]
+    if not speculating and np.any(held_arr != expected):
+        # blocks held beyond the context (e.g. a chunk shrunk to the free blocks): general path. (Speculating, a request
+        # holds the draft's lookahead past its context, and a decoder its verify positions: `spec_held`, read as held.)
+        return False
     pc = engine.prefix  # issue 12: the prefix cache (None when off); its rules are PrefixCachingBlockManager's
     # Recompute victims (pre-empted, their KV dropped: `Scheduler._preempt`), waiting or mid-prefill, run here: their
     # prefill target counts what they emitted (the state's), they are admitted and chunked by the same rules (n > 1:
@@ -833,6 +888,12 @@ def run_ticks(engine: Engine):
     tick = cost._tick_scalar  # the same arithmetic as CostModel.tick on Python ints
     max_tokens = engine.cfg.scheduler.max_num_batched_tokens
     compose_tick = compose.compose_tick  # looked up per call: the one definition, however it is set
+    # speculative decoding: the verify width's rule (None without speculation: compose_tick's `decode_tokens`), the
+    # acceptance stream and the draft's price (`_spec_decode`), the KV slots a decoder holds past its context
+    verify_width, spec, spec_slots = sched._verify_width, engine.spec, sched.decode_slots
+    spec_draws = _SpecDraws(spec) if speculating else None
+    spec_order = spec_grown = None
+    spec_emitted, draft_s = 0, 0.0
     decode_tokens = sched._n * sched.decode_width  # budget tokens per decoder under DECODE_FIRST (1 on this path)
     tick_kind, observe, decode_run = sched.tick_kind, sched.observe, sched.decode_run
     kind_by_choice = sched.kind_by_choice
@@ -927,6 +988,16 @@ def run_ticks(engine: Engine):
     if copies or resumed:
         from sim_core.engine import samples_past_prompt  # (the tick's price of positions past the prompt, n > 1)
         prompt_of, kv_blocks_for = st.prompt.item, kv.blocks_for
+    # Speculative decoding (`speculates_here`): a decoder advances by its own 1..k+1 tokens a tick, so its finish tick is
+    # not known in advance and its blocks are not those of its context. Its extra tokens (all but one a tick) go into
+    # `base`, so `base + d` is still its context and S their sum; `spec_left`: decoder -> tokens it has still to emit;
+    # `spec_held`: decoder -> blocks it holds (its context's, its verify positions' and the draft's lookahead:
+    # `Scheduler.decode_slots`, grown each decoding tick as `Scheduler._grow_decodes` grows them). `_spec_decode` is the
+    # decode step of a tick; finish_at, phase_count and L stay empty.
+    spec_left: dict[int, int] = {}
+    spec_held: dict[int, int] = dict(zip(running0, held_arr.tolist())) if speculating else {}
+    spec_batches: list[tuple] = []  # (tick, decoders' entries, blocks each held) of logged ticks (`_spec_batch_entries`)
+    spec_seqs: list[int] = []  # decoders of each tick (its decode tokens are the positions verified)
     S = 0  # the decoders' contexts before decoding tick 0, summed over their samples: n x the sum of their base
     toks = 0  # a decoding tick's decode tokens: n x B
     # sum of decoders' last decoding tick + 1: L - B x d is their outputs still to write before decoding tick d (kept only
@@ -973,6 +1044,10 @@ def run_ticks(engine: Engine):
             targets[r] = target_of(r)
             continue
         base[r], sync_from[r] = c, 0
+        if speculating:  # (its finish tick is not known in advance: `_spec_decode`)
+            spec_left[r] = left_to_emit
+            S += c
+            continue
         finish_at.setdefault(left_to_emit - 1, []).append(r)
         phase_count[(-c) % bs] += n
         S += c * n
@@ -1020,6 +1095,8 @@ def run_ticks(engine: Engine):
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     steps.sched, steps.st = sched, st
+    if speculating:
+        steps.spec_held, steps.spec_ahead = spec_held, sched.kv_lookahead
     # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run goes on past that
     # tick); swap, the prefix cache, SGLang's old retract headroom, a cluster's run that may pause and fixed blocks (which
     # never run short) leave it to the scheduler
@@ -1033,7 +1110,7 @@ def run_ticks(engine: Engine):
     requeued: set[int] = set()
     preempted_now = False  # (this tick pre-empted)
     if not (sched.use_swap or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
-            or engine.hand_off_prefilled):
+            or engine.hand_off_prefilled or speculating):  # (speculating: its victims' blocks are not their context's)
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.requeued = requeued
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
@@ -1113,7 +1190,79 @@ def run_ticks(engine: Engine):
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
-        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not first_blocks:
+        if speculating and B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked):
+            # No prefill work, speculating: the unrolled loop below with each decoder's own tokens (`_spec_decode`;
+            # no array-priced stretches: a tick's contexts follow from the draws before it). Every tick decodes
+            # every decoder; it stops where the loop below would compose a tick (an arrival that may join, a
+            # completion that makes room) or hand one back (a decoder short of a block).
+            j_before, run_start_s = j, now
+            num_running, num_waiting = len(running), len(waiting) - head
+            spec_durs: list[float] = []  # (the phase controller's `decode_run`: durations and tokens emitted)
+            spec_tokens: list[int] = []
+            spec_order = list(running)  # (every running request decodes)
+            while j < tick_budget and now < max_time:
+                if next_arrival_s <= now:
+                    if num_running < cap and (not admission_blocked or not is_fcfs):
+                        break  # it could be admitted: the loop below
+                    while next_arrival_s <= now:  # the batch is full: it joins the queue
+                        if ptr < R:
+                            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+                            ptr += 1
+                        else:  # (a session's turn, by its key)
+                            _enqueue_key(waiting, take_turn(now), head, class_end)
+                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    num_waiting = len(waiting) - head
+                elif num_waiting and num_running < cap and not admission_blocked:
+                    break  # a completion made room for a waiting request
+                spec_grown, need_d = _spec_grow(spec_order, base, spec_held, d, spec_slots, bs)
+                if need_d > free:
+                    break  # (the loop below hands the tick back: pre-emption is the scheduler's)
+                free -= need_d
+                ctx, num_dec, order_tick = S + B * d, B, spec_order
+                D, pairs, draft_s, spec_emitted, done, freed, S, spec_order = _spec_decode(
+                    spec, spec_draws, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
+                dur, flops, nbytes, is_comp = tick(D, D, pairs, ctx, num_dec, 0.0)  # (the loop below's, P = A = 0)
+                dur += draft_s
+                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                if j < want_batches:
+                    spec_batches.append((j, order_tick, spec_grown, (), ()))
+                if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
+                    tick_gaps[j] = _own_gaps(running, waiting_since, now + dur, sync_s, first_gap, sync_from, j + 1)
+                if done is not None:
+                    if num_blocks - free > peak_in_tick:  # (in use during the tick: its finishing decoders free theirs)
+                        peak_in_tick = num_blocks - free
+                    free += freed
+                    for r in done:
+                        del running[r]
+                    B -= len(done)
+                    toks = B
+                    num_running = len(running)
+                    admission_blocked = False
+                rows.append((dur, D, num_running, num_waiting, num_blocks - free, flops, nbytes, is_comp))
+                spec_seqs.append(num_dec)
+                if not policy_is_fixed:
+                    spec_durs.append(dur)
+                    spec_tokens.append(spec_emitted)
+                now += dur  # (the tick's end: `now + dur`, as everywhere)
+                j += 1
+                d += 1
+                if done is not None:
+                    if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
+                        release(done, now)
+                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    if not B:
+                        break
+            if j > j_before:
+                if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
+                    if phase_is_fixed:
+                        sched.decode_ticks(j - j_before)
+                    else:
+                        decode_run(run_start_s, spec_durs, spec_tokens)
+                sync_s = now  # every tick of the loop decoded
+                continue
+            # no tick ran (a decoder short of a block, or room for an arrival): the loop below
+        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not (
+                first_blocks or speculating):  # fmt: skip
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
             # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
             # only at an arrival or a completion, so they are kept as locals. Decoders whose last token is
@@ -1293,7 +1442,11 @@ def run_ticks(engine: Engine):
             steps.seqs_left = cap - num_running
             steps.free = free
             steps.chunks = steps.admit = no_steps
-            if not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
+            if speculating:  # the decoders in batch order, the blocks each holds if they run, and the blocks they take
+                spec_order = _spec_order(running, prefilling)
+                spec_grown, steps.need_d = _spec_grow(spec_order, base, spec_held, d, spec_slots, bs)
+                steps.spec_chunk_held = ()
+            elif not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
                 steps.need_d = phase_count[d % bs]
                 steps.d = d  # (a pre-emption reads the decoders' contexts)
             steps.kind = kind  # (the prefix cache's lines and a chunk's pre-emption read it)
@@ -1306,7 +1459,7 @@ def run_ticks(engine: Engine):
                 sched.batch_may_have_shrunk(num_running)  # (as `Scheduler._plan` starts)
             try:
                 decoding = compose_tick(kind, B, max_tokens, decode_tokens, may_admit, False, run_decodes, run_chunks,
-                                        admit_waiting, None)  # fmt: skip
+                                        admit_waiting, None, verify_width)  # fmt: skip
             except _HandBack:
                 if saved_phase is not None:
                     sched.phase.restore(saved_phase)
@@ -1369,24 +1522,34 @@ def run_ticks(engine: Engine):
                     own_last = _decoders_last_tokens(running, since, sync_s, base, prefilling)
                 else:  # every running request decodes (the tick's admissions join `running` below)
                     own_last = list(map(since, running, itertools.repeat(sync_s)))
-            done = finish_at.pop(d, None)
-            if done is not None:
-                heapq.heappop(done_ticks)  # (d: the smallest key)
-                if unclipped:
-                    L -= (d + 1) * len(done)
-                for r in done:
-                    b = base[r]
-                    if fixed:
-                        freed += held_fixed[r]
-                    else:  # ceil((b + d + 1) / bs): its context's blocks (n > 1: each sample's, less what they share)
-                        freed += (b + d) // bs + 1 if not copies else n * ((b + d) // bs + 1) - shared.pop(r)
-                    if pc is not None:
-                        freed -= pc.finish(r, b + d + 1)
-                    phase_count[(-b) % bs] -= n
-                    S -= b * n
-                    finished.append((r, j, d))
-                B -= len(done)
-                toks = B * n
+            dec_seqs = D  # (sequences that decode: the price's, and the decoders' gaps)
+            if speculating:  # each decoder's own tokens (`_spec_decode`); D: the positions verified
+                dec_seqs = B
+                D, pairs, draft_s, spec_emitted, done, freed, S, _ = _spec_decode(
+                    spec, spec_draws, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
+                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                if done is not None:
+                    B -= len(done)
+                    toks = B
+            else:
+                done = finish_at.pop(d, None)
+                if done is not None:
+                    heapq.heappop(done_ticks)  # (d: the smallest key)
+                    if unclipped:
+                        L -= (d + 1) * len(done)
+                    for r in done:
+                        b = base[r]
+                        if fixed:
+                            freed += held_fixed[r]
+                        else:  # ceil((b + d + 1) / bs): its context's blocks (n > 1: each sample's, less what they share)
+                            freed += (b + d) // bs + 1 if not copies else n * ((b + d) // bs + 1) - shared.pop(r)
+                        if pc is not None:
+                            freed -= pc.finish(r, b + d + 1)
+                        phase_count[(-b) % bs] -= n
+                        S -= b * n
+                        finished.append((r, j, d))
+                    B -= len(done)
+                    toks = B * n
             d += 1
         elif not chunks and not admit:
             if not idle_now:
@@ -1414,9 +1577,13 @@ def run_ticks(engine: Engine):
             j += 1
             continue
         else:
-            D = kv_read = pairs = 0
+            D = kv_read = pairs = dec_seqs = 0
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
+        if speculating:  # the blocks the tick's chunks and admissions hold (admitted: no lookahead, as `Scheduler._admit`)
+            spec_held.update(steps.spec_chunk_held)
+            for w, _, chunk in admit:
+                spec_held[w] = -(-chunk // bs)
         for w, h, _ in admit:
             scheduled.append((w, j))
             if victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
@@ -1466,6 +1633,8 @@ def run_ticks(engine: Engine):
             if o == 1:
                 if copies and not fixed and again and again[-1] == r:  # (a recompute victim: past its prompt its
                     freed += int(kv_blocks_for(total, prompt_of(r)))  # samples hold their own blocks; no prefix cache)
+                elif speculating:  # (its chunks' blocks, the draft's lookahead with them)
+                    freed += spec_held[r]
                 else:
                     freed += held_fixed[r] if fixed else -(-total // bs) - (pc.release(r) if pc is not None else 0)
                 finished.append((r, j, -1))
@@ -1482,6 +1651,12 @@ def run_ticks(engine: Engine):
                 if fresh is None:
                     fresh = []
                 fresh.append(r)
+            if speculating:  # its tokens left after this first one (its blocks: its chunks', `spec_held`)
+                spec_left[r] = o - 1
+                S += b
+                B += 1
+                toks += 1
+                continue
             last_d = d + o - 2
             if unclipped:
                 L += last_d + 1
@@ -1504,7 +1679,13 @@ def run_ticks(engine: Engine):
             B += 1
             toks += n
         A = len(pre)
-        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + D + past_seqs, 0.0)
+        if speculating:
+            if j < want_batches and (decoding or A):  # the batch log: decoders, then prefill chunks and admissions
+                spec_batches.append((j, spec_order if decoding else (), spec_grown if decoding else (), pre,
+                                     [spec_held[r] for r, _, _ in pre]))  # fmt: skip
+        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + dec_seqs + past_seqs, 0.0)
+        if speculating and decoding:  # the draft's k steps (`Engine._advance_tick`: the target's price, then the draft's)
+            dur += draft_s
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
@@ -1523,7 +1704,7 @@ def run_ticks(engine: Engine):
         if again:  # PREFILL_DONE: each a gap from its last token before pre-emption, after the decoders' (`_advance_tick`)
             gaps = tick_gaps.get(j)
             if gaps is None:  # (the decoders' gaps, in running order: all the shared one)
-                gaps = tick_gaps[j] = [t_end - sync_s] * (D // n) if decoding else []
+                gaps = tick_gaps[j] = [t_end - sync_s] * (dec_seqs // n) if decoding else []
             max_itl = st.max_itl_s
             for r in again:
                 gap = t_end - last_token.item(r)
@@ -1556,12 +1737,18 @@ def run_ticks(engine: Engine):
         prefill_rows.append(j)  # (three appends: ~240 instructions fewer than extending it by a tuple)
         prefill_rows.append(P)
         prefill_rows.append(A)
-        if not policy_is_fixed:  # (a fixed policy's observe does nothing)
+        if speculating:  # (the row's decode tokens are the positions verified: its decoders apart)
+            spec_seqs.append(dec_seqs)
+            if not policy_is_fixed:  # (the phase controllers count decode throughput in tokens emitted)
+                observe(t_end, dur, P, spec_emitted if decoding else 0)
+        elif not policy_is_fixed:  # (a fixed policy's observe does nothing)
             observe(t_end, dur, P, D)
         if decoding:
             sync_s = t_end
         now = t_end
         j += 1
+    if speculating:  # (the steps the run took: the stream goes on from there)
+        spec_draws.settle()
     if pc is not None:
         pc.tick_offset = 0
     engine._note_kv_peak(peak_in_tick)
@@ -1578,7 +1765,8 @@ def run_ticks(engine: Engine):
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
-                       recomputed, (episodes, dec_victims, kept) if episodes else None)  # fmt: skip
+                       recomputed, (episodes, dec_victims, kept) if episodes else None,
+                       speculated=(spec_held, spec_seqs, spec_batches) if speculating else None)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -1617,6 +1805,135 @@ def _decode_first_tokens(tokenless: dict, gaps: list[float], j: int, first_gap: 
         decode_first.append((r, j))
     tokenless.clear()
     return [g for g in gaps if g == g]
+
+
+def _spec_order(running: dict, prefilling: dict) -> list[int]:
+    """The decoders of a speculative tick in batch order: running order without the running prefills
+    (`Scheduler._plan`'s decodes)."""
+    return [r for r in running if r not in prefilling] if prefilling else list(running)
+
+
+def _spec_grow(order: list[int], base: dict, held: dict, d: int, slots: int, bs: int) -> tuple[list[int], int]:
+    """The blocks each decoder of a speculative tick (batch order, decoding tick d) holds if they decode
+    (`Scheduler._grow_decodes`: the blocks for its context plus `Scheduler.decode_slots`, its verify positions and the
+    draft's lookahead, never fewer than it holds), and the blocks they take in total (the tick's `need_d`)."""
+    grown = []
+    need = 0
+    for r in order:
+        h = -(-(base[r] + d + slots) // bs)  # (context base + d: `run_ticks`' bookkeeping)
+        x = held[r]
+        if h > x:
+            need += h - x
+            grown.append(h)
+        else:
+            grown.append(x)
+    return grown, need
+
+
+class _SpecDraws:
+    """The acceptance stream as a run takes it, tick by tick in batch order: from `Speculator.upcoming_list` (read
+    only), and `settle` makes `Speculator.use` of the steps taken when the run ends (the stream is then where
+    tick-by-tick stepping leaves it)."""
+
+    __slots__ = ("spec", "lead", "pos")
+
+    def __init__(self, spec):
+        self.spec, self.lead, self.pos = spec, [], 0
+
+    def take(self, num_steps: int) -> list[int]:
+        """The next `num_steps` sequence-steps' leading accepted drafts."""
+        pos = self.pos
+        end = pos + num_steps
+        if end > len(self.lead):
+            self.spec.use(pos)
+            self.lead = self.spec.upcoming_list(num_steps)
+            pos, end = 0, num_steps
+        self.pos = end
+        return self.lead[pos:end]
+
+    def settle(self) -> None:
+        self.spec.use(self.pos)
+        self.lead, self.pos = [], 0
+
+
+def _min_int(a: int, b: int) -> int:
+    """`min` of two Python ints, as `tokens_emitted`'s `minimum` one decoder at a time (the builtin's argument handling
+    costs ~1.5k instructions a call: ~3.5k a decoder with it, ~1.9k with this)."""
+    return a if a < b else b
+
+
+def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown: list[int], base: dict, left: dict,
+                 held: dict, d: int, S: int, finished: list, j: int):  # fmt: skip
+    """The decode step of a speculative tick (decoding tick d, tick j) as `Engine._advance_tick` makes it, per decoder:
+    the verify width (`Scheduler.verify_width` of the decoders that run), the tick's verify aggregates
+    (`speculative.verify_aggregates`) and the draft's time (`Speculator.draft_s`) over their contexts (S + B x d), then
+    the next B sequence-steps of the acceptance stream in batch order (`_SpecDraws`: `Speculator.accepted`'s), each decoder's tokens by
+    the one rule (`speculative.tokens_emitted`: one decoder at a time, or in one array call for many): its extra tokens
+    go into `base` (its context stays `base + d`, S their sum), the decoders that emit their last token are finished
+    (their blocks freed) and the Speculator's counters move as `_advance_tick` moves them. Returns (decode tokens: the
+    positions verified, attention pairs, the draft's time, tokens emitted, the finished decoders in batch order or
+    None, their blocks, S, the decoders left in batch order)."""
+    B = len(order)
+    width = verify_width(B)
+    ctx = S + B * d
+    D, _, pairs, _ = verify_aggregates(width, B, ctx)
+    draft_s = spec.draft_s(B, ctx)
+    drafts = width - 1
+    lead = draws.take(B)
+    if B < SPEC_RULE_BY_ARRAYS:
+        gained = [tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead)]
+    else:
+        gained = tokens_emitted(np.array(lead, dtype=np.int64), drafts, np.array([left[r] for r in order], dtype=np.int64),
+                                np.minimum).tolist()  # fmt: skip
+    freed = 0
+    done = None
+    staying = []
+    for r, g, h in zip(order, gained, grown):
+        held[r] = h
+        b = base[r] = base[r] + g - 1
+        S += g - 1
+        left_r = left[r] - g
+        if left_r:
+            left[r] = left_r
+            staying.append(r)
+            continue
+        S -= b  # (it leaves the sum of base)
+        freed += h
+        finished.append((r, j, d))
+        if done is None:
+            done = []
+        done.append(r)
+    emitted = sum(gained)
+    spec.num_steps += B
+    spec.num_emitted += emitted
+    spec.draft_time_s += draft_s
+    return D, pairs, draft_s, emitted, done, freed, S, staying
+
+
+def _spec_batch_entries(K: int, spec_batches: list, num_ticks0: int) -> tuple:
+    """The batch log of a speculative run's first K ticks as `Recorder.batch` takes them (`_batch_entries`' layout):
+    per tick its decoders in batch order (one token each), then its prefill chunks and admissions (request, computed
+    before, chunk), each with the blocks it held during the tick (`_spec_grow`'s, `_Steps._spec_chunks_need`'s)."""
+    ticks: list[int] = []
+    req: list[int] = []
+    new: list[int] = []
+    is_dec: list[bool] = []
+    held: list[int] = []
+    for j, order, grown, pre, pre_held in spec_batches:
+        if j >= K:
+            break
+        ticks += [num_ticks0 + j] * (len(order) + len(pre))
+        req += order
+        new += [1] * len(order)
+        is_dec += [True] * len(order)
+        held += grown
+        for r, _, chunk in pre:
+            req.append(r)
+            new.append(chunk)
+            is_dec.append(False)
+        held += pre_held
+    return (np.array(ticks, dtype=np.int64), np.array(req, dtype=np.int64), np.array(new, dtype=np.int64),
+            np.array(is_dec, dtype=bool), np.array(held, dtype=np.int64))  # fmt: skip
 
 
 def _leave(r: int, d: int, bs: int, n: int, base: dict, finish_at: dict, done_ticks: list, phase_count: list, shared: dict,
@@ -1930,7 +2247,7 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=(),
-                preempted=None) -> bool:  # fmt: skip
+                preempted=None, speculated=None) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
@@ -1938,7 +2255,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     (episodes: (victims, tick) each; decoder victims -> their last decoding tick number; kept: (victims, computed,
     emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`): a decoder victim's progress up to its
     last decoding tick is written as a finished decoder's (its last token, gaps, batch log), then what the pre-emption
-    left is put back and the PREEMPTED events are recorded)."""
+    left is put back and the PREEMPTED events are recorded; `speculated`: a speculative run's (decoder -> blocks held,
+    decoders of each tick, logged ticks' decoders: `run_ticks`' spec_held, spec_seqs, spec_batches))."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -1952,6 +2270,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     col.update(num_prefill_tokens=P, num_prefill_seqs=A)
     dur, D = col["duration_s"], col["num_decode_tokens"]
     seqs = D if num_samples == 1 else D / num_samples  # decoders in each tick (n tokens each: exact in float64)
+    if speculated is not None:  # (its decode tokens are the positions verified)
+        seqs = np.array(speculated[1], dtype=np.float64)
     # The loop's clock: each tick starts where the last ended (`now + dur`, added in the same order)
     if idle_ends:
         t0, t_end = _clock_with_idle(now0, dur, idle_ends)
@@ -2003,7 +2323,12 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         at_fin = sorter[np.minimum(np.searchsorted(fin_req, dec_req, sorter=sorter), fin_req.size - 1)]
         is_fin = fin_req[at_fin] == dec_req
         at_fin = at_fin[is_fin]
-    if want_batches:
+    if want_batches and speculated is not None:  # (a decoder's blocks are not its context's: logged tick by tick)
+        K = min(n, want_batches)
+        spec_batches = speculated[2]
+        num_rows = sum(len(order) + len(pre) for j, order, _, pre, _ in spec_batches if j < K)
+        rec.batch_deferred(num_rows, lambda: _spec_batch_entries(K, spec_batches, num_ticks0))
+    elif want_batches:
         # running order: the call's first requests, then admissions and joined decoders as they entered `running` (a
         # decoder that joins before tick j comes before tick j's admissions; `sorted` is stable)
         if joined_at:
@@ -2099,6 +2424,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     run_ids = _int64s(running, len(running))
     if held_fixed is None and num_samples == 1:
         kv.held[run_ids] = -(-st.computed[run_ids] // bs)
+        if speculated is not None:  # (their verify positions and the draft's lookahead too: `run_ticks`' spec_held)
+            held = speculated[0]
+            kv.held[run_ids] = [held[r] for r in running]
     elif held_fixed is None:  # (n > 1: the samples' blocks past the prompt, `kv.blocks_for`)
         kv.held[run_ids] = kv.blocks_for(st.computed[run_ids], st.prompt[run_ids])
     else:

@@ -122,6 +122,13 @@ class Speculator:
             self._ahead = np.concatenate((self._ahead, np.cumprod(ok, axis=1).sum(axis=1)))
         return self._ahead[:num_steps]
 
+    def upcoming_list(self, num_steps: int) -> list[int]:
+        """`upcoming` as a Python list of at least `num_steps` steps (the steps already drawn, at least
+        DRAW_AHEAD_STEPS), read only: a per-tick caller (the scalar core, `fastpath._spec_decode`) takes each tick's
+        steps from it in stream order and then `use`s those it took, so the stream is consumed as tick-by-tick stepping
+        consumes it (a NumPy slice per tick costs ~10k instructions, a list slice ~0.3k)."""
+        return self.upcoming(max(num_steps, self._ahead.size, DRAW_AHEAD_STEPS)).tolist()
+
     def use(self, num_steps: int) -> None:
         """The next `num_steps` sequence-steps' draws are used (by a coalesced run, after `upcoming`)."""
         self._ahead = self._ahead[num_steps:]

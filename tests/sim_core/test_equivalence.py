@@ -206,13 +206,14 @@ def test_speculative_runs_past_completions_equal_tick_by_tick(case, monkeypatch)
     shrinking, widening = [], []
     original = Recorder.ticks
 
-    def ticks(rec, cols, n):  # (only coalesced runs record rows in bulk: the scalar core does not run speculation)
+    def ticks(rec, cols, n):  # (only coalesced runs record rows in bulk: the scalar core is kept off speculation here)
         seqs, tokens = np.broadcast_to(cols["num_decode_seqs"], (n,)), np.broadcast_to(cols["num_decode_tokens"], (n,))
         shrinking.append(bool((np.diff(seqs) < 0).any()))
         widening.append(bool((np.diff(tokens // seqs) > 0).any()))
         return original(rec, cols, n)
 
     monkeypatch.setattr(Recorder, "ticks", ticks)
+    speculation_off_the_core(monkeypatch)
     on, off = run_both(cfg)
     assert_same_result(on, off)
     assert any(shrinking)  # a run went on past a completion
@@ -260,6 +261,14 @@ PREEMPTS_UNDER_KV_PRESSURE = {"engine-vllm-v1", "engine-sarathi-serve", "engine-
 # two pooled system prompts shared by 70 % of requests (the prefix cache's variants)
 SHARED_PROMPTS = {"num_system_prompts": 2, "share_ratio": 0.7,
                   "system_prompt_tokens": {"dist": "fixed", "mean": 100, "min": 1, "max": 300}}
+
+
+def speculation_off_the_core(monkeypatch) -> None:
+    """Speculative configs run on the scheduler and coalesced speculative runs (`Engine._advance_spec_run`) from now
+    on, as the configs the scalar core leaves to them do (`fastpath.speculates_here`)."""
+    from sim_core import fastpath
+
+    monkeypatch.setattr(fastpath, "speculates_here", lambda engine: False)
 
 
 def buildable(scenario: str, over: dict, kv_room: float | None = None):
@@ -433,13 +442,13 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     core_preemptions, write_back = [0], fastpath._write_back
     runs_past = [0, 0]  # core runs that pre-empted, and those that went on after a tick that pre-empted
 
-    def counted(*args):  # (the victims of each of a run's ticks that pre-empted: `run_ticks`' `preempted`)
+    def counted(*args, **kwargs):  # (the victims of each of a run's ticks that pre-empted: `run_ticks`' `preempted`)
         if args[-1] is not None:
             episodes = args[-1][0]
             core_preemptions[0] += sum(victims.size for victims, _ in episodes)
             runs_past[0] += 1
             runs_past[1] += len(episodes) > 1 or episodes[-1][1] < len(args[2]) - 1
-        return write_back(*args)
+        return write_back(*args, **kwargs)
 
     monkeypatch.setattr(fastpath, "_write_back", counted)
     check_queue_after_core_runs(monkeypatch)
@@ -640,11 +649,13 @@ def test_closed_loop_sessions_equal_tick_by_tick(case):
 def scalar_core_takes(cfg) -> bool:
     """Whether the scalar core should run this config's ticks (until it hands one back), stated here, not asked of
     `fastpath.eligible` (a test that asked it would pass if sessions silently left the core): continuous batching
-    without dynamic batch sizing or speculation, and the prefix cache only where the core keeps it (not with fixed block
-    counts, reserved admission or contiguous KV: `run_ticks`' entry checks; SGLang's token test with it is the core's)."""
+    without dynamic batch sizing, speculation only where the core takes it (`spec_core_takes`), and the prefix cache only
+    where the core keeps it (not with fixed block counts, reserved admission or contiguous KV: `run_ticks`' entry checks;
+    SGLang's token test with it is the core's)."""
     s = cfg.scheduler
     fixed = s.admission == "reserve" or cfg.kv_cache.layout == "contiguous"
-    return (s.batching == "continuous" and not s.dynamic_batch.enabled and not s.speculative.enabled
+    return (s.batching == "continuous" and not s.dynamic_batch.enabled
+            and not (s.speculative.enabled and not spec_core_takes(cfg))
             and not (cfg.kv_cache.enable_prefix_caching and fixed))  # fmt: skip
 
 
@@ -1055,6 +1066,7 @@ def test_speculative_runs_walked_in_python_equal_tick_by_tick(scenario, variant,
     the stream's order. Every output equals tick by tick's (`limits.coalesce_ticks = false`), and the Python walk ran
     most of the runs' ticks where the batches are small (not with all requests at once)."""
     cfg = speculative_config(scenario, variant)
+    speculation_off_the_core(monkeypatch)
     walked = count_spec_walk_ticks(monkeypatch)
     on, off = run_both(cfg)
     assert_same_result(on, off)
@@ -1085,6 +1097,7 @@ def test_both_speculative_walks_give_the_same_ticks(monkeypatch):
         compared.append((remaining.size, k, bool((by_scalar[0][:, -1] == 0).any())))
         return by_scalar
 
+    speculation_off_the_core(monkeypatch)
     monkeypatch.setattr(Engine, "_spec_walk_scalar", both)
     monkeypatch.setattr(Engine, "_spec_walk_arrays", lambda e, c, r, k, s: both(e, c, r, k, s))
     for scenario, variant in [("engine-vllm-v1", "head, light traffic"), ("engine-vllm-v0", "draft model, heavy traffic")]:
@@ -1097,3 +1110,169 @@ def test_both_speculative_walks_give_the_same_ticks(monkeypatch):
     assert len(compared) > 50
     assert max(b for b, _, _ in compared) > 100 and max(k for _, k, _ in compared) > 24  # large runs, priced as arrays
     assert any(left for _, _, left in compared)  # decoders left mid-run
+
+
+# ---------------------------------------------------------------- speculative decoding on the scalar core (session 45)
+def spec_core_takes(cfg) -> bool:
+    """Whether the scalar core should run a speculative config's ticks (until it hands one back), stated here, not asked
+    of `fastpath.speculates_here` (a test that asked it would pass if speculation silently left the core): continuous
+    batching without dynamic batch sizing, a paged cache without the prefix cache, and any admission but reserved blocks
+    and SGLang's token test."""
+    s = cfg.scheduler
+    return (s.batching == "continuous" and not s.dynamic_batch.enabled and s.admission not in ("reserve", "new_token_ratio")
+            and cfg.kv_cache.layout == "paged" and not cfg.kv_cache.enable_prefix_caching)  # fmt: skip
+
+
+SPEC_CORE_VARIANTS = ("head k=1, light", "head k=5, heavy", "draft model k=2", "kv pressure", "drafts cut", "acceptance 0",
+                      "acceptance 1", "closed loop", "sessions", "batch log 7 ticks")  # fmt: skip
+
+
+def spec_core_config(scenario: str, variant: str):
+    """Engine preset `scenario` speculating (one sample per request, the batch log on), for the scalar core's decode
+    step: an EAGLE-style head with 1 draft under light traffic, 5 drafts under heavy traffic (large batches: the rule in
+    one array call), a draft model, KV room for about 1.5 of the longest requests (hand-backs for pre-emption), drafts
+    cut to a small token budget, acceptance 0 and 1, a closed loop, closed-loop sessions and a batch log of 7 ticks.
+    None when the preset does not take the variant."""
+    spec = {"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.7}
+    over = dict(seed=11, workload__num_requests=70, workload__num_samples=1, limits__num_recorded_batches=2000,
+                workload__arrival__rate_per_s=8.0)  # fmt: skip
+    if variant == "head k=1, light":
+        over.update(workload__arrival__rate_per_s=2.0)
+        spec.update(num_draft_tokens=1, acceptance_rate=0.8)
+    elif variant == "head k=5, heavy":
+        over.update(workload__arrival__rate_per_s=80.0, workload__num_requests=120)
+        spec.update(num_draft_tokens=5, acceptance_rate=0.6)
+    elif variant == "draft model k=2":
+        spec.update(num_draft_tokens=2, draft="model")
+    elif variant == "drafts cut":  # past 64 decoders each verifies fewer than 1 + k positions
+        over.update(workload__arrival__process="offline", workload__num_requests=150, scheduler__max_num_seqs=256,
+                    workload__prompt_tokens={"dist": "uniform", "mean": 8, "min": 1, "max": 16},
+                    workload__output_tokens={"dist": "uniform", "mean": 60, "min": 20, "max": 100},
+                    scheduler__max_num_batched_tokens=512, scheduler__enable_chunked_prefill=True)  # fmt: skip
+        spec.update(num_draft_tokens=8, acceptance_rate=0.9)
+    elif variant == "acceptance 0":
+        spec.update(acceptance_rate=0.0)
+    elif variant == "acceptance 1":
+        spec.update(acceptance_rate=1.0, num_draft_tokens=4)
+    elif variant == "closed loop":
+        over.update(workload__arrival__process="closed_loop", workload__arrival__num_clients=12)
+    elif variant == "sessions":
+        over.update(workload__sessions={"turns": 3, "think_time_s": 0.5, "user_tokens": {"dist": "uniform", "mean": 40, "min": 1, "max": 80}})
+    elif variant == "batch log 7 ticks":
+        over.update(limits__num_recorded_batches=7)
+    over["scheduler__speculative"] = spec
+    return buildable(scenario, over, 1.5 if variant == "kv pressure" else None)
+
+
+SPEC_CORE_CASES = [(scenario, variant) for scenario in ENGINE_SCENARIOS for variant in SPEC_CORE_VARIANTS
+                   if spec_core_config(scenario, variant) is not None]  # fmt: skip
+
+
+def test_the_speculative_core_cases_cover_every_preset_and_variant():
+    assert {s for s, _ in SPEC_CORE_CASES} == set(ENGINE_SCENARIOS)
+    assert {v for _, v in SPEC_CORE_CASES} == set(SPEC_CORE_VARIANTS)
+    taken = {s for s, v in SPEC_CORE_CASES if spec_core_takes(spec_core_config(s, v))}
+    assert len(taken) >= 8  # (vLLM V0 and V1, Sarathi-Serve, TensorRT-LLM max utilization, the article's policies)
+
+
+@pytest.mark.parametrize("scenario,variant", SPEC_CORE_CASES)
+def test_speculation_on_the_scalar_core_equals_tick_by_tick(scenario, variant, monkeypatch):
+    """Speculative decoding on the scalar core (issue 11: `fastpath._spec_decode`, each decoder's own tokens by
+    `speculative.tokens_emitted` over the stream in batch order, its blocks by `Scheduler.decode_slots`, the price by
+    `verify_aggregates` and `Speculator.draft_s`): every output equals tick by tick's (`limits.coalesce_ticks = false`),
+    the Speculator's figures too, and the core ran most ticks where it takes the config."""
+    cfg = spec_core_config(scenario, variant)
+    fast = count_fast_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert np.array_equal(on.timeline.num_decode_emitted, off.timeline.num_decode_emitted)
+    if variant != "acceptance 0":
+        assert on.summary.spec_tokens_per_step > 1
+    if spec_core_takes(cfg):
+        share = 0.6 if variant == "kv pressure" else 0.85
+        assert fast[0] > share * on.timeline.num_ticks, (fast[0], on.timeline.num_ticks)
+    else:
+        assert fast[0] == 0  # (the coalesced speculative runs: `test_speculative_runs_walked_in_python_equal_tick_by_tick`)
+    if variant == "drafts cut":  # the verify width is cut to the budget in every tick whose 1 + k positions pass it
+        tl = on.timeline
+        big = 9 * tl.num_decode_seqs > 512
+        assert (tl.num_decode_tokens[big] < 9 * tl.num_decode_seqs[big]).all()
+        assert big.any() or scenario != "engine-vllm-v1"
+
+
+def spec_random_config(case: int):
+    """random_config's draws with speculation (1-5 drafts, head or draft model, acceptance 0-1, the draft's cost
+    fraction) on every continuous engine preset."""
+    rng = np.random.default_rng([case, 45])
+    engine = ENGINE_SCENARIOS[case % len(ENGINE_SCENARIOS)]
+    while True:
+        o = _overrides(rng, engine)
+        o["workload__num_samples"] = 1
+        o["scheduler__speculative"] = {
+            "enabled": True, "num_draft_tokens": int(rng.integers(1, 6)), "acceptance_rate": float(rng.choice([0.0, 0.5, 0.8, 1.0])),
+            "draft": str(rng.choice(["head", "model"])), "draft_cost_fraction": float(rng.choice([0.0, 0.05, 0.3])),
+        }  # fmt: skip
+        try:
+            cfg = make_config(engine, **o)
+            if cfg.kv_cache.layout == "paged" and rng.random() < 0.5:
+                cfg = _with_kv_room(cfg, float(rng.uniform(1.0, 4.0)))
+            plan_memory(cfg)
+            return cfg
+        except (PresetError, MemoryPlanError, ValueError):
+            continue
+
+
+@pytest.mark.parametrize("case", range(max(NUM_CASES // 2, 30)))
+def test_speculation_on_random_configs_equals_tick_by_tick(case, monkeypatch):
+    cfg = spec_random_config(case)
+    fast = count_fast_ticks(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    if not spec_core_takes(cfg):
+        assert fast[0] == 0
+
+
+def test_random_speculative_configs_reach_the_scalar_core(monkeypatch):
+    """Across the random speculative configs the core runs most ticks of those it takes."""
+    fast = count_fast_ticks(monkeypatch)
+    core = total = 0
+    for case in range(24):
+        cfg = spec_random_config(case)
+        if spec_core_takes(cfg):
+            before = fast[0]
+            total += run_simulation(cfg).timeline.num_ticks
+            core += fast[0] - before
+    assert total and core > 0.7 * total
+
+
+@pytest.mark.parametrize("scenario,smart", [("engine-article-quota", False), ("engine-article-time-slice", False),
+                                            ("engine-vllm-v1", True)])
+def test_the_phase_controller_is_told_each_speculative_ticks_tokens_emitted(scenario, smart, monkeypatch):
+    """A phase controller the core consults each tick (quota, time slice; vLLM V1's decode-first one under smart
+    pre-emption, whose ticks mix prefill chunks and verify passes) is told each tick's decode tokens: with speculation
+    the tokens emitted, not the positions verified. The scalar core tells it per composed tick (`observe`) and per
+    all-decode stretch (`decode_run`); in tick order, with their prefill tokens, what it is told equals what tick-by-tick
+    stepping tells it (`observe` each tick)."""
+    from sim_core.schedulers import phase
+
+    cls = {"engine-article-quota": phase.Quota, "engine-article-time-slice": phase.TimeSlice}.get(scenario, phase.DecodeFirst)
+    told: list[tuple[int, int]] = []
+    observe, decode_run = cls.observe, cls.decode_run
+    monkeypatch.setattr(cls, "observe", lambda self, e, d, p, t: (told.append((p, t)), observe(self, e, d, p, t))[1])
+    monkeypatch.setattr(cls, "decode_run", lambda self, s, durs, toks: (told.extend((0, t) for t in toks),
+                                                                          decode_run(self, s, durs, toks))[1])  # fmt: skip
+    cfg = spec_core_config(scenario, "head k=5, heavy")
+    if smart:
+        cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={
+            "smart_preemption": cfg.scheduler.smart_preemption.model_copy(update={"enabled": True})})})  # fmt: skip
+    fast = count_fast_ticks(monkeypatch)
+    on = run_simulation(cfg)
+    by_core, told[:] = list(told), []
+    off = run_simulation(cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"coalesce_ticks": False})}))
+    assert_same_result(on, off)
+    assert fast[0] > 0.85 * on.timeline.num_ticks
+    assert by_core == told
+    assert len(told) > 0.9 * on.timeline.num_ticks  # (every tick but idle rows)
+    assert any(t > s for (_, t), s in zip(told, on.timeline.num_decode_seqs.tolist()))  # (tokens emitted, > 1 a decoder)
+    if smart:  # (ticks that mix chunks and verify passes: the core's composed `observe`)
+        assert ((on.timeline.num_prefill_tokens > 0) & (on.timeline.num_decode_tokens > 0)).any()

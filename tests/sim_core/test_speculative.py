@@ -126,8 +126,10 @@ def test_phase_controllers_see_decode_tokens_emitted_not_verified(monkeypatch, c
     from tests.conftest import trace_config
 
     seen = []
-    real = Quota.observe
+    real, real_run = Quota.observe, Quota.decode_run
     monkeypatch.setattr(Quota, "observe", lambda self, end_s, dur_s, pre, dec: (seen.append(dec), real(self, end_s, dur_s, pre, dec)))
+    # (the scalar core advances the controller over an all-decode stretch in one call, with each tick's tokens)
+    monkeypatch.setattr(Quota, "decode_run", lambda self, start_s, durs, tokens: (seen.extend(tokens), real_run(self, start_s, durs, tokens)))
     cfg = trace_config([300] * 8, [40] * 8, arrivals=[0.02 * i for i in range(8)], limits__coalesce_ticks=coalesce,
                        scheduler__prefill_mode="quota",
                        scheduler__speculative={"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.0})  # fmt: skip
@@ -188,14 +190,17 @@ def test_a_speculating_decode_holds_kv_slots_for_the_drafts_lookahead(alpha, coa
     assert np.array_equal(tl.kv_blocks_used[dec], -(-(ctx + 1 + 2 * k) // 16))
 
 
-def test_a_verify_tick_never_passes_the_token_budget_offline(monkeypatch):
+@pytest.mark.parametrize("path", ["scalar core", "coalesced runs"])
+def test_a_verify_tick_never_passes_the_token_budget_offline(monkeypatch, path):
     """The review's reproducer: every request at t = 0, prompts of 1-16 tokens, k = 8, 256 sequences, a 2,048-token
     budget. Each decode verified k + 1 = 9 positions whatever the budget: 256 x 9 = 2,304 > 2,048, and ticks reached
     2,187 tokens (243 decodes x 9). vLLM V1's Scheduler.schedule cuts each running request's 1 + k tokens to the
     budget left. Here every decoder's drafts are cut alike to floor(2048 / B) - 1 (Scheduler.verify_width): at
-    acceptance 1 a full batch of 256 verifies and emits 8 tokens each, 2,048 a tick; coalesced runs (which take
-    cut ticks here) give the same result as tick by tick."""
+    acceptance 1 a full batch of 256 verifies and emits 8 tokens each, 2,048 a tick; the scalar core and coalesced runs
+    (with the core off for speculation), which take cut ticks here, give the same result as tick by tick."""
+    from sim_core import fastpath
     from sim_core.engine import Engine, run_simulation
+    from tests.sim_core.test_equivalence import count_fast_ticks
     from tests.conftest import make_config
     from tests.sim_core.test_equivalence import assert_same_result
 
@@ -209,6 +214,9 @@ def test_a_verify_tick_never_passes_the_token_budget_offline(monkeypatch):
         return ran
 
     monkeypatch.setattr(Engine, "_advance_spec_run", counting)
+    if path == "coalesced runs":
+        monkeypatch.setattr(fastpath, "speculates_here", lambda engine: False)
+    fast = count_fast_ticks(monkeypatch)
     results = []
     for coalesce in (False, True):
         cfg = make_config("spec-decode-offline-h200-llama8b", workload__num_requests=300,
@@ -217,7 +225,10 @@ def test_a_verify_tick_never_passes_the_token_budget_offline(monkeypatch):
                           scheduler__speculative={"enabled": True, "num_draft_tokens": 8, "acceptance_rate": 1.0},
                           scheduler__max_num_seqs=256, scheduler__max_num_batched_tokens=2048, limits__coalesce_ticks=coalesce)  # fmt: skip
         results.append(run_simulation(cfg, check_invariants=True))
-    assert max(run_ticks) > 1  # the coalesced path ran cut ticks (every decode tick here is cut: 256 x 9 > 2048)
+    if path == "coalesced runs":
+        assert max(run_ticks) > 1  # the coalesced path ran cut ticks (every decode tick here is cut: 256 x 9 > 2048)
+    else:
+        assert fast[0] > 0.9 * results[1].timeline.num_ticks
     assert_same_result(*results)
     res = results[1]
     tl = res.timeline
