@@ -500,11 +500,11 @@ def core_runs_and_preemption_ticks(monkeypatch) -> list[int]:
 
     counts, write_back = [0, 0], fastpath._write_back
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         if args[-1] is not None:
             counts[0] += 1
             counts[1] += len(args[-1][0])
-        return write_back(*args)
+        return write_back(*args, **kwargs)
 
     monkeypatch.setattr(fastpath, "_write_back", counted)
     return counts
