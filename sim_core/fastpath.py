@@ -712,6 +712,22 @@ def _enqueue_key(waiting: list, key: int, head: int, class_end=None) -> None:
         waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
 
 
+def _queue_arrivals(now: float, waiting: list, ptr: int, R: int, arrival_at, later_arrival_s, take_turn, is_fcfs: bool,
+                    order_key: np.ndarray, head: int, class_end=None) -> tuple[int, float]:
+    """The arrivals at or before `now` (at least one) join the queue, where a decode stretch's full batch leaves them: a
+    request by its id (`_enqueue`), a session's turn by its key (`_enqueue_key`). Returns (the next request id, the
+    next arrival's time)."""
+    while True:
+        if ptr < R:
+            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
+            ptr += 1
+        else:  # (a session's turn, by its key)
+            _enqueue_key(waiting, take_turn(now), head, class_end)
+        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+        if next_arrival_s > now:
+            return ptr, next_arrival_s
+
+
 def _release_clients(release_closed_loop, think_s: float, finished: list[int], t_end: float) -> None:
     """A closed loop's release as `run_ticks` makes it for sessions (the finished requests, the tick's end):
     `Engine._finish`'s call, `SimState.release_closed_loop` with the end, the count and the think time. (Module level,
@@ -1204,13 +1220,8 @@ def run_ticks(engine: Engine):
                 if next_arrival_s <= now:
                     if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
-                    while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        if ptr < R:
-                            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
-                            ptr += 1
-                        else:  # (a session's turn, by its key)
-                            _enqueue_key(waiting, take_turn(now), head, class_end)
-                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    ptr, next_arrival_s = _queue_arrivals(now, waiting, ptr, R, arrival_at, later_arrival_s, take_turn,
+                                                          is_fcfs, order_key, head, class_end)  # (the batch is full)
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
@@ -1280,13 +1291,8 @@ def run_ticks(engine: Engine):
                 if next_arrival_s <= now:
                     if num_running < cap and (not admission_blocked or not is_fcfs):
                         break  # it could be admitted: the loop below
-                    while next_arrival_s <= now:  # the batch is full: it joins the queue
-                        if ptr < R:
-                            _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
-                            ptr += 1
-                        else:  # (a session's turn, by its key)
-                            _enqueue_key(waiting, take_turn(now), head, class_end)
-                        next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    ptr, next_arrival_s = _queue_arrivals(now, waiting, ptr, R, arrival_at, later_arrival_s, take_turn,
+                                                          is_fcfs, order_key, head, class_end)  # (the batch is full)
                     num_waiting = len(waiting) - head
                 elif num_waiting and num_running < cap and not admission_blocked:
                     break  # a completion made room for a waiting request
