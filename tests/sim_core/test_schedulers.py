@@ -854,8 +854,12 @@ def _decode_instance(eng):
     kv.num_blocks = kv.num_free = 36
     eng.reserve(np.array([0, 1]), np.array([10, 10]))
     eng.inject_prefilled(np.array([0, 1]), 0.0, np.array([0.0, 0.0]))
+    # The set-up steps tick by tick on every executor: it injects request 2 at the first pre-emption's instant, and a
+    # scalar core's run goes on past a pre-emption (`fastpath._preempt_in_run`); the executor decides again after it.
+    eng._fast = False
     while st.num_preemptions[1] == 0:
         assert eng.step()
+    eng._fast = None
     assert st.running.tolist() == [0] and st.num_preemptions.tolist() == [0, 1, 0]
     eng.reserve(2, 10)
     eng.inject_prefilled(2, st.now_s, st.now_s)
@@ -968,11 +972,17 @@ def test_sglang_appends_a_retracted_request_behind_the_waiting_ones_where_vllm_p
     queues = {}
     for where in ("by_key", "append"):
         eng = Engine(_sglang_requeue(where, coalesce))
-        st = eng.st
-        while not st.num_preemptions.any():
+        st, preempt, seen = eng.st, eng.sched._preempt, []
+
+        def preempt_and_look(state, ids, plan):  # the queue as the requeue leaves it, on whichever executor calls it
+            preempt(state, ids, plan)  # (the scalar core's run goes on past it: `fastpath._preempt_in_run`)
+            seen.append((np.asarray(ids).tolist(), state.key_to_id(state.waiting_keys).tolist()))
+
+        eng.sched._preempt = preempt_and_look
+        while not seen:
             assert eng.step()
-        assert st.num_preemptions.tolist() == [0, 0, 0, 1, 0, 0, 0] and st.running.tolist() == [0, 1, 4]
-        queues[where] = st.key_to_id(st.waiting_keys).tolist()
+        victims, queues[where] = seen[0]
+        assert victims == [3] and st.num_preemptions.tolist() == [0, 0, 0, 1, 0, 0, 0]
     assert queues == {"by_key": [3, 5, 6], "append": [5, 6, 3]}
     assert read_preset_data("engines", "sglang")["scheduler"]["preemption_requeue"] == "append"
 
