@@ -52,12 +52,40 @@ def main(repeats: int = 7) -> int:
     return 0
 
 
+def _time_page(browser, url: str, link, widget_key: str, repeats: int) -> dict:
+    """Time one served page: `repeats` fresh-browser opens of `link(i)` until the Gantt is drawn (after one untimed
+    open that warms the server), then, on one loaded page, `repeats` steps of the slider `widget_key` until it is
+    redrawn. Also the loaded page's chart data (Plotly JSON and server-drawn timeline HTML), in bytes."""
+    from app.browser import GANTT_DRAWN_JS, time_to_chart_s, time_to_redraw_s
+
+    time_to_chart_s(browser, url + "/")  # warm the server (imports, first script run), not measured
+    runs = [time_to_chart_s(browser, link(i)) for i in range(repeats)]
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(url + "/")
+    page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
+    page.wait_for_load_state("networkidle")  # the page has loaded
+    page.wait_for_timeout(500)
+    figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
+        .reduce((n, p) => n + JSON.stringify(p.data).length + JSON.stringify(p.layout).length, 0)""")
+    html_bytes = page.evaluate("() => (document.querySelector('[data-testid=timeline-html]') || {outerHTML: ''}).outerHTML.length")
+    redraws = []
+    for _ in range(repeats):
+        redraws.append(time_to_redraw_s(page, widget_key))
+        page.wait_for_timeout(300)
+    page.close()
+    busy = {k: statistics.median(m[k] for _, m in runs) for k in ("task", "script", "layout")}
+    return {"opens": [w for w, _ in runs], "redraws": redraws, "busy": busy, "figure_bytes": figure_bytes,
+            "html_bytes": html_bytes}
+
+
 def browser_main(repeats: int = 5) -> int:
     """Median time to the first chart from a shared link (fresh browser each time, a new config
-    each time so nothing is cached) and median redraw after one slider step."""
+    each time so nothing is cached) and median redraw after one slider step; then the same two
+    figures for the smallest Streamlit page (`app/bench_floor.py`): what Streamlit itself costs on
+    this machine, so that a slower machine's figures can be read as that floor plus the page's own."""
     from playwright.sync_api import sync_playwright
 
-    from app.browser import GANTT_DRAWN_JS, find_chromium, launch, serve, time_to_chart_s, time_to_redraw_s
+    from app.browser import FLOOR_SCRIPT, find_chromium, launch, serve
     from app.state import encode_config
 
     chromium, why = find_chromium()
@@ -66,36 +94,29 @@ def browser_main(repeats: int = 5) -> int:
         return 1
     base = baseline_s()
     cfg = load_preset(DEFAULT_SCENARIO)
-    with serve() as url, sync_playwright() as p:
+    with sync_playwright() as p:
         browser = launch(p, chromium)
-        time_to_chart_s(browser, url + "/")  # warm the server (imports, first script run), not measured
-        runs = [time_to_chart_s(browser, f"{url}/?cfg={encode_config(config_with(cfg, {'seed': 1000 + i}))}")
-                for i in range(repeats)]  # fmt: skip
-        opens = [w for w, _ in runs]
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.goto(url + "/")
-        page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
-        page.wait_for_load_state("networkidle")  # the page has loaded
-        page.wait_for_timeout(500)
-        figure_bytes = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
-            .reduce((n, p) => n + JSON.stringify(p.data).length + JSON.stringify(p.layout).length, 0)""")
-        html_bytes = page.evaluate("() => (document.querySelector('[data-testid=timeline-html]') || {outerHTML: ''}).outerHTML.length")
-        redraws = []
-        for _ in range(repeats):
-            redraws.append(time_to_redraw_s(page, "w.hardware.peak_tflops"))  # a new peak: a new run each time
-            page.wait_for_timeout(300)
+        with serve() as url:  # a new peak at each slider step: a new run each time
+            app = _time_page(browser, url, lambda i: f"{url}/?cfg={encode_config(config_with(cfg, {'seed': 1000 + i}))}",
+                             "w.hardware.peak_tflops", repeats)  # fmt: skip
+        with serve(page=FLOOR_SCRIPT) as url:
+            floor = _time_page(browser, url, lambda i: f"{url}/?run={i}", "w.floor", repeats)
         browser.close()
-    o, r = statistics.median(opens), statistics.median(redraws)
-    busy = {k: statistics.median(m[k] for _, m in runs) for k in ("task", "script", "layout")}
+    o, r = statistics.median(app["opens"]), statistics.median(app["redraws"])
+    fo, fr = statistics.median(floor["opens"]), statistics.median(floor["redraws"])
+    busy = app["busy"]
     print(f"baseline: {base * 1e3:.1f} ms · Chromium: {why}")
     print(f"shared link, fresh browser, until the Gantt is drawn: median {o:.2f} s ({o / base:.1f}x base; "
-          f"runs {', '.join(f'{x:.2f}' for x in opens)}) · target 2 s")
+          f"runs {', '.join(f'{x:.2f}' for x in app['opens'])}) · target 2 s")
     print(f"one slider step until the Gantt is redrawn: median {r:.2f} s ({r / base:.1f}x base; "
-          f"runs {', '.join(f'{x:.2f}' for x in redraws)}) · target 0.5 s")
+          f"runs {', '.join(f'{x:.2f}' for x in app['redraws'])}) · target 0.5 s")
     print(f"  of which the page's main thread was busy {busy['task']:.2f} s (JavaScript {busy['script']:.2f} s, "
           f"layout and style {busy['layout']:.2f} s); the rest is waiting (server, network, other processes)")
-    print(f"figure data on the default page: {figure_bytes / 1024:,.0f} KiB of Plotly JSON, {html_bytes / 1024:,.0f} KiB of "
-          "server-drawn timeline HTML")
+    print(f"figure data on the default page: {app['figure_bytes'] / 1024:,.0f} KiB of Plotly JSON, "
+          f"{app['html_bytes'] / 1024:,.0f} KiB of server-drawn timeline HTML")
+    print(f"Streamlit's floor here (app/bench_floor.py: one slider, one element): open {fo:.2f} s (runs "
+          f"{', '.join(f'{x:.2f}' for x in floor['opens'])}), slider step {fr:.2f} s (runs "
+          f"{', '.join(f'{x:.2f}' for x in floor['redraws'])}); the page adds {o - fo:+.2f} s and {r - fr:+.2f} s")
     return 0
 
 

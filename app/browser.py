@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+APP_SCRIPT = ROOT / "app" / "streamlit_app.py"
+FLOOR_SCRIPT = ROOT / "app" / "bench_floor.py"  # the smallest page timed the same way (app.bench --browser)
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
 # The Simulate page's Gantt: the server-drawn HTML timeline (app/components/timeline_html.py) or,
@@ -67,12 +69,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(timeout_s: float = 60.0, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run the app in a Streamlit server on a free port; yield its base URL; stop it afterwards. `env`: variables
-    added to the server's environment (e.g. $SIM_SERVER_CONFIG, its settings file)."""
+def serve(timeout_s: float = 60.0, env: dict[str, str] | None = None, page: Path = APP_SCRIPT) -> Iterator[str]:
+    """Run the app (or another page script, `page`) in a Streamlit server on a free port; yield its base URL; stop it
+    afterwards. `env`: variables added to the server's environment (e.g. $SIM_SERVER_CONFIG, its settings file)."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", str(page), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")},
