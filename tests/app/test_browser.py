@@ -546,6 +546,23 @@ def test_the_browser_benchmark_measures_both_figures(server, browser):
     page.close()
 
 
+def test_the_browser_benchmarks_floor_page_is_timed_as_the_app_is(browser):
+    """The benchmark's floor (app/bench_floor.py) must be seen by the same chart detector and redrawn by its slider;
+    otherwise `python -m app.bench --browser` would wait out its timeouts and print nothing for it."""
+    from app.browser import FLOOR_SCRIPT, time_to_chart_s, time_to_redraw_s
+
+    with serve(page=FLOOR_SCRIPT) as url:
+        wall_s, busy = time_to_chart_s(browser, url + "/?run=0")
+        assert 0 < busy["task"] < wall_s + 1
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.wait_for_function(GANTT_DRAWN_JS, timeout=30_000)
+        assert page.locator("[data-testid=timeline-html] .b").inner_text() == "50"
+        assert 0 < time_to_redraw_s(page, "w.floor") < 60
+        assert page.locator("[data-testid=timeline-html] .b").inner_text() == "51"
+        page.close()
+
+
 def test_the_running_indicator_stays_in_view_while_the_chart_is_scrolled_to(server, browser):
     page = _open(browser, server + "/?preset=chat-h100-llama8b&workload.num_requests=50000", {"width": 1500, "height": 900})
     page.locator(HTML_GANTT).scroll_into_view_if_needed()  # the spinner's place in the page is above the headline
