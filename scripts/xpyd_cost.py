@@ -13,7 +13,7 @@ prefill / decode instances: their ticks and idle rows, pauses and resumes), `eve
 hand-off's or a transfer's end, with the dispatch it calls and the release and injection a transfer's end makes),
 `dispatch` (`Deployment._dispatch`, from events and from the loop), `inject` (`Engine.inject_prefilled`), `release`
 (`Engine.release`), `route` (`Deployment._route`: arrivals routed mid-run; round robin routes up front, in `plan`),
-`plan` (the up-front routing: `Deployment._add`), `result` (`build_result`). The loop's own share is `run` less
+`plan` (the up-front routing: `Deployment._add`), `result` (`build_result`); and parts of those (`WRAPPED`). The loop's own share is `run` less
 `setup`, the steps, `events`, the dispatches from the loop, `route` / `plan` and `result`.
 """
 
@@ -27,8 +27,9 @@ import shutil
 import subprocess
 import sys
 
-from sim_core.cluster import Deployment, run_deployment
 from sim_core import fastpath
+from sim_core.cluster import Deployment, run_deployment
+from sim_core.cluster.result import build_result
 from sim_core.cluster.transfer import LinkSides
 from sim_core.engine import Engine
 
@@ -36,11 +37,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_cost import xpyd_config  # noqa: E402
 
 PARTS = ["run", "setup", "prefill", "decode", "events", "dispatch", "inject", "release", "route", "plan", "result"]
-# Parts inside the dispatch (not in the default list): the back router's choice, the transfer's booking on the link, the
-# request's slot and blocks on its decode instance
-SUB_PARTS = {"choice": (Deployment, "_lazy_choice"), "link": (LinkSides, "send"), "add": (Engine, "add_request"),
-             "reserve": (Engine, "reserve"), "horizon": (Deployment, "_horizon"), "earliest": (Deployment, "_earliest"),
-             "join": (fastpath, "_join_decoders"), "hand_off": (fastpath, "_hand_off")}
+# part -> (class or module, function) wrapped; `run`, `prefill`, `decode` and `result` are counted below. The parts after
+# `result` are not in the default list: inside the dispatch the back router's choice, the transfer's booking on the link,
+# the request's slot and blocks on its decode instance (`add` counts the up-front routing's adds too); in the loop its
+# horizons and its scan for the earliest instance; in the runs a decoder's join and a hand-off
+WRAPPED = {"setup": (Deployment, "__init__"), "events": (Deployment, "_pop_event"), "dispatch": (Deployment, "_dispatch"),
+           "route": (Deployment, "_route"), "plan": (Deployment, "_add"), "inject": (Engine, "inject_prefilled"),
+           "release": (Engine, "release"), "choice": (Deployment, "_lazy_choice"), "link": (LinkSides, "send"),
+           "add": (Engine, "add_request"), "reserve": (Engine, "reserve"), "horizon": (Deployment, "_horizon"),
+           "earliest": (Deployment, "_earliest"), "join": (fastpath, "_join_decoders"), "hand_off": (fastpath, "_hand_off")}
 
 
 def _wrap(obj, name: str) -> None:
@@ -53,40 +58,21 @@ def _counted_run(cfg, part: str):
     """One `run_deployment` of `cfg` with `part` wrapped (see the module's doc)."""
     if part == "run":
         return operator.call(run_deployment, cfg)
-    saved = []
-    if part in ("setup", "events", "dispatch", "route", "plan"):
-        name = {"setup": "__init__", "events": "_pop_event", "dispatch": "_dispatch", "route": "_route", "plan": "_add"}[part]
-        saved.append((Deployment, name, Deployment.__dict__[name]))
-        _wrap(Deployment, name)
-    elif part in ("inject", "release"):
-        name = "inject_prefilled" if part == "inject" else "release"
-        saved.append((Engine, name, Engine.__dict__[name]))
-        _wrap(Engine, name)
-    elif part in SUB_PARTS:
-        obj, name = SUB_PARTS[part]
-        saved.append((obj, name, getattr(obj, name) if not isinstance(obj, type) else obj.__dict__[name]))
+    if part in WRAPPED:
+        obj, name = WRAPPED[part]
+        saved = obj.__dict__[name] if isinstance(obj, type) else getattr(obj, name)
         _wrap(obj, name)
-    try:
-        if part in ("prefill", "decode"):
-            dep = Deployment(cfg)
-            for x in dep.instances:
-                if x.role == part:
-                    _wrap(x.engine, "step")
-            dep.run()
-            from sim_core.cluster.result import build_result
-
-            return build_result(dep)
-        if part == "result":
-            dep = Deployment(cfg)
-            dep.run()
-            from sim_core.cluster.result import build_result
-
-            return operator.call(build_result, dep)
-        return run_deployment(cfg)
-    finally:
-        for cls, name, fn in saved:
-            if name is not None:
-                setattr(cls, name, fn)
+        try:
+            return run_deployment(cfg)
+        finally:
+            setattr(obj, name, saved)
+    dep = Deployment(cfg)
+    if part in ("prefill", "decode"):
+        for x in dep.instances:
+            if x.role == part:
+                _wrap(x.engine, "step")
+    dep.run()
+    return operator.call(build_result, dep) if part == "result" else build_result(dep)
 
 
 def _child(part: str, num_requests: int, router: str) -> None:
@@ -111,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--router", default="round_robin")
-    ap.add_argument("--parts", nargs="+", default=PARTS, choices=PARTS + list(SUB_PARTS))
+    ap.add_argument("--parts", nargs="+", default=PARTS, choices=list(dict.fromkeys(PARTS + list(WRAPPED))))
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:

@@ -53,6 +53,8 @@ def test_prices_equal_the_array_path_and_the_unkept_terms(monkeypatch, preset):
         elif kind < 0.6:  # a swap-only tick, then an empty one of the same count (no swap)
             calls.append((0, 0, 0, 0, 0, float(rng.randint(1, 10**9))))
             calls.append((0, 0, 0, 0, 0, 0.0))
+        elif kind < 0.65:  # as many tokens as sequences, fewer samples (not an all-decode tick: not kept)
+            calls.append((b + 1, 1, ctx + b + 1, ctx, b + 1, 0.0))
         elif kind < 0.7:  # decodes with a swap
             calls.append((b, b, ctx + b, ctx, b, float(rng.randint(1, 10**9))))
         else:  # composed: tokens, samples and sequences apart
