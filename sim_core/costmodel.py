@@ -32,6 +32,9 @@ EMBED_BYTES = 2  # embeddings and LM head stay 16-bit under quantised weights (v
 GB = 1e9
 GEMMS_PER_LAYER = 4  # QKV, O, gate/up (one fused GEMM), down
 GIB = 2**30
+# An all-decode tick's context-free terms are kept per token count (`CostModel._make_scalar_tick`); False: computed at
+# every tick, the reference for tests (the same values either way)
+MEMO_DECODE_TERMS = True
 # Memory CUDA keeps for itself: PyTorch reports "79.15 GiB total capacity" on an 80 GiB A100,
 # "39.59 GiB" on a 40 GiB A100 (meta-llama/llama#52), 23.58 GiB on a 24 GiB RTX 3090
 # (vllm-project/vllm#10517): 0.4–0.85 GiB. One value for all cards.
@@ -400,7 +403,10 @@ class CostModel:
         dense_expert = dense + expert_bytes(1)  # the array path's (dense + expert)
         dense_dequant_s = dqb * (body + expert_bytes(1))
 
-        def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+        def token_terms(num_tokens, num_samples, num_seqs, swap_bytes):
+            """The terms of a tick that do not read its context: (T, gemm flops, gemm bytes, gemm compute time, gemm
+            memory time, the GEMMs' soft roofline, the elementwise and per-layer time, communication, fixed
+            overhead), each the operations of the array path."""
             T = float(num_tokens)
             if moe:
                 experts = expert_bytes(num_tokens)
@@ -411,17 +417,33 @@ class CostModel:
             if swap_bytes and not num_tokens:  # swaps only: no forward pass, no weight streamed (as the array path)
                 gemm_bytes, dequant_s = 0.0, 0.0
             gemm_flops = gft * T + lmh * num_samples
+            gemm_compute_s = gemm_flops / gfs + dequant_s
+            gemm_mem_s = gemm_bytes / bps
+            return (T, gemm_flops, gemm_bytes, gemm_compute_s, gemm_mem_s,
+                    sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s),
+                    elb * T / bps + lfx if T > 0 else 0.0, arb * T / link + arf if T > 0 else 0.0, tov + pso * num_seqs)
+
+        # An all-decode tick (tokens = samples = sequences: one per decoding sample, no swap) of B tokens has the same
+        # context-free terms as every other of B tokens: kept per B (at most the batch cap's count of entries), so a run
+        # of decode ticks prices only its attention per tick (issue 13: cost; the decode instances of 2P2D price ~8
+        # ticks between two joins one by one). `MEMO_DECODE_TERMS` False: computed every tick (the reference for tests)
+        by_tokens: dict[int, tuple] = {}
+        self._decode_terms = by_tokens  # (tests read which token counts were kept)
+
+        def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+            if num_tokens == num_seqs == num_samples and not swap_bytes and MEMO_DECODE_TERMS:
+                terms = by_tokens.get(num_tokens)
+                if terms is None:
+                    terms = by_tokens[num_tokens] = token_terms(num_tokens, num_samples, num_seqs, swap_bytes)
+            else:
+                terms = token_terms(num_tokens, num_samples, num_seqs, swap_bytes)
+            T, gemm_flops, gemm_bytes, gemm_compute_s, gemm_mem_s, gemm_s, elem_s, comm_s, fixed_s = terms
             attn_flops = afp * attn_pairs
             attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
-            gemm_compute_s = gemm_flops / gfs + dequant_s
             attn_compute_s = attn_flops / afs
-            gemm_mem_s = gemm_bytes / bps
             attn_mem_s = attn_bytes / bps
-            busy_s = (sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s)
-                      + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s)
-                      + (elb * T / bps + lfx if T > 0 else 0.0))
-            comm_s = arb * T / link + arf if T > 0 else 0.0
-            duration_s = busy_s + comm_s + (tov + pso * num_seqs)
+            busy_s = gemm_s + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s) + elem_s
+            duration_s = busy_s + comm_s + fixed_s
             if swap_bytes:
                 duration_s += swap_bytes / pcie
             is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)

@@ -1184,10 +1184,11 @@ def run_ticks(engine: Engine):
             else:  # (joinable: paged, no prefix cache, one sample, `_join_decoders`' blocks and tokens)
                 horizon, joined, num_reserved = yield (now, num_in_run, ptr, free, j_paused, d, finish_at, prefilling, waiting,
                                                        head, not fixed and pc is None and not copies, done_ticks)  # fmt: skip
-            if joined or num_reserved:  # decoders that joined, blocks reserved for transfers, while the run was paused
-                # (negative: a prefill instance's blocks released, `Engine.release`; its runs never block admission:
-                # each tick prefills, no tick decodes only)
-                free -= num_reserved
+            # blocks reserved for transfers while the run was paused (negative: a prefill instance's blocks released,
+            # `Engine.release`; its runs never block admission: each tick prefills, no tick decodes only)
+            free -= num_reserved
+            if joined:  # decoders that joined (not a prefill instance's release, nor a decode run's reservation alone:
+                # no call with nothing to join, once per request on each side of 2P2D)
                 if j < want_batches:  # (the batch log lists them from tick j, after the admissions before it)
                     joined_at.extend(zip(joined, itertools.repeat(j)))  # ((r, j) each: a genexpr over j made it a cell)
                 S, B, L = _join_decoders(engine, joined, d, j, sync_s, running, base, join, sync_from, waiting_since,

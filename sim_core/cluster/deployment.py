@@ -822,7 +822,10 @@ class Deployment:
             self._incoming[d] -= 1
             self.injected[r] = True
             self.events.append((r, t, KV_TRANSFER_DONE))
-        self._dispatch(t)
+        if self._pending:
+            self._dispatch(t)
+        else:  # (`_dispatch` with nothing waiting, without the call: most transfers' ends)
+            self._dispatch_t = None
 
     def _dispatch(self, t: float) -> None:
         """Start transfers for waiting hand-offs, oldest first, while some decode instance has a slot
