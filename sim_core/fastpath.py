@@ -124,6 +124,7 @@ SPEC_RULE_BY_ARRAYS = 32
 OWN_GAPS_BY_INDEX = 8  # decoders with their own gap in a tick up to which each is put in place by a search (`_own_gaps`)
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED, IDLE = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED), int(Phase.IDLE)  # plain ints convert faster than enums
+SWAP = int(Phase.SWAP)  # (a tick that only swaps requests in: no forward pass, `Engine._advance_tick`'s phase)
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
 # values per row: the rows' conversion to float64 costs ~20 ns per value.
 _ROW = ("duration_s", "num_decode_tokens", "num_running", "num_waiting", "kv_blocks_used", "flops", "bytes",
@@ -1626,7 +1627,7 @@ def run_ticks(engine: Engine):
                     B -= len(done)
                     toks = B * n
             d += 1
-        elif not chunks and not admit:
+        elif not chunks and not admit and not (had_swapped and steps.swap_taken):  # (a swap-in alone: a SWAP tick, below)
             if not idle_now:
                 if saved_phase is not None:  # (the general loop chooses this tick again)
                     sched.phase.restore(saved_phase)
@@ -2386,6 +2387,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         at, num_swapped, swap_blocks = _columns(swapping[2], 3)
         col["num_swapped"], col["swap_blocks"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         col["num_swapped"][at], col["swap_blocks"][at] = num_swapped, swap_blocks
+        only = at[(P[at] == 0) & (D[at] == 0) & (swap_blocks > 0)]  # (ticks that only swapped in)
+        if only.size:
+            col["phase"][only] = SWAP
         for ids, j_swap, kind in swapping[1]:  # (a victim swapped out is counted as pre-empted, as `_advance_tick` does)
             if kind == Event.SWAPPED_OUT:
                 col["num_preempted"][j_swap] += ids.size
