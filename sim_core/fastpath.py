@@ -182,6 +182,7 @@ class _Steps:
         "spec_chunk_held",
         "spec_held",
         "st",
+        "swap_failed",
         "swap_taken",
         "swapped",
         "swapped_here",
@@ -237,6 +238,7 @@ class _Steps:
         # blocks (`BlockManager.host_held`), the requests this run swapped out (swapping one in hands the tick back: a
         # second decoding stretch, as `requeued`), and this tick's swap-ins (applied by the loop once the tick runs)
         self.swapped, self.host_held, self.swapped_here, self.swap_taken = None, None, set(), ()
+        self.swap_failed = False  # (this tick's swap-in took nothing: `run_ticks`' `swap_blocked`)
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
         # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
@@ -478,6 +480,7 @@ class _Steps:
         num = self.sched.swap_in_count(len(self.running) - len(self.victims), (host_held(k % R) for k in swapped),
                                        self.free)  # fmt: skip
         if not num:
+            self.swap_failed = True
             return
         taken = [k % R for k in swapped[:num]]
         st, swapped_here, target_of = self.st, self.swapped_here, self.target_of
@@ -1152,6 +1155,11 @@ def run_ticks(engine: Engine):
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
     # are unchanged, arrivals join the tail.
     admission_blocked = False
+    # ... and under swap, one whose swap-in took nothing takes nothing until a completion or a pre-emption: the swapped
+    # queue's head, its host blocks and the batch are unchanged and the free blocks only shrink (`Scheduler.swap_in_count`'s
+    # test). Its ticks then decode every decoder whatever their kind (compose_tick: decodes, no chunk, a swap-in that
+    # takes nothing, so the PREFILL tick's fallback), and run in the unrolled loop below, which stops at a completion.
+    swap_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed,
                    targets)  # fmt: skip
     unclipped = False
@@ -1332,8 +1340,8 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not (
-                first_blocks or speculating or swapped):  # fmt: skip  # (swapped: each tick tries a swap-in)
+        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked or swap_blocked) and not (
+                first_blocks or speculating or swapped and not swap_blocked):  # fmt: skip  # (swapped: a swap-in may take one)
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
             # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
             # only at an arrival or a completion, so they are kept as locals. Decoders whose last token is
@@ -1349,17 +1357,18 @@ def run_ticks(engine: Engine):
             evictable = pc._num_evictable if pc is not None else 0
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
-                    if num_running < cap and (not admission_blocked or not is_fcfs):
+                    if num_running < cap and (not admission_blocked or not is_fcfs) and not swap_blocked:
                         break  # it could be admitted: the loop below
                     ptr, next_arrival_s = _queue_arrivals(now, waiting, ptr, R, arrival_at, later_arrival_s, take_turn,
                                                           is_fcfs, order_key, head, class_end)  # (the batch is full)
                     num_waiting = len(waiting) - head
-                elif num_waiting and num_running < cap and not admission_blocked:
+                elif num_waiting and num_running < cap and not admission_blocked and not swap_blocked:
                     break  # a completion made room for a waiting request
                 if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and not waiting_since:
                     # A long stretch before the next completion: the same ticks priced as arrays (below)
                     k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
-                    joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
+                    # an arrival ends it (swapped requests: none is admitted before they are swapped in)
+                    joins = num_running < cap and (not admission_blocked or not is_fcfs) and not swap_blocked
                     limit_s = min(next_arrival_s, max_time) if joins else max_time
                     if limit_s < math.inf:  # ticks only lengthen as contexts grow: a bound from this one's
                         ctx = S + toks * d
@@ -1465,11 +1474,14 @@ def run_ticks(engine: Engine):
                     next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
                 j += 1
                 d += 1
-                if not B:
+                if not B or swap_blocked:  # (swapped: the freed blocks may let the next tick swap one in)
                     break
             if trims:
                 pc.trim_marked(trims)
             if j > j_before:
+                if swap_blocked:  # (the rows' swapped count, one for these ticks: none was swapped in or out)
+                    swap_rows.append((j_before, j - j_before, len(swapped), 0))
+                    swap_blocked = False
                 if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
                     if phase_is_fixed:  # (only SGLang's new-token ratio has state: one decay per decoding tick)
                         sched.decode_ticks(j - j_before)
@@ -1817,6 +1829,9 @@ def run_ticks(engine: Engine):
             _hand_off(engine, handing, t_end, running, handed)
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
         admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting) and not had_swapped
+        if had_swapped:  # (a swap-in that took nothing takes nothing until a completion or a pre-emption: `swap_blocked`)
+            swap_blocked = may_block and steps.swap_failed and not done and not prefilling and not preempted_now
+            steps.swap_failed = False
         if preempted_now:  # (a tick that pre-empted tried no admission, and its victims freed blocks: the next tries)
             admission_blocked = preempted_now = False
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
@@ -1825,7 +1840,7 @@ def run_ticks(engine: Engine):
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
         if swapped or swap_blocks:
-            swap_rows.append((j, len(swapped), swap_blocks))
+            swap_rows.append((j, 1, len(swapped), swap_blocks))
         prefill_rows.append(j)  # (three appends: ~240 instructions fewer than extending it by a tuple)
         prefill_rows.append(P)
         prefill_rows.append(A)
@@ -2384,9 +2399,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         for victims, j_pre in episodes:
             col["num_preempted"][j_pre] = victims.size
     if swapping is not None and swapping[2]:  # (swapped out and in: the row's swapped count and blocks moved)
-        at, num_swapped, swap_blocks = _columns(swapping[2], 3)
+        at, k, num_swapped, swap_blocks = _columns(swapping[2], 4)
         col["num_swapped"], col["swap_blocks"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        col["num_swapped"][at], col["swap_blocks"][at] = num_swapped, swap_blocks
+        col["swap_blocks"][at] = swap_blocks  # (0 at a stretch of the unrolled loop's: k > 1 ticks, none swapped)
+        col["num_swapped"][np.repeat(at - np.cumsum(k) + k, k) + np.arange(int(k.sum()))] = np.repeat(num_swapped, k)
         only = at[(P[at] == 0) & (D[at] == 0) & (swap_blocks > 0)]  # (ticks that only swapped in)
         if only.size:
             col["phase"][only] = SWAP
