@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim_core.types import Event
+from sim_core.types import Event, Status
 from tests.sim_core.test_equivalence import ENGINE_SCENARIOS, assert_same_result, buildable, run_both
 
 PAGED = [s for s in ENGINE_SCENARIOS if s not in ("engine-orca", "engine-fastertransformer")]
@@ -44,6 +44,13 @@ def core_swaps(monkeypatch) -> dict[str, int]:
         before = engine.rec.num_ticks
         done = advance(engine)
         counts["ticks"] += engine.rec.num_ticks - before
+        # the swapped queue as `Scheduler._preempt` and `_swap_in` leave it: every swapped request SWAPPED, its blocks in
+        # host memory only (a victim of a chunk's pre-emption holds its decode's new block too: not always its context's),
+        # the host blocks conserved
+        st, kv = engine.st, engine.kv
+        ids = st.key_to_id(st.swapped_keys)
+        assert np.all(st.status[ids] == Status.SWAPPED) and not kv.held[ids].any() and kv.host_held[ids].all()
+        assert kv.num_host_free + int(kv.host_held.sum()) == kv.num_host_blocks
         return done
 
     def counted_write_back(*args, swapping=None, **kwargs):
