@@ -25,8 +25,7 @@ more per further sample when its prompt ends in a partial block, which each of t
 blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample, but for a
 recompute victim's, whose positions past the prompt count once per sample in the budget (`rules.chunk_tokens`:
 `Scheduler.admit_samples`, `Scheduler.chunk_positions`) and hold a block table each (`BlockManager.blocks_for`).
-Swap is handed back as for one sample, and so is a decode instance's decoder that joins with its prompt's last token
-to compute again; a paused run takes no joining decoders (`joinable`:
+A decode instance's decoder that joins with its prompt's last token to compute again is handed back; a paused run takes no joining decoders (`joinable`:
 `_join_decoders` counts one sample).
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
@@ -39,8 +38,16 @@ over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's
 its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
-here), a decoder short of blocks under swap, the prefix cache or in a run that may pause, a swapped request, a
-recompute victim with the prefix cache, a guard limit, nothing to run, or the end of the call.
+here), a decoder short of blocks with the prefix cache or in a run that may pause, a pre-emption in a tick that swapped
+a request in, a recompute victim with the prefix cache, a guard limit, nothing to run, or the end of the call.
+
+Swap (issue 11, session 46; `swaps_here`: not with the prefix cache, fixed blocks or SGLang's token test): a victim is
+swapped out by `Scheduler._preempt` in the run as a recompute victim is requeued (`_preempt_in_run`; which victims swap,
+`Scheduler.swaps_out`, gives compose_tick's flags), the run keeps the swapped queue, compose_tick's swap-in step is
+`_Steps.swap_in` (`Scheduler.swap_in_count`), the requests it takes join the run (`_swap_in_joins`), the tick's PCIe
+time is `CostModel._tick_scalar`'s `swap_bytes`, and a swap-in that took nothing lets the unrolled all-decode loop run
+to the next completion (`swap_blocked`). Swapping in a request the run swapped out ends the run (its second decoding
+stretch), as admitting a recompute victim of the run does.
 
 Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a block, or a running prefill's chunk
 short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
