@@ -4,7 +4,10 @@ scenario (512 requests), counted as `scripts/tick_cost.py` counts (valgrind's ca
 warm-up runs in the same process, between the entry and exit of `operator.call`), with the scalar core's runs (calls
 of `fastpath.advance` that ran ticks) and the run's pre-emptions.
 
-    PYTHONPATH=$PWD python scripts/episode_cost.py [--cases sarathi-serve:n=4 vllm-v0:closed ...]
+    PYTHONPATH=$PWD python scripts/episode_cost.py [--cases sarathi-serve:n=4 vllm-v0:closed ...] [--swap]
+
+`--swap`: the swap cases (`SWAP_CASES`: the vllm-v0-swap preset with n = 4, n = 2, under KV pressure at n = 1, and in
+a closed loop), which pre-empt by swapping out.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ from sim_core.bench import _set, engine_config
 from sim_core.engine import run_simulation
 
 CLOSED = {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 64}
-VARIANTS = {"n=2": {"workload__num_samples": 2}, "n=4": {"workload__num_samples": 4}, "closed": CLOSED}
+# (kv=0.85: the vllm-v0-swap preset with n = 1 and 85 % of GPU memory instead of 90 %: its KV cache runs short, 69
+# swap-outs in 3,536 ticks)
+VARIANTS = {"n=2": {"workload__num_samples": 2}, "n=4": {"workload__num_samples": 4}, "closed": CLOSED,
+            "kv=0.85": {"kv_cache__gpu_memory_utilization": 0.85}, "kv=0.84": {"kv_cache__gpu_memory_utilization": 0.84}}
 CASES = ["sarathi-serve:n=2", "sarathi-serve:n=4", "vllm-v0:n=4", "sglang:n=4", "vllm-v0:closed", "sglang:closed"]
+SWAP_CASES = ["vllm-v0-swap:n=4", "vllm-v0-swap:n=2", "vllm-v0-swap:kv=0.85", "vllm-v0-swap:kv=0.84", "vllm-v0-swap:closed"]
 
 
 def config(case: str):
@@ -59,7 +66,8 @@ def count(case: str) -> tuple[int, int, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", nargs="+", default=CASES)
+    ap.add_argument("--cases", nargs="+", default=None)
+    ap.add_argument("--swap", action="store_true", help="the swap cases (SWAP_CASES)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -69,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not installed: the counts come from its callgrind tool", file=sys.stderr)
         return 1
     print(f"{'case':20s} {'ticks':>6s} {'core runs':>9s} {'pre-empted':>10s} {'instructions':>13s} {'per tick':>9s}")
-    for case in args.cases:
+    for case in args.cases or (SWAP_CASES if args.swap else CASES):
         ticks, runs, preempted, instr = count(case)
         print(f"{case:20s} {ticks:6d} {runs:9d} {preempted:10d} {instr:13,d} {instr / ticks:9,.0f}", flush=True)
     return 0

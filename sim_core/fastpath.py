@@ -25,8 +25,7 @@ more per further sample when its prompt ends in a partial block, which each of t
 blocks it counted once per further sample. Prefills and admissions are the prompt's, as with one sample, but for a
 recompute victim's, whose positions past the prompt count once per sample in the budget (`rules.chunk_tokens`:
 `Scheduler.admit_samples`, `Scheduler.chunk_positions`) and hold a block table each (`BlockManager.blocks_for`).
-Swap is handed back as for one sample, and so is a decode instance's decoder that joins with its prompt's last token
-to compute again; a paused run takes no joining decoders (`joinable`:
+A decode instance's decoder that joins with its prompt's last token to compute again is handed back; a paused run takes no joining decoders (`joinable`:
 `_join_decoders` counts one sample).
 
 Ticks are priced with the same `CostModel` arithmetic and integer aggregates as
@@ -39,8 +38,16 @@ over an all-decode stretch in one call (`Scheduler.decode_run`, the controller's
 its `choose` and `observe`: the same calls' arithmetic, tested against them). The core
 stops, before changing anything for that tick, whenever the tick would need the general scheduler:
 a chunk that must shrink to the free blocks (a chunk cut to SGLang's token room, `rules.cut_to_room`, is cut
-here), a decoder short of blocks under swap, the prefix cache or in a run that may pause, a swapped request, a
-recompute victim with the prefix cache, a guard limit, nothing to run, or the end of the call.
+here), a decoder short of blocks with the prefix cache or in a run that may pause, a pre-emption in a tick that swapped
+a request in, a recompute victim with the prefix cache, a guard limit, nothing to run, or the end of the call.
+
+Swap (issue 11, session 46; `swaps_here`: not with the prefix cache, fixed blocks or SGLang's token test): a victim is
+swapped out by `Scheduler._preempt` in the run as a recompute victim is requeued (`_preempt_in_run`; which victims swap,
+`Scheduler.swaps_out`, gives compose_tick's flags), the run keeps the swapped queue, compose_tick's swap-in step is
+`_Steps.swap_in` (`Scheduler.swap_in_count`), the requests it takes join the run (`_swap_in_joins`), the tick's PCIe
+time is `CostModel._tick_scalar`'s `swap_bytes`, and a swap-in that took nothing lets the unrolled all-decode loop run
+to the next completion (`swap_blocked`). Swapping in a request the run swapped out ends the run (its second decoding
+stretch), as admitting a recompute victim of the run does.
 
 Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a block, or a running prefill's chunk
 short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
@@ -124,6 +131,7 @@ SPEC_RULE_BY_ARRAYS = 32
 OWN_GAPS_BY_INDEX = 8  # decoders with their own gap in a tick up to which each is put in place by a search (`_own_gaps`)
 _DECODE_KIND, _PREFILL_KIND = TickKind.DECODE, TickKind.PREFILL  # (reading TickKind.X costs ~0.1 us per tick)
 DECODE, PREFILL, MIXED, IDLE = int(Phase.DECODE), int(Phase.PREFILL), int(Phase.MIXED), int(Phase.IDLE)  # plain ints convert faster than enums
+SWAP = int(Phase.SWAP)  # (a tick that only swaps requests in: no forward pass, `Engine._advance_tick`'s phase)
 # What the loop records per tick (the other tick columns follow from these: result.TICK_COLUMNS). Fewer
 # values per row: the rows' conversion to float64 costs ~20 ns per value.
 _ROW = ("duration_s", "num_decode_tokens", "num_running", "num_waiting", "kv_blocks_used", "flops", "bytes",
@@ -154,6 +162,7 @@ class _Steps:
         "free",
         "head",
         "held_fixed",
+        "host_held",
         "is_chunked",
         "j",
         "kind",
@@ -163,6 +172,7 @@ class _Steps:
         "need_d",
         "need_of",
         "base",
+        "chunk_preempted",
         "chunk_preempts",
         "pc",
         "phase_count",
@@ -179,6 +189,10 @@ class _Steps:
         "spec_chunk_held",
         "spec_held",
         "st",
+        "swap_failed",
+        "swap_taken",
+        "swapped",
+        "swapped_here",
         "target_arr",
         "target_of",
         "target_view",
@@ -226,6 +240,12 @@ class _Steps:
         self.undo = None  # (the running prefills and the ratio's state before a pre-emption: `undo_preempt`)
         # requests this run pre-empted, waiting in `waiting`: admitting one hands the tick back (`_refuse_requeued`)
         self.requeued: set[int] = set()
+        self.chunk_preempted = False  # (this tick's chunk step pre-empted: no swap-in, no admission, `Scheduler._plan`'s)
+        # Swap (`run_ticks`' `swaps`): the run's swapped queue (keys, oldest first: `st.swapped_keys`), request -> host
+        # blocks (`BlockManager.host_held`), the requests this run swapped out (swapping one in hands the tick back: a
+        # second decoding stretch, as `requeued`), and this tick's swap-ins (applied by the loop once the tick runs)
+        self.swapped, self.host_held, self.swapped_here, self.swap_taken = None, None, set(), ()
+        self.swap_failed = False  # (this tick's swap-in took nothing: `run_ticks`' `swap_blocked`)
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
         # chunk ticks. A request's target does not change while it runs here; the steps write it for each admission.
@@ -255,8 +275,10 @@ class _Steps:
 
     def run_decodes(self) -> tuple[int, bool, bool]:
         free = self.free - self.need_d  # (need_d: the blocks the decoders take this tick, set with the tick's fields)
-        if free < 0 or self.victims:  # a decoder is short of a block: pre-emption (swap, the prefix cache: the general
-            if not self.may_preempt:  # scheduler's job); or a PREFILL tick's fallback after a chunk pre-empted
+        if free < 0 or self.victims:  # a decoder is short of a block: pre-emption (the prefix cache: the general
+            # scheduler's job); or a PREFILL tick's fallback after a chunk pre-empted; after a swap-in (a PREFILL tick's
+            # fallback), the scheduler's too: its victims may be the requests swapped in, not yet in this run's state
+            if not self.may_preempt or self.swap_taken:
                 raise _HandBack
             return self._preempt_for_decodes()
         self.free = free
@@ -365,7 +387,12 @@ class _Steps:
         if sched._by_ratio:
             left = decodes[alive]
             sched.retract(_emitted(ctx[is_dec][alive], prompt[is_dec][alive]).tolist(), st.output[left].tolist())
-        return int(alive.sum()), True, False
+        if self.swapped is None:
+            return int(alive.sum()), True, False
+        # swap: which victims `Scheduler._preempt` (applied after the tick's steps, `_preempt_in_run`) swaps out and
+        # which it recomputes, by its own rule: compose_tick's (pre-empted, swapped out)
+        swaps = sched.swaps_out(self.victim_held, sched.kv.num_host_free)
+        return int(alive.sum()), not all(swaps), any(swaps)
 
     def _running_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The running requests not pre-empted this tick, in running order, as `Scheduler._victim_order` reads them:
@@ -395,6 +422,7 @@ class _Steps:
             if r in victims:  # (pre-empted for an earlier chunk)
                 continue
             while need > self.free:
+                self.chunk_preempted = True
                 ids, is_dec, ctx, prompt = self._running_state()
                 v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))[0])
                 at = int(np.flatnonzero(ids == v)[0])
@@ -444,6 +472,30 @@ class _Steps:
         prefilling.clear()
         prefilling.update(saved)
         self.victims, self.victim_held, self.victim_prefills, self.undo = [], [], {}, None
+        self.chunk_preempted = False
+
+    def swap_in(self) -> None:
+        """compose_tick's swap-in step: `Scheduler._swap_in`'s rule (`Scheduler.swap_in_count`: oldest key first, within
+        the batch cap and the blocks above the watermark) on this run's state, the running requests those left after
+        this tick's pre-emptions and the blocks the steps before it left; none after a chunk's pre-emption
+        (`Scheduler._plan`). The requests it takes and their blocks are applied by the loop once the tick runs. Hands the
+        tick back, before any change, when it would take a request this run swapped out (its second decoding stretch),
+        or a recompute victim's prefill (its re-admission's bookkeeping is the scheduler's while it is swapped)."""
+        if self.chunk_preempted:
+            return
+        swapped, R, host_held = self.swapped, self.R, self.host_held
+        num = self.sched.swap_in_count(len(self.running) - len(self.victims), (host_held(k % R) for k in swapped),
+                                       self.free)  # fmt: skip
+        if not num:
+            self.swap_failed = True
+            return
+        taken = [k % R for k in swapped[:num]]
+        st, swapped_here, target_of = self.st, self.swapped_here, self.target_of
+        for r in taken:
+            if r in swapped_here or st.emitted.item(r) and st.computed.item(r) < target_of(r):
+                raise _HandBack
+        self.swap_taken = taken
+        self.free -= sum(map(host_held, taken))
 
     def _run_chunks_samples(self, left: int) -> int:
         """`run_chunks` with n > 1 samples while a recompute victim prefills (no prefix cache: `run_ticks`' entry): the
@@ -535,9 +587,14 @@ class _Steps:
     def admit_waiting(self, left: int) -> tuple[int, int]:
         waiting, head, R = self.waiting, self.head, self.R
         num = len(waiting) - head  # candidates: waiting[head : head + num]
-        if self.seqs_left < num:
-            num = self.seqs_left
-        if num <= 0 or self.victims:  # (a chunk pre-empted: no admission, `Scheduler._plan`'s `chunk_preempted`)
+        seqs_left = self.seqs_left
+        if self.victims:  # (a chunk pre-empted: no admission, `Scheduler._plan`'s `chunk_preempted`; decoders swapped
+            if self.chunk_preempted:  # out, none recomputed: admission, in the slots they left, `Scheduler._admit`'s cap)
+                return 0, 0
+            seqs_left += len(self.victims)
+        if seqs_left < num:
+            num = seqs_left
+        if num <= 0:
             return 0, 0
         if self.samples_admit:
             return self._admit_samples(left, num)
@@ -859,7 +916,9 @@ def run_ticks(engine: Engine):
     engine."""
     st, kv, cost, rec, lim, sched = engine.st, engine.kv, engine.cost, engine.rec, engine.cfg.limits, engine.sched
     running_arr = st.running
-    if st.swapped_keys.size:
+    # swap (`swaps_here`): requests swapped out before the call wait in the run's swapped queue and are swapped in here
+    swaps = swaps_here(engine)
+    if st.swapped_keys.size and not (swaps and _host_layout_holds(engine)):
         return False
     if engine.prefix is not None and holds_fixed_blocks(engine):
         # The prefix cache with fixed block counts (reserved admission, contiguous KV): the general path's. (Asked
@@ -1103,6 +1162,11 @@ def run_ticks(engine: Engine):
     # frees blocks or a batch slot: the budget, the free blocks (they only shrink) and the queue head
     # are unchanged, arrivals join the tail.
     admission_blocked = False
+    # ... and under swap, one whose swap-in took nothing takes nothing until a completion or a pre-emption: the swapped
+    # queue's head, its host blocks and the batch are unchanged and the free blocks only shrink (`Scheduler.swap_in_count`'s
+    # test). Its ticks then decode every decoder whatever their kind (compose_tick: decodes, no chunk, a swap-in that
+    # takes nothing, so the PREFILL tick's fallback), and run in the unrolled loop below, which stops at a completion.
+    swap_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed,
                    targets)  # fmt: skip
     unclipped = False
@@ -1125,11 +1189,22 @@ def run_ticks(engine: Engine):
     dec_victims: list[tuple[int, int]] = []
     requeued: set[int] = set()
     preempted_now = False  # (this tick pre-empted)
-    if not (sched.use_swap or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
+    if not (sched.use_swap and not swaps or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
             or engine.hand_off_prefilled or speculating):  # (speculating: its victims' blocks are not their context's)
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.requeued = requeued
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
+    # Swap (`swaps_here`): `Scheduler._preempt` swaps victims out in the run (`_preempt_in_run`, as it recomputes them),
+    # compose_tick's swap-in step is `_Steps.swap_in` (the scheduler's rule), and the requests it takes join the run
+    # (`_swap_in_joins`). The run's swapped queue (keys, oldest first), the swap-ins' and swap-outs' events (ids, tick,
+    # kind), and (tick, requests swapped out after it, blocks moved) of each tick with swapped requests or a swap
+    swapped: list[int] = st.swapped_keys.tolist()
+    swap_events: list[tuple[np.ndarray, int, Event]] = []
+    swap_rows: list[tuple[int, int, int]] = []
+    swap_in_step = None
+    if swaps:
+        steps.swapped, steps.host_held, swap_in_step = swapped, kv.host_held.item, steps.swap_in
+    block_bytes = engine.memory.block_bytes
     if copies:
         steps.n, steps.prompt_of, steps.kv_blocks = n, prompt_of, kv_blocks_for
         steps.samples_admit, steps.samples_chunks = victims_waiting > 0, bool(resumed)
@@ -1273,8 +1348,8 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
-        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked) and not (
-                first_blocks or speculating):  # fmt: skip
+        if B and not prefilling and (head == len(waiting) or len(running) >= cap or admission_blocked or swap_blocked) and not (
+                first_blocks or speculating or swapped and not swap_blocked):  # fmt: skip  # (swapped: a swap-in may take one)
             # No prefill work (nothing prefills; nothing waits, or the batch is full): every policy decodes
             # every decoder (Scheduler._plan); the loop below for that case, unrolled. Its row counts change
             # only at an arrival or a completion, so they are kept as locals. Decoders whose last token is
@@ -1290,17 +1365,18 @@ def run_ticks(engine: Engine):
             evictable = pc._num_evictable if pc is not None else 0
             while j < tick_budget and now < max_time:
                 if next_arrival_s <= now:
-                    if num_running < cap and (not admission_blocked or not is_fcfs):
+                    if num_running < cap and (not admission_blocked or not is_fcfs) and not swap_blocked:
                         break  # it could be admitted: the loop below
                     ptr, next_arrival_s = _queue_arrivals(now, waiting, ptr, R, arrival_at, later_arrival_s, take_turn,
                                                           is_fcfs, order_key, head, class_end)  # (the batch is full)
                     num_waiting = len(waiting) - head
-                elif num_waiting and num_running < cap and not admission_blocked:
+                elif num_waiting and num_running < cap and not admission_blocked and not swap_blocked:
                     break  # a completion made room for a waiting request
                 if next_done - d >= MIN_PRICED_TICKS and j >= scalar_until and not waiting_since:
                     # A long stretch before the next completion: the same ticks priced as arrays (below)
                     k = min(next_done - d, tick_budget - j, MAX_PRICED_TICKS)
-                    joins = num_running < cap and (not admission_blocked or not is_fcfs)  # an arrival ends it
+                    # an arrival ends it (swapped requests: none is admitted before they are swapped in)
+                    joins = num_running < cap and (not admission_blocked or not is_fcfs) and not swap_blocked
                     limit_s = min(next_arrival_s, max_time) if joins else max_time
                     if limit_s < math.inf:  # ticks only lengthen as contexts grow: a bound from this one's
                         ctx = S + toks * d
@@ -1406,11 +1482,14 @@ def run_ticks(engine: Engine):
                     next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
                 j += 1
                 d += 1
-                if not B:
+                if not B or swap_blocked:  # (swapped: the freed blocks may let the next tick swap one in)
                     break
             if trims:
                 pc.trim_marked(trims)
             if j > j_before:
+                if swap_blocked:  # (the rows' swapped count, one for these ticks: none was swapped in or out)
+                    swap_rows.append((j_before, j - j_before, len(swapped), 0))
+                    swap_blocked = False
                 if not policy_is_fixed:  # the scheduler's tick_kind and observe for each of these ticks, in one call
                     if phase_is_fixed:  # (only SGLang's new-token ratio has state: one decay per decoding tick)
                         sched.decode_ticks(j - j_before)
@@ -1420,6 +1499,8 @@ def run_ticks(engine: Engine):
                 sync_s = now  # every tick of the loop decoded
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
+        swap_blocks = 0  # (blocks the tick moves over PCIe: swap-outs and swap-ins)
+        had_swapped = bool(swapped)  # (the tick tries a swap-in, not an admission: the next may admit)
         if idle_now := hand_off and not running and head == len(waiting):  # (a prefill instance between requests)
             if by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
                 sched.reset_ratio()
@@ -1435,7 +1516,7 @@ def run_ticks(engine: Engine):
             else:
                 if phase_state is not None:
                     saved_phase = phase_state()
-                can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, 0)
+                can_admit, has_prefill_work = prefill_work(num_running, B, num_waiting, len(swapped))
                 may_admit = can_admit and num_waiting > 0
                 if kind_by_choice is not None:  # (tick_kind is the phase controller's choice here: the call, without tick_kind's)
                     kind = kind_by_choice(now, B, has_prefill_work)
@@ -1465,13 +1546,14 @@ def run_ticks(engine: Engine):
                     steps.left_total = L - B * d
                 sched.batch_may_have_shrunk(num_running)  # (as `Scheduler._plan` starts)
             try:
-                decoding = compose_tick(kind, B, max_tokens, decode_tokens, may_admit, False, run_decodes, run_chunks,
-                                        admit_waiting, None, verify_width)  # fmt: skip
+                decoding = compose_tick(kind, B, max_tokens, decode_tokens, may_admit, had_swapped, run_decodes, run_chunks,
+                                        admit_waiting, swap_in_step, verify_width)  # fmt: skip
             except _HandBack:
                 if saved_phase is not None:
                     sched.phase.restore(saved_phase)
                 if steps.victims:
                     steps.undo_preempt()
+                steps.swap_taken = ()
                 break
             free_after, chunks, admit = steps.free, steps.chunks, steps.admit
             if steps.victims:  # pre-empted (`_Steps._preempt_for_decodes`, `_preempt_for_chunk`): the decoders leave this
@@ -1494,16 +1576,23 @@ def run_ticks(engine: Engine):
                 # What pre-empting does, `Scheduler._preempt` itself, now: the victims wait in this run's queue (a later
                 # pre-emption, admission tests and the rows see them as a tick-by-tick step would); the write-back records
                 # their events and puts back what it would overwrite (`kept`). The run goes on, until one would be admitted.
-                episode, kept_now = _preempt_in_run(engine, steps.victims, steps.victim_held, steps.victim_prefills,
-                                                    dec_ctx, waiting, head)  # fmt: skip
-                episodes.append((episode, j))
+                plan, kept_now = _preempt_in_run(engine, steps.victims, steps.victim_held, steps.victim_prefills,
+                                                 dec_ctx, waiting, head, swapped)  # fmt: skip
+                if plan.preempted_idx.size:
+                    episodes.append((plan.preempted_idx, j))
+                    requeued.update(plan.preempted_idx.tolist())
                 kept.append(kept_now)
-                requeued.update(steps.victims)
+                if plan.swapped_out_idx.size:  # (swapped out: waiting in `swapped`, their blocks moved over PCIe in this tick)
+                    swap_blocks += plan.swap_blocks
+                    swap_events.append((plan.swapped_out_idx, j, Event.SWAPPED_OUT))
+                    steps.swapped_here.update(plan.swapped_out_idx.tolist())
+                    engine.num_swap_outs += plan.swapped_out_idx.size
                 # (Not in `victims_waiting`: never admitted in this run. With n > 1 they leave admission to the one-sample
                 # rule, which counts a victim's positions past its prompt once, not once per sample, so it admits one
                 # whenever `Scheduler.admit_samples` would, and may where that would not: either way the run hands the
                 # tick back, and every other candidate is tested the same.)
                 steps.victims, steps.victim_held, steps.victim_prefills, steps.undo = [], [], {}, None
+                steps.chunk_preempted = False
                 preempted_now = True
             if by_ratio:  # (the running requests, pre-empted ones gone, and the tick's admissions)
                 sched._num_planned = len(running) + len(admit)
@@ -1558,7 +1647,7 @@ def run_ticks(engine: Engine):
                     B -= len(done)
                     toks = B * n
             d += 1
-        elif not chunks and not admit:
+        elif not chunks and not admit and not (had_swapped and steps.swap_taken):  # (a swap-in alone: a SWAP tick, below)
             if not idle_now:
                 if saved_phase is not None:  # (the general loop chooses this tick again)
                     sched.phase.restore(saved_phase)
@@ -1585,6 +1674,17 @@ def run_ticks(engine: Engine):
             continue
         else:
             D = kv_read = pairs = dec_seqs = 0
+        swapped_in = None  # (decoders swapped in this tick, (request, last token) each: their gaps are their own)
+        if had_swapped and steps.swap_taken:  # the requests the swap-in step took join the run (from the next tick)
+            taken, steps.swap_taken = steps.swap_taken, ()
+            swap_blocks, S, B, first_blocks, swapped_in = _swap_in_joins(
+                engine, taken, d, j, swap_blocks, running, prefilling, targets, base, join, sync_from, finish_at,
+                done_ticks, phase_count, shared, S, B, first_blocks, n)  # fmt: skip
+            toks = B * n
+            del swapped[: len(taken)]
+            swap_events.append((np.array(taken, dtype=np.int64), j, Event.SWAPPED_IN))
+            if j < want_batches:  # (the batch log lists them in running order: after the requests before them)
+                joined_at.extend(zip(taken, itertools.repeat(j)))
         # the tick's prefill chunks in batch order: running prefills', then admissions' (computed before: the cached prompt)
         pre = (chunks + admit if chunks else admit) if admit else chunks  # (request, computed before, chunk)
         if speculating:  # the blocks the tick's chunks and admissions hold (admitted: no lookahead, as `Scheduler._admit`)
@@ -1690,7 +1790,8 @@ def run_ticks(engine: Engine):
             if j < want_batches and (decoding or A):  # the batch log: decoders, then prefill chunks and admissions
                 spec_batches.append((j, spec_order if decoding else (), spec_grown if decoding else (), pre,
                                      [spec_held[r] for r, _, _ in pre]))  # fmt: skip
-        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + dec_seqs + past_seqs, 0.0)
+        dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + dec_seqs + past_seqs,
+                                           swap_blocks * block_bytes if swap_blocks else 0.0)  # fmt: skip
         if speculating and decoding:  # the draft's k steps (`Engine._advance_tick`: the target's price, then the draft's)
             dur += draft_s
         t_end = now + dur
@@ -1708,6 +1809,8 @@ def run_ticks(engine: Engine):
         elif fresh is not None:
             for r in fresh:
                 waiting_since[r] = t_end  # its first token; decoders' last token is older
+        if swapped_in is not None:  # (after this tick's gaps: they decode from the next decoding tick, from their own last token)
+            waiting_since.update(swapped_in)
         if again:  # PREFILL_DONE: each a gap from its last token before pre-emption, after the decoders' (`_advance_tick`)
             gaps = tick_gaps.get(j)
             if gaps is None:  # (the decoders' gaps, in running order: all the shared one)
@@ -1733,7 +1836,10 @@ def run_ticks(engine: Engine):
                 max_time = min(max_time, release_s)
             _hand_off(engine, handing, t_end, running, handed)
         # (prefix caching: evictions can shrink a chunked head's need, so the head is looked up every tick)
-        admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting)
+        admission_blocked = may_block and not A and not done and not prefilling and head < len(waiting) and not had_swapped
+        if had_swapped:  # (a swap-in that took nothing takes nothing until a completion or a pre-emption: `swap_blocked`)
+            swap_blocked = may_block and steps.swap_failed and not done and not prefilling and not preempted_now
+            steps.swap_failed = False
         if preempted_now:  # (a tick that pre-empted tried no admission, and its victims freed blocks: the next tries)
             admission_blocked = preempted_now = False
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
@@ -1741,6 +1847,8 @@ def run_ticks(engine: Engine):
             peak_in_tick = num_blocks - free_after
         free = free_after + freed
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
+        if swapped or swap_blocks:
+            swap_rows.append((j, 1, len(swapped), swap_blocks))
         prefill_rows.append(j)  # (three appends: ~240 instructions fewer than extending it by a tuple)
         prefill_rows.append(P)
         prefill_rows.append(A)
@@ -1772,8 +1880,9 @@ def run_ticks(engine: Engine):
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
-                       recomputed, (episodes, dec_victims, kept) if episodes else None,
-                       speculated=(spec_held, spec_seqs, spec_batches) if speculating else None)  # fmt: skip
+                       recomputed, (episodes, dec_victims, kept) if kept else None,
+                       speculated=(spec_held, spec_seqs, spec_batches) if speculating else None,
+                       swapping=(swapped, swap_events, swap_rows) if swaps else None)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
     if idle_j == j:  # the run's last row is idle: an idle row after it extends it (`Engine.open_idle_row`)
@@ -2254,7 +2363,7 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=(),
-                preempted=None, speculated=None) -> bool:  # fmt: skip
+                preempted=None, speculated=None, swapping=None) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
@@ -2263,7 +2372,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`): a decoder victim's progress up to its
     last decoding tick is written as a finished decoder's (its last token, gaps, batch log), then what the pre-emption
     left is put back and the PREEMPTED events are recorded; `speculated`: a speculative run's (decoder -> blocks held,
-    decoders of each tick, logged ticks' decoders: `run_ticks`' spec_held, spec_seqs, spec_batches))."""
+    decoders of each tick, logged ticks' decoders: `run_ticks`' spec_held, spec_seqs, spec_batches); `swapping`: a run
+    under swap's (its swapped queue, its swap events (ids, tick, kind) and (tick, requests swapped out after it, blocks
+    moved) of its ticks with swapped requests or a swap: `run_ticks`' swapped, swap_events, swap_rows))."""
     st, kv, rec = engine.st, engine.kv, engine.rec
     bs = kv.block_size
     n = len(rows)
@@ -2295,6 +2406,17 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         col["num_preempted"] = np.zeros(n, dtype=np.int64)
         for victims, j_pre in episodes:
             col["num_preempted"][j_pre] = victims.size
+    if swapping is not None and swapping[2]:  # (swapped out and in: the row's swapped count and blocks moved)
+        at, k, num_swapped, swap_blocks = _columns(swapping[2], 4)
+        col["num_swapped"], col["swap_blocks"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        col["swap_blocks"][at] = swap_blocks  # (0 at a stretch of the unrolled loop's: k > 1 ticks, none swapped)
+        col["num_swapped"][np.repeat(at - np.cumsum(k) + k, k) + np.arange(int(k.sum()))] = np.repeat(num_swapped, k)
+        only = at[(P[at] == 0) & (D[at] == 0) & (swap_blocks > 0)]  # (ticks that only swapped in)
+        if only.size:
+            col["phase"][only] = SWAP
+        for ids, j_swap, kind in swapping[1]:  # (a victim swapped out is counted as pre-empted, as `_advance_tick` does)
+            if kind == Event.SWAPPED_OUT:
+                col["num_preempted"][j_swap] += ids.size
     rec.ticks(col, n)
     # Per tick: the gap of every decoder in step, since the end of the last decoding tick (-inf: no decoding)
     last_dec = np.maximum.accumulate(np.where(decoding, np.arange(n), -1))  # last decoding tick up to each tick
@@ -2450,16 +2572,23 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             st.emitted[ids] = emitted
         for victims, j_pre in episodes:
             rec.event(victims, t0[j_pre], Event.PREEMPTED)
+    if swapping is not None:  # the run's swapped queue (its victims SWAPPED, though admitted in the run), swap events
+        st.swapped_keys = np.array(swapping[0], dtype=np.int64)
+        st.status[st.key_to_id(st.swapped_keys)] = Status.SWAPPED
+        for ids, j_swap, kind in swapping[1]:
+            rec.event(ids, t0[j_swap], kind)
     return True
 
 
 def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[int, int], dec_ctx: dict[int, int],
-                    waiting: list[int], head: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                    waiting: list[int], head: int, swapped: list[int]) -> tuple[StepPlan, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """`Scheduler._preempt` of a run's tick's victims (recompute: the core's pre-emptions), made in the run: the arrays
     are given the victims as they are at that tick (a running prefill's computed tokens `prefills`; a decoder's context
     `dec_ctx` and its emitted count, as the write-back writes a decoder's; the blocks each held), the state's queue is
-    the run's `waiting[head:]`, which takes the requeued victims back. Returns the victims the scheduler pre-empted (for
-    PREEMPTED) and (victims, computed, emitted) as it left them (the write-back, which writes the run's first tokens and
+    the run's `waiting[head:]`, which takes the requeued victims back, and its swapped queue the run's `swapped`, which
+    takes those it swaps out (swap: `Scheduler.swaps_out`; their blocks go to host memory, `BlockManager.swap_out`).
+    Returns its plan (the victims it pre-empted, for PREEMPTED, those it swapped out and the blocks they moved) and
+    (victims, computed, emitted) as it left them (the write-back, which writes the run's first tokens and
     progress over them, puts these back). The other arrays it writes (recompute target, counts, status, the victims'
     blocks) the write-back does not touch, and it overwrites the state's running list, queue and free blocks."""
     st = engine.st
@@ -2472,7 +2601,73 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
         emitted[r] = _emitted(c, prompt.item(r))
     engine.kv.held[ids] = held
     st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
+    st.swapped_keys = np.array(swapped, dtype=np.int64)
     plan = StepPlan()
     engine.sched._preempt(st, ids, plan)
-    waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same list)
-    return plan.preempted_idx, (ids, computed[ids], emitted[ids])
+    waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same lists)
+    swapped[:] = st.swapped_keys.tolist()
+    return plan, (ids, computed[ids], emitted[ids])
+
+
+def swaps_here(engine: Engine) -> bool:
+    """Swap runs on this path (`Scheduler.use_swap`: victims swapped out by `Scheduler._preempt` in the run, swapped in by
+    `_Steps.swap_in`) where pre-emption does (`run_ticks`' `may_preempt`: no prefix cache, fixed blocks, old retract
+    headroom, pausing or handing-off instance, speculation), and not under SGLang's token test (which reads the
+    decoders' outputs still to write, kept per decoder here, around the victims); the rest is the scheduler's."""
+    sched = engine.sched
+    return (sched.use_swap and engine.prefix is None and not holds_fixed_blocks(engine) and not sched._by_ratio
+            and sched._headroom_steps <= 1 and not engine.may_pause and not engine.hand_off_prefilled
+            and engine.spec is None)
+
+
+def _host_layout_holds(engine: Engine) -> bool:
+    """Each swapped request holds in host memory the blocks of its context (`BlockManager.blocks_for`), which a swap-in
+    gives back: the layout the run's bookkeeping assumes of a request that joins it."""
+    st, kv = engine.st, engine.kv
+    ids = st.key_to_id(st.swapped_keys)
+    return bool(np.all(kv.host_held[ids] == kv.blocks_for(st.computed[ids], st.prompt[ids])))
+
+
+def _swap_in_joins(engine: Engine, taken: list[int], d: int, j: int, swap_blocks: int, running: dict, prefilling: dict,
+                   targets: dict, base: dict, join: dict, sync_from: dict, finish_at: dict, done_ticks: list,
+                   phase_count: list, shared: dict, S: int, B: int, first_blocks: int, n: int):  # fmt: skip
+    """Requests swapped in at tick j (`_Steps.swap_in`, swapped out before the run) join the run as `Scheduler._swap_in`
+    leaves them: their blocks back from host memory (`BlockManager.swap_in`), RUNNING, last in running order; a
+    prefill with what it computed, a decoder from the next decoding tick d (its context `base + d`, its finish tick from
+    the tokens it still has to emit, its blocks at each boundary; n > 1: its samples' shared prompt blocks and, at its
+    first decode, the copies of a partial last one), its gap from its own last token (`waiting_since`, returned to the
+    loop, which sets them after the tick's gaps). Returns (swap_blocks with theirs, S, B, first_blocks, (decoder, last
+    token) of the decoders)."""
+    st, kv = engine.st, engine.kv
+    bs = kv.block_size
+    copies = n - 1
+    decoders = []
+    for r in taken:
+        swap_blocks += kv.swap_in(r)
+        st.status[r] = Status.RUNNING
+        running[r] = None
+        c, t = st.computed.item(r), st.prefill_target.item(r)
+        if c < t:
+            prefilling[r] = c
+            targets[r] = t
+            continue
+        b = base[r] = c - d
+        join[r], sync_from[r] = d, j + 1
+        decoders.append((r, st.last_token_s.item(r)))
+        last_d = d + st.output.item(r) - st.emitted.item(r) - 1  # (>= d: one token at least is still to emit)
+        ending = finish_at.get(last_d)
+        if ending is None:
+            finish_at[last_d] = [r]
+            heapq.heappush(done_ticks, last_d)
+        else:
+            ending.append(r)
+        phase_count[(-b) % bs] += n
+        if copies:  # its samples share the prompt's full blocks; a first decode copies a partial last one
+            p = st.prompt.item(r)
+            shared[r] = copies * (p // bs)
+            if c == p and p % bs:
+                phase_count[d % bs] += copies
+                first_blocks += copies
+        S += b * n
+        B += 1
+    return swap_blocks, S, B, first_blocks, decoders

@@ -521,11 +521,24 @@ class Scheduler:
         k = int(np.searchsorted(gain, deficit)) + 1
         return order[: min(k, order.size - 1 if decodes_only else order.size)]
 
+    def swaps_out(self, held: list[int], host_free: int) -> list[bool]:
+        """Which of these victims (pre-emption order, each holding `held` blocks) swap out, with `host_free` host blocks
+        free: under swap each whose blocks fit in what the victims before it left (`BlockManager.can_swap_out`, for the counts given), the
+        others are recomputed. (`_preempt`; the scalar core asks it before it applies `_preempt` in its run, for
+        compose_tick's flags: `fastpath._Steps._preempt_for_decodes`.)"""
+        out = []
+        for blocks in held:
+            swaps = self.use_swap and blocks <= host_free
+            if swaps:
+                host_free -= blocks
+            out.append(swaps)
+        return out
+
     def _preempt(self, st: SimState, victims: IntArray, plan: StepPlan) -> None:
         kv = self.kv
         swapped, dropped = [], []
-        for r in victims.tolist():
-            if self.use_swap and kv.can_swap_out(r):
+        for r, swaps in zip(victims.tolist(), self.swaps_out(kv.held[victims].tolist(), kv.num_host_free)):
+            if swaps:
                 plan.swap_blocks += kv.swap_out(r)
                 swapped.append(r)
             else:
@@ -669,16 +682,26 @@ class Scheduler:
         chunk[~isin(prefills, st.running)] = 0  # (under priority order a victim may be an earlier chunk's request)
         return prefills, chunk
 
-    def _swap_in(self, st: SimState, plan: StepPlan) -> None:
-        """Bring swapped requests back, oldest key first, while blocks stay above the watermark."""
-        kv = self.kv
-        ids = st.key_to_id(st.swapped_keys)
-        taken = []
-        for r in ids.tolist():
-            if len(st.running) + len(taken) >= self.batch_cap or not kv.can_allocate(int(kv.host_held[r]), self.watermark_blocks):
+    def swap_in_count(self, num_running: int, host_blocks, free: int) -> int:
+        """How many swapped requests come back, oldest key first (`host_blocks`: the blocks each holds in host memory,
+        in that order, read lazily), to `num_running` running requests with `free` GPU blocks free: while the batch cap
+        holds and the blocks stay above the watermark. (`_swap_in`; the scalar core's swap-in step,
+        `fastpath._Steps.swap_in`.)"""
+        taken = 0
+        for blocks in host_blocks:
+            if num_running + taken >= self.batch_cap or blocks + self.watermark_blocks > free:
                 break
+            free -= blocks
+            taken += 1
+        return taken
+
+    def _swap_in(self, st: SimState, plan: StepPlan) -> None:
+        """Bring swapped requests back (`swap_in_count`)."""
+        kv = self.kv
+        ids = st.key_to_id(st.swapped_keys).tolist()
+        taken = ids[: self.swap_in_count(len(st.running), map(kv.host_held.item, ids), kv.num_free)]
+        for r in taken:
             plan.swap_blocks += kv.swap_in(r)
-            taken.append(r)
         if taken:
             plan.swapped_in_idx = np.array(taken, dtype=np.int64)
             st.swapped_keys = st.swapped_keys[len(taken):]

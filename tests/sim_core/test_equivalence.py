@@ -433,7 +433,7 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     and what pre-empting does are the Scheduler's: `_victim_order`, `_choose_victims`, `retract`, `_preempt`), then
     admits and prefills the victims again (their prefill target counts what they emitted, per sample for n > 1) up to
     PREFILL_DONE; every output is the tick-by-tick one, the core runs most ticks and makes the pre-emptions itself
-    (swap and the prefix cache: the scheduler's)."""
+    (the prefix cache: the scheduler's; swap: the core's since session 46, tests/sim_core/test_swap_core.py)."""
     from sim_core import fastpath
     from sim_core.engine import Engine
 
@@ -442,12 +442,16 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     core_preemptions, write_back = [0], fastpath._write_back
     runs_past = [0, 0]  # core runs that pre-empted, and those that went on after a tick that pre-empted
 
-    def counted(*args, **kwargs):  # (the victims of each of a run's ticks that pre-empted: `run_ticks`' `preempted`)
-        if args[-1] is not None:
-            episodes = args[-1][0]
-            core_preemptions[0] += sum(victims.size for victims, _ in episodes)
+    def counted(*args, **kwargs):  # (the victims of each of a run's ticks that pre-empted: `run_ticks`' `preempted`,
+        if args[-1] is not None:  # and under swap those swapped out, `swapping`)
+            ticks_pre = {j for _, j in args[-1][0]}
+            core_preemptions[0] += sum(victims.size for victims, _ in args[-1][0])
+            for ids, j, kind in kwargs["swapping"][1] if kwargs.get("swapping") is not None else ():
+                if kind == Event.SWAPPED_OUT:
+                    core_preemptions[0] += ids.size
+                    ticks_pre.add(j)
             runs_past[0] += 1
-            runs_past[1] += len(episodes) > 1 or episodes[-1][1] < len(args[2]) - 1
+            runs_past[1] += len(ticks_pre) > 1 or max(ticks_pre) < len(args[2]) - 1
         return write_back(*args, **kwargs)
 
     monkeypatch.setattr(fastpath, "_write_back", counted)
@@ -461,8 +465,13 @@ def test_preemption_episodes_on_the_scalar_core_equal_tick_by_tick(scenario, n, 
     ticks = on.timeline.num_ticks
     if variant == "prefix cache":  # (pre-emption and re-admission with the prefix cache: the scheduler's)
         assert fast[0] > ticks // 3
-    elif cfg.scheduler.preemption == "swap":  # (swap: the scheduler's; its recompute when host blocks run out: the core's)
-        assert fast[0] > ticks // 2
+    elif cfg.scheduler.preemption == "swap" and not fastpath.swaps_here(Engine(cfg)):  # (swap: the scheduler's here; its
+        assert fast[0] > ticks // 2  # recompute when host blocks run out: the core's)
+    elif cfg.scheduler.preemption == "swap":  # (swap on the core since session 46: but a pre-emption in a tick that swapped
+        assert fast[0] >= 0.85 * ticks  # in, which the scheduler makes)
+        assert core_preemptions[0] >= 0.9 * on.summary.num_preemptions
+        if core_preemptions[0]:
+            assert runs_past[1] > 0
     else:
         assert fast[0] >= 0.85 * ticks  # the scalar core ran nearly every tick, pre-emption episodes included
         assert core_preemptions[0] == on.summary.num_preemptions  # ... and made every pre-emption (coalesce on)
