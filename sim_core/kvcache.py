@@ -64,8 +64,15 @@ class BlockManager:
         shared = np.asarray(prompt_tokens, dtype=np.int64) // bs
         return np.where(ctx <= prompt_tokens, -(-ctx // bs), shared + n * (-(-(ctx - shared * bs) // bs)))
 
+    @staticmethod
+    def fits(num_blocks: int, reserve: int, num_free: int) -> bool:
+        """The block rule on counts: `num_blocks` more fit in `num_free` and leave at least `reserve` free
+        (`can_allocate`, `can_swap_out`, and the scheduler's swap decisions on counts: `Scheduler.swaps_out`,
+        `Scheduler.swap_in_count`, which the scalar core calls too)."""
+        return num_blocks + reserve <= num_free
+
     def can_allocate(self, num_blocks: int, reserve: int = 0) -> bool:
-        return num_blocks + reserve <= self.num_free
+        return self.fits(num_blocks, reserve, self.num_free)
 
     @property
     def num_used(self) -> int:
@@ -107,7 +114,7 @@ class BlockManager:
         self.free(req_idx)
 
     def can_swap_out(self, req: int) -> bool:
-        return self.held[req] <= self.num_host_free
+        return self.fits(int(self.held[req]), 0, self.num_host_free)
 
     def swap_out(self, req: int) -> int:
         """Move one request's blocks to host memory; returns the number moved."""

@@ -523,12 +523,12 @@ class Scheduler:
 
     def swaps_out(self, held: list[int], host_free: int) -> list[bool]:
         """Which of these victims (pre-emption order, each holding `held` blocks) swap out, with `host_free` host blocks
-        free: under swap each whose blocks fit in what the victims before it left (`BlockManager.can_swap_out`, for the counts given), the
-        others are recomputed. (`_preempt`; the scalar core asks it before it applies `_preempt` in its run, for
-        compose_tick's flags: `fastpath._Steps._preempt_for_decodes`.)"""
-        out = []
+        free: under swap each whose blocks fit in what the victims before it left (`BlockManager.fits`, as
+        `can_swap_out` asks it), the others are recomputed. (`_preempt`; the scalar core asks it before it applies
+        `_preempt` in its run, for compose_tick's flags: `fastpath._Steps._preempt_for_decodes`.)"""
+        out, fits = [], self.kv.fits
         for blocks in held:
-            swaps = self.use_swap and blocks <= host_free
+            swaps = self.use_swap and fits(blocks, 0, host_free)
             if swaps:
                 host_free -= blocks
             out.append(swaps)
@@ -687,9 +687,9 @@ class Scheduler:
         in that order, read lazily), to `num_running` running requests with `free` GPU blocks free: while the batch cap
         holds and the blocks stay above the watermark. (`_swap_in`; the scalar core's swap-in step,
         `fastpath._Steps.swap_in`.)"""
-        taken = 0
-        for blocks in host_blocks:
-            if num_running + taken >= self.batch_cap or blocks + self.watermark_blocks > free:
+        taken, fits = 0, self.kv.fits
+        for blocks in host_blocks:  # (`BlockManager.fits`: the rule `can_allocate` applies, on these counts)
+            if num_running + taken >= self.batch_cap or not fits(blocks, self.watermark_blocks, free):
                 break
             free -= blocks
             taken += 1

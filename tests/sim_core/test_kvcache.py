@@ -51,6 +51,22 @@ def test_grow_free_and_swap_conserve_blocks():
     kv.check_invariants()
 
 
+def test_blocks_fit_exactly_up_to_what_is_free_less_the_reserve():
+    # (`BlockManager.fits` is the one statement of the rule: admission, swap-out and the scheduler's swap-in count,
+    # on the scheduler's path and the scalar core's, all ask it, so an off-by-one here moves every executor alike and no
+    # equivalence test can see it)
+    kv = make()
+    kv.grow_to(np.array([1]), np.array([30]))  # 30 blocks held: 70 free, 50 on the host
+    assert kv.can_allocate(70) and not kv.can_allocate(71)
+    assert kv.can_allocate(68, reserve=2) and not kv.can_allocate(69, reserve=2)
+    assert kv.fits(50, 0, 50) and not kv.fits(51, 0, 50)
+    kv.grow_to(np.array([2]), np.array([50]))  # 50 blocks: exactly the host's room
+    assert kv.can_swap_out(2)
+    kv.grow_to(np.array([3]), np.array([1]))
+    kv.swap_out(3)  # one host block taken: request 2 no longer fits there
+    assert not kv.can_swap_out(2)
+
+
 def test_invariant_violation_is_detected():
     kv = make()
     kv.held[3] = 5  # allocated behind the manager's back
