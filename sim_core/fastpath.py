@@ -1767,12 +1767,7 @@ def run_ticks(engine: Engine):
             last_d = d + o - 2
             if unclipped:
                 L += last_d + 1
-            ending = finish_at.get(last_d)
-            if ending is None:
-                finish_at[last_d] = [r]
-                heapq.heappush(done_ticks, last_d)
-            else:
-                ending.append(r)
+            _file_finish(finish_at, done_ticks, last_d, r)
             phase_count[(-b) % bs] += n
             if copies and not fixed:  # its samples share the prompt's full blocks; each copies a partial last one
                 if again and again[-1] == r:  # (a recompute victim: past its prompt, the copies are held already)
@@ -2079,6 +2074,19 @@ def _leave(r: int, d: int, bs: int, n: int, base: dict, finish_at: dict, done_ti
     return S - b * n, B - 1, L, first_blocks
 
 
+def _file_finish(finish_at: dict, done_ticks: list, last_d: int, r: int) -> None:
+    """Decoder r of a run ends at its last decoding tick `last_d`, known when it starts decoding: filed under it in
+    `finish_at`, a new key pushed on its heap `done_ticks` (the loop pops the heap to find the next completion). Every
+    decoder that starts decoding in a run is filed here: a prompt that completed, a decode instance's joined decoder, a
+    swapped-in one."""
+    ending = finish_at.get(last_d)
+    if ending is None:
+        finish_at[last_d] = [r]
+        heapq.heappush(done_ticks, last_d)
+    else:
+        ending.append(r)
+
+
 def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, running: dict, base: dict, join: dict,
                    sync_from: dict, waiting_since: dict, finish_at: dict, done_ticks: list, phase_count: list, S: int,
                    B: int, L: int, tokenless: dict) -> tuple[int, int, int]:  # fmt: skip
@@ -2099,14 +2107,7 @@ def _join_decoders(engine: Engine, joined, d: int, j: int, sync_s: float, runnin
             if last_s != last_s:  # (NaN: no token yet, first_token_from = decode)
                 tokenless[r] = None
         last_d = d + st.output.item(r) - st.emitted.item(r) - 1  # (>= d: one token at least is still to emit)
-        # (finish_at and its heap take it as the run's loop takes a decoder whose prompt completed: the same six lines,
-        # inline there, where a call per completed prompt is a cost of every composed tick)
-        ending = finish_at.get(last_d)
-        if ending is None:
-            finish_at[last_d] = [r]
-            heapq.heappush(done_ticks, last_d)
-        else:
-            ending.append(r)
+        _file_finish(finish_at, done_ticks, last_d, r)
         L += last_d + 1
         phase_count[(-(c - d)) % bs] += 1
         S += c - d
@@ -2654,13 +2655,7 @@ def _swap_in_joins(engine: Engine, taken: list[int], d: int, j: int, swap_blocks
         b = base[r] = c - d
         join[r], sync_from[r] = d, j + 1
         decoders.append((r, st.last_token_s.item(r)))
-        last_d = d + st.output.item(r) - st.emitted.item(r) - 1  # (>= d: one token at least is still to emit)
-        ending = finish_at.get(last_d)
-        if ending is None:
-            finish_at[last_d] = [r]
-            heapq.heappush(done_ticks, last_d)
-        else:
-            ending.append(r)
+        _file_finish(finish_at, done_ticks, d + st.output.item(r) - st.emitted.item(r) - 1, r)  # (one token at least to emit)
         phase_count[(-b) % bs] += n
         if copies:  # its samples share the prompt's full blocks; a first decode copies a partial last one
             p = st.prompt.item(r)
