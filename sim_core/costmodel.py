@@ -32,9 +32,13 @@ EMBED_BYTES = 2  # embeddings and LM head stay 16-bit under quantised weights (v
 GB = 1e9
 GEMMS_PER_LAYER = 4  # QKV, O, gate/up (one fused GEMM), down
 GIB = 2**30
-# An all-decode tick's context-free terms are kept per token count (`CostModel._make_scalar_tick`); False: computed at
-# every tick, the reference for tests (the same values either way)
-MEMO_DECODE_TERMS = True
+# A tick's context-free terms are kept per (tokens, samples) (`CostModel._make_scalar_tick`); False: computed at every
+# tick, the reference for tests (the same values either way)
+MEMO_TOKEN_TERMS = True
+# At most this many kept entries per cost model and kind (~0.5 KB each: an 8-tuple of floats and its dict slot, so
+# ~2 MB for a full memo of either kind); past it a tick's terms are computed and not kept. An engine has a few hundred
+# (all-decode ticks: one per batch size; composed ticks: a run's distinct chunk mixes)
+MEMO_MAX_ENTRIES = 2048
 # Memory CUDA keeps for itself: PyTorch reports "79.15 GiB total capacity" on an 80 GiB A100,
 # "39.59 GiB" on a 40 GiB A100 (meta-llama/llama#52), 23.58 GiB on a 24 GiB RTX 3090
 # (vllm-project/vllm#10517): 0.4–0.85 GiB. One value for all cards.
@@ -403,10 +407,10 @@ class CostModel:
         dense_expert = dense + expert_bytes(1)  # the array path's (dense + expert)
         dense_dequant_s = dqb * (body + expert_bytes(1))
 
-        def token_terms(num_tokens, num_samples, num_seqs, swap_bytes):
-            """The terms of a tick that do not read its context: (T, gemm flops, gemm bytes, gemm compute time, gemm
-            memory time, the GEMMs' soft roofline, the elementwise and per-layer time, communication, fixed
-            overhead), each the operations of the array path."""
+        def token_terms(num_tokens, num_samples, swap_bytes):
+            """The terms of a tick that read neither its context nor its sequence count: (T, gemm flops, gemm bytes,
+            gemm compute time, gemm memory time, the GEMMs' soft roofline, the elementwise and per-layer time,
+            communication), each the operations of the array path."""
             T = float(num_tokens)
             if moe:
                 experts = expert_bytes(num_tokens)
@@ -421,29 +425,48 @@ class CostModel:
             gemm_mem_s = gemm_bytes / bps
             return (T, gemm_flops, gemm_bytes, gemm_compute_s, gemm_mem_s,
                     sqrt(gemm_compute_s * gemm_compute_s + gemm_mem_s * gemm_mem_s),
-                    elb * T / bps + lfx if T > 0 else 0.0, arb * T / link + arf if T > 0 else 0.0, tov + pso * num_seqs)
+                    elb * T / bps + lfx if T > 0 else 0.0, arb * T / link + arf if T > 0 else 0.0)
 
-        # An all-decode tick (tokens = samples = sequences: one per decoding sample, no swap) of B tokens has the same
-        # context-free terms as every other of B tokens: kept per B (at most the batch cap's count of entries), so a run
-        # of decode ticks prices only its attention per tick (issue 13: cost; the decode instances of 2P2D price ~8
-        # ticks between two joins one by one). `MEMO_DECODE_TERMS` False: computed every tick (the reference for tests)
+        # Every tick of the same tokens and samples has the same context-free terms, so they are kept (issue 11: a
+        # speculative tick's k draft steps and its verify pass, a chunked-prefill engine's composed ticks; issue 13:
+        # the decode instances of 2P2D price ~8 ticks between two joins one by one) and a tick prices only its
+        # attention and its per-sequence overhead. An all-decode tick (as many tokens as samples: one per decoding
+        # sample, or per verified position) is kept under its token count, the others under (tokens, samples); a tick
+        # that swaps is not kept (few, and its terms read the swap). `MEMO_TOKEN_TERMS` False: computed every tick
+        # (the reference for tests)
         by_tokens: dict[int, tuple] = {}
-        self._decode_terms = by_tokens  # (tests read which token counts were kept)
+        by_pair: dict[tuple[int, int], tuple] = {}
+        self._token_terms = (by_tokens, by_pair)  # (tests read what was kept)
+
+        def kept_terms(num_tokens, num_samples):
+            """The terms of a tick without swap, from the memo or computed (and kept while there is room)."""
+            if num_tokens == num_samples:
+                memo, key = by_tokens, num_tokens
+            else:
+                memo, key = by_pair, (num_tokens, num_samples)
+            terms = memo.get(key)
+            if terms is None:
+                terms = token_terms(num_tokens, num_samples, 0.0)
+                if len(memo) < MEMO_MAX_ENTRIES:
+                    memo[key] = terms
+            return terms
 
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
-            if num_tokens == num_seqs == num_samples and not swap_bytes and MEMO_DECODE_TERMS:
+            if swap_bytes or not MEMO_TOKEN_TERMS:
+                terms = token_terms(num_tokens, num_samples, swap_bytes)
+            elif num_tokens == num_samples:  # (the common case inline: a call less per all-decode tick)
                 terms = by_tokens.get(num_tokens)
                 if terms is None:
-                    terms = by_tokens[num_tokens] = token_terms(num_tokens, num_samples, num_seqs, swap_bytes)
+                    terms = kept_terms(num_tokens, num_samples)
             else:
-                terms = token_terms(num_tokens, num_samples, num_seqs, swap_bytes)
-            T, gemm_flops, gemm_bytes, gemm_compute_s, gemm_mem_s, gemm_s, elem_s, comm_s, fixed_s = terms
+                terms = kept_terms(num_tokens, num_samples)
+            T, gemm_flops, gemm_bytes, gemm_compute_s, gemm_mem_s, gemm_s, elem_s, comm_s = terms
             attn_flops = afp * attn_pairs
             attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
             attn_compute_s = attn_flops / afs
             attn_mem_s = attn_bytes / bps
             busy_s = gemm_s + sqrt(attn_compute_s * attn_compute_s + attn_mem_s * attn_mem_s) + elem_s
-            duration_s = busy_s + comm_s + fixed_s
+            duration_s = busy_s + comm_s + (tov + pso * num_seqs)
             if swap_bytes:
                 duration_s += swap_bytes / pcie
             is_compute = (gemm_compute_s + attn_compute_s) > (gemm_mem_s + attn_mem_s)
