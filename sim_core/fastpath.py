@@ -2278,8 +2278,8 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_e
     come as arrays (`dec_req`: each one's id, in no particular order; its base, first and last decoding tick numbers) and
     are put in running order (`order`: the call's admission order, every decoder among them) by a search, not per
     decoder in Python. (`dec_ids`: each one's request when `dec_req` holds keys of their own, a request's earlier
-    decoding stretches in the run: `_Again.batch_lives`.) Counted now (a run budget counts the rows), built when the log is first read (`_batch_entries`):
-    the arguments are this call's own and nothing changes them after `_write_back`."""
+    decoding stretches in the run: `_Again.batch_lives`.) Counted now (a run budget counts the rows), built when the log
+    is first read (`_batch_entries`): the arguments are this call's own and nothing changes them after `_write_back`."""
     tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
     Kd = tick_of_d.size
     if dec_req.size:  # decoders in running order: the entries of `order` that are decoders, and where each is in dec_*
@@ -2389,9 +2389,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
     (request, tick) of recompute prefills that ended, PREFILL_DONE; `preempted`: the run's pre-emptions, `run_ticks`'
     (episodes: (victims, tick) each; decoder victims -> their last decoding tick number; kept: (victims, computed,
-    emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`): a decoder victim's progress up to its
-    last decoding tick is written as a finished decoder's (its last token, gaps, batch log), then what the pre-emption
-    left is put back and the PREEMPTED events are recorded; `speculated`: a speculative run's (decoder -> blocks held,
+    emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`; its victims admitted again in it, `_Again`
+    or None): a decoder victim's progress up to its last decoding tick is written as a finished decoder's (its last
+    token, gaps, batch log), then what the pre-emption left is put back (but where the run wrote later progress) and the
+    PREEMPTED events are recorded; `speculated`: a speculative run's (decoder -> blocks held,
     decoders of each tick, logged ticks' decoders: `run_ticks`' spec_held, spec_seqs, spec_batches); `swapping`: a run
     under swap's (its swapped queue, its swap events (ids, tick, kind) and (tick, requests swapped out after it, blocks
     moved) of its ticks with swapped requests or a swap: `run_ticks`' swapped, swap_events, swap_rows))."""
