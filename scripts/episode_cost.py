@@ -7,7 +7,9 @@ of `fastpath.advance` that ran ticks) and the run's pre-emptions.
     PYTHONPATH=$PWD python scripts/episode_cost.py [--cases sarathi-serve:n=4 vllm-v0:closed ...] [--swap]
 
 `--swap`: the swap cases (`SWAP_CASES`: the vllm-v0-swap preset with n = 4, n = 2, under KV pressure at n = 1, and in
-a closed loop), which pre-empt by swapping out.
+a closed loop), which pre-empt by swapping out. `--hard`: hard KV pressure at n = 1 (`HARD_CASES`: the preset with KV
+room for one longest request, 300 requests at 25/s, `buildable` of tests/sim_core/test_equivalence.py), where a victim
+is admitted again at the next tick.
 """
 
 from __future__ import annotations
@@ -29,11 +31,18 @@ CLOSED = {"workload__arrival__process": "closed_loop", "workload__arrival__num_c
 VARIANTS = {"n=2": {"workload__num_samples": 2}, "n=4": {"workload__num_samples": 4}, "closed": CLOSED,
             "kv=0.85": {"kv_cache__gpu_memory_utilization": 0.85}, "kv=0.84": {"kv_cache__gpu_memory_utilization": 0.84}}
 CASES = ["sarathi-serve:n=2", "sarathi-serve:n=4", "vllm-v0:n=4", "sglang:n=4", "vllm-v0:closed", "sglang:closed"]
+HARD_CASES = ["sarathi-serve:hard", "vllm-v1:hard", "article-priority:hard"]
 SWAP_CASES = ["vllm-v0-swap:n=4", "vllm-v0-swap:n=2", "vllm-v0-swap:kv=0.85", "vllm-v0-swap:kv=0.84", "vllm-v0-swap:closed"]
 
 
 def config(case: str):
     engine, variant = case.split(":")
+    if variant == "hard":  # (the engine preset's own scenario, not the bench's)
+        sys.path.insert(0, "tests/sim_core")
+        from test_equivalence import buildable
+
+        return buildable(f"engine-{engine}", {"seed": 7, "workload__num_requests": 300,
+                                              "workload__arrival__rate_per_s": 25.0}, 1.0)  # fmt: skip
     return _set(engine_config(engine)[0], **VARIANTS[variant])
 
 
@@ -68,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", nargs="+", default=None)
     ap.add_argument("--swap", action="store_true", help="the swap cases (SWAP_CASES)")
+    ap.add_argument("--hard", action="store_true", help="hard KV pressure at n = 1 (HARD_CASES)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -77,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not installed: the counts come from its callgrind tool", file=sys.stderr)
         return 1
     print(f"{'case':20s} {'ticks':>6s} {'core runs':>9s} {'pre-empted':>10s} {'instructions':>13s} {'per tick':>9s}")
-    for case in args.cases or (SWAP_CASES if args.swap else CASES):
+    for case in args.cases or (SWAP_CASES if args.swap else HARD_CASES if args.hard else CASES):
         ticks, runs, preempted, instr = count(case)
         print(f"{case:20s} {ticks:6d} {runs:9d} {preempted:10d} {instr:13,d} {instr / ticks:9,.0f}", flush=True)
     return 0

@@ -13,6 +13,33 @@ from sim_core.engine import run_simulation
 from sim_core.bench import _set, engine_config
 from test_equivalence import ENGINE_SCENARIOS, buildable, SHARED_PROMPTS
 
+def with_random_variants(rng, over: dict, p_prefix: float = 0.2, p_priority: float = 0.2) -> None:
+    """Add to `over`, each drawn from `rng`: the prefix cache with shared prompts, a closed loop, two priority classes
+    in priority order, a tick limit."""
+    if rng.random() < p_prefix:
+        over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
+    if rng.random() < 0.3:
+        over.update(workload__arrival__process="closed_loop", workload__arrival__num_clients=int(rng.integers(4, 40)),
+                    workload__arrival__think_time_s=float(rng.choice([0.0, 0.02])))
+    if rng.random() < p_priority:
+        over.update(scheduler__queue_order="priority", workload__classes=[
+            {"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 2}])
+    if rng.random() < 0.2:
+        over.update(limits__max_ticks=int(rng.integers(50, 400)))
+
+
+def random_configs(rng, count: int, draw, min_room: float) -> list:
+    """`count` (name, config) pairs, each from `draw(rng)`'s (preset, overrides) with KV room for min_room-2 of the
+    longest requests (`buildable`), drawn again where the preset does not take them."""
+    out = []
+    while len(out) < count:
+        sc, over = draw(rng)
+        cfg = buildable(sc, over, float(rng.uniform(min_room, 2.0)))
+        if cfg is not None:
+            out.append((f"random {len(out)} {sc}", cfg))
+    return out
+
+
 def configs():
     out = []
     paged = [s for s in ENGINE_SCENARIOS if s not in ("engine-orca", "engine-fastertransformer")]
@@ -32,35 +59,24 @@ def configs():
                         cfg = buildable(sc, over, room)
                         if cfg is not None:
                             out.append((f"{sc} n={n} room={room} {loop} swap={swap_gb}", cfg))
-    rng = np.random.default_rng(46)
-    k = 0
-    while k < 120:
+    def draw(rng):
         sc = str(rng.choice(paged))
         n = int(rng.integers(1, 5))
         over = dict(seed=int(rng.integers(1000)), workload__num_requests=int(rng.integers(30, 90)), workload__num_samples=n,
                     workload__arrival__rate_per_s=float(rng.uniform(5, 40)), limits__num_recorded_batches=int(rng.choice([0, 50, 3000])),
                     scheduler__preemption="swap", kv_cache__swap_space_gb=float(rng.choice([0.01, 0.05, 4.0])))
-        if rng.random() < 0.2:
-            over.update(kv_cache__enable_prefix_caching=True, workload__shared_prefix=SHARED_PROMPTS)
-        if rng.random() < 0.3:
-            over.update(workload__arrival__process="closed_loop", workload__arrival__num_clients=int(rng.integers(4, 40)),
-                        workload__arrival__think_time_s=float(rng.choice([0.0, 0.02])))
-        if rng.random() < 0.2:
-            over.update(scheduler__queue_order="priority", workload__classes=[
-                {"name": "a", "share": 0.5, "priority": 0}, {"name": "b", "share": 0.5, "priority": 2}])
-        if rng.random() < 0.2:
-            over.update(limits__max_ticks=int(rng.integers(50, 400)))
-        cfg = buildable(sc, over, float(rng.uniform(0.4, 2.0)))
-        if cfg is not None:
-            out.append((f"random {k} {sc}", cfg)); k += 1
+        with_random_variants(rng, over)
+        return sc, over
+
+    out += random_configs(np.random.default_rng(46), 120, draw, 0.4)
     for eng, kw in [("vllm-v0-swap", {"workload__num_samples": 4}), ("vllm-v0-swap", {"workload__num_samples": 2}),
                     ("vllm-v0-swap", {}), ("vllm-v0-swap", {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 64})]:
         out.append((f"bench {eng} {kw}", _set(engine_config(eng)[0], **kw)))
     return out
 
-if __name__ == "__main__":
+def print_digests(cs) -> None:
+    """One line per (name, config) of `cs` (pre-emptions, ticks, its results' hash), then the count and their TOTAL."""
     total = hashlib.sha256()
-    cs = configs()
     for name, cfg in cs:
         m = hashlib.sha256()
         res = run_simulation(cfg)
@@ -69,3 +85,7 @@ if __name__ == "__main__":
         total.update(h.encode())
         print(name, res.summary.num_preemptions, res.timeline.num_ticks, h, flush=True)
     print("CONFIGS", len(cs), "TOTAL", total.hexdigest()[:16])
+
+
+if __name__ == "__main__":
+    print_digests(configs())

@@ -1059,7 +1059,7 @@ def run_ticks(engine: Engine):
         resumed.update(zip(pre_ids[victims_running != 0].tolist(), victims_running[victims_running != 0].tolist()))
     emitted_of = memoryview(st.emitted)  # (request -> emitted, as `arrival_at`: a queued victim's at its admission)
     again: list[int] = []  # this tick's recompute victims whose prefill ends (PREFILL_DONE: their gap after its price)
-    recomputed: list[tuple[int, int]] = []  # (request, tick) of each PREFILL_DONE
+    recomputed: list[tuple[int, int, int]] = []  # (request, tick, emitted count after it) of each PREFILL_DONE
     if copies or resumed:
         from sim_core.engine import samples_past_prompt  # (the tick's price of positions past the prompt, n > 1)
         prompt_of, kv_blocks_for = st.prompt.item, kv.blocks_for
@@ -1182,18 +1182,25 @@ def run_ticks(engine: Engine):
     # never run short) leave it to the scheduler
     # The run's pre-emptions (the run goes on past them): (the victims `Scheduler._preempt` pre-empted, tick) each; each
     # pre-emption's victims and what it left of their computed and emitted counts (`_preempt_in_run`); the decoder
-    # victims -> their last decoding tick number; the victims waiting in `waiting` (the run hands back before admitting
-    # one: a request's second decoding stretch in one run is not written back)
+    # victims -> their last decoding tick number (insertion order: the order they were pre-empted in); the victims
+    # waiting in `waiting` (admitting one hands the tick back, unless `again_here`: below)
     episodes: list[tuple[np.ndarray, int]] = []
     kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    dec_victims: list[tuple[int, int]] = []
+    dec_victims: dict[int, int] = {}
     requeued: set[int] = set()
     preempted_now = False  # (this tick pre-empted)
+    # A victim of the run admitted again in it (`_Again`: its first decoding stretch filed apart at that admission, so
+    # its run-local entries start again): one sample, no swap, no SGLang token test. Elsewhere the run hands that tick
+    # back.
+    again_here = None
     if not (sched.use_swap and not swaps or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
             or engine.hand_off_prefilled or speculating):  # (speculating: its victims' blocks are not their context's)
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
-        steps.requeued = requeued
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
+        if not (copies or swaps or by_ratio):
+            again_here = _Again(requeued, dec_victims)
+        else:
+            steps.requeued = requeued
     # Swap (`swaps_here`): `Scheduler._preempt` swaps victims out in the run (`_preempt_in_run`, as it recomputes them),
     # compose_tick's swap-in step is `_Steps.swap_in` (the scheduler's rule), and the requests it takes join the run
     # (`_swap_in_joins`). The run's swapped queue (keys, oldest first), the swap-ins' and swap-outs' events (ids, tick,
@@ -1569,9 +1576,11 @@ def run_ticks(engine: Engine):
                     resumed.pop(r, None)
                     if r not in steps.victim_prefills:
                         dec_ctx[r] = base[r] + d
+                        if again_here is not None:  # (before `_leave` drops its own last token)
+                            again_here.last_s[r] = waiting_since.get(r, sync_s)
                         S, B, L, first_blocks = _leave(r, d, bs, n, base, finish_at, done_ticks, phase_count, shared,
                                                        waiting_since, S, B, L, first_blocks, prompt_of if copies else None)  # fmt: skip
-                        dec_victims.append((r, d - 1))
+                        dec_victims[r] = d - 1
                 toks = B * n
                 # What pre-empting does, `Scheduler._preempt` itself, now: the victims wait in this run's queue (a later
                 # pre-emption, admission tests and the rows see them as a tick-by-tick step would); the write-back records
@@ -1581,6 +1590,8 @@ def run_ticks(engine: Engine):
                 if plan.preempted_idx.size:
                     episodes.append((plan.preempted_idx, j))
                     requeued.update(plan.preempted_idx.tolist())
+                    if again_here is not None:
+                        again_here.reentered.difference_update(plan.preempted_idx.tolist())
                 kept.append(kept_now)
                 if plan.swapped_out_idx.size:  # (swapped out: waiting in `swapped`, their blocks moved over PCIe in this tick)
                     swap_blocks += plan.swap_blocks
@@ -1693,7 +1704,11 @@ def run_ticks(engine: Engine):
                 spec_held[w] = -(-chunk // bs)
         for w, h, _ in admit:
             scheduled.append((w, j))
-            if victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
+            if requeued and w in requeued:  # (`again_here`) a victim of the run: its first stretch filed apart
+                again_here.admitted(w, base, join, sync_from, first_gap)
+                if emitted_of[w]:  # (a recompute: its prefill ends in PREFILL_DONE; `_preempt_in_run` wrote its count)
+                    resumed[w] = emitted_of[w]
+            elif victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
                 resumed[w] = emitted_of[w]
                 victims_waiting -= 1
                 if copies:
@@ -1729,9 +1744,13 @@ def run_ticks(engine: Engine):
             samples += 1
             del prefilling[r]
             o = output_of[r]
+            if again_here is not None and r in again_here.victims:  # (its last pre-emption's counts are not put back)
+                again_here.reentered.add(r)
             if resumed and r in resumed:  # a recompute victim: no first token, its next after the one before pre-emption
-                o -= resumed.pop(r)  # (tokens left, this one included)
+                e = resumed.pop(r)
+                o -= e  # (tokens left, this one included)
                 again.append(r)
+                recomputed.append((r, j, e + 1))  # (its emitted count after it)
                 if copies:  # (a token of each sample: `Engine._advance_tick`'s)
                     samples += copies
                     steps.samples_chunks = bool(resumed)
@@ -1811,11 +1830,10 @@ def run_ticks(engine: Engine):
             if gaps is None:  # (the decoders' gaps, in running order: all the shared one)
                 gaps = tick_gaps[j] = [t_end - sync_s] * (dec_seqs // n) if decoding else []
             max_itl = st.max_itl_s
-            for r in again:
-                gap = t_end - last_token.item(r)
+            for r in again:  # (a victim of the run: its last token in the run, not yet in the arrays)
+                gap = t_end - (last_token.item(r) if again_here is None else again_here.last_token_s(r, last_token))
                 gaps.append(gap)
                 max_itl[r] = max(max_itl.item(r), gap)
-                recomputed.append((r, j))
             again.clear()
         if done:
             for r in done:
@@ -1875,7 +1893,7 @@ def run_ticks(engine: Engine):
     done = _write_back(engine, d, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras,
                        want_batches, running0, running, prefilling, base, join, sync_from, first_gap, waiting[head:],
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
-                       recomputed, (episodes, dec_victims, kept) if kept else None,
+                       recomputed, (episodes, dec_victims, kept, again_here) if kept else None,
                        speculated=(spec_held, spec_seqs, spec_batches) if speculating else None,
                        swapping=(swapped, swap_events, swap_rows) if swaps else None)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
@@ -2253,14 +2271,15 @@ class LiveLeft:
 def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_extras: int, order: np.ndarray,
                     dec_req: np.ndarray, dec_base: np.ndarray, dec_join: np.ndarray, dec_last: np.ndarray, bs: int,
                     num_ticks0: int, held_fixed, num_samples: int = 1, dec_shared: np.ndarray | None = None,
-                    ext_blocks=None) -> None:  # fmt: skip
+                    ext_blocks=None, dec_ids: np.ndarray | None = None) -> None:  # fmt: skip
     """The batch log of the first K ticks: per tick its decoders in running order (one token, the blocks
     for their context), then its prefill chunks and admissions (`batch_extras`, `num_extras` entries). Every decoding
     tick decodes every decoder, so decoder r is in the decoding ticks numbered join[r] to its last. The call's decoders
     come as arrays (`dec_req`: each one's id, in no particular order; its base, first and last decoding tick numbers) and
     are put in running order (`order`: the call's admission order, every decoder among them) by a search, not per
-    decoder in Python. Counted now (a run budget counts the rows), built when the log is first read (`_batch_entries`):
-    the arguments are this call's own and nothing changes them after `_write_back`."""
+    decoder in Python. (`dec_ids`: each one's request when `dec_req` holds keys of their own, a request's earlier
+    decoding stretches in the run: `_Again.batch_lives`.) Counted now (a run budget counts the rows), built when the log
+    is first read (`_batch_entries`): the arguments are this call's own and nothing changes them after `_write_back`."""
     tick_of_d = np.flatnonzero(decoding[:K])  # (Kd,) the logged tick of each decoding tick number
     Kd = tick_of_d.size
     if dec_req.size:  # decoders in running order: the entries of `order` that are decoders, and where each is in dec_*
@@ -2270,7 +2289,7 @@ def _record_batches(rec, K: int, decoding: np.ndarray, batch_extras: dict, num_e
         at = at[is_dec]
     else:
         at = _NONE
-    decs, lo = dec_req[at], dec_join[at]
+    decs, lo = (dec_req if dec_ids is None else dec_ids)[at], dec_join[at]
     sizes = np.maximum(np.minimum(dec_last[at], Kd - 1) - lo + 1, 0)  # logged decoding ticks of each decoder
     dec_b = dec_base[at]
     dec_s = None if dec_shared is None else dec_shared[at]
@@ -2370,9 +2389,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
     (request, tick) of recompute prefills that ended, PREFILL_DONE; `preempted`: the run's pre-emptions, `run_ticks`'
     (episodes: (victims, tick) each; decoder victims -> their last decoding tick number; kept: (victims, computed,
-    emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`): a decoder victim's progress up to its
-    last decoding tick is written as a finished decoder's (its last token, gaps, batch log), then what the pre-emption
-    left is put back and the PREEMPTED events are recorded; `speculated`: a speculative run's (decoder -> blocks held,
+    emitted) as `Scheduler._preempt` left them in the run, `_preempt_in_run`; its victims admitted again in it, `_Again`
+    or None): a decoder victim's progress up to its last decoding tick is written as a finished decoder's (its last
+    token, gaps, batch log), then what the pre-emption left is put back (but where the run wrote later progress) and the
+    PREEMPTED events are recorded; `speculated`: a speculative run's (decoder -> blocks held,
     decoders of each tick, logged ticks' decoders: `run_ticks`' spec_held, spec_seqs, spec_batches); `swapping`: a run
     under swap's (its swapped queue, its swap events (ids, tick, kind) and (tick, requests swapped out after it, blocks
     moved) of its ticks with swapped requests or a swap: `run_ticks`' swapped, swap_events, swap_rows))."""
@@ -2403,7 +2423,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     if idle_ends:
         col["phase"][np.fromiter(idle_ends, dtype=np.int64, count=len(idle_ends))] = IDLE
     if preempted is not None:  # (`_advance_tick`'s row: the victims counted as pre-empted; as waiting: in the run's rows)
-        episodes, dec_victims, kept = preempted
+        episodes, dec_victims, kept, again = preempted
         col["num_preempted"] = np.zeros(n, dtype=np.int64)
         for victims, j_pre in episodes:
             col["num_preempted"][j_pre] = victims.size
@@ -2441,8 +2461,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         # last decoding tick; those that did not decode in this run (`gone`) keep what the arrays or the run's first
         # tokens say
         tick_of_d = np.flatnonzero(decoding)
-        left = [(r, int(tick_of_d[last]), last) for r, last in dec_victims if last >= join.get(r, 0)]
-        gone = [r for r, last in dec_victims if last < join.get(r, 0)]
+        left = [(r, int(tick_of_d[last]), last) for r, last in dec_victims.items() if last >= join.get(r, 0)]
+        gone = [r for r, last in dec_victims.items() if last < join.get(r, 0)]
         if left:
             fin_req, fin_tick, fin_d = _columns(finished + left, 3)
     decoded_fin = fin_d >= 0  # (not those that finished at their first token)
@@ -2472,6 +2492,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         if gone:  # (none logged: before their first decoding tick)
             at_gone = isin(dec_req, gone)
             dec_last[at_gone] = dec_join[at_gone] - 1
+        log_keys, log_ids, log_b, log_join = dec_req, None, dec_b, dec_join
+        if preempted is not None and preempted[3] is not None and preempted[3].ended:  # (victims admitted again: `_Again`)
+            order, log_keys, log_ids, log_b, log_join, dec_last = preempted[3].batch_lives(
+                order, st.num_requests, dec_req, dec_b, dec_join, dec_last)  # fmt: skip
         K = min(n, want_batches)
         # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
         # (n > 1 samples: a decoder holds n x ceil(context / bs) blocks less its prompt's shared ones, `run_ticks`' shared)
@@ -2479,8 +2503,8 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         dec_shared = None if not copies or held_fixed is not None else copies * (st.prompt[dec_req] // bs)
         # (a chunk's blocks with n > 1, a recompute's past its prompt included: `kv.blocks_for`; the prompts are fixed)
         ext_blocks = None if not copies or held_fixed is not None else (lambda ctx, req, prompt=st.prompt: kv.blocks_for(ctx, prompt[req]))
-        _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, dec_req, dec_b, dec_join, dec_last, bs,
-                        num_ticks0, held_fixed, num_samples, dec_shared, ext_blocks)  # fmt: skip
+        _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, log_keys, log_b, log_join, dec_last, bs,
+                        num_ticks0, held_fixed, num_samples, dec_shared, ext_blocks, log_ids)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
         ticks = np.fromiter(tick_gaps, dtype=np.int64, count=len(tick_gaps))
         gap_counts[ticks] = 0
@@ -2491,16 +2515,23 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     else:
         rec.itl_runs(gap_arr, gap_counts)
 
+    # (a victim admitted again in the run, `_Again`: its events all, its state from its first admission or its last)
+    again = preempted[3] if preempted is not None else None
+    twice = again is not None and again.victims
     if scheduled:
         req, tick = sched_cols
         rec.event(req, t0[tick], Event.SCHEDULED)
-        first = np.isnan(st.first_scheduled_s[req])
-        st.first_scheduled_s[req[first]] = t0[tick][first]
-        st.prefill_start_s[req] = t0[tick]
         st.status[req] = Status.RUNNING
-    if prefilling:
-        req = np.array(list(prefilling), dtype=np.int64)
-        st.computed[req] = np.array(list(prefilling.values()), dtype=np.int64)
+        if twice:  # (the first admission's start is its first; the last's its prefill's)
+            at = _first_of(req)
+            first_req, first_tick = req[at], tick[at]
+            at = _last_of(req)
+            req, tick = req[at], tick[at]
+        else:
+            first_req, first_tick = req, tick
+        first = np.isnan(st.first_scheduled_s[first_req])
+        st.first_scheduled_s[first_req[first]] = t0[first_tick][first]
+        st.prefill_start_s[req] = t0[tick]
     if first_token:
         req, tick = _columns(first_token, 2)
         rec.event(req, t_end[tick], Event.FIRST_TOKEN)
@@ -2509,14 +2540,19 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         st.computed[req] = st.prefill_target[req]
         st.emitted[req] = 1
     if recomputed:  # (a token after those before pre-emption; their gaps and max_itl_s: in the run)
-        req, tick = _columns(recomputed, 2)
+        req, tick, emitted = _columns(recomputed, 3)
         rec.event(req, t_end[tick], Event.PREFILL_DONE)
+        if twice:
+            at = _last_of(req)
+            req, tick, emitted = req[at], tick[at], emitted[at]
         st.last_token_s[req] = t_end[tick]
         st.computed[req] = st.prefill_target[req]
-        st.emitted[req] += 1
+        st.emitted[req] = emitted
     if decode_first:  # (their progress, last token and gaps: with the other decoders' below)
         req, tick = _columns(decode_first, 2)
         engine.record_decode_first(req, t_end[tick])
+    if twice and again.closed:
+        again.write_closed(st, decoding, t_end, gap_arr)
     if base:
         n, req, b = n_dec, dec_req, dec_b
         ctx = b + d_end  # still running: decoded up to the last decoding tick
@@ -2544,6 +2580,16 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
             if shared.any():
                 own[shared] = np.maximum(own[shared], _range_max(gap_arr, lo[shared], last[shared]))
             st.max_itl_s[req] = np.maximum(st.max_itl_s[req], own)
+    if preempted is not None:  # what each pre-emption left of the victims' counts (the lines above wrote their progress
+        for ids, computed, emitted in kept:  # in the run: first tokens, PREFILL_DONE, decoding), but where the run
+            keep = again.put_back(ids) if twice else None  # wrote later progress (`_Again.reentered`)
+            if keep is not None:
+                ids, computed, emitted = ids[keep], computed[keep], emitted[keep]
+            st.computed[ids] = computed
+            st.emitted[ids] = emitted
+    if prefilling:  # (after the put-back: a victim admitted again in the run may be prefilling)
+        req = np.array(list(prefilling), dtype=np.int64)
+        st.computed[req] = np.array(list(prefilling.values()), dtype=np.int64)
     if finished:
         req, tick, _ = fin_all
         st.status[req] = Status.FINISHED
@@ -2567,10 +2613,7 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     st.status[st.key_to_id(st.waiting_keys)] = Status.WAITING  # arrivals queued on the fast path
     st.next_arrival = ptr
     st.now_s = float(t_end[-1])
-    if preempted is not None:  # what each pre-emption left of the victims' counts (the lines above wrote their progress
-        for ids, computed, emitted in kept:  # in the run: first tokens, PREFILL_DONE, decoding), and their events
-            st.computed[ids] = computed
-            st.emitted[ids] = emitted
+    if preempted is not None:
         for victims, j_pre in episodes:
             rec.event(victims, t0[j_pre], Event.PREEMPTED)
     if swapping is not None:  # the run's swapped queue (its victims SWAPPED, though admitted in the run), swap events
@@ -2579,6 +2622,102 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         for ids, j_swap, kind in swapping[1]:
             rec.event(ids, t0[j_swap], kind)
     return True
+
+
+class _Again:
+    """A core run's victims admitted again in it (issue 11, session 47: at n = 1 under hard KV pressure the victim of a
+    pre-emption is admitted again at the next tick, and a run that handed that tick back lasted ~6 ticks, nearly all of
+    its cost its set-up and write-back). The run's per-decoder entries (`base`, `join`, `sync_from`, `first_gap`, its
+    finish in `dec_victims`) hold one decoding stretch per request: at the victim's admission its first stretch is filed
+    here (`closed`: what the write-back still needs of it, its last token and its largest gap) and its entries start
+    again. `last_s`: decoder victim -> its last token's time in the run (not yet in the arrays: its PREFILL_DONE gap is
+    from it); `victims`: the requests admitted again; `reentered`: those whose prompt completed since their last
+    pre-emption (the write-back does not put back that pre-emption's counts over what the run wrote since)."""
+
+    __slots__ = ("requeued", "dec_victims", "last_s", "victims", "reentered", "closed", "ended")
+
+    def __init__(self, requeued: set[int], dec_victims: dict[int, int]):
+        self.requeued, self.dec_victims = requeued, dec_victims  # (the run's: its victims waiting, its decoder victims)
+        self.last_s: dict[int, float] = {}
+        self.victims: set[int] = set()
+        self.reentered: set[int] = set()
+        # (request, last decoding tick number, sync_from, first gap, base, first decoding tick number) of each stretch
+        self.closed: list[tuple[int, int, int, float, int, int]] = []
+        # (request, its closed stretch's index or -1: none) each time a victim is admitted again, in order: the batch
+        # log's running order holds the request once per admission, and the time it was in the batch before this one
+        # is that stretch's (`batch_lives`)
+        self.ended: list[tuple[int, int]] = []
+
+    def admitted(self, w: int, base: dict, join: dict, sync_from: dict, first_gap: dict) -> None:
+        """Victim w of the run is admitted again: its decoding stretch in the run (if it decoded in it) is filed in
+        `closed` and leaves the run's per-decoder entries (a decoder that joins later is entered after the others, as
+        `base`'s order and `join`'s expect)."""
+        self.requeued.discard(w)
+        self.victims.add(w)
+        last_d = self.dec_victims.pop(w, None)
+        if last_d is None:  # (pre-empted mid-prefill: no stretch open)
+            self.ended.append((w, -1))
+            return
+        b = base.pop(w)
+        first_d = join.pop(w, 0)
+        lo = sync_from.pop(w)
+        own = first_gap.pop(w, -math.inf)
+        if last_d >= first_d:  # (it decoded in the run)
+            self.ended.append((w, len(self.closed)))
+            self.closed.append((w, last_d, lo, own, b, first_d))
+        else:
+            self.ended.append((w, -1))
+
+    def last_token_s(self, r: int, last_token: np.ndarray) -> float:
+        """Request r's last token before its PREFILL_DONE: in the run if it decoded in it, else the arrays'."""
+        last_s = self.last_s.get(r)
+        return last_token.item(r) if last_s is None else last_s
+
+    def write_closed(self, st, decoding: np.ndarray, t_end: np.ndarray, gap_arr: np.ndarray) -> None:
+        """The closed stretches' last tokens and largest gaps (as the write-back writes a decoder's), in the order they
+        closed: a later token of the same request (its PREFILL_DONE, its next stretch) is written after or kept."""
+        tick_of_d = np.flatnonzero(decoding)
+        last_token, max_itl = st.last_token_s, st.max_itl_s
+        for w, last_d, lo, own, _, _ in self.closed:
+            last = int(tick_of_d[last_d])
+            t = t_end.item(last)
+            if not last_token.item(w) >= t:  # (NaN: none yet)
+                last_token[w] = t
+            if lo <= last:  # decoded in step at least once after its own first gap
+                own = max(own, gap_arr[lo : last + 1].max())
+            max_itl[w] = max(max_itl.item(w), own)
+
+    def batch_lives(self, order: np.ndarray, key0: int, dec_req: np.ndarray, dec_b: np.ndarray, dec_join: np.ndarray,
+                    dec_last: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The batch log's running order and decoders (`_record_batches`' `order`, `dec_req`, ...) with the closed
+        stretches: the request's place in `order` before each admission again is its closed stretch's, under a key of
+        its own (`key0` + its index: above every request id), or no decoder's (-1); its last place is its open
+        stretch's (`dec_req`). Returns (order, keys, ids, bases, first and last decoding tick numbers)."""
+        order = order.copy()
+        for w, k in self.ended:  # (each admission again ends the earliest of its places still its own)
+            order[np.flatnonzero(order == w)[0]] = -1 if k < 0 else key0 + k
+        if not self.closed:
+            return order, dec_req, dec_req, dec_b, dec_join, dec_last
+        ids, last, b, first = (np.array([x[i] for x in self.closed], dtype=np.int64) for i in (0, 1, 4, 5))
+        keys = np.concatenate((dec_req, key0 + np.arange(ids.size)))
+        return (order, keys, np.concatenate((dec_req, ids)), np.concatenate((dec_b, b)),
+                np.concatenate((dec_join, first)), np.concatenate((dec_last, last)))  # fmt: skip
+
+    def put_back(self, ids: np.ndarray) -> np.ndarray | None:
+        """Of a pre-emption's victims, those whose counts it left are still theirs (not `reentered`; None: all)."""
+        if not self.reentered:
+            return None
+        return ~isin(ids, np.fromiter(self.reentered, np.int64, len(self.reentered)))
+
+
+def _first_of(req: np.ndarray) -> np.ndarray:
+    """Where each distinct request first occurs in `req`."""
+    return np.unique(req, return_index=True)[1]
+
+
+def _last_of(req: np.ndarray) -> np.ndarray:
+    """Where each distinct request last occurs in `req`."""
+    return req.size - 1 - np.unique(req[::-1], return_index=True)[1]
 
 
 def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[int, int], dec_ctx: dict[int, int],

@@ -542,6 +542,43 @@ def test_a_core_run_goes_on_past_its_preemptions(engine, over, monkeypatch):
     assert runs < ticks or engine == "sglang" and over is BENCH_CLOSED and runs == ticks  # (its 5 are far apart)
 
 
+HARD_PRESSURE = {"seed": 7, "workload__num_requests": 300, "workload__arrival__rate_per_s": 25.0}
+
+
+@pytest.mark.parametrize("scenario", ["engine-sarathi-serve", "engine-vllm-v1", "engine-article-priority",
+                                      "engine-article-smart-preemption", "engine-article-time-slice"])  # fmt: skip
+@pytest.mark.parametrize("num_recorded_batches", [2000, 0])
+def test_a_core_run_goes_on_past_admitting_its_victims_again(scenario, num_recorded_batches, monkeypatch):
+    """Hard KV pressure at n = 1 (room for one longest request, 300 requests at 25/s: `scripts/episode_cost.py --hard`),
+    where a victim is admitted again at the next tick: a core run admits its own victims again and goes on (`_Again`:
+    the victim's first decoding stretch filed apart at that admission, its second written back from its own entries),
+    so the core's runs are far fewer than the admissions again they make, and every output, the batch log (its first
+    2,000 ticks) included, is the tick-by-tick one."""
+    from sim_core import fastpath
+
+    cfg = buildable(scenario, {**HARD_PRESSURE, "limits__num_recorded_batches": num_recorded_batches}, 1.0)
+    runs, advance = [0], fastpath.advance
+    again, admitted = [0], fastpath._Again.admitted
+
+    def counted_runs(engine):
+        ran = advance(engine)
+        runs[0] += bool(ran)
+        return ran
+
+    def counted_again(self, *args):
+        again[0] += 1
+        return admitted(self, *args)
+
+    monkeypatch.setattr(fastpath, "advance", counted_runs)
+    monkeypatch.setattr(fastpath._Again, "admitted", counted_again)
+    check_queue_after_core_runs(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.num_preemptions > 100
+    assert again[0] > 0.8 * on.summary.num_preemptions  # (nearly every victim is admitted again in the run that took it)
+    assert runs[0] * 10 < again[0]
+
+
 @pytest.mark.parametrize("case", range(24))
 def test_random_kv_pressure_configs_equal_tick_by_tick(case, monkeypatch):
     """Random configs under KV pressure (any paged preset, n = 1-4, open or closed loop, with or without the prefix
