@@ -91,20 +91,26 @@ def _update(res, m) -> None:
             m.update(np.ascontiguousarray(a).tobytes())
 
 
+def result_hash(res, arrays: tuple[str, ...] = RESULT_ARRAYS):
+    """A sha256 of every array of a result: the merged run's, each instance's with its request ids, and the deployment's
+    `arrays` (scripts/xpyd_digest.py hashes one more)."""
+    m = hashlib.sha256()
+    _update(res, m)
+    for x in getattr(res, "instances", ()):
+        _update(x.result, m)
+        m.update(x.request_ids.tobytes())
+    for f in arrays:
+        a = getattr(res, f, None)
+        if a is not None:
+            m.update(np.ascontiguousarray(a).tobytes())
+    return m
+
+
 def main() -> None:
     total = hashlib.sha256()
     for seed, cfg in configs():
         res = run_simulation(cfg)
-        m = hashlib.sha256()
-        _update(res, m)
-        for x in getattr(res, "instances", ()):
-            _update(x.result, m)
-            m.update(x.request_ids.tobytes())
-        for f in RESULT_ARRAYS:
-            a = getattr(res, f, None)
-            if a is not None:
-                m.update(np.ascontiguousarray(a).tobytes())
-        digest = m.hexdigest()[:16]
+        digest = result_hash(res).hexdigest()[:16]
         total.update(digest.encode())
         dep = cfg.deployment
         print(seed, dep.router, dep.replicas, "xPyD" if dep.disaggregation else "", cfg.workload.arrival.process,

@@ -670,7 +670,11 @@ class Deployment:
             # a paused run's state)
             first, other = (len(self.front), self.back) if inst.role == "prefill" else (0, self.front)
             for j, o in enumerate(other, start=first):
-                if o.engine.has_work:
+                e = o.engine
+                # (a bound is never before its instance's clock, `_next_output_bound_s`: one whose clock has reached h
+                # cannot lower it, so neither `has_work` nor the bound is asked; while a dispatch waits for a decode
+                # instance, every busy prefill instance has reached the dispatch's instant: once per hand-off)
+                if e.st.now_s < h and e.has_work:
                     b = self._next_output_bound_s(j)
                     if b < h:  # (min(h, b) without the call: the same value)
                         h = b
@@ -692,7 +696,8 @@ class Deployment:
         """No tick of instance j that starts before its clock, or (for a prefill instance with nothing queued,
         running or swapped: only arrivals to come) before its next arrival, can end sooner than one shortest
         tick after that: the earliest time j can hand a request off or free decode blocks. (Arrivals still to
-        be routed, and cluster events, bound every horizon separately.)"""
+        be routed, and cluster events, bound every horizon separately.) Never before j's clock (`_horizon` relies
+        on it: no shortest tick is negative)."""
         inst = self.instances[j]
         eng = inst.engine
         t = eng.st.now_s

@@ -21,6 +21,7 @@ from sim_core.runs import Runs
 from sim_core.types import FloatArray, IntArray, Phase, Status
 
 _REQ_FIELDS = tuple(f.name for f in dataclasses.fields(RequestTable))
+_CLUSTER_EVENT = np.dtype([("req", np.int64), ("time_s", np.float64), ("kind", np.int8)])  # `Deployment.events`' tuples
 
 
 @dataclass(frozen=True)
@@ -276,10 +277,9 @@ def build_result(dep: Deployment) -> ClusterResult:
     order = np.argsort(cols["t_start_s"] + cols["duration_s"], kind="stable")
     tl = Timeline({name: col[order] for name, col in cols.items()})
     # Events (request ids made deployment-wide) in time order; at equal times: prefill side, cluster, decode side.
-    ce = dep.events
-    c_req = np.array([e[0] for e in ce], dtype=np.int64)
-    c_t = np.array([e[1] for e in ce], dtype=np.float64)
-    c_k = np.array([e[2] for e in ce], dtype=np.int8)
+    # (the cluster's (request, time, kind) tuples read in one pass in C, not one Python pass per field: three per request)
+    ce = np.fromiter(dep.events, dtype=_CLUSTER_EVENT, count=len(dep.events))
+    c_req, c_t, c_k = ce["req"], ce["time_s"], ce["kind"]
     nf = len(dep.front)
     ev = [(ids_of[k][r.events.req], r.events.time_s, r.events.kind) for k, r in enumerate(raw)]
     ev = ev[:nf] + [(c_req, c_t, c_k)] + ev[nf:]

@@ -111,8 +111,7 @@ class LinkSides:
             if wire_end > t_s:
                 spans.append((t_s, wire_end))
             for side in (src, dst) if src != dst else (src,):
-                for a, b in spans:
-                    self._book(side, a, b)  # (after every span, or touching the last: `_book`'s first cases)
+                self._book(side, spans)  # (after every span, or touching the last: `_book`'s first cases)
             return t_s, t_s + (x.latency_s + exposed / bps), spans
         hidden = []
         free_s = None
@@ -125,8 +124,7 @@ class LinkSides:
         pieces = _take(self._free(src, dst, t_s, math.inf), exposed / bps)  # (the last gap is open)
         spans = [(a, b) for a, b in hidden + pieces if b > a]
         for side in (src, dst) if src != dst else (src,):
-            for a, b in spans:
-                self._book(side, a, b)
+            self._book(side, spans)
         if len(pieces) == 1 and pieces[0][0] == t_s:  # (nothing in its way from its dispatch: `seconds`' sum)
             return t_s, t_s + (x.latency_s + exposed / bps), spans
         return pieces[0][0], pieces[-1][1] + x.latency_s, spans
@@ -154,29 +152,31 @@ class LinkSides:
         """The spans side `side` was busy, in time order (touching ones merged)."""
         return list(zip(self._starts[side], self._ends[side]))
 
-    def _book(self, side: int, a: float, b: float) -> None:
-        """Side `side` busy over [a, b] (free there before): merged with a span it touches."""
+    def _book(self, side: int, spans: list[tuple[float, float]]) -> None:
+        """Side `side` busy over each [a, b] of `spans` (disjoint, free there before), one after the other: each merged
+        with a span it touches. (A transfer's spans in one call, not one call each: two per side of most transfers.)"""
         starts, ends = self._starts[side], self._ends[side]
-        if not ends or ends[-1] < a:  # (after every span: most bookings)
-            starts.append(a)
-            ends.append(b)
-            return
-        if ends[-1] == a:  # (touching the last span: one span)
-            ends[-1] = b
-            return
-        k = bisect_right(ends, a)  # (spans before k end at or before a)
-        if k and ends[k - 1] == a:  # (joins the span before)
-            k -= 1
-            if k + 1 < len(starts) and starts[k + 1] == b:  # (and the one after: one span)
-                ends[k] = ends[k + 1]
-                del starts[k + 1], ends[k + 1]
+        for a, b in spans:
+            if not ends or ends[-1] < a:  # (after every span: most bookings)
+                starts.append(a)
+                ends.append(b)
+                continue
+            if ends[-1] == a:  # (touching the last span: one span)
+                ends[-1] = b
+                continue
+            k = bisect_right(ends, a)  # (spans before k end at or before a)
+            if k and ends[k - 1] == a:  # (joins the span before)
+                k -= 1
+                if k + 1 < len(starts) and starts[k + 1] == b:  # (and the one after: one span)
+                    ends[k] = ends[k + 1]
+                    del starts[k + 1], ends[k + 1]
+                else:
+                    ends[k] = b
+            elif k < len(starts) and starts[k] == b:
+                starts[k] = a
             else:
-                ends[k] = b
-        elif k < len(starts) and starts[k] == b:
-            starts[k] = a
-        else:
-            starts.insert(k, a)
-            ends.insert(k, b)
+                starts.insert(k, a)
+                ends.insert(k, b)
 
 
 def _take(gaps: list[tuple[float, float]], wire_s: float) -> list[tuple[float, float]]:

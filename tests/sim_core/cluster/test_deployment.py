@@ -432,3 +432,19 @@ def test_the_ticks_table_divides_each_instances_ticks_by_its_own_gpus_peaks():
         mine = ticks[(ticks["instance"] == x.name) & (ticks["phase"] != "idle")]
         assert mine["mfu"].mean() == pytest.approx(x.result.summary.mfu_mean)
         assert mine["mbu"].mean() == pytest.approx(x.result.summary.mbu_mean)
+
+
+def test_the_cluster_events_are_in_the_result_with_their_requests_times_and_kinds():
+    """Every event of `Deployment.events` (a hand-off's wait, a transfer's start and end) is one event of the result,
+    its request, time and kind as recorded, with the instances' own events in time order."""
+    cfg = deploy(make_config(workload__num_requests=50, workload__arrival__rate_per_s=20.0),
+                 {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}})  # fmt: skip
+    dep = Deployment(cfg)
+    dep.run()
+    res = build_result(dep)
+    ev = res.events
+    assert np.all(np.diff(ev.time_s) >= 0)
+    cluster = np.isin(ev.kind, [Event.KV_WAIT, Event.KV_TRANSFER_START, Event.KV_TRANSFER_DONE])
+    got = sorted(zip(ev.req[cluster].tolist(), ev.time_s[cluster].tolist(), ev.kind[cluster].tolist()))
+    assert len(dep.events) == 150 and got == sorted(dep.events)
+    assert ev.req.dtype == np.int64 and ev.time_s.dtype == np.float64 and ev.kind.dtype == np.int8

@@ -444,3 +444,41 @@ def test_a_count_curve_bounds_each_instant_as_a_count_of_tokens_left_would(finis
         if k < len(adds):
             curve.add(adds[k])
             tokens.append(adds[k])
+
+
+def _horizons_checked(cfg, monkeypatch):
+    """Run cfg's deployment with every `_horizon` of an instance whose horizon the other pool's next outputs bound (a
+    busy decode instance; a prefill instance holding handed-off KV while hand-offs wait for a decode slot) checked
+    against every busy instance of the other pool: at most its `_next_output_bound_s`, which is never before its
+    clock. (`_horizon` asks only the instances whose clock is before the horizon so far.) Returns how many were checked."""
+    checked = [0]
+    horizon = Deployment._horizon
+
+    def checking(self, i, t_arr, t_heap):
+        h = horizon(self, i, t_arr, t_heap)
+        inst = self.instances[i]
+        if inst.role == "decode" and inst.engine.is_busy or inst.role == "prefill" and self._pending and not self._free_running(i):
+            for j, o in enumerate(self.instances):
+                if o.role != inst.role and o.engine.has_work:
+                    bound_s = self._next_output_bound_s(j)
+                    assert o.engine.st.now_s <= bound_s and h <= bound_s, (i, j, h, bound_s)
+            checked[0] += 1
+        return h
+
+    monkeypatch.setattr(Deployment, "_horizon", checking)
+    _run(cfg)
+    return checked[0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_horizon_is_bounded_by_every_next_output_of_the_other_pool(monkeypatch, seed):
+    """The horizon of a decode instance (or of a prefill instance under back-pressure) is at most every busy
+    instance's of the other pool next-output bound, though `_horizon` skips those whose clock has reached it (the
+    dispatch at each hand-off: every prefill instance is past its instant), with and without back-pressure."""
+    cfg = deploy(_chat(num_requests=150, rate=20.0 + 10 * seed, seed=seed),
+                 {"router": ["round_robin", "least_outstanding", "least_kv"][seed],
+                  "disaggregation": {"prefill": {"replicas": 1 + seed % 2}, "decode": {"replicas": 2}}})  # fmt: skip
+    assert _horizons_checked(cfg, monkeypatch) > 150
+    small = cfg.hardware.model_dump() | {"memory_gib": 19.5}  # (back-pressure: hand-offs wait for decode blocks)
+    tight = with_value(cfg, "deployment.disaggregation.decode.hardware", small)
+    assert _horizons_checked(tight, monkeypatch) > 150

@@ -257,3 +257,29 @@ def test_the_readme_quotes_the_link_contention_runs_as_they_run():
             f"{d.slo_attainment:.0%} -> {slow[0].slo_attainment:.0%} meeting both SLOs; at 5 GB/s "
             f"{'one transfer' if five[1] == 1 else f'{five[1]} transfers'} of {five[2]} waits, {five[3] * 1e3:.1f} ms"
             ).replace("%", " %") in text  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=10), st.data())
+def test_a_transfers_spans_booked_in_one_call_are_its_spans_booked_one_by_one(cuts, data):
+    """`LinkSides._book` takes a transfer's spans in one call: a side's busy spans are then those of booking each
+    span alone in turn, touching ones merged, in every case of the merge (after the last, touching it, between
+    spans, touching the one before, the one after or both)."""
+    points = sorted({round(x, 3) for cut in cuts for x in cut})
+    free = list(zip(points, points[1:]))  # disjoint spans, some touching
+    spans = data.draw(st.lists(st.sampled_from(free), unique=True, min_size=1, max_size=len(free)) if free else st.just([]))
+    at_once, one_by_one = LinkSides(KVTransfer(None, LinkConfig(), 32), 1), LinkSides(KVTransfer(None, LinkConfig(), 32), 1)
+    split = data.draw(st.integers(0, len(spans)))  # (some booked before, as earlier transfers)
+    for s in spans[:split]:
+        at_once._book(0, [s])
+    at_once._book(0, spans[split:])
+    for s in spans:
+        one_by_one._book(0, [s])
+    assert at_once.busy_spans(0) == one_by_one.busy_spans(0)
+    merged = []
+    for a, b in sorted(spans):
+        if merged and merged[-1][1] == a:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    assert at_once.busy_spans(0) == merged
