@@ -19,7 +19,7 @@ from sim_core.cluster.result import build_result
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
 from sim_core.sweep import with_value
-from sim_core.types import Phase, Status
+from sim_core.types import Event, Phase, Status
 from tests.conftest import make_config
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_routing_and_busy_ticks, assert_same_run, deploy
 
@@ -320,3 +320,31 @@ def test_only_a_prefill_instance_tries_sglangs_admission_every_step():
     assert {x.role: x.engine.sched.resets_token_full for x in dep.front + dep.back} == {"prefill": True, "decode": False}
     rep = Deployment(deploy(with_value(cfg, "deployment.disaggregation", None), {"router": "round_robin", "replicas": 2}))
     assert not any(x.engine.sched.resets_token_full for x in rep.front)
+
+
+def test_a_decoder_preempted_before_its_first_token_records_none_in_a_run_that_goes_on():
+    # (found by a non-derandomised run of the property test above) With the first token from the decode side, a
+    # decoder that joined with no token yet and is pre-empted at its first decoding tick must not emit a first token in
+    # that tick: a core run that goes on past the pre-emption (unpaused: `pause_runs=False`) recorded a FIRST_TOKEN
+    # event for it at that tick's end, which neither the paused run nor tick by tick records
+    cfg = _xpyd(0, 47, 40.0, 300, 300, 1, 1, "round_robin", decode_gib=19.5)
+    cfg = with_value(cfg, "deployment.disaggregation.first_token_from", "decode")
+    _, fast = _result(cfg)
+    _, ref = _result(cfg, pause_runs=False)
+    _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+    for res in (fast, ref, tick_by_tick):
+        ev, first_token_s = res.events, res.requests.first_token_s
+        # (the case: a decoder pre-empted after its KV arrived and before its first token)
+        done = ev.kind == Event.KV_TRANSFER_DONE
+        arrived_s = np.full(first_token_s.size, np.inf)
+        arrived_s[ev.req[done]] = ev.time_s[done]
+        pre = ev.kind == Event.PREEMPTED
+        assert np.any((ev.time_s[pre] > arrived_s[ev.req[pre]]) & (ev.time_s[pre] < first_token_s[ev.req[pre]]))
+        for r in np.unique(ev.req[pre]):  # a pre-empted request emits nothing until it is admitted again
+            kinds = ev.kind[ev.req == r][np.argsort(ev.time_s[ev.req == r], kind="stable")].tolist()
+            for at in [i for i, k in enumerate(kinds) if k == Event.PREEMPTED]:
+                after = kinds[at + 1:]
+                upto = after.index(Event.SCHEDULED) if Event.SCHEDULED in after else len(after)
+                assert Event.FIRST_TOKEN not in after[:upto], (int(r), kinds)
+    _assert_same_deployment(fast, ref)
+    assert_same_routing_and_busy_ticks(fast, tick_by_tick)
