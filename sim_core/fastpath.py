@@ -56,9 +56,9 @@ short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here
 run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-empting does to the state
 `Scheduler._preempt`'s, which the loop calls at the pre-empting tick (`_preempt_in_run`: the arrays given the victims'
 state at that tick, the state's queue the run's, which takes the victims back). The run goes on past it (session 45:
-a run ended at every pre-emption, ~0.5 ms of set-up and write-back each), until it would admit one of its own victims
-(`_Steps._refuse_requeued`: a request's second decoding stretch in one run is not written back; the next run admits
-it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
+a run ended at every pre-emption, ~0.5 ms of set-up and write-back each); it admits its own victims again (`_Again`:
+their decoding stretch before filed apart, sessions 47-48, any n), but under swap or SGLang's token test, where it
+hands that tick back (`_Steps._refuse_requeued`; the next run admits it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
 their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, dynamic batch sizing (its
 batch-1 stretches run faster as vectorised runs), a deployment instance's closed-loop session turns (SlotState: the
@@ -1194,15 +1194,15 @@ def run_ticks(engine: Engine):
     requeued: set[int] = set()
     preempted_now = False  # (this tick pre-empted)
     # A victim of the run admitted again in it (`_Again`: its first decoding stretch filed apart at that admission, so
-    # its run-local entries start again): one sample, no swap, no SGLang token test. Elsewhere the run hands that tick
-    # back. Under swap a victim of the run swapped in again (`_Again.swapped_in`, any n: the swap-in is
+    # its run-local entries start again; n > 1: admitted by `Scheduler.admit_samples` while one waits, session 48): no
+    # swap, no SGLang token test. Elsewhere the run hands that tick back. Under swap a victim of the run swapped in again (`_Again.swapped_in`, any n: the swap-in is
     # `Scheduler.swap_in_count`'s, no admission rule is asked) resumes decoding with its KV, a decoder that joins.
     again_here = None
     if not (sched.use_swap and not swaps or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
             or engine.hand_off_prefilled or speculating):  # (speculating: its victims' blocks are not their context's)
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
-        if not (copies or swaps or by_ratio):
+        if not (swaps or by_ratio):  # (n > 1: a victim waiting is admitted by `Scheduler.admit_samples`, below)
             again_here = _Again(requeued, dec_victims)
         else:
             steps.requeued = requeued
@@ -1607,10 +1607,10 @@ def run_ticks(engine: Engine):
                     again_here.swapped_out(out)  # (swapped in again in the run: a second stretch, `_Again.swapped_in`)
                     steps.swapped_apart.update(_apart_from_context(kv, st, out))
                     engine.num_swap_outs += plan.swapped_out_idx.size
-                # (Not in `victims_waiting`: never admitted in this run. With n > 1 they leave admission to the one-sample
-                # rule, which counts a victim's positions past its prompt once, not once per sample, so it admits one
-                # whenever `Scheduler.admit_samples` would, and may where that would not: either way the run hands the
-                # tick back, and every other candidate is tested the same.)
+                if copies and plan.preempted_idx.size and again_here is not None:  # (n > 1: a recompute victim that
+                    # emitted waits for `Scheduler.admit_samples`, which counts its positions past the prompt per sample)
+                    victims_waiting += sum(1 for r in plan.preempted_idx.tolist() if emitted_of[r])
+                    steps.samples_admit = victims_waiting > 0
                 steps.victims, steps.victim_held, steps.victim_prefills, steps.undo = [], [], {}, None
                 steps.chunk_preempted = False
                 preempted_now = True
@@ -1719,6 +1719,9 @@ def run_ticks(engine: Engine):
                 again_here.admitted(w, base, join, sync_from, first_gap)
                 if emitted_of[w]:  # (a recompute: its prefill ends in PREFILL_DONE; `_preempt_in_run` wrote its count)
                     resumed[w] = emitted_of[w]
+                    if copies:  # (its chunks by `Scheduler.chunk_positions`)
+                        victims_waiting -= 1
+                        steps.samples_admit, steps.samples_chunks = victims_waiting > 0, True
             elif victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
                 resumed[w] = emitted_of[w]
                 victims_waiting -= 1
