@@ -46,8 +46,9 @@ swapped out by `Scheduler._preempt` in the run as a recompute victim is requeued
 `Scheduler.swaps_out`, gives compose_tick's flags), the run keeps the swapped queue, compose_tick's swap-in step is
 `_Steps.swap_in` (`Scheduler.swap_in_count`), the requests it takes join the run (`_swap_in_joins`), the tick's PCIe
 time is `CostModel._tick_scalar`'s `swap_bytes`, and a swap-in that took nothing lets the unrolled all-decode loop run
-to the next completion (`swap_blocked`). Swapping in a request the run swapped out ends the run (its second decoding
-stretch), as admitting a recompute victim of the run does.
+to the next completion (`swap_blocked`). Swapping in a request the run swapped out goes on (session 48: `_Again.swapped_in`
+files its decoding stretch before it apart, and it joins again as a decoder with its KV, its gap from its last token in
+the run); admitting a recompute victim of the run under swap still ends it.
 
 Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a block, or a running prefill's chunk
 short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
@@ -55,9 +56,9 @@ short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here
 run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-empting does to the state
 `Scheduler._preempt`'s, which the loop calls at the pre-empting tick (`_preempt_in_run`: the arrays given the victims'
 state at that tick, the state's queue the run's, which takes the victims back). The run goes on past it (session 45:
-a run ended at every pre-emption, ~0.5 ms of set-up and write-back each), until it would admit one of its own victims
-(`_Steps._refuse_requeued`: a request's second decoding stretch in one run is not written back; the next run admits
-it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
+a run ended at every pre-emption, ~0.5 ms of set-up and write-back each); it admits its own victims again (`_Again`:
+their decoding stretch before filed apart, sessions 47-48, any n), but under swap or SGLang's token test, where it
+hands that tick back (`_Steps._refuse_requeued`; the next run admits it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
 their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, dynamic batch sizing (its
 batch-1 stretches run faster as vectorised runs), a deployment instance's closed-loop session turns (SlotState: the
@@ -192,7 +193,7 @@ class _Steps:
         "swap_failed",
         "swap_taken",
         "swapped",
-        "swapped_here",
+        "swapped_apart",
         "target_arr",
         "target_of",
         "target_view",
@@ -242,9 +243,10 @@ class _Steps:
         self.requeued: set[int] = set()
         self.chunk_preempted = False  # (this tick's chunk step pre-empted: no swap-in, no admission, `Scheduler._plan`'s)
         # Swap (`run_ticks`' `swaps`): the run's swapped queue (keys, oldest first: `st.swapped_keys`), request -> host
-        # blocks (`BlockManager.host_held`), the requests this run swapped out (swapping one in hands the tick back: a
-        # second decoding stretch, as `requeued`), and this tick's swap-ins (applied by the loop once the tick runs)
-        self.swapped, self.host_held, self.swapped_here, self.swap_taken = None, None, set(), ()
+        # blocks (`BlockManager.host_held`), the requests this run swapped out whose host blocks are not their context's
+        # (swapping one in hands the tick back: `run_ticks`' bookkeeping of a decoder that joins assumes that layout, as
+        # `_host_layout_holds` at the call's start), and this tick's swap-ins (applied by the loop once the tick runs)
+        self.swapped, self.host_held, self.swapped_apart, self.swap_taken = None, None, set(), ()
         self.swap_failed = False  # (this tick's swap-in took nothing: `run_ticks`' `swap_blocked`)
         # prefill -> its prefill target, read once when admitted (or at the call's start) and then looked up in a dict
         # (~60-100 instructions against ~300 for `ndarray.item`): a Sarathi-Serve prompt is read again in each of its
@@ -478,9 +480,11 @@ class _Steps:
         """compose_tick's swap-in step: `Scheduler._swap_in`'s rule (`Scheduler.swap_in_count`: oldest key first, within
         the batch cap and the blocks above the watermark) on this run's state, the running requests those left after
         this tick's pre-emptions and the blocks the steps before it left; none after a chunk's pre-emption
-        (`Scheduler._plan`). The requests it takes and their blocks are applied by the loop once the tick runs. Hands the
-        tick back, before any change, when it would take a request this run swapped out (its second decoding stretch),
-        or a recompute victim's prefill (its re-admission's bookkeeping is the scheduler's while it is swapped)."""
+        (`Scheduler._plan`). The requests it takes and their blocks are applied by the loop once the tick runs (a request
+        this run swapped out starts a second decoding stretch: `_Again.swapped_in`). Hands the tick back, before any
+        change, when it would take a request this run swapped out holding other blocks than its context's
+        (`swapped_apart`), or a recompute victim's prefill (its re-admission's bookkeeping is the scheduler's while it is
+        swapped)."""
         if self.chunk_preempted:
             return
         swapped, R, host_held = self.swapped, self.R, self.host_held
@@ -490,9 +494,9 @@ class _Steps:
             self.swap_failed = True
             return
         taken = [k % R for k in swapped[:num]]
-        st, swapped_here, target_of = self.st, self.swapped_here, self.target_of
+        st, swapped_apart, target_of = self.st, self.swapped_apart, self.target_of
         for r in taken:
-            if r in swapped_here or st.emitted.item(r) and st.computed.item(r) < target_of(r):
+            if r in swapped_apart or st.emitted.item(r) and st.computed.item(r) < target_of(r):
                 raise _HandBack
         self.swap_taken = taken
         self.free -= sum(map(host_held, taken))
@@ -1190,17 +1194,20 @@ def run_ticks(engine: Engine):
     requeued: set[int] = set()
     preempted_now = False  # (this tick pre-empted)
     # A victim of the run admitted again in it (`_Again`: its first decoding stretch filed apart at that admission, so
-    # its run-local entries start again): one sample, no swap, no SGLang token test. Elsewhere the run hands that tick
-    # back.
+    # its run-local entries start again; n > 1: admitted by `Scheduler.admit_samples` while one waits, session 48): no
+    # swap, no SGLang token test. Elsewhere the run hands that tick back. Under swap a victim of the run swapped in again (`_Again.swapped_in`, any n: the swap-in is
+    # `Scheduler.swap_in_count`'s, no admission rule is asked) resumes decoding with its KV, a decoder that joins.
     again_here = None
     if not (sched.use_swap and not swaps or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
             or engine.hand_off_prefilled or speculating):  # (speculating: its victims' blocks are not their context's)
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
-        if not (copies or swaps or by_ratio):
+        if not (swaps or by_ratio):  # (n > 1: a victim waiting is admitted by `Scheduler.admit_samples`, below)
             again_here = _Again(requeued, dec_victims)
         else:
             steps.requeued = requeued
+            if swaps:  # (its recompute victims still hand their admission back: `requeued`)
+                again_here = _Again(requeued, dec_victims)
     # Swap (`swaps_here`): `Scheduler._preempt` swaps victims out in the run (`_preempt_in_run`, as it recomputes them),
     # compose_tick's swap-in step is `_Steps.swap_in` (the scheduler's rule), and the requests it takes join the run
     # (`_swap_in_joins`). The run's swapped queue (keys, oldest first), the swap-ins' and swap-outs' events (ids, tick,
@@ -1592,17 +1599,19 @@ def run_ticks(engine: Engine):
                     episodes.append((plan.preempted_idx, j))
                     requeued.update(plan.preempted_idx.tolist())
                     if again_here is not None:
-                        again_here.reentered.difference_update(plan.preempted_idx.tolist())
+                        again_here.preempted(plan.preempted_idx.tolist())
                 kept.append(kept_now)
                 if plan.swapped_out_idx.size:  # (swapped out: waiting in `swapped`, their blocks moved over PCIe in this tick)
                     swap_blocks += plan.swap_blocks
                     swap_events.append((plan.swapped_out_idx, j, Event.SWAPPED_OUT))
-                    steps.swapped_here.update(plan.swapped_out_idx.tolist())
+                    out = plan.swapped_out_idx.tolist()
+                    again_here.swapped_out(out)  # (swapped in again in the run: a second stretch, `_Again.swapped_in`)
+                    steps.swapped_apart.update(_apart_from_context(kv, st, out))
                     engine.num_swap_outs += plan.swapped_out_idx.size
-                # (Not in `victims_waiting`: never admitted in this run. With n > 1 they leave admission to the one-sample
-                # rule, which counts a victim's positions past its prompt once, not once per sample, so it admits one
-                # whenever `Scheduler.admit_samples` would, and may where that would not: either way the run hands the
-                # tick back, and every other candidate is tested the same.)
+                if copies and plan.preempted_idx.size and again_here is not None:  # (n > 1: a recompute victim that
+                    # emitted waits for `Scheduler.admit_samples`, which counts its positions past the prompt per sample)
+                    victims_waiting += sum(1 for r in plan.preempted_idx.tolist() if emitted_of[r])
+                    steps.samples_admit = victims_waiting > 0
                 steps.victims, steps.victim_held, steps.victim_prefills, steps.undo = [], [], {}, None
                 steps.chunk_preempted = False
                 preempted_now = True
@@ -1689,9 +1698,11 @@ def run_ticks(engine: Engine):
         swapped_in = None  # (decoders swapped in this tick, (request, last token) each: their gaps are their own)
         if had_swapped and steps.swap_taken:  # the requests the swap-in step took join the run (from the next tick)
             taken, steps.swap_taken = steps.swap_taken, ()
+            if again_here.out:  # (victims of the run among them: their first decoding stretch filed apart first)
+                again_here.swapped_in(taken, base, join, sync_from, first_gap, st, d)
             swap_blocks, S, B, first_blocks, swapped_in = _swap_in_joins(
                 engine, taken, d, j, swap_blocks, running, prefilling, targets, base, join, sync_from, finish_at,
-                done_ticks, phase_count, shared, S, B, first_blocks, n)  # fmt: skip
+                done_ticks, phase_count, shared, S, B, first_blocks, n, again_here)  # fmt: skip
             toks = B * n
             del swapped[: len(taken)]
             swap_events.append((np.array(taken, dtype=np.int64), j, Event.SWAPPED_IN))
@@ -1709,6 +1720,9 @@ def run_ticks(engine: Engine):
                 again_here.admitted(w, base, join, sync_from, first_gap)
                 if emitted_of[w]:  # (a recompute: its prefill ends in PREFILL_DONE; `_preempt_in_run` wrote its count)
                     resumed[w] = emitted_of[w]
+                    if copies:  # (its chunks by `Scheduler.chunk_positions`)
+                        victims_waiting -= 1
+                        steps.samples_admit, steps.samples_chunks = victims_waiting > 0, True
             elif victims_waiting and emitted_of[w]:  # a recompute victim: its prefill ends in PREFILL_DONE (below)
                 resumed[w] = emitted_of[w]
                 victims_waiting -= 1
@@ -2501,7 +2515,9 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         # (every logged tick with prefill entries lists its A chunks and admissions: `batch_extras`)
         # (n > 1 samples: a decoder holds n x ceil(context / bs) blocks less its prompt's shared ones, `run_ticks`' shared)
         copies = num_samples - 1
-        dec_shared = None if not copies or held_fixed is not None else copies * (st.prompt[dec_req] // bs)
+        dec_shared = None  # (each stretch's request: a closed stretch is under a key of its own, `log_ids` its request's)
+        if copies and held_fixed is None:
+            dec_shared = copies * (st.prompt[dec_req if log_ids is None else log_ids] // bs)
         # (a chunk's blocks with n > 1, a recompute's past its prompt included: `kv.blocks_for`; the prompts are fixed)
         ext_blocks = None if not copies or held_fixed is not None else (lambda ctx, req, prompt=st.prompt: kv.blocks_for(ctx, prompt[req]))
         _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, log_keys, log_b, log_join, dec_last, bs,
@@ -2582,8 +2598,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
                 own[shared] = np.maximum(own[shared], _range_max(gap_arr, lo[shared], last[shared]))
             st.max_itl_s[req] = np.maximum(st.max_itl_s[req], own)
     if preempted is not None:  # what each pre-emption left of the victims' counts (the lines above wrote their progress
-        for ids, computed, emitted in kept:  # in the run: first tokens, PREFILL_DONE, decoding), but where the run
-            keep = again.put_back(ids) if twice else None  # wrote later progress (`_Again.reentered`)
+        # in the run: first tokens, PREFILL_DONE, decoding), but where the run wrote later progress (`_Again.written`)
+        later = again.written(d_end) if twice else None
+        for ids, computed, emitted in kept:
+            keep = None if later is None else ~isin(ids, later)
             if keep is not None:
                 ids, computed, emitted = ids[keep], computed[keep], emitted[keep]
             st.computed[ids] = computed
@@ -2633,9 +2651,14 @@ class _Again:
     here (`closed`: what the write-back still needs of it, its last token and its largest gap) and its entries start
     again. `last_s`: decoder victim -> its last token's time in the run (not yet in the arrays: its PREFILL_DONE gap is
     from it); `victims`: the requests admitted again; `reentered`: those whose prompt completed since their last
-    pre-emption (the write-back does not put back that pre-emption's counts over what the run wrote since)."""
+    pre-emption (the write-back does not put back that pre-emption's counts over what the run wrote since).
+    Under swap (session 48) a victim swapped out in the run and swapped in again is filed the same way
+    (`swapped_in`): it resumes decoding with its KV, so its second stretch is a decoder that joins (`_swap_in_joins`,
+    its first gap from `last_s`), not a prefill; `out`: the run's victims swapped out and not swapped in since;
+    `rejoined`: decoder -> the decoding tick number its stretch after a swap-in starts at (the run writes its progress
+    only if it decoded since: else the swap-out's counts are put back)."""
 
-    __slots__ = ("requeued", "dec_victims", "last_s", "victims", "reentered", "closed", "ended")
+    __slots__ = ("requeued", "dec_victims", "last_s", "victims", "reentered", "closed", "ended", "out", "rejoined")
 
     def __init__(self, requeued: set[int], dec_victims: dict[int, int]):
         self.requeued, self.dec_victims = requeued, dec_victims  # (the run's: its victims waiting, its decoder victims)
@@ -2648,6 +2671,8 @@ class _Again:
         # log's running order holds the request once per admission, and the time it was in the batch before this one
         # is that stretch's (`batch_lives`)
         self.ended: list[tuple[int, int]] = []
+        self.out: set[int] = set()
+        self.rejoined: dict[int, int] = {}
 
     def admitted(self, w: int, base: dict, join: dict, sync_from: dict, first_gap: dict) -> None:
         """Victim w of the run is admitted again: its decoding stretch in the run (if it decoded in it) is filed in
@@ -2669,8 +2694,34 @@ class _Again:
         else:
             self.ended.append((w, -1))
 
+    def preempted(self, ids: list[int]) -> None:
+        """The run pre-empted these victims: their counts as the pre-emption left them are theirs again (the write-back
+        puts them back unless later progress of theirs is written: `reentered`, `rejoined`)."""
+        self.reentered.difference_update(ids)
+        for r in ids:
+            self.rejoined.pop(r, None)
+
+    def swapped_out(self, ids: list[int]) -> None:
+        """The run swapped these victims out (`preempted`; swapping one in again is `swapped_in`)."""
+        self.out.update(ids)
+        self.preempted(ids)
+
+    def swapped_in(self, taken: list[int], base: dict, join: dict, sync_from: dict, first_gap: dict, st, d: int) -> None:
+        """Of the requests a tick swaps in (before decoding tick d), the run's own victims start their next stretch: the
+        one before is filed (`admitted`), before `_swap_in_joins` enters the next after the run's other decoders. A
+        decoder's progress is written from its next stretch if that decodes (`rejoined`); a prefill's from its first
+        token (`reentered`, when its prompt completes) or its computed tokens (`prefilling`)."""
+        out = self.out
+        for r in taken:
+            if r in out:
+                out.discard(r)
+                self.admitted(r, base, join, sync_from, first_gap)
+                if st.computed.item(r) >= st.prefill_target.item(r):
+                    self.rejoined[r] = d
+
     def last_token_s(self, r: int, last_token: np.ndarray) -> float:
-        """Request r's last token before its PREFILL_DONE: in the run if it decoded in it, else the arrays'."""
+        """Request r's last token before its PREFILL_DONE or its swap-in: in the run if it decoded in it, else the
+        arrays'."""
         last_s = self.last_s.get(r)
         return last_token.item(r) if last_s is None else last_s
 
@@ -2696,7 +2747,9 @@ class _Again:
         stretch's (`dec_req`). Returns (order, keys, ids, bases, first and last decoding tick numbers)."""
         order = order.copy()
         for w, k in self.ended:  # (each admission again ends the earliest of its places still its own)
-            order[np.flatnonzero(order == w)[0]] = -1 if k < 0 else key0 + k
+            places = np.flatnonzero(order == w)
+            if places.size:  # (none: it joined after the logged ticks, a swap-in past them)
+                order[places[0]] = -1 if k < 0 else key0 + k
         if not self.closed:
             return order, dec_req, dec_req, dec_b, dec_join, dec_last
         ids, last, b, first = (np.array([x[i] for x in self.closed], dtype=np.int64) for i in (0, 1, 4, 5))
@@ -2704,11 +2757,14 @@ class _Again:
         return (order, keys, np.concatenate((dec_req, ids)), np.concatenate((dec_b, b)),
                 np.concatenate((dec_join, first)), np.concatenate((dec_last, last)))  # fmt: skip
 
-    def put_back(self, ids: np.ndarray) -> np.ndarray | None:
-        """Of a pre-emption's victims, those whose counts it left are still theirs (not `reentered`; None: all)."""
-        if not self.reentered:
+    def written(self, d_end: int) -> np.ndarray | None:
+        """The victims whose counts a pre-emption left are not theirs at the run's end (None: none), as the write-back
+        wrote later progress: `reentered`, or swapped in again and decoded since (`rejoined` before the run's decoding
+        tick count `d_end`). (Once per write-back: its pre-emptions, ~1,700 in a hard-pressure run, each read it.)"""
+        later = self.reentered.union(r for r, d in self.rejoined.items() if d < d_end)
+        if not later:
             return None
-        return ~isin(ids, np.fromiter(self.reentered, np.int64, len(self.reentered)))
+        return np.fromiter(later, np.int64, len(later))
 
 
 def _first_of(req: np.ndarray) -> np.ndarray:
@@ -2769,16 +2825,24 @@ def _host_layout_holds(engine: Engine) -> bool:
     return bool(np.all(kv.host_held[ids] == kv.blocks_for(st.computed[ids], st.prompt[ids])))
 
 
+def _apart_from_context(kv, st, ids: list[int]) -> list[int]:
+    """Of the requests just swapped out, those whose host blocks are not their context's (`BlockManager.blocks_for`:
+    a victim that took a block or a chunk's blocks in its pre-empting tick): swapping one in would not be the layout
+    `_swap_in_joins` assumes (as `_host_layout_holds` at a call's start)."""
+    return [r for r in ids if kv.host_held.item(r) != int(kv.blocks_for(st.computed.item(r), st.prompt.item(r)))]
+
+
 def _swap_in_joins(engine: Engine, taken: list[int], d: int, j: int, swap_blocks: int, running: dict, prefilling: dict,
                    targets: dict, base: dict, join: dict, sync_from: dict, finish_at: dict, done_ticks: list,
-                   phase_count: list, shared: dict, S: int, B: int, first_blocks: int, n: int):  # fmt: skip
-    """Requests swapped in at tick j (`_Steps.swap_in`, swapped out before the run) join the run as `Scheduler._swap_in`
-    leaves them: their blocks back from host memory (`BlockManager.swap_in`), RUNNING, last in running order; a
-    prefill with what it computed, a decoder from the next decoding tick d (its context `base + d`, its finish tick from
-    the tokens it still has to emit, its blocks at each boundary; n > 1: its samples' shared prompt blocks and, at its
-    first decode, the copies of a partial last one), its gap from its own last token (`waiting_since`, returned to the
-    loop, which sets them after the tick's gaps). Returns (swap_blocks with theirs, S, B, first_blocks, (decoder, last
-    token) of the decoders)."""
+                   phase_count: list, shared: dict, S: int, B: int, first_blocks: int, n: int, again=None):  # fmt: skip
+    """Requests swapped in at tick j (`_Steps.swap_in`: swapped out before the run, or by it, `_Again.swapped_in`) join
+    the run as `Scheduler._swap_in` leaves them: their blocks back from host memory (`BlockManager.swap_in`), RUNNING,
+    last in running order; a prefill with what it computed, a decoder from the next decoding tick d (its context
+    `base + d`, its finish tick from the tokens it still has to emit, its blocks at each boundary; n > 1: its samples'
+    shared prompt blocks and, at its first decode, the copies of a partial last one), its gap from its own last token
+    (`waiting_since`, returned to the loop, which sets them after the tick's gaps; a victim of the run's: its last token
+    in the run, `_Again.last_token_s`, not yet in the arrays). Returns (swap_blocks with theirs, S, B, first_blocks,
+    (decoder, last token) of the decoders)."""
     st, kv = engine.st, engine.kv
     bs = kv.block_size
     copies = n - 1
@@ -2794,7 +2858,7 @@ def _swap_in_joins(engine: Engine, taken: list[int], d: int, j: int, swap_blocks
             continue
         b = base[r] = c - d
         join[r], sync_from[r] = d, j + 1
-        decoders.append((r, st.last_token_s.item(r)))
+        decoders.append((r, st.last_token_s.item(r) if again is None else again.last_token_s(r, st.last_token_s)))
         _file_finish(finish_at, done_ticks, d + st.output.item(r) - st.emitted.item(r) - 1, r)  # (one token at least to emit)
         phase_count[(-b) % bs] += n
         if copies:  # its samples share the prompt's full blocks; a first decode copies a partial last one

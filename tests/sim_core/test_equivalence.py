@@ -579,6 +579,42 @@ def test_a_core_run_goes_on_past_admitting_its_victims_again(scenario, num_recor
     assert runs[0] * 10 < again[0]
 
 
+@pytest.mark.parametrize("engine,n", [("sarathi-serve", 2), ("sarathi-serve", 4), ("vllm-v0", 4)])
+@pytest.mark.parametrize("num_recorded_batches", [2000, 0])
+def test_a_core_run_goes_on_past_admitting_its_victims_again_with_samples(engine, n, num_recorded_batches, monkeypatch):
+    """The strategy bench's n > 1 rows (`scripts/episode_cost.py`'s sarathi-serve n = 2 and 4, vllm-v0 n = 4: the
+    bench's engine scenario, 512 requests), where a recompute victim is admitted again a few ticks after its
+    pre-emption: a core run admits its own victims again by `Scheduler.admit_samples` (their positions past the prompt
+    once per sample) and goes on (`_Again`, its first decoding stretch filed apart, its samples' shared blocks per
+    stretch), so the core's runs are far fewer than the admissions again they make, and every output, the batch log
+    (its first 2,000 ticks) included, is the tick-by-tick one; the queue after every core run as tick-by-tick steps leave
+    it."""
+    from sim_core import fastpath
+    from sim_core.bench import _set, engine_config
+
+    cfg = _set(engine_config(engine)[0], workload__num_samples=n, limits__num_recorded_batches=num_recorded_batches)
+    runs, advance = [0], fastpath.advance
+    again, admitted = [0], fastpath._Again.admitted
+
+    def counted_runs(engine):
+        ran = advance(engine)
+        runs[0] += bool(ran)
+        return ran
+
+    def counted_again(self, *args):
+        again[0] += 1
+        return admitted(self, *args)
+
+    monkeypatch.setattr(fastpath, "advance", counted_runs)
+    monkeypatch.setattr(fastpath._Again, "admitted", counted_again)
+    check_queue_after_core_runs(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.num_preemptions > 20
+    assert again[0] > 0.8 * on.summary.num_preemptions  # (nearly every victim is admitted again in the run that took it)
+    assert runs[0] * 10 < again[0]
+
+
 @pytest.mark.parametrize("case", range(24))
 def test_random_kv_pressure_configs_equal_tick_by_tick(case, monkeypatch):
     """Random configs under KV pressure (any paged preset, n = 1-4, open or closed loop, with or without the prefix

@@ -154,3 +154,94 @@ def test_random_swap_configs_equal_tick_by_tick(case):
             break
     on, off = run_both(cfg)
     assert_same_result(on, off)
+
+
+def check_swapped_queue_after_core_runs(monkeypatch) -> None:
+    """From now on, after each run of the scalar core, assert that its swapped queue is as tick-by-tick steps leave it
+    (`Scheduler._preempt`): a swapped decoder's counts its context's (emitted = context - prompt + 1), its last token
+    written (the write-back puts back what the last swap-out left, not a later stretch's progress, and writes a
+    victim's last token in the run)."""
+    from sim_core import fastpath
+
+    advance = fastpath.advance
+
+    def checked(engine):
+        ran = advance(engine)
+        st = engine.st
+        ids = st.key_to_id(st.swapped_keys)
+        dec = ids[st.computed[ids] >= st.prefill_target[ids]]
+        assert np.array_equal(st.emitted[dec], st.computed[dec] - st.prompt[dec] + 1)
+        assert not np.isnan(st.last_token_s[dec]).any()
+        return ran
+
+    monkeypatch.setattr(fastpath, "advance", checked)
+
+
+BENCH_SWAP_ROWS = [{"workload__num_samples": 4}, {"kv_cache__gpu_memory_utilization": 0.85},
+                   {"kv_cache__gpu_memory_utilization": 0.84},
+                   {"workload__arrival__process": "closed_loop", "workload__arrival__num_clients": 64}]  # fmt: skip
+
+
+@pytest.mark.parametrize("over", BENCH_SWAP_ROWS)
+@pytest.mark.parametrize("num_recorded_batches", [2000, 0])
+def test_a_core_run_goes_on_past_swapping_its_victims_in_again(over, num_recorded_batches, monkeypatch):
+    """The vllm-v0-swap preset on the bench's engine scenario (`scripts/episode_cost.py --swap`: n = 4, its KV cache
+    short at 85 % and 84 % of GPU memory, a closed loop of 64 clients), where a victim swapped out is swapped in a few
+    ticks later: a core run swaps its own victims in again and goes on (`_Again.swapped_in`: the victim's first
+    decoding stretch filed apart, its second a decoder that joins, resuming with its KV), so the core's runs are far
+    fewer than those swap-ins, and every output, the batch log (its first 2,000 ticks) included, is the tick-by-tick
+    one; after every core run the waiting and swapped queues are as tick-by-tick steps leave them."""
+    from sim_core import fastpath
+    from sim_core.bench import _set, engine_config
+    from tests.sim_core.test_equivalence import check_queue_after_core_runs
+
+    cfg = _set(engine_config("vllm-v0-swap")[0], **over, limits__num_recorded_batches=num_recorded_batches)
+    runs, advance = [0], fastpath.advance
+    again, swapped_in = [0], fastpath._Again.swapped_in
+
+    def counted_runs(engine):
+        ran = advance(engine)
+        runs[0] += bool(ran)
+        return ran
+
+    def counted_again(self, taken, *args):
+        again[0] += len(self.out.intersection(taken))
+        return swapped_in(self, taken, *args)
+
+    monkeypatch.setattr(fastpath, "advance", counted_runs)
+    monkeypatch.setattr(fastpath._Again, "swapped_in", counted_again)
+    check_queue_after_core_runs(monkeypatch)
+    check_swapped_queue_after_core_runs(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    swapped_out = int((on.events.kind == int(Event.SWAPPED_OUT)).sum())
+    assert swapped_out > 20
+    assert again[0] > 0.8 * swapped_out  # (nearly every victim is swapped in again in the run that swapped it out)
+    assert runs[0] * 8 < again[0]
+
+
+@pytest.mark.parametrize("scenario,n", [("engine-vllm-v0-swap", 1), ("engine-vllm-v0-swap", 4), ("engine-vllm-v1", 2),
+                                        ("engine-sarathi-serve", 1)])  # fmt: skip
+def test_a_run_that_ends_as_it_swaps_its_victim_in_again_equals_tick_by_tick(scenario, n):
+    """Runs stopped by a tick limit just after a swap-in (`limits.max_ticks`: each of the first swap-ins' ticks + 1),
+    so that a victim the run swapped out joins it again and the run ends before it decodes: its counts are the ones its
+    swap-out left (`_Again.rejoined`: nothing in the run writes later progress of it), not its first token's or a
+    closed stretch's. Identical to tick by tick."""
+    from sim_core.sweep import with_value
+
+    cfg = swap_config(scenario, n, "kv pressure")
+    full = run_simulation_of(cfg)
+    events = full.events
+    swap_ins = np.unique(events.time_s[events.kind == int(Event.SWAPPED_IN)])
+    starts = full.timeline.columns["t_start_s"]
+    ticks = np.searchsorted(starts, swap_ins)[:12]  # (the tick each swap-in starts)
+    assert ticks.size >= 5
+    for tick in ticks.tolist():
+        on, off = run_both(with_value(cfg, "limits.max_ticks", tick + 1))
+        assert_same_result(on, off)
+
+
+def run_simulation_of(cfg):
+    from sim_core.engine import run_simulation
+
+    return run_simulation(cfg)
