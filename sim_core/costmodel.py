@@ -438,28 +438,27 @@ class CostModel:
         by_pair: dict[tuple[int, int], tuple] = {}
         self._token_terms = (by_tokens, by_pair)  # (tests read what was kept)
 
-        def kept_terms(num_tokens, num_samples):
-            """The terms of a tick without swap, from the memo or computed (and kept while there is room)."""
-            if num_tokens == num_samples:
-                memo, key = by_tokens, num_tokens
-            else:
-                memo, key = by_pair, (num_tokens, num_samples)
-            terms = memo.get(key)
-            if terms is None:
-                terms = token_terms(num_tokens, num_samples, 0.0)
-                if len(memo) < MEMO_MAX_ENTRIES:
-                    memo[key] = terms
+        def kept_terms(memo, key, num_tokens, num_samples):
+            """The terms of a tick without swap that `memo` lacks under `key`: computed, and kept while there is room."""
+            terms = token_terms(num_tokens, num_samples, 0.0)
+            if len(memo) < MEMO_MAX_ENTRIES:
+                memo[key] = terms
             return terms
 
         def tick_scalar(num_tokens, num_samples, attn_pairs, kv_read_tokens, num_seqs, swap_bytes=0.0):
+            # (each memo is read inline and a call only fills it: a composed tick's hit makes no call, ~600 instructions
+            # less, issue 11 session 48; an all-decode tick's already made none)
             if swap_bytes or not MEMO_TOKEN_TERMS:
                 terms = token_terms(num_tokens, num_samples, swap_bytes)
-            elif num_tokens == num_samples:  # (the common case inline: a call less per all-decode tick)
+            elif num_tokens == num_samples:
                 terms = by_tokens.get(num_tokens)
                 if terms is None:
-                    terms = kept_terms(num_tokens, num_samples)
+                    terms = kept_terms(by_tokens, num_tokens, num_tokens, num_samples)
             else:
-                terms = kept_terms(num_tokens, num_samples)
+                key = (num_tokens, num_samples)
+                terms = by_pair.get(key)
+                if terms is None:
+                    terms = kept_terms(by_pair, key, num_tokens, num_samples)
             T, gemm_flops, gemm_bytes, gemm_compute_s, gemm_mem_s, gemm_s, elem_s, comm_s = terms
             attn_flops = afp * attn_pairs
             attn_bytes = kvr * kv_read_tokens + kvb * T + aab * T
