@@ -542,6 +542,41 @@ def test_a_core_run_goes_on_past_its_preemptions(engine, over, monkeypatch):
     assert runs < ticks or engine == "sglang" and over is BENCH_CLOSED and runs == ticks  # (its 5 are far apart)
 
 
+def count_runs_and_agains(monkeypatch, method: str, count=lambda self, *args: 1):
+    """Counts the core's runs (`fastpath.advance` calls that ran) and what `_Again.<method>` takes again in them (each
+    call adds `count(self, *args)`, read before the call changes `self`); returns the two counters, read after the run."""
+    from sim_core import fastpath
+
+    runs, again = [0], [0]
+    advance, original = fastpath.advance, getattr(fastpath._Again, method)
+
+    def counted_runs(engine):
+        ran = advance(engine)
+        runs[0] += bool(ran)
+        return ran
+
+    def counted_again(self, *args):
+        again[0] += count(self, *args)
+        return original(self, *args)
+
+    monkeypatch.setattr(fastpath, "advance", counted_runs)
+    monkeypatch.setattr(fastpath._Again, method, counted_again)
+    return runs, again
+
+
+def assert_runs_admit_their_victims_again(cfg, monkeypatch, min_preemptions: int) -> None:
+    """More than `min_preemptions` pre-emptions, nearly every victim admitted again inside the core run that pre-empted
+    it, far fewer core runs than such admissions, the queue after every core run as tick-by-tick steps leave it, and
+    every output the tick-by-tick one."""
+    runs, again = count_runs_and_agains(monkeypatch, "admitted")
+    check_queue_after_core_runs(monkeypatch)
+    on, off = run_both(cfg)
+    assert_same_result(on, off)
+    assert on.summary.num_preemptions > min_preemptions
+    assert again[0] > 0.8 * on.summary.num_preemptions  # (nearly every victim is admitted again in the run that took it)
+    assert runs[0] * 10 < again[0]
+
+
 HARD_PRESSURE = {"seed": 7, "workload__num_requests": 300, "workload__arrival__rate_per_s": 25.0}
 
 
@@ -554,29 +589,8 @@ def test_a_core_run_goes_on_past_admitting_its_victims_again(scenario, num_recor
     the victim's first decoding stretch filed apart at that admission, its second written back from its own entries),
     so the core's runs are far fewer than the admissions again they make, and every output, the batch log (its first
     2,000 ticks) included, is the tick-by-tick one."""
-    from sim_core import fastpath
-
     cfg = buildable(scenario, {**HARD_PRESSURE, "limits__num_recorded_batches": num_recorded_batches}, 1.0)
-    runs, advance = [0], fastpath.advance
-    again, admitted = [0], fastpath._Again.admitted
-
-    def counted_runs(engine):
-        ran = advance(engine)
-        runs[0] += bool(ran)
-        return ran
-
-    def counted_again(self, *args):
-        again[0] += 1
-        return admitted(self, *args)
-
-    monkeypatch.setattr(fastpath, "advance", counted_runs)
-    monkeypatch.setattr(fastpath._Again, "admitted", counted_again)
-    check_queue_after_core_runs(monkeypatch)
-    on, off = run_both(cfg)
-    assert_same_result(on, off)
-    assert on.summary.num_preemptions > 100
-    assert again[0] > 0.8 * on.summary.num_preemptions  # (nearly every victim is admitted again in the run that took it)
-    assert runs[0] * 10 < again[0]
+    assert_runs_admit_their_victims_again(cfg, monkeypatch, min_preemptions=100)
 
 
 @pytest.mark.parametrize("engine,n", [("sarathi-serve", 2), ("sarathi-serve", 4), ("vllm-v0", 4)])
@@ -589,30 +603,10 @@ def test_a_core_run_goes_on_past_admitting_its_victims_again_with_samples(engine
     stretch), so the core's runs are far fewer than the admissions again they make, and every output, the batch log
     (its first 2,000 ticks) included, is the tick-by-tick one; the queue after every core run as tick-by-tick steps leave
     it."""
-    from sim_core import fastpath
     from sim_core.bench import _set, engine_config
 
     cfg = _set(engine_config(engine)[0], workload__num_samples=n, limits__num_recorded_batches=num_recorded_batches)
-    runs, advance = [0], fastpath.advance
-    again, admitted = [0], fastpath._Again.admitted
-
-    def counted_runs(engine):
-        ran = advance(engine)
-        runs[0] += bool(ran)
-        return ran
-
-    def counted_again(self, *args):
-        again[0] += 1
-        return admitted(self, *args)
-
-    monkeypatch.setattr(fastpath, "advance", counted_runs)
-    monkeypatch.setattr(fastpath._Again, "admitted", counted_again)
-    check_queue_after_core_runs(monkeypatch)
-    on, off = run_both(cfg)
-    assert_same_result(on, off)
-    assert on.summary.num_preemptions > 20
-    assert again[0] > 0.8 * on.summary.num_preemptions  # (nearly every victim is admitted again in the run that took it)
-    assert runs[0] * 10 < again[0]
+    assert_runs_admit_their_victims_again(cfg, monkeypatch, min_preemptions=20)
 
 
 @pytest.mark.parametrize("case", range(24))

@@ -191,25 +191,12 @@ def test_a_core_run_goes_on_past_swapping_its_victims_in_again(over, num_recorde
     decoding stretch filed apart, its second a decoder that joins, resuming with its KV), so the core's runs are far
     fewer than those swap-ins, and every output, the batch log (its first 2,000 ticks) included, is the tick-by-tick
     one; after every core run the waiting and swapped queues are as tick-by-tick steps leave them."""
-    from sim_core import fastpath
     from sim_core.bench import _set, engine_config
-    from tests.sim_core.test_equivalence import check_queue_after_core_runs
+    from tests.sim_core.test_equivalence import check_queue_after_core_runs, count_runs_and_agains
 
     cfg = _set(engine_config("vllm-v0-swap")[0], **over, limits__num_recorded_batches=num_recorded_batches)
-    runs, advance = [0], fastpath.advance
-    again, swapped_in = [0], fastpath._Again.swapped_in
-
-    def counted_runs(engine):
-        ran = advance(engine)
-        runs[0] += bool(ran)
-        return ran
-
-    def counted_again(self, taken, *args):
-        again[0] += len(self.out.intersection(taken))
-        return swapped_in(self, taken, *args)
-
-    monkeypatch.setattr(fastpath, "advance", counted_runs)
-    monkeypatch.setattr(fastpath._Again, "swapped_in", counted_again)
+    # (a swap-in takes again those it takes of the run's own swapped-out victims, `_Again.out`)
+    runs, again = count_runs_and_agains(monkeypatch, "swapped_in", lambda self, taken, *args: len(self.out.intersection(taken)))
     check_queue_after_core_runs(monkeypatch)
     check_swapped_queue_after_core_runs(monkeypatch)
     on, off = run_both(cfg)
