@@ -46,9 +46,9 @@ swapped out by `Scheduler._preempt` in the run as a recompute victim is requeued
 `Scheduler.swaps_out`, gives compose_tick's flags), the run keeps the swapped queue, compose_tick's swap-in step is
 `_Steps.swap_in` (`Scheduler.swap_in_count`), the requests it takes join the run (`_swap_in_joins`), the tick's PCIe
 time is `CostModel._tick_scalar`'s `swap_bytes`, and a swap-in that took nothing lets the unrolled all-decode loop run
-to the next completion (`swap_blocked`). Swapping in a request the run swapped out goes on (session 48: `_Again.swapped_in`
-files its decoding stretch before it apart, and it joins again as a decoder with its KV, its gap from its last token in
-the run); admitting a recompute victim of the run under swap still ends it.
+to the next completion (`swap_blocked`). Swapping in a request the run swapped out goes on (session 48:
+`_Again.swapped_in` files its decoding stretch before it apart, and it joins again as a decoder with its KV, its gap
+from its last token in the run); admitting a recompute victim of the run under swap still ends it.
 
 Pre-emption episodes (issue 11: "fast for every strategy"): a decoder short of a block, or a running prefill's chunk
 short of blocks under chunk_short_of_blocks preempt, pre-empts by recompute here (`_Steps._preempt_for_decodes`,
@@ -58,8 +58,8 @@ run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-emp
 state at that tick, the state's queue the run's, which takes the victims back). The run goes on past it (session 45:
 a run ended at every pre-emption, ~0.5 ms of set-up and write-back each); it admits its own victims again (`_Again`:
 their decoding stretch before filed apart, sessions 47-48, any n), but under swap or SGLang's token test, where it
-hands that tick back (`_Steps._refuse_requeued`; the next run admits it). The victims wait, are admitted and prefill again here (their prefill target is the state's: prompt + emitted) and
-their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
+hands that tick back (`_Steps._refuse_requeued`; the next run admits it). The victims wait, are admitted and prefill
+again here (their prefill target is the state's: prompt + emitted) and their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, dynamic batch sizing (its
 batch-1 stretches run faster as vectorised runs), a deployment instance's closed-loop session turns (SlotState: the
 deployment routes each next turn between its steps), and speculative decoding where `speculates_here` says no.
@@ -1194,20 +1194,19 @@ def run_ticks(engine: Engine):
     requeued: set[int] = set()
     preempted_now = False  # (this tick pre-empted)
     # A victim of the run admitted again in it (`_Again`: its first decoding stretch filed apart at that admission, so
-    # its run-local entries start again; n > 1: admitted by `Scheduler.admit_samples` while one waits, session 48): no
-    # swap, no SGLang token test. Elsewhere the run hands that tick back. Under swap a victim of the run swapped in again (`_Again.swapped_in`, any n: the swap-in is
-    # `Scheduler.swap_in_count`'s, no admission rule is asked) resumes decoding with its KV, a decoder that joins.
+    # its run-local entries start again; n > 1: admitted by `Scheduler.admit_samples` while one waits, session 48), and
+    # under swap one swapped in again (`_Again.swapped_in`, any n: `Scheduler.swap_in_count`'s swap-in, no admission rule
+    # asked), which resumes decoding with its KV, a decoder that joins. Admitting a recompute victim of the run under
+    # swap or SGLang's token test hands that tick back (`requeued`).
     again_here = None
     if not (sched.use_swap and not swaps or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
             or engine.hand_off_prefilled or speculating):  # (speculating: its victims' blocks are not their context's)
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
-        if not (swaps or by_ratio):  # (n > 1: a victim waiting is admitted by `Scheduler.admit_samples`, below)
+        if swaps or not by_ratio:
             again_here = _Again(requeued, dec_victims)
-        else:
+        if swaps or by_ratio:
             steps.requeued = requeued
-            if swaps:  # (its recompute victims still hand their admission back: `requeued`)
-                again_here = _Again(requeued, dec_victims)
     # Swap (`swaps_here`): `Scheduler._preempt` swaps victims out in the run (`_preempt_in_run`, as it recomputes them),
     # compose_tick's swap-in step is `_Steps.swap_in` (the scheduler's rule), and the requests it takes join the run
     # (`_swap_in_joins`). The run's swapped queue (keys, oldest first), the swap-ins' and swap-outs' events (ids, tick,
@@ -1604,9 +1603,9 @@ def run_ticks(engine: Engine):
                 if plan.swapped_out_idx.size:  # (swapped out: waiting in `swapped`, their blocks moved over PCIe in this tick)
                     swap_blocks += plan.swap_blocks
                     swap_events.append((plan.swapped_out_idx, j, Event.SWAPPED_OUT))
-                    out = plan.swapped_out_idx.tolist()
-                    again_here.swapped_out(out)  # (swapped in again in the run: a second stretch, `_Again.swapped_in`)
-                    steps.swapped_apart.update(_apart_from_context(kv, st, out))
+                    out = plan.swapped_out_idx
+                    again_here.swapped_out(out.tolist())  # (swapped in again in the run: a second stretch, `_Again.swapped_in`)
+                    steps.swapped_apart.update(out[_apart_from_context(kv, st, out)].tolist())
                     engine.num_swap_outs += plan.swapped_out_idx.size
                 if copies and plan.preempted_idx.size and again_here is not None:  # (n > 1: a recompute victim that
                     # emitted waits for `Scheduler.admit_samples`, which counts its positions past the prompt per sample)
@@ -2820,16 +2819,16 @@ def swaps_here(engine: Engine) -> bool:
 def _host_layout_holds(engine: Engine) -> bool:
     """Each swapped request holds in host memory the blocks of its context (`BlockManager.blocks_for`), which a swap-in
     gives back: the layout the run's bookkeeping assumes of a request that joins it."""
-    st, kv = engine.st, engine.kv
-    ids = st.key_to_id(st.swapped_keys)
-    return bool(np.all(kv.host_held[ids] == kv.blocks_for(st.computed[ids], st.prompt[ids])))
+    st = engine.st
+    return not _apart_from_context(engine.kv, st, st.key_to_id(st.swapped_keys)).any()
 
 
-def _apart_from_context(kv, st, ids: list[int]) -> list[int]:
-    """Of the requests just swapped out, those whose host blocks are not their context's (`BlockManager.blocks_for`:
-    a victim that took a block or a chunk's blocks in its pre-empting tick): swapping one in would not be the layout
-    `_swap_in_joins` assumes (as `_host_layout_holds` at a call's start)."""
-    return [r for r in ids if kv.host_held.item(r) != int(kv.blocks_for(st.computed.item(r), st.prompt.item(r)))]
+def _apart_from_context(kv, st, ids: np.ndarray) -> np.ndarray:
+    """Which of these swapped requests hold in host memory other blocks than their context's (`BlockManager.blocks_for`;
+    a victim that took a block or a chunk's blocks in its pre-empting tick): swapping one in would not give the layout
+    `_swap_in_joins` assumes. Asked of every swapped request at a call's start (`_host_layout_holds`) and of the
+    victims the run swaps out (`_Steps.swapped_apart`)."""
+    return kv.host_held[ids] != kv.blocks_for(st.computed[ids], st.prompt[ids])
 
 
 def _swap_in_joins(engine: Engine, taken: list[int], d: int, j: int, swap_blocks: int, running: dict, prefilling: dict,
