@@ -112,7 +112,7 @@ def _seen(engine: Engine):
 
 class _CountsAt:
     """least_kv's count bounds at instant t (`Router.choose_by_bounds` reads a replica's only where KV usages are
-    equal, mostly never): a replica's worked out when first read, kept with its usage bounds (`_bounds_at`)."""
+    equal, mostly never): a replica's worked out when first read, kept with its usage bounds (`_count_bounds`)."""
 
     __slots__ = ("dep", "t")
 
@@ -124,13 +124,13 @@ class _CountsAt:
 
     def __getitem__(self, j: int) -> tuple[int, int | float]:
         dep = self.dep
-        at = dep._bounds_at[j]  # (t, count bounds or None: not worked out yet, usage bounds), set by `_choose_by_bounds`
-        if at[1] is None:
+        counts = dep._count_bounds[j]  # (None: not worked out yet at t, `_choose_by_bounds`)
+        if counts is None:
             curve = dep._curves[j]
             if curve is None:
                 curve = dep._curves[j] = dep.front[j].engine.outstanding_curve()
-            at = dep._bounds_at[j] = (at[0], curve.bounds(self.t, dep._front_emit_s[j]), at[2])
-        return at[1]
+            counts = dep._count_bounds[j] = curve.bounds(self.t, dep._front_emit_s[j])
+        return counts
 
 
 @dataclass
@@ -267,12 +267,17 @@ class Deployment:
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
         self._lazy = bool(self.back) and lazy_decode and self.turns is None
-        # Per instance: (instant, count bounds or, with least_kv, None until the router reads them, `_CountsAt`, KV usage
-        # bounds or None) last worked out for it (`_choose_by_bounds`); dropped
+        # Per instance: the instant of the bounds last worked out for it (`_choose_by_bounds`), in `_count_bounds` and
+        # `_usage_bounds`; dropped (None)
         # when it steps or is sent a request (nothing else changes a replica under a router that reads bounds). A
         # choice that stays open is tried again at the same instant once a rival reaches it: the others' bounds then
         # are these (issue 13: cost).
-        self._bounds_at: list[tuple | None] = [None] * len(self.instances)
+        self._bounds_at: list[float | None] = [None] * len(self.instances)
+        # Per front instance, its bounds at that instant: (low, high) on its count (least_kv: None until the router
+        # reads them, `_CountsAt`) and, for least_kv, on its KV usage; the lists the router is given at every choice
+        # (kept, not made again at each: an instance's entries change only where its bounds do)
+        self._count_bounds: list = [(0, 0)] * len(self.front)
+        self._usage_bounds: list = [(0.0, 0.0)] * len(self.front)
         # Per front instance: its count bounds at every instant (`Engine.outstanding_curve`), kept until it steps;
         # a request sent to it joins them (`_add`)
         self._curves: list = [None] * len(self.instances)
@@ -319,8 +324,9 @@ class Deployment:
         # prefix_affinity reads every replica at each instant: the last to reach it routes there without ending its run
         self._mid_exact = self.route_early and not self.back and self.turns is None and self.router.policy == "prefix_affinity"
         if (self._early or self._mid_exact) and self.mid_run_routing:  # a replica that reached an arrival settles it
+            route = self._route_mid_run_exact if self._mid_exact else self._route_mid_run  # (chosen once, not at each call)
             for j, x in enumerate(insts):  # without ending its run, and waits there for the others without ending it
-                x.engine.on_horizon = partial(self._route_mid_run, j)
+                x.engine.on_horizon = partial(route, j)
                 x.engine.may_pause = self.pause_runs
         if self.back and self.turns is None:  # a decode instance's run waits at its horizon for events without ending
             for x in insts:  # (requests injected meanwhile join it: Engine.inject_prefilled), and a prefill instance's
@@ -500,26 +506,26 @@ class Deployment:
         return False
 
     def _choose_by_bounds(self, r: int, t: float):
-        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (kept in `_bounds_at`: a
-        replica whose exact state is known there, `_route_mid_run`'s, has its exact values there)."""
+        """`Router.choose_by_bounds` for request r routed at t, from every replica's bounds at t (kept in `_count_bounds`
+        and `_usage_bounds`, at the instants in `_bounds_at`: a replica whose exact state is known there, `_route_mid_run`'s,
+        has its exact values there); the router is given those lists themselves, each replica's entry worked out again
+        only where its instant is not t (issue 13: cost; a list and a tuple per replica made at each choice before)."""
         curves, cache = self._curves, self._bounds_at
-        bounds = []
         # (each replica's count curve and shortest emitting tick, kept: this runs at every arrival)
         if self.router.policy != "least_kv":
-            for j, m in enumerate(self._front_emit_s):
-                at = cache[j]
-                if at is None or at[0] != t:  # (an open choice's retry at t: the bounds of the others unchanged since)
+            bounds = self._count_bounds
+            for j in self._front_ids:
+                if cache[j] != t:  # (an open choice's retry at t: the bounds of the others unchanged since)
                     curve = curves[j]
                     if curve is None:
-                        curve = curves[j] = self.front[j].engine.outstanding_curve()
-                    at = cache[j] = (t, curve.bounds(t, m), None)
-                bounds.append(at[1])
+                        curve = curves[j] = self._engines[j].outstanding_curve()
+                    bounds[j] = curve.bounds(t, self._front_emit_s[j])
+                    cache[j] = t
             return self.router.choose_by_bounds(bounds, r)
         kv_curves, num_blocks = self._kv_curves, self._num_blocks
-        usage = []
+        counts, usage = self._count_bounds, self._usage_bounds
         for j, (_, g, m) in enumerate(self._bound_fns):
-            at = cache[j]
-            if at is None or at[0] != t:
+            if cache[j] != t:
                 # No cheap bound on a replica's usage (None): its usage from 0 up beats any other's but an exact 0,
                 # so it must reach t all but always, and its count bounds are not worked out: (0, inf) holds too
                 # (weaker bounds cost catch-ups, never a choice)
@@ -532,8 +538,8 @@ class Deployment:
                 else:
                     u = g(t, m)
                 # (its count bounds only if the router asks: where usages are equal, `_CountsAt`)
-                at = cache[j] = (t, (0, math.inf), (0.0, math.inf)) if u is None else (t, None, u)
-            usage.append(at[2])
+                counts[j], usage[j] = ((0, math.inf), (0.0, math.inf)) if u is None else (None, u)
+                cache[j] = t
         return self.router.choose_by_bounds(_CountsAt(self, t), r, usage)
 
     def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
@@ -541,13 +547,13 @@ class Deployment:
         that starts before `now_s`, so `count` is its exact count at every routing instant up to `now_s` (its next
         tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
         loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
-        returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first."""
-        if self._mid_exact:
-            return self._route_mid_run_exact(i, eng, now_s, count, usage)
+        returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first.
+        (prefix_affinity: `_route_mid_run_exact` instead.)"""
         R = self.num_requests
         instants, cache = self._instants, self._bounds_at  # (no closed-loop sessions here: listed)
+        counts, usages = self._count_bounds, self._usage_bounds
         # (an added request holds no block: its KV usage at every instant up to now_s; read by least_kv only)
-        exact_usage = (usage, usage) if self.router.policy == "least_kv" else None
+        exact_usage = (usage, usage)
         while self._early and self._ptr < R:
             r = self._ptr
             t = instants[r]
@@ -555,7 +561,7 @@ class Deployment:
                 return t
             # its exact values at t, where the choice reads its bounds (kept until it steps or is sent a request, as any
             # replica's: a rival that catches up with an open choice reads them there instead of making its count curve)
-            cache[i] = (t, (count, count), exact_usage)
+            counts[i], usages[i], cache[i] = (count, count), exact_usage, t
             pick, rivals = self._choose_by_bounds(r, t)
             if pick is None:
                 self._hint = (r, rivals)  # (the loop takes these as its focus: `run`)

@@ -249,8 +249,8 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
     # outstanding_bounds keeps its count curve until the state moves, and the deployment keeps each replica's curve
     # (`_curves`) until it steps, taking the requests sent to it meanwhile (`CountCurve.add`): at every choice of a
     # router, each replica's answers (paused or not, with requests added since a pause), from the engine's memo and
-    # from the deployment's curve, and those the deployment kept from an earlier try at the same instant (`_bounds_at`:
-    # an open choice's retry), equal the answers it computes afresh
+    # from the deployment's curve, and those the deployment kept from an earlier try at the same instant (`_bounds_at`,
+    # `_count_bounds`, `_usage_bounds`: an open choice's retry), equal the answers it computes afresh
     cfg = deploy(_chat(num_requests=200, rate=90.0, seed=seed), {"replicas": 3, "router": router, "state_refresh_s": refresh_s})
     dep = Deployment(cfg)
     choose, checked, reused, added, highs = dep._choose_by_bounds, [], [], [], {}
@@ -268,13 +268,13 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
             eng = x.engine
             if running and j == running[-1]:
                 # (mid-run: its arrays are behind its run; the router reads its exact values from the run, kept there)
-                at = dep._bounds_at[j]
-                assert at[0] == t and at[1][0] == at[1][1] and (at[2] is None) == (router != "least_kv")
+                counts, usage = dep._count_bounds[j], dep._usage_bounds[j]
+                assert dep._bounds_at[j] == t and counts[0] == counts[1] and usage[0] == usage[1]
                 continue
             later = [t, t + 0.01, t + 0.3, t + 3.0]
             kept = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
             curve = dep._curves[j]
-            at = dep._bounds_at[j]  # the deployment's: (instant, count bounds, usage bounds or None)
+            at = dep._bounds_at[j]  # the deployment's: the instant of its count bounds and usage bounds
             eng._bounds_memo = eng._live_left = eng._kv_memo = None
             fresh = [eng.outstanding_bounds(u, dep.min_emit_tick_s[j]) for u in later]
             assert kept == fresh
@@ -291,12 +291,12 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
                 if highs.get(kv_curve, len(kv_curve.others)) < len(kv_curve.others):
                     added.append(j)
                 highs[kv_curve] = len(kv_curve.others)
-            if at is not None and at[0] == t:
+            if at == t:
                 usage = eng.kv_usage_bounds(t, dep.min_emit_tick_s[j]) if router == "least_kv" else None
-                expect = (t, (0, math.inf), (0.0, math.inf)) if router == "least_kv" and usage is None else (t, fresh[0], usage)
-                if at[1] is None:  # (least_kv: count bounds not asked for yet, worked out when read: `_CountsAt`)
-                    expect = (t, None, usage)
-                assert at == expect
+                expect = ((0, math.inf), (0.0, math.inf)) if router == "least_kv" and usage is None else (fresh[0], usage)
+                if dep._count_bounds[j] is None:  # (least_kv: count bounds not asked for yet, worked out when read: `_CountsAt`)
+                    expect = (None, usage)
+                assert (dep._count_bounds[j], dep._usage_bounds[j] if router == "least_kv" else None) == expect
                 reused.append(eng.num_added)
             checked.append(eng._live is not None and eng.num_added > eng._live[2])
         return choose(r, t)
@@ -308,6 +308,49 @@ def test_bounds_kept_between_asks_are_the_bounds_of_the_state_then(router, refre
         assert len(reused) > 10  # and the deployment's bounds from an earlier try were asked again at the same instant
     if not refresh_s:
         assert len(added) > 10  # and its curves were kept between asks, taking the requests sent meanwhile
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "cache_aware", "least_kv"])
+def test_the_router_reads_the_bounds_the_deployment_keeps_and_paused_runs_count_on_from_their_last_ask(monkeypatch, router):
+    # `_choose_by_bounds` gives the router the deployment's kept lists (`_count_bounds`, with least_kv `_usage_bounds`),
+    # not lists made at each choice: every entry it reads is the replica's bounds at the choice's instant (the count
+    # rules: its count curve's there, or its exact count where its run is at the instant, `_route_mid_run`: checked
+    # against fresh bounds by the test above); a paused run's `LiveLeft.num_within` asked at later instants walks on
+    # from its last ask; and the results are those of the deployment in which every replica reaches each arrival
+    from sim_core.cluster.router import Router
+    from sim_core.fastpath import LiveLeft
+
+    cfg = deploy(_chat(rate=90.0, seed=1), {"replicas": 4, "router": router})
+    dep = Deployment(cfg)
+    choose, reads, walks = Router.choose_by_bounds, [], []
+
+    def reading(self, bounds, request=-1, usage=None):
+        if self is dep.router:
+            kept = dep._count_bounds if usage is None else usage
+            assert (bounds if usage is None else usage) is kept
+            for j in range(len(dep.front)):
+                assert dep._bounds_at[j] is not None  # (every entry worked out at an instant: the choice's)
+            if usage is None:
+                exact = [b[0] == b[1] for b in bounds]
+                reads.append(sum(exact))
+        return choose(self, bounds, request, usage)
+
+    num_within = LiveLeft.num_within
+
+    def walking(self, most):
+        walks.append(self.walked_to > self.start and self.d + most >= self.walked_to)
+        return num_within(self, most)
+
+    monkeypatch.setattr(Router, "choose_by_bounds", reading)
+    monkeypatch.setattr(LiveLeft, "num_within", walking)
+    dep.run()
+    if router != "least_kv":
+        assert len(reads) > 100 and any(n < len(dep.front) for n in reads)  # (choices with inexact bounds too)
+        assert sum(walks) > 10  # (asks that went on from an earlier one's walk)
+    monkeypatch.undo()
+    reference = Deployment(cfg, route_early=False)
+    reference.run()
+    assert_same_routing_and_busy_ticks(build_result(dep), build_result(reference))
 
 
 @pytest.mark.parametrize("disaggregated", [False, True])
@@ -382,11 +425,13 @@ def test_a_run_leaves_its_generator_only_where_it_pauses(monkeypatch, disaggrega
 @settings(max_examples=80, deadline=None)
 @given(st.dictionaries(st.integers(0, 60), st.lists(st.integers(0, 99), min_size=1, max_size=3), max_size=30),
        st.integers(0, 20), st.lists(st.integers(0, 99), max_size=5, unique=True), st.lists(st.integers(0, 99), max_size=6),
-       st.integers(0, 3))  # fmt: skip
-def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_them(finish_at, d, prefilling, waiting, head):
+       st.integers(0, 3), st.lists(st.integers(0, 40), max_size=12))  # fmt: skip
+def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_them(finish_at, d, prefilling, waiting, head,
+                                                                                  asks):
     # decoders finishing in decoding tick f (>= d) have f - d + 1 tokens left; prefilling and queued ones (from `head`
     # on) their output less what a recompute victim emitted before its pre-emption: the count with at most `most`
-    # left, by lookups and by sorted keys, is a plain count's
+    # left, by lookups and by sorted keys, is a plain count's, asked in any order (`num_within` walks the finish ticks on
+    # from where its last ask left off, and from the first again for an earlier instant: `asks`, from a fresh count)
     from types import SimpleNamespace
 
     from sim_core.fastpath import LiveLeft
@@ -403,6 +448,10 @@ def test_a_paused_runs_tokens_left_are_counted_as_a_list_of_them_would_count_the
     tokens += [int(output[r] - emitted[r]) for r in prefilling] + [int(output[w] - emitted[w]) for w in waiting[head:]]
     for most in range(0, 3 * LiveLeft.FEW_TICKS):
         assert left.num_within(most) == sum(x <= most for x in tokens)
+    fresh = LiveLeft(engine, (0, 0, 0, 0, 0, d, finish_at, dict.fromkeys(prefilling, 0), waiting_keys, head, False,
+                              sorted(finish_at)))  # fmt: skip
+    for most in asks:
+        assert fresh.num_within(most) == sum(x <= most for x in tokens)
     # and the whole-context blocks of the decoders among them (what their finishes can free: LiveKvCurve)
     prompt = np.arange(R, dtype=np.int64) * 7 % 53 + 1
     blocks = {r: -(-(int(prompt[r]) + int(output[r])) // 16) for r in range(R)}
