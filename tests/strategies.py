@@ -18,16 +18,25 @@ from hypothesis import strategies as st
 
 from sim_core import list_presets, load_preset
 from sim_core.config import tp_degrees_allowed
+from tests.conftest import EXPLORE_FACTOR, PROFILE, SCALED_BY_CASES
 
 CASES_ENV = "SIM_PROPERTY_CASES"
 
 
 def cases(ci_default: int, expensive: bool = False) -> settings:
-    """Hypothesis settings: `ci_default` examples, or the switch's number (a twentieth for expensive)."""
+    """Hypothesis settings: `ci_default` examples, or the switch's number (a twentieth for expensive), drawn as the
+    profile draws them (CI: the same every run), new ones when the switch raises them. The soak's explore profile
+    multiplies them here (they may decorate a test's inner function, which the collection hook in tests/conftest.py
+    does not see) and files them in SCALED_BY_CASES, so that the hook does not multiply them again."""
     wanted = os.environ.get(CASES_ENV)
     n = ci_default if not wanted else max(ci_default, int(wanted) // (20 if expensive else 1))
-    return settings(max_examples=n, deadline=None, derandomize=not wanted, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])  # fmt: skip
+    explore = PROFILE == "explore"
+    own = settings(max_examples=n * (EXPLORE_FACTOR if explore else 1), deadline=None, print_blob=True,
+                   derandomize=settings.default.derandomize and not wanted and not explore,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])  # fmt: skip
+    if explore:
+        SCALED_BY_CASES.append(own)
+    return own
 
 
 # ---------------------------------------------------------------- hostile values
