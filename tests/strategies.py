@@ -18,16 +18,25 @@ from hypothesis import strategies as st
 
 from sim_core import list_presets, load_preset
 from sim_core.config import tp_degrees_allowed
+from tests.conftest import EXPLORE_FACTOR, PROFILE, SCALED_BY_CASES
 
 CASES_ENV = "SIM_PROPERTY_CASES"
 
 
 def cases(ci_default: int, expensive: bool = False) -> settings:
-    """Hypothesis settings: `ci_default` examples, or the switch's number (a twentieth for expensive)."""
+    """Hypothesis settings: `ci_default` examples, or the switch's number (a twentieth for expensive), drawn as the
+    profile draws them (CI: the same every run), new ones when the switch raises them. The soak's explore profile
+    multiplies them here (they may decorate a test's inner function, which the collection hook in tests/conftest.py
+    does not see) and files them in SCALED_BY_CASES, so that the hook does not multiply them again."""
     wanted = os.environ.get(CASES_ENV)
     n = ci_default if not wanted else max(ci_default, int(wanted) // (20 if expensive else 1))
-    return settings(max_examples=n, deadline=None, derandomize=not wanted, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])  # fmt: skip
+    explore = PROFILE == "explore"
+    own = settings(max_examples=n * (EXPLORE_FACTOR if explore else 1), deadline=None, print_blob=True,
+                   derandomize=settings.default.derandomize and not wanted and not explore,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])  # fmt: skip
+    if explore:
+        SCALED_BY_CASES.append(own)
+    return own
 
 
 # ---------------------------------------------------------------- hostile values
@@ -198,8 +207,18 @@ def valid_configs(draw) -> dict:
               enable_chunked_prefill=draw(st.booleans()), mix_decodes=draw(st.booleans()),
               queue_order=draw(st.sampled_from(["fcfs", "priority", "shortest_prompt_first"])), max_num_seqs=seqs,
               max_num_batched_tokens=draw(st.integers(max(seqs, 4096), 16384)) if draw(st.booleans()) else draw(st.integers(seqs, 16384)),
-              admission=draw(st.sampled_from(["watermark", "reserve", "greedy"])),
-              preemption=draw(st.sampled_from(["recompute", "swap"])))  # fmt: skip
+              admission=draw(st.sampled_from(["watermark", "reserve", "greedy", "new_token_ratio"])),
+              preemption=draw(st.sampled_from(["recompute", "swap"])),
+              preemption_victim=draw(st.sampled_from(["last_admitted", "fewest_written", "latest_arrival"])),
+              preemption_headroom_steps=draw(st.integers(1, 8)),
+              preemption_requeue=draw(st.sampled_from(["by_key", "append"])),
+              chunk_short_of_blocks=draw(st.sampled_from(["preempt", "shrink"])))  # fmt: skip
+    if draw(st.integers(0, 3)) == 0:  # speculative decoding (one sample per request)
+        wl["num_samples"] = 1
+        sc["speculative"] = dict(enabled=True, num_draft_tokens=draw(st.integers(1, 8)), acceptance_rate=draw(st.floats(0, 1)),
+                                 draft=draw(st.sampled_from(["head", "model"])), draft_cost_fraction=draw(st.floats(0, 0.5)))  # fmt: skip
+    if draw(st.booleans()):
+        kv.update(enable_prefix_caching=draw(st.booleans()), eviction_policy=draw(st.sampled_from(["lru", "lfu"])))
     sc["time_slice"] = dict(prefill_slice_ms=draw(st.floats(1, 200)), decode_slice_ms=draw(st.floats(1, 200)))
     sc["quota"] = dict(prefill_share=draw(st.floats(0.05, 0.95)), window_ms=draw(st.floats(10, 10000)),
                        max_prefill_ms=draw(st.floats(1, 1000)), decode_min_tokens_per_s=draw(st.floats(0, 1e5)))  # fmt: skip
@@ -213,8 +232,46 @@ def valid_configs(draw) -> dict:
         allreduce_latency_us=draw(st.floats(0, 200)), fp8_gemm_efficiency=draw(st.floats(0.01, 1)),
     )  # fmt: skip
     data["slo"] = dict(ttft_s=draw(st.floats(0.01, 60)), tpot_s=draw(st.floats(0.001, 1)))
-    data["limits"] = dict(max_sim_time_s=draw(st.floats(0.01, 1e4)), max_ticks=draw(st.integers(1, 5000)),
+    # (each limit drawn over its range or left far off: drawn always, five in six runs stopped at one)
+    data["limits"] = dict(max_sim_time_s=draw(st.floats(0.01, 1e4) | st.just(3600.0)), max_ticks=draw(st.integers(1, 5000) | st.just(10**6)),
                           num_recorded_batches=draw(st.integers(0, 300)), coalesce_ticks=draw(st.booleans()))  # fmt: skip
+    room = draw(st.none() | st.floats(1.0, 2.0))
+    if room is None:
+        return data
+    # KV pressure where it happens (continuous batching over paged blocks, admission that lets the pool fill, a few
+    # requests at once): pre-emption, swapping, back-pressure, which the knobs drawn over their whole range never reach
+    sc.update(batching="continuous", admission=draw(st.sampled_from(["watermark", "greedy", "new_token_ratio"])))
+    kv.update(layout="paged", watermark=min(kv["watermark"], 0.02))
+    wl["num_requests"] = max(wl["num_requests"], 8)
+    wl["arrival"]["rate_per_s"] = max(wl["arrival"]["rate_per_s"], 50.0)
+    data["limits"]["max_ticks"] = min(data["limits"]["max_ticks"], 20_000)  # (pre-empted work is done again: bounded)
+    return _with_kv_room(data, room)
+
+
+def _with_kv_room(data: dict, room: float) -> dict:
+    """`data` with the GPU memory that leaves KV room for about `room` of its longest requests (KV pressure: pre-emption,
+    swapping, back-pressure; drawn over every knob's range a config reaches none, its KV room being hundreds of
+    requests): the memory share that does, else (outside 5-100 %) the GPU memory at which a 90 % share does; `data`
+    unchanged where it does not validate (the test's to refuse)."""
+    from sim_core import config_from_dict
+    from sim_core.costmodel import kv_bytes_per_token_per_gpu
+    from tests.sim_core.test_equivalence import _utilisation_for_kv
+
+    try:
+        cfg = config_from_dict(data)
+        wl = cfg.workload
+        kv = room * (wl.max_prompt_tokens + wl.max_output_tokens) * kv_bytes_per_token_per_gpu(cfg) * wl.num_samples
+        util = _utilisation_for_kv(cfg, kv)
+        if not 0.05 <= util <= 1.0:  # the memory (GiB) at which 90 % leaves that room: the share falls as it grows
+            lo, hi = 1.0, 4096.0
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                hw = cfg.hardware.model_copy(update={"memory_gib": mid})
+                lo, hi = (mid, hi) if _utilisation_for_kv(cfg.model_copy(update={"hardware": hw}), kv) > 0.9 else (lo, mid)
+            data["hardware"]["memory_gib"], util = hi, 0.9
+    except Exception:  # noqa: BLE001
+        return data
+    data["kv_cache"]["gpu_memory_utilization"] = util
     return data
 
 

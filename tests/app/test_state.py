@@ -10,6 +10,7 @@ from hypothesis import strategies as hs
 from app.state import CONFIG_SECTIONS, MAX_LINK_CHARS, config_from_query, config_to_query, decode_config, encode_config
 from sim_core import PresetError, list_presets, load_preset
 from sim_core.cli import apply_overrides
+from sim_core.config import unused_with_trace
 from sim_core.lessons import load_lessons
 from sim_core.presets import DEFAULT_SCENARIO
 from tests.conftest import make_config
@@ -159,13 +160,25 @@ def test_a_links_bad_value_is_named_and_its_other_values_kept(name, seed, data):
     text = data.draw(hs.one_of(HOSTILE_VALUES.map(lambda v: v if isinstance(v, str) else to_json(v)),
                                hs.sampled_from(["-1", "0", "1e400", "nan", "[]", "{}", "null", "true"])))  # fmt: skip
     text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:2000]  # as a browser sends it
+    assert_a_links_value_is_taken_or_named(name, seed, path, text)
+
+
+def assert_a_links_value_is_taken_or_named(name: str, seed: int, path: str, text: str) -> None:
+    preset = load_preset(name)
     cfg, _, warning = config_from_query({"preset": name, "seed": str(seed), path: text})
     assert cfg.seed == seed  # the link's other value, whatever became of the hostile one
-    if warning is None:  # taken: the preset with both values
+    unused = unused_with_trace(preset, [path])  # (a value the preset's trace makes unused is taken and named, 03d6441)
+    if warning is None or (unused is not None and warning == f"The link's {unused}."):  # taken: the preset with both
         assert cfg == apply_overrides(preset, [f"seed={seed}", f"{path}={text}"])
     else:  # refused: named (its field or the rule's), the preset with the good value
         assert path.split(".")[-1] in warning or path in warning, (path, warning)
         assert cfg == preset.model_copy(update={"seed": seed})
+
+
+def test_a_links_value_that_a_trace_makes_unused_is_taken_and_named():
+    # (found by a random run, SIM_HYPOTHESIS_PROFILE=explore: the property above took any warning for a refusal, but
+    # since 03d6441 a valid value for a part of the workload a trace replaces is taken with a warning saying it is unused)
+    assert_a_links_value_is_taken_or_named("cluster-distserve-opt13b-3xa100-colocated", 0, "workload.prompt_tokens.sigma", "0")
 
 
 def test_other_page_params_are_not_config_overrides():

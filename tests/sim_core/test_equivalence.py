@@ -33,7 +33,7 @@ from sim_core.costmodel import (
 )
 from sim_core.presets import PresetError, list_presets
 from sim_core.types import Event
-from tests.conftest import make_config
+from tests.conftest import case_numbers, make_config
 
 ENGINE_SCENARIOS = sorted(p for p in list_presets("scenarios") if p.startswith("engine-"))
 NUM_CASES = int(os.environ.get("SIM_EQUIV_CASES", "60"))
@@ -154,7 +154,7 @@ def run_both(cfg):
     return run_simulation(cfg, check_invariants=True), run_simulation(off)
 
 
-@pytest.mark.parametrize("case", range(NUM_CASES))
+@pytest.mark.parametrize("case", case_numbers(NUM_CASES))
 def test_coalesced_equals_tick_by_tick_on_random_configs(case):
     on, off = run_both(random_config(case))
     assert_same_result(on, off)
@@ -609,7 +609,7 @@ def test_a_core_run_goes_on_past_admitting_its_victims_again_with_samples(engine
     assert_runs_admit_their_victims_again(cfg, monkeypatch, min_preemptions=20)
 
 
-@pytest.mark.parametrize("case", range(24))
+@pytest.mark.parametrize("case", case_numbers(24))
 def test_random_kv_pressure_configs_equal_tick_by_tick(case, monkeypatch):
     """Random configs under KV pressure (any paged preset, n = 1-4, open or closed loop, with or without the prefix
     cache, room for 0.5-2 of the longest requests): identical to tick-by-tick stepping, the core's pre-emptions
@@ -715,7 +715,7 @@ def session_config(case: int):
             continue
 
 
-@pytest.mark.parametrize("case", range(max(NUM_CASES // 3, 12)))
+@pytest.mark.parametrize("case", case_numbers(max(NUM_CASES // 3, 12)))
 def test_closed_loop_sessions_equal_tick_by_tick(case):
     cfg = session_config(case)
     on, off = run_both(cfg)
@@ -745,7 +745,7 @@ def open_loop_session_config(case: int):
                                   "kv_cache": cfg.kv_cache.model_copy(update={"enable_prefix_caching": True})})  # fmt: skip
 
 
-@pytest.mark.parametrize("case", range(max(NUM_CASES // 6, 8)))
+@pytest.mark.parametrize("case", case_numbers(max(NUM_CASES // 6, 8)))
 def test_open_loop_sessions_with_cached_replies_equal_tick_by_tick(case):
     on, off = run_both(open_loop_session_config(case))
     assert_same_result(on, off)
@@ -924,7 +924,7 @@ def prefix_config(case: int):
             continue
 
 
-@pytest.mark.parametrize("case", range(max(NUM_CASES // 3, 16)))
+@pytest.mark.parametrize("case", case_numbers(max(NUM_CASES // 3, 16)))
 def test_open_loop_prefix_caching_equals_tick_by_tick(case):
     # (review 22: dropping the prefix cache's eviction in a composed tick with no running prefill passed every other
     # equivalence test; these configs catch it)
@@ -943,7 +943,7 @@ def with_sglang_admission(cfg, case: int):
     return cfg.model_copy(update={"scheduler": sch})
 
 
-@pytest.mark.parametrize("case", range(max(NUM_CASES // 2, 16)))
+@pytest.mark.parametrize("case", case_numbers(max(NUM_CASES // 2, 16)))
 def test_sglang_admission_on_random_configs_equals_tick_by_tick(case):
     """The random configs (every engine preset's phase controller, queue order, pre-emption, samples, speculation,
     guards, tight KV) admitting by new_token_ratio, its ratio decaying to its floor within a run or not at all."""
@@ -951,7 +951,7 @@ def test_sglang_admission_on_random_configs_equals_tick_by_tick(case):
     assert_same_result(on, off)
 
 
-@pytest.mark.parametrize("case", range(12))
+@pytest.mark.parametrize("case", case_numbers(12))
 def test_sglang_admission_under_kv_pressure_equals_tick_by_tick(case):
     """Admission new_token_ratio (the sglang preset) with a KV pool of a few requests: requests wait on the token
     test, are admitted as the running outputs shrink and the ratio decays, and retracts set the ratio; the scalar
@@ -969,7 +969,7 @@ def test_sglang_admission_under_kv_pressure_equals_tick_by_tick(case):
     assert_same_result(on, off)
 
 
-@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("case", case_numbers(4))
 def test_sglang_admission_with_outputs_past_the_clip_equals_tick_by_tick(case):
     """Outputs past SGLang's 4,096-token clip: the scalar core sums the decoders' clipped outputs from `finish_at`
     (not its running total), as the scheduler clips each."""
@@ -1073,7 +1073,7 @@ def test_sglang_admission_with_the_prefix_cache_on_the_scalar_core_equals_tick_b
         assert on.summary.num_preemptions > 0
 
 
-@pytest.mark.parametrize("case", range(max(NUM_CASES // 3, 16)))
+@pytest.mark.parametrize("case", case_numbers(max(NUM_CASES // 3, 16)))
 def test_sglang_admission_with_the_prefix_cache_on_random_configs_equals_tick_by_tick(case, monkeypatch):
     """The open-loop prefix-cache configs (every engine preset's phase controller, queue order, samples, guards, tight
     KV, shared system prompts) admitting by SGLang's token test: identical to tick by tick, on the core where it takes
@@ -1298,7 +1298,7 @@ def spec_random_config(case: int):
             continue
 
 
-@pytest.mark.parametrize("case", range(max(NUM_CASES // 2, 30)))
+@pytest.mark.parametrize("case", case_numbers(max(NUM_CASES // 2, 30)))
 def test_speculation_on_random_configs_equals_tick_by_tick(case, monkeypatch):
     cfg = spec_random_config(case)
     fast = count_fast_ticks(monkeypatch)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sim_core.types import Event, Status
+from tests.conftest import case_numbers
 from tests.sim_core.test_equivalence import ENGINE_SCENARIOS, assert_same_result, buildable, run_both
 
 PAGED = [s for s in ENGINE_SCENARIOS if s not in ("engine-orca", "engine-fastertransformer")]
@@ -130,7 +131,7 @@ def test_the_bench_swap_rows_run_on_the_core(engine, over, monkeypatch):
         assert counts["out"] >= 0.9 * swapped_out and counts["in"] >= 0.9 * swapped_in
 
 
-@pytest.mark.parametrize("case", range(16))
+@pytest.mark.parametrize("case", case_numbers(16))
 def test_random_swap_configs_equal_tick_by_tick(case):
     """Random swap configs (any paged preset, n = 1-4, open or closed loop, priority order, KV room 0.4-2, host swap
     space for a few victims or all, a tick limit): identical to tick-by-tick stepping."""
