@@ -124,6 +124,54 @@ def test_a_prefill_chunk_that_preempts_its_only_request_gives_the_same_run_pause
     assert_same_routing_and_busy_ticks(fast, tick_by_tick)
 
 
+# Found in session 49 by random runs of test_prefill_fast_path_equals_general_steps (not CI's derandomised cases): the
+# first token from the decode side, a small decode-side KV cache (recompute pre-emptions of prompts of ~1,500 tokens on
+# the decode instance), a 0.3 GB/s link and 64-token blocks. The deployment as it runs (runs that pause at their
+# horizons) equals tick by tick in every request's times and every inter-token gap; the reference that ends each run at
+# its horizon (pause_runs=False, a test reference only: nothing in the app, CLI or API sets it) does not: one ITL sample
+# in the first case (0.037 s for 0.017 s), and in the second, from tick 1,489 of the decode instance, it pre-empts the
+# request whose recompute chunk tick by tick runs. Not found yet: left open (issue 13 note, session 49).
+_UNPAUSED_DIFFERS = {
+    "round robin, 1P3D": ((37, 115, 200.0, 1500, 300, 1, 3, "round_robin", 80.0, 19.5, 512),
+                          {"queue_order": "shortest_prompt_first"}),
+    "prefix affinity, 3P1D": ((0, 86, 40.0, 1500, 50, 3, 1, "prefix_affinity", 18.5, 19.5, 512),
+                              {"prefill_mode": "decode_first"}),
+}
+
+
+def _unpaused_case(name):
+    args, scheduler = _UNPAUSED_DIFFERS[name]
+    cfg = _xpyd(*args, link={"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0})
+    for field, value in scheduler.items():
+        cfg = with_value(cfg, f"scheduler.{field}", value)
+    cfg = with_value(cfg, "kv_cache.block_size", 64)
+    cfg = with_value(cfg, "deployment.disaggregation.first_token_from", "decode")
+    _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+    return cfg, tick_by_tick
+
+
+def _same_requests_and_gaps(a, b):
+    assert_same_routing_and_busy_ticks(a, b)
+    for f in ("first_token_s", "finish_s", "num_preemptions"):
+        assert np.array_equal(getattr(a.requests, f), getattr(b.requests, f), equal_nan=True), f
+    assert np.array_equal(a.itl_s, b.itl_s)
+
+
+@pytest.mark.parametrize("name", sorted(_UNPAUSED_DIFFERS))
+def test_where_the_unpaused_reference_differs_the_deployment_equals_tick_by_tick(name):
+    cfg, tick_by_tick = _unpaused_case(name)
+    _, fast = _result(cfg)
+    assert fast.requests.num_preemptions.sum() > 0  # (the case: pre-emptions on the decode side)
+    _same_requests_and_gaps(fast, tick_by_tick)
+
+
+@pytest.mark.xfail(strict=True, reason="pause_runs=False (a test reference) differs from tick by tick here; not found yet")
+@pytest.mark.parametrize("name", sorted(_UNPAUSED_DIFFERS))
+def test_the_unpaused_reference_equals_tick_by_tick_there_too(name):
+    cfg, tick_by_tick = _unpaused_case(name)
+    _, unpaused = _result(cfg, pause_runs=False)
+    _same_requests_and_gaps(unpaused, tick_by_tick)
+
 def test_a_slow_pipelined_link_prices_the_same_transfers_from_a_prefill_run():
     # a pipelined transfer over a link slower than the prefill is priced by the request's prefill (first admission to
     # first token, `KVTransfer.seconds`); a prefill instance on the fast path hands off before its run writes its rows
