@@ -104,6 +104,7 @@ class Engine:
         self._kv_memo: tuple | None = None  # kv_usage_bounds: (state key, per-request arrays, {ticks: bounds})
         self._kv_live: tuple | None = None  # kv_used_bounds of a paused run: (requests added, its LiveKvCurve or None)
         self.hand_off_prefilled = False  # prefill-pool instance: requests leave at their first token, KV kept
+        self.joins_prefilled = False  # decode-pool instance: requests join only with their KV (`take_arrivals_externally`)
         self.idle_to_own_input = False  # a cluster's replica: an idle row ends at its own next arrival (`idle_end_s`)
         # A cluster's prefill instance: an idle row that goes on from the last one, nothing run or changed between, extends
         # it (`_record_idle`), so its idle rows end where its own state changes, not at the horizons the loop gives it
@@ -544,6 +545,7 @@ class Engine:
     def take_arrivals_externally(self) -> None:
         """Added requests never arrive by themselves: they join only through `inject_prefilled`."""
         self.st.next_arrival = self.st.num_requests
+        self.joins_prefilled = True
 
     def _hand_off(self, ids: np.ndarray, t_end: float) -> None:
         """Prefill pool: requests whose first token was just emitted leave this engine (status FINISHED

@@ -128,10 +128,12 @@ def test_a_prefill_chunk_that_preempts_its_only_request_gives_the_same_run_pause
 # first token from the decode side, a small decode-side KV cache (recompute pre-emptions of prompts of ~1,500 tokens on
 # the decode instance), a 0.3 GB/s link and 64-token blocks. The deployment as it runs (runs that pause at their
 # horizons) equals tick by tick in every request's times and every inter-token gap; the reference that ends each run at
-# its horizon (pause_runs=False, a test reference only: nothing in the app, CLI or API sets it) does not: one ITL sample
-# in the first case (0.037 s for 0.017 s), and in the second, from tick 1,489 of the decode instance, it pre-empts the
-# request whose recompute chunk tick by tick runs. Not found yet: left open (issue 13 note, session 49).
-_UNPAUSED_DIFFERS = {
+# its horizon (pause_runs=False, a test reference only: nothing in the app, CLI or API sets it) did not: one ITL sample
+# in the first case (0.037 s for 0.017 s), and in the second, from tick 1,489 of the decode instance, it pre-empted the
+# request whose recompute chunk tick by tick runs. Only that reference took pre-emptions inside a core run on a decode
+# instance (a run that pauses hands them back); with the run's pre-emption off there it equalled tick by tick, so a
+# decode instance now hands them back to the scheduler in either (`Engine.joins_prefilled`).
+_UNPAUSED_DIFFERED = {
     "round robin, 1P3D": ((37, 115, 200.0, 1500, 300, 1, 3, "round_robin", 80.0, 19.5, 512),
                           {"queue_order": "shortest_prompt_first"}),
     "prefix affinity, 3P1D": ((0, 86, 40.0, 1500, 50, 3, 1, "prefix_affinity", 18.5, 19.5, 512),
@@ -140,7 +142,7 @@ _UNPAUSED_DIFFERS = {
 
 
 def _unpaused_case(name):
-    args, scheduler = _UNPAUSED_DIFFERS[name]
+    args, scheduler = _UNPAUSED_DIFFERED[name]
     cfg = _xpyd(*args, link={"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0})
     for field, value in scheduler.items():
         cfg = with_value(cfg, f"scheduler.{field}", value)
@@ -157,7 +159,7 @@ def _same_requests_and_gaps(a, b):
     assert np.array_equal(a.itl_s, b.itl_s)
 
 
-@pytest.mark.parametrize("name", sorted(_UNPAUSED_DIFFERS))
+@pytest.mark.parametrize("name", sorted(_UNPAUSED_DIFFERED))
 def test_where_the_unpaused_reference_differs_the_deployment_equals_tick_by_tick(name):
     cfg, tick_by_tick = _unpaused_case(name)
     _, fast = _result(cfg)
@@ -165,8 +167,7 @@ def test_where_the_unpaused_reference_differs_the_deployment_equals_tick_by_tick
     _same_requests_and_gaps(fast, tick_by_tick)
 
 
-@pytest.mark.xfail(strict=True, reason="pause_runs=False (a test reference) differs from tick by tick here; not found yet")
-@pytest.mark.parametrize("name", sorted(_UNPAUSED_DIFFERS))
+@pytest.mark.parametrize("name", sorted(_UNPAUSED_DIFFERED))
 def test_the_unpaused_reference_equals_tick_by_tick_there_too(name):
     cfg, tick_by_tick = _unpaused_case(name)
     _, unpaused = _result(cfg, pause_runs=False)
