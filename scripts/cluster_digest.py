@@ -106,6 +106,34 @@ def result_hash(res, arrays: tuple[str, ...] = RESULT_ARRAYS):
     return m
 
 
+def digest_configs(config, digest, describe=lambda cfg: ()) -> None:
+    """The `main` of a digest over numbered configs (`scripts/xpyd_digest.py`, `scripts/replica_digest.py`): runs
+    `config(k)` for k below --configs, hashes each run's `digest`, and prints CONFIGS n TOTAL hash; a config that does
+    not fit its GPUs (MemoryPlanError, ValueError) is skipped, out of n. --verbose: each run's line, `describe(cfg)`."""
+    import argparse
+
+    from sim_core.costmodel import MemoryPlanError
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", type=int, default=240)
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    total, n = hashlib.sha256(), 0
+    for k in range(args.configs):
+        try:
+            cfg = config(k)
+            h = digest(run_simulation(cfg))
+        except (MemoryPlanError, ValueError) as err:  # (a pool's hardware too small for its model: not a run)
+            if args.verbose:
+                print(k, "skipped:", str(err)[:80])
+            continue
+        n += 1
+        total.update(h.encode())
+        if args.verbose:
+            print(k, *describe(cfg), h[:16])
+    print(f"CONFIGS {n} TOTAL {total.hexdigest()[:16]}")
+
+
 def main() -> None:
     total = hashlib.sha256()
     for seed, cfg in configs():

@@ -34,7 +34,7 @@ from sim_core.engine import Engine
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_cost import deployment_config  # noqa: E402
-from xpyd_cost import _wrap  # noqa: E402
+from xpyd_cost import _wrap, print_parts  # noqa: E402
 
 PARTS = ["run", "steps", "mid", "choice", "router", "curve", "bounds", "add", "result"]
 WRAPPED = {"steps": (Engine, "step"), "mid": (Deployment, "_route_mid_run"), "choice": (Deployment, "_choose_by_bounds"),
@@ -117,12 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: the counts come from its callgrind tool", file=sys.stderr)
         return 1
-    R = args.requests
-    print(f"4 replicas, {args.router}, {R} requests at 48 req/s")
-    print(f"{'part':10s} {'instructions':>14s} {'per request':>12s} {'per tick':>9s}")
-    for part in args.parts:
-        ticks, instr = count(part, R, args.router)
-        print(f"{part:10s} {instr:14,d} {instr / R:12,.0f} {instr / ticks:9,.0f}", flush=True)
+    print_parts(count, f"4 replicas, {args.router}, {args.requests} requests at 48 req/s", args)
     return 0
 
 

@@ -106,13 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: the counts come from its callgrind tool", file=sys.stderr)
         return 1
+    print_parts(count, f"2P2D, {args.router}, {args.requests} requests at 24 req/s", args)
+    return 0
+
+
+def print_parts(count, title: str, args) -> None:
+    """The table of `count(part, requests, router)` for each of `args.parts`: instructions, per request, per tick."""
     R = args.requests
-    print(f"2P2D, {args.router}, {R} requests at 24 req/s")
+    print(title)
     print(f"{'part':10s} {'instructions':>14s} {'per request':>12s} {'per tick':>9s}")
     for part in args.parts:
         ticks, instr = count(part, R, args.router)
         print(f"{part:10s} {instr:14,d} {instr / R:12,.0f} {instr / ticks:9,.0f}", flush=True)
-    return 0
 
 
 if __name__ == "__main__":

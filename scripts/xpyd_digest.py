@@ -12,15 +12,11 @@ out of CONFIGS).
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import sys
 
 sys.path.insert(0, ".")  # (the tests' config builders)
 
-from scripts.cluster_digest import RESULT_ARRAYS, result_hash  # noqa: E402
-from sim_core.costmodel import MemoryPlanError  # noqa: E402
-from sim_core.engine import run_simulation  # noqa: E402
+from scripts.cluster_digest import RESULT_ARRAYS, digest_configs, result_hash  # noqa: E402
 from sim_core.sweep import with_value  # noqa: E402
 from tests.conftest import make_config  # noqa: E402
 from tests.sim_core.test_equivalence import random_config  # noqa: E402
@@ -61,26 +57,5 @@ def config(k: int):
     return with_value(cfg, "deployment", {"router": ROUTERS[(k // 9) % 3], "disaggregation": dis})
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", type=int, default=240)
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-    total, n = hashlib.sha256(), 0
-    for k in range(args.configs):
-        try:
-            cfg = config(k)
-            h = digest(run_simulation(cfg))
-        except (MemoryPlanError, ValueError) as err:  # (a pool's hardware too small for its model: not a run)
-            if args.verbose:
-                print(k, "skipped:", str(err)[:80])
-            continue
-        n += 1
-        total.update(h.encode())
-        if args.verbose:
-            print(k, h[:16])
-    print(f"CONFIGS {n} TOTAL {total.hexdigest()[:16]}")
-
-
 if __name__ == "__main__":
-    main()
+    digest_configs(config, digest)
