@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import operator
 import os
-import re
 import shutil
-import subprocess
 import sys
 from collections import Counter
 
@@ -35,6 +33,7 @@ from sim_core.engine import Engine
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_cost import deployment_config  # noqa: E402
 from xpyd_cost import _wrap, print_parts  # noqa: E402
+from xpyd_cost import count as xpyd_count  # noqa: E402
 
 PARTS = ["run", "steps", "mid", "choice", "router", "curve", "bounds", "add", "result"]
 WRAPPED = {"steps": (Engine, "step"), "mid": (Deployment, "_route_mid_run"), "choice": (Deployment, "_choose_by_bounds"),
@@ -68,13 +67,8 @@ def _child(part: str, num_requests: int, router: str) -> None:
 
 
 def count(part: str, num_requests: int, router: str) -> tuple[int, int]:
-    """(ticks, instructions) of one counted run."""
-    env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=_operator_call",
-                          "--callgrind-out-file=/dev/null", sys.executable, __file__, "--child", part, str(num_requests),
-                          router], capture_output=True, text=True, check=True, env=env)  # fmt: skip
-    ticks = int(re.search(r"ticks (\d+)", out.stdout).group(1))
-    return ticks, int(re.search(r"Collected : (\d+)", out.stderr).group(1))
+    """(ticks, instructions) of one counted run of this script's `--child` (`xpyd_cost.count`)."""
+    return xpyd_count(part, num_requests, router, __file__)
 
 
 def lines(num_requests: int, router: str, top: int = 25) -> None:

@@ -83,11 +83,11 @@ def _child(part: str, num_requests: int, router: str) -> None:
     _counted_run(cfg, part)
 
 
-def count(part: str, num_requests: int, router: str) -> tuple[int, int]:
-    """(ticks, instructions) of one counted run."""
+def count(part: str, num_requests: int, router: str, script: str = __file__) -> tuple[int, int]:
+    """(ticks, instructions) of one counted run (`script`'s `--child`: this one's, or `scripts/replica_cost.py`'s)."""
     env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
     out = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=_operator_call",
-                          "--callgrind-out-file=/dev/null", sys.executable, __file__, "--child", part, str(num_requests),
+                          "--callgrind-out-file=/dev/null", sys.executable, script, "--child", part, str(num_requests),
                           router], capture_output=True, text=True, check=True, env=env)  # fmt: skip
     ticks = int(re.search(r"ticks (\d+)", out.stdout).group(1))
     return ticks, int(re.search(r"Collected : (\d+)", out.stderr).group(1))
