@@ -1583,7 +1583,6 @@ def run_ticks(engine: Engine):
                 for r in steps.victims:
                     del running[r]
                     resumed.pop(r, None)
-                    tokenless.pop(r, None)  # (a joined decoder pre-empted before its first token emits none in this tick)
                     if r not in steps.victim_prefills:
                         dec_ctx[r] = base[r] + d
                         if again_here is not None:  # (before `_leave` drops its own last token)
