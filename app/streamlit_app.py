@@ -10,17 +10,20 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run app/streamlit_app.py` puts only app/ on the path
     sys.path.insert(0, str(ROOT))
 
-import streamlit as st  # noqa: E402
-
-from app.components.cluster_timeline import ROW_LABEL_CSS  # noqa: E402
-from app.components.text import plain  # noqa: E402
-from app.state import PRESENTER_KEY, ensure_session, read_query_params  # noqa: E402
+import streamlit as st  # noqa: E402  (in the worker processes' forkserver already: free there)
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 
 
 def main() -> None:
+    # Imported here, not at the top: a worker process runs this file as __mp_main__ (the end of the file) and needs
+    # none of the page's modules; importing them (Plotly among them) took ~45 ms of every run's CPU, 3x the default
+    # preset's simulation.
+    from app.components.cluster_timeline import ROW_LABEL_CSS
+    from app.components.text import plain
+    from app.state import PRESENTER_KEY, ensure_session, read_query_params
+
     if read_query_params().get("present") == "1" and "ui.present_link" not in st.session_state:
         st.session_state[PRESENTER_KEY] = st.session_state["ui.present_link"] = True  # a link can start presenter mode
     # A local favicon (offline workshops); presenter mode collapses the sidebar to give the chart the screen.
@@ -105,6 +108,7 @@ def main() -> None:
 
 # Streamlit runs this file as __main__, so a simulation worker process (app/components/worker.py)
 # re-imports it as __mp_main__ when it starts; drawing the page there in bare mode cost every new run
-# about 0.2 s before it could simulate.
+# about 0.2 s before it could simulate, and the page's imports (now inside main) another ~45 ms of CPU
+# (tests/app/test_worker.py).
 if __name__ != "__mp_main__":
     main()

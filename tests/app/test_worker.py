@@ -5,9 +5,12 @@ its slot to the next run. (Results, timeouts and memory ceilings: tests/app/test
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import types
 
+from app.browser import APP_SCRIPT
 from app.components.worker import FairSlots, WorkerPool
 from sim_core.budget import RunBudget
 
@@ -108,3 +111,29 @@ def test_a_cancelled_call_kills_its_child_and_returns_none():
     t0 = time.monotonic()
     assert pool.call(_priority_after, (30.0,), cancelled=lambda: time.monotonic() - t0 > 0.5) is None
     assert time.monotonic() - t0 < 10 and pool._slots._free == 1
+
+
+# What app/streamlit_app.py imports for the page (and the charting modules behind it).
+PAGE_MODULES = ("app.state", "app.components.text", "app.components.cluster_timeline", "app.components.charts")
+
+
+def _page_modules_here() -> list[str]:
+    """In the child: which of the page's modules this process has loaded."""
+    return [m for m in PAGE_MODULES if m in sys.modules]
+
+
+def test_a_run_started_from_the_page_does_not_load_the_page_in_its_worker():
+    # Streamlit runs the page as a stand-in __main__ module whose __file__ is app/streamlit_app.py, so multiprocessing
+    # runs that file again (as __mp_main__) in every worker it starts from a page. Its imports at the top made every
+    # run pay for the page's modules (Plotly among them: ~45 ms of CPU, 3x the default preset's simulation); they are
+    # imported inside main(), which the file does not call there.
+    stand_in = types.ModuleType("__main__")
+    stand_in.__file__ = str(APP_SCRIPT)
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = stand_in
+    try:
+        reply = WorkerPool(RunBudget(), max_parallel=1, hard_timeout_s=60, slack_bytes=1 << 30).call(_page_modules_here, ())
+    finally:
+        sys.modules["__main__"] = saved
+    assert reply.kind == "ok", reply.payload
+    assert reply.payload == []
