@@ -532,7 +532,8 @@ class Engine:
         return (self.kv.num_blocks - self.live_counts()[1]) / self.kv.num_blocks
 
     def live_counts(self) -> tuple[int, int]:
-        """(requests running, free KV blocks), of the paused run's state while one is paused."""
+        """(requests running, free KV blocks), of the paused run's state while one is paused: its requests running or
+        queued (`fastpath.run_ticks`' count), and its free blocks less those reserved since it paused (plus those released)."""
         if self._live is not None:
             return self._live[1] + len(self._joined), self._live[3] - self._reserved
         return self.st.running.size, self.kv.num_free

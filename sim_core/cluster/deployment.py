@@ -1013,11 +1013,14 @@ def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
     it re-admits them against max_num_seqs - running, so a slot lent to a transfer meanwhile would put the batch
     over its cap when the transfer lands (review 30e). Counted so, running + queued + in flight never passes the cap:
     a pre-emption, a re-admission and a landing each move a request within that sum. (vLLM's decode instance admits
-    a remote-KV request from its waiting queue, behind the pre-empted requests at its head.)"""
+    a remote-KV request from its waiting queue, behind the pre-empted requests at its head.) A paused run's count
+    (`Engine.live_counts`) holds its queue already: its arrays' queues are the run's start's until it ends, and adding
+    them counted its pre-empted requests twice (session 50)."""
     num_running, num_free = eng.live_counts()
-    st = eng.st
-    num_queued = st.waiting_keys.size + st.swapped_keys.size
-    return num_running + num_queued + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
+    if eng._live is None:  # (a decode run holds nothing swapped out: swaps are the scheduler's there, `swaps_here`)
+        st = eng.st
+        num_running += st.waiting_keys.size + st.swapped_keys.size
+    return num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
 
 
 def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:

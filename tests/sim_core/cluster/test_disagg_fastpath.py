@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sim_core import fastpath
-from sim_core.cluster import Deployment
+from sim_core.cluster import Deployment, deployment
 from sim_core.cluster.result import build_result
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
@@ -172,6 +172,47 @@ def test_the_unpaused_reference_equals_tick_by_tick_there_too(name):
     cfg, tick_by_tick = _unpaused_case(name)
     _, unpaused = _result(cfg, pause_runs=False)
     _same_requests_and_gaps(unpaused, tick_by_tick)
+
+def _decode_side_case(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib=80.0,
+                      chunk=None, prefill_mode=None, scheduler=(), limits=()):  # fmt: skip
+    """The region of session 49's searches: the first token from the decode side, a 19.5 GiB decode KV cache (recompute
+    pre-emptions of ~1,500-token prompts there, with hand-offs waiting for room), a 0.3 GB/s link, 64-token blocks."""
+    cfg = _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib, 19.5, chunk,
+                {"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0}, prefill_mode)  # fmt: skip
+    for field, value in [*dict(scheduler).items(), *(("kv_cache.block_size", 64),), *dict(limits).items()]:
+        cfg = with_value(cfg, field if "." in field else f"scheduler.{field}", value)
+    return with_value(cfg, "deployment.disaggregation.first_token_from", "decode")
+
+
+def test_a_paused_decode_runs_queue_counts_once_against_its_batch_cap(monkeypatch):
+    # (session 50, found beside session 49's last difference: its config with max_num_seqs 6) A transfer takes a decode
+    # instance's sequence slot only if running + queued + in flight stay under the cap (`decode_fits`). Of a paused run
+    # the running count is the run's (`Engine.live_counts`: running or queued in the run), and the arrays' queue, its
+    # start's, was added again: its pre-empted requests counted twice, the instance full where it had room. The
+    # deployment as it runs then sent transfers elsewhere or later than tick by tick (decode instances, request times),
+    # which the unpaused reference equalled
+    cfg = _decode_side_case(37, 99, 10.0, 1500, 50, 1, 3, "prefix_affinity",
+                            scheduler={"queue_order": "priority", "max_num_seqs": 6})  # fmt: skip
+    decode_fits = deployment.decode_fits
+    asked = []
+
+    def watched(eng, num_incoming, need):
+        out = decode_fits(eng, num_incoming, need)
+        if eng._live is not None and eng.st.waiting_keys.size:  # (a paused run that started with requests queued)
+            num_running, num_free = eng.live_counts()
+            asked.append(out)
+            assert out == (num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free)
+        return out
+
+    monkeypatch.setattr(deployment, "decode_fits", watched)
+    _, fast = _result(cfg)
+    assert True in asked  # (the case: room for a transfer beside a paused run's queue)
+    monkeypatch.setattr(deployment, "decode_fits", decode_fits)
+    _, ref = _result(cfg, pause_runs=False)
+    _assert_same_deployment(fast, ref)
+    _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+    assert_same_routing_and_busy_ticks(fast, tick_by_tick)
+
 
 def test_a_slow_pipelined_link_prices_the_same_transfers_from_a_prefill_run():
     # a pipelined transfer over a link slower than the prefill is priced by the request's prefill (first admission to
