@@ -430,8 +430,12 @@ class Deployment:
                 stalled.clear()
                 continue
             if (eng.st.now_s, eng.rec.num_ticks) == before:
-                stalled.add(i)  # waits for another instance or an event
-                continue
+                if not eng.run_ended:
+                    stalled.add(i)  # waits for another instance or an event
+                    continue
+                # (the unpaused reference: a step that ended a run where a paused one would end, with nothing to run;
+                # that paused run's end writes its rows back, a step that moved: it is one here too, `Engine.run_ended`)
+                eng.run_ended = False
             stalled.clear()
             if self._ptr != ptr:  # routed mid-run: the focus was for an arrival now settled
                 focus = []
@@ -654,7 +658,7 @@ class Deployment:
                 h = min(h, self.views.next_instant_s(inst.engine))
         if inst.role == "decode" and self._dispatch_t is not None:
             h = min(h, self._dispatch_t)  # (the dispatch was popped off the heap: it waits for this instance)
-        elif inst.role == "decode" and self._pending and inst.engine.live_counts()[0]:  # (something runs: ticks to come)
+        elif inst.role == "decode" and self._pending and inst.engine.num_in_run():  # (something runs: ticks to come)
             # Hand-offs wait for decode room (back-pressure; not a dispatch waiting for catch-ups, above): a retry
             # follows each decode step (`run`), and any tick may free blocks or a batch slot; a run of several ticks
             # retried only at its end, later than one tick at a time (the tick-by-tick deployment): later transfers
