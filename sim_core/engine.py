@@ -93,6 +93,13 @@ class Engine:
         self._live: tuple | None = None  # what it yielded at the pause (its counts: `num_outstanding`, bounds)
         self._joined: list[int] = []  # decoders injected into the paused run, and blocks reserved there since the pause
         self._live_left: fastpath.LiveLeft | None = None  # tokens left in the paused run (outstanding_bounds)
+        # A decode instance's run that may not pause (the cluster's unpaused reference, `pause_runs=False`) and ended at
+        # its horizon with requests running or queued, where one that may pauses: whether a paused run there would take joins (`joinable`
+        # in `fastpath.run_ticks`); None otherwise. Until the next step, or what would end that paused run (`settle`):
+        # `num_in_run` counts the run's queued requests, as a paused run's count does
+        self._ended_in_run: bool | None = None
+        self.run_ended = False  # its last step only ended such a run (nothing to run): no row, no clock moved (the cluster's
+        # loop reads it, and resets it, at a step that moved neither)
         self._reserved = 0
         # Decode-pool instance under first_token_from = decode (`inject_prefilled` without a first token): decoders that
         # joined with the prompt's KV and no token yet, until their first decode tick emits the user's first token
@@ -134,6 +141,9 @@ class Engine:
         """One loop iteration: guards, arrivals, then a planned tick (or a coalesced run of ticks)
         or an idle jump to the next arrival. Returns False when the run is over (all finished, a
         guard stopped it, or nothing can ever run); `stopped_reason` then says why, if not done."""
+        resumes = self._ended_in_run is not None  # (a run that ended where it would pause goes on from here)
+        if resumes:
+            self._ended_in_run = None
         if self._paused is not None:  # cluster hook: a paused fast-path run goes on to the new horizon (`_run_fast`)
             return self._run_fast(self._paused)
         st, lim = self.st, self.cfg.limits
@@ -159,6 +169,12 @@ class Engine:
                 coalesce and st.running.size and self._advance_pure_decode()):  # fmt: skip
             plan = self.sched.schedule(st)
             if plan.is_empty:
+                if resumes and not plan.preempted_idx.size:  # (the run it goes on from finds nothing to run: it ends
+                    # there, as a paused run resumed does, `fastpath.run_ticks`, and its idle row is the next step's, from
+                    # its horizon then; the cluster's loop counts the step as the paused run's end, a step that moved. A
+                    # plan that pre-empts is the step after a paused run's end, which hands the pre-emption back)
+                    self.run_ended = True
+                    return True
                 if not self._idle():
                     self._over = True
                     return False
@@ -531,8 +547,21 @@ class Engine:
         """`kv.usage`, of the paused run's state while one is paused."""
         return (self.kv.num_blocks - self.live_counts()[1]) / self.kv.num_blocks
 
+    def num_in_run(self) -> int:
+        """Requests running; in a run stopped at its horizon with requests in it, those running or queued in the run: a
+        paused run's count (`live_counts`), or, the same count, one that may not pause and ended there (`_ended_in_run`:
+        the cluster's unpaused reference), until the next step. What `Deployment._horizon` reads as ticks to come: the
+        run admits its queued requests when it goes on (a decode instance's pre-empted requests, recomputed)."""
+        if self._live is not None:
+            return self._live[1] + len(self._joined)
+        st = self.st
+        if self._ended_in_run is not None:
+            return st.running.size + st.waiting_keys.size
+        return st.running.size
+
     def live_counts(self) -> tuple[int, int]:
-        """(requests running, free KV blocks), of the paused run's state while one is paused."""
+        """(requests running, free KV blocks), of the paused run's state while one is paused: its requests running or
+        queued (`fastpath.run_ticks`' count), and its free blocks less those reserved since it paused (plus those released)."""
         if self._live is not None:
             return self._live[1] + len(self._joined), self._live[3] - self._reserved
         return self.st.running.size, self.kv.num_free
@@ -577,6 +606,8 @@ class Engine:
     def release(self, ids: np.ndarray | int) -> None:
         """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case). A
         paused run (`fastpath.hands_off`) counts them into its free blocks when it goes on, as `reserve`'s."""
+        if not self._ended_in_run:  # (a run that would not take them: it would end here, as a paused one)
+            self._ended_in_run = None
         if self._live is not None and not self._live[10]:
             self.settle()
         free = self.kv.num_free
@@ -589,6 +620,8 @@ class Engine:
         """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free; one
         request as ints: the cluster's case). (A
         paused run that takes them, `fastpath.run_ticks`' `joinable`, counts them as its free blocks go; else it ends.)"""
+        if not self._ended_in_run:  # (a run that would not take them: it would end here, as a paused one)
+            self._ended_in_run = None
         if self._live is not None and not self._live[10]:
             self.settle()
         free = self.kv.num_free
@@ -606,6 +639,8 @@ class Engine:
         (priced as any decoder's) emits the first token (`_decode_first_tokens`): the decode side emits every output
         token. (One request as an int and a float: the cluster's case.)"""
         st = self.st
+        if not self._ended_in_run:  # (a run that would not take them: it would end here, as a paused one)
+            self._ended_in_run = None
         if self._live is not None and not self._live[10]:
             self.settle()
         # (the idle row up to t_s is a step's: not once the run stopped or reached a tick cap, where its next step stops

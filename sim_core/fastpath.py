@@ -1272,6 +1272,9 @@ def run_ticks(engine: Engine):
             horizon = engine.horizon_reached(now, num_in_run, ptr, free)
             if not (pausable and j_paused and (hand_off or horizon <= now and num_in_run)):
                 joined, num_reserved = (), 0
+                # (a decode instance of the cluster's unpaused reference ends where it would pause: `Engine.num_in_run`)
+                if not pausable and j_paused and horizon <= now and num_in_run and engine.joins_prefilled:
+                    engine._ended_in_run = not fixed and pc is None and not copies
             else:  # (joinable: paged, no prefix cache, one sample, `_join_decoders`' blocks and tokens)
                 horizon, joined, num_reserved = yield (now, num_in_run, ptr, free, j_paused, d, finish_at, prefilling, waiting,
                                                        head, not fixed and pc is None and not copies, done_ticks)  # fmt: skip

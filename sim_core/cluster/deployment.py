@@ -430,8 +430,12 @@ class Deployment:
                 stalled.clear()
                 continue
             if (eng.st.now_s, eng.rec.num_ticks) == before:
-                stalled.add(i)  # waits for another instance or an event
-                continue
+                if not eng.run_ended:
+                    stalled.add(i)  # waits for another instance or an event
+                    continue
+                # (the unpaused reference: a step that ended a run where a paused one would end, with nothing to run;
+                # that paused run's end writes its rows back, a step that moved: it is one here too, `Engine.run_ended`)
+                eng.run_ended = False
             stalled.clear()
             if self._ptr != ptr:  # routed mid-run: the focus was for an arrival now settled
                 focus = []
@@ -654,7 +658,7 @@ class Deployment:
                 h = min(h, self.views.next_instant_s(inst.engine))
         if inst.role == "decode" and self._dispatch_t is not None:
             h = min(h, self._dispatch_t)  # (the dispatch was popped off the heap: it waits for this instance)
-        elif inst.role == "decode" and self._pending and inst.engine.live_counts()[0]:  # (something runs: ticks to come)
+        elif inst.role == "decode" and self._pending and inst.engine.num_in_run():  # (something runs: ticks to come)
             # Hand-offs wait for decode room (back-pressure; not a dispatch waiting for catch-ups, above): a retry
             # follows each decode step (`run`), and any tick may free blocks or a batch slot; a run of several ticks
             # retried only at its end, later than one tick at a time (the tick-by-tick deployment): later transfers
@@ -1013,11 +1017,14 @@ def decode_fits(eng: Engine, num_incoming: int, need: int) -> bool:
     it re-admits them against max_num_seqs - running, so a slot lent to a transfer meanwhile would put the batch
     over its cap when the transfer lands (review 30e). Counted so, running + queued + in flight never passes the cap:
     a pre-emption, a re-admission and a landing each move a request within that sum. (vLLM's decode instance admits
-    a remote-KV request from its waiting queue, behind the pre-empted requests at its head.)"""
+    a remote-KV request from its waiting queue, behind the pre-empted requests at its head.) A paused run's count
+    (`Engine.live_counts`) holds its queue already: its arrays' queues are the run's start's until it ends, and adding
+    them counted its pre-empted requests twice (session 50)."""
     num_running, num_free = eng.live_counts()
-    st = eng.st
-    num_queued = st.waiting_keys.size + st.swapped_keys.size
-    return num_running + num_queued + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
+    if eng._live is None:  # (a decode run holds nothing swapped out: swaps are the scheduler's there, `swaps_here`)
+        st = eng.st
+        num_running += st.waiting_keys.size + st.swapped_keys.size
+    return num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free
 
 
 def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float, min_emit_tick_s: float) -> bool | None:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sim_core import fastpath
-from sim_core.cluster import Deployment
+from sim_core.cluster import Deployment, deployment
 from sim_core.cluster.result import build_result
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import Engine
@@ -172,6 +172,112 @@ def test_the_unpaused_reference_equals_tick_by_tick_there_too(name):
     cfg, tick_by_tick = _unpaused_case(name)
     _, unpaused = _result(cfg, pause_runs=False)
     _same_requests_and_gaps(unpaused, tick_by_tick)
+
+def _decode_side_case(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib=80.0,
+                      chunk=None, prefill_mode=None, scheduler=(), limits=()):  # fmt: skip
+    """The region of session 49's searches: the first token from the decode side, a 19.5 GiB decode KV cache (recompute
+    pre-emptions of ~1,500-token prompts there, with hand-offs waiting for room), a 0.3 GB/s link, 64-token blocks."""
+    cfg = _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib, 19.5, chunk,
+                {"bandwidth_gb_per_s": 0.3, "latency_us": 3000.0}, prefill_mode)  # fmt: skip
+    for field, value in [*dict(scheduler).items(), *(("kv_cache.block_size", 64),), *dict(limits).items()]:
+        cfg = with_value(cfg, field if "." in field else f"scheduler.{field}", value)
+    return with_value(cfg, "deployment.disaggregation.first_token_from", "decode")
+
+
+def test_a_paused_decode_runs_queue_counts_once_against_its_batch_cap(monkeypatch):
+    # (session 50, found beside session 49's last difference: its config with max_num_seqs 6) A transfer takes a decode
+    # instance's sequence slot only if running + queued + in flight stay under the cap (`decode_fits`). Of a paused run
+    # the running count is the run's (`Engine.live_counts`: running or queued in the run), and the arrays' queue, its
+    # start's, was added again: its pre-empted requests counted twice, the instance full where it had room. The
+    # deployment as it runs then sent transfers elsewhere or later than tick by tick (decode instances, request times),
+    # which the unpaused reference equalled
+    cfg = _decode_side_case(37, 99, 10.0, 1500, 50, 1, 3, "prefix_affinity",
+                            scheduler={"queue_order": "priority", "max_num_seqs": 6})  # fmt: skip
+    decode_fits = deployment.decode_fits
+    asked = []
+
+    def watched(eng, num_incoming, need):
+        out = decode_fits(eng, num_incoming, need)
+        if eng._live is not None and eng.st.waiting_keys.size:  # (a paused run that started with requests queued)
+            num_running, num_free = eng.live_counts()
+            asked.append(out)
+            assert out == (num_running + num_incoming < eng.sched.batch_cap and need + eng.sched.watermark_blocks <= num_free)
+        return out
+
+    monkeypatch.setattr(deployment, "decode_fits", watched)
+    _, fast = _result(cfg)
+    assert True in asked  # (the case: room for a transfer beside a paused run's queue)
+    monkeypatch.setattr(deployment, "decode_fits", decode_fits)
+    _, ref = _result(cfg, pause_runs=False)
+    _assert_same_deployment(fast, ref)
+    _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+    assert_same_routing_and_busy_ticks(fast, tick_by_tick)
+
+
+def test_a_decode_run_ended_with_its_queue_goes_on_as_a_paused_run(monkeypatch):
+    # (session 49's second search: the one difference left; session 50) 1P3D, prefix affinity: the paused deployment and
+    # the unpaused reference equalled tick by tick in every request time, pre-emption, ITL sample and busy row, and
+    # differed in where decode 2's idle time was cut into rows (2,207 rows against 2,202). Its idle rows end at the
+    # retries that follow each tick of decode 0 while hand-offs wait for room (`Deployment._horizon`: such an instance
+    # runs one tick per step). At 19.108 s decode 0's run stopped there with a pre-empted request queued and none
+    # running: paused, the run's count (running or queued) said ticks were to come; ended (the reference), the
+    # arrays' running count said none, so its next run took 6 ticks to the next transfer with no retry between, and
+    # decode 2's idle row spanned them. A run that ends where it would pause now counts its queue as the paused run does
+    # (`Engine.num_in_run`) until its next step, and that step, finding nothing to run, ends it without a row as the
+    # paused run's resume does (`Engine.run_ended`): the same rows, either way
+    cfg = _decode_side_case(37, 99, 10.0, 1500, 50, 1, 3, "prefix_affinity", scheduler={"queue_order": "priority"})
+    seen = {"queued": 0, "ended": 0}
+    num_in_run, step = Engine.num_in_run, Engine.step
+
+    def counted_num_in_run(self):
+        out = num_in_run(self)
+        seen["queued"] += self._live is None and out > self.st.running.size  # (the reference: a run ended with its queue)
+        return out
+
+    def counted_step(self):
+        out = step(self)
+        seen["ended"] += self.run_ended
+        return out
+
+    monkeypatch.setattr(Engine, "num_in_run", counted_num_in_run)
+    monkeypatch.setattr(Engine, "step", counted_step)
+    _, ref = _result(cfg, pause_runs=False)
+    monkeypatch.setattr(Engine, "num_in_run", num_in_run)
+    monkeypatch.setattr(Engine, "step", step)
+    _, fast = _result(cfg)
+    assert fast.requests.num_preemptions.sum() > 0
+    assert [x.result.timeline.columns["phase"].size for x in fast.instances] == [164, 1828, 1802, 2207]
+    _assert_same_deployment(fast, ref)
+    assert seen["queued"] and seen["ended"]  # (the case: both rules reached)
+    _, tick_by_tick = _result(with_value(cfg, "limits.coalesce_ticks", False))
+    assert_same_routing_and_busy_ticks(fast, tick_by_tick)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), num_requests=st.integers(20, 120), rate=st.sampled_from([2.0, 10.0, 40.0, 200.0]),
+       prompt_mean=st.sampled_from([300, 1500]), output_mean=st.sampled_from([2, 50, 300]),
+       num_prefill=st.integers(1, 3), num_decode=st.integers(1, 3),
+       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
+       prefill_gib=st.sampled_from([80.0, 18.5]), chunk=st.sampled_from([None, 512]),
+       prefill_mode=st.sampled_from([None, "prefill_first", "decode_first", "time_slice", "quota"]),
+       scheduler=st.sampled_from([{}, {"queue_order": "priority"}, {"queue_order": "shortest_prompt_first"},
+                                  {"max_num_seqs": 1}, {"max_num_seqs": 5}, {"max_num_seqs": 8}]),
+       limits=st.sampled_from([{}, {"limits.max_sim_time_s": 1.5}, {"limits.max_ticks": 40}]))  # fmt: skip
+def test_decode_side_preemptions_give_the_same_run_paused_or_not(seed, num_requests, rate, prompt_mean, output_mean,
+                                                                 num_prefill, num_decode, router, prefill_gib, chunk,
+                                                                 prefill_mode, scheduler, limits):  # fmt: skip
+    # (session 50) The property above in the region where the random searches found every difference between the
+    # paused deployment and the unpaused reference (`_decode_side_case`): every array, row and event the same
+    cfg = _decode_side_case(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router,
+                            prefill_gib, chunk, prefill_mode, scheduler, limits)  # fmt: skip
+    try:
+        fast_dep, fast = _result(cfg)
+    except MemoryPlanError:
+        assume(False)
+    ref_dep, ref = _result(cfg, pause_runs=False)
+    _assert_same_deployment(fast, ref)
+    assert fast_dep.stopped_reason == ref_dep.stopped_reason
+
 
 def test_a_slow_pipelined_link_prices_the_same_transfers_from_a_prefill_run():
     # a pipelined transfer over a link slower than the prefill is priced by the request's prefill (first admission to
