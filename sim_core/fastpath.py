@@ -307,9 +307,11 @@ class _Steps:
             else:
                 if self.to_room:  # SGLang's add_chunked_req (`Scheduler._cut_to_room`): cut to the token budget's room
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
-                if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs), as (x - 1) // bs + 1 each
-                    bs = self.bs  # (two negations fewer than -(-x // bs): ~300 instructions per continuing chunk)
-                    need = (c + ch - 1) // bs - (c - 1) // bs if self.spec_held is None else self._spec_chunks_need(((r, c, ch),))
+                if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs) = (c - 1 + ch) // bs - (c - 1) // bs,
+                    # which is ((c - 1) % bs + ch) // bs (c - 1 = k bs + q, 0 <= q < bs: the k cancels; c = 0 too): two integer
+                    # operations fewer than the difference (~350 instructions per continuing chunk, one a Sarathi-Serve tick)
+                    bs = self.bs
+                    need = ((c - 1) % bs + ch) // bs if self.spec_held is None else self._spec_chunks_need(((r, c, ch),))
                     free = self.free - need
                     if free < 0:  # the chunk would have to shrink to the free blocks (the general path's case) or pre-empt
                         if not self.chunk_preempts:
@@ -1173,6 +1175,8 @@ def run_ticks(engine: Engine):
     swap_blocked = False
     steps = _Steps(phase_count, bs, fixed, pc, prefilling, target_arr, is_chunked, waiting, R, reserve, wm, held_fixed,
                    targets)  # fmt: skip
+    if fixed_kind is not None:  # (every composed tick's kind: stored once, not per tick)
+        steps.kind = fixed_kind
     unclipped = False
     if by_ratio:
         steps.by_ratio, steps.sched, steps.st, steps.finish_at = True, sched, st, finish_at
@@ -1519,7 +1523,9 @@ def run_ticks(engine: Engine):
                 continue
             # no tick ran (a decoder short of a block, or room for an arrival): the loop below
         swap_blocks = 0  # (blocks the tick moves over PCIe: swap-outs and swap-ins)
-        had_swapped = bool(swapped)  # (the tick tries a swap-in, not an admission: the next may admit)
+        # (the tick tries a swap-in, not an admission: the next may admit; without `swaps` nothing is ever swapped in the
+        # run, so `swapped` stays empty and `bool` is not called: ~170 instructions a composed tick)
+        had_swapped = swaps and bool(swapped)
         if idle_now := hand_off and not running and head == len(waiting):  # (a prefill instance between requests)
             if by_ratio:  # the idle step's ratio: `Scheduler._plan` with nothing to run
                 sched.reset_ratio()
@@ -1542,6 +1548,7 @@ def run_ticks(engine: Engine):
                 else:
                     prefills = np.fromiter(prefilling, dtype=np.int64, count=len(prefilling)) if smart and prefilling else _NONE
                     kind = tick_kind(st, now, B, num_running, has_prefill_work, prefills)
+                steps.kind = kind  # (the prefix cache's lines and a chunk's pre-emption read it; a fixed kind: set once before the loop)
             # the tick's steps read the loop's state through `steps` (closures would turn the hot loop's
             # locals into cells, which costs more than these stores on the composed ticks only)
             steps.B = B  # (one store each: a six-name tuple assignment builds and unpacks a tuple)
@@ -1556,7 +1563,6 @@ def run_ticks(engine: Engine):
             elif not fixed:  # the blocks the decoders take if they run (those at a block boundary); fixed: none, set once
                 steps.need_d = phase_count[d % bs]
                 steps.d = d  # (a pre-emption reads the decoders' contexts)
-            steps.kind = kind  # (the prefix cache's lines and a chunk's pre-emption read it)
             if pc is not None:  # (only the prefix cache's lines read it)
                 steps.j = j
             if by_ratio:  # (only SGLang's token test reads them)
@@ -1875,9 +1881,12 @@ def run_ticks(engine: Engine):
         if preempted_now:  # (a tick that pre-empted tried no admission, and its victims freed blocks: the next tries)
             admission_blocked = preempted_now = False
         head += len(admit)  # admitted requests leave the head of the queue (no O(queue) copy)
-        if freed and num_blocks - free_after > peak_in_tick:  # (in use during the tick: its finishing requests' too)
-            peak_in_tick = num_blocks - free_after
-        free = free_after + freed
+        if freed:
+            if num_blocks - free_after > peak_in_tick:  # (in use during the tick: its finishing requests' too)
+                peak_in_tick = num_blocks - free_after
+            free = free_after + freed
+        else:  # (no new int for `free_after + 0`: most composed ticks free nothing)
+            free = free_after
         rows.append((dur, D, len(running), len(waiting) - head, num_blocks - free, flops, nbytes, is_comp))
         if swapped or swap_blocks:
             swap_rows.append((j, 1, len(swapped), swap_blocks))
