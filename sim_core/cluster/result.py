@@ -14,14 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_core.cluster.deployment import Deployment
+from sim_core.cluster.deployment import EVENT_KIND_BITS, KV_TRANSFER_START, KV_WAIT, Deployment
 from sim_core.metrics import meets_slo, output_and_total_tokens, summarize, unfinished_reason
 from sim_core.result import BatchLog, Events, RequestTable, SimResult, Summary, Timeline
 from sim_core.runs import RunsUnion
 from sim_core.types import FloatArray, IntArray, Phase, Status
 
 _REQ_FIELDS = tuple(f.name for f in dataclasses.fields(RequestTable))
-_CLUSTER_EVENT = np.dtype([("req", np.int64), ("time_s", np.float64), ("kind", np.int8)])  # `Deployment.events`' tuples
 
 
 @dataclass(frozen=True)
@@ -269,9 +268,11 @@ def build_result(dep: Deployment) -> ClusterResult:
     order = np.argsort(cols["t_start_s"] + cols["duration_s"], kind="stable")
     tl = Timeline({name: col[order] for name, col in cols.items()})
     # Events (request ids made deployment-wide) in time order; at equal times: prefill side, cluster, decode side.
-    # (the cluster's (request, time, kind) tuples read in one pass in C, not one Python pass per field: three per request)
-    ce = np.fromiter(dep.events, dtype=_CLUSTER_EVENT, count=len(dep.events))
-    c_req, c_t, c_k = ce["req"], ce["time_s"], ce["kind"]
+    # (the cluster's events: request << EVENT_KIND_BITS | kind each; a time is the one its kind records for the request)
+    codes = np.array(dep.events, dtype=np.int64)
+    c_req, c_k = codes >> EVENT_KIND_BITS, (codes & ((1 << EVENT_KIND_BITS) - 1)).astype(np.int8)
+    c_t = np.select([c_k == KV_WAIT, c_k == KV_TRANSFER_START], [dep.kv_wait_start_s[c_req], dep.kv_transfer_start_s[c_req]],
+                    dep.kv_transfer_end_s[c_req])  # fmt: skip
     nf = len(dep.front)
     ev = [(ids_of[k][r.events.req], r.events.time_s, r.events.kind) for k, r in enumerate(raw)]
     ev = ev[:nf] + [(c_req, c_t, c_k)] + ev[nf:]
