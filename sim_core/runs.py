@@ -15,6 +15,7 @@ evenly strided sample the result keeps are computed here from the runs instead:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -136,25 +137,24 @@ class RunsUnion:
 def _values_at(parts: list[tuple[FloatArray, IntArray]], ranks: IntArray) -> FloatArray:
     """The values at 0-based `ranks` (each below the total) of the union of `parts`, each (values ascending, 0 and
     the cumulative repeats): the least value v of any part with more than `rank` values at or below it over all parts.
-    In each part, a binary search over its values for the first one whose count passes the rank (counts rise with
-    the values; a count is a search per part); the least over the parts. Equal values have equal bits (no NaN;
-    gaps are never -0.0), so this is the value the sorted union holds at that rank."""
-    def count_at(v: FloatArray) -> IntArray:  # values at or below each v, over all parts
+    In each part, the first value whose count passes the rank (counts rise with the values; a count is a search per
+    part): among every s-th value first (s ~ sqrt(size / ranks): the fewest counts), then among the s values up to the
+    first of those that passes; the least over the parts. Equal values have equal bits (no NaN; gaps are never -0.0),
+    so this is the value the sorted union holds at that rank."""
+    def count_at(v: np.ndarray) -> np.ndarray:  # values at or below each v, over all parts
         return sum(ends[np.searchsorted(values, v, side="right")] for values, ends in parts)
 
     best = None
+    m = ranks.size
     for values, _ in parts:
         size = values.size
-        lo = np.zeros(ranks.size, dtype=np.intp)  # the first index whose count passes the rank is in [lo, hi]
-        hi = np.full(ranks.size, size, dtype=np.intp)  # (size: none)
-        while True:
-            open_ = lo < hi
-            if not open_.any():
-                break
-            mid = (lo + hi) // 2
-            passes = count_at(values[np.minimum(mid, size - 1)]) > ranks
-            hi = np.where(open_ & passes, mid, hi)
-            lo = np.where(open_ & ~passes, mid + 1, lo)
-        got = np.where(lo < size, values[np.minimum(lo, size - 1)], np.inf)
+        s = max(1, math.isqrt(size // max(m, 1)))
+        marks = np.minimum(np.arange(s - 1, size + s - 1, s), size - 1)  # every s-th index, the last one last
+        passes = count_at(values[marks])[:, None] > ranks  # (marks, ranks)
+        j = passes.argmax(axis=0)  # the first mark that passes (0 where none does: the last mark fails then)
+        start = np.where(j > 0, marks[j - 1] + 1, 0)  # past the mark before it, which fails
+        window = np.minimum(start[:, None] + np.arange(s), size - 1)  # (ranks, s): up to and with the mark that passes
+        first = (count_at(values[window]) > ranks[:, None]).argmax(axis=1)
+        got = np.where(passes[-1], values[window[np.arange(m), first]], np.inf)
         best = got if best is None else np.minimum(best, got)
     return best
