@@ -19,17 +19,17 @@ from sim_core import quantiles
 from sim_core.config import SimConfig, WorkloadConfig, field_bounds
 from sim_core.costmodel import MemoryPlan, swap_bytes_per_s, utilisation_peaks
 from sim_core.result import Events, RequestTable, SteadyState, Summary, Timeline
-from sim_core.runs import Runs
+from sim_core.runs import Runs, RunsUnion
 from sim_core.types import Event, FloatArray, Phase, Status
 
 
-def percentiles(values: FloatArray | Runs, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
+def percentiles(values: FloatArray | Runs | RunsUnion, qs: tuple[float, ...] = (50, 90, 99), scratch: bool = False) -> list[float]:
     """Several percentiles with one partition of the data (ITL arrays can hold millions of gaps), NaN left out.
-    Gaps given as `Runs` are never expanded (the same numbers: runs.py).
+    Gaps given as `Runs` (or a `RunsUnion` of them) are never expanded (the same numbers: runs.py).
 
     scratch: the caller no longer needs `values`, so it may be reordered in place (no 8-byte-per-gap copy).
     """
-    if isinstance(values, Runs):
+    if isinstance(values, (Runs, RunsUnion)):
         return values.percentiles(qs)
     nan = np.isnan(values)
     v = values[~nan] if nan.any() else values
@@ -187,7 +187,7 @@ def summarize(
     cfg: SimConfig,
     req: RequestTable,
     tl: Timeline,
-    itl_s: FloatArray | Runs,
+    itl_s: FloatArray | Runs | RunsUnion,
     memory: MemoryPlan,
     num_swap_outs: int,
     stopped_reason: str | None,

@@ -8,11 +8,16 @@ evenly strided sample the result keeps are computed here from the runs instead:
   then interpolates as `np.percentile` does (quantiles.py), so every percentile equals
   `np.percentile(expanded, qs)` bit for bit (tests/sim_core/test_runs.py checks it on generated runs).
 - `take` reads the values at given (sorted) positions of the expanded sequence: a search per run end.
+- `RunsUnion` is several sequences as one (a deployment's gaps: its instances'); its percentiles are read off each
+  part's runs sorted by value (`Runs.by_value`, kept from the part's own percentiles) by search, without sorting the
+  union again.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -76,6 +81,18 @@ class Runs:
         counts[np.searchsorted(ends, size - 1, side="right")] += 1  # the last position, size - 1
         return np.repeat(self.values, counts)
 
+    @cached_property
+    def by_value(self) -> tuple[FloatArray, IntArray]:
+        """(values less NaN in ascending order, their repeats' cumulative sums in that order): what `percentiles` reads
+        off the sorted runs, kept (a deployment's percentiles read its instances' without sorting them again:
+        `RunsUnion`). Empty runs stay: they end where the run before them ends, so no rank's search stops at one."""
+        values, repeats = self.values, self.repeats
+        nan = np.isnan(values)
+        if nan.any():
+            values, repeats = values[~nan], repeats[~nan]
+        order = np.argsort(values)
+        return values[order], np.cumsum(repeats[order])
+
     def percentiles(self, qs: tuple[float, ...]) -> list[float]:
         """`np.percentile(v, qs)` with v the expanded values less NaN (NaN each when none is left), bit for bit."""
         values, repeats = self.values, self.repeats
@@ -87,7 +104,57 @@ class Runs:
             return [float("nan")] * len(qs)
         if values.size > SORT_RUNS_MAX_SHARE * n:  # mostly single values: NumPy's partition is faster
             return quantiles.of_array(np.repeat(values, repeats), qs, scratch=True)
-        # (empty runs stay: they end where the run before them ends, so no rank's search stops at one)
-        order = np.argsort(values)
-        values, ends = values[order], np.cumsum(repeats[order])
+        values, ends = self.by_value
         return quantiles.linear(n, qs, lambda ranks: values[np.searchsorted(ends, np.where(ranks < 0, n - 1, ranks), side="right")])
+
+
+@dataclass(frozen=True)
+class RunsUnion:
+    """Several sequences as one, their expansions one after the other: each part `Runs` or a 1-D array (a deployment's
+    gaps, its instances': cluster/result.py). Its percentiles are those of the concatenated runs, bit for bit; where
+    the union sorts its runs (not mostly single values), each part's are sorted on their own (`Runs.by_value`: an
+    instance's are kept from its own percentiles) and every order statistic is found by search over the sorted parts
+    (`_values_at`) instead of sorting the union again (2P2D at 2,000 requests: 70k runs, ~17M instructions)."""
+
+    parts: tuple[Runs | FloatArray, ...]
+
+    def percentiles(self, qs: tuple[float, ...]) -> list[float]:
+        """`Runs(concatenated values, concatenated repeats).percentiles(qs)`, bit for bit."""
+        runs = [p if isinstance(p, Runs) else Runs(p, np.ones(p.size, dtype=np.int64)) for p in self.parts]
+        num_runs = n = 0  # runs and values less NaN
+        for r in runs:
+            nan = np.isnan(r.values)
+            values, repeats = (r.values[~nan], r.repeats[~nan]) if nan.any() else (r.values, r.repeats)
+            num_runs += values.size
+            n += int(repeats.sum())
+        if not n or num_runs > SORT_RUNS_MAX_SHARE * n:  # (the concatenation's own path: none left, or a partition)
+            return Runs(np.concatenate([r.values for r in runs]), np.concatenate([r.repeats for r in runs])).percentiles(qs)
+        parts = [r.by_value for r in runs]
+        parts = [(values, np.concatenate(([0], ends))) for values, ends in parts if values.size]
+        return quantiles.linear(n, qs, lambda ranks: _values_at(parts, np.where(ranks < 0, n - 1, ranks)))
+
+
+def _values_at(parts: list[tuple[FloatArray, IntArray]], ranks: IntArray) -> FloatArray:
+    """The values at 0-based `ranks` (each below the total) of the union of `parts`, each (values ascending, 0 and
+    the cumulative repeats): the least value v of any part with more than `rank` values at or below it over all parts.
+    In each part, the first value whose count passes the rank (counts rise with the values; a count is a search per
+    part): among every s-th value first (s ~ sqrt(size / ranks): the fewest counts), then among the s values up to the
+    first of those that passes; the least over the parts. Equal values have equal bits (no NaN; gaps are never -0.0),
+    so this is the value the sorted union holds at that rank."""
+    def count_at(v: np.ndarray) -> np.ndarray:  # values at or below each v, over all parts
+        return sum(ends[np.searchsorted(values, v, side="right")] for values, ends in parts)
+
+    best = None
+    m = ranks.size
+    for values, _ in parts:
+        size = values.size
+        s = max(1, math.isqrt(size // max(m, 1)))
+        marks = np.minimum(np.arange(s - 1, size + s - 1, s), size - 1)  # every s-th index, the last one last
+        passes = count_at(values[marks])[:, None] > ranks  # (marks, ranks)
+        j = passes.argmax(axis=0)  # the first mark that passes (0 where none does: the last mark fails then)
+        start = np.where(j > 0, marks[j - 1] + 1, 0)  # past the mark before it, which fails
+        window = np.minimum(start[:, None] + np.arange(s), size - 1)  # (ranks, s): up to and with the mark that passes
+        first = (count_at(values[window]) > ranks[:, None]).argmax(axis=1)
+        got = np.where(passes[-1], values[window[np.arange(m), first]], np.inf)
+        best = got if best is None else np.minimum(best, got)
+    return best

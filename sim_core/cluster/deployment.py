@@ -79,11 +79,14 @@ from sim_core.workload import copy_workload, generate_workload
 UP_FRONT_CHUNK = 128
 
 HANDOFF, XFER_DONE, RETRY = 0, 1, 2  # cluster event kinds (heap entries: time, seq, kind, payload)
-# The kinds of `Deployment.events` as plain ints (the result reads them as int8): a tuple of ints and floats leaves the
-# garbage collector's lists at its first collection, one holding an IntEnum member never does, so the 3 event tuples of
-# every request stayed tracked and each full collection walked them all (issue 13: cost; 2P2D at 10k requests, one
-# full collection of ~80 ms in a 1.4 s run)
+# The kinds of `Deployment.events` as plain ints (the result reads them as int8). Each event is one int, request << 4 |
+# kind (`EVENT_KIND_BITS`), in the order they happen: its time is the one its kind records for the request (kv_wait_start_s,
+# kv_transfer_start_s, kv_transfer_end_s, written at the event), which the result reads from those arrays. (A
+# (request, time, kind) tuple per event cost ~1,350 instructions each to read into an array, these ints and times ~430:
+# issue 13, cost. And plain ints, no IntEnum members: a tuple holding one never left the garbage collector's lists, so
+# each full collection walked every request's event tuples, ~80 ms in a 1.4 s run of 2P2D at 10k requests.)
 KV_WAIT, KV_TRANSFER_START, KV_TRANSFER_DONE = int(Event.KV_WAIT), int(Event.KV_TRANSFER_START), int(Event.KV_TRANSFER_DONE)
+EVENT_KIND_BITS = 4  # (every Event kind is below 16)
 
 
 class _Running:
@@ -229,7 +232,7 @@ class Deployment:
         self.kv_link_start_s = np.full(R, np.nan)  # its bytes start moving: later than the start when the link was busy
         self.kv_transfer_end_s = np.full(R, np.nan)
         self.kv_transfer_bytes = np.full(R, np.nan)
-        self.events: list[tuple[int, float, int]] = []  # (request, time, Event) of the cluster
+        self.events: list[int] = []  # the cluster's events, request << EVENT_KIND_BITS | kind, in order (above)
         self._heap: list[tuple[float, int, int, tuple]] = []
         self._seq = 0
         self._pending: deque[tuple[int, int, float]] = deque()  # (request, prefill instance, ready time)
@@ -821,7 +824,7 @@ class Deployment:
                 r = ids[k]
                 self._pending.append((r, i, t))
                 self.kv_wait_start_s[r] = t
-                self.events.append((r, t, KV_WAIT))
+                self.events.append(r << EVENT_KIND_BITS | KV_WAIT)
         elif kind == XFER_DONE:
             i, d, r = payload
             pre = self.instances[i].engine
@@ -836,7 +839,7 @@ class Deployment:
             self.back[d].engine.inject_prefilled(self.decode_slot_of.item(r), t, first_s)
             self._incoming[d] -= 1
             self.injected[r] = True
-            self.events.append((r, t, KV_TRANSFER_DONE))
+            self.events.append(r << EVENT_KIND_BITS | KV_TRANSFER_DONE)
         if self._pending:
             self._dispatch(t)
         else:  # (`_dispatch` with nothing waiting, without the call: most transfers' ends)
@@ -904,7 +907,7 @@ class Deployment:
             self.decode_of[r] = first + d
             self.kv_transfer_start_s[r], self.kv_link_start_s[r], self.kv_transfer_end_s[r] = t, moves_s, end_s
             self.kv_transfer_bytes[r] = nbytes
-            self.events.append((r, t, KV_TRANSFER_START))
+            self.events.append(r << EVENT_KIND_BITS | KV_TRANSFER_START)
             self._push(end_s, XFER_DONE, (i, d, r))
 
     def _dispatch_waits_for(self, stalled: set[int]) -> int | None:

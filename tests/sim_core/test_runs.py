@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim_core import runs as runs_module
-from sim_core.runs import Runs
+from sim_core.runs import Runs, RunsUnion
 
 QS = (0, 50, 90, 99, 100)
 
@@ -120,3 +120,51 @@ def test_stride_sample_of_long_runs(repeats, num):
     if r.size < 1:
         return
     assert np.array_equal(r.stride_sample(num), r.take(np.linspace(0, r.size - 1, num).astype(np.int64)))
+
+
+# A union's parts: runs (their percentiles taken first or not: a part's sorted runs are kept) or plain arrays, some empty
+@st.composite
+def union_parts(draw):
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        r = draw(run_lists())
+        kind = draw(st.sampled_from(["runs", "sorted runs", "array"]))
+        if kind == "sorted runs":
+            r.percentiles(QS)  # (its sorted runs kept, as an instance's result keeps them)
+        parts.append(np.repeat(r.values, r.repeats)[: draw(st.integers(0, 50))] if kind == "array" else r)
+    return parts
+
+
+def concatenated(parts) -> Runs:
+    runs = [p if isinstance(p, Runs) else Runs(p, np.ones(p.size, dtype=np.int64)) for p in parts]
+    return Runs(np.concatenate([r.values for r in runs]), np.concatenate([r.repeats for r in runs]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(union_parts(), st.lists(st.floats(0, 100, allow_nan=False), min_size=0, max_size=4), st.booleans())
+def test_percentiles_of_a_union_equal_the_concatenated_runs_and_numpy(parts, extra_qs, sorted_path):
+    """A union's percentiles, read off its parts' sorted runs by search, are the concatenated runs' and NumPy's on
+    the expanded values, bit for bit; on the sorted-runs path (forced: every case) and on the partition path."""
+    qs = QS + tuple(extra_qs)
+    saved = runs_module.SORT_RUNS_MAX_SHARE
+    if sorted_path:
+        runs_module.SORT_RUNS_MAX_SHARE = float("inf")
+    try:
+        got = RunsUnion(tuple(parts)).percentiles(qs)
+        assert same(got, concatenated(parts).percentiles(qs))
+        assert same(got, expected(concatenated(parts), qs))
+    finally:
+        runs_module.SORT_RUNS_MAX_SHARE = saved
+
+
+def test_a_union_reads_its_parts_sorted_runs_and_sorts_nothing_again(monkeypatch):
+    """Parts whose percentiles were taken are not sorted again for the union's (2P2D: its decode instances')."""
+    rng = np.random.default_rng(5)
+    parts = [Runs(rng.choice(rng.random(300), 2_000), rng.integers(0, 40, 2_000)) for _ in range(3)]
+    for r in parts:
+        r.percentiles(QS)
+    calls = []
+    monkeypatch.setattr(np, "argsort", lambda *a, **k: calls.append(1) or np.sort(*a, **k))
+    got = RunsUnion(tuple(parts)).percentiles(QS)
+    assert not calls
+    assert same(got, expected(concatenated(parts), QS))

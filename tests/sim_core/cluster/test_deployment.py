@@ -17,6 +17,7 @@ import pytest
 
 from sim_core import run_simulation
 from sim_core.cluster import ClusterResult, Deployment, run_deployment
+from sim_core.cluster.deployment import EVENT_KIND_BITS
 from sim_core.cluster.result import build_result
 from sim_core.costmodel import kv_bytes_per_token
 from sim_core.metrics import steady_window
@@ -446,5 +447,12 @@ def test_the_cluster_events_are_in_the_result_with_their_requests_times_and_kind
     assert np.all(np.diff(ev.time_s) >= 0)
     cluster = np.isin(ev.kind, [Event.KV_WAIT, Event.KV_TRANSFER_START, Event.KV_TRANSFER_DONE])
     got = sorted(zip(ev.req[cluster].tolist(), ev.time_s[cluster].tolist(), ev.kind[cluster].tolist()))
-    assert len(dep.events) == 150 and got == sorted(dep.events)
+    # (each recorded event is request << EVENT_KIND_BITS | kind, in the order they happen; its time is the one its kind
+    # records for the request)
+    recorded = [(c >> EVENT_KIND_BITS, c & 15) for c in dep.events]
+    times = {Event.KV_WAIT: dep.kv_wait_start_s, Event.KV_TRANSFER_START: dep.kv_transfer_start_s,
+             Event.KV_TRANSFER_DONE: dep.kv_transfer_end_s}  # fmt: skip
+    assert len(dep.events) == 150 and got == sorted((r, float(times[k][r]), k) for r, k in recorded)
+    assert sorted(recorded) == sorted((r, k) for r in range(50) for k in times)  # (each request's three, once each)
+    assert [k for r, k in recorded if r == 7] == [Event.KV_WAIT, Event.KV_TRANSFER_START, Event.KV_TRANSFER_DONE]
     assert ev.req.dtype == np.int64 and ev.time_s.dtype == np.float64 and ev.kind.dtype == np.int8
