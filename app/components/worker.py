@@ -169,8 +169,10 @@ class WorkerPool:
         self._background = threading.BoundedSemaphore(max_background) if max_background > 0 else None
         self.background_after_s, self.background_nice = background_after_s, background_nice
         self._ctx = multiprocessing.get_context("forkserver")
-        # Children re-run the server's main module unless it is already loaded in the forkserver:
-        # `streamlit run` (a console script) imports streamlit.web.cli; `python -m x` mains are skipped.
+        # Children re-run the parent's main module unless it is already loaded in the forkserver (`python -m x` mains
+        # are skipped): outside a page's script that is `streamlit run`'s console script, which imports
+        # streamlit.web.cli; while a page's script runs, Streamlit's stand-in __main__ is app/streamlit_app.py, run again
+        # as __mp_main__ in every child, so that file keeps its page imports inside main() (tests/app/test_worker.py).
         extra = ["streamlit.web.cli"] if "streamlit" in sys.modules else []
         self._ctx.set_forkserver_preload(PRELOAD + extra)
 
