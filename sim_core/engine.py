@@ -603,13 +603,19 @@ class Engine:
         st.num_finished += ids.size
         self.handed_off.append((ids, t_end))
 
-    def release(self, ids: np.ndarray | int) -> None:
-        """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case). A
-        paused run (`fastpath.hands_off`) counts them into its free blocks when it goes on, as `reserve`'s."""
-        if not self._ended_in_run:  # (a run that would not take them: it would end here, as a paused one)
+    def _before_cluster_input(self) -> None:
+        """What `release`, `reserve` and `inject_prefilled` do first: a paused run that would not take the change ends
+        here (`settle`), and so does the unpaused reference's mark of a run ended where it would pause
+        (`_ended_in_run`), unless that run would have taken it."""
+        if not self._ended_in_run:
             self._ended_in_run = None
         if self._live is not None and not self._live[10]:
             self.settle()
+
+    def release(self, ids: np.ndarray | int) -> None:
+        """Free the KV blocks of handed-off requests (their transfer is done; one as an int: the cluster's case). A
+        paused run (`fastpath.hands_off`) counts them into its free blocks when it goes on, as `reserve`'s."""
+        self._before_cluster_input()
         free = self.kv.num_free
         self.kv.free(ids)
         if self._live is not None:
@@ -620,10 +626,7 @@ class Engine:
         """Decode pool: hold blocks for incoming KV before the transfer starts (caller checked they are free; one
         request as ints: the cluster's case). (A
         paused run that takes them, `fastpath.run_ticks`' `joinable`, counts them as its free blocks go; else it ends.)"""
-        if not self._ended_in_run:  # (a run that would not take them: it would end here, as a paused one)
-            self._ended_in_run = None
-        if self._live is not None and not self._live[10]:
-            self.settle()
+        self._before_cluster_input()
         free = self.kv.num_free
         self.kv.grow_to(ids, num_blocks)  # (its held blocks; the free count is the paused run's, written back at its end)
         if self._live is not None:
@@ -639,10 +642,7 @@ class Engine:
         (priced as any decoder's) emits the first token (`_decode_first_tokens`): the decode side emits every output
         token. (One request as an int and a float: the cluster's case.)"""
         st = self.st
-        if not self._ended_in_run:  # (a run that would not take them: it would end here, as a paused one)
-            self._ended_in_run = None
-        if self._live is not None and not self._live[10]:
-            self.settle()
+        self._before_cluster_input()
         # (the idle row up to t_s is a step's: not once the run stopped or reached a tick cap, where its next step stops
         # it; a stopped instance's clock stays at its stop; and never past limits.max_sim_time_s, as `idle_end_s`: a
         # transfer started before the limit may end after it, and the row then reported simulated time past the limit)

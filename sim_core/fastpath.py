@@ -1203,11 +1203,7 @@ def run_ticks(engine: Engine):
     # asked), which resumes decoding with its KV, a decoder that joins. Admitting a recompute victim of the run under
     # swap or SGLang's token test hands that tick back (`requeued`).
     again_here = None
-    # (A decode-pool instance hands its pre-emptions back too: only a run that does not pause reaches this there, the
-    # cluster's unpaused test reference, and random runs found it differing from tick by tick there, session 49.)
-    if not (sched.use_swap and not swaps or pc is not None or sched._headroom_steps > 1 or fixed or engine.may_pause
-            or engine.hand_off_prefilled or engine.joins_prefilled
-            or speculating):  # (speculating: its victims' blocks are not their context's)
+    if preempts_here(engine) and not (sched.use_swap and not swaps):
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
         if swaps or not by_ratio:
@@ -2833,15 +2829,23 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
     return plan, (ids, computed[ids], emitted[ids])
 
 
+def preempts_here(engine: Engine) -> bool:
+    """Pre-emption runs on this path (`run_ticks`' `may_preempt`, swap or recompute: `swaps_here`) unless the engine has
+    the prefix cache, fixed blocks, the old retract headroom or speculation (its victims' blocks are not their
+    context's), or is a cluster instance that pauses, hands off or joins prefilled requests (a decode-pool instance:
+    only a run that does not pause reached it there, the cluster's unpaused test reference, and random runs found it
+    differing from tick by tick, session 49); those hand the pre-empting tick back to the scheduler."""
+    sched = engine.sched
+    return (engine.prefix is None and not holds_fixed_blocks(engine) and sched._headroom_steps <= 1 and not engine.may_pause
+            and not engine.hand_off_prefilled and not engine.joins_prefilled and engine.spec is None)
+
+
 def swaps_here(engine: Engine) -> bool:
     """Swap runs on this path (`Scheduler.use_swap`: victims swapped out by `Scheduler._preempt` in the run, swapped in by
-    `_Steps.swap_in`) where pre-emption does (`run_ticks`' `may_preempt`: no prefix cache, fixed blocks, old retract
-    headroom, pausing, handing-off or decode-pool instance, speculation), and not under SGLang's token test (which reads the
+    `_Steps.swap_in`) where pre-emption does (`preempts_here`), and not under SGLang's token test (which reads the
     decoders' outputs still to write, kept per decoder here, around the victims); the rest is the scheduler's."""
     sched = engine.sched
-    return (sched.use_swap and engine.prefix is None and not holds_fixed_blocks(engine) and not sched._by_ratio
-            and sched._headroom_steps <= 1 and not engine.may_pause and not engine.hand_off_prefilled
-            and not engine.joins_prefilled and engine.spec is None)
+    return sched.use_swap and not sched._by_ratio and preempts_here(engine)
 
 
 def _host_layout_holds(engine: Engine) -> bool:
