@@ -87,7 +87,9 @@ def loads_bounded(text: str | bytes, source: str = "config") -> Any:
         raise DuplicateKeyError(f"Invalid {source}: the key {printable(dup.key)[:80]!r} appears twice in one object; "
                          "give each field once") from None  # fmt: skip
     except json.JSONDecodeError as err:
-        raise InputError(f"Invalid {source}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+        # (json's "Unterminated string starting at" and "Invalid control character at" end in "at" already)
+        what = err.msg.removesuffix(" at")
+        raise InputError(f"Invalid {source}: not valid JSON ({what} at line {err.lineno}, column {err.colno})") from None
     except RecursionError:
         data = None
         depth = MAX_JSON_DEPTH + 1
@@ -172,13 +174,18 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def close_names(name: str, names: tuple[str, ...] | list[str]) -> list[str]:
+    """The names (at most three) a misspelt or shortened `name` most likely meant, best first (see `did_you_mean`)."""
+    typed = name.strip().lower()
+    holding = [n for n in names if len(typed) >= 3 and typed in n.lower()]
+    return holding if 0 < len(holding) <= 3 else difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
+
+
 def did_you_mean(name: str, names: tuple[str, ...] | list[str]) -> str:
     """' (did you mean 'x'?)' for the names a misspelt or shortened `name` most likely meant, or '' when none is close:
     a typo's message listed every choice (51 scenarios) and left the reader to find the one they meant. Names that
     contain what was typed come first (`h100` is `h100-sxm`, not the `h200` one letter away), then near spellings."""
-    typed = name.strip().lower()
-    holding = [n for n in names if len(typed) >= 3 and typed in n.lower()]
-    close = holding if 0 < len(holding) <= 3 else difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
+    close = close_names(name, names)
     if not close:
         return ""
     quoted = [repr(n) for n in close]

@@ -98,6 +98,8 @@ def test_a_misspelt_name_is_answered_with_the_one_meant(capsys, argv, words):
     ('workload.prompt_tokens={"dist": "fixed", "mean": 3000', "Expecting ',' delimiter at line 1, column 31"),
     ("workload.prompt_tokens={'dist': 'fixed', 'mean': 30}", "Expecting property name enclosed in double quotes"),
     ("name=[x]", "Invalid --set name: not valid JSON"),
+    # json's own message ends in "at": it read "Unterminated string starting at at line 1, column 1"
+    ('workload.prompt_tokens={"dist": "fixed', "(Unterminated string starting at line 1, column 10)"),
 ])  # fmt: skip
 def test_a_set_value_of_broken_json_is_named_as_json(capsys, value, words):
     # read as text, it said "workload.prompt_tokens = '{...': Input should be a valid dictionary or instance of
