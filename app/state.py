@@ -19,9 +19,10 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
+from app.components.text import choices_hint
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.config import NotAField, format_validation_error, set_dotted, unused_with_trace
-from sim_core.inputs import BracketTextError, InputError, NestingError, loads_bounded, value_from_text
+from sim_core.inputs import BracketTextError, InputError, NestingError, close_names, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
@@ -31,6 +32,7 @@ WARNING_KEY = "sim.link_warning"
 PRESENTER_KEY = "ui.presenter"  # larger fonts, one chart at a time
 MAX_LINK_CHARS = 16_000  # longer links break in some browsers and chat tools
 MAX_DECODED_BYTES = 4 * 1024 * 1024  # guard against zip bombs in a tampered link
+CFG_CUT_ADVICE = "copy the whole link again, or use Share for a fresh one"
 
 
 DERIVED_KEY = "sim.derived"  # values derived from a few config objects (see `derived`)
@@ -117,7 +119,7 @@ def decode_config(text: str, source: str = "link") -> SimConfig:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
-        raise PresetError(f"The {source} is damaged: the cfg parameter is not valid base64.") from None
+        raise PresetError(f"The {source} is damaged: the cfg parameter is not valid base64 ({CFG_CUT_ADVICE}).") from None
     try:
         inflater = zlib.decompressobj()
         data = inflater.decompress(raw, MAX_DECODED_BYTES)
@@ -125,6 +127,13 @@ def decode_config(text: str, source: str = "link") -> SimConfig:
             raise PresetError(f"The {source} is too large (over {MAX_DECODED_BYTES:,} bytes decoded).")
     except zlib.error:
         raise PresetError(f"The {source} is damaged: the cfg parameter is not a compressed config.") from None
+    if not data:  # (base64 skips characters it does not use: "!!!" decodes to nothing)
+        raise PresetError(f"The {source} is damaged: the cfg parameter is not a compressed config.")
+    if not inflater.eof:
+        # a link cut by a chat tool or a line break decompresses to the start of the config: its JSON error
+        # ("Unterminated string starting at line 1, column 2") said nothing of why
+        raise PresetError(f"The {source} is cut short: its cfg parameter ({len(text):,} characters) ends before the "
+                          f"config does ({CFG_CUT_ADVICE}).")  # fmt: skip
     try:
         obj = loads_bounded(data, f"{source} config")
     except InputError as err:
@@ -226,7 +235,8 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
             # knobs without a preset change the default scenario, the one the page opens on (they did nothing, silently)
             name = params.get("preset", DEFAULT_SCENARIO)
             if name not in list_presets():
-                raise PresetError(f"The link names an unknown preset {name[:60]!r}.")
+                raise PresetError(f"The link names an unknown preset {name[:60]!r}"
+                                  f"{choices_hint(name, list_presets(), 'the Scenario preset list')}.")
             if not overrides:
                 return load_preset(name), name, None
             return _preset_with_overrides(name, overrides)
@@ -323,7 +333,19 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
         set_dotted(data, path, value)
     except NotAField as err:
         whole = f" ({err.field!r} is one field: set it whole)" if err.field else ""
-        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config{whole}.") from None
+        near = None if err.field else _closest_field(path, data)
+        hint = f" (did you mean {near!r}?)" if near else ""
+        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config{whole}{hint}.") from None
+
+
+def _closest_field(path: str, data: dict[str, Any]) -> str | None:
+    """The field of `data`'s section a mistyped `path` most likely meant (?workload.rate_per_s=4 meant
+    workload.arrival.rate_per_s), by the CLI's rule (`close_names`) on the names after the section's (the shared
+    prefix made every scheduler field look close); None when none is close."""
+    section, _, rest = path.partition(".")
+    fields = {p: f"{section}.{p}" for p in _leaves(data[section])} if isinstance(data.get(section), dict) else {}
+    close = close_names(rest, list(fields))
+    return fields[close[0]] if close else None
 
 
 def is_config_param(key: str) -> bool:

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.components import config_form, runner, workshop
 from app.components.claims import fmt_metric_value, holds, observe, shows
-from app.components.text import plain
+from app.components.text import choices_hint, plain
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
@@ -185,7 +185,7 @@ def main() -> None:
     params = read_query_params()
     wanted = params.get("lesson")
     bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
-        f"The link names an unknown lesson {wanted[:60]!r}; showing the first lesson.",)  # fmt: skip
+        f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)}; showing the first lesson.",)  # fmt: skip
     show_link_notices(("lesson", "workshop", "reveal"), problems=bad)
     # A link (or "Back to the lesson") names one: an address this page did not write itself last run. (The
     # address it wrote, e.g. ?lesson=roofline on opening Learn from the menu, is not a link: read as one, it put

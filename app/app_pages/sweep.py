@@ -15,7 +15,7 @@ from app.components.pool_backend import PointFailed
 from app.components.runner import PageBudget, points_backend
 from app.components.setup_notes import calibration_difference
 from app.components.sidebar import describe_where
-from app.components.text import plain, plotly_text
+from app.components.text import choices_hint, plain, plotly_text
 from app.components.units import MISSING, fmt_number
 from app.state import CFG_KEY, link_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
@@ -82,15 +82,26 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
         return *defaults, None
     try:
         # (read as numbers: an integer knob's 1.5 is named by check_range with the knob, as the CLI's --start is)
-        start = parse_float_text(params["start"]) if "start" in params else start_d
-        stop = parse_float_text(params["stop"]) if "stop" in params else stop_d
-        n = parse_int_text(params["n"]) if "n" in params else 8
+        start = _link_number(params, "start", parse_float_text, start_d)
+        stop = _link_number(params, "stop", parse_float_text, stop_d)
+        n = _link_number(params, "n", parse_int_text, 8)
         check_range(knob, start, stop, cfg)  # each problem names the parameter and its value
         if not 2 <= n <= MAX_POINTS:
             raise ValueError(f"n = {n}: n must be 2 to {MAX_POINTS}")
     except ValueError as err:
         return *defaults, f"The sweep link's start, stop or n cannot be used ({err}); using defaults."
     return start, stop, n, None
+
+
+def _link_number(params: dict[str, str], name: str, parse, default: float) -> float:
+    """The link's `name` read by `parse`, or `default` when the link has none; a ValueError names the parameter
+    (?start=abc said only "'abc' is not a number", not which of start, stop or n it was)."""
+    if name not in params:
+        return default
+    try:
+        return parse(params[name])
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None
 
 
 def _saturation_per_s(cfg: SimConfig, page: PageBudget) -> float | None:
@@ -308,7 +319,8 @@ def main() -> None:
         wanted = params.get("sweep")
         wanted = knob_name(wanted) if wanted is not None else None  # (a link saved under a knob's older name)
         if wanted is not None and wanted not in knobs:
-            problems.append(f"The link names an unknown sweep knob {wanted[:40]!r}; sweeping the arrival rate.")
+            problems.append(f"The link names an unknown sweep knob {wanted[:40]!r}{choices_hint(wanted, knobs)}; sweeping the "
+                            "arrival rate.")  # fmt: skip
         st.session_state["sw.knob"] = wanted if wanted in knobs else "rate"
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     knob = c1.selectbox("Knob", knobs, key="sw.knob", format_func=lambda k: SWEEP_KNOBS[k][1])
@@ -338,7 +350,8 @@ def main() -> None:
     vs_default = params.get("vs", NO_ENGINE)
     engines = [NO_ENGINE, *list_presets("engines")]
     if vs_default not in engines and "sw.vs" not in st.session_state:
-        problems.append(f"The link names an unknown engine {vs_default[:40]!r} to compare; none chosen.")
+        problems.append(f"The link names an unknown engine {vs_default[:40]!r} to compare"
+                        f"{choices_hint(vs_default, engines[1:], 'the list Also sweep this strategy')}; none chosen.")
     show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
     num = int if is_int else float  # integer knobs get integer widgets
     # six significant digits, as the link writes them: the default "%0.2f" showed a 0.001 req/s start as 0.00

@@ -42,3 +42,21 @@ def plain(text: object) -> str:
 def plotly_text(text: object) -> str:
     """`text` for a Plotly title, legend or hover label (no tags, no links)."""
     return html.escape(str(text), quote=False)
+
+
+
+MAX_LISTED_CHOICES = 20  # a list this long is read in a warning; a longer one (51 presets) is named by where it is
+
+
+def choices_hint(value: str, choices: list[str] | tuple[str, ...], listed_at: str = "") -> str:
+    """What a link could have said instead of an unknown `value`, for the warning that names it: the names it most
+    likely meant (the CLI's rule, `did_you_mean`: a lesson's file name finds its id, a typo its preset) and every
+    allowed one, or, when there are too many to read, how many and `listed_at` (where the page lists them). Only
+    `choices` (the app's own names) are written here; the caller names the visitor's value."""
+    from sim_core.inputs import did_you_mean
+
+    guess = did_you_mean(value[:100], choices).removeprefix(" (").removesuffix(")")
+    guess = f"{guess} " if guess else ""
+    if len(choices) <= MAX_LISTED_CHOICES:
+        return f" ({guess}allowed: {', '.join(choices)})"
+    return f" ({guess}all {len(choices)} are in {listed_at})" if listed_at else f" ({guess.rstrip()})" if guess else ""

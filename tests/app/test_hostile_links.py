@@ -141,6 +141,14 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/sweep.py", {"sweep": "rate", "n": "99"}, "n = 99: n must be 2 to 16"),
     ("app_pages/about.py", {"preset": "/etc/passwd"}, "unknown preset"),
     ("app_pages/learn.py", {"lesson": "nope"}, "unknown lesson"),
+    # an unknown name is answered with the one meant and the names allowed: a lesson's file name is not its id
+    ("app_pages/learn.py", {"lesson": "05-kv-preemption"}, "unknown lesson '05-kv-preemption' (did you mean "
+     "'kv-preemption'? allowed: roofline, static-vs-continuous,"),
+    ("app_pages/sweep.py", {"sweep": "rates"}, "unknown sweep knob 'rates' (did you mean 'rate'? allowed: rate, max_num_seqs,"),
+    ("app_pages/sweep.py", {"vs": "vllm"}, "unknown engine 'vllm' to compare (did you mean 'vllm-v0', 'vllm-v0-swap' or "
+     "'vllm-v1'? allowed: article-dynamic-batch,"),
+    # and a range value that is not a number is named with its parameter (it said only "'abc' is not a number")
+    ("app_pages/sweep.py", {"sweep": "rate", "start": "abc"}, "(start: 'abc' is not a number)"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
     # the Simulate page rewrote its address before reading it for the notices: a mistyped field vanished unnamed
     ("app_pages/simulate.py", {"preset": "chat-h100-llama8b", "sheduler.max_num_seqs": "64"}, "ignored link parameter(s) it does not use: 'sheduler.max_num_seqs'"),

@@ -287,3 +287,42 @@ def test_a_link_value_the_trace_makes_unused_is_named_beside_its_other_problems(
                                        "scheduler.max_num_seqs": "-1"})  # fmt: skip
     assert "scheduler.max_num_seqs = -1" in warning and "workload.arrival.rate_per_s: not used" in warning
     assert config_from_query({"preset": "chat-h100-llama8b", "workload.arrival.rate_per_s": "5"})[2] is None
+
+
+# A link cut short (a chat tool's line break, a copy that missed its end) decompressed to the start of the config and
+# said "not valid JSON (Unterminated string starting at at line 1, column 2)": neither that the link was cut nor what
+# to do. Any prefix of a good link now says so, keeps the default scenario, and never raises.
+FULL_LINK = encode_config(load_preset("chat-h100-llama8b"))
+
+
+@cases(80)
+@given(hs.integers(min_value=1, max_value=len(FULL_LINK) - 1))
+def test_a_link_cut_anywhere_says_it_is_cut_short_or_damaged(cut):
+    cfg, preset, warning = config_from_query({"cfg": FULL_LINK[:cut]})
+    assert cfg == load_preset(DEFAULT_SCENARIO) and preset == DEFAULT_SCENARIO
+    assert ("cut short" in warning or "damaged" in warning) and "at at" not in warning
+    assert "Traceback" not in warning
+
+
+def test_a_link_cut_after_its_first_bytes_says_cut_short_and_what_to_do():
+    _, _, warning = config_from_query({"cfg": FULL_LINK[:1000]})
+    assert "The link is cut short: its cfg parameter (1,000 characters) ends before the config does" in warning
+    assert "copy the whole link again" in warning
+
+
+@pytest.mark.parametrize("params, says", [
+    # the unknown name is answered with the one meant and where the others are (the CLI's `did_you_mean` rule)
+    ({"preset": "chat-h100-llamma8b"}, "unknown preset 'chat-h100-llamma8b' (did you mean 'chat-h100-llama8b'? all "),
+    ({"preset": "nope"}, f"unknown preset 'nope' (all {len(list_presets())} are in the Scenario preset list)"),
+    ({"preset": "chat-h100-llama8b", "workload.rate_per_s": "3"}, "(did you mean 'workload.arrival.rate_per_s'?)"),
+    ({"preset": "chat-h100-llama8b", "scheduler.max_seqs": "3"}, "(did you mean 'scheduler.max_num_seqs'?)"),
+])  # fmt: skip
+def test_an_unknown_name_in_a_link_is_answered_with_the_one_meant(params, says):
+    _, _, warning = config_from_query(params)
+    assert says in warning, warning
+
+
+def test_an_unknown_field_far_from_every_field_gets_no_guess():
+    # (the section's shared prefix made every scheduler field look close: 'policy' is none of them)
+    _, _, warning = config_from_query({"preset": "chat-h100-llama8b", "scheduler.policy": "x"})
+    assert "not a field of the config." in warning and "did you mean" not in warning
