@@ -369,8 +369,11 @@ def show_link_notices(page_keys: tuple[str, ...] = (), page_prefixes: tuple[str,
 
     from app.components.text import plain
 
+    params = read_query_params()
     notes = [st.session_state.get(WARNING_KEY)] + list(problems)
-    unknown = ignored_params(read_query_params(), page_keys, page_prefixes)
+    if params.get("present", "1") not in ("0", "1"):  # (?present=yes left presenter mode off without a word)
+        notes.append(f"The link's present = {params['present'][:40]!r} is not used (allowed: 1, presenter mode).")
+    unknown = ignored_params(params, page_keys, page_prefixes)
     if unknown:
         shown = ", ".join(repr(k[:40]) for k in unknown[:8]) + (" …" if len(unknown) > 8 else "")
         notes.append(f"This page ignored link parameter(s) it does not use: {shown}.")

@@ -63,6 +63,19 @@ def _revealed(lesson: Lesson, params: dict[str, str]) -> bool | None:
     return params.get("reveal") in ("1", "all", lesson.id)
 
 
+def _workshop_problems(params: dict[str, str], ids: list[str]) -> tuple[str, ...]:
+    """The link's workshop and reveal values this page cannot use, each named with what it takes (?reveal=roofine or
+    ?workshop=yes were dropped without a word: the class saw no agenda, or the answer stayed hidden)."""
+    out = []
+    if params.get("workshop", "1") not in ("0", "1"):
+        out.append(f"The link's workshop = {params['workshop'][:40]!r} is not used (allowed: 1, the agenda with "
+                   "answers hidden).")  # fmt: skip
+    reveal = params.get("reveal")
+    if reveal is not None and reveal not in ("1", "all", *ids):
+        out.append(f"The link's reveal = {reveal[:40]!r} reveals nothing{choices_hint(reveal, ['1', 'all', *ids])}.")
+    return tuple(out)
+
+
 def _stopped(res) -> str | None:
     """Why a run stopped before its requests finished (the server's budget on a busy server), or None."""
     return res.summary.stopped_reason if res is not None else None
@@ -186,7 +199,7 @@ def main() -> None:
     wanted = params.get("lesson")
     bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
         f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)}; showing the first lesson.",)  # fmt: skip
-    show_link_notices(("lesson", "workshop", "reveal"), problems=bad)
+    show_link_notices(("lesson", "workshop", "reveal"), problems=bad + _workshop_problems(params, ids))
     # A link (or "Back to the lesson") names one: an address this page did not write itself last run. (The
     # address it wrote, e.g. ?lesson=roofline on opening Learn from the menu, is not a link: read as one, it put
     # the radio back on lesson 1 and a class's first pick of another lesson did nothing.)

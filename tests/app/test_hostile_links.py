@@ -147,6 +147,11 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/sweep.py", {"sweep": "rates"}, "unknown sweep knob 'rates' (did you mean 'rate'? allowed: rate, max_num_seqs,"),
     ("app_pages/sweep.py", {"vs": "vllm"}, "unknown engine 'vllm' to compare (did you mean 'vllm-v0', 'vllm-v0-swap' or "
      "'vllm-v1'? allowed: article-dynamic-batch,"),
+    # workshop values the page cannot use were dropped without a word (no agenda, the answer still hidden)
+    ("app_pages/learn.py", {"lesson": "roofline", "workshop": "1", "reveal": "roofine"}, "The link's reveal = 'roofine' "
+     "reveals nothing (did you mean 'roofline'? allowed: 1, all, roofline,"),
+    ("app_pages/learn.py", {"workshop": "yes"}, "The link's workshop = 'yes' is not used (allowed: 1, the agenda"),
+    ("app_pages/about.py", {"present": "yes"}, "The link's present = 'yes' is not used (allowed: 1, presenter mode)."),
     # and a range value that is not a number is named with its parameter (it said only "'abc' is not a number")
     ("app_pages/sweep.py", {"sweep": "rate", "start": "abc"}, "(start: 'abc' is not a number)"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
