@@ -13,6 +13,8 @@ from __future__ import annotations
 import html
 import re
 
+from sim_core.inputs import did_you_mean
+
 _ALWAYS = re.compile(r"([\\`*\[\]#$|~&@])")  # links, images, code, math, tables, entities, e-mail autolinks
 _ANGLE = re.compile(r"<(?=[A-Za-z/!?])")  # <https://...> autolinks and raw HTML (not "min <= max")
 _LONE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # emphasis; intraword _ is literal in GFM
@@ -44,7 +46,6 @@ def plotly_text(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
-
 MAX_LISTED_CHOICES = 20  # a list this long is read in a warning; a longer one (51 presets) is named by where it is
 
 
@@ -53,8 +54,6 @@ def choices_hint(value: str, choices: list[str] | tuple[str, ...], listed_at: st
     likely meant (the CLI's rule, `did_you_mean`: a lesson's file name finds its id, a typo its preset) and every
     allowed one, or, when there are too many to read, how many and `listed_at` (where the page lists them). Only
     `choices` (the app's own names) are written here; the caller names the visitor's value."""
-    from sim_core.inputs import did_you_mean
-
     guess = did_you_mean(value[:100], choices).removeprefix(" (").removesuffix(")")
     guess = f"{guess} " if guess else ""
     if len(choices) <= MAX_LISTED_CHOICES:
