@@ -1026,22 +1026,24 @@ class Engine:
             used = other + np.concatenate(((blocks[:, :-1] * alive[:, 1:]).sum(axis=0), [0]))
             self._note_kv_peak(int((other + (blocks * alive).sum(axis=0)).max()))  # (during each tick: finishing ones in)
             self._finish(idx[done], last_end[done])
+        self._end_decode_run(k, idx, blocks, alive, starts, ends, num_waiting0, arrived, arrivals_matter, used, {
+            "duration_s": dur, "num_decode_tokens": n * num_alive, "num_decode_seqs": num_alive, "num_running": after,
+            "num_swapped": num_swapped, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
+            "batch_cap": caps})  # fmt: skip
+        return True
+
+    def _end_decode_run(self, k, idx, blocks, alive, starts, ends, num_waiting0, arrived, arrivals_matter, used, cols):
+        """What a coalesced decode run (plain or speculative) does last: the prefix cache's tick offset back to 0, the
+        last row's KV in use as the cache holds it, the batch log and waiting column (`_log_run`), its k rows (`cols`:
+        the columns the two runs compute differently) and the clock at its last tick's end."""
         if self.prefix is not None:
             self.prefix.tick_offset = 0
-        used[-1] = kv.num_used
+        used[-1] = self.kv.num_used
         num_waiting = self._log_run(k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter)
-        rec.ticks(
-            {
-                "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
-                "num_decode_tokens": n * num_alive, "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
-                "num_running": after, "num_waiting": num_waiting, "num_swapped": num_swapped,
-                "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
-                "num_preempted": 0, "swap_blocks": 0, "batch_cap": caps,
-            },
-            k,
-        )  # fmt: skip
-        st.now_s = float(ends[-1])
-        return True
+        self.rec.ticks({"t_start_s": starts, "phase": Phase.DECODE, "num_prefill_tokens": 0, "num_prefill_seqs": 0,
+                        "num_waiting": num_waiting, "kv_blocks_used": used, "num_preempted": 0, "swap_blocks": 0,
+                        **cols}, k)  # fmt: skip
+        self.st.now_s = float(ends[-1])
 
     def _log_run(self, k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter):
         """A decode run's batch log (request, one token, its blocks; `alive` masks who is still decoding, None: everyone,
@@ -1189,22 +1191,11 @@ class Engine:
         st.last_token_s[idx] = last_end
         done = st.emitted[idx] >= st.output[idx]
         self._finish(idx[done], last_end if np.ndim(last_end) == 0 else last_end[done])
-        if self.prefix is not None:
-            self.prefix.tick_offset = 0
-        used[-1] = kv.num_used
         after[-1] = st.running.size
-        num_waiting = self._log_run(k, idx, blocks, alive, starts, num_waiting0, arrived, arrivals_matter)
-        rec.ticks(
-            {
-                "t_start_s": starts, "duration_s": dur, "phase": Phase.DECODE, "num_prefill_tokens": 0,
-                "num_decode_tokens": decode_tokens[:k], "num_prefill_seqs": 0, "num_decode_seqs": num_alive,
-                "num_running": after, "num_waiting": num_waiting, "num_swapped": num_swapped,
-                "kv_blocks_used": used, "flops": flops[:k], "bytes": nbytes[:k], "is_compute_bound": is_comp[:k],
-                "num_preempted": 0, "swap_blocks": 0, "batch_cap": caps,
-            },
-            k,
-        )  # fmt: skip
-        st.now_s = float(ends[-1])
+        self._end_decode_run(k, idx, blocks, alive, starts, ends, num_waiting0, arrived, arrivals_matter, used, {
+            "duration_s": dur, "num_decode_tokens": decode_tokens[:k], "num_decode_seqs": num_alive,
+            "num_running": after, "num_swapped": num_swapped, "flops": flops[:k], "bytes": nbytes[:k],
+            "is_compute_bound": is_comp[:k], "batch_cap": caps})  # fmt: skip
         return True
 
     def _spec_price(self, num_alive: np.ndarray, dec_ctx: np.ndarray, width: np.ndarray) -> tuple:
