@@ -2033,8 +2033,9 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
     draft_s = spec.draft_s(B, ctx)
     drafts = width - 1
     lead = draws.take(B)
-    if B < SPEC_RULE_BY_ARRAYS:
-        gained = [tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead)]
+    if B < SPEC_RULE_BY_ARRAYS:  # (the rule's values for decoders far from their end, else the rule: `emitted_by_lead`)
+        by_lead = spec.emitted_by_lead(drafts)
+        gained = [by_lead[a] if left[r] > drafts else tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead)]
     else:
         gained = tokens_emitted(np.array(lead, dtype=np.int64), drafts, np.array([left[r] for r in order], dtype=np.int64),
                                 np.minimum).tolist()  # fmt: skip

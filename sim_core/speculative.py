@@ -91,6 +91,7 @@ class Speculator:
         # coalesced run looks ahead at the draws of ticks it may not run (`upcoming`) and uses only those it ran
         # (`use`), so the stream is consumed B x k uniforms per tick, in order, as tick-by-tick stepping consumes it.
         self._ahead = np.zeros(0, dtype=np.int64)
+        self._by_lead: dict[int, tuple[int, ...]] = {}  # (`emitted_by_lead`: drafts -> the rule's values)
 
     def log_emitted(self, first_tick: int, tokens_by_tick) -> None:
         """Tokens emitted by the decodes of ticks first_tick, first_tick + 1, ... (one int or an array of ticks)."""
@@ -128,6 +129,17 @@ class Speculator:
         steps from it in stream order and then `use`s those it took, so the stream is consumed as tick-by-tick stepping
         consumes it (a NumPy slice per tick costs ~10k instructions, a list slice ~0.3k)."""
         return self.upcoming(max(num_steps, self._ahead.size, DRAW_AHEAD_STEPS)).tolist()
+
+    def emitted_by_lead(self, num_drafts: int) -> tuple[int, ...]:
+        """`tokens_emitted` of a decoder with `num_drafts` drafts and more than `num_drafts` tokens left, indexed by its
+        leading accepted drafts (0..k): the rule's own values, taken once per draft count (a scalar-core tick's
+        decoders read it instead of calling the rule each, issue 11 session 51). With more than `num_drafts` tokens
+        left the rule's cut to the tokens left never binds (it emits at most 1 + num_drafts), so its value is the one
+        at `num_drafts + 1` left; a decoder nearer its end calls the rule."""
+        table = self._by_lead.get(num_drafts)
+        if table is None:
+            table = self._by_lead[num_drafts] = tuple(tokens_emitted(a, num_drafts, num_drafts + 1) for a in range(self.k + 1))
+        return table
 
     def use(self, num_steps: int) -> None:
         """The next `num_steps` sequence-steps' draws are used (by a coalesced run, after `upcoming`)."""
