@@ -161,10 +161,10 @@ class Speculator:
         all k: vLLM V1's proposer drafts k tokens after the previous step's sampling
         (GPUModelRunner.propose_draft_token_ids), before Scheduler.schedule trims them to the budget."""
         if not isinstance(context_tokens, np.ndarray):
-            return self._tick_draft_s(num_seqs, context_tokens)
+            return self.tick_draft_s(int(num_seqs), int(context_tokens))
         if context_tokens.size * self.k <= SCALAR_DRAFT_STEPS:
-            return np.array([self._tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
-        # all steps of all ticks in one array call, summed per tick in step order from 0 as `_tick_draft_s` sums them
+            return np.array([self.tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
+        # all steps of all ticks in one array call, summed per tick in step order from 0 as `tick_draft_s` sums them
         b = np.asarray(num_seqs)[:, None]
         ctx = context_tokens[:, None] + np.arange(self.k) * b  # (ticks, k) step j's context
         busy = _busy_decode_s(self._draft_cost, np.repeat(b, self.k), ctx.ravel(), self._empty_s).reshape(ctx.shape)
@@ -173,14 +173,14 @@ class Speculator:
             total = total + busy[:, j]
         return self._fraction * total
 
-    def _tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
-        """`draft_s` of one tick, one step at a time through the scalar cost function (bit for bit its array path)."""
+    def tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
+        """`draft_s` of one tick in Python ints, one step at a time through the scalar cost function (bit for bit its
+        array path). The scalar core (`fastpath._spec_decode`) calls it directly: its arguments are ints already."""
         if num_seqs == 0 or self._fraction == 0:
             return 0.0
-        tick_scalar, b, c, empty_s = self._draft_cost._tick_scalar, int(num_seqs), int(context_tokens), self._empty_s
+        tick_scalar, b, empty_s = self._draft_cost._tick_scalar, num_seqs, self._empty_s
         total = 0
-        for j in range(self.k):
-            cj = c + j * b
+        for cj in range(context_tokens, context_tokens + self.k * b, b):  # step j's context: c + j x b
             total += tick_scalar(b, b, cj + b, cj, 0)[0] - empty_s
         return self._fraction * total
 
