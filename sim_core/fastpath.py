@@ -1972,8 +1972,9 @@ def _spec_grow(order: list[int], base: dict, held: dict, d: int, slots: int, bs:
     draft's lookahead, never fewer than it holds), and the blocks they take in total (the tick's `need_d`)."""
     grown = []
     need = 0
+    up = d + slots + bs - 1  # (ceil((base + d + slots) / bs) as one floor division of ints: three operations fewer)
     for r in order:
-        h = -(-(base[r] + d + slots) // bs)  # (context base + d: `run_ticks`' bookkeeping)
+        h = (base[r] + up) // bs  # (context base + d: `run_ticks`' bookkeeping)
         x = held[r]
         if h > x:
             need += h - x
