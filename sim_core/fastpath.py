@@ -1329,7 +1329,7 @@ def run_ticks(engine: Engine):
                     spec, spec_draws, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 dur, flops, nbytes, is_comp = tick(D, D, pairs, ctx, num_dec, 0.0)  # (the loop below's, P = A = 0)
                 dur += draft_s
-                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                spec.log_tick_emitted(num_ticks0 + j, spec_emitted)
                 if j < want_batches:
                     spec_batches.append((j, order_tick, spec_grown, (), ()))
                 if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
@@ -1650,7 +1650,7 @@ def run_ticks(engine: Engine):
                 dec_seqs = B
                 D, pairs, draft_s, spec_emitted, done, freed, S, _ = _spec_decode(
                     spec, spec_draws, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
-                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                spec.log_tick_emitted(num_ticks0 + j, spec_emitted)
                 if done is not None:
                     B -= len(done)
                     toks = B

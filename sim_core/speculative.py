@@ -101,7 +101,11 @@ class Speculator:
             marks[1::2] = tokens_by_tick
             self.emitted_marks.frombytes(marks.tobytes())
         else:
-            self.emitted_marks.extend((first_tick, int(tokens_by_tick)))
+            self.log_tick_emitted(first_tick, int(tokens_by_tick))
+
+    def log_tick_emitted(self, tick: int, tokens: int) -> None:
+        """`log_emitted` of one tick in Python ints: the scalar core's, once per speculative tick (no type test)."""
+        self.emitted_marks.extend((tick, tokens))
 
     def emitted_column(self, num_ticks: int) -> IntArray:
         """(num_ticks,) output tokens the decodes of each tick emitted (0 for ticks without a verify pass)."""
