@@ -2044,7 +2044,6 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
         by_lead, near = range(width + 1), 0
     freed = emitted = 0
     done = None
-    staying = []
     for r, a, h in zip(order, lead, grown):  # (one pass: the rule's value, then the decoder's bookkeeping)
         held[r] = h
         left_r = left[r]
@@ -2055,7 +2054,6 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
         left_r -= g
         if left_r:
             left[r] = left_r
-            staying.append(r)
             continue
         S -= b  # (it leaves the sum of base)
         freed += h
@@ -2066,6 +2064,8 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
     spec.num_steps += B
     spec.num_emitted += emitted
     spec.draft_time_s += draft_s
+    # the decoders left, in batch order: `order` itself in a tick where none finished (most: no list built per decoder)
+    staying = order if done is None else [r for r in order if r not in done]
     return D, pairs, draft_s, emitted, done, freed, S, staying
 
 
