@@ -1329,7 +1329,7 @@ def run_ticks(engine: Engine):
                     spec, spec_draws, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 dur, flops, nbytes, is_comp = tick(D, D, pairs, ctx, num_dec, 0.0)  # (the loop below's, P = A = 0)
                 dur += draft_s
-                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                spec.log_tick_emitted(num_ticks0 + j, spec_emitted)
                 if j < want_batches:
                     spec_batches.append((j, order_tick, spec_grown, (), ()))
                 if waiting_since:  # their first gap is their own; the tick's gaps in running order (all decode)
@@ -1650,7 +1650,7 @@ def run_ticks(engine: Engine):
                 dec_seqs = B
                 D, pairs, draft_s, spec_emitted, done, freed, S, _ = _spec_decode(
                     spec, spec_draws, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
-                spec.log_emitted(num_ticks0 + j, spec_emitted)
+                spec.log_tick_emitted(num_ticks0 + j, spec_emitted)
                 if done is not None:
                     B -= len(done)
                     toks = B
@@ -1972,8 +1972,9 @@ def _spec_grow(order: list[int], base: dict, held: dict, d: int, slots: int, bs:
     draft's lookahead, never fewer than it holds), and the blocks they take in total (the tick's `need_d`)."""
     grown = []
     need = 0
+    up = d + slots + bs - 1  # (ceil((base + d + slots) / bs) as one floor division of ints: three operations fewer)
     for r in order:
-        h = -(-(base[r] + d + slots) // bs)  # (context base + d: `run_ticks`' bookkeeping)
+        h = (base[r] + up) // bs  # (context base + d: `run_ticks`' bookkeeping)
         x = held[r]
         if h > x:
             need += h - x
@@ -2019,9 +2020,11 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
                  held: dict, d: int, S: int, finished: list, j: int):  # fmt: skip
     """The decode step of a speculative tick (decoding tick d, tick j) as `Engine._advance_tick` makes it, per decoder:
     the verify width (`Scheduler.verify_width` of the decoders that run), the tick's verify aggregates
-    (`speculative.verify_aggregates`) and the draft's time (`Speculator.draft_s`) over their contexts (S + B x d), then
-    the next B sequence-steps of the acceptance stream in batch order (`_SpecDraws`: `Speculator.accepted`'s), each decoder's tokens by
-    the one rule (`speculative.tokens_emitted`: one decoder at a time, or in one array call for many): its extra tokens
+    (`speculative.verify_aggregates`) and the draft's time (`Speculator.tick_draft_s`, `draft_s` in ints) over their
+    contexts (S + B x d), then the next B sequence-steps of the acceptance stream in batch order (`_SpecDraws`:
+    `Speculator.accepted`'s), each decoder's tokens by the one rule (`speculative.tokens_emitted`: its values by leading
+    accepted drafts, `Speculator.emitted_by_lead`, for a decoder with more tokens left than drafts, else one decoder at
+    a time, or in one array call for many), in the same pass as its bookkeeping: its extra tokens
     go into `base` (its context stays `base + d`, S their sum), the decoders that emit their last token are finished
     (their blocks freed) and the Speculator's counters move as `_advance_tick` moves them. Returns (decode tokens: the
     positions verified, attention pairs, the draft's time, tokens emitted, the finished decoders in batch order or
@@ -2030,25 +2033,27 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
     width = verify_width(B)
     ctx = S + B * d
     D, _, pairs, _ = verify_aggregates(width, B, ctx)
-    draft_s = spec.draft_s(B, ctx)
+    draft_s = spec.tick_draft_s(B, ctx)
     drafts = width - 1
     lead = draws.take(B)
-    if B < SPEC_RULE_BY_ARRAYS:
-        gained = [tokens_emitted(a, drafts, left[r], _min_int) for r, a in zip(order, lead)]
-    else:
-        gained = tokens_emitted(np.array(lead, dtype=np.int64), drafts, np.array([left[r] for r in order], dtype=np.int64),
-                                np.minimum).tolist()  # fmt: skip
-    freed = 0
+    if B < SPEC_RULE_BY_ARRAYS:  # the rule's values by leading accepted drafts where the tokens left cannot cut them
+        by_lead, near = spec.emitted_by_lead(drafts), drafts  # (`emitted_by_lead`; a decoder nearer its end: the rule)
+    else:  # many decoders: their tokens from one array call of the rule, read below through the identity (left >= 1)
+        lead = tokens_emitted(np.array(lead, dtype=np.int64), drafts, np.array([left[r] for r in order], dtype=np.int64),
+                              np.minimum).tolist()  # fmt: skip
+        by_lead, near = range(width + 1), 0
+    freed = emitted = 0
     done = None
-    staying = []
-    for r, g, h in zip(order, gained, grown):
+    for r, a, h in zip(order, lead, grown):  # (one pass: the rule's value, then the decoder's bookkeeping)
         held[r] = h
+        left_r = left[r]
+        g = by_lead[a] if left_r > near else tokens_emitted(a, drafts, left_r, _min_int)
+        emitted += g
         b = base[r] = base[r] + g - 1
         S += g - 1
-        left_r = left[r] - g
+        left_r -= g
         if left_r:
             left[r] = left_r
-            staying.append(r)
             continue
         S -= b  # (it leaves the sum of base)
         freed += h
@@ -2056,10 +2061,11 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
         if done is None:
             done = []
         done.append(r)
-    emitted = sum(gained)
     spec.num_steps += B
     spec.num_emitted += emitted
     spec.draft_time_s += draft_s
+    # the decoders left, in batch order: `order` itself in a tick where none finished (most: no list built per decoder)
+    staying = order if done is None else [r for r in order if r not in done]
     return D, pairs, draft_s, emitted, done, freed, S, staying
 
 

@@ -91,6 +91,7 @@ class Speculator:
         # coalesced run looks ahead at the draws of ticks it may not run (`upcoming`) and uses only those it ran
         # (`use`), so the stream is consumed B x k uniforms per tick, in order, as tick-by-tick stepping consumes it.
         self._ahead = np.zeros(0, dtype=np.int64)
+        self._by_lead: dict[int, tuple[int, ...]] = {}  # (`emitted_by_lead`: drafts -> the rule's values)
 
     def log_emitted(self, first_tick: int, tokens_by_tick) -> None:
         """Tokens emitted by the decodes of ticks first_tick, first_tick + 1, ... (one int or an array of ticks)."""
@@ -100,7 +101,11 @@ class Speculator:
             marks[1::2] = tokens_by_tick
             self.emitted_marks.frombytes(marks.tobytes())
         else:
-            self.emitted_marks.extend((first_tick, int(tokens_by_tick)))
+            self.log_tick_emitted(first_tick, int(tokens_by_tick))
+
+    def log_tick_emitted(self, tick: int, tokens: int) -> None:
+        """`log_emitted` of one tick in Python ints: the scalar core's, once per speculative tick (no type test)."""
+        self.emitted_marks.extend((tick, tokens))
 
     def emitted_column(self, num_ticks: int) -> IntArray:
         """(num_ticks,) output tokens the decodes of each tick emitted (0 for ticks without a verify pass)."""
@@ -129,6 +134,17 @@ class Speculator:
         consumes it (a NumPy slice per tick costs ~10k instructions, a list slice ~0.3k)."""
         return self.upcoming(max(num_steps, self._ahead.size, DRAW_AHEAD_STEPS)).tolist()
 
+    def emitted_by_lead(self, num_drafts: int) -> tuple[int, ...]:
+        """`tokens_emitted` of a decoder with `num_drafts` drafts and more than `num_drafts` tokens left, indexed by its
+        leading accepted drafts (0..k): the rule's own values, taken once per draft count (a scalar-core tick's
+        decoders read it instead of calling the rule each, issue 11 session 51). With more than `num_drafts` tokens
+        left the rule's cut to the tokens left never binds (it emits at most 1 + num_drafts), so its value is the one
+        at `num_drafts + 1` left; a decoder nearer its end calls the rule."""
+        table = self._by_lead.get(num_drafts)
+        if table is None:
+            table = self._by_lead[num_drafts] = tuple(tokens_emitted(a, num_drafts, num_drafts + 1) for a in range(self.k + 1))
+        return table
+
     def use(self, num_steps: int) -> None:
         """The next `num_steps` sequence-steps' draws are used (by a coalesced run, after `upcoming`)."""
         self._ahead = self._ahead[num_steps:]
@@ -149,10 +165,10 @@ class Speculator:
         all k: vLLM V1's proposer drafts k tokens after the previous step's sampling
         (GPUModelRunner.propose_draft_token_ids), before Scheduler.schedule trims them to the budget."""
         if not isinstance(context_tokens, np.ndarray):
-            return self._tick_draft_s(num_seqs, context_tokens)
+            return self.tick_draft_s(int(num_seqs), int(context_tokens))
         if context_tokens.size * self.k <= SCALAR_DRAFT_STEPS:
-            return np.array([self._tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
-        # all steps of all ticks in one array call, summed per tick in step order from 0 as `_tick_draft_s` sums them
+            return np.array([self.tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
+        # all steps of all ticks in one array call, summed per tick in step order from 0 as `tick_draft_s` sums them
         b = np.asarray(num_seqs)[:, None]
         ctx = context_tokens[:, None] + np.arange(self.k) * b  # (ticks, k) step j's context
         busy = _busy_decode_s(self._draft_cost, np.repeat(b, self.k), ctx.ravel(), self._empty_s).reshape(ctx.shape)
@@ -161,14 +177,14 @@ class Speculator:
             total = total + busy[:, j]
         return self._fraction * total
 
-    def _tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
-        """`draft_s` of one tick, one step at a time through the scalar cost function (bit for bit its array path)."""
+    def tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
+        """`draft_s` of one tick in Python ints, one step at a time through the scalar cost function (bit for bit its
+        array path). The scalar core (`fastpath._spec_decode`) calls it directly: its arguments are ints already."""
         if num_seqs == 0 or self._fraction == 0:
             return 0.0
-        tick_scalar, b, c, empty_s = self._draft_cost._tick_scalar, int(num_seqs), int(context_tokens), self._empty_s
+        tick_scalar, b, empty_s = self._draft_cost._tick_scalar, num_seqs, self._empty_s
         total = 0
-        for j in range(self.k):
-            cj = c + j * b
+        for cj in range(context_tokens, context_tokens + self.k * b, b):  # step j's context: c + j x b
             total += tick_scalar(b, b, cj + b, cj, 0)[0] - empty_s
         return self._fraction * total
 

@@ -129,9 +129,13 @@ class Scheduler:
         holds stay those of 1 + k positions plus the k lookahead (`decode_slots`, as vLLM's allocate_slots keeps
         num_lookahead_tokens = k): a cut tick holds up to k - drafts slots more than vLLM, whose cut request
         allocates only the positions it verifies."""
-        if self.decode_width == 1 or not num_decodes:
-            return self.decode_width
-        return max(1, min(self.decode_width, self.cfg.max_num_batched_tokens // num_decodes))
+        width = self.decode_width
+        if width == 1 or not num_decodes:
+            return width
+        # max(1, min(width, budget // num_decodes)) in comparisons: the builtins' argument handling costs ~1.5k
+        # instructions a call, and the scalar core asks once per speculative tick (issue 11, session 51)
+        fits = self.cfg.max_num_batched_tokens // num_decodes
+        return width if fits >= width else fits if fits > 1 else 1
 
     # ------------------------------------------------------------------ main entry
     def schedule(self, st: SimState) -> StepPlan:

@@ -1200,14 +1200,15 @@ def spec_core_takes(cfg) -> bool:
 
 
 SPEC_CORE_VARIANTS = ("head k=1, light", "head k=5, heavy", "draft model k=2", "kv pressure", "drafts cut", "acceptance 0",
-                      "acceptance 1", "closed loop", "sessions", "batch log 7 ticks")  # fmt: skip
+                      "acceptance 1", "closed loop", "sessions", "batch log 7 ticks", "short outputs k=5")  # fmt: skip
 
 
 def spec_core_config(scenario: str, variant: str):
     """Engine preset `scenario` speculating (one sample per request, the batch log on), for the scalar core's decode
     step: an EAGLE-style head with 1 draft under light traffic, 5 drafts under heavy traffic (large batches: the rule in
     one array call), a draft model, KV room for about 1.5 of the longest requests (hand-backs for pre-emption), drafts
-    cut to a small token budget, acceptance 0 and 1, a closed loop, closed-loop sessions and a batch log of 7 ticks.
+    cut to a small token budget, acceptance 0 and 1, a closed loop, closed-loop sessions, a batch log of 7 ticks and
+    short outputs under 5 drafts (decoders near their end).
     None when the preset does not take the variant."""
     spec = {"enabled": True, "num_draft_tokens": 3, "acceptance_rate": 0.7}
     over = dict(seed=11, workload__num_requests=70, workload__num_samples=1, limits__num_recorded_batches=2000,
@@ -1236,6 +1237,10 @@ def spec_core_config(scenario: str, variant: str):
         over.update(workload__sessions={"turns": 3, "think_time_s": 0.5, "user_tokens": {"dist": "uniform", "mean": 40, "min": 1, "max": 80}})
     elif variant == "batch log 7 ticks":
         over.update(limits__num_recorded_batches=7)
+    elif variant == "short outputs k=5":  # decoders often within 5 tokens of their end (the rule, not its values by
+        # leading drafts: `Speculator.emitted_by_lead`) and ticks where some finish (the decoders left built then)
+        over.update(workload__output_tokens={"dist": "uniform", "mean": 8, "min": 1, "max": 16}, workload__arrival__rate_per_s=30.0)
+        spec.update(num_draft_tokens=5, acceptance_rate=0.8)
     over["scheduler__speculative"] = spec
     return buildable(scenario, over, 1.5 if variant == "kv pressure" else None)
 

@@ -139,3 +139,71 @@ def test_an_arrival_joins_the_queue_where_push_waiting_puts_it(classes, order, a
         _enqueue(waiting, r, order == "fcfs", state.order_key, 0, state.class_end if state.requeue_appends else None)
         state.push_waiting(np.array([r]))
         assert waiting == state.waiting_keys.tolist()
+
+
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 400)), min_size=0, max_size=12), st.integers(0, 300),
+       st.integers(1, 17), st.sampled_from([1, 16, 32]))  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_spec_grow_gives_each_decoder_the_blocks_of_its_context_and_slots(decoders, d, slots, bs):
+    """`_spec_grow` (its ceiling as one floor division, session 51): a decoder of context base + d holds
+    max(held, ceil((base + d + slots) / bs)) blocks if it decodes (`Scheduler._grow_decodes`), and the tick takes the
+    blocks they gain."""
+    from sim_core.fastpath import _spec_grow
+
+    order = list(range(len(decoders)))
+    base = {r: b for r, (b, _) in enumerate(decoders)}
+    held = {r: h for r, (_, h) in enumerate(decoders)}
+    grown, need = _spec_grow(order, base, held, d, slots, bs)
+    want = [max(h, -(-(b + d + slots) // bs)) for b, h in decoders]
+    assert grown == want
+    assert need == sum(w - h for w, (_, h) in zip(want, decoders))
+
+
+@given(st.integers(1, 6), st.lists(st.integers(1, 14), min_size=1, max_size=40), st.integers(1, 7), st.integers(0, 3),
+       st.sampled_from([0.0, 0.5, 0.9, 1.0]))  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_spec_decode_gives_each_decoder_the_rules_tokens_in_batch_order(k, lefts, width, offset, alpha):
+    """`_spec_decode` (each decoder's tokens read from `Speculator.emitted_by_lead` when it has more tokens left than
+    drafts, else the rule; the rule in one array call from `SPEC_RULE_BY_ARRAYS` decoders; its bookkeeping in the same
+    pass; the decoders left as the tick's order when none finished, session 51) against the rule applied decoder by
+    decoder to the same stream: each decoder's tokens, context, tokens left and blocks, the finished decoders and their
+    blocks, the decoders left in batch order, the tokens emitted and the Speculator's counters."""
+    from sim_core.config import SimConfig
+    from sim_core.costmodel import CostModel
+    from sim_core.fastpath import _spec_decode, _SpecDraws
+    from sim_core.speculative import Speculator, tokens_emitted, verify_aggregates
+
+    cfg = SimConfig.model_validate({"scheduler": {"speculative": {"enabled": True, "num_draft_tokens": k,
+                                                                  "acceptance_rate": alpha}}})  # fmt: skip
+    spec, ref = Speculator(cfg, CostModel(cfg)), Speculator(cfg, CostModel(cfg))
+    width = min(width, 1 + k)
+    B = len(lefts)
+    order = [10 * i + 3 for i in range(B)][::-1]  # (ids not in batch order)
+    base = {r: 100 * i for i, r in enumerate(order)}
+    left = dict(zip(order, lefts))
+    held = {r: 1 for r in order}
+    grown = [2 + i % 3 for i in range(B)]
+    draws = _SpecDraws(spec)
+    draws.take(offset)  # (a stream already read into)
+    finished: list = []
+    S0, d, j = sum(base.values()), 5, 9
+    base_run = dict(base)
+    D, pairs, draft_s, emitted, done, freed, S, staying = _spec_decode(
+        spec, draws, lambda b: width, order, grown, base_run, left, held, d, S0, finished, j)
+    lead = ref.upcoming(offset + B)[offset:].tolist()
+    gained = [tokens_emitted(a, width - 1, x) for a, x in zip(lead, lefts)]
+    ends = [r for r, g, x in zip(order, gained, lefts) if g == x]
+    assert (D, pairs) == verify_aggregates(width, B, S0 + B * d)[::2]
+    assert emitted == sum(gained)
+    assert (done or []) == ends and finished == [(r, j, d) for r in ends]
+    assert staying == [r for r in order if r not in ends]
+    assert freed == sum(h for r, h in zip(order, grown) if r in ends)
+    assert [held[r] for r in order] == grown
+    assert base_run == {r: base[r] + g - 1 for r, g in zip(order, gained)}
+    assert S == sum(base_run[r] for r in staying)
+    assert all(left[r] == x - g for r, g, x in zip(order, gained, lefts) if r not in ends)
+    assert (spec.num_steps, spec.num_emitted, spec.draft_time_s) == (B, sum(gained), draft_s)
+    assert draft_s == spec.tick_draft_s(B, S0 + B * d)
+    draws.settle()  # (the stream goes on where the decoder-by-decoder one does)
+    ref.use(offset + B)
+    assert spec.upcoming(64).tolist() == ref.upcoming(64).tolist()

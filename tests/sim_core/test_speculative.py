@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim_core.config import SimConfig, SpeculativeConfig
 from sim_core.costmodel import CostModel
-from sim_core.speculative import Speculator, tokens_emitted, verify_aggregates
+from sim_core.speculative import SCALAR_DRAFT_STEPS, Speculator, tokens_emitted, verify_aggregates
 
 
 def spec_cfg(**kw) -> SimConfig:
@@ -292,3 +294,53 @@ def test_verify_width_cuts_every_decoders_drafts_alike_to_the_budget():
     s = Engine(make_config(scheduler__speculative=spec, scheduler__max_num_batched_tokens=2048)).sched
     assert [s.verify_width(b) for b in (0, 1, 227, 228, 256, 300, 1024, 2048, 5000)] == [9, 9, 9, 8, 8, 6, 2, 1, 1]
     assert Engine(make_config()).sched.verify_width(5000) == 1
+
+
+@given(st.integers(1, 8), st.data())
+@settings(max_examples=200, deadline=None)
+def test_the_rules_values_by_leading_drafts_are_the_rules_wherever_the_tokens_left_cannot_cut(k, data):
+    """`Speculator.emitted_by_lead(drafts)[a]` (what the scalar core reads instead of calling the rule for a decoder
+    with more tokens left than drafts) is `tokens_emitted(a, drafts, left)` for every leading accepted count a of
+    0..k and every such `left`; a decoder nearer its end is not in its domain (the rule's cut binds there)."""
+    cfg = spec_cfg(num_draft_tokens=k)
+    spec = Speculator(cfg, CostModel(cfg))
+    drafts = data.draw(st.integers(0, k))
+    left = data.draw(st.integers(drafts + 1, 10**6))
+    table = spec.emitted_by_lead(drafts)
+    assert len(table) == k + 1
+    assert list(table) == [tokens_emitted(a, drafts, left) for a in range(k + 1)]
+    assert spec.emitted_by_lead(drafts) is table  # (taken once per draft count)
+
+
+@given(st.integers(0, 9), st.integers(1, 5000), st.integers(0, 20000))
+@settings(max_examples=500, deadline=None)
+def test_verify_width_in_comparisons_is_the_budgets_floor_between_1_and_1_plus_k(k, budget, num_decodes):
+    """`Scheduler.verify_width`'s comparisons (no builtin min/max, session 51) give max(1, min(1 + k, budget // B)) for
+    B decoders, 1 + k with none, and 1 without speculation."""
+    from types import SimpleNamespace
+
+    from sim_core.schedulers.scheduler import Scheduler
+
+    s = SimpleNamespace(decode_width=1 + k, cfg=SimpleNamespace(max_num_batched_tokens=budget))
+    expected = 1 + k if k == 0 or num_decodes == 0 else max(1, min(1 + k, budget // num_decodes))
+    assert Scheduler.verify_width(s, num_decodes) == expected
+
+
+@pytest.mark.parametrize("draft", [{"draft": "head", "draft_cost_fraction": 0.3}, {"draft": "model"}])
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(0, 400_000)), min_size=1, max_size=30), st.integers(1, 6))
+@settings(max_examples=60, deadline=None)
+def test_a_ticks_draft_steps_in_ints_price_what_the_array_path_prices(draft, ticks, k):
+    """`Speculator.tick_draft_s` (the scalar core calls it with ints, its steps' contexts as a range) equals `draft_s`
+    on a scalar and, bit for bit, the array path's sum for each tick (above `SCALAR_DRAFT_STEPS` steps: one array call)
+    and its per-tick path below it. (Ticks with decoders: a tick of none has no draft, 0.0, and the array path is
+    only given ticks that decode.)"""
+    cfg = spec_cfg(num_draft_tokens=k, **draft)
+    spec = Speculator(cfg, CostModel(cfg))
+    b = np.array([t[0] for t in ticks], dtype=np.int64)
+    c = np.array([t[1] for t in ticks], dtype=np.int64)
+    each = [spec.tick_draft_s(x, y) for x, y in ticks]
+    assert each == spec.draft_s(b, c).tolist()
+    assert each == [spec.draft_s(np.int64(x), np.int64(y)) for x, y in ticks]
+    wide = np.repeat(b, 50 // (k * len(ticks)) + 1), np.repeat(c, 50 // (k * len(ticks)) + 1)  # (past SCALAR_DRAFT_STEPS)
+    assert wide[0].size * k > SCALAR_DRAFT_STEPS
+    assert spec.draft_s(*wide).tolist() == [spec.tick_draft_s(x, y) for x, y in zip(*(w.tolist() for w in wide))]
