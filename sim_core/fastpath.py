@@ -1206,9 +1206,8 @@ def run_ticks(engine: Engine):
     if preempts_here(engine) and not (sched.use_swap and not swaps):
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
-        if swaps or not by_ratio:
-            again_here = _Again(requeued, dec_victims)
-        if swaps or by_ratio:
+        again_here = _Again(requeued, dec_victims)
+        if swaps:
             steps.requeued = requeued
     # Swap (`swaps_here`): `Scheduler._preempt` swaps victims out in the run (`_preempt_in_run`, as it recomputes them),
     # compose_tick's swap-in step is `_Steps.swap_in` (the scheduler's rule), and the requests it takes join the run
