@@ -19,6 +19,8 @@ BROADCAST_PAIRS = 4096
 def isin(values, members) -> BoolArray:
     """`np.isin(values, members)` for 1-D integer arrays (or lists): whether each value is among the members."""
     values, members = np.asarray(values), np.asarray(members)
+    if members.size == 1:  # (one victim, the common pre-emption: one compare, ~4x cheaper than the broadcast's three calls)
+        return values == members[0]
     if values.size * members.size <= BROADCAST_PAIRS:
         return (values[:, None] == members).any(axis=1)
     return np.isin(values, members, kind="sort")
@@ -28,6 +30,10 @@ def insert_sorted(keys: IntArray, new: IntArray, at: IntArray) -> IntArray:
     """`np.insert(keys, at, new)` for non-decreasing positions `at` (`np.searchsorted(keys, new)` of a sorted `new`):
     each new key goes before the key at its position, new keys at one position in their order."""
     out = np.empty(keys.size + new.size, dtype=keys.dtype)
+    if new.size == 1:  # (one victim requeued, the common pre-emption: three copies, ~5x cheaper than the scatter's calls)
+        a = int(at[0])
+        out[:a], out[a], out[a + 1 :] = keys[:a], new[0], keys[a:]
+        return out
     pos = at + np.arange(new.size)  # (strictly increasing: the keys before each new one shift it right)
     rest = np.ones(out.size, dtype=bool)
     rest[pos] = False

@@ -57,8 +57,8 @@ run's running requests, SGLang's retract `Scheduler.retract`'s, and what pre-emp
 `Scheduler._preempt`'s, which the loop calls at the pre-empting tick (`_preempt_in_run`: the arrays given the victims'
 state at that tick, the state's queue the run's, which takes the victims back). The run goes on past it (session 45:
 a run ended at every pre-emption, ~0.5 ms of set-up and write-back each); it admits its own victims again (`_Again`:
-their decoding stretch before filed apart, sessions 47-48, any n), but under swap or SGLang's token test, where it
-hands that tick back (`_Steps._refuse_requeued`; the next run admits it). The victims wait, are admitted and prefill
+their decoding stretch before filed apart, sessions 47-48, any n; under SGLang's token test too, session 51), but a
+recompute victim under swap, whose admission hands that tick back (`_Steps._refuse_requeued`; the next run admits it). The victims wait, are admitted and prefill
 again here (their prefill target is the state's: prompt + emitted) and their prefill ends in PREFILL_DONE, a gap from their last token before pre-emption (`Engine._advance_tick`'s).
 Configurations it leaves to the scheduler and coalesced runs (`eligible`): static batches, dynamic batch sizing (its
 batch-1 stretches run faster as vectorised runs), a deployment instance's closed-loop session turns (SlotState: the
@@ -239,7 +239,8 @@ class _Steps:
         self.victim_held: list[int] = []
         self.victim_prefills: dict[int, int] = {}
         self.undo = None  # (the running prefills and the ratio's state before a pre-emption: `undo_preempt`)
-        # requests this run pre-empted, waiting in `waiting`: admitting one hands the tick back (`_refuse_requeued`)
+        # under swap, recompute victims this run pre-empted, waiting in `waiting`: admitting one hands the tick back
+        # (`_refuse_requeued`; elsewhere the run admits them again: `run_ticks`' `again_here`)
         self.requeued: set[int] = set()
         self.chunk_preempted = False  # (this tick's chunk step pre-empted: no swap-in, no admission, `Scheduler._plan`'s)
         # Swap (`run_ticks`' `swaps`): the run's swapped queue (keys, oldest first: `st.swapped_keys`), request -> host
@@ -429,9 +430,9 @@ class _Steps:
                 self.chunk_preempted = True
                 ids, is_dec, ctx, prompt = self._running_state()
                 v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))[0])
-                at = int(np.flatnonzero(ids == v)[0])
-                self._take_victim(v, int(blocks_for(ctx[at] + 1 if grew and is_dec[at] else ctx[at], prompt[at]))
-                                  + taken.pop(v, 0))  # fmt: skip
+                at = int((ids == v).argmax())  # (its place: v is one of them)
+                c = ctx.item(at)  # (Python ints: `BlockManager.blocks_for`'s scalar branch, not its arrays')
+                self._take_victim(v, int(blocks_for(c + 1 if grew and is_dec[at] else c, prompt.item(at))) + taken.pop(v, 0))
                 if v == r:
                     stop = True
                     break
@@ -613,9 +614,7 @@ class _Steps:
             tokens = self._token_budget()
             taken = rules.admit_in_order(remaining, left, self.free, self.wm, self.need_of, self.is_chunked, False, None,
                                          tokens)  # fmt: skip
-            if self.requeued and taken:
-                self._refuse_requeued(w % R for w in waiting[head : head + len(taken)])
-            sched.note_token_test(tokens)
+            sched.note_token_test(tokens)  # (a victim of the run is admitted again: swap, which refuses it, is not here)
             admit = self.admit = _admitted(waiting[head : head + len(taken)], taken, R)
             targets, target_of = self.targets, self.target_of
             for w, _, _ in admit:
@@ -1200,15 +1199,16 @@ def run_ticks(engine: Engine):
     # A victim of the run admitted again in it (`_Again`: its first decoding stretch filed apart at that admission, so
     # its run-local entries start again; n > 1: admitted by `Scheduler.admit_samples` while one waits, session 48), and
     # under swap one swapped in again (`_Again.swapped_in`, any n: `Scheduler.swap_in_count`'s swap-in, no admission rule
-    # asked), which resumes decoding with its KV, a decoder that joins. Admitting a recompute victim of the run under
-    # swap or SGLang's token test hands that tick back (`requeued`).
+    # asked), which resumes decoding with its KV, a decoder that joins; under SGLang's token test (session 51) admitted
+    # by that test, whose output reservation of a victim reads the emitted count `_preempt_in_run` wrote, as for a
+    # victim from before the run. Admitting a recompute victim of the run under swap hands that tick back (`requeued`).
+    # (`again_here` is None only where the core does not pre-empt.)
     again_here = None
     if preempts_here(engine) and not (sched.use_swap and not swaps):
         steps.may_preempt, steps.running, steps.base, steps.kv_blocks = True, running, base, kv.blocks_for
         steps.chunk_preempts = sched.chunk_preempts and not by_ratio  # (SGLang's chunk is cut to its room: shrink)
-        if swaps or not by_ratio:
-            again_here = _Again(requeued, dec_victims)
-        if swaps or by_ratio:
+        again_here = _Again(requeued, dec_victims)
+        if swaps:
             steps.requeued = requeued
     # Swap (`swaps_here`): `Scheduler._preempt` swaps victims out in the run (`_preempt_in_run`, as it recomputes them),
     # compose_tick's swap-in step is `_Steps.swap_in` (the scheduler's rule), and the requests it takes join the run
@@ -2827,11 +2827,14 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
         emitted[r] = _emitted(c, prompt.item(r))
     engine.kv.held[ids] = held
     st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
-    st.swapped_keys = np.array(swapped, dtype=np.int64)
+    swaps = engine.sched.use_swap  # (without swap nothing is ever swapped: both queues stay empty)
+    if swaps:
+        st.swapped_keys = np.array(swapped, dtype=np.int64)
     plan = StepPlan()
     engine.sched._preempt(st, ids, plan)
     waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same lists)
-    swapped[:] = st.swapped_keys.tolist()
+    if swaps:
+        swapped[:] = st.swapped_keys.tolist()
     return plan, (ids, computed[ids], emitted[ids])
 
 

@@ -45,3 +45,23 @@ def test_insert_sorted_keeps_the_given_order_at_one_position(keys, new):
     at = np.minimum(np.array([p for p, _ in at_of], dtype=np.int64), keys.size)
     vals = np.array([v for _, v in at_of], dtype=np.int64)
     assert np.array_equal(insert_sorted(keys, vals, at), np.insert(keys, at, vals))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids, st.integers(-5, 200), st.booleans())
+def test_isin_of_one_member_is_numpys(values, member, as_arrays):
+    # (one victim: the common pre-emption, its own compare)
+    a = np.array(values, dtype=np.int64)
+    got = isin(a, np.array([member], dtype=np.int64)) if as_arrays else isin(a, [member])
+    assert got.dtype == np.bool_ and got.shape == a.shape
+    assert np.array_equal(got, np.isin(a, [member]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids, st.integers(-5, 200))
+def test_insert_sorted_of_one_key_is_numpys_insert(keys, key):
+    # (one victim requeued: the common pre-emption, its own three copies)
+    keys, new = np.sort(np.array(keys, dtype=np.int64)), np.array([key], dtype=np.int64)
+    at = np.searchsorted(keys, new)
+    got = insert_sorted(keys, new, at)
+    assert np.array_equal(got, np.insert(keys, at, new)) and got.dtype == keys.dtype
