@@ -334,7 +334,7 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     except NotAField as err:
         whole = f" ({err.field!r} is one field: set it whole)" if err.field else ""
         near = None if err.field else _closest_field(path, data)
-        hint = f" (did you mean {near!r}?)" if near else ""
+        hint = f" (did you mean {near[:60]!r}?)" if near else ""
         raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config{whole}{hint}.") from None
 
 

@@ -167,7 +167,7 @@ class Speculator:
         if not isinstance(context_tokens, np.ndarray):
             return self.tick_draft_s(int(num_seqs), int(context_tokens))
         if context_tokens.size * self.k <= SCALAR_DRAFT_STEPS:
-            return np.array([self.tick_draft_s(b, c) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
+            return np.array([self.tick_draft_s(int(b), int(c)) for b, c in zip(num_seqs.tolist(), context_tokens.tolist())])
         # all steps of all ticks in one array call, summed per tick in step order from 0 as `tick_draft_s` sums them
         b = np.asarray(num_seqs)[:, None]
         ctx = context_tokens[:, None] + np.arange(self.k) * b  # (ticks, k) step j's context

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -341,6 +343,10 @@ def test_a_ticks_draft_steps_in_ints_price_what_the_array_path_prices(draft, tic
     each = [spec.tick_draft_s(x, y) for x, y in ticks]
     assert each == spec.draft_s(b, c).tolist()
     assert each == [spec.draft_s(np.int64(x), np.int64(y)) for x, y in ticks]
+    # (below SCALAR_DRAFT_STEPS `draft_s` itself calls `tick_draft_s`: the one-array-call path, forced, is the other
+    # statement the ints must equal bit for bit)
+    with mock.patch("sim_core.speculative.SCALAR_DRAFT_STEPS", 0):
+        assert each == spec.draft_s(b, c).tolist()
     wide = np.repeat(b, 50 // (k * len(ticks)) + 1), np.repeat(c, 50 // (k * len(ticks)) + 1)  # (past SCALAR_DRAFT_STEPS)
     assert wide[0].size * k > SCALAR_DRAFT_STEPS
     assert spec.draft_s(*wide).tolist() == [spec.tick_draft_s(x, y) for x, y in zip(*(w.tolist() for w in wide))]
