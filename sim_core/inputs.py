@@ -178,6 +178,8 @@ def close_names(name: str, names: tuple[str, ...] | list[str]) -> list[str]:
     """The names (at most three) a misspelt or shortened `name` most likely meant, best first (see `did_you_mean`)."""
     typed = name.strip().lower()
     holding = [n for n in names if len(typed) >= 3 and typed in n.lower()]
+    if len(holding) > 3:  # (held by many, `chat-h100` by 4 scenarios: the few it begins are what was cut short)
+        holding = [n for n in holding if n.lower().startswith(typed)]
     return holding if 0 < len(holding) <= 3 else difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
 
 

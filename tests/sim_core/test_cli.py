@@ -80,6 +80,8 @@ def test_unknown_key_and_unknown_preset_exit_2(capsys):
 @pytest.mark.parametrize("argv, words", [
     (["run", "chat-h100-lama8b"], "unknown preset 'chat-h100-lama8b' (did you mean 'chat-h100-llama8b'?); available: "),
     (["capacity", "chat-h100-llama8b-vllm"], "(did you mean 'chat-h100-llama8b-vllm-v0'?)"),
+    # (four scenarios hold 'chat-h100'; the three it begins are named, not the multi-turn one it only appears in)
+    (["run", "chat-h100"], "(did you mean 'chat-h100-llama8b', 'chat-h100-llama8b-sglang' or 'chat-h100-llama8b-vllm-v0'?)"),
     (["run", "chat-h100-llama8b", "--set", "hardware=h100"], "unknown hardware preset 'h100' (did you mean 'h100-sxm'?)"),
     (["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seq=64"],
      "unknown field 'max_num_seq' (did you mean 'max_num_seqs'?); fields here: "),
