@@ -197,6 +197,8 @@ def main() -> None:
     ids = [lesson.id for lesson in lessons]
     params = read_query_params()
     wanted = params.get("lesson")
+    if wanted is not None and len(wanted) <= 3 and wanted.isdecimal() and 1 <= int(wanted) <= len(ids):
+        wanted = ids[int(wanted) - 1]  # (?lesson=11: the number the lesson list shows; the address then names its id)
     bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
         f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)}; showing the first lesson.",)  # fmt: skip
     show_link_notices(("lesson", "workshop", "reveal"), problems=bad + _workshop_problems(params, ids))

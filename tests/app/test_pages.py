@@ -359,6 +359,22 @@ def test_each_lesson_page_loads(lesson):
     assert any(lesson_title(lesson) in s.value for s in at.subheader)
 
 
+@pytest.mark.parametrize("number", [1, 11, 16])
+def test_a_link_may_name_a_lesson_by_its_number_in_the_list(number):
+    # "open lesson 11" in a workshop: ?lesson=11 said "unknown lesson" and showed lesson 1
+    lesson = load_lessons()[number - 1].id
+    at = open_page(PAGES[3], lesson=str(number))
+    assert not at.exception and not at.warning
+    assert at.query_params["lesson"] == lesson
+    assert any(lesson_title(lesson) in s.value for s in at.subheader)
+
+
+def test_a_lesson_number_past_the_list_is_named_as_unknown():
+    at = open_page(PAGES[3], lesson=str(len(load_lessons()) + 1))
+    assert any("unknown lesson" in w.value for w in at.warning)
+    assert at.query_params["lesson"] == load_lessons()[0].id
+
+
 def lesson_title(lesson_id: str) -> str:
     return next(x.title for x in load_lessons() if x.id == lesson_id)
 
