@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads, engines and calibration profiles")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
     val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
-    sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer)")
+    sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer; "
+                   "disaggregated prefill/decode: DistServe, Splitwise, Dynamo)")  # fmt: skip
     from sim_core.bench import add_arguments as add_bench_arguments  # (this parser restated bench's options)
 
     add_bench_arguments(sub.add_parser("bench", help="benchmark the engine on fixed scenarios"))
