@@ -2829,11 +2829,14 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
     for r, c in dec_ctx.items():
         computed[r] = c
         emitted[r] = _emitted(c, prompt.item(r))
-    engine.kv.held[ids] = held
-    st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
+    kv_held = engine.kv.held
+    for r, h in zip(victims, held):
+        kv_held[r] = h
+    # (`np.fromiter` with its count: `np.array` of a list first discovers its shape and type, ~2x the instructions)
+    st.waiting_keys = np.fromiter(waiting[head:], np.int64, len(waiting) - head)
     swaps = engine.sched.use_swap  # (without swap nothing is ever swapped: both queues stay empty)
     if swaps:
-        st.swapped_keys = np.array(swapped, dtype=np.int64)
+        st.swapped_keys = np.fromiter(swapped, np.int64, len(swapped))
     plan = StepPlan()
     engine.sched._preempt(st, ids, plan)
     waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same lists)
