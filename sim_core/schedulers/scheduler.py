@@ -451,8 +451,7 @@ class Scheduler:
             self._ratio_base, self._ratio_steps = ratio, 0
         self._retracted = True
 
-    def _victim_order(self, st: SimState, running: IntArray | None = None, is_dec: np.ndarray | None = None,
-                      emitted: IntArray | None = None) -> IntArray:  # fmt: skip
+    def _victim_order(self, st: SimState, running: IntArray | None = None, decoders=None) -> IntArray:
         """The running requests in the order they are pre-empted, the first victim first: the one rule for every
         pre-emption (a decode short of blocks, a chunk short of blocks, every running prefill stuck), by
         scheduler.preemption_victim. st.running is in admission order, swap-ins and hand-offs included.
@@ -488,17 +487,21 @@ class Scheduler:
         priority: queue_order priority does not change it.
 
         A caller whose running requests are not in the arrays (the scalar core, mid-run) gives them: `running` in
-        admission order, which of them decode (`is_dec`) and what each emitted (`emitted`, aligned with `running`)."""
+        admission order, and `decoders`, called only by the rule that reads them (fewest_written): which of them decode
+        and what each emitted, aligned with `running` (the other rules read neither: a caller builds them only here)."""
         rule = self._victim_rule
-        if running is None:
-            running = st.running
-            if rule == "fewest_written":
+        if rule == "fewest_written":
+            if running is None:
+                running = st.running
                 is_dec = st.computed[running] >= st.prefill_target[running]
                 emitted = st.emitted[running]
-        if rule == "fewest_written":
+            else:
+                is_dec, emitted = decoders()
             dec = running[is_dec]
             dec = dec[np.lexsort((-np.flatnonzero(is_dec), -st.prompt[dec], emitted[is_dec]))]  # (last key first)
             return np.concatenate([dec[:-1], running[~is_dec][::-1], dec[-1:]])
+        if running is None:
+            running = st.running
         if rule == "latest_arrival":
             return running[np.argsort(-st.arrival_rank(running), kind="stable")]
         if self._victims_by_key:
