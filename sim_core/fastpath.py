@@ -378,7 +378,7 @@ class _Steps:
         if deficit <= 0:  # (the fallback after a chunk's pre-emption: the decoders left fit)
             self.free = -deficit
             return decodes.size, False, False
-        order = sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))
+        order = sched._victim_order(st, ids, lambda: (is_dec, np.where(is_dec, _emitted(ctx, prompt), 0)))
         at = dict(zip(ids.tolist(), range(ids.size)))
         in_order = np.array([at[r] for r in order.tolist()], dtype=np.int64)
         victims = sched._choose_victims(st, decodes, need, deficit, order=order, held=held[in_order])
@@ -403,12 +403,34 @@ class _Steps:
         """The running requests not pre-empted this tick, in running order, as `Scheduler._victim_order` reads them:
         (ids, which decode, context before this tick, prompt). A decoder's emitted count is its context less its prompt,
         plus 1 (`_emitted`, as the write-back writes it)."""
-        prefilling, base, d, gone = self.prefilling, self.base, self.d, self.victims
-        rs = [r for r in self.running if r not in gone] if gone else list(self.running)
-        ids = np.array(rs, dtype=np.int64)
-        is_dec = np.array([r not in prefilling for r in rs], dtype=bool)
-        ctx = np.array([prefilling[r] if r in prefilling else base[r] + d for r in rs], dtype=np.int64)
+        rs = self._running_list()
+        ids = np.fromiter(rs, np.int64, len(rs))
+        is_dec, ctx = self._decoders_and_context(rs)
         return ids, is_dec, ctx, self.st.prompt[ids]
+
+    def _running_list(self) -> list[int]:
+        """The running requests not pre-empted this tick, in running order."""
+        gone = self.victims
+        return [r for r in self.running if r not in gone] if gone else list(self.running)
+
+    def _context_of(self, r: int) -> int:
+        """A running request's context before this tick: a prefill's computed tokens, a decoder's base plus the tick."""
+        prefilling = self.prefilling
+        return prefilling[r] if r in prefilling else self.base[r] + self.d
+
+    def _decoders_and_context(self, rs: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Of these running requests: which decode, and the context of each (`_context_of`)."""
+        prefilling, context_of = self.prefilling, self._context_of
+        is_dec = np.fromiter([r not in prefilling for r in rs], bool, len(rs))
+        return is_dec, np.fromiter(map(context_of, rs), np.int64, len(rs))
+
+    def _decoders_of(self, rs: list[int]):
+        """`Scheduler._victim_order`'s `decoders` of these running requests: which decode and what each emitted
+        (`_emitted` of its context), built only if the rule reads them."""
+        def decoders():
+            is_dec, ctx = self._decoders_and_context(rs)
+            return is_dec, np.where(is_dec, _emitted(ctx, self.st.prompt[rs]), 0)
+        return decoders
 
     def _preempt_for_chunks(self, items: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
         """`Scheduler._preempt_for_chunks` (chunk_short_of_blocks preempt) for the running prefills' chunks `items`
@@ -428,11 +450,11 @@ class _Steps:
                 continue
             while need > self.free:
                 self.chunk_preempted = True
-                ids, is_dec, ctx, prompt = self._running_state()
-                v = int(sched._victim_order(st, ids, is_dec, np.where(is_dec, _emitted(ctx, prompt), 0))[0])
-                at = int((ids == v).argmax())  # (its place: v is one of them)
-                held = ctx.item(at)  # (Python ints: `BlockManager.blocks_for`'s scalar branch, not its arrays')
-                self._take_victim(v, int(blocks_for(held + 1 if grew and is_dec[at] else held, prompt.item(at))) + taken.pop(v, 0))
+                rs = self._running_list()
+                v = int(sched._victim_order(st, np.fromiter(rs, np.int64, len(rs)), self._decoders_of(rs))[0])
+                held = self._context_of(v)  # (Python ints: `BlockManager.blocks_for`'s scalar branch, not its arrays')
+                grown = grew and v not in self.prefilling
+                self._take_victim(v, int(blocks_for(held + 1 if grown else held, st.prompt.item(v))) + taken.pop(v, 0))
                 if v == r:
                     stop = True
                     break
@@ -2829,11 +2851,14 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
     for r, c in dec_ctx.items():
         computed[r] = c
         emitted[r] = _emitted(c, prompt.item(r))
-    engine.kv.held[ids] = held
-    st.waiting_keys = np.array(waiting[head:], dtype=np.int64)
+    kv_held = engine.kv.held
+    for r, h in zip(victims, held):
+        kv_held[r] = h
+    # (`np.fromiter` with its count: `np.array` of a list first discovers its shape and type, ~2x the instructions)
+    st.waiting_keys = np.fromiter(waiting[head:], np.int64, len(waiting) - head)
     swaps = engine.sched.use_swap  # (without swap nothing is ever swapped: both queues stay empty)
     if swaps:
-        st.swapped_keys = np.array(swapped, dtype=np.int64)
+        st.swapped_keys = np.fromiter(swapped, np.int64, len(swapped))
     plan = StepPlan()
     engine.sched._preempt(st, ids, plan)
     waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same lists)

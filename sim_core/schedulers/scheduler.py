@@ -451,8 +451,7 @@ class Scheduler:
             self._ratio_base, self._ratio_steps = ratio, 0
         self._retracted = True
 
-    def _victim_order(self, st: SimState, running: IntArray | None = None, is_dec: np.ndarray | None = None,
-                      emitted: IntArray | None = None) -> IntArray:  # fmt: skip
+    def _victim_order(self, st: SimState, running: IntArray | None = None, decoders=None) -> IntArray:
         """The running requests in the order they are pre-empted, the first victim first: the one rule for every
         pre-emption (a decode short of blocks, a chunk short of blocks, every running prefill stuck), by
         scheduler.preemption_victim. st.running is in admission order, swap-ins and hand-offs included.
@@ -488,17 +487,21 @@ class Scheduler:
         priority: queue_order priority does not change it.
 
         A caller whose running requests are not in the arrays (the scalar core, mid-run) gives them: `running` in
-        admission order, which of them decode (`is_dec`) and what each emitted (`emitted`, aligned with `running`)."""
+        admission order, and `decoders`, called only by the rule that reads them (fewest_written): which of them decode
+        and what each emitted, aligned with `running` (the other rules read neither: a caller builds them only here)."""
         rule = self._victim_rule
-        if running is None:
-            running = st.running
-            if rule == "fewest_written":
+        if rule == "fewest_written":
+            if running is None:
+                running = st.running
                 is_dec = st.computed[running] >= st.prefill_target[running]
                 emitted = st.emitted[running]
-        if rule == "fewest_written":
+            else:
+                is_dec, emitted = decoders()
             dec = running[is_dec]
             dec = dec[np.lexsort((-np.flatnonzero(is_dec), -st.prompt[dec], emitted[is_dec]))]  # (last key first)
             return np.concatenate([dec[:-1], running[~is_dec][::-1], dec[-1:]])
+        if running is None:
+            running = st.running
         if rule == "latest_arrival":
             return running[np.argsort(-st.arrival_rank(running), kind="stable")]
         if self._victims_by_key:
@@ -539,16 +542,21 @@ class Scheduler:
         return out
 
     def _preempt(self, st: SimState, victims: IntArray, plan: StepPlan) -> None:
+        # (The per-victim writes go element by element on Python ints: a pre-emption has one victim or a few, and a
+        # fancy-indexed read-modify-write or a list made an array costs ~10x an element's write; session 51, pre51b.)
         kv = self.kv
         swapped, dropped = [], []
-        for r, swaps in zip(victims.tolist(), self.swaps_out(kv.held[victims].tolist(), kv.num_host_free)):
+        rs = victims.tolist()
+        for r, swaps in zip(rs, self.swaps_out(kv.held[victims].tolist(), kv.num_host_free)):
             if swaps:
                 plan.swap_blocks += kv.swap_out(r)
                 swapped.append(r)
             else:
                 dropped.append(r)
         st.running = st.running[~isin(st.running, victims)]
-        st.num_preemptions[victims] += 1
+        count = st.num_preemptions
+        for r in rs:
+            count[r] = count.item(r) + 1
         self._token_full = False  # (a smaller batch: SGLang's retract clears batch_is_full)
         if swapped:
             out = np.array(swapped, dtype=np.int64)
@@ -559,12 +567,14 @@ class Scheduler:
             # Recompute: prompt plus every token emitted so far is prefilled again (vLLM V0 RECOMPUTE), but for the
             # full blocks the prefix cache still holds at re-admission (kv.preempt leaves them cached; a re-admission
             # takes back from num_recomputed what it finds, _admit_with_prefix_cache).
-            ctx = st.computed[d]
-            kv.preempt(d, ctx)
-            n = self._n  # dropped KV: the prompt once, past it every sample's tokens
-            st.num_recomputed[d] += [rules.chunk_tokens(n, 0, c, p) for c, p in zip(ctx.tolist(), st.prompt[d].tolist())]
-            st.prefill_target[d] = st.prompt[d] + st.emitted[d]
-            st.computed[d] = 0
+            computed, prompt, emitted, target = st.computed, st.prompt, st.emitted, st.prefill_target
+            kv.preempt(d, computed[d])
+            n, recomputed = self._n, st.num_recomputed
+            for r in dropped:  # (dropped KV: the prompt once, past it every sample's tokens)
+                c, p = computed.item(r), prompt.item(r)
+                recomputed[r] = recomputed.item(r) + rules.chunk_tokens(n, 0, c, p)
+                target[r] = p + emitted.item(r)
+                computed[r] = 0
             plan.preempted_idx = np.concatenate([plan.preempted_idx, d]) if plan.preempted_idx.size else d
             st.push_waiting(d)
 

@@ -1130,3 +1130,86 @@ def test_scheduler_fixed_kind_only_when_the_choice_is_the_kind():
             want = PHASE_CONTROLLERS[mode].fixed_kind if sched.kind_by_choice is not None else None
             assert sched.fixed_kind == want
             assert (sched.fixed_kind is not None) == (mode == "decode_first" and not smart)
+
+
+# The rule's own implementation made cheaper (session 51, pre51b): `_victim_order` takes the decoders' flags and
+# emitted counts as a callable (called only by fewest_written), `_preempt` writes each victim element by element.
+_RULES = [("engine-vllm-v1", "last_admitted"), ("engine-article-priority", "last_admitted"), ("engine-sglang", "fewest_written"),
+          ("engine-vllm-v1", "latest_arrival")]  # fmt: skip
+
+
+def _engine_of(base: str, rule: str, n: int = 1):
+    from sim_core.engine import Engine
+
+    eng = Engine(trace_config([100 + 37 * i for i in range(8)], [50] * 8, priorities=[i % 3 for i in range(8)], base=base,
+                              scheduler__preemption_victim=rule, workload__num_samples=n))  # fmt: skip
+    st = eng.st
+    for k in range(8):
+        st.add_request(k, 0.0, int(st.prompt[k]), int(st.output[k]), int(st.priority[k]))
+    return eng
+
+
+@pytest.mark.parametrize("base,rule", _RULES)
+@given(data=hst.data())
+def test_victim_order_with_the_decoders_given_as_a_callable_is_the_arrays_order(base, rule, data):
+    eng = _engine_of(base, rule)
+    st, sched = eng.st, eng.sched
+    running = data.draw(hst.permutations(range(8)).map(lambda p: p[: max(1, len(p) - 2)]))
+    st.running = np.array(running, dtype=np.int64)
+    st.computed[:] = data.draw(hst.lists(hst.integers(0, 300), min_size=8, max_size=8))
+    st.emitted[:] = data.draw(hst.lists(hst.integers(0, 40), min_size=8, max_size=8))
+    calls = []
+
+    def decoders():
+        calls.append(1)
+        return st.computed[st.running] >= st.prefill_target[st.running], st.emitted[st.running]
+
+    want = sched._victim_order(st)
+    assert np.array_equal(sched._victim_order(st, st.running.copy(), decoders), want)
+    assert len(calls) == (rule == "fewest_written")  # (the other rules never build them)
+
+
+def _preempt_with_arrays(sched, st, victims, plan):
+    """`Scheduler._preempt`'s recompute writes as the arrays wrote them before pre51b (the reference)."""
+    from sim_core.arrays import isin
+    from sim_core.schedulers import rules
+
+    kv = sched.kv
+    st.running = st.running[~isin(st.running, victims)]
+    st.num_preemptions[victims] += 1
+    ctx = st.computed[victims]
+    kv.preempt(victims, ctx)
+    st.num_recomputed[victims] += [rules.chunk_tokens(sched._n, 0, c, p) for c, p in zip(ctx.tolist(), st.prompt[victims].tolist())]
+    st.prefill_target[victims] = st.prompt[victims] + st.emitted[victims]
+    st.computed[victims] = 0
+    plan.preempted_idx = victims
+    st.push_waiting(victims)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@given(data=hst.data())
+def test_preempt_element_by_element_writes_what_the_arrays_wrote(n, data):
+    import copy
+
+    from sim_core.schedulers.plan import StepPlan
+
+    eng = _engine_of("engine-vllm-v1", "last_admitted", n)
+    st, kv = eng.st, eng.kv
+    running = data.draw(hst.permutations(range(8)))
+    st.running = np.array(running[:6], dtype=np.int64)
+    st.push_waiting(np.array(running[6:], dtype=np.int64))
+    st.computed[:] = data.draw(hst.lists(hst.integers(0, 400), min_size=8, max_size=8))
+    st.emitted[:] = data.draw(hst.lists(hst.integers(0, 40), min_size=8, max_size=8))
+    st.num_recomputed[:] = data.draw(hst.lists(hst.integers(0, 99), min_size=8, max_size=8))
+    st.num_preemptions[:] = data.draw(hst.lists(hst.integers(0, 3), min_size=8, max_size=8))
+    kv.held[st.running] = kv.blocks_for(st.computed[st.running], st.prompt[st.running])
+    kv.num_free = kv.num_blocks - int(kv.held.sum())
+    victims = np.array(data.draw(hst.lists(hst.sampled_from(running[:6]), min_size=1, max_size=4, unique=True)), dtype=np.int64)
+    ref = copy.deepcopy(eng)
+    plan, ref_plan = StepPlan(), StepPlan()
+    eng.sched._preempt(st, victims, plan)
+    _preempt_with_arrays(ref.sched, ref.st, victims, ref_plan)
+    for name in ("running", "computed", "prefill_target", "num_recomputed", "num_preemptions", "status", "waiting_keys"):
+        assert np.array_equal(getattr(st, name), getattr(ref.st, name)), name
+    assert np.array_equal(kv.held, ref.kv.held) and kv.num_free == ref.kv.num_free
+    assert np.array_equal(plan.preempted_idx, ref_plan.preempted_idx)
