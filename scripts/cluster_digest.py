@@ -114,7 +114,8 @@ def digest_configs(config, digest, describe=lambda cfg: ()) -> None:
 
     from sim_core.costmodel import MemoryPlanError
 
-    ap = argparse.ArgumentParser()
+    # the running script's docstring for --help (xpyd_digest.py or replica_digest.py)
+    ap = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", type=int, default=240)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -147,4 +148,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
     main()

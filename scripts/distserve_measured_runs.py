@@ -22,9 +22,9 @@ Writes:
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +36,10 @@ LIST_RUN = "distserve-c21d12-1600-16"
 def main(checkout: Path) -> None:
     measured = checkout / ALIGN / "opt-13b-sharegpt"
     workloads = checkout / ALIGN / "opt-13b-sharegpt-workload"
+    # checked before anything is written: a wrong path would otherwise overwrite the shipped CSV with its header alone
+    if not measured.is_dir() or not (workloads / f"{LIST_RUN}.exp").is_file():
+        raise SystemExit(f"{checkout} is not a DistServe checkout at 20a1633: {measured} or "
+                         f"{workloads / (LIST_RUN + '.exp')} is missing")  # fmt: skip
     rows = ["run,system,num_requests,rate_per_s,arrival_s,prompt_tokens,output_tokens,ttft_ms,tpot_ms"]
     runs = []
     for path in measured.glob("*.exp"):
@@ -64,4 +68,6 @@ def main(checkout: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkout", type=Path, help="a checkout of LLMServe/DistServe at commit 20a1633")
+    main(parser.parse_args().checkout)

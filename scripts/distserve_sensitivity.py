@@ -2,9 +2,12 @@
 Usage: PYTHONPATH=$PWD python scripts/distserve_sensitivity.py
 Scales the gemm efficiency of the co-located preset's calibration (vllm-2023-distserve) and bisects the
 highest rate at which >= 90 % of requests meet TTFT 0.25 s and TPOT 0.1 s (as the trend does)."""
+import argparse
 from sim_core.cluster.trends import _meets
 from sim_core.presets import load_preset
 from sim_core.sweep import capacity_search, with_value
+
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
 
 base = load_preset("cluster-distserve-opt13b-3xa100-colocated")
 for speedup in (1.0, 1.1, 1.15, 1.2, 1.3, 1.4):

@@ -21,13 +21,19 @@ add_prefix_space false): GPT-2's byte-level BPE (GPT-2's merges; OPT's vocab.jso
 change a count) after GPT-2's pre-tokenizer regex, and build_inputs_with_special_tokens prepends one BOS to every
 encoding: +1 token per prompt and per completion. ShareGPT text holds no "</s>" or "<pad>" (OPT's special tokens),
 so nothing is split out as a special token; its two "<|endoftext|>" are plain text to OPT, as here."""
+import argparse
 import hashlib
 import json
 import random
 import sys
 from pathlib import Path
 
-import numpy as np
+# before the third-party imports, so that --help works without tiktoken installed
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("paths", nargs="+", help="ShareGPT JSON, GPT-2 BPE folder, optionally a cl100k_base.tiktoken file")
+parser.parse_args()
+
+import numpy as np  # noqa: E402
 import tiktoken
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks, load_tiktoken_bpe
 

@@ -8,6 +8,7 @@ deployments).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import sys
 
@@ -47,4 +48,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
     main()

@@ -9,6 +9,7 @@ prefixes. Run `python scripts/make_trace_samples.py` to regenerate them byte for
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -80,4 +81,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
     main()

@@ -8,6 +8,7 @@ core's calls that ran ticks ("fast"), its calls that ran none (handed back at th
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from sim_core import fastpath
@@ -76,4 +77,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
     main()

@@ -5,6 +5,7 @@ trees and compare (cb7414d and session 47's pre47 give the same TOTAL):
 
     PYTHONPATH=$PWD python scripts/preempt_digest.py | tail -1
 """
+import argparse
 import sys
 import numpy as np
 sys.path.insert(0, ".")
@@ -47,4 +48,5 @@ def configs():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
     print_digests(configs())

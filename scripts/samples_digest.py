@@ -9,6 +9,7 @@ on the scalar core); `--check` also holds each run to its tick-by-tick run (`lim
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 sys.path.insert(0, ".")  # (cluster_digest's hash of a result, and the tests' config builders)
@@ -58,7 +59,9 @@ def main() -> None:
     def tick_by_tick(res, cfg) -> None:
         assert_same_result(res, run_simulation(with_value(cfg, "limits.coalesce_ticks", False)))
 
-    print_digests(runs(), tick_by_tick if "--check" in sys.argv[1:] else None)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="also run every config tick by tick and compare")
+    print_digests(runs(), tick_by_tick if parser.parse_args().check else None)
 
 
 if __name__ == "__main__":

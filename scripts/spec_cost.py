@@ -12,6 +12,7 @@ drafts), `model` (a draft model) or `plain` (no speculation). Prints (case, tick
 
 from __future__ import annotations
 
+import argparse
 import operator
 import os
 import re
@@ -55,7 +56,9 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--child"]:
         _child(argv[1])
         return
-    for case in argv or ["vllm-v1", "vllm-v1:plain", "default", "default:plain"]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cases", nargs="*", help="engine preset or `default`, `:plain` for the run without speculation")
+    for case in parser.parse_args(argv).cases or ["vllm-v1", "vllm-v1:plain", "default", "default:plain"]:
         ticks, instructions = count(case)
         print(f"{case:24s} {ticks:6d} ticks {instructions / 1e6:9.1f} M {instructions / ticks / 1e3:7.1f} k/tick", flush=True)
 

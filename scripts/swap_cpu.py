@@ -4,9 +4,12 @@ vLLM V1 alone on the bench's engine scenario (512 requests). Run it on two trees
     PYTHONPATH=$PWD python scripts/swap_cpu.py
 """
 
+import argparse
 import time
 from sim_core.bench import _set, engine_config
 from sim_core.engine import run_simulation
+
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
 def best(cfg, n=3):
     run_simulation(cfg); b = 1e9
     for _ in range(n):

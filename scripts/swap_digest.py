@@ -4,6 +4,7 @@ rows. Run on two trees and compare (04d000c and session 46's swap46: TOTAL 7fb15
 
     PYTHONPATH=$PWD python scripts/swap_digest.py | tail -1
 """
+import argparse
 import hashlib, sys
 import numpy as np
 sys.path.insert(0, ".")
@@ -88,4 +89,5 @@ def print_digests(cs) -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help prints the docstring, not a run
     print_digests(configs())
