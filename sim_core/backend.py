@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -131,6 +132,13 @@ class PointCache:
 
 
 # ---------------------------------------------------------------- backends
+# Python's own error names neither cause a user can act on. The first is the common one: forkserver workers import the
+# driver's script again, so a script that searches at its top level runs the search in every worker at start-up.
+BROKEN_POOL_MESSAGE = (
+    "the local process pool's workers stopped before finishing. From a script, run the search under "
+    "`if __name__ == \"__main__\":` (each worker imports the script again); otherwise a worker ran out of memory or "
+    "was killed. `max_workers=1` runs the search in this process.")
+
 class Backend(Protocol):
     """Runs picklable functions over items; `close()` releases workers (also via `with`)."""
 
@@ -187,8 +195,12 @@ class LocalBackend:
             ctx = multiprocessing.get_context("forkserver")
             self._pool = ProcessPoolExecutor(max_workers=self.max_workers, mp_context=ctx)
         futures = [self._pool.submit(fn, x) for x in items]
-        _wait_all(futures, on_progress, cancelled, lambda: [f.cancel() for f in futures])
-        return [f.result() for f in futures]
+        try:
+            _wait_all(futures, on_progress, cancelled, lambda: [f.cancel() for f in futures])
+            return [f.result() for f in futures]
+        except BrokenProcessPool as exc:
+            self.close()  # a broken pool takes no more work: the next search starts a fresh one
+            raise RuntimeError(BROKEN_POOL_MESSAGE) from exc
 
 
 def _wait_all(futures: list[Future], on_progress, cancelled, cancel_all) -> None:

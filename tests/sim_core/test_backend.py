@@ -213,3 +213,14 @@ def test_a_cached_point_is_not_reused_after_an_edit_of_a_model_preset_a_run_read
     draft = min((tmp_path / "models").glob("*.json"))
     draft.write_text(draft.read_text().replace('"num_layers": ', '"num_layers": 1', 1))
     assert code_fingerprint(tmp_path) != before
+
+
+def _exit_in_worker(x):
+    os._exit(3)  # a worker that dies mid-task, as one killed for memory does
+
+
+def test_a_broken_pool_says_what_to_do_and_the_next_search_gets_a_fresh_one():
+    with LocalBackend(2) as backend:
+        with pytest.raises(RuntimeError, match=r'if __name__ == "__main__":.*ran out of memory'):
+            backend.map(_exit_in_worker, [1, 2])
+        assert backend.map(abs, [-1, -2, 3]) == [1, 2, 3]  # the broken pool was dropped, not reused
