@@ -46,7 +46,7 @@ def plotly_text(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
-MAX_LISTED_CHOICES = 20  # a list this long is read in a warning; a longer one (51 presets) is named by where it is
+MAX_LISTED_CHOICES = 20  # a list this long is read in a warning; a longer one (52 presets) is named by where it is
 
 
 def choices_hint(value: str, choices: list[str] | tuple[str, ...], listed_at: str = "") -> str:

@@ -90,7 +90,7 @@ def test_unknown_key_and_unknown_preset_exit_2(capsys):
     (["run", "does-not-exist"], "unknown preset 'does-not-exist'; available: "),
 ])  # fmt: skip
 def test_a_misspelt_name_is_answered_with_the_one_meant(capsys, argv, words):
-    # "unknown preset 'chat-h100-lama8b'; available: " and 51 names: the one meant was left to find
+    # "unknown preset 'chat-h100-lama8b'; available: " and 52 names: the one meant was left to find
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err

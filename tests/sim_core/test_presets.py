@@ -29,6 +29,16 @@ def test_hardware_cites_a_datasheet(name):
     assert "datasheet" in read_preset_data("hardware", name)["source"].lower() or "spec" in read_preset_data("hardware", name)["source"].lower()
 
 
+def test_every_engine_preset_has_its_engine_scenario():
+    # The engine benchmark, the equivalence tests and the app's preset list reach an engine preset through its
+    # `engine-<name>` scenario: one without it would be left out of "every engine preset" silently.
+    engines = set(list_presets("engines"))
+    scenarios = {name.removeprefix("engine-") for name in list_presets() if name.startswith("engine-")}
+    assert engines == scenarios
+    for engine in engines:
+        assert read_preset_data("scenarios", f"engine-{engine}")["engine"] == engine
+
+
 def test_unknown_preset_lists_the_available_ones():
     with pytest.raises(PresetError, match="chat-h100-llama8b"):
         load_preset("no-such-preset")
