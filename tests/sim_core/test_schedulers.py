@@ -974,9 +974,11 @@ def test_sglang_appends_a_retracted_request_behind_the_waiting_ones_where_vllm_p
         eng = Engine(_sglang_requeue(where, coalesce))
         st, preempt, seen = eng.st, eng.sched._preempt, []
 
-        def preempt_and_look(state, ids, plan):  # the queue as the requeue leaves it, on whichever executor calls it
-            preempt(state, ids, plan)  # (the scalar core's run goes on past it: `fastpath._preempt_in_run`)
-            seen.append((np.asarray(ids).tolist(), state.key_to_id(state.waiting_keys).tolist()))
+        def preempt_and_look(state, ids, plan, queues=None):  # the queue as the requeue leaves it, on whichever executor
+            # calls it (the scalar core's run goes on past it with its queue as a list, `fastpath._preempt_in_run`)
+            preempt(state, ids, plan, queues)
+            keys = state.waiting_keys if queues is None else np.array(queues[0][queues[1] :], dtype=np.int64)
+            seen.append((np.asarray(ids).tolist(), state.key_to_id(keys).tolist()))
 
         eng.sched._preempt = preempt_and_look
         while not seen:
