@@ -2848,7 +2848,7 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
         kv_held[r] = h
     plan = StepPlan()
     # (the victims join the run's lists in place, which the steps read: the state's arrays, which the write-back
-    # overwrites, are not asked; converting ~135 keys there and back cost ~60k instructions a pre-emption, session 52)
+    # overwrites, are not asked; converting ~135 keys there and back cost 71-85k instructions a pre-emption, session 52)
     engine.sched._preempt(st, ids, plan, (waiting, head, swapped))
     return plan, (ids, computed[ids], emitted[ids])
 

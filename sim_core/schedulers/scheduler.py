@@ -585,7 +585,7 @@ class Scheduler:
             plan.preempted_idx = np.concatenate([plan.preempted_idx, d]) if plan.preempted_idx.size else d
             if queues is None:
                 st.push_waiting(d)
-            else:  # (a run's queue of ~100 keys: its array and back cost ~60k instructions, session 52)
+            else:  # (the core's queue, ~135 keys under hard pressure, to an array and back: 71-85k instructions, session 52)
                 st.push_waiting_into(queues[0], queues[1], dropped)
 
     def _budget_tokens(self, st: SimState, idx: IntArray, chunks: IntArray) -> int:
