@@ -116,6 +116,7 @@ from sim_core.schedulers.phase import TickKind
 from sim_core.schedulers.plan import StepPlan
 from sim_core.sessions import SessionState
 from sim_core.speculative import tokens_emitted, verify_aggregates
+from sim_core.state import join_queue
 from sim_core.types import Event, Phase, Status
 
 if TYPE_CHECKING:
@@ -779,34 +780,25 @@ def _admitted(keys: list[int], taken: list[tuple[int, int]], R: int) -> list[tup
 
 def _enqueue(waiting: list, r: int, is_fcfs: bool, order_key: np.ndarray, head: int, class_end=None) -> None:
     """Request r arrives and joins the queue `waiting[head:]` (state.py's keys): FCFS appends its id; another queue
-    order puts its key in place (SimState.push_waiting), maybe at the head; with requeue append (`class_end`:
-    SimState.class_end) at its class's end, where a pre-empted request may wait out of key order."""
+    order puts its key where `SimState.push_waiting` does (`state.join_queue`: in place, maybe at the head; with
+    requeue append, `class_end`, at its class's end, where a pre-empted request may wait out of key order)."""
     if is_fcfs:
         waiting.append(r)
     else:
-        _enqueue_key(waiting, int(order_key[r]), head, class_end)
-
-
-def _enqueue_key(waiting: list, key: int, head: int, class_end=None) -> None:
-    """`_enqueue` of a request by its queue key: in place (SimState.push_waiting), or with requeue append at its class's
-    end. (A session's turn arrives so: its key, from its arrival rank, is not its id even under FCFS.)"""
-    if class_end is None:
-        bisect.insort(waiting, key, lo=head)
-    else:
-        waiting.insert(bisect.bisect_left(waiting, class_end(key), head), key)
+        join_queue(waiting, int(order_key[r]), head, class_end)
 
 
 def _queue_arrivals(now: float, waiting: list, ptr: int, R: int, arrival_at, later_arrival_s, take_turn, is_fcfs: bool,
                     order_key: np.ndarray, head: int, class_end=None) -> tuple[int, float]:
     """The arrivals at or before `now` (at least one) join the queue, where a decode stretch's full batch leaves them: a
-    request by its id (`_enqueue`), a session's turn by its key (`_enqueue_key`). Returns (the next request id, the
+    request by its id (`_enqueue`), a session's turn by its key (`join_queue`). Returns (the next request id, the
     next arrival's time)."""
     while True:
         if ptr < R:
             _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
             ptr += 1
         else:  # (a session's turn, by its key)
-            _enqueue_key(waiting, take_turn(now), head, class_end)
+            join_queue(waiting, take_turn(now), head, class_end)
         next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
         if next_arrival_s > now:
             return ptr, next_arrival_s
@@ -1319,7 +1311,7 @@ def run_ticks(engine: Engine):
                 _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                 ptr += 1
             else:  # (a session's turn, by its key)
-                _enqueue_key(waiting, take_turn(now), head, class_end)
+                join_queue(waiting, take_turn(now), head, class_end)
             if not is_fcfs:  # by key it may take the head: admission is worth trying again
                 admission_blocked = False
             next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
@@ -1445,7 +1437,7 @@ def run_ticks(engine: Engine):
                                         _enqueue(waiting, ptr, is_fcfs, order_key, head, class_end)
                                         ptr += 1
                                     else:  # (a session's turn sent by the last tick's start)
-                                        _enqueue_key(waiting, take_turn(starts.item(k - 1)), head, class_end)
+                                        join_queue(waiting, take_turn(starts.item(k - 1)), head, class_end)
                                 next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
                                 num_waiting = len(waiting) - head
                             if fixed:
@@ -2836,13 +2828,13 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
                     waiting: list[int], head: int, swapped: list[int]) -> tuple[StepPlan, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """`Scheduler._preempt` of a run's tick's victims (recompute: the core's pre-emptions), made in the run: the arrays
     are given the victims as they are at that tick (a running prefill's computed tokens `prefills`; a decoder's context
-    `dec_ctx` and its emitted count, as the write-back writes a decoder's; the blocks each held), the state's queue is
-    the run's `waiting[head:]`, which takes the requeued victims back, and its swapped queue the run's `swapped`, which
-    takes those it swaps out (swap: `Scheduler.swaps_out`; their blocks go to host memory, `BlockManager.swap_out`).
+    `dec_ctx` and its emitted count, as the write-back writes a decoder's; the blocks each held), and the queues it
+    puts them in are the run's lists: `waiting[head:]` takes the requeued victims back, `swapped` those it swaps out
+    (swap: `Scheduler.swaps_out`; their blocks go to host memory, `BlockManager.swap_out`).
     Returns its plan (the victims it pre-empted, for PREEMPTED, those it swapped out and the blocks they moved) and
     (victims, computed, emitted) as it left them (the write-back, which writes the run's first tokens and
     progress over them, puts these back). The other arrays it writes (recompute target, counts, status, the victims'
-    blocks) the write-back does not touch, and it overwrites the state's running list, queue and free blocks."""
+    blocks) the write-back does not touch, and it overwrites the state's running list, queues and free blocks."""
     st = engine.st
     ids = np.array(victims, dtype=np.int64)
     computed, emitted, prompt = st.computed, st.emitted, st.prompt
@@ -2854,16 +2846,10 @@ def _preempt_in_run(engine, victims: list[int], held: list[int], prefills: dict[
     kv_held = engine.kv.held
     for r, h in zip(victims, held):
         kv_held[r] = h
-    # (`np.fromiter` with its count: `np.array` of a list first discovers its shape and type, ~2x the instructions)
-    st.waiting_keys = np.fromiter(waiting[head:], np.int64, len(waiting) - head)
-    swaps = engine.sched.use_swap  # (without swap nothing is ever swapped: both queues stay empty)
-    if swaps:
-        st.swapped_keys = np.fromiter(swapped, np.int64, len(swapped))
     plan = StepPlan()
-    engine.sched._preempt(st, ids, plan)
-    waiting[head:] = st.waiting_keys.tolist()  # (in place: the steps read the same lists)
-    if swaps:
-        swapped[:] = st.swapped_keys.tolist()
+    # (the victims join the run's lists in place, which the steps read: the state's arrays, which the write-back
+    # overwrites, are not asked; converting ~135 keys there and back cost 71-85k instructions a pre-emption, session 52)
+    engine.sched._preempt(st, ids, plan, (waiting, head, swapped))
     return plan, (ids, computed[ids], emitted[ids])
 
 

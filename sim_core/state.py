@@ -16,6 +16,7 @@ queue is in (class, entry) order rather than key order: each request enters at i
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -121,9 +122,29 @@ class SimState:
             else:  # (new keys at one place keep their given order)
                 self.waiting_keys = insert_sorted(keys, new, keys.searchsorted(self.class_end(new)))
 
+    def push_waiting_into(self, queue: list[int], head: int, ids: list[int]) -> None:
+        """`push_waiting` of these requests (in the order given) into the waiting queue held as a list of keys,
+        `queue[head:]` (the scalar core's run's, `fastpath.run_ticks`), in place: each key where `join_queue` puts it,
+        one after another. The same places as the array's: the keys are unique, so a key put by key goes where the
+        merge puts it, and with requeue append a key of a class no later than the next one's lies before that one's
+        class end, so later keys of a class follow earlier ones, as the stable sort by class leaves them (tests:
+        test_state.py)."""
+        status, order_key = self.status, self.order_key
+        class_end = self.class_end if self.requeue_appends else None
+        for r in ids:
+            status[r] = Status.WAITING
+            join_queue(queue, order_key.item(r), head, class_end)
+
     def push_swapped(self, ids: IntArray) -> None:
         self.status[ids] = Status.SWAPPED
         self.swapped_keys = self._insert(self.swapped_keys, self.order_key[ids])
+
+    def push_swapped_into(self, queue: list[int], ids: list[int]) -> None:
+        """`push_swapped` into the swapped queue held as a list of keys (the scalar core's run's), in place: by key."""
+        status, order_key = self.status, self.order_key
+        for r in ids:
+            status[r] = Status.SWAPPED
+            bisect.insort(queue, order_key.item(r))
 
     def admit_arrivals(self, upto_s: float | None = None) -> int:
         """Move requests that have arrived by now (or by `upto_s`) into the waiting queue; returns how many."""
@@ -158,3 +179,14 @@ class SimState:
     @property
     def is_done(self) -> bool:
         return self.num_finished == self.num_requests
+
+
+def join_queue(queue: list[int], key: int, head: int, class_end=None) -> None:
+    """A request of this queue key joins the waiting queue held as a list of keys, `queue[head:]`, in place, where
+    `SimState.push_waiting` puts it: by key, or with requeue append (`class_end`: `SimState.class_end`) before the
+    first key of a later class, behind every request of its class waiting. (The list form: the scalar core's run
+    keeps its queue as a list, `fastpath.run_ticks`; its arrivals join here and its victims by `push_waiting_into`.)"""
+    if class_end is None:
+        bisect.insort(queue, key, lo=head)
+    else:
+        queue.insert(bisect.bisect_left(queue, class_end(key), head), key)

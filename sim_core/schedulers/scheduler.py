@@ -541,7 +541,11 @@ class Scheduler:
             out.append(swaps)
         return out
 
-    def _preempt(self, st: SimState, victims: IntArray, plan: StepPlan) -> None:
+    def _preempt(self, st: SimState, victims: IntArray, plan: StepPlan, queues: tuple[list, int, list] | None = None) -> None:
+        """Pre-empt these victims (in this order): each swaps out (`swaps_out`) or is recomputed, and joins the swapped
+        or the waiting queue. `queues`: (waiting, head, swapped), the queues held as lists of keys (`waiting[head:]`:
+        the scalar core's run's, `fastpath._preempt_in_run`), which the victims join in place
+        (`SimState.push_waiting_into`, `push_swapped_into`) instead of the state's arrays."""
         # (The per-victim writes go element by element on Python ints: a pre-emption has one victim or a few, and a
         # fancy-indexed read-modify-write or a list made an array costs ~10x an element's write; session 51, pre51b.)
         kv = self.kv
@@ -560,7 +564,10 @@ class Scheduler:
         self._token_full = False  # (a smaller batch: SGLang's retract clears batch_is_full)
         if swapped:
             out = np.array(swapped, dtype=np.int64)
-            st.push_swapped(out)
+            if queues is None:
+                st.push_swapped(out)
+            else:
+                st.push_swapped_into(queues[2], swapped)
             plan.swapped_out_idx = np.concatenate([plan.swapped_out_idx, out]) if plan.swapped_out_idx.size else out
         if dropped:
             d = np.array(dropped, dtype=np.int64)
@@ -576,7 +583,10 @@ class Scheduler:
                 target[r] = p + emitted.item(r)
                 computed[r] = 0
             plan.preempted_idx = np.concatenate([plan.preempted_idx, d]) if plan.preempted_idx.size else d
-            st.push_waiting(d)
+            if queues is None:
+                st.push_waiting(d)
+            else:  # (the core's queue, ~135 keys under hard pressure, to an array and back: 71-85k instructions, session 52)
+                st.push_waiting_into(queues[0], queues[1], dropped)
 
     def _budget_tokens(self, st: SimState, idx: IntArray, chunks: IntArray) -> int:
         """Budget tokens of these prefill chunks (before they run): their positions; with n > 1 samples a recompute

@@ -974,9 +974,11 @@ def test_sglang_appends_a_retracted_request_behind_the_waiting_ones_where_vllm_p
         eng = Engine(_sglang_requeue(where, coalesce))
         st, preempt, seen = eng.st, eng.sched._preempt, []
 
-        def preempt_and_look(state, ids, plan):  # the queue as the requeue leaves it, on whichever executor calls it
-            preempt(state, ids, plan)  # (the scalar core's run goes on past it: `fastpath._preempt_in_run`)
-            seen.append((np.asarray(ids).tolist(), state.key_to_id(state.waiting_keys).tolist()))
+        def preempt_and_look(state, ids, plan, queues=None):  # the queue as the requeue leaves it, on whichever executor
+            # calls it (the scalar core's run goes on past it with its queue as a list, `fastpath._preempt_in_run`)
+            preempt(state, ids, plan, queues)
+            keys = state.waiting_keys if queues is None else np.array(queues[0][queues[1] :], dtype=np.int64)
+            seen.append((np.asarray(ids).tolist(), state.key_to_id(keys).tolist()))
 
         eng.sched._preempt = preempt_and_look
         while not seen:
@@ -1138,11 +1140,11 @@ _RULES = [("engine-vllm-v1", "last_admitted"), ("engine-article-priority", "last
           ("engine-vllm-v1", "latest_arrival")]  # fmt: skip
 
 
-def _engine_of(base: str, rule: str, n: int = 1):
+def _engine_of(base: str, rule: str, n: int = 1, **overrides):
     from sim_core.engine import Engine
 
     eng = Engine(trace_config([100 + 37 * i for i in range(8)], [50] * 8, priorities=[i % 3 for i in range(8)], base=base,
-                              scheduler__preemption_victim=rule, workload__num_samples=n))  # fmt: skip
+                              scheduler__preemption_victim=rule, workload__num_samples=n, **overrides))  # fmt: skip
     st = eng.st
     for k in range(8):
         st.add_request(k, 0.0, int(st.prompt[k]), int(st.output[k]), int(st.priority[k]))
@@ -1213,3 +1215,49 @@ def test_preempt_element_by_element_writes_what_the_arrays_wrote(n, data):
         assert np.array_equal(getattr(st, name), getattr(ref.st, name)), name
     assert np.array_equal(kv.held, ref.kv.held) and kv.num_free == ref.kv.num_free
     assert np.array_equal(plan.preempted_idx, ref_plan.preempted_idx)
+
+
+@pytest.mark.parametrize("base", ["engine-vllm-v1", "engine-vllm-v0-swap", "engine-sglang"])
+@given(data=hst.data())
+def test_preempt_into_lists_of_keys_leaves_what_it_leaves_in_the_arrays(base, data):
+    """`_preempt` with the queues given as lists (`queues`: the scalar core's run's, `fastpath._preempt_in_run`) against
+    `_preempt` into the state's arrays: the run's `waiting[head:]` and `swapped` hold the arrays' keys after it (by key,
+    or with requeue append at the class's end; victims swapped while host blocks last, recomputed after), the keys
+    before `head` untouched, every array it writes and the plan the same, and the state's own queues not read or
+    written."""
+    import copy
+
+    from sim_core.schedulers.plan import StepPlan
+
+    order = data.draw(hst.sampled_from(["fcfs", "priority", "shortest_prompt_first"]))
+    requeue = data.draw(hst.sampled_from(["by_key", "append"]))
+    eng = _engine_of(base, "last_admitted", data.draw(hst.sampled_from([1, 2])), scheduler__queue_order=order,
+                     scheduler__preemption_requeue=requeue)  # fmt: skip
+    st, kv = eng.st, eng.kv
+    perm = data.draw(hst.permutations(range(8)))
+    k = data.draw(hst.integers(1, 7))
+    st.running = np.array(perm[:k], dtype=np.int64)
+    st.push_waiting(np.array(perm[k:], dtype=np.int64))
+    st.computed[:] = data.draw(hst.lists(hst.integers(0, 400), min_size=8, max_size=8))
+    st.emitted[:] = data.draw(hst.lists(hst.integers(0, 40), min_size=8, max_size=8))
+    kv.held[st.running] = kv.blocks_for(st.computed[st.running], st.prompt[st.running])
+    kv.num_free = kv.num_blocks - int(kv.held.sum())
+    if eng.sched.use_swap:  # (room for some victims' blocks or none: the rest are recomputed)
+        kv.num_host_free = data.draw(hst.integers(0, int(kv.held.sum())))
+    victims = np.array(data.draw(hst.lists(hst.sampled_from(perm[:k]), min_size=1, max_size=4, unique=True)), dtype=np.int64)
+    ref = copy.deepcopy(eng)
+    head = data.draw(hst.integers(0, 3))
+    waiting, swapped = [-1] * head + st.waiting_keys.tolist(), st.swapped_keys.tolist()
+    keys_before = st.waiting_keys.copy()
+    plan, ref_plan = StepPlan(), StepPlan()
+    eng.sched._preempt(st, victims, plan, (waiting, head, swapped))
+    ref.sched._preempt(ref.st, victims, ref_plan)
+    assert waiting[head:] == ref.st.waiting_keys.tolist() and waiting[:head] == [-1] * head
+    assert swapped == ref.st.swapped_keys.tolist()
+    assert np.array_equal(st.waiting_keys, keys_before) and not st.swapped_keys.size
+    for name in ("running", "computed", "prefill_target", "num_recomputed", "num_preemptions", "status"):
+        assert np.array_equal(getattr(st, name), getattr(ref.st, name)), name
+    assert np.array_equal(kv.held, ref.kv.held) and kv.num_free == ref.kv.num_free
+    assert np.array_equal(kv.host_held, ref.kv.host_held) and kv.num_host_free == ref.kv.num_host_free
+    assert np.array_equal(plan.preempted_idx, ref_plan.preempted_idx) and plan.swap_blocks == ref_plan.swap_blocks
+    assert np.array_equal(plan.swapped_out_idx, ref_plan.swapped_out_idx)
