@@ -140,11 +140,12 @@ class SimState:
         self.swapped_keys = self._insert(self.swapped_keys, self.order_key[ids])
 
     def push_swapped_into(self, queue: list[int], ids: list[int]) -> None:
-        """`push_swapped` into the swapped queue held as a list of keys (the scalar core's run's), in place: by key."""
+        """`push_swapped` into the swapped queue held as a list of keys (the scalar core's run's), in place: by key
+        (`join_queue` without requeue append: the swapped queue is always in key order)."""
         status, order_key = self.status, self.order_key
         for r in ids:
             status[r] = Status.SWAPPED
-            bisect.insort(queue, order_key.item(r))
+            join_queue(queue, order_key.item(r), 0)
 
     def admit_arrivals(self, upto_s: float | None = None) -> int:
         """Move requests that have arrived by now (or by `upto_s`) into the waiting queue; returns how many."""
