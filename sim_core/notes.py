@@ -4,15 +4,41 @@ and shown under the Simulate page's headline (as text, never markdown)."""
 from __future__ import annotations
 
 from sim_core.costmodel import memory_notes
+from sim_core.config import SimConfig
 from sim_core.result import SimResult
 
 
+# vLLM V0 (SchedulerConfig): without chunked prefill the budget defaults to max(max_model_len, this) tokens
+VLLM_V0_MIN_BATCHED_TOKENS = 2048
+# vLLM V0 (EngineArgs): above this context, chunked prefill is turned on when the command line leaves it unset
+VLLM_V0_LONG_CONTEXT_TOKENS = 32768
+
+
+def budget_notes(cfg: SimConfig) -> list[str]:
+    """vLLM V0 refuses to start without chunked prefill when one prompt cannot fit one step's token budget
+    (SchedulerConfig._verify_args: "max_num_batched_tokens (...) is smaller than max_model_len (...)"); the simulation
+    runs the workload it is given. Asked of the engines fitted as vLLM V0 (calibration profile `vllm-v0`): the
+    article's hypothetical schedulers share vLLM's memory rule but are not vLLM."""
+    sch, max_len = cfg.scheduler, cfg.model.max_model_len
+    if cfg.calibration.profile != "vllm-v0" or sch.enable_chunked_prefill or sch.max_num_batched_tokens >= max_len:
+        return []
+    default = max(max_len, VLLM_V0_MIN_BATCHED_TOKENS)
+    fix = (f"left unset, vLLM V0 turns chunked prefill on at a context over {VLLM_V0_LONG_CONTEXT_TOKENS:,} tokens"
+           if max_len > VLLM_V0_LONG_CONTEXT_TOKENS else
+           f"its default here is {default:,} (max(max_model_len, {VLLM_V0_MIN_BATCHED_TOKENS:,})), whose activation "
+           "profile takes more memory from the KV cache")
+    return [f"vLLM V0 would refuse to start this configuration: with chunked prefill off, "
+            f"scheduler.max_num_batched_tokens ({sch.max_num_batched_tokens:,}) is smaller than model.max_model_len "
+            f"({max_len:,}); {fix}. The run simulates this configuration anyway."]
+
+
 def run_notes(res: SimResult) -> list[str]:
-    """The memory plan's notes of every engine (a deployment's once per pool), then the router's."""
+    """The memory plan's and the token budget's notes of every engine (a deployment's once per pool), then the
+    router's."""
     parts = [(x.role, x.result) for x in getattr(res, "instances", ())] or [(None, res)]
     notes: list[str] = []
     for role, part in parts:
-        for note in memory_notes(part.config, part.memory):
+        for note in memory_notes(part.config, part.memory) + budget_notes(part.config):
             text = note if role is None else f"{role} instances: {note}"
             if text not in notes:
                 notes.append(text)

@@ -1,6 +1,7 @@
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -43,6 +44,18 @@ def test_the_summary_names_the_arrivals_its_steady_window_excludes(capsys, monke
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "steady state" in x)
     assert "requests 4-17 by arrival (first 20 % and last 10 % excluded;" in line
+
+
+def test_the_steady_line_reads_goodput_as_a_share_of_the_offered_rate(capsys):
+    # It printed "served 7.96 req/s, ... goodput 8.49 req/s": goodput counts the window's arrivals that meet both SLOs,
+    # completions count by the time they end, so goodput read as more than what was served. It now names goodput right
+    # after the offered rate it is a share of, and the completions as completed.
+    assert main(["run", "chat-h100-llama8b"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "steady state" in x)
+    offered, goodput, share = re.search(r"offered ([\d.]+) req/s, goodput ([\d.]+) req/s \((\d+)% of them meet both\), "
+                                        r"completed [\d.]+ req/s", line).groups()
+    assert float(goodput) == pytest.approx(float(offered) * int(share) / 100, abs=0.01)
+    assert "served" not in line
 
 
 def test_out_writes_config_and_csvs(tmp_path, capsys):
