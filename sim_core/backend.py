@@ -295,12 +295,20 @@ class _CachedTask:
         cache = PointCache(Path(self.cache_dir), self.cache_bytes, self.fingerprint) if self.cache_dir else None
         key = f"{self.tag}\n{cfg_json}" if self.tag else cfg_json
         hit = cache.get(key) if cache else None
-        if hit is not None:
-            return hit
+        if hit is not None and _is_json_object(hit):  # (else damaged outside the cache, whose writes are atomic: a
+            return hit  # miss, computed again and written over it; it crashed `capacity` with a JSONDecodeError)
         payload = self.fn(cfg_json)
         if cache and not is_load_dependent_stop(payload):  # a busy minute must not fail this point for good
             cache.put(key, payload)
         return payload
+
+
+def _is_json_object(text: str) -> bool:
+    """Whether a cached payload reads as the JSON object every cached function writes."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def cached_map(

@@ -21,7 +21,7 @@ from sim_core.engine import run_simulation
 from sim_core.inputs import BracketTextError, InputError, did_you_mean, printable, value_from_text
 from sim_core.metrics import no_value_reason, steady_exclusion_text
 from sim_core.notes import run_notes
-from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data
+from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data, with_engine_data
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 from sim_core.words import counted
@@ -48,6 +48,12 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
             raise PresetError(f"{err}, e.g. --set '{key.strip()}=\"...\"'") from None
         except InputError as err:
             raise PresetError(str(err)) from None
+        if key.strip() == "engine":  # (an engine preset is several sections at once, as a scenario's "engine" field)
+            if not isinstance(value, str):
+                raise PresetError(f"--set engine expects an engine preset's name, got {printable(raw)!r}; engines: "
+                                  f"{', '.join(list_presets('engines'))}")
+            data = with_engine_data(data, value)
+            continue
         try:
             set_dotted(data, key.strip(), value)
         except NotAField as err:
@@ -57,7 +63,8 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
             if err.is_section:
                 raise PresetError(f"--set {key!r}: {err.part!r} is not a section of the config") from None
             raise PresetError(f"--set {key!r}: unknown field {err.part!r}{did_you_mean(err.part, err.fields)}; "
-                              f"fields here: {', '.join(err.fields)}") from None
+                              f"fields here: {', '.join(err.fields)}"
+                              + ("; or engine=NAME, an engine preset" if "." not in key.strip() else "")) from None
     return data
 
 

@@ -150,6 +150,42 @@ def config_with(cfg: SimConfig, update: Mapping[str, Any], source: str = "config
     return config_from_dict(data, source)
 
 
+def profile_values(name: str) -> dict[str, Any]:
+    """A calibration profile's values ('default' = the config model's defaults)."""
+    if name == "default":
+        return SimConfig().calibration.model_dump(mode="python")
+    data = read_preset_data("calibration", name)
+    data.pop("description", None)
+    return data
+
+
+def with_engine_data(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """A config dict with engine preset `name` in it: its scheduler whole, its KV-cache settings over the config's
+    (the memory size, dtype and swap space stay), and its family's calibration profile. What choosing an engine does
+    in the sidebar and `--set engine=NAME` on the command line."""
+    preset = read_preset_data("engines", name)
+    out = dict(data)
+    out["scheduler"] = preset["scheduler"]
+    out["kv_cache"] = dict(data.get("kv_cache") or {}) | preset.get("kv_cache", {})
+    if "calibration" in preset:
+        out["calibration"] = profile_values(preset["calibration"])
+    return out
+
+
+def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
+    """Replace one part of the config by a preset: hardware (keeping the GPU count), model, workload or engine."""
+    data = cfg.model_dump(mode="python")
+    if family == "engines":
+        data = with_engine_data(data, name)
+    else:
+        preset = read_preset_data(family, name)
+        preset.pop("description", None)
+        key = {"hardware": "hardware", "models": "model", "workloads": "workload"}[family]
+        keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" else {}
+        data[key] = preset | keep
+    return config_from_dict(data, f"{family[:-1]} preset {name!r}")
+
+
 def config_from_json(text: str | bytes, source: str = "config") -> SimConfig:
     """Validate JSON text (a UTF-8 byte-order mark is fine; deep nesting is refused, not recursed into)."""
     if len(text) > MAX_CONFIG_FILE_BYTES:

@@ -61,7 +61,7 @@ SATURATION_KEY = "sw.saturation"
 
 
 def _with_engine(cfg: SimConfig, engine: str) -> SimConfig:
-    from app.components.config_form import apply_part
+    from sim_core.presets import apply_part
 
     return apply_part(cfg, "engines", engine)
 

@@ -14,7 +14,7 @@ import streamlit as st
 
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_bounds, field_info, tp_degrees_allowed
-from sim_core.presets import list_presets, read_preset_data
+from sim_core.presets import list_presets, profile_values
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -278,15 +278,6 @@ def tp_options(base: tuple[int, ...], current: int | None, cfg: SimConfig) -> li
     return sorted({t for t in base if t in ok} | ({int(current)} if current is not None else set()))
 
 
-def profile_values(name: str) -> dict[str, Any]:
-    """A calibration profile's values ('default' = the config model's defaults)."""
-    if name == "default":
-        return SimConfig().calibration.model_dump(mode="python")
-    data = read_preset_data("calibration", name)
-    data.pop("description", None)
-    return data
-
-
 def _load_profile() -> None:
     """Selecting a profile writes its values into the calibration widgets (the user may edit them after)."""
     name = st.session_state.get(widget_key(PROFILE_PATH))
@@ -433,20 +424,3 @@ def collect(base: SimConfig, extra: dict[str, Any] | None = None) -> tuple[SimCo
     new = base if new == base else new
     st.session_state[COLLECT_KEY] = (new, values, (new, None))
     return new, None
-
-
-def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
-    """Replace one part of the config by a preset: hardware, model, workload or engine."""
-    data = cfg.model_dump(mode="python")
-    preset = read_preset_data(family, name)
-    preset.pop("description", None)
-    if family == "engines":
-        data["scheduler"] = preset["scheduler"]
-        data["kv_cache"] = data["kv_cache"] | preset.get("kv_cache", {})
-        if "calibration" in preset:  # the engine family's calibration profile
-            data["calibration"] = profile_values(preset["calibration"])
-    else:
-        key = {"hardware": "hardware", "models": "model", "workloads": "workload"}[family]
-        keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" else {}
-        data[key] = preset | keep
-    return config_from_dict(data, f"{family[:-1]} preset {name!r}")

@@ -9,7 +9,7 @@ from app.components import runner, uploads
 from app.components.text import plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY, derived, remember
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.presets import MAX_CONFIG_FILE_BYTES, describe_preset, read_preset_data
+from sim_core.presets import MAX_CONFIG_FILE_BYTES, apply_part, describe_preset, read_preset_data
 from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions
 from sim_core.words import counted
 
@@ -40,7 +40,7 @@ def _on_part(family: str) -> None:
     name = st.session_state.get(key)
     if name:
         try:
-            _set_config(form.apply_part(st.session_state[CFG_KEY], family, name), None)
+            _set_config(apply_part(st.session_state[CFG_KEY], family, name), None)
         except PresetError as err:
             st.session_state["ui.part_error"] = str(err)
         st.session_state[key] = None
@@ -120,7 +120,7 @@ def _scheduler_label(cfg: SimConfig) -> str:
         data = read_preset_data("engines", name)
         if data.get("scheduler", {}).get("name") == cfg.scheduler.name:
             try:
-                same = form.apply_part(cfg, "engines", name).scheduler == cfg.scheduler
+                same = apply_part(cfg, "engines", name).scheduler == cfg.scheduler
             except PresetError:
                 same = False
             return cfg.scheduler.name if same else f"custom (from {cfg.scheduler.name})"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.components.config_form import apply_part
+from sim_core.presets import apply_part
 from app.components.setup_notes import calibration_difference
 from sim_core.presets import DEFAULT_SCENARIO, load_preset
 from tests.app.test_pages import PAGES, open_page

@@ -89,6 +89,19 @@ def test_an_interrupted_search_resumes_from_the_cache(tmp_path):
     assert len(list(tmp_path.glob("*/*.json"))) == 3
 
 
+@pytest.mark.parametrize("damage", ["garbage", "", "[1, 2]", "null", "\x00\xff"])
+def test_a_damaged_cache_entry_is_a_miss_and_is_computed_again(tmp_path, damage):
+    # a cache entry overwritten from outside (disk damage, a hand edit) crashed `capacity` with a JSONDecodeError
+    # from decode_point; it is now a miss: the point is computed again and the entry rewritten
+    cache = PointCache(tmp_path)
+    cfg = _small()
+    (want, _), = run_points([cfg], LocalBackend(1), cache)
+    (entry,) = tmp_path.glob("*/*.json")
+    entry.write_text(damage, encoding="latin-1")
+    (again, err), = run_points([cfg], LocalBackend(1), cache)
+    assert err is None and again == want and json.loads(entry.read_text())["summary"]
+
+
 def test_cache_stays_within_its_byte_bound(tmp_path):
     one = len(simulate_point(_small().model_dump_json()))
     cache = PointCache(tmp_path, max_bytes=int(2.5 * one))

@@ -76,6 +76,42 @@ def test_bad_value_exits_2_with_field_value_and_range(capsys):
     assert "scheduler.max_num_seqs = 0" in err and ">= 1" in err and "Traceback" not in err
 
 
+def test_set_engine_applies_an_engine_preset_as_a_scenario_names_one():
+    # `--set engine=sglang` was "unknown field 'engine'" although scenario files and config files take "engine": comparing
+    # engines from the command line needed a hand-written file. It now does what the sidebar's engine choice does
+    # (sim_core.presets.with_engine_data), and later --set values still apply over it.
+    from sim_core.cli import apply_overrides
+    from sim_core.presets import load_preset
+
+    chat = load_preset("chat-h100-llama8b")
+    by_set = apply_overrides(chat, ["engine=sglang"])
+    named = load_preset("chat-h100-llama8b-sglang")  # the same traffic with "engine": "sglang" in its file
+    assert by_set.model_dump(exclude={"name", "description"}) == named.model_dump(exclude={"name", "description"})
+    assert by_set.calibration.profile == "sglang" and by_set.scheduler.admission == "new_token_ratio"
+    after = apply_overrides(chat, ["engine=sglang", "scheduler.max_num_seqs=64"])
+    assert after.scheduler.max_num_seqs == 64 and after.scheduler.admission == "new_token_ratio"
+    before = apply_overrides(chat, ["scheduler.max_num_seqs=64", "engine=sglang"])  # (the engine's scheduler, whole)
+    assert before.scheduler == by_set.scheduler
+
+
+@given(name=hs.text(min_size=1, max_size=20))
+def test_set_engine_with_anything_but_an_engine_name_exits_2_naming_the_engines(name):
+    import contextlib
+    import io
+
+    from sim_core.presets import list_presets
+
+    if name in list_presets("engines"):
+        return
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["run", "chat-h100-llama8b", "--set", f"engine={name}", "--set", "workload.num_requests=2"]) == 2
+    text = err.getvalue()
+    assert "engine" in text and "Traceback" not in text
+    # (the engines listed; text that starts with { or [ is read as JSON first, and told how to quote it)
+    assert "vllm-v1" in text or ("not valid JSON" in text and "engine=" in text)
+
+
 def test_a_memory_efficiency_past_the_datasheet_exits_2_naming_both_fields(capsys):
     # on an H100 (hbm_efficiency_scale 1.0695) memory_efficiency 0.99 would stream HBM at 1.06 x the datasheet
     assert main(["run", "chat-h100-llama8b", "--set", "calibration.memory_efficiency=0.99"]) == 2
