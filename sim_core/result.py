@@ -227,8 +227,8 @@ class Summary(_Metrics):
     gpu_busy_fraction: float
     prefill_time_fraction: float
     mean_batch_size: float
-    mfu_mean: float
-    mbu_mean: float
+    mfu_mean: float  # over the busy time: FLOPs / busy seconds / the GEMMs' peak FLOP/s (per GPU; NaN: no busy tick)
+    mbu_mean: float  # over the busy time: HBM bytes / busy seconds / the datasheet bandwidth
     kv_peak_usage: float
     kv_num_blocks: int
     kv_capacity_tokens: int

@@ -298,7 +298,7 @@ def _roofline_tab(res: SimResult) -> None:
     st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. The more prompt tokens a tick computes (prefill and "
                "mixed ticks), the further right it sits, up to the ridge and past it (compute-bound); decode-only ticks sit "
                f"far left (memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
-               f"ticks; mean MFU {util(res.summary.mfu_mean)}, MBU {util(res.summary.mbu_mean)} (Glossary).")  # fmt: skip
+               f"ticks; MFU {util(res.summary.mfu_mean)} and MBU {util(res.summary.mbu_mean)} over the busy time (Glossary).")  # fmt: skip
     _show(charts.roofline_figure(res), "chart.roof")
 
 

@@ -157,12 +157,12 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
                  if x.engine.first_by_decode]  # fmt: skip
     s = summarize(cfg, req, tl, itl, first.memory, num_swaps, stopped, events=events,
                   first_by_decode=np.concatenate(by_decode) if by_decode else None)
-    busy_gpu_s = sum(float(p.result.timeline.duration_s[p.result.timeline.phase != Phase.IDLE].sum()) * p.num_gpus
-                     for p in parts)  # fmt: skip
-    ticks = [p.result.summary.num_ticks for p in parts]
-    # (no busy tick anywhere: NaN, as one engine's mean over no ticks, not 0: a run stopped before its first tick)
-    weighted = lambda name: (sum(getattr(p.result.summary, name) * n for p, n in zip(parts, ticks) if n)  # noqa: E731
-                             / sum(ticks) if sum(ticks) else float("nan"))  # fmt: skip
+    # MFU and MBU over the deployment's busy GPU time: each instance's (over its own busy time, per GPU, at its own
+    # GPU's peaks) weighted by its busy GPU-seconds. (No busy tick anywhere: NaN, as one engine's, not 0.)
+    gpu_s = [float(p.result.timeline.duration_s[p.result.timeline.phase != Phase.IDLE].sum()) * p.num_gpus for p in parts]
+    busy_gpu_s = sum(gpu_s)
+    weighted = lambda name: (sum(getattr(p.result.summary, name) * w for p, w in zip(parts, gpu_s) if w > 0)  # noqa: E731
+                             / busy_gpu_s if busy_gpu_s > 0 else float("nan"))  # fmt: skip
     return s.model_copy(update={
         "gpu_busy_fraction": busy_gpu_s / (cfg.num_gpus_total * s.makespan_s) if tl.num_ticks else 0.0,
         "mfu_mean": weighted("mfu_mean"), "mbu_mean": weighted("mbu_mean"),

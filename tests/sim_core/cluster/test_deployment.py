@@ -431,8 +431,13 @@ def test_the_ticks_table_divides_each_instances_ticks_by_its_own_gpus_peaks():
     assert len(peaks) == 2  # (the case in question: the pools' GEMMs run under different peaks)
     for x in res.instances:
         mine = ticks[(ticks["instance"] == x.name) & (ticks["phase"] != "idle")]
-        assert mine["mfu"].mean() == pytest.approx(x.result.summary.mfu_mean)
-        assert mine["mbu"].mean() == pytest.approx(x.result.summary.mbu_mean)
+        w = mine["duration_s"]  # (a run's MFU and MBU are over its busy time)
+        assert np.average(mine["mfu"], weights=w) == pytest.approx(x.result.summary.mfu_mean)
+        assert np.average(mine["mbu"], weights=w) == pytest.approx(x.result.summary.mbu_mean)
+    # the deployment's: each instance's weighted by its busy GPU-seconds
+    gpu_s = [x.result.timeline.duration_s[x.result.timeline.phase != 0].sum() * x.num_gpus for x in res.instances]
+    want = sum(x.result.summary.mfu_mean * g for x, g in zip(res.instances, gpu_s)) / sum(gpu_s)
+    assert res.summary.mfu_mean == pytest.approx(want)
 
 
 def test_the_cluster_events_are_in_the_result_with_their_requests_times_and_kinds():
