@@ -161,9 +161,16 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# PlanSpec's fields as `plan` takes them: an error names the option typed, not the field ("num_results = 0" for --top 0)
+PLAN_OPTIONS = {"target_rate_per_s": "--rate", "num_results": "--top", "max_replicas": "--max-replicas",
+                "prices_usd_per_gpu_hour": "--price", "gpus": "--gpus", "tp_degrees": "--tp", "engines": "--engines",
+                "token_budgets": "--token-budgets", "max_batches": "--max-batches", "router": "--router",
+                "state_refresh_s": "--state-refresh-s", "disaggregated": "--pd", "evaluation": "--evaluation"}
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.cli import prepare_out_dir
+    from sim_core.cli import prepare_out_dir, remove_stale_outputs
     from sim_core.planner import PlanSpec, default_router, default_state_refresh_s, plan, router_note
 
     cfg = _load(args)
@@ -190,7 +197,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     try:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
-        raise PresetError(format_validation_error(err, "plan", PlanSpec)) from None
+        raise PresetError(format_validation_error(err, "plan", PlanSpec, names=PLAN_OPTIONS)) from None
     if args.out:  # before the search (an existing file as --out was a traceback after the whole plan had run)
         prepare_out_dir(Path(args.out))
     import time
@@ -234,6 +241,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             (out / "plan.json").write_text(json.dumps(result.table(), indent=2) + "\n")
             for i, row in enumerate(result.rows):
                 (out / f"config-{i + 1}.json").write_text(row.config.model_dump_json(indent=2) + "\n")
+            # (an earlier, longer plan's config-N.json beyond this one's rows went on reading as part of this plan)
+            remove_stale_outputs(out, {"plan.json"} | {f"config-{i + 1}.json" for i in range(len(result.rows))},
+                                 (r"plan\.json", r"config-\d+\.json"))  # fmt: skip
         except OSError as err:
             raise PresetError(f"cannot write to --out {printable(args.out)!r}: {err.strerror}") from None
         print(f"  wrote {out / 'plan.json'} and each row's simulated config (config-N.json: `run` it, or open it in the app)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import signal
 import sys
 import threading
@@ -158,6 +159,23 @@ def _p99_ms(st, name: str) -> str:
     return f"n/a ({no_value_reason(name, st.num_finished)})" if math.isnan(v) else f"{v * 1e3:,.1f} ms"
 
 
+def remove_stale_outputs(out: Path, written: set[str], patterns: tuple[str, ...]) -> list[str]:
+    """After a command wrote `written` into `out`, remove the files of its own kind (names matching `patterns`, regular
+    expressions) that an earlier run
+    left there and this one did not write: a deployment's instances.csv next to a single engine's files, a longer
+    plan's config-5.json next to a shorter one's. Only after the new files are written (a run that fails leaves the
+    old ones whole), and only names this command writes. Returns the names removed."""
+    removed = []
+    for path in sorted(out.iterdir()):
+        if path.name not in written and path.is_file() and any(re.fullmatch(p, path.name) for p in patterns):
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
+RUN_OUTPUTS = ("config.json", "summary.json", "requests.csv", "ticks.csv", "instances.csv")
+
+
 def write_outputs(res: SimResult, out: Path) -> None:
     prepare_out_dir(out)
     (out / "config.json").write_text(res.config.model_dump_json(indent=2) + "\n")
@@ -171,6 +189,8 @@ def write_outputs(res: SimResult, out: Path) -> None:
         from sim_core.cluster.report import instance_rows
 
         pd.DataFrame(instance_rows(res)).to_csv(out / "instances.csv", index=False)
+    remove_stale_outputs(out, set(RUN_OUTPUTS[:4]) | ({"instances.csv"} if getattr(res, "instances", None) else set()),
+                         tuple(re.escape(name) for name in RUN_OUTPUTS))  # fmt: skip
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
@@ -142,15 +142,19 @@ class PlanSpec(BaseModel):
         for what in ("tp_degrees", "token_budgets", "max_batches"):
             if not getattr(self, what):
                 raise ValueError(f"{what}: give at least one value")
-        for what, names, family in (("gpus", self.gpus, "hardware"), ("engines", self.engines, "engines"),
-                                    ("prices_usd_per_gpu_hour", tuple(self.prices_usd_per_gpu_hour), "hardware")):  # fmt: skip
-            known = list_presets(family)
-            unknown = [n for n in names if n not in known]
-            if unknown:
-                named = ", ".join(repr(n) + did_you_mean(n, known) for n in unknown)  # ('h100': 'h100-sxm')
-                raise ValueError(f"{what}: unknown {FAMILY_NOUNS[family]} preset(s) {named}; "
-                                 f"available: {', '.join(known)}")  # fmt: skip
         return self
+
+    @field_validator("gpus", "engines", "prices_usd_per_gpu_hour")
+    @classmethod
+    def _known_names(cls, value: Any, info: ValidationInfo) -> Any:
+        # (a field's own check, so that an error is named by its field: `plan` names the option it came from, --gpus)
+        family = "engines" if info.field_name == "engines" else "hardware"
+        known = list_presets(family)
+        unknown = [n for n in (value or ()) if n not in known]
+        if unknown:
+            named = ", ".join(repr(n) + did_you_mean(n, known) for n in unknown)  # ('h100': 'h100-sxm')
+            raise ValueError(f"unknown {FAMILY_NOUNS[family]} preset(s) {named}; available: {', '.join(known)}")
+        return value
 
     def describe_evaluation(self) -> str:
         """How candidates were simulated, in words (CLI and page)."""
@@ -706,7 +710,8 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:
-        raise PresetError(f"no price for GPU preset(s) {', '.join(unknown)}: give one (USD per GPU-hour)")
+        raise PresetError(f"no price for GPU preset(s) {', '.join(unknown)}: give one (USD per GPU-hour), e.g. "
+                          f"--price {unknown[0]}=2.5 on the command line (prices_usd_per_gpu_hour in Python)")
     pruned: dict[str, int] = {}
     examples: dict[str, str] = {}
 

@@ -85,7 +85,7 @@ CLAIM_METRICS: dict[str, tuple[str, str]] = {
     "spec_tokens_per_step": ("tokens per decode step", "tokens"),
     "slo_attainment": ("SLO attainment", "share"), "prefill_time_fraction": ("prefill share of the busy time", "share"),
     "prefix_hit_rate_tokens": ("prefix cache hits", "share"), "gpu_busy_fraction": ("GPU busy", "share"),
-    "mfu_mean": ("mean MFU", "share"),
+    "mfu_mean": ("MFU over the busy time", "share"),
     "num_preemptions": ("pre-emptions", "count"), "num_recomputed_tokens": ("recomputed tokens", "count"),
     "prefix_blocks_evicted": ("prefix blocks evicted", "count"), "prefill_tokens_saved": ("prefill tokens saved", "count"),
     "kv_capacity_tokens": ("KV pool", "tokens"),

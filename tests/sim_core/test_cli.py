@@ -70,6 +70,24 @@ def test_out_writes_config_and_csvs(tmp_path, capsys):
     assert first == again
 
 
+def test_out_reused_keeps_only_this_runs_files_and_what_is_not_ours(tmp_path, capsys):
+    # a deployment's instances.csv stayed beside a later single engine's files in the same --out directory
+    from sim_core.cli import remove_stale_outputs
+
+    out = tmp_path / "runs"
+    assert main(["run", "cluster-router-4xh100-llama8b", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
+    assert (out / "instances.csv").exists()
+    (out / "notes.txt").write_text("mine")  # (the user's own file: never touched)
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "notes.txt", "requests.csv", "summary.json", "ticks.csv"]
+    # the plan's rule: config-N.json beyond this plan's rows go, a config-foo.json of the user's stays
+    for name in ("plan.json", "config-1.json", "config-2.json", "config-10.json", "config-foo.json"):
+        (tmp_path / name).write_text("{}")
+    removed = remove_stale_outputs(tmp_path, {"plan.json", "config-1.json"}, (r"plan\.json", r"config-\d+\.json"))
+    assert removed == ["config-10.json", "config-2.json"]
+    assert (tmp_path / "config-foo.json").exists() and (tmp_path / "config-1.json").exists()
+
+
 def test_bad_value_exits_2_with_field_value_and_range(capsys):
     assert main(["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seqs=0"]) == 2
     err = capsys.readouterr().err
