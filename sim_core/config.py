@@ -1229,7 +1229,7 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         elif names and loc and str(loc[0]) in names:  # (an item of a listed option: "--tp item 1", not "tp_degrees.0")
             rest = loc[1:]
             path = names[str(loc[0])] + (f" item {rest[0] + 1}" if len(rest) == 1 and isinstance(rest[0], int)
-                                         else "".join(f".{x}" for x in rest))  # fmt: skip
+                                         else " " + ".".join(str(x) for x in rest))  # fmt: skip
         given = e.get("input")
         shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
         if len(shown) > 80:

@@ -527,16 +527,34 @@ def keeps_up(s: Summary) -> bool:
     return st is not None and st.requests_per_s >= KEEP_UP_FRACTION * st.arrival_rate_per_s
 
 
-def meets_objective(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> bool:
-    """The run finished, every steady-window request finished, the server kept up with the arrivals,
-    and the objective holds in the window."""
+def objective_miss(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> str | None:
+    """Why a run does not meet the capacity objective, in words, or None when it does: the run finished, every
+    steady-window request finished, the server kept up with the arrivals, and the objective holds in the window.
+    (A sweep's table says it per row: a row whose goodput and TTFT looked fine read as a contradiction of the
+    capacity under it when it had fallen behind.)"""
     st = s.steady
-    if s.stopped_reason is not None or st is None or st.num_unfinished or not keeps_up(s):
-        return False
+    if s.stopped_reason is not None:
+        return "the run stopped early"
+    if st is None:
+        return "no steady-state window"
+    if st.num_unfinished:
+        return f"{st.num_unfinished:,} window requests unfinished"
+    if not keeps_up(s):
+        return f"falls behind: completed {st.requests_per_s:,.2f} of {st.arrival_rate_per_s:,.2f} req/s offered"
     if obj.rule == "attainment":
-        return st.slo_attainment >= obj.attainment
-    ttft, tpot = getattr(st, f"ttft_p{obj.percentile}_s"), getattr(st, f"tpot_p{obj.percentile}_s")
-    return bool(ttft <= cfg.slo.ttft_s and not tpot > cfg.slo.tpot_s)  # NaN TPOT: all single-token outputs
+        return None if st.slo_attainment >= obj.attainment else f"{st.slo_attainment:.0%} meet both SLOs"
+    p = obj.percentile
+    ttft, tpot = getattr(st, f"ttft_p{p}_s"), getattr(st, f"tpot_p{p}_s")
+    if not ttft <= cfg.slo.ttft_s:
+        return f"TTFT p{p} {ttft * 1e3:,.0f} ms > {cfg.slo.ttft_s * 1e3:,.0f} ms"
+    if tpot > cfg.slo.tpot_s:  # (NaN TPOT: all single-token outputs, which meet it)
+        return f"TPOT p{p} {tpot * 1e3:,.1f} ms > {cfg.slo.tpot_s * 1e3:,.1f} ms"
+    return None
+
+
+def meets_objective(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> bool:
+    """The run meets the capacity objective (`objective_miss` says why not)."""
+    return objective_miss(s, cfg, obj) is None
 
 
 WARMUP_FILL_MULTIPLE = 2.0

@@ -89,7 +89,7 @@ def test_check_range_names_the_ends_as_the_caller_calls_them():
 
 @cases(20)
 @given(value=hs.sampled_from(["nan", "-nan", "inf", "-inf", "NaN", "1e400"]),
-       option=hs.sampled_from([("plan", "--rate", "target_rate_per_s"), ("plan", "--price", "prices_usd_per_gpu_hour.l40s"),
+       option=hs.sampled_from([("plan", "--rate", "--rate"), ("plan", "--price", "--price l40s"),
                                ("capacity", "--attainment", "attainment"), ("sweep", "--attainment", "attainment")]))  # fmt: skip
 def test_a_non_finite_plan_or_objective_number_is_named_as_not_finite(value, option):
     # NaN was refused by the upper bound: "target_rate_per_s = nan: Input should be less than or equal to 100000"

@@ -80,6 +80,33 @@ def test_default_scenario_capacity_does_not_move_with_run_length():
     assert below.num_requests >= 3.9 * steady_run_length(cfg, one.rate_per_s * 0.95)
 
 
+def test_a_miss_names_the_first_rule_the_run_breaks(capsys):
+    # a sweep row that fell behind showed goodput 13.0 req/s and TTFT p99 385 ms over a capacity of 0.94 req/s, with no
+    # word of why: `objective_miss` says it, and meets_objective is its None
+    from sim_core.sweep import objective_miss
+
+    cfg = make_config(workload__num_requests=1000, workload__arrival__rate_per_s=12.0)
+    s = run_sweep(cfg, "rate", [12.0])[0].summary
+    st = s.steady
+    obj = CapacityObjective(percentile=99)
+    assert objective_miss(s, cfg, obj) is None and meets_objective(s, cfg, obj)
+    tight = cfg.model_copy(update={"slo": cfg.slo.model_copy(update={"ttft_s": st.ttft_p99_s / 2})})
+    assert objective_miss(s, tight, obj) == f"TTFT p99 {st.ttft_p99_s * 1e3:,.0f} ms > {st.ttft_p99_s / 2 * 1e3:,.0f} ms"
+    tpot = cfg.model_copy(update={"slo": cfg.slo.model_copy(update={"tpot_s": st.tpot_p99_s / 2})})
+    assert objective_miss(s, tpot, obj).startswith("TPOT p99 ")
+    behind = s.model_copy(update={"steady": st.model_copy(update={"requests_per_s": 0.5 * st.arrival_rate_per_s})})
+    assert objective_miss(behind, cfg, obj).startswith("falls behind: completed ") and not meets_objective(behind, cfg, obj)
+    assert objective_miss(s.model_copy(update={"stopped_reason": "x"}), cfg, obj) == "the run stopped early"
+    # and the sweep's table says it per row
+    from sim_core.cli import main
+
+    assert main(["sweep", "chat-h100-llama8b", "--start", "4", "--stop", "60", "--num", "2", "--no-cache", "--workers", "1",
+                 "--set", "workload.num_requests=400", "--fixed-length"]) == 0
+    rows = [x.split() for x in capsys.readouterr().out.splitlines() if x.strip().startswith(("4 ", "60 "))]
+    assert len(rows) == 2 and rows[0][-1] == "met", rows
+    assert rows[1][4:6] == ["falls", "behind:"], rows  # (rate, tok/s, goodput, TTFT p99, then the verdict)
+
+
 def test_capacity_probes_bracket_the_objective():
     cfg = _simple()
     obj = CapacityObjective(percentile=90)
