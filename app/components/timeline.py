@@ -295,11 +295,13 @@ def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int
     """Ids (arrival order) of the requests to show: those alive during the window (arrived before
     its end, not finished before its start), after skipping `skip` of them; at most `count`.
 
-    When more are alive than the rows hold, the rows go first to the requests that arrive in the
-    window (in arrival order), whose waiting, prefill, KV transfer and first decodes are in view, and
-    then to those still running from before it, latest arrival first: the oldest requests alive are
-    long decodes that would fill the rows with one colour (a disaggregated deployment's decode pool
-    holds several seconds of them)."""
+    When more are alive than the rows hold, the rows go first to the requests the GPU serves in the
+    window (scheduled before its end), and of those first to the ones that arrive in it (in arrival
+    order), whose waiting, prefill, KV transfer and first decodes are in view, then to those still
+    running from before it, latest arrival first: the oldest requests alive are long decodes that would
+    fill the rows with one colour (a disaggregated deployment's decode pool holds several seconds of
+    them). Requests that only wait through the window come last: a static batch's queue filled every
+    row with grey while the batch the GPU was running went unshown (lesson 2's FasterTransformer side)."""
     req = res.requests
     n = req.arrival_s.size
     if window is None:
@@ -310,7 +312,9 @@ def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int
     # requests with higher ids (stable: equal arrivals by id)
     alive = alive[np.argsort(req.arrival_s[alive], kind="stable")]
     before = req.arrival_s[alive] < window[0]
-    order = np.concatenate([alive[~before], alive[before][::-1]])[skip : skip + count]
+    served = req.first_scheduled_s[alive] < window[1]  # (NaN: never scheduled)
+    order = np.concatenate([alive[~before & served], alive[before & served][::-1],
+                            alive[~before & ~served], alive[before & ~served][::-1]])[skip : skip + count]  # fmt: skip
     return order[np.lexsort((order, req.arrival_s[order]))]
 
 

@@ -374,6 +374,21 @@ def test_a_crowded_window_shows_the_requests_arriving_in_it_first(deployment):
     assert timeline.requests_in_window(res, window, 0, 500).tolist() == alive.tolist()  # room for all: all, in order
 
 
+def test_a_static_batch_window_shows_the_batch_the_gpu_runs_before_its_queue():
+    # lesson 2's FasterTransformer side: the window opened with 71 requests alive, 30 rows, all of them requests
+    # queued behind the static batch (grey throughout) while the GPU row decoded the batch, which no row showed
+    res = run_simulation(make_config("engine-fastertransformer"))
+    req = res.requests
+    window = timeline.opening_window(res)
+    end = np.nan_to_num(req.finish_s, nan=np.inf)
+    alive = np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
+    served = alive[req.first_scheduled_s[alive] < window[1]]
+    assert alive.size > 30 and 0 < served.size < 30  # (the case in question: a crowded queue behind a running batch)
+    ids = timeline.requests_in_window(res, window, 0, 30)
+    assert set(served.tolist()) <= set(ids.tolist())
+    assert ids.tolist() == sorted(ids.tolist(), key=lambda r: (req.arrival_s[r], r))  # (rows stay in arrival order)
+
+
 @given(hs.floats(-1e9, 1e9, allow_nan=False))
 def test_numbers_for_people_never_use_exponents_and_keep_three_significant_digits(x):
     text = fmt_number(x)
