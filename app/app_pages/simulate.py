@@ -24,7 +24,7 @@ from app.state import (
 )
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
-from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, no_value_reason, steady_exclusion_text
+from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, no_value_reason, not_arrived, steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -536,11 +536,19 @@ def main() -> None:
     res = outcome.result
     if res.summary.stopped_reason:
         reason = res.summary.stopped_reason
-        advice = ("This app limits what one run may cost; make the run smaller (fewer requests, shorter outputs, "
-                  "fewer recorded batches) or run it with the command line, which has no such limit."
-                  if is_budget_stop(reason) else
-                  "The server cannot keep up with this load: lower the arrival rate or the number of requests, add "
-                  "GPUs, or raise the limits in *Objectives & run*.")  # fmt: skip
+        req = res.requests
+        stop_s = float(res.timeline.t_end_s[-1]) if res.timeline.num_ticks else 0.0
+        later = int(not_arrived(req.status, req.arrival_s, stop_s).sum())
+        if is_budget_stop(reason):
+            advice = ("This app limits what one run may cost; make the run smaller (fewer requests, shorter outputs, "
+                      "fewer recorded batches) or run it with the command line, which has no such limit.")
+        elif later > res.summary.num_unfinished / 2:  # (it said "the server cannot keep up" of a server keeping up)
+            advice = (f"Most of the unfinished requests ({later:,}) had not arrived yet: the workload runs past the "
+                      "simulated-time limit. Run fewer requests, or raise the limit in *Objectives & run*; the figures "
+                      "below cover the requests that arrived.")
+        else:
+            advice = ("The server cannot keep up with this load: lower the arrival rate or the number of requests, add "
+                      "GPUs, or raise the limits in *Objectives & run*.")
         st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if presenter:  # one chart fills the screen; the headline would push it down

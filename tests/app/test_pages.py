@@ -869,6 +869,17 @@ def test_sweep_head_to_head_names_each_strategys_overloaded_points():
     assert said and "(tflops: vLLM V1 at 400; Sarathi-Serve at 400, 700, 1000)" in said[0], said
 
 
+def test_the_default_rate_sweep_names_every_point_past_its_capacity_as_falling_behind():
+    # its note named 26 and 30 req/s (each with a note on its window) but not 22, which also finished fewer requests
+    # than arrived (capacity's keep-up rule) and read goodput 8.5 req/s with TTFT p99 12 s beside a capacity below it
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate")
+    assert not at.exception
+    said = [i.value for i in at.info if "no steady state" in i.value]
+    assert len(said) == 1, [i.value for i in at.info]
+    named = said[0].split("(rate = ")[1].split(")")[0].split(", ")
+    assert len(named) >= 3 and "22" in named, said
+
+
 def test_sweep_page_repeats_over_seeds_and_says_when_runs_are_too_short():
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="8", stop="32", n="3")
     at.number_input(key="sw.seeds").set_value(2).run()
@@ -1199,6 +1210,25 @@ def test_a_plan_search_the_page_budget_stopped_names_the_command_without_it(monk
     assert not at.exception
     text = " ".join(e.value for e in at.error)
     assert "press Plan again to continue" in text and "or run `python -m sim_core plan`, which" in text
+
+
+def test_a_run_whose_arrivals_outlast_the_time_limit_is_not_called_overloaded():
+    # 200,000 requests at 8 req/s stop at the 3,600 s limit with 171,016 still to arrive and 23 in flight: the page said
+    # "The server cannot keep up with this load: lower the arrival rate" and "14% meet SLOs" of a server meeting them
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["workload.num_requests"] = "200000"
+    at.run()
+    assert not at.exception
+    warned = " ".join(w.value for w in at.warning)
+    assert "had not arrived yet" in warned and "cannot keep up" not in warned, warned
+    goodput = next(m for m in at.metric if m.label == "Goodput")
+    assert goodput.delta == "100% meet SLOs", goodput.delta
+    # an overloaded one still hears that it is
+    over = AppTest.from_file(APP, default_timeout=120)
+    over.query_params["workload.arrival.rate_per_s"] = "200"
+    over.query_params["limits.max_sim_time_s"] = "20"
+    over.run()
+    assert "cannot keep up" in " ".join(w.value for w in over.warning)
 
 
 def test_simulate_says_when_vllm_would_refuse_the_configuration():
