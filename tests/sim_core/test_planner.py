@@ -55,6 +55,17 @@ def test_cheapest_plan_meets_the_slos_and_nothing_cheaper_does():
     assert sum(p.pruned.values()) + len(p.evaluated) == p.num_candidates
 
 
+def test_at_one_price_the_row_with_more_headroom_comes_first():
+    # `plan --rate 50` listed 3x H100 TP1 with SGLang (+25 %) above vLLM V1 (+26 %) at the same $9.00/h: ties were
+    # ordered by name. Both evaluations that bisect headroom order a price's rows by capacity.
+    base = _base()
+    spec = SPEC.model_copy(update={"num_results": 6})
+    for evaluation in ("deployment", "one_replica"):
+        rows = plan(base, spec.model_copy(update={"evaluation": evaluation}), with_band=False).rows
+        keys = [(r.usd_per_hour, -r.capacity_per_s) for r in rows]
+        assert keys == sorted(keys) and len({r.usd_per_hour for r in rows}) < len(rows), (evaluation, keys)
+
+
 def test_one_replica_evaluation_is_the_share_of_a_random_router():
     p = plan(_base(), SPEC.model_copy(update={"evaluation": "one_replica", "num_results": 1}), with_band=False)
     best = p.rows[0]

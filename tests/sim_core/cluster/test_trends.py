@@ -123,10 +123,11 @@ def test_distserve_presets_describe_the_requests_they_replay(name):
     assert f"agrees: prompt mean {m['p_mean']:.0f} / median {m['p_median']:.0f} / p90 {m['p_p90']:,.0f}." in text
 
 
-def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(capsys):
+def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(capsys, monkeypatch):
     # the measured runs' figures, the co-located idle and 1 req/s attainment and the sensitivity script's goodputs
     # (docs/cluster.md, Beyond one engine): each from its source, not restated by hand
     import runpy
+    import sys
 
     import numpy as np
 
@@ -169,7 +170,11 @@ def test_the_readme_distserve_paragraph_quotes_the_measurements_and_fresh_runs(c
     base = load_preset(DISTSERVE_PRESETS[0])
     idle, busy = (run_simulation(with_rate(base, 3 * per_gpu)).summary.slo_attainment for per_gpu in (0.05, 1.0))
     assert f"(attainment {idle:.0%} at 0.05 req/s per GPU, {busy:.0%} at 1 req/s per GPU,".replace("%", " %") in readme
-    runpy.run_path(str(ROOT / "scripts" / "distserve_sensitivity.py"), run_name="__main__")
+    script = ROOT / "scripts" / "distserve_sensitivity.py"
+    # (the script reads its command line, `--help`: run as `python script.py`, not with pytest's arguments, which it
+    # refused whenever pytest was given any)
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    runpy.run_path(str(script), run_name="__main__")
     lines = {float(x.split("x")[1].split(":")[0]): x for x in capsys.readouterr().out.splitlines()}
     per_gpu = [lines[s].split("goodput ")[1].split()[0] for s in (1.0, 1.1, 1.15, 1.2, 1.3, 1.4)]
     assert f"with GEMMs 1.0 / 1.1 / 1.15 / 1.2 / 1.3 / 1.4x faster, {' / '.join(per_gpu)} req/s per GPU" in readme
