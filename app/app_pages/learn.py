@@ -200,7 +200,8 @@ def main() -> None:
     if wanted is not None and len(wanted) <= 3 and wanted.isdecimal() and 1 <= int(wanted) <= len(ids):
         wanted = ids[int(wanted) - 1]  # (?lesson=11: the number the lesson list shows; the address then names its id)
     bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
-        f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)}; showing the first lesson.",)  # fmt: skip
+        f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)} (or its number, 1-{len(ids)}); "
+        "showing the first lesson.",)  # fmt: skip
     show_link_notices(("lesson", "workshop", "reveal"), problems=bad + _workshop_problems(params, ids))
     # A link (or "Back to the lesson") names one: an address this page did not write itself last run. (The
     # address it wrote, e.g. ?lesson=roofline on opening Learn from the menu, is not a link: read as one, it put

@@ -19,6 +19,7 @@ from app.state import (
     PRESET_KEY,
     derived,
     link_query,
+    read_query_params,
     show_link_notices,
     write_query_params,
 )
@@ -525,7 +526,9 @@ def main() -> None:
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
-    show_link_notices(("present", "lesson"))
+    lesson = read_query_params().get("lesson")  # (?lesson=11 here was taken without a word and opened nothing)
+    show_link_notices(("present", "lesson"), problems=() if lesson is None else (
+        f"The link's lesson = {lesson[:40]!r} is read by the Learn page (learn?lesson=…), not this one.",))  # fmt: skip
     # after the notices, which read the address: written first, it had lost the parameters they name (a mistyped
     # ?sheduler.max_num_seqs=64 was dropped without a word on this page alone)
     write_query_params(link_params or {})  # (without the config when it is too long for a link)

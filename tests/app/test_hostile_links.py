@@ -155,6 +155,12 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     # and a range value that is not a number is named with its parameter (it said only "'abc' is not a number")
     ("app_pages/sweep.py", {"sweep": "rate", "start": "abc"}, "(start: 'abc' is not a number)"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
+    # the Glossary said nothing of a link it could not use; Simulate took ?lesson= without a word; Learn's list of
+    # lessons left out that a number opens one too
+    ("app_pages/glossary.py", {"preset": "nope"}, "unknown preset 'nope'"),
+    ("app_pages/glossary.py", {"q": "<b>x</b>"}, "ignored link parameter(s) it does not use: 'q'"),
+    ("app_pages/simulate.py", {"lesson": "11"}, "The link's lesson = '11' is read by the Learn page"),
+    ("app_pages/learn.py", {"lesson": "99"}, "(or its number, 1-16)"),
     # the Simulate page rewrote its address before reading it for the notices: a mistyped field vanished unnamed
     ("app_pages/simulate.py", {"preset": "chat-h100-llama8b", "sheduler.max_num_seqs": "64"}, "ignored link parameter(s) it does not use: 'sheduler.max_num_seqs'"),
     ("app_pages/plan.py", {"preset": "/etc/passwd"}, "unknown preset"),
