@@ -99,7 +99,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     # (a seed that met the objective at the search's highest rate has no failing rate: its capacity is a lower
     # bound, which was printed as if measured, e.g. "capacity 5,000.00-5,000.00 req/s")
     at_least = lambda c: ">= " if c.fail_rate_per_s is None and c.rate_per_s > 0 else ""  # noqa: E731
-    span = f">= {lo:,.2f}" if all(at_least(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}"
+    # (and one that missed it at every rate it probed has none: "capacity 0.00-0.00 req/s" read as a measured zero)
+    below = lambda c: c.rate_per_s == 0 and c.fail_rate_per_s is not None  # noqa: E731
+    span = (f">= {lo:,.2f}" if all(at_least(c) for c in caps) else
+            f"below {max(c.fail_rate_per_s for c in caps):,.3g}" if all(below(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}")
     # every probe's length (steady_run_length grows with the rate): "runs of N+" named the last probe of seed 0, and
     # the search's probes below it ran fewer (the default scenario: "9,702+" of probes of 3,680-14,720 requests)
     sizes = sorted({s.num_requests for c in caps for _, s in c.probes})
@@ -108,7 +111,8 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
           f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {runs} requests, bisection to {100 * rel_tol:g} %)")  # fmt: skip
     for k, c in enumerate(caps):
         ceiling = "  (met the objective at the search's highest rate: a lower bound)" if at_least(c) else ""
-        print(f"  seed {cfg.seed + k}: {at_least(c)}{c.rate_per_s:,.2f} req/s{ceiling}" + (f"  NOTE: {c.note}" if c.note else ""))
+        shown = f"below {c.fail_rate_per_s:,.3g}" if below(c) else f"{at_least(c)}{c.rate_per_s:,.2f}"
+        print(f"  seed {cfg.seed + k}: {shown} req/s{ceiling}" + (f"  NOTE: {c.note}" if c.note else ""))
     return 0
 
 
@@ -152,6 +156,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         runs = p.seeds or (p.summary,)
         misses = [(k, m) for k, r in enumerate(runs) if (m := objective_miss(r, cfg, obj)) is not None]
         verdict = "met" if not misses else misses[0][1] if len(runs) == 1 else f"seed {misses[0][0]}: {misses[0][1]}"
+        if args.knob != "rate":  # (capacity is a rate's: another knob's runs keep the preset's length, too short
+            verdict = "-"  # for its keep-up rule, and no capacity is read off them)
         # the whole note: cut at 60 characters it stopped at "the warm-up (first 10% of arrivals) lasted", before
         # what it found and how many requests to run instead (the last column, so the table stays aligned)
         print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {verdict}"

@@ -337,8 +337,12 @@ def rounded_points_note(knob: str, start: float, stop: float, num: int, values: 
     """What `sweep_values` made of `num` evenly spaced points of an integer knob when they were not all whole or
     repeated (1 to 4 in 8 points: 1, 2, 3, 4), in words for the CLI and the Sweep page; None when it ran them as asked.
     (The GPU count's points are the TP degrees the model allows: the table lists them.)"""
-    if not SWEEP_KNOBS[knob][2] or knob == "num_gpus":
+    if not SWEEP_KNOBS[knob][2]:
         return None
+    if knob == "num_gpus":  # (--num 4 from 1 to 2 ran 2 points without a word)
+        return None if len(values) == num else (
+            f"num_gpus runs the TP degrees the model allows from {start:g} to {stop:g}: "
+            f"{', '.join(f'{v:g}' for v in values)} ({len(values)} of the {num} points asked)")  # fmt: skip
     spaced = np.linspace(start, stop, num)
     if len(values) == num and all(v == x for v, x in zip(values, spaced.tolist(), strict=True)):
         return None

@@ -174,3 +174,12 @@ def test_a_sweep_point_without_a_steady_window_prints_n_a_not_nan(capsys):
                  "--set", "workload.num_requests=1", "--fixed-length", "--workers", "1", "--no-cache"]) == 0  # fmt: skip
     rows = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("4 ", "8 "))]
     assert len(rows) == 2 and all("nan" not in r and r.count("n/a") == 3 and r.endswith("no steady-state window") for r in rows), rows
+
+
+def test_a_capacity_below_every_probed_rate_reads_below_that_rate_not_zero(capsys):
+    # a 10 ms TTFT objective no rate meets printed "capacity 0.00-0.00 req/s", read as a measured zero
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--no-cache", "--workers", "1",
+                 "--set", "slo.ttft_s=0.01"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "capacity below 0.000977 req/s over 1 seed(s)" in out and "0.00-0.00" not in out, out
+    assert "seed 0: below 0.000977 req/s  NOTE: even the lowest probed rate misses the objective" in out

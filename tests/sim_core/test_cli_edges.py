@@ -239,3 +239,14 @@ def test_a_sweep_whose_points_round_says_what_they_became(capsys):
     out = capsys.readouterr().out
     assert ("NOTE: max_num_seqs takes whole numbers: 8 evenly spaced points from 1 to 4 are rounded to 1, 2, 3, 4 "
             "(4 points: the whole numbers there, each once)") in out, out
+
+
+def test_a_gpu_count_sweep_of_fewer_tp_degrees_than_points_says_so(capsys):
+    # --knob num_gpus --num 4 over the default 1-2 ran 2 points without a word; and no row of a knob other than the
+    # rate reads a capacity verdict (its runs keep the preset's length, too short for the keep-up rule)
+    argv = ["sweep", "chat-h100-llama8b", "--knob", "num_gpus", "--num", "4", "--set", "workload.num_requests=8"]
+    assert main(argv + FAST) == 0
+    out = capsys.readouterr().out
+    assert "NOTE: num_gpus runs the TP degrees the model allows from 1 to 2: 1, 2 (2 of the 4 points asked)" in out, out
+    rows = [x.split() for x in out.splitlines() if x.strip()[:2] in ("1 ", "2 ")]
+    assert len(rows) == 2 and all(r[4].startswith("-") for r in rows), rows
