@@ -262,7 +262,8 @@ def _cmd_presets(args: argparse.Namespace) -> int:
             # (hardware and model presets have no description: their lines were blank) their name and source
             data = read_preset_data(fam, name)
             desc = describe_preset(fam, name) or " - ".join(str(data[k]) for k in ("name", "source") if data.get(k))
-            print(f"  {name:38s} {desc[:100]}")
+            # (cut mid-word with nothing to say so; `describe_preset` or the preset file has the whole text)
+            print(f"  {name:38s} {desc if len(desc) <= 100 else desc[:99].rsplit(' ', 1)[0] + ' …'}")
     return 0
 
 

@@ -200,6 +200,18 @@ def test_presets_lists_scenarios(capsys):
     assert "chat-h100-llama8b" in capsys.readouterr().out
 
 
+def test_a_long_preset_description_is_cut_at_a_word_and_says_so(capsys):
+    # (it was cut at 100 characters mid-word, with nothing to show that text was missing)
+    from sim_core.presets import describe_preset, list_presets
+
+    assert main(["presets", "--all"]) == 0
+    lines = {x.split()[0]: x for x in capsys.readouterr().out.splitlines() if x.startswith("  ")}
+    for name in list_presets("scenarios"):
+        desc, shown = describe_preset("scenarios", name), lines[name].split(None, 1)[1]
+        assert shown == desc if len(desc) <= 100 else (shown.endswith(" …") and desc.startswith(shown[:-2])
+                                                      and desc[len(shown) - 2] == " ")  # fmt: skip
+
+
 def test_presets_all_help_names_every_family_it_lists(capsys):
     # the help (and the README's comment) said "hardware, models, workloads and engines"; --all lists calibration too
     from sim_core.presets import FAMILIES
