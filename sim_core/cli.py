@@ -161,10 +161,9 @@ def _p99_ms(st, name: str) -> str:
 
 def remove_stale_outputs(out: Path, written: set[str], patterns: tuple[str, ...]) -> list[str]:
     """After a command wrote `written` into `out`, remove the files of its own kind (names matching `patterns`, regular
-    expressions) that an earlier run
-    left there and this one did not write: a deployment's instances.csv next to a single engine's files, a longer
-    plan's config-5.json next to a shorter one's. Only after the new files are written (a run that fails leaves the
-    old ones whole), and only names this command writes. Returns the names removed."""
+    expressions) that an earlier run left there and this one did not write: a deployment's instances.csv next to a
+    single engine's files, a longer plan's config-5.json next to a shorter one's. Only after the new files are written
+    (a run that fails leaves the old ones whole), and only names this command writes. Returns the names removed."""
     removed = []
     for path in sorted(out.iterdir()):
         if path.name not in written and path.is_file() and any(re.fullmatch(p, path.name) for p in patterns):

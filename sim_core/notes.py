@@ -3,8 +3,8 @@ and shown under the Simulate page's headline (as text, never markdown)."""
 
 from __future__ import annotations
 
-from sim_core.costmodel import memory_notes
 from sim_core.config import SimConfig
+from sim_core.costmodel import memory_notes
 from sim_core.result import SimResult
 
 

@@ -336,7 +336,7 @@ def whole_value(knob: str, value: Any, name: str | None = None) -> int:
 def rounded_points_note(knob: str, start: float, stop: float, num: int, values: Sequence[float]) -> str | None:
     """What `sweep_values` made of `num` evenly spaced points of an integer knob when they were not all whole or
     repeated (1 to 4 in 8 points: 1, 2, 3, 4), in words for the CLI and the Sweep page; None when it ran them as asked.
-    (The GPU count's points are the TP degrees the model allows: the table lists them.)"""
+    (The GPU count's points are the TP degrees the model allows: said when they are fewer than the points asked.)"""
     if not SWEEP_KNOBS[knob][2]:
         return None
     if knob == "num_gpus":  # (--num 4 from 1 to 2 ran 2 points without a word)

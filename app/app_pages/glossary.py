@@ -47,7 +47,8 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                  "ridge point a tick is limited by memory bandwidth, right of it by compute."),
     ("Compute- / memory-bound", "Whether a tick's time is set by FLOP/s (prefill) or by bytes read from HBM "
                                 "(decode). Shown in every Gantt hover."),
-    ("MFU / MBU", "Model FLOPs / memory-bandwidth utilisation: achieved FLOP/s or bytes/s over the GPU's peak; a run's: its FLOPs or bytes over its busy time (FLOP/s: the "
+    ("MFU / MBU", "Model FLOPs / memory-bandwidth utilisation: achieved FLOP/s or bytes/s over the GPU's peak; a "
+                  "run's: its FLOPs or bytes over its busy time (FLOP/s: the "
                   "peak of the cores the GEMMs run on; FP8 weights on a GPU with FP8 tensor cores: its FP8 peak)."),
     ("Tensor parallelism (TP)", "Splitting every layer over several GPUs that run each tick together; two "
                                 "all-reduces per layer over the GPU link add time (in the Gantt hover)."),
