@@ -178,6 +178,7 @@ def test_a_stopped_runs_count_of_requests_not_arrived_is_those_arriving_after_it
         assert ", none of them arrived before the stop" in why, why
     else:
         assert f", {never:,} of them not arrived before the stop" in why, why
+        assert why.endswith(f"; the other {unfinished - never:,} were queued or running then"), why
 
 
 def test_no_value_reason_says_none_finished_or_one_token_outputs():
