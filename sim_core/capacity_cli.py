@@ -109,6 +109,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     runs = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
     print(f"{cfg.name}: capacity {span} req/s over "
           f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {runs} requests, bisection to {100 * rel_tol:g} %)")  # fmt: skip
+    if args.seeds > 1 and cfg.workload.trace is not None and len({c.rate_per_s for c in caps}) == 1:
+        # (5.57-5.57 over 2 seeds, with no word of why)
+        print("  NOTE: a trace replays its recorded arrivals and lengths, time-scaled to each rate: the seeds ran the "
+              "same requests and agree")
     for k, c in enumerate(caps):
         ceiling = "  (met the objective at the search's highest rate: a lower bound)" if at_least(c) else ""
         shown = f"below {c.fail_rate_per_s:,.3g}" if below(c) else f"{at_least(c)}{c.rate_per_s:,.2f}"

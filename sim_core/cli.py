@@ -134,9 +134,11 @@ def _steady_lines(res: SimResult) -> list[str]:
     st = res.summary.steady
     if st is None:
         return []
+    # (a run of fewer than 10 arrivals excludes none: "first and last 10 % excluded" was said of a window of all 4)
+    excluded = f"{steady_exclusion_text()} excluded" if st.window_first_request > 0 else "too few arrivals to exclude any"
     lines = [
-        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival ({steady_exclusion_text()} "
-        f"excluded; t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
+        f"  steady state  requests {st.window_first_request:,}-{st.window_last_request:,} by arrival ({excluded}; "
+        f"t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
         # (goodput is the offered rate's share that meets both SLOs, counted by arrival; completions are counted by
         # the time they end, so while the load rises the window's completed rate trails the offered one)
         f"goodput {st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} of them meet both), completed "

@@ -295,3 +295,12 @@ def test_a_run_that_finished_nothing_says_so_for_every_latency(capsys):
     for name in ("TTFT", "TPOT", "ITL", "E2E"):
         assert f"  {name:<13s} n/a (no request finished)\n" in text, text
     assert "MFU n/a, MBU n/a" in text
+
+
+def test_a_run_too_short_to_exclude_arrivals_does_not_say_it_excluded_them(capsys):
+    # a 4-request mechanism preset's line said "first and last 10 % excluded" of a window holding all 4
+    assert main(["run", "mechanism-chunked-prefill"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "steady state" in x)
+    assert "requests 0-3 by arrival (too few arrivals to exclude any;" in line and "excluded;" not in line, line
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
+    assert "(first and last 10 % excluded;" in capsys.readouterr().out

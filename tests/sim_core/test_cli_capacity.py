@@ -183,3 +183,12 @@ def test_a_capacity_below_every_probed_rate_reads_below_that_rate_not_zero(capsy
     out = capsys.readouterr().out
     assert "capacity below 0.000977 req/s over 1 seed(s)" in out and "0.00-0.00" not in out, out
     assert "seed 0: below 0.000977 req/s  NOTE: even the lowest probed rate misses the objective" in out
+
+
+def test_a_traces_seeds_that_agree_are_said_to_replay_the_same_requests(capsys):
+    # `capacity` on a trace over 2 seeds printed "5.57-5.57 req/s" with no word of why the interval had no width
+    assert main(["capacity", "trace-azure-2023-h100-llama8b", "--seeds", "2", "--no-cache", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "NOTE: a trace replays its recorded arrivals and lengths" in out, out
+    seeds = [line.split(": ")[1] for line in out.splitlines() if line.startswith("  seed ")]
+    assert len(seeds) == 2 and seeds[0] == seeds[1]
