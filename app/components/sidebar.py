@@ -115,12 +115,19 @@ def scheduler_label(cfg: SimConfig) -> str:
     return derived(cfg, "scheduler_label", _scheduler_label)
 
 
+# The engines' own sizing of a batch, which their defaults scale with the context and the GPU (vLLM V0 batches
+# max(max_model_len, 2,048) tokens without chunked prefill; vLLM V1's limits follow the GPU's memory): a scenario that
+# sizes them so still runs that engine's scheduler (engine-vllm-v0 at a 16k context read "custom (from vLLM V0)")
+SIZING_FIELDS = {"max_num_batched_tokens", "max_num_seqs"}
+
+
 def _scheduler_label(cfg: SimConfig) -> str:
     for name in list_presets("engines"):
         data = read_preset_data("engines", name)
         if data.get("scheduler", {}).get("name") == cfg.scheduler.name:
             try:
-                same = apply_part(cfg, "engines", name).scheduler == cfg.scheduler
+                preset = apply_part(cfg, "engines", name).scheduler
+                same = preset.model_dump(exclude=SIZING_FIELDS) == cfg.scheduler.model_dump(exclude=SIZING_FIELDS)
             except PresetError:
                 same = False
             return cfg.scheduler.name if same else f"custom (from {cfg.scheduler.name})"

@@ -905,6 +905,17 @@ def test_a_steady_window_the_run_cannot_vouch_for_shows_no_figures_beside_its_no
     assert len(said) == 1 and "cannot say what it is" in said[0] and "req/s" not in said[0], said
 
 
+def test_a_scenario_sizing_an_engines_batch_still_names_that_engine():
+    # engine-vllm-v0 batches 16,384 tokens at its 16k context (vLLM V0's own default there) and read "scheduler custom
+    # (from vLLM V0)"; a change of the engine's policy still reads as custom
+    from app.components.sidebar import _scheduler_label
+
+    assert _scheduler_label(load_preset("engine-vllm-v0")) == "vLLM V0"
+    assert _scheduler_label(load_preset("kv-pressure-a100-llama8b")) == "custom (from vLLM V0)"  # (greedy admission)
+    assert _scheduler_label(make_config("chat-h100-llama8b", scheduler__max_num_seqs=64)) == "vLLM V1"
+    assert _scheduler_label(make_config("chat-h100-llama8b", scheduler__prefill_mode="prefill_first")) == "custom (from vLLM V1)"
+
+
 def test_simulate_states_the_steady_window_and_flags_a_short_run():
     at = app(preset="chat-h100-llama8b").run()
     assert any("Steady state (requests 30–269" in c.value for c in at.caption)
