@@ -139,6 +139,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     values = sweep_values(args.knob, start, stop, args.num, cfg)
     if (note := rounded_points_note(args.knob, start, stop, args.num, values)) is not None:
         print(f"  NOTE: {note}")  # (the Sweep page says the same under its inputs)
+    if args.fixed_length and args.knob != "rate":  # (taken without a word: it changes nothing there)
+        print(f"  NOTE: --fixed-length is for rate sweeps; a sweep of {args.knob} always runs the config's "
+              f"{cfg.workload.num_requests:,} requests per point")
     try:
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
                         steady_length=not args.fixed_length)  # fmt: skip

@@ -250,3 +250,13 @@ def test_a_gpu_count_sweep_of_fewer_tp_degrees_than_points_says_so(capsys):
     assert "NOTE: num_gpus runs the TP degrees the model allows from 1 to 2: 1, 2 (2 of the 4 points asked)" in out, out
     rows = [x.split() for x in out.splitlines() if x.strip()[:2] in ("1 ", "2 ")]
     assert len(rows) == 2 and all(r[4].startswith("-") for r in rows), rows
+
+
+def test_fixed_length_on_a_sweep_of_another_knob_says_it_changes_nothing(capsys):
+    argv = ["sweep", "chat-h100-llama8b", "--knob", "max_num_seqs", "--start", "8", "--stop", "16", "--num", "2",
+            "--fixed-length", "--set", "workload.num_requests=8"]  # fmt: skip
+    assert main(argv + FAST) == 0
+    out = capsys.readouterr().out
+    assert "NOTE: --fixed-length is for rate sweeps; a sweep of max_num_seqs always runs the config's 8 requests" in out
+    assert main(argv[:-3] + ["--set", "workload.num_requests=8"] + FAST) == 0  # (without it: no such note)
+    assert "--fixed-length" not in capsys.readouterr().out
