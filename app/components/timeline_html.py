@@ -195,11 +195,16 @@ def _request_rows(res: SimResult, axis: _Axis, window: timeline.Window, ids: np.
             f'<div class="sgt-p" style="height:{height:.2f}rem">{"".join(out)}</div></div>'), states  # fmt: skip
 
 
+LINE_INSET = 2.0  # of the line box's 100 units, kept clear above and below so a 2 px stroke shows whole
+
+
 def _polyline(axis: _Axis, line: timeline.LineSeries, y_max: float) -> str:
-    """An `hv` step line in a 1000 x 100 box, stretched to the panel (strokes keep their width)."""
+    """An `hv` step line in a 1000 x 100 box, stretched to the panel (strokes keep their width). Values span y = 98
+    (zero) to 2 (the panel's top value): a line at zero sat on the box's bottom edge, half its stroke cut off, and an
+    empty queue's line could not be seen (LINE_INSET)."""
     t, y = line.t, line.y
     x = np.clip((t - axis.t0) / axis.span, 0, 1) * 1000
-    yy = 100 - np.clip(y / max(y_max, 1e-12), 0, 1) * 98
+    yy = (100 - LINE_INSET) - np.clip(y / max(y_max, 1e-12), 0, 1) * (100 - 2 * LINE_INSET)
     px = np.repeat(x, 2)[1:]
     py = np.repeat(yy, 2)[:-1]
     pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px.tolist(), py.tolist()))

@@ -192,3 +192,17 @@ def test_a_gantt_bar_of_one_tick_says_tick_on_hover():
     res = run_simulation(make_config("kv-pressure-a100-llama8b", workload__num_requests=60))
     markup = timeline_html.timeline_html(res)
     assert " · 1 tick from tick " in markup and not re.search(r"[^\d,]1 ticks", markup)
+
+
+@settings(max_examples=30, deadline=None)
+@given(y=st.lists(st.floats(0, 1e6, allow_nan=False), min_size=2, max_size=20), y_max=st.floats(1e-9, 1e6))
+def test_a_line_keeps_its_whole_stroke_inside_its_box_even_at_zero(y, y_max):
+    # an empty queue's line (0 waiting) sat on the box's bottom edge with half its stroke cut off: not visible
+    line = timeline.LineSeries(4, "waiting requests", "#9aa0a6", "solid", "waiting", 0, "", np.linspace(0, 1, len(y)),
+                               np.array(y), False)  # fmt: skip
+    axis = timeline_html._Axis(0.0, 1.0)
+    svg = timeline_html._polyline(axis, line, y_max)
+    ys = [float(pt.split(",")[1]) for pt in re.search(r'points="([^"]+)"', svg)[1].split()]
+    assert all(timeline_html.LINE_INSET <= v <= 100 - timeline_html.LINE_INSET for v in ys)
+    if 0.0 in y:
+        assert 100 - timeline_html.LINE_INSET in ys
