@@ -120,9 +120,18 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verdict(runs, cfg, obj) -> str:
+    """A rate sweep row's word on the capacity objective: "met", or the first rule broken (`sweep.objective_miss`), over
+    seeds the first seed's that misses it."""
+    from sim_core.sweep import objective_miss
+
+    misses = [(k, m) for k, r in enumerate(runs) if (m := objective_miss(r, cfg, obj)) is not None]
+    return "met" if not misses else misses[0][1] if len(runs) == 1 else f"seed {misses[0][0]}: {misses[0][1]}"
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, objective_miss, point_metric, rounded_points_note, run_sweep, saturation_per_s, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, point_metric, rounded_points_note, run_sweep, saturation_per_s, sweep_values
 
     cfg = _load(args)
     args.knob = knob_name(args.knob)
@@ -160,11 +169,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         note = p.summary.steady.note if p.summary.steady else "no steady-state window"
         # whether the row meets the capacity objective, and if not why (a row that fell behind read as meeting it:
         # its goodput and TTFT looked fine beside a capacity below it); over seeds, the first seed that misses it
-        runs = p.seeds or (p.summary,)
-        misses = [(k, m) for k, r in enumerate(runs) if (m := objective_miss(r, cfg, obj)) is not None]
-        verdict = "met" if not misses else misses[0][1] if len(runs) == 1 else f"seed {misses[0][0]}: {misses[0][1]}"
-        if args.knob != "rate":  # (capacity is a rate's: another knob's runs keep the preset's length, too short
-            verdict = "-"  # for its keep-up rule, and no capacity is read off them)
+        # (capacity is a rate's: another knob's runs keep the preset's length, too short for its keep-up rule, and no
+        # capacity is read off them: "-")
+        verdict = _verdict(p.seeds or (p.summary,), cfg, obj) if args.knob == "rate" else "-"
         # the whole note: cut at 60 characters it stopped at "the warm-up (first 10% of arrivals) lasted", before
         # what it found and how many requests to run instead (the last column, so the table stays aligned)
         print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {verdict}"

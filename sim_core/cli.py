@@ -190,8 +190,8 @@ def write_outputs(res: SimResult, out: Path) -> None:
         from sim_core.cluster.report import instance_rows
 
         pd.DataFrame(instance_rows(res)).to_csv(out / "instances.csv", index=False)
-    remove_stale_outputs(out, set(RUN_OUTPUTS[:4]) | ({"instances.csv"} if getattr(res, "instances", None) else set()),
-                         tuple(re.escape(name) for name in RUN_OUTPUTS))  # fmt: skip
+    written = set(RUN_OUTPUTS) if getattr(res, "instances", None) else set(RUN_OUTPUTS) - {"instances.csv"}
+    remove_stale_outputs(out, written, tuple(re.escape(name) for name in RUN_OUTPUTS))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

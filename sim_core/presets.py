@@ -154,9 +154,7 @@ def profile_values(name: str) -> dict[str, Any]:
     """A calibration profile's values ('default' = the config model's defaults)."""
     if name == "default":
         return SimConfig().calibration.model_dump(mode="python")
-    data = read_preset_data("calibration", name)
-    data.pop("description", None)
-    return data
+    return _resolve_part("calibration", name)  # (the preset's values without its description, as a scenario reads them)
 
 
 def with_engine_data(data: dict[str, Any], name: str) -> dict[str, Any]:
