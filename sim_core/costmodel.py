@@ -104,14 +104,22 @@ def workspace_bytes_per_gpu(cfg: SimConfig) -> float:
 
     Checked on vLLM's own profile: Llama-3.1-8B at 20,000 and 29,000 batched tokens peaks at
     2.07 GiB and 2.99 GiB above the weights (vllm-project/vllm#10517), 111 kB per token; the formula
-    gives 110.6 kB. The sampler's FP32 logits ([sequences, vocab], 3 copies) come after the MLP
-    buffers are freed, so the peak is the larger of the two, not their sum.
+    gives 110.6 kB. The logits come after the MLP buffers are freed, so the peak is the larger of the
+    two, not their sum. What the profile holds of them depends on the engine (`kv_cache.memory_rule`):
+    vLLM V0 runs its sampler on `max_num_seqs` sequences, FP32 logits [sequences, vocab] in 3 copies
+    (`ModelRunner.profile_run` executes the model with sampling); vLLM 0.7's V1 splits the tokens
+    across `max_num_seqs` requests, computes the 16-bit logits of each one's last position and runs no
+    sampler (`GPUModelRunner.profile_run`: "TODO(woosuk): Consider the memory usage of the sampler";
+    V1's sampler run came with 0.8), so at 2,048 tokens its logits never outgrow the MLP's peak by much.
     """
     m, t = cfg.model, cfg.hardware.num_gpus
     tokens = cfg.scheduler.max_num_batched_tokens
     per_token = ACT_BYTES * (3 * m.hidden_size + 3 * m.ffn_size * m.num_experts_per_token / t)
-    sampled = min(cfg.scheduler.max_num_seqs * cfg.workload.num_samples, tokens)
-    logits = 3 * 4 * sampled * m.vocab_size
+    if cfg.kv_cache.memory_rule == "vllm-v1":
+        logits = ACT_BYTES * min(cfg.scheduler.max_num_seqs, tokens) * m.vocab_size
+    else:
+        sampled = min(cfg.scheduler.max_num_seqs * cfg.workload.num_samples, tokens)
+        logits = 3 * 4 * sampled * m.vocab_size
     return max(tokens * per_token, logits)
 
 
@@ -147,7 +155,7 @@ def memory_notes(cfg: SimConfig, memory: MemoryPlan) -> list[str]:
     to start when one request of max_model_len tokens does not fit its KV cache (V0 `raise_if_cache_size_invalid`, V1
     `check_enough_kv_cache_memory`); the simulation runs the workload it is given, each request checked to fit
     (`plan_memory`)."""
-    if cfg.kv_cache.memory_rule != "vllm" or cfg.model.max_model_len <= memory.kv_capacity_tokens:
+    if cfg.kv_cache.memory_rule not in ("vllm", "vllm-v1") or cfg.model.max_model_len <= memory.kv_capacity_tokens:
         return []
     return [f"vLLM would refuse to start this configuration: model.max_model_len ({cfg.model.max_model_len:,} tokens) is "
             f"more than its KV cache holds ({memory.kv_capacity_tokens:,} tokens); lower model.max_model_len or raise "
@@ -158,7 +166,8 @@ def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
     """(budget, weights, workspace, KV bytes) per GPU under the engine's memory rule (KVCacheConfig.memory_rule).
 
     usable = memory_gib − CUDA's reservation; u = gpu_memory_utilization.
-      vllm:          KV = u·usable − weights − activation peak − runtime   (vLLM ≥ 0.6.4 worker.py)
+      vllm, vllm-v1: KV = u·usable − weights − activation peak − runtime   (vLLM ≥ 0.6.4 worker.py; the peak as
+                     V0 or V1 profiles it: `workspace_bytes_per_gpu`)
       sglang:        KV = u·usable − weights; activations and runtime use the other 1 − u
                      (`mem_fraction_static`, sglang/srt/model_executor/model_runner.py)
       tensorrt-llm:  KV = u·(usable − weights − activations − runtime)

@@ -87,9 +87,9 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     # (the Requests tab: replica 0 38.33%, replica 1 0.15%); 38% of both replicas' 910,304 was never in use.
     at = app(preset="cluster-router-2xh100-agent-pairs").run()
     peak = next(m for m in at.metric if m.label == "KV cache peak")
-    assert peak.value == "38%" and "replica 0" in peak.delta and "455,152" in peak.delta and "910,304" not in peak.delta, peak.delta
+    assert peak.value == "38%" and "replica 0" in peak.delta and "456,432" in peak.delta and "912,864" not in peak.delta, peak.delta
     one = app(preset="chat-h100-llama8b").run()  # one engine: its own pool, as before
-    assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 455,152 tokens"
+    assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 456,432 tokens"
 
 
 def test_a_deployment_whose_decode_side_streams_the_first_token_says_what_the_instance_ttft_is():
@@ -1253,7 +1253,7 @@ def test_a_run_whose_arrivals_outlast_the_time_limit_is_not_called_overloaded():
 
 
 def test_simulate_says_when_vllm_would_refuse_the_configuration():
-    # chat-l4-llama8b: 131,072 tokens of context, 67,440 of KV; vLLM would not start, the page says so under the
+    # chat-l4-llama8b: 131,072 tokens of context, 70,000 of KV; vLLM would not start, the page says so under the
     # headline (as the CLI's NOTE line) and still shows the run
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["preset"] = "chat-l4-llama8b"

@@ -1,6 +1,8 @@
 """The memory plan against KV capacities engines have published (vLLM's "# GPU blocks" log lines)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim_core.costmodel import GIB, plan_memory, weight_bytes_per_gpu, workspace_bytes_per_gpu
 from sim_core.presets import PresetError, config_from_dict
@@ -93,6 +95,34 @@ def test_memory_rules_order_the_kv_pool_as_engines_do():
     assert kv("sglang", 0.88) == pytest.approx(kv("vllm", 0.88) + plan_memory(cfg).workspace_bytes)
 
 
+@given(seqs=st.integers(1, 4096), tokens=st.integers(256, 65536), model=st.sampled_from(["llama-3.1-8b", "qwen2.5-7b"]))
+@settings(max_examples=40, deadline=None)
+def test_vllm_v1_profiles_16_bit_logits_of_its_sequences_and_no_sampler(seqs, tokens, model):
+    # vLLM 0.7's V1 profile run splits max_num_batched_tokens across max_num_seqs requests, computes the 16-bit logits of
+    # each one's last position and runs no sampler (GPUModelRunner.profile_run, "TODO(woosuk): Consider the memory usage
+    # of the sampler"); V0 runs its sampler on max_num_seqs sequences: FP32 logits in 3 copies. The MLP peak is the same.
+    def workspace(rule):
+        cfg = vllm_config({"preset": "h100-sxm"}, model, 1, max(tokens, seqs), max(tokens, seqs), memory_rule=rule)
+        return workspace_bytes_per_gpu(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": seqs})}))
+
+    cfg = vllm_config({"preset": "h100-sxm"}, model, 1, max(tokens, seqs), max(tokens, seqs))
+    mlp = workspace_bytes_per_gpu(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": 1})}))
+    logits = 2 * min(seqs, max(tokens, seqs)) * cfg.model.vocab_size
+    assert workspace("vllm-v1") == max(mlp, logits)
+    assert workspace("vllm-v1") <= workspace("vllm")
+
+
+def test_the_vllm_v1_preset_keeps_its_kv_cache_at_1024_sequences():
+    # At vLLM 0.7 serve's 2,048 tokens the V1 logits of 1,024 sequences (0.26 GB for Llama-3.1-8B) barely pass the MLP's
+    # peak (0.23 GB), where V0's sampler profile would take 1.58 GB: 28,527 blocks at 256 sequences, within 0.1 % at 1,024
+    base = config_from_dict({"hardware": "h100-sxm", "model": "llama-3.1-8b", "engine": "vllm-v1", "workload": SMALL})
+    at = lambda n: plan_memory(base.model_copy(update={"scheduler": base.scheduler.model_copy(update={"max_num_seqs": n})}))  # noqa: E731
+    assert base.kv_cache.memory_rule == "vllm-v1" and at(256).num_blocks == 28527
+    assert at(1024).num_blocks == pytest.approx(28527, rel=0.001)
+    v0 = base.model_copy(update={"kv_cache": base.kv_cache.model_copy(update={"memory_rule": "vllm"})})
+    assert plan_memory(v0.model_copy(update={"scheduler": v0.scheduler.model_copy(update={"max_num_seqs": 1024})})).num_blocks < 28000
+
+
 def test_swap_space_is_per_gpu_as_in_vllm():
     # vLLM's --swap-space is "CPU swap space size (GiB) per GPU" (vllm/engine/arg_utils.py): each TP worker keeps
     # swap_space GiB of its own shard's blocks. vllm-project/vllm#5248: deepseek-coder-6.7b (32 layers, 32 KV heads of
@@ -108,7 +138,7 @@ def test_swap_space_is_per_gpu_as_in_vllm():
 def test_a_context_the_kv_cache_cannot_hold_is_noted_as_vllm_would_refuse_it(capsys):
     # vLLM does not start when one max_model_len request does not fit its KV cache (V0 raise_if_cache_size_invalid, V1
     # check_enough_kv_cache_memory); the simulation runs the requests it is given and says so. chat-l4-llama8b: 131,072
-    # tokens of context, 67,440 of KV.
+    # tokens of context, 70,000 of KV.
     from sim_core.cli import main
     from sim_core.costmodel import memory_notes
     from sim_core.presets import load_preset

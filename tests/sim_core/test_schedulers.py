@@ -922,7 +922,7 @@ def test_a_decode_instance_under_tensorrt_llm_pauses_the_hand_off_that_reached_i
 def _headroom(steps: int):
     # 12 requests of 16 + 300 tokens at t = 0 in 136 blocks: all decode together and run out at once
     return trace_config([16] * 12, [300] * 12, base="engine-vllm-v1", kv_cache__block_size=16,
-                        kv_cache__gpu_memory_utilization=0.2005, scheduler__preemption_victim="fewest_written",
+                        kv_cache__gpu_memory_utilization=0.19855, scheduler__preemption_victim="fewest_written",
                         scheduler__preemption_headroom_steps=steps)  # fmt: skip
 
 

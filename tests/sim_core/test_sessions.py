@@ -138,6 +138,7 @@ def test_the_readme_quotes_closed_and_open_loop_sessions_as_they_run():
     # Regression (review 27): "Real traffic" quoted 13.5/19.2 s against 27.7/62.8 s, hit rate 0.11 from 0.54, and
     # TTFT p50 17.5 vs 18.3 ms at 6 req/s, from before the H100 refit (now 13.4/19.0, 27.4/62.4, 0.12, 17.1 vs 17.8)
     # (fix27d: a prompt still prefilling publishes its computed blocks after each tick; open loop 27.4/62.4 -> 27.5/62.5)
+    # (session 54: the vLLM V1 preset's start-up profile is V1's own, 80 blocks more: 13.4 -> 13.3 s, 62.5 -> 62.4 s)
     from sim_core import load_preset
     from sim_core.sweep import with_value
 

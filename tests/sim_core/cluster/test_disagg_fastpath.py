@@ -46,7 +46,11 @@ def _assert_same_deployment(a, b):
 
 def _xpyd(seed, num_requests, rate, prompt_mean, output_mean, num_prefill, num_decode, router, prefill_gib=80.0,
           decode_gib=80.0, chunk=None, link=None, prefill_mode=None):  # fmt: skip
-    overrides = {} if chunk is None else {"scheduler__max_num_batched_tokens": chunk}
+    # (the KV pools of these cases, e.g. 19.5 GiB decode instances, were chosen under vLLM V0's start-up profile: its
+    # memory rule keeps each case the pool of blocks it was found with)
+    overrides = {"kv_cache__memory_rule": "vllm"}
+    if chunk is not None:
+        overrides["scheduler__max_num_batched_tokens"] = chunk
     if prefill_mode is not None:  # (time slice and quota: phase controllers that keep state, asked at idle steps too)
         overrides["scheduler__prefill_mode"] = prefill_mode
     cfg = make_config(seed=seed, workload__num_requests=num_requests, workload__arrival__rate_per_s=rate,
