@@ -753,7 +753,8 @@ def test_the_readme_quotes_sglangs_admission_offline_as_it_runs():
     from sim_core.presets import config_from_dict
     from sim_core.sweep import with_value
 
-    data = read_preset_data("scenarios", "offline-batch-h200-llama8b") | {"engine": "sglang"}
+    scenario = read_preset_data("scenarios", "offline-batch-h200-llama8b")  # (its hardware, model and workload, as quoted)
+    data = {key: scenario[key] for key in ("name", "hardware", "model", "workload")} | {"engine": "sglang"}
     full = config_from_dict(data)
     cfg = with_value(full, "kv_cache.gpu_memory_utilization", 0.16)
     mark = with_value(cfg, "scheduler.admission", "watermark")
