@@ -165,7 +165,7 @@ def _steady_caption(res: SimResult) -> None:
     if st_ is None:
         return
     if st_.note and st_.num_requests < MIN_STEADY_REQUESTS and not st_.num_unfinished:
-        # A demonstration-sized run (the mechanism presets have 4-8 requests): its steady window's figures say
+        # A demonstration-sized run (the mechanism presets have 4-24 requests): its steady window's figures say
         # nothing, and a banner telling a class to run 125 requests talked over the lesson. One line says why.
         st.caption(f"{plain(st_.note)} The figures above cover the whole run.")
         return
