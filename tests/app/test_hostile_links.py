@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from app.components.text import plain
 from app.state import config_from_query
 from sim_core import SimConfig, config_from_dict, load_preset
+from sim_core.lessons import load_lessons
 from tests.strategies import MARKDOWN_BAITS, cases, deployment_link_params, encode_json, link_params, nested_text
 
 APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
@@ -160,7 +161,7 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/glossary.py", {"preset": "nope"}, "unknown preset 'nope'"),
     ("app_pages/glossary.py", {"q": "<b>x</b>"}, "ignored link parameter(s) it does not use: 'q'"),
     ("app_pages/simulate.py", {"lesson": "11"}, "The link's lesson = '11' is read by the Learn page"),
-    ("app_pages/learn.py", {"lesson": "99"}, "(or its number, 1-16)"),
+    ("app_pages/learn.py", {"lesson": "99"}, f"(or its number, 1-{len(load_lessons())})"),
     # the Simulate page rewrote its address before reading it for the notices: a mistyped field vanished unnamed
     ("app_pages/simulate.py", {"preset": "chat-h100-llama8b", "sheduler.max_num_seqs": "64"}, "ignored link parameter(s) it does not use: 'sheduler.max_num_seqs'"),
     ("app_pages/plan.py", {"preset": "/etc/passwd"}, "unknown preset"),
