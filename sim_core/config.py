@@ -412,8 +412,8 @@ class KVCacheConfig(StrictModel):
         "vllm",
         description="How the engine sizes its KV pool from gpu_memory_utilization u (sim_core/costmodel.py plan_memory): "
         "vllm: u x memory - weights - activation peak - runtime, the peak as vLLM V0 profiles it (the sampler's FP32 "
-        "logits of max_num_seqs sequences); vllm-v1: the same with vLLM 0.7 V1's profile (16-bit logits of every batched "
-        "token, no sampler); sglang (mem_fraction_static): u x memory - weights; "
+        "logits of max_num_seqs sequences); vllm-v1: the same with vLLM 0.7 V1's profile (16-bit logits of max_num_seqs "
+        "positions, no sampler); sglang (mem_fraction_static): u x memory - weights; "
         "tensorrt-llm (kv_cache_free_gpu_mem_fraction): u x (memory - weights - activations - runtime).",
     )
     kv_dtype: Dtype = Field("bf16", description="KV-cache element precision.")
