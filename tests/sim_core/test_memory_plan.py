@@ -101,13 +101,15 @@ def test_vllm_v1_profiles_16_bit_logits_of_its_sequences_and_no_sampler(seqs, to
     # vLLM 0.7's V1 profile run splits max_num_batched_tokens across max_num_seqs requests, computes the 16-bit logits of
     # each one's last position and runs no sampler (GPUModelRunner.profile_run, "TODO(woosuk): Consider the memory usage
     # of the sampler"); V0 runs its sampler on max_num_seqs sequences: FP32 logits in 3 copies. The MLP peak is the same.
+    # (the V0 engine's prefill-first scheduler lets max_num_seqs pass the token budget: the profile's requests are then
+    # the budget's tokens, one each)
     def workspace(rule):
-        cfg = vllm_config({"preset": "h100-sxm"}, model, 1, max(tokens, seqs), max(tokens, seqs), memory_rule=rule)
+        cfg = vllm_config({"preset": "h100-sxm"}, model, 1, tokens, tokens, memory_rule=rule)
         return workspace_bytes_per_gpu(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": seqs})}))
 
-    cfg = vllm_config({"preset": "h100-sxm"}, model, 1, max(tokens, seqs), max(tokens, seqs))
+    cfg = vllm_config({"preset": "h100-sxm"}, model, 1, tokens, tokens)
     mlp = workspace_bytes_per_gpu(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": 1})}))
-    logits = 2 * min(seqs, max(tokens, seqs)) * cfg.model.vocab_size
+    logits = 2 * min(seqs, tokens) * cfg.model.vocab_size
     assert workspace("vllm-v1") == max(mlp, logits)
     assert workspace("vllm-v1") <= workspace("vllm")
 
