@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from sim_core.costmodel import GIB, plan_memory, weight_bytes_per_gpu, workspace_bytes_per_gpu
 from sim_core.presets import PresetError, config_from_dict
+from sim_core.sweep import with_value
 
 SMALL = {"num_requests": 1, "prompt_tokens": {"dist": "fixed", "mean": 16}, "output_tokens": {"dist": "fixed", "mean": 16}}
 # RTX 3090: 24 GiB (nvidia-smi 24,576 MiB); only its memory matters for the plan.
@@ -105,10 +106,10 @@ def test_vllm_v1_profiles_16_bit_logits_of_its_sequences_and_no_sampler(seqs, to
     # the budget's tokens, one each)
     def workspace(rule):
         cfg = vllm_config({"preset": "h100-sxm"}, model, 1, tokens, tokens, memory_rule=rule)
-        return workspace_bytes_per_gpu(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": seqs})}))
+        return workspace_bytes_per_gpu(with_value(cfg, "scheduler.max_num_seqs", seqs))
 
     cfg = vllm_config({"preset": "h100-sxm"}, model, 1, tokens, tokens)
-    mlp = workspace_bytes_per_gpu(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"max_num_seqs": 1})}))
+    mlp = workspace_bytes_per_gpu(with_value(cfg, "scheduler.max_num_seqs", 1))
     logits = 2 * min(seqs, tokens) * cfg.model.vocab_size
     assert workspace("vllm-v1") == max(mlp, logits)
     assert workspace("vllm-v1") <= workspace("vllm")
@@ -118,11 +119,11 @@ def test_the_vllm_v1_preset_keeps_its_kv_cache_at_1024_sequences():
     # At vLLM 0.7 serve's 2,048 tokens the V1 logits of 1,024 sequences (0.26 GB for Llama-3.1-8B) barely pass the MLP's
     # peak (0.23 GB), where V0's sampler profile would take 1.58 GB: 28,527 blocks at 256 sequences, within 0.1 % at 1,024
     base = config_from_dict({"hardware": "h100-sxm", "model": "llama-3.1-8b", "engine": "vllm-v1", "workload": SMALL})
-    at = lambda n: plan_memory(base.model_copy(update={"scheduler": base.scheduler.model_copy(update={"max_num_seqs": n})}))  # noqa: E731
+    at = lambda n: plan_memory(with_value(base, "scheduler.max_num_seqs", n))  # noqa: E731
     assert base.kv_cache.memory_rule == "vllm-v1" and at(256).num_blocks == 28527
     assert at(1024).num_blocks == pytest.approx(28527, rel=0.001)
-    v0 = base.model_copy(update={"kv_cache": base.kv_cache.model_copy(update={"memory_rule": "vllm"})})
-    assert plan_memory(v0.model_copy(update={"scheduler": v0.scheduler.model_copy(update={"max_num_seqs": 1024})})).num_blocks < 28000
+    v0 = with_value(with_value(base, "kv_cache.memory_rule", "vllm"), "scheduler.max_num_seqs", 1024)
+    assert plan_memory(v0).num_blocks < 28000
 
 
 def test_swap_space_is_per_gpu_as_in_vllm():
@@ -144,7 +145,6 @@ def test_a_context_the_kv_cache_cannot_hold_is_noted_as_vllm_would_refuse_it(cap
     from sim_core.cli import main
     from sim_core.costmodel import memory_notes
     from sim_core.presets import load_preset
-    from sim_core.sweep import with_value
 
     cfg = load_preset("chat-l4-llama8b")
     (note,) = memory_notes(cfg, plan_memory(cfg))
