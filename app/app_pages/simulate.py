@@ -219,22 +219,38 @@ def _timeline_tab(res: SimResult) -> None:
         st.html(_timeline_html(res, int(first), int(rows), window))
         # (the plain view's hovers are title tooltips, which a touch screen never shows: a phone needs the Plotly view)
         how = "use the window controls above to move or widen it. Rest the pointer (on a phone: turn on Zoom with the mouse, then tap) on"
-    st.caption(timeline_caption(how, deployment, deployment and res.is_disaggregated))
+    if deployment:
+        from app.components.cluster_timeline import kv_waits, shown_caption
+
+        st.caption(timeline_caption(how, True, res.is_disaggregated, kv_waits(res), shown_caption(res)))
+    else:
+        st.caption(timeline_caption(how, False))
 
 
-def timeline_caption(how: str, deployment: bool, disaggregated: bool = False) -> str:
+def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, waits: tuple[bool, bool] = (False, False),
+                     omitted: str = "") -> str:  # fmt: skip
     """What the timeline's panels are and how to read them: a deployment draws three (instances, requests,
     KV per instance), one engine four (GPU, requests, KV, queues). Only a disaggregated deployment's request rows
-    have the KV-wait and transfer marks (replicas' rows name one replica and have neither)."""
+    have the KV transfer marks, and the waits (`waits`: for a decode slot, for the link) only where the run had
+    them (replicas' rows name one replica and have neither); `omitted`: the instances the Gantt leaves out
+    (`cluster_timeline.shown_caption`)."""
     if deployment:
         where = ("a request row names where it ran (P0→D0: prefill 0, then decode 0)" if disaggregated
                  else "a request row names the replica it ran on (req 7 · replica 2, on a phone 7 · R2)")  # fmt: skip
-        marks = (" Amber: its prefill is done and its KV waits for a decode slot; a cyan diamond marks a KV transfer "
-                 "too short to see as a bar (its hover has the true duration)." if disaggregated else "")  # fmt: skip
+        marks = ""
+        if disaggregated:
+            slot, link = waits
+            if slot:
+                marks += " Amber: its prefill is done and its KV waits for a decode slot (the decode pool's KV is full)."
+            if link:
+                marks += " Pale amber: its decode slot is reserved and its KV waits for the link, which earlier transfers hold."
+            marks += (" Cyan: its KV crossing to the decode instance; a cyan diamond marks a transfer too short to see as a "
+                      "bar (its hover has the true duration).")  # fmt: skip
+        rows = f" With many instances the Gantt draws some of each pool ({omitted}); the tables list them all." if omitted else ""
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
                 f"tensor-parallel GPUs together; {where}. Pale blue in a request row: the request was decoding but its "
-                f"instance's tick gave it no token (stalled behind a prefill or a swap).{marks}")
+                f"instance's tick gave it no token (stalled behind a prefill or a swap).{marks}{rows}")
     return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
             "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
             "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "

@@ -23,11 +23,17 @@ from sim_core.types import Phase
 from sim_core.words import counted
 
 MIN_BAR_FRACTION = 1 / 200  # a KV transfer shorter than this share of the view also gets a marker (a bar is ~5 px or less)
-MAX_INSTANCE_ROWS = 16  # more instances: the first 16 are drawn (the rest are in the tables)
+MAX_INSTANCE_ROWS = 16  # more instances: 16 are drawn, shared between the pools (`shown_instances`; all are in the tables)
 # KV lines per instance: greens, browns and greys that no phase, request state or A/B run uses
 # (a KV line in prefill orange would read as prefill), told apart by dash as well as colour
 KV_COLORS = ("#188038", "#795548", "#202124", "#827717", "#3E2723", "#33691E", "#5F6368", "#A1887F")
 KV_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
+
+
+def kv_line_style(k: int) -> dict:
+    """The k-th KV line's colour and dash: the first 8 pair colour k with dash k; the next 8 shift the dash by one, so
+    the 16 lines drawn at most are 16 different pairs (line 8 read as line 0 when both went by k % 8)."""
+    return dict(color=KV_COLORS[k % len(KV_COLORS)], dash=KV_DASHES[(k + k // len(KV_COLORS)) % len(KV_DASHES)])
 
 
 def short_gpu_names(names: list[str]) -> dict[str, str]:
@@ -61,10 +67,59 @@ def _code(x) -> str:
     return f"{x.role[0].upper()}{x.index}"
 
 
+def shown_instances(res: ClusterResult) -> list:
+    """The instances that get a Gantt row and a KV line, in the deployment's order: all of them up to MAX_INSTANCE_ROWS;
+    past it the rows are shared between the pools, each its lowest indices, so that both pools of a large xPyD stay in
+    view (the first 16 of 64P64D were all prefill instances, and its decoding had no row): each pool gets an equal share
+    or its whole size if smaller, and what a small pool leaves goes to the others in turn."""
+    instances = list(res.instances)
+    if len(instances) <= MAX_INSTANCE_ROWS:
+        return instances
+    pools: dict[str, list] = {}
+    for x in instances:
+        pools.setdefault(x.role, []).append(x)
+    take = dict.fromkeys(pools, 0)
+    left = MAX_INSTANCE_ROWS
+    while left:  # one row at a time to each pool that has more, in pool order: equal shares, a small pool's rest shared
+        for role, members in pools.items():
+            if left and take[role] < len(members):
+                take[role] += 1
+                left -= 1
+    keep = {id(x) for role, members in pools.items() for x in members[: take[role]]}
+    return [x for x in instances if id(x) in keep]
+
+
+def shown_caption(res: ClusterResult) -> str:
+    """What the Gantt leaves out, in words ('' when every instance has a row): e.g. 'prefill 0-7 of 64 and decode 0-7 of
+    64 drawn'."""
+    shown = shown_instances(res)
+    if len(shown) == len(res.instances):
+        return ""
+    counts: dict[str, list[int]] = {}
+    for x in res.instances:
+        counts.setdefault(x.role, [0, 0])[1] += 1
+    for x in shown:
+        counts[x.role][0] += 1
+    parts = [f"{role} 0-{k - 1} of {n}" if k > 1 else f"{role} 0 of {n}" for role, (k, n) in counts.items()]
+    return " and ".join(parts) + " drawn"
+
+
+def kv_waits(res) -> tuple[bool, bool]:
+    """Whether any request of a disaggregated run waited for a decode slot, and whether any waited for the KV link:
+    the caption explains the marks the run has (it spoke of amber where none was drawn, and not of the link's wait)."""
+    if res.kv_transfer_start_s is None:
+        return False, False
+    with np.errstate(invalid="ignore"):
+        slot = np.nan_to_num(res.kv_transfer_start_s - res.kv_wait_start_s) > 0
+        link = np.nan_to_num(res.kv_link_start_s - res.kv_transfer_start_s) > 0
+    return bool(slot.any()), bool(link.any())
+
+
 def instance_names(res: ClusterResult, narrow: bool = False) -> list[str]:
-    """Gantt row name per instance: 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups collapsed); when the pools run
-    on different GPU kinds, the kind too: 'decode 0 · 8× A100'. Narrow: 'R0', 'P1 · 2 GPUs', 'D0 · 8× A100'."""
-    shown = res.instances[:MAX_INSTANCE_ROWS]
+    """Gantt row name per instance drawn (`shown_instances`): 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups
+    collapsed); when the pools run on different GPU kinds, the kind too: 'decode 0 · 8× A100'. Narrow: 'R0',
+    'P1 · 2 GPUs', 'D0 · 8× A100'."""
+    shown = shown_instances(res)
     kinds = short_gpu_names([x.hardware for x in res.instances])
     out = []
     for x in shown:
@@ -101,7 +156,7 @@ def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
     """The instances' rows; returns the phases drawn (each one legend entry)."""
     per = max(timeline.MAX_GANTT_BARS // len(rows), 20)
     shown: set[str] = set()
-    for inst, row in zip(res.instances, rows):
+    for inst, row in zip(shown_instances(res), rows):
         seg = timeline.gantt_data(inst.result, per)
         for ph in Phase:
             m = seg["phase"] == ph
@@ -206,24 +261,25 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
         # short titles: Plotly clips a centred title wider than the chart (a phone, a narrow window); a row's label
         # ("prefill 0 · 2 GPUs") already says its TP group is one row, the request rows name their instance
-        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", first {len(rows)} of {len(res.instances)}" if more else ""),
+        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", {len(rows)} of {len(res.instances)} drawn" if more else ""),
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
     phases = _gantt(fig, res, rows)
     shown_rows = _requests(fig, res, first_request, num_requests, window, phases)
-    for k, (inst, row) in enumerate(zip(res.instances, rows)):
+    for k, (inst, row) in enumerate(zip(shown_instances(res), rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:
             continue
         tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
                                         max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
-        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
+        fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                  name=f"KV {row}", hovertemplate="%{y:,.1f} % of blocks<br>t = %{x:,.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"))  # fmt: skip
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
+    # (nticks: every instance labelled; Plotly thinned 16 rows to every other label)
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, nticks=len(rows), row=1, col=1)
     fig.update_yaxes(timeline.request_axis(shown_rows), row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
@@ -240,14 +296,15 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
         return timeline.gantt_kv_figure(res, x_range, title, height, window=window)
     rows = instance_rows(res)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
-                        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})", "KV cache in use (%)"))  # fmt: skip
+                        subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", {len(rows)} of {len(res.instances)} drawn" if len(rows) < len(res.instances) else ""),
+                                        "KV cache in use (%)"))  # fmt: skip
     _gantt(fig, res, rows)
-    for k, (inst, row) in enumerate(zip(res.instances, rows)):
+    for k, (inst, row) in enumerate(zip(shown_instances(res), rows)):
         tl = inst.result.timeline
         if tl.num_ticks:
             tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
                                             max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
-            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=KV_COLORS[k % len(KV_COLORS)], line_dash=KV_DASHES[k % len(KV_DASHES)],
+            fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                      name=f"KV {row}"), row=2, col=1)  # (in the legend: one line per instance, told apart by colour and dash)  # fmt: skip
     # The legend in its own strip at the figure's foot (as the step-through chart's): with a line per instance it wraps to
     # two or three rows, and hung from the plot (y=-0.25) it covered the time axis's title
@@ -255,7 +312,7 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     fig.update_layout(barmode="overlay", height=max(height, 140 + 24 * len(rows)) + 40, title=title,
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10),
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))  # fmt: skip
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, row=1, col=1)
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, nticks=len(rows), row=1, col=1)
     fig.update_yaxes(range=[0, 105], row=2, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
     if window is not None or x_range:  # the window when given (as for one engine), else the run's range

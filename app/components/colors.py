@@ -16,7 +16,9 @@ PHASE_COLORS = {
     "swapped": "#F28B82",  # pink: KV in host memory
     "kv wait": "#F9AB00",  # amber: prefill done, its KV held until a decode instance has room (back-pressure)
     "kv transfer": "#12B5CB",  # cyan: KV cache crossing from a prefill to a decode instance (sim_core/cluster)
-    "kv link wait": "#A6E3EC",  # pale cyan: decode slot reserved, its KV queued while earlier transfers hold the link
+    # pale amber, a wait as amber is: decode slot reserved, its KV queued while earlier transfers hold the link (it was
+    # pale cyan, #A6E3EC, which read as "stalled" pale blue beside it)
+    "kv link wait": "#FDE293",
     "kv": "#188038",  # green: KV cache in use
     "running": "#202124",  # near-black: running requests
 }

@@ -12,10 +12,17 @@ from streamlit.testing.v1 import AppTest
 
 from app.components import timeline
 from app.components.cluster_timeline import (
+    KV_COLORS,
+    KV_DASHES,
+    MAX_INSTANCE_ROWS,
     ROW_LABEL_CSS,
     cluster_timeline_figure,
     instance_names,
     instance_rows,
+    kv_line_style,
+    kv_waits,
+    shown_caption,
+    shown_instances,
     request_labels,
     request_names,
     responsive_label,
@@ -124,6 +131,41 @@ def test_replicas_timeline_is_bounded_with_many_instances():
     fig = cluster_timeline_figure(res, 0, 60)
     assert count_points(fig) <= MAX_TIMELINE_POINTS
     assert len(instance_rows(res)) == 16  # the first 16 rows; all instances are in the tables
+    assert shown_caption(res) == "replica 0-15 of 24 drawn"
+    kv = [tr for tr in fig.data if tr.type == "scatter" and tr.name.startswith("KV ")]
+    assert len({(tr.line.color, tr.line.dash) for tr in kv}) == len(kv) == 16  # line 8 looked like line 0
+    assert fig.layout.yaxis.nticks == 16  # every row labelled (Plotly thinned 16 to every other one)
+
+
+@pytest.mark.parametrize(("num_prefill", "num_decode", "drawn"), [(64, 64, (8, 8)), (40, 2, (14, 2)), (3, 1, (3, 1)),
+                                                                  (15, 15, (8, 8)), (17, 0, (16, 0))])  # fmt: skip
+def test_a_large_xpyd_gantt_draws_both_pools(num_prefill, num_decode, drawn):
+    # the first 16 of 64P64D were all prefill instances: the decoding on D10-D25 had no row
+    from types import SimpleNamespace
+
+    instances = [SimpleNamespace(role="prefill", index=i) for i in range(num_prefill)]
+    instances += [SimpleNamespace(role="decode", index=i) for i in range(num_decode)]
+    shown = shown_instances(SimpleNamespace(instances=instances))
+    assert len(shown) == min(MAX_INSTANCE_ROWS, len(instances))
+    assert (sum(x.role == "prefill" for x in shown), sum(x.role == "decode" for x in shown)) == drawn
+    assert all(x.index < n for x in shown for n in [drawn[0] if x.role == "prefill" else drawn[1]])  # lowest indices
+    assert [x for x in instances if x in shown] == shown  # in the deployment's order
+
+
+def test_a_real_large_xpyd_run_draws_decode_rows_and_says_what_it_leaves_out():
+    cfg = with_value(make_config(workload__num_requests=40, workload__arrival__rate_per_s=40.0), "deployment",
+                     {"disaggregation": {"prefill": {"replicas": 20}, "decode": {"replicas": 4}}})  # fmt: skip
+    res = run_simulation(cfg)
+    fig = cluster_timeline_figure(res, 0, 20)
+    rows = {y for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" for y in tr.y}
+    assert any("decode" in r for r in rows) and len(instance_rows(res)) == 16
+    assert shown_caption(res) == "prefill 0-11 of 20 and decode 0-3 of 4 drawn"
+    assert "16 of 24 drawn" in fig.layout.annotations[0].text
+
+
+def test_kv_line_styles_are_sixteen_different_pairs():
+    assert len({tuple(kv_line_style(k).values()) for k in range(MAX_INSTANCE_ROWS)}) == MAX_INSTANCE_ROWS
+    assert [kv_line_style(k) for k in range(8)] == [dict(color=c, dash=d) for c, d in zip(KV_COLORS, KV_DASHES)]
 
 
 def test_simulate_page_opens_a_deployment_link():
@@ -271,9 +313,23 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     # a deployment draws three panels (instances, requests, KV per instance), one engine four; the caption said four
     shown = _captions("cluster-distserve-opt13b-3xa100-p2d1")
     assert "All three panels (instances, requests, KV cache per instance)" in shown and "All four panels" not in shown
-    assert "waits for a decode slot" in shown and "diamond marks a KV transfer" in shown  # review 26: the new marks
+    assert "diamond marks a transfer" in shown  # review 26: the new marks
+    # the waits it names are the run's: DistServe's transfers queue for the link, none waits for a decode slot (the
+    # caption spoke of amber where none was drawn, and not of the link's wait, which the legend showed)
+    assert "waits for the link" in shown and "waits for a decode slot" not in shown
     one = AppTest.from_file(APP, default_timeout=120).run()
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
+
+
+@pytest.mark.parametrize(("preset", "waits"), [("cluster-splitwise-llama70b-4xdgx-ha-3p1d", (True, True)),
+                                               ("cluster-dynamo-llama70b-fp8-8xh100-3p1d", (False, False))])  # fmt: skip
+def test_an_xpyd_timeline_caption_names_the_waits_its_run_had(preset, waits):
+    # Splitwise-HA's decode pool fills (amber: a decode slot) and its transfers queue on the link (pale amber); Dynamo's
+    # 3P1D has neither, and its caption said "Amber: ... waits for a decode slot" with nothing amber drawn
+    assert kv_waits(run_simulation(load_preset(preset))) == waits
+    shown = _captions(preset)
+    assert ("Amber: its prefill is done" in shown, "Pale amber: its decode slot is reserved" in shown) == waits
+    assert "Cyan: its KV crossing" in shown
 
 
 def test_a_replicas_timeline_caption_names_only_the_marks_its_rows_have():
