@@ -83,7 +83,7 @@ CLAIM_METRICS: dict[str, tuple[str, str]] = {
     "queue_delay_p99_s": ("queue delay p99", "s"), "makespan_s": ("makespan", "s"),
     "output_tokens_per_s": ("output throughput", "tok/s"), "mean_batch_size": ("mean batch", "seqs"),
     "spec_tokens_per_step": ("tokens per decode step", "tokens"),
-    "slo_attainment": ("SLO attainment", "share"), "prefill_time_fraction": ("prefill share of the busy time", "share"),
+    "slo_attainment": ("SLO attainment", "share"), "goodput_requests_per_s": ("goodput", "req/s"), "prefill_time_fraction": ("prefill share of the busy time", "share"),
     "prefix_hit_rate_tokens": ("prefix cache hits", "share"), "gpu_busy_fraction": ("GPU busy", "share"),
     "mfu_mean": ("MFU over the busy time", "share"),
     "num_preemptions": ("pre-emptions", "count"), "num_recomputed_tokens": ("recomputed tokens", "count"),
