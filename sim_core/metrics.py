@@ -44,6 +44,18 @@ def not_arrived(status: np.ndarray, arrival_s: FloatArray, stop_s: float) -> np.
     return (status == Status.PENDING) & (arrival_s > stop_s)
 
 
+def at_kv_link(status: np.ndarray, kv_transfer_start_s: FloatArray | None, kv_transfer_end_s: FloatArray | None,
+               stop_s: float) -> np.ndarray:
+    """Which unfinished requests of a disaggregated run were held at the KV link when it stopped at `stop_s`: their
+    transfer had started (a decode slot reserved; queued for the link or crossing it) and not ended. A link too slow
+    for the load leaves its requests there, where advice to lower the rate or add GPUs misses the cause."""
+    if kv_transfer_start_s is None or kv_transfer_end_s is None:
+        return np.zeros(status.shape, dtype=bool)
+    started = np.nan_to_num(kv_transfer_start_s, nan=np.inf) <= stop_s
+    ended = np.nan_to_num(kv_transfer_end_s, nan=np.inf) <= stop_s
+    return (status != Status.FINISHED) & started & ~ended
+
+
 def unfinished_reason(status: np.ndarray, arrival_s: FloatArray, stop_s: float) -> str:
     """What a run's stopped_reason adds about its unfinished requests (`status`, `arrival_s`: every request's; `stop_s`:
     the clock when it stopped). Those that had not arrived by then are counted apart: a trace whose arrival_s were Unix

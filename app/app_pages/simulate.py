@@ -25,7 +25,7 @@ from app.state import (
 )
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
-from sim_core.metrics import MIN_STEADY_REQUESTS, class_metrics, no_value_reason, not_arrived, steady_exclusion_text
+from sim_core.metrics import MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase
@@ -567,6 +567,13 @@ def main() -> None:
         if is_budget_stop(reason):
             advice = ("This app limits what one run may cost; make the run smaller (fewer requests, shorter outputs, "
                       "fewer recorded batches) or run it with the command line, which has no such limit.")
+        elif (held := int(at_kv_link(req.status, getattr(res, "kv_transfer_start_s", None),
+                                     getattr(res, "kv_transfer_end_s", None), stop_s).sum())) > res.summary.num_unfinished / 2:
+            # (a KV link of 1e-6 GB/s was told to lower the arrival rate or add GPUs)
+            link = res.config.deployment.disaggregation.link
+            advice = (f"Most of the unfinished requests ({held:,}) were waiting for the KV link or crossing it: the link "
+                      f"between the pools ({link.bandwidth_gb_per_s:g} GB/s) is the bottleneck. Raise "
+                      "`deployment.disaggregation.link.bandwidth_gb_per_s` (NVLink within a node: hundreds of GB/s).")
         elif later > res.summary.num_unfinished / 2:  # (it said "the server cannot keep up" of a server keeping up)
             advice = (f"Most of the unfinished requests ({later:,}) had not arrived yet: the workload runs past the "
                       "simulated-time limit. Run fewer requests, or raise the limit in *Objectives & run*; the figures "

@@ -643,3 +643,16 @@ def test_a_transfer_that_waited_for_the_link_shows_its_wait_then_its_move():
     assert "kv link wait" in timeline.request_bars(res, np.arange(4), None)["state"].tolist()
 
 
+
+
+def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus():
+    # 1e-6 GB/s: no request finished, and the page said "lower the arrival rate ... add GPUs"
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
+    at.query_params["deployment.disaggregation.link.bandwidth_gb_per_s"] = "0.000001"
+    at.query_params["workload.num_requests"] = "20"
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(w.value for w in at.warning)
+    assert "The run did not finish" in text and "waiting for the KV link or crossing it" in text, text
+    assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text

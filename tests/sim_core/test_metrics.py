@@ -187,3 +187,15 @@ def test_no_value_reason_says_none_finished_or_one_token_outputs():
     assert no_value_reason("TPOT", 0) == no_value_reason("TTFT", 0) == "no request finished"
     assert no_value_reason("TPOT", 3) == "one-token outputs have no TPOT"
     assert no_value_reason("ITL", 3) == "one-token outputs have no gap between tokens"
+
+
+def test_at_kv_link_counts_unfinished_requests_whose_transfer_started_and_had_not_ended():
+    from sim_core.metrics import at_kv_link
+    from sim_core.types import Status
+
+    nan = float("nan")
+    status = np.array([Status.FINISHED, Status.RUNNING, Status.RUNNING, Status.RUNNING, Status.WAITING])
+    start = np.array([1.0, 1.0, 1.0, 5.0, nan])  # finished; crossing at the stop; crossed; starts after it; prefilling
+    end = np.array([2.0, nan, 1.5, 6.0, nan])
+    assert at_kv_link(status, start, end, 3.0).tolist() == [False, True, False, False, False]
+    assert not at_kv_link(status, None, None, 3.0).any()  # (one engine, replicas: no link)
