@@ -78,6 +78,16 @@ def _pool_tp(cfg: SimConfig, pool) -> int:
     return pool.tensor_parallel or (pool.hardware or cfg.hardware).num_gpus
 
 
+def _gpus_in(cfg: SimConfig) -> int:
+    """GPUs of a config that is one engine or replicas (what a switch to pools starts from)."""
+    return cfg.hardware.num_gpus * (cfg.deployment.replicas if cfg.deployment else 1)
+
+
+def _gpus_before(cfg: SimConfig) -> str:
+    """The config before a switch to pools, in words: 'the 4 replicas' or 'one engine'."""
+    return f"the {counted(cfg.deployment.replicas, 'replica')}" if cfg.deployment else "one engine"
+
+
 def seed(cfg: SimConfig) -> None:
     """Write a config's deployment into the widgets (preset change, link, upload)."""
     dep = cfg.deployment
@@ -139,7 +149,7 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
         # (the config's range: a box narrower than it would clamp a linked 0.05 GB/s and run, and re-link, another config)
         bw = st.number_input("KV link bandwidth (GB/s)", *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
                              key=KEY + "bw", help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
-    lat = st.number_input("KV link latency (us)", *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
+    lat = st.number_input("KV link latency (µs)", *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
@@ -149,8 +159,13 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                      help=field_info(("deployment", "disaggregation", "first_token_from")).description)  # fmt: skip
     kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
         else _gpu_label(cfg, choice)  # noqa: E731
-    st.caption(f"{int(p) * ptp + int(d) * dtp} GPUs = {int(p)} x TP {ptp} {plain(kind(pgpu))} prefill + "
-               f"{int(d)} x TP {dtp} {plain(kind(dgpu))} decode")  # GPU names from a link: text, not markdown  # fmt: skip
+    total = int(p) * ptp + int(d) * dtp
+    # Switching a deployment of 4 replicas (8 GPUs) to pools opened on 1P1D (2 GPUs) and said nothing of the 6 GPUs gone:
+    # the GPUs the config ran on before the switch are named while the count differs
+    before = "" if keep is not None else _gpus_before(cfg)
+    st.caption(f"{total} GPUs = {int(p)} x TP {ptp} {plain(kind(pgpu))} prefill + "
+               f"{int(d)} x TP {dtp} {plain(kind(dgpu))} decode"  # GPU names from a link: text, not markdown
+               + (f"; {before} ran on {counted(_gpus_in(cfg), 'GPU')}: set the instances to compare on as many" if before and _gpus_in(cfg) != total else ""))  # fmt: skip
 
     def pool(n, tp, gpu, old) -> dict[str, Any]:
         # An unset TP that still equals its default stays unset, so an untouched preset stays that preset.

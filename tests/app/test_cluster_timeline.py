@@ -222,6 +222,20 @@ def test_sidebar_deployment_editor_round_trips_presets_and_turns_on_replicas():
     assert "3 replicas" in " ".join(c.value for c in at2.caption)
 
 
+def test_switching_replicas_to_pools_names_the_gpus_the_replicas_ran_on():
+    # 4 replicas of 2 GPUs switched to pools opened on 1P1D (4 GPUs here) and said nothing of the GPUs gone
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-router-4xh100-llama8b"
+    at.run()
+    before = at.radio(key="w.dep.mode").value
+    at.radio(key="w.dep.mode").set_value("disaggregated").run()
+    assert before == "replicas" and not at.exception and not at.error
+    shown = " ".join(c.value for c in at.caption)
+    assert "2 GPUs = 1 x TP 1 H100 SXM prefill + 1 x TP 1 H100 SXM decode; the 4 replicas ran on 4 GPUs" in shown, shown
+    at.number_input(key="w.dep.prefill").set_value(3).run()  # 3P1D: as many GPUs, nothing more to say
+    assert "replicas ran on" not in " ".join(c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("key, preset_value, new_value, field", [
     # the Dynamo preset counts the KV transfer in TTFT (its clients read the decode worker's stream); switching the
     # editor to the prefill side makes a link with that one change
