@@ -402,6 +402,11 @@ def _export_tab(res: SimResult, cfg: SimConfig, link_params: dict[str, str] | No
                        key="dl.req", on_click="ignore")  # fmt: skip
     c3.download_button("Ticks (CSV)", lambda: _frames(res)["ticks"].to_csv(index=False), "ticks.csv", "text/csv",
                        key="dl.ticks", on_click="ignore")  # fmt: skip
+    if getattr(res, "instances", None):  # a deployment: the CLI's instances.csv too (the page offered no such file)
+        from sim_core.cluster.report import instance_rows
+
+        c1.download_button("Instances (CSV)", lambda: pd.DataFrame(instance_rows(res)).to_csv(index=False), "instances.csv",
+                           "text/csv", key="dl.instances", on_click="ignore")  # fmt: skip
 
 
 # A deployment's instance table opens on the columns a phone shows (at 390 px its eleven, 849 px, scrolled sideways

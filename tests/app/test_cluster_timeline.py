@@ -670,3 +670,12 @@ def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus
     text = " ".join(w.value for w in at.warning)
     assert "The run did not finish" in text and "waiting for the KV link or crossing it" in text, text
     assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text
+
+
+def test_share_and_export_offers_a_deployments_instances_csv():
+    # the CLI writes instances.csv for a deployment; the page offered only config, requests and ticks
+    at = _open_tab("cluster-router-2xh100-agent-pairs", "Share & export")
+    labels = [e.proto.label for e in at.get("download_button")]
+    assert "Instances (CSV)" in labels and "Requests (CSV)" in labels
+    one = _open_tab("chat-h100-llama8b", "Share & export")
+    assert "Instances (CSV)" not in [e.proto.label for e in one.get("download_button")]
