@@ -218,7 +218,7 @@ PLAN_OPTIONS = {"target_rate_per_s": "--rate", "num_results": "--top", "max_repl
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
     from sim_core.cli import prepare_out_dir, remove_stale_outputs
-    from sim_core.planner import PlanSpec, default_router, default_state_refresh_s, plan, router_note
+    from sim_core.planner import PlanSpec, check_plan_space, default_router, default_state_refresh_s, plan, router_note
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
@@ -245,6 +245,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "plan", PlanSpec, names=PLAN_OPTIONS)) from None
+    check_plan_space(spec, PLAN_OPTIONS)  # (before the saturation probes: one per family)
     if args.out:  # before the search (an existing file as --out was a traceback after the whole plan had run)
         prepare_out_dir(Path(args.out))
     import time
@@ -310,11 +311,20 @@ def _split(text: str | None, option: str) -> tuple[str, ...] | None:
     return items
 
 
+# The most values of a list of numbers in `plan` (--tp, --token-budgets, --max-batches): each multiplies the search
+# space (MAX_PLAN_FAMILIES), and 32 token budgets x 16 max batches made 18,432 families. 16 is four times the Plan page's
+# (the preset's own and 3 more).
+MAX_PLAN_LIST_VALUES = 16
+
+
 def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
     """Whole numbers of a comma-separated option (`--tp a` or `1.5` was int()'s ValueError, a traceback)."""
     items = _split(text, option)
     if items is None:
         return None
+    if len(items) > MAX_PLAN_LIST_VALUES:
+        raise PresetError(f"{option}: {len(items)} values: at most {MAX_PLAN_LIST_VALUES} (each multiplies the search "
+                          "space); give fewer")  # fmt: skip
     try:
         return tuple(parse_int_text(x) for x in items)
     except ValueError as err:
@@ -348,7 +358,7 @@ def add_capacity_commands(sub) -> None:
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     _backend_args(sw)
-    from sim_core.planner import PlanSpec  # its defaults, shown here (the help restated two of them)
+    from sim_core.planner import MAX_PLAN_FAMILIES, PlanSpec  # its defaults, shown here (the help restated two of them)
 
     default = lambda name: PlanSpec.model_fields[name].default  # noqa: E731
     listed = lambda name: ",".join(map(str, default(name)))  # noqa: E731
@@ -359,8 +369,11 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
     pl.add_argument("--tp", help=f"tensor-parallel degrees, comma-separated (default {listed('tp_degrees')})")
     pl.add_argument("--engines", help=f"engine presets, comma-separated (default {listed('engines')})")
-    pl.add_argument("--token-budgets", help="max_num_batched_tokens values (tokens), comma-separated (default: each engine's)")
-    pl.add_argument("--max-batches", help="max_num_seqs values (sequences), comma-separated (default: each engine's)")
+    pl.add_argument("--token-budgets", help="max_num_batched_tokens values (tokens), comma-separated, at most "
+                    f"{MAX_PLAN_LIST_VALUES} (default: each engine's)")
+    pl.add_argument("--max-batches", help="max_num_seqs values (sequences), comma-separated, at most "
+                    f"{MAX_PLAN_LIST_VALUES} (default: each engine's; the search space is at most {MAX_PLAN_FAMILIES:,} "
+                    "GPU x TP x engine x token budget x max batch families)")
     pl.add_argument("--max-replicas", type=int, default=None,
                     help=f"most replicas of one configuration (default {default('max_replicas')})")
     pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")

@@ -238,3 +238,20 @@ def test_a_capacity_scale_whose_runs_are_clipped_says_so(capsys):
     # within the range a probe's length is still bounded: said, not silent
     assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--scale", "0.01", *SMALL]) == 0
     assert "NOTE: --scale 0.01: runs are bounded to 500-200,000 requests" in capsys.readouterr().out
+
+
+def test_a_plans_lists_and_search_space_are_capped(capsys):
+    # `plan --token-budgets` of 32 values x `--max-batches` of 16: 18,432 saturation probes before any output
+    from sim_core.capacity_cli import MAX_PLAN_LIST_VALUES
+    from sim_core.planner import MAX_PLAN_FAMILIES
+
+    values = lambda n: ",".join(str(256 * (i + 1)) for i in range(n))  # noqa: E731
+    base = ["plan", "chat-h100-llama8b", "--rate", "1", "--workers", "1", "--no-cache"]
+    assert main([*base, "--token-budgets", values(MAX_PLAN_LIST_VALUES + 1)]) == EXIT_BAD_INPUT
+    assert f"--token-budgets: {MAX_PLAN_LIST_VALUES + 1} values: at most {MAX_PLAN_LIST_VALUES}" in capsys.readouterr().err
+    gpus = "a100-40gb,a100-80gb,a100-80gb-pcie,b200,h100-sxm,h200,l4,l40s,mi300x"
+    assert main([*base, "--gpus", gpus, "--tp", "1,2,4,8", "--token-budgets", values(16), "--max-batches", values(16),
+                 "--pd"]) == EXIT_BAD_INPUT  # fmt: skip
+    err = capsys.readouterr().err
+    assert "9 --gpus x 4 --tp x 3 --engines x 16 --token-budgets x 16 --max-batches x 5" in err and "--pd" in err
+    assert f"= 138,240 configuration families: at most {MAX_PLAN_FAMILIES:,} per plan" in err
