@@ -152,6 +152,18 @@ class Backend(Protocol):
         ...  # pragma: no cover
 
 
+# The most local worker processes, per CPU. A point is a CPU-bound simulation: past one process per CPU more only share
+# the CPUs (a few per CPU still helps while some wait on the point cache's files), and each holds a run's memory.
+# `--workers 1000` started one process per point, 32 for a 30-point sweep on a 2-CPU machine. Per CPU, not a fixed
+# count, so that a large machine may still run one process per CPU.
+WORKERS_PER_CPU = 4
+
+
+def max_local_workers() -> int:
+    """The most processes a local pool may start on this machine (WORKERS_PER_CPU per CPU)."""
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
 @dataclass
 class LocalBackend:
     """A local process pool (`max_workers` 1: this process, no pool). The pool starts on first use

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import sys
 from pathlib import Path
 from typing import get_args
 
@@ -19,6 +21,9 @@ from sim_core.inputs import parse_int_text, printable
 from sim_core.presets import PresetError, load_preset
 
 CAPACITY_COMMANDS = ("capacity", "sweep", "plan")
+# A search that ran and found nothing to report (`plan` with no row meeting the SLOs, `sweep` with every point failed):
+# not bad input (cli.EXIT_BAD_INPUT, 2), checked before any run
+EXIT_NO_RESULT = 1
 
 
 def _load(args: argparse.Namespace):
@@ -31,7 +36,10 @@ def _load(args: argparse.Namespace):
 def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a ray:// address, 'auto', or nothing ($RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--workers", type=int, default=None, help="local processes, >= 1 (default: one per CPU)")
+    from sim_core.backend import WORKERS_PER_CPU, max_local_workers
+
+    p.add_argument("--workers", type=int, default=None, help=f"local processes, 1 to {WORKERS_PER_CPU} per CPU "
+                   f"({max_local_workers()} here; default: one per CPU)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the per-point cache")
     p.add_argument("--cache-dir", default=None, help="per-point cache directory (default $SIM_CORE_CACHE_DIR or ~/.cache/...)")
     from sim_core.sweep import CapacityObjective  # (its percentiles and default: this option restated both)
@@ -46,12 +54,17 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and ranges of the options before any run: --seeds 0 ended in min() of no capacities, --start nan
     in int(nan), --scale nan in a worker's traceback (each a traceback instead of a message)."""
-    from sim_core.sweep import check_num_points, check_repeats
+    from sim_core.backend import WORKERS_PER_CPU, max_local_workers
+    from sim_core.sweep import check_num_points, check_repeats, check_sweep_runs
 
     if getattr(args, "workers", None) is not None and args.workers < 1:  # (0 or -3 ran on every CPU or in this process)
         raise PresetError(f"--workers = {args.workers}: must be >= 1")
+    if getattr(args, "workers", None) is not None and args.workers > max_local_workers():  # (1000 started a process per point)
+        raise PresetError(f"--workers = {args.workers}: must be 1 to {max_local_workers():,} ({WORKERS_PER_CPU} per CPU, "
+                          f"{os.cpu_count() or 1} CPU(s) here)")  # fmt: skip
     if getattr(args, "num", None) is not None:
         check_num_points(args.num, "--num")
+        check_sweep_runs(args.num, args.seeds, names=("--num", "--seeds"))
     check_repeats(getattr(args, "seeds", None), getattr(args, "scale", None), names=("--seeds", "--scale"))
     for name in ("start", "stop"):
         value = getattr(args, name, None)
@@ -107,8 +120,13 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     # the search's probes below it ran fewer (the default scenario: "9,702+" of probes of 3,680-14,720 requests)
     sizes = sorted({s.num_requests for c in caps for _, s in c.probes})
     runs = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
+    clipped = args.scale != 1 and cfg.workload.trace is None and (
+        sizes[0] <= sweep.MIN_CAPACITY_REQUESTS or sizes[-1] >= sweep.MAX_CAPACITY_REQUESTS)  # fmt: skip
     print(f"{cfg.name}: capacity {span} req/s over "
           f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {runs} requests, bisection to {100 * rel_tol:g} %)")  # fmt: skip
+    if clipped:  # (a run's length is bounded whatever --scale says: 1e30 ran the same probes as 100, unsaid)
+        print(f"  NOTE: --scale {args.scale:g}: runs are bounded to {sweep.MIN_CAPACITY_REQUESTS:,}-"
+              f"{sweep.MAX_CAPACITY_REQUESTS:,} requests, so some probes did not run {args.scale:g}x their steady-state length")
     if args.seeds > 1 and cfg.workload.trace is not None and len({c.rate_per_s for c in caps}) == 1:
         # (5.57-5.57 over 2 seeds, with no word of why)
         print("  NOTE: a trace replays its recorded arrivals and lengths, time-scaled to each rate: the seeds ran the "
@@ -176,6 +194,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         # what it found and how many requests to run instead (the last column, so the table stays aligned)
         print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {verdict}"
               + (f"; {note}" if note else ""))
+    if all(p.error for p in pts):  # (every row "error: ..." and exit code 0: a script read the sweep as done)
+        print(f"error: every point of the sweep failed ({len(pts)} of {len(pts)}; see each row's error)", file=sys.stderr)
+        return EXIT_NO_RESULT
     if args.knob == "rate":
         caps = [capacity_from_sweep(pts, cfg, objective=obj, seed_index=k) for k in range(args.seeds)]
         found = [c for c in caps if c is not None]
@@ -197,7 +218,7 @@ PLAN_OPTIONS = {"target_rate_per_s": "--rate", "num_results": "--top", "max_repl
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
     from sim_core.cli import prepare_out_dir, remove_stale_outputs
-    from sim_core.planner import PlanSpec, default_router, default_state_refresh_s, plan, router_note
+    from sim_core.planner import PlanSpec, check_plan_space, default_router, default_state_refresh_s, plan, router_note
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
@@ -224,6 +245,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         spec = PlanSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
         raise PresetError(format_validation_error(err, "plan", PlanSpec, names=PLAN_OPTIONS)) from None
+    check_plan_space(spec, PLAN_OPTIONS)  # (before the saturation probes: one per family)
     if args.out:  # before the search (an existing file as --out was a traceback after the whole plan had run)
         prepare_out_dir(Path(args.out))
     import time
@@ -250,7 +272,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(f"  router: {note}")
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
-        return 1
+        return EXIT_NO_RESULT
     print(f"  {'configuration':44s} {'GPUs':>4s} {'$/h':>8s} {'$/M out':>8s} {'good/$':>8s} "
           f"{'TTFT p' + str(p):>10s} {'TPOT p' + str(p):>10s} {'capacity':>9s} {'headroom':>8s}")
     for row in result.table():
@@ -289,11 +311,20 @@ def _split(text: str | None, option: str) -> tuple[str, ...] | None:
     return items
 
 
+# The most values of a list of numbers in `plan` (--tp, --token-budgets, --max-batches): each multiplies the search
+# space (MAX_PLAN_FAMILIES), and 32 token budgets x 16 max batches made 18,432 families. 16 is four times the Plan page's
+# (the preset's own and 3 more).
+MAX_PLAN_LIST_VALUES = 16
+
+
 def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
     """Whole numbers of a comma-separated option (`--tp a` or `1.5` was int()'s ValueError, a traceback)."""
     items = _split(text, option)
     if items is None:
         return None
+    if len(items) > MAX_PLAN_LIST_VALUES:
+        raise PresetError(f"{option}: {len(items)} values: at most {MAX_PLAN_LIST_VALUES} (each multiplies the search "
+                          "space); give fewer")  # fmt: skip
     try:
         return tuple(parse_int_text(x) for x in items)
     except ValueError as err:
@@ -304,10 +335,10 @@ def add_capacity_commands(sub) -> None:
     cap = sub.add_parser("capacity", help="steady-state capacity (req/s) of a scenario, as an interval over seeds")
     cap.add_argument("preset", help="a preset name or a config .json path")
     cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
-    from sim_core.sweep import MAX_SWEEP_POINTS, MAX_SWEEP_SEEDS, RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
+    from sim_core.sweep import MAX_RUN_SCALE, MAX_SWEEP_POINTS, MAX_SWEEP_RUNS, MAX_SWEEP_SEEDS, MIN_RUN_SCALE, RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
     cap.add_argument("--seeds", type=int, default=3, help=f"seeds to repeat over (the interval's width), 1 to {MAX_SWEEP_SEEDS}")
-    cap.add_argument("--scale", type=float, default=1.0, help="run length multiplier (1 = the steady-state length)")
+    cap.add_argument("--scale", type=float, default=1.0, help=f"run length multiplier (1 = the steady-state length), {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g}")
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
@@ -321,12 +352,13 @@ def add_capacity_commands(sub) -> None:
                     f"{RATE_SWEEP_PAST_SATURATION:g}x the saturation "
                     "rate and twice the current rate, in round steps; other knobs: twice the current value)")
     sw.add_argument("--num", type=int, default=8, help=f"points, 1 to {MAX_SWEEP_POINTS:,}")
-    sw.add_argument("--seeds", type=int, default=1, help=f"repeat every point over this many seeds, 1 to {MAX_SWEEP_SEEDS}")
+    sw.add_argument("--seeds", type=int, default=1, help=f"repeat every point over this many seeds, 1 to {MAX_SWEEP_SEEDS} "
+                    f"(and --num x --seeds at most {MAX_SWEEP_RUNS:,} runs)")
     sw.add_argument("--fixed-length", action="store_true",
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
     sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     _backend_args(sw)
-    from sim_core.planner import PlanSpec  # its defaults, shown here (the help restated two of them)
+    from sim_core.planner import MAX_PLAN_FAMILIES, PlanSpec  # its defaults, shown here (the help restated two of them)
 
     default = lambda name: PlanSpec.model_fields[name].default  # noqa: E731
     listed = lambda name: ",".join(map(str, default(name)))  # noqa: E731
@@ -337,8 +369,11 @@ def add_capacity_commands(sub) -> None:
     pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
     pl.add_argument("--tp", help=f"tensor-parallel degrees, comma-separated (default {listed('tp_degrees')})")
     pl.add_argument("--engines", help=f"engine presets, comma-separated (default {listed('engines')})")
-    pl.add_argument("--token-budgets", help="max_num_batched_tokens values (tokens), comma-separated (default: each engine's)")
-    pl.add_argument("--max-batches", help="max_num_seqs values (sequences), comma-separated (default: each engine's)")
+    pl.add_argument("--token-budgets", help="max_num_batched_tokens values (tokens), comma-separated, at most "
+                    f"{MAX_PLAN_LIST_VALUES} (default: each engine's)")
+    pl.add_argument("--max-batches", help="max_num_seqs values (sequences), comma-separated, at most "
+                    f"{MAX_PLAN_LIST_VALUES} (default: each engine's; the search space is at most {MAX_PLAN_FAMILIES:,} "
+                    "GPU x TP x engine x token budget x max batch families)")
     pl.add_argument("--max-replicas", type=int, default=None,
                     help=f"most replicas of one configuration (default {default('max_replicas')})")
     pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")

@@ -29,6 +29,10 @@ from sim_core.words import counted
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_OUT_OF_MEMORY = 1  # the input was valid; this machine could not hold the run
+# What a run's memory grows with, as `--set` names them: said when it outgrows the machine (numpy's ArrayMemoryError
+# was a traceback)
+MEMORY_FIELDS = ("limits.max_ticks", "workload.num_requests", "limits.num_recorded_batches")
 
 
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
@@ -79,7 +83,7 @@ def format_summary(res: SimResult) -> str:
         f"{cfg.name}: {cfg.model.name} on {cfg.hardware.num_gpus}x {cfg.hardware.name}, {cfg.scheduler.name}, "
         f"workload {cfg.workload.name} (seed {cfg.seed})",
         f"  requests      {s.num_finished:,} finished / {s.num_requests:,} ({s.num_unfinished:,} unfinished), "
-        f"{counted(s.num_ticks, 'tick')}, makespan {s.makespan_s:,.2f} s",
+        f"{_ticks_text(res)}, makespan {s.makespan_s:,.2f} s",
         f"  throughput    {s.output_tokens_per_s:,.0f} output tok/s, {s.total_tokens_per_s:,.0f} total tok/s, "
         f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
         f"({s.slo_attainment:.0%} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
@@ -108,6 +112,15 @@ def format_summary(res: SimResult) -> str:
     if s.stopped_reason:
         lines.insert(1, f"  WARNING: {s.stopped_reason}")
     return "\n".join(lines)
+
+
+def _ticks_text(res: SimResult) -> str:
+    """The run's busy ticks (Summary.num_ticks) and, for one engine, its idle ones: limits.max_ticks counts both, so a
+    run stopped there said "stopped after 1 tick" above "0 ticks" (its one tick was idle, waiting for the first arrival).
+    A deployment's limit counts each instance's own rows: its merged timeline's idle rows are not that count."""
+    busy = counted(res.summary.num_ticks, "busy tick")
+    idle = 0 if getattr(res, "instances", None) else res.timeline.num_ticks - res.summary.num_ticks
+    return f"{busy} + {idle:,} idle" if idle > 0 else busy
 
 
 def _latency_line(s, name: str, fmt) -> str:
@@ -352,6 +365,11 @@ def _run_command(args: argparse.Namespace) -> int:
     except (PresetError, MemoryPlanError) as err:
         print(f"error: {printable(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except MemoryError:  # (numpy's ArrayMemoryError too; the frames that held the arrays are gone by now)
+        print(f"error: out of memory: the {args.cmd} needs more memory than this machine gives it; lower "
+              f"{', '.join(MEMORY_FIELDS[:-1])} or {MEMORY_FIELDS[-1]} (--set), or run on a machine with more memory",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_OUT_OF_MEMORY
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback from mid-tick

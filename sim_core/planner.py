@@ -552,6 +552,36 @@ def _families(spec: PlanSpec) -> list[Family]:
     ]  # fmt: skip
 
 
+# The most configuration families (every GPU x TP x engine x token budget x max batch, x each P:D split) one plan may
+# search: each co-located one is a saturation probe before the first candidate runs, so `plan --token-budgets` of 32
+# values x `--max-batches` of 16 ran 18,432 probes (over 2 minutes without a word) before any result. 65,536 is above
+# the Plan page's largest space (every GPU priced, every engine, 4 x 4 knob values and P:D: 51,200 families).
+MAX_PLAN_FAMILIES = 65_536
+
+
+def num_families(spec: PlanSpec) -> int:
+    """Configuration families in the search space (`_families`, counted without listing them)."""
+    tps = len(set(spec.tp_degrees))
+    splits = 1 if not spec.disaggregated or spec.evaluation == "one_replica" else 1 + tps
+    return splits * len(spec.gpu_list()) * tps * len(spec.engines) * len(spec.token_budgets) * len(spec.max_batches)
+
+
+def check_plan_space(spec: PlanSpec, names: Mapping[str, str] | None = None) -> None:
+    """PresetError when the search space has more than MAX_PLAN_FAMILIES configuration families, naming the lists that
+    make it (`names`: PlanSpec field -> as the caller calls it, e.g. `plan`'s options)."""
+    n = num_families(spec)
+    if n <= MAX_PLAN_FAMILIES:
+        return
+    name = lambda field: (names or {}).get(field, field)  # noqa: E731
+    sizes = {"gpus": len(spec.gpu_list()), "tp_degrees": len(set(spec.tp_degrees)), "engines": len(spec.engines),
+             "token_budgets": len(spec.token_budgets), "max_batches": len(spec.max_batches)}  # fmt: skip
+    made = " x ".join(f"{v} {name(k)}" for k, v in sizes.items())
+    splits = f" x {n // math.prod(sizes.values())} (co-located and each P:D split, {name('disaggregated')})" \
+        if n != math.prod(sizes.values()) else ""  # fmt: skip
+    raise PresetError(f"{made}{splits} = {n:,} configuration families: at most {MAX_PLAN_FAMILIES:,} per plan (each co-located "
+                      "one is simulated at saturation before any candidate); give fewer values")
+
+
 def _num_sizes(fam: Family, spec: PlanSpec) -> int:
     return fam.num_sizes(spec.max_replicas)
 
@@ -587,6 +617,7 @@ class PlanProgress:
         return f"step {self.step} of {self.num_steps}: {self.done:,} / {self.total:,} {self.what}"
 
 
+SATURATION_PHASE = "saturation probes run (one per configuration family)"
 PlanProgressFn = Callable[[PlanProgress], None]
 PhaseProgress = Callable[[int, int], None]  # (done, total) of one phase
 
@@ -630,8 +661,9 @@ def plan(
                         with_band=with_band, budget=budget)  # fmt: skip
     if spec.evaluation == "prefilter":
         return _prefiltered(base, spec, backend, cache, on_progress, cancelled, with_band, budget)
-    candidates, headroom = _phases(on_progress, ["candidates settled", "rows' headroom bisected"])
-    return _search(base, spec, backend, cache, candidates, cancelled, with_band, budget=budget, on_headroom=headroom)
+    probes, candidates, headroom = _phases(on_progress, [SATURATION_PHASE, "candidates settled", "rows' headroom bisected"])
+    return _search(base, spec, backend, cache, candidates, cancelled, with_band, budget=budget, on_headroom=headroom,
+                   on_saturation=probes)  # fmt: skip
 
 
 def check_tp_degrees(base: SimConfig, spec: PlanSpec) -> None:
@@ -707,9 +739,12 @@ def _candidates(families: Sequence[Family], spec: PlanSpec, prices: Mapping[str,
 def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
             on_progress: PhaseProgress | None, cancelled: Callable[[], bool] | None, with_band: bool,
             headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf,
-            budget: RunBudget | None = None, on_headroom: PhaseProgress | None = None) -> Plan:  # fmt: skip
+            budget: RunBudget | None = None, on_headroom: PhaseProgress | None = None,
+            on_saturation: PhaseProgress | None = None) -> Plan:  # fmt: skip
     """The cost-ordered search over `families` (default: the spec's), every candidate simulated
-    by `candidate_config`; `on_progress`: candidates settled, `on_headroom`: rows bisected."""
+    by `candidate_config`; `on_progress`: candidates settled, `on_headroom`: rows bisected, `on_saturation`: the
+    co-located families' saturation probes run (one per family, before the first candidate: it was the one phase
+    without progress, minutes of silence for a large space)."""
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:
@@ -735,7 +770,11 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
             _check(cancelled, f"while preparing saturation probes ({i:,} of {len(colocated):,})", setup=True)
             yield saturation_config(family_config(base, f))
 
-    sat_payloads = cached_map(sat_fn, sat_tag, sat_configs(), backend, cache, None, cancelled)
+    if on_saturation:
+        on_saturation(0, len(colocated))
+    sat_payloads = cached_map(sat_fn, sat_tag, sat_configs(), backend, cache, on_saturation, cancelled)
+    if on_saturation and not colocated:  # (no probe: the backend reports nothing, and the phase is done)
+        on_saturation(0, 0)
     fails: dict[Family, list[tuple[int, ...]]] = {f: [] for f in valid}  # sizes known to fail
     passes: dict[Family, list[tuple[int, ...]]] = {f: [] for f in valid}  # sizes known to pass
     saturation: dict[Family, float] = {}
@@ -833,11 +872,13 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     finalist that fails as a deployment is dropped. Splits (if asked) are searched as deployments,
     no dearer than the confirmed co-located rows. Not exact: a family that was not a finalist
     could pass with fewer replicas as a deployment (evaluation="deployment" searches exactly)."""
-    phases = _phases(on_progress, ["candidates settled (one replica at rate / replicas)", "finalists confirmed as deployments",
+    phases = _phases(on_progress, [SATURATION_PHASE, "candidates settled (one replica at rate / replicas)", "finalists confirmed as deployments",
                                    *(["P:D split candidates settled"] if spec.disaggregated else []), "rows' headroom bisected"])  # fmt: skip
     one = spec.model_copy(update={"evaluation": "one_replica"})
     colo = [f for f in _families(spec) if not f.is_split]
-    first = _search(base, one, backend, cache, phases[0], cancelled, False, headroom=False, families=colo, budget=budget)
+    probes, phases = phases[0], phases[1:]  # (the split search below has no co-located family: no probe)
+    first = _search(base, one, backend, cache, phases[0], cancelled, False, headroom=False, families=colo, budget=budget,
+                    on_saturation=probes)  # fmt: skip
     prices = spec.prices()
     rows: list[PlanRow] = []
     evaluated = list(first.evaluated)

@@ -281,6 +281,18 @@ def _check_a_pool_runs_with(cfg: SimConfig, knob: str) -> None:
 # The Sweep page allows far fewer (its MAX_POINTS, MAX_SEEDS).
 MAX_SWEEP_POINTS = 1_000
 MAX_SWEEP_SEEDS = 100
+# ... and the most runs of one sweep, points x seeds: each cap alone let `sweep --num 1000 --seeds 100` queue 100,000
+# runs, a day or more of a workstation's CPUs. 10,000 keeps either cap reachable with the other at a tenth of its own
+# (every point at 10 seeds, or 100 points at every seed); more is several sweeps. (The Sweep page's caps, 16 points and
+# 5 seeds, are a page's: no constant there to share.)
+MAX_SWEEP_RUNS = 10_000
+# The run-length multiplier of a capacity search (`scale`): runs are clipped to MIN_CAPACITY_REQUESTS..MAX_CAPACITY_REQUESTS
+# requests, so `--scale 1e30` ran 200,000-request probes and `--scale 1e-30` 500-request ones, each without a word. At
+# 0.01x every probe of the default scenario is already at the 500-request floor (the quick searches of the tests run
+# there), and at 100x every one is past the 200,000-request cap: beyond either end the multiplier changes nothing.
+# Within them the CLI says when a probe was clipped.
+MIN_RUN_SCALE = 0.01
+MAX_RUN_SCALE = 100.0
 
 
 def check_repeats(num_seeds: int | None = None, scale: float | None = None,
@@ -296,6 +308,18 @@ def check_repeats(num_seeds: int | None = None, scale: float | None = None,
         raise PresetError(f"{names[1]} = {scale}: must be a finite number")
     if scale is not None and scale <= 0:
         raise PresetError(f"{names[1]} = {scale}: must be > 0 (a multiplier of the steady-state run length)")
+    if scale is not None and not MIN_RUN_SCALE <= scale <= MAX_RUN_SCALE:
+        raise PresetError(f"{names[1]} = {scale:g}: must be {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g} (a multiplier of the "
+                          f"steady-state run length, whose runs are {MIN_CAPACITY_REQUESTS:,} to {MAX_CAPACITY_REQUESTS:,} "
+                          "requests whatever the multiplier)")  # fmt: skip
+
+
+def check_sweep_runs(num_points: int, num_seeds: int, names: tuple[str, str] = ("num_points", "num_seeds")) -> None:
+    """PresetError naming both counts when a sweep's runs, points x seeds, pass MAX_SWEEP_RUNS (`names`: as the caller
+    calls them)."""
+    if num_points * num_seeds > MAX_SWEEP_RUNS:
+        raise PresetError(f"{names[0]} = {num_points} x {names[1]} = {num_seeds} = {num_points * num_seeds:,} runs: at "
+                          f"most {MAX_SWEEP_RUNS:,} runs per sweep (fewer points or fewer seeds)")  # fmt: skip
 
 
 def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,
@@ -390,6 +414,7 @@ def run_sweep(
     `budget`: the server's ceiling per run (the app passes one; the CLI and API do not).
     Raises PresetError when the knob cannot apply to `cfg` (`knob_bounds`): said once, not as every point's error."""
     check_repeats(num_seeds)
+    check_sweep_runs(len(values), num_seeds)
     knob_bounds(knob, cfg)
     configs: dict[int, list[SimConfig]] = {}
     errors: dict[int, str] = {}

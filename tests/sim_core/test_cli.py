@@ -33,7 +33,15 @@ def test_a_one_tick_run_says_tick_not_ticks(capsys):
     # one request of one output token is one tick: the summary read "1 finished / 1 (0 unfinished), 1 ticks"
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=1",
                  "--set", 'workload.output_tokens={"dist": "fixed", "mean": 1}']) == 0  # fmt: skip
-    assert "(0 unfinished), 1 tick, makespan" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "(0 unfinished), 1 busy tick" in out and "1 busy ticks" not in out
+
+
+def test_a_run_stopped_at_its_tick_limit_counts_the_ticks_the_limit_counts(capsys):
+    # limits.max_ticks = 1: "stopped after 1 tick" above "0 ticks" (the limit counts idle ticks, the summary busy ones)
+    assert main(["run", "chat-h100-llama8b", "--set", "limits.max_ticks=1"]) == 0
+    out = capsys.readouterr().out
+    assert "stopped after 1 tick (limits.max_ticks)" in out and "(300 unfinished), 0 busy ticks + 1 idle, makespan" in out
 
 
 def test_the_summary_names_the_arrivals_its_steady_window_excludes(capsys, monkeypatch):
@@ -304,3 +312,16 @@ def test_a_run_too_short_to_exclude_arrivals_does_not_say_it_excluded_them(capsy
     assert "requests 0-3 by arrival (too few arrivals to exclude any;" in line and "excluded;" not in line, line
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20"]) == 0
     assert "(first and last 10 % excluded;" in capsys.readouterr().out
+
+
+def test_a_run_out_of_memory_names_what_to_lower_not_a_traceback(capsys, monkeypatch):
+    # a run whose arrays outgrew the machine ended in numpy's ArrayMemoryError, a traceback
+    from sim_core import cli
+
+    def too_big(cfg, *args, **kwargs):  # (numpy's ArrayMemoryError, which a long run's recorder raised, is a MemoryError)
+        raise MemoryError("Unable to allocate 8.00 GiB for an array with shape (1073741824,) and data type int64")
+
+    monkeypatch.setattr(cli, "run_simulation", too_big)
+    assert main(["run", "chat-h100-llama8b"]) == cli.EXIT_OUT_OF_MEMORY != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of memory") and all(name in err for name in cli.MEMORY_FIELDS)

@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -192,3 +193,65 @@ def test_a_traces_seeds_that_agree_are_said_to_replay_the_same_requests(capsys):
     assert "NOTE: a trace replays its recorded arrivals and lengths" in out, out
     seeds = [line.split(": ")[1] for line in out.splitlines() if line.startswith("  seed ")]
     assert len(seeds) == 2 and seeds[0] == seeds[1]
+
+
+def test_too_many_workers_is_refused_with_the_option_value_and_range(capsys, monkeypatch):
+    # `sweep --num 30 --workers 1000` started a process per point (32 on a 2-CPU machine): no upper bound
+    from sim_core.backend import WORKERS_PER_CPU
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    for cmd in (["sweep", "chat-h100-llama8b", "--num", "30"], ["capacity", "chat-h100-llama8b"],
+                ["plan", "chat-h100-llama8b", "--rate", "1"]):  # fmt: skip
+        assert main([*cmd, "--workers", "1000", "--no-cache"]) == EXIT_BAD_INPUT
+        err = capsys.readouterr().err
+        assert f"--workers = 1000: must be 1 to {2 * WORKERS_PER_CPU}" in err and "Traceback" not in err
+
+
+def test_a_sweeps_points_times_seeds_is_capped(capsys):
+    # each option had its own cap: `--num 1000 --seeds 100` queued 100,000 runs
+    from sim_core.sweep import MAX_SWEEP_RUNS
+
+    assert main(["sweep", "chat-h100-llama8b", "--num", "1000", "--seeds", "100", "--workers", "1", "--no-cache"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "--num = 1000 x --seeds = 100 = 100,000 runs" in err and f"at most {MAX_SWEEP_RUNS:,} runs" in err
+
+
+def test_a_sweep_whose_every_point_failed_exits_nonzero(capsys):
+    # every row "error: Out of memory..." and exit code 0
+    argv = ["sweep", "chat-h100-llama8b", "--knob", "memory_gib", "--num", "2", "--workers", "1", "--no-cache"]
+    assert main([*argv, "--start", "1", "--stop", "2"]) == 1
+    assert "every point of the sweep failed (2 of 2" in capsys.readouterr().err
+    assert main([*argv, "--start", "1", "--stop", "80", "--set", "workload.num_requests=20"]) == 0  # one point ran
+
+
+@pytest.mark.parametrize("scale", ["1e30", "1e-30", "0.001", "101"])
+def test_a_capacity_scale_outside_its_range_is_refused_not_clipped(capsys, scale):
+    # --scale 1e30 silently ran 200,000-request probes, 1e-30 500-request ones
+    from sim_core.sweep import MAX_RUN_SCALE, MIN_RUN_SCALE
+
+    assert main(["capacity", "chat-h100-llama8b", "--scale", scale, "--workers", "1", "--no-cache"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"--scale = {float(scale):g}: must be {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g}" in err
+
+
+def test_a_capacity_scale_whose_runs_are_clipped_says_so(capsys):
+    # within the range a probe's length is still bounded: said, not silent
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", "--scale", "0.01", *SMALL]) == 0
+    assert "NOTE: --scale 0.01: runs are bounded to 500-200,000 requests" in capsys.readouterr().out
+
+
+def test_a_plans_lists_and_search_space_are_capped(capsys):
+    # `plan --token-budgets` of 32 values x `--max-batches` of 16: 18,432 saturation probes before any output
+    from sim_core.capacity_cli import MAX_PLAN_LIST_VALUES
+    from sim_core.planner import MAX_PLAN_FAMILIES
+
+    values = lambda n: ",".join(str(256 * (i + 1)) for i in range(n))  # noqa: E731
+    base = ["plan", "chat-h100-llama8b", "--rate", "1", "--workers", "1", "--no-cache"]
+    assert main([*base, "--token-budgets", values(MAX_PLAN_LIST_VALUES + 1)]) == EXIT_BAD_INPUT
+    assert f"--token-budgets: {MAX_PLAN_LIST_VALUES + 1} values: at most {MAX_PLAN_LIST_VALUES}" in capsys.readouterr().err
+    gpus = "a100-40gb,a100-80gb,a100-80gb-pcie,b200,h100-sxm,h200,l4,l40s,mi300x"
+    assert main([*base, "--gpus", gpus, "--tp", "1,2,4,8", "--token-budgets", values(16), "--max-batches", values(16),
+                 "--pd"]) == EXIT_BAD_INPUT  # fmt: skip
+    err = capsys.readouterr().err
+    assert "9 --gpus x 4 --tp x 3 --engines x 16 --token-budgets x 16 --max-batches x 5" in err and "--pd" in err
+    assert f"= 138,240 configuration families: at most {MAX_PLAN_FAMILIES:,} per plan" in err

@@ -312,8 +312,23 @@ def test_progress_is_complete_only_when_the_plan_is(tmp_path):
     first_done = next(i for i, e in enumerate(log) if e[0] == "progress" and e[1] >= 1.0)
     assert not any(e[0] == "runs" and e[1] for e in log[first_done:])  # nothing ran after 100 %
     steps = [e[2] for e in log if e[0] == "progress"]
-    assert {(p.step, p.num_steps) for p in steps} == {(1, 3), (2, 3), (3, 3)}
-    assert steps[-1].text() == f"step 3 of 3: {len(result.rows)} / {len(result.rows)} rows' headroom bisected"
+    assert {(p.step, p.num_steps) for p in steps} == {(1, 4), (2, 4), (3, 4), (4, 4)}
+    assert steps[-1].text() == f"step 4 of 4: {len(result.rows)} / {len(result.rows)} rows' headroom bisected"
+    # the saturation probes, one per family, are a phase of their own (they ran without progress: minutes of silence
+    # for a large search space)
+    from sim_core.planner import SATURATION_PHASE
+
+    assert steps[0].what == SATURATION_PHASE and (steps[0].done, steps[0].total) == (0, 1)
+    assert any(p.what == SATURATION_PHASE and p.done == p.total == 1 for p in steps)
+
+
+def test_the_family_count_is_the_search_spaces():
+    from sim_core.planner import _families, num_families
+
+    for spec in (SPEC, SPEC.model_copy(update={"disaggregated": True}),
+                 SPEC.model_copy(update={"disaggregated": True, "evaluation": "one_replica", "tp_degrees": (1, 1, 2)}),
+                 PlanSpec(target_rate_per_s=1.0, token_budgets=(None, 2048), max_batches=(64, 128, 256))):  # fmt: skip
+        assert num_families(spec) == len(_families(spec))
 
 
 def test_the_saturation_probe_of_multi_turn_sessions_keeps_the_batch_full():
