@@ -351,7 +351,7 @@ def test_set_num_requests_with_a_trace_file_replays_that_many_rows(capsys):
     assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["num_requests"] == 5
     assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=500"]) == 2
-    assert "num_requests (500) exceeds the trace's 240 rows" in capsys.readouterr().err
+    assert "workload.num_requests = 500: exceeds the trace's 240 rows; allowed: >= 1 and <= 240" in capsys.readouterr().err
 
 
 def test_set_with_a_trace_file_is_checked_against_the_trace_not_the_replaced_workload(tmp_path, capsys):
