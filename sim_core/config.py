@@ -555,6 +555,16 @@ class SpeculativeConfig(StrictModel):
             if bad is not None:
                 raise field_error(("acceptance_by_position", bad), table[bad], "each entry must be in [0, 1]; allowed: "
                                   ">= 0 and <= 1")  # fmt: skip
+        if self.draft == "model":
+            # (checked here, not when the run prices the draft: the run said only "unknown model preset 'nosuch'",
+            # naming no field; a link and --set now name it with the known presets, as other preset names are)
+            from sim_core.presets import list_presets  # (presets imports this module)
+
+            known = list_presets("models")
+            if self.draft_model not in known:
+                raise field_error("draft_model", self.draft_model, f"unknown model preset"
+                                  f"{did_you_mean(self.draft_model, known)}; allowed (with draft 'model'): "
+                                  f"{', '.join(known)} (presets/models)")  # fmt: skip
         return self
 
     @property
@@ -987,6 +997,19 @@ class SimConfig(StrictModel):
     @classmethod
     def _migrate(cls, data: Any) -> Any:
         return _sessions_open_loop_in_deployments(migrate_config_dict(data))
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _known_version(cls, value: Any) -> Any:
+        # (after _migrate, which upgrades 1 and 2 to 3: what is left here is 3 or a version this tool cannot read;
+        # "schema_version = 99: Input should be 3" hid that 1 and 2 are read, and that 99 is a newer tool's file)
+        reads = f"this tool reads schema versions 1 to {SCHEMA_VERSION} (older ones are migrated)"
+        if isinstance(value, int) and not isinstance(value, bool) and value > SCHEMA_VERSION:
+            raise ValueError(f"the config was written by a newer version of the tool (schema version {value}); "
+                             f"{reads}: update the tool to read it")  # fmt: skip
+        if value != SCHEMA_VERSION or isinstance(value, bool | float):
+            raise ValueError(f"not a schema version; {reads}; allowed: 1 to {SCHEMA_VERSION}")
+        return value
 
     @property
     def num_gpus_total(self) -> int:

@@ -77,3 +77,27 @@ def test_a_model_checked_alone_names_its_own_fields():
 def test_an_acceptance_entry_out_of_range_is_named_with_its_index_and_range(value, line):
     text = _error(("scheduler.speculative.acceptance_by_position", value))
     assert f"\n  scheduler.speculative.{line}" in text, text
+
+
+def test_an_unknown_draft_model_is_named_by_its_field_with_the_known_presets():
+    text = _error(("scheduler.speculative.draft", "model"), ("scheduler.speculative.draft_model", "llama-3.2-1c"))
+    assert ("\n  scheduler.speculative.draft_model = 'llama-3.2-1c': unknown model preset (did you mean 'llama-3.2-1b'?); "
+            "allowed (with draft 'model'): gpt-175b, ") in text, text
+    # a head draft does not read the field: its value is not checked
+    data = load_preset(P).model_dump(mode="json")
+    set_dotted(data, "scheduler.speculative.draft_model", "nosuch")
+    assert config_from_dict(data).scheduler.speculative.draft_model == "nosuch"
+
+
+@pytest.mark.parametrize(("version", "said"), [
+    (99, "schema_version = 99: the config was written by a newer version of the tool (schema version 99); this tool "
+         "reads schema versions 1 to 3 (older ones are migrated): update the tool to read it"),
+    (0, "schema_version = 0: not a schema version; this tool reads schema versions 1 to 3 (older ones are migrated); "
+        "allowed: 1 to 3"),
+])  # fmt: skip
+def test_a_schema_version_it_cannot_read_says_which_it_reads(version, said):
+    data = load_preset(P).model_dump(mode="json") | {"schema_version": version}
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert f"\n  {said}" in str(err.value), str(err.value)
+    assert config_from_dict(data | {"schema_version": 2}).schema_version == 3  # (older ones are read)
