@@ -34,6 +34,10 @@ CACHE_THRESHOLD = 0.5
 # the longest run (limits.max_sim_time_s's largest value), s; a trace's arrival times share the bound, since a request
 # arriving later than any run can last is never simulated (1e300 s ran to the time limit and only then said so)
 MAX_SIM_TIME_S = 1e7
+# Longest name or label of a config (the scenario's, a section's: hardware.name, model.name, ...), and longest free text
+# (a description, a section's source): a 15 MB hardware.name in a config file was accepted and printed back whole
+MAX_NAME_LEN = 120
+MAX_TEXT_LEN = 2000
 MAX_REPLICAS = 64  # most instances of one kind in a deployment (deployment.replicas, a pool's replicas, the planner's)
 
 
@@ -87,8 +91,8 @@ class HardwareSpec(StrictModel):
     """One GPU type and how many of them serve a replica. Memory is in GiB, the unit `nvidia-smi`
     and vendors' "80 GB" labels actually mean (an A100-80GB shows 81,920 MiB = 80 GiB)."""
 
-    name: str = Field("H100 SXM", description="GPU name.")
-    source: str = Field("", description="Datasheet the numbers come from.")
+    name: str = Field("H100 SXM", min_length=1, max_length=MAX_NAME_LEN, description="GPU name.")
+    source: str = Field("", max_length=MAX_TEXT_LEN, description="Datasheet the numbers come from.")
     # Rates and capacities start at MIN_RATE, not just above 0: a subnormal one (5e-324, 1e-300) made ticks of inf
     # seconds, which no time axis can draw (the app's window slider refused max_value inf: a traceback in the browser)
     peak_tflops: float = Field(989.4, ge=MIN_RATE, le=20000, description="Dense BF16/FP16 tensor peak per GPU, TFLOP/s.")
@@ -148,8 +152,8 @@ class HardwareSpec(StrictModel):
 
 # ---------------------------------------------------------------- model
 class ModelSpec(StrictModel):
-    name: str = Field("Llama-3.1-8B", description="Model name.")
-    source: str = Field("", description="Where the architecture numbers come from (config.json).")
+    name: str = Field("Llama-3.1-8B", min_length=1, max_length=MAX_NAME_LEN, description="Model name.")
+    source: str = Field("", max_length=MAX_TEXT_LEN, description="Where the architecture numbers come from (config.json).")
     num_layers: int = Field(32, ge=1, le=512, description="Transformer layers.")
     hidden_size: int = Field(4096, ge=64, le=65536, description="Hidden size d.")
     num_heads: int = Field(32, ge=1, le=1024, description="Query heads.")
@@ -361,7 +365,7 @@ class SessionConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
-    name: str = Field("chat", description="Workload name.")
+    name: str = Field("chat", min_length=1, max_length=MAX_NAME_LEN, description="Workload name.")
     num_requests: int = Field(200, ge=1, le=200_000, description="Requests to simulate.")
     arrival: ArrivalConfig = ArrivalConfig()
     prompt_tokens: LengthDist = LengthDist()
@@ -582,7 +586,8 @@ class SpeculativeConfig(StrictModel):
 
 
 class SchedulerConfig(StrictModel):
-    name: str = Field("vLLM V1 / Sarathi-Serve", description="Engine or policy this setting models.")
+    name: str = Field("vLLM V1 / Sarathi-Serve", min_length=1, max_length=MAX_NAME_LEN,
+                      description="Engine or policy this setting models.")
     batching: Literal["continuous", "static", "exclusive"] = Field(
         "continuous",
         description="continuous: requests join and leave every tick; static: a batch runs to completion; "
@@ -978,8 +983,8 @@ OPEN_LOOP = "'poisson', 'gamma', 'constant' or 'offline'"  # the arrival process
 
 class SimConfig(StrictModel):
     schema_version: Literal[3] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
-    name: str = Field("custom", max_length=120, description="Scenario name.")
-    description: str = Field("", max_length=2000, description="What this scenario shows.")
+    name: str = Field("custom", max_length=MAX_NAME_LEN, description="Scenario name (empty: 'custom').")
+    description: str = Field("", max_length=MAX_TEXT_LEN, description="What this scenario shows.")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Random seed: same config and seed, same result.")
     hardware: HardwareSpec = HardwareSpec()
     model: ModelSpec = ModelSpec()
@@ -997,6 +1002,15 @@ class SimConfig(StrictModel):
     @classmethod
     def _migrate(cls, data: Any) -> Any:
         return _sessions_open_loop_in_deployments(migrate_config_dict(data))
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _blank_name_is_unset(cls, value: Any) -> Any:
+        # An empty (or blank) scenario name is read as no name, the default 'custom', not refused: it is what a user
+        # gets by clearing the name (`--set name=`, a cleared box), and the run's summary and files start with the
+        # name (": Llama-3.1-8B on ..." with an empty one). A section's name (hardware.name, model.name, ...) has no
+        # such stand-in (its default would name another GPU or model), so an empty one is refused there.
+        return "custom" if isinstance(value, str) and not value.strip() else value
 
     @field_validator("schema_version", mode="before")
     @classmethod
@@ -1236,7 +1250,12 @@ def allowed_range(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> 
     if bounds is None:
         return ""
     lo, lo_op, hi, hi_op = bounds
-    choices = getattr(field_info(loc, root).annotation, "__args__", None)
+    info = field_info(loc, root)
+    if info.annotation is str:  # (text: its length, "1 to 120 characters")
+        short = next((m.min_length for m in info.metadata if getattr(m, "min_length", None) is not None), 0)
+        long = next((m.max_length for m in info.metadata if getattr(m, "max_length", None) is not None), None)
+        return "" if long is None else f"{short} to {long} characters"
+    choices = getattr(info.annotation, "__args__", None)
     if choices and all(isinstance(c, str) for c in choices):
         return "one of " + ", ".join(repr(c) for c in choices)
     if lo is not None and hi is not None:
@@ -1303,7 +1322,7 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             for name in ctx["names"]:
                 msg = re.sub(rf"(?<![\w.]){re.escape(name)}(?!\w)", f"{prefix}.{name}", msg)
         rng = allowed_range(loc, root)
-        extra = f"; allowed: {rng}" if rng and "should be" in msg else ""
+        extra = f"; allowed: {rng}" if rng and ("should be" in msg or "characters" in rng and "should have" in msg) else ""
         if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
@@ -1312,6 +1331,11 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # ("kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" named a class of the code,
             # not what a section holds; --set scheduler=vllm-v0 met it)
             msg = f'Input should be an object of its fields, e.g. {{"{known[0]}": ...}}; fields here: {", ".join(known)}'
+        if e["type"] == "string_unicode" and isinstance(given, str):
+            # (a text field with a length limit meets a lone surrogate in pydantic's own check, before
+            # StrictModel._encodable_text: say what that one says, not "unable to parse raw data as a unicode string")
+            bad = next((ch for ch in given if "\ud800" <= ch <= "\udfff"), "\ud800")
+            msg, extra = f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode", ""
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
         if e["type"] == "value_error" and isinstance(given, dict) and _walk(loc, root)[1] is not None:

@@ -101,3 +101,25 @@ def test_a_schema_version_it_cannot_read_says_which_it_reads(version, said):
         config_from_dict(data)
     assert f"\n  {said}" in str(err.value), str(err.value)
     assert config_from_dict(data | {"schema_version": 2}).schema_version == 3  # (older ones are read)
+
+
+@pytest.mark.parametrize("path", ["hardware.name", "model.name", "workload.name", "scheduler.name", "name",
+                                  "hardware.source", "model.source", "description"])
+def test_every_name_and_text_field_has_a_stated_length_limit(path):
+    # a 15 MB hardware.name in a config file was accepted and printed back whole
+    text = _error((path, "x" * 15_000_000))
+    line = next(x for x in text.splitlines() if x.strip().startswith(f"{path} = "))
+    assert "String should have at most" in line and "; allowed: " in line and " characters" in line, line
+    assert len(text) < 2000, len(text)
+
+
+@pytest.mark.parametrize("path", ["hardware.name", "model.name", "workload.name", "scheduler.name"])
+def test_an_empty_section_name_is_refused_with_its_range(path):
+    assert f"\n  {path} = '': String should have at least 1 character; allowed: 1 to 120 characters" in _error((path, ""))
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_scenario_name_reads_as_the_default(blank):
+    # (`--set name=` made the summary start with ": Llama-3.1-8B ...")
+    data = load_preset(P).model_dump(mode="json") | {"name": blank}
+    assert config_from_dict(data).name == "custom"
