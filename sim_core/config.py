@@ -952,6 +952,24 @@ def pool_override(pool: PoolConfig, path: str) -> str | None:
     return None
 
 
+def pool_field(cfg: SimConfig, role: Literal["prefill", "decode"], path: str) -> str:
+    """The dotted field of `cfg` to change so that the instances of the `role` pool run another `path` (a top-level
+    field, as their single-engine config, `pool_config`, names it): the pool's own field where the pool sets that
+    section or where one exists for it (hardware.num_gpus -> the pool's tensor_parallel, which changes this pool
+    alone), else `path`. Advice about a pool's engine (its out-of-memory message) named the top-level hardware.num_gpus
+    and scheduler.max_num_batched_tokens, which a pool with its own hardware or scheduler does not read."""
+    dis = cfg.deployment.disaggregation if cfg.deployment else None
+    if dis is None:
+        return path
+    pool, where = (dis.prefill if role == "prefill" else dis.decode), f"deployment.disaggregation.{role}"
+    section = path.partition(".")[0]
+    if path == "hardware.num_gpus":
+        return f"{where}.tensor_parallel"
+    if (section == "hardware" and pool.hardware is not None) or (section == "scheduler" and pool.scheduler is not None):
+        return f"{where}.{path}"
+    return path
+
+
 def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig:
     """The single-engine config of one instance of a disaggregated pool: the pool's hardware, TP degree
     and scheduler over the top-level sections. Raises ValueError naming the pool when it is invalid."""
