@@ -232,10 +232,10 @@ class LengthDist(StrictModel):
     def _check_bounds(self) -> LengthDist:
         if self.dist != "fixed" and self.min > self.max:
             raise field_error("min", self.min, f"must be <= max ({self.max}) (dist {self.dist!r} needs min <= mean <= "
-                              f"max); allowed: >= 1 and <= {self.max}", ["max", "mean"])  # fmt: skip
+                              f"max); allowed: >= 1 and <= {self.max}", ["max", "mean", "dist"])  # fmt: skip
         if self.dist != "fixed" and not self.min <= self.mean <= self.max:
             raise field_error("mean", self.mean, f"must lie between min ({self.min}) and max ({self.max}) (dist "
-                              f"{self.dist!r}); allowed: >= {self.min} and <= {self.max}", ["min", "max"])  # fmt: skip
+                              f"{self.dist!r}); allowed: >= {self.min} and <= {self.max}", ["min", "max", "dist"])  # fmt: skip
         return self
 
     @property
@@ -989,11 +989,19 @@ def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig
     try:
         return SimConfig.model_validate(data)
     except ValidationError as err:
-        problems = "; ".join(
-            ".".join(str(x) for x in e["loc"]) + (": " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
-            for e in err.errors()
-        )
-        raise ValueError(f"deployment.disaggregation.{role} makes an invalid engine: {problems}") from None
+        # (each problem by the field of `cfg` that sets it for this pool, pool_field: "hardware.num_gpus: ..." named
+        # the top-level field, which a pool with its own tensor_parallel, hardware or scheduler does not read)
+        def ours(text: str) -> str:
+            return re.sub(r"(?<![\w.])(?:hardware|scheduler)\.\w+", lambda m: pool_field(cfg, role, m.group()), text)
+
+        problems = []
+        for e in err.errors():
+            loc, msg = tuple(e["loc"]), ours(_qualified(e["msg"].removeprefix("Value error, "), tuple(e["loc"]), e.get("ctx")))
+            path = ours(".".join(str(x) for x in loc))
+            given = e.get("input")
+            shown = f" = {given!r}"[:83] if loc and isinstance(given, int | float | str | bool) else ""
+            problems.append(f"{path}{shown}: {msg}" if loc else msg)
+        raise ValueError(f"deployment.disaggregation.{role} makes an invalid engine: {'; '.join(problems)}") from None
 
 
 OPEN_LOOP = "'poisson', 'gamma', 'constant' or 'offline'"  # the arrival processes other than closed_loop
@@ -1305,6 +1313,17 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
 }
 
 
+def _qualified(msg: str, loc: tuple[Any, ...], ctx: dict[str, Any] | None) -> str:
+    """`msg` of an error at `loc` with the other fields a check across fields (field_error) names written with their
+    section's path: the model knows them as "num_heads"; the user's path to them is "model.num_heads" or
+    "deployment.disaggregation.prefill.hardware.interconnect"."""
+    ctx = ctx or {}
+    if "names" in ctx and (prefix := ".".join(str(p) for p in loc[: len(loc) - ctx["depth"]])):
+        for name in ctx["names"]:
+            msg = re.sub(rf"(?<![\w.]){re.escape(name)}(?!\w)", f"{prefix}.{name}", msg)
+    return msg
+
+
 def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,
                             names: dict[str, str] | None = None) -> str:
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
@@ -1333,12 +1352,7 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         if len(shown) > 80:
             shown = shown[:77] + "..."
         msg = e["msg"].removeprefix("Value error, ")
-        ctx = e.get("ctx") or {}
-        if "names" in ctx and (prefix := ".".join(str(p) for p in loc[: len(loc) - ctx["depth"]])):
-            # (a check across fields (field_error) names its model's other fields as the model knows them: "num_heads";
-            # the user's path to them is the section's, "model.num_heads" or "deployment.disaggregation.prefill...")
-            for name in ctx["names"]:
-                msg = re.sub(rf"(?<![\w.]){re.escape(name)}(?!\w)", f"{prefix}.{name}", msg)
+        msg = _qualified(msg, loc, e.get("ctx"))
         rng = allowed_range(loc, root)
         extra = f"; allowed: {rng}" if rng and ("should be" in msg or "characters" in rng and "should have" in msg) else ""
         if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):

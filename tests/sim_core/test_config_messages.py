@@ -28,7 +28,7 @@ def _error(*sets: tuple[str, object], preset: str = P) -> str:
     ((("model.num_experts_per_token", 2),), "model.num_experts_per_token = 2: must be <= model.num_experts (1)"),
     ((("workload.prompt_tokens.mean", 99999),),
      "workload.prompt_tokens.mean = 99999: must lie between workload.prompt_tokens.min (16) and "
-     "workload.prompt_tokens.max (8192) (dist 'lognormal'); allowed: >= 16 and <= 8192"),
+     "workload.prompt_tokens.max (8192) (workload.prompt_tokens.dist 'lognormal'); allowed: >= 16 and <= 8192"),
     ((("workload.prompt_tokens.min", 99999),), "workload.prompt_tokens.min = 99999: must be <= workload.prompt_tokens.max"),
     ((("hardware.interconnect", "nvlink-bridge"), ("hardware.num_gpus", 4)),
      "hardware.num_gpus = 4: an NVLink bridge (hardware.interconnect 'nvlink-bridge') joins a pair of GPUs; allowed "
@@ -123,3 +123,12 @@ def test_an_empty_scenario_name_reads_as_the_default(blank):
     # (`--set name=` made the summary start with ": Llama-3.1-8B ...")
     data = load_preset(P).model_dump(mode="json") | {"name": blank}
     assert config_from_dict(data).name == "custom"
+
+
+def test_a_pools_invalid_engine_is_named_by_the_pools_fields():
+    # "deployment.disaggregation.prefill makes an invalid engine: scheduler.max_num_batched_tokens: ..." named the
+    # top-level scheduler, which a pool with its own does not read, and neither the value nor the fields it needs
+    pool = "deployment.disaggregation.prefill"
+    text = _error((f"{pool}.scheduler.max_num_batched_tokens", 1), preset="cluster-distserve-opt13b-3xa100-p2d1")
+    assert (f"{pool} makes an invalid engine: {pool}.scheduler.max_num_batched_tokens = 1: smaller than the longest "
+            f"prompt (2003) while chunked prefill is off ({pool}.scheduler.enable_chunked_prefill false") in text, text
