@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import typing
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sim_core.inputs import did_you_mean
 
@@ -32,6 +34,10 @@ CACHE_THRESHOLD = 0.5
 # the longest run (limits.max_sim_time_s's largest value), s; a trace's arrival times share the bound, since a request
 # arriving later than any run can last is never simulated (1e300 s ran to the time limit and only then said so)
 MAX_SIM_TIME_S = 1e7
+# Longest name or label of a config (the scenario's, a section's: hardware.name, model.name, ...), and longest free text
+# (a description, a section's source): a 15 MB hardware.name in a config file was accepted and printed back whole
+MAX_NAME_LEN = 120
+MAX_TEXT_LEN = 2000
 MAX_REPLICAS = 64  # most instances of one kind in a deployment (deployment.replicas, a pool's replicas, the planner's)
 
 
@@ -55,6 +61,19 @@ class StrictModel(BaseModel):
         return value
 
 
+def field_error(field: str | tuple[str | int, ...], value: Any, message: str, names: Iterable[str] = ()) -> ValidationError:
+    """The error a check across fields raises (`raise field_error(...)` in a model_validator) so that it is placed at
+    the field to change: `field` (dotted, relative to the model whose validator raises it) and its `value`. A plain
+    ValueError there is placed at the model, which the message rendered as "model = dict: ..." and, for SimConfig's
+    own checks, "(config): ..." without the field. `names`: the other fields of the same model that `message` names
+    (relative, e.g. "num_heads"); format_validation_error writes them with the model's dotted path ("model.num_heads"),
+    which the model does not know (the top-level one, a pool's hardware, a standalone model)."""
+    loc = tuple(field.split(".")) if isinstance(field, str) else field
+    ctx = {"text": message, "names": tuple(names), "depth": len(loc)}
+    error = InitErrorDetails(type=PydanticCustomError("value_error", "{text}", ctx), loc=loc, input=value)
+    return ValidationError.from_exception_data("config check", [error])
+
+
 # Fields renamed since configs were first saved: old name -> current name. HardwareSpec reads the old name as the
 # new one in a config; a link's or `--set`'s dotted path may name it too (`renamed_field`).
 RENAMED_FIELDS = MappingProxyType({"memory_gb": "memory_gib"})
@@ -72,8 +91,8 @@ class HardwareSpec(StrictModel):
     """One GPU type and how many of them serve a replica. Memory is in GiB, the unit `nvidia-smi`
     and vendors' "80 GB" labels actually mean (an A100-80GB shows 81,920 MiB = 80 GiB)."""
 
-    name: str = Field("H100 SXM", description="GPU name.")
-    source: str = Field("", description="Datasheet the numbers come from.")
+    name: str = Field("H100 SXM", min_length=1, max_length=MAX_NAME_LEN, description="GPU name.")
+    source: str = Field("", max_length=MAX_TEXT_LEN, description="Datasheet the numbers come from.")
     # Rates and capacities start at MIN_RATE, not just above 0: a subnormal one (5e-324, 1e-300) made ticks of inf
     # seconds, which no time axis can draw (the app's window slider refused max_value inf: a traceback in the browser)
     peak_tflops: float = Field(989.4, ge=MIN_RATE, le=20000, description="Dense BF16/FP16 tensor peak per GPU, TFLOP/s.")
@@ -125,17 +144,16 @@ class HardwareSpec(StrictModel):
     @model_validator(mode="after")
     def _check_link(self) -> HardwareSpec:
         if self.interconnect == "nvlink-bridge" and self.num_gpus > 2:
-            raise ValueError(
-                f"an NVLink bridge joins a pair of GPUs; num_gpus is {self.num_gpus}: use 2 or fewer, "
-                "or interconnect 'pcie' for more PCIe cards"
-            )
+            raise field_error("num_gpus", self.num_gpus, "an NVLink bridge (interconnect 'nvlink-bridge') joins a pair "
+                              "of GPUs; allowed with it: 1 or 2 (or interconnect 'pcie' for more PCIe cards)",
+                              ["interconnect"])  # fmt: skip
         return self
 
 
 # ---------------------------------------------------------------- model
 class ModelSpec(StrictModel):
-    name: str = Field("Llama-3.1-8B", description="Model name.")
-    source: str = Field("", description="Where the architecture numbers come from (config.json).")
+    name: str = Field("Llama-3.1-8B", min_length=1, max_length=MAX_NAME_LEN, description="Model name.")
+    source: str = Field("", max_length=MAX_TEXT_LEN, description="Where the architecture numbers come from (config.json).")
     num_layers: int = Field(32, ge=1, le=512, description="Transformer layers.")
     hidden_size: int = Field(4096, ge=64, le=65536, description="Hidden size d.")
     num_heads: int = Field(32, ge=1, le=1024, description="Query heads.")
@@ -153,11 +171,14 @@ class ModelSpec(StrictModel):
     @model_validator(mode="after")
     def _check_heads(self) -> ModelSpec:
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+            divisors = [d for d in range(1, self.num_heads + 1) if self.num_heads % d == 0]
+            raise field_error("num_kv_heads", self.num_kv_heads,
+                              f"must divide num_heads ({self.num_heads}) evenly (query heads share KV heads in equal "
+                              f"groups); allowed: {', '.join(map(str, divisors))} (or change num_heads)", ["num_heads"])
         if self.num_experts_per_token > self.num_experts:
-            raise ValueError(
-                f"num_experts_per_token ({self.num_experts_per_token}) must be <= num_experts ({self.num_experts})"
-            )
+            raise field_error("num_experts_per_token", self.num_experts_per_token,
+                              f"must be <= num_experts ({self.num_experts}); allowed: >= 1 and <= {self.num_experts}",
+                              ["num_experts"])  # fmt: skip
         return self
 
 
@@ -209,8 +230,12 @@ class LengthDist(StrictModel):
 
     @model_validator(mode="after")
     def _check_bounds(self) -> LengthDist:
+        if self.dist != "fixed" and self.min > self.max:
+            raise field_error("min", self.min, f"must be <= max ({self.max}) (dist {self.dist!r} needs min <= mean <= "
+                              f"max); allowed: >= 1 and <= {self.max}", ["max", "mean", "dist"])  # fmt: skip
         if self.dist != "fixed" and not self.min <= self.mean <= self.max:
-            raise ValueError(f"need min <= mean <= max, got min={self.min}, mean={self.mean}, max={self.max}")
+            raise field_error("mean", self.mean, f"must lie between min ({self.min}) and max ({self.max}) (dist "
+                              f"{self.dist!r}); allowed: >= {self.min} and <= {self.max}", ["min", "max", "dist"])  # fmt: skip
         return self
 
     @property
@@ -340,7 +365,7 @@ class SessionConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
-    name: str = Field("chat", description="Workload name.")
+    name: str = Field("chat", min_length=1, max_length=MAX_NAME_LEN, description="Workload name.")
     num_requests: int = Field(200, ge=1, le=200_000, description="Requests to simulate.")
     arrival: ArrivalConfig = ArrivalConfig()
     prompt_tokens: LengthDist = LengthDist()
@@ -358,11 +383,11 @@ class WorkloadConfig(StrictModel):
     def _check(self) -> WorkloadConfig:
         total = sum(c.share for c in self.classes)
         if abs(total - 1.0) > 1e-6:
-            raise ValueError(f"classes shares must sum to 1, got {total:g}")
-        if self.trace is not None and self.num_requests > len(self.trace.arrival_s):
-            raise ValueError(
-                f"num_requests ({self.num_requests}) exceeds the trace's {len(self.trace.arrival_s)} rows"
-            )
+            raise field_error("classes", [c.share for c in self.classes],
+                              f"the classes' shares must sum to 1, got {total:g}")
+        if self.trace is not None and self.num_requests > (rows := len(self.trace.arrival_s)):
+            raise field_error("num_requests", self.num_requests,
+                              f"exceeds the trace's {rows} rows; allowed: >= 1 and <= {rows}")
         return self
 
     @property
@@ -508,7 +533,8 @@ class SpeculativeConfig(StrictModel):
         0.7, ge=0, le=1, description="Probability that each draft token is accepted, independently (alpha)."
     )
     # strict=False only for the container (JSON gives a list); each entry is still a strict number
-    acceptance_by_position: tuple[Annotated[float, Field(strict=True)], ...] | None = Field(
+    # (bounds on the entries: an entry out of range or NaN is named by its index, with the range)
+    acceptance_by_position: tuple[Annotated[float, Field(strict=True, ge=0, le=1)], ...] | None = Field(
         None, max_length=16, strict=False, description="Per-position acceptance of draft tokens 1..k (overrides acceptance_rate)."
     )
     draft: Literal["head", "model"] = Field(
@@ -526,11 +552,23 @@ class SpeculativeConfig(StrictModel):
         table = self.acceptance_by_position
         if table is not None:
             if len(table) != self.num_draft_tokens:
-                raise ValueError(
-                    f"acceptance_by_position has {len(table)} entries; it needs num_draft_tokens ({self.num_draft_tokens})"
-                )
-            if any(not 0 <= a <= 1 for a in table):
-                raise ValueError("acceptance_by_position entries must be in [0, 1]")
+                raise field_error("acceptance_by_position", list(table),
+                                  f"has {len(table)} entries; it needs one per draft token, num_draft_tokens "
+                                  f"({self.num_draft_tokens})", ["num_draft_tokens"])  # fmt: skip
+            bad = next((i for i, a in enumerate(table) if not 0 <= a <= 1), None)  # (the entries' bounds hold them)
+            if bad is not None:
+                raise field_error(("acceptance_by_position", bad), table[bad], "each entry must be in [0, 1]; allowed: "
+                                  ">= 0 and <= 1")  # fmt: skip
+        if self.draft == "model":
+            # (checked here, not when the run prices the draft: the run said only "unknown model preset 'nosuch'",
+            # naming no field; a link and --set now name it with the known presets, as other preset names are)
+            from sim_core.presets import list_presets  # (presets imports this module)
+
+            known = list_presets("models")
+            if self.draft_model not in known:
+                raise field_error("draft_model", self.draft_model, f"unknown model preset"
+                                  f"{did_you_mean(self.draft_model, known)}; allowed (with draft 'model'): "
+                                  f"{', '.join(known)} (presets/models)")  # fmt: skip
         return self
 
     @property
@@ -548,7 +586,8 @@ class SpeculativeConfig(StrictModel):
 
 
 class SchedulerConfig(StrictModel):
-    name: str = Field("vLLM V1 / Sarathi-Serve", description="Engine or policy this setting models.")
+    name: str = Field("vLLM V1 / Sarathi-Serve", min_length=1, max_length=MAX_NAME_LEN,
+                      description="Engine or policy this setting models.")
     batching: Literal["continuous", "static", "exclusive"] = Field(
         "continuous",
         description="continuous: requests join and leave every tick; static: a batch runs to completion; "
@@ -913,6 +952,24 @@ def pool_override(pool: PoolConfig, path: str) -> str | None:
     return None
 
 
+def pool_field(cfg: SimConfig, role: Literal["prefill", "decode"], path: str) -> str:
+    """The dotted field of `cfg` to change so that the instances of the `role` pool run another `path` (a top-level
+    field, as their single-engine config, `pool_config`, names it): the pool's own field where the pool sets that
+    section or where one exists for it (hardware.num_gpus -> the pool's tensor_parallel, which changes this pool
+    alone), else `path`. Advice about a pool's engine (its out-of-memory message) named the top-level hardware.num_gpus
+    and scheduler.max_num_batched_tokens, which a pool with its own hardware or scheduler does not read."""
+    dis = cfg.deployment.disaggregation if cfg.deployment else None
+    if dis is None:
+        return path
+    pool, where = (dis.prefill if role == "prefill" else dis.decode), f"deployment.disaggregation.{role}"
+    section = path.partition(".")[0]
+    if path == "hardware.num_gpus":
+        return f"{where}.tensor_parallel"
+    if (section == "hardware" and pool.hardware is not None) or (section == "scheduler" and pool.scheduler is not None):
+        return f"{where}.{path}"
+    return path
+
+
 def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig:
     """The single-engine config of one instance of a disaggregated pool: the pool's hardware, TP degree
     and scheduler over the top-level sections. Raises ValueError naming the pool when it is invalid."""
@@ -932,17 +989,28 @@ def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig
     try:
         return SimConfig.model_validate(data)
     except ValidationError as err:
-        problems = "; ".join(
-            ".".join(str(x) for x in e["loc"]) + (": " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
-            for e in err.errors()
-        )
-        raise ValueError(f"deployment.disaggregation.{role} makes an invalid engine: {problems}") from None
+        # (each problem by the field of `cfg` that sets it for this pool, pool_field: "hardware.num_gpus: ..." named
+        # the top-level field, which a pool with its own tensor_parallel, hardware or scheduler does not read)
+        def ours(text: str) -> str:
+            return re.sub(r"(?<![\w.])(?:hardware|scheduler)\.\w+", lambda m: pool_field(cfg, role, m.group()), text)
+
+        problems = []
+        for e in err.errors():
+            loc, msg = tuple(e["loc"]), ours(_qualified(e["msg"].removeprefix("Value error, "), tuple(e["loc"]), e.get("ctx")))
+            path = ours(".".join(str(x) for x in loc))
+            given = e.get("input")
+            shown = f" = {given!r}"[:83] if loc and isinstance(given, int | float | str | bool) else ""
+            problems.append(f"{path}{shown}: {msg}" if loc else msg)
+        raise ValueError(f"deployment.disaggregation.{role} makes an invalid engine: {'; '.join(problems)}") from None
+
+
+OPEN_LOOP = "'poisson', 'gamma', 'constant' or 'offline'"  # the arrival processes other than closed_loop
 
 
 class SimConfig(StrictModel):
     schema_version: Literal[3] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
-    name: str = Field("custom", max_length=120, description="Scenario name.")
-    description: str = Field("", max_length=2000, description="What this scenario shows.")
+    name: str = Field("custom", max_length=MAX_NAME_LEN, description="Scenario name (empty: 'custom').")
+    description: str = Field("", max_length=MAX_TEXT_LEN, description="What this scenario shows.")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Random seed: same config and seed, same result.")
     hardware: HardwareSpec = HardwareSpec()
     model: ModelSpec = ModelSpec()
@@ -960,6 +1028,28 @@ class SimConfig(StrictModel):
     @classmethod
     def _migrate(cls, data: Any) -> Any:
         return _sessions_open_loop_in_deployments(migrate_config_dict(data))
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _blank_name_is_unset(cls, value: Any) -> Any:
+        # An empty (or blank) scenario name is read as no name, the default 'custom', not refused: it is what a user
+        # gets by clearing the name (`--set name=`, a cleared box), and the run's summary and files start with the
+        # name (": Llama-3.1-8B on ..." with an empty one). A section's name (hardware.name, model.name, ...) has no
+        # such stand-in (its default would name another GPU or model), so an empty one is refused there.
+        return "custom" if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _known_version(cls, value: Any) -> Any:
+        # (after _migrate, which upgrades 1 and 2 to 3: what is left here is 3 or a version this tool cannot read;
+        # "schema_version = 99: Input should be 3" hid that 1 and 2 are read, and that 99 is a newer tool's file)
+        reads = f"this tool reads schema versions 1 to {SCHEMA_VERSION} (older ones are migrated)"
+        if isinstance(value, int) and not isinstance(value, bool) and value > SCHEMA_VERSION:
+            raise ValueError(f"the config was written by a newer version of the tool (schema version {value}); "
+                             f"{reads}: update the tool to read it")  # fmt: skip
+        if value != SCHEMA_VERSION or isinstance(value, bool | float):
+            raise ValueError(f"not a schema version; {reads}; allowed: 1 to {SCHEMA_VERSION}")
+        return value
 
     @property
     def num_gpus_total(self) -> int:
@@ -1006,8 +1096,8 @@ class SimConfig(StrictModel):
         if dep is None:
             return self
         if self.workload.arrival.process == "closed_loop" and self.workload.trace is None:
-            raise ValueError("deployment: closed_loop arrivals are simulated on one engine only; use another "
-                             "arrival process or remove the deployment section")  # fmt: skip
+            raise field_error("workload.arrival.process", "closed_loop", "closed_loop arrivals are simulated on one "
+                              f"engine only, not with a deployment section; allowed with one: {OPEN_LOOP}")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "
@@ -1034,35 +1124,39 @@ class SimConfig(StrictModel):
         wl, sch, m = self.workload, self.scheduler, self.model
         longest = wl.max_request_tokens
         row = wl.longest_trace_row
+        top_len = _declared_bounds(("model", "max_model_len"))[2]
         if row is not None and longest > m.max_model_len:  # (a trace: the request, by row as the trace loader counts)
             p, o = wl.trace.prompt_tokens[row], wl.trace.output_tokens[row]
-            raise ValueError(f"trace row {row + 1}: prompt_tokens {p} + output_tokens {o} = {longest} tokens, more than "
-                             f"model.max_model_len ({m.max_model_len}); raise max_model_len or drop the row")  # fmt: skip
+            raise field_error("model.max_model_len", m.max_model_len,
+                              f"trace row {row + 1}: prompt_tokens {p} + output_tokens {o} = {longest} tokens, more "
+                              f"than model.max_model_len ({m.max_model_len}); allowed: >= {longest} and <= {top_len} (or drop the row)")
         if longest > m.max_model_len:
-            raise ValueError(
-                f"the workload can produce {wl.max_prompt_tokens} prompt + {wl.max_output_tokens} output = "
-                f"{longest} tokens, more than model.max_model_len ({m.max_model_len}); lower the length max or "
-                "raise max_model_len"
-            )
+            raise field_error("model.max_model_len", m.max_model_len,
+                              f"the workload can produce {wl.max_prompt_tokens} prompt + {wl.max_output_tokens} output = "
+                              f"{longest} tokens, more than model.max_model_len ({m.max_model_len}); allowed: >= {longest} and <= {top_len} "
+                              "(or lower the workload's length max)")  # fmt: skip
         chunked = sch.enable_chunked_prefill or sch.prefill_mode == "decode_first"
         if not chunked and sch.max_num_batched_tokens < wl.max_prompt_tokens:
-            raise ValueError(
-                f"scheduler.max_num_batched_tokens ({sch.max_num_batched_tokens}) is smaller than the longest prompt "
-                f"({wl.max_prompt_tokens}) while chunked prefill is off: turn on enable_chunked_prefill or raise "
-                "max_num_batched_tokens"
-            )
+            raise field_error("scheduler.max_num_batched_tokens", sch.max_num_batched_tokens,
+                              f"smaller than the longest prompt ({wl.max_prompt_tokens}) while chunked prefill is off "
+                              f"(scheduler.enable_chunked_prefill false, scheduler.prefill_mode {sch.prefill_mode!r}); "
+                              f"allowed: >= {wl.max_prompt_tokens} (or turn on scheduler.enable_chunked_prefill)")
         if self.kv_cache.enable_prefix_caching and self.kv_cache.layout != "paged":
-            raise ValueError("kv_cache.enable_prefix_caching needs kv_cache.layout 'paged' (blocks are what is shared)")
+            raise field_error("kv_cache.enable_prefix_caching", True, f"needs kv_cache.layout 'paged' (blocks are what "
+                              f"is shared), not {self.kv_cache.layout!r}; allowed with it: false")  # fmt: skip
         spec = sch.speculative
         if spec.enabled and wl.num_samples > 1:
-            raise ValueError(f"scheduler.speculative needs workload.num_samples = 1, got {wl.num_samples}")
+            raise field_error("workload.num_samples", wl.num_samples,
+                              "must be 1 while scheduler.speculative.enabled is true; allowed with it: 1")
         if (wl.shared_prefix.enabled or wl.sessions.turns > 1) and wl.trace is None and wl.arrival.process == "closed_loop":
-            raise ValueError("workload.shared_prefix / workload.sessions need an open-loop arrival process, not closed_loop")
+            raise field_error("workload.arrival.process", "closed_loop", "workload.shared_prefix / workload.sessions "
+                              f"need an open-loop arrival process; allowed with them: {OPEN_LOOP}")  # fmt: skip
         if sch.prefill_mode == "decode_first" and sch.max_num_batched_tokens < sch.max_num_seqs:
-            raise ValueError(
-                f"decode_first needs max_num_batched_tokens ({sch.max_num_batched_tokens}) >= max_num_seqs "
-                f"({sch.max_num_seqs}) so that every running decode fits in one tick"
-            )
+            raise field_error("scheduler.max_num_batched_tokens", sch.max_num_batched_tokens,
+                              f"must be >= scheduler.max_num_seqs ({sch.max_num_seqs}) under scheduler.prefill_mode "
+                              f"'decode_first', so that every running decode fits in one tick; allowed: >= "
+                              f"{sch.max_num_seqs} and <= {_declared_bounds(('scheduler', 'max_num_batched_tokens'))[2]} "
+                              "(or lower scheduler.max_num_seqs)")
         return self
 
 
@@ -1151,7 +1245,9 @@ def _declared_bounds(loc: tuple[Any, ...], root: type[BaseModel] | None = None) 
     lo = hi = None
     lo_op, hi_op = ">=", "<="
     metadata = list(info.metadata)
-    if not metadata and len(loc) > 1:  # an item of a tuple or dict field: tuple[Annotated[int, Field(ge=1)] | None, ...]
+    # an item of a tuple or dict field: tuple[Annotated[int, Field(ge=1)] | None, ...] (a tuple's item by its index,
+    # even when the tuple has its own length bounds: acceptance_by_position.0 = 2 said no range)
+    if (not metadata or isinstance(loc[-1], int)) and len(loc) > 1:
         items = [a for arg in typing.get_args(info.annotation) for a in (*typing.get_args(arg), arg)]
         metadata = [m for a in items if typing.get_origin(a) is Annotated for m in a.__metadata__]
         metadata = [m for meta in metadata for m in (*getattr(meta, "metadata", ()), meta)]  # Field(...) holds its bounds
@@ -1180,7 +1276,12 @@ def allowed_range(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> 
     if bounds is None:
         return ""
     lo, lo_op, hi, hi_op = bounds
-    choices = getattr(field_info(loc, root).annotation, "__args__", None)
+    info = field_info(loc, root)
+    if info.annotation is str:  # (text: its length, "1 to 120 characters")
+        short = next((m.min_length for m in info.metadata if getattr(m, "min_length", None) is not None), 0)
+        long = next((m.max_length for m in info.metadata if getattr(m, "max_length", None) is not None), None)
+        return "" if long is None else f"{short} to {long} characters"
+    choices = getattr(info.annotation, "__args__", None)
     if choices and all(isinstance(c, str) for c in choices):
         return "one of " + ", ".join(repr(c) for c in choices)
     if lo is not None and hi is not None:
@@ -1212,6 +1313,17 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
 }
 
 
+def _qualified(msg: str, loc: tuple[Any, ...], ctx: dict[str, Any] | None) -> str:
+    """`msg` of an error at `loc` with the other fields a check across fields (field_error) names written with their
+    section's path: the model knows them as "num_heads"; the user's path to them is "model.num_heads" or
+    "deployment.disaggregation.prefill.hardware.interconnect"."""
+    ctx = ctx or {}
+    if "names" in ctx and (prefix := ".".join(str(p) for p in loc[: len(loc) - ctx["depth"]])):
+        for name in ctx["names"]:
+            msg = re.sub(rf"(?<![\w.]){re.escape(name)}(?!\w)", f"{prefix}.{name}", msg)
+    return msg
+
+
 def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,
                             names: dict[str, str] | None = None) -> str:
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
@@ -1232,13 +1344,17 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             rest = loc[1:]
             path = names[str(loc[0])] + (f" item {rest[0] + 1}" if len(rest) == 1 and isinstance(rest[0], int)
                                          else " " + ".".join(str(x) for x in rest))  # fmt: skip
+        elif loc and isinstance(loc[-1], int):  # (a list's entry: ".0" is the first; say it as a person counts)
+            path += f" (entry {loc[-1] + 1})"
         given = e.get("input")
-        shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+        scalars = isinstance(given, list) and all(isinstance(x, int | float | str | bool | None) for x in given)
+        shown = repr(given) if not isinstance(given, dict | list) or scalars else type(given).__name__
         if len(shown) > 80:
             shown = shown[:77] + "..."
         msg = e["msg"].removeprefix("Value error, ")
+        msg = _qualified(msg, loc, e.get("ctx"))
         rng = allowed_range(loc, root)
-        extra = f"; allowed: {rng}" if rng and "should be" in msg else ""
+        extra = f"; allowed: {rng}" if rng and ("should be" in msg or "characters" in rng and "should have" in msg) else ""
         if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
@@ -1247,11 +1363,21 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # ("kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" named a class of the code,
             # not what a section holds; --set scheduler=vllm-v0 met it)
             msg = f'Input should be an object of its fields, e.g. {{"{known[0]}": ...}}; fields here: {", ".join(known)}'
+        if e["type"] == "string_unicode" and isinstance(given, str):
+            # (a text field with a length limit meets a lone surrogate in pydantic's own check, before
+            # StrictModel._encodable_text: say what that one says, not "unable to parse raw data as a unicode string")
+            bad = next((ch for ch in given if "\ud800" <= ch <= "\udfff"), "\ud800")
+            msg, extra = f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode", ""
         extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
-        if not loc and " = " in msg and field_info(tuple(msg.partition(" = ")[0].split("."))) is not None:
-            # a check across sections that names its field and value itself ("hardware.num_gpus = 3: ..."): that is
-            # the line, not "(config): hardware.num_gpus = 3: ..."
+        if e["type"] == "value_error" and isinstance(given, dict) and _walk(loc, root)[1] is not None:
+            # a check of a whole section (a trace's rows): its path, not "workload.trace = dict: ..." (the dict is the
+            # section the user wrote, not a value they can read back)
+            given_part = ""
+        lead = re.match(r"[A-Za-z_][\w.]*", msg)
+        if not loc and lead and field_info(tuple(lead.group().rstrip(".").split(".")), root) is not None:
+            # a check across sections that names its field (and value) itself ("hardware.num_gpus = 3: ...",
+            # "deployment.replicas (2) must be 1 ..."): that is the line, not "(config): hardware.num_gpus = 3: ..."
             lines.append(f"{msg}{extra}")
             continue
         lines.append(f"{path}{given_part}: {msg}{extra}")

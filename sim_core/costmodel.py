@@ -21,6 +21,7 @@ overheads, and swap bytes / PCIe.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,27 +192,31 @@ def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
     return budget, weights, workspace, budget - weights - workspace
 
 
-def plan_memory(cfg: SimConfig) -> MemoryPlan:
-    """Split GPU memory into weights, activation workspace and KV blocks (the engine's start-up profile).
+def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> MemoryPlan:
+    """Split GPU memory into weights, activation workspace and KV blocks (the engine's start-up profile). `names`:
+    the field the user sets for each of `cfg`'s dotted fields the advice names, when `cfg` is a pool's engine
+    (config.pool_field: deployment.disaggregation.prefill.tensor_parallel for hardware.num_gpus); default: itself.
 
     Raises:
         MemoryPlanError: with the numbers and the knobs that would make it fit.
     """
     hw, kv = cfg.hardware, cfg.kv_cache
+    f = names or (lambda path: path)
     budget, weights, workspace, kv_bytes = kv_pool_bytes(cfg)
     block_bytes = kv.block_size * kv_bytes_per_token_per_gpu(cfg)
     gib = lambda x: f"{x / GIB:.2f} GiB"  # noqa: E731
     if kv_bytes <= block_bytes:
         raise MemoryPlanError(
             f"Out of memory: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
-            f"{gib(max(kv_bytes, 0))} for the KV cache ({hw.memory_gib:g} GiB per GPU less {CUDA_RESERVED_BYTES / GIB:g} GiB "
-            "for the CUDA context, gpu_memory_utilization "
+            f"{gib(max(kv_bytes, 0))} for the KV cache ({f('hardware.memory_gib')} = {hw.memory_gib:g} GiB per GPU less "
+            f"{CUDA_RESERVED_BYTES / GIB:g} GiB for the CUDA context, gpu_memory_utilization "
             f"{kv.gpu_memory_utilization:g}, memory rule {kv.memory_rule!r}). "
             + (f"Under SGLang's rule the activations must fit in the {1 - kv.gpu_memory_utilization:.2f} of memory "
                "outside mem_fraction_static. " if kv.memory_rule == "sglang" else "")
-            + f"The workspace grows with scheduler.max_num_batched_tokens ({cfg.scheduler.max_num_batched_tokens}): "
-            "lower it (a smaller prefill chunk, article §5.1), add GPUs (hardware.num_gpus), use FP8/INT4 weights "
-            "(model.weight_dtype), or a GPU with more memory."
+            + f"The workspace grows with {f('scheduler.max_num_batched_tokens')} ({cfg.scheduler.max_num_batched_tokens}): "
+            f"lower it (a smaller prefill chunk, article §5.1), add GPUs ({f('hardware.num_gpus')}, now "
+            f"{hw.num_gpus}), use FP8/INT4 weights (model.weight_dtype), or a GPU with more memory "
+            f"({f('hardware.memory_gib')})."
         )
     num_blocks = int(kv_bytes // block_bytes)
     per_req = _max_request_blocks(cfg)
@@ -220,8 +225,8 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
             f"KV cache too small: {num_blocks} blocks of {kv.block_size} tokens ({gib(kv_bytes)} per GPU) but the "
             f"longest request needs {per_req} blocks"
             + (" (contiguous layout reserves model.max_model_len per sequence). " if kv.layout == "contiguous" else ". ")
-            + "Lower max_num_batched_tokens, use an FP8 KV cache (kv_cache.kv_dtype) or kv_compression, add GPUs, "
-            "or shorten the workload's lengths / model.max_model_len."
+            + f"Lower {f('scheduler.max_num_batched_tokens')}, use an FP8 KV cache (kv_cache.kv_dtype) or "
+            f"kv_cache.kv_compression, add GPUs ({f('hardware.num_gpus')}), or shorten the workload's lengths / model.max_model_len."
         )
     # vLLM's swap_space is per GPU ("CPU swap space size (GiB) per GPU"): each TP worker swaps its own shard.
     num_host_blocks = int(kv.swap_space_gb * GIB // block_bytes)

@@ -32,9 +32,21 @@ def budget_notes(cfg: SimConfig) -> list[str]:
             f"({max_len:,}); {fix}. The run simulates this configuration anyway."]
 
 
+def trace_notes(cfg: SimConfig) -> list[str]:
+    """A trace longer than workload.num_requests replays only its first num_requests rows: said, since a config with
+    an inline trace of 100,000 rows and no num_requests simulated the default 200 without a word. (Not raised to the
+    trace's length: a config's num_requests is what it runs, and a shorter replay of a long trace is a choice.)"""
+    wl = cfg.workload
+    rows = len(wl.trace.arrival_s) if wl.trace is not None else 0
+    if rows <= wl.num_requests:
+        return []
+    return [f"the trace has {rows:,} rows and workload.num_requests = {wl.num_requests:,} replays the first "
+            f"{wl.num_requests:,} of them; set workload.num_requests (up to {rows:,}) to replay more."]
+
+
 def run_notes(res: SimResult) -> list[str]:
     """The memory plan's and the token budget's notes of every engine (a deployment's once per pool), then the
-    router's."""
+    trace's (`trace_notes`) and the router's."""
     parts = [(x.role, x.result) for x in getattr(res, "instances", ())] or [(None, res)]
     notes: list[str] = []
     for role, part in parts:
@@ -42,6 +54,7 @@ def run_notes(res: SimResult) -> list[str]:
             text = note if role is None else f"{role} instances: {note}"
             if text not in notes:
                 notes.append(text)
+    notes += trace_notes(res.config)
     if res.config.deployment is not None:
         from sim_core.cluster.report import routing_notes
 

@@ -66,8 +66,8 @@ from sim_core.budget import BudgetMeter
 from sim_core.cluster.router import Router
 from sim_core.cluster.transfer import KVTransfer, LinkSides
 from sim_core.cluster.turns import RefreshedViews, TurnFeed
-from sim_core.config import DeploymentConfig, SimConfig, pool_config
-from sim_core.costmodel import MemoryPlanError
+from sim_core.config import DeploymentConfig, SimConfig, pool_config, pool_field
+from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.engine import Engine
 from sim_core.presets import config_with
 from sim_core.sessions import SlotState
@@ -178,7 +178,13 @@ class Deployment:
                 try:
                     eng = Engine(pcfg, copy_workload(drawn))
                 except MemoryPlanError as err:
-                    raise MemoryPlanError(f"{role} pool: {err}" if dis else str(err)) from None
+                    if not dis:
+                        raise MemoryPlanError(str(err)) from None
+                    try:  # (the same plan, its advice naming the pool's fields: its tensor_parallel, its hardware's)
+                        plan_memory(pcfg, lambda path, role=role: pool_field(cfg, role, path))
+                    except MemoryPlanError as named:
+                        err = named
+                    raise MemoryPlanError(f"{role} pool: {err}") from None
                 if k == 0 and role != "decode":
                     self.workload = eng.workload  # the one workload of the config (same seed everywhere)
                 eng.start_empty()

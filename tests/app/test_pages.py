@@ -184,7 +184,8 @@ def test_an_invalid_combination_is_reported_and_the_last_result_kept():
     at.number_input(key="w.workload.prompt_tokens.max").set_value(100).run()  # below the mean
     assert not at.exception
     side = [e.value for e in at.sidebar.error]
-    assert any("“Prompt length”: need min ≤ mean ≤ max" in e for e in side)  # in the widgets' words, next to them
+    # in the widgets' words, next to them: the field the check names, its value and the range
+    assert any("“Prompt mean” = 1155: must lie between “Prompt min” (16) and “Prompt max” (100)" in e for e in side), side
     assert any("Prompt length" in e.value for e in at.main.error)  # and at the top of the page
     assert [m.value for m in at.metric] == before
 
@@ -193,8 +194,9 @@ def test_a_cross_field_error_names_both_knobs_by_their_labels():
     at = app(preset="chat-h100-llama8b").run()
     at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(128).run()
     msg = " ".join(e.value for e in at.sidebar.error)
-    assert "“Token budget / chunk size” (128) ≥ “Max batch size” (256)" in msg and "max_num_seqs" not in msg
-    assert len(at.sidebar.error) == 2  # under each of the two knobs
+    assert ("“Token budget / chunk size” = 128: must be ≥ “Max batch size” (256) under “Prefill mode” 'decode_first'"
+            in msg and "max_num_seqs" not in msg), msg
+    assert len(at.sidebar.error) == 3  # under each of the three knobs
 
 
 def test_an_hbm_efficiency_past_the_datasheet_is_named_under_its_knob():

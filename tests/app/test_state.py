@@ -135,7 +135,7 @@ def test_a_readable_link_can_put_a_single_engine_preset_behind_a_router():
     ({"workload.classes.0.name": "x"}, "not a field of the config ('workload.classes' is one field: set it whole)"),
     ({"scheduler": "5"}, "scheduler = 5"),
     ({"hardware": '{"preset": "nosuch"}'}, "unknown hardware preset 'nosuch'"),
-    ({"scheduler.max_num_batched_tokens": "16"}, "max_num_batched_tokens (16) >= max_num_seqs (256)"),  # a rule of the config
+    ({"scheduler.max_num_batched_tokens": "16"}, "scheduler.max_num_batched_tokens = 16: must be >= scheduler.max_num_seqs (256)"),  # a rule of the config
 ])  # fmt: skip
 def test_a_bad_readable_override_is_named_and_dropped_keeping_the_preset_and_the_others(params, needle):
     # one bad value threw away the link's preset and every other value: the default scenario (a Llama-8B on one H100)

@@ -351,7 +351,7 @@ def test_set_num_requests_with_a_trace_file_replays_that_many_rows(capsys):
     assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["num_requests"] == 5
     assert main(["run", "chat-h100-llama8b", "--trace", str(sample), "--set", "workload.num_requests=500"]) == 2
-    assert "num_requests (500) exceeds the trace's 240 rows" in capsys.readouterr().err
+    assert "workload.num_requests = 500: exceeds the trace's 240 rows; allowed: >= 1 and <= 240" in capsys.readouterr().err
 
 
 def test_set_with_a_trace_file_is_checked_against_the_trace_not_the_replaced_workload(tmp_path, capsys):
@@ -407,3 +407,17 @@ def test_a_bad_trace_option_names_the_option_as_typed_its_value_and_range(tmp_pa
         assert msg.startswith("error: t.csv: "), msg
         return
     assert f"{option} = " in msg and f"allowed: {TRACE_NUMBER_OPTIONS[option]}" in msg, msg
+
+
+def test_a_pools_out_of_memory_advice_names_the_pools_own_fields(capsys):
+    # "prefill pool: Out of memory ..." advised the top-level hardware.num_gpus and (a pool with its own scheduler) the
+    # top-level scheduler.max_num_batched_tokens, which that pool's instances do not read
+    pool = "deployment.disaggregation.prefill"
+    assert main(["run", "cluster-distserve-opt13b-3xa100-p2d1", "--set", f"{pool}.hardware.memory_gib=1",
+                 "--set", f"{pool}.scheduler.max_num_batched_tokens=4096"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith("error: prefill pool: Out of memory"), err
+    assert f"({pool}.hardware.memory_gib = 1 GiB per GPU less 0.5 GiB" in err, err
+    assert f"grows with {pool}.scheduler.max_num_batched_tokens (4096)" in err, err
+    assert f"add GPUs ({pool}.tensor_parallel, now 2)" in err and f"more memory ({pool}.hardware.memory_gib)" in err, err
+    assert "hardware.num_gpus" not in err, err

@@ -53,3 +53,40 @@ def test_the_note_appears_exactly_when_vllm_v0_would_refuse(max_len, budget, chu
     assert bool(notes) == (not chunked and budget < max_len)
     if notes and max_len <= VLLM_V0_LONG_CONTEXT_TOKENS:
         assert f"{max(max_len, VLLM_V0_MIN_BATCHED_TOKENS):,}" in notes[0]
+
+
+def _traced(rows: int, num_requests: int | None):
+    from sim_core.presets import config_from_dict
+
+    data = load_preset("chat-h100-llama8b").model_dump(mode="json")
+    data["workload"]["trace"] = {"arrival_s": [i * 0.5 for i in range(rows)], "prompt_tokens": [64] * rows,
+                                 "output_tokens": [8] * rows}  # fmt: skip
+    if num_requests is None:
+        del data["workload"]["num_requests"]  # (a config file that leaves it out: the default, 200)
+    else:
+        data["workload"]["num_requests"] = num_requests
+    return config_from_dict(data)
+
+
+def test_a_trace_longer_than_num_requests_says_that_only_its_first_rows_are_replayed():
+    # an inline trace of 100,000 rows without num_requests simulated the default 200 rows without a word
+    from sim_core import run_simulation
+    from sim_core.notes import run_notes, trace_notes
+
+    note = ("the trace has 300 rows and workload.num_requests = 200 replays the first 200 of them; set "
+            "workload.num_requests (up to 300) to replay more.")  # fmt: skip
+    cfg = _traced(300, None)
+    assert trace_notes(cfg) == [note]
+    assert note in run_notes(run_simulation(cfg))  # (what the CLI prints as NOTE lines and the Simulate page shows)
+    assert trace_notes(_traced(300, 300)) == [] and trace_notes(_traced(50, 20)) != []
+
+
+def test_no_shipped_scenario_replays_part_of_its_trace():
+    # (the note changes no result: every shipped trace scenario replays its whole trace)
+    assert not [name for name in list_presets() if trace_notes_of(name)]
+
+
+def trace_notes_of(name: str) -> list[str]:
+    from sim_core.notes import trace_notes
+
+    return trace_notes(load_preset(name))

@@ -409,8 +409,9 @@ def test_candidates_pruned_by_an_error_name_the_error(evaluation):
            "(limits.max_ticks)" in stopped.pruned_text()  # fmt: skip
     invalid = plan(_base(), spec.model_copy(update={"token_budgets": (1,)}), backend=LocalBackend(1), with_band=False)
     assert not invalid.rows and "\n" not in invalid.pruned_text()
-    assert "2 invalid configuration (first: Invalid plan candidate h100-sxm TP1 · vllm-v1, budget 1: (config): " \
-           "decode_first needs max_num_batched_tokens (1) >= max_num_seqs" in invalid.pruned_text()  # fmt: skip
+    assert "2 invalid configuration (first: Invalid plan candidate h100-sxm TP1 · vllm-v1, budget 1: " \
+           "scheduler.max_num_batched_tokens = 1: must be >= scheduler.max_num_seqs (256) under " \
+           "scheduler.prefill_mode 'decode_first'" in invalid.pruned_text()  # fmt: skip
     assert "dominated" not in plan(_base(), spec, backend=LocalBackend(1), with_band=False).examples  # (counts alone)
 
 

@@ -34,7 +34,7 @@ def test_per_position_table_and_same_seed_same_draws():
     a = Speculator(spec_cfg(), CostModel(spec_cfg())).accepted(50)
     b = Speculator(spec_cfg(), CostModel(spec_cfg())).accepted(50)
     assert np.array_equal(a, b)
-    with pytest.raises(ValueError, match="needs num_draft_tokens"):
+    with pytest.raises(ValueError, match=r"has 1 entries; it needs one per draft token, num_draft_tokens \(2\)"):
         SpeculativeConfig(num_draft_tokens=2, acceptance_by_position=[0.5])
 
 

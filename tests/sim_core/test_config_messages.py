@@ -1,0 +1,134 @@
+"""Validation messages of checks across fields: each names the field to change by its full dotted path, its value,
+and what is allowed (a hostile-input review found "model = dict: ..." and "(config): ..." lines)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from sim_core import PresetError, config_from_dict, format_validation_error, load_preset
+from sim_core.config import ModelSpec, set_dotted
+
+P = "chat-h100-llama8b"
+
+
+def _error(*sets: tuple[str, object], preset: str = P) -> str:
+    data = load_preset(preset).model_dump(mode="json")
+    for path, value in sets:
+        set_dotted(data, path, value)
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    return str(err.value)
+
+
+@pytest.mark.parametrize(("sets", "line"), [
+    ((("model.num_kv_heads", 7),),
+     "model.num_kv_heads = 7: must divide model.num_heads (32) evenly (query heads share KV heads in equal groups); "
+     "allowed: 1, 2, 4, 8, 16, 32"),
+    ((("model.num_experts_per_token", 2),), "model.num_experts_per_token = 2: must be <= model.num_experts (1)"),
+    ((("workload.prompt_tokens.mean", 99999),),
+     "workload.prompt_tokens.mean = 99999: must lie between workload.prompt_tokens.min (16) and "
+     "workload.prompt_tokens.max (8192) (workload.prompt_tokens.dist 'lognormal'); allowed: >= 16 and <= 8192"),
+    ((("workload.prompt_tokens.min", 99999),), "workload.prompt_tokens.min = 99999: must be <= workload.prompt_tokens.max"),
+    ((("hardware.interconnect", "nvlink-bridge"), ("hardware.num_gpus", 4)),
+     "hardware.num_gpus = 4: an NVLink bridge (hardware.interconnect 'nvlink-bridge') joins a pair of GPUs; allowed "
+     "with it: 1 or 2"),
+    ((("scheduler.speculative.num_draft_tokens", 2),
+      ("scheduler.speculative.acceptance_by_position", [0.5, 0.5, 0.5])),
+     "scheduler.speculative.acceptance_by_position = [0.5, 0.5, 0.5]: has 3 entries; it needs one per draft token, "
+     "scheduler.speculative.num_draft_tokens (2)"),
+    ((("scheduler.max_num_batched_tokens", 1),),
+     "scheduler.max_num_batched_tokens = 1: must be >= scheduler.max_num_seqs (256) under scheduler.prefill_mode "
+     "'decode_first', so that every running decode fits in one tick; allowed: >= 256 and <= 1048576"),
+    ((("scheduler.enable_chunked_prefill", False), ("scheduler.prefill_mode", "prefill_first"),
+      ("scheduler.max_num_batched_tokens", 300)),
+     "scheduler.max_num_batched_tokens = 300: smaller than the longest prompt (8192) while chunked prefill is off"),
+    ((("kv_cache.enable_prefix_caching", True), ("kv_cache.layout", "contiguous")),
+     "kv_cache.enable_prefix_caching = True: needs kv_cache.layout 'paged'"),
+    ((("scheduler.speculative.enabled", True), ("workload.num_samples", 2)),
+     "workload.num_samples = 2: must be 1 while scheduler.speculative.enabled is true"),
+    ((("model.max_model_len", 100),), "model.max_model_len = 100: the workload can produce"),
+    ((("workload.classes", [{"share": 0.5}]),), "workload.classes = [0.5]: the classes' shares must sum to 1, got 0.5"),
+])  # fmt: skip
+def test_a_check_across_fields_names_the_field_its_value_and_the_range(sets, line):
+    text = _error(*sets)
+    assert f"\n  {line}" in text, text
+    assert "= dict" not in text and "(config)" not in text, text
+
+
+def test_a_pools_section_is_named_by_the_pools_path():
+    hw = load_preset(P).hardware.model_dump(mode="json") | {"interconnect": "nvlink-bridge", "num_gpus": 4}
+    text = _error(("deployment.disaggregation.prefill.hardware", hw))
+    assert ("deployment.disaggregation.prefill.hardware.num_gpus = 4: an NVLink bridge "
+            "(deployment.disaggregation.prefill.hardware.interconnect 'nvlink-bridge')") in text, text
+
+
+def test_a_model_checked_alone_names_its_own_fields():
+    with pytest.raises(ValidationError) as err:
+        ModelSpec(num_heads=32, num_kv_heads=7)
+    assert "\n  num_kv_heads = 7: must divide num_heads (32) evenly" in format_validation_error(err.value, root=ModelSpec)
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    ([0.5, 2, 0.5], "acceptance_by_position.1 (entry 2) = 2: Input should be less than or equal to 1; allowed: >= 0 and <= 1"),
+    ([float("nan"), 0.5, 0.5], "acceptance_by_position.0 (entry 1) = nan: Input should be a finite number; allowed: >= 0 and <= 1"),
+    ([-0.1, 0.5, 0.5], "acceptance_by_position.0 (entry 1) = -0.1: Input should be greater than or equal to 0; allowed: >= 0 and <= 1"),
+])  # fmt: skip
+def test_an_acceptance_entry_out_of_range_is_named_with_its_index_and_range(value, line):
+    text = _error(("scheduler.speculative.acceptance_by_position", value))
+    assert f"\n  scheduler.speculative.{line}" in text, text
+
+
+def test_an_unknown_draft_model_is_named_by_its_field_with_the_known_presets():
+    text = _error(("scheduler.speculative.draft", "model"), ("scheduler.speculative.draft_model", "llama-3.2-1c"))
+    assert ("\n  scheduler.speculative.draft_model = 'llama-3.2-1c': unknown model preset (did you mean 'llama-3.2-1b'?); "
+            "allowed (with draft 'model'): gpt-175b, ") in text, text
+    # a head draft does not read the field: its value is not checked
+    data = load_preset(P).model_dump(mode="json")
+    set_dotted(data, "scheduler.speculative.draft_model", "nosuch")
+    assert config_from_dict(data).scheduler.speculative.draft_model == "nosuch"
+
+
+@pytest.mark.parametrize(("version", "said"), [
+    (99, "schema_version = 99: the config was written by a newer version of the tool (schema version 99); this tool "
+         "reads schema versions 1 to 3 (older ones are migrated): update the tool to read it"),
+    (0, "schema_version = 0: not a schema version; this tool reads schema versions 1 to 3 (older ones are migrated); "
+        "allowed: 1 to 3"),
+])  # fmt: skip
+def test_a_schema_version_it_cannot_read_says_which_it_reads(version, said):
+    data = load_preset(P).model_dump(mode="json") | {"schema_version": version}
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    assert f"\n  {said}" in str(err.value), str(err.value)
+    assert config_from_dict(data | {"schema_version": 2}).schema_version == 3  # (older ones are read)
+
+
+@pytest.mark.parametrize("path", ["hardware.name", "model.name", "workload.name", "scheduler.name", "name",
+                                  "hardware.source", "model.source", "description"])
+def test_every_name_and_text_field_has_a_stated_length_limit(path):
+    # a 15 MB hardware.name in a config file was accepted and printed back whole
+    text = _error((path, "x" * 15_000_000))
+    line = next(x for x in text.splitlines() if x.strip().startswith(f"{path} = "))
+    assert "String should have at most" in line and "; allowed: " in line and " characters" in line, line
+    assert len(text) < 2000, len(text)
+
+
+@pytest.mark.parametrize("path", ["hardware.name", "model.name", "workload.name", "scheduler.name"])
+def test_an_empty_section_name_is_refused_with_its_range(path):
+    assert f"\n  {path} = '': String should have at least 1 character; allowed: 1 to 120 characters" in _error((path, ""))
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_scenario_name_reads_as_the_default(blank):
+    # (`--set name=` made the summary start with ": Llama-3.1-8B ...")
+    data = load_preset(P).model_dump(mode="json") | {"name": blank}
+    assert config_from_dict(data).name == "custom"
+
+
+def test_a_pools_invalid_engine_is_named_by_the_pools_fields():
+    # "deployment.disaggregation.prefill makes an invalid engine: scheduler.max_num_batched_tokens: ..." named the
+    # top-level scheduler, which a pool with its own does not read, and neither the value nor the fields it needs
+    pool = "deployment.disaggregation.prefill"
+    text = _error((f"{pool}.scheduler.max_num_batched_tokens", 1), preset="cluster-distserve-opt13b-3xa100-p2d1")
+    assert (f"{pool} makes an invalid engine: {pool}.scheduler.max_num_batched_tokens = 1: smaller than the longest "
+            f"prompt (2003) while chunked prefill is off ({pool}.scheduler.enable_chunked_prefill false") in text, text
