@@ -1313,6 +1313,10 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
 }
 
 
+# pydantic's messages that only state a declared bound or the choices: the allowed range says all of it, and more
+RESTATED_BY_RANGE = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "literal_error", "enum"})
+
+
 def _qualified(msg: str, loc: tuple[Any, ...], ctx: dict[str, Any] | None) -> str:
     """`msg` of an error at `loc` with the other fields a check across fields (field_error) names written with their
     section's path: the model knows them as "num_heads"; the user's path to them is "model.num_heads" or
@@ -1355,6 +1359,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         msg = _qualified(msg, loc, e.get("ctx"))
         rng = allowed_range(loc, root)
         extra = f"; allowed: {rng}" if rng and ("should be" in msg or "characters" in rng and "should have" in msg) else ""
+        if extra and e["type"] in RESTATED_BY_RANGE:
+            # ("replicas = 0: Input should be greater than or equal to 1; allowed: >= 1 and <= 64" said the bound twice,
+            # and a choice listed the choices twice: what is wrong in three words, then the range)
+            msg = "not one of the choices" if e["type"] in ("literal_error", "enum") else "out of range"
         if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)

@@ -142,7 +142,7 @@ def test_a_trace_arrival_past_the_longest_run_is_refused_before_a_deployment_run
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("workload.arrival.rate_per_s", 5e-324, "greater than or equal to 0.000001"),
+    ("workload.arrival.rate_per_s", 5e-324, "out of range; allowed: >= 1e-06"),
     ("deployment.state_refresh_s", 1e-300, "must be 0 (exact) or at least 1e-06 s"),
 ])  # fmt: skip
 def test_rates_and_refresh_intervals_the_clock_cannot_resolve_are_refused(field, value, words):

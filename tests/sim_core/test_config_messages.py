@@ -70,9 +70,9 @@ def test_a_model_checked_alone_names_its_own_fields():
 
 
 @pytest.mark.parametrize(("value", "line"), [
-    ([0.5, 2, 0.5], "acceptance_by_position.1 (entry 2) = 2: Input should be less than or equal to 1; allowed: >= 0 and <= 1"),
+    ([0.5, 2, 0.5], "acceptance_by_position.1 (entry 2) = 2: out of range; allowed: >= 0 and <= 1"),
     ([float("nan"), 0.5, 0.5], "acceptance_by_position.0 (entry 1) = nan: Input should be a finite number; allowed: >= 0 and <= 1"),
-    ([-0.1, 0.5, 0.5], "acceptance_by_position.0 (entry 1) = -0.1: Input should be greater than or equal to 0; allowed: >= 0 and <= 1"),
+    ([-0.1, 0.5, 0.5], "acceptance_by_position.0 (entry 1) = -0.1: out of range; allowed: >= 0 and <= 1"),
 ])  # fmt: skip
 def test_an_acceptance_entry_out_of_range_is_named_with_its_index_and_range(value, line):
     text = _error(("scheduler.speculative.acceptance_by_position", value))
