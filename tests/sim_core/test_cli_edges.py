@@ -260,3 +260,12 @@ def test_fixed_length_on_a_sweep_of_another_knob_says_it_changes_nothing(capsys)
     assert "NOTE: --fixed-length is for rate sweeps; a sweep of max_num_seqs always runs the config's 8 requests" in out
     assert main(argv[:-3] + ["--set", "workload.num_requests=8"] + FAST) == 0  # (without it: no such note)
     assert "--fixed-length" not in capsys.readouterr().out
+
+
+def test_a_trace_file_that_is_not_text_is_named_once(tmp_path, capsys):
+    # "garbage.json: garbage.json: not UTF-8 text (byte 0)": the CLI put the name before a message that had it
+    bad = tmp_path / "garbage.json"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["run", "chat-h100-llama8b", "--trace", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "garbage.json: not UTF-8 text" in err and err.count("garbage.json") == 1, err
