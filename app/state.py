@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from app.components.text import choices_hint
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import NotAField, format_validation_error, set_dotted, unused_with_trace
+from sim_core.config import NotAField, format_validation_error, set_dotted, unused_settings
 from sim_core.inputs import BracketTextError, InputError, NestingError, close_names, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
@@ -287,8 +287,8 @@ def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimCon
                 blamed = set(refused)
         for path in blamed:
             del kept[path]
-    unused = unused_with_trace(cfg, kept)
-    unused_text = f"The link's {unused}." if unused else None
+    unused = unused_settings(cfg, kept)
+    unused_text = " ".join(f"The link's {text}." for text in unused) or None
     if not problems:
         return cfg, None, unused_text
     rest = "the preset with the link's other values" if kept else "the preset without the link's values"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error, set_dotted, unused_with_trace
+from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error, set_dotted, unused_settings
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import BracketTextError, InputError, did_you_mean, printable, value_from_text
@@ -219,7 +219,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prepare_out_dir(Path(args.out))
     if args.trace:
         cfg = _with_trace_file(cfg, args)
-    if (unused := unused_with_trace(cfg, (a.partition("=")[0].strip() for a in args.set or ()))) is not None:
+    for unused in unused_settings(cfg, (a.partition("=")[0].strip() for a in args.set or ())):
         print(f"NOTE: --set {unused}", file=sys.stderr)
     res = run_simulation(cfg)
     if args.out:

@@ -1403,6 +1403,23 @@ def replaced_by_trace(cfg: SimConfig, key: str) -> bool:
     return cfg.workload.trace is not None and any(key == p or key.startswith(p + ".") for p in TRACE_REPLACES)
 
 
+def unused_by_router(cfg: SimConfig, keys: Iterable[str]) -> str | None:
+    """A sentence when the dotted `keys` set deployment.state_refresh_s for a router that reads no engine state (it is
+    read only by STATE_ROUTERS; `--set deployment.state_refresh_s=0` with round robin was kept without a word), or None."""
+    dep = cfg.deployment
+    if dep is None or dep.router in STATE_ROUTERS or "deployment.state_refresh_s" not in set(keys):
+        return None
+    return (f"deployment.state_refresh_s: not used, router {dep.router!r} reads no engine state (the refresh applies "
+            f"to {' and '.join(repr(r) for r in STATE_ROUTERS)})")
+
+
+def unused_settings(cfg: SimConfig, keys: Iterable[str]) -> list[str]:
+    """Sentences naming the dotted `keys` (a link's, `--set`'s) that `cfg` does not read: a trace's replaced workload
+    fields (`unused_with_trace`), a refresh interval for a router that reads no state (`unused_by_router`)."""
+    keys = list(keys)
+    return [text for text in (unused_with_trace(cfg, keys), unused_by_router(cfg, keys)) if text is not None]
+
+
 def unused_with_trace(cfg: SimConfig, keys: Iterable[str]) -> str | None:
     """A sentence naming the dotted `keys` that `cfg`'s trace makes unused, or None (no trace, or none of them)."""
     unused = [k for k in keys if replaced_by_trace(cfg, k)]

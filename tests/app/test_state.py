@@ -289,6 +289,13 @@ def test_a_link_value_the_trace_makes_unused_is_named_beside_its_other_problems(
     assert config_from_query({"preset": "chat-h100-llama8b", "workload.arrival.rate_per_s": "5"})[2] is None
 
 
+def test_a_link_refresh_interval_for_a_router_that_reads_no_state_is_named():
+    params = {"preset": "cluster-router-4xh100-llama8b", "deployment.state_refresh_s": "0"}  # (its router: round robin)
+    cfg, _, said = config_from_query(params)
+    assert cfg.deployment.state_refresh_s == 0 and "The link's deployment.state_refresh_s: not used, router 'round_robin'" in said
+    assert config_from_query(params | {"deployment.router": "least_kv"})[2] is None
+
+
 # A link cut short (a chat tool's line break, a copy that missed its end) decompressed to the start of the config and
 # said "not valid JSON (Unterminated string starting at at line 1, column 2)": neither that the link was cut nor what
 # to do. Any prefix of a good link now says so, keeps the default scenario, and never raises.

@@ -325,3 +325,13 @@ def test_a_run_out_of_memory_names_what_to_lower_not_a_traceback(capsys, monkeyp
     assert main(["run", "chat-h100-llama8b"]) == cli.EXIT_OUT_OF_MEMORY != 0
     err = capsys.readouterr().err
     assert err.startswith("error: out of memory") and all(name in err for name in cli.MEMORY_FIELDS)
+
+
+@pytest.mark.parametrize("router, noted", [("round_robin", True), ("least_outstanding", True), ("least_kv", False)])
+def test_a_refresh_interval_for_a_router_that_reads_no_state_is_named(router, noted, capsys):
+    # --set deployment.state_refresh_s=0 with round robin was kept without a word: only least_kv and prefix_affinity read it
+    argv = ["run", "cluster-router-4xh100-llama8b", "--json", "--set", f"deployment.router={router}",
+            "--set", "deployment.state_refresh_s=0", "--set", "workload.num_requests=20"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert ("deployment.state_refresh_s: not used, router" in err) is noted, err
