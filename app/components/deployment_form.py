@@ -78,11 +78,6 @@ def _pool_tp(cfg: SimConfig, pool) -> int:
     return pool.tensor_parallel or (pool.hardware or cfg.hardware).num_gpus
 
 
-def _gpus_in(cfg: SimConfig) -> int:
-    """GPUs of a config that is one engine or replicas (what a switch to pools starts from)."""
-    return cfg.hardware.num_gpus * (cfg.deployment.replicas if cfg.deployment else 1)
-
-
 def _gpus_before(cfg: SimConfig) -> str:
     """The config before a switch to pools, in words: 'the 4 replicas' or 'one engine'."""
     return f"the {counted(cfg.deployment.replicas, 'replica')}" if cfg.deployment else "one engine"
@@ -165,7 +160,7 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     before = "" if keep is not None else _gpus_before(cfg)
     st.caption(f"{total} GPUs = {int(p)} x TP {ptp} {plain(kind(pgpu))} prefill + "
                f"{int(d)} x TP {dtp} {plain(kind(dgpu))} decode"  # GPU names from a link: text, not markdown
-               + (f"; {before} ran on {counted(_gpus_in(cfg), 'GPU')}: set the instances to compare on as many" if before and _gpus_in(cfg) != total else ""))  # fmt: skip
+               + (f"; {before} ran on {counted(cfg.num_gpus_total, 'GPU')}: set the instances to compare on as many" if before and cfg.num_gpus_total != total else ""))  # fmt: skip
 
     def pool(n, tp, gpu, old) -> dict[str, Any]:
         # An unset TP that still equals its default stays unset, so an untouched preset stays that preset.
