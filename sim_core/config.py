@@ -613,7 +613,9 @@ class SchedulerConfig(StrictModel):
     )
     admission: Literal["watermark", "reserve", "greedy", "new_token_ratio"] = Field(
         "watermark",
-        description="watermark: admit while free blocks stay above a reserve; reserve: blocks for prompt + max output "
+        description="watermark: admit while the whole prompt's blocks fit with a reserve of free blocks kept, and take "
+        "them all at admission, so its chunks need none (vLLM V0's block manager, Sarathi-Serve's); reserve: blocks for "
+        "prompt + max output "
         "up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the prompt fits "
         "(MAX_UTILIZATION); new_token_ratio: admit while the prompt plus its output (at most 4,096 tokens) fits in the "
         "free KV tokens less the running requests' remaining outputs x new_token_ratio (SGLang's PrefillAdder).",

@@ -205,6 +205,7 @@ class _Steps:
         "victim_prefills",
         "victims",
         "waiting",
+        "whole",
         "wm",
     )  # fmt: skip
 
@@ -256,6 +257,9 @@ class _Steps:
         self.targets = targets
         # blocks an admission takes: (candidate index, chunk) -> blocks (Scheduler._admit's need_of)
         self.need_of = self._reserved if fixed else (lambda i, chunk: -(-chunk // bs))
+        # watermark admission (`Scheduler.allocates_prompt`): an admission takes its whole prompt's blocks, so a running
+        # prefill holds them and its chunks take none (set by `run_ticks`, with `need_of` `_reserved`)
+        self.whole = False
         # speculative decoding: request -> blocks held (`run_ticks`' spec_held; None: not speculating), the draft's
         # lookahead slots a running prefill's chunk holds too (`Scheduler.kv_lookahead`), and the blocks each of the
         # tick's chunks leaves its request holding, (request, blocks), applied by the loop once the tick runs
@@ -276,6 +280,11 @@ class _Steps:
 
     def _reserved(self, i: int, chunk: int) -> int:
         return self.reserve(self.waiting[self.head + i] % self.R)
+
+    def _prompt_blocks_past(self, w: int, hit: int, i: int, chunk: int) -> int:
+        """`need_of` of candidate w under watermark admission with the prefix cache: its whole prompt's blocks past the
+        `hit` blocks it finds cached."""
+        return self.reserve(w) - hit
 
     def run_decodes(self) -> tuple[int, bool, bool]:
         free = self.free - self.need_d  # (need_d: the blocks the decoders take this tick, set with the tick's fields)
@@ -309,7 +318,7 @@ class _Steps:
             else:
                 if self.to_room:  # SGLang's add_chunked_req (`Scheduler._cut_to_room`): cut to the token budget's room
                     ch = rules.cut_to_room(ch, rules.rem_total_tokens(self.free, self.bs, self._running_reserved()))
-                if not self.fixed:  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs) = (c - 1 + ch) // bs - (c - 1) // bs,
+                if not self.fixed and (not self.whole or self.spec_held is not None):  # the chunk's new blocks, ceil((c + ch) / bs) - ceil(c / bs) = (c - 1 + ch) // bs - (c - 1) // bs,
                     # which is ((c - 1) % bs + ch) // bs (c - 1 = k bs + q, 0 <= q < bs: the k cancels; c = 0 too): two integer
                     # operations fewer than the difference (~350 instructions per continuing chunk, one a Sarathi-Serve tick)
                     bs = self.bs
@@ -334,7 +343,7 @@ class _Steps:
         if self.to_room:
             raise _HandBack  # (several running prefills, each cut to the room the others leave: the general path's)
         pre_items = list(self.prefilling.items())
-        targets, fixed, bs = self.targets, self.fixed, self.bs
+        targets, fixed, bs = self.targets, self.fixed or self.whole, self.bs  # (fixed: chunks take no new blocks)
         sizes = rules.prefill_chunks([targets[r] - c for r, c in pre_items], left, self.is_chunked)
         chunks = [(r, c, ch) for (r, c), ch in zip(pre_items, sizes) if ch > 0]
         need_p = tokens = 0
@@ -370,7 +379,8 @@ class _Steps:
         swapped out)."""
         st, sched, blocks_for = self.st, self.sched, self.kv_blocks
         ids, is_dec, ctx, prompt = self._running_state()
-        held = blocks_for(ctx, prompt)
+        # (watermark admission: a running prefill holds its whole prompt's blocks, a decoder its context's, which is more)
+        held = blocks_for(np.maximum(ctx, st.prefill_target[ids]) if self.whole else ctx, prompt)
         decodes = ids[is_dec]
         need = blocks_for(ctx[is_dec] + 1, prompt[is_dec]) - held[is_dec]  # (Scheduler.decode_slots: 1 on this path)
         deficit = int(need.sum()) - self.free
@@ -454,6 +464,8 @@ class _Steps:
                 rs = self._running_list()
                 v = int(sched._victim_order(st, np.fromiter(rs, np.int64, len(rs)), self._decoders_of(rs))[0])
                 held = self._context_of(v)  # (Python ints: `BlockManager.blocks_for`'s scalar branch, not its arrays')
+                if self.whole and v in self.prefilling:  # (it holds its whole prompt's blocks)
+                    held = self.targets[v]
                 grown = grew and v not in self.prefilling
                 self._take_victim(v, int(blocks_for(held + 1 if grown else held, st.prompt.item(v))) + taken.pop(v, 0))
                 if v == r:
@@ -535,7 +547,8 @@ class _Steps:
         pre_items = list(self.prefilling.items())
         if self.to_room and len(pre_items) > 1:
             raise _HandBack  # (as `_run_chunks_many`: each cut to the room the others leave, the general path's)
-        targets, prompt_of, n, blocks_for, fixed = self.targets, self.prompt_of, self.n, self.kv_blocks, self.fixed
+        targets, prompt_of, n, blocks_for = self.targets, self.prompt_of, self.n, self.kv_blocks
+        fixed = self.fixed or self.whole  # (chunks take no new blocks)
         prompts = [prompt_of(r) for r, _ in pre_items]
         sizes = self.sched.chunk_positions([c for _, c in pre_items], [targets[r] - c for r, c in pre_items], prompts, left)
         if self.to_room:
@@ -702,6 +715,8 @@ class _Steps:
                 t = target_of(w)
                 handle, hit, evictable = lookup(w, t)
                 cached = hit * bs
+                if self.whole:  # (its whole prompt's blocks past the cached ones: `Scheduler.prefix_admission_blocks`)
+                    need_of = functools.partial(self._prompt_blocks_past, w, hit)
                 if test is None:
                     taken = admit_next(0, t - cached, left - tokens, free, wm + evictable, need_of, is_chunked, False)
                 else:  # (candidate i - head: the budget's output reservation reads its request)
@@ -943,6 +958,7 @@ def run_ticks(engine: Engine):
         # The prefix cache with fixed block counts (reserved admission, contiguous KV): the general path's. (Asked
         # first: after the NumPy checks below such a refusal cost every step ~20 us.)
         return False
+    whole = engine.sched.allocates_prompt  # (watermark admission: a running prefill holds its whole prompt's blocks)
     ctx_arr = st.computed[running_arr]
     is_dec = ctx_arr >= st.prefill_target[running_arr]
     bs = kv.block_size
@@ -951,12 +967,12 @@ def run_ticks(engine: Engine):
         prompt_arr = st.prompt[running_arr]
         expected = kv.blocks_for(prompt_arr + st.output[running_arr], prompt_arr)
     elif engine.n == 1:
-        expected = -(-ctx_arr // bs)
+        expected = -(-(np.maximum(ctx_arr, st.prefill_target[running_arr]) if whole else ctx_arr) // bs)
     else:
         prompt_arr = st.prompt[running_arr]
         if np.any(ctx_arr[is_dec] < prompt_arr[is_dec]):
             return False  # a decode instance's decoder with its prompt's last token to compute again (general path)
-        expected = kv.blocks_for(ctx_arr, prompt_arr)
+        expected = kv.blocks_for(np.maximum(ctx_arr, st.prefill_target[running_arr]) if whole else ctx_arr, prompt_arr)
     speculating = engine.spec is not None  # (`eligible`: only where `speculates_here`)
     if speculating and engine.tokenless:
         return False  # (decoders injected with no token yet: their first decode's record is the general path's here)
@@ -1106,16 +1122,18 @@ def run_ticks(engine: Engine):
     joined_at: list[tuple[int, int]] = []  # (decoder, tick) of decoders that joined the paused run in a logged tick
 
     def reserve(w: int) -> int:
-        """Blocks a fixed-size admission takes (Scheduler._admit's need_of for reserve / contiguous),
-        from `kv.blocks_for` over the next RESERVE_WINDOW request ids at once (arrivals are admitted
-        mostly in id order: one NumPy call per window instead of one per request)."""
+        """Blocks an admission that does not depend on its chunk takes (Scheduler._admit's need_of for reserve /
+        contiguous: the whole request; watermark under chunked prefill: the whole prompt), `Scheduler.admission_blocks`
+        over the next RESERVE_WINDOW request ids at once (arrivals are admitted mostly in id order: one NumPy call per
+        window instead of one per request). A recompute victim's prefill target grows when it is pre-empted: the run
+        forgets its entry then (`_preempt_in_run`'s caller)."""
         blocks = reserved.get(w)
         if blocks is None:
             # (only requests already known: a cluster instance learns its requests as they are routed,
             # some mid-call through `horizon_reached`; a single engine knows all R from the start)
             ids = np.arange(w, min(w + RESERVE_WINDOW, getattr(engine, "num_added", R)))
-            prompt = st.prompt[ids]
-            reserved.update(zip(ids.tolist(), kv.blocks_for(prompt + output_arr[ids], prompt).tolist()))
+            # (chunks of one token: these rules read none, and contiguous KV's count only asks for a positive one)
+            reserved.update(zip(ids.tolist(), sched.admission_blocks(st, ids, np.ones(ids.size, np.int64)).tolist()))
             blocks = reserved[w]
         return blocks
 
@@ -1170,6 +1188,10 @@ def run_ticks(engine: Engine):
     # The batch log's decoder entries follow from each decoder's stretch of decoding ticks (write-back);
     # only the prefill entries of a logged tick are kept as it runs.
     batch_extras: dict[int, list[tuple[int, int, int]]] = {}  # logged tick -> its prefill chunks, then admissions: (request, computed before, tokens)
+    # watermark admission: a logged prefill holds its whole prompt's blocks, which the write-back reads from its prefill
+    # target, except that a recompute victim's grows when the run pre-empts it: (victim, tick, its target before), so
+    # its entries before that tick read the old one (recorded per pre-emption: per logged tick it cost ~4.5k instructions)
+    retargets: list[tuple[int, int, int]] = []
     want_batches = max(lim.num_recorded_batches - num_ticks0, 0)
     now0 = now = st.now_s
     sync_s = now  # end of the last decoding tick (the last token of every decoder not in waiting_since)
@@ -1196,6 +1218,8 @@ def run_ticks(engine: Engine):
         steps.to_room = sched.chunk_to_room
         unclipped = int(output_arr.max()) <= rules.CLIP_MAX_NEW_TOKENS  # (no request's output reaches the clip)
     steps.sched, steps.st = sched, st
+    if whole:
+        steps.whole, steps.need_of = True, steps._reserved
     if speculating:
         steps.spec_held, steps.spec_ahead = spec_held, sched.kv_lookahead
     # A decoder short of a block pre-empts by recompute here (`_Steps._preempt_for_decodes`; the run goes on past that
@@ -1613,8 +1637,13 @@ def run_ticks(engine: Engine):
                 # What pre-empting does, `Scheduler._preempt` itself, now: the victims wait in this run's queue (a later
                 # pre-emption, admission tests and the rows see them as a tick-by-tick step would); the write-back records
                 # their events and puts back what it would overwrite (`kept`). The run goes on, until one would be admitted.
+                if whole:
+                    retargets.extend((r, j, target_of(r)) for r in steps.victims)
                 plan, kept_now = _preempt_in_run(engine, steps.victims, steps.victim_held, steps.victim_prefills,
                                                  dec_ctx, waiting, head, swapped)  # fmt: skip
+                if whole:  # (their prefill targets now count what they emitted: `reserve` reads them again)
+                    for r in plan.preempted_idx.tolist():
+                        reserved.pop(r, None)
                 if plan.preempted_idx.size:
                     episodes.append((plan.preempted_idx, j))
                     requeued.update(plan.preempted_idx.tolist())
@@ -1733,7 +1762,7 @@ def run_ticks(engine: Engine):
         if speculating:  # the blocks the tick's chunks and admissions hold (admitted: no lookahead, as `Scheduler._admit`)
             spec_held.update(steps.spec_chunk_held)
             for w, _, chunk in admit:
-                spec_held[w] = -(-chunk // bs)
+                spec_held[w] = reserve(w) if whole else -(-chunk // bs)
         for w, h, _ in admit:
             scheduled.append((w, j))
             if requeued and w in requeued:  # (`again_here`) a victim of the run: its first stretch filed apart
@@ -1846,6 +1875,7 @@ def run_ticks(engine: Engine):
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
+
         if decoding and waiting_since:  # the tick's gaps are kept in running order
             tick_gaps[j] = _gaps_to(t_end, own_last)
             for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)
@@ -1933,6 +1963,7 @@ def run_ticks(engine: Engine):
                        ptr, free, num_ticks0, held_fixed if fixed else None, joined_at, idle_ends, decode_first, n,
                        recomputed, (episodes, dec_victims, kept, again_here) if kept else None,
                        speculated=(spec_held, spec_seqs, spec_batches) if speculating else None,
+                       retargets=retargets if whole else None,
                        swapping=(swapped, swap_events, swap_rows) if swaps else None)  # fmt: skip
     if handed:  # (the write-back marked the run's admissions RUNNING)
         st.status[handed] = Status.FINISHED
@@ -2403,7 +2434,7 @@ def _batch_entries(K: int, tick_of_d: np.ndarray, decs: np.ndarray, dec_b: np.nd
     # (request, computed before, chunk) of each: it holds ceil((computed before + chunk) / bs) blocks, or its fixed count
     ext_req, ext_before, ext_new = (np.array(col, dtype=np.int64) for col in zip(*itertools.chain.from_iterable(batch_extras.values())))
     if ext_blocks is not None:  # (n > 1: a recompute chunk past its prompt, every sample's blocks there, `blocks_for`)
-        ext_held = ext_blocks(ext_before + ext_new, ext_req)
+        ext_held = ext_blocks(ext_before + ext_new, ext_req, np.repeat(ext_ticks, ext_sizes))
     elif held_fixed is None:
         ext_held = -(-(ext_before + ext_new) // bs)
     else:
@@ -2445,7 +2476,7 @@ def _columns(items: list[tuple], k: int) -> np.ndarray:
 def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, scheduled, first_token, finished, batch_extras, want_batches,
                 running0, running, prefilling, base, join, sync_from, first_gap, waiting, ptr, free, num_ticks0,
                 held_fixed, joined_at=(), idle_ends=None, decode_first=(), num_samples=1, recomputed=(),
-                preempted=None, speculated=None, swapping=None) -> bool:  # fmt: skip
+                preempted=None, speculated=None, swapping=None, retargets=None) -> bool:  # fmt: skip
     """Record the fast ticks and write every touched request's state back to the arrays (`idle_ends`: a prefill
     instance's idle rows and their ends, `Engine.idle_end_s`; `decode_first`: (decoder, tick) of first tokens that
     decoding ticks emitted, `_decode_first_tokens`; `num_samples`: a decoder's decode tokens in a tick; `recomputed`:
@@ -2566,7 +2597,18 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         if copies and held_fixed is None:
             dec_shared = copies * (st.prompt[dec_req if log_ids is None else log_ids] // bs)
         # (a chunk's blocks with n > 1, a recompute's past its prompt included: `kv.blocks_for`; the prompts are fixed)
-        ext_blocks = None if not copies or held_fixed is not None else (lambda ctx, req, prompt=st.prompt: kv.blocks_for(ctx, prompt[req]))
+        ext_blocks = None if not copies or held_fixed is not None else (lambda ctx, req, _, prompt=st.prompt: kv.blocks_for(ctx, prompt[req]))
+        if retargets is not None:  # (watermark admission: a prefill holds its whole prompt's blocks, `run_ticks`')
+            # each entry's prefill target as the run leaves it, read now: the batch log is made later (`batch_deferred`),
+            # when a pre-emption after this run may have grown it
+            entries = itertools.chain.from_iterable(batch_extras.values())
+            targets_now = st.prefill_target[np.fromiter((r for r, _, _ in entries), np.int64)]
+
+            def ext_blocks(ctx, req, ticks, prompt=st.prompt):
+                held_to = targets_now.copy()  # (its prefill target then: the old one before the run pre-empted it)
+                for r, j, old in reversed(retargets):
+                    held_to[(req == r) & (ticks < j)] = old
+                return kv.blocks_for(np.maximum(ctx, held_to), prompt[req])
         _record_batches(rec, K, decoding, batch_extras, int(A[:K].sum()), order, log_keys, log_b, log_join, dec_last, bs,
                         num_ticks0, held_fixed, num_samples, dec_shared, ext_blocks, log_ids)  # fmt: skip
     if tick_gaps:  # ticks whose gaps differ: their gaps one by one, in their place (gaps stay in tick order)
@@ -2664,13 +2706,15 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
         kv.held[req] = 0
         rec.event(req, t_end[tick], Event.FINISHED)
     run_ids = _int64s(running, len(running))
+    # (watermark admission: a running prefill holds its whole prompt's blocks, a decoder its context's, which is more)
+    held_ctx = st.computed[run_ids] if retargets is None else np.maximum(st.computed[run_ids], st.prefill_target[run_ids])
     if held_fixed is None and num_samples == 1:
-        kv.held[run_ids] = -(-st.computed[run_ids] // bs)
+        kv.held[run_ids] = -(-held_ctx // bs)
         if speculated is not None:  # (their verify positions and the draft's lookahead too: `run_ticks`' spec_held)
             held = speculated[0]
             kv.held[run_ids] = [held[r] for r in running]
     elif held_fixed is None:  # (n > 1: the samples' blocks past the prompt, `kv.blocks_for`)
-        kv.held[run_ids] = kv.blocks_for(st.computed[run_ids], st.prompt[run_ids])
+        kv.held[run_ids] = kv.blocks_for(held_ctx, st.prompt[run_ids])
     else:
         kv.held[run_ids] = np.array([held_fixed[r] for r in running], dtype=np.int64)
     kv.num_free = free

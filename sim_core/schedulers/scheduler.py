@@ -56,6 +56,11 @@ class Scheduler:
         self.batch_cap = self.max_seqs  # lowered by dynamic batch sizing
         self.is_chunked = sch.enable_chunked_prefill or sch.prefill_mode == "decode_first"
         self.watermark_blocks = int(cfg.kv_cache.watermark * kv.num_blocks) if sch.admission == "watermark" else 0
+        # vLLM V0's block manager, and Sarathi-Serve's (built on it): a request is admitted when its whole prompt's
+        # blocks fit with the watermark kept free, and takes them all at admission (`can_allocate` counts
+        # `len(seq.logical_token_blocks)`, `allocate` allocates them, chunked prefill or not), so its later chunks
+        # need no blocks (`admission_blocks`). Unchunked, the first chunk is the whole prompt already.
+        self.allocates_prompt = sch.admission == "watermark" and self.is_chunked
         self.use_swap = sch.preemption == "swap"
         self.chunk_preempts = sch.chunk_short_of_blocks == "preempt"
         self._n = cfg.workload.num_samples
@@ -801,7 +806,8 @@ class Scheduler:
     def admission_blocks(self, st: SimState, ids, chunks):
         """KV blocks the admission rule allocates to requests admitted with these first chunks (ids and
         chunks: ints or arrays). GUARANTEED_NO_EVICT (reserve): the whole request, so it never needs
-        more; otherwise the first chunk's (at least one block)."""
+        more; watermark (`allocates_prompt`): the whole prompt (its prefill target), so its chunks need none;
+        otherwise the first chunk's (at least one block)."""
         # (One request as a Python int, the admission test of a cluster's prefill instance each tick: its prompt and
         # output as Python ints, `max` for np.maximum; the same arithmetic without NumPy scalars, ~1 us less.)
         one = type(ids) is int
@@ -810,6 +816,8 @@ class Scheduler:
             if one:
                 return self.kv.blocks_for(prompt + st.output.item(ids), prompt)
             return self.kv.blocks_for(prompt + st.output[ids], prompt)
+        if self.allocates_prompt:
+            return self.kv.blocks_for(st.prefill_target.item(ids) if one else st.prefill_target[ids], prompt)
         return self.kv.blocks_for(max(chunks, 1) if one else np.maximum(chunks, 1), prompt)
 
     def cap_trajectory(self, durations_s: np.ndarray) -> np.ndarray:

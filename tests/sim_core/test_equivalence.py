@@ -31,7 +31,9 @@ from sim_core.costmodel import (
     weight_bytes_per_gpu,
     workspace_bytes_per_gpu,
 )
+from sim_core.engine import Engine
 from sim_core.presets import PresetError, list_presets
+from sim_core.sweep import with_value
 from sim_core.types import Event
 from tests.conftest import case_numbers, make_config
 
@@ -590,7 +592,13 @@ def test_a_core_run_goes_on_past_admitting_its_victims_again(scenario, num_recor
     so the core's runs are far fewer than the admissions again they make, and every output, the batch log (its first
     2,000 ticks) included, is the tick-by-tick one."""
     cfg = buildable(scenario, {**HARD_PRESSURE, "limits__num_recorded_batches": num_recorded_batches}, 1.0)
-    assert_runs_admit_their_victims_again(cfg, monkeypatch, min_preemptions=100)
+    whole = Engine(cfg).sched.allocates_prompt
+    if whole:
+        # (watermark admission under chunked prefill takes a prompt's whole blocks up front, vLLM V0's rule: Sarathi-Serve
+        # and the article's chunked presets admit only what fits whole and pre-empt 19-30 times in 300 requests where
+        # vLLM V1 does over 100; 1,500 requests give them 141-158)
+        cfg = with_value(cfg, "workload.num_requests", 1500)
+    assert_runs_admit_their_victims_again(cfg, monkeypatch, min_preemptions=80 if whole else 100)
 
 
 @pytest.mark.parametrize("engine,n", [("sarathi-serve", 2), ("sarathi-serve", 4), ("vllm-v0", 4)])
