@@ -383,9 +383,24 @@ def show_link_notices(page_keys: tuple[str, ...] = (), page_prefixes: tuple[str,
 
 
 def read_query_params() -> dict[str, str]:
+    """The link's parameters that it names once. One named twice or more is used by no page (`repeated_note` says so):
+    ?scheduler.max_num_seqs=2&scheduler.max_num_seqs=4 ran 4 without a word, while a file or `--set` naming a key twice
+    is refused."""
     import streamlit as st
 
-    return {k: st.query_params[k] for k in st.query_params}
+    return {k: v[0] for k in st.query_params if len(v := st.query_params.get_all(k)) == 1}
+
+
+def repeated_note() -> str | None:
+    """What the link names more than once, and that none of those values was used (None: nothing repeated)."""
+    import streamlit as st
+
+    repeated = {k: v for k in st.query_params if len(v := st.query_params.get_all(k)) > 1}
+    if not repeated:
+        return None
+    shown = "; ".join(f"{k[:60]!r} {len(v)} times ({', '.join(repr(x[:40]) for x in v[:4])}{' …' if len(v) > 4 else ''})"
+                      for k, v in list(repeated.items())[:8])  # fmt: skip
+    return f"The link names {shown}{' …' if len(repeated) > 8 else ''}: none of those values was used; give each once."
 
 
 def _names_config(key: str) -> bool:
@@ -400,8 +415,8 @@ def write_query_params(params: dict[str, str]) -> None:
 
     if len(urlencode(params)) > MAX_LINK_CHARS:
         params = {k: v for k, v in params.items() if not _names_config(k)}
-    if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) != set(params):
-        st.query_params.from_dict(params)
+    if {k: st.query_params.get_all(k) for k in params} != {k: [v] for k, v in params.items()} or set(st.query_params) != set(params):
+        st.query_params.from_dict(params)  # (get_all: a key the link named twice is written once)
 
 
 def ensure_session(params: dict[str, str] | None = None) -> None:
@@ -417,4 +432,5 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     # the preset the config was built from, also when the link's bad values were dropped (a readable link diffs against it)
     name = params.get("preset", DEFAULT_SCENARIO)
     st.session_state[BASE_KEY] = preset or (name if name in list_presets() else None)
-    st.session_state[WARNING_KEY] = warning
+    repeated = repeated_note()
+    st.session_state[WARNING_KEY] = " ".join(filter(None, (warning, repeated))) or None

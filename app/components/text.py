@@ -35,7 +35,9 @@ def plain(text: object) -> str:
     s = _ALWAYS.sub(r"\\\1", s)
     s = _ANGLE.sub(r"\\<", s)
     s = _LONE_UNDERSCORE.sub(r"\\_", s)
-    s = _COLON_WORD.sub(r"\\:", s)
+    # (a word joiner after the colon, not a backslash before it: Streamlit matches :emoji: and :material/icon: codes
+    # after the escapes are resolved, so `\:smile:` still became an icon; `:\u2060red[` is no colour directive either)
+    s = _COLON_WORD.sub(":" + WORD_JOINER, s)
     s = _LINE_MARK.sub(r"\1\\\2", s)
     s = _LINE_NUMBER.sub(r"\1\\\2", s)
     return s.replace("\n", "  \n")

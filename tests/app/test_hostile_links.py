@@ -36,6 +36,16 @@ _MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash befor
 _TRANSFORM_AUTOLINK = re.compile(r"(?i)https?://|www(?=\.)|[-.\w+]+@[-\w]+(?:\.[-\w]+)+")  # the transform's url and e-mail patterns
 
 
+# Streamlit's own directives, matched in the text with its escapes resolved (as the autolinks above): emoji shortcodes
+# (:smile:), Material icons (:material/home:) and colours (:red[...]); `\:smile:` was still an icon in Chromium
+_SHORTCODE = re.compile(r":(?:[a-z0-9_+-]+:|material/|[a-z]+\[)")
+
+
+def browser_shortcodes(markdown: str) -> list[str]:
+    """The emoji, icon and colour directives the browser would render in `markdown`."""
+    return _SHORTCODE.findall(_MD_ESCAPE.sub(r"\1", markdown))
+
+
 def browser_autolinks(markdown: str) -> list[str]:
     """The addresses in `markdown` that the browser's transform-time autolinking would find (a superset: it also
     checks the character before an address, which only ever removes matches)."""
@@ -83,6 +93,28 @@ def test_plain_text_renders_as_itself(text):
     for tag in ("<a ", "<img", "<h", "<em", "<strong", "<code", "<pre", "<ul", "<ol", "<blockquote", "<table", "<hr", "<s>"):
         assert tag not in html, (text, html)
     assert not browser_autolinks(plain(text)), (text, plain(text))
+    assert not browser_shortcodes(plain(text)), (text, plain(text))
+
+
+@pytest.mark.parametrize("text", [":smile:", ":red[RED] :smile: :material/home:", "ok :material/warning: go", ":+1:"])
+def test_emoji_and_icon_codes_in_visitor_text_are_shown_as_typed(text):
+    # ?workload.name=:red[RED] :smile: :material/home: showed a red word, a smiley and a house in the header: Streamlit
+    # matches its codes after the backslash escapes are resolved
+    shown = plain(text)
+    assert not browser_shortcodes(shown), shown
+    assert shown.replace("\u2060", "").replace("\\", "") == text, shown
+
+
+def test_a_link_key_named_twice_is_used_by_no_page_and_named():
+    # ?scheduler.max_num_seqs=2&scheduler.max_num_seqs=4 ran 4 without a word (files and --set refuse a repeated key)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "chat-h100-llama8b"
+    at.query_params["scheduler.max_num_seqs"] = ["2", "4"]
+    at.run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "'scheduler.max_num_seqs' 2 times ('2', '4')" in said and "none of those values was used" in said, said
+    assert at.session_state["sim.cfg"].scheduler.max_num_seqs == load_preset("chat-h100-llama8b").scheduler.max_num_seqs
 
 
 @pytest.mark.parametrize("text", ["[Session expired - log in here](https://example.invalid/login)", "see HTTP://example.invalid",
