@@ -9,11 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
-from app.components.setup_notes import calibration_difference
+from app.components.setup_notes import calibration_difference, setup_differences
 from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
-from app.state import CFG_KEY, config_from_query, derived, ignored_params, link_query, preset_matching, read_query_params, show_link_notices, write_query_params
+from app.state import (BASE_KEY, CFG_KEY, config_from_query, config_key, derived, ignored_params, is_config_param,
+                       link_query, preset_matching, read_query_params, show_link_notices, write_query_params)
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.metrics import class_metrics, no_value_reason
 from sim_core.words import counted
@@ -32,7 +33,14 @@ METRIC_ROWS = [  # (label, summary field, kind): kind formats the value (s: ms o
     ("GPU busy", "gpu_busy_fraction", "%"),
     ("Mean batch", "mean_batch_size", "seqs"),
     ("Pre-emptions", "num_preemptions", "count"),
+    ("Swaps", "num_swap_outs", "count"),  # (recompute and swap read the same pre-emption count)
     ("Finished", "num_finished", "count"),
+]
+# Over the steady-state window (warm-up and drain left out): the whole-run throughput and goodput divide by the makespan,
+# so two setups that both keep up read as a ratio of their drain tails (the default pair: goodput 1.10x at 100 % each)
+STEADY_ROWS = [
+    ("Output throughput, steady state", "output_tokens_per_s", "tok/s"),
+    ("Goodput, steady state", "goodput_requests_per_s", "req/s"),
 ]
 CLASS_ROWS = [("TTFT p99", "ttft_p99_s", "s"), ("TPOT p99", "tpot_p99_s", "s"), ("meet SLOs", "slo_attainment", "%")]
 
@@ -122,6 +130,9 @@ def metrics_table(a, b) -> pd.DataFrame:
 
     for label, field, kind in METRIC_ROWS:
         add(label, float(getattr(a.summary, field)), float(getattr(b.summary, field)), kind)
+        if label == "Goodput" and a.summary.steady is not None and b.summary.steady is not None:
+            for s_label, s_field, s_kind in STEADY_ROWS:
+                add(s_label, float(getattr(a.summary.steady, s_field)), float(getattr(b.summary.steady, s_field)), s_kind)
     ca, cb = class_metrics(a.config, a.requests), class_metrics(b.config, b.requests)
     by_b = {r["class"]: r for r in cb}
     for r in ca:
@@ -137,10 +148,20 @@ def main() -> None:
     params = read_query_params()
     link_a, _, warn_a = _side_from_link("a", params)
     link_b, _, warn_b = _side_from_link("b", params)
-    show_link_notices(page_prefixes=("a_", "b_"), problems=tuple(f"Setup {s}: {w}" for s, w in (("A", warn_a), ("B", warn_b)) if w))
-    if link_a is not None and "cmp.loaded" not in st.session_state:
-        st.session_state["cmp.link_a"], st.session_state["cmp.link_b"] = link_a, link_b
-        st.session_state["cmp.a"] = st.session_state["cmp.b"] = "(from link)"
+    problems = [f"Setup {s}: {w}" for s, w in (("A", warn_a), ("B", warn_b)) if w]
+    bare = [k for k in params if is_config_param(k)]
+    if bare:  # (?preset=engine-orca here became the session's settings, which neither side used, without a word)
+        names = ", ".join(repr(k[:40]) for k in bare[:8]) + (" …" if len(bare) > 8 else "")
+        problems.append(f"Compare reads a_… and b_… link parameters (a_preset=…, b_scheduler.max_num_seqs=…); the link's "
+                        f"{names} set the session's settings, offered below as {CURRENT!r}.")  # fmt: skip
+    show_link_notices(page_prefixes=("a_", "b_"), problems=tuple(problems))
+    if (link_a is not None or link_b is not None) and "cmp.loaded" not in st.session_state:
+        # (a side the link does not name opens on its default: ?b_preset=engine-orca alone was dropped without a word)
+        for side, link in (("a", link_a), ("b", link_b)):
+            if link is not None:
+                st.session_state[f"cmp.link_{side}"], st.session_state[f"cmp.{side}"] = link, "(from link)"
+                named = params.get(f"{side}_preset")  # (the preset its readable link is written against)
+                st.session_state[f"cmp.base_{side}"] = named if named in list_presets() else None
     st.session_state["cmp.loaded"] = True
     c1, c2 = st.columns(2)
     with c1:
@@ -149,8 +170,8 @@ def main() -> None:
         b = _pick_or_link("B", "cmp.b", "chat-h100-llama8b", "cmp.link_b")
     same = st.toggle("Run B on A's workload and seed", value=True, key="cmp.same_workload",
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
+    own = b  # (B as chosen: its link; with the toggle on it runs on A's workload, which the toggle says, not the link)
     if same:
-        own = b
         b, error = _on_workload_of(a, own)
         if error:
             st.error(plain(f"{error}. Switch off “Run B on A's workload and seed” to run B on its own workload."),
@@ -159,8 +180,10 @@ def main() -> None:
         if (own.workload, own.seed, own.slo) != (a.workload, a.seed, a.slo):
             st.caption(f"B's own workload ({plain(own.workload.name)}, {counted(own.workload.num_requests, 'request')}, seed {own.seed}) "
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
-    q = {f"a_{k}": v for k, v in (link_query(a, preset_matching(a)) or {}).items()}
-    q |= {f"b_{k}": v for k, v in (link_query(b, preset_matching(b)) or {}).items()}
+    # readable links (?b_preset=…&b_scheduler.preemption=swap) against the preset each side was opened from: a modified
+    # side had been written as an opaque b_cfg=… a room could not read
+    q = {f"a_{k}": v for k, v in (link_query(a, preset_matching(a), _base_of("a")) or {}).items()}
+    q |= {f"b_{k}": v for k, v in (link_query(own, preset_matching(own), _base_of("b")) or {}).items()}
     write_query_params(q)
 
     with st.spinner("Simulating A and B…"):
@@ -172,6 +195,9 @@ def main() -> None:
         return
     ra, rb = out_a.result, out_b.result
     st.markdown(f"**A** · {plain(side_label(a))} — **B** · {plain(side_label(b))}")  # a linked name is text
+    # (kept per pair by B's key: a config's settings are too large to keep with an uploaded trace; the line is small)
+    if (differ := derived(a, ("differences", config_key(b)), lambda c: setup_differences(c, b))) is not None:
+        st.caption(plain(differ))
     if (note := calibration_difference(a, b)) is not None:  # (an engine preset brings its family's measured overheads)
         st.info(plain(note), icon=":material/info:")
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
@@ -179,7 +205,9 @@ def main() -> None:
         st.caption(plain(said))
     # (a ratio alone does not say which side did better: for latencies lower is, for throughput higher is)
     st.caption("B / A is B's value over A's. Below 1× B is lower: better for the latencies (TTFT, TPOT, ITL, E2E) and "
-               "pre-emptions, worse for throughput, goodput, SLO attainment and finished requests.")
+               "pre-emptions, worse for throughput, goodput, SLO attainment and finished requests. Output throughput and "
+               "goodput are over each run's makespan, its drain included; the steady-state rows leave out warm-up and "
+               "drain, which is where two setups that both keep up with the load differ.")
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
     _seed_table(a, b, page)
@@ -233,6 +261,16 @@ def _seed_table(a: SimConfig, b: SimConfig, page: runner.PageBudget) -> None:
                    f"B (min – max, {k} seeds)": fmt(bands[1][f][0], bands[1][f][2], kind),
                    "bands overlap": "yes" if bands[0][f][0] <= bands[1][f][2] and bands[1][f][0] <= bands[0][f][2] else "no"}
                   for label, f, kind in METRIC_ROWS], hide_index=True, key="cmp.seed_table")  # fmt: skip
+
+
+def _base_of(side: str) -> str | None:
+    """The preset side "a" or "b" was opened from: its link's, the session's (current settings) or the one picked."""
+    choice = st.session_state.get(f"cmp.{side}")
+    if choice == "(from link)":
+        return st.session_state.get(f"cmp.base_{side}")
+    if choice == CURRENT:
+        return st.session_state.get(BASE_KEY)
+    return choice
 
 
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:

@@ -10,6 +10,8 @@ from sim_core.costmodel import uses_fp8_cores
 # the calibration knobs the sidebar shows, with their labels (one list: config_form's)
 _CALIBRATION_SPECS = [s for s in SECTIONS["Calibration"] if s.path != "calibration.profile"]
 MAX_NAMED = 3  # the knobs named in the note, those that differ most first
+MAX_FIELDS = 6  # the settings `setup_differences` names
+_NOT_SETTINGS = ("name", "description", "source")  # (labels: two setups with the same knobs run alike)
 
 
 def _prices(field: str, cfg: SimConfig) -> bool:
@@ -51,3 +53,19 @@ def calibration_difference(a: SimConfig, b: SimConfig, names: tuple[str, str] = 
             "measured on each engine family's own implementation: part of the difference is their CPU overheads and "
             "kernels, not their scheduling. To compare the scheduling alone, give both the same calibration profile "
             "(sidebar, Calibration).")
+
+
+def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
+    """The settings in which B differs from A, by dotted path with both values, at most MAX_FIELDS of them (None: none).
+    Why: Compare named both sides by their preset ("kv-pressure-a100-llama8b · vLLM V0" twice) while B swapped, so the
+    one knob the comparison was about was said nowhere on the page."""
+    from app.state import _leaves  # (the flattening the readable links use)
+
+    va, vb = _leaves(a.model_dump(mode="json")), _leaves(b.model_dump(mode="json"))
+    paths = [k for k in dict.fromkeys([*va, *vb]) if va.get(k) != vb.get(k) and k.rsplit(".", 1)[-1] not in _NOT_SETTINGS]
+    if not paths:
+        return None
+    short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731
+    shown = "; ".join(f"{k} {short(va.get(k, '–'))} → {short(vb.get(k, '–'))}" for k in paths[:MAX_FIELDS])
+    more = f" and {len(paths) - MAX_FIELDS} more" if len(paths) > MAX_FIELDS else ""
+    return f"B differs from A in {shown}{more}."

@@ -240,6 +240,7 @@ def test_compare_page_link_carries_both_setups():
     df = at.table[0].value
     assert list(df.index)[:2] == ["Output throughput", "Goodput"]
     assert list(df.columns) == ["A", "B", "B / A"]  # narrow enough for a phone
+    assert "Swaps" in df.index  # (recompute and swap read the same pre-emption count)
     finished = df.loc["Finished"]
     assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
     assert any(" s" in v or " ms" in v for v in df.loc["TTFT p50", ["A", "B"]])
@@ -1745,3 +1746,58 @@ def test_the_sweep_tables_knob_header_is_short_enough_head_to_head(knob, ends, v
         at = sweep_of(link, sweep=knob, start=ends[0], stop=ends[1], n="2", **vs)
         assert not at.exception
         assert json.loads(at.dataframe[0].proto.columns)[knob]["label"] == want
+
+
+def test_compare_gives_steady_state_throughput_beside_the_whole_runs():
+    # The default pair both keep up with their load (100 % SLO attainment each), yet goodput read 1.10x: the whole-run
+    # figures divide by the makespan, so the ratio was their drain tails'. The steady-state rows say what each sustains.
+    at = open_page(PAGES[1])
+    assert not at.exception
+    df = at.table[0].value
+    steady = df.loc["Goodput, steady state"]
+    whole = df.loc["Goodput"]
+    assert steady["B / A"] != whole["B / A"] and steady["B / A"] == "1.00×", (steady, whole)
+    assert any("drain" in c.value for c in at.caption)
+
+
+def test_compare_opens_a_link_that_names_one_side():
+    # ?b_preset=engine-orca alone was dropped without a word: B opened on its default, and the address was rewritten
+    at = open_page(PAGES[1], b_preset="engine-orca")
+    assert not at.exception
+    linked = [m.value for m in at.markdown if "(from the link)" in m.value]
+    assert len(linked) == 1 and "Setup B" in linked[0] and "engine-orca" in linked[0], linked
+    assert at.query_params["b_preset"] == "engine-orca"  # (B as chosen: the toggle runs it on A's workload)
+
+
+def test_compare_names_what_b_changes_and_keeps_its_link_readable():
+    # B swapped where A recomputed: both were named "kv-pressure-a100-llama8b · vLLM V0", swap was said nowhere, and
+    # the address became b_cfg=eNqNV…
+    at = open_page(PAGES[1], a_preset="kv-pressure-a100-llama8b", b_preset="kv-pressure-a100-llama8b",
+                   **{"b_scheduler.preemption": "swap"})
+    assert not at.exception
+    assert any("scheduler.preemption recompute → swap" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert at.query_params["b_preset"] == "kv-pressure-a100-llama8b" and at.query_params["b_scheduler.preemption"] == "swap"
+    assert "b_cfg" not in at.query_params
+
+
+def test_compare_says_what_a_bare_config_parameter_did():
+    # ?preset=engine-orca on Compare became the session's settings, which neither side used, without a word
+    at = open_page(PAGES[1], preset="engine-orca")
+    assert not at.exception
+    assert any("Compare reads a" in w.value and "'preset'" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+def test_a_replica_sweep_of_a_short_run_is_not_called_overloaded_where_it_keeps_up():
+    # The router preset's 400 requests arrive in ~7 s and take ~6 s each: every point's window finished fewer requests
+    # than arrived, and all 7 were said to have "requests arrive faster than they finish", 8 replicas too, whose
+    # requests all met the SLOs (4,000 requests: 57.6 of 59.7 req/s finish). Only the points that miss the objective
+    # in their window fell behind; the answer says it comes from a run too short to settle.
+    at = app(preset="cluster-router-4xh100-llama8b").run()
+    at.switch_page(PAGES[2])
+    at.query_params["sweep"] = "replicas"
+    at.run()
+    assert not at.exception
+    behind = [i.value for i in at.info if "arrive faster than they finish" in i.value]
+    assert len(behind) == 1 and "replicas = 2, 3)" in behind[0], behind
+    said = next(m.value for m in at.markdown if "most goodput" in m.value)
+    assert "too short to settle" in said, said
