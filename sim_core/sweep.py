@@ -26,7 +26,7 @@ from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed,
 from sim_core.engine import run_simulation
 from sim_core.metrics import MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
 from sim_core.presets import PresetError, config_from_dict, config_with
-from sim_core.result import Summary
+from sim_core.result import SteadyState, Summary
 
 # knob name -> (dotted config path, label with unit, integer?)
 SWEEP_KNOBS: dict[str, tuple[str, str, bool]] = {
@@ -322,12 +322,29 @@ def check_sweep_runs(num_points: int, num_seeds: int, names: tuple[str, str] = (
                           f"most {MAX_SWEEP_RUNS:,} runs per sweep (fewer points or fewer seeds)")  # fmt: skip
 
 
+def single_value(knob: str, cfg: SimConfig | None) -> str | None:
+    """Why this knob has one value only for this config, so that it cannot be swept (None: it has a range). A 1P1D
+    deployment's P:D knob can only be 1: the page's From and To both sat at 1 and it said "'To' (1) must be larger than
+    'From' (1)", values the user had not chosen."""
+    lo, hi = knob_bounds(knob, cfg)
+    if lo < hi:
+        return None
+    if knob == "prefill_instances" and cfg is not None and cfg.deployment is not None:
+        dis = cfg.deployment.disaggregation
+        return (f"prefill_instances can only be {lo:g} here: the deployment has {dis.prefill.replicas} prefill + "
+                f"{dis.decode.replicas} decode instances and each pool keeps one. Add instances to sweep the P:D split "
+                "(deployment.disaggregation.prefill.replicas or .decode.replicas).")  # fmt: skip
+    return f"{knob} can only be {lo:g} for this setup: there is nothing to sweep."
+
+
 def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = None,
                 names: tuple[str, str] = ("start", "stop")) -> None:  # fmt: skip
     """A sweep's range: both ends within the knob's allowed values (`knob_bounds`) and start below stop; otherwise a
     PresetError naming the end (`names`: as the caller calls them) and its value. The app's sweep link and
     `python -m sim_core sweep` share it (the CLI checked only start < stop: --stop 1e308 ran into a traceback,
     --knob num_gpus --stop 1000 exited 0 with an error for every point past 64)."""
+    if (why := single_value(knob, cfg)) is not None:
+        raise PresetError(why)
     lo, hi = knob_bounds(knob, cfg)
     for name, value in zip(names, (start, stop), strict=True):
         if not lo <= value <= hi:
@@ -570,6 +587,13 @@ def objective_miss(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> str | 
         return f"{st.num_unfinished:,} window requests unfinished"
     if not keeps_up(s):
         return f"falls behind: completed {st.requests_per_s:,.2f} of {st.arrival_rate_per_s:,.2f} req/s offered"
+    return window_slo_miss(st, cfg, obj)
+
+
+def window_slo_miss(st: SteadyState, cfg: SimConfig, obj: CapacityObjective) -> str | None:
+    """Why the steady window's requests miss the objective's SLO test (its attainment or percentiles), or None: the
+    test alone, without `objective_miss`'s checks of the run (a short run's window can trail its arrivals while every
+    request in it meets the SLOs: not a server that fell behind)."""
     if obj.rule == "attainment":
         return None if st.slo_attainment >= obj.attainment else f"{st.slo_attainment:.0%} meet both SLOs"
     p = obj.percentile

@@ -346,3 +346,17 @@ def test_the_python_apis_sweep_is_bounded_in_points_and_seeds():
     assert len(sweep_values("rate", 1, 2, MAX_SWEEP_POINTS, cfg)) == MAX_SWEEP_POINTS
     with pytest.raises(PresetError, match=f"num_seeds = {MAX_SWEEP_SEEDS + 1}: at most 100 seeds"):
         run_sweep(cfg, "rate", [1.0], num_seeds=MAX_SWEEP_SEEDS + 1)
+
+
+def test_a_knob_with_one_value_says_why_it_cannot_be_swept():
+    # A 1P1D deployment's P:D knob can only be 1: the page pinned From and To at 1 and said "'To' (1) must be larger than
+    # 'From' (1)"; the command line "--start = 1 must be below --stop = 1"
+    from sim_core.presets import PresetError, load_preset
+    from sim_core.sweep import check_range, single_value
+
+    cfg = load_preset("cluster-distserve-opt13b-3xa100-p2d1")
+    why = single_value("prefill_instances", cfg)
+    assert why is not None and "1 prefill + 1 decode" in why and "deployment.disaggregation.prefill.replicas" in why
+    with pytest.raises(PresetError, match="can only be 1"):
+        check_range("prefill_instances", 1, 1, cfg)
+    assert single_value("prefill_instances", load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")) is None
