@@ -835,8 +835,8 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         configs = [candidate_config(family_config(base, f), f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
         results = run_points(configs, backend, cache, None, cancelled, budget)
         for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
-            if summary is None:
-                prune("simulation error", 1, one_line(err))
+            if summary is None:  # (refused by a server's budget, e.g. its memory per run: said as such, the app reports it)
+                prune(f"stopped by {BUDGET_MARK}" if is_budget_stop(err) else "simulation error", 1, one_line(err))
                 fails[fam].append(z)
                 continue
             ok = meets_objective(summary, c, spec.objective)
@@ -902,6 +902,12 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
                 rows.append(evaluated[-1])
             elif last_ok is not None:
                 rows.append(last_ok)
+            elif summary is None:
+                # (not run: a server's budget refused it, e.g. 19 replicas x 184,000 requests over its memory per run;
+                # counted as failing, the page said no deployment met the SLOs where the command line found 19x H100)
+                why = f"finalist stopped by {BUDGET_MARK}" if is_budget_stop(_err) else "finalist: simulation error"
+                pruned[why] = pruned.get(why, 0) + 1
+                examples.setdefault(why, one_line(_err))
             else:
                 pruned["finalist fails as a deployment"] = pruned.get("finalist fails as a deployment", 0) + 1
         todo = nxt

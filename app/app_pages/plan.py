@@ -160,13 +160,19 @@ def _results_table(result: Plan) -> None:
     })  # fmt: skip
 
 
-def _show(result: Plan, elapsed_s: float) -> None:
+def _show(result: Plan, elapsed_s: float, stopped: int = 0) -> None:
+    """The plan's answer; `stopped`: candidates the server's budget per run stopped or refused (then an empty answer is
+    this server's limit, not the search space's)."""
     spec = result.spec
     band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
     st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
                f"skipped: {plain(result.pruned_text())}. " + band[:1].upper() + band[1:] + ".")  # fmt: skip
     if not result.rows:
-        st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
+        if stopped:
+            st.warning(f"No configuration met the SLOs here, and {stopped:,} candidate(s) were stopped or refused by this "
+                       f"server's budget per run (below): {CLI_PLAN} searches them without that limit.")  # fmt: skip
+        else:
+            st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
         return
     st.markdown(cheapest_sentence(result))
     _results_table(result)
@@ -289,10 +295,10 @@ def main() -> None:
     finally:
         backend.close()
         bar.empty()
-    _show(result, time.monotonic() - t0)
-    # candidates whose run (or whose family's saturation probe) the server's budget stopped
+    # candidates whose run (or whose family's saturation probe) the server's budget stopped, or refused to start
     stopped = sum(is_budget_stop(r.summary.stopped_reason) for r in result.evaluated)
     stopped += sum(n for why, n in result.pruned.items() if is_budget_stop(why))
+    _show(result, time.monotonic() - t0, stopped)
     if stopped:
         st.warning(f"{stopped:,} candidate configuration(s) were stopped by this server's budget per run "
                    f"({page.run_budget.describe()}) and count as missing the SLOs: a larger deployment may look needed. "

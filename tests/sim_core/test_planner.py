@@ -502,3 +502,21 @@ def test_a_plans_refresh_interval_is_held_to_the_configs_range(refresh_s):
         PlanSpec(target_rate_per_s=10.0, state_refresh_s=refresh_s)
     text = format_validation_error(err.value, "plan", PlanSpec)
     assert "state_refresh_s" in text and ("at least 1e-06 s" in text if refresh_s == 1e-300 else ">= 0 and <= 60" in text), text
+
+
+def test_a_finalist_the_servers_budget_refuses_is_said_as_such_not_as_failing(monkeypatch):
+    """The Plan page said "No configuration ... meets the SLOs: add GPUs" at 400 req/s where the command line found 19x
+    H100: the server's memory per run refused the 19-replica finalist (19 x 184,000 requests), and the prefilter counted
+    that as "finalist fails as a deployment". Here every deployment is refused at set-up (a budget whose set-up share
+    fits none), single engines run: the finalists are named as stopped by the server's budget, with the message."""
+    from sim_core import budget as budget_mod
+    from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
+
+    monkeypatch.setattr(budget_mod, "SETUP_BYTES_PER_INSTANCE_REQUEST", 10**9)
+    spec = PlanSpec(target_rate_per_s=150.0, gpus=("h100-sxm",), tp_degrees=(1,), max_replicas=4, engines=("vllm-v1",),
+                    num_results=1, evaluation="prefilter")  # fmt: skip
+    p = plan(_base(), spec, backend=LocalBackend(max_workers=1), with_band=False, budget=RunBudget())
+    assert not p.rows
+    refused = {why: n for why, n in p.pruned.items() if is_budget_stop(why)}
+    assert refused and "finalist fails as a deployment" not in p.pruned, p.pruned
+    assert all(BUDGET_MARK in p.examples[why] and "deployment.replicas" in p.examples[why] for why in refused), p.examples
