@@ -140,13 +140,14 @@ def test_swap_space_is_per_gpu_as_in_vllm():
 
 def test_a_context_the_kv_cache_cannot_hold_is_noted_as_vllm_would_refuse_it(capsys):
     # vLLM does not start when one max_model_len request does not fit its KV cache (V0 raise_if_cache_size_invalid, V1
-    # check_enough_kv_cache_memory); the simulation runs the requests it is given and says so. chat-l4-llama8b: 131,072
-    # tokens of context, 70,000 of KV.
+    # check_enough_kv_cache_memory); the simulation runs the requests it is given and says so. chat-l4-llama8b at the
+    # model's 131,072 tokens of context, 70,000 of KV (the preset caps the context at 32k, as an L4 deployment must).
     from sim_core.cli import main
     from sim_core.costmodel import memory_notes
     from sim_core.presets import load_preset
 
-    cfg = load_preset("chat-l4-llama8b")
+    assert memory_notes(load_preset("chat-l4-llama8b"), plan_memory(load_preset("chat-l4-llama8b"))) == []
+    cfg = with_value(load_preset("chat-l4-llama8b"), "model.max_model_len", 131072)
     (note,) = memory_notes(cfg, plan_memory(cfg))
     assert "131,072" in note and f"{plan_memory(cfg).kv_capacity_tokens:,}" in note and "refuse" in note
     fits = with_value(cfg, "model.max_model_len", plan_memory(cfg).kv_capacity_tokens)
@@ -155,5 +156,5 @@ def test_a_context_the_kv_cache_cannot_hold_is_noted_as_vllm_would_refuse_it(cap
     assert memory_notes(sglang, plan_memory(sglang)) == []  # (vLLM's check only)
     default = load_preset("chat-h100-llama8b")
     assert memory_notes(default, plan_memory(default)) == []
-    assert main(["run", "chat-l4-llama8b", "--set", "workload.num_requests=20"]) == 0
+    assert main(["run", "chat-l4-llama8b", "--set", "workload.num_requests=20", "--set", "model.max_model_len=131072"]) == 0
     assert "NOTE: vLLM would refuse to start this configuration" in capsys.readouterr().out

@@ -90,3 +90,17 @@ def trace_notes_of(name: str) -> list[str]:
     from sim_core.notes import trace_notes
 
     return trace_notes(load_preset(name))
+
+
+def test_a_swap_engine_that_pre_empts_nothing_is_told_so():
+    # engine-vllm-v0-swap showed "0 swaps" beside a description of swapping: its KV never ran short
+    from sim_core import run_simulation
+    from sim_core.notes import run_notes, swap_notes
+    from tests.conftest import make_config
+
+    quiet = run_simulation(make_config("engine-vllm-v0-swap", workload__num_requests=40))
+    assert quiet.summary.num_preemptions == 0
+    assert any("no request was pre-empted" in n for n in run_notes(quiet))
+    pressed = run_simulation(make_config("kv-pressure-a100-llama8b", scheduler__preemption="swap", workload__num_requests=120))
+    assert pressed.summary.num_preemptions > 0 and swap_notes(pressed) == []
+    assert swap_notes(run_simulation(make_config("engine-vllm-v0", workload__num_requests=40))) == []  # (recompute)
