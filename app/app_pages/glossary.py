@@ -52,6 +52,31 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                   "peak of the cores the GEMMs run on; FP8 weights on a GPU with FP8 tensor cores: its FP8 peak)."),
     ("Tensor parallelism (TP)", "Splitting every layer over several GPUs that run each tick together; two "
                                 "all-reduces per layer over the GPU link add time (in the Gantt hover)."),
+    # (Sweep, Plan and the later lessons use these; a workshop met them first there, undefined)
+    ("SLO attainment", "The share of requests that meet both SLOs; a request that did not finish counts as a miss."),
+    ("Steady-state window", "The requests between the first and last 10 % of arrivals: warm-up and drain are left out, "
+                            "and throughput and goodput over it divide by its span, not the makespan. A run too short "
+                            "to fill up, or a server that falls behind its arrivals, has none that can be trusted: the "
+                            "page says so."),
+    ("Saturation", "The most requests per second a setup completes when every request is waiting from the start "
+                   "(an offline batch keeps the batch full): more load than that only grows the queue."),
+    ("Capacity", "The highest arrival rate at which a setup still meets the objective in its steady-state window "
+                 "(serving benchmarks: TTFT and TPOT p99 within the SLOs; DistServe: 90 % of requests meet both) "
+                 "and keeps up with its arrivals (Sweep, Plan)."),
+    ("Headroom", "How much more load a planned deployment takes at its target: capacity / target − 1 (Plan)."),
+    ("Pareto front", "The setups no other one beats on both cost and latency (Plan's chart: $/hour against TTFT p99)."),
+    ("Replicas and router", "A deployment of several identical engines, each with its own GPUs, KV cache and scheduler; "
+                            "the router sends each arriving request to one of them: round robin, least outstanding "
+                            "requests, least KV usage, prefix affinity or cache aware."),
+    ("Disaggregated prefill/decode (xPyD, P:D)", "Separate prefill and decode pools (DistServe, Splitwise, Dynamo): x "
+                                                 "prefill instances compute prompts and ship each request's KV cache "
+                                                 "over a link (NVLink, InfiniBand) to one of y decode instances; P:D is "
+                                                 "how the instances are split between the pools."),
+    ("Prefix caching", "Keeping the KV blocks of prompts already computed (a shared system prompt, a conversation's "
+                       "earlier turns), so a later request that starts the same way skips prefilling that part."),
+    ("Speculative decoding", "A cheap draft (a small model, or extra heads on the model) proposes a few tokens and the "
+                             "model checks them all in one tick: a request emits the accepted ones plus one, so a "
+                             "tick can give it several tokens."),
 )
 
 
