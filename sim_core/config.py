@@ -1316,7 +1316,8 @@ STRICT_HINTS = {  # strict types reject what lax parsing used to coerce; say wha
 
 
 # pydantic's messages that only state a declared bound or the choices: the allowed range says all of it, and more
-RESTATED_BY_RANGE = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "literal_error", "enum"})
+RESTATED_BY_RANGE = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "literal_error", "enum",
+                               "string_too_long", "string_too_short"})
 
 
 def _qualified(msg: str, loc: tuple[Any, ...], ctx: dict[str, Any] | None) -> str:
@@ -1364,7 +1365,9 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         if extra and e["type"] in RESTATED_BY_RANGE:
             # ("replicas = 0: Input should be greater than or equal to 1; allowed: >= 1 and <= 64" said the bound twice,
             # and a choice listed the choices twice: what is wrong in three words, then the range)
-            msg = "not one of the choices" if e["type"] in ("literal_error", "enum") else "out of range"
+            msg = ("not one of the choices" if e["type"] in ("literal_error", "enum") else
+                   "too long" if e["type"] == "string_too_long" else "too short" if e["type"] == "string_too_short" else
+                   "out of range")  # ("String should have at most 120 characters; allowed: 1 to 120 characters")
         if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
