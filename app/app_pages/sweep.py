@@ -218,6 +218,15 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
     return figs
 
 
+def _load_text(cfg: SimConfig) -> str:
+    """The base setup's load, for the caption of a sweep of another knob (a knob swept at a load where it never binds
+    draws flat lines: 8 req/s on the default scenario, where max_num_seqs 128-512 all serve 8.49 req/s)."""
+    arrival = cfg.workload.arrival
+    if arrival.process in ("offline", "closed_loop") or cfg.workload.trace is not None:
+        return ""
+    return f", at {fmt_number(arrival.rate_per_s)} req/s"
+
+
 def _steady_metric(p: SweepPoint, field: str) -> float:
     """A point's steady-window metric (its first seed's, as the table shows it); NaN when it has no steady window."""
     return getattr(p.summary.steady, field) if p.summary is not None and p.summary.steady is not None else float("nan")
@@ -260,6 +269,11 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str
         # (a knob past where it binds gives the same runs: max_num_seqs = 96, 176 and 256 all served 8.49 req/s, and
         # naming 96 alone read as if 96 were the best setting)
         same = [f"{p.value:g}" for p in ok if p is not best and goodput[p.value] == goodput[best.value]]
+        if len(ok) > 1 and len(same) == len(ok) - 1:  # (every point alike: the load never makes this knob bind)
+            said.append(f"**{plain(name)}**: every swept value serves the same {fmt_number(goodput[best.value])} req/s "
+                        f"within the SLOs: at this load {knob} does not bind; raise the arrival rate (Workload) to see "
+                        "where it does")  # fmt: skip
+            continue
         # (a window with a note is a run too short to settle: its goodput is that run's, which a longer run can lower)
         short = " in a run too short to settle" if best.summary.steady.note else ""
         said.append(f"**{plain(name)}**: most goodput at {knob} = {best.value:g}"
@@ -385,9 +399,13 @@ def main() -> None:
         f"{cfg.workload.num_requests:,} requests.")  # fmt: skip
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
+    # (capacity is a rate sweep's answer: beside another knob's it defined a figure the page does not give; the rule
+    # still says there when a point has fallen behind)
+    rule_said = (f"Capacity = the highest swept rate at which {objective.describe(cfg)}" if knob == "rate" else
+                 f"A point has fallen behind when its window misses the rule: {objective.describe(cfg)}")  # fmt: skip
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
-               f"{plain(describe_where(cfg))}). "
-               f"Capacity = the highest swept rate at which {objective.describe(cfg)} (requests by arrival but the "
+               f"{plain(describe_where(cfg))}{_load_text(cfg)}). "
+               f"{rule_said} (requests by arrival but the "
                f"{steady_exclusion_text()}; throughput and goodput over that window's span, not the makespan). Throughput counts output "
                "tokens; goodput, requests meeting the SLOs.")  # fmt: skip
     if stop <= start:
