@@ -124,6 +124,7 @@ class Engine:
         self.release_bound_s = None
         self.handed_off: list[tuple[np.ndarray, float]] = []  # (ids, first-token time) not yet collected
         self._over = False  # a guard stopped the run, or nothing can ever run
+        self.idle_stopped = False  # ... the latter: requests wait that it cannot admit, and nothing is to come (`reopen`)
         self._coalesce = cfg.limits.coalesce_ticks
         self._fast: bool | None = None  # decided at the first step (a cluster sets hand_off_prefilled after __init__)
         self._solo: solo.SoloPath | None = None  # batch-of-one services run whole (solo.py), decided with _fast
@@ -176,7 +177,7 @@ class Engine:
                     self.run_ended = True
                     return True
                 if not self._idle():
-                    self._over = True
+                    self._over = self.idle_stopped = True
                     return False
             elif coalesce and self._is_repeatable(plan):
                 self._advance_run(plan)
@@ -201,6 +202,12 @@ class Engine:
         """Blocks in use during a tick (`kv_peak_in_tick_blocks`)."""
         if blocks > self.kv_peak_in_tick_blocks:
             self.kv_peak_in_tick_blocks = blocks
+
+    def reopen(self) -> None:
+        """Step again after a step that found requests it cannot admit and no input to come (`idle_stopped`): a cluster
+        instance's horizon says what it can see now, and another instance's hand-off may yet reach it (its stopped_reason
+        stays until it moves)."""
+        self._over = self.idle_stopped = False
 
     def _stop(self, reason: str) -> bool:
         self.stopped_reason = reason

@@ -324,6 +324,10 @@ class Deployment:
                     break
         self._time_stopped = False  # an instance stopped at limits.max_sim_time_s (the others run on to theirs)
         self._stops: list[tuple[float, int, str]] = []  # (clock, instance, reason) of each instance stopped at its limit
+        # instance -> why it cannot go on now: requests wait that it cannot admit and nothing can reach it (its horizon is
+        # infinite). It waits as a stalled one does (another instance's hand-off may still bring an event), and names the
+        # run's stop if nothing else moves (`run`)
+        self._never: dict[int, str] = {}
         stalled: set[int] = set()
         self._stalled = stalled  # (`_dispatch`: a stalled decode instance's state is its state at the instant)
         insts = self.instances
@@ -427,6 +431,16 @@ class Deployment:
             self._hint = None
             if not eng.step():
                 reason = self._stop_reason(inst)
+                if eng.idle_stopped and not (i in self._never and i in stalled):
+                    # "waiting requests can never be admitted" as far as it can see now: it waits as a stalled instance
+                    # does, and the run ends there only when it is asked again with nothing moved since. Ending the run
+                    # at once left the others wherever the loop's order of steps had taken them (a 2P2D under
+                    # limits.max_ticks: with paused runs the other prefill instance had run its last chunk and handed
+                    # off, unpaused it had not, and that request's first token was there or not)
+                    self._never[i] = reason
+                    eng.reopen()
+                    stalled.add(i)
+                    continue
                 if not _stops_alone(eng):  # the server's wall-clock or memory budget: the whole run stops now
                     self.stopped_reason = reason
                     break
@@ -438,6 +452,9 @@ class Deployment:
                     self._time_stopped = True
                 stalled.clear()
                 continue
+            if i in self._never:  # (it moved: an event reached it)
+                del self._never[i]
+                eng.stopped_reason = None
             if (eng.st.now_s, eng.rec.num_ticks) == before:
                 if not eng.run_ended:
                     stalled.add(i)  # waits for another instance or an event
@@ -472,6 +489,8 @@ class Deployment:
                 eng = x.engine
                 if eng.has_work and eng.st.now_s >= lim_s and not eng.step():
                     self._stops.append((eng.st.now_s, i, self._stop_reason(x)))
+        if self.stopped_reason is None and self._never:  # (the lowest-numbered instance left waiting for good)
+            self.stopped_reason = self._never[min(self._never)]
         if self.stopped_reason is None and self._stops:  # the earliest stop names the run's (ties: lowest index)
             self.stopped_reason = min(self._stops)[2]
         if self.stopped_reason is None and self._pending:
