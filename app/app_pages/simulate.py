@@ -63,7 +63,11 @@ def _headline(res: SimResult) -> None:
     row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs",
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).", **kw)  # fmt: skip
     row2 = box.columns(4)
-    row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}", f"prefill {s.prefill_time_fraction:.0%} of busy time", **kw)
+    # (the mean batch: lessons 9 and 17 ask the room to watch it, and it was on the command line's GPU line only)
+    row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}",
+                   f"prefill {s.prefill_time_fraction:.0%} of busy time · mean batch {s.mean_batch_size:,.1f}",
+                   help="Busy time over the makespan; the mean batch is the running requests per tick, a mean over "
+                   "the ticks.", **kw)  # fmt: skip
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     kv_of, kv_help = f"of {s.kv_capacity_tokens:,} tokens", None
     if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool

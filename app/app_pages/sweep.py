@@ -351,7 +351,7 @@ def main() -> None:
         if (one := single_value(knob, cfg)) is not None:  # (1P1D's P:D knob: From and To both pinned at 1)
             raise PresetError(one.removesuffix("."))
     except PresetError as err:  # said once, not as a warning per point
-        show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
+        show_link_notices(("sweep", "start", "stop", "n", "vs", "seeds"), problems=tuple(problems))
         # (a knob both pools of a disaggregated deployment set is changed there: it was said to be the arrival process)
         where = {"rate": "Workload: Arrival process", "replicas": "Serving: replicas"}.get(knob, "Serving: disaggregated")
         st.error(plain(f"{err} ({where}, in the sidebar)."))
@@ -374,7 +374,16 @@ def main() -> None:
     if vs_default not in engines and "sw.vs" not in st.session_state:
         problems.append(f"The link names an unknown engine {vs_default[:40]!r} to compare"
                         f"{choices_hint(vs_default, engines[1:], 'the list Also sweep this strategy')}; none chosen.")
-    show_link_notices(("sweep", "start", "stop", "n", "vs"), problems=tuple(problems))
+    if "seeds" in params and "sw.seeds" not in st.session_state:
+        # (lesson 15 sends the room to "Sweep with the rate knob and 3 seeds", which no link could set)
+        try:
+            seeds_link = int(_link_number(params, "seeds", parse_int_text, 1))
+            if not 1 <= seeds_link <= MAX_SEEDS:
+                raise ValueError(f"seeds = {seeds_link}: out of range; allowed: 1 to {MAX_SEEDS}")
+            st.session_state["sw.seeds"] = seeds_link
+        except ValueError as err:
+            problems.append(f"The link's {err}; running 1 seed.")
+    show_link_notices(("sweep", "start", "stop", "n", "vs", "seeds"), problems=tuple(problems))
     num = int if is_int else float  # integer knobs get integer widgets
     # six significant digits, as the link writes them: the default "%0.2f" showed a 0.001 req/s start as 0.00
     fmt = None if is_int else VALUE_FORMAT
@@ -388,7 +397,7 @@ def main() -> None:
     rule = r1.selectbox("Capacity rule", list(RULES), key="sw.rule",
                         help="Serving benchmarks: the named percentile of TTFT and of TPOT within the SLOs, over the "
                         "steady-state window. DistServe: that share of requests meets both.")  # fmt: skip
-    seeds = int(r2.number_input("Seeds", 1, MAX_SEEDS, 1, key="sw.seeds",
+    seeds = int(r2.number_input("Seeds", 1, MAX_SEEDS, key="sw.seeds",  # (its default is 1, the least: a link may set it)
                                 help="Repeat every point with this many seeds: the charts draw the min–max band, "
                                 "capacity becomes an interval."))  # fmt: skip
     objective = RULES[rule]
@@ -420,7 +429,7 @@ def main() -> None:
         st.caption(plain(note + "."))  # (python -m sim_core sweep prints the same NOTE)
     write_query_params((link_query(cfg, st.session_state.get("sim.preset")) or {})
                        | {"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
-                       | ({"vs": vs} if vs != NO_ENGINE else {}))  # fmt: skip
+                       | ({"vs": vs} if vs != NO_ENGINE else {}) | ({"seeds": str(seeds)} if seeds > 1 else {}))  # fmt: skip
     setups = {cfg.scheduler.name: cfg}
     if vs != NO_ENGINE:
         other = _with_engine(cfg, vs)

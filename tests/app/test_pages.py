@@ -1817,3 +1817,23 @@ def test_a_knob_sweep_where_the_knob_never_binds_says_so_and_names_the_load():
     assert "every swept value serves the same" in said and "raise the arrival rate" in said, said
     captions = " ".join(c.value for c in at.caption)
     assert "at 8 req/s" in captions and "Capacity = the highest swept rate" not in captions, captions
+
+
+def test_the_headline_shows_the_mean_batch_the_lessons_ask_for():
+    # lessons 9 and 17 say to watch the mean batch "in the headline"; it was only on the command line's GPU line
+    from sim_core import run_simulation
+
+    at = app(preset="chat-h100-llama8b").run()
+    busy = next(m for m in at.metric if m.label == "GPU busy")
+    mean = run_simulation(load_preset("chat-h100-llama8b")).summary.mean_batch_size
+    assert f"mean batch {mean:,.1f}" in busy.proto.delta, busy.proto.delta
+
+
+def test_a_sweep_link_sets_its_seeds_and_keeps_them():
+    # lesson 15 sends the room to "Sweep with the rate knob and 3 seeds", which no link could set
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="8", n="2", seeds="2")
+    assert not at.exception and not at.warning
+    assert at.number_input(key="sw.seeds").value == 2 and at.query_params["seeds"] == "2"
+    bad = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="8", n="2", seeds="9")
+    assert any("seeds = 9: out of range; allowed: 1 to 5" in w.value for w in bad.warning), [w.value for w in bad.warning]
+    assert bad.number_input(key="sw.seeds").value == 1
