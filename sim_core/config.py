@@ -602,7 +602,8 @@ class SchedulerConfig(StrictModel):
         True, description="Split prompts into chunks of at most max_num_batched_tokens (always on for decode_first)."
     )
     mix_decodes: bool = Field(
-        False, description="prefill_first: running decodes join prefill ticks (SGLang mixed chunk)."
+        False, description="prefill_first: running decodes join prefill ticks, taking their tokens from the budget "
+        "first (SGLang mixed chunk, TensorRT-LLM in-flight batching)."
     )
     queue_order: Literal["fcfs", "priority", "shortest_prompt_first"] = Field(
         "fcfs", description="Order of the waiting queue."

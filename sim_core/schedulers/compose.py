@@ -16,6 +16,7 @@ from sim_core.schedulers.phase import TickKind
 
 # plain ints: comparing an IntEnum member costs more than an int, and this runs every tick
 _PREFILL, _DECODE, _DECODE_FIRST = int(TickKind.PREFILL), int(TickKind.DECODE), int(TickKind.DECODE_FIRST)
+_PREFILL_MIXED = int(TickKind.PREFILL_MIXED)
 
 
 def compose_tick(
@@ -35,7 +36,9 @@ def compose_tick(
 
     1. Decodes (every kind but PREFILL): each running decode gets its KV for one more step
        (`run_decodes() -> (decodes still running, a decode was pre-empted, one was swapped out)`);
-       under DECODE_FIRST they take `decode_tokens` each from the token budget.
+       under DECODE_FIRST and PREFILL_MIXED they take `decode_tokens` each from the token budget (SGLang's
+       mixed chunk: `PrefillAdder`'s rem_chunk_tokens less the running batch's size; TensorRT-LLM: generation tokens
+       count against max_num_tokens before the context chunks, `MicroBatchScheduler`).
     2. Prefill (every kind but DECODE): chunks of the running prefills in admission order
        (`run_chunks(budget) -> tokens`), then with the budget left either swap-in (swapped requests
        come back first, unless this tick swapped one out) or admission from the head of the queue
@@ -55,7 +58,7 @@ def compose_tick(
     if kind != _PREFILL and num_decodes:
         left, preempted, swapped_out = run_decodes()
         decoding = True
-        if kind == _DECODE_FIRST:
+        if kind == _DECODE_FIRST or kind == _PREFILL_MIXED:
             budget -= left * (decode_tokens if verify_width is None else verify_width(left))
     else:
         decoding = preempted = swapped_out = False

@@ -2,7 +2,7 @@
 
 Kinds: DECODE_FIRST (decodes, then prefill chunks in the remaining token budget: Sarathi-Serve,
 vLLM V1), PREFILL (prefill-only tick: vLLM V0), PREFILL_MIXED (a prefill tick that running decodes
-join outside the budget: SGLang mixed chunk, Orca, TensorRT-LLM in-flight batching), DECODE.
+join, each taking its tokens from the budget first: SGLang mixed chunk, Orca, TensorRT-LLM in-flight batching), DECODE.
 
 Contract for a controller (what coalesced runs rely on, `Scheduler.repeat_decodes`): `choose` is
 called before each tick and `observe` once after it, in tick order. When `choose` returns a kind

@@ -623,19 +623,21 @@ def _forty_decodes_and_a_long_prompt(**over):
 
 def test_sglang_cuts_a_continuing_chunk_to_the_token_budgets_room():
     # SGLang PrefillAdder.add_chunked_req: `_rem_tokens = min(rem_chunk_tokens, int(rem_total_tokens))`, the free KV
-    # tokens less the running requests' reservation, and the chunk is truncated to it. Request 40's last chunk (3,913
-    # tokens) has 691 free blocks (11,056 tokens) but a room of 3,329.8 beside the decodes' 282 tokens still to write
-    # x 0.685 each: it is cut to 3,329, and the rest runs a few tokens a tick, as the decodes write (each token frees
-    # 0.685 of room; blocks are taken 16 tokens at a time). Before: cut only to the free blocks, so it ran whole
+    # tokens less the running requests' reservation, and the chunk is truncated to it. Request 40's last chunk (3,993
+    # tokens, after two of 8,152: the 40 decodes take 40 of each mixed tick's 8,192, `PrefillAdder`'s rem_chunk_tokens
+    # less the running batch, since session 56) has free blocks for it but a smaller room beside the decodes' tokens
+    # still to write x the ratio: it is cut to 3,409, and the rest runs a few tokens a tick, as the decodes write (each
+    # token frees 1 - ratio of room; blocks are taken 16 tokens at a time). Before: cut only to the free blocks, so it
+    # ran whole (3,913 cut to 3,329 while the decodes ran outside the budget)
     res = _run_three_ways(_forty_decodes_and_a_long_prompt())
     assert res.memory.num_blocks == 1875
     chunks = _prefill_ticks(res)
-    assert chunks[:8] == [1240, 8192, 8192, 3329, 13, 40, 19, 31]  # (1,240: the 40 prompts)
-    assert sum(chunks[3:]) == 20297 - 2 * 8192 and res.summary.num_preemptions == 0
+    assert chunks[:8] == [1240, 8152, 8152, 3409, 13, 40, 19, 31]  # (1,240: the 40 prompts)
+    assert sum(chunks[3:]) == 20297 - 2 * 8152 and res.summary.num_preemptions == 0
     assert res.requests.first_token_s[40] == pytest.approx(4.317, abs=1e-3)
     # only SGLang's admission reserves for the running requests: under another, shrink cuts to the free blocks alone
     greedy = _run_three_ways(_forty_decodes_and_a_long_prompt(scheduler__admission="greedy"))
-    assert _prefill_ticks(greedy) == [1240, 8192, 8192, 3913]
+    assert _prefill_ticks(greedy) == [1240, 8152, 8152, 3993]
     assert greedy.requests.first_token_s[40] == pytest.approx(4.100, abs=1e-3)
 
 
@@ -887,7 +889,7 @@ def test_tensorrt_llm_pauses_the_latest_arrival_where_vllm_pops_the_last_admitte
     trt, vllm = _run_three_ways(_trt_out_of_order("latest_arrival")), _run_three_ways(_trt_out_of_order("last_admitted"))
     assert trt.memory.num_blocks == 1641
     assert _victims(trt) == [2, 2, 2, 2] and _victims(vllm) == [0, 0]
-    assert (trt.summary.num_recomputed_tokens, vllm.summary.num_recomputed_tokens) == (26732, 20976)
+    assert (trt.summary.num_recomputed_tokens, vllm.summary.num_recomputed_tokens) == (26654, 20936)
     assert trt.summary.num_finished == vllm.summary.num_finished == 3
     for engine in ("tensorrt-llm-max-utilization", "tensorrt-llm-no-evict", "tensorrt-llm-pytorch"):
         assert read_preset_data("engines", engine)["scheduler"]["preemption_victim"] == "latest_arrival"
