@@ -1875,7 +1875,6 @@ def run_ticks(engine: Engine):
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
             batch_extras[j] = pre  # (the blocks each holds follow from it: `_batch_entries`; nothing changes `pre`)
-
         if decoding and waiting_since:  # the tick's gaps are kept in running order
             tick_gaps[j] = _gaps_to(t_end, own_last)
             for r, last_s in waiting_since.items():  # (all running: only a decoding tick, this one, ends them)

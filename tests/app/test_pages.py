@@ -1261,16 +1261,20 @@ def test_a_run_whose_arrivals_outlast_the_time_limit_is_not_called_overloaded():
 
 
 def test_simulate_says_when_vllm_would_refuse_the_configuration():
-    # chat-l4-llama8b: 131,072 tokens of context, 70,000 of KV; vLLM would not start, the page says so under the
-    # headline (as the CLI's NOTE line) and still shows the run
+    # chat-l4-llama8b at the model's 131,072 tokens of context, 70,000 of KV (the preset caps it at 32k since session
+    # 56); vLLM would not start, the page says so under the headline (as the CLI's NOTE line) and still shows the run
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["preset"] = "chat-l4-llama8b"
+    at.query_params["model.max_model_len"] = "131072"
     at.run()
     assert not at.exception and not at.error
     shown = [c.value for c in at.caption if "would refuse to start" in c.value]
     assert len(shown) == 1 and "131,072" in shown[0]
     default = AppTest.from_file(APP, default_timeout=120).run()
     assert not [c.value for c in default.caption if "would refuse to start" in c.value]
+    capped = AppTest.from_file(APP, default_timeout=120)
+    capped.query_params["preset"] = "chat-l4-llama8b"
+    assert not [c.value for c in capped.run().caption if "would refuse to start" in c.value]
 
 
 def test_the_requests_table_opens_on_columns_a_phone_shows_and_keeps_every_column_one_toggle_away():
