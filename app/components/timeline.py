@@ -222,9 +222,22 @@ def _ms(v: np.ndarray) -> np.ndarray:
     return np.round(np.asarray(v, dtype=float) * 1e3, 2)
 
 
-def _gantt_traces(res: SimResult, rows: list[str], window: Window = None, seg: dict[str, np.ndarray] | None = None) -> list[go.Bar]:
+# A tick's bar gets a white outline (one bar per tick stays readable) only where a bar is this wide: on Compare's
+# half-width charts a 2 s window's ticks are ~2.7 px, and two 0.6 px outlines left decode a pale, striped blue, the
+# colour the legend gives "stalled"
+MIN_OUTLINED_BAR_PX = 4.0
+
+
+def _gantt_traces(res: SimResult, rows: list[str], window: Window = None, seg: dict[str, np.ndarray] | None = None,
+                  plot_px: float = 800.0) -> list[go.Bar]:  # fmt: skip
+    """The GPU rows' bars; `plot_px`: about how wide the plot draws them (the outline's test, MIN_OUTLINED_BAR_PX)."""
     seg = gantt_data(res, MAX_GANTT_BARS // len(rows), window) if seg is None else seg
     per_tick = bool(seg["ticks"].size) and bool((seg["ticks"] == 1).all())
+    outlined = per_tick
+    if per_tick:
+        span = float(seg["end"].max() - seg["start"].min())
+        bar_px = plot_px * float(np.median(seg["end"] - seg["start"])) / span if span > 0 else plot_px
+        outlined = bar_px >= MIN_OUTLINED_BAR_PX
     tp = len(rows) > 1
     traces = []
     for ph in Phase:
@@ -247,7 +260,7 @@ def _gantt_traces(res: SimResult, rows: list[str], window: Window = None, seg: d
         traces.append(go.Bar(
             x=np.tile(seg["end"][m] - seg["start"][m], len(rows)), base=np.tile(seg["start"][m], len(rows)),
             y=np.repeat(rows, int(m.sum())), orientation="h", marker_color=PHASE_COLORS[name],
-            marker_line=dict(width=0.6 if per_tick else 0, color="white"), name=name, legendgroup=name,
+            marker_line=dict(width=0.6 if outlined else 0, color="white"), name=name, legendgroup=name,
             customdata=np.tile(custom, (len(rows), 1)),
             hovertemplate=(f"<b>{name}</b> · %{{customdata[0]}}<br>prefill %{{customdata[1]:,}} tok · decode "
                            "%{customdata[2]:,} tok · batch %{customdata[4]:,} seqs<br>%{customdata[3]:,} ms" + extra +
@@ -590,13 +603,16 @@ def count_points(fig: go.Figure) -> int:
     return total
 
 
+COMPARE_PLOT_PX = 400.0  # (each of Compare's two Gantts: half the page, less its axis labels)
+
+
 def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,
                     window: Window = None) -> go.Figure:  # fmt: skip
     """Compact GPU Gantt and KV usage (Compare page); `x_range` puts two runs on one time axis,
     `window` draws only that stretch (both runs get the same one)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.3, 0.7],
                         subplot_titles=("GPU", "KV cache in use (%)"))  # fmt: skip
-    for tr in _gantt_traces(res, gpu_rows(res), window):
+    for tr in _gantt_traces(res, gpu_rows(res), window, plot_px=COMPARE_PLOT_PX):
         fig.add_trace(tr, row=1, col=1)
     tl = res.timeline
     if tl.num_ticks:

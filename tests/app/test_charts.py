@@ -567,3 +567,15 @@ def test_the_histogram_leaves_out_what_its_summary_calls_not_shown(stalls):
 def stalls_gaps_drawn(res, metric) -> int:
     """The values the distribution chart draws from (all, or an even sample of the gaps)."""
     return int(charts._distribution(res, metric).v.size)
+
+
+def test_compare_draws_narrow_tick_bars_without_outlines(small):
+    # Compare's half-width Gantts drew a 2 s window's ticks ~2.7 px wide with two 0.6 px white outlines: decode read
+    # as a pale, striped blue, the legend's "stalled". Simulate's full-width chart keeps one outlined bar per tick.
+    window = timeline.opening_window(small)
+    half = timeline.gantt_kv_figure(small, window=window)
+    bars = [t for t in half.data if t.type == "bar" and t.name == "decode"]
+    assert bars and all((t.marker.line.width or 0) == 0 for t in bars)
+    traces = timeline._gantt_traces(small, timeline.gpu_rows(small), window, plot_px=800.0)
+    assert any(t.name == "decode" and t.marker.line.width == 0.6 for t in traces)
+    assert any("tick " in str(t.customdata[0][0]) for t in bars)  # (the hover still names its tick)
