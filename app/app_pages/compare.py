@@ -276,7 +276,9 @@ def _base_of(side: str) -> str | None:
 def _pick_or_link(label: str, key: str, default: str, link_key: str) -> SimConfig:
     if st.session_state.get(key) == "(from link)" and st.session_state.get(link_key) is not None:
         cfg = st.session_state[link_key]
-        st.markdown(f"**Setup {label}** (from the link): {plain(cfg.name)} · {plain(cfg.scheduler.name)} · "
+        # (the scheduler as the Simulate header and the A-B line name it: "custom (from vLLM V0)" when its knobs differ
+        # from the engine preset's; the bare name said "vLLM V0" there)
+        st.markdown(f"**Setup {label}** (from the link): {plain(cfg.name)} · {plain(scheduler_label(cfg))} · "
                     f"{plain(cfg.model.name)} on {plain(describe_where(cfg))}")  # a deployment: its replicas or pools  # fmt: skip
         if st.button(f"Choose {label} from presets instead", key=key + ".reset"):
             st.session_state.pop(key)

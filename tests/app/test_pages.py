@@ -1841,3 +1841,15 @@ def test_a_sweep_link_sets_its_seeds_and_keeps_them():
     bad = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="8", n="2", seeds="9")
     assert any("seeds = 9: out of range; allowed: 1 to 5" in w.value for w in bad.warning), [w.value for w in bad.warning]
     assert bad.number_input(key="sw.seeds").value == 1
+
+
+def test_compare_names_a_linked_sides_scheduler_as_simulate_does():
+    # "Setup A (from the link): kv-pressure-a100-llama8b · vLLM V0" beside "A · ... custom (from vLLM V0)" and the
+    # Simulate header's "scheduler custom (from vLLM V0)": one label for one scheduler
+    from app.components.sidebar import scheduler_label
+
+    at = open_page(PAGES[1], a_preset="kv-pressure-a100-llama8b", b_preset="chat-h100-llama8b")
+    assert not at.exception
+    label = scheduler_label(load_preset("kv-pressure-a100-llama8b"))
+    linked = next(m.value for m in at.markdown if m.value.startswith("**Setup A** (from the link)"))
+    assert f"· {label} ·" in linked.replace("\\", ""), (label, linked)
