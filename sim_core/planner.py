@@ -891,7 +891,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
         cfgs = [candidate_config(c, f, (n,), spec.target_rate_per_s, spec.model_copy(update={"evaluation": "deployment"}))
                 for f, c, n, _ in todo]  # fmt: skip
         nxt = []
-        for (f, c, n, last_ok), dc, (summary, _err) in zip(todo, cfgs, run_points(cfgs, backend, cache, None, cancelled, budget)):
+        for (f, c, n, last_ok), dc, (summary, err) in zip(todo, cfgs, run_points(cfgs, backend, cache, None, cancelled, budget)):
             ok = summary is not None and meets_objective(summary, dc, spec.objective)
             if summary is not None:
                 evaluated.append(PlanRow(f, (n,), f.num_gpus((n,)), prices[f.gpu] * f.num_gpus((n,)), dc, summary, ok))
@@ -905,9 +905,9 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
             elif summary is None:
                 # (not run: a server's budget refused it, e.g. 19 replicas x 184,000 requests over its memory per run;
                 # counted as failing, the page said no deployment met the SLOs where the command line found 19x H100)
-                why = f"finalist stopped by {BUDGET_MARK}" if is_budget_stop(_err) else "finalist: simulation error"
+                why = f"finalist stopped by {BUDGET_MARK}" if is_budget_stop(err) else "finalist: simulation error"
                 pruned[why] = pruned.get(why, 0) + 1
-                examples.setdefault(why, one_line(_err))
+                examples.setdefault(why, one_line(err))
             else:
                 pruned["finalist fails as a deployment"] = pruned.get("finalist fails as a deployment", 0) + 1
         todo = nxt
