@@ -386,16 +386,19 @@ def read_query_params() -> dict[str, str]:
     """The link's parameters that it names once. One named twice or more is used by no page (`repeated_note` says so):
     ?scheduler.max_num_seqs=2&scheduler.max_num_seqs=4 ran 4 without a word, while a file or `--set` naming a key twice
     is refused."""
+    return {k: v[0] for k, v in _link_values().items() if len(v) == 1}
+
+
+def _link_values() -> dict[str, list[str]]:
+    """Every link parameter with all the values the link gives it."""
     import streamlit as st
 
-    return {k: v[0] for k in st.query_params if len(v := st.query_params.get_all(k)) == 1}
+    return {k: st.query_params.get_all(k) for k in st.query_params}
 
 
 def repeated_note() -> str | None:
     """What the link names more than once, and that none of those values was used (None: nothing repeated)."""
-    import streamlit as st
-
-    repeated = {k: v for k in st.query_params if len(v := st.query_params.get_all(k)) > 1}
+    repeated = {k: v for k, v in _link_values().items() if len(v) > 1}
     if not repeated:
         return None
     shown = "; ".join(f"{k[:60]!r} {len(v)} times ({', '.join(repr(x[:40]) for x in v[:4])}{' …' if len(v) > 4 else ''})"
