@@ -86,11 +86,18 @@ def default_cache_dir() -> Path:
 @dataclass
 class PointCache:
     """One file per finished point, keyed by (code fingerprint, canonical config JSON). When the
-    directory grows past `max_bytes`, the least recently written files go first."""
+    directory grows past `max_bytes`, the least recently written files go first.
+
+    A run a budget stopped for lack of time or memory (`is_load_dependent_stop`) is not a finished point: a busy
+    minute must not fail it for good, so it is kept only under `stops_scope` when one is given, and read back only
+    under the same scope. The Plan page scopes them to a browser session: pressing Plan again goes on past the
+    candidates its budget already stopped instead of running each again for the whole budget (a P:D search of
+    17,280 candidates settled ~6 per press, the same ones each time)."""
 
     directory: Path
     max_bytes: int = DEFAULT_CACHE_BYTES
     fingerprint: str = field(default_factory=code_fingerprint)
+    stops_scope: str = ""
 
     def _path(self, cfg_json: str) -> Path:
         key = hashlib.sha256(f"{self.fingerprint}\n{cfg_json}".encode()).hexdigest()
@@ -302,16 +309,23 @@ class _CachedTask:
     fingerprint: str
     fn: Callable[[str], str] = simulate_point
     tag: str = ""
+    stops_scope: str = ""  # PointCache.stops_scope
 
     def __call__(self, cfg_json: str) -> str:
         cache = PointCache(Path(self.cache_dir), self.cache_bytes, self.fingerprint) if self.cache_dir else None
         key = f"{self.tag}\n{cfg_json}" if self.tag else cfg_json
-        hit = cache.get(key) if cache else None
-        if hit is not None and _is_json_object(hit):  # (else damaged outside the cache, whose writes are atomic: a
-            return hit  # miss, computed again and written over it; it crashed `capacity` with a JSONDecodeError)
+        stop_key = f"stopped in {self.stops_scope}\n{key}" if self.stops_scope else None
+        for k in (key, stop_key) if cache else ():
+            hit = cache.get(k) if k else None
+            if hit is not None and _is_json_object(hit):  # (else damaged outside the cache, whose writes are atomic: a
+                return hit  # miss, computed again and written over it; it crashed `capacity` with a JSONDecodeError)
         payload = self.fn(cfg_json)
-        if cache and not is_load_dependent_stop(payload):  # a busy minute must not fail this point for good
+        if not cache:
+            return payload
+        if not is_load_dependent_stop(payload):
             cache.put(key, payload)
+        elif stop_key:  # (only in its scope: a busy minute must not fail this point for good elsewhere)
+            cache.put(stop_key, payload)
         return payload
 
 
@@ -329,7 +343,7 @@ def cached_map(
 ) -> list[str]:
     """[fn(config JSON)] on `backend`, each result read from / written to `cache` under `tag`."""
     task = _CachedTask(str(cache.directory) if cache else None, cache.max_bytes if cache else 0,
-                       cache.fingerprint if cache else "", fn, tag)  # fmt: skip
+                       cache.fingerprint if cache else "", fn, tag, cache.stops_scope if cache else "")  # fmt: skip
     return (backend or LocalBackend()).map(task, [c.model_dump_json() for c in configs], on_progress, cancelled)
 
 

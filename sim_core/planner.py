@@ -476,6 +476,21 @@ def calibration_band() -> CalibrationBand:
     return CalibrationBand(med, p90, n)
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """Where a search the caller cancelled (the app's page budget) had got to: its rows are those found until then."""
+
+    why: str  # the cancel's own words ("cancelled after 2 of 6")
+    frontier_usd_per_hour: float  # every candidate cheaper than this was settled; from here up, not all were tried
+    what: str = "search"  # what stopped ("P:D split search")
+
+    def text(self) -> str:
+        if self.frontier_usd_per_hour <= 0:  # (stopped while its search space was built)
+            return f"the {self.what} stopped ({self.why}) before any of its candidates was tried"
+        return (f"the {self.what} stopped ({self.why}): every candidate under ${self.frontier_usd_per_hour:,.2f}/h was "
+                "settled, dearer ones not all tried")  # fmt: skip
+
+
 @dataclass
 class Plan:
     spec: PlanSpec
@@ -489,6 +504,7 @@ class Plan:
     # configuration"): `--set limits.max_ticks=1` pruned every candidate as "2 simulation error" and the plan advised
     # widening the search, never naming the limit (fuzz39)
     examples: dict[str, str] = field(default_factory=dict)
+    stopped: Stopped | None = None  # the caller cancelled the search before it settled every candidate
 
     def pruned_text(self) -> str:
         """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
@@ -740,11 +756,12 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
             on_progress: PhaseProgress | None, cancelled: Callable[[], bool] | None, with_band: bool,
             headroom: bool = True, families: list[Family] | None = None, max_usd_per_hour: float = math.inf,
             budget: RunBudget | None = None, on_headroom: PhaseProgress | None = None,
-            on_saturation: PhaseProgress | None = None) -> Plan:  # fmt: skip
+            on_saturation: PhaseProgress | None = None, partial: bool = False) -> Plan:  # fmt: skip
     """The cost-ordered search over `families` (default: the spec's), every candidate simulated
     by `candidate_config`; `on_progress`: candidates settled, `on_headroom`: rows bisected, `on_saturation`: the
     co-located families' saturation probes run (one per family, before the first candidate: it was the one phase
-    without progress, minutes of silence for a large space)."""
+    without progress, minutes of silence for a large space). `partial`: a cancel between its runs returns what was
+    found until then (`Plan.stopped`), instead of raising SearchCancelled."""
     prices = spec.prices()
     unknown = [g for g in spec.gpu_list() if g not in prices]
     if unknown:
@@ -807,50 +824,59 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
         costs = sorted(r.usd_per_hour for r in feasible)
         return costs[spec.num_results - 1] if len(costs) >= spec.num_results else math.inf
 
-    while not exhausted:
-        batch: list[tuple[float, Family, tuple[int, ...]]] = []
-        while len(batch) < spec.batch_size:
-            nxt = held if held is not None else next(candidates, None)
-            held = None
-            if nxt is None:
-                exhausted = True
-                break
-            num_looked += 1
-            _check(cancelled, f"after looking at {num_looked:,} of {total:,} candidates")  # (dominated ones cost no run)
-            cost, fam, z = nxt
-            if cost > bound():
-                exhausted = True
-                break
-            if any(_covers(b, z) for b in fails[fam]):
-                prune("dominated: fewer instances than a failing config")
-            elif any(_covers(z, a) for a in passes[fam]):
-                prune("dominated: more instances than a feasible config")
-            elif any(f == fam for _, f, _ in batch):
-                held = nxt  # one size per family per round: the next round knows this one's answer
-                break
-            else:
-                batch.append(nxt)
-        if not batch:
-            continue
-        configs = [candidate_config(family_config(base, f), f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
-        results = run_points(configs, backend, cache, None, cancelled, budget)
-        for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
-            if summary is None:  # (refused by a server's budget, e.g. its memory per run: said as such, the app reports it)
-                prune(f"stopped by {BUDGET_MARK}" if is_budget_stop(err) else "simulation error", 1, one_line(err))
-                fails[fam].append(z)
+    frontier_usd_per_hour = 0.0  # every candidate cheaper than this is settled
+    stopped: str | None = None
+    try:
+        while not exhausted:
+            batch: list[tuple[float, Family, tuple[int, ...]]] = []
+            while len(batch) < spec.batch_size:
+                nxt = held if held is not None else next(candidates, None)
+                held = None
+                if nxt is None:
+                    exhausted = True
+                    break
+                num_looked += 1
+                if not batch:  # (the candidates come cheapest first: all below the first unsettled one are settled)
+                    frontier_usd_per_hour = nxt[0]
+                _check(cancelled, f"after looking at {num_looked:,} of {total:,} candidates")  # (dominated ones cost no run)
+                cost, fam, z = nxt
+                if cost > bound():
+                    exhausted = True
+                    break
+                if any(_covers(b, z) for b in fails[fam]):
+                    prune("dominated: fewer instances than a failing config")
+                elif any(_covers(z, a) for a in passes[fam]):
+                    prune("dominated: more instances than a feasible config")
+                elif any(f == fam for _, f, _ in batch):
+                    held = nxt  # one size per family per round: the next round knows this one's answer
+                    break
+                else:
+                    batch.append(nxt)
+            if not batch:
                 continue
-            ok = meets_objective(summary, c, spec.objective)
-            share = z[0] if spec.evaluation == "one_replica" and not fam.is_split else 1
-            row = PlanRow(fam, z, fam.num_gpus(z), cost, c, summary, ok, share=share)
-            evaluated.append(row)
-            (passes if ok else fails)[fam].append(z)
-            if ok:
-                feasible.append(row)
-        if on_progress:
-            on_progress(len(evaluated) + sum(pruned.values()), total)
+            configs = [candidate_config(family_config(base, f), f, z, spec.target_rate_per_s, spec) for _, f, z in batch]
+            results = run_points(configs, backend, cache, None, cancelled, budget)
+            for (cost, fam, z), c, (summary, err) in zip(batch, configs, results):
+                if summary is None:  # (refused by a server's budget, e.g. its memory per run: said as such, the app reports it)
+                    prune(f"stopped by {BUDGET_MARK}" if is_budget_stop(err) else "simulation error", 1, one_line(err))
+                    fails[fam].append(z)
+                    continue
+                ok = meets_objective(summary, c, spec.objective)
+                share = z[0] if spec.evaluation == "one_replica" and not fam.is_split else 1
+                row = PlanRow(fam, z, fam.num_gpus(z), cost, c, summary, ok, share=share)
+                evaluated.append(row)
+                (passes if ok else fails)[fam].append(z)
+                if ok:
+                    feasible.append(row)
+            if on_progress:
+                on_progress(len(evaluated) + sum(pruned.values()), total)
+    except SearchCancelled as err:
+        if not partial:
+            raise
+        stopped = str(err)
     not_tried = total - len(evaluated) - sum(pruned.values())
     if not_tried:
-        pruned["dearer than the cheapest results"] = not_tried
+        pruned["not tried: the search was stopped" if stopped else "dearer than the cheapest results"] = not_tried
     if on_progress:
         on_progress(total, total)
     best = {}
@@ -860,7 +886,8 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     if headroom:
         rows = _with_headroom(rows, spec, backend, cache, cancelled, saturation, budget, on_headroom)
     band = calibration_band() if with_band else CalibrationBand(None, None)
-    return Plan(spec, rows, evaluated, pruned, total, band, saturation, examples)
+    return Plan(spec, rows, evaluated, pruned, total, band, saturation, examples,
+                None if stopped is None else Stopped(stopped, frontier_usd_per_hour))  # fmt: skip
 
 
 def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache | None,
@@ -914,11 +941,20 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
         if phases[1]:
             phases[1](num_finalists - len(todo), num_finalists)
     total = first.num_candidates
+    stopped: Stopped | None = None
     if spec.disaggregated:
         splits = [f for f in _families(spec) if f.is_split]
         cap = max((r.usd_per_hour for r in rows), default=math.inf)
-        second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, phases[2], cancelled,
-                         False, headroom=False, families=splits, max_usd_per_hour=cap, budget=budget)  # fmt: skip
+        # (partial: a cancel here keeps the co-located rows confirmed above, and the splits found so far; the Plan page's
+        # budget had dropped them all with its "press Plan again")
+        try:
+            second = _search(base, spec.model_copy(update={"evaluation": "deployment"}), backend, cache, phases[2], cancelled,
+                             False, headroom=False, families=splits, max_usd_per_hour=cap, budget=budget, partial=True)  # fmt: skip
+        except SetupCancelled as err:  # (before any split ran: none was tried)
+            second = Plan(spec, [], [], {"P:D split candidates not tried: the search was stopped": num_candidates(spec) - total},
+                          num_candidates(spec) - total, stopped=Stopped(str(err), 0.0))  # fmt: skip
+        if second.stopped:
+            stopped = dataclasses.replace(second.stopped, what="P:D split search")
         rows += second.rows
         evaluated += second.evaluated
         for k, v in second.pruned.items():
@@ -932,7 +968,7 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
     # -18 %"; bisecting the deployment gives 34.9, +9 %.)
     rows = _with_headroom(rows, spec, backend, cache, cancelled, first.saturation, budget, phases[-1])
     band = calibration_band() if with_band else CalibrationBand(None, None)
-    return Plan(spec, rows, evaluated, pruned, total, band, first.saturation, examples)
+    return Plan(spec, rows, evaluated, pruned, total, band, first.saturation, examples, stopped)
 
 
 def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, cache: PointCache | None,
@@ -948,14 +984,18 @@ def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, ca
             on_progress(len(rows), len(rows))
         return [dataclasses.replace(r, capacity_note=NO_HEADROOM_FOR_TRACES) for r in rows]
     ceilings = [_ceiling(r, saturation) for r in rows]
-    caps: list[Capacity] = find_capacities([r.config for r in rows], spec.objective, backend=backend, cache=cache,
-                                           cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings,
-                                           budget=budget, on_progress=on_progress)  # fmt: skip
+    try:
+        caps: list[Capacity] = find_capacities([r.config for r in rows], spec.objective, backend=backend, cache=cache,
+                                               cancelled=cancelled, rel_tol=spec.headroom_rel_tol, ceilings_per_s=ceilings,
+                                               budget=budget, on_progress=on_progress)  # fmt: skip
+    except SearchCancelled:  # (the rows are confirmed: a caller's cancel costs their headroom, not the rows)
+        return [dataclasses.replace(r, capacity_note=NOT_BISECTED) for r in rows]
     out = [dataclasses.replace(r, capacity_per_s=c.rate_per_s * r.share, capacity_note=c.note) for r, c in zip(rows, caps)]
     # at one price the row with more headroom first (it listed SGLang's +25 % above vLLM V1's +26 % at $9.00/h, by name)
     return sorted(out, key=lambda r: (r.usd_per_hour, -r.capacity_per_s))
 
 
+NOT_BISECTED = "no capacity or headroom: the search was stopped before their bisection"
 NO_HEADROOM_FOR_TRACES = ("no capacity or headroom: the traffic is a trace, whose arrival times are replayed as "
                           "recorded (time-scaled to the target rate), so no other rate is bisected")
 

@@ -761,12 +761,13 @@ class _CapacityTask:
     cache_bytes: int
     fingerprint: str
     budget: RunBudget | None = None  # each probe's (the app's server budget)
+    stops_scope: str = ""  # PointCache.stops_scope
 
     def __call__(self, item: str) -> str:
         from sim_core.backend import _CachedTask, decode_point, point_runner
 
         cfg_json, ceiling = json.loads(item)
-        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint, *point_runner(self.budget))
+        task = _CachedTask(self.cache_dir, self.cache_bytes, self.fingerprint, *point_runner(self.budget), self.stops_scope)
 
         def run(c: SimConfig) -> Summary:
             summary, err = decode_point(task(c.model_dump_json()))
@@ -797,7 +798,8 @@ def find_capacities(
     for c in configs:  # (before any probe: one message, not one per worker)
         check_rate_applies(c)
     task = _CapacityTask(obj.model_dump_json(), scale, rel_tol, str(cache.directory) if cache else None,
-                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "", budget)  # fmt: skip
+                         cache.max_bytes if cache else 0, cache.fingerprint if cache else "", budget,
+                         cache.stops_scope if cache else "")  # fmt: skip
     ceilings = list(ceilings_per_s) if ceilings_per_s is not None else [None] * len(configs)
     items = [json.dumps([c.model_dump_json(), ceil]) for c, ceil in zip(configs, ceilings)]
     payloads = (backend or LocalBackend(1)).map(task, items, on_progress, cancelled)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.components import charts, tables
 from app.components.pool_backend import PointFailed
-from app.components.runner import PageBudget, points_backend
+from app.components.runner import PageBudget, points_backend, session_owner
 from app.components.text import plain
 from app.components.units import MISSING
 from app.state import CFG_KEY, config_to_query, show_link_notices
@@ -124,6 +124,17 @@ def cheapest_sentence(result: Plan) -> str:
     return "**Cheapest meeting the SLOs:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
                                                      f"${best['usd_per_million_output_tokens']:,.3f} per million output "
                                                      f"tokens, headroom {headroom}{tail}.")  # fmt: skip
+
+
+def stopped_text(result: Plan, page_s: float) -> str:
+    """What a search the page's budget stopped part-way settled, what it did not, and how to go on (plain text)."""
+    st_ = result.stopped
+    cheapest = result.rows[0].usd_per_hour if result.rows else None
+    settled = (f" Rows under ${st_.frontier_usd_per_hour:,.2f}/h are final; a dearer one may yet be beaten by a split not "
+               "tried." if cheapest is not None and st_.frontier_usd_per_hour > 0 else "")  # fmt: skip
+    return (f"This page's budget ({page_s:g} s of server time) ran out: {st_.text()}.{settled} Press Plan again to go on "
+            "from there (finished and stopped candidates are kept for this session), narrow the search, or run "
+            "python -m sim_core plan --pd, which has no such limit.")  # fmt: skip
 
 
 @st.fragment
@@ -270,7 +281,9 @@ def main() -> None:
     t0 = time.monotonic()
     page = PageBudget()  # the server's time per page view (app/server.toml): no click may hold it longer
     try:
-        result = plan(slo_cfg, spec, backend=backend, cache=PointCache(default_cache_dir()),
+        # (the candidates this server's budget stopped are kept for this session: pressing Plan again goes on past them)
+        cache = PointCache(default_cache_dir(), stops_scope=f"session {session_owner()}")
+        result = plan(slo_cfg, spec, backend=backend, cache=cache,
                       on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
     except SetupCancelled as err:  # pressing Plan again would meet the same setup: say to narrow the space
@@ -299,6 +312,8 @@ def main() -> None:
     stopped = sum(is_budget_stop(r.summary.stopped_reason) for r in result.evaluated)
     stopped += sum(n for why, n in result.pruned.items() if is_budget_stop(why))
     _show(result, time.monotonic() - t0, stopped)
+    if result.stopped:
+        st.warning(plain(stopped_text(result, page.max_wall_s)), icon=":material/timer:")
     if stopped:
         st.warning(f"{stopped:,} candidate configuration(s) were stopped by this server's budget per run "
                    f"({page.run_budget.describe()}) and count as missing the SLOs: a larger deployment may look needed. "

@@ -784,6 +784,34 @@ def test_a_plan_whose_every_candidate_errs_names_the_error(tmp_path, monkeypatch
     assert "(limits.max_ticks)" in said
 
 
+def test_a_plan_whose_split_search_the_page_budget_stops_shows_its_confirmed_rows(tmp_path, monkeypatch):
+    # the page's budget stopping the P:D split search dropped the co-located rows it had confirmed ("The search
+    # stopped ... press Plan again"); they are shown now, with where the split search got to and how to go on
+    from sim_core import planner
+
+    real = planner._search
+
+    def search(*args, partial=False, **kwargs):  # the split phase (the one searched partially) finds the page spent
+        if partial:
+            args = (*args[:5], lambda: True, *args[6:])  # (cancelled: _search's sixth argument)
+        return real(*args, partial=partial, **kwargs)
+
+    monkeypatch.setattr(planner, "_search", search)
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.rate").set_value(30.0)
+    narrow_plan_search(at, 3)
+    at.checkbox(key="plan.pd").check()
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    assert list(at.dataframe[-1].value["configuration"]) == ["2× h100-sxm TP1 · vllm-v1"]
+    said = " ".join(w.value for w in at.warning)
+    assert "split search stopped (cancelled while building the search space" in said, said
+    assert "before any of its candidates was tried" in said
+    assert "Press Plan again to go on from there" in said and "python -m sim_core plan --pd" in said
+    assert not at.error
+
+
 def test_a_plan_of_a_trace_says_why_its_headroom_is_missing(tmp_path, monkeypatch):
     # a traced plan's headroom read "–" in the table and in the sentence above it, with no word of why
     from app.state import CFG_KEY

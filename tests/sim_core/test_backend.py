@@ -202,6 +202,37 @@ def test_a_run_the_wall_clock_budget_stopped_is_not_cached(tmp_path, monkeypatch
     assert is_budget_stop(first.stopped_reason) and len(list(tmp_path.glob("*/*.json"))) == 3
 
 
+def test_a_stopped_run_is_kept_only_in_its_scope_and_a_finished_one_everywhere(tmp_path, monkeypatch):
+    """Pressing Plan again met every candidate its budget had stopped and ran each for the whole budget again: a P:D
+    search of 17,280 candidates settled ~6 per press, the same ones each time, and never finished. A PointCache with a
+    `stops_scope` (the Plan page's: its browser session) keeps those stops, read back in that scope only: elsewhere a
+    busy minute must not fail the point for good."""
+    import types
+
+    import sim_core.budget
+    from sim_core.budget import RunBudget, is_budget_stop
+
+    budget, cfg = RunBudget(max_wall_s=1.0), _small()
+    now = [0.0]
+
+    def slow_clock() -> float:  # every look at the clock: 10 s later (a loaded machine)
+        now[0] += 10.0
+        return now[0]
+
+    monkeypatch.setattr(sim_core.budget, "time", types.SimpleNamespace(perf_counter=slow_clock))
+    scoped = PointCache(tmp_path, stops_scope="session a")
+    (stopped, _), = run_points([cfg], LocalBackend(1), scoped, budget=budget)
+    assert is_budget_stop(stopped.stopped_reason)
+    monkeypatch.undo()  # the machine is idle again
+    (again, _), = run_points([cfg], LocalBackend(1), scoped, budget=budget)
+    assert again == stopped  # read back in its scope, not run again
+    for other in (PointCache(tmp_path), PointCache(tmp_path, stops_scope="session b")):
+        (summary, _), = run_points([cfg], LocalBackend(1), other, budget=budget)
+        assert summary.stopped_reason is None and summary.num_finished == cfg.workload.num_requests
+    (finished, _), = run_points([cfg], LocalBackend(1), scoped, budget=budget)
+    assert finished == summary  # once finished anywhere, the point is read in every scope (its stop no longer)
+
+
 def test_the_ray_extra_installs_what_a_ray_address_needs():
     # docs/capacity.md's `pip install -e ".[ray]"` then `--ray ray://HOST:10001` failed with "Ray Client requires pip package
     # `ray[client]`": the extra installed plain ray, which connects to a local or "auto" cluster only

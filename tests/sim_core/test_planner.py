@@ -520,3 +520,34 @@ def test_a_finalist_the_servers_budget_refuses_is_said_as_such_not_as_failing(mo
     refused = {why: n for why, n in p.pruned.items() if is_budget_stop(why)}
     assert refused and "finalist fails as a deployment" not in p.pruned, p.pruned
     assert all(BUDGET_MARK in p.examples[why] and "deployment.replicas" in p.examples[why] for why in refused), p.examples
+
+
+def test_a_pd_search_the_caller_stops_keeps_the_confirmed_rows_and_says_where_it_stopped():
+    """The Plan page's budget stopping its P:D split search dropped every co-located row it had confirmed, and the page
+    said only "press Plan again". A cancel in that phase now returns the confirmed rows, the splits found so far and
+    the cost up to which every candidate was settled; the rows' headroom is not bisected (said in their note)."""
+    from sim_core.planner import NOT_BISECTED
+
+    spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=3, engines=("vllm-v1",),
+                    num_results=3, disaggregated=True)  # fmt: skip
+    with LocalBackend(1) as backend:
+        full = plan(_base(), spec, backend=backend, with_band=False)
+        splits_settled = []
+
+        def progress(p):
+            if p.what.startswith("P:D split"):
+                splits_settled.append(p.done)
+
+        part = plan(_base(), spec, backend=backend, with_band=False, on_progress=progress,
+                    cancelled=lambda: any(n > 0 for n in splits_settled))  # (after the first round of splits)  # fmt: skip
+    assert full.stopped is None and part.stopped is not None
+    assert part.stopped.what == "P:D split search" and part.stopped.frontier_usd_per_hour > 0
+    assert "every candidate under $" in part.stopped.text()
+    colocated = [r.label for r in full.rows if not r.family.is_split]
+    assert colocated and all(label in [r.label for r in part.rows] for label in colocated)
+    assert all(r.meets for r in part.rows)
+    # below the frontier the partial answer is the final one
+    assert [r.label for r in part.rows if r.usd_per_hour < part.stopped.frontier_usd_per_hour] == \
+        [r.label for r in full.rows if r.usd_per_hour < part.stopped.frontier_usd_per_hour]
+    assert {r.capacity_note for r in part.rows} == {NOT_BISECTED}
+    assert part.pruned.get("not tried: the search was stopped", 0) > 0
