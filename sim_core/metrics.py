@@ -13,6 +13,8 @@ over the window's span, from the first to the last of those arrivals.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from sim_core import quantiles
@@ -173,6 +175,12 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events
     warmup_s = t0 - float(req.arrival_s[order[0]])
     mean_e2e = float(e2e[done].mean()) if done.any() else float("nan")
     num_unfinished = int((~done).sum())
+    # (for the note: how long a request decodes, the time a batch takes to fill; and whether the queue grew across the
+    # window, by the median TTFT of its first and last quarter of arrivals)
+    mean_decode_s = float((req.finish_s[ids] - req.first_token_s[ids])[done].mean()) if done.any() else float("nan")
+    quarter = max(ids.size // 4, 1)
+    ttft_waited = np.where(np.isnan(ttft), np.inf, ttft)  # (no first token by the end: waited longest)
+    ttft_quarters_s = (float(np.median(ttft_waited[:quarter])), float(np.median(ttft_waited[-quarter:])))
     return SteadyState(
         window_first_request=lo, window_last_request=hi - 1, window_start_s=t0, window_end_s=t1,
         num_requests=int(ids.size), num_unfinished=num_unfinished,
@@ -181,18 +189,42 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events
         ttft_p50_s=ttft_q[0], ttft_p90_s=ttft_q[1], ttft_p99_s=ttft_q[2],
         tpot_p50_s=tpot_q[0], tpot_p90_s=tpot_q[1], tpot_p99_s=tpot_q[2],
         warmup_s=warmup_s, mean_e2e_s=mean_e2e,
-        note=_steady_note(order.size, ids.size, num_unfinished, warmup_s, mean_e2e),
+        note=_steady_note(order.size, ids.size, num_unfinished, warmup_s, mean_e2e, mean_decode_s, ttft_quarters_s,
+                          per_s(ids.size - 1), per_s(finished_in)),
     )  # fmt: skip
 
 
-def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean_e2e_s: float) -> str | None:
-    """Why a run's steady-state figures cannot be trusted, or None."""
+# The median TTFT of the steady window's last quarter of arrivals at least this many times its first quarter's: the
+# queue grew across the window (an overloaded server's, once its batch has had time to fill).
+OVERLOAD_TTFT_GROWTH = 2.0
+
+
+def _seconds_text(x_s: float) -> str:
+    return f"{x_s * 1e3:,.0f} ms" if x_s < 1 else f"{x_s:,.1f} s"
+
+
+def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean_e2e_s: float,
+                 mean_decode_s: float = math.nan, ttft_quarters_s: tuple[float, float] = (math.nan, math.nan),
+                 offered_per_s: float = math.nan, completed_per_s: float = math.nan) -> str | None:  # fmt: skip
+    """Why a run's steady-state figures cannot be trusted, or None.
+
+    A warm-up shorter than a request's mean end-to-end time is a server still filling, unless the warm-up outlasted a
+    request's decoding (the batch has filled) and the queue grew across the window while fewer requests finished than
+    arrived: then it is overloaded, and its end-to-end time grows with the run. The note advised lesson 15's 3,000
+    requests at 24 req/s to "Run about 4,000 requests or more", where a longer run only grows the queue."""
     if n_unfinished:
         return (f"Too short or overloaded to say: {n_unfinished:,} of the {n_window:,} steady-window requests "
                 "never finished (the run stopped first); latency percentiles cover the finished ones only.")
     if n_window < MIN_STEADY_REQUESTS:
         return (f"Too short to say: the steady window holds {n_window:,} requests; a p99 needs at least "
                 f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / steady_window_share())):,} requests.")
+    first_q_s, last_q_s = ttft_quarters_s
+    if (warmup_s < mean_e2e_s and warmup_s >= mean_decode_s and last_q_s >= OVERLOAD_TTFT_GROWTH * first_q_s
+            and completed_per_s < offered_per_s):  # fmt: skip
+        return (f"Overloaded: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s offered, "
+                f"{completed_per_s:,.2f} completed in the steady window), so its queue grows: the median TTFT rose from "
+                f"{_seconds_text(first_q_s)} in the window's first quarter of arrivals to {_seconds_text(last_q_s)} in its "
+                "last. A longer run only grows it further: lower the rate or add capacity.")  # fmt: skip
     if warmup_s < mean_e2e_s:
         need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
         most = MAX_NUM_REQUESTS

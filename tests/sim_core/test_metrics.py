@@ -57,6 +57,30 @@ def test_a_short_run_says_it_is_too_short():
     assert st.note is not None and st.note.startswith("Too short to say") and "requests or more" in st.note
 
 
+def test_an_overloaded_run_says_so_and_does_not_advise_a_longer_run():
+    # lesson 15's 3,000 requests at 24 req/s on one H100: 21 req/s finish, the window's median TTFT rises from 1.2 to
+    # 9 s; the note advised "Run about 4,000 requests or more", where a longer run only grows the queue
+    st = run_simulation(make_config(workload__num_requests=3000, workload__arrival__rate_per_s=24.0)).summary.steady
+    assert st.note.startswith("Overloaded: requests arrive faster than the server finishes them") and "Run about" not in st.note
+    assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} completed" in st.note
+    # at a rate it keeps up with, the same length of run has nothing to say
+    assert run_simulation(make_config(workload__num_requests=3000, workload__arrival__rate_per_s=18.0)).summary.steady.note is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(warmup_s=st_.floats(0.01, 100), e2e_s=st_.floats(0.01, 100), decode_s=st_.floats(0.01, 100),
+       first_q_s=st_.floats(0.001, 50), growth=st_.one_of(st_.floats(0.1, 1.99), st_.floats(2.01, 20)),  # (off the 2x edge)
+       offered=st_.floats(0.1, 100), done=st_.floats(0.1, 100))
+def test_the_note_calls_a_run_overloaded_only_when_filled_its_queue_growing_and_falling_behind(
+        warmup_s, e2e_s, decode_s, first_q_s, growth, offered, done):  # fmt: skip
+    from sim_core.metrics import OVERLOAD_TTFT_GROWTH, _steady_note
+
+    note = _steady_note(5000, 4000, 0, warmup_s, e2e_s, decode_s, (first_q_s, first_q_s * growth), offered, done)
+    overloaded = decode_s <= warmup_s < e2e_s and growth >= OVERLOAD_TTFT_GROWTH and done < offered
+    assert (note is not None and note.startswith("Overloaded")) == overloaded
+    assert (note is None) == (warmup_s >= e2e_s)  # (the window is long enough: no note either way)
+
+
 def test_offline_batches_have_no_steady_state():
     assert run_simulation(make_config(workload__num_requests=50, workload__arrival__process="offline")).summary.steady is None
 
