@@ -1379,7 +1379,17 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # StrictModel._encodable_text: say what that one says, not "unable to parse raw data as a unicode string")
             bad = next((ch for ch in given if "\ud800" <= ch <= "\udfff"), "\ud800")
             msg, extra = f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode", ""
-        extra += STRICT_HINTS.get(e["type"], "")
+        if e["type"] == "int_type" and isinstance(given, float) and given.is_integer() and abs(given) < 1e300:
+            # (`max_num_seqs=1e9` read "= 1000000000.0: Input should be a valid integer ... (write a whole number
+            # without ... a decimal point)": the number the user meant, and whether it is in range, is what to say)
+            shown = str(int(given))
+            bounds = _declared_bounds(loc, root)
+            lo, hi = (None, None) if bounds is None else (bounds[0], bounds[2])
+            outside = (lo is not None and given < lo) or (hi is not None and given > hi)
+            msg = "out of range" if outside else f"write it as the whole number {shown}, without an exponent or a decimal point"
+            extra = f"; allowed: {rng}" if rng and outside else ""
+        else:
+            extra += STRICT_HINTS.get(e["type"], "")
         given_part = f" = {shown}" if loc and e["type"] != "missing" else ""
         if e["type"] == "value_error" and isinstance(given, dict) and _walk(loc, root)[1] is not None:
             # a check of a whole section (a trace's rows): its path, not "workload.trace = dict: ..." (the dict is the

@@ -4,6 +4,8 @@ and what is allowed (a hostile-input review found "model = dict: ..." and "(conf
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from pydantic import ValidationError
 
 from sim_core import PresetError, config_from_dict, format_validation_error, load_preset
@@ -133,3 +135,21 @@ def test_a_pools_invalid_engine_is_named_by_the_pools_fields():
     text = _error((f"{pool}.scheduler.max_num_batched_tokens", 1), preset="cluster-distserve-opt13b-3xa100-p2d1")
     assert (f"{pool} makes an invalid engine: {pool}.scheduler.max_num_batched_tokens = 1: smaller than the longest "
             f"prompt (2003) while chunked prefill is off ({pool}.scheduler.enable_chunked_prefill false") in text, text
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    (1e9, "scheduler.max_num_seqs = 1000000000: out of range; allowed: >= 1 and <= 8192"),
+    (-4.0, "scheduler.max_num_seqs = -4: out of range; allowed: >= 1 and <= 8192"),
+    (200.0, "scheduler.max_num_seqs = 200: write it as the whole number 200, without an exponent or a decimal point"),
+    (2.5, "scheduler.max_num_seqs = 2.5: Input should be a valid integer; allowed: >= 1 and <= 8192"),
+])
+def test_a_whole_number_written_as_a_float_is_said_as_the_number_and_its_range(value, line):
+    # a link's `scheduler.max_num_seqs=1e9` read "= 1000000000.0: Input should be a valid integer ... (write a whole
+    # number without quotes or a decimal point)": neither the number meant nor that it is out of range
+    assert line in _error(("scheduler.max_num_seqs", value))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.integers(-10**15, 10**15).filter(lambda n: not 1 <= n <= 8192))
+def test_every_whole_float_out_of_range_is_said_as_an_integer_with_its_range(n):
+    assert f"scheduler.max_num_seqs = {n}: out of range; allowed: >= 1 and <= 8192" in _error(("scheduler.max_num_seqs", float(n)))
