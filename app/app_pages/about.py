@@ -9,6 +9,7 @@ from app.components.text import plain
 from app.components.units import MISSING
 from app.state import CFG_KEY, show_link_notices
 from sim_core import list_presets
+from sim_core.config import pool_config
 from sim_core.costmodel import MemoryPlanError, ModelShape, kv_bytes_per_token, plan_memory
 from sim_core.planner import calibration_band
 from sim_core.presets import read_preset_data
@@ -55,12 +56,26 @@ shape = ModelShape.of(cfg)
 c1, c2, c3 = st.container(key="about_config").columns(3)  # they wrap on a narrow screen (app CSS) instead of cutting numbers
 c1.metric("Parameters", f"{shape.total_params / 1e9:.2f} B")
 c2.metric("KV per token", f"{kv_bytes_per_token(cfg) / 1024:.0f} KiB")
-try:
-    plan = plan_memory(cfg)
-    c3.metric("KV capacity (tokens)", f"{plan.kv_capacity_tokens:,}")
-    gib = 2**30  # the memory plan's unit (nvidia-smi's)
-    st.markdown(f"Per GPU: weights **{plan.weight_bytes / gib:.2f} GiB**, activation workspace and runtime "
+# A P:D deployment's pools may differ in GPU and TP (Splitwise-HA: H100 prefill, A100 decode): one memory line per pool,
+# each its own engine's (the page showed the top-level hardware's alone, "Per GPU", for both)
+dis = cfg.deployment.disaggregation if cfg.deployment is not None else None
+pools = [(None, cfg)] if dis is None else [(role, pool_config(cfg, role)) for role in ("prefill", "decode")]
+gib = 2**30  # the memory plan's unit (nvidia-smi's)
+for role, pool_cfg in pools:
+    try:
+        plan = plan_memory(pool_cfg)
+    except MemoryPlanError as err:
+        st.error(plain(err))
+        continue
+    if role is None:
+        c3.metric("KV capacity (tokens)", f"{plan.kv_capacity_tokens:,}")
+        lead = "Per GPU"
+    else:
+        pool = dis.prefill if role == "prefill" else dis.decode
+        if role == "decode":  # (what back-pressure fills: the decode side's cache)
+            c3.metric("KV capacity per decode instance (tokens)", f"{plan.kv_capacity_tokens:,}")
+        lead = plain(f"{role.capitalize()} pool ({pool.replicas}x {pool_cfg.hardware.name}, TP {pool_cfg.hardware.num_gpus}), "
+                     f"per GPU")  # fmt: skip
+    st.markdown(f"{lead}: weights **{plan.weight_bytes / gib:.2f} GiB**, activation workspace and runtime "
                 f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "
-                f"({plan.num_blocks:,} blocks).")  # fmt: skip
-except MemoryPlanError as err:
-    st.error(plain(err))
+                f"({plan.num_blocks:,} blocks{'' if role is None else ' per instance'}).")  # fmt: skip

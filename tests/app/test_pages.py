@@ -685,6 +685,24 @@ def test_hardware_sources_are_shown():
     assert "a100-80gb-pcie-nvlink-bridge" in table.index
 
 
+def test_about_gives_each_pools_memory_for_a_split_deployment_of_two_gpu_kinds():
+    # Splitwise-HA prefills on H100s and decodes on A100s: About showed the top-level H100's plan alone, "Per GPU"
+    from sim_core import load_preset
+    from sim_core.config import pool_config
+    from sim_core.costmodel import plan_memory
+
+    about = linked_page(PAGES[4], preset="cluster-splitwise-llama70b-4xdgx-ha-3p1d")
+    assert not about.exception
+    text = " ".join(m.value for m in about.markdown)
+    cfg = load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d")
+    for role, gpu in (("Prefill", "H100 SXM"), ("Decode", "A100 80GB SXM")):
+        plan = plan_memory(pool_config(cfg, role.lower()))
+        assert f"{role} pool (" in text and gpu in text and f"({plan.num_blocks:,} blocks per instance)" in text
+    assert "Per GPU:" not in text
+    decode_tokens = plan_memory(pool_config(cfg, "decode")).kv_capacity_tokens
+    assert [m.value for m in about.metric if m.label.startswith("KV capacity")] == [f"{decode_tokens:,}"]
+
+
 def test_about_quotes_the_cost_models_computed_error_band_as_plan_does():
     # it said "82 other published measurements ... about 11 %" while validate and Plan reported another band
     from sim_core.planner import calibration_band
