@@ -215,7 +215,9 @@ def main() -> None:
         _agenda(lessons, st.session_state["learn.pick"])
     pick = st.radio("Lesson", ids, key="learn.pick", horizontal=True,
                     format_func=lambda i: f"{ids.index(i) + 1}. {next(x.title for x in lessons if x.id == i)}")  # fmt: skip
-    write_query_params({"lesson": pick, **{k: params[k] for k in WORKSHOP_PARAMS if k in params}})
+    # (the workshop values it can use only: a refused ?reveal=roofine stayed in the address, and a copied link carried it on)
+    usable = {"workshop": ("0", "1"), "reveal": ("1", "all", *ids)}
+    write_query_params({"lesson": pick, **{k: params[k] for k in WORKSHOP_PARAMS if params.get(k) in usable[k]}})
     st.session_state["learn.linked"] = pick
     st.divider()
     _lesson(next(x for x in lessons if x.id == pick), params)

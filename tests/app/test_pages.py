@@ -547,6 +547,16 @@ def test_workshop_mode_hides_the_answer_until_revealed():
     assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
 
 
+def test_a_workshop_value_learn_cannot_use_is_named_once_and_left_out_of_the_address():
+    # ?reveal=roofine was warned about and kept in the address, so a copied link carried the typo on
+    lesson = load_lessons()[0]
+    at = open_page(PAGES[3], lesson=lesson.id, workshop="yes", reveal="roofine")
+    assert not at.exception and "reveals nothing" in " ".join(w.value for w in at.warning)
+    assert "reveal" not in at.query_params and "workshop" not in at.query_params
+    kept = open_page(PAGES[3], lesson=lesson.id, workshop="1", reveal="all")
+    assert kept.query_params["workshop"] == "1" and kept.query_params["reveal"] == "all"
+
+
 @pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt", "admission-kv-pressure"])
 def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"; the
