@@ -170,8 +170,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"  NOTE: --fixed-length is for rate sweeps; a sweep of {args.knob} always runs the config's "
               f"{cfg.workload.num_requests:,} requests per point")
     try:
+        # (another knob's points keep the config's length, as they always have: the Sweep page offers the steady length)
         pts = run_sweep(cfg, args.knob, values, ProgressBar("sweep"), num_seeds=args.seeds, backend=backend, cache=cache,
-                        steady_length=not args.fixed_length)  # fmt: skip
+                        steady_length=args.knob == "rate" and not args.fixed_length)  # fmt: skip
     finally:
         backend.close()
     def rng(lo: float, mid: float, hi: float) -> str:  # (a point without a steady window printed "nan": its note says why)

@@ -40,9 +40,11 @@ from sim_core.sweep import (
     knob_name,
     knob_value,
     point_metric,
+    rate_applies,
     rounded_points_note,
     run_sweep,
     single_value,
+    steady_run_length,
     steady_warmup_s,
     sweep_values,
     window_slo_miss,
@@ -146,6 +148,7 @@ def _band_trace(x, lo, hi, color: str, group: str, fig: go.Figure) -> None:
                              opacity=0.18, line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=group))  # fmt: skip
 
 
+UNSETTLED_LEGEND = "open: no steady state (note below)"
 SWEEP_PANEL_TITLES = ("Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)")
 # Each panel's series: (Summary field, scale, dash, name); one figure per panel
 SWEEP_SERIES = (
@@ -187,17 +190,25 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
             shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=color, symbol="square", size=11),
                                      name=shown, legendgroup=name))  # fmt: skip
+            # a point whose run cannot settle (its window's note) open, not filled: the router preset's 2 and 3
+            # replicas drew 44 and 58 req/s of goodput beside 8 replicas' 60, where 7-9 req/s finished
+            symbols = ["circle-open" if p.summary.steady.note else "circle" for p in ok]
             for field, scale, dash, what in series:
                 bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
                 lo, mid, hi = ([b[i] for b in bands] for i in range(3))
                 if any(len(p.seeds) > 1 for p in ok):
                     _band_trace(x, lo, hi, color, name, fig)
                 fig.add_trace(go.Scatter(x=x, y=mid, mode="lines+markers", name=f"{shown} {what}", showlegend=False,
-                                         line=dict(color=color, dash=dash), legendgroup=name))  # fmt: skip
+                                         line=dict(color=color, dash=dash), legendgroup=name,
+                                         marker=dict(symbol=symbols, size=8, line=dict(width=1.5, color=color))))  # fmt: skip
             cap_lo = capacities.get(name, (None,))[0]
             if cap_lo is not None:
                 fig.add_vline(x=cap_lo, line=dict(color=color, dash=CAPACITY_DASH, width=1.5))
         styles = [(dash, what, 2) for _, _, dash, what in series] if len(series) > 1 else []
+        if any(p.summary is not None and p.summary.steady is not None and p.summary.steady.note
+               for pts in curves.values() for p in pts):  # fmt: skip
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=UNSETTLED_LEGEND,
+                                     marker=dict(symbol="circle-open", size=9, color="#5F6368", line=dict(width=1.5))))  # fmt: skip
         if any(c[0] is not None for c in capacities.values()):
             styles.append((CAPACITY_DASH, "capacity (vertical)", 1.5))
         for dash, what, width in styles:
@@ -225,6 +236,18 @@ def _load_text(cfg: SimConfig) -> str:
     if arrival.process in ("offline", "closed_loop") or cfg.workload.trace is not None:
         return ""
     return f", at {fmt_number(arrival.rate_per_s)} req/s"
+
+
+def _settles_text(p: SweepPoint) -> str:
+    """Whether a point's run has a steady state its figures stand for, in a word or two (the table's column; the
+    reason in full is the note under the charts)."""
+    note = p.summary.steady.note if p.summary is not None and p.summary.steady is not None else None
+    if p.summary is None or p.summary.steady is None:
+        return "none"
+    if not note:
+        return "yes"
+    # (metrics._steady_note's three kinds: overloaded, requests unfinished at the run's end, a window too short)
+    return "no: overloaded" if note.startswith("Overloaded") else "no: unfinished" if "never finished" in note else "no: too short"
 
 
 def _steady_metric(p: SweepPoint, field: str) -> float:
@@ -261,7 +284,10 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str
     said = []
     for name, pts in curves.items():
         goodput = {p.value: _steady_metric(p, "goodput_requests_per_s") for p in pts}
-        ok = [p for p in pts if not math.isnan(goodput[p.value])]
+        valued = [p for p in pts if not math.isnan(goodput[p.value])]
+        # the settled points when there are any: a run that cannot settle reads more goodput than it has (the router
+        # preset's 3 replicas, 58 req/s in a window where 9 finished, beside 8 replicas' 60)
+        ok = [p for p in valued if not p.summary.steady.note] or valued
         best = max(ok, key=lambda p: goodput[p.value], default=None)
         if best is None or goodput[best.value] <= 0:
             said.append(f"**{plain(name)}**: no swept value served a request within the SLOs")
@@ -269,7 +295,7 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str
         # (a knob past where it binds gives the same runs: max_num_seqs = 96, 176 and 256 all served 8.49 req/s, and
         # naming 96 alone read as if 96 were the best setting)
         same = [f"{p.value:g}" for p in ok if p is not best and goodput[p.value] == goodput[best.value]]
-        if len(ok) > 1 and len(same) == len(ok) - 1:  # (every point alike: the load never makes this knob bind)
+        if len(valued) > 1 and all(goodput[p.value] == goodput[best.value] for p in valued):  # (the knob never binds)
             said.append(f"**{plain(name)}**: every swept value serves the same {fmt_number(goodput[best.value])} req/s "
                         f"within the SLOs: at this load {knob} does not bind; raise the arrival rate (Workload) to see "
                         "where it does")  # fmt: skip
@@ -310,7 +336,7 @@ KNOB_HEADERS_HEAD_TO_HEAD = KNOB_HEADERS | {"tflops": "TF/s", "kv_compression": 
 @st.fragment
 def _results_table(rows: list[dict], knob: str, head_to_head: bool) -> None:
     """A fragment: the "All columns" toggle redraws the table of the same sweep, not the page (its sweep)."""
-    all_columns = tables.all_columns_toggle("sw.all_columns", "Throughput, requests finished, why a run stopped")
+    all_columns = tables.all_columns_toggle("sw.all_columns", "Throughput, whether each run settles, requests finished, why a run stopped")
     compact = COMPACT_SWEEP_COLUMNS_VS if head_to_head else COMPACT_SWEEP_COLUMNS
     num = st.column_config.NumberColumn
     # thousands separators (an overloaded point's TTFT p99 read 466455.2 ms); a point without a result: "–", not "None"
@@ -324,6 +350,8 @@ def _results_table(rows: list[dict], knob: str, head_to_head: bool) -> None:
         "goodput req/s": num("goodput", format="%,.1f req/s", help="Requests meeting both SLOs per second, steady state"),
         "TTFT p99 (ms)": num("TTFT p99", format="%,.0f ms", help="Time to first token, 99th percentile, steady state"),
         "TPOT p99 (ms)": num("TPOT p99", format="%,.1f ms", help="Time per output token, 99th percentile, steady state"),
+        "steady state": st.column_config.TextColumn(help="Whether the run settles: its figures are a steady state's "
+                                                     "(open markers in the charts: they are not)"),
         "finished": num(format="localized", help="Requests finished in the run"),
         "stopped": st.column_config.TextColumn(help="Why the run ended before its last request finished (in full under the table)"),
     })  # fmt: skip
@@ -401,11 +429,14 @@ def main() -> None:
                                 help="Repeat every point with this many seeds: the charts draw the min–max band, "
                                 "capacity becomes an interval."))  # fmt: skip
     objective = RULES[rule]
-    steady = knob == "rate" and st.checkbox(
-        "Steady-state run length", value=True, key="sw.steady",
-        help="Each rate runs long enough that a 4× longer run moves the capacity by < 5 % (a warm-up of "
-        f"{steady_warmup_s(cfg):,.0f} s for this traffic and these SLOs, then 8× that), instead of the current "
-        f"{cfg.workload.num_requests:,} requests.")  # fmt: skip
+    # Another knob's points run the current length unless asked: a replica sweep of the router preset's 400 requests
+    # settles at no point (they arrive in 7 s); its steady length, 38,280 requests a point, is slower but says it.
+    steady = rate_applies(cfg) and st.checkbox(
+        "Steady-state run length", value=knob == "rate", key="sw.steady" if knob == "rate" else "sw.steady_other",
+        help=f"Each {'rate' if knob == 'rate' else 'point'} runs long enough that a 4× longer run moves the capacity by "
+        f"< 5 % (a warm-up of {steady_warmup_s(cfg):,.0f} s for this traffic and these SLOs, then 8× that: "
+        f"{steady_run_length(cfg, cfg.workload.arrival.rate_per_s):,} requests at the current rate), instead of the "
+        f"current {cfg.workload.num_requests:,} requests.")  # fmt: skip
     vs = st.selectbox("Also sweep this strategy (head to head)", engines, index=engines.index(vs_default) if vs_default in engines else 0,
                       key="sw.vs", format_func=lambda e: e if e == NO_ENGINE else read_preset_data("engines", e)["scheduler"]["name"])  # fmt: skip
     # (capacity is a rate sweep's answer: beside another knob's it defined a figure the page does not give; the rule
@@ -495,8 +526,10 @@ def main() -> None:
     settled = [(name, p) for name, p in notes if not any(p is q for _, q in behind)]
     if settled:
         name, p = settled[0]
+        longer = (" Tick Steady-state run length to run every point long enough to settle." if knob != "rate" and not steady
+                  and rate_applies(cfg) else "")  # fmt: skip
         st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
-                f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}")  # fmt: skip
+                f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip
     # side by side on a wide page, stacked (each the page's width) on a phone or a narrow window (app CSS)
     for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps), ("tput", "goodput", "latency")):
         with col:
@@ -516,7 +549,7 @@ def main() -> None:
     rows = [{"setup": name, knob: p.value, **({} if p.summary is None else {
         "output tok/s": _steady_metric(p, "output_tokens_per_s"), "goodput req/s": _steady_metric(p, "goodput_requests_per_s"),
         "TTFT p99 (ms)": _steady_metric(p, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": _steady_metric(p, "tpot_p99_s") * 1e3,
-        "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
+        "steady state": _settles_text(p), "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
     _results_table(rows, knob, head_to_head=len(curves) > 1)
     if (said := missing_values_sentence(curves, knob)) is not None:  # (the cells read "–" with no word of why)

@@ -1125,6 +1125,36 @@ def test_the_sweep_tables_rate_column_names_its_unit():
     assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "rate: arrival rate (requests/s)"
 
 
+def test_a_sweep_point_that_cannot_settle_is_drawn_open_said_so_and_not_the_answer():
+    # the router preset's replica sweep drew 44 and 58 req/s of steady goodput at 2 and 3 replicas, beside 8's 60,
+    # where 7-9 req/s finished: the runs cannot settle (their notes), and the chart and table did not say so
+    import json
+
+    at = linked_page(PAGES[2], preset="cluster-router-4xh100-llama8b", sweep="replicas", start="2", stop="8", n="4")
+    assert not at.exception
+    table = at.dataframe[0].value
+    said = dict(zip(table["replicas"], table["steady state"]))
+    assert said[2] == "no: too short" or said[2].startswith("no"), said
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    goodput = figs[1]
+    markers = [t for t in goodput["data"] if t.get("mode") == "lines+markers"][0]["marker"]["symbol"]
+    assert markers == ["circle" if s == "yes" else "circle-open" for s in table["steady state"]]
+    assert "open: no steady state (note below)" in [t.get("name") for t in goodput["data"]]
+    answer = next(m.value for m in at.markdown if "most goodput at" in m.value)
+    settled = table[table["steady state"] == "yes"]
+    if len(settled):  # the answer is a settled point's
+        best = settled.loc[settled["goodput req/s"].idxmax(), "replicas"]
+        assert f"most goodput at replicas = {best:g}" in answer, answer
+    # every point too short: the page offers the steady length, and with it the runs settle where they keep up
+    assert "Tick Steady-state run length" in " ".join(i.value for i in at.info)
+    at.checkbox(key="sw.steady_other").check().run(timeout=180)
+    assert not at.exception
+    said = dict(zip(*(at.dataframe[0].value[c] for c in ("replicas", "steady state"))))
+    assert said[8] == "yes" and said[2].startswith("no"), said
+    answer = next(m.value for m in at.markdown if "most goodput at" in m.value)
+    assert "in a run too short to settle" not in answer, answer
+
+
 def test_the_sweep_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away():
     # At 390 px its eight columns scrolled sideways (630 px in a 356-px box) with the setup, the rate and the throughput in
     # view and the latencies out of it. It opens, as Plan's does, on those that fit (the knob, goodput and latencies, and
@@ -1140,7 +1170,7 @@ def test_the_sweep_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_o
     assert list(table.proto.column_order) == ["setup", "rate", "goodput req/s", "TTFT p99 (ms)", "TPOT p99 (ms)"]
     columns = json.loads(table.proto.columns)
     assert sum(columns[c]["width"] for c in table.proto.column_order) <= PHONE_TABLE_PX  # (test_browser measures it)
-    assert at.toggle(key="sw.all_columns").value is False and len(table.value.columns) == 8
+    assert at.toggle(key="sw.all_columns").value is False and len(table.value.columns) == 9
     at.toggle(key="sw.all_columns").set_value(True).run()
     full = at.dataframe[0]
     assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["setup"]["pinned"] is True
@@ -1823,6 +1853,19 @@ def test_compare_gives_steady_state_throughput_beside_the_whole_runs():
     whole = df.loc["Goodput"]
     assert steady["B / A"] != whole["B / A"] and steady["B / A"] == "1.00×", (steady, whole)
     assert any("drain" in c.value for c in at.caption)
+
+
+def test_compare_leaves_out_the_steady_rows_of_a_side_whose_run_cannot_settle():
+    # the router preset at 2 replicas read "Goodput, steady state 44.25 req/s" where 6.7 req/s finished: its window
+    # cannot say (Simulate does not show it); the rows read "–" and the caption gives the side's note
+    at = open_page(PAGES[1], a_preset="cluster-router-4xh100-llama8b", **{"a_deployment.replicas": "2"},
+                   b_preset="cluster-router-4xh100-llama8b")  # fmt: skip
+    assert not at.exception
+    df = at.table[0].value
+    for row in ("Goodput, steady state", "Output throughput, steady state"):
+        assert df.loc[row]["A"] == "–" and df.loc[row]["B / A"] == "–", df.loc[row]
+    said = " ".join(c.value for c in at.caption)
+    assert "A's steady-state rows: " in said and "B's steady-state rows: " in said  # (both 400-request runs too short)
 
 
 def test_compare_opens_a_link_that_names_one_side():

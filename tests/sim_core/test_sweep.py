@@ -360,3 +360,19 @@ def test_a_knob_with_one_value_says_why_it_cannot_be_swept():
     with pytest.raises(PresetError, match="can only be 1"):
         check_range("prefill_instances", 1, 1, cfg)
     assert single_value("prefill_instances", load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")) is None
+
+
+def test_a_steady_length_sweep_of_another_knob_runs_each_point_at_the_configs_rate_for_its_steady_length():
+    # a replica sweep of the router preset's 400 requests settled at no point (they arrive in 7 s); the Sweep page
+    # offers the steady length for every knob, at the config's rate; arrivals without a rate keep their length
+    from sim_core.sweep import run_sweep, steady_run_length
+
+    cfg = make_config(workload__num_requests=40, slo__ttft_s=0.2, slo__tpot_s=0.01,
+                      workload__output_tokens={"dist": "fixed", "mean": 8, "min": 1, "max": 8})  # fmt: skip
+    (p,) = run_sweep(cfg, "max_num_seqs", [64], steady_length=True)
+    assert p.summary.num_requests == steady_run_length(cfg, cfg.workload.arrival.rate_per_s) > 40
+    (fixed,) = run_sweep(cfg, "max_num_seqs", [64])
+    assert fixed.summary.num_requests == 40
+    offline = make_config(workload__num_requests=40, workload__arrival__process="offline")
+    (q,) = run_sweep(offline, "max_num_seqs", [64], steady_length=True)
+    assert q.summary.num_requests == 40
