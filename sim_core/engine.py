@@ -158,7 +158,10 @@ class Engine:
         if self.rec.num_ticks >= lim.max_ticks and not self._idle_row_goes_on():
             return self._stop(f"stopped after {counted(lim.max_ticks, 'tick')} (limits.max_ticks)")
         if st.now_s >= lim.max_sim_time_s:
-            return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s)")
+            # (a tick that started before the limit ends past it: a 0.001 GB/s link's one tick ran to 32,161 s, and the
+            # run said it stopped at 3,600 s beside a Finished card of 32,161 s)
+            past = f"; its last tick, begun before it, ended at {st.now_s:,.6g} s" if st.now_s > lim.max_sim_time_s else ""
+            return self._stop(f"stopped at {lim.max_sim_time_s:g} s of simulated time (limits.max_sim_time_s){past}")
         if self.meter is not None and (over := self.meter.over(self)):  # the server's budget (sim_core/budget.py)
             return self._stop(over)
         st.admit_arrivals()

@@ -259,6 +259,9 @@ def _draw(spec: Spec, cfg: SimConfig) -> None:
             st.session_state[key] = cast(value)
         widget = st.slider if spec.kind == "slider" else st.number_input
         kwargs = {"format": spec.fmt} if spec.fmt and widget is st.number_input else {}
+        if widget is st.slider and not is_int and value is not None and 0 < abs(value) < 0.01:
+            # (a link's 0.001 GB/s widened the travel to hold it and showed "0.00": significant digits, not two decimals)
+            kwargs["format"] = "%.3g"
         widget(label, min_value=lo, max_value=hi, step=cast(spec.step), key=key, help=help_, **kwargs)
 
 

@@ -124,3 +124,12 @@ def test_the_deployment_boxes_take_their_range_from_the_config_model():
     link = ("deployment", "disaggregation", "link")
     assert (at.number_input(key="w.dep.bw").min, at.number_input(key="w.dep.bw").max) == field_bounds((*link, "bandwidth_gb_per_s"))
     assert (at.number_input(key="w.dep.lat").min, at.number_input(key="w.dep.lat").max) == field_bounds((*link, "latency_us"))
+
+
+def test_a_linked_value_below_a_sliders_travel_is_shown_in_significant_digits():
+    # ?hardware.hbm_bandwidth_gb_per_s=0.001 widened the slider to hold it (the model allows it) and showed "0.00"
+    at = app(**{"hardware.hbm_bandwidth_gb_per_s": "0.001"}).run()
+    assert not at.exception
+    slider = at.slider(key="w.hardware.hbm_bandwidth_gb_per_s")
+    assert slider.value == 0.001 and slider.min == 0.001 and slider.proto.format == "%.3g"
+    assert app(preset="chat-h100-llama8b").run().slider(key="w.hardware.hbm_bandwidth_gb_per_s").proto.format != "%.3g"

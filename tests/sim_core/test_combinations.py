@@ -330,3 +330,15 @@ def test_a_budget_stop_after_one_instances_time_limit_is_the_reason_the_deployme
     assert res.instances[0].result.summary.stopped_reason.startswith("stopped at 5 s of simulated time")
     unbounded = run_deployment(cfg)  # (without the budget the prefill instance's time limit is the reason)
     assert unbounded.summary.stopped_reason.startswith("prefill 0: stopped at 5 s of simulated time")
+
+
+def test_a_tick_that_ends_past_the_time_limit_is_said_with_where_it_ended():
+    # at 0.001 GB/s of HBM one tick runs to 32,161 s: the run said it stopped at 3,600 s beside a Finished card of
+    # 32,161 s (the tick began before the limit; the guard stops the next one)
+    from tests.conftest import make_config
+
+    res = run_simulation(make_config(hardware__hbm_bandwidth_gb_per_s=0.001, workload__num_requests=4))
+    reason = res.summary.stopped_reason
+    assert reason.startswith("stopped at 3600 s of simulated time (limits.max_sim_time_s); its last tick, begun before it, ended at ")
+    ended_s = float(reason.split("ended at ")[1].split(" s")[0].replace(",", ""))
+    assert ended_s == pytest.approx(res.summary.simulated_time_s, rel=1e-5) and ended_s > 3600
