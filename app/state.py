@@ -316,9 +316,20 @@ def _refused_in_order(base: dict[str, Any], values: dict[str, Any]) -> dict[str,
             _validated(base, held | {path: value})
             held[path] = value
         except (PresetError, ValidationError) as err:
-            refused[path] = _problem(err)
+            problem = _problem(err)
+            # (the rule names another field, the preset's: "Invalid link: scheduler.max_num_batched_tokens = 2048: must
+            # be >= scheduler.max_num_seqs (4096) ..." for ?scheduler.max_num_seqs=4096 blamed a field the link never set)
+            said = problem.removeprefix("Invalid link: ")
+            refused[path] = problem if said.startswith(path) else (
+                f"Invalid link: {path} = {shown_value(value)} does not hold with the preset's other values: {said}")  # fmt: skip
     # (each held one at a time yet not all together: cannot happen, but never loop without dropping one)
     return refused or {path: "the link's values do not hold together" for path in values}
+
+
+def shown_value(value: Any) -> str:
+    """A link value as a message quotes it: short, as text (a number as typed, a string in quotes)."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value) if isinstance(value, int | float | bool) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _problem(err: PresetError | ValidationError) -> str:

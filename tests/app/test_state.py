@@ -136,6 +136,10 @@ def test_a_readable_link_can_put_a_single_engine_preset_behind_a_router():
     ({"scheduler": "5"}, "scheduler = 5"),
     ({"hardware": '{"preset": "nosuch"}'}, "unknown hardware preset 'nosuch'"),
     ({"scheduler.max_num_batched_tokens": "16"}, "scheduler.max_num_batched_tokens = 16: must be >= scheduler.max_num_seqs (256)"),  # a rule of the config
+    # the rule names the preset's field, not the link's: the link's value leads ("Invalid link: scheduler.
+    # max_num_batched_tokens = 2048: ..." blamed a field the link never set)
+    ({"scheduler.max_num_seqs": "4096"}, "Invalid link: scheduler.max_num_seqs = 4096 does not hold with the preset's other "
+     "values: scheduler.max_num_batched_tokens = "),
 ])  # fmt: skip
 def test_a_bad_readable_override_is_named_and_dropped_keeping_the_preset_and_the_others(params, needle):
     # one bad value threw away the link's preset and every other value: the default scenario (a Llama-8B on one H100)
