@@ -208,7 +208,9 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
     if kv_bytes <= block_bytes:
         raise MemoryPlanError(
             f"Out of memory: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
-            f"{gib(max(kv_bytes, 0))} for the KV cache ({f('hardware.memory_gib')} = {hw.memory_gib:g} GiB per GPU less "
+            # (how far short: "leave 0.00 GiB" read the same for 8 GiB of an 8B model's 15.5 as for a few MiB)
+            f"{gib(max(kv_bytes, 0))} for the KV cache, {gib(block_bytes - kv_bytes)} short of one "
+            f"{kv.block_size}-token block ({f('hardware.memory_gib')} = {hw.memory_gib:g} GiB per GPU less "
             f"{CUDA_RESERVED_BYTES / GIB:g} GiB for the CUDA context, gpu_memory_utilization "
             f"{kv.gpu_memory_utilization:g}, memory rule {kv.memory_rule!r}). "
             + (f"Under SGLang's rule the activations must fit in the {1 - kv.gpu_memory_utilization:.2f} of memory "

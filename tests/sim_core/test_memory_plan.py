@@ -158,3 +158,22 @@ def test_a_context_the_kv_cache_cannot_hold_is_noted_as_vllm_would_refuse_it(cap
     assert memory_notes(default, plan_memory(default)) == []
     assert main(["run", "chat-l4-llama8b", "--set", "workload.num_requests=20", "--set", "model.max_model_len=131072"]) == 0
     assert "NOTE: vLLM would refuse to start this configuration" in capsys.readouterr().out
+
+
+def test_out_of_memory_says_how_far_short_it_is():
+    # 8 GiB for an 8B model's 15.5 GiB read "leave 0.00 GiB for the KV cache", as a few MiB short would
+    import re
+
+    from sim_core import load_preset
+    from sim_core.cli import apply_overrides
+    from sim_core.costmodel import MemoryPlanError, kv_pool_bytes, plan_memory
+
+    for gib in (8, 15.9):
+        cfg = apply_overrides(load_preset("chat-h100-llama8b"), [f"hardware.memory_gib={gib}"])
+        with pytest.raises(MemoryPlanError) as err:
+            plan_memory(cfg)
+        short = re.search(r"for the KV cache, ([\d.]+) GiB short of one 16-token block", str(err.value))
+        assert short, str(err.value)
+        kv_bytes = kv_pool_bytes(cfg)[3]
+        block_bytes = 16 * 2 * 32 * 8 * 128 * 2  # a block of Llama-3.1-8B: 16 tokens x K and V x 32 layers x 8 heads x 128 x 2 B
+        assert float(short.group(1)) == pytest.approx((block_bytes - kv_bytes) / 2**30, abs=0.005)
