@@ -211,6 +211,9 @@ def main() -> None:
     # (kept per pair by B's key: a config's settings are too large to keep with an uploaded trace; the line is small)
     if (differ := derived(a, ("differences", config_key(b)), lambda c: setup_differences(c, b))) is not None:
         st.caption(plain(differ))
+    else:  # (a link whose two sides both fell back to the default compared a setup with itself, every ratio 1.00x)
+        st.info("A and B are the same setup, so every ratio below is 1.00×: change a setting of one side (below, or "
+                "a link's a_… and b_… values).", icon=":material/info:")  # fmt: skip
     if (note := calibration_difference(a, b)) is not None:  # (an engine preset brings its family's measured overheads)
         st.info(plain(note), icon=":material/info:")
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone

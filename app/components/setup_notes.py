@@ -55,6 +55,9 @@ def calibration_difference(a: SimConfig, b: SimConfig, names: tuple[str, str] = 
             "(sidebar, Calibration).")
 
 
+MORE_NAMES = 12  # fields past MAX_FIELDS named without their values
+
+
 def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
     """The settings in which B differs from A, by dotted path with both values, at most MAX_FIELDS of them (None: none).
     Why: Compare named both sides by their preset ("kv-pressure-a100-llama8b · vLLM V0" twice) while B swapped, so the
@@ -67,5 +70,8 @@ def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
         return None
     short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731
     shown = "; ".join(f"{k} {short(va.get(k, '–'))} → {short(vb.get(k, '–'))}" for k in paths[:MAX_FIELDS])
-    more = f" and {len(paths) - MAX_FIELDS} more" if len(paths) > MAX_FIELDS else ""
+    # the rest by name (", and 3 more" left the reader no way to see which): at most MORE_NAMES of them
+    rest = paths[MAX_FIELDS:]
+    more = (f"; also in {', '.join(rest[:MORE_NAMES])}" + (f" and {len(rest) - MORE_NAMES} more" if len(rest) > MORE_NAMES else "")
+            if rest else "")  # fmt: skip
     return f"B differs from A in {shown}{more}."

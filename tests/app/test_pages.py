@@ -1868,6 +1868,14 @@ def test_compare_leaves_out_the_steady_rows_of_a_side_whose_run_cannot_settle():
     assert "A's steady-state rows: " in said and "B's steady-state rows: " in said  # (both 400-request runs too short)
 
 
+def test_compare_says_when_its_two_sides_are_the_same_setup():
+    # a link whose two sides both fell back to the default compared a setup with itself, every ratio 1.00x, unsaid
+    at = open_page(PAGES[1], a_preset="doesnotexist", **{"b_scheduler.max_num_seqs": "0"})
+    assert not at.exception
+    assert any(i.value.startswith("A and B are the same setup") for i in at.info)
+    assert not any(i.value.startswith("A and B are the same setup") for i in open_page(PAGES[1]).info)
+
+
 def test_compare_opens_a_link_that_names_one_side():
     # ?b_preset=engine-orca alone was dropped without a word: B opened on its default, and the address was rewritten
     at = open_page(PAGES[1], b_preset="engine-orca")

@@ -36,3 +36,29 @@ def test_compare_and_a_head_to_head_sweep_say_when_the_sides_are_priced_apart():
     assert "vLLM V1 and Sarathi-Serve are priced with different calibrations" in notes, notes
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="8", n="2")
     assert not any("priced with different calibrations" in i.value for i in at.info)
+
+
+def test_compare_names_every_setting_b_changes_the_first_with_values_the_rest_by_name():
+    # both sides read "kv-pressure-a100-llama8b · vLLM V0" while B swapped: the one knob compared was said nowhere; and
+    # past six settings ", and 3 more" left no way to see which
+    from app.components.setup_notes import MAX_FIELDS, MORE_NAMES, setup_differences
+    from sim_core import load_preset
+    from sim_core.cli import apply_overrides
+
+    a = load_preset("kv-pressure-a100-llama8b")
+    assert setup_differences(a, a) is None
+    swap = apply_overrides(a, ["scheduler.preemption=swap"])
+    assert setup_differences(a, swap) == "B differs from A in scheduler.preemption recompute → swap."
+    said = setup_differences(load_preset("chat-h100-llama8b"), load_preset("cluster-router-4xh100-llama8b"))
+    shown, _, rest = said.partition("; also in ")
+    assert shown.count(" → ") == MAX_FIELDS and rest and "deployment.replicas" in rest and " → " not in rest
+    many = apply_overrides(a, [f"scheduler.max_num_seqs={7}", "seed=3", "workload.num_requests=77",
+                               "workload.arrival.rate_per_s=2", "slo.ttft_s=3", "slo.tpot_s=0.2", "hardware.memory_gib=79",
+                               "hardware.peak_tflops=300", "hardware.hbm_bandwidth_gb_per_s=2000", "kv_cache.block_size=32",
+                               "kv_cache.gpu_memory_utilization=0.8", "scheduler.queue_order=shortest_prompt_first", "limits.max_ticks=99999",
+                               "model.max_model_len=65536", "workload.prompt_tokens.mean=300", "workload.output_tokens.mean=90",
+                               "calibration.tick_overhead_ms=3", "scheduler.preemption=swap", "workload.name=x", "name=y",
+                               "hardware.num_gpus=2", "scheduler.max_num_batched_tokens=32768"])  # fmt: skip
+    said = setup_differences(a, many)
+    rest = said.partition("; also in ")[2]
+    assert len(rest.split(" and ")[0].split(", ")) == MORE_NAMES and rest.rstrip(".").endswith("more")
