@@ -86,16 +86,27 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
     defaults = (start_d, stop_d, 8)
     if not {"start", "stop", "n"} & set(params):
         return *defaults, None
-    try:
-        # (read as numbers: an integer knob's 1.5 is named by check_range with the knob, as the CLI's --start is)
-        start = _link_number(params, "start", parse_float_text, start_d)
-        stop = _link_number(params, "stop", parse_float_text, stop_d)
-        n = _link_number(params, "n", parse_int_text, 8)
-        check_range(knob, start, stop, cfg)  # each problem names the parameter and its value
-        if not 2 <= n <= MAX_POINTS:
-            raise ValueError(f"n = {n}: n must be 2 to {MAX_POINTS}")
-    except ValueError as err:
-        return *defaults, f"The sweep link's start, stop or n cannot be used ({err}); using defaults."
+    # Every problem named, not the first alone (?start=abc&n=99 named start, and n's 99 was replaced without a word);
+    # read as numbers: an integer knob's 1.5 is named by check_range with the knob, as the CLI's --start is
+    problems: list[str] = []
+    values = []
+    for name, parse, default in (("start", parse_float_text, start_d), ("stop", parse_float_text, stop_d),
+                                 ("n", parse_int_text, 8)):  # fmt: skip
+        try:
+            values.append(_link_number(params, name, parse, default))
+        except ValueError as err:
+            problems.append(str(err))
+            values.append(None)
+    start, stop, n = values
+    if n is not None and not 2 <= n <= MAX_POINTS:
+        problems.append(f"n = {n}: n must be 2 to {MAX_POINTS}")
+    if start is not None and stop is not None:
+        try:
+            check_range(knob, start, stop, cfg)  # each problem names the parameter and its value
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        return *defaults, f"The sweep link's start, stop or n cannot be used ({'; '.join(problems)}); using defaults."
     return start, stop, n, None
 
 

@@ -187,6 +187,8 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/about.py", {"present": "yes"}, "The link's present = 'yes' is not used (allowed: 1, presenter mode)."),
     # and a range value that is not a number is named with its parameter (it said only "'abc' is not a number")
     ("app_pages/sweep.py", {"sweep": "rate", "start": "abc"}, "(start: 'abc' is not a number)"),
+    # every problem of the range, not the first alone (n's 99 was replaced without a word)
+    ("app_pages/sweep.py", {"sweep": "rate", "start": "abc", "n": "99"}, "(start: 'abc' is not a number; n = 99: n must be 2 to 16)"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
     # the Glossary said nothing of a link it could not use; Simulate took ?lesson= without a word; Learn's list of
     # lessons left out that a number opens one too
