@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sim_core.config import SimConfig, format_validation_error, replaced_by_trace
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
+from sim_core.inputs import did_you_mean
 from sim_core.presets import PRESETS_DIR, PresetError, list_presets, load_preset
-from sim_core.result import SimResult
+from sim_core.result import SimResult, Summary
 from sim_core.sweep import with_value
 
 LESSONS_DIR = PRESETS_DIR / "lessons"
@@ -83,6 +84,9 @@ class Lesson(BaseModel):
     question: str
     answer: str
     expect: Expectation
+    # (lesson 1 asks whether TTFT or TPOT suffers more, and its panel showed TPOT alone)
+    also_show: tuple[str, ...] = Field((), max_length=3, description="More metrics the Run-both panel shows after "
+                                       "expect.metric, for a question that weighs several: Summary fields.")
     claims: tuple[Claim, ...] = ()
     also: tuple[SeeAlso, ...] = Field((), description="Presets the lesson's text refers to, each opened by a button.")
 
@@ -114,6 +118,10 @@ def parse_lesson(raw: Any, source: str) -> Lesson:
         lesson = Lesson.model_validate(raw)
     except ValidationError as err:
         raise PresetError(format_validation_error(err, f"lesson {source}", Lesson)) from None
+    for i, metric in enumerate(lesson.also_show):
+        if metric not in Summary.model_fields:
+            raise PresetError(f"lesson {source}: also_show[{i}] = {metric[:80]!r}: not a metric of a run's summary"
+                              f"{did_you_mean(metric, list(Summary.model_fields))}")  # fmt: skip
     named = [("scenario", lesson.scenario), ("mechanism", lesson.mechanism)]
     named += [(f"also[{i}].preset", x.preset) for i, x in enumerate(lesson.also)]
     for field, name in named:

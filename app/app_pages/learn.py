@@ -26,6 +26,7 @@ METRIC_LABELS = {  # label, kind of value (claims.fmt_metric_value)
     "mean_batch_size": ("mean batch", "seqs"),
     "e2e_p99_s": ("E2E p99", "s"), "goodput_requests_per_s": ("goodput", "req/s"),
     "ttft_p99_s": ("TTFT p99", "s"), "slo_attainment": ("requests meeting the SLOs", "share"),
+    "ttft_p50_s": ("TTFT p50", "s"),
 }  # fmt: skip
 WORKSHOP_PARAMS = ("workshop", "reveal")
 
@@ -166,14 +167,14 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
 
 def _run_both(lesson: Lesson, box) -> None:
     with box:
-        label = METRIC_LABELS.get(lesson.expect.metric, (lesson.expect.metric,))[0]
         labels = workshop.side_labels(lesson)
         cols = st.container(key="lesson_both").columns(2)  # (labels that wrap: app CSS)
         for step, col in enumerate(cols):
             out = runner.run(lesson.config(step))
-            value = metric_value(lesson.expect.metric, out.result)
-            col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(lesson.expect.metric, value), label,
-                       delta_color="off", delta_arrow="off")  # fmt: skip
+            for metric in (lesson.expect.metric, *lesson.also_show):  # (the lesson's metric, then any it weighs it against)
+                label = METRIC_LABELS.get(metric, (metric,))[0]
+                col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(metric, metric_value(metric, out.result)),
+                           label, delta_color="off", delta_arrow="off")  # fmt: skip
             if out.error:
                 col.caption(plain(out.error))
             elif _stopped(out.result):

@@ -557,6 +557,29 @@ def test_a_workshop_value_learn_cannot_use_is_named_once_and_left_out_of_the_add
     assert kept.query_params["workshop"] == "1" and kept.query_params["reveal"] == "all"
 
 
+def test_run_both_shows_every_metric_a_lessons_question_weighs():
+    # lesson 1 asks whether TTFT or TPOT suffers more when bandwidth halves; its panel showed TPOT alone
+    from sim_core.lessons import metric_value, run_lesson_step
+
+    at = open_page(PAGES[3], lesson="roofline", workshop="1", reveal="roofline")
+    assert not at.exception
+    shown = [(m.delta, m.value) for m in at.metric]
+    assert [d for d, _ in shown] == ["TPOT p50", "TTFT p50", "TPOT p50", "TTFT p50"], shown
+    ttft_ms = [metric_value("ttft_p50_s", run_lesson_step(load_lessons()[0], k)) * 1e3 for k in (0, 1)]
+    assert shown[1][1] == f"{ttft_ms[0]:.1f} ms" and shown[3][1] == f"{ttft_ms[1]:.1f} ms", (shown, ttft_ms)
+
+
+def test_a_lesson_naming_a_metric_no_run_has_is_refused_with_the_one_meant():
+    import json
+
+    from sim_core import PresetError
+    from sim_core.lessons import LESSONS_DIR, parse_lesson
+
+    raw = json.loads((LESSONS_DIR / "01-roofline.json").read_text())
+    with pytest.raises(PresetError, match=r"also_show\[0\] = 'ttft_p5_s': not a metric of a run's summary \(did you mean 'ttft_p50_s'"):
+        parse_lesson(raw | {"also_show": ["ttft_p5_s"]}, "01-roofline.json")
+
+
 @pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt", "admission-kv-pressure"])
 def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"; the
