@@ -198,8 +198,12 @@ def steady_state(cfg: SimConfig, req: RequestTable, tl: Timeline, events: Events
 # queue grew across the window (an overloaded server's, once its batch has had time to fill).
 OVERLOAD_TTFT_GROWTH = 2.0
 # A server keeps up when its steady window completes at least this share of the requests arriving in it (capacity's
-# rule, `sweep.keeps_up`, and the steady note's test of an overloaded run).
+# rule, `sweep.keeps_up`, on runs of a steady-state length).
 KEEP_UP_FRACTION = 0.97
+# The steady note calls a run overloaded only below this share (with its TTFT growing): a short run's window wanders by
+# a few % (engine-article-priority's 300 requests completed 96.6 % of arrivals, its TTFT median 85 -> 187 ms, and
+# kept up at 2,000 requests: 2.51 of 2.51 req/s); lesson 15's overloaded 3,000 completed 87 %, kv-pressure's 80 %.
+OVERLOAD_COMPLETION_FRACTION = 0.9
 
 
 def _seconds_text(x_s: float) -> str:
@@ -212,7 +216,8 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
     """Why a run's steady-state figures cannot be trusted, or None.
 
     A run is overloaded when its warm-up outlasted a request's decoding (the batch has filled), the queue grew across
-    the window (OVERLOAD_TTFT_GROWTH) and it did not keep up (KEEP_UP_FRACTION): its end-to-end time grows with the run.
+    the window (OVERLOAD_TTFT_GROWTH) and it fell behind (OVERLOAD_COMPLETION_FRACTION): its end-to-end time grows with
+    the run.
     Else a warm-up shorter than a request's mean end-to-end time is a server still filling. The note advised lesson
     15's 3,000 requests at 24 req/s to "Run about 4,000 requests or more", where a longer run only grows the queue; and
     a replica sweep's 38,280 requests on 4 replicas, whose TTFT p99 reached 88 s, had no note (its warm-up outlasted
@@ -225,7 +230,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / steady_window_share())):,} requests.")
     first_q_s, last_q_s = ttft_quarters_s
     if (warmup_s >= mean_decode_s and last_q_s >= OVERLOAD_TTFT_GROWTH * first_q_s
-            and completed_per_s < KEEP_UP_FRACTION * offered_per_s):  # fmt: skip
+            and completed_per_s < OVERLOAD_COMPLETION_FRACTION * offered_per_s):  # fmt: skip
         return (f"Overloaded: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s offered, "
                 f"{completed_per_s:,.2f} completed in the steady window), so its queue grows: the median TTFT rose from "
                 f"{_seconds_text(first_q_s)} in the window's first quarter of arrivals to {_seconds_text(last_q_s)} in its "

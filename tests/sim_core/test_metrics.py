@@ -73,11 +73,11 @@ def test_an_overloaded_run_says_so_and_does_not_advise_a_longer_run():
        offered=st_.floats(0.1, 100), done=st_.floats(0.1, 100))
 def test_the_note_calls_a_run_overloaded_only_when_filled_its_queue_growing_and_falling_behind(
         warmup_s, e2e_s, decode_s, first_q_s, growth, offered, done):  # fmt: skip
-    from sim_core.metrics import KEEP_UP_FRACTION, OVERLOAD_TTFT_GROWTH, _steady_note
+    from sim_core.metrics import OVERLOAD_COMPLETION_FRACTION, OVERLOAD_TTFT_GROWTH, _steady_note
 
-    assume(abs(done - KEEP_UP_FRACTION * offered) > 1e-9 * offered)  # (off the keep-up edge)
+    assume(abs(done - OVERLOAD_COMPLETION_FRACTION * offered) > 1e-9 * offered)  # (off the keep-up edge)
     note = _steady_note(5000, 4000, 0, warmup_s, e2e_s, decode_s, (first_q_s, first_q_s * growth), offered, done)
-    overloaded = decode_s <= warmup_s and growth >= OVERLOAD_TTFT_GROWTH and done < KEEP_UP_FRACTION * offered
+    overloaded = decode_s <= warmup_s and growth >= OVERLOAD_TTFT_GROWTH and done < OVERLOAD_COMPLETION_FRACTION * offered
     assert (note is not None and note.startswith("Overloaded")) == overloaded
     # otherwise a note only where the warm-up is shorter than a request's end-to-end time (still filling)
     assert (note is None) == (not overloaded and warmup_s >= e2e_s)
