@@ -142,6 +142,11 @@ def test_the_roofline_tab_shows_the_compute_bound_share_and_mfu_lesson_13_quotes
         at.run()
         said = " ".join(c.value for c in at.caption)
         assert f"{share} of the busy time in compute-bound ticks" in said and f"MFU {mfu} and MBU" in said, said
+        # where a tick turns compute-bound: the calibrated roof's knee (dots left of the datasheet's ridge counted)
+        from sim_core.costmodel import CostModel
+
+        cm = CostModel(lesson.config(step))
+        assert f"past the calibrated roof's knee, about {cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s:,.0f} FLOP/byte" in said
 
 
 def test_a_shared_link_reproduces_config_and_numbers():
@@ -486,7 +491,7 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     assert not at.exception and not at.error
     look = next(t.value for t in at.text if "“" in t.value)
     assert "✗" not in look, look
-    assert len(at.metric) == 2  # the two sides, side by side
+    assert len(at.metric) == 2 * (1 + len(lesson.also_show))  # the two sides, side by side (each its metrics)
     # a run the server's wall-clock budget stopped (a loaded machine, not the lesson) is named, its claims unjudged
     unjudged = look.count("? not checked, a run stopped early")
     assert look.count("✓") + unjudged == len(lesson.claims), look
