@@ -28,9 +28,14 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
 MAX_TP = 64  # most GPUs of one engine instance (hardware.num_gpus, a pool's tensor_parallel)
 MAX_SEED = 2**32 - 1  # the largest seed (32-bit unsigned): a config's, a trace sample's, a seed band's wrap
-# prefix_affinity / cache_aware: the share of a prompt's full blocks a cached prefix must exceed for the router to follow
-# it (SGLang's cache_threshold default); the router reads it, the router's description states it
-CACHE_THRESHOLD = 0.5
+# prefix_affinity / cache_aware: SGLang's router as people launch it, whose defaults are its launchers' (sgl-router's CLI,
+# src/main.rs `CliArgs` and `parse_policy`, sglang commit 0129b02; the Python launcher's `RouterArgs`, py_src/sglang_router/
+# router_args.py, commit 083d601: 0.3, 64, 1.5, max_tree_size 2**26 characters), not the library's `CacheAwareConfig::
+# default()` (src/policies/mod.rs, commit 08fc574: 0.5, 32, 1.1, 10,000), which only code building the policy itself gets.
+# The router reads them, the router's description states them.
+CACHE_THRESHOLD = 0.3  # the share of a prompt's full blocks a cached prefix must exceed for the router to follow it
+BALANCE_ABS_THRESHOLD = 64  # outstanding requests: max - min above this ...
+BALANCE_REL_THRESHOLD = 1.5  # ... and max above this x min: imbalanced, route by load
 # the longest run (limits.max_sim_time_s's largest value), s; a trace's arrival times share the bound, since a request
 # arriving later than any run can last is never simulated (1e300 s ran to the time limit and only then said so)
 MAX_SIM_TIME_S = 1e7
@@ -842,8 +847,9 @@ class DeploymentConfig(StrictModel):
         "round_robin",
         description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
-        f"rule: the instance caching the longest prefix if it covers > {CACHE_THRESHOLD * 100:g} % of the prompt and loads are balanced, "
-        "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
+        f"rule, its launcher's defaults: the instance caching the longest prefix if it covers > {CACHE_THRESHOLD * 100:g} % of the "
+        f"prompt and loads are balanced (outstanding counts differ by <= {BALANCE_ABS_THRESHOLD} or the most is <= "
+        f"{BALANCE_REL_THRESHOLD:g} x the fewest), else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
         "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (SGLang's router as built: the "
         "same rule on the router's own approximate tree of the prompts it sent each instance, no engine query, blind "
         "to evictions, except that without a long enough match it picks the instance whose tree holds the fewest "

@@ -4,22 +4,24 @@ Policies (`deployment.router`):
   round_robin        instances in turn, whatever their load (request counts differ by at most 1)
   least_outstanding  fewest requests queued, running or swapped out (vLLM production stack, llm-d)
   least_kv           lowest fraction of KV blocks in use; ties to least outstanding
-  prefix_affinity    SGLang router's cache-aware policy (sgl-router, `CacheAwareConfig` defaults): when
-                     the load is imbalanced (max - min outstanding > 32 and max > 1.1 x min) the least
-                     outstanding instance; otherwise the instance holding the longest cached prefix of
-                     the prompt if it covers more than half of the prompt's full blocks, else the least
-                     outstanding (SGLang: the smallest tree of routed prompts, as cache_aware). The match
-                     is read from each engine's actual prefix cache (`Engine.cached_prefix_blocks`), as llm-d's precise
-                     prefix-cache scorer does from KV events, not from an approximate tree of routed
-                     prompts. Without prefix caching every match is 0: least outstanding.
+  prefix_affinity    SGLang router's cache-aware policy with its launcher's defaults (config.py, beside CACHE_THRESHOLD:
+                     0.3 / 64 / 1.5, as `sglang-router` and `python -m sglang_router.launch_router` start it): when
+                     the load is imbalanced (max - min outstanding > BALANCE_ABS_THRESHOLD and max >
+                     BALANCE_REL_THRESHOLD x min) the least outstanding instance; otherwise the instance holding the
+                     longest cached prefix of the prompt if it covers more than CACHE_THRESHOLD of the prompt's full
+                     blocks, else the least outstanding (SGLang: the smallest tree of routed prompts, as cache_aware).
+                     The match is read from each engine's actual prefix cache (`Engine.cached_prefix_blocks`), not
+                     from an approximate tree of routed prompts. Without prefix caching every match is 0: least
+                     outstanding.
   cache_aware        SGLang's router as built (sgl-router policies/cache_aware.rs `select_worker`), on the
                      router's own approximate tree: per instance the prompt blocks it sent there
                      (`prefix_cache.block_keys`), matched without asking any engine and blind to the engines'
                      evictions; bounded at the instance's GPU KV blocks: on overflow the least recently routed
-                     blocks go, in one batch down to half the bound (SGLang evicts its tree periodically down to
-                     max_tree_size characters). The same load test and match rule as prefix_affinity, but without a
-                     long enough match the instance whose tree holds the fewest blocks (SGLang's
-                     `tree.get_smallest_tenant()`: fewest characters; ties here to the next in turn, SGLang's order
+                     blocks go, in one batch down to half the bound (SGLang evicts its tree every 120 s down to
+                     max_tree_size, 2**26 characters by its launcher: ~16M tokens at ~4 characters a token, more
+                     than a replica's KV holds, so this bound is the tighter one). The same load test and match
+                     rule as prefix_affinity, but without a long enough match the instance whose tree holds the
+                     fewest blocks (SGLang's `tree.get_smallest_tenant()`: fewest characters; ties here to the next in turn, SGLang's order
                      among equal tenants being a hash map's), not the least outstanding. Every prompt goes into its
                      instance's tree, whichever rule chose it. Needs no engine state but the outstanding counts
                      (the tree sizes are its own), which `choose_by_bounds` settles as far as the load test needs.
@@ -63,7 +65,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.config import CACHE_THRESHOLD, STATE_ROUTERS
+from sim_core.config import BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD, CACHE_THRESHOLD, STATE_ROUTERS
 from sim_core.prefix_cache import SystemChains, block_keys, system_prompt_blocks
 
 if TYPE_CHECKING:
@@ -71,8 +73,6 @@ if TYPE_CHECKING:
     from sim_core.workload import Workload
 
 
-BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
-BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
 _HIGH = itemgetter(1)  # a (low, high) bound's high end
 _OUT = (math.inf, math.inf)  # bounds no choice takes (`choose_by_bounds`: an instance out of the running)
 MAX_OWED = 256  # cache_aware: leading runs whose stamps an instance's tree may owe at once (each holds a prompt's keys)
