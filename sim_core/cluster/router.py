@@ -32,11 +32,27 @@ Policies (`deployment.router`):
                      instances is a fixed map). Requests without a session (no session workload, or the decode
                      pool's choice) go to the least outstanding instance (production-stack: the lowest QPS).
                      llm-d keeps conversations together through its prefix-cache scorer instead (prefix_affinity).
+  weighted_score     llm-d's default endpoint picker (llm-d-inference-scheduler, commit 520af47: the default profile of
+                     config/charts/epplib/templates/_config.yaml, scorers summed by scheduling/scheduler_profile.go
+                     `runScorerPlugins`, the highest taken by picker/maxscore/picker.go): the highest
+                     QUEUE_SCORE_WEIGHT x queue + KV_SCORE_WEIGHT x kv + PREFIX_SCORE_WEIGHT x prefix (config.py,
+                     2 / 2 / 3), each score in [0, 1]. queue (scorer/queuedepth/queue.go `Score`): (most waiting -
+                     its waiting) / (most - fewest) over the candidates, 1 for all when every count is equal; waiting
+                     = requests queued, swapped out or sent since the refresh, not running (`Engine.num_waiting`; llm-d
+                     reads vLLM's num_requests_waiting from its metrics scrape, without the requests sent since). kv
+                     (scorer/kvcacheutilization): 1 - KV usage. prefix: the leading full prompt blocks cached there
+                     over the prompt's full blocks, both at most MAX_PREFIX_BLOCKS (approximateprefix/types.go
+                     defaultMaxPrefixBlocks; 0 for a prompt without a full block), read from each engine's actual
+                     prefix cache as prefix_affinity does: llm-d's precise prefix-cache scorer, which follows the
+                     engines' KV events. Its default prefix-cache-scorer instead matches an approximate index of the
+                     prompts it routed (as cache_aware's tree) and counts a prompt's trailing partial block too.
+                     Ties go to the next in turn (llm-d's picker shuffles first: a random one). The decode pool's
+                     choice (no prompt to match) is least outstanding, as prefix_affinity's.
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
-Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv and prefix_affinity read what engines
-publish (KV usage, cached prefixes), which real routers get by periodic scrapes (llm-d's endpoint picker:
+Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv, prefix_affinity and weighted_score read what
+engines publish (KV usage, waiting queues, cached prefixes), which real routers get by periodic scrapes (llm-d's endpoint picker:
 every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
 was at the last refresh instant (a multiple of the interval) plus the requests it sent since (a router
 counts what it dispatched); every arrival of one interval is routed from that one view, so the cluster
@@ -65,7 +81,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.config import BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD, CACHE_THRESHOLD, STATE_ROUTERS
+from sim_core.config import (BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD, CACHE_THRESHOLD, KV_SCORE_WEIGHT, MAX_PREFIX_BLOCKS,
+                             PREFIX_SCORE_WEIGHT, QUEUE_SCORE_WEIGHT, STATE_ROUTERS)
 from sim_core.prefix_cache import SystemChains, block_keys, system_prompt_blocks
 
 if TYPE_CHECKING:
@@ -131,14 +148,15 @@ class Router:
 
     @property
     def reads_engine_state(self) -> bool:
-        """least_kv and prefix_affinity read what engines publish (KV usage, cached prefixes), which a real
-        router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
+        """least_kv, prefix_affinity and weighted_score read what engines publish (KV usage, waiting queues, cached
+        prefixes), which a real router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
         return self.policy in STATE_ROUTERS
 
     @property
     def reads_kv_usage(self) -> bool:
-        """least_kv reads each instance's KV usage (`choose`); the other policies read counts and prefix matches."""
-        return self.policy == "least_kv"
+        """least_kv and weighted_score (over a workload's prompts: not the decode pool's choice) read each instance's
+        KV usage (`choose`); the other policies read counts and prefix matches."""
+        return self.policy == "least_kv" or self.policy == "weighted_score" and self.workload is not None
 
     def round_robin_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request under round robin (request i -> i mod N)."""
@@ -168,6 +186,9 @@ class Router:
         keys = self._keys(request)
         if self.policy == "least_kv":
             key = [(engines[i].kv.usage, load[j], turn[j]) for j, i in enumerate(cand)]
+        elif self.policy == "weighted_score" and self.workload is not None:
+            score = self._weighted_scores(engines, request, cand)
+            key = [(-score[j], turn[j]) for j in range(len(cand))]
         elif self.policy in ("prefix_affinity", "cache_aware") and not _imbalanced(min(load), max(load)):
             hit = [self._match(engines, request, i, keys) for i in cand]
             if self._follows_cache(request, max(hit)):
@@ -176,7 +197,8 @@ class Router:
                 key = [(self._tree_size(i), turn[j]) for j, i in enumerate(cand)]
             else:
                 key = [(load[j], turn[j]) for j in range(len(cand))]
-        else:  # least_outstanding (and the cache rules under imbalance; prefix_affinity without a long enough match)
+        else:  # least_outstanding (and the cache rules under imbalance; prefix_affinity without a long enough match;
+            # weighted_score and prefix_affinity over a decode pool)
             key = [(load[j], turn[j]) for j in range(len(cand))]
         pick = cand[min(range(len(cand)), key=key.__getitem__)]
         self.took_turn(pick, n)
@@ -300,6 +322,17 @@ class Router:
         self.took_turn(best, n)
         self._remember(best, keys)
         return None, (best, [])
+
+    def _weighted_scores(self, engines: Sequence[Engine], request: int, cand: list[int]) -> list[float]:
+        """weighted_score: each candidate's weighted sum of llm-d's queue, KV and prefix scores (module docstring)."""
+        waiting = [engines[i].num_waiting for i in cand]
+        fewest, most = min(waiting), max(waiting)
+        # (queue.go: every count equal scores 1 for all, "a neutral score")
+        queue = [1.0] * len(cand) if most == fewest else [(most - w) / (most - fewest) for w in waiting]
+        full = min((int(self.workload.prompt_tokens[request]) - 1) // self.block_size, MAX_PREFIX_BLOCKS)
+        return [QUEUE_SCORE_WEIGHT * queue[j] + KV_SCORE_WEIGHT * (1.0 - engines[i].kv.usage)
+                + (PREFIX_SCORE_WEIGHT * min(self._match(engines, request, i, []), full) / full if full > 0 else 0.0)
+                for j, i in enumerate(cand)]  # fmt: skip
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:
