@@ -857,7 +857,7 @@ class DeploymentConfig(StrictModel):
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
         f"rule, its launcher's defaults: the instance caching the longest prefix if it covers > {CACHE_THRESHOLD * 100:g} % of the "
         f"prompt and loads are balanced (outstanding counts differ by <= {BALANCE_ABS_THRESHOLD} or the most is <= "
-        f"{BALANCE_REL_THRESHOLD:g} x the fewest), else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
+        f"{BALANCE_REL_THRESHOLD:g} x the fewest), else least outstanding; reads each engine's actual cache; needs "
         "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (SGLang's router as built: the "
         "same rule on the router's own approximate tree of the prompts it sent each instance, no engine query, blind "
         "to evictions, except that without a long enough match it picks the instance whose tree holds the fewest "

@@ -2,7 +2,8 @@
 
 Policies (`deployment.router`):
   round_robin        instances in turn, whatever their load (request counts differ by at most 1)
-  least_outstanding  fewest requests queued, running or swapped out (vLLM production stack, llm-d)
+  least_outstanding  fewest requests queued, running or swapped out (vLLM production stack; not llm-d, whose
+                     default picker weighs queue, KV and prefix scores: weighted_score)
   least_kv           lowest fraction of KV blocks in use; ties to least outstanding
   prefix_affinity    SGLang router's cache-aware policy with its launcher's defaults (config.py, beside CACHE_THRESHOLD:
                      0.3 / 64 / 1.5, as `sglang-router` and `python -m sglang_router.launch_router` start it): when
@@ -31,7 +32,7 @@ Policies (`deployment.router`):
                      session hashes to (a fixed integer hash mod the instance count: a ring over a fixed set of
                      instances is a fixed map). Requests without a session (no session workload, or the decode
                      pool's choice) go to the least outstanding instance (production-stack: the lowest QPS).
-                     llm-d keeps conversations together through its prefix-cache scorer instead (prefix_affinity).
+                     llm-d keeps conversations together through its prefix-cache scorer instead (weighted_score).
   weighted_score     llm-d's default endpoint picker (llm-d-inference-scheduler, commit 520af47: the default profile of
                      config/charts/epplib/templates/_config.yaml, scorers summed by scheduling/scheduler_profile.go
                      `runScorerPlugins`, the highest taken by picker/maxscore/picker.go): the highest
@@ -52,8 +53,8 @@ Remaining ties go to the next instance in turn (round robin among the tied), so 
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
 Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv, prefix_affinity and weighted_score read what
-engines publish (KV usage, waiting queues, cached prefixes), which real routers get by periodic scrapes (llm-d's endpoint picker:
-every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
+engines publish (KV usage, waiting queues, cached prefixes), which real routers get by periodic scrapes (llm-d's
+endpoint picker: every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
 was at the last refresh instant (a multiple of the interval) plus the requests it sent since (a router
 counts what it dispatched); every arrival of one interval is routed from that one view, so the cluster
 routes them together at the interval's start and instances pause once per interval, not once per arrival.
