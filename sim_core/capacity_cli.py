@@ -16,7 +16,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
-from sim_core.config import Router, format_validation_error
+from sim_core.config import STATE_ROUTERS, Router, format_validation_error
 from sim_core.inputs import parse_int_text, printable
 from sim_core.presets import PresetError, load_preset
 
@@ -385,7 +385,7 @@ def add_capacity_commands(sub) -> None:
                     f"{default('router')} for one engine): "
                     + ", ".join(get_args(Router)))  # (checked by PlanSpec: a bad name is reported with the allowed ones)
     pl.add_argument("--state-refresh-s", type=float, default=None, metavar="SECONDS",
-                    help="seconds between the router's refreshes of engine state, for least_kv and prefix_affinity "
+                    help="seconds between the router's refreshes of engine state, for " + ", ".join(STATE_ROUTERS) + " "
                     "(default: the config's deployment.state_refresh_s, "
                     f"{default('state_refresh_s'):g} for one engine; 0 = exact)")  # (checked by PlanSpec, as --router)
     pl.add_argument("--evaluation", choices=get_args(PlanSpec.model_fields["evaluation"].annotation), default=None,

@@ -28,9 +28,21 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int
 MIN_RATE = 1e-6  # smallest GPU rate or capacity (TFLOP/s, GB/s, efficiency scale) and run time limit (s)
 MAX_TP = 64  # most GPUs of one engine instance (hardware.num_gpus, a pool's tensor_parallel)
 MAX_SEED = 2**32 - 1  # the largest seed (32-bit unsigned): a config's, a trace sample's, a seed band's wrap
-# prefix_affinity / cache_aware: the share of a prompt's full blocks a cached prefix must exceed for the router to follow
-# it (SGLang's cache_threshold default); the router reads it, the router's description states it
-CACHE_THRESHOLD = 0.5
+# prefix_affinity / cache_aware: SGLang's router as people launch it, whose defaults are its launchers' (sgl-router's CLI,
+# src/main.rs `CliArgs` and `parse_policy`, sglang commit 0129b02; the Python launcher's `RouterArgs`, py_src/sglang_router/
+# router_args.py, commit 083d601: 0.3, 64, 1.5, max_tree_size 2**26 characters), not the library's `CacheAwareConfig::
+# default()` (src/policies/mod.rs, commit 08fc574: 0.5, 32, 1.1, 10,000), which only code building the policy itself gets.
+# The router reads them, the router's description states them.
+CACHE_THRESHOLD = 0.3  # the share of a prompt's full blocks a cached prefix must exceed for the router to follow it
+BALANCE_ABS_THRESHOLD = 64  # outstanding requests: max - min above this ...
+BALANCE_REL_THRESHOLD = 1.5  # ... and max above this x min: imbalanced, route by load
+# weighted_score: llm-d's default endpoint-picker profile (llm-d-inference-scheduler config/charts/epplib/templates/
+# _config.yaml, commit 520af47): the max-score picker takes the highest weighted sum of three scores in [0, 1]. The
+# router reads them, the router's description states them.
+QUEUE_SCORE_WEIGHT = 2  # queue-scorer: min-max normalised waiting-queue length, fewer is better
+KV_SCORE_WEIGHT = 2  # kv-cache-utilization-scorer: 1 - KV usage
+PREFIX_SCORE_WEIGHT = 3  # prefix-cache-scorer: matched prompt blocks / prompt blocks
+MAX_PREFIX_BLOCKS = 256  # the prefix scorer hashes at most this many leading blocks (approximateprefix defaultMaxPrefixBlocks)
 # the longest run (limits.max_sim_time_s's largest value), s; a trace's arrival times share the bound, since a request
 # arriving later than any run can last is never simulated (1e300 s ran to the time limit and only then said so)
 MAX_SIM_TIME_S = 1e7
@@ -740,8 +752,9 @@ class LimitsConfig(StrictModel):
 
 
 # ---------------------------------------------------------------- deployment (replicas, router, disaggregation)
-Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
-STATE_ROUTERS: tuple[Router, ...] = ("least_kv", "prefix_affinity")  # the routers that read engine state: deployment.state_refresh_s applies to them
+Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session", "weighted_score"]
+# the routers that read engine state: deployment.state_refresh_s applies to them
+STATE_ROUTERS: tuple[Router, ...] = ("least_kv", "prefix_affinity", "weighted_score")
 
 
 def max_memory_efficiency(hbm_efficiency_scale: float) -> float:
@@ -842,14 +855,20 @@ class DeploymentConfig(StrictModel):
         "round_robin",
         description="How the router picks an instance for each arrival: round_robin; least_outstanding (fewest "
         "requests queued or running); least_kv (lowest KV-cache usage); prefix_affinity (SGLang's cache-aware "
-        f"rule: the instance caching the longest prefix if it covers > {CACHE_THRESHOLD * 100:g} % of the prompt and loads are balanced, "
-        "else least outstanding; reads each engine's actual cache, like llm-d's precise prefix-cache scorer; needs "
+        f"rule, its launcher's defaults: the instance caching the longest prefix if it covers > {CACHE_THRESHOLD * 100:g} % of the "
+        f"prompt and loads are balanced (outstanding counts differ by <= {BALANCE_ABS_THRESHOLD} or the most is <= "
+        f"{BALANCE_REL_THRESHOLD:g} x the fewest), else least outstanding; reads each engine's actual cache; needs "
         "kv_cache.enable_prefix_caching to differ from least_outstanding); cache_aware (SGLang's router as built: the "
         "same rule on the router's own approximate tree of the prompts it sent each instance, no engine query, blind "
         "to evictions, except that without a long enough match it picks the instance whose tree holds the fewest "
         "blocks); session (sticky sessions, vLLM production-stack's session router: every turn "
         "of a conversation to the instance its session id hashes to, whatever the load; requests without a "
-        "session to the least outstanding).",
+        f"session to the least outstanding); weighted_score (llm-d's default endpoint picker: the highest "
+        f"{QUEUE_SCORE_WEIGHT} x queue + {KV_SCORE_WEIGHT} x KV + {PREFIX_SCORE_WEIGHT} x prefix score, each in [0, 1]: "
+        "waiting requests min-max normalised over the instances (fewer is better, all equal 1), 1 - KV usage, and the "
+        f"share of the prompt's full blocks (at most {MAX_PREFIX_BLOCKS}) cached there, read from each engine's "
+        "actual cache; ties to the next in turn, where llm-d picks at random; a decode pool's choice is least "
+        "outstanding).",
     )  # fmt: skip
     disaggregation: DisaggregationConfig | None = Field(
         None, description="Separate prefill and decode pools (empty: every replica does both)."
@@ -858,13 +877,14 @@ class DeploymentConfig(StrictModel):
         0.05,
         ge=0.0,
         le=60.0,
-        description="Seconds between the router's refreshes of engine state, for least_kv and prefix_affinity: "
-        "they route on each instance's KV usage and cached prefixes as of the last refresh instant (a multiple "
+        description="Seconds between the router's refreshes of engine state, for least_kv, prefix_affinity and "
+        "weighted_score: they route on each instance's KV usage, waiting queue and cached prefixes as of the last "
+        "refresh instant (a multiple "
         "of this interval) plus the requests the router sent since. 0 = exact at every arrival (slowest to "
         "simulate). Default 0.05 s: llm-d's endpoint picker scrapes engine metrics every 50 ms "
         "(gateway-api-inference-extension, --refreshMetricsInterval); vLLM production-stack's router every 30 s "
         "(--engine-stats-interval). With closed-loop sessions, least_kv routes each turn as it arrives, on that "
-        "same view; prefix_affinity there reads exact state (its view would be a copy of every prefix cache at "
+        "same view; prefix_affinity and weighted_score there read exact state (their view would be a copy of every prefix cache at "
         "each refresh). Range: 0, or 1e-6 to 60.",
     )  # fmt: skip
 
@@ -1423,7 +1443,7 @@ def unused_by_router(cfg: SimConfig, keys: Iterable[str]) -> str | None:
     if dep is None or dep.router in STATE_ROUTERS or "deployment.state_refresh_s" not in set(keys):
         return None
     return (f"deployment.state_refresh_s: not used, router {dep.router!r} reads no engine state (the refresh applies "
-            f"to {' and '.join(repr(r) for r in STATE_ROUTERS)})")
+            f"to {', '.join(repr(r) for r in STATE_ROUTERS[:-1])} and {STATE_ROUTERS[-1]!r})")
 
 
 def unused_settings(cfg: SimConfig, keys: Iterable[str]) -> list[str]:

@@ -340,6 +340,19 @@ class Engine:
         pending = max(getattr(self, "num_added", 0) - st.next_arrival, 0)  # (decode pool: never arrive by themselves)
         return int(st.running.size + st.waiting_keys.size + st.swapped_keys.size + pending)
 
+    @property
+    def num_waiting(self) -> int:
+        """Requests in this engine that are not running: queued, swapped out (vLLM V1 puts a pre-empted request back
+        in its waiting queue) or added and not yet arrived (those the router sent since it last read the engine, which
+        a router counts): what llm-d's queue scorer reads, vLLM's num_requests_waiting (`Router.choose`,
+        weighted_score)."""
+        live = self._live
+        if live is not None:  # a paused run (none swapped on the fast path): its queue, and the requests added since
+            return len(live[8]) - live[9] + max(self.num_added - live[2], 0)
+        st = self.st
+        pending = max(getattr(self, "num_added", 0) - st.next_arrival, 0)
+        return int(st.waiting_keys.size + st.swapped_keys.size + pending)
+
     def start_empty(self) -> None:
         """Start with no requests of its own (capacity for the workload's count); the cluster adds each
         request routed here with `add_request`: slot k is the k-th added, so slots follow arrival order."""

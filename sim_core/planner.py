@@ -106,8 +106,8 @@ class PlanSpec(BaseModel):
     )
     state_refresh_s: _config_value(DeploymentConfig, "state_refresh_s", float) = Field(
         DeploymentConfig.model_fields["state_refresh_s"].default,
-        description="Seconds between the router's refreshes of engine state (deployment.state_refresh_s: least_kv and "
-        "prefix_affinity route on it); `python -m sim_core plan` and the Plan page start from the base config's own "
+        description="Seconds between the router's refreshes of engine state (deployment.state_refresh_s: least_kv, "
+        "prefix_affinity and weighted_score route on it); `python -m sim_core plan` and the Plan page start from the base config's own "
         "(default_state_refresh_s).",
     )
     _refresh_zero_or_resolvable = field_validator("state_refresh_s")(check_state_refresh_s)

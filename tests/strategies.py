@@ -287,7 +287,8 @@ CLUSTER_PRESETS = [p for p in list_presets() if p.startswith("cluster-")]
 # values a deployment knob takes at and past its bounds: counts, bandwidths, times (as a link carries them)
 DEPLOYMENT_VALUES = {
     "deployment.replicas": st.sampled_from(["1", "2", "8", "64", "65", "0", "-1", "1e3", "nan"]),
-    "deployment.router": st.sampled_from(["round_robin", "least_kv", "prefix_affinity", "cache_aware", "session", "nope"]),
+    "deployment.router": st.sampled_from(["round_robin", "least_kv", "prefix_affinity", "cache_aware", "session", "weighted_score",
+                                          "nope"]),
     "deployment.state_refresh_s": st.sampled_from(["0", "1e-6", "5e-324", "60", "1e300", "nan", "-0.0"]),
     "deployment.disaggregation.prefill.replicas": st.sampled_from(["1", "7", "63", "64", "0", "inf"]),
     "deployment.disaggregation.decode.replicas": st.sampled_from(["1", "9", "63", "64", "-3", "null"]),

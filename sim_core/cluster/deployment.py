@@ -13,10 +13,11 @@ and it always steps the busy instance whose clock is earliest (ties: lowest inde
 processed once every busy instance's clock has reached t, so each instance has run every tick that
 starts before t and none after. Each instance's `horizon_s` (the earliest time new input can reach
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
-arrival. A state-aware router reads the replicas at its routing instants: for least_kv and prefix_affinity
-the refresh instants of `deployment.state_refresh_s` (all arrivals of an interval are routed at its start
-from the state then, router.py), or every arrival when it is 0. prefix_affinity pauses every replica at each
-(one extra engine step per replica). least_outstanding, cache_aware and least_kv over replicas settle most
+arrival. A state-aware router reads the replicas at its routing instants: for least_kv, prefix_affinity and
+weighted_score the refresh instants of `deployment.state_refresh_s` (all arrivals of an interval are routed at its start
+from the state then, router.py), or every arrival when it is 0. prefix_affinity pauses every replica at each instant
+(one extra engine step per replica); weighted_score's replicas each reach it by the loop, their runs ending there (the
+mid-run router has no waiting count of a run in flight). least_outstanding, cache_aware and least_kv over replicas settle most
 choices from bounds on what they read (counts, KV usage: `Engine.outstanding_bounds`, `kv_usage_bounds`;
 `Router.choose_by_bounds`), so only the replicas whose exact state could change the choice run up to the
 instant; and a replica whose fast-path run reaches an instant routes it there without ending the run
@@ -104,6 +105,10 @@ class _Running:
 
     def cached_prefix_blocks(self, source, r: int) -> int:
         return self.engine.cached_prefix_blocks(source, r)
+
+    @property
+    def num_waiting(self) -> int:  # (a paused run's own: weighted_score reads views of paused runs only, `_seen`)
+        return self.engine.num_waiting
 
 
 def _seen(engine: Engine):
@@ -256,14 +261,14 @@ class Deployment:
         self._dispatch_t: float | None = None
         self._dispatch_need: list[int] = []
         self.state_free = self.router.is_state_free
-        # least_kv / prefix_affinity see engine state as of the last refresh instant (deployment.state_refresh_s):
+        # least_kv / prefix_affinity / weighted_score see engine state as of the last refresh instant (deployment.state_refresh_s):
         # every arrival of one refresh interval is routed at its start, and replicas pause once per interval
         self.refresh_s = dep.state_refresh_s if self.router.reads_engine_state else 0.0
         # Closed-loop sessions (turns.py): every arrival is routed at its time, in time order with the first turns
         # (a turn can be released into an interval whose other arrivals would already be routed), and round robin's
         # plan cannot be made up front (release times are unknown). least_kv routes each on the engines as they
         # were at the last refresh instant (turns.RefreshedViews: each instance's KV usage and finished count there,
-        # plus the requests sent since); prefix_affinity on the exact state: its view at a refresh instant is each
+        # plus the requests sent since); prefix_affinity and weighted_score on the exact state: their view at a refresh instant is each
         # engine's whole prefix cache, which would have to be copied at every refresh (docs/cluster.md, Beyond one engine).
         self.turns = TurnFeed(wl) if wl.next_turn is not None else None
         self.views: RefreshedViews | None = None

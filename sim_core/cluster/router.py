@@ -2,24 +2,27 @@
 
 Policies (`deployment.router`):
   round_robin        instances in turn, whatever their load (request counts differ by at most 1)
-  least_outstanding  fewest requests queued, running or swapped out (vLLM production stack, llm-d)
+  least_outstanding  fewest requests queued, running or swapped out (vLLM production stack; not llm-d, whose
+                     default picker weighs queue, KV and prefix scores: weighted_score)
   least_kv           lowest fraction of KV blocks in use; ties to least outstanding
-  prefix_affinity    SGLang router's cache-aware policy (sgl-router, `CacheAwareConfig` defaults): when
-                     the load is imbalanced (max - min outstanding > 32 and max > 1.1 x min) the least
-                     outstanding instance; otherwise the instance holding the longest cached prefix of
-                     the prompt if it covers more than half of the prompt's full blocks, else the least
-                     outstanding (SGLang: the smallest tree of routed prompts, as cache_aware). The match
-                     is read from each engine's actual prefix cache (`Engine.cached_prefix_blocks`), as llm-d's precise
-                     prefix-cache scorer does from KV events, not from an approximate tree of routed
-                     prompts. Without prefix caching every match is 0: least outstanding.
+  prefix_affinity    SGLang router's cache-aware policy with its launcher's defaults (config.py, beside CACHE_THRESHOLD:
+                     0.3 / 64 / 1.5, as `sglang-router` and `python -m sglang_router.launch_router` start it): when
+                     the load is imbalanced (max - min outstanding > BALANCE_ABS_THRESHOLD and max >
+                     BALANCE_REL_THRESHOLD x min) the least outstanding instance; otherwise the instance holding the
+                     longest cached prefix of the prompt if it covers more than CACHE_THRESHOLD of the prompt's full
+                     blocks, else the least outstanding (SGLang: the smallest tree of routed prompts, as cache_aware).
+                     The match is read from each engine's actual prefix cache (`Engine.cached_prefix_blocks`), not
+                     from an approximate tree of routed prompts. Without prefix caching every match is 0: least
+                     outstanding.
   cache_aware        SGLang's router as built (sgl-router policies/cache_aware.rs `select_worker`), on the
                      router's own approximate tree: per instance the prompt blocks it sent there
                      (`prefix_cache.block_keys`), matched without asking any engine and blind to the engines'
                      evictions; bounded at the instance's GPU KV blocks: on overflow the least recently routed
-                     blocks go, in one batch down to half the bound (SGLang evicts its tree periodically down to
-                     max_tree_size characters). The same load test and match rule as prefix_affinity, but without a
-                     long enough match the instance whose tree holds the fewest blocks (SGLang's
-                     `tree.get_smallest_tenant()`: fewest characters; ties here to the next in turn, SGLang's order
+                     blocks go, in one batch down to half the bound (SGLang evicts its tree every 120 s down to
+                     max_tree_size, 2**26 characters by its launcher: ~16M tokens at ~4 characters a token, more
+                     than a replica's KV holds, so this bound is the tighter one). The same load test and match
+                     rule as prefix_affinity, but without a long enough match the instance whose tree holds the
+                     fewest blocks (SGLang's `tree.get_smallest_tenant()`: fewest characters; ties here to the next in turn, SGLang's order
                      among equal tenants being a hash map's), not the least outstanding. Every prompt goes into its
                      instance's tree, whichever rule chose it. Needs no engine state but the outstanding counts
                      (the tree sizes are its own), which `choose_by_bounds` settles as far as the load test needs.
@@ -29,13 +32,29 @@ Policies (`deployment.router`):
                      session hashes to (a fixed integer hash mod the instance count: a ring over a fixed set of
                      instances is a fixed map). Requests without a session (no session workload, or the decode
                      pool's choice) go to the least outstanding instance (production-stack: the lowest QPS).
-                     llm-d keeps conversations together through its prefix-cache scorer instead (prefix_affinity).
+                     llm-d keeps conversations together through its prefix-cache scorer instead (weighted_score).
+  weighted_score     llm-d's default endpoint picker (llm-d-inference-scheduler, commit 520af47: the default profile of
+                     config/charts/epplib/templates/_config.yaml, scorers summed by scheduling/scheduler_profile.go
+                     `runScorerPlugins`, the highest taken by picker/maxscore/picker.go): the highest
+                     QUEUE_SCORE_WEIGHT x queue + KV_SCORE_WEIGHT x kv + PREFIX_SCORE_WEIGHT x prefix (config.py,
+                     2 / 2 / 3), each score in [0, 1]. queue (scorer/queuedepth/queue.go `Score`): (most waiting -
+                     its waiting) / (most - fewest) over the candidates, 1 for all when every count is equal; waiting
+                     = requests queued, swapped out or sent since the refresh, not running (`Engine.num_waiting`; llm-d
+                     reads vLLM's num_requests_waiting from its metrics scrape, without the requests sent since). kv
+                     (scorer/kvcacheutilization): 1 - KV usage. prefix: the leading full prompt blocks cached there
+                     over the prompt's full blocks, both at most MAX_PREFIX_BLOCKS (approximateprefix/types.go
+                     defaultMaxPrefixBlocks; 0 for a prompt without a full block), read from each engine's actual
+                     prefix cache as prefix_affinity does: llm-d's precise prefix-cache scorer, which follows the
+                     engines' KV events. Its default prefix-cache-scorer instead matches an approximate index of the
+                     prompts it routed (as cache_aware's tree) and counts a prompt's trailing partial block too.
+                     Ties go to the next in turn (llm-d's picker shuffles first: a random one). The decode pool's
+                     choice (no prompt to match) is least outstanding, as prefix_affinity's.
 Remaining ties go to the next instance in turn (round robin among the tied), so an idle deployment
 spreads requests instead of piling them on instance 0; a run stays deterministic.
 
-Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv and prefix_affinity read what engines
-publish (KV usage, cached prefixes), which real routers get by periodic scrapes (llm-d's endpoint picker:
-every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
+Staleness (`deployment.state_refresh_s`, default 0.05 s): least_kv, prefix_affinity and weighted_score read what
+engines publish (KV usage, waiting queues, cached prefixes), which real routers get by periodic scrapes (llm-d's
+endpoint picker: every 50 ms; vLLM production-stack: every 30 s) or event streams. The router then sees each instance as it
 was at the last refresh instant (a multiple of the interval) plus the requests it sent since (a router
 counts what it dispatched); every arrival of one interval is routed from that one view, so the cluster
 routes them together at the interval's start and instances pause once per interval, not once per arrival.
@@ -63,7 +82,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim_core.config import CACHE_THRESHOLD, STATE_ROUTERS
+from sim_core.config import (BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD, CACHE_THRESHOLD, KV_SCORE_WEIGHT, MAX_PREFIX_BLOCKS,
+                             PREFIX_SCORE_WEIGHT, QUEUE_SCORE_WEIGHT, STATE_ROUTERS)
 from sim_core.prefix_cache import SystemChains, block_keys, system_prompt_blocks
 
 if TYPE_CHECKING:
@@ -71,8 +91,6 @@ if TYPE_CHECKING:
     from sim_core.workload import Workload
 
 
-BALANCE_ABS_THRESHOLD = 32  # outstanding requests: max - min above this ...
-BALANCE_REL_THRESHOLD = 1.1  # ... and max above this x min: imbalanced, route by load (SGLang defaults)
 _HIGH = itemgetter(1)  # a (low, high) bound's high end
 _OUT = (math.inf, math.inf)  # bounds no choice takes (`choose_by_bounds`: an instance out of the running)
 MAX_OWED = 256  # cache_aware: leading runs whose stamps an instance's tree may owe at once (each holds a prompt's keys)
@@ -131,14 +149,15 @@ class Router:
 
     @property
     def reads_engine_state(self) -> bool:
-        """least_kv and prefix_affinity read what engines publish (KV usage, cached prefixes), which a real
-        router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
+        """least_kv, prefix_affinity and weighted_score read what engines publish (KV usage, waiting queues, cached
+        prefixes), which a real router gets by periodic scrapes or event streams (`deployment.state_refresh_s`)."""
         return self.policy in STATE_ROUTERS
 
     @property
     def reads_kv_usage(self) -> bool:
-        """least_kv reads each instance's KV usage (`choose`); the other policies read counts and prefix matches."""
-        return self.policy == "least_kv"
+        """least_kv and weighted_score (over a workload's prompts: not the decode pool's choice) read each instance's
+        KV usage (`choose`); the other policies read counts and prefix matches."""
+        return self.policy == "least_kv" or self.policy == "weighted_score" and self.workload is not None
 
     def round_robin_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request under round robin (request i -> i mod N)."""
@@ -168,6 +187,9 @@ class Router:
         keys = self._keys(request)
         if self.policy == "least_kv":
             key = [(engines[i].kv.usage, load[j], turn[j]) for j, i in enumerate(cand)]
+        elif self.policy == "weighted_score" and self.workload is not None:
+            score = self._weighted_scores(engines, request, cand)
+            key = [(-score[j], turn[j]) for j in range(len(cand))]
         elif self.policy in ("prefix_affinity", "cache_aware") and not _imbalanced(min(load), max(load)):
             hit = [self._match(engines, request, i, keys) for i in cand]
             if self._follows_cache(request, max(hit)):
@@ -176,7 +198,8 @@ class Router:
                 key = [(self._tree_size(i), turn[j]) for j, i in enumerate(cand)]
             else:
                 key = [(load[j], turn[j]) for j in range(len(cand))]
-        else:  # least_outstanding (and the cache rules under imbalance; prefix_affinity without a long enough match)
+        else:  # least_outstanding (and the cache rules under imbalance; prefix_affinity without a long enough match;
+            # weighted_score and prefix_affinity over a decode pool)
             key = [(load[j], turn[j]) for j in range(len(cand))]
         pick = cand[min(range(len(cand)), key=key.__getitem__)]
         self.took_turn(pick, n)
@@ -300,6 +323,17 @@ class Router:
         self.took_turn(best, n)
         self._remember(best, keys)
         return None, (best, [])
+
+    def _weighted_scores(self, engines: Sequence[Engine], request: int, cand: list[int]) -> list[float]:
+        """weighted_score: each candidate's weighted sum of llm-d's queue, KV and prefix scores (module docstring)."""
+        waiting = [engines[i].num_waiting for i in cand]
+        fewest, most = min(waiting), max(waiting)
+        # (queue.go: every count equal scores 1 for all, "a neutral score")
+        queue = [1.0] * len(cand) if most == fewest else [(most - w) / (most - fewest) for w in waiting]
+        full = min((int(self.workload.prompt_tokens[request]) - 1) // self.block_size, MAX_PREFIX_BLOCKS)
+        return [QUEUE_SCORE_WEIGHT * queue[j] + KV_SCORE_WEIGHT * (1.0 - engines[i].kv.usage)
+                + (PREFIX_SCORE_WEIGHT * min(self._match(engines, request, i, []), full) / full if full > 0 else 0.0)
+                for j, i in enumerate(cand)]  # fmt: skip
 
     # ------------------------------------------------------------ prefix matches
     def _keys(self, request: int) -> list[int]:

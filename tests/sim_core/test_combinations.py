@@ -162,7 +162,7 @@ def test_rates_and_refresh_intervals_the_clock_cannot_resolve_are_refused(field,
 ENGINES = [p for p in list_presets() if p.startswith("engine-")]
 BASES = ENGINES + ["shared-system-prompt-h100-llama8b", "multi-turn-chat-h100-llama8b", "spec-decode-h100-llama8b",
                    "trace-mooncake-h100-llama8b"]  # fmt: skip
-ROUTERS = ["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
+ROUTERS = ["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session", "weighted_score"]
 
 
 def _preset_section(family: str, name: str) -> dict:

@@ -41,7 +41,7 @@ def test_the_tree_remembers_where_a_prompt_went_without_asking_the_engines():
     first, again = _same_prompt_pair()
     router = Router("cache_aware", 3, WL, 16)
     assert router.choose([_Count(0), _Count(0), _Count(0)], first) == 0  # nothing known: least outstanding
-    # the same system prompt goes back to instance 0 although it is now the busiest (balanced: within 32)
+    # the same system prompt goes back to instance 0 although it is now the busiest (balanced: within 64)
     assert router.choose([_Count(5), _Count(0), _Count(0)], again) == 0
     busy = BALANCE_ABS_THRESHOLD + 10
     assert router.choose([_Count(busy), _Count(1), _Count(2)], again) == 1  # imbalanced: by load
@@ -62,7 +62,7 @@ def _trees_of_unequal_size():
 
 def test_without_a_good_match_a_balanced_request_goes_to_the_smallest_tree_not_the_least_loaded():
     # SGLang (sgl-router cache_aware.rs select_worker): match rate <= cache_threshold -> tree.get_smallest_tenant()
-    loads = (5, 3, 0)  # balanced (within 32): the tree decides; instance 2 is the least loaded and the largest tree
+    loads = (5, 3, 0)  # balanced (within 64): the tree decides; instance 2 is the least loaded and the largest tree
     no_prefix = next(r for r in range(WL.num_requests) if WL.prefix_group[r] < 0)  # no system prompt: no match anywhere
     exact, early = _trees_of_unequal_size(), _trees_of_unequal_size()
     sizes = _sizes(exact)

@@ -164,8 +164,22 @@ PAUSING = [("least_outstanding", 0.0), ("cache_aware", 0.0), ("least_kv", 0.0), 
            ("prefix_affinity", 0.0), ("prefix_affinity", 0.4)]  # fmt: skip
 
 
+def _open_load_test(monkeypatch, router: str) -> None:
+    """cache_aware under SGLang's library defaults (0.5 of the prompt, 32 requests, 1.1x) instead of its launcher's
+    (0.3, 64, 1.5x): with the launcher's, these loads rarely leave the load test open and shorter matches settle more
+    choices, so they settle from the trees alone and few replicas wait for another (the machinery under test is
+    hardly reached)."""
+    if router == "cache_aware":
+        from sim_core.cluster import router as module
+
+        monkeypatch.setattr(module, "CACHE_THRESHOLD", 0.5)
+        monkeypatch.setattr(module, "BALANCE_ABS_THRESHOLD", 32)
+        monkeypatch.setattr(module, "BALANCE_REL_THRESHOLD", 1.1)
+
+
 @pytest.mark.parametrize("router, refresh_s", PAUSING)
-def test_a_run_that_waits_at_its_horizon_pauses_and_runs_as_one_that_ends_there(router, refresh_s):
+def test_a_run_that_waits_at_its_horizon_pauses_and_runs_as_one_that_ends_there(monkeypatch, router, refresh_s):
+    _open_load_test(monkeypatch, router)
     cfg = deploy(shared_prompts(num_prompts=8, num_requests=250, rate=90.0),
                  {"replicas": 4, "router": router, "state_refresh_s": refresh_s})  # fmt: skip
     (paused, paused_runs), (ref, ref_runs) = _run(cfg), _run(cfg, pause_runs=False)
@@ -320,6 +334,7 @@ def test_the_router_reads_the_bounds_the_deployment_keeps_and_paused_runs_count_
     from sim_core.cluster.router import Router
     from sim_core.fastpath import LiveLeft
 
+    _open_load_test(monkeypatch, router)
     cfg = deploy(_chat(rate=90.0, seed=1), {"replicas": 4, "router": router})
     dep = Deployment(cfg)
     choose, reads, walks = Router.choose_by_bounds, [], []
@@ -348,6 +363,7 @@ def test_the_router_reads_the_bounds_the_deployment_keeps_and_paused_runs_count_
         assert len(reads) > 100 and any(n < len(dep.front) for n in reads)  # (choices with inexact bounds too)
         assert sum(walks) > 10  # (asks that went on from an earlier one's walk)
     monkeypatch.undo()
+    _open_load_test(monkeypatch, router)  # (the same thresholds for the reference)
     reference = Deployment(cfg, route_early=False)
     reference.run()
     assert_same_routing_and_busy_ticks(build_result(dep), build_result(reference))

@@ -3,16 +3,20 @@ instance's invariants and accounts for every request."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim_core import MemoryPlanError, PresetError, config_from_dict, run_simulation
+from sim_core.config import Router
 from sim_core.presets import load_preset
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants
 
-ALL_ROUTERS = ["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session"]
-ROUTERS = st.sampled_from(["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "random", 3])
+ALL_ROUTERS = list(get_args(Router))
+ROUTERS = st.sampled_from(["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "weighted_score",
+                           "random", 3])
 POOL = st.fixed_dictionaries({}, optional={
     "replicas": st.one_of(st.integers(-1, 4), st.just(100)),
     "tensor_parallel": st.one_of(st.none(), st.sampled_from([1, 2, 0])),

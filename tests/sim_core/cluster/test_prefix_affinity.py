@@ -9,7 +9,7 @@ import pytest
 from sim_core import run_simulation
 from sim_core.cluster import Deployment
 from sim_core.cluster.result import build_result
-from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, Router
+from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, CACHE_THRESHOLD, Router
 from sim_core.presets import load_preset
 from sim_core.sweep import with_value
 from sim_core.workload import generate_workload
@@ -93,9 +93,11 @@ def test_cache_aware_router_follows_the_cache_unless_load_is_imbalanced():
     full = (int(w.prompt_tokens[r]) - 1) // 16
     route = lambda engines: Router("prefix_affinity", len(engines), w, 16).choose(engines, r)  # noqa: E731
     assert route([_Stub(3, 0), _Stub(5, full)]) == 1  # the longest cached prefix, though busier
-    assert route([_Stub(3, 0), _Stub(5, full // 2 - 1)]) == 0  # under half the prompt: least outstanding
+    # (the launcher's threshold, 0.3: its library default, 0.5, once stood here)
+    assert route([_Stub(3, 0), _Stub(5, int(full * CACHE_THRESHOLD))]) == 0  # at most the threshold: least outstanding
+    assert route([_Stub(3, 0), _Stub(5, int(full * CACHE_THRESHOLD) + 1)]) == 1  # just over it: the cache
     busy = BALANCE_ABS_THRESHOLD + 10
-    assert route([_Stub(2, 0), _Stub(busy, full)]) == 0  # imbalanced (max - min > 32, max > 1.1 x min): by load
+    assert route([_Stub(2, 0), _Stub(busy, full)]) == 0  # imbalanced (max - min > 64, max > 1.5 x min): by load
     assert route([_Stub(busy - 5, 0), _Stub(busy, full)]) == 1  # balanced again: the cache wins
 
 

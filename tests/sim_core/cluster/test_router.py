@@ -179,9 +179,14 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
 
 
 def test_the_routers_prefix_threshold_is_the_one_its_description_states():
-    # (config.py's description typed out "> 50 %" beside the router's constant)
+    # (config.py's description typed out "> 50 %" beside the router's constant; the load test's thresholds likewise)
     from sim_core.cluster import router
-    from sim_core.config import CACHE_THRESHOLD, DeploymentConfig
+    from sim_core.config import BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD, CACHE_THRESHOLD, DeploymentConfig
 
-    assert router.CACHE_THRESHOLD is CACHE_THRESHOLD
-    assert f"covers > {CACHE_THRESHOLD * 100:g} % of the prompt" in DeploymentConfig.model_fields["router"].description
+    assert router.CACHE_THRESHOLD is CACHE_THRESHOLD and router.BALANCE_ABS_THRESHOLD is BALANCE_ABS_THRESHOLD
+    assert router.BALANCE_REL_THRESHOLD is BALANCE_REL_THRESHOLD
+    text = DeploymentConfig.model_fields["router"].description
+    assert f"covers > {CACHE_THRESHOLD * 100:g} % of the" in text
+    assert f"differ by <= {BALANCE_ABS_THRESHOLD} or the most is <= {BALANCE_REL_THRESHOLD:g} x the fewest" in text
+    # SGLang's launchers' defaults (sgl-router src/main.rs CliArgs, router_args.py RouterArgs), not its library's
+    assert (CACHE_THRESHOLD, BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD) == (0.3, 64, 1.5)

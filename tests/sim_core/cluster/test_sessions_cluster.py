@@ -19,7 +19,7 @@ from tests.conftest import make_config
 from tests.documents import prose
 from tests.sim_core.cluster.test_deployment import FREE_1P1D, assert_cluster_invariants, assert_same_run
 
-ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session")
+ROUTERS = ("round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session", "weighted_score")
 XPYD = {"disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}
 
 

@@ -183,7 +183,7 @@ def test_closed_loop_routing_with_refresh_does_not_depend_on_coalescing(refresh_
     _assert_coalescing_free(_closed_loop("least_kv", refresh_s))
 
 
-@pytest.mark.parametrize("router", ["least_kv", "prefix_affinity"])
+@pytest.mark.parametrize("router", ["least_kv", "prefix_affinity", "weighted_score"])
 def test_one_replica_closed_loop_with_refresh_is_the_single_engine(router):
     cfg = _closed_loop(router, 0.3)
     single = run_simulation(cfg.model_copy(update={"deployment": None}))
