@@ -10,8 +10,12 @@ Cost: the verify pass is priced by the target's roofline as k+1 query tokens per
 attending over the sequence's context up to its position, with k+1 LM-head rows; plus the draft's
 time: k decode steps of a draft model, or, for an MTP/EAGLE head, k times a fraction of a plain
 target decode step. A draft step costs its busy time (the roofline time minus the fixed per-tick
-overheads, which the target's step already pays once). The draft's weights and KV are not counted
-in the memory plan; its k lookahead slots in each running request's blocks are (Scheduler.decode_slots).
+overheads, which the target's step already pays once).
+
+Memory: the draft's weights and its layers' KV are counted in the memory plan (costmodel.draft_memory_per_gpu: a
+draft model's own, or one target layer for a head), so a block holds its tokens' KV in the draft's layers too and the
+pool has fewer blocks, as in vLLM V1; its k lookahead slots in each running request's blocks are counted too
+(Scheduler.decode_slots).
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from array import array
 
 import numpy as np
 
-from sim_core.config import ModelSpec, SimConfig
-from sim_core.costmodel import CostModel
+from sim_core.config import SimConfig
+from sim_core.costmodel import CostModel, draft_model_config
 from sim_core.types import IntArray
 
 SEED_SALT = 0x5BEC  # separates the acceptance stream from the workload's
@@ -64,17 +68,8 @@ class Speculator:
         self.k = spec.num_draft_tokens
         self.alpha = np.asarray(spec.acceptance, dtype=np.float64)  # (k,)
         self.rng = np.random.default_rng([cfg.seed, SEED_SALT])
-        if spec.draft == "model":
-            from sim_core.presets import read_preset_data
-
-            data = read_preset_data("models", spec.draft_model)
-            data.pop("description", None)
-            # Not config_with: this copy prices the draft's steps (CostModel reads its hardware, model and calibration)
-            # and is never run; its model is validated here as a model, and a run's checks across sections (the
-            # workload's longest request within model.max_model_len, TP over the heads) are the target's, which `cfg`
-            # passed: the draft is not held to them (tests/sim_core/test_config.py lists the copies left)
-            draft_cfg = cfg.model_copy(update={"model": ModelSpec.model_validate(data)})
-            self._draft_cost, self._fraction = CostModel(draft_cfg), 1.0
+        if spec.draft == "model":  # (the copy the memory plan sizes the draft by: one reading of the preset)
+            self._draft_cost, self._fraction = CostModel(draft_model_config(cfg)), 1.0
         else:
             self._draft_cost, self._fraction = target_cost, spec.draft_cost_fraction
         # Only the CPU overhead: the time of an empty tick also streams the weights (its GEMM term), which every

@@ -59,8 +59,13 @@ try:
     plan = plan_memory(cfg)
     c3.metric("KV capacity (tokens)", f"{plan.kv_capacity_tokens:,}")
     gib = 2**30  # the memory plan's unit (nvidia-smi's)
-    st.markdown(f"Per GPU: weights **{plan.weight_bytes / gib:.2f} GiB**, activation workspace and runtime "
+    # the speculative draft's part, where memory went (its weights; its layers' share of every block)
+    drafted = (f" (of which the speculative draft's **{plan.draft_weight_bytes / gib:.2f} GiB**)"
+               if plan.draft_weight_bytes else "")
+    drafted_kv = (f", {plan.draft_block_bytes / plan.block_bytes:.0%} of each block the draft's layers'"
+                  if plan.draft_block_bytes else "")
+    st.markdown(f"Per GPU: weights **{plan.weight_bytes / gib:.2f} GiB**{drafted}, activation workspace and runtime "
                 f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "
-                f"({plan.num_blocks:,} blocks).")  # fmt: skip
+                f"({plan.num_blocks:,} blocks{drafted_kv}).")  # fmt: skip
 except MemoryPlanError as err:
     st.error(plain(err))
