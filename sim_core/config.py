@@ -550,13 +550,15 @@ class SpeculativeConfig(StrictModel):
         None, max_length=16, strict=False, description="Per-position acceptance of draft tokens 1..k (overrides acceptance_rate)."
     )
     draft: Literal["head", "model"] = Field(
-        "head", description="head: an MTP/EAGLE head priced as a fraction of a target step; model: a separate draft model."
+        "head", description="head: an MTP/EAGLE head priced as a fraction of a target step, its memory one target layer; "
+        "model: a separate draft model. The draft's weights and KV are counted in the memory plan."
     )
     draft_cost_fraction: float = Field(
         0.05, ge=0, le=2, description="head: cost of one draft token as a fraction of a plain target decode step."
     )
     draft_model: str = Field(
-        "llama-3.2-1b", min_length=1, max_length=80, description="model: the draft's model preset (weights and KV not counted in memory)."
+        "llama-3.2-1b", min_length=1, max_length=80, description="model: the draft's model preset; its weights and KV share the GPUs' memory with the target's "
+        "(fewer KV blocks)."
     )
 
     @model_validator(mode="after")

@@ -127,10 +127,64 @@ def workspace_bytes_per_gpu(cfg: SimConfig) -> float:
 
 
 def weight_bytes_per_gpu(cfg: SimConfig) -> float:
-    """Transformer weights in `weight_dtype`, embeddings and LM head in 16 bits, sharded by TP."""
+    """Transformer weights in `weight_dtype`, embeddings and LM head in 16 bits, sharded by TP (the target's alone: the
+    speculative draft's are `draft_memory_per_gpu`'s)."""
     shape, m = ModelShape.of(cfg), cfg.model
     body = shape.total_params - shape.embed_params - shape.lm_head_params
     return (body * DTYPE_BYTES[m.weight_dtype] + (shape.embed_params + shape.lm_head_params) * EMBED_BYTES) / cfg.hardware.num_gpus
+
+
+def draft_model_config(cfg: SimConfig) -> SimConfig:
+    """`cfg` with its model replaced by the speculative draft model's preset (`scheduler.speculative.draft_model`): the
+    copy that prices the draft's steps (`Speculator`) and sizes its weights and KV (`draft_memory_per_gpu`). Same
+    hardware, so the same TP: vLLM V1 refuses a draft TP other than the target's (DraftModelProposer.
+    _raise_if_draft_tp_mismatch, vllm/v1/spec_decode/draft_model.py), and the same kv_cache section (one cache_config:
+    the draft's layers take the pool's kv_dtype and block size).
+
+    Not config_with: this copy is never run; its model is validated here as a model, and a run's checks across sections
+    (the workload's longest request within model.max_model_len, TP over the heads) are the target's, which `cfg` passed:
+    the draft is not held to them (tests/sim_core/test_config.py lists the copies left)."""
+    from sim_core.config import ModelSpec
+    from sim_core.presets import read_preset_data  # (presets imports config; this module is imported by both)
+
+    data = read_preset_data("models", cfg.scheduler.speculative.draft_model)
+    data.pop("description", None)
+    return cfg.model_copy(update={"model": ModelSpec.model_validate(data)})
+
+
+def draft_memory_per_gpu(cfg: SimConfig) -> tuple[float, float]:
+    """(weight bytes, KV bytes per token) per GPU of the speculative draft, (0, 0) without speculation: the one rule the
+    memory plan reads (`kv_pool_bytes`, `plan_memory`, so the About page, the "vLLM would refuse" note and the planner's
+    fit check). vLLM V1 loads the drafter inside the same memory profile as the target (GPUModelRunner.load_model calls
+    drafter.load_model under its DeviceMemoryProfiler), so the KV budget is what is left after both; and the drafter's
+    attention layers are in the same KV cache spec (GPUModelRunner.get_kv_cache_spec walks every attention layer, the
+    draft's marked is_draft "excluded from equality so it never affects grouping"): with the target's they form one
+    group (UniformTypeKVCacheSpecs when their head sizes differ, whose page_size_bytes is the sum over its layers), so
+    every block holds its tokens' KV in the target's layers and the draft's, and the pool has fewer blocks.
+
+      draft "model": the draft preset's weights (`weight_bytes_per_gpu` of `draft_model_config`: its own dtype, its
+        own embedding and LM head, which DraftModelProposer never shares) and its KV per token
+        (`kv_bytes_per_token_per_gpu` of the same copy), both under the target's TP. Llama-3.2-1B beside Llama-3.1-8B:
+        2.47 GB of weights, KV per token 128 -> 160 KiB.
+      draft "head" (EAGLE / MTP): one decoder layer of the target (attention, MLP or experts and router) in its
+        weight_dtype, plus the head's input projection of the token's embedding and the target's hidden state
+        (2·d x d: EAGLE's fc, MTP's eh_proj); the embedding and LM head are the target's (SpecDecodeBaseProposer.
+        _maybe_share_embeddings / _maybe_share_lm_head: always for MTP, for EAGLE when its checkpoint has none or the
+        same ones). Its KV: one layer of the target's, 1 / num_layers of the target's per token. Llama-3.1-8B: 0.50 GB,
+        KV per token 128 -> 132 KiB. (Left out: an EAGLE-3 head's own LM head over its reduced vocabulary, its wider
+        first layer, and a BF16 head beside FP8 target weights.)
+    """
+    spec = cfg.scheduler.speculative
+    if not spec.enabled:
+        return 0.0, 0.0
+    if spec.draft == "model":
+        draft = draft_model_config(cfg)
+        return weight_bytes_per_gpu(draft), kv_bytes_per_token_per_gpu(draft)
+    shape, m = ModelShape.of(cfg), cfg.model
+    layer_params = (shape.total_params - shape.embed_params - shape.lm_head_params) // m.num_layers  # (layers alike)
+    projection_params = 2 * m.hidden_size * m.hidden_size
+    weights = (layer_params + projection_params) * DTYPE_BYTES[m.weight_dtype] / cfg.hardware.num_gpus
+    return weights, kv_bytes_per_token_per_gpu(cfg) / m.num_layers
 
 
 class MemoryPlanError(ValueError):
@@ -140,13 +194,15 @@ class MemoryPlanError(ValueError):
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
     budget_bytes: float  # per GPU: what the engine's memory rule lets weights + workspace + KV use
-    weight_bytes: float  # per GPU
+    weight_bytes: float  # per GPU, the speculative draft's included
     workspace_bytes: float  # per GPU: activation peak + runtime (CUDA context, NCCL)
     kv_bytes: float  # per GPU, what is left for KV blocks
     block_bytes: float  # one block, per GPU
     num_blocks: int
     num_host_blocks: int  # swap space in blocks
     block_size: int  # tokens per block
+    draft_weight_bytes: float = 0.0  # per GPU: the speculative draft's part of weight_bytes (`draft_memory_per_gpu`)
+    draft_block_bytes: float = 0.0  # per GPU: the draft's layers' part of block_bytes
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -166,7 +222,9 @@ def memory_notes(cfg: SimConfig, memory: MemoryPlan) -> list[str]:
 
 
 def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
-    """(budget, weights, workspace, KV bytes) per GPU under the engine's memory rule (KVCacheConfig.memory_rule).
+    """(budget, weights, workspace, KV bytes) per GPU under the engine's memory rule (KVCacheConfig.memory_rule); the
+    weights are the target's and the speculative draft's (`draft_memory_per_gpu`). The activation peak is the target's:
+    the draft runs after the target's forward, over the same tokens, with smaller buffers.
 
     usable = memory_gib − CUDA's reservation; u = gpu_memory_utilization.
       vllm, vllm-v1: KV = u·usable − weights − activation peak − runtime   (vLLM ≥ 0.6.4 worker.py; the peak as
@@ -178,7 +236,7 @@ def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
     """
     hw, kv = cfg.hardware, cfg.kv_cache
     usable = hw.memory_gib * GIB - CUDA_RESERVED_BYTES
-    weights = weight_bytes_per_gpu(cfg)
+    weights = weight_bytes_per_gpu(cfg) + draft_memory_per_gpu(cfg)[0]  # (the draft's: loaded before the profile)
     workspace = workspace_bytes_per_gpu(cfg) + RUNTIME_BYTES
     u = kv.gpu_memory_utilization
     if kv.memory_rule == "sglang":
@@ -203,11 +261,21 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
     hw, kv = cfg.hardware, cfg.kv_cache
     f = names or (lambda path: path)
     budget, weights, workspace, kv_bytes = kv_pool_bytes(cfg)
-    block_bytes = kv.block_size * kv_bytes_per_token_per_gpu(cfg)
+    draft_weights, draft_kv_per_token = draft_memory_per_gpu(cfg)
+    draft_block_bytes = kv.block_size * draft_kv_per_token
+    # (a block holds its tokens' KV in every attention layer, the draft's included: vLLM V1's one KV cache group)
+    block_bytes = kv.block_size * kv_bytes_per_token_per_gpu(cfg) + draft_block_bytes
     gib = lambda x: f"{x / GIB:.2f} GiB"  # noqa: E731
+    spec = cfg.scheduler.speculative
+    # the draft's part, named with the fields that set it, when it is counted (a config that fits without it)
+    drafted = ("" if not spec.enabled else
+               f" (the speculative draft's {gib(draft_weights)} of weights and {draft_block_bytes / kv.block_size / 1024:.0f} "
+               f"KiB of KV per token included: {f('scheduler.speculative.draft')} {spec.draft!r}"
+               + (f", {f('scheduler.speculative.draft_model')} {spec.draft_model!r}" if spec.draft == "model" else "")
+               + f"; a smaller draft, an EAGLE/MTP head or {f('scheduler.speculative.enabled')} false frees it)")
     if kv_bytes <= block_bytes:
         raise MemoryPlanError(
-            f"Out of memory: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
+            f"Out of memory{drafted}: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
             # (how far short: "leave 0.00 GiB" read the same for 8 GiB of an 8B model's 15.5 as for a few MiB)
             f"{gib(max(kv_bytes, 0))} for the KV cache, {gib(block_bytes - kv_bytes)} short of one "
             f"{kv.block_size}-token block ({f('hardware.memory_gib')} = {hw.memory_gib:g} GiB per GPU less "
@@ -224,7 +292,7 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
     per_req = _max_request_blocks(cfg)
     if num_blocks < per_req:
         raise MemoryPlanError(
-            f"KV cache too small: {num_blocks} blocks of {kv.block_size} tokens ({gib(kv_bytes)} per GPU) but the "
+            f"KV cache too small{drafted}: {num_blocks} blocks of {kv.block_size} tokens ({gib(kv_bytes)} per GPU) but the "
             f"longest request needs {per_req} blocks"
             + (" (contiguous layout reserves model.max_model_len per sequence). " if kv.layout == "contiguous" else ". ")
             + f"Lower {f('scheduler.max_num_batched_tokens')}, use an FP8 KV cache (kv_cache.kv_dtype) or "
@@ -232,7 +300,8 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
         )
     # vLLM's swap_space is per GPU ("CPU swap space size (GiB) per GPU"): each TP worker swaps its own shard.
     num_host_blocks = int(kv.swap_space_gb * GIB // block_bytes)
-    return MemoryPlan(budget, weights, workspace, kv_bytes, block_bytes, num_blocks, num_host_blocks, kv.block_size)
+    return MemoryPlan(budget, weights, workspace, kv_bytes, block_bytes, num_blocks, num_host_blocks, kv.block_size,
+                      draft_weights, draft_block_bytes)
 
 
 def _max_request_blocks(cfg: SimConfig) -> int:

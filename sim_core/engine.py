@@ -720,8 +720,9 @@ class Engine:
         completes = [r for r, mi, ci, ti in zip(pre, m, c, target) if ci + mi >= ti]  # prefill done this tick
         prefill_tokens = sum(m)
         decode_tokens = n * D
-        pairs = sum(mi * ci + mi * (mi + 1) // 2 for mi, ci in zip(m, c)) + n * (dec_ctx + D)
-        kv_read = sum(c) + n * dec_ctx
+        prompt_pairs, prompt_read = sum(mi * ci + mi * (mi + 1) // 2 for mi, ci in zip(m, c)), sum(c)
+        pairs = prompt_pairs + n * (dec_ctx + D)
+        kv_read = prompt_read + n * dec_ctx
         samples = decode_tokens + len(completes)
         seqs = len(pre) + decode_tokens
         if n > 1 and pre:  # recompute prefills (context past the prompt): each such position is a token of every sample
@@ -740,6 +741,8 @@ class Engine:
             samples += rows - D
             draft_s = spec.draft_s(D, dec_ctx)
             gained = tokens_emitted(spec.accepted(D), width - 1, st.output[dec] - st.emitted[dec], np.minimum)  # (D,)
+        if self.spec is not None and pre:  # the drafter runs over the chunks' tokens too (`Speculator.tick_draft_s`)
+            draft_s = self.spec.tick_draft_s(D, dec_ctx, prefill_tokens, prompt_pairs, prompt_read, len(pre))
         swap_bytes = plan.swap_blocks * self.memory.block_bytes
         dur, flops, nbytes, is_comp = self.cost.tick(prefill_tokens + decode_tokens, samples, pairs, kv_read, seqs, swap_bytes)
         dur = float(dur) + draft_s
@@ -769,8 +772,9 @@ class Engine:
             num_emitted = int(gained.sum())
             self.spec.num_steps += D
             self.spec.num_emitted += num_emitted
-            self.spec.draft_time_s += draft_s
             self.spec.log_emitted(rec.num_ticks, num_emitted)  # (this tick's row is recorded below)
+        if draft_s:  # (a tick with decodes or chunks while speculating; the scalar core adds it where it prices it)
+            self.spec.draft_time_s += draft_s
         if D:  # every decoder has emitted before: one gap each (but those with no token yet: their first token)
             gaps = t_end - st.last_token_s[dec]
             has_gap = self._decode_first_tokens(dec, gaps, t_end) if self.tokenless else None

@@ -1366,6 +1366,7 @@ def run_ticks(engine: Engine):
                 D, pairs, draft_s, spec_emitted, done, freed, S, spec_order = _spec_decode(
                     spec, spec_draws, verify_width, order_tick, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 dur, flops, nbytes, is_comp = tick(D, D, pairs, ctx, num_dec, 0.0)  # (the loop below's, P = A = 0)
+                spec.draft_time_s += draft_s
                 dur += draft_s
                 spec.log_tick_emitted(num_ticks0 + j, spec_emitted)
                 if j < want_batches:
@@ -1691,6 +1692,8 @@ def run_ticks(engine: Engine):
             dec_seqs = D  # (sequences that decode: the price's, and the decoders' gaps)
             if speculating:  # each decoder's own tokens (`_spec_decode`); D: the positions verified
                 dec_seqs = B
+                spec_b = len(spec_order)  # (its draft's decoders and their context: `_spec_decode`'s)
+                spec_ctx = S + spec_b * d
                 D, pairs, draft_s, spec_emitted, done, freed, S, _ = _spec_decode(
                     spec, spec_draws, verify_width, spec_order, spec_grown, base, spec_left, spec_held, d, S, finished, j)  # fmt: skip
                 spec.log_tick_emitted(num_ticks0 + j, spec_emitted)
@@ -1785,6 +1788,7 @@ def run_ticks(engine: Engine):
             running[w] = None
             prefilling[w] = h
         P, samples = 0, D  # (samples: the sequences that sample a token, the decoders' and each completed prompt's)
+        pairs0, kv_read0 = pairs, kv_read  # (the decodes': the chunks' are what the loop adds, for the draft's price)
         past_seqs = 0  # sequences of the other samples in recompute chunks past the prompt (n > 1: below)
         fresh = None  # decoders whose first token is this prefill-only tick's (their last token: its end, below)
         for r, c, chunk in pre:
@@ -1870,7 +1874,11 @@ def run_ticks(engine: Engine):
                                      [spec_held[r] for r, _, _ in pre]))  # fmt: skip
         dur, flops, nbytes, is_comp = tick(P + D, samples, pairs, kv_read, A + dec_seqs + past_seqs,
                                            swap_blocks * block_bytes if swap_blocks else 0.0)  # fmt: skip
-        if speculating and decoding:  # the draft's k steps (`Engine._advance_tick`: the target's price, then the draft's)
+        if speculating and (decoding or pre):  # the draft's k steps (`Engine._advance_tick`: the target's price, then
+            if pre:  # the draft's): with chunks, its steps run over their tokens too (`Speculator.tick_draft_s`)
+                draft_s = spec.tick_draft_s(spec_b if decoding else 0, spec_ctx if decoding else 0, P, pairs - pairs0,
+                                            kv_read - kv_read0, len(pre))  # fmt: skip
+            spec.draft_time_s += draft_s
             dur += draft_s
         t_end = now + dur
         if A and j < want_batches:  # the batch log: prefill chunks, then admissions
@@ -2106,8 +2114,7 @@ def _spec_decode(spec, draws: _SpecDraws, verify_width, order: list[int], grown:
             done = []
         done.append(r)
     spec.num_steps += B
-    spec.num_emitted += emitted
-    spec.draft_time_s += draft_s
+    spec.num_emitted += emitted  # (the draft's time: its caller's, which may price it again with the tick's chunks)
     # the decoders left, in batch order: `order` itself in a tick where none finished (most: no list built per decoder)
     if done is None:
         staying = order

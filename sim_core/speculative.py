@@ -10,8 +10,14 @@ Cost: the verify pass is priced by the target's roofline as k+1 query tokens per
 attending over the sequence's context up to its position, with k+1 LM-head rows; plus the draft's
 time: k decode steps of a draft model, or, for an MTP/EAGLE head, k times a fraction of a plain
 target decode step. A draft step costs its busy time (the roofline time minus the fixed per-tick
-overheads, which the target's step already pays once). The draft's weights and KV are not counted
-in the memory plan; its k lookahead slots in each running request's blocks are (Scheduler.decode_slots).
+overheads, which the target's step already pays once). In a tick with prefill chunks the draft runs over
+their tokens too, as vLLM V1's drafter does (its first step over every scheduled token, its later steps
+over one token per request: `Speculator.tick_draft_s`), so prefill ticks cost the draft's forward as well.
+
+Memory: the draft's weights and its layers' KV are counted in the memory plan (costmodel.draft_memory_per_gpu: a
+draft model's own, or one target layer for a head), so a block holds its tokens' KV in the draft's layers too and the
+pool has fewer blocks, as in vLLM V1; its k lookahead slots in each running request's blocks are counted too
+(Scheduler.decode_slots).
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from array import array
 
 import numpy as np
 
-from sim_core.config import ModelSpec, SimConfig
-from sim_core.costmodel import CostModel
+from sim_core.config import SimConfig
+from sim_core.costmodel import CostModel, draft_model_config
 from sim_core.types import IntArray
 
 SEED_SALT = 0x5BEC  # separates the acceptance stream from the workload's
@@ -64,17 +70,8 @@ class Speculator:
         self.k = spec.num_draft_tokens
         self.alpha = np.asarray(spec.acceptance, dtype=np.float64)  # (k,)
         self.rng = np.random.default_rng([cfg.seed, SEED_SALT])
-        if spec.draft == "model":
-            from sim_core.presets import read_preset_data
-
-            data = read_preset_data("models", spec.draft_model)
-            data.pop("description", None)
-            # Not config_with: this copy prices the draft's steps (CostModel reads its hardware, model and calibration)
-            # and is never run; its model is validated here as a model, and a run's checks across sections (the
-            # workload's longest request within model.max_model_len, TP over the heads) are the target's, which `cfg`
-            # passed: the draft is not held to them (tests/sim_core/test_config.py lists the copies left)
-            draft_cfg = cfg.model_copy(update={"model": ModelSpec.model_validate(data)})
-            self._draft_cost, self._fraction = CostModel(draft_cfg), 1.0
+        if spec.draft == "model":  # (the copy the memory plan sizes the draft by: one reading of the preset)
+            self._draft_cost, self._fraction = CostModel(draft_model_config(cfg)), 1.0
         else:
             self._draft_cost, self._fraction = target_cost, spec.draft_cost_fraction
         # Only the CPU overhead: the time of an empty tick also streams the weights (its GEMM term), which every
@@ -177,15 +174,29 @@ class Speculator:
             total = total + busy[:, j]
         return self._fraction * total
 
-    def tick_draft_s(self, num_seqs: int, context_tokens: int) -> float:
+    def tick_draft_s(self, num_seqs: int, context_tokens: int, prompt_tokens: int = 0, prompt_pairs: int = 0,
+                     prompt_read: int = 0, num_prompts: int = 0) -> float:
         """`draft_s` of one tick in Python ints, one step at a time through the scalar cost function (bit for bit its
-        array path). The scalar core (`fastpath._spec_decode`) calls it directly: its arguments are ints already."""
-        if num_seqs == 0 or self._fraction == 0:
+        array path). The scalar core (`fastpath._spec_decode`) calls it directly: its arguments are ints already.
+
+        A tick with prefill chunks (`num_prompts` of them: `prompt_tokens` tokens, `prompt_pairs` causal pairs over
+        `prompt_read` cached tokens): vLLM V1's drafter runs over every token the step scheduled, not only the decodes
+        (GPUModelRunner.propose_draft_token_ids passes input_ids[:num_scheduled_tokens] as target_token_ids;
+        SpecDecodeBaseProposer.propose runs its first forward over all of them, "to keep the drafter KV cache in
+        sync"), and its later steps over one token of every request of the batch (the padded drafter batch: a chunk
+        that ends mid-prompt drafts too, and its drafts are discarded). So the first step prices the decodes' tokens and
+        the chunks' in one pass, with one sampled row per request, and step j >= 1 one more token per chunk over its
+        context after the chunk (`prompt_read + prompt_tokens`) plus j - 1. Without chunks: the decodes' k steps, the
+        same integers as before (bit for bit)."""
+        if (num_seqs == 0 and num_prompts == 0) or self._fraction == 0:
             return 0.0
-        tick_scalar, b, empty_s = self._draft_cost._tick_scalar, num_seqs, self._empty_s
-        total = 0
-        for cj in range(context_tokens, context_tokens + self.k * b, b):  # step j's context: c + j x b
-            total += tick_scalar(b, b, cj + b, cj, 0)[0] - empty_s
+        tick_scalar, b, a, empty_s = self._draft_cost._tick_scalar, num_seqs, num_prompts, self._empty_s
+        c = context_tokens
+        total = tick_scalar(b + prompt_tokens, b + a, c + b + prompt_pairs, c + prompt_read, 0)[0] - empty_s
+        after = prompt_read + prompt_tokens  # (the chunks' contexts after this tick, summed)
+        for j in range(1, self.k):  # step j's contexts: c + j x b, and each chunk's own plus j - 1
+            cj, pj = c + j * b, after + (j - 1) * a
+            total += tick_scalar(b + a, b + a, cj + b + pj + a, cj + pj, 0)[0] - empty_s
         return self._fraction * total
 
     @property

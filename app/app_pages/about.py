@@ -76,6 +76,11 @@ for role, pool_cfg in pools:
             c3.metric("KV capacity per decode instance (tokens)", f"{plan.kv_capacity_tokens:,}")
         lead = plain(f"{role.capitalize()} pool ({pool.replicas}x {pool_cfg.hardware.name}, TP {pool_cfg.hardware.num_gpus}), "
                      f"per GPU")  # fmt: skip
-    st.markdown(f"{lead}: weights **{plan.weight_bytes / gib:.2f} GiB**, activation workspace and runtime "
+    # the speculative draft's part, where memory went (its weights; its layers' share of every block)
+    drafted = (f" (of which the speculative draft's **{plan.draft_weight_bytes / gib:.2f} GiB**)"
+               if plan.draft_weight_bytes else "")
+    drafted_kv = (f", {plan.draft_block_bytes / plan.block_bytes:.0%} of each block the draft's layers'"
+                  if plan.draft_block_bytes else "")
+    st.markdown(f"{lead}: weights **{plan.weight_bytes / gib:.2f} GiB**{drafted}, activation workspace and runtime "
                 f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "
-                f"({plan.num_blocks:,} blocks{'' if role is None else ' per instance'}).")  # fmt: skip
+                f"({plan.num_blocks:,} blocks{'' if role is None else ' per instance'}{drafted_kv}).")  # fmt: skip

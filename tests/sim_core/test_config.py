@@ -488,7 +488,7 @@ def test_config_with_names_a_value_model_copy_let_through():
 # The copies of a config made without validating it, each for its reason (said where it is): a new one is a decision
 # to make there, not a shortcut (sim_core.presets.config_with is the way to change a config).
 UNVALIDATED_COPIES = {  # file -> lines holding such a copy
-    "sim_core/speculative.py": 1,  # the draft model's pricing config, never run; the model itself is validated
+    "sim_core/costmodel.py": 1,  # the draft model's config (pricing and memory), never run; the model itself is validated
     "sim_core/planner.py": 1,  # a copy without its name, only hashed (the on-disk keys of earlier searches)
     "app/components/worker.py": 2,  # a result's config less its trace for the trip back, and the same config restored
 }

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim_core.costmodel import GIB, plan_memory, weight_bytes_per_gpu, workspace_bytes_per_gpu
+from sim_core.costmodel import (GIB, MemoryPlanError, draft_memory_per_gpu, plan_memory, weight_bytes_per_gpu,
+                                workspace_bytes_per_gpu)
 from sim_core.presets import PresetError, config_from_dict
 from sim_core.sweep import with_value
 
@@ -177,3 +178,66 @@ def test_out_of_memory_says_how_far_short_it_is():
         kv_bytes = kv_pool_bytes(cfg)[3]
         block_bytes = 16 * 2 * 32 * 8 * 128 * 2  # a block of Llama-3.1-8B: 16 tokens x K and V x 32 layers x 8 heads x 128 x 2 B
         assert float(short.group(1)) == pytest.approx((block_bytes - kv_bytes) / 2**30, abs=0.005)
+
+
+def spec_config(hardware, num_gpus, draft, utilisation=0.9, **more):
+    """Llama-3.1-8B on vLLM V1 speculating with `draft` ("head", "model" or None: no speculation)."""
+    speculative = {"enabled": draft is not None, "draft": draft or "head"} | more
+    return config_from_dict({
+        "hardware": hardware | {"num_gpus": num_gpus}, "model": "llama-3.1-8b", "engine": "vllm-v1", "workload": SMALL,
+        "kv_cache": {"gpu_memory_utilization": utilisation}, "scheduler": {"speculative": speculative},
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_a_draft_models_weights_and_kv_are_counted_as_vllm_v1_loads_and_caches_them(tp):
+    # vLLM V1 loads the draft model inside the target's memory profile, under the target's TP (DraftModelProposer
+    # ._raise_if_draft_tp_mismatch), and its attention layers join the target's KV cache group: a block holds both.
+    # Llama-3.2-1B by hand (presets/models/llama-3.2-1b.json): d 2048, 16 layers, 32 query / 8 KV heads of 64,
+    # MLP 8192 (gated), vocabulary 128,256, tied embeddings, BF16
+    attn = 2048 * (32 * 64 + 2 * 8 * 64) + 32 * 64 * 2048
+    mlp = 3 * 2048 * 8192
+    params = 16 * (attn + mlp) + 128256 * 2048  # (one embedding matrix: tied)
+    assert params == 1_235_814_400 - 33 * 2048  # (the checkpoint's 1,235,814,400 less its 33 RMSNorm vectors)
+    draft_weights = params * 2 / tp  # 2.47 GB at TP1
+    draft_kv = 2 * 16 * 8 * 64 * 2 / tp  # bytes per token per GPU: 32 KiB at TP1 (8 KV heads split over the ranks)
+    target_kv = 2 * 32 * 8 * 128 * 2 / tp  # Llama-3.1-8B: 128 KiB at TP1
+    assert draft_memory_per_gpu(spec_config({"preset": "h100-sxm"}, tp, "model")) == (draft_weights, draft_kv)
+    plain = plan_memory(spec_config({"preset": "h100-sxm"}, tp, None))
+    plan = plan_memory(spec_config({"preset": "h100-sxm"}, tp, "model"))
+    assert plan.draft_weight_bytes == draft_weights and plan.weight_bytes == plain.weight_bytes + draft_weights
+    assert plan.block_bytes == 16 * (target_kv + draft_kv) and plan.draft_block_bytes == 16 * draft_kv
+    assert plan.kv_bytes == plain.kv_bytes - draft_weights  # (the workspace is the target's)
+    assert plan.num_blocks == int((plain.kv_bytes - draft_weights) // (16 * (target_kv + draft_kv)))
+    if tp == 1:  # 28,527 blocks without the draft (the vllm-v1 preset on an H100): 23 % fewer with it
+        assert plain.num_blocks == 28527 and plan.num_blocks == 21878
+
+
+def test_an_eagle_or_mtp_head_counts_one_target_layer_and_its_input_projection():
+    # The head shares the target's embedding and LM head (SpecDecodeBaseProposer._maybe_share_embeddings /
+    # _maybe_share_lm_head); it brings one decoder layer of the target's shape and a 2d -> d projection, and its one
+    # attention layer's KV joins every block. Llama-3.1-8B by hand: d 4096, 32 query / 8 KV heads of 128, MLP 14,336.
+    attn = 4096 * (32 * 128 + 2 * 8 * 128) + 32 * 128 * 4096
+    layer = attn + 3 * 4096 * 14336
+    head_weights = (layer + 2 * 4096 * 4096) * 2  # BF16: 0.50 GB
+    head_kv = 2 * 1 * 8 * 128 * 2  # one layer: 4 KiB per token
+    cfg = spec_config({"preset": "h100-sxm"}, 1, "head")
+    assert draft_memory_per_gpu(cfg) == (head_weights, head_kv)
+    plain = plan_memory(spec_config({"preset": "h100-sxm"}, 1, None))
+    plan = plan_memory(cfg)
+    assert plan.num_blocks == int((plain.kv_bytes - head_weights) // (16 * (128 * 1024 + head_kv))) == 27429
+    assert 0.03 < 1 - plan.num_blocks / plain.num_blocks < 0.04  # ~3.8 % fewer blocks
+    # no speculation: nothing counted, whatever the draft fields say
+    assert draft_memory_per_gpu(spec_config({"preset": "h100-sxm"}, 1, None, draft_model="llama-3.2-3b")) == (0.0, 0.0)
+
+
+def test_a_config_that_fits_only_without_its_draft_model_is_refused_naming_the_draft_fields():
+    # An RTX 3090 (24 GiB) at utilisation 0.75 leaves Llama-3.1-8B ~2 GiB of KV: a 1B draft's 2.3 GiB does not fit
+    assert plan_memory(spec_config(RTX_3090, 1, None, 0.75)).num_blocks > 500
+    assert plan_memory(spec_config(RTX_3090, 1, "head", 0.75)).num_blocks > 500
+    with pytest.raises(MemoryPlanError) as err:
+        plan_memory(spec_config(RTX_3090, 1, "model", 0.75))
+    text = str(err.value)
+    for field in ("scheduler.speculative.draft 'model'", "scheduler.speculative.draft_model 'llama-3.2-1b'",
+                  "scheduler.speculative.enabled", "2.30 GiB of weights"):  # fmt: skip
+        assert field in text, text

@@ -105,6 +105,52 @@ def test_a_draft_step_costs_a_decode_step_less_only_the_cpu_overheads(draft):
     assert spec.draft_s(1, 1000) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("draft", [{"draft": "model", "draft_model": "llama-3.2-1b"}, {"draft": "head", "draft_cost_fraction": 0.1}])
+def test_the_draft_runs_over_a_ticks_prompt_chunks_as_vllm_v1s_drafter_does(draft):
+    # vLLM V1's drafter takes every scheduled token (target_token_ids = input_ids[:num_scheduled_tokens]): its first
+    # forward runs over the decodes' tokens and the prefill chunks' in one pass, one sampled row per request, and its
+    # k - 1 later steps over one token of every request, a chunk's included (the padded drafter batch). By hand, from
+    # the drafter's own tick: 3 decoders over 3,000 tokens beside two chunks (512 after 1,024 cached; 256 from 0).
+    cfg = spec_cfg(num_draft_tokens=3, **draft)
+    spec = Speculator(cfg, CostModel(cfg))
+    drafter = spec._draft_cost
+    fraction = 1.0 if draft["draft"] == "model" else 0.1
+    busy = lambda *agg: drafter.tick(*agg, 0)[0] - cfg.calibration.tick_overhead_ms * 1e-3  # noqa: E731
+    chunks = [(512, 1024), (256, 0)]  # (tokens, cached before)
+    p_tokens = sum(m for m, _ in chunks)
+    p_pairs = sum(m * c + m * (m + 1) // 2 for m, c in chunks)
+    p_read = sum(c for _, c in chunks)
+    after = p_read + p_tokens
+    expected = busy(3 + p_tokens, 3 + 2, 3000 + 3 + p_pairs, 3000 + p_read)
+    for j in (1, 2):
+        expected += busy(3 + 2, 3 + 2, 3000 + 3 * j + 3 + after + 2 * (j - 1) + 2, 3000 + 3 * j + after + 2 * (j - 1))
+    got = spec.tick_draft_s(3, 3000, p_tokens, p_pairs, p_read, 2)
+    assert got == pytest.approx(fraction * expected, rel=1e-12)
+    assert got > spec.tick_draft_s(3, 3000)  # the chunks cost the draft time
+    # a prefill-only tick drafts too; without chunks the decodes' steps are what they were, bit for bit
+    assert spec.tick_draft_s(0, 0, p_tokens, p_pairs, p_read, 2) > 0
+    assert spec.tick_draft_s(3, 3000, 0, 0, 0, 0) == spec.tick_draft_s(3, 3000) == spec.draft_s(3, 3000)
+
+
+@pytest.mark.parametrize("path", ["fast", "reference"])
+def test_a_prefill_only_run_pays_the_drafts_pass_over_its_prompts(path, monkeypatch):
+    # One-token outputs never decode: before, no draft time at all; vLLM's drafter still runs over every prompt chunk
+    from sim_core import fastpath, run_simulation
+    from sim_core.presets import config_from_dict
+
+    if path == "reference":  # (tick by tick: `Engine._advance_tick`)
+        monkeypatch.setattr(fastpath, "speculates_here", lambda engine: False)
+
+    def run(enabled):
+        return run_simulation(config_from_dict({
+            "workload": {"num_requests": 8, "prompt_tokens": {"dist": "fixed", "mean": 3000},
+                         "output_tokens": {"dist": "fixed", "mean": 1}},
+            "scheduler": {"speculative": {"enabled": enabled, "draft": "model"}}})).summary  # fmt: skip
+
+    plain, s = run(False), run(True)
+    assert plain.spec_draft_time_s is None and s.spec_draft_time_s > 0 and s.ttft_p50_s > plain.ttft_p50_s
+
+
 @pytest.mark.parametrize("deployment", [None, {"replicas": 2}, {"disaggregation": {}}])
 def test_itl_gap_count_is_one_per_verify_step(deployment):
     # Acceptance 1, k = 3: after the first token each verify step emits 4 tokens (the last step what is left), so a

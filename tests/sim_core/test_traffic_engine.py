@@ -197,8 +197,10 @@ def test_acceptance_zero_is_the_plain_run_plus_the_verification_cost():
     tp, ts = plain.timeline, spec.timeline
     assert ts.num_ticks == tp.num_ticks == 41  # one prefill tick, then one token per decode tick
     assert np.array_equal(ts.num_prefill_tokens, tp.num_prefill_tokens)
-    assert ts.duration_s[0] == tp.duration_s[0]  # the prefill tick is untouched
     cost, sp = CostModel(cfg), Speculator(cfg, CostModel(cfg))
+    # the prefill tick: the target's, plus the draft's pass over the prompt (vLLM V1's drafter runs over every
+    # scheduled token) and its 2 later steps over the request's one drafting position
+    assert ts.duration_s[0] == tp.duration_s[0] + sp.tick_draft_s(0, 0, 300, 300 * 301 // 2, 0, 1)
     for j in range(1, 41):  # decode tick j: one sequence holding 300 + j - 1 tokens of context
         ctx = 300 + j - 1
         tokens, rows, pairs, kv = verify_aggregates(4, 1, ctx)
