@@ -30,3 +30,27 @@ def count_steps(engines, ended_only: bool = True) -> list[int]:
 
         engine.step = counted
     return calls
+
+
+def with_shared_prefixes(cfg):
+    """`cfg` with a paged, prefix-cached KV cache and three system prompts shared by 70 % of its requests."""
+    cfg = with_value(cfg, "kv_cache.layout", "paged")
+    cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
+    return with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
+                                                      "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+
+
+def run_checking_invariants(cfg, dep) -> None:
+    """`cfg` deployed as `dep`, its invariants checked every tick and on the result; a run that ends on its own
+    finished every request and left no KV block in use."""
+    from sim_core.cluster import Deployment
+    from sim_core.cluster.result import build_result
+    from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, deploy
+
+    run = Deployment(deploy(cfg, dep), check_invariants=True)
+    run.run()
+    res = build_result(run)
+    assert_cluster_invariants(res)
+    if res.summary.stopped_reason is None:
+        assert res.summary.num_finished == cfg.workload.num_requests
+        assert all(x.engine.kv.num_used == 0 for x in run.instances)

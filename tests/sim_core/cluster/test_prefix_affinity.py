@@ -13,7 +13,7 @@ from sim_core.cluster.router import BALANCE_ABS_THRESHOLD, CACHE_THRESHOLD, Rout
 from sim_core.presets import load_preset
 from sim_core.sweep import with_value
 from sim_core.workload import generate_workload
-from tests.sim_core.cluster.support import open_loop_config
+from tests.sim_core.cluster.support import open_loop_config, run_checking_invariants, with_shared_prefixes
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, assert_same_run, deploy
 
 
@@ -104,18 +104,8 @@ def test_cache_aware_router_follows_the_cache_unless_load_is_imbalanced():
 @pytest.mark.parametrize("seed", range(6))
 def test_invariants_hold_with_prefix_caching_on_random_configs(seed):
     
-    cfg = open_loop_config(seed)
-    cfg = with_value(cfg, "kv_cache.layout", "paged")
-    cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
-    cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
-                                                     "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+    cfg = with_shared_prefixes(open_loop_config(seed))
     router = ["prefix_affinity", "least_outstanding", "round_robin"][seed % 3]
     for dep in ({"replicas": 3, "router": router},
                 {"router": router, "disaggregation": {"prefill": {"replicas": 2}, "decode": {"replicas": 1}}}):  # fmt: skip
-        run = Deployment(deploy(cfg, dep), check_invariants=True)
-        run.run()
-        res = build_result(run)
-        assert_cluster_invariants(res)
-        if res.summary.stopped_reason is None:
-            assert res.summary.num_finished == cfg.workload.num_requests
-            assert all(x.engine.kv.num_used == 0 for x in run.instances)
+        run_checking_invariants(cfg, dep)

@@ -15,9 +15,8 @@ from sim_core.cluster import Deployment
 from sim_core.cluster.result import build_result
 from sim_core.cluster.router import Router
 from sim_core.config import KV_SCORE_WEIGHT, MAX_PREFIX_BLOCKS, PREFIX_SCORE_WEIGHT, QUEUE_SCORE_WEIGHT, STATE_ROUTERS
-from sim_core.sweep import with_value
 from tests.conftest import trace_config
-from tests.sim_core.cluster.support import open_loop_config
+from tests.sim_core.cluster.support import open_loop_config, run_checking_invariants, with_shared_prefixes
 from tests.sim_core.cluster.test_deployment import assert_cluster_invariants, deploy
 from tests.sim_core.cluster.test_prefix_affinity import prefix_hit_rates, shared_prompts
 from tests.sim_core.cluster.test_state_refresh import _assert_coalescing_free, _closed_loop
@@ -177,22 +176,11 @@ def test_closed_loop_routes_on_exact_state_whatever_the_refresh():
        disaggregated=st.booleans(), prefix=st.booleans())
 def test_deployments_keep_their_invariants(seed, replicas, refresh_s, disaggregated, prefix):
     # the engine tests' random configs (test_prefix_affinity's invariants test, for this router), replicas or xPyD
-    cfg = open_loop_config(seed)
-    if prefix:
-        cfg = with_value(cfg, "kv_cache.layout", "paged")
-        cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
-        cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
-                                                         "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
+    cfg = with_shared_prefixes(open_loop_config(seed)) if prefix else open_loop_config(seed)
     dep = {"router": "weighted_score", "state_refresh_s": refresh_s}
     dep |= ({"disaggregation": {"prefill": {"replicas": replicas}, "decode": {"replicas": 1 + seed % 2}}} if disaggregated
             else {"replicas": replicas})  # fmt: skip
-    run = Deployment(deploy(cfg, dep), check_invariants=True)
-    run.run()
-    res = build_result(run)
-    assert_cluster_invariants(res)
-    if res.summary.stopped_reason is None:
-        assert res.summary.num_finished == cfg.workload.num_requests
-        assert all(x.engine.kv.num_used == 0 for x in run.instances)
+    run_checking_invariants(cfg, dep)
 
 
 def test_one_replica_is_the_single_engine():
