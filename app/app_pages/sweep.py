@@ -171,8 +171,8 @@ SWEEP_SERIES = (
 # The capacity line's dash: its legend sample is ~30 px, where "longdash" drew one short stroke that read as a solid
 # line; dash-dot shows its pattern there and is none of the series' styles (solid, dot, dash)
 CAPACITY_DASH = "dashdot"
-SWEEP_FIGURE_HEIGHT_PX = 420
-SWEEP_MARGIN_PX = (40, 150)  # top (the title), bottom (tick labels, the axis title, up to four legend rows)
+SWEEP_FIGURE_HEIGHT_PX = 440
+SWEEP_MARGIN_PX = (40, 170)  # top (the title), bottom (tick labels, the axis title, up to five legend rows: a point without a steady state adds one)
 SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
 
 
