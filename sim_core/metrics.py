@@ -206,6 +206,10 @@ KEEP_UP_FRACTION = 0.97
 OVERLOAD_COMPLETION_FRACTION = 0.9
 
 
+# How each kind of steady note begins (`_steady_note`), the words a reader of a note's kind goes by (Sweep's table)
+UNFINISHED_NOTE, SHORT_NOTE, OVERLOADED_NOTE = "Too short or overloaded to say", "Too short to say", "Overloaded"
+
+
 def _seconds_text(x_s: float) -> str:
     return f"{x_s * 1e3:,.0f} ms" if x_s < 1 else f"{x_s:,.1f} s"
 
@@ -223,15 +227,15 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
     a replica sweep's 38,280 requests on 4 replicas, whose TTFT p99 reached 88 s, had no note (its warm-up outlasted
     the mean end-to-end time)."""
     if n_unfinished:
-        return (f"Too short or overloaded to say: {n_unfinished:,} of the {n_window:,} steady-window requests "
+        return (f"{UNFINISHED_NOTE}: {n_unfinished:,} of the {n_window:,} steady-window requests "
                 "never finished (the run stopped first); latency percentiles cover the finished ones only.")
     if n_window < MIN_STEADY_REQUESTS:
-        return (f"Too short to say: the steady window holds {n_window:,} requests; a p99 needs at least "
+        return (f"{SHORT_NOTE}: the steady window holds {n_window:,} requests; a p99 needs at least "
                 f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / steady_window_share())):,} requests.")
     first_q_s, last_q_s = ttft_quarters_s
     if (warmup_s >= mean_decode_s and last_q_s >= OVERLOAD_TTFT_GROWTH * first_q_s
             and completed_per_s < OVERLOAD_COMPLETION_FRACTION * offered_per_s):  # fmt: skip
-        return (f"Overloaded: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s offered, "
+        return (f"{OVERLOADED_NOTE}: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s offered, "
                 f"{completed_per_s:,.2f} completed in the steady window), so its queue grows: the median TTFT rose from "
                 f"{_seconds_text(first_q_s)} in the window's first quarter of arrivals to {_seconds_text(last_q_s)} in its "
                 "last. A longer run only grows it further: lower the rate or add capacity.")  # fmt: skip
@@ -241,7 +245,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
         # (it advised e.g. "Run about 98,766,600 requests", a run no config can ask for)
         advice = (f"Run about {need:,} requests or more." if need <= most else
                   f"That takes about {need:,} requests, more than the {most:,} a run allows: lower the rate.")  # fmt: skip
-        return (f"Too short to say: the warm-up (first {STEADY_WARMUP_FRACTION:.0%} of arrivals) lasted {warmup_s:,.1f} s, "
+        return (f"{SHORT_NOTE}: the warm-up (first {STEADY_WARMUP_FRACTION:.0%} of arrivals) lasted {warmup_s:,.1f} s, "
                 f"less than one request's mean end-to-end time ({mean_e2e_s:,.1f} s), so the server was still filling up "
                 f"(or is overloaded and never settles). {advice}")
     return None

@@ -21,7 +21,7 @@ from app.state import CFG_KEY, link_query, read_query_params, show_link_notices,
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.inputs import parse_float_text, parse_int_text
-from sim_core.metrics import no_value_reason, steady_exclusion_text
+from sim_core.metrics import OVERLOADED_NOTE, UNFINISHED_NOTE, no_value_reason, steady_exclusion_text
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (
@@ -258,7 +258,8 @@ def _settles_text(p: SweepPoint) -> str:
     if not note:
         return "yes"
     # (metrics._steady_note's three kinds: overloaded, requests unfinished at the run's end, a window too short)
-    return "no: overloaded" if note.startswith("Overloaded") else "no: unfinished" if "never finished" in note else "no: too short"
+    return ("no: overloaded" if note.startswith(OVERLOADED_NOTE) else "no: unfinished" if note.startswith(UNFINISHED_NOTE)
+            else "no: too short")  # fmt: skip
 
 
 def _steady_metric(p: SweepPoint, field: str) -> float:
