@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from app.components.text import choices_hint
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import NotAField, format_validation_error, set_dotted, unused_settings
+from sim_core.config import NotAField, format_validation_error, set_dotted, shown_value, unused_settings
 from sim_core.inputs import BracketTextError, InputError, NestingError, close_names, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 
@@ -324,12 +324,6 @@ def _refused_in_order(base: dict[str, Any], values: dict[str, Any]) -> dict[str,
                 f"Invalid link: {path} = {shown_value(value)} does not hold with the preset's other values: {said}")  # fmt: skip
     # (each held one at a time yet not all together: cannot happen, but never loop without dropping one)
     return refused or {path: "the link's values do not hold together" for path in values}
-
-
-def shown_value(value: Any) -> str:
-    """A link value as a message quotes it: short, as text (a number as typed, a string in quotes)."""
-    text = repr(value) if isinstance(value, str) else json.dumps(value) if isinstance(value, int | float | bool) else type(value).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _problem(err: PresetError | ValidationError) -> str:

@@ -1351,6 +1351,14 @@ def _qualified(msg: str, loc: tuple[Any, ...], ctx: dict[str, Any] | None) -> st
     return msg
 
 
+def shown_value(given: Any) -> str:
+    """A value as a message quotes it: its repr (a list of scalars too), a section or a list of sections by its type
+    name, at most 80 characters (a validation error's "field = value", a link's refused value)."""
+    scalars = isinstance(given, list) and all(isinstance(x, int | float | str | bool | None) for x in given)
+    shown = repr(given) if not isinstance(given, dict | list) or scalars else type(given).__name__
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
 def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,
                             names: dict[str, str] | None = None) -> str:
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
@@ -1374,10 +1382,7 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         elif loc and isinstance(loc[-1], int):  # (a list's entry: ".0" is the first; say it as a person counts)
             path += f" (entry {loc[-1] + 1})"
         given = e.get("input")
-        scalars = isinstance(given, list) and all(isinstance(x, int | float | str | bool | None) for x in given)
-        shown = repr(given) if not isinstance(given, dict | list) or scalars else type(given).__name__
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        shown = shown_value(given)
         msg = e["msg"].removeprefix("Value error, ")
         msg = _qualified(msg, loc, e.get("ctx"))
         rng = allowed_range(loc, root)

@@ -129,9 +129,8 @@ def cheapest_sentence(result: Plan) -> str:
 def stopped_text(result: Plan, page_s: float) -> str:
     """What a search the page's budget stopped part-way settled, what it did not, and how to go on (plain text)."""
     st_ = result.stopped
-    cheapest = result.rows[0].usd_per_hour if result.rows else None
     settled = (f" Rows under ${st_.frontier_usd_per_hour:,.2f}/h are final; a dearer one may yet be beaten by a split not "
-               "tried." if cheapest is not None and st_.frontier_usd_per_hour > 0 else "")  # fmt: skip
+               "tried." if result.rows and st_.frontier_usd_per_hour > 0 else "")  # fmt: skip
     return (f"This page's budget ({page_s:g} s of server time) ran out: {st_.text()}.{settled} Press Plan again to go on "
             "from there (finished and stopped candidates are kept for this session), narrow the search, or run "
             "python -m sim_core plan --pd, which has no such limit.")  # fmt: skip
