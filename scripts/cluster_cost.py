@@ -32,7 +32,7 @@ RUNS = [  # (router, state_refresh_s, shared prompts with prefix caching)
     ("round_robin", 0.0, False), ("least_outstanding", 0.0, False),
     ("least_kv", 0.0, False), ("least_kv", 0.05, False), ("least_kv", 0.5, False), ("least_kv", 30.0, False),
     ("least_outstanding", 0.0, True), ("prefix_affinity", 0.0, True), ("prefix_affinity", 0.05, True),
-    ("cache_aware", 0.0, True),
+    ("cache_aware", 0.0, True), ("weighted_score", 0.0, True), ("weighted_score", 0.05, True),
 ]  # fmt: skip
 
 

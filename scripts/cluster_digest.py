@@ -1,4 +1,4 @@
-"""A digest of deployment results over 58 configs (random engine configs with each router, xPyD, closed-loop sessions,
+"""A digest of deployment results over 60 configs (random engine configs with each router, xPyD, closed-loop sessions,
 shared prompts with prefix caching, and scripts/cluster_cost.py's runs at 1,500 requests): run it on two trees to
 check that a speed change leaves every number alone (issue 13: cost).
 

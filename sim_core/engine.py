@@ -513,17 +513,19 @@ class Engine:
         return LiveKvCurve(st.now_s, self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick(), kv.num_blocks - num_free,
                            num_free, num_decoders, left, others, prompt, output, bs, self.sched.decode_slots)  # fmt: skip
 
-    def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int, num_free: int) -> float:
+    def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int, num_free: int,
+                        num_queued: int) -> float:
         """Fast path (fastpath.advance), mid-call: every tick that starts before `now_s` has run and the next
         would start at `now_s` >= `horizon_s`; `num_running_or_waiting` requests are in the batch or the queue
-        (none swapped on the fast path), slots from `next_arrival` on have not arrived, and `num_free` KV blocks
-        are free. The cluster
+        (none swapped on the fast path), `num_queued` of them in the queue, slots from `next_arrival` on have not
+        arrived, and `num_free` KV blocks are free. The cluster
         (`on_horizon`) may add requests here (arriving by `now_s` at the latest: they join before the next tick,
         as at the start of a step) and returns the new horizon; the run goes on while it is past `now_s`, so a
         router's choice does not end the run of the replica that settled it (issue 13: cost)."""
         if self.on_horizon is not None:
-            count = num_running_or_waiting + getattr(self, "num_added", next_arrival) - next_arrival
-            self.horizon_s = self.on_horizon(self, now_s, count, (self.kv.num_blocks - num_free) / self.kv.num_blocks)
+            not_arrived = getattr(self, "num_added", next_arrival) - next_arrival
+            self.horizon_s = self.on_horizon(self, now_s, num_running_or_waiting + not_arrived,
+                                             (self.kv.num_blocks - num_free) / self.kv.num_blocks, num_queued + not_arrived)
         return self.horizon_s
 
     def _run_fast(self, run=None) -> bool:

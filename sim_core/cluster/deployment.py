@@ -15,9 +15,9 @@ starts before t and none after. Each instance's `horizon_s` (the earliest time n
 it) stops its coalesced runs and idle jumps there, which is what a single engine does at its next
 arrival. A state-aware router reads the replicas at its routing instants: for least_kv, prefix_affinity and
 weighted_score the refresh instants of `deployment.state_refresh_s` (all arrivals of an interval are routed at its start
-from the state then, router.py), or every arrival when it is 0. prefix_affinity pauses every replica at each instant
-(one extra engine step per replica); weighted_score's replicas each reach it by the loop, their runs ending there (the
-mid-run router has no waiting count of a run in flight). least_outstanding, cache_aware and least_kv over replicas settle most
+from the state then, router.py), or every arrival when it is 0. prefix_affinity and weighted_score read every replica
+at each instant: the others wait there, paused, and the last to reach it routes inside its run (`_route_mid_run_exact`;
+the fast path tells it its queue, `Engine.horizon_reached`). least_outstanding, cache_aware and least_kv over replicas settle most
 choices from bounds on what they read (counts, KV usage: `Engine.outstanding_bounds`, `kv_usage_bounds`;
 `Router.choose_by_bounds`), so only the replicas whose exact state could change the choice run up to the
 instant; and a replica whose fast-path run reaches an instant routes it there without ending the run
@@ -94,10 +94,11 @@ class _Running:
     """What a router reads of a replica inside its fast-path run (`Deployment._route_mid_run`): its count and KV
     usage as the run passed them (its arrays are written back when the run ends), its prefix cache as it is."""
 
-    def __init__(self, engine: Engine, count: int, usage: float):
+    def __init__(self, engine: Engine, count: int, usage: float, waiting: int | None = None):
         self.engine, self._count, self._added = engine, count, engine.num_added
         self.kv = self
         self.usage = usage
+        self._waiting = waiting  # (None: a paused run, which answers it itself)
 
     @property
     def num_outstanding(self) -> int:  # (plus what the router sends it meanwhile)
@@ -107,8 +108,10 @@ class _Running:
         return self.engine.cached_prefix_blocks(source, r)
 
     @property
-    def num_waiting(self) -> int:  # (a paused run's own: weighted_score reads views of paused runs only, `_seen`)
-        return self.engine.num_waiting
+    def num_waiting(self) -> int:  # (weighted_score; plus what the router sends it meanwhile, as `num_outstanding`)
+        if self._waiting is None:  # a paused run's own (`_seen`)
+            return self.engine.num_waiting
+        return self._waiting + self.engine.num_added - self._added
 
 
 def _seen(engine: Engine):
@@ -339,8 +342,10 @@ class Deployment:
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
         # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
         self._early = self.route_early and not self.back and self.router.decides_on_bounds and self.turns is None
-        # prefix_affinity reads every replica at each instant: the last to reach it routes there without ending its run
-        self._mid_exact = self.route_early and not self.back and self.turns is None and self.router.policy == "prefix_affinity"
+        # prefix_affinity and weighted_score read every replica at each instant: the last to reach it routes there without
+        # ending its run
+        self._mid_exact = (self.route_early and not self.back and self.turns is None
+                           and self.router.policy in ("prefix_affinity", "weighted_score"))  # fmt: skip
         if (self._early or self._mid_exact) and self.mid_run_routing:  # a replica that reached an arrival settles it
             route = self._route_mid_run_exact if self._mid_exact else self._route_mid_run  # (chosen once, not at each call)
             for j, x in enumerate(insts):  # without ending its run, and waits there for the others without ending it
@@ -579,7 +584,7 @@ class Deployment:
                 cache[j] = t
         return self.router.choose_by_bounds(_CountsAt(self, t), r, usage)
 
-    def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
+    def _route_mid_run(self, i: int, eng: Engine, now_s: float, count: int, usage: float, waiting: int) -> float:
         """`Engine.on_horizon` of replica i (least_outstanding, cache_aware): its fast-path call has run every tick
         that starts before `now_s`, so `count` is its exact count at every routing instant up to `now_s` (its next
         tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
@@ -608,8 +613,9 @@ class Deployment:
             count += pick == i
         return math.inf if self._ptr >= R else now_s
 
-    def _route_mid_run_exact(self, i: int, eng: Engine, now_s: float, count: int, usage: float) -> float:
-        """`_route_mid_run` for prefix_affinity, which reads every replica's exact state: the arrivals up to `now_s` once
+    def _route_mid_run_exact(self, i: int, eng: Engine, now_s: float, count: int, usage: float, waiting: int) -> float:
+        """`_route_mid_run` for prefix_affinity and weighted_score, which read every replica's exact state (weighted_score:
+        i's `waiting` requests queued, added or swapped, the run's own count): the arrivals up to `now_s` once
         every other busy replica has reached them (a method of its own: its comprehensions would make the other's
         locals closure cells, dearer at every stop)."""
         R = self.num_requests
@@ -623,9 +629,9 @@ class Deployment:
                 return t
             if self._busy_before_except(i, t):
                 return now_s
-            live = seen[i] = _Running(eng, count, usage)
+            live = seen[i] = _Running(eng, count, usage, waiting)
             self._ptr = self._route(self._ptr, seen)
-            count = live.num_outstanding
+            count, waiting = live.num_outstanding, live.num_waiting
         return math.inf
 
     def _busy_before_except(self, i: int, t: float) -> bool:

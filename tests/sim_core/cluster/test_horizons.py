@@ -80,18 +80,21 @@ def test_routing_inside_a_run_with_shared_prompts_and_prefix_caching():
 def test_the_fast_path_asks_the_cluster_at_its_horizon_and_runs_on():
     # one engine with a horizon inside a busy stretch: with no cluster the call ends there; an `on_horizon` that
     # moves the horizon lets the same call run on, and the ticks are the same as without any horizon
-    cfg = make_config("chat-h100-llama8b", workload__num_requests=40, workload__arrival__rate_per_s=20.0)
+    cfg = make_config("chat-h100-llama8b", workload__num_requests=40, workload__arrival__rate_per_s=20.0,
+                      scheduler__max_num_seqs=4)  # (a batch of 4: a queue forms behind it)
     ref = Engine(cfg).run()
     t_mid = float(ref.timeline.t_start_s[ref.timeline.num_decode_seqs > 3][5])
     stopped, extended = Engine(cfg), Engine(cfg)
     stopped.horizon_s = extended.horizon_s = t_mid
     asked = []
-    extended.on_horizon = lambda eng, now_s, count, usage: asked.append((now_s, count, usage)) or np.inf
+    extended.on_horizon = lambda eng, now_s, count, usage, waiting: asked.append((now_s, count, usage, waiting)) or np.inf
     while stopped.st.now_s < t_mid:
         stopped.step()
     while not asked:
         extended.step()
-    assert asked == [(stopped.st.now_s, stopped.num_outstanding, stopped.kv.usage)]  # its clock and count where the other stopped
+    # its clock, counts and KV where the other stopped
+    assert asked == [(stopped.st.now_s, stopped.num_outstanding, stopped.kv.usage, stopped.num_waiting)]
+    assert 0 < asked[0][3] < asked[0][1]  # (a queue and a batch: the waiting count is the queue's, not the count)
     assert extended.st.now_s > stopped.st.now_s  # the same call ran on
     while extended.step():
         pass
@@ -135,33 +138,36 @@ def test_back_pressure_run_is_unchanged_by_the_lookahead():
     assert_same_routing_and_busy_ticks(tight, ref)
 
 
+@pytest.mark.parametrize("router", ["prefix_affinity", "weighted_score"])
 @pytest.mark.parametrize("refresh_s", [0.0, 0.05, 0.4])
 @pytest.mark.parametrize("seed", range(2))
-def test_prefix_affinity_routes_inside_the_run_of_the_last_replica_to_reach_an_instant(refresh_s, seed):
-    # it reads every replica's prefix cache at the instant: the last to get there routes it, its cache as it is
+def test_exact_state_routers_route_inside_the_run_of_the_last_replica_to_reach_an_instant(router, refresh_s, seed):
+    # they read every replica's prefix cache at the instant (weighted_score also its queue and KV usage): the last to
+    # get there routes it, its cache, queue and blocks as its run has them
     cfg = with_value(shared_prompts(num_prompts=8, num_requests=200, rate=60.0 + 30 * seed), "seed", seed)
-    cfg = deploy(cfg, {"replicas": 3 + seed, "router": "prefix_affinity", "state_refresh_s": refresh_s})
+    cfg = deploy(cfg, {"replicas": 3 + seed, "router": router, "state_refresh_s": refresh_s})
     (mid, mid_steps), (ref, ref_steps) = _run(cfg), _run(cfg, mid_run_routing=False)
     assert_same_routing_and_busy_ticks(mid, ref)
     assert_cluster_invariants(mid)
     assert mid_steps < ref_steps
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_prefix_affinity_inside_the_run_on_random_configs(seed):
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_state_routers_inside_the_run_on_random_configs(seed):
     cfg = random_config(seed + 20)
     if cfg.workload.arrival.process == "closed_loop":
         cfg = with_value(cfg, "workload.arrival.process", "gamma")
     cfg = with_value(with_value(cfg, "kv_cache.layout", "paged"), "kv_cache.enable_prefix_caching", True)
     cfg = with_value(cfg, "workload.shared_prefix", {"num_system_prompts": 3, "share_ratio": 0.7,
                                                      "system_prompt_tokens": {"dist": "fixed", "mean": 128}})  # fmt: skip
-    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": "prefix_affinity", "state_refresh_s": [0.0, 0.05][seed % 2]})
+    router = ["prefix_affinity", "weighted_score"][seed // 2 % 2]
+    cfg = deploy(cfg, {"replicas": 2 + seed % 3, "router": router, "state_refresh_s": [0.0, 0.05][seed % 2]})
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
 
 
 # ------------------------------------------------------------------ pausing runs at the horizon
 PAUSING = [("least_outstanding", 0.0), ("cache_aware", 0.0), ("least_kv", 0.0), ("least_kv", 0.05),
-           ("prefix_affinity", 0.0), ("prefix_affinity", 0.4)]  # fmt: skip
+           ("prefix_affinity", 0.0), ("prefix_affinity", 0.4), ("weighted_score", 0.0), ("weighted_score", 0.05)]  # fmt: skip
 
 
 def _open_load_test(monkeypatch, router: str) -> None:
@@ -196,7 +202,7 @@ def test_pausing_runs_on_random_configs(seed):
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, pause_runs=False)[0])
 
 
-@pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "prefix_affinity"])
+@pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "prefix_affinity", "weighted_score"])
 def test_a_paused_run_shows_the_counts_its_write_back_gives(router):
     # at pauses (as it pauses, and when it goes on, after the others routed requests to it): its count, KV usage
     # and bounds from the run; then the run ends (settle) and the same from the arrays
@@ -207,12 +213,14 @@ def test_a_paused_run_shows_the_counts_its_write_back_gives(router):
     def compare(eng, j):
         later = [eng.st.now_s, eng.st.now_s + 0.01, eng.st.now_s + 0.2]
         live = (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.live_kv_usage,
-                [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later], eng.kv_used_bounds(later[0], 1e-3))
+                [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later], eng.kv_used_bounds(later[0], 1e-3),
+                eng.num_waiting)  # fmt: skip
         added = eng.num_added - eng._live[2]
         eng.settle()
         assert eng._paused is None and eng.kv_used_bounds(later[0], 1e-3) == live[5]
         assert live[:4] == (eng.st.now_s, eng.has_work, eng.num_outstanding, eng.kv.usage)
         assert live[4] == [eng.outstanding_bounds(t, dep.min_emit_tick_s[j]) for t in later]
+        assert live[6] == eng.num_waiting
         seen.append((live[2], added))
 
     for j, x in enumerate(dep.instances):
