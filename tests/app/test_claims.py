@@ -84,6 +84,9 @@ def test_the_router_lesson_quotes_the_numbers_its_runs_and_the_presets_it_names_
     assert f"(about {t_rr:.2f} s to {t_pa:.2f} s)" in lesson.explanation
     assert f"about the same hit rate and a lower TTFT p90 ({h_ca:.0%}, {t_ca:.2f} s here".replace("%", " %") in lesson.explanation
     assert abs(h_ca - h_pa) < 0.02 and t_ca < t_pa
+    t_ws, h_ws = p90("cluster-prefix-4xh100-llama8b", "weighted_score")
+    assert f"so it hits less ({h_ws:.0%}) yet keeps the tail as short (TTFT p90 {t_ws:.2f} s here)".replace("%", " %") in lesson.explanation
+    assert h_rr < h_ws < h_ca - 0.03 and t_ws <= t_ca + 0.02
 
 
 def test_the_oom_lesson_quotes_the_memory_split_the_app_shows():
