@@ -505,7 +505,12 @@ class Engine:
         if left is None:
             left = self._live_left = fastpath.LiveLeft(self, live)
         prompt, output, R, bs = st.prompt, st.output, st.num_requests, kv.block_size
-        others = [(prompt.item(r), output.item(r), -(-c // bs)) for r, c in prefilling.items()]
+        # A prefilling request holds the blocks of what it computed, or what admission took up front if more (the whole
+        # prompt under watermark admission, the whole request under reserve: `Scheduler.admission_blocks`; a first
+        # chunk's own blocks otherwise). Its computed tokens' alone undercounted what a finish frees under those rules,
+        # and the lower bound sat above the exact usage (least_kv then routed otherwise than with runs ended)
+        admission = self.sched.admission_blocks
+        others = [(prompt.item(r), output.item(r), max(-(-c // bs), int(admission(st, r, 1)))) for r, c in prefilling.items()]
         if head < len(waiting):
             others += [(prompt.item(w % R), output.item(w % R), 0) for w in waiting[head:]]
         others += [(prompt.item(k), output.item(k), 0) for k in range(first_new, self.num_added)]  # (added since)

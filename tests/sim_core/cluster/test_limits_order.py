@@ -63,7 +63,7 @@ def _assert_same(cfg):
     return dep, res
 
 
-@pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "cache_aware", "prefix_affinity"])
+@pytest.mark.parametrize("router", ["least_outstanding", "least_kv", "cache_aware", "prefix_affinity", "weighted_score"])
 def test_arrivals_after_the_time_limit_are_routed_whatever_the_order_of_steps(router):
     # Every arrival after the limit (0.659 s on): the default deployment routed them all (from bounds), the reference
     # none but the first (replica 0 then stopped at the limit and the loop ended): replica 1 idled up to the limit with
@@ -79,7 +79,7 @@ def test_arrivals_after_the_time_limit_are_routed_whatever_the_order_of_steps(ro
 def _generated(seed):
     rng = random.Random(seed)
     cfg = open_loop_config(seed % 1000)
-    router = rng.choice(["least_outstanding", "least_kv", "cache_aware", "prefix_affinity", "round_robin"])
+    router = rng.choice(["least_outstanding", "least_kv", "cache_aware", "prefix_affinity", "round_robin", "weighted_score"])
     cfg = with_value(cfg, "deployment", {"router": router, "replicas": rng.randint(2, 4),
                                          "state_refresh_s": rng.choice([0.0, 0.0, 0.05, 0.3])})  # fmt: skip
     lim = rng.choice(["t", "k", "tk", "none"])
@@ -111,7 +111,7 @@ def test_limited_replica_deployments_do_not_depend_on_the_order_of_steps(seed):
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(5, 60), rate=st.sampled_from([5.0, 40.0]),
-       replicas=st.integers(2, 4), router=st.sampled_from(["least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
+       replicas=st.integers(2, 4), router=st.sampled_from(["least_outstanding", "least_kv", "cache_aware", "prefix_affinity", "weighted_score"]),
        refresh_s=st.sampled_from([0.0, 0.05]), limit_s=st.sampled_from([0.5, 2.0]), max_ticks=st.sampled_from([20, 300]))  # fmt: skip
 def test_time_limited_replicas_are_the_same_at_any_check_interval(monkeypatch, seed, num_requests, rate, replicas, router,
                                                                   refresh_s, limit_s, max_ticks):  # fmt: skip
@@ -155,7 +155,8 @@ def test_xpyd_instances_that_reach_the_time_limit_with_work_left_all_stop_there(
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(5, 80), rate=st.sampled_from([5.0, 40.0, 200.0]),
        prompt_mean=st.sampled_from([300, 1500]), output_mean=st.sampled_from([2, 50, 300]), num_prefill=st.integers(1, 3),
        num_decode=st.integers(1, 3),
-       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity"]),
+       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv", "cache_aware", "prefix_affinity",
+                               "weighted_score"]),
        small_kv=st.sampled_from([None, "prefill", "decode", "both"]), limit_s=st.sampled_from([None, 0.3, 1.5, 4.0]),
        max_ticks=st.sampled_from([None, 20, 200]), refresh_s=st.sampled_from([0.0, 0.05]))  # fmt: skip
 # (session 56: a prefill instance that could admit nothing more, with nothing to come as far as it could see, ended the
