@@ -98,6 +98,19 @@ def _check_bounds_of_paused_runs(eng, min_emit_s, seed, adds):
     return checked, kv_checked
 
 
+def _paused_replica_bounds_checked(cfg, seed):
+    """`_check_bounds_of_paused_runs` on a 1-replica deployment's engine: half the workload routed to it up front, the
+    other half sent while its runs wait paused."""
+    dep = Deployment(deploy(cfg, {"replicas": 1, "router": "round_robin"}))
+    wl = dep.workload
+    half = dep.num_requests // 2
+    for r in range(half):
+        dep._add(r, 0)
+    adds = [(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r])) for r in range(half, dep.num_requests)]
+    checked, kv_checked = _check_bounds_of_paused_runs(dep.instances[0].engine, dep.min_emit_tick_s[0], seed, adds)
+    return checked, kv_checked
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_bounds_of_a_paused_run_hold_what_it_shows_at_that_instant(seed):
     # the bounds a router reads of a replica whose run waits paused (issue 13: least_kv's replicas no longer all reach
@@ -110,13 +123,7 @@ def test_bounds_of_a_paused_run_hold_what_it_shows_at_that_instant(seed):
         cfg = with_value(cfg, "scheduler.prefill_mode", "prefill_first")
     elif seed % 4 == 3:
         cfg = with_value(cfg, "scheduler.prefill_mode", "time_slice")
-    dep = Deployment(deploy(cfg, {"replicas": 1, "router": "round_robin"}))
-    wl = dep.workload
-    half = dep.num_requests // 2
-    for r in range(half):
-        dep._add(r, 0)
-    adds = [(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r])) for r in range(half, dep.num_requests)]
-    checked, kv_checked = _check_bounds_of_paused_runs(dep.instances[0].engine, dep.min_emit_tick_s[0], seed, adds)
+    checked, kv_checked = _paused_replica_bounds_checked(cfg, seed)
     assert checked > 20 and (kv_checked > 10 or seed % 4 == 1)
 
 
@@ -131,13 +138,7 @@ def test_bounds_of_a_paused_run_hold_where_admission_takes_blocks_up_front(admis
     cfg = make_config("chat-h100-llama8b", seed=seed, workload__num_requests=120, workload__arrival__rate_per_s=30.0,
                       workload__output_tokens={"dist": "uniform", "min": 1, "max": 6, "mean": 3},
                       scheduler__max_num_batched_tokens=256, scheduler__admission=admission)  # fmt: skip
-    dep = Deployment(deploy(cfg, {"replicas": 1, "router": "round_robin"}))
-    wl = dep.workload
-    half = dep.num_requests // 2
-    for r in range(half):
-        dep._add(r, 0)
-    adds = [(float(wl.arrival_s[r]), int(wl.prompt_tokens[r]), int(wl.output_tokens[r])) for r in range(half, dep.num_requests)]
-    checked, kv_checked = _check_bounds_of_paused_runs(dep.instances[0].engine, dep.min_emit_tick_s[0], seed, adds)
+    checked, kv_checked = _paused_replica_bounds_checked(cfg, seed)
     assert checked > 20 and kv_checked > 10
 
 
