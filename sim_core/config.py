@@ -865,7 +865,7 @@ class DeploymentConfig(StrictModel):
         "to evictions, except that without a long enough match it picks the instance whose tree holds the fewest "
         "blocks); session (sticky sessions, vLLM production-stack's session router: every turn "
         "of a conversation to the instance its session id hashes to, whatever the load; requests without a "
-        f"session to the least outstanding); weighted_score (llm-d's default endpoint picker: the highest "
+        f"session of several turns to the least outstanding); weighted_score (llm-d's default endpoint picker: the highest "
         f"{QUEUE_SCORE_WEIGHT} x queue + {KV_SCORE_WEIGHT} x KV + {PREFIX_SCORE_WEIGHT} x prefix score, each in [0, 1]: "
         "waiting requests min-max normalised over the instances (fewer is better, all equal 1), 1 - KV usage, and the "
         f"share of the prompt's full blocks (at most {MAX_PREFIX_BLOCKS}) cached there, read from each engine's "

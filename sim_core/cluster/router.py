@@ -30,8 +30,9 @@ Policies (`deployment.router`):
                      session id of a request header, hashed onto a consistent-hash ring of the endpoints, whatever
                      their load): every turn of a conversation (workload `content_id`) goes to the instance its
                      session hashes to (a fixed integer hash mod the instance count: a ring over a fixed set of
-                     instances is a fixed map). Requests without a session (no session workload, or the decode
-                     pool's choice) go to the least outstanding instance (production-stack: the lowest QPS).
+                     instances is a fixed map). Requests without a session (no session of several turns in the
+                     workload, or the decode pool's choice) go to the least outstanding instance (production-stack:
+                     the lowest QPS).
                      llm-d keeps conversations together through its prefix-cache scorer instead (weighted_score).
   weighted_score     llm-d's default endpoint picker (llm-d-inference-scheduler, commit 520af47: the default profile of
                      config/charts/epplib/templates/_config.yaml, scorers summed by scheduling/scheduler_profile.go
@@ -129,6 +130,13 @@ class Router:
             workload.content_id is None or np.unique(workload.content_id).size == workload.content_id.size)
         self._private: list[list[tuple[int, int]]] = [[] for _ in range(num_instances)]
         self._num_private = [0] * num_instances
+        # session: each request's session where some session has several turns. A workload of single requests gives
+        # each its own content id (shared system prompts and nothing else: `workload.content_id`), which is no session
+        # a client would send, so it goes to the least outstanding, as production-stack routes a request without a
+        # session header (hashing those ids spread them at random, whatever the load)
+        cid = None if workload is None else workload.content_id
+        self._session_ids = (cid if policy == "session" and cid is not None and np.unique(cid).size < cid.size
+                             else None)  # fmt: skip
 
     @property
     def is_state_free(self) -> bool:
@@ -137,9 +145,8 @@ class Router:
 
     @property
     def _sessions(self) -> np.ndarray | None:
-        """session: the session of each request (None: no session identity, or another policy)."""
-        wl = self.workload
-        return wl.content_id if self.policy == "session" and wl is not None and wl.content_id is not None else None
+        """session: the session of each request (None: no session of several turns, or another policy)."""
+        return self._session_ids
 
     def up_front_plan(self, num_requests: int) -> np.ndarray:
         """Instance of each request for a state-free router: round robin i mod N, session its session's instance."""

@@ -97,8 +97,15 @@ def test_the_session_router_keeps_every_turn_of_a_conversation_on_one_replica(cl
     assert np.bincount(dep.instance_of, minlength=3).min() > 0
 
 
-def test_the_session_router_without_sessions_is_least_outstanding():
+@pytest.mark.parametrize("shared_prompts", [False, True])
+def test_the_session_router_without_sessions_is_least_outstanding(shared_prompts):
+    # (shared system prompts alone give every request a content id of its own: single requests, not sessions, which
+    # the router hashed at random whatever the load, session 58's review)
     plain = make_config(workload__num_requests=80, workload__arrival__rate_per_s=30.0)
+    if shared_prompts:
+        plain = with_value(with_value(plain, "kv_cache.enable_prefix_caching", True), "workload.shared_prefix",
+                           {"num_system_prompts": 4, "share_ratio": 0.8, "system_prompt_tokens": {"dist": "fixed", "mean": 512}})
+        assert np.unique(Deployment(plain).workload.content_id).size == 80  # (one id per request)
     a = run_deployment(with_value(plain, "deployment", {"replicas": 3, "router": "session"}))
     b = run_deployment(with_value(plain, "deployment", {"replicas": 3, "router": "least_outstanding"}))
     assert np.array_equal(a.instance_of, b.instance_of)
