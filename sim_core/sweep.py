@@ -498,6 +498,38 @@ def seed_bands(
     return {f: band(point_metric(pt, f)) for f in fields}
 
 
+def shown_field(name: str, behind: bool) -> str:
+    """The field a sweep point's figure `name` (a Summary field the steady window also has) is read from, on the Sweep
+    page and in the `sweep` command: its steady window's (`steady.<name>`), or its whole run's where the point fell
+    behind its arrivals (`fell_behind`). Such a window's goodput is its arrivals' SLO attainment times their rate, which
+    a run that cannot keep up overstates while its queue is still short: the router preset's 2 and 3 replicas read 44
+    and 58 req/s beside 8 replicas' 60 where 7-9 req/s finished; their whole runs, 8.4 and 19 req/s. (A window that is
+    only too short to settle keeps its own figures: its whole run's are its drain's, 14.7 req/s at 4 replicas where
+    the window read 59.6 and a run long enough to settle 60.3.)"""
+    return name if behind else f"steady.{name}"
+
+
+FELL_BEHIND_SHARE = 0.95  # `fell_behind`: a noted window that finished under this share of its arrivals
+
+
+def fell_behind(p: SweepPoint, knob: str, cfg: SimConfig, obj: CapacityObjective) -> bool:
+    """A point whose requests arrive faster than they finish, so that its queue grows for as long as it runs and no
+    length of run settles. A rate sweep's runs are long enough for capacity's keep-up rule (`keeps_up`), which also
+    names a point that fell behind without a note of its own; a run of another knob keeps the config's length, whose
+    window can trail its arrivals by a few % while keeping up (the default run: 7.96 of 8.49 req/s), so only a noted
+    point far behind counts, and one whose window still meets the objective has not fallen behind: its run is shorter
+    than its requests (the router preset's 400 requests arrive in 7 s and take ~10 s each, so 8 replicas finished 23
+    of 60 req/s in the window while every request met the SLOs; 4,000 requests: 57.6 of 59.7)."""
+    s = p.summary
+    if s is None or s.steady is None:
+        return False
+    if knob == "rate":
+        return not keeps_up(s)
+    st = s.steady
+    return bool(st.note) and st.requests_per_s < FELL_BEHIND_SHARE * st.arrival_rate_per_s and (
+        window_slo_miss(st, cfg, obj) is not None)
+
+
 def point_metric(p: SweepPoint, field: str) -> list[float]:
     """A Summary field (or `steady.<field>`) of every seed of a point."""
     head, _, sub = field.partition(".")

@@ -35,19 +35,19 @@ from sim_core.sweep import (
     check_range,
     completion_rate_per_s,
     default_range,
+    fell_behind,
     knob_bounds,
-    keeps_up,
     knob_name,
     knob_value,
     point_metric,
     rate_applies,
     rounded_points_note,
     run_sweep,
+    shown_field,
     single_value,
     steady_run_length,
     steady_warmup_s,
     sweep_values,
-    window_slo_miss,
 )
 
 MAX_POINTS = 16
@@ -59,9 +59,6 @@ RULES = {"P99": CapacityObjective(percentile=99), "P90": CapacityObjective(perce
 NO_ENGINE = "(none)"
 # sprintf-js (Streamlit's number formats): "%g" without a precision prints the whole float (200.00050000000002)
 VALUE_FORMAT = "%.6g"
-# A point of a sweep over another knob than the rate (runs of the preset's length) finishing fewer requests per second
-# than this share of those arriving in its steady window, with a note on that window, is overloaded
-OVERLOADED = 0.95
 # (config, its saturation rate) behind the rate range's default, for the help of 'To' on the page's later runs
 SATURATION_KEY = "sw.saturation"
 
@@ -177,10 +174,11 @@ SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
 
 
 def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
-                  capacities: dict[str, tuple[float | None, float | None, bool]]) -> list[go.Figure]:
+                  capacities: dict[str, tuple[float | None, float | None, bool]], behind: frozenset[int] = frozenset()) -> list[go.Figure]:
     """Steady-state throughput, goodput and latency percentiles against the knob, one figure each (median across
     seeds, min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds, whether a
-    swept point beyond it failed the objectives).
+    swept point beyond it failed the objectives); `behind`: the ids of the points that fell behind (their whole runs'
+    figures, `sweep.shown_field`).
 
     One figure per metric, each with its own axes, title and legend: three panels of one figure shared its width and
     height, ~87 px wide each on a 390-px phone (page columns put them side by side on a wide page and stack them on
@@ -201,11 +199,12 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
             shown = plotly_text(name)  # a scheduler name from a link: Plotly would render its HTML
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=color, symbol="square", size=11),
                                      name=shown, legendgroup=name))  # fmt: skip
-            # a point whose run cannot settle (its window's note) open, not filled: the router preset's 2 and 3
-            # replicas drew 44 and 58 req/s of goodput beside 8 replicas' 60, where 7-9 req/s finished
+            # a point whose run cannot settle (its window's note) open, not filled; one that fell behind at its whole
+            # run's figures (`sweep.shown_field`)
             symbols = ["circle-open" if p.summary.steady.note else "circle" for p in ok]
             for field, scale, dash, what in series:
-                bands = [band([v * scale for v in point_metric(p, field)]) for p in ok]
+                bands = [band([v * scale for v in point_metric(p, shown_field(field.removeprefix("steady."), id(p) in behind))])
+                         for p in ok]  # fmt: skip
                 lo, mid, hi = ([b[i] for b in bands] for i in range(3))
                 if any(len(p.seeds) > 1 for p in ok):
                     _band_trace(x, lo, hi, color, name, fig)
@@ -262,16 +261,19 @@ def _settles_text(p: SweepPoint) -> str:
             else "no: too short")  # fmt: skip
 
 
-def _steady_metric(p: SweepPoint, field: str) -> float:
-    """A point's steady-window metric (its first seed's, as the table shows it); NaN when it has no steady window."""
-    return getattr(p.summary.steady, field) if p.summary is not None and p.summary.steady is not None else float("nan")
+def _steady_metric(p: SweepPoint, field: str, behind: frozenset[int] = frozenset()) -> float:
+    """A point's figure as the table and the charts show it (its first seed's): its steady window's, or its whole run's
+    where it fell behind (`behind`: ids of such points, `sweep.shown_field`); NaN when it has no steady window."""
+    if p.summary is None or p.summary.steady is None:
+        return float("nan")
+    return getattr(p.summary.steady if shown_field(field, id(p) in behind).startswith("steady.") else p.summary, field)
 
 
 # The table's latency columns and the metric each is of (no_value_reason's names)
 LATENCY_COLUMNS = {"TTFT p99": ("ttft_p99_s", "TTFT"), "TPOT p99": ("tpot_p99_s", "TPOT")}
 
 
-def missing_values_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str | None:
+def missing_values_sentence(curves: dict[str, list[SweepPoint]], knob: str, behind: frozenset[int] = frozenset()) -> str | None:
     """Why a latency cell of the table reads "–" at a point that has a steady window (one-token outputs have no TPOT;
     no request finished in the window), in a sentence; None when none does. (A point without a steady window or
     without a result is said above the table.)"""
@@ -281,6 +283,8 @@ def missing_values_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> s
             window = p.summary.steady if p.summary is not None else None
             if window is None:
                 continue
+            if id(p) in behind:  # (its figures are the whole run's: `sweep.shown_field`)
+                window = p.summary
             for column, (field, metric) in LATENCY_COLUMNS.items():
                 if math.isnan(getattr(window, field)):
                     at = f"{p.value:g}" if len(curves) == 1 else f"{p.value:g} ({name})"
@@ -290,12 +294,12 @@ def missing_values_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> s
     return "; ".join(f"{MISSING} in {column} at {knob} = {', '.join(at)}: {why}" for (column, why), at in where.items()) + "."
 
 
-def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str:
+def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str, behind: frozenset[int] = frozenset()) -> str:
     """The answer of a sweep of a knob other than the rate, in a sentence that wraps (Markdown): for each setup, the
     swept value with the most goodput and its latencies (the phone's table opens on a few columns)."""
     said = []
     for name, pts in curves.items():
-        goodput = {p.value: _steady_metric(p, "goodput_requests_per_s") for p in pts}
+        goodput = {p.value: _steady_metric(p, "goodput_requests_per_s", behind) for p in pts}
         valued = [p for p in pts if not math.isnan(goodput[p.value])]
         # the settled points when there are any: a run that cannot settle reads more goodput than it has (the router
         # preset's 3 replicas, 58 req/s in a window where 9 finished, beside 8 replicas' 60)
@@ -316,8 +320,8 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str) -> str
         short = " in a run too short to settle" if best.summary.steady.note else ""
         said.append(f"**{plain(name)}**: most goodput at {knob} = {best.value:g}"
                     + (f" (the same at {', '.join(same)})" if same else "")
-                    + f", {fmt_number(goodput[best.value])} req/s{short} (TTFT p99 {fmt_number(_steady_metric(best, 'ttft_p99_s') * 1e3)} "
-                    f"ms, TPOT p99 {fmt_number(_steady_metric(best, 'tpot_p99_s') * 1e3)} ms)")  # fmt: skip
+                    + f", {fmt_number(goodput[best.value])} req/s{short} (TTFT p99 {fmt_number(_steady_metric(best, 'ttft_p99_s', behind) * 1e3)} "
+                    f"ms, TPOT p99 {fmt_number(_steady_metric(best, 'tpot_p99_s', behind) * 1e3)} ms)")  # fmt: skip
     return " · ".join(said) + "."
 
 
@@ -504,24 +508,11 @@ def main() -> None:
             caps[name] = (lo, hi, hi is None or hi < pts[-1].value)
     notes = [(name, p) for name, pts in curves.items() for p in pts
              if p.summary is not None and p.summary.steady is not None and p.summary.steady.note]  # fmt: skip
-    # A point whose requests arrive faster than they finish is overloaded: its queue grows for as long as it runs and no
-    # length of run settles. The default sweep's two points past the knee said "Run about 15,200 requests or more"
-    # (each finished 21.6 req/s of 26 and 30 arriving), advice that cannot help there. A rate sweep's runs are long
-    # enough for capacity's keep-up rule (`sweep.keeps_up`), which also names a point that fell behind without a note
-    # of its own (22 req/s there); a run of another knob keeps the preset's length, whose window can trail its
-    # arrivals by a few % while keeping up (the default run: 7.96 of 8.49 req/s), so only a noted point far behind counts,
-    # and one whose window still meets the objective has not fallen behind: its run is shorter than its requests (the
-    # router preset's 400 requests arrive in 7 s and take ~10 s each, so 8 replicas finished 23 of 60 req/s in the window
-    # while every request met the SLOs; 4,000 requests: 57.6 of 59.7)
-    def fell_behind(p: SweepPoint, name: str, noted: bool) -> bool:
-        st_ = p.summary.steady
-        if knob == "rate":
-            return not keeps_up(p.summary)
-        return (noted and st_.requests_per_s < OVERLOADED * st_.arrival_rate_per_s
-                and window_slo_miss(st_, setups[name], objective) is not None)
-
-    behind = [(name, p) for name, pts in curves.items() for p in pts if p.summary is not None and p.summary.steady is not None
-              and fell_behind(p, name, bool(p.summary.steady.note))]  # fmt: skip
+    # A point whose requests arrive faster than they finish is overloaded (`sweep.fell_behind`): its queue grows for as
+    # long as it runs and no length of run settles. The default sweep's two points past the knee said "Run about 15,200
+    # requests or more" (each finished 21.6 req/s of 26 and 30 arriving), advice that cannot help there.
+    behind = [(name, p) for name, pts in curves.items() for p in pts if fell_behind(p, knob, setups[name], objective)]
+    behind_ids = frozenset(id(p) for _, p in behind)
     if behind:
         n, total = len(behind), sum(len(v) for v in curves.values())
         done = max(p.summary.steady.requests_per_s for _, p in behind)
@@ -533,17 +524,19 @@ def main() -> None:
                  if len(curves) > 1 else f"{knob} = " + ", ".join(v for vs in by_setup.values() for v in vs))  # fmt: skip
         st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({where}): requests arrive faster "
                 f"than they finish (at most "
-                f"{fmt_number(done)} req/s finish), so the queue grows for as long as the run lasts and the figures "
-                "are those of a run this long.")  # fmt: skip
+                f"{fmt_number(done)} req/s finish), so the queue grows for as long as the run lasts. Their figures "
+                "(open markers) are their whole runs', those of a run this long: a window of such a run counts "
+                "arrivals met before the queue built up.")  # fmt: skip
     settled = [(name, p) for name, p in notes if not any(p is q for _, q in behind)]
     if settled:
         name, p = settled[0]
         longer = (" Tick Steady-state run length to run every point long enough to settle." if knob != "rate" and not steady
                   and rate_applies(cfg) else "")  # fmt: skip
-        st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is. "
-                f"At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip
+        st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is "
+                f"(open markers). At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip
     # side by side on a wide page, stacked (each the page's width) on a phone or a narrow window (app CSS)
-    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps), ("tput", "goodput", "latency")):
+    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps, behind_ids),
+                             ("tput", "goodput", "latency")):  # fmt: skip
         with col:
             st.plotly_chart(fig, key=f"sw.fig.{key}")
     if caps:
@@ -554,17 +547,19 @@ def main() -> None:
             return span if saturated else f"at least {span} (every point met the objectives: raise 'To')"
         st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
     else:
-        st.markdown(most_goodput_sentence(curves, knob))
+        st.markdown(most_goodput_sentence(curves, knob, behind_ids))
     errors = [(name, p) for name, pts in curves.items() for p in pts if p.error]
     for name, p in errors[:3]:
         st.warning(plain(f"{name} at {knob} = {p.value:g}: {p.error}"))
     rows = [{"setup": name, knob: p.value, **({} if p.summary is None else {
-        "output tok/s": _steady_metric(p, "output_tokens_per_s"), "goodput req/s": _steady_metric(p, "goodput_requests_per_s"),
-        "TTFT p99 (ms)": _steady_metric(p, "ttft_p99_s") * 1e3, "TPOT p99 (ms)": _steady_metric(p, "tpot_p99_s") * 1e3,
+        "output tok/s": _steady_metric(p, "output_tokens_per_s", behind_ids),
+        "goodput req/s": _steady_metric(p, "goodput_requests_per_s", behind_ids),
+        "TTFT p99 (ms)": _steady_metric(p, "ttft_p99_s", behind_ids) * 1e3,
+        "TPOT p99 (ms)": _steady_metric(p, "tpot_p99_s", behind_ids) * 1e3,
         "steady state": _settles_text(p), "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
     _results_table(rows, knob, head_to_head=len(curves) > 1)
-    if (said := missing_values_sentence(curves, knob)) is not None:  # (the cells read "–" with no word of why)
+    if (said := missing_values_sentence(curves, knob, behind_ids)) is not None:  # (the cells read "–" with no word of why)
         st.caption(plain(said))
     # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page
     stopped = [(name, p) for name, pts in curves.items() for p in pts if p.summary is not None and p.summary.stopped_reason]

@@ -376,3 +376,22 @@ def test_a_steady_length_sweep_of_another_knob_runs_each_point_at_the_configs_ra
     offline = make_config(workload__num_requests=40, workload__arrival__process="offline")
     (q,) = run_sweep(offline, "max_num_seqs", [64], steady_length=True)
     assert q.summary.num_requests == 40
+
+
+# ------------------------------------------------------------------ a point that fell behind shows its whole run
+from sim_core.presets import load_preset  # noqa: E402
+from sim_core.sweep import fell_behind, point_metric, shown_field  # noqa: E402
+
+
+def test_a_point_that_fell_behind_is_shown_by_its_whole_run_and_a_short_window_by_its_own():
+    # The router preset's 400 requests at 60 req/s: 2 replicas finish ~7 req/s in a window whose arrivals' attainment
+    # times their rate read 44 req/s of goodput; 8 replicas keep up, in a window only too short to settle
+    cfg = load_preset("cluster-router-4xh100-llama8b")
+    two, eight = run_sweep(cfg, "replicas", [2, 8])
+    obj = CapacityObjective()
+    assert two.summary.steady.note and eight.summary.steady.note  # (both too short to settle, as the preset's run)
+    assert fell_behind(two, "replicas", cfg, obj) and not fell_behind(eight, "replicas", cfg, obj)
+    window, whole = two.summary.steady.goodput_requests_per_s, two.summary.goodput_requests_per_s
+    assert window > 3 * whole and whole < 1.5 * two.summary.steady.requests_per_s
+    assert point_metric(two, shown_field("goodput_requests_per_s", True)) == [whole]
+    assert point_metric(eight, shown_field("goodput_requests_per_s", False)) == [eight.summary.steady.goodput_requests_per_s]
