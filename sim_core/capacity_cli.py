@@ -272,7 +272,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
           f"pruned: {result.pruned_text()}")
     print(f"  {result.band.text()}")
-    print(f"  {spec.describe_evaluation()}")
+    print(f"  {spec.describe_evaluation(cfg)}")
     if (note := router_note(cfg, spec)) is not None:
         print(f"  router: {note}")
     if not result.rows:

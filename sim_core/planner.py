@@ -156,8 +156,8 @@ class PlanSpec(BaseModel):
             raise ValueError(f"unknown {FAMILY_NOUNS[family]} preset(s) {named}; available: {', '.join(known)}")
         return value
 
-    def describe_evaluation(self) -> str:
-        """How candidates were simulated, in words (CLI and page)."""
+    def describe_evaluation(self, base: SimConfig | None = None) -> str:
+        """How candidates of a plan for `base` were simulated, in words (CLI and page)."""
         how = {"one_replica": "replicas behind a random router, simulated as one replica at rate / replicas",
                "prefilter": f"searched as one replica at rate / replicas, finalists confirmed as deployments ({self.router} router)",
                "deployment": f"each candidate simulated as a deployment (cluster, {self.router} router)"}[self.evaluation]  # fmt: skip
@@ -165,7 +165,7 @@ class PlanSpec(BaseModel):
             return how
         from sim_core.cluster.report import describe_link
 
-        return how + f"; P:D splits searched as deployments (KV link {describe_link(split_link())})"
+        return how + f"; P:D splits searched as deployments (KV link {describe_link(split_link(base))})"
 
     def prices(self) -> dict[str, float]:
         out = {k: v.usd_per_gpu_hour for k, v in default_prices().items()}
@@ -252,10 +252,12 @@ def router_note(base: SimConfig, spec: PlanSpec) -> str | None:
     return said
 
 
-def split_link() -> LinkConfig:
-    """The KV link between the pools of every P:D split candidate (the config's default link; the page and the CLI
-    name it from here)."""
-    return LinkConfig()
+def split_link(base: SimConfig | None) -> LinkConfig:
+    """The KV link between the pools of every P:D split candidate of a plan for `base`: its own, where it is a P:D
+    deployment (a DistServe or Dynamo preset's NVLink), else the config's default link (the page and the CLI name it
+    from here)."""
+    dis = base.deployment.disaggregation if base is not None and base.deployment is not None else None
+    return dis.link if dis is not None else LinkConfig()
 
 
 def family_config(base: SimConfig, fam: Family) -> SimConfig:
@@ -272,7 +274,7 @@ def family_config(base: SimConfig, fam: Family) -> SimConfig:
     if fam.is_split:  # pools of one GPU kind; instance counts are set per candidate (candidate_config)
         data["deployment"] = {"disaggregation": {"prefill": {"tensor_parallel": fam.tp},
                                                  "decode": {"tensor_parallel": fam.decode_tp},
-                                                 "link": split_link().model_dump(mode="json")}}  # fmt: skip
+                                                 "link": split_link(base).model_dump(mode="json")}}  # fmt: skip
     sched: dict[str, Any] = {}
     if fam.token_budget is not None:
         sched["max_num_batched_tokens"] = fam.token_budget

@@ -170,9 +170,9 @@ def _results_table(result: Plan) -> None:
     })  # fmt: skip
 
 
-def _show(result: Plan, elapsed_s: float, stopped: int = 0) -> None:
-    """The plan's answer; `stopped`: candidates the server's budget per run stopped or refused (then an empty answer is
-    this server's limit, not the search space's)."""
+def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | None = None) -> None:
+    """The plan's answer for the config `base`; `stopped`: candidates the server's budget per run stopped or refused
+    (then an empty answer is this server's limit, not the search space's)."""
     spec = result.spec
     band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
     st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
@@ -191,7 +191,7 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0) -> None:
     st.plotly_chart(pareto_figure(result), key="plan.pareto")
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
-               f"median error. Candidates: {spec.describe_evaluation()}; the chart shows each configuration once, by "
+               f"median error. Candidates: {spec.describe_evaluation(base)}; the chart shows each configuration once, by "
                "its last run.")  # fmt: skip
 
 
@@ -269,8 +269,9 @@ def main() -> None:
         st.error(plain(err))
         return
     said = router_note(cfg, spec)  # (the config's own router: used, replaced by the box's, or not used, and why)
-    st.caption(f"{num_candidates(spec):,} candidate configurations ({spec.describe_evaluation()}). "
-               f"Objective: {spec.objective.describe(slo_cfg)}." + (plain(f" Router: {said}.") if said else ""))  # fmt: skip
+    # (the space outside `plain`, which strips a leading one: "…window.Router: …")
+    st.caption(f"{num_candidates(spec):,} candidate configurations ({spec.describe_evaluation(slo_cfg)}). "
+               f"Objective: {spec.objective.describe(slo_cfg)}." + (" " + plain(f"Router: {said}.") if said else ""))  # fmt: skip
     if not st.button("Plan", type="primary", key="plan.go"):
         return
     import time
@@ -310,7 +311,7 @@ def main() -> None:
     # candidates whose run (or whose family's saturation probe) the server's budget stopped, or refused to start
     stopped = sum(is_budget_stop(r.summary.stopped_reason) for r in result.evaluated)
     stopped += sum(n for why, n in result.pruned.items() if is_budget_stop(why))
-    _show(result, time.monotonic() - t0, stopped)
+    _show(result, time.monotonic() - t0, stopped, slo_cfg)
     if result.stopped:
         st.warning(plain(stopped_text(result, page.max_wall_s)), icon=":material/timer:")
     if stopped:

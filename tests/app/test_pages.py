@@ -1321,7 +1321,7 @@ def test_plan_page_reads_the_candidate_count_and_the_split_link_from_sim_core(mo
     from sim_core.config import LinkConfig
 
     monkeypatch.setattr(planner, "num_candidates", lambda spec: 12_345, raising=False)
-    monkeypatch.setattr(planner, "split_link", lambda: LinkConfig(bandwidth_gb_per_s=400.0, latency_us=5.0), raising=False)
+    monkeypatch.setattr(planner, "split_link", lambda base: LinkConfig(bandwidth_gb_per_s=400.0, latency_us=5.0), raising=False)
     at = open_page("app_pages/plan.py")
     at.checkbox(key="plan.pd").check().run()
     assert not at.exception

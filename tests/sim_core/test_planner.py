@@ -551,3 +551,22 @@ def test_a_pd_search_the_caller_stops_keeps_the_confirmed_rows_and_says_where_it
         [r.label for r in full.rows if r.usd_per_hour < part.stopped.frontier_usd_per_hour]
     assert {r.capacity_note for r in part.rows} == {NOT_BISECTED}
     assert part.pruned.get("not tried: the search was stopped", 0) > 0
+
+
+def test_p_d_split_candidates_use_the_planned_configs_own_kv_link():
+    from sim_core.presets import load_preset
+    # a plan from the DistServe preset searched its P:D splits over the default 50 GB/s link, not its 300 GB/s NVLink
+    # (browser review, session 58): a split candidate takes a P:D config's own link, and the text names that one
+    from sim_core.cluster.report import describe_link
+    from sim_core.config import LinkConfig
+    from sim_core.planner import split_link
+
+    pd_base = load_preset("cluster-distserve-opt13b-3xa100-p2d1")
+    own = pd_base.deployment.disaggregation.link
+    assert own != LinkConfig() and split_link(pd_base) == own
+    fam = Family("a100-80gb", 2, "vllm-v1", None, None, decode_tp=1)
+    assert family_config(pd_base, fam).deployment.disaggregation.link == own
+    spec = PlanSpec(target_rate_per_s=2.0, disaggregated=True)
+    assert f"KV link {describe_link(own)}" in spec.describe_evaluation(pd_base)
+    colocated = load_preset("chat-h100-llama8b")  # (no link of its own: the config's default)
+    assert split_link(colocated) == LinkConfig() and family_config(colocated, fam).deployment.disaggregation.link == LinkConfig()
