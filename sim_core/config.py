@@ -1122,8 +1122,11 @@ class SimConfig(StrictModel):
                               f"engine only, not with a deployment section; allowed with one: {OPEN_LOOP}")  # fmt: skip
         if dep.disaggregation is not None:
             if dep.replicas != 1:
-                raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: set "
-                                 "deployment.disaggregation.prefill.replicas and .decode.replicas instead")  # fmt: skip
+                # (set deployment.replicas to 1 as well: a link that adds disaggregation to a replicas preset read
+                # "set ...prefill.replicas and .decode.replicas instead", which it had just done)
+                raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: the pools count "
+                                 "their own instances (deployment.disaggregation.prefill.replicas and .decode.replicas); "
+                                 "set deployment.replicas to 1 as well")  # fmt: skip
             for role in ("prefill", "decode"):
                 pool_config(self, role)  # type: ignore[arg-type]
         return self

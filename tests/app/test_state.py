@@ -337,3 +337,13 @@ def test_an_unknown_field_far_from_every_field_gets_no_guess():
     # (the section's shared prefix made every scheduler field look close: 'policy' is none of them)
     _, _, warning = config_from_query({"preset": "chat-h100-llama8b", "scheduler.policy": "x"})
     assert "not a field of the config." in warning and "did you mean" not in warning
+
+
+def test_a_link_that_splits_a_replicas_preset_is_told_to_set_its_replicas_to_one():
+    # it said "set deployment.disaggregation.prefill.replicas and .decode.replicas instead", which the link had just done
+    params = {"preset": "cluster-router-4xh100-llama8b", "deployment.disaggregation.prefill.replicas": "2"}
+    _, _, warning = config_from_query(params)
+    assert "deployment.replicas (4) must be 1 with disaggregation" in warning
+    assert "set deployment.replicas to 1 as well" in warning
+    cfg, _, warning = config_from_query(params | {"deployment.replicas": "1"})
+    assert warning is None and cfg.deployment.disaggregation.prefill.replicas == 2
