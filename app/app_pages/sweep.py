@@ -80,7 +80,9 @@ def link_range(params: dict[str, str], knob: str, current: float, cfg: SimConfig
         n_link = 8
     points = n_link if 2 <= n_link <= MAX_POINTS else 8
     start_d, stop_d = default_range(knob, current, saturation_per_s, points, cfg=cfg)
-    defaults = (start_d, stop_d, 8)
+    # (a whole-number knob over a short range: as many points as values, not 8 rounded to them, which the page then
+    # explained: the P:D split of 1-3 prefill instances opened on 8 points)
+    defaults = (start_d, stop_d, max(2, min(8, int(stop_d - start_d) + 1)) if SWEEP_KNOBS[knob][2] else 8)
     if not {"start", "stop", "n"} & set(params):
         return *defaults, None
     # Every problem named, not the first alone (?start=abc&n=99 named start, and n's 99 was replaced without a word);

@@ -1256,6 +1256,8 @@ def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert not [w.value for w in at.warning]
     assert sorted(at.dataframe[0].value["prefill_instances"].tolist()) == [1, 2, 3]
+    # as many points as splits (it opened on 8, rounded to these 3 with a note saying so)
+    assert at.number_input(key="sw.n").value == 3 and not any("rounded" in c.value for c in at.caption)
     assert at.number_input(key="sw.stop.prefill_instances").proto.max == 3
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["layout"]["xaxis"]["dtick"] == 1
