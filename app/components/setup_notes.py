@@ -66,6 +66,10 @@ def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
 
     va, vb = _leaves(a.model_dump(mode="json")), _leaves(b.model_dump(mode="json"))
     paths = [k for k in dict.fromkeys([*va, *vb]) if va.get(k) != vb.get(k) and k.rsplit(".", 1)[-1] not in _NOT_SETTINGS]
+    if any(c.deployment is not None and c.deployment.disaggregation is not None for c in (a, b)):
+        # (a P:D side's deployment.replicas is 1 by rule, its pools count their instances: "deployment.replicas 4 → 1"
+        # read as if B ran one replica where it ran 3P1D; the pools' own fields say what differs)
+        paths = [k for k in paths if k != "deployment.replicas"]
     if not paths:
         return None
     short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731

@@ -62,3 +62,15 @@ def test_compare_names_every_setting_b_changes_the_first_with_values_the_rest_by
     said = setup_differences(a, many)
     rest = said.partition("; also in ")[2]
     assert len(rest.split(" and ")[0].split(", ")) == MORE_NAMES and rest.rstrip(".").endswith("more")
+
+
+def test_compare_does_not_name_the_replicas_of_a_pd_side():
+    # co-located 4 replicas against 3P1D read "deployment.replicas 4 → 1", as if B ran one replica: a P:D side's
+    # replicas field is 1 by rule, its pools name what differs
+    from app.components.setup_notes import setup_differences
+    from sim_core import load_preset
+
+    a, b = load_preset("cluster-dynamo-llama70b-fp8-8xh100-colocated"), load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    assert a.deployment.replicas != b.deployment.replicas  # (the field does differ)
+    said = setup_differences(a, b)
+    assert "deployment.replicas" not in said and "deployment.disaggregation" in said, said
