@@ -757,6 +757,19 @@ class LimitsConfig(StrictModel):
 Router = Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity", "cache_aware", "session", "weighted_score"]
 # the routers that read engine state: deployment.state_refresh_s applies to them
 STATE_ROUTERS: tuple[Router, ...] = ("least_kv", "prefix_affinity", "weighted_score")
+# Each router in one plain sentence, under the app's choice of it (the field's description below is the whole rule,
+# its help: one paragraph of seven policies read as a wall of text)
+ROUTER_SUMMARIES: dict[str, str] = {
+    "round_robin": "Each replica in turn, whatever its load.",
+    "least_outstanding": "The replica with the fewest requests queued or running (vLLM production stack).",
+    "least_kv": "The replica using the smallest share of its KV cache, as of the router's last look.",
+    "prefix_affinity": "The replica that has cached the longest start of the prompt, unless loads drift apart; then the "
+                       "least loaded (SGLang's rule, read from the replicas' caches).",
+    "cache_aware": "SGLang's router as built: the same rule on its own record of the prompts it sent each replica.",
+    "session": "Every turn of a conversation to the same replica (sticky sessions); other requests to the least loaded.",
+    "weighted_score": "The best sum of three scores: a short queue (x2), free KV cache (x2) and a cached prompt start (x3) "
+                      "(llm-d's default).",
+}
 
 
 def max_memory_efficiency(hbm_efficiency_scale: float) -> float:

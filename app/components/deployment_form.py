@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from app.components.config_form import tp_options
 from app.components.text import plain
 from sim_core import SimConfig
-from sim_core.config import STATE_ROUTERS, DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_bounds, field_info
+from sim_core.config import ROUTER_SUMMARIES, STATE_ROUTERS, DeploymentConfig, FirstTokenFrom, HardwareSpec, LinkContention, Router, field_bounds, field_info
 from sim_core.presets import list_presets, read_preset_data
 from sim_core.words import counted
 
@@ -116,6 +116,7 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     if mode == MODES[0]:
         return None
     router = st.selectbox("Router", Router.__args__, key=KEY + "router", help=_help("router"))
+    st.caption(ROUTER_SUMMARIES[router])  # (the chosen one in a sentence; the help has every rule in full)
     # kept (not hidden) for the other routers, so switching back and forth keeps the value a link gave
     refresh = st.number_input("Router state refresh (s)", *_floats("state_refresh_s"), step=0.05, format="%.3f",
                               key=KEY + "refresh", help=_help("state_refresh_s"), disabled=router not in STATE_ROUTERS)  # fmt: skip

@@ -297,6 +297,11 @@ def test_simulate_page_opens_replicas_with_prefix_caching():
     assert not at.exception
     assert not at.error, [e.value for e in at.error]
     assert at.selectbox(key="w.dep.router").value == "prefix_affinity"
+    # the chosen router in a sentence under the box (its help is every router's rule in full)
+    from sim_core.config import ROUTER_SUMMARIES, Router
+
+    assert ROUTER_SUMMARIES["prefix_affinity"] in [c.value for c in at.sidebar.caption]
+    assert set(ROUTER_SUMMARIES) == set(Router.__args__)
 
 
 def test_sidebar_keeps_and_edits_the_router_state_refresh():
