@@ -82,7 +82,9 @@ def _headline(res: SimResult) -> None:
     extra: list[tuple[str, str, str, str]] = []  # (label, value, under it, help)
     if s.prefix_hit_rate_tokens is not None:
         pct = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
-        extra.append(("Prefix cache hits", pct(s.prefix_hit_rate_tokens), f"{pct(s.prefix_hit_rate_blocks)} of full blocks",
+        # (the value's share named under it: "43%" beside "43% of full blocks" did not say it was of prompt tokens)
+        extra.append(("Prefix cache hits", pct(s.prefix_hit_rate_tokens),
+                      f"of prompt tokens; {pct(s.prefix_hit_rate_blocks)} of full blocks",
                       ("Reused prompt tokens / prompt tokens looked up at first admission (as vLLM V1: a request re-admitted "
                        "after a recompute pre-emption is counted apart; what it finds again is in Prefill saved).")))  # fmt: skip
         extra.append(("Prefill saved", f"{s.prefill_tokens_saved:,} tok", f"{counted(s.prefix_blocks_evicted, 'block')} evicted",

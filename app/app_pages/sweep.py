@@ -464,8 +464,8 @@ def main() -> None:
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
                f"{plain(describe_where(cfg))}{_load_text(cfg)}). "
                f"{rule_said} (requests by arrival but the "
-               f"{steady_exclusion_text()}; throughput and goodput over that window's span, not the makespan). Throughput counts output "
-               "tokens; goodput, requests meeting the SLOs.")  # fmt: skip
+               f"{steady_exclusion_text()}; throughput and goodput over that window's span, not the makespan; a point that fell behind "
+               "shows its whole run). Throughput counts output tokens; goodput, requests meeting the SLOs.")  # fmt: skip
     if stop <= start:
         st.error(f"'To' ({stop:g}) must be larger than 'From' ({start:g}).")
         return
