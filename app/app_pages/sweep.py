@@ -176,11 +176,12 @@ SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
 
 
 def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
-                  capacities: dict[str, tuple[float | None, float | None, bool]], behind: frozenset[int] = frozenset()) -> list[go.Figure]:
+                  capacities: dict[str, tuple[float | None, float | None, bool]], behind: frozenset[int] = frozenset(),
+                  total_instances: int | None = None) -> list[go.Figure]:
     """Steady-state throughput, goodput and latency percentiles against the knob, one figure each (median across
     seeds, min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds, whether a
     swept point beyond it failed the objectives); `behind`: the ids of the points that fell behind (their whole runs'
-    figures, `sweep.shown_field`).
+    figures, `sweep.shown_field`); `total_instances`: P + D of a P:D split sweep, whose ticks name each split (3P1D).
 
     One figure per metric, each with its own axes, title and legend: three panels of one figure shared its width and
     height, ~87 px wide each on a 390-px phone (page columns put them side by side on a wide page and stack them on
@@ -227,7 +228,10 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="#5F6368", dash=dash, width=width),
                                      name=what))  # fmt: skip
         fig.update_xaxes(title_text=label, title_standoff=6)
-        if whole:
+        if knob == "prefill_instances" and total_instances:  # (each split by name: "3" alone left D to work out)
+            ticks = sorted({int(v) for v in values})
+            fig.update_xaxes(tickvals=ticks, ticktext=[f"{v}P{total_instances - v}D" for v in ticks])
+        elif whole:
             fig.update_xaxes(dtick=1)
         if title == SWEEP_PANEL_TITLES[-1]:  # latency: a log ladder
             fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
@@ -239,6 +243,12 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                           legend=dict(orientation="h", x=0, y=-SWEEP_AXIS_TITLE_PX / plot_px, yanchor="top", tracegroupgap=0))  # fmt: skip
         figs.append(charts.readable_numbers(fig))
     return figs
+
+
+def _total_instances(cfg: SimConfig) -> int | None:
+    """P + D of a P:D deployment (what a sweep of the split keeps fixed), else None."""
+    dis = cfg.deployment.disaggregation if cfg.deployment is not None else None
+    return dis.prefill.replicas + dis.decode.replicas if dis is not None else None
 
 
 def _load_text(cfg: SimConfig) -> str:
@@ -537,7 +547,7 @@ def main() -> None:
         st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is "
                 f"(open markers). At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip
     # side by side on a wide page, stacked (each the page's width) on a phone or a narrow window (app CSS)
-    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps, behind_ids),
+    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps, behind_ids, _total_instances(cfg)),
                              ("tput", "goodput", "latency")):  # fmt: skip
         with col:
             st.plotly_chart(fig, key=f"sw.fig.{key}")

@@ -1260,7 +1260,9 @@ def test_sweep_of_the_pd_split_opens_on_the_splits_the_deployment_has():
     assert at.number_input(key="sw.n").value == 3 and not any("rounded" in c.value for c in at.caption)
     assert at.number_input(key="sw.stop.prefill_instances").proto.max == 3
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert spec["layout"]["xaxis"]["dtick"] == 1
+    # each split named on the x axis (3P1D: 4 instances in all), not the prefill count alone
+    assert spec["layout"]["xaxis"]["tickvals"] == [1, 2, 3]
+    assert spec["layout"]["xaxis"]["ticktext"] == ["1P3D", "2P2D", "3P1D"]
     # a link asking for more than the deployment has is named and replaced by the range it has
     at = sweep_of(LINK_3P1D, sweep="prefill_instances", start="1", stop="6", n="6")
     assert not at.exception and any("between 1 and 3" in w.value for w in at.warning), [w.value for w in at.warning]
