@@ -68,7 +68,7 @@ def _headline(res: SimResult) -> None:
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}",
                    f"prefill {s.prefill_time_fraction:.0%} of busy time · mean batch {s.mean_batch_size:,.1f}",
                    help="Busy time over the makespan; the mean batch is the running requests per tick, a mean over "
-                   "the ticks.", **kw)  # fmt: skip
+                   "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if getattr(res, "instances", None) else "") + ".", **kw)  # fmt: skip
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     kv_of, kv_help = f"of {s.kv_capacity_tokens:,} tokens", None
     if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool
