@@ -503,7 +503,7 @@ def shown_field(name: str, behind: bool) -> str:
     page and in the `sweep` command: its steady window's (`steady.<name>`), or its whole run's where the point fell
     behind its arrivals (`fell_behind`). Such a window's goodput is its arrivals' SLO attainment times their rate, which
     a run that cannot keep up overstates while its queue is still short: the router preset's 2 and 3 replicas read 44
-    and 58 req/s beside 8 replicas' 60 where 7-9 req/s finished; their whole runs, 8.4 and 19 req/s. (A window that is
+    and 58 req/s beside 8 replicas' 60 where 7-9 req/s finished; their whole runs, 8.4 and 13 req/s. (A window that is
     only too short to settle keeps its own figures: its whole run's are its drain's, 14.7 req/s at 4 replicas where
     the window read 59.6 and a run long enough to settle 60.3.)"""
     return name if behind else f"steady.{name}"
