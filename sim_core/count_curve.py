@@ -67,7 +67,8 @@ class LiveKvCurve:
     decoders, each taking at most ceil((most + 1 + width) / bs) more blocks by t, whose finishes free at most the
     blocks `live.blocks_within` counts; `others` (prompt, output, blocks held) of the prefilling, queued and added
     requests, each growing to at most its prompt plus `most` tokens (its whole context at most) plus the lookahead
-    `width`, freeing what it holds if it may finish. A request sent to it joins `others` (`add`)."""
+    `width`, freeing what it holds if it may finish. A request sent to it joins `others` (`add`). (A recompute victim's
+    entry is its prefill target, the prompt and what it emitted, and the output it has left: `Engine.live_kv_curve`.)"""
 
     __slots__ = ("now_s", "limit_s", "per_tick", "used", "num_free", "num_decoders", "live", "others", "prompt",
                  "output", "bs", "width")  # fmt: skip
@@ -90,7 +91,7 @@ class LiveKvCurve:
         freed = 0
         for p, o, held in self.others:
             grow += max(-(-(min(o, most) + p + width) // bs) - held, 0)
-            if o <= most:  # (it may finish by then: it has emitted nothing yet)
+            if o <= most:  # (it may finish by then: o is what it has left to emit)
                 freed += held
         if grow > self.num_free:  # (a decode might run short of a block: pre-emption, no cheap bound)
             return None

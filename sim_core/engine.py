@@ -87,7 +87,7 @@ class Engine:
         self.check_invariants = False
         # Cluster hooks (sim_core/cluster steps several engines on one clock). Inert for a single engine.
         self.horizon_s = math.inf  # external input may arrive then: runs stop before it, idle jumps to it
-        self.on_horizon = None  # (engine, now_s, num_outstanding, kv usage) -> new horizon_s: see `horizon_reached`
+        self.on_horizon = None  # (engine, now_s, num_outstanding, kv usage, num_waiting) -> new horizon_s: `horizon_reached`
         self.may_pause = False  # a fast-path run that reaches its horizon pauses there instead of ending (`_run_fast`)
         self._paused = None  # that run (fastpath.run_ticks), resumed by the next `step`
         self._live: tuple | None = None  # what it yielded at the pause (its counts: `num_outstanding`, bounds)
@@ -493,8 +493,9 @@ class Engine:
         per-request context: a decoder holds ceil(context / bs) blocks and takes at most one token per tick (times
         `per_tick`), so by t at most ceil((most + 1 + decode_slots) / bs) more (ceil((a + x) / bs) - ceil(a / bs) <=
         ceil(x / bs); the arrays' prompt + emitted is its context + 1), and may free at most its whole context's
-        blocks if it may finish (`LiveLeft.blocks_within`); a prefilling request holds ceil(computed / bs), a queued
-        or added one none. Paged KV without a prefix cache only (`joinable`), with nothing joined or reserved since
+        blocks if it may finish (`LiveLeft.blocks_within`); a prefilling request holds what its admission took or
+        ceil(computed / bs) if more, a queued or added one none; a recompute victim among them recomputes its prompt and
+        what it emitted (its prefill target) and has its output less that left. Paged KV without a prefix cache only (`joinable`), with nothing joined or reserved since
         the pause (a decode pool's), else None. A new object (a deployment keeps it, `LiveKvCurve.add`)."""
         live = self._live
         if live is None or not live[10] or self._joined or self._reserved or self.n != 1:
@@ -510,9 +511,13 @@ class Engine:
         # chunk's own blocks otherwise). Its computed tokens' alone undercounted what a finish frees under those rules,
         # and the lower bound sat above the exact usage (least_kv then routed otherwise than with runs ended)
         admission = self.sched.admission_blocks
-        others = [(prompt.item(r), output.item(r), max(-(-c // bs), int(admission(st, r, 1)))) for r, c in prefilling.items()]
+        # (a recompute victim pre-empted before the run, or in it by the scheduler: its prefill target is its prompt and
+        # the tokens it emitted, and only its output less those is left; its prompt and whole output undercounted what
+        # it may free and take, as the others' "emitted nothing yet" in `LiveKvCurve`. The state's: unchanged meanwhile)
+        target, left_of = st.prefill_target, lambda r: output.item(r) - st.emitted.item(r)
+        others = [(target.item(r), left_of(r), max(-(-c // bs), int(admission(st, r, 1)))) for r, c in prefilling.items()]
         if head < len(waiting):
-            others += [(prompt.item(w % R), output.item(w % R), 0) for w in waiting[head:]]
+            others += [(target.item(w % R), left_of(w % R), 0) for w in waiting[head:]]
         others += [(prompt.item(k), output.item(k), 0) for k in range(first_new, self.num_added)]  # (added since)
         num_decoders = num_in_run - len(prefilling) - (len(waiting) - head)
         return LiveKvCurve(st.now_s, self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick(), kv.num_blocks - num_free,
@@ -521,9 +526,9 @@ class Engine:
     def horizon_reached(self, now_s: float, num_running_or_waiting: int, next_arrival: int, num_free: int,
                         num_queued: int) -> float:
         """Fast path (fastpath.advance), mid-call: every tick that starts before `now_s` has run and the next
-        would start at `now_s` >= `horizon_s`; `num_running_or_waiting` requests are in the batch or the queue
-        (none swapped on the fast path), `num_queued` of them in the queue, slots from `next_arrival` on have not
-        arrived, and `num_free` KV blocks are free. The cluster
+        would start at `now_s` >= `horizon_s`; `num_running_or_waiting` requests are in the batch, the queue or
+        swapped out (none swapped in a run that may pause), `num_queued` of them queued or swapped out, slots from
+        `next_arrival` on have not arrived, and `num_free` KV blocks are free. The cluster
         (`on_horizon`) may add requests here (arriving by `now_s` at the latest: they join before the next tick,
         as at the start of a step) and returns the new horizon; the run goes on while it is past `now_s`, so a
         router's choice does not end the run of the replica that settled it (issue 13: cost)."""

@@ -1307,7 +1307,9 @@ def run_ticks(engine: Engine):
             # instant a replica's run reaches cost ~3k instructions more): it pauses only where it must wait, after a
             # tick at least, with requests running or queued (a prefill instance after every row, where a general step
             # ends, with nothing to run as well: one run lives across its requests), and takes the horizon it is sent then
-            horizon = engine.horizon_reached(now, num_in_run, ptr, free, len(waiting) - head)
+            # (swapped-out requests are outstanding and waiting too: a run that may pause never swaps, `preempts_here`,
+            # but the cluster's unpaused reference does, and its routers read what a run ended here would write back)
+            horizon = engine.horizon_reached(now, num_in_run + len(swapped), ptr, free, len(waiting) - head + len(swapped))
             if not (pausable and j_paused and (hand_off or horizon <= now and num_in_run)):
                 joined, num_reserved = (), 0
                 # (a decode instance of the cluster's unpaused reference ends where it would pause: `Engine.num_in_run`)

@@ -204,7 +204,7 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                                      name=shown, legendgroup=name))  # fmt: skip
             # a point whose run cannot settle (its window's note) open, not filled; one that fell behind at its whole
             # run's figures (`sweep.shown_field`)
-            symbols = ["circle-open" if p.summary.steady.note else "circle" for p in ok]
+            symbols = ["circle-open" if p.summary.steady.note or id(p) in behind else "circle" for p in ok]
             for field, scale, dash, what in series:
                 bands = [band([v * scale for v in point_metric(p, shown_field(field.removeprefix("steady."), id(p) in behind))])
                          for p in ok]  # fmt: skip
@@ -218,8 +218,8 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
             if cap_lo is not None:
                 fig.add_vline(x=cap_lo, line=dict(color=color, dash=CAPACITY_DASH, width=1.5))
         styles = [(dash, what, 2) for _, _, dash, what in series] if len(series) > 1 else []
-        if any(p.summary is not None and p.summary.steady is not None and p.summary.steady.note
-               for pts in curves.values() for p in pts):  # fmt: skip
+        if behind or any(p.summary is not None and p.summary.steady is not None and p.summary.steady.note
+                         for pts in curves.values() for p in pts):  # fmt: skip
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=UNSETTLED_LEGEND,
                                      marker=dict(symbol="circle-open", size=9, color="#5F6368", line=dict(width=1.5))))  # fmt: skip
         if any(c[0] is not None for c in capacities.values()):
@@ -260,14 +260,14 @@ def _load_text(cfg: SimConfig) -> str:
     return f", at {fmt_number(arrival.rate_per_s)} req/s"
 
 
-def _settles_text(p: SweepPoint) -> str:
+def _settles_text(p: SweepPoint, behind: frozenset[int] = frozenset()) -> str:
     """Whether a point's run has a steady state its figures stand for, in a word or two (the table's column; the
-    reason in full is the note under the charts)."""
+    reason in full is the note under the charts). `behind`: ids of the points that fell behind (`sweep.fell_behind`)."""
     note = p.summary.steady.note if p.summary is not None and p.summary.steady is not None else None
     if p.summary is None or p.summary.steady is None:
         return "none"
     if not note:
-        return "yes"
+        return "no: fell behind" if id(p) in behind else "yes"
     # (metrics._steady_note's three kinds: overloaded, requests unfinished at the run's end, a window too short)
     return ("no: overloaded" if note.startswith(OVERLOADED_NOTE) else "no: unfinished" if note.startswith(UNFINISHED_NOTE)
             else "no: too short")  # fmt: skip
@@ -315,7 +315,7 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str, behind
         valued = [p for p in pts if not math.isnan(goodput[p.value])]
         # the settled points when there are any: a run that cannot settle reads more goodput than it has (the router
         # preset's 3 replicas, 58 req/s in a window where 9 finished, beside 8 replicas' 60)
-        ok = [p for p in valued if not p.summary.steady.note] or valued
+        ok = [p for p in valued if not p.summary.steady.note and id(p) not in behind] or valued
         best = max(ok, key=lambda p: goodput[p.value], default=None)
         if best is None or goodput[best.value] <= 0:
             said.append(f"**{plain(name)}**: no swept value served a request within the SLOs")
@@ -329,7 +329,8 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str, behind
                         "where it does")  # fmt: skip
             continue
         # (a window with a note is a run too short to settle: its goodput is that run's, which a longer run can lower)
-        short = " in a run too short to settle" if best.summary.steady.note else ""
+        short = (" in a run that fell behind its arrivals (its whole run's)" if id(best) in behind
+                 else " in a run too short to settle" if best.summary.steady.note else "")  # fmt: skip
         said.append(f"**{plain(name)}**: most goodput at {knob} = {best.value:g}"
                     + (f" (the same at {', '.join(same)})" if same else "")
                     + f", {fmt_number(goodput[best.value])} req/s{short} (TTFT p99 {fmt_number(_steady_metric(best, 'ttft_p99_s', behind) * 1e3)} "
@@ -527,7 +528,7 @@ def main() -> None:
     behind_ids = frozenset(id(p) for _, p in behind)
     if behind:
         n, total = len(behind), sum(len(v) for v in curves.values())
-        done = max(p.summary.steady.requests_per_s for _, p in behind)
+        done = max(p.summary.requests_per_s for _, p in behind)  # (over the whole run, as their figures)
         by_setup: dict[str, list[str]] = {}
         for name, p in behind:
             by_setup.setdefault(name, []).append(f"{p.value:g}")
@@ -536,7 +537,7 @@ def main() -> None:
                  if len(curves) > 1 else f"{knob} = " + ", ".join(v for vs in by_setup.values() for v in vs))  # fmt: skip
         st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({where}): requests arrive faster "
                 f"than they finish (at most "
-                f"{fmt_number(done)} req/s finish), so the queue grows for as long as the run lasts. Their figures "
+                f"{fmt_number(done)} req/s finish over the run), so the queue grows for as long as the run lasts. Their figures "
                 "(open markers) are their whole runs', those of a run this long: a window of such a run counts "
                 "arrivals met before the queue built up.")  # fmt: skip
     settled = [(name, p) for name, p in notes if not any(p is q for _, q in behind)]
@@ -568,7 +569,7 @@ def main() -> None:
         "goodput req/s": _steady_metric(p, "goodput_requests_per_s", behind_ids),
         "TTFT p99 (ms)": _steady_metric(p, "ttft_p99_s", behind_ids) * 1e3,
         "TPOT p99 (ms)": _steady_metric(p, "tpot_p99_s", behind_ids) * 1e3,
-        "steady state": _settles_text(p), "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
+        "steady state": _settles_text(p, behind_ids), "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
     _results_table(rows, knob, head_to_head=len(curves) > 1)
     if (said := missing_values_sentence(curves, knob, behind_ids)) is not None:  # (the cells read "–" with no word of why)

@@ -27,7 +27,7 @@ Engine hooks this package relies on (small and additive; re-apply them on a rewr
   Engine.outstanding_bounds(t, min_tick), kv_usage_bounds(t, min_tick), kv_used_bounds(t, min_tick)   routers settle
       choices without ending runs (and the decode-side dispatch skips decode instances that cannot fit); release,
       reserve and inject_prefilled reset their memos (they change an engine's state without a tick)
-  Engine.on_horizon / horizon_reached(now, num_queued, next_arrival, num_free): the fast path asks the cluster at
+  Engine.on_horizon / horizon_reached(now, num_in_run, next_arrival, num_free, num_queued): the fast path asks the cluster at
       its horizon (fastpath: `if now >= max_time: ... engine.horizon_reached(...)`) and runs on if it moves it
   Engine.may_pause / _run_fast / settle: a fast-path run paused at its horizon (fastpath.run_ticks, a generator:
       yields at the horizon, takes (horizon, decoders joined, blocks reserved)); while paused, num_outstanding,

@@ -590,7 +590,7 @@ class Deployment:
         tick starts then). Routes those arrivals while the other replicas' count bounds settle each choice (as the
         loop does, `choose_by_bounds`; the choice may be i itself: the request joins before its next tick) and
         returns i's next horizon: the next arrival, or `now_s` (stop) when another replica must reach one first.
-        (prefix_affinity: `_route_mid_run_exact` instead.)"""
+        (prefix_affinity and weighted_score: `_route_mid_run_exact` instead.)"""
         R = self.num_requests
         instants, cache = self._instants, self._bounds_at  # (no closed-loop sessions here: listed)
         counts, usages = self._count_bounds, self._usage_bounds
@@ -615,7 +615,7 @@ class Deployment:
 
     def _route_mid_run_exact(self, i: int, eng: Engine, now_s: float, count: int, usage: float, waiting: int) -> float:
         """`_route_mid_run` for prefix_affinity and weighted_score, which read every replica's exact state (weighted_score:
-        i's `waiting` requests queued, added or swapped, the run's own count): the arrivals up to `now_s` once
+        i's `waiting` requests queued, swapped out or added and not arrived, the run's own count): the arrivals up to `now_s` once
         every other busy replica has reached them (a method of its own: its comprehensions would make the other's
         locals closure cells, dearer at every stop)."""
         R = self.num_requests

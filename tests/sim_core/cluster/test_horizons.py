@@ -165,6 +165,23 @@ def test_exact_state_routers_inside_the_run_on_random_configs(seed):
     assert_same_routing_and_busy_ticks(_run(cfg)[0], _run(cfg, mid_run_routing=False)[0])
 
 
+@pytest.mark.parametrize("router", ["least_outstanding", "weighted_score"])
+@pytest.mark.parametrize("seed", range(2))
+def test_swapped_out_requests_count_at_a_horizon_inside_a_run(router, seed):
+    # A run that may pause never swaps (`preempts_here`), but the references that end runs where they wait do: the
+    # count and the queue a run passed `Engine.horizon_reached` left its swapped-out requests out, which a run ended
+    # there writes back and a router reads (least_outstanding routed otherwise with runs paused and ended under swap;
+    # session 58's review)
+    cfg = make_config(seed=seed, workload__num_requests=80, workload__arrival__rate_per_s=40.0,
+                      workload__prompt_tokens__mean=1500, workload__output_tokens__mean=300, hardware__memory_gib=20.0,
+                      scheduler__preemption="swap", kv_cache__swap_space_gb=4.0)  # fmt: skip
+    cfg = deploy(cfg, {"replicas": 2, "router": router, "state_refresh_s": 0.0})
+    res = _run(cfg)[0]
+    assert res.summary.num_swap_outs > 50  # (swaps happen)
+    for flags in ({"pause_runs": False}, {"mid_run_routing": False}):
+        assert_same_routing_and_busy_ticks(res, _run(cfg, **flags)[0])
+
+
 # ------------------------------------------------------------------ pausing runs at the horizon
 PAUSING = [("least_outstanding", 0.0), ("cache_aware", 0.0), ("least_kv", 0.0), ("least_kv", 0.05),
            ("prefix_affinity", 0.0), ("prefix_affinity", 0.4), ("weighted_score", 0.0), ("weighted_score", 0.05)]  # fmt: skip
