@@ -134,7 +134,7 @@ class Router:
         # each its own content id (shared system prompts and nothing else: `workload.content_id`), which is no session
         # a client would send, so it goes to the least outstanding, as production-stack routes a request without a
         # session header (hashing those ids spread them at random, whatever the load)
-        cid = None if workload is None else workload.content_id
+        cid = None if workload is None else getattr(workload, "content_id", None)  # (a stub workload may have none)
         self._session_ids = (cid if policy == "session" and cid is not None and np.unique(cid).size < cid.size
                              else None)  # fmt: skip
 
