@@ -1153,7 +1153,7 @@ def test_the_sweep_tables_rate_column_names_its_unit():
     assert json.loads(at.dataframe[0].proto.columns)["rate"]["help"] == "rate: arrival rate (requests/s)"
 
 
-def test_a_sweep_point_that_cannot_settle_is_drawn_open_said_so_and_not_the_answer():
+def test_a_sweep_point_that_cannot_settle_is_drawn_open_said_so_and_not_the_answer(monkeypatch):
     # the router preset's replica sweep drew 44 and 58 req/s of steady goodput at 2 and 3 replicas, beside 8's 60,
     # where 7-9 req/s finished: the runs cannot settle (their notes), and the chart and table did not say so
     import json
@@ -1182,7 +1182,14 @@ def test_a_sweep_point_that_cannot_settle_is_drawn_open_said_so_and_not_the_answ
         assert f"most goodput at replicas = {best:g}" in answer, answer
     # every point too short: the page offers the steady length, and with it the runs settle where they keep up
     assert "Tick Steady-state run length" in " ".join(i.value for i in at.info)
-    at.checkbox(key="sw.steady_other").check().run(timeout=180)
+    # (the steady-length runs are 3,000-6,000 requests each: on a slow or busy machine the server's 5 s per run stopped
+    # them all, "no: unfinished", in CI at load; what is tested here is how they settle, not the server's budget)
+    from app.components import runner
+    from sim_core.budget import RunBudget
+
+    monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
+    monkeypatch.setattr(runner.PageBudget, "exhausted", lambda self: False)
+    at.checkbox(key="sw.steady_other").check().run(timeout=600)
     assert not at.exception
     said = dict(zip(*(at.dataframe[0].value[c] for c in ("replicas", "steady state"))))
     assert said[8] == "yes" and said[2].startswith("no"), said
