@@ -20,6 +20,7 @@ from app.components.units import MISSING, fmt_number
 from app.state import CFG_KEY, link_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
+from sim_core.cluster.knobs import prefill_instances_bounds
 from sim_core.inputs import parse_float_text, parse_int_text
 from sim_core.metrics import OVERLOADED_NOTE, UNFINISHED_NOTE, no_value_reason, steady_exclusion_text
 from sim_core.planner import saturation_config
@@ -245,10 +246,14 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
     return figs
 
 
-def _total_instances(cfg: SimConfig) -> int | None:
-    """P + D of a P:D deployment (what a sweep of the split keeps fixed), else None."""
-    dis = cfg.deployment.disaggregation if cfg.deployment is not None else None
-    return dis.prefill.replicas + dis.decode.replicas if dis is not None else None
+def _total_instances(cfg: SimConfig, knob: str) -> int | None:
+    """P + D of the deployment a sweep of the P:D split keeps fixed (`cluster.knobs`' range), else None."""
+    if knob != "prefill_instances":
+        return None
+    try:
+        return prefill_instances_bounds(cfg)[1] + 1
+    except PresetError:  # (no disaggregated deployment: the page says so above)
+        return None
 
 
 def _load_text(cfg: SimConfig) -> str:
@@ -278,7 +283,7 @@ def _steady_metric(p: SweepPoint, field: str, behind: frozenset[int] = frozenset
     where it fell behind (`behind`: ids of such points, `sweep.shown_field`); NaN when it has no steady window."""
     if p.summary is None or p.summary.steady is None:
         return float("nan")
-    return getattr(p.summary.steady if shown_field(field, id(p) in behind).startswith("steady.") else p.summary, field)
+    return point_metric(p, shown_field(field, id(p) in behind))[0]
 
 
 # The table's latency columns and the metric each is of (no_value_reason's names)
@@ -548,7 +553,7 @@ def main() -> None:
         st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is "
                 f"(open markers). At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip
     # side by side on a wide page, stacked (each the page's width) on a phone or a narrow window (app CSS)
-    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps, behind_ids, _total_instances(cfg)),
+    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps, behind_ids, _total_instances(cfg, knob)),
                              ("tput", "goodput", "latency")):  # fmt: skip
         with col:
             st.plotly_chart(fig, key=f"sw.fig.{key}")
