@@ -126,17 +126,17 @@ class Router:
         # cache_aware: where no two requests share content (no session of several turns, no trace hashes: each request's
         # content is its own), a prompt's content blocks can be found by no later prompt; the tree counts them, with their stamps,
         # without their keys (`_keys`: per instance, (stamp, blocks) in routing order and their total)
-        self._own_content = self._tree is not None and workload.block_hash_ids is None and (
-            workload.content_id is None or np.unique(workload.content_id).size == workload.content_id.size)
+        # Whether some session has several turns (requests sharing a content id), asked only by the two policies below
+        cid = None if workload is None else getattr(workload, "content_id", None)  # (a stub workload may have none)
+        shared = cid is not None and policy in ("cache_aware", "session") and np.unique(cid).size < cid.size
+        self._own_content = self._tree is not None and workload.block_hash_ids is None and not shared
         self._private: list[list[tuple[int, int]]] = [[] for _ in range(num_instances)]
         self._num_private = [0] * num_instances
         # session: each request's session where some session has several turns. A workload of single requests gives
         # each its own content id (shared system prompts and nothing else: `workload.content_id`), which is no session
         # a client would send, so it goes to the least outstanding, as production-stack routes a request without a
         # session header (hashing those ids spread them at random, whatever the load)
-        cid = None if workload is None else getattr(workload, "content_id", None)  # (a stub workload may have none)
-        self._session_ids = (cid if policy == "session" and cid is not None and np.unique(cid).size < cid.size
-                             else None)  # fmt: skip
+        self._session_ids = cid if policy == "session" and shared else None
 
     @property
     def is_state_free(self) -> bool:
