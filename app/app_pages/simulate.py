@@ -70,12 +70,14 @@ def _headline(res: SimResult) -> None:
                    help="Busy time over the makespan; the mean batch is the running requests per tick, a mean over "
                    "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if getattr(res, "instances", None) else "") + ".", **kw)  # fmt: skip
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
-    kv_of, kv_help = f"of {s.kv_capacity_tokens:,} tokens", None
+    kv_of, kv_help, kv_peak = f"of {s.kv_capacity_tokens:,} tokens", None, f"{s.kv_peak_usage:.0%}"
     if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool
         full = res.kv_peak_instance
         kv_of = f"{full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens"
         kv_help = f"The fullest instance's peak; the deployment's instances hold {s.kv_capacity_tokens:,} tokens in all."
-    row2[2].metric("KV cache peak", f"{s.kv_peak_usage:.0%}", kv_of, help=kv_help, **kw)
+        # (with the per-instance table's one decimal: "34%" above a row reading 34.5 % looked like two figures)
+        kv_peak = f"{s.kv_peak_usage:.1%}"
+    row2[2].metric("KV cache peak", kv_peak, kv_of, help=kv_help, **kw)
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{counted(s.num_ticks, 'tick')} · {fmt_seconds(s.makespan_s)}", **kw)
     # issue 12 features, when on, from the row's left (speculative decoding alone stood in the third column, two empty
     # ones before it)

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.components.config_form import SECTIONS
 from app.state import CFG_KEY, encode_config
-from sim_core import load_preset
+from sim_core import load_preset, run_simulation
 from sim_core.lessons import load_lessons
 from tests.conftest import make_config
 
@@ -87,7 +87,13 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     # (the Requests tab: replica 0 38.33%, replica 1 0.15%); 38% of both replicas' 910,304 was never in use.
     at = app(preset="cluster-router-2xh100-agent-pairs").run()
     peak = next(m for m in at.metric if m.label == "KV cache peak")
-    assert peak.value == "38%" and "replica 0" in peak.delta and "456,432" in peak.delta and "912,864" not in peak.delta, peak.delta
+    assert "replica 0" in peak.delta and "456,432" in peak.delta and "912,864" not in peak.delta, peak.delta
+    # with the Requests tab's one decimal (the headline read "34%" above a row reading 34.5 %)
+    from sim_core.cluster.report import instance_rows
+
+    res = run_simulation(load_preset("cluster-router-2xh100-agent-pairs"))
+    table = next(r["kv_peak"] for r in instance_rows(res) if r["instance"].startswith("replica 0"))
+    assert peak.value == f"{table * 100:.1f}%" == "38.2%", (peak.value, table)
     one = app(preset="chat-h100-llama8b").run()  # one engine: its own pool, as before
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 456,432 tokens"
 
@@ -349,7 +355,7 @@ def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
 
 def test_a_sweep_links_point_count_sets_the_default_ranges_round_steps():
     # a link with n=5 and no range got the 8-point range (2-30 by 4: 2, 9, 16, 23, 30 at 5 points); it gets 5 points'
-    from sim_core import load_preset
+    from sim_core import load_preset, run_simulation
     from sim_core.sweep import default_rate_range, saturation_per_s
 
     cfg = load_preset("chat-h100-llama8b")
@@ -725,7 +731,7 @@ def test_hardware_sources_are_shown():
 
 def test_about_gives_each_pools_memory_for_a_split_deployment_of_two_gpu_kinds():
     # Splitwise-HA prefills on H100s and decodes on A100s: About showed the top-level H100's plan alone, "Per GPU"
-    from sim_core import load_preset
+    from sim_core import load_preset, run_simulation
     from sim_core.config import pool_config
     from sim_core.costmodel import plan_memory
 
