@@ -231,28 +231,30 @@ def _timeline_tab(res: SimResult) -> None:
     if deployment:
         from app.components.cluster_timeline import kv_waits, shown_caption
 
-        st.caption(timeline_caption(how, True, res.is_disaggregated, kv_waits(res), shown_caption(res)))
+        st.caption(timeline_caption(how, True, res.is_disaggregated, kv_waits(res), shown_caption(res), res.summary.num_requests))
     else:
         st.caption(timeline_caption(how, False))
 
 
-def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, waits: tuple[bool, bool] = (False, False),
-                     omitted: str = "") -> str:  # fmt: skip
+def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, waits: tuple[int, int] = (0, 0),
+                     omitted: str = "", num_requests: int = 0) -> str:  # fmt: skip
     """What the timeline's panels are and how to read them: a deployment draws three (instances, requests,
     KV per instance), one engine four (GPU, requests, KV, queues). Only a disaggregated deployment's request rows
-    have the KV transfer marks, and the waits (`waits`: for a decode slot, for the link) only where the run had
-    them (replicas' rows name one replica and have neither); `omitted`: the instances the Gantt leaves out
-    (`cluster_timeline.shown_caption`)."""
+    have the KV transfer marks, and the waits (`waits`: how many of the run's `num_requests` waited for a decode slot,
+    for the link) only where the run had them (replicas' rows name one replica and have neither); `omitted`: the
+    instances the Gantt leaves out (`cluster_timeline.shown_caption`)."""
     if deployment:
         where = ("a request row names where it ran (P0→D0: prefill 0, then decode 0)" if disaggregated
                  else "a request row names the replica it ran on (req 7 · replica 2, on a phone 7 · R2)")  # fmt: skip
         marks = ""
         if disaggregated:
             slot, link = waits
+            # (how many: the legend names only the window's marks, and a run's few waits may lie outside it)
+            of = lambda n: f" ({n:,} of the run's {num_requests:,} requests)"  # noqa: E731
             if slot:
-                marks += " Amber: its prefill is done and its KV waits for a decode slot (the decode pool's KV is full)."
+                marks += f" Amber{of(slot)}: its prefill is done and its KV waits for a decode slot (every decode instance's KV cache or its max_num_seqs sequences are full)."
             if link:
-                marks += " Pale amber: its decode slot is reserved and its KV waits for the link, which earlier transfers hold."
+                marks += f" Pale amber{of(link)}: its decode slot is reserved and its KV waits for the link, which earlier transfers hold."
             marks += (" Cyan: its KV crossing to the decode instance; a cyan diamond marks a transfer too short to see as a "
                       "bar (its hover has the true duration).")  # fmt: skip
         rows = f" With many instances the Gantt draws some of each pool ({omitted}); the tables list them all." if omitted else ""

@@ -104,15 +104,17 @@ def shown_caption(res: ClusterResult) -> str:
     return " and ".join(parts) + " drawn"
 
 
-def kv_waits(res) -> tuple[bool, bool]:
-    """Whether any request of a disaggregated run waited for a decode slot, and whether any waited for the KV link:
-    the caption explains the marks the run has (it spoke of amber where none was drawn, and not of the link's wait)."""
+def kv_waits(res) -> tuple[int, int]:
+    """How many requests of a disaggregated run waited for a decode slot, and how many for the KV link: the caption
+    explains the marks the run has (it spoke of amber where none was drawn, and not of the link's wait), and how many
+    there are, since the legend names only the current window's (a caption on pale amber over a window without any
+    read as a mark the chart lacked)."""
     if res.kv_transfer_start_s is None:
-        return False, False
+        return 0, 0
     with np.errstate(invalid="ignore"):
         slot = np.nan_to_num(res.kv_transfer_start_s - res.kv_wait_start_s) > 0
         link = np.nan_to_num(res.kv_link_start_s - res.kv_transfer_start_s) > 0
-    return bool(slot.any()), bool(link.any())
+    return int(slot.sum()), int(link.sum())
 
 
 def instance_names(res: ClusterResult, narrow: bool = False) -> list[str]:

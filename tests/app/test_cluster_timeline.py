@@ -345,9 +345,19 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
 def test_an_xpyd_timeline_caption_names_the_waits_its_run_had(preset, waits):
     # Splitwise-HA's decode pool fills (amber: a decode slot) and its transfers queue on the link (pale amber); Dynamo's
     # 3P1D has neither, and its caption said "Amber: ... waits for a decode slot" with nothing amber drawn
-    assert kv_waits(run_simulation(load_preset(preset))) == waits
+    res = run_simulation(load_preset(preset))
+    counts = kv_waits(res)
+    assert tuple(n > 0 for n in counts) == waits
     shown = _captions(preset)
-    assert ("Amber: its prefill is done" in shown, "Pale amber: its decode slot is reserved" in shown) == waits
+    assert ("its prefill is done and its KV waits" in shown, "its decode slot is reserved" in shown) == waits
+    # how many of the run's requests had each mark: the legend names only the window's marks (a caption on pale amber
+    # over a window without any read as a mark the chart lacked)
+    R = res.summary.num_requests
+    for name, n in zip(("Amber", "Pale amber"), counts):
+        if n:
+            assert f"{name} ({n:,} of the run's {R:,} requests): " in shown, shown
+    if counts[0]:  # Splitwise-HA's decode KV peaks at 24 % while 196 requests wait: its 256 sequences are what is full
+        assert "decode slot (every decode instance's KV cache or its max_num_seqs sequences are full)" in shown
     assert "Cyan: its KV crossing" in shown
 
 
