@@ -1039,6 +1039,33 @@ def pool_config(cfg: SimConfig, role: Literal["prefill", "decode"]) -> SimConfig
         raise ValueError(f"deployment.disaggregation.{role} makes an invalid engine: {'; '.join(problems)}") from None
 
 
+def _draft_kind(spec: SpeculativeConfig) -> str:
+    """A pool's speculative draft as its KV layers are set (what a P/D transfer carries): 'off', 'head', 'model X'."""
+    if not spec.enabled:
+        return "off"
+    return f"model {spec.draft_model}" if spec.draft == "model" else "head"
+
+
+def _check_pool_drafts(cfg: SimConfig, prefill: SpeculativeConfig, decode: SpeculativeConfig) -> None:
+    """Both pools speculate with the same draft layers, or neither does: the decode instance proposes from the draft's
+    KV of the prompt, which the prefill instance computes and sends with the target's (costmodel.
+    draft_kv_bytes_per_token). vLLM checks it at the P/D handshake and refuses a pair whose model-based drafts differ
+    (vllm-project/vllm#49230: otherwise long prompts crash the decode side). The draft length and acceptance may
+    differ: they change no KV layer."""
+    ours, theirs = _draft_kind(prefill), _draft_kind(decode)
+    if ours == theirs:
+        return
+    field = next(f for f, differs in (("enabled", prefill.enabled != decode.enabled), ("draft", prefill.draft != decode.draft),
+                                      ("draft_model", True)) if differs)  # fmt: skip
+    value = getattr(decode, field)
+    raise ValueError(f"{pool_field(cfg, 'decode', f'scheduler.speculative.{field}')} = {value!r}: the decode pool's "
+                     f"speculative draft ({theirs}) differs from the prefill pool's ({ours}); the decode instance "
+                     "speculates from the draft's KV of the prompt, which the prefill instance computes and sends with "
+                     "the target's (vLLM refuses such a pair at its P/D handshake, vllm-project/vllm#49230); allowed: "
+                     f"the same speculative enabled, draft and draft_model in both pools ({ours} here, as the prefill "
+                     "pool's)")  # fmt: skip
+
+
 OPEN_LOOP = "'poisson', 'gamma', 'constant' or 'offline'"  # the arrival processes other than closed_loop
 
 
@@ -1140,8 +1167,8 @@ class SimConfig(StrictModel):
                 raise ValueError(f"deployment.replicas ({dep.replicas}) must be 1 with disaggregation: the pools count "
                                  "their own instances (deployment.disaggregation.prefill.replicas and .decode.replicas); "
                                  "set deployment.replicas to 1 as well")  # fmt: skip
-            for role in ("prefill", "decode"):
-                pool_config(self, role)  # type: ignore[arg-type]
+            pools = {role: pool_config(self, role) for role in ("prefill", "decode")}  # type: ignore[arg-type]
+            _check_pool_drafts(self, pools["prefill"].scheduler.speculative, pools["decode"].scheduler.speculative)
         return self
 
     @model_validator(mode="after")

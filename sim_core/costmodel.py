@@ -177,14 +177,36 @@ def draft_memory_per_gpu(cfg: SimConfig) -> tuple[float, float]:
     spec = cfg.scheduler.speculative
     if not spec.enabled:
         return 0.0, 0.0
+    kv_cfg, num_layers_over = _draft_kv_layers(cfg)
+    kv_per_token = kv_bytes_per_token_per_gpu(kv_cfg) / num_layers_over
     if spec.draft == "model":
-        draft = draft_model_config(cfg)
-        return weight_bytes_per_gpu(draft), kv_bytes_per_token_per_gpu(draft)
+        return weight_bytes_per_gpu(kv_cfg), kv_per_token
     shape, m = ModelShape.of(cfg), cfg.model
     layer_params = (shape.total_params - shape.embed_params - shape.lm_head_params) // m.num_layers  # (layers alike)
     projection_params = 2 * m.hidden_size * m.hidden_size
     weights = (layer_params + projection_params) * DTYPE_BYTES[m.weight_dtype] / cfg.hardware.num_gpus
-    return weights, kv_bytes_per_token_per_gpu(cfg) / m.num_layers
+    return weights, kv_per_token
+
+
+def _draft_kv_layers(cfg: SimConfig) -> tuple[SimConfig, int]:
+    """Whose KV the speculative draft's layers hold per token, as (config, divisor): a draft model's own (its preset,
+    all its layers: divisor 1), an EAGLE/MTP head's one layer of the target's (divisor num_layers). The one statement
+    of the draft's KV that the memory plan (per GPU) and a P/D transfer (whole model) both read."""
+    if cfg.scheduler.speculative.draft == "model":
+        return draft_model_config(cfg), 1
+    return cfg, cfg.model.num_layers
+
+
+def draft_kv_bytes_per_token(cfg: SimConfig) -> float:
+    """The speculative draft's K and V of one token across its layers, whole model (0 without speculation): what a
+    prefill instance sends with the target's KV in a P/D transfer. vLLM V1 keeps the draft's layers in the target's KV
+    cache group (`draft_memory_per_gpu`), its NIXL connector registers every layer of that cache, and a prefill
+    instance runs the drafter over the prompt before the transfer is finalised (vllm-project/vllm#35158, "Fix KV transfer
+    in PD + speculative decoding": otherwise "drafter KV is never copied and acceptance length degrades")."""
+    if not cfg.scheduler.speculative.enabled:
+        return 0.0
+    kv_cfg, num_layers_over = _draft_kv_layers(cfg)
+    return kv_bytes_per_token(kv_cfg) / num_layers_over
 
 
 class MemoryPlanError(ValueError):

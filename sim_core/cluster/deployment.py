@@ -230,7 +230,8 @@ class Deployment:
         self.back_router = Router(dep.router, max(len(self.back), 1))
         self.link = dis.link if dis else None
         self.num_layers = cfg.model.num_layers
-        self._transfer = KVTransfer(cfg, self.link, self.num_layers) if dis else None  # (`_dispatch`: bytes and time)
+        # (`_dispatch`: bytes and time; the bytes per token are the sender's, a prefill instance's, draft layers included)
+        self._transfer = KVTransfer(self.front[0].cfg, self.link, self.num_layers) if dis else None
         # Each instance's side of the link, shared by the transfers it sends or receives (transfer.py; None: each
         # transfer gets the whole bandwidth, link.contention = none)
         self._sides = LinkSides(self._transfer, len(self.instances)) if dis and dis.link.contention == "fifo" else None

@@ -1,6 +1,6 @@
 """KV transfer from a prefill instance to a decode instance. Pure arithmetic.
 
-bytes = KV bytes per token (whole model, all layers) x context tokens
+bytes = KV bytes per token (whole model, all layers, a speculative draft's layers too) x context tokens
 time  = link latency + bytes / bandwidth
 With layer-wise pipelining each layer's KV is sent while the next layer computes, so at best only the last
 layer's share (bytes / num_layers) is exposed after the prefill; but the link carries no more than bandwidth x
@@ -28,7 +28,7 @@ import math
 from bisect import bisect_right
 
 from sim_core.config import LinkConfig, SimConfig
-from sim_core.costmodel import GB, kv_bytes_per_token
+from sim_core.costmodel import GB, draft_kv_bytes_per_token, kv_bytes_per_token
 
 
 def kv_transfer_bytes(cfg: SimConfig, context_tokens: int) -> float:
@@ -46,7 +46,10 @@ class KVTransfer:
     deployment prices a transfer at every dispatch (issue 13: cost). The same operations on the same values."""
 
     def __init__(self, cfg: SimConfig | None, link: LinkConfig | None, num_layers: int):
-        self.bytes_per_token = kv_bytes_per_token(cfg) if cfg is not None else math.nan
+        # (a speculative draft's layers are in the same blocks as the target's, and they cross with them:
+        # costmodel.draft_kv_bytes_per_token; cfg: the sending prefill instance's, whose draft agrees with the decode
+        # pool's, SimConfig._check_deployment)
+        self.bytes_per_token = kv_bytes_per_token(cfg) + draft_kv_bytes_per_token(cfg) if cfg is not None else math.nan
         self.ideal = link is None or link.bandwidth_gb_per_s is None  # (an ideal link: free, latency too)
         self.pipelines = link is not None and link.layerwise_pipelining
         self.latency_s = link.latency_us * 1e-6 if link is not None else 0.0

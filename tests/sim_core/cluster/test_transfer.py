@@ -71,6 +71,47 @@ def test_slow_link_pipelined_transfer_is_bandwidth_bound_in_a_deployment():
     assert np.all(res.kv_transfer_end_s - res.kv_wait_start_s > 0.3)  # 0.524 s on the wire, 0.124 s of prefill
 
 
+@pytest.mark.parametrize("draft", ["head", "model"])
+def test_a_speculative_drafts_kv_crosses_the_link_with_the_targets(draft):
+    """The draft's layers are in the same blocks as the target's (vLLM V1's one KV cache group) and a prefill instance
+    runs the drafter over the prompt before its KV is sent (vllm-project/vllm#35158): a transfer carries both. An
+    EAGLE/MTP head adds one target layer's KV per token (Llama-3.1-8B: 128 -> 132 KiB), a draft model its own
+    (Llama-3.2-1B: 32 KiB more). It was the target's alone: 1P1D with a draft model moved 128 KiB per token."""
+    from sim_core.costmodel import draft_model_config, kv_bytes_per_token
+
+    base = xpyd([300, 1000, 50], [20, 20, 20], [0.0, 0.1, 0.2], bandwidth_gb_per_s=50.0)
+    cfg = with_value(with_value(base, "scheduler.speculative.enabled", True), "scheduler.speculative.draft", draft)
+    target = kv_bytes_per_token(cfg)
+    extra = target / cfg.model.num_layers if draft == "head" else kv_bytes_per_token(draft_model_config(cfg))
+    assert (target, extra) == ((128 * 1024, 4 * 1024) if draft == "head" else (128 * 1024, 32 * 1024))
+    res, plain = run_simulation(cfg), run_simulation(base)
+    context = res.kv_transfer_bytes / (target + extra)
+    assert np.array_equal(context, np.round(context)) and np.array_equal(context, plain.kv_transfer_bytes / target)
+    assert np.all(res.kv_transfer_bytes > plain.kv_transfer_bytes)
+    # over the same 50 GB/s link the larger transfer takes longer, by its bytes
+    took, took_plain = (r.kv_transfer_end_s - r.kv_link_start_s for r in (res, plain))
+    assert np.all(took > took_plain)
+
+
+def test_pools_must_speculate_with_the_same_draft_or_neither():
+    """The decode instance proposes from the draft's KV of the prompt, which only a prefill instance with the same
+    draft computes: vLLM refuses such a pair at its P/D handshake (vllm-project/vllm#49230). The message names the
+    decode pool's field, its value and what is allowed; a different draft length is allowed (no KV layer changes)."""
+    base = xpyd([300], [20], [0.0])
+    with pytest.raises(ValueError) as err:
+        with_value(base, "deployment.disaggregation.decode.scheduler", {"speculative": {"enabled": True}})
+    text = str(err.value)
+    assert "deployment.disaggregation.decode.scheduler.speculative.enabled = True" in text
+    assert "draft (head) differs from the prefill pool's (off)" in text and "allowed: the same speculative" in text
+    on = with_value(base, "scheduler.speculative.enabled", True)
+    with pytest.raises(ValueError, match=r"decode\.scheduler\.speculative\.draft_model = 'llama-2-7b'.*model "
+                                         r"llama-2-7b\) differs from the prefill pool's \(model llama-3.2-1b\)"):
+        with_value(with_value(on, "scheduler.speculative.draft", "model"), "deployment.disaggregation.decode.scheduler",
+                   {"speculative": {"enabled": True, "draft": "model", "draft_model": "llama-2-7b"}})
+    longer = with_value(on, "deployment.disaggregation.decode.scheduler", {"speculative": {"enabled": True, "num_draft_tokens": 5}})
+    assert run_simulation(longer).summary.num_finished == 1
+
+
 # ---------------------------------------------------------------- contention: transfers share their link's sides
 def xpyd(prompts, outputs, arrivals, num_prefill=1, num_decode=1, **link):
     """A replayed workload on `num_prefill`P`num_decode`D (round robin on both sides) over `link`."""
@@ -283,3 +324,12 @@ def test_a_transfers_spans_booked_in_one_call_are_its_spans_booked_one_by_one(cu
         else:
             merged.append((a, b))
     assert at_once.busy_spans(0) == merged
+
+
+def test_the_docs_quote_the_draft_models_transfer_bytes_as_they_run():
+    # docs/cluster.md, Disaggregation: the Dynamo 3P1D preset's transfers without and with a Llama-3.2-1B draft
+    cfg = load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")
+    drafted = with_value(with_value(cfg, "scheduler.speculative.enabled", True), "scheduler.speculative.draft", "model")
+    plain, spec = (np.nansum(run_simulation(c).kv_transfer_bytes) / 1e9 for c in (cfg, drafted))
+    assert spec > plain
+    assert f"{plain:.2f} -> {spec:.2f} GB for its 400 transfers" in prose("cluster")
