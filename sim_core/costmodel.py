@@ -296,19 +296,30 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
                + (f", {f('scheduler.speculative.draft_model')} {spec.draft_model!r}" if spec.draft == "model" else "")
                + f"; a smaller draft, an EAGLE/MTP head or {f('scheduler.speculative.enabled')} false frees it)")
     if kv_bytes <= block_bytes:
+        usable = hw.memory_gib * GIB - CUDA_RESERVED_BYTES
+        memory = (f"{f('hardware.memory_gib')} = {hw.memory_gib:g} GiB per GPU less {CUDA_RESERVED_BYTES / GIB:g} GiB for "
+                  f"the CUDA context, {f('kv_cache.gpu_memory_utilization')} {kv.gpu_memory_utilization:g}, memory rule "
+                  f"{kv.memory_rule!r}")  # fmt: skip
+        if kv.memory_rule == "sglang" and workspace > usable - budget:
+            # (SGLang's KV is the static fraction less the weights: what does not fit is the activations, in the rest.
+            # "leave 0.00 GiB for the KV cache, 0.00 GiB short of one block" named neither that nor the limit)
+            why = (f"SGLang keeps only the {1 - kv.gpu_memory_utilization:.2f} of the {gib(usable)} usable outside "
+                   f"mem_fraction_static for activations and runtime, {gib(usable - budget)} per GPU, and the activation "
+                   f"workspace and runtime need {gib(workspace)}: it runs out of memory in its first large prefill "
+                   f"(weights {gib(weights)}, {memory}). ")
+        else:
+            why = (f"weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
+                   # (how far short: "leave 0.00 GiB" read the same for 8 GiB of an 8B model's 15.5 as for a few MiB)
+                   f"{gib(max(kv_bytes, 0))} for the KV cache, {gib(block_bytes - kv_bytes)} short of one "
+                   f"{kv.block_size}-token block ({memory}). ")
         raise MemoryPlanError(
-            f"Out of memory{drafted}: weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
-            # (how far short: "leave 0.00 GiB" read the same for 8 GiB of an 8B model's 15.5 as for a few MiB)
-            f"{gib(max(kv_bytes, 0))} for the KV cache, {gib(block_bytes - kv_bytes)} short of one "
-            f"{kv.block_size}-token block ({f('hardware.memory_gib')} = {hw.memory_gib:g} GiB per GPU less "
-            f"{CUDA_RESERVED_BYTES / GIB:g} GiB for the CUDA context, gpu_memory_utilization "
-            f"{kv.gpu_memory_utilization:g}, memory rule {kv.memory_rule!r}). "
-            + (f"Under SGLang's rule the activations must fit in the {1 - kv.gpu_memory_utilization:.2f} of memory "
-               "outside mem_fraction_static. " if kv.memory_rule == "sglang" else "")
+            f"Out of memory{drafted}: {why}"
             + f"The workspace grows with {f('scheduler.max_num_batched_tokens')} ({cfg.scheduler.max_num_batched_tokens}): "
             f"lower it (a smaller prefill chunk, article §5.1), add GPUs ({f('hardware.num_gpus')}, now "
             f"{hw.num_gpus}), use FP8/INT4 weights (model.weight_dtype), or a GPU with more memory "
-            f"({f('hardware.memory_gib')})."
+            f"({f('hardware.memory_gib')})"
+            + (f"; or a lower {f('kv_cache.gpu_memory_utilization')} (mem_fraction_static), which leaves the activations "
+               "more" if kv.memory_rule == "sglang" else "") + "."
         )
     num_blocks = int(kv_bytes // block_bytes)
     per_req = _max_request_blocks(cfg)

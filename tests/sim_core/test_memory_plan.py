@@ -241,3 +241,24 @@ def test_a_config_that_fits_only_without_its_draft_model_is_refused_naming_the_d
     for field in ("scheduler.speculative.draft 'model'", "scheduler.speculative.draft_model 'llama-3.2-1b'",
                   "scheduler.speculative.enabled", "2.30 GiB of weights"):  # fmt: skip
         assert field in text, text
+
+
+def test_an_sglang_out_of_memory_names_the_activations_limit_it_breaks():
+    # Lesson 6's 65,536-token chunk on an L4: SGLang's KV is the static fraction less the weights, so what does not fit
+    # is the activation workspace in the 1 - mem_fraction_static left. The message read "leave 0.00 GiB for the KV
+    # cache, 0.00 GiB short of one 16-token block", which says it fits and names neither the limit nor the need.
+    from sim_core import load_preset
+    from sim_core.cli import apply_overrides
+    from sim_core.costmodel import CUDA_RESERVED_BYTES, MemoryPlanError, kv_pool_bytes, plan_memory
+
+    cfg = apply_overrides(load_preset("prefill-oom-l4-llama8b"), ["scheduler.max_num_batched_tokens=65536"])
+    with pytest.raises(MemoryPlanError) as err:
+        plan_memory(cfg)
+    text = str(err.value)
+    budget, _, workspace, _ = kv_pool_bytes(cfg)
+    left = cfg.hardware.memory_gib * 2**30 - CUDA_RESERVED_BYTES - budget
+    assert workspace > left
+    assert (f"SGLang keeps only the 0.12 of the 21.99 GiB usable outside mem_fraction_static for activations and runtime, "
+            f"{left / 2**30:.2f} GiB per GPU, and the activation workspace and runtime need {workspace / 2**30:.2f} GiB") in text
+    assert "short of one" not in text and "kv_cache.gpu_memory_utilization (mem_fraction_static)" in text
+    assert f"{left / 2**30:.2f}" == "2.64" and f"{workspace / 2**30:.2f}" == "7.10"  # (lesson 6's ~2.6 and ~7.1 GiB)
