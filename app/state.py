@@ -235,8 +235,14 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
             # knobs without a preset change the default scenario, the one the page opens on (they did nothing, silently)
             name = params.get("preset", DEFAULT_SCENARIO)
             if name not in list_presets():
-                raise PresetError(f"The link names an unknown preset {name[:60]!r}"
-                                  f"{choices_hint(name, list_presets(), 'the Scenario preset list')}.")
+                unknown = (f"The link names an unknown preset {name[:60]!r}"
+                           f"{choices_hint(name, list_presets(), 'the Scenario preset list')}")
+                if not overrides:
+                    raise PresetError(f"{unknown}.")
+                # its values on the default scenario, each checked and named (?preset=default&scheduler.max_num_seqs=0
+                # said only "unknown preset" and dropped the bad value without a word)
+                cfg, _, said = _preset_with_overrides(DEFAULT_SCENARIO, overrides)
+                return cfg, None, f"{unknown}: the link's values are applied to the default scenario {DEFAULT_SCENARIO!r}." + (f" {said}" if said else "")
             if not overrides:
                 return load_preset(name), name, None
             return _preset_with_overrides(name, overrides)
@@ -439,6 +445,7 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     st.session_state[PRESET_KEY] = preset
     # the preset the config was built from, also when the link's bad values were dropped (a readable link diffs against it)
     name = params.get("preset", DEFAULT_SCENARIO)
-    st.session_state[BASE_KEY] = preset or (name if name in list_presets() else None)
+    # (an unknown preset's link is built on the default scenario: config_from_query)
+    st.session_state[BASE_KEY] = preset or (name if name in list_presets() else DEFAULT_SCENARIO)
     repeated = repeated_note()
     st.session_state[WARNING_KEY] = " ".join(filter(None, (warning, repeated))) or None

@@ -70,6 +70,19 @@ def test_bad_link_falls_back_to_default_with_a_named_problem(param, needle):
     assert needle in warning and "default scenario" in warning
 
 
+def test_an_unknown_presets_values_apply_to_the_default_scenario_each_checked_and_named():
+    # ?preset=default&scheduler.max_num_seqs=0 said only "unknown preset 'default'" and dropped the bad value without a
+    # word (a good one too): both are named now, and a good value is kept
+    default = load_preset(DEFAULT_SCENARIO)
+    cfg, preset, warning = config_from_query({"preset": "default", "scheduler.max_num_seqs": "0"})
+    assert cfg == default and preset is None
+    assert "unknown preset 'default'" in warning and f"applied to the default scenario {DEFAULT_SCENARIO!r}" in warning
+    assert "scheduler.max_num_seqs = 0: out of range; allowed: >= 1 and <= 8192" in warning
+    cfg, _, warning = config_from_query({"preset": "default", "scheduler.max_num_seqs": "64"})
+    assert cfg.scheduler.max_num_seqs == 64 and cfg.model_copy(update={"scheduler": default.scheduler}) == default
+    assert "unknown preset 'default'" in warning and "out of range" not in warning
+
+
 def test_overrides_without_a_preset_change_the_default_scenario():
     cfg, preset, warning = config_from_query({"scheduler.preemption": "swap"})
     default = load_preset(DEFAULT_SCENARIO)
