@@ -357,7 +357,8 @@ def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = No
     lo, hi = knob_bounds(knob, cfg)
     for name, value in zip(names, (start, stop), strict=True):
         if not lo <= value <= hi:
-            raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:g} and {hi:g}")
+            # (the bounds with thousands separators: "between 1 and 1.04858e+06" hid the chunk's 1,048,576)
+            raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:,.10g} and {hi:,.10g}")
     if SWEEP_KNOBS[knob][2]:  # (sweep --knob max_num_seqs --start 1.5 ran 2 without a word; the app's link said it)
         for name, value in zip(names, (start, stop), strict=True):
             whole_value(knob, value, name)

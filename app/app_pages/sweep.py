@@ -419,6 +419,11 @@ def main() -> None:
         st.error(plain(f"{err} ({where}, in the sidebar)."))
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
+    # The link's start, stop and n are its knob's (the page writes them with `sweep`): another knob picked in the page
+    # takes its own defaults (a rate sweep's start = 0.5 was read as the token budget's, "cannot be used", unasked)
+    linked = params.get("sweep")
+    if (knob_name(linked) if linked is not None else "rate") != knob:
+        params = {k: v for k, v in params.items() if k not in ("start", "stop", "n")}
     saturation = None
     if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
         # (only for the range's first default: the widgets keep theirs; a link with start alone takes the default stop)

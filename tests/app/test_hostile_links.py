@@ -169,7 +169,7 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     ("app_pages/sweep.py", {"cfg": "!!!"}, "default scenario"),
     # the sweep link's range problems name the parameter and its value, not only the rule ('max_num_seqs must be between
     # 1 and 8192' for start=0, 'start must be below stop', 'n must be 2 to 16')
-    ("app_pages/sweep.py", {"sweep": "max_num_seqs", "start": "0", "stop": "5"}, "start = 0: max_num_seqs must be between 1 and 8192"),
+    ("app_pages/sweep.py", {"sweep": "max_num_seqs", "start": "0", "stop": "5"}, "start = 0: max_num_seqs must be between 1 and 8,192"),
     ("app_pages/sweep.py", {"sweep": "rate", "start": "8", "stop": "4"}, "start = 8 must be below stop = 4"),
     ("app_pages/sweep.py", {"sweep": "rate", "n": "99"}, "n = 99: n must be 2 to 16"),
     ("app_pages/about.py", {"preset": "/etc/passwd"}, "unknown preset"),

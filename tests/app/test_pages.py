@@ -344,6 +344,22 @@ def test_the_sweep_to_inputs_help_stays_after_the_first_interaction():
     assert not at.exception and at.number_input(key="sw.stop.rate").help == first
 
 
+def test_another_knob_picked_in_the_sweep_page_takes_its_own_range_not_the_rate_links():
+    # the page writes the rate sweep's start/stop/n into the link; picking the token budget then read start = 0.5 as
+    # the chunk's and said "The sweep link's start, stop or n cannot be used (start = 0.5: chunk must be between 1 and
+    # 1.04858e+06); using defaults", a warning about a link the user never typed
+    at = linked_page(PAGES[2], preset="engine-sarathi-serve", sweep="rate")
+    assert at.query_params["sweep"] == "rate" and "start" in at.query_params
+    at.selectbox(key="sw.knob").set_value("chunk").run()
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    cfg = at.session_state[CFG_KEY]
+    assert cfg.scheduler.name == load_preset("engine-sarathi-serve").scheduler.name
+    from sim_core.sweep import default_range, knob_value
+
+    assert at.number_input(key="sw.start.chunk").value == default_range("chunk", knob_value(cfg, "chunk"), None, 8, cfg=cfg)[0]
+    assert at.query_params["sweep"] == "chunk"  # (and the link now carries the chunk's range)
+
+
 def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
     # the saturation probe ran only for a link with neither start nor stop, so '?sweep=rate&start=20' on the default
     # preset got the fallback stop (twice the current rate, 16): "start = 20 must be below stop = 16; using defaults",

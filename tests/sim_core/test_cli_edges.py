@@ -77,13 +77,13 @@ def test_a_sweep_end_outside_the_knobs_range_exits_2_naming_it_before_any_run(kn
     bad = data.draw(hs.one_of(hs.floats(min_value=-1e308, max_value=lo, exclude_max=True, **finite),
                               hs.floats(min_value=hi, max_value=1e308, exclude_min=True, **finite)))  # fmt: skip
     err = _sweep_refused(knob, *((bad, hi) if bad_end == "--start" else (lo, bad)))
-    assert f"{bad_end} = {bad:g}: {knob} must be between {lo:g} and {hi:g}" in err
+    assert f"{bad_end} = {bad:g}: {knob} must be between {lo:,.10g} and {hi:,.10g}" in err
 
 
 def test_check_range_names_the_ends_as_the_caller_calls_them():
     with pytest.raises(PresetError, match="start = 8 must be below stop = 4"):
         check_range("rate", 8, 4)
-    with pytest.raises(PresetError, match=r"--stop = 1e\+308: rate must be between 1e-06 and 100000"):
+    with pytest.raises(PresetError, match=r"--stop = 1e\+308: rate must be between 1e-06 and 100,000"):
         check_range("rate", 1, 1e308, names=("--start", "--stop"))
 
 
