@@ -304,6 +304,13 @@ def stall_intervals(res: SimResult, lo: int = 0, hi: int | None = None) -> tuple
     return tl.t_start_s[first], tl.t_end_s[last]
 
 
+def alive_in_window(res: SimResult, window: tuple[float, float]) -> np.ndarray:
+    """Ids of the requests alive during the window: arrived before its end, not finished before its start."""
+    req = res.requests
+    end = np.where(np.isnan(req.finish_s), np.inf, req.finish_s)
+    return np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
+
+
 def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int = 30) -> np.ndarray:
     """Ids (arrival order) of the requests to show: those alive during the window (arrived before
     its end, not finished before its start), after skipping `skip` of them; at most `count`.
@@ -319,8 +326,7 @@ def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int
     n = req.arrival_s.size
     if window is None:
         return np.arange(min(skip, n), min(skip + count, n))
-    end = np.where(np.isnan(req.finish_s), np.inf, req.finish_s)
-    alive = np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
+    alive = alive_in_window(res, window)
     # by arrival, not by id: a closed-loop session's later turn arrives when the previous reply is done, after
     # requests with higher ids (stable: equal arrivals by id)
     alive = alive[np.argsort(req.arrival_s[alive], kind="stable")]
@@ -543,14 +549,24 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
     return out
 
 
+def window_requests_title(ids: np.ndarray, num_alive: int, first_request: int) -> str:
+    """The request rows' title in a window: how many rows of how many requests alive ("30 of the 34 requests alive
+    in this window": it said "30 requests alive" where 34 were, the rows' count, not the window's)."""
+    skipped = f" (after skipping {first_request})" if first_request else ""
+    if ids.size == num_alive:
+        return f"{counted(num_alive, 'request')} alive in this window"
+    return f"{ids.size:,} of the {num_alive:,} requests alive in this window{skipped}"
+
+
 def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request: int,
-                 bars: str = "tick") -> tuple[str, str, str, str]:  # fmt: skip
-    """The four panels' titles (Plotly figure and the HTML timeline); `bars`: what a GPU bar is (bar_kind)."""
+                 bars: str = "tick", num_alive: int | None = None) -> tuple[str, str, str, str]:  # fmt: skip
+    """The four panels' titles (Plotly figure and the HTML timeline); `bars`: what a GPU bar is (bar_kind);
+    `num_alive`: the requests alive in the window (`alive_in_window`)."""
     tp_note = f" · tensor parallel {len(gpus)}: every GPU runs each tick" if len(gpus) > 1 else ""
     if window is None:
         req_title = (f"Requests {ids[0]}–{ids[-1]}" if ids.size > 1 else f"Request {ids[0]}" if ids.size else "Requests")
     else:
-        req_title = f"{counted(ids.size, 'request')} alive in this window" + (f" (after skipping {first_request})" if first_request else "")
+        req_title = window_requests_title(ids, ids.size + first_request if num_alive is None else num_alive, first_request)
     return f"{GPU_BAR_TITLES[bars]}{tp_note}", req_title, "KV cache in use", "Queues"
 
 
@@ -566,7 +582,8 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     seg = gantt_data(res, MAX_GANTT_BARS // len(gpus), window)
     fig = make_subplots(
         rows=4, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
-        subplot_titles=panel_titles(gpus, ids, window, first_request, bar_kind(seg)),
+        subplot_titles=panel_titles(gpus, ids, window, first_request, bar_kind(seg),
+                                    None if window is None else alive_in_window(res, window).size),
     )  # fmt: skip
     gantt = _gantt_traces(res, gpus, window, seg)
     for tr in gantt:

@@ -249,7 +249,8 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
     ids = timeline.requests_in_window(res, window, first_request, count)
     gpus = timeline.gpu_rows(res)
     seg = timeline.gantt_data(res, max(HTML_GANTT_BARS // len(gpus), 20), window)
-    titles = timeline.panel_titles(gpus, ids, window, first_request, timeline.bar_kind(seg))
+    titles = timeline.panel_titles(gpus, ids, window, first_request, timeline.bar_kind(seg),
+                                   None if window is None else timeline.alive_in_window(res, window).size)
     t0, t1 = window if window is not None else timeline.run_span(res)
     axis = _Axis(t0, t1)
     ticks = nice_ticks(t0, t1)

@@ -206,3 +206,19 @@ def test_a_line_keeps_its_whole_stroke_inside_its_box_even_at_zero(y, y_max):
     assert all(timeline_html.LINE_INSET <= v <= 100 - timeline_html.LINE_INSET for v in ys)
     if 0.0 in y:
         assert 100 - timeline_html.LINE_INSET in ys
+
+
+def test_the_request_rows_title_counts_the_rows_of_the_requests_alive():
+    # "30 requests alive in this window" where 34 were: the rows' count read as the window's (browser review)
+    res = run_simulation(make_config())
+    window = timeline.opening_window(res)
+    alive = timeline.alive_in_window(res, window)
+    assert alive.size > 12
+    ids = timeline.requests_in_window(res, window, 0, 12)
+    assert set(ids.tolist()) <= set(alive.tolist())
+    title = f"12 of the {alive.size:,} requests alive in this window"
+    assert title in timeline_html.timeline_html(res, 0, 12, window=window)
+    assert timeline.timeline_figure(res, 0, 12, window=window).layout.annotations[1].text == title
+    every = timeline.requests_in_window(res, window, 0, alive.size)
+    assert timeline.panel_titles(["GPU 0"], every, window, 0, "tick", alive.size)[1] == f"{alive.size} requests alive in this window"
+    assert timeline.panel_titles(["GPU 0"], ids, window, 5, "tick", alive.size)[1] == f"{title} (after skipping 5)"
