@@ -388,8 +388,12 @@ def _step_tab(res: SimResult) -> None:
     inst = res.instances[at[0]] if at else None
     num_blocks = (inst.result if inst else res).memory.num_blocks
     own = at[1] if at else tick  # a deployment's tick as its engine numbers it (the merged row's number is shown nowhere)
+    # (the picker's busy tick first: "Busy tick (1-8,056)" at 1 was headed "Tick 0", and its last at "Tick 9,342",
+    # the run's own numbering, idle ticks included, which the Ticks CSV and the batch chart use)
+    num = int(st.session_state[key])
     st.markdown(
-        f"**Tick {own:,}**{' of ' + plain(inst.label) if inst else ''} at t = {tl.t_start_s[tick]:.4f} s · "
+        f"**Busy tick {num:,} of {last:,}** (tick {own:,} of {plain(inst.label) if inst else 'the run'}, idle ticks "
+        f"counted) at t = {tl.t_start_s[tick]:.4f} s · "
         f"{fmt_seconds(float(tl.duration_s[tick]))} · **{phase}** · "
         f"{tl.num_prefill_tokens[tick]:,} prefill + {tl.num_decode_tokens[tick]:,} decode tokens · "
         f"{'compute' if tl.is_compute_bound[tick] else 'memory'}-bound · KV {tl.kv_blocks_used[tick]:,} / "

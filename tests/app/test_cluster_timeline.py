@@ -395,8 +395,10 @@ def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
         own = int(np.count_nonzero(res.timeline.columns["instance"][:tick] == res.timeline.columns["instance"][tick]))
         t_own = inst.result.timeline.t_start_s[own]  # the engine's own row `own` is this tick
         assert t_own == res.timeline.t_start_s[tick] and inst.result.timeline.phase[own] != Phase.IDLE
-        line = next(m.value for m in at.markdown if m.value.startswith("**Tick "))
-        assert line.startswith(f"**Tick {own:,}** of {inst.label} at t = ") and f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
+        line = next(m.value for m in at.markdown if m.value.startswith("**Busy tick "))
+        last = int(np.count_nonzero(res.timeline.phase != Phase.IDLE))
+        assert line.startswith(f"**Busy tick {step} of {last:,}** (tick {own:,} of {inst.label}, idle ticks counted) at t = ")
+        assert f"/ {inst.result.memory.num_blocks:,} blocks" in line, line
         assert not [i.value for i in at.info if "Batches are recorded" in i.value]
         b = inst.result.batches
         expected = {f"req {r}" for r in inst.request_ids[b.req[b.tick == own]]}  # deployment-wide ids, as the rows
@@ -694,3 +696,13 @@ def test_share_and_export_offers_a_deployments_instances_csv():
     assert "Instances (CSV)" in labels and "Requests (CSV)" in labels
     one = _open_tab("chat-h100-llama8b", "Share & export")
     assert "Instances (CSV)" not in [e.proto.label for e in one.get("download_button")]
+
+
+def test_step_through_heads_a_tick_with_the_pickers_busy_tick_and_the_runs_own_number():
+    # "Busy tick (1-8,056)" at 1 was headed "Tick 0", and in a run with idle ticks its last at "Tick 9,342": the
+    # heading now says both, the picker's number first (browser review)
+    at = _open_tab("trace-mooncake-h100-llama8b", "Step through")
+    res = run_simulation(load_preset("trace-mooncake-h100-llama8b"))
+    busy = np.flatnonzero(res.timeline.phase != Phase.IDLE)
+    line = next(m.value for m in at.markdown if m.value.startswith("**Busy tick "))
+    assert line.startswith(f"**Busy tick 1 of {busy.size:,}** (tick {int(busy[0]):,} of the run, idle ticks counted) at t = "), line
