@@ -245,9 +245,22 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
         # (it advised e.g. "Run about 98,766,600 requests", a run no config can ask for)
         advice = (f"Run about {need:,} requests or more." if need <= most else
                   f"That takes about {need:,} requests, more than the {most:,} a run allows: lower the rate.")  # fmt: skip
-        return (f"{SHORT_NOTE}: the warm-up (first {STEADY_WARMUP_FRACTION:.0%} of arrivals) lasted {warmup_s:,.1f} s, "
-                f"less than one request's mean end-to-end time ({mean_e2e_s:,.1f} s), so the server was still filling up "
-                f"(or is overloaded and never settles). {advice}")
+        short = (f"the warm-up (first {STEADY_WARMUP_FRACTION:.0%} of arrivals) lasted {warmup_s:,.1f} s, less than one "
+                 f"request's mean end-to-end time ({mean_e2e_s:,.1f} s)")
+        # The queue grew across the window by more than a server filling up adds: one that completes under
+        # OVERLOAD_COMPLETION_FRACTION of what arrives queues each later arrival behind the rest, its wait growing by at
+        # least (1 - that share) of the window's span; one filling up adds tens of ms (the default chat traffic's
+        # 300-request runs at 8-24 req/s: 0.1-2.9 % of their span; Sarathi-Serve on it, TTFT p50 10.7 s: 91 %).
+        span_s = (n_window - 1) / offered_per_s if offered_per_s > 0 else math.inf
+        if (last_q_s >= OVERLOAD_TTFT_GROWTH * first_q_s and completed_per_s < OVERLOAD_COMPLETION_FRACTION * offered_per_s
+                and last_q_s - first_q_s >= (1 - OVERLOAD_COMPLETION_FRACTION) * span_s):  # fmt: skip
+            # (said first, not in brackets after "still filling up" under a TTFT p50 of 10.7 s; but a run this short
+            # cannot tell it from filling)
+            return (f"{SHORT_NOTE}, and it looks overloaded: the median TTFT rose from {_seconds_text(first_q_s)} in the "
+                    f"steady window's first quarter of arrivals to {_seconds_text(last_q_s)} in its last "
+                    f"({offered_per_s:,.2f} req/s offered, {completed_per_s:,.2f} completed in the window). But {short}, "
+                    f"so it may still be filling up. {advice} If TTFT keeps rising, lower the rate or add capacity.")
+        return (f"{SHORT_NOTE}: {short}, so the server was still filling up (or is overloaded and never settles). {advice}")
     return None
 
 

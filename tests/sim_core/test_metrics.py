@@ -81,6 +81,25 @@ def test_the_note_calls_a_run_overloaded_only_when_filled_its_queue_growing_and_
     assert (note is not None and note.startswith("Overloaded")) == overloaded
     # otherwise a note only where the warm-up is shorter than a request's end-to-end time (still filling)
     assert (note is None) == (not overloaded and warmup_s >= e2e_s)
+    # a run too short to say whose queue grew (by more than a tenth of the window's span: a server completing under
+    # 90 % of what arrives) and which fell behind says first that it looks overloaded
+    rise_s, span_s = first_q_s * growth - first_q_s, 3999 / offered
+    assume(abs(rise_s - (1 - OVERLOAD_COMPLETION_FRACTION) * span_s) > 1e-9 * span_s)  # (off the rise edge)
+    looks = (not overloaded and warmup_s < e2e_s and growth >= OVERLOAD_TTFT_GROWTH
+             and done < OVERLOAD_COMPLETION_FRACTION * offered and rise_s >= (1 - OVERLOAD_COMPLETION_FRACTION) * span_s)  # fmt: skip
+    assert (note is not None and note.startswith("Too short to say, and it looks overloaded: the median TTFT rose")) == looks
+
+
+def test_a_short_run_whose_queue_grows_says_first_that_it_looks_overloaded():
+    # Compare's B side, Sarathi-Serve on the default chat traffic: TTFT p50 10.7 s and 22 % meeting the SLOs, but
+    # the note said "Too short to say: ... so the server was still filling up (or is overloaded and never settles)"
+    from sim_core.presets import DEFAULT_SCENARIO, apply_part
+
+    st = run_simulation(apply_part(load_preset(DEFAULT_SCENARIO), "engines", "sarathi-serve")).summary.steady
+    assert st.note.startswith("Too short to say, and it looks overloaded: the median TTFT rose from ")
+    assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} completed in the window)" in st.note
+    assert st.requests_per_s < 0.5 * st.arrival_rate_per_s and "If TTFT keeps rising, lower the rate" in st.note
+    assert run_simulation(load_preset(DEFAULT_SCENARIO)).summary.steady.note is None
 
 
 def test_offline_batches_have_no_steady_state():
