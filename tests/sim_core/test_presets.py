@@ -87,3 +87,16 @@ def test_every_scenario_runs_with_invariants_checked(name):
     s = res.summary
     assert s.stopped_reason is None and s.num_finished == s.num_requests
     assert s.output_tokens_per_s > 0 and s.ttft_p50_s > 0
+
+
+def test_the_long_document_presets_description_states_its_runs_figures():
+    # it said "prefill dominates" over a headline of "prefill 32% of busy time": the prompts dominate the tokens, not
+    # the GPU's time (browser review)
+    from sim_core import run_simulation
+
+    cfg = load_preset("long-document-a100-llama8b")
+    res = run_simulation(cfg)
+    ratio = res.requests.prompt_tokens.sum() / res.requests.output_tokens.sum()
+    assert f"prompts about {ratio:.0f}x longer than the answers" in cfg.description and round(ratio) == 9
+    assert "prefilled in a third of the GPU's busy time" in cfg.description
+    assert round(res.summary.prefill_time_fraction * 3) == 1, res.summary.prefill_time_fraction
