@@ -241,8 +241,8 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
                     raise PresetError(f"{unknown}.")
                 # its values on the default scenario, each checked and named (?preset=default&scheduler.max_num_seqs=0
                 # said only "unknown preset" and dropped the bad value without a word)
-                cfg, _, said = _preset_with_overrides(DEFAULT_SCENARIO, overrides)
-                return cfg, None, f"{unknown}: the link's values are applied to the default scenario {DEFAULT_SCENARIO!r}." + (f" {said}" if said else "")
+                cfg, preset, said = _preset_with_overrides(DEFAULT_SCENARIO, overrides)
+                return cfg, preset, f"{unknown}: the link's values are applied to the default scenario {DEFAULT_SCENARIO!r}." + (f" {said}" if said else "")
             if not overrides:
                 return load_preset(name), name, None
             return _preset_with_overrides(name, overrides)
