@@ -22,7 +22,8 @@ METRIC_LABELS = {  # label, kind of value (claims.fmt_metric_value)
     "tpot_p50_s": ("TPOT p50", "s"), "output_tokens_per_s": ("output throughput", "tok/s"),
     "itl_p99_s": ("ITL p99", "s"), "num_recomputed_tokens": ("recomputed tokens", "count"),
     "num_preemptions": ("pre-emptions", "count"),
-    "fits": ("in GPU memory", "fits"),  # (under "does not fit", the label "fits in memory" read as the opposite) "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
+    "fits": ("in GPU memory", "fits"),  # (under "does not fit", the label "fits in memory" read as the opposite)
+    "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
     "mean_batch_size": ("mean batch", "seqs"),
     "e2e_p99_s": ("E2E p99", "s"), "goodput_requests_per_s": ("goodput", "req/s"),
     "ttft_p99_s": ("TTFT p99", "s"), "slo_attainment": ("requests meeting the SLOs", "share"),

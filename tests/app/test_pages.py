@@ -607,7 +607,7 @@ def test_a_lesson_naming_a_metric_no_run_has_is_refused_with_the_one_meant():
         parse_lesson(raw | {"also_show": ["ttft_p5_s"]}, "01-roofline.json")
 
 
-@pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt", "admission-kv-pressure", "prefill-oom"])
+@pytest.mark.parametrize("lesson", ["short-benchmark", "shared-system-prompt", "admission-kv-pressure", "prefill-oom", "priority-tail"])
 def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     # the short-benchmark lesson showed "1" and "0.268" under "slo_attainment", the prefix lesson "ttft_p99_s"; the
     # admission lesson would have shown "num_preemptions"
@@ -621,6 +621,8 @@ def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
         assert [v for v, _ in shown] == ["69", "1"] and shown[0][1] == "pre-emptions"
     elif lesson == "prefill-oom":  # ("does not fit" above "fits in memory" read as both)
         assert shown == [("does not fit", "in GPU memory"), ("fits", "in GPU memory")], shown
+    elif lesson == "priority-tail":
+        assert shown[0][1] == "TTFT p99 of the priority-0 class", shown
     else:
         assert all(v.endswith("ms") or v.endswith(" s") for v, _ in shown) and shown[0][1] == "TTFT p99"
 
