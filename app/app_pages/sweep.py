@@ -397,9 +397,10 @@ def main() -> None:
     params = read_query_params()
     knobs = list(SWEEP_KNOBS)
     problems = []
+    linked = params.get("sweep")
+    linked = knob_name(linked) if linked is not None else None  # (a link saved under a knob's older name)
     if "sw.knob" not in st.session_state:
-        wanted = params.get("sweep")
-        wanted = knob_name(wanted) if wanted is not None else None  # (a link saved under a knob's older name)
+        wanted = linked
         if wanted is not None and wanted not in knobs:
             problems.append(f"The link names an unknown sweep knob {wanted[:40]!r}{choices_hint(wanted, knobs)}; sweeping the "
                             "arrival rate.")  # fmt: skip
@@ -421,8 +422,7 @@ def main() -> None:
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
     # The link's start, stop and n are its knob's (the page writes them with `sweep`): another knob picked in the page
     # takes its own defaults (a rate sweep's start = 0.5 was read as the token budget's, "cannot be used", unasked)
-    linked = params.get("sweep")
-    if (knob_name(linked) if linked is not None else "rate") != knob:
+    if (linked or "rate") != knob:
         params = {k: v for k, v in params.items() if k not in ("start", "stop", "n")}
     saturation = None
     if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
