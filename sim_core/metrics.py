@@ -208,6 +208,13 @@ OVERLOAD_COMPLETION_FRACTION = 0.9
 
 # How each kind of steady note begins (`_steady_note`), the words a reader of a note's kind goes by (Sweep's table)
 UNFINISHED_NOTE, SHORT_NOTE, OVERLOADED_NOTE = "Too short or overloaded to say", "Too short to say", "Overloaded"
+# (a run too short to settle whose queue grew across its window: the short note's branch that says so first)
+LOOKS_OVERLOADED_NOTE = f"{SHORT_NOTE}, and it looks overloaded"
+
+
+def says_overloaded(note: str | None) -> bool:
+    """Whether a steady note (`_steady_note`) finds the run overloaded, or a run too short to settle that looks it."""
+    return bool(note) and note.startswith((OVERLOADED_NOTE, LOOKS_OVERLOADED_NOTE))
 
 
 def _seconds_text(x_s: float) -> str:
@@ -256,7 +263,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 and last_q_s - first_q_s >= (1 - OVERLOAD_COMPLETION_FRACTION) * span_s):  # fmt: skip
             # (said first, not in brackets after "still filling up" under a TTFT p50 of 10.7 s; but a run this short
             # cannot tell it from filling)
-            return (f"{SHORT_NOTE}, and it looks overloaded: the median TTFT rose from {_seconds_text(first_q_s)} in the "
+            return (f"{LOOKS_OVERLOADED_NOTE}: the median TTFT rose from {_seconds_text(first_q_s)} in the "
                     f"steady window's first quarter of arrivals to {_seconds_text(last_q_s)} in its last "
                     f"({offered_per_s:,.2f} req/s offered, {completed_per_s:,.2f} completed in the window). But {short}, "
                     f"so it may still be filling up. {advice} If TTFT keeps rising, lower the rate or add capacity.")

@@ -24,7 +24,7 @@ from sim_core.backend import Backend, LocalBackend, PointCache, run_points
 from sim_core.budget import RunBudget
 from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
-from sim_core.metrics import KEEP_UP_FRACTION, MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION
+from sim_core.metrics import KEEP_UP_FRACTION, MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION, says_overloaded
 from sim_core.presets import PresetError, config_from_dict, config_with
 from sim_core.result import SteadyState, Summary
 
@@ -505,8 +505,8 @@ def shown_field(name: str, behind: bool) -> str:
     behind its arrivals (`fell_behind`). Such a window's goodput is its arrivals' SLO attainment times their rate, which
     a run that cannot keep up overstates while its queue is still short: the router preset's 2 and 3 replicas read 44
     and 58 req/s beside 8 replicas' 60 where 7-9 req/s finished; their whole runs, 8.4 and 13 req/s. (A window that is
-    only too short to settle keeps its own figures: its whole run's are its drain's, 14.7 req/s at 4 replicas where
-    the window read 59.6 and a run long enough to settle 60.3.)"""
+    only too short to settle keeps its own figures: its whole run's are its drain's, 15.7 req/s at 8 replicas where the
+    window read 59.8 and a run long enough to settle 60.3.)"""
     return name if behind else f"steady.{name}"
 
 
@@ -520,8 +520,12 @@ def fell_behind(p: SweepPoint, knob: str, cfg: SimConfig, obj: CapacityObjective
     window can trail its arrivals by a few % while keeping up (the default run: 7.96 of 8.49 req/s), so only a noted
     point far behind counts, and one whose window still meets the objective has not fallen behind: its run is shorter
     than its requests (the router preset's 400 requests arrive in 7 s and take ~10 s each, so 8 replicas finished 23
-    of 60 req/s in the window while every request met the SLOs; 4,000 requests: 57.6 of 59.7). Over seeds, a point
-    fell behind where any seed did (its band and median are then every seed's whole run, not a mix)."""
+    of 60 req/s in the window while every request met the SLOs; 4,000 requests: 57.6 of 59.7). A noted point far
+    behind whose note finds it overloaded has fallen behind even where its window meets the objective: the router
+    preset itself (4 replicas) completed 13.7 of 59.8 req/s in a window that met the SLOs while its median TTFT rose
+    36 ms -> 998 ms, read 59.6 req/s of goodput beside 5 replicas' 59.2, and in a run long enough to settle completes
+    52.1 of 60.3 (5 replicas: 60.4). Over seeds, a point fell behind where any seed did (its band and median are then
+    every seed's whole run, not a mix)."""
     def behind(s: Summary | None) -> bool:
         if s is None or s.steady is None:
             return False
@@ -529,7 +533,7 @@ def fell_behind(p: SweepPoint, knob: str, cfg: SimConfig, obj: CapacityObjective
             return not keeps_up(s)
         st = s.steady
         return bool(st.note) and st.requests_per_s < FELL_BEHIND_SHARE * st.arrival_rate_per_s and (
-            window_slo_miss(st, cfg, obj) is not None)
+            says_overloaded(st.note) or window_slo_miss(st, cfg, obj) is not None)
 
     return any(behind(s) for s in (p.seeds or (p.summary,)))
 

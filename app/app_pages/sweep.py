@@ -22,7 +22,7 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.cluster.knobs import prefill_instances_bounds
 from sim_core.inputs import parse_float_text, parse_int_text
-from sim_core.metrics import OVERLOADED_NOTE, UNFINISHED_NOTE, no_value_reason, steady_exclusion_text
+from sim_core.metrics import LOOKS_OVERLOADED_NOTE, OVERLOADED_NOTE, UNFINISHED_NOTE, no_value_reason, steady_exclusion_text
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (
@@ -273,9 +273,10 @@ def _settles_text(p: SweepPoint, behind: frozenset[int] = frozenset()) -> str:
         return "none"
     if not note:
         return "no: fell behind" if id(p) in behind else "yes"
-    # (metrics._steady_note's three kinds: overloaded, requests unfinished at the run's end, a window too short)
+    # (metrics._steady_note's kinds: overloaded, requests unfinished at the run's end, a window too short, and too
+    # short but its queue grew across the window)
     return ("no: overloaded" if note.startswith(OVERLOADED_NOTE) else "no: unfinished" if note.startswith(UNFINISHED_NOTE)
-            else "no: too short")  # fmt: skip
+            else "no: looks overloaded" if note.startswith(LOOKS_OVERLOADED_NOTE) else "no: too short")  # fmt: skip
 
 
 def _steady_metric(p: SweepPoint, field: str, behind: frozenset[int] = frozenset()) -> float:

@@ -380,7 +380,7 @@ def test_a_steady_length_sweep_of_another_knob_runs_each_point_at_the_configs_ra
 
 # ------------------------------------------------------------------ a point that fell behind shows its whole run
 from sim_core.presets import load_preset  # noqa: E402
-from sim_core.sweep import fell_behind, point_metric, shown_field  # noqa: E402
+from sim_core.sweep import fell_behind, point_metric, shown_field, window_slo_miss  # noqa: E402
 
 
 def test_a_point_that_fell_behind_is_shown_by_its_whole_run_and_a_short_window_by_its_own():
@@ -395,3 +395,22 @@ def test_a_point_that_fell_behind_is_shown_by_its_whole_run_and_a_short_window_b
     assert window > 3 * whole and whole < 1.5 * two.summary.steady.requests_per_s
     assert point_metric(two, shown_field("goodput_requests_per_s", True)) == [whole]
     assert point_metric(eight, shown_field("goodput_requests_per_s", False)) == [eight.summary.steady.goodput_requests_per_s]
+
+
+def test_a_short_point_whose_note_finds_it_overloaded_fell_behind():
+    # The router preset itself (4 replicas, 400 requests at 60 req/s): its window met the SLOs and read 59.6 req/s of
+    # goodput, beside 5 replicas' 59.2, while 13.7 req/s finished and its median TTFT rose 36 ms -> 998 ms. Run long
+    # enough to settle, 4 replicas fall behind and 5 keep up: the sweep shows 4's whole run, as Simulate does
+    from sim_core.metrics import LOOKS_OVERLOADED_NOTE, says_overloaded
+    from sim_core.sweep import keeps_up
+
+    cfg = load_preset("cluster-router-4xh100-llama8b")
+    obj = CapacityObjective()
+    four, five = run_sweep(cfg, "replicas", [4, 5])
+    assert four.summary.steady.note.startswith(LOOKS_OVERLOADED_NOTE) and says_overloaded(four.summary.steady.note)
+    assert not says_overloaded(five.summary.steady.note)  # (only too short to settle)
+    assert window_slo_miss(four.summary.steady, cfg, obj) is None  # its window alone would have kept its figures
+    assert fell_behind(four, "replicas", cfg, obj) and not fell_behind(five, "replicas", cfg, obj)
+    assert point_metric(four, shown_field("goodput_requests_per_s", True)) == [four.summary.goodput_requests_per_s]
+    long_four, long_five = run_sweep(cfg, "replicas", [4, 5], steady_length=True)
+    assert not keeps_up(long_four.summary) and keeps_up(long_five.summary)
