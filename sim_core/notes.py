@@ -50,8 +50,22 @@ def swap_notes(res: SimResult) -> list[str]:
     if res.config.scheduler.preemption != "swap" or res.summary.num_preemptions:
         return []
     return ["scheduler.preemption = 'swap', but no request was pre-empted, so nothing was swapped and the results are "
-            "recompute's; KV pressure (a higher workload.arrival.rate_per_s, a lower kv_cache.gpu_memory_utilization) "
-            "makes it act."]
+            f"recompute's; KV pressure makes it act: {more_load(res.config)}, or a lower kv_cache.gpu_memory_utilization."]
+
+
+def more_load(cfg: SimConfig) -> str:
+    """The setting that offers this workload more load, in words: its arrival rate, but a trace's arrivals ignore
+    workload.arrival.rate_per_s (the DistServe pair's swap note named it while the link notice above it said it was not
+    used), offline arrivals queue every request at once and a closed loop's clients pace themselves."""
+    wl = cfg.workload
+    if wl.trace is not None:
+        return ("the trace replayed faster (a rate sweep, on the Sweep page or by python -m sim_core sweep --knob rate, "
+                "time-scales its arrivals)")
+    if wl.arrival.process == "offline":
+        return "a higher workload.num_requests (all queued at once)"
+    if wl.arrival.process == "closed_loop":
+        return "a higher workload.arrival.num_clients"
+    return "a higher workload.arrival.rate_per_s"
 
 
 def run_notes(res: SimResult) -> list[str]:

@@ -1,5 +1,6 @@
 """Run notes: what the engine would do at start-up that the simulation does not (sim_core/notes.py)."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,3 +105,27 @@ def test_a_swap_engine_that_pre_empts_nothing_is_told_so():
     pressed = run_simulation(make_config("kv-pressure-a100-llama8b", scheduler__preemption="swap", workload__num_requests=120))
     assert pressed.summary.num_preemptions > 0 and swap_notes(pressed) == []
     assert swap_notes(run_simulation(make_config("engine-vllm-v0", workload__num_requests=40))) == []  # (recompute)
+
+
+@pytest.mark.parametrize(("changes", "setting"), [
+    ({}, "a higher workload.arrival.rate_per_s"),
+    ({"workload__arrival__process": "offline"}, "a higher workload.num_requests (all queued at once)"),
+    ({"workload__arrival__process": "closed_loop"}, "a higher workload.arrival.num_clients"),
+])
+def test_the_swap_note_names_the_setting_that_loads_this_workload(changes, setting):
+    from sim_core import run_simulation
+    from sim_core.notes import swap_notes
+    from tests.conftest import make_config
+
+    (note,) = swap_notes(run_simulation(make_config("engine-vllm-v0-swap", workload__num_requests=40, **changes)))
+    assert f"makes it act: {setting}, or a lower kv_cache.gpu_memory_utilization." in note, note
+
+
+def test_a_replayed_traces_swap_note_does_not_name_the_rate_it_ignores():
+    # the DistServe pair replays a trace: the link notice said workload.arrival.rate_per_s is not used while the swap
+    # note named it as the way to add KV pressure; a rate sweep time-scales a trace (`sweep.with_rate`)
+    from sim_core import run_simulation
+    from sim_core.notes import run_notes
+
+    notes = [n for n in run_notes(run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))) if "nothing was swapped" in n]
+    assert notes and all("rate_per_s" not in n and "time-scales its arrivals" in n for n in notes), notes
