@@ -26,10 +26,11 @@ from app.state import (
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
 from sim_core.costmodel import CostModel
-from sim_core.metrics import MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text
+from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text,
+                              waiting_for_decode_slot)
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
-from sim_core.types import Phase
+from sim_core.types import Phase, Status
 from sim_core.words import counted
 
 _show = workshop.show_chart
@@ -45,6 +46,23 @@ def class_table(res: SimResult) -> pd.DataFrame | None:
         "TTFT p50": fmt_seconds(r["ttft_p50_s"]), "TTFT p99": fmt_seconds(r["ttft_p99_s"]),
         "TPOT p99": fmt_seconds(r["tpot_p99_s"]), "meet SLOs": f"{r['slo_attainment']:.0%}",
     } for r in rows])  # fmt: skip
+
+
+def _stuck_at_link(res: SimResult, stop_s: float) -> tuple[int, int] | None:
+    """(on the KV link or queued for it, waiting for a decode slot) of a disaggregated run that stopped unfinished, when
+    the link holds it up: most of its unfinished requests are between the pools, and the transfers in flight hold at
+    least as many decode slots as the requests decoding there (else the decode pool is what is full). None otherwise."""
+    start_s, end_s = getattr(res, "kv_transfer_start_s", None), getattr(res, "kv_transfer_end_s", None)
+    if start_s is None:
+        return None
+    req = res.requests
+    on_link = at_kv_link(req.status, start_s, end_s, stop_s)
+    waiting = waiting_for_decode_slot(req.status, res.kv_wait_start_s, start_s, stop_s)
+    decoding = int(((req.status != Status.FINISHED) & (np.nan_to_num(end_s, nan=np.inf) <= stop_s)).sum())
+    held, queued = int(on_link.sum()), int(waiting.sum())
+    if held and held + queued > res.summary.num_unfinished / 2 and held >= decoding:
+        return held, queued
+    return None
 
 
 def _headline(res: SimResult) -> None:
@@ -594,13 +612,17 @@ def main() -> None:
         if is_budget_stop(reason):
             advice = ("This app limits what one run may cost; make the run smaller (fewer requests, shorter outputs, "
                       "fewer recorded batches) or run it with the command line, which has no such limit.")
-        elif (held := int(at_kv_link(req.status, getattr(res, "kv_transfer_start_s", None),
-                                     getattr(res, "kv_transfer_end_s", None), stop_s).sum())) > res.summary.num_unfinished / 2:
-            # (a KV link of 1e-6 GB/s was told to lower the arrival rate or add GPUs)
+        elif stuck := _stuck_at_link(res, stop_s):
+            # (a KV link of 1e-6 GB/s was told to lower the arrival rate or add GPUs; at 0.001 GB/s, with most of the
+            # unfinished waiting for the decode slots the transfers on the link hold, it still was)
+            held, queued = stuck
             link = res.config.deployment.disaggregation.link
-            advice = (f"Most of the unfinished requests ({held:,}) were waiting for the KV link or crossing it: the link "
-                      f"between the pools ({link.bandwidth_gb_per_s:g} GB/s) is the bottleneck. Raise "
-                      "`deployment.disaggregation.link.bandwidth_gb_per_s` (NVLink within a node: hundreds of GB/s).")
+            behind = (f", and {queued:,} more were prefilled and waiting for a decode slot, which the transfers on the link "
+                      "hold until they land" if queued else "")
+            advice = (f"Of the {res.summary.num_unfinished:,} unfinished requests, {held:,} were waiting for the KV link or "
+                      f"crossing it{behind}: the link between the pools ({link.bandwidth_gb_per_s:g} GB/s) is the "
+                      "bottleneck. Raise `deployment.disaggregation.link.bandwidth_gb_per_s` (NVLink within a node: "
+                      "hundreds of GB/s).")
         elif later > res.summary.num_unfinished / 2:  # (it said "the server cannot keep up" of a server keeping up)
             advice = (f"Most of the unfinished requests ({later:,}) had not arrived yet: the workload runs past the "
                       "simulated-time limit. Run fewer requests, or raise the limit in *Objectives & run*; the figures "

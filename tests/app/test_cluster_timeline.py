@@ -689,6 +689,33 @@ def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus
     assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text
 
 
+def test_requests_waiting_for_the_slots_a_slow_link_holds_are_the_links_too():
+    # 0.001 GB/s on Dynamo's 3P1D: 160 of the 393 unfinished crossing the link (each holding its decode slot) and 233
+    # prefilled and waiting for one of those slots; the page said "lower the arrival rate ... add GPUs"
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at.query_params["deployment.disaggregation.link.bandwidth_gb_per_s"] = "0.001"
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(w.value for w in at.warning)
+    assert ("Of the 393 unfinished requests, 160 were waiting for the KV link or crossing it, and 233 more were "
+            "prefilled and waiting for a decode slot") in text, text
+    assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text
+
+
+def test_a_run_stuck_at_its_decode_pool_is_not_told_to_raise_the_link():
+    # one decode sequence at a time, stopped at 30 s: the requests wait for the decode slot its decoding request holds,
+    # with the link idle; the link is not the advice
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at.query_params["deployment.disaggregation.decode.scheduler.max_num_seqs"] = "1"
+    at.query_params["limits.max_sim_time_s"] = "30"
+    at.run()
+    assert not at.exception and not at.error
+    text = " ".join(w.value for w in at.warning)
+    assert "The run did not finish" in text and "link.bandwidth_gb_per_s" not in text, text
+
+
 def test_share_and_export_offers_a_deployments_instances_csv():
     # the CLI writes instances.csv for a deployment; the page offered only config, requests and ticks
     at = _open_tab("cluster-router-2xh100-agent-pairs", "Share & export")

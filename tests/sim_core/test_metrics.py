@@ -244,3 +244,16 @@ def test_at_kv_link_counts_unfinished_requests_whose_transfer_started_and_had_no
     end = np.array([2.0, nan, 1.5, 6.0, nan])
     assert at_kv_link(status, start, end, 3.0).tolist() == [False, True, False, False, False]
     assert not at_kv_link(status, None, None, 3.0).any()  # (one engine, replicas: no link)
+
+
+def test_waiting_for_a_decode_slot_counts_unfinished_requests_handed_off_with_no_transfer_started():
+    from sim_core.metrics import waiting_for_decode_slot
+    from sim_core.types import Status
+
+    nan = float("nan")
+    status = np.array([Status.FINISHED, Status.RUNNING, Status.RUNNING, Status.RUNNING, Status.WAITING])
+    # finished; handed off, no slot by the stop; its transfer started; handed off after the stop; prefilling
+    wait = np.array([1.0, 1.0, 1.0, 5.0, nan])
+    start = np.array([1.5, nan, 2.0, nan, nan])
+    assert waiting_for_decode_slot(status, wait, start, 3.0).tolist() == [False, True, False, False, False]
+    assert not waiting_for_decode_slot(status, None, None, 3.0).any()  # (one engine, replicas: no pools)
