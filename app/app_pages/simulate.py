@@ -250,7 +250,7 @@ def _timeline_tab(res: SimResult) -> None:
     if deployment:
         from app.components.cluster_timeline import kv_waits, shown_caption
 
-        st.caption(timeline_caption(how, True, res.is_disaggregated, kv_waits(res), shown_caption(res), res.summary.num_requests))
+        st.caption(timeline_caption(how, True, res.is_disaggregated, kv_waits(res), shown_caption(res, window), res.summary.num_requests))
     else:
         st.caption(timeline_caption(how, False))
 

@@ -67,11 +67,23 @@ def _code(x) -> str:
     return f"{x.role[0].upper()}{x.index}"
 
 
-def shown_instances(res: ClusterResult) -> list:
+def busy_s(inst, window: timeline.Window = None) -> float:
+    """An instance's busy time (its non-idle ticks), within the window when one is given, s."""
+    tl = inst.result.timeline
+    if not tl.num_ticks:
+        return 0.0
+    lo, hi = window if window is not None else (-np.inf, np.inf)
+    overlap = np.clip(np.minimum(tl.t_end_s, hi) - np.maximum(tl.t_start_s, lo), 0.0, None)
+    return float(overlap[tl.phase != Phase.IDLE].sum())
+
+
+def shown_instances(res: ClusterResult, window: timeline.Window = None) -> list:
     """The instances that get a Gantt row and a KV line, in the deployment's order: all of them up to MAX_INSTANCE_ROWS;
-    past it the rows are shared between the pools, each its lowest indices, so that both pools of a large xPyD stay in
-    view (the first 16 of 64P64D were all prefill instances, and its decoding had no row): each pool gets an equal share
-    or its whole size if smaller, and what a small pool leaves goes to the others in turn."""
+    past it the rows are shared between the pools, so that both pools of a large xPyD stay in view (the first 16 of
+    64P64D were all prefill instances, and its decoding had no row): each pool gets an equal share or its whole size if
+    smaller, and what a small pool leaves goes to the others in turn. A pool's share goes to its busiest instances in
+    the window (the whole run without one; ties: the lowest index): its lowest indices drew 64P64D's P0-P7 and D0-D7 idle
+    in a window whose requests ran on P10-P39 and D10-D39."""
     instances = list(res.instances)
     if len(instances) <= MAX_INSTANCE_ROWS:
         return instances
@@ -85,23 +97,40 @@ def shown_instances(res: ClusterResult) -> list:
             if left and take[role] < len(members):
                 take[role] += 1
                 left -= 1
-    keep = {id(x) for role, members in pools.items() for x in members[: take[role]]}
+    keep = set()
+    for role, members in pools.items():
+        order = sorted(range(len(members)), key=lambda k: (-busy_s(members[k], window), k))  # (stable: index breaks ties)
+        keep |= {id(members[k]) for k in order[: take[role]]}
     return [x for x in instances if id(x) in keep]
 
 
-def shown_caption(res: ClusterResult) -> str:
+def _ranges(indices: list[int]) -> str:
+    """Sorted indices as runs: [0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+
+
+def shown_caption(res: ClusterResult, window: timeline.Window = None) -> str:
     """What the Gantt leaves out, in words ('' when every instance has a row): e.g. 'prefill 0-7 of 64 and decode 0-7 of
-    64 drawn'."""
-    shown = shown_instances(res)
+    64 drawn', or the busiest in the window: 'prefill 12-15, 20-23 of 64 (the busiest in this window) and ...'."""
+    shown = shown_instances(res, window)
     if len(shown) == len(res.instances):
         return ""
-    counts: dict[str, list[int]] = {}
+    drawn: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
     for x in res.instances:
-        counts.setdefault(x.role, [0, 0])[1] += 1
+        sizes[x.role] = sizes.get(x.role, 0) + 1
+        drawn.setdefault(x.role, [])
     for x in shown:
-        counts[x.role][0] += 1
-    parts = [f"{role} 0-{k - 1} of {n}" if k > 1 else f"{role} 0 of {n}" for role, (k, n) in counts.items()]
-    return " and ".join(parts) + " drawn"
+        drawn[x.role].append(x.index)
+    where = "this window" if window is not None else "the run"
+    return " and ".join(f"{role} {_ranges(sorted(drawn[role]))} of {n}" for role, n in sizes.items()) + (
+        f" drawn (each pool's busiest in {where})" if len(sizes) > 1 else f" drawn (the busiest in {where})")
 
 
 def kv_waits(res) -> tuple[int, int]:
@@ -117,11 +146,11 @@ def kv_waits(res) -> tuple[int, int]:
     return int(slot.sum()), int(link.sum())
 
 
-def instance_names(res: ClusterResult, narrow: bool = False) -> list[str]:
+def instance_names(res: ClusterResult, narrow: bool = False, window: timeline.Window = None) -> list[str]:
     """Gantt row name per instance drawn (`shown_instances`): 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups
     collapsed); when the pools run on different GPU kinds, the kind too: 'decode 0 · 8× A100'. Narrow: 'R0',
-    'P1 · 2 GPUs', 'D0 · 8× A100'."""
-    shown = shown_instances(res)
+    'P1 · 2 GPUs', 'D0 · 8× A100'. (`window`: the instances drawn for it, `shown_instances`.)"""
+    shown = shown_instances(res, window)
     kinds = short_gpu_names([x.hardware for x in res.instances])
     out = []
     for x in shown:
@@ -133,9 +162,9 @@ def instance_names(res: ClusterResult, narrow: bool = False) -> list[str]:
     return out
 
 
-def instance_rows(res: ClusterResult) -> list[str]:
+def instance_rows(res: ClusterResult, window: timeline.Window = None) -> list[str]:
     """The Gantt's row labels: each instance's name, narrow on a phone (responsive_label)."""
-    return [responsive_label(w, n) for w, n in zip(instance_names(res), instance_names(res, narrow=True))]
+    return [responsive_label(w, n) for w, n in zip(instance_names(res, window=window), instance_names(res, True, window))]
 
 
 def request_names(res: ClusterResult, ids: np.ndarray, narrow: bool = False) -> list[str]:
@@ -154,11 +183,11 @@ def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
     return [responsive_label(w, n) for w, n in zip(request_names(res, ids), request_names(res, ids, narrow=True))]
 
 
-def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str]) -> set[str]:
-    """The instances' rows; returns the phases drawn (each one legend entry)."""
+def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str], window: timeline.Window = None) -> set[str]:
+    """The instances' rows (those drawn for `window`); returns the phases drawn (each one legend entry)."""
     per = max(timeline.MAX_GANTT_BARS // len(rows), 20)
     shown: set[str] = set()
-    for inst, row in zip(shown_instances(res), rows):
+    for inst, row in zip(shown_instances(res, window), rows):
         seg = timeline.gantt_data(inst.result, per)
         for ph in Phase:
             m = seg["phase"] == ph
@@ -255,7 +284,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                             window: timeline.Window = None) -> go.Figure:  # fmt: skip
     """Instances' Gantt rows, request rows (with KV transfers), KV usage per instance, on one time axis. With a
     window the axis opens on it (the whole run stays pannable) and the request rows are those alive in it."""
-    rows = instance_rows(res)
+    rows = instance_rows(res, window)
     more = len(res.instances) - len(rows)
     ids = timeline.requests_in_window(res, window, first_request, min(num_requests, timeline.MAX_REQUEST_ROWS))
     height, heights, spacing = timeline.fit_request_rows(height, 80, [0.12 + 0.025 * len(rows), 0.5, 0.2], 0.05, 1, ids.size)
@@ -267,9 +296,9 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
-    phases = _gantt(fig, res, rows)
+    phases = _gantt(fig, res, rows, window)
     shown_rows = _requests(fig, res, first_request, num_requests, window, phases)
-    for k, (inst, row) in enumerate(zip(shown_instances(res), rows)):
+    for k, (inst, row) in enumerate(zip(shown_instances(res, window), rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:
             continue
@@ -296,12 +325,12 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     instance and KV usage per instance (same arguments)."""
     if not isinstance(res, ClusterResult):
         return timeline.gantt_kv_figure(res, x_range, title, height, window=window)
-    rows = instance_rows(res)
+    rows = instance_rows(res, window)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
                         subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", {len(rows)} of {len(res.instances)} drawn" if len(rows) < len(res.instances) else ""),
                                         "KV cache in use (%)"))  # fmt: skip
-    _gantt(fig, res, rows)
-    for k, (inst, row) in enumerate(zip(shown_instances(res), rows)):
+    _gantt(fig, res, rows, window)
+    for k, (inst, row) in enumerate(zip(shown_instances(res, window), rows)):
         tl = inst.result.timeline
         if tl.num_ticks:
             tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,

@@ -21,6 +21,7 @@ from app.components.cluster_timeline import (
     instance_rows,
     kv_line_style,
     kv_waits,
+    busy_s,
     shown_caption,
     shown_instances,
     request_labels,
@@ -130,8 +131,10 @@ def test_replicas_timeline_is_bounded_with_many_instances():
     res = run_simulation(cfg)
     fig = cluster_timeline_figure(res, 0, 60)
     assert count_points(fig) <= MAX_TIMELINE_POINTS
-    assert len(instance_rows(res)) == 16  # the first 16 rows; all instances are in the tables
-    assert shown_caption(res) == "replica 0-15 of 24 drawn"
+    assert len(instance_rows(res)) == 16  # 16 rows, the busiest; all instances are in the tables
+    busiest = sorted(range(24), key=lambda i: (-busy_s(res.instances[i]), i))[:16]
+    assert [x.index for x in shown_instances(res)] == sorted(busiest)
+    assert shown_caption(res).endswith(" of 24 drawn (the busiest in the run)")
     kv = [tr for tr in fig.data if tr.type == "scatter" and tr.name.startswith("KV ")]
     assert len({(tr.line.color, tr.line.dash) for tr in kv}) == len(kv) == 16  # line 8 looked like line 0
     assert fig.layout.yaxis.nticks == 16  # every row labelled (Plotly thinned 16 to every other one)
@@ -143,8 +146,9 @@ def test_a_large_xpyd_gantt_draws_both_pools(num_prefill, num_decode, drawn):
     # the first 16 of 64P64D were all prefill instances: the decoding on D10-D25 had no row
     from types import SimpleNamespace
 
-    instances = [SimpleNamespace(role="prefill", index=i) for i in range(num_prefill)]
-    instances += [SimpleNamespace(role="decode", index=i) for i in range(num_decode)]
+    idle = SimpleNamespace(timeline=SimpleNamespace(num_ticks=0))  # (equally busy: the lowest indices)
+    instances = [SimpleNamespace(role="prefill", index=i, result=idle) for i in range(num_prefill)]
+    instances += [SimpleNamespace(role="decode", index=i, result=idle) for i in range(num_decode)]
     shown = shown_instances(SimpleNamespace(instances=instances))
     assert len(shown) == min(MAX_INSTANCE_ROWS, len(instances))
     assert (sum(x.role == "prefill" for x in shown), sum(x.role == "decode" for x in shown)) == drawn
@@ -159,8 +163,27 @@ def test_a_real_large_xpyd_run_draws_decode_rows_and_says_what_it_leaves_out():
     fig = cluster_timeline_figure(res, 0, 20)
     rows = {y for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" for y in tr.y}
     assert any("decode" in r for r in rows) and len(instance_rows(res)) == 16
-    assert shown_caption(res) == "prefill 0-11 of 20 and decode 0-3 of 4 drawn"
+    assert shown_caption(res).startswith("prefill ") and shown_caption(res).endswith(
+        " of 20 and decode 0-3 of 4 drawn (each pool's busiest in the run)")
     assert "16 of 24 drawn" in fig.layout.annotations[0].text
+
+
+def test_a_large_xpyd_draws_the_instances_busy_in_its_window():
+    # 64P64D drew P0-P7 and D0-D7, all idle in the window it opened on, whose requests ran on P10-P39 and D10-D39
+    cfg = with_value(load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d"), "deployment.disaggregation.prefill.replicas", 64)
+    res = run_simulation(with_value(cfg, "deployment.disaggregation.decode.replicas", 64))
+    window = (19.3, 24.3)
+    shown = shown_instances(res, window)
+    assert len(shown) == MAX_INSTANCE_ROWS
+    for role in ("prefill", "decode"):
+        drawn = [busy_s(x, window) for x in shown if x.role == role]
+        left = [busy_s(x, window) for x in res.instances if x.role == role and x not in shown]
+        assert len(drawn) == 8 and min(drawn) > 0 and min(drawn) >= max(left), role
+    fig = cluster_timeline_figure(res, 0, 30, window=window)
+    rows = {y for tr in fig.data if tr.type == "bar" and tr.yaxis == "y" for y in tr.y}
+    assert rows == set(instance_rows(res, window))
+    caption = shown_caption(res, window)
+    assert caption.endswith(" of 64 drawn (each pool's busiest in this window)") and "prefill 0-7 of 64" not in caption
 
 
 def test_kv_line_styles_are_sixteen_different_pairs():
