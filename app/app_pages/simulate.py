@@ -85,7 +85,9 @@ def _headline(res: SimResult) -> None:
     # (the mean batch: lessons 9 and 17 ask the room to watch it, and it was on the command line's GPU line only)
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}",
                    f"prefill {s.prefill_time_fraction:.0%} of busy time · mean batch {s.mean_batch_size:,.1f}",
-                   help="Busy time over the makespan; the prefill share is the busy time of the ticks that prefill, a mixed "
+                   help=("Busy GPU-seconds over the GPUs × the makespan (each instance weighted by its GPUs); the prefill "
+                         "share is of those busy GPU-seconds" if getattr(res, "instances", None) else "Busy time over the "
+                         "makespan; the prefill share is of that busy time") + ": the ticks that prefill, a mixed "
                    "tick (a chunk beside decodes) counted whole; the mean batch is the running requests per tick, a mean over "
                    "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if getattr(res, "instances", None) else "") + ".", **kw)  # fmt: skip
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)

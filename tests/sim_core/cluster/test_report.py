@@ -121,3 +121,23 @@ def test_cli_counts_transfers_that_waited_for_the_link_and_rejects_a_bad_content
     assert main(args + ["--set", "deployment.disaggregation.link.contention=fair"]) == 2
     err = capsys.readouterr().err
     assert "deployment.disaggregation.link.contention = 'fair'" in err and "'fifo'" in err and "Traceback" not in err
+
+
+def test_a_deployments_prefill_share_is_of_its_busy_gpu_seconds_as_its_gpu_busy():
+    # DistServe's P TP2 + D TP1: "GPU busy 45 %" weighs each instance by its GPUs, and the prefill share beside it
+    # weighed them by busy time (15 %) where 25 % of the busy GPU-seconds prefilled
+    import pytest
+
+    from sim_core import load_preset, run_simulation
+    from sim_core.types import Phase
+
+    res = run_simulation(load_preset("cluster-distserve-opt13b-3xa100-p2d1"))
+    busy = [float(x.result.timeline.duration_s[x.result.timeline.phase != Phase.IDLE].sum()) * x.num_gpus for x in res.instances]
+    prefill = [float(x.result.timeline.duration_s[x.result.timeline.num_prefill_tokens > 0].sum()) * x.num_gpus
+               for x in res.instances]  # fmt: skip
+    s = res.summary
+    assert s.gpu_busy_fraction == pytest.approx(sum(busy) / (res.config.num_gpus_total * s.makespan_s), abs=1e-12)
+    assert s.prefill_time_fraction == pytest.approx(sum(prefill) / sum(busy), abs=1e-12)
+    merged = res.timeline  # (by busy time, GPUs unweighted: what the headline read before)
+    by_time = float(merged.duration_s[merged.num_prefill_tokens > 0].sum() / merged.duration_s[merged.phase != Phase.IDLE].sum())
+    assert s.prefill_time_fraction > by_time + 0.05
