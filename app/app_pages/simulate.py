@@ -276,8 +276,9 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, wa
                 marks += f" Amber{of(slot)}: its prefill is done and its KV waits for a decode slot (every decode instance's KV cache or its max_num_seqs sequences are full)."
             if link:
                 marks += f" Pale amber{of(link)}: its decode slot is reserved and its KV waits for the link, which earlier transfers hold."
-            marks += (" Cyan: its KV crossing to the decode instance; a cyan diamond marks a transfer too short to see as a "
-                      "bar (its hover has the true duration).")  # fmt: skip
+            marks += (" Cyan: its KV crossing to the decode instance after its prefill (with layer-wise pipelining most of "
+                      "it crossed during the prefill, layer by layer: cyan is the rest); a cyan diamond marks a transfer "
+                      "too short to see as a bar (its hover has the bar's true duration).")  # fmt: skip
         rows = f" With many instances the Gantt draws some of each pool ({omitted}); the tables list them all." if omitted else ""
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
@@ -532,7 +533,9 @@ REQUEST_COLUMNS = {
     "instance": ("instance", None, None, "The instance it ran on (prefill -> decode in a disaggregated deployment)"),
     "kv_wait_ms": ("KV wait ms", "%,.1f", None, "Prefill done to its KV transfer starting (waiting for a decode slot)"),
     "kv_link_wait_ms": ("link wait ms", "%,.1f", None, "Its KV transfer waiting for the link"),
-    "kv_transfer_ms": ("KV transfer ms", "%,.2f", None, "Its KV transfer's time on the link"),
+    "kv_transfer_ms": ("KV transfer ms", "%,.2f", None, "From its decode slot's reservation to its KV's arrival: any wait "
+                       "for the link (link wait ms) and the link's time after its prefill (with layer-wise pipelining, what "
+                       "was left to send: the rest crossed during the prefill)"),
     "kv_transfer_bytes": ("KV bytes", "localized", None, "Bytes of KV cache moved to the decode instance"),
 }
 COMPACT_REQUEST_COLUMNS = ("request_id", "ttft_ms", "tpot_ms", "e2e_s", "prompt_tokens", "output_tokens")

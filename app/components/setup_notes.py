@@ -6,6 +6,7 @@ from app.components.config_form import SECTIONS
 from app.components.units import fmt_number
 from sim_core import SimConfig
 from sim_core.costmodel import uses_fp8_cores
+from sim_core.words import counted
 
 # the calibration knobs the sidebar shows, with their labels (one list: config_form's)
 _CALIBRATION_SPECS = [s for s in SECTIONS["Calibration"] if s.path != "calibration.profile"]
@@ -58,6 +59,16 @@ def calibration_difference(a: SimConfig, b: SimConfig, names: tuple[str, str] = 
 MORE_NAMES = 12  # fields past MAX_FIELDS named without their values
 
 
+def _topology(cfg: SimConfig) -> str:
+    """How a config's engines are laid out, in words: 'one engine', '4 co-located replicas', '3P1D'."""
+    dep = cfg.deployment
+    if dep is None:
+        return "one engine"
+    if dep.disaggregation is not None:
+        return f"{dep.disaggregation.prefill.replicas}P{dep.disaggregation.decode.replicas}D"
+    return counted(dep.replicas, "co-located replica")
+
+
 def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
     """The settings in which B differs from A, by dotted path with both values, at most MAX_FIELDS of them (None: none).
     Why: Compare named both sides by their preset ("kv-pressure-a100-llama8b · vLLM V0" twice) while B swapped, so the
@@ -73,9 +84,15 @@ def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
     if not paths:
         return None
     short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731
-    shown = "; ".join(f"{k} {short(va.get(k, '–'))} → {short(vb.get(k, '–'))}" for k in paths[:MAX_FIELDS])
+    # (4 co-located replicas against 3P1D listed the pools' fields "– → 3" and never the replicas A ran: the topology
+    # first, in words, as one of the MAX_FIELDS)
+    ta, tb = _topology(a), _topology(b)
+    parts = [f"topology {ta} → {tb}"] if ta != tb else []
+    num_valued = MAX_FIELDS - len(parts)
+    parts += [f"{k} {short(va.get(k, '–'))} → {short(vb.get(k, '–'))}" for k in paths[:num_valued]]
+    shown = "; ".join(parts)
     # the rest by name (", and 3 more" left the reader no way to see which): at most MORE_NAMES of them
-    rest = paths[MAX_FIELDS:]
+    rest = paths[num_valued:]
     more = (f"; also in {', '.join(rest[:MORE_NAMES])}" + (f" and {len(rest) - MORE_NAMES} more" if len(rest) > MORE_NAMES else "")
             if rest else "")  # fmt: skip
     return f"B differs from A in {shown}{more}."

@@ -74,3 +74,7 @@ def test_compare_does_not_name_the_replicas_of_a_pd_side():
     assert a.deployment.replicas != b.deployment.replicas  # (the field does differ)
     said = setup_differences(a, b)
     assert "deployment.replicas" not in said and "deployment.disaggregation" in said, said
+    # what A ran is said, in words, first (the pools' fields read "– → 3", "– → 1")
+    assert said.startswith("B differs from A in topology 4 co-located replicas → 3P1D; "), said
+    one = setup_differences(load_preset("chat-h100-llama8b"), a)
+    assert one.startswith("B differs from A in topology one engine → 4 co-located replicas; "), one
