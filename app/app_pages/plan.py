@@ -21,8 +21,8 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.budget import is_budget_stop
 from sim_core.config import STATE_ROUTERS, Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
-from sim_core.planner import (DEFAULT_ENGINES, Plan, PlanSpec, SetupCancelled, default_prices, default_router, default_state_refresh_s, num_candidates, pareto_front,
-                             plan, router_note)  # fmt: skip
+from sim_core.planner import (DEFAULT_ENGINES, NOT_BISECTED, Plan, PlanSpec, SetupCancelled, default_prices, default_router, default_state_refresh_s,
+                             num_candidates, pareto_front, plan, router_note)  # fmt: skip
 from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
 
@@ -121,9 +121,25 @@ def cheapest_sentence(result: Plan) -> str:
     ties = sum(r["usd_per_hour"] == best["usd_per_hour"] for r in t) - 1
     headroom = "n/a (see the note under the table)" if best["headroom"] is None else f"{best['headroom'] * 100:+.0f}%"
     tail = f" ({ties:,} more at the same price below)" if ties else ""
+    if ties and unbisected(result):  # (rows at one price go by headroom: without it, the first named is no choice)
+        tail = (f" ({ties:,} more at the same price below; which of them has the most headroom is not known until the "
+                "headroom bisection runs)")
     return "**Cheapest meeting the SLOs:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
                                                      f"${best['usd_per_million_output_tokens']:,.3f} per million output "
                                                      f"tokens, headroom {headroom}{tail}.")  # fmt: skip
+
+
+def unbisected(result: Plan) -> bool:
+    """Whether the page's budget stopped the headroom bisection: the rows meet the SLOs, their capacities are unknown."""
+    return any(r.capacity_note == NOT_BISECTED for r in result.rows)
+
+
+def unbisected_text(page_s: float) -> str:
+    """What a plan whose headroom bisection the page's budget stopped has settled, and how to go on (plain text)."""
+    return (f"This page's budget ({page_s:g} s of server time) ran out before the headroom bisection: every row meets the "
+            "SLOs at the target rate, but its capacity and headroom are not known, so among rows at one price the order "
+            "(by headroom) is not settled. Press Plan again to go on from there (finished points are kept for this "
+            "session), or run python -m sim_core plan, which has no such limit.")
 
 
 def stopped_text(result: Plan, page_s: float) -> str:
@@ -314,6 +330,8 @@ def main() -> None:
     _show(result, time.monotonic() - t0, stopped, slo_cfg)
     if result.stopped:
         st.warning(plain(stopped_text(result, page.max_wall_s)), icon=":material/timer:")
+    elif unbisected(result):  # (only a grey note under the table said so, and the first press named an arbitrary row)
+        st.warning(plain(unbisected_text(page.max_wall_s)), icon=":material/timer:")
     if stopped:
         st.warning(f"{stopped:,} candidate configuration(s) were stopped by this server's budget per run "
                    f"({page.run_budget.describe()}) and count as missing the SLOs: a larger deployment may look needed. "
