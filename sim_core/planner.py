@@ -937,6 +937,12 @@ def _prefiltered(base: SimConfig, spec: PlanSpec, backend: Backend, cache: Point
                 why = f"finalist stopped by {BUDGET_MARK}" if is_budget_stop(err) else "finalist: simulation error"
                 pruned[why] = pruned.get(why, 0) + 1
                 examples.setdefault(why, one_line(err))
+            elif is_budget_stop(summary.stopped_reason):
+                # (a run the server's budget stopped part-way: the caption said "2 finalist fails as a deployment" above
+                # the page's warning that the budget stopped 2 candidates; its run is in `evaluated`, where the page
+                # counts budget stops, so the reason does not carry BUDGET_MARK, which would count it twice)
+                pruned[FINALIST_CUT] = pruned.get(FINALIST_CUT, 0) + 1
+                examples.setdefault(FINALIST_CUT, one_line(summary.stopped_reason))
             else:
                 pruned["finalist fails as a deployment"] = pruned.get("finalist fails as a deployment", 0) + 1
         todo = nxt
@@ -998,6 +1004,7 @@ def _with_headroom(rows: Sequence[PlanRow], spec: PlanSpec, backend: Backend, ca
 
 
 NOT_BISECTED = "no capacity or headroom: the search was stopped before their bisection"
+FINALIST_CUT = "finalist's deployment run stopped part-way by a per-run limit (not judged)"
 NO_HEADROOM_FOR_TRACES = ("no capacity or headroom: the traffic is a trace, whose arrival times are replayed as "
                           "recorded (time-scaled to the target rate), so no other rate is bisected")
 

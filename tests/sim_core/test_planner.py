@@ -522,6 +522,29 @@ def test_a_finalist_the_servers_budget_refuses_is_said_as_such_not_as_failing(mo
     assert all(BUDGET_MARK in p.examples[why] and "deployment.replicas" in p.examples[why] for why in refused), p.examples
 
 
+def test_a_finalist_whose_run_the_servers_budget_stopped_part_way_is_not_said_to_fail(monkeypatch):
+    """The Plan page's caption said "2 finalist fails as a deployment" above its warning that the server's budget had
+    stopped 2 candidates: the 7x A100 deployments' runs were cut part-way at 5 s, not judged. Here every deployment run
+    comes back stopped by the budget (the single engines run whole)."""
+    from sim_core import planner
+    from sim_core.budget import BUDGET_MARK
+    from sim_core.planner import FINALIST_CUT
+
+    real = planner.run_points
+
+    def cut(cfgs, *args, **kwargs):
+        stop = f"stopped after 4.0 s of server time, {BUDGET_MARK} per run is 5 s"
+        return [(s.model_copy(update={"stopped_reason": stop}) if s is not None and c.deployment is not None else s, e)
+                for c, (s, e) in zip(cfgs, real(cfgs, *args, **kwargs))]
+
+    monkeypatch.setattr(planner, "run_points", cut)
+    spec = PlanSpec(target_rate_per_s=150.0, gpus=("h100-sxm",), tp_degrees=(1,), max_replicas=4, engines=("vllm-v1",),
+                    num_results=1, evaluation="prefilter")  # fmt: skip
+    p = plan(_base(), spec, backend=LocalBackend(max_workers=1), with_band=False)
+    assert not p.rows and p.pruned.get(FINALIST_CUT) and "finalist fails as a deployment" not in p.pruned, p.pruned
+    assert BUDGET_MARK in p.examples[FINALIST_CUT] and BUDGET_MARK not in FINALIST_CUT  # (counted once: by its run)
+
+
 def test_a_pd_search_the_caller_stops_keeps_the_confirmed_rows_and_says_where_it_stopped():
     """The Plan page's budget stopping its P:D split search dropped every co-located row it had confirmed, and the page
     said only "press Plan again". A cancel in that phase now returns the confirmed rows, the splits found so far and
