@@ -278,12 +278,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not result.rows:
         print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
         return EXIT_NO_RESULT
-    print(f"  {'configuration':44s} {'GPUs':>4s} {'$/h':>8s} {'$/M out':>8s} {'good/$':>8s} "
+    table = result.table()
+    w = max(44, *(len(row["config"]) for row in table))  # (whole: "tensorrt-llm-max-utilization" was cut at 44)
+    print(f"  {'configuration':{w}s} {'GPUs':>4s} {'$/h':>8s} {'$/M out':>8s} {'good/$':>8s} "
           f"{'TTFT p' + str(p):>10s} {'TPOT p' + str(p):>10s} {'capacity':>9s} {'headroom':>8s}")
-    for row in result.table():
+    for row in table:
         cap = f"{row['capacity_per_s']:,.1f}" if row["capacity_per_s"] is not None else "-"
         head = f"{row['headroom']:+.0%}" if row["headroom"] is not None else "-"
-        print(f"  {row['config'][:44]:44s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
+        print(f"  {row['config']:{w}s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
               f"{row['usd_per_million_output_tokens']:8.3f} {row['good_requests_per_usd']:8,.0f} "
               f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
     for rows, note in result.row_notes():  # (a "-" in the table, or a capacity the probe could not vouch for)

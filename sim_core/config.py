@@ -1395,9 +1395,15 @@ def _qualified(msg: str, loc: tuple[Any, ...], ctx: dict[str, Any] | None) -> st
 
 
 def shown_value(given: Any) -> str:
-    """A value as a message quotes it: its repr (a list of scalars too), a section or a list of sections by its type
-    name, at most 80 characters (a validation error's "field = value", a link's refused value)."""
-    scalars = isinstance(given, list) and all(isinstance(x, int | float | str | bool | None) for x in given)
+    """A value as a message quotes it: its repr (a list or tuple of scalars as a list, a mapping of scalars too), a
+    section or a list of sections by its type name, at most 80 characters (a validation error's "field = value", a
+    link's refused value). (The plan command's --gpus nosuch read "--gpus = ('nosuch',)" and --price nosuch=1 "--price
+    = dict".)"""
+    scalar = lambda x: isinstance(x, int | float | str | bool | None)  # noqa: E731
+    if isinstance(given, tuple) and all(map(scalar, given)):
+        given = list(given)
+    scalars = (isinstance(given, list) and all(map(scalar, given))) or (
+        isinstance(given, dict) and given and all(map(scalar, given.values())) and all(isinstance(k, str) for k in given))
     shown = repr(given) if not isinstance(given, dict | list) or scalars else type(given).__name__
     return shown if len(shown) <= 80 else shown[:77] + "..."
 

@@ -71,12 +71,12 @@ def test_workers_below_one_is_refused(capsys, workers):
     ("--tp", "1,65", "--tp item 2 = 65: out of range; allowed: >= 1 and <= 64"),
     ("--max-batches", "9000", "--max-batches item 1 = 9000: out of range; allowed: >= 1 and <= 8192"),
     ("--token-budgets", "-5", "--token-budgets item 1 = -5: out of range; allowed: >= 1 and <= 1048576"),
-    ("--engines", "nope", "--engines = ('nope',): unknown engine preset(s) 'nope'"),
-    ("--gpus", "nope", "--gpus = ('nope',): unknown hardware preset(s) 'nope'"),
-    ("--price", "=1", "--price = dict: unknown hardware preset(s) ''"),
+    ("--engines", "nope", "--engines = ['nope']: unknown engine preset(s) 'nope'"),
+    ("--gpus", "nope", "--gpus = ['nope']: unknown hardware preset(s) 'nope'"),
+    ("--price", "=1", "--price = {'': 1.0}: unknown hardware preset(s) ''"),
     ("--top", "0", "--top = 0: out of range; allowed: >= 1 and <= 100"),
     ("--max-replicas", "0", "--max-replicas = 0:"),
-    ("--price", "nope=2", "--price = dict: unknown hardware preset(s) 'nope'"),
+    ("--price", "nope=2", "--price = {'nope': 2.0}: unknown hardware preset(s) 'nope'"),
 ])  # fmt: skip
 def test_bad_plan_search_lists_are_named_before_the_search(capsys, option, value, words):
     # int('a') was a ValueError traceback; an unknown engine or TP 0 was pruned as "1 invalid configuration" with
