@@ -699,15 +699,21 @@ def test_a_transfer_that_waited_for_the_link_shows_its_wait_then_its_move():
 
 
 
-def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus():
-    # 1e-6 GB/s: no request finished, and the page said "lower the arrival rate ... add GPUs"
+def _unfinished_warning(preset: str, **params: str) -> str:
+    """The Simulate page's warnings for a preset with link values (dotted names as keys, `__` for `.`)."""
     at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-distserve-opt13b-3xa100-p2d1"
-    at.query_params["deployment.disaggregation.link.bandwidth_gb_per_s"] = "0.000001"
-    at.query_params["workload.num_requests"] = "20"
+    at.query_params["preset"] = preset
+    for key, value in params.items():
+        at.query_params[key.replace("__", ".")] = value
     at.run()
     assert not at.exception and not at.error
-    text = " ".join(w.value for w in at.warning)
+    return " ".join(w.value for w in at.warning)
+
+
+def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus():
+    # 1e-6 GB/s: no request finished, and the page said "lower the arrival rate ... add GPUs"
+    text = _unfinished_warning("cluster-distserve-opt13b-3xa100-p2d1", deployment__disaggregation__link__bandwidth_gb_per_s="0.000001",
+                               workload__num_requests="20")  # fmt: skip
     assert "The run did not finish" in text and "waiting for the KV link or crossing it" in text, text
     assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text
 
@@ -715,12 +721,7 @@ def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus
 def test_requests_waiting_for_the_slots_a_slow_link_holds_are_the_links_too():
     # 0.001 GB/s on Dynamo's 3P1D: 160 of the 393 unfinished crossing the link (each holding its decode slot) and 233
     # prefilled and waiting for one of those slots; the page said "lower the arrival rate ... add GPUs"
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
-    at.query_params["deployment.disaggregation.link.bandwidth_gb_per_s"] = "0.001"
-    at.run()
-    assert not at.exception and not at.error
-    text = " ".join(w.value for w in at.warning)
+    text = _unfinished_warning("cluster-dynamo-llama70b-fp8-8xh100-3p1d", deployment__disaggregation__link__bandwidth_gb_per_s="0.001")
     assert ("Of the 393 unfinished requests, 160 were waiting for the KV link or crossing it, and 233 more were "
             "prefilled and waiting for a decode slot") in text, text
     assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text
@@ -729,13 +730,8 @@ def test_requests_waiting_for_the_slots_a_slow_link_holds_are_the_links_too():
 def test_a_run_stuck_at_its_decode_pool_is_not_told_to_raise_the_link():
     # one decode sequence at a time, stopped at 30 s: the requests wait for the decode slot its decoding request holds,
     # with the link idle; the link is not the advice
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["preset"] = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
-    at.query_params["deployment.disaggregation.decode.scheduler.max_num_seqs"] = "1"
-    at.query_params["limits.max_sim_time_s"] = "30"
-    at.run()
-    assert not at.exception and not at.error
-    text = " ".join(w.value for w in at.warning)
+    text = _unfinished_warning("cluster-dynamo-llama70b-fp8-8xh100-3p1d", deployment__disaggregation__decode__scheduler__max_num_seqs="1",
+                               limits__max_sim_time_s="30")  # fmt: skip
     assert "The run did not finish" in text and "link.bandwidth_gb_per_s" not in text, text
 
 
