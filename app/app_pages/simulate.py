@@ -83,16 +83,17 @@ def _headline(res: SimResult) -> None:
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe).", **kw)  # fmt: skip
     row2 = box.columns(4)
     # (the mean batch: lessons 9 and 17 ask the room to watch it, and it was on the command line's GPU line only)
+    deployment = bool(getattr(res, "instances", None))
     row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}",
                    f"prefill {s.prefill_time_fraction:.0%} of busy time · mean batch {s.mean_batch_size:,.1f}",
                    help=("Busy GPU-seconds over the GPUs × the makespan (each instance weighted by its GPUs); the prefill "
-                         "share is of those busy GPU-seconds" if getattr(res, "instances", None) else "Busy time over the "
+                         "share is of those busy GPU-seconds" if deployment else "Busy time over the "
                          "makespan; the prefill share is of that busy time") + ": the ticks that prefill, a mixed "
                    "tick (a chunk beside decodes) counted whole; the mean batch is the running requests per tick, a mean over "
-                   "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if getattr(res, "instances", None) else "") + ".", **kw)  # fmt: skip
+                   "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if deployment else "") + ".", **kw)  # fmt: skip
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     kv_of, kv_help, kv_peak = f"of {s.kv_capacity_tokens:,} tokens", None, f"{s.kv_peak_usage:.0%}"
-    if getattr(res, "instances", None):  # a deployment's peak is its fullest instance's share of that instance's own pool
+    if deployment:  # a deployment's peak is its fullest instance's share of that instance's own pool
         full = res.kv_peak_instance
         kv_of = f"{full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens"
         kv_help = f"The fullest instance's peak; the deployment's instances hold {s.kv_capacity_tokens:,} tokens in all."

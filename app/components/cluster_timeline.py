@@ -146,11 +146,11 @@ def kv_waits(res) -> tuple[int, int]:
     return int(slot.sum()), int(link.sum())
 
 
-def instance_names(res: ClusterResult, narrow: bool = False, window: timeline.Window = None) -> list[str]:
-    """Gantt row name per instance drawn (`shown_instances`): 'replica 0', 'prefill 1 · 2 GPUs', ... (TP groups
-    collapsed); when the pools run on different GPU kinds, the kind too: 'decode 0 · 8× A100'. Narrow: 'R0',
-    'P1 · 2 GPUs', 'D0 · 8× A100'. (`window`: the instances drawn for it, `shown_instances`.)"""
-    shown = shown_instances(res, window)
+def instance_names(res: ClusterResult, narrow: bool = False, window: timeline.Window = None, shown: list | None = None) -> list[str]:
+    """Gantt row name per instance drawn (`shown`, default `shown_instances(res, window)`): 'replica 0', 'prefill 1 · 2
+    GPUs', ... (TP groups collapsed); when the pools run on different GPU kinds, the kind too: 'decode 0 · 8× A100'.
+    Narrow: 'R0', 'P1 · 2 GPUs', 'D0 · 8× A100'."""
+    shown = shown_instances(res, window) if shown is None else shown
     kinds = short_gpu_names([x.hardware for x in res.instances])
     out = []
     for x in shown:
@@ -162,9 +162,11 @@ def instance_names(res: ClusterResult, narrow: bool = False, window: timeline.Wi
     return out
 
 
-def instance_rows(res: ClusterResult, window: timeline.Window = None) -> list[str]:
-    """The Gantt's row labels: each instance's name, narrow on a phone (responsive_label)."""
-    return [responsive_label(w, n) for w, n in zip(instance_names(res, window=window), instance_names(res, True, window))]
+def instance_rows(res: ClusterResult, window: timeline.Window = None, shown: list | None = None) -> list[str]:
+    """The Gantt's row labels: each instance's name, narrow on a phone (responsive_label). (`shown`: the instances
+    drawn, when the caller has them: choosing them ranks every instance's busy time in the window.)"""
+    shown = shown_instances(res, window) if shown is None else shown
+    return [responsive_label(w, n) for w, n in zip(instance_names(res, shown=shown), instance_names(res, True, shown=shown))]
 
 
 def request_names(res: ClusterResult, ids: np.ndarray, narrow: bool = False) -> list[str]:
@@ -183,11 +185,11 @@ def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
     return [responsive_label(w, n) for w, n in zip(request_names(res, ids), request_names(res, ids, narrow=True))]
 
 
-def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str], window: timeline.Window = None) -> set[str]:
-    """The instances' rows (those drawn for `window`); returns the phases drawn (each one legend entry)."""
+def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str], instances: list) -> set[str]:
+    """The rows of the instances drawn (`instances`, labelled `rows`); returns the phases drawn (each one legend entry)."""
     per = max(timeline.MAX_GANTT_BARS // len(rows), 20)
     shown: set[str] = set()
-    for inst, row in zip(shown_instances(res, window), rows):
+    for inst, row in zip(instances, rows):
         seg = timeline.gantt_data(inst.result, per)
         for ph in Phase:
             m = seg["phase"] == ph
@@ -284,7 +286,8 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                             window: timeline.Window = None) -> go.Figure:  # fmt: skip
     """Instances' Gantt rows, request rows (with KV transfers), KV usage per instance, on one time axis. With a
     window the axis opens on it (the whole run stays pannable) and the request rows are those alive in it."""
-    rows = instance_rows(res, window)
+    drawn = shown_instances(res, window)
+    rows = instance_rows(res, shown=drawn)
     more = len(res.instances) - len(rows)
     ids = timeline.requests_in_window(res, window, first_request, min(num_requests, timeline.MAX_REQUEST_ROWS))
     height, heights, spacing = timeline.fit_request_rows(height, 80, [0.12 + 0.025 * len(rows), 0.5, 0.2], 0.05, 1, ids.size)
@@ -296,9 +299,9 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
-    phases = _gantt(fig, res, rows, window)
+    phases = _gantt(fig, res, rows, drawn)
     shown_rows = _requests(fig, res, first_request, num_requests, window, phases)
-    for k, (inst, row) in enumerate(zip(shown_instances(res, window), rows)):
+    for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:
             continue
@@ -325,12 +328,13 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     instance and KV usage per instance (same arguments)."""
     if not isinstance(res, ClusterResult):
         return timeline.gantt_kv_figure(res, x_range, title, height, window=window)
-    rows = instance_rows(res, window)
+    drawn = shown_instances(res, window)
+    rows = instance_rows(res, shown=drawn)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
                         subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", {len(rows)} of {len(res.instances)} drawn" if len(rows) < len(res.instances) else ""),
                                         "KV cache in use (%)"))  # fmt: skip
-    _gantt(fig, res, rows, window)
-    for k, (inst, row) in enumerate(zip(shown_instances(res, window), rows)):
+    _gantt(fig, res, rows, drawn)
+    for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
         if tl.num_ticks:
             tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
