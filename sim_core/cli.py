@@ -25,7 +25,7 @@ from sim_core.notes import run_notes
 from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data, with_engine_data
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
-from sim_core.words import counted
+from sim_core.words import counted, latency_text
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -75,7 +75,6 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
 
 def format_summary(res: SimResult) -> str:
     s, cfg = res.summary, res.config
-    ms = lambda x: f"{x * 1e3:,.1f} ms"  # noqa: E731
     peak_of = ""  # a deployment's peak is its fullest instance's share of that instance's own pool: said so
     if (full := getattr(res, "kv_peak_instance", None)) is not None:
         peak_of = f" ({full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens)"
@@ -87,7 +86,7 @@ def format_summary(res: SimResult) -> str:
         f"  throughput    {s.output_tokens_per_s:,.0f} output tok/s, {s.total_tokens_per_s:,.0f} total tok/s, "
         f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
         f"({s.slo_attainment:.0%} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
-        *(_latency_line(s, name, ms if name != "E2E" else (lambda x: f"{x:,.2f} s")) for name in ("TTFT", "TPOT", "ITL", "E2E")),
+        *(_latency_line(s, name, latency_text if name != "E2E" else (lambda x: f"{x:,.2f} s")) for name in ("TTFT", "TPOT", "ITL", "E2E")),
         f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
         f"mean batch {s.mean_batch_size:.1f}, MFU {_pct(s.mfu_mean)}, MBU {_pct(s.mbu_mean)}",
         f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}{peak_of}, "
@@ -155,8 +154,8 @@ def _steady_lines(res: SimResult) -> list[str]:
         # (goodput is the offered rate's share that meets both SLOs, counted by arrival; completions are counted by
         # the time they end, so while the load rises the window's completed rate trails the offered one)
         f"goodput {st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} of them meet both), completed "
-        f"{st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, TTFT p99 {_p99_ms(st, 'TTFT')}, "
-        f"TPOT p99 {_p99_ms(st, 'TPOT')}"
+        f"{st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, TTFT p99 {_p99_text(st, 'TTFT')}, "
+        f"TPOT p99 {_p99_text(st, 'TPOT')}"
     ]
     if st.note:
         lines.append(f"  NOTE: {st.note}")
@@ -168,10 +167,10 @@ def _pct(v: float) -> str:
     return "n/a" if math.isnan(v) else f"{v:.0%}"
 
 
-def _p99_ms(st, name: str) -> str:
-    """A steady window's p99 in ms, or "n/a" and why (it read "nan ms")."""
+def _p99_text(st, name: str) -> str:
+    """A steady window's p99 (latency_text), or "n/a" and why (it read "nan ms")."""
     v = getattr(st, f"{name.lower()}_p99_s")
-    return f"n/a ({no_value_reason(name, st.num_finished)})" if math.isnan(v) else f"{v * 1e3:,.1f} ms"
+    return f"n/a ({no_value_reason(name, st.num_finished)})" if math.isnan(v) else latency_text(v)
 
 
 def remove_stale_outputs(out: Path, written: set[str], patterns: tuple[str, ...]) -> list[str]:

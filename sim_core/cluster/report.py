@@ -6,7 +6,7 @@ import numpy as np
 
 from sim_core.cluster.result import ClusterResult
 from sim_core.config import LinkConfig, SimConfig
-from sim_core.words import counted
+from sim_core.words import counted, latency_text
 
 
 def describe_deployment(cfg: SimConfig) -> str:
@@ -68,7 +68,8 @@ def instance_rows(res: ClusterResult) -> list[dict[str, object]]:
 
 
 def format_instances(res: ClusterResult) -> str:
-    ms = lambda x: "-" if np.isnan(x) else f"{x * 1e3:,.1f} ms" if x >= 1e-3 or x == 0 else f"{x * 1e6:,.0f} µs"  # noqa: E731
+    # (µs under a millisecond: a pipelined KV transfer leaves ~24 µs after the prefill, which read "0.0 ms")
+    ms = lambda x: "-" if np.isnan(x) else latency_text(x) if x >= 1e-3 or x == 0 else f"{x * 1e6:,.0f} µs"  # noqa: E731
     lines = [f"  {'instance':34s} {'requests':>8s} {'busy':>5s} {'KV peak':>7s} {'TTFT p50':>10s} {'TPOT p50':>10s} {'pre-empt':>8s}"]
     for inst, r in zip(res.instances, instance_rows(res)):
         lines.append(f"  {inst.label:34s} {r['requests']:8,d} {r['busy']:5.0%} {r['kv_peak']:7.0%} "

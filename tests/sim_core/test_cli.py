@@ -66,6 +66,21 @@ def test_the_steady_line_reads_goodput_as_a_share_of_the_offered_rate(capsys):
     assert "served" not in line
 
 
+def test_latencies_of_a_second_or_more_are_written_in_seconds_as_the_app_writes_them(capsys):
+    # an overloaded run printed "TTFT p50 3,270.4 ms" where the app's figures and tables had switched to seconds
+    assert main(["run", "chat-h100-llama8b", "--json", "--set", "workload.arrival.rate_per_s=100"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["ttft_p50_s"] >= 1.0 > s["tpot_p50_s"]  # (one latency each side of a second)
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.arrival.rate_per_s=100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ttft = next(x for x in lines if x.strip().startswith("TTFT"))
+    tpot = next(x for x in lines if x.strip().startswith("TPOT"))
+    steady = next(x for x in lines if "steady state" in x)
+    assert f"p50 {s['ttft_p50_s']:,.2f} s" in ttft and f"p99 {s['ttft_p99_s']:,.2f} s" in ttft and " ms" not in ttft
+    assert f"p50 {s['tpot_p50_s'] * 1e3:,.1f} ms" in tpot
+    assert re.search(r"TTFT p99 \d+\.\d\d s, TPOT p99 [\d.]+ ms", steady)
+
+
 def test_out_writes_config_and_csvs(tmp_path, capsys):
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=25", "--out", str(tmp_path)]) == 0
     assert len(pd.read_csv(tmp_path / "requests.csv")) == 25
