@@ -363,7 +363,9 @@ def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = No
         for name, value in zip(names, (start, stop), strict=True):
             whole_value(knob, value, name)
     if not start < stop:
-        raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}")
+        # (equal ends: say what to do instead, since one value is a run of that setting, not a sweep)
+        same = f": a sweep runs a range of {knob}; one value is a single run with it set" if start == stop else ""
+        raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}{same}")
     if knob == "num_gpus" and cfg is not None:
         allowed_gpus(cfg, start, stop)  # (a range holding no TP degree the model allows sweeps nothing)
 

@@ -25,6 +25,9 @@ FAST = ["--no-cache", "--workers", "1"]
     (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--num", "0"], "--num = 0: must be >= 1"),
     (["sweep", "chat-h100-llama8b", "--start", "1", "--stop", "2", "--attainment", "2"], "attainment = 2.0"),
     (["sweep", "chat-h100-llama8b", "--start", "5", "--stop", "2"], "--start = 5 must be below --stop = 2"),
+    # (equal ends: it said only "must be below"; one value is a run, and the message says so)
+    (["sweep", "chat-h100-llama8b", "--start", "3", "--stop", "3", "--num", "1"],
+     "--start = 3 must be below --stop = 3: a sweep runs a range of rate; one value is a single run with it set"),
     (["capacity", "chat-h100-llama8b", "--seeds", "0"], "--seeds = 0: must be >= 1"),
     (["capacity", "chat-h100-llama8b", "--scale", "nan"], "--scale = nan: must be a finite number"),
     (["capacity", "chat-h100-llama8b", "--scale", "-1"], "--scale = -1.0: must be > 0"),
