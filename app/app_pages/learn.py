@@ -219,14 +219,18 @@ def main() -> None:
                     format_func=lambda i: f"{ids.index(i) + 1}. {next(x.title for x in lessons if x.id == i)}")  # fmt: skip
     # (the workshop values it can use only: a refused ?reveal=roofine stayed in the address, and a copied link carried it on)
     usable = {"workshop": ("0", "1"), "reveal": ("1", "all", *ids)}
-    write_query_params({"lesson": pick, **{k: params[k] for k in WORKSHOP_PARAMS if params.get(k) in usable[k]}})
+    kept = {k: params[k] for k in WORKSHOP_PARAMS if params.get(k) in usable[k]}
+    write_query_params({"lesson": pick, **kept})
+    st.session_state[workshop.LEARN_LINK_KEY] = kept  # (for "Back to the lesson" on the page a lesson opens)
     st.session_state["learn.linked"] = pick
     st.divider()
     _lesson(next(x for x in lessons if x.id == pick), params)
     article = load_article()
-    st.caption(f"The lessons follow “{article.title}” ({article.title_en}), {article.publisher}. Instructors: a lesson "
-               "is one JSON file in presets/lessons/; add ?workshop=1 to this page's link for the agenda with answers "
-               "hidden, and &reveal=1 to reveal them. Terms are explained on the Glossary page.")  # fmt: skip
+    # (in workshop mode the foot does not tell the class how to reveal the answers the presenter keeps hidden)
+    how = ("" if workshop_mode else "Instructors: a lesson is one JSON file in presets/lessons/; add ?workshop=1 to this "
+           "page's link for the agenda with answers hidden, and &reveal=1 to reveal them. ")
+    st.caption(f"The lessons follow “{article.title}” ({article.title_en}), {article.publisher}. {how}"
+               "Terms are explained on the Glossary page.")  # fmt: skip
 
 
 main()

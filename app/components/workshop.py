@@ -19,6 +19,8 @@ from app.state import PRESENTER_KEY
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
 # is the index of the `also` entry opened
+LEARN_LINK_KEY = "learn.link_params"  # the Learn page's workshop values (workshop, reveal) when it opened a lesson:
+# "Back to the lesson" keeps them (it dropped ?workshop=1, and the class's way back showed every answer)
 PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default is 12)
 PRESENTER_EXTRA_HEIGHT_PX = 220
 
@@ -101,8 +103,8 @@ def lesson_banner() -> None:
             shown = side_labels(lesson)[step]  # a whole section (a deployment) by its label, not its dict
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
-        c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:",
-                     query_params={"lesson": lesson.id})  # fmt: skip
+        back = {"lesson": lesson.id, **st.session_state.get(LEARN_LINK_KEY, {})}
+        c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:", query_params=back)
         if c3.button("✕", key="lesson_banner.close", help="Hide the lesson banner"):
             st.session_state.pop(ACTIVE_LESSON_KEY, None)
             st.rerun()

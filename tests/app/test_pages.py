@@ -434,6 +434,24 @@ def test_a_lesson_button_opens_simulate_with_the_lesson_config():
     assert at.button(key="lesson_banner.close")
 
 
+@pytest.mark.parametrize("query, back", [
+    ({"workshop": "1"}, "lesson=kv-preemption&workshop=1"),
+    ({"workshop": "1", "reveal": "kv-preemption"}, "lesson=kv-preemption&workshop=1&reveal=kv-preemption"),
+    ({}, "lesson=kv-preemption"),
+])  # fmt: skip
+def test_back_to_the_lesson_keeps_the_workshops_hidden_answers(query, back):
+    # "Back to the lesson" linked ?lesson=kv-preemption alone: from a workshop's agenda (answers hidden) the class's
+    # way back landed outside workshop mode, every answer one click away
+    at = open_page(PAGES[3], lesson="kv-preemption", **query)
+    at.button(key="learn.open1.kv-preemption").click().run()
+    assert not at.exception
+    link = next(e.proto for e in at.get("page_link") if e.proto.label == "Back to the lesson")
+    assert link.query_string == back
+    at = open_page(PAGES[3], lesson="kv-preemption", **query)
+    foot = " ".join(c.value for c in at.caption)
+    assert ("reveal=1 to reveal them" in foot) == ("workshop" not in query)  # (the foot told the class how to reveal)
+
+
 def test_a_lessons_numeric_sides_are_written_with_thousands_separators():
     # Lesson 1 read "The knob: HBM bandwidth (GB/s): from 3350 to 1675" and its buttons "= 3350", the chunk lesson
     # "= 4096", beside the sidebar's 3,350 and the lessons' own text ("a 4,096-token prompt")
