@@ -114,7 +114,7 @@ from sim_core.arrays import insert_sorted, isin
 from sim_core.schedulers import compose, rules
 from sim_core.schedulers.phase import TickKind
 from sim_core.schedulers.plan import StepPlan
-from sim_core.sessions import SessionState
+from sim_core.sessions import SessionState, SlotState
 from sim_core.speculative import tokens_emitted, verify_aggregates
 from sim_core.state import join_queue
 from sim_core.types import Event, Phase, Status
@@ -839,9 +839,11 @@ def eligible(engine: Engine) -> bool:
         s.batching == "continuous"
         and not s.dynamic_batch.enabled  # a cap of 1 makes long batch-1 runs: the vectorised runs are faster
         # closed-loop session turns are released into SessionState's own queue of arrivals, which this path reads
-        # (`run_ticks`' `take_turn`); a deployment's instance (SlotState) hands finished turns to the deployment, which
-        # routes their next turns between its steps
-        and (engine.workload.next_turn is None or isinstance(engine.st, SessionState))
+        # (`run_ticks`' `take_turn`); a deployment's replica (SlotState) hands finished turns to the deployment, which
+        # routes their next turns between its steps: its run ends at the tick that finishes one (`hands_turns`). (Not
+        # an xPyD instance: there the run's ends at horizons belong to hand-offs and joins, left to the general step.)
+        and (engine.workload.next_turn is None or isinstance(engine.st, SessionState) or (
+            isinstance(engine.st, SlotState) and not engine.hand_off_prefilled and not engine.joins_prefilled))
         and (engine.spec is None or speculates_here(engine))
     )
 
@@ -1041,13 +1043,22 @@ def run_ticks(engine: Engine):
     # not the ids' (first turns and released turns merged by time). Its pointer stays at R (ptr: no arrival in id order),
     # so the loop reads its next arrival from the state (`later_arrival_s`, SessionState.next_arrival_s) and takes each
     # arrival from it with its queue key (`take_turn`, SessionState.take_arrival, as its admit_arrivals takes them).
-    sessions = engine.workload.next_turn is not None
+    # A deployment's replica under closed-loop sessions (SlotState, the deployment's): its arrivals are the slots routed
+    # to it, in id order as any replica's, and a finished turn goes to the deployment (`Engine._finish`'s call,
+    # `SlotState.release_next_turns`), which releases the session's next turn and routes it when it arrives. The run
+    # ends at the end of the tick that finished it (`turn_out`), as a general step's coalesced run ends at a completion:
+    # the deployment's horizons assume it (`Deployment._release_bound_s`: "instance i itself stops its runs at its first
+    # completion"), so no tick runs past a turn another replica may be sent (lesson 14's 4 replicas ran 3.2 s per side
+    # in general steps, ~61 µs per tick)
+    hands_turns = isinstance(st, SlotState)
+    sessions = engine.workload.next_turn is not None and not hands_turns
+    turn_out = False  # a tick of this run finished a turn (`hands_turns`): the run ends at its end
     # `Engine._finish`'s release, made with a tick's finished requests and its end (None: nothing is sent on a finish);
     # the next arrival is then read again (sessions: ptr stays at R, so from `later_arrival_s`)
     release = None
     if think_s is not None:
         release = functools.partial(_release_clients, st.release_closed_loop, think_s)
-    elif sessions:
+    elif sessions or hands_turns:
         release = st.release_next_turns
     take_turn = st.take_arrival if sessions else None
     later_arrival_s = st.next_arrival_s if sessions else _no_later_arrival
@@ -1299,8 +1310,8 @@ def run_ticks(engine: Engine):
         # loop steps no instance without work, and takes releases while it waits at its clock, as a general step's)
         if now >= max_time or hand_off and j + merged > j_paused and (
                 not runs_on or next_arrival_s == math.inf and not running and head == len(waiting)):  # fmt: skip  # cluster hook: at the horizon the cluster may add
-            if now >= max_time >= lim.max_sim_time_s:  # requests here and let the run go on (a prefill instance: after each row)
-                break
+            if turn_out or now >= max_time >= lim.max_sim_time_s:  # requests here and let the run go on (a prefill instance:
+                break  # after each row); a finished turn goes to the deployment first
             j_paused = j + merged
             num_in_run = len(running) + len(waiting) - head
             # The cluster's answer here, in the run (issue 13: cost; a yield to the engine and a resume for every routing
@@ -1397,6 +1408,8 @@ def run_ticks(engine: Engine):
                     if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
                         release(done, now)
                         next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                        if hands_turns:  # (the run ends here: `turn_out`)
+                            turn_out, max_time = True, now
                     if not B:
                         break
             if j > j_before:
@@ -1540,6 +1553,8 @@ def run_ticks(engine: Engine):
                 if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
                     release(leaving, now)
                     next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                    if hands_turns:  # (the run ends here: `turn_out`)
+                        turn_out, max_time = True, now
                 j += 1
                 d += 1
                 if not B or swap_blocked:  # (swapped: the freed blocks may let the next tick swap one in)
@@ -1915,6 +1930,8 @@ def run_ticks(engine: Engine):
             if release is not None:  # (closed loop: the clients send their next requests; sessions: next turns)
                 release(done, t_end)
                 next_arrival_s = arrival_at[ptr] if ptr < R else later_arrival_s()
+                if hands_turns:  # (the run ends here: `turn_out`)
+                    turn_out, max_time = True, t_end
         if handing:
             if runs_on:  # (no release of their KV before its bound: the run goes on to it at most)
                 bound = engine.release_bound_s

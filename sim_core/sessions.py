@@ -154,6 +154,7 @@ class SlotState(SimState):
         super().__init__(wl, queue_order, requeue)
         self.finished_turns: list[tuple[IntArray, np.ndarray]] = []  # (slots, finish times) not yet collected
 
-    def release_next_turns(self, done: IntArray, finish_s) -> None:
+    def release_next_turns(self, done: IntArray | list[int], finish_s) -> None:
+        done = np.array(done, dtype=np.int64)  # (a copy: a general step passes its array, the fast path its list)
         ends = np.broadcast_to(np.asarray(finish_s, dtype=np.float64), done.shape).copy()
-        self.finished_turns.append((done.copy(), ends))
+        self.finished_turns.append((done, ends))

@@ -276,11 +276,22 @@ class Deployment:
         # engine's whole prefix cache, which would have to be copied at every refresh (docs/cluster.md, Beyond one engine).
         self.turns = TurnFeed(wl) if wl.next_turn is not None else None
         self.views: RefreshedViews | None = None
+        # Per replica slot (closed-loop sessions): the think time after which its request's finish sends the session's
+        # next turn, inf for a session's last turn (`_first_release_after_s`)
+        self._slot_think_s: list[np.ndarray] | None = None
+        # Closed-loop sessions over replicas behind a router that reads no state (round robin, session): the next
+        # arrival is routed as soon as no turn still to be released can come before it (`_release_bound_s` over every
+        # replica), not once every replica has reached it, so a replica's runs stop only at its own arrivals and where
+        # another replica may release a turn (lesson 14's 4 replicas: each arrival cut all four runs)
+        self._turns_ahead = self.turns is not None and not self.back and self.router.is_state_free and route_early
         if self.turns is not None:
             self.state_free = False
             if self.refresh_s and self.router.policy == "least_kv":
                 self.views = RefreshedViews([x.engine for x in self.front], self.refresh_s)
             self.refresh_s = 0.0
+            if not self.back:
+                self._sends_after_s = np.where(wl.next_turn >= 0, wl.think_s, np.inf).tolist()
+                self._slot_think_s = [np.full(R, np.inf) for _ in self.front]
         # xPyD: a decode instance runs up to a cluster event only when the event needs it (a transfer into it, a
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
@@ -366,6 +377,12 @@ class Deployment:
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
+                if self._turns_ahead and t_arr < self._release_bound_s(-1):  # (no turn released later comes first)
+                    self._ptr = self._route(ptr)
+                    stalled.clear()
+                    if self._routing_over_budget():
+                        break
+                    continue
             t_heap = self._heap[0][0] if self._heap else math.inf
             if self._time_stopped and self.back and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
                     lim_s := self.cfg.limits.max_sim_time_s) and not self._busy_before(lim_s):  # fmt: skip
@@ -758,30 +775,34 @@ class Deployment:
         return t + self.min_tick_s[j]
 
     def _release_bound_s(self, i: int) -> float:
-        """Earliest time another busy instance may release a session's next turn (turns.py): its clock plus its
-        shortest tick plus the shortest think time. Instance i itself stops its runs at its first completion."""
+        """Earliest time another busy instance may release a session's next turn (turns.py): its clock plus
+        `_first_release_after_s`. Instance i itself stops its runs at its first completion."""
         b = math.inf
         for j, o in enumerate(self.instances):
             if j != i and o.engine.has_work:
-                b = min(b, o.engine.st.now_s + self.min_tick_s[j] * self._ticks_to_first_finish(j))
-        return b + self.turns.min_think_s
+                b = min(b, o.engine.st.now_s + self._first_release_after_s(j))
+        return b
 
-    def _ticks_to_first_finish(self, j: int) -> int:
+    def _first_release_after_s(self, j: int) -> float:
         """Replicas: no request of instance j finishes in fewer ticks than its remaining tokens (per tick: one, or
-        one plus the draft tokens with speculative decoding), as in `Engine.outstanding_bounds`. With a decode pool
-        1: requests waiting for a decode slot or in transfer are in no engine's state. Where replicas pause changes
-        only where coalesced runs are cut, not the result (tests compare with the one-tick bound)."""
+        one plus the draft tokens with speculative decoding), as in `Engine.outstanding_bounds`, each at least the
+        shortest tick, and its finish sends its session's next turn its own think time later (a session's last turn
+        sends none): the least of those sums over its requests (lesson 14's 4 replicas: one tick plus the shortest
+        think time of any turn cut their runs at ~10 ticks). With a decode pool one shortest tick plus the shortest
+        think time: requests waiting for a decode slot or in transfer are in no engine's state. Where replicas stop
+        changes only where their runs are cut, not the result (tests compare with that bound: route_early False)."""
         eng = self.instances[j].engine
-        if self.back or not self.route_early:  # (route_early False: the one-tick bound, the reference for tests)
-            return 1
+        if self._slot_think_s is None or not self.route_early:  # (route_early False: the reference for tests)
+            return self.min_tick_s[j] + self.turns.min_think_s
         st = eng.st
         R = st.num_requests
         ids = np.concatenate([st.running, st.waiting_keys % R, st.swapped_keys % R,
                               np.arange(st.next_arrival, eng.num_added, dtype=np.int64)])  # fmt: skip
         if not ids.size:
-            return 1
+            return self.min_tick_s[j] + self.turns.min_think_s
         per_tick = 1 + (eng.cfg.scheduler.speculative.num_draft_tokens if eng.spec is not None else 0)
-        return max(1, -(-int((st.output[ids] - st.emitted[ids]).min()) // per_tick))
+        ticks = np.maximum(1, -(-(st.output[ids] - st.emitted[ids]) // per_tick))
+        return float((ticks * self.min_tick_s[j] + self._slot_think_s[j][ids]).min())
 
     def _release_turns(self, i: int) -> None:
         """Turns that finished on instance i send their sessions' next turns (routed when they arrive)."""
@@ -843,6 +864,8 @@ class Deployment:
                                                  int(wl.priority[r]), int(wl.class_idx[r]), source=(wl, r))  # fmt: skip
         self.instance_of[r], self.slot_of[r] = i, k
         self.ids_of[i].append(r)
+        if self._slot_think_s is not None:
+            self._slot_think_s[i][k] = self._sends_after_s[r]
         self._bounds_at[i] = None
         curve, kv_curve = self._curves[i], self._kv_curves[i]
         if curve is not None or kv_curve:  # (its curves take the request: all its tokens left, no block held)

@@ -83,6 +83,54 @@ def test_the_remaining_tokens_release_bound_gives_the_one_tick_bound_run(router,
     assert_same_run(build_result(ref), run_deployment(cfg))
 
 
+@pytest.mark.parametrize("router", ["round_robin", "session", "least_outstanding", "least_kv"])
+@pytest.mark.parametrize("over", [{"think_s": 0.0}, {"kv_cache__enable_prefix_caching": True},
+                                  {"scheduler__speculative": {"enabled": True, "num_draft_tokens": 3}},
+                                  {"hardware__memory_gib": 20.5, "workload__arrival__rate_per_s": 40.0}])  # fmt: skip
+def test_replicas_with_closed_loop_sessions_run_on_the_fast_path_as_general_steps_do(router, over, monkeypatch):
+    # A replica's state under closed-loop sessions (SlotState) kept it off the fast path: lesson 14's 4 replicas ran
+    # 3.2 s a side in general steps (~61 µs a tick). Its run now ends at the tick that finishes a turn, which then goes
+    # to the deployment, as a general step's run ends at a completion: the same run
+    from sim_core import fastpath
+    from sim_core.sessions import SlotState
+
+    over = dict(over)
+    cfg = closed_sessions({"replicas": 3, "router": router}, n=80, think_s=over.pop("think_s", 0.5),
+                          **{"workload__arrival__rate_per_s": 20.0, **over})  # fmt: skip
+    fast = Deployment(cfg)
+    fast.run()
+    assert all(x.engine._fast for x in fast.instances)  # (eligible: SlotState, a replica)
+    eligible = fastpath.eligible
+    monkeypatch.setattr(fastpath, "eligible", lambda e: not isinstance(e.st, SlotState) and eligible(e))
+    general = Deployment(cfg)
+    general.run()
+    assert not any(x.engine._fast for x in general.instances)
+    assert_same_run(build_result(general), build_result(fast))
+    assert build_result(fast).summary.num_finished == 80
+
+
+@pytest.mark.parametrize("router", ["round_robin", "session"])
+def test_a_router_that_reads_no_state_sends_a_turn_before_every_replica_reaches_it(router, monkeypatch):
+    # Every arrival under closed-loop sessions waited for every replica to reach it, so each arrival cut every
+    # replica's run; a router that reads no state now routes it once no turn still to be released can come before it
+    # (`Deployment._release_bound_s` over every replica): fewer runs, the same run as the reference
+    from sim_core import fastpath
+
+    cfg = closed_sessions({"replicas": 4, "router": router}, n=120, think_s=5.0, workload__arrival__rate_per_s=30.0)
+    runs = []
+    run_ticks = fastpath.run_ticks
+    monkeypatch.setattr(fastpath, "run_ticks", lambda e: runs.append(e) or run_ticks(e))
+    ahead = Deployment(cfg)
+    ahead.run()
+    num_ahead = len(runs)
+    runs.clear()
+    ref = Deployment(cfg, route_early=False)  # (every replica reaches each arrival; one tick + shortest think bound)
+    ref.run()
+    assert ahead._turns_ahead and not ref._turns_ahead
+    assert num_ahead < 0.6 * len(runs), (num_ahead, len(runs))
+    assert_same_run(build_result(ref), build_result(ahead))
+
+
 @pytest.mark.parametrize("closed", [True, False])
 def test_the_session_router_keeps_every_turn_of_a_conversation_on_one_replica(closed):
     cfg = closed_sessions({"replicas": 3, "router": "session"}, n=90, workload__arrival__rate_per_s=10.0)
