@@ -195,8 +195,10 @@ class BudgetMeter:
         b = self.budget
         self.wall_s = now_s - self.t0_s
         if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
-            return (f"stopped after {self.wall_s:.1f} {_WALL_STOP}the server's budget per run is {b.max_wall_s:g} s "
-                    f"({counted(ticks, 'tick')} simulated)")  # fmt: skip
+            # (the time left is kept for building the result: "stopped after 4.4 s ..., the budget per run is 5 s" read
+            # as a contradiction in a browser review)
+            return (f"stopped after {self.wall_s:.1f} {_WALL_STOP}the server's budget per run is {b.max_wall_s:g} s, "
+                    f"the rest kept to build the result ({counted(ticks, 'tick')} simulated)")  # fmt: skip
         self.peak_bytes = max(self.peak_bytes, resident_bytes() - self.rss0_bytes)
         if self.peak_bytes > b.max_bytes:
             return (f"stopped after {counted(ticks, 'tick')}: the run holds {self.peak_bytes / MIB:,.0f} MiB, over the server's "

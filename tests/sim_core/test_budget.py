@@ -86,3 +86,16 @@ def test_a_one_tick_budget_says_tick_not_ticks():
     reason = run_simulation(make_config(), budget=budget).summary.stopped_reason
     assert reason.startswith("stopped after 1 tick, the server's budget of 1 tick per run"), reason
     assert "1 tick," in budget.describe() and "1 ticks" not in budget.describe()
+
+
+def test_a_wall_clock_stop_says_the_rest_of_the_budget_builds_the_result():
+    # "stopped after 4.4 s of server time, the server's budget per run is 5 s" read as a contradiction in a browser
+    # review: the loop stops at LOOP_SHARE of the budget, less the result's assembly, and keeps the rest for that
+    from sim_core.budget import is_load_dependent_stop
+    from tests.conftest import make_config
+
+    budget = RunBudget(max_wall_s=1e-9)  # (past it at the first check)
+    reason = run_simulation(make_config(), budget=budget).summary.stopped_reason
+    assert reason.startswith("stopped after 0.0 s of server time, the server's budget per run is 1e-09 s, the rest kept "
+                             "to build the result ("), reason  # fmt: skip
+    assert is_load_dependent_stop(reason)
