@@ -522,6 +522,16 @@ def test_each_lesson_link_opens_its_side_without_a_warning(lesson):
 
 
 @pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)
+def test_the_run_both_panel_shows_every_metric_the_lessons_question_asks_about(lesson):
+    # lesson 11 asked "What happens to goodput, TTFT p90 and TPOT p99?" and its panel showed goodput alone (browser
+    # review); lesson 12 its makespan, lesson 16 its recomputed tokens likewise
+    from app.components.claims import CLAIM_METRICS
+
+    asked = {m for m, (label, _) in CLAIM_METRICS.items() if label.lower() in lesson.question.lower()}
+    assert asked <= {lesson.expect.metric, *lesson.also_show}, asked
+
+
+@pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)
 def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     """The Learn page as a presenter shows it (answer revealed): both runs and every "what to look for" line, each
     checked on the app's own runs (under the server's budget) — all ✓, no warning, no error."""
