@@ -360,9 +360,14 @@ def _roofline_tab(res: SimResult) -> None:
     knee = cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s
     # (it said "Prefill ticks sit right of the ridge": on the default vLLM V1 run the orange prefill dots are one or two
     # and the purple mixed ticks are the ones that reach it, spread from 40 to 1,000 FLOP/byte by their prompt tokens)
+    # (with speculative decoding a decode tick verifies k + 1 tokens per request, and at a large batch it crosses the
+    # ridge: "decode-only ticks sit far left" under lesson 13's chart, whose decode dots reach ~600 FLOP/byte)
+    decode = ("decode-only ticks sit far left (memory-bound) unless their batch verifies many draft tokens: speculative "
+              "decoding widens each decode to k + 1 tokens per request, which moves a large batch's decode ticks right"
+              if res.config.scheduler.speculative.enabled else "decode-only ticks sit far left (memory-bound)")
     st.caption("Each dot is a tick, at its FLOP per byte of HBM traffic. The more prompt tokens a tick computes (prefill and "
-               "mixed ticks), the further right it sits, up to the ridge and past it (compute-bound); decode-only ticks sit "
-               f"far left (memory-bound): the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
+               f"mixed ticks), the further right it sits, up to the ridge and past it (compute-bound); {decode}: "
+               f"the article's §1 in one picture. This run: {share} of the busy time in compute-bound "
                f"ticks (those past the calibrated roof's knee, about {knee:,.0f} FLOP/byte: the dashed line's, not the "
                f"datasheet's dotted ridge); MFU {util(res.summary.mfu_mean)} and MBU {util(res.summary.mbu_mean)} over "
                "the busy time (Glossary).")  # fmt: skip

@@ -1921,6 +1921,19 @@ def test_a_single_request_and_a_single_tick_are_singular():
     assert ">Request 0<" in body and "Requests 0–0" not in body
 
 
+@pytest.mark.parametrize("preset, speculative", [("spec-decode-offline-h200-llama8b", True), ("chat-h100-llama8b", False)])
+def test_the_roofline_caption_says_where_speculative_decode_ticks_sit(preset, speculative):
+    # it said "decode-only ticks sit far left (memory-bound)" under lesson 13's chart, whose decode dots reach ~600
+    # FLOP/byte with speculation at saturation (browser review)
+    at = app(open_sections=False, preset=preset)
+    at.session_state["ui.tab"] = "Roofline"
+    at.run()
+    assert not at.exception
+    caption = next(c.value for c in at.caption if c.value.startswith("Each dot is a tick"))
+    assert ("speculative decoding widens each decode to k + 1 tokens per request" in caption) == speculative, caption
+    assert "decode-only ticks sit far left (memory-bound)" in caption
+
+
 def test_the_headlines_third_row_fills_from_the_left():
     # speculative decoding alone: "Tokens per decode step" stood in the third of four columns, two empty ones to its left
     at = app(open_sections=False, preset="spec-decode-h100-llama8b").run()
