@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, runner, tables, timeline, timeline_html, workshop
-from app.components.sidebar import describe_config, draw_sidebar
+from app.components.sidebar import describe_config, draw_sidebar, upload_notice
 from app.components.text import plain
 from app.components.units import MISSING, fmt_seconds
 from app.state import (
@@ -611,6 +611,10 @@ def main() -> None:
     if error:
         st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip
+    if (refused := upload_notice()) is not None:
+        kind, message = refused
+        st.error(f"**The uploaded {kind} was not used:** {plain(message)} (also under the upload in the sidebar). The "
+                 "results below are for the settings before it.", icon=":material/error:")  # fmt: skip
 
     with st.spinner("Simulating…"):
         outcome = runner.run(cfg)

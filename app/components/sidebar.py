@@ -52,15 +52,30 @@ def _upload_bytes(up, limit: int) -> bytes:
     return up.getvalue()
 
 
+UPLOAD_NOTICE_KEY = "ui.upload_notice"  # (which upload, its message): said once at the top of the page too
+
+
+def _refuse_upload(error_key: str, message: str) -> None:
+    """An upload not used: its message under the uploader (until the next upload there) and, once, at the top of the
+    page (`upload_notice`): only the sidebar said it, out of sight on a phone and beside the previous run's figures."""
+    st.session_state[error_key] = message
+    st.session_state[UPLOAD_NOTICE_KEY] = ("trace" if error_key == "ui.trace_error" else "config", message)
+
+
+def upload_notice() -> tuple[str, str] | None:
+    """The upload refused since the page last drew (kind, message), once; None otherwise."""
+    return st.session_state.pop(UPLOAD_NOTICE_KEY, None)
+
+
 def _apply_upload(checked: uploads.CheckedUpload | str, error_key: str) -> None:
     """The session's config from a checked upload (its derived values kept with it: computed where it was checked), or
     the check's message under the uploader; the config is left as it was then."""
     if isinstance(checked, str):
-        st.session_state[error_key] = checked
+        _refuse_upload(error_key, checked)
         return
     refused = runner.admit_upload(checked.cfg)  # (the sessions' uploaded traces, server-wide, under [uploads] max_bytes)
     if refused is not None:
-        st.session_state[error_key] = refused
+        _refuse_upload(error_key, refused)
         return
     _set_config(checked.cfg, None)
     for name, value in checked.derived.items():
@@ -75,7 +90,7 @@ def _on_config_upload() -> None:
     try:
         raw = _upload_bytes(up, MAX_CONFIG_FILE_BYTES)
     except PresetError as err:
-        st.session_state["ui.upload_error"] = str(err)
+        _refuse_upload("ui.upload_error", str(err))
         return
     # parsed and validated in a worker (seconds for a large trace, which every other session's page waited for)
     _apply_upload(runner.check_upload(uploads.check_config, raw, up.name, st.session_state.get(BASE_KEY)), "ui.upload_error")
@@ -93,7 +108,7 @@ def _on_trace_upload() -> None:
                             time_scale=st.session_state.get("w.trace_time_scale", 1.0), max_requests=max_req)  # fmt: skip
         raw = _upload_bytes(up, MAX_TRACE_CSV_BYTES)
     except ValueError as err:  # PresetError is a ValueError
-        st.session_state["ui.trace_error"] = str(err)
+        _refuse_upload("ui.trace_error", str(err))
         return
     checked = runner.check_upload(uploads.check_trace, raw, up.name, opts, cfg, st.session_state.get(BASE_KEY))
     if not isinstance(checked, str):

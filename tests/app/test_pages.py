@@ -681,6 +681,11 @@ def test_uploading_a_config_applies_it_and_a_bad_one_is_explained_inline():
     assert not at.exception
     assert any("scheduler.max_num_seqs = 0" in e.value for e in at.sidebar.error)
     assert at.session_state[CFG_KEY] == cfg  # nothing the user had is lost
+    # and at the top of the page, once (only the sidebar said it: collapsed on a phone, beside the previous run)
+    assert [e.value.split(":**")[0] for e in at.main.error] == ["**The uploaded config was not used"]
+    assert "scheduler.max_num_seqs = 0" in at.main.error[0].value
+    at.run()
+    assert not at.main.error and any("scheduler.max_num_seqs = 0" in e.value for e in at.sidebar.error)
 
 
 def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
@@ -695,6 +700,8 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     at.run()
     assert not at.exception
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
+    assert len(at.main.error) == 1 and at.main.error[0].value.startswith("**The uploaded trace was not used:**")
+    assert "line 2: prompt_tokens = 'abc'" in at.main.error[0].value
 
 
 @pytest.mark.parametrize("seed", [0, 5])
