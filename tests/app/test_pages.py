@@ -642,7 +642,9 @@ def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     at = open_page(PAGES[3], lesson=lesson, workshop="1", reveal=lesson)
     assert not at.exception
     shown = [(m.value, m.delta) for m in at.metric]
-    assert len(shown) == 2 and all("_" not in delta for _, delta in shown), shown
+    also = len(next(x for x in load_lessons() if x.id == lesson).also_show)
+    assert len(shown) == 2 * (1 + also) and all("_" not in delta for _, delta in shown), shown
+    shown = shown[:: 1 + also]  # (each side's first: the lesson's metric; the ones its question weighs follow it)
     if lesson == "short-benchmark":
         assert [v for v, _ in shown] == ["100%", "30%"] and shown[0][1] == "requests meeting the SLOs"
     elif lesson == "admission-kv-pressure":
