@@ -12,28 +12,17 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components import config_form, runner, workshop
-from app.components.claims import fmt_metric_value, holds, observe, shows
+from app.components.claims import PANEL_METRICS, fmt_metric_value, holds, observe, shows
 from app.components.text import choices_hint, plain
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
 
-METRIC_LABELS = {  # label, kind of value (claims.fmt_metric_value)
-    "tpot_p50_s": ("TPOT p50", "s"), "output_tokens_per_s": ("output throughput", "tok/s"),
-    "itl_p99_s": ("ITL p99", "s"), "num_recomputed_tokens": ("recomputed tokens", "count"),
-    "num_preemptions": ("pre-emptions", "count"),
-    "fits": ("in GPU memory", "fits"),  # (under "does not fit", the label "fits in memory" read as the opposite)
-    "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
-    "mean_batch_size": ("mean batch", "seqs"),
-    "e2e_p99_s": ("E2E p99", "s"), "goodput_requests_per_s": ("goodput", "req/s"),
-    "ttft_p99_s": ("TTFT p99", "s"), "slo_attainment": ("requests meeting the SLOs", "share"),
-    "ttft_p50_s": ("TTFT p50", "s"),
-}  # fmt: skip
 WORKSHOP_PARAMS = ("workshop", "reveal")
 
 
 def fmt_metric(metric: str, value: float) -> str:
-    kind = METRIC_LABELS.get(metric, (metric, "s" if metric.endswith("_s") else "number"))[1]
+    kind = PANEL_METRICS.get(metric, (metric, "s" if metric.endswith("_s") else "number"))[1]
     return fmt_metric_value(kind, value)
 
 
@@ -173,7 +162,7 @@ def _run_both(lesson: Lesson, box) -> None:
         for step, col in enumerate(cols):
             out = runner.run(lesson.config(step))
             for metric in (lesson.expect.metric, *lesson.also_show):  # (the lesson's metric, then any it weighs it against)
-                label = METRIC_LABELS.get(metric, (metric,))[0]
+                label = PANEL_METRICS.get(metric, (metric,))[0]
                 col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(metric, metric_value(metric, out.result)),
                            label, delta_color="off", delta_arrow="off")  # fmt: skip
             if out.error:

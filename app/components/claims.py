@@ -90,6 +90,14 @@ CLAIM_METRICS: dict[str, tuple[str, str]] = {
     "prefix_blocks_evicted": ("prefix blocks evicted", "count"), "prefill_tokens_saved": ("prefill tokens saved", "count"),
     "kv_capacity_tokens": ("KV pool", "tokens"),
 }  # fmt: skip
+# The Learn page's Run-both panel: a lesson's metric and those its question weighs against it (`also_show`), named as
+# the claims name them, but for three a side-by-side number needs said otherwise. (Its own list lacked lesson 11's
+# TTFT p90 and TPOT p99, which read "ttft_p90_s" under their numbers once the panel showed them.)
+PANEL_METRICS: dict[str, tuple[str, str]] = CLAIM_METRICS | {
+    "fits": ("in GPU memory", "fits"),  # (under "does not fit", the label "fits in memory" read as the opposite)
+    "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
+    "slo_attainment": ("requests meeting the SLOs", "share"),
+}  # fmt: skip
 _UNIT_FORMATS = {"tok/s": ",.0f", "req/s": ",.2f", "seqs": ",.1f"}  # (other units: about three significant digits)
 
 

@@ -390,10 +390,14 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
 def test_a_lessons_buttons_and_numbers_keep_their_labels_whole_on_a_phone(server, browser):
     # 390 px, lesson 11: its two buttons read "Open with Deployment (same 8 GPUs) = 4 co-located r…" and "… = 3 prefill +
     # 1 de…" (which side each opens, cut) and "Run both" labelled its first number "… = 4 co-located replicas (T…"
+    # (each side shows the lesson's metric and the ones its question weighs against it: goodput, TTFT p90, TPOT p99)
+    from sim_core.lessons import load_lessons
+
+    shown = 2 * (1 + len(next(x for x in load_lessons() if x.id == "split-prefill-decode").also_show))
     page = browser.new_page(viewport=PHONE)
     page.goto(server + "/learn?lesson=split-prefill-decode")
     page.get_by_text("Run both and compare here").click()
-    page.wait_for_function("() => document.querySelectorAll('.st-key-lesson_both [data-testid=stMetricValue]').length == 2",
+    page.wait_for_function(f"() => document.querySelectorAll('.st-key-lesson_both [data-testid=stMetricValue]').length == {shown}",
                            timeout=120_000)  # fmt: skip
     page.wait_for_timeout(300)
     # (strictly wider: the number's label was 325 px in a 324-px box, one pixel enough for the ellipsis)

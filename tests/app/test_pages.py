@@ -529,6 +529,10 @@ def test_the_run_both_panel_shows_every_metric_the_lessons_question_asks_about(l
 
     asked = {m for m, (label, _) in CLAIM_METRICS.items() if label.lower() in lesson.question.lower()}
     assert asked <= {lesson.expect.metric, *lesson.also_show}, asked
+    # each named in words (lesson 11's TTFT p90 and TPOT p99 read "ttft_p90_s" and "tpot_p99_s" under their numbers)
+    from app.components.claims import PANEL_METRICS
+
+    assert all(m in PANEL_METRICS and "_" not in PANEL_METRICS[m][0] for m in (lesson.expect.metric, *lesson.also_show))
 
 
 @pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)
