@@ -284,6 +284,7 @@ class Deployment:
         # replica), not once every replica has reached it, so a replica's runs stop only at its own arrivals and where
         # another replica may release a turn (lesson 14's 4 replicas: each arrival cut all four runs)
         self._turns_ahead = self.turns is not None and not self.back and self.router.is_state_free and route_early
+        self._pass_bounds: list[float] | None = None  # (`_release_bounds_s` of this loop pass, turns ahead only)
         if self.turns is not None:
             self.state_free = False
             if self.refresh_s and self.router.policy == "least_kv":
@@ -377,7 +378,10 @@ class Deployment:
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
-                if self._turns_ahead and t_arr < self._release_bound_s(-1):  # (no turn released later comes first)
+                # (each replica's bound, worked out once per pass: `_horizon` reads them for the replica this pass
+                # steps, whose state is the same; routing starts a new pass)
+                self._pass_bounds = self._release_bounds_s() if self._turns_ahead else None
+                if self._pass_bounds is not None and t_arr < min(self._pass_bounds):  # (no later release comes first)
                     self._ptr = self._route(ptr)
                     stalled.clear()
                     if self._routing_over_budget():
@@ -776,12 +780,15 @@ class Deployment:
 
     def _release_bound_s(self, i: int) -> float:
         """Earliest time another busy instance may release a session's next turn (turns.py): its clock plus
-        `_first_release_after_s`. Instance i itself stops its runs at its first completion."""
-        b = math.inf
-        for j, o in enumerate(self.instances):
-            if j != i and o.engine.has_work:
-                b = min(b, o.engine.st.now_s + self._first_release_after_s(j))
-        return b
+        `_first_release_after_s` (this loop pass's, when worked out). Instance i itself stops its runs at its first
+        completion."""
+        bounds = self._pass_bounds if self._pass_bounds is not None else self._release_bounds_s()
+        return min((b for j, b in enumerate(bounds) if j != i), default=math.inf)
+
+    def _release_bounds_s(self) -> list[float]:
+        """Per instance, the earliest time it may release a session's next turn (inf: idle or stopped)."""
+        return [o.engine.st.now_s + self._first_release_after_s(j) if o.engine.has_work else math.inf
+                for j, o in enumerate(self.instances)]
 
     def _first_release_after_s(self, j: int) -> float:
         """Replicas: no request of instance j finishes in fewer ticks than its remaining tokens (per tick: one, or
