@@ -4,7 +4,7 @@ for (checked on the run), the answer, a button for each other scenario its text 
 
 Workshop mode (`?workshop=1`): an agenda with timings, and answers hidden until the presenter
 reveals them with `&reveal=1` (or `&reveal=<lesson id>`). Opening a lesson in Simulate keeps its
-banner there, with a way back.
+banner there, with a way back, and in the address (`&lesson=…&lesson_step=…`: a reload or a shared link keeps it).
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from app.components.text import choices_hint, plain
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
-
-WORKSHOP_PARAMS = ("workshop", "reveal")
-
 
 def fmt_metric(metric: str, value: float) -> str:
     kind = PANEL_METRICS.get(metric, (metric, "s" if metric.endswith("_s") else "number"))[1]
@@ -44,7 +41,8 @@ def _open(cfg, preset: str | None, base: str, active: tuple[str, int, str]) -> N
     st.session_state[BASE_KEY] = preset or base
     st.session_state[workshop.ACTIVE_LESSON_KEY] = active
     config_form.seed_widgets(cfg)
-    st.switch_page("app_pages/simulate.py", query_params=config_to_query(cfg, preset, base))
+    # (the address names the banner too: a reload, or the address shared, kept the run and lost the lesson)
+    st.switch_page("app_pages/simulate.py", query_params={**config_to_query(cfg, preset, base), **workshop.banner_link_params()})
 
 
 def _revealed(lesson: Lesson, params: dict[str, str]) -> bool | None:
@@ -52,19 +50,6 @@ def _revealed(lesson: Lesson, params: dict[str, str]) -> bool | None:
     if params.get("workshop") != "1":
         return None
     return params.get("reveal") in ("1", "all", lesson.id)
-
-
-def _workshop_problems(params: dict[str, str], ids: list[str]) -> tuple[str, ...]:
-    """The link's workshop and reveal values this page cannot use, each named with what it takes (?reveal=roofine or
-    ?workshop=yes were dropped without a word: the class saw no agenda, or the answer stayed hidden)."""
-    out = []
-    if params.get("workshop", "1") not in ("0", "1"):
-        out.append(f"The link's workshop = {params['workshop'][:40]!r} is not used (allowed: 1, the agenda with "
-                   "answers hidden).")  # fmt: skip
-    reveal = params.get("reveal")
-    if reveal is not None and reveal not in ("1", "all", *ids):
-        out.append(f"The link's reveal = {reveal[:40]!r} reveals nothing{choices_hint(reveal, ['1', 'all', *ids])}.")
-    return tuple(out)
 
 
 def _stopped(res) -> str | None:
@@ -127,12 +112,15 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
             if st.button(plain(entry.label), key=f"learn.also{i}.{lesson.id}", help=f"Scenario {entry.preset}"):
                 _open_also(lesson, i)
     with st.expander("Links that set up each side (for instructors)"):
-        for step in (0, 1):
+        kept = st.session_state.get(workshop.LEARN_LINK_KEY, {})  # (a workshop's links keep its answers hidden)
+        for step in (0, 1):  # each opens Simulate with the lesson's banner
             st.caption(f"{lesson.knob_label} = {labels[step]}:")
-            st.code(workshop.full_url(config_to_query(lesson.config(step), None, lesson.scenario)), language=None, wrap_lines=True)
-        for entry in lesson.also:
+            query = {**config_to_query(lesson.config(step), None, lesson.scenario), **workshop.banner_params((lesson.id, step, "lesson"), kept)}
+            st.code(workshop.full_url(query), language=None, wrap_lines=True)
+        for i, entry in enumerate(lesson.also):
             st.caption(f"{plain(entry.label)}:")
-            st.code(workshop.full_url({"preset": entry.preset}), language=None, wrap_lines=True)
+            query = {"preset": entry.preset, **workshop.banner_params((lesson.id, i, "also"), kept)}
+            st.code(workshop.full_url(query), language=None, wrap_lines=True)
         st.caption("This lesson for a workshop (answers hidden), and with its answer revealed:")
         st.code(workshop.full_url({"lesson": lesson.id, "workshop": "1"}, "learn"), language=None, wrap_lines=True)
         st.code(workshop.full_url({"lesson": lesson.id, "workshop": "1", "reveal": lesson.id}, "learn"), language=None, wrap_lines=True)
@@ -188,12 +176,12 @@ def main() -> None:
     ids = [lesson.id for lesson in lessons]
     params = read_query_params()
     wanted = params.get("lesson")
-    if wanted is not None and len(wanted) <= 3 and wanted.isdecimal() and 1 <= int(wanted) <= len(ids):
-        wanted = ids[int(wanted) - 1]  # (?lesson=11: the number the lesson list shows; the address then names its id)
+    if wanted is not None:
+        wanted = workshop.lesson_from_link(wanted, ids)  # (?lesson=11: the address then names its id)
     bad = () if wanted is None or wanted in ids or "learn.pick" in st.session_state else (
         f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)} (or its number, 1-{len(ids)}); "
         "showing the first lesson.",)  # fmt: skip
-    show_link_notices(("lesson", "workshop", "reveal"), problems=bad + _workshop_problems(params, ids))
+    show_link_notices(("lesson", "workshop", "reveal"), problems=bad + workshop.workshop_problems(params, ids))
     # A link (or "Back to the lesson") names one: an address this page did not write itself last run. (The
     # address it wrote, e.g. ?lesson=roofline on opening Learn from the menu, is not a link: read as one, it put
     # the radio back on lesson 1 and a class's first pick of another lesson did nothing.)
@@ -206,9 +194,7 @@ def main() -> None:
         _agenda(lessons, st.session_state["learn.pick"])
     pick = st.radio("Lesson", ids, key="learn.pick", horizontal=True,
                     format_func=lambda i: f"{ids.index(i) + 1}. {next(x.title for x in lessons if x.id == i)}")  # fmt: skip
-    # (the workshop values it can use only: a refused ?reveal=roofine stayed in the address, and a copied link carried it on)
-    usable = {"workshop": ("0", "1"), "reveal": ("1", "all", *ids)}
-    kept = {k: params[k] for k in WORKSHOP_PARAMS if params.get(k) in usable[k]}
+    kept = workshop.usable_workshop_params(params, ids)
     write_query_params({"lesson": pick, **kept})
     st.session_state[workshop.LEARN_LINK_KEY] = kept  # (for "Back to the lesson" on the page a lesson opens)
     st.session_state["learn.linked"] = pick

@@ -588,6 +588,10 @@ def main() -> None:
     # derived once per config (app.state.derived): an uploaded trace's config took seconds to describe and encode
     preset, base = st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)
     link_params = link_query(cfg, preset, base)
+    # the lesson banner a link names (a reload, a shared address), then the address names the banner open now
+    banner_problems = workshop.take_banner_from_link(read_query_params())
+    if link_params is not None:
+        link_params = {**link_params, **workshop.banner_link_params()}
 
     presenter = workshop.presenter_on()
     if presenter:
@@ -602,12 +606,10 @@ def main() -> None:
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
-    lesson = read_query_params().get("lesson")  # (?lesson=11 here was taken without a word and opened nothing)
-    show_link_notices(("present", "lesson"), problems=() if lesson is None else (
-        f"The link's lesson = {lesson[:40]!r} is read by the Learn page (learn?lesson=…), not this one.",))  # fmt: skip
+    show_link_notices(("present", *workshop.LESSON_LINK_PARAMS), problems=banner_problems)
     # after the notices, which read the address: written first, it had lost the parameters they name (a mistyped
     # ?sheduler.max_num_seqs=64 was dropped without a word on this page alone)
-    write_query_params(link_params or {})  # (without the config when it is too long for a link)
+    write_query_params(link_params or {})  # (without the config, and the banner, when it is too long for a link)
     if error:
         st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip

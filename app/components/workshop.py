@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.text import plain
+from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY
 
@@ -21,6 +21,13 @@ ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that 
 # is the index of the `also` entry opened
 LEARN_LINK_KEY = "learn.link_params"  # the Learn page's workshop values (workshop, reveal) when it opened a lesson:
 # "Back to the lesson" keeps them (it dropped ?workshop=1, and the class's way back showed every answer)
+WORKSHOP_PARAMS = ("workshop", "reveal")  # the Learn page's workshop values, kept in a lesson's links
+# Simulate's link names the lesson banner it shows (a reload or a shared "Open with…" address lost it: the class saw the
+# run without its question or a way back): the lesson, the side (a step of its knob, or an `also` entry) and the kind
+LESSON_LINK_PARAMS = ("lesson", "lesson_step", "lesson_run", *WORKSHOP_PARAMS)
+LESSON_RUNS = ("lesson", "mechanism", "also")
+LESSON_LINK_READ_KEY = "learn.link_read"  # the banner values Simulate last took from its link: a closed banner stays
+# closed on the reruns before the address is written without it
 PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default is 12)
 PRESENTER_EXTRA_HEIGHT_PX = 220
 
@@ -80,6 +87,97 @@ def side_labels(lesson) -> tuple[str, str]:
     written as the app writes them ("HBM bandwidth (GB/s) = 3,350", not "= 3350")."""
     a, b = lesson.side_labels
     return fmt_setting(a), fmt_setting(b)
+
+
+def lesson_from_link(wanted: str, ids: list[str]) -> str:
+    """A link's lesson as its id: `?lesson=11` is the number the lesson list shows (an unknown value comes back as is)."""
+    if len(wanted) <= 3 and wanted.isdecimal() and 1 <= int(wanted) <= len(ids):
+        return ids[int(wanted) - 1]
+    return wanted
+
+
+def usable_workshop_params(params: dict[str, str], ids: list[str]) -> dict[str, str]:
+    """The link's workshop values a page can use (a refused ?reveal=roofine stayed in the address, and a copied link
+    carried it on)."""
+    usable = {"workshop": ("0", "1"), "reveal": ("1", "all", *ids)}
+    return {k: params[k] for k in WORKSHOP_PARAMS if params.get(k) in usable[k]}
+
+
+def workshop_problems(params: dict[str, str], ids: list[str]) -> tuple[str, ...]:
+    """The link's workshop and reveal values no page can use, each named with what it takes (?reveal=roofine or
+    ?workshop=yes were dropped without a word: the class saw no agenda, or the answer stayed hidden)."""
+    out = []
+    if params.get("workshop", "1") not in ("0", "1"):
+        out.append(f"The link's workshop = {params['workshop'][:40]!r} is not used (allowed: 1, the agenda with "
+                   "answers hidden).")  # fmt: skip
+    reveal = params.get("reveal")
+    if reveal is not None and reveal not in ("1", "all", *ids):
+        out.append(f"The link's reveal = {reveal[:40]!r} reveals nothing{choices_hint(reveal, ['1', 'all', *ids])}.")
+    return tuple(out)
+
+
+def banner_from_params(params: dict[str, str], lessons: list) -> tuple[tuple[str, int, str] | None, tuple[str, ...]]:
+    """The lesson banner a Simulate link names, as (lesson id, step, run) or None, and what of the link's lesson values
+    cannot be used, each named with its value and what it takes."""
+    wanted = params.get("lesson")
+    if wanted is None:
+        stray = [k for k in LESSON_LINK_PARAMS[1:] if k in params]
+        return None, tuple(f"The link's {k} = {params[k][:40]!r} is not used: it goes with a lesson (lesson=…), and "
+                           "the link names none." for k in stray)  # fmt: skip
+    ids = [x.id for x in lessons]
+    lesson_id = lesson_from_link(wanted, ids)
+    lesson = next((x for x in lessons if x.id == lesson_id), None)
+    if lesson is None:
+        return None, (f"The link names an unknown lesson {wanted[:60]!r}{choices_hint(wanted, ids)} (or its number, "
+                      f"1-{len(ids)}); no lesson banner is shown.",)  # fmt: skip
+    runs = [r for r in LESSON_RUNS if r == "lesson" or (r == "mechanism" and lesson.mechanism) or (r == "also" and lesson.also)]
+    run = params.get("lesson_run", "lesson")
+    if run not in runs:
+        return None, (f"The link's lesson_run = {run[:40]!r} is not used (allowed for lesson {lesson.id!r}: "
+                      f"{', '.join(runs)}); no lesson banner is shown.",)  # fmt: skip
+    num_steps = len(lesson.also) if run == "also" else 2
+    step_text = params.get("lesson_step", "0")
+    if not (len(step_text) <= 3 and step_text.isdecimal() and int(step_text) < num_steps):
+        return None, (f"The link's lesson_step = {step_text[:40]!r} is not used (allowed for lesson_run = {run!r}: "
+                      f"0-{num_steps - 1}); no lesson banner is shown.",)  # fmt: skip
+    return (lesson.id, int(step_text), run), ()
+
+
+def banner_params(active: tuple[str, int, str], kept: dict[str, str]) -> dict[str, str]:
+    """A lesson banner, (lesson id, step, run), as Simulate's link parameters: the lesson, its side (the first step and
+    run left out) and the Learn page's workshop values `kept`, which "Back to the lesson" keeps."""
+    lesson_id, step, run = active
+    out = {"lesson": lesson_id}
+    if step:
+        out["lesson_step"] = str(step)
+    if run != "lesson":
+        out["lesson_run"] = run
+    return {**out, **kept}
+
+
+def banner_link_params() -> dict[str, str]:
+    """The open lesson banner as Simulate's link parameters; none when no banner is open."""
+    active = st.session_state.get(ACTIVE_LESSON_KEY)
+    return banner_params(active, st.session_state.get(LEARN_LINK_KEY, {})) if active else {}
+
+
+def take_banner_from_link(params: dict[str, str]) -> tuple[str, ...]:
+    """Open the lesson banner a Simulate link names (a reload, a shared address) unless this session took those same
+    values already (then the banner is as the session left it: closed stays closed). Returns what of the link's lesson
+    values cannot be used."""
+    from sim_core.lessons import load_lessons
+
+    lessons = load_lessons()
+    active, problems = banner_from_params(params, lessons)
+    ids = [x.id for x in lessons]
+    kept = usable_workshop_params(params, ids) if active else {}
+    problems += workshop_problems(params, ids) if "lesson" in params else ()
+    read = (active, tuple(sorted(kept.items())))
+    if active is not None and st.session_state.get(LESSON_LINK_READ_KEY) != read:
+        st.session_state[ACTIVE_LESSON_KEY] = active
+        st.session_state[LEARN_LINK_KEY] = kept
+    st.session_state[LESSON_LINK_READ_KEY] = read
+    return problems
 
 
 def lesson_banner() -> None:

@@ -190,11 +190,13 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     # every problem of the range, not the first alone (n's 99 was replaced without a word)
     ("app_pages/sweep.py", {"sweep": "rate", "start": "abc", "n": "99"}, "(start: 'abc' is not a number; n = 99: n must be 2 to 16)"),
     ("app_pages/about.py", {"foo": "1"}, "ignored link parameter"),
-    # the Glossary said nothing of a link it could not use; Simulate took ?lesson= without a word; Learn's list of
+    # the Glossary said nothing of a link it could not use; Simulate took a lesson it cannot show without a word; Learn's list of
     # lessons left out that a number opens one too
     ("app_pages/glossary.py", {"preset": "nope"}, "unknown preset 'nope'"),
     ("app_pages/glossary.py", {"q": "<b>x</b>"}, "ignored link parameter(s) it does not use: 'q'"),
-    ("app_pages/simulate.py", {"lesson": "11"}, "The link's lesson = '11' is read by the Learn page"),
+    ("app_pages/simulate.py", {"lesson": "roofine"}, "unknown lesson 'roofine' (did you mean 'roofline'?"),
+    ("app_pages/simulate.py", {"lesson": "roofline", "lesson_step": "7"}, "The link's lesson_step = '7' is not used (allowed"),
+    ("app_pages/simulate.py", {"reveal": "1"}, "The link's reveal = '1' is not used: it goes with a lesson"),
     ("app_pages/learn.py", {"lesson": "99"}, f"(or its number, 1-{len(load_lessons())})"),
     # the Simulate page rewrote its address before reading it for the notices: a mistyped field vanished unnamed
     ("app_pages/simulate.py", {"preset": "chat-h100-llama8b", "sheduler.max_num_seqs": "64"}, "ignored link parameter(s) it does not use: 'sheduler.max_num_seqs'"),

@@ -452,6 +452,49 @@ def test_back_to_the_lesson_keeps_the_workshops_hidden_answers(query, back):
     assert ("reveal=1 to reveal them" in foot) == ("workshop" not in query)  # (the foot told the class how to reveal)
 
 
+def _banner_line(at) -> str | None:
+    return next((m.value for m in at.markdown if m.value.startswith("**Lesson ")), None)
+
+
+def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
+    # the banner lived in the session alone: a reload, or the address shared with the class, showed the run without
+    # its question or a way back to the lesson (whose answers a workshop hides)
+    lesson = next(x for x in load_lessons() if x.id == "kv-preemption")
+    at = open_page(PAGES[3], lesson=lesson.id, workshop="1")
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    assert not at.exception
+    address = dict(at.query_params)
+    assert {k: address.get(k) for k in ("lesson", "lesson_step", "workshop")} == {"lesson": lesson.id, "lesson_step": "1", "workshop": "1"}
+    share = " ".join(c.value for c in at.code)
+    assert "lesson=kv-preemption&lesson_step=1&workshop=1" in share  # the Share popover's link says it too
+    fresh = app(**address).run()  # a new session on that address (Simulate, the first page): a reload, a student's browser
+    assert not fresh.exception and not fresh.warning
+    assert fresh.session_state[CFG_KEY] == lesson.config(1)
+    assert _banner_line(fresh) == _banner_line(at) and lesson.question in " ".join(t.value for t in fresh.text)
+    link = next(e.proto for e in fresh.get("page_link") if e.proto.label == "Back to the lesson")
+    assert link.query_string == "lesson=kv-preemption&workshop=1"  # the way back keeps the answers hidden
+
+
+def test_a_closed_lesson_banner_stays_closed_and_leaves_the_address():
+    at = open_page(PAGES[0], preset="chat-h100-llama8b", lesson="roofline", lesson_step="1")
+    assert _banner_line(at) and at.query_params["lesson"] == "roofline"
+    at.button(key="lesson_banner.close").click().run()
+    assert not at.exception and _banner_line(at) is None
+    assert "lesson" not in at.query_params and "lesson_step" not in at.query_params
+    at.run()
+    assert _banner_line(at) is None
+
+
+def test_the_instructors_links_open_each_side_with_its_banner():
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    at = open_page(PAGES[3], lesson=lesson.id, workshop="1")
+    links = [c.value for c in at.code]
+    assert any("lesson=split-prefill-decode&workshop=1" in x and "lesson_step" not in x and "preset=" in x for x in links)
+    assert any("lesson=split-prefill-decode&lesson_step=1&workshop=1" in x for x in links)
+    also = f"preset={lesson.also[1].preset}&lesson=split-prefill-decode&lesson_step=1&lesson_run=also&workshop=1"
+    assert any(also in x for x in links), links
+
+
 def test_a_lessons_numeric_sides_are_written_with_thousands_separators():
     # Lesson 1 read "The knob: HBM bandwidth (GB/s): from 3350 to 1675" and its buttons "= 3350", the chunk lesson
     # "= 4096", beside the sidebar's 3,350 and the lessons' own text ("a 4,096-token prompt")
@@ -959,7 +1002,15 @@ def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_t
     # (a long configuration may end in "…" in the narrow column). The data is the same either way (its CSV too).
     import json
 
+    from app.components import runner
+    from sim_core.budget import RunBudget
+
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    # (the headroom the sentence names needs the whole bisection: at load ~3 the page's own budget cut it, "headroom
+    # n/a"; what is tested here is the table's columns, not the server's budget)
+    monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
+    real_init = runner.PageBudget.__init__
+    monkeypatch.setattr(runner.PageBudget, "__init__", lambda self, max_wall_s=None: real_init(self, 600.0))
     at = open_page("app_pages/plan.py")
     at.number_input(key="plan.rate").set_value(30.0)
     narrow_plan_search(at, 3)

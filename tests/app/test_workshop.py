@@ -1,8 +1,15 @@
-"""Presenter-mode styling scales every chart text; normal mode leaves the cached figure untouched."""
+"""Presenter-mode styling scales every chart text; normal mode leaves the cached figure untouched; a Simulate link's
+lesson banner is read, and written back, as the same banner."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.components import timeline, workshop
 from sim_core import run_simulation
+from sim_core.lessons import load_lessons
 from tests.conftest import make_config
+from tests.strategies import cases
 
 
 def test_presenter_mode_scales_every_text_of_a_copy():
@@ -18,3 +25,59 @@ def test_presenter_mode_scales_every_text_of_a_copy():
 
 def test_a_full_url_without_a_browser_is_the_query():
     assert workshop.full_url({"preset": "chat-h100-llama8b"}) == "?preset=chat-h100-llama8b"
+
+
+# Simulate's link names the lesson banner it shows (a reload or a shared "Open with…" address lost it)
+LESSON_VALUES = st.one_of(st.text(max_size=12), st.sampled_from(["roofline", "kv-preemption", "split-prefill-decode", "11",
+                                                                "0", "99", "lesson", "mechanism", "also", "1", "2", "٣"]))
+LESSON_LINKS = st.dictionaries(st.sampled_from(workshop.LESSON_LINK_PARAMS), LESSON_VALUES, max_size=5)
+
+
+@cases(300)
+@given(LESSON_LINKS)
+def test_any_lesson_link_gives_a_banner_it_can_show_or_says_why_not(params):
+    lessons = load_lessons()
+    active, problems = workshop.banner_from_params(params, lessons)
+    if active is None:
+        # every value it did not use is named, as text, with what it takes
+        named = [k for k in workshop.LESSON_LINK_PARAMS if k in params]
+        assert problems or not named, (params, problems)
+        for problem in problems:
+            assert problem.startswith("The link") and ("allowed" in problem or "names none" in problem), problem
+    else:
+        lesson_id, step, run = active
+        lesson = next(x for x in lessons if x.id == lesson_id)
+        assert not problems
+        assert (lesson.config(step, run) if run != "also" else lesson.also[step]) is not None  # a side it can open
+        # and written back, the link names the same banner (the address a reload reads)
+        again = workshop.banner_params(active, {})
+        assert workshop.banner_from_params(again, lessons) == (active, ())
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"lesson": "nope"}, "unknown lesson 'nope'"),
+    ({"lesson": "roofline", "lesson_run": "mechanism"}, "lesson_run = 'mechanism' is not used (allowed for lesson 'roofline': lesson)"),
+    ({"lesson": "kv-preemption", "lesson_step": "2"}, "lesson_step = '2' is not used (allowed for lesson_run = 'lesson': 0-1)"),
+    ({"lesson_step": "1"}, "lesson_step = '1' is not used: it goes with a lesson (lesson=…)"),
+])  # fmt: skip
+def test_a_lesson_link_value_it_cannot_use_is_named_with_what_it_takes(params, says):
+    active, problems = workshop.banner_from_params(params, load_lessons())
+    assert active is None and says in " ".join(problems), problems
+
+
+def test_a_lesson_number_in_a_link_names_that_lesson():
+    lessons = load_lessons()
+    assert workshop.banner_from_params({"lesson": "11", "lesson_step": "1"}, lessons) == ((lessons[10].id, 1, "lesson"), ())
+    assert workshop.lesson_from_link("99", [x.id for x in lessons]) == "99"
+
+
+def test_every_lessons_every_side_round_trips_through_its_link():
+    lessons = load_lessons()
+    sides = [(x.id, step, run) for x in lessons for run, num in (("lesson", 2), ("mechanism", 2 if x.mechanism else 0),
+                                                                   ("also", len(x.also))) for step in range(num)]  # fmt: skip
+    assert any(run == "also" for _, _, run in sides) and any(run == "mechanism" for _, _, run in sides)
+    kept = {"workshop": "1", "reveal": "all"}
+    for active in sides:
+        params = workshop.banner_params(active, kept)
+        assert workshop.banner_from_params(params, lessons) == (active, ()), params
+        assert workshop.usable_workshop_params(params, [x.id for x in lessons]) == kept
