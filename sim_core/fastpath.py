@@ -1047,7 +1047,7 @@ def run_ticks(engine: Engine):
     # to it, in id order as any replica's, and a finished turn goes to the deployment (`Engine._finish`'s call,
     # `SlotState.release_next_turns`), which releases the session's next turn and routes it when it arrives. The run
     # ends at the end of the tick that finished it (`turn_out`), as a general step's coalesced run ends at a completion:
-    # the deployment's horizons assume it (`Deployment._release_bound_s`: "instance i itself stops its runs at its first
+    # the deployment's horizons assume it (`Deployment._horizon`: "instance i itself stops its runs at its first
     # completion"), so no tick runs past a turn another replica may be sent (lesson 14's 4 replicas ran 3.2 s per side
     # in general steps, ~61 µs per tick)
     hands_turns = isinstance(st, SlotState)

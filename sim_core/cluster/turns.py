@@ -86,7 +86,10 @@ class RefreshedViews:
     an instance and before each release, and stops every instance at the first tick that starts at or after the
     next refresh instant past the time its next tick can start (`next_instant_s`), so no tick has started at or
     after the instants between the last note and its clock: its state now is its state at each of them (an
-    instance idling towards its next arrival passes instants without a tick).
+    instance idling towards its next arrival passes instants without a tick). A replica may run on to the instant
+    at or before the earliest time any arrival can still come (`instant_at_or_before_s`: the next turn known, every
+    instance's next release): the instants it passes before that one are noted with a later state, and no arrival
+    is routed on them.
     """
 
     def __init__(self, engines: list, refresh_s: float):
@@ -101,6 +104,11 @@ class RefreshedViews:
         st = eng.st
         t = st.now_s if st.running.size or st.waiting_keys.size or st.swapped_keys.size else max(st.now_s, st.next_arrival_s())
         return (math.floor(t / self.refresh_s) + 1) * self.refresh_s if math.isfinite(t) else math.inf
+
+    def instant_at_or_before_s(self, t_s: float) -> float:
+        """The refresh instant an arrival at t_s is routed on (inf for inf): a run may pass the instants before it
+        unnoted when no arrival can come before t_s (their states, noted later, are never read)."""
+        return math.floor(t_s / self.refresh_s) * self.refresh_s if math.isfinite(t_s) else math.inf
 
     def note(self, i: int, before_s: float = math.inf) -> None:
         """Instance i's state now is its state at the refresh instants since the last note, up to its clock (and
