@@ -80,7 +80,9 @@ def main() -> None:
     if st.session_state.get(PRESENTER_KEY):
         # Presenter mode: larger type for a projector.
         # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.
-        st.html("<style>html {font-size: 20px;}</style>")
+        # The page's top padding (6rem, room for a header the collapsed sidebar does not need) went too: at 1400x900 the
+        # focused timeline began at the foot of the screen, most of it below the fold.
+        st.html("<style>html {font-size: 20px;} [data-testid='stMainBlockContainer'] {padding-top: 4rem !important;}</style>")
 
     pages = [
         st.Page(PAGES_DIR / "simulate.py", title="Simulate", icon=":material/play_circle:", default=True),

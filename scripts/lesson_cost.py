@@ -1,6 +1,6 @@
 """What each lesson's two runs cost to simulate, in process CPU time (the server's budget per run is 5 s of wall time,
 app/server.toml): a workshop runs every side of every lesson, 30 browsers at once. Per side: ticks, the scalar core's
-runs (calls of `fastpath.run_ticks`) and the best of `--repeats` CPU times. `--router` sets a deployment lesson's router
+runs (calls of `fastpath.run_ticks`) and the best of `--repeats` CPU times; a side the memory plan refuses says so. `--router` sets a deployment lesson's router
 (lesson 14 under least_kv: what a student trying another router meets).
 
     PYTHONHASHSEED=0 PYTHONPATH=$PWD python scripts/lesson_cost.py [--lessons session-router ...] [--router least_kv] [--repeats 3]
@@ -13,6 +13,7 @@ import time
 
 from sim_core import fastpath, run_simulation
 from sim_core.bench import _set
+from sim_core.costmodel import MemoryPlanError
 from sim_core.lessons import load_lessons
 
 
@@ -47,7 +48,11 @@ def main() -> None:
             cfg = lesson.config(step)
             if args.router and cfg.deployment is not None:
                 cfg = _set(cfg, deployment__router=args.router)
-            ticks, runs, cpu_s = measure(cfg, args.repeats)
+            try:
+                ticks, runs, cpu_s = measure(cfg, args.repeats)
+            except MemoryPlanError as e:  # (lesson 6's side that runs out of memory: refused before any tick)
+                print(f"{lesson.id:<28} {step:>4}   refused: {str(e)[:60]}…", flush=True)
+                continue
             print(f"{lesson.id:<28} {step:>4} {ticks:>9,} {runs:>10,} {cpu_s:>7.2f}", flush=True)
 
 

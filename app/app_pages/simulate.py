@@ -233,20 +233,22 @@ def _timeline_tab(res: SimResult) -> None:
     (the run is the same), not the sidebar and headline (about 100 elements the browser re-renders)."""
     window = _window_controls(res)
     n = res.requests.arrival_s.size
-    c1, c2, c3 = st.columns([2, 2, 1.2], vertical_alignment="bottom")
-    first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
-                            help="The request rows show the requests alive in the window: those that arrive in it first, "
-                                 "then those still running from before it, latest first (the whole run: by arrival "
-                                 "order); skip this many of them.")  # fmt: skip
-    # At most the run's requests: a mechanism preset's 6 had a 5-60 slider, 54 of its 56 positions drawing the same rows.
-    most = min(timeline.MAX_REQUEST_ROWS, n)
-    rows = c2.slider("Requests shown", 5, most, min(30, n), key="ui.rows") if n > 5 else n
-    deployment = bool(getattr(res, "instances", None))
-    interactive = deployment or c3.toggle(
-        "Zoom with the mouse", key=INTERACTIVE_KEY,
-        help="Draw the timeline with Plotly: drag to zoom, double-click to reset, hover by tapping on a phone. The first "
-             "time, the browser loads a 4.7 MB charting library (about a second); the plain view shows the same "
-             "bars, hovers and legend without it.")  # fmt: skip
+    # (presenter mode: the rows and zoom one click away, so the chart starts on the projected screen, not below it)
+    with st.expander("Rows shown and zoom") if workshop.presenter_on() else st.container():
+        c1, c2, c3 = st.columns([2, 2, 1.2], vertical_alignment="bottom")
+        first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
+                                help="The request rows show the requests alive in the window: those that arrive in it first, "
+                                     "then those still running from before it, latest first (the whole run: by arrival "
+                                     "order); skip this many of them.")  # fmt: skip
+        # At most the run's requests: a mechanism preset's 6 had a 5-60 slider, 54 of its 56 positions drawing the same rows.
+        most = min(timeline.MAX_REQUEST_ROWS, n)
+        rows = c2.slider("Requests shown", 5, most, min(30, n), key="ui.rows") if n > 5 else n
+        deployment = bool(getattr(res, "instances", None))
+        interactive = deployment or c3.toggle(
+            "Zoom with the mouse", key=INTERACTIVE_KEY,
+            help="Draw the timeline with Plotly: drag to zoom, double-click to reset, hover by tapping on a phone. The first "
+                 "time, the browser loads a 4.7 MB charting library (about a second); the plain view shows the same "
+                 "bars, hovers and legend without it.")  # fmt: skip
     if interactive:
         _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline")
         how = "drag to zoom, double-click to reset. Hover"

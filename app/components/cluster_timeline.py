@@ -310,8 +310,11 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                  name=f"KV {row}", hovertemplate="%{y:,.1f} % of blocks<br>t = %{x:,.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
-    fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0), hoverlabel=dict(align="left"))  # fmt: skip
+    # The legend at the figure's foot, as one engine's and Compare's: over the top panel the mode bar, shown on hover at
+    # the top right, covered its last entries (KV of the last instances, at 1,400 px)
+    fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
+                      hoverlabel=dict(align="left"))  # fmt: skip
     # (nticks: every instance labelled; Plotly thinned 16 rows to every other label)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, nticks=len(rows), row=1, col=1)
     fig.update_yaxes(timeline.request_axis(shown_rows), row=2, col=1)

@@ -528,7 +528,7 @@ def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, br
     tick_px = "() => parseFloat(getComputedStyle(document.querySelector('[data-testid=timeline-html] .sgt-x span')).fontSize)"
     normal_px = normal.evaluate(tick_px)
     normal.close()
-    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0&present=1", metrics=False)
+    page = _open(browser, server + "/?preset=chat-h100-llama8b-vllm-v0&present=1", {"width": 1400, "height": 900}, metrics=False)
     # (the chart can be drawn a moment before the root font's style applies: read 15.2 px once on a loaded machine,
     # the normal size; wait for the settled page, then assert it)
     page.wait_for_function(f"() => ({tick_px})() >= 18", timeout=30_000)
@@ -536,6 +536,11 @@ def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, br
     sidebar = page.locator("[data-testid='stSidebar']")
     assert sidebar.get_attribute("data-collapsed") == "true"
     page.wait_for_timeout(300)
+    # on a 1400x900 projector the focused timeline begins in the top half of the screen (it began at 592 px, the
+    # rows and zoom controls and the page's top padding above it): the rows and zoom are one click away
+    top_px = page.locator(HTML_GANTT).bounding_box()["y"]
+    assert top_px < 0.6 * 900, top_px
+    assert page.get_by_text("Rows shown and zoom").is_visible()
     page.screenshot(path=str(ARTIFACTS / "presenter.png"))
     page.close()
 

@@ -475,6 +475,17 @@ def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
     assert link.query_string == "lesson=kv-preemption&workshop=1"  # the way back keeps the answers hidden
 
 
+def test_presenter_mode_keeps_the_timelines_rows_and_zoom_one_click_away():
+    # on a 1400x900 projector the focused timeline began at the foot of the screen, under the rows and zoom controls
+    at = app(present="1").run()
+    assert not at.exception
+    box = next(e for e in at.expander if e.label == "Rows shown and zoom")
+    assert [s.label for s in box.slider] == ["Requests shown"] and [n.label for n in box.number_input] == ["Skip requests"]
+    normal = app().run()
+    assert not any(e.label == "Rows shown and zoom" for e in normal.expander)
+    assert any(s.label == "Requests shown" for s in normal.slider)
+
+
 def test_a_closed_lesson_banner_stays_closed_and_leaves_the_address():
     at = open_page(PAGES[0], preset="chat-h100-llama8b", lesson="roofline", lesson_step="1")
     assert _banner_line(at) and at.query_params["lesson"] == "roofline"
