@@ -293,6 +293,10 @@ class Deployment:
             if not self.back:
                 self._sends_after_s = np.where(wl.next_turn >= 0, wl.think_s, np.inf).tolist()
                 self._slot_think_s = [np.full(R, np.inf) for _ in self.front]
+        # least_kv's views over replicas: an arrival is routed once every replica has reached the refresh instant it is
+        # routed on and no turn still to be released can come before it, not once every replica has reached the
+        # arrival itself (each replica stopped twice per arrival, at the instant and at the arrival: `_views_reached`)
+        self._views_ahead = self.views is not None and not self.back and route_early
         # xPyD: a decode instance runs up to a cluster event only when the event needs it (a transfer into it, a
         # dispatch that may choose it); the others lag behind, their runs uncut (`_gating_back`, `_dispatch`).
         # (Closed-loop sessions: a decode instance's completions release turns, so every instance keeps up.)
@@ -380,8 +384,9 @@ class Deployment:
                 t_arr = nxt[0] if nxt is not None else math.inf
                 # (each replica's bound, worked out once per pass: `_horizon` reads them for the replica this pass
                 # steps, whose state is the same; routing starts a new pass)
-                self._pass_bounds = self._release_bounds_s() if self._turns_ahead else None
-                if self._pass_bounds is not None and t_arr < min(self._pass_bounds):  # (no later release comes first)
+                self._pass_bounds = self._release_bounds_s() if self._turns_ahead or self._views_ahead else None
+                if (self._pass_bounds is not None and t_arr < min(self._pass_bounds)  # (no later release comes first)
+                        and (self._turns_ahead or self._views_reached(t_arr))):  # fmt: skip
                     self._ptr = self._route(ptr)
                     stalled.clear()
                     if self._routing_over_budget():
@@ -790,6 +795,13 @@ class Deployment:
             if t_next > t:  # (max(t, t_next) without the call)
                 t = t_next
         return t + self.min_tick_s[j]
+
+    def _views_reached(self, t_s: float) -> bool:
+        """Every replica has reached the refresh instant an arrival at t_s is routed on (its state there is noted, or is
+        its state now: no tick of it starts between; `RefreshedViews`), or has no work (its state then is its state now).
+        A replica's runs stop at that instant (`_horizon`), so none has run a tick starting at or after it."""
+        at_s = self.views.instant_at_or_before_s(t_s)
+        return all(x.engine.st.now_s >= at_s or not x.engine.has_work for x in self.front)
 
     def _release_bounds_s(self) -> list[float]:
         """Per instance, the earliest time it may release a session's next turn (inf: idle or stopped)."""

@@ -136,8 +136,9 @@ def test_a_router_that_reads_no_state_sends_a_turn_before_every_replica_reaches_
 def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed_on(refresh_s, think_s, monkeypatch):
     # least_kv routes a turn on the replicas as they were at the refresh instant before it (turns.RefreshedViews), and
     # every replica stopped at every instant (lesson 14 under least_kv: 14,000 runs, 9 s of CPU for 1,000 requests); a
-    # replica now runs on to the instant at or before the earliest time any arrival can still come: fewer runs, the
-    # same run as the reference
+    # replica now runs on to the instant at or before the earliest time any arrival can still come, and an arrival is
+    # routed once every replica has reached its instant (not the arrival itself): fewer runs, the same run as the
+    # reference
     from sim_core import fastpath
 
     cfg = closed_sessions({"replicas": 4, "router": "least_kv", "state_refresh_s": refresh_s}, n=120, think_s=think_s,
@@ -149,11 +150,19 @@ def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed
     fewer.run()
     num_fewer = len(runs)
     runs.clear()
-    ref = Deployment(cfg, route_early=False)  # (a stop at every refresh instant)
+    ref = Deployment(cfg, route_early=False)  # (a stop at every refresh instant, and at every arrival)
     ref.run()
-    assert fewer.views is not None
-    assert_same_run(build_result(ref), build_result(fewer))
-    assert num_fewer < 0.5 * len(runs), (num_fewer, len(runs))  # (700-1,000 against 2,500-13,000)
+    num_ref = len(runs)
+    runs.clear()
+    at_arrivals = Deployment(cfg)
+    at_arrivals._views_ahead = False  # (each arrival routed once every replica has reached it, not its instant)
+    at_arrivals.run()
+    assert fewer.views is not None and fewer._views_ahead
+    expected = build_result(ref)  # (once: a result takes its deployment's ITL runs)
+    assert_same_run(expected, build_result(fewer))
+    assert_same_run(expected, build_result(at_arrivals))
+    assert num_fewer < 0.3 * num_ref, (num_fewer, num_ref)  # (300-800 against 2,500-13,000)
+    assert num_fewer < 0.85 * len(runs), (num_fewer, len(runs))  # (and 700-1,000 stopping at the instant and the arrival)
 
 
 @pytest.mark.parametrize("closed", [True, False])
