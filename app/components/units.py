@@ -45,9 +45,12 @@ def time_unit(values_s) -> tuple[float, str]:
 
 def fmt_setting(value: object) -> str:
     """A setting's value as the app writes numbers elsewhere: whole numbers with thousands separators (3,350 GB/s and
-    4,096 tokens, not 3350 and 4096), other numbers as Python's shortest form with separators; text and true/false as
-    they are (bool is an int to Python: True would read "1")."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    4,096 tokens, not 3350 and 4096), other numbers as Python's shortest form with separators; a switch as the sidebar's
+    toggle shows it, on or off (lesson 10's banner read "Prefix caching = `True`"; bool is an int to Python: True would
+    read "1"); text as it is."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if not isinstance(value, (int, float)):
         return str(value)
     return f"{value:,}" if isinstance(value, int) else f"{value:,g}"
 

@@ -518,7 +518,7 @@ def test_a_lessons_numeric_sides_are_written_with_thousands_separators():
     assert "= `4,096`" in line, line  # (the banner on Simulate)
     from app.components.units import fmt_setting
 
-    assert [fmt_setting(v) for v in (3350, 65536, 0.5, 1234.5, True, "swap")] == ["3,350", "65,536", "0.5", "1,234.5", "True", "swap"]
+    assert [fmt_setting(v) for v in (3350, 65536, 0.5, 1234.5, True, False, "swap")] == ["3,350", "65,536", "0.5", "1,234.5", "on", "off", "swap"]
 
 
 def test_the_lesson_banner_names_a_whole_section_by_its_label():
@@ -609,7 +609,8 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     from app.components.workshop import side_labels
 
     labels = side_labels(lesson)  # (numbers with separators: "= 3,350")
-    assert labels == tuple(f"{v:,}" if type(v) is int else str(v) for v in (lesson.value_labels or lesson.values))
+    assert labels == tuple(f"{v:,}" if type(v) is int else ("on" if v else "off") if type(v) is bool else str(v)
+                           for v in (lesson.value_labels or lesson.values))  # (a switch as its toggle: "= on")
     assert all(f"({lesson.knob_label} = {labels[c.step]}" in look for c in lesson.claims) and "{'" not in look, look
     # and what the run shows: a quote alone ("✓ “from about 49% to 100%”", once per side) did not say what it measured
     assert all("): " in line for line in look.splitlines() if line.startswith("✓")), look
