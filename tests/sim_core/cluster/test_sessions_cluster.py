@@ -109,25 +109,31 @@ def test_replicas_with_closed_loop_sessions_run_on_the_fast_path_as_general_step
     assert build_result(fast).summary.num_finished == 80
 
 
+def core_runs(deployment: Deployment, monkeypatch) -> int:
+    """Run `deployment`; how many runs of the scalar core (`fastpath.run_ticks` calls) it made: where its replicas'
+    runs were cut."""
+    from sim_core import fastpath
+
+    runs = []
+    run_ticks = fastpath.run_ticks
+    monkeypatch.setattr(fastpath, "run_ticks", lambda e: runs.append(e) or run_ticks(e))
+    deployment.run()
+    monkeypatch.setattr(fastpath, "run_ticks", run_ticks)
+    return len(runs)
+
+
 @pytest.mark.parametrize("router", ["round_robin", "session"])
 def test_a_router_that_reads_no_state_sends_a_turn_before_every_replica_reaches_it(router, monkeypatch):
     # Every arrival under closed-loop sessions waited for every replica to reach it, so each arrival cut every
     # replica's run; a router that reads no state now routes it once no turn still to be released can come before it
     # (`Deployment._release_bounds_s` over every replica): fewer runs, the same run as the reference
-    from sim_core import fastpath
-
     cfg = closed_sessions({"replicas": 4, "router": router}, n=120, think_s=5.0, workload__arrival__rate_per_s=30.0)
-    runs = []
-    run_ticks = fastpath.run_ticks
-    monkeypatch.setattr(fastpath, "run_ticks", lambda e: runs.append(e) or run_ticks(e))
     ahead = Deployment(cfg)
-    ahead.run()
-    num_ahead = len(runs)
-    runs.clear()
+    num_ahead = core_runs(ahead, monkeypatch)
     ref = Deployment(cfg, route_early=False)  # (every replica reaches each arrival; one tick + shortest think bound)
-    ref.run()
+    num_ref = core_runs(ref, monkeypatch)
     assert ahead._turns_ahead and not ref._turns_ahead
-    assert num_ahead < 0.6 * len(runs), (num_ahead, len(runs))
+    assert num_ahead < 0.6 * num_ref, (num_ahead, num_ref)
     assert_same_run(build_result(ref), build_result(ahead))
 
 
@@ -139,30 +145,21 @@ def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed
     # replica now runs on to the instant at or before the earliest time any arrival can still come, and an arrival is
     # routed once every replica has reached its instant (not the arrival itself): fewer runs, the same run as the
     # reference
-    from sim_core import fastpath
-
     cfg = closed_sessions({"replicas": 4, "router": "least_kv", "state_refresh_s": refresh_s}, n=120, think_s=think_s,
                           workload__arrival__rate_per_s=30.0)  # fmt: skip
-    runs = []
-    run_ticks = fastpath.run_ticks
-    monkeypatch.setattr(fastpath, "run_ticks", lambda e: runs.append(e) or run_ticks(e))
     fewer = Deployment(cfg)
-    fewer.run()
-    num_fewer = len(runs)
-    runs.clear()
+    num_fewer = core_runs(fewer, monkeypatch)
     ref = Deployment(cfg, route_early=False)  # (a stop at every refresh instant, and at every arrival)
-    ref.run()
-    num_ref = len(runs)
-    runs.clear()
+    num_ref = core_runs(ref, monkeypatch)
     at_arrivals = Deployment(cfg)
     at_arrivals._views_ahead = False  # (each arrival routed once every replica has reached it, not its instant)
-    at_arrivals.run()
+    num_at_arrivals = core_runs(at_arrivals, monkeypatch)
     assert fewer.views is not None and fewer._views_ahead
     expected = build_result(ref)  # (once: a result takes its deployment's ITL runs)
     assert_same_run(expected, build_result(fewer))
     assert_same_run(expected, build_result(at_arrivals))
     assert num_fewer < 0.3 * num_ref, (num_fewer, num_ref)  # (300-800 against 2,500-13,000)
-    assert num_fewer < 0.85 * len(runs), (num_fewer, len(runs))  # (and 700-1,000 stopping at the instant and the arrival)
+    assert num_fewer < 0.85 * num_at_arrivals, (num_fewer, num_at_arrivals)  # (and 700-1,000 stopping at the instant and the arrival)
 
 
 @pytest.mark.parametrize("closed", [True, False])
