@@ -116,7 +116,7 @@ def workshop_problems(params: dict[str, str], ids: list[str]) -> tuple[str, ...]
     return tuple(out)
 
 
-def banner_from_params(params: dict[str, str], lessons: list) -> tuple[tuple[str, int, str] | None, tuple[str, ...]]:
+def banner_from_params(params: dict[str, str], lessons: tuple) -> tuple[tuple[str, int, str] | None, tuple[str, ...]]:
     """The lesson banner a Simulate link names, as (lesson id, step, run) or None, and what of the link's lesson values
     cannot be used, each named with its value and what it takes."""
     wanted = params.get("lesson")

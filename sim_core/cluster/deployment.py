@@ -284,7 +284,7 @@ class Deployment:
         # replica), not once every replica has reached it, so a replica's runs stop only at its own arrivals and where
         # another replica may release a turn (lesson 14's 4 replicas: each arrival cut all four runs)
         self._turns_ahead = self.turns is not None and not self.back and self.router.is_state_free and route_early
-        self._pass_bounds: list[float] | None = None  # (`_release_bounds_s` of this loop pass, turns ahead only)
+        self._pass_bounds: list[float] | None = None  # (`_release_bounds_s` of this loop pass: turns or views ahead)
         if self.turns is not None:
             self.state_free = False
             if self.refresh_s and self.router.policy == "least_kv":
