@@ -357,13 +357,18 @@ class Deployment:
         self._stalled = stalled  # (`_dispatch`: a stalled decode instance's state is its state at the instant)
         insts = self.instances
         # least_outstanding and cache_aware over replicas settle a choice from count bounds where they can (Router.choose_by_bounds):
-        # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs
-        self._early = self.route_early and not self.back and self.router.decides_on_bounds and self.turns is None
+        # only the replicas whose exact count matters run up to the arrival, the others keep their coalesced runs.
+        # Under closed-loop sessions too, for an arrival no turn still to be released can come before (`_pass_bounds`;
+        # lesson 14's 4 replicas under least_outstanding: every arrival cut all four runs), though not least_kv on
+        # refreshed views (they are made at the instants, `_views_ahead`)
+        self._early = self.route_early and not self.back and self.router.decides_on_bounds and self.views is None
         # prefix_affinity and weighted_score read every replica at each instant: the last to reach it routes there without
         # ending its run
         self._mid_exact = (self.route_early and not self.back and self.turns is None
                            and self.router.policy in ("prefix_affinity", "weighted_score"))  # fmt: skip
-        if (self._early or self._mid_exact) and self.mid_run_routing:  # a replica that reached an arrival settles it
+        # (the mid-run router reads the listed arrival instants: none under closed-loop sessions, whose turns are
+        # routed by the loop; their runs end at their first finished turn anyway, `fastpath` turn_out)
+        if (self._early or self._mid_exact) and self.mid_run_routing and self.turns is None:
             route = self._route_mid_run_exact if self._mid_exact else self._route_mid_run  # (chosen once, not at each call)
             for j, x in enumerate(insts):  # without ending its run, and waits there for the others without ending it
                 x.engine.on_horizon = partial(route, j)
@@ -372,6 +377,8 @@ class Deployment:
             for x in insts:  # (requests injected meanwhile join it: Engine.inject_prefilled), and a prefill instance's
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
+        focus_for = -1  # (closed-loop sessions: the request that focus is for; a turn released meanwhile may come first)
+        r_next = ptr_ahead = 0  # (the request routed next and whether the early choice may route it: below)
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
         instants = self._instants  # (listed without closed-loop sessions: read here without a call, every pass)
         if self.stopped_reason is not None:  # the server's budget stopped the up-front routing: no instance has stepped
@@ -379,19 +386,25 @@ class Deployment:
         while True:
             ptr = self._ptr
             t_arr = math.inf if ptr >= R else instants[ptr] if instants is not None else self._routing_instant(ptr)
+            r_next, ptr_ahead = ptr, ptr < R
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
                 # (each replica's bound, worked out once per pass: `_horizon` reads them for the replica this pass
                 # steps, whose state is the same; routing starts a new pass)
-                self._pass_bounds = self._release_bounds_s() if self._turns_ahead or self._views_ahead else None
-                if (self._pass_bounds is not None and t_arr < min(self._pass_bounds)  # (no later release comes first)
-                        and (self._turns_ahead or self._views_reached(t_arr))):  # fmt: skip
+                self._pass_bounds = (self._release_bounds_s() if self._turns_ahead or self._views_ahead or self._early
+                                     else None)  # fmt: skip
+                ahead = self._pass_bounds is not None and t_arr < min(self._pass_bounds)  # (no later release comes first)
+                if ahead and (self._turns_ahead or self._views_ahead and self._views_reached(t_arr)):
                     self._ptr = self._route(ptr)
                     stalled.clear()
                     if self._routing_over_budget():
                         break
                     continue
+                # (the early choice below: only for the next arrival known, nothing released before it)
+                r_next, ptr_ahead = (nxt[1], True) if ahead else (-1, False)
+                if r_next != focus_for:
+                    focus, focus_for = [], r_next
             t_heap = self._heap[0][0] if self._heap else math.inf
             if self._time_stopped and self.back and min(t_arr, t_heap, math.inf if self._dispatch_t is None else self._dispatch_t) >= (
                     lim_s := self.cfg.limits.max_sim_time_s) and not self._busy_before(lim_s):  # fmt: skip
@@ -402,16 +415,18 @@ class Deployment:
                 # stopped, so ending here left them routed or not by the loop's order of steps; a replica's state past
                 # the limit is its state at its stop, so every arrival is routed, the same in every order)
                 break
-            if self._early and ptr < R:  # (no cluster events without a decode pool)
+            if self._early and ptr_ahead:  # (no cluster events without a decode pool)
                 if focus:  # (none after a mid-run routing: no call for nothing)
                     focus = self._behind(focus, t_arr, stalled)
                 if not focus:
                     hint, self._hint = self._hint, None
                     # (the mid-run router's last unsettled try at this arrival, in the step just made: nothing has
                     # changed since, so the same choice from the same bounds would be unsettled with these rivals)
-                    pick, focus = (None, hint[1]) if hint is not None and hint[0] == ptr else self._choose_by_bounds(ptr, t_arr)
+                    pick, focus = (None, hint[1]) if hint is not None and hint[0] == ptr else self._choose_by_bounds(r_next, t_arr)
                     if pick is not None:
-                        self._add(ptr, pick)
+                        if self.turns is not None:
+                            self.turns.pop()
+                        self._add(r_next, pick)
                         self._ptr += 1
                         stalled.clear()
                         if self._routing_over_budget():
@@ -894,7 +909,10 @@ class Deployment:
         self._bounds_at[i] = None
         curve, kv_curve = self._curves[i], self._kv_curves[i]
         if curve is not None or kv_curve:  # (its curves take the request: all its tokens left, no block held)
-            _, prompt, output, _, _ = self._requests[r]  # (not with closed-loop sessions: no curves there)
+            if self._requests is not None:
+                _, prompt, output, _, _ = self._requests[r]
+            else:  # (closed-loop sessions)
+                prompt, output = int(wl.prompt_tokens[r]), int(wl.output_tokens[r])
             if curve is not None:
                 curve.add(output)
             if kv_curve:

@@ -162,6 +162,26 @@ def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed
     assert num_fewer < 0.85 * num_at_arrivals, (num_fewer, num_at_arrivals)  # (and 700-1,000 stopping at the instant and the arrival)
 
 
+@pytest.mark.parametrize("think_s", [0.0, 0.5, 5.0])
+@pytest.mark.parametrize("router, over", [("least_outstanding", {}), ("cache_aware", {"kv_cache__enable_prefix_caching": True}),
+                                          ("least_kv", {}), ("least_outstanding", {"limits__max_sim_time_s": 2.0})],
+                         ids=["least_outstanding", "cache_aware", "least_kv_exact", "time_limit"])  # fmt: skip
+def test_a_router_that_decides_on_bounds_routes_a_turn_before_every_replica_reaches_it(router, over, think_s, monkeypatch):
+    # Under closed-loop sessions every arrival waited for every replica to reach it (lesson 14 under least_outstanding:
+    # 4,569 runs for 1,000 requests); a router whose choice bounds can settle (Router.choose_by_bounds) now routes the
+    # next turn from them once no turn still to be released can come before it, and only the replicas its choice
+    # needs run up to it: fewer runs, the same run as the reference
+    deployment = {"replicas": 4, "router": router, "state_refresh_s": 0.0}  # (least_kv on exact state: no views)
+    cfg = closed_sessions(deployment, n=120, think_s=think_s, workload__arrival__rate_per_s=30.0, **over)
+    early = Deployment(cfg)
+    num_early = core_runs(early, monkeypatch)
+    ref = Deployment(cfg, route_early=False)  # (every replica reaches each arrival)
+    num_ref = core_runs(ref, monkeypatch)
+    assert early._early and early.views is None and not ref._early
+    assert_same_run(build_result(ref), build_result(early))
+    assert num_early < 0.2 * num_ref, (num_early, num_ref)  # (23-376 against 123-4,023)
+
+
 @pytest.mark.parametrize("closed", [True, False])
 def test_the_session_router_keeps_every_turn_of_a_conversation_on_one_replica(closed):
     cfg = closed_sessions({"replicas": 3, "router": "session"}, n=90, workload__arrival__rate_per_s=10.0)
