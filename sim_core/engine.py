@@ -396,7 +396,7 @@ class Engine:
         """`outstanding_bounds` at every instant at once, for the state now (a new object: a deployment keeps it until
         the engine steps, and adds the requests it sends meanwhile, `CountCurve.add`)."""
         st = self.st
-        limit_s, per_tick = self.cfg.limits.max_sim_time_s, self._max_tokens_per_tick()
+        limit_s, per_tick = self._last_tick_by_s(), self._max_tokens_per_tick()
         live = self._live
         if live is not None:  # a paused run: the tokens left are in the run (fastpath.LiveLeft, made once per pause)
             left = self._live_left
@@ -410,6 +410,16 @@ class Engine:
             return CountCurve(st.now_s, limit_s, per_tick, left, live[1], lefts)
         ids = self._outstanding_ids()
         return CountCurve(st.now_s, limit_s, per_tick, None, 0, (st.output[ids] - st.emitted[ids]).tolist())
+
+    def _last_tick_by_s(self) -> float:
+        """No tick of this engine starts after this time, so its bounds there hold at any later instant:
+        limits.max_sim_time_s, or its clock once a limit (max_ticks, the time limit) stopped it for good (a cluster
+        never steps it again: `Deployment.run`; one that found requests it cannot admit, `idle_stopped`, may go on).
+        (A replica stopped at max_ticks kept open bounds, and a router deciding on bounds fell back to every replica
+        reaching every arrival for the rest of the run.)"""
+        if self._over and not self.idle_stopped:
+            return self.st.now_s
+        return self.cfg.limits.max_sim_time_s
 
     def _state_key(self) -> tuple:
         """What the bounds below depend on between steps (the state changes only with these, or through
@@ -446,7 +456,7 @@ class Engine:
         all its blocks at once under reserved admission) and freed by finishes (at most the blocks held now by the
         requests that can finish, as in `outstanding_bounds`)."""
         st, kv = self.st, self.kv
-        t_s = min(t_s, self.cfg.limits.max_sim_time_s)  # (as in outstanding_bounds: no tick starts after the limit)
+        t_s = min(t_s, self._last_tick_by_s())  # (as in outstanding_bounds: no tick starts after the limit)
         if self._live is not None:  # a paused run: exact at its clock; past it, from the run's state (live_kv_curve)
             if t_s <= st.now_s:
                 used = kv.num_blocks - self.live_counts()[1]

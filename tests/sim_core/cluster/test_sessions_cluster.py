@@ -164,8 +164,9 @@ def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed
 
 @pytest.mark.parametrize("think_s", [0.0, 0.5, 5.0])
 @pytest.mark.parametrize("router, over", [("least_outstanding", {}), ("cache_aware", {"kv_cache__enable_prefix_caching": True}),
-                                          ("least_kv", {}), ("least_outstanding", {"limits__max_sim_time_s": 2.0})],
-                         ids=["least_outstanding", "cache_aware", "least_kv_exact", "time_limit"])  # fmt: skip
+                                          ("least_kv", {}), ("least_outstanding", {"limits__max_sim_time_s": 2.0}),
+                                          ("least_outstanding", {"limits__max_ticks": 600}), ("least_kv", {"limits__max_ticks": 600})],
+                         ids=["least_outstanding", "cache_aware", "least_kv_exact", "time_limit", "tick_limit", "least_kv_tick_limit"])  # fmt: skip
 def test_a_router_that_decides_on_bounds_routes_a_turn_before_every_replica_reaches_it(router, over, think_s, monkeypatch):
     # Under closed-loop sessions every arrival waited for every replica to reach it (lesson 14 under least_outstanding:
     # 4,569 runs for 1,000 requests); a router whose choice bounds can settle (Router.choose_by_bounds) now routes the
@@ -177,9 +178,11 @@ def test_a_router_that_decides_on_bounds_routes_a_turn_before_every_replica_reac
     num_early = core_runs(early, monkeypatch)
     ref = Deployment(cfg, route_early=False)  # (every replica reaches each arrival)
     num_ref = core_runs(ref, monkeypatch)
+    # (still on at the run's end: a replica stopped at a limit has exact bounds, Engine._last_tick_by_s; the choice fell
+    # back to every replica reaching every arrival once one stopped at max_ticks)
     assert early._early and early.views is None and not ref._early
     assert_same_run(build_result(ref), build_result(early))
-    assert num_early < 0.2 * num_ref, (num_early, num_ref)  # (23-376 against 123-4,023)
+    assert num_early < 0.25 * num_ref, (num_early, num_ref)  # (23-376 against 123-4,023; at most 0.19 of them)
 
 
 @pytest.mark.parametrize("closed", [True, False])
