@@ -600,7 +600,7 @@ def main() -> None:
         st.button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter, icon=":material/close_fullscreen:")
     else:
         st.title("LLM serving scheduler explorer")
-    workshop.lesson_banner()
+    workshop.lesson_banner(cfg)
     c1, c2 = st.columns([5, 1], vertical_alignment="center")
     c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow

@@ -69,10 +69,10 @@ def _topology(cfg: SimConfig) -> str:
     return counted(dep.replicas, "co-located replica")
 
 
-def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
-    """The settings in which B differs from A, by dotted path with both values, at most MAX_FIELDS of them (None: none).
-    Why: Compare named both sides by their preset ("kv-pressure-a100-llama8b · vLLM V0" twice) while B swapped, so the
-    one knob the comparison was about was said nowhere on the page."""
+def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A in") -> str | None:
+    """The settings in which B differs from A, by dotted path with both values, at most MAX_FIELDS of them (None: none),
+    after `lead`. Why: Compare named both sides by their preset ("kv-pressure-a100-llama8b · vLLM V0" twice) while B
+    swapped, so the one knob the comparison was about was said nowhere on the page."""
     from app.state import _leaves  # (the flattening the readable links use)
 
     va, vb = _leaves(a.model_dump(mode="json")), _leaves(b.model_dump(mode="json"))
@@ -95,4 +95,4 @@ def setup_differences(a: SimConfig, b: SimConfig) -> str | None:
     rest = paths[num_valued:]
     more = (f"; also in {', '.join(rest[:MORE_NAMES])}" + (f" and {len(rest) - MORE_NAMES} more" if len(rest) > MORE_NAMES else "")
             if rest else "")  # fmt: skip
-    return f"B differs from A in {shown}{more}."
+    return f"{lead} {shown}{more}."

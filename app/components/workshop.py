@@ -16,6 +16,7 @@ import streamlit as st
 from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY
+from sim_core import SimConfig
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
 # is the index of the `also` entry opened
@@ -180,8 +181,10 @@ def take_banner_from_link(params: dict[str, str]) -> tuple[str, ...]:
     return problems
 
 
-def lesson_banner() -> None:
-    """On the page a lesson opened: its question, the knob, and the way back (the lesson stays open)."""
+def lesson_banner(cfg: SimConfig | None = None) -> None:
+    """On the page a lesson opened: its question, the knob, and the way back (the lesson stays open); with the page's
+    config `cfg`, what of it differs from the side the banner names (a review: a student who switched lesson 14's
+    router to prefix_affinity read "Router = round_robin" above a prefix_affinity run)."""
     active = st.session_state.get(ACTIVE_LESSON_KEY)
     if not active:
         return
@@ -201,8 +204,25 @@ def lesson_banner() -> None:
             shown = side_labels(lesson)[step]  # a whole section (a deployment) by its label, not its dict
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
+        if cfg is not None and (changed := _changed_since_opened(lesson, step, run, cfg)) is not None:
+            c1.caption(plain(changed), help="The lesson's figures and its answer are about the side it opened; the "
+                       "lesson's own buttons open that side again.")  # fmt: skip
         back = {"lesson": lesson.id, **st.session_state.get(LEARN_LINK_KEY, {})}
         c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:", query_params=back)
         if c3.button("✕", key="lesson_banner.close", help="Hide the lesson banner"):
             st.session_state.pop(ACTIVE_LESSON_KEY, None)
             st.rerun()
+
+
+def _changed_since_opened(lesson, step: int, run: str, cfg: SimConfig) -> str | None:
+    """What of `cfg` differs from the lesson side the banner names (None: nothing, or a side it cannot rebuild)."""
+    from app.components.setup_notes import setup_differences
+    from sim_core.presets import load_preset
+
+    if run == "also":
+        if step >= len(lesson.also):
+            return None
+        opened = load_preset(lesson.also[step].preset)
+    else:
+        opened = lesson.config(step, run)
+    return setup_differences(opened, cfg, lead="Changed since the lesson opened this run:")

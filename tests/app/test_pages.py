@@ -475,6 +475,31 @@ def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
     assert link.query_string == "lesson=kv-preemption&workshop=1"  # the way back keeps the answers hidden
 
 
+def _changed_line(at) -> str | None:
+    return next((c.value for c in at.caption if c.value.startswith("Changed since the lesson opened this run")), None)
+
+
+def test_the_lesson_banner_says_what_the_run_changed_since_the_lesson_opened_it():
+    # a review: a student who switched lesson 14's router to prefix_affinity read "Router = round_robin" in the banner
+    # above a prefix_affinity run
+    lesson = next(x for x in load_lessons() if x.id == "kv-preemption")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    assert not at.exception and _banner_line(at) and _changed_line(at) is None  # (as opened: nothing to say)
+    address = dict(at.query_params)
+    moved = app(**{**address, "scheduler.preemption": "recompute"}).run()  # (the knob moved back in the sidebar)
+    assert not moved.exception and _banner_line(moved) == _banner_line(at)
+    said = _changed_line(moved)
+    assert said == "Changed since the lesson opened this run: scheduler.preemption swap → recompute.", said
+    # a scenario a lesson's text names, opened as it is, then changed
+    split = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    opened = {"preset": split.also[0].preset, "lesson": split.id, "lesson_run": "also"}
+    also = app(**opened).run()
+    assert not also.exception and _banner_line(also) and _changed_line(also) is None
+    also = app(**opened, **{"workload.num_requests": "50"}).run()
+    assert _changed_line(also).startswith("Changed since the lesson opened this run: workload.num_requests "), _changed_line(also)
+
+
 def test_presenter_mode_keeps_the_timelines_rows_and_zoom_one_click_away():
     # on a 1400x900 projector the focused timeline began at the foot of the screen, under the rows and zoom controls
     at = app(present="1").run()
