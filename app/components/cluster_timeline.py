@@ -310,6 +310,9 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                  name=f"KV {row}", hovertemplate="%{y:,.1f} % of blocks<br>t = %{x:,.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
+    if (peak := kv_peak_label(drawn, window)) is not None:  # (inside the KV panel, at its top right)
+        fig.add_annotation(text=peak, xref="x3 domain", yref="y3 domain", x=0.995, y=0.97, xanchor="right", yanchor="top",
+                           showarrow=False, font=dict(size=11), bgcolor="rgba(255,255,255,0.75)")  # fmt: skip
     # The legend at the figure's foot, as one engine's and Compare's: over the top panel the mode bar, shown on hover at
     # the top right, covered its last entries (KV of the last instances, at 1,400 px)
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=10),
@@ -323,6 +326,25 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     if window is not None:
         fig.update_xaxes(range=list(window))
     return readable_numbers(fig)
+
+
+def kv_peak_label(drawn: list, window: timeline.Window) -> str | None:
+    """The KV panel's peak in the window and its instance ("peak 5.0 % · R1"; None: nothing ran): on the panel's fixed
+    0-100 % axis a few percent is a line on the floor and four replicas' lines one band (a review of lesson 14, whose
+    peaks are 4-5.5 %). Short, as the panel titles (a narrow chart clips a long one)."""
+    best, where = -1.0, None
+    for inst in drawn:
+        tl = inst.result.timeline
+        if not tl.num_ticks:
+            continue
+        used = tl.kv_blocks_used
+        if window is not None:  # (ticks that overlap the window)
+            used = used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
+        if used.size and (pct := float(used.max()) / inst.result.memory.num_blocks * 100) > best:
+            best, where = pct, inst
+    if where is None:
+        return None
+    return f"peak {best:,.1f} %" + (f" · {_code(where)}" if len(drawn) > 1 else "")
 
 
 def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,

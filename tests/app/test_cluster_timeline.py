@@ -125,6 +125,26 @@ def test_a_window_shows_the_requests_alive_in_it_and_opens_on_it():
     assert "alive in this window" in fig.layout.annotations[1].text
 
 
+def test_the_kv_panel_names_its_peak_in_the_window_and_where():
+    # on the panel's fixed 0-100 % axis lesson 14's 4-5.5 % was a line on the floor, four replicas one band (a review)
+    cfg = with_value(make_config(workload__num_requests=300, workload__arrival__rate_per_s=20.0), "deployment",
+                     {"replicas": 3, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    window = (8.0, 10.0)
+    title = cluster_timeline_figure(res, 0, 30, window=window).layout.annotations[2].text
+    peaks = []
+    for inst in res.instances:
+        tl = inst.result.timeline
+        used = tl.kv_blocks_used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
+        peaks.append(used.max() / inst.result.memory.num_blocks * 100)
+    k = int(np.argmax(peaks))
+    assert title == "KV cache in use per instance"  # (the title stays short: a narrow chart clips a long one)
+    said = [a.text for a in cluster_timeline_figure(res, 0, 30, window=window).layout.annotations if a.text.startswith("peak")]
+    assert said == [f"peak {peaks[k]:,.1f} % · R{k}"], said
+    whole = next(a.text for a in cluster_timeline_figure(res, 0, 30).layout.annotations if a.text.startswith("peak"))
+    assert float(whole.split("peak ")[1].split(" %")[0]) >= round(max(peaks), 1)  # (no window: the whole run's peak)
+
+
 def test_replicas_timeline_is_bounded_with_many_instances():
     cfg = with_value(make_config(workload__num_requests=200, workload__arrival__rate_per_s=80.0), "deployment",
                      {"replicas": 24, "router": "least_outstanding"})  # fmt: skip
