@@ -310,6 +310,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                  name=f"KV {row}", hovertemplate="%{y:,.1f} % of blocks<br>t = %{x:,.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
+    _fixed_legend_order(fig)
     if (peak := kv_peak_label(drawn, window)) is not None:  # (inside the KV panel, at its top right)
         fig.add_annotation(text=peak, xref="x3 domain", yref="y3 domain", x=0.995, y=0.97, xanchor="right", yanchor="top",
                            showarrow=False, font=dict(size=11), bgcolor="rgba(255,255,255,0.75)")  # fmt: skip
@@ -326,6 +327,24 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     if window is not None:
         fig.update_xaxes(range=list(window))
     return readable_numbers(fig)
+
+
+# The legend's order: the instances' phases, then the request rows' states, each in one order whatever the run (a review:
+# Plotly lists entries in the order their traces came, which followed the phases the first instances drawn happened to
+# run, "idle, decode, prefill, waiting" in one run and "idle, prefill, decode, mixed, waiting" in the next)
+_PHASE_RANK = {PHASE_NAMES[ph]: k for k, ph in enumerate(Phase)}
+_STATE_RANK = {name: 100 + k for k, name in enumerate(("waiting", "prefill", "kv wait", "kv link wait", "kv transfer", "decode",
+                                                        "stalled", "preempted", "swapped"))}  # fmt: skip
+
+
+def _fixed_legend_order(fig: go.Figure) -> None:
+    """Rank each legend entry: an instance's phase (top panel) by `_PHASE_RANK`, then a request's state by `_STATE_RANK`
+    (by its legend group: its entry is named in words); the KV lines keep Plotly's default rank, after them, in
+    instance order."""
+    for tr in fig.data:
+        rank = (_PHASE_RANK if tr.yaxis in (None, "y") else _STATE_RANK).get(tr.legendgroup)
+        if rank is not None:
+            tr.legendrank = rank
 
 
 def kv_peak_label(drawn: list, window: timeline.Window) -> str | None:

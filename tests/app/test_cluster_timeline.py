@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -143,6 +144,37 @@ def test_the_kv_panel_names_its_peak_in_the_window_and_where():
     assert said == [f"peak {peaks[k]:,.1f} % · R{k}"], said
     whole = next(a.text for a in cluster_timeline_figure(res, 0, 30).layout.annotations if a.text.startswith("peak"))
     assert float(whole.split("peak ")[1].split(" %")[0]) >= round(max(peaks), 1)  # (no window: the whole run's peak)
+
+
+def _legend(fig) -> list:
+    """The entries Plotly lists, in its order: rank (default 1000), then the order the traces came."""
+    entries = [(1000 if t.legendrank is None else t.legendrank, k, t) for k, t in enumerate(fig.data) if t.showlegend is not False]
+    return [t for _, _, t in sorted(entries, key=lambda e: e[:2])]
+
+
+def test_the_legend_lists_phases_and_states_in_one_order_whatever_the_run():
+    # Plotly lists entries in the order their traces came: "idle, decode, prefill, waiting" in one run and "idle,
+    # prefill, decode, mixed, waiting" in the next (a review), as the first instances drawn happened to run
+    from plotly.subplots import make_subplots
+
+    from app.components.cluster_timeline import _fixed_legend_order
+    from app.components.colors import PHASE_NAMES
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True)
+    for name, row in [("decode", 1), ("idle", 1), ("kv wait", 2), ("mixed", 1), ("waiting", 2), ("prefill", 1), ("prefill", 2)]:
+        fig.add_trace(go.Bar(x=[1], y=["r"], name=name, legendgroup=name), row=row, col=1)
+    fig.add_trace(go.Scatter(x=[1], y=[1], name="KV R0"), row=3, col=1)
+    _fixed_legend_order(fig)
+    assert [(t.name, t.yaxis) for t in _legend(fig)] == [
+        ("idle", "y"), ("prefill", "y"), ("decode", "y"), ("mixed", "y"), ("waiting", "y2"), ("prefill", "y2"),
+        ("kv wait", "y2"), ("KV R0", "y3")]  # fmt: skip
+    # and on a real run's figure: its instances' phases in Phase's order, then the requests', then the KV lines
+    cfg = with_value(make_config(workload__num_requests=200, workload__arrival__rate_per_s=20.0), "deployment",
+                     {"replicas": 3, "router": "least_outstanding"})  # fmt: skip
+    listed = _legend(cluster_timeline_figure(run_simulation(cfg), 0, 30, window=(5.0, 7.0)))
+    phases = [t.name for t in listed if t.yaxis == "y"]
+    assert phases and phases == [PHASE_NAMES[ph] for ph in Phase if PHASE_NAMES[ph] in phases]
+    assert [t.yaxis for t in listed] == sorted(t.yaxis for t in listed)
 
 
 def test_replicas_timeline_is_bounded_with_many_instances():
