@@ -15,7 +15,7 @@ import streamlit as st
 
 from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
-from app.state import PRESENTER_KEY
+from app.state import PRESENTER_KEY, derived
 from sim_core import SimConfig
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
@@ -204,7 +204,9 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
             shown = side_labels(lesson)[step]  # a whole section (a deployment) by its label, not its dict
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
-        if cfg is not None and (changed := _changed_since_opened(lesson, step, run, cfg)) is not None:
+        # (once per config object: an uploaded trace's config took seconds to dump, at every rerun, `derived`)
+        if cfg is not None and (changed := derived(cfg, ("lesson_changes", *active),
+                                                   lambda c: _changed_since_opened(lesson, step, run, c))) is not None:
             c1.caption(plain(changed), help="The lesson's figures and its answer are about the side it opened; the "
                        "lesson's own buttons open that side again.")  # fmt: skip
         back = {"lesson": lesson.id, **st.session_state.get(LEARN_LINK_KEY, {})}
