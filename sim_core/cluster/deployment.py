@@ -379,7 +379,6 @@ class Deployment:
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         focus_for = -1  # (closed-loop sessions: the request that focus is for; a turn released meanwhile may come first)
-        r_next = ptr_ahead = 0  # (the request routed next and whether the early choice may route it: below)
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
         instants = self._instants  # (listed without closed-loop sessions: read here without a call, every pass)
         if self.stopped_reason is not None:  # the server's budget stopped the up-front routing: no instance has stepped
@@ -387,7 +386,7 @@ class Deployment:
         while True:
             ptr = self._ptr
             t_arr = math.inf if ptr >= R else instants[ptr] if instants is not None else self._routing_instant(ptr)
-            r_next, ptr_ahead = ptr, ptr < R
+            r_next, ptr_ahead = ptr, ptr < R  # (the request routed next, and whether the early choice may route it)
             if self.turns is not None:
                 nxt = self.turns.peek()
                 t_arr = nxt[0] if nxt is not None else math.inf
