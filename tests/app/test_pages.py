@@ -1570,17 +1570,22 @@ def test_a_plan_whose_headroom_bisection_the_page_budget_stopped_says_so_and_set
     assert "more at the same price below; which of them has the most headroom is not known" in said, said
 
 
-def test_a_run_the_servers_budget_stopped_says_what_its_figures_cover(monkeypatch):
-    # a review: lesson 14 under prefix_affinity, stopped by the budget at 55-98 s of its 183 s, headed 2,732 tok/s
-    # against a finished run's 1,191 (its busy first part alone), and nothing said its figures were of a part
+def run_in_process_with_budget(monkeypatch, **budget) -> None:
+    """The page's runs go on in this process under the server's budget per run with `budget`'s fields replaced (the
+    worker pool's runs keep the server's own: a budget set on the settings alone never reached them)."""
     import dataclasses
 
     from app.components import runner
 
     real = runner._simulate
-    # (in this process, under a budget of 1,500 ticks: the worker pool's runs keep the server's own budget)
     monkeypatch.setattr(runner, "_simulate", lambda srv, cfg: real(dataclasses.replace(
-        srv, pool=None, settings=dataclasses.replace(srv.settings, run=dataclasses.replace(srv.settings.run, max_ticks=1500))), cfg))
+        srv, pool=None, settings=dataclasses.replace(srv.settings, run=dataclasses.replace(srv.settings.run, **budget))), cfg))
+
+
+def test_a_run_the_servers_budget_stopped_says_what_its_figures_cover(monkeypatch):
+    # a review: lesson 14 under prefix_affinity, stopped by the budget at 55-98 s of its 183 s, headed 2,732 tok/s
+    # against a finished run's 1,191 (its busy first part alone), and nothing said its figures were of a part
+    run_in_process_with_budget(monkeypatch, max_ticks=1500)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["workload.num_requests"] = "347"  # (a config no other test runs: its result is in no cache)
     at.run()
@@ -1598,14 +1603,7 @@ def test_a_run_whose_arrivals_outlast_the_time_limit_is_not_called_overloaded(mo
     # "The server cannot keep up with this load: lower the arrival rate" and "14% meet SLOs" of a server meeting them.
     # (The run takes ~2 s of the server's 5 s per run here; beside a busy CI, at 4 s, the budget stopped it first and the
     # page rightly said so: what is tested is the time limit's message, so the wall-clock budget is the test's, 120 s.)
-    import dataclasses
-
-    from app.components import runner
-
-    real = runner._simulate
-    # (in this process: the worker pool's runs keep the server's own budget, so this one did not reach them)
-    monkeypatch.setattr(runner, "_simulate", lambda srv, cfg: real(dataclasses.replace(
-        srv, pool=None, settings=dataclasses.replace(srv.settings, run=dataclasses.replace(srv.settings.run, max_wall_s=120.0))), cfg))
+    run_in_process_with_budget(monkeypatch, max_wall_s=120.0)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["workload.num_requests"] = "200000"
     at.run()
