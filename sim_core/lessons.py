@@ -94,9 +94,16 @@ class Lesson(BaseModel):
         """The scenario (or the mechanism scenario) with the overrides and the knob at values[step]."""
         cfg = load_preset(self.mechanism if run == "mechanism" and self.mechanism else self.scenario)
         for path, value in self.overrides.items():
-            if not replaced_by_trace(cfg, path):  # (a mechanism scenario replays its few requests: a rate means nothing)
+            # (a mechanism scenario replays its few requests: a rate means nothing, and the lesson scenario's length,
+            # set so that its run reaches a steady state, is not the mechanism's: its point is a handful of rows)
+            if not replaced_by_trace(cfg, path) and not (cfg.workload.trace is not None and path == "workload.num_requests"):
                 cfg = with_value(cfg, path, value)
         return with_value(cfg, self.knob, self.values[step])
+
+    def side_config(self, step: int, run: str = "lesson") -> SimConfig:
+        """The config a side of the lesson opens: `run` "lesson" or "mechanism" at the knob's step, or "also": the
+        step-th preset its text names, as it is (the page's banner and a link naming only the lesson read it)."""
+        return load_preset(self.also[step].preset) if run == "also" else self.config(step, run)
 
     @property
     def side_labels(self) -> tuple[Any, Any]:
