@@ -433,6 +433,35 @@ def write_query_params(params: dict[str, str]) -> None:
         st.query_params.from_dict(params)  # (get_all: a key the link named twice is written once)
 
 
+def page_asked(url: str | None) -> str:
+    """The page an address names, its last path part ("" for Simulate, the default page), as streamlit_app reads it."""
+    from urllib.parse import urlparse
+
+    return urlparse(url or "").path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _lesson_side_named_alone(params: dict[str, str]) -> tuple[SimConfig, str] | None:
+    """(the config, its scenario preset) of the lesson side a link names with no config of its own, or None. A short
+    link an instructor types (`?lesson=3&lesson_step=1`) opened the default scenario under lesson 3's banner, which
+    then listed what the default differs in as "Changed since the lesson opened this run"."""
+    import streamlit as st
+
+    # (Simulate's address only: the Learn page reads ?lesson= too, to show a lesson, not to set the session's config)
+    if "lesson" not in params or any(is_config_param(k) for k in params) or page_asked(st.context.url):
+        return None
+    from app.components.workshop import banner_from_params  # (workshop reads this module: imported when used)
+    from sim_core.lessons import load_lessons
+
+    lessons = load_lessons()
+    active, _ = banner_from_params(params, lessons)  # (what it cannot use, the banner's reader names on the page)
+    if active is None:
+        return None
+    lesson_id, step, run = active
+    lesson = next(x for x in lessons if x.id == lesson_id)
+    scenario = {"lesson": lesson.scenario, "mechanism": lesson.mechanism}.get(run) or lesson.also[step].preset
+    return lesson.side_config(step, run), scenario
+
+
 def ensure_session(params: dict[str, str] | None = None) -> None:
     """First run of a session: take the config from the link (or the default)."""
     import streamlit as st
@@ -441,10 +470,13 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
         return
     params = read_query_params() if params is None else params
     cfg, preset, warning = config_from_query(params)
+    name = params.get("preset", DEFAULT_SCENARIO)
+    if (side := _lesson_side_named_alone(params)) is not None:
+        cfg, name = side
+        preset = preset_matching(cfg)
     st.session_state[CFG_KEY] = cfg
     st.session_state[PRESET_KEY] = preset
     # the preset the config was built from, also when the link's bad values were dropped (a readable link diffs against it)
-    name = params.get("preset", DEFAULT_SCENARIO)
     # (an unknown preset's link is built on the default scenario: config_from_query)
     st.session_state[BASE_KEY] = preset or (name if name in list_presets() else DEFAULT_SCENARIO)
     repeated = repeated_note()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run app/streamlit_app.py` puts only app/ on the path
@@ -22,7 +22,7 @@ def main() -> None:
     # preset's simulation.
     from app.components.cluster_timeline import ROW_LABEL_CSS
     from app.components.text import plain
-    from app.state import PRESENTER_KEY, ensure_session, read_query_params
+    from app.state import PRESENTER_KEY, ensure_session, page_asked, read_query_params
 
     if read_query_params().get("present") == "1" and "ui.present_link" not in st.session_state:
         st.session_state[PRESENTER_KEY] = st.session_state["ui.present_link"] = True  # a link can start presenter mode
@@ -96,7 +96,7 @@ def main() -> None:
     page = st.navigation(pages)
     # Page addresses are lower case; /Learn (or any other casing) opens the page it names, and an unknown
     # address says so instead of silently showing Simulate.
-    asked = urlparse(st.context.url or "").path.rstrip("/").rsplit("/", 1)[-1]
+    asked = page_asked(st.context.url)
     # getattr: a page has no url_path outside a script run (a process pool re-importing this file as __mp_main__)
     by_path = {getattr(p, "url_path", "").lower(): p for p in pages if getattr(p, "url_path", "")}
     current = getattr(page, "url_path", None)

@@ -219,12 +219,7 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
 def _changed_since_opened(lesson, step: int, run: str, cfg: SimConfig) -> str | None:
     """What of `cfg` differs from the lesson side the banner names (None: nothing, or a side it cannot rebuild)."""
     from app.components.setup_notes import setup_differences
-    from sim_core.presets import load_preset
 
-    if run == "also":
-        if step >= len(lesson.also):
-            return None
-        opened = load_preset(lesson.also[step].preset)
-    else:
-        opened = lesson.config(step, run)
-    return setup_differences(opened, cfg, lead="Changed since the lesson opened this run:")
+    if run == "also" and step >= len(lesson.also):
+        return None
+    return setup_differences(lesson.side_config(step, run), cfg, lead="Changed since the lesson opened this run:")

@@ -475,6 +475,40 @@ def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
     assert link.query_string == "lesson=kv-preemption&workshop=1"  # the way back keeps the answers hidden
 
 
+def test_a_link_naming_only_a_lesson_side_opens_that_side():
+    # an instructor's short link, ?lesson=3&lesson_step=1, opened the default scenario under lesson 3's banner, which
+    # then listed the default's differences as "Changed since the lesson opened this run"
+    from sim_core import load_preset
+    from sim_core.presets import DEFAULT_SCENARIO
+
+    stalls = next(x for x in load_lessons() if x.id == "prefill-first-stalls")
+    at = app(lesson=str(stalls.order), lesson_step="1").run()
+    assert not at.exception and not at.warning
+    assert at.session_state[CFG_KEY] == stalls.config(1) != load_preset(DEFAULT_SCENARIO)
+    assert _banner_line(at) and _changed_line(at) is None
+    assert at.query_params["lesson"] == stalls.id and at.query_params["lesson_step"] == "1"
+    fresh = app(**dict(at.query_params)).run()  # the address it writes opens the same side again
+    assert fresh.session_state[CFG_KEY] == stalls.config(1) and _changed_line(fresh) is None
+    mechanism = app(lesson=stalls.id, lesson_run="mechanism").run()
+    assert mechanism.session_state[CFG_KEY] == stalls.config(0, "mechanism") and _changed_line(mechanism) is None
+    split = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    also = app(lesson=split.id, lesson_run="also", lesson_step="1").run()
+    assert also.session_state[CFG_KEY] == load_preset(split.also[1].preset) and _changed_line(also) is None
+    # a link with a config of its own keeps it, and the banner says what differs from the side
+    own = app(lesson=stalls.id, **{"workload.num_requests": "50"}).run()
+    assert own.session_state[CFG_KEY] == load_preset(DEFAULT_SCENARIO).model_copy(
+        update={"workload": load_preset(DEFAULT_SCENARIO).workload.model_copy(update={"num_requests": 50})})
+    assert _changed_line(own) is not None
+    # a lesson value no page can use: the default scenario, and the page says why
+    bad = app(lesson=stalls.id, lesson_step="7").run()
+    assert bad.session_state[CFG_KEY] == load_preset(DEFAULT_SCENARIO) and _banner_line(bad) is None
+    assert any("lesson_step = '7' is not used" in w.value for w in bad.warning)
+    # the Learn page reads ?lesson= to show a lesson: a fresh session there keeps the default scenario
+    from app.state import page_asked
+
+    assert page_asked("http://host:8501/learn?lesson=3") == "learn" and page_asked("http://host:8501/?lesson=3") == ""
+
+
 def _changed_line(at) -> str | None:
     return next((c.value for c in at.caption if c.value.startswith("Changed since the lesson opened this run")), None)
 
