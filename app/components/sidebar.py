@@ -189,6 +189,12 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             st.error(plain(st.session_state["ui.upload_error"]))
     if st.session_state.get("ui.part_error"):
         sb.error(plain(st.session_state.pop("ui.part_error")))
+    from app.components import deployment_form  # replicas / disaggregation (issue 13)
+
+    # First, above the engine's sections: how many replicas and which router is the deployment's first choice (at the
+    # foot, lesson 14's Router sat below ~4,000 px of open Hardware and Scheduler knobs); one closed line otherwise.
+    with sb.expander("Deployment (replicas, disaggregation)", expanded=cfg.deployment is not None):
+        deployment = deployment_form.draw(cfg)
     classes = [c.model_dump() for c in cfg.workload.classes]
     slots: dict = {}
     for section in form.SECTIONS:
@@ -211,10 +217,6 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
             if section == "Workload":
                 classes = _classes_editor(cfg)
                 slots["workload.classes"] = st.empty()
-    from app.components import deployment_form  # replicas / disaggregation (issue 13)
-
-    with sb.expander("Deployment (replicas, disaggregation)", expanded=cfg.deployment is not None):
-        deployment = deployment_form.draw(cfg)
     sb.toggle("Presenter mode (large type, one chart)", key=PRESENTER_KEY)
     new_cfg, raw = form.collect(cfg, {"workload.classes": classes, "deployment": deployment})
     if raw is None:

@@ -82,6 +82,17 @@ def test_moving_the_chunk_slider_changes_the_result_and_the_link():
     assert at.session_state[CFG_KEY].scheduler.max_num_batched_tokens == 512
 
 
+def test_the_deployment_section_comes_before_the_engines_knobs():
+    # a review of lesson 14: its Router sat at the foot of the sidebar, below the open Hardware and Scheduler sections
+    at = app(open_sections=False, preset="multi-turn-chat-h100-llama8b", **{"deployment.replicas": "4"}).run()
+    labels = [e.label for e in at.sidebar.expander]
+    assert labels.index("Deployment (replicas, disaggregation)") < labels.index("Hardware"), labels
+    deployment = next(e for e in at.sidebar.expander if e.label.startswith("Deployment"))
+    assert any(s.label == "Router" for s in deployment.selectbox) and deployment.proto.expanded
+    single = app(open_sections=False).run()  # one engine: the section is there, closed
+    assert not next(e for e in single.sidebar.expander if e.label.startswith("Deployment")).proto.expanded
+
+
 def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of():
     # The lesson-12 preset said "KV cache peak 38% of 910,304 tokens": 38% is replica 0's peak of its own 455,152 tokens
     # (the Requests tab: replica 0 38.33%, replica 1 0.15%); 38% of both replicas' 910,304 was never in use.
