@@ -915,9 +915,20 @@ def _price_decode_stretch(cost, B: int, ctx0: int, k: int, now: float, free: int
     return k, ends, dur, flops, nbytes, is_comp, need
 
 
+# At most this many (range, tick) pairs: `_range_max` takes each range's maximum over a mask of the ticks, a few NumPy
+# calls; above it, a sparse table. A paused or cut run of ~12 ticks (lesson 14's closed-loop sessions under
+# prefix_affinity: 4,412 write-backs) spent ~60 us a call building the table level by level in Python.
+RANGE_MAX_MASK_CELLS = 4096
+
+
 def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """max(values[lo_i : hi_i + 1]) for each i (lo <= hi), via a sparse table: O(T log T + R)."""
+    """max(values[lo_i : hi_i + 1]) for each i (lo <= hi): over a mask of the ticks when small, else via a sparse
+    table, O(T log T + R). Either takes the maximum of the same values: the same result."""
     T = values.size
+    if T * lo.size <= RANGE_MAX_MASK_CELLS:
+        ticks = np.arange(T)
+        inside = (ticks >= lo[:, None]) & (ticks <= hi[:, None])
+        return np.where(inside, values, -np.inf).max(axis=1)
     levels = max(int(T).bit_length(), 1)
     table = np.full((levels, T), -np.inf)  # table[k, i] = max(values[i : i + 2**k])
     table[0] = values
@@ -2533,7 +2544,10 @@ def _write_back(engine, d_end, rows, prefill_rows, now0, cap, tick_gaps, schedul
     if idle_ends:
         t0, t_end = _clock_with_idle(now0, dur, idle_ends)
     else:
-        t0 = np.cumsum(np.concatenate([[now0], dur[:-1]]))
+        t0 = np.empty(max(n, 1))  # (np.cumsum of [now0, dur[:-1]]: the same sums, without a list made into an array)
+        t0[0] = now0
+        t0[1:] = dur[:-1]
+        np.add.accumulate(t0, out=t0)
         t_end = t0 + dur  # the same addition as the loop's `now + dur`
     decoding = D > 0  # a tick that decodes decodes every decoder
     col.update(t_start_s=t0, phase=np.where(P > 0, np.where(decoding, MIXED, PREFILL), DECODE), num_decode_seqs=seqs,

@@ -208,3 +208,25 @@ def test_spec_decode_gives_each_decoder_the_rules_tokens_in_batch_order(k, lefts
     draws.settle()  # (the stream goes on where the decoder-by-decoder one does)
     ref.use(offset + B)
     assert spec.upcoming(64).tolist() == ref.upcoming(64).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_range_max_takes_each_ranges_maximum_by_mask_or_sparse_table(data):
+    # a write-back takes each decoder's largest gap over its ticks in step; short runs by a mask, long ones by a sparse
+    # table: both the maximum of the same values, whatever the sizes (-inf: ticks that did not decode)
+    from sim_core import fastpath
+
+    T = data.draw(st.integers(1, 200))
+    values = np.array(data.draw(st.lists(st.one_of(st.floats(-1e3, 1e3), st.just(-np.inf)), min_size=T, max_size=T)))
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, T - 1), st.integers(0, T - 1)), min_size=1, max_size=40))
+    lo = np.array([min(a, b) for a, b in pairs], dtype=np.int64)
+    hi = np.array([max(a, b) for a, b in pairs], dtype=np.int64)
+    want = np.array([values[a : b + 1].max() for a, b in zip(lo, hi)])
+    kept = fastpath.RANGE_MAX_MASK_CELLS
+    try:
+        for cells in (0, 10**9):  # (the sparse table always, the mask always)
+            fastpath.RANGE_MAX_MASK_CELLS = cells
+            assert np.array_equal(fastpath._range_max(values, lo, hi), want)
+    finally:
+        fastpath.RANGE_MAX_MASK_CELLS = kept
