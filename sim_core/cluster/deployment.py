@@ -30,7 +30,7 @@ hand-offs wait for a slot every decode instance keeps up (each decode tick retri
 are independent between events.
 
 Pausing (`pause_runs`, issue 13: cost): a fast-path run that reaches its horizon and must wait there for another
-instance (a replica under a state-aware router, a decode instance) pauses instead of ending (`Engine.may_pause`,
+instance (a replica under a state-aware router or closed-loop sessions, a decode instance) pauses instead of ending (`Engine.may_pause`,
 `fastpath.run_ticks`): ending a run writes every request's state back to the arrays and the next run sets it up
 again, O(running) each, once per arrival or transfer. While it is paused its clock and counts are the run's (the
 router reads them: `_seen`, `Engine.num_outstanding`, `outstanding_bounds`, `live_counts`); requests routed to it
@@ -377,6 +377,14 @@ class Deployment:
         if self.back and self.turns is None:  # a decode instance's run waits at its horizon for events without ending
             for x in insts:  # (requests injected meanwhile join it: Engine.inject_prefilled), and a prefill instance's
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
+        if self.turns is not None and not self.back and self.views is None:
+            # Closed-loop sessions over replicas: a run cut where another replica may release a turn first, or at the
+            # next turn's arrival, pauses there (the loop routes the turn; the replica it goes to takes it when its run
+            # goes on). Ended, lesson 14's 4 replicas under prefix_affinity wrote back and set up 4,479 runs of ~12
+            # ticks for 1,000 turns. A run still ends at its first finished turn (`fastpath` turn_out), where the
+            # session's next turn is released. (Refreshed views note a replica's state from its arrays: not paused.)
+            for x in insts:
+                x.engine.may_pause = self.pause_runs and x.engine.spec is None
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled
         focus_for = -1  # (closed-loop sessions: the request that focus is for; a turn released meanwhile may come first)
         self._hint: tuple[int, list[int]] | None = None  # (request, rivals): `_route_mid_run`'s unsettled try
@@ -837,13 +845,13 @@ class Deployment:
         # (kept until the replica steps or is sent a request, `Engine._state_key`: the loop asks for every replica's at
         # each pass, and most passes step one replica; lesson 14 under prefix_affinity: 17,261 calls for 5,142 states.
         # Replicas only: `release` / `reserve` / `inject_prefilled` change a pool instance's state without changing the
-        # key, and a paused run's state is not in the arrays, but neither happens here: with a decode pool the bound is
-        # the constant above, and runs under closed-loop sessions never pause)
+        # key, but that does not happen here: with a decode pool the bound is the constant above. A paused run's state
+        # is the run's, not the arrays': `_first_release_in_run_s`)
         key = eng._state_key()
         memo = self._release_memo[j]
         if memo is not None and memo[0] == key:
             return memo[1]
-        after_s = self._first_release_after_now_s(j, eng)
+        after_s = self._first_release_after_now_s(j, eng) if eng._live is None else self._first_release_in_run_s(j, eng)
         self._release_memo[j] = (key, after_s)
         return after_s
 
@@ -858,6 +866,30 @@ class Deployment:
         per_tick = 1 + (eng.cfg.scheduler.speculative.num_draft_tokens if eng.spec is not None else 0)
         ticks = np.maximum(1, -(-(st.output[ids] - st.emitted[ids]) // per_tick))
         return float((ticks * self.min_tick_s[j] + self._slot_think_s[j][ids]).min())
+
+    def _first_release_in_run_s(self, j: int, eng: Engine) -> float:
+        """`_first_release_after_s` of replica j whose run is paused: the same sums from the run's state (the arrays hold
+        the state at the run's start, fewer tokens emitted). A decoder in `finish_at[f]` emits its last token in
+        decoding tick f: f - d + 1 ticks from decoding tick d; a request prefilling, queued or added and not arrived
+        has its output less what it emitted before (the arrays': unchanged in the run). No turn has finished in the
+        run (it ends at its first: `fastpath` turn_out). Speculative runs do not pause here (a tick emits several
+        tokens), so one token a tick."""
+        _, _, ptr, _, _, d, finish_at, prefilling, waiting, head, _, _ = eng._live
+        st, think = eng.st, self._slot_think_s[j]
+        min_tick = self.min_tick_s[j]
+        best, seen = math.inf, bool(finish_at)
+        for f, ids in finish_at.items():
+            first_s = (f - d + 1) * min_tick
+            for r in ids:
+                if first_s + think.item(r) < best:
+                    best = first_s + think.item(r)
+        R = st.num_requests
+        rest = [*prefilling, *(w % R for w in waiting[head:]), *range(ptr, getattr(eng, "num_added", ptr))]
+        if rest:
+            ids = np.array(rest, dtype=np.int64)
+            ticks = np.maximum(1, st.output[ids] - st.emitted[ids])
+            best = min(best, float((ticks * min_tick + think[ids]).min()))
+        return best if seen or rest else min_tick + self.turns.min_think_s
 
     def _release_turns(self, i: int) -> None:
         """Turns that finished on instance i send their sessions' next turns (routed when they arrive)."""

@@ -128,9 +128,10 @@ def test_a_router_that_reads_no_state_sends_a_turn_before_every_replica_reaches_
     # replica's run; a router that reads no state now routes it once no turn still to be released can come before it
     # (`Deployment._release_bounds_s` over every replica): fewer runs, the same run as the reference
     cfg = closed_sessions({"replicas": 4, "router": router}, n=120, think_s=5.0, workload__arrival__rate_per_s=30.0)
-    ahead = Deployment(cfg)
+    # (runs that end where they are cut: paused ones would hide where, `test_replicas_under_sessions_pause_...`)
+    ahead = Deployment(cfg, pause_runs=False)
     num_ahead = core_runs(ahead, monkeypatch)
-    ref = Deployment(cfg, route_early=False)  # (every replica reaches each arrival; one tick + shortest think bound)
+    ref = Deployment(cfg, route_early=False, pause_runs=False)  # (every replica reaches each arrival; one tick + shortest think bound)
     num_ref = core_runs(ref, monkeypatch)
     assert ahead._turns_ahead and not ref._turns_ahead
     assert num_ahead < 0.6 * num_ref, (num_ahead, num_ref)
@@ -174,15 +175,40 @@ def test_a_router_that_decides_on_bounds_routes_a_turn_before_every_replica_reac
     # needs run up to it: fewer runs, the same run as the reference
     deployment = {"replicas": 4, "router": router, "state_refresh_s": 0.0}  # (least_kv on exact state: no views)
     cfg = closed_sessions(deployment, n=120, think_s=think_s, workload__arrival__rate_per_s=30.0, **over)
-    early = Deployment(cfg)
+    early = Deployment(cfg, pause_runs=False)  # (runs that end where they are cut: paused ones would hide where)
     num_early = core_runs(early, monkeypatch)
-    ref = Deployment(cfg, route_early=False)  # (every replica reaches each arrival)
+    ref = Deployment(cfg, route_early=False, pause_runs=False)  # (every replica reaches each arrival)
     num_ref = core_runs(ref, monkeypatch)
     # (still on at the run's end: a replica stopped at a limit has exact bounds, Engine._last_tick_by_s; the choice fell
     # back to every replica reaching every arrival once one stopped at max_ticks)
     assert early._early and early.views is None and not ref._early
     assert_same_run(build_result(ref), build_result(early))
     assert num_early < 0.25 * num_ref, (num_early, num_ref)  # (23-376 against 123-4,023; at most 0.19 of them)
+
+
+@pytest.mark.parametrize("router", ["prefix_affinity", "weighted_score", "least_outstanding", "round_robin"])
+@pytest.mark.parametrize("over", [{"kv_cache__enable_prefix_caching": True},
+                                  {"scheduler__preemption": "swap", "hardware__memory_gib": 20.5, "kv_cache__swap_space_gb": 0.5},
+                                  {"workload__num_samples": 2}, {"limits__max_ticks": 700}],
+                         ids=["prefix_cache", "swap", "two_samples", "tick_limit"])  # fmt: skip
+@pytest.mark.parametrize("think_s", [0.0, 0.5])
+def test_replicas_under_sessions_pause_where_their_runs_are_cut(router, over, think_s, monkeypatch):
+    # A replica's run cut under closed-loop sessions (another replica may release a turn first, or the next turn
+    # arrives) ended there: lesson 14's 4 replicas under prefix_affinity wrote back and set up 4,479 runs of ~12 ticks
+    # for 1,000 turns. It now pauses there (its release bound read from the paused run, `_first_release_in_run_s`):
+    # the same run, a run a finished turn at most (it still ends there) instead of one per cut
+    cfg = closed_sessions({"replicas": 4, "router": router}, n=120, think_s=think_s, workload__arrival__rate_per_s=30.0, **over)
+    paused = Deployment(cfg, check_invariants=True)
+    num_paused = core_runs(paused, monkeypatch)
+    ended = Deployment(cfg, pause_runs=False)
+    num_ended = core_runs(ended, monkeypatch)
+    assert all(x.engine.may_pause for x in paused.instances) and not any(x.engine.may_pause for x in ended.instances)
+    assert_same_run(build_result(ended), build_result(paused))
+    assert paused.stopped_reason == ended.stopped_reason
+    finished_turns = int(build_result(paused).requests.is_finished.sum())
+    assert num_paused <= max(num_ended, 1.2 * finished_turns + 4 * 4), (num_paused, num_ended, finished_turns)
+    if router in ("prefix_affinity", "weighted_score"):  # (every replica reaches each arrival: cut four times a turn)
+        assert num_paused < 0.6 * num_ended, (num_paused, num_ended)
 
 
 @pytest.mark.parametrize("closed", [True, False])
