@@ -377,12 +377,12 @@ class Deployment:
         if self.back and self.turns is None:  # a decode instance's run waits at its horizon for events without ending
             for x in insts:  # (requests injected meanwhile join it: Engine.inject_prefilled), and a prefill instance's
                 x.engine.may_pause = self.pause_runs  # across its hand-offs and idle gaps (fastpath.hands_off)
-        if self.turns is not None and not self.back and self.views is None:
+        if self.turns is not None and not self.back:
             # Closed-loop sessions over replicas: a run cut where another replica may release a turn first, or at the
             # next turn's arrival, pauses there (the loop routes the turn; the replica it goes to takes it when its run
             # goes on). Ended, lesson 14's 4 replicas under prefix_affinity wrote back and set up 4,479 runs of ~12
             # ticks for 1,000 turns. A run still ends at its first finished turn (`fastpath` turn_out), where the
-            # session's next turn is released. (Refreshed views note a replica's state from its arrays: not paused.)
+            # session's next turn is released (least_kv's refreshed views note a paused run's KV usage and queue).
             for x in insts:
                 x.engine.may_pause = self.pause_runs and x.engine.spec is None
         focus: list[int] = []  # replicas that must reach the next arrival before its choice is settled

@@ -148,11 +148,11 @@ def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed
     # reference
     cfg = closed_sessions({"replicas": 4, "router": "least_kv", "state_refresh_s": refresh_s}, n=120, think_s=think_s,
                           workload__arrival__rate_per_s=30.0)  # fmt: skip
-    fewer = Deployment(cfg)
+    fewer = Deployment(cfg, pause_runs=False)  # (runs that end where they are cut: paused ones would hide where)
     num_fewer = core_runs(fewer, monkeypatch)
-    ref = Deployment(cfg, route_early=False)  # (a stop at every refresh instant, and at every arrival)
+    ref = Deployment(cfg, route_early=False, pause_runs=False)  # (a stop at every refresh instant, and at every arrival)
     num_ref = core_runs(ref, monkeypatch)
-    at_arrivals = Deployment(cfg)
+    at_arrivals = Deployment(cfg, pause_runs=False)
     at_arrivals._views_ahead = False  # (each arrival routed once every replica has reached it, not its instant)
     num_at_arrivals = core_runs(at_arrivals, monkeypatch)
     assert fewer.views is not None and fewer._views_ahead
@@ -186,7 +186,7 @@ def test_a_router_that_decides_on_bounds_routes_a_turn_before_every_replica_reac
     assert num_early < 0.25 * num_ref, (num_early, num_ref)  # (23-376 against 123-4,023; at most 0.19 of them)
 
 
-@pytest.mark.parametrize("router", ["prefix_affinity", "weighted_score", "least_outstanding", "round_robin"])
+@pytest.mark.parametrize("router", ["prefix_affinity", "weighted_score", "least_kv", "least_outstanding", "round_robin"])
 @pytest.mark.parametrize("over", [{"kv_cache__enable_prefix_caching": True},
                                   {"scheduler__preemption": "swap", "hardware__memory_gib": 20.5, "kv_cache__swap_space_gb": 0.5},
                                   {"workload__num_samples": 2}, {"limits__max_ticks": 700}],
@@ -196,7 +196,8 @@ def test_replicas_under_sessions_pause_where_their_runs_are_cut(router, over, th
     # A replica's run cut under closed-loop sessions (another replica may release a turn first, or the next turn
     # arrives) ended there: lesson 14's 4 replicas under prefix_affinity wrote back and set up 4,479 runs of ~12 ticks
     # for 1,000 turns. It now pauses there (its release bound read from the paused run, `_first_release_in_run_s`):
-    # the same run, a run a finished turn at most (it still ends there) instead of one per cut
+    # the same run, a run a finished turn at most (it still ends there) instead of one per cut. least_kv routes on
+    # refreshed views (0.05 s), which note a paused run's KV usage
     cfg = closed_sessions({"replicas": 4, "router": router}, n=120, think_s=think_s, workload__arrival__rate_per_s=30.0, **over)
     paused = Deployment(cfg, check_invariants=True)
     num_paused = core_runs(paused, monkeypatch)
@@ -207,7 +208,8 @@ def test_replicas_under_sessions_pause_where_their_runs_are_cut(router, over, th
     assert paused.stopped_reason == ended.stopped_reason
     finished_turns = int(build_result(paused).requests.is_finished.sum())
     assert num_paused <= max(num_ended, 1.2 * finished_turns + 4 * 4), (num_paused, num_ended, finished_turns)
-    if router in ("prefix_affinity", "weighted_score"):  # (every replica reaches each arrival: cut four times a turn)
+    assert (paused.views is not None) == (router == "least_kv")
+    if router in ("prefix_affinity", "weighted_score", "least_kv"):  # (every replica reaches each arrival or instant)
         assert num_paused < 0.6 * num_ended, (num_paused, num_ended)
 
 
