@@ -30,8 +30,8 @@ hand-offs wait for a slot every decode instance keeps up (each decode tick retri
 are independent between events.
 
 Pausing (`pause_runs`, issue 13: cost): a fast-path run that reaches its horizon and must wait there for another
-instance (a replica under a state-aware router or closed-loop sessions, a decode instance) pauses instead of ending (`Engine.may_pause`,
-`fastpath.run_ticks`): ending a run writes every request's state back to the arrays and the next run sets it up
+instance (a replica under a state-aware router or closed-loop sessions, a decode instance) pauses instead of ending
+(`Engine.may_pause`, `fastpath.run_ticks`): ending a run writes every request's state back to the arrays and the next run sets it up
 again, O(running) each, once per arrival or transfer. While it is paused its clock and counts are the run's (the
 router reads them: `_seen`, `Engine.num_outstanding`, `outstanding_bounds`, `live_counts`); requests routed to it
 are added as usual, and a transfer into a paused decode run joins it as a new run would set it up
