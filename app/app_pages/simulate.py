@@ -27,7 +27,7 @@ from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop
 from sim_core.costmodel import CostModel
 from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text,
-                              waiting_for_decode_slot)
+                              steady_window_share, waiting_for_decode_slot)
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase, Status
@@ -202,6 +202,13 @@ def _steady_caption(res: SimResult) -> None:
     if st_.note and st_.num_requests < MIN_STEADY_REQUESTS and not st_.num_unfinished:
         # A demonstration-sized run (the mechanism presets have 4-24 requests): its steady window's figures say
         # nothing, and a banner telling a class to run 125 requests talked over the lesson. One line says why.
+        trace = res.config.workload.trace
+        if trace is not None and len(trace.arrival_s) < MIN_STEADY_REQUESTS / steady_window_share():
+            # (a replayed trace of 4 requests cannot run 125: a review read "Run at least 125 requests" under one)
+            st.caption(f"A demonstration: this scenario replays {len(trace.arrival_s):,} requests ({st_.num_requests:,} in "
+                       f"the steady window), too few for steady-state figures (a p99 needs {MIN_STEADY_REQUESTS:,}). The "
+                       "figures above cover the whole run.")  # fmt: skip
+            return
         st.caption(f"{plain(st_.note)} The figures above cover the whole run.")
         return
     if st_.note:

@@ -271,12 +271,24 @@ def _other_roofs(res: SimResult) -> list[tuple[str, tuple[str, float, float, boo
 ROOFLINE_X_TITLE = "arithmetic intensity (FLOP/byte, per GPU)"
 
 
+def _roofline_ticks(tl) -> tuple[np.ndarray, dict[int, int]]:
+    """The ticks the roofline places (busy, with HBM traffic) and each kind's count among them: the legend's counts,
+    before the chart samples MAX_ROOFLINE_POINTS of them."""
+    busy = np.flatnonzero((tl.phase != Phase.IDLE) & (tl.bytes > 0))
+    return busy, {ph: int(np.count_nonzero(tl.phase[busy] == ph)) for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP)}
+
+
+def roofline_tick_count(res: SimResult, kind: str) -> int:
+    """How many ticks of a kind ("prefill ticks") the roofline's legend counts: every one in the run, drawn or sampled
+    (Learn's "What to look for" read 330 sampled prefill dots beside the legend's "prefill ticks (542)")."""
+    name = kind.removesuffix(" ticks")
+    return next((n for ph, n in _roofline_ticks(res.timeline)[1].items() if PHASE_NAMES[ph] == name), 0)
+
+
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
     tl, hw, cm = res.timeline, res.config.hardware, CostModel(res.config)
-    busy = np.flatnonzero((tl.phase != Phase.IDLE) & (tl.bytes > 0))
-    # each kind of tick's count in the run (the legend's), before sampling
-    num_of = {ph: int(np.count_nonzero(tl.phase[busy] == ph)) for ph in (Phase.PREFILL, Phase.MIXED, Phase.DECODE, Phase.SWAP)}
+    busy, num_of = _roofline_ticks(tl)  # (each kind's count in the run: the legend's, before sampling)
     if busy.size > MAX_ROOFLINE_POINTS:  # deterministic, evenly spaced sample, and every tick of a rare kind (a few
         rare = [ph for ph, n in num_of.items() if 0 < n <= RARE_TICKS]  # prefill-only ticks among thousands: none sampled)
         keep = busy[np.linspace(0, busy.size - 1, MAX_ROOFLINE_POINTS).astype(int)]

@@ -48,8 +48,8 @@ def observe(claim: Claim, res: SimResult | None) -> float:
         if claim.metric == "prefill_over_decode_intensity":
             p, d = by_name.get("prefill ticks"), by_name.get("decode ticks")
             return float(np.median(p.x) / np.median(d.x)) if p is not None and d is not None else math.nan
-        tr = by_name.get(claim.element)
-        return float(len(tr.x)) if tr is not None else 0.0
+        # (the legend's count of that kind, every tick of the run: a run past MAX_ROOFLINE_POINTS draws a sample)
+        return float(charts.roofline_tick_count(res, claim.element)) if claim.element in by_name else 0.0
     if claim.view == "classes":
         prio = int(claim.element or 0)
         row = next((r for r in class_metrics(res.config, res.requests) if r["priority"] == prio), None)

@@ -139,8 +139,12 @@ def banner_from_params(params: dict[str, str], lessons: tuple) -> tuple[tuple[st
     num_steps = len(lesson.also) if run == "also" else 2
     step_text = params.get("lesson_step", "0")
     if not (len(step_text) <= 3 and step_text.isdecimal() and int(step_text) < num_steps):
-        return None, (f"The link's lesson_step = {step_text[:40]!r} is not used (allowed for lesson_run = {run!r}: "
-                      f"0-{num_steps - 1}); no lesson banner is shown.",)  # fmt: skip
+        # (a review: "allowed for lesson_run = 'lesson': 0-1" under a link that named no lesson_run, where an instructor
+        # counting sides from 1 had written lesson_step=2 for the second)
+        sides = (f"0-{num_steps - 1}, the presets its text names, counted from 0" if run == "also" else
+                 "0 or 1: its first side is 0, its second 1")  # fmt: skip
+        return None, (f"The link's lesson_step = {step_text[:40]!r} is not used (allowed for lesson {lesson.order}"
+                      f"{'' if run == 'lesson' else f', lesson_run = {run!r}'}: {sides}); no lesson banner is shown.",)  # fmt: skip
     return (lesson.id, int(step_text), run), ()
 
 

@@ -356,3 +356,35 @@ def test_a_claim_says_what_the_run_shows_in_words_with_units():
     # every metric a lesson checks is named (a new one would read as its field name)
     used = {c.metric for x in load_lessons() for c in x.claims if c.view in ("headline", "classes")} - {"fits"}
     assert used <= set(CLAIM_METRICS), used - set(CLAIM_METRICS)
+
+
+def test_a_roofline_count_is_the_legends_when_the_chart_samples_its_dots():
+    # lesson 1's 600 requests run 6,357 ticks, past the 4,000 dots the roofline draws: "What to look for" read "330
+    # prefill ticks on the roofline" beside the legend's "prefill ticks (542)"
+    import re
+
+    from app.components import charts
+
+    lesson = next(x for x in load_lessons() if x.id == "roofline")
+    res = _run(lesson.id, "lesson", 0)
+    fig = charts.roofline_figure(res)
+    assert sum(len(t.x) for t in fig.data if t.mode == "markers") <= charts.MAX_ROOFLINE_POINTS < res.timeline.num_ticks
+    for kind in ("prefill ticks", "decode ticks"):
+        legend = next(t.name for t in fig.data if t.legendgroup == kind)
+        drawn = next(len(t.x) for t in fig.data if t.legendgroup == kind)
+        counted = int(re.search(r"\(([\d,]+)\)", legend).group(1).replace(",", ""))
+        claim = Claim(says="x", step=0, view="roofline", element=kind)
+        assert observe(claim, res) == counted > drawn
+        assert shows(claim, observe(claim, res)).startswith(f"{counted:,} {kind} on the roofline")
+
+
+def test_the_split_lesson_quotes_its_steady_window_beside_the_headline():
+    # a review: lesson 11's answer quoted the headline's 56 % and 4.5 req/s, and the steady window under it read 46 %
+    # and 3.90 req/s of 8.43 offered, with nothing saying which is which
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    co, split = (_run(lesson.id, "lesson", step).summary.steady for step in (0, 1))
+    assert co.note is None and split.note is None  # (the runs settle: their steady windows are shown)
+    said = (f"in the steady window under it, warm-up and drain left out, {co.slo_attainment:.0%} to {split.slo_attainment:.0%} "
+            f"and {co.goodput_requests_per_s:.1f} to {split.goodput_requests_per_s:.1f} req/s of the "
+            f"{split.arrival_rate_per_s:.1f} offered")  # fmt: skip
+    assert said in lesson.answer, said

@@ -1222,8 +1222,15 @@ def test_a_demonstration_sized_run_says_in_one_line_that_it_has_no_steady_state(
     at = app(preset="mechanism-chunked-prefill").run()
     assert not at.exception and not any(i.value.startswith("Too short to say") for i in at.info)
     assert not any(c.value.startswith("Steady state") for c in at.caption)
-    assert any(c.value.startswith("Too short to say: the steady window holds 4 requests")
-               and c.value.endswith("The figures above cover the whole run.") for c in at.caption)
+    # (a replayed trace of 4 cannot run 125 requests: a review read "Run at least 125 requests" under one)
+    assert any(c.value == "A demonstration: this scenario replays 4 requests (4 in the steady window), too few for "
+               "steady-state figures (a p99 needs 100). The figures above cover the whole run." for c in at.caption), \
+        [c.value for c in at.caption]
+    assert not any("Run at least" in c.value for c in at.caption)
+    # a drawn workload that short can be run longer: its caption says how
+    at = app(preset="chat-h100-llama8b", **{"workload.num_requests": "40"}).run()
+    assert any(c.value.startswith("Too short to say: the steady window holds 32 requests") and "Run at least 125 requests" in c.value
+               and c.value.endswith("The figures above cover the whole run.") for c in at.caption), [c.value for c in at.caption]
 
 
 def test_compare_repeats_over_seeds_and_says_whether_the_bands_overlap():
