@@ -458,8 +458,7 @@ def _lesson_side_named_alone(params: dict[str, str]) -> tuple[SimConfig, str] | 
         return None
     lesson_id, step, run = active
     lesson = next(x for x in lessons if x.id == lesson_id)
-    scenario = {"lesson": lesson.scenario, "mechanism": lesson.mechanism}.get(run) or lesson.also[step].preset
-    return lesson.side_config(step, run), scenario
+    return lesson.side_config(step, run), lesson.side_preset(step, run)
 
 
 def ensure_session(params: dict[str, str] | None = None) -> None:

@@ -92,7 +92,7 @@ class Lesson(BaseModel):
 
     def config(self, step: int = 0, run: str = "lesson") -> SimConfig:
         """The scenario (or the mechanism scenario) with the overrides and the knob at values[step]."""
-        cfg = load_preset(self.mechanism if run == "mechanism" and self.mechanism else self.scenario)
+        cfg = load_preset(self.side_preset(step, run))
         for path, value in self.overrides.items():
             # (a mechanism scenario replays its few requests: a rate means nothing, and the lesson scenario's length,
             # set so that its run reaches a steady state, is not the mechanism's: its point is a handful of rows)
@@ -100,10 +100,17 @@ class Lesson(BaseModel):
                 cfg = with_value(cfg, path, value)
         return with_value(cfg, self.knob, self.values[step])
 
+    def side_preset(self, step: int, run: str = "lesson") -> str:
+        """The scenario preset a side of the lesson is built on: its mechanism scenario (when it has one) for run
+        "mechanism", the step-th preset its text names for "also", else its scenario."""
+        if run == "also":
+            return self.also[step].preset
+        return self.mechanism if run == "mechanism" and self.mechanism else self.scenario
+
     def side_config(self, step: int, run: str = "lesson") -> SimConfig:
         """The config a side of the lesson opens: `run` "lesson" or "mechanism" at the knob's step, or "also": the
         step-th preset its text names, as it is (the page's banner and a link naming only the lesson read it)."""
-        return load_preset(self.also[step].preset) if run == "also" else self.config(step, run)
+        return load_preset(self.side_preset(step, run)) if run == "also" else self.config(step, run)
 
     @property
     def side_labels(self) -> tuple[Any, Any]:

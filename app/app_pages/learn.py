@@ -25,8 +25,7 @@ def fmt_metric(metric: str, value: float) -> str:
 
 def _open_in_simulate(lesson: Lesson, step: int, run: str = "lesson") -> None:
     cfg = lesson.config(step, run)
-    base = lesson.mechanism if run == "mechanism" and lesson.mechanism else lesson.scenario
-    _open(cfg, preset_matching(cfg), base, (lesson.id, step, run))  # an unmodified preset keeps its name
+    _open(cfg, preset_matching(cfg), lesson.side_preset(step, run), (lesson.id, step, run))  # an unmodified preset keeps its name
 
 
 def _open_also(lesson: Lesson, index: int) -> None:

@@ -101,11 +101,8 @@ class RefreshedViews:
     def next_instant_s(self, eng) -> float:
         """The first refresh instant after the time eng's next tick can start (its clock, or with nothing queued
         its next arrival): it runs no tick that starts at or after it before the next `note`."""
-        st = eng.st
-        if eng._live is not None:  # (a paused run: its queue and next arrival, not the arrays' at its start)
-            t = st.now_s if eng.is_busy else max(st.now_s, eng.next_arrival_s())
-        else:
-            t = st.now_s if st.running.size or st.waiting_keys.size or st.swapped_keys.size else max(st.now_s, st.next_arrival_s())
+        now_s = eng.st.now_s  # (`is_busy`, `next_arrival_s`: a paused run's queue and next arrival, not its arrays')
+        t = now_s if eng.is_busy else max(now_s, eng.next_arrival_s())
         return (math.floor(t / self.refresh_s) + 1) * self.refresh_s if math.isfinite(t) else math.inf
 
     def instant_at_or_before_s(self, t_s: float) -> float:
@@ -121,10 +118,9 @@ class RefreshedViews:
         if before_s < math.inf:
             k = min(k, math.ceil(before_s / self.refresh_s) - 1)  # (a release at an instant is seen there)
         if k > self._last_k[i]:
-            # (a paused run's KV usage is the run's; its finished count is the arrays': a replica's run under sessions
-            # ends at its first finished turn, `fastpath` turn_out)
-            usage = eng.kv.usage if eng._live is None else eng.live_kv_usage
-            self._seen[i].append((self._last_k[i] + 1, k, usage, eng.st.num_finished))
+            # (`live_kv_usage`: a paused run's KV usage is the run's; its finished count is the arrays': a replica's run
+            # under sessions ends at its first finished turn, `fastpath` turn_out)
+            self._seen[i].append((self._last_k[i] + 1, k, eng.live_kv_usage, eng.st.num_finished))
             self._last_k[i] = k
 
     def at(self, t_s: float) -> list[_View]:
@@ -141,6 +137,6 @@ class RefreshedViews:
             if seen and seen[0][0] <= k:
                 _, _, usage, finished = seen[0]
             else:  # its clock has not reached the instant: it has no work, so its state then is its state now
-                usage, finished = eng.kv.usage if eng._live is None else eng.live_kv_usage, eng.st.num_finished
+                usage, finished = eng.live_kv_usage, eng.st.num_finished
             out.append(_View(usage, sent - finished))
         return out
