@@ -199,7 +199,9 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
     if lesson is None:
         return
     with st.container(border=True, key="lesson_banner"):
-        c1, c2, c3 = st.columns([6, 2, 1], vertical_alignment="center")
+        # (the way back and the close in one right-hand row: a third column of its own, a ninth of the banner, was
+        # narrower than Streamlit's least column at 1280 px, and its ✕ wrapped onto a line of its own under the question)
+        c1, c2 = st.columns([6, 3], vertical_alignment="center")
         if run == "also":  # a scenario the lesson's text names, opened as it is: no side of the knob
             entry = lesson.also[step] if step < len(lesson.also) else None
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}** · {plain(entry.label) if entry else 'a scenario it names'}")
@@ -214,8 +216,9 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
             c1.caption(plain(changed), help="The lesson's figures and its answer are about the side it opened; the "
                        "lesson's own buttons open that side again.")  # fmt: skip
         back = {"lesson": lesson.id, **st.session_state.get(LEARN_LINK_KEY, {})}
-        c2.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:", query_params=back)
-        if c3.button("✕", key="lesson_banner.close", help="Hide the lesson banner"):
+        row = c2.container(horizontal=True, horizontal_alignment="right", vertical_alignment="center")
+        row.page_link("app_pages/learn.py", label="Back to the lesson", icon=":material/arrow_back:", query_params=back)
+        if row.button("✕", key="lesson_banner.close", help="Hide the lesson banner"):
             st.session_state.pop(ACTIVE_LESSON_KEY, None)
             st.rerun()
 

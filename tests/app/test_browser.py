@@ -387,6 +387,22 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
     page.close()
 
 
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 720}, {"width": 800, "height": 900}, PHONE])
+def test_the_lesson_banners_close_sits_beside_the_way_back(server, browser, viewport):
+    # at 1280x720 the close had a ninth of the banner, a column narrower than Streamlit lets one be: its ✕ wrapped
+    # onto a line of its own under the question (a browser review)
+    page = browser.new_page(viewport=viewport)
+    page.goto(server + "/?lesson=3")
+    # (`:visible`: the page also holds a hidden copy of the button, with no box)
+    page.wait_for_selector(".st-key-lesson_banner-close button:visible", timeout=90_000)
+    back = page.locator(".st-key-lesson_banner [data-testid='stPageLink']:visible").bounding_box()
+    close = page.locator(".st-key-lesson_banner-close button:visible").bounding_box()
+    middle = close["y"] + close["height"] / 2
+    assert back["y"] <= middle <= back["y"] + back["height"], (viewport, back, close)
+    assert close["x"] > back["x"] + back["width"], (viewport, back, close)  # (to its right, in the same row)
+    page.close()
+
+
 def test_a_lessons_buttons_and_numbers_keep_their_labels_whole_on_a_phone(server, browser):
     # 390 px, lesson 11: its two buttons read "Open with Deployment (same 8 GPUs) = 4 co-located r…" and "… = 3 prefill +
     # 1 de…" (which side each opens, cut) and "Run both" labelled its first number "… = 4 co-located replicas (T…"
