@@ -49,8 +49,10 @@ def swap_notes(res: SimResult) -> list[str]:
     (Llama-3.1-8B on an A100 at 5 % of its KV cache) showed "0 swaps" beside a description of swapping."""
     if res.config.scheduler.preemption != "swap" or res.summary.num_preemptions:
         return []
-    return ["scheduler.preemption = 'swap', but no request was pre-empted, so nothing was swapped and the results are "
-            f"recompute's; KV pressure makes it act: {more_load(res.config)}, or a lower kv_cache.gpu_memory_utilization."]
+    return ["scheduler.preemption = 'swap', but no request was pre-empted, so nothing was swapped: the results are "
+            "what scheduler.preemption = 'recompute' gives. To see swapping, add KV pressure. What makes it act: "
+            f"{more_load(res.config)}, or a lower kv_cache.gpu_memory_utilization."]  # (a review found "the results are
+    # recompute's; KV pressure makes it act: ..." hard to parse)
 
 
 def more_load(cfg: SimConfig) -> str:

@@ -348,9 +348,11 @@ def _fixed_legend_order(fig: go.Figure) -> None:
 
 
 def kv_peak_label(drawn: list, window: timeline.Window) -> str | None:
-    """The KV panel's peak in the window and its instance ("peak 5.0 % · R1"; None: nothing ran): on the panel's fixed
-    0-100 % axis a few percent is a line on the floor and four replicas' lines one band (a review of lesson 14, whose
-    peaks are 4-5.5 %). Short, as the panel titles (a narrow chart clips a long one)."""
+    """The KV panel's peak in the window and its instance ("peak in view 5.0 % · R1"; None: nothing ran): on the panel's
+    fixed 0-100 % axis a few percent is a line on the floor and four replicas' lines one band (a review of lesson 14,
+    whose peaks are 4-5.5 %). "in view": the drawn lines' peak, blocks after each tick's frees, not the headline's
+    (the run's, in a tick: 34.5 % beside "peak 10.1 %" read as a contradiction, a review). Short, as the panel titles
+    (a narrow chart clips a long one)."""
     best, where = -1.0, None
     for inst in drawn:
         tl = inst.result.timeline
@@ -363,7 +365,7 @@ def kv_peak_label(drawn: list, window: timeline.Window) -> str | None:
             best, where = pct, inst
     if where is None:
         return None
-    return f"peak {best:,.1f} %" + (f" · {_code(where)}" if len(drawn) > 1 else "")
+    return f"peak in view {best:,.1f} %" + (f" · {_code(where)}" if len(drawn) > 1 else "")
 
 
 def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,

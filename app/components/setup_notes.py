@@ -53,7 +53,8 @@ def calibration_difference(a: SimConfig, b: SimConfig, names: tuple[str, str] = 
     return (f"{na} and {nb} are priced with different calibrations ({na}: {ca.profile}, {nb}: {cb.profile}; {shown}{more}), "
             "measured on each engine family's own implementation: part of the difference is their CPU overheads and "
             "kernels, not their scheduling. To compare the scheduling alone, give both the same calibration profile "
-            "(sidebar, Calibration).")
+            "(calibration.profile: on Simulate, sidebar → Calibration; or in the link).")  # (Compare and Sweep have no
+    # such section of their own: "(sidebar, Calibration)" sent a reader to a sidebar that holds only the pages, a review)
 
 
 MORE_NAMES = 12  # fields past MAX_FIELDS named without their values

@@ -208,7 +208,9 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
         else:
             where = " · the mechanism scenario" if run == "mechanism" else ""
             shown = side_labels(lesson)[step]  # a whole section (a deployment) by its label, not its dict
-            c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · {lesson.knob_label} = `{shown}`")
+            # ("opened with": the side this run started from; a student who moved the knob read "Router = round_robin"
+            # above a session run, beside the line below that said the router had changed, a review)
+            c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · opened with {lesson.knob_label} = `{shown}`")
         c1.text(f"Question: {lesson.question}")
         # (once per config object: an uploaded trace's config took seconds to dump, at every rerun, `derived`)
         if cfg is not None and (changed := derived(cfg, ("lesson_changes", *active),

@@ -531,6 +531,8 @@ def test_the_lesson_banner_says_what_the_run_changed_since_the_lesson_opened_it(
     at = open_page(PAGES[3], lesson=lesson.id)
     at.button(key=f"learn.open1.{lesson.id}").click().run()
     assert not at.exception and _banner_line(at) and _changed_line(at) is None  # (as opened: nothing to say)
+    # (the side it opened, said as such: "Router = round_robin" above a moved router read as the run's, a review)
+    assert f"· opened with {lesson.knob_label} = `" in _banner_line(at), _banner_line(at)
     address = dict(at.query_params)
     moved = app(**{**address, "scheduler.preemption": "recompute"}).run()  # (the knob moved back in the sidebar)
     assert not moved.exception and _banner_line(moved) == _banner_line(at)
