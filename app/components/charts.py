@@ -338,6 +338,15 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     return readable_numbers(fig)
 
 
+def _whole_ticks(counts: np.ndarray) -> dict:
+    """Axis settings for counts of whole things (tokens, blocks): a tick at every whole number while they are few, where
+    Plotly's own steps read 0.2, 0.4, ... (a decode-only tick's one token each, a request's 1-3 blocks; a review)."""
+    return {"dtick": 1} if counts.size and counts.max() <= WHOLE_TICKS_UP_TO else {}
+
+
+WHOLE_TICKS_UP_TO = 8  # (past it Plotly's steps are whole: 0, 2, 4, ...)
+
+
 def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarray | None = None) -> go.Figure:
     """One tick's batch: tokens each request computed (prefill chunk or decode) and KV blocks it holds.
     `req_ids`: the deployment-wide id of each of this engine's requests (an instance of a deployment), so
@@ -360,7 +369,8 @@ def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarra
     if new.size and new.max() > 50 * max(new.min(), 1):
         fig.update_yaxes(title_text="tokens (log)", **LOG_AXIS, row=1, col=1)
     else:
-        fig.update_yaxes(title_text="tokens", row=1, col=1)
+        fig.update_yaxes(title_text="tokens", row=1, col=1, **_whole_ticks(new))
+    fig.update_yaxes(row=1, col=2, **_whole_ticks(held))
     # The legend in its own strip at the figure's foot, under the request labels: placed on the plot's scale, it sat on
     # a busy tick's labels (26 requests, "req 165" stood on end) on a phone; the labels push the plots up instead
     fig.update_xaxes(automargin=True)

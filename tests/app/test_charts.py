@@ -166,6 +166,28 @@ def test_step_figure_titles_fit_a_narrow_chart(small):
     assert not fig.layout.yaxis2.title.text
 
 
+def test_step_figures_count_axes_tick_at_whole_numbers_while_counts_are_few(small):
+    # a review: a request's 1-3 blocks read on an axis of 0.2, 0.4, ...; a decode-only tick's one token each likewise
+    from sim_core import run_simulation
+    from tests.conftest import make_config
+
+    short = run_simulation(make_config(workload__num_requests=30, workload__prompt_tokens={"dist": "fixed", "mean": 40},
+                                       workload__output_tokens={"dist": "fixed", "mean": 20}))  # (1-4 blocks a request)
+    seen = set()
+    for res, tick in [(small, t) for t in np.unique(small.batches.tick)[:60]] + [(short, t) for t in np.unique(short.batches.tick)]:
+        b = res.batches
+        m = b.tick == tick
+        held, new = b.kv_blocks_held[m], b.num_new_tokens[m]
+        fig = charts.step_figure(res, int(tick))
+        few = held.max() <= charts.WHOLE_TICKS_UP_TO
+        assert (fig.layout.yaxis2.dtick == 1) == few, (tick, held.max(), fig.layout.yaxis2.dtick)
+        if new.max() <= charts.WHOLE_TICKS_UP_TO:  # (a linear axis: few tokens, none 50 times another)
+            assert fig.layout.yaxis.dtick == 1, (tick, new)
+            seen.add("tokens")
+        seen.add(few)
+    assert seen == {True, False, "tokens"}, seen  # (each case met in the run)
+
+
 def test_step_figures_legend_keeps_clear_of_a_busy_ticks_request_labels(small):
     # 390 px, tick 2,000 of the default run (26 requests): the legend, placed on the plots' scale (y=-0.15), sat on the
     # request labels stood on end ("req 165"); it has a strip of its own at the figure's foot and the labels push the
