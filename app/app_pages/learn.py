@@ -169,6 +169,12 @@ def _agenda(lessons: tuple[Lesson, ...], pick: str) -> None:
         st.text("\n".join(rows))
 
 
+def _step_lesson(ids: list[str], step: int) -> None:
+    """The previous (-1) or next (+1) lesson, as if picked (a callback: it runs before the picker is drawn again)."""
+    at = ids.index(st.session_state["learn.pick"])
+    st.session_state["learn.pick"] = ids[min(max(at + step, 0), len(ids) - 1)]
+
+
 def main() -> None:
     st.title("Learn: scheduling, one knob at a time")
     lessons = load_lessons()
@@ -191,8 +197,17 @@ def main() -> None:
     workshop_mode = params.get("workshop") == "1"
     if workshop_mode:
         _agenda(lessons, st.session_state["learn.pick"])
-    pick = st.radio("Lesson", ids, key="learn.pick", horizontal=True,
-                    format_func=lambda i: f"{ids.index(i) + 1}. {next(x.title for x in lessons if x.id == i)}")  # fmt: skip
+    # One line to pick a lesson, and the next or the one before a click away: a list of all seventeen titles filled a
+    # phone's first screen, and six rows of a 1,400-px one, above the lesson itself (a browser review; the workshop's
+    # agenda lists them all)
+    titles = {x.id: f"{ids.index(x.id) + 1}. {x.title}" for x in lessons}
+    row = st.container(horizontal=True, vertical_alignment="bottom", key="learn_pick_row")
+    pick = row.selectbox("Lesson", ids, key="learn.pick", format_func=titles.__getitem__, width=520)
+    at = ids.index(pick)
+    row.button("◀ Previous", key="learn.prev", disabled=at == 0, on_click=_step_lesson, args=(ids, -1),
+               help="The lesson before this one")  # fmt: skip
+    row.button("Next ▶", key="learn.next", disabled=at == len(ids) - 1, on_click=_step_lesson, args=(ids, 1),
+               help="The next lesson")  # fmt: skip
     kept = workshop.usable_workshop_params(params, ids)
     write_query_params({"lesson": pick, **kept})
     st.session_state[workshop.LEARN_LINK_KEY] = kept  # (for "Back to the lesson" on the page a lesson opens)

@@ -427,10 +427,26 @@ def test_the_first_lesson_picked_on_learn_opened_from_the_menu_is_shown():
     at = app().run()
     at.switch_page(PAGES[3]).run()
     assert at.query_params["lesson"] == "roofline"
-    at.radio(key="learn.pick").set_value("split-prefill-decode").run()
+    at.selectbox(key="learn.pick").set_value("split-prefill-decode").run()
     assert not at.exception
     assert any(lesson_title("split-prefill-decode") in s.value for s in at.subheader)
     assert at.query_params["lesson"] == "split-prefill-decode"
+
+
+def test_learn_steps_to_the_next_and_previous_lesson_from_one_line():
+    # a browser review: the seventeen titles as a list filled a phone's first screen above the lesson; one picker and
+    # Previous / Next instead, each step a lesson the page shows and its address names
+    ids = [x.id for x in sorted(load_lessons(), key=lambda x: x.order)]
+    at = open_page(PAGES[3], lesson=ids[0])
+    assert at.button(key="learn.prev").disabled and not at.button(key="learn.next").disabled
+    at.button(key="learn.next").click().run()
+    assert not at.exception and at.selectbox(key="learn.pick").value == ids[1] and at.query_params["lesson"] == ids[1]
+    assert any(lesson_title(ids[1]) in s.value for s in at.subheader)
+    at.button(key="learn.prev").click().run()
+    assert at.selectbox(key="learn.pick").value == ids[0] and at.query_params["lesson"] == ids[0]
+    last = open_page(PAGES[3], lesson=ids[-1])
+    assert last.button(key="learn.next").disabled and not last.button(key="learn.prev").disabled
+    assert last.selectbox(key="learn.pick").options[:2] == [f"1. {lesson_title(ids[0])}", f"2. {lesson_title(ids[1])}"]
 
 
 def test_a_lesson_button_opens_simulate_with_the_lesson_config():
