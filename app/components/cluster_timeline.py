@@ -312,8 +312,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                       row=3, col=1)  # fmt: skip
     _fixed_legend_order(fig)
     if (peak := kv_peak_label(drawn, window)) is not None:  # (inside the KV panel, at its top right)
-        fig.add_annotation(text=peak, xref="x3 domain", yref="y3 domain", x=0.995, y=0.97, xanchor="right", yanchor="top",
-                           showarrow=False, font=dict(size=11), bgcolor="rgba(255,255,255,0.75)")  # fmt: skip
+        timeline.kv_peak_note(fig, *peak, row=3)
     # The legend at the figure's foot, as one engine's and Compare's: over the top panel the mode bar, shown on hover at
     # the top right, covered its last entries (KV of the last instances, at 1,400 px)
     fig.update_layout(barmode="overlay", height=height, bargap=0.15, margin=dict(l=10, r=10, t=40, b=10),
@@ -347,25 +346,17 @@ def _fixed_legend_order(fig: go.Figure) -> None:
             tr.legendrank = rank
 
 
-def kv_peak_label(drawn: list, window: timeline.Window) -> str | None:
-    """The KV panel's peak in the window and its instance ("peak in view 5.0 % · R1"; None: nothing ran): on the panel's
-    fixed 0-100 % axis a few percent is a line on the floor and four replicas' lines one band (a review of lesson 14,
-    whose peaks are 4-5.5 %). "in view": the drawn lines' peak, blocks after each tick's frees, not the headline's
-    (the run's, in a tick: 34.5 % beside "peak 10.1 %" read as a contradiction, a review). Short, as the panel titles
-    (a narrow chart clips a long one)."""
+def kv_peak_label(drawn: list, window: timeline.Window) -> tuple[float, str] | None:
+    """The KV panel's peak in the window (`timeline.kv_peak_in_view_pct`, each drawn instance of its own pool) and
+    where, when more than one is drawn ("R1"); None: nothing ran. (The headline's peak is the run's, in a tick: 34.5 %
+    beside "peak 10.1 %" read as a contradiction, a review: the note says "in view".)"""
     best, where = -1.0, None
     for inst in drawn:
-        tl = inst.result.timeline
-        if not tl.num_ticks:
-            continue
-        used = tl.kv_blocks_used
-        if window is not None:  # (ticks that overlap the window)
-            used = used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
-        if used.size and (pct := float(used.max()) / inst.result.memory.num_blocks * 100) > best:
+        if (pct := timeline.kv_peak_in_view_pct(inst.result, window)) is not None and pct > best:
             best, where = pct, inst
     if where is None:
         return None
-    return f"peak in view {best:,.1f} %" + (f" · {_code(where)}" if len(drawn) > 1 else "")
+    return best, _code(where) if len(drawn) > 1 else ""
 
 
 def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str = "", height: int = 300,

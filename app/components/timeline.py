@@ -570,6 +570,30 @@ def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request
     return f"{GPU_BAR_TITLES[bars]}{tp_note}", req_title, "KV cache in use", "Queues"
 
 
+def kv_peak_in_view_pct(res: SimResult, window: Window) -> float | None:
+    """The most KV blocks in use over the ticks that overlap the window (the whole run: None), as the KV panel draws
+    them (after each tick's frees; the headline's peak is the run's, in a tick), in % of the pool; None: no tick."""
+    tl = res.timeline
+    used = tl.kv_blocks_used
+    if window is not None:
+        used = used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
+    return float(used.max()) / res.memory.num_blocks * 100 if used.size else None
+
+
+def kv_peak_text(pct: float, where: str = "") -> str:
+    """'peak in view 12.0 %' (and where: ' · R2'): on the KV panel's fixed 0-100 % axis a few percent is a line on the
+    floor (reviews of lesson 14, 4-5.5 %, and of the default run, 12 %). Short, as the panel titles (a narrow chart
+    clips a long one)."""
+    return f"peak in view {pct:,.1f} %" + (f" · {where}" if where else "")
+
+
+def kv_peak_note(fig: go.Figure, pct: float, where: str, row: int) -> None:
+    """`kv_peak_text` inside the KV panel of row `row`, at its top right."""
+    fig.add_annotation(text=kv_peak_text(pct, where), xref=f"x{row} domain",
+                       yref=f"y{row} domain", x=0.995, y=0.97, xanchor="right", yanchor="top", showarrow=False,
+                       font=dict(size=11), bgcolor="rgba(255,255,255,0.75)")  # fmt: skip
+
+
 def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720,
                     window: Window = None) -> go.Figure:  # fmt: skip
     """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis. With a window,
@@ -604,6 +628,8 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     # Rows in request order (plotly would order categories by first appearance across traces).
     fig.update_yaxes(request_axis([f"req {i}" for i in ids]), row=2, col=1)
     fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
+    if (peak := kv_peak_in_view_pct(res, window)) is not None:
+        kv_peak_note(fig, peak, "", row=3)
     fig.update_yaxes(title_text="requests", rangemode="tozero", row=4, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=4, col=1)
     if window is not None:

@@ -263,8 +263,10 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
     parts = [CSS, f'<div class="sgt{" pr" if presenter else ""}" data-testid="timeline-html">',
              f'<div class="sgt-t">{esc(titles[0])}</div>', gantt,
              f'<div class="sgt-t">{esc(titles[1])}</div>', req_rows]  # fmt: skip
-    if kv:
-        parts += [f'<div class="sgt-t">{esc(titles[2])}</div>', _line_panel(axis, kv, 100.0, "% blocks", ticks)]
+    if kv:  # (its peak in view in the title: the Plotly figure's note inside the panel, `timeline.kv_peak_note`)
+        peak = timeline.kv_peak_in_view_pct(res, window)
+        kv_title = titles[2] + (f" · {timeline.kv_peak_text(peak)}" if peak is not None else "")
+        parts += [f'<div class="sgt-t">{esc(kv_title)}</div>', _line_panel(axis, kv, 100.0, "% blocks", ticks)]
     if queues:
         q_max = max(float(max(ln.y.max() for ln in queues)), 1.0)
         parts += [f'<div class="sgt-t">{esc(titles[3])}</div>', _line_panel(axis, queues, q_max, "requests", ticks)]

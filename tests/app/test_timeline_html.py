@@ -82,6 +82,20 @@ def test_panels_titles_rows_and_legend_match_the_plotly_figure(v0):
     assert "stalled (no token this tick)" in page.text
 
 
+def test_the_kv_panel_names_its_peak_in_view_in_both_renderings(v0):
+    # a review: the default run's 12 % peak was a line on the floor of the fixed 0-100 % axis, with nothing to read;
+    # the deployments' panel had its note since session 60, one engine's had none
+    window = timeline.opening_window(v0)
+    tl = v0.timeline
+    used = tl.kv_blocks_used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
+    said = f"peak in view {used.max() / v0.memory.num_blocks * 100:,.1f} %"
+    fig = timeline.timeline_figure(v0, 0, 30, window=window)
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("peak")] == [said]
+    assert f"KV cache in use · {said}" in Parsed(timeline_html.timeline_html(v0, 0, 30, window)).text
+    whole = timeline.timeline_figure(v0, 0, 30).layout.annotations[-1].text  # (no window: the whole run's, drawn)
+    assert whole == f"peak in view {tl.kv_blocks_used.max() / v0.memory.num_blocks * 100:,.1f} %"
+
+
 def test_request_bars_say_which_request_and_state(v0):
     window = timeline.opening_window(v0)
     page = Parsed(timeline_html.timeline_html(v0, 0, 30, window))
