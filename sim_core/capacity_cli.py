@@ -269,7 +269,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     p = spec.objective.percentile
     print(f"Plan for {spec.target_rate_per_s:g} req/s of {cfg.workload.name} traffic on {cfg.model.name}: "
           f"{spec.objective.describe(cfg)}")
-    print(f"  {result.num_candidates:,} candidates, {len(result.evaluated):,} simulated, {elapsed:,.1f} s on {backend.name}; "
+    print(f"  {result.num_candidates:,} candidates, {result.runs_text()}, {elapsed:,.1f} s on {backend.name}; "
           f"pruned: {result.pruned_text()}")
     print(f"  {result.band.text()}")
     print(f"  {spec.describe_evaluation(cfg)}")

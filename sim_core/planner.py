@@ -508,6 +508,13 @@ class Plan:
     examples: dict[str, str] = field(default_factory=dict)
     stopped: Stopped | None = None  # the caller cancelled the search before it settled every candidate
 
+    def runs_text(self) -> str:
+        """The simulations the plan ran, as runs, not candidates: under the prefilter a finalist is run again as a
+        deployment (and with fewer replicas), so runs and the candidates skipped need not add up to the candidates
+        (the page read "576 candidate configurations, 19 simulated; skipped: 84 ..., 480 ...", 583, a review)."""
+        again = " (finalists run again as deployments)" if self.spec.evaluation == "prefilter" and self.evaluated else ""
+        return f"{len(self.evaluated):,} simulation run{'s' if len(self.evaluated) != 1 else ''}{again}"
+
     def pruned_text(self) -> str:
         """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
         Plan page 'skipped: .' with nothing after them); a reason with a message, with its first one."""

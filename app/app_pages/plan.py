@@ -191,7 +191,7 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
     (then an empty answer is this server's limit, not the search space's)."""
     spec = result.spec
     band = result.band.text()  # ("cost-model error on …": it starts a sentence here)
-    st.caption(f"{result.num_candidates:,} candidate configurations, {len(result.evaluated):,} simulated in {elapsed_s:,.1f} s; "
+    st.caption(f"{result.num_candidates:,} candidate configurations, {result.runs_text()} in {elapsed_s:,.1f} s; "
                f"skipped: {plain(result.pruned_text())}. " + band[:1].upper() + band[1:] + ".")  # fmt: skip
     if not result.rows:
         if stopped:

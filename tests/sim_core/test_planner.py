@@ -593,3 +593,15 @@ def test_p_d_split_candidates_use_the_planned_configs_own_kv_link():
     assert f"KV link {describe_link(own)}" in spec.describe_evaluation(pd_base)
     colocated = load_preset("chat-h100-llama8b")  # (no link of its own: the config's default)
     assert split_link(colocated) == LinkConfig() and family_config(colocated, fam).deployment.disaggregation.link == LinkConfig()
+
+
+def test_a_plan_counts_simulation_runs_and_says_when_finalists_run_again():
+    # a review: the Plan page read "576 candidate configurations, 19 simulated; skipped: 84 ..., 480 ...", 583 in all:
+    # under the prefilter a finalist runs again as a deployment, so its runs are counted as runs, and said so
+    spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=3, engines=("vllm-v1",))
+    pre = plan(_base(), spec, with_band=False)
+    one = plan(_base(), spec.model_copy(update={"evaluation": "one_replica"}), with_band=False)
+    assert pre.spec.evaluation == "prefilter" and len(pre.evaluated) > len(one.evaluated)  # (the finalists' runs)
+    assert pre.runs_text() == f"{len(pre.evaluated)} simulation runs (finalists run again as deployments)"
+    assert one.runs_text() == f"{len(one.evaluated)} simulation run{'s' if len(one.evaluated) != 1 else ''}"
+    assert sum(one.pruned.values()) + len(one.evaluated) == one.num_candidates  # (one replica each: they add up)
