@@ -234,6 +234,9 @@ def _run_notes(res: SimResult) -> None:
 INTERACTIVE_KEY = "ui.timeline_plotly"
 
 
+PRESENTER_ROWS = 12  # request rows a presenter's timeline opens with
+
+
 @st.fragment
 def _timeline_tab(res: SimResult) -> None:
     """A fragment: moving the window, the rows or the zoom toggle reruns and redraws only this tab
@@ -249,7 +252,10 @@ def _timeline_tab(res: SimResult) -> None:
                                      "order); skip this many of them.")  # fmt: skip
         # At most the run's requests: a mechanism preset's 6 had a 5-60 slider, 54 of its 56 positions drawing the same rows.
         most = min(timeline.MAX_REQUEST_ROWS, n)
-        rows = c2.slider("Requests shown", 5, most, min(30, n), key="ui.rows") if n > 5 else n
+        # (presenter mode: 12 rows, so the four panels fit a 1400x900 projector at its text size; 30 pushed the time
+        # axis, the KV and queue panels below the screen, a review)
+        shown = PRESENTER_ROWS if workshop.presenter_on() else 30
+        rows = c2.slider("Requests shown", 5, most, min(shown, n), key="ui.rows") if n > 5 else n
         deployment = bool(getattr(res, "instances", None))
         interactive = deployment or c3.toggle(
             "Zoom with the mouse", key=INTERACTIVE_KEY,
@@ -603,12 +609,15 @@ def main() -> None:
         link_params = {**link_params, **workshop.banner_link_params()}
 
     presenter = workshop.presenter_on()
-    if presenter:
-        st.button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter, icon=":material/close_fullscreen:")
-    else:
+    if not presenter:
         st.title("LLM serving scheduler explorer")
     workshop.lesson_banner(cfg)
-    c1, c2 = st.columns([5, 1], vertical_alignment="center")
+    # (presenter mode: its way out beside Share, not a row of its own above the chart: a 1400x900 projector lost the
+    # timeline's axis and lower panels below the screen, a review)
+    c1, c2, *leave = st.columns([4, 1, 1.3] if presenter else [5, 1], vertical_alignment="center")
+    if leave:
+        leave[0].button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter,
+                        icon=":material/close_fullscreen:", width="stretch")  # fmt: skip
     c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
         if link_params is not None:
@@ -668,7 +677,8 @@ def main() -> None:
         st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if presenter:  # one chart fills the screen; the headline would push it down
-        focus = st.segmented_control("Focus on", ["Headline", *names[:4]], default="Timeline", key="ui.focus")
+        focus = st.segmented_control("Focus on", ["Headline", *names[:4]], default="Timeline", key="ui.focus",
+                                     label_visibility="collapsed")  # (its options say what it is; a line less)
         {"Headline": _headline, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
          "Roofline": _roofline_tab}[focus or "Timeline"](res)  # fmt: skip
         return

@@ -557,6 +557,11 @@ def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, br
     top_px = page.locator(HTML_GANTT).bounding_box()["y"]
     assert top_px < 0.6 * 900, top_px
     assert page.get_by_text("Rows shown and zoom").is_visible()
+    # ... and the KV panel is on the screen too (a review: with 30 rows and the way out on a row of its own above the
+    # chart, the time axis and the KV and queue panels were all below it; 12 rows, the way out beside Share)
+    kv_title = page.locator("[data-testid='timeline-html'] .sgt-t", has_text="KV cache in use").bounding_box()
+    assert kv_title["y"] + kv_title["height"] < 900, kv_title
+    assert page.get_by_role("button", name="Leave presenter mode").is_visible()
     page.screenshot(path=str(ARTIFACTS / "presenter.png"))
     page.close()
 

@@ -569,6 +569,7 @@ def test_presenter_mode_keeps_the_timelines_rows_and_zoom_one_click_away():
     assert not at.exception
     box = next(e for e in at.expander if e.label == "Rows shown and zoom")
     assert [s.label for s in box.slider] == ["Requests shown"] and [n.label for n in box.number_input] == ["Skip requests"]
+    assert box.slider[0].value == 12  # (a projector's screen: 30 rows pushed the lower panels off it)
     normal = app().run()
     assert not any(e.label == "Rows shown and zoom" for e in normal.expander)
     assert any(s.label == "Requests shown" for s in normal.slider)
