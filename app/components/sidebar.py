@@ -181,7 +181,9 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
                  help="Load a complete scenario: hardware, model, workload and scheduler. Changing any knob below "
                       "makes it a modified copy.")  # fmt: skip
     if current:
-        sb.caption(describe_preset("scenarios", current))
+        # (its whole name first: the box cuts a long one, "cluster-dynamo-llama70b-fp…", where the end, -3p1d or
+        # -colocated, is what tells a pair apart; a review)
+        sb.caption(plain(f"{current}: {describe_preset('scenarios', current)}"))
     with sb.expander("Upload a config (JSON)"):
         st.file_uploader("Config JSON", type=["json"], key="w.upload_config", on_change=_on_config_upload,
                          help=f"A config downloaded from this app or written by `python -m sim_core run --out`. Max {MAX_CONFIG_FILE_BYTES // 2**20} MB.")  # fmt: skip

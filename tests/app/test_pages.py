@@ -2322,3 +2322,15 @@ def test_compare_names_a_linked_sides_scheduler_as_simulate_does():
     label = scheduler_label(load_preset("kv-pressure-a100-llama8b"))
     linked = next(m.value for m in at.markdown if m.value.startswith("**Setup A** (from the link)"))
     assert f"· {label} ·" in linked.replace("\\", ""), (label, linked)
+
+
+def test_the_sidebar_names_the_whole_preset_above_its_description():
+    # a review: the box cut "cluster-dynamo-llama70b-fp8-8xh100-3p1d" to "cluster-dynamo-llama70b-fp", and the end is
+    # what tells the pair apart (-3p1d, -colocated)
+    from sim_core.presets import describe_preset
+
+    name = "cluster-dynamo-llama70b-fp8-8xh100-3p1d"
+    at = app(preset=name).run()
+    assert not at.exception
+    said = [c.value for c in at.sidebar.caption if c.value.startswith(name)]
+    assert len(said) == 1 and describe_preset("scenarios", name)[:40] in said[0].replace("\\", ""), said
