@@ -195,6 +195,8 @@ def main() -> None:
     if "learn.pick" not in st.session_state:
         st.session_state["learn.pick"] = ids[0]
     workshop_mode = params.get("workshop") == "1"
+    if workshop.presenter_on():
+        workshop.leave_presenter_button(st.columns([3, 1])[1])  # (at the right, as on Simulate)
     if workshop_mode:
         _agenda(lessons, st.session_state["learn.pick"])
     # One line to pick a lesson, and the next or the one before a click away: a list of all seventeen titles filled a
@@ -215,8 +217,8 @@ def main() -> None:
     st.divider()
     _lesson(next(x for x in lessons if x.id == pick), params)
     article = load_article()
-    # (in workshop mode the foot does not tell the class how to reveal the answers the presenter keeps hidden)
-    how = ("" if workshop_mode else "Instructors: a lesson is one JSON file in presets/lessons/; add ?workshop=1 to this "
+    # (in workshop or presenter mode the foot does not tell the class how to reveal the answers the presenter keeps hidden)
+    how = ("" if workshop_mode or workshop.presenter_on() else "Instructors: a lesson is one JSON file in presets/lessons/; add ?workshop=1 to this "
            "page's link for the agenda with answers hidden, and &reveal=1 to reveal them. ")
     st.caption(f"The lessons follow “{article.title}” ({article.title_en}), {article.publisher}. {how}"
                "Terms are explained on the Glossary page.")  # fmt: skip

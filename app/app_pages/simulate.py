@@ -15,7 +15,6 @@ from app.state import (
     BASE_KEY,
     CFG_KEY,
     MAX_LINK_CHARS,
-    PRESENTER_KEY,
     PRESET_KEY,
     derived,
     link_query,
@@ -588,10 +587,6 @@ def _request_columns(columns) -> dict:
     return config
 
 
-def _leave_presenter() -> None:
-    st.session_state[PRESENTER_KEY] = False
-
-
 def main() -> None:
     new_cfg, error = draw_sidebar()
     cfg: SimConfig = st.session_state[CFG_KEY]
@@ -616,8 +611,7 @@ def main() -> None:
     # timeline's axis and lower panels below the screen, a review)
     c1, c2, *leave = st.columns([4, 1, 1.3] if presenter else [5, 1], vertical_alignment="center")
     if leave:
-        leave[0].button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter,
-                        icon=":material/close_fullscreen:", width="stretch")  # fmt: skip
+        workshop.leave_presenter_button(leave[0])
     c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
         if link_params is not None:

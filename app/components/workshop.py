@@ -37,6 +37,17 @@ def presenter_on() -> bool:
     return bool(st.session_state.get(PRESENTER_KEY))
 
 
+def _leave_presenter() -> None:
+    st.session_state[PRESENTER_KEY] = False
+
+
+def leave_presenter_button(where=st) -> None:
+    """Presenter mode's way out, on every page that shows it (Learn had none: its sidebar holds only the pages, and
+    the toggle is Simulate's; a review)."""
+    where.button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter,
+                 icon=":material/close_fullscreen:", width="stretch")  # fmt: skip
+
+
 def style_figure(fig: go.Figure, presenter: bool) -> go.Figure:
     """In presenter mode a copy with projector-sized text (cached figures stay as built); otherwise
     the figure itself (no copy: a rerun spends its time on Plotly objects, not on data)."""

@@ -2334,3 +2334,15 @@ def test_the_sidebar_names_the_whole_preset_above_its_description():
     assert not at.exception
     said = [c.value for c in at.sidebar.caption if c.value.startswith(name)]
     assert len(said) == 1 and describe_preset("scenarios", name)[:40] in said[0].replace("\\", ""), said
+
+
+def test_learn_in_presenter_mode_has_its_way_out_and_keeps_instructor_text_off_the_screen():
+    # a review: /learn?present=1 had no way out (the toggle is Simulate's sidebar) and projected the instructors' foot
+    # ("add ?workshop=1 ... &reveal=1 to reveal them")
+    at = open_page(PAGES[3], lesson="prefill-first-stalls", present="1")
+    assert not at.exception
+    assert not any("reveal them" in c.value for c in at.caption)
+    at.button(key="ui.leave_presenter").click().run()
+    assert not at.exception and not at.session_state["ui.presenter"]
+    assert any("reveal them" in c.value for c in at.caption)  # (out of presenter mode: the foot for instructors again)
+    assert not [b for b in at.button if b.key == "ui.leave_presenter"]
