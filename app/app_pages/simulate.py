@@ -299,10 +299,12 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, wa
                       "it crossed during the prefill, layer by layer: cyan is the rest); a cyan diamond marks a transfer "
                       "too short to see as a bar (its hover has the bar's true duration).")  # fmt: skip
         rows = f" With many instances the Gantt draws some of each pool ({omitted}); the tables list them all." if omitted else ""
+        # (a decode instance runs no prefill: "behind a prefill" named a cause its rows cannot have, a review)
+        stall_cause = "a swap: decode instances run no prefill" if disaggregated else "a prefill or a swap"
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
                 f"tensor-parallel GPUs together; {where}. Pale blue in a request row: the request was decoding but its "
-                f"instance's tick gave it no token (stalled behind a prefill or a swap).{marks}{rows}")
+                f"instance's tick gave it no token (stalled behind {stall_cause}).{marks}{rows}")
     return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
             "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
             "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "

@@ -411,8 +411,11 @@ def test_the_timeline_caption_counts_the_panels_a_deployment_draws():
     # the waits it names are the run's: DistServe's transfers queue for the link, none waits for a decode slot (the
     # caption spoke of amber where none was drawn, and not of the link's wait, which the legend showed)
     assert "waits for the link" in shown and "waits for a decode slot" not in shown
+    # a decode instance runs no prefill: its rows stall behind a swap only (a review read "behind a prefill")
+    assert "stalled behind a swap: decode instances run no prefill" in shown and "behind a prefill" not in shown
     one = AppTest.from_file(APP, default_timeout=120).run()
     assert "All four panels share one time axis" in " ".join(c.value for c in one.caption)
+    assert "stalled behind a prefill or a swap" in " ".join(c.value for c in one.caption)
 
 
 @pytest.mark.parametrize(("preset", "waits"), [("cluster-splitwise-llama70b-4xdgx-ha-3p1d", (True, True)),
@@ -442,6 +445,7 @@ def test_a_replicas_timeline_caption_names_only_the_marks_its_rows_have():
     assert "All three panels" in shown and "names the replica it ran on" in shown
     assert "on a phone 7 · R2" in shown  # the rows' narrow labels (R0, 7 · R2) are said too
     assert "P0→D0" not in shown and "decode slot" not in shown and "diamond" not in shown
+    assert "stalled behind a prefill or a swap" in shown  # (replicas prefill and decode on one instance)
 
 
 def _open_tab(preset: str, tab: str) -> AppTest:
