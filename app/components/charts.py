@@ -338,13 +338,13 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     return readable_numbers(fig)
 
 
+WHOLE_TICKS_UP_TO = 8  # (past it Plotly's steps are whole: 0, 2, 4, ...)
+
+
 def _whole_ticks(counts: np.ndarray) -> dict:
     """Axis settings for counts of whole things (tokens, blocks): a tick at every whole number while they are few, where
     Plotly's own steps read 0.2, 0.4, ... (a decode-only tick's one token each, a request's 1-3 blocks; a review)."""
     return {"dtick": 1} if counts.size and counts.max() <= WHOLE_TICKS_UP_TO else {}
-
-
-WHOLE_TICKS_UP_TO = 8  # (past it Plotly's steps are whole: 0, 2, 4, ...)
 
 
 def step_figure(res: SimResult, tick: int, height: int = 360, req_ids: np.ndarray | None = None) -> go.Figure:

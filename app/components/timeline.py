@@ -571,8 +571,9 @@ def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request
 
 
 def kv_peak_in_view_pct(res: SimResult, window: Window) -> float | None:
-    """The most KV blocks in use over the ticks that overlap the window (the whole run: None), as the KV panel draws
-    them (after each tick's frees; the headline's peak is the run's, in a tick), in % of the pool; None: no tick."""
+    """The most KV blocks in use over the ticks that overlap the window (a window of None: the whole run), as the KV
+    panel draws them (after each tick's frees; the headline's peak is the run's, in a tick), in % of the pool; None
+    when no tick ran."""
     tl = res.timeline
     used = tl.kv_blocks_used
     if window is not None:
