@@ -58,6 +58,7 @@ from sim_core.metrics import MAX_NUM_REQUESTS
 from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
 from sim_core.result import Summary
 from sim_core.sweep import Capacity, CapacityObjective, at_rate, check_rate_applies, completion_rate_per_s, find_capacities, meets_objective, with_rate
+from sim_core.words import counted
 
 PRICING_FILE = PRESETS_DIR / "pricing" / "gpu-on-demand.json"
 DEFAULT_ENGINES = ("vllm-v1", "sglang", "tensorrt-llm-max-utilization")
@@ -513,7 +514,7 @@ class Plan:
         deployment (and with fewer replicas), so runs and the candidates skipped need not add up to the candidates
         (the page read "576 candidate configurations, 19 simulated; skipped: 84 ..., 480 ...", 583, a review)."""
         again = " (finalists run again as deployments)" if self.spec.evaluation == "prefilter" and self.evaluated else ""
-        return f"{len(self.evaluated):,} simulation run{'s' if len(self.evaluated) != 1 else ''}{again}"
+        return counted(len(self.evaluated), "simulation run") + again
 
     def pruned_text(self) -> str:
         """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
