@@ -21,9 +21,10 @@ from pydantic import ValidationError
 
 from app.components.text import choices_hint
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import NotAField, format_validation_error, set_dotted, shown_value, unused_settings
+from sim_core.config import NotAField, format_validation_error, set_dotted, shown_value
 from sim_core.inputs import BracketTextError, InputError, NestingError, close_names, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
+from sim_core.unused import unused_settings
 
 CFG_KEY = "sim.cfg"  # the current valid SimConfig
 PRESET_KEY = "sim.preset"  # name of the preset the config equals, or None once modified

@@ -364,17 +364,21 @@ def point_runner(budget: RunBudget | None) -> tuple[Callable[[str], str], str]:
 
 
 class ProgressBar:
-    """A one-line text progress bar on a stream (the CLI's); `__call__` is a Progress callback."""
+    """A one-line text progress bar on a stream (the CLI's); `__call__` is a Progress callback. On a stream that is
+    not a terminal (`2>log`, CI) one line when done: the bar's carriage returns filled a log with its every step."""
 
     def __init__(self, label: str, stream: Any = None, width: int = 30) -> None:
         import sys
 
         self.label, self.stream, self.width, self.t0 = label, stream or sys.stderr, width, time.monotonic()
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def __call__(self, done: int, total: int) -> None:
         filled = int(self.width * done / max(total, 1))
         elapsed = time.monotonic() - self.t0
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {elapsed:,.0f} s")
+        line = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {elapsed:,.0f} s"
+        if self.live:
+            self.stream.write(f"\r{line}")
         if done >= total:
-            self.stream.write("\n")
+            self.stream.write(("" if self.live else line) + "\n")
         self.stream.flush()

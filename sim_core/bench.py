@@ -269,7 +269,7 @@ def _repeats(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark's options: one definition for `python -m sim_core bench` and this module's own main."""
     p.add_argument("--repeats", type=_repeats, default=3,
-                   help=f"timed runs per scenario, 1 to {MAX_BENCH_REPEATS} (the best is kept); the engine table runs them in each "
+                   help=f"timed runs per scenario, 1 to {MAX_BENCH_REPEATS} (default 3; the best is kept); the engine table runs them in each "
                    f"of {ENGINE_ROUNDS} rounds")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="smaller large scenarios (CI smoke run)")
     p.add_argument("--engines-only", action="store_true", help="only the per-engine-preset table")

@@ -41,7 +41,7 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help=f"local processes, 1 to {WORKERS_PER_CPU} per CPU "
                    f"({max_local_workers()} here; default: one per CPU)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the per-point cache")
-    p.add_argument("--cache-dir", default=None, help="per-point cache directory (default $SIM_CORE_CACHE_DIR or ~/.cache/...)")
+    p.add_argument("--cache-dir", default=None, help="per-point cache directory (default $SIM_CORE_CACHE_DIR, else ~/.cache/llm-sched-explorer/points)")
     from sim_core.sweep import CapacityObjective  # (its percentiles and default: this option restated both)
 
     field = CapacityObjective.model_fields["percentile"]
@@ -338,32 +338,38 @@ def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
         raise PresetError(f"{option} {printable(text)!r}: {err}; give comma-separated whole numbers like 1,2,4") from None
 
 
+# Every command's --set, said once: what a value may be, and that a part named by a preset goes first
+SET_HELP = ("override a setting, repeatable: section.field=VALUE, VALUE as JSON (64, 0.5, true, [..], {..}) or else "
+            "text, e.g. scheduler.max_num_seqs=64; engine=NAME, hardware=NAME, model=NAME or workload=NAME swaps that "
+            "part for a preset, before the fields whatever the order")
+
+
 def add_capacity_commands(sub) -> None:
     cap = sub.add_parser("capacity", help="steady-state capacity (req/s) of a scenario, as an interval over seeds")
     cap.add_argument("preset", help="a preset name or a config .json path")
-    cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    cap.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     from sim_core.sweep import MAX_RUN_SCALE, MAX_SWEEP_POINTS, MAX_SWEEP_RUNS, MAX_SWEEP_SEEDS, MIN_RUN_SCALE, RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
-    cap.add_argument("--seeds", type=int, default=3, help=f"seeds to repeat over (the interval's width), 1 to {MAX_SWEEP_SEEDS}")
+    cap.add_argument("--seeds", type=int, default=3, help=f"seeds to repeat over (the interval's width), 1 to {MAX_SWEEP_SEEDS} (default 3)")
     cap.add_argument("--scale", type=float, default=1.0, help=f"run length multiplier (1 = the steady-state length), {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g}")
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")
     # (the help listed 8 of its 10 knobs, replicas and prefill_instances were missing, and typed out the rate's 1.1x)
 
-    sw.add_argument("--knob", default="rate", help="the swept knob, one of: "
+    sw.add_argument("--knob", default="rate", help="the swept knob (default rate), one of: "
                     + "; ".join(f"{knob} = {label}" for knob, (_, label, _) in SWEEP_KNOBS.items()))  # fmt: skip
     sw.add_argument("--start", type=float, help="first value, in the knob's unit (see --knob); default: as the Sweep page "
                     "(the rate: a quarter of the lower of the current and the saturation rate; other knobs: half the current value)")
     sw.add_argument("--stop", type=float, help="last value; default: as the Sweep page (the rate: past "
                     f"{RATE_SWEEP_PAST_SATURATION:g}x the saturation "
                     "rate and twice the current rate, in round steps; other knobs: twice the current value)")
-    sw.add_argument("--num", type=int, default=8, help=f"points, 1 to {MAX_SWEEP_POINTS:,}")
+    sw.add_argument("--num", type=int, default=8, help=f"points, 1 to {MAX_SWEEP_POINTS:,} (default 8)")
     sw.add_argument("--seeds", type=int, default=1, help=f"repeat every point over this many seeds, 1 to {MAX_SWEEP_SEEDS} "
-                    f"(and --num x --seeds at most {MAX_SWEEP_RUNS:,} runs)")
+                    f"(default 1; --num x --seeds at most {MAX_SWEEP_RUNS:,} runs)")
     sw.add_argument("--fixed-length", action="store_true",
                     help="rate knob: keep the config's num_requests (default: a steady-state run length per rate)")
-    sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     _backend_args(sw)
     from sim_core.planner import MAX_PLAN_FAMILIES, PlanSpec  # its defaults, shown here (the help restated two of them)
 
@@ -372,7 +378,7 @@ def add_capacity_commands(sub) -> None:
     pl = sub.add_parser("plan", help="cheapest deployments (GPU x TP x replicas x engine) meeting SLOs at a rate")
     pl.add_argument("preset", help="the traffic, model and SLOs: a preset name or a config .json path")
     pl.add_argument("--rate", type=float, required=True, help="target requests/s for the whole deployment")
-    pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field (e.g. slo.ttft_s=1)")
+    pl.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
     pl.add_argument("--tp", help=f"tensor-parallel degrees, comma-separated (default {listed('tp_degrees')})")
     pl.add_argument("--engines", help=f"engine presets, comma-separated (default {listed('engines')})")

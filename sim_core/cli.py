@@ -15,16 +15,18 @@ import threading
 from pathlib import Path
 from typing import Any, get_args
 
-from sim_core.capacity_cli import CAPACITY_COMMANDS, add_capacity_commands, run_capacity_command
-from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error, set_dotted, unused_settings
+from sim_core.capacity_cli import CAPACITY_COMMANDS, SET_HELP, add_capacity_commands, run_capacity_command
+from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
-from sim_core.inputs import BracketTextError, InputError, did_you_mean, printable, value_from_text
+from sim_core.inputs import BracketTextError, InputError, printable, value_from_text
 from sim_core.metrics import no_value_reason, steady_exclusion_text
 from sim_core.notes import run_notes
-from sim_core.presets import DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset, read_preset_data, with_engine_data
+from sim_core.presets import (DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset,
+                              not_a_field_text, read_preset_data, with_settings)
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
+from sim_core.unused import unused_settings
 from sim_core.words import counted, latency_text
 
 EXIT_BAD_INPUT = 2
@@ -35,42 +37,44 @@ EXIT_OUT_OF_MEMORY = 1  # the input was valid; this machine could not hold the r
 MEMORY_FIELDS = ("limits.max_ticks", "workload.num_requests", "limits.num_recorded_batches")
 
 
+def package_version() -> str:
+    """The installed package's version (pyproject.toml's, which `pip install -e .` records)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llm-sched-explorer")
+    except PackageNotFoundError:  # (run from a clone that was never installed)
+        return "(not installed: pip install -e .)"
+
+
 def apply_overrides(cfg: SimConfig, assignments: list[str]) -> SimConfig:
     """Apply `dotted.key=value` overrides (value parsed as JSON when it parses, else a string)."""
     return config_from_dict(override_data(cfg, assignments), "config (after --set)")
 
 
 def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
-    """`cfg` as a dict with the overrides applied, not yet validated (`apply_overrides`)."""
-    data: dict[str, Any] = cfg.model_dump(mode="json")
+    """`cfg` as a dict with the overrides applied, not yet validated (`apply_overrides`): a part named by a preset
+    (`engine=sglang`, `hardware=h200`) first, then the fields in the order given (`presets.with_settings`)."""
+    settings: list[tuple[str, Any]] = []
     for item in assignments:
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
         try:
             value = value_from_text(raw, f"--set {key}")  # (a link's values are read by the same rule)
         except BracketTextError as err:
-            raise PresetError(f"{err}, e.g. --set '{key.strip()}=\"...\"'") from None
+            raise PresetError(f"{err}, e.g. --set '{key}=\"...\"'") from None
         except InputError as err:
             raise PresetError(str(err)) from None
-        if key.strip() == "engine":  # (an engine preset is several sections at once, as a scenario's "engine" field)
-            if not isinstance(value, str):
-                raise PresetError(f"--set engine expects an engine preset's name, got {printable(raw)!r}; engines: "
-                                  f"{', '.join(list_presets('engines'))}")
-            data = with_engine_data(data, value)
-            continue
-        try:
-            set_dotted(data, key.strip(), value)
-        except NotAField as err:
-            if err.field:  # (a list or a value: "'classes' is not a section" did not say what to do instead)
-                raise PresetError(f"--set {key!r}: {err.field!r} is one field, not a section: set it whole, e.g. "
-                                  f"--set '{err.field}=<JSON value>'") from None
-            if err.is_section:
-                raise PresetError(f"--set {key!r}: {err.part!r} is not a section of the config") from None
-            raise PresetError(f"--set {key!r}: unknown field {err.part!r}{did_you_mean(err.part, err.fields)}; "
-                              f"fields here: {', '.join(err.fields)}"
-                              + ("; or engine=NAME, an engine preset" if "." not in key.strip() else "")) from None
-    return data
+        if key == "engine" and not isinstance(value, str):  # (an engine preset is several sections at once)
+            raise PresetError(f"--set engine expects an engine preset's name, got {printable(raw)!r}; engines: "
+                              f"{', '.join(list_presets('engines'))}")
+        settings.append((key, value))
+    try:
+        return with_settings(cfg.model_dump(mode="json"), settings)
+    except NotAField as err:
+        raise PresetError(not_a_field_text(err, "--set ")) from None
 
 
 def format_summary(res: SimResult) -> str:
@@ -253,7 +257,11 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
                             end_s=args.trace_end_s, max_requests=args.trace_max_requests, seed=seed)  # fmt: skip
     except ValidationError as err:  # (named as typed, with TraceOptions' ranges: SimConfig has no such fields)
         as_typed = {field: "--" + name.replace("_", "-") for name, field in TRACE_OPTION_FIELDS.items()}
-        raise PresetError(format_validation_error(err, "trace options", TraceOptions, as_typed)) from None
+        text = format_validation_error(err, "trace options", TraceOptions, as_typed)
+        for field, option in as_typed.items():  # (a rule across options names them in its words: "end_s (10) must ...")
+            if "_" in field:
+                text = re.sub(rf"(?<![\w-]){field}(?![\w-])", option, text)
+        raise PresetError(text) from None
     try:
         loaded = load_trace(args.trace, opts)
     except TraceError as err:  # (named once: a message of the file itself starts with its name already)
@@ -283,10 +291,11 @@ def _cmd_presets(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim_core", description="Simulate an LLM inference server.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="run one scenario and print its summary")
     run.add_argument("preset", help="a preset name (see `presets`) or a config .json path")
-    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. scheduler.max_num_seqs=64")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here "
                      "(and instances.csv for a deployment)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -294,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),
                      help="format of --trace (auto: from the header)")
     run.add_argument("--trace-time-scale", type=float, default=TRACE_OPTION_DEFAULTS["trace_time_scale"],
-                     help="multiply arrival gaps (0.5 = twice the rate)")
+                     help="multiply arrival gaps (0.5 = twice the rate; default 1)")
     run.add_argument("--trace-start-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_start_s"],
                      help="window start, s after the trace's first row")
     run.add_argument("--trace-end-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_end_s"],

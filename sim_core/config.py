@@ -1258,13 +1258,14 @@ def fields_here(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> tu
 
 class NotAField(ValueError):
     """A dotted path (`--set`, a link's `section.field=value`) that names no field of the config: `part` is the first
-    part that is not one (a section when `is_section`), `fields` the fields where the last part was looked for, and
-    `field` the dotted path of a field the walk went into as if it were a section (`workload.classes.0.name`: the list
-    `workload.classes`, which is set whole), else ''."""
+    part that is not one (a section when `is_section`), `fields` the fields where the last part was looked for (for a
+    section, the sections there), `field` the dotted path of a field the walk went into as if it were a section
+    (`workload.classes.0.name`: the list `workload.classes`, which is set whole), else '', and `key` the whole path
+    when a caller names it (`presets.with_settings`)."""
 
     def __init__(self, part: str, is_section: bool, fields: tuple[str, ...] = (), field: str = ""):
         super().__init__(part)
-        self.part, self.is_section, self.fields, self.field = part, is_section, fields, field
+        self.part, self.is_section, self.fields, self.field, self.key = part, is_section, fields, field, ""
 
 
 def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
@@ -1277,7 +1278,8 @@ def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
         if part in node and node[part] is None:
             node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
         if not isinstance(node.get(part), dict):
-            raise NotAField(part, True, field=".".join(parts[: i + 1]) if part in node else "")
+            sections = tuple(sorted(k for k, v in node.items() if isinstance(v, dict) or v is None))
+            raise NotAField(part, True, sections, field=".".join(parts[: i + 1]) if part in node else "")
         node = node[part]
     name = renamed_field(node, last)
     if name not in node:
@@ -1405,6 +1407,8 @@ def shown_value(given: Any) -> str:
     scalars = (isinstance(given, list) and all(map(scalar, given))) or (
         isinstance(given, dict) and given and all(map(scalar, given.values())) and all(isinstance(k, str) for k in given))
     shown = repr(given) if not isinstance(given, dict | list) or scalars else type(given).__name__
+    if type(given) is int and abs(given) > 10**15:  # (1e30 given for an integer field read back as 31 digits)
+        shown = f"{given:.6g}"
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
@@ -1458,11 +1462,11 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         if e["type"] == "int_type" and isinstance(given, float) and given.is_integer() and abs(given) < 1e300:
             # (`max_num_seqs=1e9` read "= 1000000000.0: Input should be a valid integer ... (write a whole number
             # without ... a decimal point)": the number the user meant, and whether it is in range, is what to say)
-            shown = str(int(given))
+            shown = shown_value(int(given))
             bounds = _declared_bounds(loc, root)
             lo, hi = (None, None) if bounds is None else (bounds[0], bounds[2])
             outside = (lo is not None and given < lo) or (hi is not None and given > hi)
-            msg = "out of range" if outside else f"write it as the whole number {shown}, without an exponent or a decimal point"
+            msg = "out of range" if outside else f"write it as the whole number {int(given)}, without an exponent or a decimal point"
             extra = f"; allowed: {rng}" if rng and outside else ""
         else:
             extra += STRICT_HINTS.get(e["type"], "")
@@ -1479,42 +1483,3 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             continue
         lines.append(f"{path}{given_part}: {msg}{extra}")
     return f"Invalid {source}:\n  " + "\n  ".join(lines)
-
-
-# A trace's rows set each request's arrival, prompt and output lengths and priority (workload.generate_workload), so
-# these parts of the workload are not read while it has one. The sidebar says so; a --set or a link value for them was
-# kept without a word, and the run replayed the trace as it is.
-TRACE_REPLACES = ("workload.arrival", "workload.prompt_tokens", "workload.output_tokens", "workload.classes")
-
-
-def replaced_by_trace(cfg: SimConfig, key: str) -> bool:
-    """Whether `cfg` has a trace and the dotted `key` is a part of the workload its rows replace."""
-    return cfg.workload.trace is not None and any(key == p or key.startswith(p + ".") for p in TRACE_REPLACES)
-
-
-def unused_by_router(cfg: SimConfig, keys: Iterable[str]) -> str | None:
-    """A sentence when the dotted `keys` set deployment.state_refresh_s for a router that reads no engine state (it is
-    read only by STATE_ROUTERS; `--set deployment.state_refresh_s=0` with round robin was kept without a word), or None."""
-    dep = cfg.deployment
-    if dep is None or dep.router in STATE_ROUTERS or "deployment.state_refresh_s" not in set(keys):
-        return None
-    return (f"deployment.state_refresh_s: not used, router {dep.router!r} reads no engine state (the refresh applies "
-            f"to {', '.join(repr(r) for r in STATE_ROUTERS[:-1])} and {STATE_ROUTERS[-1]!r})")
-
-
-def unused_settings(cfg: SimConfig, keys: Iterable[str]) -> list[str]:
-    """Sentences naming the dotted `keys` (a link's, `--set`'s) that `cfg` does not read: a trace's replaced workload
-    fields (`unused_with_trace`), a refresh interval for a router that reads no state (`unused_by_router`)."""
-    keys = list(keys)
-    return [text for text in (unused_with_trace(cfg, keys), unused_by_router(cfg, keys)) if text is not None]
-
-
-def unused_with_trace(cfg: SimConfig, keys: Iterable[str]) -> str | None:
-    """A sentence naming the dotted `keys` that `cfg`'s trace makes unused, or None (no trace, or none of them)."""
-    unused = [k for k in keys if replaced_by_trace(cfg, k)]
-    if not unused:
-        return None
-    shown = ", ".join(k[:60] for k in unused[:5]) + (f" (and {len(unused) - 5} more)" if len(unused) > 5 else "")
-    return (f"{shown}: not used, the workload replays a trace whose rows set each request's arrival, prompt and output "
-            "lengths and priority (to replay it at another rate, time-scale it: a rate sweep does, and so does a trace "
-            "file's time scale when it is loaded)")  # fmt: skip

@@ -29,6 +29,7 @@ from sim_core.costmodel import CostModel, plan_memory
 from sim_core.count_curve import CountCurve, LiveKvCurve
 from sim_core.kvcache import BlockManager
 from sim_core.metrics import summarize, unfinished_reason
+from sim_core.presets import config_from_dict
 from sim_core.prefix_cache import PrefixCachingBlockManager
 from sim_core.recorder import Recorder
 from sim_core.result import RequestTable, SimResult, Timeline
@@ -1504,10 +1505,15 @@ def run_simulation(cfg: SimConfig, check_invariants: bool = False, budget: RunBu
         MemoryPlanError: the model, workspace and KV cache do not fit (the message says what to change).
         OverBudget: (a PresetError) the run is too large to set up under `budget` (the message says what fits).
         TypeError: `cfg` is not a SimConfig (a dict or a preset name was "'dict' object has no attribute 'deployment'").
+        PresetError: `cfg` is not valid (the message names the field, the value and the range).
     """
     if not isinstance(cfg, SimConfig):
         raise TypeError(f"run_simulation needs a SimConfig, got {type(cfg).__name__}: load_preset(name_or_path) or "
                         "SimConfig.model_validate(data) makes one (validated)")  # fmt: skip
+    # Checked again: pydantic's `model_copy(update=...)` and `model_construct` validate nothing, so a copy with
+    # max_num_seqs 0 ran and blamed the KV cache, and a seed of -5 ended in numpy's "expected non-negative integer"
+    # (~0.1 ms; ~50 ms for a trace of 100,000 requests). `presets.config_with` changes a config with the check.
+    cfg = config_from_dict(cfg.model_dump(mode="python"), "config given to run_simulation")
     if budget is not None:
         budget.check_setup(cfg)  # (a deployment's set-up, where no meter looks, must fit the budget)
     meter = BudgetMeter(budget) if budget is not None else None  # the clock starts before the workload is drawn

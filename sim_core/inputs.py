@@ -180,13 +180,18 @@ def close_names(name: str, names: tuple[str, ...] | list[str]) -> list[str]:
     holding = [n for n in names if len(typed) >= 3 and typed in n.lower()]
     if len(holding) > 3:  # (held by many, `chat-h100` by 4 scenarios: the few it begins are what was cut short)
         holding = [n for n in holding if n.lower().startswith(typed)]
-    return holding if 0 < len(holding) <= 3 else difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
+    if 0 < len(holding) <= 3:
+        return holding
+    # (a name inside what was typed: a scenario's `engine-sglang` given as an engine is `sglang`; the longest one held)
+    held = sorted((n for n in names if len(n) >= 3 and n.lower() in typed), key=len, reverse=True)
+    return held[:1] or difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
 
 
 def did_you_mean(name: str, names: tuple[str, ...] | list[str]) -> str:
     """' (did you mean 'x'?)' for the names a misspelt or shortened `name` most likely meant, or '' when none is close:
     a typo's message listed every choice (51 scenarios) and left the reader to find the one they meant. Names that
-    contain what was typed come first (`h100` is `h100-sxm`, not the `h200` one letter away), then near spellings."""
+    contain what was typed come first (`h100` is `h100-sxm`, not the `h200` one letter away), then the longest name
+    what was typed contains (`engine-sglang` is `sglang`), then near spellings."""
     close = close_names(name, names)
     if not close:
         return ""

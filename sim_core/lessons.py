@@ -17,13 +17,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sim_core.config import SimConfig, format_validation_error, replaced_by_trace
+from sim_core.config import SimConfig, format_validation_error
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import did_you_mean
 from sim_core.presets import PRESETS_DIR, PresetError, list_presets, load_preset
 from sim_core.result import SimResult, Summary
 from sim_core.sweep import with_value
+from sim_core.unused import replaced_by_trace
 
 LESSONS_DIR = PRESETS_DIR / "lessons"
 SAME_TOLERANCE = 0.05  # "unchanged" in a lesson's text: within 5 %

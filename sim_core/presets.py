@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sim_core.config import SimConfig, format_validation_error
+from sim_core.config import NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.inputs import InputError, did_you_mean, loads_bounded, printable, read_file_bounded
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
@@ -140,14 +140,60 @@ def config_from_dict(data: Any, source: str = "config") -> SimConfig:
 
 
 def config_with(cfg: SimConfig, update: Mapping[str, Any], source: str = "config") -> SimConfig:
-    """`cfg` with top-level fields or whole sections replaced (a section as its model or a dict), validated as a whole
-    config: a bad value raises PresetError naming the field, the value and the range. THE way to change a config:
-    `cfg.model_copy(update=...)` validates nothing, so a seed of 0.5 or a 0 s SLO went into a run as given and failed
-    inside it, or ran (the few copies left are said where they are: tests/sim_core/test_config.py lists them)."""
-    data = cfg.model_dump(mode="python")
-    for key, value in update.items():
-        data[key] = value.model_dump(mode="python") if isinstance(value, BaseModel) else value
-    return config_from_dict(data, source)
+    """`cfg` with settings changed, validated as a whole config: a bad value raises PresetError naming the field, the
+    value and the range. THE way to change a config: `cfg.model_copy(update=...)` validates nothing, so a seed of 0.5
+    or a 0 s SLO went into a run as given and failed inside it, or ran (`run_simulation` now checks again; the few
+    copies left are said where they are: tests/sim_core/test_config.py lists them).
+
+    `update`'s keys: a top-level field or a whole section (as its model or a dict), a dotted field
+    (`"scheduler.max_num_seqs": 64`, `--set`'s form), or a part by its preset's name (`"engine": "sglang"`,
+    `"hardware": "h200"`, `"model"`, `"workload"`; `with_settings`)."""
+    try:
+        return config_from_dict(with_settings(cfg.model_dump(mode="python"), update.items()), source)
+    except NotAField as err:
+        raise PresetError(f"Invalid {source}: {not_a_field_text(err)}") from None
+
+
+# The parts a preset's name stands for, by the key that names one (`--set engine=sglang`, config_with's
+# {"hardware": "h200"}), and the family of presets it is read from
+PART_FAMILIES = {"engine": "engines", "hardware": "hardware", "model": "models", "workload": "workloads"}
+
+
+def with_settings(data: dict[str, Any], settings: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """A config dict with `settings` ((key, value) pairs, `config_with`'s) applied, not yet validated. Parts named by a
+    preset go first, in their order, then the fields in theirs (a later one wins): `--set scheduler.max_num_seqs=2
+    --set engine=sglang` ran SGLang's own 1,024, the engine swap replacing the field set before it without a word.
+    Raises NotAField (with `key`, the setting's) for a path that names no field, PresetError for an unknown preset."""
+    settings = list(settings)
+    named = lambda key, value: key in PART_FAMILIES and isinstance(value, str)  # noqa: E731
+    for key, value in settings:
+        if named(key, value):
+            data = with_part_data(data, PART_FAMILIES[key], value)
+    for key, value in settings:
+        if named(key, value):
+            continue
+        value = value.model_dump(mode="python") if isinstance(value, BaseModel) else value
+        try:
+            set_dotted(data, key, value)
+        except NotAField as err:
+            err.key = key
+            raise
+    return data
+
+
+def not_a_field_text(err: NotAField, how: str = "") -> str:
+    """What a dotted setting that names no field (`with_settings`'s NotAField) is told: the part that is none, what
+    was meant when a name is close, and what is there; `how` the way a setting is written where it was given
+    ('--set ')."""
+    key = err.key or err.part
+    if err.field:  # (a list or a value: "'classes' is not a section" did not say what to do instead)
+        return (f"{how}{key!r}: {err.field!r} is one field, not a section: set it whole, e.g. "
+                f"{how}'{err.field}=<JSON value>'")
+    if err.is_section:
+        return (f"{how}{key!r}: {err.part!r} is not a section of the config{did_you_mean(err.part, err.fields)}"
+                + (f"; sections here: {', '.join(err.fields)}" if err.fields else ""))
+    return (f"{how}{key!r}: unknown field {err.part!r}{did_you_mean(err.part, err.fields)}; fields here: "
+            f"{', '.join(err.fields)}" + (f"; or {'/'.join(PART_FAMILIES)}=NAME, a preset" if "." not in key else ""))
 
 
 def profile_values(name: str) -> dict[str, Any]:
@@ -170,18 +216,21 @@ def with_engine_data(data: dict[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
+def with_part_data(data: dict[str, Any], family: str, name: str) -> dict[str, Any]:
+    """A config dict with one part replaced by preset `name`: hardware (keeping the GPU count), model, workload or
+    engine (`with_engine_data`): what choosing one does in the sidebar and `--set hardware=NAME` on the command line."""
+    if family == "engines":
+        return with_engine_data(data, name)
+    preset = read_preset_data(family, name)
+    preset.pop("description", None)
+    key = {"hardware": "hardware", "models": "model", "workloads": "workload"}[family]
+    keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" and isinstance(data.get("hardware"), dict) else {}
+    return dict(data) | {key: preset | keep}
+
+
 def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
     """Replace one part of the config by a preset: hardware (keeping the GPU count), model, workload or engine."""
-    data = cfg.model_dump(mode="python")
-    if family == "engines":
-        data = with_engine_data(data, name)
-    else:
-        preset = read_preset_data(family, name)
-        preset.pop("description", None)
-        key = {"hardware": "hardware", "models": "model", "workloads": "workload"}[family]
-        keep = {"num_gpus": data["hardware"]["num_gpus"]} if key == "hardware" else {}
-        data[key] = preset | keep
-    return config_from_dict(data, f"{family[:-1]} preset {name!r}")
+    return config_from_dict(with_part_data(cfg.model_dump(mode="python"), family, name), f"{FAMILY_NOUNS[family]} preset {name!r}")
 
 
 def config_from_json(text: str | bytes, source: str = "config") -> SimConfig:

@@ -314,9 +314,7 @@ def check_repeats(num_seeds: int | None = None, scale: float | None = None,
         raise PresetError(f"{names[0]} = {num_seeds}: must be >= 1" if num_seeds < 1 else
                           f"{names[0]} = {num_seeds}: at most {MAX_SWEEP_SEEDS} seeds")  # fmt: skip
     if scale is not None and not math.isfinite(scale):
-        raise PresetError(f"{names[1]} = {scale}: must be a finite number")
-    if scale is not None and scale <= 0:
-        raise PresetError(f"{names[1]} = {scale}: must be > 0 (a multiplier of the steady-state run length)")
+        raise PresetError(f"{names[1]} = {scale}: must be a finite number, {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g}")
     if scale is not None and not MIN_RUN_SCALE <= scale <= MAX_RUN_SCALE:
         raise PresetError(f"{names[1]} = {scale:g}: must be {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g} (a multiplier of the "
                           f"steady-state run length, whose runs are {MIN_CAPACITY_REQUESTS:,} to {MAX_CAPACITY_REQUESTS:,} "

@@ -15,6 +15,7 @@ import streamlit as st
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_bounds, field_info, tp_degrees_allowed
 from sim_core.presets import list_presets, profile_values
+from sim_core.unused import read_only_when, setting_is_read, value_at
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -31,7 +32,6 @@ class Spec:
     hi: float | None = None
     step: float | None = None
     options: tuple = field(default_factory=tuple)
-    show_if: tuple[str, tuple] | None = None  # (path, values): shown only when that knob has one of the values
     fmt: str | None = None
 
 
@@ -41,10 +41,6 @@ def _lit(path: str) -> tuple:
 
 def _bounds(path: str) -> tuple:
     return field_bounds(tuple(path.split(".")))
-
-
-# the turns a conversation may have beyond the first: the session knobs show for these
-MULTI_TURN = tuple(range(2, _bounds("workload.sessions.turns")[1] + 1))
 
 
 SECTIONS: dict[str, list[Spec]] = {
@@ -73,54 +69,41 @@ SECTIONS: dict[str, list[Spec]] = {
     "Workload": [
         Spec("workload.num_requests", "Requests", "number", step=50),
         Spec("workload.arrival.process", "Arrival process", "select", options=_lit("workload.arrival.process")),
-        Spec("workload.arrival.rate_per_s", "Arrival rate (requests/s)", "slider", 0.1, 200.0, 0.1,
-             show_if=("workload.arrival.process", ("poisson", "gamma", "constant"))),
-        Spec("workload.arrival.burstiness_cv", "Burstiness (CV of gaps)", "slider", 0.1, 10.0, 0.1,
-             show_if=("workload.arrival.process", ("gamma",))),
-        Spec("workload.arrival.num_clients", "Concurrent clients", "number", step=1,
-             show_if=("workload.arrival.process", ("closed_loop",))),
-        Spec("workload.arrival.think_time_s", "Think time (s)", "number", step=0.5,
-             show_if=("workload.arrival.process", ("closed_loop",))),
+        Spec("workload.arrival.rate_per_s", "Arrival rate (requests/s)", "slider", 0.1, 200.0, 0.1),
+        Spec("workload.arrival.burstiness_cv", "Burstiness (CV of gaps)", "slider", 0.1, 10.0, 0.1),
+        Spec("workload.arrival.num_clients", "Concurrent clients", "number", step=1),
+        Spec("workload.arrival.think_time_s", "Think time (s)", "number", step=0.5),
         Spec("workload.prompt_tokens.dist", "Prompt length distribution", "select", options=_lit("workload.prompt_tokens.dist")),
         Spec("workload.prompt_tokens.mean", "Prompt mean (tokens)", "number", step=16),
         Spec("workload.prompt_tokens.min", "Prompt min (tokens)", "number", step=1),
         Spec("workload.prompt_tokens.max", "Prompt max (tokens)", "number", step=64),
-        Spec("workload.prompt_tokens.sigma", "Prompt log-sigma", "number", step=0.1,
-             show_if=("workload.prompt_tokens.dist", ("lognormal",))),
+        Spec("workload.prompt_tokens.sigma", "Prompt log-sigma", "number", step=0.1),
         Spec("workload.output_tokens.dist", "Output length distribution", "select", options=_lit("workload.output_tokens.dist")),
         Spec("workload.output_tokens.mean", "Output mean (tokens)", "number", step=16),
         Spec("workload.output_tokens.min", "Output min (tokens)", "number", step=1),
         Spec("workload.output_tokens.max", "Output max (tokens)", "number", step=64),
-        Spec("workload.output_tokens.sigma", "Output log-sigma", "number", step=0.1,
-             show_if=("workload.output_tokens.dist", ("lognormal",))),
+        Spec("workload.output_tokens.sigma", "Output log-sigma", "number", step=0.1),
         Spec("workload.num_samples", "Parallel samples / beam width n", "number", step=1),
         Spec("workload.shared_prefix.num_system_prompts", "Shared system prompts in the pool", "number", step=1),
         Spec("workload.shared_prefix.share_ratio", "Share of requests starting with one", "slider", 0.0, 1.0, 0.05),
         Spec("workload.shared_prefix.system_prompt_tokens.mean", "System prompt length (tokens)", "number", step=64),
         Spec("workload.sessions.turns", "Turns per conversation (1 = independent requests)", "number", step=1),
-        Spec("workload.sessions.user_tokens.mean", "New user tokens per later turn (mean)", "number", step=16,
-             show_if=("workload.sessions.turns", MULTI_TURN)),
-        Spec("workload.sessions.think_time_s", "Think time before the next turn (s, mean)", "number", step=1.0,
-             show_if=("workload.sessions.turns", MULTI_TURN)),
-        Spec("workload.sessions.closed_loop", "Next turn waits for the reply (closed loop)", "toggle",
-             show_if=("workload.sessions.turns", MULTI_TURN)),
+        Spec("workload.sessions.user_tokens.mean", "New user tokens per later turn (mean)", "number", step=16),
+        Spec("workload.sessions.think_time_s", "Think time before the next turn (s, mean)", "number", step=1.0),
+        Spec("workload.sessions.closed_loop", "Next turn waits for the reply (closed loop)", "toggle"),
     ],
     "Scheduler": [
         Spec("scheduler.batching", "Batching", "select", options=_lit("scheduler.batching")),
         Spec("scheduler.prefill_mode", "Prefill mode", "select", options=_lit("scheduler.prefill_mode")),
         Spec("scheduler.enable_chunked_prefill", "Chunked prefill", "toggle"),
-        Spec("scheduler.mix_decodes", "Decodes join prefill ticks (mixed)", "toggle",
-             show_if=("scheduler.prefill_mode", ("prefill_first",))),
+        Spec("scheduler.mix_decodes", "Decodes join prefill ticks (mixed)", "toggle"),
         Spec("scheduler.queue_order", "Queue order", "select", options=_lit("scheduler.queue_order")),
         Spec("scheduler.max_num_seqs", "Max batch size (max_num_seqs)", "slider", 1, 1024, 1),
         Spec("scheduler.max_num_batched_tokens", "Token budget / chunk size (tokens per tick)", "options", options=tuple(POW2_TOKENS)),
         Spec("scheduler.admission", "Admission", "select", options=_lit("scheduler.admission")),
-        Spec("scheduler.new_token_ratio.init_new_token_ratio", "New-token ratio at start / after idle", "slider", 0.01, 1.0, 0.01,
-             show_if=("scheduler.admission", ("new_token_ratio",))),
-        Spec("scheduler.new_token_ratio.min_new_token_ratio_factor", "Ratio floor (fraction of the start)", "slider", 0.0, 1.0, 0.01,
-             show_if=("scheduler.admission", ("new_token_ratio",))),
-        Spec("scheduler.new_token_ratio.decay_steps", "Decode steps from start to floor", "number", step=50,
-             show_if=("scheduler.admission", ("new_token_ratio",))),
+        Spec("scheduler.new_token_ratio.init_new_token_ratio", "New-token ratio at start / after idle", "slider", 0.01, 1.0, 0.01),
+        Spec("scheduler.new_token_ratio.min_new_token_ratio_factor", "Ratio floor (fraction of the start)", "slider", 0.0, 1.0, 0.01),
+        Spec("scheduler.new_token_ratio.decay_steps", "Decode steps from start to floor", "number", step=50),
         Spec("scheduler.preemption", "Pre-emption", "select", options=_lit("scheduler.preemption")),
         Spec("scheduler.preemption_victim", "Pre-emption victim (vLLM / SGLang / TensorRT-LLM rule)", "select",
              options=_lit("scheduler.preemption_victim")),
@@ -130,35 +113,22 @@ SECTIONS: dict[str, list[Spec]] = {
              options=_lit("scheduler.preemption_requeue")),
         Spec("scheduler.chunk_short_of_blocks", "Prefill chunk short of KV blocks", "select",
              options=_lit("scheduler.chunk_short_of_blocks")),
-        Spec("scheduler.time_slice.prefill_slice_ms", "Prefill slice (ms)", "slider", 1.0, 200.0, 1.0,
-             show_if=("scheduler.prefill_mode", ("time_slice",))),
-        Spec("scheduler.time_slice.decode_slice_ms", "Decode slice (ms)", "slider", 1.0, 200.0, 1.0,
-             show_if=("scheduler.prefill_mode", ("time_slice",))),
-        Spec("scheduler.quota.prefill_share", "Prefill share of GPU time", "slider", 0.05, 0.95, 0.05,
-             show_if=("scheduler.prefill_mode", ("quota",))),
-        Spec("scheduler.quota.window_ms", "Quota window (ms)", "number", step=100.0,
-             show_if=("scheduler.prefill_mode", ("quota",))),
-        Spec("scheduler.quota.max_prefill_ms", "Max prefill run (ms)", "number", step=10.0,
-             show_if=("scheduler.prefill_mode", ("quota",))),
-        Spec("scheduler.quota.decode_min_tokens_per_s", "Decode floor (tokens/s)", "number", step=10.0,
-             show_if=("scheduler.prefill_mode", ("quota",))),
+        Spec("scheduler.time_slice.prefill_slice_ms", "Prefill slice (ms)", "slider", 1.0, 200.0, 1.0),
+        Spec("scheduler.time_slice.decode_slice_ms", "Decode slice (ms)", "slider", 1.0, 200.0, 1.0),
+        Spec("scheduler.quota.prefill_share", "Prefill share of GPU time", "slider", 0.05, 0.95, 0.05),
+        Spec("scheduler.quota.window_ms", "Quota window (ms)", "number", step=100.0),
+        Spec("scheduler.quota.max_prefill_ms", "Max prefill run (ms)", "number", step=10.0),
+        Spec("scheduler.quota.decode_min_tokens_per_s", "Decode floor (tokens/s)", "number", step=10.0),
         Spec("scheduler.dynamic_batch.enabled", "Dynamic batch size (article §5.2)", "toggle"),
-        Spec("scheduler.dynamic_batch.target_tick_ms", "Tick latency target (ms)", "number", step=5.0,
-             show_if=("scheduler.dynamic_batch.enabled", (True,))),
+        Spec("scheduler.dynamic_batch.target_tick_ms", "Tick latency target (ms)", "number", step=5.0),
         Spec("scheduler.smart_preemption.enabled", "Smart pre-emption (article §5.3)", "toggle"),
-        Spec("scheduler.smart_preemption.threshold_ms", "Suspend prefill after (ms)", "number", step=5.0,
-             show_if=("scheduler.smart_preemption.enabled", (True,))),
-        Spec("scheduler.smart_preemption.decode_queue_limit", "…while decodes waiting exceed", "number", step=1,
-             show_if=("scheduler.smart_preemption.enabled", (True,))),
+        Spec("scheduler.smart_preemption.threshold_ms", "Suspend prefill after (ms)", "number", step=5.0),
+        Spec("scheduler.smart_preemption.decode_queue_limit", "…while decodes waiting exceed", "number", step=1),
         Spec("scheduler.speculative.enabled", "Speculative decoding", "toggle"),
-        Spec("scheduler.speculative.num_draft_tokens", "Draft tokens per step (k)", "number", step=1,
-             show_if=("scheduler.speculative.enabled", (True,))),
-        Spec("scheduler.speculative.acceptance_rate", "Acceptance per draft token", "slider", 0.0, 1.0, 0.05,
-             show_if=("scheduler.speculative.enabled", (True,))),
-        Spec("scheduler.speculative.draft", "Draft", "select", options=_lit("scheduler.speculative.draft"),
-             show_if=("scheduler.speculative.enabled", (True,))),
-        Spec("scheduler.speculative.draft_cost_fraction", "Draft head cost (fraction of a target step)", "slider", 0.0, 2.0, 0.01,
-             show_if=("scheduler.speculative.enabled", (True,))),
+        Spec("scheduler.speculative.num_draft_tokens", "Draft tokens per step (k)", "number", step=1),
+        Spec("scheduler.speculative.acceptance_rate", "Acceptance per draft token", "slider", 0.0, 1.0, 0.05),
+        Spec("scheduler.speculative.draft", "Draft", "select", options=_lit("scheduler.speculative.draft")),
+        Spec("scheduler.speculative.draft_cost_fraction", "Draft head cost (fraction of a target step)", "slider", 0.0, 2.0, 0.01),
     ],
     "KV cache & memory": [
         Spec("kv_cache.layout", "KV layout", "select", options=_lit("kv_cache.layout")),
@@ -171,7 +141,7 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("kv_cache.watermark", "Admission watermark (fraction of blocks)", "slider", 0.0, 0.5, 0.01),
         Spec("kv_cache.enable_prefix_caching", "Prefix caching (reuse cached prompt blocks)", "toggle"),
         Spec("kv_cache.eviction_policy", "Prefix-cache eviction (which cached block goes first)", "select",
-             options=_lit("kv_cache.eviction_policy"), show_if=("kv_cache.enable_prefix_caching", (True,))),
+             options=_lit("kv_cache.eviction_policy")),
     ],
     "Calibration": [
         Spec("calibration.profile", "Calibration profile (engine family)", "select",
@@ -289,11 +259,13 @@ def _load_profile() -> None:
             st.session_state[widget_key(f"calibration.{field_name}")] = value
 
 
-def _visible(spec: Spec) -> bool:
-    if spec.show_if is None:
+def _visible(spec: Spec, cfg: SimConfig) -> bool:
+    """Whether the setting is read under the form's current choices (`sim_core.unused.READ_ONLY_WHEN`, the rule the
+    CLI and links are told by). A disaggregated pool with its own scheduler may read what the top-level one does not
+    (DistServe's decode pool swaps): the config's own answer then keeps the control."""
+    if all(st.session_state.get(widget_key(path), value_at(cfg, path)) in values for path, values in read_only_when(spec.path)):
         return True
-    path, values = spec.show_if
-    return st.session_state.get(widget_key(path)) in values
+    return cfg.deployment is not None and cfg.deployment.disaggregation is not None and setting_is_read(cfg, spec.path)
 
 
 def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None) -> None:
@@ -302,7 +274,7 @@ def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None)
         key = widget_key(spec.path)
         if key not in st.session_state:  # Streamlit drops the state of widgets that were hidden
             st.session_state[key] = config_value(cfg, spec.path)
-        if _visible(spec):
+        if _visible(spec, cfg):
             _draw(spec, cfg)
             if slots is not None:
                 slots[spec.path] = st.empty()

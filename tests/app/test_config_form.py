@@ -133,3 +133,20 @@ def test_a_linked_value_below_a_sliders_travel_is_shown_in_significant_digits():
     slider = at.slider(key="w.hardware.hbm_bandwidth_gb_per_s")
     assert slider.value == 0.001 and slider.min == 0.001 and slider.proto.format == "%.3g"
     assert app(preset="chat-h100-llama8b").run().slider(key="w.hardware.hbm_bandwidth_gb_per_s").proto.format != "%.3g"
+
+
+def _shown(at, path: str) -> bool:
+    return any(w.key == f"w.{path}" for w in (*at.sidebar.number_input, *at.sidebar.selectbox, *at.sidebar.slider))
+
+
+def test_the_sidebar_shows_a_setting_only_while_the_run_reads_it():
+    # (sim_core.unused's rule, the one the CLI's and links' notes give: swap space matters only when pre-emption swaps)
+    at = app(preset="chat-h100-llama8b").run()
+    assert not _shown(at, "kv_cache.swap_space_gb") and not _shown(at, "scheduler.time_slice.prefill_slice_ms")
+    at.selectbox(key="w.scheduler.preemption").set_value("swap").run()
+    at.selectbox(key="w.scheduler.prefill_mode").set_value("time_slice").run()
+    assert not at.exception
+    assert _shown(at, "kv_cache.swap_space_gb") and _shown(at, "scheduler.time_slice.prefill_slice_ms")
+    # DistServe's decode pool swaps under a top-level scheduler that recomputes: its swap space is shown
+    at = app(preset="cluster-distserve-opt13b-3xa100-p2d1").run()
+    assert at.selectbox(key="w.scheduler.preemption").value == "recompute" and _shown(at, "kv_cache.swap_space_gb")

@@ -268,3 +268,22 @@ def test_a_broken_pool_says_what_to_do_and_the_next_search_gets_a_fresh_one():
         with pytest.raises(RuntimeError, match=r'if __name__ == "__main__":.*ran out of memory'):
             backend.map(_exit_in_worker, [1, 2])
         assert backend.map(abs, [-1, -2, 3]) == [1, 2, 3]  # the broken pool was dropped, not reused
+
+
+def test_the_progress_bar_redraws_on_a_terminal_and_writes_one_line_to_a_log():
+    # (`sweep ... 2>log` left a carriage return and a bar for every finished point in the log)
+    import io
+
+    from sim_core.backend import ProgressBar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    log, tty = io.StringIO(), Terminal()
+    for stream in (log, tty):
+        bar = ProgressBar("sweep", stream, width=4)
+        for done in range(4):
+            bar(done, 3)
+    assert "\r" not in log.getvalue() and log.getvalue().startswith("sweep [####] 3/3 ") and log.getvalue().count("\n") == 1
+    assert tty.getvalue().count("\r") == 4 and tty.getvalue().endswith("\n") and "[##..] 2/3" in tty.getvalue()

@@ -30,7 +30,7 @@ FAST = ["--no-cache", "--workers", "1"]
      "--start = 3 must be below --stop = 3: a sweep runs a range of rate; one value is a single run with it set"),
     (["capacity", "chat-h100-llama8b", "--seeds", "0"], "--seeds = 0: must be >= 1"),
     (["capacity", "chat-h100-llama8b", "--scale", "nan"], "--scale = nan: must be a finite number"),
-    (["capacity", "chat-h100-llama8b", "--scale", "-1"], "--scale = -1.0: must be > 0"),
+    (["capacity", "chat-h100-llama8b", "--scale", "-1"], "--scale = -1: must be 0.01 to 100"),
     (["capacity", "chat-h100-llama8b", "--attainment", "nan"], "attainment = nan"),
     (["plan", "chat-h100-llama8b", "--rate", "1", "--attainment", "0"], "attainment = 0.0"),
 ])  # fmt: skip

@@ -426,7 +426,7 @@ def test_a_refused_class_is_one_line_not_also_a_list_too_short(bad, size):
 
 
 def test_what_a_trace_replaces_is_named_only_with_a_trace():
-    from sim_core.config import TRACE_REPLACES, unused_with_trace
+    from sim_core.unused import TRACE_REPLACES, unused_with_trace
 
     traced, plain_cfg = load_preset("trace-azure-2023-h100-llama8b"), load_preset("chat-h100-llama8b")
     keys = ["workload.arrival.rate_per_s", "workload.classes", "workload.num_requests", "workload.arrivalx", "seed"]

@@ -322,8 +322,8 @@ def test_a_rate_knob_or_capacity_of_arrivals_that_ignore_the_rate_is_refused_nam
     (lambda cfg: capacity_interval(cfg, num_seeds=0, backend=LocalBackend(1)), "num_seeds = 0: must be >= 1"),
     (lambda cfg: capacity_interval(cfg, num_seeds=1, scale=float("nan"), backend=LocalBackend(1)),
      "scale = nan: must be a finite number"),
-    (lambda cfg: capacity_interval(cfg, num_seeds=1, scale=0.0, backend=LocalBackend(1)), "scale = 0.0: must be > 0"),
-    (lambda cfg: find_capacity(cfg, scale=-1.0), "scale = -1.0: must be > 0"),
+    (lambda cfg: capacity_interval(cfg, num_seeds=1, scale=0.0, backend=LocalBackend(1)), "scale = 0: must be 0.01 to 100"),
+    (lambda cfg: find_capacity(cfg, scale=-1.0), "scale = -1: must be 0.01 to 100"),
     (lambda cfg: run_sweep(cfg, "bogus", [1.0]), "unknown knob 'bogus'; one of rate, max_num_seqs"),
 ])  # fmt: skip
 def test_the_python_apis_seed_count_scale_and_knob_are_named_as_the_cli_names_them(call, said):
