@@ -27,7 +27,7 @@ from sim_core.presets import (DEFAULT_SCENARIO, FAMILIES, PresetError, config_fr
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 from sim_core.unused import unused_settings
-from sim_core.words import counted, latency_text
+from sim_core.words import counted, latency_text, percent
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -89,7 +89,7 @@ def format_summary(res: SimResult) -> str:
         f"{_ticks_text(res)}, makespan {s.makespan_s:,.2f} s",
         f"  throughput    {s.output_tokens_per_s:,.0f} output tok/s, {s.total_tokens_per_s:,.0f} total tok/s, "
         f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
-        f"({s.slo_attainment:.0%} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
+        f"({percent(s.slo_attainment)} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
         *(_latency_line(s, name, latency_text if name != "E2E" else (lambda x: f"{x:,.2f} s")) for name in ("TTFT", "TPOT", "ITL", "E2E")),
         f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
         f"mean batch {s.mean_batch_size:.1f}, MFU {_pct(s.mfu_mean)}, MBU {_pct(s.mbu_mean)}",
@@ -157,7 +157,7 @@ def _steady_lines(res: SimResult) -> list[str]:
         f"t = {st.window_start_s:,.1f}-{st.window_end_s:,.1f} s): offered {st.arrival_rate_per_s:,.2f} req/s, "
         # (goodput is the offered rate's share that meets both SLOs, counted by arrival; completions are counted by
         # the time they end, so while the load rises the window's completed rate trails the offered one)
-        f"goodput {st.goodput_requests_per_s:,.2f} req/s ({st.slo_attainment:.0%} of them meet both), completed "
+        f"goodput {st.goodput_requests_per_s:,.2f} req/s ({percent(st.slo_attainment)} of them meet both), completed "
         f"{st.requests_per_s:,.2f} req/s, {st.output_tokens_per_s:,.0f} output tok/s, TTFT p99 {_p99_text(st, 'TTFT')}, "
         f"TPOT p99 {_p99_text(st, 'TPOT')}"
     ]
@@ -168,7 +168,7 @@ def _steady_lines(res: SimResult) -> list[str]:
 
 def _pct(v: float) -> str:
     """A share as "42%"; "n/a" for a run without a busy tick (it read "nan%")."""
-    return "n/a" if math.isnan(v) else f"{v:.0%}"
+    return percent(v)
 
 
 def _p99_text(st, name: str) -> str:

@@ -27,6 +27,7 @@ from sim_core.engine import run_simulation
 from sim_core.metrics import KEEP_UP_FRACTION, MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION, says_overloaded
 from sim_core.presets import PresetError, config_from_dict, config_with
 from sim_core.result import SteadyState, Summary
+from sim_core.words import percent
 
 # knob name -> (dotted config path, label with unit, integer?)
 SWEEP_KNOBS: dict[str, tuple[str, str, bool]] = {
@@ -649,7 +650,7 @@ def window_slo_miss(st: SteadyState, cfg: SimConfig, obj: CapacityObjective) -> 
     test alone, without `objective_miss`'s checks of the run (a short run's window can trail its arrivals while every
     request in it meets the SLOs: not a server that fell behind)."""
     if obj.rule == "attainment":
-        return None if st.slo_attainment >= obj.attainment else f"{st.slo_attainment:.0%} meet both SLOs"
+        return None if st.slo_attainment >= obj.attainment else f"{percent(st.slo_attainment)} meet both SLOs"
     p = obj.percentile
     ttft, tpot = getattr(st, f"ttft_p{p}_s"), getattr(st, f"tpot_p{p}_s")
     if not ttft <= cfg.slo.ttft_s:

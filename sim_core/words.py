@@ -14,3 +14,16 @@ def latency_text(v_s: float) -> str:
     """A latency in the CLI's lines: in ms under a second ("41.9 ms"), in seconds from one ("7.17 s"), as the app's
     figures and tables switch to seconds (it read "TTFT p50 7,173.5 ms")."""
     return f"{v_s * 1e3:,.1f} ms" if abs(v_s) < 1.0 else f"{v_s:,.2f} s"
+
+
+def percent(share: float) -> str:
+    """A share as a whole percentage ('42%'), with the decimals it needs never to round a miss away: 299 of 300
+    requests meeting the SLOs read '100%', the same as all 300; now '99.7%'. Only 1 is '100%' and only 0 is '0%'
+    ('≥99.9%' and '≤0.1%' past three decimals: a leading '>' made a Markdown table's cell a quote); 'n/a' for NaN."""
+    if share != share:
+        return "n/a"
+    for decimals in range(4):
+        text = f"{share * 100:.{decimals}f}"
+        if (float(text) == 100) == (share >= 1) and (float(text) == 0) == (share <= 0):
+            return f"{text}%"
+    return "≥99.9%" if share > 0.5 else "≤0.1%"

@@ -17,9 +17,10 @@ from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
 from app.state import (BASE_KEY, CFG_KEY, config_from_query, config_key, derived, ignored_params, is_config_param,
                        link_query, preset_matching, read_query_params, show_link_notices, write_query_params)
-from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
+from sim_core import PresetError, SimConfig, config_from_dict, config_with, list_presets, load_preset
 from sim_core.metrics import class_metrics, no_value_reason
-from sim_core.words import counted
+from sim_core.sweep import rate_applies, steady_run_length
+from sim_core.words import counted, percent
 
 CURRENT = "(current settings from Simulate)"
 METRIC_ROWS = [  # (label, summary field, kind): kind formats the value (s: ms or s; count: integer)
@@ -50,7 +51,7 @@ CLASS_ROWS = [("TTFT p99", "ttft_p99_s", "s"), ("TPOT p99", "tpot_p99_s", "s"), 
 def fmt_value(value: float, kind: str) -> str:
     if value is None or np.isnan(value):
         return "–"
-    return {"s": fmt_seconds, "count": fmt_count, "%": lambda v: f"{v:.0%}", "seqs": lambda v: f"{v:,.1f}",
+    return {"s": fmt_seconds, "count": fmt_count, "%": percent, "seqs": lambda v: f"{v:,.1f}",
             "tok/s": lambda v: f"{v:,.0f} tok/s", "req/s": lambda v: f"{v:,.2f} req/s"}[kind](value)  # fmt: skip
 
 
@@ -106,6 +107,22 @@ def _on_workload_of(a: SimConfig, own: SimConfig) -> tuple[SimConfig | None, str
     st.session_state[ON_WORKLOAD_KEY] = (a, own, out)
     return out
 
+def _at_steady_length(cfg: SimConfig, side: str) -> SimConfig:
+    """`cfg` with as many requests as a steady state at its rate needs (`sweep.steady_run_length`, the Sweep page's
+    rule; its other settings as they are, so a link of it reads as one changed count), or as it is when its arrivals
+    follow no rate (a trace, a closed loop). Kept per side while the config object is the same: a rerun (a tab, a
+    toggle) did not change it."""
+    memo = st.session_state.get(f"cmp.steady_{side}")
+    if memo is not None and memo[0] is cfg:
+        return memo[1]
+    out = cfg
+    if cfg.workload.trace is None and rate_applies(cfg):
+        n = steady_run_length(cfg, cfg.workload.arrival.rate_per_s)
+        out = config_with(cfg, {"workload.num_requests": n}, "steady-state run length")
+    st.session_state[f"cmp.steady_{side}"] = (cfg, out)
+    return out
+
+
 def missing_latencies_text(a, b) -> str | None:
     """Why a side's latency rows read n/a (`no_value_reason`: one-token outputs have no TPOT or ITL, a run that
     finished nothing no latency at all), one sentence per side; None when every latency has a value."""
@@ -119,12 +136,18 @@ def missing_latencies_text(a, b) -> str | None:
     return " ".join(said) or None
 
 
-def unsettled_text(a, b) -> str | None:
+def unsettled_text(a, b, steady: bool = False) -> str | None:
     """Why a side's steady-state rows read "–": its run cannot say what its steady state is (the window's note, as
-    Simulate gives it), one sentence per side; None when both settle."""
+    Simulate gives it), one sentence per side, and the page's way to a longer run unless `steady` (it is taken);
+    None when both settle."""
     said = [f"{side}'s steady-state rows: {res.summary.steady.note}" for side, res in (("A", a), ("B", b))
             if res.summary.steady is not None and res.summary.steady.note]  # fmt: skip
+    if said and not steady:  # (the note said "Run about 1,000 requests or more" on a page with no such control)
+        said.append(f"Switch on “{STEADY_LABEL}” above to run both that long.")
     return " ".join(said) or None
+
+
+STEADY_LABEL = "Steady-state run length"
 
 
 def metrics_table(a, b) -> pd.DataFrame:
@@ -183,6 +206,11 @@ def main() -> None:
         b = _pick_or_link("B", "cmp.b", "chat-h100-llama8b", "cmp.link_b")
     same = st.toggle("Run B on A's workload and seed", value=True, key="cmp.same_workload",
                      help="Keeps the requests identical so only the setup differs.")  # fmt: skip
+    steady = st.toggle(STEADY_LABEL, key="cmp.steady",
+                       help="Run each side long enough for its steady-state rows to settle, at its own rate: the Sweep "
+                       "page's rule (a run 4× longer moves capacity by < 5 %). The link keeps the request count.")  # fmt: skip
+    if steady:
+        a, b = _at_steady_length(a, "a"), _at_steady_length(b, "b")
     own = b  # (B as chosen: its link; with the toggle on it runs on A's workload, which the toggle says, not the link)
     if same:
         b, error = _on_workload_of(a, own)
@@ -219,7 +247,7 @@ def main() -> None:
     st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
     if said := missing_latencies_text(ra, rb):  # (one-token outputs: the TPOT and ITL rows read "–" without a why)
         st.caption(plain(said))
-    if said := unsettled_text(ra, rb):
+    if said := unsettled_text(ra, rb, steady):
         st.caption(plain(said))
     # (a ratio alone does not say which side did better: for latencies lower is, for throughput higher is)
     st.caption("B / A is B's value over A's. Below 1× B is lower: better for the latencies (TTFT, TPOT, ITL, E2E) and "

@@ -30,7 +30,7 @@ from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase, Status
-from sim_core.words import counted
+from sim_core.words import counted, percent
 
 _show = workshop.show_chart
 
@@ -43,7 +43,7 @@ def class_table(res: SimResult) -> pd.DataFrame | None:
     return pd.DataFrame([{
         "class": r["class"], "priority": r["priority"], "finished": f"{r['num_finished']:,} / {r['num_requests']:,}",
         "TTFT p50": fmt_seconds(r["ttft_p50_s"]), "TTFT p99": fmt_seconds(r["ttft_p99_s"]),
-        "TPOT p99": fmt_seconds(r["tpot_p99_s"]), "meet SLOs": f"{r['slo_attainment']:.0%}",
+        "TPOT p99": fmt_seconds(r["tpot_p99_s"]), "meet SLOs": percent(r['slo_attainment']),
     } for r in rows])  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def _headline(res: SimResult) -> None:
                    help="Time to first token, finished requests.", **kw)  # fmt: skip
     row1[2].metric("TPOT p50", *(na("TPOT") if np.isnan(s.tpot_p50_s) else (ms(s.tpot_p50_s), f"p99 {ms(s.tpot_p99_s)} · ITL p99 {ms(s.itl_p99_s)}")),
                    help="(E2E − TTFT) / (output tokens − 1); ITL is every gap between two tokens.", **kw)  # fmt: skip
-    row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{s.slo_attainment:.0%} meet SLOs · whole run",
+    row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{percent(s.slo_attainment)} meet SLOs · whole run",
                    # (the steady line below reads its window's goodput: 8.49 req/s beside this 6.10 on the default, and
                    # nothing said which was which, in the help only since session 66: "whole run" in view, a review)
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe), over the whole "
@@ -220,7 +220,7 @@ def _steady_caption(res: SimResult) -> None:
         return
     st.caption(f"Steady state (requests {st_.window_first_request:,}–{st_.window_last_request:,} by arrival: "
                f"{steady_exclusion_text()} excluded): {st_.output_tokens_per_s:,.0f} output tok/s, goodput {st_.goodput_requests_per_s:,.2f} req/s "
-               f"of {st_.arrival_rate_per_s:,.2f} offered ({st_.slo_attainment:.0%} meet SLOs), TTFT p99 "
+               f"of {st_.arrival_rate_per_s:,.2f} offered ({percent(st_.slo_attainment)} meet SLOs), TTFT p99 "
                f"{_p99(st_, 'TTFT', st_.ttft_p99_s)}, TPOT p99 {_p99(st_, 'TPOT', st_.tpot_p99_s)}.")  # fmt: skip
 
 

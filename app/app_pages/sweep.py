@@ -159,7 +159,7 @@ def _band_trace(x, lo, hi, color: str, group: str, fig: go.Figure) -> None:
                              opacity=0.18, line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=group))  # fmt: skip
 
 
-UNSETTLED_LEGEND = "open: no steady state (note below)"
+UNSETTLED_LEGEND = "open: no steady state (note above)"  # (the notes are drawn above the charts)
 SWEEP_PANEL_TITLES = ("Throughput (tok/s)", "Goodput (req/s)", "Latency (ms, log)")
 # Each panel's series: (Summary field, scale, dash, name); one figure per panel
 SWEEP_SERIES = (
@@ -178,11 +178,12 @@ SWEEP_AXIS_TITLE_PX = 48  # tick labels and the axis title, under the plot
 
 def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                   capacities: dict[str, tuple[float | None, float | None, bool]], behind: frozenset[int] = frozenset(),
-                  total_instances: int | None = None) -> list[go.Figure]:
+                  total_instances: int | None = None, slo_s: tuple[float, float] | None = None) -> list[go.Figure]:
     """Steady-state throughput, goodput and latency percentiles against the knob, one figure each (median across
     seeds, min-max band when repeated); `capacities` maps a setup to (lowest, highest capacity across seeds, whether a
     swept point beyond it failed the objectives); `behind`: the ids of the points that fell behind (their whole runs'
-    figures, `sweep.shown_field`); `total_instances`: P + D of a P:D split sweep, whose ticks name each split (3P1D).
+    figures, `sweep.shown_field`); `total_instances`: P + D of a P:D split sweep, whose ticks name each split (3P1D);
+    `slo_s`: the (TTFT, TPOT) objectives, drawn across the latency panel where its curves cross them.
 
     One figure per metric, each with its own axes, title and legend: three panels of one figure shared its width and
     height, ~87 px wide each on a 390-px phone (page columns put them side by side on a wide page and stack them on
@@ -234,6 +235,16 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
             fig.update_xaxes(tickvals=ticks, ticktext=[f"{v}P{total_instances - v}D" for v in ticks])
         elif whole:
             fig.update_xaxes(dtick=1)
+        if title == SWEEP_PANEL_TITLES[-1] and slo_s is not None and values:
+            # the objectives as labelled lines, not legend rows (the legend's margin holds five): where a curve crosses
+            # one is where its percentile misses (a line trace, not add_hline: the log axis takes log10 coordinates)
+            # (labelled at the low end, where the curves are furthest below the TTFT line and TTFT's percentiles sit
+            # above the TPOT line: TPOT's label under its line)
+            for what, slo, where in zip(("TTFT", "TPOT"), slo_s, ("top right", "bottom right")):
+                fig.add_trace(go.Scatter(x=[min(values), max(values)], y=[slo * 1e3] * 2, mode="lines+text", name=f"{what} SLO", showlegend=False,
+                                         line=dict(color="#9AA0A6", dash="dot", width=1), hoverinfo="skip",
+                                         text=[f"{what} SLO {fmt_number(slo * 1e3)} ms", ""], textposition=where,
+                                         textfont=dict(size=11, color="#5F6368")))  # fmt: skip
         if title == SWEEP_PANEL_TITLES[-1]:  # latency: a log ladder
             fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
         # The legend in a bottom margin of the same height in every figure, room for its rows at a phone's width: the three
@@ -267,7 +278,7 @@ def _load_text(cfg: SimConfig) -> str:
 
 def _settles_text(p: SweepPoint, behind: frozenset[int] = frozenset()) -> str:
     """Whether a point's run has a steady state its figures stand for, in a word or two (the table's column; the
-    reason in full is the note under the charts). `behind`: ids of the points that fell behind (`sweep.fell_behind`)."""
+    reason in full is the note above the charts). `behind`: ids of the points that fell behind (`sweep.fell_behind`)."""
     note = p.summary.steady.note if p.summary is not None and p.summary.steady is not None else None
     if p.summary is None or p.summary.steady is None:
         return "none"
@@ -418,7 +429,7 @@ def main() -> None:
         show_link_notices(("sweep", "start", "stop", "n", "vs", "seeds"), problems=tuple(problems))
         # (a knob both pools of a disaggregated deployment set is changed there: it was said to be the arrival process)
         where = {"rate": "Workload: Arrival process", "replicas": "Serving: replicas"}.get(knob, "Serving: disaggregated")
-        st.error(plain(f"{err} ({where}, in the sidebar)."))
+        st.error(plain(f"{err} ({where}, in Simulate's sidebar)."))
         return
     page = PageBudget()  # a link cannot make this page run 32 (or 160) simulations past the server's budget
     # The link's start, stop and n are its knob's (the page writes them with `sweep`): another knob picked in the page
@@ -484,7 +495,7 @@ def main() -> None:
     rule_said = (f"Capacity = the highest swept rate at which {objective.describe(cfg)}" if knob == "rate" else
                  f"A point has fallen behind when its window misses the rule: {objective.describe(cfg)}")  # fmt: skip
     st.caption(f"Base setup: the current settings ({plain(cfg.scheduler.name)}, {plain(cfg.model.name)} on "
-               f"{plain(describe_where(cfg))}{_load_text(cfg)}). "
+               f"{plain(describe_where(cfg))}{_load_text(cfg)}; change them in Simulate). "
                f"{rule_said} (requests by arrival but the "
                f"{steady_exclusion_text()}; throughput and goodput over that window's span, not the makespan; a point that fell behind "
                "shows its whole run). Throughput counts output tokens; goodput, requests meeting the SLOs.")  # fmt: skip
@@ -559,8 +570,8 @@ def main() -> None:
         st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is "
                 f"(open markers). At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip
     # side by side on a wide page, stacked (each the page's width) on a phone or a narrow window (app CSS)
-    for col, fig, key in zip(st.container(key="sw_figs").columns(3), sweep_figures(curves, knob, caps, behind_ids, _total_instances(cfg, knob)),
-                             ("tput", "goodput", "latency")):  # fmt: skip
+    figs = sweep_figures(curves, knob, caps, behind_ids, _total_instances(cfg, knob), (cfg.slo.ttft_s, cfg.slo.tpot_s))
+    for col, fig, key in zip(st.container(key="sw_figs").columns(3), figs, ("tput", "goodput", "latency")):
         with col:
             st.plotly_chart(fig, key=f"sw.fig.{key}")
     if caps:
@@ -568,7 +579,11 @@ def main() -> None:
             if lo is None:
                 return f"below {values[0]:g} req/s (even the lowest rate misses the objectives)"
             span = f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s over {seeds} seeds"
-            return span if saturated else f"at least {span} (every point met the objectives: raise 'To')"
+            if not saturated:
+                return f"at least {span} (every point met the objectives: raise 'To')"
+            # (the knee lies between the last rate that met them and the next one swept: "18 req/s" read as exact)
+            above = next((v for v in values if v > hi), None)
+            return span if above is None else f"{span}; the next rate swept, {above:g} req/s, misses the objectives"
         st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
     else:
         st.markdown(most_goodput_sentence(curves, knob, behind_ids))
@@ -583,6 +598,9 @@ def main() -> None:
         "steady state": _settles_text(p, behind_ids), "finished": p.summary.num_finished, "stopped": p.summary.stopped_reason or ""})}
         for name, pts in curves.items() for p in pts]  # fmt: skip
     _results_table(rows, knob, head_to_head=len(curves) > 1)
+    if behind:  # (the compact table has no "steady state" column: its rows past the knee read as steady figures)
+        st.caption(f"Rows that fell behind ({where}) show their whole runs' figures, as their open markers do: not a "
+                   "steady state's.")  # (`where` as the note above writes it, its setup names escaped)
     if (said := missing_values_sentence(curves, knob, behind_ids)) is not None:  # (the cells read "–" with no word of why)
         st.caption(plain(said))
     # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page

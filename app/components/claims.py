@@ -18,7 +18,7 @@ from sim_core.lessons import SAME_TOLERANCE, Claim, metric_value
 from sim_core.metrics import class_metrics
 from sim_core.result import SimResult
 from sim_core.types import Phase
-from sim_core.words import counted
+from sim_core.words import counted, percent
 
 
 def _timeline_view(res: SimResult):
@@ -111,7 +111,7 @@ def fmt_metric_value(kind: str, v: float) -> str:
     if kind == "s":
         return fmt_seconds(v)
     if kind == "share":
-        return f"{v:.0%}"
+        return percent(v)
     if kind == "count":
         return fmt_count(v)
     if kind == "number":

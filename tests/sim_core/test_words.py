@@ -1,0 +1,33 @@
+"""sim_core.words: counts with their nouns, latencies and shares as every message writes them."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as hs
+
+from sim_core.words import counted, latency_text, percent
+
+
+def test_a_count_is_singular_for_one():
+    assert counted(1, "tick") == "1 tick" and counted(1_200, "replica") == "1,200 replicas"
+    assert counted(3, "stalled stretch", "stalled stretches") == "3 stalled stretches"
+
+
+def test_a_latency_switches_to_seconds_at_one():
+    assert latency_text(0.0419) == "41.9 ms" and latency_text(7.1735) == "7.17 s"
+
+
+def test_a_share_keeps_the_decimals_a_miss_needs():
+    # (299 of 300 requests meeting the SLOs read "100%", the same as all 300)
+    assert percent(299 / 300) == "99.7%" and percent(1.0) == "100%" and percent(0.42) == "42%"
+    assert percent(1 / 300) == "0.3%" and percent(0.0) == "0%" and percent(math.nan) == "n/a"
+    assert percent(1 - 1e-9) == "≥99.9%" and percent(1e-9) == "≤0.1%"
+
+
+@given(hs.floats(0, 1))
+def test_only_all_reads_100_and_only_none_reads_0(share):
+    text = percent(share)
+    assert (text == "100%") == (share == 1) and (text == "0%") == (share == 0)
+    assert text.endswith("%") and (text[0] in "≤≥" or abs(float(text[:-1]) - share * 100) <= 0.5)
