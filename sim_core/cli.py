@@ -23,7 +23,7 @@ from sim_core.inputs import BracketTextError, InputError, printable, value_from_
 from sim_core.metrics import no_value_reason, steady_exclusion_text
 from sim_core.notes import run_notes
 from sim_core.presets import (DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset,
-                              not_a_field_text, read_preset_data, with_settings)
+                              engine_label, not_a_field_text, read_preset_data, with_settings)
 from sim_core.result import SimResult
 from sim_core.traces import TraceFormat, TraceOptions
 from sim_core.unused import unused_settings
@@ -32,6 +32,7 @@ from sim_core.words import counted, latency_text, percent
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_OUT_OF_MEMORY = 1  # the input was valid; this machine could not hold the run
+EXIT_STOPPED = 3  # run --strict: the run stopped at a limit before its last request finished
 # What a run's memory grows with, as `--set` names them: said when it outgrows the machine (numpy's ArrayMemoryError
 # was a traceback)
 MEMORY_FIELDS = ("limits.max_ticks", "workload.num_requests", "limits.num_recorded_batches")
@@ -83,7 +84,7 @@ def format_summary(res: SimResult) -> str:
     if (full := getattr(res, "kv_peak_instance", None)) is not None:
         peak_of = f" ({full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens)"
     lines = [
-        f"{cfg.name}: {cfg.model.name} on {cfg.hardware.num_gpus}x {cfg.hardware.name}, {cfg.scheduler.name}, "
+        f"{cfg.name}: {cfg.model.name} on {cfg.hardware.num_gpus}x {cfg.hardware.name}, {engine_label(cfg)}, "
         f"workload {cfg.workload.name} (seed {cfg.seed})",
         f"  requests      {s.num_finished:,} finished / {s.num_requests:,} ({s.num_unfinished:,} unfinished), "
         f"{_ticks_text(res)}, makespan {s.makespan_s:,.2f} s",
@@ -231,7 +232,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise PresetError(f"cannot write to --out {printable(args.out)!r}: {err.strerror}") from None
     print(res.summary.model_dump_json() if args.json else format_summary(res))
-    return 0
+    # (a script read a run stopped at its time limit, with most requests unfinished, as a success unless it parsed
+    # stopped_reason)
+    return EXIT_STOPPED if args.strict and res.summary.stopped_reason else 0
 
 
 # --trace-X -> TraceOptions field X: the parser's defaults are the model's (they were restated here)
@@ -299,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here "
                      "(and instances.csv for a deployment)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    run.add_argument("--strict", action="store_true", help=f"exit {EXIT_STOPPED} (after printing the summary) when the run "
+                     "stopped at a limit (limits.max_sim_time_s, limits.max_ticks) before its last request finished")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
     run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),
                      help="format of --trace (auto: from the header)")

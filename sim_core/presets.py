@@ -233,6 +233,27 @@ def apply_part(cfg: SimConfig, family: str, name: str) -> SimConfig:
     return config_from_dict(with_part_data(cfg.model_dump(mode="python"), family, name), f"{FAMILY_NOUNS[family]} preset {name!r}")
 
 
+# The engines' own sizing of a batch, which their defaults scale with the context and the GPU (vLLM V0 batches
+# max(max_model_len, 2,048) tokens without chunked prefill; vLLM V1's limits follow the GPU's memory): a scenario that
+# sizes them so still runs that engine's scheduler (engine-vllm-v0 at a 16k context read "custom (from vLLM V0)")
+SIZING_FIELDS = {"max_num_batched_tokens", "max_num_seqs"}
+
+
+def engine_label(cfg: SimConfig) -> str:
+    """The engine's name while the scheduler is the engine preset's of that name (its batch sizing aside), else
+    'custom (from <name>)': `--set scheduler.prefill_mode=prefill_first` still printed "vLLM V1" in the CLI's header."""
+    for name in list_presets("engines"):
+        data = read_preset_data("engines", name)
+        if data.get("scheduler", {}).get("name") == cfg.scheduler.name:
+            try:
+                preset = apply_part(cfg, "engines", name).scheduler
+                same = preset.model_dump(exclude=SIZING_FIELDS) == cfg.scheduler.model_dump(exclude=SIZING_FIELDS)
+            except PresetError:
+                same = False
+            return cfg.scheduler.name if same else f"custom (from {cfg.scheduler.name})"
+    return cfg.scheduler.name
+
+
 def config_from_json(text: str | bytes, source: str = "config") -> SimConfig:
     """Validate JSON text (a UTF-8 byte-order mark is fine; deep nesting is refused, not recursed into)."""
     if len(text) > MAX_CONFIG_FILE_BYTES:

@@ -9,7 +9,7 @@ from app.components import runner, uploads
 from app.components.text import plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY, derived, remember
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.presets import MAX_CONFIG_FILE_BYTES, apply_part, describe_preset, read_preset_data
+from sim_core.presets import MAX_CONFIG_FILE_BYTES, apply_part, describe_preset, engine_label
 from sim_core.traces import FORMAT_HELP, MAX_TRACE_CSV_BYTES, TRACE_FORMATS, TraceOptions
 from sim_core.words import counted
 
@@ -125,28 +125,10 @@ def _clear_trace() -> None:
 
 
 def scheduler_label(cfg: SimConfig) -> str:
-    """The engine's name while the scheduler is that engine preset's, else 'custom (from <name>)'; once per config object
-    (`derived`: it validates the whole config with the preset's scheduler, an uploaded trace's for a second)."""
-    return derived(cfg, "scheduler_label", _scheduler_label)
-
-
-# The engines' own sizing of a batch, which their defaults scale with the context and the GPU (vLLM V0 batches
-# max(max_model_len, 2,048) tokens without chunked prefill; vLLM V1's limits follow the GPU's memory): a scenario that
-# sizes them so still runs that engine's scheduler (engine-vllm-v0 at a 16k context read "custom (from vLLM V0)")
-SIZING_FIELDS = {"max_num_batched_tokens", "max_num_seqs"}
-
-
-def _scheduler_label(cfg: SimConfig) -> str:
-    for name in list_presets("engines"):
-        data = read_preset_data("engines", name)
-        if data.get("scheduler", {}).get("name") == cfg.scheduler.name:
-            try:
-                preset = apply_part(cfg, "engines", name).scheduler
-                same = preset.model_dump(exclude=SIZING_FIELDS) == cfg.scheduler.model_dump(exclude=SIZING_FIELDS)
-            except PresetError:
-                same = False
-            return cfg.scheduler.name if same else f"custom (from {cfg.scheduler.name})"
-    return cfg.scheduler.name
+    """The engine's name while the scheduler is that engine preset's, else 'custom (from <name>)' (`presets.engine_label`,
+    the CLI's rule too); once per config object (`derived`: it validates the whole config with the preset's scheduler,
+    an uploaded trace's for a second)."""
+    return derived(cfg, "scheduler_label", engine_label)
 
 
 def describe_where(cfg: SimConfig) -> str:

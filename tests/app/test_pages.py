@@ -995,7 +995,9 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     # the Pareto chart draws the misses under the meets: a miss at a front point's price and TTFT covered its blue dot,
     # the front's ring around a grey one; the legend still lists the meets first
     traces = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
-    assert [t["name"] for t in traces] == ["misses them", "meets the SLOs", "Pareto front"]
+    assert [t["name"] for t in traces] == ["misses them (TTFT or TPOT)", "meets the SLOs", "Pareto front"]
+    # a grey point well under the TTFT objective misses on TPOT, which the chart does not draw: its hover says it
+    assert all("TPOT P99 %{customdata:,.1f} ms" in t["hovertemplate"] for t in traces[:2])
     assert traces[1]["legendrank"] < traces[0]["legendrank"]
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
@@ -1219,7 +1221,7 @@ def test_a_steady_window_the_run_cannot_vouch_for_shows_no_figures_beside_its_no
 def test_a_scenario_sizing_an_engines_batch_still_names_that_engine():
     # engine-vllm-v0 batches 16,384 tokens at its 16k context (vLLM V0's own default there) and read "scheduler custom
     # (from vLLM V0)"; a change of the engine's policy still reads as custom
-    from app.components.sidebar import _scheduler_label
+    from sim_core.presets import engine_label as _scheduler_label
 
     assert _scheduler_label(load_preset("engine-vllm-v0")) == "vLLM V0"
     assert _scheduler_label(load_preset("kv-pressure-a100-llama8b")) == "custom (from vLLM V0)"  # (greedy admission)

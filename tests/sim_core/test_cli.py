@@ -358,3 +358,13 @@ def test_a_refresh_interval_for_a_router_that_reads_no_state_is_named(router, no
     err = capsys.readouterr().err
     assert ("deployment.state_refresh_s: not used, it is read only when deployment.router is" in err) is noted, err
     assert not noted or f"(here {router!r})" in err
+
+
+def test_strict_exits_3_when_the_run_stopped_at_a_limit(capsys):
+    # (a run stopped at its time limit with most requests unfinished exited 0: a script had to parse stopped_reason)
+    stopped = ["run", "chat-h100-llama8b", "--json", "--set", "workload.arrival.rate_per_s=200", "--set", "limits.max_sim_time_s=5"]
+    from sim_core import cli
+
+    assert main(stopped) == 0 and main([*stopped, "--strict"]) == cli.EXIT_STOPPED == 3
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["stopped_reason"]  # (the summary is printed first)
+    assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20", "--strict"]) == 0
