@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim_core.config import SimConfig
 from sim_core.costmodel import MemoryPlan, utilisation_peaks
@@ -191,63 +191,101 @@ class SteadyState(_Metrics):
 
 
 class Summary(_Metrics):
-    """Headline numbers. Percentiles are over finished requests; NaN (null in JSON) when none."""
+    """Headline numbers of a run (`SimResult.summary`; `python -m sim_core run --json` prints them). Percentiles are over
+    finished requests; NaN (null in JSON) when none. Each field's description (`Summary.model_fields`, the JSON schema)
+    says what it measures and in what unit; the whole-run rates divide by the makespan, `steady` gives them over the
+    steady-state window."""
 
     model_config = ConfigDict(frozen=True)
 
-    num_requests: int
-    num_finished: int
-    num_unfinished: int
-    num_preemptions: int
-    num_swap_outs: int
-    num_recomputed_tokens: int
-    num_ticks: int
-    makespan_s: float
-    simulated_time_s: float
-    output_tokens_per_s: float
-    total_tokens_per_s: float
-    requests_per_s: float
-    goodput_requests_per_s: float
-    slo_attainment: float
-    ttft_p50_s: float
-    ttft_p90_s: float
-    ttft_p99_s: float
-    tpot_p50_s: float
-    tpot_p90_s: float
-    tpot_p99_s: float
-    itl_p50_s: float
-    itl_p90_s: float
-    itl_p99_s: float
-    e2e_p50_s: float
-    e2e_p90_s: float
-    e2e_p99_s: float
-    queue_delay_p50_s: float
-    queue_delay_p99_s: float
-    normalized_latency_p50_s: float
-    gpu_busy_fraction: float
-    prefill_time_fraction: float
-    mean_batch_size: float
-    mfu_mean: float  # over the busy time: FLOPs / busy seconds / the GEMMs' peak FLOP/s (per GPU; NaN: no busy tick)
-    mbu_mean: float  # over the busy time: HBM bytes / busy seconds / the datasheet bandwidth
-    kv_peak_usage: float
-    kv_num_blocks: int
-    kv_capacity_tokens: int
-    swap_time_s: float
-    stopped_reason: str | None
+    num_requests: int = Field(description="Requests in the workload.")
+    num_finished: int = Field(description="Requests that finished by the run's end.")
+    num_unfinished: int = Field(
+        description="Requests not finished when the run ended (queued, running, or not yet arrived at a limit).")
+    num_preemptions: int = Field(
+        description="Pre-emptions (recompute and swap), counted per pre-empted request each time.")
+    num_swap_outs: int = Field(description="Pre-emptions that swapped a request's KV to host memory.")
+    num_recomputed_tokens: int = Field(
+        description="Tokens prefilled again after recompute pre-emptions.")
+    num_ticks: int = Field(description="Busy ticks (engine steps); the timeline also holds the idle ones.")
+    makespan_s: float = Field(
+        description="First arrival to the last tick's end, s: the span the whole-run rates divide by.")
+    simulated_time_s: float = Field(description="The clock at the last tick's end, s.")
+    output_tokens_per_s: float = Field(
+        description="Output tokens / makespan, tokens/s (warm-up and drain included: `steady` leaves them out).")
+    total_tokens_per_s: float = Field(description="Prompt plus output tokens / makespan, tokens/s.")
+    requests_per_s: float = Field(description="Finished requests / makespan, requests/s.")
+    goodput_requests_per_s: float = Field(
+        description="Finished requests meeting both SLOs (slo.ttft_s, slo.tpot_s) / makespan, requests/s (DistServe's "
+                    "goodput).")
+    slo_attainment: float = Field(
+        description="Requests that finished meeting both SLOs / the workload's requests (those that had arrived, when a "
+                    "limit stopped the run), 0 to 1: an unfinished one missed.")
+    ttft_p50_s: float = Field(
+        description="Time to first token (arrival to first output token), median over finished requests, s.")
+    ttft_p90_s: float = Field(description="Time to first token, 90th percentile, s.")
+    ttft_p99_s: float = Field(description="Time to first token, 99th percentile, s.")
+    tpot_p50_s: float = Field(
+        description="Time per output token after the first ((end-to-end − TTFT) / (output − 1)), median, s; NaN for 1-token "
+                    "outputs.")
+    tpot_p90_s: float = Field(description="Time per output token, 90th percentile, s.")
+    tpot_p99_s: float = Field(description="Time per output token, 99th percentile, s.")
+    itl_p50_s: float = Field(
+        description="Inter-token latency (every gap between a request's consecutive output tokens), median, s.")
+    itl_p90_s: float = Field(description="Inter-token latency, 90th percentile, s.")
+    itl_p99_s: float = Field(
+        description="Inter-token latency, 99th percentile, s: the stalls a prefill causes show here.")
+    e2e_p50_s: float = Field(description="End-to-end latency (arrival to last token), median, s.")
+    e2e_p90_s: float = Field(description="End-to-end latency, 90th percentile, s.")
+    e2e_p99_s: float = Field(description="End-to-end latency, 99th percentile, s.")
+    queue_delay_p50_s: float = Field(
+        description="Arrival to first admission into the batch, median over finished requests, s.")
+    queue_delay_p99_s: float = Field(description="Arrival to first admission, 99th percentile, s.")
+    normalized_latency_p50_s: float = Field(
+        description="End-to-end latency / output tokens, median, s per token (vLLM's and Orca's normalized latency).")
+    gpu_busy_fraction: float = Field(description="Busy time / makespan, 0 to 1.")
+    prefill_time_fraction: float = Field(
+        description="Time of ticks that prefill (mixed ones included) / busy time, 0 to 1.")
+    mean_batch_size: float = Field(description="Requests per busy tick (prefilling plus decoding), mean.")
+    mfu_mean: float = Field(
+        description="Model FLOPs utilisation over the busy time: FLOPs / busy seconds / the GEMMs' peak FLOP/s (per GPU); NaN"
+                    " without a busy tick.")
+    mbu_mean: float = Field(
+        description="Memory bandwidth utilisation over the busy time: HBM bytes / busy seconds / the datasheet bandwidth; NaN"
+                    " without a busy tick.")
+    kv_peak_usage: float = Field(
+        description="Most KV blocks in use during a tick (its finishing requests' included) / kv_num_blocks, 0 to 1.")
+    kv_num_blocks: int = Field(description="KV blocks in the pool the memory plan leaves (kv_cache.gpu_memory_utilization).")
+    kv_capacity_tokens: int = Field(description="Tokens the KV blocks hold (kv_num_blocks × block size).")
+    swap_time_s: float = Field(description="Simulated time spent copying KV over PCIe for swaps, s.")
+    stopped_reason: str | None = Field(
+        description="Why the run stopped before its last request finished (a limit, the server's budget), or None.")
     # Prefix caching (None when off): the hit rate over first admissions (vLLM V1 counts a request re-admitted after a
     # recompute pre-emption apart: it finds its own KV again), the tokens saved over every admission.
-    prefix_hit_rate_tokens: float | None = None  # reused prompt tokens / prompt tokens looked up
-    prefix_hit_rate_blocks: float | None = None  # reused full blocks / cacheable full blocks looked up
-    prefill_tokens_saved: int | None = None  # tokens whose prefill was skipped, a re-admission's included
-    prefix_blocks_evicted: int | None = None
-    # Speculative decoding (None when off)
-    spec_tokens_per_step: float | None = None  # tokens emitted per verified decode step (1 + accepted)
-    spec_draft_time_s: float | None = None  # simulated time spent in draft steps
-    steady: SteadyState | None = None  # None when the run has too few requests for a window
+    prefix_hit_rate_tokens: float | None = Field(None,
+        description="Prefix caching: reused prompt tokens / prompt tokens looked up at first admission, 0 to 1; None when "
+                    "off.")
+    prefix_hit_rate_blocks: float | None = Field(None,
+        description="Prefix caching: reused full blocks / cacheable full blocks looked up, 0 to 1; None when off.")
+    prefill_tokens_saved: int | None = Field(None,
+        description="Prefix caching: tokens whose prefill was skipped, re-admissions included; None when off.")
+    prefix_blocks_evicted: int | None = Field(None,
+        description="Prefix caching: cached blocks evicted to make room; None when off.")
+    spec_tokens_per_step: float | None = Field(None,
+        description="Speculative decoding: tokens emitted per verified decode step (1 + accepted); None when off.")
+    spec_draft_time_s: float | None = Field(None,
+        description="Speculative decoding: simulated time spent in draft steps, s; None when off.")
+    steady: SteadyState | None = Field(None,
+        description="The same figures over the steady-state window (warm-up and drain left out); None when the run has too "
+                    "few requests for a window.")
 
 
 @dataclass(frozen=True)
 class SimResult:
+    """What `run_simulation` returns: the config it ran, the memory plan, per-request and per-tick arrays (`requests`,
+    `timeline`; `to_frames()` gives them as pandas tables), the request events, every inter-token gap, the batch log of
+    the first ticks (the app's step-through), and the headline `summary` (each field described in `Summary`)."""
+
     config: SimConfig
     memory: MemoryPlan
     requests: RequestTable

@@ -257,3 +257,16 @@ def test_waiting_for_a_decode_slot_counts_unfinished_requests_handed_off_with_no
     start = np.array([1.5, nan, 2.0, nan, nan])
     assert waiting_for_decode_slot(status, wait, start, 3.0).tolist() == [False, True, False, False, False]
     assert not waiting_for_decode_slot(status, None, None, 3.0).any()  # (one engine, replicas: no pools)
+
+
+def test_every_summary_field_says_what_it_measures_and_its_unit():
+    # (a researcher reading Summary.model_json_schema() found no description on any of its ~45 fields)
+    from sim_core.result import Summary
+
+    schema = Summary.model_json_schema()["properties"]
+    assert all(schema[name].get("description") for name in Summary.model_fields), [n for n in Summary.model_fields if not schema[n].get("description")]
+    rates = [n for n in Summary.model_fields if n.endswith("_per_s")]
+    seconds = [n for n in Summary.model_fields if n.endswith("_s") and n not in rates]
+    assert rates and all("/s" in schema[n]["description"] for n in rates)
+    assert seconds and all(", s" in schema[n]["description"] or "s per token" in schema[n]["description"] for n in seconds), [
+        n for n in seconds if ", s" not in schema[n]["description"]]
