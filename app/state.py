@@ -14,6 +14,7 @@ import hashlib
 import json
 import weakref
 import zlib
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,6 +31,7 @@ CFG_KEY = "sim.cfg"  # the current valid SimConfig
 PRESET_KEY = "sim.preset"  # name of the preset the config equals, or None once modified
 BASE_KEY = "sim.base"  # the preset the config was last loaded from (readable links diff against it)
 WARNING_KEY = "sim.link_warning"
+LINK_KEYS_KEY = "sim.link_keys"  # the dotted settings the session's link set (`show_link_notices`)
 PRESENTER_KEY = "ui.presenter"  # larger fonts, one chart at a time
 MAX_LINK_CHARS = 16_000  # longer links break in some browsers and chat tools
 MAX_DECODED_BYTES = 4 * 1024 * 1024  # guard against zip bombs in a tampered link
@@ -294,8 +296,7 @@ def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimCon
                 blamed = set(refused)
         for path in blamed:
             del kept[path]
-    unused = unused_settings(cfg, kept)
-    unused_text = " ".join(f"The link's {text}." for text in unused) or None
+    unused_text = link_unused_text(cfg, kept)
     if not problems:
         return cfg, None, unused_text
     rest = "the preset with the link's other values" if kept else "the preset without the link's values"
@@ -360,6 +361,11 @@ def _closest_field(path: str, data: dict[str, Any]) -> str | None:
     return fields[close[0]] if close else None
 
 
+def link_unused_text(cfg: SimConfig, keys: Iterable[str]) -> str | None:
+    """The link's settings `cfg` does not read (`sim_core.unused`), one sentence each, or None."""
+    return " ".join(f"The link's {text}." for text in unused_settings(cfg, keys)) or None
+
+
 def is_config_param(key: str) -> bool:
     """Parameters every page accepts: they set the session's config (see `config_from_query`)."""
     return key in ("preset", "cfg") or key.split(".")[0] in CONFIG_SECTIONS
@@ -383,6 +389,11 @@ def show_link_notices(page_keys: tuple[str, ...] = (), page_prefixes: tuple[str,
 
     params = read_query_params()
     notes = [st.session_state.get(WARNING_KEY)] + list(problems)
+    # (recomputed against the config now: "read only when scheduler.prefill_mode is 'time_slice' (here 'decode_first')"
+    # stayed up after the student switched to time_slice)
+    link_keys = st.session_state.get(LINK_KEYS_KEY)
+    if link_keys and CFG_KEY in st.session_state:
+        notes.insert(1, link_unused_text(st.session_state[CFG_KEY], link_keys))
     if params.get("present", "1") not in ("0", "1"):  # (?present=yes left presenter mode off without a word)
         notes.append(f"The link's present = {params['present'][:40]!r} is not used (allowed: 1, presenter mode).")
     unknown = ignored_params(params, page_keys, page_prefixes)
@@ -480,4 +491,12 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     # (an unknown preset's link is built on the default scenario: config_from_query)
     st.session_state[BASE_KEY] = preset or (name if name in list_presets() else DEFAULT_SCENARIO)
     repeated = repeated_note()
+    # The link's settings a run does not read are said by `show_link_notices` against the config of the moment, so the
+    # session keeps the keys and the warning without that part.
+    # (a value the link had refused is named in the warning already: "scheduler.max_num_seqs = -1: ...")
+    link_keys = tuple(k for k in params if "." in k and is_config_param(k) and not (warning and f"{k} = " in warning))
+    said_unused = link_unused_text(cfg, link_keys)
+    if warning and said_unused:
+        warning = warning.replace(said_unused, "").strip() or None
+    st.session_state[LINK_KEYS_KEY] = link_keys
     st.session_state[WARNING_KEY] = " ".join(filter(None, (warning, repeated))) or None

@@ -147,8 +147,9 @@ def unused_settings(cfg: SimConfig, keys: Iterable[str]) -> list[str]:
     keys = list(dict.fromkeys(keys))
     traced = unused_with_trace(cfg, keys)
     by_mode = unused_by_mode(cfg, [k for k in keys if not replaced_by_trace(cfg, k)])
-    shown = by_mode[:MAX_SHOWN] + ([f"(and {len(by_mode) - MAX_SHOWN:,} more settings not used)"]
-                                   if len(by_mode) > MAX_SHOWN else [])
+    shown = by_mode[:MAX_SHOWN]
+    if len(by_mode) > MAX_SHOWN:  # (said in the last sentence: a caller prefixes each, "The link's (and 2 more ...)")
+        shown[-1] += f"; and {len(by_mode) - MAX_SHOWN:,} more settings not used"
     return ([traced] if traced is not None else []) + shown
 
 

@@ -22,6 +22,7 @@ def percent(share: float) -> str:
     ('≥99.9%' and '≤0.1%' past three decimals: a leading '>' made a Markdown table's cell a quote); 'n/a' for NaN."""
     if share != share:
         return "n/a"
+    share = round(share, 9)  # (a float sum's error: a GPU that never idled read busy 0.9999999999999997, "≥99.9%")
     for decimals in range(4):
         text = f"{share * 100:.{decimals}f}"
         if (float(text) == 100) == (share >= 1) and (float(text) == 0) == (share <= 0):

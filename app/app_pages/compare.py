@@ -143,7 +143,7 @@ def unsettled_text(a, b, steady: bool = False) -> str | None:
     said = [f"{side}'s steady-state rows: {res.summary.steady.note}" for side, res in (("A", a), ("B", b))
             if res.summary.steady is not None and res.summary.steady.note]  # fmt: skip
     if said and not steady:  # (the note said "Run about 1,000 requests or more" on a page with no such control)
-        said.append(f"Switch on “{STEADY_LABEL}” above to run both that long.")
+        said.append(f"Switch on “{STEADY_LABEL}” above to run each side as long as the Sweep page does at its rate.")
     return " ".join(said) or None
 
 

@@ -87,8 +87,8 @@ def _headline(res: SimResult) -> None:
     row2 = box.columns(4)
     # (the mean batch: lessons 9 and 17 ask the room to watch it, and it was on the command line's GPU line only)
     deployment = bool(getattr(res, "instances", None))
-    row2[0].metric("GPU busy", f"{s.gpu_busy_fraction:.0%}",
-                   f"prefill {s.prefill_time_fraction:.0%} of busy time · mean batch {s.mean_batch_size:,.1f}",
+    row2[0].metric("GPU busy", percent(s.gpu_busy_fraction),
+                   f"prefill {percent(s.prefill_time_fraction)} of busy time · mean batch {s.mean_batch_size:,.1f}",
                    help=("Busy GPU-seconds over the GPUs × the makespan (each instance weighted by its GPUs); the prefill "
                          "share is of those busy GPU-seconds" if deployment else "Busy time over the "
                          "makespan; the prefill share is of that busy time") + ": the ticks that prefill, a mixed "

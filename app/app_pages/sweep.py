@@ -236,15 +236,16 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
         elif whole:
             fig.update_xaxes(dtick=1)
         if title == SWEEP_PANEL_TITLES[-1] and slo_s is not None and values:
-            # the objectives as labelled lines, not legend rows (the legend's margin holds five): where a curve crosses
-            # one is where its percentile misses (a line trace, not add_hline: the log axis takes log10 coordinates)
-            # (labelled at the low end, where the curves are furthest below the TTFT line and TTFT's percentiles sit
-            # above the TPOT line: TPOT's label under its line)
-            for what, slo, where in zip(("TTFT", "TPOT"), slo_s, ("top right", "bottom right")):
-                fig.add_trace(go.Scatter(x=[min(values), max(values)], y=[slo * 1e3] * 2, mode="lines+text", name=f"{what} SLO", showlegend=False,
-                                         line=dict(color="#9AA0A6", dash="dot", width=1), hoverinfo="skip",
-                                         text=[f"{what} SLO {fmt_number(slo * 1e3)} ms", ""], textposition=where,
-                                         textfont=dict(size=11, color="#5F6368")))  # fmt: skip
+            # The objectives as lines labelled on a white ground at the low end, not legend rows (the legend's margin
+            # holds five): where a curve crosses one is where its percentile misses. A line trace, not add_hline (the
+            # log axis takes log10 coordinates); darker than the gridlines, which 100 ms sits on.
+            # (TTFT's label above its line, TPOT's below: at the low end TTFT's percentiles sit just above the TPOT line)
+            for what, slo, side in zip(("TTFT", "TPOT"), slo_s, ("bottom", "top")):
+                fig.add_trace(go.Scatter(x=[min(values), max(values)], y=[slo * 1e3] * 2, mode="lines", name=f"{what} SLO",
+                                         showlegend=False, line=dict(color="#80868B", dash="dot", width=1.5), hoverinfo="skip"))  # fmt: skip
+                fig.add_annotation(x=min(values), y=math.log10(slo * 1e3), xanchor="left", yanchor=side, showarrow=False,
+                                   text=f"{what} SLO {fmt_number(slo * 1e3)} ms", font=dict(size=10, color="#3C4043"),
+                                   bgcolor="rgba(255,255,255,0.85)", borderpad=1)  # fmt: skip
         if title == SWEEP_PANEL_TITLES[-1]:  # latency: a log ladder
             fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
         # The legend in a bottom margin of the same height in every figure, room for its rows at a phone's width: the three
@@ -599,8 +600,8 @@ def main() -> None:
         for name, pts in curves.items() for p in pts]  # fmt: skip
     _results_table(rows, knob, head_to_head=len(curves) > 1)
     if behind:  # (the compact table has no "steady state" column: its rows past the knee read as steady figures)
-        st.caption(f"Rows that fell behind ({where}) show their whole runs' figures, as their open markers do: not a "
-                   "steady state's.")  # (`where` as the note above writes it, its setup names escaped)
+        st.caption(f"Rows with no steady state ({where}) show their whole runs' figures, as their open markers do: "
+                   "their queues grow for as long as they run.")  # (`where` as the note above writes it, its setup names escaped)
     if (said := missing_values_sentence(curves, knob, behind_ids)) is not None:  # (the cells read "–" with no word of why)
         st.caption(plain(said))
     # A stop reason is a sentence: its cell, the last column, showed "decode 0: stoppe…" on a 1,400-px page

@@ -18,6 +18,10 @@ from sim_core.presets import list_presets, profile_values
 from sim_core.unused import read_only_when, setting_is_read, value_at
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
+# The knobs hidden in the last run, as the run does not read them (`_visible`). Streamlit keeps a hidden widget's last
+# value, or its first one, and hands it back: swap space set to 12, hidden by pre-emption = recompute and shown again by
+# swap read 4 (the preset's), and the run took 4. While hidden a knob keeps the config's value; shown again it shows it.
+HIDDEN_KEY = "ui.hidden_knobs"
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 
 
@@ -270,14 +274,20 @@ def _visible(spec: Spec, cfg: SimConfig) -> bool:
 
 def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None) -> None:
     """Draw a section's widgets; `slots` receives an empty placeholder under each (for its error)."""
+    hidden: set[str] = st.session_state.setdefault(HIDDEN_KEY, set())
     for spec in SECTIONS[name]:
         key = widget_key(spec.path)
         if key not in st.session_state:  # Streamlit drops the state of widgets that were hidden
             st.session_state[key] = config_value(cfg, spec.path)
-        if _visible(spec, cfg):
-            _draw(spec, cfg)
-            if slots is not None:
-                slots[spec.path] = st.empty()
+        if not _visible(spec, cfg):
+            hidden.add(spec.path)
+            continue
+        if spec.path in hidden:  # shown again: the config's value, which it kept while hidden (not the widget's)
+            st.session_state[key] = config_value(cfg, spec.path)
+            hidden.discard(spec.path)
+        _draw(spec, cfg)
+        if slots is not None:
+            slots[spec.path] = st.empty()
 
 
 GROUP_LABELS = {"workload.prompt_tokens": "Prompt length", "workload.output_tokens": "Output length",
@@ -375,7 +385,9 @@ def _own_values(cfg: SimConfig, values: dict[str, Any]) -> bool:
 def collect(base: SimConfig, extra: dict[str, Any] | None = None) -> tuple[SimConfig | None, str | None]:
     """The config the widgets describe (hidden knobs keep their values), or the validation message.
     `extra` holds values of editors that are not simple widgets (e.g. the request classes table)."""
-    values = {spec.path: st.session_state[widget_key(spec.path)] for spec in ALL_SPECS if widget_key(spec.path) in st.session_state}
+    hidden = st.session_state.get(HIDDEN_KEY, set())  # (a hidden knob keeps the config's value: `HIDDEN_KEY`)
+    values = {spec.path: st.session_state[widget_key(spec.path)] for spec in ALL_SPECS
+              if widget_key(spec.path) in st.session_state and spec.path not in hidden}  # fmt: skip
     values |= extra or {}
     # The same config and the same values give the same answer: kept for the session, so a rerun that changed no knob
     # does not validate the whole config again (an uploaded trace's took about a second each time).

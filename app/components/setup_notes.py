@@ -6,6 +6,7 @@ from app.components.config_form import SECTIONS
 from app.components.units import fmt_number
 from sim_core import SimConfig
 from sim_core.costmodel import uses_fp8_cores
+from sim_core.unused import setting_is_read
 from sim_core.words import counted
 
 # the calibration knobs the sidebar shows, with their labels (one list: config_form's)
@@ -82,8 +83,14 @@ def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A 
         # (a P:D side's deployment.replicas is 1 by rule, its pools count their instances: "deployment.replicas 4 → 1"
         # read as if B ran one replica where it ran 3P1D; the pools' own fields say what differs)
         paths = [k for k in paths if k != "deployment.replicas"]
+    # settings neither run reads (a swap space under recompute) last, by name: they pushed the real differences into
+    # "also in", and a link that set only one read as if the runs differed
+    unread = [k for k in paths if not setting_is_read(a, k) and not setting_is_read(b, k)]
+    paths = [k for k in paths if k not in unread]
+    unread_text = (f"{', '.join(unread[:MORE_NAMES])}" + (f" and {len(unread) - MORE_NAMES} more" if len(unread) > MORE_NAMES
+                                                          else "")) if unread else ""  # fmt: skip
     if not paths:
-        return None
+        return f"{lead} only settings neither run reads: {unread_text}." if unread else None
     short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731
     # (4 co-located replicas against 3P1D listed the pools' fields "– → 3" and never the replicas A ran: the topology
     # first, in words, as one of the MAX_FIELDS)
@@ -96,4 +103,4 @@ def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A 
     rest = paths[num_valued:]
     more = (f"; also in {', '.join(rest[:MORE_NAMES])}" + (f" and {len(rest) - MORE_NAMES} more" if len(rest) > MORE_NAMES else "")
             if rest else "")  # fmt: skip
-    return f"{lead} {shown}{more}."
+    return f"{lead} {shown}{more}" + (f"; not read by either run: {unread_text}." if unread else ".")

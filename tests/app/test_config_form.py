@@ -150,3 +150,17 @@ def test_the_sidebar_shows_a_setting_only_while_the_run_reads_it():
     # DistServe's decode pool swaps under a top-level scheduler that recomputes: its swap space is shown
     at = app(preset="cluster-distserve-opt13b-3xa100-p2d1").run()
     assert at.selectbox(key="w.scheduler.preemption").value == "recompute" and _shown(at, "kv_cache.swap_space_gb")
+
+
+def test_a_knob_hidden_and_shown_again_keeps_the_value_set_before():
+    # swap space set to 12, hidden by pre-emption = recompute, shown again by swap, read 4 (the preset's) and the run
+    # took 4: Streamlit hands back a hidden widget's stale value
+    at = app(preset="chat-h100-llama8b").run()
+    at.selectbox(key="w.scheduler.preemption").set_value("swap").run()
+    at.number_input(key="w.kv_cache.swap_space_gb").set_value(12.0).run()
+    at.selectbox(key="w.scheduler.preemption").set_value("recompute").run()
+    at.run()  # (a rerun while it is hidden: the config keeps 12)
+    assert at.session_state[CFG_KEY].kv_cache.swap_space_gb == 12.0
+    at.selectbox(key="w.scheduler.preemption").set_value("swap").run()
+    assert not at.exception
+    assert at.number_input(key="w.kv_cache.swap_space_gb").value == 12.0 == at.session_state[CFG_KEY].kv_cache.swap_space_gb

@@ -2359,7 +2359,7 @@ def test_a_sweeps_capacity_names_the_next_rate_and_rows_past_the_knee_say_they_a
     said = " ".join(m.value for m in at.markdown if "capacity" in m.value)
     assert "; the next rate swept, " in said and "req/s, misses the objectives" in said
     captions = " ".join(c.value for c in at.caption)
-    assert "Rows that fell behind (rate = " in captions and "show their whole runs' figures" in captions
+    assert "Rows with no steady state (rate = " in captions and "show their whole runs' figures" in captions
 
 
 def test_compare_runs_both_sides_long_enough_to_settle_when_asked():

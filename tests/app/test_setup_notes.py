@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sim_core.presets import apply_part
-from app.components.setup_notes import calibration_difference
+from app.components.setup_notes import calibration_difference, setup_differences
 from sim_core.presets import DEFAULT_SCENARIO, load_preset
 from tests.app.test_pages import PAGES, open_page
 
@@ -78,3 +78,15 @@ def test_compare_does_not_name_the_replicas_of_a_pd_side():
     assert said.startswith("B differs from A in topology 4 co-located replicas → 3P1D; "), said
     one = setup_differences(load_preset("chat-h100-llama8b"), a)
     assert one.startswith("B differs from A in topology one engine → 4 co-located replicas; "), one
+
+
+def test_settings_neither_run_reads_come_last_by_name():
+    # a swap space under recompute pushed the real differences into "also in", and alone read as a difference
+    from sim_core import config_with
+
+    a = load_preset("chat-h100-llama8b")
+    unread = config_with(a, {"kv_cache.swap_space_gb": 9})
+    assert setup_differences(unread, a) == "B differs from A in only settings neither run reads: kv_cache.swap_space_gb."
+    both = config_with(unread, {"scheduler.max_num_seqs": 64})
+    assert setup_differences(both, a) == ("B differs from A in scheduler.max_num_seqs 64 → 256; not read by either run: "
+                                          "kv_cache.swap_space_gb.")

@@ -367,3 +367,15 @@ def test_a_link_that_splits_a_replicas_preset_is_told_to_set_its_replicas_to_one
     assert "set deployment.replicas to 1 as well" in warning
     cfg, _, warning = config_from_query(params | {"deployment.replicas": "1"})
     assert warning is None and cfg.deployment.disaggregation.prefill.replicas == 2
+
+
+def test_a_links_unread_setting_is_said_against_the_config_of_the_moment():
+    # "read only when scheduler.prefill_mode is 'time_slice' (here 'decode_first')" stayed up after the student
+    # switched to time_slice, which reads it
+    from tests.app.test_pages import app
+
+    at = app(preset="chat-h100-llama8b", **{"scheduler.time_slice.prefill_slice_ms": "5"}).run()
+    assert any("scheduler.time_slice.prefill_slice_ms: not used" in w.value for w in at.warning)
+    at.selectbox(key="w.scheduler.prefill_mode").set_value("time_slice").run()
+    assert not at.exception and not any("not used" in w.value for w in at.warning)
+    assert at.session_state["sim.cfg"].scheduler.time_slice.prefill_slice_ms == 5.0  # (the link's value, now read)
