@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from app.state import derived
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_bounds, field_info, tp_degrees_allowed
 from sim_core.presets import list_presets, profile_values
@@ -269,7 +270,9 @@ def _visible(spec: Spec, cfg: SimConfig) -> bool:
     (DistServe's decode pool swaps): the config's own answer then keeps the control."""
     if all(st.session_state.get(widget_key(path), value_at(cfg, path)) in values for path, values in read_only_when(spec.path)):
         return True
-    return cfg.deployment is not None and cfg.deployment.disaggregation is not None and setting_is_read(cfg, spec.path)
+    # (the pools' answer once per config object: each validates both pools' configs, ~10 ms a rerun for the 28 knobs)
+    return cfg.deployment is not None and cfg.deployment.disaggregation is not None and derived(
+        cfg, ("read", spec.path), lambda c: setting_is_read(c, spec.path))
 
 
 def draw_section(name: str, cfg: SimConfig, slots: dict[str, Any] | None = None) -> None:
