@@ -93,7 +93,7 @@ def format_summary(res: SimResult) -> str:
         f"({percent(s.slo_attainment)} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
         *(_latency_line(s, name, latency_text if name != "E2E" else (lambda x: f"{x:,.2f} s")) for name in ("TTFT", "TPOT", "ITL", "E2E")),
         f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
-        f"mean batch {s.mean_batch_size:.1f}, MFU {_pct(s.mfu_mean)}, MBU {_pct(s.mbu_mean)}",
+        f"mean batch {s.mean_batch_size:.1f}, MFU {percent(s.mfu_mean)}, MBU {percent(s.mbu_mean)}",
         f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}{peak_of}, "
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
         *_steady_lines(res),
@@ -165,11 +165,6 @@ def _steady_lines(res: SimResult) -> list[str]:
     if st.note:
         lines.append(f"  NOTE: {st.note}")
     return lines
-
-
-def _pct(v: float) -> str:
-    """A share as "42%"; "n/a" for a run without a busy tick (it read "nan%")."""
-    return percent(v)
 
 
 def _p99_text(st, name: str) -> str:

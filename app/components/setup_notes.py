@@ -87,8 +87,7 @@ def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A 
     # "also in", and a link that set only one read as if the runs differed
     unread = [k for k in paths if not setting_is_read(a, k) and not setting_is_read(b, k)]
     paths = [k for k in paths if k not in unread]
-    unread_text = (f"{', '.join(unread[:MORE_NAMES])}" + (f" and {len(unread) - MORE_NAMES} more" if len(unread) > MORE_NAMES
-                                                          else "")) if unread else ""  # fmt: skip
+    unread_text = ", ".join(unread[:MORE_NAMES]) + (f" and {len(unread) - MORE_NAMES} more" if len(unread) > MORE_NAMES else "")
     if not paths:
         return f"{lead} only settings neither run reads: {unread_text}." if unread else None
     short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731
