@@ -221,10 +221,11 @@ def link_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> d
     page keeps its address bar in sync on every rerun, and an uploaded trace took seconds to compress each time."""
     return derived(cfg, ("link", preset, base), lambda c: config_to_query(c, preset, base, MAX_LINK_CHARS))
 
-def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:
+def config_from_query(params: dict[str, str], say_unused: bool = True) -> tuple[SimConfig, str | None, str | None]:
     """(config, preset name or None, warning or None). A bad link falls back to the default scenario.
 
-    The preset name is returned only when the link is an unmodified preset."""
+    The preset name is returned only when the link is an unmodified preset. `say_unused`: the warning names the link's
+    settings the config does not read (a session says them against its config of the moment: `show_link_notices`)."""
     try:
         if "cfg" in params:
             cfg = decode_config(params["cfg"])
@@ -244,18 +245,19 @@ def config_from_query(params: dict[str, str]) -> tuple[SimConfig, str | None, st
                     raise PresetError(f"{unknown}.")
                 # its values on the default scenario, each checked and named (?preset=default&scheduler.max_num_seqs=0
                 # said only "unknown preset" and dropped the bad value without a word)
-                cfg, preset, said = _preset_with_overrides(DEFAULT_SCENARIO, overrides)
+                cfg, preset, said = _preset_with_overrides(DEFAULT_SCENARIO, overrides, say_unused)
                 return cfg, preset, f"{unknown}: the link's values are applied to the default scenario {DEFAULT_SCENARIO!r}." + (f" {said}" if said else "")
             if not overrides:
                 return load_preset(name), name, None
-            return _preset_with_overrides(name, overrides)
+            return _preset_with_overrides(name, overrides, say_unused)
     except PresetError as err:
         text = str(err).rstrip(".")
         return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, f"{text}. Showing the default scenario instead."
     return load_preset(DEFAULT_SCENARIO), DEFAULT_SCENARIO, None
 
 
-def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimConfig, str | None, str | None]:
+def _preset_with_overrides(name: str, overrides: dict[str, str],
+                           say_unused: bool = True) -> tuple[SimConfig, str | None, str | None]:  # fmt: skip
     """Preset `name` with the link's `section.field=value` overrides, less those it cannot use, each named in the
     warning: one bad value (?preset=chat-4xh100-llama70b&scheduler.max_num_seqs=-1&seed=7) threw away the preset
     and every other value for the default scenario. A value the config refuses is found by the error's field; a rule
@@ -296,7 +298,7 @@ def _preset_with_overrides(name: str, overrides: dict[str, str]) -> tuple[SimCon
                 blamed = set(refused)
         for path in blamed:
             del kept[path]
-    unused_text = link_unused_text(cfg, kept)
+    unused_text = link_unused_text(cfg, kept) if say_unused else None
     if not problems:
         return cfg, None, unused_text
     rest = "the preset with the link's other values" if kept else "the preset without the link's values"
@@ -392,8 +394,8 @@ def show_link_notices(page_keys: tuple[str, ...] = (), page_prefixes: tuple[str,
     # (recomputed against the config now: "read only when scheduler.prefill_mode is 'time_slice' (here 'decode_first')"
     # stayed up after the student switched to time_slice)
     link_keys = st.session_state.get(LINK_KEYS_KEY)
-    if link_keys and CFG_KEY in st.session_state:
-        notes.insert(1, link_unused_text(st.session_state[CFG_KEY], link_keys))
+    if link_keys and CFG_KEY in st.session_state:  # (once per config object: a pool's answer validates its config)
+        notes.insert(1, derived(st.session_state[CFG_KEY], ("link_unused", link_keys), lambda c: link_unused_text(c, link_keys)))
     if params.get("present", "1") not in ("0", "1"):  # (?present=yes left presenter mode off without a word)
         notes.append(f"The link's present = {params['present'][:40]!r} is not used (allowed: 1, presenter mode).")
     unknown = ignored_params(params, page_keys, page_prefixes)
@@ -480,7 +482,7 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     if CFG_KEY in st.session_state:
         return
     params = read_query_params() if params is None else params
-    cfg, preset, warning = config_from_query(params)
+    cfg, preset, warning = config_from_query(params, say_unused=False)  # (`show_link_notices` says them)
     name = params.get("preset", DEFAULT_SCENARIO)
     if (side := _lesson_side_named_alone(params)) is not None:
         cfg, name = side
@@ -491,12 +493,8 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     # (an unknown preset's link is built on the default scenario: config_from_query)
     st.session_state[BASE_KEY] = preset or (name if name in list_presets() else DEFAULT_SCENARIO)
     repeated = repeated_note()
-    # The link's settings a run does not read are said by `show_link_notices` against the config of the moment, so the
-    # session keeps the keys and the warning without that part.
-    # (a value the link had refused is named in the warning already: "scheduler.max_num_seqs = -1: ...")
-    link_keys = tuple(k for k in params if "." in k and is_config_param(k) and not (warning and f"{k} = " in warning))
-    said_unused = link_unused_text(cfg, link_keys)
-    if warning and said_unused:
-        warning = warning.replace(said_unused, "").strip() or None
-    st.session_state[LINK_KEYS_KEY] = link_keys
+    # The link's settings a run does not read are said by `show_link_notices` against the config of the moment: the
+    # session keeps the keys (a value the link had refused is named in the warning already: "scheduler.x = -1: ...")
+    st.session_state[LINK_KEYS_KEY] = tuple(k for k in params if "." in k and is_config_param(k)
+                                            and not (warning and f"{k} = " in warning))  # fmt: skip
     st.session_state[WARNING_KEY] = " ".join(filter(None, (warning, repeated))) or None
