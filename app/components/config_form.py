@@ -134,6 +134,8 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("scheduler.speculative.acceptance_rate", "Acceptance per draft token", "slider", 0.0, 1.0, 0.05),
         Spec("scheduler.speculative.draft", "Draft", "select", options=_lit("scheduler.speculative.draft")),
         Spec("scheduler.speculative.draft_cost_fraction", "Draft head cost (fraction of a target step)", "slider", 0.0, 2.0, 0.01),
+        Spec("scheduler.speculative.draft_model", "Draft model (its weights and KV share the GPUs)", "select",
+             options=list_presets("models")),
     ],
     "KV cache & memory": [
         Spec("kv_cache.layout", "KV layout", "select", options=_lit("kv_cache.layout")),

@@ -164,3 +164,21 @@ def test_a_knob_hidden_and_shown_again_keeps_the_value_set_before():
     at.selectbox(key="w.scheduler.preemption").set_value("swap").run()
     assert not at.exception
     assert at.number_input(key="w.kv_cache.swap_space_gb").value == 12.0 == at.session_state[CFG_KEY].kv_cache.swap_space_gb
+
+
+def test_the_draft_model_is_chosen_in_the_sidebar_while_a_separate_draft_speculates():
+    # (the config took any model preset as the draft and the memory plan counted it, but the sidebar had no control
+    # for it: a separate draft was always Llama-3.2-1B)
+    from sim_core.costmodel import plan_memory
+
+    at = app(preset="spec-decode-h100-llama8b").run()
+    assert not _shown(at, "scheduler.speculative.draft_model")  # an EAGLE-style head has no separate model
+    at.selectbox(key="w.scheduler.speculative.draft").set_value("model").run()
+    box = at.selectbox(key="w.scheduler.speculative.draft_model")
+    assert box.value == "llama-3.2-1b" and "llama-2-7b" in box.options
+    small = plan_memory(at.session_state[CFG_KEY]).kv_capacity_tokens
+    box.set_value("llama-2-7b").run()
+    assert not at.exception
+    cfg = at.session_state[CFG_KEY]
+    assert cfg.scheduler.speculative.draft_model == "llama-2-7b"
+    assert plan_memory(cfg).kv_capacity_tokens < small  # a 7B draft's weights and KV leave the target less room
