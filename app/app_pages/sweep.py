@@ -483,7 +483,7 @@ def main() -> None:
     objective = RULES[rule]
     # Another knob's points run the current length unless asked: a replica sweep of the router preset's 400 requests
     # settles at no point (they arrive in 7 s); its steady length, 38,280 requests a point, is slower but says it.
-    steady = rate_applies(cfg) and st.checkbox(
+    steady = rate_applies(cfg) and st.toggle(  # (a toggle, as Compare's of the same name)
         "Steady-state run length", value=knob == "rate", key="sw.steady" if knob == "rate" else "sw.steady_other",
         help=f"Each {'rate' if knob == 'rate' else 'point'} runs long enough that a 4× longer run moves the capacity by "
         f"< 5 % (a warm-up of {steady_warmup_s(cfg):,.0f} s for this traffic and these SLOs, then 8× that: "
@@ -566,7 +566,7 @@ def main() -> None:
     settled = [(name, p) for name, p in notes if not any(p is q for _, q in behind)]
     if settled:
         name, p = settled[0]
-        longer = (" Tick Steady-state run length to run every point long enough to settle." if knob != "rate" and not steady
+        longer = (" Switch on “Steady-state run length” to run every point long enough to settle." if knob != "rate" and not steady
                   and rate_applies(cfg) else "")  # fmt: skip
         st.info(f"{len(settled)} of {sum(len(v) for v in curves.values())} points cannot say what the steady state is "
                 f"(open markers). At {knob} = {p.value:g} ({plain(name)}): {plain(p.summary.steady.note)}{longer}")  # fmt: skip

@@ -1414,7 +1414,7 @@ def test_a_sweep_point_that_cannot_settle_is_drawn_open_said_so_and_not_the_answ
         best = settled.loc[settled["goodput req/s"].idxmax(), "replicas"]
         assert f"most goodput at replicas = {best:g}" in answer, answer
     # every point too short: the page offers the steady length, and with it the runs settle where they keep up
-    assert "Tick Steady-state run length" in " ".join(i.value for i in at.info)
+    assert "Switch on “Steady-state run length” to run every point" in " ".join(i.value for i in at.info)
     # (the steady-length runs are 3,000-6,000 requests each: on a slow or busy machine the server's 5 s per run stopped
     # them all, "no: unfinished", in CI at load; what is tested here is how they settle, not the server's budget)
     from app.components import runner
@@ -1422,7 +1422,7 @@ def test_a_sweep_point_that_cannot_settle_is_drawn_open_said_so_and_not_the_answ
 
     monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
     monkeypatch.setattr(runner.PageBudget, "exhausted", lambda self: False)
-    at.checkbox(key="sw.steady_other").check().run(timeout=600)
+    at.toggle(key="sw.steady_other").set_value(True).run(timeout=600)
     assert not at.exception
     said = dict(zip(*(at.dataframe[0].value[c] for c in ("replicas", "steady state"))))
     assert said[8] == "yes" and said[2].startswith("no"), said
