@@ -41,7 +41,7 @@ def test_held_out_error_stays_within_its_recorded_band(results):
     n, median, p90 = error_stats(results, engine_only=True)
     assert n >= 70
     # Closed-form families (the simulated families' rows join with SIM_CORE_SLOW_TESTS=1): recorded median 6.4 %,
-    # p90 16.9 % over 148 rows; with them 6.4 % / 17.7 % over 195 (docs/accuracy.md; target 8 % / 20 %).
+    # p90 16.9 % over 148 rows; with them 6.4 % / 17.5 % over 195 (docs/accuracy.md; target 8 % / 20 %).
     assert median <= 7 and p90 <= 18
 
 
