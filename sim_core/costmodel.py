@@ -303,8 +303,8 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
         if kv.memory_rule == "sglang" and workspace > usable - budget:
             # (SGLang's KV is the static fraction less the weights: what does not fit is the activations, in the rest.
             # "leave 0.00 GiB for the KV cache, 0.00 GiB short of one block" named neither that nor the limit)
-            why = (f"SGLang keeps only the {1 - kv.gpu_memory_utilization:.2f} of the {gib(usable)} usable outside "
-                   f"mem_fraction_static for activations and runtime, {gib(usable - budget)} per GPU, and the activation "
+            why = (f"SGLang keeps only {1 - kv.gpu_memory_utilization:.0%} of the {gib(usable)} usable (the part outside "
+                   f"mem_fraction_static) for activations and runtime, {gib(usable - budget)} per GPU, and the activation "
                    f"workspace and runtime need {gib(workspace)}: it runs out of memory in its first large prefill "
                    f"(weights {gib(weights)}, {memory}). ")
         else:

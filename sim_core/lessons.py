@@ -28,11 +28,13 @@ from sim_core.unused import replaced_by_trace
 
 LESSONS_DIR = PRESETS_DIR / "lessons"
 SAME_TOLERANCE = 0.05  # "unchanged" in a lesson's text: within 5 %
+# A priority class's TTFT p99, for the priority lesson: the class that jumps the queue (0) and the one that pays (1).
+CLASS_METRICS = {"ttft_p99_priority0_s": 0, "ttft_p99_priority1_s": 1}
 
 
 class Expectation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    metric: str = Field(description="A Summary field, 'fits' (the config runs), or 'ttft_p99_priority0_s'.")
+    metric: str = Field(description="A Summary field, 'fits' (the config runs), or a class's TTFT p99 (CLASS_METRICS).")
     direction: Literal["increase", "decrease"]
 
 
@@ -87,7 +89,7 @@ class Lesson(BaseModel):
     expect: Expectation
     # (lesson 1 asks whether TTFT or TPOT suffers more, and its panel showed TPOT alone)
     also_show: tuple[str, ...] = Field((), max_length=3, description="More metrics the Run-both panel shows after "
-                                       "expect.metric, for a question that weighs several: Summary fields.")
+                                       "expect.metric, for a question that weighs several: Summary fields or CLASS_METRICS.")
     claims: tuple[Claim, ...] = ()
     also: tuple[SeeAlso, ...] = Field((), description="Presets the lesson's text refers to, each opened by a button.")
 
@@ -134,9 +136,9 @@ def parse_lesson(raw: Any, source: str) -> Lesson:
     except ValidationError as err:
         raise PresetError(format_validation_error(err, f"lesson {source}", Lesson)) from None
     for i, metric in enumerate(lesson.also_show):
-        if metric not in Summary.model_fields:
+        if metric not in Summary.model_fields and metric not in CLASS_METRICS:
             raise PresetError(f"lesson {source}: also_show[{i}] = {metric[:80]!r}: not a metric of a run's summary"
-                              f"{did_you_mean(metric, list(Summary.model_fields))}")  # fmt: skip
+                              f"{did_you_mean(metric, [*Summary.model_fields, *CLASS_METRICS])}")  # fmt: skip
     named = [("scenario", lesson.scenario), ("mechanism", lesson.mechanism)]
     named += [(f"also[{i}].preset", x.preset) for i, x in enumerate(lesson.also)]
     for field, name in named:
@@ -164,9 +166,9 @@ def metric_value(metric: str, result: SimResult | None) -> float:
         return 0.0 if result is None else 1.0
     if result is None:
         return float("nan")
-    if metric == "ttft_p99_priority0_s":
+    if metric in CLASS_METRICS:
         r = result.requests
-        v = r.ttft_s[(r.priority == 0) & r.is_finished]
+        v = r.ttft_s[(r.priority == CLASS_METRICS[metric]) & r.is_finished]
         return float(np.percentile(v, 99)) if v.size else float("nan")
     return float(getattr(result.summary, metric))
 

@@ -77,6 +77,26 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
     ("Speculative decoding", "A cheap draft (a small model, or extra heads on the model) proposes a few tokens and the "
                              "model checks them all in one tick: a request emits the accepted ones plus one, so a "
                              "tick can give it several tokens."),
+    # (terms the lessons use that had no entry: a browser review of the Learn page)
+    ("Acceptance rate", "In speculative decoding, the chance that the model keeps each drafted token. With k drafted "
+                        "tokens and acceptance a, a step emits (1 − a^(k+1)) / (1 − a) tokens on average."),
+    ("Admission", "The scheduler's rule for letting a waiting request into the running batch. Greedy (vLLM V1): while "
+                  "its prompt's KV blocks fit. Watermark (vLLM V0): while a few blocks stay free after it. SGLang's "
+                  "new-token ratio: while its prompt and output fit beside a share of what the running requests will "
+                  "still write. Reserve (TensorRT-LLM): only when its whole answer fits."),
+    ("FCFS / priority", "Queue orders: first come, first served takes requests in arrival order; priority serves the "
+                        "lower priority number first (0 before 1), in arrival order within a class."),
+    ("TBT", "Time between tokens: another name for ITL, the gap between two consecutive tokens."),
+    ("AIMD", "Additive increase, multiplicative decrease: grow a limit a step at a time while things go well, cut it "
+             "by a fraction when they do not (the dynamic batch size of lesson 9 adapts this way)."),
+    ("Activation workspace", "GPU memory a forward pass needs beside the weights and the KV cache: the intermediate "
+                             "tensors of the tokens in one tick. It grows with the token budget, which is why a very "
+                             "large chunk can run out of memory."),
+    ("mem_fraction_static", "SGLang's share of GPU memory for the weights and the KV cache; the rest is left for "
+                            "activations and the runtime."),
+    ("Closed loop / sticky session", "Closed loop: a client sends its next request only after the reply to the "
+                                     "previous one (plus a think time). Sticky session: a router sends every turn of "
+                                     "a conversation to the same replica, where its earlier turns' KV is cached."),
 )
 
 
@@ -88,7 +108,7 @@ def main() -> None:
         st.markdown(f"**{term}.** {text}")
     article = load_article()
     st.subheader("Source article")
-    st.markdown(f"“{article.title}” ({article.title_en}), {article.publisher}. Its sections, as the lessons cite them:")
+    st.markdown(f"“{article.title_en}” (“{article.title}”), {article.publisher}. Its sections, as the lessons cite them:")
     st.text("\n".join(f"{ref}  {title}" for ref, title in article.sections.items()))
 
 

@@ -18,6 +18,9 @@ from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_mat
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
 from sim_core.presets import load_preset
 
+CHECKS_LABEL = "Check the answer on these runs (what to look for)"
+
+
 def fmt_metric(metric: str, value: float) -> str:
     kind = PANEL_METRICS.get(metric, (metric, "s" if metric.endswith("_s") else "number"))[1]
     return fmt_metric_value(kind, value)
@@ -84,7 +87,8 @@ def _look_for(lesson: Lesson) -> None:
 def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
     article = load_article()
     st.subheader(f"{lesson.order}. {lesson.title}")
-    st.caption(f"{lesson.minutes} min · source: “{article.title}” ({article.title_en}), {article.cite(lesson.article)} · "
+    # (the English title first: a bare Linux without a CJK font draws the Chinese one as boxes)
+    st.caption(f"{lesson.minutes} min · source: “{article.title_en}” (“{article.title}”), {article.cite(lesson.article)} · "
                f"scenario {lesson.scenario}")  # fmt: skip
     if lesson.goal:
         st.markdown(f"**Goal.** {lesson.goal}")
@@ -128,44 +132,52 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
         st.info("The answer, what to look for and the side-by-side numbers appear when the presenter reveals them.",
                 icon=":material/visibility_off:")  # fmt: skip
         return
-    # Lazy expanders: the runs behind them happen only when opened.
+    # Lazy expanders: the runs behind them happen only when opened. The checks quote the answer with its figures, so
+    # they come after it (above it, "What to look for" gave the answer away before "Show the answer" was opened).
     both = st.expander("Run both and compare here", expanded=bool(revealed), key=f"learn.both.{lesson.id}", on_change="rerun")
     if both.open:
         _run_both(lesson, both)
+    with st.expander("Show the answer", expanded=bool(revealed)):
+        st.markdown(lesson.answer)
     if lesson.claims:
-        look = st.expander("What to look for (checked on these runs)", expanded=bool(revealed), key=f"learn.look.{lesson.id}",
-                           on_change="rerun")  # fmt: skip
+        look = st.expander(CHECKS_LABEL, expanded=bool(revealed), key=f"learn.look.{lesson.id}", on_change="rerun")
         if look.open:
             with look:
                 _look_for(lesson)
-    with st.expander("Show the answer", expanded=bool(revealed)):
-        st.markdown(lesson.answer)
 
 
 def _run_both(lesson: Lesson, box) -> None:
+    """The lesson's metric, then any its question weighs it against, one row each with both sides in it: on a phone
+    the two columns stack, and side A's numbers all came before side B's (lesson 11: 1.5 screens apart)."""
     with box:
         labels = workshop.side_labels(lesson)
-        cols = st.container(key="lesson_both").columns(2)  # (labels that wrap: app CSS)
-        for step, col in enumerate(cols):
-            out = runner.run(lesson.config(step))
-            for metric in (lesson.expect.metric, *lesson.also_show):  # (the lesson's metric, then any it weighs it against)
-                label = PANEL_METRICS.get(metric, (metric,))[0]
-                col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(metric, metric_value(metric, out.result)),
+        outs = [runner.run(lesson.config(step)) for step in (0, 1)]
+        panel = st.container(key="lesson_both")  # (labels that wrap: app CSS)
+        for metric in (lesson.expect.metric, *lesson.also_show):
+            label = PANEL_METRICS.get(metric, (metric,))[0]
+            for step, col in enumerate(panel.columns(2)):
+                col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(metric, metric_value(metric, outs[step].result)),
                            label, delta_color="off", delta_arrow="off")  # fmt: skip
+        for step, out in enumerate(outs):
+            side = f"{lesson.knob_label} = {labels[step]}: "
             if out.error:
-                col.caption(plain(out.error))
+                panel.caption(side + plain(out.error))
             elif _stopped(out.result):
-                col.caption(f"Stopped early, partial figures: {plain(_stopped(out.result))}")
+                panel.caption(f"{side}stopped early, partial figures: {plain(_stopped(out.result))}")
 
 
-def _agenda(lessons: tuple[Lesson, ...], pick: str) -> None:
+def _agenda(lessons: tuple[Lesson, ...], pick: str, expanded: bool) -> None:
+    """The lessons with their times. Open only on a link that names no lesson: open above a named one, it pushed the
+    lesson below a 1,400x900 screen's fold, and two screens down on a phone."""
     total = sum(x.minutes for x in lessons)
-    rows, t = [], 0
+    # (ASCII only, so the monospace rows line up: "▶" and "′" came from other fonts, of other widths; and a header
+    # first, since st.text strips the text's leading spaces, the first row's)
+    rows, t = ["Minutes".ljust(15) + "Lesson (article section)"], 0
     for x in lessons:
-        mark = "▶ " if x.id == pick else ""
-        rows.append(f"{mark}{t:>3}′–{t + x.minutes:>3}′  {x.order}. {x.title} ({x.article})")
+        mark = "> " if x.id == pick else "  "
+        rows.append(f"{mark}{t:>3}-{t + x.minutes:>3} min  {x.order:>2}. {x.title} ({x.article})")
         t += x.minutes
-    with st.expander(f"Agenda: {len(lessons)} lessons, {total} minutes", expanded=True):
+    with st.expander(f"Agenda: {len(lessons)} lessons, {total} minutes", expanded=expanded):
         st.text("\n".join(rows))
 
 
@@ -198,7 +210,7 @@ def main() -> None:
     if workshop.presenter_on():
         workshop.leave_presenter_button(st.columns([3, 1])[1])  # (at the right, as on Simulate)
     if workshop_mode:
-        _agenda(lessons, st.session_state["learn.pick"])
+        _agenda(lessons, st.session_state["learn.pick"], expanded=wanted not in ids)
     # One line to pick a lesson, and the next or the one before a click away: a list of all seventeen titles filled a
     # phone's first screen, and six rows of a 1,400-px one, above the lesson itself (a browser review; the workshop's
     # agenda lists them all)
@@ -220,7 +232,7 @@ def main() -> None:
     # (in workshop or presenter mode the foot does not tell the class how to reveal the answers the presenter keeps hidden)
     how = ("" if workshop_mode or workshop.presenter_on() else "Instructors: a lesson is one JSON file in presets/lessons/; add ?workshop=1 to this "
            "page's link for the agenda with answers hidden, and &reveal=1 to reveal them. ")
-    st.caption(f"The lessons follow “{article.title}” ({article.title_en}), {article.publisher}. {how}"
+    st.caption(f"The lessons follow “{article.title_en}” (“{article.title}”), {article.publisher}. {how}"
                "Terms are explained on the Glossary page.")  # fmt: skip
 
 

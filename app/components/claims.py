@@ -78,7 +78,8 @@ def holds(claim: Claim, value: float, other: float | None = None) -> bool:
 # read "✓ “from about 49% to 100%”" without saying what went from 49 % to 100 % or what the run measured.
 CLAIM_METRICS: dict[str, tuple[str, str]] = {
     "ttft_p50_s": ("TTFT p50", "s"), "ttft_p90_s": ("TTFT p90", "s"), "ttft_p99_s": ("TTFT p99", "s"),
-    "ttft_p99_priority0_s": ("priority-0 class TTFT p99", "s"), "tpot_p50_s": ("TPOT p50", "s"),
+    "ttft_p99_priority0_s": ("priority-0 class TTFT p99", "s"), "ttft_p99_priority1_s": ("priority-1 class TTFT p99", "s"),
+    "tpot_p50_s": ("TPOT p50", "s"),
     "tpot_p99_s": ("TPOT p99", "s"), "itl_p99_s": ("ITL p99", "s"), "e2e_p99_s": ("E2E p99", "s"),
     "queue_delay_p99_s": ("queue delay p99", "s"), "makespan_s": ("makespan", "s"),
     "output_tokens_per_s": ("output throughput", "tok/s"), "mean_batch_size": ("mean batch", "seqs"),
@@ -87,6 +88,7 @@ CLAIM_METRICS: dict[str, tuple[str, str]] = {
     "prefix_hit_rate_tokens": ("prefix cache hits", "share"), "gpu_busy_fraction": ("GPU busy", "share"),
     "mfu_mean": ("MFU over the busy time", "share"),
     "num_preemptions": ("pre-emptions", "count"), "num_recomputed_tokens": ("recomputed tokens", "count"),
+    "num_swap_outs": ("swap-outs", "count"),
     "prefix_blocks_evicted": ("prefix blocks evicted", "count"), "prefill_tokens_saved": ("prefill tokens saved", "count"),
     "kv_capacity_tokens": ("KV pool", "tokens"),
 }  # fmt: skip
@@ -96,6 +98,7 @@ CLAIM_METRICS: dict[str, tuple[str, str]] = {
 PANEL_METRICS: dict[str, tuple[str, str]] = CLAIM_METRICS | {
     "fits": ("in GPU memory", "fits"),  # (under "does not fit", the label "fits in memory" read as the opposite)
     "ttft_p99_priority0_s": ("TTFT p99 of the priority-0 class", "s"),
+    "ttft_p99_priority1_s": ("TTFT p99 of the priority-1 class", "s"),
     "slo_attainment": ("requests meeting the SLOs", "share"),
 }  # fmt: skip
 _UNIT_FORMATS = {"tok/s": ",.0f", "req/s": ",.2f", "seqs": ",.1f"}  # (other units: about three significant digits)

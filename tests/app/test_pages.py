@@ -689,6 +689,11 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     look = next(t.value for t in at.text if "“" in t.value)
     assert "✗" not in look, look
     assert len(at.metric) == 2 * (1 + len(lesson.also_show))  # the two sides, side by side (each its metrics)
+    # one row per metric, both sides in it: on a phone the columns stack, and all of side A came before side B
+    from app.components.claims import PANEL_METRICS
+
+    named = [PANEL_METRICS.get(m, (m,))[0] for m in (lesson.expect.metric, *lesson.also_show)]
+    assert [m.delta for m in at.metric] == [name for name in named for _ in (0, 1)]
     # a run the server's wall-clock budget stopped (a loaded machine, not the lesson) is named, its claims unjudged
     unjudged = look.count("? not checked, a run stopped early")
     assert look.count("✓") + unjudged == len(lesson.claims), look
@@ -726,7 +731,7 @@ def test_a_lesson_run_stopped_by_the_server_is_named_not_judged(monkeypatch):
     look = next(t.value for t in at.text if "“" in t.value)
     assert "✗" not in look and "? not checked, a run stopped early: “Throughput rises”" in look
     assert any(w.value.startswith("**A run stopped early:**") for w in at.warning)
-    assert any(c.value.startswith("Stopped early, partial figures:") for c in at.caption)
+    assert any("stopped early, partial figures:" in c.value for c in at.caption)
 
 
 def test_an_unmodified_preset_opened_by_a_lesson_keeps_its_name():
@@ -743,11 +748,22 @@ def test_workshop_mode_hides_the_answer_until_revealed():
     assert not hidden.exception
     assert "Agenda" in " ".join(e.label for e in hidden.expander)
     assert "Show the answer" not in [e.label for e in hidden.expander]
-    agenda = " ".join(t.value for t in hidden.text)
-    assert all(x.title in agenda for x in load_lessons()) and "′" in agenda  # every lesson, with timings
+    agenda = next(t.value for t in hidden.text if "min" in t.value)
+    assert all(x.title in agenda for x in load_lessons())  # every lesson, with timings
+    # the rows line up (ASCII: "▶" and "′" came from other fonts and shifted their rows), the lesson shown marked
+    header, *rows = agenda.splitlines()  # (st.text strips the text's leading spaces: a header keeps the rows')
+    assert header.index("Lesson") == rows[0].index(" 1.") and len(rows) == len(load_lessons())
+    assert len({row.index(" min ") for row in rows}) == 1 and rows[2].startswith("> ")
+    # folded above a lesson the link names (open, it pushed the lesson off the first screen); open on the bare link
+    assert not next(e for e in hidden.expander if e.label.startswith("Agenda")).proto.expanded
+    bare = open_page(PAGES[3], workshop="1")
+    assert next(e for e in bare.expander if e.label.startswith("Agenda")).proto.expanded
     shown = open_page(PAGES[3], lesson=lesson.id, workshop="1", reveal=lesson.id)
     assert lesson.answer in " ".join(m.value for m in shown.markdown)
     assert "✓" in " ".join(t.value for t in shown.text)  # what to look for, checked on the run
+    # the checks quote the answer's figures: they come after it, never above it
+    labels = [e.label for e in shown.expander]
+    assert labels.index("Show the answer") < labels.index("Check the answer on these runs (what to look for)")
 
 
 def test_a_workshop_value_learn_cannot_use_is_named_once_and_left_out_of_the_address():
@@ -767,9 +783,9 @@ def test_run_both_shows_every_metric_a_lessons_question_weighs():
     at = open_page(PAGES[3], lesson="roofline", workshop="1", reveal="roofline")
     assert not at.exception
     shown = [(m.delta, m.value) for m in at.metric]
-    assert [d for d, _ in shown] == ["TPOT p50", "TTFT p50", "TPOT p50", "TTFT p50"], shown
+    assert [d for d, _ in shown] == ["TPOT p50", "TPOT p50", "TTFT p50", "TTFT p50"], shown  # (a row per metric)
     ttft_ms = [metric_value("ttft_p50_s", run_lesson_step(load_lessons()[0], k)) * 1e3 for k in (0, 1)]
-    assert shown[1][1] == f"{ttft_ms[0]:.1f} ms" and shown[3][1] == f"{ttft_ms[1]:.1f} ms", (shown, ttft_ms)
+    assert shown[2][1] == f"{ttft_ms[0]:.1f} ms" and shown[3][1] == f"{ttft_ms[1]:.1f} ms", (shown, ttft_ms)
 
 
 def test_a_lesson_naming_a_metric_no_run_has_is_refused_with_the_one_meant():
@@ -792,7 +808,7 @@ def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     shown = [(m.value, m.delta) for m in at.metric]
     also = len(next(x for x in load_lessons() if x.id == lesson).also_show)
     assert len(shown) == 2 * (1 + also) and all("_" not in delta for _, delta in shown), shown
-    shown = shown[:: 1 + also]  # (each side's first: the lesson's metric; the ones its question weighs follow it)
+    shown = shown[:2]  # (the first row, both sides: the lesson's metric; the rows of those its question weighs follow)
     if lesson == "short-benchmark":
         assert [v for v, _ in shown] == ["100%", "30%"] and shown[0][1] == "requests meeting the SLOs"
     elif lesson == "admission-kv-pressure":

@@ -2,6 +2,7 @@
 
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
@@ -26,6 +27,18 @@ def test_the_knob_moves_the_metric_as_claimed(lesson):
         assert after > before
     else:
         assert after < before
+
+
+def test_the_priority_lesson_shows_who_pays_the_batch_classs_longer_tail():
+    # "who pays for it?": the Run-both panel showed the interactive class's p99 alone; the batch class (priority 1)
+    # is a class metric too, and its tail grows where the interactive one's falls
+    lesson = next(x for x in load_lessons() if x.id == "priority-tail")
+    fcfs, priority = run_lesson_step(lesson, 0), run_lesson_step(lesson, 1)
+    assert "ttft_p99_priority1_s" in lesson.also_show
+    assert metric_value("ttft_p99_priority0_s", priority) < metric_value("ttft_p99_priority0_s", fcfs)
+    assert metric_value("ttft_p99_priority1_s", priority) > metric_value("ttft_p99_priority1_s", fcfs)
+    r = priority.requests  # (the class's own percentile, not the run's)
+    assert metric_value("ttft_p99_priority1_s", priority) == np.percentile(r.ttft_s[(r.priority == 1) & r.is_finished], 99)
 
 
 @pytest.mark.parametrize("lesson", load_lessons(), ids=lambda x: x.id)

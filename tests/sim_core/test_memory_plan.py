@@ -258,7 +258,7 @@ def test_an_sglang_out_of_memory_names_the_activations_limit_it_breaks():
     budget, _, workspace, _ = kv_pool_bytes(cfg)
     left = cfg.hardware.memory_gib * 2**30 - CUDA_RESERVED_BYTES - budget
     assert workspace > left
-    assert (f"SGLang keeps only the 0.12 of the 21.99 GiB usable outside mem_fraction_static for activations and runtime, "
+    assert (f"SGLang keeps only 12% of the 21.99 GiB usable (the part outside mem_fraction_static) for activations and runtime, "
             f"{left / 2**30:.2f} GiB per GPU, and the activation workspace and runtime need {workspace / 2**30:.2f} GiB") in text
     assert "short of one" not in text and "kv_cache.gpu_memory_utilization (mem_fraction_static)" in text
     assert f"{left / 2**30:.2f}" == "2.64" and f"{workspace / 2**30:.2f}" == "7.10"  # (lesson 6's ~2.6 and ~7.1 GiB)
