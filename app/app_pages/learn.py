@@ -167,18 +167,19 @@ def _run_both(lesson: Lesson, box) -> None:
 
 
 def _agenda(lessons: tuple[Lesson, ...], pick: str, expanded: bool) -> None:
-    """The lessons with their times. Open only on a link that names no lesson: open above a named one, it pushed the
-    lesson below a 1,400x900 screen's fold, and two screens down on a phone."""
+    """The lessons with their times, as a table (st.text's proportional font left the times' rows out of line). Open only
+    on a link that names no lesson: open above a named one, it pushed the lesson below a 1,400x900 screen's fold, and
+    two screens down on a phone."""
     total = sum(x.minutes for x in lessons)
-    # (ASCII only, so the monospace rows line up: "▶" and "′" came from other fonts, of other widths; and a header
-    # first, since st.text strips the text's leading spaces, the first row's)
-    rows, t = ["Minutes".ljust(15) + "Lesson (article section)"], 0
+    rows, t = [], 0
     for x in lessons:
-        mark = "> " if x.id == pick else "  "
-        rows.append(f"{mark}{t:>3}-{t + x.minutes:>3} min  {x.order:>2}. {x.title} ({x.article})")
+        rows.append({"minutes": f"{t}–{t + x.minutes}", "lesson": f"{'▶ ' if x.id == pick else ''}{x.order}. {x.title}",
+                     "source": x.article})  # fmt: skip
         t += x.minutes
     with st.expander(f"Agenda: {len(lessons)} lessons, {total} minutes", expanded=expanded):
-        st.text("\n".join(rows))
+        st.dataframe(rows, hide_index=True, key="learn.agenda", height=36 + 35 * len(rows),
+                     column_config={"minutes": st.column_config.TextColumn(width="small"),
+                                    "lesson": st.column_config.TextColumn(width="large")})  # fmt: skip
 
 
 def _step_lesson(ids: list[str], step: int) -> None:
