@@ -118,7 +118,11 @@ def _lesson(lesson: Lesson, params: dict[str, str]) -> None:
         kept = st.session_state.get(workshop.LEARN_LINK_KEY, {})  # (a workshop's links keep its answers hidden)
         for step in (0, 1):  # each opens Simulate with the lesson's banner
             st.caption(f"{lesson.knob_label} = {labels[step]}:")
-            query = {**config_to_query(lesson.config(step), None, lesson.scenario), **workshop.banner_params((lesson.id, step, "lesson"), kept)}
+            # a few settings on the scenario read as themselves (`&scheduler.max_num_batched_tokens=512`); a config that
+            # only an encoding holds (a deployment's pools: 2,685 characters of `cfg=`, neither readable nor editable)
+            # is named by its lesson side instead, which Simulate opens as the same config
+            settings = config_to_query(lesson.config(step), None, lesson.scenario)
+            query = {**({} if "cfg" in settings else settings), **workshop.banner_params((lesson.id, step, "lesson"), kept)}
             st.code(workshop.full_url(query), language=None, wrap_lines=True)
         for i, entry in enumerate(lesson.also):
             st.caption(f"{plain(entry.label)}:")

@@ -593,6 +593,14 @@ def test_the_instructors_links_open_each_side_with_its_banner():
     assert any("lesson=split-prefill-decode&lesson_step=1&workshop=1" in x for x in links)
     also = f"preset={lesson.also[1].preset}&lesson=split-prefill-decode&lesson_step=1&lesson_run=also&workshop=1"
     assert any(also in x for x in links), links
+    # the 3P1D side is no preset plus a few settings: its link names the lesson side (it was 2,685 characters of cfg=,
+    # which no instructor could read or edit), and Simulate opens that side's config from it
+    from urllib.parse import parse_qsl, urlsplit
+
+    split = next(x for x in links if "lesson_step=1&workshop=1" in x and "lesson_run" not in x)
+    assert "cfg=" not in split and len(split) < 200, split
+    side = app(**dict(parse_qsl(urlsplit(split).query))).run()
+    assert not side.exception and side.session_state[CFG_KEY] == lesson.config(1)
 
 
 def test_a_lessons_numeric_sides_are_written_with_thousands_separators():
