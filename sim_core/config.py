@@ -1153,6 +1153,26 @@ class SimConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _check_draft_vocabulary(self) -> SimConfig:
+        """A separate draft proposes token ids the target verifies, so both read one vocabulary: vLLM refuses a draft
+        model whose vocab_size differs from the target's (V1 `DraftModelProposer._raise_if_vocab_size_mismatch`, V0
+        `SpecDecodeWorker._vocab_size`). Llama-2-7B drafting for Llama-3.1-8B ran here, 32,000 tokens against 128,256.
+        (A pool's own scheduler is checked when `pool_config` validates the pool's config.)"""
+        spec = self.scheduler.speculative
+        if not (spec.enabled and spec.draft == "model"):
+            return self
+        from sim_core.presets import list_presets, read_preset_data  # (presets imports this module)
+
+        vocab = read_preset_data("models", spec.draft_model)["vocab_size"]
+        if vocab != self.model.vocab_size:
+            same = [m for m in list_presets("models") if read_preset_data("models", m)["vocab_size"] == self.model.vocab_size]
+            raise field_error(("scheduler", "speculative", "draft_model"), spec.draft_model,
+                              f"its vocabulary ({vocab:,} tokens) differs from the target model's ({self.model.vocab_size:,}): "
+                              "a draft proposes token ids the target checks, so both need one tokenizer (vLLM refuses such a "
+                              f"pair); allowed with this model: {', '.join(same) or 'no model preset (use draft head)'}")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
     def _check_deployment(self) -> SimConfig:
         dep = self.deployment
         if dep is None:

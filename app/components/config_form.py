@@ -15,7 +15,7 @@ import streamlit as st
 from app.state import derived
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_bounds, field_info, tp_degrees_allowed
-from sim_core.presets import list_presets, profile_values
+from sim_core.presets import list_presets, profile_values, read_preset_data
 from sim_core.unused import read_only_when, setting_is_read, value_at
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
@@ -216,6 +216,8 @@ def _draw(spec: Spec, cfg: SimConfig) -> None:
     elif spec.kind == "select" and spec.path == PROFILE_PATH:
         opts = tuple(spec.options) + ((value,) if value not in spec.options else ())  # an edited/unknown name stays
         st.selectbox(label, opts, key=key, help=help_, on_change=_load_profile)
+    elif spec.kind == "select" and spec.path == DRAFT_MODEL_PATH:
+        st.selectbox(label, draft_model_options(value, cfg), key=key, help=help_)
     elif spec.kind == "select":
         st.selectbox(label, spec.options, key=key, help=help_)
     elif spec.kind == "options" and spec.path == GPUS_PATH:
@@ -244,6 +246,17 @@ def _draw(spec: Spec, cfg: SimConfig) -> None:
 
 PROFILE_PATH = "calibration.profile"
 GPUS_PATH = "hardware.num_gpus"
+
+
+DRAFT_MODEL_PATH = "scheduler.speculative.draft_model"
+
+
+def draft_model_options(current: str | None, cfg: SimConfig) -> list[str]:
+    """The model presets that can draft for this config's model: those of its vocabulary, the config's own rule
+    (`SimConfig._check_draft_vocabulary`; Llama-2-7B was offered to Llama-3.1-8B). One the model change left behind
+    stays listed, so the message that names it is beside the knob and nothing is lost."""
+    same = [m for m in list_presets("models") if read_preset_data("models", m)["vocab_size"] == cfg.model.vocab_size]
+    return same + ([current] if current is not None and current not in same else [])
 
 
 def tp_options(base: tuple[int, ...], current: int | None, cfg: SimConfig) -> list[int]:

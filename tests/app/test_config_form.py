@@ -175,10 +175,11 @@ def test_the_draft_model_is_chosen_in_the_sidebar_while_a_separate_draft_specula
     assert not _shown(at, "scheduler.speculative.draft_model")  # an EAGLE-style head has no separate model
     at.selectbox(key="w.scheduler.speculative.draft").set_value("model").run()
     box = at.selectbox(key="w.scheduler.speculative.draft_model")
-    assert box.value == "llama-3.2-1b" and "llama-2-7b" in box.options
+    # only drafts of the target's vocabulary (Llama-2-7B's 32,000 tokens against Llama-3.1-8B's 128,256 was offered)
+    assert box.value == "llama-3.2-1b" and list(box.options) == ["llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b"]
     small = plan_memory(at.session_state[CFG_KEY]).kv_capacity_tokens
-    box.set_value("llama-2-7b").run()
+    box.set_value("llama-3.1-8b").run()
     assert not at.exception
     cfg = at.session_state[CFG_KEY]
-    assert cfg.scheduler.speculative.draft_model == "llama-2-7b"
-    assert plan_memory(cfg).kv_capacity_tokens < small  # a 7B draft's weights and KV leave the target less room
+    assert cfg.scheduler.speculative.draft_model == "llama-3.1-8b"
+    assert plan_memory(cfg).kv_capacity_tokens < small  # an 8B draft's weights and KV leave the target less room

@@ -91,6 +91,21 @@ def test_an_unknown_draft_model_is_named_by_its_field_with_the_known_presets():
     assert config_from_dict(data).scheduler.speculative.draft_model == "nosuch"
 
 
+def test_a_draft_model_of_another_vocabulary_is_refused_naming_the_drafts_that_fit():
+    # Llama-2-7B (32,000 tokens) drafted for Llama-3.1-8B (128,256) and ran: vLLM refuses the pair at start-up
+    text = _error(("scheduler.speculative.enabled", True), ("scheduler.speculative.draft", "model"),
+                  ("scheduler.speculative.draft_model", "llama-2-7b"))
+    assert (f"\n  scheduler.speculative.draft_model = 'llama-2-7b': its vocabulary (32,000 tokens) differs from the target "
+            "model's (128,256)") in text and "allowed with this model: llama-3.1-70b, llama-3.1-8b, llama-3.2-1b" in text
+    # the same draft for a Llama-2 target is fine, and an unread draft model (speculation off) is not checked
+    ok = {"model": "llama-2-13b", "model.max_model_len": 16384, "scheduler.speculative.enabled": True, "scheduler.speculative.draft": "model",
+          "scheduler.speculative.draft_model": "llama-2-7b"}
+    from sim_core.presets import config_with
+
+    assert config_with(load_preset(P), ok).scheduler.speculative.draft_model == "llama-2-7b"
+    assert config_with(load_preset(P), {"scheduler.speculative.draft": "model", "scheduler.speculative.draft_model": "llama-2-7b"})
+
+
 @pytest.mark.parametrize(("version", "said"), [
     (99, "schema_version = 99: the config was written by a newer version of the tool (schema version 99); this tool "
          "reads schema versions 1 to 3 (older ones are migrated): update the tool to read it"),

@@ -104,10 +104,10 @@ def test_pools_must_speculate_with_the_same_draft_or_neither():
     assert "deployment.disaggregation.decode.scheduler.speculative.enabled = True" in text
     assert "draft (head) differs from the prefill pool's (off)" in text and "allowed: the same speculative" in text
     on = with_value(base, "scheduler.speculative.enabled", True)
-    with pytest.raises(ValueError, match=r"decode\.scheduler\.speculative\.draft_model = 'llama-2-7b'.*model "
-                                         r"llama-2-7b\) differs from the prefill pool's \(model llama-3.2-1b\)"):
+    with pytest.raises(ValueError, match=r"decode\.scheduler\.speculative\.draft_model = 'llama-3.1-8b'.*model "
+                                         r"llama-3.1-8b\) differs from the prefill pool's \(model llama-3.2-1b\)"):
         with_value(with_value(on, "scheduler.speculative.draft", "model"), "deployment.disaggregation.decode.scheduler",
-                   {"speculative": {"enabled": True, "draft": "model", "draft_model": "llama-2-7b"}})
+                   {"speculative": {"enabled": True, "draft": "model", "draft_model": "llama-3.1-8b"}})
     longer = with_value(on, "deployment.disaggregation.decode.scheduler", {"speculative": {"enabled": True, "num_draft_tokens": 5}})
     assert run_simulation(longer).summary.num_finished == 1
 
