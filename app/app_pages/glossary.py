@@ -27,13 +27,14 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
              "first tick after the KV cache has arrived: TTFT then also counts the wait for a decode slot, the transfer "
              "and that tick."),
     ("TPOT", "Time per output token: (end-to-end latency − TTFT) / (output tokens − 1), averaged per request."),
-    ("ITL", "Inter-token latency: every gap between two consecutive tokens of a request. Its p99 shows the stalls "
-            "that TPOT averages away."),
+    ("ITL", "Inter-token latency (also TBT, time between tokens): every gap between two consecutive tokens of a "
+            "request. Its p99 shows the stalls that TPOT averages away."),
     ("E2E", "End-to-end latency: from arrival to the last token."),
     ("p50 / p99", "The median and the 99th percentile over finished requests (p99: 1 in 100 is slower)."),
     ("SLO", "Service-level objective: a TTFT and a TPOT limit a request must meet (Objectives & run)."),
     ("Goodput", "Requests per second that meet both SLOs (DistServe). Throughput that users would call good."),
     ("Throughput", "Output tokens per second over the whole run (the headline); with prompts, total tokens/s."),
+    ("Makespan", "The run's length: from the first arrival to the last token of the last request."),
     ("KV cache", "The keys and values of every past token, kept on the GPU so decode does not recompute them. "
                  "Its size per token follows from the model (layers × KV heads × head size × 2 × bytes)."),
     ("Block (paged KV)", "KV memory is handed out in blocks of a few tokens (PagedAttention), so requests grow "
@@ -43,6 +44,12 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                     "PCIe time in the GPU row). Which request goes first is the engine's rule: vLLM the one admitted "
                     "last, SGLang the one with the fewest tokens written, TensorRT-LLM the latest arrival. vLLM puts it back "
                     "at the head of the waiting queue, SGLang at its end."),
+    ("Admission", "The scheduler's rule for letting a waiting request into the running batch. Greedy (vLLM V1): while "
+                  "its prompt's KV blocks fit. Watermark (vLLM V0): while a few blocks stay free after it. SGLang's "
+                  "new-token ratio: while its prompt and output fit beside a share of what the running requests will "
+                  "still write. Reserve (TensorRT-LLM): only when its whole answer fits."),
+    ("FCFS / priority", "Queue orders: first come, first served takes requests in arrival order; priority serves the "
+                        "lower priority number first (0 before 1), in arrival order within a class."),
     ("Roofline", "A chart of achieved FLOP/s against arithmetic intensity (FLOPs per byte read). Left of the "
                  "ridge point a tick is limited by memory bandwidth, right of it by compute."),
     ("Compute- / memory-bound", "Whether a tick's time is set by FLOP/s (prefill) or by bytes read from HBM "
@@ -67,7 +74,8 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
     ("Pareto front", "The setups no other one beats on both cost and latency (Plan's chart: $/hour against TTFT p99)."),
     ("Replicas and router", "A deployment of several identical engines, each with its own GPUs, KV cache and scheduler; "
                             "the router sends each arriving request to one of them: round robin, least outstanding "
-                            "requests, least KV usage, prefix affinity or cache aware."),
+                            "requests, least KV usage, prefix affinity, cache aware, session (every turn of a conversation "
+                            "to one replica) or weighted score (llm-d's endpoint picker)."),
     ("Disaggregated prefill/decode (xPyD, P:D)", "Separate prefill and decode pools (DistServe, Splitwise, Dynamo): x "
                                                  "prefill instances compute prompts and ship each request's KV cache "
                                                  "over a link (NVLink, InfiniBand) to one of y decode instances; P:D is "
@@ -80,20 +88,14 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
     # (terms the lessons use that had no entry: a browser review of the Learn page)
     ("Acceptance rate", "In speculative decoding, the chance that the model keeps each drafted token. With k drafted "
                         "tokens and acceptance a, a step emits (1 − a^(k+1)) / (1 − a) tokens on average."),
-    ("Admission", "The scheduler's rule for letting a waiting request into the running batch. Greedy (vLLM V1): while "
-                  "its prompt's KV blocks fit. Watermark (vLLM V0): while a few blocks stay free after it. SGLang's "
-                  "new-token ratio: while its prompt and output fit beside a share of what the running requests will "
-                  "still write. Reserve (TensorRT-LLM): only when its whole answer fits."),
-    ("FCFS / priority", "Queue orders: first come, first served takes requests in arrival order; priority serves the "
-                        "lower priority number first (0 before 1), in arrival order within a class."),
-    ("TBT", "Time between tokens: another name for ITL, the gap between two consecutive tokens."),
     ("AIMD", "Additive increase, multiplicative decrease: grow a limit a step at a time while things go well, cut it "
              "by a fraction when they do not (the dynamic batch size of lesson 9 adapts this way)."),
     ("Activation workspace", "GPU memory a forward pass needs beside the weights and the KV cache: the intermediate "
                              "tensors of the tokens in one tick. It grows with the token budget, which is why a very "
                              "large chunk can run out of memory."),
     ("mem_fraction_static", "SGLang's share of GPU memory for the weights and the KV cache; the rest is left for "
-                            "activations and the runtime."),
+                            "activations and the runtime. Set here by kv_cache.gpu_memory_utilization (GPU memory "
+                            "utilisation in the sidebar)."),
     ("Closed loop / sticky session", "Closed loop: a client sends its next request only after the reply to the "
                                      "previous one (plus a think time). Sticky session: a router sends every turn of "
                                      "a conversation to the same replica, where its earlier turns' KV is cached."),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.components import config_form, runner, workshop
-from app.components.claims import PANEL_METRICS, fmt_metric_value, holds, observe, shows
+from app.components.claims import PANEL_METRICS, fmt_metric_value, holds, observe, panel_label, shows
 from app.components.text import choices_hint, plain
 from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, config_to_query, preset_matching, read_query_params, show_link_notices, write_query_params
 from sim_core.lessons import Lesson, load_article, load_lessons, metric_value
@@ -156,11 +156,14 @@ def _run_both(lesson: Lesson, box) -> None:
     with box:
         labels = workshop.side_labels(lesson)
         outs = [runner.run(lesson.config(step)) for step in (0, 1)]
+        # the knob named once, each number under its side's value (lesson 11 repeated "Deployment (same 8 GPUs) = " six
+        # times, the metric's name the smallest thing in each cell)
+        st.caption(f"{plain(lesson.knob_label)}: {plain(labels[0])} (left) against {plain(labels[1])} (right)")
         panel = st.container(key="lesson_both")  # (labels that wrap: app CSS)
         for metric in (lesson.expect.metric, *lesson.also_show):
-            label = PANEL_METRICS.get(metric, (metric,))[0]
+            label = panel_label(metric, lesson.config(0))
             for step, col in enumerate(panel.columns(2)):
-                col.metric(f"{lesson.knob_label} = {labels[step]}", fmt_metric(metric, metric_value(metric, outs[step].result)),
+                col.metric(str(labels[step]), fmt_metric(metric, metric_value(metric, outs[step].result)),
                            label, delta_color="off", delta_arrow="off")  # fmt: skip
         for step, out in enumerate(outs):
             side = f"{lesson.knob_label} = {labels[step]}: "

@@ -14,7 +14,8 @@ import numpy as np
 
 from app.components import charts, timeline
 from app.components.units import MISSING, fmt_count, fmt_number, fmt_seconds
-from sim_core.lessons import SAME_TOLERANCE, Claim, metric_value
+from sim_core.config import SimConfig
+from sim_core.lessons import CLASS_METRICS, SAME_TOLERANCE, Claim, metric_value
 from sim_core.metrics import class_metrics
 from sim_core.result import SimResult
 from sim_core.types import Phase
@@ -101,6 +102,17 @@ PANEL_METRICS: dict[str, tuple[str, str]] = CLAIM_METRICS | {
     "ttft_p99_priority1_s": ("TTFT p99 of the priority-1 class", "s"),
     "slo_attainment": ("requests meeting the SLOs", "share"),
 }  # fmt: skip
+def panel_label(metric: str, cfg: SimConfig) -> str:
+    """A metric's name in Learn's Run-both panel; a class's by the workload's name for it ("TTFT p99 of the batch class
+    (priority 1)": "of the priority-1 class" left the student to work out which class pays in the priority lesson)."""
+    if metric in CLASS_METRICS:
+        priority = CLASS_METRICS[metric]
+        names = [c.name for c in cfg.workload.classes if c.priority == priority]
+        if names:
+            return f"TTFT p99 of the {' / '.join(names)} class (priority {priority})"
+    return PANEL_METRICS.get(metric, (metric,))[0]
+
+
 _UNIT_FORMATS = {"tok/s": ",.0f", "req/s": ",.2f", "seqs": ",.1f"}  # (other units: about three significant digits)
 
 

@@ -698,9 +698,9 @@ def test_each_revealed_lesson_shows_every_claim_holding_and_no_warning(lesson):
     assert "✗" not in look, look
     assert len(at.metric) == 2 * (1 + len(lesson.also_show))  # the two sides, side by side (each its metrics)
     # one row per metric, both sides in it: on a phone the columns stack, and all of side A came before side B
-    from app.components.claims import PANEL_METRICS
+    from app.components.claims import panel_label
 
-    named = [PANEL_METRICS.get(m, (m,))[0] for m in (lesson.expect.metric, *lesson.also_show)]
+    named = [panel_label(m, lesson.config(0)) for m in (lesson.expect.metric, *lesson.also_show)]
     assert [m.delta for m in at.metric] == [name for name in named for _ in (0, 1)]
     # a run the server's wall-clock budget stopped (a loaded machine, not the lesson) is named, its claims unjudged
     unjudged = look.count("? not checked, a run stopped early")
@@ -822,7 +822,9 @@ def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     elif lesson == "prefill-oom":  # ("does not fit" above "fits in memory" read as both)
         assert shown == [("does not fit", "in GPU memory"), ("fits", "in GPU memory")], shown
     elif lesson == "priority-tail":
-        assert shown[0][1] == "TTFT p99 of the priority-0 class", shown
+        # (each class by its name: "of the priority-1 class" left the student to work out which class pays)
+        assert shown[0][1] == "TTFT p99 of the interactive class (priority 0)", shown
+        assert [m.delta for m in at.metric][2] == "TTFT p99 of the batch class (priority 1)"
     else:
         assert all(v.endswith("ms") or v.endswith(" s") for v, _ in shown) and shown[0][1] == "TTFT p99"
 

@@ -147,7 +147,7 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
     # the claim, here and in the router lesson ("the stale view adds to it on most seeds"): lagging, and staleness adds
     assert mean(stale) > mean(exact) > mean(p90["round_robin", 0.05]) and worse > len(seeds) / 2
     lesson = next(x for x in load_lessons() if x.id == "router-policies")
-    assert "queued prompts hold no KV yet, and the stale view adds to it on most seeds" in lesson.explanation
+    assert "queued prompts hold no KV yet, and the stale view adds to it on most seeds" in lesson.answer
     # (seed means since session 27: on one seed prefix_affinity and cache_aware swapped places with each fix, tied over seeds)
     prefix = load_preset("cluster-prefix-4xh100-llama8b")
 
@@ -175,7 +175,7 @@ def test_the_readme_quotes_the_router_presets_as_they_run():
     # least outstanding there the two tied: the router lesson said "over seeds 0-5 the two rules' TTFT p90 differ by under
     # 0.01 s")
     assert ca[1] < pa[1] and ca[2] < pa[2] and abs(ca[0] - pa[0]) < 0.01
-    assert f"over seeds 0-5 {s(ca[1])} against prefix_affinity's {s(pa[1])}" in lesson.explanation
+    assert f"over seeds 0-5 {s(ca[1])} against prefix_affinity's {s(pa[1])}" in lesson.answer
 
 
 def test_the_router_presets_burst_and_a_load_they_sustain_read_as_the_documents_say():
