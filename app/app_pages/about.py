@@ -7,12 +7,12 @@ import streamlit as st
 
 from app.components.text import plain
 from app.components.units import MISSING
-from app.state import CFG_KEY, show_link_notices
+from app.state import CFG_KEY, PRESET_KEY, show_link_notices
 from sim_core import list_presets
 from sim_core.config import pool_config
-from sim_core.costmodel import MemoryPlanError, ModelShape, kv_bytes_per_token, plan_memory
+from sim_core.costmodel import MemoryPlanError, ModelShape, draft_model_config, kv_bytes_per_token, plan_memory
 from sim_core.planner import calibration_band
-from sim_core.presets import read_preset_data
+from sim_core.presets import engine_label, read_preset_data
 
 st.title("About the model")
 show_link_notices()
@@ -52,10 +52,23 @@ st.container(key="about_hardware").table(pd.DataFrame(
      for name in list_presets("hardware") for d in [read_preset_data("hardware", name)]]).set_index("preset"),
 )  # fmt: skip
 st.subheader("This configuration")
+# (what it describes: the page named no model or GPU, and sits seven screens below Simulate's on a phone)
+st.caption(plain(f"{cfg.model.name} on {cfg.hardware.num_gpus}× {cfg.hardware.name} (tensor parallel {cfg.hardware.num_gpus}), "
+                 f"{engine_label(cfg)}; preset {st.session_state.get(PRESET_KEY) or 'none (settings changed)'}"))  # fmt: skip
 shape = ModelShape.of(cfg)
+spec = cfg.scheduler.speculative
+draft = draft_model_config(cfg) if spec.enabled and spec.draft == "model" else None
 c1, c2, c3 = st.container(key="about_config").columns(3)  # they wrap on a narrow screen (app CSS) instead of cutting numbers
-c1.metric("Parameters", f"{shape.total_params / 1e9:.2f} B")
-c2.metric("KV per token", f"{kv_bytes_per_token(cfg) / 1024:.0f} KiB")
+c1.metric("Parameters", f"{shape.total_params / 1e9:.2f} B",
+          None if draft is None else f"+ {ModelShape.of(draft).total_params / 1e9:.2f} B of the draft", delta_color="off",
+          delta_arrow="off")  # fmt: skip
+# KV per token counts the draft's layers too (a head's one layer, a draft model's all): 128 KiB beside 43 GiB for 70,720
+# tokens read as a page that did not add up with Llama-2-7B drafting
+target_kv = kv_bytes_per_token(cfg)
+draft_kv = 0 if not spec.enabled else (kv_bytes_per_token(draft) if draft is not None else target_kv / cfg.model.num_layers)
+c2.metric("KV per token", f"{(target_kv + draft_kv) / 1024:.0f} KiB",
+          None if not draft_kv else f"target {target_kv / 1024:.0f} + draft {draft_kv / 1024:.0f} KiB", delta_color="off",
+          delta_arrow="off")  # fmt: skip
 # A P:D deployment's pools may differ in GPU and TP (Splitwise-HA: H100 prefill, A100 decode): one memory line per pool,
 # each its own engine's (the page showed the top-level hardware's alone, "Per GPU", for both)
 dis = cfg.deployment.disaggregation if cfg.deployment is not None else None
@@ -79,7 +92,7 @@ for role, pool_cfg in pools:
     # the speculative draft's part, where memory went (its weights; its layers' share of every block)
     drafted = (f" (of which the speculative draft's **{plan.draft_weight_bytes / gib:.2f} GiB**)"
                if plan.draft_weight_bytes else "")
-    drafted_kv = (f", {plan.draft_block_bytes / plan.block_bytes:.0%} of each block the draft's layers'"
+    drafted_kv = (f", {plan.draft_block_bytes / plan.block_bytes:.0%} of each block holding the draft's KV"
                   if plan.draft_block_bytes else "")
     st.markdown(f"{lead}: weights **{plan.weight_bytes / gib:.2f} GiB**{drafted}, activation workspace and runtime "
                 f"**{plan.workspace_bytes / gib:.2f} GiB**, KV cache **{plan.kv_bytes / gib:.2f} GiB** "

@@ -976,6 +976,27 @@ def test_about_gives_each_pools_memory_for_a_split_deployment_of_two_gpu_kinds()
     assert [m.value for m in about.metric if m.label.startswith("KV capacity")] == [f"{decode_tokens:,}"]
 
 
+def test_about_names_the_configuration_and_counts_the_drafts_kv_per_token():
+    # (a review: Llama-2-7B drafting for Llama-3.1-8B showed "KV per token 128 KiB" beside
+    # 43 GiB of KV for 70,720 tokens, and the page named no model or GPU)
+    from sim_core import load_preset
+    from sim_core.costmodel import kv_bytes_per_token, plan_memory
+    from sim_core.presets import config_with
+
+    cfg = config_with(load_preset("spec-decode-h100-llama8b"), {"scheduler.speculative.draft": "model"})
+    about = linked_page(PAGES[4], preset="spec-decode-h100-llama8b", **{"scheduler.speculative.draft": "model"})
+    assert not about.exception
+    assert any(c.value.startswith("Llama-3.1-8B on 1× H100 SXM") for c in about.caption)
+    per_token = next(m for m in about.metric if m.label == "KV per token")
+    plan = plan_memory(cfg)
+    total = plan.block_bytes / cfg.kv_cache.block_size * cfg.hardware.num_gpus  # (what a token's KV takes, draft's included)
+    assert per_token.value == f"{total / 1024:.0f} KiB" and f"target {kv_bytes_per_token(cfg) / 1024:.0f} + draft" in per_token.delta
+    assert "of the draft" in next(m for m in about.metric if m.label == "Parameters").delta
+    # a head draft: one more layer's KV
+    head = linked_page(PAGES[4], preset="spec-decode-h100-llama8b")
+    assert next(m for m in head.metric if m.label == "KV per token").value == "132 KiB"
+
+
 def test_about_quotes_the_cost_models_computed_error_band_as_plan_does():
     # it said "82 other published measurements ... about 11 %" while validate and Plan reported another band
     from sim_core.planner import calibration_band
