@@ -75,14 +75,14 @@ def test_the_router_lesson_quotes_the_numbers_its_runs_and_the_presets_it_names_
         return s.ttft_p90_s, s.prefix_hit_rate_tokens
 
     kv, rrr = p90("cluster-router-4xh100-llama8b", "least_kv")[0], p90("cluster-router-4xh100-llama8b", "round_robin")[0]
-    assert f"TTFT p90 about {kv:.1f} s against {rrr:.1f} s" in lesson.answer
+    assert f"TTFT p90 about {kv:.1f} s against {rrr:.1f} s with round robin" in lesson.answer
     assert "least KV is the worst of the three" in lesson.answer
     assert kv > p90("cluster-router-4xh100-llama8b", "least_outstanding")[0]
     (t_rr, h_rr), (t_pa, h_pa), (t_ca, h_ca) = (p90("cluster-prefix-4xh100-llama8b", r) for r in
                                                 ("round_robin", "prefix_affinity", "cache_aware"))  # fmt: skip
     assert f"from {h_rr:.0%} to {h_pa:.0%} of prompt tokens".replace("%", " %") in lesson.answer
     assert f"(about {t_rr:.2f} s to {t_pa:.2f} s)" in lesson.answer
-    assert f"about the same hit rate and a lower TTFT p90 ({h_ca:.0%}, {t_ca:.2f} s here".replace("%", " %") in lesson.answer
+    assert f"about the same hit rate and a lower TTFT p90 (hit rate {h_ca:.0%}, TTFT p90 {t_ca:.2f} s here".replace("%", " %") in lesson.answer
     assert abs(h_ca - h_pa) < 0.02 and t_ca < t_pa
     t_ws, h_ws = p90("cluster-prefix-4xh100-llama8b", "weighted_score")
     assert f"so it hits less ({h_ws:.0%}) yet keeps the tail as short (TTFT p90 {t_ws:.2f} s here)".replace("%", " %") in lesson.answer
