@@ -62,10 +62,14 @@ c1, c2, c3 = st.container(key="about_config").columns(3)  # they wrap on a narro
 c1.metric("Parameters", f"{shape.total_params / 1e9:.2f} B",
           None if draft is None else f"+ {ModelShape.of(draft).total_params / 1e9:.2f} B of the draft", delta_color="off",
           delta_arrow="off")  # fmt: skip
-# KV per token counts the draft's layers too (a head's one layer, a draft model's all): 128 KiB beside 43 GiB for 70,720
-# tokens read as a page that did not add up with Llama-2-7B drafting
+# KV per token counts the draft's layers too (a head's one layer, a draft model's all), in the memory plan's own share of
+# a block: 128 KiB beside 43 GiB for 70,720 tokens read as a page that did not add up with Llama-2-7B drafting
 target_kv = kv_bytes_per_token(cfg)
-draft_kv = 0 if not spec.enabled else (kv_bytes_per_token(draft) if draft is not None else target_kv / cfg.model.num_layers)
+try:
+    top_plan = plan_memory(cfg)
+    draft_kv = target_kv * top_plan.draft_block_bytes / (top_plan.block_bytes - top_plan.draft_block_bytes)
+except MemoryPlanError:  # (said below, where the plan is given)
+    draft_kv = 0
 c2.metric("KV per token", f"{(target_kv + draft_kv) / 1024:.0f} KiB",
           None if not draft_kv else f"target {target_kv / 1024:.0f} + draft {draft_kv / 1024:.0f} KiB", delta_color="off",
           delta_arrow="off")  # fmt: skip
