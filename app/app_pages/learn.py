@@ -9,6 +9,7 @@ banner there, with a way back, and in the address (`&lesson=…&lesson_step=…`
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app.components import config_form, runner, workshop
@@ -184,9 +185,8 @@ def _agenda(lessons: tuple[Lesson, ...], pick: str, expanded: bool) -> None:
                      "source": x.article})  # fmt: skip
         t += x.minutes
     with st.expander(f"Agenda: {len(lessons)} lessons, {total} minutes", expanded=expanded):
-        st.dataframe(rows, hide_index=True, key="learn.agenda", height=36 + 35 * len(rows),
-                     column_config={"minutes": st.column_config.TextColumn(width="small"),
-                                    "lesson": st.column_config.TextColumn(width="large")})  # fmt: skip
+        # (a static table: its cells wrap, where a grid cut the titles on a phone; st.table reads Markdown, so escaped)
+        st.table(pd.DataFrame([{k: plain(v) for k, v in row.items()} for row in rows]).set_index("minutes"))
 
 
 def _step_lesson(ids: list[str], step: int) -> None:
