@@ -445,13 +445,14 @@ class KVCacheConfig(StrictModel):
     gpu_memory_utilization: float = Field(
         0.9, ge=0.05, le=1.0, description="Fraction of GPU memory the engine may use (weights + workspace + KV)."
     )
-    memory_rule: Literal["vllm", "vllm-v1", "sglang", "tensorrt-llm"] = Field(
+    memory_rule: Literal["vllm", "vllm-v1", "sglang", "tensorrt-llm", "distserve"] = Field(
         "vllm",
         description="How the engine sizes its KV pool from gpu_memory_utilization u (sim_core/costmodel.py plan_memory): "
         "vllm: u x memory - weights - activation peak - runtime, the peak as vLLM V0 profiles it (the sampler's FP32 "
         "logits of max_num_seqs sequences); vllm-v1: the same with vLLM 0.7 V1's profile (16-bit logits of max_num_seqs "
         "positions, no sampler); sglang (mem_fraction_static): u x memory - weights; "
-        "tensorrt-llm (kv_cache_free_gpu_mem_fraction): u x (memory - weights - activations - runtime).",
+        "tensorrt-llm (kv_cache_free_gpu_mem_fraction): u x (memory - weights - activations - runtime); "
+        "distserve: u x memory - 1 % of memory - weights (no activation profile).",
     )
     kv_dtype: Dtype = Field("bf16", description="KV-cache element precision.")
     kv_compression: float = Field(

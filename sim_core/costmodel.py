@@ -243,6 +243,9 @@ def memory_notes(cfg: SimConfig, memory: MemoryPlan) -> list[str]:
             "kv_cache.gpu_memory_utilization. The run simulates the workload anyway: each of its requests fits."]
 
 
+DISTSERVE_RUNTIME_FRACTION = 0.01  # DistServe's peak_runtime_memory: total_gpu_memory * 0.01 + the weights
+
+
 def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
     """(budget, weights, workspace, KV bytes) per GPU under the engine's memory rule (KVCacheConfig.memory_rule); the
     weights are the target's and the speculative draft's (`draft_memory_per_gpu`). The activation peak is the target's:
@@ -255,6 +258,10 @@ def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
                      (`mem_fraction_static`, sglang/srt/model_executor/model_runner.py)
       tensorrt-llm:  KV = u·(usable − weights − activations − runtime)
                      (`kv_cache_free_gpu_mem_fraction` of the memory free after the engine loads)
+      distserve:     KV = u·memory − 1 % of memory − weights, of the whole memory torch reports and with no activation
+                     profile (DistServe's `ParaWorker._profile_num_available_blocks`, distserve/worker.py; its
+                     "workspace" is that 1 %). Under vLLM's rule its decode instance's 65,536-token budget reserved
+                     9.72 GiB of activations it does not, 18 % fewer KV tokens (docs/cluster.md)
     """
     hw, kv = cfg.hardware, cfg.kv_cache
     usable = hw.memory_gib * GIB - CUDA_RESERVED_BYTES
@@ -268,6 +275,10 @@ def kv_pool_bytes(cfg: SimConfig) -> tuple[float, float, float, float]:
         return budget, weights, workspace, budget - weights
     if kv.memory_rule == "tensorrt-llm":
         return usable, weights, workspace, u * (usable - weights - workspace)
+    if kv.memory_rule == "distserve":
+        total = hw.memory_gib * GIB
+        runtime = DISTSERVE_RUNTIME_FRACTION * total
+        return u * total, weights, runtime, u * total - runtime - weights
     budget = u * usable
     return budget, weights, workspace, budget - weights - workspace
 
