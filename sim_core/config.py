@@ -1162,11 +1162,11 @@ class SimConfig(StrictModel):
         spec = self.scheduler.speculative
         if not (spec.enabled and spec.draft == "model"):
             return self
-        from sim_core.presets import list_presets, read_preset_data  # (presets imports this module)
+        from sim_core.presets import models_of_vocabulary, read_preset_data  # (presets imports this module)
 
         vocab = read_preset_data("models", spec.draft_model)["vocab_size"]
         if vocab != self.model.vocab_size:
-            same = [m for m in list_presets("models") if read_preset_data("models", m)["vocab_size"] == self.model.vocab_size]
+            same = models_of_vocabulary(self.model.vocab_size)
             raise field_error(("scheduler", "speculative", "draft_model"), spec.draft_model,
                               f"its vocabulary ({vocab:,} tokens) differs from the target model's ({self.model.vocab_size:,}): "
                               "a draft proposes token ids the target checks, so both need one tokenizer (vLLM refuses such a "

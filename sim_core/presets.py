@@ -52,6 +52,13 @@ def read_preset_data(family: str, name: str) -> dict[str, Any]:
     return json.loads(_read_family_file(family, name))
 
 
+@functools.cache
+def models_of_vocabulary(vocab_size: int) -> tuple[str, ...]:
+    """The model presets with this vocabulary: the drafts a target of that vocabulary can speculate with
+    (`SimConfig._check_draft_vocabulary`; the sidebar's Draft model box offers these)."""
+    return tuple(m for m in list_presets("models") if read_preset_data("models", m)["vocab_size"] == vocab_size)
+
+
 def describe_preset(family: str, name: str) -> str:
     return str(read_preset_data(family, name).get("description", ""))
 

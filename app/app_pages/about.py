@@ -69,7 +69,7 @@ try:
     top_plan = plan_memory(cfg)
     draft_kv = target_kv * top_plan.draft_block_bytes / (top_plan.block_bytes - top_plan.draft_block_bytes)
 except MemoryPlanError:  # (said below, where the plan is given)
-    draft_kv = 0
+    top_plan, draft_kv = None, 0
 c2.metric("KV per token", f"{(target_kv + draft_kv) / 1024:.0f} KiB",
           None if not draft_kv else f"target {target_kv / 1024:.0f} + draft {draft_kv / 1024:.0f} KiB", delta_color="off",
           delta_arrow="off")  # fmt: skip
@@ -80,7 +80,7 @@ pools = [(None, cfg)] if dis is None else [(role, pool_config(cfg, role)) for ro
 gib = 2**30  # the memory plan's unit (nvidia-smi's)
 for role, pool_cfg in pools:
     try:
-        plan = plan_memory(pool_cfg)
+        plan = top_plan if role is None and top_plan is not None else plan_memory(pool_cfg)  # (one engine: planned above)
     except MemoryPlanError as err:
         st.error(plain(err))
         continue

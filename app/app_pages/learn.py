@@ -156,13 +156,14 @@ def _run_both(lesson: Lesson, box) -> None:
     the two columns stack, and side A's numbers all came before side B's (lesson 11: 1.5 screens apart)."""
     with box:
         labels = workshop.side_labels(lesson)
-        outs = [runner.run(lesson.config(step)) for step in (0, 1)]
+        cfgs = [lesson.config(step) for step in (0, 1)]
+        outs = [runner.run(c) for c in cfgs]
         # the knob named once, each number under its side's value (lesson 11 repeated "Deployment (same 8 GPUs) = " six
         # times, the metric's name the smallest thing in each cell)
         st.caption(f"{plain(lesson.knob_label)}: {plain(labels[0])} (left) against {plain(labels[1])} (right)")
         panel = st.container(key="lesson_both")  # (labels that wrap: app CSS)
         for metric in (lesson.expect.metric, *lesson.also_show):
-            label = panel_label(metric, lesson.config(0))
+            label = panel_label(metric, cfgs[0])
             for step, col in enumerate(panel.columns(2)):
                 col.metric(str(labels[step]), fmt_metric(metric, metric_value(metric, outs[step].result)),
                            label, delta_color="off", delta_arrow="off")  # fmt: skip

@@ -15,7 +15,7 @@ import streamlit as st
 from app.state import derived
 from sim_core import PresetError, SimConfig, config_from_dict
 from sim_core.config import field_bounds, field_info, tp_degrees_allowed
-from sim_core.presets import list_presets, profile_values, read_preset_data
+from sim_core.presets import list_presets, models_of_vocabulary, profile_values
 from sim_core.unused import read_only_when, setting_is_read, value_at
 
 COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of them): see `collect`
@@ -255,7 +255,7 @@ def draft_model_options(current: str | None, cfg: SimConfig) -> list[str]:
     """The model presets that can draft for this config's model: those of its vocabulary, the config's own rule
     (`SimConfig._check_draft_vocabulary`; Llama-2-7B was offered to Llama-3.1-8B). One the model change left behind
     stays listed, so the message that names it is beside the knob and nothing is lost."""
-    same = [m for m in list_presets("models") if read_preset_data("models", m)["vocab_size"] == cfg.model.vocab_size]
+    same = list(models_of_vocabulary(cfg.model.vocab_size))
     return same + ([current] if current is not None and current not in same else [])
 
 
