@@ -340,7 +340,8 @@ def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
 
 # Every command's --set, said once: what a value may be, and that a part named by a preset goes first
 SET_HELP = ("override a setting, repeatable: section.field=VALUE, VALUE as JSON (64, 0.5, true, [..], {..}) or else "
-            "text, e.g. scheduler.max_num_seqs=64; engine=NAME, hardware=NAME, model=NAME or workload=NAME swaps that "
+            "text, e.g. scheduler.max_num_seqs=64; a section as an object sets the fields it names and keeps the rest, "
+            "e.g. scheduler='{\"max_num_seqs\": 64}'; engine=NAME, hardware=NAME, model=NAME or workload=NAME swaps that "
             "part for a preset, before the fields whatever the order")
 
 

@@ -1305,7 +1305,35 @@ def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
     name = renamed_field(node, last)
     if name not in node:
         raise NotAField(last, False, tuple(sorted(node)))
+    loc = (*parts, name)
+    if isinstance(value, dict) and value and "preset" not in value and _is_section(loc, node[name]):
+        # A section given as an object sets the fields it names and keeps the others, as dotted keys would:
+        # `--set scheduler='{"max_num_seqs": 4}'` replaced the whole section, so its admission rule and engine name
+        # silently fell back to the defaults. (An empty object still resets the section; `{"preset": NAME, ...}`
+        # still names a preset's values with some changed, `presets._resolve_part`'s form.)
+        if node[name] is None:
+            node[name] = optional_section_defaults(loc, data)
+        for key, item in value.items():
+            inner = ".".join((*loc, key))
+            try:
+                set_dotted(data, inner, item)
+            except NotAField as err:
+                err.key = err.key or inner  # (the path of the field named inside the object)
+                raise
+        return
     node[name] = value
+
+
+def _is_section(loc: tuple[str, ...], current: Any) -> bool:
+    """Whether the field at `loc`, now `current` in a config dict, is a section (one model, not a list or mapping of
+    them, nor a plain value)."""
+    if not (isinstance(current, dict) or current is None):
+        return False
+    info, model = _walk(loc)
+    if model is None:
+        return False
+    ann = info.annotation
+    return not any(typing.get_origin(a) in (list, tuple, dict) for a in (ann, *getattr(ann, "__args__", ())))
 
 
 def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | None = None) -> dict[str, Any] | None:

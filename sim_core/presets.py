@@ -183,7 +183,7 @@ def with_settings(data: dict[str, Any], settings: Iterable[tuple[str, Any]]) -> 
         try:
             set_dotted(data, key, value)
         except NotAField as err:
-            err.key = key
+            err.key = err.key or key  # (set_dotted names an object's inner path)
             raise
     return data
 

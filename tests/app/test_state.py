@@ -140,6 +140,13 @@ def test_a_readable_link_can_put_a_single_engine_preset_behind_a_router():
     assert cfg.model_copy(update={"deployment": None}) == load_preset("chat-h100-llama8b")
 
 
+def test_a_links_section_object_sets_the_fields_it_names_and_keeps_the_presets_others():
+    # the same walk as --set (config.set_dotted): the object replaced the preset's whole scheduler section
+    cfg, preset, warning = config_from_query({"preset": "chat-4xh100-llama70b", "scheduler": '{"max_num_seqs": 64}'})
+    base = load_preset("chat-4xh100-llama70b")
+    assert warning is None and cfg.scheduler == base.scheduler.model_copy(update={"max_num_seqs": 64})
+
+
 @pytest.mark.parametrize("params,needle", [
     ({"scheduler.nope": "1"}, "not a field"),
     ({"scheduler.max_num_seqs": "0"}, "scheduler.max_num_seqs = 0"),

@@ -208,6 +208,28 @@ def test_a_set_value_of_broken_json_is_named_as_json(capsys, value, words):
     assert words in err and "valid dictionary" not in err and "Traceback" not in err
 
 
+def test_a_section_given_as_an_object_keeps_the_fields_it_does_not_name():
+    # `--set scheduler='{"max_num_seqs": 4}'` replaced the whole section: the preset's greedy admission became the
+    # default watermark and the engine's name changed, with no word. It now sets what it names, as dotted keys do.
+    from sim_core.cli import apply_overrides
+    from sim_core.presets import load_preset
+    cfg = load_preset("chat-h100-llama8b")
+    merged = apply_overrides(cfg, ['scheduler={"max_num_seqs": 4, "speculative": {"num_draft_tokens": 5}}'])
+    dotted = apply_overrides(cfg, ["scheduler.max_num_seqs=4", "scheduler.speculative.num_draft_tokens=5"])
+    assert merged == dotted and merged.scheduler.max_num_seqs == 4
+    assert merged.scheduler.admission == cfg.scheduler.admission and merged.scheduler.name == cfg.scheduler.name
+    # an absent optional section is filled with what it stands for, then the named fields set
+    assert apply_overrides(cfg, ['deployment={"replicas": 2}']) == apply_overrides(cfg, ["deployment.replicas=2"])
+    # an empty object still resets a section; a list or a plain value is still set whole
+    assert apply_overrides(cfg, ["scheduler={}"]).scheduler.admission == type(cfg.scheduler)().admission
+
+
+def test_a_misspelt_field_inside_a_section_object_names_its_whole_path(capsys):
+    assert main(["run", "chat-h100-llama8b", "--set", 'scheduler={"max_num_seqz": 4}']) == 2
+    err = capsys.readouterr().err
+    assert "--set 'scheduler.max_num_seqz': unknown field 'max_num_seqz' (did you mean 'max_num_seqs'?)" in err
+
+
 def test_a_set_value_in_json_quotes_is_text(capsys):
     assert main(["run", "chat-h100-llama8b", "--set", 'name="[x]"', "--set", "workload.num_requests=3"]) == 0
     assert capsys.readouterr().out.startswith("[x]: ")
