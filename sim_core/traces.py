@@ -485,10 +485,15 @@ def load_trace(path: str | Path, options: TraceOptions | None = None) -> LoadedT
         raise TraceError(f"{p.name}: not UTF-8 text (byte {err.start})") from None
 
 
-def with_trace(cfg, trace: Trace, name: str | None = None):
-    """`cfg` replaying `trace` (every request of it). Raises PresetError when the result does not validate."""
+def with_trace(cfg, trace: Trace | LoadedTrace, name: str | None = None):
+    """`cfg` replaying `trace` (every request of it; `load_trace`'s result or its `.trace`). Raises PresetError when
+    the result does not validate, TypeError for anything but a trace."""
     from sim_core.presets import config_from_dict
 
+    if isinstance(trace, LoadedTrace):  # (with_trace(cfg, load_trace(path)) is the call one writes first)
+        trace = trace.trace
+    if not isinstance(trace, Trace):
+        raise TypeError(f"with_trace expects a Trace or load_trace's result, got {type(trace).__name__}")
     return config_from_dict(trace_data(cfg.model_dump(mode="python"), trace, name), f"config with trace {name or ''}".strip())
 
 

@@ -184,6 +184,15 @@ def test_python_api_and_scenario_presets_replay_a_trace():
         assert load_preset(name).workload.trace is not None
 
 
+def test_with_trace_takes_load_traces_result_as_it_takes_its_trace():
+    # with_trace(cfg, load_trace(path)) is the call one writes first: it raised AttributeError ('LoadedTrace' object
+    # has no attribute 'model_dump') from inside the config code
+    loaded, cfg = load_trace(TRACES / SAMPLES["burstgpt"]), load_preset("chat-h100-llama8b")
+    assert with_trace(cfg, loaded, "bg") == with_trace(cfg, loaded.trace, "bg")
+    with pytest.raises(TypeError, match="with_trace expects a Trace or load_trace's result, got str"):
+        with_trace(cfg, "burstgpt.csv")
+
+
 def test_detect_format_names_every_schema():
     assert detect_format("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type") == "burstgpt"
     assert detect_format('{"timestamp": 0}') == "mooncake"
