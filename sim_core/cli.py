@@ -264,7 +264,8 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
         loaded = load_trace(args.trace, opts)
     except TraceError as err:  # (named once: a message of the file itself starts with its name already)
         name, text = Path(args.trace).name, str(err)
-        raise PresetError(text if text.startswith(f"{name}: ") else f"{name}: {text}") from None
+        # (a message that names the file already, as "cannot read trace file '...'" does, is not prefixed again)
+        raise PresetError(text if text.startswith(f"{name}: ") or repr(str(args.trace)) in text else f"{name}: {text}") from None
     print(f"trace: {loaded.describe()}", file=sys.stderr)
     # trace_data replays every row under its own name: a --set of either (the first N rows) still holds (it
     # was silently replaced: --set workload.num_requests=5 replayed all 240 rows of a sample)

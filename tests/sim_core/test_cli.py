@@ -295,6 +295,9 @@ def test_trace_flag_replays_a_named_format_and_bad_rows_exit_2(tmp_path, capsys)
     assert "azure-2023 line 3: ContextTokens = 'x'" in capsys.readouterr().err
     assert main(["run", "chat-h100-llama8b", "--trace", str(bad), "--trace-time-scale", "0"]) == 2
     assert "--trace-time-scale = 0.0" in capsys.readouterr().err  # (the option as typed)
+    # a file that cannot be read is named once ("error: nope.csv: cannot read trace file 'nope.csv'" named it twice)
+    assert main(["run", "chat-h100-llama8b", "--trace", "nope.csv"]) == 2
+    assert capsys.readouterr().err.strip() == "error: cannot read trace file 'nope.csv': No such file or directory"
 
 
 def test_the_memory_knob_says_its_unit_and_its_older_name_still_sweeps(capsys):
