@@ -338,13 +338,14 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
             continue
         held_out = rid not in PROFILE_FIT_ROWS[profile]
         src = f"{r['source'][:48]}"
-        label = f"{r['model']} {r['gpu'][:9]} {r['parallelism']} {r['dtype'][:4]}"
+        # (the GPU's name without its notes: cut at 9 characters, "H100-SXM-80GB" read "H100-SXM-")
+        label = f"{r['model']} {r['gpu'].split(' (')[0]} {r['parallelism']} {r['dtype'][:4]}"
         b = int(r["batch_or_concurrency"] or 1)
         isl = int(r["input_len"] or 0)
         fn: Callable[[dict[str, float]], float] | None = None
         if metric.endswith(("(bench_serving)", "benchmark_serving)")):  # sglang.bench_serving, vLLM benchmark_serving
             fn = lambda cal, r=r: _bench_serving(r, cal)  # noqa: E731
-            what = f"{label} {r['framework']} {metric.split(' (')[0]}, {r['workload'].split(', ')[1][:24]}"
+            what = f"{label} {r['framework']} {metric.split(' (')[0]}, {r['workload'].split(', ')[1].split(' (')[0]}"
         elif metric == "offline output throughput (trtllm-bench)":
             fn = lambda cal, r=r: _trtllm_bench_output_tok_s(r, cal)  # noqa: E731
             what = f"{label} trtllm-bench {isl}/{r['output_len']}"
@@ -573,12 +574,14 @@ def main(fit: bool = False) -> int:
             print(json.dumps(values, indent=2))
         return 0
     results = evaluate(rows)
-    print(f"{'id':10s} {'row':54s} {'measured':>10s} {'predicted':>10s} {'unit':6s} {'error':>7s}")
-    for r in results:
-        if r["profile"] == "operators":
-            continue  # hundreds of operator rows: summarised below
+    shown = [r for r in results if r["profile"] != "operators"]  # hundreds of operator rows: summarised below
+    # the row column as wide as its longest row (cut at a fixed 54 characters, "median TTFT" and "median TPOT" rows
+    # both read "median T")
+    width = max((len(r["what"]) for r in shown), default=3)
+    print(f"{'id':10s} {'row':{width}s} {'measured':>10s} {'predicted':>10s} {'unit':6s} {'error':>7s}")
+    for r in shown:
         tag = "  (fit)" if r["fit"] else ""
-        print(f"{r['id']:10s} {r['what'][:54]:54s} {r['measured']:10.4g} {r['predicted']:10.4g} {r['unit']:6s} {r['error_pct']:6.1f}%{tag}")
+        print(f"{r['id']:10s} {r['what']:{width}s} {r['measured']:10.4g} {r['predicted']:10.4g} {r['unit']:6s} {r['error_pct']:6.1f}%{tag}")
     print(f"\n{'profile':24s} {'source':50s} {'fit n':>5s} {'med %':>6s} {'p90 %':>6s} | {'held-out n':>10s} {'med %':>6s} {'p90 %':>6s}")
     for e in summary_table(results):
         print(f"{e['profile']:24s} {e['source'][:50]:50s} {e['fit_n']:5d} {e['fit_median']:6.1f} {e['fit_p90']:6.1f} | "

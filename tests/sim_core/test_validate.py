@@ -178,10 +178,19 @@ def test_the_readme_quotes_fastertransformers_gpt20b_errors_at_tp1_and_tp8(resul
     # "now within 4-11 % at both" (since the per-GEMM time) while the TP1 rows ran 4-12 % slow and the TP8 rows from
     # 10 % fast to 4 % slow: each end recomputed from the rows (signed: + is the model slower than the table)
     def signed(tp: str) -> list[float]:
-        return [100 * (r["predicted"] / r["measured"] - 1) for r in results if r["what"].startswith(f"GPT-20B A100-SXM- {tp} ")]
+        return [100 * (r["predicted"] / r["measured"] - 1) for r in results if r["what"].startswith(f"GPT-20B A100-SXM-80GB {tp} ")]
 
     tp1, tp8 = signed("TP1"), signed("TP8")
     assert len(tp1) == len(tp8) == 10 and min(tp1) > 0 and min(tp8) < 0 < max(tp8)
     readme = prose("accuracy")
     assert (f"now {min(tp1):.0f}–{max(tp1):.0f} % too slow at TP1 and from {-min(tp8):.0f} % too fast to {max(tp8):.0f} % too "
             f"slow at TP8") in readme  # fmt: skip
+
+
+def test_each_rows_label_is_whole_and_tells_rows_of_one_run_apart(rows):
+    # `validate` cut every label at 54 characters and the GPU at 9: SGLang's median TTFT and TPOT rows at one rate
+    # both read "... SGLang 0.3.0 median T", the GPU "H100-SXM-"; labels are now whole and the column as wide as they
+    whats = {r.id: r.what for r in rows}
+    assert whats["S001"].endswith("median TTFT, Poisson request rate 4/s") and "A100-SXM-80GB" in whats["S001"]
+    assert whats["S002"].endswith("median TPOT, Poisson request rate 4/s")
+    assert not any(w.endswith(("(re", "throug")) for w in whats.values())
