@@ -321,8 +321,10 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
         else:
             why = (f"weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
                    # (how far short: "leave 0.00 GiB" read the same for 8 GiB of an 8B model's 15.5 as for a few MiB)
-                   f"{gib(max(kv_bytes, 0))} for the KV cache, {gib(block_bytes - kv_bytes)} short of one "
-                   f"{kv.block_size}-token block ({memory}). ")
+                   # ("60.96 GiB short of one 16-token block" read as if a block were 61 GiB: the block's size is
+                   # said apart)
+                   f"{gib(max(kv_bytes, 0))} for the KV cache: one {kv.block_size}-token block "
+                   f"({block_bytes / 2**20:.2f} MiB) fits only with {gib(block_bytes - kv_bytes)} more ({memory}). ")
         raise MemoryPlanError(
             f"Out of memory{drafted}: {why}"
             + f"The workspace grows with {f('scheduler.max_num_batched_tokens')} ({cfg.scheduler.max_num_batched_tokens}): "

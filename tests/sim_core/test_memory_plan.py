@@ -173,7 +173,7 @@ def test_out_of_memory_says_how_far_short_it_is():
         cfg = apply_overrides(load_preset("chat-h100-llama8b"), [f"hardware.memory_gib={gib}"])
         with pytest.raises(MemoryPlanError) as err:
             plan_memory(cfg)
-        short = re.search(r"for the KV cache, ([\d.]+) GiB short of one 16-token block", str(err.value))
+        short = re.search(r"for the KV cache: one 16-token block \(2.00 MiB\) fits only with ([\d.]+) GiB more", str(err.value))
         assert short, str(err.value)
         kv_bytes = kv_pool_bytes(cfg)[3]
         block_bytes = 16 * 2 * 32 * 8 * 128 * 2  # a block of Llama-3.1-8B: 16 tokens x K and V x 32 layers x 8 heads x 128 x 2 B
