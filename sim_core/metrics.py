@@ -302,7 +302,8 @@ def summarize(
     arrived = req.arrival_s[np.isfinite(req.arrival_s)]
     start_s = float(arrived.min()) if arrived.size else 0.0
     end_s = float(tl.t_end_s[-1]) if tl.num_ticks else start_s
-    makespan = max(end_s - start_s, 1e-12)
+    makespan = max(end_s - start_s, 0.0)  # (0 in a run with no tick: it reported 1e-12, the divisor's guard)
+    per_s = lambda x: x / makespan if makespan > 0 else 0.0  # noqa: E731
     out_tokens, all_tokens = output_and_total_tokens(cfg, req)
     ttft, tpot, e2e = req.ttft_s[done], req.tpot_s[done], req.e2e_s[done]
     meets = meets_slo(cfg, ttft, tpot)
@@ -337,10 +338,10 @@ def summarize(
         num_ticks=int(busy.sum()),
         makespan_s=makespan,
         simulated_time_s=end_s,
-        output_tokens_per_s=out_tokens / makespan,
-        total_tokens_per_s=all_tokens / makespan,
-        requests_per_s=int(done.sum()) / makespan,
-        goodput_requests_per_s=int(meets.sum()) / makespan,
+        output_tokens_per_s=per_s(out_tokens),
+        total_tokens_per_s=per_s(all_tokens),
+        requests_per_s=per_s(int(done.sum())),
+        goodput_requests_per_s=per_s(int(meets.sum())),
         slo_attainment=float(meets.sum()) / max(num_asked, 1),
         ttft_p50_s=ttft_q[0], ttft_p90_s=ttft_q[1], ttft_p99_s=ttft_q[2],
         tpot_p50_s=tpot_q[0], tpot_p90_s=tpot_q[1], tpot_p99_s=tpot_q[2],
@@ -348,7 +349,7 @@ def summarize(
         e2e_p50_s=e2e_q[0], e2e_p90_s=e2e_q[1], e2e_p99_s=e2e_q[2],
         queue_delay_p50_s=queue_q[0], queue_delay_p99_s=queue_q[1],
         normalized_latency_p50_s=percentiles(norm_lat, (50,))[0],
-        gpu_busy_fraction=busy_s / makespan if tl.num_ticks else 0.0,
+        gpu_busy_fraction=per_s(busy_s),
         prefill_time_fraction=prefill_s / busy_s if busy_s else 0.0,
         mean_batch_size=float(batch.mean()) if batch.size else 0.0,
         mfu_mean=mfu,

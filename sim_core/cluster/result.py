@@ -164,7 +164,7 @@ def _deployment_summary(dep: Deployment, parts: list[InstanceResult], req: Reque
     weighted = lambda name: (sum(getattr(p.result.summary, name) * w for p, w in zip(parts, gpu_s) if w > 0)  # noqa: E731
                              / busy_gpu_s if busy_gpu_s > 0 else float("nan"))  # fmt: skip
     return s.model_copy(update={
-        "gpu_busy_fraction": busy_gpu_s / (cfg.num_gpus_total * s.makespan_s) if tl.num_ticks else 0.0,
+        "gpu_busy_fraction": busy_gpu_s / (cfg.num_gpus_total * s.makespan_s) if s.makespan_s > 0 else 0.0,
         # (the prefill share of the same busy GPU-seconds: over the merged ticks it weighted each instance by its busy
         # time, not its GPUs, and DistServe's P TP2 + D TP1 read "GPU busy 45 %, prefill 15 % of busy time" where 25 %
         # of the busy GPU-seconds prefilled)
@@ -212,7 +212,7 @@ def _over_deployment_span(part: InstanceResult, makespan_s: float, num_handed: i
     `num_handed` requests it handed off (the proxy drops them); else the two pools' output tokens added up to the
     deployment's plus one per request."""
     r, cfg = part.result, part.result.config
-    if not r.timeline.num_ticks:
+    if not r.timeline.num_ticks or makespan_s <= 0:  # (no tick, or none that took time: the instance's own zeros)
         return part
     req = r.requests
     out_tokens, all_tokens = output_and_total_tokens(cfg, req)

@@ -200,6 +200,9 @@ def test_a_run_whose_requests_arrive_after_its_time_limit_says_when_they_arrive(
     why = run_simulation(cfg).summary.stopped_reason
     assert why.endswith("2 of 2 requests unfinished, none of them arrived before the stop (the next arrives at 5000 s)"), why
     assert "exceeds capacity" not in why
+    # no time served: a makespan of 0 and no rate (it read 1e-12 s, the divisor's guard, in --json)
+    s = run_simulation(cfg).summary
+    assert (s.makespan_s, s.output_tokens_per_s, s.requests_per_s, s.gpu_busy_fraction) == (0.0, 0.0, 0.0, 0.0)
 
 
 @cases(25)
