@@ -92,7 +92,7 @@ def format_summary(res: SimResult) -> str:
         f"{s.requests_per_s:,.2f} req/s; goodput {s.goodput_requests_per_s:,.2f} req/s "
         f"({percent(s.slo_attainment)} meet TTFT <= {cfg.slo.ttft_s:g} s and TPOT <= {cfg.slo.tpot_s:g} s)",
         *(_latency_line(s, name, latency_text if name != "E2E" else (lambda x: f"{x:,.2f} s")) for name in ("TTFT", "TPOT", "ITL", "E2E")),
-        f"  GPU           busy {s.gpu_busy_fraction:.0%}, prefill share {s.prefill_time_fraction:.0%}, "
+        f"  GPU           busy {s.gpu_busy_fraction:.0%} ({s.prefill_time_fraction:.0%} of it in ticks that prefill), "
         f"mean batch {s.mean_batch_size:.1f}, MFU {percent(s.mfu_mean)}, MBU {percent(s.mbu_mean)}",
         f"  KV cache      {s.kv_num_blocks:,} blocks ({s.kv_capacity_tokens:,} tokens), peak {s.kv_peak_usage:.0%}{peak_of}, "
         f"{s.num_preemptions:,} pre-emptions ({s.num_swap_outs:,} swaps, {s.num_recomputed_tokens:,} tokens recomputed)",
@@ -100,7 +100,7 @@ def format_summary(res: SimResult) -> str:
         "  (modelled by a calibrated roofline, not measured on a GPU)",
     ]
     if s.prefix_hit_rate_tokens is not None:
-        lines.insert(-1, f"  prefix cache  {s.prefix_hit_rate_tokens:.0%} of prompt tokens hit at first admission ({s.prefix_hit_rate_blocks:.0%} "
+        lines.insert(-1, f"  prefix cache  {s.prefix_hit_rate_tokens:.1%} of prompt tokens hit at first admission ({s.prefix_hit_rate_blocks:.1%} "
                          f"of full blocks), {s.prefill_tokens_saved:,} prefill tokens saved, {s.prefix_blocks_evicted:,} blocks evicted")
     if s.spec_tokens_per_step is not None:
         lines.insert(-1, f"  speculative   {s.spec_tokens_per_step:.2f} tokens per decode step, {s.spec_draft_time_s:,.2f} s drafting")

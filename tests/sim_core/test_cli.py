@@ -29,6 +29,19 @@ def test_run_prints_a_readable_summary(capsys):
     assert "TTFT" in text and "modelled" in text
 
 
+def test_the_summary_says_what_its_prefill_share_and_hit_rate_count(capsys):
+    # "prefill share 95%" under overload read as prefill's share of the work, where it is the busy time of ticks that
+    # prefill, a mixed tick counted whole (as the app's help says); hit rates read "7%" against "6%" where the docs
+    # quote 7.1 and 5.6 %
+    from sim_core import load_preset, run_simulation
+    from sim_core.cli import format_summary
+
+    res = run_simulation(load_preset("cluster-prefix-4xh100-llama8b"))
+    s, text = res.summary, format_summary(res)
+    assert f"({s.prefill_time_fraction:.0%} of it in ticks that prefill)" in text and "prefill share" not in text
+    assert f"prefix cache  {100 * s.prefix_hit_rate_tokens:.1f}% of prompt tokens hit" in text
+
+
 def test_a_one_tick_run_says_tick_not_ticks(capsys):
     # one request of one output token is one tick: the summary read "1 finished / 1 (0 unfinished), 1 ticks"
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=1",
