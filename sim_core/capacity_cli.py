@@ -16,7 +16,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
-from sim_core.config import STATE_ROUTERS, Router, format_validation_error
+from sim_core.config import STATE_ROUTERS, Router, allowed_range, format_validation_error
 from sim_core.inputs import parse_int_text, printable
 from sim_core.presets import PresetError, load_preset
 
@@ -376,9 +376,10 @@ def add_capacity_commands(sub) -> None:
 
     default = lambda name: PlanSpec.model_fields[name].default  # noqa: E731
     listed = lambda name: ",".join(map(str, default(name)))  # noqa: E731
+    ranged = lambda *loc: allowed_range(loc, PlanSpec)  # noqa: E731  (the bounds PlanSpec checks)
     pl = sub.add_parser("plan", help="cheapest deployments (GPU x TP x replicas x engine) meeting SLOs at a rate")
     pl.add_argument("preset", help="the traffic, model and SLOs: a preset name or a config .json path")
-    pl.add_argument("--rate", type=float, required=True, help="target requests/s for the whole deployment")
+    pl.add_argument("--rate", type=float, required=True, help=f"target requests/s for the whole deployment, {ranged('target_rate_per_s')}")
     pl.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     pl.add_argument("--gpus", help="hardware presets, comma-separated (default: every GPU with a price)")
     pl.add_argument("--tp", help=f"tensor-parallel degrees, comma-separated (default {listed('tp_degrees')})")
@@ -389,9 +390,9 @@ def add_capacity_commands(sub) -> None:
                     f"{MAX_PLAN_LIST_VALUES} (default: each engine's; the search space is at most {MAX_PLAN_FAMILIES:,} "
                     "GPU x TP x engine x token budget x max batch families)")
     pl.add_argument("--max-replicas", type=int, default=None,
-                    help=f"most replicas of one configuration (default {default('max_replicas')})")
-    pl.add_argument("--price", action="append", metavar="GPU=USD", help="price per GPU-hour, e.g. l40s=1.2")
-    pl.add_argument("--top", type=int, default=None, help=f"configurations to list (default {default('num_results')})")
+                    help=f"most replicas of one configuration, {ranged('max_replicas')} (default {default('max_replicas')})")
+    pl.add_argument("--price", action="append", metavar="GPU=USD", help=f"price per GPU-hour in USD, {ranged('prices_usd_per_gpu_hour', 'x')}, e.g. l40s=1.2")
+    pl.add_argument("--top", type=int, default=None, help=f"configurations to list, {ranged('num_results')} (default {default('num_results')})")
     pl.add_argument("--out", metavar="DIR", help="write plan.json and each row's simulated config")
     pl.add_argument("--pd", action="store_true", help="also search disaggregated xPyD splits (per-pool TP from --tp)")
     pl.add_argument("--router", default=None, help="router in front of the replicas (default: the config's deployment.router, "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from sim_core.capacity_cli import CAPACITY_COMMANDS, SET_HELP, add_capacity_commands, run_capacity_command
-from sim_core.config import MAX_SEED, NotAField, SimConfig, format_validation_error
+from sim_core.config import MAX_SEED, NotAField, SimConfig, allowed_range, format_validation_error
 from sim_core.costmodel import MemoryPlanError
 from sim_core.engine import run_simulation
 from sim_core.inputs import BracketTextError, InputError, printable, value_from_text
@@ -300,17 +300,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--strict", action="store_true", help=f"exit {EXIT_STOPPED} (after printing the summary) when the run "
                      "stopped at a limit (limits.max_sim_time_s, limits.max_ticks) before its last request finished")
+    # (each option's range read from the model that checks it, TraceOptions: the help named none of them)
+    trace_range = lambda name: allowed_range((name,), TraceOptions)  # noqa: E731
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
     run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),
                      help="format of --trace (auto: from the header)")
     run.add_argument("--trace-time-scale", type=float, default=TRACE_OPTION_DEFAULTS["trace_time_scale"],
-                     help="multiply arrival gaps (0.5 = twice the rate; default 1)")
+                     help=f"multiply arrival gaps (0.5 = twice the rate; default 1), {trace_range('time_scale')}")
     run.add_argument("--trace-start-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_start_s"],
-                     help="window start, s after the trace's first row")
+                     help=f"window start, s after the trace's first row, {trace_range('start_s')}")
     run.add_argument("--trace-end-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_end_s"],
-                     help="window end, s after the trace's first row")
+                     help=f"window end, s after the trace's first row, {trace_range('end_s')}")
     run.add_argument("--trace-max-requests", type=int, default=TRACE_OPTION_DEFAULTS["trace_max_requests"],
-                     help="sample this many requests (seeded by --set seed=)")
+                     help=f"sample this many requests (seeded by --set seed=), {trace_range('max_requests')}")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads, engines and calibration profiles")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")

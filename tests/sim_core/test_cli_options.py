@@ -421,3 +421,22 @@ def test_a_pools_out_of_memory_advice_names_the_pools_own_fields(capsys):
     assert f"grows with {pool}.scheduler.max_num_batched_tokens (4096)" in err, err
     assert f"add GPUs ({pool}.tensor_parallel, now 2)" in err and f"more memory ({pool}.hardware.memory_gib)" in err, err
     assert "hardware.num_gpus" not in err, err
+
+
+@pytest.mark.parametrize("command,option,root,loc", [
+    ("run", "--trace-start-s", "TraceOptions", ("start_s",)), ("run", "--trace-max-requests", "TraceOptions", ("max_requests",)),
+    ("run", "--trace-time-scale", "TraceOptions", ("time_scale",)), ("plan", "--rate", "PlanSpec", ("target_rate_per_s",)),
+    ("plan", "--top", "PlanSpec", ("num_results",)), ("plan", "--price", "PlanSpec", ("prices_usd_per_gpu_hour", "x")),
+])  # fmt: skip
+def test_an_options_help_names_the_range_its_model_checks(capsys, command, option, root, loc):
+    # the help named no range where the model refuses values out of one (--trace-max-requests 1 to 100,000, --rate, --top)
+    from sim_core.config import allowed_range
+    from sim_core.planner import PlanSpec
+    from sim_core.traces import TraceOptions
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    rng = allowed_range(loc, {"TraceOptions": TraceOptions, "PlanSpec": PlanSpec}[root])
+    entry = text.split("options:", 1)[1].split(f" {option} ", 1)[1][:160]  # (its entry, not the usage line)
+    assert rng and rng in entry, entry
