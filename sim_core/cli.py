@@ -295,8 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run one scenario and print its summary")
     run.add_argument("preset", help="a preset name (see `presets`) or a config .json path")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
-    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv, ticks.csv here "
-                     "(and instances.csv for a deployment)")
+    run.add_argument("--out", metavar="DIR", help="write config.json, summary.json, requests.csv (one row per request, "
+                     "times in s), ticks.csv (one row per tick; flops and bytes are per GPU, as mfu and mbu read them) "
+                     "here (and instances.csv for a deployment)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--strict", action="store_true", help=f"exit {EXIT_STOPPED} (after printing the summary) when the run "
                      "stopped at a limit (limits.max_sim_time_s, limits.max_ticks) before its last request finished")
