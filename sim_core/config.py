@@ -1455,7 +1455,15 @@ def shown_value(given: Any) -> str:
         given = list(given)
     scalars = (isinstance(given, list) and all(map(scalar, given))) or (
         isinstance(given, dict) and given and all(map(scalar, given.values())) and all(isinstance(k, str) for k in given))
-    shown = repr(given) if not isinstance(given, dict | list) or scalars else type(given).__name__
+    # (true, false and null as the JSON they were written in: "--set scheduler.max_num_seqs=true" read "= True")
+    word = lambda x: {True: "true", False: "false"}[x] if isinstance(x, bool) else "null" if x is None else repr(x)  # noqa: E731
+    if not isinstance(given, dict | list):
+        shown = word(given)
+    elif scalars:
+        shown = ("[" + ", ".join(map(word, given)) + "]" if isinstance(given, list)
+                 else "{" + ", ".join(f"{k!r}: {word(v)}" for k, v in given.items()) + "}")  # fmt: skip
+    else:
+        shown = type(given).__name__
     if type(given) is int and abs(given) > 10**15:  # (1e30 given for an integer field read back as 31 digits)
         shown = f"{given:.6g}"
     return shown if len(shown) <= 80 else shown[:77] + "..."

@@ -46,7 +46,7 @@ def _error(*sets: tuple[str, object], preset: str = P) -> str:
       ("scheduler.max_num_batched_tokens", 300)),
      "scheduler.max_num_batched_tokens = 300: smaller than the longest prompt (8192) while chunked prefill is off"),
     ((("kv_cache.enable_prefix_caching", True), ("kv_cache.layout", "contiguous")),
-     "kv_cache.enable_prefix_caching = True: needs kv_cache.layout 'paged'"),
+     "kv_cache.enable_prefix_caching = true: needs kv_cache.layout 'paged'"),  # (true as written: JSON)
     ((("scheduler.speculative.enabled", True), ("workload.num_samples", 2)),
      "workload.num_samples = 2: must be 1 while scheduler.speculative.enabled is true"),
     ((("model.max_model_len", 100),), "model.max_model_len = 100: the workload can produce"),
@@ -168,3 +168,14 @@ def test_a_whole_number_written_as_a_float_is_said_as_the_number_and_its_range(v
 @given(hs.integers(-10**15, 10**15).filter(lambda n: not 1 <= n <= 8192))
 def test_every_whole_float_out_of_range_is_said_as_an_integer_with_its_range(n):
     assert f"scheduler.max_num_seqs = {n}: out of range; allowed: >= 1 and <= 8192" in _error(("scheduler.max_num_seqs", float(n)))
+
+
+def test_a_refused_value_is_quoted_as_the_json_it_was_written_in(capsys):
+    # "--set scheduler.max_num_seqs=true" read "= True", a link's null "= None": Python's words for JSON's
+    from sim_core.cli import main
+    from sim_core.config import shown_value
+
+    assert [shown_value(v) for v in (True, False, None, [True, None, 2], {"a": False})] == [
+        "true", "false", "null", "[true, null, 2]", "{'a': false}"]
+    assert main(["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seqs=true"]) == 2
+    assert "scheduler.max_num_seqs = true: Input should be a valid integer" in capsys.readouterr().err
