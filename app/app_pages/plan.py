@@ -128,7 +128,12 @@ def cheapest_sentence(result: Plan) -> str:
     if ties and unbisected(result):  # (rows at one price go by headroom: without it, the first named is no choice)
         tail = (f" ({ties:,} more at the same price below; which of them has the most headroom is not known until the "
                 "headroom bisection runs)")
-    return "**Cheapest meeting the SLOs:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
+    lead = "Cheapest meeting the SLOs"
+    if result.stopped is not None and best["usd_per_hour"] >= result.stopped.frontier_usd_per_hour:
+        # (the page's budget stopped a search below this price: a cheaper candidate may not have been tried; the
+        # headline named a $108/h answer in bold while the split search had settled only up to $9/h)
+        lead = "Cheapest found so far, not final (the search stopped before it tried every cheaper candidate: see below)"
+    return f"**{lead}:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
                                                      f"${best['usd_per_million_output_tokens']:,.3f} per million output "
                                                      f"tokens, headroom {headroom}{tail}.")  # fmt: skip
 

@@ -1124,6 +1124,9 @@ def test_a_plan_whose_split_search_the_page_budget_stops_shows_its_confirmed_row
     assert "before any of its candidates was tried" in said
     assert "Press Plan again to go on from there" in said and "python -m sim_core plan --pd" in said
     assert not at.error
+    # the co-located row is no answer yet: a split not tried may be cheaper (it was headed "Cheapest meeting the SLOs")
+    assert any(m.value.startswith("**Cheapest found so far, not final (the search stopped") for m in at.markdown)
+    assert not any("Cheapest meeting the SLOs" in m.value for m in at.markdown)
 
 
 def test_a_plan_of_a_trace_says_why_its_headroom_is_missing(tmp_path, monkeypatch):
