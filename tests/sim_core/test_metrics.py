@@ -76,17 +76,21 @@ def test_the_note_calls_a_run_overloaded_only_when_filled_its_queue_growing_and_
     from sim_core.metrics import OVERLOAD_COMPLETION_FRACTION, OVERLOAD_TTFT_GROWTH, _steady_note
 
     assume(abs(done - OVERLOAD_COMPLETION_FRACTION * offered) > 1e-9 * offered)  # (off the keep-up edge)
+    rise_s, span_s = first_q_s * growth - first_q_s, 3999 / offered
+    assume(abs(rise_s - (1 - OVERLOAD_COMPLETION_FRACTION) * span_s) > 1e-9 * span_s)  # (off the rise edge)
+    assume(abs(first_q_s * growth - span_s) > 1e-9 * span_s)  # (off the edge of a last quarter waiting the whole span)
     note = _steady_note(5000, 4000, 0, warmup_s, e2e_s, decode_s, (first_q_s, first_q_s * growth), offered, done)
-    overloaded = decode_s <= warmup_s and growth >= OVERLOAD_TTFT_GROWTH and done < OVERLOAD_COMPLETION_FRACTION * offered
+    filled = decode_s <= warmup_s and growth >= OVERLOAD_TTFT_GROWTH and done < OVERLOAD_COMPLETION_FRACTION * offered
+    # a run too short to say whose queue grew (by more than a tenth of the window's span: a server completing under
+    # 90 % of what arrives) and which fell behind says first that it looks overloaded; and that it is, where the
+    # window's last arrivals waited longer for a first token than the window lasted (a queue built all through it)
+    grew = (warmup_s < e2e_s and growth >= OVERLOAD_TTFT_GROWTH and done < OVERLOAD_COMPLETION_FRACTION * offered
+            and rise_s >= (1 - OVERLOAD_COMPLETION_FRACTION) * span_s)  # fmt: skip
+    overloaded = filled or (grew and first_q_s * growth >= span_s)
     assert (note is not None and note.startswith("Overloaded")) == overloaded
     # otherwise a note only where the warm-up is shorter than a request's end-to-end time (still filling)
     assert (note is None) == (not overloaded and warmup_s >= e2e_s)
-    # a run too short to say whose queue grew (by more than a tenth of the window's span: a server completing under
-    # 90 % of what arrives) and which fell behind says first that it looks overloaded
-    rise_s, span_s = first_q_s * growth - first_q_s, 3999 / offered
-    assume(abs(rise_s - (1 - OVERLOAD_COMPLETION_FRACTION) * span_s) > 1e-9 * span_s)  # (off the rise edge)
-    looks = (not overloaded and warmup_s < e2e_s and growth >= OVERLOAD_TTFT_GROWTH
-             and done < OVERLOAD_COMPLETION_FRACTION * offered and rise_s >= (1 - OVERLOAD_COMPLETION_FRACTION) * span_s)  # fmt: skip
+    looks = not overloaded and grew
     assert (note is not None and note.startswith("Too short to say, and it looks overloaded: the median TTFT rose")) == looks
 
 
@@ -100,6 +104,14 @@ def test_a_short_run_whose_queue_grows_says_first_that_it_looks_overloaded():
     assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} completed in the window)" in st.note
     assert st.requests_per_s < 0.5 * st.arrival_rate_per_s and "If TTFT keeps rising, lower the rate" in st.note
     assert run_simulation(load_preset(DEFAULT_SCENARIO)).summary.steady.note is None
+
+
+def test_a_short_run_whose_last_arrivals_waited_longer_than_its_window_is_overloaded():
+    # 5,000 requests at 200 req/s on one H100: 15.6 of 199.9 req/s completed, the median TTFT rose from 37 to 159 s over
+    # a 20 s window, and the note said it "may still be filling up. Run about 231,900 requests or more."
+    cfg = make_config(workload__num_requests=5000, workload__arrival__rate_per_s=200.0)
+    st = run_simulation(cfg).summary.steady
+    assert st.note.startswith("Overloaded: requests arrive faster than the server finishes them") and "Run about" not in st.note
 
 
 def test_offline_batches_have_no_steady_state():
