@@ -22,7 +22,7 @@ from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.cluster.knobs import prefill_instances_bounds
 from sim_core.inputs import parse_float_text, parse_int_text
-from sim_core.metrics import LOOKS_OVERLOADED_NOTE, OVERLOADED_NOTE, UNFINISHED_NOTE, no_value_reason, steady_exclusion_text
+from sim_core.metrics import LOOKS_OVERLOADED_NOTE, OVERLOADED_NOTE, UNFINISHED_NOTE, no_value_reason, says_overloaded, steady_exclusion_text
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (
@@ -342,6 +342,13 @@ def most_goodput_sentence(curves: dict[str, list[SweepPoint]], knob: str, behind
         # naming 96 alone read as if 96 were the best setting)
         same = [f"{p.value:g}" for p in ok if p is not best and goodput[p.value] == goodput[best.value]]
         if len(valued) > 1 and all(goodput[p.value] == goodput[best.value] for p in valued):  # (the knob never binds)
+            if all(id(p) in behind or says_overloaded(p.summary.steady.note) for p in valued):
+                # (kv-pressure-a100-llama8b's max_num_seqs: overloaded at every value, its KV the limit, and the
+                # sentence said the knob "does not bind; raise the arrival rate")
+                said.append(f"**{plain(name)}**: overloaded at every swept value (fewer requests finish than arrive), each "
+                            f"serving {fmt_number(goodput[best.value])} req/s within the SLOs: {knob} does not relieve it "
+                            "at this load; lower the arrival rate (Workload) or add capacity")  # fmt: skip
+                continue
             said.append(f"**{plain(name)}**: every swept value serves the same {fmt_number(goodput[best.value])} req/s "
                         f"within the SLOs: at this load {knob} does not bind; raise the arrival rate (Workload) to see "
                         "where it does")  # fmt: skip

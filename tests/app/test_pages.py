@@ -2343,6 +2343,16 @@ def test_a_knob_sweep_where_the_knob_never_binds_says_so_and_names_the_load():
     assert "at 8 req/s" in captions and "Capacity = the highest swept rate" not in captions, captions
 
 
+def test_a_knob_sweep_overloaded_at_every_value_says_so_not_that_the_knob_does_not_bind():
+    # kv-pressure-a100-llama8b's max_num_seqs: every point overloaded (its KV the limit), and the sentence said
+    # "max_num_seqs does not bind; raise the arrival rate"
+    at = linked_page(PAGES[2], preset="kv-pressure-a100-llama8b", sweep="max_num_seqs", start="64", stop="256", n="2")
+    assert not at.exception
+    said = next(m.value for m in at.markdown if "swept value" in m.value)
+    assert "overloaded at every swept value" in said and "lower the arrival rate" in said, said
+    assert "does not bind" not in said and "raise the arrival rate" not in said
+
+
 def test_the_headline_shows_the_mean_batch_the_lessons_ask_for():
     # lessons 9 and 17 say to watch the mean batch "in the headline"; it was only on the command line's GPU line
     from sim_core import run_simulation
