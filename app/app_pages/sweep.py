@@ -248,6 +248,8 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                                    bgcolor="rgba(255,255,255,0.85)", borderpad=1)  # fmt: skip
         if title == SWEEP_PANEL_TITLES[-1]:  # latency: a log ladder
             fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
+        else:  # rates from zero: a flat line's autorange read goodput from -0.5 to 1, throughput from 644 to 645.5
+            fig.update_yaxes(rangemode="tozero")
         # The legend in a bottom margin of the same height in every figure, room for its rows at a phone's width: the three
         # plots are as tall as each other (their axes level, side by side on a wide page), the latency one's longer
         # legend does not take its height (a legend larger than the margin would push it, taking some)

@@ -2351,6 +2351,11 @@ def test_a_knob_sweep_overloaded_at_every_value_says_so_not_that_the_knob_does_n
     said = next(m.value for m in at.markdown if "swept value" in m.value)
     assert "overloaded at every swept value" in said and "lower the arrival rate" in said, said
     assert "does not bind" not in said and "raise the arrival rate" not in said
+    # its flat rate panels start at zero (autorange read goodput from -0.5 to 1, throughput from 644 to 645.5)
+    import json
+
+    layouts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
+    assert [lay["yaxis"].get("rangemode") for lay in layouts[:2]] == ["tozero", "tozero"], layouts
 
 
 def test_the_headline_shows_the_mean_batch_the_lessons_ask_for():
