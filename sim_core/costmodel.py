@@ -318,6 +318,16 @@ def plan_memory(cfg: SimConfig, names: Callable[[str], str] | None = None) -> Me
                    f"mem_fraction_static) for activations and runtime, {gib(usable - budget)} per GPU, and the activation "
                    f"workspace and runtime need {gib(workspace)}: it runs out of memory in its first large prefill "
                    f"(weights {gib(weights)}, {memory}). ")
+        elif weights >= budget:
+            # (the weights alone do not fit: the advice led with a smaller token budget, which frees workspace only,
+            # hardware.memory_gib=12 for Llama-3.1-8B's 14.96 GiB)
+            why = (f"the weights alone, {gib(weights)} per GPU, do not fit in the {gib(budget)} the memory rule gives "
+                   f"({memory}): split them over more GPUs ({f('hardware.num_gpus')}, now {hw.num_gpus}), use FP8/INT4 "
+                   f"weights (model.weight_dtype), or a GPU with more memory ({f('hardware.memory_gib')})"
+                   + (f"; a higher {f('kv_cache.gpu_memory_utilization')} (now {kv.gpu_memory_utilization:g}) lets the "
+                      f"engine use more of the {gib(usable)} usable" if weights < usable and kv.memory_rule != "tensorrt-llm"
+                      else "") + ".")  # fmt: skip
+            raise MemoryPlanError(f"Out of memory{drafted}: {why}")
         else:
             why = (f"weights {gib(weights)} + activation workspace and runtime {gib(workspace)} per GPU leave "
                    # (how far short: "leave 0.00 GiB" read the same for 8 GiB of an 8B model's 15.5 as for a few MiB)

@@ -169,7 +169,7 @@ def test_out_of_memory_says_how_far_short_it_is():
     from sim_core.cli import apply_overrides
     from sim_core.costmodel import MemoryPlanError, kv_pool_bytes, plan_memory
 
-    for gib in (8, 15.9):
+    for gib in (17.3, 17.5):  # (the weights fit, 14.96 GiB; the workspace leaves no block)
         cfg = apply_overrides(load_preset("chat-h100-llama8b"), [f"hardware.memory_gib={gib}"])
         with pytest.raises(MemoryPlanError) as err:
             plan_memory(cfg)
@@ -262,3 +262,20 @@ def test_an_sglang_out_of_memory_names_the_activations_limit_it_breaks():
             f"{left / 2**30:.2f} GiB per GPU, and the activation workspace and runtime need {workspace / 2**30:.2f} GiB") in text
     assert "short of one" not in text and "kv_cache.gpu_memory_utilization (mem_fraction_static)" in text
     assert f"{left / 2**30:.2f}" == "2.64" and f"{workspace / 2**30:.2f}" == "7.10"  # (lesson 6's ~2.6 and ~7.1 GiB)
+
+
+def test_weights_that_do_not_fit_alone_are_said_first_with_the_knobs_that_fit_them():
+    # hardware.memory_gib=12 for Llama-3.1-8B's 14.96 GiB of weights: the advice led with a smaller token budget, which
+    # frees workspace only, and said "5.17 GiB short of one 16-token block"
+    from sim_core import load_preset
+    from sim_core.cli import apply_overrides
+    from sim_core.costmodel import MemoryPlanError, plan_memory
+
+    for gib, higher_util in ((12, False), (16, True)):
+        with pytest.raises(MemoryPlanError) as err:
+            plan_memory(apply_overrides(load_preset("chat-h100-llama8b"), [f"hardware.memory_gib={gib}"]))
+        text = str(err.value)
+        assert text.startswith("Out of memory: the weights alone, 14.96 GiB per GPU, do not fit in the "), text
+        assert "hardware.num_gpus, now 1" in text and "max_num_batched_tokens" not in text and "short of" not in text
+        # (16 GiB: 15.5 usable hold them, the 0.9 the engine may use does not)
+        assert ("a higher kv_cache.gpu_memory_utilization (now 0.9)" in text) == higher_util, text
