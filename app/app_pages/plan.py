@@ -63,14 +63,18 @@ def plan_tp_degrees(cfg: SimConfig) -> list[int]:
     return [t for t in PLAN_TP_DEGREES if t in allowed]
 
 
-def _number_box(col, label: str, lo: float, hi: float, value: float, key: str) -> float:
+# The target rate the page opens at, in multiples of the current settings' arrival rate (a deployment's load)
+PLAN_RATE_MULTIPLE = 4
+
+
+def _number_box(col, label: str, lo: float, hi: float, value: float, key: str, help: str | None = None) -> float:
     """A number box over its field's range `lo`-`hi`, opened on `value` held within it: a linked config may hold any
     value its model allows (a rate of 1e-6 or 100,000 req/s, a 1 ms TTFT SLO), and a default past the range (4x a rate
     of 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. A small value is written in significant
     digits (the default two decimals showed 4e-06 req/s as 0.00)."""
     lo, hi = float(lo), float(hi)  # (a field's bounds may be an int and a float: the box takes one type)
     value = min(max(value, lo), hi)
-    return col.number_input(label, lo, hi, value, key=key, format="%.6g" if value < 0.01 else None)
+    return col.number_input(label, lo, hi, value, key=key, format="%.6g" if value < 0.01 else None, help=help)
 
 
 def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
@@ -230,8 +234,12 @@ def main() -> None:
     c1, c2, c3, c4 = st.columns(4)
     # (each box's range is its field's: the plan's target rate, the config's SLOs; a value the SLOs refuse, a 0 s TTFT,
     # is named below)
+    # (it opens at a multiple of the current rate, a deployment's load: 32 for the default 8 req/s, with no word of why)
+    current = float(cfg.workload.arrival.rate_per_s)
     rate = _number_box(c1, "Target rate (req/s)", *field_bounds(("target_rate_per_s",), PlanSpec),
-                       float(cfg.workload.arrival.rate_per_s) * 4, "plan.rate")  # fmt: skip
+                       current * PLAN_RATE_MULTIPLE, "plan.rate",
+                       help=f"The whole deployment's rate. It opens at {PLAN_RATE_MULTIPLE}× the current settings' "
+                       f"{current:g} req/s, a load for several replicas.")  # fmt: skip
     ttft = _number_box(c2, "TTFT SLO (s)", *field_bounds(("ttft_s",), SLOConfig), float(cfg.slo.ttft_s), "plan.ttft")
     tpot_ms = _number_box(c3, "TPOT SLO (ms)", *(b * 1e3 for b in field_bounds(("tpot_s",), SLOConfig)),
                           float(cfg.slo.tpot_s * 1e3), "plan.tpot")  # fmt: skip

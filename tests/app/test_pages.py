@@ -2442,3 +2442,11 @@ def test_compare_runs_both_sides_long_enough_to_settle_when_asked():
     n = steady_run_length(at.session_state["cmp.steady_a"][0], 18.0)
     assert at.query_params["a_workload.num_requests"] == str(n) and n > 1_000  # (the link keeps the count)
     assert "Switch on" not in " ".join(c.value for c in at.caption)
+
+
+def test_the_plan_rate_box_says_it_opens_at_a_multiple_of_the_current_rate():
+    # it opened at 32 req/s for the default 8 with no word of why
+    at = open_page(PAGES[5])
+    assert not at.exception
+    box = at.number_input(key="plan.rate")
+    assert box.value == 32.0 and "opens at 4× the current settings' 8 req/s" in box.help, box.help
