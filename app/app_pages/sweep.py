@@ -447,7 +447,10 @@ def main() -> None:
     if (linked or "rate") != knob:
         params = {k: v for k, v in params.items() if k not in ("start", "stop", "n")}
     saturation = None
-    if knob == "rate" and not {"start", "stop"} <= set(params) and f"sw.start.{knob}" not in st.session_state:
+    # (a link whose start and stop cannot be used opens on the default range too, which reads the saturation rate:
+    # ?start=-5&stop=1e9 swept 2-16 where the page with no link sweeps 2-30, past this setup's capacity of 18)
+    unusable = knob == "rate" and link_range(params, knob, float(current), cfg, None)[3] is not None
+    if knob == "rate" and (not {"start", "stop"} <= set(params) or unusable) and f"sw.start.{knob}" not in st.session_state:
         # (only for the range's first default: the widgets keep theirs; a link with start alone takes the default stop)
         saturation = _saturation_per_s(cfg, page)
         st.session_state[SATURATION_KEY] = (cfg, saturation)

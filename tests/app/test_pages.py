@@ -2450,3 +2450,13 @@ def test_the_plan_rate_box_says_it_opens_at_a_multiple_of_the_current_rate():
     assert not at.exception
     box = at.number_input(key="plan.rate")
     assert box.value == 32.0 and "opens at 4× the current settings' 8 req/s" in box.help, box.help
+
+
+def test_a_sweep_link_whose_range_cannot_be_used_opens_on_the_same_range_as_no_link():
+    # ?sweep=rate&start=-5&stop=1e9 fell back to 2-16 req/s, short of the capacity, where the page with no range in its
+    # link sweeps 2-30: the fallback did not read the saturation rate the default reads
+    plain_link = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate")
+    bad = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="-5", stop="1e9")
+    assert not bad.exception and any("cannot be used" in w.value for w in bad.warning)
+    for key in ("sw.start.rate", "sw.stop.rate"):
+        assert bad.number_input(key=key).value == plain_link.number_input(key=key).value
