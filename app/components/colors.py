@@ -21,6 +21,9 @@ PHASE_COLORS = {
     "kv link wait": "#FDE293",
     "kv": "#188038",  # green: KV cache in use
     "running": "#202124",  # near-black: running requests
+    # the waiting queue's line: the waiting grey, darker (the bars' #9AA0A6 along the Queues panel's zero line was lost
+    # in its axis)
+    "waiting line": "#70757A",
 }
 PHASE_NAMES = {Phase.IDLE: "idle", Phase.PREFILL: "prefill", Phase.DECODE: "decode", Phase.MIXED: "mixed", Phase.SWAP: "swap"}
 RUN_COLORS = {"A": "#00796B", "B": "#C2185B"}  # teal and magenta: no phase or state uses them

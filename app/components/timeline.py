@@ -545,7 +545,8 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
         if name == "swapped" and not y.any():
             continue
         tt, yy = reduce_series(t, y.astype(float), max_points)
-        out.append(LineSeries(4, f"{name} requests", PHASE_COLORS[name], "solid", name, 0, "", tt, yy, red))
+        color = PHASE_COLORS["waiting line" if name == "waiting" else name]
+        out.append(LineSeries(4, f"{name} requests", color, "solid", name, 0, "", tt, yy, red))
     return out
 
 
