@@ -19,11 +19,15 @@ Condition = tuple[str, tuple[Any, ...]]  # (dotted path of a control, the values
 _MAX_TURNS = field_bounds(("workload", "sessions", "turns"))[1]
 MULTI_TURN: tuple[int, ...] = tuple(range(2, _MAX_TURNS + 1))  # a conversation's turns beyond the first
 _SPECULATING: Condition = ("scheduler.speculative.enabled", (True,))
+# (the GPU-to-GPU link carries only the tensor-parallel all-reduce: one GPU has none, costmodel's `_ar_bytes_per_token`)
+_TENSOR_PARALLEL: Condition = ("hardware.num_gpus", tuple(range(2, field_bounds(("hardware", "num_gpus"))[1] + 1)))
 
 # A setting (a field or a whole section, by its dotted path) read only while every condition holds; the longest path
 # that covers a setting gives its rule. Checked against the engines' code by tests/sim_core/test_unused.py, which
 # runs each setting changed where it is said to be unread and asserts the run does not change.
 READ_ONLY_WHEN: dict[str, tuple[Condition, ...]] = {
+    "hardware.interconnect": (_TENSOR_PARALLEL,),
+    "hardware.interconnect_gb_per_s": (_TENSOR_PARALLEL,),
     "workload.arrival.rate_per_s": (("workload.arrival.process", ("poisson", "gamma", "constant")),),
     "workload.arrival.burstiness_cv": (("workload.arrival.process", ("gamma",)),),
     "workload.arrival.num_clients": (("workload.arrival.process", ("closed_loop",)),),
@@ -101,7 +105,7 @@ def setting_is_read(cfg: SimConfig, key: str) -> bool:
 def _shown_values(values: tuple[Any, ...]) -> str:
     if values == (True,):
         return "on"
-    if values == MULTI_TURN:
+    if values in (MULTI_TURN, _TENSOR_PARALLEL[1]):
         return "more than 1"
     shown = [repr(v) for v in values]
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"

@@ -106,7 +106,7 @@ def test_a_slider_travels_within_the_config_models_limits():
 
 
 def test_values_the_config_takes_below_the_old_boxes_are_taken():
-    at = app(preset="chat-h100-llama8b").run()
+    at = app(preset="chat-4xh100-llama70b").run()  # (tensor parallel: one GPU reads no GPU link, and hides its box)
     at.number_input(key="w.slo.ttft_s").set_value(0.005)
     at.number_input(key="w.hardware.interconnect_gb_per_s").set_value(0.5).run()
     assert not at.exception and not at.sidebar.error
@@ -183,3 +183,12 @@ def test_the_draft_model_is_chosen_in_the_sidebar_while_a_separate_draft_specula
     cfg = at.session_state[CFG_KEY]
     assert cfg.scheduler.speculative.draft_model == "llama-3.1-8b"
     assert plan_memory(cfg).kv_capacity_tokens < small  # an 8B draft's weights and KV leave the target less room
+
+
+def test_the_gpu_link_controls_show_only_while_a_tensor_parallel_group_reads_them():
+    # "GPU link type" and "GPU link (GB/s)" stayed at one GPU, where no all-reduce runs and they change nothing
+    one = app(preset="chat-h100-llama8b").run()
+    tp = app(preset="chat-4xh100-llama70b").run()
+    assert not one.exception and not tp.exception
+    keys = lambda at: {w.key for w in at.sidebar.number_input} | {w.key for w in at.sidebar.selectbox}  # noqa: E731
+    assert "w.hardware.interconnect_gb_per_s" in keys(tp) and "w.hardware.interconnect_gb_per_s" not in keys(one)
