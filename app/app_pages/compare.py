@@ -46,6 +46,21 @@ STEADY_ROWS = [
     ("Goodput, steady state", "goodput_requests_per_s", "req/s"),
 ]
 CLASS_ROWS = [("TTFT p99", "ttft_p99_s", "s"), ("TPOT p99", "tpot_p99_s", "s"), ("meet SLOs", "slo_attainment", "%")]
+# Which way is better for a row's field (the ratio's cell says "better" or "worse": a reader flipped the direction row
+# by row, TTFT p99 1.62x worse beside goodput 2.04x better); fields not named (GPU busy, mean batch) are neither
+HIGHER_IS_BETTER = frozenset({"output_tokens_per_s", "goodput_requests_per_s", "slo_attainment", "num_finished"})
+LOWER_IS_BETTER = frozenset({"ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s",
+                             "num_preemptions", "num_swap_outs"})  # fmt: skip
+
+
+def ratio_text(ratio: float, field: str) -> str:
+    """B / A as its cell shows it: the ratio, and whether B is better or worse where a field has a better way."""
+    if np.isnan(ratio):
+        return "–"
+    shown = f"{ratio:.2f}×"
+    if shown == "1.00×" or field not in HIGHER_IS_BETTER | LOWER_IS_BETTER:
+        return shown
+    return f"{shown} {'better' if (ratio > 1) == (field in HIGHER_IS_BETTER) else 'worse'}"
 
 
 def fmt_value(value: float, kind: str) -> str:
@@ -155,26 +170,25 @@ def metrics_table(a, b) -> pd.DataFrame:
     (units switch ms/s, counts are integers); four narrow columns so a phone need not scroll."""
     rows = []
 
-    def add(label: str, va: float, vb: float, kind: str) -> None:
+    def add(label: str, va: float, vb: float, kind: str, field: str) -> None:
         ratio = vb / va if va not in (0, 0.0) and not np.isnan(va) and not np.isnan(vb) else np.nan
         cell = lambda v: "n/a" if kind == "s" and np.isnan(v) else fmt_value(v, kind)  # (why: under the table)  # noqa: E731
-        rows.append({"metric": label, "A": cell(va), "B": cell(vb),
-                     "B / A": "–" if np.isnan(ratio) else f"{ratio:.2f}×"})  # fmt: skip
+        rows.append({"metric": label, "A": cell(va), "B": cell(vb), "B / A": ratio_text(ratio, field)})
 
     for label, field, kind in METRIC_ROWS:
-        add(label, float(getattr(a.summary, field)), float(getattr(b.summary, field)), kind)
+        add(label, float(getattr(a.summary, field)), float(getattr(b.summary, field)), kind, field)
         if label == "Goodput" and a.summary.steady is not None and b.summary.steady is not None:
             # A window with a note cannot be trusted (Simulate does not show its figures): "–", and why under the
             # table. The router preset at 2 replicas read "Goodput, steady state 44.25 req/s" where 6.7 req/s finished.
             settled = lambda res, field: math.nan if res.summary.steady.note else float(getattr(res.summary.steady, field))  # noqa: E731
             for s_label, s_field, s_kind in STEADY_ROWS:
-                add(s_label, settled(a, s_field), settled(b, s_field), s_kind)
+                add(s_label, settled(a, s_field), settled(b, s_field), s_kind, s_field)
     ca, cb = class_metrics(a.config, a.requests), class_metrics(b.config, b.requests)
     by_b = {r["class"]: r for r in cb}
     for r in ca:
         if r["class"] in by_b:
             for label, field, kind in CLASS_ROWS:
-                add(f"{label} · {r['class']}", r[field], by_b[r["class"]][field], kind)
+                add(f"{label} · {r['class']}", r[field], by_b[r["class"]][field], kind, field)
     return pd.DataFrame(rows)
 
 
@@ -250,8 +264,9 @@ def main() -> None:
     if said := unsettled_text(ra, rb, steady):
         st.caption(plain(said))
     # (a ratio alone does not say which side did better: for latencies lower is, for throughput higher is)
-    st.caption("B / A is B's value over A's. Below 1× B is lower: better for the latencies (TTFT, TPOT, ITL, E2E) and "
-               "pre-emptions, worse for throughput, goodput, SLO attainment and finished requests. Output throughput and "
+    st.caption("B / A is B's value over A's, and whether B is better or worse. Below 1× B is lower: better for the latencies "
+               "(TTFT, TPOT, ITL, E2E) and pre-emptions, worse for throughput, goodput, SLO attainment and finished requests; "
+               "GPU busy and mean batch are neither. Output throughput and "
                "goodput are over each run's makespan, its drain included; the steady-state rows leave out warm-up and "
                "drain, which is where two setups that both keep up with the load differ.")
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "

@@ -266,8 +266,16 @@ def test_compare_page_link_carries_both_setups():
     finished = df.loc["Finished"]
     assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
     assert any(" s" in v or " ms" in v for v in df.loc["TTFT p50", ["A", "B"]])
-    # a ratio says which side did better only with the metric's direction (ui37: a class hesitated over "0.80×")
-    assert any(c.value.startswith("B / A is B's value over A's. Below 1× B is lower: better for the latencies") for c in at.caption)
+    # a ratio says which side did better only with the metric's direction (ui37: a class hesitated over "0.80×"); each
+    # cell says it too, where the metric has a better way (a reader flipped the direction row by row)
+    assert any(c.value.startswith("B / A is B's value over A's, and whether B is better or worse. Below 1× B is lower: "
+                                  "better for the latencies") for c in at.caption)  # fmt: skip
+    for row, higher_better in (("TTFT p99", False), ("Goodput", True), ("Finished", True)):
+        cell = df.loc[row]["B / A"]
+        if cell not in ("1.00×", "–"):
+            ratio = float(cell.split("×")[0])
+            assert cell.endswith("better" if (ratio > 1) == higher_better else "worse"), (row, cell)
+    assert df.loc["GPU busy"]["B / A"].endswith("×")  # (neither way is better)
 
 
 def test_compare_shows_per_class_latency_and_says_when_b_loses_its_workload():
