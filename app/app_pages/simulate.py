@@ -93,7 +93,11 @@ def _headline(res: SimResult) -> None:
                          "share is of those busy GPU-seconds" if deployment else "Busy time over the "
                          "makespan; the prefill share is of that busy time") + ": the ticks that prefill, a mixed "
                    "tick (a chunk beside decodes) counted whole; the mean batch is the running requests per tick, a mean over "
-                   "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if deployment else "") + ".", **kw)  # fmt: skip
+                   "the ticks" + (" of every instance (of both pools, in a P:D deployment)" if deployment else "") + ". "
+                   # (the default run reads 100 % busy at 8 req/s, where Sweep finds a capacity of 18)
+                   f"Busy is not saturated: a busy GPU may take a larger batch in each tick. Its ticks used "
+                   f"{percent(s.mfu_mean)} of the peak compute (MFU) and {percent(s.mbu_mean)} of the memory bandwidth "
+                   "(MBU) over the busy time; the Sweep page finds the rate where it saturates.", **kw)  # fmt: skip
     row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
     kv_of, kv_help, kv_peak = f"of {s.kv_capacity_tokens:,} tokens", None, f"{s.kv_peak_usage:.0%}"
     if deployment:  # a deployment's peak is its fullest instance's share of that instance's own pool
