@@ -20,7 +20,9 @@ Pruning, so a space of ~500 configurations stays within a minute (figures in doc
     a split) is dropped without a simulation (costmodel.plan_memory); the router does not change it;
   * saturation bound (exact up to its margin): N replicas, whatever the router, complete at most N
     times one replica's saturation rate (an offline run), so fewer than λ / (1.25 × N × that) are
-    not simulated; splits get no such bound (their pools saturate on different phases);
+    not simulated; a split's pools saturate on different phases, so it gets a bound on its prefill pool only,
+    from the cost model (`prefill_bound_per_s`: no tick holds more than the token budget, and none is faster than its
+    tokens' GEMMs and fixed costs), so fewer than λ / (1.25 × that) prefill instances are not simulated;
   * cost order with dominance: candidates are tried cheapest first; within a family meeting the SLOs
     is taken as monotone in the instance counts (more replicas, or more prefill or decode instances,
     never hurt): a failure at (x, y) rules out every count ≤ it, a success makes every count ≥ it a
@@ -371,6 +373,30 @@ def saturation_config(cfg: SimConfig) -> SimConfig:
     return config_from_dict(data, "saturation probe")
 
 
+def prefill_bound_per_s(prefill_pool: SimConfig, mean_prompt_tokens: float) -> float | None:
+    """The most requests/s one instance of a P:D split's prefill pool (`pool_config`'s engine) can prefill, from the
+    cost model alone (no run), for prompts of `mean_prompt_tokens` on average: every prompt token is prefilled (no
+    prefix cache), no tick holds more than the pool's token budget B, and a tick of n prefill tokens takes at least
+    `CostModel.tick(n, 0, 0, 0, 1)` (no attention pairs, no context read, one sequence, no sampled row: each only
+    adds), whose time per token falls as n grows (a norm of affine terms, plus terms linear or fixed in n). So prompt
+    tokens flow at most B / tick(B). None where the prefix cache saves prefill tokens (the bound would not hold)."""
+    from sim_core.costmodel import CostModel
+
+    if prefill_pool.kv_cache.enable_prefix_caching or mean_prompt_tokens <= 0:
+        return None
+    budget = prefill_pool.scheduler.max_num_batched_tokens
+    tick_s = float(CostModel(prefill_pool).tick(budget, 0, 0, 0, 1)[0])
+    return budget / (tick_s * mean_prompt_tokens) if tick_s > 0 else None
+
+
+def mean_prompt_tokens(cfg: SimConfig) -> float:
+    """The mean prompt of the requests `cfg`'s run draws (its workload and seed: the engine's draw)."""
+    from sim_core.workload import generate_workload
+
+    prompts = generate_workload(cfg.workload, np.random.default_rng(cfg.seed)).prompt_tokens
+    return float(prompts.mean()) if prompts.size else 0.0
+
+
 SATURATION_REQUESTS = 1000
 # Replica counts are simulated down to saturation / 1.25: the bound comes from a different arrival
 # pattern (everything queued), so it is kept loose rather than trusted to the last percent.
@@ -644,6 +670,7 @@ class PlanProgress:
 
 
 SATURATION_PHASE = "saturation probes run (one per configuration family)"
+PREFILL_BOUND_REASON = "fewer prefill instances than the prefill bound allows"
 PlanProgressFn = Callable[[PlanProgress], None]
 PhaseProgress = Callable[[int, int], None]  # (done, total) of one phase
 
@@ -707,9 +734,9 @@ def tp_pruned_reason(base: SimConfig) -> str:
 
 
 def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family], cancelled: Callable[[], bool] | None,
-                    prune: Callable[..., None]) -> list[Family]:  # fmt: skip
+                    prune: Callable[..., None], on_split: Callable[[Family, SimConfig], None] | None = None) -> list[Family]:  # fmt: skip
     """The families whose TP degrees the model allows, whose config is valid, fits in memory and differs from an
-    earlier one's. Their configs are not kept (family_config makes one again when it is run: ~14 KB each, and a P:D
+    earlier one's; `on_split` is given each valid split and its prefill pool's engine config (the prefill bound). Their configs are not kept (family_config makes one again when it is run: ~14 KB each, and a P:D
     space has ~41k families)."""
     valid: list[Family] = []
     seen: set[bytes] = set()
@@ -723,7 +750,8 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
             continue
         try:
             cfg = family_config(base, fam)
-            for c in ([pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]):
+            pools = [pool_config(cfg, "prefill"), pool_config(cfg, "decode")] if fam.is_split else [cfg]
+            for c in pools:
                 plan_memory(c)  # memory fit first: no simulation for what cannot load
         except (PresetError, MemoryPlanError, ValueError) as err:
             fits = isinstance(err, MemoryPlanError)
@@ -737,6 +765,8 @@ def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family],
             continue
         seen.add(key)
         valid.append(fam)
+        if fam.is_split and on_split is not None:
+            on_split(fam, pools[0])
     return valid
 
 
@@ -786,7 +816,8 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
             examples.setdefault(reason, example)
 
     families = _families(spec) if families is None else families
-    valid = _valid_families(base, spec, families, cancelled, prune)
+    prefill_pools: dict[Family, SimConfig] = {}
+    valid = _valid_families(base, spec, families, cancelled, prune, prefill_pools.__setitem__)
     # Saturation bound (co-located): fewer replicas than λ / (1.25 × saturation rate) cannot keep up.
     colocated = [f for f in valid if not f.is_split]
     sat_fn, sat_tag = (saturation_rate, "saturation") if budget is None else (
@@ -820,6 +851,21 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
             fails[fam].append((min(need - 1, spec.max_replicas),))
             prune("fewer replicas than the saturation bound allows", min(need - 1, spec.max_replicas))
         if need > spec.max_replicas:
+            searched.discard(fam)
+    # Prefill bound (splits): fewer prefill instances than λ / (1.25 × what one can prefill) cannot keep up, whatever the
+    # decode pool (`prefill_bound_per_s`: the cost model's, no run). A 70B P:D search on the Plan page spent ~80 presses
+    # of its budget on splits with too few prefill instances.
+    prompt_tokens = mean_prompt_tokens(_at_total_rate(base, spec.target_rate_per_s, 1)) if prefill_pools else 0.0
+    for fam, pool in prefill_pools.items():
+        bound_per_s = prefill_bound_per_s(pool, prompt_tokens)
+        if bound_per_s is None:
+            continue
+        need = math.ceil(spec.target_rate_per_s / (SATURATION_MARGIN * bound_per_s) - 1e-9)
+        if need - 1 >= 1:
+            below = min(need - 1, spec.max_replicas - 1)
+            fails[fam].append((below, spec.max_replicas))  # (every decode count: x + y <= max_replicas)
+            prune(PREFILL_BOUND_REASON, sum(spec.max_replicas - x for x in range(1, below + 1)))
+        if need > spec.max_replicas - 1:
             searched.discard(fam)
     # (the saturation bounds only: a size a later run rules out is pruned as dominated when its turn comes)
     candidates = _candidates([f for f in valid if f in searched], spec, prices, fails, max_usd_per_hour)

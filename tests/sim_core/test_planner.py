@@ -12,7 +12,7 @@ from sim_core.config import Router, format_validation_error
 from sim_core.engine import run_simulation
 from sim_core.planner import (CalibrationBand, Family, PlanSpec, default_prices, deployment_config, family_config, pareto_front,
                               plan, replica_config, saturation_config)
-from sim_core.presets import PresetError, config_from_dict, list_presets
+from sim_core.presets import PresetError, config_from_dict, list_presets, load_preset
 from sim_core.sweep import meets_objective
 from tests.conftest import make_config
 
@@ -545,12 +545,15 @@ def test_a_finalist_whose_run_the_servers_budget_stopped_part_way_is_not_said_to
     assert BUDGET_MARK in p.examples[FINALIST_CUT] and BUDGET_MARK not in FINALIST_CUT  # (counted once: by its run)
 
 
-def test_a_pd_search_the_caller_stops_keeps_the_confirmed_rows_and_says_where_it_stopped():
+def test_a_pd_search_the_caller_stops_keeps_the_confirmed_rows_and_says_where_it_stopped(monkeypatch):
     """The Plan page's budget stopping its P:D split search dropped every co-located row it had confirmed, and the page
     said only "press Plan again". A cancel in that phase now returns the confirmed rows, the splits found so far and
     the cost up to which every candidate was settled; the rows' headroom is not bisected (said in their note)."""
+    from sim_core import planner
     from sim_core.planner import NOT_BISECTED
 
+    # (without the prefill bound, which leaves this small space's split search a single round: nothing to stop)
+    monkeypatch.setattr(planner, "prefill_bound_per_s", lambda pool, prompt_tokens: None)
     spec = PlanSpec(target_rate_per_s=40.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=3, engines=("vllm-v1",),
                     num_results=3, disaggregated=True)  # fmt: skip
     with LocalBackend(1) as backend:
@@ -605,3 +608,33 @@ def test_a_plan_counts_simulation_runs_and_says_when_finalists_run_again():
     assert pre.runs_text() == f"{len(pre.evaluated)} simulation runs (finalists run again as deployments)"
     assert one.runs_text() == f"{len(one.evaluated)} simulation run{'s' if len(one.evaluated) != 1 else ''}"
     assert sum(one.pruned.values()) + len(one.evaluated) == one.num_candidates  # (one replica each: they add up)
+
+
+@pytest.mark.parametrize("name", ["cluster-distserve-opt13b-3xa100-p2d1", "cluster-dynamo-llama70b-fp8-8xh100-3p1d",
+                                  "cluster-splitwise-llama70b-4xdgx-ha-3p1d"])  # fmt: skip
+def test_a_splits_prefill_bound_is_above_what_its_prefill_pool_serves_saturated(name):
+    # the bound prunes splits with too few prefill instances: it must be an upper bound on what they complete, here
+    # every request queued at once (the most a split serves); Dynamo's 3P1D reaches 85 % of it
+    from sim_core.config import pool_config
+    from sim_core.planner import mean_prompt_tokens, prefill_bound_per_s, saturation_config
+    from sim_core.sweep import completion_rate_per_s
+
+    sat = saturation_config(load_preset(name))
+    bound = sat.deployment.disaggregation.prefill.replicas * prefill_bound_per_s(pool_config(sat, "prefill"), mean_prompt_tokens(sat))
+    assert completion_rate_per_s(run_simulation(sat)) <= bound
+
+
+def test_the_prefill_bound_prunes_splits_without_changing_the_plan(monkeypatch):
+    # A 70B P:D search on the Plan page spent ~80 presses of its budget on splits with too few prefill instances: they
+    # are pruned now, and the plan is the one the search without the bound finds
+    from sim_core import planner
+
+    spec = PlanSpec(target_rate_per_s=60.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=6, engines=("vllm-v1",),
+                    num_results=2, disaggregated=True, evaluation="deployment")  # fmt: skip
+    bounded = plan(_base(), spec, with_band=False)
+    monkeypatch.setattr(planner, "prefill_bound_per_s", lambda pool, prompt_tokens: None)
+    unbounded = plan(_base(), spec, with_band=False)
+    assert bounded.pruned.get(planner.PREFILL_BOUND_REASON, 0) > 0 and planner.PREFILL_BOUND_REASON not in unbounded.pruned
+    assert [(r.label, r.usd_per_hour) for r in bounded.rows] == [(r.label, r.usd_per_hour) for r in unbounded.rows]
+    assert len(bounded.evaluated) < len(unbounded.evaluated)
+    assert sum(bounded.pruned.values()) + len(bounded.evaluated) == bounded.num_candidates
