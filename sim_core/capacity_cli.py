@@ -342,7 +342,7 @@ def _split_ints(text: str | None, option: str) -> tuple[int, ...] | None:
 SET_HELP = ("override a setting, repeatable: section.field=VALUE, VALUE as JSON (64, 0.5, true, [..], {..}) or else "
             "text, e.g. scheduler.max_num_seqs=64; a section as an object sets the fields it names and keeps the rest, "
             "e.g. scheduler='{\"max_num_seqs\": 64}'; engine=NAME, hardware=NAME, model=NAME or workload=NAME swaps that "
-            "part for a preset, before the fields whatever the order")
+            "part for a preset, before the fields whatever the order; every field: python -m sim_core fields")
 
 
 def add_capacity_commands(sub) -> None:

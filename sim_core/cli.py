@@ -314,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"window end, s after the trace's first row, {trace_range('end_s')}")
     run.add_argument("--trace-max-requests", type=int, default=TRACE_OPTION_DEFAULTS["trace_max_requests"],
                      help=f"sample this many requests (seeded by --set seed=), {trace_range('max_requests')}")
+    fld = sub.add_parser("fields", help="every setting --set and a link take: type, default, allowed range, description")
+    fld.add_argument("prefix", nargs="?", default="", help="only those under this section or path, e.g. scheduler or "
+                     "scheduler.speculative")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads, engines and calibration profiles")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
@@ -364,6 +367,14 @@ def _run_command(args: argparse.Namespace) -> int:
             return _cmd_run(args)
         if args.cmd == "presets":
             return _cmd_presets(args)
+        if args.cmd == "fields":
+            from sim_core.fields import fields_text
+
+            try:
+                print(fields_text(args.prefix))
+            except ValueError as err:
+                raise PresetError(str(err)) from None
+            return 0
         if args.cmd == "bench":
             from sim_core.bench import run as run_bench
 

@@ -1348,7 +1348,12 @@ def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | Non
     info = field_info(loc)
     ann = getattr(info, "annotation", None)
     model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
-    return model().model_dump(mode="json") if model is not None else None
+    if model is None:
+        return None
+    try:
+        return model().model_dump(mode="json")
+    except ValidationError:  # (a section with required fields, a trace's rows: set whole; `--set workload.trace.
+        return None  # hash_block_tokens=16` raised pydantic's "3 validation errors for Trace" as a traceback)
 
 
 def _declared_bounds(loc: tuple[Any, ...], root: type[BaseModel] | None = None) -> tuple[Any, str, Any, str] | None:

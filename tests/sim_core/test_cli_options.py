@@ -413,13 +413,19 @@ def test_a_pools_out_of_memory_advice_names_the_pools_own_fields(capsys):
     # "prefill pool: Out of memory ..." advised the top-level hardware.num_gpus and (a pool with its own scheduler) the
     # top-level scheduler.max_num_batched_tokens, which that pool's instances do not read
     pool = "deployment.disaggregation.prefill"
-    assert main(["run", "cluster-distserve-opt13b-3xa100-p2d1", "--set", f"{pool}.hardware.memory_gib=1",
+    # (12.7 GiB holds the weights, 11.96 GiB per GPU, but not the workspace and one block)
+    assert main(["run", "cluster-distserve-opt13b-3xa100-p2d1", "--set", f"{pool}.hardware.memory_gib=12.7",
                  "--set", f"{pool}.scheduler.max_num_batched_tokens=4096"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert err.startswith("error: prefill pool: Out of memory"), err
-    assert f"({pool}.hardware.memory_gib = 1 GiB per GPU less 0.5 GiB" in err, err
+    assert f"({pool}.hardware.memory_gib = 12.7 GiB per GPU less 0.5 GiB" in err, err
     assert f"grows with {pool}.scheduler.max_num_batched_tokens (4096)" in err, err
     assert f"add GPUs ({pool}.tensor_parallel, now 2)" in err and f"more memory ({pool}.hardware.memory_gib)" in err, err
+    assert "hardware.num_gpus" not in err, err
+    # where the weights alone do not fit, the advice names the pool's fields too
+    assert main(["run", "cluster-distserve-opt13b-3xa100-p2d1", "--set", f"{pool}.hardware.memory_gib=1"]) == 2
+    err = capsys.readouterr().err
+    assert "the weights alone, 11.96 GiB per GPU, do not fit" in err and f"more GPUs ({pool}.tensor_parallel, now 2)" in err, err
     assert "hardware.num_gpus" not in err, err
 
 
