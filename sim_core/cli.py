@@ -279,12 +279,14 @@ def _cmd_presets(args: argparse.Namespace) -> int:
     families = FAMILIES if args.all else ("scenarios",)
     for fam in families:
         print(f"{fam}:" + (f"  (default: {DEFAULT_SCENARIO})" if fam == "scenarios" else ""))
-        for name in list_presets(fam):
+        names = list_presets(fam)
+        width = max(map(len, names), default=0)  # (a fixed 38 misaligned the longer cluster-… scenario names)
+        for name in names:
             # (hardware and model presets have no description: their lines were blank) their name and source
             data = read_preset_data(fam, name)
             desc = describe_preset(fam, name) or " - ".join(str(data[k]) for k in ("name", "source") if data.get(k))
             # (cut mid-word with nothing to say so; `describe_preset` or the preset file has the whole text)
-            print(f"  {name:38s} {desc if len(desc) <= 100 else desc[:99].rsplit(' ', 1)[0] + ' …'}")
+            print(f"  {name:{width}s} {desc if len(desc) <= 100 else desc[:99].rsplit(' ', 1)[0] + ' …'}")
     return 0
 
 

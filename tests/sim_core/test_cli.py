@@ -261,8 +261,17 @@ def test_out_of_memory_exits_2_with_the_knob(capsys):
 
 
 def test_presets_lists_scenarios(capsys):
-    assert main(["presets"]) == 0
-    assert "chat-h100-llama8b" in capsys.readouterr().out
+    assert main(["presets", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "chat-h100-llama8b" in out
+    # each family's descriptions start in one column (a fixed 38 misaligned names longer than it)
+    starts: dict[str, set[int]] = {}
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            family = line
+        elif m := re.match(r"  (\S+ +)\S", line):
+            starts.setdefault(family, set()).add(2 + len(m.group(1)))
+    assert len(starts) >= 5 and all(len(cols) == 1 for cols in starts.values()), starts
 
 
 def test_a_long_preset_description_is_cut_at_a_word_and_says_so(capsys):
