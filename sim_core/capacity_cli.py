@@ -175,15 +175,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                         steady_length=args.knob == "rate" and not args.fixed_length)  # fmt: skip
     finally:
         backend.close()
-    def rng(lo: float, mid: float, hi: float) -> str:  # (a point without a steady window printed "nan": its note says why)
-        return "n/a" if math.isnan(mid) else f"{mid:,.1f}" if lo == hi else f"{mid:,.1f} [{lo:,.1f}-{hi:,.1f}]"
+    def rng(lo: float, mid: float, hi: float, digits: int = 1) -> str:  # (a point without a steady window printed "nan":
+        # its note says why; goodput in hundredths: 0.1 req/s lost the low rates' resolution)
+        return ("n/a" if math.isnan(mid) else f"{mid:,.{digits}f}" if lo == hi else
+                f"{mid:,.{digits}f} [{lo:,.{digits}f}-{hi:,.{digits}f}]")  # fmt: skip
+
+    def value_text(v: float) -> str:  # (a rate point read 1.06667: four significant digits; whole values whole)
+        return f"{v:g}" if float(v).is_integer() else f"{v:.4g}"
 
     print(f"{cfg.name}: {SWEEP_KNOBS[args.knob][1]}, steady-state window (a row that fell behind: its whole run), "
           f"median [min-max] over {args.seeds} seed(s)")
     print(f"  {args.knob:>10s}  {'output tok/s':>24s}  {'goodput req/s':>20s}  {'TTFT p99 ms':>24s}  capacity objective; note")
     for p in pts:
         if p.error:
-            print(f"  {p.value:>10g}  error: {p.error}")
+            print(f"  {value_text(p.value):>10s}  error: {p.error}")
             continue
         behind = fell_behind(p, args.knob, cfg, obj)
         tok, good, ttft = (band(point_metric(p, shown_field(f, behind))) for f in ("output_tokens_per_s", "goodput_requests_per_s", "ttft_p99_s"))
@@ -197,7 +202,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         verdict = _verdict(p.seeds or (p.summary,), cfg, obj) if args.knob == "rate" else "-"
         # the whole note: cut at 60 characters it stopped at "the warm-up (first 10% of arrivals) lasted", before
         # what it found and how many requests to run instead (the last column, so the table stays aligned)
-        print(f"  {p.value:>10g}  {rng(*tok):>24s}  {rng(*good):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {verdict}"
+        print(f"  {value_text(p.value):>10s}  {rng(*tok):>24s}  {rng(*good, digits=2):>20s}  {rng(*(x * 1e3 for x in ttft)):>24s}  {verdict}"
               + (f"; {note}" if note else ""))
     if all(p.error for p in pts):  # (every row "error: ..." and exit code 0: a script read the sweep as done)
         print(f"error: every point of the sweep failed ({len(pts)} of {len(pts)}; see each row's error)", file=sys.stderr)

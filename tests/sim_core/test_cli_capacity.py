@@ -59,6 +59,15 @@ def test_sweep_prints_a_points_whole_note(capsys):
     assert "Too short to say" in row and row.rstrip().endswith("requests or more.")
 
 
+def test_sweep_rows_read_their_rate_in_four_digits_and_goodput_in_hundredths(capsys):
+    # a rate point read "1.06667" and its goodput "0.1" (every low rate's goodput read alike)
+    assert main(["sweep", "chat-h100-llama8b", "--start", "0.1", "--stop", "3", "--num", "4", "--fixed-length",
+                 "--workers", "1", "--no-cache"]) == 0  # fmt: skip
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  ") and "met" in line]
+    assert [r[0] for r in rows] == ["0.1", "1.067", "2.033", "3"], rows
+    assert all(len(r[2].split(".")[1]) == 2 for r in rows), rows
+
+
 def test_sweep_without_a_range_runs_the_sweep_pages_default_past_the_knee(capsys):
     # --start and --stop were required; the CLI now takes the Sweep page's range (sweep.default_range: the rate past
     # the saturation rate of an offline run, in round steps) and says which
