@@ -57,11 +57,16 @@ def override_data(cfg: SimConfig, assignments: list[str]) -> dict[str, Any]:
     """`cfg` as a dict with the overrides applied, not yet validated (`apply_overrides`): a part named by a preset
     (`engine=sglang`, `hardware=h200`) first, then the fields in the order given (`presets.with_settings`)."""
     settings: list[tuple[str, Any]] = []
+    given: dict[str, str] = {}  # key -> its raw value
     for item in assignments:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise PresetError(f"--set expects dotted.key=value, got {item!r}")
+        if key in given:  # (the last one won without a word; a JSON object naming a key twice is refused too)
+            raise PresetError(f"--set {key!r} given twice ({printable(given[key])[:40]!r}, then {printable(raw)[:40]!r}): "
+                              "give it once")
+        given[key] = raw
         try:
             value = value_from_text(raw, f"--set {key}")  # (a link's values are read by the same rule)
         except BracketTextError as err:

@@ -415,3 +415,9 @@ def test_strict_exits_3_when_the_run_stopped_at_a_limit(capsys):
     assert main(stopped) == 0 and main([*stopped, "--strict"]) == cli.EXIT_STOPPED == 3
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["stopped_reason"]  # (the summary is printed first)
     assert main(["run", "chat-h100-llama8b", "--set", "workload.num_requests=20", "--strict"]) == 0
+
+
+def test_a_set_key_given_twice_is_refused_naming_both_values(capsys):
+    # the last one won without a word (a JSON object that names a key twice is refused, in files, links and values)
+    assert main(["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seqs=8", "--set", "scheduler.max_num_seqs=16"]) == 2
+    assert "--set 'scheduler.max_num_seqs' given twice ('8', then '16'): give it once" in capsys.readouterr().err
