@@ -215,6 +215,11 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
         return
     st.markdown(cheapest_sentence(result))
     _results_table(result)
+    fragile = [t for t in result.table() if t["robust_to_calibration_error"] is False]
+    if fragile:  # (only "All columns" showed it: "1× h100-sxm TP2, headroom +0 %" sat beside +31 % rows at one price)
+        named = "; ".join(f"{t['config']} ({t['headroom'] * 100:+.0f}%)" for t in fragile)
+        st.caption(plain(f"Less headroom than the cost model's median error, so a modelling error that size could make "
+                         f"it miss the SLOs: {named}. Prefer a row with more headroom, or a larger deployment."))
     for rows, note in result.row_notes():  # (the table's "–" said nothing of why)
         st.caption(plain(f"Note ({rows}): {note}."))
     st.plotly_chart(pareto_figure(result), key="plan.pareto")

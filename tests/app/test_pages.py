@@ -1181,6 +1181,10 @@ def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_t
     assert sum(columns[c]["width"] for c in table.proto.column_order) <= 352  # (test_browser measures it on a phone)
     assert not columns["configuration"].get("pinned")  # (pinned, it stays in view while the rest scroll: nothing to)
     assert len(table.value.columns) == 11 and table.value["open"][0].startswith("./?")
+    # a row short of the model's error is named under the table (only "All columns" showed its "robust: no")
+    fragile = [c for c, robust in zip(table.value["configuration"], table.value["robust"]) if robust == "no"]
+    said_fragile = [c.value for c in at.caption if c.value.startswith("Less headroom than the cost model's median error")]
+    assert len(said_fragile) == (1 if fragile else 0) and all(c in said_fragile[0] for c in fragile), (fragile, said_fragile)
     said = next(m.value for m in at.markdown if m.value.startswith("**Cheapest meeting the SLOs:**"))
     assert "2× h100" in said and "6.00 per hour" in said and "headroom +" in said, said
     at = open_page("app_pages/plan.py")
@@ -1191,6 +1195,26 @@ def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_t
     full = at.dataframe[-1]
     assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["configuration"]["pinned"] is True
     assert full.value.equals(table.value)
+
+
+def test_a_plan_row_short_of_the_models_error_is_named_under_the_table(tmp_path, monkeypatch):
+    # "1× h100-sxm TP2 · headroom +0 %" sat beside +31 % rows at one price; only "All columns" said "robust: no"
+    from app.components import runner
+    from sim_core.budget import RunBudget
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
+    real_init = runner.PageBudget.__init__
+    monkeypatch.setattr(runner.PageBudget, "__init__", lambda self, max_wall_s=None: real_init(self, 600.0))
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.rate").set_value(39.8)  # (2x H100 serves ~41.6: +4 %, under the median error)
+    narrow_plan_search(at, 3)
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    assert list(table["robust"]) == ["no"], table
+    said = [c.value for c in at.caption if c.value.startswith("Less headroom than the cost model's median error")]
+    assert len(said) == 1 and f"{table['configuration'][0]} (+4%)" in said[0], said
 
 
 def test_plans_tp_degrees_are_those_the_models_heads_split_over():
