@@ -620,7 +620,9 @@ def main() -> None:
         workshop.leave_presenter_button(leave[0])
     c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
-        if link_params is not None:
+        if link_params is not None:  # (a bare URL box, its copy icon shown only on hover: a review asked what it was)
+            st.caption("A link to these settings: copy it with the icon at the box's top right. Whoever opens it sees "
+                       "this run.")
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")

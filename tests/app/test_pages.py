@@ -502,6 +502,7 @@ def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
     assert {k: address.get(k) for k in ("lesson", "lesson_step", "workshop")} == {"lesson": lesson.id, "lesson_step": "1", "workshop": "1"}
     share = " ".join(c.value for c in at.code)
     assert "lesson=kv-preemption&lesson_step=1&workshop=1" in share  # the Share popover's link says it too
+    assert any(c.value.startswith("A link to these settings: copy it with the icon") for c in at.caption)  # (and what it is)
     fresh = app(**address).run()  # a new session on that address (Simulate, the first page): a reload, a student's browser
     assert not fresh.exception and not fresh.warning
     assert fresh.session_state[CFG_KEY] == lesson.config(1)
