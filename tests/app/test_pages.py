@@ -1156,21 +1156,27 @@ def test_a_plan_of_a_trace_says_why_its_headroom_is_missing(tmp_path, monkeypatc
     assert f"Note (every row): {NO_HEADROOM_FOR_TRACES}." in [c.value for c in at.caption]
 
 
+def roomy_plan_budget(monkeypatch, tmp_path) -> None:
+    """A plan page whose whole search and bisection fit its budget (a fresh cache in `tmp_path`): beside other tests on
+    2 cores the server's own budget may cut the bisection, a stop these tests are not about."""
+    from app.components import runner
+    from sim_core.budget import RunBudget
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
+    real_init = runner.PageBudget.__init__
+    monkeypatch.setattr(runner.PageBudget, "__init__", lambda self, max_wall_s=None: real_init(self, 600.0))
+
+
 def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_toggle_away(tmp_path, monkeypatch):
     # At 390 px the eleven columns scrolled sideways (927 px in a 356-px box) with the configuration, the link, GPUs and
     # $/hour in view and headroom out of it. The table opens on four that fit; the cheapest is written in full above it
     # (a long configuration may end in "…" in the narrow column). The data is the same either way (its CSV too).
     import json
 
-    from app.components import runner
-    from sim_core.budget import RunBudget
-
-    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     # (the headroom the sentence names needs the whole bisection: at load ~3 the page's own budget cut it, "headroom
     # n/a"; what is tested here is the table's columns, not the server's budget)
-    monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
-    real_init = runner.PageBudget.__init__
-    monkeypatch.setattr(runner.PageBudget, "__init__", lambda self, max_wall_s=None: real_init(self, 600.0))
+    roomy_plan_budget(monkeypatch, tmp_path)
     at = open_page("app_pages/plan.py")
     at.number_input(key="plan.rate").set_value(30.0)
     narrow_plan_search(at, 3)
@@ -1200,13 +1206,7 @@ def test_plans_table_opens_on_the_columns_a_phone_shows_and_keeps_the_rest_one_t
 
 def test_a_plan_row_short_of_the_models_error_is_named_under_the_table(tmp_path, monkeypatch):
     # "1× h100-sxm TP2 · headroom +0 %" sat beside +31 % rows at one price; only "All columns" said "robust: no"
-    from app.components import runner
-    from sim_core.budget import RunBudget
-
-    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(runner.PageBudget, "run_budget", property(lambda self: RunBudget(max_wall_s=120.0)))
-    real_init = runner.PageBudget.__init__
-    monkeypatch.setattr(runner.PageBudget, "__init__", lambda self, max_wall_s=None: real_init(self, 600.0))
+    roomy_plan_budget(monkeypatch, tmp_path)
     at = open_page("app_pages/plan.py")
     at.number_input(key="plan.rate").set_value(39.8)  # (2x H100 serves ~41.6: +4 %, under the median error)
     narrow_plan_search(at, 3)
