@@ -736,8 +736,9 @@ def tp_pruned_reason(base: SimConfig) -> str:
 def _valid_families(base: SimConfig, spec: PlanSpec, families: Sequence[Family], cancelled: Callable[[], bool] | None,
                     prune: Callable[..., None], on_split: Callable[[Family, SimConfig], None] | None = None) -> list[Family]:  # fmt: skip
     """The families whose TP degrees the model allows, whose config is valid, fits in memory and differs from an
-    earlier one's; `on_split` is given each valid split and its prefill pool's engine config (the prefill bound). Their configs are not kept (family_config makes one again when it is run: ~14 KB each, and a P:D
-    space has ~41k families)."""
+    earlier one's; `on_split` is given each valid split and its prefill pool's engine config (for its prefill bound).
+    Their configs are not kept (family_config makes one again when it is run: ~14 KB each, and a P:D space has ~41k
+    families)."""
     valid: list[Family] = []
     seen: set[bytes] = set()
     allowed = tp_degrees_allowed(base.model.num_heads, base.model.num_kv_heads)
@@ -816,8 +817,17 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
             examples.setdefault(reason, example)
 
     families = _families(spec) if families is None else families
-    prefill_pools: dict[Family, SimConfig] = {}
-    valid = _valid_families(base, spec, families, cancelled, prune, prefill_pools.__setitem__)
+    # Each split's prefill bound, kept as a number (its pool's config, ~14 KB, is not: a P:D space has ~41k families);
+    # the prompts' mean is the same for every family, drawn once at the first
+    prefill_bounds: dict[Family, float | None] = {}
+    prompt_tokens: list[float] = []
+
+    def note_split(fam: Family, prefill_pool: SimConfig) -> None:
+        if not prompt_tokens:
+            prompt_tokens.append(mean_prompt_tokens(_at_total_rate(base, spec.target_rate_per_s, 1)))
+        prefill_bounds[fam] = prefill_bound_per_s(prefill_pool, prompt_tokens[0])
+
+    valid = _valid_families(base, spec, families, cancelled, prune, note_split)
     # Saturation bound (co-located): fewer replicas than λ / (1.25 × saturation rate) cannot keep up.
     colocated = [f for f in valid if not f.is_split]
     sat_fn, sat_tag = (saturation_rate, "saturation") if budget is None else (
@@ -855,9 +865,7 @@ def _search(base: SimConfig, spec: PlanSpec, backend: Backend, cache: PointCache
     # Prefill bound (splits): fewer prefill instances than λ / (1.25 × what one can prefill) cannot keep up, whatever the
     # decode pool (`prefill_bound_per_s`: the cost model's, no run). A 70B P:D search on the Plan page spent ~80 presses
     # of its budget on splits with too few prefill instances.
-    prompt_tokens = mean_prompt_tokens(_at_total_rate(base, spec.target_rate_per_s, 1)) if prefill_pools else 0.0
-    for fam, pool in prefill_pools.items():
-        bound_per_s = prefill_bound_per_s(pool, prompt_tokens)
+    for fam, bound_per_s in prefill_bounds.items():
         if bound_per_s is None:
             continue
         need = math.ceil(spec.target_rate_per_s / (SATURATION_MARGIN * bound_per_s) - 1e-9)
