@@ -34,8 +34,8 @@ def _section_model(annotation: Any) -> type[BaseModel] | None:
 
 def _type_text(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Literal:
-        return "text"  # (its choices are the allowed values)
+    if origin is typing.Literal:  # (its choices are the allowed values; schema_version's is a number)
+        return "text" if all(isinstance(a, str) for a in args) else "integer" if all(type(a) is int for a in args) else "value"
     if origin in (tuple, list):
         return "list"
     if origin is dict:

@@ -69,6 +69,8 @@ def test_fields_prints_a_section_and_names_the_sections_for_an_unknown_one(capsy
     assert out.startswith("scheduler.speculative.enabled  (true/false, default false)")
     assert "scheduler.speculative.num_draft_tokens  (integer, default 3; allowed: >= 1 and <= 16)" in out
     assert all(line.startswith(("scheduler.speculative.", "    ")) for line in out.splitlines())
+    assert main(["fields", "schema_version"]) == 0
+    assert capsys.readouterr().out.startswith("schema_version  (integer, default 3")  # (a Literal[3], not text)
     assert main(["fields", "schedulr"]) == 2
     err = capsys.readouterr().err
     assert "no setting starts with it (did you mean 'scheduler'?)" in err and "Traceback" not in err
