@@ -638,3 +638,14 @@ def test_the_prefill_bound_prunes_splits_without_changing_the_plan(monkeypatch):
     assert [(r.label, r.usd_per_hour) for r in bounded.rows] == [(r.label, r.usd_per_hour) for r in unbounded.rows]
     assert len(bounded.evaluated) < len(unbounded.evaluated)
     assert sum(bounded.pruned.values()) + len(bounded.evaluated) == bounded.num_candidates
+
+
+@pytest.mark.parametrize("engine", list_presets("engines"))
+def test_no_engine_prefills_more_than_its_token_budget_in_a_tick_the_prefill_bound_reads(engine):
+    # the prefill bound's premise: a tick of every engine holds at most max_num_batched_tokens prefill tokens, under
+    # KV pressure too (recompute victims' prefills come back within it)
+    from sim_core.presets import apply_part
+
+    cfg = apply_part(load_preset("kv-pressure-a100-llama8b"), "engines", engine)
+    tl = run_simulation(cfg).timeline
+    assert int(tl.num_prefill_tokens.max()) <= cfg.scheduler.max_num_batched_tokens
