@@ -1324,16 +1324,19 @@ def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
     node[name] = value
 
 
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model of a section field's annotation (one model, optional or not); None for a plain value and for a list or
+    a mapping of models (set whole). The rule `set_dotted` merges objects by and `python -m sim_core fields` walks by."""
+    args = typing.get_args(annotation)
+    if any(typing.get_origin(a) in (list, tuple, dict) for a in (annotation, *args)):
+        return None
+    return next((a for a in (args or (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+
+
 def _is_section(loc: tuple[str, ...], current: Any) -> bool:
-    """Whether the field at `loc`, now `current` in a config dict, is a section (one model, not a list or mapping of
-    them, nor a plain value)."""
-    if not (isinstance(current, dict) or current is None):
-        return False
-    info, model = _walk(loc)
-    if model is None:
-        return False
-    ann = info.annotation
-    return not any(typing.get_origin(a) in (list, tuple, dict) for a in (ann, *getattr(ann, "__args__", ())))
+    """Whether the field at `loc`, now `current` in a config dict, is a section (`section_model`)."""
+    info = field_info(loc) if isinstance(current, dict) or current is None else None
+    return info is not None and section_model(info.annotation) is not None
 
 
 def optional_section_defaults(loc: tuple[str, ...], config: dict[str, Any] | None = None) -> dict[str, Any] | None:

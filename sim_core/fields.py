@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sim_core.config import SimConfig, allowed_range
+from sim_core.config import SimConfig, allowed_range, section_model
 from sim_core.inputs import did_you_mean
 
 
@@ -22,14 +22,6 @@ class FieldRow:
     default_text: str  # the config model's default (a preset may set another)
     allowed: str  # allowed_range's words, '' when none are declared
     description: str
-
-
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    """The model of a section field (one model, optional or not); None for a value, a list or a mapping."""
-    args = typing.get_args(annotation) or (annotation,)
-    if typing.get_origin(annotation) in (list, tuple, dict):
-        return None
-    return next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
 def _type_text(annotation: Any) -> str:
@@ -79,7 +71,7 @@ def config_fields(model: type[BaseModel] = SimConfig, prefix: tuple[str, ...] = 
     for name, info in model.model_fields.items():
         loc = (*prefix, name)
         value = getattr(default, name) if isinstance(default, BaseModel) else _default_of(info)
-        section = _section_model(info.annotation)
+        section = section_model(info.annotation)
         if section is not None:
             rows += config_fields(section, loc, value if isinstance(value, BaseModel) else None)
             continue

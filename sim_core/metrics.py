@@ -252,14 +252,15 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
         return (f"{SHORT_NOTE}: the steady window holds {n_window:,} requests; a p99 needs at least "
                 f"{MIN_STEADY_REQUESTS:,}. Run at least {int(np.ceil(MIN_STEADY_REQUESTS / steady_window_share())):,} requests.")
     first_q_s, last_q_s = ttft_quarters_s
-    overloaded = (f"{OVERLOADED_NOTE}: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s "
-                  f"offered, {completed_per_s:,.2f} completed in the steady window), so its queue grows: the median TTFT "
-                  f"rose from {_seconds_text(first_q_s)} in the window's first quarter of arrivals to "
-                  f"{_seconds_text(last_q_s)} in its last. A longer run only grows it further: lower the rate or add "
-                  "capacity.")  # fmt: skip
+    # (the overloaded note, said from two branches below: written only when one of them says it)
+    overloaded = lambda: (  # noqa: E731
+        f"{OVERLOADED_NOTE}: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s offered, "
+        f"{completed_per_s:,.2f} completed in the steady window), so its queue grows: the median TTFT rose from "
+        f"{_seconds_text(first_q_s)} in the window's first quarter of arrivals to {_seconds_text(last_q_s)} in its last. "
+        "A longer run only grows it further: lower the rate or add capacity.")  # fmt: skip
     if (warmup_s >= mean_decode_s and last_q_s >= OVERLOAD_TTFT_GROWTH * first_q_s
             and completed_per_s < OVERLOAD_COMPLETION_FRACTION * offered_per_s):  # fmt: skip
-        return overloaded
+        return overloaded()
     if warmup_s < mean_e2e_s:
         need = int(np.ceil(n * mean_e2e_s / max(warmup_s, 1e-9) / 100) * 100)
         most = MAX_NUM_REQUESTS
@@ -280,7 +281,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
                 # built up all through it, not a server filling (which admits as it fills, at a first token's wait).
                 # At 200 req/s on one H100 (TTFT 37 -> 159 s over a 20 s window) it said "may still be filling up. Run
                 # about 231,900 requests or more."
-                return overloaded
+                return overloaded()
             # (said first, not in brackets after "still filling up" under a TTFT p50 of 10.7 s; but a run this short
             # cannot tell it from filling)
             return (f"{LOOKS_OVERLOADED_NOTE}: the median TTFT rose from {_seconds_text(first_q_s)} in the "
