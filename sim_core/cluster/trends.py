@@ -164,5 +164,7 @@ def format_trend(t: ClusterTrend) -> str:
     colo_cap = (f"{t.colocated_capacity:7.2f} req/s" if t.colocated_capacity > 0
                 else f"   none: under {100 * ATTAINMENT:g} % at {c.rate_lo_per_s:g} req/s already")
     ratio = f"{t.ratio:.2f}x" if math.isfinite(t.ratio) else "unbounded"
+    # (a claim of one figure reads "1.3x", not "1.3-1.3x")
+    paper = f"{c.claim_low:g}x" if c.claim_low == c.claim_high else f"{c.claim_low:g}-{c.claim_high:g}x"
     return (f"{c.name}\n  {colo:<34}{colo_cap}\n  {dis:<34}{t.disaggregated_capacity:7.2f} req/s\n"
-            f"  paper {c.claim_low:g}-{c.claim_high:g}x vs simulated {ratio} {per} ({c.claim}) -> {verdict}")
+            f"  paper {paper} vs simulated {ratio} {per} ({c.claim}) -> {verdict}")
