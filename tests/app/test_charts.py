@@ -601,3 +601,18 @@ def test_compare_draws_narrow_tick_bars_without_outlines(small):
     traces = timeline._gantt_traces(small, timeline.gpu_rows(small), window, plot_px=800.0)
     assert any(t.name == "decode" and t.marker.line.width == 0.6 for t in traces)
     assert any("tick " in str(t.customdata[0][0]) for t in bars)  # (the hover still names its tick)
+
+
+def test_a_run_of_few_ticks_opens_whole_with_a_bar_per_tick():
+    # mechanism-static-batch (350 ticks over 4.6 s) opened on a 2 s window of one decoding request: its holes and its
+    # second batch were out of view. A run whose every tick gets its own bar over the whole run opens whole.
+    res = run_simulation(load_preset("mechanism-static-batch"))
+    assert res.timeline.num_ticks <= timeline.PER_TICK_BARS
+    assert timeline.opening_window(res) is None
+    bars = [t for t in timeline.timeline_figure(res).data if t.type == "bar" and t.yaxis == "y"]
+    assert sum(len(t.x) for t in bars if t.name in ("prefill", "decode", "mixed")) == res.timeline.num_ticks
+    width = timeline.WIDTH_CHOICES_S[0]  # a width asked for is still a window of that width
+    window = timeline.opening_window(res, width)
+    assert window is not None and window[1] - window[0] == pytest.approx(width)
+    default = run_simulation(load_preset("chat-h100-llama8b"))  # 4,217 ticks: a readable window
+    assert default.timeline.num_ticks > timeline.PER_TICK_BARS and timeline.opening_window(default) is not None
