@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, cluster_timeline, runner, timeline, workshop
+from app.components.config_form import sidebar_words
 from app.components.setup_notes import calibration_difference, setup_differences
 from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain
@@ -245,7 +246,7 @@ def main() -> None:
         out_a, out_b = runner.run(a), runner.run(b)
     for name, out in (("A", out_a), ("B", out_b)):
         if out.error:
-            st.error(f"{name}: {plain(out.error)}")
+            st.error(f"{name}: {plain(sidebar_words(out.error))}")
     if out_a.error or out_b.error:
         return
     ra, rb = out_a.result, out_b.result

@@ -170,7 +170,7 @@ def _run_both(lesson: Lesson, box) -> None:
         for step, out in enumerate(outs):
             side = f"{lesson.knob_label} = {labels[step]}: "
             if out.error:
-                panel.caption(side + plain(out.error))
+                panel.caption(side + plain(config_form.sidebar_words(out.error)))
             elif _stopped(out.result):
                 panel.caption(f"{side}stopped early, partial figures: {plain(_stopped(out.result))}")
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app.components import charts, runner, tables, timeline, timeline_html, workshop
+from app.components.config_form import sidebar_words
 from app.components.sidebar import describe_config, draw_sidebar, upload_notice
 from app.components.text import plain
 from app.components.units import MISSING, fmt_seconds
@@ -231,7 +232,7 @@ def _steady_caption(res: SimResult) -> None:
 def _run_notes(res: SimResult) -> None:
     """What the run did that its settings do not say (the CLI prints the same NOTE lines)."""
     for note in run_notes(res):
-        st.caption(f":material/info: {plain(note)}")  # text, not markdown
+        st.caption(f":material/info: {plain(sidebar_words(note))}")  # text, not markdown
 
 
 INTERACTIVE_KEY = "ui.timeline_plotly"
@@ -641,8 +642,8 @@ def main() -> None:
     with st.spinner("Simulating…"):
         outcome = runner.run(cfg)
     if outcome.error:
-        st.error(plain(outcome.error), icon=":material/memory:")
-        st.markdown("Nothing was simulated. Change the knob named above; your other settings are kept.")
+        st.error(plain(sidebar_words(outcome.error)), icon=":material/memory:")
+        st.markdown("Nothing was simulated. Change a setting named above in the sidebar; your other settings are kept.")
         return
     res = outcome.result
     if res.summary.stopped_reason:

@@ -363,6 +363,19 @@ def friendly_error(message: str) -> str:
     return text
 
 
+def sidebar_words(text: str) -> str:
+    """A message of the engine's (a run's notes, an out-of-memory refusal) in the sidebar's words: each setting it
+    names by config path is named by its control's label and section, as a student finds it ("hardware.memory_gib =
+    22.49 GiB" reads "“Memory” (Hardware) = 22.49 GiB"; the CLI prints the paths, which `--set` takes)."""
+    import re
+
+    for section, specs in SECTIONS.items():
+        # (dotted paths only: a top-level one, "seed", is also a word of prose)
+        for spec in sorted((x for x in specs if "." in x.path), key=lambda x: -len(x.path)):
+            text = re.sub(rf"(?<![\w.]){re.escape(spec.path)}(?![\w])", f"“{_short(spec.label)}” ({section})", text)
+    return text
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal and of the same types throughout (1.0 is not the int 1 to a strict config)."""
     if type(a) is not type(b):

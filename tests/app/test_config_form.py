@@ -3,6 +3,7 @@ over (config.tp_degrees_allowed, the config's own rule); a degree a model change
 
 from __future__ import annotations
 
+from app.components import config_form as form
 from app.state import CFG_KEY, encode_config
 from sim_core import load_preset
 from tests.app.test_pages import PAGES, app, open_page
@@ -192,3 +193,14 @@ def test_the_gpu_link_controls_show_only_while_a_tensor_parallel_group_reads_the
     assert not one.exception and not tp.exception
     keys = lambda at: {w.key for w in at.sidebar.number_input} | {w.key for w in at.sidebar.selectbox}  # noqa: E731
     assert "w.hardware.interconnect_gb_per_s" in keys(tp) and "w.hardware.interconnect_gb_per_s" not in keys(one)
+
+
+def test_every_sidebar_setting_a_message_names_reads_as_its_label_and_section():
+    # a run's notes and an out-of-memory refusal name settings by config path; the pages show them in the sidebar's
+    # words, every control's, the longest path first (scheduler.smart_preemption.enabled is not "scheduler.…" + rest)
+    for section, specs in form.SECTIONS.items():
+        for spec in (x for x in specs if "." in x.path):  # (a top-level one, "seed", is also a word of prose)
+            said = form.sidebar_words(f"raise {spec.path} (now 2), or {spec.path}.")
+            assert said == f"raise “{spec.label.split(' (')[0]}” ({section}) (now 2), or “{spec.label.split(' (')[0]}” ({section}).", said
+    assert form.sidebar_words("deployment.router 'round_robin'") == "deployment.router 'round_robin'"  # (not a spec: as said)
+    assert form.sidebar_words("workload chat (seed 0)") == "workload chat (seed 0)"

@@ -237,7 +237,19 @@ def test_out_of_memory_shows_the_numbers_and_the_knob():
     at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(65536).run()
     assert not at.exception
     msg = " ".join(e.value for e in at.error)
-    assert "Out of memory" in msg and "max_num_batched_tokens" in msg and "GiB" in msg
+    # the knobs by the sidebar's labels and sections (the CLI's message names config paths, which a student
+    # cannot find in the sidebar)
+    assert "Out of memory" in msg and "“Token budget / chunk size” (Scheduler) (65536)" in msg and "GiB" in msg
+    assert "“Memory” (Hardware) = " in msg and "max_num_batched_tokens" not in msg and "hardware." not in msg
+
+
+def test_a_runs_notes_name_settings_by_the_sidebars_labels():
+    # engine-vllm-v0-swap's note read "scheduler.preemption = 'swap', but no request was pre-empted ... a lower
+    # kv_cache.gpu_memory_utilization": config paths a student cannot find in the sidebar
+    at = app(preset="engine-vllm-v0-swap").run()
+    notes = [c.value for c in at.caption if "no request was pre-empted" in c.value]
+    assert len(notes) == 1 and "“Pre-emption” (Scheduler) = 'swap'" in notes[0], notes
+    assert "“GPU memory utilisation” (KV cache" in notes[0] and "scheduler." not in notes[0]  # (& escaped: text)
 
 
 def test_the_preset_picker_loads_a_scenario():
