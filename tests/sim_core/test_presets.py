@@ -100,3 +100,90 @@ def test_the_long_document_presets_description_states_its_runs_figures():
     assert f"prompts about {ratio:.0f}x longer than the answers" in cfg.description and round(ratio) == 9
     assert "prefilled in a third of the GPU's busy time" in cfg.description
     assert round(res.summary.prefill_time_fraction * 3) == 1, res.summary.prefill_time_fraction
+
+
+# What the engine and mechanism presets' descriptions state about their own runs (a browser review found pages that
+# did not show what their descriptions promised: a "two waves" demo in one wave, a swap preset that never swaps)
+def _run(name: str, **dotted):
+    from sim_core import run_simulation
+    from sim_core.sweep import with_value
+
+    cfg = load_preset(name)
+    for path, value in dotted.items():
+        cfg = with_value(cfg, path.replace("__", "."), value)
+    return run_simulation(cfg).summary
+
+
+def test_the_sarathi_serve_preset_says_its_cpu_costs_make_its_tpot_about_4x_vllm_v1s():
+    desc = load_preset("engine-sarathi-serve").description
+    assert "16 ms a tick and ~1 ms per running sequence" in desc and "about 4x engine-vllm-v1's" in desc
+    profile = read_preset_data("calibration", "sarathi-serve-artifact")
+    assert profile["tick_overhead_ms"] == 16 and round(profile["per_seq_overhead_us"] / 1000) == 1
+    sarathi, v1 = _run("engine-sarathi-serve"), _run("engine-vllm-v1")
+    assert 3.5 <= sarathi.tpot_p50_s / v1.tpot_p50_s <= 4.5
+    alone = _run("engine-sarathi-serve", calibration="vllm-v1")  # "its TPOT is then vLLM V1's and its ITL p99 lower"
+    assert alone.tpot_p50_s == pytest.approx(v1.tpot_p50_s, rel=0.05) and alone.itl_p99_s < v1.itl_p99_s
+
+
+def test_the_exclusive_preset_says_it_serves_about_0_4_req_s_of_its_2():
+    desc = load_preset("engine-exclusive").description
+    assert "the lowest TPOT of the engine presets" in desc and "about 0.4 req/s" in desc and "TTFT reaches minutes" in desc
+    ex = _run("engine-exclusive")
+    others = [_run(n) for n in list_presets() if n.startswith("engine-") and n != "engine-exclusive"]
+    assert len(others) == 15 and ex.tpot_p50_s < min(o.tpot_p50_s for o in others)
+    assert load_preset("engine-exclusive").workload.arrival.rate_per_s == 2.0
+    assert round(ex.num_finished / ex.makespan_s, 1) == 0.4 and ex.ttft_p50_s > 60
+
+
+def test_the_swap_preset_says_nothing_is_swapped_here_and_the_kv_pressure_preset_swaps():
+    assert "nothing is pre-empted or swapped and the run is engine-vllm-v0's" in load_preset("engine-vllm-v0-swap").description
+    swap, v0 = _run("engine-vllm-v0-swap"), _run("engine-vllm-v0")
+    assert swap.num_preemptions == swap.num_swap_outs == 0 and swap.output_tokens_per_s == v0.output_tokens_per_s
+    assert swap.ttft_p99_s == v0.ttft_p99_s and swap.num_ticks == v0.num_ticks
+    assert _run("kv-pressure-a100-llama8b", scheduler__preemption="swap").num_swap_outs > 0
+
+
+def test_the_tensorrt_llm_presets_say_their_capacity_policies_run_one_schedule_here():
+    a, b = _run("engine-tensorrt-llm-max-utilization"), _run("engine-tensorrt-llm-no-evict")
+    for name in ("engine-tensorrt-llm-max-utilization", "engine-tensorrt-llm-no-evict"):
+        cfg = load_preset(name)
+        assert "the KV cache is never short, so it runs the same schedule as" in cfg.description
+        assert cfg.scheduler.max_num_seqs == 8  # "with the batch of 8"
+    assert a.num_preemptions == b.num_preemptions == 0 and a.kv_peak_usage < 0.1
+    assert (a.num_ticks, a.ttft_p99_s, a.tpot_p99_s) == (b.num_ticks, b.ttft_p99_s, b.tpot_p99_s)
+
+
+def test_the_batch_cap_preset_runs_one_batch_and_two_waves_at_a_cap_of_16():
+    from sim_core import run_simulation
+    from sim_core.sweep import with_value
+
+    cfg = load_preset("mechanism-batch-cap")
+    assert cfg.scheduler.max_num_seqs == 256 and "batch cap of 256" in cfg.description
+    assert "Max batch size (Scheduler) to 16" in cfg.description
+    one = run_simulation(cfg)
+    assert int(one.timeline.num_running.max()) == 24
+    two = run_simulation(with_value(cfg, "scheduler.max_num_seqs", 16))
+    req = two.requests
+    assert int(two.timeline.num_running.max()) == 16
+    late = req.first_scheduled_s > req.finish_s.min() - 1e-12  # admitted once the first wave finishes
+    assert int(late.sum()) == 8
+
+
+def test_the_prefill_oom_preset_runs_and_names_the_chunk_that_does_not_fit():
+    from sim_core import run_simulation
+    from sim_core.costmodel import MemoryPlanError
+    from sim_core.sweep import with_value
+
+    cfg = load_preset("prefill-oom-l4-llama8b")
+    assert cfg.scheduler.max_num_batched_tokens == 256 and "to 32,768" in cfg.description
+    assert run_simulation(cfg).summary.num_finished == cfg.workload.num_requests
+    with pytest.raises(MemoryPlanError, match="Out of memory"):
+        run_simulation(with_value(cfg, "scheduler.max_num_batched_tokens", 32768))
+
+
+def test_the_multi_turn_preset_says_its_run_is_too_short_for_its_configured_rate():
+    cfg = load_preset("multi-turn-chat-h100-llama8b")
+    assert "Conversations start at 1.5 per second" in cfg.description and "about 2.4 req/s" in cfg.description
+    assert cfg.workload.arrival.rate_per_s / cfg.workload.sessions.turns == 1.5
+    assert cfg.workload.num_requests // cfg.workload.sessions.turns == 75
+    assert round(_run("multi-turn-chat-h100-llama8b").steady.arrival_rate_per_s, 1) == 2.4

@@ -220,3 +220,16 @@ def test_the_paired_presets_descriptions_say_what_their_own_runs_show():
     assert split.summary.makespan_s > 2 * last_arrival_s  # (more than half of it after the last arrival)
     assert split.summary.output_tokens_per_s < co.summary.output_tokens_per_s  # the headline a reader compared
     assert split.summary.steady.goodput_requests_per_s > co.summary.steady.goodput_requests_per_s  # what to read
+
+
+def test_the_splitwise_ha_preset_says_its_run_is_too_short_to_settle_as_its_summary_does():
+    # its description told a reader to "read the steady state's goodput", which the page does not show for this run
+    from sim_core import run_simulation
+    from sim_core.metrics import SHORT_NOTE
+    from sim_core.presets import load_preset
+
+    cfg = load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d")
+    assert "too short to settle (the page says so and shows no steady-state figures)" in cfg.description
+    assert "read the steady state's goodput" not in cfg.description
+    note = run_simulation(cfg).summary.steady.note
+    assert note is not None and note.startswith(SHORT_NOTE), note
