@@ -255,7 +255,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
     # (the overloaded note, said from two branches below: written only when one of them says it)
     overloaded = lambda: (  # noqa: E731
         f"{OVERLOADED_NOTE}: requests arrive faster than the server finishes them ({offered_per_s:,.2f} req/s offered, "
-        f"{completed_per_s:,.2f} completed in the steady window), so its queue grows: the median TTFT rose from "
+        f"{completed_per_s:,.2f} req/s completed in the steady window), so its queue grows: the median TTFT rose from "
         f"{_seconds_text(first_q_s)} in the window's first quarter of arrivals to {_seconds_text(last_q_s)} in its last. "
         "A longer run only grows it further: lower the rate or add capacity.")  # fmt: skip
     if (warmup_s >= mean_decode_s and last_q_s >= OVERLOAD_TTFT_GROWTH * first_q_s
@@ -286,7 +286,7 @@ def _steady_note(n: int, n_window: int, n_unfinished: int, warmup_s: float, mean
             # cannot tell it from filling)
             return (f"{LOOKS_OVERLOADED_NOTE}: the median TTFT rose from {_seconds_text(first_q_s)} in the "
                     f"steady window's first quarter of arrivals to {_seconds_text(last_q_s)} in its last "
-                    f"({offered_per_s:,.2f} req/s offered, {completed_per_s:,.2f} completed in the window). But {short}, "
+                    f"({offered_per_s:,.2f} req/s offered, {completed_per_s:,.2f} req/s completed in the window). But {short}, "
                     f"so it may still be filling up. {advice} If TTFT keeps rising, lower the rate or add capacity.")
         return (f"{SHORT_NOTE}: {short}, so the server was still filling up (or is overloaded and never settles). {advice}")
     return None

@@ -62,7 +62,7 @@ def test_an_overloaded_run_says_so_and_does_not_advise_a_longer_run():
     # 9 s; the note advised "Run about 4,000 requests or more", where a longer run only grows the queue
     st = run_simulation(make_config(workload__num_requests=3000, workload__arrival__rate_per_s=24.0)).summary.steady
     assert st.note.startswith("Overloaded: requests arrive faster than the server finishes them") and "Run about" not in st.note
-    assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} completed" in st.note
+    assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} req/s completed" in st.note
     # at a rate it keeps up with, the same length of run has nothing to say
     assert run_simulation(make_config(workload__num_requests=3000, workload__arrival__rate_per_s=18.0)).summary.steady.note is None
 
@@ -101,7 +101,7 @@ def test_a_short_run_whose_queue_grows_says_first_that_it_looks_overloaded():
 
     st = run_simulation(apply_part(load_preset(DEFAULT_SCENARIO), "engines", "sarathi-serve")).summary.steady
     assert st.note.startswith("Too short to say, and it looks overloaded: the median TTFT rose from ")
-    assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} completed in the window)" in st.note
+    assert f"({st.arrival_rate_per_s:,.2f} req/s offered, {st.requests_per_s:,.2f} req/s completed in the window)" in st.note
     assert st.requests_per_s < 0.5 * st.arrival_rate_per_s and "If TTFT keeps rising, lower the rate" in st.note
     assert run_simulation(load_preset(DEFAULT_SCENARIO)).summary.steady.note is None
 
