@@ -17,6 +17,7 @@ from app.components.text import plotly_text
 from app.components.units import fmt_number, time_unit
 from sim_core.config import SimConfig
 from sim_core.costmodel import CostModel
+from sim_core.words import percent
 from sim_core.result import SimResult
 from sim_core.types import Phase
 
@@ -157,10 +158,11 @@ def distribution_summary(res: SimResult, metric: Metric) -> str:
         off = "" if d.slo <= d.upper else " (off the chart, right)"
         borrowed = _borrowed_slo(metric)
         if borrowed:  # ITL has no objective of its own: the line is TPOT's, which bounds a request's mean gap
-            text += (f" · {met:.0%} of gaps within the {fmt_number(d.slo)} {d.unit} {borrowed} objective{off}, which bounds each "
+            text += (f" · {percent(met)} of gaps within the {fmt_number(d.slo)} {d.unit} {borrowed} objective{off}, which bounds each "
                      "request's mean gap, not every gap")  # fmt: skip
         else:
-            text += f" · {met:.0%} within the {fmt_number(d.slo)} {d.unit} objective{off}"
+            # (words.percent, the headline's rule: 1 of 200 requests within read "0%" beside "0.5% meet SLOs")
+            text += f" · {percent(met)} within the {fmt_number(d.slo)} {d.unit} objective{off}"
     if d.beyond:
         text += f" · {d.beyond:,} beyond {fmt_number(d.upper)} {d.unit} not shown"
     return text + "."

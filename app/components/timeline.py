@@ -528,6 +528,23 @@ class LineSeries:
     reduced: bool  # each value is the peak of a time bin (too many ticks to draw one by one)
 
 
+def _queue_during_next_tick(res: SimResult, col: str) -> np.ndarray:
+    """A queue count as its line draws it: the value at tick i's end holds until tick i + 1's end, so it is the count
+    during tick i + 1 (the last: after the run). A tick's row counts its queues after the tick (admissions at its start
+    and finishes at its end done), so tick i + 1's running requests are its row's and those that finished at its end:
+    drawn from the rows as they are, the running line fell to 0 through every prefill tick that followed a finished
+    batch (mechanism-priority's batches of 2, exclusive execution's every request) while the Gantt showed that batch
+    prefilling."""
+    tl = res.timeline
+    y = tl.columns[col].astype(np.int64)
+    if col == "num_running":
+        finish = res.requests.finish_s
+        finish = finish[np.isfinite(finish)]
+        tick = np.searchsorted(tl.t_end_s, finish, side="left")  # (a request finishes at its last tick's end)
+        y = y + np.bincount(tick[tick < y.size], minlength=y.size)
+    return np.r_[y[1:], tl.columns[col][-1:]]
+
+
 def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINTS) -> list[LineSeries]:
     """KV usage (and, with prefix caching, cached-but-free blocks) and queue lengths over the window,
     each reduced to at most `max_points` (peaks kept); all share one time base."""
@@ -545,7 +562,7 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
         tt, yy = reduce_series(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, max_points)
         out.append(LineSeries(3, "KV cached, free (%)", "#81c995", "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
     for col, name in (("num_waiting", "waiting"), ("num_running", "running"), ("num_swapped", "swapped")):
-        y = tl.columns[col][sl]
+        y = _queue_during_next_tick(res, col)[sl]
         if name == "swapped" and not y.any():
             continue
         tt, yy = reduce_series(t, y.astype(float), max_points)

@@ -616,3 +616,32 @@ def test_a_run_of_few_ticks_opens_whole_with_a_bar_per_tick():
     assert window is not None and window[1] - window[0] == pytest.approx(width)
     default = run_simulation(load_preset("chat-h100-llama8b"))  # 4,217 ticks: a readable window
     assert default.timeline.num_ticks > timeline.PER_TICK_BARS and timeline.opening_window(default) is not None
+
+
+def test_a_distributions_share_within_its_objective_is_rounded_as_the_headlines():
+    # engine-exclusive: the TTFT chart said "0% within the 2 s objective" beside the headline's "0.5% meet SLOs"
+    from sim_core.words import percent
+
+    res = run_simulation(load_preset("engine-exclusive"))
+    ttft = res.requests.first_token_s - res.requests.arrival_s
+    met = float((ttft[np.isfinite(ttft)] <= res.config.slo.ttft_s).mean())
+    assert 0 < met < 0.01  # (1 of 200: "0%" by :.0%)
+    said = charts.distribution_summary(res, charts.METRICS[0])
+    assert f" · {percent(met)} within the " in said and " · 0% within" not in said, said
+
+
+def test_the_running_line_holds_a_batch_through_the_prefill_tick_that_starts_it():
+    # mechanism-priority (batches of 2): the queue panel's running line fell to 0 through each prefill tick after a
+    # finished batch, while the Gantt showed that batch prefilling; a line's value holds until the next tick's end, so
+    # it is drawn as the count during that tick
+    res = run_simulation(load_preset("mechanism-priority"))
+    tl = res.timeline
+    running = next(s for s in timeline.line_series(res, None) if s.name == "running requests")
+    assert running.t.size == tl.num_ticks and np.array_equal(running.t, tl.t_end_s)
+    after_batch = np.flatnonzero((tl.phase[1:] == Phase.PREFILL) & (tl.num_running[:-1] == 0))  # ticks before them
+    assert after_batch.size >= 3  # (the run has such prefill ticks: the batches turn over)
+    during = running.y[after_batch]  # each held through the prefill tick that follows
+    assert np.array_equal(during, tl.num_prefill_seqs[after_batch + 1]), during
+    assert running.y[:-1].min() > 0 and running.y[-1] == tl.num_running[-1] == 0  # (after the run: none)
+    waiting = next(s for s in timeline.line_series(res, None) if s.name == "waiting requests")
+    assert np.array_equal(waiting.y[:-1], tl.num_waiting[1:])  # (the count after each next tick's admissions)

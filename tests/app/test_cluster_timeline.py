@@ -688,6 +688,7 @@ def test_every_request_row_gets_room_for_its_label(rows):
 
 def test_simulate_page_says_prefix_affinity_without_prefix_caching_routes_as_least_outstanding():
     # Review 26: the run silently behaved as least_outstanding
+    from app.components.config_form import sidebar_words
     from sim_core.cluster.report import routing_notes
 
     cfg = with_value(make_config(workload__num_requests=30), "deployment", {"replicas": 2, "router": "prefix_affinity"})
@@ -698,7 +699,8 @@ def test_simulate_page_says_prefix_affinity_without_prefix_caching_routes_as_lea
     note = routing_notes(cfg)[0]
     shown = [c.value for c in at.caption if "least outstanding" in c.value]
     assert len(shown) == 1 and "least outstanding" in shown[0] and "kv\\_cache" not in shown[0]  # escaped as text only where needed
-    assert shown[0].endswith(plain(note))
+    assert shown[0].endswith(plain(sidebar_words(note)))  # (settings by the sidebar's labels)
+    assert "(“Prefix caching” (KV cache" in shown[0]
     cfg = with_value(cfg, "kv_cache.enable_prefix_caching", True)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["cfg"] = encode_config(cfg)

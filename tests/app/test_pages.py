@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -2209,7 +2210,10 @@ def test_a_single_request_and_a_single_tick_are_singular():
     assert not at.exception
     assert any("workload chat, 1 request, seed" in c.value for c in at.caption), [c.value for c in at.caption]
     body = next(h.proto.body for h in at.get("html") if 'data-testid="timeline-html"' in h.proto.body)
-    assert "1 request alive in this window" in body
+    assert ">Request 0<" in body  # (a run of few ticks opens on the whole run: timeline.opening_window)
+    from app.components.timeline import window_requests_title
+
+    assert window_requests_title(np.array([0]), 1, 0) == "1 request alive in this window"
     at = app(open_sections=False, preset="chat-h100-llama8b", **{"workload.num_requests": "1",
              "workload.output_tokens": '{"dist": "fixed", "mean": 1}'}).run()  # fmt: skip
     assert not at.exception
