@@ -92,7 +92,8 @@ def _headline(res: SimResult) -> None:
     # (the mean batch: lessons 9 and 17 ask the room to watch it, and it was on the command line's GPU line only)
     deployment = bool(getattr(res, "instances", None))
     row2[0].metric("GPU busy", percent(s.gpu_busy_fraction),
-                   f"prefill {percent(s.prefill_time_fraction)} of busy time · mean batch {s.mean_batch_size:,.1f}",
+                   # (the CLI's words: "prefill 60% of busy time" read as prefill work where the ticks were mixed)
+                   f"{percent(s.prefill_time_fraction)} in ticks that prefill · mean batch {s.mean_batch_size:,.1f}",
                    help=("Busy GPU-seconds over the GPUs × the makespan (each instance weighted by its GPUs); the prefill "
                          "share is of those busy GPU-seconds" if deployment else "Busy time over the "
                          "makespan; the prefill share is of that busy time") + ": the ticks that prefill, a mixed "

@@ -2415,6 +2415,9 @@ def test_the_headline_shows_the_mean_batch_the_lessons_ask_for():
     busy = next(m for m in at.metric if m.label == "GPU busy")
     s = run_simulation(load_preset("chat-h100-llama8b")).summary
     assert f"mean batch {s.mean_batch_size:,.1f}" in busy.proto.delta, busy.proto.delta
+    from sim_core.words import percent  # (the CLI's words: "prefill 60% of busy time" read as prefill work)
+
+    assert busy.proto.delta.startswith(f"{percent(s.prefill_time_fraction)} in ticks that prefill · "), busy.proto.delta
     # 100 % busy at 8 req/s read as saturated, where Sweep finds a capacity of 18: its help says how hard the ticks work
     assert "Busy is not saturated" in busy.help and f"{s.mbu_mean:.0%} of the memory bandwidth (MBU)" in busy.help
 
