@@ -103,7 +103,11 @@ def _headline(res: SimResult) -> None:
                    f"Busy is not saturated: a busy GPU may take a larger batch in each tick. Its ticks used "
                    f"{percent(s.mfu_mean)} of the peak compute (MFU) and {percent(s.mbu_mean)} of the memory bandwidth "
                    "(MBU) over the busy time; the Sweep page finds the rate where it saturates.", **kw)  # fmt: skip
-    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed", **kw)
+    suspends = res.config.scheduler.smart_preemption.enabled  # (its page read "Pre-emptions 0" and nothing more)
+    row2[1].metric("Pre-emptions", f"{s.num_preemptions:,}", f"{counted(s.num_swap_outs, 'swap')} · {s.num_recomputed_tokens:,} tok recomputed",
+                   help="Running requests evicted from the KV cache to make room: their KV recomputed later (recompute) or "
+                        "moved to host memory and back (swap)." + (" Smart pre-emption's suspended prefills (article §5.3) "
+                        "keep their KV and are not counted here: they show in the TTFT tail." if suspends else ""), **kw)  # fmt: skip
     kv_of, kv_help, kv_peak = f"of {s.kv_capacity_tokens:,} tokens", None, f"{s.kv_peak_usage:.0%}"
     if deployment:  # a deployment's peak is its fullest instance's share of that instance's own pool
         full = res.kv_peak_instance
