@@ -199,3 +199,11 @@ def test_the_smart_preemption_preset_says_where_its_suspensions_show():
     assert on.num_preemptions == off.num_preemptions == 0
     assert (round(on.ttft_p99_s, 1), round(off.ttft_p99_s, 2)) == (1.8, 0.42)
     assert (round(on.tpot_p99_s * 1e3), round(off.tpot_p99_s * 1e3)) == (26, 27)
+
+
+def test_the_priority_mechanism_names_its_classes_as_its_class_table_does():
+    # its class table reads "priority 0 / priority 1" (a trace's priority column) beside "batch-class" and "interactive"
+    cfg = load_preset("mechanism-priority")
+    prio = cfg.workload.trace.priority
+    assert list(prio) == [1] * 6 + [0] * 2
+    assert "six batch-class requests (priority 1)" in cfg.description and "two interactive ones (priority 0" in cfg.description
