@@ -2523,3 +2523,10 @@ def test_the_preemptions_help_says_smart_preemptions_suspensions_are_not_counted
     assert pre.value == "0" and "suspended prefills (article §5.3) keep their KV and are not counted" in pre.help
     plain_run = next(m for m in app(preset="chat-h100-llama8b").run().metric if m.label == "Pre-emptions")
     assert "evicted from the KV cache" in plain_run.help and "suspended" not in plain_run.help
+
+
+def test_the_goodput_help_says_an_offline_jobs_ttfts_are_its_queue():
+    # offline-batch-h200-llama8b read "34% meet SLOs" with nothing saying that every request was queued at t = 0
+    help_of = lambda preset: next(m for m in app(preset=preset).run().metric if m.label == "Goodput").help  # noqa: E731
+    assert "Offline arrivals queue every request at t = 0" in help_of("offline-batch-h200-llama8b")
+    assert "Offline" not in help_of("chat-h100-llama8b")
