@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.components import config_form as form
 from app.components import runner, uploads
-from app.components.text import plain
+from app.components.text import lead_and_rest, plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY, derived, remember
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.presets import MAX_CONFIG_FILE_BYTES, apply_part, describe_preset, engine_label
@@ -165,7 +165,11 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
     if current:
         # (its whole name first: the box cuts a long one, "cluster-dynamo-llama70b-fp…", where the end, -3p1d or
         # -colocated, is what tells a pair apart; a review)
-        sb.caption(plain(f"{current}: {describe_preset('scenarios', current)}"))
+        lead, rest = lead_and_rest(describe_preset("scenarios", current))
+        sb.caption(plain(f"{current}: {lead}"))
+        if rest:  # (sources and details: the DistServe pair's 1,700 characters filled the sidebar)
+            with sb.expander("More about this preset"):
+                st.caption(plain(rest))
     with sb.expander("Upload a config (JSON)"):
         st.file_uploader("Config JSON", type=["json"], key="w.upload_config", on_change=_on_config_upload,
                          help=f"A config downloaded from this app or written by `python -m sim_core run --out`. Max {MAX_CONFIG_FILE_BYTES // 2**20} MB.")  # fmt: skip

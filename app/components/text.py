@@ -61,3 +61,23 @@ def choices_hint(value: str, choices: list[str] | tuple[str, ...], listed_at: st
     if len(choices) <= MAX_LISTED_CHOICES:
         return f" ({guess}allowed: {', '.join(choices)})"
     return f" ({guess}all {len(choices)} are in {listed_at})" if listed_at else f" ({guess.rstrip()})" if guess else ""
+
+
+WHOLE_CHARS = 600  # a preset's description up to this long is shown whole (the sidebar's caption) ...
+LEAD_CHARS = 320  # ... a longer one by its sentences up to about this many characters
+# sentence ends: a full stop before a capital, not after an abbreviation ("e.g. H100", "Fig. 8", "vs. Orca")
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bFig)(?<!\bSec)(?<!\bcf)[.!?](?=\s+[A-Z'(])")
+
+
+def lead_and_rest(text: str) -> tuple[str, str]:
+    """A long description as its lead (whole sentences up to about LEAD_CHARS, or its first sentence when that is
+    longer) and the rest ('' when short): the sidebar shows the lead and puts the rest, sources and details, behind
+    an expander (the DistServe pair's 1,400-1,700 characters of artifact paths filled the sidebar, a review)."""
+    text = text.strip()
+    if len(text) <= WHOLE_CHARS:
+        return text, ""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    cut = max((e for e in ends if e <= LEAD_CHARS), default=None) or next((e for e in ends if e > LEAD_CHARS), None)
+    if cut is None or len(text) - cut < 60:  # (one sentence, or a short tail: whole)
+        return text, ""
+    return text[:cut], text[cut:].strip()

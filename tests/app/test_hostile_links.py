@@ -380,3 +380,18 @@ def test_a_link_of_a_subnormal_rate_or_time_limit_gives_a_page_naming_it(field, 
     assert not at.exception, [e.value for e in at.exception]
     warnings = " ".join(w.value for w in at.warning).replace("\\", "")
     assert f"{field} = 5e-324" in warnings and "allowed: >= 1e-06" in warnings, warnings
+
+
+@given(st.text(alphabet=st.sampled_from("aB .!?(',e.gvsFig"), max_size=1500))
+def test_a_description_splits_into_its_lead_and_the_rest_without_losing_a_character(text):
+    from app.components.text import _SENTENCE_END, LEAD_CHARS, WHOLE_CHARS, lead_and_rest
+
+    lead, rest = lead_and_rest(text)
+    whole = text.strip()
+    if not rest:
+        assert lead == whole
+        return
+    assert len(whole) > WHOLE_CHARS and whole.startswith(lead) and whole[len(lead):].strip() == rest
+    assert lead[-1] in ".!?" and rest[0] in "ABCDEFGHIJKLMNOPQRSTUVWXYZ'("  # (at a sentence's end)
+    # whole sentences up to LEAD_CHARS, or the first sentence when even that is longer
+    assert len(lead) <= LEAD_CHARS or not any(m.end() <= LEAD_CHARS for m in _SENTENCE_END.finditer(whole))

@@ -2530,3 +2530,16 @@ def test_the_goodput_help_says_an_offline_jobs_ttfts_are_its_queue():
     help_of = lambda preset: next(m for m in app(preset=preset).run().metric if m.label == "Goodput").help  # noqa: E731
     assert "Offline arrivals queue every request at t = 0" in help_of("offline-batch-h200-llama8b")
     assert "Offline" not in help_of("chat-h100-llama8b")
+
+
+def test_a_long_preset_description_shows_its_lead_and_the_rest_behind_an_expander():
+    # the DistServe pair's 1,400-1,700 characters of artifact paths and commit ids filled the sidebar (a review)
+    from sim_core.presets import describe_preset
+
+    at = app(preset="cluster-distserve-opt13b-3xa100-p2d1").run()
+    lead = [c.value for c in at.sidebar.caption if c.value.startswith("cluster-distserve-opt13b-3xa100-p2d1: ")]
+    assert len(lead) == 1 and "DistServe reports 2.0-3.41x the goodput per GPU" in lead[0] and "20a1633" not in lead[0]
+    more = [e for e in at.sidebar.expander if e.label == "More about this preset"]
+    assert len(more) == 1 and any("20a1633" in c.value for c in more[0].caption)
+    assert len(describe_preset("scenarios", "chat-h100-llama8b")) < 600  # a short one: whole, no expander
+    assert not [e for e in app(preset="chat-h100-llama8b").run().sidebar.expander if e.label == "More about this preset"]
