@@ -72,6 +72,17 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+MAX_INT_DIGITS = 30  # digits of a JSON integer read as an int; no setting takes a longer one
+
+
+def json_int(text: str) -> int | float:
+    """A JSON integer, as `json.loads(parse_int=...)` reads it: one of more than MAX_INT_DIGITS digits becomes the float
+    it rounds to (inf past ~1e308). Python refuses int() of more than 4,300 digits (a ValueError that crashed every
+    page a 61-character link reached, and the CLI's --set), and no setting takes such a number: validation then refuses
+    it naming the field and its range."""
+    return int(text) if len(text) <= MAX_INT_DIGITS else float(text)
+
+
 def loads_bounded(text: str | bytes, source: str = "config") -> Any:
     """`json.loads` that reports bad or deeply nested JSON, or an object naming a member twice (which of the two
     values was meant is unknowable: `{"num_requests": 5, "num_requests": 7}` ran 7), as an InputError naming
@@ -82,7 +93,7 @@ def loads_bounded(text: str | bytes, source: str = "config") -> Any:
         except UnicodeDecodeError as err:
             raise InputError(f"Invalid {source}: not UTF-8 text (byte {err.start})") from None
     try:
-        data = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
+        data = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys, parse_int=json_int)
     except _DuplicateKey as dup:
         raise DuplicateKeyError(f"Invalid {source}: the key {printable(dup.key)[:80]!r} appears twice in one object; "
                          "give each field once") from None  # fmt: skip
@@ -124,7 +135,9 @@ def parse_int_text(text: str) -> int:
     """An integer written in ASCII digits with an optional sign; ValueError otherwise."""
     text = text.strip()
     if not _INT_TEXT.match(text):
-        raise ValueError(f"{text!r} is not a whole number")
+        raise ValueError(f"{printable(text)[:40]!r} is not a whole number")
+    if len(text.lstrip("+-")) > MAX_INT_DIGITS:  # (int() of 5,000 digits raised Python's own ValueError, no value named)
+        raise ValueError(f"{text[:20]!r}… ({len(text):,} digits) is too large")
     return int(text)
 
 

@@ -51,7 +51,19 @@ MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 LENGTH_FIELDS = MappingProxyType({"csv": TRACE_COLUMNS[1:3], "azure-2023": AZURE_COLUMNS[1:3], "azure-2024": AZURE_COLUMNS[1:3],
                                   "burstgpt": BURSTGPT_COLUMNS[2:4], "mooncake": MOONCAKE_KEYS[1:3]})  # fmt: skip
 TIME_FIELD = {"csv": "arrival_s", "azure-2023": "TIMESTAMP", "azure-2024": "TIMESTAMP", "burstgpt": "Timestamp", "mooncake": "timestamp"}
-MAX_JSON_INT = 10**300  # a JSON integer this large or larger is no count or time (and not a float)
+MAX_JSON_DIGITS = 300  # a JSON integer of more digits is no count or time (and not a float)
+
+
+class _TooManyDigits:
+    """A JSON integer of more than MAX_JSON_DIGITS digits, kept as its length: int() of its text is refused past 4,300
+    digits (a ValueError, a traceback from the CLI and the upload), and math.isfinite of a 400-digit int overflowed."""
+
+    def __init__(self, text: str) -> None:
+        self.digits = len(text.lstrip("-"))
+
+
+def _json_int(text: str) -> int | _TooManyDigits:
+    return int(text) if len(text.lstrip("-")) <= MAX_JSON_DIGITS else _TooManyDigits(text)
 AZURE_MAX_FRACTION_DIGITS = 18  # the traces write 7 (100 ns); more digits are not a time any clock took
 
 FORMAT_HELP = {
@@ -271,7 +283,7 @@ def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, parse_int=_json_int)
         except json.JSONDecodeError as err:
             raise TraceError(f"{fmt} line {line}: not a JSON object ({err.msg})") from None
         except RecursionError:  # a hostile line of nested arrays: a message, not a crash
@@ -284,9 +296,8 @@ def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
         vals = {}
         for k in MOONCAKE_KEYS:
             v = obj[k]
-            # (JSON integers have no size limit: math.isfinite(10**400) raised OverflowError, a traceback)
-            if isinstance(v, int) and not isinstance(v, bool) and not -MAX_JSON_INT < v < MAX_JSON_INT:
-                raise TraceError(f"{fmt} line {line}: {k} has {len(str(abs(v))):,} digits; it must be below 1e300")
+            if isinstance(v, _TooManyDigits):
+                raise TraceError(f"{fmt} line {line}: {k} has {v.digits:,} digits; it must be below 1e300")
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (k != "timestamp" and v != int(v)):
                 raise TraceError(f"{fmt} line {line}: {k} = {_shown(v)} must be a non-negative " + ("number" if k == "timestamp" else "integer"))
             vals[k] = v

@@ -63,6 +63,10 @@ def nested(depth: int) -> Any:
     return value
 
 
+# A whole number past Python's 4,300-digit limit for int() of text (a 61-character ?cfg= link of {"seed": 9...9}
+# crashed every page), written as JSON text: json.dumps cannot write such an int either
+LONG_DIGITS = st.tuples(st.sampled_from(["", "-"]), st.integers(4301, 6000)).map(lambda s: s[0] + "9" * s[1])
+
 HOSTILE_VALUES = st.one_of(
     st.booleans(), st.none(), BAD_NUMBERS, NUMBER_TEXT, SURROGATES, MARKDOWN_BAITS, st.text(max_size=30),
     st.integers(min_value=-(10**30), max_value=10**30), st.floats(allow_nan=True, allow_infinity=True),
@@ -152,16 +156,18 @@ def link_params(draw) -> dict[str, str]:
         data, _, _ = draw(malformed_config_dicts())
         params["cfg"] = draw(st.one_of(
             st.just(encode_json(data)), st.just(encode_json(nested_text(draw(st.integers(40, 5000))))),
+            LONG_DIGITS.map(lambda digits: encode_json(f'{{"seed": {digits}}}')),
             st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC-_=!", max_size=60),
         ))  # fmt: skip
     # (a name from the link is shown too, in "ignored link parameter(s)": a Markdown bait as a name)
     for key in draw(st.lists(st.sampled_from(CONFIG_KEYS + PAGE_KEYS) | MARKDOWN_BAITS, max_size=4, unique=True)):
         value = draw(st.one_of(HOSTILE_VALUES, st.sampled_from(["rate", "chunk", "num_gpus", "max_num_seqs", "vllm-v1",
-                                                                  "chat-h100-llama8b", "inf", "-5", "abc", "nan", "1e300"])))  # fmt: skip
+                                                                  "chat-h100-llama8b", "inf", "-5", "abc", "nan", "1e300"]),
+                               LONG_DIGITS))  # fmt: skip
         text = _param_text(value)
         if key == "a_cfg" or key == "b_cfg":
             text = encode_json(nested_text(draw(st.integers(40, 3000)))) if draw(st.booleans()) else text
-        params[key] = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:2000]  # as a browser sends it
+        params[key] = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")[:8000]  # as a browser sends it
     return params
 
 

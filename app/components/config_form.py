@@ -369,10 +369,13 @@ def sidebar_words(text: str) -> str:
     22.49 GiB" reads "“Memory” (Hardware) = 22.49 GiB"; the CLI prints the paths, which `--set` takes)."""
     import re
 
-    for section, specs in SECTIONS.items():
-        # (dotted paths only: a top-level one, "seed", is also a word of prose)
-        for spec in sorted((x for x in specs if "." in x.path), key=lambda x: -len(x.path)):
-            text = re.sub(rf"(?<![\w.]){re.escape(spec.path)}(?![\w])", f"“{_short(spec.label)}” ({section})", text)
+    from app.components import deployment_form  # (it imports this module)
+
+    # (dotted paths only: a top-level one, "seed", is also a word of prose)
+    named = [(spec.path, spec.label, section) for section, specs in SECTIONS.items() for spec in specs if "." in spec.path]
+    named += [(path, label, deployment_form.SECTION) for path, label in deployment_form.LABELS.items()]
+    for path, label, section in sorted(named, key=lambda x: -len(x[0])):
+        text = re.sub(rf"(?<![\w.]){re.escape(path)}(?![\w])", f"“{_short(label)}” ({section})", text)
     return text
 
 

@@ -107,6 +107,13 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "first"] = dis.first_token_from if dis else "prefill"
 
 
+# The controls' labels by the setting they edit (config_form.sidebar_words names these settings so in a message)
+LABELS = {"deployment.router": "Router", "deployment.state_refresh_s": "Router state refresh (s)",
+          "deployment.replicas": "Replicas", "deployment.disaggregation.prefill.replicas": "Prefill instances",
+          "deployment.disaggregation.decode.replicas": "Decode instances"}  # fmt: skip
+SECTION = "Deployment"  # (the sidebar expander's first word)
+
+
 def draw(cfg: SimConfig) -> dict[str, Any] | None:
     """Draw the editor; return the `deployment` value the widgets describe (None = one engine)."""
     if KEY + "mode" not in st.session_state:
@@ -115,21 +122,21 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                     help="One engine; N identical replicas behind a router; or separate prefill and decode pools.")  # fmt: skip
     if mode == MODES[0]:
         return None
-    router = st.selectbox("Router", Router.__args__, key=KEY + "router", help=_help("router"))
+    router = st.selectbox(LABELS["deployment.router"], Router.__args__, key=KEY + "router", help=_help("router"))
     st.caption(ROUTER_SUMMARIES[router])  # (the chosen one in a sentence; the help has every rule in full)
     # kept (not hidden) for the other routers, so switching back and forth keeps the value a link gave
-    refresh = st.number_input("Router state refresh (s)", *_floats("state_refresh_s"), step=0.05, format="%.3f",
+    refresh = st.number_input(LABELS["deployment.state_refresh_s"], *_floats("state_refresh_s"), step=0.05, format="%.3f",
                               key=KEY + "refresh", help=_help("state_refresh_s"), disabled=router not in STATE_ROUTERS)  # fmt: skip
     if mode == MODES[1]:
-        n = st.number_input("Replicas", *field_bounds(("deployment", "replicas")), step=1, key=KEY + "replicas",
+        n = st.number_input(LABELS["deployment.replicas"], *field_bounds(("deployment", "replicas")), step=1, key=KEY + "replicas",
                             help=_help("replicas"))  # fmt: skip
         st.caption(f"{counted(int(n) * cfg.hardware.num_gpus, 'GPU')} = {counted(int(n), 'replica')} x TP {cfg.hardware.num_gpus}")
         return {"replicas": int(n), "router": router, "state_refresh_s": float(refresh)}
     keep = cfg.deployment.disaggregation if cfg.deployment and cfg.deployment.disaggregation else None
     c1, c2 = st.columns(2)
-    p = c1.number_input("Prefill instances", *field_bounds((*POOL, "prefill", "replicas")), step=1, key=KEY + "prefill",
+    p = c1.number_input(LABELS["deployment.disaggregation.prefill.replicas"], *field_bounds((*POOL, "prefill", "replicas")), step=1, key=KEY + "prefill",
                         help=_help("disaggregation", "prefill"))  # fmt: skip
-    d = c2.number_input("Decode instances", *field_bounds((*POOL, "decode", "replicas")), step=1, key=KEY + "decode",
+    d = c2.number_input(LABELS["deployment.disaggregation.decode.replicas"], *field_bounds((*POOL, "decode", "replicas")), step=1, key=KEY + "decode",
                         help=_help("disaggregation", "decode"))  # fmt: skip
     # (only degrees the model's heads split evenly over, and the pool's own: config_form.tp_options, the sidebar's rule)
     opts = lambda k: tp_options(TP_OPTIONS, int(st.session_state.get(KEY + k, 1)), cfg)  # noqa: E731

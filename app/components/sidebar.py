@@ -181,7 +181,7 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
 
     # First, above the engine's sections: how many replicas and which router is the deployment's first choice (at the
     # foot, lesson 14's Router sat below ~4,000 px of open Hardware and Scheduler knobs); one closed line otherwise.
-    with sb.expander("Deployment (replicas, disaggregation)", expanded=cfg.deployment is not None):
+    with sb.expander(f"{deployment_form.SECTION} (replicas, disaggregation)", expanded=cfg.deployment is not None):
         deployment = deployment_form.draw(cfg)
     classes = [c.model_dump() for c in cfg.workload.classes]
     slots: dict = {}

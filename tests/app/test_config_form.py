@@ -202,5 +202,6 @@ def test_every_sidebar_setting_a_message_names_reads_as_its_label_and_section():
         for spec in (x for x in specs if "." in x.path):  # (a top-level one, "seed", is also a word of prose)
             said = form.sidebar_words(f"raise {spec.path} (now 2), or {spec.path}.")
             assert said == f"raise “{spec.label.split(' (')[0]}” ({section}) (now 2), or “{spec.label.split(' (')[0]}” ({section}).", said
-    assert form.sidebar_words("deployment.router 'round_robin'") == "deployment.router 'round_robin'"  # (not a spec: as said)
+    assert form.sidebar_words("deployment.router 'round_robin'") == "“Router” (Deployment) 'round_robin'"  # (the pools' form)
+    assert form.sidebar_words("deployment.disaggregation.link.latency_us") == "deployment.disaggregation.link.latency_us"
     assert form.sidebar_words("workload chat (seed 0)") == "workload chat (seed 0)"

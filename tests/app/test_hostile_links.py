@@ -201,6 +201,14 @@ ISSUE_LINKS = [  # the links of issue 10, page by page
     # the Simulate page rewrote its address before reading it for the notices: a mistyped field vanished unnamed
     ("app_pages/simulate.py", {"preset": "chat-h100-llama8b", "sheduler.max_num_seqs": "64"}, "ignored link parameter(s) it does not use: 'sheduler.max_num_seqs'"),
     ("app_pages/plan.py", {"preset": "/etc/passwd"}, "unknown preset"),
+    # a whole number of more than 4,300 digits: int() of its text raised ValueError and every page crashed
+    ("app_pages/simulate.py", {"seed": "9" * 5000}, "seed = inf: Input should be a valid integer; allowed: >= 0 and <= 4294967295"),
+    ("app_pages/simulate.py", {"cfg": "eNrtwUERACAIALAqHi00DyTgydndFP62TXRVxlkbAAAAAPjuPlC4XLw"}, "seed = inf"),
+    ("app_pages/simulate.py", {"hardware.peak_tflops": "1" + "0" * 5000}, "hardware.peak_tflops = inf: Input should be a finite number"),
+    ("app_pages/compare.py", {"a_seed": "9" * 5000}, "seed = inf"),
+    ("app_pages/sweep.py", {"seed": "9" * 5000}, "seed = inf"),
+    ("app_pages/sweep.py", {"sweep": "rate", "n": "9" * 5000}, "(5,000 digits) is too large"),
+    ("app_pages/plan.py", {"seed": "9" * 5000}, "seed = inf"),
     ("app_pages/simulate.py", {"preset": "[Session expired - log in here](https://example.invalid/login)"}, "unknown preset"),
 ]
 
@@ -334,7 +342,8 @@ def test_a_link_to_a_deployment_too_large_for_the_server_says_what_fits():
                               "workload.num_requests": "200000"})  # fmt: skip
     assert not at.exception
     errors = " ".join(e.value for e in at.error).replace("\\", "")
-    assert "deployment.replicas = 64" in errors and "workload.num_requests = 200,000" in errors, errors
+    # (the settings by the sidebar's labels: config_form.sidebar_words)
+    assert "“Replicas” (Deployment) = 64" in errors and "“Requests” (Workload) = 200,000" in errors, errors
     assert "at most 10,485 requests" in errors, errors
     assert time.perf_counter() - t0 < 12  # (a page, not the worker's hard timeout)
     assert_no_markup_from_visitors(at)

@@ -421,3 +421,18 @@ def test_a_set_key_given_twice_is_refused_naming_both_values(capsys):
     # the last one won without a word (a JSON object that names a key twice is refused, in files, links and values)
     assert main(["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seqs=8", "--set", "scheduler.max_num_seqs=16"]) == 2
     assert "--set 'scheduler.max_num_seqs' given twice ('8', then '16'): give it once" in capsys.readouterr().err
+
+
+def test_a_whole_number_of_thousands_of_digits_is_refused_naming_its_field(tmp_path, capsys):
+    # int() of more than 4,300 digits raised Python's ValueError: a traceback and exit 1 from --set and a config file
+    from sim_core.cli import main
+
+    long = "9" * 5000
+    assert main(["run", "chat-h100-llama8b", "--set", f"seed={long}"]) == 2
+    err = capsys.readouterr().err
+    assert "seed = inf: Input should be a valid integer; allowed: >= 0 and <= 4294967295" in err and "Traceback" not in err
+    path = tmp_path / "long.json"
+    path.write_text('{"hardware": "h100-sxm", "workload": {"num_requests": -' + long + "}}")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "workload.num_requests = -inf" in err and "allowed: >= 1" in err and len(err) < 2000

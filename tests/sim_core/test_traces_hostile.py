@@ -256,3 +256,14 @@ def test_cli_refuses_a_trace_row_past_the_longest_run_before_running(tmp_path, c
     out, err = capsys.readouterr()
     assert "csv line 3: arrival_s = 1e+300 s is outside [0, 10,000,000] s" in err and "Traceback" not in err
     assert "stopped at" not in out + err  # (it ran to the time limit and said so)
+
+
+@pytest.mark.parametrize("digits", [301, 4301, 6000])
+def test_a_mooncake_integer_of_thousands_of_digits_is_named_not_a_traceback(digits):
+    # past 4,300 digits json.loads itself raised ValueError (int() of the text): a traceback from the CLI and the upload
+    text = '{"timestamp": 0, "input_length": ' + "9" * digits + ', "output_length": 5}'
+    with pytest.raises(TraceError, match=rf"mooncake line 1: input_length has {digits:,} digits"):
+        parse_trace(text)
+    hashes = '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [' + "9" * digits + "]}"
+    with pytest.raises(TraceError, match="hash_ids must be a list of non-negative integers"):
+        parse_trace(hashes)
