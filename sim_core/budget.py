@@ -30,6 +30,12 @@ MIB = 1 << 20
 # ~2 us per recorded tick (0.6-1.9 us/tick measured on a 400k-tick run, /tmp/i10asm.py in the report).
 LOOP_SHARE = 0.9
 ASSEMBLY_S_PER_TICK = 2e-6
+# ... and memory for it: a deployment's result (every instance's arrays, then their merged copies) took ~490-500 bytes
+# per recorded tick of all its instances over what its loop held (64 replicas x 10k requests: 470 -> 1,416 MiB for 2.03M
+# ticks; 16P16D: 326 -> 1,067 MiB for 1.54M; /tmp/asm.py in session 72's note), a single engine's ~275 (100k requests:
+# 60 -> 135 MiB for 285k). Without it a deployment within the budget in its loop passed it threefold in the assembly,
+# where the worker's memory limit killed it and the page lost the result.
+ASSEMBLY_BYTES_PER_TICK = 512
 CHECK_EVERY_CALLS = 32
 CHECK_INTERVAL_S = 0.05  # aim for a check every 50 ms of work
 FIRST_CHUNK_TICKS = 16  # before the tick rate is known  # loop iterations between checks too (a slow general tick can take ms)
@@ -136,6 +142,9 @@ class BudgetMeter:
         self.peak_bytes = 0
         self.wall_s = 0.0
         self.num_calls = 0
+        # the recorded ticks the result will be built from: a deployment's engines share this meter and each asks with
+        # its own count, so the deployment sets the count of all of them (`run_deployment`)
+        self.count_ticks: Callable[[], int] | None = None
 
     def ticks_until_check(self, engine: Engine) -> int:
         """How many ticks a batched advance (the fast path, a batch-of-one chain) may run before the next check, and
@@ -193,6 +202,8 @@ class BudgetMeter:
 
     def _time_or_memory(self, now_s: float, ticks: int) -> str | None:
         b = self.budget
+        if self.count_ticks is not None:
+            ticks = self.count_ticks()
         self.wall_s = now_s - self.t0_s
         if self.wall_s + ASSEMBLY_S_PER_TICK * ticks > LOOP_SHARE * b.max_wall_s:
             # (the time left is kept for building the result: "stopped after 4.4 s ..., the budget per run is 5 s" read
@@ -203,4 +214,8 @@ class BudgetMeter:
         if self.peak_bytes > b.max_bytes:
             return (f"stopped after {counted(ticks, 'tick')}: the run holds {self.peak_bytes / MIB:,.0f} MiB, over the server's "
                     f"budget of {b.max_bytes / MIB:,.0f}{_MEMORY_STOP}")  # fmt: skip
+        if (assembly := ASSEMBLY_BYTES_PER_TICK * ticks) > b.max_bytes - self.peak_bytes and self.count_ticks is not None:
+            return (f"stopped after {counted(ticks, 'tick')}: the run holds {self.peak_bytes / MIB:,.0f} MiB and building its "
+                    f"result needs about {assembly / MIB:,.0f} MiB more, over the server's budget of "
+                    f"{b.max_bytes / MIB:,.0f}{_MEMORY_STOP}")  # fmt: skip
         return None

@@ -249,6 +249,7 @@ def _run_notes(res: SimResult) -> None:
 
 
 INTERACTIVE_KEY = "ui.timeline_plotly"
+LAST_RUN_KEY = "ui.last_run_cfg"  # the config of the session's last run that gave a result (shown under a failed run's error)
 
 
 PRESENTER_ROWS = 12  # request rows a presenter's timeline opens with
@@ -656,8 +657,20 @@ def main() -> None:
         outcome = runner.run(cfg)
     if outcome.error:
         st.error(plain(sidebar_words(outcome.error)), icon=":material/memory:")
-        st.markdown("Nothing was simulated. Change a setting named above in the sidebar; your other settings are kept.")
-        return
+        # Nothing the user had is lost: the last run that gave a result is shown below the error (a deployment over the
+        # memory budget replaced the result on the page with the error alone), fetched again by its config from the
+        # byte-bounded result cache, or run again, so the session keeps no result of its own
+        last = st.session_state.get(LAST_RUN_KEY)
+        kept = runner.run(last) if last is not None and last != cfg else None
+        if kept is None or kept.result is None:
+            st.markdown("Nothing was simulated. Change a setting named above in the sidebar; your other settings are kept.")
+            return
+        st.info(f"Your settings are kept in the sidebar. Below is the last run that worked, not these settings: "
+                f"{plain(describe_config(kept.result.config))}.", icon=":material/history:")  # fmt: skip
+        outcome, cfg = kept, kept.result.config
+        link_params = link_query(cfg, None, None)  # (Share & export: the shown run's config, which reproduces it)
+    else:
+        st.session_state[LAST_RUN_KEY] = cfg
     res = outcome.result
     if res.summary.stopped_reason:
         reason = res.summary.stopped_reason

@@ -60,6 +60,9 @@ def run_deployment(cfg: SimConfig, check_invariants: bool = False, meter=None) -
     dep.meter = meter  # the server's budget (sim_core/budget.py), one clock for every instance and the routing between
     for inst in dep.instances:
         inst.engine.meter = meter
+    if meter is not None:  # (the result is built from every instance's ticks: the meter keeps room for it)
+        engines = [inst.engine for inst in dep.instances]
+        meter.count_ticks = lambda: sum(e.rec.num_ticks for e in engines)
     dep.run()
     return build_result(dep)
 

@@ -2543,3 +2543,19 @@ def test_a_long_preset_description_shows_its_lead_and_the_rest_behind_an_expande
     assert len(more) == 1 and any("20a1633" in c.value for c in more[0].caption)
     assert len(describe_preset("scenarios", "chat-h100-llama8b")) < 600  # a short one: whole, no expander
     assert not [e for e in app(preset="chat-h100-llama8b").run().sidebar.expander if e.label == "More about this preset"]
+
+
+def test_a_run_that_fails_keeps_the_last_result_below_its_error():
+    # a deployment over the server's memory budget replaced the result on the page with "Nothing to show" alone; the
+    # brief: nothing the user had is lost. An out-of-memory config stands for any failed run here.
+    at = app(preset="prefill-oom-l4-llama8b").run()
+    before = {m.label: m.value for m in at.metric}
+    at.select_slider(key="w.scheduler.max_num_batched_tokens").set_value(65536).run()
+    assert not at.exception
+    assert len(at.error) == 1 and at.error[0].value.startswith("Out of memory")
+    kept = [i.value for i in at.info if i.value.startswith("Your settings are kept in the sidebar. Below is the last run")]
+    assert len(kept) == 1 and "Llama-3.1-8B on 1× L4" in kept[0], [i.value for i in at.info]
+    assert {m.label: m.value for m in at.metric} == before  # the last run's figures, not a blank page
+    assert at.select_slider(key="w.scheduler.max_num_batched_tokens").value == 65536  # the user's setting kept
+    fresh = app(preset="prefill-oom-l4-llama8b", **{"scheduler.max_num_batched_tokens": "65536"}).run()
+    assert not fresh.metric and not [i for i in fresh.info if "last run that worked" in i.value]  # nothing to keep

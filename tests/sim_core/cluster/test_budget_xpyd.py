@@ -143,3 +143,22 @@ def test_routing_after_every_replica_stopped_is_metered(monkeypatch):
     res = run_simulation(cfg, budget=RunBudget(max_wall_s=0.5))
     assert is_budget_stop(res.summary.stopped_reason) and res.summary.stopped_reason.startswith("routing: stopped after")
     assert 50 < np.count_nonzero(res.instance_of >= 0) < 200_000  # partway through the routing (~50 arrive before 1 s)
+
+
+def test_a_deployment_stops_leaving_its_budgets_memory_for_building_the_result():
+    # 64 replicas x 10k requests stayed within 512 MiB in the loop (470 MiB) and reached 1,416 MiB building the result
+    # from every instance's 2.03M ticks: the worker's memory limit killed it and the page lost its result. The meter
+    # keeps ASSEMBLY_BYTES_PER_TICK for each recorded tick of all the instances.
+    cfg = with_value(make_config(workload__num_requests=3000), "deployment", {"replicas": 4})
+    max_bytes = 48 << 20
+    res = run_simulation(cfg, budget=RunBudget(max_bytes=max_bytes, max_wall_s=600))
+    reason = res.summary.stopped_reason
+    assert reason is not None and is_budget_stop(reason) and "building its result needs about" in reason, reason
+    ticks = sum(int(inst.result.timeline.num_ticks) for inst in res.instances)
+    # it stopped at the first check where the reserve passed what was left: the ticks it ran are about that many
+    assert budget_module.ASSEMBLY_BYTES_PER_TICK * ticks <= 1.2 * max_bytes
+    free = run_simulation(cfg, budget=RunBudget(max_bytes=1 << 40, max_wall_s=600))  # (room for it: runs to the end)
+    assert free.summary.stopped_reason is None and budget_module.ASSEMBLY_BYTES_PER_TICK * ticks < max_bytes < (
+        budget_module.ASSEMBLY_BYTES_PER_TICK * sum(int(i.result.timeline.num_ticks) for i in free.instances))
+    one = run_simulation(make_config(workload__num_requests=3000), budget=RunBudget(max_bytes=max_bytes, max_wall_s=600))
+    assert one.summary.stopped_reason is None  # (one engine: no such reserve, its result is small)
