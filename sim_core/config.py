@@ -70,7 +70,15 @@ class StrictModel(BaseModel):
             bad = next((ch for ch in value if "\ud800" <= ch <= "\udfff"), None)
             if bad is not None:
                 raise ValueError(f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode")
+            # (a config's name of "x\x1b[2J\x1b]0;pwned\x07" cleared the terminal of whoever ran it and set its title:
+            # a workshop hands out config files)
+            if (ctrl := _CONTROL.search(value)) is not None:
+                raise ValueError(f"contains the control character U+{ord(ctrl.group()):04X}; text may hold tabs and line "
+                                 "breaks but no other control characters")  # fmt: skip
         return value
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 (but tab, line feed, carriage return), DEL, C1
 
 
 def field_error(field: str | tuple[str | int, ...], value: Any, message: str, names: Iterable[str] = ()) -> ValidationError:
@@ -1477,6 +1485,9 @@ def shown_value(given: Any) -> str:
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
+MAX_SHOWN_PATH = 80  # characters of a field path (or an unknown key) a message quotes
+
+
 def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,
                             names: dict[str, str] | None = None) -> str:
     """One line per problem: field path, the value given, what went wrong, and the allowed range (the bounds of the
@@ -1491,6 +1502,8 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # the items left once the refused one is dropped; that item's own line says what is wrong)
             continue
         path = ".".join(str(p) for p in loc) or "(config)"
+        if len(path) > MAX_SHOWN_PATH:  # (an unknown key of 100,000 characters was echoed whole, twice in the page)
+            path = f"{path[:MAX_SHOWN_PATH]}… ({len(path):,} characters)"
         if names and path in names:
             path = names[path]
         elif names and loc and str(loc[0]) in names:  # (an item of a listed option: "--tp item 1", not "tp_degrees.0")
@@ -1514,7 +1527,9 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
         if e["type"] == "extra_forbidden" and (known := fields_here(loc[:-1], root)):
             # ("workloadd = dict: Extra inputs are not permitted" named neither the field meant nor the ones there are;
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
-            msg = f"unknown field {str(loc[-1])!r}{did_you_mean(str(loc[-1]), known)}; fields here: {', '.join(known)}"
+            name = str(loc[-1])
+            said = repr(name) if len(name) <= MAX_SHOWN_PATH else f"{name[:MAX_SHOWN_PATH]!r}…"
+            msg = f"unknown field {said}{did_you_mean(name[:MAX_SHOWN_PATH], known)}; fields here: {', '.join(known)}"
         if e["type"] == "model_type" and (known := fields_here(loc, root)):
             # ("kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" named a class of the code,
             # not what a section holds; --set scheduler=vllm-v0 met it)

@@ -192,14 +192,16 @@ def not_a_field_text(err: NotAField, how: str = "") -> str:
     """What a dotted setting that names no field (`with_settings`'s NotAField) is told: the part that is none, what
     was meant when a name is close, and what is there; `how` the way a setting is written where it was given
     ('--set ')."""
-    key = err.key or err.part
+    cut = lambda text: text if len(text) <= 80 else f"{text[:80]}… ({len(text):,} characters)"  # noqa: E731
+    # (a key of 100,000 characters was quoted whole, twice: 200 KB of message)
+    key, part = cut(err.key or err.part), cut(err.part)
     if err.field:  # (a list or a value: "'classes' is not a section" did not say what to do instead)
         return (f"{how}{key!r}: {err.field!r} is one field, not a section: set it whole, e.g. "
                 f"{how}'{err.field}=<JSON value>'")
     if err.is_section:
-        return (f"{how}{key!r}: {err.part!r} is not a section of the config{did_you_mean(err.part, err.fields)}"
+        return (f"{how}{key!r}: {part!r} is not a section of the config{did_you_mean(err.part[:80], err.fields)}"
                 + (f"; sections here: {', '.join(err.fields)}" if err.fields else ""))
-    return (f"{how}{key!r}: unknown field {err.part!r}{did_you_mean(err.part, err.fields)}; fields here: "
+    return (f"{how}{key!r}: unknown field {part!r}{did_you_mean(err.part[:80], err.fields)}; fields here: "
             f"{', '.join(err.fields)}" + (f"; or {'/'.join(PART_FAMILIES)}=NAME, a preset" if "." not in key else ""))
 
 

@@ -179,3 +179,34 @@ def test_a_refused_value_is_quoted_as_the_json_it_was_written_in(capsys):
         "true", "false", "null", "[true, null, 2]", "{'a': false}"]
     assert main(["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seqs=true"]) == 2
     assert "scheduler.max_num_seqs = true: Input should be a valid integer" in capsys.readouterr().err
+
+
+def test_an_unknown_key_of_any_length_is_quoted_cut_short(tmp_path, capsys):
+    # a 100,000-character key was echoed whole (twice: 200 KB) by a config file, --set, and the upload's message
+    from sim_core.cli import main
+
+    long = "k" * 100_000
+    path = tmp_path / "long.json"
+    path.write_text('{"' + long + '": 1}')
+    for args in (["run", str(path)], ["run", "chat-h100-llama8b", "--set", f"{long}=1"],
+                 ["run", "chat-h100-llama8b", "--set", f"workload.{long}=1"]):  # fmt: skip
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert len(err) < 1000 and "k" * 80 + "…" in err and "(100,000 characters)" in err, err[:300]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=hs.text(alphabet=hs.characters(max_codepoint=0xA0, exclude_categories=("Cs",)), max_size=20))
+def test_text_fields_refuse_control_characters_but_tabs_and_line_breaks(text):
+    # a config named "x\x1b[2J\x1b]0;pwned\x07" cleared the terminal of whoever ran it (the CLI prints names)
+    from sim_core import SimConfig
+
+    controls = [ch for ch in text if (ord(ch) < 0x20 and ch not in "\t\n\r") or 0x7F <= ord(ch) <= 0x9F]
+    try:
+        SimConfig.model_validate({"name": text})
+    except ValidationError as err:
+        said = format_validation_error(err)
+        assert controls and f"control character U+{ord(controls[0]):04X}" in said and "name = " in said, said
+        assert not any(ch in said for ch in controls)  # (quoted escaped)
+    else:
+        assert not controls
