@@ -149,6 +149,11 @@ class ResultCache:
         with self._lock:
             if key in self._items:
                 self.num_bytes -= self._items.pop(key)[1]
+            # entries whose time is up go first (they went only when their own key was asked again: stale heavy results
+            # counted against the bytes and pushed out results still good; a scan of at most a few hundred entries)
+            now = self.clock()
+            for old_key in [k for k, (_, _, until) in self._items.items() if now > until]:
+                self.num_bytes -= self._items.pop(old_key)[1]
             if size > self.max_bytes:
                 return
             self._items[key] = (out, size, until)

@@ -394,3 +394,19 @@ def test_a_run_the_worker_killed_is_not_kept_for_later_visitors(in_thread_server
     now_s[0] += 3600.0
     runner.run(cfg)
     assert len(calls) == 2
+
+
+def test_an_expired_load_dependent_outcome_leaves_the_cache_when_anything_is_put():
+    # a killed or budget-stopped outcome is kept LOAD_DEPENDENT_KEEP_S only, but it left only when its own key was asked
+    # again: stale heavy results counted against the bytes and pushed out results still good
+    from app.components.runner import LOAD_DEPENDENT_KEEP_S
+
+    now = [0.0]
+    one = outcome_bytes(_outcome(1))
+    cache = ResultCache(max_bytes=10 * one, clock=lambda: now[0])
+    cache.put("stale", Outcome(None, "killed", killed=True), one)
+    cache.put("good", _outcome(1), one)
+    now[0] = LOAD_DEPENDENT_KEEP_S + 1
+    cache.put("new", _outcome(1), one)
+    assert "stale" not in cache._items and cache.num_bytes == 2 * one  # (without anyone asking for "stale")
+    assert cache.get("good") is not None and cache.get("new") is not None
