@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from app.components.text import choices_hint
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
-from sim_core.config import NotAField, format_validation_error, set_dotted, shown_value
+from sim_core.config import MAX_SHOWN_PATH, NotAField, format_validation_error, set_dotted, shown_value
 from sim_core.inputs import BracketTextError, InputError, NestingError, close_names, loads_bounded, value_from_text
 from sim_core.presets import DEFAULT_SCENARIO, resolve_scenario
 from sim_core.unused import unused_settings
@@ -165,7 +165,7 @@ def _param_value(text: str, path: str = "") -> Any:
     try:
         return value_from_text(text, "link value")
     except NestingError:
-        raise PresetError(f"The link's {path[:60]!r} is JSON nested too deeply to be a config value." if path else
+        raise PresetError(f"The link's {path[:MAX_SHOWN_PATH]!r} is JSON nested too deeply to be a config value." if path else
                           "A link value is JSON nested too deeply to be a config value.") from None  # fmt: skip
     except InputError as err:  # (the field, then what is wrong: "Invalid link value: ..." would name neither)
         what = str(err).removeprefix("Invalid link value: ")
@@ -272,7 +272,7 @@ def _preset_with_overrides(name: str, overrides: dict[str, str],
         # ran the section's value, the field's lost without a word)
         whole = next((q for q in paths[i + 1 :] if path.startswith(q + ".")), None)
         if whole is not None:
-            problems.append(f"{path[:60]} = {text[:40]}: the link's later {whole[:60]!r} sets that section whole and replaces "
+            problems.append(f"{path[:MAX_SHOWN_PATH]} = {text[:40]}: the link's later {whole[:MAX_SHOWN_PATH]!r} sets that section whole and replaces "
                             "it; give one")  # fmt: skip
             continue
         try:
@@ -350,7 +350,7 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
         whole = f" ({err.field!r} is one field: set it whole)" if err.field else ""
         near = None if err.field else _closest_field(path, data)
         hint = f" (did you mean {near[:60]!r}?)" if near else ""
-        raise PresetError(f"The link sets {path[:60]!r}, which is not a field of the config{whole}{hint}.") from None
+        raise PresetError(f"The link sets {path[:MAX_SHOWN_PATH]!r}, which is not a field of the config{whole}{hint}.") from None
 
 
 def _closest_field(path: str, data: dict[str, Any]) -> str | None:

@@ -1485,7 +1485,7 @@ def shown_value(given: Any) -> str:
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
-MAX_SHOWN_PATH = 80  # characters of a field path (or an unknown key) a message quotes
+MAX_SHOWN_PATH = 100  # characters of a field path (or an unknown key) a message quotes (the longest path: 86)
 
 
 def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,

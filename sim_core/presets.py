@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sim_core.config import NotAField, SimConfig, format_validation_error, set_dotted
+from sim_core.config import MAX_SHOWN_PATH, NotAField, SimConfig, format_validation_error, set_dotted
 from sim_core.inputs import InputError, did_you_mean, loads_bounded, printable, read_file_bounded
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
@@ -192,16 +192,17 @@ def not_a_field_text(err: NotAField, how: str = "") -> str:
     """What a dotted setting that names no field (`with_settings`'s NotAField) is told: the part that is none, what
     was meant when a name is close, and what is there; `how` the way a setting is written where it was given
     ('--set ')."""
-    cut = lambda text: text if len(text) <= 80 else f"{text[:80]}… ({len(text):,} characters)"  # noqa: E731
+    cut = lambda text: (text if len(text) <= MAX_SHOWN_PATH  # noqa: E731
+                        else f"{text[:MAX_SHOWN_PATH]}… ({len(text):,} characters)")
     # (a key of 100,000 characters was quoted whole, twice: 200 KB of message)
     key, part = cut(err.key or err.part), cut(err.part)
     if err.field:  # (a list or a value: "'classes' is not a section" did not say what to do instead)
         return (f"{how}{key!r}: {err.field!r} is one field, not a section: set it whole, e.g. "
                 f"{how}'{err.field}=<JSON value>'")
     if err.is_section:
-        return (f"{how}{key!r}: {part!r} is not a section of the config{did_you_mean(err.part[:80], err.fields)}"
+        return (f"{how}{key!r}: {part!r} is not a section of the config{did_you_mean(err.part[:MAX_SHOWN_PATH], err.fields)}"
                 + (f"; sections here: {', '.join(err.fields)}" if err.fields else ""))
-    return (f"{how}{key!r}: unknown field {part!r}{did_you_mean(err.part[:80], err.fields)}; fields here: "
+    return (f"{how}{key!r}: unknown field {part!r}{did_you_mean(err.part[:MAX_SHOWN_PATH], err.fields)}; fields here: "
             f"{', '.join(err.fields)}" + (f"; or {'/'.join(PART_FAMILIES)}=NAME, a preset" if "." not in key else ""))
 
 
