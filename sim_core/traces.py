@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from sim_core.config import MAX_SEED, MAX_SIM_TIME_S, MAX_TRACE_ROWS, StrictModel, Trace, format_validation_error
-from sim_core.inputs import InputError, check_regular_file, parse_float_text, parse_int_text
+from sim_core.inputs import InputError, check_regular_file, json_int, parse_float_text, parse_int_text
 
 TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
 TRACE_FORMATS: tuple[str, ...] = ("csv", "azure-2023", "azure-2024", "burstgpt", "mooncake")
@@ -51,19 +51,7 @@ MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 LENGTH_FIELDS = MappingProxyType({"csv": TRACE_COLUMNS[1:3], "azure-2023": AZURE_COLUMNS[1:3], "azure-2024": AZURE_COLUMNS[1:3],
                                   "burstgpt": BURSTGPT_COLUMNS[2:4], "mooncake": MOONCAKE_KEYS[1:3]})  # fmt: skip
 TIME_FIELD = {"csv": "arrival_s", "azure-2023": "TIMESTAMP", "azure-2024": "TIMESTAMP", "burstgpt": "Timestamp", "mooncake": "timestamp"}
-MAX_JSON_DIGITS = 300  # a JSON integer of more digits is no count or time (and not a float)
 
-
-class _TooManyDigits:
-    """A JSON integer of more than MAX_JSON_DIGITS digits, kept as its length: int() of its text is refused past 4,300
-    digits (a ValueError, a traceback from the CLI and the upload), and math.isfinite of a 400-digit int overflowed."""
-
-    def __init__(self, text: str) -> None:
-        self.digits = len(text.lstrip("-"))
-
-
-def _json_int(text: str) -> int | _TooManyDigits:
-    return int(text) if len(text.lstrip("-")) <= MAX_JSON_DIGITS else _TooManyDigits(text)
 AZURE_MAX_FRACTION_DIGITS = 18  # the traces write 7 (100 ns); more digits are not a time any clock took
 
 FORMAT_HELP = {
@@ -283,7 +271,9 @@ def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
         if not text.strip():
             continue
         try:
-            obj = json.loads(text, parse_int=_json_int)
+            # (inputs.json_int, the configs' rule: int() of 5,000 digits raised ValueError, a traceback; a long one is
+            # the float it rounds to, which the checks below refuse, and math.isfinite of a 400-digit int overflowed)
+            obj = json.loads(text, parse_int=json_int)
         except json.JSONDecodeError as err:
             raise TraceError(f"{fmt} line {line}: not a JSON object ({err.msg})") from None
         except RecursionError:  # a hostile line of nested arrays: a message, not a crash
@@ -296,8 +286,8 @@ def _read_mooncake(lines: Iterable[str]) -> Iterator[tuple[int, _Row]]:
         vals = {}
         for k in MOONCAKE_KEYS:
             v = obj[k]
-            if isinstance(v, _TooManyDigits):
-                raise TraceError(f"{fmt} line {line}: {k} has {v.digits:,} digits; it must be below 1e300")
+            if isinstance(v, float) and math.isinf(v):
+                raise TraceError(f"{fmt} line {line}: {k} is too large; it must be below 1e300")
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (k != "timestamp" and v != int(v)):
                 raise TraceError(f"{fmt} line {line}: {k} = {_shown(v)} must be a non-negative " + ("number" if k == "timestamp" else "integer"))
             vals[k] = v

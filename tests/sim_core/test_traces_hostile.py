@@ -58,7 +58,7 @@ def test_a_mooncake_integer_too_large_for_a_float_is_named(key):
     # math.isfinite(10**400) raised OverflowError: a traceback from the CLI and the app's upload
     row = {"timestamp": 0, "input_length": 10, "output_length": 5} | {key: "HUGE"}
     text = str(row).replace("'", '"').replace('"HUGE"', str(10**400))
-    with pytest.raises(TraceError, match=rf"mooncake line 1: {key} has 401 digits"):
+    with pytest.raises(TraceError, match=rf"mooncake line 1: {key} is too large; it must be below 1e300"):
         parse_trace(text)
 
 
@@ -258,11 +258,11 @@ def test_cli_refuses_a_trace_row_past_the_longest_run_before_running(tmp_path, c
     assert "stopped at" not in out + err  # (it ran to the time limit and said so)
 
 
-@pytest.mark.parametrize("digits", [301, 4301, 6000])
+@pytest.mark.parametrize("digits", [400, 4301, 6000])
 def test_a_mooncake_integer_of_thousands_of_digits_is_named_not_a_traceback(digits):
     # past 4,300 digits json.loads itself raised ValueError (int() of the text): a traceback from the CLI and the upload
     text = '{"timestamp": 0, "input_length": ' + "9" * digits + ', "output_length": 5}'
-    with pytest.raises(TraceError, match=rf"mooncake line 1: input_length has {digits:,} digits"):
+    with pytest.raises(TraceError, match="mooncake line 1: input_length is too large; it must be below 1e300"):
         parse_trace(text)
     hashes = '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [' + "9" * digits + "]}"
     with pytest.raises(TraceError, match="hash_ids must be a list of non-negative integers"):
