@@ -7,6 +7,7 @@ model stays the single source of limits: an invalid combination is reported, nev
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -352,8 +353,7 @@ def friendly_error(message: str) -> str:
     text = re.sub(r"^\(config\):\s*", "", text, flags=re.M)
     text = re.sub(r" = (dict|tuple|list):", ":", text).replace(">=", "≥").replace("<=", "≤")
     counts = _leaf_counts()
-    for spec in sorted(ALL_SPECS, key=lambda x: -len(x.path)):
-        text = re.sub(rf"(?<![\w.]){re.escape(spec.path)}(?![\w])", f"“{_short(spec.label)}”", text)
+    text = _name_paths(text, _error_names())
     for group, label in GROUP_LABELS.items():
         text = text.replace(group, f"“{label}”")
     for spec in ALL_SPECS:
@@ -367,16 +367,39 @@ def sidebar_words(text: str) -> str:
     """A message of the engine's (a run's notes, an out-of-memory refusal) in the sidebar's words: each setting it
     names by config path is named by its control's label and section, as a student finds it ("hardware.memory_gib =
     22.49 GiB" reads "“Memory” (Hardware) = 22.49 GiB"; the CLI prints the paths, which `--set` takes)."""
+    return _name_paths(text, _sidebar_names())
+
+
+def _name_paths(text: str, names: tuple) -> str:
+    """`text` with each config path of `names` ((pattern, {path: words})) written as its words, in one pass."""
+    pattern, words = names
+    return pattern.sub(lambda m: words[m.group()], text)
+
+
+def _path_names(words: dict[str, str]) -> tuple:
+    """(one pattern of the paths, longest first so a path is never read as its prefix, {path: words})."""
     import re
 
+    paths = sorted(words, key=len, reverse=True)
+    return re.compile(rf"(?<![\w.])(?:{'|'.join(map(re.escape, paths))})(?![\w])"), words
+
+
+@functools.cache
+def _error_names() -> tuple:
+    """friendly_error's: every control's path as its label."""
+    return _path_names({spec.path: f"“{_short(spec.label)}”" for spec in ALL_SPECS})
+
+
+@functools.cache
+def _sidebar_names() -> tuple:
+    """sidebar_words': dotted paths (a top-level one, "seed", is also a word of prose) and the deployment form's, as
+    label and section. (Built once: the notes pass through it on every rerun.)"""
     from app.components import deployment_form  # (it imports this module)
 
-    # (dotted paths only: a top-level one, "seed", is also a word of prose)
-    named = [(spec.path, spec.label, section) for section, specs in SECTIONS.items() for spec in specs if "." in spec.path]
-    named += [(path, label, deployment_form.SECTION) for path, label in deployment_form.LABELS.items()]
-    for path, label, section in sorted(named, key=lambda x: -len(x[0])):
-        text = re.sub(rf"(?<![\w.]){re.escape(path)}(?![\w])", f"“{_short(label)}” ({section})", text)
-    return text
+    words = {spec.path: f"“{_short(spec.label)}” ({section})" for section, specs in SECTIONS.items() for spec in specs
+             if "." in spec.path}  # fmt: skip
+    words |= {path: f"“{_short(label)}” ({deployment_form.SECTION})" for path, label in deployment_form.LABELS.items()}
+    return _path_names(words)
 
 
 def _same(a: Any, b: Any) -> bool:
