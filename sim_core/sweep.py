@@ -54,15 +54,11 @@ def knob_name(name: str) -> str:
 
 
 def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
-    data = cfg.model_dump(mode="python")
-    node = data
-    *parts, last = path.split(".")
-    for p in parts:
-        if node.get(p) is None:  # an absent optional section (e.g. deployment) starts from its defaults
-            node[p] = {}
-        node = node[p]
-    node[last] = value
-    return config_from_dict(data, f"sweep point {path}={value}")
+    """`cfg` with one setting changed: `config_with`'s rule (`--set`'s and a link's), so a part named by its preset
+    (`"engine", "sglang"`) swaps that part and an absent optional section starts from what it stands for. (Its own
+    walk of the dict set `engine` beside the scheduler it already had, which won: a sweep of engines over a config
+    ran one engine at every point, without a word.)"""
+    return config_with(cfg, {path: value}, f"sweep point {path}={value}")
 
 
 def knob_value(cfg: SimConfig, knob: str) -> float:

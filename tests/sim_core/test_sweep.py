@@ -414,3 +414,20 @@ def test_a_short_point_whose_note_finds_it_overloaded_fell_behind():
     assert point_metric(four, shown_field("goodput_requests_per_s", True)) == [four.summary.goodput_requests_per_s]
     long_four, long_five = run_sweep(cfg, "replicas", [4, 5], steady_length=True)
     assert not keeps_up(long_four.summary) and keeps_up(long_five.summary)
+
+
+def test_with_value_swaps_a_part_named_by_its_preset_as_config_with_does():
+    # `with_value(cfg, "engine", "sglang")` set `engine` beside the scheduler the config already had, which won: the
+    # Python API's sweep point ran the old engine without a word. It now follows config_with (`--set`'s rule).
+    from sim_core.presets import config_with
+    from sim_core.sweep import with_value
+
+    cfg = make_config()
+    for engine in ("sglang", "vllm-v0", "sarathi-serve"):
+        swapped = with_value(cfg, "engine", engine)
+        assert swapped == config_with(cfg, {"engine": engine})
+        assert swapped.scheduler != cfg.scheduler
+    # an absent optional section starts from what it stands for; a path that names no field is refused by name
+    assert with_value(cfg, "deployment.replicas", 3).deployment.replicas == 3
+    with pytest.raises(PresetError, match="max_num_seq'.*did you mean"):
+        with_value(cfg, "scheduler.max_num_seq", 8)
