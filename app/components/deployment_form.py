@@ -110,7 +110,14 @@ def seed(cfg: SimConfig) -> None:
 # The controls' labels by the setting they edit (config_form.sidebar_words names these settings so in a message)
 LABELS = {"deployment.router": "Router", "deployment.state_refresh_s": "Router state refresh (s)",
           "deployment.replicas": "Replicas", "deployment.disaggregation.prefill.replicas": "Prefill instances",
-          "deployment.disaggregation.decode.replicas": "Decode instances"}  # fmt: skip
+          "deployment.disaggregation.decode.replicas": "Decode instances",
+          "deployment.disaggregation.prefill.tensor_parallel": "Prefill TP",
+          "deployment.disaggregation.decode.tensor_parallel": "Decode TP",
+          "deployment.disaggregation.link.bandwidth_gb_per_s": "KV link bandwidth (GB/s)",
+          "deployment.disaggregation.link.latency_us": "KV link latency (µs)",
+          "deployment.disaggregation.link.layerwise_pipelining": "Layer-wise pipelining",
+          "deployment.disaggregation.link.contention": "Transfers sharing the link",
+          "deployment.disaggregation.first_token_from": "First token streamed by"}  # fmt: skip
 SECTION = "Deployment"  # (the sidebar expander's first word)
 
 
@@ -140,8 +147,8 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
                         help=_help("disaggregation", "decode"))  # fmt: skip
     # (only degrees the model's heads split evenly over, and the pool's own: config_form.tp_options, the sidebar's rule)
     opts = lambda k: tp_options(TP_OPTIONS, int(st.session_state.get(KEY + k, 1)), cfg)  # noqa: E731
-    ptp = c1.select_slider("Prefill TP", opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
-    dtp = c2.select_slider("Decode TP", opts("decode_tp"), key=KEY + "decode_tp", help=_help("disaggregation", "decode"))
+    ptp = c1.select_slider(LABELS["deployment.disaggregation.prefill.tensor_parallel"], opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
+    dtp = c2.select_slider(LABELS["deployment.disaggregation.decode.tensor_parallel"], opts("decode_tp"), key=KEY + "decode_tp", help=_help("disaggregation", "decode"))
     gpu_help = field_info(("deployment", "disaggregation", "prefill", "hardware")).description
     label = lambda choice: _gpu_label(cfg, choice)  # noqa: E731
     pgpu = st.selectbox("Prefill GPU", _gpu_options("prefill"), key=KEY + "prefill_gpu", help=gpu_help, format_func=label)
@@ -150,15 +157,15 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     bw = None
     if not ideal:
         # (the config's range: a box narrower than it would clamp a linked 0.05 GB/s and run, and re-link, another config)
-        bw = st.number_input("KV link bandwidth (GB/s)", *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
+        bw = st.number_input(LABELS["deployment.disaggregation.link.bandwidth_gb_per_s"], *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
                              key=KEY + "bw", help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
-    lat = st.number_input("KV link latency (µs)", *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
+    lat = st.number_input(LABELS["deployment.disaggregation.link.latency_us"], *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
-    pipe = st.toggle("Layer-wise pipelining", key=KEY + "pipe",
+    pipe = st.toggle(LABELS["deployment.disaggregation.link.layerwise_pipelining"], key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
-    contention = st.radio("Transfers sharing the link", LinkContention.__args__, key=KEY + "contention", horizontal=True,
+    contention = st.radio(LABELS["deployment.disaggregation.link.contention"], LinkContention.__args__, key=KEY + "contention", horizontal=True,
                           help=field_info(("deployment", "disaggregation", "link", "contention")).description)  # fmt: skip
-    first = st.radio("First token streamed by", FIRST_TOKEN_FROM, key=KEY + "first", horizontal=True,
+    first = st.radio(LABELS["deployment.disaggregation.first_token_from"], FIRST_TOKEN_FROM, key=KEY + "first", horizontal=True,
                      help=field_info(("deployment", "disaggregation", "first_token_from")).description)  # fmt: skip
     kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
         else _gpu_label(cfg, choice)  # noqa: E731

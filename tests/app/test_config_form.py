@@ -203,5 +203,10 @@ def test_every_sidebar_setting_a_message_names_reads_as_its_label_and_section():
             said = form.sidebar_words(f"raise {spec.path} (now 2), or {spec.path}.")
             assert said == f"raise “{spec.label.split(' (')[0]}” ({section}) (now 2), or “{spec.label.split(' (')[0]}” ({section}).", said
     assert form.sidebar_words("deployment.router 'round_robin'") == "“Router” (Deployment) 'round_robin'"  # (the pools' form)
-    assert form.sidebar_words("deployment.disaggregation.link.latency_us") == "deployment.disaggregation.link.latency_us"
+    # every control of the deployment form, the pools' link and first-token settings too (they read as paths before)
+    from app.components import deployment_form
+
+    for path, label in deployment_form.LABELS.items():
+        assert form.sidebar_words(f"{path} = 1.") == f"“{label.split(' (')[0]}” (Deployment) = 1."
+    assert form.sidebar_words("deployment.disaggregation.link.latency_us") == "“KV link latency” (Deployment)"
     assert form.sidebar_words("workload chat (seed 0)") == "workload chat (seed 0)"
