@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.components import config_form as form
 from app.components import runner, uploads
-from app.components.text import lead_and_rest, plain
+from app.components.text import first_statement, lead_and_rest, plain
 from app.state import BASE_KEY, CFG_KEY, PRESENTER_KEY, PRESET_KEY, derived, remember
 from sim_core import PresetError, SimConfig, config_from_dict, list_presets, load_preset
 from sim_core.presets import MAX_CONFIG_FILE_BYTES, apply_part, describe_preset, engine_label
@@ -198,7 +198,10 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
                 st.selectbox(f"Load {'an' if noun[0] in 'aeiou' else 'a'} {noun} preset", list_presets(family), index=None,
                              key=f"w.part.{family}", on_change=_on_part, args=(family,), placeholder="choose…")  # fmt: skip
             if section == "Hardware" and cfg.hardware.source:
-                st.caption(f"{plain(cfg.hardware.name)} numbers: {plain(cfg.hardware.source)}")  # link text: never markdown
+                # (the datasheet's figures; where they were copied and what was fitted, file paths, are the About page's)
+                figures, rest = first_statement(cfg.hardware.source)
+                st.caption(plain(f"{cfg.hardware.name} numbers: {figures}") + (" Sources and fitted factors: the About "
+                                                                                 "page." if rest else ""))  # fmt: skip
             if section == "Workload":
                 _trace_controls(cfg)
             form.draw_section(section, cfg, slots)

@@ -69,6 +69,19 @@ LEAD_CHARS = 320  # ... a longer one by its sentences up to about this many char
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bFig)(?<!\bSec)(?<!\bcf)[.!?](?=\s+[A-Z'(])")
 
 
+# a statement's end: a full stop before a space, not after an abbreviation (a hardware source's figures, "989.4 TFLOPS",
+# have none; its file references that follow start lower-case, which _SENTENCE_END does not take as a sentence)
+_STATEMENT_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.(?=\s)")
+
+
+def first_statement(text: str) -> tuple[str, str]:
+    """`text`'s first statement and the rest ('' when none): a hardware source's datasheet figures, then where they
+    were copied and what was fitted (file paths, which the sidebar leaves to the About page)."""
+    text = text.strip()
+    m = _STATEMENT_END.search(text)
+    return (text, "") if m is None else (text[: m.end()], text[m.end() :].strip())
+
+
 def lead_and_rest(text: str) -> tuple[str, str]:
     """A long description as its lead (whole sentences up to about LEAD_CHARS, or its first sentence when that is
     longer) and the rest ('' when short): the sidebar shows the lead and puts the rest, sources and details, behind

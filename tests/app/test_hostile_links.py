@@ -391,6 +391,21 @@ def test_a_link_of_a_subnormal_rate_or_time_limit_gives_a_page_naming_it(field, 
     assert f"{field} = 5e-324" in warnings and "allowed: >= 1e-06" in warnings, warnings
 
 
+@given(st.text(alphabet=st.sampled_from("aB .,9\n(e.gicfvs"), max_size=400))
+def test_a_hardware_source_splits_at_its_first_statement_without_losing_a_character(text):
+    # the sidebar's caption of a GPU's numbers: up to the first full stop before a space ("989.4 TFLOPS" is no end)
+    from app.components.text import first_statement
+
+    first, rest = first_statement(text)
+    whole = text.strip()
+    if not rest:
+        assert first == whole or first.endswith(".") and whole[len(first):].strip() == ""
+        return
+    assert whole.startswith(first) and whole[len(first):].strip() == rest and first.endswith(".")
+    assert not any(first[i] == "." and first[i + 1].isspace() and not first[:i].endswith(("e.g", "i.e", "vs", "cf"))
+                   for i in range(len(first) - 1))  # (the first such stop)  # fmt: skip
+
+
 @given(st.text(alphabet=st.sampled_from("aB .!?(',e.gvsFig"), max_size=1500))
 def test_a_description_splits_into_its_lead_and_the_rest_without_losing_a_character(text):
     from app.components.text import _SENTENCE_END, LEAD_CHARS, WHOLE_CHARS, lead_and_rest

@@ -972,6 +972,11 @@ def test_closed_sidebar_sections_draw_nothing_and_keep_the_config():
 def test_hardware_sources_are_shown():
     at = app().run()
     assert any("H100 datasheet" in c.value for c in at.sidebar.caption)
+    # the sidebar gives the datasheet's figures; where they were copied and the fitted factors (file paths a student
+    # cannot open) are the About page's, which it says
+    (said,) = [c.value for c in at.sidebar.caption if "datasheet" in c.value]
+    assert "PCIe Gen5 x16 64 GB/s." in said and "Sources and fitted factors: the About page." in said
+    assert ".md" not in said and ".csv" not in said and "hbm_efficiency_scale" not in said
     about = open_page("app_pages/about.py")
     # a static table that wraps (the sources, a sentence each, were cut at the page's edge in a scrolling grid)
     table = about.table[0].value
