@@ -25,7 +25,7 @@ from sim_core.budget import RunBudget
 from sim_core.config import MAX_SEED, SimConfig, field_info, tp_degrees_allowed, tp_rule_text
 from sim_core.engine import run_simulation
 from sim_core.metrics import KEEP_UP_FRACTION, MAX_NUM_REQUESTS, STEADY_WARMUP_FRACTION, says_overloaded
-from sim_core.presets import PresetError, config_from_dict, config_with
+from sim_core.presets import PART_FAMILIES, PresetError, config_from_dict, config_with
 from sim_core.result import SteadyState, Summary
 from sim_core.words import percent
 
@@ -54,11 +54,21 @@ def knob_name(name: str) -> str:
 
 
 def with_value(cfg: SimConfig, path: str, value: Any) -> SimConfig:
-    """`cfg` with one setting changed: `config_with`'s rule (`--set`'s and a link's), so a part named by its preset
-    (`"engine", "sglang"`) swaps that part and an absent optional section starts from what it stands for. (Its own
-    walk of the dict set `engine` beside the scheduler it already had, which won: a sweep of engines over a config
-    ran one engine at every point, without a word.)"""
-    return config_with(cfg, {path: value}, f"sweep point {path}={value}")
+    """`cfg` with the value at `path` replaced (a section given whole replaces it: a lesson's knob may be the whole
+    `deployment`); an absent optional section on the way starts empty, from its defaults. A part named by its preset
+    (`"engine", "sglang"`) is swapped by `config_with`'s rule: set in the dict, it went beside the scheduler the dump
+    already had, which won, so a Python sweep of engines ran one engine at every point without a word."""
+    if path in PART_FAMILIES and isinstance(value, str):
+        return config_with(cfg, {path: value}, f"sweep point {path}={value}")
+    data = cfg.model_dump(mode="python")
+    node = data
+    *parts, last = path.split(".")
+    for p in parts:
+        if node.get(p) is None:
+            node[p] = {}
+        node = node[p]
+    node[last] = value
+    return config_from_dict(data, f"sweep point {path}={value}")
 
 
 def knob_value(cfg: SimConfig, knob: str) -> float:

@@ -777,10 +777,10 @@ def test_a_run_stuck_at_a_slow_kv_link_is_told_to_raise_the_link_not_to_add_gpus
 
 
 def test_requests_waiting_for_the_slots_a_slow_link_holds_are_the_links_too():
-    # 0.001 GB/s on Dynamo's 3P1D: 160 of the 393 unfinished crossing the link (each holding its decode slot) and 233
+    # 0.001 GB/s on Dynamo's 3P1D: 160 of the 593 unfinished crossing the link (each holding its decode slot) and 320
     # prefilled and waiting for one of those slots; the page said "lower the arrival rate ... add GPUs"
     text = _unfinished_warning("cluster-dynamo-llama70b-fp8-8xh100-3p1d", deployment__disaggregation__link__bandwidth_gb_per_s="0.001")
-    assert ("Of the 393 unfinished requests, 160 were waiting for the KV link or crossing it, and 233 more were "
+    assert ("Of the 593 unfinished requests, 160 were waiting for the KV link or crossing it, and 320 more were "
             "prefilled and waiting for a decode slot") in text, text
     assert "deployment.disaggregation.link.bandwidth_gb_per_s" in text and "add GPUs" not in text
 

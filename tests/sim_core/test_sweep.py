@@ -427,7 +427,7 @@ def test_with_value_swaps_a_part_named_by_its_preset_as_config_with_does():
         swapped = with_value(cfg, "engine", engine)
         assert swapped == config_with(cfg, {"engine": engine})
         assert swapped.scheduler != cfg.scheduler
-    # an absent optional section starts from what it stands for; a path that names no field is refused by name
+    # an absent optional section starts from its defaults; a section given whole replaces it (a lesson's knob)
     assert with_value(cfg, "deployment.replicas", 3).deployment.replicas == 3
-    with pytest.raises(PresetError, match="max_num_seq'.*did you mean"):
-        with_value(cfg, "scheduler.max_num_seq", 8)
+    split = {"disaggregation": {"prefill": {"replicas": 3}, "decode": {"replicas": 1}}}
+    assert with_value(with_value(cfg, "deployment.replicas", 4), "deployment", split).deployment.replicas == 1
