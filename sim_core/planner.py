@@ -492,8 +492,9 @@ class CalibrationBand:
         # (the closed-form rows, a subset: the About page quoted it beside the docs' 195, which add the simulated
         # engines' rows that `validate` replays in minutes)
         return (f"cost-model error on {self.num_rows} held-out published measurements priced in closed form: median "
-                f"±{self.median_pct:.0f} %, p90 ±{self.p90_pct:.0f} % (`python -m sim_core validate` adds the rows of "
-                "the engines it replays by simulation)")  # fmt: skip
+                f"±{self.median_pct:.0f} %, p90 ±{self.p90_pct:.0f} %. Latency under arrivals, which queueing decides, "
+                "errs more, and just below saturation it is predicted low: leave headroom (`python -m sim_core validate` "
+                "gives the error by kind of row)")  # fmt: skip
 
 
 def calibration_band() -> CalibrationBand:

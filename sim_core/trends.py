@@ -18,7 +18,7 @@ simulated ratio lies within 1.5x of the published range: [low / 1.5, high x 1.5]
    median normalised latency stays <= 0.2 s/token. Orca (Max) reserves max_model_len per request.
    Paper: 2.7-8x over Orca (Max) (1.7-2.7x over Orca (Oracle), which knows the output lengths).
 3. vLLM vs FasterTransformer, same setup, FasterTransformer batching statically with contiguous KV and
-   its own C++ engine costs (`tensorrt-llm-classic` profile). Paper abstract: 2-4x over
+   its own C++ engine costs (its preset's `fastertransformer` profile). Paper abstract: 2-4x over
    "state-of-the-art systems such as FasterTransformer and Orca" (Figure 12 reaches 22x in one setting).
 """
 
@@ -89,7 +89,7 @@ def paging_configs(num_requests: int = 400) -> tuple[SimConfig, SimConfig, SimCo
             "limits": NO_TIME_LIMIT}  # fmt: skip
     budget = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}  # batch bounded by memory, not a cap
     # vLLM and Orca as the paper ran them (Python engines without CUDA graphs, like the Sarathi-Serve artifact);
-    # FasterTransformer is NVIDIA's C++ engine (tensorrt-llm-classic costs)
+    # FasterTransformer is NVIDIA's C++ engine (its preset's own `fastertransformer` profile)
     research = {"calibration": "sarathi-serve-artifact"}
     orca = config_from_dict(base | {"engine": "orca", "scheduler": budget} | research)
     ft = config_from_dict(base | {"engine": "fastertransformer", "scheduler": budget})
