@@ -292,9 +292,10 @@ BENCH_SERVING_SHAREGPT = {
 BENCH_ENGINES = {"S": ("sglang", {1: 0.88, 4: 0.85}), "V": ("vllm-v0", {1: 0.9, 4: 0.9}), "W": ("vllm-v1", {1: 0.9, 4: 0.9})}
 
 
-def _bench_serving(r: dict[str, str], cal: dict[str, float]) -> float:
+def _bench_serving(r: dict[str, str], cal: dict[str, float], seed: int = 0) -> float:
     """sglang.bench_serving (or vLLM's benchmark_serving, which it copies) on ShareGPT: Poisson arrivals at the
-    row's rate (or all at once), the row's metric."""
+    row's rate (or all at once), the row's metric. The profiles are fitted and graded on seed 0's draw of lengths and
+    arrivals; `scripts/seed_spread.py` replays the rows on other seeds (`seed`)."""
     engine, util = BENCH_ENGINES[r["section"]]
     tp = int(r["num_gpus"])
     offline = "request rate inf" in r["workload"] or "all requests at once" in r["workload"]
@@ -305,7 +306,7 @@ def _bench_serving(r: dict[str, str], cal: dict[str, float]) -> float:
     cfg = config_from_dict({
         "hardware": {"preset": GPU_PRESETS[r["gpu"]][0], "num_gpus": tp},
         "model": {"preset": MODEL_PRESETS[r["model"]], "max_model_len": 4096}, "engine": engine,
-        "kv_cache": {"gpu_memory_utilization": util[tp]}, "calibration": cal,
+        "kv_cache": {"gpu_memory_utilization": util[tp]}, "calibration": cal, "seed": seed,
         "workload": {"preset": "chat", "num_requests": int(r["batch_or_concurrency"]), "arrival": arrival,
                      **BENCH_SERVING_SHAREGPT},
         "limits": {"max_sim_time_s": 1e6, "num_recorded_batches": 0},

@@ -1,0 +1,54 @@
+"""How much the simulated families' errors depend on the seed: each published row replayed by `sglang.bench_serving`
+or vLLM's `benchmark_serving` (sections S, V, W of presets/calibration/data/published_measurements.csv), at seeds
+0-4. The stored profiles were fitted and are graded (`python -m sim_core validate`) on seed 0's draw of ShareGPT-like
+lengths and Poisson arrivals only; a benchmark's measured value is one run on its own fixed sample, so the spread over
+seeds is how far one synthetic draw can sit from another (a review found seed 0 draws longer requests than seeds 1-5
+on vLLM V1's rows: mean E2E ~10 % higher).
+
+    PYTHONPATH=$PWD python scripts/seed_spread.py [--seeds 0 1 2 3 4]   # ~1 min a seed on 2 cores
+
+Prints, per row, its signed error at each seed (+: the model slower / higher than measured), then for the held-out
+serving rows the median and p90 absolute error at each seed and over the mean prediction of all seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from sim_core.validate import (PROFILE_FIT_ROWS, PROFILE_SECTIONS, SIMULATED_FAMILIES, _bench_serving, load_rows,
+                               profile_calibration)  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    args = ap.parse_args()
+    by_section = {sec: p for p, sec in PROFILE_SECTIONS.items() if p in SIMULATED_FAMILIES}
+    rows = [r for r in load_rows() if r["section"] in by_section and r["trust"] != "C"
+            and r["metric"].endswith(("(bench_serving)", "benchmark_serving)"))]  # fmt: skip
+    print(f"{'id':6s} {'profile':9s} {'split':8s} {'measured':>9s} " + " ".join(f"{'seed ' + str(s):>8s}" for s in args.seeds))
+    held: dict[str, list[float]] = {}  # held-out serving row -> its prediction at each seed
+    for r in rows:
+        profile = by_section[r["section"]]
+        cal = profile_calibration(profile)
+        measured = float(r["value"])
+        preds = [_bench_serving(r, cal, seed) for seed in args.seeds]
+        fit = r["id"] in PROFILE_FIT_ROWS[profile]
+        errs = " ".join(f"{100 * (p / measured - 1):+7.1f}%" for p in preds)
+        print(f"{r['id']:6s} {profile:9s} {'fit' if fit else 'held out':8s} {measured:9.4g} {errs}", flush=True)
+        if not fit and "offline" not in r["metric"] and "request rate inf" not in r["workload"] \
+                and "all requests at once" not in r["workload"]:  # fmt: skip
+            held[r["id"]] = [p / measured for p in preds]
+    ratios = np.array(list(held.values()))  # (rows, seeds)
+    print(f"\nHeld-out serving rows under arrivals: {len(held)} ({', '.join(held)})")
+    for i, seed in enumerate(args.seeds):
+        e = np.abs(ratios[:, i] - 1) * 100
+        print(f"  seed {seed}: median {np.median(e):.1f} %, p90 {np.percentile(e, 90):.1f} %")
+    e = np.abs(ratios.mean(axis=1) - 1) * 100
+    print(f"  mean of the seeds' predictions: median {np.median(e):.1f} %, p90 {np.percentile(e, 90):.1f} %")
+
+
+if __name__ == "__main__":
+    main()
