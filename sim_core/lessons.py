@@ -190,9 +190,16 @@ class Article(BaseModel):
     sections: dict[str, str] = Field(description="'§2.1' -> the section's title (Chinese · English).")
 
     def cite(self, refs: str) -> str:
-        """'§2.2, §4.2' -> '§2.2 典型调度模式对比 · Comparison of scheduling modes; §4.2 …'."""
+        """'§2.2, §4.2' -> '§2.2 Exclusive vs time-sharing vs mixed scheduling (典型调度模式对比); §4.2 …': the English
+        first, as the title's (a browser without a CJK font draws the Chinese as boxes, and a reader without Chinese
+        reads the English)."""
         parts = [r.strip() for r in refs.split(",")]
-        return "; ".join(f"{r} {self.sections[r]}" if r in self.sections else r for r in parts)
+
+        def section(ref: str) -> str:
+            zh, _, en = self.sections[ref].partition(" · ")
+            return f"{ref} {en} ({zh})" if en else f"{ref} {zh}"
+
+        return "; ".join(section(r) if r in self.sections else r for r in parts)
 
 
 @functools.cache

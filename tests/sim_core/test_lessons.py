@@ -156,3 +156,14 @@ def test_each_side_has_one_label_the_buttons_checks_and_workshop_all_read():
     for lesson in load_lessons():
         assert lesson.side_labels == (lesson.value_labels or lesson.values)
         assert all(isinstance(x, str) and x and not x.startswith("{") for x in map(str, lesson.side_labels))
+
+
+def test_an_article_section_is_cited_english_first_with_its_chinese_title_after():
+    # a review: "§1 Prefill与Decode…" led the lesson's source line, drawn as boxes where the browser has no CJK font
+    from sim_core.lessons import load_article
+
+    article = load_article()
+    for ref, title in article.sections.items():
+        zh, _, en = title.partition(" · ")
+        assert article.cite(ref) == f"{ref} {en} ({zh})"
+    assert article.cite("§2.2, beyond the article").endswith("(典型调度模式对比); beyond the article")
