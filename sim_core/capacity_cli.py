@@ -281,7 +281,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if (note := router_note(cfg, spec)) is not None:
         print(f"  router: {note}")
     if not result.rows:
-        print("  no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas, --gpus, --tp)")
+        print(f"  {result.no_answer_text('widen it (--max-replicas, --gpus, --tp)')}")
         return EXIT_NO_RESULT
     table = result.table()
     w = max(44, *(len(row["config"]) for row in table))  # (whole: "tensorrt-llm-max-utilization" was cut at 44)

@@ -543,6 +543,21 @@ class Plan:
         again = " (finalists run again as deployments)" if self.spec.evaluation == "prefilter" and self.evaluated else ""
         return counted(len(self.evaluated), "simulation run") + again
 
+    def no_answer_text(self, widen: str = "add GPUs, TP degrees or replicas") -> str:
+        """Why no configuration met the SLOs and what to change, from what was skipped (`widen`: how the caller's
+        search space is widened). When nothing was simulated the reason is the search space's: "add replicas" told a
+        70B model that fits on no GPU x TP here to add what cannot help."""
+        memory = self.pruned.get("does not fit in memory", 0)
+        saturated = self.pruned.get("fewer replicas than the saturation bound allows", 0)
+        if not self.evaluated and memory and memory == sum(self.pruned.values()):
+            return ("the model fits on none of these GPU x TP choices (every candidate was skipped as not fitting in "
+                    "memory, weights and KV cache): allow larger TP degrees or GPUs with more memory")
+        if not self.evaluated and saturated:
+            return (f"even the most replicas searched ({self.spec.max_replicas:,}) cannot keep up with "
+                    f"{self.spec.target_rate_per_s:g} req/s on these GPU x TP choices (the saturation bound skipped them "
+                    "unsimulated): raise the most replicas, allow larger TP degrees or faster GPUs, or lower the rate")
+        return f"no configuration in the search space meets the SLOs at this rate: {widen}, or relax the SLOs"
+
     def pruned_text(self) -> str:
         """The candidates skipped, by reason: '1 dominated: ..., 64 ...', or 'none' (the CLI printed 'pruned: ' and the
         Plan page 'skipped: .' with nothing after them); a reason with a message, with its first one."""

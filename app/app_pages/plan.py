@@ -20,7 +20,8 @@ from app.state import CFG_KEY, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.budget import is_budget_stop
-from sim_core.config import STATE_ROUTERS, Router, SLOConfig, field_bounds, format_validation_error, tp_degrees_allowed, tp_rule_text
+from sim_core.config import (STATE_ROUTERS, Router, SLOConfig, allowed_range, field_bounds, format_validation_error,
+                             tp_degrees_allowed, tp_rule_text)  # fmt: skip
 from sim_core.planner import (DEFAULT_ENGINES, NOT_BISECTED, Plan, PlanSpec, SetupCancelled, default_prices, default_router, default_state_refresh_s,
                              num_candidates, pareto_front, plan, router_note)  # fmt: skip
 from sim_core.presets import config_with, read_preset_data
@@ -77,6 +78,14 @@ def _number_box(col, label: str, lo: float, hi: float, value: float, key: str, h
     return col.number_input(label, lo, hi, value, key=key, format="%.6g" if value < 0.01 else None, help=help)
 
 
+def tpot_range_ms() -> str:
+    """The TPOT SLO's allowed range (SLOConfig.tpot_s's, in s) in the Plan box's unit, ms."""
+    import re
+
+    ms = lambda m: f"{float(m.group()) * 1e3:,g}"  # noqa: E731
+    return re.sub(r"\d+(\.\d+)?(e-?\d+)?", ms, allowed_range(("tpot_s",), SLOConfig)) + " ms"
+
+
 def _knob_values(label: str, options: list[int], key: str) -> tuple[int | None, ...]:
     chosen = st.multiselect(label, [KNOB_DEFAULT, *options], default=[KNOB_DEFAULT], key=key)
     return tuple(None if c == KNOB_DEFAULT else int(c) for c in chosen) or (None,)
@@ -106,6 +115,11 @@ def pareto_figure(result: Plan) -> go.Figure:
                              marker=dict(symbol="circle-open", size=15, line=dict(width=2, color="#E8710A")),
                              hoverinfo="skip"))  # rings: a front of one or two configs has no line to see  # fmt: skip
     latency_ms = [y for tr in fig.data for y in tr.y]
+    if result.points():  # the TTFT objective as a line (a review: grey "misses" sat far under it, missing on TPOT)
+        slo_ms = result.points()[0].config.slo.ttft_s * 1e3
+        fig.add_hline(y=slo_ms, line=dict(color="#5F6368", dash="dash", width=1), annotation_text=f"TTFT SLO {slo_ms:,.0f} ms",
+                      annotation_position="top left", annotation_font=dict(size=11, color="#5F6368"))  # fmt: skip
+        latency_ms.append(slo_ms)  # (the axis's range holds the line)
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
                       yaxis_title=f"TTFT P{p} at the target rate (ms, log)", legend=dict(orientation="h", y=-0.2))  # fmt: skip
     fig.update_yaxes(**charts.log_ladder_axis(latency_ms))
@@ -190,8 +204,10 @@ def _results_table(result: Plan) -> None:
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗" if all_columns else ":material/open_in_new:",
                                             help="The deployment, in Simulate"),
         "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
-        "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate"),
-        "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour)"),
+        "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate. Every row serves the "
+                           "same traffic, so its output rate is about the same and this follows $/hour"),
+        "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour). At one "
+                          "target rate, rows that meet the SLOs have about the same goodput, so this follows $/hour too"),
         f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
         "capacity": num(format="%.1f req/s", help="The highest rate meeting the SLOs (bisection)"),
         "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
@@ -211,7 +227,8 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
             st.warning(f"No configuration met the SLOs here, and {stopped:,} candidate(s) were stopped or refused by this "
                        f"server's budget per run (below): {CLI_PLAN} searches them without that limit.")  # fmt: skip
         else:
-            st.warning("No configuration in the search space meets the SLOs at this rate: add GPUs, TP degrees or replicas.")
+            said = result.no_answer_text()
+            st.warning(plain(said[:1].upper() + said[1:] + "."))
         return
     st.markdown(cheapest_sentence(result))
     _results_table(result)
@@ -283,8 +300,11 @@ def main() -> None:
     try:  # (validated on their own first, to name the boxes: config_with below would call them slo.ttft_s, slo.tpot_s)
         slo = SLOConfig.model_validate({"ttft_s": float(ttft), "tpot_s": tpot_ms / 1e3})
     except ValidationError as err:
-        names = {"ttft_s": "TTFT SLO (s)", "tpot_s": "TPOT SLO (s: the box's ms / 1000)"}
-        st.error(plain(format_validation_error(err, "SLOs", SLOConfig, names=names)))
+        said = [line for line in format_validation_error(err, "SLOs", SLOConfig, names={"ttft_s": "TTFT SLO (s)"}).splitlines()
+                if not line.lstrip().startswith("tpot_s")]  # fmt: skip
+        if any(e["loc"] == ("tpot_s",) for e in err.errors()):  # (in the box's unit: it read "(s: the box's ms / 1000) =
+            said.append(f"  TPOT SLO (ms) = {tpot_ms:g}: out of range; allowed: {tpot_range_ms()}")  # 0.0 ... <= 60")
+        st.error(plain("\n".join(said)))
         return
     try:  # (the SLOs with the rest of the config: a check across sections is named too)
         slo_cfg = config_with(cfg, {"slo": slo}, "SLOs")
@@ -318,11 +338,12 @@ def main() -> None:
     backend = points_backend()
     t0 = time.monotonic()
     page = PageBudget()  # the server's time per page view (app/server.toml): no click may hold it longer
+    reached: list = []  # the search's progress reports: where a stopped search got to (the bar goes with the error)
     try:
         # (the candidates this server's budget stopped are kept for this session: pressing Plan again goes on past them)
         cache = PointCache(default_cache_dir(), stops_scope=f"session {session_owner()}")
         result = plan(slo_cfg, spec, backend=backend, cache=cache,
-                      on_progress=lambda p: bar.progress(p.fraction, text=p.text()),  # 100 % once the last phase is done
+                      on_progress=lambda p: (bar.progress(p.fraction, text=p.text()), reached.append(p)),  # 100 % once the last phase is done
                       cancelled=lambda: page.spent_s > page.max_wall_s, budget=page.run_budget)  # each run under the server's budget  # fmt: skip
     except SetupCancelled as err:  # pressing Plan again would meet the same setup: say to narrow the space
         # (the command outside plain(), which wrote its backticks as typed)
@@ -332,8 +353,11 @@ def main() -> None:
                  icon=":material/timer:")  # fmt: skip
         return
     except SearchCancelled:
+        # (how far it got: an impossible SLO took ~8 presses, each saying only "press Plan again", its progress gone
+        # with the bar)
+        got = f" It had reached {reached[-1].text()}." if reached else ""
         st.error(plain(f"The search stopped after {page.spent_s:.0f} s, this server's budget per page view "
-                       f"({page.max_wall_s:g} s). Finished points are cached: press Plan again to continue, narrow the "
+                       f"({page.max_wall_s:g} s).{got} Finished points are cached: press Plan again to continue, narrow the "
                        "search (fewer GPUs, engines or knob values), or run ") + f"{CLI_PLAN}, which has no such limit.",
                  icon=":material/timer:")  # fmt: skip
         return

@@ -1071,6 +1071,10 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     # a grey point well under the TTFT objective misses on TPOT, which the chart does not draw: its hover says it
     assert all("TPOT P99 %{customdata:,.1f} ms" in t["hovertemplate"] for t in traces[:2])
     assert traces[1]["legendrank"] < traces[0]["legendrank"]
+    # ... and the TTFT objective is a line, with its value (a review: grey misses sat far under an unmarked 2 s)
+    layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    (line,), (label,) = layout["shapes"], layout["annotations"]
+    assert line["y0"] == line["y1"] == 2000 and label["text"] == "TTFT SLO 2,000 ms"
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
@@ -1701,7 +1705,8 @@ def test_a_plan_search_the_page_budget_stopped_names_the_command_without_it(monk
     from sim_core import planner
     from sim_core.backend import SearchCancelled
 
-    def stopped(*args, **kwargs):
+    def stopped(*args, on_progress=None, **kwargs):
+        on_progress(planner.PlanProgress(2, 3, "candidates settled", 319, 576))
         raise SearchCancelled("stopped")
 
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
@@ -1711,6 +1716,8 @@ def test_a_plan_search_the_page_budget_stopped_names_the_command_without_it(monk
     assert not at.exception
     text = " ".join(e.value for e in at.error)
     assert "press Plan again to continue" in text and "or run `python -m sim_core plan`, which" in text
+    # how far it got (a review: an impossible SLO took ~8 presses, each message without its progress, which the bar took)
+    assert "It had reached step 2 of 3: 319 / 576 candidates settled." in text, text
 
 
 def test_a_plan_whose_headroom_bisection_the_page_budget_stopped_says_so_and_settles_no_tie(monkeypatch, tmp_path):
@@ -2179,6 +2186,11 @@ def test_a_plan_slo_the_config_refuses_is_named_and_nothing_is_searched(tmp_path
     said = " ".join(e.value for e in at.error)
     assert "TTFT SLO (s) = 0.0: out of range; allowed: > 0 and <= 3600" in said, said
     assert not any(b.key == "plan.go" for b in at.button)  # (no search on a config the SLOs refuse)
+    # the TPOT box is in ms, and so is what it is told (it read "TPOT SLO (s: the box's ms / 1000) = 0.0 ... <= 60")
+    at.number_input(key="plan.ttft").set_value(2.0).run()
+    at.number_input(key="plan.tpot").set_value(0.0).run()
+    said = " ".join(e.value for e in at.error)
+    assert "TPOT SLO (ms) = 0: out of range; allowed: > 0 and <= 60,000 ms" in said and "tpot_s" not in said, said
 
 
 def test_the_steady_window_and_attainment_rule_are_worded_from_sim_core(monkeypatch):

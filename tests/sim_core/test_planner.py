@@ -649,3 +649,23 @@ def test_no_engine_prefills_more_than_its_token_budget_in_a_tick_the_prefill_bou
     cfg = apply_part(load_preset("kv-pressure-a100-llama8b"), "engines", engine)
     tl = run_simulation(cfg).timeline
     assert int(tl.num_prefill_tokens.max()) <= cfg.scheduler.max_num_batched_tokens
+
+
+def test_an_empty_plan_says_why_from_what_it_skipped():
+    # a review: a 70B model on one A100-80GB (TP 1) and a rate beyond the most replicas both read "No configuration ...
+    # meets the SLOs at this rate: add GPUs, TP degrees or replicas", advice that cannot help the first
+    from sim_core.planner import plan
+
+    spec = PlanSpec(target_rate_per_s=5.0, gpus=("a100-80gb",), tp_degrees=(1,), max_replicas=2, engines=("vllm-v1",))
+    big = plan(make_config(model="llama-3.1-70b"), spec, backend=LocalBackend(1), with_band=False)
+    assert not big.rows and not big.evaluated and set(big.pruned) == {"does not fit in memory"}
+    assert big.no_answer_text().startswith("the model fits on none of these GPU x TP choices")
+    fast = plan(_base(), spec.model_copy(update={"target_rate_per_s": 5000.0}), backend=LocalBackend(1), with_band=False)
+    assert not fast.rows and not fast.evaluated and fast.pruned["fewer replicas than the saturation bound allows"] == 2
+    assert fast.no_answer_text().startswith("even the most replicas searched (2) cannot keep up with 5000 req/s")
+    # a search that ran candidates and found none: the search space's own advice, and the caller's way to widen it
+    from sim_core.planner import Plan
+
+    ran = Plan(spec=spec, rows=[], evaluated=fast.evaluated + ["a candidate run"])
+    assert ran.no_answer_text("widen it (--max-replicas)") == (
+        "no configuration in the search space meets the SLOs at this rate: widen it (--max-replicas), or relax the SLOs")
