@@ -4,6 +4,7 @@ chart of cost against latency; each row opens its replica in Simulate."""
 
 from __future__ import annotations
 
+import math
 from typing import get_args
 from urllib.parse import urlencode
 
@@ -117,8 +118,11 @@ def pareto_figure(result: Plan) -> go.Figure:
     latency_ms = [y for tr in fig.data for y in tr.y]
     if result.points():  # the TTFT objective as a line (a review: grey "misses" sat far under it, missing on TPOT)
         slo_ms = result.points()[0].config.slo.ttft_s * 1e3
-        fig.add_hline(y=slo_ms, line=dict(color="#5F6368", dash="dash", width=1), annotation_text=f"TTFT SLO {slo_ms:,.0f} ms",
-                      annotation_position="top left", annotation_font=dict(size=11, color="#5F6368"))  # fmt: skip
+        fig.add_hline(y=slo_ms, line=dict(color="#5F6368", dash="dash", width=1))
+        # (placed by hand: on a log axis an annotation's y is the value's log10, which add_hline's own label does not
+        # take, and it drew off the chart)
+        fig.add_annotation(x=0, xref="paper", xanchor="left", y=math.log10(slo_ms), yanchor="bottom", showarrow=False,
+                           text=f"TTFT SLO {slo_ms:,.0f} ms", font=dict(size=11, color="#5F6368"))  # fmt: skip
         latency_ms.append(slo_ms)  # (the axis's range holds the line)
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
                       yaxis_title=f"TTFT P{p} at the target rate (ms, log)", legend=dict(orientation="h", y=-0.2))  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -1075,6 +1076,7 @@ def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, 
     layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
     (line,), (label,) = layout["shapes"], layout["annotations"]
     assert line["y0"] == line["y1"] == 2000 and label["text"] == "TTFT SLO 2,000 ms"
+    assert layout["yaxis"]["type"] == "log" and label["y"] == pytest.approx(math.log10(2000))  # (a log axis's own units)
     # the error band starts a sentence there: it read "... dearer than the cheapest results. cost-model error on 148 ..."
     assert any(". Cost-model error on " in c.value for c in at.caption) and not any(". cost-model" in c.value for c in at.caption)
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
