@@ -391,10 +391,17 @@ def prefill_bound_per_s(prefill_pool: SimConfig, mean_prompt_tokens: float) -> f
 
 def mean_prompt_tokens(cfg: SimConfig) -> float:
     """The mean prompt of the requests `cfg`'s run draws (its workload and seed: the engine's draw)."""
+    return mean_lengths(cfg)[0]
+
+
+def mean_lengths(cfg: SimConfig) -> tuple[float, float]:
+    """(mean prompt, mean output) in tokens of the requests `cfg`'s run draws (its workload and seed: the engine's
+    draw); what a plan's cost per token rests on, which the Plan page states."""
     from sim_core.workload import generate_workload
 
-    prompts = generate_workload(cfg.workload, np.random.default_rng(cfg.seed)).prompt_tokens
-    return float(prompts.mean()) if prompts.size else 0.0
+    wl = generate_workload(cfg.workload, np.random.default_rng(cfg.seed))
+    mean = lambda a: float(a.mean()) if a.size else 0.0  # noqa: E731
+    return mean(wl.prompt_tokens), mean(wl.output_tokens)
 
 
 SATURATION_REQUESTS = 1000

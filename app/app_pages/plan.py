@@ -24,7 +24,7 @@ from sim_core.budget import is_budget_stop
 from sim_core.config import (STATE_ROUTERS, Router, SLOConfig, allowed_range, field_bounds, format_validation_error,
                              tp_degrees_allowed, tp_rule_text)  # fmt: skip
 from sim_core.planner import (DEFAULT_ENGINES, NOT_BISECTED, Plan, PlanSpec, SetupCancelled, default_prices, default_router, default_state_refresh_s,
-                             num_candidates, pareto_front, plan, router_note)  # fmt: skip
+                             mean_lengths, num_candidates, pareto_front, plan, router_note)  # fmt: skip
 from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
 
@@ -254,8 +254,10 @@ def main() -> None:
     st.title("Plan a deployment")
     show_link_notices()
     cfg: SimConfig = st.session_state[CFG_KEY]
-    st.caption(f"Traffic, model and calibration: the current settings ({plain(cfg.workload.name)} traffic, "
-               f"{plain(cfg.model.name)}); "
+    prompt, output = mean_lengths(cfg)  # (the $ per token rests on them, and on the weights' precision: said)
+    st.caption(f"Traffic, model and calibration: the current settings ({plain(cfg.workload.name)} traffic, prompts of "
+               f"{prompt:,.0f} and outputs of {output:,.0f} tokens on average; {plain(cfg.model.name)}, "
+               f"{cfg.model.weight_dtype.upper()} weights); "
                "change them in Simulate (workload preset, trace upload or classes).")  # fmt: skip
     c1, c2, c3, c4 = st.columns(4)
     # (each box's range is its field's: the plan's target rate, the config's SLOs; a value the SLOs refuse, a 0 s TTFT,

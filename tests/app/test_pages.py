@@ -2578,3 +2578,16 @@ def test_a_run_that_fails_keeps_the_last_result_below_its_error():
     assert at.select_slider(key="w.scheduler.max_num_batched_tokens").value == 65536  # the user's setting kept
     fresh = app(preset="prefill-oom-l4-llama8b", **{"scheduler.max_num_batched_tokens": "65536"}).run()
     assert not fresh.metric and not [i for i in fresh.info if "last run that worked" in i.value]  # nothing to keep
+
+
+def test_the_plan_page_states_the_lengths_and_precision_its_costs_rest_on(monkeypatch, tmp_path):
+    # a review: "the current settings (chat traffic, Llama-3.1-8B)" gave neither the lengths nor the weights' precision
+    # that the $ per million tokens depends on
+    from sim_core.planner import mean_lengths
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    prompt, output = mean_lengths(at.session_state[CFG_KEY])
+    said = next(c.value for c in at.caption if c.value.startswith("Traffic, model and calibration"))
+    assert f"prompts of {prompt:,.0f} and outputs of {output:,.0f} tokens on average; Llama-3.1-8B, BF16 weights" in said
+    assert 100 < prompt < 5000 and 10 < output < 5000
