@@ -43,3 +43,16 @@ def test_the_readme_trends_table_quotes_these_ratios(trends):
     sarathi, orca, ft = (f"{t.ratio:.2f}x" for t in trends)
     assert (f"Sarathi-Serve vs vLLM capacity {sarathi} (published 2.6x), vLLM vs Orca {orca} (2.7–8x), vLLM vs "
             f"FasterTransformer {ft} (2–4x)") in prose()
+
+
+def test_the_verdict_says_whether_a_ratio_is_in_the_papers_range_or_only_in_the_band():
+    # a review: vLLM vs FasterTransformer at 4.84x against the paper's 2-4x printed "holds", as a ratio inside it does
+    from dataclasses import replace
+
+    from sim_core.trends import Trend
+
+    t = Trend("x", "claim", 2.0, 4.0, "a", "b", 1.0, 3.0)
+    assert t.verdict == "holds (in the paper's range)"
+    assert replace(t, contender_capacity=4.84).verdict == "above the paper's range, within 1.5x of it"
+    assert replace(t, contender_capacity=1.5).verdict == "below the paper's range, within 1.5x of it"
+    assert replace(t, contender_capacity=7.0).verdict == "OUT OF BAND" and not replace(t, contender_capacity=7.0).holds
