@@ -121,6 +121,11 @@ LABELS = {"deployment.router": "Router", "deployment.state_refresh_s": "Router s
 SECTION = "Deployment"  # (the sidebar expander's first word)
 
 
+def _label(*parts: str) -> str:
+    """The label of the pools' (or the link's) control for the setting at deployment.disaggregation.<parts>."""
+    return LABELS[".".join((*POOL, *parts))]
+
+
 def draw(cfg: SimConfig) -> dict[str, Any] | None:
     """Draw the editor; return the `deployment` value the widgets describe (None = one engine)."""
     if KEY + "mode" not in st.session_state:
@@ -141,14 +146,16 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
         return {"replicas": int(n), "router": router, "state_refresh_s": float(refresh)}
     keep = cfg.deployment.disaggregation if cfg.deployment and cfg.deployment.disaggregation else None
     c1, c2 = st.columns(2)
-    p = c1.number_input(LABELS["deployment.disaggregation.prefill.replicas"], *field_bounds((*POOL, "prefill", "replicas")), step=1, key=KEY + "prefill",
+    p = c1.number_input(_label("prefill", "replicas"), *field_bounds((*POOL, "prefill", "replicas")), step=1, key=KEY + "prefill",
                         help=_help("disaggregation", "prefill"))  # fmt: skip
-    d = c2.number_input(LABELS["deployment.disaggregation.decode.replicas"], *field_bounds((*POOL, "decode", "replicas")), step=1, key=KEY + "decode",
+    d = c2.number_input(_label("decode", "replicas"), *field_bounds((*POOL, "decode", "replicas")), step=1, key=KEY + "decode",
                         help=_help("disaggregation", "decode"))  # fmt: skip
     # (only degrees the model's heads split evenly over, and the pool's own: config_form.tp_options, the sidebar's rule)
     opts = lambda k: tp_options(TP_OPTIONS, int(st.session_state.get(KEY + k, 1)), cfg)  # noqa: E731
-    ptp = c1.select_slider(LABELS["deployment.disaggregation.prefill.tensor_parallel"], opts("prefill_tp"), key=KEY + "prefill_tp", help=_help("disaggregation", "prefill"))
-    dtp = c2.select_slider(LABELS["deployment.disaggregation.decode.tensor_parallel"], opts("decode_tp"), key=KEY + "decode_tp", help=_help("disaggregation", "decode"))
+    ptp = c1.select_slider(_label("prefill", "tensor_parallel"), opts("prefill_tp"), key=KEY + "prefill_tp",
+                           help=_help("disaggregation", "prefill"))  # fmt: skip
+    dtp = c2.select_slider(_label("decode", "tensor_parallel"), opts("decode_tp"), key=KEY + "decode_tp",
+                           help=_help("disaggregation", "decode"))  # fmt: skip
     gpu_help = field_info(("deployment", "disaggregation", "prefill", "hardware")).description
     label = lambda choice: _gpu_label(cfg, choice)  # noqa: E731
     pgpu = st.selectbox("Prefill GPU", _gpu_options("prefill"), key=KEY + "prefill_gpu", help=gpu_help, format_func=label)
@@ -157,15 +164,15 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     bw = None
     if not ideal:
         # (the config's range: a box narrower than it would clamp a linked 0.05 GB/s and run, and re-link, another config)
-        bw = st.number_input(LABELS["deployment.disaggregation.link.bandwidth_gb_per_s"], *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
+        bw = st.number_input(_label("link", "bandwidth_gb_per_s"), *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
                              key=KEY + "bw", help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
-    lat = st.number_input(LABELS["deployment.disaggregation.link.latency_us"], *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
+    lat = st.number_input(_label("link", "latency_us"), *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
-    pipe = st.toggle(LABELS["deployment.disaggregation.link.layerwise_pipelining"], key=KEY + "pipe",
+    pipe = st.toggle(_label("link", "layerwise_pipelining"), key=KEY + "pipe",
                      help=field_info(("deployment", "disaggregation", "link", "layerwise_pipelining")).description)  # fmt: skip
-    contention = st.radio(LABELS["deployment.disaggregation.link.contention"], LinkContention.__args__, key=KEY + "contention", horizontal=True,
+    contention = st.radio(_label("link", "contention"), LinkContention.__args__, key=KEY + "contention", horizontal=True,
                           help=field_info(("deployment", "disaggregation", "link", "contention")).description)  # fmt: skip
-    first = st.radio(LABELS["deployment.disaggregation.first_token_from"], FIRST_TOKEN_FROM, key=KEY + "first", horizontal=True,
+    first = st.radio(_label("first_token_from"), FIRST_TOKEN_FROM, key=KEY + "first", horizontal=True,
                      help=field_info(("deployment", "disaggregation", "first_token_from")).description)  # fmt: skip
     kind = lambda choice: cfg.hardware.name if choice == SAME_GPU else choice.removeprefix(KEPT) if choice.startswith(KEPT) \
         else _gpu_label(cfg, choice)  # noqa: E731
