@@ -242,6 +242,11 @@ def _draw(spec: Spec, cfg: SimConfig) -> None:
         if widget is st.slider and not is_int and value is not None and 0 < abs(value) < 0.01:
             # (a link's 0.001 GB/s widened the travel to hold it and showed "0.00": significant digits, not two decimals)
             kwargs["format"] = "%.3g"
+        elif (widget is st.slider and not is_int and value is not None and float(value).is_integer()
+              and float(spec.step).is_integer()):  # fmt: skip
+            # (a whole value on a whole step: "1675.00" GB/s beside a lesson banner's "1,675"; a datasheet's 989.4
+            # TFLOP/s keeps its decimals)
+            kwargs["format"] = "%.0f"
         widget(label, min_value=lo, max_value=hi, step=cast(spec.step), key=key, help=help_, **kwargs)
 
 

@@ -136,6 +136,16 @@ def test_a_linked_value_below_a_sliders_travel_is_shown_in_significant_digits():
     assert app(preset="chat-h100-llama8b").run().slider(key="w.hardware.hbm_bandwidth_gb_per_s").proto.format != "%.3g"
 
 
+def test_a_whole_value_on_a_whole_step_is_shown_without_decimals():
+    # a review: lesson 1's banner said "HBM bandwidth (GB/s) = 1,675" beside the slider's "1675.00"; H100's 989.4
+    # TFLOP/s keeps its decimal, and a linked 1675.5 GB/s is not shown as a whole number
+    at = app(preset="chat-h100-llama8b").run()
+    assert at.slider(key="w.hardware.hbm_bandwidth_gb_per_s").proto.format == "%.0f"
+    assert at.slider(key="w.hardware.peak_tflops").proto.format != "%.0f"
+    half = app(**{"hardware.hbm_bandwidth_gb_per_s": "1675.5"}).run()
+    assert half.slider(key="w.hardware.hbm_bandwidth_gb_per_s").proto.format != "%.0f"
+
+
 def _shown(at, path: str) -> bool:
     return any(w.key == f"w.{path}" for w in (*at.sidebar.number_input, *at.sidebar.selectbox, *at.sidebar.slider))
 
