@@ -21,8 +21,8 @@ import dataclasses
 
 import numpy as np
 
-from sim_core.validate import (PROFILE_FIT_ROWS, PROFILE_SECTIONS, SIMULATED_FAMILIES, SIMULATED_GRIDS, _bench_serving,
-                               _fit_rows, _grid_fit, _log_loss, build_rows, load_rows, profile_calibration)  # fmt: skip
+from sim_core.validate import (BENCH_ENGINES, ROW_KINDS, SIMULATED_FAMILIES, SIMULATED_GRIDS, _bench_serving, _fit_rows,
+                               _grid_fit, _log_loss, build_rows, load_rows, profile_calibration, row_kind)  # fmt: skip
 
 
 def refit(profile: str, seeds: list[int]) -> None:
@@ -49,22 +49,18 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--refit", choices=SIMULATED_FAMILIES, help="also refit this profile on the mean over the seeds")
     args = ap.parse_args()
-    by_section = {sec: p for p, sec in PROFILE_SECTIONS.items() if p in SIMULATED_FAMILIES}
-    rows = [r for r in load_rows() if r["section"] in by_section and r["trust"] != "C"
-            and r["metric"].endswith(("(bench_serving)", "benchmark_serving)"))]  # fmt: skip
+    # (validate's own rows and rules: which are fitted, and which are serving latencies under arrivals, `row_kind`)
+    raw = {r["id"]: r for r in load_rows()}
+    rows = [row for row in build_rows(load_rows()) if row.group in SIMULATED_FAMILIES and raw[row.id]["section"] in BENCH_ENGINES]
     print(f"{'id':6s} {'profile':9s} {'split':8s} {'measured':>9s} " + " ".join(f"{'seed ' + str(s):>8s}" for s in args.seeds))
     held: dict[str, list[float]] = {}  # held-out serving row -> its prediction at each seed
-    for r in rows:
-        profile = by_section[r["section"]]
-        cal = profile_calibration(profile)
-        measured = float(r["value"])
-        preds = [_bench_serving(r, cal, seed) for seed in args.seeds]
-        fit = r["id"] in PROFILE_FIT_ROWS[profile]
-        errs = " ".join(f"{100 * (p / measured - 1):+7.1f}%" for p in preds)
-        print(f"{r['id']:6s} {profile:9s} {'fit' if fit else 'held out':8s} {measured:9.4g} {errs}", flush=True)
-        if not fit and "offline" not in r["metric"] and "request rate inf" not in r["workload"] \
-                and "all requests at once" not in r["workload"]:  # fmt: skip
-            held[r["id"]] = [p / measured for p in preds]
+    for row in rows:
+        cal = profile_calibration(row.group)
+        preds = [_bench_serving(raw[row.id], cal, seed) for seed in args.seeds]
+        errs = " ".join(f"{100 * (p / row.measured - 1):+7.1f}%" for p in preds)
+        print(f"{row.id:6s} {row.group:9s} {'held out' if row.held_out else 'fit':8s} {row.measured:9.4g} {errs}", flush=True)
+        if row.held_out and row_kind({"profile": row.group, "unit": row.unit}) == ROW_KINDS[2]:
+            held[row.id] = [p / row.measured for p in preds]
     ratios = np.array(list(held.values()))  # (rows, seeds)
     print(f"\nHeld-out serving rows under arrivals: {len(held)} ({', '.join(held)})")
     for i, seed in enumerate(args.seeds):

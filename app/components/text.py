@@ -66,12 +66,13 @@ def choices_hint(value: str, choices: list[str] | tuple[str, ...], listed_at: st
 WHOLE_CHARS = 600  # a preset's description up to this long is shown whole (the sidebar's caption) ...
 LEAD_CHARS = 320  # ... a longer one by its sentences up to about this many characters
 # sentence ends: a full stop before a capital, not after an abbreviation ("e.g. H100", "Fig. 8", "vs. Orca")
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bFig)(?<!\bSec)(?<!\bcf)[.!?](?=\s+[A-Z'(])")
+_NOT_AFTER_ABBREVIATION = r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)"  # ("e.g. H100", "vs. Orca": no end there)
+_SENTENCE_END = re.compile(_NOT_AFTER_ABBREVIATION + r"(?<!\bFig)(?<!\bSec)[.!?](?=\s+[A-Z'(])")
 
 
 # a statement's end: a full stop before a space, not after an abbreviation (a hardware source's figures, "989.4 TFLOPS",
 # have none; its file references that follow start lower-case, which _SENTENCE_END does not take as a sentence)
-_STATEMENT_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.(?=\s)")
+_STATEMENT_END = re.compile(_NOT_AFTER_ABBREVIATION + r"\.(?=\s)")
 
 
 def first_statement(text: str) -> tuple[str, str]:
