@@ -126,39 +126,60 @@ def test_every_engine_preset_names_a_profile_fitted_on_its_own_family():
     assert read_preset_data("engines", "fastertransformer")["calibration"] == "fastertransformer"
 
 
-def _mean_latency_at(row_id: str, num_prompts: int) -> float:
-    from sim_core import validate
-
-    raw = next(r for r in load_rows() if r["id"] == row_id)
-    return validate._bench_serving(raw | {"batch_or_concurrency": str(num_prompts)}, profile_calibration("vllm-v1"))
+def _rate_and_latency(row: dict[str, str]) -> tuple[float, float]:
+    return float(row["workload"].split("request rate ")[1].split("/")[0]), float(row["value"])
 
 
-@pytest.mark.parametrize("row_id, under_specified", [("W004", False), ("W011", False), ("W006", True), ("W013", True)])
-def test_rows_whose_value_depends_on_the_unstated_prompt_count_are_graded_c(row_id, under_specified):
-    # vLLM's V1 figure does not state its prompt count: a row whose prediction moves > 10 % between 1,000 and
-    # 5,000 prompts (an overloaded open-loop run) is under-specified, graded C and not replayed (data README, section 18)
-    raw = {r["id"]: r for r in load_rows()}
-    moved = abs(_mean_latency_at(row_id, 5000) / _mean_latency_at(row_id, 1000) - 1)
-    assert (moved > 0.10) == under_specified
-    assert (raw[row_id]["trust"] == "C") == under_specified
+def _measured_saturation_rate(panel: list[dict[str, str]]) -> float:
+    """The sustainable rate a panel's own points give: its two highest-rate points overloaded, the one below them not.
+    N prompts offered at λ > μ and served at μ add N/2·(1/μ − 1/λ) to the mean latency (the queue grows linearly), so
+    L(λ) = L(base) + N/2·(1/μ − 1/λ) through the two overloaded points: two equations, N and μ unknown."""
+    (_, base), (r1, l1), (r2, l2) = (_rate_and_latency(r) for r in panel[-3:])
+    half_n = (l2 - l1) / (1 / r1 - 1 / r2)
+    return 1 / ((l1 - base) / half_n + 1 / r1)
+
+
+@pytest.mark.parametrize("gpus, saturation", [("1", 56.0), ("4", 23.3)])
+def test_rows_above_the_measured_saturation_rate_are_graded_c(gpus, saturation):
+    # vLLM's V1 figure does not state its prompt count, and above the sustainable rate an open-loop benchmark's mean
+    # latency grows with it: such a row is under-specified, graded C and not replayed (data README, section 18). The
+    # rate is the source's own (its overload points), not the model's: the rule used until session 74, a row whose
+    # simulated value moved > 10 % between 1,000 and 5,000 prompts, graded the rows by the profile being graded (the
+    # pending vllm-v1 refit, docs/accuracy.md, would move W004, 50 req/s on 8B, by 12.8 %)
+    panel = [r for r in load_rows() if r["id"].startswith("W") and r["num_gpus"] == gpus]
+    mu = _measured_saturation_rate(panel)
+    assert mu == pytest.approx(saturation, abs=0.05)
+    rates = [_rate_and_latency(r)[0] for r in panel]
+    assert rates[-3] < mu < rates[-2]  # (the premise: the two highest rates overloaded, the one below them not)
+    for r, rate in zip(panel, rates):
+        assert (r["trust"] == "C") == (rate > mu), r["id"]
+
+
+# vllm-v1's refit by the product-then-descent fit, not stored yet (docs/accuracy.md: it moves the figures the lessons
+# and the README quote): the SLOW refit checks that the fit gives what the document says
+VLLM_V1_PENDING = {"tick_overhead_ms": 1.5, "per_seq_overhead_us": 20.0, "allreduce_latency_us": 30.0}
 
 
 def test_simulated_profile_is_a_minimum_of_its_fit_loss(rows):
-    # The full refit (minutes) runs with SIM_CORE_SLOW_TESTS=1; always: the stored CPU cost per tick beats
-    # its grid neighbours on the family's fit rows.
+    # The full refit (minutes) runs with SIM_CORE_SLOW_TESTS=1; always: the stored constants beat their grid
+    # neighbours on the family's fit rows, one constant at a time.
     from sim_core.validate import _fit_rows, _log_loss
 
     for name in SIMULATED_FAMILIES if SLOW else SIMULATED_FAMILIES[:1]:
         stored = profile_calibration(name)
         fit_rows = _fit_rows(rows, name)
         loss = _log_loss(fit_rows, stored)
-        grid = SIMULATED_GRIDS[name]["tick_overhead_ms"]
-        step = float(grid[1] - grid[0])
-        for tick in (stored["tick_overhead_ms"] - step, stored["tick_overhead_ms"] + step):
-            if tick >= 0:
-                assert loss <= _log_loss(fit_rows, stored | {"tick_overhead_ms": tick})
+        for key, grid in SIMULATED_GRIDS[name].items():
+            step = float(grid[1] - grid[0])
+            for value in (stored[key] - step, stored[key] + step):
+                if grid[0] <= value <= grid[-1] + 1e-9:
+                    assert loss <= _log_loss(fit_rows, stored | {key: value}), (name, key, value)
         if SLOW:
-            assert stored == pytest.approx(fit(rows, families=(name,))[name])
+            refit = fit(rows, families=(name,))[name]
+            if name == "vllm-v1":
+                assert {k: refit[k] for k in VLLM_V1_PENDING} == VLLM_V1_PENDING
+            else:
+                assert stored == pytest.approx(refit)
 
 
 def test_engine_error_band_is_the_closed_form_held_out_figure(results):
@@ -217,7 +238,8 @@ def test_the_held_out_error_is_given_by_kind_of_row_and_the_serving_rows_err_mos
     table = prose("accuracy")
     for kind, (n, median, p90) in by_kind.items():
         assert f"| {kind} | {n} | {median:.1f} % | {p90:.1f} % |" in table
-    assert (f"Held-out engine-level rows (195): median 6.4 %, p90 17.5 % (target 8 % / 20 %); **serving latencies under "
+    n, median, p90 = error_stats(every_result, engine_only=True)
+    assert (f"Held-out engine-level rows ({n}): median {median:.1f} %, p90 {p90:.1f} % (target 8 % / 20 %); **serving latencies under "
             f"arrivals ({serving[0]}): {serving[1]:.1f} % / {serving[2]:.1f} %**, low just below saturation; static batches "
             f"({static[0]}) {static[1]:.1f} % / {static[2]:.1f} %, offline runs ({offline[0]}) {offline[1]:.1f} % / "
             f"{offline[2]:.1f} %.") in prose()  # fmt: skip
