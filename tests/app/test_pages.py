@@ -813,8 +813,11 @@ def test_run_both_shows_every_metric_a_lessons_question_weighs():
     assert not at.exception
     shown = [(m.delta, m.value) for m in at.metric]
     assert [d for d, _ in shown] == ["TPOT p50", "TPOT p50", "TTFT p50", "TTFT p50"], shown  # (a row per metric)
-    ttft_ms = [metric_value("ttft_p50_s", run_lesson_step(load_lessons()[0], k)) * 1e3 for k in (0, 1)]
-    assert shown[2][1] == f"{ttft_ms[0]:.1f} ms" and shown[3][1] == f"{ttft_ms[1]:.1f} ms", (shown, ttft_ms)
+    from app.components.claims import fmt_metric_value
+
+    ttft_s = [metric_value("ttft_p50_s", run_lesson_step(load_lessons()[0], k)) for k in (0, 1)]
+    assert [shown[2][1], shown[3][1]] == [fmt_metric_value("s", v) for v in ttft_s], (shown, ttft_s)  # (the runs' own TTFT)
+    assert shown[2][1].endswith(" ms") and shown[2][1] != shown[3][1]
 
 
 def test_a_lesson_naming_a_metric_no_run_has_is_refused_with_the_one_meant():
@@ -841,7 +844,7 @@ def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     if lesson == "short-benchmark":
         assert [v for v, _ in shown] == ["100%", "30%"] and shown[0][1] == "requests meeting the SLOs"
     elif lesson == "admission-kv-pressure":
-        assert [v for v, _ in shown] == ["69", "1"] and shown[0][1] == "pre-emptions"
+        assert [v for v, _ in shown] == ["68", "3"] and shown[0][1] == "pre-emptions"
     elif lesson == "prefill-oom":  # ("does not fit" above "fits in memory" read as both)
         assert shown == [("does not fit", "in GPU memory"), ("fits", "in GPU memory")], shown
     elif lesson == "priority-tail":
@@ -2328,7 +2331,9 @@ def test_compare_gives_steady_state_throughput_beside_the_whole_runs():
     df = at.table[0].value
     steady = df.loc["Goodput, steady state"]
     whole = df.loc["Goodput"]
-    assert steady["B / A"] != whole["B / A"] and steady["B / A"] == "1.00×", (steady, whole)
+    # (both sustain the offered 8.49 req/s; over the makespan, drain tail included, 6.08 and 6.10 req/s since vllm-v0's
+    # refit in session 74, whose ratio then happens to round alike)
+    assert steady["A"] != whole["A"] and steady["B"] != whole["B"] and steady["B / A"] == "1.00×", (steady, whole)
     assert any("drain" in c.value for c in at.caption)
 
 

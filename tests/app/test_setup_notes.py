@@ -22,7 +22,7 @@ def test_two_engines_with_their_own_profiles_are_said_to_be_priced_apart_by_thei
     v0 = apply_part(a, "engines", "vllm-v0")  # (V0 and V1 differ in their all-reduce latency too: read only with TP)
     assert "All-reduce latency" not in calibration_difference(a, v0)
     tp2 = a.model_copy(update={"hardware": a.hardware.model_copy(update={"num_gpus": 2})})
-    assert "All-reduce latency (µs): 25 against 5" in calibration_difference(tp2, apply_part(tp2, "engines", "vllm-v0"))
+    assert "All-reduce latency (µs): 25 against 20" in calibration_difference(tp2, apply_part(tp2, "engines", "vllm-v0"))
     tweaked = a.model_copy(update={"calibration": a.calibration.model_copy(update={"tick_overhead_ms": 0.0})})
     assert "Overhead per tick (ms): 3 against 0" in calibration_difference(a, tweaked)  # (a ratio to zero: first)
 
@@ -30,7 +30,8 @@ def test_two_engines_with_their_own_profiles_are_said_to_be_priced_apart_by_thei
 def test_compare_and_a_head_to_head_sweep_say_when_the_sides_are_priced_apart():
     at = open_page(PAGES[1])  # A: vLLM V0, B: vLLM V1, each with its family's profile
     notes = " ".join(i.value for i in at.info)
-    assert "A and B are priced with different calibrations (A: vllm-v0, B: vllm-v1; Overhead per tick (ms): 5 against 3)" in notes
+    assert ("A and B are priced with different calibrations (A: vllm-v0, B: vllm-v1; Overhead per sequence (µs): 25 against "
+            "5; Overhead per tick (ms): 2.5 against 3)") in notes
     at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="4", stop="8", n="2", vs="sarathi-serve")
     notes = " ".join(i.value for i in at.info)
     assert "vLLM V1 and Sarathi-Serve are priced with different calibrations" in notes, notes
