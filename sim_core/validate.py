@@ -293,6 +293,11 @@ BENCH_SERVING_SHAREGPT = {
 BENCH_ENGINES = {"S": ("sglang", {1: 0.88, 4: 0.85}), "V": ("vllm-v0", {1: 0.9, 4: 0.9}), "W": ("vllm-v1", {1: 0.9, 4: 0.9})}
 
 
+def offered_rate_per_s(r: dict[str, str]) -> float:
+    """A serving row's Poisson arrival rate, from its workload text ("ShareGPT, Poisson request rate 8/s")."""
+    return float(r["workload"].split("request rate ")[1].split("/")[0])
+
+
 def _bench_serving(r: dict[str, str], cal: dict[str, float], seed: int = 0) -> float:
     """sglang.bench_serving (or vLLM's benchmark_serving, which it copies) on ShareGPT: Poisson arrivals at the
     row's rate (or all at once), the row's metric. The profiles are fitted and graded on seed 0's draw of lengths and
@@ -303,7 +308,7 @@ def _bench_serving(r: dict[str, str], cal: dict[str, float], seed: int = 0) -> f
     if offline and r["section"] == "S":
         util = {1: 0.88, 4: 0.88}  # the offline SGLang runs set --mem-frac 0.88 at TP4 too
     arrival = {"process": "offline"} if offline else {
-        "process": "poisson", "rate_per_s": float(r["workload"].split("request rate ")[1].split("/")[0])}
+        "process": "poisson", "rate_per_s": offered_rate_per_s(r)}
     cfg = config_from_dict({
         "hardware": {"preset": GPU_PRESETS[r["gpu"]][0], "num_gpus": tp},
         "model": {"preset": MODEL_PRESETS[r["model"]], "max_model_len": 4096}, "engine": engine,

@@ -127,7 +127,9 @@ def test_every_engine_preset_names_a_profile_fitted_on_its_own_family():
 
 
 def _rate_and_latency(row: dict[str, str]) -> tuple[float, float]:
-    return float(row["workload"].split("request rate ")[1].split("/")[0]), float(row["value"])
+    from sim_core.validate import offered_rate_per_s
+
+    return offered_rate_per_s(row), float(row["value"])
 
 
 def _measured_saturation_rate(panel: list[dict[str, str]]) -> float:
