@@ -1,53 +1,30 @@
 """How much the simulated families' errors depend on the seed: each published row replayed by `sglang.bench_serving`
 or vLLM's `benchmark_serving` (sections S, V, W of presets/calibration/data/published_measurements.csv), at seeds
-0-4. The stored profiles were fitted and are graded (`python -m sim_core validate`) on seed 0's draw of ShareGPT-like
-lengths and Poisson arrivals only; a benchmark's measured value is one run on its own fixed sample, so the spread over
-seeds is how far one synthetic draw can sit from another (a review found seed 0 draws longer requests than seeds 1-5
-on vLLM V1's rows: mean E2E ~10 % higher).
+0-4. A benchmark's measured value is one run on its own fixed sample, so the spread over seeds is how far one
+synthetic draw of ShareGPT-like lengths and Poisson arrivals can sit from another (a review found seed 0 draws longer
+requests than seeds 1-5 on vLLM V1's rows: mean E2E ~10 % higher; until session 75 the profiles were fitted and graded
+on seed 0's draw alone).
 
     PYTHONPATH=$PWD python scripts/seed_spread.py [--seeds 0 1 2 3 4]   # ~1 min a seed on 2 cores
-    PYTHONPATH=$PWD python scripts/seed_spread.py --refit vllm-v1         # ~3 min more
 
 Prints, per row, its signed error at each seed (+: the model slower / higher than measured), then for the held-out
-serving rows the median and p90 absolute error at each seed and over the mean prediction of all seeds. `--refit
-PROFILE` also refits that simulated profile's grid constants (`validate.SIMULATED_GRIDS`, from the stored profile) on
-the mean prediction over the seeds, and prints both profiles' fit loss and held-out errors on that mean.
+serving rows the median and p90 absolute error at each seed and over the mean prediction of all seeds. Since session
+75 `python -m sim_core validate` fits and grades these rows on the mean over `validate.BENCH_SEEDS` (seeds 0-4), which
+is the last line at the default seeds; this script shows how far each draw sits from it.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-
 import numpy as np
 
-from sim_core.validate import (BENCH_ENGINES, ROW_KINDS, SIMULATED_FAMILIES, SIMULATED_GRIDS, _bench_serving, _fit_rows,
-                               _grid_fit, _log_loss, build_rows, load_rows, profile_calibration, row_kind)  # fmt: skip
-
-
-def refit(profile: str, seeds: list[int]) -> None:
-    """The profile's grid constants fitted on the mean prediction over `seeds`, against the stored ones."""
-    raw = {r["id"]: r for r in load_rows()}
-    mean_of_seeds = lambda row: dataclasses.replace(row, predict=lambda cal, r=raw[row.id]: float(  # noqa: E731
-        np.mean([_bench_serving(r, cal, s) for s in seeds])))
-    rows = build_rows(load_rows())
-    fit_rows = [mean_of_seeds(r) for r in _fit_rows(rows, profile)]
-    held = [mean_of_seeds(r) for r in rows if r.group == profile and r.held_out]
-    stored = profile_calibration(profile)
-    fitted = _grid_fit(fit_rows, stored, SIMULATED_GRIDS[profile], rounds=20)
-    print(f"\n{profile} refitted on the mean of seeds {seeds}: " + ", ".join(
-        f"{k} {stored[k]:g} -> {fitted[k]:g}" for k in SIMULATED_GRIDS[profile]))
-    for name, cal in (("stored", stored), ("refit", fitted)):
-        errs = [100 * (r.predict(cal) / r.measured - 1) for r in held]
-        print(f"  {name}: fit loss {_log_loss(fit_rows, cal):.4f}; held out " + " ".join(
-            f"{r.id} {e:+.1f}%" for r, e in zip(held, errs)) + f"; |error| median {np.median(np.abs(errs)):.1f} %, "
-            f"mean {np.mean(np.abs(errs)):.1f} %")
+from sim_core.validate import (BENCH_ENGINES, ROW_KINDS, SIMULATED_FAMILIES, _bench_serving, build_rows, load_rows,
+                               profile_calibration, row_kind)  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--refit", choices=SIMULATED_FAMILIES, help="also refit this profile on the mean over the seeds")
     args = ap.parse_args()
     # (validate's own rows and rules: which are fitted, and which are serving latencies under arrivals, `row_kind`)
     raw = {r["id"]: r for r in load_rows()}
@@ -68,8 +45,6 @@ def main() -> None:
         print(f"  seed {seed}: median {np.median(e):.1f} %, p90 {np.percentile(e, 90):.1f} %")
     e = np.abs(ratios.mean(axis=1) - 1) * 100
     print(f"  mean of the seeds' predictions: median {np.median(e):.1f} %, p90 {np.percentile(e, 90):.1f} %")
-    if args.refit:
-        refit(args.refit, args.seeds)
 
 
 if __name__ == "__main__":

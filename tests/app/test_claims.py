@@ -223,12 +223,15 @@ def test_the_speculative_lesson_numbers_beyond_its_scenario():
     before, after = (_run(lesson.id, "lesson", step).summary for step in (0, 1))
     gain = after.output_tokens_per_s / before.output_tokens_per_s - 1
     assert f"(output throughput about +{gain:.0%})".replace("%", " %") in lesson.answer
-    # "here k = 1 or acceptance 0.6 about breaks even; acceptance 0.7 cuts TPOT p50 to about 17 ms"
+    # "here acceptance 0.55 about breaks even, k = 1 cuts TPOT p50 by about 4 %, and acceptance 0.7 to about 18 ms" (until
+    # vllm-v1's session-75 refit k = 1 and acceptance 0.6 both broke even)
     cfg = lesson.config(1)
-    for path, value in (("scheduler.speculative.acceptance_rate", 0.6), ("scheduler.speculative.num_draft_tokens", 1)):
-        assert abs(run_simulation(with_value(cfg, path, value)).summary.tpot_p50_s / before.tpot_p50_s - 1) < 0.03
-    better = run_simulation(with_value(cfg, "scheduler.speculative.acceptance_rate", 0.7)).summary.tpot_p50_s
-    assert f"acceptance 0.7 cuts TPOT p50 to about {better * 1e3:.0f} ms" in lesson.answer and better < 0.9 * before.tpot_p50_s
+    tpot = lambda path, value: run_simulation(with_value(cfg, path, value)).summary.tpot_p50_s  # noqa: E731
+    assert abs(tpot("scheduler.speculative.acceptance_rate", 0.55) / before.tpot_p50_s - 1) < 0.03
+    one = 1 - tpot("scheduler.speculative.num_draft_tokens", 1) / before.tpot_p50_s
+    assert f"k = 1 cuts TPOT p50 by about {one:.0%}".replace("%", " %") in lesson.answer and one > 0
+    better = tpot("scheduler.speculative.acceptance_rate", 0.7)
+    assert f"acceptance 0.7 to about {better * 1e3:.0f} ms" in lesson.answer and better < 0.9 * before.tpot_p50_s
     assert np.isclose(after.spec_tokens_per_step, (1 - 0.4**5) / 0.6, rtol=0.02)
 
 

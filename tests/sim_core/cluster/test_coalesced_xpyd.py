@@ -33,8 +33,10 @@ def _one_prefill_two_decode(decode_gib: float, layerwise: bool = False, router: 
         "link": {"layerwise_pipelining": layerwise}}})  # fmt: skip
 
 
-@pytest.mark.parametrize("decode_gib, layerwise, router", [(80.0, False, "round_robin"), (19.0, False, "round_robin"),
-                                                           (19.0, True, "round_robin"), (19.0, False, "least_outstanding")])  # fmt: skip
+# (18.8 GiB: hand-offs wait and decodes are pre-empted on every router here; at 19.0 GiB vllm-v1's session-75 refit left
+# round robin's decode side without a pre-emption)
+@pytest.mark.parametrize("decode_gib, layerwise, router", [(80.0, False, "round_robin"), (18.8, False, "round_robin"),
+                                                           (18.8, True, "round_robin"), (18.8, False, "least_outstanding")])  # fmt: skip
 def test_coalesced_runs_equal_tick_by_tick_with_and_without_decode_back_pressure(decode_gib, layerwise, router):
     cfg = _one_prefill_two_decode(decode_gib, layerwise, router)
     a, b = _run(cfg), _run(with_value(cfg, "limits.coalesce_ticks", False))

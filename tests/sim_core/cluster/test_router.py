@@ -182,7 +182,7 @@ def test_the_router_presets_burst_and_a_load_they_sustain_read_as_the_documents_
     # a browser review (session 68): cluster-router-4xh100-llama8b opened with "100% meet SLOs" above "it looks
     # overloaded" and said nothing of it; 400 requests at 60 req/s are a burst past what the four finish. Its
     # description and docs/cluster.md now say so, and give a load they sustain, where the routers' order is the same
-    # and the stale view costs little; the prefix preset's gap is much of it the caches' warm-up
+    # and the stale view adds about a tenth; the prefix preset's gap is much of it the caches' warm-up
     from sim_core.presets import read_preset_data
 
     s = lambda x: f"{x:.2f} s"  # noqa: E731
@@ -205,7 +205,8 @@ def test_the_router_presets_burst_and_a_load_they_sustain_read_as_the_documents_
             f"{worse} of 6 seeds), round robin {s(mean['round_robin', 0.05])}, least outstanding "
             f"{s(mean['least_outstanding', 0.05])}") in text  # fmt: skip
     assert min(mean["least_kv", 0.0], mean["least_kv", 0.05]) > mean["round_robin", 0.05] > mean["least_outstanding", 0.05]
-    assert abs(mean["least_kv", 0.05] - mean["least_kv", 0.0]) < 0.05  # "costs little"
+    # "the stale view still adds about a tenth" (+10 % since vllm-v1's session-75 refit; it read 0.98 s either way before)
+    assert 0.05 < mean["least_kv", 0.05] / mean["least_kv", 0.0] - 1 < 0.15
     prefix = with_value(load_preset("cluster-prefix-4xh100-llama8b"), "workload.num_requests", 5000)
     rr, pa = (run_simulation(with_value(prefix, "deployment.router", r)).summary for r in ("round_robin", "prefix_affinity"))
     assert (f"Over 5,000 requests (seed 0) round robin → prefix_affinity reads {rr.prefix_hit_rate_tokens:.0%} → "

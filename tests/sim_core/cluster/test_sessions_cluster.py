@@ -160,7 +160,9 @@ def test_least_kv_views_stop_a_replica_only_at_instants_an_arrival_can_be_routed
     assert_same_run(expected, build_result(fewer))
     assert_same_run(expected, build_result(at_arrivals))
     assert num_fewer < 0.3 * num_ref, (num_fewer, num_ref)  # (300-800 against 2,500-13,000)
-    assert num_fewer < 0.85 * num_at_arrivals, (num_fewer, num_at_arrivals)  # (and 700-1,000 stopping at the instant and the arrival)
+    # (and 700-1,000 stopping at the instant and the arrival; the least gain, 849 against 966 at a 10 ms refresh and no
+    # think time, since vllm-v1's session-75 refit)
+    assert num_fewer < 0.9 * num_at_arrivals, (num_fewer, num_at_arrivals)
 
 
 @pytest.mark.parametrize("think_s", [0.0, 0.5, 5.0])
