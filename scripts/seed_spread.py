@@ -16,15 +16,16 @@ is the last line at the default seeds; this script shows how far each draw sits 
 from __future__ import annotations
 
 import argparse
+
 import numpy as np
 
-from sim_core.validate import (BENCH_ENGINES, ROW_KINDS, SIMULATED_FAMILIES, _bench_serving, build_rows, load_rows,
-                               profile_calibration, row_kind)  # fmt: skip
+from sim_core.validate import (BENCH_ENGINES, BENCH_SEEDS, ROW_KINDS, SIMULATED_FAMILIES, _bench_serving, build_rows,
+                               load_rows, profile_calibration, row_kind)  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(BENCH_SEEDS))
     args = ap.parse_args()
     # (validate's own rows and rules: which are fitted, and which are serving latencies under arrivals, `row_kind`)
     raw = {r["id"]: r for r in load_rows()}
