@@ -417,14 +417,17 @@ def _log_loss(rows: list[Row], cal: dict[str, float]) -> float:
     return float(np.mean([abs(math.log(row.predict(cal) / row.measured)) for row in rows]))
 
 
-def _grid_fit(rows: list[Row], cal: dict[str, float], grids: dict[str, np.ndarray], rounds: int = 3) -> dict[str, float]:
-    """Coordinate descent over per-parameter grids, minimising the mean |log error|: at most `rounds` sweeps,
-    stopping early once a sweep changes nothing (a coordinate-wise minimum on the grids)."""
+def _grid_fit(rows: list[Row], cal: dict[str, float], grids: dict[str, np.ndarray], rounds: int = 3,
+              loss: Callable[[dict[str, float]], float] | None = None) -> dict[str, float]:
+    """Coordinate descent over per-parameter grids, minimising the mean |log error| (`loss`, default `_log_loss` on
+    `rows`): at most `rounds` sweeps, stopping early once a sweep changes nothing (a coordinate-wise minimum on the
+    grids)."""
+    loss = loss or functools.partial(_log_loss, rows)
     cal = dict(cal)
     for _ in range(rounds):
         before = dict(cal)
         for name, grid in grids.items():
-            losses = [(_log_loss(rows, cal | {name: float(v)}), float(v)) for v in grid]
+            losses = [(loss(cal | {name: float(v)}), float(v)) for v in grid]
             cal[name] = min(losses)[1]
         if cal == before:
             break
@@ -438,9 +441,20 @@ def _product_then_descent(rows: list[Row], cal: dict[str, float], grids: dict[st
     constants it left vllm-v0 at 5.0 ms a tick, 5 us a sequence and 5 us an all-reduce (fit loss 0.070), where the
     grid's best point, 2.5 ms, 25 us and 20 us, has 0.009 (an exhaustive search of its 2,431 points, session 74)."""
     names = list(grids)
+    # Each point's loss is simulated once (five seeds a row: seconds a point): the descent revisits its current point in
+    # every sweep and the product's points on its way. Keyed by the grids' values alone, since the rest of `cal` is
+    # fixed here; the memo lives for this call only (a few thousand floats).
+    memo: dict[tuple[float, ...], float] = {}
+
+    def loss(point_cal: dict[str, float]) -> float:
+        key = tuple(point_cal[name] for name in names)
+        if key not in memo:
+            memo[key] = _log_loss(rows, point_cal)
+        return memo[key]
+
     coarse = [grid[::stride] for grid in grids.values()]
-    best = min(itertools.product(*coarse), key=lambda point: _log_loss(rows, cal | dict(zip(names, map(float, point)))))
-    return _grid_fit(rows, cal | dict(zip(names, map(float, best))), grids, rounds=rounds)
+    best = min(itertools.product(*coarse), key=lambda point: loss(cal | dict(zip(names, map(float, point)))))
+    return _grid_fit(rows, cal | dict(zip(names, map(float, best))), grids, rounds=rounds, loss=loss)
 
 
 def _memory_efficiency_grid(hbm_scales: Iterable[float]) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The calibrated cost model against measurements shipped in presets/calibration/data (never skipped)."""
 
+import itertools
 import os
 
 import numpy as np
@@ -173,6 +174,29 @@ def test_simulated_profile_is_a_minimum_of_its_fit_loss(rows):
                     assert loss <= _log_loss(fit_rows, stored | {key: value}), (name, key, value)
         if SLOW:
             assert stored == pytest.approx(fit(rows, families=(name,))[name])
+
+
+def test_the_simulated_fit_prices_each_grid_point_once_and_lands_where_an_unremembered_search_does(rows, monkeypatch):
+    # A simulated family's point costs seconds (five seeds a row): `_product_then_descent` keeps each point's loss for
+    # its call, so the descent's revisits (its current point in every sweep, the product's points) are not simulated
+    # again. Checked on a closed-form family's rows, where a point is cheap, over a small product of three grids.
+    import sim_core.validate as validate
+
+    fit_rows = validate._fit_rows(rows, "fastertransformer")
+    start = profile_calibration("fastertransformer")
+    grids = {"tick_overhead_ms": np.arange(0, 3.01, 0.5), "per_seq_overhead_us": np.arange(0, 60.1, 10.0),
+             "layer_fixed_us": np.arange(0, 40.1, 5.0)}
+    priced = []
+    real_loss = validate._log_loss
+    monkeypatch.setattr(validate, "_log_loss", lambda r, cal: priced.append(tuple(cal[k] for k in grids)) or real_loss(r, cal))
+    found = validate._product_then_descent(fit_rows, start, grids)
+    assert len(priced) == len(set(priced)) > len(list(zip(*[g[::2] for g in grids.values()])))
+    # without the memo: the same product, then the plain descent (which prices its current point in every sweep)
+    names = list(grids)
+    best = min(itertools.product(*[g[::2] for g in grids.values()]),
+               key=lambda point: real_loss(fit_rows, start | dict(zip(names, map(float, point)))))
+    monkeypatch.setattr(validate, "_log_loss", real_loss)
+    assert found == validate._grid_fit(fit_rows, start | dict(zip(names, map(float, best))), grids, rounds=20)
 
 
 def test_engine_error_band_is_the_closed_form_held_out_figure(results):
