@@ -121,8 +121,12 @@ def pareto_figure(result: Plan) -> go.Figure:
         fig.add_hline(y=slo_ms, line=dict(color="#5F6368", dash="dash", width=1))
         # (placed by hand: on a log axis an annotation's y is the value's log10, which add_hline's own label does not
         # take, and it drew off the chart)
-        fig.add_annotation(x=0, xref="paper", xanchor="left", y=math.log10(slo_ms), yanchor="bottom", showarrow=False,
-                           text=f"TTFT SLO {slo_ms:,.0f} ms", font=dict(size=11, color="#5F6368"))  # fmt: skip
+        # (at the end of the line with fewest points under the label: at the left end it covered a config, a review)
+        end, side = charts.line_label_place([(r.usd_per_hour, r.latency_s("ttft", p) * 1e3) for r in result.points()],
+                                            slo_ms, ((0, "bottom"), (1, "bottom"), (0, "top"), (1, "top")))  # fmt: skip
+        fig.add_annotation(x=end, xref="paper", xanchor=("left", "right")[end], y=math.log10(slo_ms), yanchor=side,
+                           showarrow=False, text=f"TTFT SLO {slo_ms:,.0f} ms", font=dict(size=11, color="#5F6368"),
+                           bgcolor="rgba(255,255,255,0.7)")  # fmt: skip
         latency_ms.append(slo_ms)  # (the axis's range holds the line)
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
                       yaxis_title=f"TTFT P{p} at the target rate (ms, log)", legend=dict(orientation="h", y=-0.2))  # fmt: skip

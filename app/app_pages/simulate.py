@@ -544,8 +544,8 @@ def _requests_tab(res: SimResult) -> None:
             "tpot_p50_ms": num(f"TPOT p50 {ms[0]}".strip(), format=ms[2],
                                help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
     table = requests_view(_frames(res)["requests"], all_columns)
-    # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT)
-    st.dataframe(table, hide_index=True, key="table.requests", height=420, placeholder=MISSING,
+    # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT; a short run's table no blank rows)
+    st.dataframe(table, hide_index=True, key="table.requests", height=tables.fitted_height_px(len(table), 420), placeholder=MISSING,
                  column_config=_request_columns(table.columns))  # fmt: skip
 
 

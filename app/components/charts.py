@@ -55,6 +55,29 @@ def readable_numbers(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def line_label_place(points, y_line: float, options: tuple[tuple[int, str], ...], width_frac: float = 0.3,
+                     height_factor: float = 1.6) -> tuple[int, str]:
+    """Where a horizontal line's label goes on a log-y chart: of `options`, (end, side) pairs, end 0 (the left end,
+    label anchored left) or 1 (right end, anchored right) and side "bottom" (the label's foot on the line: above it) or
+    "top" (below it), the one whose box holds the fewest of the chart's `points` ((x, y) pairs), the first on a tie. The
+    box: `width_frac` of the points' x range from that end, a factor `height_factor` above or below the line (a label's
+    height on a few-decade log axis). A review: the Plan chart's SLO label covered a config at its left end, the Sweep
+    chart's TPOT label the TTFT p50 markers under it."""
+    pts = [(float(x), float(y)) for x, y in points if x is not None and y is not None and np.isfinite([x, y]).all()]
+    if not pts:
+        return options[0]
+    lo = min(x for x, _ in pts)
+    span = (max(x for x, _ in pts) - lo) or 1.0
+
+    def covered(option: tuple[int, str]) -> int:
+        end, side = option
+        ys = (y_line, y_line * height_factor) if side == "bottom" else (y_line / height_factor, y_line)
+        return sum(ys[0] <= y <= ys[1] and (((x - lo) / span <= width_frac) if end == 0 else ((x - lo) / span >= 1 - width_frac))
+                   for x, y in pts)  # fmt: skip
+
+    return min(options, key=lambda o: (covered(o), options.index(o)))
+
+
 def log_ladder_axis(values) -> dict:
     """A log axis labelled at 1, 2, 5 × 10^k (1, 3 × 10^k over three or four decades) over the positive values'
     span, each label in full ("20", "200", "2,000"). Plotly's own labels on a span under two decades are the decade plus bare digits ("2", "3" beside
@@ -321,7 +344,10 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=intensity[m], y=achieved[m], mode="markers", name=f"{name} ticks ({num_of[ph]:,})",
                 legendgroup=f"{name} ticks",  # (what Learn's claims look the kind up by: the name holds a count)
-                marker=dict(color=PHASE_COLORS[name], size=6, opacity=0.6),
+                # (a rare kind larger, opaque and outlined: drawn last, the default run's one prefill-only tick still
+                # sat lost among the mixed ones at 0.6 opacity, a review)
+                marker=(dict(color=PHASE_COLORS[name], size=9, opacity=1.0, line=dict(color="#202124", width=1))
+                        if num_of[ph] <= RARE_TICKS else dict(color=PHASE_COLORS[name], size=6, opacity=0.6)),
                 customdata=np.column_stack([busy[m], tl.num_prefill_tokens[busy][m], tl.num_decode_tokens[busy][m], tl.duration_s[busy][m] * 1e3]),
                 hovertemplate=("tick %{customdata[0]}: %{customdata[1]:,} prefill + %{customdata[2]:,} decode tok"
                                "<br>%{x:,.1f} FLOP/byte · %{y:,.0f} TFLOP/s · %{customdata[3]:,.1f} ms<extra></extra>"),

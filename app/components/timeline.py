@@ -561,13 +561,15 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
     if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
         tt, yy = reduce_series(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, max_points)
         out.append(LineSeries(3, "KV cached, free (%)", "#81c995", "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
-    for col, name in (("num_waiting", "waiting"), ("num_running", "running"), ("num_swapped", "swapped")):
+    # Running first and waiting dotted over it: where the two counts are equal (a KV-bound run holds as many waiting
+    # as running) a solid waiting line drawn first hid under the running one, and the panel showed one line of two
+    for col, name in (("num_running", "running"), ("num_waiting", "waiting"), ("num_swapped", "swapped")):
         y = _queue_during_next_tick(res, col)[sl]
         if name == "swapped" and not y.any():
             continue
         tt, yy = reduce_series(t, y.astype(float), max_points)
         color = PHASE_COLORS["waiting line" if name == "waiting" else name]
-        out.append(LineSeries(4, f"{name} requests", color, "solid", name, 0, "", tt, yy, red))
+        out.append(LineSeries(4, f"{name} requests", color, "dot" if name == "waiting" else "solid", name, 0, "", tt, yy, red))
     return out
 
 

@@ -149,6 +149,9 @@ def test_roofline_names_each_kind_of_tick_with_its_count_and_draws_the_rarest_on
     assert counts == sorted(counts, reverse=True) and sum(counts) == busy.sum() > charts.MAX_ROOFLINE_POINTS  # the run's
     assert [t.name.split(" (")[0] for t in dots][-1] == "prefill ticks" and counts[-1] < 10  # counts, most first
     assert dots[-1].x.size == counts[-1]  # the rarest kind drawn whole, on top: a sample of 4,000 in 4,216 could drop it
+    # ... and marked so that one dot among the mixed ones can be seen (on top at 0.6 opacity it still read as lost)
+    assert (dots[-1].marker.size, dots[-1].marker.opacity, dots[-1].marker.line.width) == (9, 1.0, 1)
+    assert (dots[0].marker.size, dots[0].marker.opacity) == (6, 0.6) and counts[0] > charts.RARE_TICKS
 
 
 def test_step_figure_shows_the_batch(small):
@@ -645,3 +648,20 @@ def test_the_running_line_holds_a_batch_through_the_prefill_tick_that_starts_it(
     assert running.y[:-1].min() > 0 and running.y[-1] == tl.num_running[-1] == 0  # (after the run: none)
     waiting = next(s for s in timeline.line_series(res, None) if s.name == "waiting requests")
     assert np.array_equal(waiting.y[:-1], tl.num_waiting[1:])  # (the count after each next tick's admissions)
+
+
+def test_a_lines_label_goes_to_the_end_and_side_with_fewest_points_under_it():
+    # a review: the Plan chart's "TTFT SLO" label covered a config at its left end, Sweep's TPOT label the TTFT p50
+    # markers under its line; the label now takes the end and side of its line that the data leaves free
+    order = ((0, "bottom"), (1, "bottom"), (0, "top"), (1, "top"))
+    assert charts.line_label_place([], 100.0, order) == (0, "bottom")  # nothing drawn: the first choice
+    assert charts.line_label_place([(0, 10), (10, 1000)], 100.0, order) == (0, "bottom")  # nothing near the line
+    left_above = [(0.0, 120.0), (1.0, 150.0), (9.0, 10.0)]
+    assert charts.line_label_place(left_above, 100.0, order) == (1, "bottom")
+    both_above = left_above + [(10.0, 110.0)]
+    assert charts.line_label_place(both_above, 100.0, order) == (0, "top")
+    # a point just outside the box's factor, or past its third of the range, does not count
+    assert charts.line_label_place([(0.0, 161.0), (5.0, 120.0), (10.0, 0.0)], 100.0, order) == (0, "bottom")
+    assert charts.line_label_place([(0.0, 120.0), (0.0, 90.0), (10.0, 120.0), (10.0, 90.0), (5, 1)], 100.0, order) == (0, "bottom")
+    # missing and non-finite values (a point that did not run) are not points
+    assert charts.line_label_place([(0.0, None), (None, 120.0), (0.0, float("nan")), (10.0, 1.0)], 100.0, order) == (0, "bottom")

@@ -20,6 +20,7 @@ from app.components.cluster_timeline import (
     cluster_timeline_figure,
     instance_names,
     instance_rows,
+    kv_axis_top_pct,
     kv_line_style,
     kv_waits,
     busy_s,
@@ -144,6 +145,21 @@ def test_the_kv_panel_names_its_peak_in_the_window_and_where():
     assert said == [f"peak in view {peaks[k]:,.1f} % · R{k}"], said  # ("in view": not the headline's peak, a review)
     whole = next(a.text for a in cluster_timeline_figure(res, 0, 30).layout.annotations if a.text.startswith("peak"))
     assert float(whole.split("peak in view ")[1].split(" %")[0]) >= round(max(peaks), 1)  # (no window: the whole run's peak)
+
+
+def test_the_kv_panel_scales_to_the_peak_in_view_until_an_instance_passes_sixty_percent():
+    # a review: four replicas between 3 and 10 % of their blocks were four lines at the foot of a 0-105 % axis
+    cfg = with_value(make_config(workload__num_requests=300, workload__arrival__rate_per_s=20.0), "deployment",
+                     {"replicas": 3, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    for window in ((8.0, 10.0), (0.0, 2.0), None):
+        fig = cluster_timeline_figure(res, 0, 30, window=window)
+        said = next(a.text for a in fig.layout.annotations if a.text.startswith("peak in view"))
+        peak = float(said.split("peak in view ")[1].split(" %")[0])  # (the panel's note: the peak in view)
+        top = fig.layout.yaxis3.range[1]
+        assert peak < 40 and peak * 1.25 <= top < peak * 1.25 + 5.1 and top % 5 == 0, (window, peak, top)
+    assert kv_axis_top_pct(0.0) == 5 and kv_axis_top_pct(12.1) == 20 and kv_axis_top_pct(48.0) == 60
+    assert kv_axis_top_pct(60.1) == kv_axis_top_pct(100.0) == 105  # (a cache that fills keeps the whole scale)
 
 
 def _legend(fig) -> list:
