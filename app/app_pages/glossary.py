@@ -111,7 +111,9 @@ def main() -> None:
     article = load_article()
     st.subheader("Source article")
     st.markdown(f"“{article.title_en}” (“{article.title}”), {article.publisher}. Its sections, as the lessons cite them:")
-    st.text("\n".join(f"{ref}  {title}" for ref, title in article.sections.items()))
+    # (the English first, as `Article.cite` writes a section: a browser without a CJK font drew each line's start as
+    # boxes, a review)
+    st.text("\n".join(article.cite(ref) for ref in article.sections))
 
 
 main()

@@ -864,6 +864,10 @@ def test_the_glossary_defines_the_workshop_terms_and_cites_the_article():
                  "Prefix caching", "Speculative decoding"):
         assert f"**{term}" in text, term
     assert "大模型推理中Prefill与Decode阶段的调度优化策略" in text
+    # its sections English first, as the lessons cite them (without a CJK font each line began with boxes, a review)
+    sections = at.text[0].value.splitlines()
+    assert sections[0] == "§1 Overview: prefill is compute-bound, decode memory-bound (Prefill与Decode阶段调度策略概述)"
+    assert len(sections) == 10 and all(line.startswith("§") and line.endswith(")") for line in sections)
 
 
 def _uploader(at: AppTest, key: str):
