@@ -11,7 +11,7 @@ from app.components import charts, runner, tables, timeline, timeline_html, work
 from app.components.config_form import sidebar_words
 from app.components.sidebar import describe_config, draw_sidebar, upload_notice
 from app.components.text import plain
-from app.components.units import MISSING, fmt_seconds
+from app.components.units import MISSING, fmt_number, fmt_seconds
 from app.state import (
     BASE_KEY,
     CFG_KEY,
@@ -82,7 +82,10 @@ def _headline(res: SimResult) -> None:
                    help="(E2E − TTFT) / (output tokens − 1): a request's mean gap between tokens. ITL is every gap between two "
                         "tokens, each counted once. A few long gaps (a pre-emption, a wait for KV) raise the means of the "
                         "requests they hit but are too few for ITL's p99, so TPOT's p99 can be above ITL's.", **kw)  # fmt: skip
-    row1[3].metric("Goodput", f"{s.goodput_requests_per_s:,.2f} req/s", f"{percent(s.slo_attainment)} meet SLOs · whole run",
+    # (two decimals, as the tables; a goodput under 0.01 with its own digits: "0.00 req/s" sat above "0.5% meet SLOs")
+    goodput = s.goodput_requests_per_s
+    row1[3].metric("Goodput", f"{goodput:,.2f} req/s" if goodput == 0 or goodput >= 0.01 else f"{fmt_number(goodput, 2)} req/s",
+                   f"{percent(s.slo_attainment)} meet SLOs · whole run",
                    # (the steady line below reads its window's goodput: 8.49 req/s beside this 6.10 on the default, and
                    # nothing said which was which, in the help only since session 66: "whole run" in view, a review)
                    help="Requests per second that meet both the TTFT and the TPOT objective (DistServe), over the whole "

@@ -186,12 +186,14 @@ def request_labels(res: ClusterResult, ids: np.ndarray) -> list[str]:
     return [responsive_label(w, n) for w, n in zip(request_names(res, ids), request_names(res, ids, narrow=True))]
 
 
-def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str], instances: list) -> set[str]:
-    """The rows of the instances drawn (`instances`, labelled `rows`); returns the phases drawn (each one legend entry)."""
+def _gantt(fig: go.Figure, res: ClusterResult, rows: list[str], instances: list, window: timeline.Window = None) -> set[str]:
+    """The rows of the instances drawn (`instances`, labelled `rows`), the window's ticks when there is one (as one
+    engine's GPU row); returns the phases drawn (each one legend entry). Binned over the whole run, a 1 s window of four
+    replicas showed 2-3 solid decode bars a row under ~30 prefills in the request rows (bins of ~0.26 s, a review)."""
     per = max(timeline.MAX_GANTT_BARS // len(rows), 20)
     shown: set[str] = set()
     for inst, row in zip(instances, rows):
-        seg = timeline.gantt_data(inst.result, per)
+        seg = timeline.gantt_data(inst.result, per, window)
         for ph in Phase:
             m = seg["phase"] == ph
             if not m.any():
@@ -286,7 +288,8 @@ def _short_transfers(fig: go.Figure, res: ClusterResult, ids: np.ndarray, labels
 def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requests: int = 30, height: int = 760,
                             window: timeline.Window = None) -> go.Figure:  # fmt: skip
     """Instances' Gantt rows, request rows (with KV transfers), KV usage per instance, on one time axis. With a
-    window the axis opens on it (the whole run stays pannable) and the request rows are those alive in it."""
+    window the axis opens on it, the instance rows draw its ticks and the request rows are those alive in it (the KV
+    lines cover the whole run)."""
     drawn = shown_instances(res, window)
     rows = instance_rows(res, shown=drawn)
     more = len(res.instances) - len(rows)
@@ -300,7 +303,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                         "Requests" + (" alive in this window" if window is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
-    phases = _gantt(fig, res, rows, drawn)
+    phases = _gantt(fig, res, rows, drawn, window)
     shown_rows = _requests(fig, res, first_request, num_requests, window, phases)
     for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
@@ -322,21 +325,12 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     # (nticks: every instance labelled; Plotly thinned 16 rows to every other label)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=rows, nticks=len(rows), row=1, col=1)
     fig.update_yaxes(timeline.request_axis(shown_rows), row=2, col=1)
-    fig.update_yaxes(title_text="% blocks", range=[0, kv_axis_top_pct(peak[0] if peak is not None else 0.0)], row=3, col=1)
+    # (the peak in view with headroom: four replicas at 3-10 % were one band on 0-105 %, `timeline.kv_axis_top_pct`)
+    fig.update_yaxes(title_text="% blocks", range=[0, timeline.kv_axis_top_pct(peak[0] if peak is not None else 0.0)], row=3, col=1)
     fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     if window is not None:
         fig.update_xaxes(range=list(window))
     return readable_numbers(fig)
-
-
-def kv_axis_top_pct(peak_pct: float) -> float:
-    """The KV panel's top: 0-105 % once an instance's cache passes 60 % in view, else the peak in view (the panel's note,
-    `kv_peak_label`) with a quarter's headroom, in steps of 5 (a review: four replicas between 3 and 10 % of their blocks
-    were four lines on top of each other at the foot of a 0-100 axis, and still were on the whole run's 0-45). A drag
-    past the window may show a higher stretch clipped: the window controls, which the caption points to, rescale."""
-    if peak_pct > 60:
-        return 105.0
-    return float(max(5, math.ceil(peak_pct * 1.25 / 5) * 5))
 
 
 # The legend's order: the instances' phases, then the request rows' states, each in one order whatever the run (a review:
@@ -381,7 +375,7 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16, row_heights=[0.5, 0.5],
                         subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", {len(rows)} of {len(res.instances)} drawn" if len(rows) < len(res.instances) else ""),
                                         "KV cache in use (%)"))  # fmt: skip
-    _gantt(fig, res, rows, drawn)
+    _gantt(fig, res, rows, drawn, window)
     for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
         if tl.num_ticks:

@@ -17,6 +17,8 @@ hover of every tick gives its tensor-parallel all-reduce time.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -561,15 +563,15 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
     if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
         tt, yy = reduce_series(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, max_points)
         out.append(LineSeries(3, "KV cached, free (%)", "#81c995", "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
-    # Running first and waiting dotted over it: where the two counts are equal (a KV-bound run holds as many waiting
-    # as running) a solid waiting line drawn first hid under the running one, and the panel showed one line of two
+    # Running first, waiting and swapped dotted over it: where two counts are equal (a KV-bound run holds as many waiting,
+    # or swapped, as running) a solid line hid the other, and the panel showed one line of two (a review)
     for col, name in (("num_running", "running"), ("num_waiting", "waiting"), ("num_swapped", "swapped")):
         y = _queue_during_next_tick(res, col)[sl]
         if name == "swapped" and not y.any():
             continue
         tt, yy = reduce_series(t, y.astype(float), max_points)
         color = PHASE_COLORS["waiting line" if name == "waiting" else name]
-        out.append(LineSeries(4, f"{name} requests", color, "dot" if name == "waiting" else "solid", name, 0, "", tt, yy, red))
+        out.append(LineSeries(4, f"{name} requests", color, "solid" if name == "running" else "dot", name, 0, "", tt, yy, red))
     return out
 
 
@@ -619,6 +621,22 @@ def kv_peak_note(fig: go.Figure, pct: float, where: str, row: int) -> None:
                        font=dict(size=11), bgcolor="rgba(255,255,255,0.75)")  # fmt: skip
 
 
+def kv_axis_top_pct(peak_pct: float) -> float:
+    """A KV panel's top: 0-105 % once a line passes 60 % in view, else the peak of its lines in view with a quarter's
+    headroom, in steps of 5. On a fixed 0-100 axis a run whose cache held 0.5-12 % drew a line on the floor, an empty
+    panel to a room asked to watch it (lessons 2-4, 6, 8, 17), and four replicas at 3-10 % one band (a review). The
+    panel's note says its peak in view; a drag past the window may show a higher stretch clipped: the window controls,
+    which the caption points to, rescale."""
+    if peak_pct > 60:
+        return 105.0
+    return float(max(5, math.ceil(peak_pct * 1.25 / 5) * 5))
+
+
+def kv_lines_peak_pct(lines: list[LineSeries]) -> float:
+    """The highest value of a figure's KV-panel lines (in use, and cached but free with the prefix cache), 0 if none."""
+    return max((float(ln.y.max()) for ln in lines if ln.panel == 3 and ln.y.size), default=0.0)
+
+
 def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 30, height: int = 720,
                     window: Window = None) -> go.Figure:  # fmt: skip
     """GPU Gantt, request rows, KV usage and queue lengths on one zoomable time axis. With a window,
@@ -639,7 +657,8 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
         fig.add_trace(tr, row=1, col=1)
     for tr in _request_traces(res, ids, window, {tr.name for tr in gantt}):
         fig.add_trace(tr, row=2, col=1)
-    for line in line_series(res, window):
+    lines = line_series(res, window)
+    for line in lines:
         fig.add_trace(go.Scatter(
             x=line.t, y=line.y, mode="lines", line_shape="hv", line_color=line.color, line_dash=line.dash, name=line.name,
             hovertemplate=f"%{{y:,.{line.decimals}f}} {line.unit}<br>t = %{{x:,.3f}} s<extra>{line.tag}</extra>",
@@ -652,7 +671,7 @@ def timeline_figure(res: SimResult, first_request: int = 0, num_requests: int = 
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=gpus, row=1, col=1)  # GPU 0 on top
     # Rows in request order (plotly would order categories by first appearance across traces).
     fig.update_yaxes(request_axis([f"req {i}" for i in ids]), row=2, col=1)
-    fig.update_yaxes(title_text="% blocks", range=[0, 105], row=3, col=1)
+    fig.update_yaxes(title_text="% blocks", range=[0, kv_axis_top_pct(kv_lines_peak_pct(lines))], row=3, col=1)
     if (peak := kv_peak_in_view_pct(res, window)) is not None:
         kv_peak_note(fig, peak, "", row=3)
     fig.update_yaxes(title_text="requests", rangemode="tozero", row=4, col=1)

@@ -266,7 +266,9 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
     if kv:  # (its peak in view in the title: the Plotly figure's note inside the panel, `timeline.kv_peak_note`)
         peak = timeline.kv_peak_in_view_pct(res, window)
         kv_title = titles[2] + (f" · {timeline.kv_peak_text(peak)}" if peak is not None else "")
-        parts += [f'<div class="sgt-t">{esc(kv_title)}</div>', _line_panel(axis, kv, 100.0, "% blocks", ticks)]
+        # (its top: the peak of its lines in view with headroom, at most 100, `timeline.kv_axis_top_pct`)
+        kv_top = min(100.0, timeline.kv_axis_top_pct(timeline.kv_lines_peak_pct(kv)))
+        parts += [f'<div class="sgt-t">{esc(kv_title)}</div>', _line_panel(axis, kv, kv_top, "% blocks", ticks)]
     if queues:
         q_max = max(float(max(ln.y.max() for ln in queues)), 1.0)
         parts += [f'<div class="sgt-t">{esc(titles[3])}</div>', _line_panel(axis, queues, q_max, "requests", ticks)]

@@ -135,6 +135,20 @@ def test_roofline_puts_prefill_right_of_decode(small):
     assert x["prefill ticks"] > 10 * x["decode ticks"]
 
 
+def test_roofline_marks_the_calibrated_knee_the_caption_names(small):
+    # a review of lesson 1: on an H100 the dashed (calibrated) roof's slope lies on the datasheet's, so the knee the
+    # Roofline tab's caption sends students to ("about 220 FLOP/byte: the dashed line's") could not be seen
+    import math
+
+    from sim_core.costmodel import CostModel
+
+    cm = CostModel(small.config)
+    knee = cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s
+    (mark,) = [a for a in charts.roofline_figure(small).layout.annotations if a.text.startswith("calibrated knee")]
+    assert mark.text == f"calibrated knee {knee:,.0f}" and mark.showarrow
+    assert (mark.x, mark.y) == pytest.approx((math.log10(knee), math.log10(cm.gemm_flops_per_s / 1e12)))
+
+
 def test_roofline_names_each_kind_of_tick_with_its_count_and_draws_the_rarest_on_top():
     # the default preset's few prefill-only ticks were drawn under its ~900 mixed ones: a legend entry, no dot in sight
     from sim_core.engine import run_simulation

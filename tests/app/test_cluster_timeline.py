@@ -20,7 +20,6 @@ from app.components.cluster_timeline import (
     cluster_timeline_figure,
     instance_names,
     instance_rows,
-    kv_axis_top_pct,
     kv_line_style,
     kv_waits,
     busy_s,
@@ -127,6 +126,22 @@ def test_a_window_shows_the_requests_alive_in_it_and_opens_on_it():
     assert "alive in this window" in fig.layout.annotations[1].text
 
 
+def test_in_a_window_the_instance_rows_draw_the_windows_ticks():
+    # a review: binned over the whole run, a 1 s window showed 2-3 solid decode bars a replica under ~30 prefills in the
+    # request rows; the rows now draw the window's ticks, as one engine's GPU row does
+    cfg = with_value(make_config(workload__num_requests=300, workload__arrival__rate_per_s=20.0), "deployment",
+                     {"replicas": 3, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    window = (8.0, 9.0)
+    bars = [(tr.name, b, b + x) for tr in cluster_timeline_figure(res, 0, 30, window=window).data
+            if tr.type == "bar" and tr.yaxis == "y" for b, x in zip(tr.base, tr.x)]  # fmt: skip
+    ticks = sum(int(((i.result.timeline.t_end_s > window[0]) & (i.result.timeline.t_start_s < window[1])).sum()) for i in res.instances)
+    assert all(e > window[0] and b < window[1] for _, b, e in bars)  # (each bar a tick or run of ticks in the window)
+    assert len(bars) > 100 and len(bars) <= ticks and "mixed" in {n for n, _, _ in bars}
+    whole = [b for tr in cluster_timeline_figure(res, 0, 30).data if tr.type == "bar" and tr.yaxis == "y" for b in tr.base]
+    assert min(whole) == 0.0  # (without a window, the whole run)
+
+
 def test_the_kv_panel_names_its_peak_in_the_window_and_where():
     # on the panel's fixed 0-100 % axis lesson 14's 4-5.5 % was a line on the floor, four replicas one band (a review)
     cfg = with_value(make_config(workload__num_requests=300, workload__arrival__rate_per_s=20.0), "deployment",
@@ -158,8 +173,8 @@ def test_the_kv_panel_scales_to_the_peak_in_view_until_an_instance_passes_sixty_
         peak = float(said.split("peak in view ")[1].split(" %")[0])  # (the panel's note: the peak in view)
         top = fig.layout.yaxis3.range[1]
         assert peak < 40 and peak * 1.25 <= top < peak * 1.25 + 5.1 and top % 5 == 0, (window, peak, top)
-    assert kv_axis_top_pct(0.0) == 5 and kv_axis_top_pct(12.1) == 20 and kv_axis_top_pct(48.0) == 60
-    assert kv_axis_top_pct(60.1) == kv_axis_top_pct(100.0) == 105  # (a cache that fills keeps the whole scale)
+    assert timeline.kv_axis_top_pct(0.0) == 5 and timeline.kv_axis_top_pct(12.1) == 20 and timeline.kv_axis_top_pct(48.0) == 60
+    assert timeline.kv_axis_top_pct(60.1) == timeline.kv_axis_top_pct(100.0) == 105  # (a cache that fills keeps the whole scale)
 
 
 def _legend(fig) -> list:

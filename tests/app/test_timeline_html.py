@@ -236,3 +236,37 @@ def test_the_request_rows_title_counts_the_rows_of_the_requests_alive():
     every = timeline.requests_in_window(res, window, 0, alive.size)
     assert timeline.panel_titles(["GPU 0"], every, window, 0, "tick", alive.size)[1] == f"{alive.size} requests alive in this window"
     assert timeline.panel_titles(["GPU 0"], ids, window, 5, "tick", alive.size)[1] == f"{title} (after skipping 5)"
+
+
+def _kv_panel_top(markup: str) -> str:
+    """The top label of the panel after the "KV cache in use" title (its y labels: top, 0, the unit)."""
+    after = markup.split('<div class="sgt-t">KV cache in use', 1)[1]
+    return re.search(r'<div class="sgt-l"><span style="top:0">([^<]*)</span>', after)[1]
+
+
+def test_the_kv_panel_scales_to_its_lines_in_view_and_keeps_a_full_cache_on_the_whole_scale():
+    # a review: on a fixed 0-100 axis the lessons' mechanism runs (0.5-12 % of the cache) drew a line on the floor;
+    # the panel's top is now the peak of its lines in view with a quarter's headroom, in steps of 5
+    light = run_simulation(make_config("mechanism-prefill-stall"))
+    window = timeline.opening_window(light)
+    peak = timeline.kv_lines_peak_pct(timeline.line_series(light, window, timeline_html.HTML_LINE_POINTS))
+    top = timeline.kv_axis_top_pct(peak)
+    assert 0 < peak < 20 and peak * 1.25 <= top < 25
+    assert _kv_panel_top(timeline_html.timeline_html(light, 0, 30, window)) == f"{top:,.0f}"
+    fig = timeline.timeline_figure(light, 0, 30, window=window)
+    assert tuple(fig.layout.yaxis3.range) == (0, timeline.kv_axis_top_pct(timeline.kv_lines_peak_pct(timeline.line_series(light, window))))
+    # a cache past 60 % in view keeps the whole scale (100 in the HTML panel, 105 in Plotly's with its margin)
+    full = run_simulation(make_config("kv-pressure-a100-llama8b", workload__num_requests=60))
+    assert _kv_panel_top(timeline_html.timeline_html(full)) == "100"
+    assert tuple(timeline.timeline_figure(full).layout.yaxis3.range) == (0, 105)
+
+
+def test_the_queue_lines_draw_running_solid_under_dotted_waiting_and_swapped():
+    # a review: in lesson 5's swap run the pink swapped line (4) covered the black running line (4) for seconds, and in
+    # its recompute run the waiting line hid under the running one; the running line now comes first, the others dotted
+    res = run_simulation(make_config("mechanism-kv-preemption", scheduler__preemption="swap"))
+    queues = [ln for ln in timeline.line_series(res, None) if ln.panel == 4]
+    assert [(ln.name, ln.dash) for ln in queues] == [("running requests", "solid"), ("waiting requests", "dot"),
+                                                     ("swapped requests", "dot")]  # fmt: skip
+    running, _, swapped = (ln.y for ln in queues)
+    assert ((running == swapped) & (running > 0)).any()  # (the case: equal counts, which a solid line hid)

@@ -59,7 +59,7 @@ def test_any_lesson_link_gives_a_banner_it_can_show_or_says_why_not(params):
     ({"lesson": "roofline", "lesson_run": "mechanism"}, "lesson_run = 'mechanism' is not used (allowed for lesson 'roofline': lesson)"),
     ({"lesson": "kv-preemption", "lesson_step": "2"}, "lesson_step = '2' is not used (allowed for lesson 5: 0 or 1: its first side is 0, its second 1)"),
     ({"lesson": "3", "lesson_run": "mechanism", "lesson_step": "x"}, "(allowed for lesson 3, lesson_run = 'mechanism': 0 or 1"),
-    ({"lesson": "11", "lesson_run": "also", "lesson_step": "9"}, "(allowed for lesson 11, lesson_run = 'also': 0-1, the presets its text names, counted from 0)"),
+    ({"lesson": "11", "lesson_run": "also", "lesson_step": "9"}, "(allowed for lesson 11, lesson_run = 'also': 0-2, the presets its text names, counted from 0)"),
     ({"lesson_step": "1"}, "lesson_step = '1' is not used: it goes with a lesson (lesson=…)"),
 ])  # fmt: skip
 def test_a_lesson_link_value_it_cannot_use_is_named_with_what_it_takes(params, says):

@@ -93,8 +93,12 @@ def _lesson_file(name: str) -> dict:
 def test_a_lesson_names_the_presets_its_text_refers_to():
     # lesson 11 asked the student to "open the DistServe pair" with no way to open it but the sidebar's dropdown
     lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
-    assert [x.preset for x in lesson.also] == ["cluster-distserve-opt13b-3xa100-colocated", "cluster-distserve-opt13b-3xa100-p2d1"]
+    assert [x.preset for x in lesson.also] == ["cluster-distserve-opt13b-3xa100-colocated", "cluster-distserve-opt13b-3xa100-p2d1",
+                                               "cluster-dynamo-llama70b-fp8-8xh100-3p1d"]  # fmt: skip
     assert lesson.also[0].preset in lesson.question
+    # the answer's "the 3P1D preset streams it from the decode side" read as this lesson's own right side (3 prefill +
+    # 1 decode), a review: it names the Dynamo scenario, which the student can now open
+    assert "cluster-dynamo-llama70b-fp8-8xh100-3p1d (under Also open; not this lesson's right side)" in lesson.answer
 
 
 def test_every_preset_a_lesson_text_names_can_be_opened_from_it():
