@@ -8,7 +8,6 @@ bars are split between instances, request rows are a window, lines are reduced.
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np

@@ -18,7 +18,6 @@ hover of every tick gives its tensor-parallel all-reduce time.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np
