@@ -236,24 +236,25 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
         elif whole:
             fig.update_xaxes(dtick=1)
         if title == SWEEP_PANEL_TITLES[-1] and slo_s is not None and values:
-            # The objectives as lines labelled on a white ground at the low end, not legend rows (the legend's margin
-            # holds five): where a curve crosses one is where its percentile misses. A line trace, not add_hline (the
+            # The objectives as lines labelled on a white ground, not legend rows (the legend's margin holds five):
+            # where a curve crosses one is where its percentile misses. A line trace, not add_hline (the
             # log axis takes log10 coordinates); darker than the gridlines, which 100 ms sits on.
             # Each label at the end and side of its line with the fewest plotted points under it (TTFT's above its line
             # and TPOT's below first: at the low end TTFT's percentiles sit just above the TPOT line; a review found the
             # TPOT label over the TTFT p50 markers there). Thin, solid and near-black, as the Latency tab marks an SLO:
             # dotted they read as the TTFT p50 series (and dashed as TPOT p99's), whose legend samples are grey.
             plotted = [(x, y) for tr in fig.data if tr.y is not None for x, y in zip(tr.x, tr.y)]
+            line_x = (min(values), max(values))
             for what, slo, first in zip(("TTFT", "TPOT"), slo_s, ("bottom", "top")):
                 other = "top" if first == "bottom" else "bottom"
                 end, side = charts.line_label_place(plotted, slo * 1e3, ((0, first), (1, first), (0, other), (1, other)))
-                fig.add_trace(go.Scatter(x=[min(values), max(values)], y=[slo * 1e3] * 2, mode="lines", name=f"{what} SLO",
+                fig.add_trace(go.Scatter(x=list(line_x), y=[slo * 1e3] * 2, mode="lines", name=f"{what} SLO",
                                          showlegend=False, line=dict(color="#202124", width=1), hoverinfo="skip"))  # fmt: skip
-                fig.add_annotation(x=(min(values), max(values))[end], y=math.log10(slo * 1e3), xanchor=("left", "right")[end],
-                                   yanchor=side, showarrow=False, text=f"{what} SLO {fmt_number(slo * 1e3)} ms",
+                fig.add_annotation(x=line_x[end], y=math.log10(slo * 1e3), xanchor=("left", "right")[end], yanchor=side,
+                                   showarrow=False, text=f"{what} SLO {fmt_number(slo * 1e3)} ms",
                                    font=dict(size=10, color="#3C4043"), bgcolor="rgba(255,255,255,0.85)", borderpad=1)  # fmt: skip
                 # (the label's place as a point: the next label keeps off it)
-                plotted.append(((min(values), max(values))[end], slo * 1e3 * (1.2 if side == "bottom" else 1 / 1.2)))
+                plotted.append((line_x[end], slo * 1e3 * (1.2 if side == "bottom" else 1 / 1.2)))
         if title == SWEEP_PANEL_TITLES[-1]:  # latency: a log ladder
             fig.update_yaxes(**charts.log_ladder_axis([y for tr in fig.data if tr.y is not None for y in tr.y]))
         else:  # rates from zero: a flat line's autorange read goodput from -0.5 to 1, throughput from 644 to 645.5
