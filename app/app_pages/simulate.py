@@ -394,8 +394,7 @@ def _roofline_tab(res: SimResult) -> None:
     util = lambda v: "–" if np.isnan(v) else f"{v:.0%}"  # noqa: E731
     # (a tick counts as compute-bound by the cost model's achievable rates: dots left of the datasheet's ridge counted,
     # with nothing drawn to say why; the calibrated roof's knee is where they turn)
-    cm = CostModel(res.config)
-    knee = cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s
+    knee = charts.calibrated_knee_flop_per_byte(CostModel(res.config))
     # (it said "Prefill ticks sit right of the ridge": on the default vLLM V1 run the orange prefill dots are one or two
     # and the purple mixed ticks are the ones that reach it, spread from 40 to 1,000 FLOP/byte by their prompt tokens)
     # (with speculative decoding a decode tick verifies k + 1 tokens per request, and at a large batch it crosses the

@@ -310,6 +310,12 @@ def roofline_tick_count(res: SimResult, kind: str) -> int:
     return next((n for ph, n in _roofline_ticks(res.timeline)[1].items() if PHASE_NAMES[ph] == name), 0)
 
 
+def calibrated_knee_flop_per_byte(cm: CostModel) -> float:
+    """Where the calibrated roof turns flat: achievable GEMM FLOP/s over achievable HBM bytes/s (the roofline marks it,
+    the Roofline tab's caption names it; one statement of it)."""
+    return cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s
+
+
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
     tl, hw, cm = res.timeline, res.config.hardware, CostModel(res.config)
@@ -355,7 +361,7 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     # The calibrated roof's knee marked: where the achievable bandwidth is the datasheet's (an H100: 0.93 x its 1.07
     # scale) the dashed roof's slope lies on the solid one, and the knee the Roofline tab's caption names was nowhere to
     # be seen (a review of lesson 1). Log axes: an annotation's x and y are log10 of the values.
-    knee = cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s
+    knee = calibrated_knee_flop_per_byte(cm)
     fig.add_annotation(x=float(np.log10(knee)), y=float(np.log10(cm.gemm_flops_per_s / 1e12)), text=f"calibrated knee {knee:,.0f}",
                        showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, arrowcolor="#5F6368", ax=-50, ay=-28,
                        font=dict(size=11, color="#3C4043"), bgcolor="rgba(255,255,255,0.8)")  # fmt: skip

@@ -1,6 +1,7 @@
 """The calibrated cost model against measurements shipped in presets/calibration/data (never skipped)."""
 
 import itertools
+import math
 import os
 
 import numpy as np
@@ -190,7 +191,7 @@ def test_the_simulated_fit_prices_each_grid_point_once_and_lands_where_an_unreme
     real_loss = validate._log_loss
     monkeypatch.setattr(validate, "_log_loss", lambda r, cal: priced.append(tuple(cal[k] for k in grids)) or real_loss(r, cal))
     found = validate._product_then_descent(fit_rows, start, grids)
-    assert len(priced) == len(set(priced)) > len(list(zip(*[g[::2] for g in grids.values()])))
+    assert len(priced) == len(set(priced)) > math.prod(len(g[::2]) for g in grids.values())  # (the product, then more)
     # without the memo: the same product, then the plain descent (which prices its current point in every sweep)
     names = list(grids)
     best = min(itertools.product(*[g[::2] for g in grids.values()]),
