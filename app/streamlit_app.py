@@ -44,7 +44,18 @@ def main() -> None:
             "background: #fff; padding: .35rem .8rem; border-radius: .5rem; box-shadow: 0 1px 6px rgba(0,0,0,.25); } "
             # Narrow windows (a laptop split screen, a tablet with the sidebar open): columns keep a width their
             # content fits in and wrap to the next line, instead of cutting "1,293 tok/s" to "1,29…" and "Share" to "S".
-            ".st-key-headline [data-testid='stColumn'], .st-key-about_config [data-testid='stColumn'] { min-width: 9.5rem; } "
+            ".st-key-about_config [data-testid='stColumn'] { min-width: 9.5rem; } "
+            # The headline's cards: four a line down to 7.5rem each (their numbers shrink with the card, below), else two
+            # a line, not three and one: at 1024 px with the sidebar open (9.5rem each) each row read three cards and one
+            # alone, four lines of cards, and the tabs began below the fold
+            ".st-key-headline [data-testid='stColumn'] { min-width: 7.5rem; } "
+            ".st-key-headline { container-type: inline-size; } "
+            # (and their labels wrap: a 7.5rem card cut "Output throughput" to "Output through…")
+            ".st-key-headline [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer'], "
+            ".st-key-headline [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer'] * "
+            "{ white-space: normal !important; overflow: visible !important; text-overflow: clip !important; } "
+            "@container (max-width: 33rem) { .st-key-headline [data-testid='stColumn'] "
+            "{ min-width: max(7.5rem, calc(50% - 0.5rem)); } } "
             # and a headline's second line wraps: on a phone a deployment's "decode 0, of its 480,848 tokens" read
             # "…480,848 t…" and "p99 25.6 ms · ITL p99 25.8 ms" lost its end
             ".st-key-headline [data-testid='stMetricDelta'], .st-key-headline [data-testid='stMetricDelta'] * "
@@ -72,6 +83,15 @@ def main() -> None:
             # Sweep's three charts: side by side from ~850 px of page, else one under the other at the page's width
             ".st-key-sw_figs [data-testid='stColumn'] { min-width: 17rem; } "
             "[data-testid='stColumn']:has(.st-key-ui-share) { min-width: 7rem; } "
+            # Above a phone's width, Share and the step buttons keep their size and the caption or tick number beside
+            # them gives way: at their 5:1 and 4:1:1 shares, 1024 px with the sidebar open put Share on a full-width line
+            # of its own and "Next" on another
+            "@media (min-width: 640px) { "
+            "[data-testid='stColumn']:has(.st-key-ui-share), [data-testid='stColumn']:has(.st-key-ui-step_prev), "
+            "[data-testid='stColumn']:has(.st-key-ui-step_next) { flex: 0 0 8rem !important; } "
+            "[data-testid='stColumn']:has(.st-key-ui-leave_presenter) { flex: 0 0 auto !important; } "
+            "[data-testid='stHorizontalBlock']:has(.st-key-ui-share) > [data-testid='stColumn']:first-child, "
+            "[data-testid='stColumn']:has(.st-key-ui-step_index) { flex: 1 1 8rem !important; min-width: 8rem; } } "
             # Step through: the buttons beside the tick number had an eighth of the row each ("◀…", "N…" at 800 px)
             "[data-testid='stColumn']:has(.st-key-ui-step_prev), [data-testid='stColumn']:has(.st-key-ui-step_next) "
             "{ min-width: 7.5rem; } "

@@ -67,7 +67,8 @@ def ratio_text(ratio: float, field: str) -> str:
 def fmt_value(value: float, kind: str) -> str:
     if value is None or np.isnan(value):
         return "–"
-    return {"s": fmt_seconds, "count": fmt_count, "%": percent, "seqs": lambda v: f"{v:,.1f}",
+    # (seconds with their trailing zeros: A's "1.9 s" beside B's "2.11 s" read as a less precise figure)
+    return {"s": lambda v: fmt_seconds(v, strip_zeros=False), "count": fmt_count, "%": percent, "seqs": lambda v: f"{v:,.1f}",
             "tok/s": lambda v: f"{v:,.0f} tok/s", "req/s": lambda v: f"{v:,.2f} req/s"}[kind](value)  # fmt: skip
 
 

@@ -116,13 +116,13 @@ def _headline(res: SimResult) -> None:
                    help="Running requests evicted from the KV cache to make room: their KV recomputed later (recompute) or "
                         "moved to host memory and back (swap)." + (" Smart pre-emption's suspended prefills (article §5.3) "
                         "keep their KV and are not counted here: they show in the TTFT tail." if suspends else ""), **kw)  # fmt: skip
-    kv_of, kv_help, kv_peak = f"of {s.kv_capacity_tokens:,} tokens", None, f"{s.kv_peak_usage:.0%}"
+    # (one decimal, as the per-instance table and the timeline's "peak in view" write it: "34%" above a row reading
+    # 34.5 %, and one engine's "1%" above its KV panel's "peak in view 1.1 %", looked like two figures)
+    kv_of, kv_help, kv_peak = f"of {s.kv_capacity_tokens:,} tokens", None, f"{s.kv_peak_usage:.1%}"
     if deployment:  # a deployment's peak is its fullest instance's share of that instance's own pool
         full = res.kv_peak_instance
         kv_of = f"{full.name}, of its {full.result.memory.kv_capacity_tokens:,} tokens"
         kv_help = f"The fullest instance's peak; the deployment's instances hold {s.kv_capacity_tokens:,} tokens in all."
-        # (with the per-instance table's one decimal: "34%" above a row reading 34.5 % looked like two figures)
-        kv_peak = f"{s.kv_peak_usage:.1%}"
     row2[2].metric("KV cache peak", kv_peak, kv_of, help=kv_help, **kw)
     row2[3].metric("Finished", f"{s.num_finished:,} / {s.num_requests:,}", f"{counted(s.num_ticks, 'tick')} · {fmt_seconds(s.makespan_s)}", **kw)
     # issue 12 features, when on, from the row's left (speculative decoding alone stood in the third column, two empty

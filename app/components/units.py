@@ -9,10 +9,11 @@ import math
 MISSING = "–"
 
 
-def fmt_number(x: float, digits: int = 3) -> str:
+def fmt_number(x: float, digits: int = 3, strip_zeros: bool = True) -> str:
     """About `digits` significant digits, never in exponent form (Python's '{:.3g}' wrote 1,143 ms as '1.14e+03'):
     '1,143', '412', '9.8', '0.35'; whole numbers from 10^(digits-1) up, with thousands separators; '–' for NaN, '∞'
-    for infinity, '0' for -0.0 (the format raised on NaN and printed '-0')."""
+    for infinity, '0' for -0.0 (the format raised on NaN and printed '-0'). `strip_zeros=False` keeps a decimal's
+    trailing zeros ('9.80'), for figures read side by side (Compare's "1.9 s" beside "2.11 s" looked less precise)."""
     if math.isnan(x):
         return MISSING
     if math.isinf(x):
@@ -20,18 +21,21 @@ def fmt_number(x: float, digits: int = 3) -> str:
     x = x + 0.0  # (-0.0 + 0.0 is 0.0)
     ax = abs(x)
     decimals = 0 if ax >= 10 ** (digits - 1) or ax == 0 else max(0, digits - 1 - int(math.floor(math.log10(ax))))
+    if decimals and abs(round(x, decimals)) >= 10 ** (digits - decimals):  # 0.99999 rounds to 1.000: a digit too many
+        decimals -= 1
     text = f"{x:,.{decimals}f}"
-    if "." in text:  # 9.80 ms -> 9.8 ms, 3.00 s -> 3 s
+    if strip_zeros and "." in text:  # 9.80 ms -> 9.8 ms, 3.00 s -> 3 s
         text = text.rstrip("0").rstrip(".")
     return text
 
 
-def fmt_seconds(v: float, digits: int = 3) -> str:
-    """'–' for NaN; '412 ms', '9.8 ms', '0.35 ms'; '1.42 s', '68.3 s', '1,204 s' (about `digits` significant digits)."""
+def fmt_seconds(v: float, digits: int = 3, strip_zeros: bool = True) -> str:
+    """'–' for NaN; '412 ms', '9.8 ms', '0.35 ms'; '1.42 s', '68.3 s', '1,204 s' (about `digits` significant digits;
+    `strip_zeros`: as `fmt_number`)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return MISSING
     unit, x = ("s", v) if abs(v) >= 1 else ("ms", v * 1e3)
-    return f"{fmt_number(x, digits)} {unit}"
+    return f"{fmt_number(x, digits, strip_zeros)} {unit}"
 
 
 def time_unit(values_s) -> tuple[float, str]:

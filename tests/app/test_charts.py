@@ -437,6 +437,18 @@ def test_numbers_for_people_never_use_exponents_and_keep_three_significant_digit
     assert back == pytest.approx(x, rel=5e-3, abs=5e-7 if abs(x) < 1e-3 else 0)  # (below 10^-3: decimals run out)
 
 
+@given(hs.floats(1e-4, 1e5, allow_nan=False))
+def test_figures_read_side_by_side_keep_their_trailing_zeros(x):
+    # Compare's table read "1.9 s" beside "2.11 s": with strip_zeros=False a decimal keeps three significant digits
+    from app.components.units import fmt_seconds
+
+    text = fmt_number(x, strip_zeros=False)
+    assert float(text.replace(",", "")) == float(fmt_number(x).replace(",", ""))  # the same figure
+    if "." in text:
+        assert len(text.replace(",", "").replace(".", "").lstrip("0")) == 3, text
+    assert fmt_seconds(1.9, strip_zeros=False) == "1.90 s" and fmt_seconds(1.9) == "1.9 s"
+
+
 def test_numbers_for_people_say_what_is_not_a_number():
     # fmt_number(nan) raised ValueError (int(floor(log10(nan)))) and -0.0 printed as "-0"
     assert [fmt_number(v) for v in (float("nan"), float("inf"), -float("inf"), -0.0)] == ["–", "∞", "−∞", "0"]

@@ -111,6 +111,16 @@ def test_a_deployments_kv_peak_names_the_instance_and_the_pool_it_is_a_share_of(
     assert next(m for m in one.metric if m.label == "KV cache peak").delta == "of 456,432 tokens"
 
 
+def test_one_engines_kv_peak_has_the_decimal_its_kv_panel_writes():
+    # mechanism-chunked-prefill's headline read "1%" above its KV panel's "peak in view 1.1 %" (a whole-run window)
+    from app.components.timeline import kv_peak_text
+
+    at = app(preset="mechanism-chunked-prefill").run()
+    peak = next(m for m in at.metric if m.label == "KV cache peak").value
+    usage = run_simulation(load_preset("mechanism-chunked-prefill")).summary.kv_peak_usage
+    assert peak == f"{usage:.1%}" and f"{usage * 100:.1f} %" in kv_peak_text(usage * 100), (peak, usage)
+
+
 def test_a_deployment_whose_decode_side_streams_the_first_token_says_what_the_instance_ttft_is():
     # The 3P1D preset streams the first token from the decode side: the table's caption said "TTFT on the instances
     # that emit first tokens" beside prefill instances at 416-443 ms (their prefill's end) under a headline TTFT p50
@@ -280,6 +290,9 @@ def test_compare_page_link_carries_both_setups():
     finished = df.loc["Finished"]
     assert "." not in finished["A"] and "." not in finished["B"]  # counts are integers
     assert any(" s" in v or " ms" in v for v in df.loc["TTFT p50", ["A", "B"]])
+    # a time's decimals keep three significant digits ("1.9 s" beside "2.11 s" read as a less precise figure)
+    times = [v for v in df[["A", "B"]].to_numpy().ravel() if v.endswith((" s", " ms")) and "." in v]
+    assert times and all(len(v.split()[0].replace(".", "").lstrip("0")) == 3 for v in times), times
     # a ratio says which side did better only with the metric's direction (ui37: a class hesitated over "0.80×"); each
     # cell says it too, where the metric has a better way (a reader flipped the direction row by row)
     assert any(c.value.startswith("B / A is B's value over A's, and whether B is better or worse. Below 1× B is lower: "
@@ -1754,6 +1767,15 @@ def test_a_plan_whose_headroom_bisection_the_page_budget_stopped_says_so_and_set
     assert not at.exception
     warned = " ".join(w.value for w in at.warning)
     assert "ran out before the headroom bisection" in warned and "Press Plan again" in warned, warned
+    # above the table it qualifies (it was under the chart, a screen or two below, where a room saw the "–" and not why)
+    def walk(node):
+        yield node
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+
+    order = [type(e).__name__ for e in walk(at.main)]
+    table = len(order) - 1 - order[::-1].index("Dataframe")  # (the results: the page's inputs hold a table too)
+    assert order.index("Warning") < table, order
     said = next(m.value for m in at.markdown if "Cheapest meeting the SLOs" in m.value)
     assert "headroom n/a" in said  # (the default search has three rows at $6.00/h)
     assert "more at the same price below; which of them has the most headroom is not known" in said, said
