@@ -1486,6 +1486,15 @@ def shown_value(given: Any) -> str:
 
 
 MAX_SHOWN_PATH = 100  # characters of a field path (or an unknown key) a message quotes (the longest path: 86)
+MAX_SHOWN_PROBLEMS = 12  # lines a validation message lists (a link of 1,000 unknown keys made a 366 KB warning)
+
+
+def shown_name(name: str) -> str:
+    """A name the user gave (a preset, a file) as a message quotes it: its repr, cut past MAX_SHOWN_PATH characters
+    with how long it was (a link's 3,000,000-character engine name came back whole, and froze the browser's tab)."""
+    if len(name) <= MAX_SHOWN_PATH:
+        return repr(name)
+    return f"{name[:MAX_SHOWN_PATH]!r}… ({len(name):,} characters)"
 
 
 def format_validation_error(err: ValidationError, source: str = "config", root: type[BaseModel] | None = None,
@@ -1495,11 +1504,16 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
     lines = []
     errors = err.errors()
     locs = [tuple(e["loc"]) for e in errors]
+    more = 0  # problems past MAX_SHOWN_PROBLEMS: counted, not listed
+    listed: set[tuple] = set()  # sections whose fields a line has listed
     for e in errors:
         loc = tuple(e["loc"])
         if e["type"] == "too_short" and any(len(x) > len(loc) and x[: len(loc)] == loc for x in locs):
             # (classes = [5] also said "Tuple should have at least 1 item after validation, not 0": pydantic counts
             # the items left once the refused one is dropped; that item's own line says what is wrong)
+            continue
+        if len(lines) == MAX_SHOWN_PROBLEMS:
+            more += 1
             continue
         path = ".".join(str(p) for p in loc) or "(config)"
         if len(path) > MAX_SHOWN_PATH:  # (an unknown key of 100,000 characters was echoed whole, twice in the page)
@@ -1529,7 +1543,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # --set's own walk says "unknown field ...; fields here: ...", and a file or a link now says the same)
             name = str(loc[-1])
             said = repr(name) if len(name) <= MAX_SHOWN_PATH else f"{name[:MAX_SHOWN_PATH]!r}…"
-            msg = f"unknown field {said}{did_you_mean(name[:MAX_SHOWN_PATH], known)}; fields here: {', '.join(known)}"
+            # (a section's fields listed once: a link of many unknown keys repeated the same 20 names on every line)
+            here = f"; fields here: {', '.join(known)}" if loc[:-1] not in listed else " (fields here: as above)"
+            listed.add(loc[:-1])
+            msg = f"unknown field {said}{did_you_mean(name[:MAX_SHOWN_PATH], known)}{here}"
         if e["type"] == "model_type" and (known := fields_here(loc, root)):
             # ("kv_cache = 5: Input should be a valid dictionary or instance of KVCacheConfig" named a class of the code,
             # not what a section holds; --set scheduler=vllm-v0 met it)
@@ -1539,7 +1556,10 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             # StrictModel._encodable_text: say what that one says, not "unable to parse raw data as a unicode string")
             bad = next((ch for ch in given if "\ud800" <= ch <= "\udfff"), "\ud800")
             msg, extra = f"contains a lone UTF-16 surrogate (U+{ord(bad):04X}); text must be valid Unicode", ""
-        if e["type"] == "int_type" and isinstance(given, float) and given.is_integer() and abs(given) < 1e300:
+        if e["type"] == "int_type" and isinstance(given, float) and math.isinf(given):
+            # (a 400-digit seed, read as the float it rounds to, said "seed = inf: Input should be a valid integer")
+            shown, msg, extra = f"a number past {math.copysign(1e308, given):g}", "out of range", f"; allowed: {rng}" if rng else ""
+        elif e["type"] == "int_type" and isinstance(given, float) and given.is_integer() and abs(given) < 1e300:
             # (`max_num_seqs=1e9` read "= 1000000000.0: Input should be a valid integer ... (write a whole number
             # without ... a decimal point)": the number the user meant, and whether it is in range, is what to say)
             shown = shown_value(int(given))
@@ -1562,4 +1582,6 @@ def format_validation_error(err: ValidationError, source: str = "config", root: 
             lines.append(f"{msg}{extra}")
             continue
         lines.append(f"{path}{given_part}: {msg}{extra}")
+    if more:
+        lines.append(f"… and {more:,} more problem(s) of the same {source}, listed once these are mended")
     return f"Invalid {source}:\n  " + "\n  ".join(lines)

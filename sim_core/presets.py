@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sim_core.config import MAX_SHOWN_PATH, NotAField, SimConfig, format_validation_error, set_dotted
+from sim_core.config import MAX_SHOWN_PATH, NotAField, SimConfig, format_validation_error, set_dotted, shown_name
 from sim_core.inputs import InputError, did_you_mean, loads_bounded, printable, read_file_bounded
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
@@ -42,7 +42,8 @@ def list_presets(family: str = "scenarios") -> tuple[str, ...]:
 @functools.cache
 def _read_family_file(family: str, name: str) -> str:
     if name not in list_presets(family):
-        raise PresetError(f"unknown {FAMILY_NOUNS[family]} preset {name!r}{did_you_mean(name, list_presets(family))}; "
+        raise PresetError(f"unknown {FAMILY_NOUNS[family]} preset {shown_name(name)}"
+                          f"{did_you_mean(name[:MAX_SHOWN_PATH], list_presets(family))}; "
                           f"available: {', '.join(list_presets(family))}")
     return (PRESETS_DIR / family / f"{name}.json").read_text()
 
@@ -122,7 +123,7 @@ def _resolve_trace(spec: Any, workload: dict[str, Any]) -> dict[str, Any]:
         raise PresetError('scenario "trace" must be an object with "file" (a name in presets/traces) and trace options')
     name = spec["file"]
     if name not in {p.name for p in (PRESETS_DIR / "traces").iterdir()}:
-        raise PresetError(f"unknown bundled trace {name!r} (files in presets/traces)")
+        raise PresetError(f"unknown bundled trace {shown_name(name)} (files in presets/traces)")
     try:
         opts = TraceOptions.model_validate({k: v for k, v in spec.items() if k != "file"})
         loaded = load_trace(PRESETS_DIR / "traces" / name, opts)
@@ -290,7 +291,7 @@ def load_preset(name_or_path: str | Path) -> SimConfig:
     if text in list_presets("scenarios"):
         return _load_scenario(text)
     if not text.strip():  # (Path('') is '.': `run ''` said "cannot read config file '.': it is a directory")
-        raise PresetError(f"an empty preset name {text!r}: give a preset (`python -m sim_core presets` lists them) or a "
+        raise PresetError(f"an empty preset name {shown_name(text)}: give a preset (`python -m sim_core presets` lists them) or a "
                           "config .json path")  # fmt: skip
     path = Path(text)
     if path.suffix == ".json" or path.exists():
@@ -299,7 +300,7 @@ def load_preset(name_or_path: str | Path) -> SimConfig:
         except InputError as err:
             raise PresetError(str(err)) from None
         return config_from_json(raw, f"config file {path.name!r}")
-    raise PresetError(f"unknown preset {text!r}{did_you_mean(text, list_presets('scenarios'))}; "
+    raise PresetError(f"unknown preset {shown_name(text)}{did_you_mean(text[:MAX_SHOWN_PATH], list_presets('scenarios'))}; "
                       f"available: {', '.join(list_presets('scenarios'))} (or a .json path)")
 
 

@@ -28,9 +28,17 @@ _AUTOLINK_START = re.compile(r"(?i)https?(?=://)|www(?=\.)|(?=@)")
 WORD_JOINER = "\u2060"
 
 
+MAX_SHOWN_CHARS = 20_000  # a message past this is cut (the longest text of the app's own: ~2,300 characters)
+
+
 def plain(text: object) -> str:
-    """`text` escaped for Markdown; newlines become line breaks."""
-    s = _INDENT.sub("", str(text).replace("\r", ""))
+    """`text` escaped for Markdown; newlines become line breaks. Past MAX_SHOWN_CHARS it is cut and says how much was
+    left out: a message that quoted a link's 3,000,000-character name froze the student's tab for four minutes (the
+    messages are bounded where they are made; this is the page's own bound)."""
+    s = str(text)
+    if len(s) > MAX_SHOWN_CHARS:
+        s = f"{s[:MAX_SHOWN_CHARS]}… ({len(s) - MAX_SHOWN_CHARS:,} more characters not shown)"
+    s = _INDENT.sub("", s.replace("\r", ""))
     s = _AUTOLINK_START.sub(lambda m: m.group(0) + WORD_JOINER, s)
     s = _ALWAYS.sub(r"\\\1", s)
     s = _ANGLE.sub(r"\\<", s)

@@ -4,7 +4,7 @@ and what is allowed (a hostile-input review found "model = dict: ..." and "(conf
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 from pydantic import ValidationError
 
@@ -212,3 +212,55 @@ def test_text_fields_refuse_control_characters_but_tabs_and_line_breaks(text):
     else:  # (none, or only ones the name's whitespace strip removed: "\x1f".isspace())
         assert not [ch for ch in cfg.name if (ord(ch) < 0x20 and ch not in "\t\n\r") or 0x7F <= ord(ch) <= 0x9F]
         assert all(ch.isspace() for ch in controls)
+
+
+@settings(max_examples=25, deadline=None)
+@example(field="engine", stem="A", times=3_000_000)  # (the link's)
+@given(field=hs.sampled_from(["engine", "hardware", "model", "workload", "calibration", "trace.file",
+                              "deployment.disaggregation.prefill.hardware"]),
+       stem=hs.text(alphabet=hs.characters(max_codepoint=0x7E, min_codepoint=0x21), min_size=1, max_size=40),
+       times=hs.integers(101, 200_000))
+def test_a_preset_name_of_any_length_is_quoted_cut_short(field, stem, times):
+    # a link's 3,000,000-character engine name (6.5 kB zipped) came back whole in a 3 MB warning that froze the tab
+    from sim_core.config import MAX_SHOWN_PATH
+
+    name = stem * times  # (over MAX_SHOWN_PATH characters)
+    data = load_preset(P).model_dump(mode="json")
+    if field == "deployment.disaggregation.prefill.hardware":
+        data = load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d").model_dump(mode="json")
+    if field == "trace.file":  # (a scenario's bundled trace)
+        data["trace"] = {"file": name}
+    else:
+        set_dotted(data, field, name) if "." in field else data.__setitem__(field, name)
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    said = str(err.value)
+    assert len(said) < 3_000 and name not in said, said[:300]
+    assert f"{name[:MAX_SHOWN_PATH]!r}… ({len(name):,} characters)" in said, said[:300]
+
+
+def test_a_config_with_thousands_of_problems_lists_a_dozen_and_counts_the_rest():
+    # a 5,648-character link with 1,000 unknown scheduler keys made a 365,842-character warning (10,000: 3.7 MB)
+    from sim_core.config import MAX_SHOWN_PROBLEMS
+
+    data = load_preset(P).model_dump(mode="json")
+    data["scheduler"].update({f"k{i}": 1 for i in range(10_000)})
+    with pytest.raises(PresetError) as err:
+        config_from_dict(data)
+    lines = str(err.value).splitlines()
+    assert len(lines) == 1 + MAX_SHOWN_PROBLEMS + 1 and lines[1].startswith("  scheduler.k0"), lines[:3]
+    assert lines[-1] == f"  … and {10_000 - MAX_SHOWN_PROBLEMS:,} more problem(s) of the same config, listed once these are mended"
+    # (the section's fields listed once, not on each of the dozen lines)
+    assert str(err.value).count("fields here: admission") == 1 and lines[2] == "  scheduler.k1 = 1: unknown field 'k1' (fields here: as above)"
+    assert len(str(err.value)) < 2_000
+
+
+@pytest.mark.parametrize("digits", ["9" * 400, "-" + "9" * 400])
+def test_an_integer_past_a_float_is_said_as_out_of_range_not_as_inf(digits):
+    # a 400-digit seed in a link read "seed = inf: Input should be a valid integer"
+    from sim_core import config_from_json
+
+    with pytest.raises(PresetError) as err:
+        config_from_json('{"seed": ' + digits + "}")
+    sign = "-" if digits.startswith("-") else ""
+    assert f"seed = a number past {sign}1e+308: out of range; allowed: >= 0 and <= 4294967295" in str(err.value)
