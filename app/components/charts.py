@@ -6,6 +6,7 @@ HIST_BINS bars and a CDF of at most CDF_POINTS points, whatever the number of re
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,23 +60,34 @@ def line_label_place(points, y_line: float, options: tuple[tuple[int, str], ...]
                      height_factor: float = 1.6) -> tuple[int, str]:
     """Where a horizontal line's label goes on a log-y chart: of `options`, (end, side) pairs, end 0 (the left end,
     label anchored left) or 1 (right end, anchored right) and side "bottom" (the label's foot on the line: above it) or
-    "top" (below it), the one whose box holds the fewest of the chart's `points` ((x, y) pairs), the first on a tie. The
-    box: `width_frac` of the points' x range from that end, a factor `height_factor` above or below the line (a label's
-    height on a few-decade log axis). A review: the Plan chart's SLO label covered a config at its left end, the Sweep
-    chart's TPOT label the TTFT p50 markers under it."""
+    "top" (below it), the one whose box holds the fewest of the chart's `points` ((x, y) pairs), then the one with the
+    most room on its side (up to a decade to the nearest point of that stretch), then the first. The box: `width_frac`
+    of the points' x range from that end, a factor `height_factor` above or below the line (a label's height on a
+    few-decade log axis). A review: the Plan chart's SLO label covered a config at its left end, the Sweep chart's TPOT
+    label the TTFT p50 markers under it; and then, on a free but narrow gap, sat squeezed between two curves where the
+    other end had decades of room."""
     pts = [(float(x), float(y)) for x, y in points if x is not None and y is not None and np.isfinite([x, y]).all()]
     if not pts:
         return options[0]
     lo = min(x for x, _ in pts)
     span = (max(x for x, _ in pts) - lo) or 1.0
 
+    def near(end: int, x: float) -> bool:
+        return (x - lo) / span <= width_frac if end == 0 else (x - lo) / span >= 1 - width_frac
+
     def covered(option: tuple[int, str]) -> int:
         end, side = option
         ys = (y_line, y_line * height_factor) if side == "bottom" else (y_line / height_factor, y_line)
-        return sum(ys[0] <= y <= ys[1] and (((x - lo) / span <= width_frac) if end == 0 else ((x - lo) / span >= 1 - width_frac))
-                   for x, y in pts)  # fmt: skip
+        return sum(ys[0] <= y <= ys[1] and near(end, x) for x, y in pts)
 
-    return min(options, key=lambda o: (covered(o), options.index(o)))
+    def room_decades(option: tuple[int, str]) -> float:
+        end, side = option
+        if y_line <= 0:
+            return 0.0
+        gaps = [abs(math.log10(y / y_line)) for x, y in pts if y > 0 and near(end, x) and (y >= y_line) == (side == "bottom")]
+        return min([1.0, *gaps])
+
+    return min(options, key=lambda o: (covered(o), -room_decades(o), options.index(o)))
 
 
 def log_ladder_axis(values) -> dict:

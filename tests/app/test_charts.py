@@ -686,8 +686,19 @@ def test_a_lines_label_goes_to_the_end_and_side_with_fewest_points_under_it():
     assert charts.line_label_place(left_above, 100.0, order) == (1, "bottom")
     both_above = left_above + [(10.0, 110.0)]
     assert charts.line_label_place(both_above, 100.0, order) == (0, "top")
-    # a point just outside the box's factor, or past its third of the range, does not count
-    assert charts.line_label_place([(0.0, 161.0), (5.0, 120.0), (10.0, 0.0)], 100.0, order) == (0, "bottom")
+    # a point just outside the box's factor, or past its third of the range, does not count, though the label then
+    # takes the end with more room: there only (10, 0), off a log axis
+    assert charts.line_label_place([(0.0, 161.0), (5.0, 120.0), (10.0, 0.0)], 100.0, order) == (1, "bottom")
+    edges = [(0.0, 170.0), (0.0, 60.0), (10.0, 170.0), (10.0, 60.0)]  # (outside every box; a little more room above)
+    assert charts.line_label_place(edges, 100.0, order) == (0, "bottom")
     assert charts.line_label_place([(0.0, 120.0), (0.0, 90.0), (10.0, 120.0), (10.0, 90.0), (5, 1)], 100.0, order) == (0, "bottom")
+    # Sweep's default latency chart (vLLM V1 at 2-30 req/s, TPOT SLO 100 ms): the label sat under its line at the left,
+    # free but squeezed between TTFT p99 (~130 ms) and TTFT p50 (~45 ms); the right end has decades of room above
+    rates = (2, 6, 10, 14, 18, 22, 26, 30)
+    curves = {"ttft_p99": (130, 140, 180, 220, 320, 40_000, 120_000, 210_000), "ttft_p50": (35, 38, 45, 55, 90, 15_000, 60_000, 100_000),
+              "tpot_p99": (11, 15, 20, 30, 50, 70, 70, 70)}  # fmt: skip
+    plotted = [(x, y) for ys in curves.values() for x, y in zip(rates, ys)]
+    tpot_order = ((0, "top"), (1, "top"), (0, "bottom"), (1, "bottom"))
+    assert charts.line_label_place(plotted, 100.0, tpot_order) == (1, "bottom")
     # missing and non-finite values (a point that did not run) are not points
     assert charts.line_label_place([(0.0, None), (None, 120.0), (0.0, float("nan")), (10.0, 1.0)], 100.0, order) == (0, "bottom")
