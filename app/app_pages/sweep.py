@@ -17,7 +17,7 @@ from app.components.setup_notes import calibration_difference
 from app.components.sidebar import describe_where
 from app.components.text import choices_hint, plain, plotly_text
 from app.components.units import MISSING, fmt_number
-from app.state import CFG_KEY, link_query, read_query_params, show_link_notices, write_query_params
+from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, link_query, read_query_params, show_link_notices, write_query_params
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.cluster.knobs import prefill_instances_bounds
@@ -531,7 +531,9 @@ def main() -> None:
         return
     if (note := rounded_points_note(knob, start, stop, int(n), values)) is not None:
         st.caption(plain(note + "."))  # (python -m sim_core sweep prints the same NOTE)
-    write_query_params((link_query(cfg, st.session_state.get("sim.preset")) or {})
+    # (readable against the preset the settings came from, as Simulate's and Compare's: without it a link of
+    # ?preset=…&scheduler.max_num_seqs=64 was rewritten as an opaque ?cfg=…)
+    write_query_params((link_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)) or {})
                        | {"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
                        | ({"vs": vs} if vs != NO_ENGINE else {}) | ({"seeds": str(seeds)} if seeds > 1 else {}))  # fmt: skip
     setups = {cfg.scheduler.name: cfg}

@@ -415,6 +415,20 @@ def test_a_sweep_link_with_only_a_start_takes_the_default_stop_past_the_knee():
     assert at.number_input(key="sw.start.rate").value == 20.0 and at.number_input(key="sw.stop.rate").value == 30.0
 
 
+def test_a_sweep_link_stays_readable():
+    # Sweep rewrote ?preset=chat-h100-llama8b&scheduler.max_num_seqs=64&seed=3 as an opaque ?cfg=… (it wrote its link
+    # without the preset the settings came from, which Simulate's and Compare's readable links diff against)
+    at = app(preset="chat-h100-llama8b", seed="3", **{"scheduler.max_num_seqs": "64"}).run()  # (the session's link)
+    at.switch_page(PAGES[2])
+    for k, v in {"sweep": "rate", "start": "4", "stop": "8", "n": "2"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    q = {k: at.query_params[k] for k in at.query_params}
+    assert "cfg" not in q and q.get("preset") == "chat-h100-llama8b", q
+    assert q.get("scheduler.max_num_seqs") == "64" and q.get("seed") == "3" and q.get("sweep") == "rate", q
+
+
 def test_a_sweep_links_point_count_sets_the_default_ranges_round_steps():
     # a link with n=5 and no range got the 8-point range (2-30 by 4: 2, 9, 16, 23, 30 at 5 points); it gets 5 points'
     from sim_core import load_preset, run_simulation
