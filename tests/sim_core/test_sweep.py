@@ -96,6 +96,7 @@ def test_a_miss_names_the_first_rule_the_run_breaks(capsys):
     assert objective_miss(s, tpot, obj).startswith("TPOT p99 ")
     behind = s.model_copy(update={"steady": st.model_copy(update={"requests_per_s": 0.5 * st.arrival_rate_per_s})})
     assert objective_miss(behind, cfg, obj).startswith("falls behind: completed ") and not meets_objective(behind, cfg, obj)
+    assert objective_miss(behind, cfg, obj).endswith("req/s offered in its steady window")  # (not the whole run's rate)
     assert objective_miss(s.model_copy(update={"stopped_reason": "x"}), cfg, obj) == "the run stopped early"
     # and the sweep's table says it per row
     from sim_core.cli import main
