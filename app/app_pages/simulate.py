@@ -314,21 +314,21 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, wa
             # (how many: the legend names only the window's marks, and a run's few waits may lie outside it)
             of = lambda n: f" ({n:,} of the run's {num_requests:,} requests)"  # noqa: E731
             if slot:
-                marks += f" Amber{of(slot)}: its prefill is done and its KV waits for a decode slot (every decode instance's KV cache or its max_num_seqs sequences are full)."
+                marks += f" Waiting for a decode slot (amber){of(slot)}: its prefill is done and its KV waits for a decode slot (every decode instance's KV cache or its max_num_seqs sequences are full)."
             if link:
-                marks += f" Pale amber{of(link)}: its decode slot is reserved and its KV waits for the link, which earlier transfers hold."
-            marks += (" Cyan: its KV crossing to the decode instance after its prefill (with layer-wise pipelining most of "
-                      "it crossed during the prefill, layer by layer: cyan is the rest); a cyan diamond marks a transfer "
+                marks += f" Waiting for the KV link (pale amber){of(link)}: its decode slot is reserved and its KV waits for the link, which earlier transfers hold."
+            marks += (" KV transfer (cyan): its KV crossing to the decode instance after its prefill (with layer-wise "
+                      "pipelining most of it crossed during the prefill, layer by layer: the bar is the rest); a diamond marks a transfer "
                       "too short to see as a bar (its hover has the bar's true duration).")  # fmt: skip
         rows = f" With many instances the Gantt draws some of each pool ({omitted}); the tables list them all." if omitted else ""
         # (a decode instance runs no prefill: "behind a prefill" named a cause its rows cannot have, a review)
         stall_cause = "a swap: decode instances run no prefill" if disaggregated else "a prefill or a swap"
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "
                 "bar for its ticks and tokens, a request bar for the request and its phase. An instance is one row, its "
-                f"tensor-parallel GPUs together; {where}. Pale blue in a request row: the request was decoding but its "
+                f"tensor-parallel GPUs together; {where}. Stalled (pale blue) in a request row: the request was decoding but its "
                 f"instance's tick gave it no token (stalled behind {stall_cause}).{marks}{rows}")
     return (f"All four panels share one time axis: {how} a bar for the tick's batch, tokens, duration (with "
-            "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Pale blue in "
+            "tensor-parallel all-reduce and PCIe swap time) and whether it was compute- or memory-bound. Stalled (pale blue) in "
             "a request row: the request was decoding but the tick gave it no token (stalled behind a prefill or a "
             "swap).")  # fmt: skip
 

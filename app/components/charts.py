@@ -28,6 +28,8 @@ MAX_ROOFLINE_POINTS = 4000
 RARE_TICKS = 50  # a kind of tick with at most this many in a run is drawn whole (not sampled out of sight)
 PERCENTILES = (50, 90, 99)
 PCT_COLORS = {50: "#188038", 90: "#F9AB00", 99: "#D93025"}
+# and a dash each: green p50 and red p99 were one brown-olive under red-green colour blindness (an accessibility review)
+PCT_DASHES = {50: "dot", 90: "dash", 99: "dashdot"}
 # labels at decades only, in full: 1, 10, 100, 1,000 (Plotly's own wrote "1000" beside "10k" and "100k")
 LOG_AXIS = dict(type="log", dtick=1, tickformat=",", minor=dict(ticks="", showgrid=False))
 # Linear axes as the tables and log axes write numbers: d3-format "," is Plotly's own default (~g, 12 digits: 0.5,
@@ -38,13 +40,21 @@ NUMBER_TICKFORMAT = ","
 NUMBER_HOVERFORMAT = ",.6~r"
 
 
+TEXT_COLOR = "#3C4043"  # a chart's text: 10.4:1 on white
+
+
 def readable_numbers(fig: go.Figure) -> go.Figure:
     """Every numeric axis of `fig` (in place) with thousands separators in its tick labels and hover values, as the
-    tables write numbers: every chart builder ends with it. An axis with a format of its own (percentages, a log
+    tables write numbers, and its text (ticks, titles, legend, notes without a colour of their own) in TEXT_COLOR:
+    every chart builder ends with it. An axis with a format of its own (percentages, a log
     ladder's ticktext) keeps it; category and date axes are left alone (Plotly ignores a number format on a category
     axis, and a date axis's tickformat is a time format)."""
 
     def fix(axis) -> None:
+        # (its text dark: Streamlit's chart theme draws ticks and titles in #808495, 3.7:1 on white, under the 4.5:1
+        # small text needs: an accessibility review)
+        axis.tickfont.color = axis.tickfont.color or TEXT_COLOR
+        axis.title.font.color = axis.title.font.color or TEXT_COLOR
         if axis.type in ("category", "multicategory", "date") or axis.tickformat not in (None, NUMBER_TICKFORMAT):
             return
         axis.tickformat = NUMBER_TICKFORMAT
@@ -53,6 +63,9 @@ def readable_numbers(fig: go.Figure) -> go.Figure:
 
     fig.for_each_xaxis(fix)
     fig.for_each_yaxis(fix)
+    fig.layout.font.color = fig.layout.font.color or TEXT_COLOR
+    fig.layout.legend.font.color = fig.layout.legend.font.color or TEXT_COLOR
+    fig.for_each_annotation(lambda a: a.update(font_color=a.font.color or TEXT_COLOR))  # (subplot titles, notes)
     return fig
 
 
@@ -227,7 +240,7 @@ def distribution_figure(res: SimResult, metric: Metric, height: int = 360) -> go
                              hovertemplate=f"%{{x:,.3r}} {unit}: %{{y:.0%}} below<extra></extra>"), row=1, col=2)  # fmt: skip
     top = float(counts.max()) * 1.05
     for q, val in d.pct.items():
-        style = dict(color=PCT_COLORS[q], dash="dot", width=2)
+        style = dict(color=PCT_COLORS[q], dash=PCT_DASHES.get(q, "dot"), width=2)
         fig.add_trace(go.Scatter(x=[val, val], y=[0, top], mode="lines", line=style, name=f"p{q} {fmt_number(val)} {unit}",
                                  legendgroup=f"p{q}", hoverinfo="skip"), row=1, col=1)  # fmt: skip
         fig.add_trace(go.Scatter(x=[val, val], y=[0, 1], mode="lines", line=style, showlegend=False,
@@ -328,6 +341,11 @@ def calibrated_knee_flop_per_byte(cm: CostModel) -> float:
     return cm.gemm_flops_per_s / cm.achieved_hbm_bytes_per_s
 
 
+# Each kind of tick its own marker as well as its colour (decode and mixed dots were one shape, and their colours
+# close under red-green colour blindness: an accessibility review)
+TICK_SYMBOLS = {"prefill": "square", "decode": "circle", "mixed": "diamond", "swap": "triangle-up"}
+
+
 def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
     """The hardware roof and every tick (sampled) at its arithmetic intensity and achieved FLOP/s."""
     tl, hw, cm = res.timeline, res.config.hardware, CostModel(res.config)
@@ -365,7 +383,8 @@ def roofline_figure(res: SimResult, height: int = 460) -> go.Figure:
                 # (a rare kind larger, opaque and outlined: drawn last, the default run's one prefill-only tick still
                 # sat lost among the mixed ones at 0.6 opacity, a review)
                 marker=(dict(color=PHASE_COLORS[name], size=9, opacity=1.0, line=dict(color="#202124", width=1))
-                        if num_of[ph] <= RARE_TICKS else dict(color=PHASE_COLORS[name], size=6, opacity=0.6)),
+                        if num_of[ph] <= RARE_TICKS else dict(color=PHASE_COLORS[name], size=6, opacity=0.6))
+                | {"symbol": TICK_SYMBOLS.get(name, "circle")},
                 customdata=np.column_stack([busy[m], tl.num_prefill_tokens[busy][m], tl.num_decode_tokens[busy][m], tl.duration_s[busy][m] * 1e3]),
                 hovertemplate=("tick %{customdata[0]}: %{customdata[1]:,} prefill + %{customdata[2]:,} decode tok"
                                "<br>%{x:,.1f} FLOP/byte · %{y:,.0f} TFLOP/s · %{customdata[3]:,.1f} ms<extra></extra>"),

@@ -228,7 +228,7 @@ def _line_panel(axis: _Axis, lines: list[timeline.LineSeries], y_max: float, y_l
         hover.append(_bar(axis, a, b, f"{lines_txt}\n{span}", "h"))
     fmt = "{:,.0f}"
     labels = (f'<span style="top:0">{esc(fmt.format(y_max))}</span><span style="bottom:0">0</span>'
-              f'<span style="top:40%;opacity:.75">{esc(y_label)}</span>')  # fmt: skip
+              f'<span style="top:40%">{esc(y_label)}</span>')  # fmt: skip
     return (f'<div class="sgt-r"><div class="sgt-l">{labels}</div><div class="sgt-p" style="height:{LINE_PANEL_REM}rem">'
             f'{_grid(axis, ticks)}{img}{"".join(hover)}</div></div>')  # fmt: skip
 

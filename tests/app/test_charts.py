@@ -702,3 +702,45 @@ def test_a_lines_label_goes_to_the_end_and_side_with_fewest_points_under_it():
     assert charts.line_label_place(plotted, 100.0, tpot_order) == (1, "bottom")
     # missing and non-finite values (a point that did not run) are not points
     assert charts.line_label_place([(0.0, None), (None, 120.0), (0.0, float("nan")), (10.0, 1.0)], 100.0, order) == (0, "bottom")
+
+
+def test_the_kinds_of_tick_stay_apart_for_colour_blind_readers():
+    # The GPU row tells its ticks apart by colour alone; decode blue and mixed purple (#9334E6) were ΔE 1.8 under
+    # deuteranopia (an accessibility review): one blue strip. Every pair stays 10 apart under each simulation.
+    import itertools
+
+    from tests.app.colour_vision import MACHADO_2009, delta_e_2000, delta_e_2000_lab, seen
+
+    # (the formula as published: Sharma et al.'s test pairs 1, 2 and 7)
+    assert round(delta_e_2000_lab((50, 2.6772, -79.7751), (50, 0, -82.7485)), 4) == 2.0425
+    assert round(delta_e_2000_lab((50, 3.1571, -77.2803), (50, 0, -82.7485)), 4) == 2.8615
+    assert round(delta_e_2000_lab((50, 0, 0), (50, -1, 2)), 4) == 2.3669
+    kinds = ("prefill", "decode", "mixed", "swap", "idle")
+    for vision in (None, *MACHADO_2009):
+        for a, b in itertools.combinations(kinds, 2):
+            de = delta_e_2000(seen(PHASE_COLORS[a], vision), seen(PHASE_COLORS[b], vision))
+            assert de >= 10, (vision, a, b, round(de, 1))
+    # and on the roofline each kind has its own marker too
+    assert len({charts.TICK_SYMBOLS[k] for k in ("prefill", "decode", "mixed", "swap")}) == 4
+
+
+def test_chart_text_is_dark_enough_to_read():
+    # Streamlit's chart theme drew ticks, titles and legends in #808495 (3.7:1 on white, under WCAG's 4.5:1 for small
+    # text): every builder's readable_numbers sets the text's colour, leaving a colour a builder chose itself
+    import plotly.graph_objects as go
+
+    from tests.app.colour_vision import seen
+
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="a"))
+    fig.add_annotation(text="note", x=1, y=3)
+    fig.add_annotation(text="kept", x=2, y=4, font=dict(color="#D93025"))
+    charts.readable_numbers(fig.update_xaxes(title_text="x"))
+    assert fig.layout.xaxis.tickfont.color == fig.layout.yaxis.title.font.color == charts.TEXT_COLOR
+    assert fig.layout.legend.font.color == fig.layout.font.color == charts.TEXT_COLOR
+    assert [a.font.color for a in fig.layout.annotations] == [charts.TEXT_COLOR, "#D93025"]
+
+    def luminance(hex_color: str) -> float:
+        c = seen(hex_color) / 255
+        return float(np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4) @ [0.2126, 0.7152, 0.0722])
+
+    assert (1.05 / (luminance(charts.TEXT_COLOR) + 0.05)) >= 4.5  # (WCAG contrast on white)

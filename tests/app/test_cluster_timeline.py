@@ -463,12 +463,13 @@ def test_an_xpyd_timeline_caption_names_the_waits_its_run_had(preset, waits):
     # how many of the run's requests had each mark: the legend names only the window's marks (a caption on pale amber
     # over a window without any read as a mark the chart lacked)
     R = res.summary.num_requests
-    for name, n in zip(("Amber", "Pale amber"), counts):
+    # each by the legend's label first, its colour after (a caption naming a state only by colour: an accessibility review)
+    for name, n in zip(("Waiting for a decode slot (amber)", "Waiting for the KV link (pale amber)"), counts):
         if n:
             assert f"{name} ({n:,} of the run's {R:,} requests): " in shown, shown
     if counts[0]:  # Splitwise-HA's decode KV peaks at 24 % while 196 requests wait: its 256 sequences are what is full
         assert "decode slot (every decode instance's KV cache or its max_num_seqs sequences are full)" in shown
-    assert "Cyan: its KV crossing" in shown
+    assert "KV transfer (cyan): its KV crossing" in shown
 
 
 def test_a_replicas_timeline_caption_names_only_the_marks_its_rows_have():
