@@ -29,6 +29,11 @@ def seen(hex_color: str, vision: str | None = None) -> np.ndarray:
     return rgb if vision is None else _srgb(_linear(rgb) @ MACHADO_2009[vision].T)
 
 
+def relative_luminance(hex_color: str) -> float:
+    """WCAG 2's relative luminance of an sRGB colour (contrast = (L1 + 0.05) / (L2 + 0.05))."""
+    return float(_linear(seen(hex_color)) @ [0.2126, 0.7152, 0.0722])
+
+
 def _lab(rgb: np.ndarray) -> tuple[float, float, float]:
     lin = _linear(rgb)
     xyz = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],

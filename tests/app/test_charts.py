@@ -729,7 +729,7 @@ def test_chart_text_is_dark_enough_to_read():
     # text): every builder's readable_numbers sets the text's colour, leaving a colour a builder chose itself
     import plotly.graph_objects as go
 
-    from tests.app.colour_vision import seen
+    from tests.app.colour_vision import relative_luminance
 
     fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="a"))
     fig.add_annotation(text="note", x=1, y=3)
@@ -738,9 +738,4 @@ def test_chart_text_is_dark_enough_to_read():
     assert fig.layout.xaxis.tickfont.color == fig.layout.yaxis.title.font.color == charts.TEXT_COLOR
     assert fig.layout.legend.font.color == fig.layout.font.color == charts.TEXT_COLOR
     assert [a.font.color for a in fig.layout.annotations] == [charts.TEXT_COLOR, "#D93025"]
-
-    def luminance(hex_color: str) -> float:
-        c = seen(hex_color) / 255
-        return float(np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4) @ [0.2126, 0.7152, 0.0722])
-
-    assert (1.05 / (luminance(charts.TEXT_COLOR) + 0.05)) >= 4.5  # (WCAG contrast on white)
+    assert (1.05 / (relative_luminance(charts.TEXT_COLOR) + 0.05)) >= 4.5  # (WCAG contrast on white)
