@@ -10,7 +10,7 @@ import copy
 import math
 import re
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
@@ -99,9 +99,9 @@ def field_error(field: str | tuple[str | int, ...], value: Any, message: str, na
 RENAMED_FIELDS = MappingProxyType({"memory_gb": "memory_gib"})
 
 
-def renamed_field(section: dict[str, Any], name: str) -> str:
-    """The field `name` stands for in `section` (a config dict's section): its current name when it is an old one
-    (a readable link saved before the GiB fix sets hardware.memory_gb, which was "not a field of the config")."""
+def renamed_field(section: Collection[str], name: str) -> str:
+    """The field `name` stands for in `section` (a config dict's section, or its field names): its current name when
+    it is an old one (a readable link saved before the GiB fix sets hardware.memory_gb, which was "not a field of the config")."""
     new = RENAMED_FIELDS.get(name)
     return new if name not in section and new in section else name
 
@@ -1304,15 +1304,18 @@ def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
     node = data
     *parts, last = path.split(".")
     for i, part in enumerate(parts):
-        if part in node and node[part] is None:
+        # A section left out stands for its defaults, as None does for an optional one: a part preset's dict names only
+        # what it sets (`--set engine=sglang --set scheduler.preemption_headroom_steps=20` said "unknown field")
+        if (node[part] is None) if part in node else bool(fields_here(tuple(parts[: i + 1]))):
             node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
         if not isinstance(node.get(part), dict):
             sections = tuple(sorted(k for k, v in node.items() if isinstance(v, dict) or v is None))
             raise NotAField(part, True, sections, field=".".join(parts[: i + 1]) if part in node else "")
         node = node[part]
-    name = renamed_field(node, last)
-    if name not in node:
-        raise NotAField(last, False, tuple(sorted(node)))
+    known = set(node) | set(fields_here(tuple(parts)))  # (the schema's fields too: the dict may leave some out)
+    name = renamed_field(known, last)
+    if name not in known:
+        raise NotAField(last, False, tuple(sorted(known)))
     loc = (*parts, name)
     if isinstance(value, dict) and value and "preset" not in value and _is_section(loc, node[name]):
         # A section given as an object sets the fields it names and keeps the others, as dotted keys would:

@@ -195,6 +195,11 @@ def close_names(name: str, names: tuple[str, ...] | list[str]) -> list[str]:
         holding = [n for n in holding if n.lower().startswith(typed)]
     if 0 < len(holding) <= 3:
         return holding
+    # (one letter off a long name comes before a name inside what was typed: `preemption_headroom_stepz` is
+    # `preemption_headroom_steps`, not `preemption`)
+    near = difflib.get_close_matches(typed, list(names), n=1, cutoff=0.9)
+    if near:
+        return near
     # (a name inside what was typed: a scenario's `engine-sglang` given as an engine is `sglang`; the longest one held)
     held = sorted((n for n in names if len(n) >= 3 and n.lower() in typed), key=len, reverse=True)
     return held[:1] or difflib.get_close_matches(typed, list(names), n=1, cutoff=0.75)
@@ -203,8 +208,9 @@ def close_names(name: str, names: tuple[str, ...] | list[str]) -> list[str]:
 def did_you_mean(name: str, names: tuple[str, ...] | list[str]) -> str:
     """' (did you mean 'x'?)' for the names a misspelt or shortened `name` most likely meant, or '' when none is close:
     a typo's message listed every choice (51 scenarios) and left the reader to find the one they meant. Names that
-    contain what was typed come first (`h100` is `h100-sxm`, not the `h200` one letter away), then the longest name
-    what was typed contains (`engine-sglang` is `sglang`), then near spellings."""
+    contain what was typed come first (`h100` is `h100-sxm`, not the `h200` one letter away), then a spelling a letter
+    or two off a long name, then the longest name what was typed contains (`engine-sglang` is `sglang`), then near
+    spellings."""
     close = close_names(name, names)
     if not close:
         return ""

@@ -155,6 +155,31 @@ def test_set_engine_applies_an_engine_preset_as_a_scenario_names_one():
     assert apply_overrides(four, ["hardware=h200"]).hardware.num_gpus == four.hardware.num_gpus == 4
 
 
+@pytest.mark.parametrize("part", ["engine", "hardware", "model", "workload"])
+def test_every_field_of_a_part_can_follow_its_preset(part):
+    # A part preset's file names only the fields it sets, and `--set engine=sglang --set scheduler.
+    # preemption_headroom_steps=20` said "unknown field" (docs/engines.md's own command): the fields were checked
+    # against the preset's dict, not the config's schema. Every plain field of the section can now follow any preset.
+    from sim_core.config import field_info, section_model
+    from sim_core.presets import PART_FAMILIES, PresetError, config_with, list_presets, load_preset
+
+    chat = load_preset("chat-h100-llama8b")
+    key = {"engine": "scheduler"}.get(part, part)
+    checked = 0
+    for name in list_presets(PART_FAMILIES[part]):
+        try:
+            base = config_with(chat, {part: name})
+        except PresetError:
+            continue  # (a model whose context is shorter than the chat workload's longest request: not this test's)
+        checked += 1
+        section = getattr(base, key)
+        for field, value in section.model_dump(mode="json").items():
+            if section_model(field_info((key, field)).annotation) is not None:
+                continue  # (a nested section: its own fields are the leaves)
+            assert config_with(chat, {part: name, f"{key}.{field}": value}) == base, (name, field)
+    assert checked >= 2
+
+
 @given(name=hs.text(min_size=1, max_size=20))
 def test_set_engine_with_anything_but_an_engine_name_exits_2_naming_the_engines(name):
     import contextlib
@@ -195,6 +220,10 @@ def test_unknown_key_and_unknown_preset_exit_2(capsys):
     (["run", "chat-h100-llama8b", "--set", "hardware=h100"], "unknown hardware preset 'h100' (did you mean 'h100-sxm'?)"),
     (["run", "chat-h100-llama8b", "--set", "scheduler.max_num_seq=64"],
      "unknown field 'max_num_seq' (did you mean 'max_num_seqs'?); fields here: "),
+    # (one letter off a long name, not the shorter name held inside it, 'preemption'; after an engine preset, whose
+    # file names fewer fields than the section has)
+    (["run", "chat-h100-llama8b", "--set", "engine=sglang", "--set", "scheduler.preemption_headroom_stepz=20"],
+     "unknown field 'preemption_headroom_stepz' (did you mean 'preemption_headroom_steps'?)"),
     (["plan", "chat-h100-llama8b", "--rate", "5", "--engines", "vllm"],
      "unknown engine preset(s) 'vllm' (did you mean 'vllm-v0', 'vllm-v0-swap' or 'vllm-v1'?)"),
     (["run", "does-not-exist"], "unknown preset 'does-not-exist'; available: "),
