@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sim_core.config import STATE_ROUTERS, Router, allowed_range, format_validation_error
 from sim_core.inputs import parse_int_text, printable
 from sim_core.presets import PresetError, load_preset
+from sim_core.words import usd_text
 
 CAPACITY_COMMANDS = ("capacity", "sweep", "plan")
 # A search that ran and found nothing to report (`plan` with no row meeting the SLOs, `sweep` with every point failed):
@@ -291,7 +292,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         cap = f"{row['capacity_per_s']:,.1f}" if row["capacity_per_s"] is not None else "-"
         head = f"{row['headroom']:+.0%}" if row["headroom"] is not None else "-"
         print(f"  {row['config']:{w}s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
-              f"{row['usd_per_million_output_tokens']:8.3f} {row['good_requests_per_usd']:8,.0f} "
+              f"{usd_text(row['usd_per_million_output_tokens'], ''):>8s} {row['good_requests_per_usd']:8,.0f} "
               f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
     for rows, note in result.row_notes():  # (a "-" in the table, or a capacity the probe could not vouch for)
         print(f"  NOTE ({rows}): {note}")

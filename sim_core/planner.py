@@ -52,8 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import (MAX_REPLICAS, STATE_ROUTERS, ArrivalConfig, DeploymentConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig,
-                             SimConfig, check_state_refresh_s, pool_config, tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
+from sim_core.config import (MAX_REPLICAS, STATE_ROUTERS, DeploymentConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig,
+                             SimConfig, check_state_refresh_s, field_bounds, pool_config, tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
 from sim_core.metrics import MAX_NUM_REQUESTS
@@ -93,8 +93,14 @@ class PlanSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # (NaN was "should be less than or equal to 100000")
     # (the bounds of workload.arrival.rate_per_s, which a candidate is run at: gt=0 let --rate 1e-7 through, to be
-    # refused as "Invalid capacity probe at 1e-07 req/s", a field the user never typed)
-    target_rate_per_s: _config_value(ArrivalConfig, "rate_per_s", float) = Field(description="Requests/s the deployment must serve.")
+    # refused as "Invalid capacity probe at 1e-07 req/s", a field the user never typed. A candidate of n replicas
+    # searched as one runs at rate / n, so the lowest is the field's lowest times the most replicas: the Plan page's
+    # box let 1e-6 through, to be refused as "capacity probe at 5e-07 req/s")
+    target_rate_per_s: float = Field(
+        ge=field_bounds(("workload", "arrival", "rate_per_s"))[0] * MAX_REPLICAS,
+        le=field_bounds(("workload", "arrival", "rate_per_s"))[1],
+        description="Requests/s the deployment must serve (a replica's share, at most "
+                    f"{MAX_REPLICAS} replicas, within workload.arrival.rate_per_s's range).")
     objective: CapacityObjective = CapacityObjective()
     gpus: tuple[str, ...] = Field((), description="Hardware presets to consider (empty: every GPU with a price).")
     tp_degrees: tuple[_config_value(HardwareSpec, "num_gpus"), ...] = Field(

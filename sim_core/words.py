@@ -1,5 +1,6 @@
 """A count with its noun, for every message that names one (the engine's and the server budget's stop reasons, the
-CLI, the app): one rule, so that no message says "stopped after 1 ticks". And a latency as the CLI writes it."""
+CLI, the app): one rule, so that no message says "stopped after 1 ticks". And a latency as the CLI writes it, and a
+cost in dollars as the planner's CLI and page write it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ def latency_text(v_s: float) -> str:
     """A latency in the CLI's lines: in ms under a second ("41.9 ms"), in seconds from one ("7.17 s"), as the app's
     figures and tables switch to seconds (it read "TTFT p50 7,173.5 ms")."""
     return f"{v_s * 1e3:,.1f} ms" if abs(v_s) < 1.0 else f"{v_s:,.2f} s"
+
+
+def usd_text(usd: float, symbol: str = "$") -> str:
+    """Dollars with the decimals their size needs: '$0.053', '$2.41', '$23,789' ($ per million output tokens at a
+    tiny target rate read "$23789.164", three decimals on five digits, past the CLI column's 8 characters); `symbol`
+    '' under a column headed in dollars."""
+    return symbol + (f"{usd:,.0f}" if abs(usd) >= 1000 else f"{usd:,.2f}" if abs(usd) >= 1 else f"{usd:.3f}")
 
 
 def percent(share: float) -> str:

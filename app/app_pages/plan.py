@@ -27,6 +27,7 @@ from sim_core.planner import (DEFAULT_ENGINES, NOT_BISECTED, Plan, PlanSpec, Set
                              mean_lengths, num_candidates, pareto_front, plan, router_note)  # fmt: skip
 from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
+from sim_core.words import usd_text
 
 ATTAINMENT_TEXT = f"{DISTSERVE_ATTAINMENT * 100:g} %"  # (CapacityObjective's attainment rule, DistServe's share)
 RULES = {"P50": ("percentile", 50), "P90": ("percentile", 90), "P99": ("percentile", 99),
@@ -72,11 +73,12 @@ PLAN_RATE_MULTIPLE = 4
 def _number_box(col, label: str, lo: float, hi: float, value: float, key: str, help: str | None = None) -> float:
     """A number box over its field's range `lo`-`hi`, opened on `value` held within it: a linked config may hold any
     value its model allows (a rate of 1e-6 or 100,000 req/s, a 1 ms TTFT SLO), and a default past the range (4x a rate
-    of 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. A small value is written in significant
-    digits (the default two decimals showed 4e-06 req/s as 0.00)."""
+    of 100,000) raised StreamlitValueAboveMaxError, a traceback for the visitor. Every value is written in significant
+    digits (the default two decimals showed 4e-06 req/s as 0.00; chosen by the opening value, a rate typed as 0.001
+    still read 0.00 above the plan made for it)."""
     lo, hi = float(lo), float(hi)  # (a field's bounds may be an int and a float: the box takes one type)
     value = min(max(value, lo), hi)
-    return col.number_input(label, lo, hi, value, key=key, format="%.6g" if value < 0.01 else None, help=help)
+    return col.number_input(label, lo, hi, value, key=key, format="%.6g", help=help)
 
 
 def tpot_range_ms() -> str:
@@ -160,7 +162,7 @@ def cheapest_sentence(result: Plan) -> str:
         # headline named a $108/h answer in bold while the split search had settled only up to $9/h)
         lead = "Cheapest found so far, not final (the search stopped before it tried every cheaper candidate: see below)"
     return f"**{lead}:** " + plain(f"{best['config']}, ${best['usd_per_hour']:,.2f} per hour, "
-                                                     f"${best['usd_per_million_output_tokens']:,.3f} per million output "
+                                                     f"{usd_text(best['usd_per_million_output_tokens'])} per million output "
                                                      f"tokens, headroom {headroom}{tail}.")  # fmt: skip
 
 

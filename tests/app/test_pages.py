@@ -1077,6 +1077,19 @@ def narrow_plan_search(at, max_replicas: int) -> None:
     at.run()
 
 
+def test_plan_rate_box_shows_a_typed_small_rate_and_starts_where_a_plan_can_run():
+    # A rate typed as 0.001 read "0.00" above the plan made for it (two decimals, chosen by the opening value), and the
+    # box's own minimum, 1e-6, planned 2 replicas at 5e-7 each and was refused as "Invalid capacity probe at 5e-07
+    # req/s": the box's floor is PlanSpec's, the config's lowest rate times the most replicas.
+    from sim_core.config import MAX_REPLICAS, field_bounds
+
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.rate").set_value(0.001).run()
+    box = at.number_input(key="plan.rate")
+    assert not at.exception and box.value == 0.001 and box.proto.format == "%.6g"
+    assert box.min == field_bounds(("workload", "arrival", "rate_per_s"))[0] * MAX_REPLICAS
+
+
 def test_plan_page_lists_the_cheapest_deployment_with_a_simulate_link(tmp_path, monkeypatch):
     import json
 
@@ -2175,12 +2188,13 @@ def linked_page(page: str, **link) -> AppTest:
 
 
 @pytest.mark.parametrize("field,value,box,opens_on", [
-    ("workload.arrival.rate_per_s", "100000", "plan.rate", 100_000.0), ("workload.arrival.rate_per_s", "1e-06", "plan.rate", 4e-6),
+    ("workload.arrival.rate_per_s", "100000", "plan.rate", 100_000.0), ("workload.arrival.rate_per_s", "1e-06", "plan.rate", 6.4e-5),
     ("slo.ttft_s", "0.001", "plan.ttft", 0.001), ("slo.tpot_s", "0.0001", "plan.tpot", 0.1),
 ])  # fmt: skip
 def test_the_plan_page_opens_on_any_rate_or_slo_a_link_may_hold(field, value, box, opens_on):
     # each raised StreamlitValueAboveMaxError / BelowMinError in the browser: the target rate box (0.1-100,000) opened on
-    # 4x the linked rate, the SLO boxes (from 10 ms and 1 ms) on the linked SLOs
+    # 4x the linked rate, the SLO boxes (from 10 ms and 1 ms) on the linked SLOs. (4x 1e-6 is below the plan's lowest
+    # rate, 1e-6 times the most replicas: the box opens there.)
     at = linked_page(PAGES[5], preset="chat-h100-llama8b", **{field: value})
     assert not at.exception, [e.value for e in at.exception]
     assert at.number_input(key=box).value == pytest.approx(opens_on)

@@ -41,7 +41,8 @@ def test_bad_plan_input_is_named_not_a_traceback(price, rate):
                      "--gpus", "h100-sxm", "--tp", "1", "--engines", "vllm-v1", "--max-replicas", "1"])  # fmt: skip
     err = buf.getvalue()
     assert code == EXIT_BAD_INPUT
-    assert "error:" in err and ("price" in err or "target_rate_per_s" in err)
+    # (the rate named as typed, "--rate = 0.0": "target_rate_per_s" passed only while every example also had a bad price)
+    assert "error:" in err and ("price" in err or "--rate = " in err)
 
 
 def test_sweep_prints_bands_over_seeds_and_a_capacity(capsys):
@@ -115,7 +116,7 @@ def test_plan_offers_every_router_and_plans_behind_the_session_router(capsys):
 
 
 PLAN_NUMBERS = {  # option -> (PlanSpec field, allowed range as the message writes it)
-    "--rate": ("target_rate_per_s", ">= 1e-06 and <= 100000"), "--max-replicas": ("max_replicas", ">= 1 and <= 64"),
+    "--rate": ("target_rate_per_s", ">= 6.4e-05 and <= 100000"), "--max-replicas": ("max_replicas", ">= 1 and <= 64"),
     "--top": ("num_results", ">= 1 and <= 100"), "--tp": ("tp_degrees", ">= 1 and <= 64"),
     "--price": ("prices_usd_per_gpu_hour", "> 0 and <= 1000"),
 }
@@ -149,6 +150,14 @@ def test_a_plan_rate_below_what_a_config_allows_is_named_as_the_rate(capsys):
     code = main(["plan", "chat-h100-llama8b", "--rate", "1e-7", "--no-cache", "--workers", "1"])
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT and "--rate = 1e-07" in err and "capacity probe" not in err, err
+
+
+def test_a_plan_rate_whose_replica_share_a_config_refuses_is_named_as_the_rate(capsys):
+    # 1e-6, workload.arrival.rate_per_s's own lowest, ran 2 replicas at 5e-7 each and was refused as "Invalid capacity
+    # probe at 5e-07 req/s": the plan's lowest rate is that field's lowest times the most replicas
+    code = main(["plan", "chat-h100-llama8b", "--rate", "1e-5", "--no-cache", "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and "--rate = 1e-05" in err and ">= 6.4e-05" in err and "probe" not in err, err
 
 
 @settings(max_examples=20, deadline=None)

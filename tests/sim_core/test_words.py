@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as hs
 
-from sim_core.words import counted, latency_text, percent
+from sim_core.words import counted, latency_text, percent, usd_text
 
 
 def test_a_count_is_singular_for_one():
@@ -32,3 +32,17 @@ def test_only_all_reads_100_and_only_none_reads_0(share):
     text = percent(share)
     assert (text == "100%") == (round(share, 9) == 1) and (text == "0%") == (round(share, 9) == 0)
     assert text.endswith("%") and (text[0] in "≤≥" or abs(float(text[:-1]) - share * 100) <= 0.5)
+
+
+def test_dollars_take_the_decimals_their_size_needs():
+    # ($ per million output tokens at a tiny target rate read "$23789.164": three decimals on five digits)
+    assert usd_text(23789.164) == "$23,789" and usd_text(2.414) == "$2.41" and usd_text(0.0534) == "$0.053"
+    assert usd_text(4551.544, "") == "4,552"
+
+
+@given(usd=hs.floats(min_value=0, max_value=1e12, allow_nan=False))
+def test_dollars_keep_three_significant_digits_or_whole_dollars(usd):
+    text = usd_text(usd)
+    digits = text.lstrip("$").replace(",", "").replace(".", "").lstrip("0")
+    assert text.startswith("$") and (len(digits) >= 3 or usd < 0.1) and len(text) <= len(f"${usd:,.0f}") + 4
+    assert abs(float(text[1:].replace(",", "")) - usd) <= max(0.5, usd * 0.005)
