@@ -248,6 +248,7 @@ class RayBackend:
         except ImportError:
             raise PresetError('Ray is not installed: pip install -e ".[ray]" (or pip install ray)') from None
         if not ray.is_initialized():
+            check_reachable(self.address)
             try:
                 ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}} if self.address is None else None)  # fmt: skip
@@ -270,21 +271,78 @@ class RayBackend:
         ray = self._ray
         remote = ray.remote(_apply)  # tasks are callables objects too: wrap them in a plain function
         fn_ref = ray.put(fn)
-        refs = [remote.remote(fn_ref, x) for x in items]
+        # Each task checks that its worker runs the code this process runs: a node with another version filled the
+        # shared cache, keyed by this process's fingerprint, with its own results (or errors), read back as current
+        expected = code_fingerprint()
+        refs = [remote.remote(fn_ref, x, expected) for x in items]
         pending, total = list(refs), len(refs)
-        while pending:
-            _, pending = ray.wait(pending, num_returns=1, timeout=0.2)
-            if cancelled and cancelled():
-                for r in pending:
-                    ray.cancel(r, force=True)
-                raise SearchCancelled(f"cancelled after {total - len(pending)} of {total}")
-            if on_progress:
-                on_progress(total - len(pending), total)
-        return ray.get(refs)
+        try:
+            while pending:
+                _, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+                if cancelled and cancelled():
+                    for r in pending:
+                        ray.cancel(r, force=True)
+                    raise SearchCancelled(f"cancelled after {total - len(pending)} of {total}")
+                if on_progress:
+                    on_progress(total - len(pending), total)
+            return ray.get(refs)
+        except SearchCancelled:
+            raise
+        except Exception as err:  # noqa: BLE001 (a task's error, raised here as Ray's RayTaskError, or Ray's own)
+            for r in pending:
+                ray.cancel(r, force=True)
+            # (an 80-line RayTaskError around the worker's traceback, exit 1: a node without sim_core, or another
+            # version of it, is one line, what failed and what to do)
+            raise PresetError(f"a task failed on the Ray cluster: {ray_error_text(err)} (every node needs this "
+                              "project installed at the same version: pip install -e .)") from None  # fmt: skip
 
 
-def _apply(fn: Callable[[Any], Any], x: Any) -> Any:
+# How long a Ray address's host and port are given to accept a connection before ray.init is tried: with a bare
+# HOST:PORT nobody listens on, ray.init retried without end (205 s and counting, stderr filling with its warnings)
+REACH_TIMEOUT_S = 5.0
+
+
+def check_reachable(address: str | None, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """PresetError unless something accepts a TCP connection at a `HOST:PORT` or `ray://HOST:PORT` address within
+    `timeout_s` (None and "auto", which Ray resolves itself, pass)."""
+    import socket
+
+    if not address or address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # (not HOST:PORT: ray.init names what is wrong with it)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as err:
+        raise PresetError(f"cannot reach Ray at {address!r} (--ray or $RAY_ADDRESS): nothing accepted a connection at "
+                          f"{host}:{port} within {timeout_s:g} s ({type(err).__name__}: {err})") from None  # fmt: skip
+
+
+class CodeMismatch(RuntimeError):
+    """A Ray worker runs other sim_core code or model presets than the process that sent it the task."""
+
+
+@functools.cache
+def _worker_fingerprint() -> str:
+    """The fingerprint of the code this worker process runs, taken once: what it imported, not later edits."""
+    return code_fingerprint()
+
+
+def _apply(fn: Callable[[Any], Any], x: Any, expected: str | None = None) -> Any:
+    if expected is not None and _worker_fingerprint() != expected:
+        raise CodeMismatch(f"this worker runs other sim_core code or model presets (fingerprint {_worker_fingerprint()}) "
+                           f"than the driver ({expected})")  # fmt: skip
     return fn(x)
+
+
+def ray_error_text(err: BaseException) -> str:
+    """One line for an error a Ray task raised: the cause's type and message (a RayTaskError holds it as `cause`, and
+    its text is the worker's whole traceback), cut at 300 characters."""
+    cause = getattr(err, "cause", None) or err
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    text = lines[-1] if lines else ""
+    return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
 
 
 def get_backend(ray: bool | str | None = None, max_workers: int | None = None) -> Backend:

@@ -10,6 +10,7 @@ import pytest
 from sim_core import run_simulation
 from sim_core.backend import (LocalBackend, PointCache, RayBackend, SearchCancelled, decode_point, get_backend, run_points,
                               simulate_point)
+from sim_core.presets import PresetError
 from sim_core.sweep import band, capacity_interval, point_metric, run_sweep
 from tests.conftest import make_config
 
@@ -46,12 +47,43 @@ def test_process_pool_and_ray_return_identical_tables():
         ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         remote = run_sweep(cfg, "rate", [4.0, 40.0, 400.0], num_seeds=2, backend=RayBackend())
         remote_plan = _plan_table(RayBackend())
+        _ray_failures_are_one_line(RayBackend())
     finally:
         ray.shutdown()
     assert _table(serial) == _table(pool) == _table(remote)
     assert len(serial[0].seeds) == 2
     assert pool_plan == remote_plan == _plan_table(LocalBackend(1))
     assert json.loads(pool_plan[0])  # the plan found something to compare
+
+
+def _ray_failures_are_one_line(backend) -> None:
+    """A task that fails on a worker, and a worker whose code is not the driver's, are one line naming what failed
+    (an 80-line RayTaskError, exit 1; a node with another version filled the shared cache with its results)."""
+    import sim_core.backend as backend_module
+
+    with pytest.raises(PresetError) as err:
+        backend.map(lambda x: 1 / x, [1, 0])
+    said = str(err.value)
+    assert "\n" not in said and "ZeroDivisionError: division by zero" in said and "same version" in said, said
+    real = backend_module.code_fingerprint
+    try:  # (the driver's fingerprint forged: the workers run the real one)
+        backend_module.code_fingerprint = lambda *a: "0123456789abcdef"
+        with pytest.raises(PresetError) as err:
+            backend.map(str, [1])
+    finally:
+        backend_module.code_fingerprint = real
+    assert "CodeMismatch: this worker runs other sim_core code" in str(err.value) and "(0123456789abcdef)" in str(err.value)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1", "[::1]:1"])
+def test_an_address_nothing_listens_on_is_refused_in_seconds(address):
+    # (a bare HOST:PORT nobody listens on: ray.init retried without end, 205 s and counting)
+    from sim_core.backend import check_reachable
+
+    with pytest.raises(PresetError, match=r"cannot reach Ray at .*nothing accepted a connection"):
+        check_reachable(address, timeout_s=2.0)
+    check_reachable("auto")  # (Ray resolves these itself)
+    check_reachable(None)
 
 
 def test_seeds_give_a_band_and_capacity_an_interval():
