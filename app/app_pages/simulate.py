@@ -24,7 +24,7 @@ from app.state import (
     write_query_params,
 )
 from sim_core import SimConfig, SimResult, list_presets, load_preset
-from sim_core.budget import is_budget_stop
+from sim_core.budget import is_budget_stop, is_load_dependent_stop
 from sim_core.costmodel import CostModel
 from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text,
                               steady_window_share, waiting_for_decode_slot)
@@ -637,9 +637,10 @@ def main() -> None:
         workshop.leave_presenter_button(leave[0])
     c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
+        share_note = st.empty()  # (said once the run is known: a run the server's load stopped is not what they see)
         if link_params is not None:  # (a bare URL box, its copy icon shown only on hover: a review asked what it was)
-            st.caption("A link to these settings: copy it with the icon at the box's top right. Whoever opens it sees "
-                       "this run.")
+            share_note.caption("A link to these settings: copy it with the icon at the box's top right. Whoever opens it "
+                               "sees this run.")
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
@@ -687,6 +688,15 @@ def main() -> None:
                       f"{res.summary.num_requests:,} requests, so they do not compare with a finished run's. This app limits "
                       "what one run may cost; make the run smaller (fewer requests, shorter outputs, fewer recorded "
                       "batches) or run it with the command line, which has no such limit.")  # fmt: skip
+            if is_load_dependent_stop(reason):
+                # (a review: the same link stopped at 13,533 of 20,000 requests, and finished a few minutes later with
+                # other figures; the Share box said "whoever opens it sees this run")
+                advice += (" Where a time or memory budget stops a run depends on how busy the server is: run again "
+                           "later, or opened from a link, it may get further or finish, with other figures.")
+                if link_params is not None:
+                    share_note.caption("A link to these settings: copy it with the icon at the box's top right. This "
+                                       "run stopped at the server's time or memory budget; whoever opens the link runs "
+                                       "it again, and may get further or finish, with other figures.")  # fmt: skip
         elif stuck := _stuck_at_link(res, stop_s):
             # (a KV link of 1e-6 GB/s was told to lower the arrival rate or add GPUs; at 0.001 GB/s, with most of the
             # unfinished waiting for the decode slots the transfers on the link hold, it still was)

@@ -1834,6 +1834,22 @@ def test_a_run_the_servers_budget_stopped_says_what_its_figures_cover(monkeypatc
     assert "the server's budget of 1,500 ticks per run" in warned, warned
     span = warned.split("The figures below cover its first ")[1].split(" s of simulated time")[0]
     assert 0 < float(span) < 40 and f"and {done:,} of its 347 requests, so they do not compare with a finished run's" in warned, warned
+    # (a tick limit stops the run on the same tick anywhere: nothing is said of the server's load)
+    assert "how busy the server is" not in warned and any("sees this run" in c.value for c in at.caption)
+
+
+def test_a_run_the_servers_time_budget_stopped_says_a_link_may_get_further(monkeypatch):
+    # a review: a link stopped at 13,533 of 20,000 requests by the server's time budget finished a few minutes later,
+    # with other figures, and the Share box said "Whoever opens it sees this run"
+    run_in_process_with_budget(monkeypatch, max_wall_s=0.05)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["workload.num_requests"] = "2347"  # (a config no other test runs: its result is in no cache)
+    at.run()
+    assert not at.exception
+    warned = " ".join(w.value for w in at.warning)
+    assert "s of server time" in warned and "depends on how busy the server is" in warned, warned
+    shared = " ".join(c.value for c in at.caption)
+    assert "whoever opens the link runs it again, and may get further" in shared and "sees this run" not in shared
 
 
 def test_a_run_whose_arrivals_outlast_the_time_limit_is_not_called_overloaded(monkeypatch):
