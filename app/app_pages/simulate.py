@@ -320,7 +320,8 @@ def timeline_caption(how: str, deployment: bool, disaggregated: bool = False, wa
             marks += (" KV transfer (cyan): its KV crossing to the decode instance after its prefill (with layer-wise "
                       "pipelining most of it crossed during the prefill, layer by layer: the bar is the rest); a diamond marks a transfer "
                       "too short to see as a bar (its hover has the bar's true duration).")  # fmt: skip
-        rows = f" With many instances the Gantt draws some of each pool ({omitted}); the tables list them all." if omitted else ""
+        rows = (f" With many instances the Gantt draws some of each pool ({omitted}), and the request rows are of requests "
+                "that ran on those; the tables list them all." if omitted else "")
         # (a decode instance runs no prefill: "behind a prefill" named a cause its rows cannot have, a review)
         stall_cause = "a swap: decode instances run no prefill" if disaggregated else "a prefill or a swap"
         return (f"All three panels (instances, requests, KV cache per instance) share one time axis: {how} an instance "

@@ -228,10 +228,23 @@ def _stalls_per_instance(res: ClusterResult, segs: list[tuple[int, str, float, f
     return out
 
 
+def on_instances(res: ClusterResult, drawn: list) -> np.ndarray | None:
+    """Mask of the requests that ran on an instance drawn (`drawn`; first or decode instance), None when every instance
+    is drawn: at 64 replicas, 18 of 30 request rows named replicas the Gantt, 16 rows, did not draw."""
+    if len(drawn) == len(res.instances):
+        return None
+    keep = np.zeros(len(res.instances) + 1, dtype=bool)  # (the last slot: -1, never routed or no decode instance)
+    ids = {id(x) for x in drawn}
+    keep[[k for k, x in enumerate(res.instances) if id(x) in ids]] = True
+    return keep[res.instance_of] | keep[res.decode_instance_of]
+
+
 def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window: timeline.Window = None,
-              gpu_entries: set[str] = frozenset()) -> list[str]:  # fmt: skip
-    # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped)
-    ids = timeline.requests_in_window(res, window, first, min(count, timeline.MAX_REQUEST_ROWS))
+              gpu_entries: set[str] = frozenset(), drawn: list | None = None) -> list[str]:  # fmt: skip
+    # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped), on the
+    # instances drawn when the Gantt draws some
+    among = None if drawn is None else on_instances(res, drawn)
+    ids = timeline.requests_in_window(res, window, first, min(count, timeline.MAX_REQUEST_ROWS), among)
     labels = dict(zip(ids.tolist(), request_labels(res, ids)))
     segs = _stalls_per_instance(res, timeline.request_segments(res, first, ids.size, ids=ids, split_stalls=False))
     if segs:
@@ -292,24 +305,26 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
     drawn = shown_instances(res, window)
     rows = instance_rows(res, shown=drawn)
     more = len(res.instances) - len(rows)
-    ids = timeline.requests_in_window(res, window, first_request, min(num_requests, timeline.MAX_REQUEST_ROWS))
+    among = on_instances(res, drawn)
+    ids = timeline.requests_in_window(res, window, first_request, min(num_requests, timeline.MAX_REQUEST_ROWS), among)
     height, heights, spacing = timeline.fit_request_rows(height, 80, [0.12 + 0.025 * len(rows), 0.5, 0.2], 0.05, 1, ids.size)
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=heights,
         # short titles: Plotly clips a centred title wider than the chart (a phone, a narrow window); a row's label
         # ("prefill 0 · 2 GPUs") already says its TP group is one row, the request rows name their instance
         subplot_titles=(f"Instances ({counted(res.num_gpus, 'GPU')})" + (f", {len(rows)} of {len(res.instances)} drawn" if more else ""),
-                        "Requests" + (" alive in this window" if window is not None else ""),
+                        "Requests" + (" alive in this window" if window is not None else "")
+                        + (" on the instances drawn" if among is not None else ""),
                         "KV cache in use per instance"),
     )  # fmt: skip
     phases = _gantt(fig, res, rows, drawn, window)
-    shown_rows = _requests(fig, res, first_request, num_requests, window, phases)
+    shown_rows = _requests(fig, res, first_request, num_requests, window, phases, drawn)
     for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:
             continue
-        tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
-                                        max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
+        tt, yy = timeline.reduce_series_in_view(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
+                                                window, max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                  name=f"KV {row}", hovertemplate="%{y:,.1f} % of blocks<br>t = %{x:,.3f} s<extra></extra>"),
                       row=3, col=1)  # fmt: skip
@@ -378,8 +393,8 @@ def gantt_kv_figure(res, x_range: tuple[float, float] | None = None, title: str 
     for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
         if tl.num_ticks:
-            tt, yy = timeline.reduce_series(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
-                                            max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
+            tt, yy = timeline.reduce_series_in_view(tl.t_end_s, tl.kv_blocks_used / inst.result.memory.num_blocks * 100,
+                                                    window, max(timeline.MAX_LINE_POINTS // len(rows), 50))  # fmt: skip
             fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line=kv_line_style(k),
                                      name=f"KV {row}"), row=2, col=1)  # (in the legend: one line per instance, told apart by colour and dash)  # fmt: skip
     # The legend in its own strip at the figure's foot (as the step-through chart's): with a line per instance it wraps to

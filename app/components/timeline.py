@@ -316,9 +316,11 @@ def alive_in_window(res: SimResult, window: tuple[float, float]) -> np.ndarray:
     return np.flatnonzero((req.arrival_s < window[1]) & (end > window[0]))
 
 
-def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int = 30) -> np.ndarray:
+def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int = 30,
+                       among: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Ids (arrival order) of the requests to show: those alive during the window (arrived before
-    its end, not finished before its start), after skipping `skip` of them; at most `count`.
+    its end, not finished before its start), after skipping `skip` of them; at most `count`; `among`: a mask of the
+    requests that may be shown (a deployment's on the instances drawn), default all.
 
     When more are alive than the rows hold, the rows go first to the requests the GPU serves in the
     window (scheduled before its end), and of those first to the ones that arrive in it (in arrival
@@ -330,8 +332,10 @@ def requests_in_window(res: SimResult, window: Window, skip: int = 0, count: int
     req = res.requests
     n = req.arrival_s.size
     if window is None:
-        return np.arange(min(skip, n), min(skip + count, n))
+        return np.arange(min(skip, n), min(skip + count, n)) if among is None else np.flatnonzero(among)[skip : skip + count]
     alive = alive_in_window(res, window)
+    if among is not None:
+        alive = alive[among[alive]]
     # by arrival, not by id: a closed-loop session's later turn arrives when the previous reply is done, after
     # requests with higher ids (stable: equal arrivals by id)
     alive = alive[np.argsort(req.arrival_s[alive], kind="stable")]
@@ -508,6 +512,22 @@ def reduce_series(t: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINT
     return tt, np.repeat(peak[ok], 2)
 
 
+def reduce_series_in_view(t: np.ndarray, y: np.ndarray, window: Window, max_points: int = MAX_LINE_POINTS
+                          ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """`reduce_series` over the whole run with most of the points in the window (from the value in force at its start
+    to the first past its end): a deployment's KV lines cover the run, to zoom out, and binned over the whole of it a
+    bin wider than the window drew in view a peak from outside it (12 replicas: the note's "peak in view 10.4 % · R10"
+    above an R10 line that reached 10.0 % in view, a review)."""
+    if window is None or t.size <= max_points:
+        return reduce_series(t, y, max_points)
+    lo = max(int(np.searchsorted(t, window[0], side="right")) - 1, 0)
+    hi = min(int(np.searchsorted(t, window[1], side="right")) + 1, t.size)
+    side = max(max_points // 8, 2)
+    parts = [reduce_series(t[:lo], y[:lo], side), reduce_series(t[lo:hi], y[lo:hi], max_points - 2 * side),
+             reduce_series(t[hi:], y[hi:], side)]  # fmt: skip
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def _line_slice(res: SimResult, window: Window) -> slice:
     lo, hi = tick_range(res, window)
     return slice(max(lo - 1, 0), min(hi + 1, res.timeline.num_ticks))  # one point either side: lines reach the edges
@@ -596,13 +616,15 @@ def panel_titles(gpus: list[str], ids: np.ndarray, window: Window, first_request
 
 
 def kv_peak_in_view_pct(res: SimResult, window: Window) -> float | None:
-    """The most KV blocks in use over the ticks that overlap the window (a window of None: the whole run), as the KV
-    panel draws them (after each tick's frees; the headline's peak is the run's, in a tick), in % of the pool; None
-    when no tick ran."""
+    """The most KV blocks in use in the window (a window of None: the whole run), as the KV panel draws them: each
+    tick's count after its frees, from its end to the next tick's (the headline's peak is the run's, in a tick), so the
+    value in force at the window's start and those of the ticks ending in it; in % of the pool; None when no tick ran.
+    (Counting every tick that overlaps the window took in the last one's value, drawn from its end past the window.)"""
     tl = res.timeline
     used = tl.kv_blocks_used
     if window is not None:
-        used = used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
+        first = max(int(np.searchsorted(tl.t_end_s, window[0], side="right")) - 1, 0)
+        used = used[first : int(np.searchsorted(tl.t_end_s, window[1], side="right"))]
     return float(used.max()) / res.memory.num_blocks * 100 if used.size else None
 
 

@@ -149,17 +149,39 @@ def test_the_kv_panel_names_its_peak_in_the_window_and_where():
     res = run_simulation(cfg)
     window = (8.0, 10.0)
     title = cluster_timeline_figure(res, 0, 30, window=window).layout.annotations[2].text
-    peaks = []
-    for inst in res.instances:
-        tl = inst.result.timeline
-        used = tl.kv_blocks_used[(tl.t_end_s >= window[0]) & (tl.t_start_s <= window[1])]
-        peaks.append(used.max() / inst.result.memory.num_blocks * 100)
+    peaks = _drawn_peaks_in_view(cluster_timeline_figure(res, 0, 30, window=window), window)
     k = int(np.argmax(peaks))
     assert title == "KV cache in use per instance"  # (the title stays short: a narrow chart clips a long one)
     said = [a.text for a in cluster_timeline_figure(res, 0, 30, window=window).layout.annotations if a.text.startswith("peak")]
     assert said == [f"peak in view {peaks[k]:,.1f} % · R{k}"], said  # ("in view": not the headline's peak, a review)
     whole = next(a.text for a in cluster_timeline_figure(res, 0, 30).layout.annotations if a.text.startswith("peak"))
     assert float(whole.split("peak in view ")[1].split(" %")[0]) >= round(max(peaks), 1)  # (no window: the whole run's peak)
+
+
+def _drawn_peaks_in_view(fig, window) -> list[float]:
+    """Each KV line's highest value drawn in the window, read off the figure: a step line (hv) holds y[i] from x[i] to
+    x[i+1], the last one on."""
+    out = []
+    for tr in (tr for tr in fig.data if tr.type == "scatter" and tr.name.startswith("KV ")):
+        x, y = np.asarray(tr.x, dtype=float), np.asarray(tr.y, dtype=float)
+        until = np.append(x[1:], np.inf)
+        out.append(float(y[(x <= window[1]) & (until > window[0])].max()))
+    return out
+
+
+def test_the_kv_peak_in_view_is_on_the_line_it_names_with_many_instances():
+    # 12 replicas: "peak in view 10.4 % · R10" above an R10 line that reached 10.0 % in view, its lines binned over the
+    # whole run (a bin wider than the window), the note counting the last tick, whose value is drawn past the window
+    cfg = with_value(make_config(workload__num_requests=600, workload__arrival__rate_per_s=60.0), "deployment",
+                     {"replicas": 12, "router": "least_outstanding"})  # fmt: skip
+    res = run_simulation(cfg)
+    assert min(x.result.timeline.num_ticks for x in res.instances) > timeline.MAX_LINE_POINTS // 12  # (lines reduced)
+    for window in [(3.0, 4.0), (3.5, 4.5), (4.5, 5.5), (5.0, 6.0)]:
+        fig = cluster_timeline_figure(res, 0, 30, window=window)
+        peaks = _drawn_peaks_in_view(fig, window)
+        said = next(a.text for a in fig.layout.annotations if a.text.startswith("peak"))
+        k = int(np.argmax(peaks))
+        assert said == f"peak in view {peaks[k]:,.1f} % · R{k}", (said, peaks)
 
 
 def test_the_kv_panel_scales_to_the_peak_in_view_until_an_instance_passes_sixty_percent():
@@ -221,6 +243,30 @@ def test_replicas_timeline_is_bounded_with_many_instances():
     kv = [tr for tr in fig.data if tr.type == "scatter" and tr.name.startswith("KV ")]
     assert len({(tr.line.color, tr.line.dash) for tr in kv}) == len(kv) == 16  # line 8 looked like line 0
     assert fig.layout.yaxis.nticks == 16  # every row labelled (Plotly thinned 16 to every other one)
+
+
+@pytest.mark.parametrize("window", [None, (1.0, 2.0)])
+def test_with_many_instances_the_request_rows_are_of_requests_on_the_instances_drawn(window):
+    # at 64 replicas, 18 of 30 request rows named replicas the Gantt (16 rows, the busiest) did not draw
+    cfg = with_value(make_config(workload__num_requests=200, workload__arrival__rate_per_s=80.0), "deployment",
+                     {"replicas": 24, "router": "round_robin"})  # fmt: skip
+    res = run_simulation(cfg)
+    fig = cluster_timeline_figure(res, 0, 30, window=window)
+    drawn = {f"{x.role} {x.index}" for x in shown_instances(res, window)}
+    shown = [tr for tr in fig.data if tr.type == "bar" and tr.yaxis == "y2"]
+    names = {str(y) for tr in shown for y in tr.y}
+    assert len(names) >= 10 and all(n.split(" · ")[1] in drawn for n in (plain_name(n) for n in names)), names
+    assert "on the instances drawn" in fig.layout.annotations[1].text
+    # every instance drawn (4 replicas): every request alive may have a row, and the title says nothing of it
+    few = run_simulation(with_value(cfg, "deployment.replicas", 4))
+    assert "drawn" not in cluster_timeline_figure(few, 0, 30, window=window).layout.annotations[1].text
+
+
+def plain_name(label: str) -> str:
+    """A request row's wide name from its responsive label ('req 7 · replica 2')."""
+    import re
+
+    return re.search(r">(req [^<]+)<", label).group(1)
 
 
 @pytest.mark.parametrize(("num_prefill", "num_decode", "drawn"), [(64, 64, (8, 8)), (40, 2, (14, 2)), (3, 1, (3, 1)),
