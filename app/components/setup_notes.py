@@ -67,8 +67,23 @@ def _topology(cfg: SimConfig) -> str:
     if dep is None:
         return "one engine"
     if dep.disaggregation is not None:
-        return f"{dep.disaggregation.prefill.replicas}P{dep.disaggregation.decode.replicas}D"
+        pools = dep.disaggregation
+        # (a pool on other GPUs, Splitwise's A100 decode pool: ten of its fields were listed "→ –", its name nowhere)
+        other = [f"{role} on {pool.hardware.name}" for role, pool in (("prefill", pools.prefill), ("decode", pools.decode))
+                 if pool.hardware is not None and pool.hardware.name != cfg.hardware.name]  # fmt: skip
+        return f"{pools.prefill.replicas}P{pools.decode.replicas}D" + (f" ({', '.join(other)})" if other else "")
     return counted(dep.replicas, "co-located replica")
+
+
+def _named_parts(a: SimConfig, b: SimConfig, paths: list[str]) -> list[str]:
+    """The differences a name says at once: the topology, and the GPU and the model where a field of theirs differs
+    (`paths`; a name alone is a label: two setups with the same knobs run alike). Their fields follow with values."""
+    parts = [f"topology {_topology(a)} → {_topology(b)}"] if _topology(a) != _topology(b) else []
+    for what, section, ta, tb in (("GPU", "hardware.", a.hardware.name, b.hardware.name),
+                                  ("model", "model.", a.model.name, b.model.name)):  # fmt: skip
+        if ta != tb and any(k.startswith(section) for k in paths):
+            parts.append(f"{what} {ta} → {tb}")
+    return parts
 
 
 def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A in") -> str | None:
@@ -83,18 +98,23 @@ def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A 
         # (a P:D side's deployment.replicas is 1 by rule, its pools count their instances: "deployment.replicas 4 → 1"
         # read as if B ran one replica where it ran 3P1D; the pools' own fields say what differs)
         paths = [k for k in paths if k != "deployment.replicas"]
+    if _topology(a) != _topology(b):
+        # (the fields of a section only one side has, "deployment.disaggregation.link.latency_us 10.0 → –": the
+        # topology says it; a section both have lists its fields)
+        paths = [k for k in paths if not (k.startswith("deployment.") and (k in va) != (k in vb))]
+    # (4 co-located replicas against 3P1D listed the pools' fields "– → 3" and never the replicas A ran: the topology
+    # first, in words, as one of the MAX_FIELDS, with the GPU and the model by name)
+    parts = _named_parts(a, b, paths)
     # settings neither run reads (a swap space under recompute) last, by name: they pushed the real differences into
     # "also in", and a link that set only one read as if the runs differed
     unread = [k for k in paths if not setting_is_read(a, k) and not setting_is_read(b, k)]
     paths = [k for k in paths if k not in unread]
     unread_text = ", ".join(unread[:MORE_NAMES]) + (f" and {len(unread) - MORE_NAMES} more" if len(unread) > MORE_NAMES else "")
-    if not paths:
+    if not paths and not parts:
         return f"{lead} only settings neither run reads: {unread_text}." if unread else None
     short = lambda v: (str(v) if len(str(v)) <= 30 else str(v)[:29] + "…")  # noqa: E731
-    # (4 co-located replicas against 3P1D listed the pools' fields "– → 3" and never the replicas A ran: the topology
-    # first, in words, as one of the MAX_FIELDS)
-    ta, tb = _topology(a), _topology(b)
-    parts = [f"topology {ta} → {tb}"] if ta != tb else []
+    if not paths:  # (only the topology's own fields differed)
+        return f"{lead} {'; '.join(parts)}" + (f"; not read by either run: {unread_text}." if unread else ".")
     num_valued = MAX_FIELDS - len(parts)
     parts += [f"{k} {short(va.get(k, '–'))} → {short(vb.get(k, '–'))}" for k in paths[:num_valued]]
     shown = "; ".join(parts)

@@ -53,7 +53,9 @@ def test_compare_names_every_setting_b_changes_the_first_with_values_the_rest_by
     assert setup_differences(a, swap) == "B differs from A in scheduler.preemption recompute → swap."
     said = setup_differences(load_preset("chat-h100-llama8b"), load_preset("cluster-router-4xh100-llama8b"))
     shown, _, rest = said.partition("; also in ")
-    assert shown.count(" → ") == MAX_FIELDS and rest and "deployment.replicas" in rest and " → " not in rest
+    assert shown.count(" → ") == MAX_FIELDS and rest and " → " not in rest
+    # (one engine against 4 replicas: the topology says what deployment.replicas, a field only B has, would)
+    assert shown.startswith("B differs from A in topology one engine → 4 co-located replicas; ") and "deployment." not in said
     many = apply_overrides(a, [f"scheduler.max_num_seqs={7}", "seed=3", "workload.num_requests=77",
                                "workload.arrival.rate_per_s=2", "slo.ttft_s=3", "slo.tpot_s=0.2", "hardware.memory_gib=79",
                                "hardware.peak_tflops=300", "hardware.hbm_bandwidth_gb_per_s=2000", "kv_cache.block_size=32",
@@ -70,14 +72,27 @@ def test_compare_does_not_name_the_replicas_of_a_pd_side():
     # co-located 4 replicas against 3P1D read "deployment.replicas 4 → 1", as if B ran one replica: a P:D side's
     # replicas field is 1 by rule, its pools name what differs
     from app.components.setup_notes import setup_differences
-    from sim_core import load_preset
+    from sim_core import config_with, load_preset
 
     a, b = load_preset("cluster-dynamo-llama70b-fp8-8xh100-colocated"), load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")
     assert a.deployment.replicas != b.deployment.replicas  # (the field does differ)
     said = setup_differences(a, b)
-    assert "deployment.replicas" not in said and "deployment.disaggregation" in said, said
-    # what A ran is said, in words, first (the pools' fields read "– → 3", "– → 1")
-    assert said.startswith("B differs from A in topology 4 co-located replicas → 3P1D; "), said
+    # what A ran is said, in words, first (the pools' fields read "– → 3", "– → 1"), and the fields of the section only
+    # B has are not listed one by one ("deployment.disaggregation.link.latency_us – → 10.0": the topology says it)
+    assert said == "B differs from A in topology 4 co-located replicas → 3P1D.", said
+    # a pool on other GPUs is named (Splitwise's A100 decode pool: ten of its fields were listed "→ –", its name nowhere)
+    split = setup_differences(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"),
+                              load_preset("cluster-splitwise-llama70b-4xdgx-colocated"))  # fmt: skip
+    assert split == "B differs from A in topology 3P1D (decode on A100 80GB SXM) → 4 co-located replicas.", split
+    # both split, the pools' own fields listed with their values
+    two = setup_differences(b, config_with(b, {"deployment.disaggregation.prefill.replicas": 2}))
+    assert two == "B differs from A in topology 3P1D → 2P1D; deployment.disaggregation.prefill.replicas 3 → 2.", two
+    # the GPU and the model by name where their fields differ (DistServe's OPT-13B on A100s against the default
+    # listed peak_tflops 312.0 → 989.4 and eleven model fields by path alone), not where only the name does (a label)
+    named = setup_differences(load_preset("cluster-distserve-opt13b-3xa100-p2d1"), load_preset("chat-h100-llama8b"))
+    assert named.startswith("B differs from A in topology 1P1D → one engine; GPU A100 80GB SXM → H100 SXM; model OPT-13B "
+                            "→ Llama-3.1-8B; hardware.peak_tflops 312.0 → 989.4; "), named  # fmt: skip
+    assert setup_differences(a, config_with(a, {"hardware.name": "My H100"})) is None
     one = setup_differences(load_preset("chat-h100-llama8b"), a)
     assert one.startswith("B differs from A in topology one engine → 4 co-located replicas; "), one
 
