@@ -231,8 +231,7 @@ def sweep_figures(curves: dict[str, list[SweepPoint]], knob: str,
                                      name=what))  # fmt: skip
         fig.update_xaxes(title_text=label, title_standoff=6)
         if knob == "prefill_instances" and total_instances:  # (each split by name: "3" alone left D to work out)
-            ticks = sorted({int(v) for v in values})
-            fig.update_xaxes(tickvals=ticks, ticktext=[f"{v}P{total_instances - v}D" for v in ticks])
+            fig.update_xaxes(**charts.split_ticks(values, total_instances))
         elif whole:
             fig.update_xaxes(dtick=1)
         if title == SWEEP_PANEL_TITLES[-1] and slo_s is not None and values:

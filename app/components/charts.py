@@ -69,6 +69,22 @@ def readable_numbers(fig: go.Figure) -> go.Figure:
     return fig
 
 
+# The most P:D split labels an axis writes ("3P1D" is 4-5 characters): past them Plotly turned them upright and the
+# axis title under them ran into the legend (a P:D sweep of 16 instances, 15 points, a review)
+MAX_SPLIT_LABELS = 6
+
+
+def split_ticks(prefill_counts, total_instances: int) -> dict:
+    """A P:D sweep's x axis: each split by name ("3P1D": "3" alone left D to work out), at most MAX_SPLIT_LABELS of
+    them (every k-th, the first and the largest kept: the points still mark every split), level."""
+    ticks = sorted({int(v) for v in prefill_counts})
+    step = -(-len(ticks) // MAX_SPLIT_LABELS)
+    shown = ticks[::step]
+    if ticks and shown[-1] != ticks[-1]:
+        shown = shown[:-1] + [ticks[-1]] if len(shown) == MAX_SPLIT_LABELS else shown + [ticks[-1]]
+    return dict(tickvals=shown, ticktext=[f"{v}P{total_instances - v}D" for v in shown], tickangle=0)
+
+
 def line_label_place(points, y_line: float, options: tuple[tuple[int, str], ...], width_frac: float = 0.3,
                      height_factor: float = 1.6) -> tuple[int, str]:
     """Where a horizontal line's label goes on a log-y chart: of `options`, (end, side) pairs, end 0 (the left end,

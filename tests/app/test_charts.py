@@ -739,3 +739,17 @@ def test_chart_text_is_dark_enough_to_read():
     assert fig.layout.legend.font.color == fig.layout.font.color == charts.TEXT_COLOR
     assert [a.font.color for a in fig.layout.annotations] == [charts.TEXT_COLOR, "#D93025"]
     assert (1.05 / (relative_luminance(charts.TEXT_COLOR) + 0.05)) >= 4.5  # (WCAG contrast on white)
+
+
+@given(num=hs.integers(1, 64), first=hs.integers(1, 3))
+def test_a_pd_sweeps_axis_names_a_few_splits_level_first_and_last_included(num, first):
+    # a P:D sweep of 16 instances over 15 points: Plotly turned the 15 labels upright and the axis title under them ran
+    # into the legend (a review)
+    total = first + num
+    axis = charts.split_ticks(range(first, first + num), total)
+    vals = axis["tickvals"]
+    assert axis["tickangle"] == 0 and len(vals) <= charts.MAX_SPLIT_LABELS and vals == sorted(set(vals))
+    assert vals[0] == first and vals[-1] == first + num - 1
+    assert axis["ticktext"] == [f"{v}P{total - v}D" for v in vals]
+    if num <= charts.MAX_SPLIT_LABELS:
+        assert vals == list(range(first, first + num))  # (few: every split named)
