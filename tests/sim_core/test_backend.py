@@ -141,6 +141,22 @@ def test_cache_stays_within_its_byte_bound(tmp_path):
     assert sum(p.stat().st_size for p in tmp_path.glob("*/*.json")) <= 2.5 * one
 
 
+def test_a_large_cache_is_scanned_on_a_few_writes_and_stays_near_its_bound(tmp_path, monkeypatch):
+    # every write listed every file to trim: 0.16 s a write at 20,000 files, ~1 s at the 256 MB bound (a review)
+    from sim_core import backend as backend_module
+
+    payload = json.dumps({"summary": "x" * 90})
+    cache = PointCache(tmp_path, max_bytes=len(payload) * 1100, fingerprint="f")  # (each write under 1/1,024 of it)
+    scans = []
+    real = PointCache._trim
+    monkeypatch.setattr(PointCache, "_trim", lambda self: (scans.append(1), real(self)))
+    for i in range(1500):
+        cache.put(f"point {i}", payload)
+    total = sum(p.stat().st_size for p in tmp_path.glob("*/*.json"))
+    assert 0 < len(scans) < 1500 / backend_module.TRIM_EVERY * 2  # (about one write in 64)
+    assert total <= cache.max_bytes * 1.3, total / cache.max_bytes
+
+
 def test_errors_are_results_not_crashes():
     (summary, err), = run_points([make_config("chat-l4-llama8b", scheduler__max_num_batched_tokens=65536)])
     assert summary is None and "Out of memory" in err
