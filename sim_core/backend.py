@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -264,6 +265,10 @@ class RayBackend:
             raise PresetError('Ray is not installed: pip install -e ".[ray]" (or pip install ray)') from None
         if not ray.is_initialized():
             check_reachable(self.address)
+            # (ray.init puts in a SIGTERM handler of its own that exits with 15: the CLI's, which ends a search as Ctrl-C
+            # does, with "interrupted" and exit 130, is put back)
+            main = threading.current_thread() is threading.main_thread()
+            sigterm = signal.getsignal(signal.SIGTERM) if main else None
             try:
                 ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}} if self.address is None else None)  # fmt: skip
@@ -271,6 +276,9 @@ class RayBackend:
                 where = self.address or "a new local Ray"
                 raise PresetError(f"cannot start or reach Ray at {where!r} (--ray or $RAY_ADDRESS): "
                                   f"{type(err).__name__}: {str(err)[:300]}") from None  # fmt: skip
+            finally:
+                if sigterm is not None:
+                    signal.signal(signal.SIGTERM, sigterm)
         self._ray = ray
 
     def __enter__(self) -> RayBackend:

@@ -75,6 +75,25 @@ def _ray_failures_are_one_line(backend) -> None:
     assert "CodeMismatch: this worker runs other sim_core code" in str(err.value) and "(0123456789abcdef)" in str(err.value)
 
 
+def test_starting_ray_keeps_the_clis_sigterm_handler():
+    # ray.init put in a SIGTERM handler of its own: a search on Ray ended by `kill` or `timeout` exited with 15 and no
+    # word, where a local one says "interrupted" and exits 130 (the CLI's handler, sim_core/cli.py)
+    import signal
+
+    import ray
+
+    def ours(signum, frame):  # (a stand-in for the CLI's)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        RayBackend()  # (starts a local Ray)
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1", "[::1]:1"])
 def test_an_address_nothing_listens_on_is_refused_in_seconds(address):
     # (a bare HOST:PORT nobody listens on: ray.init retried without end, 205 s and counting)
