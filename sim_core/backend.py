@@ -262,7 +262,7 @@ class RayBackend:
         try:
             import ray
         except ImportError:
-            raise PresetError('Ray is not installed: pip install -e ".[ray]" (or pip install ray)') from None
+            raise PresetError('Ray is not installed: pip install -e ".[ray]" (or pip install "ray[client]": a ray:// address needs the client)') from None
         if not ray.is_initialized():
             check_reachable(self.address)
             # (ray.init puts in a SIGTERM handler of its own that exits with 15: the CLI's, which ends a search as Ctrl-C
