@@ -1306,23 +1306,24 @@ def set_dotted(data: dict[str, Any], path: str, value: Any) -> None:
     for i, part in enumerate(parts):
         # A section left out stands for its defaults, as None does for an optional one: a part preset's dict names only
         # what it sets (`--set engine=sglang --set scheduler.preemption_headroom_steps=20` said "unknown field")
-        if (node[part] is None) if part in node else bool(fields_here(tuple(parts[: i + 1]))):
+        if (node[part] is None) if part in node else _is_section(tuple(parts[: i + 1]), None):
             node[part] = optional_section_defaults(tuple(parts[: i + 1]), data)
         if not isinstance(node.get(part), dict):
             sections = tuple(sorted(k for k, v in node.items() if isinstance(v, dict) or v is None))
-            raise NotAField(part, True, sections, field=".".join(parts[: i + 1]) if part in node else "")
+            is_field = part in node or field_info(tuple(parts[: i + 1])) is not None  # (the schema's, if left out)
+            raise NotAField(part, True, sections, field=".".join(parts[: i + 1]) if is_field else "")
         node = node[part]
     known = set(node) | set(fields_here(tuple(parts)))  # (the schema's fields too: the dict may leave some out)
     name = renamed_field(known, last)
     if name not in known:
         raise NotAField(last, False, tuple(sorted(known)))
     loc = (*parts, name)
-    if isinstance(value, dict) and value and "preset" not in value and _is_section(loc, node[name]):
+    if isinstance(value, dict) and value and "preset" not in value and _is_section(loc, node.get(name)):
         # A section given as an object sets the fields it names and keeps the others, as dotted keys would:
         # `--set scheduler='{"max_num_seqs": 4}'` replaced the whole section, so its admission rule and engine name
         # silently fell back to the defaults. (An empty object still resets the section; `{"preset": NAME, ...}`
         # still names a preset's values with some changed, `presets._resolve_part`'s form.)
-        if node[name] is None:
+        if node.get(name) is None:  # (None, or left out of a part preset's dict: what it stands for)
             node[name] = optional_section_defaults(loc, data)
         for key, item in value.items():
             inner = ".".join((*loc, key))
