@@ -316,8 +316,7 @@ class RayBackend:
                 ray.cancel(r, force=True)
             # (an 80-line RayTaskError around the worker's traceback, exit 1: a node without sim_core, or another
             # version of it, is one line, what failed and what to do)
-            raise PresetError(f"a task failed on the Ray cluster: {ray_error_text(err)} (every node needs this "
-                              "project installed at the same version: pip install -e .)") from None  # fmt: skip
+            raise ray_error(err) from None
 
 
 # How long a Ray address's host and port are given to accept a connection before ray.init is tried: with a bare
@@ -359,13 +358,21 @@ def _apply(fn: Callable[[Any], Any], x: Any, expected: str | None = None) -> Any
     return fn(x)
 
 
-def ray_error_text(err: BaseException) -> str:
-    """One line for an error a Ray task raised: the cause's type and message (a RayTaskError holds it as `cause`, and
-    its text is the worker's whole traceback), cut at 300 characters."""
-    cause = getattr(err, "cause", None) or err
-    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    text = lines[-1] if lines else ""
-    return f"{type(cause).__name__}: {text[:300]}" if text else type(cause).__name__
+def ray_error(err: BaseException) -> PresetError:
+    """What an error a Ray task raised (a RayTaskError holds it as `cause`; its text is the worker's whole traceback)
+    or Ray's own says: a PresetError of the task's (a config a probe cannot run) with its own text, as the local pool
+    says it; any other on one line, its type and message, with what to install where the cause is the code a node
+    runs (another version, or none: an import error). Saying that of every error blamed a bad config on the nodes."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, PresetError):
+        return PresetError(str(cause))
+    lines = [line.strip() for line in str(cause if cause is not None else err).splitlines() if line.strip()]
+    # (no cause: Ray's own error, a traceback whose last line says what failed)
+    text = (" ".join(lines) if cause is not None else lines[-1] if lines else "")[:300]
+    name = type(cause if cause is not None else err).__name__
+    code = isinstance(cause, CodeMismatch | ImportError) or "No module named" in text
+    return PresetError(f"a task failed on the Ray cluster: {name}: {text}" + (
+        " (every node needs this project installed at the same version: pip install -e .)" if code else ""))
 
 
 def get_backend(ray: bool | str | None = None, max_workers: int | None = None) -> Backend:

@@ -56,6 +56,10 @@ def test_process_pool_and_ray_return_identical_tables():
     assert json.loads(pool_plan[0])  # the plan found something to compare
 
 
+def _refuse(message: str) -> None:
+    raise PresetError(message)
+
+
 def _ray_failures_are_one_line(backend) -> None:
     """A task that fails on a worker, and a worker whose code is not the driver's, are one line naming what failed
     (an 80-line RayTaskError, exit 1; a node with another version filled the shared cache with its results)."""
@@ -64,7 +68,11 @@ def _ray_failures_are_one_line(backend) -> None:
     with pytest.raises(PresetError) as err:
         backend.map(lambda x: 1 / x, [1, 0])
     said = str(err.value)
-    assert "\n" not in said and "ZeroDivisionError: division by zero" in said and "same version" in said, said
+    assert said == "a task failed on the Ray cluster: ZeroDivisionError: division by zero", said
+    # a config the task cannot run says so in its own words, as on the local pool (it read as a version mismatch)
+    with pytest.raises(PresetError) as err:
+        backend.map(_refuse, ["Invalid capacity probe at 5e-07 req/s:\n  workload.arrival.rate_per_s = 5e-07"])
+    assert str(err.value) == "Invalid capacity probe at 5e-07 req/s:\n  workload.arrival.rate_per_s = 5e-07"
     real = backend_module.code_fingerprint
     try:  # (the driver's fingerprint forged: the workers run the real one)
         backend_module.code_fingerprint = lambda *a: "0123456789abcdef"
@@ -72,7 +80,8 @@ def _ray_failures_are_one_line(backend) -> None:
             backend.map(str, [1])
     finally:
         backend_module.code_fingerprint = real
-    assert "CodeMismatch: this worker runs other sim_core code" in str(err.value) and "(0123456789abcdef)" in str(err.value)
+    said = str(err.value)
+    assert "CodeMismatch: this worker runs other sim_core code" in said and "(0123456789abcdef)" in said and "same version" in said
 
 
 def test_starting_ray_keeps_the_clis_sigterm_handler():
