@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.components.config_form import SECTIONS
 from app.components.units import fmt_number
 from sim_core import SimConfig
+from sim_core.config import optional_section_defaults
 from sim_core.costmodel import uses_fp8_cores
 from sim_core.unused import setting_is_read
 from sim_core.words import counted
@@ -75,6 +76,24 @@ def _topology(cfg: SimConfig) -> str:
     return counted(dep.replicas, "co-located replica")
 
 
+_ABSENT = object()
+
+
+def _left_out_value(dump: dict, path: str) -> object:
+    """The value at dotted `path` of a config dump that leaves out a section on the way: what leaving it out stands for
+    (config.optional_section_defaults: a section's defaults, a pool's the top-level hardware or scheduler)."""
+    node: object = dump
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict):
+            return _ABSENT
+        if node.get(part) is None and i < len(parts) - 1:
+            node = optional_section_defaults(tuple(parts[: i + 1]), dump)
+        else:
+            node = node.get(part, _ABSENT)
+    return node
+
+
 def _named_parts(a: SimConfig, b: SimConfig, paths: list[str]) -> list[str]:
     """The differences a name says at once: the topology, and the GPU and the model where a field of theirs differs
     (`paths`; a name alone is a label: two setups with the same knobs run alike). Their fields follow with values."""
@@ -99,9 +118,15 @@ def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A 
         # read as if B ran one replica where it ran 3P1D; the pools' own fields say what differs)
         paths = [k for k in paths if k != "deployment.replicas"]
     if _topology(a) != _topology(b):
-        # (the fields of a section only one side has, "deployment.disaggregation.link.latency_us 10.0 → –": the
-        # topology says it; a section both have lists its fields)
-        paths = [k for k in paths if not (k.startswith("deployment.") and (k in va) != (k in vb))]
+        # (the fields of a section only one side has at what the other's leaving it out stands for, "deployment.
+        # disaggregation.first_token_from prefill → –": the topology says them; one set otherwise, a 1 GB/s link, is
+        # named, and a section both have lists its fields)
+        da, db = a.model_dump(mode="json"), b.model_dump(mode="json")
+        said = f"{_topology(a)} {_topology(b)}"  # (the counts, and a pool's GPU when it is another: "decode on A100 …")
+        paths = [k for k in paths if not (k.startswith("deployment.") and (k in va) != (k in vb) and (
+            (va[k] if k in va else vb[k]) == _left_out_value(db if k in va else da, k) or k.endswith(".replicas")
+            or any(k.startswith(f"deployment.disaggregation.{role}.hardware.") and f"{role} on " in said
+                   for role in ("prefill", "decode"))))]  # fmt: skip
     # (4 co-located replicas against 3P1D listed the pools' fields "– → 3" and never the replicas A ran: the topology
     # first, in words, as one of the MAX_FIELDS, with the GPU and the model by name)
     parts = _named_parts(a, b, paths)

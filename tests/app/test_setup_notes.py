@@ -77,13 +77,23 @@ def test_compare_does_not_name_the_replicas_of_a_pd_side():
     a, b = load_preset("cluster-dynamo-llama70b-fp8-8xh100-colocated"), load_preset("cluster-dynamo-llama70b-fp8-8xh100-3p1d")
     assert a.deployment.replicas != b.deployment.replicas  # (the field does differ)
     said = setup_differences(a, b)
-    # what A ran is said, in words, first (the pools' fields read "– → 3", "– → 1"), and the fields of the section only
-    # B has are not listed one by one ("deployment.disaggregation.link.latency_us – → 10.0": the topology says it)
-    assert said == "B differs from A in topology 4 co-located replicas → 3P1D.", said
+    # what A ran is said, in words, first (the pools' fields read "– → 3", "– → 1"); of the fields of the section only B
+    # has, those at what A's leaving it out stands for are not listed ("first_token_from – → prefill", the default),
+    # nor the instance counts the topology gives; those set otherwise are (its 450 GB/s NVLink)
+    assert said == ("B differs from A in topology 4 co-located replicas → 3P1D; deployment.disaggregation.link."
+                    "bandwidth_gb_per_s – → 450.0; deployment.disaggregation.link.latency_us – → 10.0; "
+                    "deployment.disaggregation.first_token_from – → decode."), said  # fmt: skip
+    slow = setup_differences(a, config_with(b, {"deployment.disaggregation.link.bandwidth_gb_per_s": 1.0}))
+    assert "link.bandwidth_gb_per_s – → 1.0" in slow, slow
     # a pool on other GPUs is named (Splitwise's A100 decode pool: ten of its fields were listed "→ –", its name nowhere)
     split = setup_differences(load_preset("cluster-splitwise-llama70b-4xdgx-ha-3p1d"),
                               load_preset("cluster-splitwise-llama70b-4xdgx-colocated"))  # fmt: skip
-    assert split == "B differs from A in topology 3P1D (decode on A100 80GB SXM) → 4 co-located replicas.", split
+    assert split == ("B differs from A in topology 3P1D (decode on A100 80GB SXM) → 4 co-located replicas; "
+                     "deployment.disaggregation.link.bandwidth_gb_per_s 400.0 → –."), split  # fmt: skip
+    # one engine against replicas: a router other than the default is named (the topology says the count)
+    chat = load_preset("chat-h100-llama8b")
+    routed = setup_differences(chat, config_with(chat, {"deployment.replicas": 4, "deployment.router": "least_outstanding"}))
+    assert routed == "B differs from A in topology one engine → 4 co-located replicas; deployment.router – → least_outstanding."
     # both split, the pools' own fields listed with their values
     two = setup_differences(b, config_with(b, {"deployment.disaggregation.prefill.replicas": 2}))
     assert two == "B differs from A in topology 3P1D → 2P1D; deployment.disaggregation.prefill.replicas 3 → 2.", two
