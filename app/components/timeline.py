@@ -515,13 +515,15 @@ def reduce_series(t: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINT
 def reduce_series_in_view(t: np.ndarray, y: np.ndarray, window: Window, max_points: int = MAX_LINE_POINTS
                           ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """`reduce_series` over the whole run with most of the points in the window (from the value in force at its start
-    to the first past its end): a deployment's KV lines cover the run, to zoom out, and binned over the whole of it a
+    to the last that starts in it): a deployment's KV lines cover the run, to zoom out, and binned over the whole of it a
     bin wider than the window drew in view a peak from outside it (12 replicas: the note's "peak in view 10.4 % · R10"
     above an R10 line that reached 10.0 % in view, a review)."""
     if window is None or t.size <= max_points:
         return reduce_series(t, y, max_points)
+    # [lo, hi): the value in force at the window's start to the last that starts in it (one past it, binned with them,
+    # drew its value from inside the window); the next part's first point ends the last one's step at its own time
     lo = max(int(np.searchsorted(t, window[0], side="right")) - 1, 0)
-    hi = min(int(np.searchsorted(t, window[1], side="right")) + 1, t.size)
+    hi = max(int(np.searchsorted(t, window[1], side="right")), lo + 1)
     side = max(max_points // 8, 2)
     parts = [reduce_series(t[:lo], y[:lo], side), reduce_series(t[lo:hi], y[lo:hi], max_points - 2 * side),
              reduce_series(t[hi:], y[hi:], side)]  # fmt: skip

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
 from app.components import timeline
@@ -889,3 +891,22 @@ def test_step_through_heads_a_tick_with_the_pickers_busy_tick_and_the_runs_own_n
     busy = np.flatnonzero(res.timeline.phase != Phase.IDLE)
     line = next(m.value for m in at.markdown if m.value.startswith("**Busy tick "))
     assert line.startswith(f"**Busy tick 1 of {busy.size:,}** (tick {int(busy[0]):,} of the run, idle ticks counted) at t = "), line
+
+
+@given(seed=hs.integers(0, 2**32 - 1), w0=hs.floats(0.0, 9.0), width=hs.floats(0.01, 3.0), points=hs.integers(20, 200))
+def test_a_reduced_line_draws_in_view_exactly_the_values_in_force_in_it(seed, w0, width, points):
+    # binned over the whole run, a bin wider than the window drew in view a peak from outside it; and a point just past
+    # the window, binned with the window's own, drew its value from inside it (the stop review)
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.uniform(0.001, 0.02, 2000))
+    y = rng.uniform(0, 100, t.size)
+    window = (w0, w0 + width)
+    if t[0] > window[1]:
+        return  # (nothing drawn yet in the window)
+    tt, yy = timeline.reduce_series_in_view(t, y, window, points)
+    assert tt.size <= points + 4
+    until = np.append(tt[1:], np.inf)
+    drawn = yy[(tt <= window[1]) & (until > window[0])]
+    lo = max(int(np.searchsorted(t, window[0], side="right")) - 1, 0)
+    true = y[lo : max(int(np.searchsorted(t, window[1], side="right")), lo + 1)]
+    assert drawn.max() == true.max()
