@@ -76,12 +76,11 @@ MAX_SPLIT_LABELS = 6
 
 def split_ticks(prefill_counts, total_instances: int) -> dict:
     """A P:D sweep's x axis: each split by name ("3P1D": "3" alone left D to work out), at most MAX_SPLIT_LABELS of
-    them (every k-th, the first and the largest kept: the points still mark every split), level."""
+    them (spread evenly, the first and the largest kept: the points still mark every split), level."""
     ticks = sorted({int(v) for v in prefill_counts})
-    step = -(-len(ticks) // MAX_SPLIT_LABELS)
-    shown = ticks[::step]
-    if ticks and shown[-1] != ticks[-1]:
-        shown = shown[:-1] + [ticks[-1]] if len(shown) == MAX_SPLIT_LABELS else shown + [ticks[-1]]
+    k = min(len(ticks), MAX_SPLIT_LABELS)
+    # (evenly spread by index: every k-th with the last put in its place left two labels side by side, 13P2D 14P1D)
+    shown = [ticks[round(i * (len(ticks) - 1) / (k - 1))] for i in range(k)] if k > 1 else ticks
     return dict(tickvals=shown, ticktext=[f"{v}P{total_instances - v}D" for v in shown], tickangle=0)
 
 

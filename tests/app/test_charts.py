@@ -753,3 +753,6 @@ def test_a_pd_sweeps_axis_names_a_few_splits_level_first_and_last_included(num, 
     assert axis["ticktext"] == [f"{v}P{total - v}D" for v in vals]
     if num <= charts.MAX_SPLIT_LABELS:
         assert vals == list(range(first, first + num))  # (few: every split named)
+    gaps = [b - a for a, b in zip(vals, vals[1:])]
+    assert not gaps or max(gaps) - min(gaps) <= 1  # (spread evenly: 14 splits named 13P2D beside 14P1D)
+    assert charts.split_ticks([], 4)["tickvals"] == []
