@@ -347,7 +347,8 @@ class CodeMismatch(RuntimeError):
 
 @functools.cache
 def _worker_fingerprint() -> str:
-    """The fingerprint of the code this worker process runs, taken once: what it imported, not later edits."""
+    """The fingerprint of this worker process's code, taken once, at its first task (later edits on disk, which the
+    process has not imported, do not change it)."""
     return code_fingerprint()
 
 

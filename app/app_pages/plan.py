@@ -214,7 +214,7 @@ def _results_table(result: Plan) -> None:
         "open": st.column_config.LinkColumn("open", display_text="Simulate ↗" if all_columns else ":material/open_in_new:",
                                             help="The deployment, in Simulate"),
         "$/hour": num(format="$%.2f", help="USD per hour for the deployment's GPUs"),
-        "$/M out tok": num(format="$%.3f", help="USD per million output tokens at the target rate. Every row serves the "
+        "$/M out tok": num(format="$%,.3f", help="USD per million output tokens at the target rate. Every row serves the "
                            "same traffic, so its output rate is about the same and this follows $/hour"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour). At one "
                           "target rate, rows that meet the SLOs have about the same goodput, so this follows $/hour too"),

@@ -35,6 +35,9 @@ from sim_core.words import counted, percent
 
 _show = workshop.show_chart
 
+# What the Share box says of its link first, whatever the run
+SHARE_LEAD = "A link to these settings: copy it with the icon at the box's top right."
+
 
 def class_table(res: SimResult) -> pd.DataFrame | None:
     """Per-class latency (article §5.2), or None for a single-class run. Text cells: units switch ms/s."""
@@ -640,8 +643,7 @@ def main() -> None:
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
         share_note = st.empty()  # (said once the run is known: a run the server's load stopped is not what they see)
         if link_params is not None:  # (a bare URL box, its copy icon shown only on hover: a review asked what it was)
-            share_note.caption("A link to these settings: copy it with the icon at the box's top right. Whoever opens it "
-                               "sees this run.")
+            share_note.caption(f"{SHARE_LEAD} Whoever opens it sees this run.")
             st.code(workshop.full_url(link_params), language=None, wrap_lines=True)
         else:
             st.text("Too long for a link (an uploaded trace?): download the config in Share & export.")
@@ -695,9 +697,8 @@ def main() -> None:
                 advice += (" Where a time or memory budget stops a run depends on how busy the server is: run again "
                            "later, or opened from a link, it may get further or finish, with other figures.")
                 if link_params is not None:
-                    share_note.caption("A link to these settings: copy it with the icon at the box's top right. This "
-                                       "run stopped at the server's time or memory budget; whoever opens the link runs "
-                                       "it again, and may get further or finish, with other figures.")  # fmt: skip
+                    share_note.caption(f"{SHARE_LEAD} This run stopped at the server's time or memory budget; whoever "
+                                       "opens the link runs it again, and may get further or finish, with other figures.")  # fmt: skip
         elif stuck := _stuck_at_link(res, stop_s):
             # (a KV link of 1e-6 GB/s was told to lower the arrival rate or add GPUs; at 0.001 GB/s, with most of the
             # unfinished waiting for the decode slots the transfers on the link hold, it still was)

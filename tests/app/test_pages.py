@@ -1820,15 +1820,21 @@ def run_in_process_with_budget(monkeypatch, **budget) -> None:
         srv, pool=None, settings=dataclasses.replace(srv.settings, run=dataclasses.replace(srv.settings.run, **budget))), cfg))
 
 
+def stopped_page(monkeypatch, num_requests: int, **budget) -> tuple[AppTest, str]:
+    """Simulate on the default preset with `num_requests` (a count no other test runs: its result is in no cache) under
+    the server's budget with `budget`'s fields; the page and its warnings' text."""
+    run_in_process_with_budget(monkeypatch, **budget)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["workload.num_requests"] = str(num_requests)
+    at.run()
+    assert not at.exception
+    return at, " ".join(w.value for w in at.warning)
+
+
 def test_a_run_the_servers_budget_stopped_says_what_its_figures_cover(monkeypatch):
     # a review: lesson 14 under prefix_affinity, stopped by the budget at 55-98 s of its 183 s, headed 2,732 tok/s
     # against a finished run's 1,191 (its busy first part alone), and nothing said its figures were of a part
-    run_in_process_with_budget(monkeypatch, max_ticks=1500)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["workload.num_requests"] = "347"  # (a config no other test runs: its result is in no cache)
-    at.run()
-    assert not at.exception
-    warned = " ".join(w.value for w in at.warning)
+    at, warned = stopped_page(monkeypatch, 347, max_ticks=1500)
     finished = next(m for m in at.metric if m.label == "Finished").value  # ("263 / 347")
     done = int(finished.split(" / ")[0].replace(",", ""))
     assert "the server's budget of 1,500 ticks per run" in warned, warned
@@ -1841,12 +1847,7 @@ def test_a_run_the_servers_budget_stopped_says_what_its_figures_cover(monkeypatc
 def test_a_run_the_servers_time_budget_stopped_says_a_link_may_get_further(monkeypatch):
     # a review: a link stopped at 13,533 of 20,000 requests by the server's time budget finished a few minutes later,
     # with other figures, and the Share box said "Whoever opens it sees this run"
-    run_in_process_with_budget(monkeypatch, max_wall_s=0.05)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["workload.num_requests"] = "2347"  # (a config no other test runs: its result is in no cache)
-    at.run()
-    assert not at.exception
-    warned = " ".join(w.value for w in at.warning)
+    at, warned = stopped_page(monkeypatch, 2347, max_wall_s=0.05)
     assert "s of server time" in warned and "depends on how busy the server is" in warned, warned
     shared = " ".join(c.value for c in at.caption)
     assert "whoever opens the link runs it again, and may get further" in shared and "sees this run" not in shared
