@@ -773,7 +773,7 @@ def test_the_readme_quotes_sglangs_admission_offline_as_it_runs():
             f"({w.num_preemptions} with the watermark; {v.num_preemptions} with it and vLLM's victims), {s.output_tokens_per_s:,.0f} "
             f"output tokens/s ({w.output_tokens_per_s:,.0f}; {v.output_tokens_per_s:,.0f}; ") in text  # fmt: skip
     assert (f"makespan {s.makespan_s:.1f} s ({w.makespan_s:.1f}; {v.makespan_s:.1f}); at SGLang's 0.88 nothing changes "
-            f"({f.output_tokens_per_s:,.0f} tokens/s). There the watermark with 20 steps of headroom pre-empts {h.num_preemptions} "
+            f"({f.output_tokens_per_s:,.0f} tokens/s). At 0.16 the watermark with 20 steps of headroom pre-empts {h.num_preemptions} "
             f"({h.num_recomputed_tokens:,} tokens recomputed, {h.output_tokens_per_s:,.0f} tokens/s)") in text  # fmt: skip
     assert f.num_preemptions == 0 and full.kv_cache.gpu_memory_utilization == 0.88
 
