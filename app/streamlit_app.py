@@ -102,7 +102,12 @@ def main() -> None:
         # Streamlit sizes text in rem, so a larger root font scales the whole page for a projector.
         # The page's top padding (6rem, room for a header the collapsed sidebar does not need) went too: at 1400x900 the
         # focused timeline began at the foot of the screen, most of it below the fold.
-        st.html("<style>html {font-size: 20px;} [data-testid='stMainBlockContainer'] {padding-top: 4rem !important;}</style>")
+        # The focus row wraps rather than scrolls: at 1024 px beside Share its last options were cut off, reachable only by
+        # a sideways scroll nobody sees on a projector.
+        st.html("<style>html {font-size: 20px;} [data-testid='stMainBlockContainer'] {padding-top: 4rem !important;} "
+                ".st-key-ui-focus [role='radiogroup'] {flex-wrap: wrap; overflow: visible;} "
+                # (its way out whole: "Leave presen…" at 1024 px)
+                "[data-testid='stColumn']:has(.st-key-ui-leave_presenter) {min-width: 12.5rem;}</style>")
 
     pages = [
         st.Page(PAGES_DIR / "simulate.py", title="Simulate", icon=":material/play_circle:", default=True),

@@ -259,16 +259,36 @@ LAST_RUN_KEY = "ui.last_run_cfg"  # the config of the session's last run that ga
 
 
 PRESENTER_ROWS = 12  # request rows a presenter's timeline opens with
+# What presenter mode can put on the screen, one at a time (Requests: lesson 12 asks the room to read its table)
+PRESENTER_FOCUS = ["Headline", "Timeline", "Latency", "Roofline", "Step through", "Requests"]
+FOCUS_KEY, LAST_FOCUS_KEY = "ui.focus", "ui.focus_last"
+
+
+def _keep_focus() -> None:
+    """The focus row's change: a click on the chosen one cleared it (a double-click on a clicker), and the page showed
+    the timeline with nothing marked; it stays chosen."""
+    if st.session_state.get(FOCUS_KEY) is None:
+        st.session_state[FOCUS_KEY] = st.session_state.get(LAST_FOCUS_KEY, "Timeline")
+    st.session_state[LAST_FOCUS_KEY] = st.session_state[FOCUS_KEY]
+
+
+def _presenter_headline(res: SimResult) -> None:
+    """The headline as the page shows it, with its steady-state line and notes (lesson 11's answer quotes the steady
+    state's 42 % to 100 %, which presenter mode's headline left out)."""
+    _headline(res)
+    _steady_caption(res)
+    _run_notes(res)
 
 
 @st.fragment
 def _timeline_tab(res: SimResult) -> None:
     """A fragment: moving the window, the rows or the zoom toggle reruns and redraws only this tab
     (the run is the same), not the sidebar and headline (about 100 elements the browser re-renders)."""
-    window = _window_controls(res)
     n = res.requests.arrival_s.size
-    # (presenter mode: the rows and zoom one click away, so the chart starts on the projected screen, not below it)
-    with st.expander("Rows shown and zoom") if workshop.presenter_on() else st.container():
+    # (presenter mode: the window, rows and zoom one click away, so the chart starts on the projected screen, not below
+    # it: at 1280x720 under a lesson's banner the window's sliders and the expander took the screen's last third)
+    with st.expander("Window, rows and zoom") if workshop.presenter_on() else st.container():
+        window = _window_controls(res)
         c1, c2, c3 = st.columns([2, 2, 1.2], vertical_alignment="bottom")
         first = c1.number_input("Skip requests", 0, max(n - 1, 0), 0, step=10, key="ui.first_request",
                                 help="The request rows show the requests alive in the window: those that arrive in it first, "
@@ -636,10 +656,15 @@ def main() -> None:
     workshop.lesson_banner(cfg)
     # (presenter mode: its way out beside Share, not a row of its own above the chart: a 1400x900 projector lost the
     # timeline's axis and lower panels below the screen, a review)
-    c1, c2, *leave = st.columns([4, 1, 1.3] if presenter else [5, 1], vertical_alignment="center")
+    c1, c2, *leave = st.columns([4, 1, 1.6] if presenter else [5, 1], vertical_alignment="center")
     if leave:
         workshop.leave_presenter_button(leave[0])
-    c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
+    if presenter:  # (the focus row in the caption's place: a line less above the chart, which the banner names)
+        with c1:
+            focus = st.segmented_control("Focus on", PRESENTER_FOCUS, default="Timeline", key=FOCUS_KEY,
+                                         label_visibility="collapsed", on_change=_keep_focus)  # fmt: skip
+    else:
+        c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
     with c2.popover("Share", icon=":material/share:", width="stretch", key="ui.share"):  # reachable on a phone, where tabs overflow
         share_note = st.empty()  # (said once the run is known: a run the server's load stopped is not what they see)
         if link_params is not None:  # (a bare URL box, its copy icon shown only on hover: a review asked what it was)
@@ -650,7 +675,9 @@ def main() -> None:
     show_link_notices(("present", *workshop.LESSON_LINK_PARAMS), problems=banner_problems)
     # after the notices, which read the address: written first, it had lost the parameters they name (a mistyped
     # ?sheduler.max_num_seqs=64 was dropped without a word on this page alone)
-    write_query_params(link_params or {})  # (without the config, and the banner, when it is too long for a link)
+    # (without the config, and the banner, when it is too long for a link; with present=1 while presenter mode is on:
+    # the address lost it after load, and a reload opened without it)
+    write_query_params({**(link_params or {}), **({"present": "1"} if presenter else {})})
     if error:
         st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip
@@ -720,10 +747,8 @@ def main() -> None:
         st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if presenter:  # one chart fills the screen; the headline would push it down
-        focus = st.segmented_control("Focus on", ["Headline", *names[:4]], default="Timeline", key="ui.focus",
-                                     label_visibility="collapsed")  # (its options say what it is; a line less)
-        {"Headline": _headline, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
-         "Roofline": _roofline_tab}[focus or "Timeline"](res)  # fmt: skip
+        {"Headline": _presenter_headline, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
+         "Roofline": _roofline_tab, "Requests": _requests_tab}[focus or "Timeline"](res)  # fmt: skip
         return
     _headline(res)
     _steady_caption(res)

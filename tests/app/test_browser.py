@@ -556,7 +556,7 @@ def test_presenter_mode_enlarges_chart_text_and_collapses_the_sidebar(server, br
     # rows and zoom controls and the page's top padding above it): the rows and zoom are one click away
     top_px = page.locator(HTML_GANTT).bounding_box()["y"]
     assert top_px < 0.6 * 900, top_px
-    assert page.get_by_text("Rows shown and zoom").is_visible()
+    assert page.get_by_text("Window, rows and zoom").is_visible()
     # ... and the KV panel is on the screen too (a review: with 30 rows and the way out on a row of its own above the
     # chart, the time axis and the KV and queue panels were all below it; 12 rows, the way out beside Share)
     kv_title = page.locator("[data-testid='timeline-html'] .sgt-t", has_text="KV cache in use").bounding_box()

@@ -613,16 +613,37 @@ def test_the_lesson_banner_says_what_the_run_changed_since_the_lesson_opened_it(
     assert _changed_line(also).startswith("Changed since the lesson opened this run: workload.num_requests "), _changed_line(also)
 
 
-def test_presenter_mode_keeps_the_timelines_rows_and_zoom_one_click_away():
-    # on a 1400x900 projector the focused timeline began at the foot of the screen, under the rows and zoom controls
+def test_presenter_mode_keeps_the_timelines_window_rows_and_zoom_one_click_away():
+    # on a 1400x900 projector the focused timeline began at the foot of the screen, under the rows and zoom controls;
+    # at 1280x720 under a lesson's banner the window's sliders, the run's caption and the expander took the screen
     at = app(present="1").run()
     assert not at.exception
-    box = next(e for e in at.expander if e.label == "Rows shown and zoom")
-    assert [s.label for s in box.slider] == ["Requests shown"] and [n.label for n in box.number_input] == ["Skip requests"]
-    assert box.slider[0].value == 12  # (a projector's screen: 30 rows pushed the lower panels off it)
+    box = next(e for e in at.expander if e.label == "Window, rows and zoom")
+    assert [s.label for s in box.select_slider] == ["Window (simulated time)"]
+    assert [s.label for s in box.slider] == ["Window start (s)", "Requests shown"]
+    assert [n.label for n in box.number_input] == ["Skip requests"]
+    assert box.slider[-1].value == 12  # (a projector's screen: 30 rows pushed the lower panels off it)
+    assert not any("Results are modelled by a calibrated roofline" in c.value for c in at.caption)  # (the focus row's place)
     normal = app().run()
-    assert not any(e.label == "Rows shown and zoom" for e in normal.expander)
+    assert not any(e.label == "Window, rows and zoom" for e in normal.expander)
     assert any(s.label == "Requests shown" for s in normal.slider)
+    assert any("Results are modelled by a calibrated roofline" in c.value for c in normal.caption)
+
+
+def test_presenter_focus_keeps_its_choice_the_address_and_shows_the_steady_state_and_requests():
+    at = app(present="1").run()
+    focus = at.segmented_control(key="ui.focus")
+    assert focus.options == ["Headline", "Timeline", "Latency", "Roofline", "Step through", "Requests"]
+    assert at.query_params.get("present") == "1"  # (dropped after load: a reload opened without presenter mode)
+    # a click on the chosen one cleared it, and the page showed the timeline with nothing marked
+    focus.set_value(None).run()
+    assert not at.exception and at.segmented_control(key="ui.focus").value == "Timeline"
+    at.segmented_control(key="ui.focus").set_value("Headline").run()
+    # (lesson 11's answer quotes the steady state, which presenter mode's headline left out)
+    assert not at.exception and any(m.label == "Output throughput" for m in at.metric)
+    assert any(c.value.startswith("Steady state") or "Steady state" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.segmented_control(key="ui.focus").set_value("Requests").run()
+    assert not at.exception and at.dataframe  # (lesson 12 asks the room to read the requests table)
 
 
 def test_a_closed_lesson_banner_stays_closed_and_leaves_the_address():
