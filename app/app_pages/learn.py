@@ -22,9 +22,9 @@ from sim_core.presets import load_preset
 CHECKS_LABEL = "Check the answer on these runs (what to look for)"
 
 
-def fmt_metric(metric: str, value: float) -> str:
+def fmt_metric(metric: str, value: float, strip_zeros: bool = True) -> str:
     kind = PANEL_METRICS.get(metric, (metric, "s" if metric.endswith("_s") else "number"))[1]
-    return fmt_metric_value(kind, value)
+    return fmt_metric_value(kind, value, strip_zeros)
 
 
 def _open_in_simulate(lesson: Lesson, step: int, run: str = "lesson") -> None:
@@ -165,7 +165,8 @@ def _run_both(lesson: Lesson, box) -> None:
         for metric in (lesson.expect.metric, *lesson.also_show):
             label = panel_label(metric, cfgs[0])
             for step, col in enumerate(panel.columns(2)):
-                col.metric(str(labels[step]), fmt_metric(metric, metric_value(metric, outs[step].result)),
+                # (trailing zeros kept: "9.17 ms" beside "9 ms" read as two precisions, a review)
+                col.metric(str(labels[step]), fmt_metric(metric, metric_value(metric, outs[step].result), strip_zeros=False),
                            label, delta_color="off", delta_arrow="off")  # fmt: skip
         for step, out in enumerate(outs):
             side = f"{lesson.knob_label} = {labels[step]}: "

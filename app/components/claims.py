@@ -116,21 +116,23 @@ def panel_label(metric: str, cfg: SimConfig) -> str:
 _UNIT_FORMATS = {"tok/s": ",.0f", "req/s": ",.2f", "seqs": ",.1f"}  # (other units: about three significant digits)
 
 
-def fmt_metric_value(kind: str, v: float) -> str:
+def fmt_metric_value(kind: str, v: float, strip_zeros: bool = True) -> str:
     """A lesson metric's value by its kind (the Learn page's claims and its expected-result cards): "s" (ms or s),
-    "share" (a fraction, as %), "count", "fits" (1: it fits), "number", or a unit written after the number."""
+    "share" (a fraction, as %), "count", "fits" (1: it fits), "number", or a unit written after the number.
+    `strip_zeros=False` keeps a time's or a number's trailing zeros, for two values side by side ("9.17 ms" beside
+    "9.00 ms", not "9 ms", as Compare writes them)."""
     if kind == "fits":
         return "fits" if v == 1 else "does not fit"
     if math.isnan(v):
         return MISSING
     if kind == "s":
-        return fmt_seconds(v)
+        return fmt_seconds(v, strip_zeros=strip_zeros)
     if kind == "share":
         return percent(v)
     if kind == "count":
         return fmt_count(v)
     if kind == "number":
-        return fmt_number(v)
+        return fmt_number(v, strip_zeros=strip_zeros)
     spec = _UNIT_FORMATS.get(kind)
     return f"{v:{spec}} {kind}" if spec else f"{fmt_number(v)} {kind}"
 

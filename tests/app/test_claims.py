@@ -392,3 +392,12 @@ def test_the_split_lesson_quotes_its_steady_window_beside_the_headline():
             f"and {co.goodput_requests_per_s:.1f} to {split.goodput_requests_per_s:.1f} req/s of the "
             f"{split.arrival_rate_per_s:.1f} offered")  # fmt: skip
     assert said in lesson.answer, said
+
+
+def test_two_values_side_by_side_keep_their_trailing_zeros():
+    # Learn's "Run both and compare here" wrote lesson 14's TPOT p50 as "9.17 ms" beside "9 ms" (two precisions, a
+    # projector review); a claim's own value still drops them
+    from app.components.claims import fmt_metric_value
+
+    assert fmt_metric_value("s", 0.009, strip_zeros=False) == "9.00 ms" and fmt_metric_value("s", 0.009) == "9 ms"
+    assert fmt_metric_value("number", 2.5, strip_zeros=False) == "2.50" and fmt_metric_value("share", 0.3) == "30%"

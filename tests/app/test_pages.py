@@ -864,7 +864,7 @@ def test_run_both_shows_every_metric_a_lessons_question_weighs():
     from app.components.claims import fmt_metric_value
 
     ttft_s = [metric_value("ttft_p50_s", run_lesson_step(load_lessons()[0], k)) for k in (0, 1)]
-    assert [shown[2][1], shown[3][1]] == [fmt_metric_value("s", v) for v in ttft_s], (shown, ttft_s)  # (the runs' own TTFT)
+    assert [shown[2][1], shown[3][1]] == [fmt_metric_value("s", v, strip_zeros=False) for v in ttft_s], (shown, ttft_s)  # (the runs' own TTFT)
     assert shown[2][1].endswith(" ms") and shown[2][1] != shown[3][1]
 
 
