@@ -88,6 +88,9 @@ def _config_value(model: type[BaseModel], name: str, base: type = int) -> Any:
     return Annotated[(base, *model.model_fields[name].metadata)]
 
 
+_RATE_BOUNDS = field_bounds(("workload", "arrival", "rate_per_s"))  # (a candidate's arrival rate: the config's range)
+
+
 class PlanSpec(BaseModel):
     """What to plan for and where to search. Defaults: every priced GPU, TP 1-8, up to 16 replicas."""
 
@@ -97,8 +100,7 @@ class PlanSpec(BaseModel):
     # searched as one runs at rate / n, so the lowest is the field's lowest times the most replicas: the Plan page's
     # box let 1e-6 through, to be refused as "capacity probe at 5e-07 req/s")
     target_rate_per_s: float = Field(
-        ge=field_bounds(("workload", "arrival", "rate_per_s"))[0] * MAX_REPLICAS,
-        le=field_bounds(("workload", "arrival", "rate_per_s"))[1],
+        ge=_RATE_BOUNDS[0] * MAX_REPLICAS, le=_RATE_BOUNDS[1],
         description="Requests/s the deployment must serve (a replica's share, at most "
                     f"{MAX_REPLICAS} replicas, within workload.arrival.rate_per_s's range).")
     objective: CapacityObjective = CapacityObjective()

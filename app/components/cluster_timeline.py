@@ -240,10 +240,9 @@ def on_instances(res: ClusterResult, drawn: list) -> np.ndarray | None:
 
 
 def _requests(fig: go.Figure, res: ClusterResult, first: int, count: int, window: timeline.Window = None,
-              gpu_entries: set[str] = frozenset(), drawn: list | None = None) -> list[str]:  # fmt: skip
-    # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped), on the
-    # instances drawn when the Gantt draws some
-    among = None if drawn is None else on_instances(res, drawn)
+              gpu_entries: set[str] = frozenset(), among: np.ndarray | None = None) -> list[str]:  # fmt: skip
+    # the same rows as one engine's timeline: with a window, the requests alive in it (`first` skipped), of those in
+    # `among` (`on_instances`: on the instances drawn when the Gantt draws some)
     ids = timeline.requests_in_window(res, window, first, min(count, timeline.MAX_REQUEST_ROWS), among)
     labels = dict(zip(ids.tolist(), request_labels(res, ids)))
     segs = _stalls_per_instance(res, timeline.request_segments(res, first, ids.size, ids=ids, split_stalls=False))
@@ -318,7 +317,7 @@ def cluster_timeline_figure(res: ClusterResult, first_request: int = 0, num_requ
                         "KV cache in use per instance"),
     )  # fmt: skip
     phases = _gantt(fig, res, rows, drawn, window)
-    shown_rows = _requests(fig, res, first_request, num_requests, window, phases, drawn)
+    shown_rows = _requests(fig, res, first_request, num_requests, window, phases, among)
     for k, (inst, row) in enumerate(zip(drawn, rows)):
         tl = inst.result.timeline
         if not tl.num_ticks:

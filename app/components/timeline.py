@@ -512,6 +512,13 @@ def reduce_series(t: np.ndarray, y: np.ndarray, max_points: int = MAX_LINE_POINT
     return tt, np.repeat(peak[ok], 2)
 
 
+def values_in_view(t_end_s: np.ndarray, window: tuple[float, float]) -> slice:
+    """The step values (each from its tick's end `t_end_s` to the next one's) drawn in the window: the one in force at
+    its start to the last that starts in it (at least one). The KV note's peak and the reduced lines both read it."""
+    lo = max(int(np.searchsorted(t_end_s, window[0], side="right")) - 1, 0)
+    return slice(lo, max(int(np.searchsorted(t_end_s, window[1], side="right")), lo + 1))
+
+
 def reduce_series_in_view(t: np.ndarray, y: np.ndarray, window: Window, max_points: int = MAX_LINE_POINTS
                           ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """`reduce_series` over the whole run with most of the points in the window (from the value in force at its start
@@ -520,10 +527,10 @@ def reduce_series_in_view(t: np.ndarray, y: np.ndarray, window: Window, max_poin
     above an R10 line that reached 10.0 % in view, a review)."""
     if window is None or t.size <= max_points:
         return reduce_series(t, y, max_points)
-    # [lo, hi): the value in force at the window's start to the last that starts in it (one past it, binned with them,
-    # drew its value from inside the window); the next part's first point ends the last one's step at its own time
-    lo = max(int(np.searchsorted(t, window[0], side="right")) - 1, 0)
-    hi = max(int(np.searchsorted(t, window[1], side="right")), lo + 1)
+    # (one past the window, binned with its values, drew its value from inside it; the next part's first point ends the
+    # last one's step at its own time)
+    view = values_in_view(t, window)
+    lo, hi = view.start, view.stop
     side = max(max_points // 8, 2)
     parts = [reduce_series(t[:lo], y[:lo], side), reduce_series(t[lo:hi], y[lo:hi], max_points - 2 * side),
              reduce_series(t[hi:], y[hi:], side)]  # fmt: skip
@@ -625,8 +632,9 @@ def kv_peak_in_view_pct(res: SimResult, window: Window) -> float | None:
     tl = res.timeline
     used = tl.kv_blocks_used
     if window is not None:
-        first = max(int(np.searchsorted(tl.t_end_s, window[0], side="right")) - 1, 0)
-        used = used[first : int(np.searchsorted(tl.t_end_s, window[1], side="right"))]
+        if not tl.num_ticks or tl.t_end_s[0] > window[1]:
+            return None  # (nothing drawn in it yet)
+        used = used[values_in_view(tl.t_end_s, window)]
     return float(used.max()) / res.memory.num_blocks * 100 if used.size else None
 
 
