@@ -94,6 +94,21 @@ def _left_out_value(dump: dict, path: str) -> object:
     return node
 
 
+def _topology_says(path: str, leaves: tuple[dict, dict], dumps: tuple[dict, dict], said: str) -> bool:
+    """Whether a deployment field only one side has (`leaves`, `dumps`: A's and B's flattened and whole) goes without
+    saying beside the topology (`said`, both sides'): at what the other side's leaving its section out stands for
+    ("first_token_from prefill → –"), an instance count, or a pool's hardware the topology names ("decode on A100 …").
+    One set otherwise, a 1 GB/s link, is named; a section both sides have lists its fields."""
+    va, vb = leaves
+    if not path.startswith("deployment.") or (path in va) == (path in vb):
+        return False
+    value, other = (va[path], dumps[1]) if path in va else (vb[path], dumps[0])
+    if value == _left_out_value(other, path) or path.endswith(".replicas"):
+        return True
+    return any(path.startswith(f"deployment.disaggregation.{role}.hardware.") and f"{role} on " in said
+               for role in ("prefill", "decode"))
+
+
 def _named_parts(a: SimConfig, b: SimConfig, paths: list[str]) -> list[str]:
     """The differences a name says at once: the topology, and the GPU and the model where a field of theirs differs
     (`paths`; a name alone is a label: two setups with the same knobs run alike). Their fields follow with values."""
@@ -118,15 +133,8 @@ def setup_differences(a: SimConfig, b: SimConfig, lead: str = "B differs from A 
         # read as if B ran one replica where it ran 3P1D; the pools' own fields say what differs)
         paths = [k for k in paths if k != "deployment.replicas"]
     if _topology(a) != _topology(b):
-        # (the fields of a section only one side has at what the other's leaving it out stands for, "deployment.
-        # disaggregation.first_token_from prefill → –": the topology says them; one set otherwise, a 1 GB/s link, is
-        # named, and a section both have lists its fields)
-        da, db = a.model_dump(mode="json"), b.model_dump(mode="json")
-        said = f"{_topology(a)} {_topology(b)}"  # (the counts, and a pool's GPU when it is another: "decode on A100 …")
-        paths = [k for k in paths if not (k.startswith("deployment.") and (k in va) != (k in vb) and (
-            (va[k] if k in va else vb[k]) == _left_out_value(db if k in va else da, k) or k.endswith(".replicas")
-            or any(k.startswith(f"deployment.disaggregation.{role}.hardware.") and f"{role} on " in said
-                   for role in ("prefill", "decode"))))]  # fmt: skip
+        dumps, said = (a.model_dump(mode="json"), b.model_dump(mode="json")), f"{_topology(a)} {_topology(b)}"
+        paths = [k for k in paths if not _topology_says(k, (va, vb), dumps, said)]
     # (4 co-located replicas against 3P1D listed the pools' fields "– → 3" and never the replicas A ran: the topology
     # first, in words, as one of the MAX_FIELDS, with the GPU and the model by name)
     parts = _named_parts(a, b, paths)
