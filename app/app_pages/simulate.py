@@ -272,9 +272,9 @@ def _keep_focus() -> None:
     st.session_state[LAST_FOCUS_KEY] = st.session_state[FOCUS_KEY]
 
 
-def _presenter_headline(res: SimResult) -> None:
-    """The headline as the page shows it, with its steady-state line and notes (lesson 11's answer quotes the steady
-    state's 42 % to 100 %, which presenter mode's headline left out)."""
+def _headline_block(res: SimResult) -> None:
+    """The headline cards with their steady-state line and notes: the page's top, and presenter mode's Headline focus
+    (lesson 11's answer quotes the steady state's 42 % to 100 %, which that focus left out)."""
     _headline(res)
     _steady_caption(res)
     _run_notes(res)
@@ -747,12 +747,10 @@ def main() -> None:
         st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
     names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
     if presenter:  # one chart fills the screen; the headline would push it down
-        {"Headline": _presenter_headline, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
+        {"Headline": _headline_block, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
          "Roofline": _roofline_tab, "Requests": _requests_tab}[focus or "Timeline"](res)  # fmt: skip
         return
-    _headline(res)
-    _steady_caption(res)
-    _run_notes(res)
+    _headline_block(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
     tabs = st.tabs(names, key="ui.tab", on_change="rerun")
     bodies = [
