@@ -586,10 +586,10 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
     blocks = res.memory.num_blocks
     out = []
     red = t.size > max_points
-    tt, yy = reduce_series(t, tl.kv_blocks_used[sl] / blocks * 100, max_points)
+    tt, yy = reduce_series_in_view(t, tl.kv_blocks_used[sl] / blocks * 100, window, max_points)
     out.append(LineSeries(3, "KV in use (%)", PHASE_COLORS["kv"], "solid", "% of blocks", 1, "KV", tt, yy, red))
     if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
-        tt, yy = reduce_series(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, max_points)
+        tt, yy = reduce_series_in_view(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, window, max_points)
         out.append(LineSeries(3, "KV cached, free (%)", "#81c995", "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
     # Running first, waiting and swapped dotted over it: where two counts are equal (a KV-bound run holds as many waiting,
     # or swapped, as running) a solid line hid the other, and the panel showed one line of two (a review)
@@ -597,7 +597,7 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
         y = _queue_during_next_tick(res, col)[sl]
         if name == "swapped" and not y.any():
             continue
-        tt, yy = reduce_series(t, y.astype(float), max_points)
+        tt, yy = reduce_series_in_view(t, y.astype(float), window, max_points)
         color = PHASE_COLORS["waiting line" if name == "waiting" else name]
         out.append(LineSeries(4, f"{name} requests", color, "solid" if name == "running" else "dot", name, 0, "", tt, yy, red))
     return out
@@ -735,7 +735,7 @@ def gantt_kv_figure(res: SimResult, x_range: tuple[float, float] | None = None, 
     tl = res.timeline
     if tl.num_ticks:
         sl = _line_slice(res, window)
-        tt, yy = reduce_series(tl.t_end_s[sl], tl.kv_blocks_used[sl] / res.memory.num_blocks * 100)
+        tt, yy = reduce_series_in_view(tl.t_end_s[sl], tl.kv_blocks_used[sl] / res.memory.num_blocks * 100, window)
         fig.add_trace(go.Scatter(x=tt, y=yy, mode="lines", line_shape="hv", line_color=PHASE_COLORS["kv"], name="KV in use (%)",
                                  showlegend=False), row=2, col=1)  # fmt: skip
     # the legend hangs from its top (anchored by its bottom, a legend wrapped to two rows on a phone rose over the

@@ -756,3 +756,18 @@ def test_a_pd_sweeps_axis_names_a_few_splits_level_first_and_last_included(num, 
     gaps = [b - a for a, b in zip(vals, vals[1:])]
     assert not gaps or max(gaps) - min(gaps) <= 1  # (spread evenly: 14 splits named 13P2D beside 14P1D)
     assert charts.split_ticks([], 4)["tickvals"] == []
+
+
+@given(w0=hs.floats(0.0, 0.9), width=hs.floats(0.01, 0.1), points=hs.integers(20, 120))
+def test_a_reduced_line_of_one_engine_draws_in_view_the_values_in_force_in_it(large, w0, width, points):
+    # the lines take one tick either side of the window, to reach its edges; reduced, the ticks past its end were
+    # binned with its own and drew their values in it, above the note's "peak in view" (a leftover of session 78's
+    # review, where the deployments' lines had the same fault)
+    tl = large.timeline
+    t0 = float(tl.t_end_s[0])
+    window = (t0 + w0 * float(tl.t_end_s[-1] - t0), t0 + (w0 + width) * float(tl.t_end_s[-1] - t0))
+    kv = timeline.line_series(large, window, points)[0]
+    assert kv.name == "KV in use (%)" and kv.reduced
+    until = np.append(kv.t[1:], np.inf)
+    drawn = kv.y[(kv.t <= window[1]) & (until > window[0])]
+    assert drawn.max() == pytest.approx(timeline.kv_peak_in_view_pct(large, window), abs=1e-9)
