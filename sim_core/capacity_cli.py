@@ -116,7 +116,8 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     # (and one that missed it at every rate it probed has none: "capacity 0.00-0.00 req/s" read as a measured zero)
     below = lambda c: c.rate_per_s == 0 and c.fail_rate_per_s is not None  # noqa: E731
     span = (f">= {lo:,.2f}" if all(at_least(c) for c in caps) else
-            f"below {max(c.fail_rate_per_s for c in caps):,.3g}" if all(below(c) for c in caps) else f"{lo:,.2f}-{hi:,.2f}")
+            f"below {max(c.fail_rate_per_s for c in caps):,.3g}" if all(below(c) for c in caps) else
+            f"{lo:,.2f}" if f"{lo:,.2f}" == f"{hi:,.2f}" else f"{lo:,.2f}-{hi:,.2f}")  # (one seed: "19.98-19.98")
     # every probe's length (steady_run_length grows with the rate): "runs of N+" named the last probe of seed 0, and
     # the search's probes below it ran fewer (the default scenario: "9,702+" of probes of 3,680-14,720 requests)
     sizes = sorted({s.num_requests for c in caps for _, s in c.probes})
@@ -150,7 +151,7 @@ def _verdict(runs, cfg, obj) -> str:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
-    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_range, default_range, knob_bounds, knob_name, knob_value, fell_behind, point_metric, rounded_points_note, run_sweep, saturation_per_s, shown_field, sweep_values
+    from sim_core.sweep import SWEEP_KNOBS, band, capacity_from_sweep, check_end, check_range, default_range, knob_bounds, knob_name, knob_value, fell_behind, point_metric, rounded_points_note, run_sweep, saturation_per_s, shown_field, sweep_values
 
     cfg = _load(args)
     args.knob = knob_name(args.knob)
@@ -158,6 +159,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     backend, cache, obj = _backend_from(args)
     start, stop = args.start, args.stop
     if start is None or stop is None:  # the Sweep page's default range (the rate: past the saturation rate, the knee)
+        for name, given in (("--start", start), ("--stop", stop)):
+            if given is not None:
+                check_end(args.knob, given, cfg, name)
         saturation = saturation_per_s(cfg) if args.knob == "rate" else None
         start_d, stop_d = default_range(args.knob, knob_value(cfg, args.knob), saturation, args.num, cfg)
         start, stop = start_d if start is None else start, stop_d if stop is None else stop
@@ -294,6 +298,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(f"  {row['config']:{w}s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
               f"{usd_text(row['usd_per_million_output_tokens'], ''):>8s} {row['good_requests_per_usd']:8,.0f} "
               f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
+    # (what the columns are: "good/$" and "$/M out" were named nowhere, a review)
+    print(f"  $/h: the deployment's GPUs per hour; $/M out: per million output tokens at the target rate; good/$: requests "
+          f"meeting the SLOs per dollar; TTFT and TPOT p{p} at the target rate; capacity: req/s it serves within the "
+          f"objective; headroom: capacity / target - 1")
     for rows, note in result.row_notes():  # (a "-" in the table, or a capacity the probe could not vouch for)
         print(f"  NOTE ({rows}): {note}")
     if args.out:
@@ -358,7 +366,7 @@ def add_capacity_commands(sub) -> None:
     from sim_core.sweep import MAX_RUN_SCALE, MAX_SWEEP_POINTS, MAX_SWEEP_RUNS, MAX_SWEEP_SEEDS, MIN_RUN_SCALE, RATE_SWEEP_PAST_SATURATION, SWEEP_KNOBS
 
     cap.add_argument("--seeds", type=int, default=3, help=f"seeds to repeat over (the interval's width), 1 to {MAX_SWEEP_SEEDS} (default 3)")
-    cap.add_argument("--scale", type=float, default=1.0, help=f"run length multiplier (1 = the steady-state length), {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g}")
+    cap.add_argument("--scale", type=float, default=1.0, help=f"run length multiplier (1 = the steady-state length), {MIN_RUN_SCALE:g} to {MAX_RUN_SCALE:g} (default 1)")
     _backend_args(cap)
     sw = sub.add_parser("sweep", help="sweep one knob (steady-state metrics; bands over seeds)")
     sw.add_argument("preset", help="a preset name or a config .json path")

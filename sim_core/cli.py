@@ -25,7 +25,7 @@ from sim_core.notes import run_notes
 from sim_core.presets import (DEFAULT_SCENARIO, FAMILIES, PresetError, config_from_dict, describe_preset, list_presets, load_preset,
                               engine_label, not_a_field_text, read_preset_data, with_settings)
 from sim_core.result import SimResult
-from sim_core.traces import TraceFormat, TraceOptions
+from sim_core.traces import FORMAT_HELP, TraceFormat, TraceOptions
 from sim_core.unused import unused_settings
 from sim_core.words import counted, latency_text, percent
 
@@ -312,29 +312,36 @@ def main(argv: list[str] | None = None) -> int:
     trace_range = lambda name: allowed_range((name,), TraceOptions)  # noqa: E731
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the generated workload")
     run.add_argument("--trace-format", default=TRACE_OPTION_DEFAULTS["trace_format"], choices=get_args(TraceFormat),
-                     help="format of --trace (auto: from the header)")
+                     help="format of --trace (default auto: from the header); csv: "
+                     f"{FORMAT_HELP['csv']} (times in s)")
     run.add_argument("--trace-time-scale", type=float, default=TRACE_OPTION_DEFAULTS["trace_time_scale"],
                      help=f"multiply arrival gaps (0.5 = twice the rate; default 1), {trace_range('time_scale')}")
     run.add_argument("--trace-start-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_start_s"],
-                     help=f"window start, s after the trace's first row, {trace_range('start_s')}")
+                     help=f"window start, s after the trace's first row, {trace_range('start_s')} (default 0: its first row)")
     run.add_argument("--trace-end-s", type=float, default=TRACE_OPTION_DEFAULTS["trace_end_s"],
-                     help=f"window end, s after the trace's first row, {trace_range('end_s')}")
+                     help=f"window end, s after the trace's first row, {trace_range('end_s')} (default: its last row)")
     run.add_argument("--trace-max-requests", type=int, default=TRACE_OPTION_DEFAULTS["trace_max_requests"],
-                     help=f"sample this many requests (seeded by --set seed=), {trace_range('max_requests')}")
+                     help=f"sample this many requests (seeded by --set seed=), {trace_range('max_requests')} (default: "
+                     "every row in the window)")
     fld = sub.add_parser("fields", help="every setting --set and a link take: type, default, allowed range, description")
     fld.add_argument("prefix", nargs="?", default="", help="only those under this section or path, e.g. scheduler or "
                      "scheduler.speculative")
     pre = sub.add_parser("presets", help="list the built-in scenarios")
     pre.add_argument("--all", action="store_true", help="also list hardware, models, workloads, engines and calibration profiles")
     val = sub.add_parser("validate", help="replay published measurements and report the cost model's error")
-    val.add_argument("--fit", action="store_true", help="refit the calibration defaults on the fitting rows")
+    val.add_argument("--fit", action="store_true", help="refit the calibration constants on the fitting rows and print them instead of the report "
+                     "(nothing is written; about 20 minutes)")
     sub.add_parser("trends", help="simulate published comparisons (Sarathi-Serve vs vLLM, vLLM vs Orca and FasterTransformer; "
                    "disaggregated prefill/decode: DistServe, Splitwise, Dynamo)")  # fmt: skip
     from sim_core.bench import add_arguments as add_bench_arguments  # (this parser restated bench's options)
 
     add_bench_arguments(sub.add_parser("bench", help="benchmark the engine on fixed scenarios"))
     add_capacity_commands(sub)
-    args = parser.parse_args(argv)
+    # (an unknown option is the subcommand's to report, with its usage: parse_args printed the top level's, which
+    # lists no option of `run --jsn`'s, a review)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub.choices[args.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
     # SIGTERM (`timeout`, a job scheduler, `kill`) ends a command as Ctrl-C does: through the `finally` blocks that close
     # its worker pool. Its default action ended this process alone, and the workers waited for work for good.
     on_main_thread = threading.current_thread() is threading.main_thread()

@@ -135,8 +135,8 @@ class HardwareSpec(StrictModel):
     )
     num_gpus: int = Field(
         1, ge=1, le=MAX_TP,
-        description="GPUs serving one model replica (tensor-parallel degree): one the model's attention heads and KV heads "
-        "split evenly over (tp_degrees_allowed), as vLLM requires.",
+        description="GPUs serving one model replica (tensor-parallel degree): a number the model's attention heads and KV "
+        "heads split evenly over (tp_degrees_allowed), as vLLM requires.",
     )
     interconnect: Literal["nvswitch", "nvlink", "nvlink-bridge", "pcie", "xgmi"] = Field(
         "nvswitch",
@@ -394,7 +394,11 @@ class WorkloadConfig(StrictModel):
         1, ge=1, le=16, description="Parallel samples / beam width n per request; samples share the prompt's KV."
     )
     # strict=False only for the container: JSON gives a list; each class is still validated strictly
-    classes: tuple[RequestClass, ...] = Field((RequestClass(),), min_length=1, max_length=8, strict=False)
+    classes: tuple[RequestClass, ...] = Field(
+        (RequestClass(),), min_length=1, max_length=8, strict=False,
+        description="Request classes, 1 to 8, each {name, share, priority}: a request falls in a class with probability its "
+        "share (the shares sum to 1); priority 0 is served first under scheduler.queue_order priority. Per-class latency "
+        "in the summary.")
     trace: Trace | None = Field(None, description="Replay these requests instead of generating them.")
     shared_prefix: SharedPrefixConfig = SharedPrefixConfig()
     sessions: SessionConfig = SessionConfig()
@@ -403,8 +407,11 @@ class WorkloadConfig(StrictModel):
     def _check(self) -> WorkloadConfig:
         total = sum(c.share for c in self.classes)
         if abs(total - 1.0) > 1e-6:
-            raise field_error("classes", [c.share for c in self.classes],
-                              f"the classes' shares must sum to 1, got {total:g}")
+            # (placed at the last class's share, a value somebody set: "workload.classes = [0.5]" was the shares' list)
+            last = len(self.classes) - 1
+            summed = " + ".join(f"{c.share:g}" for c in self.classes) + f" = {total:g}" if last else f"{total:g}"
+            raise field_error(("classes", last, "share"), self.classes[last].share,
+                              f"the classes' shares must sum to 1, got {summed}")
         if self.trace is not None and self.num_requests > (rows := len(self.trace.arrival_s)):
             raise field_error("num_requests", self.num_requests,
                               f"exceeds the trace's {rows} rows; allowed: >= 1 and <= {rows}")
@@ -466,7 +473,8 @@ class KVCacheConfig(StrictModel):
     kv_compression: float = Field(
         1.0, ge=0.05, le=1.0, description="Fraction of KV bytes kept after compression (article: 0.7-0.9; 1 = none)."
     )
-    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GiB per GPU (vLLM swap_space).")
+    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GiB per GPU (vLLM's swap_space, also GiB: the name keeps vLLM's "
+                                 "\"GB\").")
     watermark: float = Field(
         0.01, ge=0, le=0.5, description="Fraction of KV blocks kept free at admission (watermark admission)."
     )
@@ -637,8 +645,8 @@ class SchedulerConfig(StrictModel):
         description="watermark: admit while the whole prompt's blocks fit with a reserve of free blocks kept, and take "
         "them all at admission, so its chunks need none (vLLM V0's block manager, Sarathi-Serve's); reserve: blocks for "
         "prompt + max output "
-        "up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the prompt fits "
-        "(MAX_UTILIZATION); new_token_ratio: admit while the prompt plus its output (at most 4,096 tokens) fits in the "
+        "up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the first chunk's blocks fit, "
+        "the later chunks taking theirs as they run (vLLM V1, TensorRT-LLM MAX_UTILIZATION); new_token_ratio: admit while the prompt plus its output (at most 4,096 tokens) fits in the "
         "free KV tokens less the running requests' remaining outputs x new_token_ratio (SGLang's PrefillAdder).",
     )
     new_token_ratio: NewTokenRatioConfig = Field(

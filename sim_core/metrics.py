@@ -1,7 +1,8 @@
 """Summary metrics from the final request table and the tick timeline. Pure functions.
 
-Definitions follow vLLM's benchmark_serving; goodput follows DistServe: requests/s
-that meet both the TTFT and the TPOT objective.
+Definitions follow vLLM's benchmark_serving, goodput too: requests/s that meet both the TTFT and the TPOT
+objective (its request goodput). DistServe's goodput, the highest rate at which 90 % of requests meet both, is
+capacity at that attainment (`sweep.py`).
 
 Steady state (docs/capacity.md, "Capacity planning"): the headline figures divide by a makespan that includes the
 warm-up (an empty server filling up) and the drain (the last requests finishing with nothing
@@ -91,8 +92,8 @@ def unfinished_reason(status: np.ndarray, arrival_s: FloatArray, stop_s: float) 
 
 
 def meets_slo(cfg: SimConfig, ttft_s: FloatArray, tpot_s: FloatArray) -> np.ndarray:
-    """Which requests meet both objectives (DistServe's goodput): TTFT and TPOT within target; a NaN TPOT (a
-    1-token output) meets it."""
+    """Which requests meet both objectives (the goodput's and the attainment's test): TTFT and TPOT within target; a
+    NaN TPOT (a 1-token output) meets it."""
     return (ttft_s <= cfg.slo.ttft_s) & ~(tpot_s > cfg.slo.tpot_s)
 
 

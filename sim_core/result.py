@@ -216,8 +216,8 @@ class Summary(_Metrics):
     total_tokens_per_s: float = Field(description="Prompt plus output tokens / makespan, tokens/s.")
     requests_per_s: float = Field(description="Finished requests / makespan, requests/s.")
     goodput_requests_per_s: float = Field(
-        description="Finished requests meeting both SLOs (slo.ttft_s, slo.tpot_s) / makespan, requests/s (DistServe's "
-                    "goodput).")
+        description="Finished requests meeting both SLOs (slo.ttft_s, slo.tpot_s) / makespan, requests/s (vLLM "
+                    "benchmark_serving's request goodput; DistServe's is the capacity at 90 % attainment).")
     slo_attainment: float = Field(
         description="Requests that finished meeting both SLOs / the workload's requests (those that had arrived, when a "
                     "limit stopped the run), 0 to 1: an unfinished one missed.")

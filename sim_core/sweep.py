@@ -357,22 +357,28 @@ def check_range(knob: str, start: float, stop: float, cfg: SimConfig | None = No
     PresetError naming the end (`names`: as the caller calls them) and its value. The app's sweep link and
     `python -m sim_core sweep` share it (the CLI checked only start < stop: --stop 1e308 ran into a traceback,
     --knob num_gpus --stop 1000 exited 0 with an error for every point past 64)."""
-    if (why := single_value(knob, cfg)) is not None:
-        raise PresetError(why)
-    lo, hi = knob_bounds(knob, cfg)
     for name, value in zip(names, (start, stop), strict=True):
-        if not lo <= value <= hi:
-            # (the bounds with thousands separators: "between 1 and 1.04858e+06" hid the chunk's 1,048,576)
-            raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:,.10g} and {hi:,.10g}")
-    if SWEEP_KNOBS[knob][2]:  # (sweep --knob max_num_seqs --start 1.5 ran 2 without a word; the app's link said it)
-        for name, value in zip(names, (start, stop), strict=True):
-            whole_value(knob, value, name)
+        check_end(knob, value, cfg, name)
     if not start < stop:
         # (equal ends: say what to do instead, since one value is a run of that setting, not a sweep)
         same = f": a sweep runs a range of {knob}; one value is a single run with it set" if start == stop else ""
         raise PresetError(f"{names[0]} = {start:g} must be below {names[1]} = {stop:g}{same}")
     if knob == "num_gpus" and cfg is not None:
         allowed_gpus(cfg, start, stop)  # (a range holding no TP degree the model allows sweeps nothing)
+
+
+def check_end(knob: str, value: float, cfg: SimConfig | None, name: str) -> None:
+    """One end of a sweep's range within the knob's allowed values, and whole for an integer knob; otherwise a
+    PresetError naming it (`name`). `check_range` checks both; the CLI checks an end it was given before it works out
+    the default for the other (it announced "sweeping rate from -1 to 27" after a saturation run, then refused -1)."""
+    if (why := single_value(knob, cfg)) is not None:
+        raise PresetError(why)
+    lo, hi = knob_bounds(knob, cfg)
+    if not lo <= value <= hi:
+        # (the bounds with thousands separators: "between 1 and 1.04858e+06" hid the chunk's 1,048,576)
+        raise PresetError(f"{name} = {value:g}: {knob} must be between {lo:,.10g} and {hi:,.10g}")
+    if SWEEP_KNOBS[knob][2]:  # (sweep --knob max_num_seqs --start 1.5 ran 2 without a word; the app's link said it)
+        whole_value(knob, value, name)
 
 
 def whole_value(knob: str, value: Any, name: str | None = None) -> int:

@@ -76,10 +76,13 @@ class Trend:
     def verdict(self) -> str:
         """What `trends` prints: in the paper's own range, or only within the band around it (a review: 4.84x against
         the paper's 2-4x printed "holds", as one inside it does), or out of the band."""
+        # (the paper's range named: "2.07x ... [1.43-3.90] below the paper's range" read as a contradiction, the bracket
+        # being the band, a review)
+        paper = f"{self.paper_low:g}x" if self.paper_low == self.paper_high else f"{self.paper_low:g}-{self.paper_high:g}x"
         if self.paper_low <= self.ratio <= self.paper_high:
-            return "holds (in the paper's range)"
+            return f"holds (in the paper's {paper})"
         if self.holds:
-            return f"{'above' if self.ratio > self.paper_high else 'below'} the paper's range, within {BAND:g}x of it"
+            return f"{'above' if self.ratio > self.paper_high else 'below'} the paper's {paper}, within {BAND:g}x of it"
         return "OUT OF BAND"
 
 
@@ -135,12 +138,13 @@ def run_trends(num_requests: int = 400) -> list[Trend]:
 
 
 def main() -> int:
-    print(f"{'trend':92s} {'baseline':>9s} {'contender':>9s} {'simulated':>9s}  paper (band)")
+    print(f"{'trend':92s} {'baseline':>9s} {'contender':>9s} {'simulated':>9s}  paper, its {BAND:g}x band, verdict")
     for t in run_trends():
         lo, hi = t.band
         print(f"{t.name[:92]:92s} {t.baseline_capacity:9.3f} {t.contender_capacity:9.3f} {t.ratio:8.2f}x  "
-              f"{t.claim} [{lo:.2f}-{hi:.2f}] {t.verdict}")  # fmt: skip
-    print("Capacities in requests/s; ratios contender / baseline. Simulated with the stored calibration profiles.")
+              f"{t.claim}; band {lo:.2f}-{hi:.2f}x: {t.verdict}")  # fmt: skip
+    print("Capacities in requests/s; ratios contender / baseline. Simulated with the stored calibration profiles. Row ids "
+          "(K573, ...): presets/calibration/data/published_measurements.md, with their sources.")
     from sim_core.cluster.trends import format_trend, run_cluster_trends  # disaggregation claims (issue 13)
 
     for ct in run_cluster_trends():

@@ -43,6 +43,7 @@ from sim_core.presets import PRESETS_DIR, config_from_dict, read_preset_data
 
 DATA_DIR = PRESETS_DIR / "calibration" / "data"
 CALIBRATION_CSV = DATA_DIR / "published_measurements.csv"
+MEASUREMENTS_FILE = DATA_DIR / "published_measurements.md"  # the rows' ids, sources and trust grades, as a table
 PROFILES_DIR = PRESETS_DIR / "calibration"
 
 GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "gemm_fixed_us", "attention_efficiency", "layer_fixed_us",
@@ -354,7 +355,7 @@ def build_rows(raw: list[dict[str, str]]) -> list[Row]:
         if r["trust"] == "C" or profile is None or _config(r, CalibrationConfig().model_dump()) is None:
             continue
         held_out = rid not in PROFILE_FIT_ROWS[profile]
-        src = f"{r['source'][:48]}"
+        src = r["source"]  # (whole: the report writes it last; cut to 48 characters it told two sources apart by a letter)
         # (the GPU's name without its notes: cut at 9 characters, "H100-SXM-80GB" read "H100-SXM-")
         label = f"{r['model']} {r['gpu'].split(' (')[0]} {r['parallelism']} {r['dtype'][:4]}"
         b = int(r["batch_or_concurrency"] or 1)
@@ -627,6 +628,17 @@ def summary_table(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
+def summary_lines(table: list[dict[str, Any]]) -> list[str]:
+    """The report's table of `summary_table`: each profile and source's fit and held-out errors, the source last and
+    whole (cut to 50 characters, "Figure 2 data (d" and "(p" told two of Sarathi-Serve's apart by one letter, a review);
+    a split without rows has no error, "–" (it printed "nan")."""
+    pct = lambda v: f"{v:6.1f}" if math.isfinite(v) else f"{'–':>6s}"  # noqa: E731
+    return ["", "Absolute error per profile and source, %:",
+            f"{'profile':24s} {'fit n':>5s} {'median':>6s} {'p90':>6s} | {'held-out n':>10s} {'median':>6s} {'p90':>6s}  source",
+            *(f"{e['profile']:24s} {e['fit_n']:5d} {pct(e['fit_median'])} {pct(e['fit_p90'])} | "
+              f"{e['held_out_n']:10d} {pct(e['held_out_median'])} {pct(e['held_out_p90'])}  {e['source']}" for e in table)]  # fmt: skip
+
+
 def main(fit: bool = False) -> int:
     rows = build_rows(load_rows())
     if fit:
@@ -646,10 +658,8 @@ def main(fit: bool = False) -> int:
     for r in shown:
         tag = "  (fit)" if r["fit"] else ""
         print(f"{r['id']:10s} {r['what']:{width}s} {r['measured']:10.4g} {r['predicted']:10.4g} {r['unit']:6s} {r['error_pct']:6.1f}%{tag}")
-    print(f"\n{'profile':24s} {'source':50s} {'fit n':>5s} {'med %':>6s} {'p90 %':>6s} | {'held-out n':>10s} {'med %':>6s} {'p90 %':>6s}")
-    for e in summary_table(results):
-        print(f"{e['profile']:24s} {e['source'][:50]:50s} {e['fit_n']:5d} {e['fit_median']:6.1f} {e['fit_p90']:6.1f} | "
-              f"{e['held_out_n']:10d} {e['held_out_median']:6.1f} {e['held_out_p90']:6.1f}")  # fmt: skip
+    print(f"The rows, by id, with their sources and trust grades: {MEASUREMENTS_FILE.relative_to(PRESETS_DIR.parent)}")
+    print("\n".join(summary_lines(summary_table(results))))
     n, med, p90 = error_stats(results)
     ne, mede, p90e = error_stats(results, engine_only=True)
     print(f"\nHeld-out rows, all: {n}; absolute error median {med:.1f} %, p90 {p90:.1f} %")

@@ -25,14 +25,18 @@ a whole prompt, or one decode token), who is pre-empted, swapped out or swapped 
 model prices the tick; the clock advances; tokens are emitted; KV blocks are allocated and freed.
 When nothing can run, the clock jumps to the next arrival.
 
-**The cost of a tick.** For the GEMMs and for attention separately,
-`max(FLOPs / (peak × efficiency), bytes / (HBM bandwidth × efficiency))`, plus tensor-parallel
-all-reduces, a fixed per-tick overhead (scheduler, kernel launches, sampling) and PCIe time for
-swapped KV. Prefill chunks do many FLOPs per byte (compute-bound); decode steps read all weights and
-every sequence's KV for one token each (memory-bound).
+**The cost of a tick.** For the GEMMs and for attention separately, a soft roofline:
+`√(compute² + memory²)` with compute = FLOPs / (peak × efficiency) and memory = bytes / (HBM bandwidth ×
+efficiency). The hard roofline, the larger of the two, is its lower bound; measured GEMMs leave the memory
+roof well before they reach the compute roof, and the blend follows them. On top: the elementwise kernels
+(norms, rotary, activations) as bytes over bandwidth, a fixed time per layer and per GEMM, the tensor-parallel
+all-reduces, a fixed overhead per tick (scheduler, kernel launches, sampling) and per sequence, and PCIe time
+for swapped KV. A prefill chunk of more than a few hundred tokens does many FLOPs per byte (compute-bound);
+a decode step reads all weights and every sequence's KV for one token each (memory-bound).
 
 **Where the numbers come from.** Hardware presets cite their datasheets; model shapes come from
-each model's `config.json`. The efficiencies and overheads are fitted on operator-level GPU timings
+each model's `config.json` (the GPT-6.7B, 20B and 175B shapes from FasterTransformer's GPT guide, the
+models its published rows ran). The efficiencies and overheads are fitted on operator-level GPU timings
 (Vidur) and a few published end-to-end rows per engine family (each engine profile on its own engine's rows);
 `python -m sim_core validate` replays the other published
 measurements (TensorRT-LLM, gpt-fast, Sarathi-Serve and others), which were not fitted on: """

@@ -10,8 +10,9 @@ from sim_core.lessons import load_article
 TERMS = (  # (term, definition); grouped as a workshop introduces them
     ("Tick", "One forward pass of the model over one batch. The simulator advances one tick at a time; the GPU "
              "Gantt draws one bar per tick (a view of many ticks merges them; the GPU row's title says how)."),
-    ("Prefill", "Processing a request's prompt: many tokens through every weight matrix at once. Compute-bound "
-                "(orange). Produces the first token and the prompt's KV cache."),
+    ("Prefill", "Processing a request's prompt: many tokens through every weight matrix at once. Compute-bound once a "
+                "chunk holds more than a few hundred tokens (a short prompt or chunk is memory-bound, like decode: every "
+                "Gantt hover says which); orange. Produces the first token and the prompt's KV cache."),
     ("Decode", "Generating one more token for each running request. Reads all weights and every sequence's KV "
                "cache for one token each: memory-bound (blue)."),
     ("Mixed tick", "A tick that runs decodes and a prefill chunk together (purple): chunked prefill, SGLang, Orca."),
@@ -32,7 +33,9 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
     ("E2E", "End-to-end latency: from arrival to the last token."),
     ("p50 / p99", "The median and the 99th percentile over finished requests (p99: 1 in 100 is slower)."),
     ("SLO", "Service-level objective: a TTFT and a TPOT limit a request must meet (Objectives & run)."),
-    ("Goodput", "Requests per second that meet both SLOs (DistServe). Throughput that users would call good."),
+    ("Goodput", "Finished requests per second that meet both SLOs (vLLM benchmark_serving's request goodput): throughput "
+                "that users would call good. DistServe's goodput is another figure: the highest arrival rate at which "
+                "90 % of requests meet both, which this tool calls Capacity (at 90 % attainment)."),
     ("Throughput", "Output tokens per second over the whole run (the headline); with prompts, total tokens/s."),
     ("Makespan", "The run's length: from the first arrival to the last token of the last request."),
     ("KV cache", "The keys and values of every past token, kept on the GPU so decode does not recompute them. "
@@ -45,9 +48,10 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                     "last, SGLang the one with the fewest tokens written, TensorRT-LLM the latest arrival. vLLM puts it back "
                     "at the head of the waiting queue, SGLang at its end."),
     ("Admission", "The scheduler's rule for letting a waiting request into the running batch. Greedy (vLLM V1): while "
-                  "its prompt's KV blocks fit. Watermark (vLLM V0): while a few blocks stay free after it. SGLang's "
+                  "the KV blocks of its first chunk fit (its later chunks take theirs as they run). Watermark (vLLM V0): while a few blocks stay free after it. SGLang's "
                   "new-token ratio: while its prompt and output fit beside a share of what the running requests will "
-                  "still write. Reserve (TensorRT-LLM): only when its whole answer fits."),
+                  "still write. Reserve (TensorRT-LLM): only when the blocks "
+                  "of its prompt plus its longest possible output fit."),
     ("FCFS / priority", "Queue orders: first come, first served takes requests in arrival order; priority serves the "
                         "lower priority number first (0 before 1), in arrival order within a class."),
     ("Roofline", "A chart of achieved FLOP/s against arithmetic intensity (FLOPs per byte read). Left of the "

@@ -32,6 +32,14 @@ def test_capacity_prints_an_interval_over_seeds(capsys):
     assert "capacity" in out and "over 2 seed(s)" in out and "P90 TTFT" in out and "seed 1:" in out
 
 
+def test_one_seeds_capacity_is_one_number_not_a_range_of_it(capsys):
+    # "capacity 19.98-19.98 req/s" over --seeds 1 (a review)
+    assert main(["capacity", "chat-h100-llama8b", "--seeds", "1", *SMALL]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if " capacity " in ln)
+    value = line.split(" capacity ")[1].split(" req/s")[0]
+    assert value.replace(",", "").replace(".", "").isdigit(), line  # (one figure: no "-" between two)
+
+
 @settings(max_examples=25, deadline=None)
 @given(price=st.text(min_size=0, max_size=12), rate=st.sampled_from(["0", "-3", "nan", "1e9"]))
 def test_bad_plan_input_is_named_not_a_traceback(price, rate):

@@ -83,6 +83,28 @@ def test_a_sweep_end_outside_the_knobs_range_exits_2_naming_it_before_any_run(kn
     assert f"{bad_end} = {bad:g}: {knob} must be between {lo:,.10g} and {hi:,.10g}" in err
 
 
+def test_a_given_end_is_checked_before_the_other_ends_default_is_worked_out_or_announced(capsys):
+    # `sweep --start -1` announced "sweeping rate from -1 to 27 (the default range: an offline run completes 21.4
+    # req/s)" after that saturation run, and only then refused -1 (a review)
+    assert main(["sweep", "chat-h100-llama8b", "--start", "-1", *FAST]) == 2
+    out, err = capsys.readouterr()
+    assert "sweeping" not in out and "--start = -1: rate must be between" in err
+    assert main(["sweep", "chat-h100-llama8b", "--knob", "max_num_seqs", "--stop", "2.5", *FAST]) == 2
+    out, err = capsys.readouterr()
+    assert "sweeping" not in out and "--stop = 2.5: max_num_seqs takes whole numbers" in err
+
+
+@pytest.mark.parametrize("argv", [["run", "chat-h100-llama8b", "--jsn"], ["validate", "--fitt"], ["presets", "extra"],
+                                  ["sweep", "chat-h100-llama8b", "--seedz", "2"]])  # fmt: skip
+def test_an_unknown_option_is_named_with_its_subcommands_usage(capsys, argv):
+    # argparse reported a subcommand's unknown option with the top level's usage, which lists none of its options
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"usage: python -m sim_core {argv[0]} " in err
+    assert f"python -m sim_core {argv[0]}: error: unrecognized arguments: {argv[-1] if argv[0] != 'sweep' else '--seedz 2'}" in err
+
+
 def test_check_range_names_the_ends_as_the_caller_calls_them():
     with pytest.raises(PresetError, match="start = 8 must be below stop = 4"):
         check_range("rate", 8, 4)

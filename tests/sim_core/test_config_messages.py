@@ -50,7 +50,7 @@ def _error(*sets: tuple[str, object], preset: str = P) -> str:
     ((("scheduler.speculative.enabled", True), ("workload.num_samples", 2)),
      "workload.num_samples = 2: must be 1 while scheduler.speculative.enabled is true"),
     ((("model.max_model_len", 100),), "model.max_model_len = 100: the workload can produce"),
-    ((("workload.classes", [{"share": 0.5}]),), "workload.classes = [0.5]: the classes' shares must sum to 1, got 0.5"),
+    ((("workload.classes", [{"share": 0.5}]),), "workload.classes.0.share = 0.5: the classes' shares must sum to 1, got 0.5"),
 ])  # fmt: skip
 def test_a_check_across_fields_names_the_field_its_value_and_the_range(sets, line):
     text = _error(*sets)

@@ -52,7 +52,8 @@ def test_the_verdict_says_whether_a_ratio_is_in_the_papers_range_or_only_in_the_
     from sim_core.trends import Trend
 
     t = Trend("x", "claim", 2.0, 4.0, "a", "b", 1.0, 3.0)
-    assert t.verdict == "holds (in the paper's range)"
-    assert replace(t, contender_capacity=4.84).verdict == "above the paper's range, within 1.5x of it"
-    assert replace(t, contender_capacity=1.5).verdict == "below the paper's range, within 1.5x of it"
+    assert t.verdict == "holds (in the paper's 2-4x)"
+    assert replace(t, contender_capacity=4.84).verdict == "above the paper's 2-4x, within 1.5x of it"
+    assert replace(t, contender_capacity=1.5).verdict == "below the paper's 2-4x, within 1.5x of it"
+    assert replace(t, paper_low=2.6, paper_high=2.6).verdict == "above the paper's 2.6x, within 1.5x of it"
     assert replace(t, contender_capacity=7.0).verdict == "OUT OF BAND" and not replace(t, contender_capacity=7.0).holds

@@ -13,7 +13,7 @@ from sim_core.config import CalibrationConfig
 from sim_core.presets import read_preset_data
 from sim_core.validate import (
     CALIBRATION_CSV, PROFILE_FIT_ROWS, PROFILE_SECTIONS, SIMULATED_FAMILIES, SIMULATED_GRIDS, build_rows, error_stats,
-    evaluate, fit, load_rows, profile_calibration, summary_table,
+    evaluate, fit, load_rows, profile_calibration, summary_lines, summary_table,
 )  # fmt: skip
 from tests.documents import prose
 from tests.strategies import cases
@@ -72,6 +72,18 @@ def test_fit_and_held_out_rows_are_disjoint_and_both_reported(results):
     for e in summary_table(results):
         assert e["fit_n"] + e["held_out_n"] > 0
     assert any(not r["fit"] for r in results) and any(r["fit"] for r in results)
+
+
+def test_the_report_gives_each_source_whole_and_no_error_where_a_split_has_no_rows(results):
+    # the source was cut to 48-50 characters ("Figure 2 data (d" / "(p") and a source without fit rows read "nan"
+    table = summary_table(results)
+    lines = summary_lines(table)
+    assert len({(e["profile"], e["source"]) for e in table}) == len(table) == len(lines) - 3
+    assert all(line.endswith(e["source"]) for line, e in zip(lines[3:], table, strict=True))
+    assert {"Sarathi-Serve OSDI'24 artifact, Figure 2 data (decode.csv)", "Sarathi-Serve OSDI'24 artifact, Figure 2 data "
+            "(prefill.csv)"} <= {e["source"] for e in table}
+    assert not any("nan" in line for line in lines)
+    assert any(e["fit_n"] == 0 for e in table) and all(" –      – |" in line for line, e in zip(lines[3:], table) if not e["fit_n"])
 
 
 @pytest.fixture(scope="module")

@@ -200,6 +200,17 @@ def test_the_band_and_the_attainment_are_the_single_engine_trends_and_distserves
     assert f"none: under 80 % at {c.rate_lo_per_s:g} req/s already" in text
 
 
+def test_a_trend_outside_its_band_says_why_where_the_reason_is_known():
+    # "41.89x ... outside 1.5x of the claim" came with no word of why (a review); within the band nothing is added
+    from sim_core.cluster.trends import ClusterTrend
+
+    distserve = comparisons()[0]
+    out = ClusterTrend(distserve, 0.15, 3, 3, (1, 1), 6.28, 41.89)
+    assert f"\n  why: {distserve.known_gap}" in format_trend(out) and "validate" in distserve.known_gap
+    assert "why:" not in format_trend(ClusterTrend(distserve, 1.0, 3, 3, (1, 1), 2.5, 2.5))
+    assert all("why:" not in format_trend(ClusterTrend(c, 1.0, 8, 8, (3, 1), 100.0, 100.0)) for c in comparisons() if not c.known_gap)
+
+
 def test_the_paired_presets_descriptions_say_what_their_own_runs_show():
     # Compare on the Splitwise pair showed the split at 0.71x the baseline's throughput under "Published: 1.4x
     # throughput": the claim is of capacity (above), and the presets' own runs show what their descriptions now say
