@@ -301,14 +301,19 @@ def _timeline_tab(res: SimResult) -> None:
         shown = PRESENTER_ROWS if workshop.presenter_on() else 30
         rows = c2.slider("Requests shown", 5, most, min(shown, n), key="ui.rows") if n > 5 else n
         deployment = bool(getattr(res, "instances", None))
-        interactive = deployment or c3.toggle(
+        zoom = c3.toggle(
             "Zoom with the mouse", key=INTERACTIVE_KEY,
-            help="Draw the timeline with Plotly: drag to zoom, double-click to reset, hover by tapping on a phone. The first "
-                 "time, the browser loads a 4.7 MB charting library (about a second); the plain view shows the same "
-                 "bars, hovers and legend without it.")  # fmt: skip
-    if interactive:
-        _show(_timeline_fig(res, int(first), int(rows), window), "chart.timeline")
-        how = "drag to zoom, double-click to reset. Hover"
+            help=("Drag on the timeline to zoom, double-click to reset. Off, a swipe on it scrolls the page (on a phone the "
+                  "timeline is taller than the screen) and a tap still shows a bar's hover." if deployment else
+                  "Draw the timeline with Plotly: drag to zoom, double-click to reset, hover by tapping on a phone. The first "
+                  "time, the browser loads a 4.7 MB charting library (about a second); the plain view shows the same "
+                  "bars, hovers and legend without it."))  # fmt: skip
+    if deployment or zoom:
+        # (a deployment's timeline is always Plotly; without zoom it does not take drags, which on a phone trapped the
+        # page's scrolling on a chart taller than the screen, a review)
+        _show(_timeline_fig(res, int(first), int(rows), window, zoom), "chart.timeline")
+        how = ("drag to zoom, double-click to reset. Hover" if zoom else
+               "use the window controls above to move or widen it, or turn on Zoom with the mouse. Hover (on a phone: tap)")
     else:
         st.html(_timeline_html(res, int(first), int(rows), window))
         # (the plain view's hovers are title tooltips, which a touch screen never shows: a phone needs the Plotly view)
@@ -384,16 +389,21 @@ def _timeline_fig_of(res: SimResult, first: int, rows: int, window: timeline.Win
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _timeline_fig_cached(cfg_key: str, first: int, rows: int, window: timeline.Window, _res: SimResult):
-    return _timeline_fig_of(_res, first, rows, window)
+def _timeline_fig_cached(cfg_key: str, first: int, rows: int, window: timeline.Window, zoom: bool, _res: SimResult):
+    return _zoomable(_timeline_fig_of(_res, first, rows, window), zoom)
 
 
-def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window = None):
+def _zoomable(fig: go.Figure, zoom: bool) -> go.Figure:
+    """Drag to zoom, or no drag at all: hovers and taps only, and a swipe on the chart scrolls the page."""
+    return fig if zoom else fig.update_layout(dragmode=False)
+
+
+def _timeline_fig(res: SimResult, first: int, rows: int, window: timeline.Window = None, zoom: bool = True):
     from app.state import config_key
 
     if runner.is_load_dependent(res):
-        return _timeline_fig_of(res, first, rows, window)
-    return _timeline_fig_cached(config_key(res.config), first, rows, window, res)
+        return _zoomable(_timeline_fig_of(res, first, rows, window), zoom)
+    return _timeline_fig_cached(config_key(res.config), first, rows, window, zoom, res)
 
 
 def _frames(res: SimResult):
@@ -467,12 +477,18 @@ def _step_tab(res: SimResult) -> None:
     if busy.size == 0:
         st.info("The run has no busy ticks.")
         return
+    if getattr(res, "instances", None):
+        # (a deployment's merged rows are in the order the ticks end; stepped in that order, the heading's start time
+        # went back, 0.1410 s then 0.1047 s, at 681 of 7,742 steps of four replicas, a review. By start, each engine's
+        # ticks still come in its own order; ticks that start together keep the merge's order)
+        busy = busy[np.argsort(tl.t_start_s[busy], kind="stable")]
     key = "ui.step_index"
     last = int(busy.size)
     st.session_state[key] = min(max(int(st.session_state.get(key, 1)), 1), last)
     c1, c2, c3 = st.columns([4, 1, 1], vertical_alignment="bottom")  # (6:1:1 left each button under its 7.5rem minimum below ~1,450 px: Next wrapped alone)
     c1.number_input(f"Busy tick (1–{last:,})", 1, last, key=key, step=1,
-                    help="Step through every tick that ran a batch, in order (idle gaps skipped).")  # fmt: skip
+                    help="Step through every tick that ran a batch, in the order they start (idle gaps skipped; in a "
+                         "deployment every instance's ticks, interleaved).")  # fmt: skip
     c2.button("◀ Previous", key="ui.step_prev", on_click=_step, args=(key, -1, last), width="stretch")
     c3.button("Next ▶", key="ui.step_next", on_click=_step, args=(key, 1, last), width="stretch")
     tick = int(busy[int(st.session_state[key]) - 1])

@@ -25,6 +25,14 @@ SAME_GPU = "same as Hardware"
 FIRST_TOKEN_FROM = FirstTokenFrom.__args__  # ("prefill", "decode")
 KEPT = "as loaded: "  # prefix of the option for a pool GPU kind that matches no preset
 POOL = ("deployment", "disaggregation")
+# Each mode's controls (their KEY suffixes). A mode's values are kept while another mode is shown: Streamlit drops the
+# state of a widget a run does not draw, so "replicas" -> "one engine" -> "replicas" opened on 2 replicas where the user
+# had set 5, and 3P1D with a 123 GB/s link came back as 1P1D at 50 GB/s (a review).
+MODE_FIELDS = {MODES[0]: (), MODES[1]: ("router", "refresh", "replicas"),
+               MODES[2]: ("router", "refresh", "prefill", "decode", "prefill_tp", "decode_tp", "prefill_gpu", "decode_gpu",
+                          "ideal", "bw", "lat", "pipe", "contention", "first")}  # fmt: skip
+KEPT_KEY = "ui.dep.kept."  # + suffix: a control's value when last drawn (not a widget key: it outlives the widget)
+LAST_DRAWN_KEY = "ui.dep.last_drawn"  # the controls the last run drew
 
 
 def _floats(*path: str) -> tuple[float, float]:
@@ -105,6 +113,37 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "pipe"] = link.layerwise_pipelining if link else True
     s[KEY + "contention"] = link.contention if link else "fifo"
     s[KEY + "first"] = dis.first_token_from if dis else "prefill"
+    # (a new config's values replace those kept from before it)
+    for name in MODE_FIELDS[MODES[2]] + ("replicas",):
+        s[KEPT_KEY + name] = s[KEY + name]
+    s[LAST_DRAWN_KEY] = _drawn(s[KEY + "mode"])
+
+
+def _drawn(mode: str) -> tuple[str, ...]:
+    """The controls a run in this mode draws (the link's bandwidth only while the link is not ideal)."""
+    ideal = st.session_state.get(KEY + "ideal", False)
+    return tuple(name for name in MODE_FIELDS[mode] if not (name == "bw" and ideal))
+
+
+def _keep_values(mode: str) -> tuple[str, ...]:
+    """Before the controls are drawn: a control the last run did not draw (the user switched the mode or the ideal
+    link, the only change of that run) gets the value it had when last drawn. Returns the controls this run draws."""
+    s = st.session_state
+    drawn = _drawn(mode)
+    before = s.get(LAST_DRAWN_KEY, drawn)
+    for name in drawn:
+        if name not in before and KEPT_KEY + name in s:
+            s[KEY + name] = s[KEPT_KEY + name]
+    s[LAST_DRAWN_KEY] = drawn
+    return drawn
+
+
+def _remember(drawn: tuple[str, ...]) -> None:
+    """After the controls are drawn: their values, kept for a run that draws them again after one that did not."""
+    s = st.session_state
+    for name in drawn:
+        if KEY + name in s:
+            s[KEPT_KEY + name] = s[KEY + name]
 
 
 # The controls' labels by the setting they edit (config_form.sidebar_words names these settings so in a message)
@@ -132,6 +171,14 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
         seed(cfg)
     mode = st.radio("Serving", MODES, key=KEY + "mode", horizontal=True,
                     help="One engine; N identical replicas behind a router; or separate prefill and decode pools.")  # fmt: skip
+    drawn = _keep_values(mode)
+    try:
+        return _draw_mode(cfg, mode)
+    finally:
+        _remember(drawn)
+
+
+def _draw_mode(cfg: SimConfig, mode: str) -> dict[str, Any] | None:
     if mode == MODES[0]:
         return None
     router = st.selectbox(LABELS["deployment.router"], Router.__args__, key=KEY + "router", help=_help("router"))
@@ -164,8 +211,9 @@ def draw(cfg: SimConfig) -> dict[str, Any] | None:
     bw = None
     if not ideal:
         # (the config's range: a box narrower than it would clamp a linked 0.05 GB/s and run, and re-link, another config)
+        # (significant digits: a linked 1e-06 GB/s read "0.00" in the box beside "KV link 1e-06 GB/s" in the headline)
         bw = st.number_input(_label("link", "bandwidth_gb_per_s"), *_floats("disaggregation", "link", "bandwidth_gb_per_s"), step=10.0,
-                             key=KEY + "bw", help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
+                             format="%g", key=KEY + "bw", help=field_info(("deployment", "disaggregation", "link", "bandwidth_gb_per_s")).description)  # fmt: skip
     lat = st.number_input(_label("link", "latency_us"), *_floats("disaggregation", "link", "latency_us"), step=5.0, key=KEY + "lat",
                           help=field_info(("deployment", "disaggregation", "link", "latency_us")).description)  # fmt: skip
     pipe = st.toggle(_label("link", "layerwise_pipelining"), key=KEY + "pipe",

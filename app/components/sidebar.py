@@ -181,7 +181,11 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
 
     # First, above the engine's sections: how many replicas and which router is the deployment's first choice (at the
     # foot, lesson 14's Router sat below ~4,000 px of open Hardware and Scheduler knobs); one closed line otherwise.
-    with sb.expander(f"{deployment_form.SECTION} (replicas, disaggregation)", expanded=cfg.deployment is not None):
+    # Keyed by the config's version (a preset, part, link or upload): it opens on a config with a deployment, and stays as
+    # the user left it while they edit (unkeyed, its identity changed with `expanded` when the first edit gave the config
+    # a deployment, and it folded shut under the Replicas box just chosen, a review)
+    with sb.expander(f"{deployment_form.SECTION} (replicas, disaggregation)", expanded=cfg.deployment is not None,
+                     key=f"ui.section.{deployment_form.SECTION}.{st.session_state.get(VERSION_KEY, 0)}"):
         deployment = deployment_form.draw(cfg)
     classes = [c.model_dump() for c in cfg.workload.classes]
     slots: dict = {}

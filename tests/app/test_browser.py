@@ -608,3 +608,59 @@ def test_the_running_indicator_stays_in_view_while_the_chart_is_scrolled_to(serv
     assert 0 <= box["y"] and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1500
     assert "Simulating" in box["text"]
     page.close()
+
+
+def _settled(page) -> None:
+    """Wait for the rerun a click started to finish (the status widget shows while a script runs)."""
+    page.wait_for_timeout(1_500)
+    page.wait_for_function("() => !document.querySelector(\"[data-testid='stStatusWidget']\")", timeout=90_000)
+    page.wait_for_timeout(500)
+
+
+def test_the_deployment_section_stays_open_and_keeps_each_modes_values_while_the_mode_changes(server, browser):
+    # a review: replicas -> one engine -> replicas folded the section shut under the mode just chosen (its identity
+    # changed with `expanded`), and the Replicas box came back at 2 where the user had set 5
+    page = _open(browser, server + "/", {"width": 1400, "height": 1000})
+    sidebar = page.locator("[data-testid='stSidebar']")
+    sidebar.get_by_text("Deployment (replicas, disaggregation)").click()
+    _settled(page)
+    sidebar.get_by_text("replicas", exact=True).click()
+    _settled(page)
+    box = page.get_by_role("spinbutton", name="Replicas")
+    box.fill("5")
+    box.press("Enter")
+    _settled(page)
+    for mode in ("one engine", "replicas"):
+        sidebar.get_by_text(mode, exact=True).click()
+        _settled(page)
+        assert sidebar.get_by_text("Serving", exact=True).is_visible(), mode
+    assert page.get_by_role("spinbutton", name="Replicas").input_value() == "5"
+    page.close()
+
+
+def test_a_swipe_on_a_deployments_timeline_scrolls_a_phones_page(server, browser):
+    # a review: the deployment timeline was always Plotly with drag-to-zoom, 878 px tall on an 844 px screen, so a
+    # swipe on it zoomed the chart ("Double-click to zoom back out") and the page did not move; zoom is now the same
+    # toggle as one engine's, off at first
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    page.goto(server + "/?preset=cluster-router-4xh100-llama8b")
+    plot = page.locator(".js-plotly-plot").first
+    plot.wait_for(timeout=90_000)
+    _settled(page)
+    plot.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    box = plot.bounding_box()
+    scroll_top = "() => document.querySelector(\"[data-testid='stMain']\").scrollTop"
+    before = page.evaluate(scroll_top)
+    cdp = context.new_cdp_session(page)
+    x, y = box["x"] + box["width"] / 2, min(box["y"] + box["height"] * 0.6, 800)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    for k in range(1, 11):  # a 300 px swipe up, in steps
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [{"x": x, "y": y - 30 * k}]})
+        page.wait_for_timeout(30)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    page.wait_for_timeout(1_000)
+    assert page.evaluate(scroll_top) > before + 100
+    assert page.get_by_text("Double-click to zoom back out").count() == 0
+    context.close()

@@ -539,6 +539,28 @@ def _open_tab(preset: str, tab: str) -> AppTest:
     return at
 
 
+def _busy_by_start(res) -> np.ndarray:
+    busy = np.flatnonzero(res.timeline.phase != Phase.IDLE)
+    return busy[np.argsort(res.timeline.t_start_s[busy], kind="stable")]
+
+
+def test_step_through_in_a_deployment_goes_forward_in_time():
+    # the merged rows are in the order ticks end: stepped in that order, "Busy tick 10 ... at t = 0.1410 s" was followed
+    # by "Busy tick 11 ... at t = 0.1047 s" (681 of 7,742 steps of the 4-replica router preset went back, a review)
+    preset = "cluster-router-4xh100-llama8b"
+    res = run_simulation(load_preset(preset))
+    busy = np.flatnonzero(res.timeline.phase != Phase.IDLE)
+    back = int(np.flatnonzero(np.diff(res.timeline.t_start_s[busy]) < 0)[0]) + 1  # (1-based: the step before one back)
+    at = _open_tab(preset, "Step through")
+    starts = []
+    for step in (back, back + 1):
+        at.number_input(key="ui.step_index").set_value(step).run()
+        line = next(m.value for m in at.markdown if m.value.startswith("**Busy tick "))
+        starts.append(float(line.split(" at t = ")[1].split(" s ")[0]))
+    assert starts[0] <= starts[1], starts
+    assert starts == [round(float(t), 4) for t in res.timeline.t_start_s[_busy_by_start(res)[back - 1 : back + 1]]]
+
+
 def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
     # the merged timeline's ticks belong to different engines: the line names the instance, its KV pool is that
     # engine's, and the batch chart is read from that engine's log (a deployment's own log is empty: it said
@@ -550,7 +572,7 @@ def test_step_through_in_a_deployment_shows_the_ticks_instance_and_its_batch():
     for step in (1, 2):
         if step == 2:
             at.button(key="ui.step_next").click().run()
-        tick = int(np.flatnonzero(res.timeline.phase != Phase.IDLE)[step - 1])
+        tick = int(_busy_by_start(res)[step - 1])
         inst = res.instances[int(res.timeline.columns["instance"][tick])]
         own = int(np.count_nonzero(res.timeline.columns["instance"][:tick] == res.timeline.columns["instance"][tick]))
         t_own = inst.result.timeline.t_start_s[own]  # the engine's own row `own` is this tick
@@ -910,3 +932,30 @@ def test_a_reduced_line_draws_in_view_exactly_the_values_in_force_in_it(seed, w0
     lo = max(int(np.searchsorted(t, window[0], side="right")) - 1, 0)
     true = y[lo : max(int(np.searchsorted(t, window[1], side="right")), lo + 1)]
     assert drawn.max() == true.max()
+
+
+def test_each_deployment_mode_keeps_its_values_while_another_is_shown():
+    # Streamlit drops a widget's state in a run that does not draw it: replicas -> one engine -> replicas opened on 2
+    # replicas where 5 were set, and 3P1D with a 123 GB/s link came back as 1P1D at 50 GB/s (a review)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["preset"] = "chat-h100-llama8b"
+    at.run()
+    at.radio(key="w.dep.mode").set_value("replicas").run()
+    at.number_input(key="w.dep.replicas").set_value(5).run()
+    at.radio(key="w.dep.mode").set_value("one engine").run()
+    at.radio(key="w.dep.mode").set_value("replicas").run()
+    assert at.number_input(key="w.dep.replicas").value == 5
+    assert "5 replicas" in " ".join(c.value for c in at.caption)
+    at.radio(key="w.dep.mode").set_value("disaggregated").run()
+    at.number_input(key="w.dep.prefill").set_value(3).run()
+    at.number_input(key="w.dep.bw").set_value(123.0).run()
+    at.toggle(key="w.dep.ideal").set_value(True).run()
+    at.toggle(key="w.dep.ideal").set_value(False).run()  # (the bandwidth box is not drawn under an ideal link)
+    at.radio(key="w.dep.mode").set_value("replicas").run()
+    assert at.number_input(key="w.dep.replicas").value == 5
+    at.radio(key="w.dep.mode").set_value("disaggregated").run()
+    assert (at.number_input(key="w.dep.prefill").value, at.number_input(key="w.dep.bw").value) == (3, 123.0)
+    assert not at.exception and not at.error
+    # a new preset's values replace the kept ones
+    at.selectbox(key="w.preset").set_value("cluster-router-4xh100-llama8b").run()
+    assert at.radio(key="w.dep.mode").value == "replicas" and at.number_input(key="w.dep.replicas").value == 4
