@@ -66,6 +66,11 @@ class SeeAlso(BaseModel):
     preset: str = Field(description="A scenario preset (presets/scenarios/<name>.json).")
 
 
+# Where a run's figures are read on Simulate: its headline or one of its views (presenter mode shows one at a time)
+LessonView = Literal["Headline", "Timeline", "Latency", "Roofline", "Step through", "Requests"]
+LESSON_VIEWS: tuple[str, ...] = LessonView.__args__
+
+
 class Lesson(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
@@ -92,6 +97,9 @@ class Lesson(BaseModel):
                                        "expect.metric, for a question that weighs several: Summary fields or CLASS_METRICS.")
     claims: tuple[Claim, ...] = ()
     also: tuple[SeeAlso, ...] = Field((), description="Presets the lesson's text refers to, each opened by a button.")
+    # (a review in presenter mode: six lessons quote headline figures, and their links opened on the timeline)
+    opens_on: LessonView = Field("Timeline", description="Where the lesson's runs open on Simulate (the view its answer "
+                                 "reads; in presenter mode the one shown). A mechanism run opens on the timeline.")
 
     def config(self, step: int = 0, run: str = "lesson") -> SimConfig:
         """The scenario (or the mechanism scenario) with the overrides and the knob at values[step]."""

@@ -28,6 +28,7 @@ from sim_core.budget import is_budget_stop, is_load_dependent_stop
 from sim_core.costmodel import CostModel
 from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text,
                               steady_window_share, waiting_for_decode_slot)
+from sim_core.lessons import LESSON_VIEWS
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase, Status
@@ -259,9 +260,10 @@ LAST_RUN_KEY = "ui.last_run_cfg"  # the config of the session's last run that ga
 
 
 PRESENTER_ROWS = 12  # request rows a presenter's timeline opens with
+PRESENTER_ALL_ROWS = 24  # ... unless the run has at most this many (every mechanism scenario): then all of them
 # What presenter mode can put on the screen, one at a time (Requests: lesson 12 asks the room to read its table)
-PRESENTER_FOCUS = ["Headline", "Timeline", "Latency", "Roofline", "Step through", "Requests"]
-FOCUS_KEY, LAST_FOCUS_KEY = "ui.focus", "ui.focus_last"
+PRESENTER_FOCUS = list(LESSON_VIEWS)
+FOCUS_KEY, LAST_FOCUS_KEY = workshop.FOCUS_KEY, workshop.LAST_FOCUS_KEY
 
 
 def _keep_focus() -> None:
@@ -298,7 +300,9 @@ def _timeline_tab(res: SimResult) -> None:
         most = min(timeline.MAX_REQUEST_ROWS, n)
         # (presenter mode: 12 rows, so the four panels fit a 1400x900 projector at its text size; 30 pushed the time
         # axis, the KV and queue panels below the screen, a review)
-        shown = PRESENTER_ROWS if workshop.presenter_on() else 30
+        # (but every request of a run of at most 24: lesson 17's mechanism has its last 8 of 24 wait for the first 16, and
+        # 12 rows hid them, a review)
+        shown = (n if n <= PRESENTER_ALL_ROWS else PRESENTER_ROWS) if workshop.presenter_on() else 30
         rows = c2.slider("Requests shown", 5, most, min(shown, n), key="ui.rows") if n > 5 else n
         deployment = bool(getattr(res, "instances", None))
         zoom = c3.toggle(
@@ -677,7 +681,10 @@ def main() -> None:
         workshop.leave_presenter_button(leave[0])
     if presenter:  # (the focus row in the caption's place: a line less above the chart, which the banner names)
         with c1:
-            focus = st.segmented_control("Focus on", PRESENTER_FOCUS, default="Timeline", key=FOCUS_KEY,
+            # (its value set in the session, not as a default: a lesson's link sets it, `workshop.open_on_view`, and a
+            # widget given both warns)
+            st.session_state.setdefault(FOCUS_KEY, "Timeline")
+            focus = st.segmented_control("Focus on", PRESENTER_FOCUS, key=FOCUS_KEY,
                                          label_visibility="collapsed", on_change=_keep_focus)  # fmt: skip
     else:
         c1.caption(plain(f"{derived(cfg, 'description', describe_config)}. Results are modelled by a calibrated roofline, not measured."))
@@ -768,7 +775,7 @@ def main() -> None:
         return
     _headline_block(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
-    tabs = st.tabs(names, key="ui.tab", on_change="rerun")
+    tabs = st.tabs(names, key=workshop.TAB_KEY, on_change="rerun")
     bodies = [
         lambda: _timeline_tab(res),
         lambda: _latency_tab(res),

@@ -36,6 +36,9 @@ PER_TICK_BARS = 500  # up to this many ticks in view, one bar (and one hover) pe
 MAX_GPU_ROWS = 8
 MAX_REQUEST_ROWS = 60
 MAX_LINE_POINTS = 2000
+# Cached-but-free KV blocks, dotted beside the solid green of the blocks in use: teal, not the pale #81c995 that a
+# projector washed out (lesson 10, a review)
+KV_CACHED_COLOR = "#00897b"
 MAX_STALL_BARS = 3000  # stalled pieces over all request rows (the longest are kept)
 MAX_TIMELINE_POINTS = 30_000  # bound on all data points in the figure (checked by tests)
 READABLE_TICKS = 150  # the opening window holds about this many busy ticks (a few px each)
@@ -590,7 +593,7 @@ def line_series(res: SimResult, window: Window, max_points: int = MAX_LINE_POINT
     out.append(LineSeries(3, "KV in use (%)", PHASE_COLORS["kv"], "solid", "% of blocks", 1, "KV", tt, yy, red))
     if "kv_blocks_cached" in tl.columns:  # prefix caching: free blocks that still hold a reusable prefix
         tt, yy = reduce_series_in_view(t, tl.columns["kv_blocks_cached"][sl] / blocks * 100, window, max_points)
-        out.append(LineSeries(3, "KV cached, free (%)", "#81c995", "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
+        out.append(LineSeries(3, "KV cached, free (%)", KV_CACHED_COLOR, "dot", "% of blocks cached but free (evictable)", 1, "KV", tt, yy, red))
     # Running first, waiting and swapped dotted over it: where two counts are equal (a KV-bound run holds as many waiting,
     # or swapped, as running) a solid line hid the other, and the panel showed one line of two (a review)
     for col, name in (("num_running", "running"), ("num_waiting", "waiting"), ("num_swapped", "swapped")):

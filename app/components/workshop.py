@@ -27,6 +27,8 @@ WORKSHOP_PARAMS = ("workshop", "reveal")  # the Learn page's workshop values, ke
 # run without its question or a way back): the lesson, the side (a step of its knob, or an `also` entry) and the kind
 LESSON_LINK_PARAMS = ("lesson", "lesson_step", "lesson_run", *WORKSHOP_PARAMS)
 LESSON_RUNS = ("lesson", "mechanism", "also")
+FOCUS_KEY, LAST_FOCUS_KEY = "ui.focus", "ui.focus_last"  # presenter mode's one view (Simulate's focus row)
+TAB_KEY = "ui.tab"  # Simulate's tabs
 LESSON_LINK_READ_KEY = "learn.link_read"  # the banner values Simulate last took from its link: a closed banner stays
 # closed on the reruns before the address is written without it
 PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default is 12)
@@ -159,6 +161,16 @@ def banner_from_params(params: dict[str, str], lessons: tuple) -> tuple[tuple[st
     return (lesson.id, int(step_text), run), ()
 
 
+def open_on_view(lesson, run: str) -> None:
+    """A lesson's run opens on the view its answer reads (`Lesson.opens_on`; a mechanism run on the timeline, a preset
+    its text names as the session left it): presenter mode's focus, or the tab under the headline."""
+    if run == "also":
+        return
+    view = lesson.opens_on if run == "lesson" else "Timeline"
+    st.session_state[FOCUS_KEY] = st.session_state[LAST_FOCUS_KEY] = view
+    st.session_state[TAB_KEY] = "Timeline" if view == "Headline" else view  # (the headline is above every tab)
+
+
 def banner_params(active: tuple[str, int, str], kept: dict[str, str]) -> dict[str, str]:
     """A lesson banner, (lesson id, step, run), as Simulate's link parameters: the lesson, its side (the first step and
     run left out) and the Learn page's workshop values `kept`, which "Back to the lesson" keeps."""
@@ -192,6 +204,7 @@ def take_banner_from_link(params: dict[str, str]) -> tuple[str, ...]:
     if active is not None and st.session_state.get(LESSON_LINK_READ_KEY) != read:
         st.session_state[ACTIVE_LESSON_KEY] = active
         st.session_state[LEARN_LINK_KEY] = kept
+        open_on_view(next(x for x in lessons if x.id == active[0]), active[2])
     st.session_state[LESSON_LINK_READ_KEY] = read
     return problems
 

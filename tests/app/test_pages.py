@@ -646,6 +646,26 @@ def test_presenter_focus_keeps_its_choice_the_address_and_shows_the_steady_state
     assert not at.exception and at.dataframe  # (lesson 12 asks the room to read the requests table)
 
 
+def test_a_lessons_link_opens_on_the_view_its_answer_reads():
+    # a review in presenter mode: lessons 1, 7, 9, 13, 15 and 17 quote headline figures, and their links opened on the
+    # timeline; a mechanism run shows its requests on the timeline, all 24 of lesson 17's (12 rows hid the 8 that wait)
+    lesson = next(x for x in load_lessons() if x.id == "batch-cap")
+    assert lesson.opens_on == "Headline"
+    at = app(preset=lesson.side_preset(0), lesson=lesson.id, present="1").run()
+    assert at.segmented_control(key="ui.focus").value == "Headline" and any(m.label == "Output throughput" for m in at.metric)
+    normal = app(preset=lesson.side_preset(0), lesson=lesson.id).run()
+    assert normal.session_state["ui.tab"] == "Timeline" and any(m.label == "Output throughput" for m in normal.metric)
+    query = {k: str(v) for k, v in lesson.overrides.items()} | {lesson.knob: str(lesson.values[0])}
+    mech = app(preset=lesson.mechanism, lesson=lesson.id, lesson_run="mechanism", present="1", **query).run()
+    assert not mech.exception and mech.segmented_control(key="ui.focus").value == "Timeline"
+    box = next(e for e in mech.expander if e.label == "Window, rows and zoom")
+    assert box.slider[-1].value == lesson.config(0, "mechanism").workload.num_requests == 24
+    roofline = next(x for x in load_lessons() if x.id == "prefill-first-stalls")
+    assert roofline.opens_on == "Timeline"
+    again = app(preset=roofline.side_preset(0), lesson=roofline.id, present="1").run()
+    assert again.segmented_control(key="ui.focus").value == "Timeline"
+
+
 def test_a_closed_lesson_banner_stays_closed_and_leaves_the_address():
     at = open_page(PAGES[0], preset="chat-h100-llama8b", lesson="roofline", lesson_step="1")
     assert _banner_line(at) and at.query_params["lesson"] == "roofline"
