@@ -660,9 +660,9 @@ def test_a_lessons_link_opens_on_the_view_its_answer_reads():
     assert not mech.exception and mech.segmented_control(key="ui.focus").value == "Timeline"
     box = next(e for e in mech.expander if e.label == "Window, rows and zoom")
     assert box.slider[-1].value == lesson.config(0, "mechanism").workload.num_requests == 24
-    roofline = next(x for x in load_lessons() if x.id == "prefill-first-stalls")
-    assert roofline.opens_on == "Timeline"
-    again = app(preset=roofline.side_preset(0), lesson=roofline.id, present="1").run()
+    stalls = next(x for x in load_lessons() if x.id == "prefill-first-stalls")  # (its answer reads the timeline)
+    assert stalls.opens_on == "Timeline"
+    again = app(preset=stalls.side_preset(0), lesson=stalls.id, present="1").run()
     assert again.segmented_control(key="ui.focus").value == "Timeline"
 
 
