@@ -373,7 +373,7 @@ def test_a_narrow_window_with_the_sidebar_open_shows_whole_numbers_and_labels(se
     # 800 px with the sidebar open leaves the page about 470 px: four headline columns cut "1,293 tok/s" to "1,29…",
     # the Share button to "S" and the zoom toggle's label to "Z…"; they now wrap to the next line instead
     page = _narrow_page(browser, server + "/learn?lesson=roofline")  # a lesson opened in Simulate: its banner's "Back to the lesson" too
-    page.get_by_role("button", name="Open with HBM bandwidth (GB/s) = 1,675").click()
+    page.get_by_role("button", name="Open with HBM bandwidth (GB/s per GPU) = 1,675").click()
     page.wait_for_selector(".st-key-lesson_banner [data-testid='stPageLink']", timeout=90_000)
     page.wait_for_function(GANTT_DRAWN_JS, timeout=90_000)
     # the whole headline drawn (on a busy machine the Gantt can be in before the metrics are), then measured

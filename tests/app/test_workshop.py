@@ -83,3 +83,13 @@ def test_every_lessons_every_side_round_trips_through_its_link():
         params = workshop.banner_params(active, kept)
         assert workshop.banner_from_params(params, lessons) == (active, ()), params
         assert workshop.usable_workshop_params(params, [x.id for x in lessons]) == kept
+
+
+def test_a_lessons_knob_is_named_as_the_sidebar_names_its_control():
+    # a review: the banner's "Token budget / chunk (tokens)" beside the sidebar's "Token budget / chunk size (tokens per
+    # tick)", "Prefix caching" beside "Prefix caching (reuse cached prompt blocks)": a student looked for a name not there
+    from app.components import config_form, deployment_form
+
+    labels = {spec.path: spec.label for spec in config_form.ALL_SPECS} | deployment_form.LABELS
+    named = [(x.order, x.knob_label, labels[x.knob]) for x in load_lessons() if x.knob in labels]
+    assert len(named) >= 15 and all(mine == theirs for _, mine, theirs in named), named
