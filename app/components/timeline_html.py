@@ -56,6 +56,7 @@ CSS = """<style>
 .sgt-x span{position:absolute;top:.15em;transform:translateX(-50%);white-space:nowrap;opacity:.8}
 .sgt-xt{text-align:center;margin-left:4.6em;opacity:.8}
 .sgt-lg{display:flex;flex-wrap:wrap;gap:.2em 1em;margin:.5em 0 0 4.6em}
+.sgt-lg.top{margin:0 0 .5em 4.6em}
 .sgt-lg span{white-space:nowrap}
 .sgt-lg i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em;border-radius:2px}
 .sgt-lg i.ln{height:0;border-top:2px solid;border-radius:0;vertical-align:.25em}
@@ -273,6 +274,11 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
         q_max = max(float(max(ln.y.max() for ln in queues)), 1.0)
         parts += [f'<div class="sgt-t">{esc(titles[3])}</div>', _line_panel(axis, queues, q_max, "requests", ticks)]
     x_labels = "".join(f'<span style="left:{_pct(axis.box(t, t)[0])}%">{esc(_tick_label(t, step))}</span>' for t in ticks.tolist())
-    parts += [f'<div class="sgt-x">{x_labels}</div>', '<div class="sgt-xt">simulated time (s)</div>',
-              _legend(phases, timeline.request_legend_states(states, phases), lines), "</div>"]  # fmt: skip
-    return "".join(parts)
+    legend = _legend(phases, timeline.request_legend_states(states, phases), lines)
+    parts += [f'<div class="sgt-x">{x_labels}</div>', '<div class="sgt-xt">simulated time (s)</div>']
+    if presenter:  # (above the panels: at 1280x720 under a lesson's banner the key to the colours its answer names was
+        # below the screen, a review)
+        parts.insert(2, legend.replace('class="sgt-lg"', 'class="sgt-lg top"'))
+    else:
+        parts.append(legend)
+    return "".join(parts) + "</div>"

@@ -270,3 +270,17 @@ def test_the_queue_lines_draw_running_solid_under_dotted_waiting_and_swapped():
                                                      ("swapped requests", "dot")]  # fmt: skip
     running, _, swapped = (ln.y for ln in queues)
     assert ((running == swapped) & (running > 0)).any()  # (the case: equal counts, which a solid line hid)
+
+
+def test_presenter_mode_puts_the_legend_above_the_panels(v0):
+    # at 1280x720 under a lesson's banner the legend, the key to the colours the answers name, was below the screen
+    window = timeline.opening_window(v0)
+    plain, projected = (timeline_html.timeline_html(v0, 0, 12, window, presenter=p) for p in (False, True))
+    first_title = projected.index('class="sgt-t"')
+    assert projected.index('class="sgt-lg top"') < first_title and plain.index('class="sgt-lg"') > plain.index('class="sgt-x"')
+    def legend(markup: str) -> list[str]:
+        start = markup.index('<div class="sgt-lg')
+        return Parsed(markup[start : markup.index("</div>", start)]).text
+
+    assert len(legend(plain)) >= 4
+    assert legend(projected) == legend(plain)
