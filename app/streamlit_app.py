@@ -26,6 +26,11 @@ def main() -> None:
 
     if read_query_params().get("present") == "1" and "ui.present_link" not in st.session_state:
         st.session_state[PRESENTER_KEY] = st.session_state["ui.present_link"] = True  # a link can start presenter mode
+    elif PRESENTER_KEY in st.session_state:
+        # (the toggle is a widget of Simulate's sidebar, and Streamlit drops a widget's state on a page that does not
+        # draw it: presenter mode ended when the class went to Learn, whose lesson then opened outside it, a review;
+        # set again each run, the value outlives the widget)
+        st.session_state[PRESENTER_KEY] = st.session_state[PRESENTER_KEY]
     # A local favicon (offline workshops); presenter mode collapses the sidebar to give the chart the screen.
     st.set_page_config(page_title="LLM serving scheduler explorer", page_icon=str(ASSETS / "favicon.png"), layout="wide",
                        initial_sidebar_state="collapsed" if st.session_state.get(PRESENTER_KEY) else "auto")  # fmt: skip

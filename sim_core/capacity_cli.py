@@ -158,16 +158,21 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     knob_bounds(args.knob, cfg)  # (an unknown knob is named there)  # (a knob that cannot apply to cfg: said before the default range's saturation run)
     backend, cache, obj = _backend_from(args)
     start, stop = args.start, args.stop
+    # (an end left out is the default range's, named so in a message: "--start = 500 must be below --stop = 30" named a
+    # --stop nobody gave, and only after "sweeping rate from 500 to 30" was announced)
+    names = ("--start" if start is not None else "the default start", "--stop" if stop is not None else "the default stop")
+    said = None
     if start is None or stop is None:  # the Sweep page's default range (the rate: past the saturation rate, the knee)
-        for name, given in (("--start", start), ("--stop", stop)):
-            if given is not None:
+        for name, given in zip(names, (start, stop)):
+            if given is not None:  # (checked before the saturation run the default range needs)
                 check_end(args.knob, given, cfg, name)
         saturation = saturation_per_s(cfg) if args.knob == "rate" else None
         start_d, stop_d = default_range(args.knob, knob_value(cfg, args.knob), saturation, args.num, cfg)
         start, stop = start_d if start is None else start, stop_d if stop is None else stop
         said = f": an offline run completes {saturation:,.1f} req/s" if saturation is not None else ""
+    check_range(args.knob, start, stop, cfg, names=names)
+    if said is not None:
         print(f"{cfg.name}: sweeping {args.knob} from {start:g} to {stop:g} (the default range{said})")
-    check_range(args.knob, start, stop, cfg, names=("--start", "--stop"))
     values = sweep_values(args.knob, start, stop, args.num, cfg)
     if (note := rounded_points_note(args.knob, start, stop, args.num, values)) is not None:
         print(f"  NOTE: {note}")  # (the Sweep page says the same under its inputs)

@@ -473,8 +473,11 @@ class KVCacheConfig(StrictModel):
     kv_compression: float = Field(
         1.0, ge=0.05, le=1.0, description="Fraction of KV bytes kept after compression (article: 0.7-0.9; 1 = none)."
     )
-    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="Host memory for swapped-out KV blocks, GiB per GPU (vLLM's swap_space, also GiB: the name keeps vLLM's "
-                                 "\"GB\").")
+    swap_space_gb: float = Field(
+        4.0, ge=0, le=4096,
+        description="Host memory for swapped-out KV blocks, GiB per GPU (vLLM's swap_space, also GiB: the name keeps vLLM's "
+        "\"GB\").",
+    )
     watermark: float = Field(
         0.01, ge=0, le=0.5, description="Fraction of KV blocks kept free at admission (watermark admission)."
     )
@@ -644,10 +647,10 @@ class SchedulerConfig(StrictModel):
         "watermark",
         description="watermark: admit while the whole prompt's blocks fit with a reserve of free blocks kept, and take "
         "them all at admission, so its chunks need none (vLLM V0's block manager, Sarathi-Serve's); reserve: blocks for "
-        "prompt + max output "
-        "up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the first chunk's blocks fit, "
-        "the later chunks taking theirs as they run (vLLM V1, TensorRT-LLM MAX_UTILIZATION); new_token_ratio: admit while the prompt plus its output (at most 4,096 tokens) fits in the "
-        "free KV tokens less the running requests' remaining outputs x new_token_ratio (SGLang's PrefillAdder).",
+        "prompt + max output up front, never pre-empt (TensorRT-LLM GUARANTEED_NO_EVICT); greedy: admit while the first "
+        "chunk's blocks fit, the later chunks taking theirs as they run (vLLM V1, TensorRT-LLM MAX_UTILIZATION); "
+        "new_token_ratio: admit while the prompt plus its output (at most 4,096 tokens) fits in the free KV tokens less "
+        "the running requests' remaining outputs x new_token_ratio (SGLang's PrefillAdder).",
     )
     new_token_ratio: NewTokenRatioConfig = Field(
         NewTokenRatioConfig(), description="The ratio's start, floor and decay (admission new_token_ratio only)."

@@ -48,6 +48,11 @@ SHAREGPT_VLLM_PAPER = {
 }
 
 
+def range_text(low: float, high: float) -> str:
+    """A published ratio or range as printed: "2-4x", and one figure as "1.3x", not "1.3-1.3x"."""
+    return f"{low:g}x" if low == high else f"{low:g}-{high:g}x"
+
+
 @dataclass(frozen=True)
 class Trend:
     name: str
@@ -78,7 +83,7 @@ class Trend:
         the paper's 2-4x printed "holds", as one inside it does), or out of the band."""
         # (the paper's range named: "2.07x ... [1.43-3.90] below the paper's range" read as a contradiction, the bracket
         # being the band, a review)
-        paper = f"{self.paper_low:g}x" if self.paper_low == self.paper_high else f"{self.paper_low:g}-{self.paper_high:g}x"
+        paper = range_text(self.paper_low, self.paper_high)
         if self.paper_low <= self.ratio <= self.paper_high:
             return f"holds (in the paper's {paper})"
         if self.holds:
@@ -143,8 +148,11 @@ def main() -> int:
         lo, hi = t.band
         print(f"{t.name[:92]:92s} {t.baseline_capacity:9.3f} {t.contender_capacity:9.3f} {t.ratio:8.2f}x  "
               f"{t.claim}; band {lo:.2f}-{hi:.2f}x: {t.verdict}")  # fmt: skip
+    from sim_core.presets import PRESETS_DIR
+    from sim_core.validate import MEASUREMENTS_FILE
+
     print("Capacities in requests/s; ratios contender / baseline. Simulated with the stored calibration profiles. Row ids "
-          "(K573, ...): presets/calibration/data/published_measurements.md, with their sources.")
+          f"(K573, ...): {MEASUREMENTS_FILE.relative_to(PRESETS_DIR.parent)}, with their sources.")
     from sim_core.cluster.trends import format_trend, run_cluster_trends  # disaggregation claims (issue 13)
 
     for ct in run_cluster_trends():

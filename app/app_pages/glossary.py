@@ -48,10 +48,10 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
                     "last, SGLang the one with the fewest tokens written, TensorRT-LLM the latest arrival. vLLM puts it back "
                     "at the head of the waiting queue, SGLang at its end."),
     ("Admission", "The scheduler's rule for letting a waiting request into the running batch. Greedy (vLLM V1): while "
-                  "the KV blocks of its first chunk fit (its later chunks take theirs as they run). Watermark (vLLM V0): while a few blocks stay free after it. SGLang's "
-                  "new-token ratio: while its prompt and output fit beside a share of what the running requests will "
-                  "still write. Reserve (TensorRT-LLM): only when the blocks "
-                  "of its prompt plus its longest possible output fit."),
+                  "the KV blocks of its first chunk fit (its later chunks take theirs as they run). Watermark (vLLM V0): "
+                  "while a few blocks stay free after it. SGLang's new-token ratio: while its prompt and output fit beside a "
+                  "share of what the running requests will still write. Reserve (TensorRT-LLM): only when the blocks of its "
+                  "prompt plus its longest possible output fit."),
     ("FCFS / priority", "Queue orders: first come, first served takes requests in arrival order; priority serves the "
                         "lower priority number first (0 before 1), in arrival order within a class."),
     ("Roofline", "A chart of achieved FLOP/s against arithmetic intensity (FLOPs per byte read). Left of the "

@@ -26,9 +26,9 @@ from app.state import (
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop, is_load_dependent_stop
 from sim_core.costmodel import CostModel
+from sim_core.lessons import LESSON_VIEWS
 from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text,
                               steady_window_share, waiting_for_decode_slot)
-from sim_core.lessons import LESSON_VIEWS
 from sim_core.notes import run_notes
 from sim_core.sweep import with_value
 from sim_core.types import Phase, Status
@@ -768,23 +768,17 @@ def main() -> None:
             advice = ("The server cannot keep up with this load: lower the arrival rate or the number of requests, add "
                       "GPUs, or raise the limits in *Objectives & run*.")
         st.warning(f"**The run did not finish:** {plain(reason)}. {advice} Partial results below.", icon=":material/warning:")
-    names = ["Timeline", "Latency", "Roofline", "Step through", "Requests", "Share & export"]
+    views = {"Headline": _headline_block, "Timeline": _timeline_tab, "Latency": _latency_tab, "Roofline": _roofline_tab,
+             "Step through": _step_tab, "Requests": _requests_tab}  # (by LESSON_VIEWS' names: a lesson opens on one)
     if presenter:  # one chart fills the screen; the headline would push it down
-        {"Headline": _headline_block, "Timeline": _timeline_tab, "Latency": _latency_tab, "Step through": _step_tab,
-         "Roofline": _roofline_tab, "Requests": _requests_tab}[focus or "Timeline"](res)  # fmt: skip
+        views[focus or "Timeline"](res)
         return
     _headline_block(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).
+    names = [v for v in LESSON_VIEWS if v != "Headline"] + ["Share & export"]  # (the headline is above every tab)
     tabs = st.tabs(names, key=workshop.TAB_KEY, on_change="rerun")
-    bodies = [
-        lambda: _timeline_tab(res),
-        lambda: _latency_tab(res),
-        lambda: _roofline_tab(res),
-        lambda: _step_tab(res),
-        lambda: _requests_tab(res),
-        lambda: _export_tab(res, cfg, link_params),
-    ]
-    for tab, body in zip(tabs, bodies):
+    bodies = [lambda view=view: views[view](res) for view in names[:-1]] + [lambda: _export_tab(res, cfg, link_params)]
+    for tab, body in zip(tabs, bodies, strict=True):
         if tab.open:
             with tab:
                 body()

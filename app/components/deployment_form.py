@@ -114,7 +114,7 @@ def seed(cfg: SimConfig) -> None:
     s[KEY + "contention"] = link.contention if link else "fifo"
     s[KEY + "first"] = dis.first_token_from if dis else "prefill"
     # (a new config's values replace those kept from before it)
-    for name in MODE_FIELDS[MODES[2]] + ("replicas",):
+    for name in {name for fields in MODE_FIELDS.values() for name in fields}:
         s[KEPT_KEY + name] = s[KEY + name]
     s[LAST_DRAWN_KEY] = _drawn(s[KEY + "mode"])
 

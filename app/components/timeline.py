@@ -534,8 +534,11 @@ def reduce_series_in_view(t: np.ndarray, y: np.ndarray, window: Window, max_poin
     # last one's step at its own time)
     view = values_in_view(t, window)
     lo, hi = view.start, view.stop
+    # each side at most an eighth of the points, and no more than it has (one engine's lines take a tick either side of
+    # the window: a fixed eighth each left the window three quarters of its points, a review)
     side = max(max_points // 8, 2)
-    parts = [reduce_series(t[:lo], y[:lo], side), reduce_series(t[lo:hi], y[lo:hi], max_points - 2 * side),
+    before, after = min(lo, side), min(t.size - hi, side)
+    parts = [reduce_series(t[:lo], y[:lo], side), reduce_series(t[lo:hi], y[lo:hi], max_points - before - after),
              reduce_series(t[hi:], y[hi:], side)]  # fmt: skip
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 

@@ -234,12 +234,12 @@ def _line_panel(axis: _Axis, lines: list[timeline.LineSeries], y_max: float, y_l
             f'{_grid(axis, ticks)}{img}{"".join(hover)}</div></div>')  # fmt: skip
 
 
-def _legend(phases: list[str], states: list[str], lines: list[timeline.LineSeries]) -> str:
+def _legend(phases: list[str], states: list[str], lines: list[timeline.LineSeries], top: bool = False) -> str:
     items = [f'<span><i class="{colour_class(p)}"></i>{esc(p)}</span>' for p in phases]
     items += [f'<span><i class="{colour_class(s)}"></i>{esc(timeline.request_state_label(s))}</span>' for s in states]
     items += [f'<span><i class="ln{" dt" if ln.dash == "dot" else ""}" style="border-color:{ln.color}"></i>{esc(ln.name)}</span>'
               for ln in lines]  # fmt: skip
-    return f'<div class="sgt-lg">{"".join(items)}</div>'
+    return f'<div class="sgt-lg{" top" if top else ""}">{"".join(items)}</div>'
 
 
 def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30, window: timeline.Window = None,
@@ -274,11 +274,9 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
         q_max = max(float(max(ln.y.max() for ln in queues)), 1.0)
         parts += [f'<div class="sgt-t">{esc(titles[3])}</div>', _line_panel(axis, queues, q_max, "requests", ticks)]
     x_labels = "".join(f'<span style="left:{_pct(axis.box(t, t)[0])}%">{esc(_tick_label(t, step))}</span>' for t in ticks.tolist())
-    legend = _legend(phases, timeline.request_legend_states(states, phases), lines)
+    # (presenter mode: above the panels, under the opening tag; at 1280x720 under a lesson's banner the key to the
+    # colours its answer names was below the screen, a review)
+    legend = _legend(phases, timeline.request_legend_states(states, phases), lines, top=presenter)
     parts += [f'<div class="sgt-x">{x_labels}</div>', '<div class="sgt-xt">simulated time (s)</div>']
-    if presenter:  # (above the panels: at 1280x720 under a lesson's banner the key to the colours its answer names was
-        # below the screen, a review)
-        parts.insert(2, legend.replace('class="sgt-lg"', 'class="sgt-lg top"'))
-    else:
-        parts.append(legend)
+    parts.insert(2, legend) if presenter else parts.append(legend)
     return "".join(parts) + "</div>"

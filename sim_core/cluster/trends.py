@@ -42,7 +42,7 @@ from sim_core.config import SimConfig
 from sim_core.presets import load_preset
 from sim_core.result import Summary
 from sim_core.sweep import DISTSERVE_ATTAINMENT, capacity_search, with_value
-from sim_core.trends import BAND  # (the single-engine trends' band: it was restated here as 1.5, four times)
+from sim_core.trends import BAND, range_text  # (the single-engine trends' band: it was restated here as 1.5, four times)
 
 ATTAINMENT = DISTSERVE_ATTAINMENT  # DistServe's goodput: the fraction of requests meeting both objectives
 H100_PER_A100_COST = 2.16  # Splitwise's hardware cost ratio (published_measurements.md §1 notes)
@@ -170,8 +170,7 @@ def format_trend(t: ClusterTrend) -> str:
     colo_cap = (f"{t.colocated_capacity:7.2f} req/s" if t.colocated_capacity > 0
                 else f"   none: under {100 * ATTAINMENT:g} % at {c.rate_lo_per_s:g} req/s already")
     ratio = f"{t.ratio:.2f}x" if math.isfinite(t.ratio) else "unbounded"
-    # (a claim of one figure reads "1.3x", not "1.3-1.3x")
-    paper = f"{c.claim_low:g}x" if c.claim_low == c.claim_high else f"{c.claim_low:g}-{c.claim_high:g}x"
+    paper = range_text(c.claim_low, c.claim_high)
     return (f"{c.name}\n  {colo:<34}{colo_cap}\n  {dis:<34}{t.disaggregated_capacity:7.2f} req/s\n"
             f"  paper {paper} vs simulated {ratio} {per} ({c.claim}) -> {verdict}"
             + (f"\n  why: {c.known_gap}" if c.known_gap and not t.within_band else ""))

@@ -220,3 +220,10 @@ def test_every_sidebar_setting_a_message_names_reads_as_its_label_and_section():
         assert form.sidebar_words(f"{path} = 1.") == f"“{label.split(' (')[0]}” (Deployment) = 1."
     assert form.sidebar_words("deployment.disaggregation.link.latency_us") == "“KV link latency” (Deployment)"
     assert form.sidebar_words("workload chat (seed 0)") == "workload chat (seed 0)"
+
+
+def test_a_request_classs_field_is_named_by_its_row_in_the_editor():
+    # "workload.classes.1.share" read "“Request classes”.1.share" beside an editor whose index is hidden (a review)
+    text = form.friendly_error("Invalid settings:\n  workload.classes.1.share = 0.3: the classes' shares must sum to 1, got "
+                          "0.5 + 0.3 = 0.8")
+    assert "“Request classes” (row 2, share) = 0.3: the classes' shares must sum to 1" in text and ".1." not in text

@@ -653,7 +653,9 @@ def test_a_lessons_link_opens_on_the_view_its_answer_reads():
     assert lesson.opens_on == "Headline"
     at = app(preset=lesson.side_preset(0), lesson=lesson.id, present="1").run()
     assert at.segmented_control(key="ui.focus").value == "Headline" and any(m.label == "Output throughput" for m in at.metric)
-    normal = app(preset=lesson.side_preset(0), lesson=lesson.id).run()
+    normal = app(preset=lesson.side_preset(0), lesson=lesson.id)
+    normal.session_state["ui.tab"] = "Latency"  # (the tab the session was on: a lesson's link moves it)
+    normal.run()
     assert normal.session_state["ui.tab"] == "Timeline" and any(m.label == "Output throughput" for m in normal.metric)
     query = {k: str(v) for k, v in lesson.overrides.items()} | {lesson.knob: str(lesson.values[0])}
     mech = app(preset=lesson.mechanism, lesson=lesson.id, lesson_run="mechanism", present="1", **query).run()
@@ -662,8 +664,26 @@ def test_a_lessons_link_opens_on_the_view_its_answer_reads():
     assert box.slider[-1].value == lesson.config(0, "mechanism").workload.num_requests == 24
     stalls = next(x for x in load_lessons() if x.id == "prefill-first-stalls")  # (its answer reads the timeline)
     assert stalls.opens_on == "Timeline"
-    again = app(preset=stalls.side_preset(0), lesson=stalls.id, present="1").run()
+    again = app(preset=stalls.side_preset(0), lesson=stalls.id, present="1")
+    again.session_state["ui.focus"] = "Latency"
+    again.run()
     assert again.segmented_control(key="ui.focus").value == "Timeline"
+    requests = next(x for x in load_lessons() if x.id == "router-policies")  # (its question sends the room to the tab)
+    tab = app(preset=requests.side_preset(0), lesson=requests.id).run()
+    assert requests.opens_on == "Requests" and tab.session_state["ui.tab"] == "Requests" and tab.dataframe
+
+
+def test_presenter_mode_outlives_a_visit_to_a_page_without_its_toggle():
+    # the toggle is Simulate's sidebar widget; on Learn Streamlit dropped its state, and a lesson opened from there came
+    # back outside presenter mode (a review)
+    at = app(present="1").run()
+    at.switch_page("app_pages/learn.py")
+    at.run()
+    at.run()
+    assert at.session_state["ui.presenter"] is True
+    at.switch_page("app_pages/simulate.py")
+    at.run()
+    assert not at.exception and at.session_state["ui.presenter"] is True and at.segmented_control(key="ui.focus")
 
 
 def test_a_closed_lesson_banner_stays_closed_and_leaves_the_address():

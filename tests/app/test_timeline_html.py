@@ -278,6 +278,7 @@ def test_presenter_mode_puts_the_legend_above_the_panels(v0):
     plain, projected = (timeline_html.timeline_html(v0, 0, 12, window, presenter=p) for p in (False, True))
     first_title = projected.index('class="sgt-t"')
     assert projected.index('class="sgt-lg top"') < first_title and plain.index('class="sgt-lg"') > plain.index('class="sgt-x"')
+
     def legend(markup: str) -> list[str]:
         start = markup.index('<div class="sgt-lg')
         return Parsed(markup[start : markup.index("</div>", start)]).text

@@ -92,6 +92,10 @@ def test_a_given_end_is_checked_before_the_other_ends_default_is_worked_out_or_a
     assert main(["sweep", "chat-h100-llama8b", "--knob", "max_num_seqs", "--stop", "2.5", *FAST]) == 2
     out, err = capsys.readouterr()
     assert "sweeping" not in out and "--stop = 2.5: max_num_seqs takes whole numbers" in err
+    # an end in range but past the other's default: named as the default it is, and nothing announced
+    assert main(["sweep", "chat-h100-llama8b", "--start", "500", *FAST]) == 2
+    out, err = capsys.readouterr()
+    assert "sweeping" not in out and "--start = 500 must be below the default stop = " in err
 
 
 @pytest.mark.parametrize("argv", [["run", "chat-h100-llama8b", "--jsn"], ["validate", "--fitt"], ["presets", "extra"],

@@ -171,3 +171,13 @@ def test_an_article_section_is_cited_english_first_with_its_chinese_title_after(
         zh, _, en = title.partition(" · ")
         assert article.cite(ref) == f"{ref} {en} ({zh})"
     assert article.cite("§2.2, beyond the article").endswith("(典型调度模式对比); beyond the article")
+
+
+def test_a_lesson_opens_on_the_view_its_answer_reads():
+    # a review: lessons whose every claim is a headline figure opened on the timeline (11, 14), and lesson 12, whose
+    # question sends the room to the Requests tab, too; the timeline stays for a question about one of its panels
+    for lesson in load_lessons():
+        views = {c.view for c in lesson.claims}
+        if views == {"headline"}:
+            named = lesson.opens_on in lesson.question or (lesson.opens_on == "Timeline" and "panel" in lesson.question)
+            assert lesson.opens_on == "Headline" or named, (lesson.order, lesson.opens_on, lesson.question)
