@@ -148,11 +148,10 @@ def main() -> int:
         lo, hi = t.band
         print(f"{t.name[:92]:92s} {t.baseline_capacity:9.3f} {t.contender_capacity:9.3f} {t.ratio:8.2f}x  "
               f"{t.claim}; band {lo:.2f}-{hi:.2f}x: {t.verdict}")  # fmt: skip
-    from sim_core.presets import PRESETS_DIR
-    from sim_core.validate import MEASUREMENTS_FILE
+    from sim_core.validate import MEASUREMENTS_FILE_SHOWN
 
     print("Capacities in requests/s; ratios contender / baseline. Simulated with the stored calibration profiles. Row ids "
-          f"(K573, ...): {MEASUREMENTS_FILE.relative_to(PRESETS_DIR.parent)}, with their sources.")
+          f"(K573, ...): {MEASUREMENTS_FILE_SHOWN}, with their sources.")
     from sim_core.cluster.trends import format_trend, run_cluster_trends  # disaggregation claims (issue 13)
 
     for ct in run_cluster_trends():

@@ -44,6 +44,7 @@ from sim_core.presets import PRESETS_DIR, config_from_dict, read_preset_data
 DATA_DIR = PRESETS_DIR / "calibration" / "data"
 CALIBRATION_CSV = DATA_DIR / "published_measurements.csv"
 MEASUREMENTS_FILE = DATA_DIR / "published_measurements.md"  # the rows' ids, sources and trust grades, as a table
+MEASUREMENTS_FILE_SHOWN = str(MEASUREMENTS_FILE.relative_to(PRESETS_DIR.parent))  # (as `validate` and `trends` name it)
 PROFILES_DIR = PRESETS_DIR / "calibration"
 
 GPU_CONSTANTS = ("gemm_efficiency", "memory_efficiency", "gemm_fixed_us", "attention_efficiency", "layer_fixed_us",
@@ -658,7 +659,7 @@ def main(fit: bool = False) -> int:
     for r in shown:
         tag = "  (fit)" if r["fit"] else ""
         print(f"{r['id']:10s} {r['what']:{width}s} {r['measured']:10.4g} {r['predicted']:10.4g} {r['unit']:6s} {r['error_pct']:6.1f}%{tag}")
-    print(f"The rows, by id, with their sources and trust grades: {MEASUREMENTS_FILE.relative_to(PRESETS_DIR.parent)}")
+    print(f"The rows, by id, with their sources and trust grades: {MEASUREMENTS_FILE_SHOWN}")
     print("\n".join(summary_lines(summary_table(results))))
     n, med, p90 = error_stats(results)
     ne, mede, p90e = error_stats(results, engine_only=True)

@@ -360,7 +360,8 @@ def friendly_error(message: str) -> str:
     counts = _leaf_counts()
     # (a class's field by its row as the editor shows it, counted from 1: "workload.classes.1.share" read
     # "“Request classes”.1.share" beside an editor whose index is hidden, a review)
-    text = re.sub(r"\bworkload\.classes\.(\d+)\.(\w+)", lambda m: f"workload.classes (row {int(m.group(1)) + 1}, {m.group(2)})", text)
+    text = re.sub(r"\bworkload\.classes\.(\d+)\.(\w+)",
+                  lambda m: f"workload.classes (row {int(m.group(1)) + 1}, {m.group(2)})", text)
     text = _name_paths(text, _error_names())
     for group, label in GROUP_LABELS.items():
         text = text.replace(group, f"“{label}”")

@@ -278,5 +278,8 @@ def timeline_html(res: SimResult, first_request: int = 0, num_requests: int = 30
     # colours its answer names was below the screen, a review)
     legend = _legend(phases, timeline.request_legend_states(states, phases), lines, top=presenter)
     parts += [f'<div class="sgt-x">{x_labels}</div>', '<div class="sgt-xt">simulated time (s)</div>']
-    parts.insert(2, legend) if presenter else parts.append(legend)
+    if presenter:
+        parts.insert(2, legend)
+    else:
+        parts.append(legend)
     return "".join(parts) + "</div>"
