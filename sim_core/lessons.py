@@ -69,6 +69,7 @@ class SeeAlso(BaseModel):
 # Where a run's figures are read on Simulate: its headline or one of its views (presenter mode shows one at a time)
 LessonView = Literal["Headline", "Timeline", "Latency", "Roofline", "Step through", "Requests"]
 LESSON_VIEWS: tuple[str, ...] = LessonView.__args__
+DEFAULT_VIEW: LessonView = "Timeline"  # where a run opens unless its lesson says otherwise (presenter mode's first focus)
 
 
 class Lesson(BaseModel):
@@ -98,7 +99,7 @@ class Lesson(BaseModel):
     claims: tuple[Claim, ...] = ()
     also: tuple[SeeAlso, ...] = Field((), description="Presets the lesson's text refers to, each opened by a button.")
     # (a review in presenter mode: six lessons quote headline figures, and their links opened on the timeline)
-    opens_on: LessonView = Field("Timeline", description="Where the lesson's runs open on Simulate (the view its answer "
+    opens_on: LessonView = Field(DEFAULT_VIEW, description="Where the lesson's runs open on Simulate (the view its answer "
                                  "reads; in presenter mode the one shown). A mechanism run opens on the timeline.")
 
     def config(self, step: int = 0, run: str = "lesson") -> SimConfig:

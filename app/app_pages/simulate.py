@@ -26,7 +26,7 @@ from app.state import (
 from sim_core import SimConfig, SimResult, list_presets, load_preset
 from sim_core.budget import is_budget_stop, is_load_dependent_stop
 from sim_core.costmodel import CostModel
-from sim_core.lessons import LESSON_VIEWS
+from sim_core.lessons import DEFAULT_VIEW, LESSON_VIEWS
 from sim_core.metrics import (MIN_STEADY_REQUESTS, at_kv_link, class_metrics, no_value_reason, not_arrived, steady_exclusion_text,
                               steady_window_share, waiting_for_decode_slot)
 from sim_core.notes import run_notes
@@ -270,7 +270,7 @@ def _keep_focus() -> None:
     """The focus row's change: a click on the chosen one cleared it (a double-click on a clicker), and the page showed
     the timeline with nothing marked; it stays chosen."""
     if st.session_state.get(FOCUS_KEY) is None:
-        st.session_state[FOCUS_KEY] = st.session_state.get(LAST_FOCUS_KEY, "Timeline")
+        st.session_state[FOCUS_KEY] = st.session_state.get(LAST_FOCUS_KEY, DEFAULT_VIEW)
     st.session_state[LAST_FOCUS_KEY] = st.session_state[FOCUS_KEY]
 
 
@@ -683,7 +683,7 @@ def main() -> None:
         with c1:
             # (its value set in the session, not as a default: a lesson's link sets it, `workshop.open_on_view`, and a
             # widget given both warns)
-            st.session_state.setdefault(FOCUS_KEY, "Timeline")
+            st.session_state.setdefault(FOCUS_KEY, DEFAULT_VIEW)
             focus = st.segmented_control("Focus on", PRESENTER_FOCUS, key=FOCUS_KEY,
                                          label_visibility="collapsed", on_change=_keep_focus)  # fmt: skip
     else:
@@ -771,7 +771,7 @@ def main() -> None:
     views = {"Headline": _headline_block, "Timeline": _timeline_tab, "Latency": _latency_tab, "Roofline": _roofline_tab,
              "Step through": _step_tab, "Requests": _requests_tab}  # (by LESSON_VIEWS' names: a lesson opens on one)
     if presenter:  # one chart fills the screen; the headline would push it down
-        views[focus or "Timeline"](res)
+        views[focus or DEFAULT_VIEW](res)
         return
     _headline_block(res)
     # Lazy tabs: only the open tab's figures are built and sent (a rerun when the user switches).

@@ -17,6 +17,7 @@ from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY, derived
 from sim_core import SimConfig
+from sim_core.lessons import DEFAULT_VIEW
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
 # is the index of the `also` entry opened
@@ -166,9 +167,9 @@ def open_on_view(lesson, run: str) -> None:
     its text names as the session left it): presenter mode's focus, or the tab under the headline."""
     if run == "also":
         return
-    view = lesson.opens_on if run == "lesson" else "Timeline"
+    view = lesson.opens_on if run == "lesson" else DEFAULT_VIEW
     st.session_state[FOCUS_KEY] = st.session_state[LAST_FOCUS_KEY] = view
-    st.session_state[TAB_KEY] = "Timeline" if view == "Headline" else view  # (the headline is above every tab)
+    st.session_state[TAB_KEY] = DEFAULT_VIEW if view == "Headline" else view  # (the headline is above every tab)
 
 
 def banner_params(active: tuple[str, int, str], kept: dict[str, str]) -> dict[str, str]:
