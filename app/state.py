@@ -14,7 +14,7 @@ import hashlib
 import json
 import weakref
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -221,14 +221,16 @@ def link_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> d
     page keeps its address bar in sync on every rerun, and an uploaded trace took seconds to compress each time."""
     return derived(cfg, ("link", preset, base), lambda c: config_to_query(c, preset, base, MAX_LINK_CHARS))
 
-def config_from_query(params: dict[str, str], say_unused: bool = True) -> tuple[SimConfig, str | None, str | None]:
+def config_from_query(params: dict[str, str], say_unused: bool = True,
+                      decode: Callable[[str], SimConfig] = decode_config) -> tuple[SimConfig, str | None, str | None]:  # fmt: skip
     """(config, preset name or None, warning or None). A bad link falls back to the default scenario.
 
     The preset name is returned only when the link is an unmodified preset. `say_unused`: the warning names the link's
-    settings the config does not read (a session says them against its config of the moment: `show_link_notices`)."""
+    settings the config does not read (a session says them against its config of the moment: `show_link_notices`).
+    `decode`: how a whole config (`cfg=`) is read; a page passes `runner.decode_link_config`, which counts its trace."""
     try:
         if "cfg" in params:
-            cfg = decode_config(params["cfg"])
+            cfg = decode(params["cfg"])
             # (a preset or a field beside the whole config was dropped without a word: ?cfg=...&seed=7 ran seed 0)
             beside = [k for k in params if k != "cfg" and is_config_param(k)]
             unused = (f"The link's cfg holds the whole config, so its {', '.join(repr(k[:40]) for k in beside[:8])}"
@@ -482,7 +484,9 @@ def ensure_session(params: dict[str, str] | None = None) -> None:
     if CFG_KEY in st.session_state:
         return
     params = read_query_params() if params is None else params
-    cfg, preset, warning = config_from_query(params, say_unused=False)  # (`show_link_notices` says them)
+    from app.components.runner import decode_link_config  # (runner reads this module: imported when used)
+
+    cfg, preset, warning = config_from_query(params, say_unused=False, decode=decode_link_config)  # (`show_link_notices` says them)
     name = params.get("preset", DEFAULT_SCENARIO)
     if (side := _lesson_side_named_alone(params)) is not None:
         cfg, name = side

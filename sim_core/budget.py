@@ -145,12 +145,31 @@ class BudgetMeter:
         # the recorded ticks the result will be built from: a deployment's engines share this meter and each asks with
         # its own count, so the deployment sets the count of all of them (`run_deployment`)
         self.count_ticks: Callable[[], int] | None = None
+        # A deployment's instances share the run's tick and row budget, an equal part each (`run_deployment` sets their
+        # number): each stops at its own part as at its own limits.max_ticks, so where it stops follows from the config,
+        # not from the order the loop steps them in. (Each had the whole budget: 64 replicas ran 64 times the ticks a
+        # run may have.)
+        self.num_instances = 1
+
+    @property
+    def max_ticks(self) -> int:
+        """The ticks one engine may run: the budget's, or a deployment instance's part of it."""
+        return max(self.budget.max_ticks // self.num_instances, 1)
+
+    @property
+    def max_recorded_rows(self) -> int:
+        """The recorded rows one engine may hold: the budget's, or a deployment instance's part of it."""
+        return max(self.budget.max_recorded_rows // self.num_instances, 1)
+
+    def _of_budget(self, total: str, part: int) -> str:
+        """The budget as the stop message names it: `total` per run, and the instance's `part` in a deployment."""
+        return total if self.num_instances == 1 else f"{total}, {part:,} for each of its {self.num_instances} instances"
 
     def ticks_until_check(self, engine: Engine) -> int:
         """How many ticks a batched advance (the fast path, a batch-of-one chain) may run before the next check, and
         before its recorded rows could pass the budget's (`ticks_before_rows_limit`) (>= 1)."""
         ticks = engine.rec.num_ticks
-        return max(min(self.next_check_tick - ticks, self.budget.max_ticks - ticks, self.ticks_before_rows_limit(engine)), 1)
+        return max(min(self.next_check_tick - ticks, self.max_ticks - ticks, self.ticks_before_rows_limit(engine)), 1)
 
     def ticks_before_rows_limit(self, engine: Engine) -> int:
         """Ticks `engine` may run with its recorded rows (timeline and step-through) still within `max_recorded_rows`
@@ -160,7 +179,7 @@ class BudgetMeter:
         ends a step and `over` stops the run right after it, the same tick at any check interval (a check once in a while
         stopped it wherever the wall-clock-adapted interval fell). 0: over."""
         rec = engine.rec
-        rows_left = self.budget.max_recorded_rows - rec.num_ticks - rec.num_batch_rows
+        rows_left = self.max_recorded_rows - rec.num_ticks - rec.num_batch_rows
         if rows_left < 0:
             return 0
         return max(rows_left // (1 + (min(engine.st.num_requests, engine.sched.max_seqs) if rec.wants_batches else 0)), 1)
@@ -177,12 +196,14 @@ class BudgetMeter:
         """The reason to stop now, or None. O(1) except at a check."""
         b, rec = self.budget, engine.rec
         ticks = rec.num_ticks
-        if ticks >= b.max_ticks:
-            return f"stopped after {counted(ticks, 'tick')}, the server's budget of {counted(b.max_ticks, 'tick')} per run"
+        if ticks >= (max_ticks := self.max_ticks):
+            return (f"stopped after {counted(ticks, 'tick')}, the server's budget of "
+                    f"{self._of_budget(counted(b.max_ticks, 'tick') + ' per run', max_ticks)}")  # fmt: skip
         rows = ticks + rec.num_batch_rows  # (every call, not at checks only: where it stops must not depend on them)
-        if rows > b.max_recorded_rows:
+        if rows > (max_rows := self.max_recorded_rows):
             return (f"stopped after {counted(ticks, 'tick')}: {rows:,} recorded rows, over the server's budget of "
-                    f"{b.max_recorded_rows:,} (lower limits.num_recorded_batches or the number of requests)")  # fmt: skip
+                    f"{self._of_budget(f'{b.max_recorded_rows:,}', max_rows)} (lower limits.num_recorded_batches or "
+                    "the number of requests)")  # fmt: skip
         self.num_calls += 1
         if ticks < self.next_check_tick and self.num_calls % CHECK_EVERY_CALLS:
             return None

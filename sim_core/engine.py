@@ -200,7 +200,7 @@ class Engine:
         if self.meter is None:
             return ceiling - self.rec.num_ticks
         # (and its recorded rows: a run that passes the budget's stops right after the tick that does)
-        return min(min(ceiling, self.meter.budget.max_ticks) - self.rec.num_ticks, self.meter.ticks_before_rows_limit(self))
+        return min(min(ceiling, self.meter.max_ticks) - self.rec.num_ticks, self.meter.ticks_before_rows_limit(self))
 
     def _note_kv_peak(self, blocks: int) -> None:
         """Blocks in use during a tick (`kv_peak_in_tick_blocks`)."""

@@ -54,10 +54,20 @@ def read_preset_data(family: str, name: str) -> dict[str, Any]:
 
 
 @functools.cache
+def _models_by_vocabulary() -> dict[int, tuple[str, ...]]:
+    """Each vocabulary size a model preset has -> those presets (read once; callers never mutate it)."""
+    by_size: dict[int, tuple[str, ...]] = {}
+    for m in list_presets("models"):
+        size = read_preset_data("models", m)["vocab_size"]
+        by_size[size] = (*by_size.get(size, ()), m)
+    return by_size
+
+
 def models_of_vocabulary(vocab_size: int) -> tuple[str, ...]:
     """The model presets with this vocabulary: the drafts a target of that vocabulary can speculate with
-    (`SimConfig._check_draft_vocabulary`; the sidebar's Draft model box offers these)."""
-    return tuple(m for m in list_presets("models") if read_preset_data("models", m)["vocab_size"] == vocab_size)
+    (`SimConfig._check_draft_vocabulary`; the sidebar's Draft model box offers these). (Cached per size, a link's
+    vocab_size of 256 to 1,000,000 kept one entry each for good: the presets' sizes are read once instead.)"""
+    return _models_by_vocabulary().get(vocab_size, ())
 
 
 def describe_preset(family: str, name: str) -> str:

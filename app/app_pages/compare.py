@@ -86,7 +86,7 @@ def _side_from_link(prefix: str, params: dict[str, str]) -> tuple[SimConfig | No
     memo = st.session_state.get(f"cmp.parsed_{prefix}")
     if memo is not None and memo[0] == sub:
         return memo[1]
-    cfg, preset, warning = config_from_query(sub)
+    cfg, preset, warning = config_from_query(sub, decode=runner.decode_link_config)
     unused = ignored_params(sub)
     if unused:
         names = ", ".join(repr(f"{prefix}_{k}"[:40]) for k in unused[:8])
@@ -260,7 +260,9 @@ def main() -> None:
                 "a link's a_… and b_… values).", icon=":material/info:")  # fmt: skip
     if (note := calibration_difference(a, b)) is not None:  # (an engine preset brings its family's measured overheads)
         st.info(plain(note), icon=":material/info:")
-    st.table(metrics_table(ra, rb).set_index("metric"))  # static and wrapping: no sideways scroll on a phone
+    # (static and wrapping: no sideways scroll on a phone; st.table renders Markdown in its cells, and a row names a
+    # request class, the link's or file's text: escaped)
+    st.table(metrics_table(ra, rb).set_index("metric").rename(index=plain))
     if said := missing_latencies_text(ra, rb):  # (one-token outputs: the TPOT and ITL rows read "–" without a why)
         st.caption(plain(said))
     if said := unsettled_text(ra, rb, steady):

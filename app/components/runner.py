@@ -227,6 +227,25 @@ def admit_upload(cfg: SimConfig) -> str | None:
     return server().uploads.admit(cfg)
 
 
+# A link's cfg= up to this long (a preset's whole config compresses to ~1-2k characters) is decoded where it is read;
+# a longer one may carry a trace (a 324 KB link: 100,000 rows, ~1 s of parsing), decoded in a worker as an upload is.
+MAX_INLINE_LINK_CHARS = 16_384
+
+
+def decode_link_config(text: str) -> SimConfig:
+    """A link's whole config (its `cfg=` parameter), as `state.decode_config` reads it, with what an uploaded file gets:
+    decoded in a worker past MAX_INLINE_LINK_CHARS, and its trace counted in the server's upload ledger, refused past
+    [uploads] max_bytes (a link could hand the server a 100,000-row trace that no limit counted). PresetError: why not."""
+    from app.state import decode_config
+
+    decoded = decode_config(text) if len(text) <= MAX_INLINE_LINK_CHARS else check_upload(decode_config, text)
+    if isinstance(decoded, str):
+        raise PresetError(decoded)
+    if (refused := server().uploads.admit(decoded, source="link")) is not None:
+        raise PresetError(f"The link's trace was not loaded: {refused}")
+    return decoded
+
+
 def session_owner() -> str | None:
     """Who a run is for, in the worker pool's fair turns: the browser session whose page asks (None outside a page)."""
     from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx

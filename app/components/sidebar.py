@@ -219,7 +219,7 @@ def draw_sidebar() -> tuple[SimConfig | None, str | None]:
     error = form.friendly_error(raw)
     for path in form.error_fields(raw):
         if path in slots:  # next to the knob; the page repeats it at the top
-            slots[path].error(error, icon=":material/error:")
+            slots[path].error(plain(error), icon=":material/error:")  # (it may quote a link's or file's text)
     return None, error
 
 

@@ -85,15 +85,18 @@ class UploadLedger:
         """Count the trace of `cfg` (a SimConfig) while it lives; nothing for a config without one or already held."""
         self._hold(cfg, None)
 
-    def admit(self, cfg: Any) -> str | None:
+    def admit(self, cfg: Any, source: str = "file") -> str | None:
         """Hold an uploaded config's trace if it fits under `max_bytes` with every other session's (None), else the
-        message to show under the uploader (the config is not held: the session keeps what it had)."""
+        message to show under the uploader (the config is not held: the session keeps what it had). `source`: "file",
+        or "link" for a config a link carries whole (its trace is counted as an upload's)."""
         refused = self._hold(cfg, self.max_bytes)
         if refused is None:
             return None
         size, held = refused
         room = max(self.max_bytes - held, 0)
-        return (f"this file's requests would hold about {_size(size)} on the server, and the uploaded traces the sessions "
-                f"on this server hold already take {_size(held)} of its {_size(self.max_bytes)} (the server setting "
-                f"uploads.max_bytes): about {_size(room)} is free. Upload fewer requests (the trace's sample size), or try "
-                "again when other sessions have moved on; your current config is unchanged.")  # fmt: skip
+        then = ("Upload fewer requests (the trace's sample size), or try again when other sessions have moved on; your "
+                "current config is unchanged." if source == "file" else
+                "Share a trace with fewer requests, or open the link again when other sessions have moved on.")  # fmt: skip
+        return (f"this {source}'s requests would hold about {_size(size)} on the server, and the uploaded traces the "
+                f"sessions on this server hold already take {_size(held)} of its {_size(self.max_bytes)} (the server "
+                f"setting uploads.max_bytes): about {_size(room)} is free. {then}")  # fmt: skip

@@ -63,6 +63,7 @@ def run_deployment(cfg: SimConfig, check_invariants: bool = False, meter=None) -
     if meter is not None:  # (the result is built from every instance's ticks: the meter keeps room for it)
         engines = [inst.engine for inst in dep.instances]
         meter.count_ticks = lambda: sum(e.rec.num_ticks for e in engines)
+        meter.num_instances = len(engines)  # (each gets its part of the run's ticks and rows)
     dep.run()
     return build_result(dep)
 

@@ -1203,6 +1203,6 @@ def decode_fits_by_bounds(eng: Engine, num_incoming: int, need: int, t_s: float,
 
 def _stops_alone(eng: Engine) -> bool:
     """Whether an instance that stopped (its `step` said False) stopped at a limit of its own run, the config's
-    limits.max_sim_time_s or max_ticks or the server's tick budget (each a count of its own ticks or its own clock),
-    rather than at the server's wall-clock or memory budget, which stops the whole run."""
+    limits.max_sim_time_s or max_ticks or its part of the server's tick or row budget (each a count of its own ticks,
+    rows or clock), rather than at the server's wall-clock or memory budget, which stops the whole run."""
     return eng.st.now_s >= eng.cfg.limits.max_sim_time_s or eng.ticks_left() <= 0

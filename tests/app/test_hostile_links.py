@@ -53,9 +53,11 @@ def browser_autolinks(markdown: str) -> list[str]:
 
 
 def markdown_sources(at: AppTest) -> list[str]:
-    """The Markdown source of every Markdown-rendering element (markdown, caption, alerts)."""
+    """The Markdown source of every Markdown-rendering element (markdown, caption, alerts, and st.table's cells, index
+    and headers, which it renders as Markdown)."""
+    tables = [str(x) for t in at.table for x in (*t.value.index, *t.value.columns, *t.value.to_numpy().ravel())]
     return [e.value for e in (*at.markdown, *at.caption, *at.warning, *at.error, *at.info, *at.success,
-                              *at.sidebar.markdown, *at.sidebar.caption, *at.sidebar.error, *at.sidebar.warning)]  # fmt: skip
+                              *at.sidebar.markdown, *at.sidebar.caption, *at.sidebar.error, *at.sidebar.warning)] + tables  # fmt: skip
 
 
 def rendered_markup(at: AppTest) -> list[str]:
@@ -162,6 +164,20 @@ def test_every_page_survives_tampered_links(page, params):
     at = open_page(page, params)
     assert not at.exception, [e.value for e in at.exception]
     assert_no_markup_from_visitors(at)
+
+
+def test_compares_table_shows_a_links_class_names_as_text():
+    # audit 80: Compare's table named each class's rows after the link's class name, and st.table renders Markdown:
+    # a class named "[Click here](https://evil.example)" was a link in the table
+    classes = '[{"name":"[Click here](https://evil.example)","share":0.5},{"name":"**b**","share":0.5,"priority":1}]'
+    at = open_page("app_pages/compare.py", {"a_preset": "chat-h100-llama8b", "a_workload.classes": classes,
+                                            "b_preset": "engine-orca"})  # fmt: skip
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [str(x) for t in at.table for x in t.value.index]
+    assert any("Click here" in x for x in labels) and any("b" in x.split("·")[-1] for x in labels), labels
+    assert_no_markup_from_visitors(at)
+    for label in labels:
+        assert "<strong>" not in MD.render(label), label
 
 
 ISSUE_LINKS = [  # the links of issue 10, page by page

@@ -2225,6 +2225,36 @@ def test_an_upload_past_the_servers_upload_limit_is_refused_and_a_derived_config
     assert not at.exception and at.session_state[CFG_KEY] == other
 
 
+def test_a_links_trace_is_counted_as_an_uploads_is_and_refused_past_the_servers_limit(monkeypatch):
+    # audit 80: a link's cfg= may carry a trace (a 324 KB link held a 100,000-row trace, ~66 MB) that Simulate and
+    # Compare kept without counting it under [uploads] max_bytes, and decoded in the server's interpreter (~1 s)
+    from app.components import runner
+    from tests.conftest import trace_config
+
+    cfg = trace_config([64 + i % 50 for i in range(300)], [8] * 300, [0.05 * i for i in range(300)], seed=3)
+    ledger = runner.server().uploads
+    monkeypatch.setattr(ledger, "max_bytes", 1)  # (the server is full)
+    at = app(open_sections=False, cfg=encode_config(cfg)).run()
+    assert not at.exception and at.session_state[CFG_KEY].workload.trace is None  # the default scenario
+    said = " ".join(w.value for w in at.warning)
+    assert "The link's trace was not loaded" in said and "uploads.max_bytes" in said and "default scenario" in said, said
+    at.switch_page("app_pages/compare.py")
+    at.query_params["a_cfg"] = encode_config(cfg)
+    at.query_params["b_preset"] = "engine-orca"
+    at.run()
+    assert not at.exception
+    side_cfg, _, side_warning = at.session_state["cmp.parsed_a"][1]  # (Compare's side A, as it read the link)
+    assert side_cfg.workload.trace is None and "The link's trace was not loaded" in side_warning
+    monkeypatch.setattr(ledger, "max_bytes", 1 << 40)
+    decoded = []  # a long link is decoded where an upload is checked (a worker, when the server has them)
+    check_upload = runner.check_upload
+    monkeypatch.setattr(runner, "check_upload", lambda fn, *args: decoded.append(fn.__name__) or check_upload(fn, *args))
+    monkeypatch.setattr(runner, "MAX_INLINE_LINK_CHARS", 100)
+    at = app(open_sections=False, cfg=encode_config(cfg)).run()
+    assert not at.exception and at.session_state[CFG_KEY] == cfg and ledger.holds(at.session_state[CFG_KEY])
+    assert decoded == ["decode_config"]
+
+
 def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_validate_it():
     # Compare with the session's uploaded trace as A and B on A's workload: every rerun dumped A's workload into B and
     # validated the result, and compressed both for the address bar (seconds of the server's interpreter per rerun)

@@ -207,3 +207,15 @@ def test_the_priority_mechanism_names_its_classes_as_its_class_table_does():
     prio = cfg.workload.trace.priority
     assert list(prio) == [1] * 6 + [0] * 2
     assert "six batch-class requests (priority 1)" in cfg.description and "two interactive ones (priority 0" in cfg.description
+
+
+def test_the_drafts_of_a_vocabulary_are_read_once_whatever_sizes_links_ask_for():
+    # (audit 80: cached per size, every vocab_size a link set, 256 to 1,000,000, kept an entry for good)
+    from sim_core import presets
+
+    sizes = {presets.read_preset_data("models", m)["vocab_size"] for m in list_presets("models")}
+    for size in (*range(50_001, 50_201), *sizes):
+        drafts = presets.models_of_vocabulary(size)
+        assert all(presets.read_preset_data("models", m)["vocab_size"] == size for m in drafts)
+        assert bool(drafts) == (size in sizes)
+    assert presets._models_by_vocabulary.cache_info().currsize == 1

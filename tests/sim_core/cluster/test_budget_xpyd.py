@@ -43,6 +43,20 @@ def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
     assert a.summary.stopped_reason == b.summary.stopped_reason
 
 
+
+def test_a_deployments_instances_share_the_runs_tick_budget():
+    # (session 80's audit: each instance had the whole budget, so 8 replicas under 2,000 ticks recorded 9,297 and the
+    # stop named "the server's budget of 2,000 ticks per run")
+    cfg = make_config(seed=3, workload__num_requests=400, workload__arrival__rate_per_s=50.0)
+    cfg = with_value(cfg, "deployment", {"router": "round_robin", "replicas": 8})
+    res = run_simulation(cfg, budget=RunBudget(max_ticks=2000, max_wall_s=600.0))
+    assert sum(x.result.timeline.num_ticks for x in res.instances) <= 2000
+    assert "the server's budget of 2,000 ticks per run, 250 for each of its 8 instances" in res.summary.stopped_reason
+    # each stops at its part as at its own limits.max_ticks
+    capped = run_simulation(with_value(cfg, "limits.max_ticks", 250))
+    assert np.array_equal(res.requests.finish_s, capped.requests.finish_s, equal_nan=True)
+    assert [x.result.timeline.num_ticks for x in res.instances] == [x.result.timeline.num_ticks for x in capped.instances]
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(5, 80), rate=st.sampled_from([5.0, 40.0]),
        num_prefill=st.integers(1, 2), num_decode=st.integers(1, 3),
@@ -79,18 +93,21 @@ def test_tick_budget_stops_are_the_same_at_any_check_interval(monkeypatch, seed,
         for f in ("instance_of", "decode_instance_of", "kv_transfer_end_s"):
             assert np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True), f
         assert a.timeline.num_ticks == b.timeline.num_ticks
-    if by_rows:  # each instance stops right after its tick whose rows pass the budget, the others run on
+    num_instances = len(results[0].instances)  # each gets an equal part of the run's budget
+    if by_rows:  # each instance stops right after its tick whose rows pass its part, the others run on
         for x in results[0].instances:
-            first_over = first_tick_over(x.result, 4 * max_ticks)
+            first_over = first_tick_over(x.result, max(4 * max_ticks // num_instances, 1))
             if "recorded rows" in (x.result.summary.stopped_reason or ""):
                 assert x.result.timeline.num_ticks == first_over
             else:
                 assert first_over is None or first_over == x.result.timeline.num_ticks
         return
-    # the cap is each instance's: none ran past it, and a run that stopped there names the budget
-    assert all(x.result.timeline.num_ticks <= max_ticks for x in results[0].instances)
+    # the cap is each instance's part: none ran past it, and a run that stopped there names the budget and the part
+    part = max(max_ticks // num_instances, 1)
+    assert all(x.result.timeline.num_ticks <= part for x in results[0].instances)
     capped = [x for x in results[0].instances if "the server's budget of" in (x.result.summary.stopped_reason or "")]
-    assert all(x.result.timeline.num_ticks == max_ticks for x in capped)
+    assert all(x.result.timeline.num_ticks == part for x in capped)
+    assert all(f"{part:,} for each of its {num_instances} instances" in x.result.summary.stopped_reason for x in capped)
     assert ("the server's budget of" in (results[0].summary.stopped_reason or "")) == bool(capped)
 
 
