@@ -69,8 +69,11 @@ class TraceError(ValueError):
 
 class TraceOptions(StrictModel):
     format: TraceFormat = Field("auto", description="Trace format; auto detects it from the header or first line.")
-    start_s: float = Field(0.0, ge=0, le=1e9, description="Keep requests from this time on, s after the trace's first row.")
-    end_s: float | None = Field(None, gt=0, le=1e9, description="Keep requests before this time, s after the first row (empty: to the end).")
+    # (the project's own csv is relative to its start already: its window is on its own clock)
+    start_s: float = Field(0.0, ge=0, le=1e9, description="Keep requests from this time on, s after the trace's first "
+                           "row (a csv trace: s on its own clock).")  # fmt: skip
+    end_s: float | None = Field(None, gt=0, le=1e9, description="Keep requests before this time, s after the first row "
+                                "(a csv trace: on its own clock; empty: to the end).")  # fmt: skip
     time_scale: float = Field(
         1.0, gt=0, le=1e4, description="Multiply arrival gaps by this: 0.5 replays twice as fast (double the rate)."
     )
@@ -398,7 +401,8 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
         raise TraceError(f"{fmt}: the trace has a header but no rows")
     if not kept:  # (it said "after skipping 1 failed rows", naming neither the column nor the value that failed them)
         end = "none" if opts.end_s is None else f"{opts.end_s:g} s"
-        window = f"outside the window (start_s = {opts.start_s:g} s, end_s = {end}, from the first row)" if windowed else ""
+        origin = "on the file's clock" if fmt == "csv" else "from the first row"  # (the project's csv is relative already)
+        window = f"outside the window (start_s = {opts.start_s:g} s, end_s = {end}, {origin})" if windowed else ""
         said = f"all {num_rows:,} rows are {window}"
         if first_skipped is not None:
             (line, row), (p, o) = first_skipped, LENGTH_FIELDS[fmt]

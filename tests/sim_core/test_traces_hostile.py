@@ -200,6 +200,15 @@ def test_a_trace_window_that_holds_no_row_says_its_bounds():
         parse_trace(text.encode(), TraceOptions(start_s=5))
 
 
+def test_a_csv_traces_window_is_on_its_own_clock_and_says_so():
+    # (the project's csv is relative to its start already: its window counts from 0 s, and the message said "from the
+    # first row", which a file whose first row is at 5 s contradicted)
+    text = "arrival_s,prompt_tokens,output_tokens\n5,5,5\n6,5,5\n9,5,5\n"
+    with pytest.raises(TraceError, match=r"all 3 rows are outside the window \(start_s = 0 s, end_s = 3 s, on the file's clock\)"):
+        parse_trace(text.encode(), TraceOptions(end_s=3))
+    assert parse_trace(text.encode(), TraceOptions(start_s=5.5)).trace.arrival_s == [0.0, 3.0]  # (6 and 9 s, from the first kept)
+
+
 # Arrival times past the longest run (limits.max_sim_time_s's largest value): a 1e300 s row was read, ran until the
 # time limit and only then said "the next arrives at 1e+300 s"
 LATE_ROW_FORMATS = {  # a header, and a row at t seconds after the first (the column each format names)
