@@ -445,6 +445,8 @@ def write_query_params(params: dict[str, str]) -> None:
 
     if len(urlencode(params)) > MAX_LINK_CHARS:
         params = {k: v for k, v in params.items() if not _names_config(k)}
+    if st.session_state.get(PRESENTER_KEY):  # with present=1 while presenter mode is on, on every page: a reload or a
+        params = {**params, "present": "1"}  # copied address of Compare or Sweep opened outside it (a review)
     if {k: st.query_params.get_all(k) for k in params} != {k: [v] for k, v in params.items()} or set(st.query_params) != set(params):
         st.query_params.from_dict(params)  # (get_all: a key the link named twice is written once)
 

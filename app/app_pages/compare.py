@@ -195,7 +195,7 @@ def metrics_table(a, b) -> pd.DataFrame:
 
 
 def main() -> None:
-    st.title("Compare two setups")
+    workshop.page_title("Compare two setups")
     page = runner.PageBudget()  # the seed bands' new runs stop when this page view has spent the server's page budget
     params = read_query_params()
     link_a, _, warn_a = _side_from_link("a", params)

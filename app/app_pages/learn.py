@@ -198,7 +198,7 @@ def _step_lesson(ids: list[str], step: int) -> None:
 
 
 def main() -> None:
-    st.title("Learn: scheduling, one knob at a time")
+    workshop.page_title("Learn: scheduling, one knob at a time")
     lessons = load_lessons()
     ids = [lesson.id for lesson in lessons]
     params = read_query_params()
@@ -217,8 +217,6 @@ def main() -> None:
     if "learn.pick" not in st.session_state:
         st.session_state["learn.pick"] = ids[0]
     workshop_mode = params.get("workshop") == "1"
-    if workshop.presenter_on():
-        workshop.leave_presenter_button(st.columns([3, 1])[1])  # (at the right, as on Simulate)
     if workshop_mode:
         _agenda(lessons, st.session_state["learn.pick"], expanded=wanted not in ids)
     # One line to pick a lesson, and the next or the one before a click away: a list of all seventeen titles filled a

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from pydantic import ValidationError
 
-from app.components import charts, tables
+from app.components import charts, tables, workshop
 from app.components.pool_backend import PointFailed
 from app.components.runner import PageBudget, points_backend, session_owner
 from app.components.text import plain
@@ -249,7 +249,7 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
                          f"it miss the SLOs: {named}. Prefer a row with more headroom, or a larger deployment."))
     for rows, note in result.row_notes():  # (the table's "–" said nothing of why)
         st.caption(plain(f"Note ({rows}): {note}."))
-    st.plotly_chart(pareto_figure(result), key="plan.pareto")
+    workshop.show_chart(pareto_figure(result), key="plan.pareto")  # (presenter mode scales its text, as every chart's)
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
                "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
                f"median error. Candidates: {spec.describe_evaluation(base)}; the chart shows each configuration once, by "
@@ -257,7 +257,7 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
 
 
 def main() -> None:
-    st.title("Plan a deployment")
+    workshop.page_title("Plan a deployment")
     show_link_notices()
     cfg: SimConfig = st.session_state[CFG_KEY]
     prompt, output = mean_lengths(cfg)  # (the $ per token rests on them, and on the weights' precision: said)

@@ -698,9 +698,8 @@ def main() -> None:
     show_link_notices(("present", *workshop.LESSON_LINK_PARAMS), problems=banner_problems)
     # after the notices, which read the address: written first, it had lost the parameters they name (a mistyped
     # ?sheduler.max_num_seqs=64 was dropped without a word on this page alone)
-    # (without the config, and the banner, when it is too long for a link; with present=1 while presenter mode is on:
-    # the address lost it after load, and a reload opened without it)
-    write_query_params({**(link_params or {}), **({"present": "1"} if presenter else {})})
+    # (without the config, and the banner, when it is too long for a link; present=1 is written in presenter mode)
+    write_query_params(link_params or {})
     if error:
         st.error(f"**Not a valid setting:** {plain(error)} (also shown next to the control in the sidebar). The results "
                  "below are for the last valid settings.", icon=":material/error:")  # fmt: skip

@@ -10,7 +10,7 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components import charts, tables
+from app.components import charts, tables, workshop
 from app.components.pool_backend import PointFailed
 from app.components.runner import PageBudget, points_backend
 from app.components.setup_notes import calibration_difference
@@ -422,7 +422,7 @@ def _results_table(rows: list[dict], knob: str, head_to_head: bool) -> None:
 
 
 def main() -> None:
-    st.title("Sweep a knob")
+    workshop.page_title("Sweep a knob")
     cfg: SimConfig = st.session_state[CFG_KEY]
     params = read_query_params()
     knobs = list(SWEEP_KNOBS)
@@ -596,7 +596,7 @@ def main() -> None:
     figs = sweep_figures(curves, knob, caps, behind_ids, _total_instances(cfg, knob), (cfg.slo.ttft_s, cfg.slo.tpot_s))
     for col, fig, key in zip(st.container(key="sw_figs").columns(3), figs, ("tput", "goodput", "latency")):
         with col:
-            st.plotly_chart(fig, key=f"sw.fig.{key}")
+            workshop.show_chart(fig, key=f"sw.fig.{key}")  # (presenter mode scales its text, as every chart's)
     if caps:
         def says(lo, hi, saturated):
             if lo is None:

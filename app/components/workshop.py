@@ -8,6 +8,7 @@ collapses the sidebar and shows one chart at a time; `show_chart` scales every c
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
@@ -32,8 +33,10 @@ FOCUS_KEY, LAST_FOCUS_KEY = "ui.focus", "ui.focus_last"  # presenter mode's one 
 TAB_KEY = "ui.tab"  # Simulate's tabs
 LESSON_LINK_READ_KEY = "learn.link_read"  # the banner values Simulate last took from its link: a closed banner stays
 # closed on the reruns before the address is written without it
-PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default is 12)
+PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default: PLOTLY_FONT_PX)
 PRESENTER_EXTRA_HEIGHT_PX = 220
+PLOTLY_FONT_PX = 12  # Plotly's default text size
+_SPAN_PX = re.compile(r"font-size:\s*(\d+)px")  # a span's own size in a Plotly title's text
 
 
 def presenter_on() -> bool:
@@ -42,6 +45,7 @@ def presenter_on() -> bool:
 
 def _leave_presenter() -> None:
     st.session_state[PRESENTER_KEY] = False
+    st.query_params.pop("present", None)  # (pages that write no address, Plan's, kept it: a reload came back in it)
 
 
 def leave_presenter_button(where=st) -> None:
@@ -49,6 +53,17 @@ def leave_presenter_button(where=st) -> None:
     the toggle is Simulate's; a review)."""
     where.button("Leave presenter mode", key="ui.leave_presenter", on_click=_leave_presenter,
                  icon=":material/close_fullscreen:", width="stretch")  # fmt: skip
+
+
+def page_title(text: str) -> None:
+    """A page's title, and in presenter mode its way out beside it (Learn, Compare, Sweep, Plan: their sidebars hold
+    only the pages, and the toggle is Simulate's; Compare, Sweep and Plan had none, a review)."""
+    if not presenter_on():
+        st.title(text)
+        return
+    title, leave = st.columns([3, 1], vertical_alignment="center")
+    title.title(text)
+    leave_presenter_button(leave)
 
 
 def style_figure(fig: go.Figure, presenter: bool) -> go.Figure:
@@ -62,10 +77,17 @@ def style_figure(fig: go.Figure, presenter: bool) -> go.Figure:
     fig.update_layout(font=dict(size=size), legend=dict(font=dict(size=size - 1)), hoverlabel=dict(font=dict(size=size)),
                       height=height)  # fmt: skip
     if fig.layout.title and fig.layout.title.text:
-        fig.update_layout(title=dict(font=dict(size=size + 1)))
+        # (a title's second line in a span of its own size, "SLO 2,000 ms (off the chart, right)", kept its 12 px on a
+        # projector, a review: it grows as the title does)
+        scale = (size + 1) / (fig.layout.title.font.size or PLOTLY_FONT_PX)
+        text = _SPAN_PX.sub(lambda m: f"font-size:{round(int(m.group(1)) * scale)}px", fig.layout.title.text)
+        fig.update_layout(title=dict(text=text, font=dict(size=size + 1)))
     fig.update_xaxes(tickfont=dict(size=size - 1), title_font=dict(size=size))
     fig.update_yaxes(tickfont=dict(size=size - 1), title_font=dict(size=size))
-    fig.update_annotations(font_size=size + 1)  # subplot titles are annotations
+    # Subplot titles are annotations of no size of their own: a title's size. A label sized for the plot (an SLO line's,
+    # 10-11 px) grows in proportion: at a title's 21 px it covered the curves it labels (Sweep's latency, a review).
+    fig.for_each_annotation(lambda a: a.update(font_size=round(a.font.size * size / PLOTLY_FONT_PX) if a.font.size
+                                               else size + 1))  # fmt: skip
     fig.update_layout(margin=dict(t=(fig.layout.margin.t or 40) + 30))
     return fig
 

@@ -2255,6 +2255,20 @@ def test_a_links_trace_is_counted_as_an_uploads_is_and_refused_past_the_servers_
     assert decoded == ["decode_config"]
 
 
+@pytest.mark.parametrize("page", ["app_pages/compare.py", "app_pages/sweep.py", "app_pages/plan.py", "app_pages/learn.py"])
+def test_every_page_keeps_presenter_mode_in_its_address_and_a_way_out(page):
+    # (a review: Compare and Sweep rewrote their address without present=1, so a reload left presenter mode, and
+    # Compare, Sweep and Plan had no way out of it: the toggle is in Simulate's sidebar)
+    from app.state import PRESENTER_KEY
+
+    at = app(open_sections=False, present="1").run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["present"] == "1"
+    at.button(key="ui.leave_presenter").click().run()
+    assert not at.exception and not at.session_state[PRESENTER_KEY] and "present" not in at.query_params
+
+
 def test_compare_reruns_with_an_uploaded_config_as_a_neither_serialise_nor_validate_it():
     # Compare with the session's uploaded trace as A and B on A's workload: every rerun dumped A's workload into B and
     # validated the result, and compressed both for the address bar (seconds of the server's interpreter per rerun)
