@@ -2562,6 +2562,20 @@ def test_compare_says_what_a_bare_config_parameter_did():
     assert any("Compare reads a" in w.value and "'preset'" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
+def test_a_sweeps_fell_behind_note_reads_the_window_that_judged_it_and_agrees_with_the_capacity():
+    # (a review: "capacity 20 req/s" sat under "at most 19.6 req/s finish over the run", the point at 21's whole run with
+    # its queue's drain; in its steady window, where falling behind is judged, it completed 20.41 of 21.29 req/s)
+    import re
+
+    at = open_page(PAGES[2], preset="chat-h100-llama8b", sweep="rate", start="17", stop="21", n="5")
+    assert not at.exception
+    said = next(i.value for i in at.info if "arrive faster than they finish" in i.value)
+    done, offered = map(float, re.search(r"at most ([\d.]+) of ([\d.]+) req/s offered finish in a steady window", said).groups())
+    answer = next(m.value for m in at.markdown if "capacity" in m.value)
+    capacity = float(re.search(r"capacity ([\d.]+) req/s", answer).group(1))
+    assert capacity <= done < offered, (said, answer)
+
+
 def test_a_replica_sweep_of_a_short_run_is_not_called_overloaded_where_it_keeps_up():
     # The router preset's 400 requests arrive in ~7 s and take ~6 s each: every point's window finished fewer requests
     # than arrived, and all 7 were said to have "requests arrive faster than they finish", 8 replicas too, whose
