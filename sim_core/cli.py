@@ -277,7 +277,10 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     given = {a.partition("=")[0].strip() for a in args.set or ()}
     kept = {k: data["workload"][k] for k in ("num_requests", "name") if f"workload.{k}" in given}
     trace_data(data, loaded.trace, f"trace {Path(args.trace).name}")["workload"].update(kept)
-    return config_from_dict(data, "config (after --set and --trace)")
+    try:
+        return config_from_dict(data, "config (after --set and --trace)")
+    except PresetError as err:  # (a request named by the file's line, as the file's own messages name it)
+        raise PresetError(loaded.in_file_lines(str(err))) from None
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -93,6 +94,20 @@ class TraceOptions(StrictModel):
         return self
 
 
+_TRACE_ROW = re.compile(r"trace row (\d+)")  # how the config's messages name a request of its trace (config.py)
+
+
+def in_file_lines(text: str, fmt: str, lines: tuple[int, ...]) -> str:
+    """A config message's "trace row N" (the Nth request replayed, as the config counts) as the line of the `fmt` file
+    it came from (`lines`: each request's): rows skipped, windowed, sorted or sampled made "trace row 2" line 3, or
+    line 9,000, of a spreadsheet (a review), where every message of the file's own names its line."""
+    def line(m: re.Match) -> str:
+        n = int(m.group(1))
+        return f"{fmt} line {lines[n - 1]}" if 0 < n <= len(lines) else m.group(0)
+
+    return _TRACE_ROW.sub(line, text)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedTrace:
     trace: Trace
@@ -100,6 +115,11 @@ class LoadedTrace:
     num_rows: int  # data rows in the file
     num_skipped: int  # rows with zero prompt or output tokens (failed requests) or filtered out
     num_in_window: int  # rows inside the window, before sampling
+    lines: tuple[int, ...] = ()  # the file's line of each request replayed (the header is line 1)
+
+    def in_file_lines(self, text: str) -> str:
+        """A config message's "trace row N" as the file's line it came from (`in_file_lines`)."""
+        return in_file_lines(text, self.format, self.lines)
 
     def describe(self) -> str:
         t = self.trace
@@ -434,8 +454,8 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
     try:
         trace = Trace.model_validate(fields)
     except ValidationError as err:
-        raise TraceError(format_validation_error(err, f"{fmt} trace")) from None
-    return LoadedTrace(trace, fmt, num_rows, num_skipped, in_window)
+        raise TraceError(in_file_lines(format_validation_error(err, f"{fmt} trace"), fmt, tuple(r.line for r in kept))) from None
+    return LoadedTrace(trace, fmt, num_rows, num_skipped, in_window, tuple(r.line for r in kept))
 
 
 def _check_replay_span(fmt: str, kept: list[_Row], arrival: list[float], base: float, opts: TraceOptions) -> None:

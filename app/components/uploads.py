@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim_core import SimConfig, config_from_dict, config_from_json
+from sim_core import PresetError, SimConfig, config_from_dict, config_from_json
 from sim_core.traces import TraceOptions, parse_trace
 
 
@@ -51,5 +51,8 @@ def check_trace(raw: bytes, name: str, opts: TraceOptions, cfg: SimConfig, base:
     data["workload"]["trace"] = trace.model_dump()
     data["workload"]["num_requests"] = len(trace.arrival_s)
     data["workload"]["name"] = f"trace {name}"
-    new = config_from_dict(data, f"trace {name!r}")
+    try:
+        new = config_from_dict(data, f"trace {name!r}")
+    except PresetError as err:  # (a request named by the file's line, as the file's own messages name it)
+        raise PresetError(loaded.in_file_lines(str(err))) from None
     return CheckedUpload(new, derivations(new, base), loaded.describe())

@@ -365,7 +365,10 @@ def test_set_with_a_trace_file_is_checked_against_the_trace_not_the_replaced_wor
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["num_finished"] == 2
     assert main(args[:-2] + ["model.max_model_len=4000"]) == 2  # a row that does not fit is still named
-    assert "trace row 1: prompt_tokens 4000 + output_tokens 10 = 4010 tokens" in capsys.readouterr().err
+    assert "csv line 2: prompt_tokens 4000 + output_tokens 10 = 4010 tokens" in capsys.readouterr().err  # (the file's line)
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.5,4000,10\n0,100,20\n")  # replayed sorted: the 2nd request
+    assert main(args[:-2] + ["model.max_model_len=4000"]) == 2
+    assert "csv line 2: prompt_tokens 4000 + output_tokens 10 = 4010 tokens" in capsys.readouterr().err  # (it said "trace row 2")
     assert main(args[:-1] + ["--set", "seed=-1"]) == 2  # a bad --set is still named as such
     assert "seed" in capsys.readouterr().err
 
