@@ -342,9 +342,19 @@ def detect_format(first_line: str) -> str:
         return "azure-2023"  # 2023 and 2024 share the schema; the parser accepts both timestamp forms
     if tuple(header[:3]) == TRACE_COLUMNS:
         return "csv"
+    # A header that has some of a format's columns is named against that format: "arrival_s,prompt_tokens" was told
+    # only that it matched none, and then every format's columns (~400 characters), a review
+    shared, fmt, columns = max((sum(c in header for c in cols), fmt, cols) for fmt, cols in _HEADER_COLUMNS.items())
+    if shared:
+        missing = [c for c in columns if c not in header]
+        lacks = f"lacks {', '.join(missing)}" if missing else f"must start with {', '.join(columns)}, in that order"
+        raise TraceError(f"line 1: the header {text[:200]!r} {lacks} ({'csv: ' if fmt == 'csv' else ''}{FORMAT_HELP[fmt]})")
     raise TraceError(
         f"line 1: unrecognised trace header {text[:200]!r}; expected one of: " + "; ".join(FORMAT_HELP.values())
     )
+
+
+_HEADER_COLUMNS = {"csv": TRACE_COLUMNS, "burstgpt": BURSTGPT_COLUMNS, "azure-2023": AZURE_COLUMNS}  # (detect_format's)
 
 
 def _rows(fmt: str, lines: Iterable[str], opts: TraceOptions) -> Iterator[tuple[int, _Row]]:

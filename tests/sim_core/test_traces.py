@@ -152,6 +152,13 @@ def test_bom_wrong_columns_and_wrong_format_are_explained():
         parse_trace(body, TraceOptions(format="burstgpt"))
     with pytest.raises(TraceError, match="unrecognised trace header"):
         parse_trace("foo,bar\n1,2\n")
+    # a header with some of a format's columns is named against it (it was "unrecognised", and every format listed)
+    with pytest.raises(TraceError, match=r"^line 1: the header 'arrival_s,prompt_tokens' lacks output_tokens \(csv: arrival_s,"):
+        parse_trace("arrival_s,prompt_tokens\n1,2\n")
+    with pytest.raises(TraceError, match=r"must start with arrival_s, prompt_tokens, output_tokens, in that order"):
+        parse_trace("prompt_tokens,arrival_s,output_tokens\n1,2,3\n")
+    with pytest.raises(TraceError, match=r"lacks Response tokens, Total tokens, Log Type \(BurstGPT: CSV"):
+        parse_trace("Timestamp,Model,Request tokens\n1,x,2\n")
     with pytest.raises(TraceError, match="line 2: expected a JSON object|line 2: not a JSON"):
         parse_trace('{"timestamp": 0, "input_length": 5, "output_length": 1}\n[1]\n')
     with pytest.raises(TraceError, match="hash_ids for 5 input tokens"):
