@@ -85,7 +85,8 @@ def _apply_upload(checked: uploads.CheckedUpload | str, error_key: str) -> None:
 
 def _on_config_upload() -> None:
     up = st.session_state.get("w.upload_config")
-    if up is None:
+    if up is None:  # the file removed: its refusal goes with it (it stayed under the empty uploader, a review)
+        st.session_state["ui.upload_error"] = None
         return
     try:
         raw = _upload_bytes(up, MAX_CONFIG_FILE_BYTES)
@@ -98,7 +99,8 @@ def _on_config_upload() -> None:
 
 def _on_trace_upload() -> None:
     up = st.session_state.get("w.upload_trace")
-    if up is None:
+    if up is None:  # (as a config's)
+        st.session_state["ui.trace_error"] = None
         return
     try:
         max_req = st.session_state.get("w.trace_max_requests") or None

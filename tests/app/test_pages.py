@@ -978,6 +978,9 @@ def test_uploading_a_config_applies_it_and_a_bad_one_is_explained_inline():
     assert "scheduler.max_num_seqs = 0" in at.main.error[0].value
     at.run()
     assert not at.main.error and any("scheduler.max_num_seqs = 0" in e.value for e in at.sidebar.error)
+    _uploader(at, "w.upload_config").set_value(None).run()  # the file removed: its refusal goes with it (a review)
+    assert not at.exception and not any("scheduler.max_num_seqs = 0" in e.value for e in at.sidebar.error)
+    assert at.session_state[CFG_KEY] == cfg
 
 
 def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
@@ -994,6 +997,8 @@ def test_uploading_a_trace_replays_it_and_a_bad_one_is_explained_inline():
     assert any("line 2: prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
     assert len(at.main.error) == 1 and at.main.error[0].value.startswith("**The uploaded trace was not used:**")
     assert "line 2: prompt_tokens = 'abc'" in at.main.error[0].value
+    _uploader(at, "w.upload_trace").set_value(None).run()  # (as a config's)
+    assert not at.exception and not any("prompt_tokens = 'abc'" in e.value for e in at.sidebar.error)
 
 
 @pytest.mark.parametrize("seed", [0, 5])
