@@ -571,6 +571,21 @@ def main() -> None:
     # requests or more" (each finished 21.6 req/s of 26 and 30 arriving), advice that cannot help there.
     behind = [(name, p) for name, pts in curves.items() for p in pts if fell_behind(p, knob, setups[name], objective)]
     behind_ids = frozenset(id(p) for _, p in behind)
+    # The answer first, above its notes and the charts, as Simulate's headline is (below them it was 2.5 screens down
+    # at 1280x720, a review)
+    if caps:
+        def says(lo, hi, saturated):
+            if lo is None:
+                return f"below {values[0]:g} req/s (even the lowest rate misses the objectives)"
+            span = f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s over {seeds} seeds"
+            if not saturated:
+                return f"at least {span} (every point met the objectives: raise 'To')"
+            # (the knee lies between the last rate that met them and the next one swept: "18 req/s" read as exact)
+            above = next((v for v in values if v > hi), None)
+            return span if above is None else f"{span}; the next rate swept, {above:g} req/s, misses the objectives"
+        st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
+    else:
+        st.markdown(most_goodput_sentence(curves, knob, behind_ids))
     if behind:
         n, total = len(behind), sum(len(v) for v in curves.values())
         # In the steady window, where falling behind is judged (`sweep.objective_miss` says the same per row): over the
@@ -603,19 +618,6 @@ def main() -> None:
     for col, fig, key in zip(st.container(key="sw_figs").columns(3), figs, ("tput", "goodput", "latency")):
         with col:
             workshop.show_chart(fig, key=f"sw.fig.{key}")  # (presenter mode scales its text, as every chart's)
-    if caps:
-        def says(lo, hi, saturated):
-            if lo is None:
-                return f"below {values[0]:g} req/s (even the lowest rate misses the objectives)"
-            span = f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s over {seeds} seeds"
-            if not saturated:
-                return f"at least {span} (every point met the objectives: raise 'To')"
-            # (the knee lies between the last rate that met them and the next one swept: "18 req/s" read as exact)
-            above = next((v for v in values if v > hi), None)
-            return span if above is None else f"{span}; the next rate swept, {above:g} req/s, misses the objectives"
-        st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
-    else:
-        st.markdown(most_goodput_sentence(curves, knob, behind_ids))
     errors = [(name, p) for name, pts in curves.items() for p in pts if p.error]
     for name, p in errors[:3]:
         st.warning(plain(f"{name} at {knob} = {p.value:g}: {p.error}"))
