@@ -133,6 +133,7 @@ def pareto_figure(result: Plan) -> go.Figure:
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="$ per hour (deployment)",
                       yaxis_title=f"TTFT P{p} at the target rate (ms, log)", legend=dict(orientation="h", y=-0.2))  # fmt: skip
     fig.update_yaxes(**charts.log_ladder_axis(latency_ms))
+    fig.update_xaxes(tickprefix="$")  # (bare "5.5 6 6.5" ticks, a review)
     return charts.readable_numbers(fig)
 
 
