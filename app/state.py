@@ -119,6 +119,12 @@ def _compressed_exceeds(data: bytes, max_bytes: int) -> bool:
 
 def decode_config(text: str, source: str = "link") -> SimConfig:
     """Inverse of `encode_config`. Raises PresetError naming what is wrong with the link."""
+    return config_from_inflated(inflate_config(text, source), source)
+
+
+def inflate_config(text: str, source: str = "link") -> bytes:
+    """A link's cfg parameter decompressed (at most MAX_DECODED_BYTES: milliseconds), not yet parsed: its JSON's size
+    says what parsing it costs. Raises PresetError naming what is wrong with the link."""
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
@@ -137,6 +143,11 @@ def decode_config(text: str, source: str = "link") -> SimConfig:
         # ("Unterminated string starting at line 1, column 2") said nothing of why
         raise PresetError(f"The {source} is cut short: its cfg parameter ({len(text):,} characters) ends before the "
                           f"config does ({CFG_CUT_ADVICE}).")  # fmt: skip
+    return data
+
+
+def config_from_inflated(data: bytes, source: str = "link") -> SimConfig:
+    """The config of `inflate_config`'s JSON, validated. Raises PresetError naming what is wrong with it."""
     try:
         obj = loads_bounded(data, f"{source} config")
     except InputError as err:
@@ -438,6 +449,15 @@ def _names_config(key: str) -> bool:
     return is_config_param(key) or (key[:2] in ("a_", "b_") and is_config_param(key[2:]))
 
 
+def presenter_params() -> dict[str, str]:
+    """The address's part while presenter mode is on, on every page: a reload or a copied address of Compare or Sweep
+    (which rewrite it) or of Plan, About or Glossary (whose address Streamlit clears on the way in) opened outside it,
+    a review. Pages that write their address write it (`write_query_params`); streamlit_app writes it for the others."""
+    import streamlit as st
+
+    return {"present": "1"} if st.session_state.get(PRESENTER_KEY) else {}
+
+
 def write_query_params(params: dict[str, str]) -> None:
     """Keep the address bar in sync. A config too long for a link (an uploaded trace) is left out, so the address
     holds no config rather than the last one that fitted (a visitor copying it shared another run as this one)."""
@@ -445,8 +465,7 @@ def write_query_params(params: dict[str, str]) -> None:
 
     if len(urlencode(params)) > MAX_LINK_CHARS:
         params = {k: v for k, v in params.items() if not _names_config(k)}
-    if st.session_state.get(PRESENTER_KEY):  # with present=1 while presenter mode is on, on every page: a reload or a
-        params = {**params, "present": "1"}  # copied address of Compare or Sweep opened outside it (a review)
+    params = {**params, **presenter_params()}
     if {k: st.query_params.get_all(k) for k in params} != {k: [v] for k, v in params.items()} or set(st.query_params) != set(params):
         st.query_params.from_dict(params)  # (get_all: a key the link named twice is written once)
 

@@ -22,7 +22,7 @@ def main() -> None:
     # preset's simulation.
     from app.components.cluster_timeline import ROW_LABEL_CSS
     from app.components.text import plain
-    from app.state import PRESENTER_KEY, ensure_session, page_asked, read_query_params
+    from app.state import PRESENTER_KEY, ensure_session, page_asked, presenter_params, read_query_params
 
     if read_query_params().get("present") == "1" and "ui.present_link" not in st.session_state:
         st.session_state[PRESENTER_KEY] = st.session_state["ui.present_link"] = True  # a link can start presenter mode
@@ -135,6 +135,9 @@ def main() -> None:
     elif asked and current == "" and asked.lower() not in by_path:
         # the address is the visitor's text: shown as typed (decoded), never as Markdown (a link, an image)
         st.warning(f"There is no page “{plain(unquote(asked)[:60])}”; showing Simulate. Pages: {', '.join(p.title for p in pages)}.")
+    for key, value in presenter_params().items():  # (pages that write no address of their own keep it too)
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
     page.run()
 
 

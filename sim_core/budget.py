@@ -153,7 +153,8 @@ class BudgetMeter:
 
     @property
     def max_ticks(self) -> int:
-        """The ticks one engine may run: the budget's, or a deployment instance's part of it."""
+        """The ticks one engine may run: the budget's, or a deployment instance's part of it (at least one tick: a
+        budget under the number of instances, which no server sets, gives each one)."""
         return max(self.budget.max_ticks // self.num_instances, 1)
 
     @property

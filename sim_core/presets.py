@@ -12,6 +12,7 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -54,13 +55,13 @@ def read_preset_data(family: str, name: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _models_by_vocabulary() -> dict[int, tuple[str, ...]]:
-    """Each vocabulary size a model preset has -> those presets (read once; callers never mutate it)."""
+def _models_by_vocabulary() -> Mapping[int, tuple[str, ...]]:
+    """Each vocabulary size a model preset has -> those presets (read once, read-only)."""
     by_size: dict[int, tuple[str, ...]] = {}
     for m in list_presets("models"):
         size = read_preset_data("models", m)["vocab_size"]
         by_size[size] = (*by_size.get(size, ()), m)
-    return by_size
+    return MappingProxyType(by_size)
 
 
 def models_of_vocabulary(vocab_size: int) -> tuple[str, ...]:

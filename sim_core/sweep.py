@@ -539,16 +539,23 @@ def fell_behind(p: SweepPoint, knob: str, cfg: SimConfig, obj: CapacityObjective
     36 ms -> 998 ms, read 59.6 req/s of goodput beside 5 replicas' 59.2, and in a run long enough to settle completes
     52.1 of 60.3 (5 replicas: 60.4). Over seeds, a point fell behind where any seed did (its band and median are then
     every seed's whole run, not a mix)."""
-    def behind(s: Summary | None) -> bool:
-        if s is None or s.steady is None:
-            return False
-        if knob == "rate":
-            return not keeps_up(s)
-        st = s.steady
-        return bool(st.note) and st.requests_per_s < FELL_BEHIND_SHARE * st.arrival_rate_per_s and (
-            says_overloaded(st.note) or window_slo_miss(st, cfg, obj) is not None)
+    return any(run_fell_behind(s, knob, cfg, obj) for s in (p.seeds or (p.summary,)))
 
-    return any(behind(s) for s in (p.seeds or (p.summary,)))
+
+def run_fell_behind(s: Summary | None, knob: str, cfg: SimConfig, obj: CapacityObjective) -> bool:
+    """Whether one run (a seed) of a sweep point fell behind (`fell_behind`)."""
+    if s is None or s.steady is None:
+        return False
+    if knob == "rate":
+        return not keeps_up(s)
+    st = s.steady
+    return bool(st.note) and st.requests_per_s < FELL_BEHIND_SHARE * st.arrival_rate_per_s and (
+        says_overloaded(st.note) or window_slo_miss(st, cfg, obj) is not None)
+
+
+def window_completion(st) -> str:
+    """What a run's steady window completed of what was offered, the figure that judges whether it fell behind."""
+    return f"completed {st.requests_per_s:,.2f} of {st.arrival_rate_per_s:,.2f} req/s offered in its steady window"
 
 
 def point_metric(p: SweepPoint, field: str) -> list[float]:
@@ -654,8 +661,7 @@ def objective_miss(s: Summary, cfg: SimConfig, obj: CapacityObjective) -> str | 
         return f"{st.num_unfinished:,} window requests unfinished"
     if not keeps_up(s):
         # (in its window: a row of whole-run figures beside it read as their rate, which the page says over the run)
-        return (f"falls behind: completed {st.requests_per_s:,.2f} of {st.arrival_rate_per_s:,.2f} req/s offered in its "
-                "steady window")
+        return f"falls behind: {window_completion(st)}"
     return window_slo_miss(st, cfg, obj)
 
 

@@ -40,6 +40,7 @@ from sim_core.inputs import InputError, check_regular_file, json_int, parse_floa
 TraceFormat = Literal["auto", "csv", "azure-2023", "azure-2024", "burstgpt", "mooncake"]
 TRACE_FORMATS: tuple[str, ...] = ("csv", "azure-2023", "azure-2024", "burstgpt", "mooncake")
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+RELATIVE_CLOCK_FORMATS = frozenset({"csv"})  # the project's own CSV counts from the start: its window is on that clock
 MAX_TRACE_CSV_BYTES = 8 * 1024 * 1024  # an upload (the app); files on disk are streamed
 MOONCAKE_HASH_BLOCK_TOKENS = 512  # Mooncake FAST'25 traces: one hash id per 512-token block
 MAX_TRACE_FILE_BYTES = 2 * 1024**3  # CLI/API: whole public traces are streamed row by row
@@ -94,7 +95,9 @@ class TraceOptions(StrictModel):
         return self
 
 
-_TRACE_ROW = re.compile(r"trace row (\d+)")  # how the config's messages name a request of its trace (config.py)
+# How the config's messages name a request of its trace (config.py): "...: trace row 2: ...", at the start of a line or
+# after a field's colon; nowhere else (an upload named "trace row 3.csv" was renamed "csv line 3.csv", a review).
+_TRACE_ROW = re.compile(r"(^|: )trace row (\d+):", re.MULTILINE)
 
 
 def in_file_lines(text: str, fmt: str, lines: tuple[int, ...]) -> str:
@@ -102,8 +105,8 @@ def in_file_lines(text: str, fmt: str, lines: tuple[int, ...]) -> str:
     it came from (`lines`: each request's): rows skipped, windowed, sorted or sampled made "trace row 2" line 3, or
     line 9,000, of a spreadsheet (a review), where every message of the file's own names its line."""
     def line(m: re.Match) -> str:
-        n = int(m.group(1))
-        return f"{fmt} line {lines[n - 1]}" if 0 < n <= len(lines) else m.group(0)
+        n = int(m.group(2))
+        return f"{m.group(1)}{fmt} line {lines[n - 1]}:" if 0 < n <= len(lines) else m.group(0)
 
     return _TRACE_ROW.sub(line, text)
 
@@ -115,7 +118,7 @@ class LoadedTrace:
     num_rows: int  # data rows in the file
     num_skipped: int  # rows with zero prompt or output tokens (failed requests) or filtered out
     num_in_window: int  # rows inside the window, before sampling
-    lines: tuple[int, ...] = ()  # the file's line of each request replayed (the header is line 1)
+    lines: tuple[int, ...] = ()  # the file's line of each request replayed (from 1: a CSV's header is line 1)
 
     def in_file_lines(self, text: str) -> str:
         """A config message's "trace row N" as the file's line it came from (`in_file_lines`)."""
@@ -344,8 +347,9 @@ def detect_format(first_line: str) -> str:
         return "csv"
     # A header that has some of a format's columns is named against that format: "arrival_s,prompt_tokens" was told
     # only that it matched none, and then every format's columns (~400 characters), a review
-    shared, fmt, columns = max((sum(c in header for c in cols), fmt, cols) for fmt, cols in _HEADER_COLUMNS.items())
-    if shared:
+    (shared, fmt, columns), (runner_up, *_) = sorted(((sum(c in header for c in cols), fmt, cols)
+                                                      for fmt, cols in _HEADER_COLUMNS.items()), reverse=True)[:2]  # fmt: skip
+    if shared > runner_up:  # (a tie names no format: "Timestamp,prompt_tokens" is as much BurstGPT as csv)
         missing = [c for c in columns if c not in header]
         lacks = f"lacks {', '.join(missing)}" if missing else f"must start with {', '.join(columns)}, in that order"
         raise TraceError(f"line 1: the header {text[:200]!r} {lacks} ({'csv: ' if fmt == 'csv' else ''}{FORMAT_HELP[fmt]})")
@@ -354,7 +358,7 @@ def detect_format(first_line: str) -> str:
     )
 
 
-_HEADER_COLUMNS = {"csv": TRACE_COLUMNS, "burstgpt": BURSTGPT_COLUMNS, "azure-2023": AZURE_COLUMNS}  # (detect_format's)
+_HEADER_COLUMNS = MappingProxyType({"csv": TRACE_COLUMNS, "burstgpt": BURSTGPT_COLUMNS, "azure-2023": AZURE_COLUMNS})  # (detect_format's)
 
 
 def _rows(fmt: str, lines: Iterable[str], opts: TraceOptions) -> Iterator[tuple[int, _Row]]:
@@ -402,8 +406,8 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
     for line, row in _rows(fmt, lines_all, opts):
         num_rows += 1
         row.line = line
-        if t0 is None:  # the project's own CSV is already relative to the start
-            t0 = 0.0 if fmt == "csv" else row.time_s
+        if t0 is None:
+            t0 = 0.0 if fmt in RELATIVE_CLOCK_FORMATS else row.time_s
         if row.time_s < prev_t:
             unsorted = True
         prev_t = row.time_s
@@ -431,7 +435,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
         raise TraceError(f"{fmt}: the trace has a header but no rows")
     if not kept:  # (it said "after skipping 1 failed rows", naming neither the column nor the value that failed them)
         end = "none" if opts.end_s is None else f"{opts.end_s:g} s"
-        origin = "on the file's clock" if fmt == "csv" else "from the first row"  # (the project's csv is relative already)
+        origin = "on the file's clock" if fmt in RELATIVE_CLOCK_FORMATS else "from the first row"
         window = f"outside the window (start_s = {opts.start_s:g} s, end_s = {end}, {origin})" if windowed else ""
         said = f"all {num_rows:,} rows are {window}"
         if first_skipped is not None:

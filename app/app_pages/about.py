@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app.components import workshop
 from app.components.text import plain
 from app.components.units import MISSING
 from app.state import CFG_KEY, PRESET_KEY, show_link_notices
@@ -14,7 +15,7 @@ from sim_core.costmodel import MemoryPlanError, ModelShape, draft_model_config, 
 from sim_core.planner import calibration_band
 from sim_core.presets import engine_label, read_preset_data
 
-st.title("About the model")
+workshop.page_title("About the model")
 show_link_notices()
 cfg = st.session_state[CFG_KEY]
 st.markdown(

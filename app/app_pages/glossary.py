@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.components import workshop
 from app.state import show_link_notices
 from sim_core.lessons import load_article
 
@@ -107,7 +108,7 @@ TERMS = (  # (term, definition); grouped as a workshop introduces them
 
 
 def main() -> None:
-    st.title("Glossary")
+    workshop.page_title("Glossary")
     show_link_notices()  # (the only page that said nothing of a link it could not use: ?preset=nope, ?q=...)
     st.caption("The terms the charts and lessons use. Hover or tap the (?) next to any control for its own definition.")
     for term, text in TERMS:

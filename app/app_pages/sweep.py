@@ -43,12 +43,14 @@ from sim_core.sweep import (
     point_metric,
     rate_applies,
     rounded_points_note,
+    run_fell_behind,
     run_sweep,
     shown_field,
     single_value,
     steady_run_length,
     steady_warmup_s,
     sweep_values,
+    window_completion,
 )
 
 MAX_POINTS = 16
@@ -588,13 +590,14 @@ def main() -> None:
         st.markdown(most_goodput_sentence(curves, knob, behind_ids))
     if behind:
         n, total = len(behind), sum(len(v) for v in curves.values())
-        # In the steady window, where falling behind is judged (`sweep.objective_miss` says the same per row): over the
-        # whole run, the queue's drain included, "at most 19.6 req/s finish" sat beside a capacity of 20 req/s whose
-        # point had kept up, a review (the point at 21 completed 20.41 of 21.29 in its window)
-        done, offered, at_name, at_value = max((s.steady.requests_per_s, s.steady.arrival_rate_per_s, name, p.value)
-                                               for name, p in behind for s in (p.seeds or (p.summary,))
-                                               if s is not None and s.steady is not None)  # fmt: skip
-        at = (f", at {knob} = {at_value:g}" + (f", {plain(at_name)}" if len(curves) > 1 else "")) if n > 1 else ""
+        # In the steady window, where falling behind is judged (`sweep.objective_miss` says the same per row), of the run
+        # closest to keeping up among those that fell behind: over the whole run, the queue's drain included, "at most
+        # 19.6 req/s finish" sat beside a capacity of 20 req/s whose point had kept up, a review
+        run, at_name, at_value = max(((s, name, p.value) for name, p in behind for s in (p.seeds or (p.summary,))
+                                      if run_fell_behind(s, knob, setups[name], objective)),
+                                     key=lambda c: c[0].steady.requests_per_s / c[0].steady.arrival_rate_per_s)  # fmt: skip
+        at = f"at {knob} = {at_value:g}" + (f", {plain(at_name)}" if len(curves) > 1 else "")
+        closest = f"{at}, the closest to keeping up, it " if n > 1 or seeds > 1 else "it "
         by_setup: dict[str, list[str]] = {}
         for name, p in behind:
             by_setup.setdefault(name, []).append(f"{p.value:g}")
@@ -602,7 +605,7 @@ def main() -> None:
         where = (f"{knob}: " + "; ".join(f"{plain(name)} at {', '.join(v)}" for name, v in by_setup.items())
                  if len(curves) > 1 else f"{knob} = " + ", ".join(v for vs in by_setup.values() for v in vs))  # fmt: skip
         st.info(f"{n} of {total} points {'have' if n > 1 else 'has'} no steady state ({where}): requests arrive faster "
-                f"than they finish (at most {done:,.2f} of {offered:,.2f} req/s offered finish in a steady window{at}), "
+                f"than they finish ({closest}{window_completion(run.steady)}), "
                 "so the queue grows for as long as the run lasts. Their figures "
                 "(open markers) are their whole runs', those of a run this long: a window of such a run counts "
                 "arrivals met before the queue built up.")  # fmt: skip

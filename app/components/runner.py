@@ -227,18 +227,22 @@ def admit_upload(cfg: SimConfig) -> str | None:
     return server().uploads.admit(cfg)
 
 
-# A link's cfg= up to this long (a preset's whole config compresses to ~1-2k characters) is decoded where it is read;
-# a longer one may carry a trace (a 324 KB link: 100,000 rows, ~1 s of parsing), decoded in a worker as an upload is.
-MAX_INLINE_LINK_CHARS = 16_384
+# A link's config JSON up to this size (a preset's whole config: ~5 KB) is parsed where it is read; a larger one carries
+# a trace (100,000 rows: ~4 MB, ~1 s of parsing), parsed in a worker as an upload is. (By the JSON's size, not the link's:
+# a 15,298-character link held that trace, and 4,443 characters one of 100,000 equal rows, a review.)
+MAX_INLINE_LINK_JSON_BYTES = 64 * 1024
 
 
 def decode_link_config(text: str) -> SimConfig:
     """A link's whole config (its `cfg=` parameter), as `state.decode_config` reads it, with what an uploaded file gets:
-    decoded in a worker past MAX_INLINE_LINK_CHARS, and its trace counted in the server's upload ledger, refused past
-    [uploads] max_bytes (a link could hand the server a 100,000-row trace that no limit counted). PresetError: why not."""
-    from app.state import decode_config
+    parsed in a worker past MAX_INLINE_LINK_JSON_BYTES, and its trace counted in the server's upload ledger, refused
+    past [uploads] max_bytes (a link could hand the server a 100,000-row trace that no limit counted). PresetError: why
+    not."""
+    from app.state import config_from_inflated, inflate_config
 
-    decoded = decode_config(text) if len(text) <= MAX_INLINE_LINK_CHARS else check_upload(decode_config, text)
+    data = inflate_config(text)  # (bounded, milliseconds)
+    decoded = (config_from_inflated(data) if len(data) <= MAX_INLINE_LINK_JSON_BYTES
+               else check_upload(config_from_inflated, data, what="link"))  # fmt: skip
     if isinstance(decoded, str):
         raise PresetError(decoded)
     if (refused := server().uploads.admit(decoded, source="link")) is not None:
@@ -296,24 +300,27 @@ def run(cfg: SimConfig) -> Outcome:
 UPLOAD_CHECK_TIMEOUT_S = 120.0
 
 
-def check_upload(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` (a check of an uploaded file, app/components/uploads.py) in a worker process when the server has them,
-    so its seconds are not the server interpreter's; what it returns, or the message of the ValueError it raised (the
-    field, value and allowed range) as a str."""
+def check_upload(fn: Callable[..., Any], *args: Any, what: str = "file") -> Any:
+    """`fn(*args)` (a check of an uploaded file, app/components/uploads.py, or of a link's config: `what`) in a worker
+    process when the server has them, so its seconds are not the server interpreter's; what it returns, or the message
+    of the ValueError it raised (the field, value and allowed range) as a str."""
     srv = server()
     if srv.pool is None:
         try:
             return fn(*args)
         except ValueError as err:  # (PresetError, InputError, TraceError, a ValidationError)
             return str(err)
-    reply = srv.pool.call(fn, args, (ValueError,), timeout_s=UPLOAD_CHECK_TIMEOUT_S, what="check of the file",
+    reply = srv.pool.call(fn, args, (ValueError,), timeout_s=UPLOAD_CHECK_TIMEOUT_S, what=f"check of the {what}",
                           owner=session_owner())  # fmt: skip
     if reply.kind in ("ok", "error"):
         return reply.payload
     if reply.kind == "killed":
-        return f"The file could not be checked: {reply.payload}. Nothing was changed; try again when the server is less busy."
-    log.error("an upload's check failed in a worker: %s", reply.payload)
-    return f"The file could not be checked ({reply.payload}). Nothing was changed; please report the file."
+        failed, then = f": {reply.payload}", "try again when the server is less busy"
+    else:
+        log.error("a %s's check failed in a worker: %s", what, reply.payload)
+        failed, then = f" ({reply.payload})", f"please report the {what}"
+    # (a file's session keeps its config; a link's falls back to the default scenario, which its reader says)
+    return f"The {what} could not be checked{failed}. " + (f"Nothing was changed; {then}." if what == "file" else f"{then.capitalize()}.")
 
 
 def frames(res: SimResult) -> dict:

@@ -36,6 +36,7 @@ LESSON_LINK_READ_KEY = "learn.link_read"  # the banner values Simulate last took
 PRESENTER_FONT_PX = 20  # chart body text in presenter mode; titles +1, ticks and legends -1 (Plotly's default: PLOTLY_FONT_PX)
 PRESENTER_EXTRA_HEIGHT_PX = 220
 PLOTLY_FONT_PX = 12  # Plotly's default text size
+PLOTLY_TITLE_PX = 17  # and its title's (1.4 times it)
 _SPAN_PX = re.compile(r"font-size:\s*(\d+)px")  # a span's own size in a Plotly title's text
 
 
@@ -79,15 +80,16 @@ def style_figure(fig: go.Figure, presenter: bool) -> go.Figure:
     if fig.layout.title and fig.layout.title.text:
         # (a title's second line in a span of its own size, "SLO 2,000 ms (off the chart, right)", kept its 12 px on a
         # projector, a review: it grows as the title does)
-        scale = (size + 1) / (fig.layout.title.font.size or PLOTLY_FONT_PX)
+        scale = (size + 1) / (fig.layout.title.font.size or PLOTLY_TITLE_PX)
         text = _SPAN_PX.sub(lambda m: f"font-size:{round(int(m.group(1)) * scale)}px", fig.layout.title.text)
         fig.update_layout(title=dict(text=text, font=dict(size=size + 1)))
     fig.update_xaxes(tickfont=dict(size=size - 1), title_font=dict(size=size))
     fig.update_yaxes(tickfont=dict(size=size - 1), title_font=dict(size=size))
-    # Subplot titles are annotations of no size of their own: a title's size. A label sized for the plot (an SLO line's,
-    # 10-11 px) grows in proportion: at a title's 21 px it covered the curves it labels (Sweep's latency, a review).
-    fig.for_each_annotation(lambda a: a.update(font_size=round(a.font.size * size / PLOTLY_FONT_PX) if a.font.size
-                                               else size + 1))  # fmt: skip
+    # Annotations grow in proportion, up to a title's size: a label sized for the plot (an SLO line's, 10-11 px) at a
+    # title's 21 px covered the curves it labels (Sweep's latency, a review); subplot titles (make_subplots' 16 px)
+    # take a title's size.
+    title_px = size + 1
+    fig.for_each_annotation(lambda a: a.update(font_size=min(round((a.font.size or title_px) * size / PLOTLY_FONT_PX), title_px)))
     fig.update_layout(margin=dict(t=(fig.layout.margin.t or 40) + 30))
     return fig
 

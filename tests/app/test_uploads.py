@@ -18,3 +18,11 @@ def test_a_trace_request_the_config_refuses_is_named_by_its_line_in_the_file():
     assert "trace row" not in str(err.value)
     checked = check_trace(text.replace(b"200000,200", b"400,200"), "t.csv", TraceOptions(), cfg, None)
     assert checked.cfg.workload.trace.prompt_tokens == [400, 10, 100]
+
+
+def test_a_file_named_like_a_trace_row_keeps_its_name():
+    # (the first mapping renamed an upload "trace row 3.csv" "csv line 3.csv")
+    cfg = load_preset("chat-h100-llama8b")
+    with pytest.raises(PresetError) as err:
+        check_trace(b"arrival_s,prompt_tokens,output_tokens\n0,200000,20\n", "trace row 3.csv", TraceOptions(), cfg, None)
+    assert "'trace row 3.csv'" in str(err.value) and "csv line 2: prompt_tokens 200000" in str(err.value)

@@ -159,6 +159,8 @@ def test_bom_wrong_columns_and_wrong_format_are_explained():
         parse_trace("prompt_tokens,arrival_s,output_tokens\n1,2,3\n")
     with pytest.raises(TraceError, match=r"lacks Response tokens, Total tokens, Log Type \(BurstGPT: CSV"):
         parse_trace("Timestamp,Model,Request tokens\n1,x,2\n")
+    with pytest.raises(TraceError, match="unrecognised trace header 'Timestamp,prompt_tokens'"):  # (as much one as the other)
+        parse_trace("Timestamp,prompt_tokens\n1,2\n")
     with pytest.raises(TraceError, match="line 2: expected a JSON object|line 2: not a JSON"):
         parse_trace('{"timestamp": 0, "input_length": 5, "output_length": 1}\n[1]\n')
     with pytest.raises(TraceError, match="hash_ids for 5 input tokens"):

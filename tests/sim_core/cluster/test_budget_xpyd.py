@@ -43,7 +43,6 @@ def test_a_tick_budget_stop_does_not_depend_on_the_check_interval(monkeypatch):
     assert a.summary.stopped_reason == b.summary.stopped_reason
 
 
-
 def test_a_deployments_instances_share_the_runs_tick_budget():
     # (session 80's audit: each instance had the whole budget, so 8 replicas under 2,000 ticks recorded 9,297 and the
     # stop named "the server's budget of 2,000 ticks per run")
@@ -56,6 +55,7 @@ def test_a_deployments_instances_share_the_runs_tick_budget():
     capped = run_simulation(with_value(cfg, "limits.max_ticks", 250))
     assert np.array_equal(res.requests.finish_s, capped.requests.finish_s, equal_nan=True)
     assert [x.result.timeline.num_ticks for x in res.instances] == [x.result.timeline.num_ticks for x in capped.instances]
+
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), num_requests=st.integers(5, 80), rate=st.sampled_from([5.0, 40.0]),
