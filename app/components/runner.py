@@ -8,6 +8,7 @@ in flight wait for it instead of starting their own. Errors come back as text, n
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -240,11 +241,21 @@ def decode_link_config(text: str) -> SimConfig:
     not."""
     from app.state import config_from_inflated, inflate_config
 
-    data = inflate_config(text)  # (bounded, milliseconds)
-    decoded = (config_from_inflated(data) if len(data) <= MAX_INLINE_LINK_JSON_BYTES
-               else check_upload(config_from_inflated, data, what="link"))  # fmt: skip
-    if isinstance(decoded, str):
-        raise PresetError(decoded)
+    def parse() -> SimConfig:
+        data = inflate_config(text)  # (bounded, milliseconds)
+        parsed = (config_from_inflated(data) if len(data) <= MAX_INLINE_LINK_JSON_BYTES
+                  else check_upload(config_from_inflated, data, what="link"))  # fmt: skip
+        if isinstance(parsed, str):
+            raise PresetError(parsed)
+        return parsed
+
+    def size(cfg: SimConfig) -> int:
+        return CONFIG_OVERHEAD_BYTES + (trace_bytes(cfg.workload.trace) if cfg.workload.trace is not None else 0)
+
+    # One config per link, server-wide, read-only as the cached results' configs are: a room of 30 opening one link with
+    # a trace parsed it 30 times at once and held 30 copies (66 MiB each for 100,000 rows: the 2 GiB of uploads full
+    # after 31 sessions, a review); now one parse, which the others wait for, and one copy the ledger counts once.
+    decoded = server().cache.get_or_run("link:" + hashlib.sha256(text.encode()).hexdigest(), parse, size)
     if (refused := server().uploads.admit(decoded, source="link")) is not None:
         raise PresetError(f"The link's trace was not loaded: {refused}")
     return decoded

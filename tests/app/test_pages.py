@@ -2258,9 +2258,12 @@ def test_a_links_trace_is_counted_as_an_uploads_is_and_refused_past_the_servers_
     at = app(open_sections=False, cfg=encode_config(cfg)).run()  # (300 rows: ~9 KB of JSON, parsed inline)
     assert not at.exception and at.session_state[CFG_KEY] == cfg and ledger.holds(at.session_state[CFG_KEY])
     assert parsed == []
+    held = ledger.num_bytes
+    again = app(open_sections=False, cfg=encode_config(cfg)).run()  # another session on the same link: one config, held once
+    assert again.session_state[CFG_KEY] is at.session_state[CFG_KEY] and ledger.num_bytes == held
     monkeypatch.setattr(runner, "MAX_INLINE_LINK_JSON_BYTES", 1000)  # (by its JSON's size: 300 equal rows compress to little)
-    at = app(open_sections=False, cfg=encode_config(cfg)).run()
-    assert not at.exception and at.session_state[CFG_KEY] == cfg and parsed == [("config_from_inflated", "link")]
+    at = app(open_sections=False, cfg=encode_config(cfg.model_copy(update={"seed": 4}))).run()
+    assert not at.exception and at.session_state[CFG_KEY].seed == 4 and parsed == [("config_from_inflated", "link")]
 
 
 @pytest.mark.parametrize("page", ["app_pages/compare.py", "app_pages/sweep.py", "app_pages/plan.py", "app_pages/learn.py",
