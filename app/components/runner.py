@@ -331,7 +331,8 @@ def check_upload(fn: Callable[..., Any], *args: Any, what: str = "file") -> Any:
         log.error("a %s's check failed in a worker: %s", what, reply.payload)
         failed, then = f" ({reply.payload})", f"please report the {what}"
     # (a file's session keeps its config; a link's falls back to the default scenario, which its reader says)
-    return f"The {what} could not be checked{failed}. " + (f"Nothing was changed; {then}." if what == "file" else f"{then.capitalize()}.")
+    said = f"Nothing was changed; {then}." if what == "file" else f"{then.capitalize()}."
+    return f"The {what} could not be checked{failed}. {said}"
 
 
 def frames(res: SimResult) -> dict:

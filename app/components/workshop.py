@@ -57,8 +57,8 @@ def leave_presenter_button(where=st) -> None:
 
 
 def page_title(text: str) -> None:
-    """A page's title, and in presenter mode its way out beside it (Learn, Compare, Sweep, Plan: their sidebars hold
-    only the pages, and the toggle is Simulate's; Compare, Sweep and Plan had none, a review)."""
+    """A page's title, and in presenter mode its way out beside it (every page but Simulate, whose way out is beside
+    Share: their sidebars hold only the pages, and the toggle is Simulate's; only Learn had one, a review)."""
     if not presenter_on():
         st.title(text)
         return
@@ -89,7 +89,8 @@ def style_figure(fig: go.Figure, presenter: bool) -> go.Figure:
     # title's 21 px covered the curves it labels (Sweep's latency, a review); subplot titles (make_subplots' 16 px)
     # take a title's size.
     title_px = size + 1
-    fig.for_each_annotation(lambda a: a.update(font_size=min(round((a.font.size or title_px) * size / PLOTLY_FONT_PX), title_px)))
+    fig.for_each_annotation(
+        lambda a: a.update(font_size=min(round((a.font.size or title_px) * size / PLOTLY_FONT_PX), title_px)))
     fig.update_layout(margin=dict(t=(fig.layout.margin.t or 40) + 30))
     return fig
 
