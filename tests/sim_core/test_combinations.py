@@ -318,15 +318,16 @@ def test_an_xpyd_run_past_one_instances_time_limit_starts_nothing_after_the_limi
 
 def test_a_budget_stop_after_one_instances_time_limit_is_the_reason_the_deployment_gives():
     # (review) 1P1D: prefill 0 idles to the 5 s limit and stops; decode 0 runs on and the server's budget stops it
-    # at 300 ticks (about 2 s): the deployment said "prefill 0: stopped at 5 s of simulated time", hiding the budget
+    # at its 300 ticks (about 2 s): the deployment said "prefill 0: stopped at 5 s of simulated time", hiding the budget
     from sim_core.budget import BudgetMeter, RunBudget
     from sim_core.cluster import run_deployment
 
     trace = {"arrival_s": [0.0, 100.0], "prompt_tokens": [100, 100], "output_tokens": [3000, 5]}
     cfg = config_from_dict({"workload": {"num_requests": 2, "trace": trace}, "limits": {"max_sim_time_s": 5.0},
                             "deployment": {"disaggregation": {}}})  # fmt: skip
-    res = run_deployment(cfg, meter=BudgetMeter(RunBudget(max_ticks=300, max_wall_s=600)))
-    assert res.summary.stopped_reason.startswith("decode 0: stopped after 300 ticks, the server's budget")
+    res = run_deployment(cfg, meter=BudgetMeter(RunBudget(max_ticks=600, max_wall_s=600)))  # (300 for each instance)
+    assert res.summary.stopped_reason.startswith("decode 0: stopped after 300 ticks, the server's budget of 600 ticks per "
+                                                 "run, 300 for each of its 2 instances")  # fmt: skip
     assert res.instances[0].result.summary.stopped_reason.startswith("stopped at 5 s of simulated time")
     unbounded = run_deployment(cfg)  # (without the budget the prefill instance's time limit is the reason)
     assert unbounded.summary.stopped_reason.startswith("prefill 0: stopped at 5 s of simulated time")
