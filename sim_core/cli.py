@@ -251,7 +251,7 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     whether an override holds (--set model.max_model_len=4096 was refused by the preset's 8192-token prompts)."""
     from pydantic import ValidationError
 
-    from sim_core.traces import TraceError, load_trace, trace_data
+    from sim_core.traces import TraceError, config_replaying, load_trace, trace_data
 
     data = override_data(cfg, args.set or [])
     seed = data["seed"] if type(data["seed"]) is int and 0 <= data["seed"] <= MAX_SEED else cfg.seed  # (a bad one is named below)
@@ -277,10 +277,7 @@ def _with_trace_file(cfg: SimConfig, args: argparse.Namespace) -> SimConfig:
     given = {a.partition("=")[0].strip() for a in args.set or ()}
     kept = {k: data["workload"][k] for k in ("num_requests", "name") if f"workload.{k}" in given}
     trace_data(data, loaded.trace, f"trace {Path(args.trace).name}")["workload"].update(kept)
-    try:
-        return config_from_dict(data, "config (after --set and --trace)")
-    except PresetError as err:  # (a request named by the file's line, as the file's own messages name it)
-        raise PresetError(loaded.in_file_lines(str(err))) from None
+    return config_replaying(data, loaded, "config (after --set and --trace)")
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:

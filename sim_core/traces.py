@@ -453,7 +453,7 @@ def read_trace(lines: Iterable[str], options: TraceOptions | None = None) -> Loa
         raise TraceError(
             f"{fmt}: {len(kept):,} requests in the window, more than {MAX_TRACE_ROWS:,}; set max_requests or narrow the window"
         )
-    base = 0.0 if fmt == "csv" and opts.start_s == 0 and opts.max_requests is None else kept[0].time_s
+    base = 0.0 if fmt in RELATIVE_CLOCK_FORMATS and opts.start_s == 0 and opts.max_requests is None else kept[0].time_s
     arrival = [(r.time_s - base) * opts.time_scale for r in kept]
     _check_replay_span(fmt, kept, arrival, base, opts)
     fields: dict = {
@@ -481,7 +481,7 @@ def _check_replay_span(fmt: str, kept: list[_Row], arrival: list[float], base: f
         return
     row, col, bound = kept[i], TIME_FIELD[fmt], f"[0, {MAX_SIM_TIME_S:,.0f}] s"
     why = f"no run simulates past limits.max_sim_time_s's largest value, {MAX_SIM_TIME_S:,.0f} s"
-    if fmt == "csv" and base == 0 and opts.time_scale == 1:  # the cell is the replay time itself
+    if fmt in RELATIVE_CLOCK_FORMATS and base == 0 and opts.time_scale == 1:  # the cell is the replay time itself
         # (a first row past it is most likely a clock time, e.g. Unix seconds, where the column counts from the start)
         hint = f"; {col} counts seconds from the start of the replay, not a clock time" if i == 0 else ""
         raise TraceError(f"{fmt} line {row.line}: {col} = {row.time_s:g} s is outside {bound}: {why}{hint}")
@@ -526,14 +526,28 @@ def load_trace(path: str | Path, options: TraceOptions | None = None) -> LoadedT
 
 def with_trace(cfg, trace: Trace | LoadedTrace, name: str | None = None):
     """`cfg` replaying `trace` (every request of it; `load_trace`'s result or its `.trace`). Raises PresetError when
-    the result does not validate, TypeError for anything but a trace."""
+    the result does not validate (a loaded trace's requests named by their lines in the file), TypeError for anything
+    but a trace."""
     from sim_core.presets import config_from_dict
 
     if isinstance(trace, LoadedTrace):  # (with_trace(cfg, load_trace(path)) is the call one writes first)
-        trace = trace.trace
+        data = trace_data(cfg.model_dump(mode="python"), trace.trace, name)
+        return config_replaying(data, trace, f"config with trace {name or ''}".strip())
     if not isinstance(trace, Trace):
         raise TypeError(f"with_trace expects a Trace or load_trace's result, got {type(trace).__name__}")
     return config_from_dict(trace_data(cfg.model_dump(mode="python"), trace, name), f"config with trace {name or ''}".strip())
+
+
+def config_replaying(data: dict, loaded: LoadedTrace, source: str):
+    """`config_from_dict(data, source)` for a config dict replaying `loaded` (`trace_data`), a request it refuses named
+    by its line in the file (`in_file_lines`), as the file's own messages name it: the CLI's --trace, an upload's check
+    and `with_trace` read a loaded file this way."""
+    from sim_core.presets import PresetError, config_from_dict
+
+    try:
+        return config_from_dict(data, source)
+    except PresetError as err:
+        raise PresetError(loaded.in_file_lines(str(err))) from None
 
 
 def trace_data(data: dict, trace: Trace, name: str | None = None) -> dict:

@@ -249,13 +249,11 @@ def decode_link_config(text: str) -> SimConfig:
             raise PresetError(parsed)
         return parsed
 
-    def size(cfg: SimConfig) -> int:
-        return CONFIG_OVERHEAD_BYTES + (trace_bytes(cfg.workload.trace) if cfg.workload.trace is not None else 0)
-
     # One config per link, server-wide, read-only as the cached results' configs are: a room of 30 opening one link with
     # a trace parsed it 30 times at once and held 30 copies (66 MiB each for 100,000 rows: the 2 GiB of uploads full
     # after 31 sessions, a review); now one parse, which the others wait for, and one copy the ledger counts once.
-    decoded = server().cache.get_or_run("link:" + hashlib.sha256(text.encode()).hexdigest(), parse, size)
+    decoded = server().cache.get_or_run("link:" + hashlib.sha256(text.encode()).hexdigest(), parse,
+                                        lambda cfg: CONFIG_OVERHEAD_BYTES + nbytes(cfg))  # fmt: skip
     if (refused := server().uploads.admit(decoded, source="link")) is not None:
         raise PresetError(f"The link's trace was not loaded: {refused}")
     return decoded

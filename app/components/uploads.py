@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim_core import PresetError, SimConfig, config_from_dict, config_from_json
-from sim_core.traces import TraceOptions, parse_trace
+from sim_core import SimConfig, config_from_json
+from sim_core.traces import TraceOptions, config_replaying, parse_trace
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,5 @@ def check_trace(raw: bytes, name: str, opts: TraceOptions, cfg: SimConfig, base:
     data["workload"]["trace"] = trace.model_dump()
     data["workload"]["num_requests"] = len(trace.arrival_s)
     data["workload"]["name"] = f"trace {name}"
-    try:
-        new = config_from_dict(data, f"trace {name!r}")
-    except PresetError as err:  # (a request named by the file's line, as the file's own messages name it)
-        raise PresetError(loaded.in_file_lines(str(err))) from None
+    new = config_replaying(data, loaded, f"trace {name!r}")
     return CheckedUpload(new, derivations(new, base), loaded.describe())

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from sim_core.presets import load_preset
+from sim_core.presets import PresetError, load_preset
 from sim_core.traces import TraceError, TraceOptions, detect_format, load_trace, parse_trace, with_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "presets" / "traces"
@@ -200,6 +200,10 @@ def test_with_trace_takes_load_traces_result_as_it_takes_its_trace():
     assert with_trace(cfg, loaded, "bg") == with_trace(cfg, loaded.trace, "bg")
     with pytest.raises(TypeError, match="with_trace expects a Trace or load_trace's result, got str"):
         with_trace(cfg, "burstgpt.csv")
+    # a request the config refuses is named by its line in the file, as the CLI and an upload name it
+    late = parse_trace("arrival_s,prompt_tokens,output_tokens\n5,10,10\n1,200000,20\n")  # (replayed sorted: 2nd line first)
+    with pytest.raises(PresetError, match="csv line 3: prompt_tokens 200000 \\+ output_tokens 20"):
+        with_trace(cfg, late)
 
 
 def test_detect_format_names_every_schema():
