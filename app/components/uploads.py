@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim_core import SimConfig, config_from_json
-from sim_core.traces import TraceOptions, config_replaying, parse_trace
+from sim_core.traces import TraceOptions, config_replaying, parse_trace, trace_data
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,6 @@ def check_config(raw: bytes, name: str, base: str | None) -> CheckedUpload:
 def check_trace(raw: bytes, name: str, opts: TraceOptions, cfg: SimConfig, base: str | None) -> CheckedUpload:
     """`cfg` replaying an uploaded trace file; ValueError saying what is wrong with the file (row, column, value)."""
     loaded = parse_trace(raw, opts)
-    trace = loaded.trace
-    data = cfg.model_dump(mode="python")
-    data["workload"]["trace"] = trace.model_dump()
-    data["workload"]["num_requests"] = len(trace.arrival_s)
-    data["workload"]["name"] = f"trace {name}"
+    data = trace_data(cfg.model_dump(mode="python"), loaded.trace, f"trace {name}")  # (as the CLI's --trace sets it)
     new = config_replaying(data, loaded, f"trace {name!r}")
     return CheckedUpload(new, derivations(new, base), loaded.describe())
