@@ -1090,6 +1090,13 @@ OPEN_LOOP = "'poisson', 'gamma', 'constant' or 'offline'"  # the arrival process
 
 
 class SimConfig(StrictModel):
+    """One scenario, whole: the hardware, the model, the workload, the KV cache, the scheduler, the cost model's
+    calibration, the SLOs, the run's limits and (optionally) a deployment of replicas or prefill/decode pools.
+
+    The one config model: presets, links, uploads, the CLI and the UI all validate through it, and
+    `run_simulation(cfg)` runs it (same config, seed included, same result). Change one with `config_with`; list its
+    settings with `python -m sim_core fields`. Strict and immutable as every section (`StrictModel`)."""
+
     schema_version: Literal[3] = Field(SCHEMA_VERSION, description="Config format version (older ones are migrated).")
     name: str = Field("custom", max_length=MAX_NAME_LEN, description="Scenario name (empty: 'custom').")
     description: str = Field("", max_length=MAX_TEXT_LEN, description="What this scenario shows.")

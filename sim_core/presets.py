@@ -160,9 +160,8 @@ def config_from_dict(data: Any, source: str = "config") -> SimConfig:
 
 def config_with(cfg: SimConfig, update: Mapping[str, Any], source: str = "config") -> SimConfig:
     """`cfg` with settings changed, validated as a whole config: a bad value raises PresetError naming the field, the
-    value and the range. THE way to change a config: `cfg.model_copy(update=...)` validates nothing, so a seed of 0.5
-    or a 0 s SLO went into a run as given and failed inside it, or ran (`run_simulation` now checks again; the few
-    copies left are said where they are: tests/sim_core/test_config.py lists them).
+    value and the range. The way to change a config: `cfg.model_copy(update=...)` validates nothing, so a seed of 0.5
+    or a 0 s SLO would reach the run as given (`run_simulation` checks its config again and refuses it).
 
     `update`'s keys: a top-level field or a whole section (as its model or a dict), a dotted field
     (`"scheduler.max_num_seqs": 64`, `--set`'s form), or a part by its preset's name (`"engine": "sglang"`,
@@ -316,4 +315,5 @@ def load_preset(name_or_path: str | Path) -> SimConfig:
 
 
 def default_config() -> SimConfig:
+    """The default scenario (`DEFAULT_SCENARIO`), the one the app opens on."""
     return load_preset(DEFAULT_SCENARIO)

@@ -70,6 +70,10 @@ class TraceError(ValueError):
 
 
 class TraceOptions(StrictModel):
+    """How to read a trace file: its format (or auto-detect), the time window to keep, a seeded sample of its
+    requests, a time scale for its arrivals and BurstGPT's row filters (`load_trace(path, TraceOptions(...))`; the
+    CLI's `--trace-*` options)."""
+
     format: TraceFormat = Field("auto", description="Trace format; auto detects it from the header or first line.")
     # (the project's own csv is relative to its start already: its window is on its own clock)
     start_s: float = Field(0.0, ge=0, le=1e9, description="Keep requests from this time on, s after the trace's first "
