@@ -5,7 +5,7 @@ synthetic draw of ShareGPT-like lengths and Poisson arrivals can sit from anothe
 requests than seeds 1-5 on vLLM V1's rows: mean E2E ~10 % higher; until session 75 the profiles were fitted and graded
 on seed 0's draw alone).
 
-    PYTHONPATH=$PWD python scripts/seed_spread.py [--seeds 0 1 2 3 4]   # ~1 min a seed on 2 cores
+    PYTHONPATH=$PWD python scripts/seed_spread.py [--seeds 0 1 2 3 4]   # ~2 s a seed on 2 cores
 
 Prints, per row, its signed error at each seed (+: the model slower / higher than measured), then for the held-out
 serving rows the median and p90 absolute error at each seed and over the mean prediction of all seeds. Since session

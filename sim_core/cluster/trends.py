@@ -27,7 +27,7 @@ The setups are the scenario presets named below (presets/scenarios/cluster-*.jso
    machines A100 (Splitwise-HA) vs H100 co-located, both on vLLM V0 (Splitwise ran on 2023 vLLM: no
    chunked prefill); cost per GPU H100 : A100 = 2.16 : 1 (the paper's ratio, published_measurements.md §1). Published: 1.4x
    throughput at 20 % lower cost, i.e. 1.75x throughput per cost.
-3. Dynamo (ai-dynamo docs, "Disaggregated serving"): R1-Distilled Llama-70B FP8 on one node of
+3. Dynamo (ai-dynamo docs, "Disaggregated serving", row K582): R1-Distilled Llama-70B FP8 on one node of
    H100s with vLLM, 3K input / 150 output tokens: 30 % more throughput per GPU from disaggregation
    on a single node (over 2x on two nodes). Here: Llama-3.1-70B FP8 (same architecture), 8 GPUs as
    4 instances of TP2, SLO TTFT 2 s / TPOT 50 ms (20 tokens/s per user).

@@ -15,7 +15,7 @@ from sim_core.validate import (
     CALIBRATION_CSV, PROFILE_FIT_ROWS, PROFILE_SECTIONS, SIMULATED_FAMILIES, SIMULATED_GRIDS, build_rows, error_stats,
     evaluate, fit, load_rows, profile_calibration, summary_lines, summary_table,
 )  # fmt: skip
-from tests.documents import prose
+from tests.documents import prose, text
 from tests.strategies import cases
 
 # Rows priced by running the simulator (trtllm-bench replays) take about a minute: all of them, and the
@@ -43,7 +43,8 @@ def test_held_out_error_stays_within_its_recorded_band(results):
     n, median, p90 = error_stats(results, engine_only=True)
     assert n >= 70
     # Closed-form families (the simulated families' rows join with SIM_CORE_SLOW_TESTS=1): recorded median 6.4 %,
-    # p90 16.9 % over 148 rows; with them 6.4 % / 17.5 % over 195 (docs/accuracy.md; target 8 % / 20 %).
+    # p90 16.9 % over 148 rows; with them 5.9 % / 16.7 % over 195 (docs/accuracy.md, whose figures the tests below
+    # recompute; target 8 % / 20 %).
     assert median <= 7 and p90 <= 18
 
 
@@ -275,3 +276,44 @@ def test_the_held_out_error_is_given_by_kind_of_row_and_the_serving_rows_err_mos
             f"{offline[2]:.1f} %.") in prose()  # fmt: skip
     assert f"(the {serving[0]} held-out serving rows: median {serving[1]:.1f} %, p90 {serving[2]:.1f} %)" in prose("capacity")
     assert "Latency under arrivals, which queueing decides, errs more" in CalibrationBand(6.4, 16.9, 148).text()
+
+
+# docs/accuracy.md's table, by the start of a row's source cell: the rows each line summarises
+ACCURACY_TABLE_ROWS = {
+    "Vidur mlp.csv (GEMMs": lambda r: r["source"] == "Vidur mlp.csv",
+    "Vidur attention.csv + mlp.csv (70B": lambda r: r["source"] == "Vidur attention.csv + mlp.csv",
+    "Vidur all_reduce.csv (A100": lambda r: r["source"] == "Vidur all_reduce.csv",
+    "TensorRT-LLM v0.5 performance tables": lambda r: r["profile"] == "tensorrt-llm-classic" and "release/0.5.0" in r["source"],
+    "TensorRT-LLM v0.6.1 tables": lambda r: r["profile"] == "tensorrt-llm-classic" and "v0.6.1" in r["source"],
+    "FasterTransformer's own latency tables": lambda r: r["profile"] == "fastertransformer",
+    "TensorRT-LLM 1.0 performance overview": lambda r: r["profile"] == "tensorrt-llm-pytorch",
+    "vLLM 0.6.0 in SGLang's": lambda r: r["profile"] == "vllm-v0",
+    "vLLM 0.7.0 V1 engine": lambda r: r["profile"] == "vllm-v1",
+    "SGLang 0.3.0, SGLang's": lambda r: r["profile"] == "sglang",
+    "gpt-fast batch-1 decode": lambda r: r["profile"] == "compiled-pytorch",
+}
+
+
+def test_the_accuracy_tables_rows_are_validates_figures(every_result):
+    # a review found figures beside this table left from before session 75's refit; the table itself was read by
+    # no test, so each row (fit and held-out rows of its sources) is recomputed here
+    def cell(rows: list[dict]) -> str:
+        errs = [r["error_pct"] for r in rows]
+        return f"{len(errs)}: {np.median(errs):.1f} / {np.percentile(errs, 90):.1f} %" if errs else "0"
+
+    lines = text("accuracy").splitlines()
+    for start, picks in ACCURACY_TABLE_ROWS.items():
+        (line,) = [ln for ln in lines if ln.startswith("| ") and ln.split(" | ")[1].startswith(start)]
+        rows = [r for r in every_result if picks(r)]
+        fit, held = cell([r for r in rows if r["fit"]]), cell([r for r in rows if not r["fit"]])
+        assert f"| {fit} | {held}" in line, (start, fit, held)
+    assert sum(len([r for r in every_result if picks(r)]) for picks in ACCURACY_TABLE_ROWS.values()) > 600
+
+
+def test_the_accuracy_sizing_reading_quotes_the_held_out_figures(every_result):
+    # "a held-out median error of 6 % and p90 of 18 %" stayed after the 195 rows' p90 moved to 16.7 %
+    n, median, p90 = error_stats(every_result, engine_only=True)
+    doc = prose("accuracy")
+    assert f"**Engine-level held-out rows ({n}): median {median:.1f} %, p90 {p90:.1f} %**" in doc
+    assert (f"held-out median error of {median:.0f} % and p90 of {p90:.0f} % read as: a simulated capacity is within "
+            f"±{median:.0f} % for half of the setups and within ±{p90:.0f} % for nine in ten") in doc
