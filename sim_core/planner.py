@@ -57,7 +57,9 @@ from sim_core.config import (MAX_REPLICAS, STATE_ROUTERS, DeploymentConfig, Hard
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
 from sim_core.metrics import MAX_NUM_REQUESTS
-from sim_core.presets import FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data
+from sim_core.presets import (
+    FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data, with_engine_data,
+)  # fmt: skip
 from sim_core.result import Summary
 from sim_core.sweep import Capacity, CapacityObjective, at_rate, check_rate_applies, completion_rate_per_s, find_capacities, meets_objective, with_rate
 from sim_core.words import counted
@@ -272,14 +274,15 @@ def split_link(base: SimConfig | None) -> LinkConfig:
 
 
 def family_config(base: SimConfig, fam: Family) -> SimConfig:
-    """The base (model, traffic, SLOs, calibration) on this GPU × TP with this engine and knobs."""
-    data = base.model_dump(mode="json")
+    """The base (model, traffic, SLOs) on this GPU × TP with this engine and knobs. The engine is taken whole, as
+    choosing it in Simulate or `--set engine=NAME` does (`with_engine_data`): its scheduler, its memory rule and its
+    calibration profile. (Until session 81 a candidate kept the base's KV-cache rule and calibration, so a plan's
+    "sglang" rows ran SGLang's scheduler on vLLM V1's memory rule and per-tick costs, which no other surface calls
+    SGLang.)"""
+    data = with_engine_data(base.model_dump(mode="json"), fam.engine)
     hw = read_preset_data("hardware", fam.gpu)
     hw.pop("description", None)
     data["hardware"] = hw | {"num_gpus": fam.tp}
-    data.pop("scheduler")
-    data["kv_cache"] = {k: v for k, v in data["kv_cache"].items() if k != "layout"}
-    data["engine"] = fam.engine
     data["name"] = f"plan: {fam.label()}"
     data["deployment"] = None
     if fam.is_split:  # pools of one GPU kind; instance counts are set per candidate (candidate_config)

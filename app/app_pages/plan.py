@@ -262,10 +262,11 @@ def main() -> None:
     show_link_notices()
     cfg: SimConfig = st.session_state[CFG_KEY]
     prompt, output = mean_lengths(cfg)  # (the $ per token rests on them, and on the weights' precision: said)
-    st.caption(f"Traffic, model and calibration: the current settings ({plain(cfg.workload.name)} traffic, prompts of "
+    st.caption(f"Traffic and model: the current settings ({plain(cfg.workload.name)} traffic, prompts of "
                f"{prompt:,.0f} and outputs of {output:,.0f} tokens on average; {plain(cfg.model.name)}, "
                f"{cfg.model.weight_dtype.upper()} weights); "
-               "change them in Simulate (workload preset, trace upload or classes).")  # fmt: skip
+               "change them in Simulate (workload preset, trace upload or classes). Each engine is taken whole, as "
+               "choosing it in Simulate does: its scheduler, memory rule and calibration profile.")  # fmt: skip
     c1, c2, c3, c4 = st.columns(4)
     # (each box's range is its field's: the plan's target rate, the config's SLOs; a value the SLOs refuse, a 0 s TTFT,
     # is named below)

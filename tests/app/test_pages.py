@@ -2798,8 +2798,10 @@ def test_the_plan_page_states_the_lengths_and_precision_its_costs_rest_on(monkey
     monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
     at = open_page("app_pages/plan.py")
     prompt, output = mean_lengths(at.session_state[CFG_KEY])
-    said = next(c.value for c in at.caption if c.value.startswith("Traffic, model and calibration"))
+    said = next(c.value for c in at.caption if c.value.startswith("Traffic and model"))
     assert f"prompts of {prompt:,.0f} and outputs of {output:,.0f} tokens on average; Llama-3.1-8B, BF16 weights" in said
+    # (a review: its "sglang" rows ran on vLLM V1's calibration and memory rule, the current settings')
+    assert "Each engine is taken whole, as choosing it in Simulate does: its scheduler, memory rule and calibration" in said
     assert 100 < prompt < 5000 and 10 < output < 5000
 
 
