@@ -98,6 +98,13 @@ def _simulate_link(cfg: SimConfig) -> str:
     return "./?" + urlencode(config_to_query(cfg, None))
 
 
+def _compare_link(a: SimConfig, b: SimConfig) -> str:
+    """Compare's address with `a` and `b` as its two sides (its `a_…` and `b_…` parameters, each side's link as
+    Simulate's): a plan's runner-up was out of reach of Compare, whose lists hold presets and the session's settings."""
+    return "./compare?" + urlencode({f"{side}_{k}": v for side, cfg in (("a", a), ("b", b))
+                                     for k, v in config_to_query(cfg, None).items()})  # fmt: skip
+
+
 def pareto_figure(result: Plan) -> go.Figure:
     p = result.spec.objective.percentile
     fig = go.Figure()
@@ -243,6 +250,9 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
         return
     st.markdown(cheapest_sentence(result))
     _results_table(result)
+    if len(result.rows) >= 2:
+        st.link_button("Compare the first two rows", _compare_link(result.rows[0].config, result.rows[1].config),
+                       icon=":material/compare_arrows:", help="Opens Compare in a new tab with rows 1 and 2 as its sides")
     fragile = [t for t in result.table() if t["robust_to_calibration_error"] is False]
     if fragile:  # (only "All columns" showed it: "1× h100-sxm TP2, headroom +0 %" sat beside +31 % rows at one price)
         named = "; ".join(f"{t['config']} ({t['headroom'] * 100:+.0f}%)" for t in fragile)

@@ -1143,6 +1143,34 @@ def narrow_plan_search(at, max_replicas: int) -> None:
     at.run()
 
 
+def test_plan_page_opens_its_first_two_rows_in_compare(tmp_path, monkeypatch):
+    # a review: a plan's runner-up could not be put in Compare (its lists hold presets and the session's settings);
+    # the link opens Compare on rows 1 and 2, each side the row's exact config
+    from urllib.parse import parse_qsl, urlsplit
+
+    monkeypatch.setenv("SIM_CORE_CACHE_DIR", str(tmp_path))
+    at = open_page("app_pages/plan.py")
+    at.number_input(key="plan.rate").set_value(30.0)
+    narrow_plan_search(at, 3)
+    at.multiselect(key="plan.engines").set_value(["vllm-v1", "sglang"]).run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception
+    df = at.dataframe[-1].value
+    assert len(df) >= 2
+    (button,) = at.get("link_button")
+    url = urlsplit(button.proto.url)
+    assert url.path == "./compare" and button.proto.label == "Compare the first two rows"
+    query = dict(parse_qsl(url.query))
+    assert set(query) == {"a_cfg", "b_cfg"}
+    compare = open_page("app_pages/compare.py", **query)
+    assert not compare.exception
+    sides = [compare.session_state[f"cmp.parsed_{side}"][1][0] for side in "ab"]
+    for side, row in zip(sides, df["configuration"][:2]):  # ("2× h100-sxm TP1 · sglang": 2 replicas of the family)
+        count, family = row.split("× ", 1)
+        assert side.name == f"plan: {family}" and (side.deployment.replicas if side.deployment else 1) == int(count)
+        assert side.scheduler.name == ("SGLang" if family.endswith("sglang") else "vLLM V1")
+
+
 def test_plan_rate_box_shows_a_typed_small_rate_and_starts_where_a_plan_can_run():
     # A rate typed as 0.001 read "0.00" above the plan made for it (two decimals, chosen by the opening value), and the
     # box's own minimum, 1e-6, planned 2 replicas at 5e-7 each and was refused as "Invalid capacity probe at 5e-07
