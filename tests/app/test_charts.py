@@ -255,6 +255,20 @@ def test_the_opening_window_is_readable_and_shows_interleaving():
     assert list(fig.layout.xaxis.range) == list(window)
 
 
+def test_the_opening_window_of_a_run_without_interleaving_shows_its_full_batch_not_its_tail():
+    # a review: lesson 17's 1,024 side (an offline batch that decodes nearly throughout) opened on its last second,
+    # 3 requests finishing in many short ticks, since the tiebreak counted ticks; it weighs their time now
+    from sim_core.presets import config_with
+
+    res = run_simulation(config_with(load_preset("offline-batch-h200-llama8b"), {"scheduler.max_num_seqs": 1024}))
+    window = timeline.opening_window(res)
+    lo, hi = timeline.tick_range(res, window)
+    t0, t1 = timeline.run_span(res)
+    running = res.timeline.num_running
+    assert window[1] < t0 + (t1 - t0) / 2
+    assert running[lo:hi].mean() > 2 * running[running > 0].mean()  # the batch near its fullest, not its tail
+
+
 def test_a_decoding_request_is_stalled_while_another_prompt_prefills():
     # request 0 decodes; request 1 arrives and prefill-first runs its 2,000-token prompt alone
     res = run_simulation(trace_config([100, 2000], [40, 5], arrivals=[0.0, 0.05], base="chat-h100-llama8b-vllm-v0"))
