@@ -228,8 +228,10 @@ def _line_panel(axis: _Axis, lines: list[timeline.LineSeries], y_max: float, y_l
         span = f"t = {a:.3f}–{b:.3f} s" + (" (peak of this stretch)" if lines[0].reduced else "")
         hover.append(_bar(axis, a, b, f"{lines_txt}\n{span}", "h"))
     fmt = "{:,.0f}"
-    labels = (f'<span style="top:0">{esc(fmt.format(y_max))}</span><span style="bottom:0">0</span>'
-              f'<span style="top:40%">{esc(y_label)}</span>')  # fmt: skip
+    # (each value label centred on its value: with its top at the panel's top and its bottom at the floor, "0" sat half
+    # a line above zero, and a waiting count of 1 was drawn level with the "0")
+    labels = (f'<span style="top:0;transform:translateY(-50%)">{esc(fmt.format(y_max))}</span>'
+              f'<span style="bottom:0;transform:translateY(50%)">0</span><span style="top:40%">{esc(y_label)}</span>')  # fmt: skip
     return (f'<div class="sgt-r"><div class="sgt-l">{labels}</div><div class="sgt-p" style="height:{LINE_PANEL_REM}rem">'
             f'{_grid(axis, ticks)}{img}{"".join(hover)}</div></div>')  # fmt: skip
 

@@ -241,7 +241,7 @@ def test_the_request_rows_title_counts_the_rows_of_the_requests_alive():
 def _kv_panel_top(markup: str) -> str:
     """The top label of the panel after the "KV cache in use" title (its y labels: top, 0, the unit)."""
     after = markup.split('<div class="sgt-t">KV cache in use', 1)[1]
-    return re.search(r'<div class="sgt-l"><span style="top:0">([^<]*)</span>', after)[1]
+    return re.search(r'<div class="sgt-l"><span style="top:0;transform:translateY\(-50%\)">([^<]*)</span>', after)[1]
 
 
 def test_the_kv_panel_scales_to_its_lines_in_view_and_keeps_a_full_cache_on_the_whole_scale():
@@ -285,3 +285,13 @@ def test_presenter_mode_puts_the_legend_above_the_panels(v0):
 
     assert len(legend(plain)) >= 4
     assert legend(projected) == legend(plain)
+
+
+def test_a_line_panels_value_labels_are_centred_on_their_values():
+    # a review: "0" sat with its bottom on the floor, half a line above zero, so a waiting count of 1 was drawn level
+    # with it; the top label likewise sat below the top. Each is now centred on its value (the unit's label is not one)
+    markup = timeline_html.timeline_html(run_simulation(make_config("mechanism-prefill-stall")))
+    labels = re.findall(r'<div class="sgt-l">(<span style="top:0[^"]*">[^<]*</span><span style="[^"]*">0</span>)', markup)
+    assert len(labels) >= 2  # the queue and KV panels
+    assert all('style="top:0;transform:translateY(-50%)"' in lb and 'style="bottom:0;transform:translateY(50%)">0<' in lb
+               for lb in labels)  # fmt: skip
