@@ -651,6 +651,8 @@ def test_a_lessons_link_opens_on_the_view_its_answer_reads():
     # timeline; a mechanism run shows its requests on the timeline, all 24 of lesson 17's (12 rows hid the 8 that wait)
     lesson = next(x for x in load_lessons() if x.id == "batch-cap")
     assert lesson.opens_on == "Headline"
+    # (lesson 16's answer quotes pre-emptions, recomputed tokens, TTFT, TPOT and throughput: a later review)
+    assert next(x for x in load_lessons() if x.id == "admission-kv-pressure").opens_on == "Headline"
     at = app(preset=lesson.side_preset(0), lesson=lesson.id, present="1").run()
     assert at.segmented_control(key="ui.focus").value == "Headline" and any(m.label == "Output throughput" for m in at.metric)
     normal = app(preset=lesson.side_preset(0), lesson=lesson.id)
