@@ -160,7 +160,10 @@ def _run_both(lesson: Lesson, box) -> None:
         outs = [runner.run(c) for c in cfgs]
         # the knob named once, each number under its side's value (lesson 11 repeated "Deployment (same 8 GPUs) = " six
         # times, the metric's name the smallest thing in each cell)
-        st.caption(f"{plain(lesson.knob_label)}: {plain(labels[0])} (left) against {plain(labels[1])} (right)")
+        # ("(left) against (right)" was wrong on a phone, where the two columns stack: each figure is labelled by its
+        # side's value instead)
+        st.caption(f"{plain(lesson.knob_label)}: {plain(labels[0])} against {plain(labels[1])}, each figure under its "
+                   "setting")  # fmt: skip
         panel = st.container(key="lesson_both")  # (labels that wrap: app CSS)
         for metric in (lesson.expect.metric, *lesson.also_show):
             label = panel_label(metric, cfgs[0])

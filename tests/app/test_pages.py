@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.components import workshop
 from app.components.config_form import SECTIONS
 from app.state import CFG_KEY, encode_config
 from sim_core import load_preset, run_simulation
@@ -931,6 +932,9 @@ def test_run_both_names_the_lessons_metric_in_words_with_its_unit(lesson):
     also = len(next(x for x in load_lessons() if x.id == lesson).also_show)
     assert len(shown) == 2 * (1 + also) and all("_" not in delta for _, delta in shown), shown
     shown = shown[:2]  # (the first row, both sides: the lesson's metric; the rows of those its question weighs follow)
+    # each figure labelled by its side's value, and no "(left)"/"(right)", wrong on a phone where the columns stack
+    assert [m.label for m in at.metric][:2] == [str(v) for v in workshop.side_labels(next(x for x in load_lessons() if x.id == lesson))]
+    assert any("each figure under its setting" in c.value and "(left)" not in c.value for c in at.caption)
     if lesson == "short-benchmark":
         assert [v for v, _ in shown] == ["100%", "20%"] and shown[0][1] == "requests meeting the SLOs"
     elif lesson == "admission-kv-pressure":
