@@ -589,6 +589,10 @@ def _requests_tab(res: SimResult) -> None:
                                help=f"{ttft_help}; {MISSING} on a decode instance (its requests arrive prefilled)"),
             "tpot_p50_ms": num(f"TPOT p50 {ms[0]}".strip(), format=ms[2],
                                help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
+        # (a heading for the second table, and room for its toolbar: on a touch screen the toolbar always shows, and
+        # with the tables back to back it covered the instance table's last row, lesson 12's figures)
+        st.caption("Per request: one row each" + (", with the instance it ran on." if all_columns else
+                                                   " (All columns: the instance it ran on, its KV transfer)."))  # fmt: skip
     table = requests_view(_frames(res)["requests"], all_columns)
     # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT; a short run's table no blank rows)
     st.dataframe(table, hide_index=True, key="table.requests", height=tables.fitted_height_px(len(table), 420), placeholder=MISSING,

@@ -2055,6 +2055,8 @@ def test_a_deployments_instance_table_opens_on_the_columns_a_phone_shows():
     assert sum(columns[c]["width"] for c in table.proto.column_order) <= 340  # (a phone's page is ~358; test_browser)
     assert columns["ttft_p50_ms"]["label"] == "TTFT p50" and columns["ttft_p50_ms"]["type_config"]["format"].endswith(" ms")
     assert "requests" in table.value.columns and any("All columns: the requests routed to it" in c.value for c in at.caption)
+    # a heading between the two tables (on a touch screen the second table's toolbar covered the first one's last row)
+    assert any(c.value.startswith("Per request: one row each") for c in at.caption)
     at.toggle(key="ui.requests_all_columns").set_value(True).run()
     full = next(d for d in at.dataframe if "instance" in d.value.columns)
     assert list(full.proto.column_order) == [] and json.loads(full.proto.columns)["ttft_p50_ms"]["label"] == "TTFT p50 (ms)"
