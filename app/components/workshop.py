@@ -17,7 +17,7 @@ import streamlit as st
 from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY, derived
-from sim_core import SimConfig
+from sim_core import SimConfig, load_preset
 from sim_core.lessons import DEFAULT_VIEW
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
@@ -261,7 +261,11 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
             # ("opened with": the side this run started from; a student who moved the knob read "Router = round_robin"
             # above a session run, beside the line below that said the router had changed, a review)
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · opened with {lesson.knob_label} = `{shown}`")
-        c1.text(f"Question: {lesson.question}")
+        if run == "mechanism":  # (the question is about the lesson's main run: lesson 17's "1,000 requests wait at t = 0
+            # on an H200" sat above its 24-request mechanism run, a review; this run's own scenario says what it shows)
+            c1.text(load_preset(lesson.side_preset(step, run)).description)
+        else:
+            c1.text(f"Question: {lesson.question}")
         # (once per config object: an uploaded trace's config took seconds to dump, at every rerun, `derived`)
         if cfg is not None and (changed := derived(cfg, ("lesson_changes", *active),
                                                    lambda c: _changed_since_opened(lesson, step, run, c))) is not None:

@@ -553,6 +553,17 @@ def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
     assert link.query_string == "lesson=kv-preemption&workshop=1"  # the way back keeps the answers hidden
 
 
+def test_a_mechanism_runs_banner_says_what_that_run_shows_not_the_main_runs_question():
+    # a review: lesson 17's 24-request mechanism run sat under "1,000 requests wait at t = 0 on an H200 ..."
+    lesson = next(x for x in load_lessons() if x.id == "batch-cap")
+    query = {k: str(v) for k, v in lesson.overrides.items()} | {lesson.knob: str(lesson.values[0])}
+    at = app(preset=lesson.mechanism, lesson=lesson.id, lesson_run="mechanism", **query).run()
+    assert not at.exception
+    texts = " ".join(t.value for t in at.text)
+    assert load_preset(lesson.mechanism).description in texts and lesson.question not in texts
+    assert "the mechanism scenario" in _banner_line(at)
+
+
 def test_a_link_naming_only_a_lesson_side_opens_that_side():
     # an instructor's short link, ?lesson=3&lesson_step=1, opened the default scenario under lesson 3's banner, which
     # then listed the default's differences as "Changed since the lesson opened this run"
