@@ -302,11 +302,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         head = f"{row['headroom']:+.0%}" if row["headroom"] is not None else "-"
         print(f"  {row['config']:{w}s} {row['gpus']:4d} {row['usd_per_hour']:8.2f} "
               f"{usd_text(row['usd_per_million_output_tokens'], ''):>8s} {row['good_requests_per_usd']:8,.0f} "
-              f"{row[f'ttft_p{p}_s'] * 1e3:8.0f}ms {row[f'tpot_p{p}_s'] * 1e3:8.1f}ms {cap:>9s} {head:>8s}")
+              f"{row[f'ttft_p{p}_s'] * 1e3:7.0f} ms {row[f'tpot_p{p}_s'] * 1e3:7.1f} ms {cap:>9s} {head:>8s}")
     # (what the columns are: "good/$" and "$/M out" were named nowhere, a review)
+    # (the latencies are the steady window's, as the objective judges them, not the whole run's a `run` headline gives;
+    # the capacity is the last rate the bisection found passing: "+0%" read as "at the edge", a review)
     print(f"  $/h: the deployment's GPUs per hour; $/M out: per million output tokens at the target rate; good/$: requests "
-          f"meeting the SLOs per dollar; TTFT and TPOT p{p} at the target rate; capacity: req/s it serves within the "
-          f"objective; headroom: capacity / target - 1")
+          f"meeting the SLOs per dollar; TTFT and TPOT p{p} at the target rate over the steady-state window; capacity: "
+          f"the highest rate found to meet the objective, bisected to within {spec.headroom_rel_tol:.0%} (a lower bound); "
+          f"headroom: capacity / target - 1")
     for rows, note in result.row_notes():  # (a "-" in the table, or a capacity the probe could not vouch for)
         print(f"  NOTE ({rows}): {note}")
     if args.out:

@@ -226,8 +226,12 @@ def _results_table(result: Plan) -> None:
                            "same traffic, so its output rate is about the same and this follows $/hour"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour). At one "
                           "target rate, rows that meet the SLOs have about the same goodput, so this follows $/hour too"),
-        f"TTFT P{p} (ms)": num(format="%,.0f"), f"TPOT P{p} (ms)": num(format="%.1f"),
-        "capacity": num(format="%.1f req/s", help="The highest rate meeting the SLOs (bisection)"),
+        f"TTFT P{p} (ms)": num(format="%,.0f", help="At the target rate, over the steady-state window (requests 10-90 % "
+                               "by arrival), as the SLOs are judged; Simulate's headline gives the whole run's"),
+        f"TPOT P{p} (ms)": num(format="%.1f", help="At the target rate, over the steady-state window, as the SLOs are "
+                               "judged"),
+        "capacity": num(format="%.1f req/s", help="The highest rate found to meet the SLOs, bisected to within "
+                        f"{result.spec.headroom_rel_tol:.0%}: a lower bound"),
         "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip
@@ -262,7 +266,9 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
         st.caption(plain(f"Note ({rows}): {note}."))
     workshop.show_chart(pareto_figure(result), key="plan.pareto")  # (presenter mode scales its text, as every chart's)
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
-               "capacity / target − 1, capacity by bisection on the rate; 'robust' = headroom at least the cost model's "
+               f"capacity / target − 1, capacity the highest rate found to meet the SLOs, bisected to within "
+               f"{spec.headroom_rel_tol:.0%} (a lower bound); TTFT and TPOT over the steady-state window (requests 10-90 % "
+               "by arrival), as the SLOs are judged; 'robust' = headroom at least the cost model's "
                f"median error. Candidates: {spec.describe_evaluation(base)}; the chart shows each configuration once, by "
                "its last run.")  # fmt: skip
 

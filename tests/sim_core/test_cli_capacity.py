@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -23,7 +24,13 @@ def test_plan_prints_the_cheapest_rows_and_writes_their_configs(capsys, tmp_path
     assert "h100-sxm TP1 · vllm-v1" in out and "P99 TTFT ≤ 0.5 s" in out and "confirmed as deployments" in out
     rows = json.loads((tmp_path / "plan.json").read_text())
     assert rows[0]["usd_per_hour"] == 3.0 * rows[0]["gpus"]
-    assert (tmp_path / "config-1.json").exists()
+    # the columns' words: the steady window's latencies, a capacity bisected to a lower bound, "ms" spaced
+    assert "over the steady-state window" in out and "bisected to within 3% (a lower bound)" in out
+    row = next(ln for ln in out.splitlines() if "h100-sxm TP1 · vllm-v1" in ln)
+    assert re.search(r"\d ms +\d[\d.]* ms ", row), row
+    # its config file does not carry the scenario's own description ("... (8 req/s) on one H100")
+    saved = json.loads((tmp_path / "config-1.json").read_text())
+    assert saved["description"].startswith("A deployment planned for the traffic, model and SLOs of chat-h100-llama8b")
 
 
 def test_capacity_prints_an_interval_over_seeds(capsys):
