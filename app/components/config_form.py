@@ -25,6 +25,10 @@ COLLECT_KEY = "ui.collect_memo"  # (config, knob values, what `collect` made of 
 # swap read 4 (the preset's), and the run took 4. While hidden a knob keeps the config's value; shown again it shows it.
 HIDDEN_KEY = "ui.hidden_knobs"
 POW2_TOKENS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
+# The batch cap's stops: every value to 16 (the article's 4-16, TensorRT-LLM's 8, the mechanism runs' 2-3), then about
+# half an octave apart to vLLM's 1,024. A linear 1-1,024 slider put 1-16 in 3 px of a phone's 214-px track (a touch
+# drag of 3 px jumped to 15); a value off these stops (a preset's, a link's) joins them as the token budget's does.
+BATCH_CAPS = [*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,7 @@ SECTIONS: dict[str, list[Spec]] = {
         Spec("scheduler.enable_chunked_prefill", "Chunked prefill", "toggle"),
         Spec("scheduler.mix_decodes", "Decodes join prefill ticks (mixed)", "toggle"),
         Spec("scheduler.queue_order", "Queue order", "select", options=_lit("scheduler.queue_order")),
-        Spec("scheduler.max_num_seqs", "Max batch size (max_num_seqs)", "slider", 1, 1024, 1),
+        Spec("scheduler.max_num_seqs", "Max batch size (max_num_seqs)", "options", options=tuple(BATCH_CAPS)),
         Spec("scheduler.max_num_batched_tokens", "Token budget / chunk size (tokens per tick)", "options", options=tuple(POW2_TOKENS)),
         Spec("scheduler.admission", "Admission", "select", options=_lit("scheduler.admission")),
         Spec("scheduler.new_token_ratio.init_new_token_ratio", "New-token ratio at start / after idle", "slider", 0.01, 1.0, 0.01),

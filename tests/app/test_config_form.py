@@ -227,3 +227,16 @@ def test_a_request_classs_field_is_named_by_its_row_in_the_editor():
     text = form.friendly_error("Invalid settings:\n  workload.classes.1.share = 0.3: the classes' shares must sum to 1, got "
                           "0.5 + 0.3 = 0.8")
     assert "“Request classes” (row 2, share) = 0.3: the classes' shares must sum to 1" in text and ".1." not in text
+
+
+def test_the_batch_cap_steps_through_small_values_one_by_one_and_keeps_a_value_off_its_stops():
+    # a review on a phone: a linear 1-1,024 slider put the article's 4-16 in 3 px of a 214-px track
+    at = app(preset="chat-h100-llama8b").run()
+    cap = at.select_slider(key="w.scheduler.max_num_seqs")
+    options = [int(o) for o in cap.options]
+    assert options[:16] == list(range(1, 17)) and options[-1] == 1024 and len(options) < 40
+    cap.set_value(8).run()
+    assert not at.exception and at.session_state[CFG_KEY].scheduler.max_num_seqs == 8
+    odd = app(preset="chat-h100-llama8b", **{"scheduler.max_num_seqs": "300"}).run()  # a link's value off the stops
+    assert odd.select_slider(key="w.scheduler.max_num_seqs").value == 300 and odd.session_state[CFG_KEY].scheduler.max_num_seqs == 300
+    assert "300" in odd.select_slider(key="w.scheduler.max_num_seqs").options
