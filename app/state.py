@@ -227,6 +227,15 @@ def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None,
 
 
 
+def compare_query(a: SimConfig, b: SimConfig) -> dict[str, str] | None:
+    """Compare's address parameters with `a` and `b` as its two sides (`a_…`, `b_…`: each side's link as Simulate's,
+    a whole `cfg=`), or None when they would pass MAX_LINK_CHARS (a trace's requests): half of it for each side."""
+    queries = {side: config_to_query(cfg, None, max_chars=MAX_LINK_CHARS // 2) for side, cfg in (("a", a), ("b", b))}
+    if any(q is None for q in queries.values()):
+        return None
+    return {f"{side}_{k}": v for side, q in queries.items() for k, v in q.items()}
+
+
 def link_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> dict[str, str] | None:
     """`config_to_query` within MAX_LINK_CHARS (None: too long for a link), once per config object (`derived`): every
     page keeps its address bar in sync on every rerun, and an uploaded trace took seconds to compress each time."""

@@ -238,7 +238,9 @@ PLAN_OPTIONS = {"target_rate_per_s": "--rate", "num_results": "--top", "max_repl
 def _cmd_plan(args: argparse.Namespace) -> int:
     from sim_core.backend import ProgressBar
     from sim_core.cli import prepare_out_dir, remove_stale_outputs
-    from sim_core.planner import PlanSpec, check_plan_space, default_router, default_state_refresh_s, plan, router_note
+    from sim_core.planner import (
+        PlanSpec, calibration_note, check_plan_space, default_router, default_state_refresh_s, plan, router_note,
+    )  # fmt: skip
 
     cfg = _load(args)
     backend, cache, obj = _backend_from(args)
@@ -290,6 +292,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {spec.describe_evaluation(cfg)}")
     if (note := router_note(cfg, spec)) is not None:
         print(f"  router: {note}")
+    if (note := calibration_note(cfg, spec)) is not None:
+        print(f"  calibration: {note}")
     if not result.rows:
         print(f"  {result.no_answer_text('widen it (--max-replicas, --gpus, --tp)')}")
         return EXIT_NO_RESULT
@@ -304,12 +308,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               f"{usd_text(row['usd_per_million_output_tokens'], ''):>8s} {row['good_requests_per_usd']:8,.0f} "
               f"{row[f'ttft_p{p}_s'] * 1e3:7.0f} ms {row[f'tpot_p{p}_s'] * 1e3:7.1f} ms {cap:>9s} {head:>8s}")
     # (what the columns are: "good/$" and "$/M out" were named nowhere, a review)
-    # (the latencies are the steady window's, as the objective judges them, not the whole run's a `run` headline gives;
-    # the capacity is the last rate the bisection found passing: "+0%" read as "at the edge", a review)
     print(f"  $/h: the deployment's GPUs per hour; $/M out: per million output tokens at the target rate; good/$: requests "
-          f"meeting the SLOs per dollar; TTFT and TPOT p{p} at the target rate over the steady-state window; capacity: "
-          f"the highest rate found to meet the objective, bisected to within {spec.headroom_rel_tol:.0%} (a lower bound); "
-          f"headroom: capacity / target - 1")
+          f"meeting the SLOs per dollar; {spec.capacity_text()}; headroom: capacity / target - 1")
     for rows, note in result.row_notes():  # (a "-" in the table, or a capacity the probe could not vouch for)
         print(f"  NOTE ({rows}): {note}")
     if args.out:

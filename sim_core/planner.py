@@ -52,13 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from sim_core.backend import Backend, LocalBackend, PointCache, SearchCancelled, cached_map, run_points
 from sim_core.budget import BUDGET_MARK, RunBudget, is_budget_stop
-from sim_core.config import (MAX_REPLICAS, STATE_ROUTERS, DeploymentConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig,
+from sim_core.config import (MAX_REPLICAS, STATE_ROUTERS, CalibrationConfig, DeploymentConfig, HardwareSpec, LinkConfig, Router, SchedulerConfig,
                              SimConfig, check_state_refresh_s, field_bounds, pool_config, tp_degrees_allowed, tp_degrees_text, tp_rule_text)  # fmt: skip
 from sim_core.costmodel import MemoryPlanError, plan_memory
 from sim_core.inputs import did_you_mean
-from sim_core.metrics import MAX_NUM_REQUESTS
+from sim_core.metrics import MAX_NUM_REQUESTS, steady_exclusion_text
 from sim_core.presets import (
-    FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, read_preset_data, with_engine_data,
+    FAMILY_NOUNS, PRESETS_DIR, PresetError, config_from_dict, list_presets, profile_values, read_preset_data,
+    with_engine_data,
 )  # fmt: skip
 from sim_core.result import Summary
 from sim_core.sweep import Capacity, CapacityObjective, at_rate, check_rate_applies, completion_rate_per_s, find_capacities, meets_objective, with_rate
@@ -180,6 +181,14 @@ class PlanSpec(BaseModel):
 
         return how + f"; P:D splits searched as deployments (KV link {describe_link(split_link(base))})"
 
+    def capacity_text(self) -> str:
+        """What a row's capacity and latencies are, in words (CLI legend, page caption and column help): the steady
+        window's latencies, as the objective judges them, and a capacity that is the last rate the bisection found
+        passing ("+0%" read as "at the edge", a review)."""
+        return (f"TTFT and TPOT at the target rate over the steady-state window (arrivals but the {steady_exclusion_text()}), "
+                f"as the SLOs are judged; capacity: the highest rate found to meet them, bisected to within "
+                f"{self.headroom_rel_tol:.0%} (a lower bound)")  # fmt: skip
+
     def prices(self) -> dict[str, float]:
         out = {k: v.usd_per_gpu_hour for k, v in default_prices().items()}
         return out | dict(self.prices_usd_per_gpu_hour)
@@ -265,6 +274,19 @@ def router_note(base: SimConfig, spec: PlanSpec) -> str | None:
     return said
 
 
+def calibration_note(base: SimConfig, spec: PlanSpec) -> str | None:
+    """What the plan does with `base`'s calibration when it is the config's own (changed from its profile's values),
+    in words (CLI and Plan page): the engines whose presets name a profile are priced at it (`family_config`), so the
+    change is not used for them; None when nothing the config set is lost."""
+    if base.calibration == CalibrationConfig(**profile_values(base.calibration.profile)):
+        return None
+    named = [e for e in spec.engines if "calibration" in read_preset_data("engines", e)]
+    if not named:
+        return None
+    return (f"the config's calibration differs from its profile {base.calibration.profile!r}, and is not used for "
+            f"{', '.join(named)}: each is priced at its own preset's profile, as choosing it in Simulate does")
+
+
 def split_link(base: SimConfig | None) -> LinkConfig:
     """The KV link between the pools of every P:D split candidate of a plan for `base`: its own, where it is a P:D
     deployment (a DistServe or Dynamo preset's NVLink), else the config's default link (the page and the CLI name it
@@ -275,10 +297,8 @@ def split_link(base: SimConfig | None) -> LinkConfig:
 
 def family_config(base: SimConfig, fam: Family) -> SimConfig:
     """The base (model, traffic, SLOs) on this GPU × TP with this engine and knobs. The engine is taken whole, as
-    choosing it in Simulate or `--set engine=NAME` does (`with_engine_data`): its scheduler, its memory rule and its
-    calibration profile. (Until session 81 a candidate kept the base's KV-cache rule and calibration, so a plan's
-    "sglang" rows ran SGLang's scheduler on vLLM V1's memory rule and per-tick costs, which no other surface calls
-    SGLang.)"""
+    choosing it in Simulate or `--set engine=NAME` does (`with_engine_data`: its scheduler, and its memory rule and
+    calibration profile where its preset names them), the searched knobs over its scheduler (docs/capacity.md)."""
     data = with_engine_data(base.model_dump(mode="json"), fam.engine)
     hw = read_preset_data("hardware", fam.gpu)
     hw.pop("description", None)
@@ -293,13 +313,10 @@ def family_config(base: SimConfig, fam: Family) -> SimConfig:
         data["deployment"] = {"disaggregation": {"prefill": {"tensor_parallel": fam.tp},
                                                  "decode": {"tensor_parallel": fam.decode_tp},
                                                  "link": split_link(base).model_dump(mode="json")}}  # fmt: skip
-    sched: dict[str, Any] = {}
-    if fam.token_budget is not None:
-        sched["max_num_batched_tokens"] = fam.token_budget
+    if fam.token_budget is not None:  # (over the engine's scheduler: the knobs searched, the rest the engine's)
+        data["scheduler"]["max_num_batched_tokens"] = fam.token_budget
     if fam.max_batch is not None:
-        sched["max_num_seqs"] = fam.max_batch
-    if sched:
-        data["scheduler"] = sched
+        data["scheduler"]["max_num_seqs"] = fam.max_batch
     return config_from_dict(data, f"plan candidate {fam.label()}")
 
 

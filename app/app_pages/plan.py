@@ -17,14 +17,14 @@ from app.components.pool_backend import PointFailed
 from app.components.runner import PageBudget, points_backend, session_owner
 from app.components.text import plain
 from app.components.units import MISSING
-from app.state import CFG_KEY, config_to_query, show_link_notices
+from app.state import CFG_KEY, compare_query, config_to_query, show_link_notices
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.budget import is_budget_stop
 from sim_core.config import (STATE_ROUTERS, Router, SLOConfig, allowed_range, field_bounds, format_validation_error,
                              tp_degrees_allowed, tp_rule_text)  # fmt: skip
 from sim_core.planner import (DEFAULT_ENGINES, NOT_BISECTED, Plan, PlanSpec, SetupCancelled, default_prices, default_router, default_state_refresh_s,
-                             mean_lengths, num_candidates, pareto_front, plan, router_note)  # fmt: skip
+                             calibration_note, mean_lengths, num_candidates, pareto_front, plan, router_note)  # fmt: skip
 from sim_core.presets import config_with, read_preset_data
 from sim_core.sweep import DISTSERVE_ATTAINMENT, CapacityObjective
 from sim_core.words import usd_text
@@ -98,11 +98,11 @@ def _simulate_link(cfg: SimConfig) -> str:
     return "./?" + urlencode(config_to_query(cfg, None))
 
 
-def _compare_link(a: SimConfig, b: SimConfig) -> str:
-    """Compare's address with `a` and `b` as its two sides (its `a_…` and `b_…` parameters, each side's link as
-    Simulate's): a plan's runner-up was out of reach of Compare, whose lists hold presets and the session's settings."""
-    return "./compare?" + urlencode({f"{side}_{k}": v for side, cfg in (("a", a), ("b", b))
-                                     for k, v in config_to_query(cfg, None).items()})  # fmt: skip
+def _compare_link(a: SimConfig, b: SimConfig) -> str | None:
+    """Compare with `a` and `b` as its sides, or None (too long for a link): a plan's runner-up was out of reach of
+    Compare, whose lists hold presets and the session's settings."""
+    query = compare_query(a, b)
+    return None if query is None else "./compare?" + urlencode(query)
 
 
 def pareto_figure(result: Plan) -> go.Figure:
@@ -226,12 +226,11 @@ def _results_table(result: Plan) -> None:
                            "same traffic, so its output rate is about the same and this follows $/hour"),
         "good req/$": num(format="%,.0f", help="Requests meeting both SLOs per USD (goodput × 3600 / $ per hour). At one "
                           "target rate, rows that meet the SLOs have about the same goodput, so this follows $/hour too"),
-        f"TTFT P{p} (ms)": num(format="%,.0f", help="At the target rate, over the steady-state window (requests 10-90 % "
-                               "by arrival), as the SLOs are judged; Simulate's headline gives the whole run's"),
-        f"TPOT P{p} (ms)": num(format="%.1f", help="At the target rate, over the steady-state window, as the SLOs are "
-                               "judged"),
-        "capacity": num(format="%.1f req/s", help="The highest rate found to meet the SLOs, bisected to within "
-                        f"{result.spec.headroom_rel_tol:.0%}: a lower bound"),
+        f"TTFT P{p} (ms)": num(format="%,.0f", help="At the target rate over the steady-state window, as the SLOs are "
+                               "judged (the caption under the chart); Simulate's headline gives the whole run's"),
+        f"TPOT P{p} (ms)": num(format="%.1f", help="At the target rate over the steady-state window, as the SLOs are judged"),
+        "capacity": num(format="%.1f req/s", help="The highest rate found to meet the SLOs: a lower bound (the caption "
+                        "under the chart)"),
         "headroom": num(format="%+.0f%%", help="capacity / target − 1"),
         "robust": st.column_config.TextColumn(help="Headroom at least the cost model's median held-out error"),
     })  # fmt: skip
@@ -255,8 +254,12 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
     st.markdown(cheapest_sentence(result))
     _results_table(result)
     if len(result.rows) >= 2:
-        st.link_button("Compare the first two rows", _compare_link(result.rows[0].config, result.rows[1].config),
-                       icon=":material/compare_arrows:", help="Opens Compare in a new tab with rows 1 and 2 as its sides")
+        if (link := _compare_link(result.rows[0].config, result.rows[1].config)) is not None:
+            st.link_button("Compare the first two rows", link, icon=":material/compare_arrows:",
+                           help="Opens Compare in a new tab with rows 1 and 2 as its sides")
+        else:
+            st.caption("The first two rows are too long for a Compare link (their trace's requests): open each in "
+                       "Simulate with its row's link.")
     fragile = [t for t in result.table() if t["robust_to_calibration_error"] is False]
     if fragile:  # (only "All columns" showed it: "1× h100-sxm TP2, headroom +0 %" sat beside +31 % rows at one price)
         named = "; ".join(f"{t['config']} ({t['headroom'] * 100:+.0f}%)" for t in fragile)
@@ -266,9 +269,7 @@ def _show(result: Plan, elapsed_s: float, stopped: int = 0, base: SimConfig | No
         st.caption(plain(f"Note ({rows}): {note}."))
     workshop.show_chart(pareto_figure(result), key="plan.pareto")  # (presenter mode scales its text, as every chart's)
     st.caption("Cost per million output tokens = $/hour × 10⁶ / (output tokens/s × 3600) at the target rate; headroom = "
-               f"capacity / target − 1, capacity the highest rate found to meet the SLOs, bisected to within "
-               f"{spec.headroom_rel_tol:.0%} (a lower bound); TTFT and TPOT over the steady-state window (requests 10-90 % "
-               "by arrival), as the SLOs are judged; 'robust' = headroom at least the cost model's "
+               f"capacity / target − 1; {spec.capacity_text()}; 'robust' = headroom at least the cost model's "
                f"median error. Candidates: {spec.describe_evaluation(base)}; the chart shows each configuration once, by "
                "its last run.")  # fmt: skip
 
@@ -282,7 +283,8 @@ def main() -> None:
                f"{prompt:,.0f} and outputs of {output:,.0f} tokens on average; {plain(cfg.model.name)}, "
                f"{cfg.model.weight_dtype.upper()} weights); "
                "change them in Simulate (workload preset, trace upload or classes). Each engine is taken whole, as "
-               "choosing it in Simulate does: its scheduler, memory rule and calibration profile.")  # fmt: skip
+               "choosing it in Simulate does: its scheduler, and its memory rule and calibration profile where its preset "
+               "names them.")  # fmt: skip
     c1, c2, c3, c4 = st.columns(4)
     # (each box's range is its field's: the plan's target rate, the config's SLOs; a value the SLOs refuse, a 0 s TTFT,
     # is named below)
@@ -357,6 +359,8 @@ def main() -> None:
         st.error(plain(err))
         return
     said = router_note(cfg, spec)  # (the config's own router: used, replaced by the box's, or not used, and why)
+    if (calibrated := calibration_note(cfg, spec)) is not None:  # (a calibration changed in Simulate: not used, said)
+        st.caption(plain(f"Calibration: {calibrated}."))
     # (the space outside `plain`, which strips a leading one: "…window.Router: …")
     st.caption(f"{num_candidates(spec):,} candidate configurations ({spec.describe_evaluation(slo_cfg)}). "
                f"Objective: {spec.objective.describe(slo_cfg)}." + (" " + plain(f"Router: {said}.") if said else ""))  # fmt: skip

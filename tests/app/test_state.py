@@ -7,13 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
 
-from app.state import CONFIG_SECTIONS, MAX_LINK_CHARS, config_from_query, config_to_query, decode_config, encode_config
+from app.state import (
+    CONFIG_SECTIONS, MAX_LINK_CHARS, compare_query, config_from_query, config_to_query, decode_config, encode_config,
+)  # fmt: skip
 from sim_core import PresetError, list_presets, load_preset
 from sim_core.cli import apply_overrides
 from sim_core.unused import unused_settings, unused_with_trace
 from sim_core.lessons import load_lessons
 from sim_core.presets import DEFAULT_SCENARIO
-from tests.conftest import make_config
+from tests.conftest import make_config, trace_config
 from tests.strategies import HOSTILE_VALUES, cases, leaf_paths, to_json
 
 
@@ -386,3 +388,19 @@ def test_a_links_unread_setting_is_said_against_the_config_of_the_moment():
     at.selectbox(key="w.scheduler.prefill_mode").set_value("time_slice").run()
     assert not at.exception and not any("not used" in w.value for w in at.warning)
     assert at.session_state["sim.cfg"].scheduler.time_slice.prefill_slice_ms == 5.0  # (the link's value, now read)
+
+
+def test_a_compare_query_opens_both_sides_exactly_or_is_none_past_the_link_limit():
+    # Plan's "Compare the first two rows": each side a whole config, within MAX_LINK_CHARS, or no link at all (a
+    # trace's requests: two rows of an uploaded trace passed it)
+    import numpy as np
+    from urllib.parse import urlencode
+
+    a, b = make_config("chat-h100-llama8b", seed=1), make_config("chat-h100-llama8b-sglang", seed=2)
+    query = compare_query(a, b)
+    assert set(query) == {"a_cfg", "b_cfg"} and len(urlencode(query)) <= MAX_LINK_CHARS
+    assert decode_config(query["a_cfg"]) == a and decode_config(query["b_cfg"]) == b
+    rng = np.random.default_rng(0)  # (incompressible lengths: a real trace's)
+    n = 4000
+    long = trace_config(rng.integers(1, 4000, n).tolist(), rng.integers(1, 2000, n).tolist(), np.sort(rng.random(n) * 600).tolist())
+    assert config_to_query(long, None, max_chars=MAX_LINK_CHARS // 2) is None and compare_query(a, long) is None

@@ -684,3 +684,29 @@ def test_a_candidates_engine_is_taken_whole_as_choosing_it_in_simulate_does():
         got, chosen = family_config(base, fam), config_with(base, {"engine": engine})
         assert (got.scheduler, got.kv_cache, got.calibration) == (chosen.scheduler, chosen.kv_cache, chosen.calibration)
         assert got.calibration.profile != base.calibration.profile and got.workload == base.workload
+        # the searched knobs over the engine's scheduler, not in place of it (a review: a budget-512 SGLang row ran
+        # the config model's default scheduler under SGLang's name)
+        knobs = family_config(base, Family("h100-sxm", 1, engine, 8192, 64))
+        assert knobs.scheduler == config_with(base, {"engine": engine, "scheduler.max_num_batched_tokens": 8192,
+                                                     "scheduler.max_num_seqs": 64}).scheduler  # fmt: skip
+
+
+def test_a_calibration_changed_from_its_profile_is_said_to_be_replaced_by_the_engines(capsys):
+    # a review: since candidates take their engine's profile, a calibration tuned in Simulate (or by --set) was
+    # dropped without a word for every engine whose preset names a profile
+    from sim_core.planner import calibration_note
+    from sim_core.presets import config_with, load_preset
+
+    base = load_preset("chat-h100-llama8b")
+    spec = PlanSpec(target_rate_per_s=10.0, engines=("vllm-v1", "sglang", "article-priority"))
+    assert calibration_note(base, spec) is None  # (the stock profile: nothing lost)
+    tuned = config_with(base, {"calibration.gemm_efficiency": 0.6})
+    said = calibration_note(tuned, spec)
+    assert said is not None and "'vllm-v1'" in said and "vllm-v1, sglang:" in said and "article-priority" not in said
+    assert calibration_note(tuned, PlanSpec(target_rate_per_s=10.0, engines=("article-priority",))) is None
+    # and the CLI prints it
+    from sim_core.cli import main
+
+    code = main(["plan", "chat-h100-llama8b", "--rate", "10", "--set", "calibration.gemm_efficiency=0.6", "--gpus",
+                 "h100-sxm", "--tp", "1", "--engines", "sglang", "--max-replicas", "1", "--workers", "1", "--no-cache"])  # fmt: skip
+    assert code in (0, 1) and "  calibration: the config's calibration differs from its profile 'vllm-v1'" in capsys.readouterr().out
