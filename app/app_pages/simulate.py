@@ -591,8 +591,9 @@ def _requests_tab(res: SimResult) -> None:
                                help=f"On the instances that decode; {MISSING} on a prefill instance (it hands each request on after its prefill)")})  # fmt: skip
         # (a heading for the second table, and room for its toolbar: on a touch screen the toolbar always shows, and
         # with the tables back to back it covered the instance table's last row, lesson 12's figures)
-        st.caption("Per request: one row each" + (", with the instance it ran on." if all_columns else
-                                                   " (All columns: the instance it ran on, its KV transfer)."))  # fmt: skip
+        ran = "the instance it ran on" + (" and its KV transfer" if dis is not None else "")  # (a split's requests only)
+        st.caption(f"Per request: one row each, with {ran}." if all_columns else
+                   f"Per request: one row each (All columns: {ran}).")  # fmt: skip
     table = requests_view(_frames(res)["requests"], all_columns)
     # (unfinished requests have no finish, TTFT or E2E; one-token outputs no TPOT; a short run's table no blank rows)
     st.dataframe(table, hide_index=True, key="table.requests", height=tables.fitted_height_px(len(table), 420), placeholder=MISSING,
@@ -672,7 +673,14 @@ def main() -> None:
     # the lesson banner a link names (a reload, a shared address), then the address names the banner open now
     banner_problems = workshop.take_banner_from_link(read_query_params())
     if link_params is not None:
-        link_params = {**link_params, **workshop.banner_link_params()}
+        banner = workshop.banner_link_params()
+        # A lesson side as it opened whose settings only a whole `cfg=` can say (lesson 11's deployment: 2.7k
+        # characters): the banner's own short address instead (`?lesson=11&lesson_step=1`, what the Links box gives and
+        # an instructor types), which opens that same side. A preset and its few changes stay readable in the address.
+        side = "cfg" in link_params and bool(banner) and derived(
+            cfg, ("lesson_side", *(st.session_state.get(workshop.ACTIVE_LESSON_KEY) or ())),
+            lambda c: workshop.banner_side_config() == c)  # fmt: skip
+        link_params = banner if side else {**link_params, **banner}
 
     presenter = workshop.presenter_on()
     if not presenter:

@@ -17,7 +17,7 @@ import streamlit as st
 from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY, derived
-from sim_core import SimConfig, load_preset
+from sim_core import SimConfig
 from sim_core.lessons import DEFAULT_VIEW
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
@@ -215,6 +215,20 @@ def banner_link_params() -> dict[str, str]:
     return banner_params(active, st.session_state.get(LEARN_LINK_KEY, {})) if active else {}
 
 
+def banner_side_config() -> SimConfig | None:
+    """The config of the lesson side the open banner names (None: no banner, or a side it cannot rebuild)."""
+    active = st.session_state.get(ACTIVE_LESSON_KEY)
+    if not active:
+        return None
+    from sim_core.lessons import load_lessons
+
+    lesson_id, step, run = active
+    lesson = next((x for x in load_lessons() if x.id == lesson_id), None)
+    if lesson is None or (run == "also" and step >= len(lesson.also)):
+        return None
+    return lesson.side_config(step, run)
+
+
 def take_banner_from_link(params: dict[str, str]) -> tuple[str, ...]:
     """Open the lesson banner a Simulate link names (a reload, a shared address) unless this session took those same
     values already (then the banner is as the session left it: closed stays closed). Returns what of the link's lesson
@@ -261,11 +275,11 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
             # ("opened with": the side this run started from; a student who moved the knob read "Router = round_robin"
             # above a session run, beside the line below that said the router had changed, a review)
             c1.markdown(f"**Lesson {lesson.order}: {lesson.title}**{where} · opened with {lesson.knob_label} = `{shown}`")
-        if run == "mechanism":  # (the question is about the lesson's main run: lesson 17's "1,000 requests wait at t = 0
-            # on an H200" sat above its 24-request mechanism run, a review; this run's own scenario says what it shows)
-            c1.text(load_preset(lesson.side_preset(step, run)).description)
-        else:
-            c1.text(f"Question: {lesson.question}")
+        # (the question is about the lesson's main run: lesson 17's "1,000 requests wait at t = 0 on an H200" sat above
+        # its 24-request mechanism run without a word, a review; the mechanism preset's own description names its knob's
+        # default, which the lesson's side overrides, so it is not shown in its place)
+        c1.text(f"Question (about the lesson's main run): {lesson.question}" if run == "mechanism" else
+                f"Question: {lesson.question}")  # fmt: skip
         # (once per config object: an uploaded trace's config took seconds to dump, at every rerun, `derived`)
         if cfg is not None and (changed := derived(cfg, ("lesson_changes", *active),
                                                    lambda c: _changed_since_opened(lesson, step, run, c))) is not None:

@@ -257,7 +257,8 @@ def test_the_opening_window_is_readable_and_shows_interleaving():
 
 def test_the_opening_window_of_a_run_without_interleaving_shows_its_full_batch_not_its_tail():
     # a review: lesson 17's 1,024 side (an offline batch that decodes nearly throughout) opened on its last second,
-    # 3 requests finishing in many short ticks, since the tiebreak counted ticks; it weighs their time now
+    # 3 requests finishing in many short ticks, since busy ticks were counted, which outscored its one phase change in
+    # the full batch; busy time is weighed now
     from sim_core.presets import config_with
 
     res = run_simulation(config_with(load_preset("offline-batch-h200-llama8b"), {"scheduler.max_num_seqs": 1024}))

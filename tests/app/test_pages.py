@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.components import workshop
 from app.components.config_form import SECTIONS
-from app.state import CFG_KEY, encode_config
+from app.state import CFG_KEY, decode_config, encode_config
 from sim_core import load_preset, run_simulation
 from sim_core.lessons import load_lessons
 from tests.conftest import make_config
@@ -553,15 +553,35 @@ def test_a_reloaded_or_shared_lesson_address_keeps_its_banner():
     assert link.query_string == "lesson=kv-preemption&workshop=1"  # the way back keeps the answers hidden
 
 
-def test_a_mechanism_runs_banner_says_what_that_run_shows_not_the_main_runs_question():
-    # a review: lesson 17's 24-request mechanism run sat under "1,000 requests wait at t = 0 on an H200 ..."
+def test_a_mechanism_runs_banner_says_its_question_is_about_the_main_run():
+    # a review: lesson 17's 24-request mechanism run sat under "1,000 requests wait at t = 0 on an H200 ..." as if
+    # that were this run
     lesson = next(x for x in load_lessons() if x.id == "batch-cap")
     query = {k: str(v) for k, v in lesson.overrides.items()} | {lesson.knob: str(lesson.values[0])}
     at = app(preset=lesson.mechanism, lesson=lesson.id, lesson_run="mechanism", **query).run()
     assert not at.exception
-    texts = " ".join(t.value for t in at.text)
-    assert load_preset(lesson.mechanism).description in texts and lesson.question not in texts
+    assert f"Question (about the lesson's main run): {lesson.question}" in [t.value for t in at.text]
     assert "the mechanism scenario" in _banner_line(at)
+    main = app(preset=lesson.side_preset(0), lesson=lesson.id).run()
+    assert f"Question: {lesson.question}" in [t.value for t in main.text]
+
+
+def test_a_lesson_side_only_a_whole_config_can_say_gets_the_banners_short_address():
+    # a review: lesson 11's "3 prefill + 1 decode" side put 2.7k characters of cfg= in the address, while the Links
+    # box gives ?lesson=split-prefill-decode&lesson_step=1, which opens the same side
+    lesson = next(x for x in load_lessons() if x.id == "split-prefill-decode")
+    at = open_page(PAGES[3], lesson=lesson.id)
+    at.button(key=f"learn.open1.{lesson.id}").click().run()
+    assert not at.exception and at.session_state[CFG_KEY] == lesson.config(1)
+    address = dict(at.query_params)
+    assert address == {"lesson": lesson.id, "lesson_step": "1"}, address
+    fresh = app(**address).run()
+    assert not fresh.exception and fresh.session_state[CFG_KEY] == lesson.config(1) and _banner_line(fresh)
+    # changed in the sidebar: the whole config again, beside the banner
+    fresh.number_input(key="w.seed").set_value(5).run()
+    moved = dict(fresh.query_params)
+    assert fresh.session_state[CFG_KEY] != lesson.config(1) and "cfg" in moved and moved["lesson"] == lesson.id
+    assert decode_config(moved["cfg"]) == fresh.session_state[CFG_KEY]
 
 
 def test_a_link_naming_only_a_lesson_side_opens_that_side():
@@ -664,7 +684,9 @@ def test_a_lessons_link_opens_on_the_view_its_answer_reads():
     lesson = next(x for x in load_lessons() if x.id == "batch-cap")
     assert lesson.opens_on == "Headline"
     # (lesson 16's answer quotes pre-emptions, recomputed tokens, TTFT, TPOT and throughput: a later review)
-    assert next(x for x in load_lessons() if x.id == "admission-kv-pressure").opens_on == "Headline"
+    admission = next(x for x in load_lessons() if x.id == "admission-kv-pressure")
+    shown = app(preset=admission.side_preset(0), lesson=admission.id, present="1").run()
+    assert shown.segmented_control(key="ui.focus").value == "Headline" and any(m.label == "Pre-emptions" for m in shown.metric)
     at = app(preset=lesson.side_preset(0), lesson=lesson.id, present="1").run()
     assert at.segmented_control(key="ui.focus").value == "Headline" and any(m.label == "Output throughput" for m in at.metric)
     normal = app(preset=lesson.side_preset(0), lesson=lesson.id)
@@ -2848,7 +2870,7 @@ def test_the_plan_page_states_the_lengths_and_precision_its_costs_rest_on(monkey
     said = next(c.value for c in at.caption if c.value.startswith("Traffic and model"))
     assert f"prompts of {prompt:,.0f} and outputs of {output:,.0f} tokens on average; Llama-3.1-8B, BF16 weights" in said
     # (a review: its "sglang" rows ran on vLLM V1's calibration and memory rule, the current settings')
-    assert "Each engine is taken whole, as choosing it in Simulate does: its scheduler, memory rule and calibration" in said
+    assert "Each engine is taken whole, as choosing it in Simulate does: its scheduler, and its memory rule and" in said
     assert 100 < prompt < 5000 and 10 < output < 5000
 
 
