@@ -270,9 +270,10 @@ def main() -> None:
     # (a ratio alone does not say which side did better: for latencies lower is, for throughput higher is)
     st.caption("B / A is B's value over A's, and whether B is better or worse. Below 1× B is lower: better for the latencies "
                "(TTFT, TPOT, ITL, E2E) and pre-emptions, worse for throughput, goodput, SLO attainment and finished requests; "
-               "GPU busy and mean batch are neither. Output throughput and "
-               "goodput are over each run's makespan, its drain included; the steady-state rows leave out warm-up and "
-               "drain, which is where two setups that both keep up with the load differ.")
+               "GPU busy and mean batch are neither. Every row but the two steady-state ones is over the whole run: "
+               "output throughput and goodput over each run's makespan, its drain included, and the latencies over "
+               "every request (Plan's latencies, and Sweep's where a point keeps up, are the steady window's); the steady-state rows leave out "
+               "warm-up and drain, which is where two setups that both keep up with the load differ.")
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
     _seed_table(a, b, page)

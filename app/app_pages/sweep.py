@@ -26,6 +26,7 @@ from sim_core.metrics import LOOKS_OVERLOADED_NOTE, OVERLOADED_NOTE, UNFINISHED_
 from sim_core.planner import saturation_config
 from sim_core.presets import read_preset_data
 from sim_core.sweep import (
+    CAPACITY_REL_TOL,
     DISTSERVE_ATTAINMENT,
     RATE_SWEEP_PAST_SATURATION,
     SWEEP_KNOBS,
@@ -586,6 +587,13 @@ def main() -> None:
             above = next((v for v in values if v > hi), None)
             return span if above is None else f"{span}; the next rate swept, {above:g} req/s, misses the objectives"
         st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
+        # (a swept rate, as the CLI's sweep says: head to head, vLLM V1's 19.98 and SGLang's 18.42 req/s both read
+        # "capacity 18 req/s" on the default grid, with nothing to say they may differ, a review)
+        same = len(caps) > 1 and len({v[:2] for v in caps.values()}) == 1 and next(iter(caps.values()))[0] is not None
+        st.caption("A capacity here is a rate swept: the highest that met the objectives, the knee lying before the next "
+                   f"one; python -m sim_core capacity bisects it to within {CAPACITY_REL_TOL:.0%}."
+                   + (" Every setup's capacity falls between the same two rates swept: narrow From and To around them to "
+                      "tell them apart." if same else ""))  # fmt: skip
     else:
         st.markdown(most_goodput_sentence(curves, knob, behind_ids))
     if behind:
