@@ -272,8 +272,9 @@ def main() -> None:
                "(TTFT, TPOT, ITL, E2E) and pre-emptions, worse for throughput, goodput, SLO attainment and finished requests; "
                "GPU busy and mean batch are neither. Every row but the two steady-state ones is over the whole run: "
                "output throughput and goodput over each run's makespan, its drain included, and the latencies over "
-               "every request (Plan's latencies, and Sweep's where a point keeps up, are the steady window's); the steady-state rows leave out "
-               "warm-up and drain, which is where two setups that both keep up with the load differ.")
+               "every request (Plan's latencies, and Sweep's where a point keeps up, are the steady window's); the "
+               "steady-state rows leave out warm-up and drain, which is where two setups that both keep up with the "
+               "load differ.")  # fmt: skip
     whole = st.toggle("Whole run in the Gantts", key="cmp.whole", help="They open on the same readable window around "
                       "A's busiest moment, so single ticks are visible.")  # fmt: skip
     _seed_table(a, b, page)

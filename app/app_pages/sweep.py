@@ -589,7 +589,8 @@ def main() -> None:
         st.markdown(" · ".join(f"**{plain(k)}**: capacity {says(*v)}" for k, v in caps.items()))
         # (a swept rate, as the CLI's sweep says: head to head, vLLM V1's 19.98 and SGLang's 18.42 req/s both read
         # "capacity 18 req/s" on the default grid, with nothing to say they may differ, a review)
-        same = len(caps) > 1 and len({v[:2] for v in caps.values()}) == 1 and next(iter(caps.values()))[0] is not None
+        same = (len(caps) > 1 and len({v[:2] for v in caps.values()}) == 1 and next(iter(caps.values()))[0] is not None
+                and all(saturated for _, _, saturated in caps.values()))  # (each knee between a rate and the next)
         st.caption("A capacity here is a rate swept: the highest that met the objectives, the knee lying before the next "
                    f"one; python -m sim_core capacity bisects it to within {CAPACITY_REL_TOL:.0%}."
                    + (" Every setup's capacity falls between the same two rates swept: narrow From and To around them to "
