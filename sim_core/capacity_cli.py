@@ -124,7 +124,8 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     runs = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
     clipped = args.scale != 1 and cfg.workload.trace is None and (
         sizes[0] <= sweep.MIN_CAPACITY_REQUESTS or sizes[-1] >= sweep.MAX_CAPACITY_REQUESTS)  # fmt: skip
-    print(f"{cfg.name}: capacity {span} req/s over "
+    # (the scheduler named: `--set engine=sglang` printed "chat-h100-llama8b: capacity ..." as for the preset's own)
+    print(f"{cfg.name} ({cfg.scheduler.name}): capacity {span} req/s over "
           f"{args.seeds} seed(s) ({obj.describe(cfg)}; runs of {runs} requests, bisection to {100 * rel_tol:g} %)")  # fmt: skip
     if clipped:  # (a run's length is bounded whatever --scale says: 1e30 ran the same probes as 100, unsaid)
         print(f"  NOTE: --scale {args.scale:g}: runs are bounded to {sweep.MIN_CAPACITY_REQUESTS:,}-"

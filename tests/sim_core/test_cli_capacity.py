@@ -37,6 +37,7 @@ def test_capacity_prints_an_interval_over_seeds(capsys):
     assert main(["capacity", "chat-h100-llama8b", "--seeds", "2", "--percentile", "90", *SMALL]) == 0
     out = capsys.readouterr().out
     assert "capacity" in out and "over 2 seed(s)" in out and "P90 TTFT" in out and "seed 1:" in out
+    assert out.startswith("chat-h100-llama8b (vLLM V1): capacity ")  # (the scheduler named: --set engine= changes it)
 
 
 def test_one_seeds_capacity_is_one_number_not_a_range_of_it(capsys):
