@@ -17,7 +17,9 @@ from app.components.setup_notes import calibration_difference
 from app.components.sidebar import describe_where
 from app.components.text import choices_hint, plain, plotly_text
 from app.components.units import MISSING, fmt_number
-from app.state import BASE_KEY, CFG_KEY, PRESET_KEY, link_query, read_query_params, show_link_notices, write_query_params
+from app.state import (
+    BASE_KEY, CFG_KEY, PRESET_KEY, config_key, link_query, read_query_params, show_link_notices, write_query_params,
+)  # fmt: skip
 from sim_core import PresetError, SimConfig, list_presets
 from sim_core.backend import PointCache, SearchCancelled, default_cache_dir
 from sim_core.cluster.knobs import prefill_instances_bounds
@@ -424,10 +426,20 @@ def _results_table(rows: list[dict], knob: str, head_to_head: bool) -> None:
     })  # fmt: skip
 
 
+# The sweep's own address parameters, and the last ones this page wrote with the settings they were for: Streamlit
+# clears the address and this page's widgets on the way to another page, and a sweep of 50-65 req/s in 4 points came
+# back as the default 12-117 in 8 (a review)
+SWEEP_PARAMS = ("sweep", "start", "stop", "n", "vs", "seeds")
+KEPT_KEY = "sw.kept"
+
+
 def main() -> None:
     workshop.page_title("Sweep a knob")
     cfg: SimConfig = st.session_state[CFG_KEY]
     params = read_query_params()
+    kept = st.session_state.get(KEPT_KEY)
+    if kept is not None and kept[0] == config_key(cfg) and not any(k in params for k in SWEEP_PARAMS):
+        params = {**params, **kept[1]}  # (back on the page, the settings unchanged: the sweep it left)
     knobs = list(SWEEP_KNOBS)
     problems = []
     linked = params.get("sweep")
@@ -535,9 +547,10 @@ def main() -> None:
         st.caption(plain(note + "."))  # (python -m sim_core sweep prints the same NOTE)
     # (readable against the preset the settings came from, as Simulate's and Compare's: without it a link of
     # ?preset=…&scheduler.max_num_seqs=64 was rewritten as an opaque ?cfg=…)
-    write_query_params((link_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)) or {})
-                       | {"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
-                       | ({"vs": vs} if vs != NO_ENGINE else {}) | ({"seeds": str(seeds)} if seeds > 1 else {}))  # fmt: skip
+    own = ({"sweep": knob, "start": f"{start:g}", "stop": f"{stop:g}", "n": str(int(n))}
+           | ({"vs": vs} if vs != NO_ENGINE else {}) | ({"seeds": str(seeds)} if seeds > 1 else {}))  # fmt: skip
+    st.session_state[KEPT_KEY] = (config_key(cfg), own)
+    write_query_params((link_query(cfg, st.session_state.get(PRESET_KEY), st.session_state.get(BASE_KEY)) or {}) | own)
     setups = {cfg.scheduler.name: cfg}
     if vs != NO_ENGINE:
         other = _with_engine(cfg, vs)
