@@ -227,13 +227,16 @@ def config_to_query(cfg: SimConfig, preset: str | None, base: str | None = None,
 
 
 
+def compare_params(a: dict[str, str] | None, b: dict[str, str] | None) -> dict[str, str]:
+    """Compare's address parameters from its two sides' links as Simulate's (`a_…`, `b_…`; a side without one: none)."""
+    return {f"{side}_{k}": v for side, query in (("a", a), ("b", b)) for k, v in (query or {}).items()}
+
+
 def compare_query(a: SimConfig, b: SimConfig) -> dict[str, str] | None:
-    """Compare's address parameters with `a` and `b` as its two sides (`a_…`, `b_…`: each side's link as Simulate's,
-    a whole `cfg=`), or None when they would pass MAX_LINK_CHARS (a trace's requests): half of it for each side."""
-    queries = {side: config_to_query(cfg, None, max_chars=MAX_LINK_CHARS // 2) for side, cfg in (("a", a), ("b", b))}
-    if any(q is None for q in queries.values()):
-        return None
-    return {f"{side}_{k}": v for side, q in queries.items() for k, v in q.items()}
+    """Compare's address parameters with `a` and `b` as its two sides, each a whole `cfg=`, or None when they would pass
+    MAX_LINK_CHARS (a trace's requests): half of it for each side."""
+    queries = [config_to_query(cfg, None, max_chars=MAX_LINK_CHARS // 2) for cfg in (a, b)]
+    return None if None in queries else compare_params(*queries)
 
 
 def link_query(cfg: SimConfig, preset: str | None, base: str | None = None) -> dict[str, str] | None:

@@ -16,8 +16,9 @@ from app.components.setup_notes import calibration_difference, setup_differences
 from app.components.sidebar import describe_where, scheduler_label
 from app.components.text import plain
 from app.components.units import fmt_count, fmt_seconds
-from app.state import (BASE_KEY, CFG_KEY, config_from_query, config_key, derived, ignored_params, is_config_param,
-                       link_query, preset_matching, read_query_params, show_link_notices, write_query_params)
+from app.state import (BASE_KEY, CFG_KEY, compare_params, config_from_query, config_key, derived, ignored_params,
+                       is_config_param, link_query, preset_matching, read_query_params, show_link_notices,
+                       write_query_params)  # fmt: skip
 from sim_core import PresetError, SimConfig, config_from_dict, config_with, list_presets, load_preset
 from sim_core.metrics import class_metrics, no_value_reason
 from sim_core.sweep import rate_applies, steady_run_length
@@ -239,9 +240,8 @@ def main() -> None:
                        "and objectives are replaced by A's. Switch this off to run B on its own.")  # fmt: skip
     # readable links (?b_preset=…&b_scheduler.preemption=swap) against the preset each side was opened from: a modified
     # side had been written as an opaque b_cfg=… a room could not read
-    q = {f"a_{k}": v for k, v in (link_query(a, preset_matching(a), _base_of("a")) or {}).items()}
-    q |= {f"b_{k}": v for k, v in (link_query(own, preset_matching(own), _base_of("b")) or {}).items()}
-    write_query_params(q)
+    write_query_params(compare_params(link_query(a, preset_matching(a), _base_of("a")),
+                                      link_query(own, preset_matching(own), _base_of("b"))))  # fmt: skip
 
     with st.spinner("Simulating A and B…"):
         out_a, out_b = runner.run(a), runner.run(b)

@@ -18,7 +18,7 @@ from app.components.text import choices_hint, plain
 from app.components.units import fmt_setting
 from app.state import PRESENTER_KEY, derived
 from sim_core import SimConfig
-from sim_core.lessons import DEFAULT_VIEW
+from sim_core.lessons import DEFAULT_VIEW, Lesson
 
 ACTIVE_LESSON_KEY = "learn.active"  # (lesson id, step, run) of the lesson that opened this page; run "also": step
 # is the index of the `also` entry opened
@@ -215,8 +215,8 @@ def banner_link_params() -> dict[str, str]:
     return banner_params(active, st.session_state.get(LEARN_LINK_KEY, {})) if active else {}
 
 
-def banner_side_config() -> SimConfig | None:
-    """The config of the lesson side the open banner names (None: no banner, or a side it cannot rebuild)."""
+def _open_banner() -> tuple[Lesson, int, str] | None:
+    """(lesson, step, run) of the open lesson banner, or None (no banner, or a lesson no longer there)."""
     active = st.session_state.get(ACTIVE_LESSON_KEY)
     if not active:
         return None
@@ -224,9 +224,17 @@ def banner_side_config() -> SimConfig | None:
 
     lesson_id, step, run = active
     lesson = next((x for x in load_lessons() if x.id == lesson_id), None)
-    if lesson is None or (run == "also" and step >= len(lesson.also)):
-        return None
-    return lesson.side_config(step, run)
+    return None if lesson is None else (lesson, step, run)
+
+
+def _side_config(lesson: Lesson, step: int, run: str) -> SimConfig | None:
+    """The config of a lesson side a banner names (None: an `also` entry the lesson no longer has)."""
+    return None if run == "also" and step >= len(lesson.also) else lesson.side_config(step, run)
+
+
+def banner_side_config() -> SimConfig | None:
+    """The config of the lesson side the open banner names (None: no banner, or a side it cannot rebuild)."""
+    return None if (opened := _open_banner()) is None else _side_config(*opened)
 
 
 def take_banner_from_link(params: dict[str, str]) -> tuple[str, ...]:
@@ -253,15 +261,10 @@ def lesson_banner(cfg: SimConfig | None = None) -> None:
     """On the page a lesson opened: its question, the knob, and the way back (the lesson stays open); with the page's
     config `cfg`, what of it differs from the side the banner names (a review: a student who switched lesson 14's
     router to prefix_affinity read "Router = round_robin" above a prefix_affinity run)."""
-    active = st.session_state.get(ACTIVE_LESSON_KEY)
-    if not active:
+    if (opened := _open_banner()) is None:
         return
-    from sim_core.lessons import load_lessons
-
-    lesson_id, step, run = active
-    lesson = next((x for x in load_lessons() if x.id == lesson_id), None)
-    if lesson is None:
-        return
+    lesson, step, run = opened
+    active = st.session_state[ACTIVE_LESSON_KEY]
     with st.container(border=True, key="lesson_banner"):
         # (the way back and the close in one right-hand row: a third column of its own, a ninth of the banner, was
         # narrower than Streamlit's least column at 1280 px, and its ✕ wrapped onto a line of its own under the question)
@@ -297,6 +300,5 @@ def _changed_since_opened(lesson, step: int, run: str, cfg: SimConfig) -> str | 
     """What of `cfg` differs from the lesson side the banner names (None: nothing, or a side it cannot rebuild)."""
     from app.components.setup_notes import setup_differences
 
-    if run == "also" and step >= len(lesson.also):
-        return None
-    return setup_differences(lesson.side_config(step, run), cfg, lead="Changed since the lesson opened this run:")
+    side = _side_config(lesson, step, run)
+    return None if side is None else setup_differences(side, cfg, lead="Changed since the lesson opened this run:")
