@@ -280,7 +280,7 @@ def calibration_note(base: SimConfig, spec: PlanSpec) -> str | None:
     change is not used for them; None when nothing the config set is lost."""
     if base.calibration == CalibrationConfig(**profile_values(base.calibration.profile)):
         return None
-    named = [e for e in spec.engines if "calibration" in read_preset_data("engines", e)]
+    named = [e for e in spec.engines if "calibration" in with_engine_data({}, e)]  # (family_config's rule, asked)
     if not named:
         return None
     return (f"the config's calibration differs from its profile {base.calibration.profile!r}, and is not used for "
